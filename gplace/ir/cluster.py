@@ -1,0 +1,157 @@
+"""Devices, the links between them, and the cluster they form."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from gplace.ir.errors import GraphError
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device a placement can use."""
+
+    name: str
+    """Unique name, e.g. ``"/GPU:0"``."""
+    kind: str
+    """Device kind, e.g. ``"cpu"`` or ``"gpu"``; ops' per-kind costs and pins refer to it."""
+    speed: float = 1.0
+    """Relative speed: an op's time on this device is its cost for ``kind`` divided by ``speed``."""
+    memory: int = 2**63 - 1
+    """Memory capacity in bytes."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """A bidirectional link between two devices; each direction is its own channel."""
+
+    a: str
+    b: str
+    bandwidth: float
+    """Bytes per second."""
+    latency: float = 0.0
+    """Seconds per transfer."""
+
+
+@dataclass(frozen=True, eq=False)
+class Cluster:
+    """Devices and the bandwidth and latency between every ordered pair.
+
+    Device indices are 0-based positions in ``devices``; placements refer to devices by index.
+    Build one with :meth:`build` rather than by hand.
+    """
+
+    devices: tuple[Device, ...]
+    bandwidth: np.ndarray = field(repr=False)
+    """(D, D) float64, bytes per second from row device to column device; ``inf`` on the diagonal."""
+    latency: np.ndarray = field(repr=False)
+    """(D, D) float64, seconds per transfer; 0 on the diagonal."""
+    name: str = "cluster"
+
+    def __post_init__(self) -> None:
+        for arr in (self.bandwidth, self.latency):
+            arr.setflags(write=False)
+        self.validate()
+
+    @classmethod
+    def build(
+        cls,
+        devices: Sequence[Device],
+        links: Sequence[Link] = (),
+        *,
+        default_bandwidth: float | None = None,
+        default_latency: float = 0.0,
+        name: str = "cluster",
+    ) -> Cluster:
+        """Build a cluster; pairs without an explicit link use the defaults.
+
+        Raises:
+            GraphError: a link names an unknown device, or a pair has no link and no default.
+        """
+        index = {d.name: i for i, d in enumerate(devices)}
+        n = len(devices)
+        bw = np.full((n, n), np.nan if default_bandwidth is None else float(default_bandwidth))
+        lat = np.full((n, n), float(default_latency))
+        for link in links:
+            for end in (link.a, link.b):
+                if end not in index:
+                    raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} names unknown device {end!r}")
+            i, j = index[link.a], index[link.b]
+            bw[i, j] = bw[j, i] = link.bandwidth
+            lat[i, j] = lat[j, i] = link.latency
+        np.fill_diagonal(bw, np.inf)
+        np.fill_diagonal(lat, 0.0)
+        for i, j in zip(*np.nonzero(np.isnan(bw)), strict=True):
+            raise GraphError(
+                f"cluster {name!r}: no link between {devices[i].name!r} and {devices[j].name!r} "
+                "and no default_bandwidth"
+            )
+        return cls(tuple(devices), bw, lat, name)
+
+    def validate(self) -> None:
+        """Check names, capacities, speeds and link matrices; raise :class:`GraphError` naming the field."""
+        if not self.devices:
+            raise GraphError(f"cluster {self.name!r} has no devices")
+        seen: set[str] = set()
+        for d in self.devices:
+            if d.name in seen:
+                raise GraphError(f"cluster {self.name!r}: duplicate device name {d.name!r}")
+            seen.add(d.name)
+            if not (d.speed > 0 and math.isfinite(d.speed)):
+                raise GraphError(f"cluster {self.name!r}: device {d.name!r} has speed {d.speed}, must be > 0")
+            if d.memory <= 0:
+                raise GraphError(f"cluster {self.name!r}: device {d.name!r} has memory {d.memory}, must be > 0")
+        n = len(self.devices)
+        for label, arr in (("bandwidth", self.bandwidth), ("latency", self.latency)):
+            if arr.shape != (n, n):
+                raise GraphError(f"cluster {self.name!r}: {label} has shape {arr.shape}, expected {(n, n)}")
+        off = ~np.eye(n, dtype=bool)
+        if np.any(~(self.bandwidth[off] > 0)):
+            raise GraphError(f"cluster {self.name!r}: every bandwidth must be > 0")
+        if np.any(self.latency < 0) or np.any(~np.isfinite(self.latency)):
+            raise GraphError(f"cluster {self.name!r}: every latency must be finite and >= 0")
+
+    @property
+    def num_devices(self) -> int:
+        """Number of devices D."""
+        return len(self.devices)
+
+    @cached_property
+    def device_names(self) -> tuple[str, ...]:
+        """Device names in index order."""
+        return tuple(d.name for d in self.devices)
+
+    @cached_property
+    def kinds(self) -> tuple[str, ...]:
+        """Device kinds in index order."""
+        return tuple(d.kind for d in self.devices)
+
+    @cached_property
+    def speeds(self) -> np.ndarray:
+        """(D,) float64 device speeds."""
+        return np.array([d.speed for d in self.devices], dtype=np.float64)
+
+    @cached_property
+    def memory(self) -> np.ndarray:
+        """(D,) int64 memory capacities in bytes."""
+        return np.array([d.memory for d in self.devices], dtype=np.int64)
+
+    def index(self, device_name: str) -> int:
+        """Index of a device by name; raises :class:`GraphError` listing the known names."""
+        try:
+            return self.device_names.index(device_name)
+        except ValueError:
+            raise GraphError(
+                f"unknown device {device_name!r}; cluster {self.name!r} has {list(self.device_names)}"
+            ) from None
+
+    def transfer_time(self, nbytes: float, src: int, dst: int) -> float:
+        """Seconds to move ``nbytes`` from device ``src`` to ``dst`` on an idle link."""
+        if src == dst:
+            return 0.0
+        return float(self.latency[src, dst] + nbytes / self.bandwidth[src, dst])

@@ -1,0 +1,355 @@
+"""The op graph: gplace's one intermediate representation of a computation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from gplace.ir.cluster import Cluster
+from gplace.ir.errors import GraphError
+
+Shape = tuple[int, ...]
+"""A tensor shape; -1 marks an unknown dimension."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op, as an importer or a user describes it before the graph is built."""
+
+    name: str
+    type: str
+    cost: float | None
+    """Seconds on a device of speed 1.0 of any kind; ``None`` is an error unless every kind has a cost."""
+    kind_cost: Mapping[str, float] = field(default_factory=dict)
+    """Seconds on a device of speed 1.0 of this kind (e.g. ``{"gpu": 1e-4}``); overrides ``cost``."""
+    persistent_memory: int = 0
+    """Bytes resident for the whole step (weights, optimiser slots)."""
+    temporary_memory: int = 0
+    """Bytes held only while the op runs (workspace)."""
+    output_bytes: int = 0
+    """Bytes of all outputs together."""
+    output_shapes: tuple[Shape, ...] = ()
+    colocation: str | None = None
+    """Ops sharing a colocation name must run on one device."""
+    pinned: str | None = None
+    """Device kind the op must run on (e.g. ``"cpu"`` for an op with no GPU kernel)."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A tensor flowing from ``src`` to ``dst`` (op names)."""
+
+    src: str
+    dst: str
+    bytes: int | None = None
+    """Bytes carried; ``None`` takes the source op's ``output_bytes``."""
+
+
+@dataclass(frozen=True, eq=False)
+class OpGraph:
+    """An immutable, validated op graph over N ops and E edges.
+
+    Build one with :meth:`from_ops`; arrays are read-only. Op indices are positions in ``op_names``.
+    """
+
+    name: str
+    op_names: tuple[str, ...]
+    op_types: tuple[str, ...]
+    compute_cost: np.ndarray = field(repr=False)
+    """(N,) float64 seconds at speed 1.0, NaN where only per-kind costs are known."""
+    kind_cost: Mapping[str, np.ndarray] = field(repr=False)
+    """kind -> (N,) float64 seconds at speed 1.0, NaN where unknown for that kind."""
+    persistent_memory: np.ndarray = field(repr=False)
+    """(N,) int64 bytes."""
+    temporary_memory: np.ndarray = field(repr=False)
+    """(N,) int64 bytes."""
+    output_bytes: np.ndarray = field(repr=False)
+    """(N,) int64 bytes."""
+    output_shapes: tuple[tuple[Shape, ...], ...] = field(repr=False)
+    colocation: tuple[str | None, ...] = field(repr=False)
+    pinned: tuple[str | None, ...] = field(repr=False)
+    edge_index: np.ndarray = field(repr=False)
+    """(2, E) int64 source and destination op indices (PyG's convention)."""
+    edge_bytes: np.ndarray = field(repr=False)
+    """(E,) int64 bytes per edge."""
+    source: Any = field(default=None, repr=False, compare=False)
+    """Optional handle to the program it came from (a GraphDef, an ExportedProgram); never serialised."""
+
+    def __post_init__(self) -> None:
+        arrays = [self.compute_cost, self.persistent_memory, self.temporary_memory, self.output_bytes]
+        for arr in [*arrays, *self.kind_cost.values(), self.edge_index, self.edge_bytes]:
+            arr.setflags(write=False)
+        self.validate()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_ops(
+        cls, ops: Sequence[Op], edges: Sequence[Edge], *, name: str = "graph", source: Any = None
+    ) -> OpGraph:
+        """Build and validate a graph from op and edge records.
+
+        Raises:
+            GraphError: duplicate op, edge to a missing op, missing or negative cost, cycle, ...
+        """
+        index: dict[str, int] = {}
+        for i, op in enumerate(ops):
+            if op.name in index:
+                raise GraphError(f"graph {name!r}: duplicate op name {op.name!r}")
+            index[op.name] = i
+        kinds = sorted({k for op in ops for k in op.kind_cost})
+        kind_cost = {
+            k: np.array([_as_cost(op.kind_cost.get(k)) for op in ops], dtype=np.float64) for k in kinds
+        }
+        src, dst, nbytes = [], [], []
+        for e in edges:
+            for end in (e.src, e.dst):
+                if end not in index:
+                    raise GraphError(f"graph {name!r}: edge {e.src!r} -> {e.dst!r} refers to missing op {end!r}")
+            src.append(index[e.src])
+            dst.append(index[e.dst])
+            nbytes.append(ops[index[e.src]].output_bytes if e.bytes is None else e.bytes)
+        return cls(
+            name=name,
+            op_names=tuple(op.name for op in ops),
+            op_types=tuple(op.type for op in ops),
+            compute_cost=np.array([_as_cost(op.cost) for op in ops], dtype=np.float64),
+            kind_cost=kind_cost,
+            persistent_memory=np.array([op.persistent_memory for op in ops], dtype=np.int64),
+            temporary_memory=np.array([op.temporary_memory for op in ops], dtype=np.int64),
+            output_bytes=np.array([op.output_bytes for op in ops], dtype=np.int64),
+            output_shapes=tuple(tuple(tuple(int(d) for d in s) for s in op.output_shapes) for op in ops),
+            colocation=tuple(op.colocation for op in ops),
+            pinned=tuple(op.pinned for op in ops),
+            edge_index=np.array([src, dst], dtype=np.int64).reshape(2, -1),
+            edge_bytes=np.array(nbytes, dtype=np.int64),
+            source=source,
+        )
+
+    def ops(self) -> list[Op]:
+        """The graph as op records (inverse of :meth:`from_ops`)."""
+        return [
+            Op(
+                name=self.op_names[i],
+                type=self.op_types[i],
+                cost=None if math.isnan(self.compute_cost[i]) else float(self.compute_cost[i]),
+                kind_cost={k: float(v[i]) for k, v in self.kind_cost.items() if not math.isnan(v[i])},
+                persistent_memory=int(self.persistent_memory[i]),
+                temporary_memory=int(self.temporary_memory[i]),
+                output_bytes=int(self.output_bytes[i]),
+                output_shapes=self.output_shapes[i],
+                colocation=self.colocation[i],
+                pinned=self.pinned[i],
+            )
+            for i in range(self.num_ops)
+        ]
+
+    def edges(self) -> list[Edge]:
+        """The edges as records with op names."""
+        names = self.op_names
+        return [
+            Edge(names[s], names[d], int(b))
+            for (s, d), b in zip(self.edge_index.T.tolist(), self.edge_bytes.tolist(), strict=True)
+        ]
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Check shapes, costs, memory, edges, acyclicity and colocation; raise :class:`GraphError`."""
+        n = self.num_ops
+        where = f"graph {self.name!r}"
+        for label, arr in self._per_op_arrays():
+            if arr.shape != (n,):
+                raise GraphError(f"{where}: {label} has shape {arr.shape}, expected ({n},)")
+        for label, seq in (("op_types", self.op_types), ("output_shapes", self.output_shapes),
+                           ("colocation", self.colocation), ("pinned", self.pinned)):
+            if len(seq) != n:
+                raise GraphError(f"{where}: {label} has {len(seq)} entries, expected {n}")
+        self._validate_costs()
+        for label in ("persistent_memory", "temporary_memory", "output_bytes"):
+            bad = np.flatnonzero(getattr(self, label) < 0)
+            if bad.size:
+                i = bad[0]
+                raise GraphError(f"{where}: op {self.op_names[i]!r} has negative {label} {getattr(self, label)[i]}")
+        self._validate_edges()
+        self._validate_colocation()
+        _ = self.topological_order  # raises on a cycle
+
+    def _per_op_arrays(self) -> list[tuple[str, np.ndarray]]:
+        arrays = [("compute_cost", self.compute_cost), ("persistent_memory", self.persistent_memory),
+                  ("temporary_memory", self.temporary_memory), ("output_bytes", self.output_bytes)]
+        return arrays + [(f"kind_cost[{k!r}]", v) for k, v in self.kind_cost.items()]
+
+    def _validate_costs(self) -> None:
+        for label, arr in self._per_op_arrays()[:1] + self._per_op_arrays()[4:]:
+            bad = np.flatnonzero(arr < 0)
+            if bad.size:
+                i = bad[0]
+                raise GraphError(f"graph {self.name!r}: op {self.op_names[i]!r} has negative {label} {arr[i]}")
+        missing = np.isnan(self.compute_cost)
+        for arr in self.kind_cost.values():
+            missing &= np.isnan(arr)
+        if missing.any():
+            i = int(np.flatnonzero(missing)[0])
+            raise GraphError(
+                f"graph {self.name!r}: op {self.op_names[i]!r} ({self.op_types[i]}) has no compute cost "
+                f"({int(missing.sum())} op(s) missing a cost); give 'cost' or 'kind_cost'"
+            )
+
+    def _validate_edges(self) -> None:
+        ei, n = self.edge_index, self.num_ops
+        if ei.ndim != 2 or ei.shape[0] != 2:
+            raise GraphError(f"graph {self.name!r}: edge_index has shape {ei.shape}, expected (2, E)")
+        if self.edge_bytes.shape != (ei.shape[1],):
+            raise GraphError(f"graph {self.name!r}: edge_bytes has shape {self.edge_bytes.shape}, expected ({ei.shape[1]},)")
+        bad = np.flatnonzero((ei < 0).any(0) | (ei >= n).any(0))
+        if bad.size:
+            raise GraphError(f"graph {self.name!r}: edge {bad[0]} {ei[:, bad[0]].tolist()} refers to a missing op (N={n})")
+        loops = np.flatnonzero(ei[0] == ei[1])
+        if loops.size:
+            raise GraphError(f"graph {self.name!r}: self-loop on op {self.op_names[ei[0, loops[0]]]!r}")
+        neg = np.flatnonzero(self.edge_bytes < 0)
+        if neg.size:
+            s, d = ei[:, neg[0]]
+            raise GraphError(f"graph {self.name!r}: edge {self.op_names[s]!r} -> {self.op_names[d]!r} has negative bytes")
+
+    def _validate_colocation(self) -> None:
+        pins: dict[str, tuple[str, str]] = {}
+        for name, group, pin in zip(self.op_names, self.colocation, self.pinned, strict=True):
+            if group is None or pin is None:
+                continue
+            if group in pins and pins[group][0] != pin:
+                other_pin, other = pins[group]
+                raise GraphError(
+                    f"graph {self.name!r}: colocation group {group!r} pins {other!r} to {other_pin!r} "
+                    f"but {name!r} to {pin!r}"
+                )
+            pins.setdefault(group, (pin, name))
+
+    # ------------------------------------------------------------------ derived structure
+    @property
+    def num_ops(self) -> int:
+        """Number of ops N."""
+        return len(self.op_names)
+
+    @property
+    def num_edges(self) -> int:
+        """Number of edges E."""
+        return int(self.edge_index.shape[1])
+
+    @cached_property
+    def op_index(self) -> dict[str, int]:
+        """Op name -> index."""
+        return {n: i for i, n in enumerate(self.op_names)}
+
+    @cached_property
+    def out_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Outgoing edges as CSR: ``(ptr (N+1,), dst (E,), edge id (E,))``, grouped by source."""
+        return _csr(self.edge_index[0], self.edge_index[1], self.num_ops)
+
+    @cached_property
+    def in_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Incoming edges as CSR: ``(ptr (N+1,), src (E,), edge id (E,))``, grouped by destination."""
+        return _csr(self.edge_index[1], self.edge_index[0], self.num_ops)
+
+    @cached_property
+    def topological_order(self) -> np.ndarray:
+        """(N,) int64 op indices in a topological order (Kahn, smallest index first among ready ops).
+
+        Raises:
+            GraphError: the graph has a cycle; the message names ops on it.
+        """
+        import heapq
+
+        ptr, dst, _ = self.out_csr
+        indeg = np.bincount(self.edge_index[1], minlength=self.num_ops).tolist()
+        ready = [i for i in range(self.num_ops) if indeg[i] == 0]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            i = heapq.heappop(ready)
+            order.append(i)
+            for j in dst[ptr[i]:ptr[i + 1]].tolist():
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    heapq.heappush(ready, j)
+        if len(order) < self.num_ops:
+            cycle = self._find_cycle(indeg)
+            raise GraphError(f"graph {self.name!r} has a cycle through ops {' -> '.join(map(repr, cycle))}")
+        return np.array(order, dtype=np.int64)
+
+    def _find_cycle(self, indeg: list[int]) -> list[str]:
+        """Names of ops on one cycle among the ops Kahn's algorithm could not order."""
+        ptr, src, _ = self.in_csr
+        start = next(i for i, d in enumerate(indeg) if d > 0)
+        seen: dict[int, int] = {}
+        path = []
+        node = start
+        while node not in seen:
+            seen[node] = len(path)
+            path.append(node)
+            node = next(int(p) for p in src[ptr[node]:ptr[node + 1]] if indeg[p] > 0)
+        cycle = path[seen[node]:][::-1]
+        return [self.op_names[i] for i in [*cycle, cycle[0]]]
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Content hash (sha256 hex, 16 chars) of everything a placement depends on."""
+        h = hashlib.sha256()
+        h.update(json.dumps([self.op_names, self.op_types, self.colocation, self.pinned]).encode())
+        for _, arr in self._per_op_arrays():
+            h.update(np.ascontiguousarray(arr).tobytes())
+        h.update(np.ascontiguousarray(self.edge_index).tobytes())
+        h.update(np.ascontiguousarray(self.edge_bytes).tobytes())
+        return h.hexdigest()[:16]
+
+    # ------------------------------------------------------------------ costs on a cluster
+    def durations(self, cluster: Cluster) -> np.ndarray:
+        """(N, D) float64 seconds each op takes on each device of ``cluster``.
+
+        An op's per-kind cost for the device's kind is used where known, else its generic cost;
+        either is divided by the device's speed. ``inf`` where the op has neither.
+        """
+        out = np.empty((self.num_ops, cluster.num_devices), dtype=np.float64)
+        for j, dev in enumerate(cluster.devices):
+            cost = self.compute_cost
+            if dev.kind in self.kind_cost:
+                kc = self.kind_cost[dev.kind]
+                cost = np.where(np.isnan(kc), cost, kc)
+            out[:, j] = np.where(np.isnan(cost), np.inf, cost) / dev.speed
+        return out
+
+    def allowed_devices(self, cluster: Cluster) -> np.ndarray:
+        """(N, D) bool: where each op may run (its pinned kind, and a finite duration).
+
+        Raises:
+            GraphError: an op can run on no device of the cluster.
+        """
+        kinds = np.array(cluster.kinds)
+        pinned = np.array([p if p is not None else "" for p in self.pinned])
+        ok = (pinned[:, None] == "") | (pinned[:, None] == kinds[None, :])
+        ok &= np.isfinite(self.durations(cluster))
+        dead = np.flatnonzero(~ok.any(1))
+        if dead.size:
+            i = dead[0]
+            raise GraphError(
+                f"op {self.op_names[i]!r} (pinned={self.pinned[i]!r}) can run on no device of cluster "
+                f"{cluster.name!r} (kinds {sorted(set(cluster.kinds))})"
+            )
+        return ok
+
+
+def _as_cost(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr, values[order].astype(np.int64), order.astype(np.int64)

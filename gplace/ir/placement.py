@@ -1,0 +1,124 @@
+"""A placement: one device per op."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gplace.ir.cluster import Cluster
+from gplace.ir.errors import InvalidPlacementError
+from gplace.ir.graph import OpGraph
+
+
+@dataclass(frozen=True, eq=False)
+class Placement:
+    """Device index per op, tied to the graph it was made for.
+
+    Device indices are positions in :attr:`Cluster.devices`.
+    """
+
+    devices: np.ndarray = field(repr=False)
+    """(N,) int64 device index of each op."""
+    graph_fingerprint: str | None = None
+    """:attr:`OpGraph.fingerprint` of the graph; ``None`` skips that check."""
+
+    def __post_init__(self) -> None:
+        arr = np.asarray(self.devices)
+        if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+            raise InvalidPlacementError(f"placement must be a 1-D integer array, got shape {arr.shape} {arr.dtype}")
+        arr = arr.astype(np.int64, copy=True)
+        arr.setflags(write=False)
+        object.__setattr__(self, "devices", arr)
+
+    @classmethod
+    def for_graph(cls, graph: OpGraph, devices: Sequence[int] | np.ndarray) -> Placement:
+        """A placement of ``graph`` (records its fingerprint)."""
+        return cls(np.asarray(devices), graph.fingerprint)
+
+    @classmethod
+    def single(cls, graph: OpGraph, device: int) -> Placement:
+        """Every op on one device."""
+        return cls.for_graph(graph, np.full(graph.num_ops, device, dtype=np.int64))
+
+    @classmethod
+    def from_names(cls, graph: OpGraph, cluster: Cluster, mapping: Mapping[str, str]) -> Placement:
+        """From ``{op name: device name}``; every op must be named.
+
+        Raises:
+            InvalidPlacementError: an op is missing or unknown, or a device is unknown.
+        """
+        unknown = set(mapping) - set(graph.op_index)
+        if unknown:
+            raise InvalidPlacementError(f"placement names op {sorted(unknown)[0]!r}, not in graph {graph.name!r}")
+        devices = np.empty(graph.num_ops, dtype=np.int64)
+        for i, op in enumerate(graph.op_names):
+            if op not in mapping:
+                raise InvalidPlacementError(f"placement has no device for op {op!r}")
+            if mapping[op] not in cluster.device_names:
+                raise InvalidPlacementError(
+                    f"op {op!r} placed on unknown device {mapping[op]!r}; cluster has {list(cluster.device_names)}"
+                )
+            devices[i] = cluster.device_names.index(mapping[op])
+        return cls.for_graph(graph, devices)
+
+    def __len__(self) -> int:
+        return int(self.devices.size)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Placement):
+            return NotImplemented
+        return self.graph_fingerprint == other.graph_fingerprint and np.array_equal(self.devices, other.devices)
+
+    def __hash__(self) -> int:
+        return hash((self.graph_fingerprint, self.devices.tobytes()))
+
+    def to_names(self, graph: OpGraph, cluster: Cluster) -> dict[str, str]:
+        """``{op name: device name}``."""
+        names = cluster.device_names
+        return {op: names[d] for op, d in zip(graph.op_names, self.devices.tolist(), strict=True)}
+
+    def validate(self, graph: OpGraph, cluster: Cluster) -> None:
+        """Check the placement against its graph and cluster.
+
+        Raises:
+            InvalidPlacementError: wrong length or graph, unknown device, a colocation group split,
+                or an op on a device kind it is not pinned to; the message names the op.
+        """
+        n, d = graph.num_ops, cluster.num_devices
+        if len(self) != n:
+            raise InvalidPlacementError(f"placement has {len(self)} entries but graph {graph.name!r} has {n} ops")
+        if self.graph_fingerprint is not None and self.graph_fingerprint != graph.fingerprint:
+            raise InvalidPlacementError(
+                f"placement was made for graph {self.graph_fingerprint}, not {graph.name!r} ({graph.fingerprint})"
+            )
+        bad = np.flatnonzero((self.devices < 0) | (self.devices >= d))
+        if bad.size:
+            i = bad[0]
+            raise InvalidPlacementError(
+                f"op {graph.op_names[i]!r} placed on device {self.devices[i]}; cluster {cluster.name!r} has {d} devices"
+            )
+        self._check_colocation(graph, cluster)
+        self._check_pins(graph, cluster)
+
+    def _check_colocation(self, graph: OpGraph, cluster: Cluster) -> None:
+        first: dict[str, int] = {}
+        for i, group in enumerate(graph.colocation):
+            if group is None:
+                continue
+            j = first.setdefault(group, i)
+            if self.devices[j] != self.devices[i]:
+                names = cluster.device_names
+                raise InvalidPlacementError(
+                    f"colocation group {group!r} split: op {graph.op_names[j]!r} on {names[self.devices[j]]!r}, "
+                    f"op {graph.op_names[i]!r} on {names[self.devices[i]]!r}"
+                )
+
+    def _check_pins(self, graph: OpGraph, cluster: Cluster) -> None:
+        for i, pin in enumerate(graph.pinned):
+            if pin is not None and cluster.kinds[self.devices[i]] != pin:
+                dev = cluster.devices[self.devices[i]]
+                raise InvalidPlacementError(
+                    f"op {graph.op_names[i]!r} is pinned to kind {pin!r} but placed on {dev.name!r} ({dev.kind})"
+                )

@@ -1,0 +1,199 @@
+"""The JSON formats for graphs, clusters and placements (see ``docs/format.md``).
+
+This module is the IR's only serialisation boundary. Every document carries ``format`` and ``version``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gplace.ir.cluster import Cluster, Device, Link
+from gplace.ir.errors import GraphError, InvalidPlacementError
+from gplace.ir.graph import Edge, Op, OpGraph
+from gplace.ir.placement import Placement
+
+VERSION = 1
+GRAPH_FORMAT, CLUSTER_FORMAT, PLACEMENT_FORMAT = "gplace.graph", "gplace.cluster", "gplace.placement"
+
+_OP_FIELDS = {"name", "type", "cost", "kind_cost", "persistent_memory", "temporary_memory",
+              "output_bytes", "output_shapes", "colocation", "pinned"}
+
+
+# ---------------------------------------------------------------------- graphs
+def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
+    """A graph as a JSON-ready dict."""
+    ops = []
+    for op in graph.ops():
+        rec: dict[str, Any] = {"name": op.name, "type": op.type, "cost": op.cost}
+        if op.kind_cost:
+            rec["kind_cost"] = dict(op.kind_cost)
+        for key in ("persistent_memory", "temporary_memory", "output_bytes"):
+            if getattr(op, key):
+                rec[key] = getattr(op, key)
+        if op.output_shapes:
+            rec["output_shapes"] = [list(s) for s in op.output_shapes]
+        for key in ("colocation", "pinned"):
+            if getattr(op, key) is not None:
+                rec[key] = getattr(op, key)
+        ops.append(rec)
+    edges = [{"src": e.src, "dst": e.dst, "bytes": e.bytes} for e in graph.edges()]
+    return {"format": GRAPH_FORMAT, "version": VERSION, "name": graph.name, "ops": ops, "edges": edges}
+
+
+def graph_from_dict(doc: Mapping[str, Any]) -> OpGraph:
+    """Parse a graph document; raise :class:`GraphError` naming the op and field that is wrong."""
+    _check_header(doc, GRAPH_FORMAT)
+    ops = [_op_from_dict(i, rec) for i, rec in enumerate(_list(doc, "ops"))]
+    edges = []
+    for i, rec in enumerate(_list(doc, "edges")):
+        if not isinstance(rec, Mapping) or "src" not in rec or "dst" not in rec:
+            raise GraphError(f"edges[{i}] must be an object with 'src' and 'dst', got {rec!r}")
+        edges.append(Edge(str(rec["src"]), str(rec["dst"]), _opt_int(rec.get("bytes"), f"edges[{i}].bytes")))
+    return OpGraph.from_ops(ops, edges, name=str(doc.get("name", "graph")))
+
+
+def _op_from_dict(i: int, rec: Any) -> Op:
+    if not isinstance(rec, Mapping) or "name" not in rec:
+        raise GraphError(f"ops[{i}] must be an object with a 'name', got {rec!r}")
+    where = f"op {rec['name']!r}"
+    unknown = set(rec) - _OP_FIELDS
+    if unknown:
+        raise GraphError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(_OP_FIELDS)}")
+    try:
+        return Op(
+            name=str(rec["name"]),
+            type=str(rec.get("type", "Op")),
+            cost=_opt_float(rec.get("cost"), f"{where}.cost"),
+            kind_cost={str(k): _opt_float(v, f"{where}.kind_cost[{k!r}]") for k, v in rec.get("kind_cost", {}).items()},
+            persistent_memory=_opt_int(rec.get("persistent_memory", 0), f"{where}.persistent_memory"),
+            temporary_memory=_opt_int(rec.get("temporary_memory", 0), f"{where}.temporary_memory"),
+            output_bytes=_opt_int(rec.get("output_bytes", 0), f"{where}.output_bytes"),
+            output_shapes=tuple(tuple(int(d) for d in s) for s in rec.get("output_shapes", ())),
+            colocation=rec.get("colocation"),
+            pinned=rec.get("pinned"),
+        )
+    except (TypeError, ValueError, AttributeError) as err:
+        if isinstance(err, GraphError):
+            raise
+        raise GraphError(f"{where}: malformed field ({err})") from None
+
+
+# ---------------------------------------------------------------------- clusters
+def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
+    """A cluster as a JSON-ready dict (one link record per unordered pair)."""
+    devices = [{"name": d.name, "kind": d.kind, "speed": d.speed, "memory": d.memory} for d in cluster.devices]
+    links = []
+    n = cluster.num_devices
+    for i in range(n):
+        for j in range(i + 1, n):
+            links.append({"a": cluster.device_names[i], "b": cluster.device_names[j],
+                          "bandwidth": float(cluster.bandwidth[i, j]), "latency": float(cluster.latency[i, j])})
+    return {"format": CLUSTER_FORMAT, "version": VERSION, "name": cluster.name, "devices": devices, "links": links}
+
+
+def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
+    """Parse a cluster document; optional ``default_link: {bandwidth, latency}`` fills missing pairs."""
+    _check_header(doc, CLUSTER_FORMAT)
+    try:
+        devices = [Device(str(d["name"]), str(d["kind"]), float(d.get("speed", 1.0)),
+                          int(d.get("memory", 2**63 - 1))) for d in _list(doc, "devices")]
+        links = [Link(str(x["a"]), str(x["b"]), float(x["bandwidth"]), float(x.get("latency", 0.0)))
+                 for x in doc.get("links", [])]
+    except (KeyError, TypeError, ValueError) as err:
+        raise GraphError(f"cluster {doc.get('name')!r}: malformed device or link ({err!r})") from None
+    default = doc.get("default_link") or {}
+    return Cluster.build(devices, links, default_bandwidth=default.get("bandwidth"),
+                         default_latency=float(default.get("latency", 0.0)), name=str(doc.get("name", "cluster")))
+
+
+# ---------------------------------------------------------------------- placements
+def placement_to_dict(
+    placement: Placement, graph: OpGraph, cluster: Cluster, *, step_time: float | None = None,
+    baselines: Mapping[str, float] | None = None, extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A placement as a JSON-ready dict, with optional simulated or measured step times."""
+    doc: dict[str, Any] = {
+        "format": PLACEMENT_FORMAT, "version": VERSION, "graph": graph.name,
+        "graph_fingerprint": graph.fingerprint, "cluster": cluster.name,
+        "devices": list(cluster.device_names), "placement": placement.to_names(graph, cluster),
+    }
+    if step_time is not None:
+        doc["step_time"] = _json_float(step_time)
+    if baselines:
+        doc["baselines"] = {k: _json_float(v) for k, v in baselines.items()}
+    if extra:
+        doc.update(extra)
+    return doc
+
+
+def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster) -> Placement:
+    """Parse a placement document for ``graph`` on ``cluster`` and validate it."""
+    _check_header(doc, PLACEMENT_FORMAT)
+    mapping = doc.get("placement")
+    if not isinstance(mapping, Mapping):
+        raise InvalidPlacementError("placement document has no 'placement' object {op: device}")
+    fp = doc.get("graph_fingerprint")
+    if fp is not None and fp != graph.fingerprint:
+        raise InvalidPlacementError(f"placement is for graph {doc.get('graph')!r} ({fp}), not {graph.name!r} ({graph.fingerprint})")
+    placement = Placement.from_names(graph, cluster, mapping)
+    placement.validate(graph, cluster)
+    return placement
+
+
+# ---------------------------------------------------------------------- files
+def save_json(doc: Mapping[str, Any], path: str | Path) -> Path:
+    """Write a document atomically (temp file, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(path)
+    return path
+
+
+def load_json(path: str | Path) -> dict[str, Any]:
+    """Read a JSON document, naming the file on a parse error."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise GraphError(f"{path}: not valid JSON ({err})") from None
+
+
+def _check_header(doc: Mapping[str, Any], fmt: str) -> None:
+    if not isinstance(doc, Mapping):
+        raise GraphError(f"expected a {fmt} JSON object, got {type(doc).__name__}")
+    if doc.get("format") != fmt:
+        raise GraphError(f"expected format {fmt!r}, got {doc.get('format')!r}")
+    if doc.get("version") != VERSION:
+        raise GraphError(f"{fmt} version {doc.get('version')!r} is not supported (this gplace reads version {VERSION})")
+
+
+def _list(doc: Mapping[str, Any], key: str) -> list[Any]:
+    value = doc.get(key)
+    if not isinstance(value, list):
+        raise GraphError(f"field {key!r} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _opt_float(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise GraphError(f"{where} must be a number, got {value!r}")
+    return float(value)
+
+
+def _opt_int(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not float(value).is_integer():
+        raise GraphError(f"{where} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _json_float(value: float) -> float | None:
+    return None if not math.isfinite(value) else float(value)

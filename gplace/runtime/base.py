@@ -1,0 +1,68 @@
+"""The runtime contract: measure one step of a placed graph."""
+
+from __future__ import annotations
+
+import abc
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gplace.ir import Cluster, OpGraph, Placement
+
+
+@dataclass(frozen=True, eq=False)
+class Measurement:
+    """What a runtime reports for one placement.
+
+    A failed step (out of memory, crash, time limit) has ``ok=False``, ``step_time=inf`` and a ``reason``;
+    it is never an exception.
+    """
+
+    ok: bool
+    step_time: float
+    """Seconds per step (median for real runtimes); ``inf`` when not ok."""
+    runtime: str
+    """Versioned id of the runtime that measured it, e.g. ``"sim-v1"``."""
+    reason: str = ""
+    """Why the step failed; empty when ok."""
+    busy_time: np.ndarray | None = field(default=None, repr=False)
+    """(D,) float64 seconds each device computed."""
+    peak_memory: np.ndarray | None = field(default=None, repr=False)
+    """(D,) int64 peak bytes per device."""
+    bytes_moved: int = 0
+    """Bytes sent between devices."""
+    op_start: np.ndarray | None = field(default=None, repr=False)
+    """(N,) float64 start time of each op, where the runtime knows it."""
+    op_end: np.ndarray | None = field(default=None, repr=False)
+    """(N,) float64 end time of each op, where the runtime knows it."""
+    spread: float = 0.0
+    """Spread of repeated step times (0 for a deterministic runtime)."""
+
+    @classmethod
+    def failure(cls, runtime: str, reason: str, **fields) -> Measurement:
+        """A failed measurement."""
+        return cls(ok=False, step_time=math.inf, runtime=runtime, reason=reason, **fields)
+
+
+class Runtime(abc.ABC):
+    """Measures placements. Subclasses implement :meth:`_measure`.
+
+    :meth:`measure` validates the placement first, so every runtime rejects an invalid placement the
+    same way (:class:`~gplace.ir.InvalidPlacementError`); failures while running are measurements with
+    ``ok=False``.
+    """
+
+    id: str = "runtime-v0"
+    """Versioned identifier, part of every measurement and cache key."""
+    deterministic: bool = False
+    """Whether measuring the same placement twice gives the same result."""
+
+    def measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        """Measure one step of ``graph`` placed by ``placement`` on ``cluster``."""
+        placement.validate(graph, cluster)
+        return self._measure(graph, cluster, placement)
+
+    @abc.abstractmethod
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        """Measure a placement already validated against ``graph`` and ``cluster``."""

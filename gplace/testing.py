@@ -1,0 +1,79 @@
+"""Tiny graphs and clusters for tests, shipped so downstream compilers can test with them too.
+
+Costs are in seconds at speed 1.0 and bytes are chosen so step times can be computed by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+
+MB = 1_000_000
+
+
+def chain(costs: tuple[float, ...] = (1.0, 2.0, 3.0), nbytes: int = MB) -> OpGraph:
+    """``a0 -> a1 -> ...`` with the given costs; every edge carries ``nbytes``."""
+    ops = [Op(f"a{i}", "MatMul", c, output_bytes=nbytes) for i, c in enumerate(costs)]
+    edges = [Edge(f"a{i}", f"a{i + 1}") for i in range(len(costs) - 1)]
+    return OpGraph.from_ops(ops, edges, name="chain")
+
+
+def diamond(nbytes: int = MB) -> OpGraph:
+    """``src -> (left, right) -> sink`` with costs 1, 2, 3, 1."""
+    ops = [Op("src", "Input", 1.0, output_bytes=nbytes), Op("left", "MatMul", 2.0, output_bytes=nbytes),
+           Op("right", "MatMul", 3.0, output_bytes=nbytes), Op("sink", "Add", 1.0, output_bytes=nbytes)]
+    edges = [Edge("src", "left"), Edge("src", "right"), Edge("left", "sink"), Edge("right", "sink")]
+    return OpGraph.from_ops(ops, edges, name="diamond")
+
+
+def fork_join(k: int = 3, cost: float = 1.0, nbytes: int = MB) -> OpGraph:
+    """``src -> k parallel ops -> sink``; src and sink cost 0."""
+    ops = [Op("src", "Input", 0.0, output_bytes=nbytes)]
+    ops += [Op(f"b{i}", "MatMul", cost, output_bytes=nbytes) for i in range(k)]
+    ops.append(Op("sink", "Add", 0.0, output_bytes=nbytes))
+    edges = [Edge("src", f"b{i}") for i in range(k)] + [Edge(f"b{i}", "sink") for i in range(k)]
+    return OpGraph.from_ops(ops, edges, name=f"fork_join{k}")
+
+
+def two_branches(length: int = 4, cost: float = 1.0, nbytes: int = 1000) -> OpGraph:
+    """Two independent chains of ``length`` heavy ops between a cheap source and sink.
+
+    On two equal devices the best placement puts one branch on each, about 2x faster than one device.
+    """
+    ops = [Op("src", "Input", 0.01, output_bytes=nbytes)]
+    edges = []
+    for b in "LR":
+        prev = "src"
+        for i in range(length):
+            ops.append(Op(f"{b}{i}", "MatMul", cost, output_bytes=nbytes))
+            edges.append(Edge(prev, f"{b}{i}"))
+            prev = f"{b}{i}"
+        edges.append(Edge(prev, "sink"))
+    ops.append(Op("sink", "Add", 0.01, output_bytes=nbytes))
+    return OpGraph.from_ops(ops, edges, name="two_branches")
+
+
+def random_dag(n: int = 20, edge_prob: float = 0.15, seed: int = 0) -> OpGraph:
+    """A random DAG over ``n`` ops (edges only from lower to higher index), random costs and bytes."""
+    rng = np.random.default_rng(seed)
+    ops = [Op(f"n{i}", f"T{rng.integers(4)}", float(rng.uniform(0.1, 2.0)),
+              persistent_memory=int(rng.integers(0, 4) * MB), output_bytes=int(rng.integers(1, 8) * MB))
+           for i in range(n)]
+    edges = [Edge(f"n{i}", f"n{j}") for i in range(n) for j in range(i + 1, n) if rng.random() < edge_prob]
+    return OpGraph.from_ops(ops, edges, name=f"random_dag{n}_{seed}")
+
+
+def uniform_cluster(
+    num_devices: int = 2, kind: str = "gpu", memory: int = 10**12, bandwidth: float = 1e6, latency: float = 0.0
+) -> Cluster:
+    """``num_devices`` equal devices, every pair linked at ``bandwidth`` bytes/s and ``latency`` s."""
+    devices = [Device(f"/{kind.upper()}:{i}", kind, 1.0, memory) for i in range(num_devices)]
+    return Cluster.build(devices, default_bandwidth=bandwidth, default_latency=latency, name=f"{num_devices}x{kind}")
+
+
+def cpu_gpu_cluster(num_gpus: int = 2, gpu_memory: int = 10**12) -> Cluster:
+    """One CPU (speed 1) and ``num_gpus`` GPUs (speed 1), all linked at 1 MB/s."""
+    devices = [Device("/CPU:0", "cpu", 1.0, 10**12)]
+    devices += [Device(f"/GPU:{i}", "gpu", 1.0, gpu_memory) for i in range(num_gpus)]
+    return Cluster.build(devices, default_bandwidth=1e6, name=f"cpu+{num_gpus}gpu")
