@@ -1,0 +1,46 @@
+"""gplace: learn where to run each op of a computation graph.
+
+``import gplace`` loads only the IR (numpy); everything needing torch or other frameworks loads on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from gplace.ir import (
+    Cluster,
+    Device,
+    Edge,
+    GraphError,
+    InvalidPlacementError,
+    Link,
+    Op,
+    OpGraph,
+    Placement,
+    UnsupportedGraphError,
+)
+
+_LAZY = {
+    "place": "gplace.experiment",
+    "PlacementReport": "gplace.experiment",
+    "Simulator": "gplace.runtime",
+    "Measurement": "gplace.runtime",
+    "Runtime": "gplace.runtime",
+    "group_ops": "gplace.grouping",
+    "load_graph": "gplace.importers",
+    "load_cluster": "gplace.importers",
+}
+
+__all__ = [
+    "Cluster", "Device", "Edge", "GraphError", "InvalidPlacementError", "Link", "Measurement", "Op", "OpGraph",
+    "Placement", "PlacementReport", "Runtime", "Simulator", "UnsupportedGraphError", "group_ops", "load_cluster",
+    "load_graph", "place",
+]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'gplace' has no attribute {name!r}")

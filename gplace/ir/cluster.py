@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -140,6 +141,14 @@ class Cluster:
     def memory(self) -> np.ndarray:
         """(D,) int64 memory capacities in bytes."""
         return np.array([d.memory for d in self.devices], dtype=np.int64)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Content hash (sha256 hex, 16 chars) of devices and links."""
+        h = hashlib.sha256(repr([(d.name, d.kind, d.speed, d.memory) for d in self.devices]).encode())
+        h.update(np.ascontiguousarray(self.bandwidth).tobytes())
+        h.update(np.ascontiguousarray(self.latency).tobytes())
+        return h.hexdigest()[:16]
 
     def index(self, device_name: str) -> int:
         """Index of a device by name; raises :class:`GraphError` listing the known names."""

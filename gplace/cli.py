@@ -1,0 +1,66 @@
+"""The command line: ``gplace`` / ``python -m gplace`` run the configured experiment (Hydra)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger("gplace")
+
+
+def run(cfg: DictConfig, run_dir: str | Path) -> float:
+    """Build every part from ``cfg``, learn a placement, print the table; returns the learned step time."""
+    import torch
+
+    from gplace.experiment import place
+
+    torch.manual_seed(cfg.seed)
+    graph = instantiate(cfg.graph)
+    cluster = instantiate(cfg.cluster)
+    logger = instantiate(cfg.logger)
+    logger.log_config(OmegaConf.to_container(cfg, resolve=True))
+    report = place(graph, cluster, encoder=instantiate(cfg.encoder), policy=instantiate(cfg.policy),
+                   runtime=instantiate(cfg.runtime), trainer=instantiate(cfg.trainer),
+                   max_groups=cfg.max_groups, run_dir=run_dir, logger=logger)
+    _print_table(report, run_dir)
+    return report.measurement.step_time
+
+
+def _print_table(report, run_dir: str | Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{report.graph.name} ({report.graph.num_ops} ops) on {report.cluster.name}")
+    table.add_column("placement")
+    table.add_column("step time", justify="right")
+    table.add_column("vs learned", justify="right")
+    learned = report.measurement.step_time
+    for name, m in report.baselines.items():
+        table.add_row(f"single {name}", _ms(m.step_time) if m.ok else f"failed: {m.reason}",
+                      f"{m.step_time / learned:.2f}x" if m.ok else "")
+    table.add_row("[bold]learned", f"[bold]{_ms(learned)}", "1.00x")
+    console = Console()
+    console.print(table)
+    console.print(f"speed-up over the best single device: {report.speedup:.2f}x; "
+                  f"{report.train.samples} placements sampled in {report.train.seconds:.0f} s")
+    console.print(f"wrote {Path(run_dir) / 'placement.json'} and {Path(run_dir) / 'trace.json'}")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms" if math.isfinite(seconds) else "inf"
+
+
+@hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="config")
+def _hydra_main(cfg: DictConfig) -> float:
+    return run(cfg, HydraConfig.get().runtime.output_dir)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _hydra_main()
