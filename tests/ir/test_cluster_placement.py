@@ -1,0 +1,71 @@
+"""Cluster and Placement validation: every error names the device or op at fault."""
+
+import numpy as np
+import pytest
+
+from gplace.ir import Cluster, Device, Edge, GraphError, InvalidPlacementError, Link, Op, OpGraph, Placement
+from gplace.testing import chain, cpu_gpu_cluster, uniform_cluster
+
+
+def test_cluster_missing_link_names_pair():
+    devs = [Device("a", "gpu"), Device("b", "gpu"), Device("c", "gpu")]
+    with pytest.raises(GraphError, match="no link between 'a' and 'c'"):
+        Cluster.build(devs, [Link("a", "b", 1e9), Link("b", "c", 1e9)])
+
+
+def test_cluster_errors():
+    with pytest.raises(GraphError, match="unknown device 'z'"):
+        Cluster.build([Device("a", "gpu")], [Link("a", "z", 1.0)])
+    with pytest.raises(GraphError, match="duplicate device name 'a'"):
+        Cluster.build([Device("a", "gpu"), Device("a", "gpu")], default_bandwidth=1.0)
+    with pytest.raises(GraphError, match="'a' has speed 0"):
+        Cluster.build([Device("a", "gpu", speed=0)], default_bandwidth=1.0)
+    with pytest.raises(GraphError, match="unknown device 'q'"):
+        uniform_cluster(2).index("q")
+
+
+def test_transfer_time():
+    c = Cluster.build([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", 100.0, 0.5)])
+    assert c.transfer_time(200, 0, 1) == pytest.approx(2.5)
+    assert c.transfer_time(200, 1, 1) == 0.0
+
+
+def test_placement_wrong_length_and_unknown_device():
+    g, c = chain(), uniform_cluster(2)
+    with pytest.raises(InvalidPlacementError, match="2 entries but graph 'chain' has 3 ops"):
+        Placement.for_graph(g, [0, 1]).validate(g, c)
+    with pytest.raises(InvalidPlacementError, match="op 'a2' placed on device 5; .* has 2 devices"):
+        Placement.for_graph(g, [0, 1, 5]).validate(g, c)
+    with pytest.raises(InvalidPlacementError, match="not 'chain'"):
+        Placement(np.zeros(3, dtype=int), "deadbeef").validate(g, c)
+
+
+def test_colocation_split_and_pin_violation():
+    ops = [Op("v", "Var", 1.0, colocation="v"), Op("upd", "Apply", 1.0, colocation="v"),
+           Op("io", "Input", 1.0, pinned="cpu")]
+    g = OpGraph.from_ops(ops, [Edge("v", "upd")])
+    c = cpu_gpu_cluster(2)
+    with pytest.raises(InvalidPlacementError, match="colocation group 'v' split: op 'v' on '/GPU:0', op 'upd' on '/GPU:1'"):
+        Placement.for_graph(g, [1, 2, 0]).validate(g, c)
+    with pytest.raises(InvalidPlacementError, match="'io' is pinned to kind 'cpu' but placed on '/GPU:0'"):
+        Placement.for_graph(g, [1, 1, 1]).validate(g, c)
+    Placement.for_graph(g, [1, 1, 0]).validate(g, c)
+
+
+def test_from_names_round_trip_and_errors():
+    g, c = chain(), uniform_cluster(2)
+    p = Placement.for_graph(g, [0, 1, 1])
+    assert Placement.from_names(g, c, p.to_names(g, c)) == p
+    with pytest.raises(InvalidPlacementError, match="no device for op 'a2'"):
+        Placement.from_names(g, c, {"a0": "/GPU:0", "a1": "/GPU:0"})
+    with pytest.raises(InvalidPlacementError, match="unknown device '/TPU:0'"):
+        Placement.from_names(g, c, {"a0": "/TPU:0", "a1": "/GPU:0", "a2": "/GPU:0"})
+
+
+def test_placement_is_immutable_copy():
+    src = np.array([0, 1, 0])
+    p = Placement.for_graph(chain(), src)
+    src[0] = 1
+    assert p.devices[0] == 0
+    with pytest.raises(ValueError):
+        p.devices[0] = 1

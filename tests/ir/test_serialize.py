@@ -1,0 +1,79 @@
+"""The versioned JSON formats: round trips and errors that name the field."""
+
+import json
+
+import pytest
+
+from gplace.ir import (
+    Edge,
+    GraphError,
+    InvalidPlacementError,
+    Op,
+    OpGraph,
+    Placement,
+    cluster_from_dict,
+    cluster_to_dict,
+    graph_from_dict,
+    graph_to_dict,
+    load_json,
+    placement_from_dict,
+    placement_to_dict,
+    save_json,
+)
+from gplace.testing import cpu_gpu_cluster, random_dag
+
+
+def _rich_graph():
+    ops = [Op("x", "Placeholder", 1e-6, output_bytes=64, output_shapes=((4, -1),), pinned="cpu"),
+           Op("w", "VariableV2", 1e-6, persistent_memory=128, output_bytes=128, colocation="w"),
+           Op("mm", "MatMul", None, {"gpu": 2e-5, "cpu": 3e-4}, temporary_memory=16, output_bytes=64)]
+    return OpGraph.from_ops(ops, [Edge("x", "mm", 64), Edge("w", "mm")], name="mlp")
+
+
+@pytest.mark.parametrize("graph", [_rich_graph(), random_dag(30, seed=1)])
+def test_graph_round_trip_through_a_file(tmp_path, graph):
+    path = save_json(graph_to_dict(graph), tmp_path / "g.json")
+    back = graph_from_dict(load_json(path))
+    assert back.fingerprint == graph.fingerprint
+    assert back.ops() == graph.ops() and back.edges() == graph.edges()
+
+
+def test_cluster_and_placement_round_trip(tmp_path):
+    g, c = _rich_graph(), cpu_gpu_cluster(2)
+    c2 = cluster_from_dict(json.loads(json.dumps(cluster_to_dict(c))))
+    assert c2.fingerprint == c.fingerprint
+    p = Placement.for_graph(g, [0, 1, 1])
+    doc = placement_to_dict(p, g, c, step_time=0.5, baselines={"/CPU:0": float("inf")})
+    doc = json.loads(json.dumps(doc))
+    assert doc["baselines"]["/CPU:0"] is None and doc["step_time"] == 0.5
+    assert placement_from_dict(doc, g, c2) == p
+
+
+def test_placement_for_other_graph_is_refused():
+    g, c = _rich_graph(), cpu_gpu_cluster(2)
+    doc = placement_to_dict(Placement.for_graph(g, [0, 1, 1]), g, c)
+    with pytest.raises(InvalidPlacementError, match="not 'random_dag"):
+        placement_from_dict(doc, random_dag(3), c)
+
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda d: d.update(version=9), "version 9 is not supported"),
+    (lambda d: d.update(format="onnx"), "expected format 'gplace.graph'"),
+    (lambda d: d["ops"][1].update(cost="fast"), "op 'w'.cost must be a number"),
+    (lambda d: d["ops"][0].update(flops=3), "op 'x': unknown field\\(s\\) \\['flops'\\]"),
+    (lambda d: d["ops"][2].update(output_bytes=1.5), "op 'mm'.output_bytes must be an integer"),
+    (lambda d: d["edges"].append({"src": "x"}), "edges\\[2\\] must be an object with 'src' and 'dst'"),
+    (lambda d: d["edges"].append({"src": "x", "dst": "nope"}), "missing op 'nope'"),
+])
+def test_graph_document_errors_name_the_field(mutate, match):
+    doc = graph_to_dict(_rich_graph())
+    mutate(doc)
+    with pytest.raises(GraphError, match=match):
+        graph_from_dict(doc)
+
+
+def test_bad_json_file_names_the_file(tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text("{not json")
+    with pytest.raises(GraphError, match="broken.json: not valid JSON"):
+        load_json(path)
