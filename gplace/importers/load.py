@@ -1,0 +1,130 @@
+"""Load a graph or cluster file of any supported format, chosen by looking at its content."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from gplace.importers.profiles import load_doppler, load_giph_graph, load_giph_network, load_pipedream
+from gplace.ir import Cluster, GraphError, OpGraph, UnsupportedGraphError, cluster_from_dict, graph_from_dict
+from gplace.ir.serialize import CLUSTER_FORMAT, GRAPH_FORMAT
+
+logger = logging.getLogger(__name__)
+
+GraphFormat = Literal["gplace", "giph", "pipedream", "doppler"]
+
+_GRAPH_FORMATS = (
+    f"gplace JSON (\"format\": {GRAPH_FORMAT!r}), GiPH task-graph JSON (\"nodes\" with \"compute\", \"edges\"), "
+    "PipeDream graph.txt (lines 'nodeN -- Desc -- forward_compute_time=...') "
+    "or DOPPLER .txt (first line an integer)"
+)
+_CLUSTER_FORMATS = (
+    f"gplace cluster JSON (\"format\": {CLUSTER_FORMAT!r}) "
+    "or a GiPH device network JSON (\"speed\", \"delay\", \"comm_speed\")"
+)
+
+
+def load_graph(path: str | Path) -> OpGraph:
+    """Load an op graph, detecting its format from the content (see :func:`detect_graph_format`).
+
+    Args:
+        path: a gplace graph JSON, a GiPH task graph, a PipeDream ``graph.txt`` or a DOPPLER ``.txt``.
+
+    Raises:
+        UnsupportedGraphError: the file is none of these; the message names the file and the formats.
+        GraphError: the file is of a known format but malformed (the message names the file).
+    """
+    path = Path(path)
+    fmt = detect_graph_format(path)
+    logger.debug("loading %s as %s", path, fmt)
+    if fmt == "gplace":
+        return _from_gplace_json(path)
+    if fmt == "giph":
+        return load_giph_graph(path)
+    if fmt == "pipedream":
+        return load_pipedream(path)
+    return load_doppler(path)
+
+
+def detect_graph_format(path: str | Path) -> GraphFormat:
+    """The format of a graph file, by content alone (the file name is not used).
+
+    JSON with ``"format": "gplace.graph"`` is gplace's own; JSON with ``"nodes"`` (records with ``"compute"``)
+    and ``"edges"`` is GiPH; text with a ``" -- "`` line is PipeDream; text whose first line is an integer
+    is DOPPLER.
+
+    Raises:
+        UnsupportedGraphError: none of these; the message names the file and what was expected.
+    """
+    path = Path(path)
+    text = _text(path, _GRAPH_FORMATS)
+    if text.lstrip().startswith(("{", "[")):
+        doc = _json(path, text, _GRAPH_FORMATS)
+        if doc.get("format") == GRAPH_FORMAT:
+            return "gplace"
+        if _is_giph_graph(doc):
+            return "giph"
+        raise _unsupported(path, _GRAPH_FORMATS, f"a JSON document with format {doc.get('format')!r}")
+    lines = [line for line in text.splitlines() if line.strip()]
+    if any(" -- " in line for line in lines):
+        return "pipedream"
+    if lines and lines[0].strip().isdigit():
+        return "doppler"
+    raise _unsupported(path, _GRAPH_FORMATS, "text in no known layout")
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    """Load a cluster: a gplace cluster JSON or a GiPH device network.
+
+    Raises:
+        UnsupportedGraphError: the file is neither; the message names the file and the formats.
+        GraphError: the file is of a known format but malformed (the message names the file).
+    """
+    path = Path(path)
+    doc = _json(path, _text(path, _CLUSTER_FORMATS), _CLUSTER_FORMATS)
+    if doc.get("format") == CLUSTER_FORMAT:
+        try:
+            return cluster_from_dict(doc)
+        except GraphError as err:
+            raise GraphError(f"{path}: {err}") from err
+    if all(key in doc for key in ("speed", "delay", "comm_speed")):
+        return load_giph_network(path)
+    raise _unsupported(path, _CLUSTER_FORMATS, f"a JSON object with keys {sorted(doc)[:8]}")
+
+
+def _from_gplace_json(path: Path) -> OpGraph:
+    try:
+        return graph_from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except GraphError as err:
+        raise GraphError(f"{path}: {err}") from err
+
+
+def _is_giph_graph(doc: Mapping[str, Any]) -> bool:
+    nodes, edges = doc.get("nodes"), doc.get("edges")
+    if not isinstance(nodes, list) or not isinstance(edges, list):
+        return False
+    return all(isinstance(n, Mapping) and "compute" in n for n in nodes[:1])
+
+
+def _text(path: Path, expected: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise _unsupported(path, expected, "a binary (non UTF-8) file") from None
+
+
+def _json(path: Path, text: str, expected: str) -> Mapping[str, Any]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise _unsupported(path, expected, f"invalid JSON (line {err.lineno}: {err.msg})") from None
+    if not isinstance(doc, Mapping):
+        raise _unsupported(path, expected, f"a JSON {type(doc).__name__}, not an object")
+    return doc
+
+
+def _unsupported(path: Path, expected: str, found: str) -> UnsupportedGraphError:
+    return UnsupportedGraphError(f"{path}: unsupported file, found {found}; expected {expected}")
