@@ -100,6 +100,7 @@ class MemoryLedger:
         self.free: list[int] = [int(m) for m in cluster.memory]
         self.unit_device: list[int] = [-1] * units.num_units
         self._need: list[int] = units.memory.tolist()
+        self._allowed: list[list[int]] = [[d for d, ok in enumerate(row) if ok] for row in units.allowed.tolist()]
 
     def fits(self, unit: int, device: int) -> bool:
         """Whether ``unit`` is on ``device`` already or has room there."""
@@ -124,7 +125,7 @@ class MemoryLedger:
         if placed >= 0:
             return [placed]
         need, free = self._need[unit], self.free
-        return [d for d in np.flatnonzero(self.units.allowed[unit]).tolist() if need <= free[d]]
+        return [d for d in self._allowed[unit] if need <= free[d]]
 
     def infeasible(self, graph: OpGraph, op: int) -> PlacementInfeasibleError:
         """The error for ``op`` fitting nowhere, naming the op, its group and the free memory."""

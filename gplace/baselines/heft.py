@@ -1,0 +1,80 @@
+"""HEFT: Heterogeneous Earliest Finish Time (Topcuoglu, Hariri and Wu, 2002), memory-aware."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gplace.baselines._common import (
+    MemoryLedger,
+    build_units,
+    mean_durations,
+    mean_edge_cost,
+    rank_order,
+    upward_rank,
+)
+from gplace.baselines.base import Placer
+from gplace.ir import Cluster, OpGraph
+
+
+class HEFT(Placer):
+    """Upward-rank list scheduling onto the device with the earliest finish time.
+
+    1. Rank: ``rank(i) = mean duration of i + max over successors j of (mean transfer(i->j) + rank(j))``,
+       with durations averaged over the devices ``i`` may run on and transfers costed as
+       ``bytes x mean(1 / bandwidth) + mean latency`` over pairs of distinct devices.
+    2. Schedule ops by decreasing rank (ties in topological order). Each goes to the device giving the
+       earliest finish time, ``max(device free, inputs arrived) + duration``, where an input from another
+       device arrives ``latency + bytes / bandwidth`` after its producer finishes. Insertion-free: an op
+       is appended after the last op on its device; links are not modelled as contended.
+
+    Memory-aware: a device is skipped when the op's unit (its colocation group, or the op alone) does
+    not fit in its remaining memory; the first member of a group reserves memory for the whole group
+    and the other members follow it to that device.
+
+    Raises:
+        PlacementInfeasibleError: from :meth:`place`, when an op fits on no device it may run on.
+    """
+
+    name = "heft"
+
+    def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        units = build_units(graph, cluster)
+        durations = graph.durations(cluster)
+        weight = mean_durations(durations, units.allowed[units.unit_of])
+        rank = upward_rank(graph, weight, mean_edge_cost(graph, cluster))
+        return _schedule(graph, cluster, MemoryLedger(units, cluster), durations, rank_order(graph, rank))
+
+
+def _schedule(
+    graph: OpGraph, cluster: Cluster, ledger: MemoryLedger, durations: np.ndarray, order: np.ndarray
+) -> np.ndarray:
+    """Earliest-finish-time assignment of ops in ``order`` (a topological order); returns (N,) devices."""
+    ptr, src, eid = graph.in_csr
+    ptr_l, src_l = ptr.tolist(), src.tolist()
+    nbytes = graph.edge_bytes[eid].astype(np.float64).tolist()
+    inv_bw = (1.0 / cluster.bandwidth).tolist()
+    lat = cluster.latency.tolist()
+    dur = durations.tolist()
+    unit_of = ledger.units.unit_of.tolist()
+    finish = [0.0] * graph.num_ops
+    device = [-1] * graph.num_ops
+    avail = [0.0] * cluster.num_devices
+    for i in order.tolist():
+        candidates = ledger.candidates(unit_of[i])
+        if not candidates:
+            raise ledger.infeasible(graph, i)
+        best_d, best_f = -1, np.inf
+        for d in candidates:
+            ready = avail[d]
+            for k in range(ptr_l[i], ptr_l[i + 1]):
+                p = src_l[k]
+                dp = device[p]
+                t = finish[p] if dp == d else finish[p] + lat[dp][d] + nbytes[k] * inv_bw[dp][d]
+                if t > ready:
+                    ready = t
+            f = ready + dur[i][d]
+            if f < best_f:
+                best_d, best_f = d, f
+        ledger.assign(unit_of[i], best_d)
+        device[i], finish[i], avail[best_d] = best_d, best_f, best_f
+    return np.array(device, dtype=np.int64)

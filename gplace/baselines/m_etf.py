@@ -1,0 +1,37 @@
+"""Baechi's m-ETF: memory-constrained earliest-time-first list scheduling (Jeon et al., SoCC 2020)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gplace.baselines._common import MemoryLedger, build_units, mean_durations, mean_edge_cost, upward_rank
+from gplace.baselines._list_scheduler import EtfScheduler
+from gplace.baselines.base import Placer
+from gplace.ir import Cluster, OpGraph
+
+
+class METF(Placer):
+    """Repeatedly start the (ready op, device) pair with the earliest start time.
+
+    An op is ready once all its producers are scheduled; its start on a device is
+    ``max(device free, inputs arrived)``, an input from another device arriving
+    ``latency + bytes / bandwidth`` after its producer finishes. Ties between ops go to the higher HEFT
+    upward rank (mean durations and mean transfers), ties between devices to the earlier finish.
+    Devices run one op at a time, in the order scheduled.
+
+    Memory-aware: an op is only started on a device with room for its unit (its colocation group, or
+    the op alone; persistent memory plus output bytes). A group's first member reserves memory for the
+    whole group and its other members follow it.
+
+    Raises:
+        PlacementInfeasibleError: from :meth:`place`, when an op fits on no device it may run on.
+    """
+
+    name = "m_etf"
+
+    def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        units = build_units(graph, cluster)
+        durations = graph.durations(cluster)
+        priority = upward_rank(graph, mean_durations(durations, units.allowed[units.unit_of]),
+                               mean_edge_cost(graph, cluster))
+        return EtfScheduler(graph, cluster, MemoryLedger(units, cluster), durations, priority).run()

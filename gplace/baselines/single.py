@@ -1,0 +1,53 @@
+"""Every op on one device (the paper's "single CPU" and "single GPU" baselines)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gplace.baselines._common import build_units, unit_durations
+from gplace.baselines.base import Placer
+from gplace.ir import Cluster, GraphError, OpGraph
+
+
+class SingleDevice(Placer):
+    """Put every op on one device; ops that may not run there go to their fastest allowed device.
+
+    Not memory-aware: a graph too big for the device gives a placement the runtime reports as failed.
+
+    Args:
+        device: device index or name. (default: ``None``, the fastest device of ``kind``)
+        kind: device kind to pick the fastest device of, e.g. ``"gpu"``; ``None`` means any kind.
+            Ignored when ``device`` is given. (default: ``None``)
+    """
+
+    name = "single"
+
+    def __init__(self, device: int | str | None = None, kind: str | None = None) -> None:
+        self.device = device
+        self.kind = kind
+
+    def target(self, cluster: Cluster) -> int:
+        """Index of the device this placer fills.
+
+        Raises:
+            GraphError: the device is unknown, or the cluster has no device of ``kind``.
+        """
+        if isinstance(self.device, str):
+            return cluster.index(self.device)
+        if self.device is not None:
+            if not 0 <= self.device < cluster.num_devices:
+                raise GraphError(f"device index {self.device} out of range; cluster {cluster.name!r} "
+                                 f"has {cluster.num_devices} devices")
+            return int(self.device)
+        ok = np.array([self.kind is None or k == self.kind for k in cluster.kinds])
+        if not ok.any():
+            raise GraphError(f"cluster {cluster.name!r} has no device of kind {self.kind!r}; "
+                             f"kinds are {sorted(set(cluster.kinds))}")
+        return int(np.argmax(np.where(ok, cluster.speeds, -np.inf)))
+
+    def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        target = self.target(cluster)
+        units = build_units(graph, cluster)
+        time = np.where(units.allowed, unit_durations(units, graph.durations(cluster)), np.inf)
+        unit_device = np.where(units.allowed[:, target], target, np.argmin(time, axis=1))
+        return unit_device[units.unit_of]

@@ -1,0 +1,319 @@
+"""Baseline placers: one conformance suite over every placer, plus golden tests per placer and the bound."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+
+import numpy as np
+import pytest
+
+from gplace import testing
+from gplace.baselines import (
+    HEFT,
+    METF,
+    METIS,
+    MSCT,
+    MTopo,
+    PlacementInfeasibleError,
+    Placer,
+    RandomPlacer,
+    RoundRobin,
+    SingleDevice,
+    step_time_lower_bound,
+)
+from gplace.baselines._common import mean_edge_cost, op_memory
+from gplace.ir import Cluster, Device, Edge, GraphError, Op, OpGraph, Placement
+
+try:  # the simulator is written in parallel; the list-schedule check below runs either way
+    from gplace.runtime.simulator import Simulator
+except ImportError:  # pragma: no cover
+    Simulator = None
+
+_has_pymetis = importlib.util.find_spec("pymetis") is not None
+
+PLACERS = {
+    "single": SingleDevice,
+    "single_gpu": lambda: SingleDevice(kind="gpu"),
+    "single_device0": lambda: SingleDevice(device=0),
+    "round_robin": RoundRobin,
+    "random": lambda: RandomPlacer(seed=1),
+    "heft": HEFT,
+    "m_topo": MTopo,
+    "m_etf": METF,
+    "m_sct": MSCT,
+    "m_sct_greedy": lambda: MSCT(max_lp_variables=0),
+    "metis": pytest.param(METIS, marks=pytest.mark.skipif(not _has_pymetis, reason="needs pymetis")),
+}
+MEMORY_AWARE = {
+    "heft": HEFT, "m_topo": MTopo, "m_etf": METF, "m_sct": MSCT, "m_sct_greedy": lambda: MSCT(max_lp_variables=0),
+}
+
+
+@pytest.fixture(params=list(PLACERS.values()), ids=list(PLACERS))
+def placer(request: pytest.FixtureRequest) -> Placer:
+    return request.param()
+
+
+def colocated_pinned() -> OpGraph:
+    """a -> b -> c -> d -> e plus a -> x -> e; {a, c} and {x, e} colocated; b, and via e the group {x, e}, on cpu.
+
+    Colocating a and c around b (on another unit) would form a cycle if groups were contracted naively.
+    """
+    mb = testing.MB
+    ops = [Op("a", "MatMul", 1.0, output_bytes=mb, colocation="g1"),
+           Op("b", "Gather", 0.5, output_bytes=mb, pinned="cpu"),
+           Op("c", "MatMul", 2.0, output_bytes=mb, colocation="g1"), Op("d", "MatMul", 1.0, output_bytes=mb),
+           Op("x", "MatMul", 3.0, output_bytes=mb, colocation="g2"),
+           Op("e", "Add", 0.5, output_bytes=mb, colocation="g2", pinned="cpu")]
+    edges = [Edge("a", "b"), Edge("b", "c"), Edge("c", "d"), Edge("d", "e"), Edge("a", "x"), Edge("x", "e")]
+    return OpGraph.from_ops(ops, edges, name="colocated_pinned")
+
+
+CASES = {
+    "random_dag": lambda: (testing.random_dag(30, seed=3), testing.cpu_gpu_cluster()),
+    "diamond": lambda: (testing.diamond(), testing.uniform_cluster(2)),
+    "chain_one_device": lambda: (testing.chain(), testing.uniform_cluster(1)),
+    "colocated_pinned": lambda: (colocated_pinned(), testing.cpu_gpu_cluster()),
+    "two_branches_4": lambda: (testing.two_branches(), testing.uniform_cluster(4)),
+}
+
+
+def list_schedule_step_time(graph: OpGraph, cluster: Cluster, placement: Placement) -> float:
+    """Makespan of running ops in topological order, each device one at a time, uncontended transfers."""
+    dur = graph.durations(cluster)
+    ptr, src, eid = graph.in_csr
+    dev = placement.devices
+    finish = np.zeros(graph.num_ops)
+    free = np.zeros(cluster.num_devices)
+    for i in graph.topological_order:
+        d = dev[i]
+        start = free[d]
+        for k in range(ptr[i], ptr[i + 1]):
+            p = src[k]
+            start = max(start, finish[p] + cluster.transfer_time(graph.edge_bytes[eid[k]], dev[p], d))
+        finish[i] = free[d] = start + dur[i, d]
+    return float(finish.max())
+
+
+# ---------------------------------------------------------------------- every placer
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_placement_is_valid(placer: Placer, case: str) -> None:
+    """Every placer returns a placement of the right graph that keeps groups whole and respects pins."""
+    graph, cluster = CASES[case]()
+    placement = placer.place(graph, cluster)
+    placement.validate(graph, cluster)  # raises on a split group or a broken pin
+    assert placement.graph_fingerprint == graph.fingerprint
+    assert len(placement) == graph.num_ops
+    assert isinstance(placer.name, str) and placer.name
+
+
+def test_colocation_and_pins_by_hand(placer: Placer) -> None:
+    """Groups {a, c} and {x, e} share a device; b and the group pinned through e sit on the CPU."""
+    graph, cluster = colocated_pinned(), testing.cpu_gpu_cluster()
+    names = placer.place(graph, cluster).to_names(graph, cluster)
+    assert names["a"] == names["c"]
+    assert names["x"] == names["e"] == names["b"] == "/CPU:0"
+
+
+def test_deterministic(placer: Placer) -> None:
+    """Placing the same graph twice gives the same placement."""
+    graph, cluster = testing.random_dag(25, seed=7), testing.cpu_gpu_cluster()
+    assert placer.place(graph, cluster) == placer.place(graph, cluster)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lower_bound_below_every_placement(placer: Placer, seed: int) -> None:
+    """The bound never exceeds the step time of a real schedule of any placer's placement."""
+    graph = testing.random_dag(25, seed=seed)
+    devices = [Device("/CPU:0", "cpu", 0.5), Device("/GPU:0", "gpu", 1.0), Device("/GPU:1", "gpu", 2.0)]
+    cluster = Cluster.build(devices, default_bandwidth=1e7, default_latency=1e-3)
+    placement = placer.place(graph, cluster)
+    bound = step_time_lower_bound(graph, cluster)
+    assert bound > 0
+    assert bound <= list_schedule_step_time(graph, cluster, placement) + 1e-9
+    if Simulator is not None:
+        assert bound <= Simulator().measure(graph, cluster, placement).step_time + 1e-9
+
+
+# ---------------------------------------------------------------------- memory
+def memory_tight() -> tuple[OpGraph, Cluster]:
+    """random_dag whose ops need ~1.4x the memory of the fast GPU; the slow CPU has plenty."""
+    graph = testing.random_dag(30, seed=5)
+    total = int(op_memory(graph).sum())
+    devices = [Device("/CPU:0", "cpu", 0.1, 10 * total), Device("/GPU:0", "gpu", 1.0, int(total / 1.4))]
+    return graph, Cluster.build(devices, default_bandwidth=1e9)
+
+
+@pytest.mark.parametrize("make", list(MEMORY_AWARE.values()), ids=list(MEMORY_AWARE))
+def test_memory_aware_placers_avoid_overfull_device(make) -> None:
+    """Persistent + output bytes per device stay within its memory, though the GPU is 10x faster."""
+    graph, cluster = memory_tight()
+    placement = make().place(graph, cluster)
+    used = np.bincount(placement.devices, weights=op_memory(graph), minlength=cluster.num_devices)
+    assert np.all(used <= cluster.memory)
+    assert np.any(placement.devices == 1), "the fast GPU should still be used"
+    assert SingleDevice(kind="gpu").place(graph, cluster).devices.tolist() == [1] * graph.num_ops  # naive overflows
+
+
+@pytest.mark.parametrize("make", list(MEMORY_AWARE.values()), ids=list(MEMORY_AWARE))
+def test_memory_aware_placers_keep_group_memory_together(make) -> None:
+    """A colocation group's memory is reserved when its first op is placed, so the group fits."""
+    mb = testing.MB
+    ops = [Op(f"o{i}", "MatMul", 1.0, persistent_memory=3 * mb, colocation="g" if i % 2 == 0 else None)
+           for i in range(6)]
+    graph = OpGraph.from_ops(ops, [Edge(f"o{i}", f"o{i + 1}") for i in range(5)])
+    cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, 10 * mb) for i in range(2)], default_bandwidth=1e9)
+    placement = make().place(graph, cluster)
+    used = np.bincount(placement.devices, weights=op_memory(graph), minlength=2)
+    assert np.all(used <= cluster.memory)
+    assert len(set(placement.devices[[0, 2, 4]].tolist())) == 1
+
+
+@pytest.mark.parametrize("make", list(MEMORY_AWARE.values()), ids=list(MEMORY_AWARE))
+def test_memory_aware_placers_name_the_op_that_fits_nowhere(make) -> None:
+    """An op bigger than every device raises PlacementInfeasibleError naming it."""
+    ops = [Op("small", "MatMul", 1.0, persistent_memory=10), Op("huge", "MatMul", 1.0, persistent_memory=10**6)]
+    graph = OpGraph.from_ops(ops, [Edge("small", "huge")])
+    cluster = testing.uniform_cluster(2, memory=1000)
+    with pytest.raises(PlacementInfeasibleError, match="'huge'"):
+        make().place(graph, cluster)
+
+
+# ---------------------------------------------------------------------- per placer
+def test_heft_splits_two_branches() -> None:
+    """HEFT puts the two independent chains of two_branches() on the two devices."""
+    graph, cluster = testing.two_branches(), testing.uniform_cluster(2)
+    names = HEFT().place(graph, cluster).to_names(graph, cluster)
+    left = {names[f"L{i}"] for i in range(4)}
+    right = {names[f"R{i}"] for i in range(4)}
+    assert len(left) == 1 and len(right) == 1 and left != right
+
+
+@pytest.mark.parametrize("make", [METF, MSCT], ids=["m_etf", "m_sct"])
+def test_list_schedulers_split_two_branches(make) -> None:
+    """m-ETF and m-SCT also run the two branches in parallel: step time near half of one device's."""
+    graph, cluster = testing.two_branches(), testing.uniform_cluster(2)
+    placement = make().place(graph, cluster)
+    single = list_schedule_step_time(graph, cluster, Placement.single(graph, 0))
+    assert list_schedule_step_time(graph, cluster, placement) < 0.6 * single
+
+
+def test_single_device_choices() -> None:
+    """Index, name and kind pick the device; pinned ops go to their fastest allowed device."""
+    graph = colocated_pinned()
+    devices = [Device("/CPU:0", "cpu", 1.0), Device("/GPU:0", "gpu", 1.0), Device("/GPU:1", "gpu", 4.0)]
+    cluster = Cluster.build(devices, default_bandwidth=1e6)
+    assert SingleDevice(kind="gpu").target(cluster) == 2
+    assert SingleDevice(device="/GPU:0").target(cluster) == 1
+    assert SingleDevice(device=0).target(cluster) == 0
+    names = SingleDevice(kind="gpu").place(graph, cluster).to_names(graph, cluster)
+    assert names == {"a": "/GPU:1", "b": "/CPU:0", "c": "/GPU:1", "d": "/GPU:1", "x": "/CPU:0", "e": "/CPU:0"}
+    with pytest.raises(GraphError, match="kind 'tpu'"):
+        SingleDevice(kind="tpu").place(graph, cluster)
+    with pytest.raises(GraphError, match="out of range"):
+        SingleDevice(device=5).place(graph, cluster)
+
+
+def test_round_robin_deals_units_in_turn() -> None:
+    """Ops of a chain go to devices 0, 1, 2, 0, 1, ... in topological order."""
+    graph = testing.chain((1.0,) * 7)
+    assert RoundRobin().place(graph, testing.uniform_cluster(3)).devices.tolist() == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_random_depends_on_seed() -> None:
+    """Different seeds give different placements; every device gets used on a big enough graph."""
+    graph, cluster = testing.random_dag(60, seed=0), testing.uniform_cluster(3)
+    a, b = RandomPlacer(seed=0).place(graph, cluster), RandomPlacer(seed=1).place(graph, cluster)
+    assert a != b
+    assert set(a.devices.tolist()) == {0, 1, 2}
+
+
+def test_m_topo_fills_devices_in_order() -> None:
+    """A chain of 8 unit ops on 2 devices: the first half on device 0, the rest on device 1."""
+    graph = testing.chain((1.0,) * 8)
+    assert MTopo().place(graph, testing.uniform_cluster(2)).devices.tolist() == [0] * 4 + [1] * 4
+
+
+def test_m_sct_lp_picks_heavy_edge_as_favourite() -> None:
+    """On a fork whose one edge is costly, the LP makes that child the favourite; the greedy agrees."""
+    ops = [Op("p", "MatMul", 1.0), Op("light", "MatMul", 1.0), Op("heavy", "MatMul", 1.0)]
+    graph = OpGraph.from_ops(ops, [Edge("p", "light", 1), Edge("p", "heavy", 5 * testing.MB)])
+    cluster = testing.uniform_cluster(2)
+    weight = np.ones(3)
+    cost = mean_edge_cost(graph, cluster)
+    assert MSCT().favourite_children(graph, weight, cost).tolist() == [2, -1, -1]
+    assert MSCT(max_lp_variables=0).favourite_children(graph, weight, cost).tolist() == [2, -1, -1]
+
+
+def test_m_sct_logs_greedy_fallback(caplog: pytest.LogCaptureFixture) -> None:
+    """Above max_lp_variables the greedy favourite child is used, and that is logged."""
+    graph, cluster = testing.random_dag(20, seed=1), testing.uniform_cluster(2)
+    with caplog.at_level(logging.INFO, logger="gplace.baselines.m_sct"):
+        MSCT(max_lp_variables=10).place(graph, cluster)
+    assert "greedy" in caplog.text
+
+
+@pytest.mark.skipif(not _has_pymetis, reason="needs pymetis")
+def test_metis_cuts_the_light_edges() -> None:
+    """Two chains joined only by 1-byte edges at src and sink: METIS cuts there and keeps each chain whole."""
+    ops = [Op("src", "Input", 0.01), Op("sink", "Add", 0.01)]
+    ops += [Op(f"{b}{i}", "MatMul", 1.0) for b in "LR" for i in range(6)]
+    edges = [Edge(f"{b}{i}", f"{b}{i + 1}", testing.MB) for b in "LR" for i in range(5)]
+    edges += [Edge("src", "L0", 1), Edge("src", "R0", 1), Edge("L5", "sink", 1), Edge("R5", "sink", 1)]
+    graph, cluster = OpGraph.from_ops(ops, edges), testing.uniform_cluster(2)
+    names = METIS().place(graph, cluster).to_names(graph, cluster)
+    assert len({names[f"L{i}"] for i in range(6)}) == 1
+    assert len({names[f"R{i}"] for i in range(6)}) == 1
+    assert names["L0"] != names["R0"]
+
+
+def test_metis_without_pymetis_raises_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing pymetis is an ImportError that says how to install it."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pymetis", None)
+    with pytest.raises(ImportError, match="pip install pymetis"):
+        METIS().place(testing.diamond(), testing.uniform_cluster(2))
+
+
+# ---------------------------------------------------------------------- lower bound
+def test_lower_bound_chain_is_its_critical_path() -> None:
+    """chain 1, 2, 3 on two equal devices: critical path 6 beats work/devices 3."""
+    assert step_time_lower_bound(testing.chain((1.0, 2.0, 3.0)), testing.uniform_cluster(2)) == pytest.approx(6.0)
+
+
+def test_lower_bound_fork_join_is_work_over_devices() -> None:
+    """fork_join(3) (three unit ops in parallel) on two devices: work 3 / 2 = 1.5 beats the path 1."""
+    assert step_time_lower_bound(testing.fork_join(3), testing.uniform_cluster(2)) == pytest.approx(1.5)
+    assert step_time_lower_bound(testing.fork_join(3), testing.uniform_cluster(4)) == pytest.approx(1.0)
+
+
+def test_lower_bound_heterogeneous_speeds() -> None:
+    """fork_join(4) on speeds 1 and 3: total speed-1 work 4 over total speed 4 gives 1.0.
+
+    The weaker bounds: critical path 1/3, sum of fastest durations over devices (4/3)/2 = 2/3.
+    """
+    devices = [Device("/GPU:0", "gpu", 1.0), Device("/GPU:1", "gpu", 3.0)]
+    cluster = Cluster.build(devices, default_bandwidth=1e6)
+    assert step_time_lower_bound(testing.fork_join(4), cluster) == pytest.approx(1.0)
+
+
+def test_lower_bound_pinned_ops_share_their_kind() -> None:
+    """Four unit ops pinned to the one CPU of cpu_gpu_cluster(2) need 4 s, though 3 devices exist."""
+    ops = [Op(f"c{i}", "Gather", 1.0, pinned="cpu") for i in range(4)]
+    graph = OpGraph.from_ops(ops, [])
+    assert step_time_lower_bound(graph, testing.cpu_gpu_cluster(2)) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lower_bound_below_brute_force_optimum(seed: int) -> None:
+    """On 6-op graphs, the bound is at most the best step time over all 2^6 placements."""
+    graph = testing.random_dag(6, edge_prob=0.3, seed=seed)
+    devices = [Device("/GPU:0", "gpu", 1.0), Device("/GPU:1", "gpu", 2.5)]
+    cluster = Cluster.build(devices, default_bandwidth=1e12)
+    best = min(
+        list_schedule_step_time(graph, cluster, Placement.for_graph(graph, [(m >> k) & 1 for k in range(6)]))
+        for m in range(64)
+    )
+    assert step_time_lower_bound(graph, cluster) <= best + 1e-12
