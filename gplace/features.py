@@ -1,0 +1,167 @@
+"""Per-group input features for a sequence encoder, after the reference code of Mirhoseini et al. 2017.
+
+Groups are laid out in a topological order of the coarse graph. Each group gets the op-type ids of all its
+ops (summed by an ``nn.EmbeddingBag``), the output shapes of its most expensive op, the signed relative
+positions of its neighbours in that order, and a few log-scaled cost numbers. Log-scaled values are
+``log1p(x) / 10`` so they stay of order one.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+
+from gplace.grouping import Grouping, op_cost
+from gplace.ir import OpGraph
+
+MAX_OUTPUTS = 5
+"""Output shapes kept per group."""
+MAX_DIMS = 5
+"""Dimensions kept per output shape."""
+SHAPE_FEATURES = MAX_OUTPUTS * MAX_DIMS
+"""Width of :attr:`GroupFeatures.shapes` and :attr:`GroupFeatures.shape_flags`."""
+NUMERIC_FEATURES = 7
+"""Width of :attr:`GroupFeatures.numeric`."""
+_LOG_SCALE = 10.0
+
+
+@dataclass(frozen=True, eq=False)
+class GroupFeatures:
+    """Features of G groups in feature order (row ``i`` describes group ``order[i]``)."""
+
+    order: np.ndarray
+    """(G,) int64 group id at each position: a topological order of the coarse graph."""
+    type_ids: np.ndarray
+    """(N,) int64 hashed op-type id of every op, the ops of position 0 first (``EmbeddingBag`` input)."""
+    type_offsets: np.ndarray
+    """(G,) int64 start of each position's ops in :attr:`type_ids` (``EmbeddingBag`` offsets)."""
+    shapes: np.ndarray
+    """(G, 25) float32 ``log1p(dim) / 10`` of up to 5 outputs x 5 dims of the most expensive op; 0 if unknown."""
+    shape_flags: np.ndarray
+    """(G, 25) float32 1 where that dim is known, -1 where it is unknown (-1 in the shape), 0 where absent."""
+    adjacency: np.ndarray
+    """(G, K) float32 ``sign(d) log1p(|d|) / 10`` of the relative position ``d`` of up to K nearest neighbours
+    (predecessors negative, successors positive), ascending, padded with 0."""
+    numeric: np.ndarray
+    """(G, 7) float32 log-scaled compute cost (microseconds), output bytes, persistent and temporary memory,
+    number of ops, in-degree and out-degree."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            getattr(self, f.name).setflags(write=False)
+
+    @property
+    def num_groups(self) -> int:
+        """Number of groups G."""
+        return int(self.order.size)
+
+    def to_tensors(self) -> dict[str, torch.Tensor]:
+        """Every field as a CPU tensor, keyed by field name (int64 and float32)."""
+        return {f.name: torch.from_numpy(np.array(getattr(self, f.name))) for f in fields(self)}
+
+
+def featurize(graph: OpGraph, grouping: Grouping, num_type_buckets: int = 512, max_neighbours: int = 20
+              ) -> GroupFeatures:
+    """Features of every group of ``grouping``, in a topological order of ``grouping.graph``.
+
+    Args:
+        graph: the graph that was grouped (its op types feed the type ids).
+        grouping: the groups and their coarse graph.
+        num_type_buckets: op types are hashed (crc32) into this many ids (default: 512).
+        max_neighbours: neighbours kept per group, nearest in the order first (default: 20).
+
+    Shapes:
+        returns a :class:`GroupFeatures` with G rows; ``type_ids`` (N,).
+    """
+    if grouping.op_group.shape != (graph.num_ops,):
+        raise ValueError(f"grouping is for {grouping.op_group.size} ops but graph {graph.name!r} has {graph.num_ops}")
+    coarse = grouping.graph
+    order = coarse.topological_order
+    pos = np.empty(coarse.num_ops, dtype=np.int64)
+    pos[order] = np.arange(coarse.num_ops)
+    type_ids, offsets = _type_bags(graph, pos[grouping.op_group], coarse.num_ops, num_type_buckets)
+    shapes, flags = _shape_features([coarse.output_shapes[g] for g in order.tolist()])
+    counts = np.bincount(grouping.op_group, minlength=coarse.num_ops)
+    return GroupFeatures(
+        order=order.astype(np.int64),
+        type_ids=type_ids,
+        type_offsets=offsets,
+        shapes=shapes,
+        shape_flags=flags,
+        adjacency=_adjacency(pos[coarse.edge_index], coarse.num_ops, max_neighbours),
+        numeric=_numeric(coarse, counts)[order],
+    )
+
+
+def type_bucket(op_type: str, num_type_buckets: int) -> int:
+    """Stable hashed id of an op type: ``crc32(op_type) % num_type_buckets``."""
+    return zlib.crc32(op_type.encode()) % num_type_buckets
+
+
+def _type_bags(graph: OpGraph, op_pos: np.ndarray, num: int, buckets: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flat type ids sorted by position, and each position's offset. Shapes: op_pos (N,); returns (N,), (G,)."""
+    ids = {t: type_bucket(t, buckets) for t in set(graph.op_types)}
+    per_op = np.array([ids[t] for t in graph.op_types], dtype=np.int64)
+    offsets = np.zeros(num, dtype=np.int64)
+    np.cumsum(np.bincount(op_pos, minlength=num)[:-1], out=offsets[1:])
+    return per_op[np.argsort(op_pos, kind="stable")], offsets
+
+
+def _shape_features(shapes: list[tuple[tuple[int, ...], ...]]) -> tuple[np.ndarray, np.ndarray]:
+    """Log-scaled dims and known/unknown/absent flags. Shapes: returns (G, 25), (G, 25) float32."""
+    dims = np.zeros((len(shapes), MAX_OUTPUTS, MAX_DIMS), dtype=np.float64)
+    present = np.zeros_like(dims, dtype=bool)
+    for g, outs in enumerate(shapes):
+        for o, shape in enumerate(outs[:MAX_OUTPUTS]):
+            d = shape[:MAX_DIMS]
+            dims[g, o, :len(d)] = d
+            present[g, o, :len(d)] = True
+    known = present & (dims >= 0)
+    values = np.where(known, np.log1p(np.maximum(dims, 0)) / _LOG_SCALE, 0.0)
+    flags = known.astype(np.float64) - (present & ~known)
+    n = len(shapes)
+    return values.reshape(n, SHAPE_FEATURES).astype(np.float32), flags.reshape(n, SHAPE_FEATURES).astype(np.float32)
+
+
+def _adjacency(edges: np.ndarray, num: int, k: int) -> np.ndarray:
+    """Signed log-scaled relative positions of the ``k`` nearest neighbours. Shapes: edges (2, E); returns (G, k)."""
+    src, dst = edges
+    node = np.concatenate([src, dst])
+    rel = np.concatenate([dst - src, src - dst])
+    node, rel = _dedupe(node, rel)
+    nearest = np.lexsort((rel, np.abs(rel), node))
+    node, rel = node[nearest], rel[nearest]
+    rank = np.arange(node.size) - np.searchsorted(node, node)
+    keep = rank < k
+    node, rel = node[keep], rel[keep]
+    ascending = np.lexsort((rel, node))
+    node, rel = node[ascending], rel[ascending]
+    out = np.zeros((num, k), dtype=np.float32)
+    out[node, np.arange(node.size) - np.searchsorted(node, node)] = np.sign(rel) * np.log1p(np.abs(rel)) / _LOG_SCALE
+    return out
+
+
+def _dedupe(node: np.ndarray, rel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop repeated (node, rel) pairs (parallel edges)."""
+    if node.size == 0:
+        return node, rel
+    pairs = np.unique(np.stack([node, rel], 1), axis=0)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _numeric(coarse: OpGraph, counts: np.ndarray) -> np.ndarray:
+    """Log-scaled cost numbers per group id. Shapes: counts (G,); returns (G, 7) float32."""
+    n = coarse.num_ops
+    cols = [
+        op_cost(coarse) * 1e6,
+        coarse.output_bytes,
+        coarse.persistent_memory,
+        coarse.temporary_memory,
+        counts,
+        np.bincount(coarse.edge_index[1], minlength=n),
+        np.bincount(coarse.edge_index[0], minlength=n),
+    ]
+    return (np.log1p(np.stack(cols, 1).astype(np.float64)) / _LOG_SCALE).astype(np.float32)

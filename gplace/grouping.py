@@ -1,0 +1,450 @@
+"""Co-location groups: coarsen an op graph so a sequence policy places groups, not ops (Mirhoseini et al. 2017).
+
+:func:`group_ops` builds the groups in four steps:
+
+a. ops sharing a colocation name form one group;
+b. strongly connected components of the group graph are merged (colocation can create cycles);
+c. an op (or colocation group) whose outputs all go to one op is merged into that op's group (the paper's
+   "merge an op into its only consumer"); this never creates a cycle;
+d. while more than ``max_groups`` remain, two groups adjacent in a topological order of the group graph are
+   merged, preferring pairs joined by an edge and then the smallest combined cost. Every group is then a
+   contiguous run of one topological order, so the group graph stays a DAG.
+
+No step merges ops that cannot share a device kind (conflicting pins, or per-kind costs with no kind in common),
+except colocation, which the graph itself requires.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gplace.ir import GraphError, OpGraph, Placement
+
+
+@dataclass(frozen=True, eq=False)
+class Grouping:
+    """A partition of a graph's ops into groups, and the coarse graph with one op per group.
+
+    Group ids are 0-based and number the groups in a topological order of :attr:`graph`.
+    """
+
+    op_group: np.ndarray = field(repr=False)
+    """(N,) int64 group id of each op of :attr:`original`."""
+    num_groups: int
+    """Number of groups G."""
+    graph: OpGraph
+    """The coarse graph: op ``g`` stands for group ``g`` (summed costs, memory and bytes; aggregated edges)."""
+    original: OpGraph = field(repr=False)
+    """The graph whose ops were grouped."""
+
+    def __post_init__(self) -> None:
+        arr = np.asarray(self.op_group, dtype=np.int64).copy()
+        arr.setflags(write=False)
+        object.__setattr__(self, "op_group", arr)
+        if arr.shape != (self.original.num_ops,):
+            raise ValueError(f"op_group has shape {arr.shape}, expected ({self.original.num_ops},)")
+        if self.graph.num_ops != self.num_groups:
+            raise ValueError(f"coarse graph has {self.graph.num_ops} ops but num_groups is {self.num_groups}")
+        if arr.size and (arr.min() < 0 or arr.max() >= self.num_groups):
+            raise ValueError(f"op_group must lie in [0, {self.num_groups}), got [{arr.min()}, {arr.max()}]")
+
+    def expand(self, group_devices: np.ndarray) -> Placement:
+        """The placement of :attr:`original` that puts every op on its group's device.
+
+        Shapes:
+            group_devices (G,) int, device index per group id; returned ``Placement.devices`` (N,) int64.
+        """
+        gd = np.asarray(group_devices)
+        if gd.shape != (self.num_groups,):
+            raise ValueError(f"group_devices has shape {gd.shape}, expected ({self.num_groups},)")
+        return Placement.for_graph(self.original, gd[self.op_group])
+
+
+def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: bool = True) -> Grouping:
+    """Group the ops of ``graph`` as in the paper (see the module docstring for the steps).
+
+    Args:
+        graph: the op graph.
+        max_groups: merge adjacent groups until at most this many remain; ``None`` keeps steps a-c only
+            (default: 256). Fewer may be impossible when adjacent groups need different device kinds; the
+            result then has more groups.
+        merge_consumers: run step c, merging each op into its only consumer (default: ``True``).
+
+    Raises:
+        GraphError: colocation groups pinned to different kinds form a cycle, so no DAG of groups exists.
+
+    Shapes:
+        returned ``Grouping.op_group`` (N,) int64.
+    """
+    if max_groups is not None and max_groups < 1:
+        raise ValueError(f"max_groups must be >= 1 or None, got {max_groups}")
+    uf = _UnionFind(_kind_masks(graph))
+    _merge_colocated(graph, uf)
+    if any(c is not None for c in graph.colocation):
+        _merge_cycles(graph, uf)
+    if merge_consumers:
+        _merge_into_only_consumer(graph, uf)
+    labels, num, src, dst = _group_graph(graph, uf)
+    order = _toposort(num, src, dst, _first_member(labels, num))
+    pos = np.empty(num, dtype=np.int64)
+    pos[order] = np.arange(num)
+    run = np.arange(num)
+    if max_groups is not None and num > max_groups:
+        cost, masks = _group_sum(op_cost(graph), labels, num), _group_masks(uf, labels, num)
+        run = _merge_adjacent(cost[order], masks[order], pos[src], pos[dst], max_groups)
+    return make_grouping(graph, run[pos[labels]])
+
+
+def identity_grouping(graph: OpGraph) -> Grouping:
+    """One group per op; the coarse graph is ``graph`` itself (colocation is left to the caller)."""
+    return Grouping(np.arange(graph.num_ops, dtype=np.int64), graph.num_ops, graph, graph)
+
+
+def make_grouping(graph: OpGraph, op_group: np.ndarray) -> Grouping:
+    """A :class:`Grouping` from given group ids, building the coarse graph.
+
+    :func:`group_ops` numbers groups in a topological order of the coarse graph; other callers may number them
+    any way, as long as the coarse graph is acyclic.
+
+    Raises:
+        GraphError: the coarse graph has a cycle, or a group can run on no device.
+        ValueError: a group id in ``0..G-1`` has no op.
+
+    Shapes:
+        op_group (N,) int, group ids ``0..G-1`` with every id used.
+    """
+    op_group = np.asarray(op_group, dtype=np.int64)
+    num = int(op_group.max()) + 1 if op_group.size else 0
+    empty = np.flatnonzero(np.bincount(op_group, minlength=num) == 0)
+    if empty.size:
+        raise ValueError(f"group id {empty[0]} has no op; ids must be 0..G-1 with every id used")
+    return Grouping(op_group, num, _coarse_graph(graph, op_group, num), graph)
+
+
+def op_cost(graph: OpGraph) -> np.ndarray:
+    """(N,) float64 one cost per op for ranking: its generic cost, else the mean of its known per-kind costs."""
+    cost = graph.compute_cost
+    if graph.kind_cost:
+        kinds = np.stack(list(graph.kind_cost.values()))
+        known = ~np.isnan(kinds)
+        mean = np.where(known, kinds, 0.0).sum(0) / np.maximum(known.sum(0), 1)
+        cost = np.where(np.isnan(cost), mean, cost)
+    return np.nan_to_num(cost, nan=0.0)
+
+
+# ---------------------------------------------------------------------- device-kind compatibility
+def _kind_masks(graph: OpGraph) -> list[int]:
+    """Per op, a bit mask of the device kinds it may run on; the top bit stands for every other kind."""
+    kinds = sorted({p for p in graph.pinned if p is not None} | set(graph.kind_cost))
+    bit = {k: 1 << i for i, k in enumerate(kinds)}
+    every = (1 << (len(kinds) + 1)) - 1
+    masks = []
+    for i, pin in enumerate(graph.pinned):
+        if np.isnan(graph.compute_cost[i]):
+            mask = sum(bit[k] for k, v in graph.kind_cost.items() if not np.isnan(v[i]))
+        else:
+            mask = every
+        masks.append(mask & bit[pin] if pin is not None else mask)
+    return masks
+
+
+class _UnionFind:
+    """Disjoint sets of ops, each with the mask of device kinds all its ops may run on."""
+
+    def __init__(self, masks: list[int]) -> None:
+        self.parent = list(range(len(masks)))
+        self.mask = list(masks)
+
+    def find(self, i: int) -> int:
+        parent = self.parent
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def compatible(self, a: int, b: int) -> bool:
+        return bool(self.mask[self.find(a)] & self.mask[self.find(b)])
+
+    def union(self, a: int, b: int) -> int:
+        a, b = self.find(a), self.find(b)
+        if a != b:
+            self.parent[b] = a
+            self.mask[a] &= self.mask[b]
+        return a
+
+    def labels(self) -> tuple[np.ndarray, int]:
+        """(N,) int64 compact set ids and the number of sets."""
+        roots = np.array([self.find(i) for i in range(len(self.parent))], dtype=np.int64)
+        uniq, labels = np.unique(roots, return_inverse=True)
+        return labels.astype(np.int64), int(uniq.size)
+
+
+# ---------------------------------------------------------------------- steps a-c
+def _merge_colocated(graph: OpGraph, uf: _UnionFind) -> None:
+    first: dict[str, int] = {}
+    for i, name in enumerate(graph.colocation):
+        if name is not None:
+            uf.union(first.setdefault(name, i), i)
+
+
+def _merge_cycles(graph: OpGraph, uf: _UnionFind) -> None:
+    labels, num, src, dst = _group_graph(graph, uf)
+    comp = _strong_components(num, src, dst)
+    rep = _first_member(labels, num)
+    for c in np.flatnonzero(np.bincount(comp) > 1).tolist():
+        members = rep[comp == c].tolist()
+        for m in members[1:]:
+            if not uf.compatible(members[0], m):
+                names = [graph.op_names[i] for i in members[:4]]
+                raise GraphError(
+                    f"graph {graph.name!r}: colocation groups of ops {names} form a cycle but need different "
+                    "device kinds, so they cannot be grouped into a DAG"
+                )
+            uf.union(members[0], m)
+
+
+def _merge_into_only_consumer(graph: OpGraph, uf: _UnionFind) -> None:
+    """Visit groups in reverse topological order; merge each whose ops feed exactly one outside op into it.
+
+    A group is still a singleton of this step when visited, and all its out-edges reach one op, so contracting
+    them cannot close a cycle.
+    """
+    labels, num, src, dst = _group_graph(graph, uf)
+    rep = _first_member(labels, num).tolist()
+    u, v = graph.edge_index
+    ptr, consumer = _csr(labels[u], v, num)
+    ptr, consumer, lab = ptr.tolist(), consumer.tolist(), labels.tolist()
+    for g in reversed(_toposort(num, src, dst, np.asarray(rep)).tolist()):
+        outside = {c for c in consumer[ptr[g]:ptr[g + 1]] if lab[c] != g}
+        if len(outside) == 1:
+            (c,) = outside
+            if uf.compatible(rep[g], c):
+                uf.union(c, rep[g])
+
+
+# ---------------------------------------------------------------------- step d
+def _merge_adjacent(cost: np.ndarray, mask: np.ndarray, src: np.ndarray, dst: np.ndarray, max_groups: int
+                    ) -> np.ndarray:
+    """Merge neighbours in a topological order (positions ``0..n-1``) until at most ``max_groups`` runs remain.
+
+    Shapes:
+        cost (n,), mask (n,) and the edges ``src, dst`` (E,) in position space; returns (n,) int64 run id per
+        position, runs numbered in order.
+    """
+    n = len(cost)
+    cost = (cost + max(float(cost.sum()), 1e-30) / n * 1e-3).tolist()  # a size term breaks ties among free ops
+    mask = [int(m) for m in mask]
+    nxt, prv = list(range(1, n + 1)), list(range(-1, n - 1))
+    alive, version = [True] * n, [0] * n
+    handle = list(range(n))  # the key of each run's neighbour set (small-to-large merging)
+    nbrs: list[set[int] | None] = [set() for _ in range(n)]
+    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+        nbrs[a].add(b)
+        nbrs[b].add(a)
+    target = sum(cost) / max_groups
+    heap: list[tuple[bool, bool, float, int, int, int]] = []
+
+    def push(a: int) -> None:
+        b = nxt[a]
+        if a >= 0 and b < n and mask[a] & mask[b]:
+            merged = cost[a] + cost[b]
+            loose = merged <= target and handle[b] not in nbrs[handle[a]]
+            heapq.heappush(heap, (merged > target, loose, merged, a, version[a], version[b]))
+
+    for a in range(n - 1):
+        push(a)
+    count = n
+    while count > max_groups and heap:
+        *_, a, va, vb = heapq.heappop(heap)
+        b = nxt[a]
+        if not alive[a] or version[a] != va or b >= n or version[b] != vb:
+            continue
+        cost[a] += cost[b]
+        mask[a] &= mask[b]
+        handle[a] = _merge_sets(nbrs, handle[a], handle[b])
+        alive[b] = False
+        nxt[a] = nxt[b]
+        if nxt[b] < n:
+            prv[nxt[b]] = a
+        version[a] += 1
+        count -= 1
+        push(prv[a])
+        push(a)
+    return np.cumsum(alive, dtype=np.int64) - 1
+
+
+def _merge_sets(nbrs: list[set[int] | None], ha: int, hb: int) -> int:
+    """Merge neighbour set ``hb`` with ``ha``, renaming in the smaller one's neighbours; return the kept key."""
+    if len(nbrs[ha]) < len(nbrs[hb]):
+        ha, hb = hb, ha
+    big = nbrs[ha]
+    for x in nbrs[hb]:
+        if x != ha:
+            nbrs[x].discard(hb)
+            nbrs[x].add(ha)
+            big.add(x)
+    big.discard(hb)
+    nbrs[hb] = None
+    return ha
+
+
+# ---------------------------------------------------------------------- the coarse graph
+def _coarse_graph(graph: OpGraph, op_group: np.ndarray, num: int) -> OpGraph:
+    head = _most_expensive_member(op_cost(graph), op_group, num)
+    kind_cost = {k: _group_sum(np.where(np.isnan(v), graph.compute_cost, v), op_group, num)
+                 for k, v in graph.kind_cost.items()}
+    src, dst, nbytes = _coarse_edges(graph, op_group, num)
+    return OpGraph(
+        name=f"{graph.name}/groups",
+        op_names=tuple(f"g{g}" for g in range(num)),
+        op_types=tuple(graph.op_types[i] for i in head.tolist()),
+        compute_cost=_group_sum(graph.compute_cost, op_group, num),
+        kind_cost=kind_cost,
+        persistent_memory=_group_sum_int(graph.persistent_memory, op_group, num),
+        temporary_memory=_group_sum_int(graph.temporary_memory, op_group, num),
+        output_bytes=_group_sum_int(graph.output_bytes, op_group, num),
+        output_shapes=tuple(graph.output_shapes[i] for i in head.tolist()),
+        colocation=(None,) * num,
+        pinned=_group_pins(graph, op_group, num),
+        edge_index=np.stack([src, dst]),
+        edge_bytes=nbytes,
+    )
+
+
+def _coarse_edges(graph: OpGraph, op_group: np.ndarray, num: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges between groups; bytes are summed over distinct producer ops (a tensor is sent once)."""
+    u, v = graph.edge_index
+    gs, gd = op_group[u], op_group[v]
+    keep = gs != gd
+    u, gs, gd, b = u[keep], gs[keep], gd[keep], graph.edge_bytes[keep]
+    pair = gs * num + gd
+    key = pair * max(graph.num_ops, 1) + u
+    order = np.lexsort((b, key))
+    last = np.r_[key[order][1:] != key[order][:-1], True] if key.size else np.zeros(0, dtype=bool)
+    pair, b = pair[order][last], b[order][last]
+    pairs, inverse = np.unique(pair, return_inverse=True)
+    nbytes = np.zeros(pairs.size, dtype=np.int64)
+    np.add.at(nbytes, inverse, b)
+    return pairs // max(num, 1), pairs % max(num, 1), nbytes
+
+
+def _group_pins(graph: OpGraph, op_group: np.ndarray, num: int) -> tuple[str | None, ...]:
+    pins: list[str | None] = [None] * num
+    for g, pin in zip(op_group.tolist(), graph.pinned, strict=True):
+        if pin is not None:
+            if pins[g] not in (None, pin):
+                raise GraphError(f"graph {graph.name!r}: group g{g} holds ops pinned to {pins[g]!r} and {pin!r}")
+            pins[g] = pin
+    return tuple(pins)
+
+
+# ---------------------------------------------------------------------- helpers
+def _group_graph(graph: OpGraph, uf: _UnionFind) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """Compact labels, number of groups, and the distinct edges ``src, dst`` between groups."""
+    labels, num = uf.labels()
+    gs, gd = labels[graph.edge_index[0]], labels[graph.edge_index[1]]
+    pairs = np.unique((gs * num + gd)[gs != gd])
+    return labels, num, pairs // max(num, 1), pairs % max(num, 1)
+
+
+def _group_masks(uf: _UnionFind, labels: np.ndarray, num: int) -> np.ndarray:
+    rep = _first_member(labels, num)
+    return np.array([uf.mask[uf.find(int(i))] for i in rep], dtype=object)
+
+
+def _first_member(labels: np.ndarray, num: int) -> np.ndarray:
+    """(G,) int64 smallest op index of each group."""
+    first = np.full(num, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, labels, np.arange(labels.size, dtype=np.int64))
+    return first
+
+
+def _most_expensive_member(cost: np.ndarray, op_group: np.ndarray, num: int) -> np.ndarray:
+    """(G,) int64 op index of each group's most expensive op (the first such op on ties)."""
+    order = np.lexsort((np.arange(cost.size), -cost, op_group))
+    starts = np.searchsorted(op_group[order], np.arange(num))
+    return order[starts]
+
+
+def _group_sum(values: np.ndarray, op_group: np.ndarray, num: int) -> np.ndarray:
+    """(G,) float64 sums; NaN where any member is NaN."""
+    return np.bincount(op_group, weights=values, minlength=num).astype(np.float64)
+
+
+def _group_sum_int(values: np.ndarray, op_group: np.ndarray, num: int) -> np.ndarray:
+    out = np.zeros(num, dtype=np.int64)
+    np.add.at(out, op_group, values)
+    return out
+
+
+def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(src, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    return ptr, dst[order]
+
+
+def _toposort(n: int, src: np.ndarray, dst: np.ndarray, priority: np.ndarray) -> np.ndarray:
+    """(n,) int64 nodes in a topological order; among ready nodes, the lowest ``priority`` first."""
+    ptr, succ = _csr(src, dst, n)
+    ptr, succ, prio = ptr.tolist(), succ.tolist(), priority.tolist()
+    indeg = np.bincount(dst, minlength=n).tolist()
+    ready = [(prio[i], i) for i in range(n) if indeg[i] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for j in succ[ptr[i]:ptr[i + 1]]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(ready, (prio[j], j))
+    if len(order) < n:
+        raise GraphError("group graph has a cycle")  # unreachable: the steps keep it a DAG
+    return np.array(order, dtype=np.int64)
+
+
+def _strong_components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """(n,) int64 strongly connected component of each node (iterative Tarjan)."""
+    ptr, succ = _csr(src, dst, n)
+    ptr, succ = ptr.tolist(), succ.tolist()
+    index, low, comp = [-1] * n, [0] * n, [-1] * n
+    on_stack, stack = [False] * n, []
+    counter = ncomp = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        work = [(root, ptr[root])]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = True
+        while work:
+            v, i = work[-1]
+            if i < ptr[v + 1]:
+                work[-1] = (v, i + 1)
+                w = succ[i]
+                if index[w] < 0:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack[w] = True
+                    work.append((w, ptr[w]))
+                elif on_stack[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    comp[w] = ncomp
+                    if w == v:
+                        break
+                ncomp += 1
+    return np.array(comp, dtype=np.int64)

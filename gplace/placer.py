@@ -1,0 +1,130 @@
+"""A learned placer for one graph on one cluster: grouping, features, encoder and policy tied together."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from gplace.features import featurize
+from gplace.grouping import Grouping, group_ops
+from gplace.ir import Cluster, OpGraph, Placement
+
+
+class PlacerSample(NamedTuple):
+    """K sampled placements, per op, with their log-probabilities and entropies."""
+
+    devices: np.ndarray
+    """(K, N) int64 device index of every op."""
+    log_prob: torch.Tensor
+    """(K,) log-probability of each placement (with gradient)."""
+    entropy: torch.Tensor
+    """(K,) entropy of the policy along each sample (with gradient)."""
+
+
+class PolicyPlacer(nn.Module):
+    """Groups a graph once, then places it with ``policy(encoder(features))``.
+
+    The grouping (:func:`~gplace.grouping.group_ops`), group features and the allowed-device mask of each group
+    are computed at construction; features and mask are non-persistent buffers, so ``state_dict`` holds only
+    the encoder's and policy's weights and ``.to(device)`` moves everything.
+
+    Args:
+        graph: the graph to place.
+        cluster: the devices.
+        encoder: maps the feature dict to (G, S) states; its ``num_type_buckets`` and ``max_neighbours``
+            attributes, where present, shape the features.
+        policy: a policy with ``sample``, ``greedy`` and ``evaluate`` over (G, S) states and a (G, D) mask,
+            e.g. :class:`~gplace.policies.Seq2SeqPolicy` with ``num_devices = cluster.num_devices``.
+        max_groups: at most this many groups (default: 256).
+        grouping: use this grouping instead of :func:`group_ops` (default: ``None``).
+
+    Shapes:
+        sampled ``devices`` (K, N) int64; ``log_prob`` and ``entropy`` (K,).
+    """
+
+    name = "policy"
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, encoder: nn.Module, policy: nn.Module, *,
+                 max_groups: int = 256, grouping: Grouping | None = None) -> None:
+        super().__init__()
+        if getattr(policy, "num_devices", cluster.num_devices) != cluster.num_devices:
+            raise ValueError(f"policy has {policy.num_devices} devices, cluster {cluster.name!r} has "
+                             f"{cluster.num_devices}")
+        self.graph, self.cluster, self.encoder, self.policy = graph, cluster, encoder, policy
+        self.grouping = group_ops(graph, max_groups) if grouping is None else grouping
+        features = featurize(graph, self.grouping, num_type_buckets=getattr(encoder, "num_type_buckets", 512),
+                             max_neighbours=getattr(encoder, "max_neighbours", 20))
+        self._feature_keys = tuple(features.to_tensors())
+        for key, value in features.to_tensors().items():
+            self.register_buffer(f"feature_{key}", value, persistent=False)
+        allowed = self.grouping.graph.allowed_devices(cluster)[features.order]
+        self.register_buffer("allowed", torch.from_numpy(allowed), persistent=False)
+        pos = np.empty(features.num_groups, dtype=np.int64)
+        pos[features.order] = np.arange(features.num_groups)
+        self._op_pos = pos[self.grouping.op_group]  # (N,) feature position of each op's group
+
+    @property
+    def num_groups(self) -> int:
+        """Number of groups G the policy places."""
+        return self.grouping.num_groups
+
+    def features(self) -> dict[str, torch.Tensor]:
+        """The encoder's input (see :meth:`gplace.features.GroupFeatures.to_tensors`)."""
+        return {key: getattr(self, f"feature_{key}") for key in self._feature_keys}
+
+    def sample(self, num_samples: int, generator: torch.Generator | None = None) -> PlacerSample:
+        """Sample ``num_samples`` placements.
+
+        Shapes:
+            returns devices (K, N) int64 numpy, log_prob (K,), entropy (K,).
+        """
+        out = self.policy.sample(self.encoder(self.features()), self.allowed, num_samples, generator=generator)
+        return PlacerSample(self.op_devices(out.devices), out.log_prob, out.entropy)
+
+    def evaluate(self, devices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability and entropy of given placements under the current policy (e.g. for PPO).
+
+        Raises:
+            ValueError: a placement splits a group across devices.
+
+        Shapes:
+            devices (K, N) int; returns log_prob (K,), entropy (K,).
+        """
+        devices = np.asarray(devices, dtype=np.int64)
+        first = np.full(self.num_groups, devices.shape[-1], dtype=np.int64)
+        np.minimum.at(first, self._op_pos, np.arange(self._op_pos.size))
+        actions = devices[:, first]
+        if not np.array_equal(actions[:, self._op_pos], devices):
+            raise ValueError("a placement puts ops of one group on different devices")
+        return self.policy.evaluate(self.encoder(self.features()), self.allowed,
+                                    torch.as_tensor(actions, device=self.allowed.device))
+
+    def greedy(self) -> Placement:
+        """The policy's most likely placement (argmax decoding)."""
+        with torch.no_grad():
+            actions = self.policy.greedy(self.encoder(self.features()), self.allowed)
+        return Placement.for_graph(self.graph, self.op_devices(actions[None])[0])
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        """The greedy placement (the placer contract); only for the graph and cluster this placer was built for.
+
+        Raises:
+            ValueError: another graph or cluster.
+        """
+        if graph.fingerprint != self.graph.fingerprint or cluster.device_names != self.cluster.device_names:
+            raise ValueError(f"this PolicyPlacer places graph {self.graph.name!r} on cluster {self.cluster.name!r}, "
+                             f"not {graph.name!r} on {cluster.name!r}")
+        placement = self.greedy()
+        placement.validate(graph, cluster)
+        return placement
+
+    def op_devices(self, actions: torch.Tensor) -> np.ndarray:
+        """Per-op devices from per-group devices in feature order.
+
+        Shapes:
+            actions (K, G) int; returns (K, N) int64.
+        """
+        return actions.detach().cpu().numpy().astype(np.int64)[:, self._op_pos]

@@ -1,0 +1,155 @@
+"""The paper's decoder: an LSTM with content-based attention emitting one device per group (Mirhoseini et al. 2017)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+_Choose = Callable[[int, torch.Tensor], torch.Tensor]
+
+
+class PolicyOutput(NamedTuple):
+    """K decoded device sequences with their log-probabilities and entropies under the policy."""
+
+    devices: torch.Tensor
+    """(K, G) int64 device index per group, in the encoder's order."""
+    log_prob: torch.Tensor
+    """(K,) log-probability of each sequence (with gradient)."""
+    entropy: torch.Tensor
+    """(K,) sum over steps of the entropy of each step's device distribution (with gradient)."""
+
+
+class Seq2SeqPolicy(nn.Module):
+    """Decodes a device for each group in turn, attending over the encoder states (Bahdanau attention).
+
+    The input at step ``t`` is the embedding of the device chosen at ``t - 1`` (a start token at ``t = 0``)
+    next to the attention context computed from the previous decoder state; the logits come from the new
+    decoder state and that context. Logits are divided by :attr:`temperature` and devices a group may not use
+    (``allowed`` false) get probability zero.
+
+    Args:
+        num_devices: number of devices D.
+        hidden_size: decoder LSTM size (default: 256).
+        attention_size: size of the attention's hidden layer (default: 128).
+        state_size: size S of the encoder states (default: ``hidden_size``).
+        device_embedding: size of the previous-device embedding (default: 32).
+
+    Shapes:
+        states (G, S) float, allowed (G, D) bool; devices (K, G) int64; log_prob and entropy (K,).
+    """
+
+    def __init__(self, num_devices: int, hidden_size: int = 256, attention_size: int = 128, *,
+                 state_size: int | None = None, device_embedding: int = 32) -> None:
+        super().__init__()
+        if num_devices < 1:
+            raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+        state_size = hidden_size if state_size is None else state_size
+        self.num_devices, self.state_size = num_devices, state_size
+        self.temperature = 1.0
+        """Logits are divided by this before the softmax (default: 1.0)."""
+        self.device_embedding = nn.Embedding(num_devices + 1, device_embedding)  # index D is the start token
+        self.init_state = nn.Linear(state_size, hidden_size)
+        self.cell = nn.LSTMCell(device_embedding + state_size, hidden_size)
+        self.attn_keys = nn.Linear(state_size, attention_size, bias=False)
+        self.attn_query = nn.Linear(hidden_size, attention_size)
+        self.attn_score = nn.Linear(attention_size, 1, bias=False)
+        self.out = nn.Linear(hidden_size + state_size, num_devices)
+
+    # ------------------------------------------------------------------ public entry points
+    def sample(self, states: torch.Tensor, allowed: torch.Tensor, num_samples: int,
+               generator: torch.Generator | None = None) -> PolicyOutput:
+        """Sample ``num_samples`` device sequences, decoded together as one batch.
+
+        Shapes:
+            states (G, S), allowed (G, D) bool; returns devices (K, G), log_prob (K,), entropy (K,).
+        """
+        self._check(states, allowed)
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+
+        def choose(_: int, log_p: torch.Tensor) -> torch.Tensor:
+            # Gumbel-max: argmax(log p + Gumbel noise) is a sample of p; masked devices stay at -inf
+            u = torch.rand(log_p.shape, generator=generator, device=log_p.device, dtype=log_p.dtype)
+            return (log_p.detach() - torch.log(-torch.log(u.clamp_min(1e-20)))).argmax(-1)
+
+        return self._decode(states, allowed, num_samples, choose)
+
+    def greedy(self, states: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """The most likely device at each step (argmax decoding).
+
+        Shapes:
+            states (G, S), allowed (G, D) bool; returns (G,) int64.
+        """
+        self._check(states, allowed)
+        with torch.no_grad():
+            out = self._decode(states, allowed, 1, lambda _, log_p: log_p.argmax(-1))
+        return out.devices[0]
+
+    def evaluate(self, states: torch.Tensor, allowed: torch.Tensor, devices: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability and entropy of given device sequences (teacher forcing).
+
+        Raises:
+            ValueError: a sequence has the wrong length, or uses a device out of range or not allowed.
+
+        Shapes:
+            states (G, S), allowed (G, D) bool, devices (K, G) int; returns log_prob (K,), entropy (K,).
+        """
+        self._check(states, allowed)
+        devices = torch.as_tensor(devices, dtype=torch.int64, device=states.device)
+        if devices.ndim != 2 or devices.shape[1] != states.shape[0]:
+            raise ValueError(f"devices has shape {tuple(devices.shape)}, expected (K, {states.shape[0]})")
+        if ((devices < 0) | (devices >= self.num_devices)).any():
+            raise ValueError(f"devices must lie in [0, {self.num_devices})")
+        steps = torch.arange(devices.shape[1], device=devices.device)
+        if not allowed[steps, devices].all():
+            raise ValueError("devices puts a group on a device it is not allowed on")
+        out = self._decode(states, allowed, devices.shape[0], lambda t, _: devices[:, t])
+        return out.log_prob, out.entropy
+
+    # ------------------------------------------------------------------ decoding
+    def _check(self, states: torch.Tensor, allowed: torch.Tensor) -> None:
+        g = states.shape[0]
+        if states.ndim != 2 or states.shape[1] != self.state_size:
+            raise ValueError(f"states has shape {tuple(states.shape)}, expected (G, {self.state_size})")
+        if allowed.shape != (g, self.num_devices) or allowed.dtype != torch.bool:
+            raise ValueError(f"allowed must be a ({g}, {self.num_devices}) bool tensor, got "
+                             f"{tuple(allowed.shape)} {allowed.dtype}")
+        if g and not allowed.any(1).all():
+            raise ValueError(f"group at position {int((~allowed.any(1)).nonzero()[0])} has no allowed device")
+
+    def _decode(self, states: torch.Tensor, allowed: torch.Tensor, k: int, choose: _Choose) -> PolicyOutput:
+        """Run the decoder for ``k`` sequences; ``choose(t, log_p (k, D))`` picks step ``t``'s devices."""
+        keys = self.attn_keys(states)
+        h = torch.tanh(self.init_state(states.mean(0))).expand(k, -1).contiguous()
+        c = torch.zeros_like(h)
+        prev = torch.full((k,), self.num_devices, dtype=torch.int64, device=states.device)
+        log_ps, chosen = [], []
+        for t in range(states.shape[0]):
+            context = self._attend(keys, states, h)
+            h, c = self.cell(torch.cat([self.device_embedding(prev), context], -1), (h, c))
+            logits = self.out(torch.cat([h, context], -1)) / self.temperature
+            log_p = torch.log_softmax(logits.masked_fill(~allowed[t], float("-inf")), -1)
+            prev = choose(t, log_p)
+            log_ps.append(log_p)
+            chosen.append(prev)
+        if not chosen:
+            empty = states.new_zeros(k)
+            return PolicyOutput(torch.zeros(k, 0, dtype=torch.int64, device=states.device), empty, empty)
+        return self._score(torch.stack(log_ps, 1), torch.stack(chosen, 1), allowed)
+
+    def _attend(self, keys: torch.Tensor, states: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """Attention context ``sum_i softmax(v . tanh(W s_i + U h)) s_i``. Shapes: keys (G, A), h (K, H) -> (K, S)."""
+        scores = torch.tanh(keys.unsqueeze(0) + self.attn_query(h).unsqueeze(1)) @ self.attn_score.weight[0]
+        return torch.softmax(scores, -1) @ states
+
+    @staticmethod
+    def _score(log_p: torch.Tensor, devices: torch.Tensor, allowed: torch.Tensor) -> PolicyOutput:
+        """Sequence log-probabilities and entropies. Shapes: log_p (K, G, D), devices (K, G), allowed (G, D)."""
+        log_prob = log_p.gather(-1, devices.unsqueeze(-1)).squeeze(-1).sum(1)
+        safe = log_p.masked_fill(~allowed, 0.0)
+        entropy = -(safe.exp() * safe).sum((1, 2))
+        return PolicyOutput(devices, log_prob, entropy)

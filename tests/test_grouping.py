@@ -1,0 +1,185 @@
+"""Tests for gplace.grouping: co-location groups and the coarse graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gplace.grouping import group_ops, identity_grouping, make_grouping
+from gplace.ir import Edge, GraphError, Op, OpGraph
+from gplace.testing import chain, cpu_gpu_cluster, diamond, random_dag
+
+
+def _ops(n: int, **per_op: dict[int, object]) -> list[Op]:
+    """``n`` ops ``o0..`` of cost i+1; keyword dicts set fields of chosen ops, e.g. ``pinned={0: "cpu"}``."""
+    return [Op(f"o{i}", f"T{i % 3}", float(i + 1), output_bytes=10,
+               **{k: v[i] for k, v in per_op.items() if i in v}) for i in range(n)]
+
+
+def _sparse_dag(n: int, seed: int = 0, pin_every: int = 0) -> OpGraph:
+    """A DAG where op i reads 1-2 of the 30 ops before it; every ``pin_every``-th op is pinned, cpu and gpu in turn."""
+    rng = np.random.default_rng(seed)
+    pins = {i: ("cpu", "gpu")[(i // pin_every) % 2] for i in range(0, n, pin_every)} if pin_every else {}
+    ops = [Op(f"n{i}", f"T{i % 5}", float(rng.uniform(0.1, 1)), output_bytes=100, pinned=pins.get(i))
+           for i in range(n)]
+    edges = [Edge(f"n{j}", f"n{i}") for i in range(1, n)
+             for j in sorted(set(rng.integers(max(0, i - 30), i, size=2).tolist()))]
+    return OpGraph.from_ops(ops, edges, name=f"sparse{n}")
+
+
+def _assert_acyclic_order(graph: OpGraph, op_group: np.ndarray) -> None:
+    src, dst = graph.edge_index
+    assert (op_group[src] <= op_group[dst]).all(), "an edge goes from a later group to an earlier one"
+
+
+def test_chain_collapses_into_one_group():
+    """Each op of a chain is merged into its only consumer, leaving one group with the summed cost."""
+    grouping = group_ops(chain((1.0, 2.0, 3.0, 4.0)))
+    assert grouping.num_groups == 1
+    assert grouping.op_group.tolist() == [0, 0, 0, 0]
+    assert grouping.graph.compute_cost.tolist() == [10.0]
+    assert grouping.graph.num_edges == 0
+
+
+def test_only_consumer_merge_keeps_ops_with_two_consumers_apart():
+    """In a diamond the source feeds two ops, so it stays alone; left and right merge into the sink."""
+    grouping = group_ops(diamond(), max_groups=None)
+    assert grouping.op_group.tolist() == [0, 1, 1, 1]
+    assert grouping.graph.op_types == ("Input", "MatMul")  # the most expensive member's type (right, cost 3)
+
+
+def test_colocated_ops_share_a_group():
+    """Ops with one colocation name are in one group even with consumer merging off."""
+    ops = _ops(5, colocation={1: "c", 3: "c"})
+    edges = [Edge("o0", "o1"), Edge("o0", "o2"), Edge("o0", "o3"), Edge("o2", "o4"), Edge("o3", "o4"),
+             Edge("o1", "o4")]
+    grouping = group_ops(OpGraph.from_ops(ops, edges), max_groups=None, merge_consumers=False)
+    g = grouping.op_group
+    assert g[1] == g[3]
+    assert grouping.num_groups == 4
+    assert grouping.graph.colocation == (None,) * 4
+
+
+def test_colocation_cycle_is_merged_into_one_group():
+    """o0 -> o1 -> o2 with o0 and o2 colocated forms a cycle of groups; o1 joins them to keep a DAG."""
+    ops = _ops(4, colocation={0: "c", 2: "c"})
+    edges = [Edge("o0", "o1"), Edge("o1", "o2"), Edge("o0", "o3"), Edge("o2", "o3")]
+    grouping = group_ops(OpGraph.from_ops(ops, edges), max_groups=None, merge_consumers=False)
+    assert grouping.op_group.tolist() == [0, 0, 0, 1]
+
+
+def test_colocation_cycle_with_conflicting_pins_raises():
+    """A cycle through colocation groups pinned to different kinds has no DAG grouping."""
+    ops = _ops(3, colocation={0: "c", 2: "c"}, pinned={0: "cpu", 1: "gpu"})
+    with pytest.raises(GraphError, match="cycle"):
+        group_ops(OpGraph.from_ops(ops, [Edge("o0", "o1"), Edge("o1", "o2")]))
+
+
+@pytest.mark.parametrize("max_groups", [1, 10, 37])
+def test_max_groups_is_honoured_and_groups_form_a_dag(max_groups):
+    """random_dag(200) coarsens to at most max_groups groups, numbered in a topological order."""
+    graph = random_dag(200)
+    grouping = group_ops(graph, max_groups=max_groups)
+    assert grouping.num_groups == max_groups
+    _assert_acyclic_order(graph, grouping.op_group)
+    assert grouping.graph.topological_order.tolist() == list(range(max_groups))
+    assert np.bincount(grouping.op_group).min() >= 1
+
+
+def test_adjacent_merging_balances_cost():
+    """No group of random_dag(200) at 10 groups costs more than 3x the average."""
+    graph = random_dag(200)
+    cost = group_ops(graph, max_groups=10).graph.compute_cost
+    assert cost.max() < 3 * graph.compute_cost.sum() / 10
+
+
+def test_coarse_costs_memory_and_durations_are_member_sums():
+    """Every per-group quantity, and the duration on each device, is the sum over the group's ops."""
+    ops = [Op(f"o{i}", "T", 1.0 + i, kind_cost={"gpu": 0.5 * i} if i % 2 else {}, persistent_memory=i,
+              temporary_memory=2 * i, output_bytes=3 * i) for i in range(30)]
+    edges = [Edge(f"o{i}", f"o{j}") for i in range(30) for j in (i + 1, i + 3) if j < 30]
+    graph = OpGraph.from_ops(ops, edges)
+    grouping = group_ops(graph, max_groups=4)
+    cluster = cpu_gpu_cluster(1)
+    expected = np.zeros((4, 2))
+    np.add.at(expected, grouping.op_group, graph.durations(cluster))
+    np.testing.assert_allclose(grouping.graph.durations(cluster), expected)
+    for field in ("persistent_memory", "temporary_memory", "output_bytes"):
+        assert getattr(grouping.graph, field).tolist() == np.bincount(
+            grouping.op_group, getattr(graph, field), minlength=4).astype(int).tolist()
+
+
+def test_edge_bytes_count_each_producer_once():
+    """o0 feeds o1 and o2 of one group: 10 bytes once; o3 feeds it too: 10 + 7 bytes in all."""
+    ops = [Op("o0", "T", 1.0, output_bytes=10), Op("o1", "T", 1.0, colocation="c"),
+           Op("o2", "T", 1.0, colocation="c"), Op("o3", "T", 1.0, output_bytes=7), Op("o4", "T", 1.0)]
+    edges = [Edge("o0", "o1"), Edge("o0", "o2"), Edge("o3", "o2"), Edge("o0", "o4"), Edge("o3", "o4"),
+             Edge("o1", "o4")]
+    grouping = group_ops(OpGraph.from_ops(ops, edges), max_groups=None, merge_consumers=False)
+    coarse, g = grouping.graph, grouping.op_group
+    to_c = (coarse.edge_index[1] == g[1]) & np.isin(coarse.edge_index[0], [g[0], g[3]])
+    assert sorted(coarse.edge_bytes[to_c].tolist()) == [7, 10]
+    assert coarse.num_edges == len({(a, b) for a, b in coarse.edge_index.T.tolist()})
+
+
+def test_pins_are_never_mixed():
+    """Groups of a graph with every 10th op pinned (cpu, gpu, ...) hold one pin at most; the coarse op carries it."""
+    graph = _sparse_dag(300, pin_every=10)
+    grouping = group_ops(graph, max_groups=8)
+    for g in range(grouping.num_groups):
+        pins = {graph.pinned[i] for i in np.flatnonzero(grouping.op_group == g)} - {None}
+        assert len(pins) <= 1
+        assert grouping.graph.pinned[g] == (pins.pop() if pins else None)
+
+
+def test_ops_with_disjoint_kind_costs_are_not_merged():
+    """An op with only a gpu cost and one with only a cpu cost never share a group (neither kind runs both)."""
+    ops = [Op("a", "T", None, kind_cost={"gpu": 1.0}), Op("b", "T", None, kind_cost={"cpu": 1.0})]
+    grouping = group_ops(OpGraph.from_ops(ops, [Edge("a", "b")]), max_groups=1)
+    assert grouping.num_groups == 2
+
+
+def test_alternating_pins_can_exceed_max_groups():
+    """A chain cpu, gpu, cpu, gpu cannot be merged at all; the result keeps 4 groups rather than mix pins."""
+    ops = _ops(4, pinned={0: "cpu", 1: "gpu", 2: "cpu", 3: "gpu"})
+    graph = OpGraph.from_ops(ops, [Edge(f"o{i}", f"o{i + 1}") for i in range(3)])
+    assert group_ops(graph, max_groups=2).num_groups == 4
+
+
+def test_expand_gives_a_valid_placement():
+    """Putting each group on an allowed device expands to a placement that passes validation."""
+    ops = _ops(12, colocation={2: "c", 7: "c"}, pinned={5: "cpu", 9: "gpu"})
+    edges = [Edge(f"o{i}", f"o{j}") for i in range(12) for j in (i + 1, i + 4) if j < 12]
+    graph = OpGraph.from_ops(ops, edges)
+    cluster = cpu_gpu_cluster(2)
+    grouping = group_ops(graph, max_groups=3)
+    allowed = grouping.graph.allowed_devices(cluster)
+    placement = grouping.expand(allowed.shape[1] - 1 - np.argmax(allowed[:, ::-1], 1))
+    placement.validate(graph, cluster)
+    assert placement.devices[2] == placement.devices[7]
+    with pytest.raises(ValueError, match="shape"):
+        grouping.expand(np.zeros(grouping.num_groups + 1, dtype=int))
+
+
+def test_identity_grouping_has_one_group_per_op():
+    """identity_grouping keeps the graph and maps op i to group i."""
+    graph = diamond()
+    grouping = identity_grouping(graph)
+    assert grouping.num_groups == 4 and grouping.graph is graph
+    assert grouping.expand(np.array([0, 1, 0, 1])).devices.tolist() == [0, 1, 0, 1]
+
+
+def test_make_grouping_rejects_unused_ids_and_cycles():
+    """Group ids must all be used, and a grouping whose quotient has a cycle is an error."""
+    with pytest.raises(ValueError, match="no op"):
+        make_grouping(chain(), np.array([0, 2, 2]))
+    with pytest.raises(GraphError, match="cycle"):
+        make_grouping(chain(), np.array([0, 1, 0]))
+
+
+def test_large_graph_groups_quickly():
+    """A 20,000-op graph groups to 256 convex groups (the heap and linked list keep this fast)."""
+    graph = _sparse_dag(20_000, seed=1)
+    grouping = group_ops(graph, max_groups=256)
+    assert grouping.num_groups == 256
+    _assert_acyclic_order(graph, grouping.op_group)

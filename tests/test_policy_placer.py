@@ -1,0 +1,93 @@
+"""Tests for gplace.placer.PolicyPlacer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gplace.encoders import LSTMEncoder
+from gplace.ir import Edge, Op, OpGraph, Placement
+from gplace.placer import PolicyPlacer
+from gplace.policies import Seq2SeqPolicy
+from gplace.testing import chain, cpu_gpu_cluster, random_dag
+
+
+def _graph() -> OpGraph:
+    """30 ops with two colocated ops, a cpu-pinned op and a gpu-pinned op."""
+    base = random_dag(30, edge_prob=0.1, seed=5)
+    pins, coloc = {3: "cpu", 20: "gpu"}, {7: "c", 12: "c"}
+    ops = [Op(op.name, op.type, op.cost, output_bytes=op.output_bytes, pinned=pins.get(i), colocation=coloc.get(i))
+           for i, op in enumerate(base.ops())]
+    return OpGraph.from_ops(ops, base.edges(), name="pinned_dag")
+
+
+def _placer(graph: OpGraph | None = None, max_groups: int = 8) -> PolicyPlacer:
+    torch.manual_seed(0)
+    cluster = cpu_gpu_cluster(2)
+    return PolicyPlacer(graph or _graph(), cluster, LSTMEncoder(hidden_size=16, type_embedding=8),
+                        Seq2SeqPolicy(cluster.num_devices, hidden_size=16, attention_size=8), max_groups=max_groups)
+
+
+def test_samples_are_valid_placements():
+    """sample(K) gives K per-op placements that respect pins and colocation, with (K,) log-probs."""
+    placer = _placer()
+    devices, log_prob, entropy = placer.sample(16)
+    assert devices.shape == (16, 30) and devices.dtype == np.int64
+    assert log_prob.shape == (16,) and entropy.shape == (16,)
+    for row in devices:
+        Placement.for_graph(placer.graph, row).validate(placer.graph, placer.cluster)
+    assert 1 < placer.num_groups <= 8
+
+
+def test_evaluate_matches_sample_and_rejects_split_groups():
+    """evaluate of sampled placements reproduces their log-probs; splitting a group is an error."""
+    placer = _placer()
+    sample = placer.sample(4)
+    log_prob, entropy = placer.evaluate(sample.devices)
+    torch.testing.assert_close(log_prob, sample.log_prob)
+    torch.testing.assert_close(entropy, sample.entropy)
+    split = sample.devices.copy()
+    group = placer.grouping.op_group
+    ops = np.flatnonzero(group == np.bincount(group).argmax())
+    split[0, ops[0]] = 1 - split[0, ops[1]] if split[0, ops[1]] < 2 else 0
+    with pytest.raises(ValueError, match="group"):
+        placer.evaluate(split)
+
+
+def test_greedy_and_place():
+    """greedy and place return the same valid placement; another graph is refused."""
+    placer = _placer()
+    placement = placer.place(placer.graph, placer.cluster)
+    assert placement == placer.greedy()
+    placement.validate(placer.graph, placer.cluster)
+    with pytest.raises(ValueError, match="places graph"):
+        placer.place(chain(), placer.cluster)
+
+
+def test_training_on_a_target_moves_greedy_to_it():
+    """Maximising the log-probability of one placement for 60 Adam steps makes it the greedy decode."""
+    placer = _placer()
+    target = placer.sample(1, generator=torch.Generator().manual_seed(1)).devices
+    optimizer = torch.optim.Adam(placer.parameters(), lr=0.02)
+    for _ in range(60):
+        optimizer.zero_grad()
+        (-placer.evaluate(target)[0].sum()).backward()
+        optimizer.step()
+    assert placer.greedy().devices.tolist() == target[0].tolist()
+
+
+def test_state_dict_holds_only_weights_and_device_count_is_checked():
+    """Features and mask are not checkpointed; a policy for another device count is refused."""
+    placer = _placer()
+    assert not any(k.startswith(("feature_", "allowed")) for k in placer.state_dict())
+    with pytest.raises(ValueError, match="devices"):
+        PolicyPlacer(chain(), cpu_gpu_cluster(2), LSTMEncoder(hidden_size=8), Seq2SeqPolicy(2, hidden_size=8))
+
+
+def test_single_group_graph():
+    """A chain groups into one group; sampling still works and puts every op on one device."""
+    graph = OpGraph.from_ops([Op(f"a{i}", "T", 1.0) for i in range(4)], [Edge(f"a{i}", f"a{i + 1}") for i in range(3)])
+    placer = _placer(graph)
+    devices = placer.sample(3).devices
+    assert placer.num_groups == 1 and (devices == devices[:, :1]).all()
