@@ -1,0 +1,353 @@
+"""Analytic cost model: FLOPs and memory traffic of an op from its type and tensor shapes.
+
+The importers describe every op by its type (an ONNX op type such as ``"MatMul"`` or an ATen target such as
+``"aten.addmm.default"``), its input and output shapes, the bytes it reads and writes, and a few attributes.
+:func:`op_flops` turns that into an operation count; :func:`op_kind_costs` adds the roofline of
+:mod:`gplace.zoo.roofline` (``max(FLOPs / peak, bytes / bandwidth) + launch``) per device kind.
+
+Counting conventions (one multiply-add is 2 FLOPs):
+
+- ``MatMul``/``mm``/``bmm``: ``2 * numel(out) * K``; ``Gemm``/``addmm``/``linear`` add ``numel(out)`` for the
+  bias.
+- ``Conv``: ``2 * numel(out) * numel(W) / W.shape[0]`` (the weight layout ``[M, C/g, k...]`` makes groups
+  implicit); ``ConvTranspose`` (or ``transposed=True``): ``2 * numel(X) * numel(W) / W.shape[0]``;
+  ``convolution_backward``: twice the forward.
+- Recurrent layers (``LSTM``, ``GRU``, ``RNN``, ``aten.lstm``, ...): ``2 * T * B * numel(weights)`` for the
+  matrix products, where ``T * B = numel(X) / X.shape[-1]`` and the weights are the inputs listed in
+  ``attrs["weight_inputs"]`` (ONNX: W and R) or else every rank-2 input (ATen), plus :data:`RNN_POINTWISE`
+  FLOPs per hidden unit per step for the gates.
+- Attention (``Attention``, ``scaled_dot_product_attention`` and its fused variants):
+  ``2 * S_k * (numel(Q) + numel(out))`` for ``Q K^T`` and ``P V``, plus the softmax; backward 2.5x that.
+- ``Einsum``: ``2 * prod(size of every index letter)``.
+- Pooling: ``numel(out) * prod(kernel_shape)``; global pooling and reductions: ``numel(X)``.
+- Normalisations, softmax, elementwise and activation ops (and their backward ops): a fixed count per output
+  element (see :data:`ELEMENTWISE_FLOPS`, :data:`PER_ELEMENT_FLOPS`).
+- Everything else (concatenations, copies, pads, gathers, ...) does no arithmetic: its time is its memory
+  traffic, the bytes it reads plus the bytes it writes (a gather reads only the rows it writes).
+- Metadata-only ops (reshapes, squeezes, identities, ATen views; :func:`is_metadata_only`) cost nothing.
+
+A rule whose shapes do not fit (an unexpected rank, a missing input) falls back to memory traffic only.
+Pure Python and numpy; no framework is imported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gplace.zoo import roofline
+
+ShapeLike = Sequence[int]
+
+RNN_POINTWISE = 12
+"""FLOPs per hidden unit per step for the gate nonlinearities and state updates of a recurrent layer."""
+
+ELEMENTWISE_FLOPS = 1
+"""FLOPs per output element of a plain elementwise op (add, mul, relu, ...)."""
+
+PER_ELEMENT_FLOPS: dict[str, int] = {
+    # transcendental activations
+    "exp": 4, "log": 4, "tanh": 6, "sigmoid": 5, "hardsigmoid": 3, "softplus": 6, "softsign": 3, "erf": 6,
+    "gelu": 8, "silu": 6, "mish": 10, "elu": 5, "selu": 5, "celu": 5, "sqrt": 2, "rsqrt": 3, "reciprocal": 1,
+    "pow": 4, "sin": 6, "cos": 6, "tan": 8, "atan": 8, "asin": 8, "acos": 8, "sinh": 8, "cosh": 8,
+    "leakyrelu": 2, "prelu": 2, "thresholdedrelu": 2, "hardswish": 4, "shrink": 2, "clip": 2, "clamp": 2,
+    "hardtanh": 2, "dropout": 2, "native_dropout": 2, "gelu_backward": 10, "silu_backward": 8,
+    "elu_backward": 5, "hardtanh_backward": 2, "leaky_relu_backward": 2, "native_dropout_backward": 1,
+    # normalisations and softmax (per output element)
+    "batchnormalization": 2, "_native_batch_norm_legit_no_training": 2, "_native_batch_norm_legit": 6,
+    "native_batch_norm": 6, "batch_norm": 2, "instancenormalization": 8, "groupnormalization": 8,
+    "native_group_norm": 8, "group_norm": 8, "layernormalization": 8, "native_layer_norm": 8, "layer_norm": 8,
+    "rmsnormalization": 5, "rms_norm": 5, "simplifiedlayernormalization": 5, "lpnormalization": 4,
+    "meanvariancenormalization": 8, "softmax": 5, "_softmax": 5, "logsoftmax": 5, "_log_softmax": 5,
+    "log_softmax": 5, "_safe_softmax": 5, "hardmax": 2, "native_layer_norm_backward": 10,
+    "native_batch_norm_backward": 10, "native_group_norm_backward": 10, "_softmax_backward_data": 4,
+    "_log_softmax_backward_data": 4,
+}
+"""FLOPs per output element of ops that are elementwise but cost more than one operation."""
+
+METADATA_ONLY = frozenset({
+    "reshape", "squeeze", "unsqueeze", "flatten", "identity", "shape", "size", "view", "_unsafe_view", "alias",
+    "detach", "view_as", "_reshape_alias", "lift_fresh_copy", "sym_size", "sym_numel", "sym_stride",
+    "sym_storage_offset",
+})
+"""Ops (ONNX or ATen) that only relabel a tensor's metadata: no arithmetic, no memory traffic, no kernel."""
+
+ATEN_VIEWS = frozenset({
+    "permute", "t", "transpose", "expand", "expand_as", "slice", "select", "as_strided", "split",
+    "split_with_sizes", "unbind", "chunk", "narrow", "unflatten", "numpy_t", "diagonal", "unfold", "movedim",
+})
+"""ATen ops that return views (their ONNX namesakes, e.g. ``Transpose`` or ``Slice``, copy data)."""
+
+SPARSE_READS = frozenset({"gather", "gatherelements", "gathernd", "embedding", "index_select", "index"})
+"""Ops that read only the rows they return of their first input (a table), not the whole table."""
+
+_ELEMENTWISE = frozenset({
+    "add", "sub", "mul", "div", "neg", "abs", "relu", "maximum", "minimum",
+    "where", "sign", "floor", "ceil", "round", "mod", "fmod", "remainder", "bitshift", "and", "or", "xor",
+    "not", "equal", "greater", "less", "greaterorequal", "lessorequal", "eq", "ne", "gt", "lt", "ge", "le",
+    "logical_and", "logical_or", "logical_not", "isnan", "isinf", "addcmul", "addcdiv", "rsub", "threshold",
+    "threshold_backward", "sigmoid_backward", "tanh_backward", "relu_", "add_", "mul_", "sub_", "div_",
+    "square", "trunc", "bitwiseand", "bitwiseor", "bitwisexor", "bitwisenot", "lerp",
+})
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What the cost model needs to know about one tensor."""
+
+    shape: tuple[int, ...]
+    """Dimensions; a scalar is ``()``."""
+    nbytes: int
+    """Bytes of the whole tensor."""
+
+    @property
+    def numel(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class OpWork:
+    """The work one op does."""
+
+    flops: float
+    """Floating-point operations (a multiply-add counts 2)."""
+    nbytes: float
+    """Bytes read plus bytes written."""
+
+
+def canonical_op_type(op_type: str) -> str:
+    """The lookup key of an op type: lower case, without an ``aten.``-style prefix or an overload suffix.
+
+    >>> [canonical_op_type(t) for t in ("aten.addmm.default", "MatMul", "com.microsoft::Attention")]
+    ['addmm', 'matmul', 'attention']
+    """
+    name = op_type.rsplit("::", 1)[-1]
+    parts = name.split(".")
+    if len(parts) >= 2 and parts[0] in {"aten", "prims", "quantized", "torch", "ops"}:
+        parts = parts[1:]
+        if len(parts) >= 2:
+            parts = parts[:-1]  # overload name such as "default", "Tensor", "input"
+    return parts[0].lower() if len(parts) == 1 else ".".join(parts).lower()
+
+
+def op_flops(
+    op_type: str,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    attrs: Mapping[str, Any] | None = None,
+) -> float:
+    """Analytic FLOPs of one op (0 for ops that only move memory).
+
+    Args:
+        op_type: ONNX op type or ATen target name (see :func:`canonical_op_type`).
+        inputs: the op's tensor inputs in argument order (missing optional inputs left out at the end).
+        outputs: the op's tensor outputs.
+        attrs: op attributes the count needs: ``kernel_shape`` (pooling), ``transposed`` (convolution),
+            ``equation`` (Einsum). (default: none)
+    """
+    attrs = attrs or {}
+    key = canonical_op_type(op_type)
+    if not outputs:
+        return 0.0
+    fn = _FLOP_RULES.get(key)
+    try:
+        if fn is not None:
+            return float(fn(inputs, outputs, attrs))
+    except (IndexError, ValueError, ZeroDivisionError, TypeError):
+        return 0.0  # shapes do not fit the rule (e.g. an unexpected rank): count memory traffic only
+    out = outputs[0].numel
+    if key in PER_ELEMENT_FLOPS:
+        return float(PER_ELEMENT_FLOPS[key] * out)
+    if key in _ELEMENTWISE:
+        return float(ELEMENTWISE_FLOPS * out)
+    return 0.0
+
+
+def is_metadata_only(op_type: str) -> bool:
+    """Whether the op only relabels metadata (a reshape, an ATen view, ...) and so costs nothing.
+
+    >>> is_metadata_only("Reshape"), is_metadata_only("aten.permute.default"), is_metadata_only("Transpose")
+    (True, True, False)
+    """
+    key = canonical_op_type(op_type)
+    return key in METADATA_ONLY or (op_type.startswith("aten.") and key in ATEN_VIEWS)
+
+
+def op_work(
+    op_type: str,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    attrs: Mapping[str, Any] | None = None,
+) -> OpWork:
+    """FLOPs (:func:`op_flops`) and memory traffic (bytes of all inputs plus all outputs) of one op.
+
+    Metadata-only ops (:func:`is_metadata_only`) do no work at all; gathers (:data:`SPARSE_READS`) read as many
+    bytes of their table as they write, not the whole table.
+    """
+    if is_metadata_only(op_type):
+        return OpWork(0.0, 0.0)
+    read = inputs[1:] if canonical_op_type(op_type) in SPARSE_READS else inputs
+    written = sum(t.nbytes for t in outputs)
+    nbytes = sum(t.nbytes for t in read) + written * (2 if read is not inputs else 1)
+    return OpWork(op_flops(op_type, inputs, outputs, attrs), float(nbytes))
+
+
+def roofline_costs(flops: float, nbytes: float) -> dict[str, float]:
+    """Seconds per device kind, ``{"gpu": s, "cpu": s}``, on the reference devices of :mod:`gplace.zoo.roofline`."""
+    return roofline.kind_costs(flops, nbytes)
+
+
+def op_kind_costs(
+    op_type: str,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    attrs: Mapping[str, Any] | None = None,
+) -> dict[str, float]:
+    """Roofline seconds per device kind for one op: :func:`op_work` then :func:`roofline_costs`.
+
+    Metadata-only ops launch no kernel: 0 seconds on every kind.
+    """
+    if is_metadata_only(op_type):
+        return dict.fromkeys(roofline.REFERENCE, 0.0)
+    work = op_work(op_type, inputs, outputs, attrs)
+    return roofline_costs(work.flops, work.nbytes)
+
+
+# ---------------------------------------------------------------------- rules
+Rule = Callable[[Sequence[TensorSpec], Sequence[TensorSpec], Mapping[str, Any]], float]
+
+
+def _matmul(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    a = ins[0].shape
+    k = a[-1] if a else 1
+    return 2.0 * outs[0].numel * k
+
+
+def _gemm(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """Gemm(A, B, C): K = numel(A) / M with M = out.shape[0] (works with either transA)."""
+    out = outs[0]
+    m = out.shape[0] if out.shape else 1
+    k = ins[0].numel // max(m, 1)
+    return 2.0 * out.numel * k + (out.numel if len(ins) > 2 else 0)
+
+
+def _addmm(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """addmm(bias, mat1, mat2) / baddbmm / addmv: K is the last dimension of mat1."""
+    return 2.0 * outs[0].numel * ins[1].shape[-1] + outs[0].numel
+
+
+def _linear(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """linear(x, W[out, in], b): K = W.shape[-1]."""
+    bias = outs[0].numel if len(ins) > 2 else 0
+    return 2.0 * outs[0].numel * ins[1].shape[-1] + bias
+
+
+def _conv(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    x, w = ins[0], ins[1]
+    per_out = w.numel // w.shape[0]
+    bias = outs[0].numel if len(ins) > 2 and ins[2].numel else 0
+    if attrs.get("transposed"):
+        return 2.0 * x.numel * per_out + bias
+    return 2.0 * outs[0].numel * per_out + bias
+
+
+def _conv_transpose(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    return _conv(ins, outs, {**attrs, "transposed": True})
+
+
+def _rnn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """Weights are the inputs at ``attrs["weight_inputs"]`` (ONNX: W and R), else every rank-2 input (ATen)."""
+    x = ins[0]
+    steps_batch = x.numel // x.shape[-1]
+    if "weight_inputs" in attrs:
+        weights = sum(ins[i].numel for i in attrs["weight_inputs"])
+    else:
+        weights = sum(t.numel for t in ins[1:] if len(t.shape) == 2)
+    hidden = outs[0].shape[-1] if outs[0].shape else 0
+    return 2.0 * steps_batch * weights + RNN_POINTWISE * steps_batch * hidden
+
+
+def _attention(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    q, k, out = ins[0], ins[1], outs[0]
+    s_k = k.shape[-2] if len(k.shape) >= 2 else 1
+    scores = q.numel // q.shape[-1] * s_k if q.shape else 0
+    return 2.0 * s_k * (q.numel + out.numel) + PER_ELEMENT_FLOPS["softmax"] * scores
+
+
+def _variadic_or_reduce(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """Sum/Mean/Max/Min: elementwise over several inputs (ONNX) or a reduction over one (ATen)."""
+    out = outs[0].numel
+    return float(max(sum(t.numel for t in ins) - out, out))
+
+
+def _conv_backward(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """convolution_backward(grad_out, input, weight, ...): gradients of input and weight, twice the forward."""
+    return 2.0 * _conv([ins[1], ins[2]], [ins[0]], attrs)
+
+
+def _attention_backward(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """SDPA backward(grad_out, q, k, v, ...): recomputes scores, then three more products: 2.5x the forward."""
+    return 2.5 * _attention([ins[1], ins[2]], [ins[0]], attrs)
+
+
+def _pool(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    kernel = attrs.get("kernel_shape") or attrs.get("kernel_size") or ()
+    return float(outs[0].numel * math.prod(int(k) for k in kernel))
+
+
+def _lrn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    return float(outs[0].numel * (2 * int(attrs.get("size", 5)) + 4))
+
+
+def _reduce(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    return float(ins[0].numel)
+
+
+def _einsum(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    equation = str(attrs.get("equation", "")).replace(" ", "")
+    lhs = equation.split("->")[0].split(",")
+    if "." in equation or len(lhs) != len(ins):
+        raise ValueError(f"einsum {equation!r} not counted")
+    sizes: dict[str, int] = {}
+    for term, t in zip(lhs, ins, strict=True):
+        sizes.update(zip(term, t.shape, strict=True))
+    return 2.0 * math.prod(sizes.values())
+
+
+_FLOP_RULES: dict[str, Rule] = {
+    **dict.fromkeys(["matmul", "mm", "bmm", "matmulinteger", "qlinearmatmul", "fusedmatmul", "dot", "mv"],
+                    _matmul),
+    "gemm": _gemm,
+    **dict.fromkeys(["addmm", "baddbmm", "addmv", "addbmm"], _addmm),
+    "linear": _linear,
+    **dict.fromkeys(["conv", "convolution", "conv1d", "conv2d", "conv3d", "_convolution", "convinteger",
+                     "qlinearconv", "mkldnn_convolution"], _conv),
+    **dict.fromkeys(["convtranspose", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"],
+                    _conv_transpose),
+    **dict.fromkeys(["lstm", "gru", "rnn", "rnn_tanh", "rnn_relu", "_thnn_fused_lstm_cell", "lstm_cell",
+                     "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"], _rnn),
+    **dict.fromkeys(["attention", "multiheadattention", "scaled_dot_product_attention",
+                     "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"],
+                    _attention),
+    **dict.fromkeys(["maxpool", "averagepool", "lppool", "max_pool1d", "max_pool2d", "max_pool3d",
+                     "max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d",
+                     "avg_pool3d"], _pool),
+    "lrn": _lrn,
+    **dict.fromkeys(["globalaveragepool", "globalmaxpool", "globallppool", "adaptive_avg_pool1d",
+                     "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool2d",
+                     "reducesum", "reducemean", "reducemax", "reducemin", "reduceprod", "reducel1", "reducel2",
+                     "reducelogsum", "reducelogsumexp", "reducesumsquare", "argmax", "argmin", "amax", "amin",
+                     "var", "var_mean", "std", "logsumexp", "cumsum", "norm", "linalg_vector_norm", "topk"],
+                    _reduce),
+    "einsum": _einsum,
+    "convolution_backward": _conv_backward,
+    **dict.fromkeys(["_scaled_dot_product_flash_attention_for_cpu_backward",
+                     "_scaled_dot_product_flash_attention_backward",
+                     "_scaled_dot_product_efficient_attention_backward"], _attention_backward),
+    **dict.fromkeys(["sum", "mean", "max", "min"], _variadic_or_reduce),
+}
+

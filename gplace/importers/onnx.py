@@ -1,0 +1,376 @@
+"""Import an ONNX model into gplace's op graph.
+
+This module is the only place in gplace that imports ``onnx``; it is imported lazily, inside the functions.
+
+How a model maps onto the IR:
+
+- **One op per node**, named ``node.name`` or, where that is empty or taken, ``"<op_type>_<i>"`` (``i`` the
+  node's position; a further ``_<k>`` suffix keeps names unique). Op types of non-default domains are written
+  ``"<domain>::<op_type>"``.
+- **Graph inputs** that are not initialisers become ``"Input"`` ops (cost 0) named after the tensor, so that
+  moving the input to the device of its consumers is a transfer like any other.
+- **Initialisers** (dense or sparse) are weights: one read by a single node is *folded* into that node's
+  ``persistent_memory``; one shared by several nodes (tied weights, an unrolled RNN's matrices, shape
+  constants) or by none becomes an ``"Initializer"`` op (cost 0) holding it as persistent memory, with an
+  edge to every reader, so a reader on another device pays for the copy. ``Constant`` nodes are ops whose
+  value is their persistent memory.
+- **Edges** run from a tensor's producer to each node reading it; several tensors between the same two ops
+  make one edge carrying their summed bytes. Bytes are ``numel * itemsize`` from the inferred shape and dtype
+  (sub-byte types count fractions of a byte; strings count 8 bytes an element, an estimate).
+- **Costs**: ``kind_cost`` from the analytic model in :mod:`gplace.costmodel` (roofline on the reference GPU
+  and CPU); ``cost`` is left ``None``.
+- **Shapes**: ``onnx.shape_inference`` (non-strict, with data propagation) after the dynamic dimensions of the
+  inputs are fixed from ``input_shapes``. A consumed tensor whose shape stays unknown is an error; an unknown
+  output nobody reads counts 0 bytes, with a warning.
+- **Control flow** (``If``, ``Loop``, ``Scan``, or any node with a graph attribute) is not handled.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gplace.costmodel import TensorSpec, op_kind_costs
+from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
+
+if TYPE_CHECKING:
+    import onnx
+
+logger = logging.getLogger(__name__)
+
+_COST_ATTRS = ("kernel_shape", "size", "equation")
+"""Node attributes the cost model reads."""
+
+_RECURRENT = frozenset({"LSTM", "GRU", "RNN"})
+
+_BITS = {
+    "FLOAT": 32, "UINT8": 8, "INT8": 8, "UINT16": 16, "INT16": 16, "INT32": 32, "INT64": 64, "STRING": 64,
+    "BOOL": 8, "FLOAT16": 16, "DOUBLE": 64, "UINT32": 32, "UINT64": 64, "COMPLEX64": 64, "COMPLEX128": 128,
+    "BFLOAT16": 16, "FLOAT8E4M3FN": 8, "FLOAT8E4M3FNUZ": 8, "FLOAT8E5M2": 8, "FLOAT8E5M2FNUZ": 8,
+    "FLOAT8E8M0": 8, "UINT4": 4, "INT4": 4, "FLOAT4E2M1": 4, "UINT2": 2, "INT2": 2,
+}
+"""Bits per element of each ONNX tensor element type (``STRING`` is an estimate: one pointer)."""
+
+
+@dataclass(frozen=True)
+class OnnxSource:
+    """The graph's ``source`` handle: the shape-inferred model and where each op came from."""
+
+    model: Any = field(repr=False)
+    """The ``onnx.ModelProto`` after input shapes were fixed and shapes inferred."""
+    node_index: Mapping[str, int]
+    """Op name -> index of its node in ``model.graph.node`` (``Input``/``Initializer`` ops are absent)."""
+
+
+def from_onnx(
+    model_or_path: onnx.ModelProto | str | Path,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    *,
+    name: str | None = None,
+) -> OpGraph:
+    """Import an ONNX model as an op graph.
+
+    Args:
+        model_or_path: a ``ModelProto`` (not modified) or the path of a ``.onnx`` file. External weight data
+            is not loaded: only the shapes of the weights are needed.
+        input_shapes: ``{input name: full shape}`` for inputs with dynamic or missing dimensions; a given
+            shape must agree with the model's fixed dimensions. (default: none)
+        name: graph name. (default: the file name without suffix, else the model's graph name, else ``"onnx"``)
+
+    Returns:
+        The op graph; its ``source`` is an :class:`OnnxSource`.
+
+    Raises:
+        FileNotFoundError: ``model_or_path`` is a path that does not exist.
+        UnsupportedGraphError: the model cannot be read or imported; the message names the node, tensor or
+            input and the reason (an unknown dimension with no input shape, a control-flow subgraph, an
+            unknown shape after inference, a failed shape inference, ...).
+    """
+    model = _load(model_or_path)
+    graph_name = name or (Path(model_or_path).stem if _is_path(model_or_path) else model.graph.name) or "onnx"
+    _reject_subgraphs(model.graph)
+    _fix_input_shapes(model.graph, dict(input_shapes or {}))
+    model = _infer_shapes(model, graph_name)
+    try:
+        ops, edges, node_index = _Builder(model.graph, graph_name).build()
+        return OpGraph.from_ops(ops, edges, name=graph_name, source=OnnxSource(model, node_index))
+    except GraphError as err:
+        if isinstance(err, UnsupportedGraphError):
+            raise
+        raise UnsupportedGraphError(f"ONNX model {graph_name!r}: {err}") from None
+
+
+# ---------------------------------------------------------------------- loading and preparing
+def _is_path(obj: object) -> bool:
+    return isinstance(obj, str | Path)
+
+
+def _load(model_or_path: object) -> onnx.ModelProto:
+    """A private copy of the model, read from disk if given a path; protobuf errors become ours."""
+    import onnx
+
+    if _is_path(model_or_path):
+        path = Path(model_or_path)  # type: ignore[arg-type]
+        if not path.is_file():
+            raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
+        try:
+            return onnx.load(str(path), load_external_data=False)
+        except Exception as err:  # protobuf raises DecodeError, RuntimeError, ...
+            raise UnsupportedGraphError(f"{path}: not a readable ONNX model ({_brief(err)})") from None
+    if not isinstance(model_or_path, onnx.ModelProto):
+        raise TypeError(f"from_onnx expects an onnx.ModelProto or a path, got {type(model_or_path).__name__}")
+    model = onnx.ModelProto()
+    model.CopyFrom(model_or_path)
+    return model
+
+
+def _reject_subgraphs(graph: onnx.GraphProto) -> None:
+    import onnx
+
+    graph_types = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    for i, node in enumerate(graph.node):
+        if any(attr.type in graph_types for attr in node.attribute):
+            raise UnsupportedGraphError(
+                f"node {node.name or f'{node.op_type}_{i}'!r} ({node.op_type}): control-flow subgraph not handled"
+            )
+
+
+def _fix_input_shapes(graph: onnx.GraphProto, given: dict[str, Sequence[int]]) -> None:
+    """Write concrete dimensions into the graph inputs, and into every use of the symbols they resolve."""
+    initializers = {t.name for t in graph.initializer}
+    inputs = [v for v in graph.input if v.name not in initializers]
+    unknown = sorted(set(given) - {v.name for v in inputs})
+    if unknown:
+        raise UnsupportedGraphError(
+            f"input_shapes names {unknown}, which are not inputs of the model; inputs: {[v.name for v in inputs]}"
+        )
+    symbols: dict[str, int] = {}
+    for value in inputs:
+        _fix_one_input(value, given.get(value.name), symbols)
+    for value in [*graph.value_info, *graph.output]:
+        if value.type.HasField("tensor_type"):
+            for dim in value.type.tensor_type.shape.dim:
+                if dim.HasField("dim_param") and dim.dim_param in symbols:
+                    dim.dim_value = symbols[dim.dim_param]
+
+
+def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None, symbols: dict[str, int]) -> None:
+    if not value.type.HasField("tensor_type"):
+        if shape is not None:
+            raise UnsupportedGraphError(f"input {value.name!r} is a {value.type.WhichOneof('value')}, not a tensor")
+        return  # a sequence/map/optional input: its readers fail later if its size matters
+    tensor_type = value.type.tensor_type
+    if shape is None:
+        if not tensor_type.HasField("shape"):
+            raise UnsupportedGraphError(f"input {value.name!r} has no shape; give it in input_shapes")
+        for i, dim in enumerate(tensor_type.shape.dim):
+            if not dim.HasField("dim_value"):
+                raise UnsupportedGraphError(
+                    f"input {value.name!r}: dimension {i} ({dim.dim_param or 'unnamed'}) is unknown; "
+                    f"give the full shape in input_shapes={{{value.name!r}: [...]}}"
+                )
+        return
+    shape = [int(d) for d in shape]
+    dims = tensor_type.shape.dim
+    if tensor_type.HasField("shape") and len(dims) != len(shape):
+        raise UnsupportedGraphError(f"input {value.name!r} has rank {len(dims)}, input_shapes gives {shape}")
+    for i, (dim, size) in enumerate(zip(dims, shape, strict=False)):
+        if size < 0 or (dim.HasField("dim_value") and dim.dim_value != size):
+            raise UnsupportedGraphError(
+                f"input {value.name!r}: dimension {i} is {dim.dim_value or dim.dim_param!r}, input_shapes gives {size}"
+            )
+        if dim.HasField("dim_param"):
+            symbols[dim.dim_param] = size
+    tensor_type.shape.Clear()
+    for size in shape:
+        tensor_type.shape.dim.add().dim_value = size
+
+
+def _infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
+    import onnx
+
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as err:  # onnx raises InferenceError, ValidationError, RuntimeError, ...
+        raise UnsupportedGraphError(f"ONNX model {graph_name!r}: shape inference failed ({_brief(err)})") from None
+
+
+def _brief(err: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+# ---------------------------------------------------------------------- tensors
+def _tensor_spec(type_proto: onnx.TypeProto) -> TensorSpec | None:
+    """Shape and bytes of a fully known tensor type, else ``None``."""
+    if not type_proto.HasField("tensor_type"):
+        return None
+    tensor_type = type_proto.tensor_type
+    if not tensor_type.HasField("shape") or any(not d.HasField("dim_value") for d in tensor_type.shape.dim):
+        return None
+    shape = tuple(int(d.dim_value) for d in tensor_type.shape.dim)
+    bits = _elem_bits(tensor_type.elem_type)
+    return None if bits is None else TensorSpec(shape, math.ceil(math.prod(shape) * bits / 8))
+
+
+def _elem_bits(elem_type: int) -> int | None:
+    import onnx
+
+    try:
+        return _BITS.get(onnx.TensorProto.DataType.Name(elem_type))
+    except ValueError:
+        return None
+
+
+def _initializer_spec(tensor: onnx.TensorProto) -> TensorSpec:
+    shape = tuple(int(d) for d in tensor.dims)
+    bits = _elem_bits(tensor.data_type) or 32
+    return TensorSpec(shape, math.ceil(math.prod(shape) * bits / 8))
+
+
+def _constant_bytes(node: onnx.NodeProto, outputs: Sequence[TensorSpec | None]) -> int:
+    return sum(t.nbytes for t in outputs if t is not None) if node.op_type == "Constant" else 0
+
+
+def _cost_attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    import onnx
+
+    attrs: dict[str, Any] = {}
+    if node.op_type in _RECURRENT and node.domain in ("", "ai.onnx"):
+        attrs["weight_inputs"] = (1, 2)  # W and R; X is input 0
+    for attr in node.attribute:
+        if attr.name in _COST_ATTRS:
+            try:
+                value = onnx.helper.get_attribute_value(attr)
+            except Exception:  # a malformed attribute: the cost model falls back to memory traffic
+                continue
+            attrs[attr.name] = value.decode() if isinstance(value, bytes) else value
+    return attrs
+
+
+# ---------------------------------------------------------------------- graph building
+class _Builder:
+    """Turns a shape-inferred ``GraphProto`` into op and edge records (one pass over the nodes)."""
+
+    def __init__(self, graph: onnx.GraphProto, graph_name: str) -> None:
+        self.graph = graph
+        self.graph_name = graph_name
+        self.specs: dict[str, TensorSpec | None] = {}
+        self.value_kind: dict[str, str | None] = {}
+        for value in [*graph.input, *graph.value_info, *graph.output]:
+            self.specs.setdefault(value.name, None)
+            self.value_kind.setdefault(value.name, value.type.WhichOneof("value"))
+            spec = _tensor_spec(value.type)
+            if spec is not None:
+                self.specs[value.name] = spec
+        self.initializers = {t.name: _initializer_spec(t) for t in graph.initializer}
+        for sparse in graph.sparse_initializer:
+            dense = _initializer_spec(sparse.values)
+            nbytes = dense.nbytes + _initializer_spec(sparse.indices).nbytes
+            self.initializers[sparse.values.name] = TensorSpec(tuple(int(d) for d in sparse.dims), nbytes)
+        self.specs.update(self.initializers)
+        self.readers: dict[str, list[int]] = defaultdict(list)
+        for i, node in enumerate(graph.node):
+            for tensor in dict.fromkeys(t for t in node.input if t):
+                self.readers[tensor].append(i)
+        self.producer: dict[str, str] = {}
+        self.used: set[str] = set()
+        self.ops: list[Op] = []
+        self.unknown_outputs: list[str] = []
+        self.edge_bytes: dict[tuple[str, str], int] = defaultdict(int)
+
+    def build(self) -> tuple[list[Op], list[Edge], dict[str, int]]:
+        self._add_inputs()
+        self._add_shared_initializers()
+        node_index = {self._add_node(i, node): i for i, node in enumerate(self.graph.node)}
+        edges = [Edge(src, dst, nbytes) for (src, dst), nbytes in self.edge_bytes.items()]
+        if self.unknown_outputs:
+            logger.warning("ONNX model %r: %d output(s) with an unknown shape and no readers count 0 bytes: %s",
+                           self.graph_name, len(self.unknown_outputs), ", ".join(self.unknown_outputs[:5]))
+        return self.ops, edges, node_index
+
+    def _unique(self, name: str) -> str:
+        candidate, k = name, 1
+        while candidate in self.used:
+            candidate, k = f"{name}_{k}", k + 1
+        self.used.add(candidate)
+        return candidate
+
+    def _add_inputs(self) -> None:
+        for value in self.graph.input:
+            if value.name in self.initializers or value.name in self.producer:
+                continue
+            spec = self.specs.get(value.name)
+            if spec is None and self.readers.get(value.name):
+                kind = value.type.WhichOneof("value") or "untyped"
+                raise UnsupportedGraphError(f"input {value.name!r} is of type {kind.removesuffix('_type')}, "
+                                            "not a tensor of known shape (not handled)")
+            op_name = self._unique(value.name)
+            self.producer[value.name] = op_name
+            nbytes = spec.nbytes if spec else 0
+            self.ops.append(Op(op_name, "Input", 0.0, output_bytes=nbytes, output_shapes=_shapes([spec])))
+
+    def _add_shared_initializers(self) -> None:
+        for tensor, spec in self.initializers.items():
+            if len(self.readers.get(tensor, ())) == 1:
+                continue  # folded into its reader
+            op_name = self._unique(tensor)
+            self.producer[tensor] = op_name
+            self.ops.append(Op(op_name, "Initializer", 0.0, persistent_memory=spec.nbytes,
+                               output_bytes=spec.nbytes, output_shapes=(spec.shape,)))
+
+    def _add_node(self, i: int, node: onnx.NodeProto) -> str:
+        op_name = self._unique(node.name or f"{node.op_type}_{i}")
+        op_type = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+        inputs = [self._read(tensor, node, op_name) for tensor in node.input if tensor]
+        outputs = [self._output_spec(tensor, op_name) for tensor in node.output if tensor]
+        folded = sum(self.initializers[t].nbytes for t in dict.fromkeys(node.input)
+                     if t in self.initializers and len(self.readers[t]) == 1)
+        known_outputs = [t for t in outputs if t is not None]
+        self._add_edges(node, op_name)
+        self.ops.append(Op(
+            op_name, op_type, None, op_kind_costs(op_type, inputs, known_outputs, _cost_attrs(node)),
+            persistent_memory=folded + _constant_bytes(node, outputs),
+            output_bytes=sum(t.nbytes for t in known_outputs),
+            output_shapes=_shapes(outputs),
+        ))
+        for tensor in node.output:
+            if tensor:
+                self.producer[tensor] = op_name
+        return op_name
+
+    def _read(self, tensor: str, node: onnx.NodeProto, op_name: str) -> TensorSpec:
+        """The spec of an input tensor; it must have a producer (or be an initializer) and a known shape."""
+        spec = self.specs.get(tensor)
+        src = self.producer.get(tensor)
+        if src is None and tensor not in self.initializers:
+            raise UnsupportedGraphError(f"node {op_name!r} ({node.op_type}) reads tensor {tensor!r}, which nothing "
+                                        "produces (not a graph input, an initializer or an earlier node's output)")
+        if spec is None:
+            kind = self.value_kind.get(tensor)
+            what = (f"is a {kind.removesuffix('_type')} value, not a tensor (not handled)"
+                    if kind not in (None, "tensor_type") else "has a shape unknown after shape inference")
+            raise UnsupportedGraphError(f"node {src!r}: its output {tensor!r} (read by {op_name!r}) {what}")
+        return spec
+
+    def _add_edges(self, node: onnx.NodeProto, op_name: str) -> None:
+        for tensor in dict.fromkeys(t for t in node.input if t):
+            src = self.producer.get(tensor)
+            if src is not None:
+                self.edge_bytes[(src, op_name)] += self.specs[tensor].nbytes
+
+    def _output_spec(self, tensor: str, op_name: str) -> TensorSpec | None:
+        spec = self.specs.get(tensor)
+        if spec is None and not self.readers.get(tensor):
+            self.unknown_outputs.append(f"{op_name}:{tensor}")
+        return spec
+
+
+def _shapes(specs: Sequence[TensorSpec | None]) -> tuple[tuple[int, ...], ...]:
+    """Output shapes for the IR; an unknown one is ``(-1,)``."""
+    return tuple(s.shape if s is not None else (-1,) for s in specs)

@@ -1,0 +1,368 @@
+"""Import a PyTorch program, through ``torch.export``, into gplace's op graph.
+
+``torch`` is imported only inside the functions of this module.
+
+How a program maps onto the IR:
+
+- **One op per FX node** that computes something (``call_function``), named after the node, with the ATen
+  target as its type (e.g. ``"aten.linear.default"``). ``operator.getitem`` nodes, which only pick one result
+  of a multi-output op, are not ops: their readers get an edge from the op that produced the tuple.
+- **Shapes and bytes** come from the ``FakeTensor`` in each node's ``meta["val"]``; a symbolic dimension takes
+  its example (hint) value; non-tensor values (``SymInt``, Python scalars) count 8 bytes.
+- **User inputs** become ``"Input"`` ops (cost 0). **Parameters, buffers and constants** are persistent
+  memory: one read by a single op is folded into that op's ``persistent_memory``; one read by several ops (or
+  by none) becomes a ``"Parameter"`` op (cost 0) holding it, with an edge to every reader.
+- **Module paths**: the innermost entry of ``meta["nn_module_stack"]`` gives each op its owning module
+  (``""`` is the root). In a training graph, backward ops have no stack of their own and inherit the path of
+  the forward op with the same autograd sequence number (``meta["seq_nr"]``); ``Parameter`` ops take the
+  module that owns the tensor. The mapping is kept in :class:`TorchSource`, the graph's ``source``.
+- **Costs**: ``kind_cost`` from :mod:`gplace.costmodel` (roofline on the reference GPU and CPU).
+- **Training** (``training=True``): the module is exported in training mode, then the joint
+  forward+backward graph is traced with ``torch._functorch.aot_autograd.aot_export_joint_with_descriptors``.
+  Its extra inputs are the tangents (the gradient of each output), its extra outputs the gradients of the
+  parameters; the optimiser update is not included.
+- **Control flow** (higher-order operators such as ``torch.cond``) is not handled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import operator
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gplace.costmodel import TensorSpec, canonical_op_type, op_kind_costs
+from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
+
+if TYPE_CHECKING:
+    import torch
+    from torch.export import ExportedProgram
+
+_STATE_KINDS = frozenset({"PARAMETER", "BUFFER", "CONSTANT_TENSOR"})
+"""Input kinds of an ``ExportedProgram`` signature that hold persistent state."""
+
+_STATE_DESCRIPTORS = frozenset({"ParamAOTInput", "BufferAOTInput"})
+"""Placeholder descriptors of a joint graph that hold persistent state."""
+
+_SCALAR = TensorSpec((), 8)
+"""A non-tensor value (``SymInt``, ``float``, ...) read by an op."""
+
+
+@dataclass(frozen=True)
+class TorchSource:
+    """The graph's ``source`` handle: the traced program and the module that owns each op."""
+
+    program: Any = field(repr=False)
+    """The ``ExportedProgram`` (inference) or the joint forward+backward ``torch.fx.GraphModule`` (training)."""
+    module_paths: Mapping[str, str]
+    """Op name -> path of its owning module (``""`` for the root); ops of no module (inputs) are absent."""
+    training: bool
+    """Whether the graph is a joint forward+backward graph."""
+
+
+def from_torch(
+    module_or_exported_program: torch.nn.Module | ExportedProgram,
+    example_inputs: Any = None,
+    *,
+    training: bool = False,
+    name: str | None = None,
+) -> OpGraph:
+    """Import a PyTorch module or ``ExportedProgram`` as an op graph.
+
+    Args:
+        module_or_exported_program: an ``nn.Module`` (exported here, in eval or train mode according to
+            ``training``, its modes restored afterwards) or an ``ExportedProgram`` (used as it is).
+        example_inputs: a tensor, a tuple or list of positional inputs, or a dict of keyword inputs. Needed
+            for a module; for an ``ExportedProgram`` its own example inputs are the default. (default: None)
+        training: import the joint forward+backward graph instead of the forward one. (default: False)
+        name: graph name. (default: the module's class name, with ``"_train"`` for a training graph)
+
+    Returns:
+        The op graph; its ``source`` is a :class:`TorchSource`.
+
+    Raises:
+        UnsupportedGraphError: the program cannot be exported or imported; the message names the node and the
+            reason (a tracing failure, a control-flow operator, a data-dependent shape, ...).
+    """
+    import torch
+
+    ep = _export(module_or_exported_program, example_inputs, training)
+    graph_name = name or _default_name(module_or_exported_program, training)
+    if training:
+        program = _joint_graph(ep, example_inputs)
+        state = _joint_state(program.graph)
+    else:
+        program, state = ep, _signature_state(ep)
+    graph_module = program if isinstance(program, torch.fx.GraphModule) else ep.graph_module
+    try:
+        ops, edges, paths = _FxBuilder(graph_module, state).build()
+        return OpGraph.from_ops(ops, edges, name=graph_name, source=TorchSource(program, paths, training))
+    except GraphError as err:
+        if isinstance(err, UnsupportedGraphError):
+            raise
+        raise UnsupportedGraphError(f"torch program {graph_name!r}: {err}") from None
+
+
+# ---------------------------------------------------------------------- tracing
+def _as_args(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    import torch
+
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,), {}
+    if isinstance(example_inputs, tuple | list):
+        return tuple(example_inputs), {}
+    if isinstance(example_inputs, Mapping):
+        return (), dict(example_inputs)
+    raise TypeError(f"example_inputs must be a tensor, a tuple/list or a dict, got {type(example_inputs).__name__}")
+
+
+@contextlib.contextmanager
+def _training_mode(module: torch.nn.Module, training: bool) -> Iterator[None]:
+    """Put every submodule in train or eval mode, and restore each one's own mode afterwards."""
+    modes = [(m, m.training) for m in module.modules()]
+    module.train(training)
+    try:
+        yield
+    finally:
+        for m, mode in modes:
+            m.training = mode
+
+
+def _export(obj: Any, example_inputs: Any, training: bool) -> ExportedProgram:
+    import torch
+
+    if isinstance(obj, torch.export.ExportedProgram):
+        return obj
+    if not isinstance(obj, torch.nn.Module):
+        raise TypeError(f"from_torch expects an nn.Module or an ExportedProgram, got {type(obj).__name__}")
+    if example_inputs is None:
+        raise ValueError(f"example_inputs are needed to export a module ({type(obj).__name__})")
+    args, kwargs = _as_args(example_inputs)
+    with _training_mode(obj, training):
+        try:
+            return torch.export.export(obj, args, kwargs)
+        except Exception as err:  # torch raises UserError, Unsupported, GuardOnDataDependentSymNode, ...
+            raise UnsupportedGraphError(f"torch.export could not trace {type(obj).__name__}: {_brief(err)}") from None
+
+
+def _joint_graph(ep: ExportedProgram, example_inputs: Any) -> torch.fx.GraphModule:
+    """The joint forward+backward graph of an exported program."""
+    from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+
+    if example_inputs is not None:
+        args, kwargs = _as_args(example_inputs)
+    elif ep.example_inputs is not None:
+        args, kwargs = ep.example_inputs
+    else:
+        raise ValueError("example_inputs are needed for the training graph of an ExportedProgram without them")
+    try:
+        with contextlib.ExitStack() as stack:
+            joint = aot_export_joint_with_descriptors(stack, ep.module(), tuple(args), dict(kwargs or {}))
+            return joint.graph_module
+    except Exception as err:  # autograd tracing raises many kinds
+        raise UnsupportedGraphError(f"joint forward+backward tracing failed: {_brief(err)}") from None
+
+
+def _signature_state(ep: ExportedProgram) -> dict[str, str]:
+    """Placeholder name -> fully qualified name, for the parameters, buffers and constants of a program."""
+    return {spec.arg.name: spec.target or spec.arg.name for spec in ep.graph_signature.input_specs
+            if spec.kind.name in _STATE_KINDS}
+
+
+def _joint_state(graph: torch.fx.Graph) -> dict[str, str]:
+    """Placeholder name -> fully qualified name, for the parameters and buffers of a joint graph."""
+    state = {}
+    for node in graph.find_nodes(op="placeholder"):
+        desc = node.meta.get("desc")
+        if type(desc).__name__ in _STATE_DESCRIPTORS:
+            state[node.name] = str(getattr(desc, "target", node.name))
+    return state
+
+
+def _default_name(obj: Any, training: bool) -> str:
+    base = type(obj).__name__
+    return f"{base}_train" if training else base
+
+
+def _brief(err: BaseException, limit: int = 400) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+# ---------------------------------------------------------------------- values
+def _specs(node: torch.fx.Node) -> list[TensorSpec | None]:
+    """One spec per result of a node (a tuple result gives several; ``None`` for a missing result)."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    val = node.meta.get("val")
+    leaves = tree_leaves(val) if isinstance(val, list | tuple) else [val]
+    specs: list[TensorSpec | None] = []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            shape = tuple(_dim(d, node) for d in leaf.shape)
+            specs.append(TensorSpec(shape, math.prod(shape) * leaf.dtype.itemsize))
+        elif isinstance(leaf, int | float | bool | torch.SymInt | torch.SymFloat | torch.SymBool):
+            specs.append(_SCALAR)
+        else:
+            specs.append(None)  # no value (a missing gradient, an op with no result) or one gplace cannot size
+    return specs
+
+
+def _dim(d: Any, node: torch.fx.Node) -> int:
+    if isinstance(d, int):
+        return d
+    hint = getattr(getattr(d, "node", None), "hint", None)
+    if hint is None:
+        raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): dimension {d} is data-dependent")
+    return int(hint)
+
+
+def _total(specs: list[TensorSpec | None]) -> TensorSpec | None:
+    if len(specs) == 1:
+        return specs[0]
+    known = [s for s in specs if s is not None]
+    return TensorSpec((), sum(s.nbytes for s in known)) if known else None
+
+
+def _op_type(target: Any) -> str:
+    return str(target) if hasattr(target, "_schema") else getattr(target, "__name__", str(target))
+
+
+def _cost_attrs(key: str, node: torch.fx.Node, out: TensorSpec | None) -> dict[str, Any]:
+    """The attributes :func:`gplace.costmodel.op_flops` reads, from an ATen call's positional arguments."""
+    args = node.args
+    if key in ("convolution", "_convolution") and len(args) > 6:
+        return {"transposed": bool(args[6])}
+    if key == "convolution_backward" and len(args) > 7:
+        return {"transposed": bool(args[7])}
+    if "pool" in key and len(args) > 1 and isinstance(args[1], list | tuple) and out is not None:
+        kernel = [int(k) for k in args[1]]
+        spatial = max(len(out.shape) - 2, 1)
+        return {"kernel_size": kernel * spatial if len(kernel) == 1 else kernel}
+    if key == "einsum" and args and isinstance(args[0], str):
+        return {"equation": args[0]}
+    return {}
+
+
+# ---------------------------------------------------------------------- graph building
+class _FxBuilder:
+    """Turns an FX graph with fake-tensor metadata into op and edge records (one pass over the nodes)."""
+
+    def __init__(self, graph_module: torch.fx.GraphModule, state: Mapping[str, str]) -> None:
+        self.gm = graph_module
+        self.state = state
+        self.values: dict[str, tuple[str | None, TensorSpec | None]] = {}
+        """FX node name -> (op producing it, or None for folded state; its spec)."""
+        self.folded: dict[str, int] = {}
+        """FX node name of folded state -> bytes."""
+        self.ops: list[Op] = []
+        self.paths: dict[str, str] = {}
+        self.seq_paths: dict[int, str] = {}
+        self.edge_bytes: dict[tuple[str, str], int] = defaultdict(int)
+
+    def build(self) -> tuple[list[Op], list[Edge], dict[str, str]]:
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                self._placeholder(node)
+            elif node.op == "get_attr":
+                self._get_attr(node)
+            elif node.op == "call_function":
+                self._call(node)
+            elif node.op != "output":
+                raise UnsupportedGraphError(f"node {node.name!r}: FX op {node.op!r} not handled")
+        edges = [Edge(src, dst, nbytes) for (src, dst), nbytes in self.edge_bytes.items()]
+        return self.ops, edges, self.paths
+
+    # -- sources of values
+    def _placeholder(self, node: torch.fx.Node) -> None:
+        spec = _total(_specs(node))
+        if node.name in self.state:
+            self._state(node, spec, self.state[node.name])
+            return
+        self.ops.append(Op(node.name, "Input", 0.0, output_bytes=spec.nbytes if spec else 0,
+                           output_shapes=(spec.shape,) if spec else ()))
+        self.values[node.name] = (node.name, spec)
+
+    def _get_attr(self, node: torch.fx.Node) -> None:
+        import torch
+
+        value: Any = self.gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part, None)
+        if isinstance(value, torch.Tensor):
+            shape = tuple(int(d) for d in value.shape)
+            self._state(node, TensorSpec(shape, value.numel() * value.element_size()), str(node.target))
+
+    def _state(self, node: torch.fx.Node, spec: TensorSpec | None, fqn: str) -> None:
+        """A parameter, buffer or constant: folded into its one reader, else held by a Parameter op."""
+        if spec is None:
+            raise UnsupportedGraphError(f"node {node.name!r}: state tensor {fqn!r} has no shape metadata")
+        readers = [u for u in node.users if u.op != "output"]
+        if len(readers) == 1:
+            self.folded[node.name] = spec.nbytes
+            self.values[node.name] = (None, spec)
+            return
+        self.ops.append(Op(node.name, "Parameter", 0.0, persistent_memory=spec.nbytes,
+                           output_bytes=spec.nbytes, output_shapes=(spec.shape,)))
+        self.paths[node.name] = fqn.rpartition(".")[0]
+        self.values[node.name] = (node.name, spec)
+
+    # -- computations
+    def _call(self, node: torch.fx.Node) -> None:
+        import torch
+
+        if node.target is operator.getitem:
+            parent = node.args[0]
+            self.values[node.name] = (self._value(parent, node)[0], _total(_specs(node)))
+            return
+        if isinstance(node.target, torch._ops.HigherOrderOperator):
+            raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): control-flow subgraph not handled")
+        op_type = _op_type(node.target)
+        outputs = _specs(node)
+        inputs, persistent = self._read_inputs(node)
+        known = [s for s in outputs if s is not None]
+        attrs = _cost_attrs(canonical_op_type(op_type), node, known[0] if known else None)
+        self.ops.append(Op(node.name, op_type, None, op_kind_costs(op_type, inputs, known, attrs),
+                           persistent_memory=persistent, output_bytes=sum(s.nbytes for s in known),
+                           output_shapes=tuple(s.shape for s in known)))
+        self.values[node.name] = (node.name, _total(outputs))
+        self._record_path(node)
+
+    def _read_inputs(self, node: torch.fx.Node) -> tuple[list[TensorSpec], int]:
+        """Specs of the values a node reads (in argument order), its folded state bytes; records edges."""
+        import torch
+
+        deps: list[torch.fx.Node] = []
+        torch.fx.node.map_arg((node.args, node.kwargs), deps.append)
+        specs, persistent = [], 0
+        for dep in dict.fromkeys(deps):
+            src, spec = self._value(dep, node)
+            if spec is None:
+                raise UnsupportedGraphError(
+                    f"node {dep.name!r}: its output, read by {node.name!r}, has no shape metadata (meta['val'])"
+                )
+            specs.append(spec)
+            if src is not None:
+                self.edge_bytes[(src, node.name)] += spec.nbytes
+            persistent += self.folded.get(dep.name, 0)
+        return specs, persistent
+
+    def _value(self, dep: Any, reader: torch.fx.Node) -> tuple[str | None, TensorSpec | None]:
+        if getattr(dep, "name", None) not in self.values:
+            raise UnsupportedGraphError(f"node {reader.name!r} reads {dep!r}, which is not a value gplace tracks")
+        return self.values[dep.name]
+
+    def _record_path(self, node: torch.fx.Node) -> None:
+        stack = node.meta.get("nn_module_stack")
+        seq = node.meta.get("seq_nr")
+        if stack:
+            path = str(list(stack.values())[-1][0])
+            self.paths[node.name] = path
+            if seq is not None:
+                self.seq_paths.setdefault(seq, path)
+        elif seq in self.seq_paths:
+            self.paths[node.name] = self.seq_paths[seq]

@@ -1,0 +1,218 @@
+"""ONNX importer: ops, edges, bytes, persistent memory, shapes and costs; every failure an UnsupportedGraphError."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from gplace.costmodel import TensorSpec, op_flops, op_work, roofline_costs  # noqa: E402
+from gplace.importers.onnx import OnnxSource, from_onnx  # noqa: E402
+from gplace.ir import UnsupportedGraphError  # noqa: E402
+
+pytestmark = pytest.mark.onnx
+
+F32 = TensorProto.FLOAT
+
+
+def _model(nodes, inputs, outputs, initializers=(), name="m"):
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _weight(name, *shape):
+    return numpy_helper.from_array(np.ones(shape, dtype=np.float32), name)
+
+
+def _mlp(batch=4):
+    """x (batch, 8) -> MatMul(W 8x16) -> Add(b 16) -> Relu -> y; W and b are initializers."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+        helper.make_node("Add", ["h", "b"], ["z"], name="add"),
+        helper.make_node("Relu", ["z"], ["y"], name="relu"),
+    ]
+    return _model(nodes, [helper.make_tensor_value_info("x", F32, [batch, 8])],
+                  [helper.make_tensor_value_info("y", F32, None)], [_weight("W", 8, 16), _weight("b", 16)])
+
+
+def test_matmul_add_relu_ops_edges_bytes_and_weights():
+    """One op per node plus an Input op; edges carry inferred tensor bytes; weights fold into their reader."""
+    g = from_onnx(_mlp())
+    assert g.op_names == ("x", "mm", "add", "relu")
+    assert g.op_types == ("Input", "MatMul", "Add", "Relu")
+    edges = {(e.src, e.dst): e.bytes for e in g.edges()}
+    assert edges == {("x", "mm"): 4 * 8 * 4, ("mm", "add"): 4 * 16 * 4, ("add", "relu"): 4 * 16 * 4}
+    assert g.persistent_memory.tolist() == [0, 8 * 16 * 4, 16 * 4, 0]
+    assert g.output_shapes[3] == ((4, 16),)
+    assert isinstance(g.source, OnnxSource) and g.source.node_index["relu"] == 2
+
+
+def test_costs_follow_the_analytic_model():
+    """MatMul's time per kind is the roofline of 2*M*N*K FLOPs and the bytes it reads and writes."""
+    g = from_onnx(_mlp(batch=1024))
+    mm = g.op_index["mm"]
+    flops = op_flops("MatMul", [TensorSpec((1024, 8), 0), TensorSpec((8, 16), 0)], [TensorSpec((1024, 16), 0)])
+    assert flops == 2 * 1024 * 16 * 8
+    expected = roofline_costs(flops, (1024 * 8 + 8 * 16 + 1024 * 16) * 4)
+    for kind in ("gpu", "cpu"):
+        assert g.kind_cost[kind][mm] == pytest.approx(expected[kind])
+        assert np.all(g.kind_cost[kind][1:] > 0)
+
+
+def test_conv_shapes_and_flops():
+    """A Conv's output shape comes from shape inference and its FLOPs from the weight shape."""
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    model = _model([conv], [helper.make_tensor_value_info("x", F32, [2, 3, 32, 32])],
+                   [helper.make_tensor_value_info("y", F32, None)], [_weight("w", 8, 3, 3, 3), _weight("b", 8)])
+    g = from_onnx(model)
+    assert g.output_shapes[g.op_index["conv"]] == ((2, 8, 32, 32),)
+    assert g.persistent_memory[g.op_index["conv"]] == (8 * 27 + 8) * 4
+    flops = op_flops("Conv", [TensorSpec((2, 3, 32, 32), 0), TensorSpec((8, 3, 3, 3), 0), TensorSpec((8,), 0)],
+                     [TensorSpec((2, 8, 32, 32), 0)])
+    assert flops == 2 * (2 * 8 * 32 * 32) * 27 + 2 * 8 * 32 * 32
+
+
+def test_lstm_and_pool_costs_use_weights_and_kernel_attributes():
+    """ONNX LSTM counts 2*T*B*(numel(W)+numel(R)) plus gates; MaxPool reads kernel_shape from the node."""
+    seq, batch, inp, hidden = 5, 3, 4, 6
+    lstm = helper.make_node("LSTM", ["x", "W", "R"], ["y"], name="lstm", hidden_size=hidden)
+    pool = helper.make_node("MaxPool", ["y"], ["p"], name="pool", kernel_shape=[2, 2])
+    model = _model([lstm, pool], [helper.make_tensor_value_info("x", F32, [seq, batch, inp])],
+                   [helper.make_tensor_value_info("p", F32, None)],
+                   [_weight("W", 1, 4 * hidden, inp), _weight("R", 1, 4 * hidden, hidden)])
+    g = from_onnx(model)
+    y_shape = (seq, 1, batch, hidden)
+    assert g.output_shapes[g.op_index["lstm"]] == (y_shape,)
+    flops = 2 * seq * batch * 4 * hidden * (inp + hidden) + 12 * seq * batch * hidden
+    nbytes = 4 * (seq * batch * inp + 4 * hidden * (inp + hidden) + seq * batch * hidden)
+    assert g.kind_cost["gpu"][g.op_index["lstm"]] == pytest.approx(roofline_costs(flops, nbytes)["gpu"])
+    pool_out = TensorSpec((seq, 1, batch - 1, hidden - 1), 0)
+    assert op_flops("MaxPool", [TensorSpec(y_shape, 0)], [pool_out], {"kernel_shape": [2, 2]}) == 4 * pool_out.numel
+    assert g.kind_cost["gpu"][g.op_index["pool"]] > roofline_costs(0, 0)["gpu"]
+
+
+def test_attention_einsum_and_reshape_rules():
+    """Attention counts QK^T and PV; Einsum multiplies every index size; Reshape costs nothing, Transpose copies."""
+    q, k, out = TensorSpec((2, 4, 10, 8), 0), TensorSpec((2, 4, 12, 8), 0), TensorSpec((2, 4, 10, 8), 0)
+    assert op_flops("Attention", [q, k, k], [out]) == 2 * 12 * (q.numel + out.numel) + 5 * 2 * 4 * 10 * 12
+    a, b = TensorSpec((3, 4), 48), TensorSpec((4, 5), 80)
+    assert op_flops("Einsum", [a, b], [TensorSpec((3, 5), 60)], {"equation": "ij,jk->ik"}) == 2 * 3 * 4 * 5
+    assert op_work("Reshape", [a], [a]).nbytes == 0 and op_work("Transpose", [a], [a]).nbytes == 96
+
+
+def _dynamic_mlp():
+    model = _mlp()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    return model
+
+
+def test_dynamic_batch_resolved_from_input_shapes():
+    """A symbolic batch dimension takes its value from input_shapes and flows through inference."""
+    model = _dynamic_mlp()
+    g = from_onnx(model, {"x": [32, 8]})
+    assert g.output_shapes[g.op_index["relu"]] == ((32, 16),)
+    assert g.output_bytes[g.op_index["x"]] == 32 * 8 * 4
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"  # caller's model untouched
+
+
+def test_missing_input_shape_names_the_input_and_dim():
+    """An unknown dimension with no input shape raises, naming the input and the dimension."""
+    with pytest.raises(UnsupportedGraphError, match=r"input 'x': dimension 0 \(batch\) is unknown"):
+        from_onnx(_dynamic_mlp())
+
+
+@pytest.mark.parametrize("shapes, match", [
+    ({"x": [32, 9]}, "dimension 1 is 8"),
+    ({"x": [32]}, "rank 2"),
+    ({"nope": [1, 8]}, "'nope'"),
+])
+def test_bad_input_shapes_are_named(shapes, match):
+    """input_shapes that contradict the model or name no input raise UnsupportedGraphError."""
+    with pytest.raises(UnsupportedGraphError, match=match):
+        from_onnx(_dynamic_mlp(), shapes)
+
+
+def test_if_node_is_named_as_unsupported():
+    """A control-flow node raises UnsupportedGraphError naming it."""
+    out = helper.make_tensor_value_info("o", F32, [1])
+    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "b", [], [out])
+    node = helper.make_node("If", ["c"], ["y"], name="branchy", then_branch=branch, else_branch=branch)
+    inputs = [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", F32, [1])]
+    model = _model([node], inputs, [helper.make_tensor_value_info("y", F32, [1])])
+    with pytest.raises(UnsupportedGraphError, match="'branchy'.*control-flow subgraph not handled"):
+        from_onnx(model)
+
+
+def test_shared_initializer_becomes_an_op_and_unnamed_nodes_get_names():
+    """A weight read by two nodes is one Initializer op with an edge to each; unnamed nodes are <type>_<i>."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("MatMul", ["h", "W"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F32, [2, 4])],
+                   [helper.make_tensor_value_info("y", F32, None)], [_weight("W", 4, 4)])
+    g = from_onnx(model)
+    assert g.op_names == ("x", "W", "MatMul_0", "MatMul_1")
+    assert g.persistent_memory.tolist() == [0, 64, 0, 0]
+    assert {(e.src, e.dst) for e in g.edges()} >= {("W", "MatMul_0"), ("W", "MatMul_1")}
+
+
+def test_consumed_unknown_shape_names_node_and_tensor():
+    """A tensor read by a node but of unknown shape after inference raises, naming producer and tensor."""
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F32, [2, 4]),
+                           helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                   [helper.make_tensor_value_info("y", F32, None)])
+    with pytest.raises(UnsupportedGraphError, match="'reshape'.*'r'"):
+        from_onnx(model)
+
+
+def test_file_path_and_garbage_file(tmp_path: Path):
+    """A path imports like the proto; a file that is not ONNX raises UnsupportedGraphError, not DecodeError."""
+    path = tmp_path / "mlp.onnx"
+    onnx.save(_mlp(), str(path))
+    assert from_onnx(path).fingerprint == from_onnx(_mlp()).fingerprint
+    assert from_onnx(str(path), name="n").name == "n"
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\xff\x00 not a protobuf \x13\x37" * 3)
+    with pytest.raises(UnsupportedGraphError, match="bad.onnx"):
+        from_onnx(bad)
+    with pytest.raises(FileNotFoundError):
+        from_onnx(tmp_path / "missing.onnx")
+
+
+# ---------------------------------------------------------------------- the shipped backend models
+_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
+_SETS = ("light", "pytorch-converted", "pytorch-operator", "simple")
+
+
+def _shipped_models() -> list[Path]:
+    return sorted(p for s in _SETS for p in (_DATA / s).glob("**/*.onnx"))
+
+
+def test_every_shipped_backend_model_imports_or_is_unsupported():
+    """Each model in onnx's backend test data imports or raises UnsupportedGraphError; all light/ ones import."""
+    models = _shipped_models()
+    assert len(models) > 100, f"only {len(models)} models under {_DATA}"
+    imported, unsupported, failures = [], [], []
+    start = time.perf_counter()
+    for path in models:
+        label = str(path.relative_to(_DATA))
+        try:
+            g = from_onnx(path)
+            assert g.num_ops > 0 and all(s for s in g.output_shapes)
+            imported.append(label)
+        except UnsupportedGraphError as err:
+            unsupported.append(f"{label}: {err}")
+            if label.startswith("light"):
+                failures.append(f"{label}: light model did not import: {err}")
+        except Exception as err:  # the rule under test: nothing else may escape
+            failures.append(f"{label}: {type(err).__name__}: {err}")
+    elapsed = time.perf_counter() - start
+    summary = f"{len(models)} models: {len(imported)} imported, {len(unsupported)} unsupported in {elapsed:.1f}s"
+    assert not failures, summary + "\n" + "\n".join(failures)
+    assert sum(label.startswith("light") for label in imported) == 9, summary
+    assert elapsed < 40, summary

@@ -1,0 +1,168 @@
+"""torch.export importer: ops with shapes, module paths, parameters as persistent memory, training graphs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from gplace.costmodel import TensorSpec, op_flops, roofline_costs  # noqa: E402
+from gplace.importers.torch_export import TorchSource, from_torch  # noqa: E402
+from gplace.ir import UnsupportedGraphError  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+class ConvNet(nn.Module):
+    """conv -> bn -> relu -> pool -> head.fc, with a nested module path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2))
+        self.head = nn.Sequential()
+        self.head.add_module("fc", nn.Linear(4 * 3 * 3, 5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+def _state_bytes(module: nn.Module) -> int:
+    tensors = [*module.parameters(), *module.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _check_shapes(g) -> None:
+    for name, shapes in zip(g.op_names, g.output_shapes, strict=True):
+        assert all(d >= 0 for s in shapes for d in s), f"{name}: {shapes}"
+    producers = {int(s) for s in g.edge_index[0]}
+    assert all(g.output_shapes[i] for i in producers), "an op with readers has no output shape"
+
+
+@pytest.fixture(scope="module")
+def mlp_graph():
+    return from_torch(_mlp(), (torch.randn(2, 8),))
+
+
+def test_mlp_ops_shapes_and_module_paths(mlp_graph):
+    """Each computing node is an op with its FakeTensor shape and the path of the module that owns it."""
+    g = mlp_graph
+    assert g.num_ops > 0
+    _check_shapes(g)
+    i = g.op_index["linear"]
+    assert g.op_types[i] == "aten.linear.default" and g.output_shapes[i] == ((2, 16),)
+    assert isinstance(g.source, TorchSource) and not g.source.training
+    paths = g.source.module_paths
+    assert (paths["linear"], paths["relu"], paths["linear_1"]) == ("0", "1", "2")
+    edges = {(e.src, e.dst): e.bytes for e in g.edges()}
+    assert edges[("input", "linear")] == 2 * 8 * 4 and edges[("linear", "relu")] == 2 * 16 * 4
+
+
+def test_mlp_parameters_are_persistent_memory(mlp_graph):
+    """Parameters fold into their one reader; the graph's persistent memory is the model's parameter bytes."""
+    g = mlp_graph
+    assert int(g.persistent_memory.sum()) == _state_bytes(_mlp())
+    assert g.persistent_memory[g.op_index["linear"]] == (16 * 8 + 16) * 4
+
+
+def test_linear_cost_is_the_roofline_of_its_flops(mlp_graph):
+    """aten.linear counts 2*B*in*out + B*out FLOPs and reads input, weight and bias."""
+    g = mlp_graph
+    specs = [TensorSpec((2, 8), 64), TensorSpec((16, 8), 512), TensorSpec((16,), 64)]
+    out = [TensorSpec((2, 16), 128)]
+    flops = op_flops("aten.linear.default", specs, out)
+    assert flops == 2 * 2 * 8 * 16 + 2 * 16
+    expected = roofline_costs(flops, 64 + 512 + 64 + 128)
+    for kind in ("gpu", "cpu"):
+        assert g.kind_cost[kind][g.op_index["linear"]] == pytest.approx(expected[kind])
+
+
+def test_conv_net_inference():
+    """A conv net imports in eval mode with shapes, nested module paths and all parameters and buffers."""
+    model = ConvNet().train()
+    g = from_torch(model, torch.randn(2, 3, 8, 8))
+    assert model.training and model.features[1].training  # modes restored
+    _check_shapes(g)
+    assert "aten.conv2d.default" in g.op_types
+    paths = g.source.module_paths
+    assert paths["conv2d"] == "features.0" and paths["linear"] == "head.fc"
+    assert int(g.persistent_memory.sum()) == _state_bytes(model)
+    assert g.kind_cost["gpu"][g.op_index["conv2d"]] > 0
+
+
+def test_conv_net_training_graph():
+    """training=True gives the joint forward+backward graph; backward ops inherit their forward module path."""
+    model = ConvNet()
+    g = from_torch(model, (torch.randn(2, 3, 8, 8),), training=True)
+    assert g.source.training and g.name == "ConvNet_train"
+    _check_shapes(g)
+    assert "aten.convolution_backward.default" in g.op_types
+    paths = g.source.module_paths
+    assert paths["convolution_backward"] == "features.0"
+    assert int(g.persistent_memory.sum()) == _state_bytes(model)
+    assert g.op_types.count("Input") == 2  # the image and the gradient of the output
+    backward = g.op_index["convolution_backward"]
+    assert g.kind_cost["gpu"][backward] > g.kind_cost["gpu"][g.op_index["convolution"]]
+
+
+def test_exported_program_needs_no_example_inputs():
+    """An ExportedProgram imports as it is."""
+    ep = torch.export.export(_mlp().eval(), (torch.randn(3, 8),))
+    g = from_torch(ep, name="ep")
+    assert g.name == "ep" and g.output_shapes[g.op_index["linear_1"]] == ((3, 4),)
+    assert g.source.program is ep
+
+
+class _DataDependent(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if x.sum() > 0 else x
+
+
+class _Cond(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda y: y * 2, lambda y: y - 1, (x,))
+
+
+class _NonZero(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nonzero(x).float().sum(0)
+
+
+@pytest.mark.parametrize("module, match", [
+    (_DataDependent(), "torch.export could not trace _DataDependent"),
+    (_Cond(), "node 'cond'.*control-flow subgraph not handled"),
+    (_NonZero(), "node 'nonzero'.*data-dependent"),
+])
+def test_unsupported_programs_raise_unsupported_graph_error(module, match):
+    """Tracing failures, control flow and data-dependent shapes raise UnsupportedGraphError naming the cause."""
+    with pytest.raises(UnsupportedGraphError, match=match):
+        from_torch(module, (torch.randn(3),))
+
+
+def test_bad_arguments():
+    """A non-module or a module without example inputs is a usage error, not an import error."""
+    with pytest.raises(TypeError, match="nn.Module"):
+        from_torch(object(), (torch.randn(1),))
+    with pytest.raises(ValueError, match="example_inputs"):
+        from_torch(_mlp())
+
+
+def test_aten_cost_rules():
+    """ATen views cost nothing; convolution_backward counts twice the forward; a gather reads only its rows."""
+    from gplace.costmodel import op_kind_costs, op_work
+
+    assert op_kind_costs("aten.permute.default", [TensorSpec((4, 4), 64)], [TensorSpec((4, 4), 64)]) == {
+        "gpu": 0.0, "cpu": 0.0}
+    x, w, y = TensorSpec((1, 3, 8, 8), 768), TensorSpec((4, 3, 3, 3), 432), TensorSpec((1, 4, 6, 6), 576)
+    fwd = op_flops("aten.convolution.default", [x, w], [y])
+    assert op_flops("aten.convolution_backward.default", [y, x, w], [x, w]) == 2 * fwd
+    table, idx, rows = TensorSpec((1000, 16), 64000), TensorSpec((5,), 40), TensorSpec((5, 16), 320)
+    assert op_work("aten.embedding.default", [table, idx], [rows]).nbytes == 40 + 2 * 320
+    assert np.isclose(op_flops("aten.lstm.input", [TensorSpec((4, 10, 16), 0), TensorSpec((32 * 4, 16), 0)],
+                               [TensorSpec((4, 10, 32), 0)]), 2 * 40 * 128 * 16 + 12 * 40 * 32)
