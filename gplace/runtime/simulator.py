@@ -1,0 +1,525 @@
+"""``sim-v1``: a discrete-event simulator of one step of a placed op graph.
+
+The semantics below are those of runtime id ``sim-v1``; any change to them needs a new id.
+
+Compute
+    Op ``i`` on device ``d`` takes ``graph.durations(cluster)[i, d]`` seconds. A device runs one op at a
+    time, to completion. When it is idle it starts, among the ops ready on it, the one that became ready
+    first; ties go to the op that comes first in ``graph.topological_order``.
+Readiness
+    An op is ready once every input has arrived on its device. An input from the same device arrives when
+    its producer ends; an input from another device arrives when its transfer ends.
+Communication
+    A producer's output is sent to each other device that consumes it exactly once per (producer, device),
+    carrying the largest ``edge_bytes`` among the producer's edges to consumers on that device. Each
+    ordered device pair ``(s, d)`` is one channel that carries one transfer at a time (contention); the
+    transfers on a channel are served in the order their producers ended (ties: topological order). A
+    transfer starts at ``max(producer end, channel free)`` and takes
+    ``cluster.latency[s, d] + bytes / cluster.bandwidth[s, d]`` seconds. Different channels do not contend.
+Memory
+    The ``persistent_memory`` of the ops on a device is resident from ``t = 0``. An op's ``output_bytes``
+    are allocated on its device when it starts and freed once its last consumer on that device has ended
+    and all its outgoing transfers have finished; an output nobody consumes stays until the step ends. A
+    received copy is allocated on the destination when its transfer starts and freed when its last
+    consumer there has ended. ``temporary_memory`` is held while the op runs. Within one instant, every
+    free happens before any allocation. The peak per device is reported; a peak above the device's
+    ``memory`` is an out-of-memory failure (``ok=False``, never an exception).
+Step time
+    The end of the last op or transfer.
+
+The event loop is a numba kernel over flat arrays. :class:`Simulator` caches the per-(graph, cluster)
+arrays, so that measuring a placement costs little more than the kernel.
+
+Example:
+    >>> from gplace.ir import Placement
+    >>> from gplace.testing import chain, uniform_cluster
+    >>> g, c = chain((1.0, 2.0, 3.0)), uniform_cluster(2, bandwidth=1e6)
+    >>> schedule(g, c, Placement.single(g, 0)).step_time
+    6.0
+    >>> schedule(g, c, Placement.for_graph(g, [0, 0, 1])).step_time  # + 1 MB over 1 MB/s
+    7.0
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+from gplace.runtime.base import Measurement, Runtime
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Schedule", "Simulator", "schedule"]
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """The timeline of one simulated step.
+
+    Shapes:
+        N ops, D devices, T transfers, M memory changes.
+    """
+
+    step_time: float
+    """Seconds from ``t = 0`` to the end of the last op or transfer."""
+    devices: np.ndarray = field(repr=False)
+    """(N,) int64 device of each op."""
+    op_start: np.ndarray = field(repr=False)
+    """(N,) float64 start time of each op."""
+    op_end: np.ndarray = field(repr=False)
+    """(N,) float64 end time of each op."""
+    busy_time: np.ndarray = field(repr=False)
+    """(D,) float64 seconds each device computed."""
+    peak_memory: np.ndarray = field(repr=False)
+    """(D,) int64 peak bytes in use on each device."""
+    bytes_moved: int
+    """Bytes sent between devices, all transfers together."""
+    transfer_op: np.ndarray = field(repr=False)
+    """(T,) int64 producer op of each transfer."""
+    transfer_src: np.ndarray = field(repr=False)
+    """(T,) int64 source device of each transfer."""
+    transfer_dst: np.ndarray = field(repr=False)
+    """(T,) int64 destination device of each transfer."""
+    transfer_bytes: np.ndarray = field(repr=False)
+    """(T,) int64 bytes of each transfer."""
+    transfer_start: np.ndarray = field(repr=False)
+    """(T,) float64 start time of each transfer."""
+    transfer_end: np.ndarray = field(repr=False)
+    """(T,) float64 end time of each transfer."""
+    memory_time: np.ndarray = field(repr=False)
+    """(M,) float64 time of each change of memory in use, in the order they happened."""
+    memory_device: np.ndarray = field(repr=False)
+    """(M,) int64 device whose memory changed."""
+    memory_bytes: np.ndarray = field(repr=False)
+    """(M,) int64 bytes in use on that device after the change (the first D entries: persistent memory)."""
+
+    def __post_init__(self) -> None:
+        for value in vars(self).values():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+
+
+def schedule(graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
+    """Simulate one step of ``graph`` placed by ``placement`` on ``cluster`` (see the module docstring).
+
+    A pure function: it validates the placement, prepares the graph's arrays and runs the kernel. Use
+    :class:`Simulator` to reuse the prepared arrays across calls.
+
+    Args:
+        graph: the op graph.
+        cluster: the devices and links.
+        placement: a device per op.
+
+    Raises:
+        InvalidPlacementError: the placement does not fit the graph or cluster, or puts an op on a device
+            where it has no cost.
+    """
+    placement.validate(graph, cluster)
+    prep = _prepare(graph, cluster)
+    _check_costs(graph, cluster, prep, placement.devices)
+    return _run(prep, placement.devices)
+
+
+class Simulator(Runtime):
+    """The ``sim-v1`` runtime: :func:`schedule` behind the :class:`Runtime` contract.
+
+    Args:
+        cache_size: how many (graph, cluster) pairs keep their prepared arrays (default: ``16``).
+    """
+
+    id = "sim-v1"
+    deterministic = True
+
+    def __init__(self, cache_size: int = 16) -> None:
+        if cache_size < 1:
+            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
+        self._cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, int], _Prepared] = OrderedDict()
+
+    def schedule(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
+        """:func:`schedule`, reusing this simulator's prepared arrays."""
+        placement.validate(graph, cluster)
+        return self._schedule(graph, cluster, placement)
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        return _to_measurement(self._schedule(graph, cluster, placement), cluster, self.id)
+
+    def step_times(self, graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
+        """Step times of a batch of placements, ``inf`` where one runs out of memory.
+
+        Only shapes and device ranges are checked (no colocation, pins or missing costs; an op on a device
+        where it has no cost makes the step ``inf``); meant for trainers that sample placements they know
+        to be valid.
+
+        Shapes:
+            devices: (K, N) int device per op per placement. Returns (K,) float64 seconds.
+
+        Raises:
+            InvalidPlacementError: wrong shape or a device index out of range.
+        """
+        devices = np.ascontiguousarray(devices)
+        n, d = graph.num_ops, cluster.num_devices
+        if devices.ndim != 2 or devices.shape[1] != n or not np.issubdtype(devices.dtype, np.integer):
+            raise InvalidPlacementError(
+                f"devices must be an integer (K, {n}) array, got shape {devices.shape} {devices.dtype}"
+            )
+        if devices.size and (devices.min() < 0 or devices.max() >= d):
+            raise InvalidPlacementError(f"device index out of range [0, {d}) in devices for cluster {cluster.name!r}")
+        prep = self._prepared(graph, cluster)
+        return _batch_step_times(devices.astype(np.int64, copy=False), prep.memory, *prep.args)
+
+    def _schedule(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
+        prep = self._prepared(graph, cluster)
+        _check_costs(graph, cluster, prep, placement.devices)
+        return _run(prep, placement.devices)
+
+    def _prepared(self, graph: OpGraph, cluster: Cluster) -> _Prepared:
+        key = (graph.fingerprint, id(cluster))
+        prep = self._cache.get(key)
+        if prep is not None and prep.cluster is cluster:
+            self._cache.move_to_end(key)
+            return prep
+        logger.debug("preparing arrays for graph %r on cluster %r", graph.name, cluster.name)
+        prep = self._cache[key] = _prepare(graph, cluster)
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return prep
+
+
+# ---------------------------------------------------------------------- python side
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    """The kernel's arrays for one (graph, cluster); holding ``cluster`` keeps ``id(cluster)`` unique."""
+
+    cluster: Cluster
+    args: tuple
+    memory: np.ndarray
+    durations: np.ndarray
+    all_finite: bool
+
+
+def _prepare(graph: OpGraph, cluster: Cluster) -> _Prepared:
+    dur = np.ascontiguousarray(graph.durations(cluster))
+    order = np.ascontiguousarray(graph.topological_order, dtype=np.int64)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    out_ptr, out_dst, out_eid = graph.out_csr
+    in_ptr, in_src, in_eid = graph.in_csr
+    args = (dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, in_eid,
+            graph.edge_bytes, graph.output_bytes, graph.temporary_memory, graph.persistent_memory,
+            np.ascontiguousarray(cluster.latency), np.ascontiguousarray(cluster.bandwidth))
+    args = tuple(np.array(a, order="C") for a in args)  # writable copies: one numba specialisation
+    return _Prepared(cluster, args, cluster.memory, dur, bool(np.isfinite(dur).all()))
+
+
+def _check_costs(graph: OpGraph, cluster: Cluster, prep: _Prepared, devices: np.ndarray) -> None:
+    if prep.all_finite:
+        return
+    bad = np.flatnonzero(~np.isfinite(prep.durations[np.arange(devices.size), devices]))
+    if bad.size:
+        i = int(bad[0])
+        dev = cluster.devices[devices[i]]
+        raise InvalidPlacementError(f"op {graph.op_names[i]!r} has no cost on device {dev.name!r} ({dev.kind})")
+
+
+def _run(prep: _Prepared, devices: np.ndarray) -> Schedule:
+    (start, end, busy, peak, x_op, x_dst, x_bytes, x_start, x_end,
+     m_t, m_d, m_b, step) = _simulate(devices := np.array(devices, dtype=np.int64), *prep.args)
+    return Schedule(
+        step_time=float(step), devices=devices, op_start=start, op_end=end, busy_time=busy, peak_memory=peak,
+        bytes_moved=int(x_bytes.sum()), transfer_op=x_op, transfer_src=devices[x_op], transfer_dst=x_dst,
+        transfer_bytes=x_bytes, transfer_start=x_start, transfer_end=x_end,
+        memory_time=m_t, memory_device=m_d, memory_bytes=m_b,
+    )
+
+
+def _to_measurement(sched: Schedule, cluster: Cluster, runtime: str) -> Measurement:
+    over = np.flatnonzero(sched.peak_memory > cluster.memory)
+    if over.size:
+        reason = "; ".join(
+            f"out of memory on {cluster.devices[d].name}: needs {_fmt_bytes(sched.peak_memory[d])}, "
+            f"has {_fmt_bytes(cluster.memory[d])}"
+            for d in over
+        )
+        return Measurement.failure(runtime, reason, peak_memory=sched.peak_memory)
+    return Measurement(
+        ok=True, step_time=sched.step_time, runtime=runtime, busy_time=sched.busy_time,
+        peak_memory=sched.peak_memory, bytes_moved=sched.bytes_moved, op_start=sched.op_start, op_end=sched.op_end,
+    )
+
+
+def _fmt_bytes(nbytes: int) -> str:
+    """Decimal units, one decimal place: ``13.2 GB``."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+# ---------------------------------------------------------------------- kernel: heaps
+@njit(cache=True)
+def _before(t1: float, k1: int, t2: float, k2: int) -> bool:
+    return t1 < t2 or (t1 == t2 and k1 < k2)
+
+
+@njit(cache=True)
+def _heap_push(ht, hk, base, size, t, k):
+    """Push ``(t, k)`` onto the min-heap in ``ht/hk[base:base + size]``; return the new size."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if _before(ht[base + parent], hk[base + parent], t, k):
+            break
+        ht[base + i], hk[base + i] = ht[base + parent], hk[base + parent]
+        i = parent
+    ht[base + i], hk[base + i] = t, k
+    return size + 1
+
+
+@njit(cache=True)
+def _heap_pop(ht, hk, base, size):
+    """Remove the smallest entry of a non-empty heap and return its ``k``; the new size is ``size - 1``."""
+    top = hk[base]
+    size -= 1
+    t, k = ht[base + size], hk[base + size]
+    i = 0
+    while 2 * i + 1 < size:
+        c = 2 * i + 1
+        if c + 1 < size and _before(ht[base + c + 1], hk[base + c + 1], ht[base + c], hk[base + c]):
+            c += 1
+        if _before(t, k, ht[base + c], hk[base + c]):
+            break
+        ht[base + i], hk[base + i] = ht[base + c], hk[base + c]
+        i = c
+    ht[base + i], hk[base + i] = t, k
+    return top
+
+
+# ---------------------------------------------------------------------- kernel: setup
+@njit(cache=True)
+def _transfers(dev, out_ptr, out_dst, out_eid, edge_bytes, nd):
+    """One transfer per (producer, other device with a consumer); ids grouped by producer.
+
+    Returns ``x_of_edge (E,)`` (-1 on same-device edges), ``x_op, x_dst, x_bytes (T,)``, ``x_ptr (N+1,)``.
+    """
+    n, ne = dev.shape[0], edge_bytes.shape[0]
+    x_of_edge = np.empty(ne, np.int64)
+    x_of_edge[:] = -1
+    x_op, x_dst, x_bytes = np.empty(ne, np.int64), np.empty(ne, np.int64), np.zeros(ne, np.int64)
+    x_ptr = np.zeros(n + 1, np.int64)
+    last = np.empty(nd, np.int64)
+    last[:] = -1
+    nx = 0
+    for i in range(n):
+        x_ptr[i] = nx
+        for k in range(out_ptr[i], out_ptr[i + 1]):
+            d = dev[out_dst[k]]
+            if d == dev[i]:
+                continue
+            x = last[d]
+            if x < x_ptr[i]:
+                x, last[d], x_op[nx], x_dst[nx] = nx, nx, i, d
+                nx += 1
+            x_of_edge[out_eid[k]] = x
+            x_bytes[x] = max(x_bytes[x], edge_bytes[out_eid[k]])
+    x_ptr[n] = nx
+    return x_of_edge, x_op[:nx].copy(), x_dst[:nx].copy(), x_bytes[:nx].copy(), x_ptr
+
+
+@njit(cache=True)
+def _counters(dev, in_ptr, in_src, in_eid, x_of_edge, x_ptr):
+    """Inputs still to arrive per op; holders of each output and of each received copy."""
+    n = dev.shape[0]
+    pending = np.empty(n, np.int64)
+    out_rem = x_ptr[1:] - x_ptr[:-1]
+    copy_rem = np.zeros(x_ptr[n], np.int64)
+    for j in range(n):
+        pending[j] = in_ptr[j + 1] - in_ptr[j]
+        for k in range(in_ptr[j], in_ptr[j + 1]):
+            if dev[in_src[k]] == dev[j]:
+                out_rem[in_src[k]] += 1
+            else:
+                copy_rem[x_of_edge[in_eid[k]]] += 1
+    return pending, out_rem, copy_rem
+
+
+@njit(cache=True)
+def _segments(keys, nkeys):
+    """``ptr (nkeys+1,)`` of a counting sort of ``keys``."""
+    ptr = np.zeros(nkeys + 1, np.int64)
+    for key in keys:
+        ptr[key + 1] += 1
+    for k in range(nkeys):
+        ptr[k + 1] += ptr[k]
+    return ptr
+
+
+@njit(cache=True)
+def _queues(dev, nd, x_op, x_dst):
+    """Ready ops per device (heaps keyed by ready time, then topological rank, in ``rh_*[base[d]:]``),
+    transfers per channel ``src * nd + dst`` (FIFOs in ``ch_q[ch_head[c]:ch_tail[c]]``) and future events
+    (a heap keyed by time, then rank for op ends and ``N + id`` for transfer ends)."""
+    n, nx = dev.shape[0], x_op.shape[0]
+    chan = np.empty(nx, np.int64)
+    for x in range(nx):
+        chan[x] = dev[x_op[x]] * nd + x_dst[x]
+    ch_ptr = _segments(chan, nd * nd)
+    return (np.empty(n), np.empty(n, np.int64), np.zeros(nd, np.int64), _segments(dev, nd),
+            np.empty(nx, np.int64), ch_ptr[:-1].copy(), ch_ptr[:-1].copy(),
+            np.empty(n + nx), np.empty(n + nx, np.int64))
+
+
+@njit(cache=True)
+def _memory(dev, persist, nd, nx):
+    """Memory in use and peak per device, persistent memory resident from ``t = 0``, and the change log
+    (time, device, bytes in use after the change), whose first ``nd`` entries are the starting levels."""
+    n = dev.shape[0]
+    mem, peak = np.zeros(nd, np.int64), np.zeros(nd, np.int64)
+    cap = 3 * n + 2 * nx + nd
+    log_t, log_d, log_b = np.zeros(cap), np.empty(cap, np.int64), np.empty(cap, np.int64)
+    for i in range(n):
+        mem[dev[i]] += persist[i]
+    for d in range(nd):
+        peak[d], log_d[d], log_b[d] = mem[d], d, mem[d]
+    return mem, peak, log_t, log_d, log_b
+
+
+@njit(cache=True)
+def _mark(flags, stack, size, i):
+    """Push ``i`` on the to-do ``stack`` unless ``flags[i]`` says it is there; return the new size."""
+    if flags[i]:
+        return size
+    flags[i] = True
+    stack[size] = i
+    return size + 1
+
+
+@njit(cache=True)
+def _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, delta):
+    """Change device ``d``'s memory in use by ``delta`` at ``t``; log it; return the new log length."""
+    if delta == 0:
+        return nlog
+    mem[d] += delta
+    peak[d] = max(peak[d], mem[d])
+    log_t[nlog], log_d[nlog], log_b[nlog] = t, d, mem[d]
+    return nlog + 1
+
+
+# ---------------------------------------------------------------------- kernel: event loop
+@njit(cache=True)
+def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, in_eid,
+              edge_bytes, out_bytes, temp_mem, persist, lat, bw):
+    """Run one step; see the module docstring. Returns the arrays of a :class:`Schedule` and the step time."""
+    n, nd = dev.shape[0], lat.shape[0]
+    x_of_edge, x_op, x_dst, x_bytes, x_ptr = _transfers(dev, out_ptr, out_dst, out_eid, edge_bytes, nd)
+    nx = x_op.shape[0]
+    pending, out_rem, copy_rem = _counters(dev, in_ptr, in_src, in_eid, x_of_edge, x_ptr)
+    rh_t, rh_k, rh_n, dev_base, ch_q, ch_head, ch_tail, ev_t, ev_k = _queues(dev, nd, x_op, x_dst)
+    nev, nch_todo, ndev_todo = 0, 0, 0
+    dev_busy, dirty_dev, dev_todo = np.zeros(nd, np.bool_), np.zeros(nd, np.bool_), np.empty(nd, np.int64)
+    ch_busy, dirty_ch, ch_todo = np.zeros(nd * nd, np.bool_), np.zeros(nd * nd, np.bool_), np.empty(nd * nd, np.int64)
+    start, end, busy, x_start, x_end = np.empty(n), np.empty(n), np.zeros(nd), np.empty(nx), np.empty(nx)
+    mem, peak, log_t, log_d, log_b = _memory(dev, persist, nd, nx)
+    nlog = nd
+    t = 0.0
+    for r in range(n):
+        if pending[order[r]] == 0:
+            d = dev[order[r]]
+            rh_n[d] = _heap_push(rh_t, rh_k, dev_base[d], rh_n[d], 0.0, r)
+            ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, d)
+    while True:
+        # start phase: idle channels and devices with work start it now (all frees at t are done)
+        for q in range(nch_todo):
+            c = ch_todo[q]
+            dirty_ch[c] = False
+            if not ch_busy[c] and ch_head[c] < ch_tail[c]:
+                x = ch_q[ch_head[c]]
+                ch_head[c] += 1
+                ch_busy[c] = True
+                s = dev[x_op[x]]
+                x_start[x] = t
+                nev = _heap_push(ev_t, ev_k, 0, nev, t + lat[s, x_dst[x]] + x_bytes[x] / bw[s, x_dst[x]], n + x)
+                nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, x_dst[x], x_bytes[x])
+        for q in range(ndev_todo):
+            d = dev_todo[q]
+            dirty_dev[d] = False
+            if not dev_busy[d] and rh_n[d] > 0:
+                r = _heap_pop(rh_t, rh_k, dev_base[d], rh_n[d])
+                rh_n[d] -= 1
+                i = order[r]
+                dev_busy[d] = True
+                start[i] = t
+                busy[d] += dur[i, d]
+                nev = _heap_push(ev_t, ev_k, 0, nev, t + dur[i, d], r)
+                nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, out_bytes[i] + temp_mem[i])
+        nch_todo = ndev_todo = 0
+        if nev == 0:
+            break
+        # event phase: everything that ends at the next instant t
+        t = ev_t[0]
+        while nev > 0 and ev_t[0] == t:
+            key = _heap_pop(ev_t, ev_k, 0, nev)
+            nev -= 1
+            if key < n:  # an op ends
+                i = order[key]
+                d = dev[i]
+                end[i] = t
+                dev_busy[d] = False
+                ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, d)
+                nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, -temp_mem[i])
+                for k in range(in_ptr[i], in_ptr[i + 1]):
+                    p = in_src[k]
+                    if dev[p] == d:
+                        out_rem[p] -= 1
+                        if out_rem[p] == 0:
+                            nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, -out_bytes[p])
+                    else:
+                        x = x_of_edge[in_eid[k]]
+                        copy_rem[x] -= 1
+                        if copy_rem[x] == 0:
+                            nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, -x_bytes[x])
+                for k in range(out_ptr[i], out_ptr[i + 1]):
+                    j = out_dst[k]
+                    if dev[j] == d:
+                        pending[j] -= 1
+                        if pending[j] == 0:
+                            rh_n[d] = _heap_push(rh_t, rh_k, dev_base[d], rh_n[d], t, rank[j])
+                for x in range(x_ptr[i], x_ptr[i + 1]):
+                    c = d * nd + x_dst[x]
+                    ch_q[ch_tail[c]] = x
+                    ch_tail[c] += 1
+                    nch_todo = _mark(dirty_ch, ch_todo, nch_todo, c)
+            else:  # a transfer ends
+                x = key - n
+                p, dst = x_op[x], x_dst[x]
+                x_end[x] = t
+                c = dev[p] * nd + dst
+                ch_busy[c] = False
+                nch_todo = _mark(dirty_ch, ch_todo, nch_todo, c)
+                out_rem[p] -= 1
+                if out_rem[p] == 0:
+                    nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, dev[p], -out_bytes[p])
+                for k in range(out_ptr[p], out_ptr[p + 1]):
+                    j = out_dst[k]
+                    if dev[j] == dst:
+                        pending[j] -= 1
+                        if pending[j] == 0:
+                            rh_n[dst] = _heap_push(rh_t, rh_k, dev_base[dst], rh_n[dst], t, rank[j])
+                            ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, dst)
+    return (start, end, busy, peak, x_op, x_dst, x_bytes, x_start, x_end,
+            log_t[:nlog].copy(), log_d[:nlog].copy(), log_b[:nlog].copy(), t)
+
+
+@njit(cache=True)
+def _batch_step_times(devices, memory, *args):
+    """Step time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``."""
+    out = np.empty(devices.shape[0])
+    for r in range(devices.shape[0]):
+        res = _simulate(devices[r], *args)
+        out[r] = np.inf if np.any(res[3] > memory) else res[12]
+    return out

@@ -1,0 +1,92 @@
+"""Write a simulated step as a Chrome trace (open it in https://ui.perfetto.dev or chrome://tracing).
+
+Layout: process 1 ("devices") has one thread per device with a slice per op (name: op name, category: op
+type) and a ``memory <device>`` counter per device; process 2 ("channels") has one thread per used channel
+``src -> dst`` with a slice per transfer (args: bytes, producer op). Times are in microseconds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gplace.ir import Cluster, OpGraph
+from gplace.runtime.simulator import Schedule
+
+__all__ = ["write_chrome_trace"]
+
+_DEVICES, _CHANNELS = 1, 2
+_US = 1e6
+
+
+def write_chrome_trace(path: str | Path, graph: OpGraph, cluster: Cluster, schedule: Schedule) -> Path:
+    """Write ``schedule`` of ``graph`` on ``cluster`` as Chrome trace JSON.
+
+    Args:
+        path: output file; parent folders are created.
+        graph: the graph that was scheduled.
+        cluster: the cluster it was scheduled on.
+        schedule: from :func:`gplace.runtime.schedule` or :meth:`gplace.runtime.Simulator.schedule`.
+
+    Returns:
+        The path written.
+    """
+    events = _metadata(cluster, schedule) + _op_slices(graph, schedule)
+    events += _transfer_slices(graph, cluster, schedule) + _memory_counters(cluster, schedule)
+    doc = {"traceEvents": events, "displayTimeUnit": "ms",
+           "otherData": {"graph": graph.name, "cluster": cluster.name, "step_time_s": schedule.step_time}}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _channel_tid(cluster: Cluster, src: int, dst: int) -> int:
+    return src * cluster.num_devices + dst
+
+
+def _metadata(cluster: Cluster, schedule: Schedule) -> list[dict[str, Any]]:
+    events = [_meta("process_name", _DEVICES, 0, "devices"), _meta("process_name", _CHANNELS, 0, "channels")]
+    for d, name in enumerate(cluster.device_names):
+        events.append(_meta("thread_name", _DEVICES, d, name))
+    channels = sorted(set(zip(schedule.transfer_src.tolist(), schedule.transfer_dst.tolist(), strict=True)))
+    names = cluster.device_names
+    for s, d in channels:
+        events.append(_meta("thread_name", _CHANNELS, _channel_tid(cluster, s, d), f"{names[s]} -> {names[d]}"))
+    return events
+
+
+def _meta(kind: str, pid: int, tid: int, name: str) -> dict[str, Any]:
+    return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {"name": name}}
+
+
+def _op_slices(graph: OpGraph, schedule: Schedule) -> list[dict[str, Any]]:
+    return [
+        {"ph": "X", "name": graph.op_names[i], "cat": graph.op_types[i], "pid": _DEVICES, "tid": d,
+         "ts": start * _US, "dur": (end - start) * _US, "args": {"op": i, "type": graph.op_types[i]}}
+        for i, (d, start, end) in enumerate(
+            zip(schedule.devices.tolist(), schedule.op_start.tolist(), schedule.op_end.tolist(), strict=True))
+    ]
+
+
+def _transfer_slices(graph: OpGraph, cluster: Cluster, schedule: Schedule) -> list[dict[str, Any]]:
+    rows = zip(schedule.transfer_op.tolist(), schedule.transfer_src.tolist(), schedule.transfer_dst.tolist(),
+               schedule.transfer_bytes.tolist(), schedule.transfer_start.tolist(), schedule.transfer_end.tolist(),
+               strict=True)
+    return [
+        {"ph": "X", "name": f"{graph.op_names[p]} -> {cluster.device_names[d]}", "cat": "transfer",
+         "pid": _CHANNELS, "tid": _channel_tid(cluster, s, d), "ts": start * _US, "dur": (end - start) * _US,
+         "args": {"bytes": nbytes, "op": graph.op_names[p]}}
+        for p, s, d, nbytes, start, end in rows
+    ]
+
+
+def _memory_counters(cluster: Cluster, schedule: Schedule) -> list[dict[str, Any]]:
+    rows = zip(schedule.memory_time.tolist(), schedule.memory_device.tolist(), schedule.memory_bytes.tolist(),
+               strict=True)
+    return [
+        {"ph": "C", "name": f"memory {cluster.device_names[d]}", "pid": _DEVICES, "ts": t * _US,
+         "args": {"bytes": nbytes}}
+        for t, d, nbytes in rows
+    ]

@@ -1,0 +1,33 @@
+"""The Chrome trace of a simulated step (gplace.runtime.trace)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gplace.ir import Placement
+from gplace.runtime import schedule, write_chrome_trace
+from gplace.testing import MB, diamond, uniform_cluster
+
+
+def test_trace_is_json_with_one_slice_per_op_and_transfer(tmp_path: Path) -> None:
+    """Diamond with left on GPU:1: 4 op slices on the device tracks, 2 transfer slices (src -> GPU:1 at
+    1-2 s, left -> GPU:0 at 4-5 s) in microseconds, and a memory counter per device."""
+    g, c = diamond(), uniform_cluster(2, bandwidth=1e6)
+    s = schedule(g, c, Placement.for_graph(g, [0, 1, 0, 0]))
+    path = write_chrome_trace(tmp_path / "sub" / "trace.json", g, c, s)
+    events = json.loads(path.read_text())["traceEvents"]
+
+    ops = [e for e in events if e["ph"] == "X" and e["pid"] == 1]
+    assert sorted(e["name"] for e in ops) == sorted(g.op_names)
+    left = next(e for e in ops if e["name"] == "left")
+    assert (left["tid"], left["ts"], left["dur"], left["args"]["type"]) == (1, 2e6, 2e6, "MatMul")
+
+    transfers = [e for e in events if e["ph"] == "X" and e["pid"] == 2]
+    assert [(e["name"], e["ts"], e["dur"], e["args"]["bytes"]) for e in transfers] == [
+        ("src -> /GPU:1", 1e6, 1e6, MB), ("left -> /GPU:0", 4e6, 1e6, MB)]
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert threads[(2, transfers[0]["tid"])] == "/GPU:0 -> /GPU:1"
+
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert counters == {"memory /GPU:0", "memory /GPU:1"}
