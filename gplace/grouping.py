@@ -3,12 +3,16 @@
 :func:`group_ops` builds the groups in four steps:
 
 a. ops sharing a colocation name form one group;
-b. strongly connected components of the group graph are merged (colocation can create cycles);
-c. an op (or colocation group) whose outputs all go to one op is merged into that op's group (the paper's
-   "merge an op into its only consumer"); this never creates a cycle;
-d. while more than ``max_groups`` remain, two groups adjacent in a topological order of the group graph are
-   merged, preferring pairs joined by an edge and then the smallest combined cost. Every group is then a
-   contiguous run of one topological order, so the group graph stays a DAG.
+b. an op (or colocation group) whose outputs all go to one op is merged into that op's group (the paper's
+   "merge an op into its only consumer");
+c. while more than ``max_groups`` remain, two groups adjacent in the group order are merged, preferring pairs
+   whose combined cost stays under the average, then pairs joined by an edge, then the smallest combined cost.
+
+Groups are ordered topologically, earliest member first among ready groups. Colocation can tie ops from both
+ends of a path into one group (a variable and its optimiser update, around the whole forward and backward pass),
+so the group graph may have cycles: the order then breaks each cycle at its earliest group, and the coarse graph
+keeps only the edges that point forward in the order, which makes it a DAG whose identity order is topological.
+The runtime measures the original graph, which keeps every edge.
 
 No step merges ops that cannot share a device kind (conflicting pins, or per-kind costs with no kind in common),
 except colocation, which the graph itself requires.
@@ -73,9 +77,6 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
             result then has more groups.
         merge_consumers: run step c, merging each op into its only consumer (default: ``True``).
 
-    Raises:
-        GraphError: colocation groups pinned to different kinds form a cycle, so no DAG of groups exists.
-
     Shapes:
         returned ``Grouping.op_group`` (N,) int64.
     """
@@ -83,12 +84,10 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
         raise ValueError(f"max_groups must be >= 1 or None, got {max_groups}")
     uf = _UnionFind(_kind_masks(graph))
     _merge_colocated(graph, uf)
-    if any(c is not None for c in graph.colocation):
-        _merge_cycles(graph, uf)
     if merge_consumers:
         _merge_into_only_consumer(graph, uf)
     labels, num, src, dst = _group_graph(graph, uf)
-    order = _toposort(num, src, dst, _first_member(labels, num))
+    order = _group_order(num, src, dst, _first_position(graph, labels, num))
     pos = np.empty(num, dtype=np.int64)
     pos[order] = np.arange(num)
     run = np.arange(num)
@@ -106,11 +105,11 @@ def identity_grouping(graph: OpGraph) -> Grouping:
 def make_grouping(graph: OpGraph, op_group: np.ndarray) -> Grouping:
     """A :class:`Grouping` from given group ids, building the coarse graph.
 
-    :func:`group_ops` numbers groups in a topological order of the coarse graph; other callers may number them
-    any way, as long as the coarse graph is acyclic.
+    Groups are renumbered in a topological order that breaks cycles (see the module docstring); the coarse graph
+    keeps the edges that point forward in that numbering, so it is always a DAG.
 
     Raises:
-        GraphError: the coarse graph has a cycle, or a group can run on no device.
+        GraphError: a group holds ops pinned to different kinds.
         ValueError: a group id in ``0..G-1`` has no op.
 
     Shapes:
@@ -121,6 +120,12 @@ def make_grouping(graph: OpGraph, op_group: np.ndarray) -> Grouping:
     empty = np.flatnonzero(np.bincount(op_group, minlength=num) == 0)
     if empty.size:
         raise ValueError(f"group id {empty[0]} has no op; ids must be 0..G-1 with every id used")
+    gs, gd = op_group[graph.edge_index[0]], op_group[graph.edge_index[1]]
+    pairs = np.unique((gs * num + gd)[gs != gd])
+    order = _group_order(num, pairs // max(num, 1), pairs % max(num, 1), _first_position(graph, op_group, num))
+    rank = np.empty(num, dtype=np.int64)
+    rank[order] = np.arange(num)
+    op_group = rank[op_group]
     return Grouping(op_group, num, _coarse_graph(graph, op_group, num), graph)
 
 
@@ -190,34 +195,14 @@ def _merge_colocated(graph: OpGraph, uf: _UnionFind) -> None:
             uf.union(first.setdefault(name, i), i)
 
 
-def _merge_cycles(graph: OpGraph, uf: _UnionFind) -> None:
-    labels, num, src, dst = _group_graph(graph, uf)
-    comp = _strong_components(num, src, dst)
-    rep = _first_member(labels, num)
-    for c in np.flatnonzero(np.bincount(comp) > 1).tolist():
-        members = rep[comp == c].tolist()
-        for m in members[1:]:
-            if not uf.compatible(members[0], m):
-                names = [graph.op_names[i] for i in members[:4]]
-                raise GraphError(
-                    f"graph {graph.name!r}: colocation groups of ops {names} form a cycle but need different "
-                    "device kinds, so they cannot be grouped into a DAG"
-                )
-            uf.union(members[0], m)
-
-
 def _merge_into_only_consumer(graph: OpGraph, uf: _UnionFind) -> None:
-    """Visit groups in reverse topological order; merge each whose ops feed exactly one outside op into it.
-
-    A group is still a singleton of this step when visited, and all its out-edges reach one op, so contracting
-    them cannot close a cycle.
-    """
+    """Visit groups latest first; merge each whose ops feed exactly one outside op into that op's group."""
     labels, num, src, dst = _group_graph(graph, uf)
     rep = _first_member(labels, num).tolist()
     u, v = graph.edge_index
     ptr, consumer = _csr(labels[u], v, num)
     ptr, consumer, lab = ptr.tolist(), consumer.tolist(), labels.tolist()
-    for g in reversed(_toposort(num, src, dst, np.asarray(rep)).tolist()):
+    for g in reversed(_group_order(num, src, dst, _first_position(graph, labels, num)).tolist()):
         outside = {c for c in consumer[ptr[g]:ptr[g + 1]] if lab[c] != g}
         if len(outside) == 1:
             (c,) = outside
@@ -315,10 +300,10 @@ def _coarse_graph(graph: OpGraph, op_group: np.ndarray, num: int) -> OpGraph:
 
 
 def _coarse_edges(graph: OpGraph, op_group: np.ndarray, num: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Edges between groups; bytes are summed over distinct producer ops (a tensor is sent once)."""
+    """Forward edges between groups (lower to higher id); bytes summed over distinct producer ops."""
     u, v = graph.edge_index
     gs, gd = op_group[u], op_group[v]
-    keep = gs != gd
+    keep = gs < gd
     u, gs, gd, b = u[keep], gs[keep], gd[keep], graph.edge_bytes[keep]
     pair = gs * num + gd
     key = pair * max(graph.num_ops, 1) + u
@@ -355,6 +340,15 @@ def _group_masks(uf: _UnionFind, labels: np.ndarray, num: int) -> np.ndarray:
     return np.array([uf.mask[uf.find(int(i))] for i in rep], dtype=object)
 
 
+def _first_position(graph: OpGraph, labels: np.ndarray, num: int) -> np.ndarray:
+    """(G,) int64 earliest position of each group's members in ``graph.topological_order``."""
+    pos = np.empty(graph.num_ops, dtype=np.int64)
+    pos[graph.topological_order] = np.arange(graph.num_ops)
+    first = np.full(num, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, labels, pos)
+    return first
+
+
 def _first_member(labels: np.ndarray, num: int) -> np.ndarray:
     """(G,) int64 smallest op index of each group."""
     first = np.full(num, np.iinfo(np.int64).max, dtype=np.int64)
@@ -387,64 +381,29 @@ def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarr
     return ptr, dst[order]
 
 
-def _toposort(n: int, src: np.ndarray, dst: np.ndarray, priority: np.ndarray) -> np.ndarray:
-    """(n,) int64 nodes in a topological order; among ready nodes, the lowest ``priority`` first."""
+def _group_order(n: int, src: np.ndarray, dst: np.ndarray, priority: np.ndarray) -> np.ndarray:
+    """(n,) int64 a topological order, lowest ``priority`` first among ready nodes; a cycle is broken by
+    releasing its lowest-priority node early, so every node appears once even in a cyclic graph."""
     ptr, succ = _csr(src, dst, n)
     ptr, succ, prio = ptr.tolist(), succ.tolist(), priority.tolist()
     indeg = np.bincount(dst, minlength=n).tolist()
     ready = [(prio[i], i) for i in range(n) if indeg[i] == 0]
     heapq.heapify(ready)
-    order = []
-    while ready:
-        _, i = heapq.heappop(ready)
+    waiting = sorted((prio[i], i) for i in range(n))  # fallback when a cycle leaves nothing ready
+    done, order, w = [False] * n, [], 0
+    while len(order) < n:
+        if ready:
+            _, i = heapq.heappop(ready)
+            if done[i]:
+                continue
+        else:
+            while done[waiting[w][1]]:
+                w += 1
+            i = waiting[w][1]
+        done[i] = True
         order.append(i)
         for j in succ[ptr[i]:ptr[i + 1]]:
             indeg[j] -= 1
-            if indeg[j] == 0:
+            if indeg[j] == 0 and not done[j]:
                 heapq.heappush(ready, (prio[j], j))
-    if len(order) < n:
-        raise GraphError("group graph has a cycle")  # unreachable: the steps keep it a DAG
     return np.array(order, dtype=np.int64)
-
-
-def _strong_components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """(n,) int64 strongly connected component of each node (iterative Tarjan)."""
-    ptr, succ = _csr(src, dst, n)
-    ptr, succ = ptr.tolist(), succ.tolist()
-    index, low, comp = [-1] * n, [0] * n, [-1] * n
-    on_stack, stack = [False] * n, []
-    counter = ncomp = 0
-    for root in range(n):
-        if index[root] >= 0:
-            continue
-        work = [(root, ptr[root])]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack[root] = True
-        while work:
-            v, i = work[-1]
-            if i < ptr[v + 1]:
-                work[-1] = (v, i + 1)
-                w = succ[i]
-                if index[w] < 0:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on_stack[w] = True
-                    work.append((w, ptr[w]))
-                elif on_stack[w]:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                while True:
-                    w = stack.pop()
-                    on_stack[w] = False
-                    comp[w] = ncomp
-                    if w == v:
-                        break
-                ncomp += 1
-    return np.array(comp, dtype=np.int64)

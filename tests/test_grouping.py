@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gplace.grouping import group_ops, identity_grouping, make_grouping
-from gplace.ir import Edge, GraphError, Op, OpGraph
+from gplace.ir import Edge, Op, OpGraph
 from gplace.testing import chain, cpu_gpu_cluster, diamond, random_dag
 
 
@@ -60,19 +60,21 @@ def test_colocated_ops_share_a_group():
     assert grouping.graph.colocation == (None,) * 4
 
 
-def test_colocation_cycle_is_merged_into_one_group():
-    """o0 -> o1 -> o2 with o0 and o2 colocated forms a cycle of groups; o1 joins them to keep a DAG."""
+def test_colocation_cycle_keeps_the_middle_op_free():
+    """o0 -> o1 -> o2 with o0 and o2 colocated: o1 stays its own group; the coarse graph keeps forward edges only."""
     ops = _ops(4, colocation={0: "c", 2: "c"})
     edges = [Edge("o0", "o1"), Edge("o1", "o2"), Edge("o0", "o3"), Edge("o2", "o3")]
     grouping = group_ops(OpGraph.from_ops(ops, edges), max_groups=None, merge_consumers=False)
-    assert grouping.op_group.tolist() == [0, 0, 0, 1]
+    assert grouping.op_group.tolist() == [0, 1, 0, 2]
+    assert sorted(map(tuple, grouping.graph.edge_index.T.tolist())) == [(0, 1), (0, 2)]
+    assert grouping.graph.topological_order.tolist() == [0, 1, 2]
 
-
-def test_colocation_cycle_with_conflicting_pins_raises():
-    """A cycle through colocation groups pinned to different kinds has no DAG grouping."""
+def test_colocation_cycle_with_conflicting_pins_stays_apart():
+    """A colocation cycle around an op pinned to another kind is placeable: that op keeps its own group."""
     ops = _ops(3, colocation={0: "c", 2: "c"}, pinned={0: "cpu", 1: "gpu"})
-    with pytest.raises(GraphError, match="cycle"):
-        group_ops(OpGraph.from_ops(ops, [Edge("o0", "o1"), Edge("o1", "o2")]))
+    grouping = group_ops(OpGraph.from_ops(ops, [Edge("o0", "o1"), Edge("o1", "o2")]))
+    assert grouping.op_group.tolist() == [0, 1, 0]
+    assert grouping.graph.pinned == ("cpu", "gpu")
 
 
 @pytest.mark.parametrize("max_groups", [1, 10, 37])
@@ -169,12 +171,13 @@ def test_identity_grouping_has_one_group_per_op():
     assert grouping.expand(np.array([0, 1, 0, 1])).devices.tolist() == [0, 1, 0, 1]
 
 
-def test_make_grouping_rejects_unused_ids_and_cycles():
-    """Group ids must all be used, and a grouping whose quotient has a cycle is an error."""
+def test_make_grouping_rejects_unused_ids_and_drops_back_edges():
+    """Group ids must all be used; a grouping whose quotient has a cycle keeps only its forward edges."""
     with pytest.raises(ValueError, match="no op"):
         make_grouping(chain(), np.array([0, 2, 2]))
-    with pytest.raises(GraphError, match="cycle"):
-        make_grouping(chain(), np.array([0, 1, 0]))
+    grouping = make_grouping(chain(), np.array([0, 1, 0]))
+    assert grouping.op_group.tolist() == [0, 1, 0]
+    assert grouping.graph.edge_index.T.tolist() == [[0, 1]]
 
 
 def test_large_graph_groups_quickly():

@@ -206,17 +206,23 @@ class OpGraph:
         if ei.ndim != 2 or ei.shape[0] != 2:
             raise GraphError(f"graph {self.name!r}: edge_index has shape {ei.shape}, expected (2, E)")
         if self.edge_bytes.shape != (ei.shape[1],):
-            raise GraphError(f"graph {self.name!r}: edge_bytes has shape {self.edge_bytes.shape}, expected ({ei.shape[1]},)")
+            raise GraphError(
+                f"graph {self.name!r}: edge_bytes has shape {self.edge_bytes.shape}, expected ({ei.shape[1]},)"
+            )
         bad = np.flatnonzero((ei < 0).any(0) | (ei >= n).any(0))
         if bad.size:
-            raise GraphError(f"graph {self.name!r}: edge {bad[0]} {ei[:, bad[0]].tolist()} refers to a missing op (N={n})")
+            raise GraphError(
+                f"graph {self.name!r}: edge {bad[0]} {ei[:, bad[0]].tolist()} refers to a missing op (N={n})"
+            )
         loops = np.flatnonzero(ei[0] == ei[1])
         if loops.size:
             raise GraphError(f"graph {self.name!r}: self-loop on op {self.op_names[ei[0, loops[0]]]!r}")
         neg = np.flatnonzero(self.edge_bytes < 0)
         if neg.size:
             s, d = ei[:, neg[0]]
-            raise GraphError(f"graph {self.name!r}: edge {self.op_names[s]!r} -> {self.op_names[d]!r} has negative bytes")
+            raise GraphError(
+                f"graph {self.name!r}: edge {self.op_names[s]!r} -> {self.op_names[d]!r} has negative bytes"
+            )
 
     def _validate_colocation(self) -> None:
         pins: dict[str, tuple[str, str]] = {}
@@ -301,7 +307,8 @@ class OpGraph:
     def fingerprint(self) -> str:
         """Content hash (sha256 hex, 16 chars) of everything a placement depends on."""
         h = hashlib.sha256()
-        h.update(json.dumps([self.op_names, self.op_types, self.colocation, self.pinned]).encode())
+        h.update(json.dumps([self.op_names, self.op_types, self.colocation, self.pinned,
+                             sorted(self.kind_cost)]).encode())
         for _, arr in self._per_op_arrays():
             h.update(np.ascontiguousarray(arr).tobytes())
         h.update(np.ascontiguousarray(self.edge_index).tobytes())
@@ -313,8 +320,16 @@ class OpGraph:
         """(N, D) float64 seconds each op takes on each device of ``cluster``.
 
         An op's per-kind cost for the device's kind is used where known, else its generic cost;
-        either is divided by the device's speed. ``inf`` where the op has neither.
+        either is divided by the device's speed. ``inf`` where the op has neither. Read-only; cached per cluster.
         """
+        cache = self.__dict__.setdefault("_durations", {})
+        if cluster.fingerprint not in cache:
+            if len(cache) >= 8:
+                cache.pop(next(iter(cache)))
+            cache[cluster.fingerprint] = self._compute_durations(cluster)
+        return cache[cluster.fingerprint]
+
+    def _compute_durations(self, cluster: Cluster) -> np.ndarray:
         out = np.empty((self.num_ops, cluster.num_devices), dtype=np.float64)
         for j, dev in enumerate(cluster.devices):
             cost = self.compute_cost
@@ -322,6 +337,7 @@ class OpGraph:
                 kc = self.kind_cost[dev.kind]
                 cost = np.where(np.isnan(kc), cost, kc)
             out[:, j] = np.where(np.isnan(cost), np.inf, cost) / dev.speed
+        out.setflags(write=False)
         return out
 
     def allowed_devices(self, cluster: Cluster) -> np.ndarray:

@@ -84,7 +84,7 @@ class Placement:
 
         Raises:
             InvalidPlacementError: wrong length or graph, unknown device, a colocation group split,
-                or an op on a device kind it is not pinned to; the message names the op.
+                an op on a device kind it is not pinned to or has no cost for; the message names the op.
         """
         n, d = graph.num_ops, cluster.num_devices
         if len(self) != n:
@@ -122,3 +122,10 @@ class Placement:
                 raise InvalidPlacementError(
                     f"op {graph.op_names[i]!r} is pinned to kind {pin!r} but placed on {dev.name!r} ({dev.kind})"
                 )
+        finite = np.isfinite(graph.durations(cluster)[np.arange(len(self)), self.devices])
+        if not finite.all():
+            i = int(np.flatnonzero(~finite)[0])
+            dev = cluster.devices[self.devices[i]]
+            raise InvalidPlacementError(
+                f"op {graph.op_names[i]!r} has no cost for kind {dev.kind!r} but is placed on {dev.name!r}"
+            )

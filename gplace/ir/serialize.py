@@ -138,7 +138,9 @@ def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster
         raise InvalidPlacementError("placement document has no 'placement' object {op: device}")
     fp = doc.get("graph_fingerprint")
     if fp is not None and fp != graph.fingerprint:
-        raise InvalidPlacementError(f"placement is for graph {doc.get('graph')!r} ({fp}), not {graph.name!r} ({graph.fingerprint})")
+        raise InvalidPlacementError(
+            f"placement is for graph {doc.get('graph')!r} ({fp}), not {graph.name!r} ({graph.fingerprint})"
+        )
     placement = Placement.from_names(graph, cluster, mapping)
     placement.validate(graph, cluster)
     return placement

@@ -121,7 +121,6 @@ def schedule(graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule
     """
     placement.validate(graph, cluster)
     prep = _prepare(graph, cluster)
-    _check_costs(graph, cluster, prep, placement.devices)
     return _run(prep, placement.devices)
 
 
@@ -174,9 +173,7 @@ class Simulator(Runtime):
         return _batch_step_times(devices.astype(np.int64, copy=False), prep.memory, *prep.args)
 
     def _schedule(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
-        prep = self._prepared(graph, cluster)
-        _check_costs(graph, cluster, prep, placement.devices)
-        return _run(prep, placement.devices)
+        return _run(self._prepared(graph, cluster), placement.devices)
 
     def _prepared(self, graph: OpGraph, cluster: Cluster) -> _Prepared:
         key = (graph.fingerprint, id(cluster))
@@ -199,8 +196,6 @@ class _Prepared:
     cluster: Cluster
     args: tuple
     memory: np.ndarray
-    durations: np.ndarray
-    all_finite: bool
 
 
 def _prepare(graph: OpGraph, cluster: Cluster) -> _Prepared:
@@ -214,17 +209,7 @@ def _prepare(graph: OpGraph, cluster: Cluster) -> _Prepared:
             graph.edge_bytes, graph.output_bytes, graph.temporary_memory, graph.persistent_memory,
             np.ascontiguousarray(cluster.latency), np.ascontiguousarray(cluster.bandwidth))
     args = tuple(np.array(a, order="C") for a in args)  # writable copies: one numba specialisation
-    return _Prepared(cluster, args, cluster.memory, dur, bool(np.isfinite(dur).all()))
-
-
-def _check_costs(graph: OpGraph, cluster: Cluster, prep: _Prepared, devices: np.ndarray) -> None:
-    if prep.all_finite:
-        return
-    bad = np.flatnonzero(~np.isfinite(prep.durations[np.arange(devices.size), devices]))
-    if bad.size:
-        i = int(bad[0])
-        dev = cluster.devices[devices[i]]
-        raise InvalidPlacementError(f"op {graph.op_names[i]!r} has no cost on device {dev.name!r} ({dev.kind})")
+    return _Prepared(cluster, args, cluster.memory)
 
 
 def _run(prep: _Prepared, devices: np.ndarray) -> Schedule:

@@ -21,6 +21,7 @@ def reinforce_loss(
     entropy: torch.Tensor,
     *,
     entropy_coef: float = 0.0,
+    normalize_advantage: bool = False,
 ) -> dict[str, torch.Tensor]:
     """REINFORCE terms for K sampled placements.
 
@@ -33,6 +34,8 @@ def reinforce_loss(
         baseline: the baseline subtracted from the reward.
         entropy: entropy of the policy's distribution for each sample (with gradient).
         entropy_coef: weight of the entropy bonus (default: 0).
+        normalize_advantage: divide the advantages by their standard deviation over the K samples, so the
+            gradient's scale does not depend on the scale of step times (default: False, the paper's loss).
 
     Shapes:
         log_prob (K,), reward (K,), entropy (K,) -> scalars.
@@ -41,6 +44,8 @@ def reinforce_loss(
         ``loss_policy``, ``loss_entropy`` and the diagnostics ``advantage_mean`` and ``entropy``.
     """
     advantage = (reward - baseline).detach()
+    if normalize_advantage and advantage.numel() > 1:
+        advantage = advantage / (advantage.std() + 1e-8)
     return {
         "loss_policy": -(advantage * log_prob).mean(),
         "loss_entropy": -entropy_coef * entropy.mean(),

@@ -67,6 +67,7 @@ class ReinforceTrainer:
         samples_per_update: K placements sampled per update (default: 8).
         lr: Adam learning rate (default: 1e-3).
         entropy_coef: weight of the entropy bonus (default: 1e-2).
+        normalize_advantage: scale advantages by their batch standard deviation (default: True).
         grad_clip: gradient norm clip (default: 1.0).
         baseline_decay: EMA baseline decay (default: 0.9).
         penalty_step_time: step time (s) charged to a failed placement (default: 100, the paper's).
@@ -78,12 +79,14 @@ class ReinforceTrainer:
 
     def __init__(
         self, updates: int = 200, samples_per_update: int = 8, lr: float = 1e-3, entropy_coef: float = 1e-2,
-        grad_clip: float = 1.0, baseline_decay: float = 0.9, penalty_step_time: float = 100.0,
+        normalize_advantage: bool = True, grad_clip: float = 1.0, baseline_decay: float = 0.9,
+        penalty_step_time: float = 100.0,
         checkpoint_every: int = 10, max_seconds: float | None = None, seed: int = 0, progress: bool = False,
     ) -> None:
         if updates < 0 or samples_per_update < 1:
             raise ValueError(f"need updates >= 0 and samples_per_update >= 1, got {updates}, {samples_per_update}")
         self.updates, self.samples_per_update, self.lr = updates, samples_per_update, lr
+        self.normalize_advantage = normalize_advantage
         self.entropy_coef, self.grad_clip, self.baseline_decay = entropy_coef, grad_clip, baseline_decay
         self.penalty_step_time, self.checkpoint_every = penalty_step_time, checkpoint_every
         self.max_seconds, self.seed, self.progress = max_seconds, seed, progress
@@ -140,7 +143,8 @@ class ReinforceTrainer:
 
                 # update
                 terms = reinforce_loss(log_prob, reward.to(log_prob.dtype), b, entropy,
-                                       entropy_coef=self.entropy_coef)
+                                       entropy_coef=self.entropy_coef,
+                                       normalize_advantage=self.normalize_advantage)
                 loss = sum(v for k, v in terms.items() if k.startswith("loss_"))
                 optimizer.zero_grad()
                 loss.backward()
@@ -157,7 +161,7 @@ class ReinforceTrainer:
                     "rollout/min_step_time": float(step_time.min()) if ok.any() else math.inf,
                     "rollout/failures": int((~ok).sum()),
                     "losses/grad_norm": float(grad_norm),
-                    **{f"losses/{k}": float(v) for k, v in terms.items()},
+                    **{f"losses/{k}": float(v.detach()) for k, v in terms.items()},
                 }
                 history.append({"update": update, **metrics})
                 logger.log_scalars(update, metrics)

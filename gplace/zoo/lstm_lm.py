@@ -49,19 +49,19 @@ def lstm_lm(
     slots = 2 if training else 0
     tokens = b.op("input/IteratorGetNext", "IteratorGetNext", [], out_shape=(batch, steps), pinned="cpu")
     emb = b.variable("embedding", (vocab, hidden), slots)
-    weights = [b.variable(f"lstm{l}/kernel", (2 * hidden, 4 * hidden), slots) for l in range(layers)]
+    weights = [b.variable(f"lstm{layer}/kernel", (2 * hidden, 4 * hidden), slots) for layer in range(layers)]
     softmax_w = b.variable("softmax/kernel", (hidden, vocab), slots)
 
     h = {}  # (layer, t) -> op producing h and c
     logits = []
     for t in range(steps):
         x = b.op(f"embed/t{t}", "GatherV2", [emb, tokens], out_shape=(batch, hidden))
-        for l in range(layers):
-            inputs = [x, weights[l]] + ([h[l, t - 1]] if t else [])
-            mm = b.op(f"lstm{l}/t{t}/MatMul", "MatMul", inputs, flops=2 * batch * 2 * hidden * 4 * hidden,
+        for layer in range(layers):
+            inputs = [x, weights[layer]] + ([h[layer, t - 1]] if t else [])
+            mm = b.op(f"lstm{layer}/t{t}/MatMul", "MatMul", inputs, flops=2 * batch * 2 * hidden * 4 * hidden,
                       out_shape=(batch, 4 * hidden))
-            gates_in = [mm] + ([h[l, t - 1]] if t else [])
-            x = h[l, t] = b.op(f"lstm{l}/t{t}/Cell", "LSTMBlockCell", gates_in, flops=10 * batch * 4 * hidden,
+            gates_in = [mm] + ([h[layer, t - 1]] if t else [])
+            x = h[layer, t] = b.op(f"lstm{layer}/t{t}/Cell", "LSTMBlockCell", gates_in, flops=10 * batch * 4 * hidden,
                                out_shape=(2, batch, hidden))
         logits.append(b.op(f"softmax/t{t}/MatMul", "MatMul", [x, softmax_w], flops=2 * batch * hidden * vocab,
                            out_shape=(batch, vocab)))
@@ -80,17 +80,18 @@ def _backward(b: _Builder, layers: int, steps: int, batch: int, hidden: int, voc
     grads: dict[str, list[str]] = {v: [] for v in [emb, softmax_w, *weights]}
     dh: dict[tuple[int, int], str] = {}
     for t in reversed(range(steps)):
-        dlogit = b.op(f"grad/softmax/t{t}/MatMul", "MatMulGrad", [f"loss/t{t}", f"lstm{layers - 1}/t{t}/Cell", softmax_w],
+        dlogit = b.op(f"grad/softmax/t{t}/MatMul", "MatMulGrad",
+                      [f"loss/t{t}", f"lstm{layers - 1}/t{t}/Cell", softmax_w],
                       flops=2 * 2 * batch * hidden * vocab, out_shape=(batch, hidden))
         grads[softmax_w].append(dlogit)
         upstream = dlogit
-        for l in reversed(range(layers)):
-            inputs = [upstream, f"lstm{l}/t{t}/Cell"] + ([dh[l, t + 1]] if t + 1 < steps else [])
-            dcell = b.op(f"grad/lstm{l}/t{t}/Cell", "LSTMBlockCellGrad", inputs, flops=20 * batch * 4 * hidden,
+        for layer in reversed(range(layers)):
+            inputs = [upstream, f"lstm{layer}/t{t}/Cell"] + ([dh[layer, t + 1]] if t + 1 < steps else [])
+            dcell = b.op(f"grad/lstm{layer}/t{t}/Cell", "LSTMBlockCellGrad", inputs, flops=20 * batch * 4 * hidden,
                          out_shape=(batch, 4 * hidden))
-            dh[l, t] = upstream = b.op(f"grad/lstm{l}/t{t}/MatMul", "MatMulGrad", [dcell, weights[l]],
+            dh[layer, t] = upstream = b.op(f"grad/lstm{layer}/t{t}/MatMul", "MatMulGrad", [dcell, weights[layer]],
                                        flops=2 * 2 * batch * 2 * hidden * 4 * hidden, out_shape=(batch, 2 * hidden))
-            grads[weights[l]].append(dh[l, t])
+            grads[weights[layer]].append(dh[layer, t])
         grads[emb].append(b.op(f"grad/embed/t{t}", "UnsortedSegmentSum", [upstream], flops=batch * hidden,
                                out_shape=(batch, hidden)))
     for var, parts in grads.items():

@@ -45,7 +45,8 @@ def test_colocation_split_and_pin_violation():
            Op("io", "Input", 1.0, pinned="cpu")]
     g = OpGraph.from_ops(ops, [Edge("v", "upd")])
     c = cpu_gpu_cluster(2)
-    with pytest.raises(InvalidPlacementError, match="colocation group 'v' split: op 'v' on '/GPU:0', op 'upd' on '/GPU:1'"):
+    split = "colocation group 'v' split: op 'v' on '/GPU:0', op 'upd' on '/GPU:1'"
+    with pytest.raises(InvalidPlacementError, match=split):
         Placement.for_graph(g, [1, 2, 0]).validate(g, c)
     with pytest.raises(InvalidPlacementError, match="'io' is pinned to kind 'cpu' but placed on '/GPU:0'"):
         Placement.for_graph(g, [1, 1, 1]).validate(g, c)
@@ -69,3 +70,16 @@ def test_placement_is_immutable_copy():
     assert p.devices[0] == 0
     with pytest.raises(ValueError):
         p.devices[0] = 1
+
+
+def test_op_without_cost_for_the_device_kind():
+    g = OpGraph.from_ops([Op("k", "Kernel", None, {"gpu": 1.0})], [])
+    with pytest.raises(InvalidPlacementError, match="'k' has no cost for kind 'cpu' but is placed on '/CPU:0'"):
+        Placement.for_graph(g, [0]).validate(g, cpu_gpu_cluster(1))
+    Placement.for_graph(g, [1]).validate(g, cpu_gpu_cluster(1))
+
+
+def test_fingerprint_includes_kind_names():
+    a = OpGraph.from_ops([Op("k", "Kernel", None, {"gpu": 1.0})], [])
+    b = OpGraph.from_ops([Op("k", "Kernel", None, {"cpu": 1.0})], [])
+    assert a.fingerprint != b.fingerprint

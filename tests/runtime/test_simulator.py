@@ -153,7 +153,7 @@ def test_op_without_cost_on_its_device_raises(sim: Simulator) -> None:
     g = _graph([Op("a", "MatMul", None, kind_cost={"gpu": 1.0})], [])
     c = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu")], default_bandwidth=1e6)
     assert sim.measure(g, c, _place(g, [1])).step_time == 1.0
-    with pytest.raises(InvalidPlacementError, match="'a' has no cost on device '/CPU:0'"):
+    with pytest.raises(InvalidPlacementError, match="'a' has no cost for kind 'cpu' but is placed on '/CPU:0'"):
         sim.measure(g, c, _place(g, [0]))
 
 
