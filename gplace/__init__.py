@@ -30,12 +30,15 @@ _LAZY = {
     "group_ops": "gplace.grouping",
     "load_graph": "gplace.importers",
     "load_cluster": "gplace.importers",
+    "from_onnx": "gplace.importers",
+    "from_torch": "gplace.importers",
+    "from_tensorflow": "gplace.importers",
 }
 
 __all__ = [
     "Cluster", "Device", "Edge", "GraphError", "InvalidPlacementError", "Link", "Measurement", "Op", "OpGraph",
-    "Placement", "PlacementReport", "Runtime", "Simulator", "UnsupportedGraphError", "group_ops", "load_cluster",
-    "load_graph", "place",
+    "Placement", "PlacementReport", "Runtime", "Simulator", "UnsupportedGraphError", "from_onnx", "from_tensorflow",
+    "from_torch", "group_ops", "load_cluster", "load_graph", "place",
 ]
 __version__ = "0.1.0"
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -58,7 +60,24 @@ def _ms(seconds: float) -> str:
 
 @hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="config")
 def _hydra_main(cfg: DictConfig) -> float:
-    return run(cfg, HydraConfig.get().runtime.output_dir)
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        _fail(f"missing value(s): {', '.join(missing)} (set them on the command line, e.g. {missing[0]}=...)")
+    try:
+        return run(cfg, HydraConfig.get().runtime.output_dir)
+    except InstantiationException as err:
+        cause = err.__cause__ or err
+        if isinstance(cause, ValueError | OSError):
+            _fail(f"{type(cause).__name__}: {cause}")
+        raise
+    except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
+        _fail(f"{type(err).__name__}: {err}")
+
+
+def _fail(message: str) -> None:
+    """One clear line on stderr and exit status 2, instead of a traceback for a user's mistake."""
+    sys.stderr.write(f"gplace: error: {message}\n")
+    raise SystemExit(2)
 
 
 def main() -> None:

@@ -1,4 +1,12 @@
-"""Importers: read graphs and clusters written by other tools into gplace's IR."""
+"""Importers: read graphs and clusters written by other tools into gplace's IR.
+
+Framework importers (ONNX, torch.export, TensorFlow) import their framework only when called.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from gplace.importers.load import detect_graph_format, load_cluster, load_graph
 from gplace.importers.profiles import (
@@ -9,7 +17,19 @@ from gplace.importers.profiles import (
     pipedream_stage_ids,
 )
 
+_LAZY = {
+    "from_onnx": "gplace.importers.onnx",
+    "from_torch": "gplace.importers.torch_export",
+    "from_tensorflow": "gplace.importers.tensorflow",
+}
+
 __all__ = [
-    "detect_graph_format", "load_cluster", "load_doppler", "load_giph_graph", "load_giph_network", "load_graph",
-    "load_pipedream", "pipedream_stage_ids",
+    "detect_graph_format", "from_onnx", "from_tensorflow", "from_torch", "load_cluster", "load_doppler",
+    "load_giph_graph", "load_giph_network", "load_graph", "load_pipedream", "pipedream_stage_ids",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'gplace.importers' has no attribute {name!r}")

@@ -110,6 +110,8 @@ def _is_giph_graph(doc: Mapping[str, Any]) -> bool:
 
 
 def _text(path: Path, expected: str) -> str:
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

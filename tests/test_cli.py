@@ -1,0 +1,54 @@
+"""The CLI in a subprocess (Hydra reads argv): overrides, outputs, multirun, and a clear error."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+FAST = ["logger=none", "trainer.updates=2", "trainer.samples_per_update=2", "trainer.progress=false",
+        "graph.steps=2", "graph.hidden=64", "graph.vocab=100", "encoder.hidden_size=16", "policy.hidden_size=16",
+        "policy.attention_size=8"]
+
+
+def _gplace(*args, cwd):
+    env = {**os.environ, "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0"}
+    return subprocess.run([sys.executable, "-m", "gplace", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_run_writes_placement_and_trace(tmp_path):
+    out = tmp_path / "run"
+    proc = _gplace(*FAST, "cluster=paper_4gpu", f"hydra.run.dir={out}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "single /GPU:3" in proc.stdout and "learned" in proc.stdout
+    doc = json.loads((out / "placement.json").read_text())
+    assert doc["format"] == "gplace.placement" and doc["version"] == 1
+    assert doc["devices"] == ["/CPU:0", "/GPU:0", "/GPU:1", "/GPU:2", "/GPU:3"]
+    assert doc["graph"] == "lstm_lm_2x64_t2_b64_train" and doc["runtime"] == "sim-v1"
+    assert 0 < doc["step_time"] <= min(v for v in doc["baselines"].values() if v is not None) * 1.5
+    assert set(doc["baselines"]) == set(doc["devices"])
+    trace = json.loads((out / "trace.json").read_text())
+    assert any(e.get("ph") == "X" for e in trace["traceEvents"])
+    assert (out / "checkpoint.pt").exists() and (out / "metrics.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_multirun_sweeps_an_override(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = _gplace("-m", *FAST, "trainer.lr=1e-3,1e-2", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    jobs = sorted(p.parent.name for p in sweep.glob("*/placement.json"))
+    assert jobs == ["0", "1"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ([], "gplace: error: missing value(s): graph.path"),
+    (["graph.path=/nowhere/g.json"], "gplace: error: FileNotFoundError: no such file: /nowhere/g.json"),
+])
+def test_a_missing_graph_file_is_reported(tmp_path, override, message):
+    proc = _gplace("logger=none", "graph=file", *override, f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,30 @@
+"""The public API: every exported name resolves, and `import gplace` stays light."""
+
+import subprocess
+import sys
+
+import pytest
+
+import gplace
+
+
+@pytest.mark.parametrize("name", [n for n in gplace.__all__ if n != "from_tensorflow"])
+def test_every_exported_name_resolves(name):
+    assert getattr(gplace, name) is not None
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        gplace.nope  # noqa: B018
+
+
+def test_import_gplace_loads_no_heavy_framework():
+    code = ("import sys, gplace, gplace.importers; "
+            "heavy = [m for m in ('torch', 'tensorflow', 'onnx', 'wandb', 'torch_geometric', 'hydra') "
+            "if m in sys.modules]; print(heavy); assert not heavy")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+
+
+def test_errors_are_value_errors():
+    for err in (gplace.GraphError, gplace.InvalidPlacementError, gplace.UnsupportedGraphError):
+        assert issubclass(err, ValueError)

@@ -1,0 +1,97 @@
+"""The REINFORCE trainer: it finds known optima, keeps the best placement, and resumes exactly."""
+
+import json
+
+import pytest
+import torch
+
+from gplace.encoders import LSTMEncoder
+from gplace.grouping import group_ops
+from gplace.loggers import JsonlLogger
+from gplace.placer import PolicyPlacer
+from gplace.policies import Seq2SeqPolicy
+from gplace.runtime import Simulator
+from gplace.testing import chain, two_branches, uniform_cluster
+from gplace.training import ReinforceTrainer
+
+
+def _placer(graph, cluster, **grouping):
+    torch.manual_seed(0)
+    encoder = LSTMEncoder(hidden_size=32, type_embedding=8)
+    policy = Seq2SeqPolicy(cluster.num_devices, hidden_size=32, attention_size=16)
+    return PolicyPlacer(graph, cluster, encoder, policy, grouping=group_ops(graph, **grouping))
+
+
+def test_finds_the_parallel_placement_of_two_branches():
+    """Two independent 4-op branches on two equal GPUs: the search finds the ~2x faster split."""
+    graph, cluster = two_branches(length=4, cost=1.0, nbytes=1000), uniform_cluster(2, bandwidth=1e6)
+    sim = Simulator()
+    single = sim.measure(graph, cluster, _placement(graph, [0] * graph.num_ops)).step_time
+    assert single == pytest.approx(8.02)
+    placer = _placer(graph, cluster, max_groups=None, merge_consumers=False)
+    result = ReinforceTrainer(updates=60, samples_per_update=8, lr=1e-2, seed=0).fit(placer, sim, graph, cluster)
+    optimum = 0.01 + 4.0 + 0.01 + 2 * 1000 / 1e6  # src, one branch, sink, one transfer in and one out
+    assert result.best_step_time == pytest.approx(optimum, rel=0.01)
+    assert single / result.best_step_time > 1.95
+    assert result.samples == 60 * 8
+
+
+def test_failed_placements_get_the_penalty_and_stay_out_of_the_baseline():
+    """A chain that fits on no device alone: every sample fails and the search says so plainly."""
+    graph = chain(nbytes=10**6)
+    cluster = uniform_cluster(2, memory=10**5)
+    placer = _placer(graph, cluster)
+    with pytest.raises(RuntimeError, match="no placement of 'chain' succeeded.*out of memory"):
+        ReinforceTrainer(updates=2, samples_per_update=2, penalty_step_time=7.0).fit(placer, Simulator(), graph, cluster)
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    """Train 4 updates, stop, resume to 8: same history and best placement as 8 updates in one go."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    kwargs = dict(samples_per_update=4, lr=1e-2, checkpoint_every=2, seed=1)
+    whole = ReinforceTrainer(updates=8, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                      run_dir=tmp_path / "whole")
+    ReinforceTrainer(updates=4, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                             run_dir=tmp_path / "split")
+    assert torch.load(tmp_path / "split" / "checkpoint.pt", weights_only=False)["update"] == 4
+    resumed = ReinforceTrainer(updates=8, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                        run_dir=tmp_path / "split")
+    assert resumed.samples == whole.samples == 32
+    assert [h["rollout/mean_step_time"] for h in resumed.history] == [h["rollout/mean_step_time"]
+                                                                       for h in whole.history]
+    assert resumed.best_placement == whole.best_placement
+    lines = (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == list(range(8))
+
+
+def test_checkpoint_of_another_graph_is_refused(tmp_path):
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                         run_dir=tmp_path)
+    other = two_branches(length=2)
+    with pytest.raises(ValueError, match="belongs to another graph"):
+        ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(other, cluster), Simulator(), other, cluster,
+                                                             run_dir=tmp_path)
+
+
+def test_metrics_are_namespaced_and_logged(tmp_path):
+    graph, cluster = two_branches(length=2), uniform_cluster(2)
+    logger = JsonlLogger(tmp_path / "extra.jsonl")
+    result = ReinforceTrainer(updates=3, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph,
+                                                                  cluster, logger=logger)
+    records = [json.loads(x) for x in (tmp_path / "extra.jsonl").read_text().splitlines()]
+    assert len(records) == 3 == len(result.history)
+    for key in ("charts/best_step_time", "rollout/mean_step_time", "losses/loss_policy", "losses/entropy"):
+        assert key in records[-1]
+    assert records[-1]["charts/best_step_time"] >= result.best_step_time
+
+
+def test_bad_trainer_arguments():
+    with pytest.raises(ValueError, match="samples_per_update"):
+        ReinforceTrainer(samples_per_update=0)
+
+
+def _placement(graph, devices):
+    from gplace.ir import Placement
+
+    return Placement.for_graph(graph, devices)
