@@ -1,0 +1,650 @@
+"""``torch-v1``: run a ``torch.export`` program op by op on the devices of a placement, and time it.
+
+The semantics below are those of runtime id ``torch-v1``; any change to them needs a new id.
+
+Program
+    The graph's ``source`` must be the :class:`~gplace.importers.torch_export.TorchSource` that
+    :func:`~gplace.importers.torch_export.from_torch` attached: each op is the FX node of the same name. An FX
+    node that is not an op takes a device from the ops around it: an ``operator.getitem`` runs where its tuple
+    was made, a parameter folded into its one reader lives on that reader's device.
+Values
+    Parameters, buffers and constants come from the ``ExportedProgram``; user inputs from its example inputs.
+    A joint training graph holds no values, so its parameters, inputs and tangents are made from their
+    metadata: floats uniform in ``[0, 1)`` from a generator seeded by the node name, integers and booleans 0.
+    :meth:`TorchRuntime.run` takes other inputs. All of them are moved to their device before timing starts.
+Devices
+    A cluster device name maps to a torch device: ``"/CPU:i"`` to ``cpu``, ``"/GPU:i"`` to ``cuda:i`` (a
+    TensorFlow-style ``".../device:GPU:i"`` too), and a torch device string (``"cpu"``, ``"cuda:1"``) is used
+    as it is; ``device_map`` overrides. ``device=`` arguments of factory ops follow the op's placement.
+Transfers
+    A value read on another cluster device is copied once per (producer, device) and step. Two cluster devices
+    on one torch device (logical CPU devices) share the value without copying, but the transfer still counts
+    in ``bytes_moved``. Each CUDA device runs its ops on its own stream; a copy to another GPU waits on an event
+    recorded after its producer, so GPUs and the host run concurrently. Ops on CPU devices run one after
+    another in the calling thread.
+Step time
+    The median wall time of ``steps`` steps after ``warmup`` steps, every CUDA device synchronised at the end
+    of each; ``spread = (max - min) / median``.
+Failures
+    Out of memory, an unavailable device, an exception inside an op and the time limit (checked between ops,
+    set-up included) give ``ok=False`` and a reason naming the op or device, never an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+import re
+import statistics
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import torch
+from torch.fx.node import map_aggregate, map_arg
+from torch.utils import _pytree as pytree
+
+from gplace.importers.torch_export import TorchSource
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.runtime.base import Measurement, Runtime
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TorchRunError", "TorchRuntime", "torch_device"]
+
+_DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
+"""``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
+
+_STATE_KINDS = frozenset({"PARAMETER", "BUFFER", "CONSTANT_TENSOR"})
+
+
+class TorchRunError(RuntimeError):
+    """Running a placed program failed; the message is the reason a measurement reports."""
+
+
+def torch_device(name: str, device_map: Mapping[str, str] | None = None) -> torch.device:
+    """The torch device behind a cluster device name (see the module docstring).
+
+    Raises:
+        ValueError: the name maps to no torch device.
+    """
+    if device_map is not None and name in device_map:
+        return _normalise(torch.device(device_map[name]))
+    match = _DEVICE_NAME.search(name)
+    if match:
+        return torch.device("cpu") if match[1].upper() == "CPU" else torch.device("cuda", int(match[2]))
+    try:
+        return _normalise(torch.device(name))
+    except RuntimeError:
+        raise ValueError(f"device {name!r} maps to no torch device; give it a device_map entry") from None
+
+
+def _parse_device(name: str, value: str) -> str:
+    try:
+        return str(_normalise(torch.device(value)))
+    except RuntimeError:
+        raise ValueError(f"device_map[{name!r}] = {value!r} is not a torch device") from None
+
+
+def _normalise(device: torch.device) -> torch.device:
+    return torch.device("cuda", 0) if device.type == "cuda" and device.index is None else device
+
+
+class TorchRuntime(Runtime):
+    """The ``torch-v1`` runtime: executes graphs imported by ``from_torch`` (see the module docstring).
+
+    Args:
+        steps: timed steps per measurement. (default: 5)
+        warmup: untimed steps before them. (default: 2)
+        time_limit: seconds a measurement may take, set-up and warm-up included. (default: 60.0)
+        device_map: cluster device name -> torch device string, overriding the default mapping, e.g.
+            ``{"/CPU:0": "cpu", "/CPU:1": "cpu"}``. (default: None)
+    """
+
+    id = "torch-v1"
+    deterministic = False
+
+    def __init__(
+        self, steps: int = 5, warmup: int = 2, time_limit: float = 60.0, device_map: Mapping[str, str] | None = None
+    ) -> None:
+        if steps < 1 or warmup < 0:
+            raise ValueError(f"need steps >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
+        if not time_limit > 0:
+            raise ValueError(f"time_limit must be > 0, got {time_limit}")
+        self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
+        self.device_map = {name: _parse_device(name, value) for name, value in (device_map or {}).items()}
+        self._values: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
+
+    def run(
+        self, graph: OpGraph, cluster: Cluster, placement: Placement,
+        inputs: Mapping[str, Any] | Sequence[Any] | Any | None = None,
+    ) -> tuple[Any, ...]:
+        """Run one step and return the program's outputs, each on the device of the op that made it.
+
+        Args:
+            graph: a graph imported by ``from_torch``.
+            cluster: the devices.
+            placement: a device per op.
+            inputs: the user inputs in order (a tensor, or a sequence flattened like the example inputs), or
+                ``{placeholder name: value}`` for any input, parameters and tangents included.
+                (default: None: the program's own values)
+
+        Returns:
+            The flat outputs of the FX graph (for a training graph: mutated buffers, outputs, then gradients;
+            ``None`` where a gradient is missing).
+
+        Raises:
+            InvalidPlacementError: the placement does not fit the graph or cluster.
+            TorchRunError: the step failed (the reason a measurement would report).
+        """
+        placement.validate(graph, cluster)
+        deadline = time.perf_counter() + self.time_limit
+        with torch.no_grad():
+            plan = self._plan(graph, cluster, placement, inputs)
+            outputs, _ = _execute(plan, deadline)
+            _synchronize(plan)
+        return tuple(outputs) if isinstance(outputs, list | tuple) else (outputs,)
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        deadline = time.perf_counter() + self.time_limit
+        try:
+            with torch.no_grad():
+                plan = self._plan(graph, cluster, placement, None)
+                times, moved = self._time_steps(plan, deadline)
+        except TorchRunError as err:
+            reason = str(err)
+        else:
+            return self._success(plan, cluster, times, moved)
+        logger.debug("measurement of %r failed: %s", graph.name, reason)
+        _release()  # the failed step's tensors went with the exception
+        return Measurement.failure(self.id, reason)
+
+    def _success(self, plan: _Plan, cluster: Cluster, times: list[float], moved: int) -> Measurement:
+        median, spread = _step_statistics(times)
+        return Measurement(ok=True, step_time=median, runtime=self.id, bytes_moved=moved, spread=spread,
+                           peak_memory=_peak_memory(plan, cluster))
+
+    def _time_steps(self, plan: _Plan, deadline: float) -> tuple[list[float], int]:
+        """Wall times of the timed steps, and the bytes one step moves between cluster devices."""
+        total, times, moved = self.warmup + self.steps, [], 0
+        _reset_peaks(plan)
+        for k in range(total):
+            start = time.perf_counter()
+            try:
+                _check_time(deadline)
+                _, moved = _execute(plan, deadline)
+            except _TimeUp:
+                raise TorchRunError(
+                    f"time limit of {self.time_limit:g} s exceeded after {k} of {total} steps (warm-up included)"
+                ) from None
+            _synchronize(plan)
+            if k >= self.warmup:
+                times.append(time.perf_counter() - start)
+        return times, moved
+
+    # ------------------------------------------------------------------ set-up
+    def _plan(self, graph: OpGraph, cluster: Cluster, placement: Placement, inputs: Any) -> _Plan:
+        source = graph.source
+        if not isinstance(source, TorchSource):
+            raise TorchRunError(
+                f"graph {graph.name!r} has no torch program to run (its source is {type(source).__name__}); "
+                "TorchRuntime runs graphs imported by gplace.importers.torch_export.from_torch"
+            )
+        gm = _graph_module(source)
+        devices = self._devices(cluster, placement)
+        homes = _homes(gm, graph, placement.devices.tolist())
+        values = {**self._cached_values(source, gm), **_given_inputs(source, gm, inputs)}
+        return _build_plan(gm, homes, devices, cluster.device_names, values)
+
+    def _devices(self, cluster: Cluster, placement: Placement) -> dict[int, torch.device]:
+        """Cluster device index -> torch device, for the devices the placement uses; checks they exist."""
+        devices = {}
+        for d in sorted(set(placement.devices.tolist())):
+            name = cluster.devices[d].name
+            try:
+                devices[d] = torch_device(name, self.device_map)
+            except ValueError as err:
+                raise TorchRunError(str(err)) from None
+            problem = _unavailable(devices[d])
+            if problem:
+                raise TorchRunError(f"device {name} ({devices[d]}) is not available ({problem})")
+        return devices
+
+    def _cached_values(self, source: TorchSource, gm: torch.fx.GraphModule) -> dict[str, Any]:
+        """Host values of every placeholder and tensor attribute, cached per program."""
+        key = id(source.program)
+        cached = self._values.get(key)
+        if cached is not None and cached[0] is source.program:
+            self._values.move_to_end(key)
+            return cached[1]
+        values = _program_values(source, gm)
+        self._values[key] = (source.program, values)
+        if len(self._values) > 4:
+            self._values.popitem(last=False)
+        return values
+
+
+# ---------------------------------------------------------------------- devices
+def _unavailable(device: torch.device) -> str:
+    """Why ``device`` cannot be used, or ``""``."""
+    if device.type == "cpu":
+        return ""
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return "" if device.index < count else f"torch sees {count} CUDA device(s)"
+    try:
+        torch.empty(0, device=device)
+    except Exception as err:  # each backend raises its own kind
+        return _brief(err)
+    return ""
+
+
+# ---------------------------------------------------------------------- values
+def _graph_module(source: TorchSource) -> torch.fx.GraphModule:
+    program = source.program
+    return program if isinstance(program, torch.fx.GraphModule) else program.graph_module
+
+
+def _program_values(source: TorchSource, gm: torch.fx.GraphModule) -> dict[str, Any]:
+    """Real values where the program holds them, else values made from each node's metadata."""
+    known = {} if source.training else _exported_values(source.program)
+    values = {}
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            values[node.name] = known[node.name] if node.name in known else _synthesise(node)
+        elif node.op == "get_attr":
+            value = _attribute(gm, str(node.target))
+            if isinstance(value, torch.Tensor):
+                real = not isinstance(value, torch._subclasses.FakeTensor)
+                values[node.name] = value if real else _synthesise(node)
+    return values
+
+
+def _exported_values(ep: torch.export.ExportedProgram) -> dict[str, Any]:
+    """Placeholder name -> the program's state tensor or example input."""
+    values = {}
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind.name in _STATE_KINDS:
+            value = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
+            if value is not None:
+                values[spec.arg.name] = value
+    user = list(ep.graph_signature.user_inputs)
+    leaves = pytree.tree_leaves(ep.example_inputs) if ep.example_inputs is not None else []
+    if len(leaves) == len(user):
+        values.update(zip(user, leaves, strict=True))
+    return values
+
+
+def _given_inputs(source: TorchSource, gm: torch.fx.GraphModule, inputs: Any) -> dict[str, Any]:
+    """``inputs`` of :meth:`TorchRuntime.run` as placeholder name -> value."""
+    names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
+    if inputs is None:
+        return {}
+    if isinstance(inputs, Mapping):
+        unknown = sorted(set(inputs) - set(names))
+        if unknown:
+            raise ValueError(f"inputs name {unknown[0]!r}, not a placeholder of the program; it has {names}")
+        return dict(inputs)
+    user = _user_inputs(source, gm)
+    leaves = pytree.tree_leaves(inputs)
+    if len(leaves) != len(user):
+        raise ValueError(f"got {len(leaves)} inputs, the program takes {len(user)}: {user}")
+    return dict(zip(user, leaves, strict=True))
+
+
+def _user_inputs(source: TorchSource, gm: torch.fx.GraphModule) -> list[str]:
+    if not source.training:
+        return list(source.program.graph_signature.user_inputs)
+    return [n.name for n in gm.graph.find_nodes(op="placeholder")
+            if type(n.meta.get("desc")).__name__ == "PlainAOTInput"]
+
+
+def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
+    value: Any = gm
+    for part in target.split("."):
+        value = getattr(value, part, None)
+    return value
+
+
+def _synthesise(node: torch.fx.Node) -> Any:
+    """A value with the shape and dtype of ``meta["val"]``: floats in [0, 1) seeded by the node name, else 0."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        shape = [_hint(d) for d in val.shape]
+        if not (val.dtype.is_floating_point or val.dtype.is_complex):
+            return torch.zeros(shape, dtype=val.dtype)
+        generator = torch.Generator().manual_seed(zlib.crc32(node.name.encode()))
+        return torch.rand(shape, generator=generator).to(val.dtype)
+    if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return _hint(val)
+    if isinstance(val, int | float | bool):
+        return val
+    raise TorchRunError(f"input {node.name!r} has no value and no metadata to make one from; pass it in inputs")
+
+
+def _hint(value: Any) -> Any:
+    if isinstance(value, int | float | bool):
+        return value
+    hint = getattr(getattr(value, "node", None), "hint", None)
+    if hint is None:
+        raise TorchRunError(f"symbolic size {value} has no example value")
+    return hint
+
+
+# ---------------------------------------------------------------------- the plan
+@dataclass(frozen=True, eq=False)
+class _Call:
+    """One FX ``call_function`` node, ready to run on its cluster device."""
+
+    node: torch.fx.Node
+    device: int
+    """Cluster device index."""
+    args: tuple
+    kwargs: dict
+    """The node's arguments, ``device=`` values replaced by its torch device."""
+    free: tuple[str, ...]
+    """Values whose last reader this is."""
+    event: bool
+    """Whether a reader on another torch device waits on it (CUDA only)."""
+
+
+@dataclass(eq=False)
+class _Plan:
+    """A program bound to a placement, with its inputs on their devices."""
+
+    calls: list[_Call]
+    homes: dict[str, int]
+    """FX node name -> cluster device index."""
+    roots: dict[str, str]
+    """FX node name -> the call that made its value (a getitem's tuple); itself for other nodes."""
+    torch_devices: dict[int, torch.device]
+    labels: dict[int, str]
+    initial: dict[str, Any]
+    """Placeholders and tensor attributes, on their devices."""
+    outputs: Any
+    """The output node's argument (a structure of nodes)."""
+    streams: dict[torch.device, Any] = field(default_factory=dict)
+    """One CUDA stream per CUDA device."""
+
+    @cached_property
+    def device_set(self) -> frozenset[torch.device]:
+        """The torch devices in use."""
+        return frozenset(self.torch_devices.values())
+
+
+def _homes(gm: torch.fx.GraphModule, graph: OpGraph, devices: list[int]) -> dict[str, int]:
+    """FX node name -> cluster device: ops by the placement, the other nodes by their neighbours."""
+    homes: dict[str, int] = {}
+    for node in gm.graph.nodes:
+        i = graph.op_index.get(node.name)
+        if i is not None:
+            homes[node.name] = devices[i]
+        elif node.op == "call_function" and node.target is operator.getitem:
+            homes[node.name] = homes[node.args[0].name]
+        elif node.op == "call_function":
+            raise TorchRunError(f"node {node.name!r} of the torch program is not an op of graph {graph.name!r}")
+    missing = [name for name in graph.op_names if name not in homes]
+    if missing:
+        raise TorchRunError(f"op {missing[0]!r} of graph {graph.name!r} is not a node of its torch program")
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr") and node.name not in homes:
+            readers = [homes[u.name] for u in node.users if u.name in homes]
+            homes[node.name] = readers[0] if readers else devices[0]
+    return homes
+
+
+def _build_plan(
+    gm: torch.fx.GraphModule, homes: dict[str, int], devices: dict[int, torch.device],
+    names: Sequence[str], values: dict[str, Any],
+) -> _Plan:
+    torch_devices = {d: devices[d] for d in sorted(set(homes.values()))}
+    labels = {d: f"{names[d]} ({dev})" for d, dev in torch_devices.items()}
+    roots = _roots(gm)
+    cross = _cross_device_roots(gm, homes, torch_devices, roots)
+    last = _last_readers(gm)
+    calls = [
+        _Call(node, homes[node.name], *_retarget(node, torch_devices[homes[node.name]]),
+              free=tuple(last.get(node.name, ())), event=node.name in cross)
+        for node in gm.graph.nodes if node.op == "call_function"
+    ]
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    plan = _Plan(calls, homes, roots, torch_devices, labels, {}, output.args[0])
+    plan.initial = _place_values(gm, homes, torch_devices, labels, values)
+    plan.streams = {dev: torch.cuda.Stream(device=dev) for dev in plan.device_set if dev.type == "cuda"}
+    _synchronize(plan)
+    return plan
+
+
+def _roots(gm: torch.fx.GraphModule) -> dict[str, str]:
+    roots: dict[str, str] = {}
+    for node in gm.graph.nodes:
+        getitem = node.op == "call_function" and node.target is operator.getitem
+        roots[node.name] = roots[node.args[0].name] if getitem else node.name
+    return roots
+
+
+def _cross_device_roots(
+    gm: torch.fx.GraphModule, homes: dict[str, int], devices: dict[int, torch.device], roots: dict[str, str]
+) -> set[str]:
+    """Calls whose value some call on another torch device reads."""
+    cross = set()
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        for dep in node.all_input_nodes:
+            if devices[homes[dep.name]] != devices[homes[node.name]]:
+                cross.add(roots[dep.name])
+    return cross
+
+
+def _last_readers(gm: torch.fx.GraphModule) -> dict[str, list[str]]:
+    """Call name -> the values it is the last call to read (outputs are kept to the end)."""
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    kept = {n.name for n in output.all_input_nodes}
+    last: dict[str, str] = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            for dep in node.all_input_nodes:
+                last[dep.name] = node.name
+    freed: dict[str, list[str]] = {}
+    for value, reader in last.items():
+        if value not in kept:
+            freed.setdefault(reader, []).append(value)
+    return freed
+
+
+def _retarget(node: torch.fx.Node, device: torch.device) -> tuple[tuple, dict]:
+    """The node's arguments with every ``torch.device`` replaced by ``device`` (factory ops follow placement)."""
+    def swap(value: Any) -> Any:
+        return device if isinstance(value, torch.device) else value
+
+    return map_aggregate(node.args, swap), map_aggregate(node.kwargs, swap)
+
+
+def _place_values(
+    gm: torch.fx.GraphModule, homes: dict[str, int], devices: dict[int, torch.device],
+    labels: dict[int, str], values: dict[str, Any],
+) -> dict[str, Any]:
+    placed = {}
+    for node in gm.graph.nodes:
+        if node.name not in values:
+            continue
+        home = homes[node.name]
+        try:
+            placed[node.name] = _to(values[node.name], devices[home])
+        except Exception as err:  # OutOfMemoryError or a device that refuses the tensor
+            raise _failure(err, f"placing input {node.name!r}", labels[home]) from err
+    return placed
+
+
+# ---------------------------------------------------------------------- execution
+class _TimeUp(TorchRunError):
+    """The time limit passed during a step."""
+
+
+def _check_time(deadline: float) -> None:
+    if time.perf_counter() > deadline:
+        raise _TimeUp("time limit exceeded during the step")
+
+
+def _execute(plan: _Plan, deadline: float) -> tuple[Any, int]:
+    """Run one step; return the output structure and the bytes moved between cluster devices."""
+    step = _Step(plan)
+    for call in plan.calls:
+        step.run(call)
+        _check_time(deadline)
+    outputs = map_arg(plan.outputs, lambda n: step.env[n.name])
+    return outputs, step.moved
+
+
+class _Step:
+    """The values of one step: per node, and copies per (node, torch device)."""
+
+    def __init__(self, plan: _Plan) -> None:
+        self.plan = plan
+        self.env: dict[str, Any] = dict(plan.initial)
+        self.copies: dict[tuple[str, torch.device], Any] = {}
+        self.sent: set[tuple[str, int]] = set()
+        self.events: dict[str, Any] = {}
+        self.moved = 0
+
+    def run(self, call: _Call) -> None:
+        node, plan = call.node, self.plan
+        device = plan.torch_devices[call.device]
+        if node.target is operator.getitem:
+            self.env[node.name] = operator.getitem(self.env[node.args[0].name], *node.args[1:])
+            self.free(call.free)
+            return
+        args, kwargs = map_arg((call.args, call.kwargs), lambda dep: self.fetch(dep.name, call.device))
+        stream = plan.streams.get(device)
+        try:
+            with torch.cuda.stream(stream) if stream is not None else nullcontext():
+                self.env[node.name] = node.target(*args, **kwargs)
+                if call.event and stream is not None:
+                    self.events[node.name] = stream.record_event()
+        except Exception as err:  # an op may raise anything
+            raise _failure(err, f"op {node.name!r} ({node.target})", plan.labels[call.device]) from err
+        self.free(call.free)
+
+    def fetch(self, name: str, device: int) -> Any:
+        """The value of node ``name`` on cluster device ``device``, copied at most once per step."""
+        plan = self.plan
+        src = plan.homes[name]
+        value = self.env[name]
+        if src == device:
+            return value
+        if (name, device) not in self.sent:
+            self.sent.add((name, device))
+            self.moved += _nbytes(value)
+        dst, home = plan.torch_devices[device], plan.torch_devices[src]
+        if dst == home:
+            return value
+        if (name, dst) not in self.copies:
+            try:
+                self.copies[name, dst] = self.copy(value, home, dst, self.events.get(plan.roots[name]))
+            except Exception as err:  # OutOfMemoryError and CUDA errors
+                raise _failure(err, f"copying {name!r} from {plan.labels[src]}", plan.labels[device]) from err
+        return self.copies[name, dst]
+
+    def copy(self, value: Any, src: torch.device, dst: torch.device, event: Any) -> Any:
+        """``value`` copied to ``dst``, ordered after its producer on the CUDA streams involved."""
+        streams = self.plan.streams
+        if src.type == "cuda" and dst.type == "cuda":
+            stream = streams[dst]
+            if event is not None:
+                stream.wait_event(event)
+            with torch.cuda.stream(stream):
+                out = _to(value, dst, non_blocking=True)
+            _record_stream(value, stream)  # the source block stays allocated until the copy ran
+            return out
+        if src.type == "cuda":  # to the host: blocks until the producer's stream got there
+            with torch.cuda.stream(streams[src]):
+                return _to(value, dst)
+        if dst.type == "cuda":
+            with torch.cuda.stream(streams[dst]):
+                return _to(value, dst, non_blocking=True)
+        return _to(value, dst)
+
+    def free(self, names: tuple[str, ...]) -> None:
+        """Drop values (and their copies) no later call reads."""
+        for name in names:
+            self.env.pop(name, None)
+            for device in self.plan.device_set:
+                self.copies.pop((name, device), None)
+
+
+def _to(value: Any, device: torch.device, non_blocking: bool = False) -> Any:
+    """Tensors in ``value`` (a tensor, or lists and tuples of them) moved to ``device``."""
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.to(device, non_blocking=non_blocking), value)
+
+
+def _record_stream(value: Any, stream: Any) -> None:
+    for leaf in pytree.tree_leaves(value):
+        if isinstance(leaf, torch.Tensor) and leaf.device.type == "cuda":
+            leaf.record_stream(stream)
+
+
+def _nbytes(value: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
+
+
+def _failure(err: Exception, what: str, where: str) -> TorchRunError:
+    if isinstance(err, TorchRunError):
+        return err
+    if isinstance(err, torch.OutOfMemoryError):
+        return TorchRunError(f"out of memory on {where} in {what}: {_brief(err)}")
+    return TorchRunError(f"{what} on {where} failed: {type(err).__name__}: {_brief(err)}")
+
+
+def _brief(err: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+# ---------------------------------------------------------------------- CUDA bookkeeping
+def _synchronize(plan: _Plan) -> None:
+    for device in plan.streams:
+        try:
+            torch.cuda.synchronize(device)
+        except Exception as err:  # an asynchronous CUDA error surfaces here
+            label = next(plan.labels[d] for d, dev in plan.torch_devices.items() if dev == device)
+            raise _failure(err, "the step", label) from err
+
+
+def _reset_peaks(plan: _Plan) -> None:
+    for device in plan.streams:
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak_memory(plan: _Plan, cluster: Cluster) -> np.ndarray | None:
+    """(D,) peak bytes allocated per device when each device in use is a CUDA device of its own, else ``None``.
+
+    Devices the placement leaves unused report 0.
+    """
+    used = list(plan.torch_devices.values())
+    if any(dev.type != "cuda" for dev in used) or len(set(used)) < len(used):
+        return None
+    peaks = np.zeros(cluster.num_devices, dtype=np.int64)
+    for d, dev in plan.torch_devices.items():
+        peaks[d] = torch.cuda.max_memory_allocated(dev)
+    return peaks
+
+
+def _release() -> None:
+    """After a failure, hand cached CUDA blocks back so that the next measurement starts clean."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def _step_statistics(times: Sequence[float]) -> tuple[float, float]:
+    """Median step time and spread ``(max - min) / median`` of timed steps."""
+    median = statistics.median(times)
+    spread = (max(times) - min(times)) / median if median > 0 else 0.0
+    return float(median), float(spread) if math.isfinite(spread) else 0.0

@@ -1,0 +1,149 @@
+"""Every runtime passes one conformance suite (gplace.runtime.conformance), and the suite catches breakage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from gplace.ir import Cluster, Device, OpGraph, Placement
+from gplace.runtime import Measurement, Runtime, Simulator
+from gplace.runtime.conformance import check_failure, check_runtime
+from gplace.testing import diamond, fork_join, uniform_cluster
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+CPU_MAP = {"/CPU:0": "cpu", "/CPU:1": "cpu"}
+
+
+@dataclass(frozen=True)
+class Case:
+    """A runtime with a graph, placements it can run, and one placement that must fail."""
+
+    runtime: Runtime
+    graph: OpGraph
+    cluster: Cluster
+    placements: list[Placement]
+    failing_cluster: Cluster
+    failing: Placement
+
+
+def _spread_placements(graph: OpGraph) -> list[Placement]:
+    n = graph.num_ops
+    return [Placement.single(graph, 0), Placement.single(graph, 1),
+            Placement.for_graph(graph, [i % 2 for i in range(n)]),
+            Placement.for_graph(graph, [int(i >= n // 2) for i in range(n)])]
+
+
+def _simulator_case() -> Case:
+    g = diamond()
+    tiny = uniform_cluster(2, memory=1000)  # every output is 1 MB: out of memory
+    return Case(Simulator(), g, uniform_cluster(2), _spread_placements(g), tiny, Placement.single(g, 0))
+
+
+def _torch_case() -> Case:
+    torch = pytest.importorskip("torch")
+    from gplace.importers.torch_export import from_torch
+    from gplace.runtime.torch_runtime import TorchRuntime
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    g = from_torch(model, (torch.randn(2, 8),))
+    cpus = [Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")]
+    cluster = Cluster.build(cpus, default_bandwidth=1e9, name="2xcpu")
+    # a GPU index no machine has: unavailable on a CPU machine and on a GPU machine alike
+    with_gpu = Cluster.build([*cpus, Device("/GPU:99", "gpu")], default_bandwidth=1e9, name="2xcpu+gpu")
+    runtime = TorchRuntime(steps=3, warmup=1, device_map=CPU_MAP)
+    return Case(runtime, g, cluster, _spread_placements(g), with_gpu, Placement.single(g, 2))
+
+
+CASES = {"simulator": _simulator_case, "torch": _torch_case}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def case(request: pytest.FixtureRequest) -> Case:
+    return CASES[request.param]()
+
+
+def test_runtime_conforms(case: Case) -> None:
+    """Invalid placements raise, measurements carry the runtime's id and a finite step time when ok."""
+    measurements = check_runtime(case.runtime, case.graph, case.cluster, case.placements)
+    assert len(measurements) == len(case.placements)
+    assert all(m.ok for m in measurements)
+
+
+def test_failure_is_a_measurement(case: Case) -> None:
+    """A step that cannot run (out of memory, missing device) is ok=False with a reason, not an exception."""
+    m = check_failure(case.runtime, case.graph, case.failing_cluster, case.failing)
+    assert m.reason
+
+
+def test_determinism_is_declared(case: Case) -> None:
+    """The simulator is deterministic; real runtimes are not."""
+    assert case.runtime.deterministic is isinstance(case.runtime, Simulator)
+
+
+def test_split_moves_bytes(case: Case) -> None:
+    """A placement that splits producer and consumer moves bytes; a single-device one moves none."""
+    single = case.runtime.measure(case.graph, case.cluster, case.placements[0])
+    split = case.runtime.measure(case.graph, case.cluster, case.placements[2])
+    assert single.bytes_moved == 0 < split.bytes_moved
+
+
+# ---------------------------------------------------------------------- the suite can fail
+class _Unvalidated(Runtime):
+    """Skips validation: measures anything."""
+
+    id = "unvalidated-v0"
+
+    def measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        return self._measure(graph, cluster, placement)
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        return Measurement(ok=True, step_time=1.0, runtime=self.id)
+
+
+class _Noisy(Simulator):
+    """Declares determinism but adds noise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rng = np.random.default_rng(0)
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        m = super()._measure(graph, cluster, placement)
+        return Measurement(ok=True, step_time=m.step_time + self._rng.random(), runtime=self.id)
+
+
+class _Raising(Simulator):
+    """Raises instead of reporting a failure."""
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        raise MemoryError("out of memory")
+
+
+class _WrongId(Simulator):
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        return Measurement(ok=True, step_time=1.0, runtime="other-v0")
+
+
+@pytest.mark.parametrize(("runtime", "rule"), [
+    (_Unvalidated(), "InvalidPlacementError"),
+    (_Noisy(), "deterministic"),
+    (_WrongId(), "says runtime"),
+])
+def test_check_runtime_catches_broken_runtimes(runtime: Runtime, rule: str) -> None:
+    """check_runtime raises AssertionError naming the broken rule."""
+    g = fork_join(3)
+    with pytest.raises(AssertionError, match=rule):
+        check_runtime(runtime, g, uniform_cluster(2), [Placement.single(g, 0)])
+
+
+def test_check_failure_catches_exceptions_and_successes() -> None:
+    """check_failure rejects a runtime that raises, and a placement that runs fine."""
+    g = diamond()
+    with pytest.raises(AssertionError, match="raised MemoryError"):
+        check_failure(_Raising(), g, uniform_cluster(2), Placement.single(g, 0))
+    with pytest.raises(AssertionError, match="measured ok"):
+        check_failure(Simulator(), g, uniform_cluster(2), Placement.single(g, 0))

@@ -1,0 +1,333 @@
+"""The ``torch-v1`` runtime (gplace.runtime.torch_runtime): placed execution equals single-device execution."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from gplace.importers.torch_export import from_torch  # noqa: E402
+from gplace.ir import Cluster, Device, InvalidPlacementError, OpGraph, Placement  # noqa: E402
+from gplace.runtime.torch_runtime import (  # noqa: E402
+    TorchRunError,
+    TorchRuntime,
+    _step_statistics,
+    torch_device,
+)
+from gplace.testing import diamond, uniform_cluster  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+CPU_MAP = {"/CPU:0": "cpu", "/CPU:1": "cpu"}
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+needs_two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+
+
+@torch.library.custom_op("gplace_test::oom", mutates_args=())
+def _oom(x: torch.Tensor) -> torch.Tensor:
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 TiB")
+
+
+@_oom.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class ConvNet(nn.Module):
+    """conv -> bn -> relu -> pool -> linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2))
+        self.fc = nn.Linear(4 * 3 * 3, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x).flatten(1))
+
+
+class Fan(nn.Module):
+    """One hidden value read by two linears: where both sit on another device it is sent once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(x)
+        return self.a(h) + self.b(h)
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4))
+
+
+def _cpus(n: int = 2) -> Cluster:
+    return Cluster.build([Device(f"/CPU:{i}", "cpu") for i in range(n)], default_bandwidth=1e9, name=f"{n}xcpu")
+
+
+def _halves(g: OpGraph) -> Placement:
+    return Placement.for_graph(g, [int(i >= g.num_ops // 2) for i in range(g.num_ops)])
+
+
+def _alternate(g: OpGraph, devices: tuple[int, ...] = (0, 1)) -> Placement:
+    return Placement.for_graph(g, [devices[i % len(devices)] for i in range(g.num_ops)])
+
+
+def _assert_same(got: tuple, want: tuple, atol: float = 1e-6) -> None:
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert torch.allclose(a.cpu(), b.cpu(), atol=atol), (a, b)
+
+
+@pytest.fixture(scope="module")
+def runtime() -> TorchRuntime:
+    return TorchRuntime(steps=3, warmup=1, device_map=CPU_MAP)
+
+
+@pytest.fixture(scope="module")
+def mlp_graph() -> OpGraph:
+    return from_torch(_mlp(), (torch.randn(3, 8),))
+
+
+@pytest.fixture(scope="module")
+def conv_graph() -> OpGraph:
+    torch.manual_seed(1)
+    return from_torch(ConvNet(), (torch.randn(2, 3, 8, 8),))
+
+
+@pytest.fixture(scope="module")
+def train_graph() -> OpGraph:
+    torch.manual_seed(2)
+    return from_torch(ConvNet(), (torch.randn(2, 3, 8, 8),), training=True)
+
+
+# ---------------------------------------------------------------------- device names
+@pytest.mark.parametrize(("name", "want"), [
+    ("/CPU:0", "cpu"), ("/CPU:3", "cpu"), ("/GPU:0", "cuda:0"), ("/GPU:2", "cuda:2"),
+    ("/job:localhost/replica:0/task:0/device:GPU:1", "cuda:1"), ("cpu", "cpu"), ("cuda", "cuda:0"),
+    ("cuda:1", "cuda:1"),
+])
+def test_device_names_map_to_torch_devices(name: str, want: str) -> None:
+    """TF-style names map to cpu / cuda:i; a torch device string is used as it is."""
+    assert str(torch_device(name)) == want
+
+
+def test_device_map_overrides_and_unknown_names_fail() -> None:
+    """device_map wins over the default mapping; a name that maps nowhere is a ValueError."""
+    assert str(torch_device("/GPU:0", {"/GPU:0": "cpu"})) == "cpu"
+    with pytest.raises(ValueError, match="TPU"):
+        torch_device("/TPU:0")
+
+
+# ---------------------------------------------------------------------- equal outputs
+def test_mlp_split_equals_single_device(runtime: TorchRuntime, mlp_graph: OpGraph) -> None:
+    """An MLP split in halves, or alternating op by op, over two CPU devices computes the same outputs."""
+    c = _cpus()
+    want = runtime.run(mlp_graph, c, Placement.single(mlp_graph, 0))
+    assert want[0].shape == (3, 4)
+    _assert_same(runtime.run(mlp_graph, c, _halves(mlp_graph)), want)
+    _assert_same(runtime.run(mlp_graph, c, _alternate(mlp_graph)), want)
+
+
+def test_outputs_equal_the_exported_module(runtime: TorchRuntime, conv_graph: OpGraph) -> None:
+    """A conv net split over two devices computes what the exported program computes."""
+    ep = conv_graph.source.program
+    (x,), _ = ep.example_inputs
+    want = ep.module()(x)
+    (got,) = runtime.run(conv_graph, _cpus(), _alternate(conv_graph))
+    assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_run_takes_other_inputs(runtime: TorchRuntime, conv_graph: OpGraph) -> None:
+    """run() takes user inputs positionally or by placeholder name."""
+    x = torch.randn(2, 3, 8, 8)
+    want = conv_graph.source.program.module()(x)
+    c, p = _cpus(), _halves(conv_graph)
+    _assert_same(runtime.run(conv_graph, c, p, inputs=(x,)), (want,))
+    _assert_same(runtime.run(conv_graph, c, p, inputs={"x": x}), (want,))
+    with pytest.raises(ValueError, match="takes 1"):
+        runtime.run(conv_graph, c, p, inputs=(x, x))
+
+
+def test_training_graph_runs_split(runtime: TorchRuntime, train_graph: OpGraph) -> None:
+    """The joint forward+backward graph runs; split outputs and gradients equal single-device ones."""
+    c = _cpus()
+    want = runtime.run(train_graph, c, Placement.single(train_graph, 0))
+    assert any(t is not None and t.shape == (4, 3, 3, 3) for t in want)  # the conv weight's gradient
+    _assert_same(runtime.run(train_graph, c, _alternate(train_graph)), want)
+    m = runtime.measure(train_graph, c, _halves(train_graph))
+    assert m.ok and m.bytes_moved > 0
+
+
+# ---------------------------------------------------------------------- timing and transfers
+def test_step_time_is_positive_with_a_spread(runtime: TorchRuntime, conv_graph: OpGraph) -> None:
+    """A measurement reports a finite positive median step time and a finite spread >= 0."""
+    m = runtime.measure(conv_graph, _cpus(), _halves(conv_graph))
+    assert m.ok and m.runtime == "torch-v1" and m.reason == ""
+    assert 0 < m.step_time < math.inf and 0 <= m.spread < math.inf
+
+
+def test_step_statistics_are_median_and_relative_range() -> None:
+    """spread = (max - min) / median."""
+    assert _step_statistics([4.0, 1.0, 2.0]) == (2.0, 1.5)
+    assert _step_statistics([3.0]) == (3.0, 0.0)
+
+
+def test_a_value_is_sent_once_per_device(runtime: TorchRuntime) -> None:
+    """relu's output, read by two linears on the other device, counts once in bytes_moved."""
+    g = from_torch(Fan(), (torch.randn(4, 8),))
+    c = _cpus()
+    devices = {name: 0 for name in g.op_names}
+    devices["linear"] = devices["linear_1"] = devices["add"] = 1
+    m = runtime.measure(g, c, Placement.from_names(g, c, {k: c.device_names[d] for k, d in devices.items()}))
+    assert m.ok and m.bytes_moved == 4 * 8 * 4  # one (4, 8) float32 tensor
+    _assert_same(runtime.run(g, c, Placement.from_names(g, c, {k: "/CPU:1" for k in g.op_names})),
+                 runtime.run(g, c, Placement.single(g, 0)))
+
+
+# ---------------------------------------------------------------------- failures
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_gpu_on_a_cpu_machine_fails_naming_the_device(runtime: TorchRuntime, mlp_graph: OpGraph) -> None:
+    """An op placed on /GPU:0 without CUDA: ok=False, the reason names the device."""
+    c = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu")], default_bandwidth=1e9)
+    m = runtime.measure(mlp_graph, c, _halves(mlp_graph))
+    assert not m.ok and m.step_time == math.inf
+    assert "device /GPU:0 (cuda:0) is not available" in m.reason
+
+
+def test_failing_op_is_named(runtime: TorchRuntime) -> None:
+    """An embedding index out of range fails inside the op: ok=False, the reason names the op."""
+    g = from_torch(nn.Embedding(4, 3), (torch.tensor([7]),))  # export runs on fake tensors: no range check
+    m = runtime.measure(g, _cpus(), Placement.single(g, 1))
+    assert not m.ok
+    assert "op 'embedding'" in m.reason and "/CPU:1 (cpu)" in m.reason and "IndexError" in m.reason
+    with pytest.raises(TorchRunError, match="embedding"):
+        runtime.run(g, _cpus(), Placement.single(g, 0))
+
+
+def test_out_of_memory_is_a_failure(runtime: TorchRuntime) -> None:
+    """torch.OutOfMemoryError inside an op: ok=False, the reason says out of memory and names the op."""
+
+    class Oom(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.ops.gplace_test.oom(x + 1)
+
+    g = from_torch(Oom(), (torch.randn(2),))
+    m = runtime.measure(g, _cpus(), Placement.single(g, 0))
+    assert not m.ok and m.reason.startswith("out of memory on /CPU:0 (cpu) in op 'oom'")
+
+
+def test_time_limit_is_a_failure(mlp_graph: OpGraph) -> None:
+    """A measurement past its time limit is ok=False with a reason."""
+    m = TorchRuntime(time_limit=1e-9).measure(mlp_graph, _cpus(), Placement.single(mlp_graph, 0))
+    assert not m.ok and "time limit of 1e-09 s exceeded" in m.reason
+
+
+def test_graph_without_a_torch_program_fails(runtime: TorchRuntime) -> None:
+    """A graph that does not come from from_torch is a failed measurement, not an exception."""
+    g = diamond()
+    m = runtime.measure(g, uniform_cluster(2), Placement.single(g, 0))
+    assert not m.ok and "has no torch program" in m.reason
+
+
+def test_invalid_placement_raises(runtime: TorchRuntime, mlp_graph: OpGraph) -> None:
+    """Like every runtime, an invalid placement raises before anything runs."""
+    with pytest.raises(InvalidPlacementError):
+        runtime.run(mlp_graph, _cpus(), Placement.for_graph(mlp_graph, [2] * mlp_graph.num_ops))
+
+
+def test_bad_arguments_are_rejected() -> None:
+    """steps >= 1, warmup >= 0, time_limit > 0, device_map values are torch devices."""
+    for kwargs in ({"steps": 0}, {"warmup": -1}, {"time_limit": 0.0}):
+        with pytest.raises(ValueError):
+            TorchRuntime(**kwargs)
+    with pytest.raises(ValueError, match="nonsense"):
+        TorchRuntime(device_map={"/CPU:0": "nonsense"})
+
+
+# ---------------------------------------------------------------------- GPU
+def _gpu_cluster(n: int, cpu: bool = False) -> Cluster:
+    devices = [Device("/CPU:0", "cpu")] if cpu else []
+    devices += [Device(f"/GPU:{i}", "gpu") for i in range(n)]
+    return Cluster.build(devices, default_bandwidth=1e10)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_gpu_outputs_equal_cpu(mlp_graph: OpGraph, conv_graph: OpGraph) -> None:
+    """On /GPU:0, and split between /CPU:0 and /GPU:0, outputs equal CPU outputs."""
+    rt, c = TorchRuntime(steps=2, warmup=1), _gpu_cluster(1, cpu=True)
+    for g in (mlp_graph, conv_graph):
+        want = rt.run(g, c, Placement.single(g, 0))
+        _assert_same(rt.run(g, c, Placement.single(g, 1)), want, atol=1e-3)
+        _assert_same(rt.run(g, c, _alternate(g)), want, atol=1e-3)
+        assert rt.measure(g, c, _alternate(g)).ok
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_logical_gpus_on_one_device(train_graph: OpGraph) -> None:
+    """Two logical GPUs on one CUDA device (device_map) run a split training graph correctly."""
+    rt = TorchRuntime(steps=2, warmup=1, device_map={"/GPU:0": "cuda:0", "/GPU:1": "cuda:0"})
+    c = _gpu_cluster(2)
+    want = rt.run(train_graph, c, Placement.single(train_graph, 0))
+    _assert_same(rt.run(train_graph, c, _alternate(train_graph)), want, atol=1e-4)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_gpu_out_of_memory_is_a_failure() -> None:
+    """A real CUDA out-of-memory error is a failed measurement naming the device."""
+
+    class Huge(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.zeros(2**40, device=x.device).sum()  # 4 TiB of float32
+
+    g = from_torch(Huge(), (torch.randn(2),))
+    m = TorchRuntime(steps=1, warmup=0).measure(g, _gpu_cluster(1), Placement.single(g, 0))
+    assert not m.ok and "out of memory on /GPU:0 (cuda:0)" in m.reason
+
+
+@pytest.mark.gpu
+@needs_two_gpus
+def test_two_gpu_split_equals_single(mlp_graph: OpGraph, train_graph: OpGraph) -> None:
+    """Split over /GPU:0 and /GPU:1 (copies between streams, ordered by events), outputs equal one GPU's."""
+    rt, c = TorchRuntime(steps=2, warmup=1), _gpu_cluster(2)
+    for g in (mlp_graph, train_graph):
+        want = rt.run(g, c, Placement.single(g, 0))
+        _assert_same(rt.run(g, c, _alternate(g)), want, atol=1e-4)
+        _assert_same(rt.run(g, c, _halves(g)), want, atol=1e-4)
+        m = rt.measure(g, c, _alternate(g))
+        assert m.ok and m.peak_memory is not None and m.peak_memory.shape == (2,)
+
+
+class TwoBranches(nn.Module):
+    """Two independent chains of large matmuls, summed at the end."""
+
+    def __init__(self, width: int = 4096, depth: int = 8) -> None:
+        super().__init__()
+        self.left = nn.Sequential(*[nn.Linear(width, width, bias=False) for _ in range(depth)])
+        self.right = nn.Sequential(*[nn.Linear(width, width, bias=False) for _ in range(depth)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.left(x) + self.right(x)
+
+
+@pytest.mark.gpu
+@needs_two_gpus
+def test_two_gpus_run_concurrently() -> None:
+    """One branch per GPU takes clearly less than both branches on one GPU."""
+    g = from_torch(TwoBranches(), (torch.randn(4096, 4096),))
+    paths = g.source.module_paths
+    split = [1 if paths.get(name, "").startswith("right") else 0 for name in g.op_names]
+    rt, c = TorchRuntime(steps=5, warmup=2), _gpu_cluster(2)
+    one = rt.measure(g, c, Placement.single(g, 0))
+    two = rt.measure(g, c, Placement.for_graph(g, split))
+    assert one.ok and two.ok
+    assert two.step_time < 0.75 * one.step_time, (one.step_time, two.step_time)
