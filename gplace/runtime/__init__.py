@@ -1,7 +1,27 @@
-"""Runtimes measure placements: the contract, the ``sim-v1`` simulator and its trace writer."""
+"""Runtimes measure placements: the contract, the ``sim-v1`` simulator, real execution, conformance checks.
+
+The torch runtime imports torch when first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.conformance import check_failure, check_runtime
 from gplace.runtime.simulator import Schedule, Simulator, schedule
 from gplace.runtime.trace import write_chrome_trace
 
-__all__ = ["Measurement", "Runtime", "Schedule", "Simulator", "schedule", "write_chrome_trace"]
+_LAZY = {name: "gplace.runtime.torch_runtime" for name in ("TorchRunError", "TorchRuntime", "torch_device")}
+
+__all__ = [
+    "Measurement", "Runtime", "Schedule", "Simulator", "TorchRunError", "TorchRuntime", "check_failure",
+    "check_runtime", "schedule", "torch_device", "write_chrome_trace",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'gplace.runtime' has no attribute {name!r}")
