@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +63,10 @@ class Runtime(abc.ABC):
         """Measure one step of ``graph`` placed by ``placement`` on ``cluster``."""
         placement.validate(graph, cluster)
         return self._measure(graph, cluster, placement)
+
+    def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
+        """Measure several placements (in order); runtimes that can evaluate in parallel override this."""
+        return [self.measure(graph, cluster, p) for p in placements]
 
     @abc.abstractmethod
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:

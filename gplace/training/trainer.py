@@ -125,7 +125,7 @@ class ReinforceTrainer:
                 # rollout: sample K placements and measure each
                 devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=generator)
                 placements = [Placement.for_graph(graph, d) for d in np.asarray(devices)]
-                measurements = [runtime.measure(graph, cluster, p) for p in placements]
+                measurements = runtime.measure_many(graph, cluster, placements)
                 samples += len(placements)
                 ok = torch.tensor([m.ok for m in measurements])
                 step_time = torch.tensor([m.step_time if m.ok else self.penalty_step_time for m in measurements],
