@@ -4,6 +4,10 @@ Groups are laid out in a topological order of the coarse graph. Each group gets 
 ops (summed by an ``nn.EmbeddingBag``), the output shapes of its most expensive op, the signed relative
 positions of its neighbours in that order, and a few log-scaled cost numbers. Log-scaled values are
 ``log1p(x) / 10`` so they stay of order one.
+
+For message-passing encoders the coarse graph's edges come too, renumbered to feature positions, with
+``log1p(bytes)`` per edge, and each group's position in the order and depth in the graph. For device-aware
+policies, :func:`device_features` describes each device of a cluster by kind, speed, memory and links.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import numpy as np
 import torch
 
 from gplace.grouping import Grouping, op_cost
-from gplace.ir import OpGraph
+from gplace.ir import Cluster, OpGraph
 
 MAX_OUTPUTS = 5
 """Output shapes kept per group."""
@@ -25,6 +29,12 @@ SHAPE_FEATURES = MAX_OUTPUTS * MAX_DIMS
 """Width of :attr:`GroupFeatures.shapes` and :attr:`GroupFeatures.shape_flags`."""
 NUMERIC_FEATURES = 7
 """Width of :attr:`GroupFeatures.numeric`."""
+POSITION_FEATURES = 3
+"""Width of :attr:`GroupFeatures.position`."""
+DEVICE_KINDS = ("cpu", "gpu")
+"""Device kinds with their own one-hot column in :func:`device_features`; every other kind shares a third."""
+DEVICE_FEATURES = len(DEVICE_KINDS) + 4
+"""Width of :func:`device_features`."""
 _LOG_SCALE = 10.0
 
 
@@ -48,6 +58,14 @@ class GroupFeatures:
     numeric: np.ndarray
     """(G, 7) float32 log-scaled compute cost (microseconds), output bytes, persistent and temporary memory,
     number of ops, in-degree and out-degree."""
+    edge_index: np.ndarray
+    """(2, E) int64 the coarse graph's edges as (source, destination) feature positions (PyG's convention);
+    every edge goes forward in the order."""
+    edge_attr: np.ndarray
+    """(E, 1) float32 ``log1p(bytes)`` carried by each edge of :attr:`edge_index`."""
+    position: np.ndarray
+    """(G, 3) float32 position in the order over G, depth (longest path from a source, in edges) over the
+    largest depth plus one, and ``log1p(depth) / 10``."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -93,7 +111,30 @@ def featurize(graph: OpGraph, grouping: Grouping, num_type_buckets: int = 512, m
         shape_flags=flags,
         adjacency=_adjacency(pos[coarse.edge_index], coarse.num_ops, max_neighbours),
         numeric=_numeric(coarse, counts)[order],
+        edge_index=pos[coarse.edge_index],
+        edge_attr=np.log1p(coarse.edge_bytes.astype(np.float64)).astype(np.float32)[:, None],
+        position=_position(pos[coarse.edge_index], coarse.num_ops),
     )
+
+
+def device_features(cluster: Cluster) -> np.ndarray:
+    """Per-device features, so a policy can score devices it has never seen by what they are.
+
+    Columns: one-hot kind (``cpu``, ``gpu``, any other), ``log(speed)``, ``log1p(memory bytes) / 10`` and the
+    mean over the other devices of ``log1p(bandwidth in bytes/s) / 10`` in both directions (0 for a single
+    device).
+
+    Shapes:
+        returns (D, 6) float32, row ``d`` for device index ``d``.
+    """
+    d = cluster.num_devices
+    kind = np.array([DEVICE_KINDS.index(k) if k in DEVICE_KINDS else len(DEVICE_KINDS) for k in cluster.kinds])
+    one_hot = np.eye(len(DEVICE_KINDS) + 1)[kind]
+    off = ~np.eye(d, dtype=bool)
+    log_bw = np.where(off, np.log1p(np.where(off, cluster.bandwidth, 0.0)) / _LOG_SCALE, 0.0)
+    mean_bw = (log_bw.sum(0) + log_bw.sum(1)) / max(2 * (d - 1), 1)
+    cols = [np.log(cluster.speeds), np.log1p(cluster.memory.astype(np.float64)) / _LOG_SCALE, mean_bw]
+    return np.concatenate([one_hot, np.stack(cols, 1)], 1).astype(np.float32)
 
 
 def type_bucket(op_type: str, num_type_buckets: int) -> int:
@@ -165,3 +206,16 @@ def _numeric(coarse: OpGraph, counts: np.ndarray) -> np.ndarray:
         np.bincount(coarse.edge_index[0], minlength=n),
     ]
     return (np.log1p(np.stack(cols, 1).astype(np.float64)) / _LOG_SCALE).astype(np.float32)
+
+
+def _position(edges: np.ndarray, num: int) -> np.ndarray:
+    """Position and depth features. Shapes: edges (2, E) forward in position order; returns (G, 3) float32."""
+    src, dst = edges
+    depth = [0] * num
+    for s, t in zip(src[np.argsort(dst, kind="stable")].tolist(), np.sort(dst).tolist(), strict=True):
+        # edges sorted by destination; every source precedes its destination, so depth[s] is already final
+        if depth[s] + 1 > depth[t]:
+            depth[t] = depth[s] + 1
+    d = np.asarray(depth, dtype=np.float64)
+    cols = [np.arange(num) / max(num, 1), d / (d.max(initial=0.0) + 1.0), np.log1p(d) / _LOG_SCALE]
+    return np.stack(cols, 1).astype(np.float32).reshape(num, POSITION_FEATURES)

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gplace.features import device_features as describe_devices
 from gplace.features import featurize
 from gplace.grouping import Grouping, group_ops
 from gplace.ir import Cluster, OpGraph, Placement
@@ -29,7 +30,9 @@ class PolicyPlacer(nn.Module):
 
     The grouping (:func:`~gplace.grouping.group_ops`), group features and the allowed-device mask of each group
     are computed at construction; features and mask are non-persistent buffers, so ``state_dict`` holds only
-    the encoder's and policy's weights and ``.to(device)`` moves everything.
+    the encoder's and policy's weights and ``.to(device)`` moves everything. So are the cluster's device
+    features (:func:`~gplace.features.device_features`), passed as ``device_features=`` to a policy whose
+    ``uses_device_features`` is true (e.g. :class:`~gplace.policies.DeviceAwarePolicy`).
 
     Args:
         graph: the graph to place.
@@ -40,15 +43,18 @@ class PolicyPlacer(nn.Module):
             e.g. :class:`~gplace.policies.Seq2SeqPolicy` with ``num_devices = cluster.num_devices``.
         max_groups: at most this many groups (default: 256).
         grouping: use this grouping instead of :func:`group_ops` (default: ``None``).
+        device_features: (D, F) features of the cluster's devices for a device-aware policy (default: ``None``,
+            :func:`gplace.features.device_features` of ``cluster``).
 
     Shapes:
-        sampled ``devices`` (K, N) int64; ``log_prob`` and ``entropy`` (K,).
+        sampled ``devices`` (K, N) int64; ``log_prob`` and ``entropy`` (K,); ``device_features`` (D, F).
     """
 
     name = "policy"
 
     def __init__(self, graph: OpGraph, cluster: Cluster, encoder: nn.Module, policy: nn.Module, *,
-                 max_groups: int = 256, grouping: Grouping | None = None) -> None:
+                 max_groups: int = 256, grouping: Grouping | None = None,
+                 device_features: np.ndarray | torch.Tensor | None = None) -> None:
         super().__init__()
         if getattr(policy, "num_devices", cluster.num_devices) != cluster.num_devices:
             raise ValueError(f"policy has {policy.num_devices} devices, cluster {cluster.name!r} has "
@@ -62,6 +68,7 @@ class PolicyPlacer(nn.Module):
             self.register_buffer(f"feature_{key}", value, persistent=False)
         allowed = self.grouping.graph.allowed_devices(cluster)[features.order]
         self.register_buffer("allowed", torch.from_numpy(allowed), persistent=False)
+        self.register_buffer("device_features", _device_features(cluster, device_features), persistent=False)
         pos = np.empty(features.num_groups, dtype=np.int64)
         pos[features.order] = np.arange(features.num_groups)
         self._op_pos = pos[self.grouping.op_group]  # (N,) feature position of each op's group
@@ -75,13 +82,18 @@ class PolicyPlacer(nn.Module):
         """The encoder's input (see :meth:`gplace.features.GroupFeatures.to_tensors`)."""
         return {key: getattr(self, f"feature_{key}") for key in self._feature_keys}
 
+    def _policy_kwargs(self) -> dict[str, torch.Tensor]:
+        """Extra inputs the policy declares it reads: ``device_features`` where ``uses_device_features``."""
+        return {"device_features": self.device_features} if getattr(self.policy, "uses_device_features", False) else {}
+
     def sample(self, num_samples: int, generator: torch.Generator | None = None) -> PlacerSample:
         """Sample ``num_samples`` placements.
 
         Shapes:
             returns devices (K, N) int64 numpy, log_prob (K,), entropy (K,).
         """
-        out = self.policy.sample(self.encoder(self.features()), self.allowed, num_samples, generator=generator)
+        out = self.policy.sample(self.encoder(self.features()), self.allowed, num_samples, generator=generator,
+                                 **self._policy_kwargs())
         return PlacerSample(self.op_devices(out.devices), out.log_prob, out.entropy)
 
     def evaluate(self, devices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,12 +112,12 @@ class PolicyPlacer(nn.Module):
         if not np.array_equal(actions[:, self._op_pos], devices):
             raise ValueError("a placement puts ops of one group on different devices")
         return self.policy.evaluate(self.encoder(self.features()), self.allowed,
-                                    torch.as_tensor(actions, device=self.allowed.device))
+                                    torch.as_tensor(actions, device=self.allowed.device), **self._policy_kwargs())
 
     def greedy(self) -> Placement:
         """The policy's most likely placement (argmax decoding)."""
         with torch.no_grad():
-            actions = self.policy.greedy(self.encoder(self.features()), self.allowed)
+            actions = self.policy.greedy(self.encoder(self.features()), self.allowed, **self._policy_kwargs())
         return Placement.for_graph(self.graph, self.op_devices(actions[None])[0])
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
@@ -128,3 +140,11 @@ class PolicyPlacer(nn.Module):
             actions (K, G) int; returns (K, N) int64.
         """
         return actions.detach().cpu().numpy().astype(np.int64)[:, self._op_pos]
+
+
+def _device_features(cluster: Cluster, given: np.ndarray | torch.Tensor | None) -> torch.Tensor:
+    """Given device features as float32, or the cluster's. Shapes: returns (D, F)."""
+    out = torch.as_tensor(describe_devices(cluster) if given is None else given, dtype=torch.float32)
+    if out.ndim != 2 or out.shape[0] != cluster.num_devices:
+        raise ValueError(f"device_features has shape {tuple(out.shape)}, expected ({cluster.num_devices}, F)")
+    return out

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
-from gplace.policies.seq2seq import PolicyOutput, Seq2SeqPolicy
+from gplace.policies.base import IndependentPolicy, PolicyOutput
+from gplace.policies.device_aware import DeviceAwarePolicy
+from gplace.policies.gdp import GDPPolicy
+from gplace.policies.mlp import MLPPolicy
+from gplace.policies.seq2seq import Seq2SeqPolicy
 
-__all__ = ["PolicyOutput", "Seq2SeqPolicy"]
+__all__ = ["DeviceAwarePolicy", "GDPPolicy", "IndependentPolicy", "MLPPolicy", "PolicyOutput", "Seq2SeqPolicy"]

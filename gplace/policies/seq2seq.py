@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import torch
 from torch import nn
 
+from gplace.policies.base import PolicyOutput
+
 _Choose = Callable[[int, torch.Tensor], torch.Tensor]
-
-
-class PolicyOutput(NamedTuple):
-    """K decoded device sequences with their log-probabilities and entropies under the policy."""
-
-    devices: torch.Tensor
-    """(K, G) int64 device index per group, in the encoder's order."""
-    log_prob: torch.Tensor
-    """(K,) log-probability of each sequence (with gradient)."""
-    entropy: torch.Tensor
-    """(K,) sum over steps of the entropy of each step's device distribution (with gradient)."""
 
 
 class Seq2SeqPolicy(nn.Module):

@@ -1,0 +1,187 @@
+"""What every policy returns, masked-categorical helpers, and the base of policies that place groups independently.
+
+A policy maps encoder states ``(G, S)`` and an allowed-device mask ``(G, D)`` to placements. Policies whose
+device choices are independent given the states (:class:`~gplace.policies.MLPPolicy`,
+:class:`~gplace.policies.GDPPolicy`, :class:`~gplace.policies.DeviceAwarePolicy`) subclass
+:class:`IndependentPolicy` and implement only ``_logits``: one pass gives every group's logits, and sampling,
+greedy decoding, log-probabilities and entropies follow from them here.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+
+class PolicyOutput(NamedTuple):
+    """K decoded device sequences with their log-probabilities and entropies under the policy."""
+
+    devices: torch.Tensor
+    """(K, G) int64 device index per group, in the encoder's order."""
+    log_prob: torch.Tensor
+    """(K,) log-probability of each sequence (with gradient)."""
+    entropy: torch.Tensor
+    """(K,) sum over steps of the entropy of each step's device distribution (with gradient)."""
+
+
+def check_inputs(states: torch.Tensor, allowed: torch.Tensor, num_devices: int, state_size: int) -> None:
+    """Raise ``ValueError`` unless states are (G, state_size) and ``allowed`` a (G, D) bool mask with a device per row.
+
+    Shapes:
+        states (G, S), allowed (G, D) bool.
+    """
+    g = states.shape[0]
+    if states.ndim != 2 or states.shape[1] != state_size:
+        raise ValueError(f"states has shape {tuple(states.shape)}, expected (G, {state_size})")
+    if allowed.shape != (g, num_devices) or allowed.dtype != torch.bool:
+        raise ValueError(f"allowed must be a ({g}, {num_devices}) bool tensor, got {tuple(allowed.shape)} "
+                         f"{allowed.dtype}")
+    if g and not allowed.any(1).all():
+        raise ValueError(f"group at position {int((~allowed.any(1)).nonzero()[0])} has no allowed device")
+
+
+def check_devices(devices: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """``devices`` as int64 after checking it is (K, G), in range and allowed; raises ``ValueError`` otherwise.
+
+    Shapes:
+        devices (K, G) int, allowed (G, D) bool; returns (K, G) int64.
+    """
+    g, d = allowed.shape
+    devices = torch.as_tensor(devices, dtype=torch.int64, device=allowed.device)
+    if devices.ndim != 2 or devices.shape[1] != g:
+        raise ValueError(f"devices has shape {tuple(devices.shape)}, expected (K, {g})")
+    if ((devices < 0) | (devices >= d)).any():
+        raise ValueError(f"devices must lie in [0, {d})")
+    if not allowed[torch.arange(g, device=devices.device), devices].all():
+        raise ValueError("devices puts a group on a device it is not allowed on")
+    return devices
+
+
+def masked_log_softmax(logits: torch.Tensor, allowed: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Log-probabilities of ``softmax(logits / temperature)`` with barred devices at ``-inf``.
+
+    Shapes:
+        logits (..., G, D), allowed (G, D) bool; returns (..., G, D).
+    """
+    return torch.log_softmax((logits / temperature).masked_fill(~allowed, float("-inf")), -1)
+
+
+def gumbel_argmax(log_p: torch.Tensor, num_samples: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``num_samples`` independent draws per row of ``exp(log_p)`` (Gumbel-max; ``-inf`` is never drawn).
+
+    Shapes:
+        log_p (G, D); returns (K, G) int64.
+    """
+    shape = (num_samples, *log_p.shape)
+    u = torch.rand(shape, generator=generator, device=log_p.device, dtype=log_p.dtype)
+    return (log_p.detach() - torch.log(-torch.log(u.clamp_min(1e-20)))).argmax(-1)
+
+
+def score(log_p: torch.Tensor, devices: torch.Tensor, allowed: torch.Tensor) -> PolicyOutput:
+    """Log-probabilities and entropies of ``devices``, summed over groups.
+
+    ``log_p`` may be shared by all K samples (independent policies) or be one per sample (autoregressive ones).
+
+    Shapes:
+        log_p (G, D) or (K, G, D), devices (K, G), allowed (G, D); returns a :class:`PolicyOutput` with (K,) terms.
+    """
+    k = devices.shape[0]
+    log_p = log_p.expand(k, *allowed.shape)
+    log_prob = log_p.gather(-1, devices.unsqueeze(-1)).squeeze(-1).sum(1)
+    safe = log_p.masked_fill(~allowed, 0.0)
+    entropy = -(safe.exp() * safe).sum((1, 2))
+    return PolicyOutput(devices, log_prob, entropy)
+
+
+class IndependentPolicy(nn.Module):
+    """Base of policies that choose every group's device independently given the states, in one pass.
+
+    The public methods check their inputs and apply temperature and mask; subclasses implement
+    ``_logits(states, device_features) -> (G, D)``. A subclass with a fixed device count sets
+    ``num_devices``; one that sets ``uses_device_features = True`` reads D from ``device_features`` instead.
+
+    Args:
+        state_size: size S of the encoder states.
+        num_devices: number of devices D, or ``None`` when D comes from ``device_features``.
+
+    Shapes:
+        states (G, S) float, allowed (G, D) bool, device_features (D, F); devices (K, G) int64; log_prob and
+        entropy (K,).
+    """
+
+    uses_device_features: bool = False
+    """Whether the logits depend on per-device features passed as ``device_features``."""
+
+    def __init__(self, state_size: int, num_devices: int | None) -> None:
+        super().__init__()
+        if num_devices is not None and num_devices < 1:
+            raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+        if state_size < 1:
+            raise ValueError(f"state_size must be >= 1, got {state_size}")
+        self.state_size, self._num_devices = state_size, num_devices
+        self.temperature = 1.0
+        """Logits are divided by this before the softmax (default: 1.0)."""
+
+    # ------------------------------------------------------------------ public entry points
+    def sample(self, states: torch.Tensor, allowed: torch.Tensor, num_samples: int,
+               generator: torch.Generator | None = None, *, device_features: torch.Tensor | None = None
+               ) -> PolicyOutput:
+        """Sample ``num_samples`` placements of the G groups.
+
+        Shapes:
+            states (G, S), allowed (G, D) bool; returns devices (K, G), log_prob (K,), entropy (K,).
+        """
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        log_p = self.log_probs(states, allowed, device_features=device_features)
+        return score(log_p, gumbel_argmax(log_p, num_samples, generator), allowed)
+
+    def greedy(self, states: torch.Tensor, allowed: torch.Tensor, *, device_features: torch.Tensor | None = None
+               ) -> torch.Tensor:
+        """The most likely device of every group.
+
+        Shapes:
+            states (G, S), allowed (G, D) bool; returns (G,) int64.
+        """
+        with torch.no_grad():
+            return self.log_probs(states, allowed, device_features=device_features).argmax(-1)
+
+    def evaluate(self, states: torch.Tensor, allowed: torch.Tensor, devices: torch.Tensor, *,
+                 device_features: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability and entropy of given placements.
+
+        Raises:
+            ValueError: a placement has the wrong length, or uses a device out of range or not allowed.
+
+        Shapes:
+            states (G, S), allowed (G, D) bool, devices (K, G) int; returns log_prob (K,), entropy (K,).
+        """
+        log_p = self.log_probs(states, allowed, device_features=device_features)
+        out = score(log_p, check_devices(devices, allowed), allowed)
+        return out.log_prob, out.entropy
+
+    def log_probs(self, states: torch.Tensor, allowed: torch.Tensor, *, device_features: torch.Tensor | None = None
+                  ) -> torch.Tensor:
+        """Every group's masked, tempered device log-probabilities.
+
+        Shapes:
+            states (G, S), allowed (G, D) bool, device_features (D, F); returns (G, D).
+        """
+        num_devices = self._check_device_features(device_features)
+        check_inputs(states, allowed, allowed.shape[-1] if num_devices is None else num_devices, self.state_size)
+        return masked_log_softmax(self._logits(states, device_features), allowed, self.temperature)
+
+    # ------------------------------------------------------------------ hooks
+    def _logits(self, states: torch.Tensor, device_features: torch.Tensor | None) -> torch.Tensor:
+        """Unmasked logits. Shapes: states (G, S), device_features (D, F) or ``None``; returns (G, D)."""
+        raise NotImplementedError
+
+    def _check_device_features(self, device_features: torch.Tensor | None) -> int | None:
+        """The device count D the inputs must have, checking ``device_features`` where the policy reads them."""
+        if not self.uses_device_features:
+            return self._num_devices
+        if device_features is None or device_features.ndim != 2:
+            raise ValueError(f"{type(self).__name__} needs device_features as a (D, F) tensor")
+        return int(device_features.shape[0])

@@ -1,0 +1,56 @@
+"""A placer that scores (group, device) pairs from device features, so one policy serves any cluster (after GiPH)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from gplace.features import DEVICE_FEATURES
+from gplace.policies.base import IndependentPolicy
+
+
+class DeviceAwarePolicy(IndependentPolicy):
+    """Scores every (group state, device features) pair with an MLP; devices are described, not numbered.
+
+    Each device is embedded from its features (see :func:`gplace.features.device_features`) next to the
+    same features minus their mean over the cluster, so it is judged against the devices beside it. A group's
+    logit for a device is ``pair(relu(node(s_g) + dev(f_d)))``, with ``node``, ``dev`` and ``pair`` small MLPs.
+    Nothing depends on the number or the
+    order of the devices: permuting the devices permutes the logits, and the same weights place on clusters of
+    any size. Groups are placed independently, in one pass; logits are divided by :attr:`temperature` and barred
+    devices get probability zero.
+
+    Args:
+        hidden_size: width of the node, device and pair embeddings (default: 128).
+        state_size: size S of the encoder states (default: ``hidden_size``).
+        device_feature_size: width F of the device features (default: ``DEVICE_FEATURES``, 6).
+        num_devices: accepted so a factory called as ``policy(num_devices=D)`` works, and otherwise unused; the
+            device count is that of ``device_features`` (default: ``None``).
+
+    Shapes:
+        states (G, S) float, allowed (G, D) bool, device_features (D, F) float; devices (K, G) int64;
+        log_prob and entropy (K,).
+    """
+
+    uses_device_features = True
+    """The logits depend on ``device_features``; callers (:class:`~gplace.placer.PolicyPlacer`) pass them."""
+
+    def __init__(self, hidden_size: int = 128, *, state_size: int | None = None,
+                 device_feature_size: int = DEVICE_FEATURES, num_devices: int | None = None) -> None:
+        super().__init__(hidden_size if state_size is None else state_size, None)
+        self.device_feature_size = device_feature_size
+        self.node = nn.Sequential(nn.Linear(self.state_size, hidden_size), nn.ReLU(),
+                                  nn.Linear(hidden_size, hidden_size))
+        self.device = nn.Sequential(nn.Linear(2 * device_feature_size, hidden_size), nn.ReLU(),
+                                    nn.Linear(hidden_size, hidden_size))
+        self.pair = nn.Sequential(nn.ReLU(), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
+                                  nn.Linear(hidden_size, 1, bias=False))  # a shared bias cancels in the softmax
+
+    def _logits(self, states: torch.Tensor, device_features: torch.Tensor | None) -> torch.Tensor:
+        """Logits per (group, device). Shapes: states (G, S), device_features (D, F); returns (G, D)."""
+        if device_features is None or device_features.shape[1] != self.device_feature_size:
+            width = None if device_features is None else device_features.shape[1]
+            raise ValueError(f"device_features has width {width}, policy expects {self.device_feature_size}")
+        f = device_features.to(states.dtype)
+        dev = self.device(torch.cat([f, f - f.mean(0, keepdim=True)], 1))
+        return self.pair(self.node(states).unsqueeze(1) + dev.unsqueeze(0)).squeeze(-1)
