@@ -1,4 +1,4 @@
-"""``python -m gplace``: the Hydra CLI."""
+"""``python -m gplace``: the Hydra CLI (``python -m gplace bench`` for the bench)."""
 
 from gplace.cli import main
 

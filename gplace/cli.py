@@ -80,6 +80,47 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
+@hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="bench")
+def _bench_main(cfg: DictConfig) -> None:
+    bench(cfg)
+
+
+def bench(cfg: DictConfig) -> list:
+    """Build the bench cases, baselines and searches from ``cfg`` (conf/bench.yaml) and run them."""
+    from hydra import compose
+
+    from gplace.bench import BenchCase, run_suite
+    from gplace.experiment import place
+
+    search_overrides = ["logger=none", "trainer.progress=false", f"trainer.updates={cfg.search.updates}",
+                        f"trainer.max_seconds={cfg.search.seconds}"]
+
+    def build_case(case) -> BenchCase:
+        c = compose(config_name="config", overrides=[*case, *search_overrides])
+        return BenchCase(instantiate(c.graph), instantiate(c.cluster), instantiate(c.runtime))
+
+    def make_search(case, overrides):
+        def search(graph, cluster, runtime, run_dir):
+            c = compose(config_name="config", overrides=[*case, *search_overrides, *overrides])
+            return place(graph, cluster, encoder=instantiate(c.encoder), policy=instantiate(c.policy),
+                         runtime=runtime, trainer=instantiate(c.trainer), max_groups=c.max_groups, run_dir=run_dir)
+        return search
+
+    records = []
+    for case in cfg.cases:
+        case = list(case)
+        records = run_suite([lambda case=case: build_case(case)], instantiate(cfg.baselines),
+                            {name: make_search(case, list(o)) for name, o in cfg.learned.items()},
+                            cfg.out_dir, plots=cfg.search.plots, previous=records)
+    log.info("wrote %s/RESULTS.md and results.json", cfg.out_dir)
+    return records
+
+
 def main() -> None:
-    """Console-script entry point."""
-    _hydra_main()
+    """Console-script entry point: ``gplace [overrides]`` runs the experiment; ``gplace bench [overrides]``
+    the bench."""
+    if len(sys.argv) > 1 and sys.argv[1] == "bench":
+        del sys.argv[1]
+        _bench_main()
+    else:
+        _hydra_main()

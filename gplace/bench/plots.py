@@ -1,0 +1,58 @@
+"""PNG plots for bench results: a learning curve and a per-device timeline (matplotlib, imported lazily)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from gplace.ir import Cluster, OpGraph, Placement
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_learning_curve(history: Sequence[Mapping[str, float]], path: str | Path, *, title: str = "",
+                        baseline: float | None = None) -> Path:
+    """Best and batch-mean step time (ms) per update; ``baseline`` (s) as a dashed line."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    updates = [h["update"] for h in history]
+    ax.plot(updates, [h["charts/best_step_time"] * 1e3 for h in history], label="best so far")
+    ax.plot(updates, [h["rollout/mean_step_time"] * 1e3 for h in history], alpha=0.5, label="batch mean")
+    if baseline is not None and np.isfinite(baseline):
+        ax.axhline(baseline * 1e3, ls="--", color="gray", label="best baseline")
+    ax.set(xlabel="update", ylabel="step time (ms)", title=title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_timeline(graph: OpGraph, cluster: Cluster, placement: Placement, path: str | Path, *,
+                  title: str = "") -> Path:
+    """One row per device: each op as a bar from its simulated start to end."""
+    from gplace.runtime import schedule
+
+    plt = _pyplot()
+    sched = schedule(graph, cluster, placement)
+    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * cluster.num_devices))
+    for d in range(cluster.num_devices):
+        ops = np.flatnonzero(sched.devices == d)
+        spans = [(sched.op_start[i] * 1e3, (sched.op_end[i] - sched.op_start[i]) * 1e3) for i in ops]
+        ax.broken_barh(spans, (d - 0.4, 0.8), facecolors=f"C{d % 10}", edgecolor="none")
+    ax.set(yticks=range(cluster.num_devices), yticklabels=cluster.device_names, xlabel="time (ms)",
+           title=title or f"{graph.name}: {sched.step_time * 1e3:.2f} ms")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)

@@ -1,0 +1,85 @@
+"""Run baselines and learned searches on one graph and cluster, as comparable records."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.runtime.base import Runtime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    """One method's result on one graph and cluster (a row of ``results.json``)."""
+
+    graph: str
+    cluster: str
+    method: str
+    step_time: float
+    """Seconds per step; ``inf`` when the placement failed."""
+    lower_bound: float
+    """:func:`~gplace.baselines.step_time_lower_bound` of the graph on the cluster."""
+    search_seconds: float
+    """Wall time to produce the placement."""
+    failed: bool
+    reason: str = ""
+    samples: int = 0
+    """Placements measured by a learned search (0 for heuristics)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (``inf`` as ``null``)."""
+        doc = asdict(self)
+        doc["step_time"] = None if math.isinf(self.step_time) else self.step_time
+        return doc
+
+
+def run_baselines(
+    graph: OpGraph, cluster: Cluster, placers: Mapping[str, Any], runtime: Runtime, lower_bound: float
+) -> tuple[list[BenchRecord], dict[str, Placement]]:
+    """Place with every baseline and measure; a placer that cannot place gives a failed record."""
+    records, placements = [], {}
+    for name, placer in placers.items():
+        started = time.perf_counter()
+        try:
+            placement = placer.place(graph, cluster)
+        except (ValueError, ImportError) as err:  # infeasible placement, missing optional dependency
+            records.append(_record(graph, cluster, name, math.inf, lower_bound, time.perf_counter() - started,
+                                   f"{type(err).__name__}: {err}"))
+            continue
+        seconds = time.perf_counter() - started
+        m = runtime.measure(graph, cluster, placement)
+        records.append(_record(graph, cluster, name, m.step_time, lower_bound, seconds, m.reason))
+        placements[name] = placement
+        log.info("%s on %s: %s %.4g s (placed in %.2f s)", graph.name, cluster.name, name, m.step_time, seconds)
+    return records, placements
+
+
+def run_learned(
+    graph: OpGraph, cluster: Cluster, name: str, search: Callable[[Path | None], Any], lower_bound: float,
+    run_dir: Path | None = None,
+) -> tuple[BenchRecord, Any]:
+    """Run a learned search (``search(run_dir) -> PlacementReport``) and record its best placement."""
+    started = time.perf_counter()
+    try:
+        report = search(run_dir)
+    except (RuntimeError, ValueError) as err:
+        return _record(graph, cluster, name, math.inf, lower_bound, time.perf_counter() - started, str(err)), None
+    m = report.measurement
+    record = _record(graph, cluster, name, m.step_time, lower_bound, time.perf_counter() - started, m.reason,
+                     samples=report.train.samples)
+    return record, report
+
+
+def _record(graph: OpGraph, cluster: Cluster, method: str, step_time: float, lower_bound: float, seconds: float,
+            reason: str, samples: int = 0) -> BenchRecord:
+    failed = not math.isfinite(step_time)
+    return BenchRecord(graph.name, cluster.name, method, float(step_time), float(lower_bound), float(seconds),
+                       failed, reason if failed else "", samples)

@@ -1,0 +1,71 @@
+"""A bench suite: every baseline and learned search on every case, results written after each case."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gplace.bench.report import write_results
+from gplace.bench.runner import BenchRecord, run_baselines, run_learned
+from gplace.ir import Cluster, OpGraph
+from gplace.runtime.base import Runtime
+
+log = logging.getLogger(__name__)
+
+Search = Callable[[OpGraph, Cluster, Runtime, Path | None], Any]
+"""``search(graph, cluster, runtime, run_dir) -> PlacementReport`` (e.g. a closure over :func:`gplace.place`)."""
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    """One graph on one cluster, measured by one runtime."""
+
+    graph: OpGraph
+    cluster: Cluster
+    runtime: Runtime
+
+
+def run_suite(
+    cases: Sequence[Callable[[], BenchCase]], placers: Mapping[str, Any], searches: Mapping[str, Search],
+    out_dir: str | Path, *, plots: bool = True, previous: Sequence[BenchRecord] = (),
+) -> list[BenchRecord]:
+    """Run every placer and search on every case (built lazily, one at a time).
+
+    Writes ``results.json`` and ``RESULTS.md`` under ``out_dir`` after each case, so a stopped run keeps what
+    it finished, and with ``plots`` a learning curve and a timeline of the best placement per learned search
+    under ``out_dir/plots``. ``previous`` records (of earlier cases) are kept in the written files.
+    """
+    from gplace.baselines import step_time_lower_bound
+
+    out_dir = Path(out_dir)
+    records: list[BenchRecord] = list(previous)
+    for build in cases:
+        case = build()
+        graph, cluster, runtime = case.graph, case.cluster, case.runtime
+        bound = step_time_lower_bound(graph, cluster)
+        found, _ = run_baselines(graph, cluster, placers, runtime, bound)
+        best = min((r.step_time for r in found), default=math.inf)
+        for name, search in searches.items():
+            run_dir = out_dir / "runs" / f"{graph.name}-{cluster.name}-{name}"
+            def run(d: Path | None, s: Search = search, case: BenchCase = case) -> Any:
+                return s(case.graph, case.cluster, case.runtime, d)
+
+            record, report = run_learned(graph, cluster, name, run, bound, run_dir)
+            found.append(record)
+            if plots and report is not None:
+                _plot(report, out_dir / "plots", f"{graph.name}-{cluster.name}-{name}", best)
+        records += found
+        write_results(records, out_dir, learned=list(searches))
+    return records
+
+
+def _plot(report: Any, plot_dir: Path, stem: str, best_baseline: float) -> None:
+    from gplace.bench.plots import plot_learning_curve, plot_timeline
+
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    plot_learning_curve(report.train.history, plot_dir / f"{stem}-curve.png", title=stem, baseline=best_baseline)
+    plot_timeline(report.graph, report.cluster, report.placement, plot_dir / f"{stem}-timeline.png")
