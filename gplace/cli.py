@@ -99,18 +99,19 @@ def bench(cfg: DictConfig) -> list:
         c = compose(config_name="config", overrides=[*case, *search_overrides])
         return BenchCase(instantiate(c.graph), instantiate(c.cluster), instantiate(c.runtime))
 
-    def make_search(case, overrides):
-        def search(graph, cluster, runtime, run_dir):
-            c = compose(config_name="config", overrides=[*case, *search_overrides, *overrides])
+    def make_search(case, spec):
+        def search(graph, cluster, runtime, run_dir, best_baseline):
+            c = compose(config_name="config", overrides=[*case, *search_overrides, *spec.overrides])
             return place(graph, cluster, encoder=instantiate(c.encoder), policy=instantiate(c.policy),
-                         runtime=runtime, trainer=instantiate(c.trainer), max_groups=c.max_groups, run_dir=run_dir)
+                         runtime=runtime, trainer=instantiate(c.trainer), max_groups=c.max_groups, run_dir=run_dir,
+                         warm_start=best_baseline if spec.warm_start else None)
         return search
 
     records = []
     for case in cfg.cases:
         case = list(case)
         records = run_suite([lambda case=case: build_case(case)], instantiate(cfg.baselines),
-                            {name: make_search(case, list(o)) for name, o in cfg.learned.items()},
+                            {name: make_search(case, spec) for name, spec in cfg.learned.items()},
                             cfg.out_dir, plots=cfg.search.plots, previous=records)
     log.info("wrote %s/RESULTS.md and results.json", cfg.out_dir)
     return records

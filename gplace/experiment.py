@@ -44,7 +44,7 @@ def place(
     graph: OpGraph, cluster: Cluster, *, encoder: torch.nn.Module | None = None,
     policy: torch.nn.Module | Callable[..., torch.nn.Module] | None = None, runtime: Runtime | None = None,
     trainer: ReinforceTrainer | None = None, max_groups: int = 256, run_dir: str | Path | None = None,
-    logger: Logger | None = None,
+    logger: Logger | None = None, warm_start: Placement | None = None,
 ) -> PlacementReport:
     """Learn a placement of ``graph`` on ``cluster`` (defaults: the paper's LSTM policy, the simulator).
 
@@ -58,6 +58,8 @@ def place(
         max_groups: coarsen the graph to at most this many groups (default: 256).
         run_dir: where metrics, checkpoints, ``placement.json`` and ``trace.json`` go; resumes from it.
         logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``).
+        warm_start: a placement to start the search from (e.g. the best baseline's; see
+            :meth:`~gplace.training.ReinforceTrainer.fit`).
     """
     from gplace.encoders import LSTMEncoder
     from gplace.placer import PolicyPlacer
@@ -74,7 +76,7 @@ def place(
     log.info("placing %s (%d ops, %d groups) on %s", graph.name, graph.num_ops, placer.num_groups, cluster.name)
 
     baselines = single_device_baselines(graph, cluster, runtime)
-    result = trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger)
+    result = trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger, warm_start=warm_start)
     report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result)
     if run_dir is not None:
         write_report(report, run_dir)

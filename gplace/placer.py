@@ -133,6 +133,17 @@ class PolicyPlacer(nn.Module):
         placement.validate(graph, cluster)
         return placement
 
+    def project(self, placement: Placement) -> Placement:
+        """The nearest placement this policy can emit: each group on the allowed device holding most of its ops'
+        cost under ``placement`` (e.g. to warm-start from a heuristic placement that splits groups)."""
+        from gplace.grouping import op_cost
+
+        weight = np.nan_to_num(op_cost(self.graph), nan=0.0) + 1e-12
+        votes = np.zeros((self.num_groups, self.cluster.num_devices))
+        np.add.at(votes, (self._op_pos, placement.devices), weight)
+        votes[~self.allowed.cpu().numpy()] = -1.0
+        return Placement.for_graph(self.graph, votes.argmax(1)[self._op_pos])
+
     def op_devices(self, actions: torch.Tensor) -> np.ndarray:
         """Per-op devices from per-group devices in feature order.
 

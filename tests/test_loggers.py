@@ -13,7 +13,8 @@ def test_jsonl_appends_and_maps_inf_to_null(tmp_path):
     logger.log_scalars(0, {"charts/best_step_time": 1.5, "rollout/mean_step_time": math.inf})
     JsonlLogger(path).log_scalars(1, {"charts/best_step_time": 1.0})
     records = [json.loads(x) for x in path.read_text().splitlines()]
-    assert records == [{"config": {"lr": 0.1}}, {"step": 0, "charts/best_step_time": 1.5, "rollout/mean_step_time": None},
+    assert records == [{"config": {"lr": 0.1}},
+                       {"step": 0, "charts/best_step_time": 1.5, "rollout/mean_step_time": None},
                        {"step": 1, "charts/best_step_time": 1.0}]
 
 

@@ -11,13 +11,14 @@ from typing import Any
 
 from gplace.bench.report import write_results
 from gplace.bench.runner import BenchRecord, run_baselines, run_learned
-from gplace.ir import Cluster, OpGraph
+from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime.base import Runtime
 
 log = logging.getLogger(__name__)
 
-Search = Callable[[OpGraph, Cluster, Runtime, Path | None], Any]
-"""``search(graph, cluster, runtime, run_dir) -> PlacementReport`` (e.g. a closure over :func:`gplace.place`)."""
+Search = Callable[[OpGraph, Cluster, Runtime, Path | None, Placement | None], Any]
+"""``search(graph, cluster, runtime, run_dir, best_baseline) -> PlacementReport`` (e.g. a closure over
+:func:`gplace.place`); ``best_baseline`` is the fastest baseline's placement, for searches that warm-start."""
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,16 @@ def run_suite(
         case = build()
         graph, cluster, runtime = case.graph, case.cluster, case.runtime
         bound = step_time_lower_bound(graph, cluster)
-        found, _ = run_baselines(graph, cluster, placers, runtime, bound)
-        best = min((r.step_time for r in found), default=math.inf)
+        found, placements = run_baselines(graph, cluster, placers, runtime, bound)
+        best_record = min(found, key=lambda r: r.step_time, default=None)
+        best = best_record.step_time if best_record is not None else math.inf
+        best_placement = placements.get(best_record.method) if best_record is not None and not best_record.failed \
+            else None
         for name, search in searches.items():
             run_dir = out_dir / "runs" / f"{graph.name}-{cluster.name}-{name}"
-            def run(d: Path | None, s: Search = search, case: BenchCase = case) -> Any:
-                return s(case.graph, case.cluster, case.runtime, d)
+            def run(d: Path | None, s: Search = search, case: BenchCase = case,
+                    warm: Placement | None = best_placement) -> Any:
+                return s(case.graph, case.cluster, case.runtime, d, warm)
 
             record, report = run_learned(graph, cluster, name, run, bound, run_dir)
             found.append(record)

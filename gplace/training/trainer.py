@@ -73,6 +73,8 @@ class ReinforceTrainer:
         penalty_step_time: step time (s) charged to a failed placement (default: 100, the paper's).
         checkpoint_every: updates between checkpoints (default: 10).
         max_seconds: stop after this much wall time (default: no limit).
+        imitation_steps: with a ``warm_start`` placement, supervised steps that pull the policy towards it
+            before the search (default: 100).
         seed: seeds sampling and initial weights (default: 0).
         progress: show a progress bar (default: False).
     """
@@ -81,7 +83,8 @@ class ReinforceTrainer:
         self, updates: int = 200, samples_per_update: int = 8, lr: float = 1e-3, entropy_coef: float = 1e-2,
         normalize_advantage: bool = True, grad_clip: float = 1.0, baseline_decay: float = 0.9,
         penalty_step_time: float = 100.0,
-        checkpoint_every: int = 10, max_seconds: float | None = None, seed: int = 0, progress: bool = False,
+        checkpoint_every: int = 10, max_seconds: float | None = None, imitation_steps: int = 100, seed: int = 0,
+        progress: bool = False,
     ) -> None:
         if updates < 0 or samples_per_update < 1:
             raise ValueError(f"need updates >= 0 and samples_per_update >= 1, got {updates}, {samples_per_update}")
@@ -90,15 +93,18 @@ class ReinforceTrainer:
         self.entropy_coef, self.grad_clip, self.baseline_decay = entropy_coef, grad_clip, baseline_decay
         self.penalty_step_time, self.checkpoint_every = penalty_step_time, checkpoint_every
         self.max_seconds, self.seed, self.progress = max_seconds, seed, progress
+        self.imitation_steps = imitation_steps
 
     def fit(
         self, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph, cluster: Cluster, *,
-        run_dir: str | Path | None = None, logger: Logger | None = None,
+        run_dir: str | Path | None = None, logger: Logger | None = None, warm_start: Placement | None = None,
     ) -> TrainResult:
         """Search for a fast placement of ``graph`` on ``cluster``.
 
         With ``run_dir``, metrics go to ``run_dir/metrics.jsonl`` and a checkpoint to ``run_dir/checkpoint.pt``;
-        calling again with the same ``run_dir`` resumes where the last run stopped.
+        calling again with the same ``run_dir`` resumes where the last run stopped. A ``warm_start`` placement
+        (e.g. the best heuristic's) is projected onto the policy's groups, counted as seen, and imitated for
+        ``imitation_steps`` before the search.
         """
         started = time.monotonic()
         torch.manual_seed(self.seed)
@@ -119,6 +125,8 @@ class ReinforceTrainer:
             samples, first_update, history = state["samples"], state["update"], state["history"]
             best_placement = Placement.for_graph(graph, state["best_devices"])
             best = (best_placement, runtime.measure(graph, cluster, best_placement))
+        elif warm_start is not None:
+            best = self._imitate(placer, optimizer, runtime, graph, cluster, warm_start, logger)
 
         with _progress_bar(self.progress, self.updates, first_update) as advance:
             for update in range(first_update, self.updates):
@@ -182,6 +190,21 @@ class ReinforceTrainer:
         best = self._compare_greedy(placer, runtime, graph, cluster, best)
         logger.finish()
         return TrainResult(best[0], best[1], samples, time.monotonic() - started, history)
+
+    def _imitate(self, placer, optimizer, runtime, graph, cluster, warm_start, logger):
+        """Pull the policy towards ``warm_start`` (projected onto its groups); the projection's measurement."""
+        target = placer.project(warm_start)
+        for step in range(self.imitation_steps):
+            log_prob, _ = placer.evaluate(target.devices[None])
+            loss = -log_prob.mean()
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(placer.parameters(), self.grad_clip)
+            optimizer.step()
+            if step % 10 == 0 or step + 1 == self.imitation_steps:
+                logger.log_scalars(-self.imitation_steps + step, {"losses/imitation": float(loss.detach())})
+        m = runtime.measure(graph, cluster, target)
+        return (target, m) if m.ok else None
 
     def _out_of_time(self, started: float) -> bool:
         return self.max_seconds is not None and time.monotonic() - started >= self.max_seconds

@@ -42,7 +42,8 @@ def test_failed_placements_get_the_penalty_and_stay_out_of_the_baseline():
     cluster = uniform_cluster(2, memory=10**5)
     placer = _placer(graph, cluster)
     with pytest.raises(RuntimeError, match="no placement of 'chain' succeeded.*out of memory"):
-        ReinforceTrainer(updates=2, samples_per_update=2, penalty_step_time=7.0).fit(placer, Simulator(), graph, cluster)
+        trainer = ReinforceTrainer(updates=2, samples_per_update=2, penalty_step_time=7.0)
+        trainer.fit(placer, Simulator(), graph, cluster)
 
 
 def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
@@ -95,3 +96,22 @@ def _placement(graph, devices):
     from gplace.ir import Placement
 
     return Placement.for_graph(graph, devices)
+
+
+def test_warm_start_is_imitated_and_never_lost():
+    """A warm start is projected onto the groups, counted as seen, and imitated until greedy decoding returns it."""
+    graph, cluster = two_branches(length=4, cost=1.0, nbytes=1000), uniform_cluster(2, bandwidth=1e6)
+    split = _placement(graph, [0] + [0] * 4 + [1] * 4 + [0])  # one branch per device: the optimum
+    placer = _placer(graph, cluster, max_groups=None, merge_consumers=False)
+    trainer = ReinforceTrainer(updates=0, imitation_steps=60, lr=1e-2)
+    result = trainer.fit(placer, Simulator(), graph, cluster, warm_start=split)
+    assert result.best_placement == split
+    assert placer.greedy() == split
+    assert result.best_step_time == pytest.approx(Simulator().measure(graph, cluster, split).step_time)
+
+
+def test_project_takes_each_groups_costliest_device():
+    graph, cluster = chain(costs=(1.0, 5.0, 1.0)), uniform_cluster(2)
+    placer = _placer(graph, cluster)  # the chain is one group
+    projected = placer.project(_placement(graph, [0, 1, 0]))
+    assert projected.devices.tolist() == [1, 1, 1]
