@@ -1,7 +1,9 @@
-"""Training a placement policy: REINFORCE loss, baseline, checkpoints and the trainer loop."""
+"""Training a placement policy: REINFORCE and PPO losses, baseline, checkpoints and the trainer loops."""
 
 from gplace.training.baseline import EMABaseline
+from gplace.training.ppo import PPOTrainer, ppo_loss
 from gplace.training.reinforce import reinforce_loss, step_time_reward
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
-__all__ = ["EMABaseline", "ReinforceTrainer", "TrainResult", "reinforce_loss", "step_time_reward"]
+__all__ = ["EMABaseline", "PPOTrainer", "ReinforceTrainer", "TrainResult", "ppo_loss", "reinforce_loss",
+           "step_time_reward"]

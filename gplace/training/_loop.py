@@ -1,0 +1,228 @@
+"""Pieces every training loop shares (REINFORCE, PPO): run state, resume, rollouts, metrics, warm start, the end.
+
+A trainer's ``fit`` stays a loop that reads top to bottom; what is the same in every loop lives here:
+
+- :func:`start_run` seeds, builds Adam, the EMA baseline and the logger, and resumes from ``checkpoint.pt``;
+- :func:`measure_rollout` measures K sampled placements and turns them into penalised step times and rewards;
+- :meth:`Run.observe`, :meth:`Run.log` and :meth:`Run.checkpoint` keep the best placement, the history and the
+  checkpoint, in the format of :class:`~gplace.training.ReinforceTrainer`, so either trainer resumes exactly;
+- :func:`imitate` pulls the policy towards a warm-start placement, :func:`compare_greedy` ends the search.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger
+from gplace.runtime.base import Measurement, Runtime
+from gplace.training.baseline import EMABaseline
+from gplace.training.checkpoint import load_checkpoint, save_checkpoint
+from gplace.training.reinforce import step_time_reward
+
+Best = tuple[Placement, Measurement]
+"""The best placement seen and its measurement."""
+
+
+# ---------------------------------------------------------------------- rollouts
+@dataclass
+class Rollout:
+    """K sampled placements and what measuring them gave."""
+
+    placements: list[Placement]
+    measurements: list[Measurement]
+    ok: torch.Tensor
+    """(K,) bool: the placement ran."""
+    step_time: torch.Tensor
+    """(K,) float64 seconds; a failed placement is charged the penalty step time."""
+    reward: torch.Tensor
+    """(K,) float64 ``-sqrt(step_time)``."""
+
+    def batch_mean(self) -> float:
+        """Mean reward of the successful samples (of all when none succeeded): the per-batch baseline."""
+        return float(self.reward[self.ok].mean()) if self.ok.any() else float(self.reward.mean())
+
+
+def measure_rollout(devices: np.ndarray, runtime: Runtime, graph: OpGraph, cluster: Cluster,
+                    penalty_step_time: float) -> Rollout:
+    """Measure sampled placements through ``runtime.measure_many``.
+
+    Shapes:
+        devices (K, N) int device per op; the returned tensors are (K,).
+    """
+    placements = [Placement.for_graph(graph, d) for d in np.asarray(devices)]
+    measurements = runtime.measure_many(graph, cluster, placements)
+    ok = torch.tensor([m.ok for m in measurements])
+    step_time = torch.tensor([m.step_time if m.ok else penalty_step_time for m in measurements], dtype=torch.float64)
+    return Rollout(placements, measurements, ok, step_time, step_time_reward(step_time))
+
+
+# ---------------------------------------------------------------------- run state
+@dataclass
+class Run:
+    """The mutable state of one search: what a checkpoint saves and a resume restores."""
+
+    optimizer: torch.optim.Optimizer
+    baseline: EMABaseline
+    generator: torch.Generator
+    """Draws every sample, so a resumed run draws what an uninterrupted one would."""
+    logger: Logger
+    run_id: str
+    """``graph fingerprint/cluster fingerprint``; a checkpoint of another run is refused."""
+    ckpt: Path | None = None
+    started: float = field(default_factory=time.monotonic)
+    best: Best | None = None
+    samples: int = 0
+    """Placements measured, over every run of a resumed search."""
+    first_update: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+    resumed: bool = False
+
+    def observe(self, rollout: Rollout) -> None:
+        """Count the samples and keep the fastest successful placement seen."""
+        self.samples += len(rollout.placements)
+        i = int(torch.argmin(rollout.step_time))
+        m = rollout.measurements[i]
+        if m.ok and (self.best is None or m.step_time < self.best[1].step_time):
+            self.best = (rollout.placements[i], m)
+
+    def rollout_metrics(self, rollout: Rollout, baseline: float) -> dict[str, float]:
+        """The ``charts/…`` and ``rollout/…`` metrics of an update."""
+        ok = rollout.ok
+        return {
+            "charts/best_step_time": self.best[1].step_time if self.best else math.inf,
+            "charts/baseline": baseline,
+            "charts/samples": self.samples,
+            "rollout/mean_step_time": float(rollout.step_time[ok].mean()) if ok.any() else math.inf,
+            "rollout/min_step_time": float(rollout.step_time.min()) if ok.any() else math.inf,
+            "rollout/failures": int((~ok).sum()),
+        }
+
+    def log(self, update: int, metrics: dict[str, float]) -> None:
+        """Append to the history and send to the logger."""
+        self.history.append({"update": update, **metrics})
+        self.logger.log_scalars(update, metrics)
+
+    def out_of_time(self, max_seconds: float | None) -> bool:
+        """Whether this run has used ``max_seconds`` of wall time."""
+        return max_seconds is not None and time.monotonic() - self.started >= max_seconds
+
+    def checkpoint(self, placer: Any, update: int, *, every: int, done: bool) -> None:
+        """Save after every ``every``-th update and at the end (once a placement has succeeded)."""
+        if self.ckpt is None or self.best is None or not ((update + 1) % every == 0 or done):
+            return
+        save_checkpoint(self.ckpt, {
+            "fingerprint": self.run_id, "update": update + 1, "samples": self.samples,
+            "policy": placer.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "baseline": self.baseline.state_dict(), "generator": self.generator.get_state(),
+            "best_devices": self.best[0].devices, "history": self.history,
+        })
+
+
+def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *, lr: float, seed: int,
+              baseline_decay: float, run_dir: str | Path | None, logger: Logger | None) -> Run:
+    """Seed, build Adam, the baseline and the logger, and resume from ``run_dir/checkpoint.pt`` if it exists.
+
+    With ``run_dir``, metrics also go to ``run_dir/metrics.jsonl``. On resume the best placement is measured
+    again (its measurement is not stored).
+
+    Raises:
+        ValueError: the checkpoint belongs to another graph or cluster.
+    """
+    torch.manual_seed(seed)
+    run = Run(
+        optimizer=torch.optim.Adam(placer.parameters(), lr=lr),
+        baseline=EMABaseline(baseline_decay),
+        generator=torch.Generator().manual_seed(seed),
+        logger=with_jsonl(logger or NullLogger(), run_dir),
+        run_id=f"{graph.fingerprint}/{cluster.fingerprint}",
+        ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt",
+    )
+    state = None if run.ckpt is None else load_checkpoint(run.ckpt, run.run_id)
+    if state is not None:
+        placer.load_state_dict(state["policy"])
+        run.optimizer.load_state_dict(state["optimizer"])
+        run.baseline.load_state_dict(state["baseline"])
+        run.generator.set_state(state["generator"])
+        run.samples, run.first_update, run.history = state["samples"], state["update"], state["history"]
+        best_placement = Placement.for_graph(graph, state["best_devices"])
+        run.best = (best_placement, runtime.measure(graph, cluster, best_placement))
+        run.resumed = True
+    return run
+
+
+# ---------------------------------------------------------------------- warm start and the end
+def imitate(placer: Any, optimizer: torch.optim.Optimizer, runtime: Runtime, graph: OpGraph, cluster: Cluster,
+            warm_start: Placement, logger: Logger, *, steps: int, grad_clip: float) -> Best | None:
+    """Pull the policy towards ``warm_start`` (projected onto its groups) by maximum likelihood.
+
+    Logs ``losses/imitation`` at steps ``-steps..-1``.
+
+    Returns:
+        The projection and its measurement if it ran, else ``None``.
+    """
+    target = placer.project(warm_start)
+    for step in range(steps):
+        log_prob, _ = placer.evaluate(target.devices[None])
+        loss = -log_prob.mean()
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(placer.parameters(), grad_clip)
+        optimizer.step()
+        if step % 10 == 0 or step + 1 == steps:
+            logger.log_scalars(-steps + step, {"losses/imitation": float(loss.detach())})
+    m = runtime.measure(graph, cluster, target)
+    return (target, m) if m.ok else None
+
+
+def compare_greedy(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, best: Best | None) -> Best:
+    """The greedy decode of the trained policy if it beats ``best``, else ``best``.
+
+    Raises:
+        RuntimeError: no placement succeeded, the greedy one included.
+    """
+    with torch.no_grad():
+        greedy = placer.greedy()
+    m = runtime.measure(graph, cluster, greedy)
+    if m.ok and (best is None or m.step_time < best[1].step_time):
+        return greedy, m
+    if best is None:
+        raise RuntimeError(f"no placement of {graph.name!r} succeeded; the last failure: {m.reason}")
+    return best
+
+
+def with_jsonl(logger: Logger, run_dir: str | Path | None) -> Logger:
+    """``logger``, plus ``run_dir/metrics.jsonl`` when there is a run directory."""
+    return logger if run_dir is None else MultiLogger(logger, JsonlLogger(Path(run_dir) / "metrics.jsonl"))
+
+
+class progress_bar:  # noqa: N801 - used as a context manager
+    """A rich progress bar over updates, showing the best step time; silent when disabled.
+
+    ``with progress_bar(...) as advance:`` gives ``advance(best_step_time)``, called once per update.
+    """
+
+    def __init__(self, enabled: bool, total: int, completed: int) -> None:
+        self.enabled, self.total, self.completed = enabled, total, completed
+
+    def __enter__(self):
+        if not self.enabled:
+            return lambda best: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._bar = Progress(TextColumn("[bold]placing"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("best {task.fields[best]}"), TimeRemainingColumn(), transient=True)
+        self._bar.__enter__()
+        task = self._bar.add_task("train", total=self.total, completed=self.completed, best="-")
+        return lambda best: self._bar.update(task, advance=1, best=f"{best * 1e3:.3f} ms")
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
+            self._bar.__exit__(*exc)

@@ -1,0 +1,202 @@
+"""PPO training of a placement policy: the clipped surrogate over K measured placements, several passes each.
+
+Each update samples K placements, measures them once, and then takes ``epochs`` Adam steps on the clipped
+surrogate of Schulman et al. 2017, re-scoring the same placements with ``placer.evaluate``. A placement is one
+action of a one-step episode, so the return is the reward itself and the value baseline needs no critic
+network: it is the EMA of past batches' rewards (as in :class:`~gplace.training.ReinforceTrainer`) or the mean
+reward of the batch itself.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.loggers import Logger
+from gplace.runtime.base import Runtime
+from gplace.training._loop import Rollout, compare_greedy, imitate, measure_rollout, progress_bar, start_run
+from gplace.training.trainer import TrainablePlacer, TrainResult
+
+
+def ppo_loss(
+    new_log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantage: torch.Tensor,
+    entropy: torch.Tensor,
+    *,
+    clip_eps: float = 0.2,
+    entropy_coef: float = 0.0,
+) -> dict[str, torch.Tensor]:
+    """PPO's clipped surrogate terms for K samples.
+
+    With ``ratio = exp(new_log_prob - old_log_prob)``:
+    ``loss_policy = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))`` and
+    ``loss_entropy = -entropy_coef * mean(entropy)``; the trainer minimises the sum of the ``loss_*`` terms.
+
+    Args:
+        new_log_prob: log-probability of each sample under the policy being updated (with gradient).
+        old_log_prob: log-probability under the policy that sampled it (no gradient is taken).
+        advantage: advantage of each sample (no gradient is taken).
+        entropy: entropy of the current policy along each sample (with gradient).
+        clip_eps: the ratio is clipped to ``[1 - clip_eps, 1 + clip_eps]`` (default: 0.2).
+        entropy_coef: weight of the entropy bonus (default: 0).
+
+    Shapes:
+        new_log_prob (K,), old_log_prob (K,), advantage (K,), entropy (K,) -> scalars.
+
+    Returns:
+        ``loss_policy``, ``loss_entropy`` and the diagnostics ``approx_kl`` (``mean((ratio - 1) - log ratio)``,
+        an estimate of KL(old || new)), ``clip_fraction`` (share of samples whose ratio is outside the clip
+        range), ``advantage_mean`` and ``entropy``.
+    """
+    if clip_eps <= 0:
+        raise ValueError(f"clip_eps must be > 0, got {clip_eps}")
+    advantage = advantage.detach()
+    log_ratio = new_log_prob - old_log_prob.detach()
+    ratio = log_ratio.exp()
+    clipped = ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps)
+    with torch.no_grad():
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+        clip_fraction = ((ratio - 1.0).abs() > clip_eps).to(ratio.dtype).mean()
+    return {
+        "loss_policy": -torch.min(ratio * advantage, clipped * advantage).mean(),
+        "loss_entropy": -entropy_coef * entropy.mean(),
+        "approx_kl": approx_kl,
+        "clip_fraction": clip_fraction,
+        "advantage_mean": advantage.mean(),
+        "entropy": entropy.mean().detach(),
+    }
+
+
+class PPOTrainer:
+    """Samples K placements per update, measures them, and takes ``epochs`` clipped-surrogate steps on them.
+
+    The placer must offer ``evaluate(devices) -> (log_prob, entropy)`` (e.g. :class:`~gplace.placer.PolicyPlacer`),
+    to re-score stored placements after each step. Metrics, checkpoints (``run_dir/checkpoint.pt``), exact
+    resume and warm start are those of :class:`~gplace.training.ReinforceTrainer`; ``losses/…`` also carries
+    ``approx_kl`` and ``clip_fraction`` of the last epoch.
+
+    Args:
+        updates: policy updates, each on a fresh batch of K samples (default: 100).
+        samples_per_update: K placements sampled per update (default: 8).
+        epochs: optimiser steps on each batch (default: 4).
+        clip_eps: PPO's clip range for the probability ratio (default: 0.2).
+        lr: Adam learning rate (default: 1e-3).
+        entropy_coef: weight of the entropy bonus (default: 1e-2).
+        baseline: the value baseline: ``"ema"``, the moving average of past successful rewards, or
+            ``"mean"``, the mean successful reward of the batch itself (default: ``"ema"``).
+        normalize_advantage: scale advantages by their batch standard deviation (default: True).
+        target_kl: stop an update's epochs early once ``approx_kl`` exceeds this (default: no limit).
+        grad_clip: gradient norm clip (default: 1.0).
+        baseline_decay: EMA baseline decay (default: 0.9).
+        penalty_step_time: step time (s) charged to a failed placement (default: 100, the paper's).
+        checkpoint_every: updates between checkpoints (default: 10).
+        max_seconds: stop after this much wall time (default: no limit).
+        imitation_steps: with a ``warm_start`` placement, supervised steps that pull the policy towards it
+            before the search (default: 100).
+        seed: seeds sampling and initial weights (default: 0).
+        progress: show a progress bar (default: False).
+    """
+
+    def __init__(
+        self, updates: int = 100, samples_per_update: int = 8, epochs: int = 4, clip_eps: float = 0.2,
+        lr: float = 1e-3, entropy_coef: float = 1e-2, baseline: Literal["ema", "mean"] = "ema",
+        normalize_advantage: bool = True, target_kl: float | None = None, grad_clip: float = 1.0,
+        baseline_decay: float = 0.9, penalty_step_time: float = 100.0, checkpoint_every: int = 10,
+        max_seconds: float | None = None, imitation_steps: int = 100, seed: int = 0, progress: bool = False,
+    ) -> None:
+        if updates < 0 or samples_per_update < 1 or epochs < 1:
+            raise ValueError(f"need updates >= 0, samples_per_update >= 1 and epochs >= 1, got {updates}, "
+                             f"{samples_per_update}, {epochs}")
+        if clip_eps <= 0:
+            raise ValueError(f"clip_eps must be > 0, got {clip_eps}")
+        if baseline not in ("ema", "mean"):
+            raise ValueError(f"baseline must be 'ema' or 'mean', got {baseline!r}")
+        self.updates, self.samples_per_update, self.epochs = updates, samples_per_update, epochs
+        self.clip_eps, self.lr, self.entropy_coef, self.baseline = clip_eps, lr, entropy_coef, baseline
+        self.normalize_advantage, self.target_kl, self.grad_clip = normalize_advantage, target_kl, grad_clip
+        self.baseline_decay, self.penalty_step_time = baseline_decay, penalty_step_time
+        self.checkpoint_every, self.max_seconds, self.imitation_steps = checkpoint_every, max_seconds, imitation_steps
+        self.seed, self.progress = seed, progress
+
+    def fit(
+        self, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph, cluster: Cluster, *,
+        run_dir: str | Path | None = None, logger: Logger | None = None, warm_start: Placement | None = None,
+    ) -> TrainResult:
+        """Search for a fast placement of ``graph`` on ``cluster``.
+
+        With ``run_dir``, metrics go to ``run_dir/metrics.jsonl`` and a checkpoint to ``run_dir/checkpoint.pt``;
+        calling again with the same ``run_dir`` resumes where the last run stopped. A ``warm_start`` placement
+        is projected onto the policy's groups, counted as seen, and imitated for ``imitation_steps`` first.
+        """
+        run = start_run(placer, runtime, graph, cluster, lr=self.lr, seed=self.seed,
+                        baseline_decay=self.baseline_decay, run_dir=run_dir, logger=logger)
+        if not run.resumed and warm_start is not None:
+            run.best = imitate(placer, run.optimizer, runtime, graph, cluster, warm_start, run.logger,
+                               steps=self.imitation_steps, grad_clip=self.grad_clip)
+
+        with progress_bar(self.progress, self.updates, run.first_update) as advance:
+            for update in range(run.first_update, self.updates):
+                # rollout: sample K placements with the current policy (no gradient) and measure each
+                with torch.no_grad():
+                    devices, old_log_prob, _ = placer.sample(self.samples_per_update, generator=run.generator)
+                devices = np.asarray(devices)
+                rollout = measure_rollout(devices, runtime, graph, cluster, self.penalty_step_time)
+                run.observe(rollout)
+
+                # baseline and advantages, fixed for all epochs; failures stay out of the EMA
+                b = self._baseline_value(run.baseline(fallback=rollout.batch_mean()), rollout)
+                advantage = self._advantage(rollout, b).to(old_log_prob.dtype)
+
+                # update: `epochs` steps of the clipped surrogate on the same K placements
+                for _ in range(self.epochs):
+                    new_log_prob, entropy = placer.evaluate(devices)
+                    terms = ppo_loss(new_log_prob, old_log_prob, advantage, entropy, clip_eps=self.clip_eps,
+                                     entropy_coef=self.entropy_coef)
+                    loss = sum(v for k, v in terms.items() if k.startswith("loss_"))
+                    run.optimizer.zero_grad()
+                    loss.backward()
+                    grad_norm = torch.nn.utils.clip_grad_norm_(placer.parameters(), self.grad_clip)
+                    run.optimizer.step()
+                    if self.target_kl is not None and float(terms["approx_kl"]) > self.target_kl:
+                        break
+                run.baseline.update(rollout.reward[rollout.ok].tolist())
+
+                # log
+                metrics = {
+                    **run.rollout_metrics(rollout, b),
+                    "losses/grad_norm": float(grad_norm),
+                    **{f"losses/{k}": float(v.detach()) for k, v in terms.items()},
+                }
+                run.log(update, metrics)
+                advance(metrics["charts/best_step_time"])
+
+                # checkpoint
+                done = update + 1 == self.updates or run.out_of_time(self.max_seconds)
+                run.checkpoint(placer, update, every=self.checkpoint_every, done=done)
+                if done:
+                    break
+
+        best = compare_greedy(placer, runtime, graph, cluster, run.best)
+        run.logger.finish()
+        return TrainResult(best[0], best[1], run.samples, time.monotonic() - run.started, run.history)
+
+    def _baseline_value(self, ema: float, rollout: Rollout) -> float:
+        """The baseline subtracted from this batch's rewards."""
+        return rollout.batch_mean() if self.baseline == "mean" else ema
+
+    def _advantage(self, rollout: Rollout, baseline: float) -> torch.Tensor:
+        """``reward - baseline``, divided by its batch standard deviation when normalising.
+
+        Shapes:
+            returns (K,) float64.
+        """
+        advantage = rollout.reward - baseline
+        if self.normalize_advantage and advantage.numel() > 1:
+            advantage = advantage / (advantage.std() + 1e-8)
+        return advantage
