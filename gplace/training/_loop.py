@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,6 +32,43 @@ Best = tuple[Placement, Measurement]
 
 
 # ---------------------------------------------------------------------- rollouts
+class TrainablePlacer(Protocol):
+    """What the trainer needs of a policy: sampling with log-probabilities, greedy decoding, parameters."""
+
+    def sample(self, num_samples: int, generator: torch.Generator | None = None) -> Any:
+        """``(devices (K, N) int64 per op, log_prob (K,), entropy (K,))``."""
+
+    def greedy(self) -> Placement:
+        """The most likely placement."""
+
+    def parameters(self) -> Any:
+        """Trainable parameters."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Weights."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> Any:
+        """Restore weights."""
+
+
+@dataclass
+class TrainResult:
+    """The outcome of a search."""
+
+    best_placement: Placement
+    best_measurement: Measurement
+    samples: int
+    """Placements measured, over all runs of a resumed search."""
+    seconds: float
+    """Wall time of this run (not counting earlier runs of a resumed search)."""
+    history: list[dict[str, float]] = field(default_factory=list, repr=False)
+
+    @property
+    def best_step_time(self) -> float:
+        """Step time of the best placement."""
+        return self.best_measurement.step_time
+
+
 @dataclass
 class Rollout:
     """K sampled placements and what measuring them gave."""

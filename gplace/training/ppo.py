@@ -19,8 +19,16 @@ import torch
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
 from gplace.runtime.base import Runtime
-from gplace.training._loop import Rollout, compare_greedy, imitate, measure_rollout, progress_bar, start_run
-from gplace.training.trainer import TrainablePlacer, TrainResult
+from gplace.training._loop import (
+    Rollout,
+    TrainablePlacer,
+    TrainResult,
+    compare_greedy,
+    imitate,
+    measure_rollout,
+    progress_bar,
+    start_run,
+)
 
 
 def ppo_loss(
