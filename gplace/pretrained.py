@@ -1,0 +1,279 @@
+"""Pretrained placement policies: save and load an encoder + policy pair, and place new graphs with it.
+
+A policy file is one ``torch.save`` of a plain dict (so it loads with ``weights_only=True``)::
+
+    {"format": "gplace.policy", "version": 1,
+     "encoder": {"class": "gplace.encoders.gnn.GNNEncoder", "kwargs": {...}},
+     "policy": {"class": "gplace.policies.device_aware.DeviceAwarePolicy", "kwargs": {...}},
+     "state": {"encoder": <state_dict>, "policy": <state_dict>},
+     "meta": {...}}
+
+The constructor arguments are read from each module's ``init_kwargs`` attribute, which :func:`build` sets; a
+module built otherwise can be given one by hand (``module.init_kwargs = {...}``). Loading imports each class
+by its qualified name, rebuilds it with those arguments and loads the weights.
+
+Example::
+
+    encoder = build(GNNEncoder, conv="sage", hidden_size=64)
+    policy = build(DeviceAwarePolicy, hidden_size=64)
+    ...  # train, e.g. with gplace.training.multigraph.MultiGraphTrainer
+    save_policy("policy.pt", encoder, policy, meta={"max_groups": 256})
+    placement = place_with_pretrained(graph, cluster, "policy.pt")
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+import torch
+from torch import nn
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.runtime.base import Runtime
+from gplace.training.checkpoint import save_checkpoint
+
+__all__ = [
+    "FORMAT", "VERSION", "PretrainedPolicy", "build", "load_policy", "module_spec", "place_with_pretrained",
+    "place_zero_shot", "save_policy",
+]
+
+FORMAT = "gplace.policy"
+"""The ``"format"`` field of a policy file."""
+VERSION = 1
+"""The version of the policy file layout this module writes and reads."""
+
+M = TypeVar("M", bound=nn.Module)
+
+
+class PretrainedPolicy(NamedTuple):
+    """What :func:`load_policy` returns; unpacks as ``encoder, policy, meta``."""
+
+    encoder: nn.Module
+    policy: nn.Module
+    meta: dict[str, Any]
+    """The ``meta`` dict given to :func:`save_policy` (e.g. ``max_groups``, the training graphs)."""
+
+
+def build(cls: type[M], /, **kwargs: Any) -> M:
+    """``cls(**kwargs)``, with ``kwargs`` recorded as the module's ``init_kwargs`` so it can be saved.
+
+    Raises:
+        ValueError: a keyword value is not plain data (None, bool, int, float, str, or lists, tuples and
+            str-keyed dicts of those), so a policy file could not hold it.
+    """
+    _check_plain(kwargs, f"{cls.__name__} kwargs")
+    module = cls(**kwargs)
+    module.init_kwargs = dict(kwargs)
+    return module
+
+
+def module_spec(module: nn.Module) -> dict[str, Any]:
+    """``{"class": qualified name, "kwargs": constructor arguments}`` of a module built with :func:`build`.
+
+    Raises:
+        ValueError: the module has no ``init_kwargs``, holds non-plain values there, or its class cannot be
+            imported by its qualified name (e.g. a class defined inside a function).
+    """
+    cls = type(module)
+    kwargs = getattr(module, "init_kwargs", None)
+    if not isinstance(kwargs, Mapping):
+        raise ValueError(f"{cls.__name__} has no init_kwargs: build it with gplace.pretrained.build({cls.__name__}, "
+                         "...) or set module.init_kwargs to its constructor arguments")
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    try:
+        found = _resolve(name)
+    except ValueError:
+        found = None
+    if found is not cls:
+        raise ValueError(f"class {name} cannot be imported by its qualified name; define it at module level")
+    _check_plain(kwargs, f"{cls.__name__}.init_kwargs")
+    return {"class": name, "kwargs": dict(kwargs)}
+
+
+def save_policy(path: str | Path, encoder: nn.Module, policy: nn.Module, *,
+                meta: Mapping[str, Any] | None = None) -> Path:
+    """Write ``encoder`` and ``policy`` (classes, constructor arguments, weights) and ``meta`` to one file.
+
+    The write is atomic (a temporary file, then a rename).
+
+    Args:
+        path: the file to write (parent directories are created).
+        encoder: the encoder, built with :func:`build` (or given ``init_kwargs``).
+        policy: the policy, likewise.
+        meta: plain data to keep beside the weights, e.g. ``{"max_groups": 256, "graphs": [...]}``; a
+            ``"max_groups"`` entry is used by :func:`place_with_pretrained` (default: empty).
+
+    Raises:
+        ValueError: see :func:`module_spec`; or ``meta`` holds a value that is not plain data.
+
+    Returns:
+        the path written.
+    """
+    meta = dict(meta or {})
+    _check_plain(meta, "meta")
+    doc = {
+        "format": FORMAT, "version": VERSION,
+        "encoder": module_spec(encoder), "policy": module_spec(policy),
+        "state": {"encoder": _cpu_state(encoder), "policy": _cpu_state(policy)},
+        "meta": meta,
+    }
+    path = Path(path)
+    save_checkpoint(path, doc)
+    return path
+
+
+def load_policy(path: str | Path) -> PretrainedPolicy:
+    """Rebuild the encoder and policy saved by :func:`save_policy`, on the CPU, with their weights.
+
+    The file is read with ``torch.load(weights_only=True)``; the classes it names are imported.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not a ``gplace.policy`` file of version :data:`VERSION` (e.g. a trainer
+            checkpoint), or its weights do not fit the classes it names.
+    """
+    path = Path(path)
+    doc = _read(path)
+    encoder = _rebuild(doc["encoder"], doc["state"]["encoder"], path)
+    policy = _rebuild(doc["policy"], doc["state"]["policy"], path)
+    return PretrainedPolicy(encoder, policy, dict(doc.get("meta") or {}))
+
+
+def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, *, samples: int = 0,
+                    runtime: Runtime | None = None, max_groups: int = 256, seed: int = 0) -> Placement:
+    """Place ``graph`` on ``cluster`` with a trained encoder and policy, without training.
+
+    With ``samples = 0`` this is the greedy (argmax) placement. Otherwise ``samples`` placements are drawn from
+    the policy and measured with ``runtime`` beside the greedy one, and the fastest is returned.
+
+    Args:
+        encoder: the trained encoder.
+        policy: the trained policy; a device-aware one places on a cluster of any size.
+        graph: the graph to place (need not have been seen in training).
+        cluster: the devices.
+        samples: placements to sample and measure besides the greedy one (default: 0).
+        runtime: measures the candidates (default: :class:`~gplace.runtime.Simulator`).
+        max_groups: coarsen the graph to at most this many groups, as in training (default: 256).
+        seed: seeds the sampling (default: 0).
+
+    Raises:
+        ValueError: ``samples < 0``, or a policy with a fixed device count that is not the cluster's.
+        RuntimeError: every candidate failed (e.g. out of memory); the message gives the last reason.
+    """
+    from gplace.placer import PolicyPlacer
+
+    if samples < 0:
+        raise ValueError(f"samples must be >= 0, got {samples}")
+    placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
+    candidates = [placer.greedy()]
+    if samples:
+        with torch.no_grad():
+            drawn = placer.sample(samples, generator=torch.Generator().manual_seed(seed))
+        candidates += [Placement.for_graph(graph, d) for d in drawn.devices]
+    best = candidates[0] if len(candidates) == 1 else _fastest(graph, cluster, candidates, runtime)
+    best.validate(graph, cluster)
+    return best
+
+
+def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str | Path, *, samples: int = 16,
+                          runtime: Runtime | None = None) -> Placement:
+    """Place a new graph in seconds with a policy file written by :func:`save_policy`.
+
+    Loads the policy, then :func:`place_zero_shot` with the ``max_groups`` recorded in the file's ``meta``
+    (256 if absent): the fastest of the greedy placement and ``samples`` sampled ones.
+
+    Args:
+        graph: the graph to place.
+        cluster: the devices.
+        checkpoint_path: the policy file.
+        samples: placements to sample and measure besides the greedy one; 0 for the greedy one only
+            (default: 16).
+        runtime: measures the candidates (default: :class:`~gplace.runtime.Simulator`).
+
+    Raises:
+        ValueError: not a policy file (see :func:`load_policy`), or a fixed-size policy on a cluster of
+            another size.
+    """
+    encoder, policy, meta = load_policy(checkpoint_path)
+    return place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
+                           max_groups=int(meta.get("max_groups", 256)))
+
+
+# ---------------------------------------------------------------------- helpers
+def _fastest(graph: OpGraph, cluster: Cluster, candidates: list[Placement], runtime: Runtime | None) -> Placement:
+    """The candidate with the smallest measured step time."""
+    if runtime is None:
+        from gplace.runtime import Simulator
+
+        runtime = Simulator()
+    measured = [(m.step_time, i) for i, m in enumerate(runtime.measure_many(graph, cluster, candidates)) if m.ok]
+    if not measured:
+        reason = runtime.measure(graph, cluster, candidates[-1]).reason
+        raise RuntimeError(f"no placement of {graph.name!r} on {cluster.name!r} succeeded; the last failure: {reason}")
+    return candidates[min(measured)[1]]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The file's dict after checking its format and version."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no such policy file: {path}")
+    try:
+        doc = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{path} is not a {FORMAT} file (it cannot be read as plain data: {first})") from None
+    fmt = doc.get("format") if isinstance(doc, Mapping) else None
+    if fmt != FORMAT:
+        raise ValueError(f"{path} is not a {FORMAT} file (format {fmt!r}); write one with gplace.pretrained."
+                         "save_policy")
+    if doc.get("version") != VERSION:
+        raise ValueError(f"{path} is a {FORMAT} file of version {doc.get('version')!r}; this gplace reads "
+                         f"version {VERSION}")
+    return doc
+
+
+def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: Path) -> nn.Module:
+    """Construct the module ``spec`` names and load ``state`` into it."""
+    cls = _resolve(spec["class"])
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ValueError(f"{path}: {spec['class']} is not a torch.nn.Module class")
+    module = build(cls, **spec["kwargs"])
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as err:
+        raise ValueError(f"{path}: the weights do not fit {spec['class']}({spec['kwargs']}): {err}") from None
+    return module
+
+
+def _resolve(name: str) -> Any:
+    """The object at ``module.attr`` (``name`` split at its last dot)."""
+    module_name, _, attr = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError):
+        raise ValueError(f"cannot import {name!r}") from None
+
+
+def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu() for k, v in module.state_dict().items()}
+
+
+def _check_plain(value: Any, where: str) -> None:
+    """Raise ``ValueError`` unless ``value`` is JSON-like data (tuples allowed) that ``weights_only`` loads."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check_plain(item, f"{where}[{i}]")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where} has a non-string key {key!r}")
+            _check_plain(item, f"{where}[{key!r}]")
+        return
+    raise ValueError(f"{where} is a {type(value).__name__} ({value!r:.60}); a policy file holds only plain data")

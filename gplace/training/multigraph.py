@@ -1,0 +1,348 @@
+"""One policy trained over many (graph, cluster) tasks, then fine-tuned on a new one (GDP, Zhou et al. 2019).
+
+:class:`MultiGraphTrainer` shares one encoder and one policy between a :class:`~gplace.placer.PolicyPlacer` per
+task. Step times of different graphs differ by orders of magnitude, so each task's reward is normalised by a
+reference step time of that task, the best single-device one: ``reward = -sqrt(step time / reference)``. Each
+task keeps its own EMA baseline, and advantages are normalised within each task's batch of samples.
+:func:`finetune` then runs a plain :class:`~gplace.training.ReinforceTrainer` on a new graph from the
+pretrained weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger
+from gplace.runtime.base import Runtime
+from gplace.training.baseline import EMABaseline
+from gplace.training.checkpoint import load_checkpoint, save_checkpoint
+from gplace.training.reinforce import reinforce_loss
+from gplace.training.trainer import ReinforceTrainer, TrainResult
+
+__all__ = ["MultiGraphResult", "MultiGraphTrainer", "Rollout", "Task", "TaskResult", "finetune",
+           "reference_step_time"]
+
+Task = tuple[OpGraph, Cluster]
+"""A graph to place and the cluster to place it on."""
+
+
+@dataclass
+class TaskResult:
+    """The outcome of multi-graph training on one task."""
+
+    graph: str
+    cluster: str
+    reference_step_time: float
+    """The step time rewards are normalised by: the best single-device one (see :func:`reference_step_time`)."""
+    best_step_time: float
+    """Best step time sampled in training (``inf`` if the task was never drawn or nothing succeeded)."""
+    best_placement: Placement | None
+    greedy_step_time: float
+    """Step time of the trained policy's greedy placement (``inf`` if it failed)."""
+    samples: int
+    """Placements of this task measured in training."""
+
+
+@dataclass
+class MultiGraphResult:
+    """The outcome of :meth:`MultiGraphTrainer.fit`."""
+
+    tasks: list[TaskResult]
+    samples: int
+    """Placements measured, over all tasks and all runs of a resumed training."""
+    updates: int
+    """Updates done, over all runs of a resumed training."""
+    seconds: float
+    """Wall time of this run."""
+    history: list[dict[str, float]] = field(default_factory=list, repr=False)
+
+    @property
+    def mean_greedy_ratio(self) -> float:
+        """Mean over tasks of greedy step time over reference step time (lower is better)."""
+        return float(np.mean([t.greedy_step_time / t.reference_step_time for t in self.tasks]))
+
+
+class Rollout(NamedTuple):
+    """K placements of one task sampled and measured, with their normalised rewards."""
+
+    placements: list[Placement]
+    step_time: torch.Tensor
+    """(K,) float64 measured step time, ``nan`` where the placement failed."""
+    ok: torch.Tensor
+    """(K,) bool, the placement ran."""
+    reward: torch.Tensor
+    """(K,) float64 ``-sqrt(step time / reference)``; a failure counts as ``penalty_ratio`` times the reference."""
+    log_prob: torch.Tensor
+    entropy: torch.Tensor
+
+
+class _TaskState:
+    """A task's placer (built on first use, sharing the modules), reference step time, baseline and best."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, baseline_decay: float) -> None:
+        self.graph, self.cluster = graph, cluster
+        self.baseline = EMABaseline(baseline_decay)
+        self.best: tuple[Placement, float] | None = None
+        self.samples = 0
+        self.reference_time: float | None = None
+        """The reference step time, once measured."""
+        self._placer: nn.Module | None = None
+
+    def placer(self, encoder: nn.Module, policy: nn.Module, max_groups: int) -> nn.Module:
+        from gplace.placer import PolicyPlacer
+
+        if self._placer is None:
+            self._placer = PolicyPlacer(self.graph, self.cluster, encoder, policy, max_groups=max_groups)
+        return self._placer
+
+    def reference(self, runtime: Runtime) -> float:
+        if self.reference_time is None:
+            self.reference_time = reference_step_time(self.graph, self.cluster, runtime)
+        return self.reference_time
+
+    def state_dict(self) -> dict[str, Any]:
+        best = None if self.best is None else (self.best[0].devices, self.best[1])
+        return {"baseline": self.baseline.state_dict(), "best": best, "samples": self.samples,
+                "reference": self.reference_time}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.baseline.load_state_dict(state["baseline"])
+        self.samples, self.reference_time = state["samples"], state["reference"]
+        if state["best"] is not None:
+            self.best = (Placement.for_graph(self.graph, state["best"][0]), state["best"][1])
+
+
+class MultiGraphTrainer:
+    """REINFORCE over many tasks with one shared encoder and policy (GDP's batch training).
+
+    Each update draws ``tasks_per_update`` tasks uniformly, samples K placements of each, measures them, and
+    takes one Adam step on the mean over the drawn tasks of their REINFORCE losses.
+
+    Args:
+        updates: policy updates (default: 1000).
+        samples_per_update: K placements sampled per drawn task (default: 16).
+        lr: Adam learning rate (default: 3e-3).
+        entropy_coef: weight of the entropy bonus (default: 1e-2).
+        tasks_per_update: tasks drawn (without replacement) per update (default: 1).
+        grad_clip: gradient norm clip (default: 1.0).
+        baseline_decay: decay of each task's EMA baseline (default: 0.9).
+        penalty_ratio: a failed placement counts as this many times the task's reference step time
+            (default: 10).
+        max_groups: coarsen each graph to at most this many groups (default: 256).
+        checkpoint_every: updates between checkpoints (default: 50).
+        max_seconds: stop after this much wall time (default: no limit).
+        seed: seeds task draws, sampling and global torch state (default: 0).
+    """
+
+    def __init__(
+        self, updates: int = 1000, samples_per_update: int = 16, lr: float = 3e-3, entropy_coef: float = 1e-2,
+        tasks_per_update: int = 1, grad_clip: float = 1.0, baseline_decay: float = 0.9,
+        penalty_ratio: float = 10.0, max_groups: int = 256, checkpoint_every: int = 50,
+        max_seconds: float | None = None, seed: int = 0,
+    ) -> None:
+        if updates < 0 or samples_per_update < 1 or tasks_per_update < 1:
+            raise ValueError(f"need updates >= 0, samples_per_update >= 1 and tasks_per_update >= 1, got "
+                             f"{updates}, {samples_per_update}, {tasks_per_update}")
+        self.updates, self.samples_per_update, self.lr = updates, samples_per_update, lr
+        self.entropy_coef, self.tasks_per_update, self.grad_clip = entropy_coef, tasks_per_update, grad_clip
+        self.baseline_decay, self.penalty_ratio, self.max_groups = baseline_decay, penalty_ratio, max_groups
+        self.checkpoint_every, self.max_seconds, self.seed = checkpoint_every, max_seconds, seed
+
+    def fit(self, encoder: nn.Module, policy: nn.Module, tasks: Sequence[Task], runtime: Runtime, *,
+            run_dir: str | Path | None = None, logger: Logger | None = None) -> MultiGraphResult:
+        """Train ``encoder`` and ``policy`` (in place) over ``tasks``.
+
+        With ``run_dir``, metrics go to ``run_dir/metrics.jsonl`` and a checkpoint to ``run_dir/checkpoint.pt``;
+        calling again with the same ``run_dir`` and tasks resumes exactly where the last run stopped.
+
+        Raises:
+            ValueError: no tasks, or a checkpoint in ``run_dir`` for another task set.
+        """
+        if not tasks:
+            raise ValueError("MultiGraphTrainer.fit needs at least one (graph, cluster) task")
+        started = time.monotonic()
+        torch.manual_seed(self.seed)
+        generator = torch.Generator().manual_seed(self.seed)
+        draws = np.random.default_rng(self.seed)
+        states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
+        params = [*encoder.parameters(), *policy.parameters()]
+        optimizer = torch.optim.Adam(params, lr=self.lr)
+        logger = logger or NullLogger()
+        if run_dir is not None:
+            logger = MultiLogger(logger, JsonlLogger(Path(run_dir) / "metrics.jsonl"))
+        ckpt = None if run_dir is None else Path(run_dir) / "checkpoint.pt"
+        run_id = _run_id(tasks)
+        samples, first_update, history = 0, 0, []
+
+        state = None if ckpt is None else load_checkpoint(ckpt, run_id)
+        if state is not None:
+            encoder.load_state_dict(state["encoder"])
+            policy.load_state_dict(state["policy"])
+            optimizer.load_state_dict(state["optimizer"])
+            generator.set_state(state["generator"])
+            draws.bit_generator.state = state["draws"]
+            for task, task_state in zip(states, state["tasks"], strict=True):
+                task.load_state_dict(task_state)
+            samples, first_update, history = state["samples"], state["update"], state["history"]
+
+        done_updates = first_update
+        for update in range(first_update, self.updates):
+            # rollout: draw tasks, sample K placements of each, measure them
+            chosen = draws.choice(len(states), size=min(self.tasks_per_update, len(states)), replace=False)
+            rollouts = [self._rollout(states[i], encoder, policy, runtime, generator) for i in chosen]
+            samples += sum(len(r.placements) for r in rollouts)
+
+            # baseline and loss: per task, then the mean over the drawn tasks
+            terms = [self._loss(states[i], r) for i, r in zip(chosen, rollouts, strict=True)]
+            mean_terms = {k: torch.stack([t[k] for t in terms]).mean() for k in terms[0]}
+            loss = sum(v for k, v in mean_terms.items() if k.startswith("loss_"))
+
+            # update
+            optimizer.zero_grad()
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
+            optimizer.step()
+            for i, r in zip(chosen, rollouts, strict=True):
+                states[i].baseline.update(r.reward[r.ok].tolist())
+
+            # log
+            metrics = {
+                "charts/samples": samples,
+                "charts/mean_best_ratio": _mean_best_ratio(states),
+                "rollout/mean_reward": float(torch.cat([r.reward for r in rollouts]).mean()),
+                "rollout/mean_ratio": _mean_ratio(states, chosen, rollouts),
+                "rollout/failures": int(sum(int((~r.ok).sum()) for r in rollouts)),
+                "losses/grad_norm": float(grad_norm),
+                **{f"losses/{k}": float(v.detach()) for k, v in mean_terms.items()},
+            }
+            history.append({"update": update, **metrics})
+            logger.log_scalars(update, metrics)
+            done_updates = update + 1
+
+            # checkpoint
+            done = update + 1 == self.updates or self._out_of_time(started)
+            if ckpt is not None and ((update + 1) % self.checkpoint_every == 0 or done):
+                save_checkpoint(ckpt, {
+                    "fingerprint": run_id, "update": update + 1, "samples": samples,
+                    "encoder": encoder.state_dict(), "policy": policy.state_dict(),
+                    "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+                    "draws": draws.bit_generator.state, "tasks": [s.state_dict() for s in states],
+                    "history": history,
+                })
+            if done:
+                break
+
+        results = [self._task_result(s, encoder, policy, runtime) for s in states]
+        logger.finish()
+        return MultiGraphResult(results, samples, done_updates, time.monotonic() - started, history)
+
+    def _rollout(self, task: _TaskState, encoder: nn.Module, policy: nn.Module, runtime: Runtime,
+                 generator: torch.Generator) -> Rollout:
+        """Sample K placements of ``task``, measure them, normalise their rewards and track the best."""
+        placer = task.placer(encoder, policy, self.max_groups)
+        devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=generator)
+        placements = [Placement.for_graph(task.graph, d) for d in np.asarray(devices)]
+        measurements = runtime.measure_many(task.graph, task.cluster, placements)
+        task.samples += len(placements)
+        ok = torch.tensor([m.ok for m in measurements])
+        step_time = torch.tensor([m.step_time if m.ok else math.nan for m in measurements], dtype=torch.float64)
+        ratio = torch.where(ok, step_time / task.reference(runtime), torch.full_like(step_time, self.penalty_ratio))
+        if ok.any():
+            i = int(torch.argmin(torch.where(ok, step_time, math.inf)))
+            if task.best is None or float(step_time[i]) < task.best[1]:
+                task.best = (placements[i], float(step_time[i]))
+        return Rollout(placements, step_time, ok, -torch.sqrt(ratio), log_prob, entropy)
+
+    def _loss(self, task: _TaskState, rollout: Rollout) -> dict[str, torch.Tensor]:
+        """The REINFORCE terms of one task's rollout against its own EMA baseline."""
+        reward, ok = rollout.reward, rollout.ok
+        batch_mean = float(reward[ok].mean()) if ok.any() else float(reward.mean())
+        return reinforce_loss(rollout.log_prob, reward.to(rollout.log_prob.dtype), task.baseline(fallback=batch_mean),
+                              rollout.entropy, entropy_coef=self.entropy_coef, normalize_advantage=True)
+
+    def _task_result(self, task: _TaskState, encoder: nn.Module, policy: nn.Module, runtime: Runtime) -> TaskResult:
+        """The task's best sample and the trained policy's greedy step time."""
+        with torch.no_grad():
+            greedy = task.placer(encoder, policy, self.max_groups).greedy()
+        m = runtime.measure(task.graph, task.cluster, greedy)
+        best_placement, best_time = task.best if task.best is not None else (None, math.inf)
+        return TaskResult(task.graph.name, task.cluster.name, task.reference(runtime), best_time, best_placement,
+                          m.step_time if m.ok else math.inf, task.samples)
+
+    def _out_of_time(self, started: float) -> bool:
+        return self.max_seconds is not None and time.monotonic() - started >= self.max_seconds
+
+
+def reference_step_time(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> float:
+    """A task's scale: its best single-device step time, or the step-time lower bound if every device fails.
+
+    Raises:
+        ValueError: the reference is not a finite positive number.
+    """
+    from gplace.baselines import step_time_lower_bound
+    from gplace.experiment import single_device_baselines
+
+    times = [m.step_time for m in single_device_baselines(graph, cluster, runtime).values() if m.ok]
+    reference = min(times) if times else step_time_lower_bound(graph, cluster)
+    if not (math.isfinite(reference) and reference > 0):
+        raise ValueError(f"graph {graph.name!r} on {cluster.name!r} has reference step time {reference}; "
+                         "rewards cannot be normalised by it")
+    return float(reference)
+
+
+def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, runtime: Runtime, *,
+             trainer: ReinforceTrainer | None = None, max_groups: int = 256, copy_modules: bool = True,
+             run_dir: str | Path | None = None, logger: Logger | None = None) -> TrainResult:
+    """Search for a placement of ``graph`` with a plain :class:`ReinforceTrainer` started from trained weights.
+
+    Args:
+        encoder: the pretrained encoder.
+        policy: the pretrained policy.
+        graph: the graph to place.
+        cluster: the devices.
+        runtime: measures placements.
+        trainer: the search (default: ``ReinforceTrainer()``); its optimizer starts fresh.
+        max_groups: coarsen the graph to at most this many groups (default: 256).
+        copy_modules: fine-tune deep copies, leaving the pretrained modules as they are (default: True).
+        run_dir: metrics and checkpoints, as in :meth:`ReinforceTrainer.fit`.
+        logger: metrics logger (default: none).
+    """
+    from gplace.placer import PolicyPlacer
+
+    if copy_modules:
+        encoder, policy = copy.deepcopy(encoder), copy.deepcopy(policy)
+    placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
+    return (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger)
+
+
+def _run_id(tasks: Sequence[Task]) -> str:
+    """Content hash of the task list, so a checkpoint is never resumed on other tasks."""
+    h = hashlib.sha256()
+    for graph, cluster in tasks:
+        h.update(f"{graph.fingerprint}/{cluster.fingerprint};".encode())
+    return f"multigraph:{len(tasks)}:{h.hexdigest()[:16]}"
+
+
+def _mean_best_ratio(states: Sequence[_TaskState]) -> float:
+    """Mean over the tasks drawn so far of best step time over reference."""
+    ratios = [s.best[1] / s.reference_time for s in states if s.best is not None and s.reference_time is not None]
+    return float(np.mean(ratios)) if ratios else math.inf
+
+
+def _mean_ratio(states: Sequence[_TaskState], chosen: np.ndarray, rollouts: Sequence[Rollout]) -> float:
+    """Mean step time over reference of this update's successful samples."""
+    ratios = [r.step_time[r.ok] / states[i].reference_time for i, r in zip(chosen, rollouts, strict=True)]
+    flat = torch.cat(ratios)
+    return float(flat.mean()) if flat.numel() else math.inf

@@ -1,0 +1,138 @@
+"""Pretrained policy files: round trips, refusals, and zero-shot placement on unseen graphs and clusters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gplace.encoders import GNNEncoder
+from gplace.placer import PolicyPlacer
+from gplace.policies import DeviceAwarePolicy, MLPPolicy
+from gplace.pretrained import (
+    build,
+    load_policy,
+    module_spec,
+    place_with_pretrained,
+    place_zero_shot,
+    save_policy,
+)
+from gplace.runtime import Simulator
+from gplace.testing import random_dag, uniform_cluster
+
+ENCODER = {"conv": "sage", "hidden_size": 16, "num_layers": 2, "type_embedding": 8, "projection": 8}
+
+
+def _modules(seed: int = 0):
+    torch.manual_seed(seed)
+    return build(GNNEncoder, **ENCODER), build(DeviceAwarePolicy, hidden_size=16)
+
+
+def _greedy(encoder, policy, graph, cluster) -> np.ndarray:
+    return PolicyPlacer(graph, cluster, encoder, policy).greedy().devices
+
+
+def test_round_trip_gives_identical_greedy_placements_and_meta(tmp_path):
+    """A saved and reloaded policy places every graph exactly as the original, and keeps its meta."""
+    encoder, policy = _modules()
+    path = save_policy(tmp_path / "policy.pt", encoder, policy, meta={"max_groups": 256, "graphs": ["a", "b"]})
+    loaded_encoder, loaded_policy, meta = load_policy(path)
+    assert meta == {"max_groups": 256, "graphs": ["a", "b"]}
+    assert type(loaded_encoder) is GNNEncoder and loaded_encoder.init_kwargs == ENCODER
+    for seed, devices in ((1, 2), (2, 3), (3, 5)):
+        graph, cluster = random_dag(15, seed=seed), uniform_cluster(devices)
+        before = _greedy(encoder, policy, graph, cluster)
+        after = _greedy(loaded_encoder, loaded_policy, graph, cluster)
+        np.testing.assert_array_equal(before, after)
+    for (key, value), loaded in zip(encoder.state_dict().items(), loaded_encoder.state_dict().values(), strict=True):
+        assert torch.equal(value, loaded), key
+
+
+def test_a_fixed_size_policy_round_trips_too(tmp_path):
+    """Any module class importable by name is rebuilt from its recorded kwargs (here a per-node MLP policy)."""
+    torch.manual_seed(0)
+    encoder, policy = build(GNNEncoder, **ENCODER), build(MLPPolicy, num_devices=3, hidden_size=16, state_size=16)
+    _, loaded, _ = load_policy(save_policy(tmp_path / "p.pt", encoder, policy))
+    graph, cluster = random_dag(12, seed=4), uniform_cluster(3)
+    np.testing.assert_array_equal(_greedy(encoder, policy, graph, cluster), _greedy(encoder, loaded, graph, cluster))
+
+
+def test_saving_a_module_without_init_kwargs_is_refused(tmp_path):
+    """Modules not built with build() cannot be rebuilt, so saving them fails and says how to fix it."""
+    with pytest.raises(ValueError, match=r"no init_kwargs.*build\(GNNEncoder"):
+        save_policy(tmp_path / "p.pt", GNNEncoder(**ENCODER), build(DeviceAwarePolicy, hidden_size=16))
+    assert not (tmp_path / "p.pt").exists()
+
+
+def test_non_plain_kwargs_and_meta_are_refused(tmp_path):
+    """Only plain data goes into a policy file (it is loaded with weights_only=True)."""
+    encoder, policy = _modules()
+    with pytest.raises(ValueError, match=r"meta\['when'\] is a ndarray"):
+        save_policy(tmp_path / "p.pt", encoder, policy, meta={"when": np.zeros(2)})
+    with pytest.raises(ValueError, match="non-string key"):
+        save_policy(tmp_path / "p.pt", encoder, policy, meta={1: "x"})
+
+
+def test_module_spec_names_the_importable_class():
+    """The spec is the class's qualified name and its constructor kwargs."""
+    encoder, _ = _modules()
+    assert module_spec(encoder) == {"class": "gplace.encoders.gnn.GNNEncoder", "kwargs": ENCODER}
+
+
+@pytest.mark.parametrize(("doc", "match"), [
+    ({"format": "gplace.checkpoint", "version": 1}, "not a gplace.policy file .format 'gplace.checkpoint'"),
+    ({"format": "gplace.policy", "version": 2}, "version 2; this gplace reads version 1"),
+    ([1, 2, 3], "not a gplace.policy file .format None"),
+])
+def test_other_formats_and_versions_are_refused(tmp_path, doc, match):
+    """Loading checks the format and version fields before building anything."""
+    torch.save(doc, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match=match):
+        load_policy(tmp_path / "other.pt")
+
+
+def test_a_trainer_checkpoint_is_refused(tmp_path):
+    """A file that is not plain data (a trainer checkpoint holds numpy arrays) is refused, not unpickled."""
+    torch.save({"fingerprint": "x", "best_devices": np.zeros(3)}, tmp_path / "checkpoint.pt")
+    with pytest.raises(ValueError, match="is not a gplace.policy file"):
+        load_policy(tmp_path / "checkpoint.pt")
+    with pytest.raises(FileNotFoundError):
+        load_policy(tmp_path / "missing.pt")
+
+
+def test_weights_that_do_not_fit_the_class_are_refused(tmp_path):
+    """A file whose kwargs were edited so the weights no longer fit names the class in the error."""
+    encoder, policy = _modules()
+    path = save_policy(tmp_path / "p.pt", encoder, policy)
+    doc = torch.load(path, weights_only=True)
+    doc["policy"]["kwargs"]["hidden_size"] = 8
+    torch.save(doc, path)
+    with pytest.raises(ValueError, match="weights do not fit gplace.policies.device_aware.DeviceAwarePolicy"):
+        load_policy(path)
+
+
+def test_zero_shot_places_an_unseen_graph_on_a_cluster_of_another_size(tmp_path):
+    """The device-aware policy places a new graph on 4 devices; sampling never does worse than greedy."""
+    encoder, policy = _modules()
+    path = save_policy(tmp_path / "p.pt", encoder, policy, meta={"max_groups": 8})
+    graph, cluster, sim = random_dag(30, seed=9), uniform_cluster(4), Simulator()
+    greedy = place_with_pretrained(graph, cluster, path, samples=0)
+    best = place_with_pretrained(graph, cluster, path, samples=8, runtime=sim)
+    for placement in (greedy, best):
+        placement.validate(graph, cluster)
+    assert len(np.unique(PolicyPlacer(graph, cluster, encoder, policy, max_groups=8).grouping.op_group)) <= 8
+    assert sim.measure(graph, cluster, best).step_time <= sim.measure(graph, cluster, greedy).step_time
+    np.testing.assert_array_equal(
+        place_zero_shot(encoder, policy, graph, cluster, max_groups=8).devices, greedy.devices)
+
+
+def test_zero_shot_rejects_negative_samples_and_a_fixed_size_policy_of_another_size():
+    """Errors are raised before any placement is made."""
+    torch.manual_seed(0)
+    encoder = build(GNNEncoder, **ENCODER)
+    policy = build(MLPPolicy, num_devices=3, hidden_size=16, state_size=16)
+    graph = random_dag(10, seed=1)
+    with pytest.raises(ValueError, match="samples must be >= 0"):
+        place_zero_shot(encoder, policy, graph, uniform_cluster(3), samples=-1)
+    with pytest.raises(ValueError, match="policy has 3 devices"):
+        place_zero_shot(encoder, policy, graph, uniform_cluster(2))

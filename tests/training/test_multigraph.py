@@ -1,0 +1,115 @@
+"""Multi-graph training: one shared policy improves over several tasks, resumes exactly, and fine-tunes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gplace.encoders import GNNEncoder
+from gplace.ir import Cluster, Device
+from gplace.policies import DeviceAwarePolicy
+from gplace.pretrained import build, place_zero_shot
+from gplace.runtime import Simulator
+from gplace.testing import random_dag, uniform_cluster
+from gplace.training import ReinforceTrainer
+from gplace.training.multigraph import MultiGraphTrainer, finetune, reference_step_time
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One torch thread: tiny graphs gain nothing from two, and OpenMP threads spin on a busy 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _cluster(*speeds: float) -> Cluster:
+    """Devices of the given speeds on 1 MB/s links (the device-aware policy tells devices apart by features,
+    so on equal devices its choice is uniform whatever its weights)."""
+    devices = [Device(f"/GPU:{i}", "gpu", s) for i, s in enumerate(speeds)]
+    return Cluster.build(devices, default_bandwidth=1e6, name="x".join(map(str, speeds)))
+
+
+def _modules():
+    torch.manual_seed(0)
+    encoder = build(GNNEncoder, conv="sage", hidden_size=16, num_layers=2, type_embedding=8, projection=8)
+    return encoder, build(DeviceAwarePolicy, hidden_size=16)
+
+
+def _tasks():
+    """Three random DAGs on clusters of 2 and 3 devices of different speeds."""
+    return [(random_dag(12, seed=1), _cluster(1, 4)), (random_dag(12, seed=2), _cluster(1, 2, 4)),
+            (random_dag(12, seed=3), _cluster(4, 1, 1))]
+
+
+def _trainer(updates: int, **kw) -> MultiGraphTrainer:
+    return MultiGraphTrainer(updates=updates, samples_per_update=8, lr=1e-2, entropy_coef=1e-3, seed=0, **kw)
+
+
+def test_training_over_three_graphs_improves_the_mean_normalized_reward():
+    """The mean -sqrt(step time / best single device) of the last updates beats that of the first ones."""
+    encoder, policy = _modules()
+    result = _trainer(30).fit(encoder, policy, _tasks(), Simulator())
+    rewards = [h["rollout/mean_reward"] for h in result.history]
+    assert np.mean(rewards[-6:]) > np.mean(rewards[:6]) + 0.1
+    assert result.updates == 30 and result.samples == 30 * 8
+    assert sum(t.samples for t in result.tasks) == result.samples
+    for task in result.tasks:
+        assert task.best_step_time >= task.reference_step_time * 0.0 and math.isfinite(task.best_step_time)
+        assert math.isfinite(task.greedy_step_time)
+
+
+def test_rewards_are_normalized_by_the_best_single_device_step_time():
+    """The reference of a task on equal devices is the all-on-one-device step time (the sum of op costs)."""
+    graph, cluster = random_dag(12, seed=1), uniform_cluster(2)
+    assert reference_step_time(graph, cluster, Simulator()) == pytest.approx(float(graph.compute_cost.sum()))
+
+
+def test_resumed_training_equals_uninterrupted_training(tmp_path):
+    """3 updates, then a resume to 6, end with the same weights, history and best placements as 6 in one go."""
+    straight_encoder, straight_policy = _modules()
+    straight = _trainer(6, tasks_per_update=2).fit(straight_encoder, straight_policy, _tasks(), Simulator())
+
+    encoder, policy = _modules()
+    _trainer(3, tasks_per_update=2, checkpoint_every=2).fit(encoder, policy, _tasks(), Simulator(), run_dir=tmp_path)
+    encoder, policy = _modules()  # a fresh process: the weights come from the checkpoint
+    resumed = _trainer(6, tasks_per_update=2).fit(encoder, policy, _tasks(), Simulator(), run_dir=tmp_path)
+
+    assert resumed.history == straight.history
+    for a, b in zip(straight_policy.state_dict().values(), policy.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(straight.tasks, resumed.tasks, strict=True):
+        assert a.best_step_time == b.best_step_time and a.samples == b.samples
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines if '"step"' in line][-3:] == [3, 4, 5]
+
+
+def test_a_checkpoint_of_other_tasks_is_not_resumed(tmp_path):
+    """Resuming on another task list would mix runs, so it is refused."""
+    encoder, policy = _modules()
+    _trainer(1).fit(encoder, policy, _tasks(), Simulator(), run_dir=tmp_path)
+    with pytest.raises(ValueError, match="belongs to another graph/cluster"):
+        _trainer(2).fit(encoder, policy, _tasks()[:2], Simulator(), run_dir=tmp_path)
+    with pytest.raises(ValueError, match="at least one"):
+        _trainer(2).fit(encoder, policy, [], Simulator())
+
+
+def test_zero_shot_and_finetune_on_an_unseen_graph_and_cluster_size():
+    """After training on 2- and 3-device tasks, the policy places a new graph on 4 devices, and fine-tunes it."""
+    encoder, policy = _modules()
+    _trainer(10).fit(encoder, policy, _tasks(), Simulator())
+    graph, cluster = random_dag(16, seed=7), _cluster(1, 2, 1, 4)
+    placement = place_zero_shot(encoder, policy, graph, cluster, samples=4)
+    placement.validate(graph, cluster)
+    assert placement.devices.max() < 4
+
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    result = finetune(encoder, policy, graph, cluster, Simulator(),
+                      trainer=ReinforceTrainer(updates=3, samples_per_update=4, lr=1e-2))
+    assert result.samples == 12 and math.isfinite(result.best_step_time)
+    assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())  # the pretrained copy is kept
