@@ -1,0 +1,247 @@
+"""A cache of measured placements in front of any runtime, optionally kept in a sqlite file.
+
+Key
+    ``(graph.fingerprint, cluster.fingerprint, placement device bytes, inner runtime id)``. The runtime id is
+    versioned (``sim-v1``, ``torch-v1``), so a changed runtime never reads another version's results. The
+    runtime's *settings* are not in the key (a ``TorchRuntime`` with ``steps=5`` and one with ``steps=20``
+    share entries): give each configuration a file of its own.
+What is cached
+    Results of deterministic runtimes (the simulator). Results of real runtimes are measured anew every time
+    unless ``cache_nondeterministic=True``: then the first measurement of a placement stands for all later
+    ones (a search on a real machine then pays once per distinct placement, at the price of keeping that one
+    sample's noise).
+What a cached measurement holds
+    ``ok``, ``step_time``, ``runtime``, ``reason``, ``spread``, ``bytes_moved`` and the per-device arrays
+    ``busy_time`` and ``peak_memory`` (D values each). The per-op arrays ``op_start`` and ``op_end``
+    (N values each: 160 kB per entry on a 10,000-op graph) are dropped unless ``keep_op_times=True``. A miss
+    returns the same trimmed measurement a later hit will, so repeated measurements are identical.
+Persistence
+    With ``path``, every new entry is written to a sqlite file (stdlib ``sqlite3``; one table, committed after
+    each ``measure``/``measure_many``), and a lookup that misses memory reads the file: a resumed search
+    reuses the measurements of the run before it. The file keeps every entry; ``max_entries`` bounds the
+    in-memory LRU only. One process should write a file at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.runtime.base import Measurement, Runtime
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CachedRuntime"]
+
+Key = tuple[str, str, bytes, str]
+"""(graph fingerprint, cluster fingerprint, placement devices as int64 bytes, runtime id)."""
+
+_ARRAYS = {"busy_time": np.float64, "peak_memory": np.int64, "op_start": np.float64, "op_end": np.float64}
+_COLUMNS = ("ok", "step_time", "runtime", "reason", "spread", "bytes_moved", *_ARRAYS)
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS measurements (graph TEXT NOT NULL, cluster TEXT NOT NULL, placement BLOB NOT NULL, "
+    "runtime_id TEXT NOT NULL, ok INTEGER NOT NULL, step_time REAL NOT NULL, runtime TEXT NOT NULL, "
+    "reason TEXT NOT NULL, spread REAL NOT NULL, bytes_moved INTEGER NOT NULL, busy_time BLOB, peak_memory BLOB, "
+    "op_start BLOB, op_end BLOB, PRIMARY KEY (graph, cluster, placement, runtime_id))"
+)
+
+
+class CachedRuntime(Runtime):
+    """Measures each placement once and answers repeats from memory or a sqlite file (see the module docstring).
+
+    Its ``id`` and ``deterministic`` are those of the runtime it wraps, so its measurements are
+    indistinguishable from the inner runtime's (which is what a resumed search needs).
+
+    Args:
+        runtime: the runtime that measures misses; its ``measure_many`` gets every batch of misses (so a
+            :class:`~gplace.runtime.parallel.PoolRuntime` inside still measures them in parallel).
+        path: sqlite file to read and extend; created if missing. (default: None: memory only)
+        max_entries: measurements kept in memory, least recently used dropped first. (default: 100_000)
+        cache_nondeterministic: cache a non-deterministic runtime's measurements too. (default: False)
+        keep_op_times: keep ``op_start`` and ``op_end`` in cached measurements. (default: False)
+
+    Attributes:
+        hits: lookups answered from memory or the file.
+        misses: placements the inner runtime measured because the cache lacked them (a placement repeated
+            within one batch is measured once: one miss, then hits; pass-through measurements of a runtime that
+            is not cached count in neither).
+    """
+
+    def __init__(
+        self, runtime: Runtime, path: str | Path | None = None, max_entries: int = 100_000,
+        cache_nondeterministic: bool = False, keep_op_times: bool = False,
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        self.runtime = runtime
+        self.path = None if path is None else Path(path)
+        self.max_entries = max_entries
+        self.cache_nondeterministic = cache_nondeterministic
+        self.keep_op_times = keep_op_times
+        self.hits = self.misses = 0
+        self._memory: OrderedDict[Key, Measurement] = OrderedDict()
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def id(self) -> str:  # type: ignore[override]
+        """The inner runtime's id."""
+        return self.runtime.id
+
+    @property
+    def deterministic(self) -> bool:  # type: ignore[override]
+        """The inner runtime's determinism."""
+        return self.runtime.deterministic
+
+    @property
+    def caching(self) -> bool:
+        """Whether measurements are cached (a deterministic inner runtime, or ``cache_nondeterministic``)."""
+        return self.runtime.deterministic or self.cache_nondeterministic
+
+    @property
+    def size(self) -> int:
+        """Measurements held in memory (not ``__len__``: an empty cache must not be falsy)."""
+        return len(self._memory)
+
+    # ------------------------------------------------------------------ measuring
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        return self._lookup_or_measure(graph, cluster, [placement])[0]
+
+    def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
+        """Measure several placements (in order): hits from the cache, the distinct misses in one inner batch."""
+        for placement in placements:
+            placement.validate(graph, cluster)
+        return self._lookup_or_measure(graph, cluster, placements)
+
+    def _lookup_or_measure(
+        self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]
+    ) -> list[Measurement]:
+        if not self.caching:
+            return self.runtime.measure_many(graph, cluster, placements)
+        keys = [self.key(graph, cluster, p) for p in placements]
+        found = {key: m for key in dict.fromkeys(keys) if (m := self._get(key)) is not None}
+        todo = {key: p for key, p in zip(keys, placements, strict=True) if key not in found}
+        self.misses += len(todo)
+        self.hits += len(keys) - len(todo)
+        if todo:
+            measured = self.runtime.measure_many(graph, cluster, list(todo.values()))
+            for key, m in zip(todo, measured, strict=True):
+                found[key] = self._put(key, m)
+            self._commit()
+        return [found[key] for key in keys]
+
+    def key(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Key:
+        """The cache key of a placement."""
+        devices = np.ascontiguousarray(placement.devices, dtype=np.int64).tobytes()
+        return graph.fingerprint, cluster.fingerprint, devices, self.runtime.id
+
+    # ------------------------------------------------------------------ memory and file
+    def _get(self, key: Key) -> Measurement | None:
+        m = self._memory.get(key)
+        if m is not None:
+            self._memory.move_to_end(key)
+            return m
+        m = self._read(key)
+        if m is not None:
+            self._remember(key, m)
+        return m
+
+    def _put(self, key: Key, m: Measurement) -> Measurement:
+        m = self._trim(m)
+        self._remember(key, m)
+        self._write(key, m)
+        return m
+
+    def _remember(self, key: Key, m: Measurement) -> None:
+        self._memory[key] = m
+        self._memory.move_to_end(key)
+        if len(self._memory) > self.max_entries:
+            self._memory.popitem(last=False)
+
+    def _trim(self, m: Measurement) -> Measurement:
+        """The measurement as the cache keeps it: arrays copied read-only, op times dropped unless kept."""
+        fields = {name: _frozen(getattr(m, name), dtype) for name, dtype in _ARRAYS.items()}
+        if not self.keep_op_times:
+            fields["op_start"] = fields["op_end"] = None
+        return Measurement(ok=m.ok, step_time=m.step_time, runtime=m.runtime, reason=m.reason,
+                           bytes_moved=int(m.bytes_moved), spread=float(m.spread), **fields)
+
+    def _connection(self) -> sqlite3.Connection | None:
+        if self.path is None:
+            return None
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(_SCHEMA)
+            logger.debug("measurement cache %s opened", self.path)
+        return self._db
+
+    def _read(self, key: Key) -> Measurement | None:
+        db = self._connection()
+        if db is None:
+            return None
+        row = db.execute(
+            f"SELECT {', '.join(_COLUMNS)} FROM measurements "
+            "WHERE graph = ? AND cluster = ? AND placement = ? AND runtime_id = ?", key,
+        ).fetchone()
+        return None if row is None else self._trim(_from_row(row))
+
+    def _write(self, key: Key, m: Measurement) -> None:
+        db = self._connection()
+        if db is not None:
+            db.execute(f"INSERT OR REPLACE INTO measurements VALUES ({', '.join('?' * (4 + len(_COLUMNS)))})",
+                       (*key, *_to_row(m)))
+
+    def _commit(self) -> None:
+        if self._db is not None:
+            self._db.commit()
+
+    def close(self) -> None:
+        """Commit and close the sqlite file (reopened on the next use)."""
+        if self._db is not None:
+            self._db.commit()
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> CachedRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles without the open sqlite connection."""
+        self._commit()
+        return {**self.__dict__, "_db": None}
+
+
+# ---------------------------------------------------------------------- rows
+def _frozen(value: np.ndarray | None, dtype: type) -> np.ndarray | None:
+    if value is None:
+        return None
+    arr = np.array(value, dtype=dtype)
+    arr.setflags(write=False)
+    return arr
+
+
+def _to_row(m: Measurement) -> tuple:
+    arrays = [None if getattr(m, name) is None else np.ascontiguousarray(getattr(m, name), dtype).tobytes()
+              for name, dtype in _ARRAYS.items()]
+    return (int(m.ok), float(m.step_time), m.runtime, m.reason, float(m.spread), int(m.bytes_moved), *arrays)
+
+
+def _from_row(row: Sequence[Any]) -> Measurement:
+    ok, step_time, runtime, reason, spread, bytes_moved, *blobs = row
+    arrays = {name: None if blob is None else np.frombuffer(blob, dtype=dtype)
+              for (name, dtype), blob in zip(_ARRAYS.items(), blobs, strict=True)}
+    return Measurement(ok=bool(ok), step_time=math.inf if not ok else float(step_time), runtime=runtime,
+                       reason=reason, spread=float(spread), bytes_moved=int(bytes_moved), **arrays)

@@ -1,0 +1,387 @@
+"""Measure the K placements of a batch in parallel, in a local pool of worker processes.
+
+How it works
+    :meth:`PoolRuntime.measure_many` validates every placement in the calling process (an invalid one raises
+    there, as for any runtime), then sends each placement to a
+    :class:`concurrent.futures.ProcessPoolExecutor` worker (``spawn`` or ``forkserver`` start method: torch
+    and ``fork`` do not mix) and returns the measurements in the order of the placements.
+What travels
+    The inner runtime goes to each worker once, when the worker starts. It is re-created from its class and
+    constructor arguments where its attributes name them (``Simulator(cache_size)``,
+    ``TorchRuntime(steps, warmup, time_limit, device_map)``: a fresh copy without the caches of the caller's
+    instance), else pickled as it is. A (graph, cluster) pair is pickled once into a file of the pool's
+    temporary directory; a worker reads it the first time it meets the pair and keeps it, keyed by the two
+    fingerprints; each task carries only the key and the placement's device array. A torch
+    ``ExportedProgram`` (the ``source`` of an inference graph from ``from_torch``) travels through
+    ``torch.export.save``/``load``.
+What does not
+    A joint training graph (``from_torch(..., training=True)``) holds an FX ``GraphModule``, which loses its
+    node names when pickled: such a graph, and any whose pickling fails, is measured in the calling process,
+    one placement after another, with a warning.
+Failures
+    An exception escaping the inner runtime becomes a failed measurement with the exception in its reason. A
+    worker that dies (a segfault, ``os._exit``, the kernel's OOM killer) breaks the pool; the placements it
+    left without a result are then measured again one at a time in a fresh pool, so that the placement that
+    kills a worker gets a failed measurement (``"worker process died ..."``) and the others their results.
+    Nothing here raises into the search except an invalid placement.
+Timing
+    Workers share the machine: real measurements taken concurrently on the same CPU cores slow each other
+    down (see ``benchmarks/parallel.md``). A pool pays off for real runtimes when each worker has devices of
+    its own; for the simulator, which measures in microseconds, the pool's overhead dominates.
+
+Scripts that create a pool must guard their entry point with ``if __name__ == "__main__":`` (``spawn``
+re-imports the main module in every worker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import logging
+import multiprocessing
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.runtime.base import Measurement, Runtime
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PoolRuntime"]
+
+ProblemKey = tuple[str, str]
+"""(graph fingerprint, cluster fingerprint)."""
+
+
+class PoolRuntime(Runtime):
+    """Any picklable runtime, its ``measure_many`` spread over a local process pool (see the module docstring).
+
+    Its ``id`` and ``deterministic`` are those of the runtime it wraps. The pool starts on the first
+    measurement and stops with :meth:`close` (or when the object is collected, or at exit).
+
+    Args:
+        runtime: the runtime each worker runs; it must pickle (see the module docstring).
+        workers: worker processes. (default: None: the CPUs this process may use)
+        context: multiprocessing start method. (default: "spawn")
+        threads_per_worker: when set, each worker limits torch's and OpenMP's intra-op threads to this many
+            before it loads the runtime (e.g. cores // workers, so that workers do not oversubscribe the
+            cores). (default: None: the libraries' defaults)
+    """
+
+    def __init__(
+        self, runtime: Runtime, workers: int | None = None, context: Literal["spawn", "forkserver"] = "spawn",
+        threads_per_worker: int | None = None,
+    ) -> None:
+        if workers is not None and workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if context not in ("spawn", "forkserver"):
+            raise ValueError(f"context must be 'spawn' or 'forkserver' (torch and fork do not mix), got {context!r}")
+        if threads_per_worker is not None and threads_per_worker < 1:
+            raise ValueError(f"threads_per_worker must be >= 1, got {threads_per_worker}")
+        self.runtime = runtime
+        self.workers = workers or _usable_cpus()
+        self.context = context
+        self.threads_per_worker = threads_per_worker
+        self._runtime_blob = _runtime_blob(runtime)
+        pickle.loads(self._runtime_blob)  # a runtime that cannot come back from pickling fails here, not in workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._dir: Path | None = None
+        self._payloads: dict[ProblemKey, Path | None] = {}
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def id(self) -> str:  # type: ignore[override]
+        """The inner runtime's id."""
+        return self.runtime.id
+
+    @property
+    def deterministic(self) -> bool:  # type: ignore[override]
+        """The inner runtime's determinism."""
+        return self.runtime.deterministic
+
+    # ------------------------------------------------------------------ measuring
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        return self._dispatch(graph, cluster, [placement])[0]
+
+    def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
+        """Measure several placements in the pool; results in the order of ``placements``."""
+        for placement in placements:
+            placement.validate(graph, cluster)
+        return self._dispatch(graph, cluster, placements)
+
+    def _dispatch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
+        if not placements:
+            return []
+        key = (graph.fingerprint, cluster.fingerprint)
+        path = self._payload(key, graph, cluster)
+        if path is None:
+            return [self.runtime.measure(graph, cluster, p) for p in placements]
+        task = (key, str(path))
+        results = self._gather([self._submit(task, p) for p in placements])
+        broken = [i for i, r in enumerate(results) if isinstance(r, BrokenProcessPool)]
+        if broken:
+            logger.warning("a worker died; measuring the %d placement(s) it left one at a time", len(broken))
+            self._restart()
+        for i in broken:
+            results[i] = self._alone(task, placements[i])
+        return [self._as_measurement(r) for r in results]
+
+    def _submit(self, task: tuple[ProblemKey, str], placement: Placement) -> Future:
+        """The placement's future; one holding the error if the pool broke before it could be submitted."""
+        try:
+            return self._executor().submit(_measure_in_worker, *task, placement.devices)
+        except BrokenProcessPool as err:
+            future: Future = Future()
+            future.set_exception(err)
+            return future
+
+    @staticmethod
+    def _gather(futures: list[Future]) -> list[Measurement | BaseException]:
+        results: list[Measurement | BaseException] = []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except Exception as err:  # BrokenProcessPool, or a result that could not travel back
+                results.append(err)
+        return results
+
+    def _alone(self, task: tuple[ProblemKey, str], placement: Placement) -> Measurement | BaseException:
+        """Measure one placement by itself after the pool broke; a second break means this one kills workers."""
+        result = self._gather([self._submit(task, placement)])[0]
+        if isinstance(result, BrokenProcessPool):
+            self._restart()
+            return Measurement.failure(
+                self.id, f"worker process died while measuring this placement ({_brief(result)})")
+        return result
+
+    def _as_measurement(self, result: Measurement | BaseException) -> Measurement:
+        if isinstance(result, Measurement):
+            return result
+        return Measurement.failure(self.id, f"worker pool error: {type(result).__name__}: {_brief(result)}")
+
+    # ------------------------------------------------------------------ pool and payloads
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context(self.context),
+                initializer=_start_worker, initargs=(self._runtime_blob, self.threads_per_worker),
+            )
+            logger.debug("started a pool of %d %s workers for %s", self.workers, self.context, self.id)
+        return self._pool
+
+    def _restart(self, wait: bool = True) -> None:
+        """Stop the workers; the next submission starts new ones."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=True)
+            self._pool = None
+
+    def _payload(self, key: ProblemKey, graph: OpGraph, cluster: Cluster) -> Path | None:
+        """The file holding the pickled (graph, cluster), written once; ``None`` if it cannot be pickled."""
+        if key in self._payloads:
+            return self._payloads[key]
+        try:
+            blob = _dumps((graph, cluster))
+        except Exception as err:  # pickling can fail in many ways
+            logger.warning("graph %r cannot be sent to worker processes (%s); measuring it in this process",
+                           graph.name, _brief(err))
+            self._payloads[key] = None
+            return None
+        path = self._tempdir() / f"{key[0]}-{key[1]}.pkl"
+        path.write_bytes(blob)
+        self._payloads[key] = path
+        return path
+
+    def _tempdir(self) -> Path:
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="gplace-pool-"))
+            self._finalizer = weakref.finalize(self, _cleanup, self._dir)
+        return self._dir
+
+    def close(self) -> None:
+        """Stop the workers and delete the payload files (a later measurement starts a new pool)."""
+        self._restart()
+        if self._finalizer is not None:
+            self._finalizer()
+        self._dir, self._finalizer = None, None
+        self._payloads.clear()
+
+    def __enter__(self) -> PoolRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self._restart(wait=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles the settings and the inner runtime, not the pool or its files."""
+        return {**self.__dict__, "_pool": None, "_dir": None, "_payloads": {}, "_finalizer": None}
+
+
+# ---------------------------------------------------------------------- pickling
+class _Pickler(pickle.Pickler):
+    """Pickles a torch ``ExportedProgram`` through ``torch.export.save``; refuses an FX ``GraphModule``."""
+
+    def __init__(self, file: io.BytesIO) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        torch = sys.modules.get("torch")
+        self._torch = torch
+        self._types = () if torch is None else (torch.export.ExportedProgram, torch.fx.GraphModule)
+
+    def reducer_override(self, obj: Any) -> Any:
+        if not self._types or not isinstance(obj, self._types):
+            return NotImplemented
+        torch = self._torch
+        if isinstance(obj, torch.export.ExportedProgram):
+            buffer = io.BytesIO()
+            torch.export.save(obj, buffer)
+            return _load_program, (buffer.getvalue(),)
+        raise pickle.PicklingError("an FX GraphModule loses its node names and metadata when pickled")
+
+
+def _load_program(blob: bytes) -> Any:
+    import torch
+
+    return torch.export.load(io.BytesIO(blob))
+
+
+def _dumps(obj: Any) -> bytes:
+    """Pickle ``obj`` as workers receive it (torch ``ExportedProgram``\\ s through ``torch.export.save``).
+
+    Raises:
+        pickle.PicklingError: ``obj`` holds an FX ``GraphModule`` (a joint training graph).
+        Exception: anything else that does not pickle.
+    """
+    buffer = io.BytesIO()
+    _Pickler(buffer).dump(obj)
+    return buffer.getvalue()
+
+
+def _runtime_blob(runtime: Runtime, dumps: Callable[[Any], bytes] = _dumps) -> bytes:
+    """The pickled runtime workers start from: a fresh instance made from its constructor arguments where its
+    attributes name them all (``steps`` or ``_steps`` for an argument ``steps``), else the instance itself.
+    """
+    kwargs = _constructor_args(runtime)
+    if kwargs is not None:
+        try:
+            return dumps(type(runtime)(**kwargs))
+        except Exception as err:  # a constructor that rejects its own attributes: fall back to the instance
+            logger.debug("could not re-create %s from %s: %s", type(runtime).__name__, kwargs, err)
+    return dumps(runtime)
+
+
+def _constructor_args(obj: object) -> dict[str, Any] | None:
+    """Keyword arguments re-creating ``obj`` from its attributes, or ``None`` if some argument has none."""
+    attrs = vars(obj)
+    kwargs = {}
+    params = list(inspect.signature(type(obj).__init__).parameters.values())[1:]
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            return None
+        name = next((a for a in (p.name, f"_{p.name}") if a in attrs), None)
+        if name is None:
+            return None
+        kwargs[p.name] = attrs[name]
+    return kwargs
+
+
+# ---------------------------------------------------------------------- worker side
+class _Worker:
+    """What a worker process (or a Ray actor) holds: the runtime, and the (graph, cluster) pairs it has met.
+
+    Args:
+        runtime_blob: the runtime, from :func:`_runtime_blob`.
+        threads_per_worker: intra-op thread limit for torch and OpenMP, or None.
+        max_problems: (graph, cluster) pairs kept. (default: 4)
+    """
+
+    def __init__(self, runtime_blob: bytes, threads_per_worker: int | None = None, max_problems: int = 4) -> None:
+        _limit_threads(threads_per_worker)
+        self.runtime: Runtime = pickle.loads(runtime_blob)
+        _limit_threads(threads_per_worker)  # torch may have come with the runtime
+        self.max_problems = max_problems
+        self.problems: OrderedDict[ProblemKey, tuple[OpGraph, Cluster]] = OrderedDict()
+
+    def measure(self, key: ProblemKey, source: Any, devices: np.ndarray) -> Measurement:
+        """Measure one placement of the (graph, cluster) ``key``; ``source`` yields the pair if not yet held.
+
+        Never raises: an exception from the runtime becomes a failed measurement naming it.
+        """
+        try:
+            graph, cluster = self._problem(key, source)
+            return self.runtime.measure(graph, cluster, Placement(devices, graph.fingerprint))
+        except Exception as err:  # a runtime that breaks the contract must not end the search
+            logger.debug("measurement raised in worker %d", os.getpid(), exc_info=True)
+            what = f"{type(self.runtime).__name__} raised {type(err).__name__} in a worker"
+            return Measurement.failure(self.runtime.id, f"{what}: {_brief(err)}")
+
+    def _problem(self, key: ProblemKey, source: Any) -> tuple[OpGraph, Cluster]:
+        problem = self.problems.get(key)
+        if problem is None:
+            problem = self.problems[key] = pickle.loads(self.fetch(source))
+            if len(self.problems) > self.max_problems:
+                self.problems.popitem(last=False)
+        self.problems.move_to_end(key)
+        return problem
+
+    def fetch(self, source: Any) -> bytes:
+        """The pickled (graph, cluster) from ``source``: here a file path."""
+        return Path(source).read_bytes()
+
+
+_worker: _Worker | None = None
+"""The worker of this process (set by the pool's initializer; ``None`` in the calling process)."""
+
+
+def _start_worker(runtime_blob: bytes, threads_per_worker: int | None) -> None:
+    global _worker
+    _worker = _Worker(runtime_blob, threads_per_worker)
+
+
+def _measure_in_worker(key: ProblemKey, path: str, devices: np.ndarray) -> Measurement:
+    if _worker is None:
+        raise RuntimeError("the worker was not initialised")
+    return _worker.measure(key, path, devices)
+
+
+def _limit_threads(threads: int | None) -> None:
+    if threads is None:
+        return
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+
+
+# ---------------------------------------------------------------------- helpers
+def _usable_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _cleanup(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _brief(err: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
+

@@ -1,0 +1,237 @@
+"""Measure the K placements of a batch on Ray actors: one per worker machine, or one per GPU set.
+
+``ray`` is imported when a :class:`RayRuntime` first measures (``pip install "ray>=2.9"``).
+
+Actors
+    With ``resources_per_actor`` (e.g. ``{"GPU": 1}``, or ``{"GPU": 2, "CPU": 8}``) each actor reserves those
+    resources (Ray then sets ``CUDA_VISIBLE_DEVICES`` so that the actor's ``cuda:0`` is its own GPU), and
+    there are ``num_actors`` of them, by default as many as the cluster's resources hold. Without it, and
+    without ``num_actors``, there is one actor (1 CPU) pinned to each alive node: one per worker machine. With
+    ``num_actors`` alone, that many 1-CPU actors wherever Ray puts them.
+What travels
+    As for :class:`~gplace.runtime.parallel.PoolRuntime`: each actor gets the inner runtime once (a fresh copy
+    from its constructor arguments where possible, pickled with Ray's cloudpickle so that a runtime class
+    defined in ``__main__`` or inside a function travels by value), a (graph, cluster) pair is put in the object
+    store once, and an actor fetches it the first time it meets the pair; each call carries the pair's key and
+    one device array. An actor that cannot start (the runtime does not unpickle there) raises
+    ``RuntimeError``: a set-up error, not a measurement. Graphs that cannot be pickled (joint training graphs
+    from ``from_torch``) are measured in the calling process, with a warning.
+Order and failures
+    Placement ``i`` goes to actor ``i % num_actors`` (round robin); results come back in the order of the
+    placements. An exception from the inner runtime is a failed measurement naming it. An actor that dies
+    fails the calls queued on it; each of those placements is then measured again by itself (dead actors
+    replaced), so the one that kills actors gets ``"Ray actor died ..."`` and the others their results.
+Ray itself
+    ``address=None`` joins the Ray instance this process already started, or one named by ``RAY_ADDRESS``,
+    else starts a local one (``ray.init``); ``"auto"`` or ``"ray://host:10001"`` joins a running cluster. The
+    cluster must import gplace and torch (same versions) on every node. :meth:`close` kills the actors, and
+    shuts Ray down if this object started it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.parallel import ProblemKey, _brief, _dumps, _runtime_blob, _Worker
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RayRuntime"]
+
+
+class _RayWorker(_Worker):
+    """A worker whose (graph, cluster) pairs come from Ray's object store."""
+
+    def fetch(self, source: Any) -> bytes:
+        """``source`` is ``[ObjectRef]`` (wrapped in a list so that Ray does not fetch it for every call)."""
+        import ray
+
+        return ray.get(source[0])
+
+    def ready(self) -> bool:
+        """Returns once the actor has started."""
+        return True
+
+
+class RayRuntime(Runtime):
+    """Any picklable runtime, its ``measure_many`` fanned out over Ray actors (see the module docstring).
+
+    Its ``id`` and ``deterministic`` are those of the runtime it wraps.
+
+    Args:
+        runtime: the runtime each actor runs.
+        address: Ray address to join. (default: None: this process's Ray, ``RAY_ADDRESS``, or a new local one)
+        num_actors: number of actors. (default: None: see the module docstring)
+        resources_per_actor: resources each actor reserves, e.g. ``{"GPU": 1}``; ``"CPU"`` defaults to 1.
+            (default: None)
+        threads_per_worker: intra-op thread limit for torch and OpenMP in each actor. (default: None)
+    """
+
+    def __init__(
+        self, runtime: Runtime, address: str | None = None, num_actors: int | None = None,
+        resources_per_actor: Mapping[str, float] | None = None, threads_per_worker: int | None = None,
+    ) -> None:
+        if num_actors is not None and num_actors < 1:
+            raise ValueError(f"num_actors must be >= 1, got {num_actors}")
+        self.runtime = runtime
+        self.address = address
+        self.num_actors = num_actors
+        self.resources_per_actor = dict(resources_per_actor) if resources_per_actor else None
+        self.threads_per_worker = threads_per_worker
+        self._runtime_blob: bytes | None = None
+        self._actors: list[Any] = []
+        self._options: list[dict[str, Any]] = []
+        self._refs: OrderedDict[ProblemKey, Any] = OrderedDict()
+        self._unshippable: set[ProblemKey] = set()
+        self._started_ray = False
+
+    @property
+    def id(self) -> str:  # type: ignore[override]
+        """The inner runtime's id."""
+        return self.runtime.id
+
+    @property
+    def deterministic(self) -> bool:  # type: ignore[override]
+        """The inner runtime's determinism."""
+        return self.runtime.deterministic
+
+    # ------------------------------------------------------------------ measuring
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        return self._dispatch(graph, cluster, [placement])[0]
+
+    def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
+        """Measure several placements on the actors, round robin; results in the order of ``placements``."""
+        for placement in placements:
+            placement.validate(graph, cluster)
+        return self._dispatch(graph, cluster, placements)
+
+    def _dispatch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
+        if not placements:
+            return []
+        ray = self._ray()
+        key = (graph.fingerprint, cluster.fingerprint)
+        ref = self._ref(ray, key, graph, cluster)
+        if ref is None:
+            return [self.runtime.measure(graph, cluster, p) for p in placements]
+        actors = self._live_actors(ray)
+        calls = [(i % len(actors), actors[i % len(actors)].measure.remote(key, [ref], p.devices))
+                 for i, p in enumerate(placements)]
+        results = [self._get(ray, slot, call) for slot, call in calls]
+        for i in [i for i, r in enumerate(results) if r is None]:
+            results[i] = self._alone(ray, key, ref, placements[i])
+        return results
+
+    def _get(self, ray: Any, slot: int, call: Any) -> Measurement | None:
+        """The call's measurement; ``None`` (and the actor marked dead) if its actor died."""
+        try:
+            return ray.get(call)
+        except ray.exceptions.RayActorError:
+            self._actors[slot] = None
+            return None
+        except ray.exceptions.RayError as err:  # a task error, or a result that did not travel back
+            return Measurement.failure(self.id, f"Ray error: {type(err).__name__}: {_brief(err)}")
+
+    def _alone(self, ray: Any, key: ProblemKey, ref: Any, placement: Placement) -> Measurement:
+        """Measure one placement by itself (nothing else queued); if its actor dies too, the placement is to blame."""
+        actors = self._live_actors(ray)
+        slot = next(i for i, a in enumerate(self._actors) if a is actors[0])
+        m = self._get(ray, slot, actors[0].measure.remote(key, [ref], placement.devices))
+        if m is None:
+            return Measurement.failure(self.id, "Ray actor died while measuring this placement")
+        return m
+
+    # ------------------------------------------------------------------ Ray, actors, object store
+    def _ray(self) -> Any:
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING)
+            self._started_ray = True
+            logger.debug("connected to Ray: %s", ray.cluster_resources())
+        return ray
+
+    def _live_actors(self, ray: Any) -> list[Any]:
+        """The actors, dead ones replaced, started on first use."""
+        if not self._actors:
+            self._options = self._actor_options(ray)
+            self._actors = [None] * len(self._options)
+        if self._runtime_blob is None:  # cloudpickle: a runtime class defined in __main__ or a function travels too
+            self._runtime_blob = _runtime_blob(self.runtime, dumps=ray.cloudpickle.dumps)
+        cls = ray.remote(_RayWorker)
+        for i, actor in enumerate(self._actors):
+            if actor is None:
+                self._actors[i] = cls.options(**self._options[i]).remote(self._runtime_blob, self.threads_per_worker)
+        try:
+            ray.get([a.ready.remote() for a in self._actors])
+        except ray.exceptions.RayActorError as err:
+            self._actors = [None] * len(self._options)
+            raise RuntimeError(f"Ray actors could not start {type(self.runtime).__name__}: {_brief(err)}") from err
+        return list(self._actors)
+
+    def _actor_options(self, ray: Any) -> list[dict[str, Any]]:
+        if self.resources_per_actor is not None:
+            resources = dict(self.resources_per_actor)
+            options = {"num_cpus": resources.pop("CPU", 1), "num_gpus": resources.pop("GPU", 0),
+                       "resources": resources}
+            count = self.num_actors or _fitting(ray.cluster_resources(), self.resources_per_actor)
+            return [dict(options) for _ in range(count)]
+        if self.num_actors is not None:
+            return [{"num_cpus": 1} for _ in range(self.num_actors)]
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = [node["NodeID"] for node in ray.nodes() if node.get("Alive")]
+        return [{"num_cpus": 1, "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
+                for node in nodes]
+
+    def _ref(self, ray: Any, key: ProblemKey, graph: OpGraph, cluster: Cluster) -> Any:
+        """The object-store reference of the pickled (graph, cluster), put once; ``None`` if it cannot pickle."""
+        if key in self._unshippable:
+            return None
+        if key not in self._refs:
+            try:
+                blob = _dumps((graph, cluster))
+            except Exception as err:  # pickling can fail in many ways
+                logger.warning("graph %r cannot be sent to Ray actors (%s); measuring it in this process",
+                               graph.name, _brief(err))
+                self._unshippable.add(key)
+                return None
+            self._refs[key] = ray.put(blob)
+            if len(self._refs) > 4:
+                self._refs.popitem(last=False)
+        self._refs.move_to_end(key)
+        return self._refs[key]
+
+    def close(self) -> None:
+        """Kill the actors, drop the object-store references, and shut Ray down if this object started it."""
+        if self._actors or self._started_ray:
+            import ray
+
+            for actor in self._actors:
+                if actor is not None:
+                    ray.kill(actor)
+            self._actors, self._refs = [], OrderedDict()
+            if self._started_ray:
+                ray.shutdown()
+                self._started_ray = False
+
+    def __enter__(self) -> RayRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles the settings and the inner runtime, not the actors or references."""
+        return {**self.__dict__, "_actors": [], "_options": [], "_refs": OrderedDict(), "_started_ray": False}
+
+
+def _fitting(total: Mapping[str, float], per_actor: Mapping[str, float]) -> int:
+    """How many actors of ``per_actor`` resources the cluster's ``total`` holds (at least 1)."""
+    counts = [math.floor(total.get(name, 0) / amount) for name, amount in per_actor.items() if amount > 0]
+    return max(1, min(counts, default=1))

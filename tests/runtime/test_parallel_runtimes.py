@@ -1,0 +1,329 @@
+"""Runtimes that wrap another (process pool, Ray, cache) honour the runtime contract and change no result."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.runtime import Measurement, Simulator
+from gplace.runtime.cache import CachedRuntime
+from gplace.runtime.conformance import check_failure, check_runtime
+from gplace.runtime.parallel import PoolRuntime, _dumps, _runtime_blob, _Worker
+from gplace.testing import diamond, random_dag, uniform_cluster
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning")
+
+CPU_MAP = {"/CPU:0": "cpu", "/CPU:1": "cpu"}
+FIELDS = ("ok", "step_time", "runtime", "reason", "spread", "bytes_moved")
+ARRAYS = ("busy_time", "peak_memory", "op_start", "op_end")
+
+
+def _placements(graph: OpGraph, count: int, seed: int = 0) -> list[Placement]:
+    rng = np.random.default_rng(seed)
+    return [Placement.single(graph, 0), *(Placement.for_graph(graph, rng.integers(0, 2, graph.num_ops))
+                                          for _ in range(count - 1))]
+
+
+def _assert_same(a: Measurement, b: Measurement, arrays: tuple[str, ...] = ARRAYS) -> None:
+    for name in FIELDS:
+        assert getattr(a, name) == getattr(b, name), name
+    for name in arrays:
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None and y is None) or np.array_equal(x, y), name
+
+
+class _Crashing(Simulator):
+    """Kills its worker process when op 1 is on device 1; raises when op 2 is on device 1 (and op 1 is not)."""
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        if placement.devices[1] == 1:
+            os._exit(3)
+        if placement.devices[2] == 1:
+            raise RuntimeError("kernel bug")
+        return super()._measure(graph, cluster, placement)
+
+
+class _Counting(Simulator):
+    """Counts the placements it measures."""
+
+    def __init__(self, cache_size: int = 16) -> None:
+        super().__init__(cache_size)
+        self.calls = 0
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        self.calls += 1
+        return super()._measure(graph, cluster, placement)
+
+
+class _Noisy(Simulator):
+    """A runtime that declares itself non-deterministic."""
+
+    id = "noisy-v0"
+    deterministic = False
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with PoolRuntime(Simulator(), workers=2) as runtime:
+        yield runtime
+
+
+# ---------------------------------------------------------------------- process pool
+def test_pool_conforms(pool: PoolRuntime) -> None:
+    """The pool passes the conformance suite, failures (out of memory) included, with the simulator's id."""
+    g = diamond()
+    check_runtime(pool, g, uniform_cluster(2), _placements(g, 4))
+    check_failure(pool, g, uniform_cluster(2, memory=1000), Placement.single(g, 0))
+    assert (pool.id, pool.deterministic) == ("sim-v1", True)
+
+
+def test_pool_equals_the_simulator_in_order(pool: PoolRuntime) -> None:
+    """Every measurement of a batch equals the in-process simulator's, arrays included, in placement order."""
+    g, c = random_dag(30, seed=1), uniform_cluster(2)
+    placements = _placements(g, 16)
+    for got, want in zip(pool.measure_many(g, c, placements), Simulator().measure_many(g, c, placements),
+                         strict=True):
+        _assert_same(got, want)
+
+
+def test_pool_writes_each_graph_once(pool: PoolRuntime) -> None:
+    """A (graph, cluster) pair is pickled to one file, once; later batches send only placements."""
+    g, c = random_dag(12, seed=2), uniform_cluster(2)
+    pool.measure_many(g, c, _placements(g, 4))
+    path = pool._payloads[(g.fingerprint, c.fingerprint)]
+    stamp = path.stat().st_mtime_ns
+    pool.measure_many(g, c, _placements(g, 4, seed=1))
+    assert path.stat().st_mtime_ns == stamp
+    assert sum(key == (g.fingerprint, c.fingerprint) for key in pool._payloads) == 1
+
+
+def test_worker_keeps_the_graph_it_read(tmp_path) -> None:
+    """A worker reads a (graph, cluster) file the first time only: it measures after the file is gone."""
+    g, c = diamond(), uniform_cluster(2)
+    path = tmp_path / "problem.pkl"
+    path.write_bytes(_dumps((g, c)))
+    worker = _Worker(_runtime_blob(Simulator()))
+    key = (g.fingerprint, c.fingerprint)
+    first = worker.measure(key, str(path), np.zeros(4, dtype=np.int64))
+    path.unlink()
+    again = worker.measure(key, str(path), np.zeros(4, dtype=np.int64))
+    _assert_same(first, again)
+    assert first.ok
+
+
+def test_a_crashing_runtime_gives_failed_measurements() -> None:
+    """A worker that dies fails only its own placement; an exception in the runtime is a failure too."""
+    g, c = diamond(), uniform_cluster(2)
+    good = Placement.for_graph(g, [0, 0, 0, 1])
+    dies = Placement.for_graph(g, [0, 1, 0, 0])
+    raises = Placement.for_graph(g, [0, 0, 1, 0])
+    with PoolRuntime(_Crashing(), workers=2) as runtime:
+        got = runtime.measure_many(g, c, [good, dies, raises, good])
+        after = runtime.measure(g, c, good)  # the pool recovers
+    assert [m.ok for m in got] == [True, False, False, True]
+    assert "worker process died" in got[1].reason
+    assert "RuntimeError" in got[2].reason and "kernel bug" in got[2].reason
+    assert all(m.runtime == "sim-v1" and m.step_time == math.inf for m in got[1:3])
+    _assert_same(got[0], Simulator().measure(g, c, good))
+    _assert_same(after, got[0])
+
+
+def test_trainer_runs_with_a_pool(pool: PoolRuntime) -> None:
+    """Two REINFORCE updates through the pool give the history of two updates through the simulator."""
+    torch = pytest.importorskip("torch")
+    from gplace.encoders import LSTMEncoder
+    from gplace.grouping import group_ops
+    from gplace.placer import PolicyPlacer
+    from gplace.policies import Seq2SeqPolicy
+    from gplace.testing import two_branches
+    from gplace.training import ReinforceTrainer
+
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+
+    def fit(runtime):
+        torch.manual_seed(0)
+        placer = PolicyPlacer(graph, cluster, LSTMEncoder(hidden_size=16, type_embedding=4),
+                              Seq2SeqPolicy(2, hidden_size=16, attention_size=8), grouping=group_ops(graph))
+        return ReinforceTrainer(updates=2, samples_per_update=4, seed=0).fit(placer, runtime, graph, cluster)
+
+    pooled, serial = fit(pool), fit(Simulator())
+    assert pooled.samples == 8
+    assert [h["rollout/mean_step_time"] for h in pooled.history] == [h["rollout/mean_step_time"]
+                                                                      for h in serial.history]
+    assert pooled.best_step_time == serial.best_step_time < math.inf
+
+
+def test_pool_pickles_without_its_workers(pool: PoolRuntime) -> None:
+    """A pickled pool carries its settings and runtime, not processes or files."""
+    g = diamond()
+    pool.measure(g, uniform_cluster(2), Placement.single(g, 0))
+    copy = pickle.loads(pickle.dumps(pool))
+    assert copy._pool is None and copy._payloads == {} and copy.workers == 2
+    assert isinstance(copy.runtime, Simulator)
+
+
+def test_pool_rejects_fork() -> None:
+    with pytest.raises(ValueError, match="fork"):
+        PoolRuntime(Simulator(), context="fork")  # type: ignore[arg-type]
+
+
+def _torch_case():
+    torch = pytest.importorskip("torch")
+    from gplace.ir import Device
+    from gplace.runtime.torch_runtime import TorchRuntime
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    return model, torch.randn(2, 8), cluster, TorchRuntime(steps=2, warmup=1, device_map=CPU_MAP)
+
+
+def test_pool_runs_torch_programs(caplog: pytest.LogCaptureFixture) -> None:
+    """The torch runtime conforms through the pool (its ExportedProgram travels through torch.export.save);
+    a joint training graph, which cannot travel, is measured in the calling process with a warning."""
+    from gplace.importers.torch_export import from_torch
+
+    model, x, cluster, runtime = _torch_case()
+    g = from_torch(model, (x,))
+    runtime.measure(g, cluster, Placement.single(g, 0))  # the caller's caches do not travel
+    with PoolRuntime(runtime, workers=2) as pooled:
+        alternating = Placement.for_graph(g, [i % 2 for i in range(g.num_ops)])
+        got = check_runtime(pooled, g, cluster, [Placement.single(g, 0), Placement.single(g, 1), alternating])
+        assert [m.bytes_moved > 0 for m in got] == [False, False, True]
+        train = from_torch(model, (x,), training=True)
+        with caplog.at_level(logging.WARNING, logger="gplace.runtime.parallel"):
+            m = pooled.measure(train, cluster, Placement.single(train, 0))
+        assert m.ok and "measuring it in this process" in caplog.text
+        assert pooled._pool is not None
+
+
+# ---------------------------------------------------------------------- Ray
+@pytest.fixture(scope="module")
+def ray_local():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_conforms_and_equals_the_simulator(ray_local) -> None:
+    """Round robin over two actors: the conformance suite passes and results equal the simulator's, in order."""
+    from gplace.runtime.ray_runtime import RayRuntime
+
+    g, c = random_dag(20, seed=3), uniform_cluster(2)
+    placements = _placements(g, 9)
+    with RayRuntime(Simulator(), num_actors=2) as runtime:
+        check_runtime(runtime, g, c, placements[:3])
+        check_failure(runtime, diamond(), uniform_cluster(2, memory=1000), Placement.single(diamond(), 0))
+        got = runtime.measure_many(g, c, placements)
+        assert len(runtime._actors) == 2 and len(runtime._refs) == 2  # one object per (graph, cluster)
+    for a, b in zip(got, Simulator().measure_many(g, c, placements), strict=True):
+        _assert_same(a, b)
+    assert ray_local.is_initialized()  # a Ray this object did not start stays up
+
+
+def test_ray_actor_death_fails_only_its_placement(ray_local) -> None:
+    """An actor that dies gives its placement a failed measurement; the placements queued behind it succeed."""
+    from gplace.runtime.ray_runtime import RayRuntime
+
+    class Dying(Simulator):  # defined here: travels to the actors by value (cloudpickle)
+        def _measure(self, graph, cluster, placement):
+            if placement.devices[1] == 1:
+                os._exit(3)
+            return super()._measure(graph, cluster, placement)
+
+    g, c = diamond(), uniform_cluster(2)
+    good, dies = Placement.for_graph(g, [0, 0, 1, 0]), Placement.for_graph(g, [0, 1, 0, 0])
+    with RayRuntime(Dying(), num_actors=2) as runtime:
+        got = runtime.measure_many(g, c, [good, dies, good, good])
+    assert [m.ok for m in got] == [True, False, True, True]
+    assert "Ray actor died" in got[1].reason
+
+
+# ---------------------------------------------------------------------- cache
+def test_cache_conforms() -> None:
+    g = diamond()
+    runtime = CachedRuntime(Simulator())
+    check_runtime(runtime, g, uniform_cluster(2), _placements(g, 4))
+    check_failure(runtime, g, uniform_cluster(2, memory=1000), Placement.single(g, 0))
+    assert (runtime.id, runtime.deterministic) == ("sim-v1", True)
+
+
+def test_cache_measures_each_placement_once() -> None:
+    """Repeats within a batch and across batches are hits; the inner runtime sees each placement once."""
+    g, c = random_dag(10), uniform_cluster(2)
+    a, b = _placements(g, 2)
+    inner = _Counting()
+    runtime = CachedRuntime(inner)
+    first = runtime.measure_many(g, c, [a, b, a])
+    second = runtime.measure_many(g, c, [b, a])
+    assert inner.calls == 2 and (runtime.misses, runtime.hits) == (2, 3)
+    assert first[0] is first[2] is second[1]
+    _assert_same(first[1], Simulator().measure(g, c, b), arrays=("busy_time", "peak_memory"))
+    assert first[1].op_start is None  # dropped unless keep_op_times
+
+
+def test_cache_persists_across_runs(tmp_path) -> None:
+    """Measurements written to the sqlite file come back equal in a new process's cache, failures included."""
+    g, c = random_dag(10), uniform_cluster(2)
+    tiny = uniform_cluster(2, memory=1000)
+    placements = _placements(g, 5)
+    with CachedRuntime(Simulator(), tmp_path / "m.sqlite", keep_op_times=True) as runtime:
+        before = runtime.measure_many(g, c, placements)
+        failed = runtime.measure(g, tiny, placements[0])
+    inner = _Counting()
+    with CachedRuntime(inner, tmp_path / "m.sqlite", keep_op_times=True) as resumed:
+        after = resumed.measure_many(g, c, placements)
+        failed_again = resumed.measure(g, tiny, placements[0])
+    assert inner.calls == 0 and resumed.hits == 6
+    for x, y in zip(before, after, strict=True):
+        _assert_same(x, y)
+    _assert_same(failed, failed_again)
+    assert not failed_again.ok and failed_again.step_time == math.inf and "out of memory" in failed_again.reason
+
+
+def test_cache_key_has_the_runtime_id(tmp_path) -> None:
+    """Another runtime id never reads the entries of the first."""
+    g, c = diamond(), uniform_cluster(2)
+    with CachedRuntime(Simulator(), tmp_path / "m.sqlite") as runtime:
+        runtime.measure(g, c, Placement.single(g, 0))
+    other = _Noisy()
+    with CachedRuntime(other, tmp_path / "m.sqlite", cache_nondeterministic=True) as runtime:
+        m = runtime.measure(g, c, Placement.single(g, 0))
+        assert (runtime.misses, runtime.hits, m.runtime) == (1, 0, "noisy-v0")
+
+
+def test_cache_skips_nondeterministic_runtimes_unless_asked() -> None:
+    g, c = diamond(), uniform_cluster(2)
+    p = Placement.single(g, 0)
+    plain = CachedRuntime(_Noisy())
+    plain.measure(g, c, p)
+    plain.measure(g, c, p)
+    assert (plain.hits, plain.misses, plain.size, plain.caching) == (0, 0, 0, False)
+    asked = CachedRuntime(_Noisy(), cache_nondeterministic=True)
+    assert asked.measure(g, c, p) is asked.measure(g, c, p)
+    assert (asked.hits, asked.misses, asked.deterministic) == (1, 1, False)
+
+
+def test_cache_memory_is_bounded() -> None:
+    g, c = random_dag(10), uniform_cluster(2)
+    runtime = CachedRuntime(Simulator(), max_entries=3)
+    runtime.measure_many(g, c, _placements(g, 8))
+    assert runtime.size == 3 and runtime.misses == 8
+
+
+def test_cache_in_front_of_a_pool(pool: PoolRuntime) -> None:
+    """The misses of a batch go to the pool in one measure_many; the results equal the simulator's."""
+    g, c = random_dag(15, seed=4), uniform_cluster(2)
+    placements = _placements(g, 6)
+    runtime = CachedRuntime(pool)
+    got = runtime.measure_many(g, c, placements + placements)
+    assert (runtime.misses, runtime.hits) == (6, 6)
+    for x, y in zip(got, Simulator().measure_many(g, c, placements + placements), strict=True):
+        _assert_same(x, y, arrays=("busy_time", "peak_memory"))
