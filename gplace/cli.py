@@ -21,17 +21,33 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
     import torch
 
     from gplace.experiment import place
+    from gplace.pretrained import save_policy
 
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     graph = instantiate(cfg.graph)
     cluster = instantiate(cfg.cluster)
     logger = instantiate(cfg.logger)
     logger.log_config(OmegaConf.to_container(cfg, resolve=True))
-    report = place(graph, cluster, encoder=instantiate(cfg.encoder), policy=instantiate(cfg.policy),
-                   runtime=instantiate(cfg.runtime), trainer=instantiate(cfg.trainer),
-                   max_groups=cfg.max_groups, run_dir=run_dir, logger=logger)
+    encoder = _savable(cfg.encoder)
+    policy = _savable(cfg.policy, num_devices=cluster.num_devices)
+    report = place(graph, cluster, encoder=encoder, policy=policy, runtime=instantiate(cfg.runtime),
+                   trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir, logger=logger)
+    save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
+                                                                    "graph": graph.name, "cluster": cluster.name})
     _print_table(report, run_dir)
     return report.measurement.step_time
+
+
+def _savable(node: DictConfig, **extra):
+    """Instantiate a module and record its constructor arguments, so :func:`gplace.pretrained.save_policy`
+    can rebuild it (what :func:`gplace.pretrained.build` does for code that does not use Hydra)."""
+    kwargs = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if not k.startswith("_")}
+    module = instantiate(node)
+    module = module(**extra) if not hasattr(module, "parameters") else module
+    module.init_kwargs = {**kwargs, **extra}
+    return module
 
 
 def _print_table(report, run_dir: str | Path) -> None:
@@ -51,7 +67,7 @@ def _print_table(report, run_dir: str | Path) -> None:
     console.print(table)
     console.print(f"speed-up over the best single device: {report.speedup:.2f}x; "
                   f"{report.train.samples} placements sampled in {report.train.seconds:.0f} s")
-    console.print(f"wrote {Path(run_dir) / 'placement.json'} and {Path(run_dir) / 'trace.json'}")
+    console.print(f"wrote {Path(run_dir) / 'placement.json'}, trace.json and policy.pt (for `gplace place`)")
 
 
 def _ms(seconds: float) -> str:
@@ -60,11 +76,16 @@ def _ms(seconds: float) -> str:
 
 @hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="config")
 def _hydra_main(cfg: DictConfig) -> float:
+    return _guard(lambda: run(cfg, HydraConfig.get().runtime.output_dir), cfg)
+
+
+def _guard(job, cfg: DictConfig):
+    """Run ``job()``; a user's mistake (missing value, bad file, bad graph) ends in one line, not a traceback."""
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         _fail(f"missing value(s): {', '.join(missing)} (set them on the command line, e.g. {missing[0]}=...)")
     try:
-        return run(cfg, HydraConfig.get().runtime.output_dir)
+        return job()
     except InstantiationException as err:
         cause = err.__cause__ or err
         if isinstance(cause, ValueError | OSError):
@@ -117,11 +138,40 @@ def bench(cfg: DictConfig) -> list:
     return records
 
 
+@hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="place")
+def _place_main(cfg: DictConfig) -> None:
+    _guard(lambda: place_with_policy(cfg, HydraConfig.get().runtime.output_dir), cfg)
+
+
+def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
+    """Place ``cfg.graph`` on ``cfg.cluster`` with the policy file ``cfg.checkpoint``; write placement and trace."""
+    import time
+
+    from rich.console import Console
+
+    from gplace.experiment import PlacementReport, single_device_baselines, write_report
+    from gplace.pretrained import place_with_pretrained
+    from gplace.training import TrainResult
+
+    graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), instantiate(cfg.runtime)
+    started = time.monotonic()
+    placement = place_with_pretrained(graph, cluster, cfg.checkpoint, samples=cfg.samples, runtime=runtime)
+    seconds = time.monotonic() - started
+    m = runtime.measure(graph, cluster, placement)
+    report = PlacementReport(graph, cluster, placement, m, single_device_baselines(graph, cluster, runtime),
+                             TrainResult(placement, m, cfg.samples + 1, seconds))
+    write_report(report, run_dir)
+    Console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} in {seconds:.1f} s: "
+                    f"{_ms(m.step_time)} ({report.speedup:.2f}x the best single device); wrote {run_dir}")
+    return m.step_time
+
+
 def main() -> None:
     """Console-script entry point: ``gplace [overrides]`` runs the experiment; ``gplace bench [overrides]``
-    the bench."""
-    if len(sys.argv) > 1 and sys.argv[1] == "bench":
+    the bench; ``gplace place checkpoint=policy.pt [overrides]`` places with a trained policy."""
+    command = sys.argv[1] if len(sys.argv) > 1 else None
+    if command in ("bench", "place"):
         del sys.argv[1]
-        _bench_main()
+        (_bench_main if command == "bench" else _place_main)()
     else:
         _hydra_main()

@@ -13,11 +13,18 @@ from gplace.runtime.conformance import check_failure, check_runtime
 from gplace.runtime.simulator import Schedule, Simulator, schedule
 from gplace.runtime.trace import write_chrome_trace
 
-_LAZY = {name: "gplace.runtime.torch_runtime" for name in ("TorchRunError", "TorchRuntime", "torch_device")}
+_LAZY = {
+    **{name: "gplace.runtime.torch_runtime" for name in ("TorchRunError", "TorchRuntime", "torch_device")},
+    **{name: "gplace.runtime.calibration" for name in ("Calibration", "LinkFit", "calibrate", "fit_link")},
+    "CachedRuntime": "gplace.runtime.cache",
+    "PoolRuntime": "gplace.runtime.parallel",
+    "RayRuntime": "gplace.runtime.ray_runtime",
+}
 
 __all__ = [
-    "Measurement", "Runtime", "Schedule", "Simulator", "TorchRunError", "TorchRuntime", "check_failure",
-    "check_runtime", "schedule", "torch_device", "write_chrome_trace",
+    "CachedRuntime", "Calibration", "LinkFit", "Measurement", "PoolRuntime", "RayRuntime", "Runtime", "Schedule",
+    "Simulator", "TorchRunError", "TorchRuntime", "calibrate", "check_failure", "check_runtime", "fit_link",
+    "schedule", "torch_device", "write_chrome_trace",
 ]
 
 
