@@ -34,6 +34,15 @@ def test_run_writes_placement_and_trace(tmp_path):
     assert any(e.get("ph") == "X" for e in trace["traceEvents"])
     assert (out / "checkpoint.pt").exists() and (out / "metrics.jsonl").exists()
 
+    # the saved policy places the graph again, in seconds, without training
+    placed = tmp_path / "placed"
+    proc = _gplace("place", f"checkpoint={out / 'policy.pt'}", "cluster=paper_4gpu", "graph.steps=2",
+                   "graph.hidden=64", "graph.vocab=100", f"hydra.run.dir={placed}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads((placed / "placement.json").read_text())
+    assert again["graph_fingerprint"] == doc["graph_fingerprint"] and again["step_time"] > 0
+    assert set(again["placement"]) == set(doc["placement"])
+
 
 @pytest.mark.slow
 def test_multirun_sweeps_an_override(tmp_path):
