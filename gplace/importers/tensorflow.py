@@ -1,0 +1,848 @@
+"""Import a TensorFlow program into gplace's op graph.
+
+This module and :mod:`gplace.zoo.keras_models` are the only places in gplace that import ``tensorflow``; they
+import it lazily, inside the functions.
+
+What can be imported (:func:`from_tensorflow`): a ``GraphDef`` (or a path to a binary ``.pb`` / text
+``.pbtxt`` one), a ``tf.Graph``, a ``tf.function`` with an ``input_signature`` or a concrete function, a
+SavedModel directory (its ``serving_default`` signature, else its first), or a Keras model, as inference or,
+with ``training=True``, as one full training step (forward, loss, gradients and the optimiser's update traced
+as one ``tf.function`` with a ``GradientTape``), as the paper placed training steps.
+
+How a program maps onto the IR:
+
+- Everything is first turned into one **self-contained GraphDef**, kept as the graph's ``source``
+  (:class:`TensorFlowSource`) with **one node per op under the same name**, so a runtime can set
+  ``NodeDef.device`` from a placement. Variables captured by a function become ``VarHandleOp`` nodes,
+  captured constants ``Const`` nodes; function calls (``PartitionedCall``, ``StatefulPartitionedCall``, as in
+  a SavedModel) are inlined with Grappler's function optimiser, XLA-compiled ones included (their ops are
+  then placed one by one).
+- **Shapes and dtypes**: TensorFlow's shape inference on import, merged with the ``_output_shapes`` attribute
+  where the GraphDef has one. A placeholder's unknown leading (batch) dimension takes ``batch_size``. A tensor
+  that some op reads and whose shape is still unknown is an error naming its node (the reduction axes that
+  ``BroadcastGradientArgs`` computes count at their bound, the rank). Bytes are ``numel * itemsize``;
+  strings count 8 bytes an element (an estimate), resource handles and variants 0.
+- **Variables** (``VarHandleOp``, ``VariableV2``) hold their size as ``persistent_memory``; so do ``Const``
+  nodes. A ``ReadVariableOp`` or ``Const`` output aliases that resident buffer, so it adds no
+  ``output_bytes``, but its edges carry the value's bytes (a reader on another device pays the copy).
+- **Colocation**: ``_class: loc:@x`` constraints, and TensorFlow's rule that an op reading a resource handle
+  or a reference variable runs where the variable lives, become :attr:`Op.colocation` groups (named after a
+  variable of the group where there is one).
+- **CPU-only ops** (strings, input pipelines, ``PyFunc``, checkpoint I/O, see :data:`CPU_ONLY_OPS`; on a GPU
+  build also every op TensorFlow's kernel registry has no GPU kernel for) are pinned to ``"cpu"``.
+- **Edges**: one per (producer, consumer) pair carrying the bytes of the distinct tensors read; control
+  dependencies (``^x``) are 0-byte edges.
+- **Costs**: ``kind_cost`` from :mod:`gplace.costmodel` (roofline on the reference GPU and CPU), with the
+  FLOPs of TensorFlow-specific layouts (``MatMul`` transposes, ``HWIO`` filters, convolution and pooling
+  gradients) counted here. Bookkeeping ops (``NoOp``, ``Const``, ``Placeholder``, variables, reads,
+  reshapes, identities; :data:`FREE_OPS`) cost 0.
+- **Control flow** (``While``/``If``/``Case``, v1 ``Enter``/``Exit``/``Switch``/``Merge``) is not handled:
+  an :class:`~gplace.ir.UnsupportedGraphError` names the node (unroll loops, e.g. Keras ``unroll=True``).
+
+No TensorFlow or protobuf exception leaves :func:`from_tensorflow`: each becomes an
+:class:`~gplace.ir.UnsupportedGraphError` naming the node or the stage that failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import math
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gplace.costmodel import TensorSpec, op_work, roofline_costs
+from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
+
+logger = logging.getLogger(__name__)
+
+CONTROL_FLOW_OPS = frozenset({
+    "While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase", "For", "Enter", "RefEnter", "Exit",
+    "RefExit", "Switch", "RefSwitch", "_SwitchN", "Merge", "RefMerge", "NextIteration", "RefNextIteration",
+    "LoopCond",
+})
+"""Op types whose op count per step depends on the data: not handled."""
+
+CPU_ONLY_OPS = frozenset({
+    "PyFunc", "PyFuncStateless", "EagerPyFunc", "IteratorGetNext", "IteratorGetNextSync", "IteratorV2",
+    "Iterator", "AnonymousIterator", "AnonymousIteratorV2", "AnonymousIteratorV3", "MakeIterator",
+    "OneShotIterator", "IteratorToStringHandle", "IteratorFromStringHandleV2", "SaveV2", "RestoreV2",
+    "MergeV2Checkpoints", "ShardedFilename", "ShardedFilespec", "Print", "PrintV2", "StringFormat", "DecodeJpeg",
+    "DecodePng", "DecodeImage", "DecodeRaw", "ParseExample", "ParseExampleV2", "ParseSingleExample",
+    "ReaderReadV2", "FIFOQueueV2", "RandomShuffleQueueV2", "QueueDequeueV2", "QueueDequeueManyV2",
+    "QueueEnqueueV2", "HashTableV2", "MutableHashTableV2", "LookupTableFindV2", "LookupTableImportV2",
+    "InitializeTableV2", "InitializeTableFromTextFileV2",
+})
+"""Op types with no GPU kernel (besides any op reading or writing strings, and ``*Dataset`` ops)."""
+
+FREE_OPS = frozenset({
+    "NoOp", "Const", "HostConst", "Placeholder", "PlaceholderWithDefault", "VarHandleOp", "VariableV2", "Variable",
+    "VarIsInitializedOp", "ReadVariableOp", "Identity", "IdentityN", "Reshape", "Squeeze", "ExpandDims", "Shape",
+    "ShapeN", "Size", "Rank", "StopGradient", "PreventGradient", "Snapshot", "EnsureShape", "DestroyResourceOp",
+})
+"""Bookkeeping op types: no kernel worth timing (cost 0 on every kind)."""
+
+_VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+_ALIAS_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "Const", "HostConst", "ReadVariableOp"})
+"""Ops whose outputs alias resident (persistent) memory: no ``output_bytes`` of their own."""
+_CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+_NO_INLINE_ATTRS = ("_noinline", "_XlaMustCompile", "api_implements")
+_NO_TENSOR = ("resource", "variant")
+_STRING_BYTES = 8
+
+_COST_NAMES = {
+    "AddV2": "add", "BiasAdd": "add", "RealDiv": "div", "DivNoNan": "div", "FloorDiv": "div",
+    "SquaredDifference": "sub", "ReluGrad": "threshold_backward", "Relu6": "clip", "Relu6Grad": "threshold_backward",
+    "SigmoidGrad": "sigmoid_backward", "TanhGrad": "tanh_backward", "RsqrtGrad": "mul", "SqrtGrad": "mul",
+    "FusedBatchNorm": "native_batch_norm", "FusedBatchNormV2": "native_batch_norm",
+    "FusedBatchNormV3": "native_batch_norm", "FusedBatchNormGrad": "native_batch_norm_backward",
+    "FusedBatchNormGradV2": "native_batch_norm_backward", "FusedBatchNormGradV3": "native_batch_norm_backward",
+    "SparseSoftmaxCrossEntropyWithLogits": "softmax", "SoftmaxCrossEntropyWithLogits": "softmax",
+    "LogSoftmax": "logsoftmax", "AddN": "sum", "GatherV2": "gather", "ResourceGather": "gather",
+    "Sum": "reducesum", "Mean": "reducemean", "Max": "reducemax", "Min": "reducemin", "Prod": "reduceprod",
+    "BiasAddGrad": "reducesum", "ArgMax": "argmax", "ArgMin": "argmin", "TopKV2": "topk",
+}
+"""TensorFlow op type -> the :mod:`gplace.costmodel` name counting the same work."""
+
+
+@dataclass(frozen=True)
+class TensorFlowSource:
+    """The graph's ``source`` handle: the GraphDef its ops came from (one node per op, same names)."""
+
+    graph_def: Any = field(repr=False)
+    """A ``tf.compat.v1.GraphDef``; set ``node.device`` from a placement to run it placed."""
+    inputs: tuple[str, ...] = ()
+    """Tensors to feed, e.g. ``("x:0",)``."""
+    outputs: tuple[str, ...] = ()
+    """Tensors one step fetches (a training step's loss, a model's outputs)."""
+
+
+@dataclass
+class _Traced:
+    """A program turned into a GraphDef, before inlining and shape inference."""
+
+    graph_def: Any
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    keepalive: Any = None
+    """An object whose variables the GraphDef refers to (a loaded SavedModel), kept alive while building."""
+
+
+def from_tensorflow(
+    obj: Any,
+    *,
+    training: bool = False,
+    batch_size: int | None = None,
+    name: str | None = None,
+    loss: Any = None,
+    optimizer: Any = None,
+    outputs: Sequence[str] | None = None,
+) -> OpGraph:
+    """Import a TensorFlow program as an op graph (see the module docstring for the mapping).
+
+    Args:
+        obj: a ``GraphDef``, a path to a GraphDef file (``.pb``, ``.pbtxt``) or to a SavedModel directory, a
+            ``tf.Graph``, a ``tf.function`` with an ``input_signature``, a concrete function, or a Keras model.
+        training: for a Keras model, import one training step (forward, loss, gradients, optimiser update)
+            instead of inference. Other programs are imported as they are. (default: ``False``)
+        batch_size: size of an unknown leading (batch) dimension of the inputs. (default: ``None``, an unknown
+            dimension is an error)
+        name: graph name. (default: the model's, function's, file's or ``"tensorflow"``)
+        loss: training loss of a Keras model: a Keras loss name, a loss object or a callable
+            ``(y_true, y_pred) -> scalar``. Targets are fed like the outputs, or as integer class ids without
+            the last axis for a ``sparse_*`` loss. (default: the model's compiled loss, else mean squared error)
+        optimizer: training optimiser of a Keras model, a Keras optimiser or its name. (default: the model's
+            compiled optimiser, else ``"sgd"``)
+        outputs: for a GraphDef or ``tf.Graph``, the nodes (or tensors) one step runs; only they and what they
+            depend on are imported. (default: every node)
+
+    Returns:
+        The op graph; its ``source`` is a :class:`TensorFlowSource`.
+
+    Raises:
+        TypeError: ``obj`` is none of the above.
+        FileNotFoundError: a path that does not exist.
+        UnsupportedGraphError: the program cannot be imported; the message names the node (or the stage) and
+            the reason (control flow, an unknown dimension, an unregistered op, a failed trace, ...).
+    """
+    if training and not _is_keras_model(obj):
+        raise UnsupportedGraphError("training=True needs a Keras model; other programs are imported as given")
+    tf = _import_tf()
+    traced = _trace(tf, obj, training, batch_size, loss, optimizer, outputs)
+    graph_name = name or traced.name
+    where = f"TensorFlow graph {graph_name!r}"
+    with _wrap_errors(where):
+        graph_def = _prepare(tf, traced, batch_size, where)
+        with _wrap_errors(f"{where}: TensorFlow could not import it"):
+            graph = _import_graph_def(tf, graph_def)
+        ops, edges = _Builder(tf, graph, graph_def, where).build()
+    source = TensorFlowSource(graph_def, traced.inputs, traced.outputs)
+    try:
+        return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
+    except GraphError as err:
+        raise UnsupportedGraphError(f"{where}: {err}") from None
+
+
+# ---------------------------------------------------------------------- errors and imports
+def _import_tf() -> Any:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    import tensorflow as tf
+
+    return tf
+
+
+@contextlib.contextmanager
+def _wrap_errors(where: str) -> Iterator[None]:
+    """Turn any exception but ours into an :class:`UnsupportedGraphError` that says where it happened."""
+    try:
+        yield
+    except UnsupportedGraphError:
+        raise
+    except Exception as err:  # TensorFlow raises ValueError, TypeError, InvalidArgumentError, DecodeError, ...
+        logger.debug("%s failed", where, exc_info=True)
+        raise UnsupportedGraphError(f"{where} ({type(err).__name__}: {_brief(err)})") from None
+
+
+def _brief(err: BaseException, limit: int = 400) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+# ---------------------------------------------------------------------- tracing any input to a GraphDef
+def _is_keras_model(obj: Any) -> bool:
+    for module in ("keras", "tf_keras"):
+        keras = sys.modules.get(module)
+        if keras is not None and isinstance(obj, keras.Model):
+            return True
+    return False
+
+
+def _trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, optimizer: Any,
+           outputs: Sequence[str] | None) -> _Traced:
+    from tensorflow.core.framework import graph_pb2
+
+    if isinstance(obj, str | Path):
+        return _trace_path(tf, Path(obj), outputs)
+    if isinstance(obj, graph_pb2.GraphDef):
+        return _graph_def_traced(tf, obj, "tensorflow", outputs)
+    if isinstance(obj, tf.Graph):
+        with _wrap_errors("tf.Graph.as_graph_def"):
+            graph_def = obj.as_graph_def(add_shapes=True)
+        return _graph_def_traced(tf, graph_def, "tensorflow", outputs)
+    if isinstance(obj, tf.types.experimental.ConcreteFunction):
+        return _function_traced(tf, obj)
+    if isinstance(obj, tf.types.experimental.PolymorphicFunction):
+        with _wrap_errors(f"tf.function {getattr(obj, '__name__', '?')!r} (give it an input_signature)"):
+            concrete = obj.get_concrete_function()
+        return _function_traced(tf, concrete)
+    if _is_keras_model(obj):
+        return _keras_traced(tf, obj, training, batch_size, loss, optimizer)
+    raise TypeError(
+        "from_tensorflow expects a GraphDef, a tf.Graph, a tf.function or concrete function, a Keras model, "
+        f"or a path to a GraphDef file or SavedModel directory; got {type(obj).__name__}"
+    )
+
+
+def _trace_path(tf: Any, path: Path, outputs: Sequence[str] | None) -> _Traced:
+    if path.is_dir():
+        return _saved_model_traced(tf, path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no GraphDef file or SavedModel directory at {str(path)!r}")
+    from google.protobuf import text_format
+    from tensorflow.core.framework import graph_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    with _wrap_errors(f"{path}: not a readable GraphDef"):
+        if path.suffix in (".pbtxt", ".txt"):
+            text_format.Parse(path.read_text(), graph_def)
+        else:
+            graph_def.ParseFromString(path.read_bytes())
+    return _graph_def_traced(tf, graph_def, path.stem, outputs)
+
+
+def _graph_def_traced(tf: Any, graph_def: Any, name: str, outputs: Sequence[str] | None) -> _Traced:
+    graph_def = _copy(graph_def)
+    if outputs:
+        keep = [o.lstrip("^").split(":")[0] for o in outputs]
+        with _wrap_errors(f"GraphDef: extracting the subgraph of {keep}"):
+            graph_def = tf.compat.v1.graph_util.extract_sub_graph(graph_def, keep)
+    read = {i.lstrip("^").split(":")[0] for node in graph_def.node for i in node.input}
+    sinks = tuple(f"{n.name}:0" if _has_outputs(n) else n.name for n in graph_def.node if n.name not in read)
+    feeds = tuple(f"{n.name}:0" for n in graph_def.node if n.op == "Placeholder")
+    return _Traced(graph_def, name, feeds, tuple(outputs) if outputs else sinks)
+
+
+def _copy(message: Any) -> Any:
+    copy = type(message)()
+    copy.CopyFrom(message)
+    return copy
+
+
+def _has_outputs(node: Any) -> bool:
+    return node.op not in ("NoOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp")
+
+
+def _saved_model_traced(tf: Any, path: Path) -> _Traced:
+    with _wrap_errors(f"SavedModel {str(path)!r}: could not load it"):
+        loaded = tf.saved_model.load(str(path))
+        signatures = dict(loaded.signatures)
+    if not signatures:
+        raise UnsupportedGraphError(f"SavedModel {str(path)!r} has no signatures; save it with signatures=...")
+    key = "serving_default" if "serving_default" in signatures else sorted(signatures)[0]
+    traced = _function_traced(tf, signatures[key])
+    traced.name, traced.keepalive = path.name, loaded
+    return traced
+
+
+def _function_traced(tf: Any, concrete: Any) -> _Traced:
+    """The function's GraphDef with its captures made nodes: variables ``VarHandleOp``, tensors ``Const``.
+
+    A variable's node is renamed after the variable where that name is free.
+    """
+    fname = getattr(concrete, "name", "function")
+    fname = fname.decode() if isinstance(fname, bytes) else str(fname)
+    with _wrap_errors(f"concrete function {fname!r}: could not read its graph"):
+        graph_def = concrete.graph.as_graph_def(add_shapes=True)
+        nodes = {n.name: n for n in graph_def.node}
+        variables = {id(v.handle): v for v in concrete.graph.variables}
+        captured, renames = set(), {}
+        for external, internal in concrete.graph.captures:
+            node = nodes[internal.op.name]
+            captured.add(internal.name)
+            if internal.dtype != tf.resource:
+                _as_const(tf, node, external)
+            elif _as_var_handle(tf, node, variables.get(id(external)), internal):
+                wanted = node.attr["shared_name"].s.decode()
+                if wanted and wanted not in nodes and wanted not in renames.values():
+                    renames[node.name] = wanted
+        _rename_nodes(graph_def, renames)
+        inputs = tuple(t.name for t in concrete.inputs if t.name not in captured)
+        outputs = tuple(t.name for t in concrete.outputs)
+    return _Traced(graph_def, fname.removeprefix("__inference_"), inputs, outputs)
+
+
+def _as_var_handle(tf: Any, node: Any, variable: Any, placeholder: Any) -> bool:
+    """Rewrite a captured resource placeholder into the ``VarHandleOp`` of the variable it stands for.
+
+    Returns:
+        Whether it was rewritten (a resource that is not a variable, e.g. a table, stays a placeholder).
+    """
+    if variable is not None:
+        shape, dtype, shared = variable.shape, variable.dtype, variable.name.split(":")[0]
+    else:
+        from tensorflow.python.ops import handle_data_util
+
+        data = handle_data_util.get_resource_handle_data(placeholder)
+        if not data.is_set or not data.shape_and_type:
+            return False
+        shape = tf.TensorShape(data.shape_and_type[0].shape)
+        dtype, shared = tf.dtypes.as_dtype(data.shape_and_type[0].dtype), node.name
+    _reset(node, "VarHandleOp")
+    node.attr["dtype"].type = dtype.as_datatype_enum
+    node.attr["shape"].shape.CopyFrom(tf.TensorShape(shape).as_proto())
+    node.attr["shared_name"].s = shared.encode()
+    node.attr["container"].s = b""
+    return True
+
+
+def _as_const(tf: Any, node: Any, value: Any) -> None:
+    proto = tf.make_tensor_proto(value.numpy() if hasattr(value, "numpy") else value)
+    _reset(node, "Const")
+    node.attr["dtype"].type = proto.dtype
+    node.attr["value"].tensor.CopyFrom(proto)
+
+
+def _reset(node: Any, op_type: str) -> None:
+    """Make ``node`` an input-less node of ``op_type`` with no attributes, keeping its name and device."""
+    name, device = node.name, node.device
+    node.Clear()
+    node.name, node.op, node.device = name, op_type, device
+
+
+def _rename_nodes(graph_def: Any, renames: dict[str, str]) -> None:
+    if not renames:
+        return
+    for node in graph_def.node:
+        node.name = renames.get(node.name, node.name)
+        for i, ref in enumerate(node.input):
+            ctrl, base = ref.startswith("^"), ref.lstrip("^")
+            src, sep, port = base.partition(":")
+            if src in renames:
+                node.input[i] = ("^" if ctrl else "") + renames[src] + sep + port
+
+
+# ---------------------------------------------------------------------- Keras
+def _keras_traced(tf: Any, model: Any, training: bool, batch_size: int | None, loss: Any,
+                  optimizer: Any) -> _Traced:
+    where = f"Keras model {model.name!r}"
+    opt = None
+    with _wrap_errors(f"{where}: could not trace it"):
+        specs = _keras_input_specs(tf, model, batch_size, where)
+        if training:
+            concrete, opt = _keras_train_step(tf, model, specs, batch_size, loss, optimizer)
+        else:
+            fn = tf.function(lambda inputs: model(_unlist(inputs), training=False), input_signature=[specs],
+                             autograph=False)
+            concrete = fn.get_concrete_function()
+    traced = _function_traced(tf, concrete)
+    traced.name = model.name + ("_train" if training else "")
+    traced.keepalive = opt  # the optimiser owns the slot variables the GraphDef refers to
+    return traced
+
+
+def _unlist(values: list[Any]) -> Any:
+    return values[0] if len(values) == 1 else values
+
+
+def _keras_input_specs(tf: Any, model: Any, batch_size: int | None, where: str) -> list[Any]:
+    try:
+        inputs = list(model.inputs or [])
+    except (AttributeError, ValueError):
+        inputs = []
+    if not inputs:
+        raise UnsupportedGraphError(f"{where} has no symbolic inputs (a subclassed model never built?); build it "
+                                    "with keras.Input, or pass a tf.function with an input_signature")
+    return [_batch_spec(tf, t.shape, t.dtype, batch_size, t.name) for t in inputs]
+
+
+def _batch_spec(tf: Any, shape: Sequence[int | None], dtype: Any, batch_size: int | None, name: str) -> Any:
+    dims = list(shape)
+    if dims and dims[0] is None:
+        dims[0] = batch_size
+    return tf.TensorSpec(dims, tf.dtypes.as_dtype(dtype), name=name.replace(":", "_"))
+
+
+def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | None, loss: Any,
+                      optimizer: Any) -> tuple[Any, Any]:
+    """A concrete ``tf.function`` (forward, loss, ``GradientTape`` gradients, optimiser update) and the optimiser.
+
+    Sparse gradients (``IndexedSlices``, e.g. of an embedding) are made dense before the update: Keras 3's
+    sparse update paths branch with ``tf.cond``, which the importer does not handle.
+    """
+    import keras
+
+    loss_fn = keras.losses.get(loss if loss is not None else getattr(model, "loss", None) or "mean_squared_error")
+    sparse = "sparse" in str(getattr(loss_fn, "name", None) or getattr(loss_fn, "__name__", ""))
+    targets = [
+        _batch_spec(tf, t.shape[:-1] if sparse else t.shape, "int32" if sparse else t.dtype, batch_size, f"y{i}")
+        for i, t in enumerate(model.outputs)
+    ]
+    opt = optimizer if optimizer is not None else getattr(model, "optimizer", None) or "sgd"
+    opt = keras.optimizers.get(opt) if isinstance(opt, str) else opt
+    variables = model.trainable_variables
+    if not getattr(opt, "built", False):
+        opt.build(variables)
+
+    def step(inputs: list[Any], labels: list[Any]) -> Any:
+        with tf.GradientTape() as tape:
+            preds = model(_unlist(inputs), training=True)
+            preds = preds if isinstance(preds, list | tuple) else [preds]
+            total = tf.add_n([loss_fn(y, p) for y, p in zip(labels, preds, strict=True)])
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g in tape.gradient(total, variables)]  # Keras's sparse updates use tf.cond
+        opt.apply_gradients(zip(grads, variables, strict=True))
+        return total
+
+    return tf.function(step, input_signature=[specs, targets], autograph=False).get_concrete_function(), opt
+
+
+# ---------------------------------------------------------------------- preparing the GraphDef
+def _prepare(tf: Any, traced: _Traced, batch_size: int | None, where: str) -> Any:
+    """Check for control flow and unregistered ops, inline function calls, fix batch dimensions."""
+    graph_def = traced.graph_def
+    _check_control_flow(graph_def, where)
+    if any(n.op in _CALL_OPS for n in graph_def.node):
+        graph_def = _inline_calls(tf, graph_def, traced.outputs, where)
+        _check_control_flow(graph_def, where)
+        left = [n for n in graph_def.node if n.op in _CALL_OPS]
+        if left:
+            raise UnsupportedGraphError(
+                f"{where}: node {left[0].name!r} ({left[0].op}): function call could not be inlined"
+            )
+    _check_registered(graph_def, where)
+    if batch_size is not None:
+        _fix_batch_dims(tf, graph_def, batch_size)
+    return graph_def
+
+
+def _check_control_flow(graph_def: Any, where: str) -> None:
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    for node in graph_def.node:
+        if node.op in CONTROL_FLOW_OPS:
+            raise UnsupportedGraphError(
+                f"{where}: node {node.name!r} ({node.op}): control flow is not handled (its op count depends on "
+                "the data); unroll loops (e.g. Keras LSTM(unroll=True)) or import a graph without it"
+            )
+        for fname in _called_functions(node, functions):
+            _check_function(fname, functions, f"{where}: node {node.name!r}", set())
+
+
+def _called_functions(node: Any, functions: dict[str, Any]) -> list[str]:
+    names = [node.op] if node.op in functions else []
+    for attr in node.attr.values():
+        if attr.HasField("func"):
+            names.append(attr.func.name)
+        names += [f.name for f in attr.list.func]
+    return names
+
+
+def _check_function(fname: str, functions: dict[str, Any], caller: str, seen: set[str]) -> None:
+    if fname in seen or fname not in functions:
+        return
+    seen.add(fname)
+    for node in functions[fname].node_def:
+        if node.op in CONTROL_FLOW_OPS:
+            raise UnsupportedGraphError(
+                f"{caller} calls function {fname!r}, whose node {node.name!r} ({node.op}) is control flow; "
+                "control flow is not handled (unroll loops, e.g. Keras LSTM(unroll=True))"
+            )
+        for inner in _called_functions(node, functions):
+            _check_function(inner, functions, caller, seen)
+
+
+def _inline_calls(tf: Any, graph_def: Any, fetches: Sequence[str], where: str) -> Any:
+    """Inline every function call with Grappler's function optimiser (no other rewrite)."""
+    from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
+    from tensorflow.python.grappler import tf_optimizer
+
+    meta = meta_graph_pb2.MetaGraphDef()
+    meta.graph_def.CopyFrom(graph_def)
+    for node in meta.graph_def.node:  # XLA-compiled calls (e.g. Keras's grouped convolutions) inline like others
+        for key in _NO_INLINE_ATTRS:
+            node.attr.pop(key, None)
+    for function in meta.graph_def.library.function:
+        for key in _NO_INLINE_ATTRS:
+            function.attr.pop(key, None)
+    meta.collection_def["train_op"].node_list.value.extend(fetches)
+    config = config_pb2.ConfigProto()
+    config.graph_options.rewrite_options.min_graph_nodes = -1
+    config.graph_options.rewrite_options.optimizers.append("function")
+    with _wrap_errors(f"{where}: inlining function calls failed"):
+        return tf_optimizer.OptimizeGraph(config, meta)
+
+
+def _check_registered(graph_def: Any, where: str) -> None:
+    from tensorflow.python.framework import op_def_registry
+
+    functions = {f.signature.name for f in graph_def.library.function}
+    for node in graph_def.node:
+        if node.op not in functions and op_def_registry.get(node.op) is None:
+            raise UnsupportedGraphError(
+                f"{where}: node {node.name!r}: op type {node.op!r} is not registered in this TensorFlow (a custom op?)"
+            )
+
+
+def _fix_batch_dims(tf: Any, graph_def: Any, batch_size: int) -> None:
+    """Give each placeholder with an unknown leading dimension ``batch_size`` there."""
+    for node in graph_def.node:
+        if node.op != "Placeholder" or "shape" not in node.attr:
+            continue
+        shape = node.attr["shape"].shape
+        if not shape.unknown_rank and shape.dim and shape.dim[0].size < 0:
+            shape.dim[0].size = batch_size
+            if "_output_shapes" in node.attr:
+                for out in node.attr["_output_shapes"].list.shape[:1]:
+                    out.CopyFrom(shape)
+
+
+def _import_graph_def(tf: Any, graph_def: Any) -> Any:
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+    return graph
+
+
+# ---------------------------------------------------------------------- building ops and edges
+@dataclass(frozen=True)
+class _Tensor:
+    """One output of one op."""
+
+    shape: tuple[int, ...] | None
+    """Known dimensions, ``None`` where any dimension (or the rank) is unknown."""
+    nbytes: int
+    """Bytes it carries (0 for handles, variants and unknown shapes)."""
+    kind: str
+    """``"data"``, ``"resource"`` or ``"ref"``."""
+    partial: tuple[int, ...] = ()
+    """The dimensions with -1 where unknown (``()`` for an unknown rank)."""
+
+
+class _Builder:
+    """Turns an imported ``tf.Graph`` into op and edge records (one pass over the ops)."""
+
+    def __init__(self, tf: Any, graph: Any, graph_def: Any, where: str) -> None:
+        self.tf = tf
+        self.where = where
+        self.ops = graph.get_operations()
+        self.nodes = {n.name: n for n in graph_def.node}
+        self.tensors: dict[str, _Tensor] = {}
+        self.variables: dict[str, TensorSpec] = {}
+        """Tensor name of a resource handle or reference -> the variable it points at."""
+        self.readers: dict[str, list[str]] = defaultdict(list)
+        self.gpu_kernel = _gpu_kernel_lookup()
+
+    def build(self) -> tuple[list[Op], list[Edge]]:
+        for op in self.ops:
+            self._add_outputs(op)
+            for t in op.inputs:
+                self.readers[t.name].append(op.name)
+        groups = self._colocation()
+        records = [self._op(op, groups.get(op.name)) for op in self.ops]
+        self._warn_unknown()
+        return records, self._edges()
+
+    # -------------------------------------------------------------- tensors
+    def _add_outputs(self, op: Any) -> None:
+        recorded = self._recorded_shapes(op.name)
+        variable = self._variable_spec(op) if op.type in _VARIABLE_OPS else None
+        for i, t in enumerate(op.outputs):
+            dims = _merge_dims(t.shape, recorded[i] if i < len(recorded) else None)
+            if op.type == "BroadcastGradientArgs" and dims == (-1,):
+                dims = (max(s.shape[0] or 0 for s in op.inputs),)  # reduction axes: at most the shapes' rank
+            kind = "resource" if t.dtype == self.tf.resource else "ref" if t.dtype != t.dtype.base_dtype else "data"
+            self.tensors[t.name] = _tensor(dims, t.dtype, kind)
+            if variable is not None:
+                self.variables[t.name] = variable
+            elif kind != "data":
+                source = next((s.name for s in op.inputs if s.name in self.variables), None)
+                if source is not None:
+                    self.variables[t.name] = self.variables[source]
+
+    def _recorded_shapes(self, name: str) -> list[Any]:
+        node = self.nodes.get(name)
+        if node is None or "_output_shapes" not in node.attr:
+            return []
+        return list(node.attr["_output_shapes"].list.shape)
+
+    def _variable_spec(self, op: Any) -> TensorSpec:
+        shape = self.tf.TensorShape(op.get_attr("shape"))
+        if not shape.is_fully_defined():
+            raise UnsupportedGraphError(
+                f"{self.where}: node {op.name!r} ({op.type}): variable of unknown shape {shape}"
+            )
+        dtype = self.tf.dtypes.as_dtype(op.get_attr("dtype"))
+        dims = tuple(int(d) for d in shape)
+        return TensorSpec(dims, math.prod(dims) * _itemsize(dtype))
+
+    def _value(self, name: str) -> TensorSpec:
+        """What reading tensor ``name`` touches: the variable behind a handle, else the tensor itself."""
+        if name in self.variables:
+            return self.variables[name]
+        t = self.tensors[name]
+        return TensorSpec(t.shape or (), t.nbytes)
+
+    # -------------------------------------------------------------- ops
+    def _op(self, op: Any, group: str | None) -> Op:
+        outputs = [self.tensors[t.name] for t in op.outputs]
+        for i, t in enumerate(outputs):
+            if t.shape is None and t.kind == "data" and self.readers.get(f"{op.name}:{i}"):
+                self._unknown_shape(op, i, t)
+        persistent = 0
+        shapes = tuple(t.shape if t.shape is not None else t.partial or (-1,) for t in outputs)
+        if op.type in _VARIABLE_OPS:
+            variable = self.variables[op.outputs[0].name]
+            persistent, shapes = variable.nbytes, (variable.shape,)
+        elif op.type in ("Const", "HostConst"):
+            persistent = sum(t.nbytes for t in outputs)
+        return Op(
+            op.name, op.type, None, self._kind_costs(op, outputs), persistent_memory=persistent,
+            output_bytes=0 if op.type in _ALIAS_OPS else sum(t.nbytes for t in outputs), output_shapes=shapes,
+            colocation=group, pinned="cpu" if self._cpu_only(op) else None,
+        )
+
+    def _unknown_shape(self, op: Any, i: int, t: _Tensor) -> None:
+        shown = "unknown rank" if not t.partial else str(list(t.partial))
+        hint = " (give batch_size)" if t.partial and t.partial[0] < 0 and min(t.partial[1:], default=0) >= 0 else ""
+        raise UnsupportedGraphError(
+            f"{self.where}: node {op.name!r} ({op.type}): output {i} has an unknown shape {shown}, read by "
+            f"{self.readers[op.outputs[i].name][0]!r}{hint}"
+        )
+
+    def _kind_costs(self, op: Any, outputs: list[_Tensor]) -> dict[str, float]:
+        if op.type in FREE_OPS or not (outputs or op.inputs):
+            return {"gpu": 0.0, "cpu": 0.0}
+        ins = [self._value(t.name) for t in op.inputs]
+        outs = [TensorSpec(t.shape, t.nbytes) for t in outputs if t.shape is not None and t.kind == "data"]
+        attrs = _cost_attrs(self.nodes.get(op.name))
+        cost_name = _COST_NAMES.get(op.type, op.type)
+        work = op_work(cost_name, ins, outs, attrs)
+        flops = _tf_flops(op.type, ins, outs, attrs)
+        return roofline_costs(work.flops if flops is None else flops, work.nbytes)
+
+    def _cpu_only(self, op: Any) -> bool:
+        if op.type in CPU_ONLY_OPS or op.type.endswith(("Dataset", "DatasetV2", "DatasetV3")):
+            return True
+        if any(t.dtype == self.tf.string for t in [*op.inputs, *op.outputs]):
+            return True
+        return self.gpu_kernel is not None and op.type not in FREE_OPS and not self.gpu_kernel(op.type)
+
+    # -------------------------------------------------------------- colocation and edges
+    def _colocation(self) -> dict[str, str]:
+        """Op name -> group name for ops in a group of two or more (``_class`` and resource/ref readers)."""
+        parent = {op.name: op.name for op in self.ops}
+
+        def find(x: str) -> str:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for op in self.ops:
+            for other in self._colocated_with(op):
+                if other in parent:
+                    parent[find(op.name)] = find(other)
+        members: dict[str, list[str]] = defaultdict(list)
+        for op in self.ops:
+            members[find(op.name)].append(op.name)
+        types = {op.name: op.type for op in self.ops}
+        groups = {}
+        for names in members.values():
+            if len(names) > 1:
+                label = next((n for n in names if types[n] in _VARIABLE_OPS), names[0])
+                groups.update(dict.fromkeys(names, label))
+        return groups
+
+    def _colocated_with(self, op: Any) -> list[str]:
+        node = self.nodes.get(op.name)
+        names = []
+        if node is not None and "_class" in node.attr:
+            names = [s.decode().removeprefix("loc:@") for s in node.attr["_class"].list.s if s.startswith(b"loc:@")]
+        names += [t.op.name for t in op.inputs if self.tensors[t.name].kind != "data"]
+        return names
+
+    def _edges(self) -> list[Edge]:
+        nbytes: dict[tuple[str, str], int] = {}
+        for op in self.ops:
+            for t in dict.fromkeys(op.inputs):
+                key = (t.op.name, op.name)
+                nbytes[key] = nbytes.get(key, 0) + self.tensors[t.name].nbytes
+            for dep in op.control_inputs:
+                nbytes.setdefault((dep.name, op.name), 0)
+        return [Edge(src, dst, b) for (src, dst), b in nbytes.items() if src != dst]
+
+    def _warn_unknown(self) -> None:
+        unread = [name for name, t in self.tensors.items() if t.shape is None and t.kind == "data"]
+        if unread:
+            logger.warning("%s: %d output(s) of unknown shape that no op reads count 0 bytes: %s",
+                           self.where, len(unread), ", ".join(unread[:5]))
+
+
+def _merge_dims(inferred: Any, recorded: Any) -> tuple[int, ...] | None:
+    """Dimensions from shape inference, each unknown one filled from the recorded ``_output_shapes``."""
+    dims = None if inferred.rank is None else [-1 if d is None else int(d) for d in inferred.as_list()]
+    if recorded is not None and not recorded.unknown_rank:
+        rec = [int(d.size) for d in recorded.dim]
+        if dims is None:
+            dims = rec
+        elif len(rec) == len(dims):
+            dims = [d if d >= 0 else r for d, r in zip(dims, rec, strict=True)]
+    return None if dims is None else tuple(dims)
+
+
+def _tensor(dims: tuple[int, ...] | None, dtype: Any, kind: str) -> _Tensor:
+    if kind == "resource" or dtype.base_dtype.name in _NO_TENSOR:
+        return _Tensor(dims if dims is not None and min(dims, default=0) >= 0 else (), 0, kind, dims or ())
+    if dims is None or min(dims, default=0) < 0:
+        return _Tensor(None, 0, kind, dims or ())
+    return _Tensor(dims, math.prod(dims) * _itemsize(dtype), kind, dims)
+
+
+def _itemsize(dtype: Any) -> int:
+    base = dtype.base_dtype
+    if base.name in _NO_TENSOR:
+        return 0
+    return _STRING_BYTES if base.name == "string" else int(base.size)
+
+
+@functools.cache
+def _gpu_kernel_lookup() -> Callable[[str], bool] | None:
+    """Whether an op type has a GPU kernel, from TensorFlow's kernel registry; ``None`` on a CPU-only build."""
+    from tensorflow.python.framework import kernels
+
+    def has_gpu(op_type: str) -> bool:
+        try:
+            return any(k.device_type == "GPU" for k in kernels.get_registered_kernels_for_op(op_type).kernel)
+        except Exception:  # an op type the registry does not know: assume it has one
+            return True
+
+    return functools.cache(has_gpu) if has_gpu("MatMul") else None
+
+
+# ---------------------------------------------------------------------- FLOPs of TensorFlow layouts
+def _cost_attrs(node: Any) -> dict[str, Any]:
+    """The attributes the FLOP rules read (transposes, pooling window, einsum equation), from the NodeDef."""
+    attrs: dict[str, Any] = {}
+    if node is None:
+        return attrs
+    for key in ("transpose_a", "adj_x"):
+        if key in node.attr:
+            attrs[key] = node.attr[key].b
+    if "ksize" in node.attr:
+        attrs["ksize"] = list(node.attr["ksize"].list.i)
+    if "equation" in node.attr:
+        attrs["equation"] = node.attr["equation"].s.decode()
+    return attrs
+
+
+def _tf_flops(op_type: str, ins: Sequence[TensorSpec], outs: Sequence[TensorSpec],
+              attrs: dict[str, Any]) -> float | None:
+    """FLOPs of ops whose TensorFlow layout the generic rules do not fit; ``None``: use the generic rule."""
+    rule = _TF_RULES.get(op_type)
+    if rule is None:
+        return None
+    try:
+        return float(rule(ins, outs, attrs))
+    except (IndexError, ValueError, ZeroDivisionError):
+        return 0.0  # shapes do not fit: memory traffic only
+
+
+def _matmul(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: dict[str, Any]) -> float:
+    a = ins[0].shape
+    k = a[-2] if attrs.get("transpose_a") or attrs.get("adj_x") else a[-1]
+    return 2.0 * outs[0].numel * k
+
+
+def _per_output(filter_shape: tuple[int, ...], depthwise: bool) -> int:
+    """Multiply-adds per output element of an ``HWIO`` (or depthwise ``HWCM``) filter."""
+    return math.prod(filter_shape[:-2]) if depthwise else math.prod(filter_shape[:-1])
+
+
+def _conv_rule(grad_input: int | None, filter_of: str, depthwise: bool) -> Callable[..., float]:
+    """Forward conv (``grad_input=None``) or a backprop op reading the output gradient at ``grad_input``."""
+
+    def rule(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: dict[str, Any]) -> float:
+        w = ins[1].shape if filter_of == "input" else outs[0].shape
+        out = outs[0] if grad_input is None else ins[grad_input]
+        return 2.0 * out.numel * _per_output(w, depthwise)
+
+    return rule
+
+
+def _pool_rule(grad_input: int | None) -> Callable[..., float]:
+    def rule(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: dict[str, Any]) -> float:
+        out = outs[0] if grad_input is None else ins[grad_input]
+        return float(out.numel * math.prod(int(k) for k in attrs.get("ksize", ())))
+
+    return rule
+
+
+_TF_RULES: dict[str, Callable[..., float]] = {
+    **dict.fromkeys(["MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"], _matmul),
+    **dict.fromkeys(["Conv2D", "Conv3D", "Conv"], _conv_rule(None, "input", False)),
+    "DepthwiseConv2dNative": _conv_rule(None, "input", True),
+    **dict.fromkeys(["Conv2DBackpropInput", "Conv3DBackpropInputV2"], _conv_rule(2, "input", False)),
+    **dict.fromkeys(["Conv2DBackpropFilter", "Conv3DBackpropFilterV2"], _conv_rule(2, "output", False)),
+    "DepthwiseConv2dNativeBackpropInput": _conv_rule(2, "input", True),
+    "DepthwiseConv2dNativeBackpropFilter": _conv_rule(2, "output", True),
+    **dict.fromkeys(["MaxPool", "AvgPool", "MaxPool3D", "AvgPool3D"], _pool_rule(None)),
+    **dict.fromkeys(["MaxPoolGrad", "MaxPool3DGrad"], _pool_rule(2)),
+    **dict.fromkeys(["AvgPoolGrad", "AvgPool3DGrad"], _pool_rule(1)),
+}

@@ -1,0 +1,279 @@
+"""TensorFlow importer: GraphDefs, tf.functions, Keras models, SavedModels; every failure an UnsupportedGraphError."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+tf = pytest.importorskip("tensorflow")
+from google.protobuf import text_format  # noqa: E402
+
+from gplace.costmodel import roofline_costs  # noqa: E402
+from gplace.importers.tensorflow import TensorFlowSource, from_tensorflow  # noqa: E402
+from gplace.ir import UnsupportedGraphError  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+F32 = 4
+
+# x[?, 4] @ w[4, 3] (a v1 reference variable read through w/read, colocated with w), times a constant,
+# after a control dependency on an init NoOp.
+GRAPH_PBTXT = """
+node { name: "x" op: "Placeholder"
+  attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "shape" value { shape { dim { size: -1 } dim { size: 4 } } } } }
+node { name: "w" op: "VariableV2"
+  attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "shape" value { shape { dim { size: 4 } dim { size: 3 } } } }
+  attr { key: "container" value { s: "" } } attr { key: "shared_name" value { s: "" } } }
+node { name: "w/read" op: "Identity" input: "w"
+  attr { key: "T" value { type: DT_FLOAT } }
+  attr { key: "_class" value { list { s: "loc:@w" } } } }
+node { name: "init" op: "NoOp" }
+node { name: "mm" op: "MatMul" input: "x" input: "w/read"
+  attr { key: "T" value { type: DT_FLOAT } }
+  attr { key: "transpose_a" value { b: false } } attr { key: "transpose_b" value { b: false } } }
+node { name: "two" op: "Const"
+  attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 2.0 } } } }
+node { name: "y" op: "Mul" input: "mm" input: "two" input: "^init"
+  attr { key: "T" value { type: DT_FLOAT } } }
+"""
+
+
+def _graph_def(text: str = GRAPH_PBTXT):
+    return text_format.Parse(text, tf.compat.v1.GraphDef())
+
+
+def _edges(g):
+    return {(e.src, e.dst): e.bytes for e in g.edges()}
+
+
+def _op(g, name):
+    return g.ops()[g.op_index[name]]
+
+
+# ---------------------------------------------------------------------- GraphDef
+def test_graph_def_ops_shapes_bytes_colocation_and_control_edges():
+    """One op per node; the batch dim takes batch_size; the variable is persistent and colocated with its read."""
+    g = from_tensorflow(_graph_def(), batch_size=8, name="tiny")
+    assert g.name == "tiny"
+    assert set(g.op_names) == {"x", "w", "w/read", "init", "mm", "two", "y"}
+    assert _op(g, "mm").output_shapes == ((8, 3),)
+    assert _op(g, "x").output_shapes == ((8, 4),)
+    assert _op(g, "w").persistent_memory == 4 * 3 * F32
+    assert _op(g, "w").output_shapes == ((4, 3),)
+    assert _op(g, "w").output_bytes == 0  # the variable's buffer is its persistent memory
+    assert _op(g, "w").colocation == _op(g, "w/read").colocation == "w"
+    assert _op(g, "mm").colocation is None
+    edges = _edges(g)
+    assert edges[("x", "mm")] == 8 * 4 * F32
+    assert edges[("w", "w/read")] == 4 * 3 * F32  # a reference edge carries the variable
+    assert edges[("init", "y")] == 0  # control dependency
+    assert edges[("mm", "y")] == 8 * 3 * F32
+    assert _op(g, "two").persistent_memory == F32
+
+
+def test_graph_def_costs_count_matmul_flops_and_free_bookkeeping():
+    """MatMul costs 2*M*N*K FLOPs on the roofline; NoOp, Const, Identity, Placeholder cost nothing."""
+    g = from_tensorflow(_graph_def(), batch_size=8)
+    flops = 2 * 8 * 3 * 4
+    nbytes = (8 * 4 + 4 * 3 + 8 * 3) * F32
+    assert _op(g, "mm").kind_cost == pytest.approx(roofline_costs(flops, nbytes))
+    for name in ("x", "w", "w/read", "init", "two"):
+        assert _op(g, name).kind_cost == {"gpu": 0.0, "cpu": 0.0}
+    assert _op(g, "y").kind_cost["gpu"] > 0
+
+
+def test_graph_def_unknown_batch_without_batch_size_names_the_node():
+    """An unknown dimension with no batch_size is an error naming the placeholder and suggesting batch_size."""
+    with pytest.raises(UnsupportedGraphError, match=r"node 'x' \(Placeholder\).*\[-1, 4\].*batch_size"):
+        from_tensorflow(_graph_def())
+
+
+def test_graph_def_is_not_mutated_and_is_kept_as_source():
+    """The caller's GraphDef stays as it was; the source holds a copy with one node per op, same names."""
+    graph_def = _graph_def()
+    g = from_tensorflow(graph_def, batch_size=8)
+    assert graph_def.node[0].attr["shape"].shape.dim[0].size == -1
+    assert isinstance(g.source, TensorFlowSource)
+    assert [n.name for n in g.source.graph_def.node] == list(g.op_names)
+    assert g.source.inputs == ("x:0",)
+
+
+def test_graph_def_outputs_prunes_to_the_step():
+    """``outputs`` keeps only what the named nodes depend on."""
+    g = from_tensorflow(_graph_def(), batch_size=8, outputs=["mm"])
+    assert set(g.op_names) == {"x", "w", "w/read", "mm"}
+
+
+def test_graph_def_file_and_text_file(tmp_path):
+    """A binary .pb and a text .pbtxt GraphDef file import alike; the file name is the graph name."""
+    (tmp_path / "tiny.pbtxt").write_text(GRAPH_PBTXT)
+    (tmp_path / "tiny.pb").write_bytes(_graph_def().SerializeToString())
+    a = from_tensorflow(tmp_path / "tiny.pbtxt", batch_size=2)
+    b = from_tensorflow(str(tmp_path / "tiny.pb"), batch_size=2)
+    assert a.name == "tiny" and a.op_names == b.op_names and a.fingerprint == b.fingerprint
+
+
+def test_v1_control_flow_node_is_named():
+    """A v1 Switch/Merge node raises UnsupportedGraphError naming it."""
+    text = GRAPH_PBTXT + """
+    node { name: "pred" op: "Const" attr { key: "dtype" value { type: DT_BOOL } }
+      attr { key: "value" value { tensor { dtype: DT_BOOL tensor_shape { } bool_val: true } } } }
+    node { name: "cond/Switch" op: "Switch" input: "y" input: "pred" attr { key: "T" value { type: DT_FLOAT } } }
+    """
+    with pytest.raises(UnsupportedGraphError, match=r"node 'cond/Switch' \(Switch\): control flow"):
+        from_tensorflow(_graph_def(text), batch_size=2)
+
+
+def test_unregistered_op_and_unreadable_inputs_raise_ours(tmp_path):
+    """Custom ops, garbage files, missing paths and wrong types fail with our errors, never TensorFlow's."""
+    bad = GRAPH_PBTXT + 'node { name: "custom" op: "MyCustomOp" input: "y" }'
+    with pytest.raises(UnsupportedGraphError, match=r"node 'custom'.*'MyCustomOp' is not registered"):
+        from_tensorflow(_graph_def(bad), batch_size=2)
+    (tmp_path / "junk.pb").write_bytes(b"\x00\xffnot a graph")
+    with pytest.raises(UnsupportedGraphError, match="not a readable GraphDef"):
+        from_tensorflow(tmp_path / "junk.pb")
+    with pytest.raises(FileNotFoundError):
+        from_tensorflow(tmp_path / "missing.pb")
+    with pytest.raises(TypeError, match="from_tensorflow expects"):
+        from_tensorflow(42)
+    with pytest.raises(UnsupportedGraphError, match="training=True needs a Keras model"):
+        from_tensorflow(_graph_def(), training=True)
+
+
+# ---------------------------------------------------------------------- tf.function
+def _function_with_variable():
+    w = tf.Variable(tf.ones((4, 3)), name="weights")
+
+    @tf.function(input_signature=[tf.TensorSpec((5, 4), tf.float32, name="x")])
+    def f(x):
+        return tf.nn.relu(tf.matmul(x, w))
+
+    return f, w
+
+
+def test_tf_function_variable_becomes_a_named_persistent_var_handle():
+    """A captured variable becomes a VarHandleOp named after it: persistent, colocated with its reads."""
+    f, _ = _function_with_variable()
+    g = from_tensorflow(f)
+    var = _op(g, "weights")
+    assert var.type == "VarHandleOp" and var.persistent_memory == 4 * 3 * F32 and var.output_shapes == ((4, 3),)
+    reads = [n for n, t in zip(g.op_names, g.op_types, strict=True) if t == "ReadVariableOp"]
+    assert reads and all(_op(g, r).colocation == "weights" for r in reads)
+    assert all(_op(g, r).output_bytes == 0 for r in reads)  # a read aliases the variable
+    mm = next(n for n, t in zip(g.op_names, g.op_types, strict=True) if t == "MatMul")
+    assert _op(g, mm).output_shapes == ((5, 3),)
+    assert _edges(g)[(reads[0], mm)] == 4 * 3 * F32  # ...but a reader elsewhere pays the copy
+    assert g.source.inputs == ("x:0",)
+
+
+def test_tf_function_without_signature_and_control_flow_raise():
+    """A tf.function with no input_signature, and While/If nodes (also inside a called function), are named."""
+
+    @tf.function
+    def no_signature(x):
+        return x * 2
+
+    with pytest.raises(UnsupportedGraphError, match="input_signature"):
+        from_tensorflow(no_signature)
+
+    @tf.function(input_signature=[tf.TensorSpec((4,))])
+    def loop(x):
+        return tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2.0), [0, x])[1]
+
+    with pytest.raises(UnsupportedGraphError, match=r"node 'while' \(\w*While\): control flow"):
+        from_tensorflow(loop)
+
+    @tf.function(input_signature=[tf.TensorSpec((4,))])
+    def caller(x):
+        return loop(x) + 1.0
+
+    with pytest.raises(UnsupportedGraphError, match=r"calls function .*whose node 'while'"):
+        from_tensorflow(caller.get_concrete_function())
+
+
+def test_cpu_only_ops_are_pinned_and_set_shapes_are_kept():
+    """PyFunc and string ops are pinned to the CPU; a shape set in Python (``_output_shapes``) is used."""
+
+    @tf.function(input_signature=[tf.TensorSpec((4,), tf.float32)])
+    def f(x):
+        y = tf.numpy_function(lambda a: a * 2, [x], tf.float32, stateful=False)
+        y.set_shape((4,))
+        return y + 1.0, tf.strings.as_string(x)
+
+    g = from_tensorflow(f)
+    pinned = dict(zip(g.op_types, g.pinned, strict=True))
+    assert pinned["PyFuncStateless"] == "cpu" and pinned["AsString"] == "cpu" and pinned["AddV2"] is None
+    assert _op(g, g.op_names[g.op_types.index("PyFuncStateless")]).output_shapes == ((4,),)
+
+
+def test_conv2d_flops_use_the_hwio_filter():
+    """Conv2D FLOPs are 2 * numel(out) * kh * kw * cin (HWIO filter), not divided by cout."""
+
+    @tf.function(input_signature=[tf.TensorSpec((2, 8, 8, 3)), tf.TensorSpec((3, 3, 3, 16))])
+    def conv(x, w):
+        return tf.nn.conv2d(x, w, strides=1, padding="SAME")
+
+    g = from_tensorflow(conv)
+    op = _op(g, g.op_names[g.op_types.index("Conv2D")])
+    assert op.output_shapes == ((2, 8, 8, 16),)
+    flops = 2 * (2 * 8 * 8 * 16) * 3 * 3 * 3
+    nbytes = (2 * 8 * 8 * 3 + 3 * 3 * 3 * 16 + 2 * 8 * 8 * 16) * F32
+    assert op.kind_cost == pytest.approx(roofline_costs(flops, nbytes))
+
+
+# ---------------------------------------------------------------------- Keras and SavedModel
+def _mlp():
+    keras = tf.keras
+    inp = keras.Input((8,), name="features")
+    h = keras.layers.Dense(16, activation="relu", name="hidden")(inp)
+    return keras.Model(inp, keras.layers.Dense(4, name="out")(h), name="mlp")
+
+
+WEIGHTS = (8 * 16 + 16 + 16 * 4 + 4) * F32
+
+
+def test_keras_inference_and_training_step():
+    """Inference: forward only. Training: gradients and an Adam update, whose two slots per weight are persistent."""
+    model = _mlp()
+    inference = from_tensorflow(model, batch_size=32)
+    assert inference.name == "mlp"
+    assert inference.persistent_memory.sum() == WEIGHTS
+    assert "hidden/kernel" in inference.op_names
+    step = from_tensorflow(model, training=True, batch_size=32, optimizer="adam")
+    assert step.name == "mlp_train"
+    assert step.num_ops > 3 * inference.num_ops
+    assert {"ReluGrad", "BiasAddGrad"} <= set(step.op_types)
+    assert step.persistent_memory.sum() >= 3 * WEIGHTS  # weights + Adam's m and v
+    slots = {n.rsplit("/", 1)[-1] for n, t in zip(step.op_names, step.op_types, strict=True) if t == "VarHandleOp"}
+    assert {"hidden_kernel_momentum", "hidden_kernel_velocity"} <= slots
+    updates = [i for i, t in enumerate(step.op_types) if t.startswith("Assign")]
+    assert updates and all(step.colocation[i] is not None for i in updates)
+    for i, shapes in enumerate(step.output_shapes):
+        assert all(d >= 0 for s in shapes for d in s), step.op_names[i]
+
+
+def test_keras_model_without_batch_size_is_unsupported():
+    """A Keras model's unknown batch dimension, with no batch_size, raises naming the node."""
+    with pytest.raises(UnsupportedGraphError, match=r"node '\w+' \(Placeholder\).*batch_size"):
+        from_tensorflow(_mlp())
+
+
+def test_saved_model_directory_imports_with_calls_inlined(tmp_path):
+    """A SavedModel's signature imports: its function call is inlined and its variables are VarHandleOps."""
+    path = tmp_path / "exported"
+    _mlp().export(str(path), verbose=False)
+    g = from_tensorflow(path, batch_size=5)
+    assert g.name == "exported"
+    assert not {"StatefulPartitionedCall", "PartitionedCall"} & set(g.op_types)
+    assert {"hidden/kernel", "out/bias"} <= set(g.op_names)
+    assert g.persistent_memory.sum() == WEIGHTS
+    mms = [s for s, t in zip(g.output_shapes, g.op_types, strict=True) if t == "MatMul"]
+    assert sorted(mms) == [((5, 4),), ((5, 16),)]
+    with pytest.raises(UnsupportedGraphError, match="batch_size"):
+        from_tensorflow(path)
