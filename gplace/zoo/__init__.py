@@ -1,6 +1,7 @@
 """Built-in graphs and clusters."""
 
-from gplace.zoo.clusters import paper_cluster
+from gplace.zoo.clusters import local_cpu_cluster, modern_cluster, paper_cluster
+from gplace.zoo.keras_models import ZOO, load_zoo_model
 from gplace.zoo.lstm_lm import lstm_lm
 
-__all__ = ["lstm_lm", "paper_cluster"]
+__all__ = ["ZOO", "load_zoo_model", "local_cpu_cluster", "lstm_lm", "modern_cluster", "paper_cluster"]
