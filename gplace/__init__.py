@@ -33,12 +33,16 @@ _LAZY = {
     "from_onnx": "gplace.importers",
     "from_torch": "gplace.importers",
     "from_tensorflow": "gplace.importers",
+    "save_policy": "gplace.pretrained",
+    "load_policy": "gplace.pretrained",
+    "place_with_pretrained": "gplace.pretrained",
 }
 
 __all__ = [
     "Cluster", "Device", "Edge", "GraphError", "InvalidPlacementError", "Link", "Measurement", "Op", "OpGraph",
     "Placement", "PlacementReport", "Runtime", "Simulator", "UnsupportedGraphError", "from_onnx", "from_tensorflow",
-    "from_torch", "group_ops", "load_cluster", "load_graph", "place",
+    "from_torch", "group_ops", "load_cluster", "load_graph", "load_policy", "place", "place_with_pretrained",
+    "save_policy",
 ]
 __version__ = "0.1.0"
 

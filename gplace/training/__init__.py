@@ -1,9 +1,12 @@
 """Training a placement policy: REINFORCE and PPO losses, baseline, checkpoints and the trainer loops."""
 
 from gplace.training.baseline import EMABaseline
+from gplace.training.multigraph import MultiGraphResult, MultiGraphTrainer, finetune
 from gplace.training.ppo import PPOTrainer, ppo_loss
 from gplace.training.reinforce import reinforce_loss, step_time_reward
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
-__all__ = ["EMABaseline", "PPOTrainer", "ReinforceTrainer", "TrainResult", "ppo_loss", "reinforce_loss",
-           "step_time_reward"]
+__all__ = [
+    "EMABaseline", "MultiGraphResult", "MultiGraphTrainer", "PPOTrainer", "ReinforceTrainer", "TrainResult",
+    "finetune", "ppo_loss", "reinforce_loss", "step_time_reward",
+]
