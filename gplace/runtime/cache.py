@@ -36,6 +36,7 @@ import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.wrapper import RuntimeWrapper
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ _SCHEMA = (
 )
 
 
-class CachedRuntime(Runtime):
+class CachedRuntime(RuntimeWrapper):
     """Measures each placement once and answers repeats from memory or a sqlite file (see the module docstring).
 
     Its ``id`` and ``deterministic`` are those of the runtime it wraps, so its measurements are
@@ -81,7 +82,7 @@ class CachedRuntime(Runtime):
     ) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
-        self.runtime = runtime
+        super().__init__(runtime)
         self.path = None if path is None else Path(path)
         self.max_entries = max_entries
         self.cache_nondeterministic = cache_nondeterministic
@@ -89,16 +90,6 @@ class CachedRuntime(Runtime):
         self.hits = self.misses = 0
         self._memory: OrderedDict[Key, Measurement] = OrderedDict()
         self._db: sqlite3.Connection | None = None
-
-    @property
-    def id(self) -> str:  # type: ignore[override]
-        """The inner runtime's id."""
-        return self.runtime.id
-
-    @property
-    def deterministic(self) -> bool:  # type: ignore[override]
-        """The inner runtime's determinism."""
-        return self.runtime.deterministic
 
     @property
     def caching(self) -> bool:
@@ -111,16 +102,7 @@ class CachedRuntime(Runtime):
         return len(self._memory)
 
     # ------------------------------------------------------------------ measuring
-    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
-        return self._lookup_or_measure(graph, cluster, [placement])[0]
-
-    def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
-        """Measure several placements (in order): hits from the cache, the distinct misses in one inner batch."""
-        for placement in placements:
-            placement.validate(graph, cluster)
-        return self._lookup_or_measure(graph, cluster, placements)
-
-    def _lookup_or_measure(
+    def _measure_batch(
         self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]
     ) -> list[Measurement]:
         if not self.caching:

@@ -57,6 +57,7 @@ import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.wrapper import RuntimeWrapper
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ ProblemKey = tuple[str, str]
 """(graph fingerprint, cluster fingerprint)."""
 
 
-class PoolRuntime(Runtime):
+class PoolRuntime(RuntimeWrapper):
     """Any picklable runtime, its ``measure_many`` spread over a local process pool (see the module docstring).
 
     Its ``id`` and ``deterministic`` are those of the runtime it wraps. The pool starts on the first
@@ -91,7 +92,7 @@ class PoolRuntime(Runtime):
             raise ValueError(f"context must be 'spawn' or 'forkserver' (torch and fork do not mix), got {context!r}")
         if threads_per_worker is not None and threads_per_worker < 1:
             raise ValueError(f"threads_per_worker must be >= 1, got {threads_per_worker}")
-        self.runtime = runtime
+        super().__init__(runtime)
         self.workers = workers or _usable_cpus()
         self.context = context
         self.threads_per_worker = threads_per_worker
@@ -102,27 +103,8 @@ class PoolRuntime(Runtime):
         self._payloads: dict[ProblemKey, Path | None] = {}
         self._finalizer: weakref.finalize | None = None
 
-    @property
-    def id(self) -> str:  # type: ignore[override]
-        """The inner runtime's id."""
-        return self.runtime.id
-
-    @property
-    def deterministic(self) -> bool:  # type: ignore[override]
-        """The inner runtime's determinism."""
-        return self.runtime.deterministic
-
     # ------------------------------------------------------------------ measuring
-    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
-        return self._dispatch(graph, cluster, [placement])[0]
-
-    def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
-        """Measure several placements in the pool; results in the order of ``placements``."""
-        for placement in placements:
-            placement.validate(graph, cluster)
-        return self._dispatch(graph, cluster, placements)
-
-    def _dispatch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
+    def _measure_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
         if not placements:
             return []
         key = (graph.fingerprint, cluster.fingerprint)

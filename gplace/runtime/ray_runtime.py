@@ -39,6 +39,7 @@ from typing import Any
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.parallel import ProblemKey, _brief, _dumps, _runtime_blob, _Worker
+from gplace.runtime.wrapper import RuntimeWrapper
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class _RayWorker(_Worker):
         return True
 
 
-class RayRuntime(Runtime):
+class RayRuntime(RuntimeWrapper):
     """Any picklable runtime, its ``measure_many`` fanned out over Ray actors (see the module docstring).
 
     Its ``id`` and ``deterministic`` are those of the runtime it wraps.
@@ -79,7 +80,7 @@ class RayRuntime(Runtime):
     ) -> None:
         if num_actors is not None and num_actors < 1:
             raise ValueError(f"num_actors must be >= 1, got {num_actors}")
-        self.runtime = runtime
+        super().__init__(runtime)
         self.address = address
         self.num_actors = num_actors
         self.resources_per_actor = dict(resources_per_actor) if resources_per_actor else None
@@ -91,27 +92,8 @@ class RayRuntime(Runtime):
         self._unshippable: set[ProblemKey] = set()
         self._started_ray = False
 
-    @property
-    def id(self) -> str:  # type: ignore[override]
-        """The inner runtime's id."""
-        return self.runtime.id
-
-    @property
-    def deterministic(self) -> bool:  # type: ignore[override]
-        """The inner runtime's determinism."""
-        return self.runtime.deterministic
-
     # ------------------------------------------------------------------ measuring
-    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
-        return self._dispatch(graph, cluster, [placement])[0]
-
-    def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
-        """Measure several placements on the actors, round robin; results in the order of ``placements``."""
-        for placement in placements:
-            placement.validate(graph, cluster)
-        return self._dispatch(graph, cluster, placements)
-
-    def _dispatch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
+    def _measure_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
         if not placements:
             return []
         ray = self._ray()

@@ -1,0 +1,42 @@
+"""A runtime around another one (a cache, a process pool, Ray actors)."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.runtime.base import Measurement, Runtime
+
+
+class RuntimeWrapper(Runtime):
+    """Keeps the inner runtime's ``id`` and ``deterministic`` flag; subclasses measure batches.
+
+    :meth:`measure` and :meth:`measure_many` validate every placement, then call :meth:`_measure_batch`.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    @property
+    def id(self) -> str:  # type: ignore[override]
+        """The inner runtime's id."""
+        return self.runtime.id
+
+    @property
+    def deterministic(self) -> bool:  # type: ignore[override]
+        """The inner runtime's determinism."""
+        return self.runtime.deterministic
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        return self._measure_batch(graph, cluster, [placement])[0]
+
+    def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
+        """Validate, then measure several placements; results in the order of ``placements``."""
+        for placement in placements:
+            placement.validate(graph, cluster)
+        return self._measure_batch(graph, cluster, placements)
+
+    @abc.abstractmethod
+    def _measure_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
+        """Measure placements already validated against ``graph`` and ``cluster``."""
