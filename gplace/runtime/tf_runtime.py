@@ -1,0 +1,534 @@
+"""``tf-v1``: run an imported TensorFlow GraphDef with each node on the device of its placement, and time it.
+
+The semantics below are those of runtime id ``tf-v1``; any change to them needs a new id. TensorFlow is
+imported inside the functions that need it, never at module import.
+
+Program
+    The graph's ``source`` must be the :class:`~gplace.importers.tensorflow.TensorFlowSource` that
+    :func:`~gplace.importers.tensorflow.from_tensorflow` attached: each op is the GraphDef node of the same name.
+    A copy of the GraphDef gets ``NodeDef.device`` from the placement and is imported into a fresh ``tf.Graph``,
+    run by a fresh ``tf.compat.v1.Session`` per measurement.
+Values
+    The source's inputs are fed, and its variables (``VarHandleOp``, ``VariableV2``) initialised once before
+    timing, on their own device: floats uniform in ``[0, 1)`` from a generator seeded by the name, integers and
+    booleans 0, strings empty. :meth:`TensorFlowRuntime.run` takes other feeds.
+Devices
+    A cluster device name maps to a TensorFlow device: ``"/CPU:i"`` to ``"/device:CPU:i"``, ``"/GPU:i"`` to
+    ``"/device:GPU:i"`` (a full ``".../device:GPU:i"`` name too); ``device_map`` overrides. The session has as
+    many logical CPU devices as the highest CPU index needs (``device_count``), only the GPUs the placement
+    reaches, ``allow_soft_placement=False``, no graph rewriting (Grappler's ``disable_meta_optimizer``, and the
+    classic optimiser at ``L0``: no constant folding, no common subexpressions merged), its own thread pools
+    (``intra_op_threads``, ``inter_op_threads``: default one per cluster device, the same for every placement)
+    and GPU memory allocated as needed (``allow_growth``).
+Step
+    One step fetches the source's outputs and runs every sink node of the GraphDef (no node reads it), so every
+    op runs in every step, a training step's variable updates included. Transfers between devices are
+    TensorFlow's own send/receive; ``bytes_moved`` counts each tensor once per (producer, destination cluster
+    device), from its static shape.
+Step time
+    The median wall time of ``steps`` ``Session.run`` calls after ``warmup`` ones; ``spread = (max - min) /
+    median``.
+Failures
+    A graph without a TensorFlow program, a device that does not exist, out of memory, any TensorFlow error in
+    an op and the time limit give ``ok=False`` and a reason naming the device or op, never an exception.
+Time limit
+    It covers set-up, initialisation and warm-up; it is checked between steps, and each ``Session.run`` gets the
+    time left as its ``RunOptions.timeout_in_ms``, so TensorFlow cancels a step that runs past it. A kernel
+    already running is not interrupted: a single long kernel can overrun the limit by its own duration.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import statistics
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.runtime.base import Measurement, Runtime
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TensorFlowRunError", "TensorFlowRuntime", "tf_device"]
+
+_DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
+"""``/CPU:0``, ``/GPU:1``, ``/device:CPU:0``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
+_NODE_IN_MESSAGE = re.compile(r"\{\{node ([^}]+)\}\}|Node: '([^']+)'")
+_ASSIGNED_TO = re.compile(r"assigned to (\S+?)(?: but|\s|$)")
+_TF_DEVICE = re.compile(r"device:((?:CPU|GPU):\d+)")
+_ROOT_ERROR = re.compile(r"^\(\d+\) [A-Z_]+: ")
+_ERROR_COUNT = re.compile(r"^\d+ root error\(s\) found")
+_VARIABLE_OPS = {"VarHandleOp": "AssignVariableOp", "VariableV2": "Assign", "Variable": "Assign"}
+
+
+class TensorFlowRunError(RuntimeError):
+    """Running a placed GraphDef failed; the message is the reason a measurement reports."""
+
+
+def tf_device(name: str, device_map: Mapping[str, str] | None = None) -> str:
+    """The TensorFlow device (``"/device:CPU:0"``) behind a cluster device name (see the module docstring).
+
+    Raises:
+        ValueError: the name (or its ``device_map`` entry) maps to no TensorFlow CPU or GPU device.
+    """
+    if device_map is not None and name in device_map:
+        return _parse_device(name, device_map[name])
+    match = _DEVICE_NAME.search(name)
+    if not match:
+        raise ValueError(f"device {name!r} maps to no TensorFlow device; give it a device_map entry")
+    return f"/device:{match[1].upper()}:{int(match[2])}"
+
+
+def _parse_device(name: str, value: str) -> str:
+    match = _DEVICE_NAME.search(value)
+    if not match:
+        raise ValueError(f"device_map[{name!r}] = {value!r} is not a TensorFlow CPU or GPU device ('/device:CPU:0')")
+    return f"/device:{match[1].upper()}:{int(match[2])}"
+
+
+def _device_index(device: str) -> tuple[str, int]:
+    """``("CPU", 1)`` for ``"/device:CPU:1"``."""
+    kind, _, index = device.rpartition(":")
+    return kind.rpartition(":")[2], int(index)
+
+
+def _import_tf() -> Any:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    import tensorflow as tf
+
+    return tf
+
+
+class TensorFlowRuntime(Runtime):
+    """The ``tf-v1`` runtime: executes graphs imported by ``from_tensorflow`` (see the module docstring).
+
+    Args:
+        steps: timed steps per measurement. (default: 5)
+        warmup: untimed steps before them. (default: 2)
+        time_limit: seconds a measurement may take, set-up and warm-up included. (default: 60.0)
+        device_map: cluster device name -> TensorFlow device, overriding the default mapping, e.g.
+            ``{"gpu0": "/device:GPU:0"}``. (default: None)
+        intra_op_threads: threads one op may use (0: TensorFlow's choice). (default: 1)
+        inter_op_threads: threads running ops concurrently (0: TensorFlow's choice). (default: None, one per
+            device of the cluster)
+    """
+
+    id = "tf-v1"
+    deterministic = False
+
+    def __init__(
+        self, steps: int = 5, warmup: int = 2, time_limit: float = 60.0, device_map: Mapping[str, str] | None = None,
+        intra_op_threads: int = 1, inter_op_threads: int | None = None,
+    ) -> None:
+        if steps < 1 or warmup < 0:
+            raise ValueError(f"need steps >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
+        if not time_limit > 0:
+            raise ValueError(f"time_limit must be > 0, got {time_limit}")
+        if intra_op_threads < 0 or (inter_op_threads is not None and inter_op_threads < 0):
+            raise ValueError(f"thread counts must be >= 0, got {intra_op_threads}, {inter_op_threads}")
+        self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
+        self.device_map = {name: _parse_device(name, value) for name, value in (device_map or {}).items()}
+        self.intra_op_threads, self.inter_op_threads = intra_op_threads, inter_op_threads
+        self._values: OrderedDict[int, tuple[Any, dict[str, np.ndarray]]] = OrderedDict()
+
+    def run(
+        self, graph: OpGraph, cluster: Cluster, placement: Placement, feeds: Mapping[str, Any] | None = None
+    ) -> list[np.ndarray]:
+        """Run one step and return the values of the source's outputs.
+
+        Args:
+            graph: a graph imported by ``from_tensorflow``.
+            cluster: the devices.
+            placement: a device per op.
+            feeds: ``{tensor name ("x:0") or node name ("x"): value}``, replacing the generated input values.
+                (default: None)
+
+        Returns:
+            One array per tensor of ``graph.source.outputs``, in order.
+
+        Raises:
+            InvalidPlacementError: the placement does not fit the graph or cluster.
+            TensorFlowRunError: the step failed (the reason a measurement would report).
+        """
+        placement.validate(graph, cluster)
+        deadline = time.perf_counter() + self.time_limit
+        step = self._open(graph, cluster, placement, feeds, deadline)
+        try:
+            return step.run(deadline)
+        except _TimeUp:
+            raise self._time_up(0, 1) from None
+        finally:
+            step.close()
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        deadline = time.perf_counter() + self.time_limit
+        try:
+            step = self._open(graph, cluster, placement, None, deadline)
+            try:
+                times = self._time_steps(step, deadline)
+            finally:
+                step.close()
+        except TensorFlowRunError as err:
+            logger.debug("measurement of %r failed: %s", graph.name, err)
+            return Measurement.failure(self.id, str(err))
+        median, spread = _step_statistics(times)
+        return Measurement(ok=True, step_time=median, runtime=self.id, spread=spread, bytes_moved=step.moved)
+
+    def _time_steps(self, step: _Step, deadline: float) -> list[float]:
+        total, times = self.warmup + self.steps, []
+        for k in range(total):
+            if time.perf_counter() > deadline:
+                raise self._time_up(k, total)
+            start = time.perf_counter()
+            try:
+                step.run(deadline)
+            except _TimeUp:
+                raise self._time_up(k, total) from None
+            if k >= self.warmup:
+                times.append(time.perf_counter() - start)
+        return times
+
+    def _time_up(self, done: int, total: int) -> TensorFlowRunError:
+        return TensorFlowRunError(
+            f"time limit of {self.time_limit:g} s exceeded after {done} of {total} steps (warm-up included)"
+        )
+
+    # ------------------------------------------------------------------ set-up
+    def _open(
+        self, graph: OpGraph, cluster: Cluster, placement: Placement, feeds: Mapping[str, Any] | None,
+        deadline: float,
+    ) -> _Step:
+        """Build the placed graph and its session, initialise the variables; the caller closes the step."""
+        from gplace.importers.tensorflow import TensorFlowSource
+
+        source = graph.source
+        if not isinstance(source, TensorFlowSource):
+            raise TensorFlowRunError(
+                f"graph {graph.name!r} has no TensorFlow program to run (its source is {type(source).__name__}); "
+                "TensorFlowRuntime runs graphs imported by gplace.importers.tensorflow.from_tensorflow "
+                "(a graph loaded from the zoo's cache has none: build it with cache=False)"
+            )
+        tf = _import_tf()
+        devices = self._devices(tf, cluster, placement)
+        homes = _homes(source.graph_def, graph, placement.devices.tolist())
+        labels = {d: f"{cluster.devices[d].name} ({dev})" for d, dev in devices.items()}
+        tf_graph = _placed_graph(tf, source.graph_def, {n: devices[d] for n, d in homes.items()})
+        step = _Step(tf, tf_graph, homes, labels)
+        try:
+            step.start(self._config(tf, cluster, devices), self._cached_values(source), source, feeds, deadline)
+        except BaseException as err:
+            step.close()
+            if isinstance(err, _TimeUp):
+                raise TensorFlowRunError(f"time limit of {self.time_limit:g} s exceeded during set-up") from None
+            raise
+        return step
+
+    def _devices(self, tf: Any, cluster: Cluster, placement: Placement) -> dict[int, str]:
+        """Cluster device index -> TensorFlow device, for the devices the placement uses; checks the GPUs exist."""
+        devices = {}
+        for d in sorted(set(placement.devices.tolist())):
+            name = cluster.devices[d].name
+            try:
+                devices[d] = tf_device(name, self.device_map)
+            except ValueError as err:
+                raise TensorFlowRunError(str(err)) from None
+            kind, index = _device_index(devices[d])
+            if kind == "GPU":
+                gpus = len(tf.config.list_physical_devices("GPU"))
+                if index >= gpus:
+                    raise TensorFlowRunError(
+                        f"device {name} ({devices[d]}) is not available (TensorFlow sees {gpus} GPU(s))"
+                    )
+        return devices
+
+    def _config(self, tf: Any, cluster: Cluster, devices: Mapping[int, str]) -> Any:
+        counts = {"CPU": 1, "GPU": 0}
+        for device in devices.values():
+            kind, index = _device_index(device)
+            counts[kind] = max(counts[kind], index + 1)
+        inter = cluster.num_devices if self.inter_op_threads is None else self.inter_op_threads
+        config = tf.compat.v1.ConfigProto(
+            device_count=counts, allow_soft_placement=False, intra_op_parallelism_threads=self.intra_op_threads,
+            inter_op_parallelism_threads=inter, use_per_session_threads=True,
+        )
+        config.graph_options.rewrite_options.disable_meta_optimizer = True
+        optimizer = config.graph_options.optimizer_options
+        optimizer.opt_level = tf.compat.v1.OptimizerOptions.L0
+        optimizer.do_constant_folding = optimizer.do_common_subexpression_elimination = False
+        config.gpu_options.allow_growth = True
+        return config
+
+    def _cached_values(self, source: Any) -> dict[str, np.ndarray]:
+        """The generated feed and variable values of a source, filled as they are made (a few sources kept)."""
+        key = id(source.graph_def)
+        cached = self._values.get(key)
+        if cached is not None and cached[0] is source.graph_def:
+            self._values.move_to_end(key)
+            return cached[1]
+        values: dict[str, np.ndarray] = {}
+        self._values[key] = (source.graph_def, values)
+        if len(self._values) > 4:
+            self._values.popitem(last=False)
+        return values
+
+
+# ---------------------------------------------------------------------- the placed graph
+def _homes(graph_def: Any, graph: OpGraph, devices: list[int]) -> dict[str, int]:
+    """GraphDef node name -> cluster device index; every node must be an op and every op a node."""
+    homes = {}
+    for node in graph_def.node:
+        i = graph.op_index.get(node.name)
+        if i is None:
+            raise TensorFlowRunError(f"node {node.name!r} of the GraphDef is not an op of graph {graph.name!r}")
+        homes[node.name] = devices[i]
+    if len(homes) != graph.num_ops:
+        missing = next(name for name in graph.op_names if name not in homes)
+        raise TensorFlowRunError(f"op {missing!r} of graph {graph.name!r} is not a node of its GraphDef")
+    return homes
+
+
+def _placed_graph(tf: Any, graph_def: Any, devices: Mapping[str, str]) -> Any:
+    """A fresh ``tf.Graph`` of ``graph_def`` with each node's device set."""
+    placed = type(graph_def)()
+    placed.CopyFrom(graph_def)
+    for node in placed.node:
+        node.device = devices[node.name]
+    _separate_shared_variables(placed)
+    tf_graph = tf.Graph()
+    try:
+        with tf_graph.as_default():
+            tf.graph_util.import_graph_def(placed, name="")
+    except Exception as err:  # ValueError, InvalidArgumentError, ...
+        raise TensorFlowRunError(f"TensorFlow could not import the placed GraphDef: {_brief(err)}") from err
+    return tf_graph
+
+
+def _separate_shared_variables(graph_def: Any) -> None:
+    """Give ``VarHandleOp`` nodes that share a ``shared_name`` their own names as shared names.
+
+    Two handle nodes with one shared name are one variable in a session; unnamed ``tf.Variable`` objects captured
+    by a function all come out as ``"Variable"``, so they would overwrite each other.
+    """
+    handles = [n for n in graph_def.node if n.op == "VarHandleOp"]
+    counts: dict[tuple[bytes, bytes], int] = {}
+    for node in handles:
+        key = (node.attr["container"].s, node.attr["shared_name"].s)
+        counts[key] = counts.get(key, 0) + 1
+    for node in handles:
+        if counts[node.attr["container"].s, node.attr["shared_name"].s] > 1:
+            node.attr["shared_name"].s = node.name.encode()
+
+
+class _TimeUp(TensorFlowRunError):
+    """A ``Session.run`` passed the deadline."""
+
+
+@dataclass(eq=False)
+class _Step:
+    """A placed graph in its session: one call runs one step."""
+
+    tf: Any
+    graph: Any
+    homes: dict[str, int]
+    """Node name -> cluster device index."""
+    labels: dict[int, str]
+    """Cluster device index -> ``"/GPU:0 (/device:GPU:0)"``."""
+    session: Any = None
+    call: Any = None
+    feed_values: tuple[np.ndarray, ...] = ()
+    moved: int = 0
+    initialises: dict[str, str] = field(default_factory=dict)
+    """Name of an added initialising op -> the variable node it initialises."""
+
+    def start(self, config: Any, cache: dict[str, np.ndarray], source: Any, feeds: Mapping[str, Any] | None,
+              deadline: float) -> None:
+        """Open the session, initialise the variables and prepare the step's callable."""
+        tf = self.tf
+        with self.graph.as_default():
+            init_ops, init_feeds, self.initialises = _initializers(tf, self.graph, cache)
+        self.session = tf.compat.v1.Session(graph=self.graph, config=config)
+        self._guard(lambda: self.session.run(init_ops, init_feeds, options=_options(tf, deadline)))
+        tensors, self.feed_values = self._feeds(cache, source, feeds)
+        outputs = [self._tensor(name) for name in source.outputs]
+        sinks = _sinks(self.graph, self.homes, {t.op.name for t in tensors})
+        self.call = self._guard(
+            lambda: self.session.make_callable([outputs, sinks], feed_list=tensors, accept_options=True)
+        )
+        self.moved = _bytes_moved(self.graph, self.homes)
+
+    def run(self, deadline: float) -> list[np.ndarray]:
+        """Run one step; the values of the source's outputs."""
+        options = _options(self.tf, deadline)
+        return list(self._guard(lambda: self.call(*self.feed_values, options=options))[0])
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+    def _tensor(self, name: str) -> Any:
+        try:
+            return self.graph.get_tensor_by_name(name if ":" in name else f"{name}:0")
+        except (KeyError, ValueError) as err:
+            raise TensorFlowRunError(f"tensor {name!r} is not in the graph: {_brief(err)}") from None
+
+    def _feeds(self, cache: dict[str, np.ndarray], source: Any,
+               feeds: Mapping[str, Any] | None) -> tuple[list[Any], tuple[np.ndarray, ...]]:
+        given = {self._tensor(name).name: value for name, value in (feeds or {}).items()}
+        names = list(dict.fromkeys([*(self._tensor(n).name for n in source.inputs), *given]))
+        tensors = [self._tensor(name) for name in names]
+        values = [given[t.name] if t.name in given else _generated(cache, t.name, t.dtype, t.shape) for t in tensors]
+        return tensors, tuple(values)
+
+    def _guard(self, fn: Any) -> Any:
+        """``fn()``, with TensorFlow's errors turned into :class:`TensorFlowRunError`."""
+        try:
+            return fn()
+        except self.tf.errors.DeadlineExceededError as err:
+            raise _TimeUp(_brief(err)) from None
+        except self.tf.errors.OpError as err:
+            raise self._failure(err) from None
+        except (TypeError, ValueError) as err:  # a feed TensorFlow refuses (wrong shape or type)
+            raise TensorFlowRunError(f"TensorFlow refused the step: {type(err).__name__}: {_brief(err)}") from None
+
+    def _failure(self, err: Any) -> TensorFlowRunError:
+        """The reason for a TensorFlow error: the op and device it names, out of memory, an unknown device."""
+        node, message = _failed_node(err), str(err)
+        what, where = self._what(node), self._where(node, message)
+        brief = _brief(_first_line(err))
+        if isinstance(err, self.tf.errors.ResourceExhaustedError):
+            return TensorFlowRunError(f"out of memory on {where} in {what}: {brief}")
+        if isinstance(err, self.tf.errors.InvalidArgumentError) and "Cannot assign a device" in message:
+            if "kernel" in message:
+                return TensorFlowRunError(f"{what} has no kernel for {where}: {brief}")
+            assigned = _ASSIGNED_TO.search(message)
+            return TensorFlowRunError(f"device {self._label(assigned[1]) if assigned else where} is not available "
+                                      f"({what} was placed there): {brief}")
+        return TensorFlowRunError(f"{what} on {where} failed: {type(err).__name__}: {brief}")
+
+    def _what(self, node: str | None) -> str:
+        if node in self.initialises:
+            return f"initialising variable {self.initialises[node]!r}"
+        if node in self.homes:
+            return f"op {node!r} ({self.graph.get_operation_by_name(node).type})"
+        return "the step"
+
+    def _where(self, node: str | None, message: str) -> str:
+        node = self.initialises.get(node, node)
+        if node in self.homes:
+            return self.labels[self.homes[node]]
+        named = _TF_DEVICE.search(message)
+        return self._label(f"/device:{named[1]}") if named else "an unknown device"
+
+    def _label(self, device: str) -> str:
+        """The cluster label of a TensorFlow device (``/device:GPU:0``), or the device itself."""
+        return next((label for label in self.labels.values() if label.endswith(f"({device})")), device)
+
+
+def _options(tf: Any, deadline: float) -> Any:
+    left_ms = max(1, int((deadline - time.perf_counter()) * 1000))
+    return tf.compat.v1.RunOptions(timeout_in_ms=left_ms)
+
+
+def _initializers(
+    tf: Any, graph: Any, cache: dict[str, np.ndarray]
+) -> tuple[list[Any], dict[Any, np.ndarray], dict[str, str]]:
+    """An assignment per variable, on the variable's device, fed a generated value; added op name -> variable."""
+    ops, feeds, owners = [], {}, {}
+    variables = [op for op in graph.get_operations() if op.type in _VARIABLE_OPS]
+    for op in variables:
+        dtype, shape = tf.dtypes.as_dtype(op.get_attr("dtype")), tf.TensorShape(op.get_attr("shape"))
+        with tf.device(op.device), tf.name_scope("gplace_init"):
+            value = tf.compat.v1.placeholder(dtype, shape)
+            if _VARIABLE_OPS[op.type] == "Assign":
+                assign = tf.raw_ops.Assign(ref=op.outputs[0], value=value).op
+            else:
+                assign = tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=value)
+        ops.append(assign)
+        feeds[value] = _generated(cache, op.name, dtype, shape)
+        owners[assign.name] = owners[value.op.name] = op.name
+    return ops, feeds, owners
+
+
+def _generated(cache: dict[str, np.ndarray], name: str, dtype: Any, shape: Any) -> np.ndarray:
+    """A value for ``name`` (see the module docstring), made once per source."""
+    if name not in cache:
+        if not shape.is_fully_defined():
+            raise TensorFlowRunError(
+                f"input {name!r} has shape {shape}: import with batch_size, or pass a value in feeds"
+            )
+        dims = tuple(int(d) for d in shape)
+        if dtype.is_floating or dtype.is_complex:
+            rng = np.random.default_rng(zlib.crc32(name.encode()))
+            cache[name] = rng.random(dims).astype(dtype.as_numpy_dtype)
+        elif dtype.base_dtype.name == "string":
+            cache[name] = np.full(dims, b"", dtype=object)
+        else:
+            cache[name] = np.zeros(dims, dtype=dtype.as_numpy_dtype)
+    return cache[name]
+
+
+def _sinks(graph: Any, nodes: Mapping[str, int], fed: set[str]) -> list[Any]:
+    """The GraphDef's nodes that no op reads (through data or control), placeholders not fed left out."""
+    ops = graph.get_operations()
+    read = {t.op.name for op in ops for t in op.inputs} | {dep.name for op in ops for dep in op.control_inputs}
+    return [op for op in ops if op.name in nodes and op.name not in read
+            and (op.type not in ("Placeholder", "PlaceholderWithDefault") or op.name in fed)]
+
+
+def _bytes_moved(graph: Any, homes: Mapping[str, int]) -> int:
+    """Bytes of the tensors read on another cluster device, once per (tensor, destination device)."""
+    sent: dict[tuple[str, int], int] = {}
+    for op in graph.get_operations():
+        dst = homes.get(op.name)
+        for t in op.inputs:
+            src = homes.get(t.op.name)
+            if dst is not None and src is not None and src != dst:
+                sent[t.name, dst] = _nbytes(t)
+    return sum(sent.values())
+
+
+def _nbytes(tensor: Any) -> int:
+    dtype = tensor.dtype.base_dtype
+    if dtype.name in ("resource", "variant", "string") or not tensor.shape.is_fully_defined():
+        return 0
+    return math.prod(int(d) for d in tensor.shape) * dtype.size
+
+
+def _failed_node(err: Any) -> str | None:
+    op = getattr(err, "op", None)
+    if op is not None:
+        return op.name
+    match = _NODE_IN_MESSAGE.search(str(err))
+    return (match[1] or match[2]) if match else None
+
+
+def _first_line(err: BaseException) -> str:
+    """TensorFlow's first error line, without its preamble, error count and root-error numbering."""
+    lines = [line.strip() for line in str(getattr(err, "message", err)).splitlines() if line.strip()]
+    skip = ("Graph execution error", "Detected at node", "Node:", "[[")
+    useful = [_ROOT_ERROR.sub("", line) for line in lines
+              if not line.startswith(skip) and not _ERROR_COUNT.match(line)]
+    return (useful or lines or [type(err).__name__])[0]
+
+
+def _brief(err: BaseException | str, limit: int = 300) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def _step_statistics(times: Sequence[float]) -> tuple[float, float]:
+    """Median step time and spread ``(max - min) / median`` of timed steps."""
+    median = statistics.median(times)
+    spread = (max(times) - min(times)) / median if median > 0 else 0.0
+    return float(median), float(spread) if math.isfinite(spread) else 0.0

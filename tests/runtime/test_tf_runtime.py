@@ -1,0 +1,295 @@
+"""The ``tf-v1`` runtime (gplace.runtime.tf_runtime): placed GraphDefs run on logical CPU devices, failures report."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+import zlib
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+from google.protobuf import text_format  # noqa: E402
+
+from gplace.importers.tensorflow import from_tensorflow  # noqa: E402
+from gplace.ir import Cluster, Device, InvalidPlacementError, OpGraph, Placement  # noqa: E402
+from gplace.runtime.conformance import check_failure, check_runtime  # noqa: E402
+from gplace.runtime.tf_runtime import TensorFlowRunError, TensorFlowRuntime, tf_device  # noqa: E402
+from gplace.testing import diamond  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+# x[?, 4] @ w[4, 3] with w a v1 reference variable (initialised through Assign), times 2.
+V1_GRAPH = """
+node { name: "x" op: "Placeholder"
+  attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "shape" value { shape { dim { size: -1 } dim { size: 4 } } } } }
+node { name: "w" op: "VariableV2"
+  attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "shape" value { shape { dim { size: 4 } dim { size: 3 } } } }
+  attr { key: "container" value { s: "" } } attr { key: "shared_name" value { s: "" } } }
+node { name: "w/read" op: "Identity" input: "w"
+  attr { key: "T" value { type: DT_FLOAT } } attr { key: "_class" value { list { s: "loc:@w" } } } }
+node { name: "mm" op: "MatMul" input: "x" input: "w/read"
+  attr { key: "T" value { type: DT_FLOAT } }
+  attr { key: "transpose_a" value { b: false } } attr { key: "transpose_b" value { b: false } } }
+node { name: "two" op: "Const"
+  attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 2.0 } } } }
+node { name: "y" op: "Mul" input: "mm" input: "two" attr { key: "T" value { type: DT_FLOAT } } }
+"""
+
+
+def _cpus(n: int = 2, *extra: Device) -> Cluster:
+    return Cluster.build([*(Device(f"/CPU:{i}", "cpu") for i in range(n)), *extra], default_bandwidth=1e9,
+                         name=f"{n}xcpu")
+
+
+def _alternate(g: OpGraph) -> Placement:
+    """Ops alternate between devices 0 and 1; ops pinned to "cpu" (and their groups) on device 0, a CPU."""
+    devices, groups = [i % 2 for i in range(g.num_ops)], {}
+    for i, group in enumerate(g.colocation):
+        if g.pinned[i] == "cpu":
+            devices[i] = 0
+        if group is not None:
+            groups[group] = min(groups.get(group, devices[i]), 0 if g.pinned[i] == "cpu" else devices[i])
+    return Placement.for_graph(g, [groups.get(c, d) if c else d for c, d in zip(g.colocation, devices, strict=True)])
+
+
+@pytest.fixture(scope="module")
+def runtime() -> TensorFlowRuntime:
+    return TensorFlowRuntime(steps=3, warmup=1, time_limit=30.0)
+
+
+@pytest.fixture(scope="module")
+def mlp() -> OpGraph:
+    """A tf.function MLP over captured variables."""
+    rng = np.random.default_rng(0)
+    w1, b1 = tf.Variable(rng.random((8, 16), np.float32)), tf.Variable(np.zeros(16, np.float32))
+    w2, b2 = tf.Variable(rng.random((16, 4), np.float32)), tf.Variable(np.zeros(4, np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([4, 8], tf.float32, name="x")])
+    def mlp(x):
+        return tf.matmul(tf.tanh(tf.matmul(x, w1) + b1), w2) + b2
+
+    return from_tensorflow(mlp, name="mlp")
+
+
+@pytest.fixture(scope="module")
+def keras_model():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((8,))
+    hidden = keras.layers.Dense(16, activation="relu")(inputs)
+    return keras.Model(inputs, keras.layers.Dense(4)(hidden), name="tiny")
+
+
+@pytest.fixture(scope="module")
+def keras_graphs(keras_model) -> dict[str, OpGraph]:
+    return {"inference": from_tensorflow(keras_model, batch_size=2),
+            "training": from_tensorflow(keras_model, training=True, batch_size=2)}
+
+
+@pytest.fixture(scope="module")
+def graphs(mlp, keras_graphs) -> dict[str, OpGraph]:
+    return {"mlp": mlp, **{f"keras-{k}": g for k, g in keras_graphs.items()}}
+
+
+# ---------------------------------------------------------------------- device names
+def test_tf_device_names_and_device_map() -> None:
+    """/CPU:i and /GPU:i map to /device:..., full names too; device_map wins; other names are errors."""
+    assert tf_device("/CPU:1") == "/device:CPU:1"
+    assert tf_device("/GPU:0") == "/device:GPU:0"
+    assert tf_device("/job:localhost/replica:0/task:0/device:GPU:3") == "/device:GPU:3"
+    assert tf_device("fast", {"fast": "/GPU:1"}) == "/device:GPU:1"
+    with pytest.raises(ValueError, match="device_map entry"):
+        tf_device("/TPU:0")
+    with pytest.raises(ValueError, match="not a TensorFlow CPU or GPU device"):
+        TensorFlowRuntime(device_map={"a": "cuda:0"})
+    with pytest.raises(ValueError, match="steps"):
+        TensorFlowRuntime(steps=0)
+
+
+# ---------------------------------------------------------------------- running placed graphs
+@pytest.mark.parametrize("name", ["mlp", "keras-inference", "keras-training"])
+def test_placed_run_equals_single_device(runtime, graphs, name) -> None:
+    """Outputs of a placement over two logical CPU devices equal those of running everything on one."""
+    g, cluster = graphs[name], _cpus()
+    single = runtime.run(g, cluster, Placement.single(g, 0))
+    split = runtime.run(g, cluster, _alternate(g))
+    assert len(single) == len(g.source.outputs) == len(split) >= 1
+    for a, b in zip(single, split, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+        assert np.all(np.isfinite(a))
+
+
+@pytest.mark.parametrize("name", ["mlp", "keras-inference", "keras-training"])
+def test_measure_on_two_logical_cpus(runtime, graphs, name) -> None:
+    """ok, a positive median step time, a finite spread; a split placement moves bytes, one device none."""
+    g, cluster = graphs[name], _cpus()
+    single = runtime.measure(g, cluster, Placement.single(g, 1))
+    split = runtime.measure(g, cluster, _alternate(g))
+    for m in (single, split):
+        assert m.ok, m.reason
+        assert m.runtime == "tf-v1" and 0 < m.step_time < 1.0
+        assert math.isfinite(m.spread) and m.spread >= 0
+    assert single.bytes_moved == 0 < split.bytes_moved
+
+
+def test_run_takes_feeds(runtime, mlp) -> None:
+    """Feeds by tensor or node name replace the generated inputs; the same feed gives the same outputs."""
+    cluster, p = _cpus(), _alternate(mlp)
+    zeros, ones = np.zeros((4, 8), np.float32), np.ones((4, 8), np.float32)
+    by_tensor = runtime.run(mlp, cluster, p, feeds={"x:0": ones})[0]
+    by_node = runtime.run(mlp, cluster, p, feeds={"x": ones})[0]
+    np.testing.assert_array_equal(by_tensor, by_node)
+    assert not np.allclose(by_tensor, runtime.run(mlp, cluster, p, feeds={"x": zeros})[0])
+
+
+def test_v1_reference_variable_graph_runs_placed(runtime) -> None:
+    """A GraphDef with a VariableV2 (initialised through Assign) runs split, and y = 2 * x @ w."""
+    g = from_tensorflow(text_format.Parse(V1_GRAPH, tf.compat.v1.GraphDef()), batch_size=3)
+    cluster, x = _cpus(), np.arange(12, dtype=np.float32).reshape(3, 4)
+    single = runtime.run(g, cluster, Placement.single(g, 0), feeds={"x": x})[0]
+    names = {op: "/CPU:1" if op in ("x", "mm") else "/CPU:0" for op in g.op_names}
+    split = runtime.run(g, cluster, Placement.from_names(g, cluster, names), feeds={"x": x})
+    np.testing.assert_allclose(single, split[0], rtol=1e-6)
+    w = np.random.default_rng(zlib.crc32(b"w")).random((4, 3)).astype(np.float32)  # the documented initial value
+    np.testing.assert_allclose(single, 2 * x @ w, rtol=1e-5)
+
+
+def test_every_op_runs_on_its_device(runtime, keras_graphs) -> None:
+    """One traced step of a split training step: each op (fed inputs aside) ran, on its placement's device."""
+    g, cluster = keras_graphs["training"], _cpus()
+    placement = _alternate(g)
+    step = runtime._open(g, cluster, placement, None, time.perf_counter() + 30)
+    try:
+        metadata = tf.compat.v1.RunMetadata()
+        step.call(*step.feed_values, options=tf.compat.v1.RunOptions(trace_level=3), run_metadata=metadata)
+    finally:
+        step.close()
+    ran = {node.node_name: dev.device for dev in metadata.step_stats.dev_stats for node in dev.node_stats}
+    fed = {name.split(":")[0] for name in g.source.inputs}
+    for name, d in zip(g.op_names, placement.devices.tolist(), strict=True):
+        if name not in fed:
+            assert ran[name].endswith(f"/device:CPU:{d}"), (name, ran.get(name))
+
+
+def test_device_map_names_devices(mlp) -> None:
+    """Cluster names that are not TF device names run through device_map."""
+    cluster = Cluster.build([Device("left", "cpu"), Device("right", "cpu")], default_bandwidth=1e9)
+    runtime = TensorFlowRuntime(steps=1, warmup=0, device_map={"left": "/device:CPU:0", "right": "/CPU:1"})
+    assert runtime.measure(mlp, cluster, _alternate(mlp)).ok
+
+
+# ---------------------------------------------------------------------- failures
+def test_gpu_on_a_cpu_machine_fails_naming_the_device(runtime, mlp) -> None:
+    """/GPU:0 on a machine where TensorFlow sees no GPU: a failed measurement naming the device."""
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU")
+    m = runtime.measure(mlp, _cpus(2, Device("/GPU:0", "gpu")), Placement.single(mlp, 2))
+    assert not m.ok and m.step_time == math.inf
+    assert "/GPU:0" in m.reason and "not available" in m.reason
+
+
+def test_device_tensorflow_rejects_is_reported(runtime, mlp, monkeypatch) -> None:
+    """Past the up-front GPU check, the session's InvalidArgumentError becomes 'device ... is not available'."""
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["a fake GPU"] * 8)
+    m = runtime.measure(mlp, _cpus(2, Device("/GPU:7", "gpu")), Placement.single(mlp, 2))
+    assert not m.ok
+    assert m.reason.startswith("device /GPU:7 (/device:GPU:7) is not available (op '")
+    with pytest.raises(TensorFlowRunError, match="not available"):
+        runtime.run(mlp, _cpus(2, Device("/GPU:7", "gpu")), Placement.single(mlp, 2))
+
+
+def test_graph_without_source_fails(runtime) -> None:
+    """A graph with no TensorFlowSource (a testing graph, a cached zoo graph) is a failed measurement."""
+    g = diamond()
+    m = runtime.measure(g, _cpus(), Placement.single(g, 0))
+    assert not m.ok and "has no TensorFlow program to run" in m.reason
+
+
+def test_error_in_an_op_names_the_op(runtime) -> None:
+    """An op that fails at run time (gather out of range) is a failed measurement naming op and device."""
+    table = tf.constant(np.ones((3, 2), np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([2], tf.int32, name="ids")])
+    def lookup(ids):
+        return tf.gather(table, ids + 7)
+
+    g = from_tensorflow(lookup)
+    m = runtime.measure(g, _cpus(), Placement.single(g, 1))
+    assert not m.ok
+    assert "(GatherV2) on /CPU:1 (/device:CPU:1) failed: InvalidArgumentError: indices[0] = 7 is not in" in m.reason
+
+    step = runtime._open(g, _cpus(), Placement.single(g, 1), None, time.perf_counter() + 30)
+    step.close()
+    oom = tf.errors.ResourceExhaustedError(None, None, "2 root error(s) found.\n  (0) RESOURCE_EXHAUSTED: OOM when "
+                                           "allocating tensor\n\t [[{{node GatherV2}}]]")
+    assert str(step._failure(oom)) == (
+        "out of memory on /CPU:1 (/device:CPU:1) in op 'GatherV2' (GatherV2): OOM when allocating tensor"
+    )
+
+
+def test_out_of_memory_names_device_and_what_ran(runtime, mlp) -> None:
+    """ResourceExhaustedError in a variable's initialisation, or naming only a device: 'out of memory on ...'."""
+    step = runtime._open(mlp, _cpus(), Placement.single(mlp, 1), None, time.perf_counter() + 30)
+    step.close()
+    init = next(name for name in step.initialises if "Assign" in name)
+    oom = tf.errors.ResourceExhaustedError(None, None, f"OOM when allocating\n\t [[{{{{node {init}}}}}]]")
+    assert str(step._failure(oom)) == (
+        f"out of memory on /CPU:1 (/device:CPU:1) in initialising variable {step.initialises[init]!r}: "
+        "OOM when allocating"
+    )
+    oom = tf.errors.ResourceExhaustedError(None, None, "OOM on /job:localhost/replica:0/task:0/device:CPU:1 by x")
+    assert str(step._failure(oom)).startswith("out of memory on /CPU:1 (/device:CPU:1) in the step: OOM on")
+
+
+def test_time_limit_is_a_failure(mlp) -> None:
+    """A limit passed during set-up, or during the steps (cancelled by TensorFlow): a failed measurement."""
+    m = TensorFlowRuntime(steps=3, warmup=1, time_limit=1e-6).measure(mlp, _cpus(), Placement.single(mlp, 0))
+    assert not m.ok and "time limit of 1e-06 s exceeded" in m.reason
+
+    @tf.function(input_signature=[tf.TensorSpec([400, 400], tf.float32, name="a")])
+    def chain(a):
+        for _ in range(8):
+            a = tf.matmul(a, a) * 1e-3
+        return a
+
+    g = from_tensorflow(chain)
+    m = TensorFlowRuntime(steps=1000, warmup=0, time_limit=0.5).measure(g, _cpus(), Placement.single(g, 0))
+    assert not m.ok and re.search(r"time limit of 0.5 s exceeded after \d+ of 1000 steps", m.reason), m.reason
+
+
+@pytest.mark.gpu
+def test_gpu_placements_run_and_match(runtime, keras_graphs) -> None:
+    """On a machine with a GPU TensorFlow sees: a CPU+GPU split runs and equals the all-GPU run."""
+    if not tf.config.list_physical_devices("GPU"):
+        pytest.skip("needs a GPU that TensorFlow sees")
+    g = keras_graphs["training"]
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu")], default_bandwidth=1e9)
+    gpu, split = Placement.single(g, 1), _alternate(g)
+    assert runtime.measure(g, cluster, gpu).ok and runtime.measure(g, cluster, split).ok
+    np.testing.assert_allclose(runtime.run(g, cluster, gpu)[0], runtime.run(g, cluster, split)[0], rtol=1e-4)
+
+
+def test_invalid_placement_raises(runtime, mlp) -> None:
+    with pytest.raises(InvalidPlacementError):
+        runtime.measure(mlp, _cpus(), Placement(np.zeros(mlp.num_ops + 1, dtype=np.int64)))
+
+
+# ---------------------------------------------------------------------- conformance
+def test_conforms(runtime, keras_graphs) -> None:
+    """The shared conformance suite: check_runtime on placements over two logical CPUs, check_failure on /GPU:99."""
+    g = keras_graphs["training"]
+    placements = [Placement.single(g, 0), Placement.single(g, 1), _alternate(g)]
+    measurements = check_runtime(runtime, g, _cpus(), placements)
+    assert all(m.ok for m in measurements)
+    m = check_failure(runtime, g, _cpus(2, Device("/GPU:99", "gpu")), Placement.single(g, 2))
+    assert "/GPU:99" in m.reason
+    assert runtime.deterministic is False
