@@ -16,6 +16,7 @@ from gplace.runtime.trace import write_chrome_trace
 _LAZY = {
     **{name: "gplace.runtime.torch_runtime" for name in ("TorchRunError", "TorchRuntime", "torch_device")},
     **{name: "gplace.runtime.calibration" for name in ("Calibration", "LinkFit", "calibrate", "fit_link")},
+    **{name: "gplace.runtime.tf_runtime" for name in ("TensorFlowRunError", "TensorFlowRuntime", "tf_device")},
     "CachedRuntime": "gplace.runtime.cache",
     "PoolRuntime": "gplace.runtime.parallel",
     "RayRuntime": "gplace.runtime.ray_runtime",
@@ -23,8 +24,8 @@ _LAZY = {
 
 __all__ = [
     "CachedRuntime", "Calibration", "LinkFit", "Measurement", "PoolRuntime", "RayRuntime", "Runtime", "Schedule",
-    "Simulator", "TorchRunError", "TorchRuntime", "calibrate", "check_failure", "check_runtime", "fit_link",
-    "schedule", "torch_device", "write_chrome_trace",
+    "Simulator", "TensorFlowRunError", "TensorFlowRuntime", "TorchRunError", "TorchRuntime", "calibrate",
+    "check_failure", "check_runtime", "fit_link", "schedule", "tf_device", "torch_device", "write_chrome_trace",
 ]
 
 

@@ -58,7 +58,27 @@ def _torch_case() -> Case:
     return Case(runtime, g, cluster, _spread_placements(g), with_gpu, Placement.single(g, 2))
 
 
-CASES = {"simulator": _simulator_case, "torch": _torch_case}
+def _tf_case() -> Case:
+    tf = pytest.importorskip("tensorflow")
+    from gplace.importers.tensorflow import from_tensorflow
+    from gplace.runtime.tf_runtime import TensorFlowRuntime
+
+    rng = np.random.default_rng(0)
+    w1, w2 = tf.constant(rng.random((8, 16), np.float32)), tf.constant(rng.random((16, 4), np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([2, 8], tf.float32, name="x")])
+    def mlp(x):  # constants, not variables: no colocation groups, so any op may go anywhere
+        return tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2)
+
+    g = from_tensorflow(mlp, name="mlp")
+    cpus = [Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")]
+    cluster = Cluster.build(cpus, default_bandwidth=1e9, name="2xcpu")
+    with_gpu = Cluster.build([*cpus, Device("/GPU:99", "gpu")], default_bandwidth=1e9, name="2xcpu+gpu")
+    return Case(TensorFlowRuntime(steps=3, warmup=1), g, cluster, _spread_placements(g), with_gpu,
+                Placement.single(g, 2))
+
+
+CASES = {"simulator": _simulator_case, "tensorflow": _tf_case, "torch": _torch_case}
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
