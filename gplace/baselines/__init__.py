@@ -1,4 +1,4 @@
-"""Baseline placers: single device, round-robin, random, HEFT, Baechi's m-TOPO / m-ETF / m-SCT, METIS.
+"""Baseline placers: single device, round-robin, random, human expert, HEFT, Baechi's m-TOPO / m-ETF / m-SCT, METIS.
 
 Every placer is a :class:`Placer`: plain constructor arguments, a ``name``, and
 ``place(graph, cluster) -> Placement``. All respect pinned kinds and never split a colocation group;
@@ -8,6 +8,15 @@ placement can reach.
 
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.baselines.base import Placer
+from gplace.baselines.expert import (
+    Expert,
+    FamilyExpert,
+    InceptionExpert,
+    expert_for,
+    inception_expert,
+    nmt_expert,
+    rnnlm_expert,
+)
 from gplace.baselines.heft import HEFT
 from gplace.baselines.lower_bound import step_time_lower_bound
 from gplace.baselines.m_etf import METF
@@ -21,4 +30,5 @@ from gplace.baselines.single import SingleDevice
 __all__ = [
     "HEFT", "METF", "METIS", "MSCT", "MTopo", "Placer", "PlacementInfeasibleError", "RandomPlacer",
     "RoundRobin", "SingleDevice", "step_time_lower_bound",
+    "Expert", "FamilyExpert", "InceptionExpert", "expert_for", "inception_expert", "nmt_expert", "rnnlm_expert",
 ]

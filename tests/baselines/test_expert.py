@@ -1,0 +1,240 @@
+"""Expert placers: rules on op names, gradient and neighbour following, Inception branches, family dispatch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gplace.baselines import (
+    Expert,
+    FamilyExpert,
+    InceptionExpert,
+    SingleDevice,
+    expert_for,
+    inception_expert,
+    nmt_expert,
+    rnnlm_expert,
+)
+from gplace.baselines.expert import resolve_device
+from gplace.ir import Edge, GraphError, Op, OpGraph
+from gplace.testing import cpu_gpu_cluster
+
+CPU, GPU0, GPU1, GPU2, GPU3 = range(5)
+
+
+def build(spec: list[tuple], name: str = "g") -> OpGraph:
+    """A graph from ``(op name, op type, [input names], {Op kwargs})`` rows (kwargs optional)."""
+    ops, edges = [], []
+    for row in spec:
+        op_name, op_type, inputs = row[:3]
+        ops.append(Op(op_name, op_type, 1e-3, output_bytes=1000, **(row[3] if len(row) > 3 else {})))
+        edges += [Edge(src, op_name) for src in inputs]
+    return OpGraph.from_ops(ops, edges, name=name)
+
+
+def devices_by_name(placer, graph: OpGraph, num_gpus: int) -> dict[str, int]:
+    placement = placer.place(graph, cpu_gpu_cluster(num_gpus))
+    return dict(zip(graph.op_names, placement.devices.tolist(), strict=True))
+
+
+def mini_rnnlm(layers: int = 2) -> OpGraph:
+    """A two-step-free RNNLM with the zoo's (Keras) names: forward, gradients, a gradient sum, an update."""
+    spec = [("tokens", "Placeholder", []),
+            ("embedding/embeddings", "VarHandleOp", [], {"colocation": "emb"}),
+            ("rnnlm_1/embedding_1/GatherV2", "GatherV2", ["embedding/embeddings", "tokens"])]
+    prev = "rnnlm_1/embedding_1/GatherV2"
+    for layer in range(layers):
+        spec.append((f"rnnlm_1/lstm{layer}_1/lstm_cell_1/MatMul", "MatMul", [prev]))
+        prev = f"rnnlm_1/lstm{layer}_1/lstm_cell_1/MatMul"
+    spec += [("rnnlm_1/logits_1/Tensordot/MatMul", "MatMul", [prev]),
+             ("sparse_categorical_crossentropy/Sum", "Sum", ["rnnlm_1/logits_1/Tensordot/MatMul"]),
+             ("gradient_tape/rnnlm_1/logits_1/Tensordot/MatMul/MatMul_1", "MatMul",
+              ["sparse_categorical_crossentropy/Sum"]),
+             ("gradient_tape/rnnlm_1/lstm1_1/lstm_cell_1/MatMul/MatMul", "MatMul",
+              ["gradient_tape/rnnlm_1/logits_1/Tensordot/MatMul/MatMul_1"]),
+             ("AddN_3", "AddN", ["gradient_tape/rnnlm_1/lstm1_1/lstm_cell_1/MatMul/MatMul"]),
+             ("adagrad/Const", "Const", []),
+             ("adagrad/Mul", "Mul", ["AddN_3", "adagrad/Const"]),
+             ("adagrad/AssignSubVariableOp", "AssignSubVariableOp", ["adagrad/Mul", "embedding/embeddings"],
+              {"colocation": "emb"})]
+    return build(spec, name=f"rnnlm_layers{layers}_hidden8")
+
+
+# ---------------------------------------------------------------------- device specs
+def test_device_specs_resolve_modulo_the_gpus_of_the_cluster():
+    """'gpu:k' is the k-th GPU modulo their number ('gpu:-1' the last), 'cpu' the CPU, or a device name."""
+    c = cpu_gpu_cluster(2)
+    assert [resolve_device(f"gpu:{k}", c) for k in range(4)] == [GPU0, GPU1, GPU0, GPU1]
+    assert resolve_device("gpu:-1", c) == GPU1 and resolve_device("gpu", c) == GPU0
+    assert resolve_device("cpu", c) == CPU and resolve_device("/GPU:1", c) == GPU1
+    with pytest.raises(GraphError, match="'tpu:0' names no device.*kinds"):
+        resolve_device("tpu:0", c)
+
+
+# ---------------------------------------------------------------------- rules
+def test_first_matching_rule_wins_and_unmatched_ops_go_to_default():
+    """Rules are tried in order with re.search; ops no rule matches go to ``default`` without following."""
+    g = build([("a/x", "MatMul", []), ("b/x", "MatMul", ["a/x"]), ("c", "Add", ["b/x"])])
+    placer = Expert([("^b/", "gpu:1"), ("/x$", "cpu")], default="gpu:0")
+    assert devices_by_name(placer, g, 2) == {"a/x": CPU, "b/x": GPU1, "c": GPU0}
+
+
+def test_invalid_rule_pattern_is_a_value_error():
+    """A bad regular expression fails when the expert is built, naming the rule."""
+    with pytest.raises(ValueError, match=r"expert rule '\(' is not a valid regular expression"):
+        Expert([("(", "gpu:0")])
+
+
+def test_gradient_ops_follow_their_forward_op_by_longest_name_prefix():
+    """gradient_tape/a/b/MatMul/MatMul_1 follows a/b/MatMul; with no placed forward op, the rules decide."""
+    g = build([("a/b/MatMul", "MatMul", []), ("a/b", "Identity", ["a/b/MatMul"]),
+               ("gradient_tape/a/b/MatMul/MatMul_1", "MatMul", ["a/b"]),
+               ("gradient_tape/a/b/Shape", "Const", []),
+               ("gradient_tape/z/Tile", "Tile", ["gradient_tape/a/b/MatMul/MatMul_1"])])
+    placer = Expert([("MatMul$", "gpu:1"), ("^a/b$", "cpu"), ("Tile", "gpu:2")])
+    got = devices_by_name(placer, g, 3)
+    assert got["gradient_tape/a/b/MatMul/MatMul_1"] == GPU1  # the longest prefix a/b/MatMul, not a/b
+    assert got["gradient_tape/a/b/Shape"] == CPU  # forward op a/b
+    assert got["gradient_tape/z/Tile"] == GPU2  # no forward op z: the rules
+
+
+def test_following_neighbours_fills_sums_updates_and_constants():
+    """With follow_neighbours, an unmatched op goes with its heaviest producer, a source with its consumer."""
+    g = build([("w", "Const", []), ("x", "MatMul", ["w"]), ("y", "MatMul", []),
+               ("AddN", "AddN", ["x", "y"], {}), ("out", "Identity", ["AddN"])])
+    g = OpGraph.from_ops(g.ops(), [Edge("w", "x"), Edge("x", "AddN", 10), Edge("y", "AddN", 99),
+                                   Edge("AddN", "out")], name="g")
+    got = devices_by_name(Expert([("^x$", "gpu:0"), ("^y$", "gpu:1")], follow_neighbours=True), g, 2)
+    assert got == {"w": GPU0, "x": GPU0, "y": GPU1, "AddN": GPU1, "out": GPU1}
+
+
+def test_pinned_ops_go_to_their_kind_and_groups_follow_their_first_member():
+    """An op pinned to the CPU leaves the GPU its rule names; a colocation group goes where its first op goes."""
+    g = build([("input", "Iterator", [], {"pinned": "cpu"}), ("var", "VarHandleOp", [], {"colocation": "v"}),
+               ("read", "ReadVariableOp", ["var"], {"colocation": "v"}), ("mm", "MatMul", ["input", "read"])])
+    got = devices_by_name(Expert([("^var$", "gpu:1"), ("^read$", "gpu:0"), (".", "gpu:0")]), g, 2)
+    assert got == {"input": CPU, "var": GPU1, "read": GPU1, "mm": GPU0}
+
+
+# ---------------------------------------------------------------------- the paper's families
+@pytest.mark.parametrize("num_gpus", [2, 4])
+def test_rnnlm_expert_puts_each_lstm_layer_on_its_own_gpu(num_gpus: int):
+    """Layer l on GPU l mod G with the embedding on layer 0's; logits and loss on the last GPU; gradients,
+    their sum and the update follow; the embedding's update stays in the embedding's colocation group."""
+    got = devices_by_name(rnnlm_expert(layers=2), mini_rnnlm(2), num_gpus)
+    last = GPU0 + num_gpus - 1
+    assert got["rnnlm_1/embedding_1/GatherV2"] == got["embedding/embeddings"] == GPU0
+    assert got["rnnlm_1/lstm0_1/lstm_cell_1/MatMul"] == GPU0
+    assert got["rnnlm_1/lstm1_1/lstm_cell_1/MatMul"] == GPU1
+    assert got["rnnlm_1/logits_1/Tensordot/MatMul"] == got["sparse_categorical_crossentropy/Sum"] == last
+    assert got["gradient_tape/rnnlm_1/logits_1/Tensordot/MatMul/MatMul_1"] == last
+    assert got["gradient_tape/rnnlm_1/lstm1_1/lstm_cell_1/MatMul/MatMul"] == got["AddN_3"] == GPU1
+    assert got["adagrad/Mul"] == GPU1 and got["adagrad/AssignSubVariableOp"] == GPU0
+    assert got["tokens"] == GPU0
+
+
+def test_rnnlm_expert_matches_the_builtin_lstm_lm_names():
+    """The same rules place gplace.zoo.lstm_lm's names (embed/, lstmN/, softmax/, loss/, grad/...)."""
+    g = build([("embedding", "Var", []), ("embed/t0", "Gather", ["embedding"]), ("lstm0/t0/Cell", "Cell", ["embed/t0"]),
+               ("lstm1/t0/Cell", "Cell", ["lstm0/t0/Cell"]), ("softmax/t0/MatMul", "MatMul", ["lstm1/t0/Cell"]),
+               ("loss/t0", "Loss", ["softmax/t0/MatMul"]), ("grad/lstm1/t0/Cell", "Grad", ["loss/t0"])],
+              name="lstm_lm_2x8_t1_b2_train")
+    got = devices_by_name(expert_for(g.name), g, 4)
+    assert [got[n] for n in g.op_names] == [GPU0, GPU0, GPU0, GPU1, GPU3, GPU3, GPU1]
+
+
+@pytest.mark.parametrize(("num_gpus", "attention", "softmax"), [(2, GPU0, GPU1), (4, GPU2, GPU3)])
+def test_nmt_expert_spreads_layers_then_attention_then_softmax(num_gpus: int, attention: int, softmax: int):
+    """Encoder and decoder layer l on GPU l mod G; attention on GPU L mod G, softmax on GPU L+1 mod G."""
+    g = build([("source", "Placeholder", []), ("nmt_1/source_embedding_1/GatherV2", "GatherV2", ["source"]),
+               ("nmt_1/encoder0_1/lstm_cell_1/MatMul", "MatMul", ["nmt_1/source_embedding_1/GatherV2"]),
+               ("nmt_1/encoder1_1/lstm_cell_1/MatMul", "MatMul", ["nmt_1/encoder0_1/lstm_cell_1/MatMul"]),
+               ("nmt_1/attention_keys_1/Tensordot", "MatMul", ["nmt_1/encoder1_1/lstm_cell_1/MatMul"]),
+               ("nmt_1/decoder0_1/MatMul", "MatMul", ["nmt_1/attention_keys_1/Tensordot"]),
+               ("nmt_1/Softmax_3", "Softmax", ["nmt_1/decoder0_1/MatMul"]),
+               ("nmt_1/Sum_3", "Sum", ["nmt_1/Softmax_3"]),
+               ("nmt_1/decoder1_1/MatMul", "MatMul", ["nmt_1/Sum_3"]),
+               ("nmt_1/attention_out_1/Tanh", "Tanh", ["nmt_1/decoder1_1/MatMul"]),
+               ("nmt_1/logits_1/Tensordot", "MatMul", ["nmt_1/attention_out_1/Tanh"]),
+               ("gradient_tape/nmt_1/Softmax_3/mul", "Mul", ["nmt_1/logits_1/Tensordot"])], name="nmt_layers2")
+    got = devices_by_name(expert_for(g.name), g, num_gpus)
+    assert got["nmt_1/source_embedding_1/GatherV2"] == got["nmt_1/encoder0_1/lstm_cell_1/MatMul"] == GPU0
+    assert got["nmt_1/decoder0_1/MatMul"] == GPU0
+    assert got["nmt_1/encoder1_1/lstm_cell_1/MatMul"] == got["nmt_1/decoder1_1/MatMul"] == GPU1
+    assert got["nmt_1/attention_keys_1/Tensordot"] == got["nmt_1/Softmax_3"] == got["nmt_1/Sum_3"] == attention
+    assert got["gradient_tape/nmt_1/Softmax_3/mul"] == attention
+    assert got["nmt_1/attention_out_1/Tanh"] == got["nmt_1/logits_1/Tensordot"] == softmax
+
+
+def inception_like() -> OpGraph:
+    """stem -> block A (3 branches, one with a weight) -> concat A -> block B (2 branches, the second holding an
+    inner concat of two sub-branches) -> concat B -> head, plus one gradient op per branch convolution."""
+    spec = [("input", "Placeholder", []), ("stem/conv", "Conv2D", ["input"]), ("axis", "Const", [])]
+    spec += [("a0/kernel", "VarHandleOp", []), ("a0/conv", "Conv2D", ["stem/conv", "a0/kernel"]),
+             ("a1/conv", "Conv2D", ["stem/conv"]), ("a1/conv2", "Conv2D", ["a1/conv"]),
+             ("a2/pool", "AvgPool", ["stem/conv"]),
+             ("mixedA/concat", "ConcatV2", ["a0/conv", "a1/conv2", "a2/pool", "axis"])]
+    spec += [("b0/conv", "Conv2D", ["mixedA/concat"]), ("b1/conv", "Conv2D", ["mixedA/concat"]),
+             ("b1/left", "Conv2D", ["b1/conv"]), ("b1/right", "Conv2D", ["b1/conv"]),
+             ("b1/concat", "ConcatV2", ["b1/left", "b1/right", "axis"]),
+             ("mixedB/concat", "ConcatV2", ["b0/conv", "b1/concat", "axis"]),
+             ("head/logits", "MatMul", ["mixedB/concat"])]
+    spec += [("gradient_tape/a1/conv2/Conv2DBackpropInput", "Conv2DBackpropInput", ["head/logits"]),
+             ("gradient_tape/b1/right/Conv2DBackpropInput", "Conv2DBackpropInput", ["head/logits"])]
+    return build(spec, name="inception_v3_batch2")
+
+
+@pytest.mark.parametrize("num_gpus", [2, 3])
+def test_inception_expert_puts_each_branch_of_a_block_on_its_own_gpu(num_gpus: int):
+    """Branch j of every block on GPU j mod G (weights with their branch); the stem, block concats and
+    head on GPU 0; an inner concat and its sub-branches stay with their branch; gradients follow forward."""
+    got = devices_by_name(expert_for("inception_v3_batch2"), inception_like(), num_gpus)
+    gpu = [GPU0 + j % num_gpus for j in range(3)]
+    assert got["a0/conv"] == got["a0/kernel"] == gpu[0]
+    assert got["a1/conv"] == got["a1/conv2"] == gpu[1] and got["a2/pool"] == gpu[2]
+    assert got["b0/conv"] == gpu[0]
+    assert {got[n] for n in ("b1/conv", "b1/left", "b1/right", "b1/concat")} == {gpu[1]}
+    assert got["stem/conv"] == got["mixedA/concat"] == got["mixedB/concat"] == got["head/logits"] == GPU0
+    assert got["gradient_tape/a1/conv2/Conv2DBackpropInput"] == gpu[1]
+    assert got["gradient_tape/b1/right/Conv2DBackpropInput"] == gpu[1]
+
+
+def test_inception_expert_on_a_graph_without_blocks_is_the_default_gpu():
+    """No concat joins parallel branches: every op goes to the default device."""
+    g = build([("a", "Conv2D", []), ("b", "Conv2D", ["a"])])
+    assert set(devices_by_name(inception_expert(), g, 2).values()) == {GPU0}
+
+
+# ---------------------------------------------------------------------- dispatch
+def test_expert_for_picks_the_family_from_the_graph_name():
+    """Zoo and built-in names map to their family (layers read from the name); unknown ones to one GPU."""
+    assert isinstance(expert_for("inception_v3_batch32"), InceptionExpert)
+    assert isinstance(expert_for("inception_v3"), InceptionExpert)
+    assert any("lstm3" in p for p, _ in expert_for("rnnlm_layers4_hidden2048").rules)
+    assert any("lstm2" in p for p, _ in expert_for("lstm_lm_3x1024_t20_b64_train").rules)
+    assert any("decoder7" in p for p, _ in expert_for("gnmt8_layers8_hidden1024").rules)
+    assert expert_for("nmt_layers2_hidden1024").rules == nmt_expert(2).rules
+    unknown = expert_for("resnet50")
+    assert isinstance(unknown, SingleDevice) and unknown.kind == "gpu"
+
+
+def test_family_expert_places_as_the_expert_for_the_graph():
+    """FamilyExpert (the bench's single `expert` entry) gives expert_for(graph.name)'s placement."""
+    g = mini_rnnlm(2)
+    c = cpu_gpu_cluster(4)
+    assert FamilyExpert().name == "expert"
+    np.testing.assert_array_equal(FamilyExpert().place(g, c).devices, rnnlm_expert(2).place(g, c).devices)
+
+
+def test_bench_paper_config_has_the_expert_baseline():
+    """conf/bench_paper.yaml's `expert` baseline instantiates to FamilyExpert, next to every bench.yaml baseline."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    paper, default = OmegaConf.load(conf / "bench_paper.yaml"), OmegaConf.load(conf / "bench.yaml")
+    assert set(default.baselines) < set(paper.baselines)
+    assert isinstance(instantiate(paper.baselines.expert), FamilyExpert)
+    assert set(paper) == set(default)
