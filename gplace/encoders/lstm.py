@@ -7,7 +7,7 @@ from typing import Final
 import torch
 from torch import nn
 
-from gplace.features import NUMERIC_FEATURES, SHAPE_FEATURES
+from gplace.encoders.embedding import GroupEmbedding
 
 
 class LSTMEncoder(nn.Module):
@@ -39,30 +39,16 @@ class LSTMEncoder(nn.Module):
         if hidden_size < 2 or hidden_size % 2:
             raise ValueError(f"hidden_size must be even and >= 2 (two directions), got {hidden_size}")
         self.hidden_size, self.num_type_buckets, self.max_neighbours = hidden_size, num_type_buckets, max_neighbours
-        self.types = nn.EmbeddingBag(num_type_buckets, type_embedding, mode="sum")
-        self.shapes = nn.Linear(2 * SHAPE_FEATURES, projection)
-        self.adjacency = nn.Linear(max_neighbours, projection)
-        self.numeric = nn.Linear(NUMERIC_FEATURES, projection)
-        width = type_embedding + 3 * projection
-        self.norm = nn.LayerNorm(width)
-        self.lstm = nn.LSTM(width, hidden_size // 2, batch_first=True, bidirectional=True)
+        self.embedding = GroupEmbedding(type_embedding, num_type_buckets, max_neighbours, projection)
+        self.lstm = nn.LSTM(self.embedding.output_size, hidden_size // 2, batch_first=True, bidirectional=True)
 
     def embed(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Per-group LSTM inputs.
+        """Per-group LSTM inputs (:class:`~gplace.encoders.embedding.GroupEmbedding`).
 
         Shapes:
             features as in the class docstring; returns (G, type_embedding + 3 * projection).
         """
-        adjacency = features["adjacency"]
-        if adjacency.shape[-1] != self.max_neighbours:
-            raise ValueError(f"adjacency has width {adjacency.shape[-1]}, encoder expects {self.max_neighbours}")
-        parts = [
-            self.types(features["type_ids"], features["type_offsets"]),
-            self.shapes(torch.cat([features["shapes"], features["shape_flags"]], -1)),
-            self.adjacency(adjacency),
-            self.numeric(features["numeric"]),
-        ]
-        return self.norm(torch.cat(parts, -1))
+        return self.embedding(features)
 
     def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         """Encoder states of the groups in feature order.

@@ -108,7 +108,8 @@ def test_gradients_reach_the_encoder():
     policy = Seq2SeqPolicy(2, hidden_size=16, attention_size=8)
     out = policy.sample(encoder(features), torch.ones(6, 2, dtype=torch.bool), num_samples=4)
     (-(out.log_prob * torch.randn(4)).mean() - 0.1 * out.entropy.mean()).backward()
-    for module in (encoder.lstm, encoder.types, encoder.numeric, policy.cell, policy.attn_keys, policy.out):
+    for module in (encoder.lstm, encoder.embedding.types, encoder.embedding.numeric, policy.cell, policy.attn_keys,
+                   policy.out):
         for name, p in module.named_parameters():
             assert p.grad is not None and p.grad.abs().sum() > 0, name
 
