@@ -29,7 +29,7 @@ from torch import nn
 from gplace.features import NUMERIC_FEATURES, POSITION_FEATURES, featurize
 from gplace.grouping import identity_grouping, make_grouping
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
-from gplace.placer import PlacerSample, PolicyPlacer
+from gplace.placer import PlacerSample, PolicyPlacer, greedy_placement
 from gplace.policies.base import gumbel_argmax, masked_log_softmax, score
 
 
@@ -262,12 +262,7 @@ class HierarchicalPlacer(nn.Module):
         Raises:
             ValueError: another graph or cluster.
         """
-        if graph.fingerprint != self.graph.fingerprint or cluster.device_names != self.cluster.device_names:
-            raise ValueError(f"this HierarchicalPlacer places graph {self.graph.name!r} on cluster "
-                             f"{self.cluster.name!r}, not {graph.name!r} on {cluster.name!r}")
-        placement = self.greedy()
-        placement.validate(graph, cluster)
-        return placement
+        return greedy_placement(self, graph, cluster)
 
     def evaluate(self, devices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """Not available: the probability of a placement sums over every grouping that could have produced it.

@@ -126,12 +126,7 @@ class PolicyPlacer(nn.Module):
         Raises:
             ValueError: another graph or cluster.
         """
-        if graph.fingerprint != self.graph.fingerprint or cluster.device_names != self.cluster.device_names:
-            raise ValueError(f"this PolicyPlacer places graph {self.graph.name!r} on cluster {self.cluster.name!r}, "
-                             f"not {graph.name!r} on {cluster.name!r}")
-        placement = self.greedy()
-        placement.validate(graph, cluster)
-        return placement
+        return greedy_placement(self, graph, cluster)
 
     def project(self, placement: Placement) -> Placement:
         """The nearest placement this policy can emit: each group on the allowed device holding most of its ops'
@@ -151,6 +146,20 @@ class PolicyPlacer(nn.Module):
             actions (K, G) int; returns (K, N) int64.
         """
         return actions.detach().cpu().numpy().astype(np.int64)[:, self._op_pos]
+
+
+def greedy_placement(placer: nn.Module, graph: OpGraph, cluster: Cluster) -> Placement:
+    """The placer contract for a policy built for one graph and cluster: its greedy placement, validated.
+
+    Raises:
+        ValueError: ``graph`` or ``cluster`` is not the one ``placer`` was built for.
+    """
+    if graph.fingerprint != placer.graph.fingerprint or cluster.device_names != placer.cluster.device_names:
+        raise ValueError(f"this {type(placer).__name__} places graph {placer.graph.name!r} on cluster "
+                         f"{placer.cluster.name!r}, not {graph.name!r} on {cluster.name!r}")
+    placement = placer.greedy()
+    placement.validate(graph, cluster)
+    return placement
 
 
 def _device_features(cluster: Cluster, given: np.ndarray | torch.Tensor | None) -> torch.Tensor:
