@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from functools import cached_property
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -12,6 +13,7 @@ from gplace.features import device_features as describe_devices
 from gplace.features import featurize
 from gplace.grouping import Grouping, group_ops
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.policies.schedule_context import ScheduleContext
 
 
 class PlacerSample(NamedTuple):
@@ -32,7 +34,9 @@ class PolicyPlacer(nn.Module):
     are computed at construction; features and mask are non-persistent buffers, so ``state_dict`` holds only
     the encoder's and policy's weights and ``.to(device)`` moves everything. So are the cluster's device
     features (:func:`~gplace.features.device_features`), passed as ``device_features=`` to a policy whose
-    ``uses_device_features`` is true (e.g. :class:`~gplace.policies.DeviceAwarePolicy`).
+    ``uses_device_features`` is true (e.g. :class:`~gplace.policies.DeviceAwarePolicy`); a policy whose
+    ``uses_schedule`` is true (:class:`~gplace.policies.ListSchedulingPolicy`) also gets the groups' costs and
+    edges as ``schedule=`` (:attr:`schedule`).
 
     Args:
         graph: the graph to place.
@@ -82,9 +86,20 @@ class PolicyPlacer(nn.Module):
         """The encoder's input (see :meth:`gplace.features.GroupFeatures.to_tensors`)."""
         return {key: getattr(self, f"feature_{key}") for key in self._feature_keys}
 
-    def _policy_kwargs(self) -> dict[str, torch.Tensor]:
-        """Extra inputs the policy declares it reads: ``device_features`` where ``uses_device_features``."""
-        return {"device_features": self.device_features} if getattr(self.policy, "uses_device_features", False) else {}
+    def policy_inputs(self) -> dict[str, Any]:
+        """Extra inputs the policy declares it reads: ``device_features`` where ``uses_device_features``, and
+        ``schedule`` (a :class:`~gplace.policies.schedule_context.ScheduleContext`) where ``uses_schedule``."""
+        inputs: dict[str, Any] = {}
+        if getattr(self.policy, "uses_device_features", False):
+            inputs["device_features"] = self.device_features
+        if getattr(self.policy, "uses_schedule", False):
+            inputs["schedule"] = self.schedule
+        return inputs
+
+    @cached_property
+    def schedule(self) -> ScheduleContext:
+        """Costs, memory and edges of the groups by feature position, for placement-aware policies."""
+        return ScheduleContext.build(self.grouping.graph, self.cluster, self.features()["order"].cpu().numpy())
 
     def sample(self, num_samples: int, generator: torch.Generator | None = None) -> PlacerSample:
         """Sample ``num_samples`` placements.
@@ -93,7 +108,7 @@ class PolicyPlacer(nn.Module):
             returns devices (K, N) int64 numpy, log_prob (K,), entropy (K,).
         """
         out = self.policy.sample(self.encoder(self.features()), self.allowed, num_samples, generator=generator,
-                                 **self._policy_kwargs())
+                                 **self.policy_inputs())
         return PlacerSample(self.op_devices(out.devices), out.log_prob, out.entropy)
 
     def evaluate(self, devices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -112,12 +127,12 @@ class PolicyPlacer(nn.Module):
         if not np.array_equal(actions[:, self._op_pos], devices):
             raise ValueError("a placement puts ops of one group on different devices")
         return self.policy.evaluate(self.encoder(self.features()), self.allowed,
-                                    torch.as_tensor(actions, device=self.allowed.device), **self._policy_kwargs())
+                                    torch.as_tensor(actions, device=self.allowed.device), **self.policy_inputs())
 
     def greedy(self) -> Placement:
         """The policy's most likely placement (argmax decoding)."""
         with torch.no_grad():
-            actions = self.policy.greedy(self.encoder(self.features()), self.allowed, **self._policy_kwargs())
+            actions = self.policy.greedy(self.encoder(self.features()), self.allowed, **self.policy_inputs())
         return Placement.for_graph(self.graph, self.op_devices(actions[None])[0])
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:

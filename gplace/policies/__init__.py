@@ -5,7 +5,11 @@ from __future__ import annotations
 from gplace.policies.base import IndependentPolicy, PolicyOutput
 from gplace.policies.device_aware import DeviceAwarePolicy
 from gplace.policies.gdp import GDPPolicy
+from gplace.policies.list_scheduling import ListSchedulingPolicy
 from gplace.policies.mlp import MLPPolicy
 from gplace.policies.seq2seq import Seq2SeqPolicy
 
-__all__ = ["DeviceAwarePolicy", "GDPPolicy", "IndependentPolicy", "MLPPolicy", "PolicyOutput", "Seq2SeqPolicy"]
+__all__ = [
+    "DeviceAwarePolicy", "GDPPolicy", "IndependentPolicy", "ListSchedulingPolicy", "MLPPolicy", "PolicyOutput",
+    "Seq2SeqPolicy",
+]

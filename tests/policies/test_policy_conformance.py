@@ -11,11 +11,18 @@ from torch import nn
 from gplace.encoders import GNNEncoder, LSTMEncoder
 from gplace.ir import OpGraph, Placement
 from gplace.placer import PolicyPlacer
-from gplace.policies import DeviceAwarePolicy, GDPPolicy, MLPPolicy, PolicyOutput, Seq2SeqPolicy
+from gplace.policies import (
+    DeviceAwarePolicy,
+    GDPPolicy,
+    ListSchedulingPolicy,
+    MLPPolicy,
+    PolicyOutput,
+    Seq2SeqPolicy,
+)
 from gplace.testing import cpu_gpu_cluster, random_dag
 
 ENCODERS = ["lstm", "sage", "gat", "gin"]
-POLICIES = ["seq2seq", "mlp", "gdp", "device_aware"]
+POLICIES = ["seq2seq", "mlp", "gdp", "device_aware", "list_scheduling"]
 PAIRS = [(e, p) for e in ENCODERS for p in POLICIES]
 H = 16
 PINNED = 5
@@ -43,13 +50,14 @@ def _policy(name: str, num_devices: int) -> nn.Module:
         return MLPPolicy(num_devices, hidden_size=12, state_size=H)
     if name == "gdp":  # segments of 4 groups, so the memory is used
         return GDPPolicy(num_devices, hidden_size=12, num_heads=2, segment_size=4, state_size=H)
+    if name == "list_scheduling":
+        return ListSchedulingPolicy(hidden_size=12, state_size=H)
     return DeviceAwarePolicy(hidden_size=12, state_size=H)
 
 
-def _kwargs(placer: PolicyPlacer) -> dict[str, torch.Tensor]:
-    """The extra input a device-aware policy reads."""
-    return {"device_features": placer.device_features} if getattr(placer.policy, "uses_device_features", False) \
-        else {}
+def _kwargs(placer: PolicyPlacer) -> dict:
+    """The extra inputs the policy reads (device features, schedule context)."""
+    return placer.policy_inputs()
 
 
 def _pinned_position(placer: PolicyPlacer) -> int:

@@ -1,0 +1,243 @@
+"""A placement-aware policy: places groups one at a time, seeing the partial schedule (a learned, stochastic HEFT).
+
+Independent policies choose each group's device from its state alone, so spreading a graph over devices must be
+written into per-group states, which does not transfer between graphs. This policy instead decodes the groups in
+HEFT's rank order and, for each, describes every device by where the schedule so far leaves it: when the group
+would start and finish there, how much of its input is already there, how full and how busy the device is
+(:class:`~gplace.policies.schedule_context.ScheduleContext`). Those descriptions are relative (gaps over the
+group's duration or over the makespan so far), so one policy serves graphs and clusters of any size and scale.
+
+The logit of device d for group g is ``residual(node(s_g) + device(f_d) + dynamic(x_gd)) - w * log1p(gap_gd)``,
+where ``gap_gd`` is how much later than the earliest possible the group would finish on d, in units of its own
+duration, and ``w`` (:attr:`ListSchedulingPolicy.prior_weight`) is learned. The residual's last layer starts
+near zero, so an untrained policy is a soft earliest-finish-time list scheduler and training learns where to
+depart from it. A device without room for the group (by the memory placed on it so far) loses
+``MEMORY_PENALTY`` from its logit while any allowed device has room.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from gplace.features import DEVICE_FEATURES
+from gplace.policies.base import PolicyOutput, check_devices, check_inputs
+from gplace.policies.schedule_context import ScheduleContext
+
+DYNAMIC_FEATURES = 8
+"""Width of the per-(group, device) schedule features (see :func:`schedule_features`)."""
+
+MEMORY_PENALTY = 20.0
+"""Logit subtracted from a device without room for the group while another allowed device has room."""
+
+_GAP_CLIP = 1e6
+
+
+class ListSchedulingPolicy(nn.Module):
+    """Places groups in rank order, scoring devices by features of the partial schedule (see the module docstring).
+
+    Args:
+        hidden_size: width of the node, device and schedule embeddings (default: 128).
+        state_size: size S of the encoder states (default: ``hidden_size``).
+        device_feature_size: width F of the static device features (default: ``DEVICE_FEATURES``, 6).
+        prior_weight: initial weight ``w`` of the earliest-finish-time prior (default: 3.0).
+        num_devices: accepted so ``policy(num_devices=D)`` works, otherwise unused (default: ``None``).
+
+    Shapes:
+        states (G, S) float, allowed (G, D) bool, device_features (D, F); devices (K, G) int64;
+        log_prob and entropy (K,).
+    """
+
+    uses_device_features = True
+    """The placer passes the cluster's ``device_features``."""
+    uses_schedule = True
+    """The placer passes a :class:`ScheduleContext` as ``schedule``."""
+
+    def __init__(self, hidden_size: int = 128, *, state_size: int | None = None,
+                 device_feature_size: int = DEVICE_FEATURES, prior_weight: float = 3.0,
+                 num_devices: int | None = None) -> None:
+        super().__init__()
+        self.state_size = hidden_size if state_size is None else state_size
+        self.device_feature_size = device_feature_size
+        self.node = _mlp(self.state_size, hidden_size)
+        self.device = _mlp(2 * device_feature_size, hidden_size)
+        self.dynamic = _mlp(DYNAMIC_FEATURES, hidden_size)
+        self.residual = nn.Sequential(nn.ReLU(), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
+                                      nn.Linear(hidden_size, 1, bias=False))
+        nn.init.normal_(self.residual[-1].weight, std=1e-3)
+        self.prior_weight = nn.Parameter(torch.tensor(float(prior_weight)))
+        self.temperature = 1.0
+        """Logits are divided by this before the softmax (default: 1.0)."""
+
+    # ------------------------------------------------------------------ public entry points
+    def sample(self, states: torch.Tensor, allowed: torch.Tensor, num_samples: int,
+               generator: torch.Generator | None = None, *, device_features: torch.Tensor,
+               schedule: ScheduleContext) -> PolicyOutput:
+        """Sample ``num_samples`` placements, each decoded group by group.
+
+        Shapes:
+            states (G, S), allowed (G, D) bool, device_features (D, F); returns devices (K, G), log_prob (K,),
+            entropy (K,).
+        """
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+
+        def draw(logits: torch.Tensor, g: int) -> torch.Tensor:
+            u = torch.rand(logits.shape, generator=generator, dtype=logits.dtype).clamp_min(1e-20)
+            return (logits - torch.log(-torch.log(u))).argmax(-1)
+
+        return self._decode(states, allowed, device_features, schedule, num_samples, draw)
+
+    def greedy(self, states: torch.Tensor, allowed: torch.Tensor, *, device_features: torch.Tensor,
+               schedule: ScheduleContext) -> torch.Tensor:
+        """The most likely device of each group, decoding greedily. Shapes: returns (G,) int64."""
+        with torch.no_grad():
+            out = self._decode(states, allowed, device_features, schedule, 1, lambda logits, g: logits.argmax(-1))
+        return out.devices[0]
+
+    def evaluate(self, states: torch.Tensor, allowed: torch.Tensor, devices: torch.Tensor, *,
+                 device_features: torch.Tensor, schedule: ScheduleContext) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability and entropy of given placements (decoded with those choices).
+
+        Raises:
+            ValueError: a placement has the wrong length, or uses a device out of range or not allowed.
+
+        Shapes:
+            devices (K, G) int; returns log_prob (K,), entropy (K,).
+        """
+        given = check_devices(devices, allowed).cpu()
+        out = self._decode(states, allowed, device_features, schedule, given.shape[0], lambda logits, g: given[:, g])
+        return out.log_prob, out.entropy
+
+    # ------------------------------------------------------------------ decoding
+    def _decode(self, states: torch.Tensor, allowed: torch.Tensor, device_features: torch.Tensor,
+                schedule: ScheduleContext, k: int, choose: Callable[[torch.Tensor, int], torch.Tensor]
+                ) -> PolicyOutput:
+        """Roll the schedule forward choosing with ``choose(logits (K, D), position) -> (K,)``, then score it."""
+        self._check(states, allowed, device_features, schedule)
+        base = self.node(states).unsqueeze(1) + self.device(_relative(device_features.to(states.dtype)))
+        with torch.no_grad():
+            devices, features = _rollout(schedule, allowed.cpu(), k, lambda x, g: choose(
+                self._logits(base[g].detach().cpu(), x, allowed[g].cpu()), g))
+        logits = self._logits(base, features.to(states.device, states.dtype), allowed)  # (K, G, D)
+        log_p = torch.log_softmax(logits, -1)
+        devices = devices.to(states.device)
+        log_prob = log_p.gather(-1, devices.unsqueeze(-1)).squeeze(-1).sum(1)
+        safe = log_p.masked_fill(~allowed, 0.0)
+        entropy = -(safe.exp() * safe).sum((1, 2))
+        return PolicyOutput(devices, log_prob, entropy)
+
+    def _logits(self, base: torch.Tensor, features: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """Masked, tempered logits. Shapes: base (..., D, H), features (K, ..., D, DYNAMIC_FEATURES),
+        allowed (..., D); returns (K, ..., D)."""
+        learned = self.residual(base + self.dynamic(features.to(base.dtype))).squeeze(-1)
+        prior = -self.prior_weight * features[..., 0] - MEMORY_PENALTY * features[..., 7]
+        return ((learned + prior) / self.temperature).masked_fill(~allowed, float("-inf"))
+
+    def _check(self, states: torch.Tensor, allowed: torch.Tensor, device_features: torch.Tensor,
+               schedule: ScheduleContext) -> None:
+        if not isinstance(schedule, ScheduleContext):
+            raise ValueError(f"{type(self).__name__} needs schedule= a ScheduleContext (PolicyPlacer passes it)")
+        if device_features is None or device_features.ndim != 2 or device_features.shape[1] != self.device_feature_size:
+            shape = None if device_features is None else tuple(device_features.shape)
+            raise ValueError(f"device_features has shape {shape}, policy expects (D, {self.device_feature_size})")
+        check_inputs(states, allowed, device_features.shape[0], self.state_size)
+        if (schedule.num_groups, schedule.num_devices) != tuple(allowed.shape):
+            raise ValueError(f"schedule describes {schedule.num_groups} groups on {schedule.num_devices} devices, "
+                             f"allowed is {tuple(allowed.shape)}")
+
+
+def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, finish: torch.Tensor,
+                      on: torch.Tensor, free_at: torch.Tensor, used: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each device as seen by group position ``g`` given the partial schedules, and when ``g`` would finish there.
+
+    Columns: 0 ``log1p(gap)``, gap the finish time on the device minus the earliest over devices, over the group's
+    duration (at least 1e-3 of the makespan so far); 1 ``log1p`` of that gap over the makespan so far; 2 ``log`` of
+    the duration over the fastest device's; 3 the fraction of the group's input bytes already on the device;
+    4 ``log1p`` of the wait for inputs after the device is free, over the duration; 5 the device's busy time over
+    the makespan so far; 6 the device's memory use after placing the group, over its capacity (at most 2);
+    7 whether the group does not fit there while it fits on some allowed device.
+
+    Shapes:
+        allowed (D,) bool devices the group may use; finish (K, G) float64 finish times and on (K, G) int64
+        devices of the placed groups; free_at and used (K, D) float64; returns features
+        (K, D, DYNAMIC_FEATURES) float32 and finish times (K, D) float64.
+    """
+    dur = schedule.durations[g]
+    ready, local = _inputs(schedule, g, finish, on)
+    start = torch.maximum(free_at, ready)
+    end = start + dur
+    earliest = end.masked_fill(~allowed, math.inf).min(1, keepdim=True).values
+    makespan = torch.maximum(finish.max(1, keepdim=True).values, earliest).clamp_min(1e-30)
+    positive = dur[allowed & (dur > 0)]
+    fastest = positive.min() if positive.numel() else dur.new_tensor(0.0)
+    scale = torch.maximum(fastest.expand_as(earliest), 1e-3 * makespan)
+    fill = (used + schedule.memory[g]) / schedule.capacity
+    room = fill <= 1.0
+    columns = [
+        torch.log1p(((end - earliest) / scale).clamp(0, _GAP_CLIP)),
+        torch.log1p(((end - earliest) / makespan).clamp_min(0)),
+        torch.log(((dur + 1e-30) / (fastest + 1e-30)).clamp(1e-6, 1e6)).expand_as(end),
+        local,
+        torch.log1p(((start - free_at) / scale).clamp(0, _GAP_CLIP)),
+        (free_at / makespan).clamp(0, 2),
+        fill.clamp(0, 2),
+        (~room & (room & allowed).any(1, keepdim=True)).to(end.dtype),
+    ]
+    return torch.stack(columns, -1).float(), end
+
+
+def _inputs(schedule: ScheduleContext, g: int, finish: torch.Tensor, on: torch.Tensor
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """When group ``g``'s inputs are all on each device, and the fraction of their bytes made there.
+
+    Shapes: finish and on (K, G); returns two (K, D) float64.
+    """
+    k, d = finish.shape[0], schedule.num_devices
+    a, b = int(schedule.pred_ptr[g]), int(schedule.pred_ptr[g + 1])
+    if a == b:
+        return finish.new_zeros(k, d), finish.new_zeros(k, d)
+    src, nbytes = schedule.pred_src[a:b], schedule.pred_bytes[a:b]
+    made_on = on[:, src]  # (K, P)
+    same = made_on.unsqueeze(-1) == torch.arange(d)  # (K, P, D)
+    transfer = schedule.latency[made_on] + nbytes[:, None] * schedule.inv_bandwidth[made_on]
+    arrive = finish[:, src].unsqueeze(-1) + transfer.masked_fill(same, 0.0)
+    local = (same * nbytes[:, None]).sum(1) / nbytes.sum().clamp_min(1.0)
+    return arrive.max(1).values, local
+
+
+def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
+             choose: Callable[[torch.Tensor, int], torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Place the groups in ``schedule.order``, K schedules at once; ``choose(features (K, D, F), g) -> (K,)``.
+
+    Shapes:
+        allowed (G, D) bool; returns devices (K, G) int64 and features (K, G, D, DYNAMIC_FEATURES) float32.
+    """
+    g_count, d = allowed.shape
+    finish = torch.zeros(k, g_count, dtype=torch.float64)
+    on = torch.zeros(k, g_count, dtype=torch.int64)
+    free_at = torch.zeros(k, d, dtype=torch.float64)
+    used = torch.zeros(k, d, dtype=torch.float64)
+    features = torch.zeros(k, g_count, d, DYNAMIC_FEATURES)
+    rows = torch.arange(k)
+    for g in schedule.order.tolist():
+        x, end = schedule_features(schedule, g, allowed[g], finish, on, free_at, used)
+        features[:, g] = x
+        chosen = choose(x, g).to(torch.int64)
+        finish[:, g], on[:, g] = end[rows, chosen], chosen
+        free_at[rows, chosen] = end[rows, chosen]
+        used[rows, chosen] += schedule.memory[g]
+    return on, features
+
+
+def _relative(f: torch.Tensor) -> torch.Tensor:
+    """Device features next to their deviation from the cluster mean. Shapes: (D, F) -> (D, 2F)."""
+    return torch.cat([f, f - f.mean(0, keepdim=True)], 1)
+
+
+def _mlp(width_in: int, width: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(width_in, width), nn.ReLU(), nn.Linear(width, width))
+

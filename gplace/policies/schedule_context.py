@@ -1,0 +1,83 @@
+"""What a placement-aware policy needs to list-schedule the groups as it places them: durations, memory, edges.
+
+A :class:`ScheduleContext` describes the G groups of one graph on one cluster, indexed by *feature position*
+(the encoder's order, :attr:`gplace.features.GroupFeatures.order`), so a policy can estimate, for every group
+and device, when the group would start and finish given the devices already chosen for its predecessors.
+It is the model HEFT uses: a device runs its groups one after another, an input from another device arrives
+``latency + bytes / bandwidth`` after its producer finishes, links are not contended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from gplace.baselines._common import mean_durations, mean_edge_cost, op_memory, rank_order, upward_rank
+from gplace.ir import Cluster, OpGraph
+
+
+@dataclass(frozen=True, eq=False)
+class ScheduleContext:
+    """Per-group costs and the coarse graph's in-edges, by feature position; float64 on the CPU.
+
+    Shapes:
+        durations (G, D) seconds (0 where the device is barred), memory (G,) bytes, capacity (D,) bytes,
+        pred_ptr (G + 1,) CSR offsets into pred_src (E,) positions and pred_bytes (E,), latency and
+        inv_bandwidth (D, D) with zero diagonals, order (G,) positions in decoding order.
+    """
+
+    durations: torch.Tensor
+    memory: torch.Tensor
+    capacity: torch.Tensor
+    pred_ptr: torch.Tensor
+    pred_src: torch.Tensor
+    pred_bytes: torch.Tensor
+    latency: torch.Tensor
+    inv_bandwidth: torch.Tensor
+    order: torch.Tensor
+    """A topological order of the positions: decreasing HEFT upward rank (mean durations and transfers)."""
+
+    @property
+    def num_groups(self) -> int:
+        """Number of groups G."""
+        return int(self.durations.shape[0])
+
+    @property
+    def num_devices(self) -> int:
+        """Number of devices D."""
+        return int(self.durations.shape[1])
+
+    @classmethod
+    def build(cls, coarse: OpGraph, cluster: Cluster, order: np.ndarray) -> ScheduleContext:
+        """The context of the groups of ``coarse`` (one op per group) on ``cluster``.
+
+        Args:
+            coarse: the grouped graph (:attr:`gplace.grouping.Grouping.graph`).
+            cluster: the devices.
+            order: (G,) group id at each feature position (:attr:`gplace.features.GroupFeatures.order`).
+        """
+        order = np.asarray(order, dtype=np.int64)
+        pos = np.empty(coarse.num_ops, dtype=np.int64)
+        pos[order] = np.arange(order.size)
+        allowed = coarse.allowed_devices(cluster)
+        durations = np.where(allowed, coarse.durations(cluster), 0.0)
+        src, dst = pos[coarse.edge_index[0]], pos[coarse.edge_index[1]]
+        by_dst = np.argsort(dst, kind="stable")
+        ptr = np.zeros(order.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(dst, minlength=order.size), out=ptr[1:])
+        rank = upward_rank(coarse, mean_durations(durations, allowed), mean_edge_cost(coarse, cluster))
+        off = ~np.eye(cluster.num_devices, dtype=bool)
+        f64 = torch.float64
+        return cls(
+            durations=torch.as_tensor(durations[order], dtype=f64),
+            memory=torch.as_tensor(op_memory(coarse)[order], dtype=f64),
+            capacity=torch.as_tensor(cluster.memory, dtype=f64),
+            pred_ptr=torch.as_tensor(ptr),
+            pred_src=torch.as_tensor(src[by_dst]),
+            pred_bytes=torch.as_tensor(coarse.edge_bytes[by_dst], dtype=f64),
+            latency=torch.as_tensor(np.where(off, cluster.latency, 0.0), dtype=f64),
+            inv_bandwidth=torch.as_tensor(np.where(off, 1.0 / np.where(off, cluster.bandwidth, 1.0), 0.0), dtype=f64),
+            order=torch.as_tensor(pos[rank_order(coarse, rank)]),
+        )
