@@ -46,7 +46,9 @@ class PolicyPlacer(nn.Module):
         policy: a policy with ``sample``, ``greedy`` and ``evaluate`` over (G, S) states and a (G, D) mask,
             e.g. :class:`~gplace.policies.Seq2SeqPolicy` with ``num_devices = cluster.num_devices``.
         max_groups: at most this many groups (default: 256).
-        grouping: use this grouping instead of :func:`group_ops` (default: ``None``).
+        grouping: use this grouping instead of :func:`group_ops` (default: ``None``: ``group_ops(graph,
+            max_groups)``; where the policy's ``merge_consumers`` is ``"if_needed"``, ops are merged into their
+            only consumer only when the graph has more than ``max_groups`` ops).
         device_features: (D, F) features of the cluster's devices for a device-aware policy (default: ``None``,
             :func:`gplace.features.device_features` of ``cluster``).
 
@@ -64,7 +66,7 @@ class PolicyPlacer(nn.Module):
             raise ValueError(f"policy has {policy.num_devices} devices, cluster {cluster.name!r} has "
                              f"{cluster.num_devices}")
         self.graph, self.cluster, self.encoder, self.policy = graph, cluster, encoder, policy
-        self.grouping = group_ops(graph, max_groups) if grouping is None else grouping
+        self.grouping = _default_grouping(graph, policy, max_groups) if grouping is None else grouping
         features = featurize(graph, self.grouping, num_type_buckets=getattr(encoder, "num_type_buckets", 512),
                              max_neighbours=getattr(encoder, "max_neighbours", 20))
         self._feature_keys = tuple(features.to_tensors())
@@ -175,6 +177,13 @@ def greedy_placement(placer: nn.Module, graph: OpGraph, cluster: Cluster) -> Pla
     placement = placer.greedy()
     placement.validate(graph, cluster)
     return placement
+
+
+def _default_grouping(graph: OpGraph, policy: nn.Module, max_groups: int) -> Grouping:
+    merge = getattr(policy, "merge_consumers", True)
+    if merge == "if_needed":
+        merge = graph.num_ops > max_groups
+    return group_ops(graph, max_groups, merge_consumers=bool(merge))
 
 
 def _device_features(cluster: Cluster, given: np.ndarray | torch.Tensor | None) -> torch.Tensor:

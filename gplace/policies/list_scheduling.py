@@ -55,6 +55,11 @@ class ListSchedulingPolicy(nn.Module):
     """The placer passes the cluster's ``device_features``."""
     uses_schedule = True
     """The placer passes a :class:`ScheduleContext` as ``schedule``."""
+    merge_consumers = "if_needed"
+    """The placer's default grouping merges an op into its only consumer only when the graph has more ops than
+    ``max_groups``: on a small graph every op stays its own group, so no parallelism is hidden from the scheduler;
+    on a large one, merging chains loses less of it than merging neighbours in topological order (measured on the
+    default LSTM LM: 47.6 ms against 64.3 ms after training)."""
 
     def __init__(self, hidden_size: int = 128, *, state_size: int | None = None,
                  device_feature_size: int = DEVICE_FEATURES, prior_weight: float = 3.0,

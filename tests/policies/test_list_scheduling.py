@@ -99,3 +99,17 @@ def test_missing_schedule_is_a_clear_error():
     states = placer.encoder(placer.features())
     with pytest.raises(ValueError, match="needs schedule= a ScheduleContext"):
         placer.policy.sample(states, placer.allowed, 2, device_features=placer.device_features, schedule=None)
+
+
+def test_default_grouping_merges_chains_only_when_the_graph_is_over_max_groups():
+    """A 40-op graph keeps every op its own group; with max_groups 20 the paper's chain merging is used first."""
+    from gplace.grouping import group_ops
+    from gplace.policies import MLPPolicy
+
+    graph, cluster = random_dag(40, edge_prob=0.08, seed=3), cpu_gpu_cluster(2)
+    encoder = GNNEncoder("sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
+    assert PolicyPlacer(graph, cluster, encoder, ListSchedulingPolicy(8, state_size=8)).num_groups == 40
+    merged = group_ops(graph, 256).num_groups
+    assert merged < 40 and PolicyPlacer(graph, cluster, encoder, MLPPolicy(3, 8, state_size=8)).num_groups == merged
+    small = PolicyPlacer(graph, cluster, encoder, ListSchedulingPolicy(8, state_size=8), max_groups=20)
+    np.testing.assert_array_equal(small.grouping.op_group, group_ops(graph, 20).op_group)
