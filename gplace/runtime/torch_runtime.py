@@ -3,15 +3,21 @@
 The semantics below are those of runtime id ``torch-v1``; any change to them needs a new id.
 
 Program
-    The graph's ``source`` must be the :class:`~gplace.importers.torch_export.TorchSource` that
-    :func:`~gplace.importers.torch_export.from_torch` attached: each op is the FX node of the same name. An FX
-    node that is not an op takes a device from the ops around it: an ``operator.getitem`` runs where its tuple
-    was made, a parameter folded into its one reader lives on that reader's device.
+    The graph's ``source`` is the :class:`~gplace.importers.torch_export.TorchSource` that
+    :func:`~gplace.importers.torch_export.from_torch` attached (each op is the FX node of the same name), or the
+    :class:`~gplace.importers.onnx.OnnxSource` of :func:`~gplace.importers.onnx.from_onnx`, whose model
+    :func:`~gplace.runtime.onnx_program.onnx_program` converts to an FX program, once per model (each ONNX node a
+    call of a torch function; each FX node names its op in ``node.meta["gplace_op"]``). A model with an op the
+    converter lacks fails every measurement, naming the node. An FX node that is not an op takes a device from
+    the ops around it: an ``operator.getitem`` runs where its tuple was made, a parameter, folded initialiser or
+    constant value lives on the device of its one reader.
 Values
     Parameters, buffers and constants come from the ``ExportedProgram``; user inputs from its example inputs.
     A joint training graph holds no values, so its parameters, inputs and tangents are made from their
     metadata: floats uniform in ``[0, 1)`` from a generator seeded by the node name, integers and booleans 0.
-    :meth:`TorchRuntime.run` takes other inputs. All of them are moved to their device before timing starts.
+    An ONNX model's initialisers come from the model; its inputs (and initialisers without data) are made the
+    same way, seeded by the tensor name. :meth:`TorchRuntime.run` takes other inputs. All of them are moved to
+    their device before timing starts.
 Devices
     A cluster device name maps to a torch device: ``"/CPU:i"`` to ``cpu``, ``"/GPU:i"`` to ``cuda:i`` (a
     TensorFlow-style ``".../device:GPU:i"`` too), and a torch device string (``"cpu"``, ``"cuda:1"``) is used
@@ -40,7 +46,7 @@ import statistics
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -51,8 +57,9 @@ import torch
 from torch.fx.node import map_aggregate, map_arg
 from torch.utils import _pytree as pytree
 
+from gplace.importers.onnx import OnnxSource
 from gplace.importers.torch_export import TorchSource
-from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.base import Measurement, Runtime
 
 logger = logging.getLogger(__name__)
@@ -98,7 +105,7 @@ def _normalise(device: torch.device) -> torch.device:
 
 
 class TorchRuntime(Runtime):
-    """The ``torch-v1`` runtime: executes graphs imported by ``from_torch`` (see the module docstring).
+    """The ``torch-v1`` runtime: executes graphs imported by ``from_torch`` or ``from_onnx`` (module docstring).
 
     Args:
         steps: timed steps per measurement. (default: 5)
@@ -120,7 +127,7 @@ class TorchRuntime(Runtime):
             raise ValueError(f"time_limit must be > 0, got {time_limit}")
         self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
         self.device_map = {name: _parse_device(name, value) for name, value in (device_map or {}).items()}
-        self._values: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
+        self._values: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
 
     def run(
         self, graph: OpGraph, cluster: Cluster, placement: Placement,
@@ -129,16 +136,17 @@ class TorchRuntime(Runtime):
         """Run one step and return the program's outputs, each on the device of the op that made it.
 
         Args:
-            graph: a graph imported by ``from_torch``.
+            graph: a graph imported by ``from_torch`` or ``from_onnx``.
             cluster: the devices.
             placement: a device per op.
             inputs: the user inputs in order (a tensor, or a sequence flattened like the example inputs), or
-                ``{placeholder name: value}`` for any input, parameters and tangents included.
-                (default: None: the program's own values)
+                ``{placeholder name: value}`` for any input, parameters and tangents included. For an ONNX
+                graph: the graph inputs in order, or ``{tensor name: value}`` for any graph input or
+                initialiser (tensors or NumPy arrays). (default: None: the program's own values)
 
         Returns:
             The flat outputs of the FX graph (for a training graph: mutated buffers, outputs, then gradients;
-            ``None`` where a gradient is missing).
+            ``None`` where a gradient is missing; for an ONNX graph: the graph outputs).
 
         Raises:
             InvalidPlacementError: the placement does not fit the graph or cluster.
@@ -191,17 +199,26 @@ class TorchRuntime(Runtime):
 
     # ------------------------------------------------------------------ set-up
     def _plan(self, graph: OpGraph, cluster: Cluster, placement: Placement, inputs: Any) -> _Plan:
-        source = graph.source
-        if not isinstance(source, TorchSource):
-            raise TorchRunError(
-                f"graph {graph.name!r} has no torch program to run (its source is {type(source).__name__}); "
-                "TorchRuntime runs graphs imported by gplace.importers.torch_export.from_torch"
-            )
-        gm = _graph_module(source)
+        gm, values = self._program(graph, inputs)
         devices = self._devices(cluster, placement)
         homes = _homes(gm, graph, placement.devices.tolist())
-        values = {**self._cached_values(source, gm), **_given_inputs(source, gm, inputs)}
         return _build_plan(gm, homes, devices, cluster.device_names, values)
+
+    def _program(self, graph: OpGraph, inputs: Any) -> tuple[torch.fx.GraphModule, dict[str, Any]]:
+        """The FX program of the graph's source, and the values of its placeholders and attributes."""
+        source = graph.source
+        if isinstance(source, TorchSource):
+            gm = _graph_module(source)
+            values = self._cached(source.program, lambda: _program_values(source, gm))
+            return gm, {**values, **_given_inputs(source, gm, inputs)}
+        if isinstance(source, OnnxSource):
+            program = self._cached(source.model, lambda: _onnx_program(source, graph))
+            return program.module, {**program.values, **program.given(inputs)}
+        raise TorchRunError(
+            f"graph {graph.name!r} has no torch program to run (its source is {type(source).__name__}); "
+            "TorchRuntime runs graphs imported by gplace.importers.torch_export.from_torch or "
+            "gplace.importers.onnx.from_onnx"
+        )
 
     def _devices(self, cluster: Cluster, placement: Placement) -> dict[int, torch.device]:
         """Cluster device index -> torch device, for the devices the placement uses; checks they exist."""
@@ -217,18 +234,18 @@ class TorchRuntime(Runtime):
                 raise TorchRunError(f"device {name} ({devices[d]}) is not available ({problem})")
         return devices
 
-    def _cached_values(self, source: TorchSource, gm: torch.fx.GraphModule) -> dict[str, Any]:
-        """Host values of every placeholder and tensor attribute, cached per program."""
-        key = id(source.program)
+    def _cached(self, owner: Any, make: Callable[[], Any]) -> Any:
+        """``make()`` cached per program (``owner``): its host values, or an ONNX model's converted program."""
+        key = id(owner)
         cached = self._values.get(key)
-        if cached is not None and cached[0] is source.program:
+        if cached is not None and cached[0] is owner:
             self._values.move_to_end(key)
             return cached[1]
-        values = _program_values(source, gm)
-        self._values[key] = (source.program, values)
+        made = make()
+        self._values[key] = (owner, made)
         if len(self._values) > 4:
             self._values.popitem(last=False)
-        return values
+        return made
 
 
 # ---------------------------------------------------------------------- devices
@@ -247,6 +264,16 @@ def _unavailable(device: torch.device) -> str:
 
 
 # ---------------------------------------------------------------------- values
+def _onnx_program(source: OnnxSource, graph: OpGraph) -> Any:
+    """The converted ONNX model; a node without a torch implementation becomes a run error naming it."""
+    from gplace.runtime.onnx_program import onnx_program
+
+    try:
+        return onnx_program(source, graph)
+    except UnsupportedGraphError as err:
+        raise TorchRunError(f"graph {graph.name!r} cannot run on torch: {err}") from err
+
+
 def _graph_module(source: TorchSource) -> torch.fx.GraphModule:
     program = source.program
     return program if isinstance(program, torch.fx.GraphModule) else program.graph_module
@@ -382,15 +409,18 @@ class _Plan:
 def _homes(gm: torch.fx.GraphModule, graph: OpGraph, devices: list[int]) -> dict[str, int]:
     """FX node name -> cluster device: ops by the placement, the other nodes by their neighbours."""
     homes: dict[str, int] = {}
+    covered: set[str] = set()
     for node in gm.graph.nodes:
-        i = graph.op_index.get(node.name)
+        op = _op_name(node)
+        i = graph.op_index.get(op)
         if i is not None:
             homes[node.name] = devices[i]
+            covered.add(op)
         elif node.op == "call_function" and node.target is operator.getitem:
             homes[node.name] = homes[node.args[0].name]
         elif node.op == "call_function":
-            raise TorchRunError(f"node {node.name!r} of the torch program is not an op of graph {graph.name!r}")
-    missing = [name for name in graph.op_names if name not in homes]
+            raise TorchRunError(f"node {op!r} of the torch program is not an op of graph {graph.name!r}")
+    missing = [name for name in graph.op_names if name not in covered]
     if missing:
         raise TorchRunError(f"op {missing[0]!r} of graph {graph.name!r} is not a node of its torch program")
     for node in gm.graph.nodes:
@@ -398,6 +428,11 @@ def _homes(gm: torch.fx.GraphModule, graph: OpGraph, devices: list[int]) -> dict
             readers = [homes[u.name] for u in node.users if u.name in homes]
             homes[node.name] = readers[0] if readers else devices[0]
     return homes
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    """The gplace op an FX node stands for: ``meta["gplace_op"]`` (ONNX programs), else its name."""
+    return node.meta.get("gplace_op", node.name)
 
 
 def _build_plan(
@@ -530,7 +565,8 @@ class _Step:
                 if call.event and stream is not None:
                     self.events[node.name] = stream.record_event()
         except Exception as err:  # an op may raise anything
-            raise _failure(err, f"op {node.name!r} ({node.target})", plan.labels[call.device]) from err
+            what = f"op {_op_name(node)!r} ({node.meta.get('onnx_op_type', node.target)})"
+            raise _failure(err, what, plan.labels[call.device]) from err
         self.free(call.free)
 
     def fetch(self, name: str, device: int) -> Any:

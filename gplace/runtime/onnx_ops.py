@@ -1,0 +1,739 @@
+"""ONNX operators as torch functions: element-wise, tensor and shape ops, reductions (see ``onnx_program``).
+
+Each converter reads a node's attributes through :class:`Attrs` and returns ``(function, kwargs)``: a
+module-level torch function that takes the node's inputs in order (``None`` for a missing optional one) and
+its attributes as keyword arguments. A node with more than one output gets a tuple. Shape-like inputs
+(``Reshape``'s shape, ``Slice``'s starts, ...) are read with ``.tolist()`` when the op runs. Neural-network
+ops (convolution, pooling, normalisation, resizing, recurrent cells) are in :mod:`gplace.runtime.onnx_nn`.
+
+``onnx`` is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from gplace.ir import UnsupportedGraphError
+
+__all__ = ["CONVERTERS", "Attrs", "Converter", "constant_value", "tensor_from_proto", "torch_dtype"]
+
+Converter = Callable[["Attrs"], tuple[Callable[..., Any], dict[str, Any]]]
+
+_DTYPES = {
+    1: torch.float32, 2: torch.uint8, 3: torch.int8, 4: torch.uint16, 5: torch.int16, 6: torch.int32,
+    7: torch.int64, 9: torch.bool, 10: torch.float16, 11: torch.float64, 12: torch.uint32, 13: torch.uint64,
+    14: torch.complex64, 15: torch.complex128, 16: torch.bfloat16,
+}
+"""ONNX ``TensorProto.DataType`` -> torch dtype (strings and 8/4-bit floats have none)."""
+
+_IGNORED = frozenset({"consumed_inputs"})
+"""Attributes of old opsets that change nothing at inference."""
+
+
+class Attrs:
+    """A node's attributes, each read at most once; :meth:`finish` rejects any attribute no converter read.
+
+    Args:
+        node: the ``onnx.NodeProto``.
+        opset: the model's default-domain opset.
+        label: the gplace op name, for messages.
+    """
+
+    def __init__(self, node: Any, opset: int, label: str) -> None:
+        self.node, self.opset, self.label = node, opset, label
+        self._attrs = {attr.name: attr for attr in node.attribute}
+        self._read: set[str] = set()
+
+    @property
+    def num_outputs(self) -> int:
+        """Outputs of the node, empty (skipped) ones included."""
+        return len(self.node.output)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The attribute's Python value (strings decoded, tensors as torch tensors), or ``default``."""
+        import onnx
+
+        self._read.add(name)
+        attr = self._attrs.get(name)
+        if attr is None:
+            return default
+        value = onnx.helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            return value.decode()
+        if isinstance(value, onnx.TensorProto):
+            return _attribute_tensor(value, self)
+        if isinstance(value, list) and value and isinstance(value[0], bytes):
+            return [v.decode() for v in value]
+        return list(value) if isinstance(value, list | tuple) else value
+
+    def choice(self, name: str, default: Any, allowed: Sequence[Any]) -> Any:
+        """An attribute restricted to ``allowed`` values; another one is unsupported."""
+        value = self.get(name, default)
+        if value not in allowed:
+            supported = ", ".join(map(repr, allowed))
+            raise self.error(f"attribute {name}={value!r} is not supported (supported: {supported})")
+        return value
+
+    def error(self, what: str) -> UnsupportedGraphError:
+        """An :class:`UnsupportedGraphError` naming the node and its op type."""
+        return UnsupportedGraphError(f"node {self.label!r} ({self.node.op_type}): {what}")
+
+    def finish(self) -> None:
+        """Raise if the node has an attribute its converter did not read."""
+        unread = sorted(set(self._attrs) - self._read - _IGNORED)
+        if unread:
+            raise self.error(f"attribute {unread[0]!r} is not supported")
+
+
+def torch_dtype(onnx_type: int | str, attrs: Attrs | None = None, what: str = "") -> torch.dtype:
+    """The torch dtype of an ONNX element type (an id, or its name in opsets before 6)."""
+    import onnx
+
+    if isinstance(onnx_type, str):
+        onnx_type = onnx.TensorProto.DataType.Value(onnx_type.upper())
+    dtype = _DTYPES.get(int(onnx_type))
+    if dtype is None:
+        name = onnx.TensorProto.DataType.Name(int(onnx_type))
+        message = f"element type {name} has no torch dtype"
+        raise attrs.error(message) if attrs is not None else UnsupportedGraphError(f"{what}: {message}")
+    return dtype
+
+
+def tensor_from_proto(proto: Any, what: str) -> torch.Tensor | None:
+    """A ``TensorProto``'s value, or ``None`` when its data is external or missing.
+
+    Raises:
+        UnsupportedGraphError: the element type has no torch dtype (strings, 8-bit floats).
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    dtype = torch_dtype(proto.data_type, what=what)
+    if proto.data_location == onnx.TensorProto.EXTERNAL:
+        return None
+    try:
+        array = numpy_helper.to_array(proto)
+    except Exception:  # no data at all, or data of the wrong size
+        return None
+    if array.size != math.prod(proto.dims):
+        return None
+    if dtype == torch.bfloat16:
+        return torch.from_numpy(array.astype(np.float32)).to(dtype)
+    return torch.from_numpy(np.array(array, copy=True)).reshape(tuple(proto.dims))
+
+
+def _attribute_tensor(proto: Any, attrs: Attrs) -> torch.Tensor:
+    value = tensor_from_proto(proto, f"node {attrs.label!r} ({attrs.node.op_type})")
+    if value is None:
+        raise attrs.error("a tensor attribute without data")
+    return value
+
+
+def constant_value(attrs: Attrs) -> torch.Tensor:
+    """The value of a ``Constant`` node."""
+    import onnx
+
+    for name, dtype in (("value_float", torch.float32), ("value_int", torch.int64),
+                        ("value_floats", torch.float32), ("value_ints", torch.int64)):
+        if name in attrs._attrs:
+            return torch.tensor(attrs.get(name), dtype=dtype)
+    if "sparse_value" in attrs._attrs:
+        attrs._read.add("sparse_value")
+        return sparse_to_dense(onnx.helper.get_attribute_value(attrs._attrs["sparse_value"]), attrs.label)
+    if "value" in attrs._attrs:
+        return attrs.get("value")
+    raise attrs.error(f"attribute {next(iter(attrs._attrs), 'value')!r} (string constants have no torch type)")
+
+
+def sparse_to_dense(sparse: Any, what: str) -> torch.Tensor | None:
+    """A ``SparseTensorProto`` as a dense tensor (indices linear ``[NNZ]`` or ``[NNZ, rank]``)."""
+    values, indices = tensor_from_proto(sparse.values, what), tensor_from_proto(sparse.indices, what)
+    if values is None or indices is None:
+        return None
+    dims = tuple(int(d) for d in sparse.dims)
+    flat = indices if indices.ndim == 1 else _ravel(indices, dims)
+    dense = torch.zeros(math.prod(dims), dtype=values.dtype)
+    dense[flat.long()] = values.reshape(-1)
+    return dense.reshape(dims)
+
+
+def _ravel(indices: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
+    strides = [math.prod(dims[i + 1:]) for i in range(len(dims))]
+    return (indices * torch.tensor(strides, dtype=indices.dtype)).sum(-1)
+
+
+# ---------------------------------------------------------------------- helpers used at run time
+def _ints(value: torch.Tensor | Sequence[int] | None) -> list[int] | None:
+    if value is None:
+        return None
+    return [int(v) for v in (value.reshape(-1).tolist() if isinstance(value, torch.Tensor) else value)]
+
+
+def _axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def outputs(values: Sequence[Any], count: int) -> Any:
+    """The first output alone for a one-output node, else a tuple of ``count``."""
+    return values[0] if count == 1 else tuple(values[:count])
+
+
+# ---------------------------------------------------------------------- converter builders
+def _plain(fn: Callable[..., Any]) -> Converter:
+    """A converter for an op without attributes."""
+    return lambda a: (fn, {})
+
+
+def _with(fn: Callable[..., Any], **params: tuple[str, Any]) -> Converter:
+    """A converter passing attributes as keyword arguments: ``kwarg=(attribute, default)``."""
+    return lambda a: (fn, {key: a.get(attr, default) for key, (attr, default) in params.items()})
+
+
+_BINARY: dict[str, Callable[..., Any]] = {}
+
+
+def _binary(name: str, fn: Callable[..., Any]) -> Converter:
+    """A numpy-broadcasting binary op; before opset 7, ``broadcast=1, axis=k`` aligns B at axis k of A."""
+    _BINARY[name] = fn
+
+    def convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+        broadcast, axis = a.get("broadcast", 0), a.get("axis")
+        if a.opset < 7 and broadcast and axis is not None:
+            return _broadcast_at, {"op": name, "axis": axis}
+        return fn, {}
+
+    return convert
+
+
+def _broadcast_at(x: torch.Tensor, y: torch.Tensor, *, op: str, axis: int) -> torch.Tensor:
+    """Legacy broadcasting: ``y``'s dimensions line up with ``x``'s from ``axis`` on."""
+    axis = _axis(axis, x.ndim)
+    return _BINARY[op](x, y.reshape(*y.shape, *[1] * (x.ndim - axis - y.ndim)))
+
+
+# ---------------------------------------------------------------------- element-wise
+def _div(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Integer division truncates, as in C."""
+    if x.dtype.is_floating_point or x.dtype.is_complex:
+        return x / y
+    return torch.div(x, y, rounding_mode="trunc")
+
+
+def _pow(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The result has the base's type."""
+    return torch.pow(x, y).to(x.dtype)
+
+
+def _mod(x: torch.Tensor, y: torch.Tensor, *, fmod: int) -> torch.Tensor:
+    return torch.fmod(x, y) if fmod else torch.remainder(x, y)
+
+
+def _bit_shift(x: torch.Tensor, y: torch.Tensor, *, direction: str) -> torch.Tensor:
+    return torch.bitwise_left_shift(x, y) if direction == "LEFT" else torch.bitwise_right_shift(x, y)
+
+
+def _variadic(*xs: torch.Tensor, kind: str) -> torch.Tensor:
+    fn = {"sum": torch.add, "max": torch.maximum, "min": torch.minimum, "mean": torch.add}[kind]
+    out = functools.reduce(fn, xs)
+    return out / len(xs) if kind == "mean" else out
+
+
+def _prelu(x: torch.Tensor, slope: torch.Tensor, *, legacy: bool) -> torch.Tensor:
+    """Before opset 7 a 1-D slope of length C applies along the channel axis 1."""
+    if legacy and slope.ndim == 1 and slope.numel() > 1 and x.ndim >= 2:
+        slope = slope.reshape(-1, *[1] * (x.ndim - 2))
+    return torch.where(x < 0, x * slope, x)
+
+
+def _selu(x: torch.Tensor, *, alpha: float, gamma: float) -> torch.Tensor:
+    return gamma * torch.where(x > 0, x, alpha * (torch.exp(x) - 1))
+
+
+def _hard_sigmoid(x: torch.Tensor, *, alpha: float, beta: float) -> torch.Tensor:
+    return torch.clamp(alpha * x + beta, 0, 1)
+
+
+def _thresholded_relu(x: torch.Tensor, *, alpha: float) -> torch.Tensor:
+    return torch.where(x > alpha, x, torch.zeros_like(x))
+
+
+def _shrink(x: torch.Tensor, *, bias: float, lambd: float) -> torch.Tensor:
+    zero = torch.zeros_like(x)
+    return torch.where(x < -lambd, x + bias, torch.where(x > lambd, x - bias, zero))
+
+
+def _is_inf(x: torch.Tensor, *, detect_negative: int, detect_positive: int) -> torch.Tensor:
+    return (torch.isneginf(x) & bool(detect_negative)) | (torch.isposinf(x) & bool(detect_positive))
+
+
+def _clip(x: torch.Tensor, low: Any = None, high: Any = None, *, attr_min: float | None,
+          attr_max: float | None) -> torch.Tensor:
+    """Bounds from the inputs (opset 11 on) or the attributes; ``low > high`` gives ``high``."""
+    low = attr_min if low is None else low
+    high = attr_max if high is None else high
+    return x if low is None and high is None else torch.clamp(x, low, high)
+
+
+def _cast(x: torch.Tensor, *, dtype: torch.dtype) -> torch.Tensor:
+    return x.to(dtype)
+
+
+def _cast_like(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return x.to(like.dtype)
+
+
+def _identity(x: Any, *rest: Any) -> Any:
+    return x
+
+
+def _dropout(x: torch.Tensor, ratio: Any = None, training: Any = None, *, outputs_: int) -> Any:
+    """Inference: the input, and an all-true mask when asked for."""
+    return outputs((x, torch.ones_like(x, dtype=torch.bool)), outputs_)
+
+
+def _dropout_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    for name in ("ratio", "is_test", "seed"):
+        a.get(name)
+    return _dropout, {"outputs_": a.num_outputs}
+
+
+def _clip_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    return _clip, {"attr_min": a.get("min"), "attr_max": a.get("max")}
+
+
+def _cast_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    a.get("saturate")
+    return _cast, {"dtype": torch_dtype(a.get("to"), a)}
+
+
+def _prelu_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    return _prelu, {"legacy": a.opset < 7}
+
+
+def _gelu_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    return F.gelu, {"approximate": a.choice("approximate", "none", ("none", "tanh"))}
+
+
+def _bit_shift_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    return _bit_shift, {"direction": a.choice("direction", None, ("LEFT", "RIGHT"))}
+
+
+# ---------------------------------------------------------------------- softmax family
+def _hardmax(x: torch.Tensor, dim: int) -> torch.Tensor:
+    return torch.zeros_like(x).scatter_(dim, x.argmax(dim, keepdim=True), 1)
+
+
+_SOFTMAX = {"Softmax": torch.softmax, "LogSoftmax": torch.log_softmax, "Hardmax": _hardmax}
+
+
+def _softmax(x: torch.Tensor, *, kind: str, axis: int, coerce_2d: bool) -> torch.Tensor:
+    """Before opset 13 the input is seen as 2-D: dimensions before ``axis`` and from ``axis`` on."""
+    fn = _SOFTMAX[kind]
+    if not coerce_2d:
+        return fn(x, axis)
+    axis = _axis(axis, x.ndim)
+    flat = x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+    return fn(flat, 1).reshape(x.shape)
+
+
+def _softmax_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    legacy = a.opset < 13
+    return _softmax, {"kind": a.node.op_type, "axis": a.get("axis", 1 if legacy else -1), "coerce_2d": legacy}
+
+
+# ---------------------------------------------------------------------- reductions
+def _reduce_prod(x: torch.Tensor, dims: list[int], keepdim: bool) -> torch.Tensor:
+    for d in sorted(dims, reverse=True):
+        x = torch.prod(x, d, keepdim=True)
+    return x if keepdim else x.squeeze(dims)
+
+
+def _reduce_mean(x: torch.Tensor, dims: list[int], keepdim: bool) -> torch.Tensor:
+    if x.dtype.is_floating_point or x.dtype.is_complex:
+        return torch.mean(x, dims, keepdim=keepdim)
+    count = math.prod(x.shape[d] for d in dims)
+    return torch.div(torch.sum(x, dims, keepdim=keepdim), count, rounding_mode="trunc").to(x.dtype)
+
+
+_REDUCE: dict[str, Callable[[torch.Tensor, list[int], bool], torch.Tensor]] = {
+    "ReduceSum": lambda x, d, k: torch.sum(x, d, keepdim=k),
+    "ReduceMean": _reduce_mean,
+    "ReduceMax": lambda x, d, k: torch.amax(x, d, keepdim=k),
+    "ReduceMin": lambda x, d, k: torch.amin(x, d, keepdim=k),
+    "ReduceProd": _reduce_prod,
+    "ReduceL1": lambda x, d, k: torch.sum(x.abs(), d, keepdim=k),
+    "ReduceL2": lambda x, d, k: torch.sqrt(torch.sum(x * x, d, keepdim=k)),
+    "ReduceLogSum": lambda x, d, k: torch.log(torch.sum(x, d, keepdim=k)),
+    "ReduceLogSumExp": lambda x, d, k: torch.logsumexp(x, d, keepdim=k),
+    "ReduceSumSquare": lambda x, d, k: torch.sum(x * x, d, keepdim=k),
+}
+
+
+def _reduce(x: torch.Tensor, axes: Any = None, *, kind: str, attr_axes: list[int] | None, keepdims: int,
+            noop_with_empty_axes: int) -> torch.Tensor:
+    """Axes from the input (newer opsets) or the attribute; none means all, or nothing with ``noop``."""
+    dims = _ints(axes) if axes is not None else attr_axes
+    if not dims:
+        if noop_with_empty_axes:
+            return x
+        dims = list(range(x.ndim))
+    dims = [_axis(d, x.ndim) for d in dims]
+    return _REDUCE[kind](x, dims, bool(keepdims)) if x.ndim else x
+
+
+def _reduce_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    return _reduce, {"kind": a.node.op_type, "attr_axes": a.get("axes"), "keepdims": a.get("keepdims", 1),
+                     "noop_with_empty_axes": a.get("noop_with_empty_axes", 0)}
+
+
+def _arg_extreme(x: torch.Tensor, *, largest: bool, axis: int, keepdims: int, select_last_index: int) -> torch.Tensor:
+    axis = _axis(axis, x.ndim)
+    fn = torch.argmax if largest else torch.argmin
+    if not select_last_index:
+        return fn(x, axis, keepdim=bool(keepdims))
+    return x.shape[axis] - 1 - fn(x.flip(axis), axis, keepdim=bool(keepdims))
+
+
+def _arg_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    return _arg_extreme, {"largest": a.node.op_type == "ArgMax", "axis": a.get("axis", 0),
+                          "keepdims": a.get("keepdims", 1), "select_last_index": a.get("select_last_index", 0)}
+
+
+# ---------------------------------------------------------------------- matrix products
+def _gemm(x: torch.Tensor, y: torch.Tensor, c: torch.Tensor | None = None, *, alpha: float, beta: float,
+          trans_a: int, trans_b: int) -> torch.Tensor:
+    """``alpha * A' B' + beta * C``, C broadcast to the product."""
+    x, y = (x.T if trans_a else x), (y.T if trans_b else y)
+    if c is None or beta == 0:
+        out = x @ y
+        return out if alpha == 1 else alpha * out
+    return torch.addmm(c, x, y, beta=beta, alpha=alpha)
+
+
+def _gemm_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    a.get("broadcast")
+    return _gemm, {"alpha": a.get("alpha", 1.0), "beta": a.get("beta", 1.0), "trans_a": a.get("transA", 0),
+                   "trans_b": a.get("transB", 0)}
+
+
+def _einsum(*xs: torch.Tensor, equation: str) -> torch.Tensor:
+    return torch.einsum(equation.replace(" ", ""), *xs)
+
+
+# ---------------------------------------------------------------------- shapes
+def _reshape(x: torch.Tensor, shape: Any = None, *, attr_shape: list[int] | None, allowzero: int) -> torch.Tensor:
+    """A 0 copies the input's dimension (unless ``allowzero``); one -1 is inferred."""
+    dims = _ints(shape) if shape is not None else attr_shape
+    if not allowzero:
+        dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    return x.reshape(dims)
+
+
+def _flatten(x: torch.Tensor, *, axis: int) -> torch.Tensor:
+    axis = _axis(axis, x.ndim)
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+
+
+def _transpose(x: torch.Tensor, *, perm: list[int] | None) -> torch.Tensor:
+    return x.permute(perm if perm is not None else list(reversed(range(x.ndim))))
+
+
+def _squeeze(x: torch.Tensor, axes: Any = None, *, attr_axes: list[int] | None) -> torch.Tensor:
+    dims = _ints(axes) if axes is not None else attr_axes
+    if dims is None:
+        return x.squeeze()
+    return x.squeeze(tuple(_axis(d, x.ndim) for d in dims))
+
+
+def _unsqueeze(x: torch.Tensor, axes: Any = None, *, attr_axes: list[int] | None) -> torch.Tensor:
+    """Negative axes count from the end of the output."""
+    dims = _ints(axes) if axes is not None else attr_axes
+    rank = x.ndim + len(dims)
+    for d in sorted(_axis(d, rank) for d in dims):
+        x = x.unsqueeze(d)
+    return x
+
+
+def _concat(*xs: torch.Tensor, axis: int) -> torch.Tensor:
+    return torch.cat(xs, axis)
+
+
+def _split(x: torch.Tensor, split: Any = None, *, axis: int, attr_split: list[int] | None,
+           num_outputs: int | None, outputs_: int) -> Any:
+    """Sizes from the input or attribute, else ``num_outputs`` (or one per output) chunks of ``ceil``."""
+    axis = _axis(axis, x.ndim)
+    sizes = _ints(split) if split is not None else attr_split
+    if not sizes:
+        count, dim = num_outputs or outputs_, x.shape[axis]
+        chunk = -(-dim // count)
+        sizes = [max(0, min(chunk, dim - chunk * i)) for i in range(count)]
+    return outputs(torch.split(x, sizes, axis), outputs_)
+
+
+def _split_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    return _split, {"axis": a.get("axis", 0), "attr_split": a.get("split"), "num_outputs": a.get("num_outputs"),
+                    "outputs_": a.num_outputs}
+
+
+def _slice_bounds(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
+    """ONNX clamping: ``[0, dim]`` for a positive step, ``[-1, dim - 1]`` for a negative one."""
+    start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
+    if step > 0:
+        return min(max(start, 0), dim), min(max(end, 0), dim)
+    return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+
+
+def _slice(x: torch.Tensor, starts: Any = None, ends: Any = None, axes: Any = None, steps: Any = None, *,
+           attr_starts: list[int] | None, attr_ends: list[int] | None, attr_axes: list[int] | None) -> torch.Tensor:
+    """Starts and ends from the inputs (opset 10 on) or the attributes; negative steps walk backwards."""
+    starts = _ints(starts) if starts is not None else attr_starts
+    ends = _ints(ends) if ends is not None else attr_ends
+    axes = _ints(axes) if axes is not None else attr_axes
+    axes = axes if axes is not None else list(range(len(starts)))
+    steps = _ints(steps) if steps is not None else [1] * len(starts)
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        axis = _axis(axis, x.ndim)
+        start, end = _slice_bounds(start, end, step, x.shape[axis])
+        if step > 0:
+            x = x[(slice(None),) * axis + (slice(start, end, step),)]
+        else:
+            x = x.index_select(axis, torch.arange(start, end, step, device=x.device))
+    return x
+
+
+def _slice_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    return _slice, {"attr_starts": a.get("starts"), "attr_ends": a.get("ends"), "attr_axes": a.get("axes")}
+
+
+def _expand(x: torch.Tensor, shape: torch.Tensor) -> torch.Tensor:
+    return x.expand(torch.broadcast_shapes(x.shape, tuple(_ints(shape))))
+
+
+def _tile(x: torch.Tensor, repeats: torch.Tensor) -> torch.Tensor:
+    return x.repeat(_ints(repeats))
+
+
+def _shape(x: torch.Tensor, *, start: int, end: int | None) -> torch.Tensor:
+    return torch.tensor(x.shape[start:end], dtype=torch.int64, device=x.device)
+
+
+def _size(x: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(x.numel(), dtype=torch.int64, device=x.device)
+
+
+def _constant(value: torch.Tensor) -> torch.Tensor:
+    """A ``Constant`` node: its value, a placeholder on the node's device."""
+    return value
+
+
+def _constant_of_shape(shape: torch.Tensor, *, value: Any, dtype: torch.dtype) -> torch.Tensor:
+    return torch.full(_ints(shape), value, dtype=dtype, device=shape.device)
+
+
+def _constant_of_shape_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    value = a.get("value")
+    if value is None:
+        return _constant_of_shape, {"value": 0.0, "dtype": torch.float32}
+    return _constant_of_shape, {"value": value.reshape(-1)[0].item(), "dtype": value.dtype}
+
+
+def _range(start: torch.Tensor, limit: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    return torch.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype, device=start.device)
+
+
+def _eye_like(x: torch.Tensor, *, dtype: torch.dtype | None, k: int) -> torch.Tensor:
+    out = torch.zeros(x.shape, dtype=dtype or x.dtype, device=x.device)
+    out.diagonal(k).fill_(1)
+    return out
+
+
+def _eye_like_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    dtype = a.get("dtype")
+    return _eye_like, {"dtype": None if dtype is None else torch_dtype(dtype, a), "k": a.get("k", 0)}
+
+
+def _trilu(x: torch.Tensor, k: Any = None, *, upper: int) -> torch.Tensor:
+    diagonal = 0 if k is None else int(k)
+    return torch.triu(x, diagonal) if upper else torch.tril(x, diagonal)
+
+
+def _where(condition: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.where(condition, x, y)
+
+
+def _depth_to_space(x: torch.Tensor, *, blocksize: int, mode: str) -> torch.Tensor:
+    n, c, h, w = x.shape
+    b = blocksize
+    if mode == "DCR":
+        y = x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2)
+    else:
+        y = x.reshape(n, c // (b * b), b, b, h, w).permute(0, 1, 4, 2, 5, 3)
+    return y.reshape(n, c // (b * b), h * b, w * b)
+
+
+def _space_to_depth(x: torch.Tensor, *, blocksize: int) -> torch.Tensor:
+    n, c, h, w = x.shape
+    b = blocksize
+    y = x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+    return y.reshape(n, c * b * b, h // b, w // b)
+
+
+# ---------------------------------------------------------------------- indexing
+def _positive(indices: torch.Tensor, dim: int) -> torch.Tensor:
+    indices = indices.long()
+    return torch.where(indices < 0, indices + dim, indices)
+
+
+def _gather(x: torch.Tensor, indices: torch.Tensor, *, axis: int) -> torch.Tensor:
+    axis = _axis(axis, x.ndim)
+    index = _positive(indices, x.shape[axis])
+    out = x.index_select(axis, index.reshape(-1))
+    return out.reshape(*x.shape[:axis], *index.shape, *x.shape[axis + 1:])
+
+
+def _gather_elements(x: torch.Tensor, indices: torch.Tensor, *, axis: int) -> torch.Tensor:
+    axis = _axis(axis, x.ndim)
+    return torch.gather(x, axis, _positive(indices, x.shape[axis]))
+
+
+def _gather_nd(x: torch.Tensor, indices: torch.Tensor, *, batch_dims: int) -> torch.Tensor:
+    batch = x.shape[:batch_dims]
+    xb = x.reshape(math.prod(batch), *x.shape[batch_dims:])
+    ib = indices.long().reshape(math.prod(batch), *indices.shape[batch_dims:])
+    k = ib.shape[-1]
+    lead = torch.arange(xb.shape[0], device=x.device).reshape(-1, *[1] * (ib.ndim - 2))
+    index = tuple(_positive(ib[..., i], xb.shape[i + 1]) for i in range(k))
+    return xb[(lead, *index)].reshape(*batch, *ib.shape[1:-1], *xb.shape[1 + k:])
+
+
+def _scatter_elements(x: torch.Tensor, indices: torch.Tensor, updates: torch.Tensor, *, axis: int,
+                      reduction: str) -> torch.Tensor:
+    axis = _axis(axis, x.ndim)
+    index = _positive(indices, x.shape[axis])
+    if reduction == "none":
+        return x.scatter(axis, index, updates)
+    reduce = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}[reduction]
+    return x.scatter_reduce(axis, index, updates, reduce=reduce, include_self=True)
+
+
+def _scatter_elements_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    reduction = a.choice("reduction", "none", ("none", "add", "mul", "max", "min"))
+    return _scatter_elements, {"axis": a.get("axis", 0), "reduction": reduction}
+
+
+def _scatter_nd(x: torch.Tensor, indices: torch.Tensor, updates: torch.Tensor, *, reduction: str) -> torch.Tensor:
+    out = x.clone()
+    index = tuple(_positive(indices[..., i], x.shape[i]) for i in range(indices.shape[-1]))
+    out.index_put_(index, updates, accumulate=reduction == "add")
+    return out
+
+
+def _top_k(x: torch.Tensor, k: torch.Tensor, *, axis: int, largest: int, sorted_: int) -> tuple[Any, Any]:
+    values, indices = torch.topk(x, int(k.reshape(-1)[0]), _axis(axis, x.ndim), largest=bool(largest), sorted=True)
+    return values, indices
+
+
+def _top_k_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
+    if a.opset < 10:
+        raise a.error("TopK before opset 10 (k as an attribute) is not supported")
+    return _top_k, {"axis": a.get("axis", -1), "largest": a.get("largest", 1), "sorted_": a.get("sorted", 1)}
+
+
+def _one_hot(indices: torch.Tensor, depth: torch.Tensor, values: torch.Tensor, *, axis: int) -> torch.Tensor:
+    d = int(depth.reshape(-1)[0])
+    index = _positive(indices, d)
+    hot = index.unsqueeze(-1) == torch.arange(d, device=index.device)
+    out = torch.where(hot, values[1], values[0])
+    return out.movedim(-1, _axis(axis, out.ndim))
+
+
+def _non_zero(x: torch.Tensor) -> torch.Tensor:
+    return torch.nonzero(x).T.contiguous()
+
+
+def _cum_sum(x: torch.Tensor, axis: torch.Tensor, *, exclusive: int, reverse: int) -> torch.Tensor:
+    dim = _axis(int(axis), x.ndim)
+    y = x.flip(dim) if reverse else x
+    out = torch.cumsum(y, dim)
+    out = out - y if exclusive else out
+    return out.flip(dim) if reverse else out
+
+
+def _sum_like(name: str) -> Converter:
+    return lambda a: (_variadic, {"kind": name})
+
+
+# ---------------------------------------------------------------------- the table
+def _unary(fn: Callable[..., Any]) -> Converter:
+    return _plain(fn)
+
+
+CONVERTERS: dict[str, Converter] = {
+    **{name: _unary(fn) for name, fn in {
+        "Abs": torch.abs, "Neg": torch.neg, "Exp": torch.exp, "Log": torch.log, "Sqrt": torch.sqrt,
+        "Reciprocal": torch.reciprocal, "Floor": torch.floor, "Ceil": torch.ceil, "Round": torch.round,
+        "Sign": torch.sign, "Sin": torch.sin, "Cos": torch.cos, "Tan": torch.tan, "Asin": torch.asin,
+        "Acos": torch.acos, "Atan": torch.atan, "Sinh": torch.sinh, "Cosh": torch.cosh, "Asinh": torch.asinh,
+        "Acosh": torch.acosh, "Atanh": torch.atanh, "Erf": torch.erf, "Not": torch.logical_not,
+        "IsNaN": torch.isnan, "Relu": torch.relu, "Sigmoid": torch.sigmoid, "Tanh": torch.tanh,
+        "Softsign": F.softsign, "Softplus": F.softplus, "Mish": F.mish, "HardSwish": F.hardswish,
+        "BitwiseNot": torch.bitwise_not, "Identity": _identity, "MatMul": torch.matmul, "Where": _where,
+        "CastLike": _cast_like, "Expand": _expand, "Tile": _tile, "Size": _size, "Range": _range,
+        "NonZero": _non_zero,
+    }.items()},
+    **{name: _binary(name, fn) for name, fn in {
+        "Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": _div, "Pow": _pow, "Equal": torch.eq,
+        "Less": torch.lt, "LessOrEqual": torch.le, "Greater": torch.gt, "GreaterOrEqual": torch.ge,
+        "And": torch.logical_and, "Or": torch.logical_or, "Xor": torch.logical_xor,
+        "BitwiseAnd": torch.bitwise_and, "BitwiseOr": torch.bitwise_or, "BitwiseXor": torch.bitwise_xor,
+    }.items()},
+    "Sum": _sum_like("sum"), "Max": _sum_like("max"), "Min": _sum_like("min"), "Mean": _sum_like("mean"),
+    "Mod": _with(_mod, fmod=("fmod", 0)),
+    "BitShift": _bit_shift_convert,
+    "LeakyRelu": _with(F.leaky_relu, negative_slope=("alpha", 0.01)),
+    "Elu": _with(F.elu, alpha=("alpha", 1.0)),
+    "Celu": _with(F.celu, alpha=("alpha", 1.0)),
+    "Selu": _with(_selu, alpha=("alpha", 1.67326319217681884765625), gamma=("gamma", 1.05070102214813232421875)),
+    "HardSigmoid": _with(_hard_sigmoid, alpha=("alpha", 0.2), beta=("beta", 0.5)),
+    "ThresholdedRelu": _with(_thresholded_relu, alpha=("alpha", 1.0)),
+    "Shrink": _with(_shrink, bias=("bias", 0.0), lambd=("lambd", 0.5)),
+    "IsInf": _with(_is_inf, detect_negative=("detect_negative", 1), detect_positive=("detect_positive", 1)),
+    "PRelu": _prelu_convert, "Gelu": _gelu_convert, "Clip": _clip_convert, "Cast": _cast_convert,
+    "Dropout": _dropout_convert,
+    "Softmax": _softmax_convert, "LogSoftmax": _softmax_convert, "Hardmax": _softmax_convert,
+    **{name: _reduce_convert for name in _REDUCE},
+    "ArgMax": _arg_convert, "ArgMin": _arg_convert,
+    "Gemm": _gemm_convert,
+    "Einsum": _with(_einsum, equation=("equation", None)),
+    "Reshape": _with(_reshape, attr_shape=("shape", None), allowzero=("allowzero", 0)),
+    "Flatten": _with(_flatten, axis=("axis", 1)),
+    "Transpose": _with(_transpose, perm=("perm", None)),
+    "Squeeze": _with(_squeeze, attr_axes=("axes", None)),
+    "Unsqueeze": _with(_unsqueeze, attr_axes=("axes", None)),
+    "Concat": _with(_concat, axis=("axis", 1)),
+    "Split": _split_convert,
+    "Slice": _slice_convert,
+    "Shape": _with(_shape, start=("start", 0), end=("end", None)),
+    "ConstantOfShape": _constant_of_shape_convert,
+    "EyeLike": _eye_like_convert,
+    "Trilu": _with(_trilu, upper=("upper", 1)),
+    "DepthToSpace": lambda a: (_depth_to_space, {"blocksize": a.get("blocksize"),
+                                                 "mode": a.choice("mode", "DCR", ("DCR", "CRD"))}),
+    "SpaceToDepth": _with(_space_to_depth, blocksize=("blocksize", None)),
+    "Gather": _with(_gather, axis=("axis", 0)),
+    "GatherElements": _with(_gather_elements, axis=("axis", 0)),
+    "GatherND": _with(_gather_nd, batch_dims=("batch_dims", 0)),
+    "ScatterElements": _scatter_elements_convert, "Scatter": _scatter_elements_convert,
+    "ScatterND": lambda a: (_scatter_nd, {"reduction": a.choice("reduction", "none", ("none", "add"))}),
+    "TopK": _top_k_convert,
+    "OneHot": _with(_one_hot, axis=("axis", -1)),
+    "CumSum": _with(_cum_sum, exclusive=("exclusive", 0), reverse=("reverse", 0)),
+}
+"""ONNX op type (default domain) -> converter; :mod:`gplace.runtime.onnx_nn` adds the network ops."""
