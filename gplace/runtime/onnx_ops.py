@@ -215,7 +215,7 @@ def _binary(name: str, fn: Callable[..., Any]) -> Converter:
 def _broadcast_at(x: torch.Tensor, y: torch.Tensor, *, op: str, axis: int) -> torch.Tensor:
     """Legacy broadcasting: ``y``'s dimensions line up with ``x``'s from ``axis`` on."""
     axis = _axis(axis, x.ndim)
-    return _BINARY[op](x, y.reshape(*y.shape, *[1] * (x.ndim - axis - y.ndim)))
+    return _BINARY[op](x, y.reshape((*y.shape, *[1] * (x.ndim - axis - y.ndim))))
 
 
 # ---------------------------------------------------------------------- element-wise
@@ -595,7 +595,7 @@ def _gather(x: torch.Tensor, indices: torch.Tensor, *, axis: int) -> torch.Tenso
     axis = _axis(axis, x.ndim)
     index = _positive(indices, x.shape[axis])
     out = x.index_select(axis, index.reshape(-1))
-    return out.reshape(*x.shape[:axis], *index.shape, *x.shape[axis + 1:])
+    return out.reshape((*x.shape[:axis], *index.shape, *x.shape[axis + 1:]))
 
 
 def _gather_elements(x: torch.Tensor, indices: torch.Tensor, *, axis: int) -> torch.Tensor:
@@ -610,7 +610,7 @@ def _gather_nd(x: torch.Tensor, indices: torch.Tensor, *, batch_dims: int) -> to
     k = ib.shape[-1]
     lead = torch.arange(xb.shape[0], device=x.device).reshape(-1, *[1] * (ib.ndim - 2))
     index = tuple(_positive(ib[..., i], xb.shape[i + 1]) for i in range(k))
-    return xb[(lead, *index)].reshape(*batch, *ib.shape[1:-1], *xb.shape[1 + k:])
+    return xb[(lead, *index)].reshape((*batch, *ib.shape[1:-1], *xb.shape[1 + k:]))
 
 
 def _scatter_elements(x: torch.Tensor, indices: torch.Tensor, updates: torch.Tensor, *, axis: int,
