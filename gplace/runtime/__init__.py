@@ -1,6 +1,6 @@
 """Runtimes measure placements: the contract, the ``sim-v1`` simulator, real execution, conformance checks.
 
-The torch runtime imports torch when first used.
+The torch runtime (and the ONNX-to-FX converter it runs ONNX graphs with) imports torch when first used.
 """
 
 from __future__ import annotations
@@ -17,15 +17,17 @@ _LAZY = {
     **{name: "gplace.runtime.torch_runtime" for name in ("TorchRunError", "TorchRuntime", "torch_device")},
     **{name: "gplace.runtime.calibration" for name in ("Calibration", "LinkFit", "calibrate", "fit_link")},
     **{name: "gplace.runtime.tf_runtime" for name in ("TensorFlowRunError", "TensorFlowRuntime", "tf_device")},
+    **{name: "gplace.runtime.onnx_program" for name in ("OnnxProgram", "onnx_program")},
     "CachedRuntime": "gplace.runtime.cache",
     "PoolRuntime": "gplace.runtime.parallel",
     "RayRuntime": "gplace.runtime.ray_runtime",
 }
 
 __all__ = [
-    "CachedRuntime", "Calibration", "LinkFit", "Measurement", "PoolRuntime", "RayRuntime", "Runtime", "Schedule",
-    "Simulator", "TensorFlowRunError", "TensorFlowRuntime", "TorchRunError", "TorchRuntime", "calibrate",
-    "check_failure", "check_runtime", "fit_link", "schedule", "tf_device", "torch_device", "write_chrome_trace",
+    "CachedRuntime", "Calibration", "LinkFit", "Measurement", "OnnxProgram", "PoolRuntime", "RayRuntime", "Runtime",
+    "Schedule", "Simulator", "TensorFlowRunError", "TensorFlowRuntime", "TorchRunError", "TorchRuntime", "calibrate",
+    "check_failure", "check_runtime", "fit_link", "onnx_program", "schedule", "tf_device", "torch_device",
+    "write_chrome_trace",
 ]
 
 
