@@ -188,8 +188,9 @@ class _Builder:
         protos.update({s.values.name: s for s in self.onnx.sparse_initializer})
         readers = Counter(t for node in self.onnx.node for t in dict.fromkeys(t for t in node.input if t))
         shared = [name for name in protos if readers[name] != 1]
-        ops = dict(zip(shared, self._ops_of_type("Initializer"), strict=False))
-        _check_count("Initializer", list(ops.values()), shared)
+        op_names = self._ops_of_type("Initializer")
+        _check_count("Initializer", op_names, shared)
+        ops = dict(zip(shared, op_names, strict=True))
         made = [name for name, proto in protos.items() if self._initializer(name, proto, ops.get(name))]
         if made:
             logger.info("%d initialiser(s) without data were made from their shape: %s", len(made),
@@ -260,7 +261,12 @@ def _convert(node: Any, opset: int, label: str) -> tuple[Any, dict[str, Any]]:
     converter = _CONVERTERS.get(node.op_type)
     if converter is None:
         raise attrs.error("no torch implementation of this ONNX op")
-    target, kwargs = converter(attrs)
+    try:
+        target, kwargs = converter(attrs)
+    except UnsupportedGraphError:
+        raise
+    except Exception as err:  # a malformed attribute (wrong type, missing required value)
+        raise attrs.error(f"cannot read its attributes ({type(err).__name__}: {err})") from err
     attrs.finish()
     return target, kwargs
 
