@@ -1,10 +1,21 @@
-"""ONNX operators as torch functions: element-wise, tensor and shape ops, reductions (see ``onnx_program``).
+"""ONNX operators as torch functions: the converter protocol, element-wise ops, reductions, matrix products.
 
-Each converter reads a node's attributes through :class:`Attrs` and returns ``(function, kwargs)``: a
-module-level torch function that takes the node's inputs in order (``None`` for a missing optional one) and
-its attributes as keyword arguments. A node with more than one output gets a tuple. Shape-like inputs
-(``Reshape``'s shape, ``Slice``'s starts, ...) are read with ``.tolist()`` when the op runs. Neural-network
-ops (convolution, pooling, normalisation, resizing, recurrent cells) are in :mod:`gplace.runtime.onnx_nn`.
+Each converter reads a node's attributes through :class:`Attrs` (which rejects any attribute no converter
+read) and returns ``(function, kwargs)``: a module-level torch function that takes the node's inputs in order
+(``None`` for a missing optional one) and its attributes as keyword arguments. A node with more than one
+output gets a tuple. The other tables: :mod:`gplace.runtime.onnx_shape` (shape and indexing ops),
+:mod:`gplace.runtime.onnx_nn` (padding, convolution, pooling, normalisation, resizing) and
+:mod:`gplace.runtime.onnx_rnn` (recurrent layers).
+
+- Binary ops broadcast like NumPy; before opset 7, ``broadcast=1, axis=k`` lines B up with A from axis k.
+- Integer ``Div`` truncates; ``Mod`` is Python's (sign of the divisor) unless ``fmod=1``; ``Pow`` keeps the
+  base's type. ``PRelu`` before opset 7 applies a 1-D slope along the channel axis.
+- ``Softmax`` / ``LogSoftmax`` / ``Hardmax`` before opset 13 see the input as 2-D (the axes before ``axis``
+  and from it on); from 13 on they work along ``axis`` alone.
+- Reductions take axes from the input (newer opsets) or the attribute; none means all axes, or the input
+  unchanged with ``noop_with_empty_axes``.
+- ``Gemm``: ``alpha * A' B' + beta * C`` with ``transA`` / ``transB``. ``Dropout`` is the identity (and an
+  all-true mask). ``Cast`` follows torch's conversions (floats to integers truncate).
 
 ``onnx`` is imported inside the functions that need it.
 """
@@ -22,7 +33,8 @@ import torch.nn.functional as F
 
 from gplace.ir import UnsupportedGraphError
 
-__all__ = ["CONVERTERS", "Attrs", "Converter", "constant_value", "tensor_from_proto", "torch_dtype"]
+__all__ = ["CONVERTERS", "Attrs", "Converter", "as_ints", "constant_value", "norm_axis", "outputs", "plain",
+           "sparse_to_dense", "tensor_from_proto", "torch_dtype", "with_attrs"]
 
 Converter = Callable[["Attrs"], tuple[Callable[..., Any], dict[str, Any]]]
 
@@ -170,13 +182,13 @@ def _ravel(indices: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------- helpers used at run time
-def _ints(value: torch.Tensor | Sequence[int] | None) -> list[int] | None:
+def as_ints(value: torch.Tensor | Sequence[int] | None) -> list[int] | None:
     if value is None:
         return None
     return [int(v) for v in (value.reshape(-1).tolist() if isinstance(value, torch.Tensor) else value)]
 
 
-def _axis(axis: int, rank: int) -> int:
+def norm_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
@@ -186,12 +198,12 @@ def outputs(values: Sequence[Any], count: int) -> Any:
 
 
 # ---------------------------------------------------------------------- converter builders
-def _plain(fn: Callable[..., Any]) -> Converter:
+def plain(fn: Callable[..., Any]) -> Converter:
     """A converter for an op without attributes."""
     return lambda a: (fn, {})
 
 
-def _with(fn: Callable[..., Any], **params: tuple[str, Any]) -> Converter:
+def with_attrs(fn: Callable[..., Any], **params: tuple[str, Any]) -> Converter:
     """A converter passing attributes as keyword arguments: ``kwarg=(attribute, default)``."""
     return lambda a: (fn, {key: a.get(attr, default) for key, (attr, default) in params.items()})
 
@@ -214,7 +226,7 @@ def _binary(name: str, fn: Callable[..., Any]) -> Converter:
 
 def _broadcast_at(x: torch.Tensor, y: torch.Tensor, *, op: str, axis: int) -> torch.Tensor:
     """Legacy broadcasting: ``y``'s dimensions line up with ``x``'s from ``axis`` on."""
-    axis = _axis(axis, x.ndim)
+    axis = norm_axis(axis, x.ndim)
     return _BINARY[op](x, y.reshape((*y.shape, *[1] * (x.ndim - axis - y.ndim))))
 
 
@@ -338,7 +350,7 @@ def _softmax(x: torch.Tensor, *, kind: str, axis: int, coerce_2d: bool) -> torch
     fn = _SOFTMAX[kind]
     if not coerce_2d:
         return fn(x, axis)
-    axis = _axis(axis, x.ndim)
+    axis = norm_axis(axis, x.ndim)
     flat = x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
     return fn(flat, 1).reshape(x.shape)
 
@@ -379,12 +391,12 @@ _REDUCE: dict[str, Callable[[torch.Tensor, list[int], bool], torch.Tensor]] = {
 def _reduce(x: torch.Tensor, axes: Any = None, *, kind: str, attr_axes: list[int] | None, keepdims: int,
             noop_with_empty_axes: int) -> torch.Tensor:
     """Axes from the input (newer opsets) or the attribute; none means all, or nothing with ``noop``."""
-    dims = _ints(axes) if axes is not None else attr_axes
+    dims = as_ints(axes) if axes is not None else attr_axes
     if not dims:
         if noop_with_empty_axes:
             return x
         dims = list(range(x.ndim))
-    dims = [_axis(d, x.ndim) for d in dims]
+    dims = [norm_axis(d, x.ndim) for d in dims]
     return _REDUCE[kind](x, dims, bool(keepdims)) if x.ndim else x
 
 
@@ -394,7 +406,7 @@ def _reduce_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
 
 
 def _arg_extreme(x: torch.Tensor, *, largest: bool, axis: int, keepdims: int, select_last_index: int) -> torch.Tensor:
-    axis = _axis(axis, x.ndim)
+    axis = norm_axis(axis, x.ndim)
     fn = torch.argmax if largest else torch.argmin
     if not select_last_index:
         return fn(x, axis, keepdim=bool(keepdims))
@@ -426,244 +438,13 @@ def _gemm_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
 def _einsum(*xs: torch.Tensor, equation: str) -> torch.Tensor:
     return torch.einsum(equation.replace(" ", ""), *xs)
 
-
-# ---------------------------------------------------------------------- shapes
-def _reshape(x: torch.Tensor, shape: Any = None, *, attr_shape: list[int] | None, allowzero: int) -> torch.Tensor:
-    """A 0 copies the input's dimension (unless ``allowzero``); one -1 is inferred."""
-    dims = _ints(shape) if shape is not None else attr_shape
-    if not allowzero:
-        dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
-    return x.reshape(dims)
-
-
-def _flatten(x: torch.Tensor, *, axis: int) -> torch.Tensor:
-    axis = _axis(axis, x.ndim)
-    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
-
-
-def _transpose(x: torch.Tensor, *, perm: list[int] | None) -> torch.Tensor:
-    return x.permute(perm if perm is not None else list(reversed(range(x.ndim))))
-
-
-def _squeeze(x: torch.Tensor, axes: Any = None, *, attr_axes: list[int] | None) -> torch.Tensor:
-    dims = _ints(axes) if axes is not None else attr_axes
-    if dims is None:
-        return x.squeeze()
-    return x.squeeze(tuple(_axis(d, x.ndim) for d in dims))
-
-
-def _unsqueeze(x: torch.Tensor, axes: Any = None, *, attr_axes: list[int] | None) -> torch.Tensor:
-    """Negative axes count from the end of the output."""
-    dims = _ints(axes) if axes is not None else attr_axes
-    rank = x.ndim + len(dims)
-    for d in sorted(_axis(d, rank) for d in dims):
-        x = x.unsqueeze(d)
-    return x
-
-
-def _concat(*xs: torch.Tensor, axis: int) -> torch.Tensor:
-    return torch.cat(xs, axis)
-
-
-def _split(x: torch.Tensor, split: Any = None, *, axis: int, attr_split: list[int] | None,
-           num_outputs: int | None, outputs_: int) -> Any:
-    """Sizes from the input or attribute, else ``num_outputs`` (or one per output) chunks of ``ceil``."""
-    axis = _axis(axis, x.ndim)
-    sizes = _ints(split) if split is not None else attr_split
-    if not sizes:
-        count, dim = num_outputs or outputs_, x.shape[axis]
-        chunk = -(-dim // count)
-        sizes = [max(0, min(chunk, dim - chunk * i)) for i in range(count)]
-    return outputs(torch.split(x, sizes, axis), outputs_)
-
-
-def _split_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
-    return _split, {"axis": a.get("axis", 0), "attr_split": a.get("split"), "num_outputs": a.get("num_outputs"),
-                    "outputs_": a.num_outputs}
-
-
-def _slice_bounds(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
-    """ONNX clamping: ``[0, dim]`` for a positive step, ``[-1, dim - 1]`` for a negative one."""
-    start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
-    if step > 0:
-        return min(max(start, 0), dim), min(max(end, 0), dim)
-    return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
-
-
-def _slice(x: torch.Tensor, starts: Any = None, ends: Any = None, axes: Any = None, steps: Any = None, *,
-           attr_starts: list[int] | None, attr_ends: list[int] | None, attr_axes: list[int] | None) -> torch.Tensor:
-    """Starts and ends from the inputs (opset 10 on) or the attributes; negative steps walk backwards."""
-    starts = _ints(starts) if starts is not None else attr_starts
-    ends = _ints(ends) if ends is not None else attr_ends
-    axes = _ints(axes) if axes is not None else attr_axes
-    axes = axes if axes is not None else list(range(len(starts)))
-    steps = _ints(steps) if steps is not None else [1] * len(starts)
-    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
-        axis = _axis(axis, x.ndim)
-        start, end = _slice_bounds(start, end, step, x.shape[axis])
-        if step > 0:
-            x = x[(slice(None),) * axis + (slice(start, end, step),)]
-        else:
-            x = x.index_select(axis, torch.arange(start, end, step, device=x.device))
-    return x
-
-
-def _slice_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
-    return _slice, {"attr_starts": a.get("starts"), "attr_ends": a.get("ends"), "attr_axes": a.get("axes")}
-
-
-def _expand(x: torch.Tensor, shape: torch.Tensor) -> torch.Tensor:
-    return x.expand(torch.broadcast_shapes(x.shape, tuple(_ints(shape))))
-
-
-def _tile(x: torch.Tensor, repeats: torch.Tensor) -> torch.Tensor:
-    return x.repeat(_ints(repeats))
-
-
-def _shape(x: torch.Tensor, *, start: int, end: int | None) -> torch.Tensor:
-    return torch.tensor(x.shape[start:end], dtype=torch.int64, device=x.device)
-
-
-def _size(x: torch.Tensor) -> torch.Tensor:
-    return torch.tensor(x.numel(), dtype=torch.int64, device=x.device)
-
-
 def _constant(value: torch.Tensor) -> torch.Tensor:
     """A ``Constant`` node: its value, a placeholder on the node's device."""
     return value
 
 
-def _constant_of_shape(shape: torch.Tensor, *, value: Any, dtype: torch.dtype) -> torch.Tensor:
-    return torch.full(_ints(shape), value, dtype=dtype, device=shape.device)
-
-
-def _constant_of_shape_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
-    value = a.get("value")
-    if value is None:
-        return _constant_of_shape, {"value": 0.0, "dtype": torch.float32}
-    return _constant_of_shape, {"value": value.reshape(-1)[0].item(), "dtype": value.dtype}
-
-
-def _range(start: torch.Tensor, limit: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-    return torch.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype, device=start.device)
-
-
-def _eye_like(x: torch.Tensor, *, dtype: torch.dtype | None, k: int) -> torch.Tensor:
-    out = torch.zeros(x.shape, dtype=dtype or x.dtype, device=x.device)
-    out.diagonal(k).fill_(1)
-    return out
-
-
-def _eye_like_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
-    dtype = a.get("dtype")
-    return _eye_like, {"dtype": None if dtype is None else torch_dtype(dtype, a), "k": a.get("k", 0)}
-
-
-def _trilu(x: torch.Tensor, k: Any = None, *, upper: int) -> torch.Tensor:
-    diagonal = 0 if k is None else int(k)
-    return torch.triu(x, diagonal) if upper else torch.tril(x, diagonal)
-
-
 def _where(condition: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.where(condition, x, y)
-
-
-def _depth_to_space(x: torch.Tensor, *, blocksize: int, mode: str) -> torch.Tensor:
-    n, c, h, w = x.shape
-    b = blocksize
-    if mode == "DCR":
-        y = x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2)
-    else:
-        y = x.reshape(n, c // (b * b), b, b, h, w).permute(0, 1, 4, 2, 5, 3)
-    return y.reshape(n, c // (b * b), h * b, w * b)
-
-
-def _space_to_depth(x: torch.Tensor, *, blocksize: int) -> torch.Tensor:
-    n, c, h, w = x.shape
-    b = blocksize
-    y = x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
-    return y.reshape(n, c * b * b, h // b, w // b)
-
-
-# ---------------------------------------------------------------------- indexing
-def _positive(indices: torch.Tensor, dim: int) -> torch.Tensor:
-    indices = indices.long()
-    return torch.where(indices < 0, indices + dim, indices)
-
-
-def _gather(x: torch.Tensor, indices: torch.Tensor, *, axis: int) -> torch.Tensor:
-    axis = _axis(axis, x.ndim)
-    index = _positive(indices, x.shape[axis])
-    out = x.index_select(axis, index.reshape(-1))
-    return out.reshape((*x.shape[:axis], *index.shape, *x.shape[axis + 1:]))
-
-
-def _gather_elements(x: torch.Tensor, indices: torch.Tensor, *, axis: int) -> torch.Tensor:
-    axis = _axis(axis, x.ndim)
-    return torch.gather(x, axis, _positive(indices, x.shape[axis]))
-
-
-def _gather_nd(x: torch.Tensor, indices: torch.Tensor, *, batch_dims: int) -> torch.Tensor:
-    batch = x.shape[:batch_dims]
-    xb = x.reshape(math.prod(batch), *x.shape[batch_dims:])
-    ib = indices.long().reshape(math.prod(batch), *indices.shape[batch_dims:])
-    k = ib.shape[-1]
-    lead = torch.arange(xb.shape[0], device=x.device).reshape(-1, *[1] * (ib.ndim - 2))
-    index = tuple(_positive(ib[..., i], xb.shape[i + 1]) for i in range(k))
-    return xb[(lead, *index)].reshape((*batch, *ib.shape[1:-1], *xb.shape[1 + k:]))
-
-
-def _scatter_elements(x: torch.Tensor, indices: torch.Tensor, updates: torch.Tensor, *, axis: int,
-                      reduction: str) -> torch.Tensor:
-    axis = _axis(axis, x.ndim)
-    index = _positive(indices, x.shape[axis])
-    if reduction == "none":
-        return x.scatter(axis, index, updates)
-    reduce = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}[reduction]
-    return x.scatter_reduce(axis, index, updates, reduce=reduce, include_self=True)
-
-
-def _scatter_elements_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
-    reduction = a.choice("reduction", "none", ("none", "add", "mul", "max", "min"))
-    return _scatter_elements, {"axis": a.get("axis", 0), "reduction": reduction}
-
-
-def _scatter_nd(x: torch.Tensor, indices: torch.Tensor, updates: torch.Tensor, *, reduction: str) -> torch.Tensor:
-    out = x.clone()
-    index = tuple(_positive(indices[..., i], x.shape[i]) for i in range(indices.shape[-1]))
-    out.index_put_(index, updates, accumulate=reduction == "add")
-    return out
-
-
-def _top_k(x: torch.Tensor, k: torch.Tensor, *, axis: int, largest: int, sorted_: int) -> tuple[Any, Any]:
-    values, indices = torch.topk(x, int(k.reshape(-1)[0]), _axis(axis, x.ndim), largest=bool(largest), sorted=True)
-    return values, indices
-
-
-def _top_k_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
-    if a.opset < 10:
-        raise a.error("TopK before opset 10 (k as an attribute) is not supported")
-    return _top_k, {"axis": a.get("axis", -1), "largest": a.get("largest", 1), "sorted_": a.get("sorted", 1)}
-
-
-def _one_hot(indices: torch.Tensor, depth: torch.Tensor, values: torch.Tensor, *, axis: int) -> torch.Tensor:
-    d = int(depth.reshape(-1)[0])
-    index = _positive(indices, d)
-    hot = index.unsqueeze(-1) == torch.arange(d, device=index.device)
-    out = torch.where(hot, values[1], values[0])
-    return out.movedim(-1, _axis(axis, out.ndim))
-
-
-def _non_zero(x: torch.Tensor) -> torch.Tensor:
-    return torch.nonzero(x).T.contiguous()
-
-
-def _cum_sum(x: torch.Tensor, axis: torch.Tensor, *, exclusive: int, reverse: int) -> torch.Tensor:
-    dim = _axis(int(axis), x.ndim)
-    y = x.flip(dim) if reverse else x
-    out = torch.cumsum(y, dim)
-    out = out - y if exclusive else out
-    return out.flip(dim) if reverse else out
 
 
 def _sum_like(name: str) -> Converter:
@@ -671,12 +452,8 @@ def _sum_like(name: str) -> Converter:
 
 
 # ---------------------------------------------------------------------- the table
-def _unary(fn: Callable[..., Any]) -> Converter:
-    return _plain(fn)
-
-
 CONVERTERS: dict[str, Converter] = {
-    **{name: _unary(fn) for name, fn in {
+    **{name: plain(fn) for name, fn in {
         "Abs": torch.abs, "Neg": torch.neg, "Exp": torch.exp, "Log": torch.log, "Sqrt": torch.sqrt,
         "Reciprocal": torch.reciprocal, "Floor": torch.floor, "Ceil": torch.ceil, "Round": torch.round,
         "Sign": torch.sign, "Sin": torch.sin, "Cos": torch.cos, "Tan": torch.tan, "Asin": torch.asin,
@@ -685,8 +462,7 @@ CONVERTERS: dict[str, Converter] = {
         "IsNaN": torch.isnan, "Relu": torch.relu, "Sigmoid": torch.sigmoid, "Tanh": torch.tanh,
         "Softsign": F.softsign, "Softplus": F.softplus, "Mish": F.mish, "HardSwish": F.hardswish,
         "BitwiseNot": torch.bitwise_not, "Identity": _identity, "MatMul": torch.matmul, "Where": _where,
-        "CastLike": _cast_like, "Expand": _expand, "Tile": _tile, "Size": _size, "Range": _range,
-        "NonZero": _non_zero,
+        "CastLike": _cast_like,
     }.items()},
     **{name: _binary(name, fn) for name, fn in {
         "Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": _div, "Pow": _pow, "Equal": torch.eq,
@@ -695,45 +471,22 @@ CONVERTERS: dict[str, Converter] = {
         "BitwiseAnd": torch.bitwise_and, "BitwiseOr": torch.bitwise_or, "BitwiseXor": torch.bitwise_xor,
     }.items()},
     "Sum": _sum_like("sum"), "Max": _sum_like("max"), "Min": _sum_like("min"), "Mean": _sum_like("mean"),
-    "Mod": _with(_mod, fmod=("fmod", 0)),
+    "Mod": with_attrs(_mod, fmod=("fmod", 0)),
     "BitShift": _bit_shift_convert,
-    "LeakyRelu": _with(F.leaky_relu, negative_slope=("alpha", 0.01)),
-    "Elu": _with(F.elu, alpha=("alpha", 1.0)),
-    "Celu": _with(F.celu, alpha=("alpha", 1.0)),
-    "Selu": _with(_selu, alpha=("alpha", 1.67326319217681884765625), gamma=("gamma", 1.05070102214813232421875)),
-    "HardSigmoid": _with(_hard_sigmoid, alpha=("alpha", 0.2), beta=("beta", 0.5)),
-    "ThresholdedRelu": _with(_thresholded_relu, alpha=("alpha", 1.0)),
-    "Shrink": _with(_shrink, bias=("bias", 0.0), lambd=("lambd", 0.5)),
-    "IsInf": _with(_is_inf, detect_negative=("detect_negative", 1), detect_positive=("detect_positive", 1)),
+    "LeakyRelu": with_attrs(F.leaky_relu, negative_slope=("alpha", 0.01)),
+    "Elu": with_attrs(F.elu, alpha=("alpha", 1.0)),
+    "Celu": with_attrs(F.celu, alpha=("alpha", 1.0)),
+    "Selu": with_attrs(_selu, alpha=("alpha", 1.67326319217681884765625), gamma=("gamma", 1.05070102214813232421875)),
+    "HardSigmoid": with_attrs(_hard_sigmoid, alpha=("alpha", 0.2), beta=("beta", 0.5)),
+    "ThresholdedRelu": with_attrs(_thresholded_relu, alpha=("alpha", 1.0)),
+    "Shrink": with_attrs(_shrink, bias=("bias", 0.0), lambd=("lambd", 0.5)),
+    "IsInf": with_attrs(_is_inf, detect_negative=("detect_negative", 1), detect_positive=("detect_positive", 1)),
     "PRelu": _prelu_convert, "Gelu": _gelu_convert, "Clip": _clip_convert, "Cast": _cast_convert,
     "Dropout": _dropout_convert,
     "Softmax": _softmax_convert, "LogSoftmax": _softmax_convert, "Hardmax": _softmax_convert,
     **{name: _reduce_convert for name in _REDUCE},
     "ArgMax": _arg_convert, "ArgMin": _arg_convert,
     "Gemm": _gemm_convert,
-    "Einsum": _with(_einsum, equation=("equation", None)),
-    "Reshape": _with(_reshape, attr_shape=("shape", None), allowzero=("allowzero", 0)),
-    "Flatten": _with(_flatten, axis=("axis", 1)),
-    "Transpose": _with(_transpose, perm=("perm", None)),
-    "Squeeze": _with(_squeeze, attr_axes=("axes", None)),
-    "Unsqueeze": _with(_unsqueeze, attr_axes=("axes", None)),
-    "Concat": _with(_concat, axis=("axis", 1)),
-    "Split": _split_convert,
-    "Slice": _slice_convert,
-    "Shape": _with(_shape, start=("start", 0), end=("end", None)),
-    "ConstantOfShape": _constant_of_shape_convert,
-    "EyeLike": _eye_like_convert,
-    "Trilu": _with(_trilu, upper=("upper", 1)),
-    "DepthToSpace": lambda a: (_depth_to_space, {"blocksize": a.get("blocksize"),
-                                                 "mode": a.choice("mode", "DCR", ("DCR", "CRD"))}),
-    "SpaceToDepth": _with(_space_to_depth, blocksize=("blocksize", None)),
-    "Gather": _with(_gather, axis=("axis", 0)),
-    "GatherElements": _with(_gather_elements, axis=("axis", 0)),
-    "GatherND": _with(_gather_nd, batch_dims=("batch_dims", 0)),
-    "ScatterElements": _scatter_elements_convert, "Scatter": _scatter_elements_convert,
-    "ScatterND": lambda a: (_scatter_nd, {"reduction": a.choice("reduction", "none", ("none", "add"))}),
-    "TopK": _top_k_convert,
-    "OneHot": _with(_one_hot, axis=("axis", -1)),
-    "CumSum": _with(_cum_sum, exclusive=("exclusive", 0), reverse=("reverse", 0)),
+    "Einsum": with_attrs(_einsum, equation=("equation", None)),
 }
-"""ONNX op type (default domain) -> converter; :mod:`gplace.runtime.onnx_nn` adds the network ops."""
+"""ONNX op type (default domain) -> converter for these ops (:mod:`gplace.runtime.onnx_program` merges the tables)."""

@@ -3,10 +3,12 @@
 :func:`onnx_program` turns the shape-inferred model an :class:`~gplace.importers.onnx.OnnxSource` holds into a
 ``torch.fx.GraphModule`` that :class:`~gplace.runtime.torch_runtime.TorchRuntime` executes node by node:
 
-- **One ``call_function`` node per ONNX node**, its target a small torch function implementing the op
-  (:mod:`gplace.runtime.onnx_ops`, :mod:`gplace.runtime.onnx_nn`), its inputs as arguments (``None`` for a
-  skipped optional input) and its attributes as keyword arguments. A node with several outputs returns a tuple
-  read by ``operator.getitem`` nodes. A ``Constant`` node returns its value, held by a placeholder.
+- **One ``call_function`` node per ONNX node**, its target a small torch function implementing the op, its
+  inputs as arguments (``None`` for a skipped optional input) and its attributes as keyword arguments. A node
+  with several outputs returns a tuple read by ``operator.getitem`` nodes. A ``Constant`` node returns its
+  value, held by a placeholder. The functions: :mod:`gplace.runtime.onnx_ops` (element-wise, reductions,
+  matrix products), :mod:`gplace.runtime.onnx_shape` (shape and indexing), :mod:`gplace.runtime.onnx_nn`
+  (padding, convolution, pooling, normalisation, resizing), :mod:`gplace.runtime.onnx_rnn` (recurrent layers).
 - **Placeholders** for the graph inputs and for every initialiser (dense or sparse).
 - **Names**: FX node names are sanitised (``"/conv1/Conv"`` becomes ``"_conv1_Conv"``), so each node records
   its gplace op in ``node.meta["gplace_op"]``: ONNX nodes their op, ``Input`` ops their placeholder, shared
@@ -15,14 +17,14 @@
 - **Values**: initialisers from the model (``onnx.numpy_helper.to_array``); one whose data is external or
   missing, and every graph input, is made from its shape and type: floats uniform in ``[0, 1)`` from a
   generator seeded by the CRC-32 of the tensor name, integers and booleans 0 (the convention of ``torch-v1``).
-- **Coverage**: the default ONNX domain, opsets 6 to 23: element-wise math and activations, comparisons and
+- **Coverage**: the default ONNX domain from opset 6 on: element-wise math and activations, comparisons and
   logic, ``Cast``, reductions and arg-max/min, ``Gemm`` / ``MatMul`` / ``Einsum``, the shape ops (``Reshape``,
   ``Flatten``, ``Transpose``, ``Squeeze`` / ``Unsqueeze``, ``Concat``, ``Split``, ``Slice``, ``Expand``,
-  ``Tile``, ``Pad``, ``Shape``, ...), indexing (``Gather*``, ``Scatter*``, ``TopK``, ``OneHot``, ...),
-  convolutions, pools, normalisations, ``LRN``, ``Resize`` / ``Upsample``, ``LSTM`` / ``GRU`` / ``RNN``
-  (the tables in those modules). Anything else (another domain, string tensors, sequences, control flow,
-  quantised and random ops), or an attribute value a converter does not handle, raises
-  :class:`~gplace.ir.UnsupportedGraphError` naming the node at conversion time.
+  ``Tile``, ``Shape``, ...), indexing (``Gather*``, ``Scatter*``, ``TopK``, ``OneHot``, ...), ``Pad``,
+  convolutions, pools, normalisations, ``LRN``, ``Resize`` / ``Upsample``, ``LSTM`` / ``GRU`` / ``RNN`` (the
+  tables in those modules). Anything else (another domain, string tensors, sequences, control flow, quantised
+  and random ops), an attribute no converter reads (a newer opset's, say) or an attribute value a converter
+  does not handle raises :class:`~gplace.ir.UnsupportedGraphError` naming the node at conversion time.
 """
 
 from __future__ import annotations
@@ -42,14 +44,14 @@ import torch
 
 from gplace.importers.onnx import OnnxSource
 from gplace.ir import OpGraph, UnsupportedGraphError
-from gplace.runtime import onnx_nn, onnx_ops
+from gplace.runtime import onnx_nn, onnx_ops, onnx_rnn, onnx_shape
 from gplace.runtime.onnx_ops import Attrs, constant_value, sparse_to_dense, tensor_from_proto, torch_dtype
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["OnnxProgram", "onnx_program"]
 
-_CONVERTERS = {**onnx_ops.CONVERTERS, **onnx_nn.CONVERTERS}
+_CONVERTERS = {**onnx_ops.CONVERTERS, **onnx_shape.CONVERTERS, **onnx_nn.CONVERTERS, **onnx_rnn.CONVERTERS}
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
