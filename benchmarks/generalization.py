@@ -38,7 +38,7 @@ from gplace.encoders import GNNEncoder
 from gplace.importers import load_giph_graph, load_giph_network
 from gplace.ir import Cluster, OpGraph
 from gplace.placer import PolicyPlacer
-from gplace.policies import DeviceAwarePolicy, GDPPolicy
+from gplace.policies import DeviceAwarePolicy, GDPPolicy, ListSchedulingPolicy
 from gplace.pretrained import build, place_with_pretrained, place_zero_shot, save_policy
 from gplace.runtime import Simulator
 from gplace.training import ReinforceTrainer, TrainResult
@@ -55,6 +55,13 @@ HELD_OUT = (  # seed-1 graphs: every size, alpha and communication-to-computatio
     "v_100_alpha_1.0_seed_1_ccr_10.0", "v_100_alpha_2.0_seed_1_ccr_1.0",
 )
 SUFFIX = "_beta_0.25_comm_1000.json"
+KINDS = {
+    "device_aware": "DeviceAwarePolicy",
+    "gdp": "GDPPolicy",
+    "list_scheduling": "ListSchedulingPolicy (earliest-finish-time prior weight 3, learned)",
+    "list_scheduling_no_prior": "ListSchedulingPolicy without the prior (weight 0 at the start)",
+}
+"""Policy kinds: report title of each."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +73,10 @@ class Settings:
     pretrain_lr: float = 3e-3
     scratch_updates: int = 300
     """Updates of the per-graph search, from scratch and when fine-tuning (K samples each)."""
-    scratch_lr: tuple[tuple[str, float], ...] = (("device_aware", 1e-2), ("gdp", 3e-3))
-    """Learning rate of the from-scratch search per policy kind: of 3e-3 and 1e-2, the one whose results on
-    the held-out graphs were better (a probe run), so the baseline is the stronger of the two."""
+    scratch_lr: tuple[tuple[str, float], ...] = (("device_aware", 1e-2), ("gdp", 3e-3), ("list_scheduling", 3e-3),
+                                                 ("list_scheduling_no_prior", 3e-3))
+    """Learning rate of the from-scratch search per policy kind: for device_aware and gdp, of 3e-3 and 1e-2, the
+    one whose results on the held-out graphs were better (a probe run); 3e-3 unprobed for list scheduling."""
     finetune_lr: float = 3e-3
     entropy_coef: float = 1e-2
     held_out: int = len(HELD_OUT)
@@ -106,7 +114,7 @@ def main() -> None:
     cluster = load_giph_network(GIPH / "device_network_20.json")
     train, held = _split(settings.held_out)
     sim = Simulator()
-    report = {"settings": asdict(settings), "train": [g.name for g in train], "kinds": {}}
+    report = {"settings": asdict(settings), "train": [g.name for g in train], "kinds": _kept_kinds(args)}
     for kind in args.policies:
         started = time.monotonic()
         encoder, policy, pre = _pretrain(kind, train, cluster, sim, settings)
@@ -118,7 +126,7 @@ def main() -> None:
             "pretrain_seconds": pre["seconds"], "pretrain_samples": pre["samples"],
             "train_greedy_ratio": pre["greedy_ratio"], "curve": pre["curve"], "seconds": time.monotonic() - started,
             "rows": [asdict(r) for r in rows],
-            "subset": _subset_zero_shot(encoder, policy, held, cluster, sim) if kind == "device_aware" else [],
+            "subset": _subset_zero_shot(encoder, policy, held, cluster, sim) if kind != "gdp" else [],
             "cold_seconds": _cold_place(path, held[-1]),
         }
         (Path(args.work) / "generalization.json").write_text(json.dumps(report, indent=1))
@@ -129,10 +137,20 @@ def main() -> None:
 def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny budgets, two held-out graphs")
-    parser.add_argument("--policies", nargs="+", default=["device_aware", "gdp"], choices=["device_aware", "gdp"])
+    parser.add_argument("--policies", nargs="+", default=list(KINDS), choices=list(KINDS))
+    parser.add_argument("--keep", action="store_true", help="keep the other kinds' results from --work's JSON")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from --work's JSON")
     parser.add_argument("--work", default="/tmp/gplace_generalization", help="policy files and raw JSON")
     return parser.parse_args()
+
+
+def _kept_kinds(args: argparse.Namespace) -> dict:
+    """With ``--keep``, the results of kinds not rerun, from the last run's JSON in ``--work``."""
+    path = Path(args.work) / "generalization.json"
+    if not (args.keep and path.exists()):
+        return {}
+    kinds = json.loads(path.read_text())["kinds"]
+    return {kind: kinds[kind] for kind in KINDS if kind in kinds and kind not in args.policies}
 
 
 def _split(held_out: int) -> tuple[list[OpGraph], list[OpGraph]]:
@@ -151,6 +169,8 @@ def _modules(kind: str, num_devices: int, seed: int) -> tuple[torch.nn.Module, t
     encoder = build(GNNEncoder, conv="sage", hidden_size=HIDDEN, num_layers=3)
     if kind == "device_aware":
         return encoder, build(DeviceAwarePolicy, hidden_size=HIDDEN)
+    if kind.startswith("list_scheduling"):
+        return encoder, build(ListSchedulingPolicy, hidden_size=HIDDEN, prior_weight=0.0 if "no_prior" in kind else 3.0)
     return encoder, build(GDPPolicy, num_devices=num_devices, hidden_size=HIDDEN, num_heads=4, num_layers=2)
 
 
@@ -273,9 +293,10 @@ def _markdown(report: dict) -> str:
         f"x {K} = {s['scratch_updates'] * K} samples, lr {dict(s['scratch_lr'])} per policy, each the better "
         f"of 3e-3 and 1e-2 in a probe on these graphs); fine-tune = the same trainer and budget from the "
         f"pretrained weights (lr {s['finetune_lr']})",
-        "- grouping: `PolicyPlacer`'s default `group_ops(graph, 256)`, which merges an op into its only consumer, "
-        "so the learned policies place the groups in the table's `ops (groups)` column (30 ops in 3 groups for "
-        "one graph) while HEFT places single ops",
+        "- grouping: `PolicyPlacer`'s default `group_ops(graph, 256)`, which for device_aware and gdp merges an op "
+        "into its only consumer, so those policies place the groups in the table's `ops (groups)` column (30 ops "
+        "in 3 groups for one graph) while HEFT places single ops; ListSchedulingPolicy asks for that merging only "
+        "on graphs of more than 256 ops, so on these every op is its own group",
         "- GiPH's per-op device-type constraints (`allowed_device_types`) are dropped by the importer (no IR "
         "counterpart), so every op may go on every device, HEFT's included",
         "- zero-shot greedy: argmax placement, no sample measured; zero-shot best-of-16: "
@@ -304,7 +325,9 @@ def _verdict(kinds: dict) -> list[str]:
                      f"{len(rows)} held-out graphs; (b) fine-tuning reached the from-scratch result with >= 10x fewer "
                      f"samples on {ten} of {len(rows)} (not reached within the budget on "
                      f"{sum(f is None for f in reach)})")
-    rows = [r for data in kinds.values() for r in data["rows"]]
+    rows = [r for kind in ("device_aware", "gdp") if kind in kinds for r in kinds[kind]["rows"]]
+    if not rows:
+        return [*lines, "", *_scheduling_verdict(kinds)]
     worse = sum(r["scratch"] > r["best_single"] for r in rows)
     single = sum(r["greedy_devices"] == 1 for r in rows)
     learned = [min(r["zero_shot_best16"], r["scratch"], r["finetune"]) for r in rows]
@@ -312,30 +335,61 @@ def _verdict(kinds: dict) -> list[str]:
     gap = float(np.exp(np.mean([np.log(x / r["heft"]) for r, x in zip(rows, learned, strict=True)])))
     lines += [
         "",
-        f"What this is worth: the from-scratch baseline is weak and the pretrained policies have collapsed onto "
-        f"the fastest device. Over both policy kinds, the from-scratch search ends slower than the best single "
-        f"device on {worse} of {len(rows)} (graph, policy) pairs; the zero-shot greedy placement uses one device "
-        f"on {single} of {len(rows)}; HEFT beats the best learned result (zero-shot, from scratch or fine-tuned) "
-        f"on {heft} of {len(rows)}, by {gap:.2f}x in the geometric mean. So zero-shot \"matches\" from scratch "
-        "because both are near the fastest-device placement: sampling 16 placements around it is as good as "
-        "4,800 samples of a per-graph search here, and fine-tuning \"needs 1 sample\" wherever that search ended "
-        "above the single-device time. Neither target shows that the policy learned transferable placement "
-        "structure. In probe runs before this one, the device-aware policy's greedy placement stayed on one "
-        "device on every training graph at lr 3e-3 and 1e-2 and entropy 1e-2 and 3e-2; GDP's reached a mean "
-        "greedy / best-single ratio of 0.93 (3,000 updates of 1 graph) and 1.05 (1,500 updates of 4 graphs) on "
-        "the training graphs, not better on the held-out ones. Both policies choose every group's device "
-        "independently given the node states, so a coordinated multi-device placement must be written into "
-        "per-node states; a policy that conditions on the placement so far (autoregressive, or GiPH's "
-        "improvement steps) is the likely next step.",
+        "What the independent policies' figures are worth: the from-scratch baseline is weak and the "
+        "pretrained policies have collapsed onto the fastest device. Over device_aware and gdp, the from-"
+        f"scratch search ends slower than the best single device on {worse} of {len(rows)} (graph, policy) "
+        f"pairs; the zero-shot greedy placement uses one device on {single} of {len(rows)}; HEFT beats the "
+        f"best learned result (zero-shot, from scratch or fine-tuned) on {heft} of {len(rows)}, by {gap:.2f}x "
+        "in the geometric mean. So zero-shot \"matches\" from scratch because both are near the fastest-"
+        "device placement: sampling 16 placements around it is as good as 4,800 samples of a per-graph search"
+        " here, and fine-tuning \"needs 1 sample\" wherever that search ended above the single-device time. "
+        "Neither target shows that the policy learned transferable placement structure. In probe runs before "
+        "this one, the device-aware policy's greedy placement stayed on one device on every training graph at"
+        " lr 3e-3 and 1e-2 and entropy 1e-2 and 3e-2; GDP's reached a mean greedy / best-single ratio of 0.93"
+        " (3,000 updates of 1 graph) and 1.05 (1,500 updates of 4 graphs) on the training graphs, not better "
+        "on the held-out ones. Both policies choose every group's device independently given the node states,"
+        " so a coordinated multi-device placement must be written into per-node states; a policy that "
+        "conditions on the placement so far is the next step: ListSchedulingPolicy.",
         "",
+        *_scheduling_verdict(kinds),
     ]
     return lines
+
+
+def _scheduling_verdict(kinds: dict) -> list[str]:
+    """How the placement-aware policies compare with HEFT and with the best single device."""
+    lines = []
+    for kind in ("list_scheduling", "list_scheduling_no_prior"):
+        if kind not in kinds:
+            continue
+        rows = kinds[kind]["rows"]
+        best = {
+            "zero-shot best-of-16": [r["zero_shot_best16"] for r in rows],
+            "from scratch": [r["scratch"] for r in rows],
+            "fine-tuned": [r["finetune"] for r in rows],
+        }
+        parts = [f"{name} / HEFT geometric mean {_gmean([x / r['heft'] for x, r in zip(xs, rows, strict=True)]):.3f}"
+                 f" (faster than HEFT on {sum(x < r['heft'] for x, r in zip(xs, rows, strict=True))} of {len(rows)})"
+                 for name, xs in best.items()]
+        single = _gmean([r["zero_shot_greedy"] / r["best_single"] for r in rows])
+        lines.append(f"- {kind}: {'; '.join(parts)}; zero-shot greedy / best single device: geometric mean "
+                     f"{single:.3f}, greedy placements use {min(r['greedy_devices'] for r in rows)}-"
+                     f"{max(r['greedy_devices'] for r in rows)} devices")
+    if lines:
+        lines = ["Placement-aware policies (placing op by op and seeing the schedule so far) against HEFT, which "
+                 "is also the untrained ListSchedulingPolicy's greedy placement when its prior weight is 3 and "
+                 "every op is its own group (as on these graphs):", "", *lines, ""]
+    return lines
+
+
+def _gmean(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(values))))
 
 
 def _kind_section(kind: str, data: dict) -> list[str]:
     rows = data["rows"]
     lines = [
-        f"## GNN (SAGE) + {'DeviceAwarePolicy' if kind == 'device_aware' else 'GDPPolicy'}",
+        f"## GNN (SAGE) + {KINDS[kind]}",
         "",
         f"Pretraining: {data['pretrain_samples']:,} samples in {data['pretrain_seconds']:.0f} s; mean greedy "
         f"step time / best single device over the training graphs after it: {data['train_greedy_ratio']:.3f}. "
@@ -386,7 +440,7 @@ def _summary(rows: list[dict]) -> list[str]:
 def _subset_table(subset: list[dict]) -> list[str]:
     lines = [
         "Zero-shot on device sets never seen in training (the first 5 and 10 devices of the network; "
-        "device-aware policy only, best of greedy + 16 samples):",
+        "best of greedy + 16 samples):",
         "",
         "| devices | held-out graph | best single | HEFT | zero-shot best-of-16 | zero-shot / HEFT |",
         "|---:|---|---:|---:|---:|---:|",

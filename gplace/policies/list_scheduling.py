@@ -7,11 +7,13 @@ would start and finish there, how much of its input is already there, how full a
 (:class:`~gplace.policies.schedule_context.ScheduleContext`). Those descriptions are relative (gaps over the
 group's duration or over the makespan so far), so one policy serves graphs and clusters of any size and scale.
 
-The logit of device d for group g is ``residual(node(s_g) + device(f_d) + dynamic(x_gd)) - w * log1p(gap_gd)``,
+The logit of device d for group g is ``r(node(s_g) + device(f_d) + dynamic(x_gd)) - w * log1p(gap_gd)``,
 where ``gap_gd`` is how much later than the earliest possible the group would finish on d, in units of its own
-duration, and ``w`` (:attr:`ListSchedulingPolicy.prior_weight`) is learned. The residual's last layer starts
-near zero, so an untrained policy is a soft earliest-finish-time list scheduler and training learns where to
-depart from it. A device without room for the group (by the memory placed on it so far) loses
+duration, ``w`` (:attr:`ListSchedulingPolicy.prior_weight`) is learned, and ``r`` is an MLP whose output is
+bounded to ``(-b, b)`` (``b * tanh(. / b)``, ``b`` the ``residual_bound``), so training cannot make two devices of
+equal finish time infinitely unequal: a trained policy keeps exploring near-ties, which fine-tuning needs. The
+residual's last layer starts near zero, so an untrained policy is a soft earliest-finish-time list scheduler and
+training learns where to depart from it. A device without room for the group (by the memory placed on it so far) loses
 ``MEMORY_PENALTY`` from its logit while any allowed device has room.
 """
 
@@ -44,6 +46,7 @@ class ListSchedulingPolicy(nn.Module):
         state_size: size S of the encoder states (default: ``hidden_size``).
         device_feature_size: width F of the static device features (default: ``DEVICE_FEATURES``, 6).
         prior_weight: initial weight ``w`` of the earliest-finish-time prior (default: 3.0).
+        residual_bound: the learned residual lies in ``(-b, b)``; ``None`` leaves it unbounded (default: 4.0).
         num_devices: accepted so ``policy(num_devices=D)`` works, otherwise unused (default: ``None``).
 
     Shapes:
@@ -63,7 +66,7 @@ class ListSchedulingPolicy(nn.Module):
 
     def __init__(self, hidden_size: int = 128, *, state_size: int | None = None,
                  device_feature_size: int = DEVICE_FEATURES, prior_weight: float = 3.0,
-                 num_devices: int | None = None) -> None:
+                 residual_bound: float | None = 4.0, num_devices: int | None = None) -> None:
         super().__init__()
         self.state_size = hidden_size if state_size is None else state_size
         self.device_feature_size = device_feature_size
@@ -74,6 +77,9 @@ class ListSchedulingPolicy(nn.Module):
                                       nn.Linear(hidden_size, 1, bias=False))
         nn.init.normal_(self.residual[-1].weight, std=1e-3)
         self.prior_weight = nn.Parameter(torch.tensor(float(prior_weight)))
+        if residual_bound is not None and not residual_bound > 0:
+            raise ValueError(f"residual_bound must be > 0 or None, got {residual_bound}")
+        self.residual_bound = residual_bound
         self.temperature = 1.0
         """Logits are divided by this before the softmax (default: 1.0)."""
 
@@ -139,6 +145,8 @@ class ListSchedulingPolicy(nn.Module):
         """Masked, tempered logits. Shapes: base (..., D, H), features (K, ..., D, DYNAMIC_FEATURES),
         allowed (..., D); returns (K, ..., D)."""
         learned = self.residual(base + self.dynamic(features.to(base.dtype))).squeeze(-1)
+        if self.residual_bound is not None:
+            learned = self.residual_bound * torch.tanh(learned / self.residual_bound)
         prior = -self.prior_weight * features[..., 0] - MEMORY_PENALTY * features[..., 7]
         return ((learned + prior) / self.temperature).masked_fill(~allowed, float("-inf"))
 

@@ -113,3 +113,28 @@ def test_default_grouping_merges_chains_only_when_the_graph_is_over_max_groups()
     assert merged < 40 and PolicyPlacer(graph, cluster, encoder, MLPPolicy(3, 8, state_size=8)).num_groups == merged
     small = PolicyPlacer(graph, cluster, encoder, ListSchedulingPolicy(8, state_size=8), max_groups=20)
     np.testing.assert_array_equal(small.grouping.op_group, group_ops(graph, 20).op_group)
+
+
+def test_bounded_residual_keeps_every_allowed_device_possible():
+    """Huge residual weights and no prior: each allowed device keeps probability >= exp(-2 b) / D."""
+    graph, cluster = random_dag(30, seed=5), cpu_gpu_cluster(3)
+    placer = _placer(graph, cluster, zero_residual=False)
+    policy = placer.policy
+    with torch.no_grad():
+        policy.prior_weight.zero_()
+        for layer in policy.residual:
+            if isinstance(layer, torch.nn.Linear):
+                layer.weight.mul_(1e4)
+    sample = placer.sample(8, generator=torch.Generator().manual_seed(0))
+    floor = np.exp(-2 * policy.residual_bound) / cluster.num_devices
+    assert (sample.entropy > 0).all()
+    other = (sample.devices + 1) % cluster.num_devices  # every op moved off the device the policy chose
+    log_prob, _ = placer.evaluate(other)
+    assert (log_prob >= placer.num_groups * np.log(floor)).all()
+    with torch.no_grad():
+        policy.residual_bound = None  # the same weights unbounded make those placements all but impossible
+        assert (placer.evaluate(other)[0] < placer.num_groups * np.log(floor)).all()
+    unbounded = ListSchedulingPolicy(hidden_size=8, state_size=8, residual_bound=None)
+    assert unbounded.residual_bound is None
+    with pytest.raises(ValueError, match="residual_bound"):
+        ListSchedulingPolicy(hidden_size=8, state_size=8, residual_bound=0.0)
