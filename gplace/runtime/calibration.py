@@ -126,7 +126,7 @@ def calibrate(
     ``speed`` is assumed that much faster or slower.
 
     Args:
-        graph: a graph imported by ``from_torch``.
+        graph: a graph imported by ``from_torch`` or ``from_onnx`` (anything ``TorchRuntime`` runs).
         cluster: the devices; their names map to torch devices as in ``TorchRuntime``.
         device_map: cluster device name -> torch device, as in ``TorchRuntime``. (default: None)
         shared_executor: chain the ops in program order so the simulator runs them one at a time.
@@ -257,15 +257,19 @@ def execution_order(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, s
     Raises:
         gplace.runtime.torch_runtime.TorchRunError: the graph has no torch program, or it does not run.
     """
-    from gplace.runtime.torch_runtime import TorchRuntime
+    from gplace.runtime.torch_runtime import TorchRuntime, op_name_of
 
     plan = TorchRuntime(device_map=device_map)._plan(graph, cluster, Placement.single(graph, 0), None)
-    return [graph.op_index[c.node.name] for c in plan.calls if c.node.name in graph.op_index]
+    ops = [op_name_of(c.node) for c in plan.calls]
+    return [graph.op_index[op] for op in ops if op in graph.op_index]
 
 
 def _owners(graph: OpGraph, plan: Any) -> list[int]:
     """The op each call of the plan is charged to (a getitem: the op that made its tuple)."""
-    return [graph.op_index[plan.roots[c.node.name]] for c in plan.calls]
+    from gplace.runtime.torch_runtime import op_name_of
+
+    calls = {c.node.name: c.node for c in plan.calls}
+    return [graph.op_index[op_name_of(calls[plan.roots[c.node.name]])] for c in plan.calls]
 
 
 def _synchronizer(devices: Any) -> Any:

@@ -64,7 +64,7 @@ from gplace.runtime.base import Measurement, Runtime
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TorchRunError", "TorchRuntime", "torch_device"]
+__all__ = ["TorchRunError", "TorchRuntime", "op_name_of", "torch_device"]
 
 _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
 """``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
@@ -411,7 +411,7 @@ def _homes(gm: torch.fx.GraphModule, graph: OpGraph, devices: list[int]) -> dict
     homes: dict[str, int] = {}
     covered: set[str] = set()
     for node in gm.graph.nodes:
-        op = _op_name(node)
+        op = op_name_of(node)
         i = graph.op_index.get(op)
         if i is not None:
             homes[node.name] = devices[i]
@@ -430,7 +430,7 @@ def _homes(gm: torch.fx.GraphModule, graph: OpGraph, devices: list[int]) -> dict
     return homes
 
 
-def _op_name(node: torch.fx.Node) -> str:
+def op_name_of(node: torch.fx.Node) -> str:
     """The gplace op an FX node stands for: ``meta["gplace_op"]`` (ONNX programs), else its name."""
     return node.meta.get("gplace_op", node.name)
 
@@ -565,7 +565,7 @@ class _Step:
                 if call.event and stream is not None:
                     self.events[node.name] = stream.record_event()
         except Exception as err:  # an op may raise anything
-            what = f"op {_op_name(node)!r} ({node.meta.get('onnx_op_type', node.target)})"
+            what = f"op {op_name_of(node)!r} ({node.meta.get('onnx_op_type', node.target)})"
             raise _failure(err, what, plan.labels[call.device]) from err
         self.free(call.free)
 

@@ -127,3 +127,24 @@ def test_shared_executor_is_refused_for_gpus(mlp_case) -> None:
     gpus = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu")], default_bandwidth=1e9)
     with pytest.raises(ValueError, match="run concurrently"):
         calibrate(graph, gpus, shared_executor=True)
+
+
+def test_calibrate_an_onnx_graph(tmp_path) -> None:
+    """ONNX graphs calibrate too (FX nodes are matched to ops by ``meta['gplace_op']``, not by FX name)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    from gplace.importers.onnx import from_onnx
+    from gplace.runtime.calibration import calibrate, execution_order
+
+    path = tmp_path / "mlp.onnx"
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    torch.onnx.export(model, (torch.randn(4, 32),), str(path), dynamo=False, input_names=["x"])
+    graph = from_onnx(path)
+    assert any("/" in name for name in graph.op_names)  # names FX would rewrite, e.g. '/0/Gemm'
+    cluster = Cluster.build([Device(f"/CPU:{i}", "cpu", 1.0, 10**10) for i in range(2)], default_bandwidth=1e10,
+                            name="2xcpu")
+    order = execution_order(graph, cluster, CPU_MAP)
+    assert sorted(graph.op_types[i] for i in order) == ["Gemm", "Gemm", "Relu"]
+    cal = calibrate(graph, cluster, device_map=CPU_MAP, repeats=3, warmup=1, copy_sizes=(2**10, 2**16),
+                    copy_repeats=2)
+    assert (cal.op_time["cpu"][order] > 0).all()
