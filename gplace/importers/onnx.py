@@ -20,8 +20,13 @@ How a model maps onto the IR:
 - **Costs**: ``kind_cost`` from the analytic model in :mod:`gplace.costmodel` (roofline on the reference GPU
   and CPU); ``cost`` is left ``None``.
 - **Shapes**: ``onnx.shape_inference`` (non-strict, with data propagation) after the dynamic dimensions of the
-  inputs are fixed from ``input_shapes``. A consumed tensor whose shape stays unknown is an error; an unknown
-  output nobody reads counts 0 bytes, with a warning.
+  inputs are fixed from ``input_shapes``. Where that leaves a consumed tensor's shape unknown (a ``Slice`` or
+  ``Reshape`` whose bounds come from ``Shape -> Gather -> Mod -> ...``), the *shape arithmetic* is folded:
+  nodes whose inputs are all small known values (initialisers, ``Constant`` outputs, ``Shape``/``Size`` of
+  statically shaped tensors) are evaluated with ``onnx.reference``, their outputs become constants in a copy of
+  the model, and inference runs again, while new values appear. The copy only teaches shapes: the kept model
+  has the original nodes (folded ones stay ops). A consumed tensor whose shape stays unknown is an error; an
+  unknown output nobody reads counts 0 bytes, with a warning.
 - **Control flow** (``If``, ``Loop``, ``Scan``, or any node with a graph attribute) is not handled.
 """
 
@@ -35,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from gplace.costmodel import TensorSpec, op_kind_costs
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
 
@@ -47,6 +54,14 @@ _COST_ATTRS = ("kernel_shape", "size", "equation")
 """Node attributes the cost model reads."""
 
 _RECURRENT = frozenset({"LSTM", "GRU", "RNN"})
+
+_FOLD_LIMIT = 4096
+"""Most elements a value read or made while folding shape arithmetic may have (no weights are evaluated)."""
+_FOLD_ROUNDS = 64
+"""Most rounds of folding and re-inference (each must make a new value known)."""
+_NOT_FOLDED = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+                         "Bernoulli", "Dropout"})
+"""Nodes never evaluated while folding: their outputs are random."""
 
 _BITS = {
     "FLOAT": 32, "UINT8": 8, "INT8": 8, "UINT16": 16, "INT16": 16, "INT32": 32, "INT64": 64, "STRING": 64,
@@ -192,6 +207,90 @@ def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None, symb
 
 
 def _infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
+    """The shape-inferred model; while consumed shapes stay unknown, shape arithmetic is folded (module doc)."""
+    import onnx
+
+    inferred = _run_inference(model, graph_name)
+    values: dict[str, np.ndarray] = {}
+    for _ in range(_FOLD_ROUNDS):
+        if not _unknown_consumed(inferred.graph) or not _fold(inferred, values):
+            break
+        folded = onnx.ModelProto()
+        folded.CopyFrom(model)
+        del folded.graph.node[:]
+        for node in model.graph.node:
+            outputs = [t for t in node.output if t]
+            if node.op_type == "Constant" or not outputs or any(t not in values for t in outputs):
+                folded.graph.node.append(node)
+                continue
+            for t in outputs:
+                folded.graph.node.append(onnx.helper.make_node(
+                    "Constant", [], [t], value=onnx.numpy_helper.from_array(values[t])))
+        inferred = _run_inference(folded, graph_name)
+        del inferred.graph.node[:]
+        inferred.graph.node.extend(model.graph.node)  # the original nodes, with the shapes learned on the copy
+    return inferred
+
+
+def _unknown_consumed(graph: onnx.GraphProto) -> bool:
+    known = {v.name for v in [*graph.input, *graph.value_info, *graph.output] if _tensor_spec(v.type) is not None}
+    known.update(t.name for t in graph.initializer)
+    known.update(t.values.name for t in graph.sparse_initializer)
+    return any(t and t not in known for node in graph.node for t in node.input)
+
+
+def _fold(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> bool:
+    """Add to ``values`` what is computable from small known values, in node order; True if anything is new.
+
+    Known values: small dense initialisers, ``Shape``/``Size`` of tensors whose inferred shape is static, and
+    the outputs of evaluated nodes (default domain, not random, all inputs known).
+    """
+    import onnx
+
+    graph = model.graph
+    specs = {v.name: _tensor_spec(v.type) for v in [*graph.input, *graph.value_info, *graph.output]}
+    overridable = {v.name for v in graph.input}  # an initialiser that is also an input is only a default
+    for tensor in graph.initializer:
+        if (tensor.name not in values and tensor.name not in overridable and math.prod(tensor.dims) <= _FOLD_LIMIT
+                and tensor.data_location != onnx.TensorProto.EXTERNAL):
+            values[tensor.name] = onnx.numpy_helper.to_array(tensor)
+    before = len(values)
+    for node in graph.node:
+        inputs = [t for t in node.input if t]
+        if all(t in values for t in node.output if t):
+            continue
+        if node.op_type in ("Shape", "Size") and specs.get(node.input[0]) is not None:
+            shape = specs[node.input[0]].shape
+            bounds = {a.name: a.i for a in node.attribute}
+            dims = shape[bounds.get("start", 0):bounds.get("end")] if node.op_type == "Shape" else math.prod(shape)
+            values[node.output[0]] = np.array(dims, dtype=np.int64)
+        elif node.domain in ("", "ai.onnx") and node.op_type not in _NOT_FOLDED and all(t in values for t in inputs):
+            values.update(_evaluate(node, {t: values[t] for t in inputs}, model.opset_import))
+    return len(values) > before
+
+
+def _evaluate(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset_import: Any) -> dict[str, np.ndarray]:
+    """The node's outputs on ``feeds`` (``onnx.reference``), or nothing unless onnx infers them all small."""
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+
+    opsets = {o.domain or "": o.version for o in opset_import}
+    try:
+        types = {t: onnx.helper.make_tensor_type_proto(onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                 for t, v in feeds.items()}
+        data = {t: onnx.numpy_helper.from_array(v, t) for t, v in feeds.items()}
+        schema = onnx.defs.get_schema(node.op_type, opsets.get("", 1), "")
+        inferred = onnx.shape_inference.infer_node_outputs(schema, node, types, data, None, list(opset_import))
+        specs = [_tensor_spec(inferred[t]) if t in inferred else None for t in node.output if t]
+        if any(s is None or math.prod(s.shape) > _FOLD_LIMIT for s in specs):
+            return {}
+        results = ReferenceEvaluator(node, opsets=opsets).run(None, feeds)
+    except Exception:  # an op that onnx cannot infer or run here: its outputs stay unknown
+        return {}
+    return {t: np.asarray(r) for t, r in zip(node.output, results, strict=False) if t}
+
+
+def _run_inference(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
     import onnx
 
     try:

@@ -170,6 +170,90 @@ def test_consumed_unknown_shape_names_node_and_tensor():
         from_onnx(model)
 
 
+
+# ---------------------------------------------------------------------- folding shape arithmetic
+def _ints(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def _reshape_by_mod(source="x"):
+    """Reshape x (2, 3, 4) to Concat(Shape(source)[[1, 2]] % [4, 3], [-1]), which is (3, 1, 8) for source x."""
+    nodes = [helper.make_node("Shape", [source], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "i"], ["g"], name="gather"),
+             helper.make_node("Mod", ["g", "k"], ["m"], name="mod"),
+             helper.make_node("Concat", ["m", "rest"], ["dims"], name="concat", axis=0),
+             helper.make_node("Reshape", ["x", "dims"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    if source != "x":
+        nodes.insert(0, helper.make_node("NonZero", ["x"], [source], name="nonzero"))
+    return _model(nodes, [helper.make_tensor_value_info("x", F32, [2, 3, 4])],
+                  [helper.make_tensor_value_info("y", F32, None)],
+                  [_ints("i", [1, 2]), _ints("k", [4, 3]), _ints("rest", [-1])])
+
+
+def _inferred_shape(model, tensor):
+    """The shape onnx's own inference (with data propagation) gives ``tensor``; None where a dim is unknown."""
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    value = next(v for v in inferred.graph.value_info if v.name == tensor)
+    return [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
+
+
+def test_shape_arithmetic_that_inference_leaves_unknown_is_folded():
+    """A Reshape whose shape comes from Shape -> Gather -> Mod -> Concat gets its shape; no node is removed."""
+    model = _reshape_by_mod()
+    assert None in _inferred_shape(model, "r")  # onnx alone cannot resolve it (no Mod data propagation)
+    g = from_onnx(model)
+    assert g.op_names == ("x", "shape", "gather", "mod", "concat", "reshape", "relu")
+    assert g.output_shapes[g.op_index["reshape"]] == ((3, 1, 8),)
+    assert g.output_shapes[g.op_index["mod"]] == ((2,),)
+    assert {(e.src, e.dst): e.bytes for e in g.edges()}[("reshape", "relu")] == 24 * 4
+    assert list(g.source.model.graph.node) == list(model.graph.node)
+
+
+def test_shape_that_cannot_be_folded_names_node_and_tensor():
+    """Shape arithmetic over a data-dependent tensor (NonZero's output) stays unknown and raises, naming it."""
+    with pytest.raises(UnsupportedGraphError, match="'nonzero'.*'nz'.*unknown after shape inference"):
+        from_onnx(_reshape_by_mod("nz"))
+
+
+@pytest.mark.filterwarnings("ignore")  # the TorchScript-based exporter's deprecation and tracer warnings
+def test_raw_torch_transformer_export_imports_and_runs():
+    """torch's legacy export of a TransformerEncoder (Slice bounds from Shape/Mod/Div) imports and runs right."""
+    torch = pytest.importorskip("torch")
+    import io
+
+    from gplace.ir import Cluster, Device, Placement
+    from gplace.runtime.torch_runtime import TorchRuntime
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    module, x = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval(), torch.randn(2, 5, 16)
+    buffer = io.BytesIO()
+    torch.onnx.export(module, (x,), buffer, dynamo=False, opset_version=17, input_names=["x"])
+    model = onnx.load_from_string(buffer.getvalue())
+    assert None in _inferred_shape(model, "/layers.0/self_attn/Slice_output_0")
+    g = from_onnx(model)
+
+    graph = model.graph
+    readers = {t.name: sum(t.name in n.input for n in graph.node) for t in graph.initializer}
+    assert g.num_ops == len(graph.node) + 1 + sum(k != 1 for k in readers.values())
+    assert list(g.source.model.graph.node) == list(graph.node)
+    assert all(-1 not in shape for shapes in g.output_shapes for shape in shapes)
+    kept = g.source.model.graph
+    floats = {v.name for v in [*kept.value_info, *kept.input] if v.type.tensor_type.elem_type == F32}
+    op_of = {t: name for name, i in g.source.node_index.items() for t in graph.node[i].output} | {"x": "x"}
+    float_edges = {(op_of[t], name) for name, i in g.source.node_index.items() for t in graph.node[i].input
+                   if t in floats and t in op_of}
+    edge_bytes = {(e.src, e.dst): e.bytes for e in g.edges()}
+    assert len(float_edges) > 50 and all(edge_bytes[e] > 0 for e in float_edges)
+
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    placement = Placement.for_graph(g, np.random.default_rng(0).integers(0, 2, g.num_ops).tolist())
+    runtime = TorchRuntime(steps=1, warmup=0, device_map={"/CPU:0": "cpu", "/CPU:1": "cpu"})
+    got = runtime.run(g, cluster, placement, inputs=[x])[0]
+    with torch.no_grad():
+        torch.testing.assert_close(got, module(x), rtol=1e-5, atol=1e-5)
+
 def test_file_path_and_garbage_file(tmp_path: Path):
     """A path imports like the proto; a file that is not ONNX raises UnsupportedGraphError, not DecodeError."""
     path = tmp_path / "mlp.onnx"

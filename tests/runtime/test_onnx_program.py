@@ -451,19 +451,6 @@ def _export(module: Any, x: Any, opset: int = 17, dynamic: bool = False) -> Any:
     return onnx.load_from_string(buffer.getvalue())
 
 
-def _folded(model: Any, tmp_path: Path) -> Any:
-    """The model after onnxruntime's basic (standard-op) constant folding.
-
-    The exported attention slices a shape with bounds computed by ``Mod``, which ONNX shape inference leaves
-    unknown, so ``from_onnx`` rejects the raw export.
-    """
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.optimized_model_filepath = str(tmp_path / "folded.onnx")
-    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return onnx.load(options.optimized_model_filepath)
-
-
 def _exported_models() -> dict[str, tuple[Any, Any]]:
     torch.manual_seed(0)
     nn = torch.nn
@@ -479,12 +466,14 @@ def _exported_models() -> dict[str, tuple[Any, Any]]:
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn", "transformer", "lstm", "gru"])
-def test_exported_torch_model_matches(name: str, tmp_path: Path) -> None:
-    """What torch.onnx.export emits for small models runs and matches onnxruntime and torch itself."""
+def test_exported_torch_model_matches(name: str) -> None:
+    """What torch.onnx.export emits for small models runs and matches onnxruntime and torch itself.
+
+    The transformer is the raw export: its attention's shape arithmetic is folded by the importer.
+    """
     module, x = _exported_models()[name]
     dynamic = name in ("mlp", "cnn")
     model = _export(module, x, dynamic=dynamic)
-    model = _folded(model, tmp_path) if name == "transformer" else model
     shapes = {"x": list(x.shape)} if dynamic else None
     g = _check(model, {"x": x.numpy()}, input_shapes=shapes)
     with torch.no_grad():
