@@ -51,7 +51,7 @@ import logging
 import math
 import os
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -313,17 +313,19 @@ def _function_traced(tf: Any, concrete: Any) -> _Traced:
         graph_def = concrete.graph.as_graph_def(add_shapes=True)
         nodes = {n.name: n for n in graph_def.node}
         variables = {id(v.handle): v for v in concrete.graph.variables}
-        captured, renames = set(), {}
+        captured, renames, handles = set(), {}, []
         for external, internal in concrete.graph.captures:
             node = nodes[internal.op.name]
             captured.add(internal.name)
             if internal.dtype != tf.resource:
                 _as_const(tf, node, external)
             elif _as_var_handle(tf, node, variables.get(id(external)), internal):
+                handles.append(node)
                 wanted = node.attr["shared_name"].s.decode()
                 if wanted and wanted not in nodes and wanted not in renames.values():
                     renames[node.name] = wanted
         _rename_nodes(graph_def, renames)
+        _separate_shared_names(handles)
         inputs = tuple(t.name for t in concrete.inputs if t.name not in captured)
         outputs = tuple(t.name for t in concrete.outputs)
     return _Traced(graph_def, fname.removeprefix("__inference_"), inputs, outputs)
@@ -351,6 +353,18 @@ def _as_var_handle(tf: Any, node: Any, variable: Any, placeholder: Any) -> bool:
     node.attr["shared_name"].s = shared.encode()
     node.attr["container"].s = b""
     return True
+
+
+def _separate_shared_names(handles: list[Any]) -> None:
+    """Give variable handles that share a ``shared_name`` their node names as shared names.
+
+    Unnamed ``tf.Variable`` objects captured by one function are all named ``"Variable"``; handles with one shared
+    name are one variable in a session, so they would overwrite each other.
+    """
+    counts = Counter(node.attr["shared_name"].s for node in handles)
+    for node in handles:
+        if counts[node.attr["shared_name"].s] > 1:
+            node.attr["shared_name"].s = node.name.encode()
 
 
 def _as_const(tf: Any, node: Any, value: Any) -> None:

@@ -303,7 +303,6 @@ def _placed_graph(tf: Any, graph_def: Any, devices: Mapping[str, str]) -> Any:
     placed.CopyFrom(graph_def)
     for node in placed.node:
         node.device = devices[node.name]
-    _separate_shared_variables(placed)
     tf_graph = tf.Graph()
     try:
         with tf_graph.as_default():
@@ -311,22 +310,6 @@ def _placed_graph(tf: Any, graph_def: Any, devices: Mapping[str, str]) -> Any:
     except Exception as err:  # ValueError, InvalidArgumentError, ...
         raise TensorFlowRunError(f"TensorFlow could not import the placed GraphDef: {_brief(err)}") from err
     return tf_graph
-
-
-def _separate_shared_variables(graph_def: Any) -> None:
-    """Give ``VarHandleOp`` nodes that share a ``shared_name`` their own names as shared names.
-
-    Two handle nodes with one shared name are one variable in a session; unnamed ``tf.Variable`` objects captured
-    by a function all come out as ``"Variable"``, so they would overwrite each other.
-    """
-    handles = [n for n in graph_def.node if n.op == "VarHandleOp"]
-    counts: dict[tuple[bytes, bytes], int] = {}
-    for node in handles:
-        key = (node.attr["container"].s, node.attr["shared_name"].s)
-        counts[key] = counts.get(key, 0) + 1
-    for node in handles:
-        if counts[node.attr["container"].s, node.attr["shared_name"].s] > 1:
-            node.attr["shared_name"].s = node.name.encode()
 
 
 class _TimeUp(TensorFlowRunError):

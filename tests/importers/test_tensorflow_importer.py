@@ -172,6 +172,19 @@ def test_tf_function_variable_becomes_a_named_persistent_var_handle():
     assert g.source.inputs == ("x:0",)
 
 
+def test_unnamed_captured_variables_get_their_own_shared_names():
+    """Two unnamed variables (both "Variable" to TensorFlow) become two handles with distinct shared names."""
+    a, b = tf.Variable(tf.ones((2, 2))), tf.Variable(tf.zeros((2, 2)))
+
+    @tf.function(input_signature=[tf.TensorSpec((2, 2), tf.float32)])
+    def f(x):
+        return tf.matmul(x, a) + b
+
+    handles = [n for n in from_tensorflow(f).source.graph_def.node if n.op == "VarHandleOp"]
+    shared = [n.attr["shared_name"].s for n in handles]
+    assert len(handles) == 2 and len(set(shared)) == 2, shared
+
+
 def test_tf_function_without_signature_and_control_flow_raise():
     """A tf.function with no input_signature, and While/If nodes (also inside a called function), are named."""
 
