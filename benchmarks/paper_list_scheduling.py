@@ -77,7 +77,7 @@ def _markdown(old: dict, new: dict) -> str:
         + " | ".join(f"{m} | samples | x" for m in methods) + " | lower bound |",
         "|---|" + "---:|" * (5 + 3 * len(methods) + 1),
     ]
-    tally = {m: [0, 0, []] for m in methods}
+    tally = {m: [0, 0, [], 0] for m in methods}
     for key, records in old.items():
         fresh = new.get(key, {})
         if not fresh:
@@ -93,15 +93,17 @@ def _markdown(old: dict, new: dict) -> str:
             tally[m][0] += mine < best * (1 - 1e-3)
             tally[m][1] += abs(mine - best) <= best * 1e-3
             tally[m][2].append(best / mine)
+            tally[m][3] += mine <= base * (1 + 1e-9)
         lines.append(f"| {_label(key)} | " + " | ".join(_ms(_time(records, m)) for m in REFERENCES)
                      + f" | {_ms(base)} | {_ms(learned)} | " + " | ".join(cells)
                      + f" | {_ms(records[baselines[0]]['lower_bound'])} |")
     lines.append("")
-    for m, (wins, ties, gains) in tally.items():
+    for m, (wins, ties, gains, not_slower) in tally.items():
         geo = math.exp(sum(math.log(g) for g in gains) / len(gains))
         lines.append(f"- {m}: faster than everything in `RESULTS.md` on {wins} of {len(gains)} cases, within 0.1 % "
                      f"on {ties}, slower on {len(gains) - wins - ties}; geometric mean of best before / {m}: "
-                     f"{geo:.3f}")
+                     f"{geo:.3f}; never slower than the best baseline (issue 6, target 1): {not_slower} of "
+                     f"{len(gains)} cases")
     return "\n".join([*lines, "", *_paper_targets(old, new, methods)]) + "\n"
 
 
