@@ -7,7 +7,11 @@ which are deterministic and must match ``results.json``'s)::
         '~learned.list_scheduling_warm' out_dir=/tmp/bench_ls
     gplace bench --config-name bench_paper '~learned.seq2seq' '~learned.seq2seq_warm' '~learned.gdp_warm' \\
         '~learned.list_scheduling' out_dir=/tmp/bench_lsw
-    python benchmarks/paper_list_scheduling.py /tmp/bench_ls /tmp/bench_lsw
+    python benchmarks/paper_list_scheduling.py /tmp/bench_ls /tmp/bench_lsw \
+        --seq2seq-runs /tmp/gplace_sample_efficiency/sample_efficiency.json
+
+``--seq2seq-runs`` (the raw JSON of ``sample_efficiency.py``) adds the samples the cold search took to reach each
+seq2seq run's best on the paper's models, read from the bench's ``runs/*/metrics.jsonl``.
 """
 
 from __future__ import annotations
@@ -29,13 +33,17 @@ CLAIMS = (("nmt", "expert", 0.20, "2x"), ("nmt", "expert", 0.20, "4x"), ("incept
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="+", help="out_dirs of the list-scheduling bench runs")
+    parser.add_argument("--seq2seq-runs", type=Path, help="sample_efficiency.py's raw JSON (seq2seq curves)")
     args = parser.parse_args()
     old = _by_case(json.loads((HERE / "results.json").read_text()))
     new: dict[tuple[str, str], dict[str, dict]] = {}
     for run in args.runs:
         for key, records in _by_case(json.loads((run / "results.json").read_text())).items():
             new.setdefault(key, {}).update({m: r for m, r in records.items() if m in NEW})
-    (HERE / "paper_list_scheduling.md").write_text(_markdown(old, new))
+    text = _markdown(old, new)
+    if args.seq2seq_runs:
+        text += _sample_section(json.loads(args.seq2seq_runs.read_text()), args.runs)
+    (HERE / "paper_list_scheduling.md").write_text(text)
 
 
 def _by_case(records: list[dict]) -> dict[tuple[str, str], dict[str, dict]]:
@@ -125,6 +133,46 @@ def _paper_targets(old: dict, new: dict, methods: list[str]) -> list[str]:
         out.append(f"- {_label(key)}: {reference} {_ms(_time(old[key], reference))}, {name} {_ms(mine)}: "
                    f"{gain:+.1%} (target: {target}): **{verdict}**")
     return [*out, ""]
+
+
+def _sample_section(efficiency: dict, runs: list[Path]) -> str:
+    """Samples the cold list-scheduling search took to reach each seq2seq run's best (``sample_efficiency.md``)."""
+    lines = [
+        "## Samples to reach the seq2seq policy's best",
+        "",
+        "Against the seq2seq runs of `sample_efficiency.md` (from scratch, 1,600 samples, seeds 0 and 1): S* is a "
+        "seq2seq run's best step time, n_seq the samples it took to reach it, n_ls the samples the cold "
+        "`list_scheduling` search above (one run, the bench's seed) took to first reach <= S*; ratio n_seq / n_ls.",
+        "",
+        "| model / cluster | seed | S* | n_seq | n_ls | ratio |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    ratios, missed = [], 0
+    for case in efficiency["cases"]:
+        history = _bench_history(runs, case["model"], case["cluster_label"])
+        for run in (r for r in case["runs"] if r["method"] == "seq2seq"):
+            target = run["best"]
+            n_seq = next(n for n, b in zip(run["samples"], run["best_so_far"], strict=True) if b <= target)
+            n_ls = next((n for n, b in history if b <= target), None)
+            missed += n_ls is None
+            if n_ls:
+                ratios.append(n_seq / n_ls)
+            lines.append(f"| {case['model']} / {case['cluster_label']} | {run['seed']} | {_ms(target)} | {n_seq:,} | "
+                         + (f"{n_ls:,} | {n_seq / n_ls:.1f}x |" if n_ls else "not reached | - |"))
+    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else math.nan
+    lines += ["", f"Reached in fewer samples on {sum(r > 1 for r in ratios)} of {len(ratios) + missed} seq2seq runs, "
+              f"not reached on {missed}; geometric-mean ratio over the reached ones {geo:.1f}x.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _bench_history(runs: list[Path], model: str, cluster: str) -> list[tuple[int, float]]:
+    """(samples, best so far) after each update of the cold list-scheduling search of ``model`` on ``cluster``."""
+    for run in runs:
+        for path in sorted((run / "runs").glob(f"{model}_*-{cluster}-list_scheduling/metrics.jsonl")):
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            return [(int(r["charts/samples"]), r["charts/best_step_time"]) for r in rows
+                    if "charts/best_step_time" in r]
+    return []
 
 
 if __name__ == "__main__":
