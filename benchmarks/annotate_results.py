@@ -22,7 +22,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 MARK = "\n## Targets (issue 6)\n"
-LEARNED = ("seq2seq", "seq2seq_warm", "gdp_warm", "list_scheduling", "list_scheduling_warm")
+LEARNED = ("seq2seq", "seq2seq_warm", "gdp_warm", "list_scheduling", "list_scheduling_warm", "list_scheduling_no_prior")
 EXPERT, SINGLE_GPU = "expert", "single_gpu"
 BUDGET_S = 15 * 60
 TIGHT = 1.15

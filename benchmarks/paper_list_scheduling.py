@@ -4,10 +4,9 @@ Run from the repository root, with ``OMP_NUM_THREADS=1``, one bench per search (
 which are deterministic and must match ``results.json``'s)::
 
     gplace bench --config-name bench_paper '~learned.seq2seq' '~learned.seq2seq_warm' '~learned.gdp_warm' \\
-        '~learned.list_scheduling_warm' out_dir=/tmp/bench_ls
-    gplace bench --config-name bench_paper '~learned.seq2seq' '~learned.seq2seq_warm' '~learned.gdp_warm' \\
-        '~learned.list_scheduling' out_dir=/tmp/bench_lsw
-    python benchmarks/paper_list_scheduling.py /tmp/bench_ls /tmp/bench_lsw \
+        '~learned.list_scheduling_warm' '~learned.list_scheduling_no_prior' out_dir=/tmp/bench_ls
+    # the same keeping only list_scheduling_warm (out_dir=/tmp/bench_lsw), then only _no_prior (/tmp/bench_lsn)
+    python benchmarks/paper_list_scheduling.py /tmp/bench_ls /tmp/bench_lsw /tmp/bench_lsn \\
         --seq2seq-runs /tmp/gplace_sample_efficiency/sample_efficiency.json
 
 ``--seq2seq-runs`` (the raw JSON of ``sample_efficiency.py``) adds the samples the cold search took to reach each
@@ -22,7 +21,7 @@ import math
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-NEW = ("list_scheduling", "list_scheduling_warm")
+NEW = ("list_scheduling", "list_scheduling_warm", "list_scheduling_no_prior")
 OLD_LEARNED = ("seq2seq", "seq2seq_warm", "gdp_warm")
 REFERENCES = ("single_gpu", "heft", "expert")
 CLAIMS = (("nmt", "expert", 0.20, "2x"), ("nmt", "expert", 0.20, "4x"), ("inception_v3", "single_gpu", 0.15, "4x"),
@@ -76,7 +75,8 @@ def _markdown(old: dict, new: dict) -> str:
         "Made by `python benchmarks/paper_list_scheduling.py DIR...` after one `gplace bench --config-name "
         "bench_paper` per search with only the list-scheduling searches (`encoder=gnn policy=list_scheduling`; "
         "`list_scheduling` from scratch, `list_scheduling_warm` warm-started from the best baseline's placement "
-        "projected on its groups, as `seq2seq_warm`), the same 50 s budget per search as `RESULTS.md`, run "
+        "projected on its groups, as `seq2seq_warm`; `list_scheduling_no_prior` from scratch with the "
+        "earliest-finish-time prior's weight starting at 0), the same 50 s budget per search as `RESULTS.md`, run "
         "after it on the same machine (other jobs running). Step times are simulated (`sim-v1`) on the paper's "
         "machine model. \"best before\" is the best of every baseline and of the seq2seq, seq2seq_warm and "
         "gdp_warm searches of `RESULTS.md`; x = best before / this search (above 1: this search is faster).",
@@ -135,40 +135,52 @@ def _paper_targets(old: dict, new: dict, methods: list[str]) -> list[str]:
     return [*out, ""]
 
 
+COLD = ("list_scheduling", "list_scheduling_no_prior")
+
+
 def _sample_section(efficiency: dict, runs: list[Path]) -> str:
-    """Samples the cold list-scheduling search took to reach each seq2seq run's best (``sample_efficiency.md``)."""
+    """Samples each cold list-scheduling search took to reach each seq2seq run's best (``sample_efficiency.md``)."""
     lines = [
         "## Samples to reach the seq2seq policy's best",
         "",
         "Against the seq2seq runs of `sample_efficiency.md` (from scratch, 1,600 samples, seeds 0 and 1): S* is a "
-        "seq2seq run's best step time, n_seq the samples it took to reach it, n_ls the samples the cold "
-        "`list_scheduling` search above (one run, the bench's seed) took to first reach <= S*; ratio n_seq / n_ls.",
+        "seq2seq run's best step time, n_seq the samples it took to reach it, then for each cold search above (one "
+        "run each, the bench's seed) the samples it took to first reach <= S* and the ratio n_seq / that.",
         "",
-        "| model / cluster | seed | S* | n_seq | n_ls | ratio |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| model / cluster | seed | S* | n_seq | " + " | ".join(f"{m} | ratio" for m in COLD) + " |",
+        "|---|---:|---:|---:|" + "---:|---:|" * len(COLD),
     ]
-    ratios, missed = [], 0
+    tallies = {m: ([], 0) for m in COLD}
     for case in efficiency["cases"]:
-        history = _bench_history(runs, case["model"], case["cluster_label"])
+        histories = {m: _bench_history(runs, case["model"], case["cluster_label"], m) for m in COLD}
         for run in (r for r in case["runs"] if r["method"] == "seq2seq"):
             target = run["best"]
             n_seq = next(n for n, b in zip(run["samples"], run["best_so_far"], strict=True) if b <= target)
-            n_ls = next((n for n, b in history if b <= target), None)
-            missed += n_ls is None
-            if n_ls:
-                ratios.append(n_seq / n_ls)
+            cells = []
+            for m in COLD:
+                if not histories[m]:
+                    cells += ["-", "-"]
+                    continue
+                n = next((n for n, b in histories[m] if b <= target), None)
+                ratios, missed = tallies[m]
+                tallies[m] = (ratios + [n_seq / n], missed) if n else (ratios, missed + 1)
+                cells += [f"{n:,}", f"{n_seq / n:.1f}x"] if n else ["not reached", "-"]
             lines.append(f"| {case['model']} / {case['cluster_label']} | {run['seed']} | {_ms(target)} | {n_seq:,} | "
-                         + (f"{n_ls:,} | {n_seq / n_ls:.1f}x |" if n_ls else "not reached | - |"))
-    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else math.nan
-    lines += ["", f"Reached in fewer samples on {sum(r > 1 for r in ratios)} of {len(ratios) + missed} seq2seq runs, "
-              f"not reached on {missed}; geometric-mean ratio over the reached ones {geo:.1f}x.", ""]
-    return "\n".join(lines) + "\n"
+                         + " | ".join(cells) + " |")
+    lines.append("")
+    for m, (ratios, missed) in tallies.items():
+        if not ratios and not missed:
+            continue
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else math.nan
+        lines.append(f"- {m}: fewer samples than seq2seq on {sum(r > 1 for r in ratios)} of {len(ratios) + missed} "
+                     f"runs, not reached on {missed}; geometric-mean ratio over the reached ones {geo:.1f}x")
+    return "\n".join([*lines, ""]) + "\n"
 
 
-def _bench_history(runs: list[Path], model: str, cluster: str) -> list[tuple[int, float]]:
-    """(samples, best so far) after each update of the cold list-scheduling search of ``model`` on ``cluster``."""
+def _bench_history(runs: list[Path], model: str, cluster: str, method: str) -> list[tuple[int, float]]:
+    """(samples, best so far) after each update of ``method``'s search of ``model`` on ``cluster``."""
     for run in runs:
-        for path in sorted((run / "runs").glob(f"{model}_*-{cluster}-list_scheduling/metrics.jsonl")):
+        for path in sorted((run / "runs").glob(f"{model}_*-{cluster}-{method}/metrics.jsonl")):
             rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
             return [(int(r["charts/samples"]), r["charts/best_step_time"]) for r in rows
                     if "charts/best_step_time" in r]
