@@ -33,7 +33,6 @@ import keyword
 import logging
 import operator
 import re
-import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from gplace.importers.onnx import OnnxSource
 from gplace.ir import OpGraph, UnsupportedGraphError
 from gplace.runtime import onnx_nn, onnx_ops, onnx_rnn, onnx_shape
 from gplace.runtime.onnx_ops import Attrs, constant_value, sparse_to_dense, tensor_from_proto, torch_dtype
+from gplace.runtime.torch_runtime import synthesised
 
 logger = logging.getLogger(__name__)
 
@@ -120,14 +120,6 @@ def _identifier(name: str, taken: set[str]) -> str:
         candidate, k = f"{base}_{k}", k + 1
     taken.add(candidate)
     return candidate
-
-
-def _synthesised(name: str, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """Floats uniform in [0, 1) seeded by the CRC-32 of ``name``; other types 0."""
-    if not (dtype.is_floating_point or dtype.is_complex):
-        return torch.zeros(list(shape), dtype=dtype)
-    generator = torch.Generator().manual_seed(zlib.crc32(name.encode()))
-    return torch.rand(list(shape), generator=generator).to(dtype)
 
 
 def _opset(model: Any) -> int:
@@ -206,7 +198,7 @@ class _Builder:
         made = value is None
         if made:
             data_type = proto.values.data_type if sparse else proto.data_type
-            value = _synthesised(name, [int(d) for d in proto.dims], torch_dtype(data_type, what=what))
+            value = synthesised(name, [int(d) for d in proto.dims], torch_dtype(data_type, what=what))
         self._placeholder(name, op, value)
         return made
 
@@ -285,4 +277,4 @@ def _input_value(value: Any) -> torch.Tensor | None:
         return None
     tensor_type = value.type.tensor_type
     dtype = torch_dtype(tensor_type.elem_type, what=f"input {value.name!r}")
-    return _synthesised(value.name, [int(d.dim_value) for d in tensor_type.shape.dim], dtype)
+    return synthesised(value.name, [int(d.dim_value) for d in tensor_type.shape.dim], dtype)

@@ -64,7 +64,7 @@ from gplace.runtime.base import Measurement, Runtime
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TorchRunError", "TorchRuntime", "op_name_of", "torch_device"]
+__all__ = ["TorchRunError", "TorchRuntime", "op_name_of", "synthesised", "torch_device"]
 
 _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
 """``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
@@ -340,15 +340,19 @@ def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
     return value
 
 
+def synthesised(name: str, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """A made-up value: floats uniform in [0, 1) from a generator seeded by the CRC-32 of ``name``, other types 0."""
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return torch.zeros(list(shape), dtype=dtype)
+    generator = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    return torch.rand(list(shape), generator=generator).to(dtype)
+
+
 def _synthesise(node: torch.fx.Node) -> Any:
-    """A value with the shape and dtype of ``meta["val"]``: floats in [0, 1) seeded by the node name, else 0."""
+    """A value with the shape and dtype of ``meta["val"]`` (:func:`synthesised`, seeded by the node name)."""
     val = node.meta.get("val")
     if isinstance(val, torch.Tensor):
-        shape = [_hint(d) for d in val.shape]
-        if not (val.dtype.is_floating_point or val.dtype.is_complex):
-            return torch.zeros(shape, dtype=val.dtype)
-        generator = torch.Generator().manual_seed(zlib.crc32(node.name.encode()))
-        return torch.rand(shape, generator=generator).to(val.dtype)
+        return synthesised(node.name, [_hint(d) for d in val.shape], val.dtype)
     if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
         return _hint(val)
     if isinstance(val, int | float | bool):
