@@ -20,6 +20,8 @@ import json
 import math
 from pathlib import Path
 
+from annotate_results import Case, load_cases
+
 HERE = Path(__file__).resolve().parent
 NEW = ("list_scheduling", "list_scheduling_warm", "list_scheduling_no_prior")
 OLD_LEARNED = ("seq2seq", "seq2seq_warm", "gdp_warm")
@@ -34,27 +36,16 @@ def main() -> None:
     parser.add_argument("runs", type=Path, nargs="+", help="out_dirs of the list-scheduling bench runs")
     parser.add_argument("--seq2seq-runs", type=Path, help="sample_efficiency.py's raw JSON (seq2seq curves)")
     args = parser.parse_args()
-    old = _by_case(json.loads((HERE / "results.json").read_text()))
-    new: dict[tuple[str, str], dict[str, dict]] = {}
+    old = {(c.graph, c.cluster): c for c in load_cases(HERE / "results.json")}
+    merged: dict[tuple[str, str], dict[str, dict]] = {}
     for run in args.runs:
-        for key, records in _by_case(json.loads((run / "results.json").read_text())).items():
-            new.setdefault(key, {}).update({m: r for m, r in records.items() if m in NEW})
+        for c in load_cases(run / "results.json"):
+            merged.setdefault((c.graph, c.cluster), {}).update({m: r for m, r in c.records.items() if m in NEW})
+    new = {key: Case(*key, records) for key, records in merged.items()}
     text = _markdown(old, new)
     if args.seq2seq_runs:
         text += _sample_section(json.loads(args.seq2seq_runs.read_text()), args.runs)
     (HERE / "paper_list_scheduling.md").write_text(text)
-
-
-def _by_case(records: list[dict]) -> dict[tuple[str, str], dict[str, dict]]:
-    cases: dict[tuple[str, str], dict[str, dict]] = {}
-    for r in records:
-        cases.setdefault((r["graph"], r["cluster"]), {})[r["method"]] = r
-    return cases
-
-
-def _time(records: dict[str, dict], method: str) -> float:
-    r = records.get(method)
-    return math.inf if r is None or r["failed"] else r["step_time"]
 
 
 def _ms(seconds: float) -> str:
@@ -68,7 +59,7 @@ def _label(key: tuple[str, str]) -> str:
 
 
 def _markdown(old: dict, new: dict) -> str:
-    methods = [m for m in NEW if any(m in records for records in new.values())]
+    methods = [m for m in NEW if any(m in case.records for case in new.values())]
     lines = [
         "# The list-scheduling policy on the paper's table",
         "",
@@ -86,25 +77,25 @@ def _markdown(old: dict, new: dict) -> str:
         "|---|" + "---:|" * (5 + 3 * len(methods) + 1),
     ]
     tally = {m: [0, 0, [], 0] for m in methods}
-    for key, records in old.items():
-        fresh = new.get(key, {})
-        if not fresh:
+    for key, case in old.items():
+        fresh = new.get(key)
+        if fresh is None:
             continue
-        baselines = [m for m in records if m not in OLD_LEARNED]
-        base = min(_time(records, m) for m in baselines)
-        learned = min(_time(records, m) for m in OLD_LEARNED)
+        baselines = [m for m in case.records if m not in OLD_LEARNED]
+        base = min(case.time(m) for m in baselines)
+        learned = min(case.time(m) for m in OLD_LEARNED)
         best = min(base, learned)
         cells = []
         for m in methods:
-            mine = _time(fresh, m)
-            cells += [f"**{_ms(mine)}**", f"{fresh[m]['samples']:,}" if m in fresh else "-", f"{best / mine:.3f}x"]
+            mine = fresh.time(m)
+            cells += [f"**{_ms(mine)}**", f"{fresh.records[m]['samples']:,}" if m in fresh.records else "-",
+                      f"{best / mine:.3f}x"]
             tally[m][0] += mine < best * (1 - 1e-3)
             tally[m][1] += abs(mine - best) <= best * 1e-3
             tally[m][2].append(best / mine)
             tally[m][3] += mine <= base * (1 + 1e-9)
-        lines.append(f"| {_label(key)} | " + " | ".join(_ms(_time(records, m)) for m in REFERENCES)
-                     + f" | {_ms(base)} | {_ms(learned)} | " + " | ".join(cells)
-                     + f" | {_ms(records[baselines[0]]['lower_bound'])} |")
+        lines.append(f"| {_label(key)} | " + " | ".join(_ms(case.time(m)) for m in REFERENCES)
+                     + f" | {_ms(base)} | {_ms(learned)} | " + " | ".join(cells) + f" | {_ms(case.bound)} |")
     lines.append("")
     for m, (wins, ties, gains, not_slower) in tally.items():
         geo = math.exp(sum(math.log(g) for g in gains) / len(gains))
@@ -123,14 +114,14 @@ def _paper_targets(old: dict, new: dict, methods: list[str]) -> list[str]:
         key = next((k for k in old if k[0].startswith(family + "_") and f"+{gpus}K80" in k[1]), None)
         if key is None or key not in new:
             continue
-        name, mine = min(((m, _time(new[key], m)) for m in methods), key=lambda x: x[1])
-        gain = _time(old[key], reference) / mine - 1
+        name, mine = min(((m, new[key].time(m)) for m in methods), key=lambda x: x[1])
+        gain = old[key].time(reference) / mine - 1
         if need == 0:
             target = "equal"
             verdict = "met" if abs(gain) <= 0.01 else ("not reproduced: faster" if gain > 0 else "missed: slower")
         else:
             target, verdict = f"at least {need:.0%} faster", "met" if gain >= need else "missed"
-        out.append(f"- {_label(key)}: {reference} {_ms(_time(old[key], reference))}, {name} {_ms(mine)}: "
+        out.append(f"- {_label(key)}: {reference} {_ms(old[key].time(reference))}, {name} {_ms(mine)}: "
                    f"{gain:+.1%} (target: {target}): **{verdict}**")
     return [*out, ""]
 
