@@ -39,10 +39,8 @@ class DeviceAwarePolicy(IndependentPolicy):
                  device_feature_size: int = DEVICE_FEATURES, num_devices: int | None = None) -> None:
         super().__init__(hidden_size if state_size is None else state_size, None)
         self.device_feature_size = device_feature_size
-        self.node = nn.Sequential(nn.Linear(self.state_size, hidden_size), nn.ReLU(),
-                                  nn.Linear(hidden_size, hidden_size))
-        self.device = nn.Sequential(nn.Linear(2 * device_feature_size, hidden_size), nn.ReLU(),
-                                    nn.Linear(hidden_size, hidden_size))
+        self.node = two_layer_mlp(self.state_size, hidden_size)
+        self.device = two_layer_mlp(2 * device_feature_size, hidden_size)
         self.pair = nn.Sequential(nn.ReLU(), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
                                   nn.Linear(hidden_size, 1, bias=False))  # a shared bias cancels in the softmax
 
@@ -51,6 +49,15 @@ class DeviceAwarePolicy(IndependentPolicy):
         if device_features is None or device_features.shape[1] != self.device_feature_size:
             width = None if device_features is None else device_features.shape[1]
             raise ValueError(f"device_features has width {width}, policy expects {self.device_feature_size}")
-        f = device_features.to(states.dtype)
-        dev = self.device(torch.cat([f, f - f.mean(0, keepdim=True)], 1))
+        dev = self.device(relative_device_features(device_features.to(states.dtype)))
         return self.pair(self.node(states).unsqueeze(1) + dev.unsqueeze(0)).squeeze(-1)
+
+
+def relative_device_features(f: torch.Tensor) -> torch.Tensor:
+    """Device features next to their deviation from the cluster mean. Shapes: (D, F) -> (D, 2F)."""
+    return torch.cat([f, f - f.mean(0, keepdim=True)], 1)
+
+
+def two_layer_mlp(width_in: int, width: int) -> nn.Sequential:
+    """``Linear -> ReLU -> Linear``, ``width_in`` to ``width``."""
+    return nn.Sequential(nn.Linear(width_in, width), nn.ReLU(), nn.Linear(width, width))

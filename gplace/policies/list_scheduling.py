@@ -27,6 +27,7 @@ from torch import nn
 
 from gplace.features import DEVICE_FEATURES
 from gplace.policies.base import PolicyOutput, check_devices, check_inputs
+from gplace.policies.device_aware import relative_device_features, two_layer_mlp
 from gplace.policies.schedule_context import ScheduleContext
 
 DYNAMIC_FEATURES = 8
@@ -70,9 +71,9 @@ class ListSchedulingPolicy(nn.Module):
         super().__init__()
         self.state_size = hidden_size if state_size is None else state_size
         self.device_feature_size = device_feature_size
-        self.node = _mlp(self.state_size, hidden_size)
-        self.device = _mlp(2 * device_feature_size, hidden_size)
-        self.dynamic = _mlp(DYNAMIC_FEATURES, hidden_size)
+        self.node = two_layer_mlp(self.state_size, hidden_size)
+        self.device = two_layer_mlp(2 * device_feature_size, hidden_size)
+        self.dynamic = two_layer_mlp(DYNAMIC_FEATURES, hidden_size)
         self.residual = nn.Sequential(nn.ReLU(), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
                                       nn.Linear(hidden_size, 1, bias=False))
         nn.init.normal_(self.residual[-1].weight, std=1e-3)
@@ -129,7 +130,7 @@ class ListSchedulingPolicy(nn.Module):
                 ) -> PolicyOutput:
         """Roll the schedule forward choosing with ``choose(logits (K, D), position) -> (K,)``, then score it."""
         self._check(states, allowed, device_features, schedule)
-        base = self.node(states).unsqueeze(1) + self.device(_relative(device_features.to(states.dtype)))
+        base = self.node(states).unsqueeze(1) + self.device(relative_device_features(device_features.to(states.dtype)))
         with torch.no_grad():
             devices, features = _rollout(schedule, allowed.cpu(), k, lambda x, g: choose(
                 self._logits(base[g].detach().cpu(), x, allowed[g].cpu()), g))
@@ -244,13 +245,3 @@ def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
         free_at[rows, chosen] = end[rows, chosen]
         used[rows, chosen] += schedule.memory[g]
     return on, features
-
-
-def _relative(f: torch.Tensor) -> torch.Tensor:
-    """Device features next to their deviation from the cluster mean. Shapes: (D, F) -> (D, 2F)."""
-    return torch.cat([f, f - f.mean(0, keepdim=True)], 1)
-
-
-def _mlp(width_in: int, width: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(width_in, width), nn.ReLU(), nn.Linear(width, width))
-
