@@ -2,7 +2,7 @@
 
 Run after ``gplace bench --config-name bench_paper`` (from the repository root, with ``OMP_NUM_THREADS=1``):
 ``python benchmarks/annotate_results.py [--long DIR]``. Reads ``results.json``, the search histories under
-``runs/`` and ``baselines.md``; rebuilds the cases of ``conf/bench_paper.yaml`` for the lower bound's terms, the
+``runs/`` and ``baselines.md``; rebuilds the cases of ``gplace/conf/bench_paper.yaml`` for the lower bound's terms, the
 best baseline's projection onto the policy's groups and NMT's memory on one K80. ``--long DIR`` adds the searches
 of a second, longer run, e.g. ``gplace bench --config-name bench_paper "cases=[['graph=nmt','cluster=paper_4gpu']]"
 '~learned.seq2seq_warm' '~learned.gdp_warm' search.seconds=300 out_dir=DIR``. Running it again replaces the section.

@@ -3,18 +3,18 @@
 Run: ``OMP_NUM_THREADS=1 python benchmarks/sample_efficiency.py`` (30-40 minutes on 2 shared cores with the default
 200 updates x 8 samples and seeds 0 and 1; ``--updates 5 --seeds 0`` for a smoke run), then optionally
 ``--resume --extra-gdp-seeds 2 3 4 5 6 7 8 9`` (about 8 minutes: GDP-only runs, compared against every seq2seq
-run). Issue 5's must-show: on the paper's three models (``conf/bench_paper.yaml``'s RNNLM, NMT and Inception-V3
+run). Issue 5's must-show: on the paper's three models (``gplace/conf/bench_paper.yaml``'s RNNLM, NMT and Inception-V3
 training steps, on the paper's machine with 2 and 4 K80s), the GNN + GDP-style policy reaches the seq2seq policy's
 best step time in fewer sampled placements.
 
 Each (model, cluster, seed) trains two placers from scratch (no warm start) with the same budget of sampled
 placements, measured by the ``sim-v1`` simulator:
 
-- ``seq2seq``: ``LSTMEncoder`` + ``Seq2SeqPolicy`` (``conf/encoder/lstm.yaml``, ``conf/policy/seq2seq.yaml``);
-- ``gdp``: ``GNNEncoder("sage")`` + ``GDPPolicy`` (``conf/encoder/gnn.yaml``, ``conf/policy/gdp.yaml``);
+- ``seq2seq``: ``LSTMEncoder`` + ``Seq2SeqPolicy`` (``encoder/lstm.yaml``, ``policy/seq2seq.yaml`` in ``gplace/conf``);
+- ``gdp``: ``GNNEncoder("sage")`` + ``GDPPolicy`` (``gplace/conf/encoder/gnn.yaml``, ``gplace/conf/policy/gdp.yaml``);
 
-both with ``ReinforceTrainer`` at ``conf/trainer/reinforce.yaml``'s defaults (only ``updates`` changes) and
-``PolicyPlacer``'s default grouping (``max_groups`` 256, as ``conf/config.yaml``). Hyper-parameters are read from
+both with ``ReinforceTrainer`` at ``gplace/conf/trainer/reinforce.yaml``'s defaults (only ``updates`` changes) and
+``PolicyPlacer``'s default grouping (``max_groups`` 256, as ``gplace/conf/config.yaml``). Hyper-parameters are read from
 those YAML files, so the run uses what ``python -m gplace`` would.
 
 Per run the best-so-far step time is recorded after every update against the placements measured so far (failed
@@ -49,7 +49,7 @@ from gplace.training import ReinforceTrainer
 from gplace.zoo import load_zoo_model, paper_cluster
 
 HERE = Path(__file__).resolve().parent
-CONF = HERE.parent / "conf"
+CONF = HERE.parent / "gplace" / "conf"
 MODELS = ("rnnlm", "nmt", "inception_v3")
 CLUSTERS = ("paper_2gpu", "paper_4gpu")
 METHODS = {"seq2seq": ("lstm", "seq2seq"), "gdp": ("gnn", "gdp")}
@@ -236,7 +236,7 @@ def _markdown(report: dict) -> str:
         "# Sample efficiency: GNN + GDP vs the paper's seq2seq policy on the paper's models",
         "",
         f"Made by {_commands(report)} (issue 5's must-show: GNN + GDP reaches "
-        "the seq2seq policy's best step time in fewer sampled placements). Graphs: `conf/bench_paper.yaml`'s "
+        "the seq2seq policy's best step time in fewer sampled placements). Graphs: `gplace/conf/bench_paper.yaml`'s "
         "RNNLM, NMT and Inception-V3 training steps (`gplace.zoo`, Keras-built, the paper's sizes) on the paper's "
         "machine with 2 and 4 K80s (`paper_2gpu`, `paper_4gpu`), measured by the `sim-v1` simulator. Both "
         "placers start from scratch (no warm start, no pre-training).",
@@ -276,7 +276,8 @@ def _setup(report: dict, budget: int) -> list[str]:
         f"- seq2seq: `LSTMEncoder({_kwargs(cfg['seq2seq']['encoder'])})` + "
         f"`Seq2SeqPolicy({_kwargs(cfg['seq2seq']['policy'])})`",
         f"- gdp: `GNNEncoder({_kwargs(cfg['gdp']['encoder'])})` + `GDPPolicy({_kwargs(cfg['gdp']['policy'])})`",
-        f"- trainer (both): `ReinforceTrainer({_kwargs(trainer)})`, the defaults of `conf/trainer/reinforce.yaml` "
+        f"- trainer (both): `ReinforceTrainer({_kwargs(trainer)})`, the defaults of "
+        "`gplace/conf/trainer/reinforce.yaml` "
         "(reward -sqrt(step time), EMA baseline, failed placements charged 100 s); grouping: "
         f"`PolicyPlacer(max_groups={MAX_GROUPS})`, every graph here coarsened to {MAX_GROUPS} groups",
         "- S*: a seed's seq2seq best step time; n_seq: samples seq2seq took to first reach S*; n_gdp: samples GDP "

@@ -107,7 +107,7 @@ def _bench_main(cfg: DictConfig) -> None:
 
 
 def bench(cfg: DictConfig) -> list:
-    """Build the bench cases, baselines and searches from ``cfg`` (conf/bench.yaml) and run them."""
+    """Build the bench cases, baselines and searches from ``cfg`` (gplace/conf/bench.yaml) and run them."""
     from hydra import compose
 
     from gplace.bench import BenchCase, run_suite

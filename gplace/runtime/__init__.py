@@ -17,7 +17,7 @@ _LAZY = {
     **{name: "gplace.runtime.torch_runtime" for name in ("TorchRunError", "TorchRuntime", "torch_device")},
     **{name: "gplace.runtime.calibration" for name in ("Calibration", "LinkFit", "calibrate", "fit_link")},
     **{name: "gplace.runtime.tf_runtime" for name in ("TensorFlowRunError", "TensorFlowRuntime", "tf_device")},
-    **{name: "gplace.runtime.onnx_program" for name in ("OnnxProgram", "onnx_program")},
+    **{name: "gplace.runtime.onnx.program" for name in ("OnnxProgram", "onnx_program")},
     "CachedRuntime": "gplace.runtime.cache",
     "PoolRuntime": "gplace.runtime.parallel",
     "RayRuntime": "gplace.runtime.ray_runtime",

@@ -6,7 +6,7 @@ Program
     The graph's ``source`` is the :class:`~gplace.importers.torch_export.TorchSource` that
     :func:`~gplace.importers.torch_export.from_torch` attached (each op is the FX node of the same name), or the
     :class:`~gplace.importers.onnx.OnnxSource` of :func:`~gplace.importers.onnx.from_onnx`, whose model
-    :func:`~gplace.runtime.onnx_program.onnx_program` converts to an FX program, once per model (each ONNX node a
+    :func:`~gplace.runtime.onnx.program.onnx_program` converts to an FX program, once per model (each ONNX node a
     call of a torch function; each FX node names its op in ``node.meta["gplace_op"]``). A model with an op the
     converter lacks fails every measurement, naming the node. An FX node that is not an op takes a device from
     the ops around it: an ``operator.getitem`` runs where its tuple was made, a parameter, folded initialiser or
@@ -44,7 +44,6 @@ import operator
 import re
 import statistics
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
@@ -61,6 +60,7 @@ from gplace.importers.onnx import OnnxSource
 from gplace.importers.torch_export import TorchSource
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.synthetic import synthesised
 
 logger = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ def _unavailable(device: torch.device) -> str:
 # ---------------------------------------------------------------------- values
 def _onnx_program(source: OnnxSource, graph: OpGraph) -> Any:
     """The converted ONNX model; a node without a torch implementation becomes a run error naming it."""
-    from gplace.runtime.onnx_program import onnx_program
+    from gplace.runtime.onnx.program import onnx_program
 
     try:
         return onnx_program(source, graph)
@@ -338,14 +338,6 @@ def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
     for part in target.split("."):
         value = getattr(value, part, None)
     return value
-
-
-def synthesised(name: str, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """A made-up value: floats uniform in [0, 1) from a generator seeded by the CRC-32 of ``name``, other types 0."""
-    if not (dtype.is_floating_point or dtype.is_complex):
-        return torch.zeros(list(shape), dtype=dtype)
-    generator = torch.Generator().manual_seed(zlib.crc32(name.encode()))
-    return torch.rand(list(shape), generator=generator).to(dtype)
 
 
 def _synthesise(node: torch.fx.Node) -> Any:

@@ -233,7 +233,7 @@ def test_bench_paper_config_has_the_expert_baseline():
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    conf = Path(__file__).resolve().parents[2] / "conf"
+    conf = Path(__file__).resolve().parents[2] / "gplace" / "conf"
     paper, default = OmegaConf.load(conf / "bench_paper.yaml"), OmegaConf.load(conf / "bench.yaml")
     assert set(default.baselines) < set(paper.baselines)
     assert isinstance(instantiate(paper.baselines.expert), FamilyExpert)

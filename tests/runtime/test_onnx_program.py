@@ -1,4 +1,4 @@
-"""ONNX-imported graphs run on torch-v1 (gplace.runtime.onnx_program) and give onnxruntime's outputs."""
+"""ONNX-imported graphs run on torch-v1 (gplace.runtime.onnx.program) and give onnxruntime's outputs."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from gplace.importers.onnx import from_onnx  # noqa: E402
 from gplace.ir import Cluster, Device, OpGraph, Placement, UnsupportedGraphError  # noqa: E402
 from gplace.runtime.conformance import check_runtime  # noqa: E402
-from gplace.runtime.onnx_program import onnx_program  # noqa: E402
+from gplace.runtime.onnx.program import onnx_program  # noqa: E402
 from gplace.runtime.torch_runtime import TorchRunError, TorchRuntime  # noqa: E402
 
 pytestmark = [pytest.mark.onnx, pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -533,7 +533,7 @@ def test_missing_initializer_data_is_made_up(caplog: pytest.LogCaptureFixture) -
     weight.ClearField("raw_data")
     weight.ClearField("float_data")
     g = from_onnx(model)
-    with caplog.at_level(logging.INFO, logger="gplace.runtime.onnx_program"):
+    with caplog.at_level(logging.INFO, logger="gplace.runtime.onnx.program"):
         program = onnx_program(g.source, g)
     w = program.values[program.placeholders["w"]]
     assert w.shape == (3,) and w.dtype == torch.float32 and bool((w >= 0).all())

@@ -6,9 +6,9 @@
 - **One ``call_function`` node per ONNX node**, its target a small torch function implementing the op, its
   inputs as arguments (``None`` for a skipped optional input) and its attributes as keyword arguments. A node
   with several outputs returns a tuple read by ``operator.getitem`` nodes. A ``Constant`` node returns its
-  value, held by a placeholder. The functions: :mod:`gplace.runtime.onnx_ops` (element-wise, reductions,
-  matrix products), :mod:`gplace.runtime.onnx_shape` (shape and indexing), :mod:`gplace.runtime.onnx_nn`
-  (padding, convolution, pooling, normalisation, resizing), :mod:`gplace.runtime.onnx_rnn` (recurrent layers).
+  value, held by a placeholder. The functions: :mod:`gplace.runtime.onnx.ops` (element-wise, reductions,
+  matrix products), :mod:`gplace.runtime.onnx.shape` (shape and indexing), :mod:`gplace.runtime.onnx.nn`
+  (padding, convolution, pooling, normalisation, resizing), :mod:`gplace.runtime.onnx.rnn` (recurrent layers).
 - **Placeholders** for the graph inputs and for every initialiser (dense or sparse).
 - **Names**: FX node names are sanitised (``"/conv1/Conv"`` becomes ``"_conv1_Conv"``), so each node records
   its gplace op in ``node.meta["gplace_op"]``: ONNX nodes their op, ``Input`` ops their placeholder, shared
@@ -43,9 +43,12 @@ import torch
 
 from gplace.importers.onnx import OnnxSource
 from gplace.ir import OpGraph, UnsupportedGraphError
-from gplace.runtime import onnx_nn, onnx_ops, onnx_rnn, onnx_shape
-from gplace.runtime.onnx_ops import Attrs, constant_value, sparse_to_dense, tensor_from_proto, torch_dtype
-from gplace.runtime.torch_runtime import synthesised
+from gplace.runtime.onnx import nn as onnx_nn
+from gplace.runtime.onnx import ops as onnx_ops
+from gplace.runtime.onnx import rnn as onnx_rnn
+from gplace.runtime.onnx import shape as onnx_shape
+from gplace.runtime.onnx.ops import Attrs, constant_value, sparse_to_dense, tensor_from_proto, torch_dtype
+from gplace.runtime.synthetic import synthesised
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from gplace.runtime.onnx_ops import Attrs, Converter, outputs
+from gplace.runtime.onnx.ops import Attrs, Converter, outputs
 
 __all__ = ["CONVERTERS"]
 

@@ -3,9 +3,9 @@
 Each converter reads a node's attributes through :class:`Attrs` (which rejects any attribute no converter
 read) and returns ``(function, kwargs)``: a module-level torch function that takes the node's inputs in order
 (``None`` for a missing optional one) and its attributes as keyword arguments. A node with more than one
-output gets a tuple. The other tables: :mod:`gplace.runtime.onnx_shape` (shape and indexing ops),
-:mod:`gplace.runtime.onnx_nn` (padding, convolution, pooling, normalisation, resizing) and
-:mod:`gplace.runtime.onnx_rnn` (recurrent layers).
+output gets a tuple. The other tables: :mod:`gplace.runtime.onnx.shape` (shape and indexing ops),
+:mod:`gplace.runtime.onnx.nn` (padding, convolution, pooling, normalisation, resizing) and
+:mod:`gplace.runtime.onnx.rnn` (recurrent layers).
 
 - Binary ops broadcast like NumPy; before opset 7, ``broadcast=1, axis=k`` lines B up with A from axis k.
 - Integer ``Div`` truncates; ``Mod`` is Python's (sign of the divisor) unless ``fmod=1``; ``Pow`` keeps the
@@ -489,4 +489,4 @@ CONVERTERS: dict[str, Converter] = {
     "Gemm": _gemm_convert,
     "Einsum": with_attrs(_einsum, equation=("equation", None)),
 }
-"""ONNX op type (default domain) -> converter for these ops (:mod:`gplace.runtime.onnx_program` merges the tables)."""
+"""ONNX op type (default domain) -> converter for these ops (:mod:`gplace.runtime.onnx.program` merges the tables)."""

@@ -1,4 +1,4 @@
-"""ONNX shape and indexing operators as torch functions (conventions of :mod:`gplace.runtime.onnx_ops`).
+"""ONNX shape and indexing operators as torch functions (conventions of :mod:`gplace.runtime.onnx.ops`).
 
 - **Shape-like inputs** (``Reshape``'s shape, ``Slice``'s starts and ends, ``Squeeze`` axes, ``Split`` sizes,
   ``Expand``, ``Tile``, ...) are read with ``.tolist()`` when the op runs; older opsets give them as attributes.
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from gplace.runtime.onnx_ops import Attrs, Converter, as_ints, norm_axis, outputs, plain, torch_dtype, with_attrs
+from gplace.runtime.onnx.ops import Attrs, Converter, as_ints, norm_axis, outputs, plain, torch_dtype, with_attrs
 
 __all__ = ["CONVERTERS"]
 

@@ -1,6 +1,6 @@
 """ONNX network operators as torch functions: padding, convolution, pooling, normalisation, resizing.
 
-Same conventions as :mod:`gplace.runtime.onnx_ops` (one converter per op type returning ``(function, kwargs)``).
+Same conventions as :mod:`gplace.runtime.onnx.ops` (one converter per op type returning ``(function, kwargs)``).
 
 - **Padding** (``Conv``, ``ConvTranspose``, pools): explicit ``pads`` are ``[x1_begin, x2_begin, ...,
   x1_end, x2_end, ...]``; ``auto_pad`` ``SAME_UPPER`` / ``SAME_LOWER`` puts the odd extra pixel at the end /
@@ -14,7 +14,7 @@ Same conventions as :mod:`gplace.runtime.onnx_ops` (one converter per op type re
 - **Resize** / ``Upsample``: modes ``nearest``, ``linear`` (any rank, one axis at a time) and ``cubic``;
   every coordinate transformation but ``tf_crop_and_resize``; no ``antialias``. ``Upsample`` and opset-10
   ``Resize`` use ``asymmetric`` coordinates and onnxruntime's nearest rounding (floor, ceil when shrinking).
-- Recurrent layers are in :mod:`gplace.runtime.onnx_rnn`.
+- Recurrent layers are in :mod:`gplace.runtime.onnx.rnn`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gplace.runtime.onnx_ops import Attrs, Converter, outputs
+from gplace.runtime.onnx.ops import Attrs, Converter, outputs
 
 __all__ = ["CONVERTERS"]
 
