@@ -48,6 +48,7 @@ import numpy as np
 
 from gplace import costmodel
 from gplace.ir import OpGraph
+from gplace.ir.errors import error_summary
 
 if TYPE_CHECKING:
     import onnx
@@ -167,7 +168,7 @@ def onnx_op_times(
             for _ in range(warmup + repeats):
                 session.run(None, feeds)
         except Exception as err:  # onnxruntime raises its own Fail, InvalidArgument, RuntimeException, ...
-            raise ProfileError(f"{label}: onnxruntime failed to run the model ({_brief(err)})") from None
+            raise ProfileError(f"{label}: onnxruntime failed to run the model ({error_summary(err)})") from None
         finally:
             path = session.end_profiling()
         profile = read_ort_profile(path)
@@ -203,7 +204,7 @@ def read_ort_profile(path: str | Path) -> OrtProfile:
     try:
         events = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ProfileError(f"{path}: not an onnxruntime profile (not JSON: {_brief(err)})") from None
+        raise ProfileError(f"{path}: not an onnxruntime profile (not JSON: {error_summary(err)})") from None
     if not isinstance(events, list):
         raise ProfileError(f"{path}: not an onnxruntime profile (expected a JSON list of trace events, "
                            f"got a {type(events).__name__})")
@@ -381,11 +382,6 @@ def _duration(event: Mapping[str, Any], path: Path, k: int) -> float:
     return float(dur) * 1e-6
 
 
-def _brief(err: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= limit else text[:limit] + " ..."
-
-
 def _runnable_model(graph: OpGraph, model_or_path: Any) -> tuple[onnx.ModelProto, str]:
     """A private copy of the model with its weights, and what to call it in errors."""
     import onnx
@@ -405,7 +401,7 @@ def _runnable_model(graph: OpGraph, model_or_path: Any) -> tuple[onnx.ModelProto
         try:
             return onnx.load(str(path)), str(path)
         except Exception as err:  # protobuf DecodeError, missing external data, ...
-            raise ProfileError(f"{path}: not a readable ONNX model ({_brief(err)})") from None
+            raise ProfileError(f"{path}: not a readable ONNX model ({error_summary(err)})") from None
     if not isinstance(model_or_path, onnx.ModelProto):
         raise TypeError(f"expected an onnx.ModelProto, a path or None, got {type(model_or_path).__name__}")
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model_or_path.graph.initializer):
@@ -508,5 +504,5 @@ def _session(model: onnx.ModelProto, options: Any, label: str) -> Any:
                 logger.debug("%s: IR version %d lowered to %s for onnxruntime", label, model.ir_version, match[1])
                 model.ir_version = int(match[1])
                 continue
-            raise ProfileError(f"{label}: onnxruntime cannot load the model ({_brief(err)})") from None
+            raise ProfileError(f"{label}: onnxruntime cannot load the model ({error_summary(err)})") from None
     raise AssertionError("unreachable")

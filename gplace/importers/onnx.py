@@ -44,6 +44,7 @@ import numpy as np
 
 from gplace.costmodel import TensorSpec, op_kind_costs
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
+from gplace.ir.errors import error_summary
 
 if TYPE_CHECKING:
     import onnx
@@ -136,7 +137,7 @@ def _load(model_or_path: object) -> onnx.ModelProto:
         try:
             return onnx.load(str(path), load_external_data=False)
         except Exception as err:  # protobuf raises DecodeError, RuntimeError, ...
-            raise UnsupportedGraphError(f"{path}: not a readable ONNX model ({_brief(err)})") from None
+            raise UnsupportedGraphError(f"{path}: not a readable ONNX model ({error_summary(err)})") from None
     if not isinstance(model_or_path, onnx.ModelProto):
         raise TypeError(f"from_onnx expects an onnx.ModelProto or a path, got {type(model_or_path).__name__}")
     model = onnx.ModelProto()
@@ -296,12 +297,8 @@ def _run_inference(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception as err:  # onnx raises InferenceError, ValidationError, RuntimeError, ...
-        raise UnsupportedGraphError(f"ONNX model {graph_name!r}: shape inference failed ({_brief(err)})") from None
-
-
-def _brief(err: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= limit else text[:limit] + " ..."
+        reason = error_summary(err)
+        raise UnsupportedGraphError(f"ONNX model {graph_name!r}: shape inference failed ({reason})") from None
 
 
 # ---------------------------------------------------------------------- tensors

@@ -59,6 +59,7 @@ from typing import Any
 
 from gplace.costmodel import TensorSpec, op_work, roofline_costs
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
+from gplace.ir.errors import error_summary
 
 logger = logging.getLogger(__name__)
 
@@ -208,12 +209,7 @@ def _wrap_errors(where: str) -> Iterator[None]:
         raise
     except Exception as err:  # TensorFlow raises ValueError, TypeError, InvalidArgumentError, DecodeError, ...
         logger.debug("%s failed", where, exc_info=True)
-        raise UnsupportedGraphError(f"{where} ({type(err).__name__}: {_brief(err)})") from None
-
-
-def _brief(err: BaseException, limit: int = 400) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= limit else text[:limit] + " ..."
+        raise UnsupportedGraphError(f"{where} ({type(err).__name__}: {error_summary(err, limit=400)})") from None
 
 
 # ---------------------------------------------------------------------- tracing any input to a GraphDef

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from gplace.costmodel import TensorSpec, canonical_op_type, op_kind_costs
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
+from gplace.ir.errors import error_summary
 
 if TYPE_CHECKING:
     import torch
@@ -145,7 +146,8 @@ def _export(obj: Any, example_inputs: Any, training: bool) -> ExportedProgram:
         try:
             return torch.export.export(obj, args, kwargs)
         except Exception as err:  # torch raises UserError, Unsupported, GuardOnDataDependentSymNode, ...
-            raise UnsupportedGraphError(f"torch.export could not trace {type(obj).__name__}: {_brief(err)}") from None
+            reason = error_summary(err, limit=400)
+            raise UnsupportedGraphError(f"torch.export could not trace {type(obj).__name__}: {reason}") from None
 
 
 def _joint_graph(ep: ExportedProgram, example_inputs: Any) -> torch.fx.GraphModule:
@@ -163,7 +165,7 @@ def _joint_graph(ep: ExportedProgram, example_inputs: Any) -> torch.fx.GraphModu
             joint = aot_export_joint_with_descriptors(stack, ep.module(), tuple(args), dict(kwargs or {}))
             return joint.graph_module
     except Exception as err:  # autograd tracing raises many kinds
-        raise UnsupportedGraphError(f"joint forward+backward tracing failed: {_brief(err)}") from None
+        raise UnsupportedGraphError(f"joint forward+backward tracing failed: {error_summary(err, limit=400)}") from None
 
 
 def _signature_state(ep: ExportedProgram) -> dict[str, str]:
@@ -185,11 +187,6 @@ def _joint_state(graph: torch.fx.Graph) -> dict[str, str]:
 def _default_name(obj: Any, training: bool) -> str:
     base = type(obj).__name__
     return f"{base}_train" if training else base
-
-
-def _brief(err: BaseException, limit: int = 400) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= limit else text[:limit] + " ..."
 
 
 # ---------------------------------------------------------------------- values

@@ -13,3 +13,15 @@ class InvalidPlacementError(ValueError):
 
 class UnsupportedGraphError(ValueError):
     """A graph cannot be imported; the message names the node and the reason."""
+
+
+def error_summary(err: BaseException | str, limit: int = 300) -> str:
+    """``err``'s message on one line, cut to ``limit`` characters (its type name when the message is empty).
+
+    >>> error_summary(ValueError("bad\\n   shape"))
+    'bad shape'
+    >>> error_summary(KeyError(), limit=10)
+    'KeyError'
+    """
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."

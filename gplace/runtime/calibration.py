@@ -191,15 +191,15 @@ def _timed_steps(
     right after each (R,), so that both see the same load on the machine."""
     import torch
 
-    from gplace.runtime.torch_runtime import TorchRuntime, _execute, _Step
+    from gplace.runtime.torch_runtime import Step, TorchRuntime, execute_step
 
     with torch.no_grad():
-        plan = TorchRuntime(device_map=device_map)._plan(graph, cluster, Placement.single(graph, device), None)
+        plan = TorchRuntime(device_map=device_map).plan(graph, cluster, Placement.single(graph, device), None)
         owner = _owners(graph, plan)
         sync = _synchronizer(plan.device_set)
         samples, plain = np.zeros((warmup + repeats, graph.num_ops)), np.zeros(warmup + repeats)
         for r in range(warmup + repeats):
-            step = _Step(plan)
+            step = Step(plan)
             for call, i in zip(plan.calls, owner, strict=True):
                 start = time.perf_counter()
                 step.run(call)
@@ -207,7 +207,7 @@ def _timed_steps(
                 samples[r, i] += time.perf_counter() - start
             del step
             start = time.perf_counter()
-            _execute(plan, math.inf)
+            execute_step(plan, math.inf)
             sync()
             plain[r] = time.perf_counter() - start
     return samples[warmup:], plain[warmup:]
@@ -259,7 +259,7 @@ def execution_order(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, s
     """
     from gplace.runtime.torch_runtime import TorchRuntime, op_name_of
 
-    plan = TorchRuntime(device_map=device_map)._plan(graph, cluster, Placement.single(graph, 0), None)
+    plan = TorchRuntime(device_map=device_map).plan(graph, cluster, Placement.single(graph, 0), None)
     ops = [op_name_of(c.node) for c in plan.calls]
     return [graph.op_index[op] for op in ops if op in graph.op_index]
 

@@ -56,12 +56,13 @@ from typing import Any, Literal
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.errors import error_summary
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.wrapper import RuntimeWrapper
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PoolRuntime"]
+__all__ = ["PoolRuntime", "Worker", "pickle_for_workers", "pickled_runtime"]
 
 ProblemKey = tuple[str, str]
 """(graph fingerprint, cluster fingerprint)."""
@@ -96,7 +97,7 @@ class PoolRuntime(RuntimeWrapper):
         self.workers = workers or _usable_cpus()
         self.context = context
         self.threads_per_worker = threads_per_worker
-        self._runtime_blob = _runtime_blob(runtime)
+        self._runtime_blob = pickled_runtime(runtime)
         pickle.loads(self._runtime_blob)  # a runtime that cannot come back from pickling fails here, not in workers
         self._pool: ProcessPoolExecutor | None = None
         self._dir: Path | None = None
@@ -146,13 +147,13 @@ class PoolRuntime(RuntimeWrapper):
         if isinstance(result, BrokenProcessPool):
             self._restart()
             return Measurement.failure(
-                self.id, f"worker process died while measuring this placement ({_brief(result)})")
+                self.id, f"worker process died while measuring this placement ({error_summary(result)})")
         return result
 
     def _as_measurement(self, result: Measurement | BaseException) -> Measurement:
         if isinstance(result, Measurement):
             return result
-        return Measurement.failure(self.id, f"worker pool error: {type(result).__name__}: {_brief(result)}")
+        return Measurement.failure(self.id, f"worker pool error: {type(result).__name__}: {error_summary(result)}")
 
     # ------------------------------------------------------------------ pool and payloads
     def _executor(self) -> ProcessPoolExecutor:
@@ -175,10 +176,10 @@ class PoolRuntime(RuntimeWrapper):
         if key in self._payloads:
             return self._payloads[key]
         try:
-            blob = _dumps((graph, cluster))
+            blob = pickle_for_workers((graph, cluster))
         except Exception as err:  # pickling can fail in many ways
             logger.warning("graph %r cannot be sent to worker processes (%s); measuring it in this process",
-                           graph.name, _brief(err))
+                           graph.name, error_summary(err))
             self._payloads[key] = None
             return None
         path = self._tempdir() / f"{key[0]}-{key[1]}.pkl"
@@ -242,7 +243,7 @@ def _load_program(blob: bytes) -> Any:
     return torch.export.load(io.BytesIO(blob))
 
 
-def _dumps(obj: Any) -> bytes:
+def pickle_for_workers(obj: Any) -> bytes:
     """Pickle ``obj`` as workers receive it (torch ``ExportedProgram``\\ s through ``torch.export.save``).
 
     Raises:
@@ -254,7 +255,7 @@ def _dumps(obj: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _runtime_blob(runtime: Runtime, dumps: Callable[[Any], bytes] = _dumps) -> bytes:
+def pickled_runtime(runtime: Runtime, dumps: Callable[[Any], bytes] = pickle_for_workers) -> bytes:
     """The pickled runtime workers start from: a fresh instance made from its constructor arguments where its
     attributes name them all (``steps`` or ``_steps`` for an argument ``steps``), else the instance itself.
     """
@@ -283,11 +284,11 @@ def _constructor_args(obj: object) -> dict[str, Any] | None:
 
 
 # ---------------------------------------------------------------------- worker side
-class _Worker:
+class Worker:
     """What a worker process (or a Ray actor) holds: the runtime, and the (graph, cluster) pairs it has met.
 
     Args:
-        runtime_blob: the runtime, from :func:`_runtime_blob`.
+        runtime_blob: the runtime, from :func:`pickled_runtime`.
         threads_per_worker: intra-op thread limit for torch and OpenMP, or None.
         max_problems: (graph, cluster) pairs kept. (default: 4)
     """
@@ -310,7 +311,7 @@ class _Worker:
         except Exception as err:  # a runtime that breaks the contract must not end the search
             logger.debug("measurement raised in worker %d", os.getpid(), exc_info=True)
             what = f"{type(self.runtime).__name__} raised {type(err).__name__} in a worker"
-            return Measurement.failure(self.runtime.id, f"{what}: {_brief(err)}")
+            return Measurement.failure(self.runtime.id, f"{what}: {error_summary(err)}")
 
     def _problem(self, key: ProblemKey, source: Any) -> tuple[OpGraph, Cluster]:
         problem = self.problems.get(key)
@@ -326,13 +327,13 @@ class _Worker:
         return Path(source).read_bytes()
 
 
-_worker: _Worker | None = None
+_worker: Worker | None = None
 """The worker of this process (set by the pool's initializer; ``None`` in the calling process)."""
 
 
 def _start_worker(runtime_blob: bytes, threads_per_worker: int | None) -> None:
     global _worker
-    _worker = _Worker(runtime_blob, threads_per_worker)
+    _worker = Worker(runtime_blob, threads_per_worker)
 
 
 def _measure_in_worker(key: ProblemKey, path: str, devices: np.ndarray) -> Measurement:
@@ -362,8 +363,4 @@ def _usable_cpus() -> int:
 def _cleanup(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
-
-def _brief(err: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= limit else text[:limit] + " ..."
 

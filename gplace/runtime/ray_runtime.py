@@ -37,8 +37,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.errors import error_summary
 from gplace.runtime.base import Measurement, Runtime
-from gplace.runtime.parallel import ProblemKey, _brief, _dumps, _runtime_blob, _Worker
+from gplace.runtime.parallel import ProblemKey, Worker, pickle_for_workers, pickled_runtime
 from gplace.runtime.wrapper import RuntimeWrapper
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["RayRuntime"]
 
 
-class _RayWorker(_Worker):
+class _RayWorker(Worker):
     """A worker whose (graph, cluster) pairs come from Ray's object store."""
 
     def fetch(self, source: Any) -> bytes:
@@ -117,7 +118,7 @@ class RayRuntime(RuntimeWrapper):
             self._actors[slot] = None
             return None
         except ray.exceptions.RayError as err:  # a task error, or a result that did not travel back
-            return Measurement.failure(self.id, f"Ray error: {type(err).__name__}: {_brief(err)}")
+            return Measurement.failure(self.id, f"Ray error: {type(err).__name__}: {error_summary(err)}")
 
     def _alone(self, ray: Any, key: ProblemKey, ref: Any, placement: Placement) -> Measurement:
         """Measure one placement by itself (nothing else queued); if its actor dies too, the placement is to blame."""
@@ -144,7 +145,7 @@ class RayRuntime(RuntimeWrapper):
             self._options = self._actor_options(ray)
             self._actors = [None] * len(self._options)
         if self._runtime_blob is None:  # cloudpickle: a runtime class defined in __main__ or a function travels too
-            self._runtime_blob = _runtime_blob(self.runtime, dumps=ray.cloudpickle.dumps)
+            self._runtime_blob = pickled_runtime(self.runtime, dumps=ray.cloudpickle.dumps)
         cls = ray.remote(_RayWorker)
         for i, actor in enumerate(self._actors):
             if actor is None:
@@ -153,7 +154,8 @@ class RayRuntime(RuntimeWrapper):
             ray.get([a.ready.remote() for a in self._actors])
         except ray.exceptions.RayActorError as err:
             self._actors = [None] * len(self._options)
-            raise RuntimeError(f"Ray actors could not start {type(self.runtime).__name__}: {_brief(err)}") from err
+            name = type(self.runtime).__name__
+            raise RuntimeError(f"Ray actors could not start {name}: {error_summary(err)}") from err
         return list(self._actors)
 
     def _actor_options(self, ray: Any) -> list[dict[str, Any]]:
@@ -177,10 +179,10 @@ class RayRuntime(RuntimeWrapper):
             return None
         if key not in self._refs:
             try:
-                blob = _dumps((graph, cluster))
+                blob = pickle_for_workers((graph, cluster))
             except Exception as err:  # pickling can fail in many ways
                 logger.warning("graph %r cannot be sent to Ray actors (%s); measuring it in this process",
-                               graph.name, _brief(err))
+                               graph.name, error_summary(err))
                 self._unshippable.add(key)
                 return None
             self._refs[key] = ray.put(blob)

@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.errors import error_summary
 from gplace.runtime.base import Measurement, Runtime
 
 logger = logging.getLogger(__name__)
@@ -308,7 +309,7 @@ def _placed_graph(tf: Any, graph_def: Any, devices: Mapping[str, str]) -> Any:
         with tf_graph.as_default():
             tf.graph_util.import_graph_def(placed, name="")
     except Exception as err:  # ValueError, InvalidArgumentError, ...
-        raise TensorFlowRunError(f"TensorFlow could not import the placed GraphDef: {_brief(err)}") from err
+        raise TensorFlowRunError(f"TensorFlow could not import the placed GraphDef: {error_summary(err)}") from err
     return tf_graph
 
 
@@ -363,7 +364,7 @@ class _Step:
         try:
             return self.graph.get_tensor_by_name(name if ":" in name else f"{name}:0")
         except (KeyError, ValueError) as err:
-            raise TensorFlowRunError(f"tensor {name!r} is not in the graph: {_brief(err)}") from None
+            raise TensorFlowRunError(f"tensor {name!r} is not in the graph: {error_summary(err)}") from None
 
     def _feeds(self, cache: dict[str, np.ndarray], source: Any,
                feeds: Mapping[str, Any] | None) -> tuple[list[Any], tuple[np.ndarray, ...]]:
@@ -378,17 +379,18 @@ class _Step:
         try:
             return fn()
         except self.tf.errors.DeadlineExceededError as err:
-            raise _TimeUp(_brief(err)) from None
+            raise _TimeUp(error_summary(err)) from None
         except self.tf.errors.OpError as err:
             raise self._failure(err) from None
         except (TypeError, ValueError) as err:  # a feed TensorFlow refuses (wrong shape or type)
-            raise TensorFlowRunError(f"TensorFlow refused the step: {type(err).__name__}: {_brief(err)}") from None
+            reason = f"{type(err).__name__}: {error_summary(err)}"
+            raise TensorFlowRunError(f"TensorFlow refused the step: {reason}") from None
 
     def _failure(self, err: Any) -> TensorFlowRunError:
         """The reason for a TensorFlow error: the op and device it names, out of memory, an unknown device."""
         node, message = _failed_node(err), str(err)
         what, where = self._what(node), self._where(node, message)
-        brief = _brief(_first_line(err))
+        brief = error_summary(_first_line(err))
         if isinstance(err, self.tf.errors.ResourceExhaustedError):
             return TensorFlowRunError(f"out of memory on {where} in {what}: {brief}")
         if isinstance(err, self.tf.errors.InvalidArgumentError) and "Cannot assign a device" in message:
@@ -503,11 +505,6 @@ def _first_line(err: BaseException) -> str:
     useful = [_ROOT_ERROR.sub("", line) for line in lines
               if not line.startswith(skip) and not _ERROR_COUNT.match(line)]
     return (useful or lines or [type(err).__name__])[0]
-
-
-def _brief(err: BaseException | str, limit: int = 300) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= limit else text[:limit] + " ..."
 
 
 def _step_statistics(times: Sequence[float]) -> tuple[float, float]:

@@ -59,12 +59,13 @@ from torch.utils import _pytree as pytree
 from gplace.importers.onnx import OnnxSource
 from gplace.importers.torch_export import TorchSource
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
+from gplace.ir.errors import error_summary
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.synthetic import synthesised
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TorchRunError", "TorchRuntime", "op_name_of", "synthesised", "torch_device"]
+__all__ = ["Plan", "Step", "TorchRunError", "TorchRuntime", "execute_step", "op_name_of", "torch_device"]
 
 _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
 """``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
@@ -155,8 +156,8 @@ class TorchRuntime(Runtime):
         placement.validate(graph, cluster)
         deadline = time.perf_counter() + self.time_limit
         with torch.no_grad():
-            plan = self._plan(graph, cluster, placement, inputs)
-            outputs, _ = _execute(plan, deadline)
+            plan = self.plan(graph, cluster, placement, inputs)
+            outputs, _ = execute_step(plan, deadline)
             _synchronize(plan)
         return tuple(outputs) if isinstance(outputs, list | tuple) else (outputs,)
 
@@ -164,7 +165,7 @@ class TorchRuntime(Runtime):
         deadline = time.perf_counter() + self.time_limit
         try:
             with torch.no_grad():
-                plan = self._plan(graph, cluster, placement, None)
+                plan = self.plan(graph, cluster, placement, None)
                 times, moved = self._time_steps(plan, deadline)
         except TorchRunError as err:
             reason = str(err)
@@ -174,12 +175,12 @@ class TorchRuntime(Runtime):
         _release()  # the failed step's tensors went with the exception
         return Measurement.failure(self.id, reason)
 
-    def _success(self, plan: _Plan, cluster: Cluster, times: list[float], moved: int) -> Measurement:
+    def _success(self, plan: Plan, cluster: Cluster, times: list[float], moved: int) -> Measurement:
         median, spread = _step_statistics(times)
         return Measurement(ok=True, step_time=median, runtime=self.id, bytes_moved=moved, spread=spread,
                            peak_memory=_peak_memory(plan, cluster))
 
-    def _time_steps(self, plan: _Plan, deadline: float) -> tuple[list[float], int]:
+    def _time_steps(self, plan: Plan, deadline: float) -> tuple[list[float], int]:
         """Wall times of the timed steps, and the bytes one step moves between cluster devices."""
         total, times, moved = self.warmup + self.steps, [], 0
         _reset_peaks(plan)
@@ -187,7 +188,7 @@ class TorchRuntime(Runtime):
             start = time.perf_counter()
             try:
                 _check_time(deadline)
-                _, moved = _execute(plan, deadline)
+                _, moved = execute_step(plan, deadline)
             except _TimeUp:
                 raise TorchRunError(
                     f"time limit of {self.time_limit:g} s exceeded after {k} of {total} steps (warm-up included)"
@@ -198,7 +199,7 @@ class TorchRuntime(Runtime):
         return times, moved
 
     # ------------------------------------------------------------------ set-up
-    def _plan(self, graph: OpGraph, cluster: Cluster, placement: Placement, inputs: Any) -> _Plan:
+    def plan(self, graph: OpGraph, cluster: Cluster, placement: Placement, inputs: Any) -> Plan:
         gm, values = self._program(graph, inputs)
         devices = self._devices(cluster, placement)
         homes = _homes(gm, graph, placement.devices.tolist())
@@ -259,7 +260,7 @@ def _unavailable(device: torch.device) -> str:
     try:
         torch.empty(0, device=device)
     except Exception as err:  # each backend raises its own kind
-        return _brief(err)
+        return error_summary(err)
     return ""
 
 
@@ -379,7 +380,7 @@ class _Call:
 
 
 @dataclass(eq=False)
-class _Plan:
+class Plan:
     """A program bound to a placement, with its inputs on their devices."""
 
     calls: list[_Call]
@@ -434,7 +435,7 @@ def op_name_of(node: torch.fx.Node) -> str:
 def _build_plan(
     gm: torch.fx.GraphModule, homes: dict[str, int], devices: dict[int, torch.device],
     names: Sequence[str], values: dict[str, Any],
-) -> _Plan:
+) -> Plan:
     torch_devices = {d: devices[d] for d in sorted(set(homes.values()))}
     labels = {d: f"{names[d]} ({dev})" for d, dev in torch_devices.items()}
     roots = _roots(gm)
@@ -446,7 +447,7 @@ def _build_plan(
         for node in gm.graph.nodes if node.op == "call_function"
     ]
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    plan = _Plan(calls, homes, roots, torch_devices, labels, {}, output.args[0])
+    plan = Plan(calls, homes, roots, torch_devices, labels, {}, output.args[0])
     plan.initial = _place_values(gm, homes, torch_devices, labels, values)
     plan.streams = {dev: torch.cuda.Stream(device=dev) for dev in plan.device_set if dev.type == "cuda"}
     _synchronize(plan)
@@ -525,9 +526,9 @@ def _check_time(deadline: float) -> None:
         raise _TimeUp("time limit exceeded during the step")
 
 
-def _execute(plan: _Plan, deadline: float) -> tuple[Any, int]:
+def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
     """Run one step; return the output structure and the bytes moved between cluster devices."""
-    step = _Step(plan)
+    step = Step(plan)
     for call in plan.calls:
         step.run(call)
         _check_time(deadline)
@@ -535,10 +536,10 @@ def _execute(plan: _Plan, deadline: float) -> tuple[Any, int]:
     return outputs, step.moved
 
 
-class _Step:
+class Step:
     """The values of one step: per node, and copies per (node, torch device)."""
 
-    def __init__(self, plan: _Plan) -> None:
+    def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.env: dict[str, Any] = dict(plan.initial)
         self.copies: dict[tuple[str, torch.device], Any] = {}
@@ -631,17 +632,12 @@ def _failure(err: Exception, what: str, where: str) -> TorchRunError:
     if isinstance(err, TorchRunError):
         return err
     if isinstance(err, torch.OutOfMemoryError):
-        return TorchRunError(f"out of memory on {where} in {what}: {_brief(err)}")
-    return TorchRunError(f"{what} on {where} failed: {type(err).__name__}: {_brief(err)}")
-
-
-def _brief(err: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= limit else text[:limit] + " ..."
+        return TorchRunError(f"out of memory on {where} in {what}: {error_summary(err)}")
+    return TorchRunError(f"{what} on {where} failed: {type(err).__name__}: {error_summary(err)}")
 
 
 # ---------------------------------------------------------------------- CUDA bookkeeping
-def _synchronize(plan: _Plan) -> None:
+def _synchronize(plan: Plan) -> None:
     for device in plan.streams:
         try:
             torch.cuda.synchronize(device)
@@ -650,12 +646,12 @@ def _synchronize(plan: _Plan) -> None:
             raise _failure(err, "the step", label) from err
 
 
-def _reset_peaks(plan: _Plan) -> None:
+def _reset_peaks(plan: Plan) -> None:
     for device in plan.streams:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def _peak_memory(plan: _Plan, cluster: Cluster) -> np.ndarray | None:
+def _peak_memory(plan: Plan, cluster: Cluster) -> np.ndarray | None:
     """(D,) peak bytes allocated per device when each device in use is a CUDA device of its own, else ``None``.
 
     Devices the placement leaves unused report 0.

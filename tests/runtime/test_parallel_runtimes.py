@@ -14,7 +14,7 @@ from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime import Measurement, Simulator
 from gplace.runtime.cache import CachedRuntime
 from gplace.runtime.conformance import check_failure, check_runtime
-from gplace.runtime.parallel import PoolRuntime, _dumps, _runtime_blob, _Worker
+from gplace.runtime.parallel import PoolRuntime, Worker, pickle_for_workers, pickled_runtime
 from gplace.testing import diamond, random_dag, uniform_cluster
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning")
@@ -107,8 +107,8 @@ def test_worker_keeps_the_graph_it_read(tmp_path) -> None:
     """A worker reads a (graph, cluster) file the first time only: it measures after the file is gone."""
     g, c = diamond(), uniform_cluster(2)
     path = tmp_path / "problem.pkl"
-    path.write_bytes(_dumps((g, c)))
-    worker = _Worker(_runtime_blob(Simulator()))
+    path.write_bytes(pickle_for_workers((g, c)))
+    worker = Worker(pickled_runtime(Simulator()))
     key = (g.fingerprint, c.fingerprint)
     first = worker.measure(key, str(path), np.zeros(4, dtype=np.int64))
     path.unlink()
