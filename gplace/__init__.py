@@ -38,13 +38,15 @@ _LAZY = {
     "place_with_pretrained": "gplace.pretrained",
     "profile_onnx": "gplace.profiling",
     "profile_torch": "gplace.profiling",
+    "Placer": "gplace.interfaces",
+    "PolicyCapabilities": "gplace.interfaces",
 }
 
 __all__ = [
     "Cluster", "Device", "Edge", "GraphError", "InvalidPlacementError", "Link", "Measurement", "Op", "OpGraph",
-    "Placement", "PlacementReport", "Runtime", "Simulator", "UnsupportedGraphError", "from_onnx", "from_tensorflow",
-    "from_torch", "group_ops", "load_cluster", "load_graph", "load_policy", "place", "place_with_pretrained",
-    "profile_onnx", "profile_torch", "save_policy",
+    "Placement", "PlacementReport", "Placer", "PolicyCapabilities", "Runtime", "Simulator", "UnsupportedGraphError",
+    "from_onnx", "from_tensorflow", "from_torch", "group_ops", "load_cluster", "load_graph", "load_policy", "place",
+    "place_with_pretrained", "profile_onnx", "profile_torch", "save_policy",
 ]
 __version__ = "0.1.0"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import torch
 
+from gplace.interfaces import Trainer
 from gplace.ir import Cluster, OpGraph, Placement, placement_to_dict, save_json
 from gplace.loggers import Logger
 from gplace.runtime.base import Measurement, Runtime
-from gplace.training.ppo import PPOTrainer
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class PlacementReport:
 def place(
     graph: OpGraph, cluster: Cluster, *, encoder: torch.nn.Module | None = None,
     policy: torch.nn.Module | Callable[..., torch.nn.Module] | None = None, runtime: Runtime | None = None,
-    trainer: ReinforceTrainer | PPOTrainer | None = None, max_groups: int = 256, run_dir: str | Path | None = None,
+    trainer: Trainer | None = None, max_groups: int = 256, run_dir: str | Path | None = None,
     logger: Logger | None = None, warm_start: Placement | None = None,
 ) -> PlacementReport:
     """Learn a placement of ``graph`` on ``cluster`` (defaults: the paper's LSTM policy, the simulator).
@@ -55,8 +55,8 @@ def place(
         encoder: group encoder (default: :class:`~gplace.encoders.LSTMEncoder`).
         policy: a policy module, or a factory called with ``num_devices`` (default: the seq2seq policy).
         runtime: measures placements (default: :class:`~gplace.runtime.Simulator`).
-        trainer: the search (default: :class:`~gplace.training.ReinforceTrainer`; or a
-            :class:`~gplace.training.PPOTrainer`).
+        trainer: the search, any :class:`~gplace.interfaces.Trainer` (default:
+            :class:`~gplace.training.ReinforceTrainer`; or a :class:`~gplace.training.PPOTrainer`).
         max_groups: coarsen the graph to at most this many groups (default: 256).
         run_dir: where metrics, checkpoints, ``placement.json`` and ``trace.json`` go; resumes from it.
         logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``).

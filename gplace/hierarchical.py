@@ -28,6 +28,7 @@ from torch import nn
 
 from gplace.features import NUMERIC_FEATURES, POSITION_FEATURES, featurize
 from gplace.grouping import identity_grouping, make_grouping
+from gplace.interfaces import capabilities_of
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.placer import PlacerSample, PolicyPlacer, greedy_placement
 from gplace.policies.base import gumbel_argmax, masked_log_softmax, score
@@ -183,12 +184,12 @@ class HierarchicalPlacer(nn.Module):
     def __init__(self, graph: OpGraph, cluster: Cluster, grouper: nn.Module, encoder: nn.Module, policy: nn.Module,
                  *, device_features: np.ndarray | torch.Tensor | None = None) -> None:
         super().__init__()
-        if getattr(policy, "num_devices", cluster.num_devices) != cluster.num_devices:
-            raise ValueError(f"policy has {policy.num_devices} devices, cluster {cluster.name!r} has "
-                             f"{cluster.num_devices}")
+        num_devices = capabilities_of(policy).num_devices
+        if num_devices not in (None, cluster.num_devices):
+            raise ValueError(f"policy has {num_devices} devices, cluster {cluster.name!r} has {cluster.num_devices}")
         self.graph, self.cluster, self._device_features = graph, cluster, device_features
         self.grouper, self.encoder, self.policy = grouper, encoder, policy
-        features = op_features(graph, getattr(grouper, "num_type_buckets", 512))
+        features = op_features(graph, grouper.num_type_buckets)
         self._feature_keys = tuple(features)
         for key, value in features.items():
             self.register_buffer(f"op_{key}", value, persistent=False)

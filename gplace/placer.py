@@ -12,6 +12,7 @@ from torch import nn
 from gplace.features import device_features as describe_devices
 from gplace.features import featurize
 from gplace.grouping import Grouping, group_ops
+from gplace.interfaces import PolicyCapabilities, capabilities_of, feature_sizes_of
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.policies.schedule_context import ScheduleContext
 
@@ -41,8 +42,8 @@ class PolicyPlacer(nn.Module):
     Args:
         graph: the graph to place.
         cluster: the devices.
-        encoder: maps the feature dict to (G, S) states; its ``num_type_buckets`` and ``max_neighbours``
-            attributes, where present, shape the features.
+        encoder: maps the feature dict to (G, S) states (:class:`~gplace.interfaces.Encoder`); its
+            ``num_type_buckets`` and ``max_neighbours`` shape the features.
         policy: a policy with ``sample``, ``greedy`` and ``evaluate`` over (G, S) states and a (G, D) mask,
             e.g. :class:`~gplace.policies.Seq2SeqPolicy` with ``num_devices = cluster.num_devices``.
         max_groups: at most this many groups (default: 256).
@@ -62,13 +63,13 @@ class PolicyPlacer(nn.Module):
                  max_groups: int = 256, grouping: Grouping | None = None,
                  device_features: np.ndarray | torch.Tensor | None = None) -> None:
         super().__init__()
-        if getattr(policy, "num_devices", cluster.num_devices) != cluster.num_devices:
-            raise ValueError(f"policy has {policy.num_devices} devices, cluster {cluster.name!r} has "
+        self.capabilities = capabilities_of(policy)
+        if self.capabilities.num_devices not in (None, cluster.num_devices):
+            raise ValueError(f"policy has {self.capabilities.num_devices} devices, cluster {cluster.name!r} has "
                              f"{cluster.num_devices}")
         self.graph, self.cluster, self.encoder, self.policy = graph, cluster, encoder, policy
-        self.grouping = _default_grouping(graph, policy, max_groups) if grouping is None else grouping
-        features = featurize(graph, self.grouping, num_type_buckets=getattr(encoder, "num_type_buckets", 512),
-                             max_neighbours=getattr(encoder, "max_neighbours", 20))
+        self.grouping = _default_grouping(graph, self.capabilities, max_groups) if grouping is None else grouping
+        features = featurize(graph, self.grouping, **feature_sizes_of(encoder))
         self._feature_keys = tuple(features.to_tensors())
         for key, value in features.to_tensors().items():
             self.register_buffer(f"feature_{key}", value, persistent=False)
@@ -91,12 +92,7 @@ class PolicyPlacer(nn.Module):
     def policy_inputs(self) -> dict[str, Any]:
         """Extra inputs the policy declares it reads: ``device_features`` where ``uses_device_features``, and
         ``schedule`` (a :class:`~gplace.policies.schedule_context.ScheduleContext`) where ``uses_schedule``."""
-        inputs: dict[str, Any] = {}
-        if getattr(self.policy, "uses_device_features", False):
-            inputs["device_features"] = self.device_features
-        if getattr(self.policy, "uses_schedule", False):
-            inputs["schedule"] = self.schedule
-        return inputs
+        return self.capabilities.inputs(self.device_features, lambda: self.schedule)
 
     @cached_property
     def schedule(self) -> ScheduleContext:
@@ -179,8 +175,8 @@ def greedy_placement(placer: nn.Module, graph: OpGraph, cluster: Cluster) -> Pla
     return placement
 
 
-def _default_grouping(graph: OpGraph, policy: nn.Module, max_groups: int) -> Grouping:
-    merge = getattr(policy, "merge_consumers", True)
+def _default_grouping(graph: OpGraph, capabilities: PolicyCapabilities, max_groups: int) -> Grouping:
+    merge = capabilities.merge_consumers
     if merge == "if_needed":
         merge = graph.num_ops > max_groups
     return group_ops(graph, max_groups, merge_consumers=bool(merge))

@@ -14,6 +14,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from gplace.interfaces import PolicyCapabilities
+
 
 class PolicyOutput(NamedTuple):
     """K decoded device sequences with their log-probabilities and entropies under the policy."""
@@ -123,6 +125,12 @@ class IndependentPolicy(nn.Module):
         self.state_size, self._num_devices = state_size, num_devices
         self.temperature = 1.0
         """Logits are divided by this before the softmax (default: 1.0)."""
+
+    @property
+    def capabilities(self) -> PolicyCapabilities:
+        """A fixed device count, or any cluster when the logits read ``device_features``."""
+        return PolicyCapabilities(num_devices=None if self.uses_device_features else self._num_devices,
+                                  uses_device_features=self.uses_device_features)
 
     # ------------------------------------------------------------------ public entry points
     def sample(self, states: torch.Tensor, allowed: torch.Tensor, num_samples: int,

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from gplace.features import DEVICE_FEATURES
+from gplace.interfaces import PolicyCapabilities
 from gplace.policies.base import PolicyOutput, check_devices, check_inputs
 from gplace.policies.device_aware import relative_device_features, two_layer_mlp
 from gplace.policies.schedule_context import ScheduleContext
@@ -64,6 +65,9 @@ class ListSchedulingPolicy(nn.Module):
     ``max_groups``: on a small graph every op stays its own group, so no parallelism is hidden from the scheduler;
     on a large one, merging chains loses less of it than merging neighbours in topological order (measured on the
     default LSTM LM: 47.6 ms against 64.3 ms after training)."""
+
+    capabilities = PolicyCapabilities(uses_device_features=True, uses_schedule=True, merge_consumers="if_needed")
+    """Any cluster; reads device features and the partial schedule; merges chains only when needed."""
 
     def __init__(self, hidden_size: int = 128, *, state_size: int | None = None,
                  device_feature_size: int = DEVICE_FEATURES, prior_weight: float = 3.0,

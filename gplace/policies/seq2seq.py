@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from gplace.interfaces import PolicyCapabilities
 from gplace.policies.base import PolicyOutput
 
 _Choose = Callable[[int, torch.Tensor], torch.Tensor]
@@ -47,6 +48,11 @@ class Seq2SeqPolicy(nn.Module):
         self.attn_query = nn.Linear(hidden_size, attention_size)
         self.attn_score = nn.Linear(attention_size, 1, bias=False)
         self.out = nn.Linear(hidden_size + state_size, num_devices)
+
+    @property
+    def capabilities(self) -> PolicyCapabilities:
+        """Built for ``num_devices`` devices; reads only the states and the mask."""
+        return PolicyCapabilities(num_devices=self.num_devices)
 
     # ------------------------------------------------------------------ public entry points
     def sample(self, states: torch.Tensor, allowed: torch.Tensor, num_samples: int,

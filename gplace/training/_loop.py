@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,25 +32,6 @@ Best = tuple[Placement, Measurement]
 
 
 # ---------------------------------------------------------------------- rollouts
-class TrainablePlacer(Protocol):
-    """What the trainer needs of a policy: sampling with log-probabilities, greedy decoding, parameters."""
-
-    def sample(self, num_samples: int, generator: torch.Generator | None = None) -> Any:
-        """``(devices (K, N) int64 per op, log_prob (K,), entropy (K,))``."""
-
-    def greedy(self) -> Placement:
-        """The most likely placement."""
-
-    def parameters(self) -> Any:
-        """Trainable parameters."""
-
-    def state_dict(self) -> dict[str, Any]:
-        """Weights."""
-
-    def load_state_dict(self, state: dict[str, Any]) -> Any:
-        """Restore weights."""
-
-
 @dataclass
 class TrainResult:
     """The outcome of a search."""

@@ -16,12 +16,12 @@ from typing import Literal
 import numpy as np
 import torch
 
+from gplace.interfaces import TrainablePlacer
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
 from gplace.runtime.base import Runtime
 from gplace.training._loop import (
     Rollout,
-    TrainablePlacer,
     TrainResult,
     compare_greedy,
     imitate,

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gplace.interfaces import TrainablePlacer
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
 from gplace.runtime.base import Runtime
 from gplace.training._loop import (
-    TrainablePlacer,
     TrainResult,
     compare_greedy,
     imitate,

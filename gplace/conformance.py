@@ -1,0 +1,145 @@
+"""Conformance checks for the contracts of :mod:`gplace.interfaces`: run them on your own encoder, policy, placer or
+trainer, as :mod:`gplace.runtime.conformance` is run on runtimes::
+
+    check_encoder(MyEncoder(), graph)
+    check_policy(MyPolicy(num_devices=2), graph, cluster, encoder=LSTMEncoder())
+    check_placer(MyPlacer(), graph, cluster)
+    check_trainer(MyTrainer(), graph, cluster)
+
+Each raises :class:`AssertionError` naming the rule that was broken (explicit raises: they work under
+``python -O``), and returns what it computed for further checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from gplace.interfaces import Encoder, Placer, Policy, PolicyCapabilities, Trainer, capabilities_of, feature_sizes_of
+from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+
+__all__ = ["check_encoder", "check_placer", "check_policy", "check_trainer"]
+
+
+def _require(condition: bool, rule: str) -> None:
+    if not condition:
+        raise AssertionError(rule)
+
+
+def check_encoder(encoder: Any, graph: OpGraph, max_groups: int = 16) -> torch.Tensor:
+    """Assert ``encoder`` is an :class:`~gplace.interfaces.Encoder`: declared feature widths, and one finite state
+    per group, the same for the same input, with a gradient path to its parameters (if it has any).
+
+    Shapes: returns the (G, S) states.
+    """
+    from gplace.features import featurize
+    from gplace.grouping import group_ops
+
+    _require(isinstance(encoder, Encoder), f"{type(encoder).__name__} lacks num_type_buckets, max_neighbours or "
+                                           "__call__ (gplace.interfaces.Encoder)")
+    grouping = group_ops(graph, max_groups)
+    features = featurize(graph, grouping, **feature_sizes_of(encoder)).to_tensors()
+    states = encoder(features)
+    _require(isinstance(states, torch.Tensor) and states.ndim == 2 and states.shape[0] == grouping.num_groups,
+             f"encoder must return (G={grouping.num_groups}, S) states, got {getattr(states, 'shape', states)}")
+    _require(bool(torch.isfinite(states).all()), "encoder states must be finite")
+    if isinstance(encoder, torch.nn.Module):
+        encoder.eval()
+        with torch.no_grad():
+            _require(torch.equal(encoder(features), encoder(features)), "encoder must be deterministic in eval mode")
+        encoder.train()
+        params = [p for p in encoder.parameters() if p.requires_grad]
+        if params:
+            encoder(features).sum().backward()
+            _require(any(p.grad is not None for p in params), "no gradient reaches the encoder's parameters")
+    return states.detach()
+
+
+def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, num_samples: int = 4,
+                 max_groups: int = 16) -> Placement:
+    """Assert ``policy`` is a :class:`~gplace.interfaces.Policy` inside a :class:`~gplace.placer.PolicyPlacer`:
+    declared :class:`~gplace.interfaces.PolicyCapabilities`; sampled placements allowed, with finite log-probability
+    and entropy carrying gradients; ``evaluate`` agreeing with ``sample``'s log-probability; the greedy placement
+    valid and among the most likely; a seeded sample repeatable.
+
+    Returns:
+        The greedy placement.
+    """
+    from gplace.placer import PolicyPlacer
+
+    _require(isinstance(policy, Policy), f"{type(policy).__name__} lacks capabilities, sample, greedy or evaluate "
+                                         "(gplace.interfaces.Policy)")
+    _require(isinstance(capabilities_of(policy), PolicyCapabilities), "capabilities must be a PolicyCapabilities")
+    placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
+    out = placer.sample(num_samples, generator=torch.Generator().manual_seed(0))
+    _require(out.devices.shape == (num_samples, graph.num_ops), f"sample must give ({num_samples}, N) devices")
+    for row in out.devices:
+        Placement.for_graph(graph, row).validate(graph, cluster)
+    _require(bool(torch.isfinite(out.log_prob).all() and (out.log_prob <= 1e-6).all()),
+             "log_prob must be finite and <= 0")
+    _require(bool(torch.isfinite(out.entropy).all() and (out.entropy >= -1e-6).all()),
+             "entropy must be finite and >= 0")
+    _require(out.log_prob.requires_grad, "log_prob must carry a gradient to the policy's parameters")
+    again = placer.sample(num_samples, generator=torch.Generator().manual_seed(0))
+    _require(np.array_equal(out.devices, again.devices), "sampling with the same seeded generator must repeat")
+    log_prob, entropy = placer.evaluate(out.devices)
+    _require(torch.allclose(log_prob, out.log_prob, atol=1e-4), "evaluate's log_prob must equal sample's")
+    _require(tuple(entropy.shape) == (num_samples,), "evaluate must give (K,) entropies")
+    greedy = placer.greedy()
+    greedy.validate(graph, cluster)
+    best, _ = placer.evaluate(greedy.devices[None])
+    _require(bool(best[0] >= log_prob.max() - 1e-4) or not _independent(policy),
+             "the greedy placement must be at least as likely as any sample")
+    return greedy
+
+
+def _independent(policy: Any) -> bool:
+    """Whether greedy decoding is the exact argmax (an independent policy); a sequential decoder's greedy path
+    need not be the most likely sequence."""
+    from gplace.policies import IndependentPolicy
+
+    return isinstance(policy, IndependentPolicy)
+
+
+def check_placer(placer: Placer, graph: OpGraph, cluster: Cluster) -> Placement:
+    """Assert ``placer`` follows the :class:`~gplace.interfaces.Placer` contract: a valid placement of every op,
+    honouring pins and colocation (:meth:`~gplace.ir.Placement.validate`), with a ``name``."""
+    _require(isinstance(getattr(placer, "name", None), str) and placer.name, "a placer has a non-empty name")
+    placement = placer.place(graph, cluster)
+    _require(isinstance(placement, Placement), f"place must return a Placement, got {type(placement).__name__}")
+    _require(placement.devices.shape == (graph.num_ops,), "place must give one device per op")
+    try:
+        placement.validate(graph, cluster)
+    except InvalidPlacementError as err:
+        raise AssertionError(f"placer {placer.name!r} returned an invalid placement: {err}") from None
+    return placement
+
+
+def check_trainer(trainer: Trainer, graph: OpGraph, cluster: Cluster, encoder: Any = None, policy: Any = None,
+                  run_dir: Any = None) -> Any:
+    """Assert ``trainer`` is a :class:`~gplace.interfaces.Trainer`: ``fit`` on the simulator returns a result whose
+    best placement is valid and measured at its reported step time, never slower than the warm start.
+
+    Use a small budget (few updates) for ``trainer``. Returns the result of ``fit``.
+    """
+    from gplace.encoders import LSTMEncoder
+    from gplace.placer import PolicyPlacer
+    from gplace.policies import MLPPolicy
+    from gplace.runtime import Simulator
+
+    _require(isinstance(trainer, Trainer), f"{type(trainer).__name__} lacks fit (gplace.interfaces.Trainer)")
+    encoder = encoder or LSTMEncoder(hidden_size=32)
+    policy = policy or MLPPolicy(cluster.num_devices, hidden_size=32, state_size=32)
+    placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=16)
+    runtime = Simulator()
+    start = Placement.single(graph, 0)
+    result = trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, warm_start=start)
+    result.best_placement.validate(graph, cluster)
+    measured = runtime.measure(graph, cluster, result.best_placement).step_time
+    _require(abs(measured - result.best_step_time) <= 1e-9 * max(1.0, measured),
+             f"best_step_time {result.best_step_time} is not the best placement's step time {measured}")
+    _require(result.best_step_time <= runtime.measure(graph, cluster, start).step_time + 1e-12,
+             "the result is slower than the warm start")
+    return result

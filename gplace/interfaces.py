@@ -1,0 +1,219 @@
+"""The contracts between gplace's parts, written down: Encoder, Policy, TrainablePlacer, Trainer, Placer, Runtime.
+
+Every part is swappable; what one part may assume of another is what these types say, and nothing else.
+:mod:`gplace.conformance` (and :mod:`gplace.runtime.conformance` for runtimes) checks an implementation against
+them, the way a third-party part is tested::
+
+    from gplace.conformance import check_policy
+    check_policy(MyPolicy(num_devices=2), state_size=256)
+
+The protocols are structural (:class:`typing.Protocol`): any class with these members conforms, no inheritance
+needed. :class:`Placer` is an abstract base, since it supplies the validating :meth:`Placer.place`.
+"""
+
+from __future__ import annotations
+
+import abc
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.runtime.base import Runtime
+
+if TYPE_CHECKING:
+    import torch
+
+    from gplace.loggers import Logger
+    from gplace.policies.base import PolicyOutput
+    from gplace.training._loop import TrainResult
+
+__all__ = [
+    "Encoder", "Placer", "Policy", "PolicyCapabilities", "Runtime", "TrainablePlacer", "Trainer", "capabilities_of",
+    "feature_sizes_of",
+]
+
+
+@dataclass(frozen=True)
+class PolicyCapabilities:
+    """What a policy declares about itself, so placers pass it the right inputs without probing.
+
+    Attributes:
+        num_devices: the device count D it was built for, or ``None`` when it serves any cluster.
+        uses_device_features: it reads the cluster's (D, F) ``device_features``.
+        uses_schedule: it reads a :class:`~gplace.policies.schedule_context.ScheduleContext` as ``schedule``.
+        merge_consumers: the default grouping merges each op into its only consumer (``True``), never
+            (``False``), or only when the graph has more ops than ``max_groups`` (``"if_needed"``).
+    """
+
+    num_devices: int | None = None
+    uses_device_features: bool = False
+    uses_schedule: bool = False
+    merge_consumers: bool | Literal["if_needed"] = True
+
+    def __post_init__(self) -> None:
+        if self.num_devices is not None and (not isinstance(self.num_devices, int) or self.num_devices < 1):
+            raise ValueError(f"PolicyCapabilities.num_devices must be a positive int or None, got {self.num_devices!r}")
+        if self.merge_consumers not in (True, False, "if_needed"):
+            raise ValueError(f"PolicyCapabilities.merge_consumers must be True, False or 'if_needed', "
+                             f"got {self.merge_consumers!r}")
+
+    def inputs(self, device_features: torch.Tensor, schedule: Any) -> dict[str, Any]:
+        """The keyword inputs a policy with these capabilities reads (``schedule`` may be a zero-argument callable
+        that builds it, so it is only built when used)."""
+        out: dict[str, Any] = {}
+        if self.uses_device_features:
+            out["device_features"] = device_features
+        if self.uses_schedule:
+            out["schedule"] = schedule() if callable(schedule) else schedule
+        return out
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Maps the group features of :func:`gplace.features.featurize` to one state per group.
+
+    Attributes:
+        num_type_buckets: number of hashed op-type ids the features must use.
+        max_neighbours: width K of the adjacency features.
+
+    Shapes:
+        ``encoder(features)``: a dict of (G, ...) tensors in; (G, S) float states out.
+    """
+
+    num_type_buckets: int
+    max_neighbours: int
+
+    def __call__(self, features: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Chooses a device per group from encoder states and a mask of allowed devices.
+
+    The keyword inputs (``device_features``, ``schedule``) are passed exactly when :attr:`capabilities` says.
+
+    Shapes:
+        states (G, S) float, allowed (G, D) bool, devices (K, G) int64; log_prob and entropy (K,).
+    """
+
+    @property
+    def capabilities(self) -> PolicyCapabilities: ...
+
+    def sample(self, states: torch.Tensor, allowed: torch.Tensor, num_samples: int,
+               generator: torch.Generator | None = None, **inputs: Any) -> PolicyOutput: ...
+
+    def greedy(self, states: torch.Tensor, allowed: torch.Tensor, **inputs: Any) -> torch.Tensor:
+        """(G,) int64: the most likely device of each group."""
+
+    def evaluate(self, states: torch.Tensor, allowed: torch.Tensor, devices: torch.Tensor,
+                 **inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log_prob (K,), entropy (K,))`` of given (K, G) placements."""
+
+
+@runtime_checkable
+class TrainablePlacer(Protocol):
+    """What a trainer needs of a learned placer for one graph and cluster (e.g. :class:`gplace.PolicyPlacer`).
+
+    Shapes:
+        ``sample`` returns devices (K, N) int64 per op, log_prob (K,), entropy (K,); ``evaluate`` takes (K, N).
+    """
+
+    graph: OpGraph
+    cluster: Cluster
+
+    def sample(self, num_samples: int, generator: torch.Generator | None = None) -> Any: ...
+
+    def greedy(self) -> Placement: ...
+
+    def evaluate(self, devices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def project(self, placement: Placement) -> Placement:
+        """The nearest placement this placer can emit (a warm start's starting point)."""
+
+    def parameters(self) -> Any: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> Any: ...
+
+
+@runtime_checkable
+class Trainer(Protocol):
+    """Improves a :class:`TrainablePlacer` against a runtime and returns the best placement measured."""
+
+    def fit(self, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph, cluster: Cluster, *,
+            run_dir: str | Path | None = None, logger: Logger | None = None,
+            warm_start: Placement | None = None) -> TrainResult: ...
+
+
+class Placer(abc.ABC):
+    """Maps every op of a graph to a device of a cluster. Subclasses implement :meth:`_place`.
+
+    :meth:`place` builds the :class:`~gplace.ir.Placement` and validates it (length, device range,
+    colocation groups, pinned kinds), so every placer returns a placement the runtimes accept or fails
+    loudly.
+    """
+
+    name: str = "placer"
+    """Short identifier used in tables and result files, e.g. ``"heft"``."""
+
+    def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
+        """Place ``graph`` on ``cluster``.
+
+        Raises:
+            PlacementInfeasibleError: an op fits on no device it may run on.
+            GraphError: an op, or a colocation group, may run on no device of the cluster.
+
+        Shapes:
+            returned ``Placement.devices`` (N,) int64, device indices into ``cluster.devices``.
+        """
+        devices = np.asarray(self._place(graph, cluster), dtype=np.int64)
+        placement = Placement.for_graph(graph, devices)
+        placement.validate(graph, cluster)
+        return placement
+
+    @abc.abstractmethod
+    def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        """Return the (N,) device index of every op."""
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({args})"
+
+
+_LEGACY = ("num_devices", "uses_device_features", "uses_schedule", "merge_consumers")
+
+
+def capabilities_of(policy: Any) -> PolicyCapabilities:
+    """``policy.capabilities``; for a policy written before the protocol, its loose attributes (deprecated).
+
+    Raises:
+        TypeError: ``capabilities`` is there but is not a :class:`PolicyCapabilities`.
+    """
+    declared = getattr(policy, "capabilities", None)
+    if isinstance(declared, PolicyCapabilities):
+        return declared
+    if declared is not None:
+        raise TypeError(f"{type(policy).__name__}.capabilities is a {type(declared).__name__}, "
+                        "expected gplace.interfaces.PolicyCapabilities")
+    warnings.warn(f"{type(policy).__name__} declares no `capabilities`; reading its loose attributes "
+                  f"{', '.join(_LEGACY)} (deprecated: add a PolicyCapabilities property)", DeprecationWarning,
+                  stacklevel=2)
+    found = {name: getattr(policy, name) for name in _LEGACY if hasattr(policy, name)}
+    return PolicyCapabilities(**found)
+
+
+def feature_sizes_of(encoder: Any) -> dict[str, int]:
+    """The feature widths an :class:`Encoder` declares, as :func:`gplace.features.featurize` keywords; an encoder
+    written before the protocol that lacks them gets the defaults, 512 type buckets and 20 neighbours (deprecated).
+    """
+    sizes = {"num_type_buckets": 512, "max_neighbours": 20}
+    missing = [name for name in sizes if not hasattr(encoder, name)]
+    if missing:
+        warnings.warn(f"{type(encoder).__name__} lacks {', '.join(missing)} (gplace.interfaces.Encoder); using "
+                      "the defaults (deprecated)", DeprecationWarning, stacklevel=2)
+    return {name: int(getattr(encoder, name, default)) for name, default in sizes.items()}
