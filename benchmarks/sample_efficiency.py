@@ -49,7 +49,6 @@ from gplace.training import ReinforceTrainer
 from gplace.zoo import load_zoo_model, paper_cluster
 
 HERE = Path(__file__).resolve().parent
-CONF = HERE.parent / "gplace" / "conf"
 MODELS = ("rnnlm", "nmt", "inception_v3")
 CLUSTERS = ("paper_2gpu", "paper_4gpu")
 METHODS = {"seq2seq": ("lstm", "seq2seq"), "gdp": ("gnn", "gdp")}
@@ -91,18 +90,20 @@ def _parse() -> argparse.Namespace:
 
 # ---------------------------------------------------------------------- configuration
 def _yaml(group: str, name: str) -> Any:
-    return OmegaConf.load(CONF / group / f"{name}.yaml")
+    """A graph or cluster config as written (those configs hold every argument)."""
+    return OmegaConf.load(HERE.parent / "gplace" / "conf" / group / f"{name}.yaml")
 
 
 def _resolved(method: str, seed: int, updates: int) -> dict[str, dict[str, Any]]:
     """The encoder, policy and trainer configs of ``method``, resolved as the main job would resolve them."""
+    from hydra import compose, initialize_config_module
+
     encoder, policy = METHODS[method]
-    cfg = OmegaConf.create({"seed": seed})
-    cfg.encoder = _yaml("encoder", encoder)
-    cfg.policy = _yaml("policy", policy)
-    cfg.trainer = _yaml("trainer", "reinforce")
-    cfg.trainer.updates, cfg.trainer.progress = updates, False
-    out = OmegaConf.to_container(cfg, resolve=True)
+    overrides = [f"encoder={encoder}", f"policy={policy}", "trainer=reinforce", f"seed={seed}",
+                 f"trainer.updates={updates}", "trainer.progress=false"]
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    out = {group: OmegaConf.to_container(cfg[group], resolve=True) for group in ("encoder", "policy", "trainer")}
     return {group: _kwargs_of(out[group]) for group in ("encoder", "policy", "trainer")}
 
 

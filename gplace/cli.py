@@ -41,13 +41,10 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
 
 
 def _savable(node: DictConfig, **extra):
-    """Instantiate a module and record its constructor arguments, so :func:`gplace.pretrained.save_policy`
-    can rebuild it (what :func:`gplace.pretrained.build` does for code that does not use Hydra)."""
-    kwargs = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if not k.startswith("_")}
+    """Instantiate a module (a partial config is called with ``extra``); built-in modules record their own
+    constructor arguments, so :func:`gplace.pretrained.save_policy` can rebuild them."""
     module = instantiate(node)
-    module = module(**extra) if not hasattr(module, "parameters") else module
-    module.init_kwargs = {**kwargs, **extra}
-    return module
+    return module(**extra) if not hasattr(module, "parameters") else module
 
 
 def _print_table(report, run_dir: str | Path) -> None:

@@ -8,9 +8,10 @@ A policy file is one ``torch.save`` of a plain dict (so it loads with ``weights_
      "state": {"encoder": <state_dict>, "policy": <state_dict>},
      "meta": {...}}
 
-The constructor arguments are read from each module's ``init_kwargs`` attribute, which :func:`build` sets; a
-module built otherwise can be given one by hand (``module.init_kwargs = {...}``). Loading imports each class
-by its qualified name, rebuilds it with those arguments and loads the weights.
+The constructor arguments come from each module's own record (:meth:`gplace.configurable.Configurable.config`:
+every built-in encoder and policy keeps one); another module is built with :func:`build`, or given an
+``init_kwargs`` dict by hand. Loading imports each class by its qualified name, rebuilds it with those arguments
+and loads the weights.
 
 Example::
 
@@ -32,6 +33,7 @@ from typing import Any, NamedTuple, TypeVar
 import torch
 from torch import nn
 
+from gplace.configurable import Configurable
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime.base import Runtime
 from gplace.training.checkpoint import save_checkpoint
@@ -72,14 +74,17 @@ def build(cls: type[M], /, **kwargs: Any) -> M:
 
 
 def module_spec(module: nn.Module) -> dict[str, Any]:
-    """``{"class": qualified name, "kwargs": constructor arguments}`` of a module built with :func:`build`.
+    """``{"class": qualified name, "kwargs": constructor arguments}`` of a module: its ``init_kwargs`` where
+    :func:`build` (or the user) set them, else its own :meth:`~gplace.configurable.Configurable.config`.
 
     Raises:
-        ValueError: the module has no ``init_kwargs``, holds non-plain values there, or its class cannot be
+        ValueError: the module records no arguments, holds non-plain values there, or its class cannot be
             imported by its qualified name (e.g. a class defined inside a function).
     """
     cls = type(module)
     kwargs = getattr(module, "init_kwargs", None)
+    if kwargs is None and isinstance(module, Configurable):
+        kwargs = module.config()["kwargs"]
     if not isinstance(kwargs, Mapping):
         raise ValueError(f"{cls.__name__} has no init_kwargs: build it with gplace.pretrained.build({cls.__name__}, "
                          "...) or set module.init_kwargs to its constructor arguments")

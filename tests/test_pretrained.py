@@ -57,11 +57,21 @@ def test_a_fixed_size_policy_round_trips_too(tmp_path):
     np.testing.assert_array_equal(_greedy(encoder, policy, graph, cluster), _greedy(encoder, loaded, graph, cluster))
 
 
-def test_saving_a_module_without_init_kwargs_is_refused(tmp_path):
-    """Modules not built with build() cannot be rebuilt, so saving them fails and says how to fix it."""
-    with pytest.raises(ValueError, match=r"no init_kwargs.*build\(GNNEncoder"):
-        save_policy(tmp_path / "p.pt", GNNEncoder(**ENCODER), build(DeviceAwarePolicy, hidden_size=16))
+class PlainEncoder(torch.nn.Module):
+    """An encoder that records nothing about how it was built."""
+
+
+def test_saving_a_module_that_records_no_arguments_is_refused(tmp_path):
+    """A module neither Configurable nor built with build() cannot be rebuilt: saving fails and says how to fix it."""
+    with pytest.raises(ValueError, match=r"no init_kwargs.*build\(PlainEncoder"):
+        save_policy(tmp_path / "p.pt", PlainEncoder(), build(DeviceAwarePolicy, hidden_size=16))
     assert not (tmp_path / "p.pt").exists()
+
+
+def test_built_in_modules_record_their_arguments_and_save_without_build(tmp_path):
+    encoder, policy = GNNEncoder(**ENCODER), DeviceAwarePolicy(hidden_size=16, state_size=ENCODER["hidden_size"])
+    loaded_encoder, loaded_policy, _ = load_policy(save_policy(tmp_path / "p.pt", encoder, policy))
+    assert loaded_encoder.config() == encoder.config() and loaded_policy.config() == policy.config()
 
 
 def test_non_plain_kwargs_and_meta_are_refused(tmp_path):

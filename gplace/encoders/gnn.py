@@ -11,6 +11,7 @@ from typing import Final, Literal
 import torch
 from torch import nn
 
+from gplace.configurable import Configurable
 from gplace.encoders.embedding import GroupEmbedding
 
 Conv = Literal["sage", "gat", "gin"]
@@ -18,7 +19,7 @@ CONVS: Final[tuple[str, ...]] = ("sage", "gat", "gin")
 _LOG_SCALE = 10.0
 
 
-class GNNEncoder(nn.Module):
+class GNNEncoder(Configurable, nn.Module):
     """Embeds each group as :class:`~gplace.encoders.LSTMEncoder` does, then passes messages along the edges.
 
     Each layer is ``x = LayerNorm(x + relu(conv(x)))`` over the coarse graph's edges in both directions (every

@@ -7,10 +7,11 @@ from typing import Final
 import torch
 from torch import nn
 
+from gplace.configurable import Configurable
 from gplace.encoders.embedding import GroupEmbedding
 
 
-class LSTMEncoder(nn.Module):
+class LSTMEncoder(Configurable, nn.Module):
     """Embeds each group from its features, then reads the sequence with a bidirectional LSTM.
 
     A group's input is the sum of its ops' type embeddings (``nn.EmbeddingBag``) next to linear projections of

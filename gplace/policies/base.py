@@ -14,6 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from gplace.configurable import Configurable
 from gplace.interfaces import PolicyCapabilities
 
 
@@ -97,7 +98,7 @@ def score(log_p: torch.Tensor, devices: torch.Tensor, allowed: torch.Tensor) -> 
     return PolicyOutput(devices, log_prob, entropy)
 
 
-class IndependentPolicy(nn.Module):
+class IndependentPolicy(Configurable, nn.Module):
     """Base of policies that choose every group's device independently given the states, in one pass.
 
     The public methods check their inputs and apply temperature and mask; subclasses implement

@@ -25,6 +25,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from gplace.configurable import Configurable
 from gplace.features import DEVICE_FEATURES
 from gplace.interfaces import PolicyCapabilities
 from gplace.policies.base import PolicyOutput, check_devices, check_inputs
@@ -40,7 +41,7 @@ MEMORY_PENALTY = 20.0
 _GAP_CLIP = 1e6
 
 
-class ListSchedulingPolicy(nn.Module):
+class ListSchedulingPolicy(Configurable, nn.Module):
     """Places groups in rank order, scoring devices by features of the partial schedule (see the module docstring).
 
     Args:

@@ -7,13 +7,14 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from gplace.configurable import Configurable
 from gplace.interfaces import PolicyCapabilities
 from gplace.policies.base import PolicyOutput
 
 _Choose = Callable[[int, torch.Tensor], torch.Tensor]
 
 
-class Seq2SeqPolicy(nn.Module):
+class Seq2SeqPolicy(Configurable, nn.Module):
     """Decodes a device for each group in turn, attending over the encoder states (Bahdanau attention).
 
     The input at step ``t`` is the embedding of the device chosen at ``t - 1`` (a start token at ``t = 0``)

@@ -10,8 +10,8 @@ reward of the batch itself.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ from gplace.training._loop import (
     progress_bar,
     start_run,
 )
+from gplace.training.settings import PPOSettings
 
 
 def ppo_loss(
@@ -81,7 +82,8 @@ def ppo_loss(
     }
 
 
-class PPOTrainer:
+@dataclass(frozen=True, kw_only=True)
+class PPOTrainer(PPOSettings):
     """Samples K placements per update, measures them, and takes ``epochs`` clipped-surrogate steps on them.
 
     The placer must offer ``evaluate(devices) -> (log_prob, entropy)`` (e.g. :class:`~gplace.placer.PolicyPlacer`),
@@ -89,48 +91,9 @@ class PPOTrainer:
     resume and warm start are those of :class:`~gplace.training.ReinforceTrainer`; ``losses/…`` also carries
     ``approx_kl`` and ``clip_fraction`` of the last epoch.
 
-    Args:
-        updates: policy updates, each on a fresh batch of K samples (default: 100).
-        samples_per_update: K placements sampled per update (default: 8).
-        epochs: optimiser steps on each batch (default: 4).
-        clip_eps: PPO's clip range for the probability ratio (default: 0.2).
-        lr: Adam learning rate (default: 1e-3).
-        entropy_coef: weight of the entropy bonus (default: 1e-2).
-        baseline: the value baseline: ``"ema"``, the moving average of past successful rewards, or
-            ``"mean"``, the mean successful reward of the batch itself (default: ``"ema"``).
-        normalize_advantage: scale advantages by their batch standard deviation (default: True).
-        target_kl: stop an update's epochs early once ``approx_kl`` exceeds this (default: no limit).
-        grad_clip: gradient norm clip (default: 1.0).
-        baseline_decay: EMA baseline decay (default: 0.9).
-        penalty_step_time: step time (s) charged to a failed placement (default: 100, the paper's).
-        checkpoint_every: updates between checkpoints (default: 10).
-        max_seconds: stop after this much wall time (default: no limit).
-        imitation_steps: with a ``warm_start`` placement, supervised steps that pull the policy towards it
-            before the search (default: 100).
-        seed: seeds sampling and initial weights (default: 0).
-        progress: show a progress bar (default: False).
+    Configured by the fields of :class:`~gplace.training.settings.PPOSettings` (keywords only), e.g.
+    ``PPOTrainer(updates=50, epochs=2)``.
     """
-
-    def __init__(
-        self, updates: int = 100, samples_per_update: int = 8, epochs: int = 4, clip_eps: float = 0.2,
-        lr: float = 1e-3, entropy_coef: float = 1e-2, baseline: Literal["ema", "mean"] = "ema",
-        normalize_advantage: bool = True, target_kl: float | None = None, grad_clip: float = 1.0,
-        baseline_decay: float = 0.9, penalty_step_time: float = 100.0, checkpoint_every: int = 10,
-        max_seconds: float | None = None, imitation_steps: int = 100, seed: int = 0, progress: bool = False,
-    ) -> None:
-        if updates < 0 or samples_per_update < 1 or epochs < 1:
-            raise ValueError(f"need updates >= 0, samples_per_update >= 1 and epochs >= 1, got {updates}, "
-                             f"{samples_per_update}, {epochs}")
-        if clip_eps <= 0:
-            raise ValueError(f"clip_eps must be > 0, got {clip_eps}")
-        if baseline not in ("ema", "mean"):
-            raise ValueError(f"baseline must be 'ema' or 'mean', got {baseline!r}")
-        self.updates, self.samples_per_update, self.epochs = updates, samples_per_update, epochs
-        self.clip_eps, self.lr, self.entropy_coef, self.baseline = clip_eps, lr, entropy_coef, baseline
-        self.normalize_advantage, self.target_kl, self.grad_clip = normalize_advantage, target_kl, grad_clip
-        self.baseline_decay, self.penalty_step_time = baseline_decay, penalty_step_time
-        self.checkpoint_every, self.max_seconds, self.imitation_steps = checkpoint_every, max_seconds, imitation_steps
-        self.seed, self.progress = seed, progress
 
     def fit(
         self, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph, cluster: Cluster, *,

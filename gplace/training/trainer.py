@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,45 +22,18 @@ from gplace.training._loop import (
     start_run,
 )
 from gplace.training.reinforce import reinforce_loss
+from gplace.training.settings import SearchSettings
 
 __all__ = ["ReinforceTrainer", "TrainResult", "TrainablePlacer"]
 
 
-class ReinforceTrainer:
+@dataclass(frozen=True, kw_only=True)
+class ReinforceTrainer(SearchSettings):
     """Samples K placements per update, measures them, and takes a REINFORCE step.
 
-    Args:
-        updates: policy updates (default: 200).
-        samples_per_update: K placements sampled per update (default: 8).
-        lr: Adam learning rate (default: 1e-3).
-        entropy_coef: weight of the entropy bonus (default: 1e-2).
-        normalize_advantage: scale advantages by their batch standard deviation (default: True).
-        grad_clip: gradient norm clip (default: 1.0).
-        baseline_decay: EMA baseline decay (default: 0.9).
-        penalty_step_time: step time (s) charged to a failed placement (default: 100, the paper's).
-        checkpoint_every: updates between checkpoints (default: 10).
-        max_seconds: stop after this much wall time (default: no limit).
-        imitation_steps: with a ``warm_start`` placement, supervised steps that pull the policy towards it
-            before the search (default: 100).
-        seed: seeds sampling and initial weights (default: 0).
-        progress: show a progress bar (default: False).
+    Configured by the fields of :class:`~gplace.training.settings.SearchSettings` (keywords only), e.g.
+    ``ReinforceTrainer(updates=100, lr=1e-2)``.
     """
-
-    def __init__(
-        self, updates: int = 200, samples_per_update: int = 8, lr: float = 1e-3, entropy_coef: float = 1e-2,
-        normalize_advantage: bool = True, grad_clip: float = 1.0, baseline_decay: float = 0.9,
-        penalty_step_time: float = 100.0,
-        checkpoint_every: int = 10, max_seconds: float | None = None, imitation_steps: int = 100, seed: int = 0,
-        progress: bool = False,
-    ) -> None:
-        if updates < 0 or samples_per_update < 1:
-            raise ValueError(f"need updates >= 0 and samples_per_update >= 1, got {updates}, {samples_per_update}")
-        self.updates, self.samples_per_update, self.lr = updates, samples_per_update, lr
-        self.normalize_advantage = normalize_advantage
-        self.entropy_coef, self.grad_clip, self.baseline_decay = entropy_coef, grad_clip, baseline_decay
-        self.penalty_step_time, self.checkpoint_every = penalty_step_time, checkpoint_every
-        self.max_seconds, self.seed, self.progress = max_seconds, seed, progress
-        self.imitation_steps = imitation_steps
 
     def fit(
         self, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph, cluster: Cluster, *,

@@ -1,15 +1,11 @@
 """PPO: the clipped surrogate on a hand-computed example, the search finds a known optimum, and resume is exact."""
 
-import inspect
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
-import gplace
 from gplace.encoders import LSTMEncoder
 from gplace.grouping import group_ops
 from gplace.ir import Placement
@@ -145,10 +141,3 @@ def test_warm_start_is_imitated_and_never_lost():
     result = PPOTrainer(updates=1, samples_per_update=2, imitation_steps=40, lr=1e-2).fit(
         placer, Simulator(), graph, cluster, warm_start=split)
     assert result.best_step_time <= Simulator().measure(graph, cluster, split).step_time
-
-
-def test_config_lists_every_constructor_argument():
-    """conf/trainer/ppo.yaml and PPOTrainer's signature name the same arguments (TorchRL's parity test)."""
-    conf = yaml.safe_load((Path(gplace.__file__).parent / "conf" / "trainer" / "ppo.yaml").read_text())
-    assert conf.pop("_target_") == "gplace.training.PPOTrainer"
-    assert set(conf) == set(inspect.signature(PPOTrainer).parameters)

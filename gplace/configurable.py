@@ -1,0 +1,81 @@
+"""Modules that record their own constructor arguments: :class:`Configurable`'s ``config()`` / ``from_config()``.
+
+A saved policy file names each module's class and arguments (:mod:`gplace.pretrained`), so it rebuilds without
+Hydra or the code that made it::
+
+    >>> from gplace.policies import MLPPolicy
+    >>> policy = MLPPolicy(4, hidden_size=32)
+    >>> policy.config()["kwargs"]["hidden_size"]
+    32
+    >>> type(MLPPolicy.from_config(policy.config())).__name__
+    'MLPPolicy'
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from typing import Any, TypeVar
+
+__all__ = ["Configurable", "from_config"]
+
+C = TypeVar("C", bound="Configurable")
+
+
+class Configurable:
+    """Mix-in: every subclass's ``__init__`` records the arguments it was called with (defaults filled in)."""
+
+    _init_arguments: dict[str, Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+        signature = inspect.signature(init)
+
+        @functools.wraps(init)
+        def recording_init(self: Any, *args: Any, **kw: Any) -> None:
+            init(self, *args, **kw)
+            bound = signature.bind(self, *args, **kw)
+            bound.apply_defaults()
+            arguments = dict(bound.arguments)
+            arguments.pop(next(iter(signature.parameters)))  # self
+            if type(self).__init__ is recording_init:  # the most derived class's call has the user's arguments
+                object.__setattr__(self, "_init_arguments", arguments)
+
+        cls.__init__ = recording_init  # type: ignore[method-assign]
+
+    def config(self) -> dict[str, Any]:
+        """``{"class": qualified name, "kwargs": constructor arguments}``, enough to rebuild the module."""
+        cls = type(self)
+        return {"class": f"{cls.__module__}.{cls.__qualname__}", "kwargs": dict(self._init_arguments)}
+
+    @classmethod
+    def from_config(cls: type[C], config: dict[str, Any]) -> C:
+        """A new instance built from :meth:`config`'s output (fresh weights).
+
+        Raises:
+            ValueError: ``config`` names another class.
+        """
+        built = from_config(config)
+        if not isinstance(built, cls):
+            raise ValueError(f"config names {config.get('class')!r}, not a {cls.__name__}")
+        return built
+
+
+def from_config(config: dict[str, Any]) -> Any:
+    """Build the object a ``{"class": ..., "kwargs": ...}`` config names.
+
+    Raises:
+        ValueError: the config lacks ``class`` or ``kwargs``, or the class cannot be imported.
+    """
+    if not isinstance(config, dict) or "class" not in config or "kwargs" not in config:
+        raise ValueError(f"a module config is a dict with 'class' and 'kwargs', got {config!r}")
+    module, _, name = str(config["class"]).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"config class {config['class']!r} cannot be imported: {err}") from None
+    return cls(**config["kwargs"])
