@@ -15,25 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from gplace.baselines import HEFT, METF, METIS, MSCT, MTopo, Placer, RandomPlacer, RoundRobin, step_time_lower_bound
-from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+from gplace.ir import Cluster, Device, OpGraph
 from gplace.runtime.simulator import Simulator
+from gplace.testing import layered_dag
 
 TARGET_SECONDS = 2.0
 TARGETED = ("heft", "m_etf")
-
-
-def layered_dag(num_ops: int = 10_000, width: int = 100, max_inputs: int = 4, seed: int = 0) -> OpGraph:
-    """Layers of ``width`` ops; each op reads 1..``max_inputs`` ops from the previous two layers."""
-    rng = np.random.default_rng(seed)
-    ops = [Op(f"op{i}", "MatMul", float(rng.uniform(1e-5, 1e-3)), persistent_memory=int(rng.integers(0, 4e6)),
-              output_bytes=int(rng.integers(1e3, 4e6))) for i in range(num_ops)]
-    edges = []
-    for i in range(width, num_ops):
-        lo = max(0, (i // width - 2) * width)
-        hi = (i // width) * width
-        for j in rng.choice(np.arange(lo, hi), size=int(rng.integers(1, max_inputs + 1)), replace=False):
-            edges.append(Edge(f"op{j}", f"op{i}"))
-    return OpGraph.from_ops(ops, edges, name=f"layered{num_ops}")
 
 
 def five_devices() -> Cluster:
@@ -64,7 +51,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("baselines.md"))
     args = parser.parse_args()
-    graph, cluster = layered_dag(args.ops), five_devices()
+    graph, cluster = layered_dag(args.ops, max_inputs=4), five_devices()
     placers = [HEFT(), METF(), MTopo(), MSCT(), RoundRobin(), RandomPlacer(), METIS()]
     simulator = Simulator()
     rows = []

@@ -23,9 +23,10 @@ import torch
 
 from gplace.encoders import GNNEncoder
 from gplace.grouping import identity_grouping
-from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+from gplace.ir import Cluster, Device
 from gplace.placer import PolicyPlacer
 from gplace.policies import GDPPolicy, MLPPolicy
+from gplace.testing import layered_dag
 
 OUT = Path(__file__).with_name("gnn.md")
 MB = 1_000_000
@@ -36,21 +37,6 @@ CONFIGS = [
     {"ops": 50_000, "conv": "sage", "policy": "mlp", "threads": 1},
     {"ops": 10_000, "conv": "sage", "policy": "gdp", "threads": 1},
 ]
-
-
-def layered_dag(n: int, width: int = 100, seed: int = 0) -> OpGraph:
-    """``n`` ops in layers of ``width``; each op reads 1-3 ops of the previous two layers; 40 op types, shapes."""
-    rng = np.random.default_rng(seed)
-    ops = [Op(f"op{i}", f"T{rng.integers(40)}", float(rng.uniform(1e-4, 1e-3)),
-              persistent_memory=int(rng.integers(0, 10)) * MB, output_bytes=int(rng.integers(1, 16)) * MB,
-              output_shapes=((32, int(rng.integers(1, 4096))),)) for i in range(n)]
-    edges = []
-    for i in range(width, n):
-        layer = i // width
-        lo = max(0, (layer - 2) * width)
-        for j in rng.choice(np.arange(lo, layer * width), size=int(rng.integers(1, 4)), replace=False):
-            edges.append(Edge(f"op{j}", f"op{i}"))
-    return OpGraph.from_ops(ops, edges, name=f"layered{n}")
 
 
 def four_gpus() -> Cluster:
@@ -145,7 +131,8 @@ def main() -> None:
 
 Made by `python benchmarks/gnn_scale.py`: one training update (``PolicyPlacer.sample(4)``, a REINFORCE loss
 with an entropy bonus, ``backward``, one Adam step) on a layered random DAG (layers of 100 ops, each op reads
-1-3 ops of the previous two layers, 40 op types) with identity grouping (one group per op) on 4 GPUs.
+1-3 ops of the previous two layers, 8 op types; `gplace.testing.layered_dag`) with identity grouping (one
+group per op) on 4 GPUs.
 Default sizes: `GNNEncoder(conv, hidden_size=128, num_layers=3)`, `GDPPolicy(hidden_size=128, num_heads=4,
 num_layers=2, segment_size=128)`, `MLPPolicy(hidden_size=128)`. Each row is a fresh process; peak RSS is
 `resource.getrusage(RUSAGE_SELF).ru_maxrss` (the process's peak, graph and features included). "PolicyPlacer

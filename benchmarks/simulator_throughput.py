@@ -15,28 +15,14 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from gplace.ir import Cluster, Device, Edge, Op, OpGraph, Placement
+from gplace.ir import Cluster, Device, OpGraph, Placement
 from gplace.runtime import Simulator
 from gplace.runtime.simulator import _prepare, _run
+from gplace.testing import layered_dag
 
 logger = logging.getLogger(__name__)
 OUT = Path(__file__).with_name("simulator.md")
 MB = 1_000_000
-
-
-def layered_dag(n: int, width: int, seed: int = 0) -> OpGraph:
-    """``n`` ops in layers of ``width``; each op reads 1-3 ops of the previous two layers."""
-    rng = np.random.default_rng(seed)
-    ops = [Op(f"op{i}", f"T{rng.integers(8)}", float(rng.uniform(1e-4, 1e-3)),
-              persistent_memory=int(rng.integers(0, 10)) * MB, temporary_memory=int(rng.integers(0, 20)) * MB,
-              output_bytes=int(rng.integers(1, 16)) * MB) for i in range(n)]
-    edges = []
-    for i in range(width, n):
-        layer = i // width
-        lo = max(0, (layer - 2) * width)
-        for j in rng.choice(np.arange(lo, layer * width), size=int(rng.integers(1, 4)), replace=False):
-            edges.append(Edge(f"op{j}", f"op{i}"))
-    return OpGraph.from_ops(ops, edges, name=f"layered{n}")
 
 
 def five_gpus() -> Cluster:
@@ -91,7 +77,8 @@ def report(results: dict[str, dict[str, float]]) -> str:
     lines = [
         "# sim-v1 throughput", "",
         "Made by `python benchmarks/simulator_throughput.py`: random placements (uniform over devices) of a",
-        "layered random DAG (each op reads 1-3 ops of the previous two layers) on 5 equal GPUs, single",
+        "layered random DAG (`gplace.testing.layered_dag`: each op reads 1-3 ops of the previous two layers)",
+        "on 5 equal GPUs, single",
         "process, one thread, after warm-up. `measure` is `Simulator().measure` (validation + kernel +",
         "Measurement); `validate only` is `Placement.validate`; `kernel only` is the numba kernel plus",
         "building the `Schedule`; `step_times` is the batch API (no validation beyond shape and range).", "",

@@ -77,3 +77,29 @@ def cpu_gpu_cluster(num_gpus: int = 2, gpu_memory: int = 10**12) -> Cluster:
     devices = [Device("/CPU:0", "cpu", 1.0, 10**12)]
     devices += [Device(f"/GPU:{i}", "gpu", 1.0, gpu_memory) for i in range(num_gpus)]
     return Cluster.build(devices, default_bandwidth=1e6, name=f"cpu+{num_gpus}gpu")
+
+
+def layered_dag(num_ops: int, width: int = 100, max_inputs: int = 3, num_types: int = 8, seed: int = 0) -> OpGraph:
+    """The benchmarks' large random graph: ``num_ops`` ops in layers of ``width``; each op after the first layer
+    reads 1..``max_inputs`` distinct ops of the previous two layers.
+
+    Per op, drawn in this order: a type ``T<k>`` of ``num_types``, a cost uniform in [0.1, 1) ms, 0-9 MB persistent,
+    0-19 MB temporary and 1-15 MB output memory, and an output shape ``(32, 1..4095)``.
+
+    >>> g = layered_dag(300, width=100, seed=1)
+    >>> inputs = np.bincount([g.op_index[e.dst] for e in g.edges()], minlength=300)
+    >>> g.num_ops, g.name, bool((inputs[:100] == 0).all() and ((inputs[100:] >= 1) & (inputs[100:] <= 3)).all())
+    (300, 'layered300', True)
+    """
+    rng = np.random.default_rng(seed)
+    ops = [Op(f"op{i}", f"T{rng.integers(num_types)}", float(rng.uniform(1e-4, 1e-3)),
+              persistent_memory=int(rng.integers(0, 10)) * MB, temporary_memory=int(rng.integers(0, 20)) * MB,
+              output_bytes=int(rng.integers(1, 16)) * MB, output_shapes=((32, int(rng.integers(1, 4096))),))
+           for i in range(num_ops)]
+    edges = []
+    for i in range(width, num_ops):
+        layer = i // width
+        sources = np.arange(max(0, (layer - 2) * width), layer * width)
+        for j in rng.choice(sources, size=int(rng.integers(1, max_inputs + 1)), replace=False):
+            edges.append(Edge(f"op{j}", f"op{i}"))
+    return OpGraph.from_ops(ops, edges, name=f"layered{num_ops}")

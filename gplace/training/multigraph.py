@@ -24,14 +24,15 @@ import torch
 from torch import nn
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger
+from gplace.loggers import Logger, NullLogger
 from gplace.runtime.base import Runtime
+from gplace.training._loop import with_jsonl
 from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import load_checkpoint, save_checkpoint
 from gplace.training.reinforce import reinforce_loss
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
-__all__ = ["MultiGraphResult", "MultiGraphTrainer", "Rollout", "Task", "TaskResult", "finetune",
+__all__ = ["MultiGraphResult", "MultiGraphTrainer", "Rollout", "Task", "TaskRollout", "TaskResult", "finetune",
            "reference_step_time"]
 
 Task = tuple[OpGraph, Cluster]
@@ -74,7 +75,7 @@ class MultiGraphResult:
         return float(np.mean([t.greedy_step_time / t.reference_step_time for t in self.tasks]))
 
 
-class Rollout(NamedTuple):
+class TaskRollout(NamedTuple):
     """K placements of one task sampled and measured, with their normalised rewards."""
 
     placements: list[Placement]
@@ -86,6 +87,10 @@ class Rollout(NamedTuple):
     """(K,) float64 ``-sqrt(step time / reference)``; a failure counts as ``penalty_ratio`` times the reference."""
     log_prob: torch.Tensor
     entropy: torch.Tensor
+
+
+Rollout = TaskRollout
+"""The old name of :class:`TaskRollout` (it shadowed :class:`gplace.training._loop.Rollout`)."""
 
 
 class _TaskState:
@@ -179,9 +184,7 @@ class MultiGraphTrainer:
         states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
         params = [*encoder.parameters(), *policy.parameters()]
         optimizer = torch.optim.Adam(params, lr=self.lr)
-        logger = logger or NullLogger()
-        if run_dir is not None:
-            logger = MultiLogger(logger, JsonlLogger(Path(run_dir) / "metrics.jsonl"))
+        logger = with_jsonl(logger or NullLogger(), run_dir)
         ckpt = None if run_dir is None else Path(run_dir) / "checkpoint.pt"
         run_id = _run_id(tasks)
         samples, first_update, history = 0, 0, []
@@ -249,7 +252,7 @@ class MultiGraphTrainer:
         return MultiGraphResult(results, samples, done_updates, time.monotonic() - started, history)
 
     def _rollout(self, task: _TaskState, encoder: nn.Module, policy: nn.Module, runtime: Runtime,
-                 generator: torch.Generator) -> Rollout:
+                 generator: torch.Generator) -> TaskRollout:
         """Sample K placements of ``task``, measure them, normalise their rewards and track the best."""
         placer = task.placer(encoder, policy, self.max_groups)
         devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=generator)
@@ -263,9 +266,9 @@ class MultiGraphTrainer:
             i = int(torch.argmin(torch.where(ok, step_time, math.inf)))
             if task.best is None or float(step_time[i]) < task.best[1]:
                 task.best = (placements[i], float(step_time[i]))
-        return Rollout(placements, step_time, ok, -torch.sqrt(ratio), log_prob, entropy)
+        return TaskRollout(placements, step_time, ok, -torch.sqrt(ratio), log_prob, entropy)
 
-    def _loss(self, task: _TaskState, rollout: Rollout) -> dict[str, torch.Tensor]:
+    def _loss(self, task: _TaskState, rollout: TaskRollout) -> dict[str, torch.Tensor]:
         """The REINFORCE terms of one task's rollout against its own EMA baseline."""
         reward, ok = rollout.reward, rollout.ok
         batch_mean = float(reward[ok].mean()) if ok.any() else float(reward.mean())
@@ -341,7 +344,7 @@ def _mean_best_ratio(states: Sequence[_TaskState]) -> float:
     return float(np.mean(ratios)) if ratios else math.inf
 
 
-def _mean_ratio(states: Sequence[_TaskState], chosen: np.ndarray, rollouts: Sequence[Rollout]) -> float:
+def _mean_ratio(states: Sequence[_TaskState], chosen: np.ndarray, rollouts: Sequence[TaskRollout]) -> float:
     """Mean step time over reference of this update's successful samples."""
     ratios = [r.step_time[r.ok] / states[i].reference_time for i, r in zip(chosen, rollouts, strict=True)]
     flat = torch.cat(ratios)
