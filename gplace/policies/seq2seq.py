@@ -9,7 +9,7 @@ from torch import nn
 
 from gplace.configurable import Configurable
 from gplace.interfaces import PolicyCapabilities
-from gplace.policies.base import PolicyOutput
+from gplace.policies.base import PolicyOutput, check_devices, check_inputs, gumbel_argmax, masked_log_softmax, score
 
 _Choose = Callable[[int, torch.Tensor], torch.Tensor]
 
@@ -67,12 +67,7 @@ class Seq2SeqPolicy(Configurable, nn.Module):
         if num_samples < 1:
             raise ValueError(f"num_samples must be >= 1, got {num_samples}")
 
-        def choose(_: int, log_p: torch.Tensor) -> torch.Tensor:
-            # Gumbel-max: argmax(log p + Gumbel noise) is a sample of p; masked devices stay at -inf
-            u = torch.rand(log_p.shape, generator=generator, device=log_p.device, dtype=log_p.dtype)
-            return (log_p.detach() - torch.log(-torch.log(u.clamp_min(1e-20)))).argmax(-1)
-
-        return self._decode(states, allowed, num_samples, choose)
+        return self._decode(states, allowed, num_samples, lambda _, log_p: gumbel_argmax(log_p, 1, generator)[0])
 
     def greedy(self, states: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         """The most likely device at each step (argmax decoding).
@@ -96,27 +91,13 @@ class Seq2SeqPolicy(Configurable, nn.Module):
             states (G, S), allowed (G, D) bool, devices (K, G) int; returns log_prob (K,), entropy (K,).
         """
         self._check(states, allowed)
-        devices = torch.as_tensor(devices, dtype=torch.int64, device=states.device)
-        if devices.ndim != 2 or devices.shape[1] != states.shape[0]:
-            raise ValueError(f"devices has shape {tuple(devices.shape)}, expected (K, {states.shape[0]})")
-        if ((devices < 0) | (devices >= self.num_devices)).any():
-            raise ValueError(f"devices must lie in [0, {self.num_devices})")
-        steps = torch.arange(devices.shape[1], device=devices.device)
-        if not allowed[steps, devices].all():
-            raise ValueError("devices puts a group on a device it is not allowed on")
+        devices = check_devices(devices, allowed)
         out = self._decode(states, allowed, devices.shape[0], lambda t, _: devices[:, t])
         return out.log_prob, out.entropy
 
     # ------------------------------------------------------------------ decoding
     def _check(self, states: torch.Tensor, allowed: torch.Tensor) -> None:
-        g = states.shape[0]
-        if states.ndim != 2 or states.shape[1] != self.state_size:
-            raise ValueError(f"states has shape {tuple(states.shape)}, expected (G, {self.state_size})")
-        if allowed.shape != (g, self.num_devices) or allowed.dtype != torch.bool:
-            raise ValueError(f"allowed must be a ({g}, {self.num_devices}) bool tensor, got "
-                             f"{tuple(allowed.shape)} {allowed.dtype}")
-        if g and not allowed.any(1).all():
-            raise ValueError(f"group at position {int((~allowed.any(1)).nonzero()[0])} has no allowed device")
+        check_inputs(states, allowed, self.num_devices, self.state_size)
 
     def _decode(self, states: torch.Tensor, allowed: torch.Tensor, k: int, choose: _Choose) -> PolicyOutput:
         """Run the decoder for ``k`` sequences; ``choose(t, log_p (k, D))`` picks step ``t``'s devices."""
@@ -128,25 +109,16 @@ class Seq2SeqPolicy(Configurable, nn.Module):
         for t in range(states.shape[0]):
             context = self._attend(keys, states, h)
             h, c = self.cell(torch.cat([self.device_embedding(prev), context], -1), (h, c))
-            logits = self.out(torch.cat([h, context], -1)) / self.temperature
-            log_p = torch.log_softmax(logits.masked_fill(~allowed[t], float("-inf")), -1)
+            log_p = masked_log_softmax(self.out(torch.cat([h, context], -1)), allowed[t], self.temperature)
             prev = choose(t, log_p)
             log_ps.append(log_p)
             chosen.append(prev)
         if not chosen:
             empty = states.new_zeros(k)
             return PolicyOutput(torch.zeros(k, 0, dtype=torch.int64, device=states.device), empty, empty)
-        return self._score(torch.stack(log_ps, 1), torch.stack(chosen, 1), allowed)
+        return score(torch.stack(log_ps, 1), torch.stack(chosen, 1), allowed)
 
     def _attend(self, keys: torch.Tensor, states: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """Attention context ``sum_i softmax(v . tanh(W s_i + U h)) s_i``. Shapes: keys (G, A), h (K, H) -> (K, S)."""
         scores = torch.tanh(keys.unsqueeze(0) + self.attn_query(h).unsqueeze(1)) @ self.attn_score.weight[0]
         return torch.softmax(scores, -1) @ states
-
-    @staticmethod
-    def _score(log_p: torch.Tensor, devices: torch.Tensor, allowed: torch.Tensor) -> PolicyOutput:
-        """Sequence log-probabilities and entropies. Shapes: log_p (K, G, D), devices (K, G), allowed (G, D)."""
-        log_prob = log_p.gather(-1, devices.unsqueeze(-1)).squeeze(-1).sum(1)
-        safe = log_p.masked_fill(~allowed, 0.0)
-        entropy = -(safe.exp() * safe).sum((1, 2))
-        return PolicyOutput(devices, log_prob, entropy)
