@@ -26,6 +26,7 @@ from gplace.runtime.base import Measurement, Runtime
 from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import load_checkpoint, save_checkpoint
 from gplace.training.reinforce import step_time_reward
+from gplace.training.settings import SearchSettings
 
 Best = tuple[Placement, Measurement]
 """The best placement seen and its measurement."""
@@ -132,6 +133,19 @@ class Run:
         """Whether this run has used ``max_seconds`` of wall time."""
         return max_seconds is not None and time.monotonic() - self.started >= max_seconds
 
+    def end_update(self, placer: Any, update: int, metrics: dict[str, float], settings: SearchSettings) -> bool:
+        """Log ``metrics``, checkpoint when due, and say whether the search is done (last update or out of time)."""
+        self.log(update, metrics)
+        done = update + 1 == settings.updates or self.out_of_time(settings.max_seconds)
+        self.checkpoint(placer, update, every=settings.checkpoint_every, done=done)
+        return done
+
+    def finish(self, placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster) -> TrainResult:
+        """The best placement seen or the trained policy's greedy one, whichever is faster; closes the logger."""
+        best = compare_greedy(placer, runtime, graph, cluster, self.best)
+        self.logger.finish()
+        return TrainResult(best[0], best[1], self.samples, time.monotonic() - self.started, self.history)
+
     def checkpoint(self, placer: Any, update: int, *, every: int, done: bool) -> None:
         """Save after every ``every``-th update and at the end (once a placement has succeeded)."""
         if self.ckpt is None or self.best is None or not ((update + 1) % every == 0 or done):
@@ -173,6 +187,17 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
         best_placement = Placement.for_graph(graph, state["best_devices"])
         run.best = (best_placement, runtime.measure(graph, cluster, best_placement))
         run.resumed = True
+    return run
+
+
+def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, settings: SearchSettings, *,
+                 run_dir: str | Path | None, logger: Logger | None, warm_start: Placement | None) -> Run:
+    """:func:`start_run` with ``settings``, then, on a fresh run with a ``warm_start``, :func:`imitate` it."""
+    run = start_run(placer, runtime, graph, cluster, lr=settings.lr, seed=settings.seed,
+                    baseline_decay=settings.baseline_decay, run_dir=run_dir, logger=logger)
+    if not run.resumed and warm_start is not None:
+        run.best = imitate(placer, run.optimizer, runtime, graph, cluster, warm_start, run.logger,
+                           steps=settings.imitation_steps, grad_clip=settings.grad_clip)
     return run
 
 

@@ -9,7 +9,6 @@ reward of the batch itself.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +22,9 @@ from gplace.runtime.base import Runtime
 from gplace.training._loop import (
     Rollout,
     TrainResult,
-    compare_greedy,
-    imitate,
     measure_rollout,
     progress_bar,
-    start_run,
+    start_search,
 )
 from gplace.training.settings import PPOSettings
 
@@ -99,17 +96,10 @@ class PPOTrainer(PPOSettings):
         self, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph, cluster: Cluster, *,
         run_dir: str | Path | None = None, logger: Logger | None = None, warm_start: Placement | None = None,
     ) -> TrainResult:
-        """Search for a fast placement of ``graph`` on ``cluster``.
-
-        With ``run_dir``, metrics go to ``run_dir/metrics.jsonl`` and a checkpoint to ``run_dir/checkpoint.pt``;
-        calling again with the same ``run_dir`` resumes where the last run stopped. A ``warm_start`` placement
-        is projected onto the policy's groups, counted as seen, and imitated for ``imitation_steps`` first.
-        """
-        run = start_run(placer, runtime, graph, cluster, lr=self.lr, seed=self.seed,
-                        baseline_decay=self.baseline_decay, run_dir=run_dir, logger=logger)
-        if not run.resumed and warm_start is not None:
-            run.best = imitate(placer, run.optimizer, runtime, graph, cluster, warm_start, run.logger,
-                               steps=self.imitation_steps, grad_clip=self.grad_clip)
+        """Search for a fast placement of ``graph`` on ``cluster``: run directory, resume and warm start as in
+        :meth:`gplace.training.ReinforceTrainer.fit`."""
+        run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
+                           warm_start=warm_start)
 
         with progress_bar(self.progress, self.updates, run.first_update) as advance:
             for update in range(run.first_update, self.updates):
@@ -144,18 +134,12 @@ class PPOTrainer(PPOSettings):
                     "losses/grad_norm": float(grad_norm),
                     **{f"losses/{k}": float(v.detach()) for k, v in terms.items()},
                 }
-                run.log(update, metrics)
+                done = run.end_update(placer, update, metrics, self)  # log, checkpoint when due
                 advance(metrics["charts/best_step_time"])
-
-                # checkpoint
-                done = update + 1 == self.updates or run.out_of_time(self.max_seconds)
-                run.checkpoint(placer, update, every=self.checkpoint_every, done=done)
                 if done:
                     break
 
-        best = compare_greedy(placer, runtime, graph, cluster, run.best)
-        run.logger.finish()
-        return TrainResult(best[0], best[1], run.samples, time.monotonic() - run.started, run.history)
+        return run.finish(placer, runtime, graph, cluster)
 
     def _baseline_value(self, ema: float, rollout: Rollout) -> float:
         """The baseline subtracted from this batch's rewards."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,11 +14,9 @@ from gplace.loggers import Logger
 from gplace.runtime.base import Runtime
 from gplace.training._loop import (
     TrainResult,
-    compare_greedy,
-    imitate,
     measure_rollout,
     progress_bar,
-    start_run,
+    start_search,
 )
 from gplace.training.reinforce import reinforce_loss
 from gplace.training.settings import SearchSettings
@@ -46,11 +43,8 @@ class ReinforceTrainer(SearchSettings):
         (e.g. the best heuristic's) is projected onto the policy's groups, counted as seen, and imitated for
         ``imitation_steps`` before the search.
         """
-        run = start_run(placer, runtime, graph, cluster, lr=self.lr, seed=self.seed,
-                        baseline_decay=self.baseline_decay, run_dir=run_dir, logger=logger)
-        if not run.resumed and warm_start is not None:
-            run.best = imitate(placer, run.optimizer, runtime, graph, cluster, warm_start, run.logger,
-                               steps=self.imitation_steps, grad_clip=self.grad_clip)
+        run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
+                           warm_start=warm_start)
 
         with progress_bar(self.progress, self.updates, run.first_update) as advance:
             for update in range(run.first_update, self.updates):
@@ -75,15 +69,9 @@ class ReinforceTrainer(SearchSettings):
                 # log
                 metrics = {**run.rollout_metrics(rollout, b), "losses/grad_norm": float(grad_norm),
                            **{f"losses/{k}": float(v.detach()) for k, v in terms.items()}}
-                run.log(update, metrics)
+                done = run.end_update(placer, update, metrics, self)  # log, checkpoint when due
                 advance(metrics["charts/best_step_time"])
-
-                # checkpoint
-                done = update + 1 == self.updates or run.out_of_time(self.max_seconds)
-                run.checkpoint(placer, update, every=self.checkpoint_every, done=done)
                 if done:
                     break
 
-        best = compare_greedy(placer, runtime, graph, cluster, run.best)
-        run.logger.finish()
-        return TrainResult(best[0], best[1], run.samples, time.monotonic() - run.started, run.history)
+        return run.finish(placer, runtime, graph, cluster)
