@@ -79,12 +79,14 @@ def cpu_gpu_cluster(num_gpus: int = 2, gpu_memory: int = 10**12) -> Cluster:
     return Cluster.build(devices, default_bandwidth=1e6, name=f"cpu+{num_gpus}gpu")
 
 
-def layered_dag(num_ops: int, width: int = 100, max_inputs: int = 3, num_types: int = 8, seed: int = 0) -> OpGraph:
+def layered_dag(num_ops: int, width: int = 100, max_inputs: int = 3, num_types: int = 8, seed: int = 0,
+                memory_unit: int = MB) -> OpGraph:
     """The benchmarks' large random graph: ``num_ops`` ops in layers of ``width``; each op after the first layer
     reads 1..``max_inputs`` distinct ops of the previous two layers.
 
-    Per op, drawn in this order: a type ``T<k>`` of ``num_types``, a cost uniform in [0.1, 1) ms, 0-9 MB persistent,
-    0-19 MB temporary and 1-15 MB output memory, and an output shape ``(32, 1..4095)``.
+    Per op, drawn in this order: a type ``T<k>`` of ``num_types``, a cost uniform in [0.1, 1) ms, 0-9 units of
+    persistent, 0-19 of temporary and 1-15 of output memory (a unit is ``memory_unit`` bytes, default 1 MB), and an
+    output shape ``(32, 1..4095)``.
 
     >>> g = layered_dag(300, width=100, seed=1)
     >>> inputs = np.bincount([g.op_index[e.dst] for e in g.edges()], minlength=300)
@@ -93,8 +95,9 @@ def layered_dag(num_ops: int, width: int = 100, max_inputs: int = 3, num_types: 
     """
     rng = np.random.default_rng(seed)
     ops = [Op(f"op{i}", f"T{rng.integers(num_types)}", float(rng.uniform(1e-4, 1e-3)),
-              persistent_memory=int(rng.integers(0, 10)) * MB, temporary_memory=int(rng.integers(0, 20)) * MB,
-              output_bytes=int(rng.integers(1, 16)) * MB, output_shapes=((32, int(rng.integers(1, 4096))),))
+              persistent_memory=int(rng.integers(0, 10)) * memory_unit,
+              temporary_memory=int(rng.integers(0, 20)) * memory_unit,
+              output_bytes=int(rng.integers(1, 16)) * memory_unit, output_shapes=((32, int(rng.integers(1, 4096))),))
            for i in range(num_ops)]
     edges = []
     for i in range(width, num_ops):
