@@ -135,9 +135,12 @@ def _load(model_or_path: object) -> onnx.ModelProto:
         if not path.is_file():
             raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
         try:
-            return onnx.load(str(path), load_external_data=False)
+            model = onnx.load(str(path), load_external_data=False)
         except Exception as err:  # protobuf raises DecodeError, RuntimeError, ...
             raise UnsupportedGraphError(f"{path}: not a readable ONNX model ({error_summary(err)})") from None
+        if not model.graph.node:
+            raise UnsupportedGraphError(f"{path}: an ONNX model with no nodes (an empty file, or not an ONNX model)")
+        return model
     if not isinstance(model_or_path, onnx.ModelProto):
         raise TypeError(f"from_onnx expects an onnx.ModelProto or a path, got {type(model_or_path).__name__}")
     model = onnx.ModelProto()

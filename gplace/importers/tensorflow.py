@@ -261,6 +261,8 @@ def _trace_path(tf: Any, path: Path, outputs: Sequence[str] | None) -> _Traced:
             text_format.Parse(path.read_text(), graph_def)
         else:
             graph_def.ParseFromString(path.read_bytes())
+    if not graph_def.node:
+        raise UnsupportedGraphError(f"{path}: a GraphDef with no nodes (an empty file, or not a GraphDef)")
     return _graph_def_traced(tf, graph_def, path.stem, outputs)
 
 

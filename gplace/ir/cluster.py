@@ -103,6 +103,17 @@ class Cluster:
             if d.name in seen:
                 raise GraphError(f"cluster {self.name!r}: duplicate device name {d.name!r}")
             seen.add(d.name)
+            if not isinstance(d.name, str) or not d.name or not isinstance(d.kind, str) or not d.kind:
+                raise GraphError(f"cluster {self.name!r}: device {d.name!r} needs a non-empty string name and kind, "
+                                 f"got name {d.name!r}, kind {d.kind!r}")
+            if isinstance(d.speed, bool) or not isinstance(d.speed, int | float | np.integer | np.floating):
+                raise GraphError(f"cluster {self.name!r}: device {d.name!r} speed must be a number, got {d.speed!r}")
+            if isinstance(d.memory, bool) or not isinstance(d.memory, int | np.integer):
+                raise GraphError(f"cluster {self.name!r}: device {d.name!r} memory must be a whole number of bytes, "
+                                 f"got {d.memory!r}")
+            if d.memory > 2**63 - 1:
+                raise GraphError(f"cluster {self.name!r}: device {d.name!r} has memory {d.memory}, more than the "
+                                 f"largest supported ({2**63 - 1} bytes)")
             if not (d.speed > 0 and math.isfinite(d.speed)):
                 raise GraphError(f"cluster {self.name!r}: device {d.name!r} has speed {d.speed}, must be > 0")
             if d.memory <= 0:

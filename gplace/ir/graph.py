@@ -100,12 +100,14 @@ class OpGraph:
         """
         index: dict[str, int] = {}
         for i, op in enumerate(ops):
+            _check_op_fields(op, f"graph {name!r}")
             if op.name in index:
                 raise GraphError(f"graph {name!r}: duplicate op name {op.name!r}")
             index[op.name] = i
         kinds = sorted({k for op in ops for k in op.kind_cost})
         kind_cost = {
-            k: np.array([_as_cost(op.kind_cost.get(k)) for op in ops], dtype=np.float64) for k in kinds
+            k: np.array([_as_cost(op.kind_cost.get(k), f"graph {name!r}: op {op.name!r} kind_cost[{k!r}]")
+                         for op in ops], dtype=np.float64) for k in kinds
         }
         src, dst, nbytes = [], [], []
         for e in edges:
@@ -114,12 +116,14 @@ class OpGraph:
                     raise GraphError(f"graph {name!r}: edge {e.src!r} -> {e.dst!r} refers to missing op {end!r}")
             src.append(index[e.src])
             dst.append(index[e.dst])
-            nbytes.append(ops[index[e.src]].output_bytes if e.bytes is None else e.bytes)
+            where = f"graph {name!r}: edge {e.src!r} -> {e.dst!r} bytes"
+            nbytes.append(ops[index[e.src]].output_bytes if e.bytes is None else _as_bytes(e.bytes, where))
         return cls(
             name=name,
             op_names=tuple(op.name for op in ops),
             op_types=tuple(op.type for op in ops),
-            compute_cost=np.array([_as_cost(op.cost) for op in ops], dtype=np.float64),
+            compute_cost=np.array([_as_cost(op.cost, f"graph {name!r}: op {op.name!r} cost") for op in ops],
+                                  dtype=np.float64),
             kind_cost=kind_cost,
             persistent_memory=np.array([op.persistent_memory for op in ops], dtype=np.int64),
             temporary_memory=np.array([op.temporary_memory for op in ops], dtype=np.int64),
@@ -360,8 +364,52 @@ class OpGraph:
         return ok
 
 
-def _as_cost(value: float | None) -> float:
-    return math.nan if value is None else float(value)
+MAX_BYTES = 2**63 - 1
+"""The largest byte count an op, edge or device may hold (int64)."""
+
+
+def _as_cost(value: Any, where: str) -> float:
+    """A cost in seconds: ``None`` (unknown) is NaN; anything but a finite number is a :class:`GraphError`."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise GraphError(f"{where} must be a number of seconds, got {value!r}")
+    cost = float(value)
+    if not math.isfinite(cost):
+        raise GraphError(f"{where} is {cost} (a cost must be finite; leave it out when unknown)")
+    return cost  # a negative cost is named by OpGraph.validate
+
+
+def _as_bytes(value: Any, where: str) -> int:
+    """A whole number of bytes that fits int64, else a :class:`GraphError` naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise GraphError(f"{where} must be a whole number of bytes, got {value!r}")
+    if isinstance(value, float | np.floating) and not (math.isfinite(value) and float(value).is_integer()):
+        raise GraphError(f"{where} must be a whole number of bytes, got {value!r}")
+    if not -MAX_BYTES <= value <= MAX_BYTES:  # a negative count is named by OpGraph.validate
+        raise GraphError(f"{where} is {value!r} bytes, more than the largest supported ({MAX_BYTES})")
+    return int(value)
+
+
+def _check_op_fields(op: Op, where: str) -> None:
+    """Raise :class:`GraphError` naming the op and field unless every field of ``op`` has its declared type."""
+    if not isinstance(op.name, str) or not op.name:
+        raise GraphError(f"{where}: an op name must be a non-empty string, got {op.name!r}")
+    where = f"{where}: op {op.name!r}"
+    if not isinstance(op.type, str):
+        raise GraphError(f"{where} type must be a string, got {op.type!r}")
+    for label in ("persistent_memory", "temporary_memory", "output_bytes"):
+        _as_bytes(getattr(op, label), f"{where} {label}")
+    for label in ("colocation", "pinned"):
+        value = getattr(op, label)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise GraphError(f"{where} {label} must be a non-empty string or null, got {value!r}")
+    if not isinstance(op.kind_cost, Mapping):
+        raise GraphError(f"{where} kind_cost must map device kinds to seconds, got {op.kind_cost!r}")
+    for shape in op.output_shapes:
+        if not isinstance(shape, Sequence) or not all(
+                isinstance(d, int | np.integer) and not isinstance(d, bool) and -1 <= d <= MAX_BYTES for d in shape):
+            raise GraphError(f"{where} output_shapes must be lists of dimensions >= -1, got {shape!r}")
 
 
 def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

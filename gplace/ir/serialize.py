@@ -65,8 +65,8 @@ def _op_from_dict(i: int, rec: Any) -> Op:
         raise GraphError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(_OP_FIELDS)}")
     try:
         return Op(
-            name=str(rec["name"]),
-            type=str(rec.get("type", "Op")),
+            name=_text(rec["name"], f"ops[{i}].name"),
+            type=_text(rec.get("type", "Op"), f"{where}.type"),
             cost=_opt_float(rec.get("cost"), f"{where}.cost"),
             kind_cost={str(k): _opt_float(v, f"{where}.kind_cost[{k!r}]") for k, v in rec.get("kind_cost", {}).items()},
             persistent_memory=_opt_int(rec.get("persistent_memory", 0), f"{where}.persistent_memory"),
@@ -99,13 +99,19 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
     """Parse a cluster document; optional ``default_link: {bandwidth, latency}`` fills missing pairs."""
     _check_header(doc, CLUSTER_FORMAT)
     try:
-        devices = [Device(str(d["name"]), str(d["kind"]), float(d.get("speed", 1.0)),
-                          int(d.get("memory", 2**63 - 1))) for d in _list(doc, "devices")]
+        devices = [Device(_text(d["name"], f"devices[{i}].name"), _text(d["kind"], f"devices[{i}].kind"),
+                          float(d.get("speed", 1.0)), _opt_int(d.get("memory", 2**63 - 1), f"devices[{i}].memory"))
+                   for i, d in enumerate(_list(doc, "devices"))]
         links = [Link(str(x["a"]), str(x["b"]), float(x["bandwidth"]), float(x.get("latency", 0.0)))
                  for x in doc.get("links", [])]
+    except GraphError as err:
+        raise GraphError(f"cluster {doc.get('name')!r}: {err}") from None
     except (KeyError, TypeError, ValueError) as err:
         raise GraphError(f"cluster {doc.get('name')!r}: malformed device or link ({err!r})") from None
     default = doc.get("default_link") or {}
+    if not isinstance(default, Mapping):
+        raise GraphError(f"cluster {doc.get('name')!r}: default_link must be an object with 'bandwidth' and "
+                         f"'latency', got {default!r}")
     return Cluster.build(devices, links, default_bandwidth=default.get("bandwidth"),
                          default_latency=float(default.get("latency", 0.0)), name=str(doc.get("name", "cluster")))
 
@@ -187,6 +193,12 @@ def _opt_float(value: Any, where: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise GraphError(f"{where} must be a number, got {value!r}")
     return float(value)
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise GraphError(f"{where} must be a non-empty string, got {value!r}")
+    return value
 
 
 def _opt_int(value: Any, where: str) -> int | None:
