@@ -238,6 +238,14 @@ def _read(path: Path) -> dict[str, Any]:
     if doc.get("version") != VERSION:
         raise ValueError(f"{path} is a {FORMAT} file of version {doc.get('version')!r}; this gplace reads "
                          f"version {VERSION}")
+    states = doc.get("state") if isinstance(doc.get("state"), Mapping) else {}
+    for part in ("encoder", "policy"):
+        spec, state = doc.get(part), states.get(part)
+        if not (isinstance(spec, Mapping) and isinstance(spec.get("class"), str)
+                and isinstance(spec.get("kwargs"), Mapping)):
+            raise ValueError(f"{path}: field {part!r} must be {{'class': str, 'kwargs': dict}}, got {spec!r}")
+        if not isinstance(state, Mapping):
+            raise ValueError(f"{path}: field 'state' lacks the {part}'s weights")
     return doc
 
 
@@ -246,7 +254,10 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
     cls = _resolve(spec["class"])
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ValueError(f"{path}: {spec['class']} is not a torch.nn.Module class")
-    module = build(cls, **spec["kwargs"])
+    try:
+        module = build(cls, **spec["kwargs"])
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path}: field '{spec['class']}' kwargs do not build it: {err}") from None
     try:
         module.load_state_dict(state)
     except RuntimeError as err:
