@@ -82,6 +82,9 @@ class Cluster:
             for end in (link.a, link.b):
                 if end not in index:
                     raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} names unknown device {end!r}")
+            if not (link.bandwidth > 0 and link.latency >= 0 and math.isfinite(link.latency)):
+                raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} has bandwidth {link.bandwidth} and "
+                                 f"latency {link.latency}; a bandwidth must be > 0, a latency finite and >= 0")
             i, j = index[link.a], index[link.b]
             bw[i, j] = bw[j, i] = link.bandwidth
             lat[i, j] = lat[j, i] = link.latency
