@@ -15,7 +15,8 @@ Communication
     ordered device pair ``(s, d)`` is one channel that carries one transfer at a time (contention); the
     transfers on a channel are served in the order their producers ended (ties: topological order). A
     transfer starts at ``max(producer end, channel free)`` and takes
-    ``cluster.latency[s, d] + bytes / cluster.bandwidth[s, d]`` seconds. Different channels do not contend.
+    ``cluster.latency[s, d] + bytes / cluster.bandwidth[s, d]`` seconds (its end is ``start + latency + bytes /
+    bandwidth``, evaluated left to right). Different channels do not contend.
 Memory
     The ``persistent_memory`` of the ops on a device is resident from ``t = 0``. An op's ``output_bytes``
     are allocated on its device when it starts and freed once its last consumer on that device has ended
@@ -23,7 +24,9 @@ Memory
     received copy is allocated on the destination when its transfer starts and freed when its last
     consumer there has ended. ``temporary_memory`` is held while the op runs. Within one instant, every
     free happens before any allocation. The peak per device is reported; a peak above the device's
-    ``memory`` is an out-of-memory failure (``ok=False``, never an exception).
+    ``memory`` is an out-of-memory failure (``ok=False``, never an exception). The events of one instant are
+    handled in rounds, every end (with its frees) before every start (with its allocations), so a zero-duration
+    op's end and frees fall in the round after its start.
 Step time
     The end of the last op or transfer.
 
