@@ -108,6 +108,7 @@ def bench(cfg: DictConfig) -> list:
     from hydra import compose
 
     from gplace.bench import BenchCase, run_suite
+    from gplace.bench.runner import load_records
     from gplace.experiment import place
 
     search_overrides = ["logger=none", "trainer.progress=false", f"trainer.updates={cfg.search.updates}",
@@ -125,7 +126,7 @@ def bench(cfg: DictConfig) -> list:
                          warm_start=best_baseline if spec.warm_start else None)
         return search
 
-    records = []
+    records = load_records(Path(cfg.out_dir) / "results.json") if cfg.get("resume", False) else []
     for case in cfg.cases:
         case = list(case)
         records = run_suite([lambda case=case: build_case(case)], instantiate(cfg.baselines),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -39,6 +40,26 @@ class BenchRecord:
         doc = asdict(self)
         doc["step_time"] = None if math.isinf(self.step_time) else self.step_time
         return doc
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> BenchRecord:
+        """The record :meth:`to_json` wrote (``null`` step time as ``inf``)."""
+        return cls(**{**doc, "step_time": math.inf if doc["step_time"] is None else float(doc["step_time"])})
+
+
+def load_records(path: str | Path) -> list[BenchRecord]:
+    """The records of a ``results.json``; none if the file is missing.
+
+    Raises:
+        ValueError: the file is not a list of bench records (naming the file).
+    """
+    path = Path(path)
+    if not path.is_file():
+        return []
+    try:
+        return [BenchRecord.from_json(doc) for doc in json.loads(path.read_text())]
+    except (ValueError, TypeError, KeyError) as err:
+        raise ValueError(f"{path}: not a gplace bench results file ({err})") from None
 
 
 def run_baselines(

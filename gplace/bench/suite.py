@@ -38,7 +38,9 @@ def run_suite(
 
     Writes ``results.json`` and ``RESULTS.md`` under ``out_dir`` after each case, so a stopped run keeps what
     it finished, and with ``plots`` a learning curve and a timeline of the best placement per learned search
-    under ``out_dir/plots``. ``previous`` records (of earlier cases) are kept in the written files.
+    under ``out_dir/plots``. ``previous`` records (of earlier cases, or of an earlier run being resumed) are kept
+    in the written files; a case they already hold for every method is skipped, and an unfinished one runs again
+    (its learned searches resume from their run directories).
     """
     from gplace.baselines import step_time_lower_bound
 
@@ -47,6 +49,11 @@ def run_suite(
     for build in cases:
         case = build()
         graph, cluster, runtime = case.graph, case.cluster, case.runtime
+        methods = {r.method for r in records if (r.graph, r.cluster) == (graph.name, cluster.name)}
+        if methods >= {*placers, *searches}:
+            log.info("%s on %s: already in the results, skipped", graph.name, cluster.name)
+            continue
+        records = [r for r in records if (r.graph, r.cluster) != (graph.name, cluster.name)]
         bound = step_time_lower_bound(graph, cluster)
         found, placements = run_baselines(graph, cluster, placers, runtime, bound)
         best_record = min(found, key=lambda r: r.step_time, default=None)
