@@ -9,14 +9,9 @@ contiguous split), :class:`PipeDreamPartitioner` (DP over a topological order), 
 
 from gplace.baselines.pipeline.contiguous import GPipePartitioner, IdealDPPartitioner, PipeDreamPartitioner
 from gplace.baselines.pipeline.ilp import PipelineILPPlacer, ProblemTooLargeError
-from gplace.baselines.pipeline.stages import (
-    StageProblem,
-    pipeline_bottleneck,
-    pipeline_loads,
-    pipeline_lower_bound,
-)
+from gplace.baselines.pipeline.stages import StageProblem, pipeline_lower_bound
 
 __all__ = [
     "GPipePartitioner", "IdealDPPartitioner", "PipeDreamPartitioner", "PipelineILPPlacer", "ProblemTooLargeError",
-    "StageProblem", "pipeline_bottleneck", "pipeline_loads", "pipeline_lower_bound",
+    "StageProblem", "pipeline_lower_bound",
 ]

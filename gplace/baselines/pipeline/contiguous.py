@@ -24,11 +24,11 @@ class _StagePlacer(Placer):
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         problem = StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches)
-        if problem.num_units == 0:
-            return problem.devices_for_units(np.zeros(0, dtype=np.int64))
-        return self._solve(problem)
+        stages = self.stages(problem) if problem.num_units else np.zeros(0, dtype=np.int64)
+        return problem.devices_for_units(stages)
 
-    def _solve(self, problem: StageProblem) -> np.ndarray:
+    def stages(self, problem: StageProblem) -> np.ndarray:
+        """(P,) stage of every pipelined unit of ``problem``."""
         raise NotImplementedError
 
 
@@ -43,7 +43,7 @@ class GPipePartitioner(_StagePlacer):
 
     name = "gpipe"
 
-    def _solve(self, problem: StageProblem) -> np.ndarray:
+    def stages(self, problem: StageProblem) -> np.ndarray:
         weight = problem.cost.mean(1)
         cum = np.cumsum(weight) - weight / 2  # the unit's midpoint decides its stage
         total = float(weight.sum()) or 1.0
@@ -58,7 +58,7 @@ class GPipePartitioner(_StagePlacer):
                 raise _no_room(problem, u)
             used = (used if want == current else 0) + int(problem.memory[u])
             current = stage[u] = want
-        return problem.devices_for_units(stage)
+        return stage
 
 
 def _fits(problem: StageProblem, unit: int, stage: int, used: int) -> bool:
@@ -91,9 +91,9 @@ class PipeDreamPartitioner(_StagePlacer):
         super().__init__(kind, microbatches)
         self.max_blocks = max_blocks
 
-    def _solve(self, problem: StageProblem) -> np.ndarray:
+    def stages(self, problem: StageProblem) -> np.ndarray:
         blocks = problem.blocks(self.max_blocks)
-        return problem.devices_for(blocks, chain_partition(blocks, problem.capacity))
+        return problem.unit_stages(blocks, chain_partition(blocks, problem.capacity))
 
 
 def chain_partition(blocks: Blocks, capacity: np.ndarray) -> np.ndarray:
@@ -167,12 +167,12 @@ class IdealDPPartitioner(_StagePlacer):
         self.max_ideals = max_ideals
         self.chain_blocks = chain_blocks
 
-    def _solve(self, problem: StageProblem) -> np.ndarray:
+    def stages(self, problem: StageProblem) -> np.ndarray:
         blocks, ideals = self._ideals(problem)
         chain = problem.blocks(self.chain_blocks)
         found, error = [], None
-        for solve in (lambda: problem.devices_for(blocks, ideal_partition(blocks, ideals, problem.capacity)),
-                      lambda: problem.devices_for(chain, chain_partition(chain, problem.capacity))):
+        for solve in (lambda: problem.unit_stages(blocks, ideal_partition(blocks, ideals, problem.capacity)),
+                      lambda: problem.unit_stages(chain, chain_partition(chain, problem.capacity))):
             try:
                 found.append(solve())
             except PlacementInfeasibleError as err:

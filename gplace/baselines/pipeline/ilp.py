@@ -49,7 +49,7 @@ class PipelineILPPlacer(_StagePlacer):
         self.max_variables = max_variables
         self.time_limit = time_limit
 
-    def _solve(self, problem: StageProblem) -> np.ndarray:
+    def stages(self, problem: StageProblem) -> np.ndarray:
         from scipy.optimize import Bounds, milp
 
         pairs, seconds = _unit_pairs(problem)
@@ -89,7 +89,7 @@ class PipelineILPPlacer(_StagePlacer):
         if result.status != 0:
             log.warning("pipeline ILP for %s stopped before proving optimality: %s", problem.graph.name,
                         result.message)
-        return problem.devices_for_units(np.argmax(result.x[: p * s].reshape(p, s), axis=1))
+        return np.argmax(result.x[: p * s].reshape(p, s), axis=1)
 
 
 class _Rows:

@@ -5,7 +5,10 @@ Cost model (the steady-state score of a pipeline): per micro-batch, device ``d``
 
     load(d) = sum_{i on d} durations[i, d] / M + sum_{edges u -> v cut at d} (latency + bytes / M / bandwidth),
 
-and a pipeline of many micro-batches runs at the pace of its most loaded device (the *bottleneck*).
+and a pipeline of many micro-batches runs at the pace of its most loaded device (the *bottleneck*). This is
+:func:`gplace.pipeline.steady_state_loads` (``pipe-steady-v1``) costed per edge with the mean link between
+stage devices: equal to it on uniform links when no op feeds two ops on one other device (else an upper
+bound, a transfer counted once per edge), and update ops are amortised (``duration / M``) instead of left out.
 The placers minimise the bottleneck subject to pins, colocation groups and memory (an op occupies its
 persistent memory plus its output bytes, as for the step-time baselines).
 
@@ -25,30 +28,6 @@ import numpy as np
 
 from gplace.baselines._common import build_units, op_memory, unit_durations
 from gplace.ir import Cluster, GraphError, OpGraph
-
-
-def pipeline_loads(graph: OpGraph, cluster: Cluster, devices: np.ndarray, microbatches: int = 1) -> np.ndarray:
-    """(D,) float64 seconds each device is busy per micro-batch: compute plus the transfers it sends and receives.
-
-    Shapes:
-        ``devices`` (N,) int device index per op.
-    """
-    devices = np.asarray(devices, dtype=np.int64)
-    n = graph.num_ops
-    busy = graph.durations(cluster)[np.arange(n), devices] / microbatches
-    load = np.bincount(devices, weights=busy, minlength=cluster.num_devices)
-    src, dst = devices[graph.edge_index[0]], devices[graph.edge_index[1]]
-    cut = src != dst
-    s, d = src[cut], dst[cut]
-    seconds = cluster.latency[s, d] + graph.edge_bytes[cut] / microbatches / cluster.bandwidth[s, d]
-    load += np.bincount(s, weights=seconds, minlength=cluster.num_devices)
-    load += np.bincount(d, weights=seconds, minlength=cluster.num_devices)
-    return load
-
-
-def pipeline_bottleneck(graph: OpGraph, cluster: Cluster, devices: np.ndarray, microbatches: int = 1) -> float:
-    """Seconds per micro-batch of the most loaded device (see :func:`pipeline_loads`)."""
-    return float(pipeline_loads(graph, cluster, devices, microbatches).max(initial=0.0))
 
 
 def pipeline_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
@@ -105,7 +84,7 @@ class StageProblem:
     """Units of ``graph`` in pipeline order and their costs on the stage devices of ``cluster``.
 
     Transfers are costed with the mean bandwidth and latency between distinct stage devices, so the
-    partitioners' objective equals :func:`pipeline_bottleneck` on clusters with uniform links.
+    partitioners' objective (:meth:`bottleneck`) is exact on clusters with uniform links.
 
     Raises:
         GraphError: an op, or a colocation group, may run on no device of the cluster.
@@ -203,17 +182,31 @@ class StageProblem:
         return Blocks(bounds, cost, memory, allowed, transfer, forward)
 
     # ------------------------------------------------------------------ placements
-    def devices_for(self, blocks: Blocks, block_stage: np.ndarray) -> np.ndarray:
-        """(N,) device index per op, from the stage index of every block (stage s runs on ``devices[s]``)."""
-        unit_stage = np.repeat(np.asarray(block_stage, dtype=np.int64), np.diff(blocks.bounds))
-        return self.devices_for_units(unit_stage)
-
     def devices_for_units(self, unit_stage: np.ndarray) -> np.ndarray:
-        """(N,) device index per op, from the stage index of every pipelined unit (in pipeline order)."""
+        """(N,) device index per op (stage s runs on ``devices[s]``), from the stage of every pipelined unit."""
         unit_device = self.fixed_device.copy()
         unit_device[self.order] = self.devices[np.asarray(unit_stage, dtype=np.int64)]
         return unit_device[self.units.unit_of]
 
-    def bottleneck(self, devices: np.ndarray) -> float:
-        """:func:`pipeline_bottleneck` of a placement of this problem's graph."""
-        return pipeline_bottleneck(self.graph, self.cluster, devices, self.microbatches)
+    def stage_loads(self, unit_stage: np.ndarray) -> np.ndarray:
+        """(S,) seconds per micro-batch of each stage under the model above, from the stage of every pipelined unit.
+
+        Shapes:
+            ``unit_stage`` (P,) int, in pipeline order.
+        """
+        unit_stage = np.asarray(unit_stage, dtype=np.int64)
+        load = np.bincount(unit_stage, weights=self.cost[np.arange(self.num_units), unit_stage],
+                           minlength=self.num_stages)
+        a, b = unit_stage[self.edge_src], unit_stage[self.edge_dst]
+        cut = a != b
+        load += np.bincount(a[cut], weights=self.edge_seconds[cut], minlength=self.num_stages)
+        load += np.bincount(b[cut], weights=self.edge_seconds[cut], minlength=self.num_stages)
+        return load
+
+    def bottleneck(self, unit_stage: np.ndarray) -> float:
+        """The largest of :meth:`stage_loads`."""
+        return float(self.stage_loads(unit_stage).max(initial=0.0))
+
+    def unit_stages(self, blocks: Blocks, block_stage: np.ndarray) -> np.ndarray:
+        """(P,) stage of every pipelined unit, from the stage of every block."""
+        return np.repeat(np.asarray(block_stage, dtype=np.int64), np.diff(blocks.bounds))
