@@ -262,8 +262,8 @@ def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, sched
     k = inst_op.size
     out_ptr, out_dst, out_eid = _csr(e_src, e_dst, k)
     in_ptr, in_src, in_eid = _csr(e_dst, e_src, k)
-    scale = np.where(code[inst_op] == UPDATE, 1.0, 1.0 / m_count)
-    dur = graph.durations(cluster)[inst_op] * scale[:, None]
+    share = np.where(code[inst_op] == UPDATE, 1.0, float(m_count))
+    dur = graph.durations(cluster)[inst_op] / share[:, None]
     per_mb_bytes = -(-graph.output_bytes // m_count)
     args = (code[inst_op], inst_mb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_eid, e_bytes,
             inst_op, code, rank, per_mb_bytes, graph.temporary_memory, graph.persistent_memory,
