@@ -11,19 +11,27 @@ import numpy as np
 
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.baselines.base import Placer
-from gplace.baselines.pipeline.stages import Blocks, StageProblem
+from gplace.baselines.pipeline.stages import Blocks, StageProblem, stage_time
 from gplace.ir import Cluster, OpGraph
 
 
 class _StagePlacer(Placer):
-    """A placer that solves a :class:`StageProblem` on the devices of ``kind``."""
+    """A placer that solves a :class:`StageProblem` on the devices of ``kind``.
 
-    def __init__(self, kind: str | None = "gpu", microbatches: int = 1) -> None:
+    Args:
+        kind: device kind of the stages (every device if the cluster has none of it). (default: ``"gpu"``)
+        microbatches: M, the micro-batches per mini-batch. (default: 1)
+        overlap: transfers overlap compute (a stage costs the max, else the sum; see
+            :func:`~gplace.baselines.pipeline.stages.stage_time`). (default: ``True``)
+    """
+
+    def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True) -> None:
         self.kind = kind
         self.microbatches = microbatches
+        self.overlap = overlap
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        problem = StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches)
+        problem = StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches, overlap=self.overlap)
         stages = self.stages(problem) if problem.num_units else np.zeros(0, dtype=np.int64)
         return problem.devices_for_units(stages)
 
@@ -87,8 +95,9 @@ class PipeDreamPartitioner(_StagePlacer):
 
     name = "pipedream"
 
-    def __init__(self, kind: str | None = "gpu", microbatches: int = 1, max_blocks: int = 1024) -> None:
-        super().__init__(kind, microbatches)
+    def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
+                 max_blocks: int = 1024) -> None:
+        super().__init__(kind, microbatches, overlap)
         self.max_blocks = max_blocks
 
     def stages(self, problem: StageProblem) -> np.ndarray:
@@ -109,19 +118,21 @@ def chain_partition(blocks: Blocks, capacity: np.ndarray) -> np.ndarray:
     cum_cost = np.vstack([np.zeros((1, blocks.cost.shape[1])), np.cumsum(blocks.cost, 0)])
     cum_mem = np.concatenate([[0], np.cumsum(blocks.memory)])
     cum_banned = np.vstack([np.zeros((1, blocks.allowed.shape[1]), np.int64), np.cumsum(~blocks.allowed, 0)])
-    cum_deg = np.concatenate([[0.0], np.cumsum(blocks.degree)])
+    cum_sent = np.concatenate([[0.0], np.cumsum(blocks.sent)])
+    cum_received = np.concatenate([[0.0], np.cumsum(blocks.received)])
     square = np.zeros((n + 1, n + 1))
     square[1:, 1:] = blocks.transfer.cumsum(0).cumsum(1)
     diag = np.diag(square)
     inner = diag[None, :] - square - square.T + diag[:, None]  # transfers inside [a, b), for a <= b
-    comm = cum_deg[None, :] - cum_deg[:, None] - 2 * inner
+    sent = cum_sent[None, :] - cum_sent[:, None] - inner
+    received = cum_received[None, :] - cum_received[:, None] - inner
     order = np.subtract.outer(np.arange(n + 1), np.arange(n + 1)) <= 0  # a <= b
     mem = cum_mem[None, :] - cum_mem[:, None]
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     choices = []
     for s in range(blocks.cost.shape[1]):
-        cost = cum_cost[None, :, s] - cum_cost[:, None, s] + comm
+        cost = stage_time(cum_cost[None, :, s] - cum_cost[:, None, s], sent, received, blocks.overlap)
         banned = (cum_banned[None, :, s] - cum_banned[:, None, s] > 0) | (mem > capacity[s])
         cost = np.where(order & ~banned, np.maximum(cost, 0.0), np.inf)
         cost[np.diag_indices(n + 1)] = 0.0  # an empty stage
@@ -161,9 +172,9 @@ class IdealDPPartitioner(_StagePlacer):
 
     name = "ideal_dp"
 
-    def __init__(self, kind: str | None = "gpu", microbatches: int = 1, max_ideals: int = 512,
-                 chain_blocks: int = 1024) -> None:
-        super().__init__(kind, microbatches)
+    def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
+                 max_ideals: int = 512, chain_blocks: int = 1024) -> None:
+        super().__init__(kind, microbatches, overlap)
         self.max_ideals = max_ideals
         self.chain_blocks = chain_blocks
 
@@ -222,13 +233,14 @@ def ideal_partition(blocks: Blocks, ideals: np.ndarray, capacity: np.ndarray) ->
     member = ideals.astype(np.float64)
     k, stages = len(ideals), blocks.cost.shape[1]
     subset = ~(ideals[:, None, :] & ~ideals[None, :, :]).any(2)  # subset[i, j]: ideal i within ideal j
-    # transfers into or out of J - I: deg(J - I) - 2 W(J - I, J - I),
-    # with W(J - I, J - I) = W(J, J) - W(I, J) - W(J, I) + W(I, I)
+    # transfers out of J - I: out(J - I) - W(J - I, J - I) (into it likewise), where
+    # W(J - I, J - I) = W(J, J) - W(I, J) - W(J, I) + W(I, I) for I within J
     w_ij = member @ blocks.transfer @ member.T
     w_self = np.diag(w_ij)
     inner = w_self[None, :] - w_ij - w_ij.T + w_self[:, None]
-    deg = member @ blocks.degree
-    comm = deg[None, :] - deg[:, None] - 2 * inner
+    out, into = member @ blocks.sent, member @ blocks.received
+    sent = out[None, :] - out[:, None] - inner
+    received = into[None, :] - into[:, None] - inner
     mem = member @ blocks.memory.astype(np.float64)
     banned = member @ (~blocks.allowed).astype(np.float64)
     best = np.full(k, np.inf)
@@ -236,7 +248,7 @@ def ideal_partition(blocks: Blocks, ideals: np.ndarray, capacity: np.ndarray) ->
     choices = []
     for s in range(stages):
         work = member @ blocks.cost[:, s]
-        cost = np.maximum(work[None, :] - work[:, None] + comm, 0.0)
+        cost = np.maximum(stage_time(work[None, :] - work[:, None], sent, received, blocks.overlap), 0.0)
         ok = subset & (mem[None, :] - mem[:, None] <= capacity[s]) & (banned[None, :, s] - banned[:, None, s] <= 0)
         cost = np.where(ok, cost, np.inf)
         cost[np.diag_indices(k)] = 0.0

@@ -26,11 +26,14 @@ class PipelineILPPlacer(_StagePlacer):
     """Minimise the bottleneck of :mod:`~gplace.baselines.pipeline.stages` over *any* assignment of units to
     stage devices (no contiguity), as a MILP solved by HiGHS through :func:`scipy.optimize.milp`.
 
-    Variables: ``x[u, s]`` (unit ``u`` on stage device ``s``), ``z[e, s] >= |x[a, s] - x[b, s]|`` for each
-    pair of units joined by edges (the transfer touches device ``s``), and the bottleneck ``T``. Minimise ``T``
-    subject to ``T >= sum_u cost[u, s] x[u, s] + sum_e seconds[e] z[e, s]``, each unit on one allowed device,
-    and memory per device. When every stage device is alike, the first unit is fixed to the first device
-    (symmetry breaking). For small graphs only: the variable count is ``(units + unit pairs) x S + 1``.
+    Variables: ``x[u, s]`` (unit ``u`` on stage device ``s``); for each pair of units joined by edges
+    ``a -> b``, ``sent[e, s] >= x[a, s] - x[b, s]`` and ``received[e, s] >= x[b, s] - x[a, s]`` (the transfer
+    leaves, or reaches, device ``s``); the bottleneck ``T``. Minimise ``T`` subject to ``T >=`` the stage time
+    of every device (work, sends and receives combined as
+    :func:`~gplace.baselines.pipeline.stages.stage_time` does: each of the three, or their sum), each unit on
+    one allowed device, and memory per device. When every stage device is alike, the first unit is fixed to
+    the first device (symmetry breaking). For small graphs only: the variable count is
+    ``(units + 2 x unit pairs) x S + 1``.
 
     Args:
         max_variables: larger problems raise :class:`ProblemTooLargeError`. (default: 5000)
@@ -52,35 +55,36 @@ class PipelineILPPlacer(_StagePlacer):
     def stages(self, problem: StageProblem) -> np.ndarray:
         from scipy.optimize import Bounds, milp
 
-        pairs, seconds = _unit_pairs(problem)
+        (a, b), seconds = _unit_pairs(problem)
         p, s, e = problem.num_units, problem.num_stages, len(seconds)
-        size = (p + e) * s + 1
+        size = (p + 2 * e) * s + 1
         if size > self.max_variables:
             raise ProblemTooLargeError(
                 f"pipeline ILP for graph {problem.graph.name!r}: {p} units and {e} unit pairs on {s} devices need "
                 f"{size} variables, over max_variables={self.max_variables}")
         x = np.arange(p * s).reshape(p, s)
-        z = p * s + np.arange(e * s).reshape(e, s)
+        sent = p * s + np.arange(e * s).reshape(e, s)  # the transfer a -> b leaves device s
+        received = sent + e * s  # ... arrives at device s
         t = size - 1
         rows = _Rows()
         rows.add(x, np.ones((p, s)), 1.0, 1.0)  # each unit on one device
-        a, b = pairs
-        ones = np.ones((e * s, 3))
-        for sign in (1.0, -1.0):  # z[e, s] >= |x[a, s] - x[b, s]|
-            cols = np.stack([z.ravel(), x[a].ravel(), x[b].ravel()], 1)
-            rows.add(cols, ones * [1.0, -sign, sign], 0.0, np.inf)
-        load_cols = np.hstack([np.full((s, 1), t), x.T, z.T])  # T >= load of device s
-        load_coef = np.hstack([np.ones((s, 1)), -problem.cost.T, -np.broadcast_to(seconds, (s, e))])
-        rows.add(load_cols, load_coef, 0.0, np.inf)
+        for z, here, there in ((sent, a, b), (received, b, a)):  # z[e, s] >= x[here, s] - x[there, s]
+            cols = np.stack([z.ravel(), x[here].ravel(), x[there].ravel()], 1)
+            rows.add(cols, np.ones((e * s, 3)) * [1.0, -1.0, 1.0], 0.0, np.inf)
+        per_edge = -np.broadcast_to(seconds, (s, e))
+        terms = [(x.T, -problem.cost.T), (sent.T, per_edge), (received.T, per_edge)]
+        for group in ([terms[0]], [terms[1]], [terms[2]]) if problem.overlap else ([*terms],):  # T >= load
+            rows.add(np.hstack([np.full((s, 1), t), *[c for c, _ in group]]),
+                     np.hstack([np.ones((s, 1)), *[v for _, v in group]]), 0.0, np.inf)
         rows.add(x.T, np.broadcast_to(problem.memory.astype(np.float64), (s, p)), -np.inf,
                  problem.capacity.astype(np.float64))
-        hi = np.concatenate([np.where(problem.allowed, 1.0, 0.0).ravel(), np.ones(e * s), [np.inf]])
+        hi = np.concatenate([np.where(problem.allowed, 1.0, 0.0).ravel(), np.ones(2 * e * s), [np.inf]])
         lo = np.zeros(size)
         if _alike(problem):
             lo[x[0, 0]] = 1.0
         objective = np.zeros(size)
         objective[-1] = 1.0
-        integrality = np.concatenate([np.ones(p * s), np.zeros(e * s + 1)])
+        integrality = np.concatenate([np.ones(p * s), np.zeros(2 * e * s + 1)])
         result = milp(objective, constraints=rows.constraint(size),
                       integrality=integrality, bounds=Bounds(lo, hi),
                       options={"time_limit": self.time_limit, "disp": False})
@@ -120,9 +124,8 @@ class _Rows:
 
 
 def _unit_pairs(problem: StageProblem) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-    """Unordered pairs of pipelined units joined by edges, and their summed transfer seconds (E,)."""
-    a = np.minimum(problem.edge_src, problem.edge_dst)
-    b = np.maximum(problem.edge_src, problem.edge_dst)
+    """Ordered pairs (a, b) of pipelined units joined by edges a -> b, and their summed transfer seconds (E,)."""
+    a, b = problem.edge_src, problem.edge_dst
     keys, inverse = np.unique(a * problem.num_units + b, return_inverse=True)
     seconds = np.bincount(inverse, weights=problem.edge_seconds, minlength=keys.size)
     return (keys // max(problem.num_units, 1), keys % max(problem.num_units, 1)), seconds

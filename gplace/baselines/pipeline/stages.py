@@ -1,11 +1,9 @@
 """The pipeline-stage problem every partitioner here solves, its cost model and its lower bound.
 
-Cost model (the steady-state score of a pipeline): per micro-batch, device ``d`` is busy for its
-*load*, the compute of its ops plus every transfer it sends or receives,
-
-    load(d) = sum_{i on d} durations[i, d] / M + sum_{edges u -> v cut at d} (latency + bytes / M / bandwidth),
-
-and a pipeline of many micro-batches runs at the pace of its most loaded device (the *bottleneck*). This is
+Cost model: per micro-batch, stage device ``d`` computes for ``work(d) = sum_{i on d} durations[i, d] / M``
+and sends and receives ``sum (latency + bytes / M / bandwidth)`` over the edges it cuts; its *load* combines
+the three (:func:`stage_time`: their maximum when transfers overlap compute, the default, else their sum),
+and a pipeline of many micro-batches runs at the pace of its most loaded stage (the *bottleneck*). The sum is
 :func:`gplace.pipeline.steady_state_loads` (``pipe-steady-v1``) costed per edge with the mean link between
 stage devices: equal to it on uniform links when no op feeds two ops on one other device (else an upper
 bound, a transfer counted once per edge), and update ops are amortised (``duration / M``) instead of left out.
@@ -74,10 +72,27 @@ class Blocks:
         """Number of blocks B."""
         return int(self.memory.shape[0])
 
+    overlap: bool
+    """Whether a stage's transfers overlap its compute (see :func:`stage_time`)."""
+
     @cached_property
-    def degree(self) -> np.ndarray:
-        """(B,) seconds of all transfers in and out of each block."""
-        return self.transfer.sum(0) + self.transfer.sum(1)
+    def sent(self) -> np.ndarray:
+        """(B,) seconds of the transfers out of each block."""
+        return self.transfer.sum(1)
+
+    @cached_property
+    def received(self) -> np.ndarray:
+        """(B,) seconds of the transfers into each block."""
+        return self.transfer.sum(0)
+
+
+def stage_time(work: np.ndarray, sent: np.ndarray, received: np.ndarray, overlap: bool) -> np.ndarray:
+    """Seconds per micro-batch of a stage: ``max(work, sent, received)`` when transfers overlap compute (links
+    are their own resources, as in ``pipe-v1`` and PipeDream's planner), else ``work + sent + received`` (the
+    device also drives its transfers, as in ``pipe-steady-v1``)."""
+    if overlap:
+        return np.maximum(np.maximum(work, sent), received)
+    return work + sent + received
 
 
 class StageProblem:
@@ -90,10 +105,11 @@ class StageProblem:
         GraphError: an op, or a colocation group, may run on no device of the cluster.
     """
 
-    def __init__(self, graph: OpGraph, cluster: Cluster, *, kind: str | None = "gpu", microbatches: int = 1) -> None:
+    def __init__(self, graph: OpGraph, cluster: Cluster, *, kind: str | None = "gpu", microbatches: int = 1,
+                 overlap: bool = True) -> None:
         if microbatches < 1:
             raise GraphError(f"microbatches must be >= 1, got {microbatches}")
-        self.graph, self.cluster, self.microbatches = graph, cluster, microbatches
+        self.graph, self.cluster, self.microbatches, self.overlap = graph, cluster, microbatches, overlap
         self.devices = stage_devices(cluster, kind)
         self.units = build_units(graph, cluster)
         allowed = self.units.allowed[:, self.devices]
@@ -179,7 +195,7 @@ class StageProblem:
         np.fill_diagonal(transfer, 0.0)
         forward = np.zeros((b, b), dtype=bool)
         forward[bs[bs < bd], bd[bs < bd]] = True
-        return Blocks(bounds, cost, memory, allowed, transfer, forward)
+        return Blocks(bounds, cost, memory, allowed, transfer, forward, self.overlap)
 
     # ------------------------------------------------------------------ placements
     def devices_for_units(self, unit_stage: np.ndarray) -> np.ndarray:
@@ -195,13 +211,13 @@ class StageProblem:
             ``unit_stage`` (P,) int, in pipeline order.
         """
         unit_stage = np.asarray(unit_stage, dtype=np.int64)
-        load = np.bincount(unit_stage, weights=self.cost[np.arange(self.num_units), unit_stage],
-                           minlength=self.num_stages)
+        s = self.num_stages
+        work = np.bincount(unit_stage, weights=self.cost[np.arange(self.num_units), unit_stage], minlength=s)
         a, b = unit_stage[self.edge_src], unit_stage[self.edge_dst]
         cut = a != b
-        load += np.bincount(a[cut], weights=self.edge_seconds[cut], minlength=self.num_stages)
-        load += np.bincount(b[cut], weights=self.edge_seconds[cut], minlength=self.num_stages)
-        return load
+        sent = np.bincount(a[cut], weights=self.edge_seconds[cut], minlength=s)
+        received = np.bincount(b[cut], weights=self.edge_seconds[cut], minlength=s)
+        return stage_time(work, sent, received, self.overlap)
 
     def bottleneck(self, unit_stage: np.ndarray) -> float:
         """The largest of :meth:`stage_loads`."""

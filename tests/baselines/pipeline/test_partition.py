@@ -63,20 +63,22 @@ def _brute_force(problem: StageProblem, contiguous: bool) -> float:
     return best
 
 
-def _bottleneck(placer, graph: OpGraph, cluster: Cluster) -> float:
-    problem = StageProblem(graph, cluster)
+def _bottleneck(placer, graph: OpGraph, cluster: Cluster, overlap: bool = True) -> float:
+    problem = StageProblem(graph, cluster, overlap=overlap)
     return problem.bottleneck(placer.stages(problem))
 
 
 @pytest.mark.parametrize("graph", SMALL, ids=lambda g: g.name)
 @pytest.mark.parametrize("devices", [2, 3])
-def test_ideal_dp_equals_brute_force_and_beats_every_contiguous_placer(graph: OpGraph, devices: int) -> None:
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "sum"])
+def test_ideal_dp_equals_brute_force_and_beats_every_contiguous_placer(graph: OpGraph, devices: int,
+                                                                        overlap: bool) -> None:
     cluster = testing.uniform_cluster(devices, bandwidth=1e3)
-    problem = StageProblem(graph, cluster)
-    exact = _bottleneck(IdealDPPartitioner(), graph, cluster)
+    problem = StageProblem(graph, cluster, overlap=overlap)
+    exact = _bottleneck(IdealDPPartitioner(), graph, cluster, overlap)
     assert exact == pytest.approx(_brute_force(problem, contiguous=True))
     for placer in (GPipePartitioner(), PipeDreamPartitioner()):
-        assert exact <= _bottleneck(placer, graph, cluster) + 1e-9
+        assert exact <= _bottleneck(placer, graph, cluster, overlap) + 1e-9
 
 
 @pytest.mark.parametrize("costs", [(1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0), (9.0, 1.0, 1.0, 1.0, 1.0, 1.0, 9.0)])
@@ -89,11 +91,12 @@ def test_chain_dp_is_the_linear_partition_optimum(costs: tuple[float, ...]) -> N
 
 
 @pytest.mark.parametrize("graph", SMALL[:6], ids=lambda g: g.name)
-def test_ilp_is_no_worse_than_the_dp_and_equals_non_contiguous_brute_force(graph: OpGraph) -> None:
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "sum"])
+def test_ilp_is_no_worse_than_the_dp_and_equals_non_contiguous_brute_force(graph: OpGraph, overlap: bool) -> None:
     cluster = testing.uniform_cluster(2, bandwidth=1e3)
-    problem = StageProblem(graph, cluster)
-    ilp = _bottleneck(PipelineILPPlacer(), graph, cluster)
-    assert ilp <= _bottleneck(IdealDPPartitioner(), graph, cluster) + 1e-9
+    problem = StageProblem(graph, cluster, overlap=overlap)
+    ilp = _bottleneck(PipelineILPPlacer(), graph, cluster, overlap)
+    assert ilp <= _bottleneck(IdealDPPartitioner(), graph, cluster, overlap) + 1e-9
     assert ilp == pytest.approx(_brute_force(problem, contiguous=False), rel=1e-6)
 
 
