@@ -47,3 +47,18 @@ def test_pipedream_phases_pipeline_over_two_gpus(graph_txt):
     p = Placement.for_graph(g, [split[n.split("/")[0]] for n in g.op_names])
     two = PipelineSimulator(4, "1f1b").measure(g, c, p).step_time
     assert one == pytest.approx(0.0165) and two < one
+
+
+def test_torch_joint_graph_ops_carry_phases_from_the_partitioner_tags():
+    import torch
+
+    from gplace.importers.torch_export import from_torch
+
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    g = from_torch(m, (torch.randn(3, 4),), training=True)
+    i = g.op_index
+    assert g.phase[i["addmm"]] == "forward" and g.phase[i["threshold_backward"]] == "backward"
+    assert g.op_names[g.grad_of[i["threshold_backward"]]] == "relu"
+    assert from_torch(m, (torch.randn(3, 4),)).phase == ()  # inference: no phases
+    c = uniform_cluster(2, bandwidth=1e9)
+    assert PipelineSimulator(4).measure(g, c, Placement.single(g, 0)).ok
