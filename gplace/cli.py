@@ -118,6 +118,10 @@ def _bench_main(cfg: DictConfig) -> None:
 
 def bench(cfg: DictConfig) -> list:
     """Build the bench cases, baselines and searches from ``cfg`` (gplace/conf/bench.yaml) and run them."""
+    if cfg.get("pipeline"):  # gplace/conf/bench_pipeline.yaml
+        from gplace.bench.pipeline import bench_pipeline
+
+        return bench_pipeline(cfg)
     from hydra import compose
 
     from gplace.bench import BenchCase, run_suite
