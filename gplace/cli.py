@@ -32,12 +32,22 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
     logger.log_config(OmegaConf.to_container(cfg, resolve=True))
     encoder = _savable(cfg.encoder)
     policy = _savable(cfg.policy, num_devices=cluster.num_devices)
-    report = place(graph, cluster, encoder=encoder, policy=policy, runtime=instantiate(cfg.runtime),
-                   trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir, logger=logger)
+    runtime = instantiate(cfg.objective)(instantiate(cfg.runtime)) if "objective" in cfg else instantiate(cfg.runtime)
+    report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
+                   trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir, logger=logger,
+                   warm_start=_warm_start(cfg, graph, cluster))
     save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
                                                                     "graph": graph.name, "cluster": cluster.name})
     _print_table(report, run_dir)
     return report.measurement.step_time
+
+
+def _warm_start(cfg: DictConfig, graph, cluster):
+    """The placement in ``cfg.warm_start`` (a placement.json), or ``None``."""
+    from gplace.ir import load_json, placement_from_dict
+
+    path = cfg.get("warm_start")
+    return None if path is None else placement_from_dict(load_json(path), graph, cluster)
 
 
 def _savable(node: DictConfig, **extra):
@@ -105,6 +115,10 @@ def _bench_main(cfg: DictConfig) -> None:
 
 def bench(cfg: DictConfig) -> list:
     """Build the bench cases, baselines and searches from ``cfg`` (gplace/conf/bench.yaml) and run them."""
+    if cfg.get("pipeline"):  # gplace/conf/bench_pipeline.yaml
+        from gplace.bench.pipeline import bench_pipeline
+
+        return bench_pipeline(cfg)
     from hydra import compose
 
     from gplace.bench import BenchCase, run_suite

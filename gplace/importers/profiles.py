@@ -14,7 +14,7 @@ import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +91,7 @@ class _PipeDreamNode:
     line: int
 
 
-def load_pipedream(path: str | Path, *, training: bool = True) -> OpGraph:
+def load_pipedream(path: str | Path, *, training: bool = True, phases: bool = False) -> OpGraph:
     """Load a layer graph profiled by PipeDream (``profiles/<model>/graph.txt``).
 
     Modelling choices:
@@ -108,12 +108,17 @@ def load_pipedream(path: str | Path, *, training: bool = True) -> OpGraph:
       slots depend on the optimiser and are not added. Activation memory is not modelled.
     * op type: the layer class name, the description up to its first ``(`` (``Conv2d``, ``ReLU``, ``Add``).
     * ``stage_id`` (in ``test_graphs/*_partitioned.txt``) is read but not kept; see :func:`pipedream_stage_ids`.
+    * With ``phases`` each layer ``L`` becomes a forward op ``L`` (forward time) and a backward op ``L/grad``
+      (backward time, ``grad_of=L``), colocated (group ``L``); the backward ops run the edges in reverse,
+      each carrying the gradient of the source layer's activations, and ``L -> L/grad`` carries ``L``'s
+      activations (kept for the backward). ``training`` is then ignored.
 
     The graph is named after the model directory for ``graph.txt``, else after the file stem.
 
     Args:
         path: the ``graph.txt`` file.
         training: count backward time too (default: ``True``).
+        phases: split each layer into a forward and a backward op (default: ``False``).
 
     Raises:
         GraphError: a malformed line, a duplicate node or an edge to an undefined node (message
@@ -122,8 +127,26 @@ def load_pipedream(path: str | Path, *, training: bool = True) -> OpGraph:
     path = Path(path)
     nodes, edges = _parse_pipedream(path)
     ops = [_pipedream_op(node, training) for node in nodes]
+    if phases:
+        ops, edges = _pipedream_phases(nodes, ops, edges)
     name = path.parent.name if path.name == "graph.txt" and path.parent.name else path.stem
     return _build(ops, edges, name=name, path=path)
+
+
+def _pipedream_phases(
+    nodes: Sequence[_PipeDreamNode], ops: Sequence[Op], edges: Sequence[Edge]
+) -> tuple[list[Op], list[Edge]]:
+    """Forward and backward op per layer (see :func:`load_pipedream`)."""
+    forward = [replace(op, kind_cost={"gpu": 0.0 if op.type == "Input" else node.forward_ms * 1e-3},
+                       colocation=op.name, phase="forward") for node, op in zip(nodes, ops, strict=True)]
+    backward = [Op(f"{op.name}/grad", f"{op.type}Grad", None,
+                   kind_cost={"gpu": 0.0 if op.type == "Input" else node.backward_ms * 1e-3},
+                   colocation=op.name, phase="backward", grad_of=op.name)
+                for node, op in zip(nodes, ops, strict=True)]
+    act = {op.name: op.output_bytes for op in ops}
+    grads = [Edge(f"{e.dst}/grad", f"{e.src}/grad", act[e.src]) for e in edges]
+    keep = [Edge(op.name, f"{op.name}/grad", op.output_bytes) for op in ops]
+    return forward + backward, [*edges, *keep, *grads]
 
 
 def pipedream_stage_ids(path: str | Path) -> dict[str, int]:

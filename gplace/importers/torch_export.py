@@ -20,7 +20,9 @@ How a program maps onto the IR:
 - **Training** (``training=True``): the module is exported in training mode, then the joint
   forward+backward graph is traced with ``torch._functorch.aot_autograd.aot_export_joint_with_descriptors``.
   Its extra inputs are the tangents (the gradient of each output), its extra outputs the gradients of the
-  parameters; the optimiser update is not included.
+  parameters; the optimiser update is not included. Each op gets its ``phase`` from the node's
+  ``meta["partitioner_tag"]`` (``is_forward`` / ``is_backward``) and a backward op's ``grad_of`` is the first
+  forward op with its autograd sequence number (``meta["seq_nr"]``).
 - **Control flow** (higher-order operators such as ``torch.cond``) is not handled.
 """
 
@@ -47,6 +49,9 @@ _STATE_KINDS = frozenset({"PARAMETER", "BUFFER", "CONSTANT_TENSOR"})
 
 _STATE_DESCRIPTORS = frozenset({"ParamAOTInput", "BufferAOTInput"})
 """Placeholder descriptors of a joint graph that hold persistent state."""
+
+_PHASES = {"is_forward": "forward", "is_backward": "backward"}
+"""``meta["partitioner_tag"]`` of a joint graph's node -> the op's phase."""
 
 _SCALAR = TensorSpec((), 8)
 """A non-tensor value (``SymInt``, ``float``, ...) read by an op."""
@@ -259,6 +264,8 @@ class _FxBuilder:
         self.ops: list[Op] = []
         self.paths: dict[str, str] = {}
         self.seq_paths: dict[int, str] = {}
+        self.seq_forward: dict[int, str] = {}
+        """Autograd sequence number -> first forward op with it (the ``grad_of`` of its backward ops)."""
         self.edge_bytes: dict[tuple[str, str], int] = defaultdict(int)
 
     def build(self) -> tuple[list[Op], list[Edge], dict[str, str]]:
@@ -323,11 +330,20 @@ class _FxBuilder:
         inputs, persistent = self._read_inputs(node)
         known = [s for s in outputs if s is not None]
         attrs = _cost_attrs(canonical_op_type(op_type), node, known[0] if known else None)
+        phase, grad_of = self._phase(node)
         self.ops.append(Op(node.name, op_type, None, op_kind_costs(op_type, inputs, known, attrs),
                            persistent_memory=persistent, output_bytes=sum(s.nbytes for s in known),
-                           output_shapes=tuple(s.shape for s in known)))
+                           output_shapes=tuple(s.shape for s in known), phase=phase, grad_of=grad_of))
         self.values[node.name] = (node.name, _total(outputs))
         self._record_path(node)
+
+    def _phase(self, node: torch.fx.Node) -> tuple[str | None, str | None]:
+        """``(phase, grad_of)`` of a joint graph's node; ``(None, None)`` outside joint graphs."""
+        phase = _PHASES.get(node.meta.get("partitioner_tag"))
+        seq = node.meta.get("seq_nr")
+        if phase == "forward" and seq is not None:
+            self.seq_forward.setdefault(seq, node.name)
+        return phase, (self.seq_forward.get(seq) if phase == "backward" else None)
 
     def _read_inputs(self, node: torch.fx.Node) -> tuple[list[TensorSpec], int]:
         """Specs of the values a node reads (in argument order), its folded state bytes; records edges."""

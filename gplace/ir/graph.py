@@ -18,6 +18,10 @@ from gplace.ir.errors import GraphError
 Shape = tuple[int, ...]
 """A tensor shape; -1 marks an unknown dimension."""
 
+PHASES = ("forward", "backward", "update")
+"""The phases an op may carry; ``update`` ops (the optimiser) run once per mini-batch."""
+_PHASE_CODE = {"forward": 0, "backward": 1, "update": 2}
+
 
 @dataclass(frozen=True)
 class Op:
@@ -40,6 +44,10 @@ class Op:
     """Ops sharing a colocation name must run on one device."""
     pinned: str | None = None
     """Device kind the op must run on (e.g. ``"cpu"`` for an op with no GPU kernel)."""
+    phase: str | None = None
+    """Training phase: ``"forward"``, ``"backward"`` or ``"update"`` (once per mini-batch); ``None``: unknown."""
+    grad_of: str | None = None
+    """For a backward op, the name of the forward op it differentiates."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,10 @@ class OpGraph:
     """(E,) int64 bytes per edge."""
     source: Any = field(default=None, repr=False, compare=False)
     """Optional handle to the program it came from (a GraphDef, an ExportedProgram); never serialised."""
+    phase: tuple[str | None, ...] = field(default=(), repr=False)
+    """Per-op phase (see :attr:`Op.phase`); empty when no op has one."""
+    grad_of: tuple[int, ...] = field(default=(), repr=False)
+    """Per-op index of the forward op a backward op differentiates, -1 for none; empty when no op has one."""
 
     def __post_init__(self) -> None:
         arrays = [self.compute_cost, self.persistent_memory, self.temporary_memory, self.output_bytes]
@@ -118,6 +130,7 @@ class OpGraph:
             dst.append(index[e.dst])
             where = f"graph {name!r}: edge {e.src!r} -> {e.dst!r} bytes"
             nbytes.append(ops[index[e.src]].output_bytes if e.bytes is None else _as_bytes(e.bytes, where))
+        phase, grad_of = _phases(ops, index, name)
         return cls(
             name=name,
             op_names=tuple(op.name for op in ops),
@@ -134,6 +147,8 @@ class OpGraph:
             edge_index=np.array([src, dst], dtype=np.int64).reshape(2, -1),
             edge_bytes=np.array(nbytes, dtype=np.int64),
             source=source,
+            phase=phase,
+            grad_of=grad_of,
         )
 
     def ops(self) -> list[Op]:
@@ -150,6 +165,8 @@ class OpGraph:
                 output_shapes=self.output_shapes[i],
                 colocation=self.colocation[i],
                 pinned=self.pinned[i],
+                phase=self.phase[i] if self.phase else None,
+                grad_of=self.op_names[self.grad_of[i]] if self.grad_of and self.grad_of[i] >= 0 else None,
             )
             for i in range(self.num_ops)
         ]
@@ -182,6 +199,7 @@ class OpGraph:
                 raise GraphError(f"{where}: op {self.op_names[i]!r} has negative {label} {getattr(self, label)[i]}")
         self._validate_edges()
         self._validate_colocation()
+        self._validate_phases()
         _ = self.topological_order  # raises on a cycle
 
     def _per_op_arrays(self) -> list[tuple[str, np.ndarray]]:
@@ -240,6 +258,27 @@ class OpGraph:
                     f"but {name!r} to {pin!r}"
                 )
             pins.setdefault(group, (pin, name))
+
+    def _validate_phases(self) -> None:
+        for label, seq in (("phase", self.phase), ("grad_of", self.grad_of)):
+            if len(seq) not in (0, self.num_ops):
+                raise GraphError(f"graph {self.name!r}: {label} has {len(seq)} entries, expected 0 or {self.num_ops}")
+        for name, phase in zip(self.op_names, self.phase, strict=False):
+            if phase is not None and phase not in PHASES:
+                raise GraphError(f"graph {self.name!r}: op {name!r} has unknown phase {phase!r}; known: {PHASES}")
+        for name, j in zip(self.op_names, self.grad_of, strict=False):
+            if not -1 <= j < self.num_ops:
+                raise GraphError(f"graph {self.name!r}: op {name!r} has grad_of index {j} out of range")
+
+    @property
+    def has_phases(self) -> bool:
+        """Whether any op carries a phase or a ``grad_of``."""
+        return bool(self.phase or self.grad_of)
+
+    def phase_codes(self) -> np.ndarray:
+        """(N,) int64: 0 forward (also ops without a phase), 1 backward, 2 update."""
+        return np.array([_PHASE_CODE.get(p, 0) for p in self.phase] if self.phase else np.zeros(self.num_ops),
+                        dtype=np.int64)
 
     # ------------------------------------------------------------------ derived structure
     @property
@@ -317,6 +356,8 @@ class OpGraph:
             h.update(np.ascontiguousarray(arr).tobytes())
         h.update(np.ascontiguousarray(self.edge_index).tobytes())
         h.update(np.ascontiguousarray(self.edge_bytes).tobytes())
+        if self.has_phases:  # graphs without phases keep their old fingerprints
+            h.update(json.dumps([self.phase, self.grad_of]).encode())
         return h.hexdigest()[:16]
 
     # ------------------------------------------------------------------ costs on a cluster
@@ -400,7 +441,7 @@ def _check_op_fields(op: Op, where: str) -> None:
         raise GraphError(f"{where} type must be a string, got {op.type!r}")
     for label in ("persistent_memory", "temporary_memory", "output_bytes"):
         _as_bytes(getattr(op, label), f"{where} {label}")
-    for label in ("colocation", "pinned"):
+    for label in ("colocation", "pinned", "phase", "grad_of"):
         value = getattr(op, label)
         if value is not None and (not isinstance(value, str) or not value):
             raise GraphError(f"{where} {label} must be a non-empty string or null, got {value!r}")
@@ -410,6 +451,19 @@ def _check_op_fields(op: Op, where: str) -> None:
         if not isinstance(shape, Sequence) or not all(
                 isinstance(d, int | np.integer) and not isinstance(d, bool) and -1 <= d <= MAX_BYTES for d in shape):
             raise GraphError(f"{where} output_shapes must be lists of dimensions >= -1, got {shape!r}")
+
+
+def _phases(
+    ops: Sequence[Op], index: Mapping[str, int], name: str
+) -> tuple[tuple[str | None, ...], tuple[int, ...]]:
+    """Per-op phases and ``grad_of`` indices, both empty when no op has one."""
+    for op in ops:
+        if op.grad_of is not None and op.grad_of not in index:
+            raise GraphError(f"graph {name!r}: op {op.name!r} has grad_of {op.grad_of!r}, which is not an op")
+    phase = tuple(op.phase for op in ops) if any(op.phase is not None for op in ops) else ()
+    has_grad = any(op.grad_of is not None for op in ops)
+    grad_of = tuple(index[op.grad_of] if op.grad_of is not None else -1 for op in ops) if has_grad else ()
+    return phase, grad_of
 
 
 def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -17,10 +17,13 @@ from gplace.ir.graph import Edge, Op, OpGraph
 from gplace.ir.placement import Placement
 
 VERSION = 1
+GRAPH_VERSION_PHASES = 2
+"""Graph documents whose ops carry ``phase`` or ``grad_of`` are written as version 2; both versions are read."""
 GRAPH_FORMAT, CLUSTER_FORMAT, PLACEMENT_FORMAT = "gplace.graph", "gplace.cluster", "gplace.placement"
 
 _OP_FIELDS = {"name", "type", "cost", "kind_cost", "persistent_memory", "temporary_memory",
               "output_bytes", "output_shapes", "colocation", "pinned"}
+_OP_FIELDS_V2 = _OP_FIELDS | {"phase", "grad_of"}
 
 
 # ---------------------------------------------------------------------- graphs
@@ -36,18 +39,20 @@ def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
                 rec[key] = getattr(op, key)
         if op.output_shapes:
             rec["output_shapes"] = [list(s) for s in op.output_shapes]
-        for key in ("colocation", "pinned"):
+        for key in ("colocation", "pinned", "phase", "grad_of"):
             if getattr(op, key) is not None:
                 rec[key] = getattr(op, key)
         ops.append(rec)
     edges = [{"src": e.src, "dst": e.dst, "bytes": e.bytes} for e in graph.edges()]
-    return {"format": GRAPH_FORMAT, "version": VERSION, "name": graph.name, "ops": ops, "edges": edges}
+    version = GRAPH_VERSION_PHASES if graph.has_phases else VERSION
+    return {"format": GRAPH_FORMAT, "version": version, "name": graph.name, "ops": ops, "edges": edges}
 
 
 def graph_from_dict(doc: Mapping[str, Any]) -> OpGraph:
     """Parse a graph document; raise :class:`GraphError` naming the op and field that is wrong."""
-    _check_header(doc, GRAPH_FORMAT)
-    ops = [_op_from_dict(i, rec) for i, rec in enumerate(_list(doc, "ops"))]
+    _check_header(doc, GRAPH_FORMAT, (VERSION, GRAPH_VERSION_PHASES))
+    known = _OP_FIELDS_V2 if doc["version"] == GRAPH_VERSION_PHASES else _OP_FIELDS
+    ops = [_op_from_dict(i, rec, known) for i, rec in enumerate(_list(doc, "ops"))]
     edges = []
     for i, rec in enumerate(_list(doc, "edges")):
         if not isinstance(rec, Mapping) or "src" not in rec or "dst" not in rec:
@@ -56,13 +61,13 @@ def graph_from_dict(doc: Mapping[str, Any]) -> OpGraph:
     return OpGraph.from_ops(ops, edges, name=str(doc.get("name", "graph")))
 
 
-def _op_from_dict(i: int, rec: Any) -> Op:
+def _op_from_dict(i: int, rec: Any, known: set[str]) -> Op:
     if not isinstance(rec, Mapping) or "name" not in rec:
         raise GraphError(f"ops[{i}] must be an object with a 'name', got {rec!r}")
     where = f"op {rec['name']!r}"
-    unknown = set(rec) - _OP_FIELDS
+    unknown = set(rec) - known
     if unknown:
-        raise GraphError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(_OP_FIELDS)}")
+        raise GraphError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
     try:
         return Op(
             name=_text(rec["name"], f"ops[{i}].name"),
@@ -75,6 +80,8 @@ def _op_from_dict(i: int, rec: Any) -> Op:
             output_shapes=tuple(tuple(int(d) for d in s) for s in rec.get("output_shapes", ())),
             colocation=rec.get("colocation"),
             pinned=rec.get("pinned"),
+            phase=rec.get("phase"),
+            grad_of=rec.get("grad_of"),
         )
     except (TypeError, ValueError, AttributeError) as err:
         if isinstance(err, GraphError):
@@ -171,13 +178,14 @@ def load_json(path: str | Path) -> dict[str, Any]:
         raise GraphError(f"{path}: not valid JSON ({err})") from None
 
 
-def _check_header(doc: Mapping[str, Any], fmt: str) -> None:
+def _check_header(doc: Mapping[str, Any], fmt: str, versions: tuple[int, ...] = (VERSION,)) -> None:
     if not isinstance(doc, Mapping):
         raise GraphError(f"expected a {fmt} JSON object, got {type(doc).__name__}")
     if doc.get("format") != fmt:
         raise GraphError(f"expected format {fmt!r}, got {doc.get('format')!r}")
-    if doc.get("version") != VERSION:
-        raise GraphError(f"{fmt} version {doc.get('version')!r} is not supported (this gplace reads version {VERSION})")
+    if doc.get("version") not in versions:
+        raise GraphError(f"{fmt} version {doc.get('version')!r} is not supported (this gplace reads versions "
+                         f"{list(versions)})")
 
 
 def _list(doc: Mapping[str, Any], key: str) -> list[Any]:

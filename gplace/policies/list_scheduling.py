@@ -35,6 +35,9 @@ from gplace.policies.schedule_context import ScheduleContext
 DYNAMIC_FEATURES = 8
 """Width of the per-(group, device) schedule features (see :func:`schedule_features`)."""
 
+STAGE_FEATURES = 2
+"""Extra per-(group, device) columns with ``stage_features`` (see :func:`schedule_features`)."""
+
 MEMORY_PENALTY = 20.0
 """Logit subtracted from a device without room for the group while another allowed device has room."""
 
@@ -51,6 +54,9 @@ class ListSchedulingPolicy(Configurable, nn.Module):
         prior_weight: initial weight ``w`` of the earliest-finish-time prior (default: 3.0).
         residual_bound: the learned residual lies in ``(-b, b)``; ``None`` leaves it unbounded (default: 4.0).
         num_devices: accepted so ``policy(num_devices=D)`` works, otherwise unused (default: ``None``).
+        stage_features: also describe each device by what a pipeline stage needs, its load so far and the
+            bytes the group would cut (``STAGE_FEATURES`` more columns; default: ``False``, the shipped
+            pretrained policy's width).
 
     Shapes:
         states (G, S) float, allowed (G, D) bool, device_features (D, F); devices (K, G) int64;
@@ -72,13 +78,15 @@ class ListSchedulingPolicy(Configurable, nn.Module):
 
     def __init__(self, hidden_size: int = 128, *, state_size: int | None = None,
                  device_feature_size: int = DEVICE_FEATURES, prior_weight: float = 3.0,
-                 residual_bound: float | None = 4.0, num_devices: int | None = None) -> None:
+                 residual_bound: float | None = 4.0, num_devices: int | None = None,
+                 stage_features: bool = False) -> None:
         super().__init__()
+        self.stage_features = stage_features
         self.state_size = hidden_size if state_size is None else state_size
         self.device_feature_size = device_feature_size
         self.node = two_layer_mlp(self.state_size, hidden_size)
         self.device = two_layer_mlp(2 * device_feature_size, hidden_size)
-        self.dynamic = two_layer_mlp(DYNAMIC_FEATURES, hidden_size)
+        self.dynamic = two_layer_mlp(DYNAMIC_FEATURES + (STAGE_FEATURES if stage_features else 0), hidden_size)
         self.residual = nn.Sequential(nn.ReLU(), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
                                       nn.Linear(hidden_size, 1, bias=False))
         nn.init.normal_(self.residual[-1].weight, std=1e-3)
@@ -138,7 +146,7 @@ class ListSchedulingPolicy(Configurable, nn.Module):
         base = self.node(states).unsqueeze(1) + self.device(relative_device_features(device_features.to(states.dtype)))
         with torch.no_grad():
             devices, features = _rollout(schedule, allowed.cpu(), k, lambda x, g: choose(
-                self._logits(base[g].detach().cpu(), x, allowed[g].cpu()), g))
+                self._logits(base[g].detach().cpu(), x, allowed[g].cpu()), g), stage=self.stage_features)
         logits = self._logits(base, features.to(states.device, states.dtype), allowed)  # (K, G, D)
         log_p = torch.log_softmax(logits, -1)
         devices = devices.to(states.device)
@@ -170,7 +178,8 @@ class ListSchedulingPolicy(Configurable, nn.Module):
 
 
 def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, finish: torch.Tensor,
-                      on: torch.Tensor, free_at: torch.Tensor, used: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                      on: torch.Tensor, free_at: torch.Tensor, used: torch.Tensor, load: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """Each device as seen by group position ``g`` given the partial schedules, and when ``g`` would finish there.
 
     Columns: 0 ``log1p(gap)``, gap the finish time on the device minus the earliest over devices, over the group's
@@ -178,12 +187,15 @@ def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, 
     the duration over the fastest device's; 3 the fraction of the group's input bytes already on the device;
     4 ``log1p`` of the wait for inputs after the device is free, over the duration; 5 the device's busy time over
     the makespan so far; 6 the device's memory use after placing the group, over its capacity (at most 2);
-    7 whether the group does not fit there while it fits on some allowed device.
+    7 whether the group does not fit there while it fits on some allowed device. With ``load`` (stage features):
+    8 the device's compute placed so far plus the group's, over the largest such sum over allowed devices; 9
+    ``log1p`` of the transfer time of the group's input bytes made on other devices (the cut it adds, at
+    the mean link speed into the device) over the duration.
 
     Shapes:
         allowed (D,) bool devices the group may use; finish (K, G) float64 finish times and on (K, G) int64
-        devices of the placed groups; free_at and used (K, D) float64; returns features
-        (K, D, DYNAMIC_FEATURES) float32 and finish times (K, D) float64.
+        devices of the placed groups; free_at, used and load (K, D) float64; returns features
+        (K, D, DYNAMIC_FEATURES [+ STAGE_FEATURES]) float32 and finish times (K, D) float64.
     """
     dur = schedule.durations[g]
     ready, local = _inputs(schedule, g, finish, on)
@@ -206,7 +218,22 @@ def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, 
         fill.clamp(0, 2),
         (~room & (room & allowed).any(1, keepdim=True)).to(end.dtype),
     ]
+    if load is not None:
+        columns += _stage_columns(schedule, g, allowed, load, dur, local, scale)
     return torch.stack(columns, -1).float(), end
+
+
+def _stage_columns(schedule: ScheduleContext, g: int, allowed: torch.Tensor, load: torch.Tensor, dur: torch.Tensor,
+                   local: torch.Tensor, scale: torch.Tensor) -> list[torch.Tensor]:
+    """Columns 8 and 9 of :func:`schedule_features`. Shapes: load and local (K, D), dur (D,), scale (K, 1)."""
+    after = load + dur
+    top = after.masked_fill(~allowed, 0.0).max(1, keepdim=True).values.clamp_min(1e-30)
+    a, b = int(schedule.pred_ptr[g]), int(schedule.pred_ptr[g + 1])
+    in_bytes = schedule.pred_bytes[a:b].sum()
+    d = schedule.num_devices
+    mean_inv_bw = schedule.inv_bandwidth.sum(0) / max(d - 1, 1)  # (D,) into each device
+    cut = (1.0 - local) * in_bytes * mean_inv_bw
+    return [(after / top).clamp(0, 1), torch.log1p((cut / scale).clamp(0, _GAP_CLIP))]
 
 
 def _inputs(schedule: ScheduleContext, g: int, finish: torch.Tensor, on: torch.Tensor
@@ -229,8 +256,10 @@ def _inputs(schedule: ScheduleContext, g: int, finish: torch.Tensor, on: torch.T
 
 
 def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
-             choose: Callable[[torch.Tensor, int], torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Place the groups in ``schedule.order``, K schedules at once; ``choose(features (K, D, F), g) -> (K,)``.
+             choose: Callable[[torch.Tensor, int], torch.Tensor], stage: bool = False
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Place the groups in ``schedule.order``, K schedules at once; ``choose(features (K, D, F), g) -> (K,)``;
+    ``stage`` adds the stage features.
 
     Shapes:
         allowed (G, D) bool; returns devices (K, G) int64 and features (K, G, D, DYNAMIC_FEATURES) float32.
@@ -240,13 +269,16 @@ def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
     on = torch.zeros(k, g_count, dtype=torch.int64)
     free_at = torch.zeros(k, d, dtype=torch.float64)
     used = torch.zeros(k, d, dtype=torch.float64)
-    features = torch.zeros(k, g_count, d, DYNAMIC_FEATURES)
+    load = torch.zeros(k, d, dtype=torch.float64) if stage else None
+    features = torch.zeros(k, g_count, d, DYNAMIC_FEATURES + (STAGE_FEATURES if stage else 0))
     rows = torch.arange(k)
     for g in schedule.order.tolist():
-        x, end = schedule_features(schedule, g, allowed[g], finish, on, free_at, used)
+        x, end = schedule_features(schedule, g, allowed[g], finish, on, free_at, used, load)
         features[:, g] = x
         chosen = choose(x, g).to(torch.int64)
         finish[:, g], on[:, g] = end[rows, chosen], chosen
         free_at[rows, chosen] = end[rows, chosen]
         used[rows, chosen] += schedule.memory[g]
+        if load is not None:
+            load[rows, chosen] += schedule.durations[g][chosen]
     return on, features

@@ -1,0 +1,267 @@
+"""Contiguous pipeline partitioners: GPipe's balanced split, PipeDream's DP, and the exact DP over ideals.
+
+A contiguous split gives stage ``s`` to device ``s`` (of the stage devices, in index order) and keeps every
+forward edge going from a stage to the same or a later one. All three minimise, or balance, the bottleneck of
+:mod:`gplace.baselines.pipeline.stages`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gplace.baselines._common import PlacementInfeasibleError
+from gplace.baselines.base import Placer
+from gplace.baselines.pipeline.stages import Blocks, StageProblem, stage_time
+from gplace.ir import Cluster, OpGraph
+
+
+class _StagePlacer(Placer):
+    """A placer that solves a :class:`StageProblem` on the devices of ``kind``.
+
+    Args:
+        kind: device kind of the stages (every device if the cluster has none of it). (default: ``"gpu"``)
+        microbatches: M, the micro-batches per mini-batch. (default: 1)
+        overlap: transfers overlap compute (a stage costs the max, else the sum; see
+            :func:`~gplace.baselines.pipeline.stages.stage_time`). (default: ``True``)
+    """
+
+    def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True) -> None:
+        self.kind = kind
+        self.microbatches = microbatches
+        self.overlap = overlap
+
+    def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        problem = StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches, overlap=self.overlap)
+        stages = self.stages(problem) if problem.num_units else np.zeros(0, dtype=np.int64)
+        return problem.devices_for_units(stages)
+
+    def stages(self, problem: StageProblem) -> np.ndarray:
+        """(P,) stage of every pipelined unit of ``problem``."""
+        raise NotImplementedError
+
+
+class GPipePartitioner(_StagePlacer):
+    """GPipe's balanced split (Huang et al. 2019; torchgpipe's balance by time): cut the pipeline order where the
+    running compute crosses ``s / S`` of the total, ignoring transfers; a stage also ends where the next unit
+    would not fit its device's memory.
+
+    Raises:
+        PlacementInfeasibleError: the units do not fit the stage devices' memory this way.
+    """
+
+    name = "gpipe"
+
+    def stages(self, problem: StageProblem) -> np.ndarray:
+        weight = problem.cost.mean(1)
+        cum = np.cumsum(weight) - weight / 2  # the unit's midpoint decides its stage
+        total = float(weight.sum()) or 1.0
+        target = np.minimum((cum / total * problem.num_stages).astype(np.int64), problem.num_stages - 1)
+        stage = np.zeros(problem.num_units, dtype=np.int64)
+        current, used = 0, 0
+        for u in range(problem.num_units):
+            want = max(int(target[u]), current)
+            while want < problem.num_stages and not _fits(problem, u, want, used if want == current else 0):
+                want += 1
+            if want >= problem.num_stages:
+                raise _no_room(problem, u)
+            used = (used if want == current else 0) + int(problem.memory[u])
+            current = stage[u] = want
+        return stage
+
+
+def _fits(problem: StageProblem, unit: int, stage: int, used: int) -> bool:
+    return bool(problem.allowed[unit, stage]) and used + int(problem.memory[unit]) <= int(problem.capacity[stage])
+
+
+def _no_room(problem: StageProblem, unit: int) -> PlacementInfeasibleError:
+    op = int(np.flatnonzero(problem.units.unit_of == problem.order[unit])[0])
+    return PlacementInfeasibleError(
+        f"op {problem.graph.op_names[op]!r} (with its colocation group) fits no stage device after the earlier "
+        f"stages: {int(problem.memory[unit])} bytes needed, stage devices' capacities {problem.capacity.tolist()}"
+    )
+
+
+class PipeDreamPartitioner(_StagePlacer):
+    """PipeDream's partitioner (Narayanan et al. 2019): a dynamic program over the pipeline order for the split
+    into at most S contiguous stages with the smallest bottleneck, transfers included (no stage replication).
+
+    Graphs with more than ``max_blocks`` units are first coarsened into ``max_blocks`` runs of about equal
+    compute (:meth:`StageProblem.blocks`); the DP is exact over the cut points that remain. Cost
+    O(S x B^2) time, O(B^2) memory.
+
+    Raises:
+        PlacementInfeasibleError: no contiguous split fits the stage devices' memory.
+    """
+
+    name = "pipedream"
+
+    def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
+                 max_blocks: int = 1024) -> None:
+        super().__init__(kind, microbatches, overlap)
+        self.max_blocks = max_blocks
+
+    def stages(self, problem: StageProblem) -> np.ndarray:
+        blocks = problem.blocks(self.max_blocks)
+        return problem.unit_stages(blocks, chain_partition(blocks, problem.capacity))
+
+
+def chain_partition(blocks: Blocks, capacity: np.ndarray) -> np.ndarray:
+    """(B,) stage of each block: the linear-partition DP, ``f_s(b) = min_a max(f_{s-1}(a), cost_s(a, b))``.
+
+    ``cost_s(a, b)`` is the compute of blocks ``[a, b)`` on stage device ``s`` plus every transfer into or out
+    of them; a range over memory or holding a block not allowed on ``s`` costs ``inf``.
+
+    Raises:
+        PlacementInfeasibleError: every split overflows some device's memory.
+    """
+    n = blocks.num_blocks
+    cum_cost = np.vstack([np.zeros((1, blocks.cost.shape[1])), np.cumsum(blocks.cost, 0)])
+    cum_mem = np.concatenate([[0], np.cumsum(blocks.memory)])
+    cum_banned = np.vstack([np.zeros((1, blocks.allowed.shape[1]), np.int64), np.cumsum(~blocks.allowed, 0)])
+    cum_sent = np.concatenate([[0.0], np.cumsum(blocks.sent)])
+    cum_received = np.concatenate([[0.0], np.cumsum(blocks.received)])
+    square = np.zeros((n + 1, n + 1))
+    square[1:, 1:] = blocks.transfer.cumsum(0).cumsum(1)
+    diag = np.diag(square)
+    inner = diag[None, :] - square - square.T + diag[:, None]  # transfers inside [a, b), for a <= b
+    sent = cum_sent[None, :] - cum_sent[:, None] - inner
+    received = cum_received[None, :] - cum_received[:, None] - inner
+    order = np.subtract.outer(np.arange(n + 1), np.arange(n + 1)) <= 0  # a <= b
+    mem = cum_mem[None, :] - cum_mem[:, None]
+    best = np.full(n + 1, np.inf)
+    best[0] = 0.0
+    choices = []
+    for s in range(blocks.cost.shape[1]):
+        cost = stage_time(cum_cost[None, :, s] - cum_cost[:, None, s], sent, received, blocks.overlap)
+        banned = (cum_banned[None, :, s] - cum_banned[:, None, s] > 0) | (mem > capacity[s])
+        cost = np.where(order & ~banned, np.maximum(cost, 0.0), np.inf)
+        cost[np.diag_indices(n + 1)] = 0.0  # an empty stage
+        total = np.maximum(best[:, None], cost)
+        choices.append(np.argmin(total, 0))
+        best = total.min(0)
+    if not np.isfinite(best[n]):
+        raise PlacementInfeasibleError(f"no contiguous split of {n} blocks into {len(choices)} stages fits the "
+                                       f"stage devices' memory (capacities {capacity.tolist()})")
+    stage = np.empty(n, dtype=np.int64)
+    end = n
+    for s in range(len(choices) - 1, -1, -1):
+        start = int(choices[s][end])
+        stage[start:end] = s
+        end = start
+    return stage
+
+
+class IdealDPPartitioner(_StagePlacer):
+    """The exact contiguous split of a DAG (Tarnawski et al., NeurIPS 2020): a DP over the graph's ideals.
+
+    An ideal is a set of units closed under predecessors; a contiguous split into S stages is a chain of
+    ideals ``I_0 = {} <= I_1 <= ... <= I_S = all`` with stage ``s = I_{s+1} - I_s``, and
+    ``f_s(J) = min over ideals I <= J of max(f_{s-1}(I), cost_s(J - I))``. On a chain the ideals are the
+    prefixes and this is the classic linear-partition DP.
+
+    Coarsening: ideals are enumerated over blocks (:meth:`StageProblem.blocks`), starting from one block per
+    unit and halving the number of blocks until the block DAG has at most ``max_ideals`` ideals (a chain of
+    B blocks has B + 1). The result is exact when no coarsening was needed (every graph up to ``max_ideals``
+    ideals). The placer also runs the chain DP (:class:`PipeDreamPartitioner`, over up to ``chain_blocks``
+    blocks of the same order, whose prefixes are ideals too) and returns the split with the smaller
+    bottleneck, so coarsening never leaves it behind a contiguous split of that order.
+
+    Raises:
+        PlacementInfeasibleError: no contiguous split fits the stage devices' memory.
+    """
+
+    name = "ideal_dp"
+
+    def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
+                 max_ideals: int = 512, chain_blocks: int = 1024) -> None:
+        super().__init__(kind, microbatches, overlap)
+        self.max_ideals = max_ideals
+        self.chain_blocks = chain_blocks
+
+    def stages(self, problem: StageProblem) -> np.ndarray:
+        blocks, ideals = self._ideals(problem)
+        chain = problem.blocks(self.chain_blocks)
+        found, error = [], None
+        for solve in (lambda: problem.unit_stages(blocks, ideal_partition(blocks, ideals, problem.capacity)),
+                      lambda: problem.unit_stages(chain, chain_partition(chain, problem.capacity))):
+            try:
+                found.append(solve())
+            except PlacementInfeasibleError as err:
+                error = err
+        if not found:
+            raise error
+        return min(found, key=problem.bottleneck)
+
+    def _ideals(self, problem: StageProblem) -> tuple[Blocks, np.ndarray]:
+        count = min(problem.num_units, self.max_ideals - 1)
+        while True:
+            blocks = problem.blocks(count)
+            ideals = enumerate_ideals(blocks.forward, self.max_ideals)
+            if ideals is not None:
+                return blocks, ideals
+            count = max(1, min(count, blocks.num_blocks) // 2)
+
+
+def enumerate_ideals(forward: np.ndarray, limit: int) -> np.ndarray | None:
+    """(K, B) bool, every ideal of the DAG ``forward`` (B, B) ordered by size, or ``None`` if there are more than
+    ``limit``."""
+    n = forward.shape[0]
+    preds = [sum(1 << int(a) for a in np.flatnonzero(forward[:, b])) for b in range(n)]
+    seen = {0}
+    frontier = [0]
+    while frontier:
+        grown = []
+        for ideal in frontier:
+            for b in range(n):
+                bit = 1 << b
+                if not ideal & bit and preds[b] & ideal == preds[b] and ideal | bit not in seen:
+                    seen.add(ideal | bit)
+                    grown.append(ideal | bit)
+                    if len(seen) > limit:
+                        return None
+        frontier = grown
+    ordered = sorted(seen, key=lambda m: (m.bit_count(), m))
+    return np.array([[(m >> b) & 1 for b in range(n)] for m in ordered], dtype=bool).reshape(len(ordered), n)
+
+
+def ideal_partition(blocks: Blocks, ideals: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """(B,) stage of each block: the DP over ``ideals`` (K, B) bool (the empty and the full set included).
+
+    Raises:
+        PlacementInfeasibleError: every split overflows some device's memory.
+    """
+    member = ideals.astype(np.float64)
+    k, stages = len(ideals), blocks.cost.shape[1]
+    subset = ~(ideals[:, None, :] & ~ideals[None, :, :]).any(2)  # subset[i, j]: ideal i within ideal j
+    # transfers out of J - I: out(J - I) - W(J - I, J - I) (into it likewise), where
+    # W(J - I, J - I) = W(J, J) - W(I, J) - W(J, I) + W(I, I) for I within J
+    w_ij = member @ blocks.transfer @ member.T
+    w_self = np.diag(w_ij)
+    inner = w_self[None, :] - w_ij - w_ij.T + w_self[:, None]
+    out, into = member @ blocks.sent, member @ blocks.received
+    sent = out[None, :] - out[:, None] - inner
+    received = into[None, :] - into[:, None] - inner
+    mem = member @ blocks.memory.astype(np.float64)
+    banned = member @ (~blocks.allowed).astype(np.float64)
+    best = np.full(k, np.inf)
+    best[0] = 0.0
+    choices = []
+    for s in range(stages):
+        work = member @ blocks.cost[:, s]
+        cost = np.maximum(stage_time(work[None, :] - work[:, None], sent, received, blocks.overlap), 0.0)
+        ok = subset & (mem[None, :] - mem[:, None] <= capacity[s]) & (banned[None, :, s] - banned[:, None, s] <= 0)
+        cost = np.where(ok, cost, np.inf)
+        cost[np.diag_indices(k)] = 0.0
+        total = np.maximum(best[:, None], cost)
+        choices.append(np.argmin(total, 0))
+        best = total.min(0)
+    if not np.isfinite(best[k - 1]):
+        raise PlacementInfeasibleError(f"no contiguous split into {stages} stages fits the stage devices' memory "
+                                       f"(capacities {capacity.tolist()})")
+    stage = np.empty(blocks.num_blocks, dtype=np.int64)
+    end = k - 1
+    for s in range(stages - 1, -1, -1):
+        start = int(choices[s][end])
+        stage[ideals[end] & ~ideals[start]] = s
+        end = start
+    return stage

@@ -1,0 +1,137 @@
+"""A mixed-integer program for the best non-contiguous pipeline split of a small graph (SciPy's HiGHS)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gplace.baselines._common import PlacementInfeasibleError
+from gplace.baselines.pipeline.contiguous import _StagePlacer
+from gplace.baselines.pipeline.stages import StageProblem
+from gplace.ir import GraphError
+
+if TYPE_CHECKING:
+    from scipy.optimize import LinearConstraint
+
+log = logging.getLogger(__name__)
+
+
+class ProblemTooLargeError(GraphError):
+    """The integer program would have more variables than the placer's limit; the message gives the sizes."""
+
+
+class PipelineILPPlacer(_StagePlacer):
+    """Minimise the bottleneck of :mod:`~gplace.baselines.pipeline.stages` over *any* assignment of units to
+    stage devices (no contiguity), as a MILP solved by HiGHS through :func:`scipy.optimize.milp`.
+
+    Variables: ``x[u, s]`` (unit ``u`` on stage device ``s``); for each pair of units joined by edges
+    ``a -> b``, ``sent[e, s] >= x[a, s] - x[b, s]`` and ``received[e, s] >= x[b, s] - x[a, s]`` (the transfer
+    leaves, or reaches, device ``s``); the bottleneck ``T``. Minimise ``T`` subject to ``T >=`` the stage time
+    of every device (work, sends and receives combined as
+    :func:`~gplace.baselines.pipeline.stages.stage_time` does: each of the three, or their sum), each unit on
+    one allowed device, and memory per device. When every stage device is alike, the first unit is fixed to
+    the first device (symmetry breaking). For small graphs only: the variable count is
+    ``(units + 2 x unit pairs) x S + 1``.
+
+    Args:
+        max_variables: larger problems raise :class:`ProblemTooLargeError`. (default: 5000)
+        time_limit: seconds for HiGHS; the best placement found by then is returned (logged). (default: 30)
+
+    Raises:
+        ProblemTooLargeError: over ``max_variables``.
+        PlacementInfeasibleError: no assignment fits the stage devices' memory, or none found in time.
+    """
+
+    name = "ilp"
+
+    def __init__(self, kind: str | None = "gpu", microbatches: int = 1, max_variables: int = 5000,
+                 time_limit: float = 30.0) -> None:
+        super().__init__(kind, microbatches)
+        self.max_variables = max_variables
+        self.time_limit = time_limit
+
+    def stages(self, problem: StageProblem) -> np.ndarray:
+        from scipy.optimize import Bounds, milp
+
+        (a, b), seconds = _unit_pairs(problem)
+        p, s, e = problem.num_units, problem.num_stages, len(seconds)
+        size = (p + 2 * e) * s + 1
+        if size > self.max_variables:
+            raise ProblemTooLargeError(
+                f"pipeline ILP for graph {problem.graph.name!r}: {p} units and {e} unit pairs on {s} devices need "
+                f"{size} variables, over max_variables={self.max_variables}")
+        x = np.arange(p * s).reshape(p, s)
+        sent = p * s + np.arange(e * s).reshape(e, s)  # the transfer a -> b leaves device s
+        received = sent + e * s  # ... arrives at device s
+        t = size - 1
+        rows = _Rows()
+        rows.add(x, np.ones((p, s)), 1.0, 1.0)  # each unit on one device
+        for z, here, there in ((sent, a, b), (received, b, a)):  # z[e, s] >= x[here, s] - x[there, s]
+            cols = np.stack([z.ravel(), x[here].ravel(), x[there].ravel()], 1)
+            rows.add(cols, np.ones((e * s, 3)) * [1.0, -1.0, 1.0], 0.0, np.inf)
+        per_edge = -np.broadcast_to(seconds, (s, e))
+        terms = [(x.T, -problem.cost.T), (sent.T, per_edge), (received.T, per_edge)]
+        for group in ([terms[0]], [terms[1]], [terms[2]]) if problem.overlap else ([*terms],):  # T >= load
+            rows.add(np.hstack([np.full((s, 1), t), *[c for c, _ in group]]),
+                     np.hstack([np.ones((s, 1)), *[v for _, v in group]]), 0.0, np.inf)
+        rows.add(x.T, np.broadcast_to(problem.memory.astype(np.float64), (s, p)), -np.inf,
+                 problem.capacity.astype(np.float64))
+        hi = np.concatenate([np.where(problem.allowed, 1.0, 0.0).ravel(), np.ones(2 * e * s), [np.inf]])
+        lo = np.zeros(size)
+        if _alike(problem):
+            lo[x[0, 0]] = 1.0
+        objective = np.zeros(size)
+        objective[-1] = 1.0
+        integrality = np.concatenate([np.ones(p * s), np.zeros(2 * e * s + 1)])
+        result = milp(objective, constraints=rows.constraint(size),
+                      integrality=integrality, bounds=Bounds(lo, hi),
+                      options={"time_limit": self.time_limit, "disp": False})
+        if result.x is None:
+            raise PlacementInfeasibleError(f"pipeline ILP for graph {problem.graph.name!r}: {result.message}")
+        if result.status != 0:
+            log.warning("pipeline ILP for %s stopped before proving optimality: %s", problem.graph.name,
+                        result.message)
+        return np.argmax(result.x[: p * s].reshape(p, s), axis=1)
+
+
+class _Rows:
+    """Sparse constraint rows ``lo <= A x <= hi``, added a family at a time."""
+
+    def __init__(self) -> None:
+        self.rows, self.cols, self.coefs, self.lower, self.upper = [], [], [], [], []
+        self.count = 0
+
+    def add(self, cols: np.ndarray, coefs: np.ndarray, lo: float | np.ndarray, hi: float | np.ndarray) -> None:
+        """One row per line of ``cols`` (R, K) variable indices with ``coefs`` (R, K)."""
+        r, k = cols.shape
+        self.rows.append(np.repeat(self.count + np.arange(r), k))
+        self.cols.append(cols.ravel())
+        self.coefs.append(np.asarray(coefs, dtype=np.float64).ravel())
+        self.lower.append(np.broadcast_to(lo, (r,)))
+        self.upper.append(np.broadcast_to(hi, (r,)))
+        self.count += r
+
+    def constraint(self, size: int) -> LinearConstraint:
+        """The rows as one SciPy constraint over ``size`` variables."""
+        from scipy.optimize import LinearConstraint
+        from scipy.sparse import coo_array
+
+        matrix = coo_array((np.concatenate(self.coefs), (np.concatenate(self.rows), np.concatenate(self.cols))),
+                           shape=(self.count, size)).tocsr()
+        return LinearConstraint(matrix, np.concatenate(self.lower), np.concatenate(self.upper))
+
+
+def _unit_pairs(problem: StageProblem) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """Ordered pairs (a, b) of pipelined units joined by edges a -> b, and their summed transfer seconds (E,)."""
+    a, b = problem.edge_src, problem.edge_dst
+    keys, inverse = np.unique(a * problem.num_units + b, return_inverse=True)
+    seconds = np.bincount(inverse, weights=problem.edge_seconds, minlength=keys.size)
+    return (keys // max(problem.num_units, 1), keys % max(problem.num_units, 1)), seconds
+
+
+def _alike(problem: StageProblem) -> bool:
+    """Whether every stage device is interchangeable (same costs, memory and allowed units)."""
+    return bool((problem.cost == problem.cost[:, :1]).all() and (problem.capacity == problem.capacity[0]).all()
+                and (problem.allowed == problem.allowed[:, :1]).all())

@@ -1,0 +1,228 @@
+"""The pipeline-stage problem every partitioner here solves, its cost model and its lower bound.
+
+Cost model: per micro-batch, stage device ``d`` computes for ``work(d) = sum_{i on d} durations[i, d] / M``
+and sends and receives ``sum (latency + bytes / M / bandwidth)`` over the edges it cuts; its *load* combines
+the three (:func:`stage_time`: their maximum when transfers overlap compute, the default, else their sum),
+and a pipeline of many micro-batches runs at the pace of its most loaded stage (the *bottleneck*). The sum is
+:func:`gplace.pipeline.steady_state_loads` (``pipe-steady-v1``) costed per edge with the mean link between
+stage devices: equal to it on uniform links when no op feeds two ops on one other device (else an upper
+bound, a transfer counted once per edge), and update ops are amortised (``duration / M``) instead of left out.
+The placers minimise the bottleneck subject to pins, colocation groups and memory (an op occupies its
+persistent memory plus its output bytes, as for the step-time baselines).
+
+A *unit* is a colocation group or a lone op. Units that may run on a stage device are ordered by the
+topological position of their first member; units that cannot (e.g. ops pinned to the CPU when the stages
+are GPUs) stay on their fastest allowed device and their transfers are charged to the stage they talk to.
+The partitioners see units through *blocks*: contiguous runs of units in that order, so large graphs are
+coarsened to a bounded number of blocks of about equal compute (:meth:`StageProblem.blocks`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from gplace.baselines._common import build_units, op_memory, unit_durations
+from gplace.ir import Cluster, GraphError, OpGraph
+
+
+def pipeline_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
+    """Seconds per mini-batch no pipeline can beat: ``max(total work / devices, largest op)``.
+
+    Work is each op's time on its fastest allowed device; devices are those some op may run on. Every
+    micro-batch runs every op once, so over a mini-batch the busiest device works at least the average,
+    and the slowest op cannot be split. Transfers only add time.
+    """
+    if graph.num_ops == 0:
+        return 0.0
+    allowed = graph.allowed_devices(cluster)
+    fastest = np.where(allowed, graph.durations(cluster), np.inf).min(1)
+    usable = int(allowed.any(0).sum())
+    return float(max(fastest.sum() / usable, fastest.max()))
+
+
+def stage_devices(cluster: Cluster, kind: str | None) -> np.ndarray:
+    """Indices of the devices that hold stages: those of ``kind``, or every device if there are none (or no kind)."""
+    chosen = [d for d, k in enumerate(cluster.kinds) if kind is None or k == kind]
+    return np.array(chosen or range(cluster.num_devices), dtype=np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Blocks:
+    """Contiguous runs of pipelined units, in order, with what a stage needs to know about them.
+
+    Shapes:
+        ``bounds`` (B+1,) positions into :attr:`StageProblem.order`; ``cost`` (B, S) seconds per micro-batch
+        on each stage device; ``memory`` (B,) bytes; ``allowed`` (B, S) bool; ``transfer`` (B, B) seconds per
+        micro-batch of the edges from block a to block b (0 on the diagonal); ``forward`` (B, B) bool, an edge
+        from an earlier block a to a later block b (the precedence the stages keep).
+    """
+
+    bounds: np.ndarray
+    cost: np.ndarray
+    memory: np.ndarray
+    allowed: np.ndarray
+    transfer: np.ndarray
+    forward: np.ndarray
+
+    @property
+    def num_blocks(self) -> int:
+        """Number of blocks B."""
+        return int(self.memory.shape[0])
+
+    overlap: bool
+    """Whether a stage's transfers overlap its compute (see :func:`stage_time`)."""
+
+    @cached_property
+    def sent(self) -> np.ndarray:
+        """(B,) seconds of the transfers out of each block."""
+        return self.transfer.sum(1)
+
+    @cached_property
+    def received(self) -> np.ndarray:
+        """(B,) seconds of the transfers into each block."""
+        return self.transfer.sum(0)
+
+
+def stage_time(work: np.ndarray, sent: np.ndarray, received: np.ndarray, overlap: bool) -> np.ndarray:
+    """Seconds per micro-batch of a stage: ``max(work, sent, received)`` when transfers overlap compute (links
+    are their own resources, as in ``pipe-v1`` and PipeDream's planner), else ``work + sent + received`` (the
+    device also drives its transfers, as in ``pipe-steady-v1``)."""
+    if overlap:
+        return np.maximum(np.maximum(work, sent), received)
+    return work + sent + received
+
+
+class StageProblem:
+    """Units of ``graph`` in pipeline order and their costs on the stage devices of ``cluster``.
+
+    Transfers are costed with the mean bandwidth and latency between distinct stage devices, so the
+    partitioners' objective (:meth:`bottleneck`) is exact on clusters with uniform links.
+
+    Raises:
+        GraphError: an op, or a colocation group, may run on no device of the cluster.
+    """
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, *, kind: str | None = "gpu", microbatches: int = 1,
+                 overlap: bool = True) -> None:
+        if microbatches < 1:
+            raise GraphError(f"microbatches must be >= 1, got {microbatches}")
+        self.graph, self.cluster, self.microbatches, self.overlap = graph, cluster, microbatches, overlap
+        self.devices = stage_devices(cluster, kind)
+        self.units = build_units(graph, cluster)
+        allowed = self.units.allowed[:, self.devices]
+        piped = allowed.any(1)
+        self.fixed_device = self._fixed_devices(piped)
+        first = np.full(self.units.num_units, graph.num_ops, dtype=np.int64)
+        position = np.empty(graph.num_ops, dtype=np.int64)
+        position[graph.topological_order] = np.arange(graph.num_ops)
+        np.minimum.at(first, self.units.unit_of, position)
+        self.order = np.flatnonzero(piped)[np.argsort(first[piped], kind="stable")]
+        """(P,) unit ids of the pipelined units, in pipeline order."""
+        self.position = np.full(self.units.num_units, -1, dtype=np.int64)
+        self.position[self.order] = np.arange(self.order.size)
+        durations = unit_durations(self.units, graph.durations(self.cluster))[:, self.devices]
+        self.cost = np.where(allowed, durations, 0.0)[self.order] / microbatches
+        """(P, S) seconds per micro-batch of each pipelined unit on each stage device (fixed-op transfers included)."""
+        self.allowed = allowed[self.order]
+        memory = np.zeros(self.units.num_units, dtype=np.int64)
+        np.add.at(memory, self.units.unit_of, op_memory(graph))
+        self.memory = memory[self.order]
+        self.capacity = cluster.memory[self.devices]
+        self.edge_src, self.edge_dst, self.edge_seconds = self._unit_edges()
+
+    @property
+    def num_stages(self) -> int:
+        """Number of stage devices S."""
+        return int(self.devices.size)
+
+    @property
+    def num_units(self) -> int:
+        """Number of pipelined units P."""
+        return int(self.order.size)
+
+    def _fixed_devices(self, piped: np.ndarray) -> np.ndarray:
+        """(U,) device of each unit that no stage device may run (fastest allowed), -1 for pipelined units."""
+        time = np.where(self.units.allowed, unit_durations(self.units, self.graph.durations(self.cluster)), np.inf)
+        return np.where(piped, -1, np.argmin(time, axis=1))
+
+    def _unit_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Edges between pipelined units as (src position, dst position, seconds); fixed-op edges join ``cost``."""
+        graph, units = self.graph, self.units
+        d = self.devices
+        off = ~np.eye(d.size, dtype=bool)
+        per_byte = float(np.mean(1.0 / self.cluster.bandwidth[np.ix_(d, d)][off])) if d.size > 1 else 0.0
+        latency = float(np.mean(self.cluster.latency[np.ix_(d, d)][off])) if d.size > 1 else 0.0
+        ua, ub = units.unit_of[graph.edge_index[0]], units.unit_of[graph.edge_index[1]]
+        seconds = latency + graph.edge_bytes / self.microbatches * per_byte
+        pa, pb = self.position[ua], self.position[ub]
+        between = (ua != ub) & (pa >= 0) & (pb >= 0)
+        for mine, other in ((pa, ub), (pb, ua)):  # a pipelined unit talking to a fixed one pays the transfer
+            talks = (mine >= 0) & (self.position[other] < 0)
+            fixed = self.fixed_device[other[talks]]
+            nbytes = graph.edge_bytes[talks] / self.microbatches
+            for s, dev in enumerate(d):  # 0 where the fixed op sits on this stage device (infinite bandwidth)
+                extra = self.cluster.latency[dev, fixed] + nbytes / self.cluster.bandwidth[dev, fixed]
+                np.add.at(self.cost[:, s], mine[talks], extra)
+        return pa[between], pb[between], seconds[between].astype(np.float64)
+
+    # ------------------------------------------------------------------ blocks
+    def blocks(self, max_blocks: int | None = None) -> Blocks:
+        """The units coarsened into at most ``max_blocks`` contiguous runs of about equal mean cost (``None``: one
+        block per unit)."""
+        p = self.num_units
+        if max_blocks is None or max_blocks >= p:
+            bounds = np.arange(p + 1)
+        else:
+            weight = self.cost.mean(1) + 1e-12
+            cum = np.concatenate([[0.0], np.cumsum(weight)])
+            targets = cum[-1] * np.arange(1, max_blocks) / max_blocks
+            cuts = np.searchsorted(cum, targets)
+            bounds = np.unique(np.concatenate([[0], np.clip(cuts, 1, p - 1), [p]]))
+        return self._blocks(bounds)
+
+    def _blocks(self, bounds: np.ndarray) -> Blocks:
+        b = bounds.size - 1
+        block_of = np.repeat(np.arange(b), np.diff(bounds))
+        cost = np.add.reduceat(self.cost, bounds[:-1], axis=0) if b else np.zeros((0, self.num_stages))
+        memory = np.add.reduceat(self.memory, bounds[:-1]) if b else np.zeros(0, dtype=np.int64)
+        allowed = np.logical_and.reduceat(self.allowed, bounds[:-1], axis=0) if b else np.zeros((0, 1), bool)
+        transfer = np.zeros((b, b))
+        bs, bd = block_of[self.edge_src], block_of[self.edge_dst]
+        np.add.at(transfer, (bs, bd), self.edge_seconds)
+        np.fill_diagonal(transfer, 0.0)
+        forward = np.zeros((b, b), dtype=bool)
+        forward[bs[bs < bd], bd[bs < bd]] = True
+        return Blocks(bounds, cost, memory, allowed, transfer, forward, self.overlap)
+
+    # ------------------------------------------------------------------ placements
+    def devices_for_units(self, unit_stage: np.ndarray) -> np.ndarray:
+        """(N,) device index per op (stage s runs on ``devices[s]``), from the stage of every pipelined unit."""
+        unit_device = self.fixed_device.copy()
+        unit_device[self.order] = self.devices[np.asarray(unit_stage, dtype=np.int64)]
+        return unit_device[self.units.unit_of]
+
+    def stage_loads(self, unit_stage: np.ndarray) -> np.ndarray:
+        """(S,) seconds per micro-batch of each stage under the model above, from the stage of every pipelined unit.
+
+        Shapes:
+            ``unit_stage`` (P,) int, in pipeline order.
+        """
+        unit_stage = np.asarray(unit_stage, dtype=np.int64)
+        s = self.num_stages
+        work = np.bincount(unit_stage, weights=self.cost[np.arange(self.num_units), unit_stage], minlength=s)
+        a, b = unit_stage[self.edge_src], unit_stage[self.edge_dst]
+        cut = a != b
+        sent = np.bincount(a[cut], weights=self.edge_seconds[cut], minlength=s)
+        received = np.bincount(b[cut], weights=self.edge_seconds[cut], minlength=s)
+        return stage_time(work, sent, received, self.overlap)
+
+    def bottleneck(self, unit_stage: np.ndarray) -> float:
+        """The largest of :meth:`stage_loads`."""
+        return float(self.stage_loads(unit_stage).max(initial=0.0))
+
+    def unit_stages(self, blocks: Blocks, block_stage: np.ndarray) -> np.ndarray:
+        """(P,) stage of every pipelined unit, from the stage of every block."""
+        return np.repeat(np.asarray(block_stage, dtype=np.int64), np.diff(blocks.bounds))

@@ -1,0 +1,37 @@
+"""The objective a search minimises, as the runtime that measures it (Hydra group ``objective``).
+
+``step`` is the configured runtime itself (the time of one step); ``pipeline`` is :class:`PipelineSimulator`
+(the time of one mini-batch of ``microbatches`` micro-batches under ``schedule``); ``pipeline_steady`` is
+:class:`SteadyStateScore`. The trainers need nothing else: a runtime is a runtime.
+
+Example:
+    >>> from gplace.runtime import Simulator
+    >>> objective_runtime(Simulator(), "pipeline", microbatches=8, schedule="gpipe").id
+    'pipe-v1/gpipe/m8'
+"""
+
+from __future__ import annotations
+
+from gplace.pipeline.simulator import PipelineSimulator
+from gplace.pipeline.steady import SteadyStateScore
+from gplace.runtime.base import Runtime
+
+__all__ = ["OBJECTIVES", "objective_runtime"]
+
+OBJECTIVES = ("step", "pipeline", "pipeline_steady")
+
+
+def objective_runtime(runtime: Runtime, name: str = "step", *, microbatches: int = 4,
+                      schedule: str = "1f1b") -> Runtime:
+    """The runtime that measures objective ``name``; ``runtime`` (the configured one) serves ``step``.
+
+    Raises:
+        ValueError: an unknown objective, schedule or micro-batch count.
+    """
+    if name == "step":
+        return runtime
+    if name == "pipeline":
+        return PipelineSimulator(microbatches, schedule)
+    if name == "pipeline_steady":
+        return SteadyStateScore(microbatches)
+    raise ValueError(f"objective must be one of {OBJECTIVES}, got {name!r}")

@@ -1,0 +1,506 @@
+"""``pipe-v1``: a discrete-event simulator of one mini-batch of a placed graph, pipelined over micro-batches.
+
+The semantics below are those of runtime id ``pipe-v1``; any change to them needs a new id.
+
+Instances
+    The mini-batch is split into ``M`` micro-batches. Every forward or backward op (an op without a phase
+    counts as forward) runs once per micro-batch ``m``, taking ``graph.durations(cluster)[i, d] / M``
+    seconds; every update op runs once, taking its full duration. An edge between two micro-batch ops joins
+    their instances of the same micro-batch; an edge from a micro-batch op to an update op joins each of
+    its ``M`` instances to the update op; an edge between update ops joins them once. Edges carry
+    ``ceil(edge_bytes / M)`` bytes from a micro-batch op and ``edge_bytes`` from an update op. Update ops
+    may only feed update ops, and backward ops may not feed forward ops (else :class:`GraphError`).
+Stages
+    The devices holding forward ops, ordered by the first forward op of each in ``graph.topological_order``,
+    are the stages ``k = 0 .. S-1``. Device ``d`` of stage ``k`` admits ``L_d = min(M, S - k)`` micro-batches
+    under ``1f1b`` and ``L_d = M`` under ``gpipe`` (``L_d = M`` also for devices without forward ops).
+Compute
+    A device runs one instance at a time, to completion. An instance is ready once every input instance has
+    arrived on its device (same device: when its producer ends; else when its transfer ends). When idle, a
+    device looks at its ready instance of highest priority and starts it unless a gate holds it (then the
+    device waits; nothing of lower priority overtakes it). Priority, highest first: under ``gpipe``
+    forward, backward, update; under ``1f1b`` backward, forward, update; then the lower micro-batch; then
+    the op that comes first in ``graph.topological_order``. Gates: an update op waits until every forward
+    and backward instance on its device has ended; under ``gpipe`` a backward instance waits until every
+    forward instance on its device has ended; a forward instance of micro-batch ``m >= L_d`` waits until
+    micro-batch ``m - L_d`` has ended all its instances on the device.
+Communication
+    As in ``sim-v1``, over instances: one transfer per (producer instance, other device with a consumer
+    instance), carrying the largest bytes among those edges; each ordered device pair is one channel that
+    carries one transfer at a time, served in the order the producers ended (ties: priority order); a
+    transfer takes ``cluster.latency[s, d] + bytes / cluster.bandwidth[s, d]`` seconds.
+Memory
+    A micro-batch is in flight on a device from the start of its first instance there to the end of its
+    last. Each in-flight micro-batch keeps ``ceil(output_bytes / M)`` of every forward op on the device
+    (its activations, held until its backward). The peak of device ``d`` is its ops' ``persistent_memory``
+    + the most micro-batches ever in flight on it x those activations + the largest ``temporary_memory`` of
+    its ops. A peak above the device's ``memory`` is an out-of-memory failure (``ok=False``, never an
+    exception).
+Mini-batch time
+    The end of the last instance or transfer. The bubble of a device is ``1 - busy / time``.
+
+The event loop is a numba kernel over flat arrays; :class:`PipelineSimulator` caches the per-(graph,
+cluster) instance arrays, so that a placement costs little more than the kernel.
+
+Example:
+    >>> from gplace.ir import Placement
+    >>> from gplace.testing import chain, uniform_cluster
+    >>> g, c = chain((1.0, 1.0), nbytes=0), uniform_cluster(2)
+    >>> sim = PipelineSimulator(microbatches=4, schedule="gpipe")
+    >>> sim.simulate(g, c, Placement.single(g, 0)).minibatch_time
+    2.0
+    >>> sim.simulate(g, c, Placement.for_graph(g, [0, 1])).minibatch_time  # 5 slots of 0.25 s
+    1.25
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
+from gplace.ir.graph import _csr
+from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.simulator import _fmt_bytes, _heap_pop, _heap_push, _mark, _segments, _transfers
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "prepare_instances"]
+
+SCHEDULES = ("gpipe", "1f1b")
+FORWARD, BACKWARD, UPDATE = 0, 1, 2
+
+
+@dataclass(frozen=True, eq=False)
+class PipelineSchedule:
+    """The timeline of one simulated mini-batch.
+
+    Shapes:
+        K op instances (``M`` per forward/backward op, one per update op), D devices, T transfers.
+    """
+
+    minibatch_time: float
+    """Seconds from ``t = 0`` to the end of the last instance or transfer."""
+    microbatches: int
+    schedule: str
+    devices: np.ndarray = field(repr=False)
+    """(N,) int64 device of each op."""
+    inst_op: np.ndarray = field(repr=False)
+    """(K,) int64 op of each instance; instances are numbered in priority order."""
+    inst_microbatch: np.ndarray = field(repr=False)
+    """(K,) int64 micro-batch of each instance, -1 for update ops."""
+    inst_start: np.ndarray = field(repr=False)
+    """(K,) float64 start time of each instance."""
+    inst_end: np.ndarray = field(repr=False)
+    """(K,) float64 end time of each instance."""
+    busy_time: np.ndarray = field(repr=False)
+    """(D,) float64 seconds each device computed."""
+    bubble: np.ndarray = field(repr=False)
+    """(D,) float64 idle fraction ``1 - busy / minibatch_time`` of each device (0 when the time is 0)."""
+    in_flight: np.ndarray = field(repr=False)
+    """(D,) int64 most micro-batches in flight on each device at once."""
+    peak_memory: np.ndarray = field(repr=False)
+    """(D,) int64 peak bytes per device (see the memory model)."""
+    bytes_moved: int
+    """Bytes sent between devices, all transfers together."""
+    transfer_inst: np.ndarray = field(repr=False)
+    """(T,) int64 producer instance of each transfer."""
+    transfer_src: np.ndarray = field(repr=False)
+    """(T,) int64 source device of each transfer."""
+    transfer_dst: np.ndarray = field(repr=False)
+    """(T,) int64 destination device of each transfer."""
+    transfer_start: np.ndarray = field(repr=False)
+    """(T,) float64 start time of each transfer."""
+    transfer_end: np.ndarray = field(repr=False)
+    """(T,) float64 end time of each transfer."""
+
+    def __post_init__(self) -> None:
+        for value in vars(self).values():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+
+
+class PipelineSimulator(Runtime):
+    """The ``pipe-v1`` runtime (see the module docstring): the time of one mini-batch.
+
+    Its :attr:`id` is ``pipe-v1/<schedule>/m<M>``, so that caches keep the settings apart.
+
+    Args:
+        microbatches: micro-batches per mini-batch, ``M >= 1``.
+        schedule: ``"gpipe"`` or ``"1f1b"``.
+        cache_size: how many (graph, cluster) pairs keep their prepared arrays.
+    """
+
+    semantics = "pipe-v1"
+    deterministic = True
+
+    def __init__(self, microbatches: int = 4, schedule: str = "1f1b", cache_size: int = 16) -> None:
+        if int(microbatches) != microbatches or microbatches < 1:
+            raise ValueError(f"microbatches must be an integer >= 1, got {microbatches!r}")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+        if cache_size < 1:
+            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
+        self.microbatches, self.schedule = int(microbatches), schedule
+        self.id = f"{self.semantics}/{schedule}/m{self.microbatches}"
+        self._cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, int], _Instances] = OrderedDict()
+
+    def simulate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> PipelineSchedule:
+        """The full timeline of one mini-batch.
+
+        Raises:
+            InvalidPlacementError: the placement does not fit the graph or cluster.
+            GraphError: the graph's phases break the rules of the module docstring.
+        """
+        placement.validate(graph, cluster)
+        return _run(self._prepared(graph, cluster), placement.devices)
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        return to_measurement(_run(self._prepared(graph, cluster), placement.devices), cluster, self.id)
+
+    def minibatch_times(self, graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
+        """Mini-batch times of a batch of placements, ``inf`` where one runs out of memory.
+
+        Only shapes and device ranges are checked (as in ``Simulator.step_times``).
+
+        Shapes:
+            devices: (K, N) int device per op per placement. Returns (K,) float64 seconds.
+
+        Raises:
+            InvalidPlacementError: wrong shape or a device index out of range.
+        """
+        devices = check_device_batch(graph, cluster, devices)
+        prep = self._prepared(graph, cluster)
+        return _batch_minibatch_times(devices, prep.memory, *prep.args)
+
+    def _prepared(self, graph: OpGraph, cluster: Cluster) -> _Instances:
+        key = (graph.fingerprint, id(cluster))
+        prep = self._cache.get(key)
+        if prep is not None and prep.cluster is cluster:
+            self._cache.move_to_end(key)
+            return prep
+        logger.debug("preparing instances of graph %r on cluster %r", graph.name, cluster.name)
+        prep = self._cache[key] = prepare_instances(graph, cluster, self.microbatches, self.schedule)
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return prep
+
+
+def check_device_batch(graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
+    """``devices`` as a C-contiguous (K, N) int64 array; raise :class:`InvalidPlacementError` otherwise."""
+    devices = np.ascontiguousarray(devices)
+    n, d = graph.num_ops, cluster.num_devices
+    if devices.ndim != 2 or devices.shape[1] != n or not np.issubdtype(devices.dtype, np.integer):
+        raise InvalidPlacementError(
+            f"devices must be an integer (K, {n}) array, got shape {devices.shape} {devices.dtype}"
+        )
+    if devices.size and (devices.min() < 0 or devices.max() >= d):
+        raise InvalidPlacementError(f"device index out of range [0, {d}) in devices for cluster {cluster.name!r}")
+    return devices.astype(np.int64, copy=False)
+
+
+# ---------------------------------------------------------------------- python side
+@dataclass(frozen=True, eq=False)
+class _Instances:
+    """The kernel's arrays for one (graph, cluster, M, schedule); holding ``cluster`` keeps its id unique."""
+
+    cluster: Cluster
+    microbatches: int
+    schedule: str
+    inst_op: np.ndarray
+    inst_mb: np.ndarray
+    args: tuple
+    memory: np.ndarray
+
+
+def check_phases(graph: OpGraph) -> np.ndarray:
+    """(N,) int64 phase codes (0 forward, 1 backward, 2 update), checked against the pipe-v1 rules.
+
+    Raises:
+        GraphError: an update op feeds a non-update op, or a backward op feeds a forward op.
+    """
+    code = graph.phase_codes()
+    src, dst = graph.edge_index
+    bad = np.flatnonzero(((code[src] == UPDATE) & (code[dst] != UPDATE)) |
+                         ((code[src] == BACKWARD) & (code[dst] == FORWARD)))
+    if bad.size:
+        s, t = src[bad[0]], dst[bad[0]]
+        phases = ("forward", "backward", "update")
+        raise GraphError(
+            f"graph {graph.name!r}: {phases[code[s]]} op {graph.op_names[s]!r} feeds {phases[code[t]]} op "
+            f"{graph.op_names[t]!r}; a pipeline needs update ops to feed only update ops and backward ops "
+            f"not to feed forward ops"
+        )
+    return code
+
+
+def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, schedule: str) -> _Instances:
+    """Expand ``graph`` into its op instances (see the module docstring) as the kernel's arrays."""
+    m_count, n = microbatches, graph.num_ops
+    code = check_phases(graph)
+    rank = np.empty(n, np.int64)
+    rank[graph.topological_order] = np.arange(n)
+    per_mb = np.flatnonzero(code != UPDATE)
+    upd = np.flatnonzero(code == UPDATE)
+    nf = per_mb.size
+    inst_op = np.concatenate([np.tile(per_mb, m_count), upd]).astype(np.int64)
+    inst_mb = np.concatenate([np.repeat(np.arange(m_count), nf), np.full(upd.size, -1)]).astype(np.int64)
+    first = np.full(n, -1, np.int64)  # instance id of (op, micro-batch 0); update ops: their one instance
+    first[per_mb] = np.arange(nf)
+    first[upd] = m_count * nf + np.arange(upd.size)
+    e_src, e_dst, e_bytes = _instance_edges(graph, code, first, nf, m_count)
+    klass = code[inst_op] if schedule == "gpipe" else np.array([1, 0, 2])[code[inst_op]]
+    by_priority = np.lexsort((rank[inst_op], inst_mb, klass))  # instances are numbered in priority order
+    new_id = np.empty_like(by_priority)
+    new_id[by_priority] = np.arange(by_priority.size)
+    inst_op, inst_mb, e_src, e_dst = inst_op[by_priority], inst_mb[by_priority], new_id[e_src], new_id[e_dst]
+    k = inst_op.size
+    out_ptr, out_dst, out_eid = _csr(e_src, e_dst, k)
+    in_ptr, in_src, in_eid = _csr(e_dst, e_src, k)
+    share = np.where(code[inst_op] == UPDATE, 1.0, float(m_count))
+    dur = graph.durations(cluster)[inst_op] / share[:, None]
+    per_mb_bytes = -(-graph.output_bytes // m_count)
+    args = (code[inst_op], inst_mb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_eid, e_bytes,
+            inst_op, code, rank, per_mb_bytes, graph.temporary_memory, graph.persistent_memory,
+            np.ascontiguousarray(cluster.latency), np.ascontiguousarray(cluster.bandwidth),
+            m_count, schedule == "1f1b")
+    args = tuple(np.array(a, order="C") if isinstance(a, np.ndarray) else a for a in args)
+    return _Instances(cluster, m_count, schedule, inst_op, inst_mb, args, cluster.memory)
+
+
+def _instance_edges(graph: OpGraph, code: np.ndarray, first: np.ndarray, nf: int, m_count: int):
+    """Instance edges ``(src, dst)`` with bytes, as in the module docstring."""
+    src, dst = graph.edge_index
+    nbytes = graph.edge_bytes
+    mb_src = code[src] != UPDATE
+    both = mb_src & (code[dst] != UPDATE)
+    into_upd = mb_src & (code[dst] == UPDATE)
+    upd = ~mb_src
+    offsets = np.arange(m_count) * nf
+    e_src = [(first[src[both]][None, :] + offsets[:, None]).ravel(),
+             (first[src[into_upd]][None, :] + offsets[:, None]).ravel(), first[src[upd]]]
+    e_dst = [(first[dst[both]][None, :] + offsets[:, None]).ravel(),
+             np.tile(first[dst[into_upd]], m_count), first[dst[upd]]]
+    per_mb = -(-nbytes // m_count)
+    e_bytes = [np.tile(per_mb[both], m_count), np.tile(per_mb[into_upd], m_count), nbytes[upd]]
+    return (np.concatenate(e_src).astype(np.int64), np.concatenate(e_dst).astype(np.int64),
+            np.concatenate(e_bytes).astype(np.int64))
+
+
+def _run(prep: _Instances, devices: np.ndarray) -> PipelineSchedule:
+    devices = np.array(devices, dtype=np.int64)
+    (start, end, busy, x_inst, x_dst, x_bytes, x_start, x_end, in_flight, peak, t) = _simulate(devices, *prep.args)
+    bubble = 1.0 - busy / t if t > 0 else np.zeros_like(busy)
+    return PipelineSchedule(
+        minibatch_time=float(t), microbatches=prep.microbatches, schedule=prep.schedule, devices=devices,
+        inst_op=prep.inst_op, inst_microbatch=prep.inst_mb, inst_start=start, inst_end=end, busy_time=busy,
+        bubble=bubble, in_flight=in_flight, peak_memory=peak, bytes_moved=int(x_bytes.sum()),
+        transfer_inst=x_inst, transfer_src=devices[prep.inst_op[x_inst]], transfer_dst=x_dst,
+        transfer_start=x_start, transfer_end=x_end,
+    )
+
+
+def to_measurement(sched: PipelineSchedule, cluster: Cluster, runtime: str) -> Measurement:
+    """A :class:`Measurement` of a mini-batch: ``step_time`` is the mini-batch time; ``op_start``/``op_end``
+    are each op's first start and last end over its instances; out of memory is a failure."""
+    over = np.flatnonzero(sched.peak_memory > cluster.memory)
+    if over.size:
+        reason = "; ".join(
+            f"out of memory on {cluster.devices[d].name}: needs {_fmt_bytes(sched.peak_memory[d])} "
+            f"({sched.in_flight[d]} micro-batches in flight), has {_fmt_bytes(cluster.memory[d])}"
+            for d in over
+        )
+        return Measurement.failure(runtime, reason, peak_memory=sched.peak_memory)
+    n = sched.devices.size
+    op_start = np.full(n, np.inf)
+    op_end = np.zeros(n)
+    np.minimum.at(op_start, sched.inst_op, sched.inst_start)
+    np.maximum.at(op_end, sched.inst_op, sched.inst_end)
+    return Measurement(
+        ok=True, step_time=sched.minibatch_time, runtime=runtime, busy_time=sched.busy_time,
+        peak_memory=sched.peak_memory, bytes_moved=sched.bytes_moved, op_start=op_start, op_end=op_end,
+    )
+
+
+# ---------------------------------------------------------------------- kernel
+@njit(cache=True)
+def _admission_limits(dev, code, rank, nd, m_count, one_f_one_b):
+    """``L_d`` per device: the stage rule of the module docstring."""
+    first = np.full(nd, np.iinfo(np.int64).max)
+    for i in range(dev.shape[0]):
+        if code[i] == 0:
+            first[dev[i]] = min(first[dev[i]], rank[i])
+    limit = np.full(nd, m_count, np.int64)
+    if one_f_one_b:
+        stages = np.argsort(first)
+        s = 0
+        for d in range(nd):
+            if first[d] < np.iinfo(np.int64).max:
+                s += 1
+        for k in range(s):
+            limit[stages[k]] = min(m_count, s - k)
+    return limit
+
+
+@njit(cache=True)
+def _static_memory(dev, code, act_bytes, temp_mem, persist, nd):
+    """Per device: persistent bytes, activation bytes of one micro-batch, largest temporary bytes."""
+    base, act, temp = np.zeros(nd, np.int64), np.zeros(nd, np.int64), np.zeros(nd, np.int64)
+    for i in range(dev.shape[0]):
+        d = dev[i]
+        base[d] += persist[i]
+        temp[d] = max(temp[d], temp_mem[i])
+        if code[i] == 0:
+            act[d] += act_bytes[i]
+    return base, act, temp
+
+
+@njit(cache=True)
+def _gated(k, d, ic, imb, fwd_left, bwd_left, left, limit, m_count, one_f_one_b):
+    """Whether a gate of the module docstring holds instance ``k`` on device ``d``."""
+    if ic[k] == 2:
+        return fwd_left[d] + bwd_left[d] > 0
+    if ic[k] == 1:
+        return (not one_f_one_b) and fwd_left[d] > 0
+    m = imb[k]
+    return m >= limit[d] and left[d * m_count + m - limit[d]] > 0
+
+
+@njit(cache=True)
+def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_eid, ebytes,
+              inst_op, code, rank, act_bytes, temp_mem, persist, lat, bw, m_count, one_f_one_b):
+    """Run one mini-batch; see the module docstring. Returns the arrays of a :class:`PipelineSchedule`."""
+    k_count, nd = ic.shape[0], lat.shape[0]
+    idev = np.empty(k_count, np.int64)
+    for k in range(k_count):
+        idev[k] = dev[inst_op[k]]
+    limit = _admission_limits(dev, code, rank, nd, m_count, one_f_one_b)
+    x_of_edge, x_inst, x_dst, x_bytes, x_ptr = _transfers(idev, out_ptr, out_dst, out_eid, ebytes, nd)
+    nx = x_inst.shape[0]
+    pending = in_ptr[1:] - in_ptr[:-1]
+    fwd_left, bwd_left = np.zeros(nd, np.int64), np.zeros(nd, np.int64)
+    left, started = np.zeros(nd * m_count, np.int64), np.zeros(nd * m_count, np.bool_)
+    for k in range(k_count):
+        if ic[k] == 0:
+            fwd_left[idev[k]] += 1
+        elif ic[k] == 1:
+            bwd_left[idev[k]] += 1
+        if ic[k] != 2:
+            left[idev[k] * m_count + imb[k]] += 1
+    in_flight, most = np.zeros(nd, np.int64), np.zeros(nd, np.int64)
+    rh_t, rh_k, rh_n, dev_base = np.empty(k_count), np.empty(k_count, np.int64), np.zeros(nd, np.int64), \
+        _segments(idev, nd)
+    chan = np.empty(nx, np.int64)
+    for x in range(nx):
+        chan[x] = idev[x_inst[x]] * nd + x_dst[x]
+    ch_ptr = _segments(chan, nd * nd)
+    ch_q, ch_head, ch_tail = np.empty(nx, np.int64), ch_ptr[:-1].copy(), ch_ptr[:-1].copy()
+    ev_t, ev_k = np.empty(k_count + nx), np.empty(k_count + nx, np.int64)
+    nev, nch_todo, ndev_todo, done = 0, 0, 0, 0
+    dev_busy, dirty_dev, dev_todo = np.zeros(nd, np.bool_), np.zeros(nd, np.bool_), np.empty(nd, np.int64)
+    ch_busy, dirty_ch, ch_todo = np.zeros(nd * nd, np.bool_), np.zeros(nd * nd, np.bool_), np.empty(nd * nd, np.int64)
+    start, end, busy = np.full(k_count, np.nan), np.full(k_count, np.nan), np.zeros(nd)
+    x_start, x_end = np.empty(nx), np.empty(nx)
+    t = 0.0
+    for k in range(k_count):
+        if pending[k] == 0:
+            d = idev[k]
+            rh_n[d] = _heap_push(rh_t, rh_k, dev_base[d], rh_n[d], float(k), k)
+            ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, d)
+    while True:
+        for q in range(nch_todo):
+            c = ch_todo[q]
+            dirty_ch[c] = False
+            if not ch_busy[c] and ch_head[c] < ch_tail[c]:
+                x = ch_q[ch_head[c]]
+                ch_head[c] += 1
+                ch_busy[c] = True
+                s = idev[x_inst[x]]
+                x_start[x] = t
+                nev = _heap_push(ev_t, ev_k, 0, nev, t + lat[s, x_dst[x]] + x_bytes[x] / bw[s, x_dst[x]],
+                                 k_count + x)
+        for q in range(ndev_todo):
+            d = dev_todo[q]
+            dirty_dev[d] = False
+            if dev_busy[d] or rh_n[d] == 0:
+                continue
+            k = rh_k[dev_base[d]]
+            if _gated(k, d, ic, imb, fwd_left, bwd_left, left, limit, m_count, one_f_one_b):
+                continue
+            _heap_pop(rh_t, rh_k, dev_base[d], rh_n[d])
+            rh_n[d] -= 1
+            dev_busy[d] = True
+            start[k] = t
+            busy[d] += dur[k, d]
+            nev = _heap_push(ev_t, ev_k, 0, nev, t + dur[k, d], k)
+            if ic[k] != 2 and not started[d * m_count + imb[k]]:
+                started[d * m_count + imb[k]] = True
+                in_flight[d] += 1
+                most[d] = max(most[d], in_flight[d])
+        nch_todo = ndev_todo = 0
+        if nev == 0:
+            break
+        t = ev_t[0]
+        while nev > 0 and ev_t[0] == t:
+            key = _heap_pop(ev_t, ev_k, 0, nev)
+            nev -= 1
+            if key < k_count:  # an instance ends
+                k = key
+                d = idev[k]
+                end[k] = t
+                done += 1
+                dev_busy[d] = False
+                ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, d)
+                if ic[k] == 0:
+                    fwd_left[d] -= 1
+                elif ic[k] == 1:
+                    bwd_left[d] -= 1
+                if ic[k] != 2:
+                    left[d * m_count + imb[k]] -= 1
+                    if left[d * m_count + imb[k]] == 0:
+                        in_flight[d] -= 1
+                for e in range(out_ptr[k], out_ptr[k + 1]):
+                    j = out_dst[e]
+                    if idev[j] == d:
+                        pending[j] -= 1
+                        if pending[j] == 0:
+                            rh_n[d] = _heap_push(rh_t, rh_k, dev_base[d], rh_n[d], float(j), j)
+                for x in range(x_ptr[k], x_ptr[k + 1]):
+                    c = d * nd + x_dst[x]
+                    ch_q[ch_tail[c]] = x
+                    ch_tail[c] += 1
+                    nch_todo = _mark(dirty_ch, ch_todo, nch_todo, c)
+            else:  # a transfer ends
+                x = key - k_count
+                p, dst = x_inst[x], x_dst[x]
+                x_end[x] = t
+                c = idev[p] * nd + dst
+                ch_busy[c] = False
+                nch_todo = _mark(dirty_ch, ch_todo, nch_todo, c)
+                for e in range(out_ptr[p], out_ptr[p + 1]):
+                    j = out_dst[e]
+                    if idev[j] == dst:
+                        pending[j] -= 1
+                        if pending[j] == 0:
+                            rh_n[dst] = _heap_push(rh_t, rh_k, dev_base[dst], rh_n[dst], float(j), j)
+                            ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, dst)
+    if done < k_count:  # cannot happen under the documented rules (each gate waits on earlier work)
+        t = np.nan
+    base, act, temp = _static_memory(dev, code, act_bytes, temp_mem, persist, nd)
+    peak = base + most * act + temp
+    return start, end, busy, x_inst, x_dst, x_bytes, x_start, x_end, most, peak, t
+
+
+@njit(cache=True)
+def _batch_minibatch_times(devices, memory, *args):
+    """Mini-batch time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``."""
+    out = np.empty(devices.shape[0])
+    for r in range(devices.shape[0]):
+        res = _simulate(devices[r], *args)
+        out[r] = np.inf if np.any(res[9] > memory) else res[10]
+    return out

@@ -1,0 +1,86 @@
+"""A placement as pipeline stages, and as the split points ``torch.distributed.pipelining`` takes.
+
+The stages are the devices that hold ops, in the order of their first op in ``graph.topological_order``;
+each lists its ops in that order. For a graph imported from torch.export (its ``source`` has
+``module_paths``), every place where the device changes between consecutive forward ops (phase ``forward`` or
+none, in topological order, ops of no module skipped) is a split. It maps to the outermost module that
+begins at the new stage's first op: ``{module path: "BEGINNING"}``, the form of
+``pipeline(module, ..., split_spec={path: SplitPoint.BEGINNING})``. A split at an op that begins no
+module falls inside one: it is listed in ``unaligned`` instead (op name, the module it falls in).
+
+Example:
+    >>> from gplace.ir import Placement
+    >>> from gplace.testing import chain, uniform_cluster
+    >>> g, c = chain((1.0, 2.0, 3.0)), uniform_cluster(2)
+    >>> pipeline_stages(g, c, Placement.for_graph(g, [1, 1, 0]))
+    {'/GPU:1': ['a0', 'a1'], '/GPU:0': ['a2']}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gplace.ir import Cluster, OpGraph, Placement
+
+__all__ = ["SplitSpec", "pipeline_stages", "placement_extras", "split_spec"]
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """Where a placement splits a torch module."""
+
+    split_spec: dict[str, str]
+    """Module path -> ``"BEGINNING"`` (``torch.distributed.pipelining.SplitPoint.BEGINNING``)."""
+    unaligned: list[dict[str, str]]
+    """Splits that fall inside a module: ``{"op": first op of the new stage, "module": its module path}``."""
+
+
+def pipeline_stages(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, list[str]]:
+    """Device name -> its ops in topological order, devices in stage order (devices without ops left out)."""
+    stages: dict[str, list[str]] = {}
+    names = cluster.device_names
+    for i in graph.topological_order.tolist():
+        stages.setdefault(names[placement.devices[i]], []).append(graph.op_names[i])
+    return stages
+
+
+def split_spec(graph: OpGraph, placement: Placement) -> SplitSpec | None:
+    """The torch split points of ``placement``; ``None`` when the graph has no module paths."""
+    paths: Mapping[str, str] | None = getattr(graph.source, "module_paths", None)
+    if paths is None:
+        return None
+    phases = graph.phase or (None,) * graph.num_ops
+    ops = [i for i in graph.topological_order.tolist()
+           if phases[i] in (None, "forward") and graph.op_names[i] in paths]
+    first_op: dict[str, int] = {}  # module path (and every ancestor) -> its first forward op
+    for i in ops:
+        for prefix in _prefixes(paths[graph.op_names[i]]):
+            first_op.setdefault(prefix, i)
+    spec, unaligned = {}, []
+    for prev, i in zip(ops, ops[1:], strict=False):
+        if placement.devices[prev] == placement.devices[i]:
+            continue
+        path = paths[graph.op_names[i]]
+        starts = [p for p in _prefixes(path) if first_op[p] == i]
+        if starts:
+            spec[starts[0]] = "BEGINNING"
+        else:
+            unaligned.append({"op": graph.op_names[i], "module": path})
+    return SplitSpec(spec, unaligned)
+
+
+def placement_extras(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, Any]:
+    """The ``placement.json`` keys of this module: ``stages``, and ``split_spec``/``split_unaligned`` for torch."""
+    extras: dict[str, Any] = {"stages": pipeline_stages(graph, cluster, placement)}
+    spec = split_spec(graph, placement)
+    if spec is not None:
+        extras["split_spec"], extras["split_unaligned"] = spec.split_spec, spec.unaligned
+    return extras
+
+
+def _prefixes(path: str) -> list[str]:
+    """Non-root module paths from the outermost to ``path``: ``"a.b.c"`` -> ``["a", "a.b", "a.b.c"]``."""
+    parts = path.split(".") if path else []
+    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]

@@ -1,0 +1,91 @@
+"""``pipe-steady-v1``: a cheap steady-state score of a pipelined placement, for large searches.
+
+The load of device ``d`` is the time it spends per micro-batch in steady state: ``sum durations[i, d] / M``
+over its forward and backward ops, plus ``latency + ceil(bytes / M) / bandwidth`` of each transfer it sends
+or receives per micro-batch (one per (producer, other consumer device), the largest edge, as in ``pipe-v1``).
+Update ops are left out. The score of a placement is ``M * max_d load_d``.
+
+Bound against ``pipe-v1`` (tested): with ``s = max_d load_d``, ``D`` devices and ``W_u`` the summed
+duration of the update ops, the full simulation's mini-batch time ``T`` satisfies
+``M s / (2D - 1) <= T <= D M s + W_u``. Lower: ``load_d`` is device ``d``'s compute plus its transfers on at
+most ``2(D-1)`` channels, each of which, like the device, is a serial resource busy at most ``T`` over ``M``
+micro-batches. Upper: until ``T`` some instance or transfer is always running (the simulation never
+deadlocks), and all of them together take ``M sum_d (compute_d + sent_d) + W_u <= D M s + W_u``.
+
+Example:
+    >>> from gplace.ir import Placement
+    >>> from gplace.testing import chain, uniform_cluster
+    >>> g, c = chain((1.0, 3.0), nbytes=0), uniform_cluster(2)
+    >>> steady_state_loads(g, c, Placement.for_graph(g, [0, 1]), microbatches=4).tolist()
+    [0.25, 0.75]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.pipeline.simulator import UPDATE, check_device_batch, check_phases
+from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.simulator import _transfers
+
+__all__ = ["SteadyStateScore", "steady_state_loads"]
+
+
+def steady_state_loads(graph: OpGraph, cluster: Cluster, placement: Placement, microbatches: int = 4) -> np.ndarray:
+    """(D,) float64 seconds per micro-batch of each device: compute plus the transfers it sends and receives."""
+    placement.validate(graph, cluster)
+    return _loads(np.asarray(placement.devices, np.int64), *_arrays(graph, cluster, microbatches))
+
+
+class SteadyStateScore(Runtime):
+    """The ``pipe-steady-v1`` runtime: ``step_time = M * max(steady_state_loads)``; never out of memory.
+
+    Its :attr:`id` is ``pipe-steady-v1/m<M>``.
+    """
+
+    semantics = "pipe-steady-v1"
+    deterministic = True
+
+    def __init__(self, microbatches: int = 4) -> None:
+        if int(microbatches) != microbatches or microbatches < 1:
+            raise ValueError(f"microbatches must be an integer >= 1, got {microbatches!r}")
+        self.microbatches = int(microbatches)
+        self.id = f"{self.semantics}/m{self.microbatches}"
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        loads = steady_state_loads(graph, cluster, placement, self.microbatches)
+        return Measurement(ok=True, step_time=float(self.microbatches * loads.max()), runtime=self.id,
+                           busy_time=loads * self.microbatches)
+
+    def minibatch_times(self, graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
+        """Scores of a batch of placements. Shapes: devices (K, N) int; returns (K,) float64 seconds."""
+        devices = check_device_batch(graph, cluster, devices)
+        arrays = _arrays(graph, cluster, self.microbatches)
+        return np.array([self.microbatches * _loads(row, *arrays).max() for row in devices])
+
+
+def _arrays(graph: OpGraph, cluster: Cluster, microbatches: int) -> tuple:
+    mb = check_phases(graph) != UPDATE
+    dur = np.where(mb[:, None], graph.durations(cluster) / microbatches, 0.0)
+    out_ptr, out_dst, out_eid = graph.out_csr
+    nbytes = np.where(mb[graph.edge_index[0]], -(-graph.edge_bytes // microbatches), 0)
+    return (np.ascontiguousarray(dur), out_ptr, out_dst, out_eid, nbytes.astype(np.int64),
+            np.ascontiguousarray(cluster.latency), np.ascontiguousarray(cluster.bandwidth), mb)
+
+
+@njit(cache=True)
+def _loads(dev, dur, out_ptr, out_dst, out_eid, nbytes, lat, bw, mb):
+    nd = lat.shape[0]
+    load = np.zeros(nd)
+    for i in range(dev.shape[0]):
+        load[dev[i]] += dur[i, dev[i]]
+    _, x_op, x_dst, x_bytes, _ = _transfers(dev, out_ptr, out_dst, out_eid, nbytes, nd)
+    for x in range(x_op.shape[0]):
+        if mb[x_op[x]]:
+            s, d = dev[x_op[x]], x_dst[x]
+            seconds = lat[s, d] + x_bytes[x] / bw[s, d]
+            load[s] += seconds
+            load[d] += seconds
+    return load

@@ -1,0 +1,58 @@
+"""Write a simulated mini-batch as a Chrome trace (open it in https://ui.perfetto.dev or chrome://tracing).
+
+Layout: process 1 ("devices") has one thread per device with a slice per op instance, named
+``<op> [mb <m>]`` (``[update]`` for update ops), category its phase, args op, micro-batch and phase;
+process 2 ("channels") has one thread per used channel with a slice per transfer. Times are in microseconds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gplace.ir import Cluster, OpGraph
+from gplace.pipeline.simulator import PipelineSchedule
+
+__all__ = ["write_pipeline_trace"]
+
+_DEVICES, _CHANNELS, _US = 1, 2, 1e6
+_PHASES = ("forward", "backward", "update")
+
+
+def write_pipeline_trace(path: str | Path, graph: OpGraph, cluster: Cluster, schedule: PipelineSchedule) -> Path:
+    """Write ``schedule`` (from :meth:`PipelineSimulator.simulate`) as Chrome trace JSON; return the path."""
+    names = cluster.device_names
+    events: list[dict[str, Any]] = [_meta("process_name", _DEVICES, 0, "devices"),
+                                    _meta("process_name", _CHANNELS, 0, "channels")]
+    events += [_meta("thread_name", _DEVICES, d, name) for d, name in enumerate(names)]
+    codes = graph.phase_codes()
+    for k, (i, m) in enumerate(zip(schedule.inst_op.tolist(), schedule.inst_microbatch.tolist(), strict=True)):
+        phase = _PHASES[codes[i]]
+        label = "update" if m < 0 else f"mb {m}"
+        start, end = float(schedule.inst_start[k]), float(schedule.inst_end[k])
+        events.append({"ph": "X", "name": f"{graph.op_names[i]} [{label}]", "cat": phase, "pid": _DEVICES,
+                       "tid": int(schedule.devices[i]), "ts": start * _US, "dur": (end - start) * _US,
+                       "args": {"op": graph.op_names[i], "microbatch": m, "phase": phase}})
+    channels = sorted(set(zip(schedule.transfer_src.tolist(), schedule.transfer_dst.tolist(), strict=True)))
+    nd = cluster.num_devices
+    events += [_meta("thread_name", _CHANNELS, s * nd + d, f"{names[s]} -> {names[d]}") for s, d in channels]
+    for x, k in enumerate(schedule.transfer_inst.tolist()):
+        s, d = int(schedule.transfer_src[x]), int(schedule.transfer_dst[x])
+        start, end = float(schedule.transfer_start[x]), float(schedule.transfer_end[x])
+        m = int(schedule.inst_microbatch[k])
+        events.append({"ph": "X", "name": f"{graph.op_names[schedule.inst_op[k]]} -> {names[d]} [mb {m}]",
+                       "cat": "transfer", "pid": _CHANNELS, "tid": s * nd + d, "ts": start * _US,
+                       "dur": (end - start) * _US, "args": {"microbatch": m}})
+    doc = {"traceEvents": events, "displayTimeUnit": "ms",
+           "otherData": {"graph": graph.name, "cluster": cluster.name, "schedule": schedule.schedule,
+                         "microbatches": schedule.microbatches, "minibatch_time_s": schedule.minibatch_time,
+                         "bubble": dict(zip(names, schedule.bubble.tolist(), strict=True))}}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _meta(kind: str, pid: int, tid: int, name: str) -> dict[str, Any]:
+    return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {"name": name}}

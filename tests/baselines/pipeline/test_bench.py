@@ -1,0 +1,55 @@
+"""The pipeline bench: records per method, schedule and M, the report, the plot, and its Hydra config."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from gplace import testing
+from gplace.baselines import SingleDevice
+from gplace.baselines.pipeline import IdealDPPartitioner, PipelineILPPlacer, pipeline_lower_bound
+from gplace.bench.pipeline import run_pipeline_case, without_activation_memory, write_pipeline_results
+from gplace.ir import Edge, Op, OpGraph
+
+
+def test_every_method_schedule_and_m_gets_a_record(tmp_path) -> None:
+    graph, cluster = testing.chain((1.0, 1.0, 1.0, 1.0), nbytes=0), testing.uniform_cluster(2)
+    placers = {"single_gpu": SingleDevice(kind="gpu"), "ideal_dp": IdealDPPartitioner(),
+               "ilp": PipelineILPPlacer(max_variables=5)}
+    records = run_pipeline_case(graph, cluster, placers, microbatches=[1, 4], schedules=["gpipe", "1f1b"])
+    assert len(records) == 2 * 2 * 3
+    by = {(r.schedule, r.microbatches, r.method): r for r in records}
+    assert by["gpipe", 4, "single_gpu"].minibatch_time == pytest.approx(4.0)
+    assert by["gpipe", 4, "ideal_dp"].minibatch_time == pytest.approx(2.5)  # 2 stages of 0.5 s, 4 + 1 slots
+    assert by["gpipe", 1, "ideal_dp"].minibatch_time == pytest.approx(4.0)  # one micro-batch: no overlap
+    too_large = by["1f1b", 4, "ilp"]
+    assert too_large.failed and math.isinf(too_large.minibatch_time) and "max_variables" in too_large.reason
+    assert all(r.lower_bound == pipeline_lower_bound(graph, cluster) == 2.0 for r in records)
+
+    write_pipeline_results(records, tmp_path)
+    doc = json.loads((tmp_path / "pipeline_results.json").read_text())
+    assert doc[0].keys() >= {"graph", "cluster", "schedule", "microbatches", "method", "minibatch_time",
+                             "lower_bound", "search_seconds", "failed"}
+    report = (tmp_path / "PIPELINE.md").read_text()
+    assert "| chain | 4 | 2xgpu | gpipe | 4 | 4000 | 1.00x | 1.60x | failed | 2.00x |" in report
+    assert (tmp_path / "plots" / "pipeline_throughput.png").stat().st_size > 0
+
+
+def test_without_activation_memory_keeps_transfers() -> None:
+    graph = OpGraph.from_ops([Op("a", "X", 1.0, output_bytes=10**15), Op("b", "X", 1.0)], [Edge("a", "b")])
+    light = without_activation_memory(graph)
+    assert light.output_bytes.tolist() == [0, 0] and light.edge_bytes.tolist() == [10**15]
+
+
+def test_the_bench_config_composes() -> None:
+    from hydra import compose, initialize_config_module
+    from hydra.utils import instantiate
+
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="bench_pipeline")
+    assert cfg.pipeline and list(cfg.microbatches) == [4, 16] and list(cfg.schedules) == ["gpipe", "1f1b"]
+    placers = {name: instantiate(spec) for name, spec in cfg.placers.items()}
+    assert {"single_gpu", "gpipe", "pipedream", "ideal_dp", "ilp"} <= set(placers)
+    assert instantiate(cfg.clusters.k80x4).name == "haswell+4xK80"

@@ -1,0 +1,163 @@
+"""Pipeline partitioners: the exact DPs against brute force, the ILP against the DP, pins, colocation, memory."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from gplace import testing
+from gplace.baselines import PlacementInfeasibleError
+from gplace.baselines.pipeline import (
+    GPipePartitioner,
+    IdealDPPartitioner,
+    PipeDreamPartitioner,
+    PipelineILPPlacer,
+    ProblemTooLargeError,
+    StageProblem,
+    pipeline_lower_bound,
+)
+from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+
+KB = 1000
+
+
+def _weighted_dag(n: int, seed: int) -> OpGraph:
+    """A random DAG with random costs (0.1-3 s) and edge bytes (0-3 KB)."""
+    rng = np.random.default_rng(seed)
+    ops = [Op(f"o{i}", "MatMul", float(rng.uniform(0.1, 3.0)), output_bytes=int(rng.integers(0, 3 * KB)))
+           for i in range(n)]
+    edges = [Edge(f"o{i}", f"o{j}") for i in range(n) for j in range(i + 1, n) if rng.random() < 0.35]
+    return OpGraph.from_ops(ops, edges, name=f"dag{n}-{seed}")
+
+
+def skip_chain(n: int) -> OpGraph:
+    """A chain of ``n`` ops with skip edges ``i -> i + 3`` (a ResNet-like DAG)."""
+    ops = [Op(f"o{i}", "Conv", 1.0 + (i % 7) / 7, output_bytes=KB) for i in range(n)]
+    edges = [Edge(f"o{i}", f"o{j}") for i in range(n) for j in (i + 1, i + 3) if j < n]
+    return OpGraph.from_ops(ops, edges, name=f"skip_chain{n}")
+
+
+SMALL = [
+    testing.chain((1.0, 2.0, 3.0, 1.0, 2.5, 0.5), nbytes=2 * KB),
+    testing.chain((4.0, 1.0, 1.0, 1.0, 1.0), nbytes=0),
+    testing.diamond(nbytes=KB),
+    testing.fork_join(3, nbytes=KB),
+    testing.two_branches(3, nbytes=KB),
+    *[_weighted_dag(7, seed) for seed in range(4)],
+]
+CONTIGUOUS = [GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner]
+
+
+def _brute_force(problem: StageProblem, contiguous: bool) -> float:
+    """Smallest bottleneck over every assignment of units to stages (contiguous: forward edges never go back)."""
+    best = np.inf
+    for stages in itertools.product(range(problem.num_stages), repeat=problem.num_units):
+        stages = np.array(stages)
+        if contiguous and (stages[problem.edge_src] > stages[problem.edge_dst]).any():
+            continue
+        if any(problem.memory[stages == s].sum() > problem.capacity[s] for s in range(problem.num_stages)):
+            continue
+        best = min(best, problem.bottleneck(stages))
+    return best
+
+
+def _bottleneck(placer, graph: OpGraph, cluster: Cluster, overlap: bool = True) -> float:
+    problem = StageProblem(graph, cluster, overlap=overlap)
+    return problem.bottleneck(placer.stages(problem))
+
+
+@pytest.mark.parametrize("graph", SMALL, ids=lambda g: g.name)
+@pytest.mark.parametrize("devices", [2, 3])
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "sum"])
+def test_ideal_dp_equals_brute_force_and_beats_every_contiguous_placer(graph: OpGraph, devices: int,
+                                                                        overlap: bool) -> None:
+    cluster = testing.uniform_cluster(devices, bandwidth=1e3)
+    problem = StageProblem(graph, cluster, overlap=overlap)
+    exact = _bottleneck(IdealDPPartitioner(), graph, cluster, overlap)
+    assert exact == pytest.approx(_brute_force(problem, contiguous=True))
+    for placer in (GPipePartitioner(), PipeDreamPartitioner()):
+        assert exact <= _bottleneck(placer, graph, cluster, overlap) + 1e-9
+
+
+@pytest.mark.parametrize("costs", [(1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0), (9.0, 1.0, 1.0, 1.0, 1.0, 1.0, 9.0)])
+def test_chain_dp_is_the_linear_partition_optimum(costs: tuple[float, ...]) -> None:
+    graph, cluster = testing.chain(costs, nbytes=0), testing.uniform_cluster(3)
+    splits = [(a, b) for a in range(len(costs) + 1) for b in range(a, len(costs) + 1)]
+    optimum = min(max(sum(costs[:a]), sum(costs[a:b]), sum(costs[b:])) for a, b in splits)
+    assert _bottleneck(PipeDreamPartitioner(), graph, cluster) == pytest.approx(optimum)
+    assert _bottleneck(IdealDPPartitioner(), graph, cluster) == pytest.approx(optimum)
+
+
+@pytest.mark.parametrize("graph", SMALL[:6], ids=lambda g: g.name)
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "sum"])
+def test_ilp_is_no_worse_than_the_dp_and_equals_non_contiguous_brute_force(graph: OpGraph, overlap: bool) -> None:
+    cluster = testing.uniform_cluster(2, bandwidth=1e3)
+    problem = StageProblem(graph, cluster, overlap=overlap)
+    ilp = _bottleneck(PipelineILPPlacer(), graph, cluster, overlap)
+    assert ilp <= _bottleneck(IdealDPPartitioner(), graph, cluster, overlap) + 1e-9
+    assert ilp == pytest.approx(_brute_force(problem, contiguous=False), rel=1e-6)
+
+
+def test_ilp_beats_contiguous_splits_where_that_pays() -> None:
+    graph, cluster = testing.chain((1.0, 2.0, 1.0), nbytes=0), testing.uniform_cluster(2)
+    assert _bottleneck(IdealDPPartitioner(), graph, cluster) == pytest.approx(3.0)  # {a0, a1} | {a2}
+    assert _bottleneck(PipelineILPPlacer(), graph, cluster) == pytest.approx(2.0)  # {a0, a2} | {a1}
+
+
+def test_ilp_names_the_sizes_when_too_large() -> None:
+    graph = testing.random_dag(40, edge_prob=0.3)
+    with pytest.raises(ProblemTooLargeError, match=r"40 units .* 4 devices need \d+ variables"):
+        PipelineILPPlacer(max_variables=100).place(graph, testing.uniform_cluster(4))
+
+
+@pytest.mark.parametrize("placer", [*CONTIGUOUS, PipelineILPPlacer], ids=lambda p: p.name)
+def test_pins_colocation_and_memory_are_respected(placer) -> None:
+    ops = [Op(f"o{i}", "MatMul", 1.0, persistent_memory=40, colocation="g" if i in (1, 5) else None)
+           for i in range(8)]
+    ops[0] = Op("o0", "Input", 0.1, pinned="cpu")
+    graph = OpGraph.from_ops(ops, [Edge(f"o{i}", f"o{i + 1}", 10) for i in range(7)], name="pinned")
+    cluster = testing.cpu_gpu_cluster(num_gpus=3, gpu_memory=130)
+    devices = placer().place(graph, cluster).devices
+    assert devices[0] == 0  # pinned to the only CPU
+    assert devices[1] == devices[5]  # colocated
+    assert (devices[1:] > 0).all()  # the stages are the GPUs
+    used = np.bincount(devices, weights=graph.persistent_memory, minlength=4)
+    assert (used[1:] <= 130).all()
+
+
+@pytest.mark.parametrize("placer", [*CONTIGUOUS, PipelineILPPlacer], ids=lambda p: p.name)
+def test_no_room_is_a_typed_error(placer) -> None:
+    graph = OpGraph.from_ops([Op(f"o{i}", "MatMul", 1.0, persistent_memory=100) for i in range(4)],
+                             [Edge(f"o{i}", f"o{i + 1}") for i in range(3)], name="big")
+    with pytest.raises(PlacementInfeasibleError):
+        placer().place(graph, testing.uniform_cluster(2, memory=150))
+
+
+def test_ideal_dp_coarsens_a_large_graph() -> None:
+    graph = skip_chain(10_000)
+    cluster = testing.uniform_cluster(4, bandwidth=1e9)
+    problem = StageProblem(graph, cluster)
+    dp = IdealDPPartitioner()
+    stages = dp.stages(problem)
+    assert stages.shape == (10_000,) and len(set(stages.tolist())) == 4
+    assert problem.bottleneck(stages) <= problem.bottleneck(GPipePartitioner().stages(problem)) * 1.5
+    assert dp.place(graph, cluster).devices.shape == (10_000,)
+
+
+def test_lower_bound_is_work_over_devices_or_the_largest_op() -> None:
+    cluster = testing.uniform_cluster(2)
+    assert pipeline_lower_bound(testing.chain((1.0, 1.0, 1.0, 1.0)), cluster) == pytest.approx(2.0)
+    assert pipeline_lower_bound(testing.chain((5.0, 1.0)), cluster) == pytest.approx(5.0)
+    for graph in SMALL:
+        bound = pipeline_lower_bound(graph, testing.uniform_cluster(3, bandwidth=1e3))
+        assert bound <= _bottleneck(IdealDPPartitioner(), graph, testing.uniform_cluster(3, bandwidth=1e3)) + 1e-9
+
+
+def test_heterogeneous_speeds_give_the_fast_device_more_work() -> None:
+    devices = [Device("/GPU:0", "gpu", 1.0), Device("/GPU:1", "gpu", 3.0)]
+    cluster = Cluster.build(devices, default_bandwidth=1e9)
+    graph = testing.chain((1.0,) * 8, nbytes=0)
+    placed = IdealDPPartitioner().place(graph, cluster).devices
+    assert (placed == 1).sum() == 6

@@ -1,0 +1,56 @@
+import json
+
+import numpy as np
+import torch
+from hydra import compose, initialize_config_module
+from hydra.utils import instantiate
+
+from gplace.encoders import GNNEncoder
+from gplace.experiment import place
+from gplace.grouping import identity_grouping
+from gplace.ir import Placement
+from gplace.pipeline import PipelineSimulator, SteadyStateScore
+from gplace.placer import PolicyPlacer
+from gplace.policies import ListSchedulingPolicy
+from gplace.runtime import Simulator
+from gplace.testing import uniform_cluster
+from gplace.training import ReinforceTrainer
+from tests.pipeline.graphs import random_training_dag
+
+
+def test_objective_group_composes_to_the_pipeline_runtimes():
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        step = instantiate(compose(config_name="config").objective)(Simulator())
+        pipe = instantiate(compose(config_name="config", overrides=[
+            "objective=pipeline", "objective.microbatches=16", "objective.schedule=gpipe"]).objective)(Simulator())
+        steady = instantiate(compose(config_name="config", overrides=["objective=pipeline_steady"]).objective)(None)
+    assert isinstance(step, Simulator)
+    assert isinstance(pipe, PipelineSimulator) and pipe.id == "pipe-v1/gpipe/m16"
+    assert isinstance(steady, SteadyStateScore) and steady.id == "pipe-steady-v1/m4"
+
+
+def test_stage_features_are_off_by_default_and_widen_the_dynamic_features_when_on():
+    g, c = random_training_dag(6, 0), uniform_cluster(3)
+    encoder = GNNEncoder("sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
+    plain, staged = ListSchedulingPolicy(8, state_size=8), ListSchedulingPolicy(8, state_size=8, stage_features=True)
+    assert plain.dynamic[0].in_features == 8 and staged.dynamic[0].in_features == 10
+    torch.manual_seed(0)
+    placer = PolicyPlacer(g, c, encoder, staged, grouping=identity_grouping(g))
+    devices = placer.greedy().devices
+    assert devices.shape == (g.num_ops,) and np.isin(devices, range(3)).all()
+
+
+def test_a_trainer_learns_on_the_pipeline_objective_warm_started(tmp_path):
+    torch.manual_seed(0)
+    g, c = random_training_dag(8, 2), uniform_cluster(2, bandwidth=1e8)
+    runtime = PipelineSimulator(4, "1f1b")
+    layer_of = [int(name[1:]) if name[0] in "fb" else 7 for name in g.op_names]
+    warm = Placement.for_graph(g, [0 if layer < 4 else 1 for layer in layer_of])
+    encoder = GNNEncoder("sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
+    policy = ListSchedulingPolicy(8, state_size=8, stage_features=True)
+    report = place(g, c, encoder=encoder, policy=policy, runtime=runtime, max_groups=64, run_dir=tmp_path,
+                   trainer=ReinforceTrainer(updates=2, samples_per_update=2, imitation_steps=5), warm_start=warm)
+    assert report.measurement.runtime == "pipe-v1/1f1b/m4"
+    assert report.measurement.step_time <= runtime.measure(g, c, warm).step_time
+    doc = json.loads((tmp_path / "placement.json").read_text())
+    assert doc["runtime"] == "pipe-v1/1f1b/m4" and sum(len(v) for v in doc["stages"].values()) == g.num_ops

@@ -1,0 +1,114 @@
+import json
+
+import numpy as np
+import pytest
+
+from gplace.ir import GraphError, InvalidPlacementError, Op, OpGraph, Placement
+from gplace.pipeline import PipelineSimulator, SteadyStateScore, steady_state_loads, write_pipeline_trace
+from gplace.testing import chain, random_dag, uniform_cluster
+from tests.pipeline.graphs import random_training_dag, training_chain
+from tests.pipeline.reference import reference_minibatch
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("seed", range(12))
+def test_kernel_matches_plain_python_reference(schedule, seed):
+    rng = np.random.default_rng(seed)
+    graph = random_training_dag(int(rng.integers(3, 8)), seed) if seed % 3 else random_dag(8, 0.3, seed)
+    cluster = uniform_cluster(int(rng.integers(2, 5)), bandwidth=float(rng.choice([1e6, 1e7])),
+                              latency=float(rng.choice([0.0, 0.01])))
+    m = int(rng.integers(1, 6))
+    sim = PipelineSimulator(microbatches=m, schedule=schedule)
+    for _ in range(3):
+        devices = rng.integers(0, cluster.num_devices, graph.num_ops)
+        sched = sim.simulate(graph, cluster, Placement.for_graph(graph, devices.tolist()))
+        t, busy, most, peak = reference_minibatch(graph, cluster, devices, m, schedule)
+        assert sched.minibatch_time == t
+        assert sched.busy_time.tolist() == pytest.approx(busy, rel=1e-12, abs=0)
+        assert sched.in_flight.tolist() == most
+        assert sched.peak_memory.tolist() == peak
+
+
+def test_gpipe_and_1f1b_on_a_two_stage_training_chain():
+    g, c = training_chain((1.0, 1.0), nbytes=0), uniform_cluster(2)
+    p = Placement.for_graph(g, [0, 1, 0, 1, 0, 1])  # f0 b0 u0 on 0, f1 b1 u1 on 1
+    gpipe = PipelineSimulator(4, "gpipe").simulate(g, c, p)
+    # forwards 0.25 s each: stage 1 ends its last at 1.25; backwards 0.5 s: stage 1 does 4 (3.25), stage 0's
+    # last starts at 3.25 and ends 3.75; its update (0.1) ends at 3.85
+    assert gpipe.minibatch_time == pytest.approx(3.85)
+    one_f = PipelineSimulator(4, "1f1b").simulate(g, c, p)
+    assert one_f.in_flight.tolist() == [2, 1]
+    assert gpipe.in_flight.tolist() == [4, 4]
+    assert one_f.minibatch_time <= gpipe.minibatch_time
+
+
+def test_batch_api_matches_simulate_and_marks_out_of_memory():
+    g = random_training_dag(6, 1)
+    c = uniform_cluster(3, memory=20 * 10**6)
+    sim = PipelineSimulator(4, "gpipe")
+    rng = np.random.default_rng(0)
+    devices = rng.integers(0, 3, (20, g.num_ops))
+    times = sim.minibatch_times(g, c, devices)
+    for row, t in zip(devices, times, strict=True):
+        m = sim.measure(g, c, Placement.for_graph(g, row.tolist()))
+        assert (m.step_time if m.ok else np.inf) == t
+        assert m.ok or "out of memory" in m.reason
+    assert np.isfinite(times).any() and np.isinf(times).any()
+    peak = sim.simulate(g, c, Placement.single(g, 0)).peak_memory[0]
+    assert peak > 20 * 10**6 and np.isinf(sim.minibatch_times(g, c, np.zeros((1, g.num_ops), int)))[0]
+    with pytest.raises(InvalidPlacementError, match="out of range"):
+        sim.minibatch_times(g, c, np.full((1, g.num_ops), 3))
+
+
+def test_steady_state_score_is_within_the_documented_bound_of_the_simulation():
+    for seed in range(8):
+        g = random_training_dag(7, seed)
+        rng = np.random.default_rng(seed)
+        for nd in (2, 4):
+            c = uniform_cluster(nd, bandwidth=1e7, latency=0.001)
+            for m, schedule in ((1, "gpipe"), (4, "1f1b"), (16, "gpipe")):
+                devices = rng.integers(0, nd, g.num_ops)
+                p = Placement.for_graph(g, devices.tolist())
+                t = PipelineSimulator(m, schedule).simulate(g, c, p).minibatch_time
+                s = steady_state_loads(g, c, p, m).max()
+                w_u = sum(g.durations(c)[i, devices[i]] for i in range(g.num_ops) if g.phase[i] == "update")
+                assert m * s / (2 * nd - 1) <= t * (1 + 1e-12)
+                assert t <= nd * m * s + w_u + 1e-9
+                assert SteadyStateScore(m).measure(g, c, p).step_time == pytest.approx(m * s)
+
+
+def test_steady_state_loads_count_compute_and_transfers():
+    g, c = chain((1.0, 3.0), nbytes=4_000_000), uniform_cluster(2, bandwidth=1e6, latency=0.5)
+    loads = steady_state_loads(g, c, Placement.for_graph(g, [0, 1]), microbatches=4)
+    assert loads.tolist() == pytest.approx([0.25 + 1.5, 0.75 + 1.5])  # 0.5 s latency + 1 MB at 1 MB/s
+
+
+def test_trace_has_one_row_per_device_and_labelled_microbatches(tmp_path):
+    g, c = training_chain(), uniform_cluster(2)
+    sched = PipelineSimulator(2, "1f1b").simulate(g, c, Placement.for_graph(g, [0, 0, 1, 0, 0, 1, 0, 0, 1]))
+    doc = json.loads(write_pipeline_trace(tmp_path / "t.json", g, c, sched).read_text())
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] == 1]
+    assert {e["tid"] for e in slices} == {0, 1}
+    assert {e["name"] for e in slices} >= {"f0 [mb 0]", "f0 [mb 1]", "b2 [mb 1]", "u0 [update]"}
+    assert len(slices) == 2 * 6 + 3
+    assert doc["otherData"]["bubble"]["/GPU:0"] == pytest.approx(sched.bubble[0])
+
+
+def test_phase_rules_and_settings_are_checked():
+    ops = [Op("u", "Apply", 1.0, phase="update"), Op("f", "F", 1.0, phase="forward")]
+    from gplace.ir import Edge
+
+    g = OpGraph.from_ops(ops, [Edge("u", "f")])
+    with pytest.raises(GraphError, match="update op 'u' feeds forward op 'f'"):
+        PipelineSimulator().measure(g, uniform_cluster(2), Placement.single(g, 0))
+    with pytest.raises(ValueError, match="schedule"):
+        PipelineSimulator(4, "interleaved")
+    with pytest.raises(ValueError, match="microbatches"):
+        PipelineSimulator(0)
+    assert PipelineSimulator(16, "gpipe").id == "pipe-v1/gpipe/m16"
+
+
+def test_one_microbatch_on_one_device_is_the_sum_of_the_costs():
+    g, c = training_chain(), uniform_cluster(2)
+    t = PipelineSimulator(1, "1f1b").measure(g, c, Placement.single(g, 0)).step_time
+    assert t == pytest.approx(float(g.compute_cost.sum()))
