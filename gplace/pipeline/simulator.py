@@ -393,8 +393,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
         if ic[k] != 2:
             left[idev[k] * m_count + imb[k]] += 1
     in_flight, most = np.zeros(nd, np.int64), np.zeros(nd, np.int64)
-    rh_t, rh_k, rh_n, dev_base = np.empty(k_count), np.empty(k_count, np.int64), np.zeros(nd, np.int64), \
-        _segments(idev, nd)
+    rh_k, rh_n, dev_base = np.empty(k_count, np.int64), np.zeros(nd, np.int64), _segments(idev, nd)
     chan = np.empty(nx, np.int64)
     for x in range(nx):
         chan[x] = idev[x_inst[x]] * nd + x_dst[x]
@@ -410,7 +409,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
     for k in range(k_count):
         if pending[k] == 0:
             d = idev[k]
-            rh_n[d] = _heap_push(rh_t, rh_k, dev_base[d], rh_n[d], float(k), k)
+            rh_n[d] = _iheap_push(rh_k, dev_base[d], rh_n[d], k)
             ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, d)
     while True:
         for q in range(nch_todo):
@@ -432,7 +431,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
             k = rh_k[dev_base[d]]
             if _gated(k, d, ic, imb, fwd_left, bwd_left, left, limit, m_count, one_f_one_b):
                 continue
-            _heap_pop(rh_t, rh_k, dev_base[d], rh_n[d])
+            _iheap_pop(rh_k, dev_base[d], rh_n[d])
             rh_n[d] -= 1
             dev_busy[d] = True
             start[k] = t
@@ -469,7 +468,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
                     if idev[j] == d:
                         pending[j] -= 1
                         if pending[j] == 0:
-                            rh_n[d] = _heap_push(rh_t, rh_k, dev_base[d], rh_n[d], float(j), j)
+                            rh_n[d] = _iheap_push(rh_k, dev_base[d], rh_n[d], j)
                 for x in range(x_ptr[k], x_ptr[k + 1]):
                     c = d * nd + x_dst[x]
                     ch_q[ch_tail[c]] = x
@@ -487,13 +486,46 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
                     if idev[j] == dst:
                         pending[j] -= 1
                         if pending[j] == 0:
-                            rh_n[dst] = _heap_push(rh_t, rh_k, dev_base[dst], rh_n[dst], float(j), j)
+                            rh_n[dst] = _iheap_push(rh_k, dev_base[dst], rh_n[dst], j)
                             ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, dst)
     if done < k_count:  # cannot happen under the documented rules (each gate waits on earlier work)
         t = np.nan
     base, act, temp = _static_memory(dev, code, act_bytes, temp_mem, persist, nd)
     peak = base + most * act + temp
     return start, end, busy, x_inst, x_dst, x_bytes, x_start, x_end, most, peak, t
+
+
+@njit(cache=True)
+def _iheap_push(h, base, size, k):
+    """Push ``k`` onto the min-heap of ints in ``h[base:base + size]``; return the new size."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if h[base + parent] < k:
+            break
+        h[base + i] = h[base + parent]
+        i = parent
+    h[base + i] = k
+    return size + 1
+
+
+@njit(cache=True)
+def _iheap_pop(h, base, size):
+    """Remove and return the smallest int of a non-empty heap; the new size is ``size - 1``."""
+    top = h[base]
+    size -= 1
+    k = h[base + size]
+    i = 0
+    while 2 * i + 1 < size:
+        c = 2 * i + 1
+        if c + 1 < size and h[base + c + 1] < h[base + c]:
+            c += 1
+        if k < h[base + c]:
+            break
+        h[base + i] = h[base + c]
+        i = c
+    h[base + i] = k
+    return top
 
 
 @njit(cache=True)
