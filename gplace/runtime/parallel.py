@@ -23,7 +23,10 @@ Failures
     worker that dies (a segfault, ``os._exit``, the kernel's OOM killer) breaks the pool; the placements it
     left without a result are then measured again one at a time in a fresh pool, so that the placement that
     kills a worker gets a failed measurement (``"worker process died ..."``) and the others their results.
-    Nothing here raises into the search except an invalid placement.
+    With ``timeout``, a placement still running that many seconds after a worker took it is a failed
+    measurement (``"timed out ..."``): a hung call cannot be cancelled, so the workers are killed and replaced,
+    and the placements they were measuring are measured again one at a time. Nothing here raises into the
+    search except an invalid placement.
 Timing
     Workers share the machine: real measurements taken concurrently on the same CPU cores slow each other
     down (see ``benchmarks/parallel.md``). A pool pays off for real runtimes when each worker has devices of
@@ -45,10 +48,11 @@ import pickle
 import shutil
 import sys
 import tempfile
+import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Literal
@@ -81,12 +85,17 @@ class PoolRuntime(RuntimeWrapper):
         threads_per_worker: when set, each worker limits torch's and OpenMP's intra-op threads to this many
             before it loads the runtime (e.g. cores // workers, so that workers do not oversubscribe the
             cores). (default: None: the libraries' defaults)
+        timeout: seconds one placement may run in a worker before it is a failed measurement and the workers
+            are replaced; worker start-up is not counted. Placements go to the workers at most ``workers`` at a
+            time, so that each is timed from when a worker takes it. (default: None: no limit)
     """
 
     def __init__(
         self, runtime: Runtime, workers: int | None = None, context: Literal["spawn", "forkserver"] = "spawn",
-        threads_per_worker: int | None = None,
+        threads_per_worker: int | None = None, timeout: float | None = None,
     ) -> None:
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if context not in ("spawn", "forkserver"):
@@ -97,6 +106,7 @@ class PoolRuntime(RuntimeWrapper):
         self.workers = workers or _usable_cpus()
         self.context = context
         self.threads_per_worker = threads_per_worker
+        self.timeout = timeout
         self._runtime_blob = pickled_runtime(runtime)
         pickle.loads(self._runtime_blob)  # a runtime that cannot come back from pickling fails here, not in workers
         self._pool: ProcessPoolExecutor | None = None
@@ -113,14 +123,50 @@ class PoolRuntime(RuntimeWrapper):
         if path is None:
             return [self.runtime.measure(graph, cluster, p) for p in placements]
         task = (key, str(path))
-        results = self._gather([self._submit(task, p) for p in placements])
+        results = self._run(task, placements)
         broken = [i for i, r in enumerate(results) if isinstance(r, BrokenProcessPool)]
         if broken:
             logger.warning("a worker died; measuring the %d placement(s) it left one at a time", len(broken))
-            self._restart()
         for i in broken:
             results[i] = self._alone(task, placements[i])
         return [self._as_measurement(r) for r in results]
+
+    def _run(self, task: tuple[ProblemKey, str], placements: Sequence[Placement]) -> list[Measurement | BaseException]:
+        """Each placement's measurement, or the error that stopped it; at most ``workers`` in flight."""
+        results: list[Measurement | BaseException | None] = [None] * len(placements)
+        todo, running = deque(range(len(placements))), {}
+        while todo or running:
+            while todo and len(running) < self.workers:
+                i = todo.popleft()
+                running[self._submit(task, placements[i])] = (i, time.monotonic())
+            done, _ = wait(running, timeout=self._time_left(running), return_when=FIRST_COMPLETED)
+            for future in done:
+                results[running.pop(future)[0]] = _outcome(future)
+            if any(isinstance(_outcome(f), BrokenProcessPool) for f in done):
+                self._restart()  # the rest go to fresh workers
+            self._expire(running, results)
+        return results
+
+    def _time_left(self, running: dict[Future, tuple[int, float]]) -> float | None:
+        if self.timeout is None:
+            return None
+        return max(0.0, min(t for _, t in running.values()) + self.timeout - time.monotonic())
+
+    def _expire(self, running: dict[Future, tuple[int, float]], results: list) -> None:
+        """Fail the placements past the timeout, kill the workers, and mark the others they held as broken."""
+        if self.timeout is None or not running:
+            return
+        now = time.monotonic()
+        late = [future for future, (_, t) in running.items() if now - t >= self.timeout]
+        if not late:
+            return
+        for future in late:
+            results[running.pop(future)[0]] = TimeoutError(f"no result after {self.timeout:g} s")
+        logger.warning("%d measurement(s) ran past %g s; replacing the workers", len(late), self.timeout)
+        self._kill_workers()
+        for i, _ in running.values():
+            results[i] = BrokenProcessPool("the workers were replaced to end a measurement that timed out")
+        running.clear()
 
     def _submit(self, task: tuple[ProblemKey, str], placement: Placement) -> Future:
         """The placement's future; one holding the error if the pool broke before it could be submitted."""
@@ -131,19 +177,9 @@ class PoolRuntime(RuntimeWrapper):
             future.set_exception(err)
             return future
 
-    @staticmethod
-    def _gather(futures: list[Future]) -> list[Measurement | BaseException]:
-        results: list[Measurement | BaseException] = []
-        for future in futures:
-            try:
-                results.append(future.result())
-            except Exception as err:  # BrokenProcessPool, or a result that could not travel back
-                results.append(err)
-        return results
-
     def _alone(self, task: tuple[ProblemKey, str], placement: Placement) -> Measurement | BaseException:
         """Measure one placement by itself after the pool broke; a second break means this one kills workers."""
-        result = self._gather([self._submit(task, placement)])[0]
+        result = self._run(task, [placement])[0]
         if isinstance(result, BrokenProcessPool):
             self._restart()
             return Measurement.failure(
@@ -153,6 +189,8 @@ class PoolRuntime(RuntimeWrapper):
     def _as_measurement(self, result: Measurement | BaseException) -> Measurement:
         if isinstance(result, Measurement):
             return result
+        if isinstance(result, TimeoutError):
+            return Measurement.failure(self.id, f"timed out: {result} in a worker (the workers were replaced)")
         return Measurement.failure(self.id, f"worker pool error: {type(result).__name__}: {error_summary(result)}")
 
     # ------------------------------------------------------------------ pool and payloads
@@ -163,7 +201,21 @@ class PoolRuntime(RuntimeWrapper):
                 initializer=_start_worker, initargs=(self._runtime_blob, self.threads_per_worker),
             )
             logger.debug("started a pool of %d %s workers for %s", self.workers, self.context, self.id)
+            if self.timeout is not None:
+                _wait_for_workers(self._pool, self.workers)
         return self._pool
+
+    def _kill_workers(self) -> None:
+        """Kill the worker processes (a running call cannot be cancelled otherwise); the next call starts new ones."""
+        if self._pool is None:
+            return
+        kill = getattr(self._pool, "kill_workers", None)  # Python >= 3.14
+        if kill is not None:
+            kill()
+        else:
+            for process in list((getattr(self._pool, "_processes", None) or {}).values()):
+                process.kill()
+        self._restart()
 
     def _restart(self, wait: bool = True) -> None:
         """Stop the workers; the next submission starts new ones."""
@@ -340,6 +392,31 @@ def _measure_in_worker(key: ProblemKey, path: str, devices: np.ndarray) -> Measu
     if _worker is None:
         raise RuntimeError("the worker was not initialised")
     return _worker.measure(key, path, devices)
+
+
+def _worker_pid() -> int:
+    time.sleep(0.05)  # long enough for the other workers to take the other calls
+    return os.getpid()
+
+
+def _wait_for_workers(pool: ProcessPoolExecutor, workers: int, rounds: int = 20) -> None:
+    """Return once ``workers`` distinct workers have started (or the pool broke), so start-up is not timed."""
+    seen: set[int] = set()
+    for _ in range(rounds):
+        try:
+            seen.update(f.result() for f in [pool.submit(_worker_pid) for _ in range(workers)])
+        except BrokenProcessPool:
+            return  # the measurements will find it broken and say why
+        if len(seen) >= workers:
+            return
+
+
+def _outcome(future: Future) -> Measurement | BaseException:
+    """The future's result, or the exception it holds (BrokenProcessPool, or a result that did not travel back)."""
+    try:
+        return future.result()
+    except Exception as err:
+        return err
 
 
 def _limit_threads(threads: int | None) -> None:

@@ -169,6 +169,8 @@ class TorchRuntime(Runtime):
                 times, moved = self._time_steps(plan, deadline)
         except TorchRunError as err:
             reason = str(err)
+        except torch.OutOfMemoryError as err:  # one no step wrapped, e.g. raised when synchronising
+            reason = f"out of memory: {error_summary(err)}"
         else:
             return self._success(plan, cluster, times, moved)
         logger.debug("measurement of %r failed: %s", graph.name, reason)
