@@ -21,6 +21,9 @@ Order and failures
     placements. An exception from the inner runtime is a failed measurement naming it. An actor that dies
     fails the calls queued on it; each of those placements is then measured again by itself (dead actors
     replaced), so the one that kills actors gets ``"Ray actor died ..."`` and the others their results.
+    With ``timeout``, a call still running that many seconds after its actor took it (the actor's previous
+    call returned) is a failed measurement (``"timed out ..."``); the actor is killed and replaced, and the
+    calls queued behind it are measured again by themselves.
 Ray itself
     ``address=None`` joins the Ray instance this process already started, or one named by ``RAY_ADDRESS``,
     else starts a local one (``ray.init``); ``"auto"`` or ``"ray://host:10001"`` joins a running cluster. The
@@ -32,7 +35,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,12 +77,17 @@ class RayRuntime(RuntimeWrapper):
         resources_per_actor: resources each actor reserves, e.g. ``{"GPU": 1}``; ``"CPU"`` defaults to 1.
             (default: None)
         threads_per_worker: intra-op thread limit for torch and OpenMP in each actor. (default: None)
+        timeout: seconds one placement may run on an actor before it is a failed measurement and the actor is
+            replaced; actor start-up is not counted. (default: None: no limit)
     """
 
     def __init__(
         self, runtime: Runtime, address: str | None = None, num_actors: int | None = None,
         resources_per_actor: Mapping[str, float] | None = None, threads_per_worker: int | None = None,
+        timeout: float | None = None,
     ) -> None:
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         if num_actors is not None and num_actors < 1:
             raise ValueError(f"num_actors must be >= 1, got {num_actors}")
         super().__init__(runtime)
@@ -86,6 +95,7 @@ class RayRuntime(RuntimeWrapper):
         self.num_actors = num_actors
         self.resources_per_actor = dict(resources_per_actor) if resources_per_actor else None
         self.threads_per_worker = threads_per_worker
+        self.timeout = timeout
         self._runtime_blob: bytes | None = None
         self._actors: list[Any] = []
         self._options: list[dict[str, Any]] = []
@@ -105,7 +115,7 @@ class RayRuntime(RuntimeWrapper):
         actors = self._live_actors(ray)
         calls = [(i % len(actors), actors[i % len(actors)].measure.remote(key, [ref], p.devices))
                  for i, p in enumerate(placements)]
-        results = [self._get(ray, slot, call) for slot, call in calls]
+        results = self._collect(ray, calls)
         for i in [i for i, r in enumerate(results) if r is None]:
             results[i] = self._alone(ray, key, ref, placements[i])
         return results
@@ -120,11 +130,45 @@ class RayRuntime(RuntimeWrapper):
         except ray.exceptions.RayError as err:  # a task error, or a result that did not travel back
             return Measurement.failure(self.id, f"Ray error: {type(err).__name__}: {error_summary(err)}")
 
+    def _collect(self, ray: Any, calls: list[tuple[int, Any]]) -> list[Measurement | None]:
+        """The calls' measurements in order; ``None`` where the actor died (or was killed) before answering."""
+        if self.timeout is None:
+            return [self._get(ray, slot, call) for slot, call in calls]
+        results: list[Measurement | None] = [None] * len(calls)
+        queues: dict[int, deque[tuple[int, Any]]] = {}
+        for i, (slot, call) in enumerate(calls):
+            queues.setdefault(slot, deque()).append((i, call))
+        started = dict.fromkeys(queues, time.monotonic())
+        while queues:
+            heads = {slot: queue[0] for slot, queue in queues.items()}
+            wait_for = min(started[slot] for slot in heads) + self.timeout - time.monotonic()
+            ready, _ = ray.wait([call for _, call in heads.values()], num_returns=1, timeout=max(0.0, wait_for))
+            now = time.monotonic()
+            for slot, (i, call) in heads.items():
+                if call in ready:
+                    results[i] = self._get(ray, slot, call)
+                    queues[slot].popleft()
+                    started[slot] = now
+                elif now - started[slot] >= self.timeout:
+                    results[i] = self._time_out(ray, slot)
+                    queues[slot].clear()  # the calls behind it died with the actor: measured again alone
+                if not queues[slot]:
+                    del queues[slot]
+        return results
+
+    def _time_out(self, ray: Any, slot: int) -> Measurement:
+        """Kill the actor whose call ran past the timeout (it is replaced on the next measurement)."""
+        logger.warning("a measurement ran past %g s on a Ray actor; replacing the actor", self.timeout)
+        ray.kill(self._actors[slot])
+        self._actors[slot] = None
+        return Measurement.failure(self.id, f"timed out: no result after {self.timeout:g} s on a Ray actor "
+                                            "(the actor was replaced)")
+
     def _alone(self, ray: Any, key: ProblemKey, ref: Any, placement: Placement) -> Measurement:
         """Measure one placement by itself (nothing else queued); if its actor dies too, the placement is to blame."""
         actors = self._live_actors(ray)
         slot = next(i for i, a in enumerate(self._actors) if a is actors[0])
-        m = self._get(ray, slot, actors[0].measure.remote(key, [ref], placement.devices))
+        m = self._collect(ray, [(slot, actors[0].measure.remote(key, [ref], placement.devices))])[0]
         if m is None:
             return Measurement.failure(self.id, "Ray actor died while measuring this placement")
         return m

@@ -633,9 +633,14 @@ def _nbytes(value: Any) -> int:
 def _failure(err: Exception, what: str, where: str) -> TorchRunError:
     if isinstance(err, TorchRunError):
         return err
-    if isinstance(err, torch.OutOfMemoryError):
+    if _out_of_memory(err):
         return TorchRunError(f"out of memory on {where} in {what}: {error_summary(err)}")
     return TorchRunError(f"{what} on {where} failed: {type(err).__name__}: {error_summary(err)}")
+
+
+def _out_of_memory(err: Exception) -> bool:
+    """A CUDA out-of-memory error, or the CPU allocator's (a plain ``RuntimeError``)."""
+    return isinstance(err, torch.OutOfMemoryError) or "DefaultCPUAllocator: can't allocate memory" in str(err)
 
 
 # ---------------------------------------------------------------------- CUDA bookkeeping

@@ -11,6 +11,7 @@ A trainer's ``fit`` stays a loop that reads top to bottom; what is the same in e
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import load_checkpoint, save_checkpoint
 from gplace.training.reinforce import step_time_reward
 from gplace.training.settings import SearchSettings
+
+log = logging.getLogger(__name__)
 
 Best = tuple[Placement, Measurement]
 """The best placement seen and its measurement."""
@@ -105,8 +108,11 @@ class Run:
     resumed: bool = False
 
     def observe(self, rollout: Rollout) -> None:
-        """Count the samples and keep the fastest successful placement seen."""
+        """Count the samples, log the failed measurements with their placements, keep the fastest successful one."""
         self.samples += len(rollout.placements)
+        for placement, m in zip(rollout.placements, rollout.measurements, strict=True):
+            if not m.ok:
+                log.warning("failed measurement (%s) of placement %s", m.reason, describe_devices(placement))
         i = int(torch.argmin(rollout.step_time))
         m = rollout.measurements[i]
         if m.ok and (self.best is None or m.step_time < self.best[1].step_time):
@@ -269,3 +275,10 @@ class progress_bar:  # noqa: N801 - used as a context manager
     def __exit__(self, *exc) -> None:
         if self.enabled:
             self._bar.__exit__(*exc)
+
+
+def describe_devices(placement: Placement, limit: int = 64) -> str:
+    """The device index of each op, the first ``limit`` of them, for a log line."""
+    devices = placement.devices.tolist()
+    more = f" ... ({len(devices)} ops)" if len(devices) > limit else ""
+    return f"{devices[:limit]}{more}"
