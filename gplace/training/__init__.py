@@ -4,9 +4,11 @@ from gplace.training.baseline import EMABaseline
 from gplace.training.multigraph import MultiGraphResult, MultiGraphTrainer, finetune
 from gplace.training.ppo import PPOTrainer, ppo_loss
 from gplace.training.reinforce import reinforce_loss, step_time_reward
+from gplace.training.settings import LoopSettings, MultiGraphSettings, PPOSettings, SearchSettings
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
 __all__ = [
-    "EMABaseline", "MultiGraphResult", "MultiGraphTrainer", "PPOTrainer", "ReinforceTrainer", "TrainResult",
-    "finetune", "ppo_loss", "reinforce_loss", "step_time_reward",
+    "EMABaseline", "LoopSettings", "MultiGraphResult", "MultiGraphSettings", "MultiGraphTrainer", "PPOSettings",
+    "PPOTrainer", "ReinforceTrainer", "SearchSettings", "TrainResult", "finetune", "ppo_loss", "reinforce_loss",
+    "step_time_reward",
 ]

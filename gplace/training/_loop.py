@@ -1,10 +1,14 @@
-"""Pieces every training loop shares (REINFORCE, PPO): run state, resume, rollouts, metrics, warm start, the end.
+"""Pieces every training loop shares (REINFORCE, PPO, multi-graph): run state, resume, rollouts, metrics, warm
+start, the end.
 
 A trainer's ``fit`` stays a loop that reads top to bottom; what is the same in every loop lives here:
 
-- :func:`start_run` seeds, builds Adam, the EMA baseline and the logger, and resumes from ``checkpoint.pt``;
+- :func:`start_loop` seeds, builds Adam, the sample generator and the logger, and restores a :class:`Loop`
+  (counters, history, time limit, checkpoint cadence) from ``checkpoint.pt``; :func:`start_run` does so for a
+  search on one graph (a :class:`Run`: a loop with the EMA baseline and the best placement);
 - :func:`measure_rollout` measures K sampled placements and turns them into penalised step times and rewards;
-- :meth:`Run.observe`, :meth:`Run.log` and :meth:`Run.checkpoint` keep the best placement, the history and the
+  :func:`log_failures` logs each failed one with its placement;
+- :meth:`Run.observe`, :meth:`Loop.log` and :meth:`Run.checkpoint` keep the best placement, the history and the
   checkpoint, in the format of :class:`~gplace.training.ReinforceTrainer`, so either trainer resumes exactly;
 - :func:`imitate` pulls the policy towards a warm-start placement, :func:`compare_greedy` ends the search.
 """
@@ -27,7 +31,7 @@ from gplace.runtime.base import Measurement, Runtime
 from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import load_checkpoint, save_checkpoint
 from gplace.training.reinforce import step_time_reward
-from gplace.training.settings import SearchSettings
+from gplace.training.settings import LoopSettings, SearchSettings
 
 log = logging.getLogger(__name__)
 
@@ -88,31 +92,86 @@ def measure_rollout(devices: np.ndarray, runtime: Runtime, graph: OpGraph, clust
 
 # ---------------------------------------------------------------------- run state
 @dataclass
-class Run:
-    """The mutable state of one search: what a checkpoint saves and a resume restores."""
+class Loop:
+    """What every training loop keeps (one graph or many): what a checkpoint saves and a resume restores."""
 
     optimizer: torch.optim.Optimizer
-    baseline: EMABaseline
     generator: torch.Generator
     """Draws every sample, so a resumed run draws what an uninterrupted one would."""
     logger: Logger
     run_id: str
-    """``graph fingerprint/cluster fingerprint``; a checkpoint of another run is refused."""
+    """What the run is on (fingerprints); a checkpoint of another run is refused."""
     ckpt: Path | None = None
     started: float = field(default_factory=time.monotonic)
-    best: Best | None = None
     samples: int = 0
     """Placements measured, over every run of a resumed search."""
     first_update: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
     resumed: bool = False
 
+    def log(self, update: int, metrics: dict[str, float]) -> None:
+        """Append to the history and send to the logger."""
+        self.history.append({"update": update, **metrics})
+        self.logger.log_scalars(update, metrics)
+
+    def out_of_time(self, max_seconds: float | None) -> bool:
+        """Whether this run has used ``max_seconds`` of wall time."""
+        return max_seconds is not None and time.monotonic() - self.started >= max_seconds
+
+    def is_last(self, update: int, settings: LoopSettings) -> bool:
+        """Whether ``update`` ends the run: the last one, or out of time."""
+        return update + 1 == settings.updates or self.out_of_time(settings.max_seconds)
+
+    def due(self, update: int, every: int, done: bool) -> bool:
+        """Whether to checkpoint after ``update``: every ``every``-th, and the last."""
+        return self.ckpt is not None and ((update + 1) % every == 0 or done)
+
+    def state(self, update: int) -> dict[str, Any]:
+        """The checkpoint fields every loop has, after ``update``."""
+        return {"fingerprint": self.run_id, "update": update + 1, "samples": self.samples,
+                "optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state(),
+                "history": self.history}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load what :meth:`state` saved."""
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.samples, self.first_update, self.history = state["samples"], state["update"], state["history"]
+        self.resumed = True
+
+
+def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None, logger: Logger | None,
+               run_id: str, kind: type[Loop] = Loop, **fields: Any) -> tuple[Loop, dict[str, Any] | None]:
+    """Seed torch, build Adam over ``params``, the sample generator and the logger (plus ``run_dir/metrics.jsonl``);
+    restore the loop from ``run_dir/checkpoint.pt`` if it exists.
+
+    Returns:
+        The loop (of class ``kind``, with ``fields``) and the checkpoint's state, ``None`` on a fresh run.
+
+    Raises:
+        ValueError: the checkpoint belongs to another run.
+    """
+    torch.manual_seed(seed)
+    loop = kind(optimizer=torch.optim.Adam(params, lr=lr), generator=torch.Generator().manual_seed(seed),
+                logger=with_jsonl(logger or NullLogger(), run_dir), run_id=run_id,
+                ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", **fields)
+    state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id)
+    if state is not None:
+        loop.restore(state)
+    return loop, state
+
+
+@dataclass
+class Run(Loop):
+    """A search on one graph: a :class:`Loop` with the EMA baseline and the best placement measured."""
+
+    baseline: EMABaseline = field(default_factory=EMABaseline, kw_only=True)
+    best: Best | None = field(default=None, kw_only=True)
+
     def observe(self, rollout: Rollout) -> None:
         """Count the samples, log the failed measurements with their placements, keep the fastest successful one."""
         self.samples += len(rollout.placements)
-        for placement, m in zip(rollout.placements, rollout.measurements, strict=True):
-            if not m.ok:
-                log.warning("failed measurement (%s) of placement %s", m.reason, describe_devices(placement))
+        log_failures(rollout.placements, rollout.measurements)
         i = int(torch.argmin(rollout.step_time))
         m = rollout.measurements[i]
         if m.ok and (self.best is None or m.step_time < self.best[1].step_time):
@@ -130,19 +189,10 @@ class Run:
             "rollout/failures": int((~ok).sum()),
         }
 
-    def log(self, update: int, metrics: dict[str, float]) -> None:
-        """Append to the history and send to the logger."""
-        self.history.append({"update": update, **metrics})
-        self.logger.log_scalars(update, metrics)
-
-    def out_of_time(self, max_seconds: float | None) -> bool:
-        """Whether this run has used ``max_seconds`` of wall time."""
-        return max_seconds is not None and time.monotonic() - self.started >= max_seconds
-
     def end_update(self, placer: Any, update: int, metrics: dict[str, float], settings: SearchSettings) -> bool:
         """Log ``metrics``, checkpoint when due, and say whether the search is done (last update or out of time)."""
         self.log(update, metrics)
-        done = update + 1 == settings.updates or self.out_of_time(settings.max_seconds)
+        done = self.is_last(update, settings)
         self.checkpoint(placer, update, every=settings.checkpoint_every, done=done)
         return done
 
@@ -154,14 +204,10 @@ class Run:
 
     def checkpoint(self, placer: Any, update: int, *, every: int, done: bool) -> None:
         """Save after every ``every``-th update and at the end (once a placement has succeeded)."""
-        if self.ckpt is None or self.best is None or not ((update + 1) % every == 0 or done):
+        if self.best is None or not self.due(update, every, done):
             return
-        save_checkpoint(self.ckpt, {
-            "fingerprint": self.run_id, "update": update + 1, "samples": self.samples,
-            "policy": placer.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "baseline": self.baseline.state_dict(), "generator": self.generator.get_state(),
-            "best_devices": self.best[0].devices, "history": self.history,
-        })
+        save_checkpoint(self.ckpt, {**self.state(update), "policy": placer.state_dict(),
+                                    "baseline": self.baseline.state_dict(), "best_devices": self.best[0].devices})
 
 
 def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *, lr: float, seed: int,
@@ -174,25 +220,14 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
     Raises:
         ValueError: the checkpoint belongs to another graph or cluster.
     """
-    torch.manual_seed(seed)
-    run = Run(
-        optimizer=torch.optim.Adam(placer.parameters(), lr=lr),
-        baseline=EMABaseline(baseline_decay),
-        generator=torch.Generator().manual_seed(seed),
-        logger=with_jsonl(logger or NullLogger(), run_dir),
-        run_id=f"{graph.fingerprint}/{cluster.fingerprint}",
-        ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt",
-    )
-    state = None if run.ckpt is None else load_checkpoint(run.ckpt, run.run_id)
+    run, state = start_loop(placer.parameters(), lr=lr, seed=seed, run_dir=run_dir, logger=logger,
+                            run_id=f"{graph.fingerprint}/{cluster.fingerprint}", kind=Run,
+                            baseline=EMABaseline(baseline_decay))
     if state is not None:
         placer.load_state_dict(state["policy"])
-        run.optimizer.load_state_dict(state["optimizer"])
         run.baseline.load_state_dict(state["baseline"])
-        run.generator.set_state(state["generator"])
-        run.samples, run.first_update, run.history = state["samples"], state["update"], state["history"]
         best_placement = Placement.for_graph(graph, state["best_devices"])
         run.best = (best_placement, runtime.measure(graph, cluster, best_placement))
-        run.resumed = True
     return run
 
 
@@ -275,6 +310,13 @@ class progress_bar:  # noqa: N801 - used as a context manager
     def __exit__(self, *exc) -> None:
         if self.enabled:
             self._bar.__exit__(*exc)
+
+
+def log_failures(placements: list[Placement], measurements: list[Measurement]) -> None:
+    """Log each failed measurement with its reason and placement (WARNING)."""
+    for placement, m in zip(placements, measurements, strict=True):
+        if not m.ok:
+            log.warning("failed measurement (%s) of placement %s", m.reason, describe_devices(placement))
 
 
 def describe_devices(placement: Placement, limit: int = 64) -> str:

@@ -24,12 +24,13 @@ import torch
 from torch import nn
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.loggers import Logger, NullLogger
+from gplace.loggers import Logger
 from gplace.runtime.base import Runtime
-from gplace.training._loop import with_jsonl
+from gplace.training._loop import log_failures, start_loop
 from gplace.training.baseline import EMABaseline
-from gplace.training.checkpoint import load_checkpoint, save_checkpoint
+from gplace.training.checkpoint import save_checkpoint
 from gplace.training.reinforce import reinforce_loss
+from gplace.training.settings import MultiGraphSettings
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
 __all__ = ["MultiGraphResult", "MultiGraphTrainer", "Rollout", "Task", "TaskRollout", "TaskResult", "finetune",
@@ -129,41 +130,14 @@ class _TaskState:
             self.best = (Placement.for_graph(self.graph, state["best"][0]), state["best"][1])
 
 
-class MultiGraphTrainer:
+@dataclass(frozen=True, kw_only=True)
+class MultiGraphTrainer(MultiGraphSettings):
     """REINFORCE over many tasks with one shared encoder and policy (GDP's batch training).
 
     Each update draws ``tasks_per_update`` tasks uniformly, samples K placements of each, measures them, and
-    takes one Adam step on the mean over the drawn tasks of their REINFORCE losses.
-
-    Args:
-        updates: policy updates (default: 1000).
-        samples_per_update: K placements sampled per drawn task (default: 16).
-        lr: Adam learning rate (default: 3e-3).
-        entropy_coef: weight of the entropy bonus (default: 1e-2).
-        tasks_per_update: tasks drawn (without replacement) per update (default: 1).
-        grad_clip: gradient norm clip (default: 1.0).
-        baseline_decay: decay of each task's EMA baseline (default: 0.9).
-        penalty_ratio: a failed placement counts as this many times the task's reference step time
-            (default: 10).
-        max_groups: coarsen each graph to at most this many groups (default: 256).
-        checkpoint_every: updates between checkpoints (default: 50).
-        max_seconds: stop after this much wall time (default: no limit).
-        seed: seeds task draws, sampling and global torch state (default: 0).
+    takes one Adam step on the mean over the drawn tasks of their REINFORCE losses. Settings: see
+    :class:`~gplace.training.settings.MultiGraphSettings` (``seed`` also seeds the task draws).
     """
-
-    def __init__(
-        self, updates: int = 1000, samples_per_update: int = 16, lr: float = 3e-3, entropy_coef: float = 1e-2,
-        tasks_per_update: int = 1, grad_clip: float = 1.0, baseline_decay: float = 0.9,
-        penalty_ratio: float = 10.0, max_groups: int = 256, checkpoint_every: int = 50,
-        max_seconds: float | None = None, seed: int = 0,
-    ) -> None:
-        if updates < 0 or samples_per_update < 1 or tasks_per_update < 1:
-            raise ValueError(f"need updates >= 0, samples_per_update >= 1 and tasks_per_update >= 1, got "
-                             f"{updates}, {samples_per_update}, {tasks_per_update}")
-        self.updates, self.samples_per_update, self.lr = updates, samples_per_update, lr
-        self.entropy_coef, self.tasks_per_update, self.grad_clip = entropy_coef, tasks_per_update, grad_clip
-        self.baseline_decay, self.penalty_ratio, self.max_groups = baseline_decay, penalty_ratio, max_groups
-        self.checkpoint_every, self.max_seconds, self.seed = checkpoint_every, max_seconds, seed
 
     def fit(self, encoder: nn.Module, policy: nn.Module, tasks: Sequence[Task], runtime: Runtime, *,
             run_dir: str | Path | None = None, logger: Logger | None = None) -> MultiGraphResult:
@@ -177,35 +151,20 @@ class MultiGraphTrainer:
         """
         if not tasks:
             raise ValueError("MultiGraphTrainer.fit needs at least one (graph, cluster) task")
-        started = time.monotonic()
-        torch.manual_seed(self.seed)
-        generator = torch.Generator().manual_seed(self.seed)
+        params = [*encoder.parameters(), *policy.parameters()]
+        loop, state = start_loop(params, lr=self.lr, seed=self.seed, run_dir=run_dir, logger=logger,
+                                 run_id=_run_id(tasks))
         draws = np.random.default_rng(self.seed)
         states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
-        params = [*encoder.parameters(), *policy.parameters()]
-        optimizer = torch.optim.Adam(params, lr=self.lr)
-        logger = with_jsonl(logger or NullLogger(), run_dir)
-        ckpt = None if run_dir is None else Path(run_dir) / "checkpoint.pt"
-        run_id = _run_id(tasks)
-        samples, first_update, history = 0, 0, []
-
-        state = None if ckpt is None else load_checkpoint(ckpt, run_id)
         if state is not None:
-            encoder.load_state_dict(state["encoder"])
-            policy.load_state_dict(state["policy"])
-            optimizer.load_state_dict(state["optimizer"])
-            generator.set_state(state["generator"])
-            draws.bit_generator.state = state["draws"]
-            for task, task_state in zip(states, state["tasks"], strict=True):
-                task.load_state_dict(task_state)
-            samples, first_update, history = state["samples"], state["update"], state["history"]
+            _restore(state, encoder, policy, draws, states)
 
-        done_updates = first_update
-        for update in range(first_update, self.updates):
+        done_updates = loop.first_update
+        for update in range(loop.first_update, self.updates):
             # rollout: draw tasks, sample K placements of each, measure them
             chosen = draws.choice(len(states), size=min(self.tasks_per_update, len(states)), replace=False)
-            rollouts = [self._rollout(states[i], encoder, policy, runtime, generator) for i in chosen]
-            samples += sum(len(r.placements) for r in rollouts)
+            rollouts = [self._rollout(states[i], encoder, policy, runtime, loop.generator) for i in chosen]
+            loop.samples += sum(len(r.placements) for r in rollouts)
 
             # baseline and loss: per task, then the mean over the drawn tasks
             terms = [self._loss(states[i], r) for i, r in zip(chosen, rollouts, strict=True)]
@@ -213,43 +172,34 @@ class MultiGraphTrainer:
             loss = sum(v for k, v in mean_terms.items() if k.startswith("loss_"))
 
             # update
-            optimizer.zero_grad()
+            loop.optimizer.zero_grad()
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
-            optimizer.step()
+            loop.optimizer.step()
             for i, r in zip(chosen, rollouts, strict=True):
                 states[i].baseline.update(r.reward[r.ok].tolist())
 
-            # log
-            metrics = {
-                "charts/samples": samples,
+            # log, checkpoint when due
+            loop.log(update, {
+                "charts/samples": loop.samples,
                 "charts/mean_best_ratio": _mean_best_ratio(states),
                 "rollout/mean_reward": float(torch.cat([r.reward for r in rollouts]).mean()),
                 "rollout/mean_ratio": _mean_ratio(states, chosen, rollouts),
                 "rollout/failures": int(sum(int((~r.ok).sum()) for r in rollouts)),
                 "losses/grad_norm": float(grad_norm),
                 **{f"losses/{k}": float(v.detach()) for k, v in mean_terms.items()},
-            }
-            history.append({"update": update, **metrics})
-            logger.log_scalars(update, metrics)
-            done_updates = update + 1
-
-            # checkpoint
-            done = update + 1 == self.updates or self._out_of_time(started)
-            if ckpt is not None and ((update + 1) % self.checkpoint_every == 0 or done):
-                save_checkpoint(ckpt, {
-                    "fingerprint": run_id, "update": update + 1, "samples": samples,
-                    "encoder": encoder.state_dict(), "policy": policy.state_dict(),
-                    "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
-                    "draws": draws.bit_generator.state, "tasks": [s.state_dict() for s in states],
-                    "history": history,
-                })
+            })
+            done_updates, done = update + 1, loop.is_last(update, self)
+            if loop.due(update, self.checkpoint_every, done):
+                save_checkpoint(loop.ckpt, {
+                    **loop.state(update), "encoder": encoder.state_dict(), "policy": policy.state_dict(),
+                    "draws": draws.bit_generator.state, "tasks": [s.state_dict() for s in states]})
             if done:
                 break
 
         results = [self._task_result(s, encoder, policy, runtime) for s in states]
-        logger.finish()
-        return MultiGraphResult(results, samples, done_updates, time.monotonic() - started, history)
+        loop.logger.finish()
+        return MultiGraphResult(results, loop.samples, done_updates, time.monotonic() - loop.started, loop.history)
 
     def _rollout(self, task: _TaskState, encoder: nn.Module, policy: nn.Module, runtime: Runtime,
                  generator: torch.Generator) -> TaskRollout:
@@ -258,6 +208,7 @@ class MultiGraphTrainer:
         devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=generator)
         placements = [Placement.for_graph(task.graph, d) for d in np.asarray(devices)]
         measurements = runtime.measure_many(task.graph, task.cluster, placements)
+        log_failures(placements, measurements)
         task.samples += len(placements)
         ok = torch.tensor([m.ok for m in measurements])
         step_time = torch.tensor([m.step_time if m.ok else math.nan for m in measurements], dtype=torch.float64)
@@ -283,9 +234,6 @@ class MultiGraphTrainer:
         best_placement, best_time = task.best if task.best is not None else (None, math.inf)
         return TaskResult(task.graph.name, task.cluster.name, task.reference(runtime), best_time, best_placement,
                           m.step_time if m.ok else math.inf, task.samples)
-
-    def _out_of_time(self, started: float) -> bool:
-        return self.max_seconds is not None and time.monotonic() - started >= self.max_seconds
 
 
 def reference_step_time(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> float:
@@ -328,6 +276,16 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
         encoder, policy = copy.deepcopy(encoder), copy.deepcopy(policy)
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
     return (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger)
+
+
+def _restore(state: dict[str, Any], encoder: nn.Module, policy: nn.Module, draws: np.random.Generator,
+             tasks: Sequence[_TaskState]) -> None:
+    """Load the modules, the task draws and each task's state from a checkpoint."""
+    encoder.load_state_dict(state["encoder"])
+    policy.load_state_dict(state["policy"])
+    draws.bit_generator.state = state["draws"]
+    for task, task_state in zip(tasks, state["tasks"], strict=True):
+        task.load_state_dict(task_state)
 
 
 def _run_id(tasks: Sequence[Task]) -> str:

@@ -1,5 +1,7 @@
-"""The hyper-parameters of a placement search, written once: :class:`SearchSettings` (REINFORCE's) and
-:class:`PPOSettings` (PPO's, which extends them). The trainers are these dataclasses plus a ``fit`` method."""
+"""The hyper-parameters of a placement search, written once: :class:`LoopSettings` (what every training loop
+has), :class:`SearchSettings` (REINFORCE's on one graph), :class:`PPOSettings` (PPO's, which extends them) and
+:class:`MultiGraphSettings` (training over many graphs). The trainers are these dataclasses plus a ``fit``
+method."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ from typing import Literal
 
 
 @dataclass(frozen=True, kw_only=True)
-class SearchSettings:
-    """What every single-graph search is configured by; validated on construction.
+class LoopSettings:
+    """What every training loop is configured by; validated on construction.
 
     Raises:
         ValueError: a setting out of range, naming it.
@@ -23,37 +25,73 @@ class SearchSettings:
     """Adam learning rate."""
     entropy_coef: float = 1e-2
     """Weight of the entropy bonus."""
-    normalize_advantage: bool = True
-    """Scale advantages by their batch standard deviation."""
     grad_clip: float = 1.0
     """Gradient norm clip."""
     baseline_decay: float = 0.9
     """Decay of the EMA baseline."""
-    penalty_step_time: float = 100.0
-    """Step time (s) charged to a failed placement (the paper's 100 s)."""
     checkpoint_every: int = 10
     """Updates between checkpoints."""
     max_seconds: float | None = None
     """Stop after this much wall time (``None``: no limit)."""
-    imitation_steps: int = 100
-    """With a ``warm_start`` placement, supervised steps pulling the policy towards it before the search."""
     seed: int = 0
     """Seeds sampling and initial weights."""
-    progress: bool = False
-    """Show a progress bar."""
 
     def __post_init__(self) -> None:
-        for name in ("updates", "imitation_steps"):
-            _at_least(self, name, 0)
+        _at_least(self, "updates", 0)
         for name in ("samples_per_update", "checkpoint_every"):
             _at_least(self, name, 1)
-        for name in ("lr", "grad_clip", "penalty_step_time"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("lr", "grad_clip"):
+            _positive(self, name)
         if not 0.0 <= self.baseline_decay < 1.0:
             raise ValueError(f"baseline_decay must be in [0, 1), got {self.baseline_decay!r}")
         if self.max_seconds is not None and not self.max_seconds > 0:
             raise ValueError(f"max_seconds must be > 0 or None, got {self.max_seconds!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchSettings(LoopSettings):
+    """:class:`LoopSettings` plus what a search on one graph needs."""
+
+    normalize_advantage: bool = True
+    """Scale advantages by their batch standard deviation."""
+    penalty_step_time: float = 100.0
+    """Step time (s) charged to a failed placement (the paper's 100 s)."""
+    imitation_steps: int = 100
+    """With a ``warm_start`` placement, supervised steps pulling the policy towards it before the search."""
+    progress: bool = False
+    """Show a progress bar."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _at_least(self, "imitation_steps", 0)
+        _positive(self, "penalty_step_time")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MultiGraphSettings(LoopSettings):
+    """:class:`LoopSettings` (with GDP-scale defaults) plus how tasks are drawn and scored."""
+
+    updates: int = 1000
+    """Policy updates."""
+    samples_per_update: int = 16
+    """K placements sampled per drawn task."""
+    lr: float = 3e-3
+    """Adam learning rate."""
+    checkpoint_every: int = 50
+    """Updates between checkpoints."""
+    tasks_per_update: int = 1
+    """Tasks drawn (without replacement) per update."""
+    penalty_ratio: float = 10.0
+    """A failed placement counts as this many times its task's reference step time."""
+    max_groups: int | None = 256
+    """Coarsen each graph to at most this many groups (``None``: co-location groups only)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _at_least(self, "tasks_per_update", 1)
+        if self.max_groups is not None:
+            _at_least(self, "max_groups", 1)
+        _positive(self, "penalty_ratio")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +119,12 @@ class PPOSettings(SearchSettings):
             raise ValueError(f"baseline must be 'ema' or 'mean', got {self.baseline!r}")
 
 
-def _at_least(settings: SearchSettings, name: str, low: int) -> None:
+def _positive(settings: LoopSettings, name: str) -> None:
+    if not getattr(settings, name) > 0:
+        raise ValueError(f"{name} must be > 0, got {getattr(settings, name)!r}")
+
+
+def _at_least(settings: LoopSettings, name: str, low: int) -> None:
     value = getattr(settings, name)
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
