@@ -17,6 +17,7 @@ from gplace.bench.pipeline import (
     pipeline_report,
     run_pipeline_case,
     speedups,
+    targets_section,
     without_activation_memory,
     write_pipeline_results,
 )
@@ -103,3 +104,6 @@ def test_searches_start_from_the_fastest_placer_of_the_case() -> None:
     assert starts[0] is None and starts[1] == IdealDPPartitioner().place(graph, cluster)
     assert by["s_warm"].minibatch_time == by["ideal_dp"].minibatch_time < by["s"].minibatch_time
     assert by["s_warm"].contiguous and by["ideal_dp"].contiguous
+    targets = targets_section(records, {}, cluster=cluster.name, microbatches=4, profiles=[], searches=["s"])
+    assert "Warm-started search never worse than the DP: met (1 of 1 cases)" in targets
+    assert "Cold ends within 5 % of the best placer: missed (0 of 1 cases)" in targets
