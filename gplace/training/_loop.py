@@ -233,12 +233,19 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
 
 def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, settings: SearchSettings, *,
                  run_dir: str | Path | None, logger: Logger | None, warm_start: Placement | None) -> Run:
-    """:func:`start_run` with ``settings``, then, on a fresh run with a ``warm_start``, :func:`imitate` it."""
+    """:func:`start_run` with ``settings``, then, on a fresh run with a ``warm_start``, :func:`imitate` it.
+
+    The warm start itself is measured first and kept as the best placement unless its projection onto the
+    policy's groups (or, later, a sample) beats it: a warm-started search never ends worse than its start.
+    """
     run = start_run(placer, runtime, graph, cluster, lr=settings.lr, seed=settings.seed,
                     baseline_decay=settings.baseline_decay, run_dir=run_dir, logger=logger)
     if not run.resumed and warm_start is not None:
-        run.best = imitate(placer, run.optimizer, runtime, graph, cluster, warm_start, run.logger,
-                           steps=settings.imitation_steps, grad_clip=settings.grad_clip)
+        given = runtime.measure(graph, cluster, warm_start)
+        projected = imitate(placer, run.optimizer, runtime, graph, cluster, warm_start, run.logger,
+                            steps=settings.imitation_steps, grad_clip=settings.grad_clip)
+        seen = [b for b in ((warm_start, given), projected) if b is not None and b[1].ok]
+        run.best = min(seen, key=lambda b: b[1].step_time, default=None)  # the given one on a tie
     return run
 
 

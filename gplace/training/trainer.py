@@ -40,8 +40,8 @@ class ReinforceTrainer(SearchSettings):
 
         With ``run_dir``, metrics go to ``run_dir/metrics.jsonl`` and a checkpoint to ``run_dir/checkpoint.pt``;
         calling again with the same ``run_dir`` resumes where the last run stopped. A ``warm_start`` placement
-        (e.g. the best heuristic's) is projected onto the policy's groups, counted as seen, and imitated for
-        ``imitation_steps`` before the search.
+        (e.g. the best heuristic's) is measured and kept as the best placement unless beaten; its projection onto
+        the policy's groups is counted as seen and imitated for ``imitation_steps`` before the search.
         """
         run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
                            warm_start=warm_start)

@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import pytest
 import torch
 from hydra import compose, initialize_config_module
 from hydra.utils import instantiate
@@ -15,7 +16,7 @@ from gplace.policies import ListSchedulingPolicy
 from gplace.runtime import Simulator
 from gplace.testing import uniform_cluster
 from gplace.training import ReinforceTrainer
-from tests.pipeline.graphs import random_training_dag
+from tests.pipeline.graphs import random_training_dag, training_chain
 
 
 def test_objective_group_composes_to_the_pipeline_runtimes():
@@ -54,3 +55,33 @@ def test_a_trainer_learns_on_the_pipeline_objective_warm_started(tmp_path):
     assert report.measurement.step_time <= runtime.measure(g, c, warm).step_time
     doc = json.loads((tmp_path / "placement.json").read_text())
     assert doc["runtime"] == "pipe-v1/1f1b/m4" and sum(len(v) for v in doc["stages"].values()) == g.num_ops
+
+
+ENCODERS = ["gat", "gin", "gnn", "lstm", "sage"]
+POLICIES = ["device_aware", "gdp", "list_scheduling", "mlp", "seq2seq"]
+
+
+def test_every_encoder_and_policy_config_is_tested_here():
+    from importlib.resources import files
+
+    conf = files("gplace.conf")
+    assert sorted(p.name[:-5] for p in conf.joinpath("encoder").iterdir() if p.name.endswith(".yaml")) == ENCODERS
+    assert sorted(p.name[:-5] for p in conf.joinpath("policy").iterdir() if p.name.endswith(".yaml")) == POLICIES
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("encoder", ENCODERS)
+def test_every_encoder_and_policy_runs_on_the_pipeline_objective(tmp_path, encoder, policy):
+    """The CLI's composition (config.yaml + overrides, gplace.cli.run) with objective=pipeline, two updates."""
+    from gplace.cli import run
+    from gplace.ir import graph_to_dict, save_json
+
+    graph = save_json(graph_to_dict(training_chain((1.0, 2.0, 1.5, 0.5))), tmp_path / "g.json")
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[
+            "graph=file", f"graph.path={graph}", "cluster=paper_2gpu", f"encoder={encoder}", f"policy={policy}",
+            "objective=pipeline", "objective.microbatches=2", "logger=none", "trainer.updates=2",
+            "trainer.samples_per_update=2", "trainer.progress=false", "encoder.hidden_size=8"])
+    step_time = run(cfg, tmp_path / "run")
+    doc = json.loads((tmp_path / "run" / "placement.json").read_text())
+    assert doc["runtime"] == "pipe-v1/1f1b/m2" and doc["step_time"] == pytest.approx(step_time) and step_time > 0

@@ -12,7 +12,7 @@ from gplace.placer import PolicyPlacer
 from gplace.policies import Seq2SeqPolicy
 from gplace.runtime import Simulator
 from gplace.testing import chain, two_branches, uniform_cluster
-from gplace.training import ReinforceTrainer
+from gplace.training import PPOTrainer, ReinforceTrainer
 
 
 def _placer(graph, cluster, **grouping):
@@ -108,6 +108,21 @@ def test_warm_start_is_imitated_and_never_lost():
     assert result.best_placement == split
     assert placer.greedy() == split
     assert result.best_step_time == pytest.approx(Simulator().measure(graph, cluster, split).step_time)
+
+
+@pytest.mark.parametrize("trainer", [ReinforceTrainer(updates=1, samples_per_update=2, imitation_steps=2),
+                                     PPOTrainer(updates=1, samples_per_update=2, imitation_steps=2, epochs=1)])
+def test_a_warm_start_the_groups_cannot_express_is_still_the_result_unless_beaten(trainer):
+    """One group for the whole graph: the policy can only emit one-device placements, all slower than the warm
+    start's split, so the search must return the warm start itself (measured before its projection)."""
+    graph, cluster = two_branches(length=4, cost=1.0, nbytes=1000), uniform_cluster(2, bandwidth=1e6)
+    split = _placement(graph, [0] + [0] * 4 + [1] * 4 + [0])
+    placer = _placer(graph, cluster, max_groups=1)
+    sim = Simulator()
+    assert sim.measure(graph, cluster, placer.project(split)).step_time > sim.measure(graph, cluster, split).step_time
+    result = trainer.fit(placer, sim, graph, cluster, warm_start=split)
+    assert result.best_placement == split
+    assert result.best_step_time == pytest.approx(sim.measure(graph, cluster, split).step_time)
 
 
 def test_project_takes_each_groups_costliest_device():

@@ -35,7 +35,13 @@ class PipelineILPPlacer(_StagePlacer):
     the first device (symmetry breaking). For small graphs only: the variable count is
     ``(units + 2 x unit pairs) x S + 1``.
 
+    With ``overlap`` (the default) a cut costs nothing while a stage's transfers stay below its work, so the
+    optimum may hop between devices many times along the pipeline order; ``pipe-v1`` pays for each hop in
+    latency and, under ``1f1b``, in the in-flight cap of the devices it ranks late (benchmarks/PIPELINE.md
+    measures both models). ``overlap=False`` charges every cut.
+
     Args:
+        kind, microbatches, overlap: as for :class:`~gplace.baselines.pipeline.IdealDPPartitioner`.
         max_variables: larger problems raise :class:`ProblemTooLargeError`. (default: 5000)
         time_limit: seconds for HiGHS; the best placement found by then is returned (logged). (default: 30)
 
@@ -47,8 +53,8 @@ class PipelineILPPlacer(_StagePlacer):
     name = "ilp"
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, max_variables: int = 5000,
-                 time_limit: float = 30.0) -> None:
-        super().__init__(kind, microbatches)
+                 time_limit: float = 30.0, overlap: bool = True) -> None:
+        super().__init__(kind, microbatches, overlap)
         self.max_variables = max_variables
         self.time_limit = time_limit
 

@@ -47,6 +47,8 @@ SMALL = [
     testing.two_branches(3, nbytes=KB),
     *[_weighted_dag(7, seed) for seed in range(4)],
 ]
+_OVERLAP_MATTERS = testing.chain((1.0, 1.0, 1.0, 1.0), nbytes=1_500_000)
+"""On 1 MB/s links the overlap optimum hops a0 | a1 a2 | a3 (5 s summed); the summed optimum is 3.5 s."""
 CONTIGUOUS = [GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner]
 
 
@@ -104,6 +106,17 @@ def test_ilp_beats_contiguous_splits_where_that_pays() -> None:
     graph, cluster = testing.chain((1.0, 2.0, 1.0), nbytes=0), testing.uniform_cluster(2)
     assert _bottleneck(IdealDPPartitioner(), graph, cluster) == pytest.approx(3.0)  # {a0, a1} | {a2}
     assert _bottleneck(PipelineILPPlacer(), graph, cluster) == pytest.approx(2.0)  # {a0, a2} | {a1}
+
+
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "sum"])
+def test_the_ilp_placer_solves_the_model_it_is_given(overlap: bool) -> None:
+    """``overlap`` reaches the model through ``place`` (it was once dropped): the two optima differ here."""
+    graph, cluster = _OVERLAP_MATTERS, testing.uniform_cluster(2, bandwidth=1e6)
+    problem = StageProblem(graph, cluster, overlap=overlap)
+    unit_device = np.empty(problem.units.num_units, dtype=np.int64)
+    unit_device[problem.units.unit_of] = PipelineILPPlacer(overlap=overlap).place(graph, cluster).devices
+    stages = np.searchsorted(problem.devices, unit_device[problem.order])
+    assert problem.bottleneck(stages) == pytest.approx(_brute_force(problem, contiguous=False))
 
 
 def test_ilp_names_the_sizes_when_too_large() -> None:

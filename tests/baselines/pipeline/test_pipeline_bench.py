@@ -9,9 +9,19 @@ import pytest
 
 from gplace import testing
 from gplace.baselines import SingleDevice
-from gplace.baselines.pipeline import IdealDPPartitioner, PipelineILPPlacer, pipeline_lower_bound
-from gplace.bench.pipeline import run_pipeline_case, without_activation_memory, write_pipeline_results
-from gplace.ir import Edge, Op, OpGraph
+from gplace.baselines.pipeline import IdealDPPartitioner, PipelineILPPlacer, StageProblem, pipeline_lower_bound
+from gplace.bench.pipeline import (
+    PipelineRecord,
+    is_contiguous,
+    load_pipeline_records,
+    pipeline_report,
+    run_pipeline_case,
+    speedups,
+    targets_section,
+    without_activation_memory,
+    write_pipeline_results,
+)
+from gplace.ir import Edge, Op, OpGraph, Placement
 
 
 def test_every_method_schedule_and_m_gets_a_record(tmp_path) -> None:
@@ -53,3 +63,47 @@ def test_the_bench_config_composes() -> None:
     placers = {name: instantiate(spec) for name, spec in cfg.placers.items()}
     assert {"single_gpu", "gpipe", "pipedream", "ideal_dp", "ilp"} <= set(placers)
     assert instantiate(cfg.clusters.k80x4).name == "haswell+4xK80"
+
+
+def _record(method: str, ms: float, reason: str = "") -> PipelineRecord:
+    failed = not math.isfinite(ms)
+    return PipelineRecord("g", "c", "1f1b", 4, method, ms / 1e3, 0.001, 0.0, failed, reason, 10, 2)
+
+
+def test_a_graph_one_gpu_cannot_hold_is_compared_with_the_fastest_method(tmp_path) -> None:
+    records = [_record("single_gpu", math.inf, "out of memory on gpu:0"), _record("gpipe", 4.0),
+               _record("ideal_dp", 2.0), _record("ilp", math.inf, "ProblemTooLargeError: ...")]
+    report = pipeline_report(records)
+    assert "| g | 10 | c | 1f1b | 4 | 2 (ideal_dp) | OOM | 0.50x | 1.00x | failed | 2.00x |" in report
+    assert "0.00x" not in report and "inf" not in report
+    assert speedups(records) == {}  # nothing is over one GPU when one GPU did not run
+    write_pipeline_results(records, tmp_path)
+    assert load_pipeline_records(tmp_path / "pipeline_results.json") == records
+
+
+def test_contiguity_of_a_split() -> None:
+    graph, cluster = testing.chain((1.0, 1.0, 1.0, 1.0), nbytes=0), testing.uniform_cluster(2)
+    problem = StageProblem(graph, cluster)
+    assert is_contiguous(problem, Placement.for_graph(graph, [0, 0, 1, 1]))
+    assert is_contiguous(problem, Placement.for_graph(graph, [1, 1, 0, 0]))  # any numbering of the stages
+    assert not is_contiguous(problem, Placement.for_graph(graph, [0, 1, 1, 0]))
+
+
+def test_searches_start_from_the_fastest_placer_of_the_case() -> None:
+    graph, cluster = testing.chain((1.0, 1.0, 1.0, 1.0), nbytes=0), testing.uniform_cluster(2)
+    starts = []
+
+    def search(g, c, runtime, warm):  # a search that returns its start (or one GPU, cold)
+        starts.append(warm)
+        return warm or Placement.single(g, 0)
+
+    placers = {"single_gpu": SingleDevice(kind="gpu"), "ideal_dp": IdealDPPartitioner()}
+    records = run_pipeline_case(graph, cluster, placers, microbatches=[4], schedules=["1f1b"],
+                                searches={"s": search}, search_cases=[(4, "1f1b")])
+    by = {r.method: r for r in records}
+    assert starts[0] is None and starts[1] == IdealDPPartitioner().place(graph, cluster)
+    assert by["s_warm"].minibatch_time == by["ideal_dp"].minibatch_time < by["s"].minibatch_time
+    assert by["s_warm"].contiguous and by["ideal_dp"].contiguous
+    targets = targets_section(records, {}, cluster=cluster.name, microbatches=4, profiles=[], searches=["s"])
+    assert "Warm-started search never worse than the DP: met (1 of 1 cases)" in targets
+    assert "Cold ends within 5 % of the best placer: missed (0 of 1 cases)" in targets
