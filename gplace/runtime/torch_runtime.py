@@ -72,6 +72,9 @@ _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
 
 _STATE_KINDS = frozenset({"PARAMETER", "BUFFER", "CONSTANT_TENSOR"})
 
+Known = Mapping[str, Mapping[int, Any]]
+"""Call name -> {argument position: host value} for shape-like inputs known when the step is planned."""
+
 
 class TorchRunError(RuntimeError):
     """Running a placed program failed; the message is the reason a measurement reports."""
@@ -202,21 +205,23 @@ class TorchRuntime(Runtime):
 
     # ------------------------------------------------------------------ set-up
     def plan(self, graph: OpGraph, cluster: Cluster, placement: Placement, inputs: Any) -> Plan:
-        gm, values = self._program(graph, inputs)
+        gm, values, known = self._program(graph, inputs)
         devices = self._devices(cluster, placement)
         homes = _homes(gm, graph, placement.devices.tolist())
-        return _build_plan(gm, homes, devices, cluster.device_names, values)
+        return _build_plan(gm, homes, devices, cluster.device_names, values, known)
 
-    def _program(self, graph: OpGraph, inputs: Any) -> tuple[torch.fx.GraphModule, dict[str, Any]]:
-        """The FX program of the graph's source, and the values of its placeholders and attributes."""
+    def _program(self, graph: OpGraph, inputs: Any) -> tuple[torch.fx.GraphModule, dict[str, Any], Known]:
+        """The FX program of the graph's source, the values of its placeholders and attributes, and the host
+        values of the inputs its calls read on the host (ONNX programs only)."""
         source = graph.source
         if isinstance(source, TorchSource):
             gm = _graph_module(source)
             values = self._cached(source.program, lambda: _program_values(source, gm))
-            return gm, {**values, **_given_inputs(source, gm, inputs)}
+            return gm, {**values, **_given_inputs(source, gm, inputs)}, {}
         if isinstance(source, OnnxSource):
             program = self._cached(source.model, lambda: _onnx_program(source, graph))
-            return program.module, {**program.values, **program.given(inputs)}
+            given = program.given(inputs)
+            return program.module, {**program.values, **given}, program.known(given)
         raise TorchRunError(
             f"graph {graph.name!r} has no torch program to run (its source is {type(source).__name__}); "
             "TorchRuntime runs graphs imported by gplace.importers.torch_export.from_torch or "
@@ -436,7 +441,7 @@ def op_name_of(node: torch.fx.Node) -> str:
 
 def _build_plan(
     gm: torch.fx.GraphModule, homes: dict[str, int], devices: dict[int, torch.device],
-    names: Sequence[str], values: dict[str, Any],
+    names: Sequence[str], values: dict[str, Any], known: Known,
 ) -> Plan:
     torch_devices = {d: devices[d] for d in sorted(set(homes.values()))}
     labels = {d: f"{names[d]} ({dev})" for d, dev in torch_devices.items()}
@@ -444,7 +449,7 @@ def _build_plan(
     cross = _cross_device_roots(gm, homes, torch_devices, roots)
     last = _last_readers(gm)
     calls = [
-        _Call(node, homes[node.name], *_retarget(node, torch_devices[homes[node.name]]),
+        _Call(node, homes[node.name], *_retarget(node, torch_devices[homes[node.name]], known.get(node.name, {})),
               free=tuple(last.get(node.name, ())), event=node.name in cross)
         for node in gm.graph.nodes if node.op == "call_function"
     ]
@@ -494,12 +499,14 @@ def _last_readers(gm: torch.fx.GraphModule) -> dict[str, list[str]]:
     return freed
 
 
-def _retarget(node: torch.fx.Node, device: torch.device) -> tuple[tuple, dict]:
-    """The node's arguments with every ``torch.device`` replaced by ``device`` (factory ops follow placement)."""
+def _retarget(node: torch.fx.Node, device: torch.device, known: Mapping[int, Any]) -> tuple[tuple, dict]:
+    """The node's arguments with every ``torch.device`` replaced by ``device`` (factory ops follow placement) and
+    the arguments in ``known`` (position -> value) replaced by their values."""
     def swap(value: Any) -> Any:
         return device if isinstance(value, torch.device) else value
 
-    return map_aggregate(node.args, swap), map_aggregate(node.kwargs, swap)
+    args = tuple(known.get(i, arg) for i, arg in enumerate(node.args))
+    return map_aggregate(args, swap), map_aggregate(node.kwargs, swap)
 
 
 def _place_values(
