@@ -26,3 +26,41 @@ def test_required_gpu_turns_skips_into_failures() -> None:
     failed = sum(int(n) for n in re.findall(r"(\d+) (?:failed|errors?)\b", out))  # a skip at set-up is an error
     assert failed >= 5 and not re.search(r"\d+ (?:passed|skipped)", out), out
     assert "GPLACE_REQUIRE_GPU=1, but this gpu test was skipped: Skipped: needs a CUDA device" in out, out
+
+
+# ---------------------------------------------------------------------- a cluster that does not fit (finding 7)
+def _tiny_graph():
+    from gplace.importers.torch_export import from_torch
+
+    return from_torch(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+
+
+def test_a_cluster_larger_than_the_machine_is_rejected_up_front_naming_the_devices() -> None:
+    """check_cluster names every missing GPU and every GPU two task devices share; place() calls it first."""
+    from gplace.experiment import place
+    from gplace.ir import Cluster, Device
+    from gplace.runtime.base import ClusterMismatchError
+    from gplace.runtime.torch_runtime import TorchRuntime
+
+    devices = [Device("/CPU:0", "cpu"), Device("/GPU:99", "gpu"), Device("/job:w/task:0/device:GPU:0", "gpu"),
+               Device("/job:w/task:1/device:GPU:0", "gpu")]
+    cluster = Cluster.build(devices, default_bandwidth=1e9, name="too-big")
+    with pytest.raises(ClusterMismatchError) as raised:
+        TorchRuntime().check_cluster(cluster)
+    message = str(raised.value)
+    assert message.startswith("cluster 'too-big' does not fit this machine: ") and "/GPU:99 (cuda:99)" in message
+    assert "/job:w/task:0/device:GPU:0 and /job:w/task:1/device:GPU:0 all map to cuda:0" in message
+    with pytest.raises(ClusterMismatchError, match="/GPU:99"):
+        place(_tiny_graph(), cluster, runtime=TorchRuntime())
+
+
+def test_sharing_a_gpu_on_purpose_and_cpu_clusters_pass() -> None:
+    """device_map entries for both devices make sharing deliberate; logical CPUs always fit."""
+    from gplace.ir import Cluster, Device
+    from gplace.runtime.torch_runtime import TorchRuntime, cluster_problems
+
+    gpus = Cluster.build([Device("/GPU:0", "gpu"), Device("/GPU:1", "gpu")], default_bandwidth=1e9)
+    assert not any("all map to" in p for p in cluster_problems(gpus, {"/GPU:0": "cuda:0", "/GPU:1": "cuda:0"}))
+    assert any("all map to cuda:0" in p for p in cluster_problems(gpus, {"/GPU:1": "cuda:0"}))
+    cpus = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    TorchRuntime().check_cluster(cpus)
