@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from gplace.ir import Cluster, Device, Placement
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -64,3 +66,37 @@ def test_sharing_a_gpu_on_purpose_and_cpu_clusters_pass() -> None:
     assert any("all map to cuda:0" in p for p in cluster_problems(gpus, {"/GPU:1": "cuda:0"}))
     cpus = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
     TorchRuntime().check_cluster(cpus)
+
+
+# ---------------------------------------------------------------------- workers and their GPUs (findings 3, 4, 9)
+def test_pool_workers_each_see_their_own_gpus() -> None:
+    """gpus_per_worker=1 over GPU ids 0 and 1: two workers, each with CUDA_VISIBLE_DEVICES set to its own id."""
+    import gpu_helpers
+
+    from gplace.runtime.parallel import PoolRuntime
+    from gplace.testing import chain, uniform_cluster
+
+    g, c = chain(), uniform_cluster(2)
+    with PoolRuntime(gpu_helpers.VisibleGpus(), gpus_per_worker=1, gpus=["0", "1"]) as pool:
+        assert pool.workers == 2
+        seen = dict(m.reason.split(":") for m in pool.measure_many(g, c, [Placement.single(g, 0)] * 6))
+    assert sorted(seen.values()) == ["0", "1"], seen  # two processes, one GPU each, never the same
+    with pytest.raises(ValueError, match="need 4 GPUs; there are 2"):
+        PoolRuntime(gpu_helpers.VisibleGpus(), workers=2, gpus_per_worker=2, gpus=["0", "1"])
+
+
+def test_a_worker_left_unusable_is_replaced() -> None:
+    """After a measurement that kills its CUDA context, the worker exits on its next placement, which a fresh
+    worker measures: only the placement that broke it fails."""
+    import gpu_helpers
+
+    from gplace.runtime.parallel import PoolRuntime
+
+    g = _tiny_graph()
+    c = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    placements = [Placement.for_graph(g, [1] + [0] * (g.num_ops - 1)), Placement.single(g, 0),
+                  Placement.single(g, 0)]
+    with PoolRuntime(gpu_helpers.StickyError(), workers=1) as pool:
+        got = pool.measure_many(g, c, placements)
+    assert [m.ok for m in got] == [False, True, True], [m.reason for m in got]
+    assert "illegal memory access" in got[0].reason
