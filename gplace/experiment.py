@@ -69,6 +69,7 @@ def place(
     from gplace.runtime import Simulator
 
     runtime = runtime or Simulator()
+    runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
     trainer = trainer or ReinforceTrainer()
     encoder = encoder or LSTMEncoder()
     policy = policy or Seq2SeqPolicy

@@ -12,6 +12,11 @@ import numpy as np
 from gplace.ir import Cluster, OpGraph, Placement
 
 
+class ClusterMismatchError(ValueError):
+    """The cluster cannot run on this machine (a device it lacks, two cluster devices on one GPU); the message
+    names the devices. Raised by :meth:`Runtime.check_cluster`, before a search."""
+
+
 @dataclass(frozen=True, eq=False)
 class Measurement:
     """What a runtime reports for one placement.
@@ -63,6 +68,11 @@ class Runtime(abc.ABC):
         """Measure one step of ``graph`` placed by ``placement`` on ``cluster``."""
         placement.validate(graph, cluster)
         return self._measure(graph, cluster, placement)
+
+    def check_cluster(self, cluster: Cluster) -> None:
+        """Raise :class:`ClusterMismatchError` when ``cluster`` cannot run here; a model-based runtime accepts
+        any cluster. Call it once, before a search, so that a wrong cluster fails up front."""
+        return None
 
     def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
         """Measure several placements (in order); runtimes that can evaluate in parallel override this."""

@@ -27,6 +27,16 @@ Failures
     measurement (``"timed out ..."``): a hung call cannot be cancelled, so the workers are killed and replaced,
     and the placements they were measuring are measured again one at a time. Nothing here raises into the
     search except an invalid placement.
+    A worker whose runtime reports after a failed measurement that it can no longer run (``usable()`` is
+    false: a sticky CUDA error, such as an illegal address, kills the CUDA context for the life of the process)
+    exits when it gets its next placement, so that placement is measured again in a fresh worker.
+GPUs
+    With ``gpus_per_worker=g``, worker ``i`` sees only GPUs ``i*g`` to ``i*g + g - 1`` of ``gpus`` (by default the
+    GPUs this process sees): ``CUDA_VISIBLE_DEVICES`` is set in the worker before anything touches CUDA, so its
+    ``cuda:0`` is its own first GPU and a cluster's ``/GPU:0``..``/GPU:{g-1}`` are its own. ``workers`` defaults
+    to ``len(gpus) // g``. Without it every worker sees every GPU, so concurrent measurements share (and slow)
+    the same GPUs and each worker opens a CUDA context on each; the pool warns when a cluster has GPUs and
+    more than one worker measures it that way.
 Timing
     Workers share the machine: real measurements taken concurrently on the same CPU cores slow each other
     down (see ``benchmarks/parallel.md``). A pool pays off for real runtimes when each worker has devices of
@@ -88,11 +98,16 @@ class PoolRuntime(RuntimeWrapper):
         timeout: seconds one placement may run in a worker before it is a failed measurement and the workers
             are replaced; worker start-up is not counted. Placements go to the workers at most ``workers`` at a
             time, so that each is timed from when a worker takes it. (default: None: no limit)
+        gpus_per_worker: GPUs each worker gets to itself (see the module docstring). (default: None: all GPUs
+            visible to every worker)
+        gpus: the GPU ids (``CUDA_VISIBLE_DEVICES`` entries) to share out. (default: None: this process's
+            ``CUDA_VISIBLE_DEVICES``, else every GPU torch sees)
     """
 
     def __init__(
         self, runtime: Runtime, workers: int | None = None, context: Literal["spawn", "forkserver"] = "spawn",
-        threads_per_worker: int | None = None, timeout: float | None = None,
+        threads_per_worker: int | None = None, timeout: float | None = None, gpus_per_worker: int | None = None,
+        gpus: Sequence[str | int] | None = None,
     ) -> None:
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
@@ -103,7 +118,10 @@ class PoolRuntime(RuntimeWrapper):
         if threads_per_worker is not None and threads_per_worker < 1:
             raise ValueError(f"threads_per_worker must be >= 1, got {threads_per_worker}")
         super().__init__(runtime)
-        self.workers = workers or _usable_cpus()
+        self.gpus_per_worker, self.gpus = gpus_per_worker, gpus
+        self._gpu_sets = _gpu_sets(gpus_per_worker, gpus, workers)
+        self.workers = workers or (len(self._gpu_sets) if self._gpu_sets else _usable_cpus())
+        self._warned_shared = False
         self.context = context
         self.threads_per_worker = threads_per_worker
         self.timeout = timeout
@@ -122,6 +140,7 @@ class PoolRuntime(RuntimeWrapper):
         path = self._payload(key, graph, cluster)
         if path is None:
             return [self.runtime.measure(graph, cluster, p) for p in placements]
+        self._warn_shared_gpus(cluster)
         task = (key, str(path))
         results = self._run(task, placements)
         broken = [i for i, r in enumerate(results) if isinstance(r, BrokenProcessPool)]
@@ -186,6 +205,14 @@ class PoolRuntime(RuntimeWrapper):
                 self.id, f"worker process died while measuring this placement ({error_summary(result)})")
         return result
 
+    def _warn_shared_gpus(self, cluster: Cluster) -> None:
+        if self._warned_shared or self._gpu_sets or self.workers < 2:
+            return
+        if any(d.kind.lower() == "gpu" or "GPU" in d.name.upper() for d in cluster.devices):
+            self._warned_shared = True
+            logger.warning("%d workers measure a cluster with GPUs, each seeing every GPU: concurrent measurements "
+                           "share them; give each its own with gpus_per_worker", self.workers)
+
     def _as_measurement(self, result: Measurement | BaseException) -> Measurement:
         if isinstance(result, Measurement):
             return result
@@ -196,9 +223,13 @@ class PoolRuntime(RuntimeWrapper):
     # ------------------------------------------------------------------ pool and payloads
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
+            context = multiprocessing.get_context(self.context)
+            gpu_sets = context.Queue() if self._gpu_sets else None
+            for ids in self._gpu_sets:
+                gpu_sets.put(ids)
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context(self.context),
-                initializer=_start_worker, initargs=(self._runtime_blob, self.threads_per_worker),
+                self.workers, mp_context=context,
+                initializer=_start_worker, initargs=(self._runtime_blob, self.threads_per_worker, gpu_sets),
             )
             logger.debug("started a pool of %d %s workers for %s", self.workers, self.context, self.id)
             if self.timeout is not None:
@@ -266,6 +297,30 @@ class PoolRuntime(RuntimeWrapper):
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the settings and the inner runtime, not the pool or its files."""
         return {**self.__dict__, "_pool": None, "_dir": None, "_payloads": {}, "_finalizer": None}
+
+
+def _gpu_sets(per_worker: int | None, gpus: Sequence[str | int] | None, workers: int | None) -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` value of each worker (empty without ``per_worker``)."""
+    if per_worker is None:
+        return []
+    if per_worker < 1:
+        raise ValueError(f"gpus_per_worker must be >= 1, got {per_worker}")
+    ids = [str(g) for g in gpus] if gpus is not None else _visible_gpus()
+    count = workers if workers is not None else len(ids) // per_worker
+    if count < 1 or count * per_worker > len(ids):
+        raise ValueError(f"{count or 1} worker(s) x {per_worker} GPU(s) need {(count or 1) * per_worker} GPUs; "
+                         f"there are {len(ids)}: {ids}")
+    return [",".join(ids[i * per_worker:(i + 1) * per_worker]) for i in range(count)]
+
+
+def _visible_gpus() -> list[str]:
+    """This process's GPU ids: ``CUDA_VISIBLE_DEVICES``, else one per GPU torch sees."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g.strip() for g in visible.split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
 
 
 # ---------------------------------------------------------------------- pickling
@@ -351,19 +406,28 @@ class Worker:
         _limit_threads(threads_per_worker)  # torch may have come with the runtime
         self.max_problems = max_problems
         self.problems: OrderedDict[ProblemKey, tuple[OpGraph, Cluster]] = OrderedDict()
+        self.retired = False
 
     def measure(self, key: ProblemKey, source: Any, devices: np.ndarray) -> Measurement:
         """Measure one placement of the (graph, cluster) ``key``; ``source`` yields the pair if not yet held.
 
-        Never raises: an exception from the runtime becomes a failed measurement naming it.
+        Never raises: an exception from the runtime becomes a failed measurement naming it. After a failure that
+        left the runtime unusable (its ``usable()`` is false), the next call ends the process instead, so that
+        the pool or Ray replaces the worker and measures that placement again.
         """
+        if self.retired:
+            logger.warning("worker %d exits: its runtime became unusable", os.getpid())
+            os._exit(_RETIRED)
         try:
             graph, cluster = self._problem(key, source)
-            return self.runtime.measure(graph, cluster, Placement(devices, graph.fingerprint))
+            m = self.runtime.measure(graph, cluster, Placement(devices, graph.fingerprint))
         except Exception as err:  # a runtime that breaks the contract must not end the search
             logger.debug("measurement raised in worker %d", os.getpid(), exc_info=True)
             what = f"{type(self.runtime).__name__} raised {type(err).__name__} in a worker"
-            return Measurement.failure(self.runtime.id, f"{what}: {error_summary(err)}")
+            m = Measurement.failure(self.runtime.id, f"{what}: {error_summary(err)}")
+        usable = getattr(self.runtime, "usable", None)
+        self.retired = not m.ok and usable is not None and not usable()
+        return m
 
     def _problem(self, key: ProblemKey, source: Any) -> tuple[OpGraph, Cluster]:
         problem = self.problems.get(key)
@@ -383,8 +447,15 @@ _worker: Worker | None = None
 """The worker of this process (set by the pool's initializer; ``None`` in the calling process)."""
 
 
-def _start_worker(runtime_blob: bytes, threads_per_worker: int | None) -> None:
+_RETIRED = 75
+"""Exit status of a worker whose runtime became unusable."""
+
+
+def _start_worker(runtime_blob: bytes, threads_per_worker: int | None, gpu_sets: Any = None) -> None:
+    """Take this worker's GPUs (before anything touches CUDA), then load the runtime."""
     global _worker
+    if gpu_sets is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu_sets.get(timeout=60)
     _worker = Worker(runtime_blob, threads_per_worker)
 
 

@@ -60,17 +60,21 @@ from gplace.importers.onnx import OnnxSource
 from gplace.importers.torch_export import TorchSource
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import error_summary
-from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 from gplace.runtime.synthetic import synthesised
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Plan", "Step", "TorchRunError", "TorchRuntime", "execute_step", "op_name_of", "torch_device"]
+__all__ = ["Plan", "Step", "TorchRunError", "TorchRuntime", "cluster_problems", "execute_step", "op_name_of",
+           "torch_device"]
 
 _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
 """``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
 
 _STATE_KINDS = frozenset({"PARAMETER", "BUFFER", "CONSTANT_TENSOR"})
+
+Known = Mapping[str, Mapping[int, Any]]
+"""Call name -> {argument position: host value} for shape-like inputs known when the step is planned."""
 
 
 class TorchRunError(RuntimeError):
@@ -114,13 +118,17 @@ class TorchRuntime(Runtime):
         time_limit: seconds a measurement may take, set-up and warm-up included. (default: 60.0)
         device_map: cluster device name -> torch device string, overriding the default mapping, e.g.
             ``{"/CPU:0": "cpu", "/CPU:1": "cpu"}``. (default: None)
+        enforce_memory: limit each CUDA device's caching allocator to its cluster device's ``memory``
+            (``torch.cuda.set_per_process_memory_fraction``), so that a placement that would not fit the modelled
+            device fails as out of memory on a larger card. (default: False)
     """
 
     id = "torch-v1"
     deterministic = False
 
     def __init__(
-        self, steps: int = 5, warmup: int = 2, time_limit: float = 60.0, device_map: Mapping[str, str] | None = None
+        self, steps: int = 5, warmup: int = 2, time_limit: float = 60.0, device_map: Mapping[str, str] | None = None,
+        enforce_memory: bool = False,
     ) -> None:
         if steps < 1 or warmup < 0:
             raise ValueError(f"need steps >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
@@ -128,7 +136,14 @@ class TorchRuntime(Runtime):
             raise ValueError(f"time_limit must be > 0, got {time_limit}")
         self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
         self.device_map = {name: _parse_device(name, value) for name, value in (device_map or {}).items()}
+        self.enforce_memory = enforce_memory
         self._values: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
+        self._stream_pairs: dict[torch.device, tuple[Any, Any]] = {}
+        self._checked: set[str] = set()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Settings only: no cached values or CUDA streams."""
+        return {**self.__dict__, "_values": OrderedDict(), "_stream_pairs": {}, "_checked": set()}
 
     def run(
         self, graph: OpGraph, cluster: Cluster, placement: Placement,
@@ -163,29 +178,45 @@ class TorchRuntime(Runtime):
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         deadline = time.perf_counter() + self.time_limit
+        self._warn_once(cluster)
         try:
             with torch.no_grad():
                 plan = self.plan(graph, cluster, placement, None)
-                times, moved = self._time_steps(plan, deadline)
+                times, moved, base = self._time_steps(plan, deadline)
+                return self._success(plan, cluster, times, moved, base)
         except TorchRunError as err:
             reason = str(err)
         except torch.OutOfMemoryError as err:  # one no step wrapped, e.g. raised when synchronising
             reason = f"out of memory: {error_summary(err)}"
-        else:
-            return self._success(plan, cluster, times, moved)
+        except Exception as err:  # a CUDA error outside any op (a dead context): a failure, never raised
+            reason = f"CUDA error outside the ops: {type(err).__name__}: {error_summary(err)}"
         logger.debug("measurement of %r failed: %s", graph.name, reason)
         _release()  # the failed step's tensors went with the exception
         return Measurement.failure(self.id, reason)
 
-    def _success(self, plan: Plan, cluster: Cluster, times: list[float], moved: int) -> Measurement:
+    def usable(self) -> bool:
+        """Whether CUDA still works in this process (a sticky error, such as an illegal address or a device-side
+        assert, leaves the context unusable until the process exits; a pool replaces such a worker)."""
+        if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+            return True
+        try:
+            for index in range(torch.cuda.device_count()):
+                torch.cuda.synchronize(index)
+        except Exception:  # the sticky error again
+            return False
+        return True
+
+    def _success(
+        self, plan: Plan, cluster: Cluster, times: list[float], moved: int, base: Mapping[torch.device, int],
+    ) -> Measurement:
         median, spread = _step_statistics(times)
         return Measurement(ok=True, step_time=median, runtime=self.id, bytes_moved=moved, spread=spread,
-                           peak_memory=_peak_memory(plan, cluster))
+                           peak_memory=_peak_memory(plan, cluster, base))
 
-    def _time_steps(self, plan: Plan, deadline: float) -> tuple[list[float], int]:
-        """Wall times of the timed steps, and the bytes one step moves between cluster devices."""
-        total, times, moved = self.warmup + self.steps, [], 0
-        _reset_peaks(plan)
+    def _time_steps(self, plan: Plan, deadline: float) -> tuple[list[float], int, dict[torch.device, int]]:
+        """Wall times of the timed steps, the bytes one step moves between cluster devices, and the bytes each
+        CUDA device held when the peaks were reset (after the warm-up steps, which allocate library workspaces)."""
+        total, times, moved, base = self.warmup + self.steps, [], 0, _reset_peaks(plan)
         for k in range(total):
             start = time.perf_counter()
             try:
@@ -198,25 +229,51 @@ class TorchRuntime(Runtime):
             _synchronize(plan)
             if k >= self.warmup:
                 times.append(time.perf_counter() - start)
-        return times, moved
+            if k + 1 == self.warmup:
+                base = _reset_peaks(plan)
+        return times, moved, base
 
     # ------------------------------------------------------------------ set-up
     def plan(self, graph: OpGraph, cluster: Cluster, placement: Placement, inputs: Any) -> Plan:
-        gm, values = self._program(graph, inputs)
+        gm, values, known = self._program(graph, inputs)
         devices = self._devices(cluster, placement)
         homes = _homes(gm, graph, placement.devices.tolist())
-        return _build_plan(gm, homes, devices, cluster.device_names, values)
+        self._cap_memory(cluster, devices)
+        plan = _build_plan(gm, homes, devices, cluster.device_names, values, known)
+        plan.streams, plan.copy_streams = self._streams(plan.device_set)
+        _synchronize(plan)
+        return plan
 
-    def _program(self, graph: OpGraph, inputs: Any) -> tuple[torch.fx.GraphModule, dict[str, Any]]:
-        """The FX program of the graph's source, and the values of its placeholders and attributes."""
+    def _streams(self, devices: frozenset[torch.device]) -> tuple[dict[torch.device, Any], dict[torch.device, Any]]:
+        """A compute and a copy stream per CUDA device, made once per runtime and reused by every measurement
+        (new streams would leave cuBLAS workspaces and stream-bound cached blocks behind each time)."""
+        for dev in devices:
+            if dev.type == "cuda" and dev not in self._stream_pairs:
+                self._stream_pairs[dev] = (torch.cuda.Stream(device=dev), torch.cuda.Stream(device=dev))
+        pairs = {dev: pair for dev, pair in self._stream_pairs.items() if dev in devices}
+        return {d: p[0] for d, p in pairs.items()}, {d: p[1] for d, p in pairs.items()}
+
+    def _cap_memory(self, cluster: Cluster, devices: Mapping[int, torch.device]) -> None:
+        """With ``enforce_memory``, limit each CUDA device to its cluster device's ``memory``."""
+        if not self.enforce_memory:
+            return
+        for d, dev in devices.items():
+            if dev.type == "cuda":
+                total = torch.cuda.get_device_properties(dev).total_memory
+                torch.cuda.set_per_process_memory_fraction(min(1.0, cluster.devices[d].memory / total), dev)
+
+    def _program(self, graph: OpGraph, inputs: Any) -> tuple[torch.fx.GraphModule, dict[str, Any], Known]:
+        """The FX program of the graph's source, the values of its placeholders and attributes, and the host
+        values of the inputs its calls read on the host (ONNX programs only)."""
         source = graph.source
         if isinstance(source, TorchSource):
             gm = _graph_module(source)
             values = self._cached(source.program, lambda: _program_values(source, gm))
-            return gm, {**values, **_given_inputs(source, gm, inputs)}
+            return gm, {**values, **_given_inputs(source, gm, inputs)}, {}
         if isinstance(source, OnnxSource):
             program = self._cached(source.model, lambda: _onnx_program(source, graph))
-            return program.module, {**program.values, **program.given(inputs)}
+            given = program.given(inputs)
+            return program.module, {**program.values, **given}, program.known(given)
         raise TorchRunError(
             f"graph {graph.name!r} has no torch program to run (its source is {type(source).__name__}); "
             "TorchRuntime runs graphs imported by gplace.importers.torch_export.from_torch or "
@@ -224,7 +281,8 @@ class TorchRuntime(Runtime):
         )
 
     def _devices(self, cluster: Cluster, placement: Placement) -> dict[int, torch.device]:
-        """Cluster device index -> torch device, for the devices the placement uses; checks they exist."""
+        """Cluster device index -> torch device, for the devices the placement uses; checks they exist and that
+        no two share a GPU unless ``device_map`` says so."""
         devices = {}
         for d in sorted(set(placement.devices.tolist())):
             name = cluster.devices[d].name
@@ -235,7 +293,27 @@ class TorchRuntime(Runtime):
             problem = _unavailable(devices[d])
             if problem:
                 raise TorchRunError(f"device {name} ({devices[d]}) is not available ({problem})")
+        shared = _shared_gpus({cluster.devices[d].name: dev for d, dev in devices.items()}, self.device_map)
+        if shared:
+            raise TorchRunError(shared[0])
         return devices
+
+    def check_cluster(self, cluster: Cluster) -> None:
+        """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
+        torch device or to one this machine lacks, and every GPU two cluster devices share without a
+        ``device_map`` entry saying so (call it once, before a search; measurements fail on such devices)."""
+        problems = cluster_problems(cluster, self.device_map)
+        if problems:
+            raise ClusterMismatchError(f"cluster {cluster.name!r} does not fit this machine: " + "; ".join(problems))
+
+    def _warn_once(self, cluster: Cluster) -> None:
+        if cluster.fingerprint in self._checked:
+            return
+        self._checked.add(cluster.fingerprint)
+        problems = cluster_problems(cluster, self.device_map)
+        if problems:
+            logger.warning("cluster %r does not fit this machine (placements using these devices fail): %s",
+                           cluster.name, "; ".join(problems))
 
     def _cached(self, owner: Any, make: Callable[[], Any]) -> Any:
         """``make()`` cached per program (``owner``): its host values, or an ONNX model's converted program."""
@@ -252,6 +330,36 @@ class TorchRuntime(Runtime):
 
 
 # ---------------------------------------------------------------------- devices
+def cluster_problems(cluster: Cluster, device_map: Mapping[str, str] | None = None) -> list[str]:
+    """What keeps ``cluster`` from running here under ``torch-v1``: devices that map to no torch device or to one
+    this machine lacks, and GPUs shared by two cluster devices without a ``device_map`` entry for each."""
+    problems, mapped = [], {}
+    missing: dict[str, list[str]] = {}
+    for device in cluster.devices:
+        try:
+            mapped[device.name] = torch_device(device.name, device_map)
+        except ValueError as err:
+            problems.append(str(err))
+            continue
+        why = _unavailable(mapped[device.name])
+        if why:
+            missing.setdefault(why, []).append(f"{device.name} ({mapped[device.name]})")
+    problems += [f"{', '.join(names)} not available ({why})" for why, names in missing.items()]
+    return problems + _shared_gpus(mapped, device_map)
+
+
+def _shared_gpus(mapped: Mapping[str, torch.device], device_map: Mapping[str, str] | None) -> list[str]:
+    """A message per CUDA device that several cluster devices map to, unless ``device_map`` names them all."""
+    owners: dict[torch.device, list[str]] = {}
+    for name, dev in mapped.items():
+        if dev.type == "cuda":
+            owners.setdefault(dev, []).append(name)
+    explicit = device_map or {}
+    return [f"{' and '.join(names)} all map to {dev}: give each its own GPU, or share it on purpose with "
+            "device_map entries for each" for dev, names in owners.items()
+            if len(names) > 1 and not all(n in explicit for n in names)]
+
+
 def _unavailable(device: torch.device) -> str:
     """Why ``device`` cannot be used, or ``""``."""
     if device.type == "cpu":
@@ -397,7 +505,11 @@ class Plan:
     outputs: Any
     """The output node's argument (a structure of nodes)."""
     streams: dict[torch.device, Any] = field(default_factory=dict)
-    """One CUDA stream per CUDA device."""
+    """The compute stream of each CUDA device."""
+    copy_streams: dict[torch.device, Any] = field(default_factory=dict)
+    """The copy stream of each CUDA device: copies into it and out of it run there."""
+    host_readers: dict[str, frozenset[torch.device]] = field(default_factory=dict)
+    """Call name -> the CPU devices reading its value, for calls on CUDA devices: sent as soon as it is made."""
 
     @cached_property
     def device_set(self) -> frozenset[torch.device]:
@@ -436,7 +548,7 @@ def op_name_of(node: torch.fx.Node) -> str:
 
 def _build_plan(
     gm: torch.fx.GraphModule, homes: dict[str, int], devices: dict[int, torch.device],
-    names: Sequence[str], values: dict[str, Any],
+    names: Sequence[str], values: dict[str, Any], known: Known,
 ) -> Plan:
     torch_devices = {d: devices[d] for d in sorted(set(homes.values()))}
     labels = {d: f"{names[d]} ({dev})" for d, dev in torch_devices.items()}
@@ -444,16 +556,29 @@ def _build_plan(
     cross = _cross_device_roots(gm, homes, torch_devices, roots)
     last = _last_readers(gm)
     calls = [
-        _Call(node, homes[node.name], *_retarget(node, torch_devices[homes[node.name]]),
+        _Call(node, homes[node.name], *_retarget(node, torch_devices[homes[node.name]], known.get(node.name, {})),
               free=tuple(last.get(node.name, ())), event=node.name in cross)
         for node in gm.graph.nodes if node.op == "call_function"
     ]
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     plan = Plan(calls, homes, roots, torch_devices, labels, {}, output.args[0])
     plan.initial = _place_values(gm, homes, torch_devices, labels, values)
-    plan.streams = {dev: torch.cuda.Stream(device=dev) for dev in plan.device_set if dev.type == "cuda"}
-    _synchronize(plan)
+    plan.host_readers = _host_readers(gm, homes, torch_devices)
     return plan
+
+
+def _host_readers(
+    gm: torch.fx.GraphModule, homes: dict[str, int], devices: dict[int, torch.device],
+) -> dict[str, frozenset[torch.device]]:
+    readers: dict[str, set[torch.device]] = {}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or devices[homes[node.name]].type != "cuda":
+            continue
+        for user in node.users:
+            dst = devices.get(homes.get(user.name, -1))
+            if dst is not None and dst.type == "cpu":
+                readers.setdefault(node.name, set()).add(dst)
+    return {name: frozenset(cpus) for name, cpus in readers.items()}
 
 
 def _roots(gm: torch.fx.GraphModule) -> dict[str, str]:
@@ -494,12 +619,14 @@ def _last_readers(gm: torch.fx.GraphModule) -> dict[str, list[str]]:
     return freed
 
 
-def _retarget(node: torch.fx.Node, device: torch.device) -> tuple[tuple, dict]:
-    """The node's arguments with every ``torch.device`` replaced by ``device`` (factory ops follow placement)."""
+def _retarget(node: torch.fx.Node, device: torch.device, known: Mapping[int, Any]) -> tuple[tuple, dict]:
+    """The node's arguments with every ``torch.device`` replaced by ``device`` (factory ops follow placement) and
+    the arguments in ``known`` (position -> value) replaced by their values."""
     def swap(value: Any) -> Any:
         return device if isinstance(value, torch.device) else value
 
-    return map_aggregate(node.args, swap), map_aggregate(node.kwargs, swap)
+    args = tuple(known.get(i, arg) for i, arg in enumerate(node.args))
+    return map_aggregate(args, swap), map_aggregate(node.kwargs, swap)
 
 
 def _place_values(
@@ -563,6 +690,8 @@ class Step:
                 self.env[node.name] = node.target(*args, **kwargs)
                 if call.event and stream is not None:
                     self.events[node.name] = stream.record_event()
+            for cpu in plan.host_readers.get(node.name, ()):
+                self.copies[node.name, cpu] = self.send_to_host(self.env[node.name], device, self.events[node.name])
         except Exception as err:  # an op may raise anything
             what = f"op {op_name_of(node)!r} ({node.meta.get('onnx_op_type', node.target)})"
             raise _failure(err, what, plan.labels[call.device]) from err
@@ -581,31 +710,44 @@ class Step:
         dst, home = plan.torch_devices[device], plan.torch_devices[src]
         if dst == home:
             return value
-        if (name, dst) not in self.copies:
-            try:
+        try:
+            if (name, dst) not in self.copies:
                 self.copies[name, dst] = self.copy(value, home, dst, self.events.get(plan.roots[name]))
-            except Exception as err:  # OutOfMemoryError and CUDA errors
-                raise _failure(err, f"copying {name!r} from {plan.labels[src]}", plan.labels[device]) from err
-        return self.copies[name, dst]
+            return _arrived(self.copies[name, dst])
+        except Exception as err:  # OutOfMemoryError and CUDA errors
+            raise _failure(err, f"copying {name!r} from {plan.labels[src]}", plan.labels[device]) from err
 
     def copy(self, value: Any, src: torch.device, dst: torch.device, event: Any) -> Any:
-        """``value`` copied to ``dst``, ordered after its producer on the CUDA streams involved."""
-        streams = self.plan.streams
-        if src.type == "cuda" and dst.type == "cuda":
-            stream = streams[dst]
-            if event is not None:
-                stream.wait_event(event)
-            with torch.cuda.stream(stream):
-                out = _to(value, dst, non_blocking=True)
-            _record_stream(value, stream)  # the source block stays allocated until the copy ran
-            return out
-        if src.type == "cuda":  # to the host: blocks until the producer's stream got there
-            with torch.cuda.stream(streams[src]):
-                return _to(value, dst)
-        if dst.type == "cuda":
-            with torch.cuda.stream(streams[dst]):
-                return _to(value, dst, non_blocking=True)
-        return _to(value, dst)
+        """``value`` copied to ``dst`` on the copy streams, after its producer's ``event``; the destination's
+        compute stream waits for the copy (an event), nothing else does."""
+        if src.type == "cuda" and dst.type == "cpu":
+            return self.send_to_host(value, src, event)
+        if dst.type != "cuda":
+            return _to(value, dst)
+        copies, compute = self.plan.copy_streams, self.plan.streams
+        inbound = copies[dst]
+        outbound = copies[src] if src.type == "cuda" else inbound
+        if event is not None:
+            outbound.wait_event(event)
+        with torch.cuda.stream(outbound), torch.cuda.stream(inbound):  # torch copies between GPUs on the source's
+            out = _to(value, dst, non_blocking=True)                    # current stream, ordered with the dst's
+        if src.type == "cuda":
+            _record_stream(value, outbound)  # the source block stays allocated until the copy ran
+        _record_stream(out, compute[dst])  # allocated on the copy stream, read on the compute stream
+        compute[dst].wait_event(inbound.record_event())
+        return out
+
+    def send_to_host(self, value: Any, src: torch.device, event: Any) -> _HostCopy:
+        """Start copying ``value`` into pinned host memory on ``src``'s copy stream, after ``event``; the host
+        waits for it only when a CPU op reads it (:func:`_arrived`), so other devices' launches go on."""
+        stream = self.plan.copy_streams[src]
+        if event is not None:
+            stream.wait_event(event)
+        with torch.cuda.stream(stream):
+            out = pytree.tree_map_only(torch.Tensor, _pinned_copy, value)
+            done = stream.record_event()
+        _record_stream(value, stream)
+        return _HostCopy(out, done)
 
     def free(self, names: tuple[str, ...]) -> None:
         """Drop values (and their copies) no later call reads."""
@@ -613,6 +755,26 @@ class Step:
             self.env.pop(name, None)
             for device in self.plan.device_set:
                 self.copies.pop((name, device), None)
+
+
+@dataclass(frozen=True)
+class _HostCopy:
+    """A copy to pinned host memory that may still be running; ``done`` is recorded after it."""
+
+    value: Any
+    done: Any
+
+
+def _arrived(copy: Any) -> Any:
+    """A copy's value, once it is there (waits for a :class:`_HostCopy`)."""
+    if isinstance(copy, _HostCopy):
+        copy.done.synchronize()
+        return copy.value
+    return copy
+
+
+def _pinned_copy(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True)
 
 
 def _to(value: Any, device: torch.device, non_blocking: bool = False) -> Any:
@@ -653,29 +815,38 @@ def _synchronize(plan: Plan) -> None:
             raise _failure(err, "the step", label) from err
 
 
-def _reset_peaks(plan: Plan) -> None:
+def _reset_peaks(plan: Plan) -> dict[torch.device, int]:
+    """Reset each CUDA device's peak statistics; returns the bytes allocated on each at that moment."""
+    base = {}
     for device in plan.streams:
         torch.cuda.reset_peak_memory_stats(device)
+        base[device] = torch.cuda.memory_allocated(device)
+    return base
 
 
-def _peak_memory(plan: Plan, cluster: Cluster) -> np.ndarray | None:
-    """(D,) peak bytes allocated per device when each device in use is a CUDA device of its own, else ``None``.
-
-    Devices the placement leaves unused report 0.
+def _peak_memory(plan: Plan, cluster: Cluster, base: Mapping[torch.device, int]) -> np.ndarray | None:
+    """(D,) peak bytes per device when each device in use is a CUDA device of its own, else ``None``: the
+    placement's inputs and parameters on the device plus the most a timed step allocated above what the device
+    held before it (so neither other programs' tensors nor library workspaces count). Unused devices report 0.
     """
     used = list(plan.torch_devices.values())
     if any(dev.type != "cuda" for dev in used) or len(set(used)) < len(used):
         return None
     peaks = np.zeros(cluster.num_devices, dtype=np.int64)
     for d, dev in plan.torch_devices.items():
-        peaks[d] = torch.cuda.max_memory_allocated(dev)
+        held = sum(_nbytes(v) for name, v in plan.initial.items() if plan.homes[name] == d)
+        peaks[d] = held + torch.cuda.max_memory_allocated(dev) - base.get(dev, 0)
     return peaks
 
 
 def _release() -> None:
-    """After a failure, hand cached CUDA blocks back so that the next measurement starts clean."""
+    """After a failure, hand cached CUDA blocks back so that the next measurement starts clean (not possible
+    after a sticky CUDA error, which makes every CUDA call fail: then nothing is done)."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
+        try:
+            torch.cuda.empty_cache()
+        except Exception:  # a dead context; the pool replaces the worker (TorchRuntime.usable)
+            logger.warning("CUDA is unusable in this process after a failed measurement")
 
 
 def _step_statistics(times: Sequence[float]) -> tuple[float, float]:

@@ -28,6 +28,10 @@ class RuntimeWrapper(Runtime):
         """The inner runtime's determinism."""
         return self.runtime.deterministic
 
+    def check_cluster(self, cluster: Cluster) -> None:
+        """The inner runtime's check."""
+        self.runtime.check_cluster(cluster)
+
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         return self._measure_batch(graph, cluster, [placement])[0]
 

@@ -591,3 +591,33 @@ def test_measure_and_conformance_on_an_onnx_graph() -> None:
     placements = [Placement.single(g, 0), Placement.single(g, 1), Placement.for_graph(g, [i % 2 for i in range(n)])]
     measurements = check_runtime(RUNTIME, g, CLUSTER, placements)
     assert all(mm.ok for mm in measurements)
+
+
+# ---------------------------------------------------------------------- host reads
+@pytest.mark.parametrize("name", ["transformer", "lstm"])
+def test_constant_shape_inputs_are_not_read_on_the_host_during_steps(name: str) -> None:
+    """The exported transformer's 38 and the bi-LSTM's 10 shape-like inputs are known at plan time: measuring
+    reads none of them on the host (on a GPU each read would wait for a stream), and outputs are unchanged."""
+    from gplace.runtime.onnx.ops import host_reads
+
+    module, x = _exported_models()[name]
+    g = from_onnx(_export(module, x))
+    placement = _random_placement(g)
+    before = host_reads()
+    m = RUNTIME.measure(g, CLUSTER, placement)
+    assert m.ok and host_reads() == before, (m.reason, host_reads() - before)
+    want = _ort(_export(module, x), {"x": x.numpy()})
+    _assert_same(RUNTIME.run(g, CLUSTER, placement, inputs=[x]), want)
+    known = onnx_program(g.source, g).known({})
+    assert sum(map(len, known.values())) == {"transformer": 38, "lstm": 10}[name]
+
+
+def test_a_shape_computed_from_input_data_is_read_each_step() -> None:
+    """The counter can fail: a Reshape whose shape is a graph input is read on the host once per step."""
+    from gplace.runtime.onnx.ops import host_reads
+
+    model = _model([_node("Reshape", ["x", "s"], ["y"])], {"x": _rand(2, 3), "s": _i64(3, 2)}, ["y"])
+    g = from_onnx(model)
+    before = host_reads()
+    m = TorchRuntime(steps=2, warmup=1).measure(g, CLUSTER, Placement.single(g, 0))
+    assert m.ok and host_reads() - before == 3

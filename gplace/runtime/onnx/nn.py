@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gplace.runtime.onnx.ops import Attrs, Converter, outputs
+from gplace.runtime.onnx.ops import Attrs, Converter, Known, as_ints, host_list, host_tensor, outputs, reads_on_host
 
 __all__ = ["CONVERTERS"]
 
@@ -72,17 +72,19 @@ def _pad_index(size: int, begin: int, end: int, mode: str, device: torch.device)
     return torch.where(i >= size, period - i, i)
 
 
+@reads_on_host("pads", "value", "axes")
 def _pad(x: torch.Tensor, pads: Any = None, value: Any = None, axes: Any = None, *, mode: str,
          attr_pads: list[int] | None, attr_value: float) -> torch.Tensor:
     """``pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...]`` over ``axes`` (all by default); negative crops."""
-    pads = [int(v) for v in pads.tolist()] if pads is not None else attr_pads
-    axes = [int(a) % x.ndim for a in axes.tolist()] if axes is not None else list(range(x.ndim))
+    pads = as_ints(pads) if pads is not None else attr_pads
+    axes = [a % x.ndim for a in as_ints(axes)] if axes is not None else list(range(x.ndim))
     n = len(axes)
     begin, end = [0] * x.ndim, [0] * x.ndim
     for k, axis in enumerate(axes):
         begin[axis], end[axis] = pads[k], pads[n + k]
     if mode == "constant":
-        fill = attr_value if value is None or not value.numel() else value.reshape(-1)[0].item()
+        fill = host_list(value) if value is not None else []
+        fill = fill[0] if fill else attr_value
         return F.pad(x, _torch_pads(begin, end), value=fill)
     for axis in range(x.ndim):
         if begin[axis] or end[axis]:
@@ -439,8 +441,8 @@ def _resize_targets(x: torch.Tensor, scales: Any, sizes: Any, axes: list[int] | 
                     policy: str) -> tuple[list[int], list[float]]:
     axes = [a + x.ndim if a < 0 else a for a in axes] if axes else list(range(x.ndim))
     outs, factors = list(x.shape), [1.0] * x.ndim
-    if sizes is not None and sizes.numel():
-        wanted = [int(v) for v in sizes.tolist()]
+    wanted = as_ints(sizes) if sizes is not None else []
+    if wanted:
         ratios = [w / x.shape[a] for w, a in zip(wanted, axes, strict=True)]
         if policy != "stretch":
             ratio = (min if policy == "not_larger" else max)(ratios)
@@ -449,15 +451,17 @@ def _resize_targets(x: torch.Tensor, scales: Any, sizes: Any, axes: list[int] | 
         for a, w, ratio in zip(axes, wanted, ratios, strict=True):
             outs[a], factors[a] = w, ratio
         return outs, factors
-    for a, s in zip(axes, scales.tolist(), strict=True):
+    for a, s in zip(axes, host_list(scales), strict=True):
         outs[a], factors[a] = int(math.floor(x.shape[a] * s)), float(s)
     return outs, factors
 
 
+@reads_on_host("scales", "sizes")
 def _resize(x: torch.Tensor, roi: Any = None, scales: Any = None, sizes: Any = None, *, options: dict[str, Any],
             axes: list[int] | None, policy: str) -> torch.Tensor:
     """Output sizes from ``sizes`` or ``floor(in * scale)``; each changed axis resampled in turn."""
-    if scales is not None and not scales.numel():
+    scales = Known(host_tensor(scales)) if scales is not None else None  # read once
+    if scales is not None and not scales.value.numel():
         scales = None
     outs, factors = _resize_targets(x, scales, sizes, axes, policy)
     for axis, (out, factor) in enumerate(zip(outs, factors, strict=True)):
@@ -466,8 +470,9 @@ def _resize(x: torch.Tensor, roi: Any = None, scales: Any = None, sizes: Any = N
     return x
 
 
+@reads_on_host("scales")
 def _upsample(x: torch.Tensor, scales: Any = None, *, options: dict[str, Any], attr_scales: list[float] | None) -> Any:
-    factors = scales if scales is not None else torch.tensor(attr_scales)
+    factors = scales if scales is not None else Known(torch.tensor(attr_scales))
     return _resize(x, None, factors, None, options=options, axes=None, policy="stretch")
 
 

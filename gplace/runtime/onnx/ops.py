@@ -23,8 +23,10 @@ output gets a tuple. The other tables: :mod:`gplace.runtime.onnx.shape` (shape a
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,7 +35,8 @@ import torch.nn.functional as F
 
 from gplace.ir import UnsupportedGraphError
 
-__all__ = ["CONVERTERS", "Attrs", "Converter", "as_ints", "constant_value", "norm_axis", "outputs", "plain",
+__all__ = ["CONVERTERS", "Attrs", "Converter", "Known", "as_ints", "as_scalar", "constant_value", "host_inputs",
+           "host_list", "host_reads", "host_tensor", "norm_axis", "outputs", "plain", "reads_on_host",
            "sparse_to_dense", "tensor_from_proto", "torch_dtype", "with_attrs"]
 
 Converter = Callable[["Attrs"], tuple[Callable[..., Any], dict[str, Any]]]
@@ -181,11 +184,70 @@ def _ravel(indices: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
     return (indices * torch.tensor(strides, dtype=indices.dtype)).sum(-1)
 
 
-# ---------------------------------------------------------------------- helpers used at run time
-def as_ints(value: torch.Tensor | Sequence[int] | None) -> list[int] | None:
+# ---------------------------------------------------------------------- host reads
+@dataclass(frozen=True, eq=False)
+class Known:
+    """A shape-like input whose value was computed on the host when the step was planned.
+
+    :func:`~gplace.runtime.onnx.program.known_inputs` finds such inputs; the executor passes them in place of
+    the tensor, so that no step reads a device tensor on the host (on a GPU: waits for its stream).
+    """
+
+    value: torch.Tensor
+    """On the host."""
+
+
+_host_reads = [0]
+
+
+def host_reads() -> int:
+    """How many device tensors the op functions have read on the host so far in this process."""
+    return _host_reads[0]
+
+
+def host_tensor(value: torch.Tensor | Known) -> torch.Tensor:
+    """A shape-like input on the host: a :class:`Known`'s value, else the tensor read (counted by
+    :func:`host_reads`)."""
+    if isinstance(value, Known):
+        return value.value
+    read = value.cpu()
+    _host_reads[0] += 1
+    return read
+
+
+def host_list(value: torch.Tensor | Known) -> list[Any]:
+    """The flat values of a shape-like input, as Python numbers."""
+    return host_tensor(value).reshape(-1).tolist()
+
+
+def as_ints(value: torch.Tensor | Known | Sequence[int] | None) -> list[int] | None:
+    """Integers of a shape-like input (an attribute's list passes through)."""
     if value is None:
         return None
-    return [int(v) for v in (value.reshape(-1).tolist() if isinstance(value, torch.Tensor) else value)]
+    return [int(v) for v in (host_list(value) if isinstance(value, torch.Tensor | Known) else value)]
+
+
+def as_scalar(value: torch.Tensor | Known) -> Any:
+    """The first value of a shape-like input."""
+    return host_list(value)[0]
+
+
+def reads_on_host(*params: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark the parameters an op function reads on the host (shape-like inputs); see :func:`host_inputs`."""
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        names = list(inspect.signature(fn).parameters)
+        fn.host_inputs = frozenset(names.index(p) for p in params)  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def host_inputs(fn: Any) -> frozenset[int]:
+    """Positions of the arguments ``fn`` reads on the host."""
+    return getattr(fn, "host_inputs", frozenset())
+
+
+# ---------------------------------------------------------------------- helpers used at run time
 
 
 def norm_axis(axis: int, rank: int) -> int:
@@ -388,6 +450,7 @@ _REDUCE: dict[str, Callable[[torch.Tensor, list[int], bool], torch.Tensor]] = {
 }
 
 
+@reads_on_host("axes")
 def _reduce(x: torch.Tensor, axes: Any = None, *, kind: str, attr_axes: list[int] | None, keepdims: int,
             noop_with_empty_axes: int) -> torch.Tensor:
     """Axes from the input (newer opsets) or the attribute; none means all, or nothing with ``noop``."""

@@ -35,7 +35,7 @@ import operator
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,8 @@ from gplace.runtime.onnx import nn as onnx_nn
 from gplace.runtime.onnx import ops as onnx_ops
 from gplace.runtime.onnx import rnn as onnx_rnn
 from gplace.runtime.onnx import shape as onnx_shape
-from gplace.runtime.onnx.ops import Attrs, constant_value, sparse_to_dense, tensor_from_proto, torch_dtype
+from gplace.runtime.onnx.known import known_inputs
+from gplace.runtime.onnx.ops import Attrs, Known, constant_value, sparse_to_dense, tensor_from_proto, torch_dtype
 from gplace.runtime.synthetic import synthesised
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,18 @@ class OnnxProgram:
     """ONNX tensor name (graph input or initialiser) -> placeholder node name."""
     inputs: tuple[str, ...]
     """The graph inputs that are not initialisers, in order."""
+    _known: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def known(self, given: Mapping[str, torch.Tensor]) -> dict[str, dict[int, Known]]:
+        """Call name -> {argument position: host value} for the shape-like inputs known before a step runs,
+        with the placeholder values ``given`` (see :mod:`gplace.runtime.onnx.known`); cached without them."""
+        if not given and "" in self._known:
+            return self._known[""]
+        data = {self.placeholders[name] for name in self.inputs}
+        found = known_inputs(self.module, {**self.values, **given}, data)
+        if not given:
+            self._known[""] = found
+        return found
 
     def given(self, inputs: Mapping[str, Any] | Sequence[Any] | Any | None) -> dict[str, torch.Tensor]:
         """Placeholder name -> value for ``inputs`` given by ONNX name, or in graph-input order.

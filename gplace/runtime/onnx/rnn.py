@@ -16,15 +16,15 @@ from typing import Any
 
 import torch
 
-from gplace.runtime.onnx.ops import Attrs, Converter, outputs
+from gplace.runtime.onnx.ops import Attrs, Converter, host_list, outputs, reads_on_host
 
 __all__ = ["CONVERTERS"]
 
 _ACTIVATIONS = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu}
 
 
-def _check_lengths(sequence_lens: torch.Tensor | None, steps: int) -> None:
-    if sequence_lens is not None and bool((sequence_lens != steps).any()):
+def _check_lengths(sequence_lens: Any, steps: int) -> None:
+    if sequence_lens is not None and any(n != steps for n in host_list(sequence_lens)):
         raise ValueError("sequence_lens shorter than the sequence are not supported")
 
 
@@ -98,16 +98,19 @@ def _rnn_cell(gx: torch.Tensor, state: list[torch.Tensor], r: torch.Tensor, bias
     return [acts[0](_clip(gx + h @ r.T + bias, o))]
 
 
+@reads_on_host("sequence_lens")
 def _lstm(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor, b: Any = None, sequence_lens: Any = None,
           initial_h: Any = None, initial_c: Any = None, p: Any = None, *, options: dict[str, Any]) -> Any:
     return _recurrent(x, w, r, b, sequence_lens, [initial_h, initial_c], _lstm_cell, {**options, "peepholes": p})
 
 
+@reads_on_host("sequence_lens")
 def _gru(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor, b: Any = None, sequence_lens: Any = None,
          initial_h: Any = None, *, options: dict[str, Any]) -> Any:
     return _recurrent(x, w, r, b, sequence_lens, [initial_h], _gru_cell, options)
 
 
+@reads_on_host("sequence_lens")
 def _rnn(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor, b: Any = None, sequence_lens: Any = None,
          initial_h: Any = None, *, options: dict[str, Any]) -> Any:
     return _recurrent(x, w, r, b, sequence_lens, [initial_h], _rnn_cell, options)

@@ -1,7 +1,9 @@
 """ONNX shape and indexing operators as torch functions (conventions of :mod:`gplace.runtime.onnx.ops`).
 
 - **Shape-like inputs** (``Reshape``'s shape, ``Slice``'s starts and ends, ``Squeeze`` axes, ``Split`` sizes,
-  ``Expand``, ``Tile``, ...) are read with ``.tolist()`` when the op runs; older opsets give them as attributes.
+  ``Expand``, ``Tile``, ...) are marked with :func:`~gplace.runtime.onnx.ops.reads_on_host`: a value known when
+  the step is planned comes as a :class:`~gplace.runtime.onnx.ops.Known`, any other is read from its device when
+  the op runs; older opsets give them as attributes.
 - ``Reshape``: a 0 copies the input's dimension unless ``allowzero``; one -1 is inferred.
 - ``Slice``: starts and ends clamp to ``[0, dim]`` for a positive step and ``[-1, dim - 1]`` for a negative one
   (huge and negative bounds included); negative steps walk backwards.
@@ -19,12 +21,28 @@ from typing import Any
 
 import torch
 
-from gplace.runtime.onnx.ops import Attrs, Converter, as_ints, norm_axis, outputs, plain, torch_dtype, with_attrs
+from gplace.runtime.onnx.ops import (
+    Attrs,
+    Converter,
+    as_ints,
+    as_scalar,
+    host_tensor,
+    norm_axis,
+    outputs,
+    plain,
+    reads_on_host,
+    torch_dtype,
+    with_attrs,
+)
 
 __all__ = ["CONVERTERS"]
 
+_HOST = torch.device("cpu")
+"""The ``device=`` of factory ops; the executor replaces it with the device the op is placed on."""
+
 
 # ---------------------------------------------------------------------- shapes
+@reads_on_host("shape")
 def _reshape(x: torch.Tensor, shape: Any = None, *, attr_shape: list[int] | None, allowzero: int) -> torch.Tensor:
     """A 0 copies the input's dimension (unless ``allowzero``); one -1 is inferred."""
     dims = as_ints(shape) if shape is not None else attr_shape
@@ -42,6 +60,7 @@ def _transpose(x: torch.Tensor, *, perm: list[int] | None) -> torch.Tensor:
     return x.permute(perm if perm is not None else list(reversed(range(x.ndim))))
 
 
+@reads_on_host("axes")
 def _squeeze(x: torch.Tensor, axes: Any = None, *, attr_axes: list[int] | None) -> torch.Tensor:
     dims = as_ints(axes) if axes is not None else attr_axes
     if dims is None:
@@ -49,6 +68,7 @@ def _squeeze(x: torch.Tensor, axes: Any = None, *, attr_axes: list[int] | None) 
     return x.squeeze(tuple(norm_axis(d, x.ndim) for d in dims))
 
 
+@reads_on_host("axes")
 def _unsqueeze(x: torch.Tensor, axes: Any = None, *, attr_axes: list[int] | None) -> torch.Tensor:
     """Negative axes count from the end of the output."""
     dims = as_ints(axes) if axes is not None else attr_axes
@@ -62,6 +82,7 @@ def _concat(*xs: torch.Tensor, axis: int) -> torch.Tensor:
     return torch.cat(xs, axis)
 
 
+@reads_on_host("split")
 def _split(x: torch.Tensor, split: Any = None, *, axis: int, attr_split: list[int] | None,
            num_outputs: int | None, outputs_: int) -> Any:
     """Sizes from the input or attribute, else ``num_outputs`` (or one per output) chunks of ``ceil``."""
@@ -87,6 +108,7 @@ def _slice_bounds(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
     return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
 
 
+@reads_on_host("starts", "ends", "axes", "steps")
 def _slice(x: torch.Tensor, starts: Any = None, ends: Any = None, axes: Any = None, steps: Any = None, *,
            attr_starts: list[int] | None, attr_ends: list[int] | None, attr_axes: list[int] | None) -> torch.Tensor:
     """Starts and ends from the inputs (opset 10 on) or the attributes; negative steps walk backwards."""
@@ -109,37 +131,48 @@ def _slice_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
     return _slice, {"attr_starts": a.get("starts"), "attr_ends": a.get("ends"), "attr_axes": a.get("axes")}
 
 
-def _expand(x: torch.Tensor, shape: torch.Tensor) -> torch.Tensor:
+@reads_on_host("shape")
+def _expand(x: torch.Tensor, shape: Any) -> torch.Tensor:
     return x.expand(torch.broadcast_shapes(x.shape, tuple(as_ints(shape))))
 
 
-def _tile(x: torch.Tensor, repeats: torch.Tensor) -> torch.Tensor:
+@reads_on_host("repeats")
+def _tile(x: torch.Tensor, repeats: Any) -> torch.Tensor:
     return x.repeat(as_ints(repeats))
 
 
 def _shape(x: torch.Tensor, *, start: int, end: int | None) -> torch.Tensor:
-    return torch.tensor(x.shape[start:end], dtype=torch.int64, device=x.device)
+    return _from_host(torch.tensor(x.shape[start:end], dtype=torch.int64), x.device)
 
 
 def _size(x: torch.Tensor) -> torch.Tensor:
-    return torch.tensor(x.numel(), dtype=torch.int64, device=x.device)
+    return _from_host(torch.tensor(x.numel(), dtype=torch.int64), x.device)
+
+
+def _from_host(value: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A small host tensor on ``device``; from pageable memory a non-blocking copy is staged at once, without
+    synchronising the device."""
+    return value.to(device, non_blocking=True)
 
 
 
 
-def _constant_of_shape(shape: torch.Tensor, *, value: Any, dtype: torch.dtype) -> torch.Tensor:
-    return torch.full(as_ints(shape), value, dtype=dtype, device=shape.device)
+@reads_on_host("shape")
+def _constant_of_shape(shape: Any, *, value: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.full(as_ints(shape), value, dtype=dtype, device=device)
 
 
 def _constant_of_shape_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
     value = a.get("value")
     if value is None:
-        return _constant_of_shape, {"value": 0.0, "dtype": torch.float32}
-    return _constant_of_shape, {"value": value.reshape(-1)[0].item(), "dtype": value.dtype}
+        return _constant_of_shape, {"value": 0.0, "dtype": torch.float32, "device": _HOST}
+    return _constant_of_shape, {"value": value.reshape(-1)[0].item(), "dtype": value.dtype, "device": _HOST}
 
 
-def _range(start: torch.Tensor, limit: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-    return torch.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype, device=start.device)
+@reads_on_host("start", "limit", "delta")
+def _range(start: Any, limit: Any, delta: Any, *, device: torch.device) -> torch.Tensor:
+    bounds = [as_scalar(v) for v in (start, limit, delta)]
+    return torch.arange(*bounds, dtype=host_tensor(start).dtype, device=device)
 
 
 def _eye_like(x: torch.Tensor, *, dtype: torch.dtype | None, k: int) -> torch.Tensor:
@@ -153,8 +186,9 @@ def _eye_like_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
     return _eye_like, {"dtype": None if dtype is None else torch_dtype(dtype, a), "k": a.get("k", 0)}
 
 
+@reads_on_host("k")
 def _trilu(x: torch.Tensor, k: Any = None, *, upper: int) -> torch.Tensor:
-    diagonal = 0 if k is None else int(k)
+    diagonal = 0 if k is None else int(as_scalar(k))
     return torch.triu(x, diagonal) if upper else torch.tril(x, diagonal)
 
 
@@ -227,8 +261,9 @@ def _scatter_nd(x: torch.Tensor, indices: torch.Tensor, updates: torch.Tensor, *
     return out
 
 
-def _top_k(x: torch.Tensor, k: torch.Tensor, *, axis: int, largest: int, sorted_: int) -> tuple[Any, Any]:
-    values, indices = torch.topk(x, int(k.reshape(-1)[0]), norm_axis(axis, x.ndim), largest=bool(largest), sorted=True)
+@reads_on_host("k")
+def _top_k(x: torch.Tensor, k: Any, *, axis: int, largest: int, sorted_: int) -> tuple[Any, Any]:
+    values, indices = torch.topk(x, int(as_scalar(k)), norm_axis(axis, x.ndim), largest=bool(largest), sorted=True)
     return values, indices
 
 
@@ -238,8 +273,9 @@ def _top_k_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
     return _top_k, {"axis": a.get("axis", -1), "largest": a.get("largest", 1), "sorted_": a.get("sorted", 1)}
 
 
-def _one_hot(indices: torch.Tensor, depth: torch.Tensor, values: torch.Tensor, *, axis: int) -> torch.Tensor:
-    d = int(depth.reshape(-1)[0])
+@reads_on_host("depth")
+def _one_hot(indices: torch.Tensor, depth: Any, values: torch.Tensor, *, axis: int) -> torch.Tensor:
+    d = int(as_scalar(depth))
     index = _positive(indices, d)
     hot = index.unsqueeze(-1) == torch.arange(d, device=index.device)
     out = torch.where(hot, values[1], values[0])
@@ -250,8 +286,9 @@ def _non_zero(x: torch.Tensor) -> torch.Tensor:
     return torch.nonzero(x).T.contiguous()
 
 
-def _cum_sum(x: torch.Tensor, axis: torch.Tensor, *, exclusive: int, reverse: int) -> torch.Tensor:
-    dim = norm_axis(int(axis), x.ndim)
+@reads_on_host("axis")
+def _cum_sum(x: torch.Tensor, axis: Any, *, exclusive: int, reverse: int) -> torch.Tensor:
+    dim = norm_axis(int(as_scalar(axis)), x.ndim)
     y = x.flip(dim) if reverse else x
     out = torch.cumsum(y, dim)
     out = out - y if exclusive else out
@@ -260,7 +297,8 @@ def _cum_sum(x: torch.Tensor, axis: torch.Tensor, *, exclusive: int, reverse: in
 
 CONVERTERS: dict[str, Converter] = {
     **{name: plain(fn) for name, fn in {
-        "Expand": _expand, "Tile": _tile, "Size": _size, "Range": _range, "NonZero": _non_zero}.items()},
+        "Expand": _expand, "Tile": _tile, "Size": _size, "NonZero": _non_zero}.items()},
+    "Range": lambda a: (_range, {"device": _HOST}),
     "Reshape": with_attrs(_reshape, attr_shape=("shape", None), allowzero=("allowzero", 0)),
     "Flatten": with_attrs(_flatten, axis=("axis", 1)),
     "Transpose": with_attrs(_transpose, perm=("perm", None)),

@@ -1,0 +1,102 @@
+"""Readiness for a GPU machine, checked on CPU: GPLACE_REQUIRE_GPU=1 makes every skipped gpu test fail."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gplace.ir import Cluster, Device, Placement
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_required_gpu_turns_skips_into_failures() -> None:
+    """Under GPLACE_REQUIRE_GPU=1 each gpu-marked torch-v1 test fails here (no CUDA), naming the variable."""
+    env = {**os.environ, "GPLACE_REQUIRE_GPU": "1", "PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu", "-rfE",
+            "tests/runtime/test_torch_runtime.py"]
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    failed = sum(int(n) for n in re.findall(r"(\d+) (?:failed|errors?)\b", out))  # a skip at set-up is an error
+    assert failed >= 5 and not re.search(r"\d+ (?:passed|skipped)", out), out
+    assert "GPLACE_REQUIRE_GPU=1, but this gpu test was skipped: Skipped: needs a CUDA device" in out, out
+
+
+# ---------------------------------------------------------------------- a cluster that does not fit (finding 7)
+def _tiny_graph():
+    from gplace.importers.torch_export import from_torch
+
+    return from_torch(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+
+
+def test_a_cluster_larger_than_the_machine_is_rejected_up_front_naming_the_devices() -> None:
+    """check_cluster names every missing GPU and every GPU two task devices share; place() calls it first."""
+    from gplace.experiment import place
+    from gplace.ir import Cluster, Device
+    from gplace.runtime.base import ClusterMismatchError
+    from gplace.runtime.torch_runtime import TorchRuntime
+
+    devices = [Device("/CPU:0", "cpu"), Device("/GPU:99", "gpu"), Device("/job:w/task:0/device:GPU:0", "gpu"),
+               Device("/job:w/task:1/device:GPU:0", "gpu")]
+    cluster = Cluster.build(devices, default_bandwidth=1e9, name="too-big")
+    with pytest.raises(ClusterMismatchError) as raised:
+        TorchRuntime().check_cluster(cluster)
+    message = str(raised.value)
+    assert message.startswith("cluster 'too-big' does not fit this machine: ") and "/GPU:99 (cuda:99)" in message
+    assert "/job:w/task:0/device:GPU:0 and /job:w/task:1/device:GPU:0 all map to cuda:0" in message
+    with pytest.raises(ClusterMismatchError, match="/GPU:99"):
+        place(_tiny_graph(), cluster, runtime=TorchRuntime())
+
+
+def test_sharing_a_gpu_on_purpose_and_cpu_clusters_pass() -> None:
+    """device_map entries for both devices make sharing deliberate; logical CPUs always fit."""
+    from gplace.ir import Cluster, Device
+    from gplace.runtime.torch_runtime import TorchRuntime, cluster_problems
+
+    gpus = Cluster.build([Device("/GPU:0", "gpu"), Device("/GPU:1", "gpu")], default_bandwidth=1e9)
+    assert not any("all map to" in p for p in cluster_problems(gpus, {"/GPU:0": "cuda:0", "/GPU:1": "cuda:0"}))
+    assert any("all map to cuda:0" in p for p in cluster_problems(gpus, {"/GPU:1": "cuda:0"}))
+    cpus = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    TorchRuntime().check_cluster(cpus)
+
+
+# ---------------------------------------------------------------------- workers and their GPUs (findings 3, 4, 9)
+def test_pool_workers_each_see_their_own_gpus() -> None:
+    """gpus_per_worker=1 over GPU ids 0 and 1: two workers, each with CUDA_VISIBLE_DEVICES set to its own id."""
+    import gpu_helpers
+
+    from gplace.runtime.parallel import PoolRuntime
+    from gplace.testing import chain, uniform_cluster
+
+    g, c = chain(), uniform_cluster(2)
+    with PoolRuntime(gpu_helpers.VisibleGpus(), gpus_per_worker=1, gpus=["0", "1"]) as pool:
+        assert pool.workers == 2
+        seen = dict(m.reason.split(":") for m in pool.measure_many(g, c, [Placement.single(g, 0)] * 6))
+    assert sorted(seen.values()) == ["0", "1"], seen  # two processes, one GPU each, never the same
+    with pytest.raises(ValueError, match="need 4 GPUs; there are 2"):
+        PoolRuntime(gpu_helpers.VisibleGpus(), workers=2, gpus_per_worker=2, gpus=["0", "1"])
+
+
+def test_a_worker_left_unusable_is_replaced() -> None:
+    """After a measurement that kills its CUDA context, the worker exits on its next placement, which a fresh
+    worker measures: only the placement that broke it fails."""
+    import gpu_helpers
+
+    from gplace.runtime.parallel import PoolRuntime
+
+    g = _tiny_graph()
+    c = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    placements = [Placement.for_graph(g, [1] + [0] * (g.num_ops - 1)), Placement.single(g, 0),
+                  Placement.single(g, 0)]
+    with PoolRuntime(gpu_helpers.StickyError(), workers=1) as pool:
+        got = pool.measure_many(g, c, placements)
+    assert [m.ok for m in got] == [False, True, True], [m.reason for m in got]
+    assert "illegal memory access" in got[0].reason
