@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from gplace.interfaces import Trainer
 from gplace.ir import Cluster, OpGraph, Placement, placement_to_dict, save_json
 from gplace.loggers import Logger
+from gplace.methods import LEARNED, Budget, check_method, make_baseline, policy_file
 from gplace.runtime.base import Measurement, Runtime
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
 log = logging.getLogger(__name__)
+
+_UNBOUNDED_UPDATES = 10**9
+"""Updates of a search bounded by seconds only."""
 
 
 @dataclass
@@ -42,16 +50,27 @@ class PlacementReport:
 
 
 def place(
-    graph: OpGraph, cluster: Cluster, *, encoder: torch.nn.Module | None = None,
+    graph: OpGraph, cluster: Cluster, *, method: str | Path = "learned", budget: float | str | Budget | None = None,
+    seed: int | None = None, encoder: torch.nn.Module | None = None,
     policy: torch.nn.Module | Callable[..., torch.nn.Module] | None = None, runtime: Runtime | None = None,
     trainer: Trainer | None = None, max_groups: int = 256, run_dir: str | Path | None = None,
-    logger: Logger | None = None, warm_start: Placement | None = None,
+    logger: Logger | None = None, warm_start: Placement | str | None = None,
 ) -> PlacementReport:
-    """Learn a placement of ``graph`` on ``cluster`` (defaults: the paper's LSTM policy, the simulator).
+    """Place ``graph`` on ``cluster``: by default, learn a placement (the paper's LSTM policy, the simulator).
+
+    One call for compilers: ``place(graph, cluster, method="heft")``, ``method="pretrained", budget="64
+    samples"``, or ``method="learned", budget=30, seed=0, warm_start="heft"``. The placement is
+    ``report.placement``; it is deterministic for a seed on the simulator.
 
     Args:
         graph: the op graph.
         cluster: the devices.
+        method: ``"learned"`` (train a policy on this graph), a baseline name (``"heft"``, ``"m_etf"``,
+            ``"metis"``, ...), ``"pretrained"`` (the policy file shipped with gplace) or a policy file's path;
+            see :mod:`gplace.methods` (default: ``"learned"``).
+        budget: seconds (``30``, ``"30s"``) or samples (``"500 samples"``) the search may use; for a policy file,
+            samples to draw beside the greedy placement (default: the trainer's own settings; 16 samples).
+        seed: seeds the policy's initial weights, the search and random baselines (default: the trainer's).
         encoder: group encoder (default: :class:`~gplace.encoders.LSTMEncoder`).
         policy: a policy module, or a factory called with ``num_devices`` (default: the seq2seq policy).
         runtime: measures placements (default: :class:`~gplace.runtime.Simulator`).
@@ -60,30 +79,93 @@ def place(
         max_groups: coarsen the graph to at most this many groups (default: 256).
         run_dir: where metrics, checkpoints, ``placement.json`` and ``trace.json`` go; resumes from it.
         logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``).
-        warm_start: a placement to start the search from (e.g. the best baseline's; see
-            :meth:`~gplace.training.ReinforceTrainer.fit`).
+        warm_start: a placement to start the search from, or a baseline's name (e.g. ``"heft"``); see
+            :meth:`~gplace.training.ReinforceTrainer.fit`. The result is never slower than it.
+
+    Raises:
+        ValueError: an unknown method or baseline, or a malformed budget.
+        FileNotFoundError: ``method`` is a path with no file.
     """
+    from gplace.runtime import Simulator
+
+    check_method(method)
+    runtime = runtime or Simulator()
+    runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
+    budget = None if budget is None else Budget.parse(budget)
+    if isinstance(warm_start, str):
+        warm_start = make_baseline(warm_start, seed or 0).place(graph, cluster)
+    baselines = single_device_baselines(graph, cluster, runtime)
+    if method in LEARNED:
+        result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,
+                        run_dir, logger, warm_start)
+        result = _no_worse_than(result, warm_start, graph, cluster, runtime)
+    else:
+        result = _place_once(graph, cluster, method, runtime, budget, seed or 0)
+    report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result)
+    if run_dir is not None:
+        write_report(report, run_dir)
+    return report
+
+
+def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module | None, policy: Any, runtime: Runtime,
+           trainer: Trainer, max_groups: int, run_dir: str | Path | None, logger: Logger | None,
+           warm_start: Placement | None) -> TrainResult:
+    """Train a policy on ``graph`` (the paper's search); its best placement."""
     from gplace.encoders import LSTMEncoder
     from gplace.placer import PolicyPlacer
     from gplace.policies import Seq2SeqPolicy
-    from gplace.runtime import Simulator
 
-    runtime = runtime or Simulator()
-    runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
-    trainer = trainer or ReinforceTrainer()
     encoder = encoder or LSTMEncoder()
     policy = policy or Seq2SeqPolicy
     if not isinstance(policy, torch.nn.Module):
         policy = policy(num_devices=cluster.num_devices)
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
     log.info("placing %s (%d ops, %d groups) on %s", graph.name, graph.num_ops, placer.num_groups, cluster.name)
+    return trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger, warm_start=warm_start)
 
-    baselines = single_device_baselines(graph, cluster, runtime)
-    result = trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger, warm_start=warm_start)
-    report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result)
-    if run_dir is not None:
-        write_report(report, run_dir)
-    return report
+
+def _no_worse_than(result: TrainResult, warm_start: Placement | None, graph: OpGraph, cluster: Cluster,
+                   runtime: Runtime) -> TrainResult:
+    """``result``, or the warm start in its place where that measures faster (the search groups ops, so it may
+    not reach the warm start exactly)."""
+    if warm_start is None:
+        return result
+    m = runtime.measure(graph, cluster, warm_start)
+    if not (m.ok and m.step_time < result.best_measurement.step_time):
+        return result
+    return dataclasses.replace(result, best_placement=warm_start, best_measurement=m)
+
+
+def _budgeted(trainer: Trainer | None, budget: Budget | None, seed: int | None) -> Trainer:
+    """``trainer`` (default: REINFORCE) with the budget and seed applied; seeds torch for the initial weights."""
+    trainer = trainer or ReinforceTrainer()
+    if seed is not None:
+        torch.manual_seed(seed)
+    changes: dict[str, Any] = {} if seed is None else {"seed": seed}
+    if budget is not None and budget.samples is not None:
+        changes["updates"] = max(1, math.ceil(budget.samples / trainer.samples_per_update))
+    elif budget is not None:
+        changes.update(max_seconds=budget.seconds, updates=_UNBOUNDED_UPDATES)
+    return dataclasses.replace(trainer, **changes) if changes else trainer
+
+
+def _place_once(graph: OpGraph, cluster: Cluster, method: str | Path, runtime: Runtime, budget: Budget | None,
+                seed: int) -> TrainResult:
+    """A baseline's placement, or a policy file's zero-shot one (fastest of greedy and sampled), measured."""
+    from gplace.pretrained import load_policy, place_zero_shot
+
+    started = time.monotonic()
+    path = policy_file(method)
+    samples = 0
+    if path is None:
+        placement = make_baseline(str(method), seed).place(graph, cluster)
+    else:
+        samples = 16 if budget is None or budget.samples is None else budget.samples
+        encoder, policy, meta = load_policy(path)
+        placement = place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
+                                    max_groups=int(meta.get("max_groups", 256)), seed=seed)
+    measurement = runtime.measure(graph, cluster, placement)
+    return TrainResult(placement, measurement, samples + 1, time.monotonic() - started)
 
 
 def single_device_baselines(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> dict[str, Measurement]:

@@ -1,0 +1,187 @@
+"""Write a placement back into the ONNX model it was imported from (:func:`gplace.from_onnx`).
+
+``onnx`` and ``onnxruntime`` are imported only inside the functions of this module.
+
+- :func:`annotate_onnx`: the model with ONNX's own multi-device fields filled in: ``ModelProto.configuration``
+  names the cluster (one ``DeviceConfigurationProto``: the cluster's name, its device count and device names),
+  and each node's ``device_configurations`` holds one ``NodeDeviceConfigurationProto`` (that configuration, a
+  ``ShardingSpecProto`` per output tensor naming the node's device index, unsharded, and the node's
+  ``pipeline_stage``: its part in run order, see :mod:`gplace.export.parts`). Each node's ``metadata_props``
+  also gets :data:`DEVICE_KEY` (the device's name) and :data:`STAGE_KEY`, for tools that read only metadata.
+- :func:`split_onnx`: one ONNX model per part (one per device where the devices' data flow has no cycle), with
+  the cut tensors as graph inputs and outputs; :func:`run_parts` runs them in order with onnxruntime.
+
+The model written is the imported one: input dimensions that were dynamic carry the shapes given to
+``from_onnx``, and inferred shapes are recorded in ``value_info``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gplace.export.parts import Part, device_parts, part_of
+from gplace.importers.onnx import OnnxSource
+from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
+
+DEVICE_KEY = "pkg.gplace.device"
+"""``metadata_props`` key holding a node's device name."""
+STAGE_KEY = "pkg.gplace.stage"
+"""``metadata_props`` key holding a node's stage (its part in run order)."""
+
+
+@dataclass(frozen=True)
+class OnnxPart:
+    """One device's share of the model: a runnable ONNX model reading and writing named tensors."""
+
+    device: str
+    """Cluster device name."""
+    model: Any
+    """``onnx.ModelProto``: the part's nodes, the initialisers they read, cut tensors as inputs and outputs."""
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def annotate_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> Any:
+    """A copy of ``graph``'s ONNX model with every node's device and stage written in (module docstring).
+
+    Raises:
+        UnsupportedGraphError: ``graph`` was not imported from ONNX.
+        InvalidPlacementError: the placement is not for ``graph`` and ``cluster`` (names the op and device).
+    """
+    import onnx
+
+    source = _source(graph)
+    stage = _node_stages(graph, cluster, placement, source)
+    model = onnx.ModelProto()
+    model.CopyFrom(source.model)
+    del model.configuration[:]
+    model.configuration.add(name=cluster.name, num_devices=cluster.num_devices, device=list(cluster.device_names))
+    devices = placement.devices
+    for op, k in source.node_index.items():
+        node, d = model.graph.node[k], int(devices[graph.op_index[op]])
+        del node.device_configurations[:]
+        config = node.device_configurations.add(configuration_id=cluster.name, pipeline_stage=stage[op])
+        for tensor in node.output:
+            if tensor:
+                config.sharding_spec.add(tensor_name=tensor, device=[d])
+        _set_metadata(node, {DEVICE_KEY: cluster.device_names[d], STAGE_KEY: str(stage[op])})
+    return model
+
+
+def split_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> list[OnnxPart]:
+    """One ONNX model per part of the placed graph, in run order (see :mod:`gplace.export.parts`).
+
+    Each part holds its nodes (in the model's order), the initialisers they read, the tensors it reads from
+    earlier parts or the model's inputs as graph inputs, and the tensors later parts or the model's outputs read
+    as graph outputs.
+
+    Raises:
+        UnsupportedGraphError: ``graph`` was not imported from ONNX, or a cut tensor has no known type.
+        InvalidPlacementError: the placement is not for ``graph`` and ``cluster``.
+    """
+    source = _source(graph)
+    parts = _parts(graph, cluster, placement, source)
+    owner = part_of(parts, graph.num_ops)
+    nodes_of: list[list[int]] = [[] for _ in parts]
+    for op, k in source.node_index.items():
+        nodes_of[owner[graph.op_index[op]]].append(k)
+    g = source.model.graph
+    produced_in = {t: owner[graph.op_index[op]] for op, k in source.node_index.items() for t in g.node[k].output}
+    readers: dict[str, set[int]] = {}
+    for k, node_ids in enumerate(nodes_of):
+        for n in node_ids:
+            for t in g.node[n].input:
+                readers.setdefault(t, set()).add(k)
+    model_outputs = {v.name for v in g.output}
+    out = []
+    for k, node_ids in enumerate(nodes_of):
+        if not node_ids:
+            continue
+        outputs = sorted(t for t, p in produced_in.items() if p == k and (
+            t in model_outputs or readers.get(t, set()) - {k}))
+        out.append(_part_model(source.model, sorted(node_ids), outputs, cluster.device_names[parts[k].device]))
+    return out
+
+
+def run_parts(parts: list[OnnxPart], feeds: Mapping[str, np.ndarray], outputs: list[str] | None = None,
+              ) -> dict[str, np.ndarray]:
+    """Run ``parts`` in order with onnxruntime (CPU), passing cut tensors along.
+
+    Args:
+        parts: from :func:`split_onnx`.
+        feeds: the model's inputs by name.
+        outputs: tensor names to return (default: every part's outputs).
+
+    Raises:
+        UnsupportedGraphError: a part reads a tensor no feed or earlier part gives (names it and the part).
+    """
+    import onnxruntime as ort
+
+    values = dict(feeds)
+    for part in parts:
+        missing = [t for t in part.inputs if t not in values]
+        if missing:
+            raise UnsupportedGraphError(f"part on {part.device!r} reads {missing[0]!r}, which no feed or earlier "
+                                        "part gives")
+        session = ort.InferenceSession(part.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        results = session.run(list(part.outputs), {t: values[t] for t in part.inputs})
+        values.update(zip(part.outputs, results, strict=True))
+    names = outputs if outputs is not None else [t for part in parts for t in part.outputs]
+    return {t: values[t] for t in names}
+
+
+# ---------------------------------------------------------------------- helpers
+def _source(graph: OpGraph) -> OnnxSource:
+    if not isinstance(graph.source, OnnxSource):
+        raise UnsupportedGraphError(f"graph {graph.name!r} was not imported from ONNX (gplace.from_onnx); "
+                                    "it has no ONNX model to write a placement into")
+    return graph.source
+
+
+def _node_stages(graph: OpGraph, cluster: Cluster, placement: Placement, source: OnnxSource) -> dict[str, int]:
+    """Op name of each node -> its part's position in run order."""
+    parts = _parts(graph, cluster, placement, source)
+    owner = part_of(parts, graph.num_ops)
+    return {op: parts[owner[graph.op_index[op]]].stage for op in source.node_index}
+
+
+def _parts(graph: OpGraph, cluster: Cluster, placement: Placement, source: OnnxSource) -> list[Part]:
+    """The parts of the model's nodes; graph inputs and shared initialisers go to every part that reads them."""
+    nodes = {graph.op_index[op] for op in source.node_index}
+    return device_parts(graph, cluster, placement, skip=[i for i in range(graph.num_ops) if i not in nodes])
+
+
+def _set_metadata(node: Any, entries: Mapping[str, str]) -> None:
+    """Set ``node.metadata_props`` entries, replacing earlier values of the same keys."""
+    kept = [(p.key, p.value) for p in node.metadata_props if p.key not in entries]
+    del node.metadata_props[:]
+    for key, value in [*kept, *entries.items()]:
+        node.metadata_props.add(key=key, value=value)
+
+
+def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str) -> OnnxPart:
+    """The ONNX model of one part: its nodes, the initialisers they read, and typed inputs and outputs."""
+    import onnx
+
+    g = model.graph
+    nodes = [g.node[n] for n in node_ids]
+    made = {t for node in nodes for t in node.output}
+    initializers = {t.name: t for t in g.initializer}
+    read = list(dict.fromkeys(t for node in nodes for t in node.input if t))
+    inputs = [t for t in read if t not in made and t not in initializers]
+    types = {v.name: v for v in [*g.input, *g.value_info, *g.output]}
+    for t in [*inputs, *outputs]:
+        if t not in types or not types[t].type.HasField("tensor_type"):
+            raise UnsupportedGraphError(f"tensor {t!r} cut between devices has no known type in the model")
+    part_graph = onnx.helper.make_graph(
+        nodes, f"{g.name}_{device}", [types[t] for t in inputs], [types[t] for t in outputs],
+        initializer=[initializers[t] for t in read if t in initializers],
+        value_info=[types[t] for t in made if t in types and t not in outputs],
+    )
+    part = onnx.helper.make_model(part_graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    part.functions.extend(model.functions)
+    return OnnxPart(device, part, tuple(inputs), tuple(outputs))

@@ -1,0 +1,102 @@
+"""Cut a placed graph into per-device parts that run one after another (framework-free).
+
+A part is a set of ops on one device; every edge runs from a part to itself or to a later part, so a runtime
+without multi-device support can run the parts in order, passing the cut tensors along. Where the devices'
+data flow has no cycle (device A never feeds B that feeds A again) there is **one part per device**; otherwise
+ops are split further by *stage*: ``stage(v) = max over inputs u of stage(u) + [device(u) != device(v)]``, and
+a part is one (stage, device) pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import numpy as np
+
+from gplace.ir import Cluster, OpGraph, Placement
+
+
+@dataclass(frozen=True)
+class Part:
+    """Ops on one device that run together; parts run in list order."""
+
+    device: int
+    """Cluster device index."""
+    stage: int
+    """Position in the run order (0, 1, ...)."""
+    ops: tuple[int, ...]
+    """Op indices, in topological order."""
+
+
+def device_parts(graph: OpGraph, cluster: Cluster, placement: Placement, *, skip: Collection[int] = ()
+                 ) -> list[Part]:
+    """The placed graph's parts in run order (see the module docstring); empty devices get none.
+
+    Args:
+        graph: the graph.
+        cluster: the devices.
+        placement: the placement of ``graph`` on ``cluster``.
+        skip: ops in no part, whose edges constrain nothing: values every part is given (graph inputs, weights
+            copied into each part that reads them). (default: none)
+
+    Raises:
+        InvalidPlacementError: the placement does not fit the graph or cluster (names the op and device).
+    """
+    placement.validate(graph, cluster)
+    devices = placement.devices
+    skipped = np.zeros(graph.num_ops, dtype=bool)
+    skipped[list(skip)] = True
+    order = [i for i in graph.topological_order.tolist() if not skipped[i]]
+    edges = graph.edge_index[:, ~(skipped[graph.edge_index[0]] | skipped[graph.edge_index[1]])]
+    device_order = _device_order(edges, devices, order)
+    if device_order is not None:
+        keys = {d: k for k, d in enumerate(device_order)}
+        key = {i: keys[int(devices[i])] for i in order}
+    else:
+        stage = _stages(edges, devices, order)
+        key = {i: stage[i] * cluster.num_devices + int(devices[i]) for i in order}
+    members: dict[int, list[int]] = {}
+    for i in order:
+        members.setdefault(key[i], []).append(i)
+    return [Part(int(devices[ops[0]]), k, tuple(ops)) for k, (_, ops) in enumerate(sorted(members.items()))]
+
+
+def part_of(parts: list[Part], num_ops: int) -> np.ndarray:
+    """(N,) int64 index into ``parts`` of each op (-1 for an op in none)."""
+    out = np.full(num_ops, -1, dtype=np.int64)
+    for k, part in enumerate(parts):
+        out[list(part.ops)] = k
+    return out
+
+
+def _device_order(edges: np.ndarray, devices: np.ndarray, ops: list[int]) -> list[int] | None:
+    """The devices of ``ops`` in an order all cross-device ``edges`` (2, E) follow, or ``None`` if their data
+    flow has a cycle."""
+    src, dst = devices[edges[0]], devices[edges[1]]
+    cross = {(int(a), int(b)) for a, b in zip(src.tolist(), dst.tolist(), strict=True) if a != b}
+    used = sorted({int(devices[i]) for i in ops})
+    indeg = {d: 0 for d in used}
+    for _, b in cross:
+        indeg[b] += 1
+    ready, order = [d for d in used if indeg[d] == 0], []
+    while ready:
+        d = ready.pop(0)
+        order.append(d)
+        for a, b in sorted(cross):
+            if a == d:
+                indeg[b] -= 1
+                if indeg[b] == 0:
+                    ready.append(b)
+    return order if len(order) == len(used) else None
+
+
+def _stages(edges: np.ndarray, devices: np.ndarray, order: list[int]) -> dict[int, int]:
+    """Stage of each op of ``order``: one more than an input's stage where the device changes, else the input's."""
+    inputs: dict[int, list[int]] = {}
+    for u, v in edges.T.tolist():
+        inputs.setdefault(v, []).append(u)
+    stage: dict[int, int] = {}
+    for v in order:
+        stage[v] = max((stage[u] + int(devices[u] != devices[v]) for u in inputs.get(v, ())), default=0)
+    return stage

@@ -1,0 +1,111 @@
+"""What ``gplace.place(method=..., budget=...)`` accepts: baseline names, learned policies, policy files.
+
+- a **baseline** name (:data:`BASELINES`): ``"heft"``, ``"m_etf"``, ``"m_sct"``, ``"m_topo"``, ``"metis"``,
+  ``"round_robin"``, ``"random"``, ``"single"``; placed once, no search;
+- ``"learned"`` (the default): a policy trained on this graph with REINFORCE (the paper's search);
+- ``"pretrained"`` (the policy file shipped in the package, :data:`PRETRAINED`) or the path of a policy file
+  (:func:`gplace.pretrained.save_policy`): placed zero-shot, the fastest of the greedy and sampled placements.
+
+A **budget** is seconds (a number, or ``"30s"``) or samples (``"500 samples"``): the search's wall-time limit,
+or how many placements it may measure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from gplace.interfaces import Placer
+
+PRETRAINED = "list_scheduling_giph.pt"
+"""The policy file shipped in ``gplace/data``: a ``ListSchedulingPolicy`` pretrained on GiPH's synthetic graphs;
+it places any graph on any cluster."""
+
+LEARNED = ("learned",)
+"""Method names that train a policy on the graph."""
+
+
+def baselines() -> dict[str, type[Placer]]:
+    """Baseline name -> placer class (imported on call)."""
+    from gplace.baselines import HEFT, METF, METIS, MSCT, MTopo, RandomPlacer, RoundRobin, SingleDevice
+
+    return {cls.name: cls for cls in (HEFT, METF, MSCT, MTopo, METIS, RoundRobin, RandomPlacer, SingleDevice)}
+
+
+def make_baseline(name: str, seed: int = 0) -> Placer:
+    """The baseline placer called ``name`` (seeded where it draws random numbers).
+
+    Raises:
+        ValueError: no such baseline; the message lists the known ones.
+    """
+    known = baselines()
+    if name not in known:
+        raise ValueError(f"unknown baseline {name!r}; known: {sorted(known)}")
+    cls = known[name]
+    return cls(seed=seed) if name in ("random", "metis") else cls()
+
+
+def pretrained_path() -> Path:
+    """The path of the policy file shipped with gplace (:data:`PRETRAINED`)."""
+    return Path(str(resources.files("gplace.data").joinpath(PRETRAINED)))
+
+
+def policy_file(method: str | Path) -> Path | None:
+    """The policy file ``method`` names (``"pretrained"`` or a path), or ``None`` for a baseline or learned name.
+
+    Raises:
+        FileNotFoundError: ``method`` looks like a path (has a suffix or a slash) but no file is there.
+    """
+    if method == "pretrained":
+        return pretrained_path()
+    path = Path(method)
+    if path.is_file():
+        return path
+    if isinstance(method, Path) or path.suffix or "/" in str(method):
+        raise FileNotFoundError(f"no policy file at {str(method)!r}")
+    return None
+
+
+def check_method(method: str | Path) -> None:
+    """Raise ``ValueError`` naming the accepted methods unless ``method`` is one of them."""
+    if isinstance(method, str) and (method in LEARNED or method in baselines()):
+        return
+    if policy_file(method) is None:
+        raise ValueError(f"unknown method {str(method)!r}; give a baseline {sorted(baselines())}, one of "
+                         f"{list(LEARNED)}, 'pretrained', or the path of a policy file")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A search budget: wall seconds, or placements measured (samples); one of them is set."""
+
+    seconds: float | None = None
+    samples: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.seconds is None) == (self.samples is None):
+            raise ValueError(f"a budget is seconds or samples, not both or neither: {self}")
+        if self.seconds is not None and not (math.isfinite(self.seconds) and self.seconds > 0):
+            raise ValueError(f"budget seconds must be > 0, got {self.seconds}")
+        if self.samples is not None and self.samples < 1:
+            raise ValueError(f"budget samples must be >= 1, got {self.samples}")
+
+    @classmethod
+    def parse(cls, budget: float | str | Budget) -> Budget:
+        """From seconds (``30``, ``"30s"``) or samples (``"500 samples"``).
+
+        >>> Budget.parse("500 samples"), Budget.parse(2.5), Budget.parse("90s")
+        (Budget(seconds=None, samples=500), Budget(seconds=2.5, samples=None), Budget(seconds=90.0, samples=None))
+        """
+        if isinstance(budget, Budget):
+            return budget
+        if isinstance(budget, int | float) and not isinstance(budget, bool):
+            return cls(seconds=float(budget))
+        match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(s|sec|seconds|samples?)\s*", str(budget))
+        if match is None:
+            raise ValueError(f"budget {budget!r} is neither seconds (30, '30s') nor samples ('500 samples')")
+        value, unit = match.groups()
+        return cls(samples=int(float(value))) if unit.startswith("sample") else cls(seconds=float(value))

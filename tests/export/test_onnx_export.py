@@ -1,0 +1,92 @@
+"""ONNX write-back: import, place, annotate / split, run with onnxruntime, same outputs as the whole model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from gplace import InvalidPlacementError, Placement, UnsupportedGraphError, from_onnx  # noqa: E402
+from gplace.export.onnx import DEVICE_KEY, STAGE_KEY, annotate_onnx, run_parts, split_onnx  # noqa: E402
+from gplace.testing import random_dag, uniform_cluster  # noqa: E402
+
+
+def _model() -> onnx.ModelProto:
+    """x -> (MatMul W1 -> Relu) + (MatMul W2 -> Sigmoid) -> MatMul W3 -> y."""
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), f"W{i}") for i in (1, 2, 3)]
+    nodes = [
+        helper.make_node("MatMul", ["x", "W1"], ["a"], name="mm1"),
+        helper.make_node("Relu", ["a"], ["b"], name="relu"),
+        helper.make_node("MatMul", ["x", "W2"], ["c"], name="mm2"),
+        helper.make_node("Sigmoid", ["c"], ["d"], name="sig"),
+        helper.make_node("Add", ["b", "d"], ["e"], name="add"),
+        helper.make_node("MatMul", ["e", "W3"], ["y"], name="mm3"),
+    ]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], initializer=weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _whole(model, x):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(["y"], {"x": x})[0]
+
+
+X = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+ACYCLIC = {"x": "/CPU:0", "mm1": "/CPU:0", "relu": "/CPU:0", "mm2": "/CPU:1", "sig": "/CPU:1", "add": "/CPU:0",
+           "mm3": "/CPU:0"}
+CYCLIC = {**ACYCLIC, "relu": "/CPU:1", "mm3": "/CPU:1"}  # /CPU:0 -> /CPU:1 -> /CPU:0 -> /CPU:1: stages
+
+
+@pytest.fixture(scope="module")
+def imported():
+    return from_onnx(_model()), uniform_cluster(2, kind="cpu")
+
+
+def test_annotated_model_names_each_nodes_device_and_still_runs(imported):
+    graph, cluster = imported
+    placement = Placement.from_names(graph, cluster, ACYCLIC)
+    model = annotate_onnx(graph, cluster, placement)
+    onnx.checker.check_model(model)
+    [config] = model.configuration
+    assert (config.name, config.num_devices, list(config.device)) == (cluster.name, 2, ["/CPU:0", "/CPU:1"])
+    for node in model.graph.node:
+        meta = {p.key: p.value for p in node.metadata_props}
+        assert meta[DEVICE_KEY] == ACYCLIC[node.name]
+        [dc] = node.device_configurations
+        assert dc.configuration_id == cluster.name and str(dc.pipeline_stage) == meta[STAGE_KEY]
+        assert [list(s.device) for s in dc.sharding_spec] == [[cluster.device_names.index(ACYCLIC[node.name])]]
+    np.testing.assert_array_equal(_whole(model, X), _whole(_model(), X))
+    assert not _model().graph.node[0].metadata_props  # the user's model is untouched
+
+
+@pytest.mark.parametrize("mapping, parts", [(ACYCLIC, 2), (CYCLIC, 5)])
+def test_per_device_models_run_in_order_give_the_whole_models_outputs(imported, mapping, parts):
+    graph, cluster = imported
+    split = split_onnx(graph, cluster, Placement.from_names(graph, cluster, mapping))
+    assert len(split) == parts
+    for part in split:
+        onnx.checker.check_model(part.model)
+        assert {mapping[n.name] for n in part.model.graph.node} == {part.device}
+    out = run_parts(split, {"x": X}, outputs=["y"])
+    np.testing.assert_allclose(out["y"], _whole(_model(), X), rtol=1e-6)
+
+
+def test_a_placement_for_another_graph_is_refused_naming_it(imported):
+    graph, cluster = imported
+    other = random_dag(graph.num_ops, seed=0)
+    with pytest.raises(InvalidPlacementError, match="placement was made for graph"):
+        annotate_onnx(graph, cluster, Placement.single(other, 0))
+    with pytest.raises(InvalidPlacementError, match="unknown device '/GPU:7'"):
+        Placement.from_names(graph, cluster, {**ACYCLIC, "add": "/GPU:7"})
+
+
+def test_a_graph_not_from_onnx_is_refused():
+    graph = random_dag(5)
+    with pytest.raises(UnsupportedGraphError, match="not imported from ONNX"):
+        split_onnx(graph, uniform_cluster(2), Placement.single(graph, 0))

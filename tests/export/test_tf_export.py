@@ -1,0 +1,73 @@
+"""TensorFlow write-back: import a tf.function, place it, set NodeDef.device, run it on two CPU devices."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+tf = pytest.importorskip("tensorflow")
+
+from gplace import InvalidPlacementError, Placement, UnsupportedGraphError, from_tensorflow  # noqa: E402
+from gplace.export.tensorflow import place_graph_def, session_config  # noqa: E402
+from gplace.ir import Cluster, Device  # noqa: E402
+from gplace.testing import random_dag  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+RNG = np.random.default_rng(0)
+W1, W2 = RNG.standard_normal((4, 8)).astype(np.float32), RNG.standard_normal((8, 3)).astype(np.float32)
+X = RNG.standard_normal((2, 4)).astype(np.float32)
+
+
+@tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32, name="x")])
+def mlp(x):
+    return tf.matmul(tf.tanh(tf.matmul(x, tf.constant(W1))), tf.constant(W2))
+
+
+@pytest.fixture(scope="module")
+def imported():
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9, name="2xcpu")
+    return from_tensorflow(mlp, name="mlp"), cluster
+
+
+def _alternating(graph):
+    return Placement.for_graph(graph, [i % 2 for i in range(graph.num_ops)])
+
+
+def test_placed_graph_def_runs_on_each_device_with_the_original_outputs(imported):
+    graph, cluster = imported
+    placed = place_graph_def(graph, cluster, _alternating(graph))
+    assert {n.name: n.device for n in placed.node} == {
+        op: f"/device:CPU:{i % 2}" for i, op in enumerate(graph.op_names)}
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        tf.graph_util.import_graph_def(placed, name="")
+    source = graph.source
+    with tf.compat.v1.Session(graph=tf_graph, config=session_config(placed)) as session:
+        options, metadata = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE), \
+            tf.compat.v1.RunMetadata()
+        [out] = session.run(list(source.outputs), {source.inputs[0]: X}, options=options, run_metadata=metadata)
+    ran_on = {s.device.rpartition("/")[2] for s in metadata.step_stats.dev_stats if s.node_stats}
+    assert {"device:CPU:0", "device:CPU:1"} <= ran_on
+    np.testing.assert_allclose(out, mlp(X).numpy(), rtol=1e-5)
+    assert not any(n.device for n in source.graph_def.node)  # the imported GraphDef is untouched
+
+
+def test_bad_placements_and_devices_are_named(imported):
+    graph, cluster = imported
+    with pytest.raises(InvalidPlacementError, match="placement was made for graph"):
+        place_graph_def(graph, cluster, Placement.single(random_dag(graph.num_ops), 0))
+    odd = Cluster.build([Device("/CPU:0", "cpu"), Device("tpu_core", "cpu")], default_bandwidth=1e9)
+    with pytest.raises(InvalidPlacementError, match="'tpu_core' maps to no TensorFlow device"):
+        place_graph_def(graph, odd, _alternating(graph))
+    assert place_graph_def(graph, odd, _alternating(graph), device_map={"tpu_core": "/CPU:1"}).node
+
+
+def test_a_graph_not_from_tensorflow_is_refused():
+    graph = random_dag(4)
+    with pytest.raises(UnsupportedGraphError, match="not imported from TensorFlow"):
+        place_graph_def(graph, Cluster.build([Device("/CPU:0", "cpu")]), Placement.single(graph, 0))

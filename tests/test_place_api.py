@@ -1,0 +1,82 @@
+"""``gplace.place(graph, cluster, method=..., budget=..., seed=...)``: one call for compilers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gplace
+from gplace.methods import Budget, pretrained_path
+from gplace.runtime import Simulator
+from gplace.testing import random_dag, uniform_cluster
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return random_dag(24, seed=3), uniform_cluster(3)
+
+
+@pytest.mark.parametrize("method", ["heft", "m_etf", "m_topo", "metis", "round_robin", "random", "single"])
+def test_every_baseline_name_places_validly(problem, method):
+    graph, cluster = problem
+    report = gplace.place(graph, cluster, method=method, seed=1)
+    report.placement.validate(graph, cluster)
+    assert report.measurement.ok
+    assert report.measurement.step_time == Simulator().measure(graph, cluster, report.placement).step_time
+
+
+def test_the_shipped_policy_is_inside_the_package_and_places_zero_shot(problem):
+    graph, cluster = problem
+    assert pretrained_path().is_file() and "gplace" in pretrained_path().parts
+    a = gplace.place(graph, cluster, method="pretrained", budget="4 samples", seed=0)
+    b = gplace.place(graph, cluster, method=str(pretrained_path()), budget="4 samples", seed=0)
+    assert a.placement == b.placement and a.train.samples == 5
+
+
+def test_learned_with_a_sample_budget_is_deterministic_for_a_seed(problem):
+    graph, cluster = problem
+    runs = [gplace.place(graph, cluster, method="learned", budget="16 samples", seed=7, max_groups=8)
+            for _ in range(2)]
+    assert runs[0].placement == runs[1].placement
+    assert runs[0].train.samples == 16  # 2 updates of 8 samples
+
+
+def test_learned_with_a_warm_start_baseline_is_never_worse_than_it(problem):
+    graph, cluster = problem
+    heft = gplace.place(graph, cluster, method="heft").measurement.step_time
+    learned = gplace.place(graph, cluster, budget="8 samples", seed=0, warm_start="heft", max_groups=8)
+    assert learned.measurement.step_time <= heft
+
+
+def test_a_seconds_budget_bounds_the_search(problem):
+    graph, cluster = problem
+    report = gplace.place(graph, cluster, budget=0.5, seed=0, max_groups=8)
+    assert report.train.seconds < 10 and report.train.samples >= 8
+
+
+def test_the_keyword_form_keeps_working(problem):
+    graph, cluster = problem
+    from gplace.training import ReinforceTrainer
+
+    report = gplace.place(graph, cluster, trainer=ReinforceTrainer(updates=1), max_groups=8)
+    assert report.train.samples == 8 and np.isfinite(report.measurement.step_time)
+
+
+@pytest.mark.parametrize("method, error, match", [
+    ("nonsense", ValueError, "unknown method 'nonsense'"),
+    ("missing/policy.pt", FileNotFoundError, "no policy file at 'missing/policy.pt'"),
+])
+def test_bad_methods_are_named(problem, method, error, match):
+    with pytest.raises(error, match=match):
+        gplace.place(*problem, method=method)
+
+
+@pytest.mark.parametrize("budget", ["ten", "0 samples", -1, "5 minutes"])
+def test_bad_budgets_are_named(problem, budget):
+    with pytest.raises(ValueError, match="budget"):
+        gplace.place(*problem, method="heft", budget=budget)
+
+
+def test_budget_parses_seconds_and_samples():
+    assert Budget.parse("12 samples") == Budget(samples=12)
+    assert Budget.parse("1.5s") == Budget.parse(1.5) == Budget(seconds=1.5)
