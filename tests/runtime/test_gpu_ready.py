@@ -100,3 +100,32 @@ def test_a_worker_left_unusable_is_replaced() -> None:
         got = pool.measure_many(g, c, placements)
     assert [m.ok for m in got] == [False, True, True], [m.reason for m in got]
     assert "illegal memory access" in got[0].reason
+
+
+def test_ray_actors_reserve_their_gpus() -> None:
+    """On a Ray node declaring 2 GPUs, the per-node actor reserves both (Ray shows it CUDA_VISIBLE_DEVICES=0,1
+    instead of none) and actors of {"GPU": 1} get one each."""
+    ray = pytest.importorskip("ray")
+    from gplace.runtime.base import Measurement, Runtime
+    from gplace.runtime.ray_runtime import RayRuntime
+    from gplace.testing import chain, uniform_cluster
+
+    class VisibleGpus(Runtime):  # defined here: travels to the actors by value (cloudpickle)
+        id = "visible-gpus"
+
+        def _measure(self, graph, cluster, placement):
+            return Measurement.failure(self.id, f"{os.getpid()}:{os.environ.get('CUDA_VISIBLE_DEVICES')}")
+
+    if ray.is_initialized():
+        pytest.skip("needs a Ray instance of its own")
+    g, c = chain(), uniform_cluster(2)
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, logging_level="WARNING")
+    try:
+        with RayRuntime(VisibleGpus()) as per_node:
+            (m,) = per_node.measure_many(g, c, [Placement.single(g, 0)])
+        assert m.reason.split(":")[1] == "0,1", m.reason
+        with RayRuntime(VisibleGpus(), resources_per_actor={"GPU": 1}) as per_gpu:
+            got = per_gpu.measure_many(g, c, [Placement.single(g, 0)] * 4)
+        assert sorted({m.reason.split(":")[1] for m in got}) == ["0", "1"], [m.reason for m in got]
+    finally:
+        ray.shutdown()
