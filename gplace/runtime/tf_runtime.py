@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 import statistics
 import time
@@ -103,11 +102,9 @@ def _device_index(device: str) -> tuple[str, int]:
 
 
 def _import_tf() -> Any:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    import tensorflow as tf
+    from gplace.tensorflow_setup import import_tensorflow
 
-    return tf
+    return import_tensorflow()
 
 
 class TensorFlowRuntime(Runtime):
@@ -266,6 +263,7 @@ class TensorFlowRuntime(Runtime):
         optimizer = config.graph_options.optimizer_options
         optimizer.opt_level = tf.compat.v1.OptimizerOptions.L0
         optimizer.do_constant_folding = optimizer.do_common_subexpression_elimination = False
+        optimizer.global_jit_level = tf.compat.v1.OptimizerOptions.OFF  # no XLA auto-clustering, whatever TF_XLA_FLAGS
         config.gpu_options.allow_growth = True
         return config
 

@@ -129,3 +129,20 @@ def test_ray_actors_reserve_their_gpus() -> None:
         assert sorted({m.reason.split(":")[1] for m in got}) == ["0", "1"], [m.reason for m in got]
     finally:
         ray.shutdown()
+
+
+# ---------------------------------------------------------------------- TensorFlow (finding 5, calibration note)
+def test_tensorflow_is_imported_with_memory_growth_and_no_auto_jit() -> None:
+    """Every gplace TensorFlow import asks for memory growth before TF's runtime starts, and tf-v1's sessions
+    turn XLA auto-clustering off."""
+    pytest.importorskip("tensorflow")
+    from gplace.ir import Cluster, Device
+    from gplace.runtime.tf_runtime import TensorFlowRuntime
+    from gplace.tensorflow_setup import import_tensorflow
+
+    tf = import_tensorflow()
+    assert os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert all(tf.config.experimental.get_memory_growth(g) for g in tf.config.list_physical_devices("GPU"))
+    cluster = Cluster.build([Device("/CPU:0", "cpu")], default_bandwidth=1e9)
+    config = TensorFlowRuntime()._config(tf, cluster, {0: "/device:CPU:0"})
+    assert config.graph_options.optimizer_options.global_jit_level == tf.compat.v1.OptimizerOptions.OFF
