@@ -31,6 +31,8 @@ def import_tensorflow() -> Any:
     for gpu in tf.config.list_physical_devices("GPU"):
         try:
             tf.config.experimental.set_memory_growth(gpu, True)
+        except ValueError:  # not a physical device TensorFlow knows
+            continue
         except RuntimeError:  # the runtime started already: growth is what it was then
             if not tf.config.experimental.get_memory_growth(gpu) and not _warned[0]:
                 _warned[0] = True
