@@ -221,7 +221,7 @@ class TorchRuntime(Runtime):
             start = time.perf_counter()
             try:
                 _check_time(deadline)
-                _, moved = execute_step(plan, deadline)
+                moved = execute_step(plan, deadline)[1]  # outputs dropped at once: not held into the next step
             except _TimeUp:
                 raise TorchRunError(
                     f"time limit of {self.time_limit:g} s exceeded after {k} of {total} steps (warm-up included)"
