@@ -28,6 +28,10 @@ Step
 Step time
     The median wall time of ``steps`` ``Session.run`` calls after ``warmup`` ones; ``spread = (max - min) /
     median``.
+Peak memory
+    When every device in use is a GPU of its own: the peak of each GPU's allocator over the timed steps
+    (``tf.config.experimental.reset_memory_stats`` after the warm-up, ``get_memory_info``); the allocator is the
+    process's, so anything else TensorFlow holds on that GPU counts too. Otherwise ``None``.
 Failures
     A graph without a TensorFlow program, a device that does not exist, out of memory, any TensorFlow error in
     an op and the time limit give ``ok=False`` and a reason naming the device or op, never an exception.
@@ -173,17 +177,21 @@ class TensorFlowRuntime(Runtime):
         try:
             step = self._open(graph, cluster, placement, None, deadline)
             try:
-                times = self._time_steps(step, deadline)
+                gpus = _own_gpus(self._devices(step.tf, cluster, placement))
+                times = self._time_steps(step, deadline, gpus)
+                peaks = _gpu_peaks(step.tf, gpus, cluster.num_devices)
             finally:
                 step.close()
         except TensorFlowRunError as err:
             logger.debug("measurement of %r failed: %s", graph.name, err)
             return Measurement.failure(self.id, str(err))
         median, spread = _step_statistics(times)
-        return Measurement(ok=True, step_time=median, runtime=self.id, spread=spread, bytes_moved=step.moved)
+        return Measurement(ok=True, step_time=median, runtime=self.id, spread=spread, bytes_moved=step.moved,
+                           peak_memory=peaks)
 
-    def _time_steps(self, step: _Step, deadline: float) -> list[float]:
+    def _time_steps(self, step: _Step, deadline: float, gpus: Mapping[int, str] | None = None) -> list[float]:
         total, times = self.warmup + self.steps, []
+        _reset_gpu_peaks(step.tf, gpus)
         for k in range(total):
             if time.perf_counter() > deadline:
                 raise self._time_up(k, total)
@@ -194,6 +202,8 @@ class TensorFlowRuntime(Runtime):
                 raise self._time_up(k, total) from None
             if k >= self.warmup:
                 times.append(time.perf_counter() - start)
+            if k + 1 == self.warmup:
+                _reset_gpu_peaks(step.tf, gpus)
         return times
 
     def _time_up(self, done: int, total: int) -> TensorFlowRunError:
@@ -503,6 +513,36 @@ def _first_line(err: BaseException) -> str:
     useful = [_ROOT_ERROR.sub("", line) for line in lines
               if not line.startswith(skip) and not _ERROR_COUNT.match(line)]
     return (useful or lines or [type(err).__name__])[0]
+
+
+def _own_gpus(devices: Mapping[int, str]) -> dict[int, str] | None:
+    """Cluster device -> TensorFlow's name of its GPU (``"GPU:1"``) when every device in use is a GPU of its own."""
+    kinds = [_device_index(d) for d in devices.values()]
+    if any(kind != "GPU" for kind, _ in kinds) or len(set(kinds)) < len(kinds):
+        return None
+    return {d: f"GPU:{_device_index(dev)[1]}" for d, dev in devices.items()}
+
+
+def _reset_gpu_peaks(tf: Any, gpus: Mapping[int, str] | None) -> None:
+    for name in (gpus or {}).values():
+        try:
+            tf.config.experimental.reset_memory_stats(name)
+        except (ValueError, RuntimeError):  # an allocator without statistics: no peak is reported
+            return
+
+
+def _gpu_peaks(tf: Any, gpus: Mapping[int, str] | None, num_devices: int) -> np.ndarray | None:
+    """(D,) peak bytes of each GPU's allocator since the last reset (after warm-up; TensorFlow's allocator is
+    shared by the process, so what else runs on the GPU counts too), or ``None``."""
+    if not gpus:
+        return None
+    peaks = np.zeros(num_devices, dtype=np.int64)
+    try:
+        for d, name in gpus.items():
+            peaks[d] = tf.config.experimental.get_memory_info(name)["peak"]
+    except (ValueError, RuntimeError):
+        return None
+    return peaks
 
 
 def _step_statistics(times: Sequence[float]) -> tuple[float, float]:

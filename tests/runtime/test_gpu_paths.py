@@ -308,8 +308,8 @@ def test_pool_and_ray_workers_each_see_their_own_gpus() -> None:
 
 # ---------------------------------------------------------------------- TensorFlow (finding 5)
 def test_tensorflow_leaves_gpu_memory_free_and_runs_ops_where_placed() -> None:
-    """After importing TensorFlow through gplace and one tf-v1 measurement on /GPU:0, most of the GPU's memory is
-    still free; a traced step shows every op on its placed device."""
+    """After importing TensorFlow through gplace and one tf-v1 measurement on /GPU:0 (which reports the GPU's
+    peak memory), most of the GPU's memory is still free; a traced step shows every op on its placed device."""
     tf = pytest.importorskip("tensorflow")
     from gplace.importers.tensorflow import from_tensorflow
     from gplace.runtime.tf_runtime import TensorFlowRuntime
@@ -326,7 +326,8 @@ def test_tensorflow_leaves_gpu_memory_free_and_runs_ops_where_placed() -> None:
     cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu")], default_bandwidth=1e9)
     placement = Placement.for_graph(g, [1] * g.num_ops)
     runtime = TensorFlowRuntime(steps=2, warmup=1)
-    assert runtime.measure(g, cluster, placement).ok
+    m = runtime.measure(g, cluster, placement)
+    assert m.ok and m.peak_memory is not None and m.peak_memory[0] == 0 and m.peak_memory[1] >= 2 * 64 * 64 * 4
     free, total = torch.cuda.mem_get_info(0)
     assert free > total / 2, (free, total)
     step = runtime._open(g, cluster, placement, None, time.perf_counter() + 30)
