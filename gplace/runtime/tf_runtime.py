@@ -58,7 +58,7 @@ import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import error_summary
-from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -240,6 +240,26 @@ class TensorFlowRuntime(Runtime):
                 raise TensorFlowRunError(f"time limit of {self.time_limit:g} s exceeded during set-up") from None
             raise
         return step
+
+    def check_cluster(self, cluster: Cluster) -> None:
+        """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
+        TensorFlow device or to a GPU TensorFlow does not see (call it once, before a search)."""
+        problems, missing = [], []
+        gpus: int | None = None
+        for device in cluster.devices:
+            try:
+                kind, index = _device_index(tf_device(device.name, self.device_map))
+            except ValueError as err:
+                problems.append(str(err))
+                continue
+            if kind == "GPU":
+                gpus = len(_import_tf().config.list_physical_devices("GPU")) if gpus is None else gpus
+                if index >= gpus:
+                    missing.append(f"{device.name} (/device:GPU:{index})")
+        if missing:
+            problems.append(f"{', '.join(missing)} not available (TensorFlow sees {gpus} GPU(s))")
+        if problems:
+            raise ClusterMismatchError(f"cluster {cluster.name!r} does not fit this machine: " + "; ".join(problems))
 
     def _devices(self, tf: Any, cluster: Cluster, placement: Placement) -> dict[int, str]:
         """Cluster device index -> TensorFlow device, for the devices the placement uses; checks the GPUs exist."""

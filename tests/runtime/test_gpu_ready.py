@@ -148,3 +148,17 @@ def test_tensorflow_is_imported_with_memory_growth_and_no_auto_jit() -> None:
     cluster = Cluster.build([Device("/CPU:0", "cpu")], default_bandwidth=1e9)
     config = TensorFlowRuntime()._config(tf, cluster, {0: "/device:CPU:0"})
     assert config.graph_options.optimizer_options.global_jit_level == tf.compat.v1.OptimizerOptions.OFF
+
+
+def test_tf_v1_rejects_a_cluster_with_gpus_tensorflow_does_not_see() -> None:
+    """tf-v1's check_cluster names the GPUs TensorFlow lacks (all of them with tensorflow-cpu)."""
+    pytest.importorskip("tensorflow")
+    from gplace.runtime.base import ClusterMismatchError
+    from gplace.runtime.tf_runtime import TensorFlowRuntime
+
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:99", "gpu")], default_bandwidth=1e9, name="c")
+    with pytest.raises(ClusterMismatchError, match=r"cluster 'c' does not fit this machine: /GPU:99 \(/device:GPU:99\) "
+                                                   r"not available \(TensorFlow sees \d+ GPU"):
+        TensorFlowRuntime().check_cluster(cluster)
+    TensorFlowRuntime().check_cluster(Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")],
+                                                    default_bandwidth=1e9))
