@@ -129,10 +129,10 @@ def test_gpu_to_cpu_values_go_to_pinned_memory_without_blocking() -> None:
     want = rt.run(g, cluster, Placement.single(g, 1))
     with torch.no_grad():
         plan = rt.plan(g, cluster, placement, None)
-        step = Step(plan)
+        step, sent = Step(plan), []
         for call in plan.calls:
-            step.run(call)
-        sent = [copy for (_, dev), copy in step.copies.items() if dev.type == "cpu"]
+            step.run(call)  # the copy is dropped once its last reader ran: look after each call
+            sent += [copy for (_, dev), copy in step.copies.items() if dev.type == "cpu"]
     assert sent and all(c.value.is_pinned() for c in sent)
     torch.testing.assert_close(rt.run(g, cluster, placement)[0], want[0], rtol=1e-4, atol=1e-5)
 
