@@ -49,7 +49,6 @@ import contextlib
 import functools
 import logging
 import math
-import os
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -193,11 +192,9 @@ def from_tensorflow(
 
 # ---------------------------------------------------------------------- errors and imports
 def _import_tf() -> Any:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    import tensorflow as tf
+    from gplace.tensorflow_setup import import_tensorflow
 
-    return tf
+    return import_tensorflow()
 
 
 @contextlib.contextmanager

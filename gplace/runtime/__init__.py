@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 from gplace.runtime.conformance import check_failure, check_runtime
 from gplace.runtime.simulator import Schedule, Simulator, schedule
 from gplace.runtime.trace import write_chrome_trace
@@ -24,6 +24,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "ClusterMismatchError",
     "CachedRuntime", "Calibration", "LinkFit", "Measurement", "OnnxProgram", "PoolRuntime", "RayRuntime", "Runtime",
     "Schedule", "Simulator", "TensorFlowRunError", "TensorFlowRuntime", "TorchRunError", "TorchRuntime", "calibrate",
     "check_failure", "check_runtime", "fit_link", "onnx_program", "schedule", "tf_device", "torch_device",

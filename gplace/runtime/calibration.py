@@ -20,7 +20,8 @@ Anchoring to the step time
     than the step (timing each op has a cost of its own, and noise), they are scaled down instead
     (``Calibration.scale`` < 1). So on one device the calibrated graph predicts the measured step.
 Links (:func:`time_copies`, :func:`fit_link`)
-    For each ordered pair of devices, ``tensor.to(dst)`` of float32 tensors of several sizes is timed and
+    For each ordered pair of devices, ``tensor.to(dst)`` of float32 tensors of several sizes is timed (with
+    CUDA events where a GPU is involved, so that synchronising is not part of the latency) and
     ``seconds = a * bytes + b`` is fitted by non-negative least squares on relative residuals: bandwidth
     ``1 / a`` (``inf`` when ``a = 0``), latency ``b``. Two logical devices on one torch device (``/CPU:0``
     and ``/CPU:1`` on the one host) do not copy at all, in torch (``to`` returns the tensor itself) and in
@@ -46,11 +47,12 @@ so ``TorchRuntime`` runs it too.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -216,25 +218,49 @@ def _timed_steps(
 def time_copies(src: torch.device, dst: torch.device, sizes: Sequence[int], repeats: int = 10) -> np.ndarray:
     """Median seconds of ``tensor.to(dst)`` for float32 tensors of ``sizes`` bytes living on ``src``.
 
+    Between host devices the wall time; where a GPU is involved, CUDA events recorded around the copy on the
+    stream torch runs it on (the source GPU's, else the destination's), so that no synchronisation overhead
+    enters the fitted latency.
+
     Shapes:
         Returns (len(sizes),) float64.
     """
     import torch
 
     sync = _synchronizer({src, dst})
+    timer = _event_timer(src if src.type == "cuda" else dst) if "cuda" in (src.type, dst.type) else _wall_timer
     out = np.empty(len(sizes))
     for k, nbytes in enumerate(sizes):
         x = torch.rand(max(1, int(nbytes) // 4), device=src)
         times = []
         for _ in range(repeats + 1):  # the first copy warms up
             sync()
-            start = time.perf_counter()
-            y = x.to(dst)
+            times.append(timer(functools.partial(x.to, dst)))
             sync()
-            times.append(time.perf_counter() - start)
-            del y
         out[k] = statistics.median(times[1:])
     return out
+
+
+def _wall_timer(copy: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    copy()
+    return time.perf_counter() - start
+
+
+def _event_timer(device: torch.device) -> Callable[[Callable[[], Any]], float]:
+    """Seconds between CUDA events recorded before and after ``copy()`` on ``device``'s current stream."""
+    import torch
+
+    def timed(copy: Callable[[], Any]) -> float:
+        stream = torch.cuda.current_stream(device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        copy()
+        end.record(stream)
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0  # milliseconds
+
+    return timed
 
 
 def anchor(op_time: np.ndarray, step_time: float, executed: int) -> tuple[float, float]:

@@ -6,8 +6,10 @@ Actors
     With ``resources_per_actor`` (e.g. ``{"GPU": 1}``, or ``{"GPU": 2, "CPU": 8}``) each actor reserves those
     resources (Ray then sets ``CUDA_VISIBLE_DEVICES`` so that the actor's ``cuda:0`` is its own GPU), and
     there are ``num_actors`` of them, by default as many as the cluster's resources hold. Without it, and
-    without ``num_actors``, there is one actor (1 CPU) pinned to each alive node: one per worker machine. With
-    ``num_actors`` alone, that many 1-CPU actors wherever Ray puts them.
+    without ``num_actors``, there is one actor (1 CPU and all the node's GPUs, which Ray then sets in its
+    ``CUDA_VISIBLE_DEVICES``) pinned to each alive node: one per worker machine. With ``num_actors`` alone, that
+    many 1-CPU actors wherever Ray puts them, reserving no GPU (an actor without GPUs gets no
+    ``CUDA_VISIBLE_DEVICES`` from Ray 2.60 here, so it sees whatever GPUs its node has, unaccounted).
 What travels
     As for :class:`~gplace.runtime.parallel.PoolRuntime`: each actor gets the inner runtime once (a fresh copy
     from its constructor arguments where possible, pickled with Ray's cloudpickle so that a runtime class
@@ -213,9 +215,9 @@ class RayRuntime(RuntimeWrapper):
             return [{"num_cpus": 1} for _ in range(self.num_actors)]
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        nodes = [node["NodeID"] for node in ray.nodes() if node.get("Alive")]
-        return [{"num_cpus": 1, "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
-                for node in nodes]
+        nodes = [node for node in ray.nodes() if node.get("Alive")]
+        return [{"num_cpus": 1, "num_gpus": node.get("Resources", {}).get("GPU", 0),
+                 "scheduling_strategy": NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)} for node in nodes]
 
     def _ref(self, ray: Any, key: ProblemKey, graph: OpGraph, cluster: Cluster) -> Any:
         """The object-store reference of the pickled (graph, cluster), put once; ``None`` if it cannot pickle."""

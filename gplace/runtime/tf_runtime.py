@@ -28,6 +28,10 @@ Step
 Step time
     The median wall time of ``steps`` ``Session.run`` calls after ``warmup`` ones; ``spread = (max - min) /
     median``.
+Peak memory
+    When every device in use is a GPU of its own: the peak of each GPU's allocator over the timed steps
+    (``tf.config.experimental.reset_memory_stats`` after the warm-up, ``get_memory_info``); the allocator is the
+    process's, so anything else TensorFlow holds on that GPU counts too. Otherwise ``None``.
 Failures
     A graph without a TensorFlow program, a device that does not exist, out of memory, any TensorFlow error in
     an op and the time limit give ``ok=False`` and a reason naming the device or op, never an exception.
@@ -41,7 +45,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 import statistics
 import time
@@ -55,7 +58,7 @@ import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import error_summary
-from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -103,11 +106,9 @@ def _device_index(device: str) -> tuple[str, int]:
 
 
 def _import_tf() -> Any:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    import tensorflow as tf
+    from gplace.tensorflow_setup import import_tensorflow
 
-    return tf
+    return import_tensorflow()
 
 
 class TensorFlowRuntime(Runtime):
@@ -176,17 +177,21 @@ class TensorFlowRuntime(Runtime):
         try:
             step = self._open(graph, cluster, placement, None, deadline)
             try:
-                times = self._time_steps(step, deadline)
+                gpus = _own_gpus(self._devices(step.tf, cluster, placement))
+                times = self._time_steps(step, deadline, gpus)
+                peaks = _gpu_peaks(step.tf, gpus, cluster.num_devices)
             finally:
                 step.close()
         except TensorFlowRunError as err:
             logger.debug("measurement of %r failed: %s", graph.name, err)
             return Measurement.failure(self.id, str(err))
         median, spread = _step_statistics(times)
-        return Measurement(ok=True, step_time=median, runtime=self.id, spread=spread, bytes_moved=step.moved)
+        return Measurement(ok=True, step_time=median, runtime=self.id, spread=spread, bytes_moved=step.moved,
+                           peak_memory=peaks)
 
-    def _time_steps(self, step: _Step, deadline: float) -> list[float]:
+    def _time_steps(self, step: _Step, deadline: float, gpus: Mapping[int, str] | None = None) -> list[float]:
         total, times = self.warmup + self.steps, []
+        _reset_gpu_peaks(step.tf, gpus)
         for k in range(total):
             if time.perf_counter() > deadline:
                 raise self._time_up(k, total)
@@ -197,6 +202,8 @@ class TensorFlowRuntime(Runtime):
                 raise self._time_up(k, total) from None
             if k >= self.warmup:
                 times.append(time.perf_counter() - start)
+            if k + 1 == self.warmup:
+                _reset_gpu_peaks(step.tf, gpus)
         return times
 
     def _time_up(self, done: int, total: int) -> TensorFlowRunError:
@@ -234,6 +241,26 @@ class TensorFlowRuntime(Runtime):
             raise
         return step
 
+    def check_cluster(self, cluster: Cluster) -> None:
+        """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
+        TensorFlow device or to a GPU TensorFlow does not see (call it once, before a search)."""
+        problems, missing = [], []
+        gpus: int | None = None
+        for device in cluster.devices:
+            try:
+                kind, index = _device_index(tf_device(device.name, self.device_map))
+            except ValueError as err:
+                problems.append(str(err))
+                continue
+            if kind == "GPU":
+                gpus = len(_import_tf().config.list_physical_devices("GPU")) if gpus is None else gpus
+                if index >= gpus:
+                    missing.append(f"{device.name} (/device:GPU:{index})")
+        if missing:
+            problems.append(f"{', '.join(missing)} not available (TensorFlow sees {gpus} GPU(s))")
+        if problems:
+            raise ClusterMismatchError(f"cluster {cluster.name!r} does not fit this machine: " + "; ".join(problems))
+
     def _devices(self, tf: Any, cluster: Cluster, placement: Placement) -> dict[int, str]:
         """Cluster device index -> TensorFlow device, for the devices the placement uses; checks the GPUs exist."""
         devices = {}
@@ -266,6 +293,7 @@ class TensorFlowRuntime(Runtime):
         optimizer = config.graph_options.optimizer_options
         optimizer.opt_level = tf.compat.v1.OptimizerOptions.L0
         optimizer.do_constant_folding = optimizer.do_common_subexpression_elimination = False
+        optimizer.global_jit_level = tf.compat.v1.OptimizerOptions.OFF  # no XLA auto-clustering, whatever TF_XLA_FLAGS
         config.gpu_options.allow_growth = True
         return config
 
@@ -505,6 +533,36 @@ def _first_line(err: BaseException) -> str:
     useful = [_ROOT_ERROR.sub("", line) for line in lines
               if not line.startswith(skip) and not _ERROR_COUNT.match(line)]
     return (useful or lines or [type(err).__name__])[0]
+
+
+def _own_gpus(devices: Mapping[int, str]) -> dict[int, str] | None:
+    """Cluster device -> TensorFlow's name of its GPU (``"GPU:1"``) when every device in use is a GPU of its own."""
+    kinds = [_device_index(d) for d in devices.values()]
+    if any(kind != "GPU" for kind, _ in kinds) or len(set(kinds)) < len(kinds):
+        return None
+    return {d: f"GPU:{_device_index(dev)[1]}" for d, dev in devices.items()}
+
+
+def _reset_gpu_peaks(tf: Any, gpus: Mapping[int, str] | None) -> None:
+    for name in (gpus or {}).values():
+        try:
+            tf.config.experimental.reset_memory_stats(name)
+        except (ValueError, RuntimeError):  # an allocator without statistics: no peak is reported
+            return
+
+
+def _gpu_peaks(tf: Any, gpus: Mapping[int, str] | None, num_devices: int) -> np.ndarray | None:
+    """(D,) peak bytes of each GPU's allocator since the last reset (after warm-up; TensorFlow's allocator is
+    shared by the process, so what else runs on the GPU counts too), or ``None``."""
+    if not gpus:
+        return None
+    peaks = np.zeros(num_devices, dtype=np.int64)
+    try:
+        for d, name in gpus.items():
+            peaks[d] = tf.config.experimental.get_memory_info(name)["peak"]
+    except (ValueError, RuntimeError):
+        return None
+    return peaks
 
 
 def _step_statistics(times: Sequence[float]) -> tuple[float, float]:

@@ -22,18 +22,31 @@ Devices
     A cluster device name maps to a torch device: ``"/CPU:i"`` to ``cpu``, ``"/GPU:i"`` to ``cuda:i`` (a
     TensorFlow-style ``".../device:GPU:i"`` too), and a torch device string (``"cpu"``, ``"cuda:1"``) is used
     as it is; ``device_map`` overrides. ``device=`` arguments of factory ops follow the op's placement.
+    Two cluster devices on one CUDA device are an error (a failed measurement, and
+    :meth:`TorchRuntime.check_cluster` raises) unless ``device_map`` names both.
 Transfers
     A value read on another cluster device is copied once per (producer, device) and step. Two cluster devices
     on one torch device (logical CPU devices) share the value without copying, but the transfer still counts
-    in ``bytes_moved``. Each CUDA device runs its ops on its own stream; a copy to another GPU waits on an event
-    recorded after its producer, so GPUs and the host run concurrently. Ops on CPU devices run one after
-    another in the calling thread.
+    in ``bytes_moved``. Each CUDA device has a compute stream and a copy stream, made once per runtime. A copy
+    into a GPU runs on the copy streams of both GPUs after an event recorded behind its producer, and the
+    reader's compute stream waits on an event recorded behind the copy; a value made on a GPU and read on the
+    host is sent into pinned memory as soon as it is made, and the host waits for it only when a CPU op reads
+    it. So GPUs, copies and the host run concurrently. Ops on CPU devices run one after another in the calling
+    thread. ONNX programs get their shape-like inputs as host values computed when the step is planned
+    (:mod:`gplace.runtime.onnx.known`), so no step reads a device tensor on the host for them.
 Step time
     The median wall time of ``steps`` steps after ``warmup`` steps, every CUDA device synchronised at the end
     of each; ``spread = (max - min) / median``.
+Peak memory
+    When every device in use is a CUDA device of its own: per device, the bytes of the values placed there
+    (parameters, inputs) plus the most a timed step allocated above what the device held after the warm-up
+    steps (so library workspaces and other programs' tensors do not count). With ``enforce_memory`` each GPU's
+    caching allocator is capped at its cluster device's ``memory``.
 Failures
-    Out of memory, an unavailable device, an exception inside an op and the time limit (checked between ops,
-    set-up included) give ``ok=False`` and a reason naming the op or device, never an exception.
+    Out of memory, an unavailable device, an exception inside an op, a CUDA error outside the ops and the time
+    limit (checked between ops, set-up included) give ``ok=False`` and a reason naming the op or device, never
+    an exception. After a sticky CUDA error :meth:`TorchRuntime.usable` is false; a pool worker then exits and
+    is replaced.
 """
 
 from __future__ import annotations
@@ -221,7 +234,7 @@ class TorchRuntime(Runtime):
             start = time.perf_counter()
             try:
                 _check_time(deadline)
-                _, moved = execute_step(plan, deadline)
+                moved = execute_step(plan, deadline)[1]  # outputs dropped at once: not held into the next step
             except _TimeUp:
                 raise TorchRunError(
                     f"time limit of {self.time_limit:g} s exceeded after {k} of {total} steps (warm-up included)"

@@ -266,11 +266,9 @@ def _optimizer(name: str) -> Any:
 
 
 def _keras() -> Any:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    import tensorflow as tf
+    from gplace.tensorflow_setup import import_tensorflow
 
-    return tf.keras
+    return import_tensorflow().keras
 
 
 def _sparse_ce(keras: Any, from_logits: bool = True) -> Any:

@@ -18,16 +18,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 def test_required_gpu_turns_skips_into_failures() -> None:
-    """Under GPLACE_REQUIRE_GPU=1 each gpu-marked torch-v1 test fails here (no CUDA), naming the variable."""
+    """Under GPLACE_REQUIRE_GPU=1 each gpu-marked test of torch-v1, tf-v1 and the GPU paths fails here (no CUDA),
+    naming the variable, whether it skips by a marker or from inside the test."""
     env = {**os.environ, "GPLACE_REQUIRE_GPU": "1", "PYTHONPATH": str(ROOT)}
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu", "-rfE",
-            "tests/runtime/test_torch_runtime.py"]
+    files = [f"tests/runtime/{name}.py" for name in ("test_torch_runtime", "test_gpu_paths", "test_tf_runtime")]
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu", "-rfE", *files]
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     out = done.stdout + done.stderr
     assert done.returncode == 1, out
     failed = sum(int(n) for n in re.findall(r"(\d+) (?:failed|errors?)\b", out))  # a skip at set-up is an error
-    assert failed >= 5 and not re.search(r"\d+ (?:passed|skipped)", out), out
+    assert failed == 5 + 12 + 1 and not re.search(r"\d+ (?:passed|skipped)", out), out
     assert "GPLACE_REQUIRE_GPU=1, but this gpu test was skipped: Skipped: needs a CUDA device" in out, out
+    assert "this gpu test was skipped: Skipped: needs a GPU that TensorFlow" in out, out  # pytest.skip() inside
 
 
 # ---------------------------------------------------------------------- a cluster that does not fit (finding 7)
@@ -100,3 +102,63 @@ def test_a_worker_left_unusable_is_replaced() -> None:
         got = pool.measure_many(g, c, placements)
     assert [m.ok for m in got] == [False, True, True], [m.reason for m in got]
     assert "illegal memory access" in got[0].reason
+
+
+def test_ray_actors_reserve_their_gpus() -> None:
+    """On a Ray node declaring 2 GPUs, the per-node actor reserves both (Ray shows it CUDA_VISIBLE_DEVICES=0,1
+    instead of none) and actors of {"GPU": 1} get one each."""
+    ray = pytest.importorskip("ray")
+    from gplace.runtime.base import Measurement, Runtime
+    from gplace.runtime.ray_runtime import RayRuntime
+    from gplace.testing import chain, uniform_cluster
+
+    class VisibleGpus(Runtime):  # defined here: travels to the actors by value (cloudpickle)
+        id = "visible-gpus"
+
+        def _measure(self, graph, cluster, placement):
+            return Measurement.failure(self.id, f"{os.getpid()}:{os.environ.get('CUDA_VISIBLE_DEVICES')}")
+
+    if ray.is_initialized():
+        pytest.skip("needs a Ray instance of its own")
+    g, c = chain(), uniform_cluster(2)
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, logging_level="WARNING")
+    try:
+        with RayRuntime(VisibleGpus()) as per_node:
+            (m,) = per_node.measure_many(g, c, [Placement.single(g, 0)])
+        assert m.reason.split(":")[1] == "0,1", m.reason
+        with RayRuntime(VisibleGpus(), resources_per_actor={"GPU": 1}) as per_gpu:
+            got = per_gpu.measure_many(g, c, [Placement.single(g, 0)] * 4)
+        assert sorted({m.reason.split(":")[1] for m in got}) == ["0", "1"], [m.reason for m in got]
+    finally:
+        ray.shutdown()
+
+
+# ---------------------------------------------------------------------- TensorFlow (finding 5, calibration note)
+def test_tensorflow_is_imported_with_memory_growth_and_no_auto_jit() -> None:
+    """Every gplace TensorFlow import asks for memory growth before TF's runtime starts, and tf-v1's sessions
+    turn XLA auto-clustering off."""
+    pytest.importorskip("tensorflow")
+    from gplace.ir import Cluster, Device
+    from gplace.runtime.tf_runtime import TensorFlowRuntime
+    from gplace.tensorflow_setup import import_tensorflow
+
+    tf = import_tensorflow()
+    assert os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert all(tf.config.experimental.get_memory_growth(g) for g in tf.config.list_physical_devices("GPU"))
+    cluster = Cluster.build([Device("/CPU:0", "cpu")], default_bandwidth=1e9)
+    config = TensorFlowRuntime()._config(tf, cluster, {0: "/device:CPU:0"})
+    assert config.graph_options.optimizer_options.global_jit_level == tf.compat.v1.OptimizerOptions.OFF
+
+
+def test_tf_v1_rejects_a_cluster_with_gpus_tensorflow_does_not_see() -> None:
+    """tf-v1's check_cluster names the GPUs TensorFlow lacks (all of them with tensorflow-cpu)."""
+    pytest.importorskip("tensorflow")
+    from gplace.runtime.base import ClusterMismatchError
+    from gplace.runtime.tf_runtime import TensorFlowRuntime
+
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:99", "gpu")], default_bandwidth=1e9, name="c")
+    with pytest.raises(ClusterMismatchError, match=r"cluster 'c' does not fit this machine: /GPU:99 \(/device:GPU:99\) "
+                                                   r"not available \(TensorFlow sees \d+ GPU"):
+        TensorFlowRuntime().check_cluster(cluster)
+    TensorFlowRuntime().check_cluster(Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")],
+                                                    default_bandwidth=1e9))

@@ -63,7 +63,7 @@ def _abstract(value: Any, may_know: bool) -> Any:
     if not isinstance(value, torch.Tensor):
         return value
     if may_know and value.numel() <= SMALL:
-        return value.cpu()
+        return value.detach().cpu().clone()  # an op evaluated here must not touch the program's own value
     return torch.empty_like(value, device=_META)
 
 

@@ -1,0 +1,42 @@
+"""Import TensorFlow the way gplace needs it: quiet, and with GPU memory growth set before its context exists.
+
+TensorFlow reserves nearly all of every GPU's memory when its runtime starts (the first eager op, building a
+Keras model, listing logical devices), unless memory growth was set before; a session's
+``gpu_options.allow_growth`` comes too late then. That would starve ``torch-v1`` and other workers sharing the
+GPUs. :func:`import_tensorflow` sets ``TF_FORCE_GPU_ALLOW_GROWTH=true`` before the import (read when the
+runtime starts) and calls ``tf.config.experimental.set_memory_growth`` on every physical GPU; if TensorFlow
+was started already without growth, it warns once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["import_tensorflow"]
+
+_warned = [False]
+
+
+def import_tensorflow() -> Any:
+    """The ``tensorflow`` module, with memory growth on for every GPU where that is still possible."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except ValueError:  # not a physical device TensorFlow knows
+            continue
+        except RuntimeError:  # the runtime started already: growth is what it was then
+            if not tf.config.experimental.get_memory_growth(gpu) and not _warned[0]:
+                _warned[0] = True
+                logger.warning("TensorFlow started before gplace could set memory growth on %s, so it holds most "
+                               "of that GPU's memory; import gplace's TensorFlow modules (or set "
+                               "TF_FORCE_GPU_ALLOW_GROWTH=true) before TensorFlow runs anything", gpu.name)
+    return tf
