@@ -84,7 +84,7 @@ def torch_device(name: str, device_map: Mapping[str, str] | None = None) -> torc
         ValueError: the name maps to no torch device.
     """
     if device_map is not None and name in device_map:
-        return _normalise(torch.device(device_map[name]))
+        return torch.device(_parse_device(name, device_map[name]))
     match = _DEVICE_NAME.search(name)
     if match:
         return torch.device("cpu") if match[1].upper() == "CPU" else torch.device("cuda", int(match[2]))
