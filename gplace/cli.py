@@ -110,7 +110,7 @@ def _fail(message: str) -> None:
 
 @hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="bench")
 def _bench_main(cfg: DictConfig) -> None:
-    bench(cfg)
+    _guard(lambda: bench(cfg), cfg)
 
 
 def bench(cfg: DictConfig) -> list:
@@ -156,34 +156,100 @@ def _place_main(cfg: DictConfig) -> None:
 
 
 def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
-    """Place ``cfg.graph`` on ``cfg.cluster`` with the policy file ``cfg.checkpoint``; write placement and trace."""
-    import time
-
+    """Place ``cfg.graph`` on ``cfg.cluster`` with ``cfg.method`` (or the policy file ``cfg.checkpoint``) and
+    ``cfg.budget`` (default: ``cfg.samples`` samples); write placement and trace (:func:`gplace.place`)."""
     from rich.console import Console
 
-    from gplace.experiment import PlacementReport, single_device_baselines, write_report
-    from gplace.pretrained import place_with_pretrained
-    from gplace.training import TrainResult
+    from gplace.experiment import place
 
     graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), instantiate(cfg.runtime)
-    started = time.monotonic()
-    placement = place_with_pretrained(graph, cluster, cfg.checkpoint, samples=cfg.samples, runtime=runtime)
-    seconds = time.monotonic() - started
-    m = runtime.measure(graph, cluster, placement)
-    report = PlacementReport(graph, cluster, placement, m, single_device_baselines(graph, cluster, runtime),
-                             TrainResult(placement, m, cfg.samples + 1, seconds))
-    write_report(report, run_dir)
-    Console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} in {seconds:.1f} s: "
-                    f"{_ms(m.step_time)} ({report.speedup:.2f}x the best single device); wrote {run_dir}")
+    method = cfg.get("checkpoint") or cfg.method
+    budget = cfg.get("budget") or f"{cfg.samples} samples"
+    report = place(graph, cluster, method=method, budget=budget, seed=cfg.seed, runtime=runtime, run_dir=run_dir,
+                   warm_start=cfg.get("warm_start_baseline"))
+    m = report.measurement
+    Console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "
+                    f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({report.speedup:.2f}x the best single "
+                    f"device); wrote {run_dir}")
     return m.step_time
 
 
+def show(argv: list[str]) -> None:
+    """``gplace show placement.json``: per device, ops, compute seconds, peak memory, bytes in and out, and the
+    step time; ``--draw out.png --graph graph.json`` draws the graph coloured by device."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="gplace show", description=show.__doc__.split(":", 1)[1].strip())
+    parser.add_argument("placement", help="a placement.json written by gplace (gplace, gplace place, ...)")
+    parser.add_argument("--graph", help="the graph file it places (needed by --draw, and for a summary when the "
+                                        "file has none; with --cluster)")
+    parser.add_argument("--cluster", help="the cluster file (for a summary when the placement file has none)")
+    parser.add_argument("--draw", metavar="PNG", help="draw the graph, ops coloured by device, to this PNG")
+    args = parser.parse_args(argv)
+    try:
+        _show(args)
+    except (ValueError, OSError) as err:
+        _fail(f"{type(err).__name__}: {err}")
+
+
+def _show(args) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gplace.importers import load_cluster, load_graph
+    from gplace.ir import load_json, placement_from_dict
+    from gplace.ir.serialize import PLACEMENT_FORMAT
+    from gplace.show import SUMMARY_KEY, device_summary, draw_placement
+
+    doc = load_json(args.placement)
+    if doc.get("format") != PLACEMENT_FORMAT:
+        raise ValueError(f"{args.placement} is not a {PLACEMENT_FORMAT} file (format {doc.get('format')!r})")
+    graph = load_graph(args.graph) if args.graph else None
+    summary = doc.get(SUMMARY_KEY)
+    if summary is None and graph is not None and args.cluster:
+        cluster = load_cluster(args.cluster)
+        summary = device_summary(graph, cluster, placement_from_dict(doc, graph, cluster))
+    table = Table(title=f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime', 'step time')}: "
+                        f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})")
+    for column in ("device", "ops", "compute", "peak memory", "bytes in", "bytes out"):
+        table.add_column(column, justify="left" if column == "device" else "right")
+    counts = {d: 0 for d in doc.get("devices", [])}
+    for device in doc["placement"].values():
+        counts[device] = counts.get(device, 0) + 1
+    for device, ops in counts.items():
+        row = (summary or {}).get(device)
+        cells = ([_ms(row["compute_seconds"]), _bytes(row["peak_memory"]), _bytes(row["bytes_in"]),
+                  _bytes(row["bytes_out"])] if row else ["?"] * 4)
+        table.add_row(device, str(ops), *cells)
+    console = Console()
+    console.print(table)
+    if summary is None:
+        console.print("(no per-device summary in the file: give --graph and --cluster to compute one)")
+    if args.draw:
+        if graph is None:
+            raise ValueError("--draw needs --graph (the graph file the placement is for)")
+        if doc.get("graph_fingerprint") not in (None, graph.fingerprint):
+            raise ValueError(f"{args.placement} is for graph {doc.get('graph')!r} ({doc['graph_fingerprint']}), "
+                             f"not {graph.name!r} ({graph.fingerprint})")
+        console.print(f"wrote {draw_placement(graph, list(counts), doc['placement'], args.draw)}")
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB"):
+        if abs(n) < 1000:
+            return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
 def main() -> None:
-    """Console-script entry point: ``gplace [overrides]`` runs the experiment; ``gplace bench [overrides]``
-    the bench; ``gplace place checkpoint=policy.pt [overrides]`` places with a trained policy."""
+    """Console-script entry point: ``gplace [train] [overrides]`` runs the experiment; ``gplace bench
+    [overrides]`` the bench; ``gplace place [method=heft|pretrained|policy.pt] [overrides]`` places without
+    training a policy; ``gplace show placement.json`` prints and draws a placement."""
     command = sys.argv[1] if len(sys.argv) > 1 else None
-    if command in ("bench", "place"):
+    if command == "show":
+        show(sys.argv[2:])
+        return
+    if command in ("bench", "place", "train"):
         del sys.argv[1]
-        (_bench_main if command == "bench" else _place_main)()
-    else:
-        _hydra_main()
+    {"bench": _bench_main, "place": _place_main}.get(command, _hydra_main)()

@@ -179,15 +179,18 @@ def single_device_baselines(graph: OpGraph, cluster: Cluster, runtime: Runtime) 
 
 
 def write_report(report: PlacementReport, run_dir: str | Path) -> None:
-    """Write ``placement.json`` (the versioned placement format) and ``trace.json`` (Chrome trace)."""
+    """Write ``placement.json`` (the versioned placement format, with the per-device summary of
+    :func:`gplace.show.device_summary`) and ``trace.json`` (Chrome trace)."""
     from gplace.pipeline.stages import placement_extras
     from gplace.runtime import schedule, write_chrome_trace
+    from gplace.show import SUMMARY_KEY, device_summary
 
     run_dir = Path(run_dir)
     extra = {"runtime": report.measurement.runtime, "samples": report.train.samples,
              "search_seconds": report.train.seconds,
              "failed_baselines": {k: m.reason for k, m in report.baselines.items() if not m.ok}}
     extra.update(placement_extras(report.graph, report.cluster, report.placement))
+    extra[SUMMARY_KEY] = device_summary(report.graph, report.cluster, report.placement)
     doc = placement_to_dict(report.placement, report.graph, report.cluster, step_time=report.measurement.step_time,
                             baselines={k: m.step_time for k, m in report.baselines.items()}, extra=extra)
     save_json(doc, run_dir / "placement.json")
