@@ -20,15 +20,24 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
     """Build every part from ``cfg``, learn a placement, print the table; returns the learned step time."""
     import torch
 
-    from gplace.experiment import place
-    from gplace.pretrained import save_policy
+    from gplace.loggers import HeldOpen
 
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     graph = instantiate(cfg.graph)
     cluster = instantiate(cfg.cluster)
-    logger = instantiate(cfg.logger)
+    logger = HeldOpen(instantiate(cfg.logger, **_sweep_fields(cfg.logger)))
+    try:
+        return _run(cfg, run_dir, graph, cluster, logger)
+    finally:
+        logger.close()
+
+
+def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
+    from gplace.experiment import place
+    from gplace.pretrained import save_policy
+
     logger.log_config(OmegaConf.to_container(cfg, resolve=True))
     encoder = _savable(cfg.encoder)
     policy = _savable(cfg.policy, num_devices=cluster.num_devices)
@@ -38,8 +47,46 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
                    warm_start=_warm_start(cfg, graph, cluster))
     save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
                                                                     "graph": graph.name, "cluster": cluster.name})
+    if logger.keeps_results:
+        logger.log_results(*results(report, runtime, run_dir))
     _print_table(report, run_dir)
     return report.measurement.step_time
+
+
+def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], list[dict], dict[str, Path]]:
+    """What a logger keeps of a finished job: the final figures, a table of placements (each single device,
+    HEFT and the learned one, with its step time and the learned one's speed-up over it) and the run's files
+    (``placement``, ``trace``, ``policy``)."""
+    from gplace.methods import make_baseline
+
+    learned = report.measurement.step_time
+    times = {f"single {name}": m.step_time if m.ok else math.inf for name, m in report.baselines.items()}
+    try:
+        heft = runtime.measure(report.graph, report.cluster, make_baseline("heft").place(report.graph, report.cluster))
+        times["heft"] = heft.step_time if heft.ok else math.inf
+    except ValueError as err:  # HEFT found no placement that fits memory
+        log.info("heft: %s", err)
+    times["learned"] = learned
+    rows = [{"placement": name, "step_time": t if math.isfinite(t) else None,
+             "learned_speedup": t / learned if math.isfinite(t) else None} for name, t in times.items()]
+    summary = {"step_time": learned, "best_single_device": report.best_baseline, "speedup": report.speedup,
+               "heft_step_time": times.get("heft", math.inf), "samples": report.train.samples,
+               "search_seconds": report.train.seconds}
+    run_dir = Path(run_dir)
+    return summary, rows, {"placement": run_dir / "placement.json", "trace": run_dir / "trace.json",
+                           "policy": run_dir / "policy.pt"}
+
+
+def _sweep_fields(logger_cfg: DictConfig) -> dict[str, str]:
+    """In a multirun, ``group`` (the sweep directory's name) and ``name`` (the job's overrides) for a logger
+    config that has those fields unset, so each job is its own run, grouped by sweep."""
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return {}
+    hc = HydraConfig.get()
+    fields = {"group": Path(hc.sweep.dir).name, "name": hc.job.override_dirname or f"job{hc.job.num}"}
+    return {k: v for k, v in fields.items() if k in logger_cfg and logger_cfg[k] is None}
 
 
 def _warm_start(cfg: DictConfig, graph, cluster):
