@@ -72,7 +72,8 @@ def test_place_with_an_unknown_method_is_one_line(files):
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("gplace: error: ValueError: unknown method 'magic'; give a baseline "
                                    "['heft', 'm_etf', 'm_sct', 'm_topo', 'metis', 'random', 'round_robin', 'single'],"
-                                   " one of ['learned'], 'pretrained', or the path of a policy file")
+                                   " a learned method ['device_aware', 'gdp', 'learned', 'list_scheduling', 'mlp', "
+                                   "'seq2seq'], 'pretrained', or the path of a policy file")
 
 
 def test_bench_errors_go_through_the_same_one_line_path(files):
