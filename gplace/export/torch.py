@@ -9,6 +9,9 @@
 - :func:`module_device_map`: an Accelerate-style ``device_map`` (module path -> torch device) for module-level
   placement, each module on the device that runs most of its ops' compute; :func:`dispatch` applies one to a
   module (weights moved, inputs moved by forward pre-hooks), as ``accelerate.dispatch_model`` does.
+- :func:`pipeline_split`: where the placement is a pipeline (devices change at module boundaries), a
+  ``torch.distributed.pipelining`` ``Pipe`` with a stage starting at each such module (the ``split_spec`` that
+  ``placement.json`` records, :func:`gplace.pipeline.stages.split_spec`), and each stage's device.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -116,6 +119,55 @@ def dispatch(module: nn.Module, device_map: Mapping[str, str]) -> nn.Module:
                                                                               _to(kwargs, target)),
                                       with_kwargs=True)
     return module
+
+
+class PipelineSplit(NamedTuple):
+    """What :func:`pipeline_split` returns."""
+
+    pipe: Any
+    """The ``torch.distributed.pipelining.Pipe``: ``pipe.split_gm`` holds ``submod_pp_<k>``, one per stage; call
+    ``pipe(*inputs)`` to run the stages one after another locally."""
+    devices: list[torch.device]
+    """The torch device of each stage."""
+
+
+def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, module: nn.Module, example_inputs: Any,
+                   *, device_map: Mapping[str, str] | None = None) -> PipelineSplit:
+    """Split ``module`` (the module ``graph`` was imported from) into pipeline stages at the modules where the
+    placement moves to another device.
+
+    Args:
+        graph: imported with :func:`gplace.from_torch` from ``module``.
+        cluster: the devices.
+        placement: the placement of ``graph`` on ``cluster``.
+        module: the ``nn.Module``.
+        example_inputs: a tuple of positional inputs (one micro-batch).
+        device_map: cluster device name -> torch device for other names (default: none).
+
+    Raises:
+        UnsupportedGraphError: ``graph`` was not imported from a torch program.
+        InvalidPlacementError: the placement is not for ``graph``, or it changes device inside a module (names
+            the op and the module), so no module-level split gives it.
+    """
+    from torch.distributed.pipelining import SplitPoint, pipeline
+
+    from gplace.pipeline.stages import split_spec
+
+    _program(graph)
+    placement.validate(graph, cluster)
+    spec = split_spec(graph, placement)
+    if spec.unaligned:
+        first = spec.unaligned[0]
+        raise InvalidPlacementError(f"the placement changes device at op {first['op']!r}, inside module "
+                                    f"{first['module']!r}: no module-level pipeline split gives it")
+    pipe = pipeline(module, mb_args=tuple(example_inputs), split_spec={
+        path: SplitPoint.BEGINNING for path in spec.split_spec})
+    order = [i for i in graph.topological_order.tolist() if graph.op_names[i] in graph.source.module_paths]
+    stage_devices = [int(placement.devices[order[0]])]
+    for prev, i in zip(order, order[1:], strict=False):
+        if placement.devices[i] != placement.devices[prev]:
+            stage_devices.append(int(placement.devices[i]))
+    return PipelineSplit(pipe, [_torch_name(cluster.device_names[d], device_map) for d in stage_devices])
 
 
 # ---------------------------------------------------------------------- helpers

@@ -73,9 +73,45 @@ def test_bad_inputs_are_named(imported):
     _, graph, cluster = imported
     with pytest.raises(InvalidPlacementError, match="placement was made for graph"):
         split_program(graph, cluster, Placement.single(random_dag(graph.num_ops), 0))
-    with pytest.raises(InvalidPlacementError, match="device_map\['/CPU:1'\] = 'weird' is not a torch device"):
+    with pytest.raises(InvalidPlacementError, match=r"device_map\['/CPU:1'\] = 'weird' is not a torch device"):
         odd = uniform_cluster(2, kind="cpu")
         split_program(graph, odd, Placement.single(graph, 0), device_map={"/CPU:1": "weird"})
     other = random_dag(3)
     with pytest.raises(UnsupportedGraphError, match="not imported from a torch.export"):
         split_program(other, cluster, Placement.single(other, 0))
+
+
+class Twice(nn.Module):
+    def forward(self, x):
+        return (x * 2).tanh()
+
+
+class Chain(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.mid, self.c = nn.Linear(4, 8), nn.Linear(8, 8), Twice(), nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.c(self.mid(self.b(self.a(x).relu())))
+
+
+def test_a_pipeline_placement_becomes_torch_pipelining_stages_that_run(imported):
+    from gplace.export.torch import pipeline_split
+
+    torch.manual_seed(0)
+    model, cluster = Chain().eval(), imported[2]
+    graph = from_torch(model, (X,))
+    paths = graph.source.module_paths
+    stage_of = {"": 0, "a": 0, "b": 1, "mid": 1, "c": 1}
+    placement = Placement.for_graph(graph, [stage_of[paths.get(op, "")] for op in graph.op_names])
+    split = pipeline_split(graph, cluster, placement, model, (X,))
+    assert split.pipe.num_stages == 2 and [d.type for d in split.devices] == ["cpu", "cpu"]
+    with torch.no_grad():
+        out = split.pipe(X)
+    torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(X))
+
+    mid_ops = [i for i, op in enumerate(graph.op_names) if paths.get(op) == "mid"]
+    inside = placement.devices.copy()
+    inside[mid_ops[-1]] = 0  # device changes between the two ops of module 'mid'
+    with pytest.raises(InvalidPlacementError, match="inside module 'mid'"):
+        pipeline_split(graph, cluster, Placement.for_graph(graph, inside), model, (X,))
