@@ -27,7 +27,7 @@ from torch import nn
 from gplace.export.parts import device_parts, part_of
 from gplace.importers.torch_export import TorchSource
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
-from gplace.runtime.torch_runtime import torch_device
+from gplace.runtime.torch_runtime import to_device, torch_device
 
 
 class OnDevice(nn.Module):
@@ -39,7 +39,7 @@ class OnDevice(nn.Module):
         self.module = module.to(self.device)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.module(*_to(args, self.device), **_to(kwargs, self.device))
+        return self.module(*to_device(args, self.device), **to_device(kwargs, self.device))
 
 
 def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
@@ -115,8 +115,8 @@ def dispatch(module: nn.Module, device_map: Mapping[str, str]) -> nn.Module:
         target = torch.device(device)
         for tensor in [*sub.parameters(recurse=False), *sub.buffers(recurse=False)]:
             tensor.data = tensor.data.to(target)
-        sub.register_forward_pre_hook(lambda _, args, kwargs, target=target: (_to(args, target),
-                                                                              _to(kwargs, target)),
+        sub.register_forward_pre_hook(lambda _, args, kwargs, target=target: (to_device(args, target),
+                                                                              to_device(kwargs, target)),
                                       with_kwargs=True)
     return module
 
@@ -213,8 +213,3 @@ def _ancestors(path: str) -> list[str]:
     """``"a.b.c"`` -> ``["a.b.c", "a.b", "a", ""]``."""
     parts = path.split(".") if path else []
     return [".".join(parts[:k]) for k in range(len(parts), -1, -1)]
-
-
-def _to(value: Any, device: torch.device) -> Any:
-    """``value`` with every tensor in it moved to ``device``."""
-    return torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), value)

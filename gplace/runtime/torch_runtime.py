@@ -510,7 +510,7 @@ def _place_values(
             continue
         home = homes[node.name]
         try:
-            placed[node.name] = _to(values[node.name], devices[home])
+            placed[node.name] = to_device(values[node.name], devices[home])
         except Exception as err:  # OutOfMemoryError or a device that refuses the tensor
             raise _failure(err, f"placing input {node.name!r}", labels[home]) from err
     return placed
@@ -594,16 +594,16 @@ class Step:
             if event is not None:
                 stream.wait_event(event)
             with torch.cuda.stream(stream):
-                out = _to(value, dst, non_blocking=True)
+                out = to_device(value, dst, non_blocking=True)
             _record_stream(value, stream)  # the source block stays allocated until the copy ran
             return out
         if src.type == "cuda":  # to the host: blocks until the producer's stream got there
             with torch.cuda.stream(streams[src]):
-                return _to(value, dst)
+                return to_device(value, dst)
         if dst.type == "cuda":
             with torch.cuda.stream(streams[dst]):
-                return _to(value, dst, non_blocking=True)
-        return _to(value, dst)
+                return to_device(value, dst, non_blocking=True)
+        return to_device(value, dst)
 
     def free(self, names: tuple[str, ...]) -> None:
         """Drop values (and their copies) no later call reads."""
@@ -613,7 +613,7 @@ class Step:
                 self.copies.pop((name, device), None)
 
 
-def _to(value: Any, device: torch.device, non_blocking: bool = False) -> Any:
+def to_device(value: Any, device: torch.device, non_blocking: bool = False) -> Any:
     """Tensors in ``value`` (a tensor, or lists and tuples of them) moved to ``device``."""
     return pytree.tree_map_only(torch.Tensor, lambda t: t.to(device, non_blocking=non_blocking), value)
 
