@@ -20,15 +20,24 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
     """Build every part from ``cfg``, learn a placement, print the table; returns the learned step time."""
     import torch
 
-    from gplace.experiment import place
-    from gplace.pretrained import save_policy
+    from gplace.loggers import HeldOpen
 
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     graph = instantiate(cfg.graph)
     cluster = instantiate(cfg.cluster)
-    logger = instantiate(cfg.logger)
+    logger = HeldOpen(instantiate(cfg.logger, **_sweep_fields(cfg.logger)))
+    try:
+        return _run(cfg, run_dir, graph, cluster, logger)
+    finally:
+        logger.close()
+
+
+def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
+    from gplace.experiment import place
+    from gplace.pretrained import save_policy
+
     logger.log_config(OmegaConf.to_container(cfg, resolve=True))
     encoder = _savable(cfg.encoder)
     policy = _savable(cfg.policy, num_devices=cluster.num_devices)
@@ -38,8 +47,46 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
                    warm_start=_warm_start(cfg, graph, cluster))
     save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
                                                                     "graph": graph.name, "cluster": cluster.name})
+    if logger.keeps_results:
+        logger.log_results(*results(report, runtime, run_dir))
     _print_table(report, run_dir)
     return report.measurement.step_time
+
+
+def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], list[dict], dict[str, Path]]:
+    """What a logger keeps of a finished job: the final figures, a table of placements (each single device,
+    HEFT and the learned one, with its step time and the learned one's speed-up over it) and the run's files
+    (``placement``, ``trace``, ``policy``)."""
+    from gplace.methods import make_baseline
+
+    learned = report.measurement.step_time
+    times = {f"single {name}": m.step_time if m.ok else math.inf for name, m in report.baselines.items()}
+    try:
+        heft = runtime.measure(report.graph, report.cluster, make_baseline("heft").place(report.graph, report.cluster))
+        times["heft"] = heft.step_time if heft.ok else math.inf
+    except ValueError as err:  # HEFT found no placement that fits memory
+        log.info("heft: %s", err)
+    times["learned"] = learned
+    rows = [{"placement": name, "step_time": t if math.isfinite(t) else None,
+             "learned_speedup": t / learned if math.isfinite(t) else None} for name, t in times.items()]
+    summary = {"step_time": learned, "best_single_device": report.best_baseline, "speedup": report.speedup,
+               "heft_step_time": times.get("heft", math.inf), "samples": report.train.samples,
+               "search_seconds": report.train.seconds}
+    run_dir = Path(run_dir)
+    return summary, rows, {"placement": run_dir / "placement.json", "trace": run_dir / "trace.json",
+                           "policy": run_dir / "policy.pt"}
+
+
+def _sweep_fields(logger_cfg: DictConfig) -> dict[str, str]:
+    """In a multirun, ``group`` (the sweep directory's name) and ``name`` (the job's overrides) for a logger
+    config that has those fields unset, so each job is its own run, grouped by sweep."""
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return {}
+    hc = HydraConfig.get()
+    fields = {"group": Path(hc.sweep.dir).name, "name": hc.job.override_dirname or f"job{hc.job.num}"}
+    return {k: v for k, v in fields.items() if k in logger_cfg and logger_cfg[k] is None}
 
 
 def _warm_start(cfg: DictConfig, graph, cluster):
@@ -110,7 +157,7 @@ def _fail(message: str) -> None:
 
 @hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="bench")
 def _bench_main(cfg: DictConfig) -> None:
-    bench(cfg)
+    _guard(lambda: bench(cfg), cfg)
 
 
 def bench(cfg: DictConfig) -> list:
@@ -156,34 +203,100 @@ def _place_main(cfg: DictConfig) -> None:
 
 
 def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
-    """Place ``cfg.graph`` on ``cfg.cluster`` with the policy file ``cfg.checkpoint``; write placement and trace."""
-    import time
-
+    """Place ``cfg.graph`` on ``cfg.cluster`` with ``cfg.method`` (or the policy file ``cfg.checkpoint``) and
+    ``cfg.budget`` (default: ``cfg.samples`` samples); write placement and trace (:func:`gplace.place`)."""
     from rich.console import Console
 
-    from gplace.experiment import PlacementReport, single_device_baselines, write_report
-    from gplace.pretrained import place_with_pretrained
-    from gplace.training import TrainResult
+    from gplace.experiment import place
 
     graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), instantiate(cfg.runtime)
-    started = time.monotonic()
-    placement = place_with_pretrained(graph, cluster, cfg.checkpoint, samples=cfg.samples, runtime=runtime)
-    seconds = time.monotonic() - started
-    m = runtime.measure(graph, cluster, placement)
-    report = PlacementReport(graph, cluster, placement, m, single_device_baselines(graph, cluster, runtime),
-                             TrainResult(placement, m, cfg.samples + 1, seconds))
-    write_report(report, run_dir)
-    Console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} in {seconds:.1f} s: "
-                    f"{_ms(m.step_time)} ({report.speedup:.2f}x the best single device); wrote {run_dir}")
+    method = cfg.get("checkpoint") or cfg.method
+    budget = cfg.get("budget") or f"{cfg.samples} samples"
+    report = place(graph, cluster, method=method, budget=budget, seed=cfg.seed, runtime=runtime, run_dir=run_dir,
+                   warm_start=cfg.get("warm_start_baseline"))
+    m = report.measurement
+    Console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "
+                    f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({report.speedup:.2f}x the best single "
+                    f"device); wrote {run_dir}")
     return m.step_time
 
 
+def show(argv: list[str]) -> None:
+    """``gplace show placement.json``: per device, ops, compute seconds, peak memory, bytes in and out, and the
+    step time; ``--draw out.png --graph graph.json`` draws the graph coloured by device."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="gplace show", description=show.__doc__.split(":", 1)[1].strip())
+    parser.add_argument("placement", help="a placement.json written by gplace (gplace, gplace place, ...)")
+    parser.add_argument("--graph", help="the graph file it places (needed by --draw, and for a summary when the "
+                                        "file has none; with --cluster)")
+    parser.add_argument("--cluster", help="the cluster file (for a summary when the placement file has none)")
+    parser.add_argument("--draw", metavar="PNG", help="draw the graph, ops coloured by device, to this PNG")
+    args = parser.parse_args(argv)
+    try:
+        _show(args)
+    except (ValueError, OSError) as err:
+        _fail(f"{type(err).__name__}: {err}")
+
+
+def _show(args) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gplace.importers import load_cluster, load_graph
+    from gplace.ir import load_json, placement_from_dict
+    from gplace.ir.serialize import PLACEMENT_FORMAT
+    from gplace.show import SUMMARY_KEY, device_summary, draw_placement
+
+    doc = load_json(args.placement)
+    if doc.get("format") != PLACEMENT_FORMAT:
+        raise ValueError(f"{args.placement} is not a {PLACEMENT_FORMAT} file (format {doc.get('format')!r})")
+    graph = load_graph(args.graph) if args.graph else None
+    summary = doc.get(SUMMARY_KEY)
+    if summary is None and graph is not None and args.cluster:
+        cluster = load_cluster(args.cluster)
+        summary = device_summary(graph, cluster, placement_from_dict(doc, graph, cluster))
+    table = Table(title=f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime', 'step time')}: "
+                        f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})")
+    for column in ("device", "ops", "compute", "peak memory", "bytes in", "bytes out"):
+        table.add_column(column, justify="left" if column == "device" else "right")
+    counts = {d: 0 for d in doc.get("devices", [])}
+    for device in doc["placement"].values():
+        counts[device] = counts.get(device, 0) + 1
+    for device, ops in counts.items():
+        row = (summary or {}).get(device)
+        cells = ([_ms(row["compute_seconds"]), _bytes(row["peak_memory"]), _bytes(row["bytes_in"]),
+                  _bytes(row["bytes_out"])] if row else ["?"] * 4)
+        table.add_row(device, str(ops), *cells)
+    console = Console()
+    console.print(table)
+    if summary is None:
+        console.print("(no per-device summary in the file: give --graph and --cluster to compute one)")
+    if args.draw:
+        if graph is None:
+            raise ValueError("--draw needs --graph (the graph file the placement is for)")
+        if doc.get("graph_fingerprint") not in (None, graph.fingerprint):
+            raise ValueError(f"{args.placement} is for graph {doc.get('graph')!r} ({doc['graph_fingerprint']}), "
+                             f"not {graph.name!r} ({graph.fingerprint})")
+        console.print(f"wrote {draw_placement(graph, list(counts), doc['placement'], args.draw)}")
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB"):
+        if abs(n) < 1000:
+            return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
 def main() -> None:
-    """Console-script entry point: ``gplace [overrides]`` runs the experiment; ``gplace bench [overrides]``
-    the bench; ``gplace place checkpoint=policy.pt [overrides]`` places with a trained policy."""
+    """Console-script entry point: ``gplace [train] [overrides]`` runs the experiment; ``gplace bench
+    [overrides]`` the bench; ``gplace place [method=heft|pretrained|policy.pt] [overrides]`` places without
+    training a policy; ``gplace show placement.json`` prints and draws a placement."""
     command = sys.argv[1] if len(sys.argv) > 1 else None
-    if command in ("bench", "place"):
+    if command == "show":
+        show(sys.argv[2:])
+        return
+    if command in ("bench", "place", "train"):
         del sys.argv[1]
-        (_bench_main if command == "bench" else _place_main)()
-    else:
-        _hydra_main()
+    {"bench": _bench_main, "place": _place_main}.get(command, _hydra_main)()

@@ -16,7 +16,7 @@ import torch
 from gplace.interfaces import Trainer
 from gplace.ir import Cluster, OpGraph, Placement, placement_to_dict, save_json
 from gplace.loggers import Logger
-from gplace.methods import LEARNED, Budget, check_method, make_baseline, policy_file
+from gplace.methods import LEARNED, Budget, check_method, make_baseline, make_learner, policy_file
 from gplace.runtime.base import Measurement, Runtime
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
@@ -65,7 +65,8 @@ def place(
     Args:
         graph: the op graph.
         cluster: the devices.
-        method: ``"learned"`` (train a policy on this graph), a baseline name (``"heft"``, ``"m_etf"``,
+        method: ``"learned"`` (train a policy on this graph; or a learned method by its policy's name,
+            ``"gdp"``, ``"list_scheduling"``, ...), a baseline name (``"heft"``, ``"m_etf"``,
             ``"metis"``, ...), ``"pretrained"`` (the policy file shipped with gplace) or a policy file's path;
             see :mod:`gplace.methods` (default: ``"learned"``).
         budget: seconds (``30``, ``"30s"``) or samples (``"500 samples"``) the search may use; for a policy file,
@@ -96,6 +97,8 @@ def place(
         warm_start = make_baseline(warm_start, seed or 0).place(graph, cluster)
     baselines = single_device_baselines(graph, cluster, runtime)
     if method in LEARNED:
+        if method != "learned" and encoder is None and policy is None:
+            encoder, policy = make_learner(str(method), cluster.num_devices)
         result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,
                         run_dir, logger, warm_start)
         result = _no_worse_than(result, warm_start, graph, cluster, runtime)
@@ -180,15 +183,18 @@ def single_device_baselines(graph: OpGraph, cluster: Cluster, runtime: Runtime) 
 
 
 def write_report(report: PlacementReport, run_dir: str | Path) -> None:
-    """Write ``placement.json`` (the versioned placement format) and ``trace.json`` (Chrome trace)."""
+    """Write ``placement.json`` (the versioned placement format, with the per-device summary of
+    :func:`gplace.show.device_summary`) and ``trace.json`` (Chrome trace)."""
     from gplace.pipeline.stages import placement_extras
     from gplace.runtime import schedule, write_chrome_trace
+    from gplace.show import SUMMARY_KEY, device_summary
 
     run_dir = Path(run_dir)
     extra = {"runtime": report.measurement.runtime, "samples": report.train.samples,
              "search_seconds": report.train.seconds,
              "failed_baselines": {k: m.reason for k, m in report.baselines.items() if not m.ok}}
     extra.update(placement_extras(report.graph, report.cluster, report.placement))
+    extra[SUMMARY_KEY] = device_summary(report.graph, report.cluster, report.placement)
     doc = placement_to_dict(report.placement, report.graph, report.cluster, step_time=report.measurement.step_time,
                             baselines={k: m.step_time for k, m in report.baselines.items()}, extra=extra)
     save_json(doc, run_dir / "placement.json")

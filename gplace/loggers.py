@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlparse
+
+log = logging.getLogger(__name__)
+
+PROBE_SECONDS = 3.0
+"""How long :class:`WandbLogger` waits for the W&B server to accept a connection before going offline."""
+INIT_SECONDS = 30.0
+"""``wandb.init``'s own time limit online (W&B's default is 90 s, then a retry)."""
 
 
 class Logger(Protocol):
@@ -52,6 +62,12 @@ class JsonlLogger:
     def finish(self) -> None:  # noqa: D102
         pass
 
+    def log_results(self, summary: Mapping[str, float], rows: Sequence[Mapping[str, Any]],
+                    files: Mapping[str, str | Path]) -> None:
+        """One record: ``{"summary": ..., "table": rows, "files": {name: path}}``."""
+        self._write({"summary": {k: _finite(v) for k, v in summary.items()}, "table": list(rows),
+                     "files": {k: str(v) for k, v in files.items()}})
+
     def _write(self, record: Mapping[str, Any]) -> None:
         with self.path.open("a") as f:
             f.write(json.dumps(record, default=str) + "\n")
@@ -60,21 +76,42 @@ class JsonlLogger:
 class WandbLogger:
     """Weights & Biases; offline when no API key is set (or as ``WANDB_MODE`` says).
 
+    Online, the W&B server is probed first (:data:`PROBE_SECONDS`); when it cannot be reached (no network, a
+    firewall) the run is logged offline instead, with a warning naming the server and how to sync later, so a
+    job never waits on the network. An online ``wandb.init`` that still fails falls back the same way.
+
     Args:
         project: W&B project (default: ``"gplace"``).
         mode: ``"online"``, ``"offline"`` or ``"disabled"``; ``None`` picks from ``WANDB_MODE`` and the key.
         name: run name (default: W&B's).
         dir: where W&B writes its files (default: the working directory).
+        group: run group, e.g. the sweep of a multirun (default: none).
     """
 
     def __init__(self, project: str = "gplace", mode: str | None = None, name: str | None = None,
-                 dir: str | None = None) -> None:
+                 dir: str | None = None, group: str | None = None) -> None:
         import wandb
 
         if mode is None:
             mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
         self._wandb = wandb
-        self.run = wandb.init(project=project, mode=mode, name=name, dir=dir, reinit="finish_previous")
+        server = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
+        if mode == "online" and not _reachable(server, PROBE_SECONDS):
+            log.warning("W&B: cannot reach %s within %.0f s; logging offline (sync later with `wandb sync`)",
+                        server, PROBE_SECONDS)
+            mode = "offline"
+        kwargs = {"project": project, "name": name, "dir": dir, "group": group, "reinit": "finish_previous"}
+        try:
+            self.run = wandb.init(mode=mode, settings=wandb.Settings(init_timeout=INIT_SECONDS), **kwargs)
+        except Exception as err:  # wandb.errors.CommError, UsageError, ... from a server that went away
+            if mode != "online":
+                raise
+            log.warning("W&B: online start failed (%s); logging offline (sync later with `wandb sync`)",
+                        " ".join(str(err).split())[:200])
+            mode = "offline"
+            self.run = wandb.init(mode=mode, **kwargs)
+        self.mode = mode
+        """The mode the run was started in (``"offline"`` after a fallback)."""
 
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
         self.run.config.update(dict(config), allow_val_change=True)
@@ -82,8 +119,60 @@ class WandbLogger:
     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:  # noqa: D102
         self.run.log(dict(scalars), step=step)
 
+    def log_results(self, summary: Mapping[str, float], rows: Sequence[Mapping[str, Any]],
+                    files: Mapping[str, str | Path]) -> list[Any]:
+        """The final figures as the run's summary, ``rows`` as the table ``results/placements``, and each
+        existing file of ``files`` (name -> path) as an artifact of that name (type ``"model"`` for a ``.pt``
+        file, else ``"placement"``); returns the ``wandb.Artifact`` objects logged."""
+        artifacts = []
+        self.run.summary.update({k: _finite(v) for k, v in summary.items()})
+        if rows:
+            columns = list(rows[0])
+            table = self._wandb.Table(columns=columns, data=[[row.get(c) for c in columns] for row in rows])
+            self.run.log({"results/placements": table})
+        for name, path in files.items():
+            path = Path(path)
+            if path.is_file():
+                artifact = self._wandb.Artifact(name, type="model" if path.suffix == ".pt" else "placement")
+                artifact.add_file(str(path))
+                self.run.log_artifact(artifact)
+                artifacts.append(artifact)
+        return artifacts
+
     def finish(self) -> None:  # noqa: D102
         self.run.finish()
+
+
+class HeldOpen:
+    """``logger`` with ``finish()`` held back until :meth:`close`: results logged after a search (which
+    finishes its logger) still reach the same run."""
+
+    def __init__(self, logger: Logger) -> None:
+        self.logger = logger
+
+    def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
+        self.logger.log_config(config)
+
+    def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:  # noqa: D102
+        self.logger.log_scalars(step, scalars)
+
+    @property
+    def keeps_results(self) -> bool:
+        """Whether the logger has a ``log_results`` (:class:`WandbLogger`, :class:`JsonlLogger`)."""
+        return hasattr(self.logger, "log_results")
+
+    def log_results(self, summary: Mapping[str, float], rows: Sequence[Mapping[str, Any]],
+                    files: Mapping[str, str | Path]) -> None:
+        """Forward to the logger's ``log_results``, where it has one."""
+        if self.keeps_results:
+            self.logger.log_results(summary, rows, files)
+
+    def finish(self) -> None:
+        """Nothing: see :meth:`close`."""
+
+    def close(self) -> None:
+        """Finish the logger."""
+        self.logger.finish()
 
 
 class MultiLogger:
@@ -108,3 +197,24 @@ class MultiLogger:
 def _finite(value: float) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+def _reachable(url: str, timeout: float) -> bool:
+    """Whether ``url``'s host accepts a TCP connection within ``timeout`` seconds (name lookup included)."""
+    import socket
+
+    parsed = urlparse(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    result: list[bool] = []
+
+    def connect() -> None:
+        try:
+            socket.create_connection((parsed.hostname or "", port), timeout=timeout).close()
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(result and result[0])

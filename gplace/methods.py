@@ -2,7 +2,9 @@
 
 - a **baseline** name (:data:`BASELINES`): ``"heft"``, ``"m_etf"``, ``"m_sct"``, ``"m_topo"``, ``"metis"``,
   ``"round_robin"``, ``"random"``, ``"single"``; placed once, no search;
-- ``"learned"`` (the default): a policy trained on this graph with REINFORCE (the paper's search);
+- ``"learned"`` (the default): a policy trained on this graph with REINFORCE (the paper's search), or another
+  learned method by its policy's name (:data:`LEARNED`: ``"gdp"``, ``"device_aware"``, ``"list_scheduling"``,
+  ...);
 - ``"pretrained"`` (the policy file shipped in the package, :data:`PRETRAINED`) or the path of a policy file
   (:func:`gplace.pretrained.save_policy`): placed zero-shot, the fastest of the greedy and sampled placements.
 
@@ -17,6 +19,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from gplace.interfaces import Placer
 
@@ -24,8 +27,14 @@ PRETRAINED = "list_scheduling_giph.pt"
 """The policy file shipped in ``gplace/data``: a ``ListSchedulingPolicy`` pretrained on GiPH's synthetic graphs;
 it places any graph on any cluster."""
 
-LEARNED = ("learned",)
-"""Method names that train a policy on the graph."""
+LEARNED = {
+    "learned": ("LSTMEncoder", "Seq2SeqPolicy"), "seq2seq": ("LSTMEncoder", "Seq2SeqPolicy"),
+    "gdp": ("GNNEncoder", "GDPPolicy"), "device_aware": ("GNNEncoder", "DeviceAwarePolicy"),
+    "list_scheduling": ("GNNEncoder", "ListSchedulingPolicy"), "mlp": ("GNNEncoder", "MLPPolicy"),
+}
+"""Method names that train a policy on the graph -> (encoder, policy) classes of :mod:`gplace.encoders` and
+:mod:`gplace.policies`, built with their defaults: ``"learned"`` is the paper's (an LSTM encoder and the seq2seq
+policy), ``"gdp"`` GDP's (GraphSAGE and a segment Transformer)."""
 
 
 def baselines() -> dict[str, type[Placer]]:
@@ -33,6 +42,23 @@ def baselines() -> dict[str, type[Placer]]:
     from gplace.baselines import HEFT, METF, METIS, MSCT, MTopo, RandomPlacer, RoundRobin, SingleDevice
 
     return {cls.name: cls for cls in (HEFT, METF, MSCT, MTopo, METIS, RoundRobin, RandomPlacer, SingleDevice)}
+
+
+def make_learner(name: str, num_devices: int) -> tuple[Any, Any]:
+    """A fresh ``(encoder, policy)`` for the learned method ``name`` (:data:`LEARNED`) on ``num_devices`` devices.
+
+    Raises:
+        ValueError: no such learned method.
+    """
+    import gplace.encoders
+    import gplace.policies
+
+    if name not in LEARNED:
+        raise ValueError(f"unknown learned method {name!r}; known: {sorted(LEARNED)}")
+    encoder_name, policy_name = LEARNED[name]
+    encoder = getattr(gplace.encoders, encoder_name)()
+    policy = getattr(gplace.policies, policy_name)(num_devices=num_devices, state_size=encoder.hidden_size)
+    return encoder, policy
 
 
 def make_baseline(name: str, seed: int = 0) -> Placer:
@@ -74,8 +100,8 @@ def check_method(method: str | Path) -> None:
     if isinstance(method, str) and (method in LEARNED or method in baselines()):
         return
     if policy_file(method) is None:
-        raise ValueError(f"unknown method {str(method)!r}; give a baseline {sorted(baselines())}, one of "
-                         f"{list(LEARNED)}, 'pretrained', or the path of a policy file")
+        raise ValueError(f"unknown method {str(method)!r}; give a baseline {sorted(baselines())}, a learned "
+                         f"method {sorted(LEARNED)}, 'pretrained', or the path of a policy file")
 
 
 @dataclass(frozen=True)

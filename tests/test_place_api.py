@@ -41,6 +41,14 @@ def test_learned_with_a_sample_budget_is_deterministic_for_a_seed(problem):
     assert runs[0].train.samples == 16  # 2 updates of 8 samples
 
 
+@pytest.mark.parametrize("method", ["gdp", "device_aware", "list_scheduling"])
+def test_other_learned_methods_train_their_policy(problem, method):
+    graph, cluster = problem
+    report = gplace.place(graph, cluster, method=method, budget="8 samples", seed=0, max_groups=8)
+    report.placement.validate(graph, cluster)
+    assert report.train.samples == 8 and report.measurement.ok
+
+
 def test_learned_with_a_warm_start_baseline_is_never_worse_than_it(problem):
     graph, cluster = problem
     heft = gplace.place(graph, cluster, method="heft").measurement.step_time

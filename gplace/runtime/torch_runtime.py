@@ -101,7 +101,7 @@ def torch_device(name: str, device_map: Mapping[str, str] | None = None) -> torc
         ValueError: the name maps to no torch device.
     """
     if device_map is not None and name in device_map:
-        return _normalise(torch.device(device_map[name]))
+        return torch.device(_parse_device(name, device_map[name]))
     match = _DEVICE_NAME.search(name)
     if match:
         return torch.device("cpu") if match[1].upper() == "CPU" else torch.device("cuda", int(match[2]))
@@ -652,7 +652,7 @@ def _place_values(
             continue
         home = homes[node.name]
         try:
-            placed[node.name] = _to(values[node.name], devices[home])
+            placed[node.name] = to_device(values[node.name], devices[home])
         except Exception as err:  # OutOfMemoryError or a device that refuses the tensor
             raise _failure(err, f"placing input {node.name!r}", labels[home]) from err
     return placed
@@ -736,14 +736,14 @@ class Step:
         if src.type == "cuda" and dst.type == "cpu":
             return self.send_to_host(value, src, event)
         if dst.type != "cuda":
-            return _to(value, dst)
+            return to_device(value, dst)
         copies, compute = self.plan.copy_streams, self.plan.streams
         inbound = copies[dst]
         outbound = copies[src] if src.type == "cuda" else inbound
         if event is not None:
             outbound.wait_event(event)
         with torch.cuda.stream(outbound), torch.cuda.stream(inbound):  # torch copies between GPUs on the source's
-            out = _to(value, dst, non_blocking=True)                    # current stream, ordered with the dst's
+            out = to_device(value, dst, non_blocking=True)                    # current stream, ordered with the dst's
         if src.type == "cuda":
             _record_stream(value, outbound)  # the source block stays allocated until the copy ran
         _record_stream(out, compute[dst])  # allocated on the copy stream, read on the compute stream
@@ -790,7 +790,7 @@ def _pinned_copy(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True)
 
 
-def _to(value: Any, device: torch.device, non_blocking: bool = False) -> Any:
+def to_device(value: Any, device: torch.device, non_blocking: bool = False) -> Any:
     """Tensors in ``value`` (a tensor, or lists and tuples of them) moved to ``device``."""
     return pytree.tree_map_only(torch.Tensor, lambda t: t.to(device, non_blocking=non_blocking), value)
 

@@ -1,0 +1,215 @@
+"""Write a placement back into the PyTorch program it was imported from (:func:`gplace.from_torch`).
+
+- :func:`split_program`: the ``torch.export`` program as a ``torch.fx.GraphModule`` split into one submodule per
+  part (``torch.fx.passes.split_module``; one part per device where the devices' data flow has no cycle, see
+  :mod:`gplace.export.parts`). Each submodule is an :class:`OnDevice`: its weights live on its device and its
+  inputs are moved there, so ``forward`` runs each part on its device. Factory ops' ``device=`` arguments follow
+  the placement. Cluster device names map to torch devices as in :func:`~gplace.runtime.torch_runtime.torch_device`
+  (``"/CPU:i"`` -> ``cpu``, ``"/GPU:i"`` -> ``cuda:i``; ``device_map`` renames others).
+- :func:`module_device_map`: an Accelerate-style ``device_map`` (module path -> torch device) for module-level
+  placement, each module on the device that runs most of its ops' compute; :func:`dispatch` applies one to a
+  module (weights moved, inputs moved by forward pre-hooks), as ``accelerate.dispatch_model`` does.
+- :func:`pipeline_split`: where the placement is a pipeline (devices change at module boundaries), a
+  ``torch.distributed.pipelining`` ``Pipe`` with a stage starting at each such module (the ``split_spec`` that
+  ``placement.json`` records, :func:`gplace.pipeline.stages.split_spec`), and each stage's device.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from gplace.export.parts import device_parts, part_of
+from gplace.importers.torch_export import TorchSource
+from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
+from gplace.runtime.torch_runtime import to_device, torch_device
+
+
+class OnDevice(nn.Module):
+    """A submodule that runs on ``device``: tensor inputs are moved there first."""
+
+    def __init__(self, module: nn.Module, device: torch.device | str) -> None:
+        super().__init__()
+        self.device = torch.device(device)
+        self.module = module.to(self.device)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*to_device(args, self.device), **to_device(kwargs, self.device))
+
+
+def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
+                  device_map: Mapping[str, str] | None = None) -> torch.fx.GraphModule:
+    """The program of ``graph`` split into per-device submodules ``submod_<k>`` (each an :class:`OnDevice`).
+
+    Call it like the exported module (``ExportedProgram.module()``); outputs land on the device of the part
+    that made them.
+
+    Raises:
+        UnsupportedGraphError: ``graph`` was not imported from a ``torch.export`` inference program.
+        InvalidPlacementError: the placement is not for ``graph`` and ``cluster``, or a device maps to no torch
+            device (names it).
+    """
+    program = _program(graph)
+    devices = {d: _torch_name(name, device_map) for d, name in enumerate(cluster.device_names)}
+    gm = program.module(check_guards=False)  # the input guards of the export are not kept
+    nodes = {n.name: n for n in gm.graph.nodes if n.op == "call_function"}
+    parts = device_parts(graph, cluster, placement, skip=[i for i, op in enumerate(graph.op_names)
+                                                          if op not in nodes])
+    owner = part_of(parts, graph.num_ops)
+    part_ids = _node_parts(gm, graph, owner)
+    for name, k in part_ids.items():
+        _retarget(nodes[name], devices[parts[k].device])
+    split = torch.fx.passes.split_module.split_module(gm, gm, lambda node: part_ids[node.name])
+    split.graph._codegen = gm.graph._codegen  # takes and returns the exported module's (nested) inputs and outputs
+    split.recompile()
+    for name, sub in list(split.named_children()):
+        if name.startswith("submod_"):
+            setattr(split, name, OnDevice(sub, devices[parts[int(name.rpartition("_")[2])].device]))
+    return split
+
+
+def module_device_map(graph: OpGraph, cluster: Cluster, placement: Placement, *,
+                      device_map: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Module path -> torch device of every module that owns parameters or buffers (Accelerate-style).
+
+    A module goes to the device that runs the largest share of its own ops' compute (ties: the lowest device
+    index); a module with no ops of its own, to that of its nearest ancestor with ops (else the first device).
+
+    Raises:
+        UnsupportedGraphError: ``graph`` was not imported from a ``torch.export`` inference program.
+        InvalidPlacementError: the placement is not for ``graph`` and ``cluster``, or a device maps to none.
+    """
+    program = _program(graph)
+    placement.validate(graph, cluster)
+    cost = graph.durations(cluster)
+    share: dict[str, Counter] = {}
+    for op, path in graph.source.module_paths.items():
+        i = graph.op_index[op]
+        d = int(placement.devices[i])
+        share.setdefault(path, Counter())[d] += float(cost[i, d]) + 1e-12
+    owners = sorted({name.rpartition(".")[0] for name in program.state_dict})
+    out = {}
+    for path in owners:
+        found = next((share[p] for p in _ancestors(path) if p in share), Counter({0: 1.0}))
+        best = max(sorted(found), key=lambda d: found[d])
+        out[path] = str(_torch_name(cluster.device_names[best], device_map))
+    return out
+
+
+def dispatch(module: nn.Module, device_map: Mapping[str, str]) -> nn.Module:
+    """Move each module named in ``device_map`` to its device, and its inputs there before each call.
+
+    Raises:
+        InvalidPlacementError: a name in ``device_map`` is not a submodule of ``module``.
+    """
+    for path, device in sorted(device_map.items(), key=lambda item: item[0].count(".")):
+        try:
+            sub = module.get_submodule(path)
+        except AttributeError:
+            raise InvalidPlacementError(f"device_map names module {path!r}, which the model lacks") from None
+        target = torch.device(device)
+        for tensor in [*sub.parameters(recurse=False), *sub.buffers(recurse=False)]:
+            tensor.data = tensor.data.to(target)
+        sub.register_forward_pre_hook(lambda _, args, kwargs, target=target: (to_device(args, target),
+                                                                              to_device(kwargs, target)),
+                                      with_kwargs=True)
+    return module
+
+
+class PipelineSplit(NamedTuple):
+    """What :func:`pipeline_split` returns."""
+
+    pipe: Any
+    """The ``torch.distributed.pipelining.Pipe``: ``pipe.split_gm`` holds ``submod_pp_<k>``, one per stage; call
+    ``pipe(*inputs)`` to run the stages one after another locally."""
+    devices: list[torch.device]
+    """The torch device of each stage."""
+
+
+def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, module: nn.Module, example_inputs: Any,
+                   *, device_map: Mapping[str, str] | None = None) -> PipelineSplit:
+    """Split ``module`` (the module ``graph`` was imported from) into pipeline stages at the modules where the
+    placement moves to another device.
+
+    Args:
+        graph: imported with :func:`gplace.from_torch` from ``module``.
+        cluster: the devices.
+        placement: the placement of ``graph`` on ``cluster``.
+        module: the ``nn.Module``.
+        example_inputs: a tuple of positional inputs (one micro-batch).
+        device_map: cluster device name -> torch device for other names (default: none).
+
+    Raises:
+        UnsupportedGraphError: ``graph`` was not imported from a torch program.
+        InvalidPlacementError: the placement is not for ``graph``, or it changes device inside a module (names
+            the op and the module), so no module-level split gives it.
+    """
+    from torch.distributed.pipelining import SplitPoint, pipeline
+
+    from gplace.pipeline.stages import split_spec
+
+    _program(graph)
+    placement.validate(graph, cluster)
+    spec = split_spec(graph, placement)
+    if spec.unaligned:
+        first = spec.unaligned[0]
+        raise InvalidPlacementError(f"the placement changes device at op {first['op']!r}, inside module "
+                                    f"{first['module']!r}: no module-level pipeline split gives it")
+    pipe = pipeline(module, mb_args=tuple(example_inputs), split_spec={
+        path: SplitPoint.BEGINNING for path in spec.split_spec})
+    order = [i for i in graph.topological_order.tolist() if graph.op_names[i] in graph.source.module_paths]
+    stage_devices = [int(placement.devices[order[0]])]
+    for prev, i in zip(order, order[1:], strict=False):
+        if placement.devices[i] != placement.devices[prev]:
+            stage_devices.append(int(placement.devices[i]))
+    return PipelineSplit(pipe, [_torch_name(cluster.device_names[d], device_map) for d in stage_devices])
+
+
+# ---------------------------------------------------------------------- helpers
+def _program(graph: OpGraph) -> Any:
+    source = graph.source
+    if not isinstance(source, TorchSource) or source.training:
+        raise UnsupportedGraphError(f"graph {graph.name!r} was not imported from a torch.export inference program "
+                                    "(gplace.from_torch, training=False); it has no program to split")
+    return source.program
+
+
+def _torch_name(name: str, device_map: Mapping[str, str] | None) -> torch.device:
+    try:
+        return torch_device(name, device_map)
+    except ValueError as err:
+        raise InvalidPlacementError(str(err)) from None
+
+
+def _node_parts(gm: torch.fx.GraphModule, graph: OpGraph, owner: Any) -> dict[str, int]:
+    """FX ``call_function`` node name -> part; a ``getitem`` goes with the node whose tuple it reads."""
+    parts: dict[str, int] = {}
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr", "output"):
+            continue
+        if node.op != "call_function":
+            raise UnsupportedGraphError(f"node {node.name!r} of the program is a {node.op}, not an op")
+        if node.target is operator.getitem and node.name not in graph.op_index:
+            parts[node.name] = parts[node.args[0].name]
+        elif node.name in graph.op_index:
+            parts[node.name] = int(owner[graph.op_index[node.name]])
+        else:
+            raise UnsupportedGraphError(f"node {node.name!r} of the program is not an op of graph {graph.name!r}")
+    return parts
+
+
+def _retarget(node: torch.fx.Node, device: torch.device) -> None:
+    """Point a factory op's ``device=`` argument at its part's device."""
+    if "device" in node.kwargs:
+        node.kwargs = {**node.kwargs, "device": device}
+
+
+def _ancestors(path: str) -> list[str]:
+    """``"a.b.c"`` -> ``["a.b.c", "a.b", "a", ""]``."""
+    parts = path.split(".") if path else []
+    return [".".join(parts[:k]) for k in range(len(parts), -1, -1)]

@@ -1,0 +1,106 @@
+"""Look at a placement: a per-device summary (written into ``placement.json``) and a drawing of the graph.
+
+:func:`device_summary` simulates the placement (:func:`gplace.runtime.schedule`) and gives, per device, its ops,
+compute seconds, peak memory and the bytes it receives and sends; :func:`draw_placement` draws the graph with
+each op coloured by its device (Graphviz's ``dot`` where installed, else matplotlib).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gplace.ir import Cluster, OpGraph, Placement
+
+log = logging.getLogger(__name__)
+
+SUMMARY_KEY = "per_device"
+"""The ``placement.json`` key holding :func:`device_summary`."""
+
+_COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+            "#bab0ac")
+
+
+def device_summary(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, dict[str, Any]]:
+    """Device name -> ``{"ops", "compute_seconds", "peak_memory", "bytes_in", "bytes_out"}`` of one simulated
+    step (seconds of compute at the device's speed, bytes)."""
+    from gplace.runtime import schedule
+
+    sched = schedule(graph, cluster, placement)
+    ops = np.bincount(placement.devices, minlength=cluster.num_devices)
+    bytes_in = np.bincount(sched.transfer_dst, weights=sched.transfer_bytes, minlength=cluster.num_devices)
+    bytes_out = np.bincount(sched.transfer_src, weights=sched.transfer_bytes, minlength=cluster.num_devices)
+    return {name: {"ops": int(ops[d]), "compute_seconds": float(sched.busy_time[d]),
+                   "peak_memory": int(sched.peak_memory[d]), "bytes_in": int(bytes_in[d]),
+                   "bytes_out": int(bytes_out[d])}
+            for d, name in enumerate(cluster.device_names)}
+
+
+def draw_placement(graph: OpGraph, devices: list[str], assignment: dict[str, str], path: str | Path) -> Path:
+    """Draw ``graph`` to a PNG at ``path``, each op coloured by its device.
+
+    Args:
+        graph: the graph.
+        devices: device names, in the cluster's order (each gets a colour).
+        assignment: op name -> device name (a placement file's ``"placement"``).
+        path: the PNG to write.
+
+    Raises:
+        InvalidPlacementError: ``assignment`` misses an op of ``graph`` or names an unknown device.
+    """
+    from gplace.ir import InvalidPlacementError
+
+    for op in graph.op_names:
+        if assignment.get(op) not in devices:
+            raise InvalidPlacementError(f"op {op!r} has no device among {devices} in the placement "
+                                        f"({assignment.get(op)!r}); is it for graph {graph.name!r}?")
+    colour = {name: _COLOURS[i % len(_COLOURS)] for i, name in enumerate(devices)}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if shutil.which("dot"):
+        _draw_dot(graph, assignment, colour, path)
+    else:
+        _draw_matplotlib(graph, assignment, colour, path)
+    return path
+
+
+def _draw_dot(graph: OpGraph, assignment: dict[str, str], colour: dict[str, str], path: Path) -> None:
+    lines = ["digraph placement {", "  node [style=filled, shape=box, fontsize=9];"]
+    lines += [f'  n{i} [label="{op}", fillcolor="{colour[assignment[op]]}"];' for i, op in enumerate(graph.op_names)]
+    lines += [f"  n{u} -> n{v};" for u, v in graph.edge_index.T.tolist()]
+    lines.append("}")
+    subprocess.run(["dot", "-Tpng", "-o", str(path)], input="\n".join(lines), text=True, check=True)
+
+
+def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[str, str], path: Path) -> None:
+    """Ops in columns by depth (longest path from a source), edges as lines, a legend of devices."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    depth = np.zeros(graph.num_ops, dtype=np.int64)
+    ptr, src, _ = graph.in_csr
+    for v in graph.topological_order.tolist():
+        preds = src[ptr[v]:ptr[v + 1]]
+        depth[v] = depth[preds].max() + 1 if preds.size else 0
+    row = np.zeros(graph.num_ops)
+    for d in np.unique(depth):
+        members = np.flatnonzero(depth == d)
+        row[members] = np.arange(members.size) - members.size / 2
+    fig, ax = plt.subplots(figsize=(min(40, 2 + depth.max() * 0.6), min(40, 2 + np.abs(row).max() * 0.8)))
+    for u, v in graph.edge_index.T.tolist():
+        ax.plot([depth[u], depth[v]], [row[u], row[v]], color="#999999", linewidth=0.5, zorder=1)
+    for name, c in colour.items():
+        ops = [i for i, op in enumerate(graph.op_names) if assignment[op] == name]
+        ax.scatter(depth[ops], row[ops], color=c, s=40, zorder=2, label=name)
+    ax.set_title(f"{graph.name}: {graph.num_ops} ops by device")
+    ax.legend(loc="best", fontsize=8)
+    ax.axis("off")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)

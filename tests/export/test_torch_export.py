@@ -1,0 +1,117 @@
+"""PyTorch write-back: a torch.export program split into per-device submodules, and a module device_map."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from gplace import InvalidPlacementError, Placement, UnsupportedGraphError, from_torch
+from gplace.export.torch import OnDevice, dispatch, module_device_map, split_program
+from gplace.testing import random_dag, uniform_cluster
+
+
+class TwoTower(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.left, self.right, self.head = nn.Linear(4, 8), nn.Linear(4, 8), nn.Linear(8, 3)
+
+    def forward(self, x):
+        left, right = self.left(x).relu(), self.right(x).sigmoid()
+        return self.head(left + right + torch.ones(8)).split(1, dim=1)[0]
+
+
+X = torch.randn(2, 4, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.fixture(scope="module")
+def imported():
+    torch.manual_seed(0)
+    model = TwoTower().eval()
+    return model, from_torch(model, (X,)), uniform_cluster(2, kind="cpu")
+
+
+def _by_module(graph, cluster, devices: dict[str, int]) -> Placement:
+    paths = graph.source.module_paths
+    return Placement.for_graph(graph, [devices.get(paths.get(op, ""), 0) for op in graph.op_names])
+
+
+@pytest.mark.parametrize("devices, parts", [({"right": 1}, 2), ({"left": 1, "right": 1}, 2)])
+def test_split_program_runs_each_part_on_its_device_with_the_same_outputs(imported, devices, parts):
+    model, graph, cluster = imported
+    split = split_program(graph, cluster, _by_module(graph, cluster, devices))
+    subs = [m for name, m in split.named_children() if name.startswith("submod_")]
+    assert len(subs) == parts and all(isinstance(m, OnDevice) and m.device.type == "cpu" for m in subs)
+    with torch.no_grad():
+        torch.testing.assert_close(split(X), model(X))
+
+
+def test_an_interleaved_placement_is_split_further_and_still_runs(imported):
+    model, graph, cluster = imported
+    placement = Placement.for_graph(graph, np.arange(graph.num_ops) % 2)
+    split = split_program(graph, cluster, placement)
+    assert sum(name.startswith("submod_") for name, _ in split.named_children()) > 2
+    with torch.no_grad():
+        torch.testing.assert_close(split(X), model(X))
+
+
+def test_module_device_map_puts_each_module_where_its_ops_run_and_dispatch_accepts_it(imported):
+    model, graph, cluster = imported
+    device_map = module_device_map(graph, cluster, _by_module(graph, cluster, {"right": 1}))
+    assert set(device_map) == {"left", "right", "head"} and set(device_map.values()) == {"cpu"}
+    torch.manual_seed(0)
+    copy = TwoTower().eval()
+    copy.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(dispatch(copy, device_map)(X), model(X))
+    with pytest.raises(InvalidPlacementError, match="names module 'tail'"):
+        dispatch(copy, {"tail": "cpu"})
+
+
+def test_bad_inputs_are_named(imported):
+    _, graph, cluster = imported
+    with pytest.raises(InvalidPlacementError, match="placement was made for graph"):
+        split_program(graph, cluster, Placement.single(random_dag(graph.num_ops), 0))
+    with pytest.raises(InvalidPlacementError, match=r"device_map\['/CPU:1'\] = 'weird' is not a torch device"):
+        odd = uniform_cluster(2, kind="cpu")
+        split_program(graph, odd, Placement.single(graph, 0), device_map={"/CPU:1": "weird"})
+    other = random_dag(3)
+    with pytest.raises(UnsupportedGraphError, match="not imported from a torch.export"):
+        split_program(other, cluster, Placement.single(other, 0))
+
+
+class Twice(nn.Module):
+    def forward(self, x):
+        return (x * 2).tanh()
+
+
+class Chain(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.mid, self.c = nn.Linear(4, 8), nn.Linear(8, 8), Twice(), nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.c(self.mid(self.b(self.a(x).relu())))
+
+
+def test_a_pipeline_placement_becomes_torch_pipelining_stages_that_run(imported):
+    from gplace.export.torch import pipeline_split
+
+    torch.manual_seed(0)
+    model, cluster = Chain().eval(), imported[2]
+    graph = from_torch(model, (X,))
+    paths = graph.source.module_paths
+    stage_of = {"": 0, "a": 0, "b": 1, "mid": 1, "c": 1}
+    placement = Placement.for_graph(graph, [stage_of[paths.get(op, "")] for op in graph.op_names])
+    split = pipeline_split(graph, cluster, placement, model, (X,))
+    assert split.pipe.num_stages == 2 and [d.type for d in split.devices] == ["cpu", "cpu"]
+    with torch.no_grad():
+        out = split.pipe(X)
+    torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(X))
+
+    mid_ops = [i for i, op in enumerate(graph.op_names) if paths.get(op) == "mid"]
+    inside = placement.devices.copy()
+    inside[mid_ops[-1]] = 0  # device changes between the two ops of module 'mid'
+    with pytest.raises(InvalidPlacementError, match="inside module 'mid'"):
+        pipeline_split(graph, cluster, Placement.for_graph(graph, inside), model, (X,))

@@ -1,0 +1,92 @@
+"""The commands: ``gplace place`` (any method), ``gplace show``, ``gplace train``, ``--help`` and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gplace.ir import cluster_to_dict, graph_to_dict, save_json
+from gplace.testing import random_dag, uniform_cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _gplace(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}
+    return subprocess.run([sys.executable, "-m", "gplace", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    graph, cluster = random_dag(12, seed=4), uniform_cluster(3)
+    save_json(graph_to_dict(graph), root / "graph.json")
+    save_json(cluster_to_dict(cluster), root / "cluster.json")
+    save_json(graph_to_dict(random_dag(12, seed=5)), root / "other.json")
+    return root
+
+
+def _file_args(root: Path) -> list[str]:
+    return ["graph=file", f"graph.path={root / 'graph.json'}", "cluster=file", f"cluster.path={root / 'cluster.json'}"]
+
+
+@pytest.mark.parametrize("method", ["heft", "pretrained"])
+def test_place_writes_a_placement_with_a_per_device_summary_that_show_prints_and_draws(files, method):
+    out = files / method
+    proc = _gplace("place", f"method={method}", "samples=2", *_file_args(files), f"hydra.run.dir={out}", cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "placement.json").read_text())
+    summary = doc["per_device"]
+    assert sum(row["ops"] for row in summary.values()) == 12 and set(summary) == set(doc["devices"])
+    assert all(row["compute_seconds"] >= 0 and row["peak_memory"] >= 0 for row in summary.values())
+    assert sum(r["bytes_in"] for r in summary.values()) == sum(r["bytes_out"] for r in summary.values())
+    proc = _gplace("show", str(out / "placement.json"), "--graph", str(files / "graph.json"), "--draw",
+                   str(out / "placement.png"), cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    for device in doc["devices"]:
+        assert device in proc.stdout
+    assert "peak memory" in proc.stdout and "bytes in" in proc.stdout
+    assert (out / "placement.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_show_errors_are_one_line(files):
+    out = files / "heft"
+    if not (out / "placement.json").exists():
+        pytest.skip("needs the placement of the test above")
+    proc = _gplace("show", str(out / "placement.json"), "--graph", str(files / "other.json"), "--draw",
+                   str(files / "x.png"), cwd=files)
+    assert proc.returncode == 2 and proc.stderr.startswith("gplace: error:") and "is for graph" in proc.stderr
+    proc = _gplace("show", str(files / "graph.json"), cwd=files)
+    assert proc.returncode == 2 and "is not a gplace.placement file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_place_with_an_unknown_method_is_one_line(files):
+    proc = _gplace("place", "method=magic", *_file_args(files), f"hydra.run.dir={files / 'bad'}", cwd=files)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("gplace: error: ValueError: unknown method 'magic'; give a baseline "
+                                   "['heft', 'm_etf', 'm_sct', 'm_topo', 'metis', 'random', 'round_robin', 'single'],"
+                                   " a learned method ['device_aware', 'gdp', 'learned', 'list_scheduling', 'mlp', "
+                                   "'seq2seq'], 'pretrained', or the path of a policy file")
+
+
+def test_bench_errors_go_through_the_same_one_line_path(files):
+    proc = _gplace("bench", "cases=[['graph=file','graph.path=/nowhere/g.json']]", f"out_dir={files / 'bench'}",
+                   cwd=files)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("gplace: error:") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command, expected", [
+    (["train"], "gplace [train]: learn a placement"), ([], "Main options: graph=..."),
+    (["place"], "method=pretrained|heft"), (["bench"], "search.seconds=S"), (["show"], "--draw PNG"),
+])
+def test_every_command_has_help_listing_its_main_options(tmp_path, command, expected):
+    proc = _gplace(*command, "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and expected in proc.stdout

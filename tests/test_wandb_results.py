@@ -1,0 +1,82 @@
+"""Weights & Biases (real, offline): results as summary, table and artifacts; no hang without a network;
+one run per multirun job, grouped by sweep."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("wandb")
+
+from gplace.loggers import HeldOpen, JsonlLogger, WandbLogger  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ["graph.steps=2", "graph.hidden=64", "graph.vocab=100", "trainer.updates=2", "trainer.progress=false",
+        "max_groups=8"]
+
+
+def _run_files(root: Path) -> list[bytes]:
+    return [p.read_bytes() for p in sorted(root.rglob("run-*.wandb"))]
+
+
+def test_results_become_summary_table_and_artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    (tmp_path / "placement.json").write_text("{}")
+    (tmp_path / "policy.pt").write_bytes(b"weights")
+    logger = HeldOpen(WandbLogger(dir=str(tmp_path)))
+    logger.log_scalars(0, {"charts/best_step_time": 2.0})
+    logger.finish()  # what a trainer does at the end of its search: held back
+    rows = [{"placement": "single /GPU:0", "step_time": 3.0}, {"placement": "learned", "step_time": 1.5}]
+    artifacts = logger.logger.log_results({"step_time": 1.5, "speedup": 2.0}, rows,
+                                          {"placement": tmp_path / "placement.json", "policy": tmp_path / "policy.pt",
+                                           "trace": tmp_path / "missing.json"})
+    assert dict(logger.logger.run.summary)["step_time"] == 1.5
+    assert [(a.name, a.type) for a in artifacts] == [("placement", "placement"), ("policy", "model")]
+    assert [list(a.manifest.entries) for a in artifacts] == [["placement.json"], ["policy.pt"]]
+    logger.close()
+    [table] = tmp_path.rglob("placements_*.table.json")
+    assert json.loads(table.read_text())["data"] == [["single /GPU:0", 3.0], ["learned", 1.5]]
+    [record] = _run_files(tmp_path)
+    assert b"placement.json" in record and b"policy.pt" in record
+
+
+def test_jsonl_logger_keeps_results_too(tmp_path):
+    logger = JsonlLogger(tmp_path / "m.jsonl")
+    logger.log_results({"step_time": float("inf")}, [{"placement": "learned"}], {"trace": tmp_path / "t.json"})
+    record = json.loads((tmp_path / "m.jsonl").read_text())
+    assert record["summary"] == {"step_time": None} and record["files"]["trace"].endswith("t.json")
+
+
+def test_a_key_without_a_network_falls_back_to_offline_within_seconds(tmp_path, monkeypatch, caplog):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens: as with no network
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="gplace.loggers"):
+        logger = WandbLogger(dir=str(tmp_path))
+    assert logger.mode == "offline" and time.monotonic() - started < 30
+    assert "cannot reach http://127.0.0.1:9" in caplog.text and "wandb sync" in caplog.text
+    logger.finish()
+
+
+def test_a_multirun_logs_one_run_per_job_grouped_by_sweep(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "offline"}
+    sweep = tmp_path / "sweep_42"
+    proc = subprocess.run([sys.executable, "-m", "gplace", "-m", *FAST, "seed=0,1", f"hydra.sweep.dir={sweep}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = _run_files(sweep)
+    assert len(records) == 2
+    for i, record in enumerate(records):
+        assert b"sweep_42" in record and f"seed={i}".encode() in record  # group and job name
+        assert b"placement.json" in record and b"trace.json" in record and b"policy.pt" in record
+    tables = [json.loads(p.read_text()) for p in sweep.rglob("placements_*.table.json")]
+    assert len(tables) == 2 and all(t["data"][-1][0] == "learned" for t in tables)
+    assert {row[0] for row in tables[0]["data"]} >= {"heft", "learned"}
