@@ -2,55 +2,29 @@
 
 from __future__ import annotations
 
-from gplace.ir import Edge, Op, OpGraph
-from gplace.zoo.roofline import kind_costs
+import math
 
-F32 = 4
-
-
-class _Builder:
-    """Collects ops and edges; costs come from FLOPs and bytes on the reference devices."""
-
-    def __init__(self) -> None:
-        self.ops: list[Op] = []
-        self.edges: list[Edge] = []
-
-    def op(self, name: str, type: str, inputs: list[str], *, flops: float = 0.0, out_shape: tuple[int, ...] = (),
-           persistent: int = 0, colocation: str | None = None, pinned: str | None = None) -> str:
-        out = F32 * _numel(out_shape) if out_shape else 0
-        touched = out + sum(self._bytes(i) for i in inputs)
-        self.ops.append(Op(name, type, None, kind_costs(flops, touched), persistent_memory=persistent,
-                           output_bytes=out, output_shapes=(out_shape,) if out_shape else (),
-                           colocation=colocation, pinned=pinned))
-        self.edges += [Edge(i, name) for i in inputs]
-        return name
-
-    def _bytes(self, name: str) -> int:
-        return next(o.output_bytes for o in reversed(self.ops) if o.name == name)
-
-    def variable(self, name: str, shape: tuple[int, ...], optimiser_slots: int) -> str:
-        """A variable: its weights (and optimiser slots) are persistent; its update is colocated with it."""
-        size = F32 * _numel(shape)
-        return self.op(name, "VariableV2", [], out_shape=shape, persistent=size * (1 + optimiser_slots),
-                       colocation=name)
+from gplace.ir import OpGraph
+from gplace.zoo.builder import UPDATE_OPS, GraphBuilder
 
 
 def lstm_lm(
     layers: int = 2, hidden: int = 1024, steps: int = 20, batch: int = 64, vocab: int = 10000,
-    training: bool = True,
+    training: bool = True, optimizer: str = "adam",
 ) -> OpGraph:
     """An unrolled LSTM language model: embedding, ``layers`` LSTM layers over ``steps``, softmax, loss.
 
     With ``training`` the graph is a full step: forward, backward (each op's gradient at twice its FLOPs),
-    gradient accumulation and Adam updates colocated with their variables. The input pipeline is pinned
-    to the CPU. Costs are roofline times on a K80 GPU and a Haswell CPU (:mod:`gplace.zoo.roofline`).
+    gradient accumulation and ``optimizer`` updates (``"adam"``, ``"adagrad"``, ``"sgd"``) colocated with their
+    variables. The input pipeline is pinned to the CPU. Costs are roofline times on a K80 GPU and a Haswell
+    CPU (:mod:`gplace.zoo.roofline`). Each layer at step ``t`` reads the layer below at ``t`` and itself at
+    ``t - 1`` (one op per cell and step, as the paper's TensorFlow graphs); logits and loss are per step.
     """
-    b = _Builder()
-    slots = 2 if training else 0
+    b = GraphBuilder(optimizer if training else "sgd")  # no optimiser slots without training
     tokens = b.op("input/IteratorGetNext", "IteratorGetNext", [], out_shape=(batch, steps), pinned="cpu")
-    emb = b.variable("embedding", (vocab, hidden), slots)
-    weights = [b.variable(f"lstm{layer}/kernel", (2 * hidden, 4 * hidden), slots) for layer in range(layers)]
-    softmax_w = b.variable("softmax/kernel", (hidden, vocab), slots)
+    emb = b.variable("embedding", (vocab, hidden))
+    weights = [b.variable(f"lstm{layer}/kernel", (2 * hidden, 4 * hidden)) for layer in range(layers)]
+    softmax_w = b.variable("softmax/kernel", (hidden, vocab))
 
     h = {}  # (layer, t) -> op producing h and c
     logits = []
@@ -71,10 +45,12 @@ def lstm_lm(
     if training:
         _backward(b, layers, steps, batch, hidden, vocab, emb, weights, softmax_w)
     name = f"lstm_lm_{layers}x{hidden}_t{steps}_b{batch}" + ("_train" if training else "")
-    return OpGraph.from_ops(b.ops, b.edges, name=name)
+    if training and optimizer != "adam":
+        name += f"_{optimizer}"
+    return b.build(name)
 
 
-def _backward(b: _Builder, layers: int, steps: int, batch: int, hidden: int, vocab: int,
+def _backward(b: GraphBuilder, layers: int, steps: int, batch: int, hidden: int, vocab: int,
               emb: str, weights: list[str], softmax_w: str) -> None:
     """Gradient ops in reverse, weight-gradient accumulation and colocated Adam updates."""
     grads: dict[str, list[str]] = {v: [] for v in [emb, softmax_w, *weights]}
@@ -95,13 +71,6 @@ def _backward(b: _Builder, layers: int, steps: int, batch: int, hidden: int, voc
         grads[emb].append(b.op(f"grad/embed/t{t}", "UnsortedSegmentSum", [upstream], flops=batch * hidden,
                                out_shape=(batch, hidden)))
     for var, parts in grads.items():
-        shape = next(o.output_shapes[0] for o in b.ops if o.name == var)
-        total = b.op(f"grad/{var}/AddN", "AddN", parts, flops=len(parts) * _numel(shape), out_shape=shape)
-        b.op(f"update/{var}", "ApplyAdam", [total, var], flops=10 * _numel(shape), out_shape=(), colocation=var)
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+        size = math.prod(b.shape(var))
+        total = b.op(f"grad/{var}/AddN", "AddN", parts, flops=len(parts) * size, out_shape=b.shape(var))
+        b.op(f"update/{var}", UPDATE_OPS[b.optimizer], [total, var], flops=10 * size, out_shape=(), colocation=var)

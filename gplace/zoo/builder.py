@@ -1,0 +1,104 @@
+"""Build training-step graphs op by op: :class:`GraphBuilder` (ops, edges, roofline costs, variables) and
+:meth:`GraphBuilder.add_backward`, the backward pass and optimiser updates of any forward graph it built."""
+
+from __future__ import annotations
+
+import math
+
+from gplace.ir import Edge, Op, OpGraph
+from gplace.zoo.roofline import kind_costs
+
+F32 = 4
+OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}
+"""Persistent copies of each variable an optimiser keeps (momenta, accumulators)."""
+UPDATE_OPS = {"sgd": "ApplyGradientDescent", "adagrad": "ApplyAdagrad", "adam": "ApplyAdam"}
+
+
+class GraphBuilder:
+    """Collects ops and edges; costs are roofline times of FLOPs and bytes on the reference devices.
+
+    Args:
+        optimizer: ``"sgd"``, ``"adagrad"`` or ``"adam"``: the persistent slots of each variable and the type
+            of its update op. (default: ``"adam"``)
+    """
+
+    def __init__(self, optimizer: str = "adam") -> None:
+        if optimizer not in OPTIMIZER_SLOTS:
+            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZER_SLOTS)}, got {optimizer!r}")
+        self.optimizer = optimizer
+        self.ops: list[Op] = []
+        self.edges: list[Edge] = []
+        self.variables: list[str] = []
+        self.inputs: dict[str, list[str]] = {}
+        """Op name -> the ops it reads."""
+        self.flops: dict[str, float] = {}
+        self._index: dict[str, int] = {}
+
+    def op(self, name: str, type: str, inputs: list[str], *, flops: float = 0.0, out_shape: tuple[int, ...] = (),
+           persistent: int = 0, colocation: str | None = None, pinned: str | None = None) -> str:
+        """Add an op reading ``inputs`` (their whole outputs); returns its name."""
+        out = F32 * math.prod(out_shape) if out_shape else 0
+        touched = out + sum(self.ops[self._index[i]].output_bytes for i in inputs)
+        self._index[name] = len(self.ops)
+        self.ops.append(Op(name, type, None, kind_costs(flops, touched), persistent_memory=persistent,
+                           output_bytes=out, output_shapes=(out_shape,) if out_shape else (),
+                           colocation=colocation, pinned=pinned))
+        self.edges += [Edge(i, name) for i in inputs]
+        self.inputs[name], self.flops[name] = list(inputs), flops
+        return name
+
+    def variable(self, name: str, shape: tuple[int, ...]) -> str:
+        """A variable: its weights and optimiser slots are persistent; its update is colocated with it."""
+        size = F32 * math.prod(shape)
+        self.variables.append(name)
+        return self.op(name, "VariableV2", [], out_shape=shape, persistent=size * (1 + OPTIMIZER_SLOTS[self.optimizer]),
+                       colocation=name)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The output shape of op ``name``."""
+        shapes = self.ops[self._index[name]].output_shapes
+        return tuple(shapes[0]) if shapes else ()
+
+    def add_backward(self, loss: str) -> None:
+        """The backward pass of everything built so far, from ``loss``, and one update per variable.
+
+        Each forward op that depends on a variable gets ``grad/<name>`` (twice its FLOPs, as TensorFlow's
+        gradients cost), reading the gradients of its consumers and its own inputs; a variable's gradient is the
+        ``AddN`` of the gradient ops of the ops that read it, and its update is colocated with it.
+        """
+        forward = list(self.ops)
+        consumers: dict[str, list[str]] = {op.name: [] for op in forward}
+        for name, inputs in self.inputs.items():
+            for i in inputs:
+                consumers[i].append(name)
+        needs = self._differentiable(forward)
+        grads: dict[str, str] = {}
+        for op in reversed(forward):
+            if op.name not in needs or op.name in self.variables:
+                continue
+            upstream = [grads[c] for c in consumers[op.name] if c in grads]
+            if op.name != loss and not upstream:
+                continue
+            seed = [loss] if op.name == loss else []  # d loss / d loss = 1, once the loss is computed
+            grads[op.name] = self.op(f"grad/{op.name}", f"{op.type}Grad", seed + upstream + self.inputs[op.name],
+                                     flops=2 * self.flops[op.name], out_shape=self.shape(op.name))
+        for var in self.variables:
+            parts = [grads[c] for c in consumers[var] if c in grads]
+            if not parts:
+                continue
+            shape = self.shape(var)
+            total = self.op(f"grad/{var}/AddN", "AddN", parts, flops=len(parts) * math.prod(shape), out_shape=shape)
+            self.op(f"update/{var}", UPDATE_OPS[self.optimizer], [total, var], flops=10 * math.prod(shape),
+                    colocation=var)
+
+    def build(self, name: str) -> OpGraph:
+        """The validated graph."""
+        return OpGraph.from_ops(self.ops, self.edges, name=name)
+
+    def _differentiable(self, forward: list[Op]) -> set[str]:
+        """Ops that depend on some variable (their gradients matter), the variables included."""
+        reached = set(self.variables)
+        for op in forward:  # built in topological order
+            if any(i in reached for i in self.inputs[op.name]):
+                reached.add(op.name)
+        return reached

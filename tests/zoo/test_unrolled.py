@@ -1,0 +1,91 @@
+"""The paper's RNNLM and NMT as per-time-step unrolled graphs: dependency structure, backward pass, the
+paper's experts on them, and their Hydra configs."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.utils import instantiate
+
+from gplace.baselines import SingleDevice, expert_for
+from gplace.ir import OpGraph
+from gplace.runtime import Simulator
+from gplace.zoo import lstm_lm, paper_cluster, unrolled_nmt
+
+
+def _ancestors(graph: OpGraph, name: str) -> set[str]:
+    """Names of every op ``name`` depends on."""
+    src, dst = graph.edge_index
+    parents: dict[int, list[int]] = {}
+    for s, d in zip(src.tolist(), dst.tolist(), strict=True):
+        parents.setdefault(d, []).append(s)
+    todo, seen = [graph.op_index[name]], set()
+    while todo:
+        for p in parents.get(todo.pop(), []):
+            if p not in seen:
+                seen.add(p)
+                todo.append(p)
+    return {graph.op_names[i] for i in seen}
+
+
+@pytest.fixture(scope="module")
+def rnnlm() -> OpGraph:
+    return lstm_lm(layers=2, hidden=32, steps=6, batch=4, vocab=50, optimizer="adagrad")
+
+
+@pytest.fixture(scope="module")
+def nmt() -> OpGraph:
+    return unrolled_nmt(layers=2, hidden=16, src_len=5, tgt_len=4, batch=2, vocab=40)
+
+
+def test_rnnlm_layer_reads_the_layer_below_at_its_step_and_itself_before(rnnlm) -> None:
+    up = _ancestors(rnnlm, "lstm1/t0/Cell")
+    assert "lstm0/t0/Cell" in up and "lstm0/t5/Cell" not in up and "lstm0/t1/Cell" not in up
+    assert "lstm1/t2/Cell" in _ancestors(rnnlm, "lstm1/t3/Cell")
+    assert sum(name.startswith("loss/t") for name in rnnlm.op_names) == 6 + 1  # a loss per step, and their sum
+    assert "update/lstm0/kernel" in rnnlm.op_names and "ApplyAdagrad" in rnnlm.op_types
+
+
+def test_nmt_is_unrolled_per_step_with_attention_over_every_source_step(nmt) -> None:
+    assert "encoder0/t4/Cell" not in _ancestors(nmt, "encoder1/t0/Cell")
+    assert "decoder0/t3/Cell" not in _ancestors(nmt, "decoder1/t0/Cell")
+    context = _ancestors(nmt, "attention_score/t0/Context")
+    assert all(f"encoder1/t{s}/Cell" in context for s in range(5))
+    assert "attention_out/t0" in _ancestors(nmt, "decoder0/t1/Cell")  # input feeding
+    assert sum(name.startswith("sparse_categorical_crossentropy/t") for name in nmt.op_names) == 4
+
+
+def test_nmt_backward_updates_every_variable_next_to_it(nmt) -> None:
+    ops = {op.name: op for op in nmt.ops()}
+    variables = [op.name for op in ops.values() if op.type == "VariableV2"]
+    assert len(variables) == 11
+    for var in variables:
+        assert ops[f"update/{var}"].colocation == var == ops[var].colocation
+    assert "grad/decoder0/t0/MatMul" in _ancestors(nmt, "update/decoder0/kernel")
+    assert "loss/total" in _ancestors(nmt, "grad/encoder0/t0/MatMul")
+
+
+@pytest.mark.parametrize(("make", "rules"), [
+    ("rnnlm", {"lstm0/t3/MatMul": 0, "lstm1/t3/Cell": 1, "softmax/t2/MatMul": 3, "grad/lstm1/t1/Cell": 1}),
+    ("nmt", {"encoder0/t1/Cell": 0, "decoder1/t2/MatMul": 1, "attention_score/t1/Softmax": 2, "logits/t3": 3,
+             "grad/decoder1/t2/MatMul": 1}),
+])
+def test_the_paper_experts_place_layers_attention_and_softmax_on_their_gpus(make, rules, request) -> None:
+    graph, cluster = request.getfixturevalue(make), paper_cluster(num_gpus=4)
+    placement = expert_for(graph.name).place(graph, cluster)
+    gpus = [i for i, kind in enumerate(cluster.kinds) if kind == "gpu"]
+    for name, gpu in rules.items():
+        assert placement.devices[graph.op_index[name]] == gpus[gpu], name
+    assert Simulator().measure(graph, cluster, placement).ok
+
+
+@pytest.mark.parametrize("name", ["rnnlm", "nmt"])
+def test_graph_configs_build_the_paper_sizes(name) -> None:
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"graph={name}"])
+    graph = instantiate(cfg.graph)
+    kernel = (4096, 8192) if name == "rnnlm" else (3072, 4096)  # [x, h] x 4 gates; NMT's first decoder layer
+    shapes = {tuple(s) for op in graph.ops() for s in op.output_shapes}
+    assert kernel in shapes and graph.num_ops > 500
+    cluster = paper_cluster(num_gpus=2)
+    assert Simulator().measure(graph, cluster, SingleDevice(kind="gpu").place(graph, cluster)).ok
