@@ -54,7 +54,7 @@ def place(
     seed: int | None = None, encoder: torch.nn.Module | None = None,
     policy: torch.nn.Module | Callable[..., torch.nn.Module] | None = None, runtime: Runtime | None = None,
     trainer: Trainer | None = None, max_groups: int = 256, run_dir: str | Path | None = None,
-    logger: Logger | None = None, warm_start: Placement | str | None = None,
+    logger: Logger | None = None, warm_start: Placement | str | None = None, split_groups: bool = True,
 ) -> PlacementReport:
     """Place ``graph`` on ``cluster``: by default, learn a placement (the paper's LSTM policy, the simulator).
 
@@ -82,6 +82,8 @@ def place(
         logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``).
         warm_start: a placement to start the search from, or a baseline's name (e.g. ``"heft"``); see
             :meth:`~gplace.training.ReinforceTrainer.fit`. The result is never slower than it.
+        split_groups: with a ``warm_start``, split the groups it spreads over several devices, so that the
+            policy starts exactly at it (see :class:`~gplace.placer.PolicyPlacer`'s ``express``) (default: True).
 
     Raises:
         ValueError: an unknown method or baseline, or a malformed budget.
@@ -100,7 +102,7 @@ def place(
         if method != "learned" and encoder is None and policy is None:
             encoder, policy = make_learner(str(method), cluster.num_devices)
         result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,
-                        run_dir, logger, warm_start)
+                        run_dir, logger, warm_start, split_groups)
         result = _no_worse_than(result, warm_start, graph, cluster, runtime)
     else:
         result = _place_once(graph, cluster, method, runtime, budget, seed or 0)
@@ -112,7 +114,7 @@ def place(
 
 def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module | None, policy: Any, runtime: Runtime,
            trainer: Trainer, max_groups: int, run_dir: str | Path | None, logger: Logger | None,
-           warm_start: Placement | None) -> TrainResult:
+           warm_start: Placement | None, split_groups: bool) -> TrainResult:
     """Train a policy on ``graph`` (the paper's search); its best placement."""
     from gplace.encoders import LSTMEncoder
     from gplace.placer import PolicyPlacer
@@ -122,7 +124,8 @@ def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module | None, po
     policy = policy or Seq2SeqPolicy
     if not isinstance(policy, torch.nn.Module):
         policy = policy(num_devices=cluster.num_devices)
-    placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
+    placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
+                          express=warm_start if split_groups else None)
     log.info("placing %s (%d ops, %d groups) on %s", graph.name, graph.num_ops, placer.num_groups, cluster.name)
     return trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger, warm_start=warm_start)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gplace.ir import GraphError, OpGraph, Placement
+from gplace.ir import GraphError, InvalidPlacementError, OpGraph, Placement
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,6 +100,25 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
 def identity_grouping(graph: OpGraph) -> Grouping:
     """One group per op; the coarse graph is ``graph`` itself (colocation is left to the caller)."""
     return Grouping(np.arange(graph.num_ops, dtype=np.int64), graph.num_ops, graph, graph)
+
+
+def split_groups(grouping: Grouping, placement: Placement) -> Grouping:
+    """``grouping`` with each group split by the devices ``placement`` puts its ops on, so that the placement is
+    exactly expressible (a policy warm-started from it starts where it is). Colocated ops share a device in any
+    valid placement, so they stay together; there may be up to ``num_groups x devices`` groups.
+
+    Raises:
+        InvalidPlacementError: ``placement`` is not a placement of ``grouping.original``.
+    """
+    graph = grouping.original
+    if placement.graph_fingerprint not in (None, graph.fingerprint) or placement.devices.shape != (graph.num_ops,):
+        raise InvalidPlacementError(f"the placement ({placement.devices.size} ops) is not one of graph "
+                                    f"{graph.name!r} ({graph.num_ops} ops)")
+    pairs = grouping.op_group * (int(placement.devices.max(initial=0)) + 1) + placement.devices
+    _, op_group = np.unique(pairs, return_inverse=True)
+    if int(op_group.max(initial=-1)) + 1 == grouping.num_groups:
+        return grouping
+    return make_grouping(graph, op_group)
 
 
 def make_grouping(graph: OpGraph, op_group: np.ndarray) -> Grouping:

@@ -11,7 +11,7 @@ from torch import nn
 
 from gplace.features import device_features as describe_devices
 from gplace.features import featurize
-from gplace.grouping import Grouping, group_ops
+from gplace.grouping import Grouping, group_ops, split_groups
 from gplace.interfaces import PolicyCapabilities, capabilities_of, feature_sizes_of
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.policies.schedule_context import ScheduleContext
@@ -52,6 +52,9 @@ class PolicyPlacer(nn.Module):
             only consumer only when the graph has more than ``max_groups`` ops).
         device_features: (D, F) features of the cluster's devices for a device-aware policy (default: ``None``,
             :func:`gplace.features.device_features` of ``cluster``).
+        express: a placement the groups must express exactly: each group is split by the devices it puts the
+            group's ops on (:func:`~gplace.grouping.split_groups`), so a search warm-started from it starts
+            where it is (default: ``None``).
 
     Shapes:
         sampled ``devices`` (K, N) int64; ``log_prob`` and ``entropy`` (K,); ``device_features`` (D, F).
@@ -61,7 +64,7 @@ class PolicyPlacer(nn.Module):
 
     def __init__(self, graph: OpGraph, cluster: Cluster, encoder: nn.Module, policy: nn.Module, *,
                  max_groups: int = 256, grouping: Grouping | None = None,
-                 device_features: np.ndarray | torch.Tensor | None = None) -> None:
+                 device_features: np.ndarray | torch.Tensor | None = None, express: Placement | None = None) -> None:
         super().__init__()
         self.capabilities = capabilities_of(policy)
         if self.capabilities.num_devices not in (None, cluster.num_devices):
@@ -69,6 +72,8 @@ class PolicyPlacer(nn.Module):
                              f"{cluster.num_devices}")
         self.graph, self.cluster, self.encoder, self.policy = graph, cluster, encoder, policy
         self.grouping = _default_grouping(graph, self.capabilities, max_groups) if grouping is None else grouping
+        if express is not None:
+            self.grouping = split_groups(self.grouping, express)
         features = featurize(graph, self.grouping, **feature_sizes_of(encoder))
         self._feature_keys = tuple(features.to_tensors())
         for key, value in features.to_tensors().items():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gplace.grouping import group_ops, identity_grouping, make_grouping
-from gplace.ir import Edge, Op, OpGraph
+from gplace.grouping import group_ops, identity_grouping, make_grouping, split_groups
+from gplace.ir import Edge, InvalidPlacementError, Op, OpGraph, Placement
 from gplace.testing import chain, cpu_gpu_cluster, diamond, random_dag
 
 
@@ -186,3 +186,18 @@ def test_large_graph_groups_quickly():
     grouping = group_ops(graph, max_groups=256)
     assert grouping.num_groups == 256
     _assert_acyclic_order(graph, grouping.op_group)
+
+
+def test_split_groups_makes_a_placement_exactly_expressible():
+    graph = random_dag(40, seed=2)
+    grouping = group_ops(graph, max_groups=5)
+    placement = Placement.for_graph(graph, np.arange(graph.num_ops) % 3)
+    split = split_groups(grouping, placement)
+    group_device = np.zeros(split.num_groups, dtype=np.int64)
+    group_device[split.op_group] = placement.devices
+    assert np.array_equal(split.expand(group_device).devices, placement.devices)
+    assert grouping.num_groups < split.num_groups <= 3 * grouping.num_groups
+    aligned = grouping.expand(np.arange(grouping.num_groups) % 2)
+    assert split_groups(grouping, aligned) is grouping  # nothing to split
+    with pytest.raises(InvalidPlacementError, match="not one of graph"):
+        split_groups(grouping, Placement(np.zeros(3, dtype=np.int64)))

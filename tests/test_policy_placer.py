@@ -91,3 +91,21 @@ def test_single_group_graph():
     placer = _placer(graph)
     devices = placer.sample(3).devices
     assert placer.num_groups == 1 and (devices == devices[:, :1]).all()
+
+
+def test_a_placer_that_expresses_a_placement_projects_onto_it_exactly():
+    """Warm starting: with ``express``, the groups split so the projection is the placement itself; without,
+    the projection onto the default groups loses the ops a group's majority outvotes."""
+    from gplace.baselines import HEFT
+
+    graph, cluster = random_dag(60, seed=4), cpu_gpu_cluster(num_gpus=2)
+    heft = HEFT().place(graph, cluster)
+
+    def make(**kw) -> PolicyPlacer:
+        return PolicyPlacer(graph, cluster, LSTMEncoder(hidden_size=8), Seq2SeqPolicy(3, hidden_size=8), max_groups=6,
+                            **kw)
+
+    coarse, exact = make(), make(express=heft)
+    assert not np.array_equal(coarse.project(heft).devices, heft.devices)
+    assert np.array_equal(exact.project(heft).devices, heft.devices)
+    assert exact.num_groups > coarse.num_groups
