@@ -10,7 +10,14 @@ from gplace.baselines import HEFT, METF, METIS, MSCT, MTopo, RandomPlacer, Round
 from gplace.conformance import check_encoder, check_placer, check_policy, check_trainer
 from gplace.encoders import GNNEncoder, LSTMEncoder
 from gplace.interfaces import Placer, PolicyCapabilities, capabilities_of
-from gplace.policies import DeviceAwarePolicy, GDPPolicy, ListSchedulingPolicy, MLPPolicy, Seq2SeqPolicy
+from gplace.policies import (
+    DeviceAwarePolicy,
+    GDPPolicy,
+    ListSchedulingPolicy,
+    MLPPolicy,
+    Seq2SeqPolicy,
+    SuperpositionPolicy,
+)
 from gplace.testing import cpu_gpu_cluster, random_dag
 from gplace.training import PPOTrainer, ReinforceTrainer
 
@@ -28,6 +35,7 @@ POLICIES = {
     "seq2seq": lambda: Seq2SeqPolicy(3, hidden_size=32, state_size=32),
     "mlp": lambda: MLPPolicy(3, hidden_size=32, state_size=32),
     "gdp": lambda: GDPPolicy(3, hidden_size=32, state_size=32, segment_size=8),
+    "superposition": lambda: SuperpositionPolicy(3, hidden_size=32, state_size=32, segment_size=8),
     "device_aware": lambda: DeviceAwarePolicy(32, state_size=32),
     "list_scheduling": lambda: ListSchedulingPolicy(32, state_size=32),
 }

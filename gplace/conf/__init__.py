@@ -23,6 +23,7 @@ CODE_DEFAULTS: dict[str, str] = {
     "encoder/gin": "gplace.encoders.GNNEncoder",
     "policy/seq2seq": "gplace.policies.Seq2SeqPolicy",
     "policy/gdp": "gplace.policies.GDPPolicy",
+    "policy/superposition": "gplace.policies.SuperpositionPolicy",
     "policy/mlp": "gplace.policies.MLPPolicy",
     "policy/device_aware": "gplace.policies.DeviceAwarePolicy",
     "policy/list_scheduling": "gplace.policies.ListSchedulingPolicy",

@@ -8,8 +8,9 @@ from gplace.policies.gdp import GDPPolicy
 from gplace.policies.list_scheduling import ListSchedulingPolicy
 from gplace.policies.mlp import MLPPolicy
 from gplace.policies.seq2seq import Seq2SeqPolicy
+from gplace.policies.superposition import SuperpositionPolicy
 
 __all__ = [
     "DeviceAwarePolicy", "GDPPolicy", "IndependentPolicy", "ListSchedulingPolicy", "MLPPolicy", "PolicyOutput",
-    "Seq2SeqPolicy",
+    "Seq2SeqPolicy", "SuperpositionPolicy",
 ]

@@ -61,13 +61,21 @@ class GDPPolicy(IndependentPolicy):
         # memory of segment b is segment b - 1; the first segment has none
         mem_pad = torch.cat([torch.ones_like(pad[:1]), pad[:-1]], 0)
         key_pad = torch.cat([mem_pad, pad], 1)
-        for attn, attn_norm, ff, ff_norm in zip(self.attn, self.attn_norms, self.ff, self.ff_norms, strict=True):
+        layers = zip(self.attn, self.attn_norms, self.ff, self.ff_norms, strict=True)
+        for i, (attn, attn_norm, ff, ff_norm) in enumerate(layers):
             memory = torch.cat([torch.zeros_like(x[:1]), x[:-1]], 0).detach()
             q = attn_norm(x)
             kv = torch.cat([attn_norm(memory), q], 1)
             x = x + attn(q, kv, kv, key_padding_mask=key_pad, need_weights=False)[0]
-            x = x + ff(ff_norm(x))
+            x = self._modulate(x + ff(ff_norm(x)), i, states)
         return self.out(self.out_norm(x)).flatten(0, 1)[:g]
+
+    def _modulate(self, x: torch.Tensor, layer: int, states: torch.Tensor) -> torch.Tensor:
+        """The output of transformer layer ``layer`` as the next layer reads it (here unchanged).
+
+        Shapes: x (B, L, H); states (G, S); returns (B, L, H).
+        """
+        return x
 
     def _segments(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Pad to whole segments. Shapes: x (G, H); returns (B, L, H) and a (B, L) bool mask, true on padding."""

@@ -255,7 +255,8 @@ def reference_step_time(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> f
 
 def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, runtime: Runtime, *,
              trainer: ReinforceTrainer | None = None, max_groups: int = 256, copy_modules: bool = True,
-             run_dir: str | Path | None = None, logger: Logger | None = None) -> TrainResult:
+             conditioning_only: bool = False, run_dir: str | Path | None = None,
+             logger: Logger | None = None) -> TrainResult:
     """Search for a placement of ``graph`` with a plain :class:`ReinforceTrainer` started from trained weights.
 
     Args:
@@ -267,6 +268,8 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
         trainer: the search (default: ``ReinforceTrainer()``); its optimizer starts fresh.
         max_groups: coarsen the graph to at most this many groups (default: 256).
         copy_modules: fine-tune deep copies, leaving the pretrained modules as they are (default: True).
+        conditioning_only: train only the policy's ``conditioning_parameters()`` (a
+            :class:`~gplace.policies.SuperpositionPolicy`'s graph conditioning), the rest frozen (default: False).
         run_dir: metrics and checkpoints, as in :meth:`ReinforceTrainer.fit`.
         logger: metrics logger (default: none).
     """
@@ -274,8 +277,20 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
 
     if copy_modules:
         encoder, policy = copy.deepcopy(encoder), copy.deepcopy(policy)
+    if conditioning_only:
+        _freeze_all_but_conditioning(encoder, policy)
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
     return (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger)
+
+
+def _freeze_all_but_conditioning(encoder: nn.Module, policy: nn.Module) -> None:
+    if not hasattr(policy, "conditioning_parameters"):
+        raise ValueError(f"conditioning_only needs a policy with conditioning_parameters() (e.g. "
+                         f"SuperpositionPolicy), got {type(policy).__name__}")
+    for p in [*encoder.parameters(), *policy.parameters()]:
+        p.requires_grad_(False)
+    for p in policy.conditioning_parameters():
+        p.requires_grad_(True)
 
 
 def _restore(state: dict[str, Any], encoder: nn.Module, policy: nn.Module, draws: np.random.Generator,
