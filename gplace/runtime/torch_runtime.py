@@ -201,7 +201,9 @@ class TorchRuntime(Runtime):
             reason = str(err)
         except torch.OutOfMemoryError as err:  # one no step wrapped, e.g. raised when synchronising
             reason = f"out of memory: {error_summary(err)}"
-        except Exception as err:  # a CUDA error outside any op (a dead context): a failure, never raised
+        except Exception as err:
+            if not _cuda_error(err):
+                raise
             reason = f"CUDA error outside the ops: {type(err).__name__}: {error_summary(err)}"
         logger.debug("measurement of %r failed: %s", graph.name, reason)
         _release()  # the failed step's tensors went with the exception
@@ -850,6 +852,12 @@ def _peak_memory(plan: Plan, cluster: Cluster, base: Mapping[torch.device, int])
         held = sum(_nbytes(v) for name, v in plan.initial.items() if plan.homes[name] == d)
         peaks[d] = held + torch.cuda.max_memory_allocated(dev) - base.get(dev, 0)
     return peaks
+
+
+def _cuda_error(err: Exception) -> bool:
+    """A CUDA error (a dead context after a sticky error raises one from any CUDA call)."""
+    accelerator = getattr(torch, "AcceleratorError", None)
+    return (accelerator is not None and isinstance(err, accelerator)) or "CUDA" in str(err)
 
 
 def _release() -> None:
