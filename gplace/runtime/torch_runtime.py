@@ -317,9 +317,7 @@ class TorchRuntime(Runtime):
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
         torch device or to one this machine lacks, and every GPU two cluster devices share without a
         ``device_map`` entry saying so (call it once, before a search; measurements fail on such devices)."""
-        problems = cluster_problems(cluster, self.device_map)
-        if problems:
-            raise ClusterMismatchError(f"cluster {cluster.name!r} does not fit this machine: " + "; ".join(problems))
+        ClusterMismatchError.check(cluster, cluster_problems(cluster, self.device_map))
 
     def _warn_once(self, cluster: Cluster) -> None:
         if cluster.fingerprint in self._checked:
