@@ -16,6 +16,12 @@ class ClusterMismatchError(ValueError):
     """The cluster cannot run on this machine (a device it lacks, two cluster devices on one GPU); the message
     names the devices. Raised by :meth:`Runtime.check_cluster`, before a search."""
 
+    @classmethod
+    def check(cls, cluster: Cluster, problems: Sequence[str]) -> None:
+        """Raise one error listing ``problems`` (each naming devices), if there are any."""
+        if problems:
+            raise cls(f"cluster {cluster.name!r} does not fit this machine: " + "; ".join(problems))
+
 
 @dataclass(frozen=True, eq=False)
 class Measurement:

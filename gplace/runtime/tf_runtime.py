@@ -258,8 +258,7 @@ class TensorFlowRuntime(Runtime):
                     missing.append(f"{device.name} (/device:GPU:{index})")
         if missing:
             problems.append(f"{', '.join(missing)} not available (TensorFlow sees {gpus} GPU(s))")
-        if problems:
-            raise ClusterMismatchError(f"cluster {cluster.name!r} does not fit this machine: " + "; ".join(problems))
+        ClusterMismatchError.check(cluster, problems)
 
     def _devices(self, tf: Any, cluster: Cluster, placement: Placement) -> dict[int, str]:
         """Cluster device index -> TensorFlow device, for the devices the placement uses; checks the GPUs exist."""

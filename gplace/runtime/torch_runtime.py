@@ -201,7 +201,9 @@ class TorchRuntime(Runtime):
             reason = str(err)
         except torch.OutOfMemoryError as err:  # one no step wrapped, e.g. raised when synchronising
             reason = f"out of memory: {error_summary(err)}"
-        except Exception as err:  # a CUDA error outside any op (a dead context): a failure, never raised
+        except Exception as err:
+            if not _cuda_error(err):
+                raise
             reason = f"CUDA error outside the ops: {type(err).__name__}: {error_summary(err)}"
         logger.debug("measurement of %r failed: %s", graph.name, reason)
         _release()  # the failed step's tensors went with the exception
@@ -315,9 +317,7 @@ class TorchRuntime(Runtime):
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
         torch device or to one this machine lacks, and every GPU two cluster devices share without a
         ``device_map`` entry saying so (call it once, before a search; measurements fail on such devices)."""
-        problems = cluster_problems(cluster, self.device_map)
-        if problems:
-            raise ClusterMismatchError(f"cluster {cluster.name!r} does not fit this machine: " + "; ".join(problems))
+        ClusterMismatchError.check(cluster, cluster_problems(cluster, self.device_map))
 
     def _warn_once(self, cluster: Cluster) -> None:
         if cluster.fingerprint in self._checked:
@@ -850,6 +850,12 @@ def _peak_memory(plan: Plan, cluster: Cluster, base: Mapping[torch.device, int])
         held = sum(_nbytes(v) for name, v in plan.initial.items() if plan.homes[name] == d)
         peaks[d] = held + torch.cuda.max_memory_allocated(dev) - base.get(dev, 0)
     return peaks
+
+
+def _cuda_error(err: Exception) -> bool:
+    """A CUDA error (a dead context after a sticky error raises one from any CUDA call)."""
+    accelerator = getattr(torch, "AcceleratorError", None)
+    return (accelerator is not None and isinstance(err, accelerator)) or "CUDA" in str(err)
 
 
 def _release() -> None:
