@@ -38,7 +38,7 @@ from gplace.encoders import GNNEncoder
 from gplace.importers import load_giph_graph, load_giph_network
 from gplace.ir import Cluster, OpGraph
 from gplace.placer import PolicyPlacer
-from gplace.policies import DeviceAwarePolicy, GDPPolicy, ListSchedulingPolicy
+from gplace.policies import DeviceAwarePolicy, GDPPolicy, ListSchedulingPolicy, SuperpositionPolicy
 from gplace.pretrained import build, place_with_pretrained, place_zero_shot, save_policy
 from gplace.runtime import Simulator
 from gplace.training import ReinforceTrainer, TrainResult
@@ -60,8 +60,12 @@ KINDS = {
     "gdp": "GDPPolicy",
     "list_scheduling": "ListSchedulingPolicy (earliest-finish-time prior weight 3, learned)",
     "list_scheduling_no_prior": "ListSchedulingPolicy without the prior (weight 0 at the start)",
+    "superposition": "SuperpositionPolicy (GDP's superposition network), fine-tuning all weights",
+    "superposition_conditioning": "SuperpositionPolicy, fine-tuning only the graph conditioning",
 }
 """Policy kinds: report title of each."""
+FIXED_DEVICES = {"gdp", "superposition", "superposition_conditioning"}
+"""Kinds whose policy has one output per device of the training cluster (no zero-shot on other clusters)."""
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,10 @@ class Settings:
     scratch_updates: int = 300
     """Updates of the per-graph search, from scratch and when fine-tuning (K samples each)."""
     scratch_lr: tuple[tuple[str, float], ...] = (("device_aware", 1e-2), ("gdp", 3e-3), ("list_scheduling", 3e-3),
-                                                 ("list_scheduling_no_prior", 3e-3))
+                                                 ("list_scheduling_no_prior", 3e-3), ("superposition", 3e-3),
+                                                 ("superposition_conditioning", 3e-3))
     """Learning rate of the from-scratch search per policy kind: for device_aware and gdp, of 3e-3 and 1e-2, the
-    one whose results on the held-out graphs were better (a probe run); 3e-3 unprobed for list scheduling."""
+    one whose results on the held-out graphs were better (a probe run); 3e-3 unprobed for the others."""
     finetune_lr: float = 3e-3
     entropy_coef: float = 1e-2
     held_out: int = len(HELD_OUT)
@@ -109,7 +114,7 @@ def main() -> None:
         report = json.loads((Path(args.work) / "generalization.json").read_text())
         if args.paper_zero_shot:
             torch.set_num_threads(1)
-            report["paper"] = _paper_zero_shot(Path(args.work), [k for k in report["kinds"] if k != "gdp"])
+            report["paper"] = _paper_zero_shot(Path(args.work), [k for k in report["kinds"] if k not in FIXED_DEVICES])
             (Path(args.work) / "generalization.json").write_text(json.dumps(report, indent=1))
         (HERE / "generalization.md").write_text(_markdown(report))
         return
@@ -130,11 +135,11 @@ def main() -> None:
             "pretrain_seconds": pre["seconds"], "pretrain_samples": pre["samples"],
             "train_greedy_ratio": pre["greedy_ratio"], "curve": pre["curve"], "seconds": time.monotonic() - started,
             "rows": [asdict(r) for r in rows],
-            "subset": _subset_zero_shot(encoder, policy, held, cluster, sim) if kind != "gdp" else [],
+            "subset": [] if kind in FIXED_DEVICES else _subset_zero_shot(encoder, policy, held, cluster, sim),
             "cold_seconds": _cold_place(path, held[-1]),
         }
         (Path(args.work) / "generalization.json").write_text(json.dumps(report, indent=1))
-    out = Path(args.work) / "generalization_quick.md" if args.quick else HERE / "generalization.md"
+    out = Path(args.work) / "generalization_quick.md" if args.quick else HERE / args.report
     out.write_text(_markdown(report))
 
 
@@ -147,6 +152,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--paper-zero-shot", action="store_true",
                         help="place the paper's models with --work's policy files, add them to the JSON and report")
     parser.add_argument("--work", default="/tmp/gplace_generalization", help="policy files and raw JSON")
+    parser.add_argument("--report", default="generalization.md", help="the report's file name under benchmarks/")
     return parser.parse_args()
 
 
@@ -177,7 +183,8 @@ def _modules(kind: str, num_devices: int, seed: int) -> tuple[torch.nn.Module, t
         return encoder, build(DeviceAwarePolicy, hidden_size=HIDDEN)
     if kind.startswith("list_scheduling"):
         return encoder, build(ListSchedulingPolicy, hidden_size=HIDDEN, prior_weight=0.0 if "no_prior" in kind else 3.0)
-    return encoder, build(GDPPolicy, num_devices=num_devices, hidden_size=HIDDEN, num_heads=4, num_layers=2)
+    policy = SuperpositionPolicy if kind.startswith("superposition") else GDPPolicy
+    return encoder, build(policy, num_devices=num_devices, hidden_size=HIDDEN, num_heads=4, num_layers=2)
 
 
 def _pretrain(kind, train, cluster, sim, settings):
@@ -204,7 +211,8 @@ def _evaluate(kind, encoder, policy, path, graph, cluster, sim, settings, seed) 
     fresh_encoder, fresh_policy = _modules(kind, cluster.num_devices, seed=100 + seed)
     scratch = _search(settings, dict(settings.scratch_lr)[kind], seed).fit(
         PolicyPlacer(graph, cluster, fresh_encoder, fresh_policy), sim, graph, cluster)
-    tuned = finetune(encoder, policy, graph, cluster, sim, trainer=_search(settings, settings.finetune_lr, seed))
+    tuned = finetune(encoder, policy, graph, cluster, sim, trainer=_search(settings, settings.finetune_lr, seed),
+                     conditioning_only=kind == "superposition_conditioning")
 
     target = scratch.best_step_time
     greedy_time = step(greedy)

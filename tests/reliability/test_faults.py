@@ -18,7 +18,7 @@ from gplace.runtime.parallel import PoolRuntime
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning")]
 
-TIMEOUT = 5.0
+TIMEOUT = 15.0  # generous: a fresh worker loads the program first, and CI machines may be loaded
 FAULTS = {1: "raise", 2: "hang", 3: "die"}
 
 
