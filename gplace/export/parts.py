@@ -9,12 +9,15 @@ later part, in which case it opens a new part at the end.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
-from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,20 @@ def device_parts(graph: OpGraph, cluster: Cluster, placement: Placement, *, skip
     for i in order:
         members.setdefault(key[i], []).append(i)
     return [Part(int(devices[ops[0]]), k, tuple(ops)) for k, (_, ops) in enumerate(sorted(members.items()))]
+
+
+def framework_devices(cluster: Cluster, convert: Callable[[str, Mapping[str, str] | None], T],
+                      device_map: Mapping[str, str] | None = None) -> list[T]:
+    """Each cluster device's framework device, ``convert(name, device_map)`` (e.g.
+    :func:`gplace.runtime.torch_runtime.torch_device`).
+
+    Raises:
+        InvalidPlacementError: a device maps to none (``convert`` raised ``ValueError``); names it.
+    """
+    try:
+        return [convert(name, device_map) for name in cluster.device_names]
+    except ValueError as err:
+        raise InvalidPlacementError(str(err)) from None
 
 
 def part_of(parts: list[Part], num_ops: int) -> np.ndarray:

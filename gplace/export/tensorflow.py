@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gplace.export.parts import framework_devices
 from gplace.importers.tensorflow import TensorFlowSource
-from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
+from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.tf_runtime import tf_device
 
 
@@ -46,7 +47,7 @@ def place_graph_def(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     """
     source = _source(graph)
     placement.validate(graph, cluster)
-    names = {d: _tf_name(name, device_map) for d, name in enumerate(cluster.device_names)}
+    names = framework_devices(cluster, tf_device, device_map)
     placed = type(source.graph_def)()
     placed.CopyFrom(source.graph_def)
     devices = placement.devices.tolist()
@@ -121,13 +122,6 @@ def _assign(tf: Any, handle: Any, value: Any) -> Any:
         if handle.type == "VarHandleOp":
             return tf.raw_ops.AssignVariableOp(resource=handle.outputs[0], value=value)
         return tf.compat.v1.assign(handle.outputs[0], value)
-
-
-def _tf_name(name: str, device_map: Mapping[str, str] | None) -> str:
-    try:
-        return tf_device(name, device_map)
-    except ValueError as err:
-        raise InvalidPlacementError(str(err)) from None
 
 
 def _source(graph: OpGraph) -> TensorFlowSource:

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from gplace.export.parts import device_parts, part_of
+from gplace.export.parts import device_parts, framework_devices, part_of
 from gplace.importers.torch_export import TorchSource
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.torch_runtime import to_device, torch_device
@@ -55,7 +55,7 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
             device (names it).
     """
     program = _program(graph)
-    devices = {d: _torch_name(name, device_map) for d, name in enumerate(cluster.device_names)}
+    devices = framework_devices(cluster, torch_device, device_map)
     gm = program.module(check_guards=False)  # the input guards of the export are not kept
     nodes = {n.name: n for n in gm.graph.nodes if n.op == "call_function"}
     parts = device_parts(graph, cluster, placement, skip=[i for i, op in enumerate(graph.op_names)
@@ -86,6 +86,7 @@ def module_device_map(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     """
     program = _program(graph)
     placement.validate(graph, cluster)
+    devices = framework_devices(cluster, torch_device, device_map)
     cost = graph.durations(cluster)
     share: dict[str, Counter] = {}
     for op, path in graph.source.module_paths.items():
@@ -97,7 +98,7 @@ def module_device_map(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     for path in owners:
         found = next((share[p] for p in _ancestors(path) if p in share), Counter({0: 1.0}))
         best = max(sorted(found), key=lambda d: found[d])
-        out[path] = str(_torch_name(cluster.device_names[best], device_map))
+        out[path] = str(devices[best])
     return out
 
 
@@ -167,7 +168,8 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
     for prev, i in zip(order, order[1:], strict=False):
         if placement.devices[i] != placement.devices[prev]:
             stage_devices.append(int(placement.devices[i]))
-    return PipelineSplit(pipe, [_torch_name(cluster.device_names[d], device_map) for d in stage_devices])
+    devices = framework_devices(cluster, torch_device, device_map)
+    return PipelineSplit(pipe, [devices[d] for d in stage_devices])
 
 
 # ---------------------------------------------------------------------- helpers
@@ -177,13 +179,6 @@ def _program(graph: OpGraph) -> Any:
         raise UnsupportedGraphError(f"graph {graph.name!r} was not imported from a torch.export inference program "
                                     "(gplace.from_torch, training=False); it has no program to split")
     return source.program
-
-
-def _torch_name(name: str, device_map: Mapping[str, str] | None) -> torch.device:
-    try:
-        return torch_device(name, device_map)
-    except ValueError as err:
-        raise InvalidPlacementError(str(err)) from None
 
 
 def _node_parts(gm: torch.fx.GraphModule, graph: OpGraph, owner: Any) -> dict[str, int]:
