@@ -70,7 +70,24 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     for name, sub in list(split.named_children()):
         if name.startswith("submod_"):
             setattr(split, name, OnDevice(sub, devices[parts[int(name.rpartition("_")[2])].device]))
+    _home_weights(split)
     return split
+
+
+def _home_weights(split: torch.fx.GraphModule) -> None:
+    """Put each weight read by one device's parts on that device once, rather than copying it every call (a new
+    tensor: the exported program's own weights stay where they are)."""
+    for node in split.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        homes = {split.get_submodule(u.target).device for u in node.users if u.op == "call_module"}
+        owner_path, _, attr = node.target.rpartition(".")
+        owner = split.get_submodule(owner_path)
+        value = getattr(owner, attr)
+        if len(homes) == 1 and isinstance(value, torch.Tensor) and value.device != (home := homes.pop()):
+            moved = value.detach().to(home)
+            setattr(owner, attr, nn.Parameter(moved, value.requires_grad) if isinstance(value, nn.Parameter)
+                    else moved)
 
 
 def module_device_map(graph: OpGraph, cluster: Cluster, placement: Placement, *,
