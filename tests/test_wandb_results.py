@@ -68,6 +68,20 @@ def test_a_key_without_a_network_falls_back_to_offline_within_seconds(tmp_path, 
     logger.finish()
 
 
+def test_a_server_that_answers_but_is_not_wandb_falls_back_to_offline_too(tmp_path, monkeypatch, caplog):
+    """Where something accepts the connection but W&B cannot start (a proxy, a firewall), ``wandb.init``'s error
+    is caught; where nothing does, the probe fails: offline, with a warning, either way."""
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", "http://10.255.255.1:80")
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="gplace.loggers"):
+        logger = WandbLogger(dir=str(tmp_path))
+    assert logger.mode == "offline" and time.monotonic() - started < 60
+    assert "logging offline" in caplog.text and "10.255.255.1" in caplog.text
+    logger.finish()
+
+
 def test_a_multirun_logs_one_run_per_job_grouped_by_sweep(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "offline"}
     sweep = tmp_path / "sweep_42"
