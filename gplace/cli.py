@@ -208,6 +208,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     from rich.console import Console
 
     from gplace.experiment import place
+    from gplace.export import write_back
 
     graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), instantiate(cfg.runtime)
     method = cfg.get("checkpoint") or cfg.method
@@ -215,9 +216,10 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     report = place(graph, cluster, method=method, budget=budget, seed=cfg.seed, runtime=runtime, run_dir=run_dir,
                    warm_start=cfg.get("warm_start_baseline"))
     m = report.measurement
+    written = write_back(graph, cluster, report.placement, run_dir) if cfg.get("write_back", True) else []
     Console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "
                     f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({report.speedup:.2f}x the best single "
-                    f"device); wrote {run_dir}")
+                    f"device); wrote {run_dir}" + "".join(f"\n  {p}" for p in written))
     return m.step_time
 
 

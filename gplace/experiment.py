@@ -92,6 +92,8 @@ def place(
     from gplace.runtime import Simulator
 
     check_method(method)
+    if seed is not None:
+        torch.manual_seed(seed)  # the policy's initial weights
     runtime = runtime or Simulator()
     runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
     budget = None if budget is None else Budget.parse(budget)
@@ -143,10 +145,8 @@ def _no_worse_than(result: TrainResult, warm_start: Placement | None, graph: OpG
 
 
 def _budgeted(trainer: Trainer | None, budget: Budget | None, seed: int | None) -> Trainer:
-    """``trainer`` (default: REINFORCE) with the budget and seed applied; seeds torch for the initial weights."""
+    """``trainer`` (default: REINFORCE) with the budget and seed applied."""
     trainer = trainer or ReinforceTrainer()
-    if seed is not None:
-        torch.manual_seed(seed)
     changes: dict[str, Any] = {} if seed is None else {"seed": seed}
     if budget is not None and budget.samples is not None:
         changes["updates"] = max(1, math.ceil(budget.samples / trainer.samples_per_update))

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from gplace.ir.errors import error_summary
+
 log = logging.getLogger(__name__)
 
 PROBE_SECONDS = 3.0
@@ -106,8 +108,8 @@ class WandbLogger:
         except Exception as err:  # wandb.errors.CommError, UsageError, ... from a server that went away
             if mode != "online":
                 raise
-            log.warning("W&B: online start failed (%s); logging offline (sync later with `wandb sync`)",
-                        " ".join(str(err).split())[:200])
+            log.warning("W&B: online start at %s failed (%s: %s); logging offline (sync later with `wandb sync`)",
+                        server, type(err).__name__, error_summary(err, limit=200))
             mode = "offline"
             self.run = wandb.init(mode=mode, **kwargs)
         self.mode = mode

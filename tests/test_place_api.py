@@ -47,6 +47,8 @@ def test_other_learned_methods_train_their_policy(problem, method):
     report = gplace.place(graph, cluster, method=method, budget="8 samples", seed=0, max_groups=8)
     report.placement.validate(graph, cluster)
     assert report.train.samples == 8 and report.measurement.ok
+    again = gplace.place(graph, cluster, method=method, budget="8 samples", seed=0, max_groups=8)
+    assert again.train.history == report.train.history  # same initial weights, same search
 
 
 def test_learned_with_a_warm_start_baseline_is_never_worse_than_it(problem):

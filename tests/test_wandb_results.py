@@ -43,8 +43,10 @@ def test_results_become_summary_table_and_artifacts(tmp_path, monkeypatch):
     logger.close()
     [table] = tmp_path.rglob("placements_*.table.json")
     assert json.loads(table.read_text())["data"] == [["single /GPU:0", 3.0], ["learned", 1.5]]
-    [record] = _run_files(tmp_path)
-    assert b"placement.json" in record and b"policy.pt" in record
+    deadline = time.monotonic() + 20  # W&B's service process writes the run record behind the run
+    while not all(b"placement.json" in r and b"policy.pt" in r for r in _run_files(tmp_path) or [b""]):
+        assert time.monotonic() < deadline, "the artifacts never reached the run record"
+        time.sleep(0.2)
 
 
 def test_jsonl_logger_keeps_results_too(tmp_path):
@@ -63,6 +65,20 @@ def test_a_key_without_a_network_falls_back_to_offline_within_seconds(tmp_path, 
         logger = WandbLogger(dir=str(tmp_path))
     assert logger.mode == "offline" and time.monotonic() - started < 30
     assert "cannot reach http://127.0.0.1:9" in caplog.text and "wandb sync" in caplog.text
+    logger.finish()
+
+
+def test_a_server_that_answers_but_is_not_wandb_falls_back_to_offline_too(tmp_path, monkeypatch, caplog):
+    """Where something accepts the connection but W&B cannot start (a proxy, a firewall), ``wandb.init``'s error
+    is caught; where nothing does, the probe fails: offline, with a warning, either way."""
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", "http://10.255.255.1:80")
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="gplace.loggers"):
+        logger = WandbLogger(dir=str(tmp_path))
+    assert logger.mode == "offline" and time.monotonic() - started < 60
+    assert "logging offline" in caplog.text and "10.255.255.1" in caplog.text
     logger.finish()
 
 

@@ -1,14 +1,70 @@
 """Write placements back into the programs they came from, as programs that run.
 
 - :mod:`gplace.export.onnx`: an annotated ONNX model, and one ONNX model per device run in order;
-- :mod:`gplace.export.tensorflow`: a ``GraphDef`` with every ``NodeDef.device`` set;
-- :mod:`gplace.export.torch`: a ``torch.fx.GraphModule`` split into per-device submodules, and a module-level
-  ``device_map``;
+- :mod:`gplace.export.tensorflow`: a ``GraphDef`` with every ``NodeDef.device`` set, and a placed SavedModel;
+- :mod:`gplace.export.torch`: a ``torch.fx.GraphModule`` split into per-device submodules, a module-level
+  ``device_map`` and a pipeline split;
 - :mod:`gplace.export.parts` (no framework): the per-device parts, in an order they can run in.
 
-Each framework is imported only inside its own module.
+Each framework is imported only inside its own module. :func:`write_back` writes what fits the graph's program
+into a directory (what ``gplace place`` does).
 """
 
-from gplace.export.parts import Part, device_parts, part_of
+from __future__ import annotations
 
-__all__ = ["Part", "device_parts", "part_of"]
+import json
+from pathlib import Path
+
+from gplace.export.parts import Part, device_parts, part_of
+from gplace.ir import Cluster, OpGraph, Placement
+
+__all__ = ["Part", "device_parts", "part_of", "write_back"]
+
+
+def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: str | Path) -> list[Path]:
+    """Write the placed program of ``graph`` into ``out_dir``; the paths written (none for a graph with no
+    program, e.g. one read from a gplace JSON file).
+
+    - ONNX: ``placed.onnx`` (:func:`~gplace.export.onnx.annotate_onnx`) and ``parts/<kkk>_<device>.onnx``, one
+      model per part, in run order by name (:func:`~gplace.export.onnx.split_onnx`);
+    - TensorFlow: ``placed.pb``, the binary ``GraphDef`` with every node's device
+      (:func:`~gplace.export.tensorflow.place_graph_def`);
+    - torch.export: ``device_map.json``, module path -> device (:func:`~gplace.export.torch.module_device_map`).
+
+    Raises:
+        InvalidPlacementError: the placement is not for ``graph`` and ``cluster``.
+    """
+    from gplace.importers.onnx import OnnxSource
+    from gplace.importers.tensorflow import TensorFlowSource
+    from gplace.importers.torch_export import TorchSource
+
+    out_dir = Path(out_dir)
+    source = graph.source
+    if isinstance(source, OnnxSource):
+        return _write_onnx(graph, cluster, placement, out_dir)
+    if isinstance(source, TensorFlowSource):
+        from gplace.export.tensorflow import place_graph_def
+
+        return [_write_bytes(out_dir / "placed.pb", place_graph_def(graph, cluster, placement).SerializeToString())]
+    if isinstance(source, TorchSource) and not source.training:
+        from gplace.export.torch import module_device_map
+
+        text = json.dumps(module_device_map(graph, cluster, placement), indent=1)
+        return [_write_bytes(out_dir / "device_map.json", text.encode())]
+    return []
+
+
+def _write_onnx(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: Path) -> list[Path]:
+    from gplace.export.onnx import annotate_onnx, split_onnx
+
+    written = [_write_bytes(out_dir / "placed.onnx", annotate_onnx(graph, cluster, placement).SerializeToString())]
+    for k, part in enumerate(split_onnx(graph, cluster, placement)):
+        device = "".join(c if c.isalnum() else "_" for c in part.device).strip("_")
+        written.append(_write_bytes(out_dir / "parts" / f"{k:03d}_{device}.onnx", part.model.SerializeToString()))
+    return written
+
+
+def _write_bytes(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path

@@ -3,18 +3,21 @@
 A part is a set of ops on one device; every edge runs from a part to itself or to a later part, so a runtime
 without multi-device support can run the parts in order, passing the cut tensors along. Where the devices'
 data flow has no cycle (device A never feeds B that feeds A again) there is **one part per device**; otherwise
-ops are split further by *stage*: ``stage(v) = max over inputs u of stage(u) + [device(u) != device(v)]``, and
-a part is one (stage, device) pair.
+ops are taken in topological order, each joining the latest part of its device unless one of its inputs is in a
+later part, in which case it opens a new part at the end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
-from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -54,12 +57,25 @@ def device_parts(graph: OpGraph, cluster: Cluster, placement: Placement, *, skip
         keys = {d: k for k, d in enumerate(device_order)}
         key = {i: keys[int(devices[i])] for i in order}
     else:
-        stage = _stages(edges, devices, order)
-        key = {i: stage[i] * cluster.num_devices + int(devices[i]) for i in order}
+        key = _greedy_parts(edges, devices, order)
     members: dict[int, list[int]] = {}
     for i in order:
         members.setdefault(key[i], []).append(i)
     return [Part(int(devices[ops[0]]), k, tuple(ops)) for k, (_, ops) in enumerate(sorted(members.items()))]
+
+
+def framework_devices(cluster: Cluster, convert: Callable[[str, Mapping[str, str] | None], T],
+                      device_map: Mapping[str, str] | None = None) -> list[T]:
+    """Each cluster device's framework device, ``convert(name, device_map)`` (e.g.
+    :func:`gplace.runtime.torch_runtime.torch_device`).
+
+    Raises:
+        InvalidPlacementError: a device maps to none (``convert`` raised ``ValueError``); names it.
+    """
+    try:
+        return [convert(name, device_map) for name in cluster.device_names]
+    except ValueError as err:
+        raise InvalidPlacementError(str(err)) from None
 
 
 def part_of(parts: list[Part], num_ops: int) -> np.ndarray:
@@ -91,12 +107,19 @@ def _device_order(edges: np.ndarray, devices: np.ndarray, ops: list[int]) -> lis
     return order if len(order) == len(used) else None
 
 
-def _stages(edges: np.ndarray, devices: np.ndarray, order: list[int]) -> dict[int, int]:
-    """Stage of each op of ``order``: one more than an input's stage where the device changes, else the input's."""
+def _greedy_parts(edges: np.ndarray, devices: np.ndarray, order: list[int]) -> dict[int, int]:
+    """Part index of each op of ``order``: the latest part of its device where no input is in a later part,
+    else a new part at the end."""
     inputs: dict[int, list[int]] = {}
     for u, v in edges.T.tolist():
         inputs.setdefault(v, []).append(u)
-    stage: dict[int, int] = {}
+    part: dict[int, int] = {}
+    latest: dict[int, int] = {}  # device -> its latest part
+    count = 0
     for v in order:
-        stage[v] = max((stage[u] + int(devices[u] != devices[v]) for u in inputs.get(v, ())), default=0)
-    return stage
+        d = int(devices[v])
+        needed = max((part[u] for u in inputs.get(v, ())), default=-1)
+        if latest.get(d, -1) < needed or d not in latest:
+            latest[d], count = count, count + 1
+        part[v] = latest[d]
+    return part

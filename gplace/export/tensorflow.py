@@ -9,15 +9,23 @@ placement: cluster device ``"/CPU:i"`` becomes ``"/device:CPU:i"``, ``"/GPU:i"``
 ``ConfigProto`` that runs it as placed: soft placement off, as many logical CPU devices as the placement uses.
 Variables stay handles (``VarHandleOp``) as in the imported GraphDef: initialise or restore them as for any
 GraphDef.
+
+:func:`save_saved_model` writes the placed program as a SavedModel (TensorFlow's v1 layout, which keeps each
+node's device): the placed GraphDef, one signature with the source's inputs and outputs, and the weights of the
+program's variables (a function's, SavedModel's or Keras model's, kept by the importer) as constants its
+``main_op`` assigns on load, each on its variable's device. The weights travel inside the graph, so the model
+is bounded by protobuf's 2 GB.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from gplace.export.parts import framework_devices
 from gplace.importers.tensorflow import TensorFlowSource
-from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
+from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.tf_runtime import tf_device
 
 
@@ -39,7 +47,7 @@ def place_graph_def(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     """
     source = _source(graph)
     placement.validate(graph, cluster)
-    names = {d: _tf_name(name, device_map) for d, name in enumerate(cluster.device_names)}
+    names = framework_devices(cluster, tf_device, device_map)
     placed = type(source.graph_def)()
     placed.CopyFrom(source.graph_def)
     devices = placement.devices.tolist()
@@ -63,11 +71,57 @@ def session_config(graph_def: Any) -> Any:
     return tf.compat.v1.ConfigProto(device_count={"CPU": cpus}, allow_soft_placement=False)
 
 
-def _tf_name(name: str, device_map: Mapping[str, str] | None) -> str:
-    try:
-        return tf_device(name, device_map)
-    except ValueError as err:
-        raise InvalidPlacementError(str(err)) from None
+def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, export_dir: str | Path, *,
+                     device_map: Mapping[str, str] | None = None, signature: str = "serving_default",
+                     tags: tuple[str, ...] = ("serve",)) -> Path:
+    """Write the placed program of ``graph`` as a SavedModel in ``export_dir`` (module docstring).
+
+    Load it with ``tf.compat.v1.saved_model.loader.load(session, list(tags), export_dir)`` in a session with
+    :func:`session_config`; the signature's keys are the tensor names without ``":0"`` (e.g. ``"x"``).
+
+    Raises:
+        UnsupportedGraphError: ``graph`` was not imported from TensorFlow, or a variable's value is unknown (a
+            GraphDef holds none; import the function, SavedModel or Keras model instead); names the variable.
+        InvalidPlacementError: as :func:`place_graph_def`.
+        FileExistsError: ``export_dir`` exists.
+    """
+    import tensorflow as tf
+
+    source = _source(graph)
+    placed = place_graph_def(graph, cluster, placement, device_map=device_map)
+    for node in placed.node:
+        if node.op in ("VarHandleOp", "VariableV2", "Variable") and node.name not in source.variables:
+            raise UnsupportedGraphError(f"variable {node.name!r} of graph {graph.name!r} has no value (the program "
+                                        "was a GraphDef); a SavedModel needs its weights")
+    export_dir = Path(export_dir)
+    if export_dir.exists():
+        raise FileExistsError(f"SavedModel directory {str(export_dir)!r} exists; give a new one")
+    values = {name: variable.numpy() for name, variable in source.variables.items()}
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        tf.graph_util.import_graph_def(placed, name="")
+        restore = tf.group(*[_assign(tf, tf_graph.get_operation_by_name(name), value)
+                             for name, value in values.items()], name="gplace_restore_weights")
+        info = tf.compat.v1.saved_model.utils.build_tensor_info
+        signature_def = tf.compat.v1.saved_model.signature_def_utils.build_signature_def(
+            inputs={t.rpartition(":")[0]: info(tf_graph.get_tensor_by_name(t)) for t in source.inputs},
+            outputs={t.rpartition(":")[0]: info(tf_graph.get_tensor_by_name(t)) for t in source.outputs},
+            method_name=tf.compat.v1.saved_model.signature_constants.PREDICT_METHOD_NAME)
+        builder = tf.compat.v1.saved_model.Builder(str(export_dir))
+        with tf.compat.v1.Session(graph=tf_graph, config=session_config(placed)) as session:
+            builder.add_meta_graph_and_variables(session, list(tags), signature_def_map={signature: signature_def},
+                                                 main_op=restore, clear_devices=False)
+        builder.save()
+    return export_dir
+
+
+def _assign(tf: Any, handle: Any, value: Any) -> Any:
+    """An op assigning ``value`` (an array) to the variable node ``handle``, on its device."""
+    with tf.device(handle.device):
+        value = tf.constant(value, name=f"{handle.name}/gplace_value")
+        if handle.type == "VarHandleOp":
+            return tf.raw_ops.AssignVariableOp(resource=handle.outputs[0], value=value)
+        return tf.compat.v1.assign(handle.outputs[0], value)
 
 
 def _source(graph: OpGraph) -> TensorFlowSource:

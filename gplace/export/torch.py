@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from gplace.export.parts import device_parts, part_of
+from gplace.export.parts import device_parts, framework_devices, part_of
 from gplace.importers.torch_export import TorchSource
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.torch_runtime import to_device, torch_device
@@ -55,7 +55,7 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
             device (names it).
     """
     program = _program(graph)
-    devices = {d: _torch_name(name, device_map) for d, name in enumerate(cluster.device_names)}
+    devices = framework_devices(cluster, torch_device, device_map)
     gm = program.module(check_guards=False)  # the input guards of the export are not kept
     nodes = {n.name: n for n in gm.graph.nodes if n.op == "call_function"}
     parts = device_parts(graph, cluster, placement, skip=[i for i, op in enumerate(graph.op_names)
@@ -70,7 +70,24 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     for name, sub in list(split.named_children()):
         if name.startswith("submod_"):
             setattr(split, name, OnDevice(sub, devices[parts[int(name.rpartition("_")[2])].device]))
+    _home_weights(split)
     return split
+
+
+def _home_weights(split: torch.fx.GraphModule) -> None:
+    """Put each weight read by one device's parts on that device once, rather than copying it every call (a new
+    tensor: the exported program's own weights stay where they are)."""
+    for node in split.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        homes = {split.get_submodule(u.target).device for u in node.users if u.op == "call_module"}
+        owner_path, _, attr = node.target.rpartition(".")
+        owner = split.get_submodule(owner_path)
+        value = getattr(owner, attr)
+        if len(homes) == 1 and isinstance(value, torch.Tensor) and value.device != (home := homes.pop()):
+            moved = value.detach().to(home)
+            setattr(owner, attr, nn.Parameter(moved, value.requires_grad) if isinstance(value, nn.Parameter)
+                    else moved)
 
 
 def module_device_map(graph: OpGraph, cluster: Cluster, placement: Placement, *,
@@ -86,6 +103,7 @@ def module_device_map(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     """
     program = _program(graph)
     placement.validate(graph, cluster)
+    devices = framework_devices(cluster, torch_device, device_map)
     cost = graph.durations(cluster)
     share: dict[str, Counter] = {}
     for op, path in graph.source.module_paths.items():
@@ -97,7 +115,7 @@ def module_device_map(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     for path in owners:
         found = next((share[p] for p in _ancestors(path) if p in share), Counter({0: 1.0}))
         best = max(sorted(found), key=lambda d: found[d])
-        out[path] = str(_torch_name(cluster.device_names[best], device_map))
+        out[path] = str(devices[best])
     return out
 
 
@@ -167,7 +185,8 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
     for prev, i in zip(order, order[1:], strict=False):
         if placement.devices[i] != placement.devices[prev]:
             stage_devices.append(int(placement.devices[i]))
-    return PipelineSplit(pipe, [_torch_name(cluster.device_names[d], device_map) for d in stage_devices])
+    devices = framework_devices(cluster, torch_device, device_map)
+    return PipelineSplit(pipe, [devices[d] for d in stage_devices])
 
 
 # ---------------------------------------------------------------------- helpers
@@ -177,13 +196,6 @@ def _program(graph: OpGraph) -> Any:
         raise UnsupportedGraphError(f"graph {graph.name!r} was not imported from a torch.export inference program "
                                     "(gplace.from_torch, training=False); it has no program to split")
     return source.program
-
-
-def _torch_name(name: str, device_map: Mapping[str, str] | None) -> torch.device:
-    try:
-        return torch_device(name, device_map)
-    except ValueError as err:
-        raise InvalidPlacementError(str(err)) from None
 
 
 def _node_parts(gm: torch.fx.GraphModule, graph: OpGraph, owner: Any) -> dict[str, int]:

@@ -51,7 +51,7 @@ import logging
 import math
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,6 +121,9 @@ class TensorFlowSource:
     """Tensors to feed, e.g. ``("x:0",)``."""
     outputs: tuple[str, ...] = ()
     """Tensors one step fetches (a training step's loss, a model's outputs)."""
+    variables: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """``VarHandleOp`` node name -> the ``tf.Variable`` it stands for, where the program held one (a function,
+    SavedModel or Keras model; empty for a GraphDef): where a placed program's weights come from."""
 
 
 @dataclass
@@ -133,6 +136,8 @@ class _Traced:
     outputs: tuple[str, ...]
     keepalive: Any = None
     """An object whose variables the GraphDef refers to (a loaded SavedModel), kept alive while building."""
+    variables: dict[str, Any] = field(default_factory=dict)
+    """``VarHandleOp`` node name -> its ``tf.Variable``."""
 
 
 def from_tensorflow(
@@ -183,7 +188,9 @@ def from_tensorflow(
         with _wrap_errors(f"{where}: TensorFlow could not import it"):
             graph = _import_graph_def(tf, graph_def)
         ops, edges = _Builder(tf, graph, graph_def, where).build()
-    source = TensorFlowSource(graph_def, traced.inputs, traced.outputs)
+    names = {node.name for node in graph_def.node}
+    source = TensorFlowSource(graph_def, traced.inputs, traced.outputs,
+                              {k: v for k, v in traced.variables.items() if k in names})
     try:
         return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
     except GraphError as err:
@@ -308,7 +315,7 @@ def _function_traced(tf: Any, concrete: Any) -> _Traced:
         graph_def = concrete.graph.as_graph_def(add_shapes=True)
         nodes = {n.name: n for n in graph_def.node}
         variables = {id(v.handle): v for v in concrete.graph.variables}
-        captured, renames, handles = set(), {}, []
+        captured, renames, handles, held = set(), {}, [], {}
         for external, internal in concrete.graph.captures:
             node = nodes[internal.op.name]
             captured.add(internal.name)
@@ -316,6 +323,8 @@ def _function_traced(tf: Any, concrete: Any) -> _Traced:
                 _as_const(tf, node, external)
             elif _as_var_handle(tf, node, variables.get(id(external)), internal):
                 handles.append(node)
+                if id(external) in variables:
+                    held[node.name] = variables[id(external)]
                 wanted = node.attr["shared_name"].s.decode()
                 if wanted and wanted not in nodes and wanted not in renames.values():
                     renames[node.name] = wanted
@@ -323,7 +332,8 @@ def _function_traced(tf: Any, concrete: Any) -> _Traced:
         _separate_shared_names(handles)
         inputs = tuple(t.name for t in concrete.inputs if t.name not in captured)
         outputs = tuple(t.name for t in concrete.outputs)
-    return _Traced(graph_def, fname.removeprefix("__inference_"), inputs, outputs)
+    return _Traced(graph_def, fname.removeprefix("__inference_"), inputs, outputs,
+                   variables={renames.get(k, k): v for k, v in held.items()})
 
 
 def _as_var_handle(tf: Any, node: Any, variable: Any, placeholder: Any) -> bool:

@@ -12,7 +12,8 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 tf = pytest.importorskip("tensorflow")
 
 from gplace import InvalidPlacementError, Placement, UnsupportedGraphError, from_tensorflow  # noqa: E402
-from gplace.export.tensorflow import place_graph_def, session_config  # noqa: E402
+from gplace.baselines import RoundRobin  # noqa: E402
+from gplace.export.tensorflow import place_graph_def, save_saved_model, session_config  # noqa: E402
 from gplace.ir import Cluster, Device  # noqa: E402
 from gplace.testing import random_dag  # noqa: E402
 
@@ -35,14 +36,18 @@ def imported():
 
 
 def _alternating(graph):
-    return Placement.for_graph(graph, [i % 2 for i in range(graph.num_ops)])
+    """Ops on the two devices in turn, colocation groups kept whole."""
+    return RoundRobin().place(graph, Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")],
+                                                   default_bandwidth=1e9))
 
 
 def test_placed_graph_def_runs_on_each_device_with_the_original_outputs(imported):
     graph, cluster = imported
     placed = place_graph_def(graph, cluster, _alternating(graph))
+    placement = _alternating(graph)
     assert {n.name: n.device for n in placed.node} == {
-        op: f"/device:CPU:{i % 2}" for i, op in enumerate(graph.op_names)}
+        op: f"/device:CPU:{d}" for op, d in zip(graph.op_names, placement.devices.tolist(), strict=True)}
+    assert set(placement.devices.tolist()) == {0, 1}
     tf_graph = tf.Graph()
     with tf_graph.as_default():
         tf.graph_util.import_graph_def(placed, name="")
@@ -71,3 +76,46 @@ def test_a_graph_not_from_tensorflow_is_refused():
     graph = random_dag(4)
     with pytest.raises(UnsupportedGraphError, match="not imported from TensorFlow"):
         place_graph_def(graph, Cluster.build([Device("/CPU:0", "cpu")]), Placement.single(graph, 0))
+
+
+class Dense(tf.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1, self.w2 = tf.Variable(W1, name="w1"), tf.Variable(W2, name="w2")
+
+    @tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32, name="x")])
+    def __call__(self, x):
+        return tf.matmul(tf.tanh(tf.matmul(x, self.w1)), self.w2)
+
+
+def test_a_saved_model_comes_back_as_a_placed_saved_model_with_its_weights(tmp_path, imported):
+    cluster = imported[1]
+    module = Dense()
+    tf.saved_model.save(module, str(tmp_path / "original"), signatures=module.__call__)
+    graph = from_tensorflow(tmp_path / "original")
+    assert set(graph.source.variables) == {"w1", "w2"}
+    placement = _alternating(graph)
+    export = save_saved_model(graph, cluster, placement, tmp_path / "placed")
+    expected = {op: f"/device:CPU:{d}" for op, d in zip(graph.op_names, placement.devices.tolist(), strict=True)}
+    with tf.compat.v1.Session(graph=tf.Graph(), config=session_config(place_graph_def(graph, cluster, placement))
+                              ) as session:
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(export))
+        signature = meta.signature_def["serving_default"]
+        devices = {op.name: op.device for op in session.graph.get_operations() if op.name in expected}
+        [out] = session.run([signature.outputs[k].name for k in signature.outputs], {signature.inputs["x"].name: X})
+    assert devices == expected and set(expected.values()) == {"/device:CPU:0", "/device:CPU:1"}
+    np.testing.assert_allclose(out, module(X).numpy(), rtol=1e-5)
+    with pytest.raises(FileExistsError, match="exists"):
+        save_saved_model(graph, cluster, placement, export)
+
+
+def test_a_graph_def_without_weights_cannot_become_a_saved_model(tmp_path, imported):
+    cluster = imported[1]
+    v1 = tf.Graph()
+    with v1.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 4], name="x")
+        w = tf.compat.v1.get_variable("w", initializer=W1, use_resource=True)
+        tf.matmul(x, w, name="y")
+    graph = from_tensorflow(v1.as_graph_def(), name="bare", outputs=["y"])
+    with pytest.raises(UnsupportedGraphError, match="has no value"):
+        save_saved_model(graph, cluster, Placement.single(graph, 0), tmp_path / "x")

@@ -115,3 +115,18 @@ def test_a_pipeline_placement_becomes_torch_pipelining_stages_that_run(imported)
     inside[mid_ops[-1]] = 0  # device changes between the two ops of module 'mid'
     with pytest.raises(InvalidPlacementError, match="inside module 'mid'"):
         pipeline_split(graph, cluster, Placement.for_graph(graph, inside), model, (X,))
+
+
+def test_module_device_map_names_each_modules_gpu(imported):
+    _, graph, _ = imported
+    gpus = uniform_cluster(2, kind="gpu")
+    device_map = module_device_map(graph, gpus, _by_module(graph, gpus, {"right": 1}))
+    assert device_map == {"left": "cuda:0", "right": "cuda:1", "head": "cuda:0"}
+
+
+def test_weights_move_once_to_their_parts_device_and_the_exported_program_keeps_its_own(imported):
+    _, graph, cluster = imported
+    split = split_program(graph, cluster, _by_module(graph, cluster, {"right": 1}), device_map={"/CPU:1": "meta"})
+    assert split.right.weight.device.type == "meta" and split.left.weight.device.type == "cpu"
+    assert isinstance(split.right.weight, nn.Parameter)
+    assert graph.source.program.state_dict["right.weight"].device.type == "cpu"
