@@ -36,7 +36,8 @@ class SearchSettings:
     max_seconds: float | None = None
     """Stop after this much wall time (``None``: no limit)."""
     imitation_steps: int = 100
-    """With a ``warm_start`` placement, supervised steps pulling the policy towards it before the search."""
+    """With a ``warm_start`` placement, supervised steps pulling the policy towards it before the search (fewer
+    when they use half of ``max_seconds``)."""
     seed: int = 0
     """Seeds sampling and initial weights."""
     progress: bool = False
