@@ -252,7 +252,7 @@ def _cell(record: PipelineRecord | None, ref: tuple[str, float] | None) -> str:
 def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, schedule: str = "1f1b",
                     microbatches: int | None = None, baseline: str = "single_gpu") -> Path:
     """Throughput over one GPU against the number of stage devices, one panel per graph: the best method per
-    count, one line per GPU model with more than two counts (one GPU included); graphs one GPU cannot hold
+    count, one line per GPU model (from one GPU); graphs one GPU cannot hold
     have no line."""
     from gplace.bench.plots import _pyplot
 
@@ -276,7 +276,7 @@ def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, sche
     for ax, graph in zip(axes.ravel(), graphs, strict=False):
         for family, per_graph in families.items():
             points = sorted(per_graph.get(graph, {}).items())
-            if len(points) > 2:
+            if len(points) >= 2:
                 ax.plot(*zip(*points, strict=True), marker="o", label=family)
         top = max((d for f in families.values() for d in f.get(graph, {})), default=1)
         ax.plot([1, top], [1, top], ls="--", color="gray", lw=0.8)
