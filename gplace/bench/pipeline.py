@@ -62,9 +62,10 @@ class PipelineRecord:
 
 
 def is_contiguous(problem: StageProblem, placement: Placement) -> bool:
-    """Whether ``placement`` splits ``problem``'s pipeline into contiguous stages: the edges that run forward in
-    the pipeline order, between units on different devices, join the devices in an order without cycles (so
-    some numbering of the stage devices makes every stage an ideal, as the contiguous partitioners' do)."""
+    """Whether ``placement`` splits ``problem``'s pipeline into contiguous stages in the contiguous partitioners'
+    sense (a chain of ideals of the unit DAG): the edges that run forward in the pipeline order, between units
+    on different devices, join the devices without a cycle. (A colocated forward and backward op is one unit;
+    a backward op placed apart from its forward op makes the split non-contiguous.)"""
     unit_device = np.empty(problem.units.num_units, dtype=np.int64)
     unit_device[problem.units.unit_of] = placement.devices
     piped = unit_device[problem.order]
