@@ -237,13 +237,15 @@ def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster
 
     The warm start itself is measured first and kept as the best placement unless its projection onto the
     policy's groups (or, later, a sample) beats it: a warm-started search never ends worse than its start.
+    Imitation stops early once half of ``settings.max_seconds`` is spent.
     """
     run = start_run(placer, runtime, graph, cluster, lr=settings.lr, seed=settings.seed,
                     baseline_decay=settings.baseline_decay, run_dir=run_dir, logger=logger)
     if not run.resumed and warm_start is not None:
         given = runtime.measure(graph, cluster, warm_start)
+        half = None if settings.max_seconds is None else run.started + settings.max_seconds / 2
         projected = imitate(placer, run.optimizer, runtime, graph, cluster, warm_start, run.logger,
-                            steps=settings.imitation_steps, grad_clip=settings.grad_clip)
+                            steps=settings.imitation_steps, grad_clip=settings.grad_clip, deadline=half)
         seen = [b for b in ((warm_start, given), projected) if b is not None and b[1].ok]
         run.best = min(seen, key=lambda b: b[1].step_time, default=None)  # the given one on a tie
     return run
@@ -251,8 +253,10 @@ def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster
 
 # ---------------------------------------------------------------------- warm start and the end
 def imitate(placer: Any, optimizer: torch.optim.Optimizer, runtime: Runtime, graph: OpGraph, cluster: Cluster,
-            warm_start: Placement, logger: Logger, *, steps: int, grad_clip: float) -> Best | None:
-    """Pull the policy towards ``warm_start`` (projected onto its groups) by maximum likelihood.
+            warm_start: Placement, logger: Logger, *, steps: int, grad_clip: float,
+            deadline: float | None = None) -> Best | None:
+    """Pull the policy towards ``warm_start`` (projected onto its groups) by maximum likelihood, for ``steps``
+    steps or until ``time.monotonic()`` passes ``deadline``.
 
     Logs ``losses/imitation`` at steps ``-steps..-1``.
 
@@ -267,8 +271,11 @@ def imitate(placer: Any, optimizer: torch.optim.Optimizer, runtime: Runtime, gra
         loss.backward()
         torch.nn.utils.clip_grad_norm_(placer.parameters(), grad_clip)
         optimizer.step()
-        if step % 10 == 0 or step + 1 == steps:
+        late = deadline is not None and time.monotonic() >= deadline
+        if step % 10 == 0 or step + 1 == steps or late:
             logger.log_scalars(-steps + step, {"losses/imitation": float(loss.detach())})
+        if late:
+            break
     m = runtime.measure(graph, cluster, target)
     return (target, m) if m.ok else None
 

@@ -57,7 +57,8 @@ class SearchSettings(LoopSettings):
     penalty_step_time: float = 100.0
     """Step time (s) charged to a failed placement (the paper's 100 s)."""
     imitation_steps: int = 100
-    """With a ``warm_start`` placement, supervised steps pulling the policy towards it before the search."""
+    """With a ``warm_start`` placement, supervised steps pulling the policy towards it before the search (fewer
+    when they use half of ``max_seconds``)."""
     progress: bool = False
     """Show a progress bar."""
 

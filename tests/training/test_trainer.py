@@ -125,6 +125,16 @@ def test_a_warm_start_the_groups_cannot_express_is_still_the_result_unless_beate
     assert result.best_step_time == pytest.approx(sim.measure(graph, cluster, split).step_time)
 
 
+def test_imitation_stops_at_half_the_time_budget(tmp_path):
+    graph, cluster = two_branches(length=4, cost=1.0, nbytes=1000), uniform_cluster(2, bandwidth=1e6)
+    split = _placement(graph, [0] + [0] * 4 + [1] * 4 + [0])
+    trainer = ReinforceTrainer(updates=1, samples_per_update=2, imitation_steps=10_000, max_seconds=1e-6)
+    result = trainer.fit(_placer(graph, cluster), Simulator(), graph, cluster, warm_start=split, run_dir=tmp_path)
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    imitation = [line for line in lines if "losses/imitation" in line]
+    assert len(imitation) == 1 and result.best_placement == split
+
+
 def test_project_takes_each_groups_costliest_device():
     graph, cluster = chain(costs=(1.0, 5.0, 1.0)), uniform_cluster(2)
     placer = _placer(graph, cluster)  # the chain is one group
