@@ -58,7 +58,7 @@ def test_a_trainer_learns_on_the_pipeline_objective_warm_started(tmp_path):
 
 
 ENCODERS = ["gat", "gin", "gnn", "lstm", "sage"]
-POLICIES = ["device_aware", "gdp", "list_scheduling", "mlp", "seq2seq"]
+POLICIES = ["device_aware", "gdp", "list_scheduling", "mlp", "seq2seq", "superposition"]
 
 
 def test_every_encoder_and_policy_config_is_tested_here():
