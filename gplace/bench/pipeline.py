@@ -445,10 +445,11 @@ def _ten_thousand_ops(records, searches: Sequence[str]) -> list[str]:
     slowest = max((r.search_seconds for r in placed), default=math.nan)
     verdict = f"{'met' if slowest < 10 else 'missed'} (slowest non-learned placement {slowest:.2f} s)" if big \
         else "not measured here"
-    lines = ["", f"**Every placer under 10 s on a 10,000-op graph**: {verdict} (see benchmarks/pipeline_placer_speed.md for a synthetic 10,004-op training "
-             "graph; the ILP is for small graphs and refuses larger ones at once; a learned search runs for the "
-             "budget it is given). In this bench, graphs of 10,000 ops or more: " +
-             (", ".join(f"{g} ({n:,} ops)" for n, g in graphs) or "none") + "; slowest placement per method there:"]
+    listed = ", ".join(f"{g} ({n:,} ops)" for n, g in graphs) or "none"
+    lines = ["", f"**Every placer under 10 s on a 10,000-op graph**: {verdict} (see "
+             "benchmarks/pipeline_placer_speed.md for a synthetic 10,004-op training graph; the ILP is for small "
+             "graphs and refuses larger ones at once; a learned search runs for the budget it is given). In this "
+             f"bench, graphs of 10,000 ops or more: {listed}; slowest placement per method there:"]
     for method in dict.fromkeys(r.method for r in big):
         mine = [r for r in big if r.method == method]
         worst = max(mine, key=lambda r: r.search_seconds)
