@@ -215,7 +215,8 @@ def pipeline_report(records: Sequence[PipelineRecord], baseline: str = "single_g
     lines = [f"Throughput over the reference, higher is better: the reference is `{baseline}` (every op on one GPU) "
              "where it fits in memory; where it does not (`OOM` in its column), the fastest method of the row, "
              "named in the reference cell, is 1.00x. `OOM` = out of memory, `failed` = no placement (e.g. the ILP "
-             "over its variable limit). `bound` = reference / pipeline_lower_bound.", "",
+             "over its variable limit). `bound` = reference / pipeline_lower_bound (total work over every device some "
+             "op may run on, the CPU included, or the largest op).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for case in cases:
         rows = [by_key.get((*case, m)) for m in methods]
