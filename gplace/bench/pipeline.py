@@ -244,11 +244,10 @@ def _ref_cell(ref: tuple[str, float] | None, baseline: str) -> str:
 
 
 def _cell(record: PipelineRecord | None, ref: tuple[str, float] | None) -> str:
-    if record is None:
-        return "-"
-    if record.failed:
-        return "OOM" if "out of memory" in record.reason else "failed"
-    return f"{ref[1] / record.minibatch_time:.2f}x" if ref else "-"
+    """A method's throughput over the reference, or why it has none."""
+    if record is None or record.failed or ref is None:
+        return _ms(record) if record is not None and record.failed else "-"
+    return f"{ref[1] / record.minibatch_time:.2f}x"
 
 
 def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, schedule: str = "1f1b",
@@ -432,6 +431,7 @@ def _search_targets(records, name: str, searches: Sequence[str]) -> list[str]:
 
 
 def _ms(record: PipelineRecord | None) -> str:
+    """A method's mini-batch time in ms, ``OOM`` or ``failed``."""
     if record is None:
         return "-"
     return ("OOM" if "out of memory" in record.reason else "failed") if record.failed \
