@@ -215,7 +215,8 @@ def pipeline_report(records: Sequence[PipelineRecord], baseline: str = "single_g
     lines = [f"Throughput over the reference, higher is better: the reference is `{baseline}` (every op on one GPU) "
              "where it fits in memory; where it does not (`OOM` in its column), the fastest method of the row, "
              "named in the reference cell, is 1.00x. `OOM` = out of memory, `failed` = no placement (e.g. the ILP "
-             "over its variable limit). `bound` = reference / pipeline_lower_bound.", "",
+             "over its variable limit). `bound` = reference / pipeline_lower_bound (total work over every device some "
+             "op may run on, the CPU included, or the largest op).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for case in cases:
         rows = [by_key.get((*case, m)) for m in methods]
@@ -243,11 +244,10 @@ def _ref_cell(ref: tuple[str, float] | None, baseline: str) -> str:
 
 
 def _cell(record: PipelineRecord | None, ref: tuple[str, float] | None) -> str:
-    if record is None:
-        return "-"
-    if record.failed:
-        return "OOM" if "out of memory" in record.reason else "failed"
-    return f"{ref[1] / record.minibatch_time:.2f}x" if ref else "-"
+    """A method's throughput over the reference, or why it has none."""
+    if record is None or record.failed or ref is None:
+        return _ms(record) if record is not None and record.failed else "-"
+    return f"{ref[1] / record.minibatch_time:.2f}x"
 
 
 def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, schedule: str = "1f1b",
@@ -431,6 +431,7 @@ def _search_targets(records, name: str, searches: Sequence[str]) -> list[str]:
 
 
 def _ms(record: PipelineRecord | None) -> str:
+    """A method's mini-batch time in ms, ``OOM`` or ``failed``."""
     if record is None:
         return "-"
     return ("OOM" if "out of memory" in record.reason else "failed") if record.failed \
@@ -445,11 +446,11 @@ def _ten_thousand_ops(records, searches: Sequence[str]) -> list[str]:
     slowest = max((r.search_seconds for r in placed), default=math.nan)
     verdict = f"{'met' if slowest < 10 else 'missed'} (slowest non-learned placement {slowest:.2f} s)" if big \
         else "not measured here"
+    listed = ", ".join(f"{g} ({n:,} ops)" for n, g in graphs) or "none"
     lines = ["", f"**Every placer under 10 s on a 10,000-op graph**: {verdict} (see "
              "benchmarks/pipeline_placer_speed.md for a synthetic 10,004-op training graph; the ILP is for small "
-             "graphs and refuses larger ones at once; a learned search runs for the "
-             "budget it is given). In this bench, graphs of 10,000 ops or more: " +
-             (", ".join(f"{g} ({n:,} ops)" for n, g in graphs) or "none") + "; slowest placement per method there:"]
+             "graphs and refuses larger ones at once; a learned search runs for the budget it is given). In this "
+             f"bench, graphs of 10,000 ops or more: {listed}; slowest placement per method there:"]
     for method in dict.fromkeys(r.method for r in big):
         mine = [r for r in big if r.method == method]
         worst = max(mine, key=lambda r: r.search_seconds)

@@ -107,3 +107,24 @@ def test_searches_start_from_the_fastest_placer_of_the_case() -> None:
     targets = targets_section(records, {}, cluster=cluster.name, microbatches=4, profiles=[], searches=["s"])
     assert "Warm-started search never worse than the DP: met (1 of 1 cases)" in targets
     assert "Cold ends within 5 % of the best placer: missed (0 of 1 cases)" in targets
+
+
+def test_the_bench_runs_from_its_config_and_resumes(tmp_path) -> None:
+    """gplace/conf/bench_pipeline.yaml with a 4-op chain on 2 devices and a 1-update search; a resumed run keeps
+    the records it finds (their timings come back unchanged) and writes the same report."""
+    from hydra import compose, initialize_config_module
+
+    from gplace.bench.pipeline import bench_pipeline
+
+    overrides = [f"out_dir={tmp_path}", "~graphs", "+graphs={c: {_target_: gplace.testing.chain, costs: [1, 2, 3, 1]}}",
+                 "~clusters", "+clusters={two: {_target_: gplace.testing.uniform_cluster, num_devices: 2}}",
+                 "search.graphs=[c]", "search.clusters=[two]", "search.seconds=1", "search.updates=1",
+                 "targets.cluster=two", "targets.profiles=[c]", "microbatches=[4]", "search.microbatches=[4]"]
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        first = bench_pipeline(compose(config_name="bench_pipeline", overrides=overrides))
+        report = (tmp_path / "PIPELINE.md").read_text()
+        again = bench_pipeline(compose(config_name="bench_pipeline", overrides=[*overrides, "resume=true"]))
+    assert again == first and (tmp_path / "PIPELINE.md").read_text() == report
+    assert {r.method for r in first} >= {"ideal_dp", "ilp", "list_scheduling", "list_scheduling_warm"}
+    assert "Warm-started search never worse than the DP: met (2 of 2 cases)" in report
+    assert "| c | 4 | 2xgpu | gpipe | 4 |" in report and "## Notes" in report
