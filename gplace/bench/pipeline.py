@@ -255,9 +255,9 @@ def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, sche
     """Throughput over one GPU against the number of stage devices, one panel per graph: the best method per
     count, one line per GPU model (from one GPU); graphs one GPU cannot hold
     have no line."""
-    from gplace.bench.plots import _pyplot
+    from gplace.bench.plots import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     m = microbatches or max(r.microbatches for r in records)
     ratio = speedups(records, baseline)
     graphs = list(dict.fromkeys(r.graph for r in records))

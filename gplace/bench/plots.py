@@ -10,7 +10,8 @@ import numpy as np
 from gplace.ir import Cluster, OpGraph, Placement
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot on the non-interactive Agg backend (plots go to files)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -22,7 +23,7 @@ def _pyplot():
 def plot_learning_curve(history: Sequence[Mapping[str, float]], path: str | Path, *, title: str = "",
                         baseline: float | None = None) -> Path:
     """Best and batch-mean step time (ms) per update; ``baseline`` (s) as a dashed line."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     updates = [h["update"] for h in history]
     ax.plot(updates, [h["charts/best_step_time"] * 1e3 for h in history], label="best so far")
@@ -42,7 +43,7 @@ def plot_timeline(graph: OpGraph, cluster: Cluster, placement: Placement, path: 
     """One row per device: each op as a bar from its simulated start to end."""
     from gplace.runtime import schedule
 
-    plt = _pyplot()
+    plt = pyplot()
     sched = schedule(graph, cluster, placement)
     fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * cluster.num_devices))
     for d in range(cluster.num_devices):

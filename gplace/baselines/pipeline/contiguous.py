@@ -15,7 +15,7 @@ from gplace.baselines.pipeline.stages import Blocks, StageProblem, stage_time
 from gplace.ir import Cluster, OpGraph
 
 
-class _StagePlacer(Placer):
+class StagePlacer(Placer):
     """A placer that solves a :class:`StageProblem` on the devices of ``kind``.
 
     Args:
@@ -40,7 +40,7 @@ class _StagePlacer(Placer):
         raise NotImplementedError
 
 
-class GPipePartitioner(_StagePlacer):
+class GPipePartitioner(StagePlacer):
     """GPipe's balanced split (Huang et al. 2019; torchgpipe's balance by time): cut the pipeline order where the
     running compute crosses ``s / S`` of the total, ignoring transfers; a stage also ends where the next unit
     would not fit its device's memory.
@@ -81,7 +81,7 @@ def _no_room(problem: StageProblem, unit: int) -> PlacementInfeasibleError:
     )
 
 
-class PipeDreamPartitioner(_StagePlacer):
+class PipeDreamPartitioner(StagePlacer):
     """PipeDream's partitioner (Narayanan et al. 2019): a dynamic program over the pipeline order for the split
     into at most S contiguous stages with the smallest bottleneck, transfers included (no stage replication).
 
@@ -151,7 +151,7 @@ def chain_partition(blocks: Blocks, capacity: np.ndarray) -> np.ndarray:
     return stage
 
 
-class IdealDPPartitioner(_StagePlacer):
+class IdealDPPartitioner(StagePlacer):
     """The exact contiguous split of a DAG (Tarnawski et al., NeurIPS 2020): a DP over the graph's ideals.
 
     An ideal is a set of units closed under predecessors; a contiguous split into S stages is a chain of

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gplace.baselines._common import PlacementInfeasibleError
-from gplace.baselines.pipeline.contiguous import _StagePlacer
+from gplace.baselines.pipeline.contiguous import StagePlacer
 from gplace.baselines.pipeline.stages import StageProblem
 from gplace.ir import GraphError
 
@@ -22,7 +22,7 @@ class ProblemTooLargeError(GraphError):
     """The integer program would have more variables than the placer's limit; the message gives the sizes."""
 
 
-class PipelineILPPlacer(_StagePlacer):
+class PipelineILPPlacer(StagePlacer):
     """Minimise the bottleneck of :mod:`~gplace.baselines.pipeline.stages` over *any* assignment of units to
     stage devices (no contiguity), as a MILP solved by HiGHS through :func:`scipy.optimize.milp`.
 
