@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 PROBE_SECONDS = 3.0
 """How long :class:`WandbLogger` waits for the W&B server to accept a connection before going offline."""
-INIT_SECONDS = 30.0
+INIT_SECONDS = 15.0
 """``wandb.init``'s own time limit online (W&B's default is 90 s, then a retry)."""
 
 

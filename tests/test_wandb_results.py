@@ -96,3 +96,14 @@ def test_a_multirun_logs_one_run_per_job_grouped_by_sweep(tmp_path):
     tables = [json.loads(p.read_text()) for p in sweep.rglob("placements_*.table.json")]
     assert len(tables) == 2 and all(t["data"][-1][0] == "learned" for t in tables)
     assert {row[0] for row in tables[0]["data"]} >= {"heft", "learned"}
+
+
+def test_the_default_job_with_a_key_and_no_network_finishes_offline_and_says_so(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_MODE"}
+    env.update(PYTHONPATH=str(ROOT), WANDB_API_KEY="0" * 40, WANDB_BASE_URL="http://127.0.0.1:9")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "gplace", *FAST, f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "cannot reach http://127.0.0.1:9" in proc.stdout + proc.stderr
+    assert list((tmp_path / "run").rglob("offline-run-*")) and time.monotonic() - started < 120
