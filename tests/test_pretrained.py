@@ -149,14 +149,15 @@ def test_zero_shot_rejects_negative_samples_and_a_fixed_size_policy_of_another_s
 
 
 def test_shipped_list_scheduling_policy_places_the_builtin_graph_zero_shot():
-    """The GiPH-pretrained policy in benchmarks/policies places the built-in LSTM LM (never seen) on the paper's
+    """The GiPH-pretrained policy shipped in gplace/data places the built-in LSTM LM (never seen) on the paper's
     two K80s, greedy only, at least 1.3x faster than one GPU (55.0 ms against 87.6 ms when it was made)."""
     from pathlib import Path
 
+    import gplace.data
     from gplace.baselines import SingleDevice
     from gplace.zoo import lstm_lm, paper_cluster
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "policies" / "list_scheduling_giph.pt"
+    path = Path(gplace.data.__file__).parent / "list_scheduling_giph.pt"
     graph, cluster, sim = lstm_lm(), paper_cluster(num_gpus=2), Simulator()
     placement = place_with_pretrained(graph, cluster, path, samples=0)
     placement.validate(graph, cluster)
