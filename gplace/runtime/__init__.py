@@ -21,12 +21,14 @@ _LAZY = {
     "CachedRuntime": "gplace.runtime.cache",
     "PoolRuntime": "gplace.runtime.parallel",
     "RayRuntime": "gplace.runtime.ray_runtime",
+    "TorchPipelineRuntime": "gplace.runtime.torch_pipeline",
 }
 
 __all__ = [
     "ClusterMismatchError",
     "CachedRuntime", "Calibration", "LinkFit", "Measurement", "OnnxProgram", "PoolRuntime", "RayRuntime", "Runtime",
-    "Schedule", "Simulator", "TensorFlowRunError", "TensorFlowRuntime", "TorchRunError", "TorchRuntime", "calibrate",
+    "Schedule", "Simulator", "TensorFlowRunError", "TensorFlowRuntime", "TorchPipelineRuntime", "TorchRunError", "TorchRuntime",
+    "calibrate",
     "check_failure", "check_runtime", "fit_link", "onnx_program", "schedule", "tf_device", "torch_device",
     "write_chrome_trace",
 ]

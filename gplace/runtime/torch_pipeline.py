@@ -1,0 +1,252 @@
+"""Run a pipeline placement for real: ``torch.distributed.pipelining`` stages, one process per stage.
+
+Runtime ``torch-pipeline-v1`` measures what ``pipe-v1`` (:mod:`gplace.pipeline.simulator`) models: one training
+mini-batch of ``M`` micro-batches through the stages of a placement, under the GPipe or 1F1B schedule.
+
+How it runs
+    The graph must come from :func:`gplace.from_torch` on ``module`` (an inference export: its ops name the
+    modules they belong to). The placement's stages are the runs of consecutive modules on one device; the
+    split is :func:`gplace.export.torch.pipeline_split`'s (``{module path: SplitPoint.BEGINNING}`` where the device
+    changes), checked in this process, so a placement that changes device inside a module raises
+    :class:`~gplace.ir.InvalidPlacementError` naming the op and the module. Then one process per stage is
+    spawned; they join a process group (``gloo`` on CPUs, ``nccl`` on GPUs) over localhost, each traces the module
+    with ``torch.distributed.pipelining.pipeline``, builds its stage on its device and runs the schedule
+    (``ScheduleGPipe`` or ``Schedule1F1B``): stage 0 feeds the mini-batch ``inputs``, the last stage computes
+    ``loss_fn(output, target)`` per micro-batch. Gradients are those of the mean micro-batch loss, the gradients
+    of the unsplit model on the whole mini-batch.
+What it reports
+    The median over ``steps`` timed steps (after ``warmup`` steps) of the wall time of one ``schedule.step``,
+    between two barriers of all stages, and their spread. :meth:`TorchPipelineRuntime.run` also returns the mean
+    loss and every parameter's gradient (for checks against the unsplit model).
+Failures
+    An exception in a stage, a stage process that dies, or no result within ``timeout`` seconds (the processes
+    are then killed) is a failed measurement naming the stage; nothing hangs.
+GPUs
+    Written from the PyTorch documentation and never run here: with stage devices of kind ``cuda`` the backend
+    should be ``nccl`` and each process sets its own device.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+import queue
+import socket
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.errors import error_summary
+from gplace.runtime.base import Measurement, Runtime
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PipelineRun", "TorchPipelineRuntime"]
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """One measured pipelined mini-batch."""
+
+    times: tuple[float, ...]
+    """Seconds of each timed step."""
+    loss: float
+    """Mean micro-batch loss of the last step."""
+    grads: dict[str, np.ndarray]
+    """Each parameter's gradient after the last step, by its name in ``module``."""
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every stage process needs (pickled once per process)."""
+
+    module: nn.Module
+    inputs: tuple[torch.Tensor, ...]
+    target: torch.Tensor
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    split: tuple[str, ...]
+    devices: tuple[str, ...]
+    microbatches: int
+    schedule: str
+    backend: str
+    steps: int
+    warmup: int
+    timeout: float
+
+
+class TorchPipelineRuntime(Runtime):
+    """Measures pipeline placements of ``module`` by running them (see the module docstring).
+
+    Args:
+        module: the model; the graphs it measures are imported from it with :func:`gplace.from_torch`.
+        inputs: the mini-batch's positional inputs (batch first; ``microbatches`` must divide the batch).
+        target: the mini-batch's target, passed to ``loss_fn`` per micro-batch.
+        loss_fn: ``loss_fn(output, target) -> scalar`` of one micro-batch; must pickle (a function of a module).
+        microbatches: micro-batches M per mini-batch. (default: 4)
+        schedule: ``"gpipe"`` or ``"1f1b"``. (default: "1f1b")
+        backend: process-group backend, ``"gloo"`` (CPUs) or ``"nccl"`` (GPUs). (default: "gloo")
+        steps: timed steps. (default: 3)
+        warmup: untimed steps first. (default: 1)
+        timeout: seconds the whole run may take before it is a failure. (default: 120)
+        device_map: cluster device name -> torch device; default: ``/CPU:k`` -> ``cpu``, ``/GPU:k`` -> ``cuda:k``.
+    """
+
+    id = "torch-pipeline-v1"
+    deterministic = False
+
+    def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...] | torch.Tensor, target: torch.Tensor,
+                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, microbatches: int = 4,
+                 schedule: Literal["gpipe", "1f1b"] = "1f1b", backend: str = "gloo", steps: int = 3, warmup: int = 1,
+                 timeout: float = 120.0, device_map: Mapping[str, str] | None = None) -> None:
+        inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+        if schedule not in ("gpipe", "1f1b"):
+            raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
+        if microbatches < 1 or steps < 1 or warmup < 0 or not timeout > 0:
+            raise ValueError(f"need microbatches >= 1, steps >= 1, warmup >= 0 and timeout > 0, got {microbatches}, "
+                             f"{steps}, {warmup}, {timeout}")
+        batch = inputs[0].shape[0]
+        if batch % microbatches:
+            raise ValueError(f"microbatches ({microbatches}) must divide the batch ({batch})")
+        self.module, self.inputs, self.target, self.loss_fn = module, inputs, target, loss_fn
+        self.microbatches, self.schedule, self.backend = microbatches, schedule, backend
+        self.steps, self.warmup, self.timeout = steps, warmup, float(timeout)
+        self.device_map = dict(device_map) if device_map else None
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        try:
+            result = self.run(graph, cluster, placement)
+        except _StageError as err:
+            logger.debug("pipelined measurement of %r failed: %s", graph.name, err)
+            return Measurement.failure(self.id, str(err))
+        median = statistics.median(result.times)
+        spread = (max(result.times) - min(result.times)) / median if median > 0 else 0.0
+        return Measurement(ok=True, step_time=median, runtime=self.id, spread=spread)
+
+    def run(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> PipelineRun:
+        """Run the placement's pipeline; the step times, the loss and the gradients.
+
+        Raises:
+            InvalidPlacementError: the placement is not for ``graph`` or changes device inside a module.
+            UnsupportedGraphError: ``graph`` was not imported from a torch program.
+        """
+        from gplace.export.torch import pipeline_split
+        from gplace.pipeline.stages import split_spec
+
+        example = tuple(t[: t.shape[0] // self.microbatches] for t in self.inputs)
+        # pipeline() patches the modules it traces: check the split on a copy, so ``module`` still pickles
+        split = pipeline_split(graph, cluster, placement, copy.deepcopy(self.module), example,
+                               device_map=self.device_map)
+        job = _Job(self.module, self.inputs, self.target, self.loss_fn, tuple(split_spec(graph, placement).split_spec),
+                   tuple(str(d) for d in split.devices), self.microbatches, self.schedule, self.backend, self.steps,
+                   self.warmup, self.timeout)
+        return _run_stages(job)
+
+
+class _StageError(RuntimeError):
+    """A stage failed, died or timed out (the reason a measurement reports)."""
+
+
+# ---------------------------------------------------------------------- the parent: spawn, collect, clean up
+def _run_stages(job: _Job) -> PipelineRun:
+    ctx = torch.multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    world, port = len(job.devices), _free_port()
+    procs = [ctx.Process(target=_stage_main, args=(rank, world, port, job, results), daemon=True)
+             for rank in range(world)]
+    for p in procs:
+        p.start()
+    try:
+        reports = _collect(results, procs, world, job.timeout)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join(timeout=5)
+    grads: dict[str, np.ndarray] = {}
+    for report in reports.values():
+        grads.update(report["grads"])
+    last = reports[world - 1]
+    return PipelineRun(tuple(reports[0]["times"]), last["loss"], grads)
+
+
+def _collect(results: Any, procs: list, world: int, timeout: float) -> dict[int, dict]:
+    """Every stage's report; raises :class:`_StageError` at the first error, death or after ``timeout`` s."""
+    deadline, reports = time.monotonic() + timeout, {}
+    while len(reports) < world:
+        try:
+            report = results.get(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+        except queue.Empty:
+            dead = [rank for rank, p in enumerate(procs) if rank not in reports and p.exitcode not in (None, 0)]
+            if dead:
+                raise _StageError(f"pipeline stage {dead[0]} died (exit code {procs[dead[0]].exitcode})") from None
+            if time.monotonic() >= deadline:
+                raise _StageError(f"pipeline timed out after {timeout:g} s; stages without a result: "
+                                  f"{sorted(set(range(world)) - set(reports))}") from None
+            continue
+        if "error" in report:
+            raise _StageError(f"pipeline stage {report['rank']} failed: {report['error']}")
+        reports[report["rank"]] = report
+    return reports
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------- a stage process
+def _stage_main(rank: int, world: int, port: int, job: _Job, results: Any) -> None:
+    import torch.distributed as dist
+
+    try:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group(job.backend, rank=rank, world_size=world, timeout=timedelta(seconds=job.timeout))
+        results.put({"rank": rank, **_run_stage(rank, world, job)})
+    except Exception as err:  # reported to the parent, which fails the measurement
+        results.put({"rank": rank, "error": f"{type(err).__name__}: {error_summary(err)}"})
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _run_stage(rank: int, world: int, job: _Job) -> dict[str, Any]:
+    import torch.distributed as dist
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, SplitPoint, pipeline
+
+    device = torch.device(job.devices[rank])
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    example = tuple(t[: t.shape[0] // job.microbatches] for t in job.inputs)
+    pipe = pipeline(job.module, mb_args=example, split_spec={path: SplitPoint.BEGINNING for path in job.split})
+    stage = pipe.build_stage(rank, device)
+    kind = ScheduleGPipe if job.schedule == "gpipe" else Schedule1F1B
+    schedule = kind(stage, n_microbatches=job.microbatches, loss_fn=job.loss_fn)
+    times, losses = [], []
+    for step in range(job.warmup + job.steps):
+        stage.submod.zero_grad(set_to_none=True)
+        losses = []
+        args = tuple(t.to(device) for t in job.inputs) if rank == 0 else ()
+        kwargs = {"target": job.target.to(device), "losses": losses} if rank == world - 1 else {}
+        dist.barrier()
+        start = time.perf_counter()
+        schedule.step(*args, **kwargs)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        dist.barrier()
+        if step >= job.warmup:
+            times.append(time.perf_counter() - start)
+    grads = {name: p.grad.detach().cpu().numpy().copy() for name, p in stage.submod.named_parameters()
+             if p.grad is not None}
+    loss = float(torch.stack([torch.as_tensor(v).detach().cpu() for v in losses]).mean()) if losses else math.nan
+    return {"times": times, "loss": loss, "grads": grads}

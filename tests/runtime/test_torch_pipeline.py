@@ -1,0 +1,90 @@
+"""torch-pipeline-v1: a pipeline placement run for real with torch.distributed.pipelining, one process per stage
+(gloo on this machine's CPU): the loss and every gradient equal the unsplit model's; failures are measurements."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gplace.importers.torch_export import from_torch
+from gplace.ir import Cluster, Device, InvalidPlacementError, Placement
+from gplace.runtime.torch_pipeline import TorchPipelineRuntime
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning",
+                                                           "ignore::UserWarning")]
+BATCH, M = 8, 4
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def _problem(stage_of: dict[str, int]):
+    model = _model()
+    x = torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(1))
+    y = torch.randn(BATCH, 4, generator=torch.Generator().manual_seed(2))
+    graph = from_torch(model, (x[: BATCH // M],))
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    paths = graph.source.module_paths
+    placement = Placement.for_graph(graph, [stage_of.get(paths.get(op, ""), 0) for op in graph.op_names])
+    return model, x, y, graph, cluster, placement
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_two_stages_give_the_unsplit_models_loss_and_gradients(schedule) -> None:
+    model, x, y, graph, cluster, placement = _problem({"2": 1, "3": 1, "4": 1})
+    runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, schedule=schedule, steps=2, warmup=0)
+    run = runtime.run(graph, cluster, placement)
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    assert run.loss == pytest.approx(loss.item(), rel=1e-5)
+    assert set(run.grads) == {name for name, _ in model.named_parameters()}
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(torch.from_numpy(run.grads[name]), p.grad, rtol=1e-5, atol=1e-6)
+    assert len(run.times) == 2 and min(run.times) > 0
+    m = runtime.measure(graph, cluster, placement)
+    assert m.ok and m.runtime == "torch-pipeline-v1" and 0 < m.step_time < math.inf
+
+
+def test_a_stage_that_fails_is_a_failed_measurement_naming_it() -> None:
+    model, x, y, graph, cluster, placement = _problem({"2": 1, "3": 1, "4": 1})
+    wrong = torch.randn(BATCH, 5)  # the loss cannot compare (2, 4) outputs with (2, 5) targets
+    m = TorchPipelineRuntime(model, x, wrong, F.mse_loss, microbatches=M, steps=1, warmup=0, timeout=60).measure(
+        graph, cluster, placement)
+    assert not m.ok and "pipeline stage 1 failed" in m.reason and m.step_time == math.inf
+
+
+class _Scaled(nn.Module):
+    """Two ops of its own (relu, mul) besides its Linear: a device change between them is inside the module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.lin(x)) * 2
+
+
+def test_a_placement_that_splits_a_module_is_refused_up_front() -> None:
+    model, x = _Scaled(), torch.randn(BATCH, 8)
+    graph = from_torch(model, (x[: BATCH // M],))
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    own = [i for i, op in enumerate(graph.op_names) if graph.source.module_paths.get(op) == ""]
+    devices = [0] * graph.num_ops
+    devices[own[-1]] = 1  # relu on /CPU:0, mul on /CPU:1
+    with pytest.raises(InvalidPlacementError, match="inside module"):
+        TorchPipelineRuntime(model, x, torch.zeros(BATCH, 4), F.mse_loss, microbatches=M).measure(
+            graph, cluster, Placement.for_graph(graph, devices))
+
+
+def test_settings_are_checked() -> None:
+    model, x, y, *_ = _problem({})
+    with pytest.raises(ValueError, match="must divide the batch"):
+        TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=3)
+    with pytest.raises(ValueError, match="schedule"):
+        TorchPipelineRuntime(model, x, y, F.mse_loss, schedule="interleaved")
