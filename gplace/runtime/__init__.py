@@ -28,8 +28,8 @@ __all__ = [
     "ClusterMismatchError",
     "CachedRuntime", "Calibration", "LinkFit", "Measurement", "OnnxProgram", "PoolRuntime", "RayRuntime", "Runtime",
     "Schedule", "Simulator", "TensorFlowRunError", "TensorFlowRuntime", "TorchPipelineRuntime", "TorchRunError",
-    "TorchRuntime", "calibrate", "check_failure", "check_runtime", "fit_link", "onnx_program", "schedule", "tf_device", "torch_device",
-    "write_chrome_trace",
+    "TorchRuntime", "calibrate", "check_failure", "check_runtime", "fit_link", "onnx_program", "schedule", "tf_device",
+    "torch_device", "write_chrome_trace",
 ]
 
 
