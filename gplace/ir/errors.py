@@ -25,3 +25,11 @@ def error_summary(err: BaseException | str, limit: int = 300) -> str:
     """
     text = " ".join(str(err).split()) or type(err).__name__
     return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def format_bytes(nbytes: int) -> str:
+    """Decimal units, one decimal place: ``13.2 GB``."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} B"

@@ -299,12 +299,12 @@ class OpGraph:
     @cached_property
     def out_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Outgoing edges as CSR: ``(ptr (N+1,), dst (E,), edge id (E,))``, grouped by source."""
-        return _csr(self.edge_index[0], self.edge_index[1], self.num_ops)
+        return csr(self.edge_index[0], self.edge_index[1], self.num_ops)
 
     @cached_property
     def in_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Incoming edges as CSR: ``(ptr (N+1,), src (E,), edge id (E,))``, grouped by destination."""
-        return _csr(self.edge_index[1], self.edge_index[0], self.num_ops)
+        return csr(self.edge_index[1], self.edge_index[0], self.num_ops)
 
     @cached_property
     def topological_order(self) -> np.ndarray:
@@ -466,7 +466,9 @@ def _phases(
     return phase, grad_of
 
 
-def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Compressed rows of ``(key, value)`` pairs: ``ptr`` (n + 1,), then the values and the pair indices in key
+    order (stable), so row ``k`` is ``values[ptr[k]:ptr[k + 1]]``."""
     order = np.argsort(keys, kind="stable")
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])

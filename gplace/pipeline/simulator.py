@@ -63,9 +63,10 @@ import numpy as np
 from numba import njit
 
 from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
-from gplace.ir.graph import _csr
+from gplace.ir.errors import format_bytes
+from gplace.ir.graph import csr
 from gplace.runtime.base import Measurement, Runtime
-from gplace.runtime.simulator import _fmt_bytes, _heap_pop, _heap_push, _mark, _segments, _transfers
+from gplace.runtime.kernels import heap_pop, heap_push, mark, segments, transfers
 
 logger = logging.getLogger(__name__)
 
@@ -260,8 +261,8 @@ def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, sched
     new_id[by_priority] = np.arange(by_priority.size)
     inst_op, inst_mb, e_src, e_dst = inst_op[by_priority], inst_mb[by_priority], new_id[e_src], new_id[e_dst]
     k = inst_op.size
-    out_ptr, out_dst, out_eid = _csr(e_src, e_dst, k)
-    in_ptr, in_src, in_eid = _csr(e_dst, e_src, k)
+    out_ptr, out_dst, out_eid = csr(e_src, e_dst, k)
+    in_ptr, in_src, in_eid = csr(e_dst, e_src, k)
     share = np.where(code[inst_op] == UPDATE, 1.0, float(m_count))
     dur = graph.durations(cluster)[inst_op] / share[:, None]
     per_mb_bytes = -(-graph.output_bytes // m_count)
@@ -311,8 +312,8 @@ def to_measurement(sched: PipelineSchedule, cluster: Cluster, runtime: str) -> M
     over = np.flatnonzero(sched.peak_memory > cluster.memory)
     if over.size:
         reason = "; ".join(
-            f"out of memory on {cluster.devices[d].name}: needs {_fmt_bytes(sched.peak_memory[d])} "
-            f"({sched.in_flight[d]} micro-batches in flight), has {_fmt_bytes(cluster.memory[d])}"
+            f"out of memory on {cluster.devices[d].name}: needs {format_bytes(sched.peak_memory[d])} "
+            f"({sched.in_flight[d]} micro-batches in flight), has {format_bytes(cluster.memory[d])}"
             for d in over
         )
         return Measurement.failure(runtime, reason, peak_memory=sched.peak_memory)
@@ -380,7 +381,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
     for k in range(k_count):
         idev[k] = dev[inst_op[k]]
     limit = _admission_limits(dev, code, rank, nd, m_count, one_f_one_b)
-    x_of_edge, x_inst, x_dst, x_bytes, x_ptr = _transfers(idev, out_ptr, out_dst, out_eid, ebytes, nd)
+    x_of_edge, x_inst, x_dst, x_bytes, x_ptr = transfers(idev, out_ptr, out_dst, out_eid, ebytes, nd)
     nx = x_inst.shape[0]
     pending = in_ptr[1:] - in_ptr[:-1]
     fwd_left, bwd_left = np.zeros(nd, np.int64), np.zeros(nd, np.int64)
@@ -393,11 +394,11 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
         if ic[k] != 2:
             left[idev[k] * m_count + imb[k]] += 1
     in_flight, most = np.zeros(nd, np.int64), np.zeros(nd, np.int64)
-    rh_k, rh_n, dev_base = np.empty(k_count, np.int64), np.zeros(nd, np.int64), _segments(idev, nd)
+    rh_k, rh_n, dev_base = np.empty(k_count, np.int64), np.zeros(nd, np.int64), segments(idev, nd)
     chan = np.empty(nx, np.int64)
     for x in range(nx):
         chan[x] = idev[x_inst[x]] * nd + x_dst[x]
-    ch_ptr = _segments(chan, nd * nd)
+    ch_ptr = segments(chan, nd * nd)
     ch_q, ch_head, ch_tail = np.empty(nx, np.int64), ch_ptr[:-1].copy(), ch_ptr[:-1].copy()
     ev_t, ev_k = np.empty(k_count + nx), np.empty(k_count + nx, np.int64)
     nev, nch_todo, ndev_todo, done = 0, 0, 0, 0
@@ -410,7 +411,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
         if pending[k] == 0:
             d = idev[k]
             rh_n[d] = _iheap_push(rh_k, dev_base[d], rh_n[d], k)
-            ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, d)
+            ndev_todo = mark(dirty_dev, dev_todo, ndev_todo, d)
     while True:
         for q in range(nch_todo):
             c = ch_todo[q]
@@ -421,7 +422,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
                 ch_busy[c] = True
                 s = idev[x_inst[x]]
                 x_start[x] = t
-                nev = _heap_push(ev_t, ev_k, 0, nev, t + lat[s, x_dst[x]] + x_bytes[x] / bw[s, x_dst[x]],
+                nev = heap_push(ev_t, ev_k, 0, nev, t + lat[s, x_dst[x]] + x_bytes[x] / bw[s, x_dst[x]],
                                  k_count + x)
         for q in range(ndev_todo):
             d = dev_todo[q]
@@ -436,7 +437,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
             dev_busy[d] = True
             start[k] = t
             busy[d] += dur[k, d]
-            nev = _heap_push(ev_t, ev_k, 0, nev, t + dur[k, d], k)
+            nev = heap_push(ev_t, ev_k, 0, nev, t + dur[k, d], k)
             if ic[k] != 2 and not started[d * m_count + imb[k]]:
                 started[d * m_count + imb[k]] = True
                 in_flight[d] += 1
@@ -446,7 +447,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
             break
         t = ev_t[0]
         while nev > 0 and ev_t[0] == t:
-            key = _heap_pop(ev_t, ev_k, 0, nev)
+            key = heap_pop(ev_t, ev_k, 0, nev)
             nev -= 1
             if key < k_count:  # an instance ends
                 k = key
@@ -454,7 +455,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
                 end[k] = t
                 done += 1
                 dev_busy[d] = False
-                ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, d)
+                ndev_todo = mark(dirty_dev, dev_todo, ndev_todo, d)
                 if ic[k] == 0:
                     fwd_left[d] -= 1
                 elif ic[k] == 1:
@@ -473,21 +474,21 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
                     c = d * nd + x_dst[x]
                     ch_q[ch_tail[c]] = x
                     ch_tail[c] += 1
-                    nch_todo = _mark(dirty_ch, ch_todo, nch_todo, c)
+                    nch_todo = mark(dirty_ch, ch_todo, nch_todo, c)
             else:  # a transfer ends
                 x = key - k_count
                 p, dst = x_inst[x], x_dst[x]
                 x_end[x] = t
                 c = idev[p] * nd + dst
                 ch_busy[c] = False
-                nch_todo = _mark(dirty_ch, ch_todo, nch_todo, c)
+                nch_todo = mark(dirty_ch, ch_todo, nch_todo, c)
                 for e in range(out_ptr[p], out_ptr[p + 1]):
                     j = out_dst[e]
                     if idev[j] == dst:
                         pending[j] -= 1
                         if pending[j] == 0:
                             rh_n[dst] = _iheap_push(rh_k, dev_base[dst], rh_n[dst], j)
-                            ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, dst)
+                            ndev_todo = mark(dirty_dev, dev_todo, ndev_todo, dst)
     if done < k_count:  # cannot happen under the documented rules (each gate waits on earlier work)
         t = np.nan
     base, act, temp = _static_memory(dev, code, act_bytes, temp_mem, persist, nd)

@@ -28,7 +28,7 @@ from numba import njit
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.pipeline.simulator import UPDATE, check_device_batch, check_phases
 from gplace.runtime.base import Measurement, Runtime
-from gplace.runtime.simulator import _transfers
+from gplace.runtime.kernels import transfers
 
 __all__ = ["SteadyStateScore", "steady_state_loads"]
 
@@ -81,7 +81,7 @@ def _loads(dev, dur, out_ptr, out_dst, out_eid, nbytes, lat, bw, mb):
     load = np.zeros(nd)
     for i in range(dev.shape[0]):
         load[dev[i]] += dur[i, dev[i]]
-    _, x_op, x_dst, x_bytes, _ = _transfers(dev, out_ptr, out_dst, out_eid, nbytes, nd)
+    _, x_op, x_dst, x_bytes, _ = transfers(dev, out_ptr, out_dst, out_eid, nbytes, nd)
     for x in range(x_op.shape[0]):
         if mb[x_op[x]]:
             s, d = dev[x_op[x]], x_dst[x]

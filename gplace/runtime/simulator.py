@@ -53,7 +53,9 @@ import numpy as np
 from numba import njit
 
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+from gplace.ir.errors import format_bytes
 from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.kernels import heap_pop, heap_push, mark, segments, transfers
 
 logger = logging.getLogger(__name__)
 
@@ -230,8 +232,8 @@ def _to_measurement(sched: Schedule, cluster: Cluster, runtime: str) -> Measurem
     over = np.flatnonzero(sched.peak_memory > cluster.memory)
     if over.size:
         reason = "; ".join(
-            f"out of memory on {cluster.devices[d].name}: needs {_fmt_bytes(sched.peak_memory[d])}, "
-            f"has {_fmt_bytes(cluster.memory[d])}"
+            f"out of memory on {cluster.devices[d].name}: needs {format_bytes(sched.peak_memory[d])}, "
+            f"has {format_bytes(cluster.memory[d])}"
             for d in over
         )
         return Measurement.failure(runtime, reason, peak_memory=sched.peak_memory)
@@ -241,84 +243,8 @@ def _to_measurement(sched: Schedule, cluster: Cluster, runtime: str) -> Measurem
     )
 
 
-def _fmt_bytes(nbytes: int) -> str:
-    """Decimal units, one decimal place: ``13.2 GB``."""
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
-    return f"{int(nbytes)} B"
-
-
 # ---------------------------------------------------------------------- kernel: heaps
-@njit(cache=True)
-def _before(t1: float, k1: int, t2: float, k2: int) -> bool:
-    return t1 < t2 or (t1 == t2 and k1 < k2)
-
-
-@njit(cache=True)
-def _heap_push(ht, hk, base, size, t, k):
-    """Push ``(t, k)`` onto the min-heap in ``ht/hk[base:base + size]``; return the new size."""
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if _before(ht[base + parent], hk[base + parent], t, k):
-            break
-        ht[base + i], hk[base + i] = ht[base + parent], hk[base + parent]
-        i = parent
-    ht[base + i], hk[base + i] = t, k
-    return size + 1
-
-
-@njit(cache=True)
-def _heap_pop(ht, hk, base, size):
-    """Remove the smallest entry of a non-empty heap and return its ``k``; the new size is ``size - 1``."""
-    top = hk[base]
-    size -= 1
-    t, k = ht[base + size], hk[base + size]
-    i = 0
-    while 2 * i + 1 < size:
-        c = 2 * i + 1
-        if c + 1 < size and _before(ht[base + c + 1], hk[base + c + 1], ht[base + c], hk[base + c]):
-            c += 1
-        if _before(t, k, ht[base + c], hk[base + c]):
-            break
-        ht[base + i], hk[base + i] = ht[base + c], hk[base + c]
-        i = c
-    ht[base + i], hk[base + i] = t, k
-    return top
-
-
 # ---------------------------------------------------------------------- kernel: setup
-@njit(cache=True)
-def _transfers(dev, out_ptr, out_dst, out_eid, edge_bytes, nd):
-    """One transfer per (producer, other device with a consumer); ids grouped by producer.
-
-    Returns ``x_of_edge (E,)`` (-1 on same-device edges), ``x_op, x_dst, x_bytes (T,)``, ``x_ptr (N+1,)``.
-    """
-    n, ne = dev.shape[0], edge_bytes.shape[0]
-    x_of_edge = np.empty(ne, np.int64)
-    x_of_edge[:] = -1
-    x_op, x_dst, x_bytes = np.empty(ne, np.int64), np.empty(ne, np.int64), np.zeros(ne, np.int64)
-    x_ptr = np.zeros(n + 1, np.int64)
-    last = np.empty(nd, np.int64)
-    last[:] = -1
-    nx = 0
-    for i in range(n):
-        x_ptr[i] = nx
-        for k in range(out_ptr[i], out_ptr[i + 1]):
-            d = dev[out_dst[k]]
-            if d == dev[i]:
-                continue
-            x = last[d]
-            if x < x_ptr[i]:
-                x, last[d], x_op[nx], x_dst[nx] = nx, nx, i, d
-                nx += 1
-            x_of_edge[out_eid[k]] = x
-            x_bytes[x] = max(x_bytes[x], edge_bytes[out_eid[k]])
-    x_ptr[n] = nx
-    return x_of_edge, x_op[:nx].copy(), x_dst[:nx].copy(), x_bytes[:nx].copy(), x_ptr
-
-
 @njit(cache=True)
 def _counters(dev, in_ptr, in_src, in_eid, x_of_edge, x_ptr):
     """Inputs still to arrive per op; holders of each output and of each received copy."""
@@ -337,17 +263,6 @@ def _counters(dev, in_ptr, in_src, in_eid, x_of_edge, x_ptr):
 
 
 @njit(cache=True)
-def _segments(keys, nkeys):
-    """``ptr (nkeys+1,)`` of a counting sort of ``keys``."""
-    ptr = np.zeros(nkeys + 1, np.int64)
-    for key in keys:
-        ptr[key + 1] += 1
-    for k in range(nkeys):
-        ptr[k + 1] += ptr[k]
-    return ptr
-
-
-@njit(cache=True)
 def _queues(dev, nd, x_op, x_dst):
     """Ready ops per device (heaps keyed by ready time, then topological rank, in ``rh_*[base[d]:]``),
     transfers per channel ``src * nd + dst`` (FIFOs in ``ch_q[ch_head[c]:ch_tail[c]]``) and future events
@@ -356,8 +271,8 @@ def _queues(dev, nd, x_op, x_dst):
     chan = np.empty(nx, np.int64)
     for x in range(nx):
         chan[x] = dev[x_op[x]] * nd + x_dst[x]
-    ch_ptr = _segments(chan, nd * nd)
-    return (np.empty(n), np.empty(n, np.int64), np.zeros(nd, np.int64), _segments(dev, nd),
+    ch_ptr = segments(chan, nd * nd)
+    return (np.empty(n), np.empty(n, np.int64), np.zeros(nd, np.int64), segments(dev, nd),
             np.empty(nx, np.int64), ch_ptr[:-1].copy(), ch_ptr[:-1].copy(),
             np.empty(n + nx), np.empty(n + nx, np.int64))
 
@@ -378,16 +293,6 @@ def _memory(dev, persist, nd, nx):
 
 
 @njit(cache=True)
-def _mark(flags, stack, size, i):
-    """Push ``i`` on the to-do ``stack`` unless ``flags[i]`` says it is there; return the new size."""
-    if flags[i]:
-        return size
-    flags[i] = True
-    stack[size] = i
-    return size + 1
-
-
-@njit(cache=True)
 def _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, delta):
     """Change device ``d``'s memory in use by ``delta`` at ``t``; log it; return the new log length."""
     if delta == 0:
@@ -404,7 +309,7 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
               edge_bytes, out_bytes, temp_mem, persist, lat, bw):
     """Run one step; see the module docstring. Returns the arrays of a :class:`Schedule` and the step time."""
     n, nd = dev.shape[0], lat.shape[0]
-    x_of_edge, x_op, x_dst, x_bytes, x_ptr = _transfers(dev, out_ptr, out_dst, out_eid, edge_bytes, nd)
+    x_of_edge, x_op, x_dst, x_bytes, x_ptr = transfers(dev, out_ptr, out_dst, out_eid, edge_bytes, nd)
     nx = x_op.shape[0]
     pending, out_rem, copy_rem = _counters(dev, in_ptr, in_src, in_eid, x_of_edge, x_ptr)
     rh_t, rh_k, rh_n, dev_base, ch_q, ch_head, ch_tail, ev_t, ev_k = _queues(dev, nd, x_op, x_dst)
@@ -418,8 +323,8 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
     for r in range(n):
         if pending[order[r]] == 0:
             d = dev[order[r]]
-            rh_n[d] = _heap_push(rh_t, rh_k, dev_base[d], rh_n[d], 0.0, r)
-            ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, d)
+            rh_n[d] = heap_push(rh_t, rh_k, dev_base[d], rh_n[d], 0.0, r)
+            ndev_todo = mark(dirty_dev, dev_todo, ndev_todo, d)
     while True:
         # start phase: idle channels and devices with work start it now (all frees at t are done)
         for q in range(nch_todo):
@@ -431,19 +336,19 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
                 ch_busy[c] = True
                 s = dev[x_op[x]]
                 x_start[x] = t
-                nev = _heap_push(ev_t, ev_k, 0, nev, t + lat[s, x_dst[x]] + x_bytes[x] / bw[s, x_dst[x]], n + x)
+                nev = heap_push(ev_t, ev_k, 0, nev, t + lat[s, x_dst[x]] + x_bytes[x] / bw[s, x_dst[x]], n + x)
                 nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, x_dst[x], x_bytes[x])
         for q in range(ndev_todo):
             d = dev_todo[q]
             dirty_dev[d] = False
             if not dev_busy[d] and rh_n[d] > 0:
-                r = _heap_pop(rh_t, rh_k, dev_base[d], rh_n[d])
+                r = heap_pop(rh_t, rh_k, dev_base[d], rh_n[d])
                 rh_n[d] -= 1
                 i = order[r]
                 dev_busy[d] = True
                 start[i] = t
                 busy[d] += dur[i, d]
-                nev = _heap_push(ev_t, ev_k, 0, nev, t + dur[i, d], r)
+                nev = heap_push(ev_t, ev_k, 0, nev, t + dur[i, d], r)
                 nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, out_bytes[i] + temp_mem[i])
         nch_todo = ndev_todo = 0
         if nev == 0:
@@ -451,14 +356,14 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
         # event phase: everything that ends at the next instant t
         t = ev_t[0]
         while nev > 0 and ev_t[0] == t:
-            key = _heap_pop(ev_t, ev_k, 0, nev)
+            key = heap_pop(ev_t, ev_k, 0, nev)
             nev -= 1
             if key < n:  # an op ends
                 i = order[key]
                 d = dev[i]
                 end[i] = t
                 dev_busy[d] = False
-                ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, d)
+                ndev_todo = mark(dirty_dev, dev_todo, ndev_todo, d)
                 nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, -temp_mem[i])
                 for k in range(in_ptr[i], in_ptr[i + 1]):
                     p = in_src[k]
@@ -476,19 +381,19 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
                     if dev[j] == d:
                         pending[j] -= 1
                         if pending[j] == 0:
-                            rh_n[d] = _heap_push(rh_t, rh_k, dev_base[d], rh_n[d], t, rank[j])
+                            rh_n[d] = heap_push(rh_t, rh_k, dev_base[d], rh_n[d], t, rank[j])
                 for x in range(x_ptr[i], x_ptr[i + 1]):
                     c = d * nd + x_dst[x]
                     ch_q[ch_tail[c]] = x
                     ch_tail[c] += 1
-                    nch_todo = _mark(dirty_ch, ch_todo, nch_todo, c)
+                    nch_todo = mark(dirty_ch, ch_todo, nch_todo, c)
             else:  # a transfer ends
                 x = key - n
                 p, dst = x_op[x], x_dst[x]
                 x_end[x] = t
                 c = dev[p] * nd + dst
                 ch_busy[c] = False
-                nch_todo = _mark(dirty_ch, ch_todo, nch_todo, c)
+                nch_todo = mark(dirty_ch, ch_todo, nch_todo, c)
                 out_rem[p] -= 1
                 if out_rem[p] == 0:
                     nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, dev[p], -out_bytes[p])
@@ -497,8 +402,8 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
                     if dev[j] == dst:
                         pending[j] -= 1
                         if pending[j] == 0:
-                            rh_n[dst] = _heap_push(rh_t, rh_k, dev_base[dst], rh_n[dst], t, rank[j])
-                            ndev_todo = _mark(dirty_dev, dev_todo, ndev_todo, dst)
+                            rh_n[dst] = heap_push(rh_t, rh_k, dev_base[dst], rh_n[dst], t, rank[j])
+                            ndev_todo = mark(dirty_dev, dev_todo, ndev_todo, dst)
     return (start, end, busy, peak, x_op, x_dst, x_bytes, x_start, x_end,
             log_t[:nlog].copy(), log_d[:nlog].copy(), log_b[:nlog].copy(), t)
 

@@ -1,0 +1,98 @@
+"""Compiled pieces both event simulators share (``sim-v1`` and ``pipe-v1``): the event heap ordered by
+(time, key), the transfers a placement implies, per-key segments of a sorted array, and a dirty-list mark."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["before", "heap_pop", "heap_push", "mark", "segments", "transfers"]
+
+
+@njit(cache=True)
+def before(t1: float, k1: int, t2: float, k2: int) -> bool:
+    return t1 < t2 or (t1 == t2 and k1 < k2)
+
+
+@njit(cache=True)
+def heap_push(ht, hk, base, size, t, k):
+    """Push ``(t, k)`` onto the min-heap in ``ht/hk[base:base + size]``; return the new size."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if before(ht[base + parent], hk[base + parent], t, k):
+            break
+        ht[base + i], hk[base + i] = ht[base + parent], hk[base + parent]
+        i = parent
+    ht[base + i], hk[base + i] = t, k
+    return size + 1
+
+
+@njit(cache=True)
+def heap_pop(ht, hk, base, size):
+    """Remove the smallest entry of a non-empty heap and return its ``k``; the new size is ``size - 1``."""
+    top = hk[base]
+    size -= 1
+    t, k = ht[base + size], hk[base + size]
+    i = 0
+    while 2 * i + 1 < size:
+        c = 2 * i + 1
+        if c + 1 < size and before(ht[base + c + 1], hk[base + c + 1], ht[base + c], hk[base + c]):
+            c += 1
+        if before(t, k, ht[base + c], hk[base + c]):
+            break
+        ht[base + i], hk[base + i] = ht[base + c], hk[base + c]
+        i = c
+    ht[base + i], hk[base + i] = t, k
+    return top
+
+
+@njit(cache=True)
+def transfers(dev, out_ptr, out_dst, out_eid, edge_bytes, nd):
+    """One transfer per (producer, other device with a consumer); ids grouped by producer.
+
+    Returns ``x_of_edge (E,)`` (-1 on same-device edges), ``x_op, x_dst, x_bytes (T,)``, ``x_ptr (N+1,)``.
+    """
+    n, ne = dev.shape[0], edge_bytes.shape[0]
+    x_of_edge = np.empty(ne, np.int64)
+    x_of_edge[:] = -1
+    x_op, x_dst, x_bytes = np.empty(ne, np.int64), np.empty(ne, np.int64), np.zeros(ne, np.int64)
+    x_ptr = np.zeros(n + 1, np.int64)
+    last = np.empty(nd, np.int64)
+    last[:] = -1
+    nx = 0
+    for i in range(n):
+        x_ptr[i] = nx
+        for k in range(out_ptr[i], out_ptr[i + 1]):
+            d = dev[out_dst[k]]
+            if d == dev[i]:
+                continue
+            x = last[d]
+            if x < x_ptr[i]:
+                x, last[d], x_op[nx], x_dst[nx] = nx, nx, i, d
+                nx += 1
+            x_of_edge[out_eid[k]] = x
+            x_bytes[x] = max(x_bytes[x], edge_bytes[out_eid[k]])
+    x_ptr[n] = nx
+    return x_of_edge, x_op[:nx].copy(), x_dst[:nx].copy(), x_bytes[:nx].copy(), x_ptr
+
+
+@njit(cache=True)
+def segments(keys, nkeys):
+    """``ptr (nkeys+1,)`` of a counting sort of ``keys``."""
+    ptr = np.zeros(nkeys + 1, np.int64)
+    for key in keys:
+        ptr[key + 1] += 1
+    for k in range(nkeys):
+        ptr[k + 1] += ptr[k]
+    return ptr
+
+
+@njit(cache=True)
+def mark(flags, stack, size, i):
+    """Push ``i`` on the to-do ``stack`` unless ``flags[i]`` says it is there; return the new size."""
+    if flags[i]:
+        return size
+    flags[i] = True
+    stack[size] = i
+    return size + 1
