@@ -96,7 +96,7 @@ class PoolRuntime(RuntimeWrapper):
             before it loads the runtime (e.g. cores // workers, so that workers do not oversubscribe the
             cores). (default: None: the libraries' defaults)
         timeout: seconds one placement may run in a worker before it is a failed measurement and the workers
-            are replaced; worker start-up is not counted. Placements go to the workers at most ``workers`` at a
+            are replaced; worker start-up and reading a graph (done on every worker first) are not counted. Placements go to the workers at most ``workers`` at a
             time, so that each is timed from when a worker takes it. (default: None: no limit)
         gpus_per_worker: GPUs each worker gets to itself (see the module docstring). (default: None: all GPUs
             visible to every worker)
@@ -130,6 +130,8 @@ class PoolRuntime(RuntimeWrapper):
         self._pool: ProcessPoolExecutor | None = None
         self._dir: Path | None = None
         self._payloads: dict[ProblemKey, Path | None] = {}
+        self._loaded: set[ProblemKey] = set()
+        """Problems every worker of the current pool has read (with a timeout only)."""
         self._finalizer: weakref.finalize | None = None
 
     # ------------------------------------------------------------------ measuring
@@ -152,6 +154,9 @@ class PoolRuntime(RuntimeWrapper):
 
     def _run(self, task: tuple[ProblemKey, str], placements: Sequence[Placement]) -> list[Measurement | BaseException]:
         """Each placement's measurement, or the error that stopped it; at most ``workers`` in flight."""
+        if self.timeout is not None and task[0] not in self._loaded:
+            _on_every_worker(self._executor(), self.workers, *task)  # reading the graph is not timed
+            self._loaded.add(task[0])
         results: list[Measurement | BaseException | None] = [None] * len(placements)
         todo, running = deque(range(len(placements))), {}
         while todo or running:
@@ -233,7 +238,7 @@ class PoolRuntime(RuntimeWrapper):
             )
             logger.debug("started a pool of %d %s workers for %s", self.workers, self.context, self.id)
             if self.timeout is not None:
-                _wait_for_workers(self._pool, self.workers)
+                _on_every_worker(self._pool, self.workers)
         return self._pool
 
     def _kill_workers(self) -> None:
@@ -253,6 +258,7 @@ class PoolRuntime(RuntimeWrapper):
         if self._pool is not None:
             self._pool.shutdown(wait=wait, cancel_futures=True)
             self._pool = None
+        self._loaded.clear()
 
     def _payload(self, key: ProblemKey, graph: OpGraph, cluster: Cluster) -> Path | None:
         """The file holding the pickled (graph, cluster), written once; ``None`` if it cannot be pickled."""
@@ -296,7 +302,7 @@ class PoolRuntime(RuntimeWrapper):
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the settings and the inner runtime, not the pool or its files."""
-        return {**self.__dict__, "_pool": None, "_dir": None, "_payloads": {}, "_finalizer": None}
+        return {**self.__dict__, "_pool": None, "_dir": None, "_payloads": {}, "_loaded": set(), "_finalizer": None}
 
 
 def _gpu_sets(per_worker: int | None, gpus: Sequence[str | int] | None, workers: int | None) -> list[str]:
@@ -429,6 +435,11 @@ class Worker:
         self.retired = not m.ok and usable is not None and not usable()
         return m
 
+    def load(self, key: ProblemKey, source: Any) -> int:
+        """Read the (graph, cluster) ``key`` now (before timed measurements); returns this process's id."""
+        self._problem(key, source)
+        return os.getpid()
+
     def _problem(self, key: ProblemKey, source: Any) -> tuple[OpGraph, Cluster]:
         problem = self.problems.get(key)
         if problem is None:
@@ -465,17 +476,21 @@ def _measure_in_worker(key: ProblemKey, path: str, devices: np.ndarray) -> Measu
     return _worker.measure(key, path, devices)
 
 
-def _worker_pid() -> int:
+def _worker_pid(key: ProblemKey | None = None, path: str | None = None) -> int:
+    """This worker's process id, after reading the (graph, cluster) ``key`` from ``path`` if given."""
     time.sleep(0.05)  # long enough for the other workers to take the other calls
+    if key is not None and _worker is not None:
+        _worker.load(key, path)
     return os.getpid()
 
 
-def _wait_for_workers(pool: ProcessPoolExecutor, workers: int, rounds: int = 20) -> None:
-    """Return once ``workers`` distinct workers have started (or the pool broke), so start-up is not timed."""
+def _on_every_worker(pool: ProcessPoolExecutor, workers: int, *args: Any, rounds: int = 20) -> None:
+    """Run :func:`_worker_pid` until ``workers`` distinct workers have (or the pool broke), so that worker start-up
+    and reading a graph are not timed."""
     seen: set[int] = set()
     for _ in range(rounds):
         try:
-            seen.update(f.result() for f in [pool.submit(_worker_pid) for _ in range(workers)])
+            seen.update(f.result() for f in [pool.submit(_worker_pid, *args) for _ in range(workers)])
         except BrokenProcessPool:
             return  # the measurements will find it broken and say why
         if len(seen) >= workers:

@@ -80,7 +80,7 @@ class RayRuntime(RuntimeWrapper):
             (default: None)
         threads_per_worker: intra-op thread limit for torch and OpenMP in each actor. (default: None)
         timeout: seconds one placement may run on an actor before it is a failed measurement and the actor is
-            replaced; actor start-up is not counted. (default: None: no limit)
+            replaced; actor start-up and reading a graph (done on every actor first) are not counted. (default: None: no limit)
     """
 
     def __init__(
@@ -98,6 +98,8 @@ class RayRuntime(RuntimeWrapper):
         self.resources_per_actor = dict(resources_per_actor) if resources_per_actor else None
         self.threads_per_worker = threads_per_worker
         self.timeout = timeout
+        self._loaded: set[tuple[int, ProblemKey]] = set()
+        """(actor, problem) pairs read ahead of timed measurements."""
         self._runtime_blob: bytes | None = None
         self._actors: list[Any] = []
         self._options: list[dict[str, Any]] = []
@@ -115,6 +117,7 @@ class RayRuntime(RuntimeWrapper):
         if ref is None:
             return [self.runtime.measure(graph, cluster, p) for p in placements]
         actors = self._live_actors(ray)
+        self._preload(ray, key, ref, actors)
         calls = [(i % len(actors), actors[i % len(actors)].measure.remote(key, [ref], p.devices))
                  for i, p in enumerate(placements)]
         results = self._collect(ray, calls)
@@ -158,6 +161,17 @@ class RayRuntime(RuntimeWrapper):
                     del queues[slot]
         return results
 
+    def _preload(self, ray: Any, key: ProblemKey, ref: Any, actors: list[Any]) -> None:
+        """With a timeout, have each actor read the (graph, cluster) first, so that reading it is not timed."""
+        fresh = [a for a in actors if (id(a), key) not in self._loaded]
+        if self.timeout is None or not fresh:
+            return
+        try:
+            ray.get([a.load.remote(key, [ref]) for a in fresh])
+        except ray.exceptions.RayError:
+            return  # a dead actor: the measurements find it and replace it
+        self._loaded.update((id(a), key) for a in fresh)
+
     def _time_out(self, ray: Any, slot: int) -> Measurement:
         """Kill the actor whose call ran past the timeout (it is replaced on the next measurement)."""
         logger.warning("a measurement ran past %g s on a Ray actor; replacing the actor", self.timeout)
@@ -169,6 +183,7 @@ class RayRuntime(RuntimeWrapper):
     def _alone(self, ray: Any, key: ProblemKey, ref: Any, placement: Placement) -> Measurement:
         """Measure one placement by itself (nothing else queued); if its actor dies too, the placement is to blame."""
         actors = self._live_actors(ray)
+        self._preload(ray, key, ref, actors[:1])
         slot = next(i for i, a in enumerate(self._actors) if a is actors[0])
         m = self._collect(ray, [(slot, actors[0].measure.remote(key, [ref], placement.devices))])[0]
         if m is None:
@@ -258,7 +273,8 @@ class RayRuntime(RuntimeWrapper):
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the settings and the inner runtime, not the actors or references."""
-        return {**self.__dict__, "_actors": [], "_options": [], "_refs": OrderedDict(), "_started_ray": False}
+        return {**self.__dict__, "_actors": [], "_options": [], "_refs": OrderedDict(), "_started_ray": False,
+                "_loaded": set()}
 
 
 def _fitting(total: Mapping[str, float], per_actor: Mapping[str, float]) -> int:
