@@ -96,8 +96,9 @@ class PoolRuntime(RuntimeWrapper):
             before it loads the runtime (e.g. cores // workers, so that workers do not oversubscribe the
             cores). (default: None: the libraries' defaults)
         timeout: seconds one placement may run in a worker before it is a failed measurement and the workers
-            are replaced; worker start-up and reading a graph (done on every worker first) are not counted. Placements go to the workers at most ``workers`` at a
-            time, so that each is timed from when a worker takes it. (default: None: no limit)
+            are replaced; worker start-up and reading a graph (done on every worker first) are not counted.
+            Placements go to the workers at most ``workers`` at a time, so that each is timed from when a worker
+            takes it. (default: None: no limit)
         gpus_per_worker: GPUs each worker gets to itself (see the module docstring). (default: None: all GPUs
             visible to every worker)
         gpus: the GPU ids (``CUDA_VISIBLE_DEVICES`` entries) to share out. (default: None: this process's

@@ -80,7 +80,8 @@ class RayRuntime(RuntimeWrapper):
             (default: None)
         threads_per_worker: intra-op thread limit for torch and OpenMP in each actor. (default: None)
         timeout: seconds one placement may run on an actor before it is a failed measurement and the actor is
-            replaced; actor start-up and reading a graph (done on every actor first) are not counted. (default: None: no limit)
+            replaced; actor start-up and reading a graph (done on every actor first) are not counted.
+            (default: None: no limit)
     """
 
     def __init__(
