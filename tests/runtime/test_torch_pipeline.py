@@ -88,3 +88,16 @@ def test_settings_are_checked() -> None:
         TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=3)
     with pytest.raises(ValueError, match="schedule"):
         TorchPipelineRuntime(model, x, y, F.mse_loss, schedule="interleaved")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_two_gpu_stages_over_nccl_give_the_unsplit_gradients() -> None:
+    """The same check with one CUDA device per stage and NCCL (never run: no GPU has been lent)."""
+    model, x, y, graph, _, placement = _problem({"2": 1, "3": 1, "4": 1})
+    gpus = Cluster.build([Device("/GPU:0", "gpu"), Device("/GPU:1", "gpu")], default_bandwidth=1e10)
+    runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, backend="nccl", steps=2, warmup=1)
+    run = runtime.run(graph, gpus, Placement.for_graph(graph, placement.devices))
+    F.mse_loss(model(x), y).backward()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(torch.from_numpy(run.grads[name]), p.grad, rtol=1e-4, atol=1e-5)
