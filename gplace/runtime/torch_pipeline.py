@@ -19,7 +19,7 @@ What it reports
     between two barriers of all stages, and their spread. :meth:`TorchPipelineRuntime.run` also returns the mean
     loss and every parameter's gradient (for checks against the unsplit model).
 Failures
-    An exception in a stage, a stage process that dies, or no result within ``timeout`` seconds (the processes
+    An exception in a stage, a stage process that dies, or no result within ``time_limit`` seconds (the processes
     are then killed) is a failed measurement naming the stage; nothing hangs.
 GPUs
     Written from the PyTorch documentation and never run here: with stage devices of kind ``cuda`` the backend
@@ -97,7 +97,7 @@ class TorchPipelineRuntime(Runtime):
         backend: process-group backend, ``"gloo"`` (CPUs) or ``"nccl"`` (GPUs). (default: "gloo")
         steps: timed steps. (default: 3)
         warmup: untimed steps first. (default: 1)
-        timeout: seconds the whole run may take before it is a failure. (default: 120)
+        time_limit: seconds the whole run may take before it is a failure. (default: 120)
         device_map: cluster device name -> torch device; default: ``/CPU:k`` -> ``cpu``, ``/GPU:k`` -> ``cuda:k``.
     """
 
@@ -107,19 +107,19 @@ class TorchPipelineRuntime(Runtime):
     def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...] | torch.Tensor, target: torch.Tensor,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, microbatches: int = 4,
                  schedule: Literal["gpipe", "1f1b"] = "1f1b", backend: str = "gloo", steps: int = 3, warmup: int = 1,
-                 timeout: float = 120.0, device_map: Mapping[str, str] | None = None) -> None:
+                 time_limit: float = 120.0, device_map: Mapping[str, str] | None = None) -> None:
         inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
         if schedule not in ("gpipe", "1f1b"):
             raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
-        if microbatches < 1 or steps < 1 or warmup < 0 or not timeout > 0:
-            raise ValueError(f"need microbatches >= 1, steps >= 1, warmup >= 0 and timeout > 0, got {microbatches}, "
-                             f"{steps}, {warmup}, {timeout}")
+        if microbatches < 1 or steps < 1 or warmup < 0 or not time_limit > 0:
+            raise ValueError(f"need microbatches >= 1, steps >= 1, warmup >= 0 and time_limit > 0, got {microbatches}, "
+                             f"{steps}, {warmup}, {time_limit}")
         batch = inputs[0].shape[0]
         if batch % microbatches:
             raise ValueError(f"microbatches ({microbatches}) must divide the batch ({batch})")
         self.module, self.inputs, self.target, self.loss_fn = module, inputs, target, loss_fn
         self.microbatches, self.schedule, self.backend = microbatches, schedule, backend
-        self.steps, self.warmup, self.timeout = steps, warmup, float(timeout)
+        self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
         self.device_map = dict(device_map) if device_map else None
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
@@ -148,7 +148,7 @@ class TorchPipelineRuntime(Runtime):
                                device_map=self.device_map)
         job = _Job(self.module, self.inputs, self.target, self.loss_fn, tuple(split_spec(graph, placement).split_spec),
                    tuple(str(d) for d in split.devices), self.microbatches, self.schedule, self.backend, self.steps,
-                   self.warmup, self.timeout)
+                   self.warmup, self.time_limit)
         return _run_stages(job)
 
 
@@ -186,17 +186,29 @@ def _collect(results: Any, procs: list, world: int, timeout: float) -> dict[int,
         try:
             report = results.get(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
         except queue.Empty:
-            dead = [rank for rank, p in enumerate(procs) if rank not in reports and p.exitcode not in (None, 0)]
+            dead = _dead(procs, set(reports))
             if dead:
                 raise _StageError(f"pipeline stage {dead[0]} died (exit code {procs[dead[0]].exitcode})") from None
             if time.monotonic() >= deadline:
                 raise _StageError(f"pipeline timed out after {timeout:g} s; stages without a result: "
                                   f"{sorted(set(range(world)) - set(reports))}") from None
             continue
-        if "error" in report:
-            raise _StageError(f"pipeline stage {report['rank']} failed: {report['error']}")
+        if "error" in report:  # blame a stage that died first: the others then fail on their closed connections
+            dead = _dead(procs, {report["rank"], *reports}, wait=2.0)
+            cause = f"pipeline stage {dead[0]} died (exit code {procs[dead[0]].exitcode}); " if dead else ""
+            raise _StageError(f"{cause}pipeline stage {report['rank']} failed: {report['error']}")
         reports[report["rank"]] = report
     return reports
+
+
+def _dead(procs: list, reported: set[int], wait: float = 0.0) -> list[int]:
+    """Stages that exited with an error code without a report (after waiting up to ``wait`` s for them)."""
+    deadline = time.monotonic() + wait
+    while True:
+        dead = [rank for rank, p in enumerate(procs) if rank not in reported and p.exitcode not in (None, 0)]
+        if dead or time.monotonic() >= deadline:
+            return dead
+        time.sleep(0.05)
 
 
 def _free_port() -> int:

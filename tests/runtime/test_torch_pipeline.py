@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import math
+import multiprocessing
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from pipeline_models import MODELS, dying_loss, hanging_loss
 from torch import nn
 
 from gplace.importers.torch_export import from_torch
@@ -35,28 +38,57 @@ def _problem(stage_of: dict[str, int]):
     return model, x, y, graph, cluster, placement
 
 
+def _staged(name: str, stages: int):
+    """A model of ``pipeline_models``, a mini-batch, its graph, ``stages`` CPU devices and a placement giving each
+    device a contiguous run of the model's top-level modules."""
+    build, x_shape, y_shape, modules = MODELS[name]
+    torch.manual_seed(0)
+    model = build()
+    x = torch.randn(x_shape, generator=torch.Generator().manual_seed(1))
+    y = torch.randn(y_shape, generator=torch.Generator().manual_seed(2))
+    graph = from_torch(model, (x[: BATCH // M],))
+    cluster = Cluster.build([Device(f"/CPU:{i}", "cpu") for i in range(stages)], default_bandwidth=1e9)
+    stage_of = {m: i for i, chunk in enumerate(np.array_split(np.arange(len(modules)), stages)) for m in
+                (modules[j] for j in chunk)}
+    paths = graph.source.module_paths
+    devices = [stage_of.get(paths.get(op, "").split(".")[0], 0) for op in graph.op_names]
+    return model, x, y, graph, cluster, Placement.for_graph(graph, devices)
+
+
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
-def test_two_stages_give_the_unsplit_models_loss_and_gradients(schedule) -> None:
-    model, x, y, graph, cluster, placement = _problem({"2": 1, "3": 1, "4": 1})
-    runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, schedule=schedule, steps=2, warmup=0)
+@pytest.mark.parametrize("stages", [2, 4])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_pipelined_steps_give_the_unsplit_models_loss_and_gradients(name, stages, schedule) -> None:
+    """Loss within 1e-5 (relative) and every gradient within 1e-5 (relative) + 1e-6 (absolute) of the unsplit
+    model's on the whole mini-batch."""
+    model, x, y, graph, cluster, placement = _staged(name, stages)
+    assert len(set(placement.devices.tolist())) == stages
+    runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, schedule=schedule, steps=1, warmup=0)
     run = runtime.run(graph, cluster, placement)
     loss = F.mse_loss(model(x), y)
     loss.backward()
     assert run.loss == pytest.approx(loss.item(), rel=1e-5)
-    assert set(run.grads) == {name for name, _ in model.named_parameters()}
-    for name, p in model.named_parameters():
-        torch.testing.assert_close(torch.from_numpy(run.grads[name]), p.grad, rtol=1e-5, atol=1e-6)
-    assert len(run.times) == 2 and min(run.times) > 0
-    m = runtime.measure(graph, cluster, placement)
-    assert m.ok and m.runtime == "torch-pipeline-v1" and 0 < m.step_time < math.inf
+    assert set(run.grads) == {n for n, _ in model.named_parameters()}
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
+    assert len(run.times) == 1 and run.times[0] > 0
+
+
+def test_a_measurement_reports_the_median_and_spread() -> None:
+    model, x, y, graph, cluster, placement = _staged("mlp", 2)
+    m = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, steps=3, warmup=1).measure(
+        graph, cluster, placement)
+    assert m.ok and m.runtime == "torch-pipeline-v1" and 0 < m.step_time < math.inf and m.spread >= 0
+    assert not multiprocessing.active_children()  # every stage process was joined
 
 
 def test_a_stage_that_fails_is_a_failed_measurement_naming_it() -> None:
     model, x, y, graph, cluster, placement = _problem({"2": 1, "3": 1, "4": 1})
     wrong = torch.randn(BATCH, 5)  # the loss cannot compare (2, 4) outputs with (2, 5) targets
-    m = TorchPipelineRuntime(model, x, wrong, F.mse_loss, microbatches=M, steps=1, warmup=0, timeout=60).measure(
+    m = TorchPipelineRuntime(model, x, wrong, F.mse_loss, microbatches=M, steps=1, warmup=0, time_limit=60).measure(
         graph, cluster, placement)
     assert not m.ok and "pipeline stage 1 failed" in m.reason and m.step_time == math.inf
+    assert not multiprocessing.active_children()  # no orphan stage processes
 
 
 class _Scaled(nn.Module):
@@ -68,6 +100,16 @@ class _Scaled(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.lin(x)) * 2
+
+
+@pytest.mark.parametrize(("loss_fn", "words"), [(dying_loss, "pipeline stage 1 died"),
+                                               (hanging_loss, "pipeline timed out after 10 s")])
+def test_a_stage_that_dies_or_hangs_is_a_failed_measurement_and_leaves_no_process(loss_fn, words) -> None:
+    model, x, y, graph, cluster, placement = _staged("mlp", 2)
+    m = TorchPipelineRuntime(model, x, y, loss_fn, microbatches=M, steps=1, warmup=0, time_limit=10).measure(
+        graph, cluster, placement)
+    assert not m.ok and words in m.reason, m.reason
+    assert not multiprocessing.active_children()
 
 
 def test_a_placement_that_splits_a_module_is_refused_up_front() -> None:

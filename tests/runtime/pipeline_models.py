@@ -1,0 +1,75 @@
+"""Small models for the torch-pipeline-v1 tests (importable by the stage processes): an MLP, a CNN and a
+Transformer, each a sequence of top-level modules the pipeline can split between."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class ConvNet(nn.Module):
+    """Four convolution blocks and a linear head: (B, 3, 16, 16) -> (B, 10)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c0 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+        self.c1 = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU())
+        self.c2 = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU())
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(8 * 16 * 16, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.c2(self.c1(self.c0(x))))
+
+
+class Block(nn.Module):
+    """A pre-norm Transformer block (attention, then an MLP), both residual."""
+
+    def __init__(self, width: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyTransformer(nn.Module):
+    """Embedding projection, three blocks and a head: (B, 6, 8) -> (B, 6, 4)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(8, 16)
+        self.b0, self.b1, self.b2 = Block(), Block(), Block()
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.b2(self.b1(self.b0(self.embed(x)))))
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+MODELS = {  # name -> (build, input shape, target shape, top-level modules in order)
+    "mlp": (mlp, (8, 8), (8, 4), ["0", "1", "2", "3", "4"]),
+    "cnn": (ConvNet, (8, 3, 16, 16), (8, 10), ["c0", "c1", "c2", "head"]),
+    "transformer": (TinyTransformer, (8, 6, 8), (8, 6, 4), ["embed", "b0", "b1", "b2", "head"]),
+}
+
+
+def dying_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """A loss whose process dies (as a segfault would)."""
+    import os
+
+    os._exit(3)
+
+
+def hanging_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """A loss that never returns."""
+    import time
+
+    time.sleep(3600)
+    return output.sum()
