@@ -82,6 +82,7 @@ class _Job:
     steps: int
     warmup: int
     timeout: float
+    threads: int | None
 
 
 class TorchPipelineRuntime(Runtime):
@@ -99,6 +100,8 @@ class TorchPipelineRuntime(Runtime):
         warmup: untimed steps first. (default: 1)
         time_limit: seconds the whole run may take before it is a failure. (default: 120)
         device_map: cluster device name -> torch device; default: ``/CPU:k`` -> ``cpu``, ``/GPU:k`` -> ``cuda:k``.
+        threads_per_stage: torch intra-op threads of each stage process (e.g. cores // stages, so that stages
+            sharing a machine's cores do not oversubscribe them). (default: None: torch's default)
     """
 
     id = "torch-pipeline-v1"
@@ -107,7 +110,8 @@ class TorchPipelineRuntime(Runtime):
     def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...] | torch.Tensor, target: torch.Tensor,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, microbatches: int = 4,
                  schedule: Literal["gpipe", "1f1b"] = "1f1b", backend: str = "gloo", steps: int = 3, warmup: int = 1,
-                 time_limit: float = 120.0, device_map: Mapping[str, str] | None = None) -> None:
+                 time_limit: float = 120.0, device_map: Mapping[str, str] | None = None,
+                 threads_per_stage: int | None = None) -> None:
         inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
         if schedule not in ("gpipe", "1f1b"):
             raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
@@ -121,6 +125,7 @@ class TorchPipelineRuntime(Runtime):
         self.microbatches, self.schedule, self.backend = microbatches, schedule, backend
         self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
         self.device_map = dict(device_map) if device_map else None
+        self.threads_per_stage = threads_per_stage
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         try:
@@ -148,7 +153,7 @@ class TorchPipelineRuntime(Runtime):
                                device_map=self.device_map)
         job = _Job(self.module, self.inputs, self.target, self.loss_fn, tuple(split_spec(graph, placement).split_spec),
                    tuple(str(d) for d in split.devices), self.microbatches, self.schedule, self.backend, self.steps,
-                   self.warmup, self.time_limit)
+                   self.warmup, self.time_limit, self.threads_per_stage)
         return _run_stages(job)
 
 
@@ -236,6 +241,8 @@ def _run_stage(rank: int, world: int, job: _Job) -> dict[str, Any]:
     import torch.distributed as dist
     from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, SplitPoint, pipeline
 
+    if job.threads is not None:
+        torch.set_num_threads(job.threads)
     device = torch.device(job.devices[rank])
     if device.type == "cuda":
         torch.cuda.set_device(device)

@@ -1,0 +1,136 @@
+"""``pipe-v1`` calibrated on this machine against ``torch-pipeline-v1`` measured on it (issue 16 item 3).
+
+Run from the repository root: ``python benchmarks/pipeline_calibration.py``; writes ``pipeline_calibration.json``
+(the figures in ``pipeline_calibration.md``).
+
+For each model (an MLP, a CNN, a Transformer; each a chain of top-level modules), with one torch thread everywhere:
+
+1. :func:`gplace.pipeline.calibration.measure_modules` times every module's forward and backward on one
+   micro-batch in this process;
+2. one-stage runs of the real runtime (M = 4 and 8) fit the per-stage, per-micro-batch overhead of the schedule
+   (closed form: ``(measured - M x sum of the module times) / 2M``, the median over the two);
+3. the link latency is fitted on the MLP's multi-stage runs (the latency, of 0-2 ms in steps of 25 us, with the
+   smallest median error), then the CNN's and the Transformer's runs are predictions it never saw;
+4. every (stages in {2, 4}, M in {2, 4, 8}, schedule in {gpipe, 1f1b}) runs for real (median of 3 steps after 1
+   warm-up, with its spread) and in ``pipe-v1`` on the module graph, placed the same way (modules in contiguous
+   runs, one per stage).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gplace.importers.torch_export import from_torch
+from gplace.ir import Cluster, Device, Placement
+from gplace.pipeline import PipelineSimulator
+from gplace.pipeline.calibration import ModuleTimes, measure_modules, module_training_graph, stage_placement
+from gplace.runtime.torch_pipeline import TorchPipelineRuntime
+
+OUT = Path(__file__).with_suffix(".json")
+BANDWIDTH = 1e9  # bytes/s between stage processes over localhost gloo: not fitted (activations here are small)
+
+
+class Block(nn.Module):
+    """A pre-norm Transformer block."""
+
+    def __init__(self, width: int = 128, heads: int = 4) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+def models() -> dict[str, tuple[nn.Module, torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(0)
+    mlp = nn.Sequential(*[nn.Sequential(nn.Linear(512, 512), nn.ReLU()) for _ in range(8)], nn.Linear(512, 10))
+    cnn = nn.Sequential(nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU()),
+                        *[nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU()) for _ in range(5)],
+                        nn.Sequential(nn.Flatten(), nn.Linear(32 * 32 * 32, 10)))
+    transformer = nn.Sequential(nn.Linear(64, 128), *[Block() for _ in range(6)], nn.Linear(128, 64))
+    return {"mlp": (mlp, torch.randn(64, 512), torch.randn(64, 10)),
+            "cnn": (cnn, torch.randn(32, 3, 32, 32), torch.randn(32, 10)),
+            "transformer": (transformer, torch.randn(32, 32, 64), torch.randn(32, 32, 64))}
+
+
+def stages_of(names: list[str], stages: int) -> dict[str, int]:
+    return {names[j]: k for k, chunk in enumerate(np.array_split(np.arange(len(names)), stages)) for j in chunk}
+
+
+def measured(model, x, y, stages: int, m: int, schedule: str):
+    """The real runtime's measurement of ``model`` split into ``stages`` contiguous runs of modules."""
+    names = [n for n, _ in model.named_children()]
+    graph = from_torch(model, (x[: x.shape[0] // m],))
+    cluster = Cluster.build([Device(f"/CPU:{i}", "cpu") for i in range(stages)], default_bandwidth=BANDWIDTH)
+    stage_of = stages_of(names, stages)
+    paths = graph.source.module_paths
+    devices = [stage_of.get(paths.get(op, "").split(".")[0], 0) for op in graph.op_names]
+    runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=m, schedule=schedule, steps=3, warmup=1,
+                                   threads_per_stage=1, time_limit=600)
+    return runtime.measure(graph, cluster, Placement.for_graph(graph, devices))
+
+
+def predicted(times, stages: int, m: int, schedule: str, overhead: float, latency: float) -> float:
+    stage_of = stages_of([t.name for t in times], stages)
+    graph = module_training_graph(times, microbatches=m, stage_of=stage_of, overhead=overhead)
+    cluster = Cluster.build([Device(f"/CPU:{i}", "cpu") for i in range(stages)], default_bandwidth=BANDWIDTH,
+                            default_latency=latency)
+    placement = Placement.for_graph(graph, stage_placement(graph, stage_of))
+    return PipelineSimulator(m, schedule).measure(graph, cluster, placement).step_time
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    rows, calib = [], {}
+    for name, (model, x, y) in models().items():
+        times = {m: measure_modules(model, x, y, F.mse_loss, microbatches=m) for m in (2, 4, 8)}
+        singles = {m: measured(model, x, y, 1, m, "1f1b") for m in (4, 8)}
+        overhead = statistics.median(
+            (singles[m].step_time - m * sum(t.forward + t.backward for t in times[m])) / (2 * m) for m in singles)
+        calib[name] = {"overhead_s": max(overhead, 0.0), "one_stage": {m: singles[m].step_time for m in singles},
+                       "one_stage_spread": {m: singles[m].spread for m in singles}}
+        for stages in (2, 4):
+            for m in (2, 4, 8):
+                for schedule in ("gpipe", "1f1b"):
+                    real = measured(model, x, y, stages, m, schedule)
+                    rows.append({"model": name, "stages": stages, "microbatches": m, "schedule": schedule,
+                                 "measured": real.step_time, "spread": real.spread, "ok": real.ok})
+                    print(json.dumps(rows[-1]))  # noqa: T201 - a script's progress
+        calib[name]["times"] = {m: [t.__dict__ for t in times[m]] for m in times}
+    latencies = [i * 25e-6 for i in range(81)]
+
+    def errors(model_name: str, latency: float) -> list[float]:
+        out = []
+        for r in rows:
+            if r["model"] != model_name:
+                continue
+            times = [ModuleTimes(**t) for t in calib[model_name]["times"][r["microbatches"]]]
+            p = predicted(times, r["stages"], r["microbatches"], r["schedule"], calib[model_name]["overhead_s"],
+                          latency)
+            out.append(abs(p - r["measured"]) / r["measured"])
+        return out
+
+    latency = min(latencies, key=lambda lat: statistics.median(errors("mlp", lat)))
+    for r in rows:
+        times = [ModuleTimes(**t) for t in calib[r["model"]]["times"][r["microbatches"]]]
+        r["predicted"] = predicted(times, r["stages"], r["microbatches"], r["schedule"],
+                                   calib[r["model"]]["overhead_s"], latency)
+        r["error"] = abs(r["predicted"] - r["measured"]) / r["measured"]
+    OUT.write_text(json.dumps({"machine": platform.platform(), "latency_s": latency, "bandwidth": BANDWIDTH,
+                               "calibration": calib, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

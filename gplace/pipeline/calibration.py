@@ -1,0 +1,123 @@
+"""``pipe-v1`` calibrated on this machine for a torch module: a training graph of its top-level modules with the
+forward and backward times measured here, to predict what ``torch-pipeline-v1`` measures.
+
+:func:`measure_modules` times each top-level module on one micro-batch (the module must run them one after
+another, ``module(x) == children[-1](...children[0](x))``, checked). :func:`module_training_graph` makes each a
+forward and a backward op (colocated, ``grad_of`` the forward op) costing those times x ``M`` (pipe-v1 divides by
+``M``), with the activations sent forward and their gradients backward between consecutive modules; the first
+module of each stage also pays a per-micro-batch ``overhead`` in each direction (the schedule's bookkeeping and
+its sends and receives, fitted by the caller from runs of the real runtime). The link cost is the cluster's.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from gplace.ir import Edge, GraphError, Op, OpGraph
+
+__all__ = ["ModuleTimes", "measure_modules", "module_training_graph", "stage_placement"]
+
+
+@dataclass(frozen=True)
+class ModuleTimes:
+    """One top-level module timed on one micro-batch."""
+
+    name: str
+    forward: float
+    """Median seconds of its forward."""
+    backward: float
+    """Median seconds of its backward (the last module's includes the loss)."""
+    output_bytes: int
+    """Bytes of its output on one micro-batch."""
+    input_bytes: int
+    """Bytes of its input on one micro-batch (the gradient it sends back)."""
+    parameter_bytes: int
+
+
+def measure_modules(module: nn.Module, inputs: torch.Tensor, target: torch.Tensor,
+                    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, microbatches: int,
+                    repeats: int = 5) -> list[ModuleTimes]:
+    """Time each top-level module of ``module`` on one micro-batch of ``inputs`` (median of ``repeats`` runs).
+
+    Raises:
+        GraphError: the module is not the chain of its children.
+    """
+    children = list(module.named_children())
+    x = inputs[: inputs.shape[0] // microbatches]
+    y = target[: target.shape[0] // microbatches]
+    acts = [x]
+    with torch.no_grad():
+        for _, child in children:
+            acts.append(child(acts[-1]))
+        if not torch.allclose(acts[-1], module(x), rtol=1e-4, atol=1e-5):
+            raise GraphError(f"{type(module).__name__} does not run its top-level modules one after another; "
+                             "calibrate a module that does (e.g. an nn.Sequential)")
+    timed = []
+    for i, (name, child) in enumerate(children):
+        loss = (lambda out: loss_fn(out, y)) if i == len(children) - 1 else None
+        fwd, bwd = _times(child, acts[i], loss, repeats)
+        timed.append(ModuleTimes(name, fwd, bwd, _nbytes(acts[i + 1]), _nbytes(acts[i]),
+                                 sum(_nbytes(p) for p in child.parameters())))
+    return timed
+
+
+def module_training_graph(times: Sequence[ModuleTimes], *, microbatches: int, stage_of: dict[str, int] | None = None,
+                          overhead: float = 0.0, kind: str = "cpu", name: str = "modules") -> OpGraph:
+    """A ``pipe-v1`` training graph: a forward and a backward op per module (colocated, ``grad_of``), costs for M
+    micro-batches, activations forward and gradients backward between consecutive modules.
+
+    Args:
+        times: from :func:`measure_modules`, in order.
+        microbatches: M.
+        stage_of: module name -> stage; the first module of each stage's run also pays ``overhead`` per
+            micro-batch in each direction (the schedule's bookkeeping, sends and receives). (default: none)
+        overhead: seconds per stage action and micro-batch. (default: 0)
+        kind: the device kind the costs are for. (default: "cpu")
+        name: the graph's name. (default: "modules")
+    """
+    ops, edges = [], []
+    for i, t in enumerate(times):
+        first = stage_of is not None and (i == 0 or stage_of[t.name] != stage_of[times[i - 1].name])
+        extra = overhead if first else 0.0
+        ops.append(Op(f"fwd/{t.name}", "forward", None, {kind: (t.forward + extra) * microbatches},
+                      output_bytes=t.output_bytes * microbatches, persistent_memory=t.parameter_bytes,
+                      colocation=t.name, phase="forward"))
+        ops.append(Op(f"bwd/{t.name}", "backward", None, {kind: (t.backward + extra) * microbatches},
+                      output_bytes=t.input_bytes * microbatches, colocation=t.name, phase="backward",
+                      grad_of=f"fwd/{t.name}"))
+        edges.append(Edge(f"fwd/{t.name}", f"bwd/{t.name}"))
+        if i:
+            prev = times[i - 1].name
+            edges += [Edge(f"fwd/{prev}", f"fwd/{t.name}"), Edge(f"bwd/{t.name}", f"bwd/{prev}")]
+    return OpGraph.from_ops(ops, edges, name=f"{name}_m{microbatches}")
+
+
+def stage_placement(graph: OpGraph, stage_of: dict[str, int]) -> list[int]:
+    """The device of each op of :func:`module_training_graph`'s graph, from each module's stage."""
+    return [stage_of[op.split("/", 1)[1]] for op in graph.op_names]
+
+
+def _times(child: nn.Module, x: torch.Tensor, loss: Callable | None, repeats: int) -> tuple[float, float]:
+    """Median forward and backward seconds of ``child`` on ``x`` (the backward of the loss too, if given)."""
+    fwd, bwd = [], []
+    for _ in range(repeats + 1):  # the first run warms up
+        inp = x.detach().requires_grad_(x.is_floating_point())
+        start = time.perf_counter()
+        out = child(inp)
+        mid = time.perf_counter()
+        scalar = loss(out) if loss is not None else (out * torch.ones_like(out)).sum()
+        scalar.backward()
+        end = time.perf_counter()
+        fwd.append(mid - start)
+        bwd.append(end - mid)
+    return statistics.median(fwd[1:]), statistics.median(bwd[1:])
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
