@@ -19,6 +19,7 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
@@ -187,6 +188,31 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
             stage_devices.append(int(placement.devices[i]))
     devices = framework_devices(cluster, torch_device, device_map)
     return PipelineSplit(pipe, [devices[d] for d in stage_devices])
+
+
+def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any) -> Any:
+    """The ``torch.distributed.pipelining`` Pipe of the stages a ``placement.json`` chose for ``module`` (written
+    by ``gplace place`` or any run on a graph from :func:`gplace.from_torch`), without the graph: its
+    ``split_spec`` becomes ``{module path: SplitPoint.BEGINNING}``. ``pipe.build_stage(k, device)`` then gives
+    stage ``k`` in the process that runs it.
+
+    Raises:
+        ValueError: the file has no ``split_spec`` (its graph was not imported from torch), naming the file.
+        InvalidPlacementError: the placement changes device inside a module (the file's ``split_unaligned``).
+    """
+    from torch.distributed.pipelining import SplitPoint, pipeline
+
+    from gplace.ir.serialize import load_json
+
+    doc = load_json(path)
+    if "split_spec" not in doc:
+        raise ValueError(f"{path} has no split_spec: its graph was not imported from a torch module")
+    if doc.get("split_unaligned"):
+        first = doc["split_unaligned"][0]
+        raise InvalidPlacementError(f"{path}: the placement changes device at op {first['op']!r}, inside module "
+                                    f"{first['module']!r}: no module-level pipeline split gives it")
+    return pipeline(module, mb_args=tuple(example_inputs),
+                    split_spec={p: SplitPoint.BEGINNING for p in doc["split_spec"]})
 
 
 # ---------------------------------------------------------------------- helpers

@@ -130,3 +130,27 @@ def test_weights_move_once_to_their_parts_device_and_the_exported_program_keeps_
     assert split.right.weight.device.type == "meta" and split.left.weight.device.type == "cpu"
     assert isinstance(split.right.weight, nn.Parameter)
     assert graph.source.program.state_dict["right.weight"].device.type == "cpu"
+
+
+def test_a_placement_file_rebuilds_the_pipeline_stages_without_the_graph(imported, tmp_path):
+    """placement.json's split_spec is enough: pipeline_from_file gives the stages pipeline_split gives."""
+    from gplace.export.torch import pipeline_from_file
+    from gplace.ir.serialize import placement_to_dict, save_json
+    from gplace.pipeline.stages import placement_extras
+
+    torch.manual_seed(0)
+    model, cluster = Chain().eval(), imported[2]
+    graph = from_torch(model, (X,))
+    paths = graph.source.module_paths
+    stage_of = {"": 0, "a": 0, "b": 1, "mid": 1, "c": 1}
+    placement = Placement.for_graph(graph, [stage_of[paths.get(op, "")] for op in graph.op_names])
+    path = save_json(placement_to_dict(placement, graph, cluster, extra=placement_extras(graph, cluster, placement)),
+                     tmp_path / "placement.json")
+    pipe = pipeline_from_file(path, model, (X,))
+    assert pipe.num_stages == 2
+    with torch.no_grad():
+        out = pipe(X)
+    torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(X))
+    no_spec = save_json(placement_to_dict(placement, graph, cluster), tmp_path / "plain.json")
+    with pytest.raises(ValueError, match="plain.json has no split_spec"):
+        pipeline_from_file(no_spec, model, (X,))
