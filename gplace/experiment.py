@@ -54,7 +54,7 @@ def place(
     seed: int | None = None, encoder: torch.nn.Module | None = None,
     policy: torch.nn.Module | Callable[..., torch.nn.Module] | None = None, runtime: Runtime | None = None,
     trainer: Trainer | None = None, max_groups: int = 256, run_dir: str | Path | None = None,
-    logger: Logger | None = None, warm_start: Placement | str | None = None, split_groups: bool = True,
+    logger: Logger | None = None, warm_start: Placement | str | None = None, split_groups: bool = False,
 ) -> PlacementReport:
     """Place ``graph`` on ``cluster``: by default, learn a placement (the paper's LSTM policy, the simulator).
 
@@ -83,7 +83,9 @@ def place(
         warm_start: a placement to start the search from, or a baseline's name (e.g. ``"heft"``); see
             :meth:`~gplace.training.ReinforceTrainer.fit`. The result is never slower than it.
         split_groups: with a ``warm_start``, split the groups it spreads over several devices, so that the
-            policy starts exactly at it (see :class:`~gplace.placer.PolicyPlacer`'s ``express``) (default: True).
+            policy starts exactly at it (see :class:`~gplace.placer.PolicyPlacer`'s ``express``). Off by default:
+            on the paper's graphs HEFT's projection onto the default groups was faster than HEFT itself, and
+            searches from it ended faster (``benchmarks/warm_start.md``) (default: False).
 
     Raises:
         ValueError: an unknown method or baseline, or a malformed budget.
