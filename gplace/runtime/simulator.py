@@ -173,7 +173,7 @@ class Simulator(Runtime):
         if devices.size and (devices.min() < 0 or devices.max() >= d):
             raise InvalidPlacementError(f"device index out of range [0, {d}) in devices for cluster {cluster.name!r}")
         prep = self._prepared(graph, cluster)
-        return _batch_step_times(devices.astype(np.int64, copy=False), prep.memory, prep.fits, *prep.args)
+        return _batch_step_times(devices.astype(np.int64, copy=False), prep.memory, prep.fits, prep.fast, *prep.args)
 
     def _schedule(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
         return _run(self._prepared(graph, cluster), placement.devices)
@@ -201,6 +201,8 @@ class _Prepared:
     memory: np.ndarray
     fits: bool
     """No placement can run out of memory: everything the graph could hold at once fits on every device."""
+    fast: tuple
+    """The arrays of :func:`_rank_arrays`."""
 
 
 def _prepare(graph: OpGraph, cluster: Cluster) -> _Prepared:
@@ -216,7 +218,8 @@ def _prepare(graph: OpGraph, cluster: Cluster) -> _Prepared:
     args = tuple(np.array(a, order="C") for a in args)  # writable copies: one numba specialisation
     most = (int(graph.persistent_memory.sum()) + int(graph.output_bytes.sum()) + int(graph.edge_bytes.sum())
             + int(graph.temporary_memory.max(initial=0)))
-    return _Prepared(cluster, args, cluster.memory, bool(most <= cluster.memory.min(initial=most)))
+    fits = bool(most <= cluster.memory.min(initial=most))
+    return _Prepared(cluster, args, cluster.memory, fits, _rank_arrays(*args[:2], *args[3:6], args[9]))
 
 
 def _run(prep: _Prepared, devices: np.ndarray) -> Schedule:
@@ -509,33 +512,31 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
 
 # ---------------------------------------------------------------------- kernel: step time only
 @njit(cache=True)
-def _fast_step_time(dev, dur, order, rank, out_ptr, out_dst, out_eid, edge_bytes, lat, bw, pending, arrive,
-                    heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp):
+def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, indeg, roots, lat, bw, pending, arrive, heap_t,
+                    heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp):
     """The step time of ``sim-v1`` without memory, or ``nan`` if an op or transfer took no time.
 
     While every op and transfer takes time, each instant of ``sim-v1`` is one round and its queues are FIFO,
     so one pass in order of (ready time, rank) gives the same schedule: an op starts at ``max(ready, device
     free)``, and its transfers (one per other device with a consumer, in the order their producers ended on
     that device) at ``max(end, channel free)``. A zero-length op or transfer breaks that (an event inside its
-    instant); the caller then runs the full kernel. The arrays after ``bw`` are scratch space.
+    instant); the caller then runs the full kernel.
+
+    Ops are numbered by topological rank (see :func:`_rank_arrays`); ``dev`` too. The arrays after ``bw`` are
+    scratch space.
     """
-    n, nd = dev.shape[0], lat.shape[0]
+    nd = lat.shape[0]
+    pending[:] = indeg
+    arrive[:] = 0.0
     dev_free[:] = 0.0
     chan_free[:] = 0.0
     x_stamp[:] = -1
-    size, step = 0, 0.0
-    for r in range(n):
-        i = order[r]
-        pending[i] = 0
-        arrive[i] = 0.0
-    for k in range(out_dst.shape[0]):
-        pending[out_dst[k]] += 1
-    for r in range(n):
-        if pending[order[r]] == 0:
-            size = _heap_push(heap_t, heap_k, 0, size, 0.0, r)
+    size, step = roots.shape[0], 0.0
+    heap_t[:size] = 0.0  # ascending ranks at one time: already a heap
+    heap_k[:size] = roots
     while size > 0:
         ready = heap_t[0]
-        i = order[_heap_pop(heap_t, heap_k, 0, size)]
+        i = _heap_pop(heap_t, heap_k, 0, size)
         size -= 1
         d = dev[i]
         begin = max(ready, dev_free[d])
@@ -544,18 +545,19 @@ def _fast_step_time(dev, dur, order, rank, out_ptr, out_dst, out_eid, edge_bytes
             return np.nan
         dev_free[d] = finish
         step = max(step, finish)
-        for k in range(out_ptr[i], out_ptr[i + 1]):  # bytes of each transfer: its largest edge
+        lo, hi = out_ptr[i], out_ptr[i + 1]
+        for k in range(lo, hi):  # bytes of each transfer: its largest edge
             dj = dev[out_dst[k]]
             if dj != d:
                 if x_stamp[dj] != i:
                     x_stamp[dj], x_bytes[dj] = i, 0
-                x_bytes[dj] = max(x_bytes[dj], edge_bytes[out_eid[k]])
-        for k in range(out_ptr[i], out_ptr[i + 1]):
+                x_bytes[dj] = max(x_bytes[dj], out_bytes[k])
+        for k in range(lo, hi):
             j = out_dst[k]
             dj = dev[j]
             t = finish
             if dj != d:
-                if x_stamp[dj] == i:  # first edge to dj: send now
+                if x_stamp[dj] == i:  # the first edge to dj sends
                     c = d * nd + dj
                     s = max(finish, chan_free[c])
                     e = s + lat[d, dj] + x_bytes[dj] / bw[d, dj]
@@ -563,33 +565,52 @@ def _fast_step_time(dev, dur, order, rank, out_ptr, out_dst, out_eid, edge_bytes
                         return np.nan
                     chan_free[c] = x_end[dj] = e
                     step = max(step, e)
-                    x_stamp[dj] = n + i
+                    x_stamp[dj] = -2 - i
                 t = x_end[dj]
             arrive[j] = max(arrive[j], t)
             pending[j] -= 1
             if pending[j] == 0:
-                size = _heap_push(heap_t, heap_k, 0, size, arrive[j], rank[j])
+                size = _heap_push(heap_t, heap_k, 0, size, arrive[j], j)
     return step
 
 
+def _rank_arrays(dur, order, out_ptr, out_dst, out_eid, edge_bytes) -> tuple:
+    """The graph renumbered by topological rank for :func:`_fast_step_time`: ``dur (N, D)``, out-edge CSR
+    ``ptr (N+1,), dst (E,), bytes (E,)``, in-degrees ``(N,)`` and the ranks of ops without inputs."""
+    n = order.size
+    rank = np.empty_like(order)
+    rank[order] = np.arange(n)
+    counts = np.diff(out_ptr)[order]
+    ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    edges = np.concatenate([np.arange(out_ptr[i], out_ptr[i + 1]) for i in order] or [np.zeros(0, np.int64)])
+    dst = rank[out_dst[edges]]
+    indeg = np.bincount(dst, minlength=n).astype(np.int64)
+    return tuple(np.ascontiguousarray(a) for a in (dur[order], ptr, dst, edge_bytes[out_eid[edges]], indeg,
+                                                   np.flatnonzero(indeg == 0).astype(np.int64)))
+
+
 @njit(cache=True)
-def _batch_step_times(devices, memory, fits, *args):
+def _batch_step_times(devices, memory, fits, fast, *args):
     """Step time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``.
 
-    ``fits``: no placement can exceed ``memory``, so rows go through :func:`_fast_step_time` first.
+    ``fits``: no placement can exceed ``memory``, so rows go through :func:`_fast_step_time` (with the arrays
+    ``fast`` of :func:`_rank_arrays`) first.
     """
     out = np.empty(devices.shape[0])
     n, nd = devices.shape[1], memory.shape[0]
-    dur, order, rank, out_ptr, out_dst, out_eid, edge_bytes, lat, bw = (
-        args[0], args[1], args[2], args[3], args[4], args[5], args[9], args[13], args[14])
+    order, lat, bw = args[1], args[13], args[14]
+    dur, out_ptr, out_dst, out_bytes, indeg, roots = fast
+    dev = np.empty(n, np.int64)
     pending, arrive, heap_t, heap_k = np.empty(n, np.int64), np.empty(n), np.empty(n), np.empty(n, np.int64)
     dev_free, chan_free = np.empty(nd), np.empty(nd * nd)
     x_bytes, x_end, x_stamp = np.empty(nd, np.int64), np.empty(nd), np.empty(nd, np.int64)
     for r in range(devices.shape[0]):
         step = np.nan
         if fits:
-            step = _fast_step_time(devices[r], dur, order, rank, out_ptr, out_dst, out_eid, edge_bytes, lat, bw,
-                                   pending, arrive, heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp)
+            for q in range(n):
+                dev[q] = devices[r, order[q]]
+            step = _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, indeg, roots, lat, bw, pending, arrive,
+                                   heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp)
         if np.isnan(step):
             res = _simulate(devices[r], *args)
             step = np.inf if np.any(res[3] > memory) else res[12]
