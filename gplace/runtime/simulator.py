@@ -512,8 +512,8 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
 
 # ---------------------------------------------------------------------- kernel: step time only
 @njit(cache=True)
-def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, indeg, roots, lat, bw, pending, arrive, heap_t,
-                    heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp):
+def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, pending, arrive,
+                    heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp):
     """The step time of ``sim-v1`` without memory, or ``nan`` if an op or transfer took no time.
 
     While every op and transfer takes time, each instant of ``sim-v1`` is one round and its queues are FIFO,
@@ -546,26 +546,27 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, indeg, roots, lat, bw
         dev_free[d] = finish
         step = max(step, finish)
         lo, hi = out_ptr[i], out_ptr[i + 1]
-        for k in range(lo, hi):  # bytes of each transfer: its largest edge
-            dj = dev[out_dst[k]]
-            if dj != d:
-                if x_stamp[dj] != i:
-                    x_stamp[dj], x_bytes[dj] = i, 0
-                x_bytes[dj] = max(x_bytes[dj], out_bytes[k])
+        if not uniform[i]:  # bytes of each transfer: its largest edge (stamp -2 - i: counted, not sent)
+            for k in range(lo, hi):
+                dj = dev[out_dst[k]]
+                if dj != d:
+                    if x_stamp[dj] != -2 - i:
+                        x_stamp[dj], x_bytes[dj] = -2 - i, 0
+                    x_bytes[dj] = max(x_bytes[dj], out_bytes[k])
         for k in range(lo, hi):
             j = out_dst[k]
             dj = dev[j]
             t = finish
             if dj != d:
-                if x_stamp[dj] == i:  # the first edge to dj sends
+                if x_stamp[dj] != i:  # the first edge to dj sends (stamp i: sent)
                     c = d * nd + dj
                     s = max(finish, chan_free[c])
-                    e = s + lat[d, dj] + x_bytes[dj] / bw[d, dj]
+                    e = s + lat[d, dj] + (out_bytes[lo] if uniform[i] else x_bytes[dj]) / bw[d, dj]
                     if not e > s:
                         return np.nan
                     chan_free[c] = x_end[dj] = e
                     step = max(step, e)
-                    x_stamp[dj] = -2 - i
+                    x_stamp[dj] = i
                 t = x_end[dj]
             arrive[j] = max(arrive[j], t)
             pending[j] -= 1
@@ -576,16 +577,20 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, indeg, roots, lat, bw
 
 def _rank_arrays(dur, order, out_ptr, out_dst, out_eid, edge_bytes) -> tuple:
     """The graph renumbered by topological rank for :func:`_fast_step_time`: ``dur (N, D)``, out-edge CSR
-    ``ptr (N+1,), dst (E,), bytes (E,)``, in-degrees ``(N,)`` and the ranks of ops without inputs."""
+    ``ptr (N+1,), dst (E,), bytes (E,)``, whether all out-edges of an op carry the same bytes ``(N,)``,
+    in-degrees ``(N,)`` and the ranks of ops without inputs."""
     n = order.size
     rank = np.empty_like(order)
     rank[order] = np.arange(n)
     counts = np.diff(out_ptr)[order]
     ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     edges = np.concatenate([np.arange(out_ptr[i], out_ptr[i + 1]) for i in order] or [np.zeros(0, np.int64)])
-    dst = rank[out_dst[edges]]
+    dst, nbytes = rank[out_dst[edges]], edge_bytes[out_eid[edges]]
     indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    return tuple(np.ascontiguousarray(a) for a in (dur[order], ptr, dst, edge_bytes[out_eid[edges]], indeg,
+    op_of_edge = np.repeat(np.arange(n), counts)
+    uniform = np.ones(n, np.bool_)
+    uniform[op_of_edge[nbytes != nbytes[ptr[op_of_edge]]]] = False
+    return tuple(np.ascontiguousarray(a) for a in (dur[order], ptr, dst, nbytes, uniform, indeg,
                                                    np.flatnonzero(indeg == 0).astype(np.int64)))
 
 
@@ -599,7 +604,7 @@ def _batch_step_times(devices, memory, fits, fast, *args):
     out = np.empty(devices.shape[0])
     n, nd = devices.shape[1], memory.shape[0]
     order, lat, bw = args[1], args[13], args[14]
-    dur, out_ptr, out_dst, out_bytes, indeg, roots = fast
+    dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots = fast
     dev = np.empty(n, np.int64)
     pending, arrive, heap_t, heap_k = np.empty(n, np.int64), np.empty(n), np.empty(n), np.empty(n, np.int64)
     dev_free, chan_free = np.empty(nd), np.empty(nd * nd)
@@ -609,8 +614,8 @@ def _batch_step_times(devices, memory, fits, fast, *args):
         if fits:
             for q in range(n):
                 dev[q] = devices[r, order[q]]
-            step = _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, indeg, roots, lat, bw, pending, arrive,
-                                   heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp)
+            step = _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, pending,
+                                   arrive, heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp)
         if np.isnan(step):
             res = _simulate(devices[r], *args)
             step = np.inf if np.any(res[3] > memory) else res[12]
