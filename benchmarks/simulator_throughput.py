@@ -38,6 +38,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from pipeline_simulator_speed import plain_minibatch_time  # noqa: E402  (pipe-v1's own plain loop)
 
 OUT = Path(__file__).with_name("simulator.md")
+BEFORE = OUT.with_name("simulator_before.json")  # the figures before the step_times fast path
+HEADER = ("| graph | devices | GB each | equal to yardstick | plain us/placement | pipe-v1 plain | path | us/placement "
+          "| ratio |", "|---|---:|---:|---|---:|---:|---|---:|---:|")
 TARGET = 30.0
 SIZES = ((256, 16), (5000, 50))  # ops, layer width
 
@@ -55,9 +58,9 @@ def stepsim():
     raise FileNotFoundError("shared/yardsticks/stepsim.py not found; set GPLACE_YARDSTICKS")
 
 
-def gpus(count: int) -> Cluster:
-    """``count`` equal GPUs with memory to spare (no placement runs out), 10 GB/s links, 10 us latency."""
-    devices = [Device(f"/GPU:{i}", "gpu", 1.0, 10**15) for i in range(count)]
+def gpus(count: int, memory: int = 10**15) -> Cluster:
+    """``count`` equal GPUs (default: memory to spare, no placement runs out), 10 GB/s links, 10 us latency."""
+    devices = [Device(f"/GPU:{i}", "gpu", 1.0, memory) for i in range(count)]
     return Cluster.build(devices, default_bandwidth=10e9, default_latency=1e-5, name=f"{count}xgpu")
 
 
@@ -114,6 +117,7 @@ def compare(graph: OpGraph, cluster: Cluster, k: int, repeats: int) -> dict:
     prep = pipe._prepared(graph, cluster)
     pipe_plain_us = 1e6 / k * median_seconds(lambda: [plain_minibatch_time(prep, row) for row in batch], repeats)
     out = {"graph": graph.name, "ops": graph.num_ops, "edges": graph.num_edges, "devices": cluster.num_devices,
+           "memory_gb": int(cluster.memory.min()) / 1e9, "fast_path": sim._prepared(graph, cluster).fits,
            "placements": k, "checked_equal": checked, "plain_us": plain_us, "pipe_plain_us": pipe_plain_us}
     for name, fn in gplace_paths.items():
         us = 1e6 / k * median_seconds(fn, repeats)
@@ -158,16 +162,27 @@ def report(results: list[dict], info: dict, repeats: int) -> str:
         f"{', '.join(map(str, info['loadavg']))}. **Loaded**: 2 cores shared with 5 other agents while measuring;",
         "  ratios are measured in one run, both sides under the same load.",
         f"- Python {info['python']}, numpy {info['numpy']}, numba {info['numba']}", "",
-        "| graph | devices | equal to yardstick | plain us/placement | pipe-v1 plain | path | us/placement | ratio |",
-        "|---|---:|---|---:|---:|---|---:|---:|",
+        *HEADER, *table(results),
     ]
+    if BEFORE.exists():
+        before = json.loads(BEFORE.read_text())
+        lines += ["", f"## Before (commit ad3e960: the same script on the kernels of main b52b047; load average "
+                  f"{', '.join(map(str, before['machine']['loadavg']))}, {before['repeats']} repeats)", "",
+                  *HEADER, *table(before["rows"])]
+    return "\n".join(lines) + "\n"
+
+
+def table(results: list[dict]) -> list[str]:
+    """One markdown row per (case, path)."""
+    lines = []
     for r in results:
         paths = [k for k, v in r.items() if isinstance(v, dict)]
         for path in paths:
             equal = "yes" if r["checked_equal"] and not path.startswith("Pipeline") else "no"
-            lines.append(f"| {r['ops']} ops, {r['edges']} edges | {r['devices']} | {equal} | {r['plain_us']:,.1f}"
-                         f" | {r['pipe_plain_us']:,.1f} | {path} | {r[path]['us']:,.2f} | {r[path]['ratio']:.1f}x |")
-    return "\n".join(lines) + "\n"
+            lines.append(f"| {r['ops']} ops, {r['edges']} edges | {r['devices']} | {r.get('memory_gb', 1e6):,.0f}"
+                         f" | {equal} | {r['plain_us']:,.1f} | {r['pipe_plain_us']:,.1f} | {path}"
+                         f" | {r[path]['us']:,.2f} | {r[path]['ratio']:.1f}x |")
+    return lines
 
 
 def main() -> None:
@@ -178,8 +193,9 @@ def main() -> None:
     results = []
     for n, width in SIZES:
         graph = layered_dag(n, width)
-        for count in (2, 5):
-            results.append(compare(graph, gpus(count), 256 if n < 1000 else 32, args.repeats))
+        clusters = [gpus(2), gpus(5)] + ([gpus(2, memory=80 * 10**9)] if n > 1000 else [])
+        for cluster in clusters:
+            results.append(compare(graph, cluster, 256 if n < 1000 else 32, args.repeats))
             print(json.dumps(results[-1]), flush=True)
     info = machine()
     OUT.write_text(report(results, info, args.repeats))
