@@ -595,11 +595,27 @@ def _rank_arrays(dur, order, out_ptr, out_dst, out_eid, edge_bytes) -> tuple:
 
 
 @njit(cache=True)
+def _fits(dev, memory, bound, temp, out_ptr, out_dst, out_eid, edge_bytes, out_bytes, temp_mem, persist):
+    """Whether placement ``dev`` cannot run out of memory: per device, the persistent memory and outputs of its
+    ops, every edge it receives and its largest temporary memory fit (``bound``, ``temp``: scratch)."""
+    bound[:] = 0
+    temp[:] = 0
+    for i in range(dev.shape[0]):
+        d = dev[i]
+        bound[d] += persist[i] + out_bytes[i]
+        temp[d] = max(temp[d], temp_mem[i])
+        for k in range(out_ptr[i], out_ptr[i + 1]):
+            if dev[out_dst[k]] != d:
+                bound[dev[out_dst[k]]] += edge_bytes[out_eid[k]]
+    return not np.any(bound + temp > memory)
+
+
+@njit(cache=True)
 def _batch_step_times(devices, memory, fits, fast, *args):
     """Step time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``.
 
-    ``fits``: no placement can exceed ``memory``, so rows go through :func:`_fast_step_time` (with the arrays
-    ``fast`` of :func:`_rank_arrays`) first.
+    Rows that cannot exceed ``memory`` (all of them when ``fits``, else as :func:`_fits` finds) go through
+    :func:`_fast_step_time` (with the arrays ``fast`` of :func:`_rank_arrays`) first.
     """
     out = np.empty(devices.shape[0])
     n, nd = devices.shape[1], memory.shape[0]
@@ -609,9 +625,10 @@ def _batch_step_times(devices, memory, fits, fast, *args):
     pending, arrive, heap_t, heap_k = np.empty(n, np.int64), np.empty(n), np.empty(n), np.empty(n, np.int64)
     dev_free, chan_free = np.empty(nd), np.empty(nd * nd)
     x_bytes, x_end, x_stamp = np.empty(nd, np.int64), np.empty(nd), np.empty(nd, np.int64)
+    bound, temp = np.empty(nd, np.int64), np.empty(nd, np.int64)
     for r in range(devices.shape[0]):
         step = np.nan
-        if fits:
+        if fits or _fits(devices[r], memory, bound, temp, *args[3:6], *args[9:13]):
             for q in range(n):
                 dev[q] = devices[r, order[q]]
             step = _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, pending,
