@@ -219,7 +219,7 @@ def _prepare(graph: OpGraph, cluster: Cluster) -> _Prepared:
     most = (int(graph.persistent_memory.sum()) + int(graph.output_bytes.sum()) + int(graph.edge_bytes.sum())
             + int(graph.temporary_memory.max(initial=0)))
     fits = bool(most <= cluster.memory.min(initial=most))
-    return _Prepared(cluster, args, cluster.memory, fits, _rank_arrays(*args[:2], *args[3:6], args[9]))
+    return _Prepared(cluster, args, cluster.memory, fits, _rank_arrays(*args[:2], *args[3:6], *args[9:13]))
 
 
 def _run(prep: _Prepared, devices: np.ndarray) -> Schedule:
@@ -575,10 +575,11 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
     return step
 
 
-def _rank_arrays(dur, order, out_ptr, out_dst, out_eid, edge_bytes) -> tuple:
-    """The graph renumbered by topological rank for :func:`_fast_step_time`: ``dur (N, D)``, out-edge CSR
-    ``ptr (N+1,), dst (E,), bytes (E,)``, whether all out-edges of an op carry the same bytes ``(N,)``,
-    in-degrees ``(N,)`` and the ranks of ops without inputs."""
+def _rank_arrays(dur, order, out_ptr, out_dst, out_eid, edge_bytes, out_bytes, temp_mem, persist) -> tuple:
+    """The graph renumbered by topological rank for :func:`_fast_step_time` and :func:`_fits`: ``dur (N, D)``,
+    out-edge CSR ``ptr (N+1,), dst (E,), bytes (E,)``, whether all out-edges of an op carry the same bytes
+    ``(N,)``, in-degrees ``(N,)``, the ranks of ops without inputs, persistent + output bytes ``(N,)`` and
+    temporary bytes ``(N,)``."""
     n = order.size
     rank = np.empty_like(order)
     rank[order] = np.arange(n)
@@ -591,22 +592,25 @@ def _rank_arrays(dur, order, out_ptr, out_dst, out_eid, edge_bytes) -> tuple:
     uniform = np.ones(n, np.bool_)
     uniform[op_of_edge[nbytes != nbytes[ptr[op_of_edge]]]] = False
     return tuple(np.ascontiguousarray(a) for a in (dur[order], ptr, dst, nbytes, uniform, indeg,
-                                                   np.flatnonzero(indeg == 0).astype(np.int64)))
+                                                   np.flatnonzero(indeg == 0).astype(np.int64),
+                                                   (persist + out_bytes)[order], temp_mem[order]))
 
 
 @njit(cache=True)
-def _fits(dev, memory, bound, temp, out_ptr, out_dst, out_eid, edge_bytes, out_bytes, temp_mem, persist):
+def _fits(dev, memory, bound, temp, out_ptr, out_dst, edge_bytes, held, temp_mem):
     """Whether placement ``dev`` cannot run out of memory: per device, the persistent memory and outputs of its
-    ops, every edge it receives and its largest temporary memory fit (``bound``, ``temp``: scratch)."""
+    ops (``held``), every edge it receives and its largest temporary memory fit (``bound``, ``temp``: scratch).
+    """
     bound[:] = 0
     temp[:] = 0
     for i in range(dev.shape[0]):
         d = dev[i]
-        bound[d] += persist[i] + out_bytes[i]
+        bound[d] += held[i]
         temp[d] = max(temp[d], temp_mem[i])
         for k in range(out_ptr[i], out_ptr[i + 1]):
-            if dev[out_dst[k]] != d:
-                bound[dev[out_dst[k]]] += edge_bytes[out_eid[k]]
+            dj = dev[out_dst[k]]
+            if dj != d:
+                bound[dj] += edge_bytes[k]
     return not np.any(bound + temp > memory)
 
 
@@ -620,7 +624,7 @@ def _batch_step_times(devices, memory, fits, fast, *args):
     out = np.empty(devices.shape[0])
     n, nd = devices.shape[1], memory.shape[0]
     order, lat, bw = args[1], args[13], args[14]
-    dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots = fast
+    dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, held, temp_mem = fast
     dev = np.empty(n, np.int64)
     pending, arrive, heap_t, heap_k = np.empty(n, np.int64), np.empty(n), np.empty(n), np.empty(n, np.int64)
     dev_free, chan_free = np.empty(nd), np.empty(nd * nd)
@@ -628,9 +632,9 @@ def _batch_step_times(devices, memory, fits, fast, *args):
     bound, temp = np.empty(nd, np.int64), np.empty(nd, np.int64)
     for r in range(devices.shape[0]):
         step = np.nan
-        if fits or _fits(devices[r], memory, bound, temp, *args[3:6], *args[9:13]):
-            for q in range(n):
-                dev[q] = devices[r, order[q]]
+        for q in range(n):
+            dev[q] = devices[r, order[q]]
+        if fits or _fits(dev, memory, bound, temp, out_ptr, out_dst, out_bytes, held, temp_mem):
             step = _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, pending,
                                    arrive, heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp)
         if np.isnan(step):

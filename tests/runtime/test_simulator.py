@@ -197,6 +197,15 @@ def test_step_times_keep_the_rounds_of_an_instant_with_zero_length_work(sim: Sim
     assert schedule(g, c, _place(g, devices)).step_time == 9.0
     assert sim.step_times(g, c, np.array([devices])).tolist() == [9.0]
 
+
+def test_step_times_count_received_copies_against_memory(sim: Simulator) -> None:
+    """a (GPU 0) sends its 10 MB output to b on GPU 1, which has 5 MB: the received copy alone is out of memory."""
+    g = _graph([Op("a", "T", 1.0, output_bytes=10 * MB), Op("b", "T", 1.0)], [("a", "b", None)])
+    devices = [Device("/GPU:0", "gpu", 1.0, 20 * MB), Device("/GPU:1", "gpu", 1.0, 5 * MB)]
+    c = Cluster.build(devices, default_bandwidth=1e9, name="small")
+    assert not sim.measure(g, c, _place(g, [0, 1])).ok
+    assert sim.step_times(g, c, np.array([[0, 1], [0, 0]])).tolist() == [np.inf, 2.0]
+
 # ---------------------------------------------------------------------- invariants over random DAGs
 def _critical_path(g: OpGraph, op_time: np.ndarray) -> float:
     finish = np.zeros(g.num_ops)
