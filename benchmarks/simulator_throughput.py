@@ -70,7 +70,9 @@ Tried and dropped (no gain beyond the noise here): Floyd's bottom-up heap pop, a
   8.9 us at 256 ops and 383 to 203 us at 5,000. Even then the pass would be about 29x and 28x, so 30x needs
   both a cheaper priority queue (e.g. a radix heap on the float bits, ready times only grow) and less
   per-edge work; not done in the time given.
-- Placements that may run out of memory still run the full event kernel (about 6x; the 80 GB rows before).
+- Placements whose memory bound does not fit still run the full event kernel (about 6x, as before); the bound
+  costs one pass over the edges (the 80 GB rows: the bound fits for these placements, and they run the fast
+  pass after it).
 - pipe-v1 `minibatch_times` is unchanged (5-7x against the yardstick; against its own plain loop, which
   also runs the gates and priorities, see the last table): its devices start the ready instance
   of highest priority, held by gates, not the first ready one, so the one-pass FIFO argument does not hold and

@@ -31,7 +31,9 @@ Step time
     The end of the last op or transfer.
 
 The event loop is a numba kernel over flat arrays. :class:`Simulator` caches the per-(graph, cluster)
-arrays, so that measuring a placement costs little more than the kernel.
+arrays, so that measuring a placement costs little more than the kernel. ``Simulator.step_times`` first tries
+a one-pass kernel that gives the same step time where no placement's memory can run out and nothing takes
+zero time (see :func:`_fast_step_time`), and falls back to the event loop otherwise.
 
 Example:
     >>> from gplace.ir import Placement
@@ -512,18 +514,22 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
 
 # ---------------------------------------------------------------------- kernel: step time only
 @njit(cache=True)
-def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, pending, arrive,
-                    heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp):
-    """The step time of ``sim-v1`` without memory, or ``nan`` if an op or transfer took no time.
+def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, check, memory, held,
+                    temp_mem, pending, arrive, heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp, bound,
+                    temp):
+    """The step time of ``sim-v1``, or ``nan`` if an op or transfer took no time or (with ``check``) the
+    placement might run out of memory.
 
     While every op and transfer takes time, each instant of ``sim-v1`` is one round and its queues are FIFO,
     so one pass in order of (ready time, rank) gives the same schedule: an op starts at ``max(ready, device
     free)``, and its transfers (one per other device with a consumer, in the order their producers ended on
     that device) at ``max(end, channel free)``. A zero-length op or transfer breaks that (an event inside its
-    instant); the caller then runs the full kernel.
+    instant); the caller then runs the full kernel. With ``check``, the pass also adds up a memory bound per
+    device (persistent memory and outputs of its ops, ``held``; every edge it receives; its largest temporary
+    memory) and gives up unless the bound fits ``memory`` (then no peak can exceed it).
 
-    Ops are numbered by topological rank (see :func:`_rank_arrays`); ``dev`` too. The arrays after ``bw`` are
-    scratch space.
+    Ops are numbered by topological rank (see :func:`_rank_arrays`); ``dev`` too. The arrays after
+    ``temp_mem`` are scratch space.
     """
     nd = lat.shape[0]
     pending[:] = indeg
@@ -531,6 +537,8 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
     dev_free[:] = 0.0
     chan_free[:] = 0.0
     x_stamp[:] = -1
+    bound[:] = 0
+    temp[:] = 0
     size, step = roots.shape[0], 0.0
     heap_t[:size] = 0.0  # ascending ranks at one time: already a heap
     heap_k[:size] = roots
@@ -545,6 +553,9 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
             return np.nan
         dev_free[d] = finish
         step = max(step, finish)
+        if check:
+            bound[d] += held[i]
+            temp[d] = max(temp[d], temp_mem[i])
         lo, hi = out_ptr[i], out_ptr[i + 1]
         if not uniform[i]:  # bytes of each transfer: its largest edge (stamp -2 - i: counted, not sent)
             for k in range(lo, hi):
@@ -558,6 +569,8 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
             dj = dev[j]
             t = finish
             if dj != d:
+                if check:
+                    bound[dj] += out_bytes[k]
                 if x_stamp[dj] != i:  # the first edge to dj sends (stamp i: sent)
                     c = d * nd + dj
                     s = max(finish, chan_free[c])
@@ -572,11 +585,13 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
             pending[j] -= 1
             if pending[j] == 0:
                 size = _heap_push(heap_t, heap_k, 0, size, arrive[j], j)
+    if check and np.any(bound + temp > memory):
+        return np.nan
     return step
 
 
 def _rank_arrays(dur, order, out_ptr, out_dst, out_eid, edge_bytes, out_bytes, temp_mem, persist) -> tuple:
-    """The graph renumbered by topological rank for :func:`_fast_step_time` and :func:`_fits`: ``dur (N, D)``,
+    """The graph renumbered by topological rank for :func:`_fast_step_time`: ``dur (N, D)``,
     out-edge CSR ``ptr (N+1,), dst (E,), bytes (E,)``, whether all out-edges of an op carry the same bytes
     ``(N,)``, in-degrees ``(N,)``, the ranks of ops without inputs, persistent + output bytes ``(N,)`` and
     temporary bytes ``(N,)``."""
@@ -597,29 +612,11 @@ def _rank_arrays(dur, order, out_ptr, out_dst, out_eid, edge_bytes, out_bytes, t
 
 
 @njit(cache=True)
-def _fits(dev, memory, bound, temp, out_ptr, out_dst, edge_bytes, held, temp_mem):
-    """Whether placement ``dev`` cannot run out of memory: per device, the persistent memory and outputs of its
-    ops (``held``), every edge it receives and its largest temporary memory fit (``bound``, ``temp``: scratch).
-    """
-    bound[:] = 0
-    temp[:] = 0
-    for i in range(dev.shape[0]):
-        d = dev[i]
-        bound[d] += held[i]
-        temp[d] = max(temp[d], temp_mem[i])
-        for k in range(out_ptr[i], out_ptr[i + 1]):
-            dj = dev[out_dst[k]]
-            if dj != d:
-                bound[dj] += edge_bytes[k]
-    return not np.any(bound + temp > memory)
-
-
-@njit(cache=True)
 def _batch_step_times(devices, memory, fits, fast, *args):
     """Step time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``.
 
-    Rows that cannot exceed ``memory`` (all of them when ``fits``, else as :func:`_fits` finds) go through
-    :func:`_fast_step_time` (with the arrays ``fast`` of :func:`_rank_arrays`) first.
+    Rows go through :func:`_fast_step_time` (with the arrays ``fast`` of :func:`_rank_arrays`) first, which
+    checks their memory bound unless ``fits`` (no placement can exceed ``memory``).
     """
     out = np.empty(devices.shape[0])
     n, nd = devices.shape[1], memory.shape[0]
@@ -631,12 +628,11 @@ def _batch_step_times(devices, memory, fits, fast, *args):
     x_bytes, x_end, x_stamp = np.empty(nd, np.int64), np.empty(nd), np.empty(nd, np.int64)
     bound, temp = np.empty(nd, np.int64), np.empty(nd, np.int64)
     for r in range(devices.shape[0]):
-        step = np.nan
         for q in range(n):
             dev[q] = devices[r, order[q]]
-        if fits or _fits(dev, memory, bound, temp, out_ptr, out_dst, out_bytes, held, temp_mem):
-            step = _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, pending,
-                                   arrive, heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp)
+        step = _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, not fits,
+                               memory, held, temp_mem, pending, arrive, heap_t, heap_k, dev_free, chan_free,
+                               x_bytes, x_end, x_stamp, bound, temp)
         if np.isnan(step):
             res = _simulate(devices[r], *args)
             step = np.inf if np.any(res[3] > memory) else res[12]
