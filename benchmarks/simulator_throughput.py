@@ -66,13 +66,14 @@ Tried and dropped (no gain beyond the noise here): Floyd's bottom-up heap pop, a
 
 ## What is left
 
-- The ready heap is half of the fast pass: replacing it by a stack (wrong results, timing only) took 16.3 to
-  8.9 us at 256 ops and 383 to 203 us at 5,000. Even then the pass would be about 29x and 28x, so 30x needs
+- The ready heap is half of the fast pass: in the pass before the equal-bytes shortcut, replacing it by a
+  stack (wrong results, timing only) took 16.3 to 8.9 us at 256 ops and 383 to 203 us at 5,000 (2 devices).
+  Even then the pass would be about 29x and 28x, so 30x needs
   both a cheaper priority queue (e.g. a radix heap on the float bits, ready times only grow) and less
   per-edge work; not done in the time given.
-- Placements whose memory bound does not fit still run the full event kernel (about 6x, as before); the bound
-  costs one pass over the edges (the 80 GB rows: the bound fits for these placements, and they run the fast
-  pass after it).
+- Placements whose memory bound does not fit still run the full event kernel (about 6x, as before), after
+  a wasted fast pass. In the 80 GB rows the bound fits every placement (a separate bound pass cost about
+  100 us at 5,000 ops, so the fast pass adds it up as it goes).
 - pipe-v1 `minibatch_times` is unchanged (5-7x against the yardstick; against its own plain loop, which
   also runs the gates and priorities, see the last table): its devices start the ready instance
   of highest priority, held by gates, not the first ready one, so the one-pass FIFO argument does not hold and
