@@ -31,7 +31,9 @@ Step time
     The end of the last op or transfer.
 
 The event loop is a numba kernel over flat arrays. :class:`Simulator` caches the per-(graph, cluster)
-arrays, so that measuring a placement costs little more than the kernel.
+arrays, so that measuring a placement costs little more than the kernel. ``Simulator.step_times`` first tries
+a one-pass kernel that gives the same step time where no placement's memory can run out and nothing takes
+zero time (see :func:`_fast_step_time`), and falls back to the event loop otherwise.
 
 Example:
     >>> from gplace.ir import Placement
@@ -175,7 +177,7 @@ class Simulator(Runtime):
         if devices.size and (devices.min() < 0 or devices.max() >= d):
             raise InvalidPlacementError(f"device index out of range [0, {d}) in devices for cluster {cluster.name!r}")
         prep = self._prepared(graph, cluster)
-        return _batch_step_times(devices.astype(np.int64, copy=False), prep.memory, *prep.args)
+        return _batch_step_times(devices.astype(np.int64, copy=False), prep.memory, prep.fits, prep.fast, *prep.args)
 
     def _schedule(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
         return _run(self._prepared(graph, cluster), placement.devices)
@@ -201,6 +203,10 @@ class _Prepared:
     cluster: Cluster
     args: tuple
     memory: np.ndarray
+    fits: bool
+    """No placement can run out of memory: everything the graph could hold at once fits on every device."""
+    fast: tuple
+    """The arrays of :func:`_rank_arrays`."""
 
 
 def _prepare(graph: OpGraph, cluster: Cluster) -> _Prepared:
@@ -214,7 +220,10 @@ def _prepare(graph: OpGraph, cluster: Cluster) -> _Prepared:
             graph.edge_bytes, graph.output_bytes, graph.temporary_memory, graph.persistent_memory,
             np.ascontiguousarray(cluster.latency), np.ascontiguousarray(cluster.bandwidth))
     args = tuple(np.array(a, order="C") for a in args)  # writable copies: one numba specialisation
-    return _Prepared(cluster, args, cluster.memory)
+    most = (int(graph.persistent_memory.sum()) + int(graph.output_bytes.sum()) + int(graph.edge_bytes.sum())
+            + int(graph.temporary_memory.max(initial=0)))
+    fits = bool(most <= cluster.memory.min(initial=most))
+    return _Prepared(cluster, args, cluster.memory, fits, _rank_arrays(*args[:2], *args[3:6], *args[9:13]))
 
 
 def _run(prep: _Prepared, devices: np.ndarray) -> Schedule:
@@ -408,11 +417,129 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
             log_t[:nlog].copy(), log_d[:nlog].copy(), log_b[:nlog].copy(), t)
 
 
+# ---------------------------------------------------------------------- kernel: step time only
 @njit(cache=True)
-def _batch_step_times(devices, memory, *args):
-    """Step time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``."""
+def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, check, memory, held,
+                    temp_mem, pending, arrive, heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp, bound,
+                    temp):
+    """The step time of ``sim-v1``, or ``nan`` if an op or transfer took no time or (with ``check``) the
+    placement might run out of memory.
+
+    While every op and transfer takes time, each instant of ``sim-v1`` is one round and its queues are FIFO,
+    so one pass in order of (ready time, rank) gives the same schedule: an op starts at ``max(ready, device
+    free)``, and its transfers (one per other device with a consumer, in the order their producers ended on
+    that device) at ``max(end, channel free)``. A zero-length op or transfer breaks that (an event inside its
+    instant); the caller then runs the full kernel. With ``check``, the pass also adds up a memory bound per
+    device (persistent memory and outputs of its ops, ``held``; every edge it receives; its largest temporary
+    memory) and gives up unless the bound fits ``memory`` (then no peak can exceed it).
+
+    Ops are numbered by topological rank (see :func:`_rank_arrays`); ``dev`` too. The arrays after
+    ``temp_mem`` are scratch space.
+    """
+    nd = lat.shape[0]
+    pending[:] = indeg
+    arrive[:] = 0.0
+    dev_free[:] = 0.0
+    chan_free[:] = 0.0
+    x_stamp[:] = -1
+    bound[:] = 0
+    temp[:] = 0
+    size, step = roots.shape[0], 0.0
+    heap_t[:size] = 0.0  # ascending ranks at one time: already a heap
+    heap_k[:size] = roots
+    while size > 0:
+        ready = heap_t[0]
+        i = _heap_pop(heap_t, heap_k, 0, size)
+        size -= 1
+        d = dev[i]
+        begin = max(ready, dev_free[d])
+        finish = begin + dur[i, d]
+        if not finish > begin:
+            return np.nan
+        dev_free[d] = finish
+        step = max(step, finish)
+        if check:
+            bound[d] += held[i]
+            temp[d] = max(temp[d], temp_mem[i])
+        lo, hi = out_ptr[i], out_ptr[i + 1]
+        if not uniform[i]:  # bytes of each transfer: its largest edge (stamp -2 - i: counted, not sent)
+            for k in range(lo, hi):
+                dj = dev[out_dst[k]]
+                if dj != d:
+                    if x_stamp[dj] != -2 - i:
+                        x_stamp[dj], x_bytes[dj] = -2 - i, 0
+                    x_bytes[dj] = max(x_bytes[dj], out_bytes[k])
+        for k in range(lo, hi):
+            j = out_dst[k]
+            dj = dev[j]
+            t = finish
+            if dj != d:
+                if check:
+                    bound[dj] += out_bytes[k]
+                if x_stamp[dj] != i:  # the first edge to dj sends (stamp i: sent)
+                    c = d * nd + dj
+                    s = max(finish, chan_free[c])
+                    e = s + lat[d, dj] + (out_bytes[lo] if uniform[i] else x_bytes[dj]) / bw[d, dj]
+                    if not e > s:
+                        return np.nan
+                    chan_free[c] = x_end[dj] = e
+                    step = max(step, e)
+                    x_stamp[dj] = i
+                t = x_end[dj]
+            arrive[j] = max(arrive[j], t)
+            pending[j] -= 1
+            if pending[j] == 0:
+                size = _heap_push(heap_t, heap_k, 0, size, arrive[j], j)
+    if check and np.any(bound + temp > memory):
+        return np.nan
+    return step
+
+
+def _rank_arrays(dur, order, out_ptr, out_dst, out_eid, edge_bytes, out_bytes, temp_mem, persist) -> tuple:
+    """The graph renumbered by topological rank for :func:`_fast_step_time`: ``dur (N, D)``,
+    out-edge CSR ``ptr (N+1,), dst (E,), bytes (E,)``, whether all out-edges of an op carry the same bytes
+    ``(N,)``, in-degrees ``(N,)``, the ranks of ops without inputs, persistent + output bytes ``(N,)`` and
+    temporary bytes ``(N,)``."""
+    n = order.size
+    rank = np.empty_like(order)
+    rank[order] = np.arange(n)
+    counts = np.diff(out_ptr)[order]
+    ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    edges = np.concatenate([np.arange(out_ptr[i], out_ptr[i + 1]) for i in order] or [np.zeros(0, np.int64)])
+    dst, nbytes = rank[out_dst[edges]], edge_bytes[out_eid[edges]]
+    indeg = np.bincount(dst, minlength=n).astype(np.int64)
+    op_of_edge = np.repeat(np.arange(n), counts)
+    uniform = np.ones(n, np.bool_)
+    uniform[op_of_edge[nbytes != nbytes[ptr[op_of_edge]]]] = False
+    return tuple(np.ascontiguousarray(a) for a in (dur[order], ptr, dst, nbytes, uniform, indeg,
+                                                   np.flatnonzero(indeg == 0).astype(np.int64),
+                                                   (persist + out_bytes)[order], temp_mem[order]))
+
+
+@njit(cache=True)
+def _batch_step_times(devices, memory, fits, fast, *args):
+    """Step time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``.
+
+    Rows go through :func:`_fast_step_time` (with the arrays ``fast`` of :func:`_rank_arrays`) first, which
+    checks their memory bound unless ``fits`` (no placement can exceed ``memory``).
+    """
     out = np.empty(devices.shape[0])
+    n, nd = devices.shape[1], memory.shape[0]
+    order, lat, bw = args[1], args[13], args[14]
+    dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, held, temp_mem = fast
+    dev = np.empty(n, np.int64)
+    pending, arrive, heap_t, heap_k = np.empty(n, np.int64), np.empty(n), np.empty(n), np.empty(n, np.int64)
+    dev_free, chan_free = np.empty(nd), np.empty(nd * nd)
+    x_bytes, x_end, x_stamp = np.empty(nd, np.int64), np.empty(nd), np.empty(nd, np.int64)
+    bound, temp = np.empty(nd, np.int64), np.empty(nd, np.int64)
     for r in range(devices.shape[0]):
-        res = _simulate(devices[r], *args)
-        out[r] = np.inf if np.any(res[3] > memory) else res[12]
+        for q in range(n):
+            dev[q] = devices[r, order[q]]
+        step = _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, not fits,
+                               memory, held, temp_mem, pending, arrive, heap_t, heap_k, dev_free, chan_free,
+                               x_bytes, x_end, x_stamp, bound, temp)
+        if np.isnan(step):
+            res = _simulate(devices[r], *args)
+            step = np.inf if np.any(res[3] > memory) else res[12]
+        out[r] = step
     return out

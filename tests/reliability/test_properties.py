@@ -41,10 +41,12 @@ MB = 1_000_000
 
 
 @st.composite
-def dags(draw, max_ops: int = 14) -> OpGraph:
-    """A random DAG: edges only from lower to higher index; costs, memory and edge bytes drawn too."""
+def dags(draw, max_ops: int = 14, costs: st.SearchStrategy | None = None) -> OpGraph:
+    """A random DAG: edges only from lower to higher index; costs (default: floats in [0, 5]), memory and edge
+    bytes drawn too."""
     n = draw(st.integers(1, max_ops))
-    ops = [Op(f"o{i}", f"T{draw(st.integers(0, 3))}", draw(st.floats(0.0, 5.0)),
+    costs = st.floats(0.0, 5.0) if costs is None else costs
+    ops = [Op(f"o{i}", f"T{draw(st.integers(0, 3))}", draw(costs),
               persistent_memory=draw(st.integers(0, 4)) * MB, temporary_memory=draw(st.integers(0, 3)) * MB,
               output_bytes=draw(st.integers(0, 6)) * MB) for i in range(n)]
     pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
@@ -62,8 +64,8 @@ def clusters(draw) -> Cluster:
 
 
 @st.composite
-def placed(draw):
-    graph, cluster = draw(dags()), draw(clusters())
+def placed(draw, graphs: st.SearchStrategy | None = None):
+    graph, cluster = draw(dags() if graphs is None else graphs), draw(clusters())
     devices = draw(st.lists(st.integers(0, cluster.num_devices - 1), min_size=graph.num_ops,
                             max_size=graph.num_ops))
     return graph, cluster, Placement.for_graph(graph, np.array(devices, dtype=np.int64))
@@ -77,6 +79,26 @@ def test_kernel_equals_the_reference_simulator(case):
     assert got.step_time == want.step_time  # exact: same operations in the same order
     np.testing.assert_array_equal(got.op_start, want.op_start)
     np.testing.assert_array_equal(got.peak_memory, want.peak_memory)
+
+
+@settings(FAST, max_examples=150)
+@given(placed() | placed(dags(costs=st.sampled_from([0.5, 1.0, 2.0]))), st.sampled_from([None, None, 6 * MB, 20 * MB]),
+       st.integers(0, 2**32 - 1))
+def test_batch_step_times_equal_the_reference_simulator(case, memory, seed):
+    """``step_times`` (its fast path where memory cannot run out, else the full kernel) gives the reference's
+    step time, ``inf`` out of memory, on 20 placements of each graph; costs from a few values make many ties."""
+    graph, cluster, _ = case
+    if memory is not None:
+        devices = [Device(d.name, d.kind, d.speed, memory) for d in cluster.devices]
+        links = ~np.eye(cluster.num_devices, dtype=bool)
+        cluster = Cluster.build(devices, default_bandwidth=float(cluster.bandwidth[links].min(initial=1e9)),
+                                default_latency=float(cluster.latency.max()), name="tight")
+    batch = np.random.default_rng(seed).integers(0, cluster.num_devices, (20, graph.num_ops))
+    expected = []
+    for row in batch:
+        want = simulate(graph, cluster, Placement.for_graph(graph, row))
+        expected.append(want.step_time if (want.peak_memory <= cluster.memory).all() else np.inf)
+    assert Simulator().step_times(graph, cluster, batch).tolist() == expected
 
 
 @FAST

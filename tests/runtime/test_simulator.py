@@ -186,6 +186,26 @@ def test_step_times_match_measure_and_pure_schedule(sim: Simulator) -> None:
     assert schedule(g, c, _place(g, batch[0])).step_time == expected[0]
 
 
+
+def test_step_times_keep_the_rounds_of_an_instant_with_zero_length_work(sim: Simulator) -> None:
+    """p (GPU 1) and q (GPU 0) run 0..1; at t = 1 GPU 0 starts x (q's consumer, ready in the first round), as p's
+    free transfer to y ends in the round after; so y runs 3..4 and z 4..9. First-ready order alone (y before x:
+    same ready time, lower rank) would end at 7."""
+    ops = [Op("p", "T", 1.0), Op("q", "T", 1.0), Op("y", "T", 1.0), Op("x", "T", 2.0), Op("z", "T", 5.0)]
+    g = _graph(ops, [("p", "y", 0), ("q", "x", 0), ("y", "z", 0)])
+    c, devices = uniform_cluster(2, bandwidth=1e6), [1, 0, 0, 0, 1]
+    assert schedule(g, c, _place(g, devices)).step_time == 9.0
+    assert sim.step_times(g, c, np.array([devices])).tolist() == [9.0]
+
+
+def test_step_times_count_received_copies_against_memory(sim: Simulator) -> None:
+    """a (GPU 0) sends its 10 MB output to b on GPU 1, which has 5 MB: the received copy alone is out of memory."""
+    g = _graph([Op("a", "T", 1.0, output_bytes=10 * MB), Op("b", "T", 1.0)], [("a", "b", None)])
+    devices = [Device("/GPU:0", "gpu", 1.0, 20 * MB), Device("/GPU:1", "gpu", 1.0, 5 * MB)]
+    c = Cluster.build(devices, default_bandwidth=1e9, name="small")
+    assert not sim.measure(g, c, _place(g, [0, 1])).ok
+    assert sim.step_times(g, c, np.array([[0, 1], [0, 0]])).tolist() == [np.inf, 2.0]
+
 # ---------------------------------------------------------------------- invariants over random DAGs
 def _critical_path(g: OpGraph, op_time: np.ndarray) -> float:
     finish = np.zeros(g.num_ops)
