@@ -449,7 +449,7 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
     heap_k[:size] = roots
     while size > 0:
         ready = heap_t[0]
-        i = _heap_pop(heap_t, heap_k, 0, size)
+        i = heap_pop(heap_t, heap_k, 0, size)
         size -= 1
         d = dev[i]
         begin = max(ready, dev_free[d])
@@ -489,7 +489,7 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
             arrive[j] = max(arrive[j], t)
             pending[j] -= 1
             if pending[j] == 0:
-                size = _heap_push(heap_t, heap_k, 0, size, arrive[j], j)
+                size = heap_push(heap_t, heap_k, 0, size, arrive[j], j)
     if check and np.any(bound + temp > memory):
         return np.nan
     return step
