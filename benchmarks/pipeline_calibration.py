@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -132,5 +133,52 @@ def main() -> None:
                                "calibration": calib, "rows": rows}, indent=1))
 
 
+
+
+def report(path: Path = OUT) -> str:
+    """``pipeline_calibration.md`` from the JSON."""
+    doc = json.loads(path.read_text())
+    rows, calib = doc["rows"], doc["calibration"]
+    ms = lambda v: f"{v * 1e3:.1f}"  # noqa: E731
+    pct = lambda v: f"{100 * v:.1f} %"  # noqa: E731
+
+    def summary(subset: list[dict]) -> str:
+        errors = [r["error"] for r in subset]
+        spread = statistics.median(r["spread"] for r in subset)
+        return (f"median error {pct(statistics.median(errors))}, worst {pct(max(errors))} over {len(errors)} runs; "
+                f"measurement spread (max - min) / median of its 3 steps: median {pct(spread)}")
+
+    lines = ["# pipe-v1 calibrated here against torch-pipeline-v1 measured here", "",
+             "Made by `python benchmarks/pipeline_calibration.py` (the method is its docstring), 2026-11-24, on the",
+             "2-core development machine, **loaded** by other jobs while it ran (a bench and test runs: load average",
+             "3-5). One torch thread per stage process and in the calibration. Stage processes are logical CPU",
+             "devices sharing the same 2 cores: 2 stages get a core each only when nothing else runs, 4 stages always",
+             "share (two per core), which pipe-v1 (independent devices) does not model.", "",
+             f"- fitted link latency (on the MLP's runs): {doc['latency_s'] * 1e6:.0f} us; bandwidth "
+             f"{doc['bandwidth']:.0e} B/s (not fitted)",
+             *(f"- {name}: per-stage overhead {c['overhead_s'] * 1e3:.2f} ms per micro-batch and direction; one stage: "
+               + ", ".join(f"M={m} {ms(t)} ms" for m, t in c["one_stage"].items()) for name, c in calib.items()), "",
+             "| model | stages | M | schedule | measured ms | spread | pipe-v1 ms | error |",
+             "|---|---:|---:|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['model']} | {r['stages']} | {r['microbatches']} | {r['schedule']} | {ms(r['measured'])} | "
+              f"{pct(r['spread'])} | {ms(r['predicted'])} | {pct(r['error'])} |" for r in rows]
+    held = [r for r in rows if r["model"] != "mlp"]
+    lines += ["", "## Errors", "",
+              f"- all: {summary(rows)}",
+              f"- held out (CNN and Transformer; the latency was fitted on the MLP): {summary(held)}",
+              f"- 2 stages: {summary([r for r in rows if r['stages'] == 2])}",
+              f"- 4 stages (two processes per core): {summary([r for r in rows if r['stages'] == 4])}",
+              "", "## Two stages against one process (M = 8)", ""]
+    for name, c in calib.items():
+        one = c["one_stage"].get("8", c["one_stage"].get(8))
+        two = min(r["measured"] for r in rows if r["model"] == name and r["stages"] == 2 and r["microbatches"] == 8)
+        lines.append(f"- {name}: one process {ms(one)} ms, two stages (best schedule) {ms(two)} ms: {one / two:.2f}x")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--report-only"]:
+        OUT.with_suffix(".md").write_text(report())
+    else:
+        main()
+        OUT.with_suffix(".md").write_text(report())
