@@ -9,8 +9,9 @@ For each model (an MLP, a CNN, a Transformer; each a chain of top-level modules)
    micro-batch in this process;
 2. one-stage runs of the real runtime (M = 4 and 8) fit the per-stage, per-micro-batch overhead of the schedule
    (closed form: ``(measured - M x sum of the module times) / 2M``, the median over the two);
-3. the link latency is fitted on the MLP's multi-stage runs (the latency, of 0-2 ms in steps of 25 us, with the
-   smallest median error), then the CNN's and the Transformer's runs are predictions it never saw;
+3. the link latency is fitted on the MLP's multi-stage runs (the latency, of 0-5 ms in steps of 50 us, with the
+   smallest median error), then the CNN's and the Transformer's runs are predictions it never saw
+   (``--report-only`` redoes this analysis on the stored measurements and rewrites the report);
 4. every (stages in {2, 4}, M in {2, 4, 8}, schedule in {gpipe, 1f1b}) runs for real (median of 3 steps after 1
    warm-up, with its spread) and in ``pipe-v1`` on the module graph, placed the same way (modules in contiguous
    runs, one per stage).
@@ -107,30 +108,33 @@ def main() -> None:
                 for schedule in ("gpipe", "1f1b"):
                     real = measured(model, x, y, stages, m, schedule)
                     rows.append({"model": name, "stages": stages, "microbatches": m, "schedule": schedule,
-                                 "measured": real.step_time, "spread": real.spread, "ok": real.ok})
+                                 "measured": real.step_time, "spread": real.spread, "ok": real.ok,
+                                 "reason": real.reason})
                     print(json.dumps(rows[-1]))  # noqa: T201 - a script's progress
-        calib[name]["times"] = {m: [t.__dict__ for t in times[m]] for m in times}
-    latencies = [i * 25e-6 for i in range(81)]
+        calib[name]["times"] = {str(m): [t.__dict__ for t in times[m]] for m in times}
+    doc = analyse({"machine": platform.platform(), "bandwidth": BANDWIDTH, "calibration": calib, "rows": rows})
+    OUT.write_text(json.dumps(doc, indent=1))
 
-    def errors(model_name: str, latency: float) -> list[float]:
-        out = []
-        for r in rows:
-            if r["model"] != model_name:
-                continue
-            times = [ModuleTimes(**t) for t in calib[model_name]["times"][r["microbatches"]]]
-            p = predicted(times, r["stages"], r["microbatches"], r["schedule"], calib[model_name]["overhead_s"],
-                          latency)
-            out.append(abs(p - r["measured"]) / r["measured"])
-        return out
 
-    latency = min(latencies, key=lambda lat: statistics.median(errors("mlp", lat)))
+def analyse(doc: dict) -> dict:
+    """Fit the link latency on the MLP's runs and predict every run that ran (the measurements are not touched)."""
+    calib, rows = doc["calibration"], doc["rows"]
+
+    def prediction(r: dict, latency: float) -> float:
+        times = [ModuleTimes(**t) for t in calib[r["model"]]["times"][str(r["microbatches"])]]
+        return predicted(times, r["stages"], r["microbatches"], r["schedule"], calib[r["model"]]["overhead_s"],
+                         latency)
+
+    def median_error(model_name: str, latency: float) -> float:
+        return statistics.median(abs(prediction(r, latency) - r["measured"]) / r["measured"]
+                                 for r in rows if r["model"] == model_name and r["ok"])
+
+    latency = min((i * 50e-6 for i in range(101)), key=lambda lat: median_error("mlp", lat))
     for r in rows:
-        times = [ModuleTimes(**t) for t in calib[r["model"]]["times"][r["microbatches"]]]
-        r["predicted"] = predicted(times, r["stages"], r["microbatches"], r["schedule"],
-                                   calib[r["model"]]["overhead_s"], latency)
-        r["error"] = abs(r["predicted"] - r["measured"]) / r["measured"]
-    OUT.write_text(json.dumps({"machine": platform.platform(), "latency_s": latency, "bandwidth": BANDWIDTH,
-                               "calibration": calib, "rows": rows}, indent=1))
+        if r["ok"]:
+            r["predicted"] = prediction(r, latency)
+            r["error"] = abs(r["predicted"] - r["measured"]) / r["measured"]
+    return {**doc, "latency_s": latency}
 
 
 
@@ -161,9 +165,14 @@ def report(path: Path = OUT) -> str:
              "| model | stages | M | schedule | measured ms | spread | pipe-v1 ms | error |",
              "|---|---:|---:|---|---:|---:|---:|---:|"]
     lines += [f"| {r['model']} | {r['stages']} | {r['microbatches']} | {r['schedule']} | {ms(r['measured'])} | "
-              f"{pct(r['spread'])} | {ms(r['predicted'])} | {pct(r['error'])} |" for r in rows]
+              f"{pct(r['spread'])} | {ms(r['predicted'])} | {pct(r['error'])} |" if r["ok"] else
+              f"| {r['model']} | {r['stages']} | {r['microbatches']} | {r['schedule']} | failed: {r['reason']} | | | |"
+              for r in rows]
+    failed = [r for r in rows if not r["ok"]]
+    rows = [r for r in rows if r["ok"]]
     held = [r for r in rows if r["model"] != "mlp"]
-    lines += ["", "## Errors", "",
+    lines += ["", "## Errors", "", f"Over the {len(rows)} runs that ran ({len(failed)} refused: 1F1B with fewer "
+              "micro-batches than stages).", "",
               f"- all: {summary(rows)}",
               f"- held out (CNN and Transformer; the latency was fitted on the MLP): {summary(held)}",
               f"- 2 stages: {summary([r for r in rows if r['stages'] == 2])}",
@@ -173,11 +182,21 @@ def report(path: Path = OUT) -> str:
         one = c["one_stage"].get("8", c["one_stage"].get(8))
         two = min(r["measured"] for r in rows if r["model"] == name and r["stages"] == 2 and r["microbatches"] == 8)
         lines.append(f"- {name}: one process {ms(one)} ms, two stages (best schedule) {ms(two)} ms: {one / two:.2f}x")
+    lines += ["", "## What it means", "",
+              "- The issue's target (median error at most 15 %) is met over every run and missed on the held-out models",
+              "  alone (the figures above); the measurements themselves vary about as much (spread column), on a",
+              "  machine other jobs were using.",
+              "- The fitted 'latency' is not a link property: gloo on localhost sends these tensors in well under a",
+              "  millisecond. It absorbs what pipe-v1 does not model here: stage processes competing for 2 cores with",
+              "  each other and with other jobs. The largest errors are GPipe on 4 stages (two processes per core).",
+              "- Two stages beat one process at M = 8 for the CNN and the Transformer, not for the MLP, whose",
+              "  micro-batch work (about 1 ms per stage) is of the order of the per-stage overhead fitted above."]
     return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--report-only"]:
+    if sys.argv[1:] == ["--report-only"]:  # re-analyse the stored measurements and rewrite the report
+        OUT.write_text(json.dumps(analyse(json.loads(OUT.read_text())), indent=1))
         OUT.with_suffix(".md").write_text(report())
     else:
         main()

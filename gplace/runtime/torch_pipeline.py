@@ -141,6 +141,7 @@ class TorchPipelineRuntime(Runtime):
         """Run the placement's pipeline; the step times, the loss and the gradients.
 
         Raises:
+            _StageError: a stage failed, died or timed out, or 1F1B got fewer micro-batches than stages.
             InvalidPlacementError: the placement is not for ``graph`` or changes device inside a module.
             UnsupportedGraphError: ``graph`` was not imported from a torch program.
         """
@@ -151,6 +152,10 @@ class TorchPipelineRuntime(Runtime):
         # pipeline() patches the modules it traces: check the split on a copy, so ``module`` still pickles
         split = pipeline_split(graph, cluster, placement, copy.deepcopy(self.module), example,
                                device_map=self.device_map)
+        stages = len(split.devices)
+        if self.schedule == "1f1b" and self.microbatches < stages:
+            raise _StageError(f"1F1B needs at least as many micro-batches as stages: {self.microbatches} < {stages} "
+                              "(torch's Schedule1F1B refuses fewer)")
         job = _Job(self.module, self.inputs, self.target, self.loss_fn, tuple(split_spec(graph, placement).split_spec),
                    tuple(str(d) for d in split.devices), self.microbatches, self.schedule, self.backend, self.steps,
                    self.warmup, self.time_limit, self.threads_per_stage)
