@@ -183,12 +183,12 @@ def report(path: Path = OUT) -> str:
         two = min(r["measured"] for r in rows if r["model"] == name and r["stages"] == 2 and r["microbatches"] == 8)
         lines.append(f"- {name}: one process {ms(one)} ms, two stages (best schedule) {ms(two)} ms: {one / two:.2f}x")
     lines += ["", "## What it means", "",
-              "- The issue's target (median error at most 15 %) is met over every run and missed on the held-out models",
-              "  alone (the figures above); the measurements themselves vary about as much (spread column), on a",
-              "  machine other jobs were using.",
-              "- The fitted 'latency' is not a link property: gloo on localhost sends these tensors in well under a",
-              "  millisecond. It absorbs what pipe-v1 does not model here: stage processes competing for 2 cores with",
-              "  each other and with other jobs. The largest errors are GPipe on 4 stages (two processes per core).",
+              "- The issue's target (median error at most 15 %) is met over every run and missed on the held-out",
+              "  models alone (the figures above); the measurements themselves vary about as much (spread column),",
+              "  on a machine other jobs were using.",
+              "- The fitted 'latency' is a fit, not a measured link property (the link was not timed): it absorbs",
+              "  what pipe-v1 does not model here, stage processes competing for 2 cores with each other and with",
+              "  other jobs. The largest errors are GPipe on 4 stages (two processes per core).",
               "- Two stages beat one process at M = 8 for the CNN and the Transformer, not for the MLP, whose",
               "  micro-batch work (about 1 ms per stage) is of the order of the per-stage overhead fitted above."]
     return "\n".join(lines) + "\n"
