@@ -95,15 +95,19 @@ class Chain(nn.Module):
         return self.c(self.mid(self.b(self.a(x).relu())))
 
 
+def _two_stage_chain(cluster):
+    """A ``Chain``, its graph, ``cluster``, and a placement with modules a on device 0 and b, mid, c on device 1."""
+    torch.manual_seed(0)
+    model = Chain().eval()
+    graph = from_torch(model, (X,))
+    return model, graph, cluster, _by_module(graph, cluster, {"b": 1, "mid": 1, "c": 1})
+
+
 def test_a_pipeline_placement_becomes_torch_pipelining_stages_that_run(imported):
     from gplace.export.torch import pipeline_split
 
-    torch.manual_seed(0)
-    model, cluster = Chain().eval(), imported[2]
-    graph = from_torch(model, (X,))
+    model, graph, cluster, placement = _two_stage_chain(imported[2])
     paths = graph.source.module_paths
-    stage_of = {"": 0, "a": 0, "b": 1, "mid": 1, "c": 1}
-    placement = Placement.for_graph(graph, [stage_of[paths.get(op, "")] for op in graph.op_names])
     split = pipeline_split(graph, cluster, placement, model, (X,))
     assert split.pipe.num_stages == 2 and [d.type for d in split.devices] == ["cpu", "cpu"]
     with torch.no_grad():
@@ -138,12 +142,7 @@ def test_a_placement_file_rebuilds_the_pipeline_stages_without_the_graph(importe
     from gplace.ir.serialize import placement_to_dict, save_json
     from gplace.pipeline.stages import placement_extras
 
-    torch.manual_seed(0)
-    model, cluster = Chain().eval(), imported[2]
-    graph = from_torch(model, (X,))
-    paths = graph.source.module_paths
-    stage_of = {"": 0, "a": 0, "b": 1, "mid": 1, "c": 1}
-    placement = Placement.for_graph(graph, [stage_of[paths.get(op, "")] for op in graph.op_names])
+    model, graph, cluster, placement = _two_stage_chain(imported[2])
     path = save_json(placement_to_dict(placement, graph, cluster, extra=placement_extras(graph, cluster, placement)),
                      tmp_path / "placement.json")
     pipe = pipeline_from_file(path, model, (X,))
