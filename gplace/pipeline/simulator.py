@@ -65,7 +65,7 @@ from numba import njit
 from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import format_bytes
 from gplace.ir.graph import csr
-from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.base import Measurement, Runtime, freeze_arrays
 from gplace.runtime.kernels import heap_pop, heap_push, mark, segments, transfers
 
 logger = logging.getLogger(__name__)
@@ -120,9 +120,7 @@ class PipelineSchedule:
     """(T,) float64 end time of each transfer."""
 
     def __post_init__(self) -> None:
-        for value in vars(self).values():
-            if isinstance(value, np.ndarray):
-                value.setflags(write=False)
+        freeze_arrays(self)
 
 
 class PipelineSimulator(Runtime):

@@ -87,3 +87,10 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         """Measure a placement already validated against ``graph`` and ``cluster``."""
+
+
+def freeze_arrays(obj: object) -> None:
+    """Make every NumPy array attribute of ``obj`` read-only (for frozen result dataclasses)."""
+    for value in vars(obj).values():
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)

@@ -56,7 +56,7 @@ from numba import njit
 
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import format_bytes
-from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.base import Measurement, Runtime, freeze_arrays
 from gplace.runtime.kernels import heap_pop, heap_push, mark, segments, transfers
 
 logger = logging.getLogger(__name__)
@@ -106,9 +106,7 @@ class Schedule:
     """(M,) int64 bytes in use on that device after the change (the first D entries: persistent memory)."""
 
     def __post_init__(self) -> None:
-        for value in vars(self).values():
-            if isinstance(value, np.ndarray):
-                value.setflags(write=False)
+        freeze_arrays(self)
 
 
 def schedule(graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
