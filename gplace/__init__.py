@@ -33,6 +33,7 @@ _LAZY = {
     "from_onnx": "gplace.importers",
     "from_torch": "gplace.importers",
     "from_tensorflow": "gplace.importers",
+    "pipeline_from_file": "gplace.export.torch",
     "save_policy": "gplace.pretrained",
     "load_policy": "gplace.pretrained",
     "place_with_pretrained": "gplace.pretrained",
@@ -45,8 +46,8 @@ _LAZY = {
 __all__ = [
     "Cluster", "Device", "Edge", "GraphError", "InvalidPlacementError", "Link", "Measurement", "Op", "OpGraph",
     "Placement", "PlacementReport", "Placer", "PolicyCapabilities", "Runtime", "Simulator", "UnsupportedGraphError",
-    "from_onnx", "from_tensorflow", "from_torch", "group_ops", "load_cluster", "load_graph", "load_policy", "place",
-    "place_with_pretrained", "profile_onnx", "profile_torch", "save_policy",
+    "from_onnx", "from_tensorflow", "from_torch", "group_ops", "load_cluster", "load_graph", "load_policy",
+    "pipeline_from_file", "place", "place_with_pretrained", "profile_onnx", "profile_torch", "save_policy",
 ]
 __version__ = "0.1.0"
 

@@ -20,12 +20,13 @@ from gplace.importers.profiles import (
 _LAZY = {
     "from_onnx": "gplace.importers.onnx",
     "from_torch": "gplace.importers.torch_export",
+    "from_module_shapes": "gplace.importers.torch_export",
     "from_tensorflow": "gplace.importers.tensorflow",
 }
 
 __all__ = [
-    "detect_graph_format", "from_onnx", "from_tensorflow", "from_torch", "load_cluster", "load_doppler",
-    "load_giph_graph", "load_giph_network", "load_graph", "load_pipedream", "pipedream_stage_ids",
+    "detect_graph_format", "from_module_shapes", "from_onnx", "from_tensorflow", "from_torch", "load_cluster",
+    "load_doppler", "load_giph_graph", "load_giph_network", "load_graph", "load_pipedream", "pipedream_stage_ids",
 ]
 
 

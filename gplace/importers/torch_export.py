@@ -112,6 +112,36 @@ def from_torch(
         raise UnsupportedGraphError(f"torch program {graph_name!r}: {err}") from None
 
 
+def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str = "float32",
+                       training: bool = False, seed: int = 0, name: str | None = None) -> OpGraph:
+    """:func:`from_torch` on random inputs of the given shapes: the form a config (``graph=torch``) can give.
+
+    Args:
+        module: the ``nn.Module``.
+        input_shapes: one shape per positional input, e.g. ``[[8, 3, 32, 32]]``.
+        dtype: their ``torch`` dtype name. (default: "float32")
+        training: import the joint forward+backward graph. (default: False)
+        seed: seed of the random inputs. (default: 0)
+        name: graph name. (default: as :func:`from_torch`)
+
+    Raises:
+        ValueError: a shape is not a list of positive integers, or ``dtype`` is not a torch dtype (naming it).
+    """
+    import torch
+
+    kind = getattr(torch, dtype, None)
+    if not isinstance(kind, torch.dtype):
+        raise ValueError(f"dtype {dtype!r} is not a torch dtype (e.g. 'float32', 'int64')")
+    shapes = [list(s) for s in input_shapes]
+    for k, shape in enumerate(shapes):
+        if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+            raise ValueError(f"input_shapes[{k}] must be a list of positive integers, got {shape!r}")
+    generator = torch.Generator().manual_seed(seed)
+    inputs = tuple(torch.randn(s, generator=generator).to(kind) if kind.is_floating_point
+                   else torch.randint(0, 2, s, generator=generator, dtype=kind) for s in shapes)
+    return from_torch(module, inputs, training=training, name=name)
+
+
 # ---------------------------------------------------------------------- tracing
 def _as_args(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     import torch

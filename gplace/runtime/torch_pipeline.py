@@ -21,6 +21,14 @@ What it reports
 Failures
     An exception in a stage, a stage process that dies, or no result within ``time_limit`` seconds (the processes
     are then killed) is a failed measurement naming the stage; nothing hangs.
+Processes
+    By default (``processes="spawn"``) gplace starts the stage processes itself for each measurement. Under
+    ``torchrun`` (``processes="torchrun"``), the processes it launched are the stages: every rank calls
+    ``measure`` with the same graph and placement, runs stage ``RANK`` in its own process (the world size must
+    equal the number of stages) and gets the same result, gathered from all ranks. The process group is made
+    on the first measurement (with its ``time_limit`` as timeout) and kept until the process exits, unless the
+    caller made one first. A stage that fails there is a failed measurement on every rank; one that dies or
+    hangs ends the run at the process group's timeout, as ``torchrun`` decides.
 GPUs
     Written from the PyTorch documentation and never run here: with stage devices of kind ``cuda`` the backend
     should be ``nccl`` and each process sets its own device.
@@ -28,7 +36,9 @@ GPUs
 
 from __future__ import annotations
 
+import atexit
 import copy
+import dataclasses
 import logging
 import math
 import os
@@ -84,6 +94,11 @@ class _Job:
     timeout: float
     threads: int | None
 
+    @property
+    def example(self) -> tuple[torch.Tensor, ...]:
+        """One micro-batch of the inputs (what the pipeline is traced with)."""
+        return tuple(t[: t.shape[0] // self.microbatches] for t in self.inputs)
+
 
 class TorchPipelineRuntime(Runtime):
     """Measures pipeline placements of ``module`` by running them (see the module docstring).
@@ -102,6 +117,8 @@ class TorchPipelineRuntime(Runtime):
         device_map: cluster device name -> torch device; default: ``/CPU:k`` -> ``cpu``, ``/GPU:k`` -> ``cuda:k``.
         threads_per_stage: torch intra-op threads of each stage process (e.g. cores // stages, so that stages
             sharing a machine's cores do not oversubscribe them). (default: None: torch's default)
+        processes: ``"spawn"`` (gplace starts one process per stage) or ``"torchrun"`` (the ranks ``torchrun``
+            started are the stages; see the module docstring). (default: "spawn")
     """
 
     id = "torch-pipeline-v1"
@@ -111,10 +128,12 @@ class TorchPipelineRuntime(Runtime):
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, microbatches: int = 4,
                  schedule: Literal["gpipe", "1f1b"] = "1f1b", backend: str = "gloo", steps: int = 3, warmup: int = 1,
                  time_limit: float = 120.0, device_map: Mapping[str, str] | None = None,
-                 threads_per_stage: int | None = None) -> None:
+                 threads_per_stage: int | None = None, processes: Literal["spawn", "torchrun"] = "spawn") -> None:
         inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
         if schedule not in ("gpipe", "1f1b"):
             raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
+        if processes not in ("spawn", "torchrun"):
+            raise ValueError(f"processes must be 'spawn' or 'torchrun', got {processes!r}")
         if microbatches < 1 or steps < 1 or warmup < 0 or not time_limit > 0:
             raise ValueError(f"need microbatches >= 1, steps >= 1, warmup >= 0 and time_limit > 0, got {microbatches}, "
                              f"{steps}, {warmup}, {time_limit}")
@@ -126,6 +145,7 @@ class TorchPipelineRuntime(Runtime):
         self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
         self.device_map = dict(device_map) if device_map else None
         self.threads_per_stage = threads_per_stage
+        self.processes = processes
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         try:
@@ -148,18 +168,18 @@ class TorchPipelineRuntime(Runtime):
         from gplace.export.torch import pipeline_split
         from gplace.pipeline.stages import split_spec
 
-        example = tuple(t[: t.shape[0] // self.microbatches] for t in self.inputs)
+        job = _Job(self.module, self.inputs, self.target, self.loss_fn, (), (), self.microbatches, self.schedule,
+                   self.backend, self.steps, self.warmup, self.time_limit, self.threads_per_stage)
         # pipeline() patches the modules it traces: check the split on a copy, so ``module`` still pickles
-        split = pipeline_split(graph, cluster, placement, copy.deepcopy(self.module), example,
+        split = pipeline_split(graph, cluster, placement, copy.deepcopy(self.module), job.example,
                                device_map=self.device_map)
         stages = len(split.devices)
         if self.schedule == "1f1b" and self.microbatches < stages:
             raise _StageError(f"1F1B needs at least as many micro-batches as stages: {self.microbatches} < {stages} "
                               "(torch's Schedule1F1B refuses fewer)")
-        job = _Job(self.module, self.inputs, self.target, self.loss_fn, tuple(split_spec(graph, placement).split_spec),
-                   tuple(str(d) for d in split.devices), self.microbatches, self.schedule, self.backend, self.steps,
-                   self.warmup, self.time_limit, self.threads_per_stage)
-        return _run_stages(job)
+        job = dataclasses.replace(job, split=tuple(split_spec(graph, placement).split_spec),
+                                  devices=tuple(str(d) for d in split.devices))
+        return _run_launched(job) if self.processes == "torchrun" else _run_stages(job)
 
 
 class _StageError(RuntimeError):
@@ -182,11 +202,41 @@ def _run_stages(job: _Job) -> PipelineRun:
             if p.is_alive():
                 p.kill()
             p.join(timeout=5)
+    return _combined(reports, world)
+
+
+def _run_launched(job: _Job) -> PipelineRun:
+    """Run this process's stage (rank ``RANK`` of the ``torchrun`` world) and gather every stage's report."""
+    import torch.distributed as dist
+
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        raise ValueError("processes='torchrun' needs the RANK and WORLD_SIZE that torchrun sets; run under torchrun "
+                         "or use processes='spawn'")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if world != len(job.devices):
+        raise _StageError(f"the placement has {len(job.devices)} stages but torchrun started {world} processes")
+    job = dataclasses.replace(job, module=copy.deepcopy(job.module))  # pipeline() patches the module it traces
+    if not dist.is_initialized():  # kept for the next measurement: gloo cannot re-initialise reliably
+        dist.init_process_group(job.backend, timeout=timedelta(seconds=job.timeout))
+        atexit.register(dist.destroy_process_group)
+    try:
+        report = {"rank": rank, **_run_stage(rank, world, job)}
+    except Exception as err:  # every rank learns of it through the gather
+        report = {"rank": rank, "error": f"{type(err).__name__}: {error_summary(err)}"}
+    gathered: list[Any] = [None] * world
+    dist.all_gather_object(gathered, report)
+    failed = [r for r in gathered if "error" in r]
+    if failed:
+        raise _StageError(f"pipeline stage {failed[0]['rank']} failed: {failed[0]['error']}")
+    return _combined({r["rank"]: r for r in gathered}, world)
+
+
+def _combined(reports: Mapping[int, dict], world: int) -> PipelineRun:
+    """One run from every stage's report: stage 0's times, the last stage's loss, all gradients."""
     grads: dict[str, np.ndarray] = {}
     for report in reports.values():
         grads.update(report["grads"])
-    last = reports[world - 1]
-    return PipelineRun(tuple(reports[0]["times"]), last["loss"], grads)
+    return PipelineRun(tuple(reports[0]["times"]), reports[world - 1]["loss"], grads)
 
 
 def _collect(results: Any, procs: list, world: int, timeout: float) -> dict[int, dict]:
@@ -251,8 +301,7 @@ def _run_stage(rank: int, world: int, job: _Job) -> dict[str, Any]:
     device = torch.device(job.devices[rank])
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    example = tuple(t[: t.shape[0] // job.microbatches] for t in job.inputs)
-    pipe = pipeline(job.module, mb_args=example, split_spec={path: SplitPoint.BEGINNING for path in job.split})
+    pipe = pipeline(job.module, mb_args=job.example, split_spec={path: SplitPoint.BEGINNING for path in job.split})
     stage = pipe.build_stage(rank, device)
     kind = ScheduleGPipe if job.schedule == "gpipe" else Schedule1F1B
     schedule = kind(stage, n_microbatches=job.microbatches, loss_fn=job.loss_fn)

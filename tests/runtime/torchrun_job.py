@@ -1,0 +1,45 @@
+"""Run under ``torchrun`` by ``test_torch_pipeline_launch.py``: every rank measures the same two-stage placement of
+the MLP with ``processes="torchrun"`` and writes what it got to ``OUT/rank<RANK>.json``.
+
+Usage: torchrun --nproc-per-node N torchrun_job.py OUT
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from pipeline_models import mlp
+
+from gplace.importers.torch_export import from_torch
+from gplace.ir import Cluster, Device, Placement
+from gplace.runtime.torch_pipeline import TorchPipelineRuntime
+
+BATCH, M = 8, 4
+
+
+def main(out: Path) -> None:
+    torch.manual_seed(0)
+    model = mlp()
+    x = torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(1))
+    y = torch.randn(BATCH, 4, generator=torch.Generator().manual_seed(2))
+    graph = from_torch(model, (x[: BATCH // M],))
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    paths = graph.source.module_paths
+    placement = Placement.for_graph(graph, [int(paths.get(op, "0").split(".")[0] >= "2") for op in graph.op_names])
+    runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, steps=2, warmup=1, time_limit=60,
+                                   processes="torchrun")
+    measurement = runtime.measure(graph, cluster, placement)
+    report = {"ok": measurement.ok, "reason": measurement.reason, "step_time": measurement.step_time}
+    if measurement.ok:
+        run = runtime.run(graph, cluster, placement)
+        report.update(loss=run.loss, grads={k: v.tolist() for k, v in run.grads.items()})
+    (out / f"rank{os.environ['RANK']}.json").write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
