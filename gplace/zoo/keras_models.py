@@ -170,9 +170,26 @@ def gnmt8(layers: int = 8, hidden: int = 1024, src_len: int = 40, tgt_len: int =
     return _cached("gnmt8", _params(locals()), cache)
 
 
+def nasnet(batch: int = 32, image_size: int = 224, classes: int = 1000, large: bool = False,
+           optimizer: str = "rmsprop", *, cache: bool = True) -> OpGraph:
+    """A NASNet-A training step (``tf.keras.applications.NASNetMobile`` or ``NASNetLarge``, ``weights=None``): the
+    nearest public relative of AmoebaNet (cells found by architecture search, many parallel branches), which
+    GDP evaluates and Keras does not ship.
+
+    Args:
+        batch: batch size. (default: ``32``)
+        image_size: image height and width. (default: ``224``)
+        classes: output classes. (default: ``1000``)
+        large: NASNet-A Large (6 @ 4032) instead of Mobile (4 @ 1056). (default: ``False``)
+        optimizer: Keras optimiser name. (default: ``"rmsprop"``)
+        cache: read and write the on-disk cache. (default: ``True``)
+    """
+    return _cached("nasnet", _params(locals()), cache)
+
+
 ZOO: dict[str, Callable[..., OpGraph]] = {
     "rnnlm": rnnlm, "nmt": nmt, "inception_v3": inception_v3, "resnet50": resnet50,
-    "transformer": transformer, "wavenet": wavenet, "gnmt8": gnmt8,
+    "transformer": transformer, "wavenet": wavenet, "gnmt8": gnmt8, "nasnet": nasnet,
 }
 """Model name -> builder."""
 
@@ -379,6 +396,12 @@ def _inception_v3_model(keras: Any, batch: int, image_size: int, classes: int) -
     return model, _sparse_ce(keras)
 
 
+def _nasnet_model(keras: Any, batch: int, image_size: int, classes: int, large: bool) -> tuple[Any, Any]:
+    build = keras.applications.NASNetLarge if large else keras.applications.NASNetMobile
+    model = build(weights=None, input_shape=(image_size, image_size, 3), classes=classes, classifier_activation=None)
+    return model, _sparse_ce(keras)
+
+
 def _resnet50_model(keras: Any, batch: int, image_size: int, classes: int) -> tuple[Any, Any]:
     model = keras.applications.ResNet50(weights=None, input_shape=(image_size, image_size, 3), classes=classes,
                                         classifier_activation=None)
@@ -424,4 +447,5 @@ def _wavenet_model(keras: Any, stacks: int, layers_per_stack: int, residual: int
 _MODELS: dict[str, Callable[..., tuple[Any, Any]]] = {
     "rnnlm": _rnnlm_model, "nmt": _nmt_model, "inception_v3": _inception_v3_model, "resnet50": _resnet50_model,
     "transformer": _transformer_model, "wavenet": _wavenet_model, "gnmt8": _gnmt8_model,
+    "nasnet": _nasnet_model,
 }

@@ -76,6 +76,14 @@ def _cell(b: GraphBuilder, scope: str, x: str, kernel: str, previous: str | None
 def _attend(b: GraphBuilder, t: int, query_in: str, keys: list[str], values: list[str], query_w: str,
             score_v: str, out_w: str, batch: int, h: int) -> str:
     """Bahdanau attention of decoder step ``t`` over every source step; returns the attentional output."""
+    context = attention_context(b, t, query_in, keys, values, query_w, score_v, batch, h)
+    return b.op(f"attention_out/t{t}", "MatMul", [context, query_in, out_w], flops=2 * batch * 2 * h * h,
+                out_shape=(batch, h))
+
+
+def attention_context(b: GraphBuilder, t: int, query_in: str, keys: list[str], values: list[str], query_w: str,
+                      score_v: str, batch: int, h: int) -> str:
+    """Bahdanau attention (``v . tanh(keys + query)``) of decoder step ``t`` over every source step: the context."""
     src_len = len(keys)
     query = b.op(f"attention_query/t{t}", "MatMul", [query_in, query_w], flops=2 * batch * h * h, out_shape=(batch, h))
     hidden = b.op(f"attention_score/t{t}/Tanh", "Tanh", [query, *keys], flops=2 * batch * src_len * h,
@@ -84,7 +92,5 @@ def _attend(b: GraphBuilder, t: int, query_in: str, keys: list[str], values: lis
                   out_shape=(batch, src_len))
     weights = b.op(f"attention_score/t{t}/Softmax", "Softmax", [scores], flops=5 * batch * src_len,
                    out_shape=(batch, src_len))
-    context = b.op(f"attention_score/t{t}/Context", "BatchMatMul", [weights, *values],
-                   flops=2 * batch * src_len * h, out_shape=(batch, h))
-    return b.op(f"attention_out/t{t}", "MatMul", [context, query_in, out_w], flops=2 * batch * 2 * h * h,
+    return b.op(f"attention_score/t{t}/Context", "BatchMatMul", [weights, *values], flops=2 * batch * src_len * h,
                 out_shape=(batch, h))
