@@ -15,6 +15,7 @@ from torch import nn
 
 from gplace.importers.torch_export import from_torch
 from gplace.ir import Cluster, Device, InvalidPlacementError, Placement
+from gplace.pipeline.stages import split_spec
 from gplace.runtime.torch_pipeline import TorchPipelineRuntime
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning",
@@ -72,6 +73,17 @@ def test_pipelined_steps_give_the_unsplit_models_loss_and_gradients(name, stages
     for n, p in model.named_parameters():
         torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
     assert len(run.times) == 1 and run.times[0] > 0
+
+
+def test_a_non_contiguous_placement_runs_each_stage_in_its_own_process() -> None:
+    """Modules 0-1 and 3-4 on /CPU:0, module 2 on /CPU:1: three stages, two of them on one device."""
+    model, x, y, graph, cluster, placement = _problem({"2": 1})
+    assert list(split_spec(graph, placement).split_spec) == ["2", "3"]
+    run = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, schedule="gpipe", steps=1, warmup=0).run(
+        graph, cluster, placement)
+    F.mse_loss(model(x), y).backward()
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
 
 
 def test_a_measurement_reports_the_median_and_spread() -> None:
