@@ -169,6 +169,10 @@ def _gmean(xs: list[float]) -> float:
     return float(np.exp(np.mean(np.log(xs)))) if xs else math.nan
 
 
+def _command(argv: list[str]) -> str:
+    return "`" + " ".join(["OMP_NUM_THREADS=1 python benchmarks/gdp_vs_hdp.py", *argv]) + "`"
+
+
 def _times(ratio: float | None) -> str:
     return f"{ratio:.1f}x" if ratio else "-"
 
@@ -202,8 +206,8 @@ def _markdown(report: dict) -> str:
     lines = [
         "# GDP vs the hierarchical placer (HDP) vs seq2seq, from scratch",
         "",
-        "Made by " + ", then ".join(f"`OMP_NUM_THREADS=1 python benchmarks/gdp_vs_hdp.py {' '.join(c)}`".replace(
-            " `", "`") for c in report["commands"]) + " (see its docstring for the set-up). Issue 12 item 5: "
+        "Made by " + ", then ".join(_command(c) for c in report["commands"]) + " (see its docstring for the "
+        "set-up). Issue 12 item 5: "
         "GDP's comparison with HDP on the paper's models as its TensorFlow graphs were, on "
         f"{report['cases'][0]['cluster_label'] if report['cases'] else report['cluster']}, `sim-v1`.",
         "",
