@@ -48,6 +48,28 @@ def heap_pop(ht, hk, base, size):
 
 
 @njit(cache=True)
+def sorted_insert(ht, hk, head, tail, t, k, limit):
+    """Insert ``(t, k)`` into the run ``ht/hk[head:tail]`` sorted by :func:`before` if that moves at most
+    ``limit`` entries; the new tail, or ``-1`` (nothing changed) if it would move more."""
+    if tail - head > limit and before(t, k, ht[tail - limit - 1], hk[tail - limit - 1]):
+        return -1
+    q = tail
+    while q > head and before(t, k, ht[q - 1], hk[q - 1]):
+        ht[q], hk[q] = ht[q - 1], hk[q - 1]
+        q -= 1
+    ht[q], hk[q] = t, k
+    return tail + 1
+
+
+@njit(cache=True)
+def move_front(ht, hk, head, tail):
+    """Move the run ``ht/hk[head:tail]`` to the front (a sorted run is a valid heap); its size."""
+    for p in range(tail - head):
+        ht[p], hk[p] = ht[head + p], hk[head + p]
+    return tail - head
+
+
+@njit(cache=True)
 def transfers(dev, out_ptr, out_dst, out_eid, edge_bytes, nd):
     """One transfer per (producer, other device with a consumer); ids grouped by producer.
 

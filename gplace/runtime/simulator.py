@@ -57,7 +57,7 @@ from numba import njit
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import format_bytes
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
-from gplace.runtime.kernels import heap_pop, heap_push, mark, segments, transfers
+from gplace.runtime.kernels import heap_pop, heap_push, mark, move_front, segments, sorted_insert, transfers
 
 logger = logging.getLogger(__name__)
 
@@ -416,6 +416,10 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
 
 
 # ---------------------------------------------------------------------- kernel: step time only
+SHIFT_LIMIT = 64
+"""Entries an insertion into :func:`_fast_step_time`'s sorted run may move before it turns into a heap."""
+
+
 @njit(cache=True)
 def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, check, memory, held,
                     temp_mem, pending, arrive, heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp, bound,
@@ -442,13 +446,20 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
     x_stamp[:] = -1
     bound[:] = 0
     temp[:] = 0
-    size, step = roots.shape[0], 0.0
-    heap_t[:size] = 0.0  # ascending ranks at one time: already a heap
-    heap_k[:size] = roots
-    while size > 0:
-        ready = heap_t[0]
-        i = heap_pop(heap_t, heap_k, 0, size)
-        size -= 1
+    # ready ops by (ready time, rank): a sorted run in [head, tail) while inserting stays cheap (ready times only
+    # grow, so a new op lands near the tail), else a heap in [0, size) (a sorted run is already one)
+    head, tail, size, step = 0, roots.shape[0], 0, 0.0
+    heap_t[:tail] = 0.0
+    heap_k[:tail] = roots
+    as_heap = False
+    while (size > 0) if as_heap else (head < tail):
+        if as_heap:
+            ready = heap_t[0]
+            i = heap_pop(heap_t, heap_k, 0, size)
+            size -= 1
+        else:
+            ready, i = heap_t[head], heap_k[head]
+            head += 1
         d = dev[i]
         begin = max(ready, dev_free[d])
         finish = begin + dur[i, d]
@@ -487,7 +498,14 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
             arrive[j] = max(arrive[j], t)
             pending[j] -= 1
             if pending[j] == 0:
-                size = heap_push(heap_t, heap_k, 0, size, arrive[j], j)
+                if not as_heap:
+                    moved = sorted_insert(heap_t, heap_k, head, tail, arrive[j], j, SHIFT_LIMIT)
+                    if moved < 0:  # too far from the tail: continue with a heap
+                        size = move_front(heap_t, heap_k, head, tail)
+                        as_heap = True
+                    tail = moved
+                if as_heap:
+                    size = heap_push(heap_t, heap_k, 0, size, arrive[j], j)
     if check and np.any(bound + temp > memory):
         return np.nan
     return step

@@ -32,6 +32,7 @@ from gplace.ir import (
     placement_to_dict,
 )
 from gplace.runtime import Simulator, schedule
+from gplace.testing import layered_dag
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from reference_sim import simulate  # noqa: E402
@@ -189,3 +190,32 @@ def test_any_json_graph_loads_places_and_measures_or_raises_a_gplace_error(doc):
         return
     m = Simulator().measure(graph, cluster, placement)
     assert m.ok == math.isfinite(m.step_time)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_wide_graphs_take_the_heap_path_and_still_equal_the_reference(seed, monkeypatch):
+    """Layers 100 ops wide make the fast path's sorted ready run give way to a heap (an insertion would move more
+    than ``SHIFT_LIMIT`` entries); step times stay the reference's. The switch is counted on the kernel's
+    Python twin (same code, run by the interpreter)."""
+    from gplace.runtime import simulator
+
+    graph = layered_dag(300, width=100, seed=seed)
+    cluster = Cluster.build([Device(f"/D:{i}", "gpu", s) for i, s in enumerate([1.0, 0.5, 2.0])],
+                            default_bandwidth=2e8, default_latency=1e-5, name="three")
+    batch = np.random.default_rng(seed).integers(0, 3, (3, graph.num_ops))
+    expected = [simulate(graph, cluster, Placement.for_graph(graph, row)).step_time for row in batch]
+    assert Simulator().step_times(graph, cluster, batch).tolist() == expected
+
+    switches = []
+    compiled_move_front = simulator.move_front
+
+    def counting_move_front(*args):
+        switches.append(args[3] - args[2])
+        return compiled_move_front(*args)
+
+    monkeypatch.setattr(simulator, "move_front", counting_move_front)
+    monkeypatch.setattr(simulator, "_fast_step_time", simulator._fast_step_time.py_func)
+    prep = Simulator()._prepared(graph, cluster)
+    got = simulator._batch_step_times.py_func(batch, prep.memory, prep.fits, prep.fast, *prep.args)
+    assert got.tolist() == expected
+    assert len(switches) > 0
