@@ -207,8 +207,8 @@ def report(results: list[dict], info: dict, repeats: int) -> str:
         f"Each figure: median of {repeats} repeats. Target (issue 11 item 6): the",
         f"batch APIs >= {TARGET:.0f}x the plain loop.", "",
         f"- machine: `nproc` = {info['nproc']}, CPU: {info['cpu']}; load average at the end: "
-        f"{', '.join(map(str, info['loadavg']))}. **Loaded**: 2 cores shared with 5 other agents while measuring;",
-        "  ratios are measured in one run, both sides under the same load.",
+        f"{', '.join(map(str, info['loadavg']))} (other jobs may share the cores: ratios are measured in one run,",
+        "  both sides under the same load).",
         f"- Python {info['python']}, numpy {info['numpy']}, numba {info['numba']}", "",
         *HEADER, *table(results), NOTES,
     ]
