@@ -70,9 +70,30 @@ class JsonlLogger:
         self._write({"summary": {k: _finite(v) for k, v in summary.items()}, "table": list(rows),
                      "files": {k: str(v) for k, v in files.items()}})
 
+    def drop_from(self, step: int) -> None:
+        """Drop the step records at ``step`` or later (a killed run's updates after its last checkpoint, which a
+        resumed run logs again); other records stay. The file is replaced atomically."""
+        if not self.path.exists():
+            return
+        lines = self.path.read_text().splitlines(keepends=True)
+        kept = [line for line in lines if not _step_at_least(line, step)]
+        if len(kept) < len(lines):
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text("".join(kept))
+            tmp.replace(self.path)
+
     def _write(self, record: Mapping[str, Any]) -> None:
         with self.path.open("a") as f:
             f.write(json.dumps(record, default=str) + "\n")
+
+
+def _step_at_least(line: str, step: int) -> bool:
+    """Whether a JSONL line is a step record at ``step`` or later (a torn last line counts as one)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return True
+    return isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] >= step
 
 
 class WandbLogger:

@@ -18,6 +18,22 @@ def test_jsonl_appends_and_maps_inf_to_null(tmp_path):
                        {"step": 1, "charts/best_step_time": 1.0}]
 
 
+def test_jsonl_drop_from_keeps_earlier_steps_and_other_records(tmp_path):
+    log = JsonlLogger(tmp_path / "m.jsonl")
+    log.log_config({"lr": 0.1})
+    log.log_scalars(-1, {"losses/imitation": 2.0})
+    for step in range(5):
+        log.log_scalars(step, {"x": step})
+    with log.path.open("a") as f:
+        f.write('{"step": 5, "x"')  # torn by a kill
+    log.drop_from(3)
+    records = [json.loads(line) for line in log.path.read_text().splitlines()]
+    assert [r.get("step") for r in records] == [None, -1, 0, 1, 2]
+    assert records[0] == {"config": {"lr": 0.1}}
+    log.log_scalars(3, {"x": 3})
+    assert json.loads(log.path.read_text().splitlines()[-1]) == {"step": 3, "x": 3}
+
+
 def test_wandb_logger_in_disabled_mode(tmp_path):
     logger = MultiLogger(NullLogger(), WandbLogger(mode="disabled", dir=str(tmp_path)))
     logger.log_config({"trainer": {"lr": 0.1}})

@@ -143,7 +143,7 @@ class Loop:
 def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None, logger: Logger | None,
                run_id: str, kind: type[Loop] = Loop, **fields: Any) -> tuple[Loop, dict[str, Any] | None]:
     """Seed torch, build Adam over ``params``, the sample generator and the logger (plus ``run_dir/metrics.jsonl``);
-    restore the loop from ``run_dir/checkpoint.pt`` if it exists.
+    restore the loop from ``run_dir/checkpoint.pt`` if it exists (dropping the metrics a killed run logged after it).
 
     Returns:
         The loop (of class ``kind``, with ``fields``) and the checkpoint's state, ``None`` on a fresh run.
@@ -158,6 +158,7 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
     state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id)
     if state is not None:
         loop.restore(state)
+        JsonlLogger(Path(run_dir) / "metrics.jsonl").drop_from(state["update"])  # logged again from here
     return loop, state
 
 
