@@ -227,6 +227,11 @@ def _markdown(report: dict) -> str:
         f"n_hdp / n_gdp **{_gmean(ratios):.1f}x** over those (target: at least 5x)"
         + (f", range {min(ratios):.1f}-{max(ratios):.1f}x." if ratios else "."),
         "",
+        *[f"- GDP slower than HDP: {c['model']} seed {p['seed']}, {_ms(p['gdp'])} vs {_ms(p['hdp'])} (seq2seq on "
+          f"the same fixed groups: {_ms(p['seq2seq'])})." for c, p in pairs if p["gdp"] > p["hdp"] * (1 + 1e-9)],
+        "- Raw per-update curves: `gdp_vs_hdp.json` beside this page (`python benchmarks/gdp_vs_hdp.py "
+        "--report-only --work benchmarks` rewrites the page from it).",
+        "",
         "## Per (graph, seed)",
         "",
         "Step times with the speed-up over the best single GPU in brackets; seconds of search per run "
