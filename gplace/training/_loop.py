@@ -152,13 +152,15 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
         ValueError: the checkpoint belongs to another run.
     """
     torch.manual_seed(seed)
+    logger = logger or NullLogger()
+    jsonl = None if run_dir is None else JsonlLogger(Path(run_dir) / "metrics.jsonl")
     loop = kind(optimizer=torch.optim.Adam(params, lr=lr), generator=torch.Generator().manual_seed(seed),
-                logger=with_jsonl(logger or NullLogger(), run_dir), run_id=run_id,
+                logger=logger if jsonl is None else MultiLogger(logger, jsonl), run_id=run_id,
                 ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", **fields)
     state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id)
     if state is not None:
         loop.restore(state)
-        JsonlLogger(Path(run_dir) / "metrics.jsonl").drop_from(state["update"])  # logged again from here
+        jsonl.drop_from(state["update"])  # the updates after the checkpoint are logged again
     return loop, state
 
 
@@ -295,11 +297,6 @@ def compare_greedy(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Clust
     if best is None:
         raise RuntimeError(f"no placement of {graph.name!r} succeeded; the last failure: {m.reason}")
     return best
-
-
-def with_jsonl(logger: Logger, run_dir: str | Path | None) -> Logger:
-    """``logger``, plus ``run_dir/metrics.jsonl`` when there is a run directory."""
-    return logger if run_dir is None else MultiLogger(logger, JsonlLogger(Path(run_dir) / "metrics.jsonl"))
 
 
 class progress_bar:  # noqa: N801 - used as a context manager
