@@ -500,10 +500,11 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
             if pending[j] == 0:
                 if not as_heap:
                     moved = sorted_insert(heap_t, heap_k, head, tail, arrive[j], j, SHIFT_LIMIT)
-                    if moved < 0:  # too far from the tail: continue with a heap
+                    if moved >= 0:
+                        tail = moved
+                    else:  # too far from the tail: continue with a heap
                         size = move_front(heap_t, heap_k, head, tail)
                         as_heap = True
-                    tail = moved
                 if as_heap:
                     size = heap_push(heap_t, heap_k, 0, size, arrive[j], j)
     if check and np.any(bound + temp > memory):
