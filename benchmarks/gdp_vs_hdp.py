@@ -7,11 +7,12 @@ HDP): on the paper's three models as its TensorFlow graphs were (``rnnlm`` and `
 pre-training) with the same budget of sampled placements, measured by ``sim-v1``, for 3 seeds:
 
 - ``gdp``: ``GNNEncoder()`` (GraphSAGE) + ``GDPPolicy``, fixed co-location groups (``PolicyPlacer``, 256 groups);
+- ``gdp_ppo``: the same placer trained by ``PPOTrainer`` (4 epochs on each batch, same samples) instead;
 - ``hdp``: :class:`gplace.hierarchical.HierarchicalPlacer`: a ``LearnedGrouper(256)`` trained jointly with an
   ``LSTMEncoder`` + ``Seq2SeqPolicy`` placer (Mirhoseini et al., ICLR 2018);
 - ``seq2seq``: ``LSTMEncoder`` + ``Seq2SeqPolicy`` on the fixed groups (ICML 2017).
 
-All with ``ReinforceTrainer``'s defaults except ``updates``; every constructor's defaults are the code's (the YAML
+All but ``gdp_ppo`` with ``ReinforceTrainer``'s defaults except ``updates`` (``gdp_ppo``: ``PPOTrainer``'s); every constructor's defaults are the code's (the YAML
 configs add nothing). Per run the best-so-far step time after every update is kept. Targets (issue 12): GDP's
 final step time no worse than HDP's on every graph, and GDP's samples to reach HDP's final at least 5x fewer
 than HDP's own (GDP reports 15x).
@@ -39,11 +40,12 @@ from gplace.ir import Cluster, OpGraph
 from gplace.placer import PolicyPlacer
 from gplace.policies import GDPPolicy, Seq2SeqPolicy
 from gplace.runtime import Simulator
-from gplace.training import ReinforceTrainer
+from gplace.training import PPOTrainer, ReinforceTrainer
 
 HERE = Path(__file__).resolve().parent
 MODELS = ("rnnlm", "nmt", "inception_v3")
-METHODS = ("gdp", "hdp", "seq2seq")
+METHODS = ("gdp", "gdp_ppo", "hdp", "seq2seq")
+GDP_VARIANTS = {"gdp": "GDP (REINFORCE)", "gdp_ppo": "GDP (PPO)"}
 GROUPS = 256
 
 
@@ -77,7 +79,7 @@ def _config(group: str, name: str) -> Any:
 
 def _placer(method: str, graph: OpGraph, cluster: Cluster) -> Any:
     """A fresh placer of ``method``, weights from the current torch seed."""
-    if method == "gdp":
+    if method.startswith("gdp"):
         encoder = GNNEncoder()
         return PolicyPlacer(graph, cluster, encoder, GDPPolicy(cluster.num_devices, state_size=encoder.hidden_size),
                             max_groups=GROUPS)
@@ -128,7 +130,8 @@ def _case(report: dict, graph: OpGraph, model: str, cluster: Cluster, sim: Simul
 def _run(method: str, graph: OpGraph, cluster: Cluster, seed: int, updates: int, sim: Simulator) -> dict:
     torch.manual_seed(seed)
     placer = _placer(method, graph, cluster)
-    result = ReinforceTrainer(updates=updates, seed=seed, progress=False).fit(placer, sim, graph, cluster)
+    trainer = PPOTrainer if method == "gdp_ppo" else ReinforceTrainer
+    result = trainer(updates=updates, seed=seed, progress=False).fit(placer, sim, graph, cluster)
     samples = [int(h["charts/samples"]) for h in result.history]
     best = [float(h["charts/best_step_time"]) for h in result.history]
     if result.best_step_time < best[-1]:  # the final greedy placement won: one more sample
@@ -149,16 +152,17 @@ def samples_to_reach(run: dict, target: float) -> int | None:
     return next((n for n, b in zip(run["samples"], run["best_so_far"], strict=True) if b <= target), None)
 
 
-def _pairs(case: dict) -> list[dict]:
-    """Per seed: HDP's final, the samples HDP took to first reach it, GDP's final and samples to reach HDP's."""
+def _pairs(case: dict, gdp: str = "gdp") -> list[dict]:
+    """Per seed: HDP's final, the samples HDP took to first reach it, the ``gdp`` variant's final and samples to
+    reach HDP's."""
     out = []
     for seed in sorted({r["seed"] for r in case["runs"]}):
         runs = {r["method"]: r for r in case["runs"] if r["seed"] == seed}
-        if "gdp" not in runs or "hdp" not in runs:
+        if gdp not in runs or "hdp" not in runs:
             continue
         target = runs["hdp"]["best"]
-        n_hdp, n_gdp = samples_to_reach(runs["hdp"], target), samples_to_reach(runs["gdp"], target)
-        out.append({"seed": seed, "hdp": target, "n_hdp": n_hdp, "gdp": runs["gdp"]["best"], "n_gdp": n_gdp,
+        n_hdp, n_gdp = samples_to_reach(runs["hdp"], target), samples_to_reach(runs[gdp], target)
+        out.append({"seed": seed, "hdp": target, "n_hdp": n_hdp, "gdp": runs[gdp]["best"], "n_gdp": n_gdp,
                     "seq2seq": runs["seq2seq"]["best"] if "seq2seq" in runs else math.nan,
                     "ratio": n_hdp / n_gdp if n_gdp else None,
                     "seconds": {m: r["seconds"] for m, r in runs.items()}})
@@ -186,23 +190,9 @@ def _ms(t: float) -> str:
 
 
 def _markdown(report: dict) -> str:
-    rows, pairs = [], []
-    for case in report["cases"]:
-        for p in _pairs(case):
-            pairs.append((case, p))
-            one = case["single_gpu"]
-            rows.append(f"| {case['model']} | {case['ops']:,} | {_ms(one)} | {p['seed']} | {_ms(p['gdp'])} "
-                        f"({one / p['gdp']:.2f}x) | {_ms(p['hdp'])} ({one / p['hdp']:.2f}x) | "
-                        f"{_ms(p['seq2seq'])} ({one / p['seq2seq']:.2f}x) | {p['n_hdp']:,} | "
-                        f"{p['n_gdp'] if p['n_gdp'] is not None else 'not reached'} | "
-                        f"{_times(p['ratio'])} | {' / '.join(_seconds(p['seconds'].get(m)) for m in METHODS)} |")
-    no_worse = sum(p["gdp"] <= p["hdp"] * (1 + 1e-9) for _, p in pairs)
-    graphs_no_worse = sum(all(p["gdp"] <= p["hdp"] * (1 + 1e-9) for p in _pairs(c)) for c in report["cases"])
-    ratios = [p["ratio"] for _, p in pairs if p["ratio"]]
-    median_gdp = {c["model"]: np.median([p["gdp"] for p in _pairs(c)]) for c in report["cases"]}
-    median_hdp = {c["model"]: np.median([p["hdp"] for p in _pairs(c)]) for c in report["cases"]}
     m = report["machine"]
-    budget = report["updates"] * 8
+    variants = [v for v in GDP_VARIANTS if any(_pairs(c, v) for c in report["cases"])]
+    seeds = sorted({r["seed"] for c in report["cases"] for r in c["runs"]})
     lines = [
         "# GDP vs the hierarchical placer (HDP) vs seq2seq, from scratch",
         "",
@@ -211,8 +201,12 @@ def _markdown(report: dict) -> str:
         "GDP's comparison with HDP on the paper's models as its TensorFlow graphs were, on "
         f"{report['cases'][0]['cluster_label'] if report['cases'] else report['cluster']}, `sim-v1`.",
         "",
-        f"- budget: {report['updates']} updates x 8 samples = {budget:,} sampled placements per run, plus the "
-        "final greedy placement; seeds set the initial weights and the sampling",
+        f"- budget: {report['updates']} updates x 8 samples = {report['updates'] * 8:,} sampled placements per "
+        "run, plus the final greedy placement; seeds set the initial weights and the sampling "
+        f"(seeds {', '.join(map(str, seeds))})",
+        "- GDP's placer (`GNNEncoder` + `GDPPolicy` on fixed groups) is trained two ways: by `ReinforceTrainer`, "
+        "as HDP and seq2seq are, and by `PPOTrainer` (4 optimiser epochs on each batch of 8: more gradient steps, "
+        "the same samples)",
         f"- machine: {m['cpus']} cores shared with other jobs (load average {m['load_average_at_start']:.1f} at "
         f"start), no GPU, torch {m['torch']}; total search time {report['seconds'] / 60:.0f} min",
         "- n_hdp: samples HDP took to first reach its own final best; n_gdp: samples GDP (same seed) took to first "
@@ -220,28 +214,63 @@ def _markdown(report: dict) -> str:
         "",
         "## Verdict",
         "",
-        f"- GDP's final step time no worse than HDP's: **{no_worse} of {len(pairs)}** (graph, seed) pairs; on every "
-        f"seed of **{graphs_no_worse} of {len(report['cases'])}** graphs (target: every graph). Median over seeds, "
-        "GDP vs HDP: " + "; ".join(f"{k} {_ms(median_gdp[k])} vs {_ms(median_hdp[k])}" for k in median_gdp) + ".",
-        f"- Samples to HDP's final: GDP reached it on {len(ratios)} of {len(pairs)} pairs; geometric-mean ratio "
-        f"n_hdp / n_gdp **{_gmean(ratios):.1f}x** over those (target: at least 5x)"
-        + (f", range {min(ratios):.1f}-{max(ratios):.1f}x." if ratios else "."),
-        "",
-        *[f"- GDP slower than HDP: {c['model']} seed {p['seed']}, {_ms(p['gdp'])} vs {_ms(p['hdp'])} (seq2seq on "
-          f"the same fixed groups: {_ms(p['seq2seq'])})." for c, p in pairs if p["gdp"] > p["hdp"] * (1 + 1e-9)],
+        *[line for v in variants for line in _verdict(report, v)],
         "- Raw per-update curves: `gdp_vs_hdp.json` beside this page (`python benchmarks/gdp_vs_hdp.py "
         "--report-only --work benchmarks` rewrites the page from it).",
         "",
         "## Per (graph, seed)",
         "",
-        "Step times with the speed-up over the best single GPU in brackets; seconds of search per run "
-        "(gdp / hdp / seq2seq) in the last column.",
+        "Step times with the speed-up over the best single GPU in brackets; samples to HDP's final for each GDP "
+        "variant; seconds of search per run (" + " / ".join(METHODS) + ") in the last column.",
         "",
-        "| graph | ops | one GPU | seed | GDP | HDP | seq2seq | n_hdp | n_gdp (<= HDP) | ratio | seconds |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        *rows,
+        "| graph | ops | one GPU | seed | " + " | ".join(GDP_VARIANTS[v] for v in variants)
+        + " | HDP | seq2seq | n_hdp | " + " | ".join(f"n_{v} (<= HDP) | ratio" for v in variants)
+        + " | seconds |",
+        "|---|---:|---:|---:|" + "---:|" * (len(variants) * 3 + 4),
+        *_rows(report, variants),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _verdict(report: dict, variant: str) -> list[str]:
+    """The two targets for one GDP variant, and every pair where it is slower than HDP."""
+    name = GDP_VARIANTS[variant]
+    pairs = [(c, p) for c in report["cases"] for p in _pairs(c, variant)]
+    no_worse = sum(p["gdp"] <= p["hdp"] * (1 + 1e-9) for _, p in pairs)
+    graphs_no_worse = sum(all(p["gdp"] <= p["hdp"] * (1 + 1e-9) for p in _pairs(c, variant))
+                          for c in report["cases"])
+    ratios = [p["ratio"] for _, p in pairs if p["ratio"]]
+    medians = {c["model"]: (np.median([p["gdp"] for p in _pairs(c, variant)]),
+                            np.median([p["hdp"] for p in _pairs(c, variant)])) for c in report["cases"]}
+    return [
+        f"- {name}: final step time no worse than HDP's on **{no_worse} of {len(pairs)}** (graph, seed) pairs; on "
+        f"every seed of **{graphs_no_worse} of {len(report['cases'])}** graphs (target: every graph). Median over "
+        "seeds, GDP vs HDP: " + "; ".join(f"{k} {_ms(g)} vs {_ms(h)}" for k, (g, h) in medians.items()) + ".",
+        f"- {name}: samples to HDP's final: reached on {len(ratios)} of {len(pairs)} pairs; geometric-mean ratio "
+        f"n_hdp / n_gdp **{_gmean(ratios):.1f}x** over those (target: at least 5x)"
+        + (f", range {min(ratios):.1f}-{max(ratios):.1f}x." if ratios else "."),
+        *[f"- {name} slower than HDP: {c['model']} seed {p['seed']}, {_ms(p['gdp'])} vs {_ms(p['hdp'])} "
+          f"(seq2seq on the same fixed groups: {_ms(p['seq2seq'])})." for c, p in pairs
+          if p["gdp"] > p["hdp"] * (1 + 1e-9)],
+    ]
+
+
+def _rows(report: dict, variants: list[str]) -> list[str]:
+    rows = []
+    for case in report["cases"]:
+        one = case["single_gpu"]
+        by_seed = {v: {p["seed"]: p for p in _pairs(case, v)} for v in variants}
+        for seed in sorted(set().union(*by_seed.values())):
+            ps = [by_seed[v].get(seed) for v in variants]
+            first = next(p for p in ps if p)
+            gdp = " | ".join(f"{_ms(p['gdp'])} ({one / p['gdp']:.2f}x)" if p else "-" for p in ps)
+            reach = " | ".join(f"{p['n_gdp'] if p['n_gdp'] is not None else 'not reached'} | {_times(p['ratio'])}"
+                               if p else "- | -" for p in ps)
+            rows.append(f"| {case['model']} | {case['ops']:,} | {_ms(one)} | {seed} | {gdp} | "
+                        f"{_ms(first['hdp'])} ({one / first['hdp']:.2f}x) | {_ms(first['seq2seq'])} "
+                        f"({one / first['seq2seq']:.2f}x) | {first['n_hdp']:,} | {reach} | "
+                        f"{' / '.join(_seconds(first['seconds'].get(m)) for m in METHODS)} |")
+    return rows
 
 
 if __name__ == "__main__":

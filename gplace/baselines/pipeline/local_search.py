@@ -1,0 +1,169 @@
+"""Simulator-guided local search for the pipeline objective: polish a partitioner's split move by move."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+
+from gplace.baselines._common import build_units
+from gplace.baselines.base import Placer
+from gplace.baselines.pipeline.contiguous import IdealDPPartitioner
+from gplace.baselines.pipeline.stages import stage_devices
+from gplace.ir import Cluster, OpGraph
+
+_IMPROVES = 1 - 1e-9  # a candidate must beat the current time by more than rounding
+
+
+class PipelineLocalSearch(Placer):
+    """Descent from a start placement (default: :class:`IdealDPPartitioner`'s) over moves of one unit, a
+    colocation group or lone op, to another stage device, every candidate measured by ``pipe-v1``
+    (:meth:`PipelineSimulator.minibatch_times`, in batches of ``batch_size``).
+
+    Moves to a device that one of the unit's graph neighbours is on (a stage boundary) come first, then the
+    rest; the best candidate of the first batch that beats the current time is taken (steepest descent when the
+    moves fit one batch, first improvement on large graphs). When no single move improves, pairs are tried:
+    each single move, the best-measured first, followed by every single move from there. This is how a
+    contiguous split becomes a non-contiguous one when the simulator says it pays. It stops at a local optimum
+    of both neighbourhoods or when the budget is spent, and never returns a placement slower than its start.
+    Like FlexFlow's simulator-guided search (Jia et al. 2019), but a deterministic descent instead of MCMC.
+
+    Pins, colocation groups and the allowed devices hold by construction (units move whole, only to devices
+    every member may run on); a placement that runs out of memory measures ``inf`` and is never taken. Units
+    that may not run on a stage device keep the start's device.
+
+    Args:
+        microbatches: M of the objective, and of the default start. (default: 16)
+        schedule: ``"gpipe"`` or ``"1f1b"``. (default: ``"1f1b"``)
+        kind: device kind of the stages (every device if the cluster has none). (default: ``"gpu"``)
+        start: the placer whose placement is polished (default: ``IdealDPPartitioner(kind, microbatches)``).
+        time_limit: seconds of search after the start is placed, checked between batches; ``None``: no limit.
+            The result then depends on the machine's speed; ``max_evaluations`` alone is reproducible.
+            (default: 10)
+        max_evaluations: placements measured at most; ``None``: no limit. (default: ``None``)
+        batch_size: candidates measured per call of the simulator. (default: 128)
+    """
+
+    name = "local_search"
+
+    def __init__(self, microbatches: int = 16, schedule: str = "1f1b", kind: str | None = "gpu",
+                 start: Placer | None = None, time_limit: float | None = 10.0, max_evaluations: int | None = None,
+                 batch_size: int = 128) -> None:
+        if time_limit is not None and time_limit < 0:
+            raise ValueError(f"time_limit must be >= 0 or None, got {time_limit!r}")
+        if max_evaluations is not None and max_evaluations < 0:
+            raise ValueError(f"max_evaluations must be >= 0 or None, got {max_evaluations!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        self.microbatches, self.schedule, self.kind = microbatches, schedule, kind
+        self.start = start
+        self.time_limit, self.max_evaluations, self.batch_size = time_limit, max_evaluations, batch_size
+
+    def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        from gplace.pipeline import PipelineSimulator
+
+        sim = PipelineSimulator(self.microbatches, self.schedule)
+        start = (self.start or IdealDPPartitioner(self.kind, self.microbatches)).place(graph, cluster)
+        descent = _Descent(graph, cluster, sim, self.kind, self.batch_size,
+                           _Budget(self.time_limit, self.max_evaluations))
+        return descent.run(np.asarray(start.devices, dtype=np.int64))
+
+
+class _Budget:
+    """Wall time and evaluations left."""
+
+    def __init__(self, seconds: float | None, evaluations: int | None) -> None:
+        self.deadline = None if seconds is None else time.perf_counter() + seconds
+        self.left = evaluations
+
+    def spent(self) -> bool:
+        return (self.left is not None and self.left <= 0) or \
+            (self.deadline is not None and time.perf_counter() >= self.deadline)
+
+    def take(self, wanted: int) -> int:
+        """How many of ``wanted`` evaluations may run now (charged)."""
+        granted = wanted if self.left is None else min(wanted, self.left)
+        if self.left is not None:
+            self.left -= granted
+        return granted
+
+
+class _Descent:
+    """The search state of one :meth:`PipelineLocalSearch.place` call."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, sim, kind: str | None, batch_size: int,
+                 budget: _Budget) -> None:
+        units = build_units(graph, cluster)
+        self.unit_of = units.unit_of
+        self.members = np.split(np.argsort(self.unit_of, kind="stable"), np.cumsum(units.size)[:-1])
+        on_stage = np.zeros(cluster.num_devices, dtype=bool)
+        on_stage[stage_devices(cluster, kind)] = True
+        self.targets = units.allowed & on_stage  # (U, D)
+        src, dst = graph.edge_index
+        cut = self.unit_of[src] != self.unit_of[dst]
+        self.edge_units = (self.unit_of[src][cut], self.unit_of[dst][cut])
+        self.measure = lambda rows: sim.minibatch_times(graph, cluster, rows)
+        self.batch_size, self.budget = batch_size, budget
+
+    def run(self, devices: np.ndarray) -> np.ndarray:
+        """The best placement found from ``devices`` (N,); never slower than it."""
+        if not self.budget.take(1):
+            return devices
+        best = float(self.measure(devices[None])[0])
+        while not self.budget.spent():
+            singles: list[tuple[float, np.ndarray]] = []
+            found = self._first_better(devices, best, singles)
+            for _, first in sorted(singles, key=lambda s: s[0]):
+                if found is not None or self.budget.spent():
+                    break
+                found = self._first_better(first, best, None, near_only=True)
+            if found is None:
+                break
+            best, devices = found
+        return devices
+
+    def _first_better(self, devices: np.ndarray, best: float, seen: list | None, near_only: bool = False
+                      ) -> tuple[float, np.ndarray] | None:
+        """The best candidate of the first batch of single moves from ``devices`` that beats ``best``; every
+        candidate measured is appended to ``seen`` (time, devices) when given."""
+        for rows in self._batches(devices, near_only):
+            times = self.measure(rows)
+            if seen is not None:
+                seen += [(float(t), row) for t, row in zip(times, rows, strict=True) if np.isfinite(t)]
+            k = int(np.argmin(times))
+            if times[k] < best * _IMPROVES:
+                return float(times[k]), rows[k]
+            if self.budget.spent():
+                break
+        return None
+
+    def _batches(self, devices: np.ndarray, near_only: bool) -> Iterator[np.ndarray]:
+        """Candidates one move from ``devices``, boundary moves first, as (B, N) batches within the budget."""
+        moves = self._moves(devices, near_only)
+        for at in range(0, len(moves), self.batch_size):
+            chunk = moves[at:at + self.batch_size][:self.budget.take(min(self.batch_size, len(moves) - at))]
+            if not len(chunk):
+                return
+            rows = np.repeat(devices[None], len(chunk), 0)
+            for row, (unit, device) in zip(rows, chunk, strict=True):
+                row[self.members[unit]] = device
+            yield rows
+            if self.budget.spent():
+                return
+
+    def _moves(self, devices: np.ndarray, near_only: bool) -> np.ndarray:
+        """(K, 2) (unit, device) moves that change ``devices``: to a neighbour's device first, then the rest."""
+        unit_device = devices[[m[0] for m in self.members]]
+        allowed = self.targets.copy()
+        allowed[np.arange(len(unit_device)), unit_device] = False
+        a, b = self.edge_units
+        across = unit_device[a] != unit_device[b]
+        near = np.zeros_like(allowed)
+        near[a[across], unit_device[b[across]]] = True
+        near[b[across], unit_device[a[across]]] = True
+        near &= allowed
+        first = np.argwhere(near)
+        if near_only:
+            return first.astype(np.int64)
+        return np.concatenate([first, np.argwhere(allowed & ~near)]).astype(np.int64)
