@@ -397,14 +397,18 @@ def _search_targets(records, name: str, searches: Sequence[str]) -> list[str]:
     by = {(*_case(r), r.method): r for r in records}
     cases = [c for c in dict.fromkeys(_case(r) for r in records if r.method in (name, name + "_warm"))]
     rows = ["", f"**Learned search `{name}`** (rewarded by pipe-v1 of the row; `_warm` starts from the fastest "
-            "placer of the row; `best placer` = fastest non-learned method; times in ms):", "",
-            "| graph | cluster | schedule | M | ideal_dp | best placer | cold | warm | warm contiguous | "
-            "warm <= DP | cold / best placer |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    worse, faster, within, counted = [], set(), 0, 0
+            "placer of the row; `best placer` = fastest non-learned method, `best partitioner` = the same without "
+            "the budgeted local searches; times in ms):", "",
+            "| graph | cluster | schedule | M | ideal_dp | best placer | best partitioner | cold | warm | "
+            "warm contiguous | warm <= DP | cold / best placer | cold / best partitioner |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    worse, faster, within, within_partitioner, counted = [], set(), 0, 0, 0
     for case in cases:
         dp, cold, warm = (by.get((*case, m)) for m in ("ideal_dp", name, name + "_warm"))
         placers = [r for (*c, m), r in by.items() if tuple(c) == case and m not in learned and not r.failed]
         best = min(placers, key=lambda r: r.minibatch_time, default=None)
+        partitioner = min((r for r in placers if not is_budgeted(r.method)), key=lambda r: r.minibatch_time,
+                          default=None)
         dp_t = dp.minibatch_time if dp else math.inf
         warm_t = warm.minibatch_time if warm else math.inf
         ok = warm_t <= dp_t * (1 + 1e-9)
@@ -413,12 +417,15 @@ def _search_targets(records, name: str, searches: Sequence[str]) -> list[str]:
         start_t = best.minibatch_time if best else math.inf  # the warm start: the row's fastest placer
         if warm and not warm.failed and warm_t < min(dp_t, start_t) * (1 - 1e-9) and warm.contiguous is False:
             faster.add(case[0])
-        ratio = cold.minibatch_time / best.minibatch_time if cold and best and not cold.failed else math.inf
+        ratio, to_partitioner = (cold.minibatch_time / r.minibatch_time if cold and r and not cold.failed else math.inf
+                                 for r in (best, partitioner))
         counted += cold is not None
         within += ratio <= 1.05
+        within_partitioner += to_partitioner <= 1.05
         rows.append(f"| {' | '.join(map(str, case))} | {_ms(dp)} | {_ms(best)}{f' ({best.method})' if best else ''} "
-                    f"| {_ms(cold)} | {_ms(warm)} | {'-' if warm is None else warm.contiguous} | "
-                    f"{'yes' if ok else 'NO'} | {ratio:.3f} |")
+                    f"| {_ms(partitioner)}{f' ({partitioner.method})' if partitioner else ''} | {_ms(cold)} | "
+                    f"{_ms(warm)} | {'-' if warm is None else warm.contiguous} | {'yes' if ok else 'NO'} | "
+                    f"{ratio:.3f} | {to_partitioner:.3f} |")
     n_warm = sum(1 for c in cases if by.get((*c, name + "_warm")))
     rows += ["", f"- Warm-started search never worse than the DP: {'met' if not worse else 'missed'} "
              f"({n_warm - len(worse)} of {n_warm} cases{'; worse: ' + str(worse) if worse else ''}).",
@@ -426,8 +433,14 @@ def _search_targets(records, name: str, searches: Sequence[str]) -> list[str]:
              "fastest placer, so not the ILP's split handed back) on at least two graphs: "
              f"{'met' if len(faster) >= 2 else 'missed'} ({len(faster)}: {', '.join(sorted(faster)) or 'none'}).",
              f"- Cold ends within 5 % of the best placer: {'met' if within == counted else 'missed'} "
-             f"({within} of {counted} cases)."]
+             f"({within} of {counted} cases; of the best partitioner, the local searches left out: "
+             f"{within_partitioner} of {counted})."]
     return rows
+
+
+def is_budgeted(method: str) -> bool:
+    """A placer that searches for as long as it is given (:class:`PipelineLocalSearch`), not a partitioner."""
+    return method.startswith("local_search")
 
 
 def _ms(record: PipelineRecord | None) -> str:
@@ -442,14 +455,16 @@ def _ten_thousand_ops(records, searches: Sequence[str]) -> list[str]:
     learned = {n for s in searches for n in (s, s + "_warm")}
     big = [r for r in records if r.num_ops >= 10_000]
     graphs = sorted({(r.num_ops, r.graph) for r in big}, reverse=True)
-    placed = [r for r in big if r.method not in learned and (not r.failed or "out of memory" in r.reason)]
+    placed = [r for r in big if r.method not in learned and not is_budgeted(r.method)
+              and (not r.failed or "out of memory" in r.reason)]
     slowest = max((r.search_seconds for r in placed), default=math.nan)
     verdict = f"{'met' if slowest < 10 else 'missed'} (slowest non-learned placement {slowest:.2f} s)" if big \
         else "not measured here"
     listed = ", ".join(f"{g} ({n:,} ops)" for n, g in graphs) or "none"
     lines = ["", f"**Every placer under 10 s on a 10,000-op graph**: {verdict} (see "
              "benchmarks/pipeline_placer_speed.md for a synthetic 10,004-op training graph; the ILP is for small "
-             "graphs and refuses larger ones at once; a learned search runs for the budget it is given). In this "
+             "graphs and refuses larger ones at once; a learned search and the local search run for the budget "
+             "they are given, ideal_dp's placement included for the latter). In this "
              f"bench, graphs of 10,000 ops or more: {listed}; slowest placement per method there:"]
     for method in dict.fromkeys(r.method for r in big):
         mine = [r for r in big if r.method == method]

@@ -106,7 +106,19 @@ def test_searches_start_from_the_fastest_placer_of_the_case() -> None:
     assert by["s_warm"].contiguous and by["ideal_dp"].contiguous
     targets = targets_section(records, {}, cluster=cluster.name, microbatches=4, profiles=[], searches=["s"])
     assert "Warm-started search never worse than the DP: met (1 of 1 cases)" in targets
-    assert "Cold ends within 5 % of the best placer: missed (0 of 1 cases)" in targets
+    assert ("Cold ends within 5 % of the best placer: missed (0 of 1 cases; of the best partitioner, the local "
+            "searches left out: 0 of 1)") in targets
+
+
+def test_cold_search_is_compared_with_the_partitioners_and_with_the_local_search_apart() -> None:
+    def record(method: str, ms: float) -> PipelineRecord:
+        return PipelineRecord("g", "c", "1f1b", 16, method, ms / 1e3, 0.001, 1.0, False, contiguous=True)
+
+    records = [record("single_gpu", 40.0), record("ideal_dp", 16.0), record("local_search_1f1b", 14.0),
+               record("s", 16.5), record("s_warm", 14.0)]
+    targets = targets_section(records, {}, cluster="c", microbatches=16, profiles=[], searches=["s"])
+    assert "| 16 | 14 (local_search_1f1b) | 16 (ideal_dp) | 16.5 | 14 | True | yes | 1.179 | 1.031 |" in targets
+    assert "missed (0 of 1 cases; of the best partitioner, the local searches left out: 1 of 1)" in targets
 
 
 def test_the_bench_runs_from_its_config_and_resumes(tmp_path) -> None:
