@@ -9,7 +9,9 @@ GNMT-8 (35,754 ops) training steps. Clusters: 4 and 8 A100s (gplace.zoo.modern_c
 target: every placer for this objective under 10 s on a 10,000-op graph. Each figure is the best of
 ``--repeats`` runs of ``placer.place`` (the learned search: building the policy placer, i.e. grouping and
 features, then one update of REINFORCE with K = ``samples`` placements measured by pipe-v1, then the greedy
-placement; its budget otherwise is what the user gives it).
+placement; its budget otherwise is what the user gives it). The local search (``PipelineLocalSearch``, 1F1B) is a
+search too: ideal_dp's placement, then ``--local-seconds`` of descent; its row also gives the pipe-v1 time of the
+DP's split and of the result.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from gplace.baselines.pipeline import (  # noqa: E402
     IdealDPPartitioner,
     PipeDreamPartitioner,
     PipelineILPPlacer,
+    PipelineLocalSearch,
     StageProblem,
 )
 from gplace.ir import OpGraph  # noqa: E402
@@ -78,29 +81,39 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--samples", type=int, default=8)
+    parser.add_argument("--local-seconds", type=float, default=5.0)
     args = parser.parse_args()
+    local = PipelineLocalSearch(16, "1f1b", time_limit=args.local_seconds)
     placers = [GPipePartitioner(microbatches=16), PipeDreamPartitioner(microbatches=16),
                IdealDPPartitioner(microbatches=16), PipelineILPPlacer(microbatches=16, max_variables=3000),
-               learned_search(args.samples)]
+               learned_search(args.samples), local]
     rows = []
     for name, graph in graphs().items():
         for gpus in (4, 8):
             cluster = modern_cluster(num_gpus=gpus)
             shape = coarsening(graph, cluster)
+            sim = PipelineSimulator(16, "1f1b")
             for placer in placers:
-                best, outcome = float("inf"), "ok"
+                best, outcome, placed = float("inf"), "ok", None
                 for _ in range(args.repeats):
                     started = time.perf_counter()
                     try:
-                        placer.place(graph, cluster)
+                        placed = placer.place(graph, cluster)
                     except ValueError as err:
                         outcome = type(err).__name__
                     best = min(best, time.perf_counter() - started)
+                extra = {}
+                if placer is local:
+                    dp = IdealDPPartitioner(microbatches=16).place(graph, cluster)
+                    extra = {"budget_seconds": args.local_seconds,
+                             "dp_minibatch": sim.measure(graph, cluster, dp).step_time,
+                             "local_minibatch": sim.measure(graph, cluster, placed).step_time}
                 rows.append({"graph": name, "ops": graph.num_ops, "gpus": gpus, "placer": placer.name,
-                             "seconds": best, "outcome": outcome, **shape})
+                             "seconds": best, "outcome": outcome, **shape, **extra})
                 print(f"{name} ({graph.num_ops} ops) {gpus} GPUs {placer.name}: {best:.3f} s {outcome}", flush=True)
     OUT.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "target_seconds": TARGET,
-                               "repeats": args.repeats, "samples": args.samples, "rows": rows}, indent=1))
+                               "repeats": args.repeats, "samples": args.samples, "local_seconds": args.local_seconds,
+                               "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

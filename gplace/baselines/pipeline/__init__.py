@@ -3,8 +3,8 @@
 All minimise (or balance) the bottleneck of :mod:`gplace.baselines.pipeline.stages`, the per-micro-batch load of
 the busiest device, respecting pins, colocation groups and memory: :class:`GPipePartitioner` (balanced
 contiguous split), :class:`PipeDreamPartitioner` (DP over a topological order), :class:`IdealDPPartitioner`
-(exact DP over the graph's ideals) and :class:`PipelineILPPlacer` (non-contiguous, small graphs); :class:`PipelineLocalSearch` polishes any of their
-placements against the ``pipe-v1`` simulator itself.
+(exact DP over the graph's ideals) and :class:`PipelineILPPlacer` (non-contiguous, small graphs).
+:class:`PipelineLocalSearch` polishes a split against the ``pipe-v1`` simulator itself, within a budget.
 :func:`pipeline_lower_bound` bounds the mini-batch time of any pipeline.
 """
 
@@ -15,6 +15,5 @@ from gplace.baselines.pipeline.stages import StageProblem, pipeline_lower_bound
 
 __all__ = [
     "GPipePartitioner", "IdealDPPartitioner", "PipeDreamPartitioner", "PipelineILPPlacer", "PipelineLocalSearch",
-    "ProblemTooLargeError",
-    "StageProblem", "pipeline_lower_bound",
+    "ProblemTooLargeError", "StageProblem", "pipeline_lower_bound",
 ]
