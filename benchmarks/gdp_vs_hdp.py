@@ -13,9 +13,9 @@ pre-training) with the same budget of sampled placements, measured by ``sim-v1``
 - ``seq2seq``: ``LSTMEncoder`` + ``Seq2SeqPolicy`` on the fixed groups (ICML 2017).
 
 All but ``gdp_ppo`` with ``ReinforceTrainer``'s defaults except ``updates`` (``gdp_ppo``: ``PPOTrainer``'s); every
-constructor's defaults are the code's (the YAML configs add nothing). Per run the best-so-far step time after every update is kept. Targets (issue 12): GDP's
-final step time no worse than HDP's on every graph, and GDP's samples to reach HDP's final at least 5x fewer
-than HDP's own (GDP reports 15x).
+constructor's defaults are the code's (the YAML configs add nothing). Per run the best-so-far step time after every
+update is kept. Targets (issue 12): GDP's final step time no worse than HDP's on every graph, and GDP's samples to
+reach HDP's final at least 5x fewer than HDP's own (GDP reports 15x).
 """
 
 from __future__ import annotations
