@@ -65,9 +65,12 @@ class PipelineLocalSearch(Placer):
 
         sim = PipelineSimulator(self.microbatches, self.schedule)
         start = (self.start or IdealDPPartitioner(self.kind, self.microbatches)).place(graph, cluster)
+        devices = np.asarray(start.devices, dtype=np.int64)
+        if graph.num_ops == 0:
+            return devices
         descent = _Descent(graph, cluster, sim, self.kind, self.batch_size,
                            _Budget(self.time_limit, self.max_evaluations))
-        return descent.run(np.asarray(start.devices, dtype=np.int64))
+        return descent.run(devices)
 
 
 class _Budget:

@@ -101,6 +101,11 @@ def test_never_takes_a_placement_that_runs_out_of_memory():
     assert np.bincount(found.devices[::2], minlength=3).max() <= 3
 
 
+def test_an_empty_graph_gets_an_empty_placement():
+    graph = OpGraph.from_ops([], [], name="empty")
+    assert PipelineLocalSearch().place(graph, testing.uniform_cluster(2)).devices.shape == (0,)
+
+
 @pytest.mark.parametrize("kwargs", [{"time_limit": -1.0}, {"max_evaluations": -1}, {"batch_size": 0}])
 def test_bad_budgets_are_named(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
