@@ -74,22 +74,32 @@ class PipelineLocalSearch(Placer):
 
 
 class _Budget:
-    """Wall time and evaluations left."""
+    """Wall time and evaluations left; a batch is cut to what the time left allows at the pace measured so far."""
 
     def __init__(self, seconds: float | None, evaluations: int | None) -> None:
         self.deadline = None if seconds is None else time.perf_counter() + seconds
         self.left = evaluations
+        self.pace = 0.0  # seconds per evaluation in the latest batch
 
     def spent(self) -> bool:
         return (self.left is not None and self.left <= 0) or \
             (self.deadline is not None and time.perf_counter() >= self.deadline)
 
     def take(self, wanted: int) -> int:
-        """How many of ``wanted`` evaluations may run now (charged)."""
+        """How many of ``wanted`` evaluations may run now (charged): at least one while time is left."""
         granted = wanted if self.left is None else min(wanted, self.left)
+        if self.deadline is not None and self.pace > 0:
+            granted = min(granted, max(1, int((self.deadline - time.perf_counter()) / self.pace)))
         if self.left is not None:
             self.left -= granted
         return granted
+
+    def timed(self, measure, rows: np.ndarray) -> np.ndarray:
+        """``measure(rows)``, keeping the pace up to date."""
+        started = time.perf_counter()
+        out = measure(rows)
+        self.pace = (time.perf_counter() - started) / max(len(rows), 1)
+        return out
 
 
 class _Descent:
@@ -106,8 +116,12 @@ class _Descent:
         src, dst = graph.edge_index
         cut = self.unit_of[src] != self.unit_of[dst]
         self.edge_units = (self.unit_of[src][cut], self.unit_of[dst][cut])
-        self.measure = lambda rows: sim.minibatch_times(graph, cluster, rows)
+        self.times = lambda rows: sim.minibatch_times(graph, cluster, rows)
         self.batch_size, self.budget = batch_size, budget
+
+    def measure(self, rows: np.ndarray) -> np.ndarray:
+        """(B,) pipe-v1 times of the placements ``rows`` (B, N), the budget's pace updated."""
+        return self.budget.timed(self.times, rows)
 
     def run(self, devices: np.ndarray) -> np.ndarray:
         """The best placement found from ``devices`` (N,); never slower than it."""

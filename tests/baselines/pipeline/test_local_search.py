@@ -77,6 +77,15 @@ def test_the_evaluation_budget_is_never_exceeded():
     assert sum(counted) == 25
 
 
+def test_a_batch_is_cut_to_the_time_left_at_the_measured_pace():
+    budget = _Budget(1.0, None)
+    budget.pace = 0.1  # seconds per evaluation: at most 10 fit the second left
+    assert 1 <= budget.take(128) <= 10
+    budget.pace = 5.0  # slower than the time left: one evaluation still runs
+    assert budget.take(128) == 1
+    assert _Budget(None, None).take(128) == 128
+
+
 def test_pins_colocation_and_stage_kind_hold():
     graph = layer_net(8, 2, pin_first=True)
     cluster = testing.cpu_gpu_cluster(3)
