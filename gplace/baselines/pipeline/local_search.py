@@ -24,7 +24,7 @@ class PipelineLocalSearch(Placer):
     Moves to a device that one of the unit's graph neighbours is on (a stage boundary) come first, then the
     rest; the best candidate of the first batch that beats the current time is taken (steepest descent when the
     moves fit one batch, first improvement on large graphs). When no single move improves, pairs are tried:
-    each single move, the best-measured first, followed by every single move from there. This is how a
+    each single move, the best-measured first, followed by every boundary move from there. This is how a
     contiguous split becomes a non-contiguous one when the simulator says it pays. It stops at a local optimum
     of both neighbourhoods or when the budget is spent, and never returns a placement slower than its start.
     Like FlexFlow's simulator-guided search (Jia et al. 2019), but a deterministic descent instead of MCMC.
@@ -32,6 +32,9 @@ class PipelineLocalSearch(Placer):
     Pins, colocation groups and the allowed devices hold by construction (units move whole, only to devices
     every member may run on); a placement that runs out of memory measures ``inf`` and is never taken. Units
     that may not run on a stage device keep the start's device.
+
+    Raises:
+        ValueError: a bad budget, schedule or micro-batch count, naming it (on construction).
 
     Args:
         microbatches: M of the objective, and of the default start. (default: 16)
@@ -56,19 +59,19 @@ class PipelineLocalSearch(Placer):
             raise ValueError(f"max_evaluations must be >= 0 or None, got {max_evaluations!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        from gplace.pipeline import PipelineSimulator
+
+        self._sim = PipelineSimulator(microbatches, schedule)  # checks both; keeps prepared graphs across calls
         self.microbatches, self.schedule, self.kind = microbatches, schedule, kind
         self.start = start
         self.time_limit, self.max_evaluations, self.batch_size = time_limit, max_evaluations, batch_size
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        from gplace.pipeline import PipelineSimulator
-
-        sim = PipelineSimulator(self.microbatches, self.schedule)
         start = (self.start or IdealDPPartitioner(self.kind, self.microbatches)).place(graph, cluster)
         devices = np.asarray(start.devices, dtype=np.int64)
         if graph.num_ops == 0:
             return devices
-        descent = _Descent(graph, cluster, sim, self.kind, self.batch_size,
+        descent = _Descent(graph, cluster, self._sim, self.kind, self.batch_size,
                            _Budget(self.time_limit, self.max_evaluations))
         return descent.run(devices)
 

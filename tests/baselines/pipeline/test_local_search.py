@@ -115,7 +115,8 @@ def test_an_empty_graph_gets_an_empty_placement():
     assert PipelineLocalSearch().place(graph, testing.uniform_cluster(2)).devices.shape == (0,)
 
 
-@pytest.mark.parametrize("kwargs", [{"time_limit": -1.0}, {"max_evaluations": -1}, {"batch_size": 0}])
+@pytest.mark.parametrize("kwargs", [{"time_limit": -1.0}, {"max_evaluations": -1}, {"batch_size": 0},
+                                    {"schedule": "interleaved"}, {"microbatches": 0}])
 def test_bad_budgets_are_named(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         PipelineLocalSearch(**kwargs)
