@@ -93,6 +93,7 @@ def main() -> None:
             cluster = modern_cluster(num_gpus=gpus)
             shape = coarsening(graph, cluster)
             sim = PipelineSimulator(16, "1f1b")
+            placed_by: dict[str, object] = {}
             for placer in placers:
                 best, outcome, placed = float("inf"), "ok", None
                 for _ in range(args.repeats):
@@ -102,11 +103,10 @@ def main() -> None:
                     except ValueError as err:
                         outcome = type(err).__name__
                     best = min(best, time.perf_counter() - started)
-                extra = {}
+                placed_by[placer.name], extra = placed, {}
                 if placer is local:
-                    dp = IdealDPPartitioner(microbatches=16).place(graph, cluster)
                     extra = {"budget_seconds": args.local_seconds,
-                             "dp_minibatch": sim.measure(graph, cluster, dp).step_time,
+                             "dp_minibatch": sim.measure(graph, cluster, placed_by["ideal_dp"]).step_time,
                              "local_minibatch": sim.measure(graph, cluster, placed).step_time}
                 rows.append({"graph": name, "ops": graph.num_ops, "gpus": gpus, "placer": placer.name,
                              "seconds": best, "outcome": outcome, **shape, **extra})

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gplace.baselines.pipeline import StageProblem, pipeline_lower_bound
+from gplace.baselines.pipeline import PipelineLocalSearch, StageProblem, pipeline_lower_bound
 from gplace.ir import Cluster, OpGraph, Placement
 
 log = logging.getLogger(__name__)
@@ -439,8 +439,9 @@ def _search_targets(records, name: str, searches: Sequence[str]) -> list[str]:
 
 
 def is_budgeted(method: str) -> bool:
-    """A placer that searches for as long as it is given (:class:`PipelineLocalSearch`), not a partitioner."""
-    return method.startswith("local_search")
+    """A placer that searches for as long as it is given (:class:`PipelineLocalSearch`, whose bench names start
+    with its ``name``), not a partitioner."""
+    return method.startswith(PipelineLocalSearch.name)
 
 
 def _ms(record: PipelineRecord | None) -> str:

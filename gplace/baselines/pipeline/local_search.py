@@ -111,14 +111,15 @@ class _Descent:
     def __init__(self, graph: OpGraph, cluster: Cluster, sim, kind: str | None, batch_size: int,
                  budget: _Budget) -> None:
         units = build_units(graph, cluster)
-        self.unit_of = units.unit_of
-        self.members = np.split(np.argsort(self.unit_of, kind="stable"), np.cumsum(units.size)[:-1])
+        unit_of = units.unit_of
+        self.members = np.split(np.argsort(unit_of, kind="stable"), np.cumsum(units.size)[:-1])
+        self.leader = np.array([m[0] for m in self.members])  # (U,) an op of each unit, to read its device
         on_stage = np.zeros(cluster.num_devices, dtype=bool)
         on_stage[stage_devices(cluster, kind)] = True
         self.targets = units.allowed & on_stage  # (U, D)
         src, dst = graph.edge_index
-        cut = self.unit_of[src] != self.unit_of[dst]
-        self.edge_units = (self.unit_of[src][cut], self.unit_of[dst][cut])
+        cut = unit_of[src] != unit_of[dst]
+        self.edge_units = (unit_of[src][cut], unit_of[dst][cut])
         self.times = lambda rows: sim.minibatch_times(graph, cluster, rows)
         self.batch_size, self.budget = batch_size, budget
 
@@ -174,7 +175,7 @@ class _Descent:
 
     def _moves(self, devices: np.ndarray, near_only: bool) -> np.ndarray:
         """(K, 2) (unit, device) moves that change ``devices``: to a neighbour's device first, then the rest."""
-        unit_device = devices[[m[0] for m in self.members]]
+        unit_device = devices[self.leader]
         allowed = self.targets.copy()
         allowed[np.arange(len(unit_device)), unit_device] = False
         a, b = self.edge_units
