@@ -35,8 +35,12 @@ from gplace.policies.schedule_context import ScheduleContext
 DYNAMIC_FEATURES = 8
 """Width of the per-(group, device) schedule features (see :func:`schedule_features`)."""
 
-STAGE_FEATURES = 2
+STAGE_FEATURES = 3
 """Extra per-(group, device) columns with ``stage_features`` (see :func:`schedule_features`)."""
+
+PRIORS = ("eft", "stage")
+"""The prior a :class:`ListSchedulingPolicy` starts from: earliest finish time (column 0) or balanced stages
+(column 10, which needs ``stage_features``)."""
 
 MEMORY_PENALTY = 20.0
 """Logit subtracted from a device without room for the group while another allowed device has room."""
@@ -54,9 +58,14 @@ class ListSchedulingPolicy(Configurable, nn.Module):
         prior_weight: initial weight ``w`` of the earliest-finish-time prior (default: 3.0).
         residual_bound: the learned residual lies in ``(-b, b)``; ``None`` leaves it unbounded (default: 4.0).
         num_devices: accepted so ``policy(num_devices=D)`` works, otherwise unused (default: ``None``).
-        stage_features: also describe each device by what a pipeline stage needs, its load so far and the
-            bytes the group would cut (``STAGE_FEATURES`` more columns; default: ``False``, the shipped
-            pretrained policy's width).
+        stage_features: also describe each device by what a pipeline stage needs, its load so far, the
+            bytes the group would cut and what it adds past the device's fair share (``STAGE_FEATURES`` more
+            columns; default: ``False``, the shipped pretrained policy's width).
+        prior: ``"eft"``, the earliest-finish-time prior of the step-time objective, or ``"stage"``, a prior for
+            the pipeline objective: ``-w * log1p((overload + cut) / duration)``, where overload is how far the
+            device's load would pass its fair share of the graph's work and cut the transfer time of the
+            group's inputs made elsewhere; untrained, the policy then samples balanced, mostly contiguous
+            splits (needs ``stage_features``; default: ``"eft"``).
 
     Shapes:
         states (G, S) float, allowed (G, D) bool, device_features (D, F); devices (K, G) int64;
@@ -79,9 +88,13 @@ class ListSchedulingPolicy(Configurable, nn.Module):
     def __init__(self, hidden_size: int = 128, *, state_size: int | None = None,
                  device_feature_size: int = DEVICE_FEATURES, prior_weight: float = 3.0,
                  residual_bound: float | None = 4.0, num_devices: int | None = None,
-                 stage_features: bool = False) -> None:
+                 stage_features: bool = False, prior: str = "eft") -> None:
         super().__init__()
-        self.stage_features = stage_features
+        if prior not in PRIORS:
+            raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
+        if prior == "stage" and not stage_features:
+            raise ValueError("prior='stage' needs stage_features=True (its column is a stage feature)")
+        self.stage_features, self.prior = stage_features, prior
         self.state_size = hidden_size if state_size is None else state_size
         self.device_feature_size = device_feature_size
         self.node = two_layer_mlp(self.state_size, hidden_size)
@@ -146,7 +159,8 @@ class ListSchedulingPolicy(Configurable, nn.Module):
         base = self.node(states).unsqueeze(1) + self.device(relative_device_features(device_features.to(states.dtype)))
         with torch.no_grad():
             devices, features = _rollout(schedule, allowed.cpu(), k, lambda x, g: choose(
-                self._logits(base[g].detach().cpu(), x, allowed[g].cpu()), g), stage=self.stage_features)
+                self._logits(base[g].detach().cpu(), x, allowed[g].cpu()), g), stage=self.stage_features,
+                stage_prior=self.prior == "stage")
         logits = self._logits(base, features.to(states.device, states.dtype), allowed)  # (K, G, D)
         log_p = torch.log_softmax(logits, -1)
         devices = devices.to(states.device)
@@ -161,7 +175,8 @@ class ListSchedulingPolicy(Configurable, nn.Module):
         learned = self.residual(base + self.dynamic(features.to(base.dtype))).squeeze(-1)
         if self.residual_bound is not None:
             learned = self.residual_bound * torch.tanh(learned / self.residual_bound)
-        prior = -self.prior_weight * features[..., 0] - MEMORY_PENALTY * features[..., 7]
+        gap = features[..., 10 if self.prior == "stage" else 0]
+        prior = -self.prior_weight * gap - MEMORY_PENALTY * features[..., 7]
         return ((learned + prior) / self.temperature).masked_fill(~allowed, float("-inf"))
 
     def _check(self, states: torch.Tensor, allowed: torch.Tensor, device_features: torch.Tensor,
@@ -178,8 +193,8 @@ class ListSchedulingPolicy(Configurable, nn.Module):
 
 
 def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, finish: torch.Tensor,
-                      on: torch.Tensor, free_at: torch.Tensor, used: torch.Tensor, load: torch.Tensor | None = None
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
+                      on: torch.Tensor, free_at: torch.Tensor, used: torch.Tensor, load: torch.Tensor | None = None,
+                      previous: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Each device as seen by group position ``g`` given the partial schedules, and when ``g`` would finish there.
 
     Columns: 0 ``log1p(gap)``, gap the finish time on the device minus the earliest over devices, over the group's
@@ -190,7 +205,12 @@ def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, 
     7 whether the group does not fit there while it fits on some allowed device. With ``load`` (stage features):
     8 the device's compute placed so far plus the group's, over the largest such sum over allowed devices; 9
     ``log1p`` of the transfer time of the group's input bytes made on other devices (the cut it adds, at
-    the mean link speed into the device) over the duration.
+    the mean link speed into the device) over the duration; for a group without inputs and given ``previous``
+    (K,), the device of the group placed before it, the transfer time of its output bytes on every other device
+    instead; 10 ``log1p`` of how far the device's load would pass its
+    fair share (the time T at which every device, given a share of the work in proportion to its speed, would
+    finish: ``1 / T = sum_d 1 / W_d``, ``W_d`` all groups' durations on ``d``) plus that transfer time, over the
+    duration.
 
     Shapes:
         allowed (D,) bool devices the group may use; finish (K, G) float64 finish times and on (K, G) int64
@@ -219,13 +239,14 @@ def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, 
         (~room & (room & allowed).any(1, keepdim=True)).to(end.dtype),
     ]
     if load is not None:
-        columns += _stage_columns(schedule, g, allowed, load, dur, local, scale)
+        columns += _stage_columns(schedule, g, allowed, load, dur, local, scale, previous)
     return torch.stack(columns, -1).float(), end
 
 
 def _stage_columns(schedule: ScheduleContext, g: int, allowed: torch.Tensor, load: torch.Tensor, dur: torch.Tensor,
-                   local: torch.Tensor, scale: torch.Tensor) -> list[torch.Tensor]:
-    """Columns 8 and 9 of :func:`schedule_features`. Shapes: load and local (K, D), dur (D,), scale (K, 1)."""
+                   local: torch.Tensor, scale: torch.Tensor, previous: torch.Tensor | None) -> list[torch.Tensor]:
+    """Columns 8 to 10 of :func:`schedule_features`. Shapes: load and local (K, D), dur (D,), scale (K, 1),
+    previous (K,) or ``None``."""
     after = load + dur
     top = after.masked_fill(~allowed, 0.0).max(1, keepdim=True).values.clamp_min(1e-30)
     a, b = int(schedule.pred_ptr[g]), int(schedule.pred_ptr[g + 1])
@@ -233,7 +254,11 @@ def _stage_columns(schedule: ScheduleContext, g: int, allowed: torch.Tensor, loa
     d = schedule.num_devices
     mean_inv_bw = schedule.inv_bandwidth.sum(0) / max(d - 1, 1)  # (D,) into each device
     cut = (1.0 - local) * in_bytes * mean_inv_bw
-    return [(after / top).clamp(0, 1), torch.log1p((cut / scale).clamp(0, _GAP_CLIP))]
+    if a == b and previous is not None:  # no inputs: its outputs leave unless it joins the group placed before it
+        cut = (previous.unsqueeze(1) != torch.arange(d)) * schedule.out_bytes[g] * mean_inv_bw
+    overload = (after - schedule.fair_share).clamp_min(0)
+    return [(after / top).clamp(0, 1), torch.log1p((cut / scale).clamp(0, _GAP_CLIP)),
+            torch.log1p(((overload + cut) / scale).clamp(0, _GAP_CLIP))]
 
 
 def _inputs(schedule: ScheduleContext, g: int, finish: torch.Tensor, on: torch.Tensor
@@ -256,10 +281,11 @@ def _inputs(schedule: ScheduleContext, g: int, finish: torch.Tensor, on: torch.T
 
 
 def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
-             choose: Callable[[torch.Tensor, int], torch.Tensor], stage: bool = False
+             choose: Callable[[torch.Tensor, int], torch.Tensor], stage: bool = False, stage_prior: bool = False
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """Place the groups in ``schedule.order``, K schedules at once; ``choose(features (K, D, F), g) -> (K,)``;
-    ``stage`` adds the stage features.
+    ``stage`` adds the stage features; ``stage_prior`` decodes in ``schedule.stage_order`` instead and tells
+    each group without inputs the device of the group placed before it.
 
     Shapes:
         allowed (G, D) bool; returns devices (K, G) int64 and features (K, G, D, DYNAMIC_FEATURES) float32.
@@ -271,9 +297,9 @@ def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
     used = torch.zeros(k, d, dtype=torch.float64)
     load = torch.zeros(k, d, dtype=torch.float64) if stage else None
     features = torch.zeros(k, g_count, d, DYNAMIC_FEATURES + (STAGE_FEATURES if stage else 0))
-    rows = torch.arange(k)
-    for g in schedule.order.tolist():
-        x, end = schedule_features(schedule, g, allowed[g], finish, on, free_at, used, load)
+    rows, previous = torch.arange(k), None
+    for g in (schedule.stage_order if stage_prior else schedule.order).tolist():
+        x, end = schedule_features(schedule, g, allowed[g], finish, on, free_at, used, load, previous)
         features[:, g] = x
         chosen = choose(x, g).to(torch.int64)
         finish[:, g], on[:, g] = end[rows, chosen], chosen
@@ -281,4 +307,5 @@ def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
         used[rows, chosen] += schedule.memory[g]
         if load is not None:
             load[rows, chosen] += schedule.durations[g][chosen]
+        previous = chosen if stage_prior else None
     return on, features

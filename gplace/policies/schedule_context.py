@@ -10,6 +10,7 @@ It is the model HEFT uses: a device runs its groups one after another, an input 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -38,6 +39,39 @@ class ScheduleContext:
     inv_bandwidth: torch.Tensor
     order: torch.Tensor
     """A topological order of the positions: decreasing HEFT upward rank (mean durations and transfers)."""
+
+    @cached_property
+    def fair_share(self) -> float:
+        """The time T at which the devices would all finish the graph's work, each given a share in proportion
+        to its speed: ``1 / T = sum_d 1 / W_d``, ``W_d`` the groups' durations on device ``d`` (barred groups
+        count 0; devices with no work are left out); 0 for a graph without work."""
+        work = self.durations.sum(0)
+        work = work[work > 0]
+        return float(1.0 / (1.0 / work).sum()) if work.numel() else 0.0
+
+    @cached_property
+    def stage_order(self) -> torch.Tensor:
+        """:attr:`order` with each group that has no inputs moved to just before its first consumer (groups
+        without inputs or consumers last): still topological, and a source such as a weight is placed when the
+        pipeline reaches its consumer. Shapes: (G,) int64."""
+        ptr, src = self.pred_ptr.tolist(), self.pred_src.tolist()
+        is_source = [ptr[g] == ptr[g + 1] for g in range(self.num_groups)]
+        placed, order = [False] * self.num_groups, []
+        for g in self.order.tolist():
+            if is_source[g]:
+                continue
+            for s in src[ptr[g]:ptr[g + 1]]:
+                if is_source[s] and not placed[s]:
+                    placed[s] = True
+                    order.append(s)
+            order.append(g)
+        order += [g for g in self.order.tolist() if is_source[g] and not placed[g]]
+        return torch.as_tensor(order, dtype=torch.int64)
+
+    @cached_property
+    def out_bytes(self) -> torch.Tensor:
+        """Bytes on every out-edge of each group, summed. Shapes: (G,) float64."""
+        return torch.zeros(self.num_groups, dtype=torch.float64).index_add_(0, self.pred_src, self.pred_bytes)
 
     @property
     def num_groups(self) -> int:

@@ -34,7 +34,7 @@ def test_stage_features_are_off_by_default_and_widen_the_dynamic_features_when_o
     g, c = random_training_dag(6, 0), uniform_cluster(3)
     encoder = GNNEncoder("sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
     plain, staged = ListSchedulingPolicy(8, state_size=8), ListSchedulingPolicy(8, state_size=8, stage_features=True)
-    assert plain.dynamic[0].in_features == 8 and staged.dynamic[0].in_features == 10
+    assert plain.dynamic[0].in_features == 8 and staged.dynamic[0].in_features == 11
     torch.manual_seed(0)
     placer = PolicyPlacer(g, c, encoder, staged, grouping=identity_grouping(g))
     devices = placer.greedy().devices

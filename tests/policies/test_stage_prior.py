@@ -1,0 +1,80 @@
+"""ListSchedulingPolicy's stage prior: balanced contiguous splits untrained, sources placed with their consumers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gplace.encoders import GNNEncoder
+from gplace.grouping import identity_grouping
+from gplace.ir import Edge, Op, OpGraph
+from gplace.pipeline import PipelineSimulator
+from gplace.placer import PolicyPlacer
+from gplace.policies import ListSchedulingPolicy
+from gplace.policies.schedule_context import ScheduleContext
+from gplace.testing import chain, uniform_cluster
+from tests.pipeline.graphs import training_chain
+
+
+def _greedy(graph: OpGraph, num_devices: int, prior: str) -> np.ndarray:
+    """Greedy devices of an untrained policy whose learned residual is zero (the prior alone decides)."""
+    torch.manual_seed(0)
+    policy = ListSchedulingPolicy(8, state_size=8, stage_features=True, prior=prior)
+    torch.nn.init.zeros_(policy.residual[-1].weight)
+    encoder = GNNEncoder("sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
+    placer = PolicyPlacer(graph, uniform_cluster(num_devices), encoder, policy, grouping=identity_grouping(graph))
+    return placer.greedy().devices
+
+
+@pytest.mark.parametrize("num_devices", [2, 4])
+def test_untrained_stage_prior_splits_an_equal_chain_into_balanced_contiguous_stages(num_devices):
+    graph = chain((1.0,) * 8, nbytes=1000)
+    devices = _greedy(graph, num_devices, "stage")
+    per_stage = 8 // num_devices
+    stages = devices.reshape(num_devices, per_stage)
+    assert (stages == stages[:, :1]).all(), devices  # contiguous, equal stages
+    assert len(set(stages[:, 0].tolist())) == num_devices, devices
+    assert len(set(_greedy(graph, num_devices, "eft").tolist())) == 1  # EFT keeps a chain on one device
+
+
+def test_untrained_stage_prior_pipelines_a_training_chain_faster_than_the_eft_prior():
+    graph, cluster = training_chain((1.0,) * 8), uniform_cluster(4)
+    sim = PipelineSimulator(8, "1f1b")
+    times = {prior: sim.measure(graph, cluster, _placement(graph, prior)).step_time for prior in ("eft", "stage")}
+    assert times["eft"] / times["stage"] > 2.0, times
+
+
+def _placement(graph: OpGraph, prior: str):
+    from gplace.ir import Placement
+
+    return Placement.for_graph(graph, _greedy(graph, 4, prior))
+
+
+def test_stage_order_places_each_source_just_before_its_first_consumer():
+    ops = [Op(f"x{i}", "Layer", 1.0, output_bytes=1000) for i in range(4)] + [Op("w", "Weight", 0.1, output_bytes=10)]
+    edges = [Edge(f"x{i}", f"x{i + 1}") for i in range(3)] + [Edge("w", "x3")]
+    graph = OpGraph.from_ops(ops, edges, name="weight_late")
+    context = ScheduleContext.build(graph, uniform_cluster(2), np.arange(graph.num_ops))
+    assert [graph.op_names[g] for g in context.stage_order.tolist()] == ["x0", "x1", "x2", "w", "x3"]
+    assert graph.op_names[int(context.order[0])] in ("x0", "w")  # HEFT's order, for contrast, starts with a source
+    assert context.out_bytes.tolist() == [1000.0, 1000.0, 1000.0, 0.0, 10.0]
+
+
+def test_fair_share_gives_each_device_work_in_proportion_to_its_speed():
+    from gplace.ir import Cluster, Device
+
+    cluster = Cluster.build([Device("/GPU:0", "gpu", 1.0, 10**12), Device("/GPU:1", "gpu", 2.0, 10**12)],
+                            default_bandwidth=1e9)
+    graph = chain((1.0,) * 8)
+    context = ScheduleContext.build(graph, cluster, np.arange(graph.num_ops))
+    work = context.durations.sum(0)
+    assert work[0] == pytest.approx(2 * work[1])
+    assert context.fair_share == pytest.approx(1 / (1 / work[0] + 1 / work[1]))  # both finish together
+
+
+def test_unknown_prior_and_stage_prior_without_stage_features_are_named_errors():
+    with pytest.raises(ValueError, match="prior must be one of"):
+        ListSchedulingPolicy(8, prior="heft")
+    with pytest.raises(ValueError, match="needs stage_features=True"):
+        ListSchedulingPolicy(8, prior="stage")
