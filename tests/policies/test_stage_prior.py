@@ -78,3 +78,14 @@ def test_unknown_prior_and_stage_prior_without_stage_features_are_named_errors()
         ListSchedulingPolicy(8, prior="heft")
     with pytest.raises(ValueError, match="needs stage_features=True"):
         ListSchedulingPolicy(8, prior="stage")
+
+
+def test_hydra_selects_the_stage_prior():
+    from hydra import compose, initialize_config_module
+    from hydra.utils import instantiate
+
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["encoder=gnn", "policy=list_scheduling",
+                                                       "policy.stage_features=true", "policy.prior=stage"])
+    policy = instantiate(cfg.policy)(num_devices=3)
+    assert isinstance(policy, ListSchedulingPolicy) and policy.prior == "stage" and policy.stage_features
