@@ -13,8 +13,11 @@ duration, ``w`` (:attr:`ListSchedulingPolicy.prior_weight`) is learned, and ``r`
 bounded to ``(-b, b)`` (``b * tanh(. / b)``, ``b`` the ``residual_bound``), so training cannot make two devices of
 equal finish time infinitely unequal: a trained policy keeps exploring near-ties, which fine-tuning needs. The
 residual's last layer starts near zero, so an untrained policy is a soft earliest-finish-time list scheduler and
-training learns where to depart from it. A device without room for the group (by the memory placed on it so far) loses
-``MEMORY_PENALTY`` from its logit while any allowed device has room.
+training learns where to depart from it. For the pipeline objective, ``prior="stage"`` replaces the gap by how far
+the group would take the device past a fair share of the graph's work plus the transfer it cuts, so an untrained
+policy samples balanced, mostly contiguous stages instead (see :func:`schedule_features`). A device without room
+for the group (by the memory placed on it so far) loses ``MEMORY_PENALTY`` from its logit while any allowed device
+has room.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ class ListSchedulingPolicy(Configurable, nn.Module):
         hidden_size: width of the node, device and schedule embeddings (default: 128).
         state_size: size S of the encoder states (default: ``hidden_size``).
         device_feature_size: width F of the static device features (default: ``DEVICE_FEATURES``, 6).
-        prior_weight: initial weight ``w`` of the earliest-finish-time prior (default: 3.0).
+        prior_weight: initial weight ``w`` of the prior (default: 3.0).
         residual_bound: the learned residual lies in ``(-b, b)``; ``None`` leaves it unbounded (default: 4.0).
         num_devices: accepted so ``policy(num_devices=D)`` works, otherwise unused (default: ``None``).
         stage_features: also describe each device by what a pipeline stage needs, its load so far, the
@@ -207,10 +210,9 @@ def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, 
     ``log1p`` of the transfer time of the group's input bytes made on other devices (the cut it adds, at
     the mean link speed into the device) over the duration; for a group without inputs and given ``previous``
     (K,), the device of the group placed before it, the transfer time of its output bytes on every other device
-    instead; 10 ``log1p`` of how far the device's load would pass its
-    fair share (the time T at which every device, given a share of the work in proportion to its speed, would
-    finish: ``1 / T = sum_d 1 / W_d``, ``W_d`` all groups' durations on ``d``) plus that transfer time, over the
-    duration.
+    instead; 10 ``log1p`` of how far the device's load would pass its fair share (the time T at which every
+    device, given a share of the work in proportion to its speed, would finish: ``1 / T = sum_d 1 / W_d``,
+    ``W_d`` all groups' durations on ``d``) plus that transfer time, over the duration.
 
     Shapes:
         allowed (D,) bool devices the group may use; finish (K, G) float64 finish times and on (K, G) int64
