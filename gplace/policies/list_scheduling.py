@@ -43,7 +43,10 @@ STAGE_FEATURES = 3
 
 PRIORS = ("eft", "stage")
 """The prior a :class:`ListSchedulingPolicy` starts from: earliest finish time (column 0) or balanced stages
-(column 10, which needs ``stage_features``)."""
+(column 10, :data:`STAGE_GAP`, which needs ``stage_features``)."""
+
+STAGE_GAP = DYNAMIC_FEATURES + 2
+"""Column of the stage prior's gap (overload past the fair share plus the cut; see :func:`schedule_features`)."""
 
 MEMORY_PENALTY = 20.0
 """Logit subtracted from a device without room for the group while another allowed device has room."""
@@ -178,7 +181,7 @@ class ListSchedulingPolicy(Configurable, nn.Module):
         learned = self.residual(base + self.dynamic(features.to(base.dtype))).squeeze(-1)
         if self.residual_bound is not None:
             learned = self.residual_bound * torch.tanh(learned / self.residual_bound)
-        gap = features[..., 10 if self.prior == "stage" else 0]
+        gap = features[..., STAGE_GAP if self.prior == "stage" else 0]
         prior = -self.prior_weight * gap - MEMORY_PENALTY * features[..., 7]
         return ((learned + prior) / self.temperature).masked_fill(~allowed, float("-inf"))
 

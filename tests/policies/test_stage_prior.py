@@ -8,7 +8,7 @@ import torch
 
 from gplace.encoders import GNNEncoder
 from gplace.grouping import identity_grouping
-from gplace.ir import Edge, Op, OpGraph
+from gplace.ir import Cluster, Device, Edge, Op, OpGraph, Placement
 from gplace.pipeline import PipelineSimulator
 from gplace.placer import PolicyPlacer
 from gplace.policies import ListSchedulingPolicy
@@ -41,14 +41,9 @@ def test_untrained_stage_prior_splits_an_equal_chain_into_balanced_contiguous_st
 def test_untrained_stage_prior_pipelines_a_training_chain_faster_than_the_eft_prior():
     graph, cluster = training_chain((1.0,) * 8), uniform_cluster(4)
     sim = PipelineSimulator(8, "1f1b")
-    times = {prior: sim.measure(graph, cluster, _placement(graph, prior)).step_time for prior in ("eft", "stage")}
+    times = {prior: sim.measure(graph, cluster, Placement.for_graph(graph, _greedy(graph, 4, prior))).step_time
+             for prior in ("eft", "stage")}
     assert times["eft"] / times["stage"] > 2.0, times
-
-
-def _placement(graph: OpGraph, prior: str):
-    from gplace.ir import Placement
-
-    return Placement.for_graph(graph, _greedy(graph, 4, prior))
 
 
 def test_stage_order_places_each_source_just_before_its_first_consumer():
@@ -62,8 +57,6 @@ def test_stage_order_places_each_source_just_before_its_first_consumer():
 
 
 def test_fair_share_gives_each_device_work_in_proportion_to_its_speed():
-    from gplace.ir import Cluster, Device
-
     cluster = Cluster.build([Device("/GPU:0", "gpu", 1.0, 10**12), Device("/GPU:1", "gpu", 2.0, 10**12)],
                             default_bandwidth=1e9)
     graph = chain((1.0,) * 8)
