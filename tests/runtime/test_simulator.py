@@ -198,6 +198,23 @@ def test_step_times_keep_the_rounds_of_an_instant_with_zero_length_work(sim: Sim
     assert sim.step_times(g, c, np.array([devices])).tolist() == [9.0]
 
 
+def test_a_channel_serves_transfers_of_one_instant_in_topological_order(sim: Simulator) -> None:
+    """Zero-cost ops o1..o5 wait on GPU 1 behind o9 (0..2); at t = 2 it runs o1, then o3, o4, o5 (ready since
+    t = 1e-5) and o2 last (ready only after o1), all ending at t = 2 in successive rounds. o1, o2 and o5 send to
+    GPU 0 over one channel; the producers' end times tie, so topological order decides: o2's transfer goes
+    before o5's, and o8 (cost 2 after o2) ends at 4 + 2e-5, not 4 + 3e-5 (the order the rounds ended them in;
+    found by the property test against tests/reference_sim.py)."""
+    ops = [Op(f"o{i}", "T", 1.0 if i >= 8 else 0.0) for i in range(10)]
+    edges = [("o0", "o1"), ("o1", "o2"), ("o2", "o8"), ("o0", "o2"), ("o0", "o3"), ("o0", "o4"), ("o0", "o5"),
+             ("o1", "o6"), ("o5", "o6")]
+    g = _graph(ops, [(a, b, 0) for a, b in edges])
+    c = Cluster.build([Device(f"/GPU:{i}", "gpu", 0.5, 10**12) for i in range(2)], default_bandwidth=1e5,
+                      default_latency=1e-5)
+    devices = [0, 1, 1, 1, 1, 1, 0, 0, 0, 1]
+    assert schedule(g, c, _place(g, devices)).step_time == pytest.approx(4 + 2e-5, abs=1e-12)
+    assert sim.step_times(g, c, np.array([devices])).tolist() == [schedule(g, c, _place(g, devices)).step_time]
+
+
 def test_step_times_count_received_copies_against_memory(sim: Simulator) -> None:
     """a (GPU 0) sends its 10 MB output to b on GPU 1, which has 5 MB: the received copy alone is out of memory."""
     g = _graph([Op("a", "T", 1.0, output_bytes=10 * MB), Op("b", "T", 1.0)], [("a", "b", None)])
