@@ -2,7 +2,8 @@
 
 :func:`group_ops` builds the groups in four steps:
 
-a. ops sharing a colocation name form one group;
+a. ops sharing a colocation name form one group, and so do the two ends of each edge given as uncuttable
+   (:func:`uncuttable_edges`: its transfer alone outlasts the whole graph on one device);
 b. an op (or colocation group) whose outputs all go to one op is merged into that op's group (the paper's
    "merge an op into its only consumer");
 c. while more than ``max_groups`` remain, two groups adjacent in the group order are merged, preferring pairs
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gplace.ir import GraphError, InvalidPlacementError, OpGraph, Placement
+from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,7 +68,8 @@ class Grouping:
         return Placement.for_graph(self.original, gd[self.op_group])
 
 
-def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: bool = True) -> Grouping:
+def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: bool = True,
+              uncuttable: np.ndarray | None = None) -> Grouping:
     """Group the ops of ``graph`` as in the paper (see the module docstring for the steps).
 
     Args:
@@ -75,15 +77,19 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
         max_groups: merge adjacent groups until at most this many remain; ``None`` keeps steps a-c only
             (default: 256). Fewer may be impossible when adjacent groups need different device kinds; the
             result then has more groups.
-        merge_consumers: run step c, merging each op into its only consumer (default: ``True``).
+        merge_consumers: run step b, merging each op into its only consumer (default: ``True``).
+        uncuttable: edges whose two ends share a group where their device kinds allow (step a), e.g.
+            :func:`uncuttable_edges` (default: none).
 
     Shapes:
-        returned ``Grouping.op_group`` (N,) int64.
+        uncuttable (E,) bool by ``graph.edge_index`` column; returned ``Grouping.op_group`` (N,) int64.
     """
     if max_groups is not None and max_groups < 1:
         raise ValueError(f"max_groups must be >= 1 or None, got {max_groups}")
     uf = _UnionFind(_kind_masks(graph))
     _merge_colocated(graph, uf)
+    if uncuttable is not None:
+        _merge_edges(graph, uf, uncuttable)
     if merge_consumers:
         _merge_into_only_consumer(graph, uf)
     labels, num, src, dst = _group_graph(graph, uf)
@@ -95,6 +101,22 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
         cost, masks = _group_sum(op_cost(graph), labels, num), _group_masks(uf, labels, num)
         run = _merge_adjacent(cost[order], masks[order], pos[src], pos[dst], max_groups)
     return make_grouping(graph, run[pos[labels]])
+
+
+def uncuttable_edges(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """The edges whose transfer over the cluster's fastest link takes longer than the whole graph on the fastest
+    device that can hold it alone (every op allowed there, persistent memory and outputs within its memory): a
+    placement that cuts one waits at least that transfer, so it is never faster than that device alone. None
+    where no device can hold the graph. Shapes: returns (E,) bool by ``graph.edge_index`` column."""
+    durations, allowed = graph.durations(cluster), graph.allowed_devices(cluster)
+    memory = int((graph.persistent_memory + graph.output_bytes).sum())
+    alone = [durations[:, d].sum() for d in range(cluster.num_devices)
+             if allowed[:, d].all() and memory <= cluster.memory[d]]
+    if not alone or cluster.num_devices < 2:
+        return np.zeros(graph.edge_bytes.shape, dtype=bool)
+    off = ~np.eye(cluster.num_devices, dtype=bool)
+    fastest = (cluster.latency[off][:, None] + graph.edge_bytes[None, :] / cluster.bandwidth[off][:, None]).min(0)
+    return fastest > min(alone)
 
 
 def identity_grouping(graph: OpGraph) -> Grouping:
@@ -212,6 +234,16 @@ def _merge_colocated(graph: OpGraph, uf: _UnionFind) -> None:
     for i, name in enumerate(graph.colocation):
         if name is not None:
             uf.union(first.setdefault(name, i), i)
+
+
+def _merge_edges(graph: OpGraph, uf: _UnionFind, edges: np.ndarray) -> None:
+    """Merge the two ends of each given edge where their kinds allow."""
+    edges = np.asarray(edges, dtype=bool)
+    if edges.shape != graph.edge_bytes.shape:
+        raise ValueError(f"uncuttable has shape {edges.shape}, expected ({graph.edge_bytes.size},): one per edge")
+    for u, v in graph.edge_index[:, edges].T.tolist():
+        if uf.compatible(u, v):
+            uf.union(u, v)
 
 
 def _merge_into_only_consumer(graph: OpGraph, uf: _UnionFind) -> None:

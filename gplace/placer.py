@@ -11,7 +11,7 @@ from torch import nn
 
 from gplace.features import device_features as describe_devices
 from gplace.features import featurize
-from gplace.grouping import Grouping, group_ops, split_groups
+from gplace.grouping import Grouping, group_ops, split_groups, uncuttable_edges
 from gplace.interfaces import PolicyCapabilities, capabilities_of, feature_sizes_of
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.policies.schedule_context import ScheduleContext
@@ -48,8 +48,9 @@ class PolicyPlacer(nn.Module):
             e.g. :class:`~gplace.policies.Seq2SeqPolicy` with ``num_devices = cluster.num_devices``.
         max_groups: at most this many groups (default: 256).
         grouping: use this grouping instead of :func:`group_ops` (default: ``None``: ``group_ops(graph,
-            max_groups)``; where the policy's ``merge_consumers`` is ``"if_needed"``, ops are merged into their
-            only consumer only when the graph has more than ``max_groups`` ops).
+            max_groups)`` with the :func:`~gplace.grouping.uncuttable_edges` of ``cluster`` kept inside groups;
+            where the policy's ``merge_consumers`` is ``"if_needed"``, ops are merged into their only consumer
+            only when the graph has more than ``max_groups`` ops).
         device_features: (D, F) features of the cluster's devices for a device-aware policy (default: ``None``,
             :func:`gplace.features.device_features` of ``cluster``).
         express: a placement the groups must express exactly: each group is split by the devices it puts the
@@ -71,7 +72,9 @@ class PolicyPlacer(nn.Module):
             raise ValueError(f"policy has {self.capabilities.num_devices} devices, cluster {cluster.name!r} has "
                              f"{cluster.num_devices}")
         self.graph, self.cluster, self.encoder, self.policy = graph, cluster, encoder, policy
-        self.grouping = _default_grouping(graph, self.capabilities, max_groups) if grouping is None else grouping
+        if grouping is None:
+            grouping = _default_grouping(graph, cluster, self.capabilities, max_groups)
+        self.grouping = grouping
         if express is not None:
             self.grouping = split_groups(self.grouping, express)
         features = featurize(graph, self.grouping, **feature_sizes_of(encoder))
@@ -180,11 +183,12 @@ def greedy_placement(placer: nn.Module, graph: OpGraph, cluster: Cluster) -> Pla
     return placement
 
 
-def _default_grouping(graph: OpGraph, capabilities: PolicyCapabilities, max_groups: int) -> Grouping:
+def _default_grouping(graph: OpGraph, cluster: Cluster, capabilities: PolicyCapabilities, max_groups: int
+                      ) -> Grouping:
     merge = capabilities.merge_consumers
     if merge == "if_needed":
         merge = graph.num_ops > max_groups
-    return group_ops(graph, max_groups, merge_consumers=bool(merge))
+    return group_ops(graph, max_groups, merge_consumers=bool(merge), uncuttable=uncuttable_edges(graph, cluster))
 
 
 def _device_features(cluster: Cluster, given: np.ndarray | torch.Tensor | None) -> torch.Tensor:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gplace.grouping import group_ops, identity_grouping, make_grouping, split_groups
+from gplace.grouping import group_ops, identity_grouping, make_grouping, split_groups, uncuttable_edges
 from gplace.ir import Edge, InvalidPlacementError, Op, OpGraph, Placement
-from gplace.testing import chain, cpu_gpu_cluster, diamond, random_dag
+from gplace.testing import chain, cpu_gpu_cluster, diamond, random_dag, uniform_cluster
 
 
 def _ops(n: int, **per_op: dict[int, object]) -> list[Op]:
@@ -122,6 +122,32 @@ def test_edge_bytes_count_each_producer_once():
     to_c = (coarse.edge_index[1] == g[1]) & np.isin(coarse.edge_index[0], [g[0], g[3]])
     assert sorted(coarse.edge_bytes[to_c].tolist()) == [7, 10]
     assert coarse.num_edges == len({(a, b) for a, b in coarse.edge_index.T.tolist()})
+
+
+def _heavy_diamond() -> OpGraph:
+    """``s -> (l, r) -> t``, cost 1 each (4 s on one device); ``s -> l`` carries 5 MB (5 s at 1 MB/s), the rest 1 MB."""
+    ops = [Op(name, "T", 1.0, output_bytes=10**6) for name in ("s", "l", "r", "t")]
+    edges = [Edge("s", "l", 5 * 10**6), Edge("s", "r"), Edge("l", "t"), Edge("r", "t")]
+    return OpGraph.from_ops(ops, edges, name="heavy_diamond")
+
+
+def test_an_edge_whose_transfer_outlasts_the_graph_on_one_device_is_uncuttable():
+    graph = _heavy_diamond()
+    assert uncuttable_edges(graph, uniform_cluster(2, bandwidth=1e6)).tolist() == [True, False, False, False]
+    assert not uncuttable_edges(graph, uniform_cluster(2, bandwidth=2e6)).any()  # 2.5 s: cutting it may pay
+    assert not uncuttable_edges(graph, uniform_cluster(2, memory=10**6, bandwidth=1e6)).any()  # no device holds it
+    assert not uncuttable_edges(graph, uniform_cluster(1, bandwidth=1e6)).any()
+
+
+def test_uncuttable_edges_keep_their_ends_in_one_group():
+    graph = _heavy_diamond()
+    free = group_ops(graph, max_groups=None, merge_consumers=False)
+    kept = group_ops(graph, max_groups=None, merge_consumers=False,
+                     uncuttable=uncuttable_edges(graph, uniform_cluster(2, bandwidth=1e6)))
+    assert free.num_groups == 4 and kept.num_groups == 3
+    assert kept.op_group[0] == kept.op_group[1]
+    with pytest.raises(ValueError, match="uncuttable has shape"):
+        group_ops(graph, uncuttable=np.ones(3, dtype=bool))
 
 
 def test_pins_are_never_mixed():

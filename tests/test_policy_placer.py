@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from gplace.encoders import LSTMEncoder
+from gplace.encoders import GNNEncoder, LSTMEncoder
 from gplace.ir import Edge, Op, OpGraph, Placement
 from gplace.placer import PolicyPlacer
-from gplace.policies import Seq2SeqPolicy
-from gplace.testing import chain, cpu_gpu_cluster, random_dag
+from gplace.policies import ListSchedulingPolicy, Seq2SeqPolicy
+from gplace.testing import chain, cpu_gpu_cluster, random_dag, uniform_cluster
 
 
 def _graph() -> OpGraph:
@@ -109,3 +109,14 @@ def test_a_placer_that_expresses_a_placement_projects_onto_it_exactly():
     assert not np.array_equal(coarse.project(heft).devices, heft.devices)
     assert np.array_equal(exact.project(heft).devices, heft.devices)
     assert exact.num_groups > coarse.num_groups
+
+
+def test_the_default_grouping_keeps_uncuttable_edges_inside_groups():
+    """A list-scheduling policy keeps small graphs op by op, except an edge whose transfer (5 s at 1 MB/s) outlasts
+    the whole graph on one device (4 s)."""
+    ops = [Op(name, "T", 1.0, output_bytes=10**6) for name in ("s", "l", "r", "t")]
+    graph = OpGraph.from_ops(ops, [Edge("s", "l", 5 * 10**6), Edge("s", "r"), Edge("l", "t"), Edge("r", "t")])
+    encoder = GNNEncoder("sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
+    for bandwidth, groups in ((1e6, [0, 0, 1, 2]), (1e7, [0, 1, 2, 3])):
+        placer = PolicyPlacer(graph, uniform_cluster(2, bandwidth=bandwidth), encoder, ListSchedulingPolicy(8))
+        assert placer.grouping.op_group.tolist() == groups, bandwidth

@@ -14,8 +14,9 @@ bounded to ``(-b, b)`` (``b * tanh(. / b)``, ``b`` the ``residual_bound``), so t
 equal finish time infinitely unequal: a trained policy keeps exploring near-ties, which fine-tuning needs. The
 residual's last layer starts near zero, so an untrained policy is a soft earliest-finish-time list scheduler and
 training learns where to depart from it. For the pipeline objective, ``prior="stage"`` replaces the gap by how far
-the group would take the device past a fair share of the graph's work plus the transfer it cuts, so an untrained
-policy samples balanced, mostly contiguous stages instead (see :func:`schedule_features`). A device without room
+the group would take the device past a fair share of the graph's work plus the transfer it cuts (and the time it
+loses to a slower device), decoding depth-first, so an untrained policy samples balanced, mostly contiguous stages
+that keep a branch together instead (see :func:`schedule_features`). A device without room
 for the group (by the memory placed on it so far) loses ``MEMORY_PENALTY`` from its logit while any allowed device
 has room.
 """
@@ -47,6 +48,10 @@ PRIORS = ("eft", "stage")
 
 STAGE_GAP = DYNAMIC_FEATURES + 2
 """Column of the stage prior's gap (overload past the fair share plus the cut; see :func:`schedule_features`)."""
+
+STAGE_SWITCH = 0.1
+"""What the stage prior charges a change of device, in units of the group's duration: a tie-break that keeps
+stages contiguous (1, 0.3 and 0 measured no better: the notes of benchmarks/PIPELINE.md)."""
 
 MEMORY_PENALTY = 20.0
 """Logit subtracted from a device without room for the group while another allowed device has room."""
@@ -211,11 +216,14 @@ def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, 
     7 whether the group does not fit there while it fits on some allowed device. With ``load`` (stage features):
     8 the device's compute placed so far plus the group's, over the largest such sum over allowed devices; 9
     ``log1p`` of the transfer time of the group's input bytes made on other devices (the cut it adds, at
-    the mean link speed into the device) over the duration; for a group without inputs and given ``previous``
-    (K,), the device of the group placed before it, the transfer time of its output bytes on every other device
-    instead; 10 ``log1p`` of how far the device's load would pass its fair share (the time T at which every
-    device, given a share of the work in proportion to its speed, would finish: ``1 / T = sum_d 1 / W_d``,
-    ``W_d`` all groups' durations on ``d``) plus that transfer time, over the duration.
+    the mean link speed into the device) over the duration; 10 ``log1p`` of how far the device's load would pass
+    its fair share (the time T at which every device, given a share of the work in proportion to its speed, would
+    finish: ``1 / T = sum_d 1 / W_d``, ``W_d`` all groups' durations on ``d``) plus that transfer time plus how
+    much longer the group runs there than on the fastest allowed device, over the duration. Given ``previous``
+    (K,), the device of the group placed before (-1 for none; the stage prior's decoding), a group without
+    inputs is charged the transfer time of its output bytes times the share of its
+    :attr:`~ScheduleContext.source_peers`' bytes made elsewhere (0 without peers), and column 10 adds
+    :data:`STAGE_SWITCH` on every device but the previous one (ties keep stages contiguous).
 
     Shapes:
         allowed (D,) bool devices the group may use; finish (K, G) float64 finish times and on (K, G) int64
@@ -244,14 +252,15 @@ def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, 
         (~room & (room & allowed).any(1, keepdim=True)).to(end.dtype),
     ]
     if load is not None:
-        columns += _stage_columns(schedule, g, allowed, load, dur, local, scale, previous)
+        columns += _stage_columns(schedule, g, allowed, load, dur, local, scale, on, previous)
     return torch.stack(columns, -1).float(), end
 
 
 def _stage_columns(schedule: ScheduleContext, g: int, allowed: torch.Tensor, load: torch.Tensor, dur: torch.Tensor,
-                   local: torch.Tensor, scale: torch.Tensor, previous: torch.Tensor | None) -> list[torch.Tensor]:
-    """Columns 8 to 10 of :func:`schedule_features`. Shapes: load and local (K, D), dur (D,), scale (K, 1),
-    previous (K,) or ``None``."""
+                   local: torch.Tensor, scale: torch.Tensor, on: torch.Tensor, previous: torch.Tensor | None
+                   ) -> list[torch.Tensor]:
+    """Columns 8 to 10 of :func:`schedule_features`. Shapes: load and local (K, D), dur (D,), scale (K, 1), on
+    (K, G), previous (K,) or ``None``."""
     after = load + dur
     top = after.masked_fill(~allowed, 0.0).max(1, keepdim=True).values.clamp_min(1e-30)
     a, b = int(schedule.pred_ptr[g]), int(schedule.pred_ptr[g + 1])
@@ -259,11 +268,26 @@ def _stage_columns(schedule: ScheduleContext, g: int, allowed: torch.Tensor, loa
     d = schedule.num_devices
     mean_inv_bw = schedule.inv_bandwidth.sum(0) / max(d - 1, 1)  # (D,) into each device
     cut = (1.0 - local) * in_bytes * mean_inv_bw
-    if a == b and previous is not None:  # no inputs: its outputs leave unless it joins the group placed before it
-        cut = (previous.unsqueeze(1) != torch.arange(d)) * schedule.out_bytes[g] * mean_inv_bw
+    if a == b and previous is not None:  # no inputs: its outputs leave unless it joins its consumer's other inputs
+        cut = (1.0 - _peer_share(schedule, g, on)) * schedule.out_bytes[g] * mean_inv_bw
     overload = (after - schedule.fair_share).clamp_min(0)
+    slower = dur - dur[allowed].min() if allowed.any() else torch.zeros_like(dur)
+    gap = (overload + cut + slower) / scale
+    if previous is not None:
+        gap = gap + STAGE_SWITCH * (previous.unsqueeze(1) != torch.arange(d))
     return [(after / top).clamp(0, 1), torch.log1p((cut / scale).clamp(0, _GAP_CLIP)),
-            torch.log1p(((overload + cut) / scale).clamp(0, _GAP_CLIP))]
+            torch.log1p(gap.clamp(0, _GAP_CLIP))]
+
+
+def _peer_share(schedule: ScheduleContext, g: int, on: torch.Tensor) -> torch.Tensor:
+    """The fraction of source ``g``'s peers' bytes (:attr:`ScheduleContext.source_peers`) on each device, 1 where it
+    has none (it may go anywhere). Shapes: on (K, G); returns (K, D) float64."""
+    offsets, peers, nbytes = schedule.source_peers
+    a, b = int(offsets[g]), int(offsets[g + 1])
+    if a == b:
+        return torch.ones(on.shape[0], schedule.num_devices, dtype=torch.float64)
+    same = on[:, peers[a:b]].unsqueeze(-1) == torch.arange(schedule.num_devices)  # (K, P, D)
+    return (same * nbytes[a:b, None]).sum(1) / nbytes[a:b].sum().clamp_min(1.0)
 
 
 def _inputs(schedule: ScheduleContext, g: int, finish: torch.Tensor, on: torch.Tensor
@@ -289,8 +313,8 @@ def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
              choose: Callable[[torch.Tensor, int], torch.Tensor], stage: bool = False, stage_prior: bool = False
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """Place the groups in ``schedule.order``, K schedules at once; ``choose(features (K, D, F), g) -> (K,)``;
-    ``stage`` adds the stage features; ``stage_prior`` decodes in ``schedule.stage_order`` instead and tells
-    each group without inputs the device of the group placed before it.
+    ``stage`` adds the stage features; ``stage_prior`` decodes in ``schedule.stage_order`` instead, charges each
+    group without inputs by where its first consumer's other inputs are and a change of device one duration.
 
     Shapes:
         allowed (G, D) bool; returns devices (K, G) int64 and features (K, G, D, DYNAMIC_FEATURES) float32.
@@ -302,7 +326,7 @@ def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
     used = torch.zeros(k, d, dtype=torch.float64)
     load = torch.zeros(k, d, dtype=torch.float64) if stage else None
     features = torch.zeros(k, g_count, d, DYNAMIC_FEATURES + (STAGE_FEATURES if stage else 0))
-    rows, previous = torch.arange(k), None
+    rows, previous = torch.arange(k), torch.full((k,), -1) if stage_prior else None
     for g in (schedule.stage_order if stage_prior else schedule.order).tolist():
         x, end = schedule_features(schedule, g, allowed[g], finish, on, free_at, used, load, previous)
         features[:, g] = x
@@ -310,7 +334,7 @@ def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
         finish[:, g], on[:, g] = end[rows, chosen], chosen
         free_at[rows, chosen] = end[rows, chosen]
         used[rows, chosen] += schedule.memory[g]
+        previous = chosen if stage_prior else None
         if load is not None:
             load[rows, chosen] += schedule.durations[g][chosen]
-        previous = chosen if stage_prior else None
     return on, features

@@ -51,22 +51,57 @@ class ScheduleContext:
 
     @cached_property
     def stage_order(self) -> torch.Tensor:
-        """:attr:`order` with each group that has no inputs moved to just before its first consumer (groups
-        without inputs or consumers last): still topological, and a source such as a weight is placed when the
-        pipeline reaches its consumer. Shapes: (G,) int64."""
+        """A depth-first topological order for pipeline stages: after a group, the groups it made ready (most
+        critical first, by :attr:`order`), so a branch or chain is decoded to its end before the next starts;
+        each group without inputs just before its first consumer (groups without inputs or consumers last), so a
+        source such as a weight is placed when the pipeline reaches its consumer. Shapes: (G,) int64."""
         ptr, src = self.pred_ptr.tolist(), self.pred_src.tolist()
         is_source = [ptr[g] == ptr[g + 1] for g in range(self.num_groups)]
+        rank = [0] * self.num_groups
+        for i, g in enumerate(self.order.tolist()):
+            rank[g] = i
+        waiting, succ = [0] * self.num_groups, [[] for _ in range(self.num_groups)]
+        for g in range(self.num_groups):
+            for s in src[ptr[g]:ptr[g + 1]]:
+                if not is_source[s]:
+                    waiting[g] += 1
+                    succ[s].append(g)
+        stack = sorted((g for g in range(self.num_groups) if not is_source[g] and not waiting[g]),
+                       key=rank.__getitem__, reverse=True)
         placed, order = [False] * self.num_groups, []
-        for g in self.order.tolist():
-            if is_source[g]:
-                continue
+        while stack:
+            g = stack.pop()
             for s in src[ptr[g]:ptr[g + 1]]:
                 if is_source[s] and not placed[s]:
                     placed[s] = True
                     order.append(s)
             order.append(g)
+            for s in sorted(succ[g], key=rank.__getitem__, reverse=True):
+                waiting[s] -= 1
+                if not waiting[s]:
+                    stack.append(s)
         order += [g for g in self.order.tolist() if is_source[g] and not placed[g]]
         return torch.as_tensor(order, dtype=torch.int64)
+
+    @cached_property
+    def source_peers(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For each group without inputs, the other inputs of its first consumer that :attr:`stage_order` places
+        before it (where the consumer's data already is) and the bytes each sends the consumer; none for other
+        groups. Shapes: CSR offsets (G + 1,) int64 into positions (P,) int64 and bytes (P,) float64."""
+        ptr, src = self.pred_ptr.tolist(), self.pred_src.tolist()
+        at = [0] * self.num_groups
+        for i, g in enumerate(self.stage_order.tolist()):
+            at[g] = i
+        peers: list[list[int] | None] = [None] * self.num_groups
+        for c in self.stage_order.tolist():  # a source's first consumer comes first
+            for s in src[ptr[c]:ptr[c + 1]]:
+                if ptr[s] == ptr[s + 1] and peers[s] is None:
+                    peers[s] = [e for e in range(ptr[c], ptr[c + 1]) if at[src[e]] < at[s]]
+        edges = [e for p in peers for e in p or []]
+        offsets = np.zeros(self.num_groups + 1, dtype=np.int64)
+        np.cumsum([len(p or []) for p in peers], out=offsets[1:])
+        edges = torch.as_tensor(edges, dtype=torch.int64)
+        return torch.as_tensor(offsets), self.pred_src[edges], self.pred_bytes[edges]
 
     @cached_property
     def out_bytes(self) -> torch.Tensor:

@@ -56,6 +56,41 @@ def test_stage_order_places_each_source_just_before_its_first_consumer():
     assert context.out_bytes.tolist() == [1000.0, 1000.0, 1000.0, 0.0, 10.0]
 
 
+def _branches(num: int = 4, length: int = 3) -> OpGraph:
+    """``num`` equal chains ``b{i}_0 -> ... -> b{i}_{length-1}`` whose heads are sources, all read by one sink;
+    the chains' edges carry 10 s of transfer at 1 MB/s (under the 12 s of all the work), the sink's inputs 1 ms."""
+    ops = [Op(f"b{i}_{j}", "Layer", 1.0, output_bytes=10**7) for i in range(num) for j in range(length)]
+    ops.append(Op("sink", "Add", 0.1))
+    edges = [Edge(f"b{i}_{j}", f"b{i}_{j + 1}") for i in range(num) for j in range(length - 1)]
+    edges += [Edge(f"b{i}_{length - 1}", "sink", 10**3) for i in range(num)]
+    return OpGraph.from_ops(ops, edges, name="branches")
+
+
+def test_stage_order_decodes_a_branch_to_its_end_before_the_next():
+    graph = _branches()
+    context = ScheduleContext.build(graph, uniform_cluster(2), np.arange(graph.num_ops))
+    names = [graph.op_names[g] for g in context.stage_order.tolist()]
+    assert [name.split("_")[0] for name in names[:-1]] == [f"b{i}" for i in range(4) for _ in range(3)], names
+    assert names[-1] == "sink"
+    assert [graph.op_names[int(g)] for g in context.order[:4]] != names[:4]  # HEFT's order interleaves them
+
+
+def test_untrained_stage_prior_gives_each_branch_its_own_fast_device():
+    """Branch heads have no inputs: each goes where the pipeline's share is left (not with the group before it,
+    nor on the slow device); the heavy edges stay inside branches."""
+    graph = _branches()
+    devices = [Device("/CPU:0", "cpu", 0.25, 10**12)] + [Device(f"/GPU:{i}", "gpu", 1.0, 10**12) for i in range(4)]
+    cluster = Cluster.build(devices, default_bandwidth=1e6)
+    torch.manual_seed(0)
+    policy = ListSchedulingPolicy(8, state_size=8, stage_features=True, prior="stage")
+    torch.nn.init.zeros_(policy.residual[-1].weight)
+    encoder = GNNEncoder("sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
+    placed = PolicyPlacer(graph, cluster, encoder, policy, grouping=identity_grouping(graph)).greedy().devices
+    branch_devices = [set(placed[3 * i:3 * i + 3].tolist()) for i in range(4)]
+    assert all(len(d) == 1 for d in branch_devices), placed
+    assert set().union(*branch_devices) == {1, 2, 3, 4}, placed
+
+
 def test_fair_share_gives_each_device_work_in_proportion_to_its_speed():
     cluster = Cluster.build([Device("/GPU:0", "gpu", 1.0, 10**12), Device("/GPU:1", "gpu", 2.0, 10**12)],
                             default_bandwidth=1e9)
