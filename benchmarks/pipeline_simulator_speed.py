@@ -104,7 +104,7 @@ def plain_minibatch_time(prep, devices) -> float:
             heapq.heappush(ready[idev[k]], k)
     busy = [False] * nd
     chan_busy, chan_q = {}, {}
-    events, t, done = [], 0.0, 0
+    events, t, done, ended = [], 0.0, 0, [0.0] * k_count
     dirty_dev, dirty_ch = set(range(nd)), set()
     while True:
         for c in dirty_ch:
@@ -142,8 +142,13 @@ def plain_minibatch_time(prep, devices) -> float:
                         pending[j] -= 1
                         if pending[j] == 0:
                             heapq.heappush(ready[d], j)
+                ended[k] = t
                 for dst, nbytes in sends[k]:
-                    chan_q.setdefault((d, dst), deque()).append((k, dst, nbytes))
+                    queue = chan_q.setdefault((d, dst), deque())
+                    at = len(queue)  # ties of end time go by priority (instance number)
+                    while at and ended[queue[at - 1][0]] == t and queue[at - 1][0] > k:
+                        at -= 1
+                    queue.insert(at, (k, dst, nbytes))
                     dirty_ch.add((d, dst))
             else:
                 k, dst = divmod(key - k_count, nd)

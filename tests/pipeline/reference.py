@@ -86,6 +86,7 @@ def reference_minibatch(graph, cluster, devices, m_count, schedule):
         heapq.heappush(events, (when, order, kind, payload))
 
     sends = {}  # (producer instance, destination device) -> bytes
+    ended = {}  # instance -> end time
     while True:
         for ch, queue in chan_queue.items():
             if not chan_busy.get(ch) and queue:
@@ -114,6 +115,7 @@ def reference_minibatch(graph, cluster, devices, m_count, schedule):
             _, _, kind, payload = heapq.heappop(events)
             if kind == "op":
                 x, d = payload, dev(payload)
+                ended[x] = t
                 dev_free[d] = True
                 if x[1] >= 0:
                     phase_left[d][code[x[0]]] -= 1
@@ -125,7 +127,11 @@ def reference_minibatch(graph, cluster, devices, m_count, schedule):
                         arrive(waiting, ready, c, x, d)
                     elif (x, dev(c)) not in sends:
                         sends[(x, dev(c))] = 0
-                        chan_queue.setdefault((d, dev(c)), []).append((x, dev(c)))
+                        queue = chan_queue.setdefault((d, dev(c)), [])
+                        at = len(queue)  # after the producers that ended earlier or come first in priority order
+                        while at and ended[queue[at - 1][0]] == t and prio[queue[at - 1][0]] > prio[x]:
+                            at -= 1
+                        queue.insert(at, (x, dev(c)))
                     if dev(c) != d:
                         sends[(x, dev(c))] = max(sends[(x, dev(c))], inputs[c][x])
             else:

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from gplace.ir import GraphError, InvalidPlacementError, Op, OpGraph, Placement
+from gplace.ir import Edge, GraphError, InvalidPlacementError, Op, OpGraph, Placement
 from gplace.pipeline import PipelineSimulator, SteadyStateScore, steady_state_loads, write_pipeline_trace
 from gplace.testing import chain, random_dag, uniform_cluster
 from tests.pipeline.graphs import random_training_dag, training_chain
@@ -27,6 +27,32 @@ def test_kernel_matches_plain_python_reference(schedule, seed):
         assert sched.busy_time.tolist() == pytest.approx(busy, rel=1e-12, abs=0)
         assert sched.in_flight.tolist() == most
         assert sched.peak_memory.tolist() == peak
+
+
+def _zero_cost_dag(n: int, seed: int) -> OpGraph:
+    """A random DAG where most ops and transfers take no time, so many instances end at one instant in
+    successive rounds of the event loop."""
+    rng = np.random.default_rng(seed)
+    ops = [Op(f"o{i}", "T", float(rng.choice([0.0, 0.0, 1.0])), output_bytes=int(rng.choice([0, 0, 10**5])))
+           for i in range(n)]
+    edges = [Edge(f"o{j}", f"o{i}") for i in range(1, n) for j in range(i) if rng.random() < 0.3]
+    return OpGraph.from_ops(ops, edges, name=f"zero_cost{n}_{seed}")
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_kernel_matches_the_reference_when_instances_end_in_successive_rounds_of_one_instant(schedule):
+    """A channel serves the transfers of producers that ended at one instant in priority order, however many
+    rounds of the event loop that instant took."""
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        graph, cluster = _zero_cost_dag(10, seed), uniform_cluster(int(rng.integers(2, 4)), bandwidth=1e6)
+        m = int(rng.integers(1, 4))
+        sim = PipelineSimulator(microbatches=m, schedule=schedule)
+        for _ in range(5):
+            devices = rng.integers(0, cluster.num_devices, graph.num_ops)
+            expected = reference_minibatch(graph, cluster, devices, m, schedule)[0]
+            assert sim.simulate(graph, cluster, Placement.for_graph(graph, devices.tolist())).minibatch_time == \
+                expected, (seed, devices.tolist())
 
 
 def test_gpipe_and_1f1b_on_a_two_stage_training_chain():
