@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gplace.baselines._common import op_memory
 from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
 
 
@@ -109,7 +110,7 @@ def uncuttable_edges(graph: OpGraph, cluster: Cluster) -> np.ndarray:
     placement that cuts one waits at least that transfer, so it is never faster than that device alone. None
     where no device can hold the graph. Shapes: returns (E,) bool by ``graph.edge_index`` column."""
     durations, allowed = graph.durations(cluster), graph.allowed_devices(cluster)
-    memory = int((graph.persistent_memory + graph.output_bytes).sum())
+    memory = int(op_memory(graph).sum())
     alone = [durations[:, d].sum() for d in range(cluster.num_devices)
              if allowed[:, d].all() and memory <= cluster.memory[d]]
     if not alone or cluster.num_devices < 2:

@@ -27,6 +27,14 @@ def diamond(nbytes: int = MB) -> OpGraph:
     return OpGraph.from_ops(ops, edges, name="diamond")
 
 
+def heavy_edge_diamond() -> OpGraph:
+    """``s -> (l, r) -> t``, cost 1 each (4 s on one device); ``s -> l`` carries 5 MB (5 s at 1 MB/s), the others
+    1 MB: at 1 MB/s, cutting ``s -> l`` is slower than the whole graph on one device."""
+    ops = [Op(name, "T", 1.0, output_bytes=MB) for name in ("s", "l", "r", "t")]
+    edges = [Edge("s", "l", 5 * MB), Edge("s", "r"), Edge("l", "t"), Edge("r", "t")]
+    return OpGraph.from_ops(ops, edges, name="heavy_edge_diamond")
+
+
 def fork_join(k: int = 3, cost: float = 1.0, nbytes: int = MB) -> OpGraph:
     """``src -> k parallel ops -> sink``; src and sink cost 0."""
     ops = [Op("src", "Input", 0.0, output_bytes=nbytes)]

@@ -7,7 +7,7 @@ import pytest
 
 from gplace.grouping import group_ops, identity_grouping, make_grouping, split_groups, uncuttable_edges
 from gplace.ir import Edge, InvalidPlacementError, Op, OpGraph, Placement
-from gplace.testing import chain, cpu_gpu_cluster, diamond, random_dag, uniform_cluster
+from gplace.testing import chain, cpu_gpu_cluster, diamond, heavy_edge_diamond, random_dag, uniform_cluster
 
 
 def _ops(n: int, **per_op: dict[int, object]) -> list[Op]:
@@ -124,15 +124,8 @@ def test_edge_bytes_count_each_producer_once():
     assert coarse.num_edges == len({(a, b) for a, b in coarse.edge_index.T.tolist()})
 
 
-def _heavy_diamond() -> OpGraph:
-    """``s -> (l, r) -> t``, cost 1 each (4 s on one device); ``s -> l`` carries 5 MB (5 s at 1 MB/s), the rest 1 MB."""
-    ops = [Op(name, "T", 1.0, output_bytes=10**6) for name in ("s", "l", "r", "t")]
-    edges = [Edge("s", "l", 5 * 10**6), Edge("s", "r"), Edge("l", "t"), Edge("r", "t")]
-    return OpGraph.from_ops(ops, edges, name="heavy_diamond")
-
-
 def test_an_edge_whose_transfer_outlasts_the_graph_on_one_device_is_uncuttable():
-    graph = _heavy_diamond()
+    graph = heavy_edge_diamond()
     assert uncuttable_edges(graph, uniform_cluster(2, bandwidth=1e6)).tolist() == [True, False, False, False]
     assert not uncuttable_edges(graph, uniform_cluster(2, bandwidth=2e6)).any()  # 2.5 s: cutting it may pay
     assert not uncuttable_edges(graph, uniform_cluster(2, memory=10**6, bandwidth=1e6)).any()  # no device holds it
@@ -140,7 +133,7 @@ def test_an_edge_whose_transfer_outlasts_the_graph_on_one_device_is_uncuttable()
 
 
 def test_uncuttable_edges_keep_their_ends_in_one_group():
-    graph = _heavy_diamond()
+    graph = heavy_edge_diamond()
     free = group_ops(graph, max_groups=None, merge_consumers=False)
     kept = group_ops(graph, max_groups=None, merge_consumers=False,
                      uncuttable=uncuttable_edges(graph, uniform_cluster(2, bandwidth=1e6)))

@@ -10,7 +10,7 @@ from gplace.encoders import GNNEncoder, LSTMEncoder
 from gplace.ir import Edge, Op, OpGraph, Placement
 from gplace.placer import PolicyPlacer
 from gplace.policies import ListSchedulingPolicy, Seq2SeqPolicy
-from gplace.testing import chain, cpu_gpu_cluster, random_dag, uniform_cluster
+from gplace.testing import chain, cpu_gpu_cluster, heavy_edge_diamond, random_dag, uniform_cluster
 
 
 def _graph() -> OpGraph:
@@ -114,8 +114,7 @@ def test_a_placer_that_expresses_a_placement_projects_onto_it_exactly():
 def test_the_default_grouping_keeps_uncuttable_edges_inside_groups():
     """A list-scheduling policy keeps small graphs op by op, except an edge whose transfer (5 s at 1 MB/s) outlasts
     the whole graph on one device (4 s)."""
-    ops = [Op(name, "T", 1.0, output_bytes=10**6) for name in ("s", "l", "r", "t")]
-    graph = OpGraph.from_ops(ops, [Edge("s", "l", 5 * 10**6), Edge("s", "r"), Edge("l", "t"), Edge("r", "t")])
+    graph = heavy_edge_diamond()
     encoder = GNNEncoder("sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
     for bandwidth, groups in ((1e6, [0, 0, 1, 2]), (1e7, [0, 1, 2, 3])):
         placer = PolicyPlacer(graph, uniform_cluster(2, bandwidth=bandwidth), encoder, ListSchedulingPolicy(8))

@@ -87,7 +87,7 @@ class ScheduleContext:
     def source_peers(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """For each group without inputs, the other inputs of its first consumer that :attr:`stage_order` places
         before it (where the consumer's data already is) and the bytes each sends the consumer; none for other
-        groups. Shapes: CSR offsets (G + 1,) int64 into positions (P,) int64 and bytes (P,) float64."""
+        groups. Shapes: CSR offsets (G + 1,) int64 into peer groups (P,) int64 and bytes (P,) float64."""
         ptr, src = self.pred_ptr.tolist(), self.pred_src.tolist()
         at = [0] * self.num_groups
         for i, g in enumerate(self.stage_order.tolist()):
