@@ -78,7 +78,13 @@ sorted run: a radix heap on the ready times' bits with an int heap for ties (13.
 - The ready queue was half of the fast pass: in the pass before the equal-bytes shortcut, replacing the heap by
   a stack (wrong results, timing only) took 16.3 to 8.9 us at 256 ops and 383 to 203 us at 5,000 (2 devices).
   Even then the pass would be about 29x and 28x, so 30x needs less per-edge work as well as the cheaper queue
-  (the sorted run above gets part of the stack's gain); not done in the time given.
+  (the sorted run above gets part of the stack's gain); not done in the time given. Timing-only variants of
+  the current pass (wrong results; 256 ops, 2 devices, min of 7 repeats, the machine otherwise idle): 11.0 us
+  as it is; 6.3 us with a FIFO in place of the ordered queue; 1.5 us with the FIFO and no transfers (an edge
+  across devices adds a constant instead). A branch-free transfer step (a bit per device with a consumer, then
+  one transfer per set bit) took the FIFO variant to 4.3 us, but the real pass (ordered queue) from 11.0 to
+  11.2 us on 2 devices and from 11.4 to 12.9 us on 5: the queue's and the transfers' costs do not add up, and
+  without hardware counters on this machine (`perf` reports none) it was left there.
 - Placements whose memory bound does not fit still run the full event kernel (about 6x, as before), after
   a wasted fast pass. In the 80 GB rows the bound fits every placement (a separate bound pass cost about
   100 us at 5,000 ops, so the fast pass adds it up as it goes).
