@@ -1,0 +1,84 @@
+"""Probe a cold learned search on the pipeline objective against the best placer of ``pipeline_results.json``.
+
+Run from the repository root with the shared graphs reachable (``GPLACE_SHARED``)::
+
+    python benchmarks/pipeline_search_probe.py resnet18 vgg16 --schedules 1f1b -o trainer.lr=0.003
+
+Each (graph, schedule) runs one search as ``bench_pipeline`` runs ``list_scheduling_stage`` (GNN encoder,
+list-scheduling policy with the stage prior, REINFORCE with its defaults, ``--seconds`` of search, rewarded by
+pipe-v1 on ``--cluster`` with M = ``--microbatches``), with ``-o`` overrides of the main config after the
+bench's own, from ``torch.manual_seed(--seed)``. It prints the mini-batch time and its ratio to the fastest
+non-learned method of the same case in ``benchmarks/pipeline_results.json``, then how many cases end within 5 %
+and the geometric mean of the ratios. One seed per case: a difference of a few cases is within the noise.
+The notes of ``benchmarks/PIPELINE.md`` quote such probes (trainer settings, ``STAGE_SWITCH``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_module
+from hydra.utils import instantiate
+
+from gplace.experiment import place
+from gplace.pipeline import PipelineSimulator
+
+RESULTS = Path(__file__).with_name("pipeline_results.json")
+LEARNED = ("list_scheduling",)  # method names starting with it are learned searches
+STAGE = ["encoder=gnn", "policy=list_scheduling", "policy.stage_features=true", "policy.prior=stage"]
+
+
+def best_placer(rows: list[dict], graph: str, cluster: str, schedule: str, microbatches: int) -> float:
+    """The fastest non-learned mini-batch time (s) of a case."""
+    times = [r["minibatch_time"] for r in rows
+             if (r["graph"], r["cluster"], r["schedule"], r["microbatches"]) == (graph, cluster, schedule, microbatches)
+             and not r["failed"] and not r["method"].startswith(LEARNED)]
+    if not times:
+        raise SystemExit(f"no placer row for {graph} on {cluster}, {schedule}, M = {microbatches} in {RESULTS}")
+    return min(times)
+
+
+def search(graph, cluster, runtime, seconds: float, overrides: list[str]):
+    """A cold search's placement, as ``bench_pipeline`` runs it."""
+    cfg = compose(config_name="config", overrides=["logger=none", "trainer.progress=false", "trainer.updates=100000",
+                                                    f"trainer.max_seconds={seconds}", *STAGE, *overrides])
+    return place(graph, cluster, encoder=instantiate(cfg.encoder), policy=instantiate(cfg.policy), runtime=runtime,
+                 trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups).placement
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("graphs", nargs="+", help="graph names of bench_pipeline.yaml")
+    parser.add_argument("--schedules", nargs="+", default=["gpipe", "1f1b"])
+    parser.add_argument("--cluster", default="a100x4", help="a cluster name of bench_pipeline.yaml")
+    parser.add_argument("--microbatches", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("-o", "--override", action="append", default=[], help="override of the main config")
+    args = parser.parse_args()
+    rows = json.loads(RESULTS.read_text())
+    ratios = []
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        bench = compose(config_name="bench_pipeline")
+        cluster = instantiate(bench.clusters[args.cluster])
+        for name in args.graphs:
+            graph = instantiate(bench.graphs[name])
+            for schedule in args.schedules:
+                runtime = PipelineSimulator(microbatches=args.microbatches, schedule=schedule)
+                torch.manual_seed(args.seed)
+                placement = search(graph, cluster, runtime, args.seconds, args.override)
+                got = runtime.measure(graph, cluster, placement).step_time
+                ratio = got / best_placer(rows, name, cluster.name, schedule, args.microbatches)
+                ratios.append(ratio)
+                print(f"{name} {schedule}: {got * 1e3:.4g} ms, {ratio:.3f}x the best placer", flush=True)
+    within = sum(r <= 1.05 for r in ratios)
+    mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    print(f"within 5 %: {within} of {len(ratios)}; geometric mean {mean:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
