@@ -10,7 +10,8 @@ pipe-v1 on ``--cluster`` with M = ``--microbatches``), with ``-o`` overrides of 
 bench's own, from ``torch.manual_seed(--seed)``. It prints the mini-batch time and its ratio to the fastest
 non-learned method of the same case in ``benchmarks/pipeline_results.json``, then how many cases end within 5 %
 and the geometric mean of the ratios. Check a difference with other ``--seed`` values (with the defaults,
-seeds 0-2 ended at the same times on most profile cases: PIPELINE.md's notes). The notes of ``benchmarks/PIPELINE.md`` quote such probes (trainer settings, ``STAGE_SWITCH``).
+seeds 0-2 ended at the same times on most profile cases). The notes of ``benchmarks/PIPELINE.md`` quote
+such probes (trainer settings, ``STAGE_SWITCH``).
 """
 
 from __future__ import annotations
