@@ -11,7 +11,9 @@ bench's own, from ``torch.manual_seed(--seed)``. It prints the mini-batch time a
 non-learned method of the same case in ``benchmarks/pipeline_results.json``, then how many cases end within 5 %
 and the geometric mean of the ratios. Check a difference with other ``--seed`` values (with the defaults,
 seeds 0-2 ended at the same times on most profile cases). The notes of ``benchmarks/PIPELINE.md`` quote
-such probes (trainer settings, ``STAGE_SWITCH``).
+such probes (trainer settings, ``STAGE_SWITCH``). With ``--polish S``, :class:`PipelineLocalSearch` then
+descends from the search's placement for S seconds (the bench's local search descends from the DP's split for
+10 s), and its time and ratio are printed too.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import torch
 from hydra import compose, initialize_config_module
 from hydra.utils import instantiate
 
+from gplace.baselines.pipeline import PipelineLocalSearch
 from gplace.experiment import place
+from gplace.interfaces import Placer
 from gplace.pipeline import PipelineSimulator
 
 RESULTS = Path(__file__).with_name("pipeline_results.json")
@@ -41,6 +45,18 @@ def best_placer(rows: list[dict], graph: str, cluster: str, schedule: str, micro
     if not times:
         raise SystemExit(f"no placer row for {graph} on {cluster}, {schedule}, M = {microbatches} in {RESULTS}")
     return min(times)
+
+
+class Given(Placer):
+    """The placement it was given (the start of a local search)."""
+
+    name = "given"
+
+    def __init__(self, placement) -> None:
+        self.placement = placement
+
+    def _place(self, graph, cluster):
+        return self.placement.devices
 
 
 def search(graph, cluster, runtime, seconds: float, overrides: list[str]):
@@ -59,10 +75,11 @@ def main() -> None:
     parser.add_argument("--microbatches", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--polish", type=float, default=0.0, help="seconds of local search from the result")
     parser.add_argument("-o", "--override", action="append", default=[], help="override of the main config")
     args = parser.parse_args()
     rows = json.loads(RESULTS.read_text())
-    ratios = []
+    ratios, polished = [], []
     with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
         bench = compose(config_name="bench_pipeline")
         cluster = instantiate(bench.clusters[args.cluster])
@@ -73,12 +90,24 @@ def main() -> None:
                 torch.manual_seed(args.seed)
                 placement = search(graph, cluster, runtime, args.seconds, args.override)
                 got = runtime.measure(graph, cluster, placement).step_time
-                ratio = got / best_placer(rows, name, cluster.name, schedule, args.microbatches)
+                best = best_placer(rows, name, cluster.name, schedule, args.microbatches)
+                ratio = got / best
                 ratios.append(ratio)
-                print(f"{name} {schedule}: {got * 1e3:.4g} ms, {ratio:.3f}x the best placer", flush=True)
+                line = f"{name} {schedule}: {got * 1e3:.4g} ms, {ratio:.3f}x the best placer"
+                if args.polish > 0:
+                    local = PipelineLocalSearch(args.microbatches, schedule, start=Given(placement),
+                                                time_limit=args.polish)
+                    then = runtime.measure(graph, cluster, local.place(graph, cluster)).step_time
+                    polished.append(then / best)
+                    line += f"; polished {then * 1e3:.4g} ms, {then / best:.3f}x"
+                print(line, flush=True)
     within = sum(r <= 1.05 for r in ratios)
     mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
     print(f"within 5 %: {within} of {len(ratios)}; geometric mean {mean:.3f}x")
+    if polished:
+        mean = math.exp(sum(map(math.log, polished)) / len(polished))
+        within = sum(r <= 1.05 for r in polished)
+        print(f"polished: within 5 %: {within} of {len(polished)}; geometric mean {mean:.3f}x")
 
 
 if __name__ == "__main__":
