@@ -73,10 +73,15 @@ class ListSchedulingPolicy(Configurable, nn.Module):
             bytes the group would cut and what it adds past the device's fair share (``STAGE_FEATURES`` more
             columns; default: ``False``, the shipped pretrained policy's width).
         prior: ``"eft"``, the earliest-finish-time prior of the step-time objective, or ``"stage"``, a prior for
-            the pipeline objective: ``-w * log1p((overload + cut) / duration)``, where overload is how far the
-            device's load would pass its fair share of the graph's work and cut the transfer time of the
-            group's inputs made elsewhere; untrained, the policy then samples balanced, mostly contiguous
-            splits (needs ``stage_features``; default: ``"eft"``).
+            the pipeline objective: ``-w * log1p((overload + cut + ...) / duration)``, where overload is how far
+            the device's load would pass its fair share of the graph's work and cut the transfer time of the
+            group's inputs made elsewhere (all terms: :func:`schedule_features`, column 10); untrained, the
+            policy then samples balanced, mostly contiguous splits (needs ``stage_features``; default:
+            ``"eft"``).
+        revisit: with the stage prior, what going back to a device that holds earlier groups costs (other than
+            the previous group's device), in units of the group's duration, added to the prior's gap: larger
+            values keep each device to one run of the decoding order (default: 0.0; see the notes of
+            ``benchmarks/PIPELINE.md``: under 1F1B it helps some graphs and hurts others).
 
     Shapes:
         states (G, S) float, allowed (G, D) bool, device_features (D, F); devices (K, G) int64;
@@ -99,13 +104,17 @@ class ListSchedulingPolicy(Configurable, nn.Module):
     def __init__(self, hidden_size: int = 128, *, state_size: int | None = None,
                  device_feature_size: int = DEVICE_FEATURES, prior_weight: float = 3.0,
                  residual_bound: float | None = 4.0, num_devices: int | None = None,
-                 stage_features: bool = False, prior: str = "eft") -> None:
+                 stage_features: bool = False, prior: str = "eft", revisit: float = 0.0) -> None:
         super().__init__()
         if prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
         if prior == "stage" and not stage_features:
             raise ValueError("prior='stage' needs stage_features=True (its column is a stage feature)")
-        self.stage_features, self.prior = stage_features, prior
+        if not 0.0 <= revisit < float("inf"):
+            raise ValueError(f"revisit must be finite and >= 0, got {revisit!r}")
+        if revisit and prior != "stage":
+            raise ValueError(f"revisit={revisit!r} needs prior='stage' (it is a term of the stage prior)")
+        self.stage_features, self.prior, self.revisit = stage_features, prior, float(revisit)
         self.state_size = hidden_size if state_size is None else state_size
         self.device_feature_size = device_feature_size
         self.node = two_layer_mlp(self.state_size, hidden_size)
@@ -171,7 +180,7 @@ class ListSchedulingPolicy(Configurable, nn.Module):
         with torch.no_grad():
             devices, features = _rollout(schedule, allowed.cpu(), k, lambda x, g: choose(
                 self._logits(base[g].detach().cpu(), x, allowed[g].cpu()), g), stage=self.stage_features,
-                stage_prior=self.prior == "stage")
+                stage_prior=self.prior == "stage", revisit=self.revisit)
         logits = self._logits(base, features.to(states.device, states.dtype), allowed)  # (K, G, D)
         log_p = torch.log_softmax(logits, -1)
         devices = devices.to(states.device)
@@ -205,7 +214,8 @@ class ListSchedulingPolicy(Configurable, nn.Module):
 
 def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, finish: torch.Tensor,
                       on: torch.Tensor, free_at: torch.Tensor, used: torch.Tensor, load: torch.Tensor | None = None,
-                      previous: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                      previous: torch.Tensor | None = None, revisit: float = 0.0
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """Each device as seen by group position ``g`` given the partial schedules, and when ``g`` would finish there.
 
     Columns: 0 ``log1p(gap)``, gap the finish time on the device minus the earliest over devices, over the group's
@@ -223,7 +233,8 @@ def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, 
     (K,), the device of the group placed before (-1 for none; the stage prior's decoding), a group without
     inputs is charged the transfer time of its output bytes times the share of its
     :attr:`~ScheduleContext.source_peers`' bytes made elsewhere (0 without peers), and column 10 adds
-    :data:`STAGE_SWITCH` on every device but the previous one (ties keep stages contiguous).
+    :data:`STAGE_SWITCH` on every device but the previous one (ties keep stages contiguous) and ``revisit`` on
+    every device but the previous one that holds groups already.
 
     Shapes:
         allowed (D,) bool devices the group may use; finish (K, G) float64 finish times and on (K, G) int64
@@ -252,13 +263,13 @@ def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, 
         (~room & (room & allowed).any(1, keepdim=True)).to(end.dtype),
     ]
     if load is not None:
-        columns += _stage_columns(schedule, g, allowed, load, dur, local, scale, on, previous)
+        columns += _stage_columns(schedule, g, allowed, load, dur, local, scale, on, previous, revisit)
     return torch.stack(columns, -1).float(), end
 
 
 def _stage_columns(schedule: ScheduleContext, g: int, allowed: torch.Tensor, load: torch.Tensor, dur: torch.Tensor,
-                   local: torch.Tensor, scale: torch.Tensor, on: torch.Tensor, previous: torch.Tensor | None
-                   ) -> list[torch.Tensor]:
+                   local: torch.Tensor, scale: torch.Tensor, on: torch.Tensor, previous: torch.Tensor | None,
+                   revisit: float = 0.0) -> list[torch.Tensor]:
     """Columns 8 to 10 of :func:`schedule_features`. Shapes: load and local (K, D), dur (D,), scale (K, 1), on
     (K, G), previous (K,) or ``None``."""
     after = load + dur
@@ -274,7 +285,8 @@ def _stage_columns(schedule: ScheduleContext, g: int, allowed: torch.Tensor, loa
     slower = dur - dur[allowed].min() if allowed.any() else torch.zeros_like(dur)
     gap = (overload + cut + slower) / scale
     if previous is not None:
-        gap = gap + STAGE_SWITCH * (previous.unsqueeze(1) != torch.arange(d))
+        switch = previous.unsqueeze(1) != torch.arange(d)
+        gap = gap + STAGE_SWITCH * switch + revisit * (switch & (load > 0))
     return [(after / top).clamp(0, 1), torch.log1p((cut / scale).clamp(0, _GAP_CLIP)),
             torch.log1p(gap.clamp(0, _GAP_CLIP))]
 
@@ -310,11 +322,12 @@ def _inputs(schedule: ScheduleContext, g: int, finish: torch.Tensor, on: torch.T
 
 
 def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
-             choose: Callable[[torch.Tensor, int], torch.Tensor], stage: bool = False, stage_prior: bool = False
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+             choose: Callable[[torch.Tensor, int], torch.Tensor], stage: bool = False, stage_prior: bool = False,
+             revisit: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Place the groups in ``schedule.order``, K schedules at once; ``choose(features (K, D, F), g) -> (K,)``;
     ``stage`` adds the stage features; ``stage_prior`` decodes in ``schedule.stage_order`` instead, charges each
-    group without inputs by where its first consumer's other inputs are and a change of device one duration.
+    group without inputs by where its first consumer's other inputs are, a change of device ``STAGE_SWITCH``
+    durations and a return to a device holding groups ``revisit`` more.
 
     Shapes:
         allowed (G, D) bool; returns devices (K, G) int64 and features (K, G, D, DYNAMIC_FEATURES) float32.
@@ -328,7 +341,7 @@ def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
     features = torch.zeros(k, g_count, d, DYNAMIC_FEATURES + (STAGE_FEATURES if stage else 0))
     rows, previous = torch.arange(k), torch.full((k,), -1) if stage_prior else None
     for g in (schedule.stage_order if stage_prior else schedule.order).tolist():
-        x, end = schedule_features(schedule, g, allowed[g], finish, on, free_at, used, load, previous)
+        x, end = schedule_features(schedule, g, allowed[g], finish, on, free_at, used, load, previous, revisit)
         features[:, g] = x
         chosen = choose(x, g).to(torch.int64)
         finish[:, g], on[:, g] = end[rows, chosen], chosen

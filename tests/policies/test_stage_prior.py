@@ -117,3 +117,43 @@ def test_hydra_selects_the_stage_prior():
                                                        "policy.stage_features=true", "policy.prior=stage"])
     policy = instantiate(cfg.policy)(num_devices=3)
     assert isinstance(policy, ListSchedulingPolicy) and policy.prior == "stage" and policy.stage_features
+
+
+def _join() -> OpGraph:
+    """``s -> a0 -> a1 -> a2 -> t`` and ``s -> b0 -> b1 -> b2 -> t``, cost 1 (``s`` 0.1); ``a2 -> t`` carries 3 MB
+    (3 s at 1 MB/s), the other edges 1 kB. Decoded depth-first, branch a fills one device's share, branch b the
+    other's, and the join ``t`` comes last."""
+    ops = [Op("s", "In", 0.1, output_bytes=1000)]
+    ops += [Op(f"{b}{i}", "Layer", 1.0, output_bytes=1000) for b in "ab" for i in range(3)] + [Op("t", "Join", 1.0)]
+    edges = [Edge("s", "a0"), Edge("s", "b0"), Edge("a0", "a1"), Edge("a1", "a2"), Edge("b0", "b1"), Edge("b1", "b2"),
+             Edge("a2", "t", 3 * 10**6), Edge("b2", "t")]
+    return OpGraph.from_ops(ops, edges, name="join")
+
+
+def test_a_revisit_charge_keeps_the_join_on_the_device_the_pipeline_reached():
+    """Untrained, the join goes back to branch a's device (its 3 MB input is there, a 3 s cut otherwise); a revisit
+    charge of 10 durations keeps it with branch b, the group before it, paying the cut."""
+    graph = _join()
+    cluster = uniform_cluster(2)
+    devices = {}
+    for revisit in (0.0, 10.0):
+        torch.manual_seed(0)
+        policy = ListSchedulingPolicy(8, state_size=8, stage_features=True, prior="stage", revisit=revisit)
+        torch.nn.init.zeros_(policy.residual[-1].weight)
+        encoder = GNNEncoder("sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
+        placer = PolicyPlacer(graph, cluster, encoder, policy, grouping=identity_grouping(graph))
+        devices[revisit] = dict(zip(graph.op_names, placer.greedy().devices.tolist(), strict=True))
+    for got in devices.values():
+        assert got["a0"] == got["a2"] != got["b0"] == got["b2"], got
+    assert devices[0.0]["t"] == devices[0.0]["a2"]
+    assert devices[10.0]["t"] == devices[10.0]["b2"]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"prior": "stage", "revisit": -1.0}, "revisit must be finite and >= 0"),
+    ({"prior": "stage", "revisit": float("inf")}, "revisit must be finite and >= 0"),
+    ({"prior": "eft", "revisit": 1.0}, "needs prior='stage'"),
+])
+def test_a_bad_revisit_is_refused_by_name(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ListSchedulingPolicy(8, stage_features=True, **kwargs)
