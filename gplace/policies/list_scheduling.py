@@ -78,8 +78,8 @@ class ListSchedulingPolicy(Configurable, nn.Module):
             group's inputs made elsewhere (all terms: :func:`schedule_features`, column 10); untrained, the
             policy then samples balanced, mostly contiguous splits (needs ``stage_features``; default:
             ``"eft"``).
-        revisit: with the stage prior, what going back to a device that holds earlier groups costs (other than
-            the previous group's device), in units of the group's duration, added to the prior's gap: larger
+        revisit: with the stage prior, what going back to a device that already has work (other than the
+            previous group's device) costs, in units of the group's duration, added to the prior's gap: larger
             values keep each device to one run of the decoding order (default: 0.0; see the notes of
             ``benchmarks/PIPELINE.md``: under 1F1B it helps some graphs and hurts others).
 
@@ -234,7 +234,7 @@ def schedule_features(schedule: ScheduleContext, g: int, allowed: torch.Tensor, 
     inputs is charged the transfer time of its output bytes times the share of its
     :attr:`~ScheduleContext.source_peers`' bytes made elsewhere (0 without peers), and column 10 adds
     :data:`STAGE_SWITCH` on every device but the previous one (ties keep stages contiguous) and ``revisit`` on
-    every device but the previous one that holds groups already.
+    every device but the previous one that already has work (load above zero).
 
     Shapes:
         allowed (D,) bool devices the group may use; finish (K, G) float64 finish times and on (K, G) int64
@@ -327,7 +327,7 @@ def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
     """Place the groups in ``schedule.order``, K schedules at once; ``choose(features (K, D, F), g) -> (K,)``;
     ``stage`` adds the stage features; ``stage_prior`` decodes in ``schedule.stage_order`` instead, charges each
     group without inputs by where its first consumer's other inputs are, a change of device ``STAGE_SWITCH``
-    durations and a return to a device holding groups ``revisit`` more.
+    durations and a return to a device that already has work ``revisit`` more.
 
     Shapes:
         allowed (G, D) bool; returns devices (K, G) int64 and features (K, G, D, DYNAMIC_FEATURES) float32.
