@@ -67,6 +67,12 @@ def search(graph, cluster, runtime, seconds: float, overrides: list[str]):
                  trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups).placement
 
 
+def summary(label: str, ratios: list[float]) -> str:
+    """How many ratios are within 5 % (as the bench counts: at most 1.05) and their geometric mean."""
+    mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    return f"{label}within 5 %: {sum(r <= 1.05 for r in ratios)} of {len(ratios)}; geometric mean {mean:.3f}x"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("graphs", nargs="+", help="graph names of bench_pipeline.yaml")
@@ -87,13 +93,12 @@ def main() -> None:
             graph = instantiate(bench.graphs[name])
             for schedule in args.schedules:
                 runtime = PipelineSimulator(microbatches=args.microbatches, schedule=schedule)
+                best = best_placer(rows, name, cluster.name, schedule, args.microbatches)
                 torch.manual_seed(args.seed)
                 placement = search(graph, cluster, runtime, args.seconds, args.override)
                 got = runtime.measure(graph, cluster, placement).step_time
-                best = best_placer(rows, name, cluster.name, schedule, args.microbatches)
-                ratio = got / best
-                ratios.append(ratio)
-                line = f"{name} {schedule}: {got * 1e3:.4g} ms, {ratio:.3f}x the best placer"
+                ratios.append(got / best)
+                line = f"{name} {schedule}: {got * 1e3:.4g} ms, {got / best:.3f}x the best placer"
                 if args.polish > 0:
                     local = PipelineLocalSearch(args.microbatches, schedule, start=Given(placement),
                                                 time_limit=args.polish)
@@ -101,13 +106,9 @@ def main() -> None:
                     polished.append(then / best)
                     line += f"; polished {then * 1e3:.4g} ms, {then / best:.3f}x"
                 print(line, flush=True)
-    within = sum(r <= 1.05 for r in ratios)
-    mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-    print(f"within 5 %: {within} of {len(ratios)}; geometric mean {mean:.3f}x")
+    print(summary("", ratios))
     if polished:
-        mean = math.exp(sum(map(math.log, polished)) / len(polished))
-        within = sum(r <= 1.05 for r in polished)
-        print(f"polished: within 5 %: {within} of {len(polished)}; geometric mean {mean:.3f}x")
+        print(summary("polished: ", polished))
 
 
 if __name__ == "__main__":
