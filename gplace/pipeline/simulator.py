@@ -66,7 +66,7 @@ from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Place
 from gplace.ir.errors import format_bytes
 from gplace.ir.graph import csr
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
-from gplace.runtime.kernels import heap_pop, heap_push, mark, segments, transfers
+from gplace.runtime.kernels import enqueue_transfer, heap_pop, heap_push, mark, segments, transfers
 
 logger = logging.getLogger(__name__)
 
@@ -375,6 +375,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
               inst_op, code, rank, act_bytes, temp_mem, persist, lat, bw, m_count, one_f_one_b):
     """Run one mini-batch; see the module docstring. Returns the arrays of a :class:`PipelineSchedule`."""
     k_count, nd = ic.shape[0], lat.shape[0]
+    priority = np.arange(k_count)  # instances are numbered by priority
     idev = np.empty(k_count, np.int64)
     for k in range(k_count):
         idev[k] = dev[inst_op[k]]
@@ -470,7 +471,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
                             rh_n[d] = _iheap_push(rh_k, dev_base[d], rh_n[d], j)
                 for x in range(x_ptr[k], x_ptr[k + 1]):
                     c = d * nd + x_dst[x]
-                    _enqueue(ch_q, ch_head[c], ch_tail[c], x, x_inst, end, t)
+                    enqueue_transfer(ch_q, ch_head[c], ch_tail[c], x, x_inst, end, priority, t)
                     ch_tail[c] += 1
                     nch_todo = mark(dirty_ch, ch_todo, nch_todo, c)
             else:  # a transfer ends
@@ -492,19 +493,6 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
     base, act, temp = _static_memory(dev, code, act_bytes, temp_mem, persist, nd)
     peak = base + most * act + temp
     return start, end, busy, x_inst, x_dst, x_bytes, x_start, x_end, most, peak, t
-
-
-@njit(cache=True)
-def _enqueue(ch_q, head, tail, x, x_inst, end, t):
-    """Append transfer ``x`` (its producer instance ended at ``t``) to the channel FIFO ``ch_q[head:tail]``, ahead
-    of the waiting transfers whose producers also ended at ``t`` but come later in priority order (instances are
-    numbered by priority): a zero-length instance ends in a later round of the same instant than one started
-    before it, yet ties go by priority."""
-    q = tail
-    while q > head and end[x_inst[ch_q[q - 1]]] == t and x_inst[ch_q[q - 1]] > x_inst[x]:
-        ch_q[q] = ch_q[q - 1]
-        q -= 1
-    ch_q[q] = x
 
 
 @njit(cache=True)

@@ -1,12 +1,13 @@
 """Compiled pieces both event simulators share (``sim-v1`` and ``pipe-v1``): the event heap ordered by
-(time, key), the transfers a placement implies, per-key segments of a sorted array, and a dirty-list mark."""
+(time, key), the transfers a placement implies, a channel FIFO whose ties of end time go by priority, per-key
+segments of a sorted array, and a dirty-list mark."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["before", "heap_pop", "heap_push", "mark", "segments", "transfers"]
+__all__ = ["before", "enqueue_transfer", "heap_pop", "heap_push", "mark", "segments", "transfers"]
 
 
 @njit(cache=True)
@@ -67,6 +68,19 @@ def move_front(ht, hk, head, tail):
     for p in range(tail - head):
         ht[p], hk[p] = ht[head + p], hk[head + p]
     return tail - head
+
+
+@njit(cache=True)
+def enqueue_transfer(ch_q, head, tail, x, producer, end, priority, t):
+    """Append transfer ``x`` (its producer ``producer[x]`` ended at ``t``) to the channel FIFO ``ch_q[head:tail]``,
+    ahead of the waiting transfers whose producers also ended at ``t`` but come later by ``priority`` (of the
+    producer): a zero-length producer ends in a later round of the same instant than one started before it, yet
+    ties go by priority."""
+    q = tail
+    while q > head and end[producer[ch_q[q - 1]]] == t and priority[producer[ch_q[q - 1]]] > priority[producer[x]]:
+        ch_q[q] = ch_q[q - 1]
+        q -= 1
+    ch_q[q] = x
 
 
 @njit(cache=True)

@@ -57,7 +57,16 @@ from numba import njit
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import format_bytes
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
-from gplace.runtime.kernels import heap_pop, heap_push, mark, move_front, segments, sorted_insert, transfers
+from gplace.runtime.kernels import (
+    enqueue_transfer,
+    heap_pop,
+    heap_push,
+    mark,
+    move_front,
+    segments,
+    sorted_insert,
+    transfers,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -310,18 +319,6 @@ def _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, delta):
     return nlog + 1
 
 
-@njit(cache=True)
-def _enqueue(ch_q, head, tail, x, x_op, end, rank, t):
-    """Append transfer ``x`` (its producer ended at ``t``) to the channel FIFO ``ch_q[head:tail]``, ahead of the
-    waiting transfers whose producers also ended at ``t`` but later in topological order: a zero-length op
-    ends in a later round of the same instant than one started before it, yet ties go by topological order."""
-    q = tail
-    while q > head and end[x_op[ch_q[q - 1]]] == t and rank[x_op[ch_q[q - 1]]] > rank[x_op[x]]:
-        ch_q[q] = ch_q[q - 1]
-        q -= 1
-    ch_q[q] = x
-
-
 # ---------------------------------------------------------------------- kernel: event loop
 @njit(cache=True)
 def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, in_eid,
@@ -403,7 +400,7 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
                             rh_n[d] = heap_push(rh_t, rh_k, dev_base[d], rh_n[d], t, rank[j])
                 for x in range(x_ptr[i], x_ptr[i + 1]):
                     c = d * nd + x_dst[x]
-                    _enqueue(ch_q, ch_head[c], ch_tail[c], x, x_op, end, rank, t)
+                    enqueue_transfer(ch_q, ch_head[c], ch_tail[c], x, x_op, end, rank, t)
                     ch_tail[c] += 1
                     nch_todo = mark(dirty_ch, ch_todo, nch_todo, c)
             else:  # a transfer ends
