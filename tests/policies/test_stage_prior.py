@@ -17,10 +17,10 @@ from gplace.testing import chain, uniform_cluster
 from tests.pipeline.graphs import training_chain
 
 
-def _greedy(graph: OpGraph, num_devices: int, prior: str) -> np.ndarray:
+def _greedy(graph: OpGraph, num_devices: int, prior: str, revisit: float = 0.0) -> np.ndarray:
     """Greedy devices of an untrained policy whose learned residual is zero (the prior alone decides)."""
     torch.manual_seed(0)
-    policy = ListSchedulingPolicy(8, state_size=8, stage_features=True, prior=prior)
+    policy = ListSchedulingPolicy(8, state_size=8, stage_features=True, prior=prior, revisit=revisit)
     torch.nn.init.zeros_(policy.residual[-1].weight)
     encoder = GNNEncoder("sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
     placer = PolicyPlacer(graph, uniform_cluster(num_devices), encoder, policy, grouping=identity_grouping(graph))
@@ -134,15 +134,8 @@ def test_a_revisit_charge_keeps_the_join_on_the_device_the_pipeline_reached():
     """Untrained, the join goes back to branch a's device (its 3 MB input is there, a 3 s cut otherwise); a revisit
     charge of 10 durations keeps it with branch b, the group before it, paying the cut."""
     graph = _join()
-    cluster = uniform_cluster(2)
-    devices = {}
-    for revisit in (0.0, 10.0):
-        torch.manual_seed(0)
-        policy = ListSchedulingPolicy(8, state_size=8, stage_features=True, prior="stage", revisit=revisit)
-        torch.nn.init.zeros_(policy.residual[-1].weight)
-        encoder = GNNEncoder("sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
-        placer = PolicyPlacer(graph, cluster, encoder, policy, grouping=identity_grouping(graph))
-        devices[revisit] = dict(zip(graph.op_names, placer.greedy().devices.tolist(), strict=True))
+    devices = {revisit: dict(zip(graph.op_names, _greedy(graph, 2, "stage", revisit).tolist(), strict=True))
+               for revisit in (0.0, 10.0)}
     for got in devices.values():
         assert got["a0"] == got["a2"] != got["b0"] == got["b2"], got
     assert devices[0.0]["t"] == devices[0.0]["a2"]
