@@ -75,6 +75,8 @@ class Settings:
     pretrain_updates: int = 4000
     """Multi-graph updates (K samples of one graph each)."""
     pretrain_lr: float = 3e-3
+    pretrain_seed: int = 0
+    """Seeds the pretrained modules' weights and the multi-graph trainer's draws."""
     scratch_updates: int = 300
     """Updates of the per-graph search, from scratch and when fine-tuning (K samples each)."""
     scratch_lr: tuple[tuple[str, float], ...] = (("device_aware", 1e-2), ("gdp", 3e-3), ("list_scheduling", 3e-3),
@@ -119,7 +121,8 @@ def main() -> None:
         (HERE / "generalization.md").write_text(_markdown(report))
         return
     torch.set_num_threads(1)  # tiny graphs: a second OpenMP thread only spins on a shared 2-core machine
-    settings = Settings(pretrain_updates=200, scratch_updates=20, held_out=2) if args.quick else Settings()
+    settings = (Settings(pretrain_updates=200, scratch_updates=20, held_out=2) if args.quick
+                else Settings(pretrain_updates=args.pretrain_updates, pretrain_seed=args.pretrain_seed))
     cluster = load_giph_network(GIPH / "device_network_20.json")
     train, held = _split(settings.held_out)
     sim = Simulator()
@@ -147,6 +150,10 @@ def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny budgets, two held-out graphs")
     parser.add_argument("--policies", nargs="+", default=list(KINDS), choices=list(KINDS))
+    parser.add_argument("--pretrain-updates", type=int, default=Settings.pretrain_updates,
+                        help="multi-graph updates of the pretraining (default: %(default)s)")
+    parser.add_argument("--pretrain-seed", type=int, default=Settings.pretrain_seed,
+                        help="seed of the pretrained weights and task draws (default: %(default)s)")
     parser.add_argument("--keep", action="store_true", help="keep the other kinds' results from --work's JSON")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from --work's JSON")
     parser.add_argument("--paper-zero-shot", action="store_true",
@@ -189,9 +196,10 @@ def _modules(kind: str, num_devices: int, seed: int) -> tuple[torch.nn.Module, t
 
 def _pretrain(kind, train, cluster, sim, settings):
     """Multi-graph training over the training graphs; the modules and a summary."""
-    encoder, policy = _modules(kind, cluster.num_devices, seed=0)
+    encoder, policy = _modules(kind, cluster.num_devices, seed=settings.pretrain_seed)
     trainer = MultiGraphTrainer(updates=settings.pretrain_updates, samples_per_update=K, lr=settings.pretrain_lr,
-                                entropy_coef=settings.entropy_coef, checkpoint_every=10**9, seed=0)
+                                entropy_coef=settings.entropy_coef, checkpoint_every=10**9,
+                                seed=settings.pretrain_seed)
     result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim)
     tenth = max(len(result.history) // 10, 1)
     curve = [float(np.mean([h["rollout/mean_ratio"] for h in result.history[i:i + tenth]]))
@@ -302,7 +310,8 @@ def _markdown(report: dict) -> str:
         "",
         f"- pretraining: `MultiGraphTrainer` over {len(report['train'])} graphs (a seeded draw from the 82 not "
         f"held out), {s['pretrain_updates']} updates x 1 graph x {K} samples, lr {s['pretrain_lr']}, entropy "
-        f"{s['entropy_coef']}; reward `-sqrt(step time / best single-device step time)`, per-graph EMA baseline",
+        f"{s['entropy_coef']}, seed {s.get('pretrain_seed', 0)}; reward `-sqrt(step time / best single-device step "
+        "time)`, per-graph EMA baseline",
         f"- per held-out graph: from scratch = fresh modules + `ReinforceTrainer` ({s['scratch_updates']} updates "
         f"x {K} = {s['scratch_updates'] * K} samples, lr {dict(s['scratch_lr'])} per policy: for device_aware "
         f"and gdp the better of 3e-3 and 1e-2 in a probe on these graphs, for list scheduling 3e-3 unprobed); "

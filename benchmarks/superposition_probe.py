@@ -1,0 +1,94 @@
+"""Probe where the pretrained superposition network's greedy placement lands, for a pretraining length and seed.
+
+Run from the repository root with the shared graphs next to it (``../shared``)::
+
+    python benchmarks/superposition_probe.py --updates 12000 --seed 1
+
+It pretrains ``SuperpositionPolicy`` (and its GNN encoder) exactly as ``generalization.py`` does (same 36 GiPH
+graphs, K = 16, lr, entropy), only with ``--updates`` multi-graph updates and ``--seed`` for the weights and
+the task draws, then prints, per held-out graph, the zero-shot greedy placement (its devices and its step time
+over the best single device's) and the best of greedy + 16 samples. No from-scratch or fine-tuning run: compare
+with the from-scratch column of ``generalization_superposition.md`` (the same graphs and simulator). Takes
+about 40 s per 4,000 updates on this machine.
+
+With ``--validate LR [LR ...]`` it then runs the benchmark's from-scratch search and fine-tuning (all weights)
+with each learning rate on 8 validation graphs, a seeded draw from the GiPH graphs that are neither pretraining
+nor held-out graphs, and prints on how many fine-tuning reached the from-scratch result with >= 10x fewer
+samples (about 2 minutes per learning rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import generalization as bench
+import numpy as np
+import torch
+
+from gplace.importers import load_giph_graph, load_giph_network
+from gplace.placer import PolicyPlacer
+from gplace.pretrained import place_zero_shot
+from gplace.runtime import Simulator
+from gplace.training.multigraph import MultiGraphTrainer, finetune, reference_step_time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=bench.Settings.pretrain_updates)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--entropy", type=float, default=bench.Settings.entropy_coef)
+    parser.add_argument("--validate", type=float, nargs="+", default=[], metavar="LR",
+                        help="fine-tuning learning rates to compare on the validation graphs")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    settings = bench.Settings()
+    cluster = load_giph_network(bench.GIPH / "device_network_20.json")
+    train, held = bench._split(settings.held_out)
+    sim = Simulator()
+    encoder, policy = bench._modules("superposition", cluster.num_devices, seed=args.seed)
+    trainer = MultiGraphTrainer(updates=args.updates, samples_per_update=bench.K, lr=settings.pretrain_lr,
+                                entropy_coef=args.entropy, checkpoint_every=10**9, seed=args.seed)
+    result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim)
+    print(f"{args.updates} updates, seed {args.seed}, entropy {args.entropy}: {result.seconds:.0f} s; training "
+          f"graphs' greedy / best single device {result.mean_greedy_ratio:.3f}")
+    for graph in held:
+        step = bench._step_time(sim, graph, cluster)
+        single = reference_step_time(graph, cluster, sim)
+        greedy = place_zero_shot(encoder, policy, graph, cluster)
+        best16 = place_zero_shot(encoder, policy, graph, cluster, samples=bench.K, runtime=sim)
+        print(f"{graph.name}: greedy on devices {np.unique(greedy.devices).tolist()}, "
+              f"{step(greedy) / single:.3f}x the best single device ({single:,.0f}); "
+              f"best of greedy + 16 samples {step(best16):,.0f}")
+    if args.validate:
+        _validate(encoder, policy, cluster, sim, settings, args.validate)
+
+
+def _validation_graphs(count: int = 8) -> list:
+    """``count`` GiPH graphs neither in pretraining nor held out (a seeded draw)."""
+    files = sorted((bench.GIPH / "task_graphs").glob("*.json"))
+    rest = [f for f in files if f.name not in {name + bench.SUFFIX for name in bench.HELD_OUT}]
+    pretraining = set(np.random.default_rng(0).permutation(len(rest))[:bench.N_TRAIN].tolist())  # as _split
+    unused = [f for i, f in enumerate(rest) if i not in pretraining]
+    return [load_giph_graph(unused[i]) for i in sorted(np.random.default_rng(1).permutation(len(unused))[:count])]
+
+
+def _validate(encoder, policy, cluster, sim, settings, rates: list[float]) -> None:
+    """From scratch and fine-tuned with each learning rate on the validation graphs, as the benchmark counts."""
+    reached = {lr: 0 for lr in rates}
+    for i, graph in enumerate(_validation_graphs()):
+        fresh_encoder, fresh_policy = bench._modules("superposition", cluster.num_devices, seed=100 + i)
+        scratch = bench._search(settings, dict(settings.scratch_lr)["superposition"], i).fit(
+            PolicyPlacer(graph, cluster, fresh_encoder, fresh_policy), sim, graph, cluster)
+        target, needed = scratch.best_step_time, bench._samples_to_reach(scratch, scratch.best_step_time)
+        greedy_time = bench._step_time(sim, graph, cluster)(place_zero_shot(encoder, policy, graph, cluster))
+        for lr in rates:
+            tuned = finetune(encoder, policy, graph, cluster, sim, trainer=bench._search(settings, lr, i))
+            took = 1 if greedy_time <= target else bench._samples_to_reach(tuned, target, offset=1)
+            reached[lr] += bool(took and needed / took >= 10)
+            print(f"{graph.name}: from scratch {needed} samples, fine-tuned with lr {lr}: {took}")
+    for lr, count in reached.items():
+        print(f"fine-tuning lr {lr}: >= 10x fewer samples on {count} of 8 validation graphs")
+
+
+if __name__ == "__main__":
+    main()
