@@ -121,8 +121,8 @@ def main() -> None:
         (HERE / "generalization.md").write_text(_markdown(report))
         return
     torch.set_num_threads(1)  # tiny graphs: a second OpenMP thread only spins on a shared 2-core machine
-    settings = (Settings(pretrain_updates=200, scratch_updates=20, held_out=2) if args.quick
-                else Settings(pretrain_updates=args.pretrain_updates, pretrain_seed=args.pretrain_seed))
+    settings = (Settings(pretrain_updates=200, scratch_updates=20, held_out=2, pretrain_seed=args.pretrain_seed)
+                if args.quick else Settings(pretrain_updates=args.pretrain_updates, pretrain_seed=args.pretrain_seed))
     cluster = load_giph_network(GIPH / "device_network_20.json")
     train, held = _split(settings.held_out)
     sim = Simulator()
