@@ -176,10 +176,16 @@ def _split(held_out: int) -> tuple[list[OpGraph], list[OpGraph]]:
     """``N_TRAIN`` training graphs (a seeded draw from those not held out) and the held-out graphs."""
     files = sorted((GIPH / "task_graphs").glob("*.json"))
     held_names = {name + SUFFIX for name in HELD_OUT[:held_out]}
-    rest = [f for f in files if f.name not in {name + SUFFIX for name in HELD_OUT}]
-    chosen = np.random.default_rng(0).permutation(len(rest))[:N_TRAIN]
-    train = [load_giph_graph(rest[i]) for i in sorted(chosen)]
+    train = [load_giph_graph(f) for f in _not_held_out(pretraining=True)]
     return train, [load_giph_graph(f) for f in files if f.name in held_names]
+
+
+def _not_held_out(pretraining: bool) -> list[Path]:
+    """The graph files not held out that the pretraining draw picks (``pretraining``), or the others."""
+    files = sorted((GIPH / "task_graphs").glob("*.json"))
+    rest = [f for f in files if f.name not in {name + SUFFIX for name in HELD_OUT}]
+    chosen = set(np.random.default_rng(0).permutation(len(rest))[:N_TRAIN].tolist())
+    return [f for i, f in enumerate(rest) if (i in chosen) == pretraining]
 
 
 def _modules(kind: str, num_devices: int, seed: int) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -216,19 +222,30 @@ def _evaluate(kind, encoder, policy, path, graph, cluster, sim, settings, seed) 
     place_seconds = time.monotonic() - started
     greedy = place_zero_shot(encoder, policy, graph, cluster)
 
-    fresh_encoder, fresh_policy = _modules(kind, cluster.num_devices, seed=100 + seed)
-    scratch = _search(settings, dict(settings.scratch_lr)[kind], seed).fit(
-        PolicyPlacer(graph, cluster, fresh_encoder, fresh_policy), sim, graph, cluster)
+    scratch = _scratch(kind, graph, cluster, sim, settings, seed)
     tuned = finetune(encoder, policy, graph, cluster, sim, trainer=_search(settings, settings.finetune_lr, seed),
                      conditioning_only=kind == "superposition_conditioning")
 
     target = scratch.best_step_time
     greedy_time = step(greedy)
-    tuned_reach = 1 if greedy_time <= target else _samples_to_reach(tuned, target, offset=1)
+    tuned_reach = _finetune_samples_to_reach(tuned, target, greedy_time)
     return Row(graph.name, graph.num_ops, PolicyPlacer(graph, cluster, encoder, policy).num_groups,
                reference_step_time(graph, cluster, sim), step(HEFT().place(graph, cluster)), greedy_time,
                step(best16), target, _samples_to_reach(scratch, target), min(tuned.best_step_time, greedy_time),
                tuned_reach, place_seconds, len(np.unique(greedy.devices)))
+
+
+def _scratch(kind: str, graph: OpGraph, cluster: Cluster, sim, settings: Settings, seed: int) -> TrainResult:
+    """The per-graph search from fresh modules of ``kind`` (seeded by ``seed``, the graph's index)."""
+    fresh_encoder, fresh_policy = _modules(kind, cluster.num_devices, seed=100 + seed)
+    return _search(settings, dict(settings.scratch_lr)[kind], seed).fit(
+        PolicyPlacer(graph, cluster, fresh_encoder, fresh_policy), sim, graph, cluster)
+
+
+def _finetune_samples_to_reach(tuned: TrainResult, target: float, greedy_time: float) -> int | None:
+    """Samples the fine-tune measured until it reached ``target``, its zero-shot greedy placement counting as the
+    first (1 where that placement already reaches it); ``None`` if never."""
+    return 1 if greedy_time <= target else _samples_to_reach(tuned, target, offset=1)
 
 
 def _search(settings: Settings, lr: float, seed: int) -> ReinforceTrainer:

@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from gplace.importers import load_giph_graph, load_giph_network
-from gplace.placer import PolicyPlacer
 from gplace.pretrained import place_zero_shot
 from gplace.runtime import Simulator
 from gplace.training.multigraph import MultiGraphTrainer, finetune, reference_step_time
@@ -65,10 +64,7 @@ def main() -> None:
 
 def _validation_graphs(count: int = 8) -> list:
     """``count`` GiPH graphs neither in pretraining nor held out (a seeded draw)."""
-    files = sorted((bench.GIPH / "task_graphs").glob("*.json"))
-    rest = [f for f in files if f.name not in {name + bench.SUFFIX for name in bench.HELD_OUT}]
-    pretraining = set(np.random.default_rng(0).permutation(len(rest))[:bench.N_TRAIN].tolist())  # as _split
-    unused = [f for i, f in enumerate(rest) if i not in pretraining]
+    unused = bench._not_held_out(pretraining=False)
     return [load_giph_graph(unused[i]) for i in sorted(np.random.default_rng(1).permutation(len(unused))[:count])]
 
 
@@ -76,14 +72,12 @@ def _validate(encoder, policy, cluster, sim, settings, rates: list[float]) -> No
     """From scratch and fine-tuned with each learning rate on the validation graphs, as the benchmark counts."""
     reached = {lr: 0 for lr in rates}
     for i, graph in enumerate(_validation_graphs()):
-        fresh_encoder, fresh_policy = bench._modules("superposition", cluster.num_devices, seed=100 + i)
-        scratch = bench._search(settings, dict(settings.scratch_lr)["superposition"], i).fit(
-            PolicyPlacer(graph, cluster, fresh_encoder, fresh_policy), sim, graph, cluster)
+        scratch = bench._scratch("superposition", graph, cluster, sim, settings, i)
         target, needed = scratch.best_step_time, bench._samples_to_reach(scratch, scratch.best_step_time)
         greedy_time = bench._step_time(sim, graph, cluster)(place_zero_shot(encoder, policy, graph, cluster))
         for lr in rates:
             tuned = finetune(encoder, policy, graph, cluster, sim, trainer=bench._search(settings, lr, i))
-            took = 1 if greedy_time <= target else bench._samples_to_reach(tuned, target, offset=1)
+            took = bench._finetune_samples_to_reach(tuned, target, greedy_time)
             reached[lr] += bool(took and needed / took >= 10)
             print(f"{graph.name}: from scratch {needed} samples, fine-tuned with lr {lr}: {took}")
     for lr, count in reached.items():
