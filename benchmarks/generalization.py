@@ -24,6 +24,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -118,7 +119,7 @@ def main() -> None:
             torch.set_num_threads(1)
             report["paper"] = _paper_zero_shot(Path(args.work), [k for k in report["kinds"] if k not in FIXED_DEVICES])
             (Path(args.work) / "generalization.json").write_text(json.dumps(report, indent=1))
-        (HERE / "generalization.md").write_text(_markdown(report))
+        _write_report(HERE / args.report, _markdown(report))
         return
     torch.set_num_threads(1)  # tiny graphs: a second OpenMP thread only spins on a shared 2-core machine
     settings = (Settings(pretrain_updates=200, scratch_updates=20, held_out=2, pretrain_seed=args.pretrain_seed)
@@ -126,7 +127,8 @@ def main() -> None:
     cluster = load_giph_network(GIPH / "device_network_20.json")
     train, held = _split(settings.held_out)
     sim = Simulator()
-    report = {"settings": asdict(settings), "train": [g.name for g in train], "kinds": _kept_kinds(args)}
+    report = {"settings": asdict(settings), "train": [g.name for g in train], "kinds": _kept_kinds(args),
+              "command": shlex.join(["python", "benchmarks/generalization.py", *sys.argv[1:]])}
     for kind in args.policies:
         started = time.monotonic()
         encoder, policy, pre = _pretrain(kind, train, cluster, sim, settings)
@@ -142,8 +144,8 @@ def main() -> None:
             "cold_seconds": _cold_place(path, held[-1]),
         }
         (Path(args.work) / "generalization.json").write_text(json.dumps(report, indent=1))
-    out = Path(args.work) / "generalization_quick.md" if args.quick else HERE / args.report
-    out.write_text(_markdown(report))
+    _write_report(Path(args.work) / "generalization_quick.md" if args.quick else HERE / args.report,
+                  _markdown(report))
 
 
 def _parse() -> argparse.Namespace:
@@ -315,12 +317,23 @@ def _samples_to_reach(result: TrainResult, target: float, offset: int = 0) -> in
 
 
 # ---------------------------------------------------------------------- report
+NOTES_MARK = "<!-- hand-written notes from here on: kept when the script rewrites this report -->"
+
+
+def _write_report(path: Path, text: str) -> None:
+    """Write the generated ``text``, followed by the existing file's notes (from :data:`NOTES_MARK` on)."""
+    old = path.read_text() if path.exists() else ""
+    notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else ""
+    path.write_text(text + ("\n" + notes if notes else ""))
+
+
 def _markdown(report: dict) -> str:
     s = report["settings"]
     lines = [
         "# Generalisation: one policy over GiPH task graphs, held-out graphs zero-shot and fine-tuned",
         "",
-        "Made by `python benchmarks/generalization.py` (issue 5, part 6). Graphs: GiPH's synthetic task graphs "
+        f"Made by `{report.get('command', 'python benchmarks/generalization.py')}` (issue 5, part 6). "
+        "Graphs: GiPH's synthetic task graphs "
         "(`shared/graphs/giph/task_graphs`, uidmice/placement-rl, MIT) on its 20-device heterogeneous network "
         "(`device_network_20.json`, all 20 devices), measured by the `sim-v1` simulator (GiPH time units read "
         "as seconds). Encoder `GNNEncoder(\"sage\", hidden_size=64, num_layers=3)` for every policy.",
