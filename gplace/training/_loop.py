@@ -170,6 +170,16 @@ class Run(Loop):
 
     baseline: EMABaseline = field(default_factory=EMABaseline, kw_only=True)
     best: Best | None = field(default=None, kw_only=True)
+    _target: tuple[Placement, np.ndarray] | None = field(default=None, kw_only=True, repr=False)
+
+    def imitation_target(self, placer: Any) -> np.ndarray | None:
+        """The best placement so far projected onto the policy's groups (``placer.project``), ``None`` before
+        any placement succeeded. Shapes: returns (N,) int64."""
+        if self.best is None:
+            return None
+        if self._target is None or self._target[0] is not self.best[0]:
+            self._target = (self.best[0], placer.project(self.best[0]).devices)
+        return self._target[1]
 
     def observe(self, rollout: Rollout) -> None:
         """Count the samples, log the failed measurements with their placements, keep the fastest successful one."""

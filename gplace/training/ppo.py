@@ -114,11 +114,17 @@ class PPOTrainer(PPOSettings):
                 b = self._baseline_value(run.baseline(fallback=rollout.batch_mean()), rollout)
                 advantage = self._advantage(rollout, b).to(old_log_prob.dtype)
 
-                # update: `epochs` steps of the clipped surrogate on the same K placements
+                # update: `epochs` steps of the clipped surrogate on the same K placements (and, with
+                # self-imitation, maximum likelihood on the best placement so far, scored in the same pass)
+                target = run.imitation_target(placer) if self.self_imitation else None
+                scored = devices if target is None else np.concatenate([devices, target[None]])
+                k = len(devices)
                 for _ in range(self.epochs):
-                    new_log_prob, entropy = placer.evaluate(devices)
-                    terms = ppo_loss(new_log_prob, old_log_prob, advantage, entropy, clip_eps=self.clip_eps,
+                    log_prob, entropy = placer.evaluate(scored)
+                    terms = ppo_loss(log_prob[:k], old_log_prob, advantage, entropy[:k], clip_eps=self.clip_eps,
                                      entropy_coef=self.entropy_coef)
+                    if target is not None:
+                        terms["loss_self_imitation"] = -self.self_imitation * log_prob[k]
                     loss = sum(v for k, v in terms.items() if k.startswith("loss_"))
                     run.optimizer.zero_grad()
                     loss.backward()

@@ -59,6 +59,9 @@ class ReinforceTrainer(SearchSettings):
                 # update
                 terms = reinforce_loss(log_prob, rollout.reward.to(log_prob.dtype), b, entropy,
                                        entropy_coef=self.entropy_coef, normalize_advantage=self.normalize_advantage)
+                target = run.imitation_target(placer) if self.self_imitation else None
+                if target is not None:  # maximum likelihood on the best placement so far
+                    terms["loss_self_imitation"] = -self.self_imitation * placer.evaluate(target[None])[0][0]
                 loss = sum(v for k, v in terms.items() if k.startswith("loss_"))
                 run.optimizer.zero_grad()
                 loss.backward()
