@@ -87,6 +87,8 @@ class Settings:
     one whose results on the held-out graphs were better (a probe run); 3e-3 unprobed for the others."""
     finetune_lr: float = 3e-3
     entropy_coef: float = 1e-2
+    self_imitation: float = 0.0
+    """The per-graph search's ``ReinforceTrainer.self_imitation``, from scratch and when fine-tuning."""
     held_out: int = len(HELD_OUT)
 
 
@@ -122,8 +124,9 @@ def main() -> None:
         _write_report(HERE / args.report, _markdown(report))
         return
     torch.set_num_threads(1)  # tiny graphs: a second OpenMP thread only spins on a shared 2-core machine
-    settings = (Settings(pretrain_updates=200, scratch_updates=20, held_out=2, pretrain_seed=args.pretrain_seed)
-                if args.quick else Settings(pretrain_updates=args.pretrain_updates, pretrain_seed=args.pretrain_seed))
+    common = {"pretrain_seed": args.pretrain_seed, "self_imitation": args.self_imitation}
+    settings = (Settings(pretrain_updates=200, scratch_updates=20, held_out=2, **common)
+                if args.quick else Settings(pretrain_updates=args.pretrain_updates, **common))
     cluster = load_giph_network(GIPH / "device_network_20.json")
     train, held = _split(settings.held_out)
     sim = Simulator()
@@ -156,6 +159,8 @@ def _parse() -> argparse.Namespace:
                         help="multi-graph updates of the pretraining (default: %(default)s)")
     parser.add_argument("--pretrain-seed", type=int, default=Settings.pretrain_seed,
                         help="seed of the pretrained weights and task draws (default: %(default)s)")
+    parser.add_argument("--self-imitation", type=float, default=Settings.self_imitation,
+                        help="the per-graph searches' self_imitation weight (default: %(default)s)")
     parser.add_argument("--keep", action="store_true", help="keep the other kinds' results from --work's JSON")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from --work's JSON")
     parser.add_argument("--paper-zero-shot", action="store_true",
@@ -253,7 +258,8 @@ def _finetune_samples_to_reach(tuned: TrainResult, target: float, greedy_time: f
 def _search(settings: Settings, lr: float, seed: int) -> ReinforceTrainer:
     """The per-graph search, from scratch or fine-tuning: ``scratch_updates`` x K samples."""
     return ReinforceTrainer(updates=settings.scratch_updates, samples_per_update=K, lr=lr,
-                            entropy_coef=settings.entropy_coef, checkpoint_every=10**9, seed=seed)
+                            entropy_coef=settings.entropy_coef, self_imitation=settings.self_imitation,
+                            checkpoint_every=10**9, seed=seed)
 
 
 def _subset_zero_shot(encoder, policy, held, cluster, sim) -> list[dict[str, float]]:
@@ -346,7 +352,8 @@ def _markdown(report: dict) -> str:
         f"x {K} = {s['scratch_updates'] * K} samples, lr {dict(s['scratch_lr'])} per policy: for device_aware "
         f"and gdp the better of 3e-3 and 1e-2 in a probe on these graphs, for list scheduling 3e-3 unprobed); "
         "fine-tune = the same trainer and budget from the "
-        f"pretrained weights (lr {s['finetune_lr']})",
+        f"pretrained weights (lr {s['finetune_lr']})"
+        + (f"; both with self-imitation {s['self_imitation']}" if s.get("self_imitation") else ""),
         "- grouping: `PolicyPlacer`'s default `group_ops(graph, 256)`, which for device_aware and gdp merges an op "
         "into its only consumer, so those policies place the groups in the table's `ops (groups)` column (30 ops "
         "in 3 groups for one graph) while HEFT places single ops; ListSchedulingPolicy asks for that merging only "
