@@ -118,13 +118,13 @@ class PPOTrainer(PPOSettings):
                 # self-imitation, maximum likelihood on the best placement so far, scored in the same pass)
                 target = run.imitation_target(placer) if self.self_imitation else None
                 scored = devices if target is None else np.concatenate([devices, target[None]])
-                k = len(devices)
+                sampled = len(devices)
                 for _ in range(self.epochs):
                     log_prob, entropy = placer.evaluate(scored)
-                    terms = ppo_loss(log_prob[:k], old_log_prob, advantage, entropy[:k], clip_eps=self.clip_eps,
-                                     entropy_coef=self.entropy_coef)
+                    terms = ppo_loss(log_prob[:sampled], old_log_prob, advantage, entropy[:sampled],
+                                     clip_eps=self.clip_eps, entropy_coef=self.entropy_coef)
                     if target is not None:
-                        terms["loss_self_imitation"] = -self.self_imitation * log_prob[k]
+                        terms["loss_self_imitation"] = -self.self_imitation * log_prob[sampled]
                     loss = sum(v for k, v in terms.items() if k.startswith("loss_"))
                     run.optimizer.zero_grad()
                     loss.backward()
