@@ -166,15 +166,16 @@ def test_without_self_imitation_there_is_no_such_term():
     assert not any("self_imitation" in key for key in result.history[-1])
 
 
-def test_a_resumed_run_with_self_imitation_equals_an_uninterrupted_one(tmp_path):
+@pytest.mark.parametrize("trainer_class", [ReinforceTrainer, PPOTrainer])
+def test_a_resumed_run_with_self_imitation_equals_an_uninterrupted_one(trainer_class, tmp_path):
     graph, cluster = two_branches(length=3), uniform_cluster(2)
     kwargs = dict(samples_per_update=4, lr=1e-2, checkpoint_every=2, seed=1, self_imitation=1.0)
-    whole = ReinforceTrainer(updates=6, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
-                                                      run_dir=tmp_path / "whole")
-    ReinforceTrainer(updates=3, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
-                                             run_dir=tmp_path / "split")
-    resumed = ReinforceTrainer(updates=6, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
-                                                        run_dir=tmp_path / "split")
+    whole = trainer_class(updates=6, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                   run_dir=tmp_path / "whole")
+    trainer_class(updates=3, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                          run_dir=tmp_path / "split")
+    resumed = trainer_class(updates=6, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                     run_dir=tmp_path / "split")
     assert [h["losses/loss_self_imitation"] for h in resumed.history] == [
         h["losses/loss_self_imitation"] for h in whole.history]
     assert resumed.best_placement == whole.best_placement
