@@ -89,6 +89,8 @@ class Settings:
     entropy_coef: float = 1e-2
     self_imitation: float = 0.0
     """The per-graph search's ``ReinforceTrainer.self_imitation``, from scratch and when fine-tuning."""
+    pretrain_self_imitation: float = 0.0
+    """The pretraining's ``MultiGraphTrainer.self_imitation`` (each drawn graph's best placement so far)."""
     held_out: int = len(HELD_OUT)
 
 
@@ -124,7 +126,8 @@ def main() -> None:
         _write_report(HERE / args.report, _markdown(report))
         return
     torch.set_num_threads(1)  # tiny graphs: a second OpenMP thread only spins on a shared 2-core machine
-    common = {"pretrain_seed": args.pretrain_seed, "self_imitation": args.self_imitation}
+    common = {"pretrain_seed": args.pretrain_seed, "self_imitation": args.self_imitation,
+              "pretrain_self_imitation": args.pretrain_self_imitation}
     settings = (Settings(pretrain_updates=200, scratch_updates=20, held_out=2, **common)
                 if args.quick else Settings(pretrain_updates=args.pretrain_updates, **common))
     cluster = load_giph_network(GIPH / "device_network_20.json")
@@ -161,6 +164,8 @@ def _parse() -> argparse.Namespace:
                         help="seed of the pretrained weights and task draws (default: %(default)s)")
     parser.add_argument("--self-imitation", type=float, default=Settings.self_imitation,
                         help="the per-graph searches' self_imitation weight (default: %(default)s)")
+    parser.add_argument("--pretrain-self-imitation", type=float, default=Settings.pretrain_self_imitation,
+                        help="the pretraining's self_imitation weight (default: %(default)s)")
     parser.add_argument("--keep", action="store_true", help="keep the other kinds' results from --work's JSON")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from --work's JSON")
     parser.add_argument("--paper-zero-shot", action="store_true",
@@ -212,7 +217,7 @@ def _pretrain(kind, train, cluster, sim, settings):
     encoder, policy = _modules(kind, cluster.num_devices, seed=settings.pretrain_seed)
     trainer = MultiGraphTrainer(updates=settings.pretrain_updates, samples_per_update=K, lr=settings.pretrain_lr,
                                 entropy_coef=settings.entropy_coef, checkpoint_every=10**9,
-                                seed=settings.pretrain_seed)
+                                seed=settings.pretrain_seed, self_imitation=settings.pretrain_self_imitation)
     result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim)
     tenth = max(len(result.history) // 10, 1)
     curve = [float(np.mean([h["rollout/mean_ratio"] for h in result.history[i:i + tenth]]))
@@ -347,7 +352,9 @@ def _markdown(report: dict) -> str:
         f"- pretraining: `MultiGraphTrainer` over {len(report['train'])} graphs (a seeded draw from the 82 not "
         f"held out), {s['pretrain_updates']} updates x 1 graph x {K} samples, lr {s['pretrain_lr']}, entropy "
         f"{s['entropy_coef']}, seed {s.get('pretrain_seed', 0)}; reward `-sqrt(step time / best single-device step "
-        "time)`, per-graph EMA baseline",
+        "time)`, per-graph EMA baseline"
+        + (f"; self-imitation {s['pretrain_self_imitation']} (each graph's best placement so far)"
+           if s.get("pretrain_self_imitation") else ""),
         f"- per held-out graph: from scratch = fresh modules + `ReinforceTrainer` ({s['scratch_updates']} updates "
         f"x {K} = {s['scratch_updates'] * K} samples, lr {dict(s['scratch_lr'])} per policy: for device_aware "
         f"and gdp the better of 3e-3 and 1e-2 in a probe on these graphs, for list scheduling 3e-3 unprobed); "

@@ -101,6 +101,7 @@ class _TaskState:
         self.graph, self.cluster = graph, cluster
         self.baseline = EMABaseline(baseline_decay)
         self.best: tuple[Placement, float] | None = None
+        self._target: tuple[Placement, np.ndarray] | None = None
         self.samples = 0
         self.reference_time: float | None = None
         """The reference step time, once measured."""
@@ -112,6 +113,13 @@ class _TaskState:
         if self._placer is None:
             self._placer = PolicyPlacer(self.graph, self.cluster, encoder, policy, max_groups=max_groups)
         return self._placer
+
+    def best_log_prob(self) -> torch.Tensor:
+        """Log-probability under the policy of the best placement so far, projected onto the placer's groups
+        (the projection cached until the best changes); the placer and a best placement must exist."""
+        if self._target is None or self._target[0] is not self.best[0]:
+            self._target = (self.best[0], self._placer.project(self.best[0]).devices)
+        return self._placer.evaluate(self._target[1][None])[0][0]
 
     def reference(self, runtime: Runtime) -> float:
         if self.reference_time is None:
@@ -223,8 +231,12 @@ class MultiGraphTrainer(MultiGraphSettings):
         """The REINFORCE terms of one task's rollout against its own EMA baseline."""
         reward, ok = rollout.reward, rollout.ok
         batch_mean = float(reward[ok].mean()) if ok.any() else float(reward.mean())
-        return reinforce_loss(rollout.log_prob, reward.to(rollout.log_prob.dtype), task.baseline(fallback=batch_mean),
-                              rollout.entropy, entropy_coef=self.entropy_coef, normalize_advantage=True)
+        terms = reinforce_loss(rollout.log_prob, reward.to(rollout.log_prob.dtype), task.baseline(fallback=batch_mean),
+                               rollout.entropy, entropy_coef=self.entropy_coef, normalize_advantage=True)
+        if self.self_imitation:  # maximum likelihood on the task's best placement (none yet: a zero term)
+            terms["loss_self_imitation"] = torch.zeros((), dtype=rollout.log_prob.dtype) if task.best is None else (
+                -self.self_imitation * task.best_log_prob())
+        return terms
 
     def _task_result(self, task: _TaskState, encoder: nn.Module, policy: nn.Module, runtime: Runtime) -> TaskResult:
         """The task's best sample and the trained policy's greedy step time."""

@@ -35,6 +35,10 @@ class LoopSettings:
     """Stop after this much wall time (``None``: no limit)."""
     seed: int = 0
     """Seeds sampling and initial weights."""
+    self_imitation: float = 0.0
+    """Weight of ``loss_self_imitation``, minus the log-likelihood of the best placement measured so far (of each
+    drawn task in multi-graph training; priority queue training with a queue of one, Abolafia et al. 2018), so sampling stays around the best instead of
+    settling on a worse mode (0: off, the paper's REINFORCE)."""
 
     def __post_init__(self) -> None:
         _at_least(self, "updates", 0)
@@ -46,6 +50,8 @@ class LoopSettings:
             raise ValueError(f"baseline_decay must be in [0, 1), got {self.baseline_decay!r}")
         if self.max_seconds is not None and not self.max_seconds > 0:
             raise ValueError(f"max_seconds must be > 0 or None, got {self.max_seconds!r}")
+        if not self.self_imitation >= 0:
+            raise ValueError(f"self_imitation must be >= 0, got {self.self_imitation!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,17 +67,11 @@ class SearchSettings(LoopSettings):
     when they use half of ``max_seconds``)."""
     progress: bool = False
     """Show a progress bar."""
-    self_imitation: float = 0.0
-    """Weight of ``loss_self_imitation``, minus the log-likelihood of the best placement measured so far (priority
-    queue training with a queue of one, Abolafia et al. 2018), so sampling stays around the best instead of
-    settling on a worse mode (0: off, the paper's REINFORCE)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _at_least(self, "imitation_steps", 0)
         _positive(self, "penalty_step_time")
-        if not self.self_imitation >= 0:
-            raise ValueError(f"self_imitation must be >= 0, got {self.self_imitation!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
