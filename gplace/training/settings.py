@@ -37,8 +37,8 @@ class LoopSettings:
     """Seeds sampling and initial weights."""
     self_imitation: float = 0.0
     """Weight of ``loss_self_imitation``, minus the log-likelihood of the best placement measured so far (of each
-    drawn task in multi-graph training; priority queue training with a queue of one, Abolafia et al. 2018), so sampling stays around the best instead of
-    settling on a worse mode (0: off, the paper's REINFORCE)."""
+    drawn task in multi-graph training; priority queue training with a queue of one, Abolafia et al. 2018), so
+    sampling stays around the best instead of settling on a worse mode (0: off, the paper's REINFORCE)."""
 
     def __post_init__(self) -> None:
         _at_least(self, "updates", 0)
