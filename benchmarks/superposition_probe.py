@@ -5,9 +5,10 @@ Run from the repository root with the shared graphs next to it (``../shared``)::
     python benchmarks/superposition_probe.py --updates 12000 --seed 1
 
 It pretrains ``SuperpositionPolicy`` (and its GNN encoder) exactly as ``generalization.py`` does (same 36 GiPH
-graphs, K = 16, lr, entropy), only with ``--updates`` multi-graph updates and ``--seed`` for the weights and
-the task draws, then prints, per held-out graph, the zero-shot greedy placement (its devices and its step time
-over the best single device's) and the best of greedy + 16 samples. No from-scratch or fine-tuning run: compare
+graphs, K = 16, lr, entropy), only with ``--updates`` multi-graph updates, ``--seed`` for the weights and the
+task draws and ``--self-imitation W`` for the pretraining's, then prints, per held-out graph, the zero-shot
+greedy placement (its devices and its step time over the best single device's) and the best of greedy + 16
+samples. No from-scratch or fine-tuning run: compare
 with the from-scratch column of ``generalization_superposition.md`` (the same graphs and simulator). Takes
 about 40 s per 4,000 updates on this machine.
 
@@ -36,6 +37,8 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=bench.Settings.pretrain_updates)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--entropy", type=float, default=bench.Settings.entropy_coef)
+    parser.add_argument("--self-imitation", type=float, default=bench.Settings.pretrain_self_imitation,
+                        help="the pretraining's self_imitation weight (default: %(default)s)")
     parser.add_argument("--validate", type=float, nargs="+", default=[], metavar="LR",
                         help="fine-tuning learning rates to compare on the validation graphs")
     args = parser.parse_args()
@@ -46,9 +49,11 @@ def main() -> None:
     sim = Simulator()
     encoder, policy = bench._modules("superposition", cluster.num_devices, seed=args.seed)
     trainer = MultiGraphTrainer(updates=args.updates, samples_per_update=bench.K, lr=settings.pretrain_lr,
-                                entropy_coef=args.entropy, checkpoint_every=10**9, seed=args.seed)
+                                entropy_coef=args.entropy, checkpoint_every=10**9, seed=args.seed,
+                                self_imitation=args.self_imitation)
     result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim)
-    print(f"{args.updates} updates, seed {args.seed}, entropy {args.entropy}: {result.seconds:.0f} s; training "
+    print(f"{args.updates} updates, seed {args.seed}, entropy {args.entropy}, self-imitation {args.self_imitation}: "
+          f"{result.seconds:.0f} s; training "
           f"graphs' greedy / best single device {result.mean_greedy_ratio:.3f}")
     for graph in held:
         step = bench._step_time(sim, graph, cluster)
