@@ -12,7 +12,7 @@ from gplace.placer import PolicyPlacer
 from gplace.policies import Seq2SeqPolicy
 from gplace.runtime import Simulator
 from gplace.testing import chain, two_branches, uniform_cluster
-from gplace.training import PPOTrainer, ReinforceTrainer
+from gplace.training import MultiGraphTrainer, PPOTrainer, ReinforceTrainer
 
 
 def _placer(graph, cluster, **grouping):
@@ -181,6 +181,7 @@ def test_a_resumed_run_with_self_imitation_equals_an_uninterrupted_one(trainer_c
     assert resumed.best_placement == whole.best_placement
 
 
-def test_negative_self_imitation_is_refused():
+@pytest.mark.parametrize("trainer_class", [ReinforceTrainer, PPOTrainer, MultiGraphTrainer])
+def test_negative_self_imitation_is_refused(trainer_class):
     with pytest.raises(ValueError, match="self_imitation must be >= 0"):
-        ReinforceTrainer(self_imitation=-1.0)
+        trainer_class(self_imitation=-1.0)
