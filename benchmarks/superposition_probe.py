@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--entropy", type=float, default=bench.Settings.entropy_coef)
     parser.add_argument("--self-imitation", type=float, default=bench.Settings.pretrain_self_imitation,
                         help="the pretraining's self_imitation weight (default: %(default)s)")
+    parser.add_argument("--tasks-per-update", type=int, default=1, help="graphs drawn per pretraining update")
     parser.add_argument("--validate", type=float, nargs="+", default=[], metavar="LR",
                         help="fine-tuning learning rates to compare on the validation graphs")
     args = parser.parse_args()
@@ -50,9 +51,10 @@ def main() -> None:
     encoder, policy = bench._modules("superposition", cluster.num_devices, seed=args.seed)
     trainer = MultiGraphTrainer(updates=args.updates, samples_per_update=bench.K, lr=settings.pretrain_lr,
                                 entropy_coef=args.entropy, checkpoint_every=10**9, seed=args.seed,
-                                self_imitation=args.self_imitation)
+                                self_imitation=args.self_imitation, tasks_per_update=args.tasks_per_update)
     result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim)
-    print(f"{args.updates} updates, seed {args.seed}, entropy {args.entropy}, self-imitation {args.self_imitation}: "
+    print(f"{args.updates} updates x {args.tasks_per_update} graphs, seed {args.seed}, entropy {args.entropy}, "
+          f"self-imitation {args.self_imitation}: "
           f"{result.seconds:.0f} s; training "
           f"graphs' greedy / best single device {result.mean_greedy_ratio:.3f}")
     for graph in held:
