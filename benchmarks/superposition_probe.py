@@ -5,12 +5,12 @@ Run from the repository root with the shared graphs next to it (``../shared``)::
     python benchmarks/superposition_probe.py --updates 12000 --seed 1
 
 It pretrains ``SuperpositionPolicy`` (and its GNN encoder) exactly as ``generalization.py`` does (same 36 GiPH
-graphs, K = 16, lr, entropy), only with ``--updates`` multi-graph updates, ``--seed`` for the weights and the
-task draws and ``--self-imitation W`` for the pretraining's, then prints, per held-out graph, the zero-shot
-greedy placement (its devices and its step time over the best single device's) and the best of greedy + 16
-samples. No from-scratch or fine-tuning run: compare
-with the from-scratch column of ``generalization_superposition.md`` (the same graphs and simulator). Takes
-about 40 s per 4,000 updates on this machine.
+graphs, K = 16, lr, entropy), only with ``--updates`` multi-graph updates of ``--tasks-per-update`` graphs,
+``--seed`` for the weights and the task draws and ``--self-imitation W`` for the pretraining's, then prints, per
+held-out graph, the zero-shot greedy placement (its devices and its step time over the best single device's)
+and the best of greedy + 16 samples. No from-scratch or fine-tuning run: compare with the from-scratch column of
+``generalization_superposition.md`` (the same graphs and simulator). Takes about 40 s per 4,000 updates of one
+graph on this machine (60 s with self-imitation).
 
 With ``--validate LR [LR ...]`` it then runs the benchmark's from-scratch search and fine-tuning (all weights)
 with each learning rate on 8 validation graphs, a seeded draw from the GiPH graphs that are neither pretraining
@@ -54,9 +54,8 @@ def main() -> None:
                                 self_imitation=args.self_imitation, tasks_per_update=args.tasks_per_update)
     result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim)
     print(f"{args.updates} updates x {args.tasks_per_update} graphs, seed {args.seed}, entropy {args.entropy}, "
-          f"self-imitation {args.self_imitation}: "
-          f"{result.seconds:.0f} s; training "
-          f"graphs' greedy / best single device {result.mean_greedy_ratio:.3f}")
+          f"self-imitation {args.self_imitation}: {result.seconds:.0f} s; training graphs' greedy / best single "
+          f"device {result.mean_greedy_ratio:.3f}")
     for graph in held:
         step = bench._step_time(sim, graph, cluster)
         single = reference_step_time(graph, cluster, sim)
