@@ -40,6 +40,8 @@ def main() -> None:
     parser.add_argument("--self-imitation", type=float, default=bench.Settings.pretrain_self_imitation,
                         help="the pretraining's self_imitation weight (default: %(default)s)")
     parser.add_argument("--tasks-per-update", type=int, default=1, help="graphs drawn per pretraining update")
+    parser.add_argument("--finetune-temperature", type=float, default=1.0,
+                        help="the policy's temperature while fine-tuning on the validation graphs")
     parser.add_argument("--validate", type=float, nargs="+", default=[], metavar="LR",
                         help="fine-tuning learning rates to compare on the validation graphs")
     args = parser.parse_args()
@@ -65,7 +67,7 @@ def main() -> None:
               f"{step(greedy) / single:.3f}x the best single device ({single:,.0f}); "
               f"best of greedy + 16 samples {step(best16):,.0f}")
     if args.validate:
-        _validate(encoder, policy, cluster, sim, settings, args.validate)
+        _validate(encoder, policy, cluster, sim, settings, args.validate, args.finetune_temperature)
 
 
 def _validation_graphs(count: int = 8) -> list:
@@ -74,15 +76,18 @@ def _validation_graphs(count: int = 8) -> list:
     return [load_giph_graph(unused[i]) for i in sorted(np.random.default_rng(1).permutation(len(unused))[:count])]
 
 
-def _validate(encoder, policy, cluster, sim, settings, rates: list[float]) -> None:
-    """From scratch and fine-tuned with each learning rate on the validation graphs, as the benchmark counts."""
+def _validate(encoder, policy, cluster, sim, settings, rates: list[float], temperature: float = 1.0) -> None:
+    """From scratch and fine-tuned with each learning rate (at ``temperature``) on the validation graphs, as the
+    benchmark counts."""
     reached = {lr: 0 for lr in rates}
     for i, graph in enumerate(_validation_graphs()):
         scratch = bench._scratch("superposition", graph, cluster, sim, settings, i)
         target, needed = scratch.best_step_time, bench._samples_to_reach(scratch, scratch.best_step_time)
         greedy_time = bench._step_time(sim, graph, cluster)(place_zero_shot(encoder, policy, graph, cluster))
         for lr in rates:
+            policy.temperature = temperature  # fine-tune deep-copies the modules, temperature included
             tuned = finetune(encoder, policy, graph, cluster, sim, trainer=bench._search(settings, lr, i))
+            policy.temperature = 1.0
             took = bench._finetune_samples_to_reach(tuned, target, greedy_time)
             reached[lr] += bool(took and needed / took >= 10)
             print(f"{graph.name}: from scratch {needed} samples, fine-tuned with lr {lr}: {took}")
