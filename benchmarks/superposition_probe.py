@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--tasks-per-update", type=int, default=1, help="graphs drawn per pretraining update")
     parser.add_argument("--finetune-temperature", type=float, default=1.0,
                         help="the policy's temperature while fine-tuning on the validation graphs")
+    parser.add_argument("--more-graphs", action="store_true",
+                        help="also pretrain on the GiPH graphs that are neither held out nor validation graphs")
     parser.add_argument("--validate", type=float, nargs="+", default=[], metavar="LR",
                         help="fine-tuning learning rates to compare on the validation graphs")
     args = parser.parse_args()
@@ -49,13 +51,16 @@ def main() -> None:
     settings = bench.Settings()
     cluster = load_giph_network(bench.GIPH / "device_network_20.json")
     train, held = bench._split(settings.held_out)
+    if args.more_graphs:
+        train += [load_giph_graph(f) for f in _unused_files()[1]]
     sim = Simulator()
     encoder, policy = bench._modules("superposition", cluster.num_devices, seed=args.seed)
     trainer = MultiGraphTrainer(updates=args.updates, samples_per_update=bench.K, lr=settings.pretrain_lr,
                                 entropy_coef=args.entropy, checkpoint_every=10**9, seed=args.seed,
                                 self_imitation=args.self_imitation, tasks_per_update=args.tasks_per_update)
     result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim)
-    print(f"{args.updates} updates x {args.tasks_per_update} graphs, seed {args.seed}, entropy {args.entropy}, "
+    print(f"{len(train)} pretraining graphs, {args.updates} updates x {args.tasks_per_update} graphs, "
+          f"seed {args.seed}, entropy {args.entropy}, "
           f"self-imitation {args.self_imitation}: {result.seconds:.0f} s; training graphs' greedy / best single "
           f"device {result.mean_greedy_ratio:.3f}")
     for graph in held:
@@ -70,10 +75,17 @@ def main() -> None:
         _validate(encoder, policy, cluster, sim, settings, args.validate, args.finetune_temperature)
 
 
-def _validation_graphs(count: int = 8) -> list:
-    """``count`` GiPH graphs neither in pretraining nor held out (a seeded draw)."""
+def _unused_files(count: int = 8) -> tuple[list, list]:
+    """The GiPH graph files neither in pretraining nor held out: ``count`` validation graphs (a seeded draw), and
+    the others."""
     unused = bench._not_held_out(pretraining=False)
-    return [load_giph_graph(unused[i]) for i in sorted(np.random.default_rng(1).permutation(len(unused))[:count])]
+    chosen = set(np.random.default_rng(1).permutation(len(unused))[:count].tolist())
+    return ([f for i, f in enumerate(unused) if i in chosen], [f for i, f in enumerate(unused) if i not in chosen])
+
+
+def _validation_graphs() -> list:
+    """The validation graphs of :func:`_unused_files`."""
+    return [load_giph_graph(f) for f in _unused_files()[0]]
 
 
 def _validate(encoder, policy, cluster, sim, settings, rates: list[float], temperature: float = 1.0) -> None:
