@@ -164,22 +164,31 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
     return loop, state
 
 
+class ProjectionCache:
+    """``placer.project(placement).devices`` of the last placement given, computed again only when another one is
+    given (the best placement so far, imitated every update, rarely changes). Shapes: returns (N,) int64."""
+
+    def __init__(self) -> None:
+        self._last: tuple[Placement, np.ndarray] | None = None
+
+    def __call__(self, placer: Any, placement: Placement) -> np.ndarray:
+        if self._last is None or self._last[0] is not placement:
+            self._last = (placement, placer.project(placement).devices)
+        return self._last[1]
+
+
 @dataclass
 class Run(Loop):
     """A search on one graph: a :class:`Loop` with the EMA baseline and the best placement measured."""
 
     baseline: EMABaseline = field(default_factory=EMABaseline, kw_only=True)
     best: Best | None = field(default=None, kw_only=True)
-    _target: tuple[Placement, np.ndarray] | None = field(default=None, kw_only=True, repr=False)
+    _projection: ProjectionCache = field(default_factory=ProjectionCache, kw_only=True, repr=False)
 
     def imitation_target(self, placer: Any) -> np.ndarray | None:
         """The best placement so far projected onto the policy's groups (``placer.project``), ``None`` before
         any placement succeeded. Shapes: returns (N,) int64."""
-        if self.best is None:
-            return None
-        if self._target is None or self._target[0] is not self.best[0]:
-            self._target = (self.best[0], placer.project(self.best[0]).devices)
-        return self._target[1]
+        return None if self.best is None else self._projection(placer, self.best[0])
 
     def observe(self, rollout: Rollout) -> None:
         """Count the samples, log the failed measurements with their placements, keep the fastest successful one."""

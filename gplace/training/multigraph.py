@@ -26,7 +26,7 @@ from torch import nn
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
 from gplace.runtime.base import Runtime
-from gplace.training._loop import log_failures, start_loop
+from gplace.training._loop import ProjectionCache, log_failures, start_loop
 from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import save_checkpoint
 from gplace.training.reinforce import reinforce_loss
@@ -101,7 +101,7 @@ class _TaskState:
         self.graph, self.cluster = graph, cluster
         self.baseline = EMABaseline(baseline_decay)
         self.best: tuple[Placement, float] | None = None
-        self._target: tuple[Placement, np.ndarray] | None = None
+        self._projection = ProjectionCache()
         self.samples = 0
         self.reference_time: float | None = None
         """The reference step time, once measured."""
@@ -117,9 +117,7 @@ class _TaskState:
     def best_log_prob(self) -> torch.Tensor:
         """Log-probability under the policy of the best placement so far, projected onto the placer's groups
         (the projection cached until the best changes); the placer and a best placement must exist."""
-        if self._target is None or self._target[0] is not self.best[0]:
-            self._target = (self.best[0], self._placer.project(self.best[0]).devices)
-        return self._placer.evaluate(self._target[1][None])[0][0]
+        return self._placer.evaluate(self._projection(self._placer, self.best[0])[None])[0][0]
 
     def reference(self, runtime: Runtime) -> float:
         if self.reference_time is None:
