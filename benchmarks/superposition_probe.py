@@ -92,17 +92,17 @@ def _validate(encoder, policy, cluster, sim, settings, rates: list[float], tempe
     """From scratch and fine-tuned with each learning rate (at ``temperature``) on the validation graphs, as the
     benchmark counts."""
     reached = {lr: 0 for lr in rates}
+    pretrained_temperature, policy.temperature = policy.temperature, temperature  # fine-tune copies it
     for i, graph in enumerate(_validation_graphs()):
         scratch = bench._scratch("superposition", graph, cluster, sim, settings, i)
         target, needed = scratch.best_step_time, bench._samples_to_reach(scratch, scratch.best_step_time)
         greedy_time = bench._step_time(sim, graph, cluster)(place_zero_shot(encoder, policy, graph, cluster))
         for lr in rates:
-            policy.temperature = temperature  # fine-tune deep-copies the modules, temperature included
             tuned = finetune(encoder, policy, graph, cluster, sim, trainer=bench._search(settings, lr, i))
-            policy.temperature = 1.0
             took = bench._finetune_samples_to_reach(tuned, target, greedy_time)
             reached[lr] += bool(took and needed / took >= 10)
             print(f"{graph.name}: from scratch {needed} samples, fine-tuned with lr {lr}: {took}")
+    policy.temperature = pretrained_temperature
     for lr, count in reached.items():
         print(f"fine-tuning lr {lr}: >= 10x fewer samples on {count} of 8 validation graphs")
 
