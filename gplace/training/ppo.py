@@ -26,6 +26,7 @@ from gplace.training._loop import (
     progress_bar,
     start_search,
 )
+from gplace.training.reinforce import advantage, risk_seeking_baseline
 from gplace.training.settings import PPOSettings
 
 
@@ -149,15 +150,14 @@ class PPOTrainer(PPOSettings):
 
     def _baseline_value(self, ema: float, rollout: Rollout) -> float:
         """The baseline subtracted from this batch's rewards."""
+        if self.risk_seeking is not None:
+            return risk_seeking_baseline(rollout.reward, self.risk_seeking)
         return rollout.batch_mean() if self.baseline == "mean" else ema
 
     def _advantage(self, rollout: Rollout, baseline: float) -> torch.Tensor:
-        """``reward - baseline``, divided by its batch standard deviation when normalising.
+        """The batch's advantages (see :func:`~gplace.training.reinforce.advantage`).
 
         Shapes:
             returns (K,) float64.
         """
-        advantage = rollout.reward - baseline
-        if self.normalize_advantage and advantage.numel() > 1:
-            advantage = advantage / (advantage.std() + 1e-8)
-        return advantage
+        return advantage(rollout.reward, baseline, normalize=self.normalize_advantage, risk_seeking=self.risk_seeking)

@@ -14,6 +14,42 @@ def step_time_reward(step_time: torch.Tensor) -> torch.Tensor:
     return -torch.sqrt(step_time)
 
 
+def advantage(reward: torch.Tensor, baseline: float, *, normalize: bool = False,
+              risk_seeking: float | None = None) -> torch.Tensor:
+    """``reward - baseline`` of K samples, or the risk-seeking advantage.
+
+    With ``risk_seeking = eps`` (Petersen et al., ICLR 2021), the baseline is instead the batch's ``1 - eps``
+    quantile of the rewards, and samples below it get no advantage: the update improves the best ``eps``
+    fraction of the samples rather than their mean, which is what a search that keeps its best placement needs.
+
+    Args:
+        reward: reward of each sample.
+        baseline: subtracted from the rewards (ignored with ``risk_seeking``).
+        normalize: divide by the standard deviation of the K rewards (before the risk-seeking cut), so the
+            scale of step times does not matter (default: False).
+        risk_seeking: the fraction ``eps`` in (0, 1] of the samples kept (default: None, every sample).
+
+    Shapes:
+        reward (K,) -> (K,), without gradient.
+    """
+    reward = reward.detach()
+    if risk_seeking is not None:
+        baseline = risk_seeking_baseline(reward, risk_seeking)
+    out = reward - baseline
+    if normalize and out.numel() > 1:
+        out = out / (out.std() + 1e-8)
+    return out if risk_seeking is None else out.clamp(min=0.0)
+
+
+def risk_seeking_baseline(reward: torch.Tensor, risk_seeking: float) -> float:
+    """The ``1 - risk_seeking`` quantile of the K rewards, the baseline of the risk-seeking advantage.
+
+    Shapes:
+        reward (K,) -> scalar.
+    """
+    return float(torch.quantile(reward.detach(), 1.0 - risk_seeking))
+
+
 def reinforce_loss(
     log_prob: torch.Tensor,
     reward: torch.Tensor,
@@ -22,6 +58,7 @@ def reinforce_loss(
     *,
     entropy_coef: float = 0.0,
     normalize_advantage: bool = False,
+    risk_seeking: float | None = None,
 ) -> dict[str, torch.Tensor]:
     """REINFORCE terms for K sampled placements.
 
@@ -34,8 +71,10 @@ def reinforce_loss(
         baseline: the baseline subtracted from the reward.
         entropy: entropy of the policy's distribution for each sample (with gradient).
         entropy_coef: weight of the entropy bonus (default: 0).
-        normalize_advantage: divide the advantages by their standard deviation over the K samples, so the
+        normalize_advantage: divide the advantages by the standard deviation of the K rewards, so the
             gradient's scale does not depend on the scale of step times (default: False, the paper's loss).
+        risk_seeking: keep only the best fraction ``eps`` of the samples, measured from the batch's
+            ``1 - eps`` reward quantile instead of ``baseline`` (see :func:`advantage`; default: None).
 
     Shapes:
         log_prob (K,), reward (K,), entropy (K,) -> scalars.
@@ -43,12 +82,10 @@ def reinforce_loss(
     Returns:
         ``loss_policy``, ``loss_entropy`` and the diagnostics ``advantage_mean`` and ``entropy``.
     """
-    advantage = (reward - baseline).detach()
-    if normalize_advantage and advantage.numel() > 1:
-        advantage = advantage / (advantage.std() + 1e-8)
+    adv = advantage(reward, baseline, normalize=normalize_advantage, risk_seeking=risk_seeking)
     return {
-        "loss_policy": -(advantage * log_prob).mean(),
+        "loss_policy": -(adv * log_prob).mean(),
         "loss_entropy": -entropy_coef * entropy.mean(),
-        "advantage_mean": advantage.mean(),
+        "advantage_mean": adv.mean(),
         "entropy": entropy.mean().detach(),
     }

@@ -62,6 +62,11 @@ class SearchSettings(LoopSettings):
     """Scale advantages by their batch standard deviation."""
     penalty_step_time: float = 100.0
     """Step time (s) charged to a failed placement (the paper's 100 s)."""
+    risk_seeking: float | None = None
+    """Risk-seeking policy gradient (Petersen et al. 2021): learn only from the best fraction ``eps`` in (0, 1] of
+    each update's samples, measured from the batch's ``1 - eps`` reward quantile in place of the baseline (PPO's
+    ``baseline`` too), so the policy improves its best samples rather than its average (``None``: every sample,
+    the paper's REINFORCE)."""
     imitation_steps: int = 100
     """With a ``warm_start`` placement, supervised steps pulling the policy towards it before the search (fewer
     when they use half of ``max_seconds``)."""
@@ -72,6 +77,8 @@ class SearchSettings(LoopSettings):
         super().__post_init__()
         _at_least(self, "imitation_steps", 0)
         _positive(self, "penalty_step_time")
+        if self.risk_seeking is not None and not 0 < self.risk_seeking <= 1:
+            raise ValueError(f"risk_seeking must be in (0, 1] or None, got {self.risk_seeking!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

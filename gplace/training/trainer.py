@@ -18,7 +18,7 @@ from gplace.training._loop import (
     progress_bar,
     start_search,
 )
-from gplace.training.reinforce import reinforce_loss
+from gplace.training.reinforce import reinforce_loss, risk_seeking_baseline
 from gplace.training.settings import SearchSettings
 
 __all__ = ["ReinforceTrainer", "TrainResult", "TrainablePlacer"]
@@ -53,12 +53,15 @@ class ReinforceTrainer(SearchSettings):
                 rollout = measure_rollout(np.asarray(devices), runtime, graph, cluster, self.penalty_step_time)
                 run.observe(rollout)
 
-                # baseline: EMA of successful rewards; failures stay out of it
+                # baseline: EMA of successful rewards (failures stay out of it), or the risk-seeking quantile
                 b = run.baseline(fallback=rollout.batch_mean())
+                if self.risk_seeking is not None:
+                    b = risk_seeking_baseline(rollout.reward, self.risk_seeking)
 
                 # update
                 terms = reinforce_loss(log_prob, rollout.reward.to(log_prob.dtype), b, entropy,
-                                       entropy_coef=self.entropy_coef, normalize_advantage=self.normalize_advantage)
+                                       entropy_coef=self.entropy_coef, normalize_advantage=self.normalize_advantage,
+                                       risk_seeking=self.risk_seeking)
                 target = run.imitation_target(placer) if self.self_imitation else None
                 if target is not None:  # maximum likelihood on the best placement so far
                     terms["loss_self_imitation"] = -self.self_imitation * placer.evaluate(target[None])[0][0]

@@ -185,3 +185,24 @@ def test_a_resumed_run_with_self_imitation_equals_an_uninterrupted_one(trainer_c
 def test_negative_self_imitation_is_refused(trainer_class):
     with pytest.raises(ValueError, match="self_imitation must be >= 0"):
         trainer_class(self_imitation=-1.0)
+
+
+@pytest.mark.parametrize("trainer_class", [ReinforceTrainer, PPOTrainer])
+def test_risk_seeking_search_finds_the_parallel_placement(trainer_class):
+    """Learning only from the best half of each batch still finds the two-branch split; no sample is pushed down
+    (every advantage is >= 0, where the EMA baseline gives some updates a negative mean advantage)."""
+    graph, cluster = two_branches(length=4, cost=1.0, nbytes=1000), uniform_cluster(2, bandwidth=1e6)
+    placer = _placer(graph, cluster, max_groups=None, merge_consumers=False)
+    trainer = trainer_class(updates=60, samples_per_update=8, lr=1e-2, seed=0, risk_seeking=0.5)
+    result = trainer.fit(placer, Simulator(), graph, cluster)
+    assert result.best_step_time == pytest.approx(0.01 + 4.0 + 0.01 + 2 * 1000 / 1e6, rel=0.01)
+    assert min(h["losses/advantage_mean"] for h in result.history) >= 0
+    plain = trainer_class(updates=60, samples_per_update=8, lr=1e-2, seed=0).fit(
+        _placer(graph, cluster, max_groups=None, merge_consumers=False), Simulator(), graph, cluster)
+    assert min(h["losses/advantage_mean"] for h in plain.history) < 0
+
+
+@pytest.mark.parametrize("risk_seeking", [0.0, -0.5, 1.5])
+def test_risk_seeking_out_of_range_is_refused(risk_seeking):
+    with pytest.raises(ValueError, match=r"risk_seeking must be in \(0, 1\]"):
+        ReinforceTrainer(risk_seeking=risk_seeking)
