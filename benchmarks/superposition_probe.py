@@ -40,6 +40,8 @@ def main() -> None:
     parser.add_argument("--self-imitation", type=float, default=bench.Settings.pretrain_self_imitation,
                         help="the pretraining's self_imitation weight (default: %(default)s)")
     parser.add_argument("--tasks-per-update", type=int, default=1, help="graphs drawn per pretraining update")
+    parser.add_argument("--finetune-risk-seeking", type=float, default=None,
+                        help="risk_seeking of the fine-tuning on the validation graphs (from scratch: without)")
     parser.add_argument("--finetune-temperature", type=float, default=1.0,
                         help="the policy's temperature while fine-tuning on the validation graphs")
     parser.add_argument("--more-graphs", action="store_true",
@@ -48,7 +50,7 @@ def main() -> None:
                         help="fine-tuning learning rates to compare on the validation graphs")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    settings = bench.Settings()
+    settings = bench.Settings(finetune_risk_seeking=args.finetune_risk_seeking)
     cluster = load_giph_network(bench.GIPH / "device_network_20.json")
     train, held = bench._split(settings.held_out)
     if args.more_graphs:
@@ -98,10 +100,13 @@ def _validate(encoder, policy, cluster, sim, settings, rates: list[float], tempe
         target, needed = scratch.best_step_time, bench._samples_to_reach(scratch, scratch.best_step_time)
         greedy_time = bench._step_time(sim, graph, cluster)(place_zero_shot(encoder, policy, graph, cluster))
         for lr in rates:
-            tuned = finetune(encoder, policy, graph, cluster, sim, trainer=bench._search(settings, lr, i))
+            tuned = finetune(encoder, policy, graph, cluster, sim, trainer=bench._search(settings, lr, i,
+                                                                                       settings.finetune_risk_seeking))
             took = bench._finetune_samples_to_reach(tuned, target, greedy_time)
             reached[lr] += bool(took and needed / took >= 10)
-            print(f"{graph.name}: from scratch {needed} samples, fine-tuned with lr {lr}: {took}")
+            single = reference_step_time(graph, cluster, sim)
+            print(f"{graph.name}: from scratch {needed} samples ({target / single:.3f}x the best single device), "
+                  f"fine-tuned with lr {lr}: {took} ({tuned.best_step_time / single:.3f}x)")
     policy.temperature = pretrained_temperature
     for lr, count in reached.items():
         print(f"fine-tuning lr {lr}: >= 10x fewer samples on {count} of 8 validation graphs")
