@@ -91,7 +91,7 @@ class Settings:
     """The per-graph search's ``ReinforceTrainer.self_imitation``, from scratch and when fine-tuning."""
     finetune_risk_seeking: float | None = None
     """The fine-tuning search's ``ReinforceTrainer.risk_seeking`` (the from-scratch search, whose result is the one
-    to reach, stays without it: with it, its results were worse on these graphs)."""
+    to reach, stays without it: with it, its results were worse on the validation graphs of the notes)."""
     pretrain_self_imitation: float = 0.0
     """The pretraining's ``MultiGraphTrainer.self_imitation`` (each drawn graph's best placement so far)."""
     held_out: int = len(HELD_OUT)

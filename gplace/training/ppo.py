@@ -26,7 +26,7 @@ from gplace.training._loop import (
     progress_bar,
     start_search,
 )
-from gplace.training.reinforce import advantage, risk_seeking_baseline
+from gplace.training.reinforce import batch_advantage, risk_seeking_baseline
 from gplace.training.settings import PPOSettings
 
 
@@ -155,9 +155,10 @@ class PPOTrainer(PPOSettings):
         return rollout.batch_mean() if self.baseline == "mean" else ema
 
     def _advantage(self, rollout: Rollout, baseline: float) -> torch.Tensor:
-        """The batch's advantages (see :func:`~gplace.training.reinforce.advantage`).
+        """The batch's advantages (see :func:`~gplace.training.reinforce.batch_advantage`).
 
         Shapes:
             returns (K,) float64.
         """
-        return advantage(rollout.reward, baseline, normalize=self.normalize_advantage, risk_seeking=self.risk_seeking)
+        return batch_advantage(rollout.reward, baseline, normalize=self.normalize_advantage,
+                               risk_seeking=self.risk_seeking)

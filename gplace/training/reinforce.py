@@ -14,8 +14,8 @@ def step_time_reward(step_time: torch.Tensor) -> torch.Tensor:
     return -torch.sqrt(step_time)
 
 
-def advantage(reward: torch.Tensor, baseline: float, *, normalize: bool = False,
-              risk_seeking: float | None = None) -> torch.Tensor:
+def batch_advantage(reward: torch.Tensor, baseline: float, *, normalize: bool = False,
+                    risk_seeking: float | None = None) -> torch.Tensor:
     """``reward - baseline`` of K samples, or the risk-seeking advantage.
 
     With ``risk_seeking = eps`` (Petersen et al., ICLR 2021), the baseline is instead the batch's ``1 - eps``
@@ -74,7 +74,7 @@ def reinforce_loss(
         normalize_advantage: divide the advantages by the standard deviation of the K rewards, so the
             gradient's scale does not depend on the scale of step times (default: False, the paper's loss).
         risk_seeking: keep only the best fraction ``eps`` of the samples, measured from the batch's
-            ``1 - eps`` reward quantile instead of ``baseline`` (see :func:`advantage`; default: None).
+            ``1 - eps`` reward quantile instead of ``baseline`` (see :func:`batch_advantage`; default: None).
 
     Shapes:
         log_prob (K,), reward (K,), entropy (K,) -> scalars.
@@ -82,7 +82,7 @@ def reinforce_loss(
     Returns:
         ``loss_policy``, ``loss_entropy`` and the diagnostics ``advantage_mean`` and ``entropy``.
     """
-    adv = advantage(reward, baseline, normalize=normalize_advantage, risk_seeking=risk_seeking)
+    adv = batch_advantage(reward, baseline, normalize=normalize_advantage, risk_seeking=risk_seeking)
     return {
         "loss_policy": -(adv * log_prob).mean(),
         "loss_entropy": -entropy_coef * entropy.mean(),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gplace.training import EMABaseline, reinforce_loss, step_time_reward
-from gplace.training.reinforce import advantage
+from gplace.training.reinforce import batch_advantage
 
 
 def test_two_sample_example_by_hand():
@@ -53,13 +53,13 @@ def test_ema_baseline():
 def test_risk_seeking_keeps_the_best_fraction_measured_from_its_quantile():
     # rewards -1 .. -8; eps = 0.25 -> the 0.75 quantile is -2.75: only -1 and -2 count, by 1.75 and 0.75
     reward = -torch.arange(1.0, 9.0, dtype=torch.float64)
-    adv = advantage(reward, -100.0, risk_seeking=0.25)  # the baseline is ignored
+    adv = batch_advantage(reward, -100.0, risk_seeking=0.25)  # the baseline is ignored
     assert adv.tolist() == pytest.approx([1.75, 0.75, 0, 0, 0, 0, 0, 0])
     # normalised by the standard deviation of all K rewards, not of the two kept
-    assert advantage(reward, 0.0, normalize=True, risk_seeking=0.25).tolist() == pytest.approx(
+    assert batch_advantage(reward, 0.0, normalize=True, risk_seeking=0.25).tolist() == pytest.approx(
         (adv / reward.std()).tolist())
     # eps = 1: the quantile is the worst reward, so every sample but the worst counts
-    assert advantage(reward, 0.0, risk_seeking=1.0).tolist() == pytest.approx([7, 6, 5, 4, 3, 2, 1, 0])
+    assert batch_advantage(reward, 0.0, risk_seeking=1.0).tolist() == pytest.approx([7, 6, 5, 4, 3, 2, 1, 0])
 
 
 def test_risk_seeking_loss_moves_only_the_kept_samples():
