@@ -95,7 +95,7 @@ sorted run: a radix heap on the ready times' bits with an int heap for ties (13.
   30x. Measured on 2026-11-26 (M = 1, 200 random placements, min of 7, machine otherwise idle): its per-placement
   set-up (device per instance, admission limits, the transfer table, static memory, with their allocations)
   takes 5.5 of 39.9 us a placement at 256 ops on 2 devices, 5.2 of 55.9 on 5, 112 of 799 us at 5,000 ops on 2 and
-  99 of 1,122 on 5; so even free set-up would leave the event loop at 34-50 us at 256 ops, 4.5-7.8x against the
+  99 of 1,122 on 5; so even free set-up would leave the event loop at 34-51 us at 256 ops, 5.2-6.6x against the
   yardstick's 226-265 us there, where 30x needs under 7.6-8.8 us.
 - `Simulator.measure` (3-4.5x) is a per-placement API: validation, the full kernel (it reports memory and the
   timeline) and the `Schedule`/`Measurement` objects; the target is for the batch APIs.
