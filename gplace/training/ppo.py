@@ -161,4 +161,4 @@ class PPOTrainer(PPOSettings):
             returns (K,) float64.
         """
         return batch_advantage(rollout.reward, baseline, normalize=self.normalize_advantage,
-                               risk_seeking=self.risk_seeking)
+                               best_only=self.risk_seeking is not None)

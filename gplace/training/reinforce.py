@@ -15,34 +15,31 @@ def step_time_reward(step_time: torch.Tensor) -> torch.Tensor:
 
 
 def batch_advantage(reward: torch.Tensor, baseline: float, *, normalize: bool = False,
-                    risk_seeking: float | None = None) -> torch.Tensor:
-    """``reward - baseline`` of K samples, or the risk-seeking advantage.
-
-    With ``risk_seeking = eps`` (Petersen et al., ICLR 2021), the baseline is instead the batch's ``1 - eps``
-    quantile of the rewards, and samples below it get no advantage: the update improves the best ``eps``
-    fraction of the samples rather than their mean, which is what a search that keeps its best placement needs.
+                    best_only: bool = False) -> torch.Tensor:
+    """``reward - baseline`` of K samples.
 
     Args:
         reward: reward of each sample.
-        baseline: subtracted from the rewards (ignored with ``risk_seeking``).
-        normalize: divide by the standard deviation of the K rewards (before the risk-seeking cut), so the
-            scale of step times does not matter (default: False).
-        risk_seeking: the fraction ``eps`` in (0, 1] of the samples kept (default: None, every sample).
+        baseline: subtracted from the rewards.
+        normalize: divide by the standard deviation of the K rewards, so the scale of step times does not matter
+            (default: False).
+        best_only: samples below ``baseline`` get no advantage: with :func:`risk_seeking_baseline` as the
+            baseline, the risk-seeking advantage (default: False).
 
     Shapes:
         reward (K,) -> (K,), without gradient.
     """
-    reward = reward.detach()
-    if risk_seeking is not None:
-        baseline = risk_seeking_baseline(reward, risk_seeking)
-    out = reward - baseline
+    out = reward.detach() - baseline
     if normalize and out.numel() > 1:
         out = out / (out.std() + 1e-8)
-    return out if risk_seeking is None else out.clamp(min=0.0)
+    return out.clamp(min=0.0) if best_only else out
 
 
 def risk_seeking_baseline(reward: torch.Tensor, risk_seeking: float) -> float:
     """The ``1 - risk_seeking`` quantile of the K rewards, the baseline of the risk-seeking advantage.
+
+    With it and ``best_only``, an update improves the best ``risk_seeking`` fraction of the samples rather than
+    their mean (Petersen et al., ICLR 2021), which is what a search that keeps its best placement needs.
 
     Shapes:
         reward (K,) -> scalar.
@@ -58,7 +55,7 @@ def reinforce_loss(
     *,
     entropy_coef: float = 0.0,
     normalize_advantage: bool = False,
-    risk_seeking: float | None = None,
+    best_only: bool = False,
 ) -> dict[str, torch.Tensor]:
     """REINFORCE terms for K sampled placements.
 
@@ -73,8 +70,8 @@ def reinforce_loss(
         entropy_coef: weight of the entropy bonus (default: 0).
         normalize_advantage: divide the advantages by the standard deviation of the K rewards, so the
             gradient's scale does not depend on the scale of step times (default: False, the paper's loss).
-        risk_seeking: keep only the best fraction ``eps`` of the samples, measured from the batch's
-            ``1 - eps`` reward quantile instead of ``baseline`` (see :func:`batch_advantage`; default: None).
+        best_only: learn only from the samples at or above ``baseline`` (risk-seeking, with
+            :func:`risk_seeking_baseline` as the baseline; see :func:`batch_advantage`; default: False).
 
     Shapes:
         log_prob (K,), reward (K,), entropy (K,) -> scalars.
@@ -82,7 +79,7 @@ def reinforce_loss(
     Returns:
         ``loss_policy``, ``loss_entropy`` and the diagnostics ``advantage_mean`` and ``entropy``.
     """
-    adv = batch_advantage(reward, baseline, normalize=normalize_advantage, risk_seeking=risk_seeking)
+    adv = batch_advantage(reward, baseline, normalize=normalize_advantage, best_only=best_only)
     return {
         "loss_policy": -(adv * log_prob).mean(),
         "loss_entropy": -entropy_coef * entropy.mean(),

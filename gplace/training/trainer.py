@@ -54,14 +54,15 @@ class ReinforceTrainer(SearchSettings):
                 run.observe(rollout)
 
                 # baseline: EMA of successful rewards (failures stay out of it), or the risk-seeking quantile
+                reward = rollout.reward.to(log_prob.dtype)
                 b = run.baseline(fallback=rollout.batch_mean())
                 if self.risk_seeking is not None:
-                    b = risk_seeking_baseline(rollout.reward, self.risk_seeking)
+                    b = risk_seeking_baseline(reward, self.risk_seeking)
 
                 # update
-                terms = reinforce_loss(log_prob, rollout.reward.to(log_prob.dtype), b, entropy,
+                terms = reinforce_loss(log_prob, reward, b, entropy,
                                        entropy_coef=self.entropy_coef, normalize_advantage=self.normalize_advantage,
-                                       risk_seeking=self.risk_seeking)
+                                       best_only=self.risk_seeking is not None)
                 target = run.imitation_target(placer) if self.self_imitation else None
                 if target is not None:  # maximum likelihood on the best placement so far
                     terms["loss_self_imitation"] = -self.self_imitation * placer.evaluate(target[None])[0][0]

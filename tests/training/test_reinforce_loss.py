@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gplace.training import EMABaseline, reinforce_loss, step_time_reward
-from gplace.training.reinforce import batch_advantage
+from gplace.training.reinforce import batch_advantage, risk_seeking_baseline
 
 
 def test_two_sample_example_by_hand():
@@ -53,19 +53,23 @@ def test_ema_baseline():
 def test_risk_seeking_keeps_the_best_fraction_measured_from_its_quantile():
     # rewards -1 .. -8; eps = 0.25 -> the 0.75 quantile is -2.75: only -1 and -2 count, by 1.75 and 0.75
     reward = -torch.arange(1.0, 9.0, dtype=torch.float64)
-    adv = batch_advantage(reward, -100.0, risk_seeking=0.25)  # the baseline is ignored
+    threshold = risk_seeking_baseline(reward, 0.25)
+    assert threshold == pytest.approx(-2.75)
+    adv = batch_advantage(reward, threshold, best_only=True)
     assert adv.tolist() == pytest.approx([1.75, 0.75, 0, 0, 0, 0, 0, 0])
     # normalised by the standard deviation of all K rewards, not of the two kept
-    assert batch_advantage(reward, 0.0, normalize=True, risk_seeking=0.25).tolist() == pytest.approx(
+    assert batch_advantage(reward, threshold, normalize=True, best_only=True).tolist() == pytest.approx(
         (adv / reward.std()).tolist())
     # eps = 1: the quantile is the worst reward, so every sample but the worst counts
-    assert batch_advantage(reward, 0.0, risk_seeking=1.0).tolist() == pytest.approx([7, 6, 5, 4, 3, 2, 1, 0])
+    assert batch_advantage(reward, risk_seeking_baseline(reward, 1.0), best_only=True).tolist() == pytest.approx(
+        [7, 6, 5, 4, 3, 2, 1, 0])
 
 
 def test_risk_seeking_loss_moves_only_the_kept_samples():
     log_prob = torch.zeros(4, requires_grad=True)
     reward = torch.tensor([-1.0, -2.0, -3.0, -4.0])
-    terms = reinforce_loss(log_prob, reward, -2.5, torch.zeros(4), risk_seeking=0.5)
+    assert risk_seeking_baseline(reward, 0.5) == pytest.approx(-2.5)
+    terms = reinforce_loss(log_prob, reward, risk_seeking_baseline(reward, 0.5), torch.zeros(4), best_only=True)
     terms["loss_policy"].backward()
     # the 0.5 quantile is -2.5: advantages 1.5 and 0.5 on the two best, zero on the others; d/dlogp = -adv / K
     assert log_prob.grad.tolist() == pytest.approx([-0.375, -0.125, 0.0, 0.0])
