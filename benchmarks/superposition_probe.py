@@ -99,12 +99,12 @@ def _validate(encoder, policy, cluster, sim, settings, rates: list[float], tempe
         scratch = bench._scratch("superposition", graph, cluster, sim, settings, i)
         target, needed = scratch.best_step_time, bench._samples_to_reach(scratch, scratch.best_step_time)
         greedy_time = bench._step_time(sim, graph, cluster)(place_zero_shot(encoder, policy, graph, cluster))
+        single = reference_step_time(graph, cluster, sim)
         for lr in rates:
             tuned = finetune(encoder, policy, graph, cluster, sim, trainer=bench._search(settings, lr, i,
                                                                                        settings.finetune_risk_seeking))
             took = bench._finetune_samples_to_reach(tuned, target, greedy_time)
             reached[lr] += bool(took and needed / took >= 10)
-            single = reference_step_time(graph, cluster, sim)
             print(f"{graph.name}: from scratch {needed} samples ({target / single:.3f}x the best single device), "
                   f"fine-tuned with lr {lr}: {took} ({tuned.best_step_time / single:.3f}x)")
     policy.temperature = pretrained_temperature
