@@ -4,10 +4,13 @@ Run from the repository root with the shared graphs reachable (``GPLACE_SHARED``
 
     python benchmarks/pipeline_search_probe.py resnet18 vgg16 --schedules 1f1b -o trainer.lr=0.003
 
-Each (graph, schedule) runs one search as ``bench_pipeline`` runs ``list_scheduling_stage`` (GNN encoder,
-list-scheduling policy with the stage prior, REINFORCE with its defaults, ``--seconds`` of search, rewarded by
-pipe-v1 on ``--cluster`` with M = ``--microbatches``), with ``-o`` overrides of the main config after the
-bench's own, from ``torch.manual_seed(--seed)``. It prints the mini-batch time and its ratio to the fastest
+Each (graph, schedule) runs one cold search as ``bench_pipeline`` runs its learned search ``--method``
+(default ``list_scheduling_stage``: GNN encoder, list-scheduling policy with the stage prior and the revisit
+charge, risk-seeking REINFORCE; the overrides are read from ``bench_pipeline.yaml``), for ``--seconds``,
+rewarded by pipe-v1 on ``--cluster`` with M = ``--microbatches``, with ``-o`` overrides of the main config after
+the bench's own, from ``torch.manual_seed(--seed)``. Probes quoted in the notes before 2026-11-26 13:00 UTC ran
+from the stage prior alone (``policy.revisit=0``, no risk seeking): add ``-o policy.revisit=0 -o
+trainer.risk_seeking=null`` to repeat them. It prints the mini-batch time and its ratio to the fastest
 non-learned method of the same case in ``benchmarks/pipeline_results.json``, then how many cases end within 5 %
 and the geometric mean of the ratios. Check a difference with other ``--seed`` values (with the defaults,
 seeds 0-2 ended at the same times on most profile cases). The notes of ``benchmarks/PIPELINE.md`` quote
@@ -34,7 +37,6 @@ from gplace.pipeline import PipelineSimulator
 
 RESULTS = Path(__file__).with_name("pipeline_results.json")
 LEARNED = ("list_scheduling",)  # method names starting with it are learned searches
-STAGE = ["encoder=gnn", "policy=list_scheduling", "policy.stage_features=true", "policy.prior=stage"]
 
 
 def best_placer(rows: list[dict], graph: str, cluster: str, schedule: str, microbatches: int) -> float:
@@ -60,9 +62,9 @@ class Given(Placer):
 
 
 def search(graph, cluster, runtime, seconds: float, overrides: list[str]):
-    """A cold search's placement, as ``bench_pipeline`` runs it."""
+    """A cold search's placement, as ``bench_pipeline`` runs it with ``overrides`` (the method's, then the user's)."""
     cfg = compose(config_name="config", overrides=["logger=none", "trainer.progress=false", "trainer.updates=100000",
-                                                    f"trainer.max_seconds={seconds}", *STAGE, *overrides])
+                                                    f"trainer.max_seconds={seconds}", *overrides])
     return place(graph, cluster, encoder=instantiate(cfg.encoder), policy=instantiate(cfg.policy), runtime=runtime,
                  trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups).placement
 
@@ -77,6 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("graphs", nargs="+", help="graph names of bench_pipeline.yaml")
     parser.add_argument("--schedules", nargs="+", default=["gpipe", "1f1b"])
+    parser.add_argument("--method", default="list_scheduling_stage", help="a learned search of bench_pipeline.yaml")
     parser.add_argument("--cluster", default="a100x4", help="a cluster name of bench_pipeline.yaml")
     parser.add_argument("--microbatches", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -89,13 +92,17 @@ def main() -> None:
     with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
         bench = compose(config_name="bench_pipeline")
         cluster = instantiate(bench.clusters[args.cluster])
+        if args.method not in bench.learned:
+            parser.error(f"--method {args.method!r} is not a learned search of bench_pipeline.yaml: "
+                         f"{', '.join(bench.learned)}")
+        overrides = [*bench.learned[args.method].overrides, *args.override]
         for name in args.graphs:
             graph = instantiate(bench.graphs[name])
             for schedule in args.schedules:
                 runtime = PipelineSimulator(microbatches=args.microbatches, schedule=schedule)
                 best = best_placer(rows, name, cluster.name, schedule, args.microbatches)
                 torch.manual_seed(args.seed)
-                placement = search(graph, cluster, runtime, args.seconds, args.override)
+                placement = search(graph, cluster, runtime, args.seconds, overrides)
                 got = runtime.measure(graph, cluster, placement).step_time
                 ratios.append(got / best)
                 line = f"{name} {schedule}: {got * 1e3:.4g} ms, {got / best:.3f}x the best placer"
