@@ -11,7 +11,7 @@ import numpy as np
 
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.baselines.base import Placer
-from gplace.baselines.pipeline.stages import Blocks, StageProblem, stage_time
+from gplace.baselines.pipeline.stages import Blocks, StageProblem, check_kind, stage_time
 from gplace.ir import Cluster, OpGraph
 
 
@@ -26,7 +26,7 @@ class StagePlacer(Placer):
     """
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True) -> None:
-        self.kind = kind
+        self.kind = check_kind(kind)
         self.microbatches = microbatches
         self.overlap = overlap
 

@@ -10,7 +10,7 @@ import numpy as np
 from gplace.baselines._common import build_units
 from gplace.baselines.base import Placer
 from gplace.baselines.pipeline.contiguous import IdealDPPartitioner
-from gplace.baselines.pipeline.stages import stage_devices
+from gplace.baselines.pipeline.stages import check_kind, stage_devices
 from gplace.ir import Cluster, OpGraph
 
 _IMPROVES = 1 - 1e-9  # a candidate must beat the current time by more than rounding
@@ -62,7 +62,7 @@ class PipelineLocalSearch(Placer):
         from gplace.pipeline import PipelineSimulator
 
         self._sim = PipelineSimulator(microbatches, schedule)  # checks both; keeps prepared graphs across calls
-        self.microbatches, self.schedule, self.kind = microbatches, schedule, kind
+        self.microbatches, self.schedule, self.kind = microbatches, schedule, check_kind(kind)
         self.start = start
         self.time_limit, self.max_evaluations, self.batch_size = time_limit, max_evaluations, batch_size
 

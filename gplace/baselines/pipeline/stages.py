@@ -19,6 +19,7 @@ coarsened to a bounded number of blocks of about equal compute (:meth:`StageProb
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -26,6 +27,8 @@ import numpy as np
 
 from gplace.baselines._common import build_units, op_memory, unit_durations
 from gplace.ir import Cluster, GraphError, OpGraph
+
+log = logging.getLogger(__name__)
 
 
 def pipeline_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
@@ -43,9 +46,24 @@ def pipeline_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     return float(max(fastest.sum() / usable, fastest.max()))
 
 
+def check_kind(kind: object) -> str | None:
+    """``kind`` if it is a device kind (a non-empty string) or ``None``.
+
+    Raises:
+        ValueError: anything else (e.g. a number passed where ``microbatches`` was meant).
+    """
+    if kind is not None and not (isinstance(kind, str) and kind):
+        raise ValueError(f"kind must be a device kind (a non-empty string such as 'gpu') or None, got {kind!r}")
+    return kind
+
+
 def stage_devices(cluster: Cluster, kind: str | None) -> np.ndarray:
-    """Indices of the devices that hold stages: those of ``kind``, or every device if there are none (or no kind)."""
+    """Indices of the devices that hold stages: those of ``kind``, or every device if there are none (or no kind),
+    with a warning naming the cluster's kinds in the first case (a misspelt kind would otherwise go unnoticed)."""
     chosen = [d for d, k in enumerate(cluster.kinds) if kind is None or k == kind]
+    if not chosen:
+        log.warning("cluster %r has no device of kind %r (kinds: %s): the stages use every device", cluster.name,
+                    kind, ", ".join(sorted(set(cluster.kinds))))
     return np.array(chosen or range(cluster.num_devices), dtype=np.int64)
 
 

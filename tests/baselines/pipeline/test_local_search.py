@@ -116,7 +116,7 @@ def test_an_empty_graph_gets_an_empty_placement():
 
 
 @pytest.mark.parametrize("kwargs", [{"time_limit": -1.0}, {"max_evaluations": -1}, {"batch_size": 0},
-                                    {"schedule": "interleaved"}, {"microbatches": 0}])
+                                    {"schedule": "interleaved"}, {"microbatches": 0}, {"kind": 16}])
 def test_bad_budgets_are_named(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         PipelineLocalSearch(**kwargs)

@@ -174,3 +174,19 @@ def test_heterogeneous_speeds_give_the_fast_device_more_work() -> None:
     graph = testing.chain((1.0,) * 8, nbytes=0)
     placed = IdealDPPartitioner().place(graph, cluster).devices
     assert (placed == 1).sum() == 6
+
+
+@pytest.mark.parametrize("placer", [GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner, PipelineILPPlacer])
+def test_a_kind_that_is_not_a_string_is_refused_by_name(placer):
+    """``IdealDPPartitioner(16)`` passes 16 as the kind, not as M: refused, not a silent fall-back to every device."""
+    with pytest.raises(ValueError, match="kind must be a device kind .* got 16"):
+        placer(16)
+
+
+def test_a_kind_the_cluster_lacks_puts_stages_on_every_device_with_a_warning(caplog):
+    graph = testing.chain((1.0,) * 4, nbytes=KB)
+    cluster = testing.uniform_cluster(2)  # two "gpu" devices: "GPU" is a misspelling
+    with caplog.at_level("WARNING", logger="gplace.baselines.pipeline.stages"):
+        devices = GPipePartitioner(kind="GPU").place(graph, cluster).devices
+    assert sorted(set(devices.tolist())) == [0, 1]
+    assert "has no device of kind 'GPU' (kinds: gpu)" in caplog.text
