@@ -35,7 +35,7 @@ def _two_tower(path: Path) -> Path:
              helper.make_node("MatMul", ["c", "W2"], ["y"], name="head")]
     graph = helper.make_graph(nodes, "two_tower", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 16])], initializer=weights)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
     return path
 
 
