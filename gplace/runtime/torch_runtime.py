@@ -678,6 +678,14 @@ def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
     return outputs, step.moved
 
 
+LAYOUT_FREE: dict[Any, Any] = {torch.ops.aten.view.default: torch.ops.aten.reshape.default}
+"""Ops run in place of a program's, which torch.export traced with the example inputs' memory layouts. Another device
+may lay out an op's output otherwise (on a CUDA GPU, ``nn.Transformer``'s attention output reaches a ``view`` that
+the CPU-traced program cannot apply: "view size is not compatible with input tensor's size and stride"); ``reshape``
+gives the same values, as a view where the strides allow and a copy where not, which changes nothing in a
+functional program."""
+
+
 class Step:
     """The values of one step: per node, and copies per (node, torch device)."""
 
@@ -700,7 +708,7 @@ class Step:
         stream = plan.streams.get(device)
         try:
             with torch.cuda.stream(stream) if stream is not None else nullcontext():
-                self.env[node.name] = node.target(*args, **kwargs)
+                self.env[node.name] = LAYOUT_FREE.get(node.target, node.target)(*args, **kwargs)
                 if call.event and stream is not None:
                     self.events[node.name] = stream.record_event()
             for cpu in plan.host_readers.get(node.name, ()):

@@ -36,6 +36,24 @@ def _(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
+@torch.library.custom_op("gplace_test::column_major", mutates_args=())
+def _column_major(x: torch.Tensor) -> torch.Tensor:
+    """``x``'s values laid out column-major, as some CUDA kernels return what the CPU returns row-major."""
+    return x.t().contiguous().t()
+
+
+@_column_major.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)  # row-major: what torch.export traces
+
+
+class ViewAfterLayout(nn.Module):
+    """A ``view`` of an op's output, valid for the traced (row-major) layout only."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _column_major(x).view(-1) * 2
+
+
 class ConvNet(nn.Module):
     """conv -> bn -> relu -> pool -> linear."""
 
@@ -331,3 +349,16 @@ def test_two_gpus_run_concurrently() -> None:
     two = rt.measure(g, c, Placement.for_graph(g, split))
     assert one.ok and two.ok
     assert two.step_time < 0.75 * one.step_time, (one.step_time, two.step_time)
+
+
+def test_a_view_of_an_output_laid_out_otherwise_than_traced_still_runs() -> None:
+    """Found on the first GPU run: nn.Transformer exported on the CPU failed on a GPU at a ``view`` whose input the
+    GPU's attention kernel had laid out otherwise. The executor runs ``view`` as ``reshape`` (same values)."""
+    x = torch.randn(4, 6)
+    g = from_torch(ViewAfterLayout(), (x,))
+    assert any(n.target is torch.ops.aten.view.default for n in g.source.program.graph.nodes)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        ViewAfterLayout()(x)  # eager fails too: the layout is the op's, not the executor's
+    cpu = Cluster.build([Device("/CPU:0", "cpu")])
+    got = TorchRuntime(steps=1, warmup=0).run(g, cpu, Placement.single(g, 0), inputs=(x,))
+    torch.testing.assert_close(got[0] if isinstance(got, list | tuple) else got, x.reshape(-1) * 2)
