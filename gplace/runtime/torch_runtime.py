@@ -681,9 +681,8 @@ def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
 LAYOUT_FREE: dict[Any, Any] = {torch.ops.aten.view.default: torch.ops.aten.reshape.default}
 """Ops run in place of a program's, which torch.export traced with the example inputs' memory layouts. Another device
 may lay out an op's output otherwise (on a CUDA GPU, ``nn.Transformer``'s attention output reaches a ``view`` that
-the CPU-traced program cannot apply: "view size is not compatible with input tensor's size and stride"); ``reshape``
-gives the same values, as a view where the strides allow and a copy where not, which changes nothing in a
-functional program."""
+the CPU-traced program cannot apply: "view size is not compatible with input tensor's size and stride"). Wherever
+``view`` works, ``reshape`` returns that same view; only where it would raise, ``reshape`` copies (same values)."""
 
 
 class Step:
