@@ -28,7 +28,7 @@ from torch import nn
 from gplace.export.parts import device_parts, framework_devices, part_of
 from gplace.importers.torch_export import TorchSource
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
-from gplace.runtime.torch_runtime import to_device, torch_device
+from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device
 
 
 class OnDevice(nn.Module):
@@ -65,6 +65,7 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     part_ids = _node_parts(gm, graph, owner)
     for name, k in part_ids.items():
         _retarget(nodes[name], devices[parts[k].device])
+        nodes[name].target = LAYOUT_FREE.get(nodes[name].target, nodes[name].target)  # as torch-v1 runs them
     split = torch.fx.passes.split_module.split_module(gm, gm, lambda node: part_ids[node.name])
     split.graph._codegen = gm.graph._codegen  # takes and returns the exported module's (nested) inputs and outputs
     split.recompile()

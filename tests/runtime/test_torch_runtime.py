@@ -362,3 +362,13 @@ def test_a_view_of_an_output_laid_out_otherwise_than_traced_still_runs() -> None
     cpu = Cluster.build([Device("/CPU:0", "cpu")])
     got = TorchRuntime(steps=1, warmup=0).run(g, cpu, Placement.single(g, 0), inputs=(x,))
     torch.testing.assert_close(got[0] if isinstance(got, list | tuple) else got, x.reshape(-1) * 2)
+
+
+def test_the_split_program_for_compilers_runs_such_a_view_too() -> None:
+    """``gplace.export.torch.split_program`` (the placed program a compiler runs) swaps ``view`` the same way."""
+    from gplace.export.torch import split_program
+
+    x = torch.randn(4, 6)
+    g = from_torch(ViewAfterLayout(), (x,))
+    cpu = Cluster.build([Device("/CPU:0", "cpu")])
+    torch.testing.assert_close(split_program(g, cpu, Placement.single(g, 0))(x), x.reshape(-1) * 2)
