@@ -486,6 +486,13 @@ def _hint(value: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- the plan
+LAYOUT_FREE: dict[Any, Any] = {torch.ops.aten.view.default: torch.ops.aten.reshape.default}
+"""Ops run in place of a program's, which torch.export traced with the example inputs' memory layouts. Another device
+may lay out an op's output otherwise (on a CUDA GPU, ``nn.Transformer``'s attention output reaches a ``view`` that
+the CPU-traced program cannot apply: "view size is not compatible with input tensor's size and stride"). Wherever
+``view`` works, ``reshape`` returns that same view; only where it would raise, ``reshape`` copies (same values)."""
+
+
 @dataclass(frozen=True, eq=False)
 class _Call:
     """One FX ``call_function`` node, ready to run on its cluster device."""
@@ -500,6 +507,8 @@ class _Call:
     """Values whose last reader this is."""
     event: bool
     """Whether a reader on another torch device waits on it (CUDA only)."""
+    target: Callable[..., Any]
+    """What runs: the node's target, or its :data:`LAYOUT_FREE` stand-in."""
 
 
 @dataclass(eq=False)
@@ -570,7 +579,8 @@ def _build_plan(
     last = _last_readers(gm)
     calls = [
         _Call(node, homes[node.name], *_retarget(node, torch_devices[homes[node.name]], known.get(node.name, {})),
-              free=tuple(last.get(node.name, ())), event=node.name in cross)
+              free=tuple(last.get(node.name, ())), event=node.name in cross,
+              target=LAYOUT_FREE.get(node.target, node.target))
         for node in gm.graph.nodes if node.op == "call_function"
     ]
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
@@ -678,13 +688,6 @@ def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
     return outputs, step.moved
 
 
-LAYOUT_FREE: dict[Any, Any] = {torch.ops.aten.view.default: torch.ops.aten.reshape.default}
-"""Ops run in place of a program's, which torch.export traced with the example inputs' memory layouts. Another device
-may lay out an op's output otherwise (on a CUDA GPU, ``nn.Transformer``'s attention output reaches a ``view`` that
-the CPU-traced program cannot apply: "view size is not compatible with input tensor's size and stride"). Wherever
-``view`` works, ``reshape`` returns that same view; only where it would raise, ``reshape`` copies (same values)."""
-
-
 class Step:
     """The values of one step: per node, and copies per (node, torch device)."""
 
@@ -707,7 +710,7 @@ class Step:
         stream = plan.streams.get(device)
         try:
             with torch.cuda.stream(stream) if stream is not None else nullcontext():
-                self.env[node.name] = LAYOUT_FREE.get(node.target, node.target)(*args, **kwargs)
+                self.env[node.name] = call.target(*args, **kwargs)
                 if call.event and stream is not None:
                     self.events[node.name] = stream.record_event()
             for cpu in plan.host_readers.get(node.name, ()):
