@@ -81,10 +81,10 @@ def main() -> None:
     model, x = TwoBranches(args.width, args.depth).eval(), torch.randn(args.batch, args.width)
     graph = from_torch(model, (x,))
     cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu", speed=10.0)], default_bandwidth=2.5e10)
-    runtime = TorchRuntime(steps=5, warmup=2, device_map=None if cuda else {"/GPU:0": "cpu"})
-    want = runtime.run(graph, cluster, Placement.single(graph, 0))
-    rows, started = [], time.perf_counter()
     device_map = None if cuda else {"/GPU:0": "cpu"}
+    runtime = TorchRuntime(steps=5, warmup=2, device_map=device_map)
+    want = runtime.run(graph, cluster, Placement.single(graph, 0))
+    rows, started, measured = [], time.perf_counter(), {}
     calibration = calibrate(graph, cluster, device_map=device_map)
     predict = Simulator()
     candidates = {"all on /CPU:0": Placement.single(graph, 0), "all on /GPU:0": Placement.single(graph, 1),
@@ -97,7 +97,7 @@ def main() -> None:
     search = time.perf_counter() - search
     candidates[f"learned ({args.samples} samples measured, {search:.1f} s)"] = report.placement
     for name, placement in candidates.items():
-        m = runtime.measure(graph, cluster, placement)
+        m = measured[name] = runtime.measure(graph, cluster, placement)
         on_gpu = int((placement.devices == 1).sum())
         error = max_error(runtime.run(graph, cluster, placement), want)
         same = Placement.for_graph(calibration.graph, placement.devices)
@@ -106,7 +106,7 @@ def main() -> None:
                     f"{sim * 1e3:.3f} | {error:.1e} | {m.ok} |")
     device = x.to("cuda") if cuda else x
     eager = eager_seconds(model.to(device.device), device)
-    gpu_time = runtime.measure(graph, cluster, Placement.single(graph, 1)).step_time
+    gpu_time = measured["all on /GPU:0"].step_time
     timer = "CUDA events" if cuda else "wall clock"
     name = torch.cuda.get_device_name(0) if cuda else "none (/GPU:0 mapped to the CPU)"
     lines = [f"# GPU check: torch-v1 on a CPU and a GPU ({time.strftime('%Y-%m-%d', time.gmtime())})", "",
