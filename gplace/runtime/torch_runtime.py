@@ -58,8 +58,8 @@ import re
 import statistics
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -681,9 +681,10 @@ def _check_time(deadline: float) -> None:
 def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
     """Run one step; return the output structure and the bytes moved between cluster devices."""
     step = Step(plan)
-    for call in plan.calls:
-        step.run(call)
-        _check_time(deadline)
+    with _streams_restored(plan):
+        for call in plan.calls:
+            step.run(call)
+            _check_time(deadline)
     outputs = map_arg(plan.outputs, lambda n: step.env[n.name])
     return outputs, step.moved
 
@@ -698,6 +699,8 @@ class Step:
         self.sent: set[tuple[str, int]] = set()
         self.events: dict[str, Any] = {}
         self.moved = 0
+        self.stream: Any = None
+        """The compute stream made current last (switched only when a call's device has another one)."""
 
     def run(self, call: _Call) -> None:
         node, plan = call.node, self.plan
@@ -708,11 +711,13 @@ class Step:
             return
         args, kwargs = map_arg((call.args, call.kwargs), lambda dep: self.fetch(dep.name, call.device))
         stream = plan.streams.get(device)
+        if stream is not None and stream is not self.stream:
+            torch.cuda.set_stream(stream)  # and its device; a context per op cost more host time than most ops
+            self.stream = stream
         try:
-            with torch.cuda.stream(stream) if stream is not None else nullcontext():
-                self.env[node.name] = call.target(*args, **kwargs)
-                if call.event and stream is not None:
-                    self.events[node.name] = stream.record_event()
+            self.env[node.name] = call.target(*args, **kwargs)
+            if call.event and stream is not None:
+                self.events[node.name] = stream.record_event()
             for cpu in plan.host_readers.get(node.name, ()):
                 self.copies[node.name, cpu] = self.send_to_host(self.env[node.name], device, self.events[node.name])
         except Exception as err:  # an op may raise anything
@@ -829,6 +834,22 @@ def _out_of_memory(err: Exception) -> bool:
 
 
 # ---------------------------------------------------------------------- CUDA bookkeeping
+@contextmanager
+def _streams_restored(plan: Plan) -> Iterator[None]:
+    """Give back the caller's current CUDA device and each device's current stream after a step (a step makes
+    its compute streams current as it goes)."""
+    if not plan.streams:
+        yield
+        return
+    device, before = torch.cuda.current_device(), [torch.cuda.current_stream(d) for d in plan.streams]
+    try:
+        yield
+    finally:
+        for stream in before:
+            torch.cuda.set_stream(stream)
+        torch.cuda.set_device(device)
+
+
 def _synchronize(plan: Plan) -> None:
     for device in plan.streams:
         try:

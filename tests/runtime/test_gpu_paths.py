@@ -16,7 +16,7 @@ from torch import nn
 from gplace.importers.torch_export import from_torch
 from gplace.ir import Cluster, Device, OpGraph, Placement
 from gplace.runtime.base import ClusterMismatchError
-from gplace.runtime.torch_runtime import Step, TorchRuntime, execute_step
+from gplace.runtime.torch_runtime import Step, TorchRunError, TorchRuntime, execute_step
 
 pytestmark = pytest.mark.gpu
 
@@ -136,6 +136,48 @@ def test_gpu_to_cpu_values_go_to_pinned_memory_without_blocking() -> None:
             sent += [copy for (_, dev), copy in step.copies.items() if dev.type == "cpu"]
     assert sent and all(c.value.is_pinned() for c in sent)
     torch.testing.assert_close(rt.run(g, cluster, placement)[0], want[0], rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------------- compute streams set once per step
+_streams_seen: list[int] = []
+
+
+@torch.library.custom_op("gplace_test::note_stream", mutates_args=())
+def _note_stream(x: torch.Tensor) -> torch.Tensor:
+    """``x`` again; notes the current CUDA stream of ``x``'s device when it runs."""
+    _streams_seen.append(torch.cuda.current_stream(x.device).stream_id)
+    return x.clone()
+
+
+@_note_stream.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class NotesStreams(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.gplace_test.note_stream(torch.relu(torch.ops.gplace_test.note_stream(x)) + 1)
+
+
+@needs_gpus(1)
+def test_ops_run_on_the_compute_stream_and_the_callers_stream_comes_back() -> None:
+    """Every op of a step runs on the plan's compute stream of its GPU (made current once, not per op), and the
+    caller's current stream and device are as before the step, also when the step fails."""
+    g = from_torch(NotesStreams(), (torch.randn(4, 8),))
+    rt = TorchRuntime(steps=1, warmup=0)
+    mine = torch.cuda.Stream()
+    with torch.no_grad():
+        plan = rt.plan(g, _cluster(1), Placement.single(g, 0), None)
+        compute = plan.streams[torch.device("cuda", 0)]
+        _streams_seen.clear()
+        with torch.cuda.stream(mine):
+            execute_step(plan, float("inf"))
+            assert torch.cuda.current_stream(0) == mine
+            with pytest.raises(TorchRunError, match="time limit"):
+                execute_step(plan, 0.0)  # fails after its first op
+            assert torch.cuda.current_stream(0) == mine
+    assert _streams_seen and set(_streams_seen) == {compute.stream_id}
+    assert compute.stream_id != mine.stream_id
 
 
 # ---------------------------------------------------------------------- ONNX programs without host syncs (finding 1)
