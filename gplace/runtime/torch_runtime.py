@@ -27,7 +27,9 @@ Devices
 Transfers
     A value read on another cluster device is copied once per (producer, device) and step. Two cluster devices
     on one torch device (logical CPU devices) share the value without copying, but the transfer still counts
-    in ``bytes_moved``. Each CUDA device has a compute stream and a copy stream, made once per runtime. A copy
+    in ``bytes_moved``. Each CUDA device has a compute stream and a copy stream, made once per runtime; its ops
+    run on the compute stream, made current when a call's device changes (the caller's current streams and
+    device are given back after the step). A copy
     into a GPU runs on the copy streams of both GPUs after an event recorded behind its producer, and the
     reader's compute stream waits on an event recorded behind the copy; a value made on a GPU and read on the
     host is sent into pinned memory as soon as it is made, and the host waits for it only when a CPU op reads

@@ -1,7 +1,7 @@
 """The GPU paths of torch-v1, tf-v1, the pool and Ray (issue 15). Every test here is marked ``gpu``: on a machine
 without enough CUDA devices it skips, and under ``GPLACE_REQUIRE_GPU=1`` that skip is a failure. Those needing one
-GPU passed on an H200 on 2026-11-26; those needing two or three, and TensorFlow's, have never run (docs/runtimes.md,
-"What has run on a GPU")."""
+GPU passed on an H200 and an H100 on 2026-11-26; those needing two or three, and TensorFlow's, have never run
+(docs/runtimes.md, "What has run on a GPU")."""
 
 from __future__ import annotations
 
