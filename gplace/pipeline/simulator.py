@@ -66,6 +66,7 @@ from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Place
 from gplace.ir.errors import format_bytes
 from gplace.ir.graph import csr
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
+from gplace.runtime.batch import check_threads, run_rows
 from gplace.runtime.kernels import enqueue_transfer, heap_pop, heap_push, mark, segments, transfers
 
 logger = logging.getLogger(__name__)
@@ -132,12 +133,16 @@ class PipelineSimulator(Runtime):
         microbatches: micro-batches per mini-batch, ``M >= 1``.
         schedule: ``"gpipe"`` or ``"1f1b"``.
         cache_size: how many (graph, cluster) pairs keep their prepared arrays.
+        threads: most threads :meth:`minibatch_times` splits a large batch over (``None``: every core this
+            process may use; results do not depend on it, see :mod:`gplace.runtime.batch`).
     """
 
     semantics = "pipe-v1"
     deterministic = True
 
-    def __init__(self, microbatches: int = 4, schedule: str = "1f1b", cache_size: int = 16) -> None:
+    def __init__(
+        self, microbatches: int = 4, schedule: str = "1f1b", cache_size: int = 16, threads: int | None = None,
+    ) -> None:
         if int(microbatches) != microbatches or microbatches < 1:
             raise ValueError(f"microbatches must be an integer >= 1, got {microbatches!r}")
         if schedule not in SCHEDULES:
@@ -145,6 +150,7 @@ class PipelineSimulator(Runtime):
         if cache_size < 1:
             raise ValueError(f"cache_size must be >= 1, got {cache_size}")
         self.microbatches, self.schedule = int(microbatches), schedule
+        self.threads = check_threads(threads)
         self.id = f"{self.semantics}/{schedule}/m{self.microbatches}"
         self._cache_size = cache_size
         self._cache: OrderedDict[tuple[str, int], _Instances] = OrderedDict()
@@ -175,7 +181,7 @@ class PipelineSimulator(Runtime):
         """
         devices = check_device_batch(graph, cluster, devices)
         prep = self._prepared(graph, cluster)
-        return _batch_minibatch_times(devices, prep.memory, *prep.args)
+        return run_rows(_batch_minibatch_times, devices, (prep.memory, *prep.args), self.threads)
 
     def _prepared(self, graph: OpGraph, cluster: Cluster) -> _Instances:
         key = (graph.fingerprint, id(cluster))
@@ -528,7 +534,7 @@ def _iheap_pop(h, base, size):
     return top
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _batch_minibatch_times(devices, memory, *args):
     """Mini-batch time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``."""
     out = np.empty(devices.shape[0])

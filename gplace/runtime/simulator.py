@@ -57,6 +57,7 @@ from numba import njit
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import format_bytes
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
+from gplace.runtime.batch import check_threads, run_rows
 from gplace.runtime.kernels import (
     enqueue_transfer,
     heap_pop,
@@ -143,14 +144,17 @@ class Simulator(Runtime):
 
     Args:
         cache_size: how many (graph, cluster) pairs keep their prepared arrays (default: ``16``).
+        threads: most threads :meth:`step_times` splits a large batch over (``None``, the default: every core
+            this process may use; results do not depend on it, see :mod:`gplace.runtime.batch`).
     """
 
     id = "sim-v1"
     deterministic = True
 
-    def __init__(self, cache_size: int = 16) -> None:
+    def __init__(self, cache_size: int = 16, threads: int | None = None) -> None:
         if cache_size < 1:
             raise ValueError(f"cache_size must be >= 1, got {cache_size}")
+        self.threads = check_threads(threads)
         self._cache_size = cache_size
         self._cache: OrderedDict[tuple[str, int], _Prepared] = OrderedDict()
 
@@ -184,7 +188,8 @@ class Simulator(Runtime):
         if devices.size and (devices.min() < 0 or devices.max() >= d):
             raise InvalidPlacementError(f"device index out of range [0, {d}) in devices for cluster {cluster.name!r}")
         prep = self._prepared(graph, cluster)
-        return _batch_step_times(devices.astype(np.int64, copy=False), prep.memory, prep.fits, prep.fast, *prep.args)
+        return run_rows(_batch_step_times, devices.astype(np.int64, copy=False),
+                        (prep.memory, prep.fits, prep.fast, *prep.args), self.threads)
 
     def _schedule(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
         return _run(self._prepared(graph, cluster), placement.devices)
@@ -542,7 +547,7 @@ def _rank_arrays(dur, order, out_ptr, out_dst, out_eid, edge_bytes, out_bytes, t
                                                    (persist + out_bytes)[order], temp_mem[order]))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _batch_step_times(devices, memory, fits, fast, *args):
     """Step time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``.
 
