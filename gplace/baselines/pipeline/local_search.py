@@ -72,7 +72,7 @@ class PipelineLocalSearch(Placer):
         if graph.num_ops == 0:
             return devices
         descent = _Descent(graph, cluster, self._sim, self.kind, self.batch_size,
-                           _Budget(self.time_limit, self.max_evaluations))
+                           _Budget(self.time_limit, self.max_evaluations), warn=self.start is not None)
         return descent.run(devices)
 
 
@@ -109,13 +109,13 @@ class _Descent:
     """The search state of one :meth:`PipelineLocalSearch.place` call."""
 
     def __init__(self, graph: OpGraph, cluster: Cluster, sim, kind: str | None, batch_size: int,
-                 budget: _Budget) -> None:
+                 budget: _Budget, warn: bool = True) -> None:
         units = build_units(graph, cluster)
         unit_of = units.unit_of
         self.members = np.split(np.argsort(unit_of, kind="stable"), np.cumsum(units.size)[:-1])
         self.leader = np.array([m[0] for m in self.members])  # (U,) an op of each unit, to read its device
         on_stage = np.zeros(cluster.num_devices, dtype=bool)
-        on_stage[stage_devices(cluster, kind)] = True
+        on_stage[stage_devices(cluster, kind, warn)] = True  # the default start (the DP) has warned
         self.targets = units.allowed & on_stage  # (U, D)
         src, dst = graph.edge_index
         cut = unit_of[src] != unit_of[dst]

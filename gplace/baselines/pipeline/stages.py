@@ -57,11 +57,12 @@ def check_kind(kind: object) -> str | None:
     return kind
 
 
-def stage_devices(cluster: Cluster, kind: str | None) -> np.ndarray:
+def stage_devices(cluster: Cluster, kind: str | None, warn: bool = True) -> np.ndarray:
     """Indices of the devices that hold stages: those of ``kind``, or every device if there are none (or no kind),
-    with a warning naming the cluster's kinds in the first case (a misspelt kind would otherwise go unnoticed)."""
+    with a warning naming the cluster's kinds in the first case (a misspelt kind would otherwise go unnoticed;
+    ``warn=False`` where the caller's partitioner has already warned)."""
     chosen = [d for d, k in enumerate(cluster.kinds) if kind is None or k == kind]
-    if not chosen:
+    if not chosen and warn:
         log.warning("cluster %r has no device of kind %r (kinds: %s): the stages use every device", cluster.name,
                     kind, ", ".join(sorted(set(cluster.kinds))))
     return np.array(chosen or range(cluster.num_devices), dtype=np.int64)

@@ -14,6 +14,7 @@ from gplace.baselines.pipeline import (
     IdealDPPartitioner,
     PipeDreamPartitioner,
     PipelineILPPlacer,
+    PipelineLocalSearch,
     ProblemTooLargeError,
     StageProblem,
     pipeline_lower_bound,
@@ -190,3 +191,7 @@ def test_a_kind_the_cluster_lacks_puts_stages_on_every_device_with_a_warning(cap
         devices = GPipePartitioner(kind="GPU").place(graph, cluster).devices
     assert sorted(set(devices.tolist())) == [0, 1]
     assert "has no device of kind 'GPU' (kinds: gpu)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gplace.baselines.pipeline.stages"):
+        PipelineLocalSearch(kind="GPU", max_evaluations=8).place(graph, cluster)  # its DP start warns, it does not
+    assert caplog.text.count("has no device of kind 'GPU'") == 1
