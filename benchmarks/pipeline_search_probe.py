@@ -12,11 +12,11 @@ the bench's own, from ``torch.manual_seed(--seed)``. Probes quoted in the notes 
 from the stage prior alone (``policy.revisit=0``, no risk seeking): add ``-o policy.revisit=0 -o
 trainer.risk_seeking=null`` to repeat them. It prints the mini-batch time and its ratio to the fastest
 non-learned method of the same case in ``benchmarks/pipeline_results.json``, then how many cases end within 5 %
-and the geometric mean of the ratios. Check a difference with other ``--seed`` values (with the defaults,
-seeds 0-2 ended at the same times on most profile cases). The notes of ``benchmarks/PIPELINE.md`` quote
-such probes (trainer settings, ``STAGE_SWITCH``). With ``--polish S``, :class:`PipelineLocalSearch` then
-descends from the search's placement for S seconds (the bench's local search descends from the DP's split for
-10 s), and its time and ratio are printed too.
+and the geometric mean of the ratios. Check a difference with other ``--seed`` values (with the stage prior
+alone, seeds 0-2 ended at the same times on most profile cases; not re-checked with the revisit charge). The
+notes of ``benchmarks/PIPELINE.md`` quote such probes (trainer settings, ``STAGE_SWITCH``). With
+``--polish S``, :class:`PipelineLocalSearch` then descends from the search's placement for S seconds (the
+bench's local search descends from the DP's split for 10 s), and its time and ratio are printed too.
 """
 
 from __future__ import annotations
