@@ -193,7 +193,7 @@ def _timed_steps(
     right after each (R,), so that both see the same load on the machine."""
     import torch
 
-    from gplace.runtime.torch_runtime import Step, TorchRuntime, execute_step
+    from gplace.runtime.torch_runtime import Step, TorchRuntime, execute_step, streams_restored
 
     with torch.no_grad():
         plan = TorchRuntime(device_map=device_map).plan(graph, cluster, Placement.single(graph, device), None)
@@ -202,11 +202,12 @@ def _timed_steps(
         samples, plain = np.zeros((warmup + repeats, graph.num_ops)), np.zeros(warmup + repeats)
         for r in range(warmup + repeats):
             step = Step(plan)
-            for call, i in zip(plan.calls, owner, strict=True):
-                start = time.perf_counter()
-                step.run(call)
-                sync()
-                samples[r, i] += time.perf_counter() - start
+            with streams_restored(plan):
+                for call, i in zip(plan.calls, owner, strict=True):
+                    start = time.perf_counter()
+                    step.run(call)
+                    sync()
+                    samples[r, i] += time.perf_counter() - start
             del step
             start = time.perf_counter()
             execute_step(plan, math.inf)

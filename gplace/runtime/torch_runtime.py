@@ -81,7 +81,7 @@ from gplace.runtime.synthetic import synthesised
 logger = logging.getLogger(__name__)
 
 __all__ = ["Plan", "Step", "TorchRunError", "TorchRuntime", "cluster_problems", "execute_step", "op_name_of",
-           "torch_device"]
+           "streams_restored", "torch_device"]
 
 _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
 """``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
@@ -683,7 +683,7 @@ def _check_time(deadline: float) -> None:
 def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
     """Run one step; return the output structure and the bytes moved between cluster devices."""
     step = Step(plan)
-    with _streams_restored(plan):
+    with streams_restored(plan):
         for call in plan.calls:
             step.run(call)
             _check_time(deadline)
@@ -692,7 +692,11 @@ def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
 
 
 class Step:
-    """The values of one step: per node, and copies per (node, torch device)."""
+    """The values of one step: per node, and copies per (node, torch device).
+
+    :meth:`run` makes a GPU's compute stream current (and its device); run calls inside
+    :func:`streams_restored` to give the caller's back, as :func:`execute_step` does.
+    """
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -837,9 +841,9 @@ def _out_of_memory(err: Exception) -> bool:
 
 # ---------------------------------------------------------------------- CUDA bookkeeping
 @contextmanager
-def _streams_restored(plan: Plan) -> Iterator[None]:
-    """Give back the caller's current CUDA device and each device's current stream after a step (a step makes
-    its compute streams current as it goes)."""
+def streams_restored(plan: Plan) -> Iterator[None]:
+    """Give back the caller's current CUDA device and each device's current stream on leaving: a
+    :class:`Step` makes its compute streams current as it goes (:func:`execute_step` runs it inside this)."""
     if not plan.streams:
         yield
         return

@@ -47,7 +47,7 @@ def test_a_large_batch_is_split_in_row_order_and_a_small_one_is_not() -> None:
     assert len(seen) == 1
 
 
-@pytest.mark.parametrize("memory", [10**15, 820 * 10**6])  # ample (sim-v1's one-pass kernel), tight (its event kernel too)
+@pytest.mark.parametrize("memory", [10**15, 820 * 10**6])  # ample (one-pass kernel), tight (event kernel too)
 def test_simulators_give_the_same_times_on_any_number_of_threads(memory: int) -> None:
     graph, cluster = layered_dag(300, 20, seed=1), _cluster(memory=memory)
     devices = _rows(graph.num_ops, cluster.num_devices, 200, seed=2)

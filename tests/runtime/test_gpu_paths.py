@@ -16,7 +16,7 @@ from torch import nn
 from gplace.importers.torch_export import from_torch
 from gplace.ir import Cluster, Device, OpGraph, Placement
 from gplace.runtime.base import ClusterMismatchError
-from gplace.runtime.torch_runtime import Step, TorchRunError, TorchRuntime, execute_step
+from gplace.runtime.torch_runtime import Step, TorchRunError, TorchRuntime, execute_step, streams_restored
 
 pytestmark = pytest.mark.gpu
 
@@ -131,9 +131,10 @@ def test_gpu_to_cpu_values_go_to_pinned_memory_without_blocking() -> None:
     with torch.no_grad():
         plan = rt.plan(g, cluster, placement, None)
         step, sent = Step(plan), []
-        for call in plan.calls:
-            step.run(call)  # the copy is dropped once its last reader ran: look after each call
-            sent += [copy for (_, dev), copy in step.copies.items() if dev.type == "cpu"]
+        with streams_restored(plan):
+            for call in plan.calls:
+                step.run(call)  # the copy is dropped once its last reader ran: look after each call
+                sent += [copy for (_, dev), copy in step.copies.items() if dev.type == "cpu"]
     assert sent and all(c.value.is_pinned() for c in sent)
     torch.testing.assert_close(rt.run(g, cluster, placement)[0], want[0], rtol=1e-4, atol=1e-5)
 
