@@ -19,6 +19,11 @@ Anchoring to the step time
     evenly over the ops the executor runs (``Calibration.overhead`` per op); if the op times add up to more
     than the step (timing each op has a cost of its own, and noise), they are scaled down instead
     (``Calibration.scale`` < 1). So on one device the calibrated graph predicts the measured step.
+Warm-up
+    On a GPU, the timed steps follow :data:`GPU_WARMUP_SECONDS` of plain steps back to back: a GPU that idled
+    runs at low clocks, and the instrumented steps (one op at a time, waited for) keep it there. Measured on an
+    H200 (`benchmarks/gpu_check.md`): the first calibration in a process, after ``warmup`` steps only, put a
+    plain step at 0.745 ms that measurements right after timed at 0.498 ms; a second calibration, 0.491 ms.
 Links (:func:`time_copies`, :func:`fit_link`)
     For each ordered pair of devices, ``tensor.to(dst)`` of float32 tensors of several sizes is timed (with
     CUDA events where a GPU is involved, so that synchronising is not part of the latency) and
@@ -69,6 +74,9 @@ __all__ = [
     "Calibration", "LinkFit", "anchor", "calibrate", "execution_order", "fit_link", "serialized", "time_copies",
     "time_ops", "with_link_costs", "with_op_costs",
 ]
+
+GPU_WARMUP_SECONDS = 1.0
+"""Seconds of back-to-back plain steps before a GPU's timed steps (see Warm-up in the module docstring)."""
 
 COPY_SIZES = (2**10, 2**14, 2**17, 2**20, 2**22, 2**24)
 """Bytes of the tensors :func:`calibrate` copies to fit a link (1 kB to 16 MB)."""
@@ -200,6 +208,8 @@ def _timed_steps(
         owner = _owners(graph, plan)
         sync = _synchronizer(plan.device_set)
         samples, plain = np.zeros((warmup + repeats, graph.num_ops)), np.zeros(warmup + repeats)
+        if any(d.type == "cuda" for d in plan.device_set):
+            _keep_busy(plan, sync, GPU_WARMUP_SECONDS)
         for r in range(warmup + repeats):
             step = Step(plan)
             with streams_restored(plan):
@@ -297,6 +307,17 @@ def _owners(graph: OpGraph, plan: Any) -> list[int]:
 
     calls = {c.node.name: c.node for c in plan.calls}
     return [graph.op_index[op_name_of(calls[plan.roots[c.node.name]])] for c in plan.calls]
+
+
+def _keep_busy(plan: Any, sync: Callable[[], None], seconds: float) -> None:
+    """Run plain steps back to back for ``seconds`` (then wait for them), so that a GPU that idled at low clocks
+    is at its working clocks when the timed steps start."""
+    from gplace.runtime.torch_runtime import execute_step
+
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        execute_step(plan, math.inf)
+    sync()
 
 
 def _synchronizer(devices: Any) -> Any:
