@@ -4,12 +4,13 @@ the GIL) on chunks of rows at once.
 Results do not depend on the number of threads: each row is simulated alone, and the chunks' results are joined
 in row order. A batch is split only where each chunk gets at least :data:`MIN_CHUNK_OPS` op-rows (rows x ops),
 so small batches stay on the calling thread. The pool is made on first use, one per process (a process forked
-from one that had a pool makes its own).
+from one that had a pool makes its own), and shared by every simulator and calling thread.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,7 +19,8 @@ import numpy as np
 MIN_CHUNK_OPS = 16_384
 """Fewest op-rows (rows x ops) worth a thread: about 0.7 ms of sim-v1 at 256 ops, far above a hand-off's cost."""
 
-_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, threads, pool)
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (threads, pool)
+_pool_lock = threading.Lock()
 
 
 def available_threads() -> int:
@@ -56,10 +58,21 @@ def run_rows(kernel: Callable[..., np.ndarray], devices: np.ndarray, args: tuple
 
 
 def _executor(threads: int) -> ThreadPoolExecutor:
+    """This process's pool, with at least ``threads`` threads (a pool outgrown is dropped; its threads end once
+    the calls using it return)."""
     global _pool
-    pid = os.getpid()
-    if _pool is None or _pool[0] != pid or _pool[1] < threads:
-        if _pool is not None and _pool[0] == pid:
-            _pool[2].shutdown(wait=False)
-        _pool = (pid, threads, ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gplace-batch"))
-    return _pool[2]
+    with _pool_lock:
+        if _pool is None or _pool[0] < threads:
+            size = max(threads, available_threads())
+            _pool = (size, ThreadPoolExecutor(max_workers=size, thread_name_prefix="gplace-batch"))
+        return _pool[1]
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's threads are not there, so make a new pool (and lock) when needed."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)

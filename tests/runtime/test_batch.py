@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -59,6 +60,16 @@ def test_simulators_give_the_same_times_on_any_number_of_threads(memory: int) ->
     rows = _rows(train.num_ops, cluster.num_devices, 200, seed=4)
     want = PipelineSimulator(4, "1f1b", threads=1).minibatch_times(train, cluster, rows)
     assert PipelineSimulator(4, "1f1b", threads=3).minibatch_times(train, cluster, rows).tolist() == want.tolist()
+
+
+def test_calls_from_several_threads_at_once_share_the_pool() -> None:
+    graph, cluster = layered_dag(300, 20, seed=1), _cluster()
+    batches = [_rows(graph.num_ops, cluster.num_devices, 120, seed=s) for s in range(6)]
+    want = [Simulator(threads=1).step_times(graph, cluster, b).tolist() for b in batches]
+    sim = Simulator(threads=2)
+    with ThreadPoolExecutor(max_workers=6) as callers:
+        got = list(callers.map(lambda b: sim.step_times(graph, cluster, b).tolist(), batches))
+    assert got == want
 
 
 def _child_times(queue) -> None:
