@@ -54,7 +54,9 @@ core, ample and tight memory, and a forked child that makes its own pool). The t
 thread), so the target is met there only by counting both cores; pipe-v1's `minibatch_times` 9-12x (4.7-6.3x on one
 thread), short of 30x on any count of cores this machine has. The trainers measure through `measure_many`
 (one `Measurement` per placement, 3-4.6x), not through these batch APIs; `PipelineLocalSearch` does use
-`minibatch_times`, so its batches of large graphs now use the cores.
+`minibatch_times`, so its batches of large graphs now use the cores: 1,024 evaluations on a 5,000-op training
+DAG (`pipeline_simulator_speed.training_dag`, 4 GPUs, M = 16, 1F1B) took 10.1-10.3 s on one thread and 5.4-5.5 s
+on 2, ending at the same placement.
 
 ## What was done (issue 11 item 6)
 
