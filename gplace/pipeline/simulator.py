@@ -62,11 +62,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
+from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.errors import format_bytes
 from gplace.ir.graph import csr
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
-from gplace.runtime.batch import check_threads, run_rows
+from gplace.runtime.batch import check_device_batch, check_threads, run_rows
 from gplace.runtime.kernels import enqueue_transfer, heap_pop, heap_push, mark, segments, transfers
 
 logger = logging.getLogger(__name__)
@@ -194,19 +194,6 @@ class PipelineSimulator(Runtime):
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
         return prep
-
-
-def check_device_batch(graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
-    """``devices`` as a C-contiguous (K, N) int64 array; raise :class:`InvalidPlacementError` otherwise."""
-    devices = np.ascontiguousarray(devices)
-    n, d = graph.num_ops, cluster.num_devices
-    if devices.ndim != 2 or devices.shape[1] != n or not np.issubdtype(devices.dtype, np.integer):
-        raise InvalidPlacementError(
-            f"devices must be an integer (K, {n}) array, got shape {devices.shape} {devices.dtype}"
-        )
-    if devices.size and (devices.min() < 0 or devices.max() >= d):
-        raise InvalidPlacementError(f"device index out of range [0, {d}) in devices for cluster {cluster.name!r}")
-    return devices.astype(np.int64, copy=False)
 
 
 # ---------------------------------------------------------------------- python side

@@ -26,8 +26,9 @@ import numpy as np
 from numba import njit
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.pipeline.simulator import UPDATE, check_device_batch, check_phases
+from gplace.pipeline.simulator import UPDATE, check_phases
 from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.batch import check_device_batch
 from gplace.runtime.kernels import transfers
 
 __all__ = ["SteadyStateScore", "steady_state_loads"]

@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from gplace.ir import Cluster, InvalidPlacementError, OpGraph
+
 MIN_CHUNK_OPS = 16_384
 """Fewest op-rows (rows x ops) worth a thread: about 0.7 ms of sim-v1 at 256 ops, far above a hand-off's cost."""
 
@@ -33,6 +35,19 @@ def check_threads(threads: int | None) -> int | None:
     if threads is not None and (isinstance(threads, bool) or int(threads) != threads or threads < 1):
         raise ValueError(f"threads must be an integer >= 1 or None (every core), got {threads!r}")
     return None if threads is None else int(threads)
+
+
+def check_device_batch(graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
+    """``devices`` as a C-contiguous (K, N) int64 array; raise :class:`InvalidPlacementError` otherwise."""
+    devices = np.ascontiguousarray(devices)
+    n, d = graph.num_ops, cluster.num_devices
+    if devices.ndim != 2 or devices.shape[1] != n or not np.issubdtype(devices.dtype, np.integer):
+        raise InvalidPlacementError(
+            f"devices must be an integer (K, {n}) array, got shape {devices.shape} {devices.dtype}"
+        )
+    if devices.size and (devices.min() < 0 or devices.max() >= d):
+        raise InvalidPlacementError(f"device index out of range [0, {d}) in devices for cluster {cluster.name!r}")
+    return devices.astype(np.int64, copy=False)
 
 
 def run_rows(kernel: Callable[..., np.ndarray], devices: np.ndarray, args: tuple, threads: int | None) -> np.ndarray:

@@ -54,10 +54,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import format_bytes
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
-from gplace.runtime.batch import check_threads, run_rows
+from gplace.runtime.batch import check_device_batch, check_threads, run_rows
 from gplace.runtime.kernels import (
     enqueue_transfer,
     heap_pop,
@@ -179,17 +179,9 @@ class Simulator(Runtime):
         Raises:
             InvalidPlacementError: wrong shape or a device index out of range.
         """
-        devices = np.ascontiguousarray(devices)
-        n, d = graph.num_ops, cluster.num_devices
-        if devices.ndim != 2 or devices.shape[1] != n or not np.issubdtype(devices.dtype, np.integer):
-            raise InvalidPlacementError(
-                f"devices must be an integer (K, {n}) array, got shape {devices.shape} {devices.dtype}"
-            )
-        if devices.size and (devices.min() < 0 or devices.max() >= d):
-            raise InvalidPlacementError(f"device index out of range [0, {d}) in devices for cluster {cluster.name!r}")
+        devices = check_device_batch(graph, cluster, devices)
         prep = self._prepared(graph, cluster)
-        return run_rows(_batch_step_times, devices.astype(np.int64, copy=False),
-                        (prep.memory, prep.fits, prep.fast, *prep.args), self.threads)
+        return run_rows(_batch_step_times, devices, (prep.memory, prep.fits, prep.fast, *prep.args), self.threads)
 
     def _schedule(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
         return _run(self._prepared(graph, cluster), placement.devices)
