@@ -48,16 +48,17 @@ class TwoBranches(nn.Module):
         return self.left(x) + self.right(x)
 
 
-def eager_seconds(model: nn.Module, x: torch.Tensor, steps: int = 20) -> float:
-    """Median seconds of one eager forward on ``x``'s device, synchronised."""
+def eager_seconds(model: nn.Module, inputs: tuple, steps: int = 20, warmup: int = 3) -> float:
+    """Median seconds of one eager forward on the inputs' device, synchronised, after ``warmup`` forwards."""
+    cuda = inputs[0].is_cuda
     times = []
     with torch.no_grad():
-        for i in range(steps + 3):
-            torch.cuda.synchronize() if x.is_cuda else None
+        for i in range(steps + warmup):
+            torch.cuda.synchronize() if cuda else None
             start = time.perf_counter()
-            model(x)
-            torch.cuda.synchronize() if x.is_cuda else None
-            if i >= 3:
+            model(*inputs)
+            torch.cuda.synchronize() if cuda else None
+            if i >= warmup:
                 times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -105,7 +106,7 @@ def main() -> None:
         rows.append(f"| {name} | {on_gpu} of {graph.num_ops} | {m.step_time * 1e3:.3f} | {m.spread:.2f} | "
                     f"{sim * 1e3:.3f} | {error:.1e} | {m.ok} |")
     device = x.to("cuda") if cuda else x
-    eager = eager_seconds(model.to(device.device), device)
+    eager = eager_seconds(model.to(device.device), (device,))
     gpu_time = measured["all on /GPU:0"].step_time
     timer = "CUDA events" if cuda else "wall clock"
     name = torch.cuda.get_device_name(0) if cuda else "none (/GPU:0 mapped to the CPU)"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -29,6 +30,9 @@ from gplace.importers.torch_export import from_torch
 from gplace.ir import Cluster, Device, Placement
 from gplace.runtime.torch_runtime import TorchRuntime
 
+sys.path.insert(0, str(Path(__file__).parent))
+from gpu_check import eager_seconds  # noqa: E402  (the same eager timing as gpu_check.md's)
+
 
 def sync() -> None:
     """Wait for the GPU (nothing without CUDA)."""
@@ -36,18 +40,9 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def eager_ms(model: torch.nn.Module, inputs: tuple, steps: int = 30) -> float:
-    """Median milliseconds of one synchronised eager forward."""
-    times = []
-    with torch.no_grad():
-        for i in range(steps + 5):
-            sync()
-            start = time.perf_counter()
-            model(*inputs)
-            sync()
-            if i >= 5:
-                times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+def eager_ms(model: torch.nn.Module, inputs: tuple) -> float:
+    """Median milliseconds of one synchronised eager forward (30 after 5 warm-up ones)."""
+    return eager_seconds(model, inputs, steps=30, warmup=5) * 1e3
 
 
 def exported_ms(model: torch.nn.Module, inputs: tuple, device: str) -> float | str:
