@@ -14,7 +14,7 @@ from gplace.grouping import identity_grouping
 from gplace.ir import Cluster, Device, OpGraph
 from gplace.placer import PolicyPlacer
 from gplace.policies import ListSchedulingPolicy
-from gplace.policies.list_scheduling import schedule_features
+from gplace.policies.schedule_rollout import ScheduleRollout
 from gplace.runtime import Simulator
 from gplace.testing import MB, cpu_gpu_cluster, fork_join, random_dag, two_branches, uniform_cluster
 
@@ -78,19 +78,12 @@ def test_schedule_features_do_not_change_when_every_time_scales():
 def _features_along(graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> torch.Tensor:
     """Schedule features of every step while placing op i on ``devices[i]``. Shapes: returns (G, D, F)."""
     placer = _placer(graph, cluster)
-    schedule, allowed = placer.schedule, placer.allowed
-    order = placer.features()["order"].numpy()
-    chosen = torch.as_tensor(devices[order])  # by feature position
-    finish = torch.zeros(1, graph.num_ops, dtype=torch.float64)
-    on = torch.zeros(1, graph.num_ops, dtype=torch.int64)
-    free_at = torch.zeros(1, cluster.num_devices, dtype=torch.float64)
-    used = torch.zeros_like(free_at)
+    chosen = devices[placer.features()["order"].numpy()]  # by feature position
+    rollout, allowed = ScheduleRollout(placer.schedule, 1), placer.allowed.numpy()
     out = []
-    for g in schedule.order.tolist():
-        x, end = schedule_features(schedule, g, allowed[g], finish, on, free_at, used)
-        d = int(chosen[g])
-        finish[0, g], on[0, g], free_at[0, d] = end[0, d], d, end[0, d]
-        out.append(x[0])
+    for g in rollout.order:
+        out.append(rollout.features_of(g, allowed[g])[0].clone())
+        rollout.place(g, chosen[[g]])
     return torch.stack(out)
 
 
