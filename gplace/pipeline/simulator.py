@@ -308,11 +308,7 @@ def to_measurement(sched: PipelineSchedule, cluster: Cluster, runtime: str) -> M
             for d in over
         )
         return Measurement.failure(runtime, reason, peak_memory=sched.peak_memory)
-    n = sched.devices.size
-    op_start = np.full(n, np.inf)
-    op_end = np.zeros(n)
-    np.minimum.at(op_start, sched.inst_op, sched.inst_start)
-    np.maximum.at(op_end, sched.inst_op, sched.inst_end)
+    op_start, op_end = _op_spans(sched.inst_op, sched.inst_start, sched.inst_end, sched.devices.size)
     return Measurement(
         ok=True, step_time=sched.minibatch_time, runtime=runtime, busy_time=sched.busy_time,
         peak_memory=sched.peak_memory, bytes_moved=sched.bytes_moved, op_start=op_start, op_end=op_end,
@@ -320,6 +316,17 @@ def to_measurement(sched: PipelineSchedule, cluster: Cluster, runtime: str) -> M
 
 
 # ---------------------------------------------------------------------- kernel
+@njit(cache=True)
+def _op_spans(inst_op, inst_start, inst_end, n):
+    """Each op's first start and last end over its instances (``inf`` and 0 for an op without instances)."""
+    op_start, op_end = np.full(n, np.inf), np.zeros(n)
+    for k in range(inst_op.shape[0]):
+        i = inst_op[k]
+        op_start[i] = min(op_start[i], inst_start[k])
+        op_end[i] = max(op_end[i], inst_end[k])
+    return op_start, op_end
+
+
 @njit(cache=True)
 def _admission_limits(dev, code, rank, nd, m_count, one_f_one_b):
     """``L_d`` per device: the stage rule of the module docstring."""

@@ -138,3 +138,15 @@ def test_one_microbatch_on_one_device_is_the_sum_of_the_costs():
     g, c = training_chain(), uniform_cluster(2)
     t = PipelineSimulator(1, "1f1b").measure(g, c, Placement.single(g, 0)).step_time
     assert t == pytest.approx(float(g.compute_cost.sum()))
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_measurement_gives_each_op_its_first_start_and_last_end_over_its_instances(schedule):
+    graph, cluster = random_training_dag(6, 3), uniform_cluster(3, bandwidth=1e6, latency=0.01)
+    sim = PipelineSimulator(microbatches=4, schedule=schedule)
+    placement = Placement.for_graph(graph, np.random.default_rng(0).integers(0, 3, graph.num_ops).tolist())
+    sched, m = sim.simulate(graph, cluster, placement), sim.measure(graph, cluster, placement)
+    for i in range(graph.num_ops):
+        mine = sched.inst_op == i
+        assert m.op_start[i] == sched.inst_start[mine].min() and m.op_end[i] == sched.inst_end[mine].max()
+    assert (np.bincount(sched.inst_op) >= 1).all() and (np.bincount(sched.inst_op) > 1).any()
