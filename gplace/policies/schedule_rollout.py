@@ -112,7 +112,7 @@ class ScheduleRollout:
 def _arrays(s: ScheduleContext) -> tuple:
     """The context as the kernels' arguments (float64 and int64 numpy views)."""
     d = s.num_devices
-    offsets, peers, peer_bytes = s.source_peers if s.num_groups else (torch.zeros(1, dtype=torch.int64),) * 3
+    offsets, peers, peer_bytes = s.source_peers
     mean_inv_bw = s.inv_bandwidth.sum(0) / max(d - 1, 1)  # (D,) into each device, as torch sums it
     return (s.durations.numpy(), s.memory.numpy(), s.capacity.numpy(), s.pred_ptr.numpy(), s.pred_src.numpy(),
             s.pred_bytes.numpy(), s.latency.numpy(), s.inv_bandwidth.numpy(), mean_inv_bw.numpy(),
