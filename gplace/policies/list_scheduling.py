@@ -157,20 +157,26 @@ class ListSchedulingPolicy(Configurable, nn.Module):
             devices (K, G) int; returns log_prob (K,), entropy (K,).
         """
         given = check_devices(devices, allowed).cpu()
-        out = self._decode(states, allowed, device_features, schedule, given.shape[0], lambda logits, g: given[:, g])
+        out = self._decode(states, allowed, device_features, schedule, given.shape[0], given=given)
         return out.log_prob, out.entropy
 
     # ------------------------------------------------------------------ decoding
     def _decode(self, states: torch.Tensor, allowed: torch.Tensor, device_features: torch.Tensor,
-                schedule: ScheduleContext, k: int, choose: Callable[[torch.Tensor, int], torch.Tensor]
-                ) -> PolicyOutput:
-        """Roll the schedule forward choosing with ``choose(logits (K, D), position) -> (K,)``, then score it."""
+                schedule: ScheduleContext, k: int, choose: Callable[[torch.Tensor, int], torch.Tensor] | None = None,
+                given: torch.Tensor | None = None) -> PolicyOutput:
+        """Roll the schedule forward choosing with ``choose(logits (K, D), position) -> (K,)``, or taking the
+        devices ``given`` (K, G) (then no logits are computed along the way), then score it."""
         self._check(states, allowed, device_features, schedule)
         base = self.node(states).unsqueeze(1) + self.device(relative_device_features(device_features.to(states.dtype)))
+        if given is None:
+            def pick(x: torch.Tensor, g: int) -> torch.Tensor:
+                return choose(self._logits(base[g].detach().cpu(), x, allowed[g].cpu()), g)
+        else:
+            def pick(x: torch.Tensor, g: int) -> torch.Tensor:
+                return given[:, g]
         with torch.no_grad():
-            devices, features = _rollout(schedule, allowed.cpu(), k, lambda x, g: choose(
-                self._logits(base[g].detach().cpu(), x, allowed[g].cpu()), g), stage=self.stage_features,
-                stage_prior=self.prior == "stage", revisit=self.revisit)
+            devices, features = _rollout(schedule, allowed.cpu(), k, pick, stage=self.stage_features,
+                                         stage_prior=self.prior == "stage", revisit=self.revisit)
         logits = self._logits(base, features.to(states.device, states.dtype), allowed)  # (K, G, D)
         log_p = torch.log_softmax(logits, -1)
         devices = devices.to(states.device)
