@@ -26,6 +26,7 @@ import generalization as bench
 import numpy as np
 import torch
 
+from gplace.baselines import HEFT
 from gplace.importers import load_giph_graph, load_giph_network
 from gplace.pretrained import place_zero_shot
 from gplace.runtime import Simulator
@@ -40,6 +41,9 @@ def main() -> None:
     parser.add_argument("--self-imitation", type=float, default=bench.Settings.pretrain_self_imitation,
                         help="the pretraining's self_imitation weight (default: %(default)s)")
     parser.add_argument("--tasks-per-update", type=int, default=1, help="graphs drawn per pretraining update")
+    parser.add_argument("--heft-starts", action="store_true",
+                        help="each pretraining graph's best placement starts from HEFT's (imitated with "
+                             "--self-imitation)")
     parser.add_argument("--finetune-risk-seeking", type=float, default=None,
                         help="risk_seeking of the fine-tuning on the validation graphs (from scratch: without)")
     parser.add_argument("--finetune-temperature", type=float, default=1.0,
@@ -60,10 +64,12 @@ def main() -> None:
     trainer = MultiGraphTrainer(updates=args.updates, samples_per_update=bench.K, lr=settings.pretrain_lr,
                                 entropy_coef=args.entropy, checkpoint_every=10**9, seed=args.seed,
                                 self_imitation=args.self_imitation, tasks_per_update=args.tasks_per_update)
-    result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim)
+    starts = [HEFT().place(g, cluster) for g in train] if args.heft_starts else None
+    result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim, starts=starts)
     print(f"{len(train)} pretraining graphs, {args.updates} updates x {args.tasks_per_update} graphs, "
           f"seed {args.seed}, entropy {args.entropy}, "
-          f"self-imitation {args.self_imitation}: {result.seconds:.0f} s; training graphs' greedy / best single "
+          f"self-imitation {args.self_imitation}{' from HEFT' if args.heft_starts else ''}: "
+          f"{result.seconds:.0f} s; training graphs' greedy / best single "
           f"device {result.mean_greedy_ratio:.3f}")
     for graph in held:
         step = bench._step_time(sim, graph, cluster)

@@ -119,6 +119,14 @@ class _TaskState:
         (the projection cached until the best changes); the placer and a best placement must exist."""
         return self._placer.evaluate(self._projection(self._placer, self.best[0])[None])[0][0]
 
+    def start_from(self, placement: Placement | None, runtime: Runtime) -> None:
+        """Make ``placement`` (measured now) the best so far, if it is given and runs."""
+        if placement is None:
+            return
+        measurement = runtime.measure(self.graph, self.cluster, placement)
+        if measurement.ok:
+            self.best = (placement, measurement.step_time)
+
     def reference(self, runtime: Runtime) -> float:
         if self.reference_time is None:
             self.reference_time = reference_step_time(self.graph, self.cluster, runtime)
@@ -147,22 +155,31 @@ class MultiGraphTrainer(MultiGraphSettings):
     """
 
     def fit(self, encoder: nn.Module, policy: nn.Module, tasks: Sequence[Task], runtime: Runtime, *,
-            run_dir: str | Path | None = None, logger: Logger | None = None) -> MultiGraphResult:
+            run_dir: str | Path | None = None, logger: Logger | None = None,
+            starts: Sequence[Placement | None] | None = None) -> MultiGraphResult:
         """Train ``encoder`` and ``policy`` (in place) over ``tasks``.
+
+        ``starts`` gives a placement per task (or None) that the task's best placement starts from, e.g. a
+        heuristic's: with ``self_imitation`` the policy imitates it from the first update until a sample beats it.
 
         With ``run_dir``, metrics go to ``run_dir/metrics.jsonl`` and a checkpoint to ``run_dir/checkpoint.pt``;
         calling again with the same ``run_dir`` and tasks resumes exactly where the last run stopped.
 
         Raises:
-            ValueError: no tasks, or a checkpoint in ``run_dir`` for another task set.
+            ValueError: no tasks, ``starts`` not one per task, or a checkpoint in ``run_dir`` for another task set.
         """
         if not tasks:
             raise ValueError("MultiGraphTrainer.fit needs at least one (graph, cluster) task")
+        if starts is not None and len(starts) != len(tasks):
+            raise ValueError(f"MultiGraphTrainer.fit: {len(starts)} starts for {len(tasks)} tasks (one per task, "
+                             "None for none)")
         params = [*encoder.parameters(), *policy.parameters()]
         loop, state = start_loop(params, lr=self.lr, seed=self.seed, run_dir=run_dir, logger=logger,
                                  run_id=_run_id(tasks))
         draws = np.random.default_rng(self.seed)
         states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
+        for task, start in zip(states, starts or [], strict=False):
+            task.start_from(start, runtime)
         if state is not None:
             _restore(state, encoder, policy, draws, states)
 

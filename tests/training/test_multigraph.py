@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from gplace.baselines import HEFT
 from gplace.encoders import GNNEncoder
 from gplace.ir import Cluster, Device
 from gplace.placer import PolicyPlacer
@@ -119,6 +120,27 @@ def test_a_resumed_multigraph_run_with_self_imitation_equals_an_uninterrupted_on
     resumed = _trainer(6, **kwargs).fit(encoder, policy, _tasks(), Simulator(), run_dir=tmp_path)
     assert resumed.history == straight.history
     assert [h["losses/loss_self_imitation"] for h in resumed.history][-1] > 0
+
+
+def test_starts_are_each_tasks_best_placement_from_the_first_update():
+    """``starts`` (here HEFT's placements) are each task's best before any sample: after one update of one task
+    the two tasks not drawn report their start, and the drawn one's self-imitation term is the start's
+    log-likelihood under the initial weights (no sample beat it; measured 2.69 against 3.06)."""
+    tasks = _tasks()
+    starts = [HEFT().place(g, c) for g, c in tasks]
+    start_times = [Simulator().measure(g, c, p).step_time for (g, c), p in zip(tasks, starts, strict=True)]
+    encoder, policy = _modules()
+    with torch.no_grad():
+        drawn = PolicyPlacer(*tasks[2], encoder, policy, max_groups=_trainer(1).max_groups)
+        expected = -3.0 * float(drawn.evaluate(drawn.project(starts[2]).devices[None])[0][0])
+
+    result = _trainer(1, self_imitation=3.0).fit(encoder, policy, tasks, Simulator(), starts=starts)
+    assert [t.samples for t in result.tasks] == [0, 0, 8]
+    assert [t.best_step_time for t in result.tasks] == start_times
+    assert all(t.best_placement is s for t, s in zip(result.tasks, starts, strict=True))
+    assert result.history[0]["losses/loss_self_imitation"] == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(ValueError, match="2 starts for 3 tasks"):
+        _trainer(1).fit(encoder, policy, tasks, Simulator(), starts=starts[:2])
 
 
 def test_a_checkpoint_of_other_tasks_is_not_resumed(tmp_path):
