@@ -94,6 +94,8 @@ class Settings:
     to reach, stays without it: with it, its results were worse on the validation graphs of the notes)."""
     pretrain_self_imitation: float = 0.0
     """The pretraining's ``MultiGraphTrainer.self_imitation`` (each drawn graph's best placement so far)."""
+    pretrain_heft_starts: bool = False
+    """Each pretraining graph's best placement starts from HEFT's (``MultiGraphTrainer.fit(starts=...)``)."""
     held_out: int = len(HELD_OUT)
 
 
@@ -131,6 +133,7 @@ def main() -> None:
     torch.set_num_threads(1)  # tiny graphs: a second OpenMP thread only spins on a shared 2-core machine
     common = {"pretrain_seed": args.pretrain_seed, "self_imitation": args.self_imitation,
               "pretrain_self_imitation": args.pretrain_self_imitation,
+              "pretrain_heft_starts": args.pretrain_heft_starts,
               "finetune_risk_seeking": args.finetune_risk_seeking}
     settings = (Settings(pretrain_updates=200, scratch_updates=20, held_out=2, **common)
                 if args.quick else Settings(pretrain_updates=args.pretrain_updates, **common))
@@ -170,6 +173,9 @@ def _parse() -> argparse.Namespace:
                         help="the per-graph searches' self_imitation weight (default: %(default)s)")
     parser.add_argument("--pretrain-self-imitation", type=float, default=Settings.pretrain_self_imitation,
                         help="the pretraining's self_imitation weight (default: %(default)s)")
+    parser.add_argument("--pretrain-heft-starts", action="store_true",
+                        help="each pretraining graph's best placement starts from HEFT's (imitated with "
+                             "--pretrain-self-imitation)")
     parser.add_argument("--finetune-risk-seeking", type=float, default=Settings.finetune_risk_seeking,
                         help="the fine-tuning search's risk_seeking fraction (default: %(default)s)")
     parser.add_argument("--keep", action="store_true", help="keep the other kinds' results from --work's JSON")
@@ -224,7 +230,8 @@ def _pretrain(kind, train, cluster, sim, settings):
     trainer = MultiGraphTrainer(updates=settings.pretrain_updates, samples_per_update=K, lr=settings.pretrain_lr,
                                 entropy_coef=settings.entropy_coef, checkpoint_every=10**9,
                                 seed=settings.pretrain_seed, self_imitation=settings.pretrain_self_imitation)
-    result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim)
+    starts = [HEFT().place(g, cluster) for g in train] if settings.pretrain_heft_starts else None
+    result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim, starts=starts)
     tenth = max(len(result.history) // 10, 1)
     curve = [float(np.mean([h["rollout/mean_ratio"] for h in result.history[i:i + tenth]]))
              for i in range(0, len(result.history), tenth)]
@@ -361,7 +368,8 @@ def _markdown(report: dict) -> str:
         f"held out), {s['pretrain_updates']} updates x 1 graph x {K} samples, lr {s['pretrain_lr']}, entropy "
         f"{s['entropy_coef']}, seed {s.get('pretrain_seed', 0)}; reward `-sqrt(step time / best single-device step "
         "time)`, per-graph EMA baseline"
-        + (f"; self-imitation {s['pretrain_self_imitation']} (each graph's best placement so far)"
+        + (f"; self-imitation {s['pretrain_self_imitation']} (each graph's best placement so far"
+           + (", starting from HEFT's placement of the graph" if s.get("pretrain_heft_starts") else "") + ")"
            if s.get("pretrain_self_imitation") else ""),
         f"- per held-out graph: from scratch = fresh modules + `ReinforceTrainer` ({s['scratch_updates']} updates "
         f"x {K} = {s['scratch_updates'] * K} samples, lr {dict(s['scratch_lr'])} per policy: for device_aware "
