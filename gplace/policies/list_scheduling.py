@@ -86,7 +86,7 @@ class ListSchedulingPolicy(Configurable, nn.Module):
     """The placer's default grouping merges an op into its only consumer only when the graph has more ops than
     ``max_groups``: on a small graph every op stays its own group, so no parallelism is hidden from the scheduler;
     on a large one, merging chains loses less of it than merging neighbours in topological order (measured on the
-    default LSTM LM: 47.6 ms against 64.3 ms after training)."""
+    default LSTM LM, the README's ``policy=list_scheduling`` example: 49.8 ms against 65.2 ms after training)."""
 
     capabilities = PolicyCapabilities(uses_device_features=True, uses_schedule=True, merge_consumers="if_needed")
     """Any cluster; reads device features and the partial schedule; merges chains only when needed."""
