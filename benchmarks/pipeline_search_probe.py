@@ -13,7 +13,8 @@ from the stage prior alone (``policy.revisit=0``, no risk seeking): add ``-o pol
 trainer.risk_seeking=null`` to repeat them. It prints the mini-batch time and its ratio to the fastest
 non-learned method of the same case in ``benchmarks/pipeline_results.json``, then how many cases end within 5 %
 and the geometric mean of the ratios. Check a difference with other ``--seed`` values (with the stage prior
-alone, seeds 0-2 ended at the same times on most profile cases; not re-checked with the revisit charge). The
+alone, seeds 0-2 ended at the same times on most profile cases; with the bench's settings of 2026-11-27, 31 of 32
+within 5 % on each of seeds 0-2, and with ``risk_seeking`` 0.5 30, 31 and 29). The
 notes of ``benchmarks/PIPELINE.md`` quote such probes (trainer settings, ``STAGE_SWITCH``). With
 ``--polish S``, :class:`PipelineLocalSearch` then descends from the search's placement for S seconds (the
 bench's local search descends from the DP's split for 10 s), and its time and ratio are printed too.
