@@ -178,10 +178,11 @@ class MultiGraphTrainer(MultiGraphSettings):
                                  run_id=_run_id(tasks))
         draws = np.random.default_rng(self.seed)
         states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
-        for task, start in zip(states, starts or [], strict=False):
-            task.start_from(start, runtime)
-        if state is not None:
+        if state is not None:  # the checkpoint holds each task's best, the starts' included
             _restore(state, encoder, policy, draws, states)
+        elif starts is not None:
+            for task, start in zip(states, starts, strict=True):
+                task.start_from(start, runtime)
 
         done_updates = loop.first_update
         for update in range(loop.first_update, self.updates):

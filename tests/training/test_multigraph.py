@@ -143,6 +143,20 @@ def test_starts_are_each_tasks_best_placement_from_the_first_update():
         _trainer(1).fit(encoder, policy, tasks, Simulator(), starts=starts[:2])
 
 
+def test_a_resumed_run_with_starts_equals_an_uninterrupted_one(tmp_path):
+    """The checkpoint keeps each task's best, the starts' included, so a resume does not measure them again."""
+    tasks, kwargs = _tasks(), dict(tasks_per_update=1, self_imitation=1.0)
+    starts = [HEFT().place(g, c) for g, c in tasks]
+    encoder, policy = _modules()
+    straight = _trainer(6, **kwargs).fit(encoder, policy, tasks, Simulator(), starts=starts)
+    encoder, policy = _modules()
+    _trainer(3, checkpoint_every=2, **kwargs).fit(encoder, policy, tasks, Simulator(), run_dir=tmp_path, starts=starts)
+    encoder, policy = _modules()
+    resumed = _trainer(6, **kwargs).fit(encoder, policy, tasks, Simulator(), run_dir=tmp_path, starts=starts)
+    assert resumed.history == straight.history
+    assert [t.best_step_time for t in resumed.tasks] == [t.best_step_time for t in straight.tasks]
+
+
 def test_a_checkpoint_of_other_tasks_is_not_resumed(tmp_path):
     """Resuming on another task list would mix runs, so it is refused."""
     encoder, policy = _modules()
