@@ -230,13 +230,18 @@ def _pretrain(kind, train, cluster, sim, settings):
     trainer = MultiGraphTrainer(updates=settings.pretrain_updates, samples_per_update=K, lr=settings.pretrain_lr,
                                 entropy_coef=settings.entropy_coef, checkpoint_every=10**9,
                                 seed=settings.pretrain_seed, self_imitation=settings.pretrain_self_imitation)
-    starts = [HEFT().place(g, cluster) for g in train] if settings.pretrain_heft_starts else None
+    starts = _heft_starts(train, cluster) if settings.pretrain_heft_starts else None
     result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim, starts=starts)
     tenth = max(len(result.history) // 10, 1)
     curve = [float(np.mean([h["rollout/mean_ratio"] for h in result.history[i:i + tenth]]))
              for i in range(0, len(result.history), tenth)]
     return encoder, policy, {"seconds": result.seconds, "samples": result.samples,
                              "greedy_ratio": result.mean_greedy_ratio, "curve": curve}
+
+
+def _heft_starts(train, cluster) -> list:
+    """HEFT's placement of each pretraining graph (``MultiGraphTrainer.fit(starts=...)``)."""
+    return [HEFT().place(g, cluster) for g in train]
 
 
 def _evaluate(kind, encoder, policy, path, graph, cluster, sim, settings, seed) -> Row:

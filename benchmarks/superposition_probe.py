@@ -26,7 +26,6 @@ import generalization as bench
 import numpy as np
 import torch
 
-from gplace.baselines import HEFT
 from gplace.importers import load_giph_graph, load_giph_network
 from gplace.pretrained import place_zero_shot
 from gplace.runtime import Simulator
@@ -64,7 +63,7 @@ def main() -> None:
     trainer = MultiGraphTrainer(updates=args.updates, samples_per_update=bench.K, lr=settings.pretrain_lr,
                                 entropy_coef=args.entropy, checkpoint_every=10**9, seed=args.seed,
                                 self_imitation=args.self_imitation, tasks_per_update=args.tasks_per_update)
-    starts = [HEFT().place(g, cluster) for g in train] if args.heft_starts else None
+    starts = bench._heft_starts(train, cluster) if args.heft_starts else None
     result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim, starts=starts)
     print(f"{len(train)} pretraining graphs, {args.updates} updates x {args.tasks_per_update} graphs, "
           f"seed {args.seed}, entropy {args.entropy}, "
