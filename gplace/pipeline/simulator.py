@@ -71,10 +71,26 @@ from gplace.runtime.kernels import enqueue_transfer, heap_pop, heap_push, mark, 
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "prepare_instances"]
+__all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "check_microbatches", "prepare_instances"]
 
 SCHEDULES = ("gpipe", "1f1b")
 FORWARD, BACKWARD, UPDATE = 0, 1, 2
+
+
+def check_microbatches(microbatches: object) -> int:
+    """``microbatches`` as an ``int``.
+
+    Raises:
+        ValueError: it is not a whole number >= 1 (``True``, ``2.5`` and ``"4"`` included).
+
+    Example:
+        >>> check_microbatches(4.0)
+        4
+    """
+    whole = isinstance(microbatches, (int, float, np.integer, np.floating)) and not isinstance(microbatches, bool)
+    if not whole or not microbatches >= 1 or int(microbatches) != microbatches:
+        raise ValueError(f"microbatches must be an integer >= 1, got {microbatches!r}")
+    return int(microbatches)
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,8 +159,7 @@ class PipelineSimulator(Runtime):
     def __init__(
         self, microbatches: int = 4, schedule: str = "1f1b", cache_size: int = 16, threads: int | None = None,
     ) -> None:
-        if int(microbatches) != microbatches or microbatches < 1:
-            raise ValueError(f"microbatches must be an integer >= 1, got {microbatches!r}")
+        microbatches = check_microbatches(microbatches)
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         if cache_size < 1:

@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.pipeline.simulator import UPDATE, check_phases
+from gplace.pipeline.simulator import UPDATE, check_microbatches, check_phases
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.batch import check_device_batch
 from gplace.runtime.kernels import transfers
@@ -37,7 +37,7 @@ __all__ = ["SteadyStateScore", "steady_state_loads"]
 def steady_state_loads(graph: OpGraph, cluster: Cluster, placement: Placement, microbatches: int = 4) -> np.ndarray:
     """(D,) float64 seconds per micro-batch of each device: compute plus the transfers it sends and receives."""
     placement.validate(graph, cluster)
-    return _loads(np.asarray(placement.devices, np.int64), *_arrays(graph, cluster, microbatches))
+    return _loads(np.asarray(placement.devices, np.int64), *_arrays(graph, cluster, check_microbatches(microbatches)))
 
 
 class SteadyStateScore(Runtime):
@@ -50,9 +50,7 @@ class SteadyStateScore(Runtime):
     deterministic = True
 
     def __init__(self, microbatches: int = 4) -> None:
-        if int(microbatches) != microbatches or microbatches < 1:
-            raise ValueError(f"microbatches must be an integer >= 1, got {microbatches!r}")
-        self.microbatches = int(microbatches)
+        self.microbatches = check_microbatches(microbatches)
         self.id = f"{self.semantics}/m{self.microbatches}"
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:

@@ -13,6 +13,7 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.baselines.base import Placer
 from gplace.baselines.pipeline.stages import Blocks, StageProblem, check_kind, stage_time
 from gplace.ir import Cluster, OpGraph
+from gplace.pipeline.simulator import check_microbatches
 
 
 class StagePlacer(Placer):
@@ -27,7 +28,7 @@ class StagePlacer(Placer):
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True) -> None:
         self.kind = check_kind(kind)
-        self.microbatches = microbatches
+        self.microbatches = check_microbatches(microbatches)
         self.overlap = overlap
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:

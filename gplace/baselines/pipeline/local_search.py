@@ -62,7 +62,7 @@ class PipelineLocalSearch(Placer):
         from gplace.pipeline import PipelineSimulator
 
         self._sim = PipelineSimulator(microbatches, schedule)  # checks both; keeps prepared graphs across calls
-        self.microbatches, self.schedule, self.kind = microbatches, schedule, check_kind(kind)
+        self.microbatches, self.schedule, self.kind = self._sim.microbatches, schedule, check_kind(kind)
         self.start = start
         self.time_limit, self.max_evaluations, self.batch_size = time_limit, max_evaluations, batch_size
 

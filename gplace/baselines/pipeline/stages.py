@@ -26,7 +26,8 @@ from functools import cached_property
 import numpy as np
 
 from gplace.baselines._common import build_units, op_memory, unit_durations
-from gplace.ir import Cluster, GraphError, OpGraph
+from gplace.ir import Cluster, OpGraph
+from gplace.pipeline.simulator import check_microbatches
 
 log = logging.getLogger(__name__)
 
@@ -122,12 +123,12 @@ class StageProblem:
 
     Raises:
         GraphError: an op, or a colocation group, may run on no device of the cluster.
+        ValueError: ``microbatches`` is not an integer >= 1.
     """
 
     def __init__(self, graph: OpGraph, cluster: Cluster, *, kind: str | None = "gpu", microbatches: int = 1,
                  overlap: bool = True) -> None:
-        if microbatches < 1:
-            raise GraphError(f"microbatches must be >= 1, got {microbatches}")
+        microbatches = check_microbatches(microbatches)
         self.graph, self.cluster, self.microbatches, self.overlap = graph, cluster, microbatches, overlap
         self.devices = stage_devices(cluster, kind)
         self.units = build_units(graph, cluster)

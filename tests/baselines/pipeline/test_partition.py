@@ -184,6 +184,16 @@ def test_a_kind_that_is_not_a_string_is_refused_by_name(placer):
         placer(16)
 
 
+@pytest.mark.parametrize("placer", [GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner, PipelineILPPlacer,
+                                    PipelineLocalSearch])
+@pytest.mark.parametrize("microbatches", [0, 2.5, True, "4"])
+def test_a_microbatch_count_that_is_not_a_whole_number_is_refused_at_construction(placer, microbatches):
+    """Refused by name when the placer is built (M = 2.5 used to split by ``cost / 2.5`` without a word)."""
+    with pytest.raises(ValueError, match=f"microbatches must be an integer >= 1, got {microbatches!r}"):
+        placer(microbatches=microbatches)
+    assert placer(microbatches=4.0).microbatches == 4
+
+
 def test_a_kind_the_cluster_lacks_puts_stages_on_every_device_with_a_warning(caplog):
     graph = testing.chain((1.0,) * 4, nbytes=KB)
     cluster = testing.uniform_cluster(2)  # two "gpu" devices: "GPU" is a misspelling
