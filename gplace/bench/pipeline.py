@@ -319,7 +319,7 @@ def targets_section(records: Sequence[PipelineRecord], model: Mapping[str, tuple
         lines += _search_targets(records, name, searches)
     lines += _ten_thousand_ops(records, searches)
     lines += ["", "**Simulator speed (30x the plain loop)**: issue 11 item 6, not part of this bench (see "
-              "benchmarks/pipeline_simulator_speed.md)."]
+              "benchmarks/simulator.md)."]
     lines += _ilp_against_dp(records)
     return "\n".join(lines) + "\n"
 
