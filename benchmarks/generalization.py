@@ -279,9 +279,11 @@ def _finetune_samples_to_reach(tuned: TrainResult, target: float, greedy_time: f
     return 1 if greedy_time <= target else _samples_to_reach(tuned, target, offset=1)
 
 
-def _search(settings: Settings, lr: float, seed: int, risk_seeking: float | None = None) -> ReinforceTrainer:
-    """The per-graph search, from scratch or fine-tuning: ``scratch_updates`` x K samples."""
-    return ReinforceTrainer(updates=settings.scratch_updates, samples_per_update=K, lr=lr,
+def _search(settings: Settings, lr: float, seed: int, risk_seeking: float | None = None,
+            samples: int = K) -> ReinforceTrainer:
+    """The per-graph search, from scratch or fine-tuning: ``scratch_updates`` x K samples in all, ``samples`` per
+    update."""
+    return ReinforceTrainer(updates=settings.scratch_updates * K // samples, samples_per_update=samples, lr=lr,
                             entropy_coef=settings.entropy_coef, self_imitation=settings.self_imitation,
                             risk_seeking=risk_seeking,
                             checkpoint_every=10**9, seed=seed)

@@ -47,6 +47,8 @@ def main() -> None:
                         help="risk_seeking of the fine-tuning on the validation graphs (from scratch: without)")
     parser.add_argument("--finetune-temperature", type=float, default=1.0,
                         help="the policy's temperature while fine-tuning on the validation graphs")
+    parser.add_argument("--finetune-samples", type=int, default=bench.K,
+                        help="samples per update of the fine-tuning on the validation graphs (the same samples in all)")
     parser.add_argument("--more-graphs", action="store_true",
                         help="also pretrain on the GiPH graphs that are neither held out nor validation graphs")
     parser.add_argument("--validate", type=float, nargs="+", default=[], metavar="LR",
@@ -79,7 +81,8 @@ def main() -> None:
               f"{step(greedy) / single:.3f}x the best single device ({single:,.0f}); "
               f"best of greedy + 16 samples {step(best16):,.0f}")
     if args.validate:
-        _validate(encoder, policy, cluster, sim, settings, args.validate, args.finetune_temperature)
+        _validate(encoder, policy, cluster, sim, settings, args.validate, args.finetune_temperature,
+                  args.finetune_samples)
 
 
 def _unused_files(count: int = 8) -> tuple[list, list]:
@@ -95,9 +98,10 @@ def _validation_graphs() -> list:
     return [load_giph_graph(f) for f in _unused_files()[0]]
 
 
-def _validate(encoder, policy, cluster, sim, settings, rates: list[float], temperature: float = 1.0) -> None:
-    """From scratch and fine-tuned with each learning rate (at ``temperature``) on the validation graphs, as the
-    benchmark counts."""
+def _validate(encoder, policy, cluster, sim, settings, rates: list[float], temperature: float = 1.0,
+              samples: int = bench.K) -> None:
+    """From scratch and fine-tuned with each learning rate (at ``temperature``, ``samples`` per update) on the
+    validation graphs, as the benchmark counts."""
     reached = {lr: 0 for lr in rates}
     pretrained_temperature, policy.temperature = policy.temperature, temperature  # fine-tune copies it
     for i, graph in enumerate(_validation_graphs()):
@@ -107,7 +111,8 @@ def _validate(encoder, policy, cluster, sim, settings, rates: list[float], tempe
         single = reference_step_time(graph, cluster, sim)
         for lr in rates:
             tuned = finetune(encoder, policy, graph, cluster, sim, trainer=bench._search(settings, lr, i,
-                                                                                       settings.finetune_risk_seeking))
+                                                                                       settings.finetune_risk_seeking,
+                                                                                       samples))
             took = bench._finetune_samples_to_reach(tuned, target, greedy_time)
             reached[lr] += bool(took and needed / took >= 10)
             print(f"{graph.name}: from scratch {needed} samples ({target / single:.3f}x the best single device), "
