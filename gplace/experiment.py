@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from gplace.interfaces import Trainer
 from gplace.ir import Cluster, OpGraph, Placement, placement_to_dict, save_json
+from gplace.ir.placement import check_graph_and_cluster
 from gplace.loggers import Logger
 from gplace.methods import LEARNED, Budget, check_method, make_baseline, make_learner, policy_file
 from gplace.runtime.base import Measurement, Runtime
@@ -91,9 +93,14 @@ def place(
     Raises:
         ValueError: an unknown method or baseline, or a malformed budget.
         FileNotFoundError: ``method`` is a path with no file.
+        TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), or ``seed``
+            is not an int.
     """
     from gplace.runtime import Simulator
 
+    check_graph_and_cluster(graph, cluster)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
+        raise TypeError(f"seed must be an int or None, got {seed!r}")
     check_method(method)
     if seed is not None:
         torch.manual_seed(seed)  # the policy's initial weights

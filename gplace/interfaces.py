@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.placement import check_graph_and_cluster
 from gplace.runtime.base import Runtime
 
 if TYPE_CHECKING:
@@ -167,10 +168,12 @@ class Placer(abc.ABC):
         Raises:
             PlacementInfeasibleError: an op fits on no device it may run on.
             GraphError: an op, or a colocation group, may run on no device of the cluster.
+            TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first).
 
         Shapes:
             returned ``Placement.devices`` (N,) int64, device indices into ``cluster.devices``.
         """
+        check_graph_and_cluster(graph, cluster)
         devices = np.asarray(self._place(graph, cluster), dtype=np.int64)
         placement = Placement.for_graph(graph, devices)
         placement.validate(graph, cluster)

@@ -35,6 +35,7 @@ from torch import nn
 
 from gplace.configurable import Configurable
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.placement import check_graph_and_cluster
 from gplace.runtime.base import Runtime
 from gplace.training.checkpoint import save_checkpoint
 
@@ -202,7 +203,9 @@ def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str
     Raises:
         ValueError: not a policy file (see :func:`load_policy`), or a fixed-size policy on a cluster of
             another size.
+        TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first).
     """
+    check_graph_and_cluster(graph, cluster)
     encoder, policy, meta = load_policy(checkpoint_path)
     return place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
                            max_groups=int(meta.get("max_groups", 256)))

@@ -101,6 +101,30 @@ def test_bad_budgets_are_named(problem, budget):
         gplace.place(*problem, method="heft", budget=budget)
 
 
+def test_a_model_passed_as_the_graph_is_refused_with_the_importer_to_use(problem):
+    """An ONNX model handed to every entry point (not imported first): a TypeError naming the importer, not an
+    AttributeError from deep inside."""
+    onnx = pytest.importorskip("onnx")
+    graph, cluster = problem
+    model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []))
+    with pytest.raises(TypeError, match="graph must be a gplace OpGraph, got ModelProto; .*gplace.from_onnx"):
+        gplace.place(model, cluster, method="heft")
+    with pytest.raises(TypeError, match="graph must be a gplace OpGraph, got ModelProto"):
+        gplace.place_with_pretrained(model, cluster, pretrained_path())
+    with pytest.raises(TypeError, match="cluster must be a gplace Cluster, got list"):
+        gplace.place(graph, [0, 1], method="heft")
+    with pytest.raises(TypeError, match="cluster must be a gplace Cluster, got str"):
+        Simulator().measure(graph, "2xgpu", gplace.Placement.single(graph, 0))
+    with pytest.raises(TypeError, match="cluster must be a gplace Cluster, got str"):
+        Simulator().step_times(graph, "2xgpu", np.zeros((1, graph.num_ops), np.int64))
+
+
+@pytest.mark.parametrize("seed", ["0", 1.0, True])
+def test_a_seed_that_is_not_an_int_is_named(problem, seed):
+    with pytest.raises(TypeError, match=f"seed must be an int or None, got {seed!r}"):
+        gplace.place(*problem, method="random", seed=seed)
+
+
 def test_budget_parses_seconds_and_samples():
     assert Budget.parse("12 samples") == Budget(samples=12)
     assert Budget.parse("1.5s") == Budget.parse(1.5) == Budget(seconds=1.5)

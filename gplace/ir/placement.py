@@ -12,6 +12,18 @@ from gplace.ir.errors import InvalidPlacementError
 from gplace.ir.graph import OpGraph
 
 
+def check_graph_and_cluster(graph: object, cluster: object) -> None:
+    """Raise a ``TypeError`` naming the argument when ``graph`` is not an :class:`OpGraph` (e.g. an ONNX model or
+    a torch module, which the importers convert) or ``cluster`` not a :class:`Cluster`."""
+    if not isinstance(graph, OpGraph):
+        raise TypeError(f"graph must be a gplace OpGraph, got {type(graph).__name__}; convert a model with "
+                        f"gplace.from_onnx, gplace.from_torch or gplace.from_tensorflow, or read a file with "
+                        f"gplace.load_graph")
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster must be a gplace Cluster, got {type(cluster).__name__}; build one with "
+                        f"Cluster.build or read a file with gplace.load_cluster")
+
+
 @dataclass(frozen=True, eq=False)
 class Placement:
     """Device index per op, tied to the graph it was made for.
@@ -85,7 +97,9 @@ class Placement:
         Raises:
             InvalidPlacementError: wrong length or graph, unknown device, a colocation group split,
                 an op on a device kind it is not pinned to or has no cost for; the message names the op.
+            TypeError: ``graph`` or ``cluster`` is not gplace's (:func:`check_graph_and_cluster`).
         """
+        check_graph_and_cluster(graph, cluster)
         n, d = graph.num_ops, cluster.num_devices
         if len(self) != n:
             raise InvalidPlacementError(f"placement has {len(self)} entries but graph {graph.name!r} has {n} ops")

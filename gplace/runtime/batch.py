@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph
+from gplace.ir.placement import check_graph_and_cluster
 
 MIN_CHUNK_OPS = 16_384
 """Fewest op-rows (rows x ops) worth a thread: about 0.7 ms of sim-v1 at 256 ops, far above a hand-off's cost."""
@@ -38,7 +39,9 @@ def check_threads(threads: int | None) -> int | None:
 
 
 def check_device_batch(graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
-    """``devices`` as a C-contiguous (K, N) int64 array; raise :class:`InvalidPlacementError` otherwise."""
+    """``devices`` as a C-contiguous (K, N) int64 array; raise :class:`InvalidPlacementError` otherwise (and a
+    ``TypeError`` if ``graph`` or ``cluster`` is not gplace's)."""
+    check_graph_and_cluster(graph, cluster)
     devices = np.ascontiguousarray(devices)
     n, d = graph.num_ops, cluster.num_devices
     if devices.ndim != 2 or devices.shape[1] != n or not np.issubdtype(devices.dtype, np.integer):
