@@ -21,6 +21,7 @@ samples (about 2 minutes per learning rate).
 from __future__ import annotations
 
 import argparse
+import copy
 
 import generalization as bench
 import numpy as np
@@ -49,6 +50,9 @@ def main() -> None:
                         help="the policy's temperature while fine-tuning on the validation graphs")
     parser.add_argument("--finetune-samples", type=int, default=bench.K,
                         help="samples per update of the fine-tuning on the validation graphs (the same samples in all)")
+    parser.add_argument("--finetune-fresh-head", action="store_true",
+                        help="fine-tune on the validation graphs with the policy's output layer re-initialised (the "
+                             "zero-shot greedy placement, sample 1, still from the pretrained one)")
     parser.add_argument("--more-graphs", action="store_true",
                         help="also pretrain on the GiPH graphs that are neither held out nor validation graphs")
     parser.add_argument("--validate", type=float, nargs="+", default=[], metavar="LR",
@@ -82,7 +86,7 @@ def main() -> None:
               f"best of greedy + 16 samples {step(best16):,.0f}")
     if args.validate:
         _validate(encoder, policy, cluster, sim, settings, args.validate, args.finetune_temperature,
-                  args.finetune_samples)
+                  args.finetune_samples, args.finetune_fresh_head)
 
 
 def _unused_files(count: int = 8) -> tuple[list, list]:
@@ -99,7 +103,7 @@ def _validation_graphs() -> list:
 
 
 def _validate(encoder, policy, cluster, sim, settings, rates: list[float], temperature: float = 1.0,
-              samples: int = bench.K) -> None:
+              samples: int = bench.K, fresh_head: bool = False) -> None:
     """From scratch and fine-tuned with each learning rate (at ``temperature``, ``samples`` per update) on the
     validation graphs, as the benchmark counts."""
     reached = {lr: 0 for lr in rates}
@@ -110,7 +114,12 @@ def _validate(encoder, policy, cluster, sim, settings, rates: list[float], tempe
         greedy_time = bench._step_time(sim, graph, cluster)(place_zero_shot(encoder, policy, graph, cluster))
         single = reference_step_time(graph, cluster, sim)
         for lr in rates:
-            tuned = finetune(encoder, policy, graph, cluster, sim, trainer=bench._search(settings, lr, i,
+            start = policy
+            if fresh_head:
+                start = copy.deepcopy(policy)
+                torch.manual_seed(i)
+                start.out.reset_parameters()
+            tuned = finetune(encoder, start, graph, cluster, sim, trainer=bench._search(settings, lr, i,
                                                                                        settings.finetune_risk_seeking,
                                                                                        samples))
             took = bench._finetune_samples_to_reach(tuned, target, greedy_time)
