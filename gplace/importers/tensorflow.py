@@ -36,6 +36,9 @@ How a program maps onto the IR:
   FLOPs of TensorFlow-specific layouts (``MatMul`` transposes, ``HWIO`` filters, convolution and pooling
   gradients) counted here. Bookkeeping ops (``NoOp``, ``Const``, ``Placeholder``, variables, reads,
   reshapes, identities; :data:`FREE_OPS`) cost 0.
+- **Phases** (a Keras training step only; :func:`training_phases`): ops under TensorFlow's ``gradient_tape/``
+  name scope are ``backward`` (with ``grad_of`` the forward op their scope names, where it is one), every other
+  op that depends on a gradient is ``update`` (the optimiser and what runs after it), the rest ``forward``.
 - **Control flow** (``While``/``If``/``Case``, v1 ``Enter``/``Exit``/``Switch``/``Merge``) is not handled:
   an :class:`~gplace.ir.UnsupportedGraphError` names the node (unroll loops, e.g. Keras ``unroll=True``).
 
@@ -46,6 +49,7 @@ No TensorFlow or protobuf exception leaves :func:`from_tensorflow`: each becomes
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import math
@@ -188,6 +192,8 @@ def from_tensorflow(
         with _wrap_errors(f"{where}: TensorFlow could not import it"):
             graph = _import_graph_def(tf, graph_def)
         ops, edges = _Builder(tf, graph, graph_def, where).build()
+    if training:
+        ops = training_phases(ops, edges)
     names = {node.name for node in graph_def.node}
     source = TensorFlowSource(graph_def, traced.inputs, traced.outputs,
                               {k: v for k, v in traced.variables.items() if k in names})
@@ -195,6 +201,52 @@ def from_tensorflow(
         return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
     except GraphError as err:
         raise UnsupportedGraphError(f"{where}: {err}") from None
+
+
+GRADIENT_SCOPE = "gradient_tape/"
+"""Name scope of the ops ``tf.GradientTape.gradient`` adds."""
+
+
+def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
+    """The ops of a traced training step with their phases (:attr:`Op.phase`).
+
+    ``backward``: the ops under :data:`GRADIENT_SCOPE`; ``grad_of`` is the op their scope names once the prefix
+    and their own name are dropped (``gradient_tape/dense/MatMul/MatMul_1`` differentiates ``dense/MatMul``),
+    where that is a forward op. ``update``: every other op that depends on a backward op (the optimiser's
+    ops, and what the step runs after them), and every op that depends on an update op. ``forward``: the rest.
+    So no backward op feeds a forward op and update ops feed only update ops, as the pipeline runtimes require.
+    Without gradient ops (not a training step) the ops are returned as they are.
+    """
+    backward = {op.name for op in ops if op.name.startswith(GRADIENT_SCOPE)}
+    if not backward:
+        return ops
+    consumers: dict[str, list[str]] = defaultdict(list)
+    for e in edges:
+        consumers[e.src].append(e.dst)
+    after_gradients = _downstream(backward, consumers) - backward
+    update = _downstream(after_gradients, consumers)
+    forward = {op.name for op in ops} - backward - update
+    out = []
+    for op in ops:
+        if op.name in update:
+            out.append(dataclasses.replace(op, phase="update"))
+        elif op.name in backward:
+            scope, _, _ = op.name.removeprefix(GRADIENT_SCOPE).rpartition("/")
+            out.append(dataclasses.replace(op, phase="backward", grad_of=scope if scope in forward else None))
+        else:
+            out.append(dataclasses.replace(op, phase="forward"))
+    return out
+
+
+def _downstream(start: set[str], consumers: Mapping[str, list[str]]) -> set[str]:
+    """``start`` and every op that depends on one of them."""
+    seen, stack = set(start), list(start)
+    while stack:
+        for nxt in consumers.get(stack.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
 
 
 # ---------------------------------------------------------------------- errors and imports

@@ -271,6 +271,33 @@ def test_keras_inference_and_training_step():
         assert all(d >= 0 for s in shapes for d in s), step.op_names[i]
 
 
+def test_a_keras_training_step_carries_forward_backward_and_update_phases():
+    """Gradient-tape ops are backward (each naming the forward op it differentiates where its scope is one),
+    the optimiser and what follows it are update ops, the rest forward; the pipeline simulator accepts it.
+    Inference has no phases."""
+    from gplace.ir import Placement
+    from gplace.pipeline import PipelineSimulator
+    from gplace.testing import uniform_cluster
+
+    model = _mlp()
+    assert from_tensorflow(model, batch_size=32).phase == ()
+    step = from_tensorflow(model, training=True, batch_size=32, optimizer="adam")
+    phase = dict(zip(step.op_names, step.phase, strict=True))
+    assert {n for n, p in phase.items() if p == "backward"} == {n for n in phase if n.startswith("gradient_tape/")}
+    types = dict(zip(step.op_names, step.op_types, strict=True))
+    assert phase["hidden/kernel"] == "forward"
+    assert {phase[n] for n in phase if types[n] == "MatMul" and not n.startswith("gradient_tape/")} == {"forward"}
+    updates = [n for n, t in zip(step.op_names, step.op_types, strict=True) if t.startswith("Assign")]
+    assert updates and any(phase[n] == "update" for n in updates)  # the optimiser writes the weights
+    assert {phase[n] for n in phase if n.split("/")[0].startswith("adam") and "Assign" in n} == {"update"}
+    named = [(step.op_names[b], step.op_names[f]) for b, f in enumerate(step.grad_of) if f >= 0]  # -1: none
+    assert any(types[f] == "MatMul" for _, f in named)  # e.g. gradient_tape/mlp_1/hidden_1/MatMul/MatMul
+    assert all(b.startswith(f"gradient_tape/{f}/") and phase[f] == "forward" for b, f in named), named
+    cluster = uniform_cluster(2)
+    t = PipelineSimulator(4, "1f1b").measure(step, cluster, Placement.single(step, 0)).step_time
+    assert t > 0
+
+
 def test_keras_model_without_batch_size_is_unsupported():
     """A Keras model's unknown batch dimension, with no batch_size, raises naming the node."""
     with pytest.raises(UnsupportedGraphError, match=r"node '\w+' \(Placeholder\).*batch_size"):
