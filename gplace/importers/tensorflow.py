@@ -210,19 +210,24 @@ GRADIENT_SCOPE = "gradient_tape/"
 def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
     """The ops of a traced training step with their phases (:attr:`Op.phase`).
 
-    ``backward``: the ops under :data:`GRADIENT_SCOPE`; ``grad_of`` is the op their scope names once the prefix
-    and their own name are dropped (``gradient_tape/dense/MatMul/MatMul_1`` differentiates ``dense/MatMul``),
-    where that is a forward op. ``update``: every other op that depends on a backward op (the optimiser's
-    ops, and what the step runs after them), and every op that depends on an update op. ``forward``: the rest.
+    ``backward``: the ops under :data:`GRADIENT_SCOPE`, and the ops between two of them (the tape sums the
+    gradients of a tensor read twice with a top-level ``AddN``); ``grad_of`` is the op their scope names once the
+    prefix and their own name are dropped (``gradient_tape/dense/MatMul/MatMul_1`` differentiates
+    ``dense/MatMul``), where that is a forward op. ``update``: every other op that depends on a backward op (the
+    final sums of a weight's gradients, the optimiser's ops and what the step runs after them), and every op that
+    depends on an update op. ``forward``: the rest.
     So no backward op feeds a forward op and update ops feed only update ops, as the pipeline runtimes require.
     Without gradient ops (not a training step) the ops are returned as they are.
     """
-    backward = {op.name for op in ops if op.name.startswith(GRADIENT_SCOPE)}
-    if not backward:
+    tape = {op.name for op in ops if op.name.startswith(GRADIENT_SCOPE)}
+    if not tape:
         return ops
     consumers: dict[str, list[str]] = defaultdict(list)
+    producers: dict[str, list[str]] = defaultdict(list)
     for e in edges:
         consumers[e.src].append(e.dst)
+        producers[e.dst].append(e.src)
+    backward = tape | (_downstream(tape, consumers) & _downstream(tape, producers))  # e.g. AddN of two gradients
     after_gradients = _downstream(backward, consumers) - backward
     update = _downstream(after_gradients, consumers)
     forward = {op.name for op in ops} - backward - update
@@ -231,7 +236,7 @@ def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
         if op.name in update:
             out.append(dataclasses.replace(op, phase="update"))
         elif op.name in backward:
-            scope, _, _ = op.name.removeprefix(GRADIENT_SCOPE).rpartition("/")
+            scope, _, _ = op.name.removeprefix(GRADIENT_SCOPE).rpartition("/") if op.name in tape else ("", "", "")
             out.append(dataclasses.replace(op, phase="backward", grad_of=scope if scope in forward else None))
         else:
             out.append(dataclasses.replace(op, phase="forward"))
@@ -239,7 +244,8 @@ def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
 
 
 def _downstream(start: set[str], consumers: Mapping[str, list[str]]) -> set[str]:
-    """``start`` and every op that depends on one of them."""
+    """``start`` and every op reachable from one of them along ``consumers`` (ops that depend on them; with
+    producers instead, the ops they depend on)."""
     seen, stack = set(start), list(start)
     while stack:
         for nxt in consumers.get(stack.pop(), ()):

@@ -42,7 +42,7 @@ from gplace.ir import GraphError, OpGraph, graph_from_dict, graph_to_dict, load_
 
 logger = logging.getLogger(__name__)
 
-ZOO_VERSION = 2
+ZOO_VERSION = 3
 """Bumped whenever a builder or the importer changes what a cached graph holds."""
 
 
