@@ -236,7 +236,7 @@ def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
         if op.name in update:
             out.append(dataclasses.replace(op, phase="update"))
         elif op.name in backward:
-            scope, _, _ = op.name.removeprefix(GRADIENT_SCOPE).rpartition("/") if op.name in tape else ("", "", "")
+            scope = op.name.removeprefix(GRADIENT_SCOPE).rpartition("/")[0] if op.name in tape else None
             out.append(dataclasses.replace(op, phase="backward", grad_of=scope if scope in forward else None))
         else:
             out.append(dataclasses.replace(op, phase="forward"))

@@ -164,7 +164,7 @@ class PipelineSimulator(Runtime):
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         if cache_size < 1:
             raise ValueError(f"cache_size must be >= 1, got {cache_size}")
-        self.microbatches, self.schedule = int(microbatches), schedule
+        self.microbatches, self.schedule = microbatches, schedule
         self.threads = check_threads(threads)
         self.id = f"{self.semantics}/{schedule}/m{self.microbatches}"
         self._cache_size = cache_size
