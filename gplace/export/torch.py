@@ -149,6 +149,8 @@ class PipelineSplit(NamedTuple):
     ``pipe(*inputs)`` to run the stages one after another locally."""
     devices: list[torch.device]
     """The torch device of each stage."""
+    cluster_devices: list[int]
+    """The cluster device (index) of each stage; a device holding several stages appears once per stage."""
 
 
 def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, module: nn.Module, example_inputs: Any,
@@ -188,7 +190,7 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         if placement.devices[i] != placement.devices[prev]:
             stage_devices.append(int(placement.devices[i]))
     devices = framework_devices(cluster, torch_device, device_map)
-    return PipelineSplit(pipe, [devices[d] for d in stage_devices])
+    return PipelineSplit(pipe, [devices[d] for d in stage_devices], stage_devices)
 
 
 def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Run a pipeline placement for real: ``torch.distributed.pipelining`` stages, one process per stage.
+"""Run a pipeline placement for real: ``torch.distributed.pipelining`` stages, one process per device.
 
 Runtime ``torch-pipeline-v1`` measures what ``pipe-v1`` (:mod:`gplace.pipeline.simulator`) models: one training
 mini-batch of ``M`` micro-batches through the stages of a placement, under the GPipe or 1F1B schedule.
@@ -8,12 +8,18 @@ How it runs
     modules they belong to). The placement's stages are the runs of consecutive modules on one device; the
     split is :func:`gplace.export.torch.pipeline_split`'s (``{module path: SplitPoint.BEGINNING}`` where the device
     changes), checked in this process, so a placement that changes device inside a module raises
-    :class:`~gplace.ir.InvalidPlacementError` naming the op and the module. Then one process per stage is
-    spawned; they join a process group (``gloo`` on CPUs, ``nccl`` on GPUs) over localhost, each traces the module
-    with ``torch.distributed.pipelining.pipeline``, builds its stage on its device and runs the schedule
-    (``ScheduleGPipe`` or ``Schedule1F1B``): stage 0 feeds the mini-batch ``inputs``, the last stage computes
+    :class:`~gplace.ir.InvalidPlacementError` naming the op and the module. Then one process per device (rank,
+    numbered by the device's first stage) is spawned; they join a process group (``gloo`` on CPUs, ``nccl`` on
+    GPUs) over localhost, each traces the module with ``torch.distributed.pipelining.pipeline``, builds its
+    stages on its device and runs the schedule: stage 0 feeds the mini-batch ``inputs``, the last stage computes
     ``loss_fn(output, target)`` per micro-batch. Gradients are those of the mean micro-batch loss, the gradients
     of the unsplit model on the whole mini-batch.
+Schedules
+    With one stage per device, torch's ``ScheduleGPipe`` or ``Schedule1F1B``. A non-contiguous placement gives
+    a device several stages (NCCL allows one process per GPU); each device then runs its stages' passes in the
+    order :func:`gplace.pipeline.stage_order.stage_orders` gives (``pipe-v1``'s rules applied to whole stages),
+    through torch's multi-stage schedule runtime (``ScheduleLoopedBFS`` with that order in place of its own: the
+    one use here of torch's private ``_Action``).
 What it reports
     The median over ``steps`` timed steps (after ``warmup`` steps) of the wall time of one ``schedule.step``,
     between two barriers of all stages, and their spread. :meth:`TorchPipelineRuntime.run` also returns the mean
@@ -24,8 +30,9 @@ Failures
 Processes
     By default (``processes="spawn"``) gplace starts the stage processes itself for each measurement. Under
     ``torchrun`` (``processes="torchrun"``), the processes it launched are the stages: every rank calls
-    ``measure`` with the same graph and placement, runs stage ``RANK`` in its own process (the world size must
-    equal the number of stages) and gets the same result, gathered from all ranks. The process group is made
+    ``measure`` with the same graph and placement, runs the stages of device ``RANK`` in its own process (the
+    world size must equal the number of devices holding stages) and gets the same result, gathered from all
+    ranks. The process group is made
     on the first measurement (with its ``time_limit`` as timeout) and kept until the process exits, unless the
     caller made one first. A stage that fails there is a failed measurement on every rank; one that dies or
     hangs ends the run at the process group's timeout, as ``torchrun`` decides.
@@ -74,6 +81,8 @@ class PipelineRun:
     """Mean micro-batch loss of the last step."""
     grads: dict[str, np.ndarray]
     """Each parameter's gradient after the last step, by its name in ``module``."""
+    processes: int
+    """Processes that ran the stages: one per device holding stages."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,9 @@ class _Job:
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     split: tuple[str, ...]
     devices: tuple[str, ...]
+    """The torch device of each stage."""
+    ranks: tuple[int, ...]
+    """The process (rank) of each stage: one per cluster device holding stages, numbered by its first stage."""
     microbatches: int
     schedule: str
     backend: str
@@ -93,6 +105,11 @@ class _Job:
     warmup: int
     timeout: float
     threads: int | None
+
+    @property
+    def world(self) -> int:
+        """Processes: devices holding stages."""
+        return max(self.ranks) + 1
 
     @property
     def example(self) -> tuple[torch.Tensor, ...]:
@@ -115,10 +132,10 @@ class TorchPipelineRuntime(Runtime):
         warmup: untimed steps first. (default: 1)
         time_limit: seconds the whole run may take before it is a failure. (default: 120)
         device_map: cluster device name -> torch device; default: ``/CPU:k`` -> ``cpu``, ``/GPU:k`` -> ``cuda:k``.
-        threads_per_stage: torch intra-op threads of each stage process (e.g. cores // stages, so that stages
+        threads_per_stage: torch intra-op threads of each process (e.g. cores // devices, so that processes
             sharing a machine's cores do not oversubscribe them). (default: None: torch's default)
-        processes: ``"spawn"`` (gplace starts one process per stage) or ``"torchrun"`` (the ranks ``torchrun``
-            started are the stages; see the module docstring). (default: "spawn")
+        processes: ``"spawn"`` (gplace starts one process per device holding stages) or ``"torchrun"`` (the ranks
+            ``torchrun`` started are those processes; see the module docstring). (default: "spawn")
     """
 
     id = "torch-pipeline-v1"
@@ -168,17 +185,19 @@ class TorchPipelineRuntime(Runtime):
         from gplace.export.torch import pipeline_split
         from gplace.pipeline.stages import split_spec
 
-        job = _Job(self.module, self.inputs, self.target, self.loss_fn, (), (), self.microbatches, self.schedule,
+        job = _Job(self.module, self.inputs, self.target, self.loss_fn, (), (), (), self.microbatches, self.schedule,
                    self.backend, self.steps, self.warmup, self.time_limit, self.threads_per_stage)
         # pipeline() patches the modules it traces: check the split on a copy, so ``module`` still pickles
         split = pipeline_split(graph, cluster, placement, copy.deepcopy(self.module), job.example,
                                device_map=self.device_map)
-        stages = len(split.devices)
-        if self.schedule == "1f1b" and self.microbatches < stages:
+        first = list(dict.fromkeys(split.cluster_devices))
+        ranks = tuple(first.index(d) for d in split.cluster_devices)
+        stages = len(ranks)
+        if self.schedule == "1f1b" and self.microbatches < stages and len(first) == stages:
             raise _StageError(f"1F1B needs at least as many micro-batches as stages: {self.microbatches} < {stages} "
                               "(torch's Schedule1F1B refuses fewer)")
         job = dataclasses.replace(job, split=tuple(split_spec(graph, placement).split_spec),
-                                  devices=tuple(str(d) for d in split.devices))
+                                  devices=tuple(str(d) for d in split.devices), ranks=ranks)
         return _run_launched(job) if self.processes == "torchrun" else _run_stages(job)
 
 
@@ -190,31 +209,32 @@ class _StageError(RuntimeError):
 def _run_stages(job: _Job) -> PipelineRun:
     ctx = torch.multiprocessing.get_context("spawn")
     results = ctx.Queue()
-    world, port = len(job.devices), _free_port()
+    world, port = job.world, _free_port()
     procs = [ctx.Process(target=_stage_main, args=(rank, world, port, job, results), daemon=True)
              for rank in range(world)]
     for p in procs:
         p.start()
     try:
-        reports = _collect(results, procs, world, job.timeout)
+        reports = _collect(results, procs, job)
     finally:
         for p in procs:
             if p.is_alive():
                 p.kill()
             p.join(timeout=5)
-    return _combined(reports, world)
+    return _combined(reports, job)
 
 
 def _run_launched(job: _Job) -> PipelineRun:
-    """Run this process's stage (rank ``RANK`` of the ``torchrun`` world) and gather every stage's report."""
+    """Run this process's stages (rank ``RANK`` of the ``torchrun`` world) and gather every rank's report."""
     import torch.distributed as dist
 
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         raise ValueError("processes='torchrun' needs the RANK and WORLD_SIZE that torchrun sets; run under torchrun "
                          "or use processes='spawn'")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    if world != len(job.devices):
-        raise _StageError(f"the placement has {len(job.devices)} stages but torchrun started {world} processes")
+    if world != job.world:
+        raise _StageError(f"the placement's stages are on {job.world} devices but torchrun started {world} "
+                          "processes")
     job = dataclasses.replace(job, module=copy.deepcopy(job.module))  # pipeline() patches the module it traces
     if not dist.is_initialized():  # kept for the next measurement: gloo cannot re-initialise reliably
         dist.init_process_group(job.backend, timeout=timedelta(seconds=job.timeout))
@@ -227,20 +247,27 @@ def _run_launched(job: _Job) -> PipelineRun:
     dist.all_gather_object(gathered, report)
     failed = [r for r in gathered if "error" in r]
     if failed:
-        raise _StageError(f"pipeline stage {failed[0]['rank']} failed: {failed[0]['error']}")
-    return _combined({r["rank"]: r for r in gathered}, world)
+        raise _StageError(f"pipeline {_named(job, failed[0]['rank'])} failed: {failed[0]['error']}")
+    return _combined({r["rank"]: r for r in gathered}, job)
 
 
-def _combined(reports: Mapping[int, dict], world: int) -> PipelineRun:
-    """One run from every stage's report: stage 0's times, the last stage's loss, all gradients."""
+def _combined(reports: Mapping[int, dict], job: _Job) -> PipelineRun:
+    """One run from every rank's report: rank 0's times, the last stage's loss, all gradients."""
     grads: dict[str, np.ndarray] = {}
     for report in reports.values():
         grads.update(report["grads"])
-    return PipelineRun(tuple(reports[0]["times"]), reports[world - 1]["loss"], grads)
+    return PipelineRun(tuple(reports[0]["times"]), reports[job.ranks[-1]]["loss"], grads, job.world)
 
 
-def _collect(results: Any, procs: list, world: int, timeout: float) -> dict[int, dict]:
-    """Every stage's report; raises :class:`_StageError` at the first error, death or after ``timeout`` s."""
+def _named(job: _Job, rank: int) -> str:
+    """``stage k`` for a process that runs one stage, ``stages k, l (one process)`` for one that runs several."""
+    mine = [k for k, r in enumerate(job.ranks) if r == rank]
+    return f"stage {mine[0]}" if len(mine) == 1 else f"stages {', '.join(map(str, mine))} (one process)"
+
+
+def _collect(results: Any, procs: list, job: _Job) -> dict[int, dict]:
+    """Every rank's report; raises :class:`_StageError` at the first error, death or after ``job.timeout`` s."""
+    world, timeout = job.world, job.timeout
     deadline, reports = time.monotonic() + timeout, {}
     while len(reports) < world:
         try:
@@ -248,15 +275,17 @@ def _collect(results: Any, procs: list, world: int, timeout: float) -> dict[int,
         except queue.Empty:
             dead = _dead(procs, set(reports))
             if dead:
-                raise _StageError(f"pipeline stage {dead[0]} died (exit code {procs[dead[0]].exitcode})") from None
+                code = procs[dead[0]].exitcode
+                raise _StageError(f"pipeline {_named(job, dead[0])} died (exit code {code})") from None
             if time.monotonic() >= deadline:
+                missing = sorted(k for k, r in enumerate(job.ranks) if r not in reports)
                 raise _StageError(f"pipeline timed out after {timeout:g} s; stages without a result: "
-                                  f"{sorted(set(range(world)) - set(reports))}") from None
+                                  f"{missing}") from None
             continue
         if "error" in report:  # blame a stage that died first: the others then fail on their closed connections
             dead = _dead(procs, {report["rank"], *reports}, wait=2.0)
-            cause = f"pipeline stage {dead[0]} died (exit code {procs[dead[0]].exitcode}); " if dead else ""
-            raise _StageError(f"{cause}pipeline stage {report['rank']} failed: {report['error']}")
+            cause = f"pipeline {_named(job, dead[0])} died (exit code {procs[dead[0]].exitcode}); " if dead else ""
+            raise _StageError(f"{cause}pipeline {_named(job, report['rank'])} failed: {report['error']}")
         reports[report["rank"]] = report
     return reports
 
@@ -293,24 +322,27 @@ def _stage_main(rank: int, world: int, port: int, job: _Job, results: Any) -> No
 
 
 def _run_stage(rank: int, world: int, job: _Job) -> dict[str, Any]:
+    """Build this rank's stages, run ``warmup + steps`` mini-batches; their times, loss and gradients."""
     import torch.distributed as dist
-    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, SplitPoint, pipeline
+    from torch.distributed.pipelining import SplitPoint, pipeline
 
     if job.threads is not None:
         torch.set_num_threads(job.threads)
-    device = torch.device(job.devices[rank])
+    mine = [k for k, r in enumerate(job.ranks) if r == rank]
+    device = torch.device(job.devices[mine[0]])
     if device.type == "cuda":
         torch.cuda.set_device(device)
     pipe = pipeline(job.module, mb_args=job.example, split_spec={path: SplitPoint.BEGINNING for path in job.split})
-    stage = pipe.build_stage(rank, device)
-    kind = ScheduleGPipe if job.schedule == "gpipe" else Schedule1F1B
-    schedule = kind(stage, n_microbatches=job.microbatches, loss_fn=job.loss_fn)
+    stages = [pipe.build_stage(k, device) for k in mine]
+    schedule = _schedule(stages, job)
+    first, last = mine[0] == 0, mine[-1] == len(job.ranks) - 1
     times, losses = [], []
     for step in range(job.warmup + job.steps):
-        stage.submod.zero_grad(set_to_none=True)
+        for stage in stages:
+            stage.submod.zero_grad(set_to_none=True)
         losses = []
-        args = tuple(t.to(device) for t in job.inputs) if rank == 0 else ()
-        kwargs = {"target": job.target.to(device), "losses": losses} if rank == world - 1 else {}
+        args = tuple(t.to(device) for t in job.inputs) if first else ()
+        kwargs = {"target": job.target.to(device), "losses": losses} if last else {}
         dist.barrier()
         start = time.perf_counter()
         schedule.step(*args, **kwargs)
@@ -319,7 +351,29 @@ def _run_stage(rank: int, world: int, job: _Job) -> dict[str, Any]:
         dist.barrier()
         if step >= job.warmup:
             times.append(time.perf_counter() - start)
-    grads = {name: p.grad.detach().cpu().numpy().copy() for name, p in stage.submod.named_parameters()
-             if p.grad is not None}
+    grads = {name: p.grad.detach().cpu().numpy().copy() for stage in stages
+             for name, p in stage.submod.named_parameters() if p.grad is not None}
     loss = float(torch.stack([torch.as_tensor(v).detach().cpu() for v in losses]).mean()) if losses else math.nan
     return {"times": times, "loss": loss, "grads": grads}
+
+
+def _schedule(stages: list, job: _Job) -> Any:
+    """torch's single-stage schedule when every device holds one stage; else each device's stages run in the
+    order of :func:`~gplace.pipeline.stage_order.stage_orders`, through ``ScheduleLoopedBFS``'s runtime."""
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, ScheduleLoopedBFS
+    from torch.distributed.pipelining.schedules import _Action, _ComputationType
+
+    from gplace.pipeline.stage_order import stage_orders
+
+    if job.world == len(job.ranks):
+        kind = ScheduleGPipe if job.schedule == "gpipe" else Schedule1F1B
+        return kind(stages[0], n_microbatches=job.microbatches, loss_fn=job.loss_fn)
+    orders = [[_Action(p.stage, _ComputationType.FULL_BACKWARD if p.backward else _ComputationType.FORWARD,
+                       p.microbatch) for p in order]
+              for order in stage_orders(job.ranks, job.microbatches, job.schedule)]
+
+    class GivenOrder(ScheduleLoopedBFS):
+        def _calculate_single_rank_operations(self, rank: int) -> list:
+            return orders[rank]
+
+    return GivenOrder(stages, n_microbatches=job.microbatches, loss_fn=job.loss_fn)

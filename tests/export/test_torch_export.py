@@ -110,6 +110,7 @@ def test_a_pipeline_placement_becomes_torch_pipelining_stages_that_run(imported)
     paths = graph.source.module_paths
     split = pipeline_split(graph, cluster, placement, model, (X,))
     assert split.pipe.num_stages == 2 and [d.type for d in split.devices] == ["cpu", "cpu"]
+    assert split.cluster_devices == [0, 1]  # both "cpu" in torch, two devices of the cluster
     with torch.no_grad():
         out = split.pipe(X)
     torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(X))

@@ -72,16 +72,29 @@ def test_pipelined_steps_give_the_unsplit_models_loss_and_gradients(name, stages
     assert set(run.grads) == {n for n, _ in model.named_parameters()}
     for n, p in model.named_parameters():
         torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
-    assert len(run.times) == 1 and run.times[0] > 0
+    assert len(run.times) == 1 and run.times[0] > 0 and run.processes == stages
 
 
-def test_a_non_contiguous_placement_runs_each_stage_in_its_own_process() -> None:
-    """Modules 0-1 and 3-4 on /CPU:0, module 2 on /CPU:1: three stages, two of them on one device."""
-    model, x, y, graph, cluster, placement = _problem({"2": 1})
-    assert list(split_spec(graph, placement).split_spec) == ["2", "3"]
-    run = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, schedule="gpipe", steps=1, warmup=0).run(
-        graph, cluster, placement)
-    F.mse_loss(model(x), y).backward()
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize(("stage_of", "devices", "microbatches"), [
+    ({"2": 1}, 2, M),  # modules 0-1 and 3-4 on /CPU:0, module 2 on /CPU:1: stages on devices 0, 1, 0
+    ({"1": 1, "2": 2, "3": 1}, 3, 2),  # devices 0, 1, 2, 1, 0: five stages, fewer micro-batches than stages
+])
+def test_a_non_contiguous_placement_runs_each_devices_stages_in_one_process(stage_of, devices, microbatches,
+                                                                            schedule) -> None:
+    """A device holding several stages is one process (as NCCL needs: one process per GPU) running them in the
+    order of ``stage_orders``; the loss and gradients still equal the unsplit model's."""
+    model, x, y, graph, _, _ = _problem({})
+    cluster = Cluster.build([Device(f"/CPU:{i}", "cpu") for i in range(devices)], default_bandwidth=1e9)
+    paths = graph.source.module_paths
+    placement = Placement.for_graph(graph, [stage_of.get(paths.get(op, ""), 0) for op in graph.op_names])
+    assert len(split_spec(graph, placement).split_spec) == 2 * devices - 2
+    run = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=microbatches, schedule=schedule, steps=1,
+                               warmup=0).run(graph, cluster, placement)
+    assert run.processes == devices
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    assert run.loss == pytest.approx(loss.item(), rel=1e-5)
     for n, p in model.named_parameters():
         torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
 
@@ -94,12 +107,14 @@ def test_a_measurement_reports_the_median_and_spread() -> None:
     assert not multiprocessing.active_children()  # every stage process was joined
 
 
-def test_a_stage_that_fails_is_a_failed_measurement_naming_it() -> None:
-    model, x, y, graph, cluster, placement = _problem({"2": 1, "3": 1, "4": 1})
+@pytest.mark.parametrize(("stage_of", "words"), [({"2": 1, "3": 1, "4": 1}, "pipeline stage 1 failed"),
+                                                  ({"2": 1}, "pipeline stages 0, 2 (one process) failed")])
+def test_a_stage_that_fails_is_a_failed_measurement_naming_it(stage_of, words) -> None:
+    model, x, y, graph, cluster, placement = _problem(stage_of)
     wrong = torch.randn(BATCH, 5)  # the loss cannot compare (2, 4) outputs with (2, 5) targets
     m = TorchPipelineRuntime(model, x, wrong, F.mse_loss, microbatches=M, steps=1, warmup=0, time_limit=60).measure(
         graph, cluster, placement)
-    assert not m.ok and "pipeline stage 1 failed" in m.reason and m.step_time == math.inf
+    assert not m.ok and words in m.reason and m.step_time == math.inf, m.reason
     assert not multiprocessing.active_children()  # no orphan stage processes
 
 
@@ -155,3 +170,21 @@ def test_two_gpu_stages_over_nccl_give_the_unsplit_gradients() -> None:
     F.mse_loss(model(x), y).backward()
     for name, p in model.named_parameters():
         torch.testing.assert_close(torch.from_numpy(run.grads[name]), p.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_a_non_contiguous_placement_over_nccl_runs_one_process_per_gpu() -> None:
+    """Stages on GPUs 0, 1, 0: NCCL refuses two ranks on one GPU, so GPU 0's two stages share one process
+    (never run: no two GPUs have been lent)."""
+    model, x, y, graph, _, placement = _problem({"2": 1})
+    gpus = Cluster.build([Device("/GPU:0", "gpu"), Device("/GPU:1", "gpu")], default_bandwidth=1e10)
+    for schedule in ("gpipe", "1f1b"):
+        runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, schedule=schedule, backend="nccl",
+                                       steps=2, warmup=1)
+        run = runtime.run(graph, gpus, Placement.for_graph(graph, placement.devices))
+        assert run.processes == 2
+        model.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(torch.from_numpy(run.grads[name]), p.grad, rtol=1e-4, atol=1e-5)

@@ -54,7 +54,7 @@ def test_under_torchrun_a_world_of_the_wrong_size_is_a_failed_measurement_on_eve
     assert proc.returncode == 0, proc.stderr[-3000:]
     for r in range(3):
         report = json.loads((tmp_path / f"rank{r}.json").read_text())
-        assert not report["ok"] and "2 stages but torchrun started 3 processes" in report["reason"]
+        assert not report["ok"] and "stages are on 2 devices but torchrun started 3 processes" in report["reason"]
 
 
 def test_torchrun_processes_outside_torchrun_are_refused_naming_the_variables(monkeypatch) -> None:

@@ -1,0 +1,121 @@
+"""The order in which each device runs its stages' passes: ``pipe-v1``'s rules applied to whole stages.
+
+A pipeline of ``S`` stages (runs of consecutive modules) with stage ``k`` on device ``stage_devices[k]`` runs,
+for each micro-batch ``m``, a forward pass ``F(k, m)`` after ``F(k - 1, m)`` and a backward pass ``B(k, m)``
+after ``F(k, m)`` and ``B(k + 1, m)``. A device may hold several stages (a non-contiguous placement), which
+torch's single-stage schedules cannot run; :func:`stage_orders` gives each device a list of passes to run in
+turn instead, found by running ``pipe-v1``'s compute rules with every pass taking one time unit:
+
+- devices are numbered by their first stage; device ``r`` of ``R`` admits ``L_r = min(M, R - r)`` micro-batches
+  under ``1f1b`` and ``M`` under ``gpipe``;
+- an idle device takes its ready pass of highest priority, unless a gate holds it (then it waits): under
+  ``gpipe`` forward before backward, under ``1f1b`` backward before forward; then the lower micro-batch; then
+  the pass that comes first in topological order (forward passes by stage, then backward passes from the last
+  stage to the first);
+- gates: under ``gpipe`` a backward pass waits until every forward pass on its device has ended; under ``1f1b``
+  a forward pass of micro-batch ``m >= L_r`` waits until micro-batch ``m - L_r`` has ended all its passes there.
+
+Every device's list is its share of one global order that respects the dependencies, so a runtime that sends
+asynchronously and receives before each pass cannot deadlock running them.
+
+Example:
+    >>> [" ".join(map(str, order)) for order in stage_orders([0, 1, 0], microbatches=2, schedule="1f1b")]
+    ['F0,0 F0,1 F2,0 B2,0 B0,0 F2,1 B2,1 B0,1', 'F1,0 B1,0 F1,1 B1,1']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["StagePass", "stage_orders"]
+
+
+@dataclass(frozen=True)
+class StagePass:
+    """One stage's forward or backward pass of one micro-batch."""
+
+    stage: int
+    microbatch: int
+    backward: bool
+
+    def __str__(self) -> str:
+        return f"{'B' if self.backward else 'F'}{self.stage},{self.microbatch}"
+
+
+def stage_orders(stage_devices: Sequence[int], microbatches: int, schedule: str) -> list[list[StagePass]]:
+    """Each device's passes in the order it runs them (see the module docstring).
+
+    Args:
+        stage_devices: the device of each stage, ``0 .. R-1`` numbered by their first stage; consecutive stages
+            are on different devices.
+        microbatches: micro-batches ``M >= 1``.
+        schedule: ``"gpipe"`` or ``"1f1b"``.
+
+    Returns:
+        ``R`` lists; list ``r`` holds the ``2 M`` passes of each stage on device ``r``.
+    """
+    devices = list(stage_devices)
+    _check(devices, microbatches, schedule)
+    stages, count = len(devices), max(devices) + 1
+    limit = [microbatches if schedule == "gpipe" else min(microbatches, count - r) for r in range(count)]
+    todo = [[StagePass(k, m, b) for k in range(stages) if devices[k] == r for m in range(microbatches)
+             for b in (False, True)] for r in range(count)]
+    done: set[StagePass] = set()
+    orders: list[list[StagePass]] = [[] for _ in range(count)]
+    while any(todo):
+        ran = [_next_pass(todo[r], done, stages, limit[r], schedule) for r in range(count)]
+        if not any(ran):
+            raise RuntimeError(f"stage order stalled with {sum(map(len, todo))} passes left")  # cannot happen
+        for r, p in enumerate(ran):
+            if p is not None:
+                todo[r].remove(p)
+                orders[r].append(p)
+                done.add(p)
+    return orders
+
+
+def _next_pass(todo: list[StagePass], done: set[StagePass], stages: int, limit: int,
+               schedule: str) -> StagePass | None:
+    """The pass a device starts now: its ready pass of highest priority, or ``None`` (idle or held by a gate)."""
+    ready = [p for p in todo if _ready(p, done, stages)]
+    if not ready:
+        return None
+    first = min(ready, key=lambda p: _priority(p, stages, schedule))
+    return None if _held(first, todo, limit, schedule) else first
+
+
+def _ready(p: StagePass, done: set[StagePass], stages: int) -> bool:
+    if not p.backward:
+        return p.stage == 0 or StagePass(p.stage - 1, p.microbatch, False) in done
+    after = p.stage == stages - 1 or StagePass(p.stage + 1, p.microbatch, True) in done
+    return after and StagePass(p.stage, p.microbatch, False) in done
+
+
+def _priority(p: StagePass, stages: int, schedule: str) -> tuple[int, int, int]:
+    first = p.backward if schedule == "gpipe" else not p.backward
+    topological = 2 * stages - 1 - p.stage if p.backward else p.stage
+    return int(first), p.microbatch, topological
+
+
+def _held(p: StagePass, todo: list[StagePass], limit: int, schedule: str) -> bool:
+    """Whether a gate holds ``p`` on its device (``todo``: the device's passes not yet run)."""
+    if schedule == "gpipe":
+        return p.backward and any(not q.backward for q in todo)
+    return not p.backward and p.microbatch >= limit and any(q.microbatch == p.microbatch - limit for q in todo)
+
+
+def _check(devices: list[int], microbatches: int, schedule: str) -> None:
+    if schedule not in ("gpipe", "1f1b"):
+        raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
+    if isinstance(microbatches, bool) or not isinstance(microbatches, int) or microbatches < 1:
+        raise ValueError(f"microbatches must be a whole number >= 1, got {microbatches!r}")
+    if not devices or sorted(set(devices)) != list(range(max(devices) + 1)):
+        raise ValueError(f"stage_devices must use devices 0 .. R-1, got {devices}")
+    firsts = [devices.index(r) for r in range(max(devices) + 1)]
+    if firsts != sorted(firsts):
+        raise ValueError(f"stage_devices must number devices by their first stage, got {devices}")
+    same = [k for k in range(1, len(devices)) if devices[k] == devices[k - 1]]
+    if same:
+        raise ValueError(f"stages {same[0] - 1} and {same[0]} are consecutive on device {devices[same[0]]}: "
+                         "they are one stage")
