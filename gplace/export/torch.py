@@ -184,20 +184,15 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
                                     f"{first['module']!r}: no module-level pipeline split gives it")
     pipe = pipeline(module, mb_args=tuple(example_inputs), split_spec={
         path: SplitPoint.BEGINNING for path in spec.split_spec})
-    order = [i for i in graph.topological_order.tolist() if graph.op_names[i] in graph.source.module_paths]
-    stage_devices = [int(placement.devices[order[0]])]
-    for prev, i in zip(order, order[1:], strict=False):
-        if placement.devices[i] != placement.devices[prev]:
-            stage_devices.append(int(placement.devices[i]))
     devices = framework_devices(cluster, torch_device, device_map)
-    return PipelineSplit(pipe, [devices[d] for d in stage_devices], stage_devices)
+    return PipelineSplit(pipe, [devices[d] for d in spec.stage_devices], spec.stage_devices)
 
 
 def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any) -> Any:
     """The ``torch.distributed.pipelining`` Pipe of the stages a ``placement.json`` chose for ``module`` (written
     by ``gplace place`` or any run on a graph from :func:`gplace.from_torch`), without the graph: its
     ``split_spec`` becomes ``{module path: SplitPoint.BEGINNING}``. ``pipe.build_stage(k, device)`` then gives
-    stage ``k`` in the process that runs it.
+    stage ``k`` in the process of its device, the file's ``stage_devices[k]``.
 
     Raises:
         ValueError: the file has no ``split_spec`` (its graph was not imported from torch), naming the file.

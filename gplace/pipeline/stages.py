@@ -35,6 +35,9 @@ class SplitSpec:
     """Module path -> ``"BEGINNING"`` (``torch.distributed.pipelining.SplitPoint.BEGINNING``)."""
     unaligned: list[dict[str, str]]
     """Splits that fall inside a module: ``{"op": first op of the new stage, "module": its module path}``."""
+    stage_devices: list[int]
+    """The device of each stage, in stage order; a device holding several stages (a non-contiguous placement)
+    appears once per stage."""
 
 
 def pipeline_stages(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, list[str]]:
@@ -59,24 +62,28 @@ def split_spec(graph: OpGraph, placement: Placement) -> SplitSpec | None:
         for prefix in _prefixes(paths[graph.op_names[i]]):
             first_op.setdefault(prefix, i)
     spec, unaligned = {}, []
+    stage_devices = [int(placement.devices[ops[0]])] if ops else []
     for prev, i in zip(ops, ops[1:], strict=False):
         if placement.devices[prev] == placement.devices[i]:
             continue
+        stage_devices.append(int(placement.devices[i]))
         path = paths[graph.op_names[i]]
         starts = [p for p in _prefixes(path) if first_op[p] == i]
         if starts:
             spec[starts[0]] = "BEGINNING"
         else:
             unaligned.append({"op": graph.op_names[i], "module": path})
-    return SplitSpec(spec, unaligned)
+    return SplitSpec(spec, unaligned, stage_devices)
 
 
 def placement_extras(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, Any]:
-    """The ``placement.json`` keys of this module: ``stages``, and ``split_spec``/``split_unaligned`` for torch."""
+    """The ``placement.json`` keys of this module: ``stages``, and for torch ``split_spec``, ``split_unaligned``
+    and ``stage_devices`` (the device name of each stage of the split, for ``pipe.build_stage(k, device)``)."""
     extras: dict[str, Any] = {"stages": pipeline_stages(graph, cluster, placement)}
     spec = split_spec(graph, placement)
     if spec is not None:
         extras["split_spec"], extras["split_unaligned"] = spec.split_spec, spec.unaligned
+        extras["stage_devices"] = [cluster.device_names[d] for d in spec.stage_devices]
     return extras
 
 

@@ -16,10 +16,11 @@ How it runs
     of the unsplit model on the whole mini-batch.
 Schedules
     With one stage per device, torch's ``ScheduleGPipe`` or ``Schedule1F1B``. A non-contiguous placement gives
-    a device several stages (NCCL allows one process per GPU); each device then runs its stages' passes in the
-    order :func:`gplace.pipeline.stage_order.stage_orders` gives (``pipe-v1``'s rules applied to whole stages),
-    through torch's multi-stage schedule runtime (``ScheduleLoopedBFS`` with that order in place of its own: the
-    one use here of torch's private ``_Action``).
+    a device several stages (NCCL allows one process per GPU), and ``Schedule1F1B`` refuses fewer micro-batches
+    than stages; in those cases each device runs its stages' passes in the order
+    :func:`gplace.pipeline.stage_order.stage_orders` gives (``pipe-v1``'s rules applied to whole stages), through
+    torch's multi-stage schedule runtime (``ScheduleLoopedBFS`` with that order in place of its own: the one use
+    here of torch's private ``_Action``).
 What it reports
     The median over ``steps`` timed steps (after ``warmup`` steps) of the wall time of one ``schedule.step``,
     between two barriers of all stages, and their spread. :meth:`TorchPipelineRuntime.run` also returns the mean
@@ -178,7 +179,7 @@ class TorchPipelineRuntime(Runtime):
         """Run the placement's pipeline; the step times, the loss and the gradients.
 
         Raises:
-            _StageError: a stage failed, died or timed out, or 1F1B got fewer micro-batches than stages.
+            _StageError: a stage failed, died or timed out.
             InvalidPlacementError: the placement is not for ``graph`` or changes device inside a module.
             UnsupportedGraphError: ``graph`` was not imported from a torch program.
         """
@@ -192,10 +193,6 @@ class TorchPipelineRuntime(Runtime):
                                device_map=self.device_map)
         first = list(dict.fromkeys(split.cluster_devices))
         ranks = tuple(first.index(d) for d in split.cluster_devices)
-        stages = len(ranks)
-        if self.schedule == "1f1b" and self.microbatches < stages and len(first) == stages:
-            raise _StageError(f"1F1B needs at least as many micro-batches as stages: {self.microbatches} < {stages} "
-                              "(torch's Schedule1F1B refuses fewer)")
         job = dataclasses.replace(job, split=tuple(split_spec(graph, placement).split_spec),
                                   devices=tuple(str(d) for d in split.devices), ranks=ranks)
         return _run_launched(job) if self.processes == "torchrun" else _run_stages(job)
@@ -358,14 +355,16 @@ def _run_stage(rank: int, world: int, job: _Job) -> dict[str, Any]:
 
 
 def _schedule(stages: list, job: _Job) -> Any:
-    """torch's single-stage schedule when every device holds one stage; else each device's stages run in the
-    order of :func:`~gplace.pipeline.stage_order.stage_orders`, through ``ScheduleLoopedBFS``'s runtime."""
+    """torch's single-stage schedule when every device holds one stage (and, under 1F1B, there are at least as
+    many micro-batches as stages: ``Schedule1F1B`` refuses fewer); else each device's stages run in the order of
+    :func:`~gplace.pipeline.stage_order.stage_orders`, through ``ScheduleLoopedBFS``'s runtime."""
     from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, ScheduleLoopedBFS
     from torch.distributed.pipelining.schedules import _Action, _ComputationType
 
     from gplace.pipeline.stage_order import stage_orders
 
-    if job.world == len(job.ranks):
+    count = len(job.ranks)
+    if job.world == count and (job.schedule == "gpipe" or job.microbatches >= count):
         kind = ScheduleGPipe if job.schedule == "gpipe" else Schedule1F1B
         return kind(stages[0], n_microbatches=job.microbatches, loss_fn=job.loss_fn)
     orders = [[_Action(p.stage, _ComputationType.FULL_BACKWARD if p.backward else _ComputationType.FORWARD,

@@ -26,7 +26,10 @@ def test_split_at_a_module_boundary_names_the_outermost_module_beginning_there()
     paths = g.source.module_paths
     p = _place(g, lambda n: 1 if paths.get(n, "").startswith("2") else 0)
     spec = split_spec(g, p)
-    assert spec.split_spec == {"2": "BEGINNING"} and spec.unaligned == []
+    assert spec.split_spec == {"2": "BEGINNING"} and spec.unaligned == [] and spec.stage_devices == [0, 1]
+    assert placement_extras(g, uniform_cluster(2), p)["stage_devices"] == ["/GPU:0", "/GPU:1"]
+    back = _place(g, lambda n: 1 if paths.get(n, "").startswith("1") else 0)  # devices 0, 1, 0: non-contiguous
+    assert split_spec(g, back).stage_devices == [0, 1, 0]
 
 
 def test_split_inside_a_module_is_reported_unaligned():

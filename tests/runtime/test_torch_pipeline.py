@@ -99,6 +99,17 @@ def test_a_non_contiguous_placement_runs_each_devices_stages_in_one_process(stag
         torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
 
 
+def test_1f1b_with_fewer_microbatches_than_stages_runs_in_the_stage_order() -> None:
+    """torch's Schedule1F1B refuses M < stages; the stage order (in-flight bound min(M, S - r)) runs it."""
+    model, x, y, graph, cluster, placement = _staged("mlp", 4)
+    run = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=2, schedule="1f1b", steps=1, warmup=0).run(
+        graph, cluster, placement)
+    assert run.processes == 4
+    F.mse_loss(model(x), y).backward()
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
+
+
 def test_a_measurement_reports_the_median_and_spread() -> None:
     model, x, y, graph, cluster, placement = _staged("mlp", 2)
     m = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, steps=3, warmup=1).measure(

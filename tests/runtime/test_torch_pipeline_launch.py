@@ -82,6 +82,7 @@ def test_gplace_place_on_a_torch_module_writes_the_split_and_its_stages_compute_
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "placement.json").read_text())
     assert doc["split_spec"] and doc["split_unaligned"] == []
+    assert len(doc["stage_devices"]) == len(doc["split_spec"]) + 1 and set(doc["stage_devices"]) <= {"/CPU:0", "/CPU:1"}
     assert (out / "device_map.json").exists()
     torch.manual_seed(0)
     module, x = ConvNet(), torch.randn(2, 3, 16, 16)
