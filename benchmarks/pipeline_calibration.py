@@ -12,17 +12,21 @@ For each model (an MLP, a CNN, a Transformer; each a chain of top-level modules)
 3. the link latency is fitted on the MLP's multi-stage runs (the latency, of 0-5 ms in steps of 50 us, with the
    smallest median error), then the CNN's and the Transformer's runs are predictions it never saw
    (``--report-only`` redoes this analysis on the stored measurements and rewrites the report);
-4. every (stages in {2, 4}, M in {2, 4, 8}, schedule in {gpipe, 1f1b}) runs for real (median of 3 steps after 1
-   warm-up, with its spread) and in ``pipe-v1`` on the module graph, placed the same way (modules in contiguous
-   runs, one per stage).
+4. every (layout, M in {2, 4, 8}, schedule in {gpipe, 1f1b}) runs for real (median of 3 steps after 1
+   warm-up, with its spread) and in ``pipe-v1`` on the module graph, placed the same way. A layout lists the
+   device of each stage, a contiguous run of modules: ``0,1`` and ``0,1,2,3`` (one stage per device), and the
+   non-contiguous ``0,1,0`` and ``0,1,0,1`` (2 devices, a process each, running their stages in the order of
+   ``gplace.pipeline.stage_orders``); the latency is fitted on the MLP's one-stage-per-device runs only.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +42,8 @@ from gplace.runtime.torch_pipeline import TorchPipelineRuntime
 
 OUT = Path(__file__).with_suffix(".json")
 BANDWIDTH = 1e9  # bytes/s between stage processes over localhost gloo: not fitted (activations here are small)
+LAYOUTS = ((0, 1), (0, 1, 2, 3), (0, 1, 0), (0, 1, 0, 1))
+"""The device of each stage (a contiguous run of modules), per layout measured."""
 
 
 class Block(nn.Module):
@@ -67,16 +73,23 @@ def models() -> dict[str, tuple[nn.Module, torch.Tensor, torch.Tensor]]:
             "transformer": (transformer, torch.randn(32, 32, 64), torch.randn(32, 32, 64))}
 
 
-def stages_of(names: list[str], stages: int) -> dict[str, int]:
-    return {names[j]: k for k, chunk in enumerate(np.array_split(np.arange(len(names)), stages)) for j in chunk}
+def devices_of(names: list[str], layout: tuple[int, ...]) -> dict[str, int]:
+    """Module name -> device: the modules in ``len(layout)`` contiguous runs, run ``k`` on ``layout[k]``."""
+    chunks = np.array_split(np.arange(len(names)), len(layout))
+    return {names[j]: layout[k] for k, chunk in enumerate(chunks) for j in chunk}
 
 
-def measured(model, x, y, stages: int, m: int, schedule: str):
-    """The real runtime's measurement of ``model`` split into ``stages`` contiguous runs of modules."""
+def is_contiguous(layout: tuple[int, ...]) -> bool:
+    return len(set(layout)) == len(layout)
+
+
+def measured(model, x, y, layout: tuple[int, ...], m: int, schedule: str):
+    """The real runtime's measurement of ``model`` split into contiguous runs of modules on ``layout``'s devices."""
     names = [n for n, _ in model.named_children()]
     graph = from_torch(model, (x[: x.shape[0] // m],))
-    cluster = Cluster.build([Device(f"/CPU:{i}", "cpu") for i in range(stages)], default_bandwidth=BANDWIDTH)
-    stage_of = stages_of(names, stages)
+    cluster = Cluster.build([Device(f"/CPU:{i}", "cpu") for i in range(max(layout) + 1)],
+                            default_bandwidth=BANDWIDTH)
+    stage_of = devices_of(names, layout)
     paths = graph.source.module_paths
     devices = [stage_of.get(paths.get(op, "").split(".")[0], 0) for op in graph.op_names]
     runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=m, schedule=schedule, steps=3, warmup=1,
@@ -84,50 +97,55 @@ def measured(model, x, y, stages: int, m: int, schedule: str):
     return runtime.measure(graph, cluster, Placement.for_graph(graph, devices))
 
 
-def predicted(times, stages: int, m: int, schedule: str, overhead: float, latency: float) -> float:
-    stage_of = stages_of([t.name for t in times], stages)
+def predicted(times, layout: tuple[int, ...], m: int, schedule: str, overhead: float, latency: float) -> float:
+    stage_of = devices_of([t.name for t in times], layout)
     graph = module_training_graph(times, microbatches=m, stage_of=stage_of, overhead=overhead)
-    cluster = Cluster.build([Device(f"/CPU:{i}", "cpu") for i in range(stages)], default_bandwidth=BANDWIDTH,
-                            default_latency=latency)
+    cluster = Cluster.build([Device(f"/CPU:{i}", "cpu") for i in range(max(layout) + 1)],
+                            default_bandwidth=BANDWIDTH, default_latency=latency)
     placement = Placement.for_graph(graph, stage_placement(graph, stage_of))
     return PipelineSimulator(m, schedule).measure(graph, cluster, placement).step_time
 
 
 def main() -> None:
     torch.set_num_threads(1)
-    rows, calib = [], {}
+    rows, calib, started = [], {}, {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                     "load_before": os.getloadavg()}
     for name, (model, x, y) in models().items():
         times = {m: measure_modules(model, x, y, F.mse_loss, microbatches=m) for m in (2, 4, 8)}
-        singles = {m: measured(model, x, y, 1, m, "1f1b") for m in (4, 8)}
+        singles = {m: measured(model, x, y, (0,), m, "1f1b") for m in (4, 8)}
         overhead = statistics.median(
             (singles[m].step_time - m * sum(t.forward + t.backward for t in times[m])) / (2 * m) for m in singles)
         calib[name] = {"overhead_s": max(overhead, 0.0), "one_stage": {m: singles[m].step_time for m in singles},
                        "one_stage_spread": {m: singles[m].spread for m in singles}}
-        for stages in (2, 4):
+        for layout in LAYOUTS:
             for m in (2, 4, 8):
                 for schedule in ("gpipe", "1f1b"):
-                    real = measured(model, x, y, stages, m, schedule)
-                    rows.append({"model": name, "stages": stages, "microbatches": m, "schedule": schedule,
-                                 "measured": real.step_time, "spread": real.spread, "ok": real.ok,
-                                 "reason": real.reason})
+                    real = measured(model, x, y, layout, m, schedule)
+                    rows.append({"model": name, "layout": list(layout), "stages": len(layout), "microbatches": m,
+                                 "schedule": schedule, "measured": real.step_time, "spread": real.spread,
+                                 "ok": real.ok, "reason": real.reason})
                     print(json.dumps(rows[-1]))  # noqa: T201 - a script's progress
         calib[name]["times"] = {str(m): [t.__dict__ for t in times[m]] for m in times}
-    doc = analyse({"machine": platform.platform(), "bandwidth": BANDWIDTH, "calibration": calib, "rows": rows})
+    doc = analyse({"machine": platform.platform(), "bandwidth": BANDWIDTH, "calibration": calib, "rows": rows,
+                   **started, "load_after": os.getloadavg()})
     OUT.write_text(json.dumps(doc, indent=1))
 
 
 def analyse(doc: dict) -> dict:
-    """Fit the link latency on the MLP's runs and predict every run that ran (the measurements are not touched)."""
+    """Fit the link latency on the MLP's one-stage-per-device runs and predict every run that ran (the
+    measurements are not touched)."""
     calib, rows = doc["calibration"], doc["rows"]
+    for r in rows:  # files from before the layouts: contiguous stages
+        r.setdefault("layout", list(range(r["stages"])))
 
     def prediction(r: dict, latency: float) -> float:
         times = [ModuleTimes(**t) for t in calib[r["model"]]["times"][str(r["microbatches"])]]
-        return predicted(times, r["stages"], r["microbatches"], r["schedule"], calib[r["model"]]["overhead_s"],
-                         latency)
+        return predicted(times, tuple(r["layout"]), r["microbatches"], r["schedule"],
+                         calib[r["model"]]["overhead_s"], latency)
 
     def median_error(model_name: str, latency: float) -> float:
-        return statistics.median(abs(prediction(r, latency) - r["measured"]) / r["measured"]
-                                 for r in rows if r["model"] == model_name and r["ok"])
+        return statistics.median(abs(prediction(r, latency) - r["measured"]) / r["measured"] for r in rows
+                                 if r["model"] == model_name and r["ok"] and is_contiguous(tuple(r["layout"])))
 
     latency = min((i * 50e-6 for i in range(101)), key=lambda lat: median_error("mlp", lat))
     for r in rows:
@@ -152,52 +170,61 @@ def report(path: Path = OUT) -> str:
         return (f"median error {pct(statistics.median(errors))}, worst {pct(max(errors))} over {len(errors)} runs; "
                 f"measurement spread (max - min) / median of its 3 steps: median {pct(spread)}")
 
+    lay = lambda r: ",".join(map(str, r["layout"]))  # noqa: E731
+    load = lambda key: ", ".join(f"{v:.2f}" for v in doc[key])  # noqa: E731
     lines = ["# pipe-v1 calibrated here against torch-pipeline-v1 measured here", "",
-             "Made by `python benchmarks/pipeline_calibration.py` (the method is its docstring), 2026-11-24, on the",
-             "2-core development machine, **loaded** by other jobs while it ran (a bench and test runs: load average",
-             "3-5). One torch thread per stage process and in the calibration. Stage processes are logical CPU",
-             "devices sharing the same 2 cores: 2 stages get a core each only when nothing else runs, 4 stages always",
-             "share (two per core), which pipe-v1 (independent devices) does not model.", "",
-             f"- fitted link latency (on the MLP's runs): {doc['latency_s'] * 1e6:.0f} us; bandwidth "
-             f"{doc['bandwidth']:.0e} B/s (not fitted)",
+             f"Made by `python benchmarks/pipeline_calibration.py` (the method is its docstring), {doc['date']}, on",
+             "the 2-core development machine, nothing else running (load average before "
+             f"{load('load_before')}, after {load('load_after')}).",
+             "One torch thread per process and in the calibration. Processes are logical CPU devices sharing the",
+             "same 2 cores: 2 devices get a core each, 4 always share (two per core), which pipe-v1 (independent",
+             "devices) does not model. `devices` lists the device of each stage (a contiguous run of modules);",
+             "`0,1,0` and `0,1,0,1` are non-contiguous: each device's process runs its stages in the order of",
+             "`gplace.pipeline.stage_orders`.", "",
+             f"- fitted link latency (on the MLP's one-stage-per-device runs): {doc['latency_s'] * 1e6:.0f} us; "
+             f"bandwidth {doc['bandwidth']:.0e} B/s (not fitted)",
              *(f"- {name}: per-stage overhead {c['overhead_s'] * 1e3:.2f} ms per micro-batch and direction; one stage: "
                + ", ".join(f"M={m} {ms(t)} ms" for m, t in c["one_stage"].items()) for name, c in calib.items()), "",
-             "| model | stages | M | schedule | measured ms | spread | pipe-v1 ms | error |",
-             "|---|---:|---:|---|---:|---:|---:|---:|"]
-    lines += [f"| {r['model']} | {r['stages']} | {r['microbatches']} | {r['schedule']} | {ms(r['measured'])} | "
+             "| model | devices | M | schedule | measured ms | spread | pipe-v1 ms | error |",
+             "|---|---|---:|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['model']} | {lay(r)} | {r['microbatches']} | {r['schedule']} | {ms(r['measured'])} | "
               f"{pct(r['spread'])} | {ms(r['predicted'])} | {pct(r['error'])} |" if r["ok"] else
-              f"| {r['model']} | {r['stages']} | {r['microbatches']} | {r['schedule']} | failed: {r['reason']} | | | |"
+              f"| {r['model']} | {lay(r)} | {r['microbatches']} | {r['schedule']} | failed: {r['reason']} | | | |"
               for r in rows]
     failed = [r for r in rows if not r["ok"]]
     rows = [r for r in rows if r["ok"]]
-    held = [r for r in rows if r["model"] != "mlp"]
-    lines += ["", "## Errors", "", f"Over the {len(rows)} runs that ran ({len(failed)} refused: 1F1B with fewer "
-              "micro-batches than stages).", "",
-              f"- all: {summary(rows)}",
+    contiguous = [r for r in rows if len(set(r["layout"])) == len(r["layout"])]
+    held = [r for r in contiguous if r["model"] != "mlp"]
+    lines += ["", "## Errors", "", f"Over the {len(rows)} runs that ran ({len(failed)} failed).", "",
+              f"- one stage per device: {summary(contiguous)}",
               f"- held out (CNN and Transformer; the latency was fitted on the MLP): {summary(held)}",
-              f"- 2 stages: {summary([r for r in rows if r['stages'] == 2])}",
-              f"- 4 stages (two processes per core): {summary([r for r in rows if r['stages'] == 4])}",
-              "", "## Two stages against one process (M = 8)", ""]
+              f"- 2 devices: {summary([r for r in contiguous if r['stages'] == 2])}",
+              f"- 4 devices (two processes per core): {summary([r for r in contiguous if r['stages'] == 4])}",
+              f"- non-contiguous, 2 devices (never fitted on): {summary([r for r in rows if r not in contiguous])}",
+              "", "## Two devices against one process (M = 8)", ""]
     for name, c in calib.items():
         one = c["one_stage"].get("8", c["one_stage"].get(8))
-        two = min(r["measured"] for r in rows if r["model"] == name and r["stages"] == 2 and r["microbatches"] == 8)
-        lines.append(f"- {name}: one process {ms(one)} ms, two stages (best schedule) {ms(two)} ms: {one / two:.2f}x")
-    lines += ["", "## What it means", "",
-              "- The issue's target (median error at most 15 %) is met over every run and missed on the held-out",
-              "  models alone (the figures above); the measurements themselves vary about as much (spread column),",
-              "  on a machine other jobs were using.",
-              "- The fitted 'latency' is a fit, not a measured link property (the link was not timed): it absorbs",
-              "  what pipe-v1 does not model here, stage processes competing for 2 cores with each other and with",
-              "  other jobs. The largest errors are GPipe on 4 stages (two processes per core).",
-              "- Two stages beat one process at M = 8 for the CNN and the Transformer, not for the MLP, whose",
-              "  micro-batch work (about 1 ms per stage) is of the order of the per-stage overhead fitted above."]
+        best = min((r for r in rows if r["model"] == name and max(r["layout"]) == 1 and r["microbatches"] == 8),
+                   key=lambda r: r["measured"])
+        lines.append(f"- {name}: one process {ms(one)} ms, two devices (best layout and schedule: {lay(best)}, "
+                     f"{best['schedule']}) {ms(best['measured'])} ms: {one / best['measured']:.2f}x")
     return "\n".join(lines) + "\n"
+
+
+NOTES_MARK = "<!-- hand-written notes from here on: kept when the script rewrites this report -->"
+
+
+def write_report(path: Path, text: str) -> None:
+    """Write the generated ``text``, followed by the existing file's notes (from :data:`NOTES_MARK` on)."""
+    old = path.read_text() if path.exists() else ""
+    notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else ""
+    path.write_text(text + ("\n" + notes if notes else ""))
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--report-only"]:  # re-analyse the stored measurements and rewrite the report
         OUT.write_text(json.dumps(analyse(json.loads(OUT.read_text())), indent=1))
-        OUT.with_suffix(".md").write_text(report())
+        write_report(OUT.with_suffix(".md"), report())
     else:
         main()
-        OUT.with_suffix(".md").write_text(report())
+        write_report(OUT.with_suffix(".md"), report())
