@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -59,50 +60,59 @@ def stage_orders(stage_devices: Sequence[int], microbatches: int, schedule: str)
     _check(devices, microbatches, schedule)
     stages, count = len(devices), max(devices) + 1
     limit = [microbatches if schedule == "gpipe" else min(microbatches, count - r) for r in range(count)]
-    todo = [[StagePass(k, m, b) for k in range(stages) if devices[k] == r for m in range(microbatches)
-             for b in (False, True)] for r in range(count)]
-    done: set[StagePass] = set()
+    left = [[2 * devices.count(r)] * microbatches for r in range(count)]  # passes of micro-batch m left on r
+    forwards_left = [devices.count(r) * microbatches for r in range(count)]
+    waiting = {StagePass(k, m, b): int(b) + int(k > 0 if not b else k < stages - 1)  # unmet inputs
+               for k in range(stages) for m in range(microbatches) for b in (False, True)}
+    ready: list[list[tuple[tuple[int, int, int], StagePass]]] = [[] for _ in range(count)]
+    for p in (p for p, n in waiting.items() if n == 0):
+        heapq.heappush(ready[devices[p.stage]], (_priority(p, stages, schedule), p))
     orders: list[list[StagePass]] = [[] for _ in range(count)]
-    while any(todo):
-        ran = [_next_pass(todo[r], done, stages, limit[r], schedule) for r in range(count)]
+    remaining = len(waiting)
+    while remaining:
+        ran = [_next_pass(ready[r], left[r], forwards_left[r], limit[r], schedule) for r in range(count)]
         if not any(ran):
-            raise RuntimeError(f"stage order stalled with {sum(map(len, todo))} passes left")  # cannot happen
+            raise RuntimeError(f"stage order stalled with {remaining} passes left")  # cannot happen
         for r, p in enumerate(ran):
-            if p is not None:
-                todo[r].remove(p)
-                orders[r].append(p)
-                done.add(p)
+            if p is None:
+                continue
+            orders[r].append(p)
+            remaining -= 1
+            left[r][p.microbatch] -= 1
+            forwards_left[r] -= not p.backward
+            for q in _consumers(p, stages):
+                waiting[q] -= 1
+                if waiting[q] == 0:
+                    heapq.heappush(ready[devices[q.stage]], (_priority(q, stages, schedule), q))
     return orders
 
 
-def _next_pass(todo: list[StagePass], done: set[StagePass], stages: int, limit: int,
-               schedule: str) -> StagePass | None:
-    """The pass a device starts now: its ready pass of highest priority, or ``None`` (idle or held by a gate)."""
-    ready = [p for p in todo if _ready(p, done, stages)]
+def _next_pass(ready: list, left: list[int], forwards_left: int, limit: int, schedule: str) -> StagePass | None:
+    """The pass a device starts now: its ready pass of highest priority (popped from ``ready``), or ``None`` when
+    it has none or a gate holds it (``left``: the device's passes left per micro-batch)."""
     if not ready:
         return None
-    first = min(ready, key=lambda p: _priority(p, stages, schedule))
-    return None if _held(first, todo, limit, schedule) else first
+    p = ready[0][1]
+    if schedule == "gpipe":
+        held = p.backward and forwards_left > 0
+    else:
+        held = not p.backward and p.microbatch >= limit and left[p.microbatch - limit] > 0
+    return None if held else heapq.heappop(ready)[1]
 
 
-def _ready(p: StagePass, done: set[StagePass], stages: int) -> bool:
+def _consumers(p: StagePass, stages: int) -> list[StagePass]:
+    """The passes that take ``p``'s output: the next stage's forward and this stage's backward, or the previous
+    stage's backward."""
     if not p.backward:
-        return p.stage == 0 or StagePass(p.stage - 1, p.microbatch, False) in done
-    after = p.stage == stages - 1 or StagePass(p.stage + 1, p.microbatch, True) in done
-    return after and StagePass(p.stage, p.microbatch, False) in done
+        nxt = [StagePass(p.stage + 1, p.microbatch, False)] if p.stage < stages - 1 else []
+        return [*nxt, StagePass(p.stage, p.microbatch, True)]
+    return [StagePass(p.stage - 1, p.microbatch, True)] if p.stage > 0 else []
 
 
 def _priority(p: StagePass, stages: int, schedule: str) -> tuple[int, int, int]:
     first = p.backward if schedule == "gpipe" else not p.backward
     topological = 2 * stages - 1 - p.stage if p.backward else p.stage
     return int(first), p.microbatch, topological
-
-
-def _held(p: StagePass, todo: list[StagePass], limit: int, schedule: str) -> bool:
-    """Whether a gate holds ``p`` on its device (``todo``: the device's passes not yet run)."""
-    if schedule == "gpipe":
-        return p.backward and any(not q.backward for q in todo)
-    return not p.backward and p.microbatch >= limit and any(q.microbatch == p.microbatch - limit for q in todo)
 
 
 def _check(devices: list[int], microbatches: int, schedule: str) -> None:
