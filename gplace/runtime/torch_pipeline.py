@@ -237,7 +237,7 @@ def _run_launched(job: _Job) -> PipelineRun:
         dist.init_process_group(job.backend, timeout=timedelta(seconds=job.timeout))
         atexit.register(dist.destroy_process_group)
     try:
-        report = {"rank": rank, **_run_stage(rank, world, job)}
+        report = {"rank": rank, **_run_stage(rank, job)}
     except Exception as err:  # every rank learns of it through the gather
         report = {"rank": rank, "error": f"{type(err).__name__}: {error_summary(err)}"}
     gathered: list[Any] = [None] * world
@@ -310,7 +310,7 @@ def _stage_main(rank: int, world: int, port: int, job: _Job, results: Any) -> No
     try:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group(job.backend, rank=rank, world_size=world, timeout=timedelta(seconds=job.timeout))
-        results.put({"rank": rank, **_run_stage(rank, world, job)})
+        results.put({"rank": rank, **_run_stage(rank, job)})
     except Exception as err:  # reported to the parent, which fails the measurement
         results.put({"rank": rank, "error": f"{type(err).__name__}: {error_summary(err)}"})
     finally:
@@ -318,7 +318,7 @@ def _stage_main(rank: int, world: int, port: int, job: _Job, results: Any) -> No
             dist.destroy_process_group()
 
 
-def _run_stage(rank: int, world: int, job: _Job) -> dict[str, Any]:
+def _run_stage(rank: int, job: _Job) -> dict[str, Any]:
     """Build this rank's stages, run ``warmup + steps`` mini-batches; their times, loss and gradients."""
     import torch.distributed as dist
     from torch.distributed.pipelining import SplitPoint, pipeline
