@@ -12,10 +12,10 @@ and the best of greedy + 16 samples. No from-scratch or fine-tuning run: compare
 ``generalization_superposition.md`` (the same graphs and simulator). Takes about 40 s per 4,000 updates of one
 graph on this machine (60 s with self-imitation).
 
-With ``--validate LR [LR ...]`` it then runs the benchmark's from-scratch search and fine-tuning (all weights)
-with each learning rate on 8 validation graphs, a seeded draw from the GiPH graphs that are neither pretraining
-nor held-out graphs, and prints on how many fine-tuning reached the from-scratch result with >= 10x fewer
-samples (about 2 minutes per learning rate).
+With ``--validate LR [LR ...]`` it then runs the benchmark's from-scratch search and fine-tuning (all weights, or
+with ``--conditioning-only`` only the graph conditioning) with each learning rate on 8 validation graphs, a
+seeded draw from the GiPH graphs that are neither pretraining nor held-out graphs, and prints on how many
+fine-tuning reached the from-scratch result with >= 10x fewer samples (about 2 minutes per learning rate).
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ def main() -> None:
                              "zero-shot greedy placement, sample 1, still from the pretrained one)")
     parser.add_argument("--more-graphs", action="store_true",
                         help="also pretrain on the GiPH graphs that are neither held out nor validation graphs")
+    parser.add_argument("--conditioning-only", action="store_true",
+                        help="with --validate, fine-tune only the policy's graph conditioning (the rest frozen)")
     parser.add_argument("--validate", type=float, nargs="+", default=[], metavar="LR",
                         help="fine-tuning learning rates to compare on the validation graphs")
     args = parser.parse_args()
@@ -86,7 +88,7 @@ def main() -> None:
               f"best of greedy + 16 samples {step(best16):,.0f}")
     if args.validate:
         _validate(encoder, policy, cluster, sim, settings, args.validate, args.finetune_temperature,
-                  args.finetune_samples, args.finetune_fresh_head)
+                  args.finetune_samples, args.finetune_fresh_head, args.conditioning_only)
 
 
 def _unused_files(count: int = 8) -> tuple[list, list]:
@@ -103,9 +105,9 @@ def _validation_graphs() -> list:
 
 
 def _validate(encoder, policy, cluster, sim, settings, rates: list[float], temperature: float = 1.0,
-              samples: int = bench.K, fresh_head: bool = False) -> None:
-    """From scratch and fine-tuned with each learning rate (at ``temperature``, ``samples`` per update) on the
-    validation graphs, as the benchmark counts."""
+              samples: int = bench.K, fresh_head: bool = False, conditioning_only: bool = False) -> None:
+    """From scratch and fine-tuned with each learning rate (at ``temperature``, ``samples`` per update; all weights
+    or only the graph conditioning) on the validation graphs, as the benchmark counts."""
     reached = {lr: 0 for lr in rates}
     pretrained_temperature, policy.temperature = policy.temperature, temperature  # fine-tune copies it
     for i, graph in enumerate(_validation_graphs()):
@@ -119,9 +121,8 @@ def _validate(encoder, policy, cluster, sim, settings, rates: list[float], tempe
                 start = copy.deepcopy(policy)
                 torch.manual_seed(i)
                 start.out.reset_parameters()
-            tuned = finetune(encoder, start, graph, cluster, sim, trainer=bench._search(settings, lr, i,
-                                                                                       settings.finetune_risk_seeking,
-                                                                                       samples))
+            search = bench._search(settings, lr, i, settings.finetune_risk_seeking, samples)
+            tuned = finetune(encoder, start, graph, cluster, sim, trainer=search, conditioning_only=conditioning_only)
             took = bench._finetune_samples_to_reach(tuned, target, greedy_time)
             reached[lr] += bool(took and needed / took >= 10)
             print(f"{graph.name}: from scratch {needed} samples ({target / single:.3f}x the best single device), "
