@@ -7,6 +7,8 @@ and a pipeline of many micro-batches runs at the pace of its most loaded stage (
 :func:`gplace.pipeline.steady_state_loads` (``pipe-steady-v1``) costed per edge with the mean link between
 stage devices: equal to it on uniform links when no op feeds two ops on one other device (else an upper
 bound, a transfer counted once per edge), and update ops are amortised (``duration / M``) instead of left out.
+An edge between two update ops is sent once per mini-batch (as in ``pipe-v1``), so it is amortised too:
+``(latency + bytes / bandwidth) / M`` per micro-batch.
 The placers minimise the bottleneck subject to pins, colocation groups and memory (an op occupies its
 persistent memory plus its output bytes, as for the step-time baselines).
 
@@ -67,6 +69,14 @@ def stage_devices(cluster: Cluster, kind: str | None, warn: bool = True) -> np.n
         log.warning("cluster %r has no device of kind %r (kinds: %s): the stages use every device", cluster.name,
                     kind, ", ".join(sorted(set(cluster.kinds))))
     return np.array(chosen or range(cluster.num_devices), dtype=np.int64)
+
+
+def _between_update_ops(graph: OpGraph) -> np.ndarray:
+    """(E,) bool: the edges from an update op to an update op (``pipe-v1`` sends them once per mini-batch)."""
+    if not graph.phase:
+        return np.zeros(graph.num_edges, dtype=bool)
+    update = np.array([p == "update" for p in graph.phase], dtype=bool)
+    return update[graph.edge_index[0]] & update[graph.edge_index[1]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,14 +187,17 @@ class StageProblem:
         latency = float(np.mean(self.cluster.latency[np.ix_(d, d)][off])) if d.size > 1 else 0.0
         ua, ub = units.unit_of[graph.edge_index[0]], units.unit_of[graph.edge_index[1]]
         seconds = latency + graph.edge_bytes / self.microbatches * per_byte
+        once = _between_update_ops(graph)  # sent once per mini-batch: amortised over its micro-batches
+        seconds[once] = (latency + graph.edge_bytes[once] * per_byte) / self.microbatches
         pa, pb = self.position[ua], self.position[ub]
         between = (ua != ub) & (pa >= 0) & (pb >= 0)
         for mine, other in ((pa, ub), (pb, ua)):  # a pipelined unit talking to a fixed one pays the transfer
             talks = (mine >= 0) & (self.position[other] < 0)
             fixed = self.fixed_device[other[talks]]
-            nbytes = graph.edge_bytes[talks] / self.microbatches
+            m = self.microbatches
+            nbytes, share = graph.edge_bytes[talks] / np.where(once[talks], 1, m), np.where(once[talks], 1 / m, 1.0)
             for s, dev in enumerate(d):  # 0 where the fixed op sits on this stage device (infinite bandwidth)
-                extra = self.cluster.latency[dev, fixed] + nbytes / self.cluster.bandwidth[dev, fixed]
+                extra = (self.cluster.latency[dev, fixed] + nbytes / self.cluster.bandwidth[dev, fixed]) * share
                 np.add.at(self.cost[:, s], mine[talks], extra)
         return pa[between], pb[between], seconds[between].astype(np.float64)
 

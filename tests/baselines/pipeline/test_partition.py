@@ -19,7 +19,8 @@ from gplace.baselines.pipeline import (
     StageProblem,
     pipeline_lower_bound,
 )
-from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+from gplace.ir import Cluster, Device, Edge, Op, OpGraph, Placement
+from gplace.pipeline import PipelineSimulator
 
 KB = 1000
 
@@ -205,3 +206,23 @@ def test_a_kind_the_cluster_lacks_puts_stages_on_every_device_with_a_warning(cap
     with caplog.at_level("WARNING", logger="gplace.baselines.pipeline.stages"):
         PipelineLocalSearch(kind="GPU", max_evaluations=8).place(graph, cluster)  # its DP start warns, it does not
     assert caplog.text.count("has no device of kind 'GPU'") == 1
+
+
+def test_an_edge_between_update_ops_is_charged_once_per_minibatch_as_pipe_v1_sends_it() -> None:
+    """f (forward) -> u0 (update) -> u1 (update), 1 KB each, on 2 devices with 0.5 s latency and 1 KB/s: the
+    forward-to-update edge is a transfer per micro-batch (0.5 + 1 / M s), the update-to-update edge one transfer
+    per mini-batch, (0.5 + 1) / M s per micro-batch; pipe-v1 measures exactly that one transfer."""
+    m = 4
+    ops = [Op("f", "MatMul", 1.0, output_bytes=KB, phase="forward"),
+           Op("u0", "Assign", 1.0, output_bytes=KB, phase="update"),
+           Op("u1", "Assign", 1.0, output_bytes=KB, phase="update")]
+    graph = OpGraph.from_ops(ops, [Edge("f", "u0"), Edge("u0", "u1")], name="updates")
+    cluster = Cluster.build([Device("/GPU:0", "gpu"), Device("/GPU:1", "gpu")], default_bandwidth=KB,
+                            default_latency=0.5)
+    problem = StageProblem(graph, cluster, microbatches=m)
+    assert problem.edge_seconds.tolist() == [0.5 + 1 / m, (0.5 + 1) / m]
+    loads = problem.stage_loads(np.array([0, 0, 1]))  # u1 alone on device 1: it receives u0's edge only
+    assert loads[1] == max(1.0 / m, (0.5 + 1) / m)
+    apart = PipelineSimulator(m, "gpipe").simulate(graph, cluster, Placement.for_graph(graph, [0, 0, 1]))
+    together = PipelineSimulator(m, "gpipe").simulate(graph, cluster, Placement.for_graph(graph, [0, 0, 0]))
+    assert apart.minibatch_time - together.minibatch_time == pytest.approx(0.5 + 1)  # one transfer, u1 after it
