@@ -25,14 +25,15 @@ HERE, ROOT = Path(__file__).resolve().parent, Path(__file__).resolve().parents[2
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)]), "WANDB_MODE": "disabled"}
 
 
-def _torchrun(out: Path, processes: int) -> subprocess.CompletedProcess:
+def _torchrun(out: Path, processes: int, *job_args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           f"--nproc-per-node={processes}", str(HERE / "torchrun_job.py"), str(out)],
+                           f"--nproc-per-node={processes}", str(HERE / "torchrun_job.py"), str(out), *job_args],
                           env=ENV, capture_output=True, text=True, timeout=300)
 
 
-def test_under_torchrun_every_rank_gets_the_unsplit_models_loss_and_gradients(tmp_path) -> None:
-    proc = _torchrun(tmp_path, 2)
+@pytest.mark.parametrize("layout", ["split", "back"])  # stages on devices 0, 1; or 0, 1, 0 (two ranks either way)
+def test_under_torchrun_every_rank_gets_the_unsplit_models_loss_and_gradients(tmp_path, layout) -> None:
+    proc = _torchrun(tmp_path, 2, *(["back"] if layout == "back" else []))
     assert proc.returncode == 0, proc.stderr[-3000:]
     reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert reports[0] == reports[1]  # gathered: every rank reports the same run

@@ -1,7 +1,8 @@
-"""Run under ``torchrun`` by ``test_torch_pipeline_launch.py``: every rank measures the same two-stage placement of
-the MLP with ``processes="torchrun"`` and writes what it got to ``OUT/rank<RANK>.json``.
+"""Run under ``torchrun`` by ``test_torch_pipeline_launch.py``: every rank measures the same placement of the MLP
+on two devices with ``processes="torchrun"`` and writes what it got to ``OUT/rank<RANK>.json``. The placement is
+two stages (modules 0-1 and 2-4), or with ``back`` three (modules 0-1 and 3-4 on device 0, module 2 on device 1).
 
-Usage: torchrun --nproc-per-node N torchrun_job.py OUT
+Usage: torchrun --nproc-per-node N torchrun_job.py OUT [back]
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from gplace.runtime.torch_pipeline import TorchPipelineRuntime
 BATCH, M = 8, 4
 
 
-def main(out: Path) -> None:
+def main(out: Path, back: bool) -> None:
     torch.manual_seed(0)
     model = mlp()
     x = torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(1))
@@ -30,7 +31,8 @@ def main(out: Path) -> None:
     graph = from_torch(model, (x[: BATCH // M],))
     cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
     paths = graph.source.module_paths
-    placement = Placement.for_graph(graph, [int(paths.get(op, "0").split(".")[0] >= "2") for op in graph.op_names])
+    on_1 = {"2"} if back else {"2", "3", "4"}
+    placement = Placement.for_graph(graph, [int(paths.get(op, "0").split(".")[0] in on_1) for op in graph.op_names])
     runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, steps=2, warmup=1, time_limit=60,
                                    processes="torchrun")
     measurement = runtime.measure(graph, cluster, placement)
@@ -42,4 +44,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2:] == ["back"])
