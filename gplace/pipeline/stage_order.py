@@ -29,6 +29,8 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gplace.pipeline.simulator import check_microbatches
+
 __all__ = ["StagePass", "stage_orders"]
 
 
@@ -56,8 +58,9 @@ def stage_orders(stage_devices: Sequence[int], microbatches: int, schedule: str)
     Returns:
         ``R`` lists; list ``r`` holds the ``2 M`` passes of each stage on device ``r``.
     """
-    devices = list(stage_devices)
-    _check(devices, microbatches, schedule)
+    devices = [int(d) for d in stage_devices]
+    microbatches = check_microbatches(microbatches)
+    _check(devices, schedule)
     stages, count = len(devices), max(devices) + 1
     limit = [microbatches if schedule == "gpipe" else min(microbatches, count - r) for r in range(count)]
     left = [[2 * devices.count(r)] * microbatches for r in range(count)]  # passes of micro-batch m left on r
@@ -115,11 +118,9 @@ def _priority(p: StagePass, stages: int, schedule: str) -> tuple[int, int, int]:
     return int(first), p.microbatch, topological
 
 
-def _check(devices: list[int], microbatches: int, schedule: str) -> None:
+def _check(devices: list[int], schedule: str) -> None:
     if schedule not in ("gpipe", "1f1b"):
         raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
-    if isinstance(microbatches, bool) or not isinstance(microbatches, int) or microbatches < 1:
-        raise ValueError(f"microbatches must be a whole number >= 1, got {microbatches!r}")
     if not devices or sorted(set(devices)) != list(range(max(devices) + 1)):
         raise ValueError(f"stage_devices must use devices 0 .. R-1, got {devices}")
     firsts = [devices.index(r) for r in range(max(devices) + 1)]

@@ -65,6 +65,7 @@ from torch import nn
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import error_summary
+from gplace.pipeline.simulator import check_microbatches
 from gplace.runtime.base import Measurement, Runtime
 
 logger = logging.getLogger(__name__)
@@ -152,9 +153,9 @@ class TorchPipelineRuntime(Runtime):
             raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
         if processes not in ("spawn", "torchrun"):
             raise ValueError(f"processes must be 'spawn' or 'torchrun', got {processes!r}")
-        if microbatches < 1 or steps < 1 or warmup < 0 or not time_limit > 0:
-            raise ValueError(f"need microbatches >= 1, steps >= 1, warmup >= 0 and time_limit > 0, got {microbatches}, "
-                             f"{steps}, {warmup}, {time_limit}")
+        microbatches = check_microbatches(microbatches)
+        if steps < 1 or warmup < 0 or not time_limit > 0:
+            raise ValueError(f"need steps >= 1, warmup >= 0 and time_limit > 0, got {steps}, {warmup}, {time_limit}")
         batch = inputs[0].shape[0]
         if batch % microbatches:
             raise ValueError(f"microbatches ({microbatches}) must divide the batch ({batch})")

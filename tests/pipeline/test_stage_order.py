@@ -93,6 +93,7 @@ def test_one_stage_per_device_gives_gpipe_and_1f1b() -> None:
     ([0, 2], 2, "1f1b", "devices 0 .. R-1"),
     ([], 2, "1f1b", "devices 0 .. R-1"),
     ([0, 1], 0, "1f1b", "microbatches"),
+    ([0, 1], 2.5, "1f1b", "microbatches"),
     ([0, 1], 2, "interleaved", "schedule"),
 ])
 def test_bad_input_is_refused_naming_it(devices, microbatches, schedule, words) -> None:

@@ -168,6 +168,9 @@ def test_settings_are_checked() -> None:
         TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=3)
     with pytest.raises(ValueError, match="schedule"):
         TorchPipelineRuntime(model, x, y, F.mse_loss, schedule="interleaved")
+    for bad in (0, 2.5, "4"):
+        with pytest.raises(ValueError, match="microbatches must be an integer >= 1"):
+            TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=bad)
 
 
 @pytest.mark.gpu
