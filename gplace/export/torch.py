@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import copy
 import operator
 from collections import Counter
 from collections.abc import Mapping
@@ -162,7 +163,7 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         graph: imported with :func:`gplace.from_torch` from ``module``.
         cluster: the devices.
         placement: the placement of ``graph`` on ``cluster``.
-        module: the ``nn.Module``.
+        module: the ``nn.Module``; a copy is traced, so it is left as it was and can be split again.
         example_inputs: a tuple of positional inputs (one micro-batch).
         device_map: cluster device name -> torch device for other names (default: none).
 
@@ -171,8 +172,6 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         InvalidPlacementError: the placement is not for ``graph``, or it changes device inside a module (names
             the op and the module), so no module-level split gives it.
     """
-    from torch.distributed.pipelining import SplitPoint, pipeline
-
     from gplace.pipeline.stages import split_spec
 
     _program(graph)
@@ -182,8 +181,7 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         first = spec.unaligned[0]
         raise InvalidPlacementError(f"the placement changes device at op {first['op']!r}, inside module "
                                     f"{first['module']!r}: no module-level pipeline split gives it")
-    pipe = pipeline(module, mb_args=tuple(example_inputs), split_spec={
-        path: SplitPoint.BEGINNING for path in spec.split_spec})
+    pipe = _traced_pipeline(module, example_inputs, spec.split_spec)
     devices = framework_devices(cluster, torch_device, device_map)
     return PipelineSplit(pipe, [devices[d] for d in spec.stage_devices], spec.stage_devices)
 
@@ -198,8 +196,6 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
         ValueError: the file has no ``split_spec`` (its graph was not imported from torch), naming the file.
         InvalidPlacementError: the placement changes device inside a module (the file's ``split_unaligned``).
     """
-    from torch.distributed.pipelining import SplitPoint, pipeline
-
     from gplace.ir.serialize import load_json
 
     doc = load_json(path)
@@ -209,11 +205,18 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
         first = doc["split_unaligned"][0]
         raise InvalidPlacementError(f"{path}: the placement changes device at op {first['op']!r}, inside module "
                                     f"{first['module']!r}: no module-level pipeline split gives it")
-    return pipeline(module, mb_args=tuple(example_inputs),
-                    split_spec={p: SplitPoint.BEGINNING for p in doc["split_spec"]})
+    return _traced_pipeline(module, example_inputs, doc["split_spec"])
 
 
 # ---------------------------------------------------------------------- helpers
+def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str, str]) -> Any:
+    """``torch.distributed.pipelining.pipeline`` of a copy of ``module``: it patches the modules it traces, and a
+    module traced twice keeps the first split's points as well (a wrong pipe, without an error)."""
+    from torch.distributed.pipelining import SplitPoint, pipeline
+
+    return pipeline(copy.deepcopy(module), mb_args=tuple(example_inputs),
+                    split_spec={path: SplitPoint.BEGINNING for path in split})
+
 def _program(graph: OpGraph) -> Any:
     source = graph.source
     if not isinstance(source, TorchSource) or source.training:

@@ -19,14 +19,15 @@ Every device's list is its share of one global order that respects the dependenc
 asynchronously and receives before each pass cannot deadlock running them.
 
 Example:
-    >>> [" ".join(map(str, order)) for order in stage_orders([0, 1, 0], microbatches=2, schedule="1f1b")]
-    ['F0,0 F0,1 F2,0 B2,0 B0,0 F2,1 B2,1 B0,1', 'F1,0 B1,0 F1,1 B1,1']
+    >>> orders = stage_orders(["/GPU:1", "/GPU:0", "/GPU:1"], microbatches=2, schedule="1f1b")
+    >>> {device: " ".join(map(str, passes)) for device, passes in orders.items()}
+    {'/GPU:1': 'F0,0 F0,1 F2,0 B2,0 B0,0 F2,1 B2,1 B0,1', '/GPU:0': 'F1,0 B1,0 F1,1 B1,1'}
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from gplace.pipeline.simulator import check_microbatches
@@ -46,22 +47,28 @@ class StagePass:
         return f"{'B' if self.backward else 'F'}{self.stage},{self.microbatch}"
 
 
-def stage_orders(stage_devices: Sequence[int], microbatches: int, schedule: str) -> list[list[StagePass]]:
+def stage_orders(stage_devices: Sequence[Hashable], microbatches: int,
+                 schedule: str) -> dict[Hashable, list[StagePass]]:
     """Each device's passes in the order it runs them (see the module docstring).
 
     Args:
-        stage_devices: the device of each stage, ``0 .. R-1`` numbered by their first stage; consecutive stages
-            are on different devices.
+        stage_devices: the device of each stage (any labels: indices, names such as ``"/GPU:1"``); consecutive
+            stages are on different devices.
         microbatches: micro-batches ``M >= 1``.
         schedule: ``"gpipe"`` or ``"1f1b"``.
 
     Returns:
-        ``R`` lists; list ``r`` holds the ``2 M`` passes of each stage on device ``r``.
+        Device -> the ``2 M`` passes of each of its stages, in order; devices in the order of their first stage.
+
+    Raises:
+        ValueError: two consecutive stages on one device (they are one stage), no stage, a bad ``schedule`` or
+            ``microbatches``.
     """
-    devices = [int(d) for d in stage_devices]
+    labels = list(dict.fromkeys(stage_devices))
+    devices = [labels.index(d) for d in stage_devices]  # numbered by first stage
     microbatches = check_microbatches(microbatches)
-    _check(devices, schedule)
-    stages, count = len(devices), max(devices) + 1
+    _check(list(stage_devices), schedule)
+    stages, count = len(devices), len(labels)
     limit = [microbatches if schedule == "gpipe" else min(microbatches, count - r) for r in range(count)]
     left = [[2 * devices.count(r)] * microbatches for r in range(count)]  # passes of micro-batch m left on r
     forwards_left = [devices.count(r) * microbatches for r in range(count)]
@@ -87,7 +94,7 @@ def stage_orders(stage_devices: Sequence[int], microbatches: int, schedule: str)
                 waiting[q] -= 1
                 if waiting[q] == 0:
                     heapq.heappush(ready[devices[q.stage]], (_priority(q, stages, schedule), q))
-    return orders
+    return dict(zip(labels, orders, strict=True))
 
 
 def _next_pass(ready: list, left: list[int], forwards_left: int, limit: int, schedule: str) -> StagePass | None:
@@ -118,14 +125,11 @@ def _priority(p: StagePass, stages: int, schedule: str) -> tuple[int, int, int]:
     return int(first), p.microbatch, topological
 
 
-def _check(devices: list[int], schedule: str) -> None:
+def _check(devices: list[Hashable], schedule: str) -> None:
     if schedule not in ("gpipe", "1f1b"):
         raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
-    if not devices or sorted(set(devices)) != list(range(max(devices) + 1)):
-        raise ValueError(f"stage_devices must use devices 0 .. R-1, got {devices}")
-    firsts = [devices.index(r) for r in range(max(devices) + 1)]
-    if firsts != sorted(firsts):
-        raise ValueError(f"stage_devices must number devices by their first stage, got {devices}")
+    if not devices:
+        raise ValueError("stage_devices is empty: a pipeline needs at least one stage")
     same = [k for k in range(1, len(devices)) if devices[k] == devices[k - 1]]
     if same:
         raise ValueError(f"stages {same[0] - 1} and {same[0]} are consecutive on device {devices[same[0]]}: "

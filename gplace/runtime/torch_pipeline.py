@@ -189,9 +189,7 @@ class TorchPipelineRuntime(Runtime):
 
         job = _Job(self.module, self.inputs, self.target, self.loss_fn, (), (), (), self.microbatches, self.schedule,
                    self.backend, self.steps, self.warmup, self.time_limit, self.threads_per_stage)
-        # pipeline() patches the modules it traces: check the split on a copy, so ``module`` still pickles
-        split = pipeline_split(graph, cluster, placement, copy.deepcopy(self.module), job.example,
-                               device_map=self.device_map)
+        split = pipeline_split(graph, cluster, placement, self.module, job.example, device_map=self.device_map)
         first = list(dict.fromkeys(split.cluster_devices))
         ranks = tuple(first.index(d) for d in split.cluster_devices)
         job = dataclasses.replace(job, split=tuple(split_spec(graph, placement).split_spec),
@@ -368,9 +366,9 @@ def _schedule(stages: list, job: _Job) -> Any:
     if job.world == count and (job.schedule == "gpipe" or job.microbatches >= count):
         kind = ScheduleGPipe if job.schedule == "gpipe" else Schedule1F1B
         return kind(stages[0], n_microbatches=job.microbatches, loss_fn=job.loss_fn)
-    orders = [[_Action(p.stage, _ComputationType.FULL_BACKWARD if p.backward else _ComputationType.FORWARD,
-                       p.microbatch) for p in order]
-              for order in stage_orders(job.ranks, job.microbatches, job.schedule)]
+    orders = {rank: [_Action(p.stage, _ComputationType.FULL_BACKWARD if p.backward else _ComputationType.FORWARD,
+                             p.microbatch) for p in order]
+              for rank, order in stage_orders(job.ranks, job.microbatches, job.schedule).items()}
 
     class GivenOrder(ScheduleLoopedBFS):
         def _calculate_single_rank_operations(self, rank: int) -> list:

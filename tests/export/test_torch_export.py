@@ -122,6 +122,21 @@ def test_a_pipeline_placement_becomes_torch_pipelining_stages_that_run(imported)
         pipeline_split(graph, cluster, Placement.for_graph(graph, inside), model, (X,))
 
 
+def test_a_module_can_be_split_again_and_is_left_as_it_was(imported):
+    """torch's pipeline() patches the modules it traces (a module traced twice keeps the first split's points
+    too); pipeline_split traces a copy, so a second split of the same module has its own stages."""
+    from gplace.export.torch import pipeline_split
+
+    model, graph, cluster, placement = _two_stage_chain(imported[2])
+    assert pipeline_split(graph, cluster, placement, model, (X,)).pipe.num_stages == 2
+    back = _by_module(graph, cluster, {"b": 1})  # a on 0, b on 1, mid and c on 0: three stages
+    split = pipeline_split(graph, cluster, back, model, (X,))
+    assert split.pipe.num_stages == 3 and split.cluster_devices == [0, 1, 0]
+    with torch.no_grad():
+        out = split.pipe(X)
+    torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(X))
+
+
 def test_module_device_map_names_each_modules_gpu(imported):
     _, graph, _ = imported
     gpus = uniform_cluster(2, kind="gpu")
