@@ -186,19 +186,19 @@ class StageProblem:
         per_byte = float(np.mean(1.0 / self.cluster.bandwidth[np.ix_(d, d)][off])) if d.size > 1 else 0.0
         latency = float(np.mean(self.cluster.latency[np.ix_(d, d)][off])) if d.size > 1 else 0.0
         ua, ub = units.unit_of[graph.edge_index[0]], units.unit_of[graph.edge_index[1]]
-        seconds = latency + graph.edge_bytes / self.microbatches * per_byte
-        once = _between_update_ops(graph)  # sent once per mini-batch: amortised over its micro-batches
-        seconds[once] = (latency + graph.edge_bytes[once] * per_byte) / self.microbatches
+        # a transfer per micro-batch of bytes / M; between update ops one per mini-batch, amortised over M
+        once = _between_update_ops(graph)
+        nbytes = graph.edge_bytes / np.where(once, 1, self.microbatches)
+        amortised = np.where(once, self.microbatches, 1)
+        seconds = (latency + nbytes * per_byte) / amortised
         pa, pb = self.position[ua], self.position[ub]
         between = (ua != ub) & (pa >= 0) & (pb >= 0)
         for mine, other in ((pa, ub), (pb, ua)):  # a pipelined unit talking to a fixed one pays the transfer
             talks = (mine >= 0) & (self.position[other] < 0)
             fixed = self.fixed_device[other[talks]]
-            m = self.microbatches
-            nbytes, share = graph.edge_bytes[talks] / np.where(once[talks], 1, m), np.where(once[talks], 1 / m, 1.0)
             for s, dev in enumerate(d):  # 0 where the fixed op sits on this stage device (infinite bandwidth)
-                extra = (self.cluster.latency[dev, fixed] + nbytes / self.cluster.bandwidth[dev, fixed]) * share
-                np.add.at(self.cost[:, s], mine[talks], extra)
+                link = self.cluster.latency[dev, fixed] + nbytes[talks] / self.cluster.bandwidth[dev, fixed]
+                np.add.at(self.cost[:, s], mine[talks], link / amortised[talks])
         return pa[between], pb[between], seconds[between].astype(np.float64)
 
     # ------------------------------------------------------------------ blocks
