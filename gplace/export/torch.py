@@ -217,6 +217,7 @@ def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str,
     return pipeline(copy.deepcopy(module), mb_args=tuple(example_inputs),
                     split_spec={path: SplitPoint.BEGINNING for path in split})
 
+
 def _program(graph: OpGraph) -> Any:
     source = graph.source
     if not isinstance(source, TorchSource) or source.training:

@@ -30,7 +30,7 @@ import heapq
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from gplace.pipeline.simulator import check_microbatches
+from gplace.pipeline.simulator import SCHEDULES, check_microbatches
 
 __all__ = ["StagePass", "stage_orders"]
 
@@ -64,10 +64,11 @@ def stage_orders(stage_devices: Sequence[Hashable], microbatches: int,
         ValueError: two consecutive stages on one device (they are one stage), no stage, a bad ``schedule`` or
             ``microbatches``.
     """
+    stage_devices = list(stage_devices)
+    _check(stage_devices, schedule)
+    microbatches = check_microbatches(microbatches)
     labels = list(dict.fromkeys(stage_devices))
     devices = [labels.index(d) for d in stage_devices]  # numbered by first stage
-    microbatches = check_microbatches(microbatches)
-    _check(list(stage_devices), schedule)
     stages, count = len(devices), len(labels)
     limit = [microbatches if schedule == "gpipe" else min(microbatches, count - r) for r in range(count)]
     left = [[2 * devices.count(r)] * microbatches for r in range(count)]  # passes of micro-batch m left on r
@@ -126,8 +127,8 @@ def _priority(p: StagePass, stages: int, schedule: str) -> tuple[int, int, int]:
 
 
 def _check(devices: list[Hashable], schedule: str) -> None:
-    if schedule not in ("gpipe", "1f1b"):
-        raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {schedule!r}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     if not devices:
         raise ValueError("stage_devices is empty: a pipeline needs at least one stage")
     same = [k for k in range(1, len(devices)) if devices[k] == devices[k - 1]]

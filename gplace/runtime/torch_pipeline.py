@@ -113,6 +113,10 @@ class _Job:
         """Processes: devices holding stages."""
         return max(self.ranks) + 1
 
+    def stages_of(self, rank: int) -> list[int]:
+        """The stages process ``rank`` runs, in order."""
+        return [k for k, r in enumerate(self.ranks) if r == rank]
+
     @property
     def example(self) -> tuple[torch.Tensor, ...]:
         """One micro-batch of the inputs (what the pipeline is traced with)."""
@@ -257,7 +261,7 @@ def _combined(reports: Mapping[int, dict], job: _Job) -> PipelineRun:
 
 def _named(job: _Job, rank: int) -> str:
     """``stage k`` for a process that runs one stage, ``stages k, l (one process)`` for one that runs several."""
-    mine = [k for k, r in enumerate(job.ranks) if r == rank]
+    mine = job.stages_of(rank)
     return f"stage {mine[0]}" if len(mine) == 1 else f"stages {', '.join(map(str, mine))} (one process)"
 
 
@@ -274,7 +278,7 @@ def _collect(results: Any, procs: list, job: _Job) -> dict[int, dict]:
                 code = procs[dead[0]].exitcode
                 raise _StageError(f"pipeline {_named(job, dead[0])} died (exit code {code})") from None
             if time.monotonic() >= deadline:
-                missing = sorted(k for k, r in enumerate(job.ranks) if r not in reports)
+                missing = sorted(k for rank in range(world) if rank not in reports for k in job.stages_of(rank))
                 raise _StageError(f"pipeline timed out after {timeout:g} s; stages without a result: "
                                   f"{missing}") from None
             continue
@@ -324,7 +328,7 @@ def _run_stage(rank: int, job: _Job) -> dict[str, Any]:
 
     if job.threads is not None:
         torch.set_num_threads(job.threads)
-    mine = [k for k, r in enumerate(job.ranks) if r == rank]
+    mine = job.stages_of(rank)
     device = torch.device(job.devices[mine[0]])
     if device.type == "cuda":
         torch.cuda.set_device(device)
