@@ -128,7 +128,7 @@ def main() -> None:
             torch.set_num_threads(1)
             report["paper"] = _paper_zero_shot(Path(args.work), [k for k in report["kinds"] if k not in FIXED_DEVICES])
             (Path(args.work) / "generalization.json").write_text(json.dumps(report, indent=1))
-        _write_report(HERE / args.report, _markdown(report))
+        write_report(HERE / args.report, _markdown(report))
         return
     torch.set_num_threads(1)  # tiny graphs: a second OpenMP thread only spins on a shared 2-core machine
     common = {"pretrain_seed": args.pretrain_seed, "self_imitation": args.self_imitation,
@@ -157,7 +157,7 @@ def main() -> None:
             "cold_seconds": _cold_place(path, held[-1]),
         }
         (Path(args.work) / "generalization.json").write_text(json.dumps(report, indent=1))
-    _write_report(Path(args.work) / "generalization_quick.md" if args.quick else HERE / args.report,
+    write_report(Path(args.work) / "generalization_quick.md" if args.quick else HERE / args.report,
                   _markdown(report))
 
 
@@ -353,7 +353,7 @@ def _samples_to_reach(result: TrainResult, target: float, offset: int = 0) -> in
 NOTES_MARK = "<!-- hand-written notes from here on: kept when the script rewrites this report -->"
 
 
-def _write_report(path: Path, text: str) -> None:
+def write_report(path: Path, text: str) -> None:
     """Write the generated ``text``, followed by the existing file's notes (from :data:`NOTES_MARK` on)."""
     old = path.read_text() if path.exists() else ""
     notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else ""

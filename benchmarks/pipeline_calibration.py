@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from generalization import write_report
 from torch import nn
 
 from gplace.importers.torch_export import from_torch
@@ -209,16 +210,6 @@ def report(path: Path = OUT) -> str:
         lines.append(f"- {name}: one process {ms(one)} ms, two devices (best layout and schedule: {lay(best)}, "
                      f"{best['schedule']}) {ms(best['measured'])} ms: {one / best['measured']:.2f}x")
     return "\n".join(lines) + "\n"
-
-
-NOTES_MARK = "<!-- hand-written notes from here on: kept when the script rewrites this report -->"
-
-
-def write_report(path: Path, text: str) -> None:
-    """Write the generated ``text``, followed by the existing file's notes (from :data:`NOTES_MARK` on)."""
-    old = path.read_text() if path.exists() else ""
-    notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else ""
-    path.write_text(text + ("\n" + notes if notes else ""))
 
 
 if __name__ == "__main__":
