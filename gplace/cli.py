@@ -108,9 +108,10 @@ def _print_table(report, run_dir: str | Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{report.graph.name} ({report.graph.num_ops} ops) on {report.cluster.name}")
+    runtime = report.measurement.runtime
+    table = Table(title=f"{report.graph.name} ({report.graph.num_ops} ops) on {report.cluster.name}, {runtime}")
     table.add_column("placement")
-    table.add_column("step time", justify="right")
+    table.add_column("mini-batch time" if runtime.startswith("pipe-") else "step time", justify="right")
     table.add_column("vs learned", justify="right")
     learned = report.measurement.step_time
     for name, m in report.baselines.items():

@@ -85,3 +85,18 @@ def test_every_encoder_and_policy_runs_on_the_pipeline_objective(tmp_path, encod
     step_time = run(cfg, tmp_path / "run")
     doc = json.loads((tmp_path / "run" / "placement.json").read_text())
     assert doc["runtime"] == "pipe-v1/1f1b/m2" and doc["step_time"] == pytest.approx(step_time) and step_time > 0
+
+
+def test_the_cli_table_names_the_pipeline_runtime_and_a_minibatch_time(tmp_path, capsys):
+    from gplace.cli import run
+    from gplace.ir import graph_to_dict, save_json
+
+    graph = save_json(graph_to_dict(training_chain((1.0, 2.0, 1.5, 0.5))), tmp_path / "g.json")
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[
+            "graph=file", f"graph.path={graph}", "cluster=paper_2gpu", "objective=pipeline",
+            "objective.microbatches=2", "logger=none", "trainer.updates=1", "trainer.samples_per_update=2",
+            "trainer.progress=false"])
+    run(cfg, tmp_path / "run")
+    out = capsys.readouterr().out
+    assert "pipe-v1/1f1b/m2" in out and "mini-batch time" in out and "step time" not in out
