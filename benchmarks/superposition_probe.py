@@ -16,6 +16,11 @@ With ``--validate LR [LR ...]`` it then runs the benchmark's from-scratch search
 with ``--conditioning-only`` only the graph conditioning) with each learning rate on 8 validation graphs, a
 seeded draw from the GiPH graphs that are neither pretraining nor held-out graphs, and prints on how many
 fine-tuning reached the from-scratch result with >= 10x fewer samples (about 2 minutes per learning rate).
+
+With ``--ensemble SEED [SEED ...]`` it pretrains one policy per seed instead and, on the held-out and validation
+graphs (and with ``--confirm N`` N graphs drawn from the GiPH graphs in neither set nor pretraining; ``--sets``
+picks the sets), fine-tunes the one :func:`gplace.pretrained.pick_pretrained` picks, beside each one alone (about
+25 minutes for 3 seeds and the 32 graphs, in two processes split by ``--sets``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import numpy as np
 import torch
 
 from gplace.importers import load_giph_graph, load_giph_network
-from gplace.pretrained import place_zero_shot
+from gplace.pretrained import pick_pretrained, place_zero_shot
 from gplace.runtime import Simulator
 from gplace.training.multigraph import MultiGraphTrainer, finetune, reference_step_time
 
@@ -59,6 +64,14 @@ def main() -> None:
                         help="with --validate, fine-tune only the policy's graph conditioning (the rest frozen)")
     parser.add_argument("--validate", type=float, nargs="+", default=[], metavar="LR",
                         help="fine-tuning learning rates to compare on the validation graphs")
+    parser.add_argument("--ensemble", type=int, nargs="+", default=[], metavar="SEED",
+                        help="pretrain one policy per seed, then on the held-out and validation graphs fine-tune the "
+                             "one whose greedy placement is fastest (see _ensemble)")
+    parser.add_argument("--confirm", type=int, default=0, metavar="N",
+                        help="with --ensemble, also N graphs drawn from the GiPH graphs that are neither pretraining, "
+                             "held-out nor validation graphs")
+    parser.add_argument("--sets", nargs="+", default=["held-out", "validation", "confirmation"],
+                        help="with --ensemble, the graph sets to run (default: all)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     settings = bench.Settings(finetune_risk_seeking=args.finetune_risk_seeking)
@@ -67,12 +80,10 @@ def main() -> None:
     if args.more_graphs:
         train += [load_giph_graph(f) for f in _unused_files()[1]]
     sim = Simulator()
-    encoder, policy = bench._modules("superposition", cluster.num_devices, seed=args.seed)
-    trainer = MultiGraphTrainer(updates=args.updates, samples_per_update=bench.K, lr=settings.pretrain_lr,
-                                entropy_coef=args.entropy, checkpoint_every=10**9, seed=args.seed,
-                                self_imitation=args.self_imitation, tasks_per_update=args.tasks_per_update)
+    if args.ensemble:
+        return _ensemble(args, settings, cluster, train, held, sim)
     starts = bench._heft_starts(train, cluster) if args.heft_starts else None
-    result = trainer.fit(encoder, policy, [(g, cluster) for g in train], sim, starts=starts)
+    encoder, policy, result = _pretrained(args, args.seed, settings, cluster, train, sim, starts)
     print(f"{len(train)} pretraining graphs, {args.updates} updates x {args.tasks_per_update} graphs, "
           f"seed {args.seed}, entropy {args.entropy}, "
           f"self-imitation {args.self_imitation}{' from HEFT' if args.heft_starts else ''}: "
@@ -130,6 +141,57 @@ def _validate(encoder, policy, cluster, sim, settings, rates: list[float], tempe
     policy.temperature = pretrained_temperature
     for lr, count in reached.items():
         print(f"fine-tuning lr {lr}: >= 10x fewer samples on {count} of 8 validation graphs")
+
+
+def _pretrained(args, seed: int, settings, cluster, train, sim, starts=None):
+    """``(encoder, policy, TrainResult)`` pretrained with ``seed`` and the options of ``args``."""
+    encoder, policy = bench._modules("superposition", cluster.num_devices, seed=seed)
+    trainer = MultiGraphTrainer(updates=args.updates, samples_per_update=bench.K, lr=settings.pretrain_lr,
+                                entropy_coef=args.entropy, checkpoint_every=10**9, seed=seed,
+                                self_imitation=args.self_imitation, tasks_per_update=args.tasks_per_update)
+    return encoder, policy, trainer.fit(encoder, policy, [(g, cluster) for g in train], sim, starts=starts)
+
+
+def _ensemble(args, settings, cluster, train, held, sim) -> None:
+    """One pretrained policy per seed of ``--ensemble``, ranked by their training graphs' greedy ratio (best first).
+    On each held-out and validation graph: the greedy placement of every policy (one sample each), then fine-tuning
+    (all weights, the benchmark's lr and budget) of the policy whose greedy placement is fastest (ties: the better
+    ranked); its samples to reach the from-scratch result count every greedy placement. Also each policy
+    fine-tuned alone (its greedy as sample 1), for comparison in the same run."""
+    ranked = []
+    for seed in args.ensemble:
+        encoder, policy, result = _pretrained(args, seed, settings, cluster, train, sim)
+        print(f"seed {seed}: pretrained in {result.seconds:.0f} s; training graphs' greedy / best single device "
+              f"{result.mean_greedy_ratio:.3f}")
+        ranked.append((result.mean_greedy_ratio, seed, encoder, policy))
+    ranked.sort(key=lambda r: r[:2])
+    seeds, modules = [r[1] for r in ranked], [r[2:] for r in ranked]
+    n = len(modules)
+    sets = [("held-out", held), ("validation", _validation_graphs())]
+    if args.confirm:
+        rest = _unused_files()[1]
+        sets.append(("confirmation", [load_giph_graph(rest[i]) for i in
+                                      sorted(np.random.default_rng(2).permutation(len(rest))[:args.confirm])]))
+    for name, graphs in [(name, graphs) for name, graphs in sets if name in args.sets]:
+        alone, together = [0] * n, 0
+        for i, graph in enumerate(graphs):
+            scratch = bench._scratch("superposition", graph, cluster, sim, settings, i)
+            target, needed = scratch.best_step_time, bench._samples_to_reach(scratch, scratch.best_step_time)
+            step = bench._step_time(sim, graph, cluster)
+            greedy = [step(place_zero_shot(encoder, policy, graph, cluster)) for encoder, policy in modules]
+            took = []
+            for (encoder, policy), greedy_time in zip(modules, greedy, strict=True):
+                tuned = finetune(encoder, policy, graph, cluster, sim,
+                                 trainer=bench._search(settings, settings.finetune_lr, i))
+                took.append(bench._finetune_samples_to_reach(tuned, target, greedy_time))
+            pick = pick_pretrained(modules, graph, cluster, runtime=sim)  # equal times: the better ranked
+            chosen = None if took[pick] is None else took[pick] + n - 1
+            for s in range(n):
+                alone[s] += bool(took[s] and needed / took[s] >= 10)
+            together += bool(chosen and needed / chosen >= 10)
+            print(f"{name} {graph.name}: from scratch {needed}; seeds {seeds} alone {took}; greedy "
+                  f"{[round(g) for g in greedy]} -> seed {seeds[pick]}: {chosen}")
+        print(f"{name}: >= 10x fewer samples, seeds {seeds} alone {alone} of {len(graphs)}, the ensemble {together}")
 
 
 if __name__ == "__main__":

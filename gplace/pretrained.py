@@ -25,8 +25,9 @@ Example::
 from __future__ import annotations
 
 import importlib
+import math
 import pickle
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -40,8 +41,8 @@ from gplace.runtime.base import Runtime
 from gplace.training.checkpoint import save_checkpoint
 
 __all__ = [
-    "FORMAT", "VERSION", "PretrainedPolicy", "build", "load_policy", "module_spec", "place_with_pretrained",
-    "place_zero_shot", "save_policy",
+    "FORMAT", "VERSION", "PretrainedPolicy", "build", "load_policy", "module_spec", "pick_pretrained",
+    "place_with_pretrained", "place_zero_shot", "save_policy",
 ]
 
 FORMAT = "gplace.policy"
@@ -209,6 +210,29 @@ def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str
     encoder, policy, meta = load_policy(checkpoint_path)
     return place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
                            max_groups=int(meta.get("max_groups", 256)))
+
+
+def pick_pretrained(pretrained: Sequence[tuple[nn.Module, nn.Module]], graph: OpGraph, cluster: Cluster, *,
+                    runtime: Runtime | None = None, max_groups: int = 256) -> int:
+    """Which of several pretrained ``(encoder, policy)`` pairs to start from on ``graph``: the index of the one
+    whose greedy placement is fastest under ``runtime`` (one measurement each; a failed one counts as infinitely
+    slow). Equal times go to the earlier pair, so list them best first (e.g. by their training graphs' greedy
+    ratio). Pretrainings that differ only in their seed transfer to different graphs
+    (``benchmarks/generalization_superposition.md``); fine-tune the one picked with
+    :func:`gplace.training.multigraph.finetune`.
+
+    Raises:
+        ValueError: ``pretrained`` is empty.
+    """
+    if not pretrained:
+        raise ValueError("pick_pretrained needs at least one (encoder, policy) pair")
+    if runtime is None:
+        from gplace.runtime import Simulator
+
+        runtime = Simulator()
+    greedy = [place_zero_shot(encoder, policy, graph, cluster, max_groups=max_groups) for encoder, policy in pretrained]
+    times = [m.step_time if m.ok else math.inf for m in runtime.measure_many(graph, cluster, greedy)]
+    return min(range(len(times)), key=times.__getitem__)
 
 
 # ---------------------------------------------------------------------- helpers

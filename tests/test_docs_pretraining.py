@@ -19,7 +19,7 @@ def test_every_code_block_runs(tmp_path, monkeypatch):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     blocks = _blocks()
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     namespace: dict = {"__name__": "pretraining_md"}
     try:
         for i, block in enumerate(blocks):
@@ -39,3 +39,12 @@ def test_every_code_block_runs(tmp_path, monkeypatch):
     assert tuned.samples == 10 * 8 and tuned.best_step_time < zero_shot.best_baseline  # measured: 2.64 s
     after = list(namespace["policy"].parameters())
     assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+
+    # several pretrainings: ranked by their training graphs' greedy ratio; the fastest greedy placement is picked
+    from gplace.pretrained import place_zero_shot
+
+    ranked, pretrained, graph = namespace["ranked"], namespace["pretrained"], namespace["new_graph"]
+    assert [r[0] for r in ranked] == sorted(r[0] for r in ranked) and len(pretrained) == 3
+    runtime, cluster = namespace["runtime"], namespace["cluster"]
+    greedy = [runtime.measure(graph, cluster, place_zero_shot(e, p, graph, cluster)).step_time for e, p in pretrained]
+    assert namespace["chosen"] == greedy.index(min(greedy)) and namespace["picked"].samples == 10 * 8

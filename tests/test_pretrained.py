@@ -7,12 +7,14 @@ import pytest
 import torch
 
 from gplace.encoders import GNNEncoder
+from gplace.ir import Cluster, Device
 from gplace.placer import PolicyPlacer
 from gplace.policies import DeviceAwarePolicy, MLPPolicy
 from gplace.pretrained import (
     build,
     load_policy,
     module_spec,
+    pick_pretrained,
     place_with_pretrained,
     place_zero_shot,
     save_policy,
@@ -163,3 +165,24 @@ def test_shipped_list_scheduling_policy_places_the_builtin_graph_zero_shot():
     placement.validate(graph, cluster)
     one_gpu = sim.measure(graph, cluster, SingleDevice(kind="gpu").place(graph, cluster)).step_time
     assert one_gpu / sim.measure(graph, cluster, placement).step_time > 1.3
+
+
+def test_pick_pretrained_takes_the_fastest_greedy_placement_and_the_first_of_equals():
+    """Pair k's policy puts every op on device k; devices 0, 1, 2 run at speeds 1, 4 and 2."""
+    graph, sim = random_dag(30, seed=3), Simulator()
+    cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", speed) for i, speed in enumerate((1.0, 4.0, 2.0))],
+                            default_bandwidth=1e6)
+
+    def on_device(k: int):
+        encoder, policy = build(GNNEncoder, **ENCODER), build(MLPPolicy, num_devices=3, hidden_size=16)
+        with torch.no_grad():
+            policy.net[-1].bias.copy_(torch.tensor([100.0 * (d == k) for d in range(3)]))
+        return encoder, policy
+
+    pairs = [on_device(k) for k in range(3)]
+    assert [set(place_zero_shot(e, p, graph, cluster).devices) for e, p in pairs] == [{0}, {1}, {2}]
+    assert pick_pretrained(pairs, graph, cluster, runtime=sim) == 1
+    assert pick_pretrained([pairs[2], pairs[0]], graph, cluster) == 0
+    assert pick_pretrained([pairs[0], pairs[1], on_device(1)], graph, cluster) == 1  # equal: the first
+    with pytest.raises(ValueError, match="at least one"):
+        pick_pretrained([], graph, cluster)
