@@ -90,3 +90,21 @@ def test_bench_errors_go_through_the_same_one_line_path(files):
 def test_every_command_has_help_listing_its_main_options(tmp_path, command, expected):
     proc = _gplace(*command, "--help", cwd=tmp_path)
     assert proc.returncode == 0 and expected in proc.stdout
+
+
+def test_show_lists_a_pipelines_devices_by_rank(files):
+    """A placement with ``stages`` (the pipeline objective writes them) lists its devices in that order, each with
+    its rank (the order of its first stage, as torch-pipeline-v1 numbers its processes)."""
+    out = files / "heft_stages"
+    proc = _gplace("place", "method=heft", *_file_args(files), f"hydra.run.dir={out}", cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "placement.json").read_text())
+    used = list(dict.fromkeys(doc["placement"].values()))
+    assert len(used) >= 2  # else the order below would test nothing
+    doc["stages"] = {device: [op for op, d in doc["placement"].items() if d == device] for device in used[::-1]}
+    save_json(doc, files / "pipeline.json")
+    proc = _gplace("show", str(files / "pipeline.json"), cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if any(d in line for d in doc["devices"])]
+    assert [next(d for d in doc["devices"] if d in line) for line in rows][:len(used)] == used[::-1]
+    assert "rank" in proc.stdout and [row.split()[1] for row in rows[:len(used)]] == [str(k) for k in range(len(used))]
