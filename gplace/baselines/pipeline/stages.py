@@ -29,7 +29,7 @@ import numpy as np
 
 from gplace.baselines._common import build_units, op_memory, unit_durations
 from gplace.ir import Cluster, OpGraph
-from gplace.pipeline.simulator import check_microbatches
+from gplace.pipeline.simulator import UPDATE, check_microbatches
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +73,7 @@ def stage_devices(cluster: Cluster, kind: str | None, warn: bool = True) -> np.n
 
 def _between_update_ops(graph: OpGraph) -> np.ndarray:
     """(E,) bool: the edges from an update op to an update op (``pipe-v1`` sends them once per mini-batch)."""
-    if not graph.phase:
-        return np.zeros(graph.num_edges, dtype=bool)
-    update = np.array([p == "update" for p in graph.phase], dtype=bool)
+    update = graph.phase_codes() == UPDATE
     return update[graph.edge_index[0]] & update[graph.edge_index[1]]
 
 
