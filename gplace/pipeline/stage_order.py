@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from gplace.pipeline.simulator import SCHEDULES, check_microbatches
 
-__all__ = ["StagePass", "stage_orders"]
+__all__ = ["StagePass", "device_ranks", "stage_orders"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def stage_orders(stage_devices: Sequence[Hashable], microbatches: int,
     _check(stage_devices, schedule)
     microbatches = check_microbatches(microbatches)
     labels = list(dict.fromkeys(stage_devices))
-    devices = [labels.index(d) for d in stage_devices]  # numbered by first stage
+    devices = device_ranks(stage_devices)
     stages, count = len(devices), len(labels)
     limit = [microbatches if schedule == "gpipe" else min(microbatches, count - r) for r in range(count)]
     left = [[2 * devices.count(r)] * microbatches for r in range(count)]  # passes of micro-batch m left on r
@@ -96,6 +96,17 @@ def stage_orders(stage_devices: Sequence[Hashable], microbatches: int,
                 if waiting[q] == 0:
                     heapq.heappush(ready[devices[q.stage]], (_priority(q, stages, schedule), q))
     return dict(zip(labels, orders, strict=True))
+
+
+def device_ranks(stage_devices: Sequence[Hashable]) -> list[int]:
+    """The rank of each stage's device, devices numbered by their first stage (``torch-pipeline-v1``'s processes).
+
+    Example:
+        >>> device_ranks(["/GPU:1", "/GPU:0", "/GPU:1"])
+        [0, 1, 0]
+    """
+    first = list(dict.fromkeys(stage_devices))
+    return [first.index(d) for d in stage_devices]
 
 
 def _next_pass(ready: list, left: list[int], forwards_left: int, limit: int, schedule: str) -> StagePass | None:

@@ -189,15 +189,15 @@ class TorchPipelineRuntime(Runtime):
             UnsupportedGraphError: ``graph`` was not imported from a torch program.
         """
         from gplace.export.torch import pipeline_split
+        from gplace.pipeline.stage_order import device_ranks
         from gplace.pipeline.stages import split_spec
 
         job = _Job(self.module, self.inputs, self.target, self.loss_fn, (), (), (), self.microbatches, self.schedule,
                    self.backend, self.steps, self.warmup, self.time_limit, self.threads_per_stage)
         split = pipeline_split(graph, cluster, placement, self.module, job.example, device_map=self.device_map)
-        first = list(dict.fromkeys(split.cluster_devices))
-        ranks = tuple(first.index(d) for d in split.cluster_devices)
         job = dataclasses.replace(job, split=tuple(split_spec(graph, placement).split_spec),
-                                  devices=tuple(str(d) for d in split.devices), ranks=ranks)
+                                  devices=tuple(str(d) for d in split.devices),
+                                  ranks=tuple(device_ranks(split.cluster_devices)))
         return _run_launched(job) if self.processes == "torchrun" else _run_stages(job)
 
 
