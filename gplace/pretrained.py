@@ -226,26 +226,28 @@ def pick_pretrained(pretrained: Sequence[tuple[nn.Module, nn.Module]], graph: Op
     """
     if not pretrained:
         raise ValueError("pick_pretrained needs at least one (encoder, policy) pair")
-    if runtime is None:
-        from gplace.runtime import Simulator
-
-        runtime = Simulator()
     greedy = [place_zero_shot(encoder, policy, graph, cluster, max_groups=max_groups) for encoder, policy in pretrained]
-    times = [m.step_time if m.ok else math.inf for m in runtime.measure_many(graph, cluster, greedy)]
+    times = [m.step_time if m.ok else math.inf for m in _measured(graph, cluster, greedy, runtime)]
     return min(range(len(times)), key=times.__getitem__)
 
 
 # ---------------------------------------------------------------------- helpers
-def _fastest(graph: OpGraph, cluster: Cluster, candidates: list[Placement], runtime: Runtime | None) -> Placement:
-    """The candidate with the smallest measured step time."""
+def _measured(graph: OpGraph, cluster: Cluster, candidates: list[Placement], runtime: Runtime | None) -> list:
+    """Each candidate's measurement by ``runtime`` (default: :class:`~gplace.runtime.Simulator`)."""
     if runtime is None:
         from gplace.runtime import Simulator
 
         runtime = Simulator()
-    measured = [(m.step_time, i) for i, m in enumerate(runtime.measure_many(graph, cluster, candidates)) if m.ok]
+    return runtime.measure_many(graph, cluster, candidates)
+
+
+def _fastest(graph: OpGraph, cluster: Cluster, candidates: list[Placement], runtime: Runtime | None) -> Placement:
+    """The candidate with the smallest measured step time."""
+    measurements = _measured(graph, cluster, candidates, runtime)
+    measured = [(m.step_time, i) for i, m in enumerate(measurements) if m.ok]
     if not measured:
-        reason = runtime.measure(graph, cluster, candidates[-1]).reason
-        raise RuntimeError(f"no placement of {graph.name!r} on {cluster.name!r} succeeded; the last failure: {reason}")
+        raise RuntimeError(f"no placement of {graph.name!r} on {cluster.name!r} succeeded; the last failure: "
+                           f"{measurements[-1].reason}")
     return candidates[min(measured)[1]]
 
 

@@ -186,3 +186,10 @@ def test_pick_pretrained_takes_the_fastest_greedy_placement_and_the_first_of_equ
     assert pick_pretrained([pairs[0], pairs[1], on_device(1)], graph, cluster) == 1  # equal: the first
     with pytest.raises(ValueError, match="at least one"):
         pick_pretrained([], graph, cluster)
+
+
+def test_zero_shot_names_the_last_failure_when_no_candidate_runs():
+    graph, cluster = random_dag(12, seed=1), uniform_cluster(2, memory=1)
+    encoder, policy = _modules()
+    with pytest.raises(RuntimeError, match="no placement of .* succeeded; the last failure: .*memory"):
+        place_zero_shot(encoder, policy, graph, cluster, samples=2, runtime=Simulator())
