@@ -261,17 +261,17 @@ def _show(args) -> None:
         summary = device_summary(graph, cluster, placement_from_dict(doc, graph, cluster))
     table = Table(title=f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime', 'step time')}: "
                         f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})")
-    stages = list(doc.get("stages") or [])  # a pipeline's devices by first stage: torch-pipeline-v1's ranks
-    for column in ("rank",) * bool(stages) + ("device", "ops", "compute", "peak memory", "bytes in", "bytes out"):
+    rank_of = {d: k for k, d in enumerate(doc.get("stages") or {})}  # a pipeline's devices: torch-pipeline-v1's ranks
+    for column in ("rank",) * bool(rank_of) + ("device", "ops", "compute", "peak memory", "bytes in", "bytes out"):
         table.add_column(column, justify="left" if column == "device" else "right")
     counts = {d: 0 for d in doc.get("devices", [])}
     for device in doc["placement"].values():
         counts[device] = counts.get(device, 0) + 1
-    for device in sorted(counts, key=lambda d: stages.index(d) if d in stages else len(stages)):
+    for device in sorted(counts, key=lambda d: rank_of.get(d, len(rank_of))):
         row = (summary or {}).get(device)
         cells = ([_ms(row["compute_seconds"]), _bytes(row["peak_memory"]), _bytes(row["bytes_in"]),
                   _bytes(row["bytes_out"])] if row else ["?"] * 4)
-        rank = [str(stages.index(device)) if device in stages else "-"] if stages else []
+        rank = [str(rank_of.get(device, "-"))] if rank_of else []
         table.add_row(*rank, device, str(counts[device]), *cells)
     console = Console()
     console.print(table)
