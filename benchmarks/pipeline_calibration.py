@@ -187,7 +187,7 @@ def report(path: Path = OUT) -> str:
     load = lambda key: ", ".join(f"{v:.2f}" for v in doc[key])  # noqa: E731
     lines = ["# pipe-v1 calibrated here against torch-pipeline-v1 measured here", "",
              f"Made by `python benchmarks/pipeline_calibration.py` (the method is its docstring), {doc['date']}, on",
-             "the 2-core development machine, nothing else running (load average before "
+             f"the {doc['cores']}-core development machine (load average before "
              f"{load('load_before')}, after {load('load_after')}).",
              "One torch thread per process and in the calibration. Processes are logical CPU devices sharing the",
              "same 2 cores: 2 devices get a core each, 4 always share (two per core), which pipe-v1 (independent",
