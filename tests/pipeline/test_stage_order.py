@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from gplace.pipeline.stage_order import StagePass, stage_orders
+from gplace.pipeline.stage_order import StagePass, device_ranks, stage_orders
 
 
 def _random_devices(rng: random.Random) -> list[int]:
@@ -16,9 +16,7 @@ def _random_devices(rng: random.Random) -> list[int]:
     raw = [rng.randrange(count)]
     for _ in range(rng.randint(0, 7)):
         raw.append(rng.choice([d for d in range(count) if d != raw[-1]] or [raw[-1]]))
-    raw = [d for k, d in enumerate(raw) if k == 0 or d != raw[k - 1]]
-    first = list(dict.fromkeys(raw))
-    return [first.index(d) for d in raw]
+    return device_ranks([d for k, d in enumerate(raw) if k == 0 or d != raw[k - 1]])
 
 
 def _blocking_replay(orders: list[list[StagePass]], stages: int) -> list[tuple[int, StagePass]]:
