@@ -152,6 +152,8 @@ class PipelineSplit(NamedTuple):
     """The torch device of each stage."""
     cluster_devices: list[int]
     """The cluster device (index) of each stage; a device holding several stages appears once per stage."""
+    split_points: list[str]
+    """The module paths where a stage begins (the keys of the ``split_spec`` the module was traced with)."""
 
 
 def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, module: nn.Module, example_inputs: Any,
@@ -183,7 +185,7 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
                                     f"{first['module']!r}: no module-level pipeline split gives it")
     pipe = _traced_pipeline(module, example_inputs, spec.split_spec)
     devices = framework_devices(cluster, torch_device, device_map)
-    return PipelineSplit(pipe, [devices[d] for d in spec.stage_devices], spec.stage_devices)
+    return PipelineSplit(pipe, [devices[d] for d in spec.stage_devices], spec.stage_devices, list(spec.split_spec))
 
 
 def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any) -> Any:

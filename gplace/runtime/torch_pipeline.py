@@ -190,12 +190,11 @@ class TorchPipelineRuntime(Runtime):
         """
         from gplace.export.torch import pipeline_split
         from gplace.pipeline.stage_order import device_ranks
-        from gplace.pipeline.stages import split_spec
 
         job = _Job(self.module, self.inputs, self.target, self.loss_fn, (), (), (), self.microbatches, self.schedule,
                    self.backend, self.steps, self.warmup, self.time_limit, self.threads_per_stage)
         split = pipeline_split(graph, cluster, placement, self.module, job.example, device_map=self.device_map)
-        job = dataclasses.replace(job, split=tuple(split_spec(graph, placement).split_spec),
+        job = dataclasses.replace(job, split=tuple(split.split_points),
                                   devices=tuple(str(d) for d in split.devices),
                                   ranks=tuple(device_ranks(split.cluster_devices)))
         return _run_launched(job) if self.processes == "torchrun" else _run_stages(job)

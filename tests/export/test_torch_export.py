@@ -111,6 +111,7 @@ def test_a_pipeline_placement_becomes_torch_pipelining_stages_that_run(imported)
     split = pipeline_split(graph, cluster, placement, model, (X,))
     assert split.pipe.num_stages == 2 and [d.type for d in split.devices] == ["cpu", "cpu"]
     assert split.cluster_devices == [0, 1]  # both "cpu" in torch, two devices of the cluster
+    assert split.split_points == ["b"]  # stage 1 begins at module 'b'
     with torch.no_grad():
         out = split.pipe(X)
     torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(X))
