@@ -35,7 +35,10 @@ def test_jsonl_drop_from_keeps_earlier_steps_and_other_records(tmp_path):
 
 
 def test_wandb_logger_in_disabled_mode(tmp_path):
-    logger = MultiLogger(NullLogger(), WandbLogger(mode="disabled", dir=str(tmp_path)))
+    wandb_logger = WandbLogger(mode="disabled", dir=str(tmp_path))
+    logger = MultiLogger(NullLogger(), wandb_logger)
     logger.log_config({"trainer": {"lr": 0.1}})
     logger.log_scalars(0, {"charts/best_step_time": 1.0})
+    assert wandb_logger.mode == "disabled" and dict(wandb_logger.run.config) == {"trainer": {"lr": 0.1}}
+    assert wandb_logger.run.summary["charts/best_step_time"] == 1.0  # what was logged reached the run
     logger.finish()
