@@ -114,6 +114,32 @@ sorted run: a radix heap on the ready times' bits with an int heap for ties (13.
   takes 5.5 of 39.9 us a placement at 256 ops on 2 devices, 5.2 of 55.9 on 5, 112 of 799 us at 5,000 ops on 2 and
   99 of 1,122 on 5; so even free set-up would leave the event loop at 34-51 us at 256 ops, 5.2-6.6x against the
   yardstick's 226-265 us there, where 30x needs under 7.6-8.8 us.
+  Tried on 2026-11-27 and not kept: a pass without the event queue (each device keeps its arrived instances by
+  priority and the ones still to arrive by arrival time; the device whose next start or next arrival is
+  earliest decides next, which is exact while every instance and transfer takes time, since nothing placed
+  later can arrive earlier; a channel carries only its source device's transfers, placed in order). It gave
+  the event loop's start and end times, transfers and in-flight counts to the bit on 12,000 random placements
+  (random DAGs and training DAGs with integer costs, so many ties; 2-5 devices, M = 1-5, both schedules), but
+  was slower: 30.5 against 26.3 us a placement (256 ops, 2 devices, M = 1, kernels called directly, min of
+  2,000 calls), and 2x slower through `minibatch_times` in a first version whose decision step was a numba
+  function of 17 arguments (about 200 ns a call). The event heap it removes is small (at most one entry per
+  device and channel), so it was never the cost: per instance both do a ready-heap push and pop, the
+  out-edges and the transfers.
+  Tried on 2026-11-27 (08:00 UTC) and not kept: the batch allocating the kernel's arrays once and every
+  placement reusing them (about 35 arrays: per instance, per instance edge, per device and channel; the
+  transfer table filled in place), as `step_times` does. No gain beyond the noise, slower if anything (min of 7,
+  machine otherwise idle, `/tmp` script): 256 ops M = 1, 2 devices 31.8 -> 33.0 us, 5 devices 42.7 -> 43.5 us;
+  the 4-GPU training DAGs 86.7 -> 91.3 us (256 ops, M = 4, 1F1B), 415 -> 427 us (M = 16, GPipe), 1,572 ->
+  1,661 us (5,000 ops, M = 4), 8,680 -> 9,022 us (M = 16), the same times to the bit. So the set-up's cost
+  measured before is its work (the transfer table, the counters), not its allocations.
+- Tried on 2026-11-27 (09:50 UTC) and not kept, for `step_times`' fast pass: the ready ops in an unsorted pool,
+  each pop the smallest (ready time, rank) found by two min-reductions over the pool (time, then rank among equal
+  times) and a swap with the last entry; a push appends. The same step times to the bit on 256 and 32 placements
+  of the four benchmark cases, but slower than the sorted run (min of 9, beside two other benchmark processes):
+  256 ops 14.8 -> 17.6 us (2 devices), 15.8 -> 15.2 us (5); 5,000 ops 367 -> 525 us (2), 490 -> 556 us (5).
+  numba compiles the reductions as one serial chain of scalar `vminsd` (no vector code, with or without
+  `fastmath`), and unrolled by hand into four chains it was slower still (0.64-0.72x), so the pool pays about
+  one compare per queued op per pop where the sorted run pays a short shift per push.
 - `Simulator.measure` (3-4.5x) is a per-placement API: validation, the full kernel (it reports memory and the
   timeline) and the `Schedule`/`Measurement` objects; the target is for the batch APIs.
 """
