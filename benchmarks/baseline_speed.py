@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from report_notes import write_report
 
 from gplace.baselines import HEFT, METF, METIS, MSCT, MTopo, Placer, RandomPlacer, RoundRobin, step_time_lower_bound
 from gplace.ir import Cluster, Device, OpGraph
@@ -66,7 +67,7 @@ def main() -> None:
     t0 = time.perf_counter()
     bound = step_time_lower_bound(graph, cluster)
     bound_seconds = time.perf_counter() - t0
-    args.out.write_text(_report(graph, cluster, rows, bound, bound_seconds, args.repeats))
+    write_report(args.out, _report(graph, cluster, rows, bound, bound_seconds, args.repeats))
 
 
 def _report(graph: OpGraph, cluster: Cluster, rows: list, bound: float, bound_seconds: float, repeats: int) -> str:

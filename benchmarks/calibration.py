@@ -42,6 +42,7 @@ MODELS = ("honest", "honest, op times only", "naive", "uncalibrated")
 
 
 # ---------------------------------------------------------------------- models
+from report_notes import write_report  # noqa: E402  (benchmarks/ is on sys.path)
 from torch_models import Block, convnet, mlp, transformer  # noqa: E402,F401  (benchmarks/ is on sys.path)
 
 
@@ -285,7 +286,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     before = os.getloadavg()[0]
     results = [run_case(name, build, args.passes) for name, build in CASES.items()]
-    OUT.write_text(report(results, args.passes, (before, os.getloadavg()[0])))
+    write_report(OUT, report(results, args.passes, (before, os.getloadavg()[0])))
     for r in results:
         med, low = errors(r, "honest", "median"), errors(r, "honest", "min")
         print(f"{r.name}: honest median {100 * np.median(med):.1f} % (min of passes: {100 * np.median(low):.1f} %), "  # noqa: T201

@@ -36,6 +36,7 @@ ONNX_MODELS = {"ResNet-50 (onnx light)": "light_resnet50", "Inception-v1 (onnx l
 
 
 # ---------------------------------------------------------------------- torch models
+from report_notes import write_report  # noqa: E402  (benchmarks/ is on sys.path)
 from torch_models import Block, convnet, mlp, transformer  # noqa: E402,F401  (benchmarks/ is on sys.path)
 
 TORCH_MODELS: dict[str, Callable[[], tuple[nn.Module, torch.Tensor]]] = {
@@ -269,7 +270,7 @@ def main() -> None:
     cases += [run_onnx(name, stem, args.passes, args.repeats) for name, stem in ONNX_MODELS.items()]
     speed = fit_speed_factor(np.concatenate([c.analytic[c.ran] for c in cases]),
                              np.concatenate([c.measured[c.ran] for c in cases]))
-    OUT.write_text(report(cases, speed, args, (before, os.getloadavg()[0])))
+    write_report(OUT, report(cases, speed, args, (before, os.getloadavg()[0])))
     for c in cases:
         e = cost_error(c.analytic[c.ran], c.measured[c.ran], speed=speed)
         print(f"{c.name}: scaled per-op median {e.median:.2f}x, p90 {e.p90:.2f}x, step ratio {e.step_ratio:.2f}")

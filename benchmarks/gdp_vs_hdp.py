@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from report_notes import write_report
 
 from gplace.baselines import SingleDevice
 from gplace.encoders import GNNEncoder, LSTMEncoder
@@ -64,7 +65,7 @@ def main() -> None:
     args = _parse()
     raw_path = Path(args.work) / "gdp_vs_hdp.json"
     report = json.loads(raw_path.read_text()) if args.report_only else _run_all(args, raw_path)
-    Path(args.out).write_text(_markdown(report))
+    write_report(args.out, _markdown(report))
 
 
 def _parse() -> argparse.Namespace:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from report_notes import write_report
 
 from gplace import place
 from gplace.baselines import SingleDevice, expert_for
@@ -68,7 +69,7 @@ def main() -> None:
             searches[label] = (report.measurement.step_time, report.train.samples, report.train.seconds)
         rows.append((name, graph, built, single_gpu, times, best, searches))
         print(name, {k: _ms(v) for k, v in times.items()}, searches, flush=True)
-    Path(args.out).write_text(_markdown(rows, cluster, args))
+    write_report(args.out, _markdown(rows, cluster, args))
 
 
 def _markdown(rows: list, cluster: Any, args: argparse.Namespace) -> str:

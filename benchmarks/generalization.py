@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from report_notes import write_report
 
 from gplace.baselines import HEFT
 from gplace.encoders import GNNEncoder
@@ -373,16 +374,6 @@ def _samples_to_reach(result: TrainResult, target: float, offset: int = 0) -> in
 
 
 # ---------------------------------------------------------------------- report
-NOTES_MARK = "<!-- hand-written notes from here on: kept when the script rewrites this report -->"
-
-
-def write_report(path: Path, text: str) -> None:
-    """Write the generated ``text``, followed by the existing file's notes (from :data:`NOTES_MARK` on)."""
-    old = path.read_text() if path.exists() else ""
-    notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else ""
-    path.write_text(text + ("\n" + notes if notes else ""))
-
-
 def _markdown(report: dict) -> str:
     s = report["settings"]
     lines = [

@@ -32,6 +32,7 @@ from gplace.runtime.torch_runtime import TorchRuntime
 
 sys.path.insert(0, str(Path(__file__).parent))
 from gpu_check import eager_seconds  # noqa: E402  (the same eager timing as gpu_check.md's)
+from report_notes import write_report
 
 
 def sync() -> None:
@@ -90,7 +91,7 @@ def main() -> None:
         args.json.write_text(json.dumps(result))
     if args.out:
         previous = json.loads(args.previous.read_text()) if args.previous else None
-        args.out.write_text(report(result, previous, args.shape))
+        write_report(args.out, report(result, previous, args.shape))
 
 
 def launch_ms(runtime: TorchRuntime, graph, cluster, placement, steps: int = 20) -> list[float]:

@@ -25,6 +25,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.policies.reference_schedule, the torch rollout
 
+from report_notes import write_report  # noqa: E402  (benchmarks/ is on sys.path)
+
 import gplace.policies.list_scheduling as list_scheduling  # noqa: E402
 from gplace.encoders import GNNEncoder  # noqa: E402
 from gplace.placer import PolicyPlacer  # noqa: E402
@@ -116,9 +118,7 @@ def main() -> None:
         rows.append((name, placer.num_groups, measure(placer, args.repeats)))
         print(name, rows[-1][2], flush=True)
     text = report(rows, args.repeats)
-    notes = OUT.read_text().split("<!-- notes -->", 1)[1] if OUT.exists() and "<!-- notes -->" in OUT.read_text() \
-        else "\n"
-    OUT.write_text(text + "\n<!-- notes -->" + notes)
+    write_report(OUT, text)
     print(text)
 
 

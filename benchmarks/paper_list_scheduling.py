@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 
 from annotate_results import Case, load_cases
+from report_notes import write_report
 
 HERE = Path(__file__).resolve().parent
 NEW = ("list_scheduling", "list_scheduling_warm", "list_scheduling_no_prior")
@@ -45,7 +46,7 @@ def main() -> None:
     text = _markdown(old, new)
     if args.seq2seq_runs:
         text += _sample_section(json.loads(args.seq2seq_runs.read_text()), args.runs)
-    (HERE / "paper_list_scheduling.md").write_text(text)
+    write_report(HERE / "paper_list_scheduling.md", text)
 
 
 def _ms(seconds: float) -> str:

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from generalization import write_report
+from report_notes import write_report
 from torch import nn
 
 from gplace.importers.torch_export import from_torch

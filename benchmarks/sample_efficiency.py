@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 from omegaconf import OmegaConf
+from report_notes import write_report
 
 from gplace.baselines import SingleDevice
 from gplace.encoders import GNNEncoder, LSTMEncoder
@@ -66,7 +67,7 @@ def main() -> None:
     else:
         torch.set_num_threads(1)
         report = _run_all(args, raw_path)
-    Path(args.out).write_text(_markdown(report))
+    write_report(args.out, _markdown(report))
     if args.plot:
         _plot(report, Path(args.plot))
 

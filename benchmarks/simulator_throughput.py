@@ -37,6 +37,7 @@ from gplace.testing import layered_dag
 
 sys.path.insert(0, str(Path(__file__).parent))
 from pipeline_simulator_speed import plain_minibatch_time  # noqa: E402  (pipe-v1's own plain loop)
+from report_notes import write_report
 
 OUT = Path(__file__).with_name("simulator.md")
 BEFORE = OUT.with_name("simulator_before.json")  # the figures before the step_times fast path
@@ -316,7 +317,7 @@ def main() -> None:
             results.append(compare(graph, cluster, 256 if n < 1000 else 32, args.repeats))
             print(json.dumps(results[-1]), flush=True)
     info = machine()
-    OUT.write_text(report(results, info, args.repeats))
+    write_report(OUT, report(results, info, args.repeats))
     OUT.with_suffix(".json").write_text(json.dumps({"machine": info, "repeats": args.repeats, "rows": results},
                                                    indent=1) + "\n")
 

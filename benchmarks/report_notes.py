@@ -1,0 +1,19 @@
+"""Hand-written notes below a generated report survive the script that rewrites it.
+
+A benchmark script writes its report with :func:`write_report`; everything in the existing file from
+:data:`NOTES_MARK` on (notes added by hand after a run, figures of other runs) is appended to the new text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+NOTES_MARK = "<!-- hand-written notes from here on: kept when the script rewrites this report -->"
+
+
+def write_report(path: Path | str, text: str) -> None:
+    """Write the generated ``text``, followed by the existing file's notes (from :data:`NOTES_MARK` on)."""
+    path = Path(path)
+    old = path.read_text() if path.exists() else ""
+    notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else ""
+    path.write_text(text + ("\n" + notes if notes else ""))
