@@ -41,7 +41,7 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
     logger.log_config(OmegaConf.to_container(cfg, resolve=True))
     encoder = _savable(cfg.encoder)
     policy = _savable(cfg.policy, num_devices=cluster.num_devices)
-    runtime = instantiate(cfg.objective)(instantiate(cfg.runtime)) if "objective" in cfg else instantiate(cfg.runtime)
+    runtime = _objective_runtime(cfg)
     report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
                    trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir, logger=logger,
                    warm_start=_warm_start(cfg, graph, cluster))
@@ -51,6 +51,12 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
         logger.log_results(*results(report, runtime, run_dir))
     _print_table(report, run_dir)
     return report.measurement.step_time
+
+
+def _objective_runtime(cfg: DictConfig):
+    """The runtime that measures ``cfg.objective`` (the configured ``cfg.runtime`` for ``step``)."""
+    runtime = instantiate(cfg.runtime)
+    return instantiate(cfg.objective)(runtime) if "objective" in cfg else runtime
 
 
 def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], list[dict], dict[str, Path]]:
@@ -211,7 +217,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     from gplace.experiment import place
     from gplace.export import write_back
 
-    graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), instantiate(cfg.runtime)
+    graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), _objective_runtime(cfg)
     method = cfg.get("checkpoint") or cfg.method
     budget = cfg.get("budget") or f"{cfg.samples} samples"
     report = place(graph, cluster, method=method, budget=budget, seed=cfg.seed, runtime=runtime, run_dir=run_dir,

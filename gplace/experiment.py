@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from gplace.interfaces import Trainer
+from gplace.interfaces import Placer, Trainer
 from gplace.ir import Cluster, OpGraph, Placement, placement_to_dict, save_json
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.loggers import Logger
-from gplace.methods import LEARNED, Budget, check_method, make_baseline, make_learner, policy_file
+from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
 from gplace.runtime.base import Measurement, Runtime
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
@@ -69,7 +69,8 @@ def place(
         cluster: the devices.
         method: ``"learned"`` (train a policy on this graph; or a learned method by its policy's name,
             ``"gdp"``, ``"list_scheduling"``, ...), a baseline name (``"heft"``, ``"m_etf"``,
-            ``"metis"``, ...), ``"pretrained"`` (the policy file shipped with gplace) or a policy file's path;
+            ``"metis"``, ...), a pipeline placer's (``"ideal_dp"``, ``"local_search"``, ...; with a pipeline
+            ``runtime``), ``"pretrained"`` (the policy file shipped with gplace) or a policy file's path;
             see :mod:`gplace.methods` (default: ``"learned"``).
         budget: seconds (``30``, ``"30s"``) or samples (``"500 samples"``) the search may use; for a policy file,
             samples to draw beside the greedy placement (default: the trainer's own settings; 16 samples).
@@ -82,7 +83,8 @@ def place(
         max_groups: coarsen the graph to at most this many groups (default: 256).
         run_dir: where metrics, checkpoints, ``placement.json`` and ``trace.json`` go; resumes from it.
         logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``).
-        warm_start: a placement to start the search from, or a baseline's name (e.g. ``"heft"``); see
+        warm_start: a placement to start the search from, or a baseline's or pipeline placer's name (e.g.
+            ``"heft"``, ``"ideal_dp"``); see
             :meth:`~gplace.training.ReinforceTrainer.fit`. The result is never slower than it, nor than every op
             on one device (the baselines measured in this call).
         split_groups: with a ``warm_start``, split the groups it spreads over several devices, so that the
@@ -91,7 +93,8 @@ def place(
             searches from it ended faster (``benchmarks/warm_start.md``) (default: False).
 
     Raises:
-        ValueError: an unknown method or baseline, or a malformed budget.
+        ValueError: an unknown method or baseline, a malformed budget, or a pipeline placer for a runtime that
+            measures no micro-batches.
         FileNotFoundError: ``method`` is a path with no file.
         TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), or ``seed``
             is not an int.
@@ -108,7 +111,8 @@ def place(
     runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
     budget = None if budget is None else Budget.parse(budget)
     if isinstance(warm_start, str):
-        warm_start = make_baseline(warm_start, seed or 0).place(graph, cluster)
+        warm_start = make_placer(warm_start, seed or 0, runtime).place(graph, cluster)
+    placer = None if method in LEARNED or policy_file(method) else make_placer(str(method), seed or 0, runtime, budget)
     baselines = single_device_baselines(graph, cluster, runtime)
     if method in LEARNED:
         if method != "learned" and encoder is None and policy is None:
@@ -118,7 +122,7 @@ def place(
         result = _no_worse_than(result, warm_start, graph, cluster, runtime)
         result = _no_worse_than_one_device(result, baselines, graph, cluster)
     else:
-        result = _place_once(graph, cluster, method, runtime, budget, seed or 0)
+        result = _place_once(graph, cluster, method, placer, runtime, budget, seed or 0)
     report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result)
     if run_dir is not None:
         write_report(report, run_dir)
@@ -184,19 +188,19 @@ def _budgeted(trainer: Trainer | None, budget: Budget | None, seed: int | None) 
     return dataclasses.replace(trainer, **changes) if changes else trainer
 
 
-def _place_once(graph: OpGraph, cluster: Cluster, method: str | Path, runtime: Runtime, budget: Budget | None,
-                seed: int) -> TrainResult:
-    """A baseline's placement, or a policy file's zero-shot one (fastest of greedy and sampled), measured."""
+def _place_once(graph: OpGraph, cluster: Cluster, method: str | Path, placer: Placer | None, runtime: Runtime,
+                budget: Budget | None, seed: int) -> TrainResult:
+    """``placer``'s placement, or else the policy file ``method``'s zero-shot one (fastest of greedy and sampled),
+    measured."""
     from gplace.pretrained import load_policy, place_zero_shot
 
     started = time.monotonic()
-    path = policy_file(method)
     samples = 0
-    if path is None:
-        placement = make_baseline(str(method), seed).place(graph, cluster)
+    if placer is not None:
+        placement = placer.place(graph, cluster)
     else:
         samples = 16 if budget is None or budget.samples is None else budget.samples
-        encoder, policy, meta = load_policy(path)
+        encoder, policy, meta = load_policy(policy_file(method))
         placement = place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
                                     max_groups=int(meta.get("max_groups", 256)), seed=seed)
     measurement = runtime.measure(graph, cluster, placement)

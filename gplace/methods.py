@@ -2,6 +2,9 @@
 
 - a **baseline** name (:data:`BASELINES`): ``"heft"``, ``"m_etf"``, ``"m_sct"``, ``"m_topo"``, ``"metis"``,
   ``"round_robin"``, ``"random"``, ``"single"``; placed once, no search;
+- a **pipeline placer** name (:data:`PIPELINE_PLACERS`): ``"gpipe"``, ``"pipedream"``, ``"ideal_dp"``, ``"ilp"``,
+  ``"local_search"`` (:mod:`gplace.baselines.pipeline`), for a runtime that measures a pipelined mini-batch
+  (e.g. :class:`~gplace.pipeline.PipelineSimulator`), whose micro-batch count (and schedule) they take;
 - ``"learned"`` (the default): a policy trained on this graph with REINFORCE (the paper's search), or another
   learned method by its policy's name (:data:`LEARNED`: ``"gdp"``, ``"device_aware"``, ``"list_scheduling"``,
   ...);
@@ -35,6 +38,10 @@ LEARNED = {
 """Method names that train a policy on the graph -> (encoder, policy) classes of :mod:`gplace.encoders` and
 :mod:`gplace.policies`, built with their defaults: ``"learned"`` is the paper's (an LSTM encoder and the seq2seq
 policy), ``"gdp"`` GDP's (GraphSAGE and a segment Transformer)."""
+
+
+PIPELINE_PLACERS = ("gpipe", "pipedream", "ideal_dp", "ilp", "local_search")
+"""Names of the pipeline placers of :mod:`gplace.baselines.pipeline` (their ``name`` attributes)."""
 
 
 def baselines() -> dict[str, type[Placer]]:
@@ -74,6 +81,45 @@ def make_baseline(name: str, seed: int = 0) -> Placer:
     return cls(seed=seed) if name in ("random", "metis") else cls()
 
 
+def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) -> Placer:
+    """The pipeline placer called ``name`` (:data:`PIPELINE_PLACERS`), set up for the objective ``runtime``
+    measures: its ``microbatches`` (and ``schedule``, default ``"1f1b"``), looked up through wrappers (a runtime's
+    ``runtime`` attribute). ``local_search`` spends ``budget`` (default: its own 10 s).
+
+    Raises:
+        ValueError: no such pipeline placer, or ``runtime`` does not measure a pipelined mini-batch.
+    """
+    from gplace.baselines import pipeline
+
+    classes = {cls.name: cls for cls in (pipeline.GPipePartitioner, pipeline.PipeDreamPartitioner,
+                                         pipeline.IdealDPPartitioner, pipeline.PipelineILPPlacer,
+                                         pipeline.PipelineLocalSearch)}
+    if name not in classes:
+        raise ValueError(f"unknown pipeline placer {name!r}; known: {sorted(classes)}")
+    inner = runtime
+    while getattr(inner, "microbatches", None) is None and getattr(inner, "runtime", None) is not None:
+        inner = inner.runtime
+    microbatches = getattr(inner, "microbatches", None)
+    if microbatches is None:
+        raise ValueError(f"method {name!r} splits the graph into pipeline stages, but runtime "
+                         f"{getattr(runtime, 'id', type(runtime).__name__)!r} measures no micro-batches; pass a "
+                         "pipeline runtime, e.g. runtime=PipelineSimulator(microbatches=16, schedule='1f1b') "
+                         "(from the command line: objective=pipeline)")
+    if name != "local_search":
+        return classes[name](microbatches=microbatches)
+    limits = {} if budget is None else {"time_limit": budget.seconds, "max_evaluations": budget.samples}
+    return pipeline.PipelineLocalSearch(microbatches, getattr(inner, "schedule", "1f1b"), **limits)
+
+
+def make_placer(name: str, seed: int = 0, runtime: Any = None, budget: Budget | None = None) -> Placer:
+    """The baseline (:func:`make_baseline`) or pipeline placer (:func:`make_pipeline_placer`) called ``name``.
+
+    Raises:
+        ValueError: no such placer, or a pipeline placer for a runtime that measures no micro-batches.
+    """
+    return make_pipeline_placer(name, runtime, budget) if name in PIPELINE_PLACERS else make_baseline(name, seed)
+
+
 def pretrained_path() -> Path:
     """The path of the policy file shipped with gplace (:data:`PRETRAINED`)."""
     return Path(str(resources.files("gplace.data").joinpath(PRETRAINED)))
@@ -97,11 +143,12 @@ def policy_file(method: str | Path) -> Path | None:
 
 def check_method(method: str | Path) -> None:
     """Raise ``ValueError`` naming the accepted methods unless ``method`` is one of them."""
-    if isinstance(method, str) and (method in LEARNED or method in baselines()):
+    if isinstance(method, str) and (method in LEARNED or method in baselines() or method in PIPELINE_PLACERS):
         return
     if policy_file(method) is None:
-        raise ValueError(f"unknown method {str(method)!r}; give a baseline {sorted(baselines())}, a learned "
-                         f"method {sorted(LEARNED)}, 'pretrained', or the path of a policy file")
+        raise ValueError(f"unknown method {str(method)!r}; give a baseline {sorted(baselines())}, a pipeline "
+                         f"placer {sorted(PIPELINE_PLACERS)}, a learned method {sorted(LEARNED)}, 'pretrained', or "
+                         "the path of a policy file")
 
 
 @dataclass(frozen=True)

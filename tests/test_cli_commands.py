@@ -72,8 +72,21 @@ def test_place_with_an_unknown_method_is_one_line(files):
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("gplace: error: ValueError: unknown method 'magic'; give a baseline "
                                    "['heft', 'm_etf', 'm_sct', 'm_topo', 'metis', 'random', 'round_robin', 'single'],"
-                                   " a learned method ['device_aware', 'gdp', 'learned', 'list_scheduling', 'mlp', "
+                                   " a pipeline placer ['gpipe', 'ideal_dp', 'ilp', 'local_search', 'pipedream'], a "
+                                   "learned method ['device_aware', 'gdp', 'learned', 'list_scheduling', 'mlp', "
                                    "'seq2seq'], 'pretrained', or the path of a policy file")
+
+
+def test_place_splits_pipeline_stages_for_the_pipeline_objective(files):
+    out = files / "ideal_dp"
+    proc = _gplace("place", "method=ideal_dp", "objective=pipeline", "objective.microbatches=8", *_file_args(files),
+                   f"hydra.run.dir={out}", cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "placement.json").read_text())
+    assert doc["runtime"] == "pipe-v1/1f1b/m8" and doc["stages"]
+    proc = _gplace("place", "method=ideal_dp", *_file_args(files), f"hydra.run.dir={files / 'no_objective'}",
+                   cwd=files)
+    assert proc.returncode == 2 and "measures no micro-batches" in proc.stderr and "objective=pipeline" in proc.stderr
 
 
 def test_bench_errors_go_through_the_same_one_line_path(files):

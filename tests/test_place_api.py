@@ -86,6 +86,52 @@ def test_the_keyword_form_keeps_working(problem):
     assert report.train.samples == 8 and np.isfinite(report.measurement.step_time)
 
 
+PIPELINE_TIMES = (1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 2.0, 1.0)
+
+
+@pytest.mark.parametrize("method", ["gpipe", "pipedream", "ideal_dp", "ilp"])
+def test_a_pipeline_placer_by_name_takes_the_micro_batches_of_the_runtime(method):
+    from gplace.baselines import pipeline
+    from gplace.methods import make_pipeline_placer
+    from gplace.pipeline import PipelineSimulator
+    from gplace.runtime import CachedRuntime
+
+    graph, cluster = chain(PIPELINE_TIMES, nbytes=1000), uniform_cluster(3)
+    sim = PipelineSimulator(microbatches=8, schedule="gpipe")
+    assert make_pipeline_placer(method, CachedRuntime(sim)).microbatches == 8  # found through the wrapper
+    report = gplace.place(graph, cluster, method=method, runtime=sim)
+    cls = {c.name: c for c in (pipeline.GPipePartitioner, pipeline.PipeDreamPartitioner,
+                               pipeline.IdealDPPartitioner, pipeline.PipelineILPPlacer)}[method]
+    assert report.placement == cls(microbatches=8).place(graph, cluster)
+    assert report.measurement.runtime == sim.id == "pipe-v1/gpipe/m8"
+    assert report.measurement.step_time == sim.measure(graph, cluster, report.placement).step_time
+
+
+def test_pipeline_local_search_by_name_spends_the_budget_on_the_runtimes_objective():
+    from gplace.methods import Budget, make_pipeline_placer
+    from gplace.pipeline import PipelineSimulator
+
+    graph, cluster = chain(PIPELINE_TIMES, nbytes=1000), uniform_cluster(3)
+    sim = PipelineSimulator(microbatches=4, schedule="gpipe")
+    placer = make_pipeline_placer("local_search", sim, Budget.parse("64 samples"))
+    assert (placer.microbatches, placer.schedule, placer.max_evaluations, placer.time_limit) == (4, "gpipe", 64, None)
+    searched = gplace.place(graph, cluster, method="local_search", runtime=sim, budget="64 samples")
+    split = gplace.place(graph, cluster, method="ideal_dp", runtime=sim)
+    assert searched.measurement.step_time <= split.measurement.step_time
+    warm = gplace.place(graph, cluster, method="list_scheduling", runtime=sim, budget="8 samples", seed=0,
+                        warm_start="ideal_dp")
+    assert warm.measurement.step_time <= split.measurement.step_time
+
+
+def test_a_pipeline_placer_without_a_pipeline_runtime_is_named():
+    graph, cluster = chain(PIPELINE_TIMES, nbytes=1000), uniform_cluster(3)
+    with pytest.raises(ValueError, match="method 'ideal_dp' splits the graph into pipeline stages, but runtime "
+                                         "'sim-v1' measures no micro-batches"):
+        gplace.place(graph, cluster, method="ideal_dp")
+    with pytest.raises(ValueError, match="method 'gpipe' splits"):
+        gplace.place(graph, cluster, budget="8 samples", warm_start="gpipe")
+
+
 @pytest.mark.parametrize("method, error, match", [
     ("nonsense", ValueError, "unknown method 'nonsense'"),
     ("missing/policy.pt", FileNotFoundError, "no policy file at 'missing/policy.pt'"),
