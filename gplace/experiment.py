@@ -125,7 +125,7 @@ def place(
         result = _place_once(graph, cluster, method, placer, runtime, budget, seed or 0)
     report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result)
     if run_dir is not None:
-        write_report(report, run_dir)
+        write_report(report, run_dir, runtime)
     return report
 
 
@@ -218,11 +218,15 @@ def single_device_baselines(graph: OpGraph, cluster: Cluster, runtime: Runtime) 
     return out
 
 
-def write_report(report: PlacementReport, run_dir: str | Path) -> None:
+def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime | None = None) -> None:
     """Write ``placement.json`` (the versioned placement format, with the per-device summary of
-    :func:`gplace.show.device_summary`) and ``trace.json`` (Chrome trace)."""
+    :func:`gplace.show.device_summary`) and ``trace.json`` (Chrome trace: the timeline of ``runtime``'s objective
+    where it is a pipeline simulator, one mini-batch with micro-batches labelled; else ``sim-v1``'s schedule of one
+    step)."""
+    from gplace.pipeline import PipelineSimulator, write_pipeline_trace
     from gplace.pipeline.stages import placement_extras
     from gplace.runtime import schedule, write_chrome_trace
+    from gplace.runtime.wrapper import innermost
     from gplace.show import SUMMARY_KEY, device_summary
 
     run_dir = Path(run_dir)
@@ -234,5 +238,9 @@ def write_report(report: PlacementReport, run_dir: str | Path) -> None:
     doc = placement_to_dict(report.placement, report.graph, report.cluster, step_time=report.measurement.step_time,
                             baselines={k: m.step_time for k, m in report.baselines.items()}, extra=extra)
     save_json(doc, run_dir / "placement.json")
-    write_chrome_trace(run_dir / "trace.json", report.graph, report.cluster,
-                       schedule(report.graph, report.cluster, report.placement))
+    graph, cluster, placement = report.graph, report.cluster, report.placement
+    inner = None if runtime is None else innermost(runtime)
+    if isinstance(inner, PipelineSimulator):
+        write_pipeline_trace(run_dir / "trace.json", graph, cluster, inner.simulate(graph, cluster, placement))
+    else:
+        write_chrome_trace(run_dir / "trace.json", graph, cluster, schedule(graph, cluster, placement))

@@ -83,22 +83,21 @@ def make_baseline(name: str, seed: int = 0) -> Placer:
 
 def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) -> Placer:
     """The pipeline placer called ``name`` (:data:`PIPELINE_PLACERS`), set up for the objective ``runtime``
-    measures: its ``microbatches`` (and ``schedule``, default ``"1f1b"``), looked up through wrappers (a runtime's
-    ``runtime`` attribute). ``local_search`` spends ``budget`` (default: its own 10 s).
+    measures: its ``microbatches`` (and ``schedule``, default ``"1f1b"``), looked up inside any wrappers (a cache,
+    a pool). ``local_search`` spends ``budget`` (default: its own 10 s).
 
     Raises:
         ValueError: no such pipeline placer, or ``runtime`` does not measure a pipelined mini-batch.
     """
     from gplace.baselines import pipeline
+    from gplace.runtime.wrapper import innermost
 
     classes = {cls.name: cls for cls in (pipeline.GPipePartitioner, pipeline.PipeDreamPartitioner,
                                          pipeline.IdealDPPartitioner, pipeline.PipelineILPPlacer,
                                          pipeline.PipelineLocalSearch)}
     if name not in classes:
         raise ValueError(f"unknown pipeline placer {name!r}; known: {sorted(classes)}")
-    inner = runtime
-    while getattr(inner, "microbatches", None) is None and getattr(inner, "runtime", None) is not None:
-        inner = inner.runtime
+    inner = innermost(runtime)
     microbatches = getattr(inner, "microbatches", None)
     if microbatches is None:
         raise ValueError(f"method {name!r} splits the graph into pipeline stages, but runtime "

@@ -84,6 +84,8 @@ def test_place_splits_pipeline_stages_for_the_pipeline_objective(files):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "placement.json").read_text())
     assert doc["runtime"] == "pipe-v1/1f1b/m8" and doc["stages"]
+    names = {e.get("name", "") for e in json.loads((out / "trace.json").read_text())["traceEvents"]}
+    assert any(name.endswith("[mb 7]") for name in names)  # the pipelined mini-batch's timeline, not one step's
     proc = _gplace("place", "method=ideal_dp", *_file_args(files), f"hydra.run.dir={files / 'no_objective'}",
                    cwd=files)
     assert proc.returncode == 2 and "measures no micro-batches" in proc.stderr and "objective=pipeline" in proc.stderr

@@ -44,3 +44,11 @@ class RuntimeWrapper(Runtime):
     @abc.abstractmethod
     def _measure_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
         """Measure placements already validated against ``graph`` and ``cluster``."""
+
+
+def innermost(runtime: Runtime) -> Runtime:
+    """The runtime inside any :class:`RuntimeWrapper` layers around it (``runtime`` itself if it wraps none): the
+    one whose settings, such as a pipeline's micro-batches, say what is measured."""
+    while isinstance(runtime, RuntimeWrapper):
+        runtime = runtime.runtime
+    return runtime
