@@ -96,11 +96,15 @@ def _sweep_fields(logger_cfg: DictConfig) -> dict[str, str]:
 
 
 def _warm_start(cfg: DictConfig, graph, cluster):
-    """The placement in ``cfg.warm_start`` (a placement.json), or ``None``."""
+    """The placement in ``cfg.warm_start`` (a placement.json), a placer's name (``heft``, ``ideal_dp``, ...: placed
+    by :func:`gplace.place`), or ``None``."""
     from gplace.ir import load_json, placement_from_dict
+    from gplace.methods import PIPELINE_PLACERS, baselines
 
     path = cfg.get("warm_start")
-    return None if path is None else placement_from_dict(load_json(path), graph, cluster)
+    if path is None or (str(path) in PIPELINE_PLACERS or str(path) in baselines()) and not Path(path).is_file():
+        return path
+    return placement_from_dict(load_json(path), graph, cluster)
 
 
 def _savable(node: DictConfig, **extra):

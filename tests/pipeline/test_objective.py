@@ -100,3 +100,21 @@ def test_the_cli_table_names_the_pipeline_runtime_and_a_minibatch_time(tmp_path,
     run(cfg, tmp_path / "run")
     out = capsys.readouterr().out
     assert "pipe-v1/1f1b/m2" in out and "mini-batch time" in out and "step time" not in out
+
+
+def test_the_cli_warm_starts_from_a_pipeline_placer_by_name(tmp_path):
+    from gplace.baselines.pipeline import IdealDPPartitioner
+    from gplace.cli import run
+    from gplace.ir import graph_to_dict, save_json
+    from gplace.pipeline import PipelineSimulator
+    from gplace.zoo import paper_cluster
+
+    chain = training_chain((1.0, 2.0, 1.5, 0.5, 2.5, 1.0))
+    graph = save_json(graph_to_dict(chain), tmp_path / "g.json")
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[
+            "graph=file", f"graph.path={graph}", "cluster=paper_2gpu", "objective=pipeline", "objective.microbatches=4",
+            "warm_start=ideal_dp", "logger=none", "trainer.updates=1", "trainer.samples_per_update=2",
+            "trainer.progress=false"])
+    split = IdealDPPartitioner(microbatches=4).place(chain, paper_cluster(2))
+    assert run(cfg, tmp_path / "run") <= PipelineSimulator(4, "1f1b").measure(chain, paper_cluster(2), split).step_time
