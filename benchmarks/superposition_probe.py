@@ -33,8 +33,10 @@ import numpy as np
 import torch
 
 from gplace.importers import load_giph_graph, load_giph_network
+from gplace.placer import PolicyPlacer
 from gplace.pretrained import pick_pretrained, place_zero_shot
 from gplace.runtime import Simulator
+from gplace.training import PPOTrainer
 from gplace.training.multigraph import MultiGraphTrainer, finetune, reference_step_time
 
 
@@ -62,6 +64,9 @@ def main() -> None:
                         help="also pretrain on the GiPH graphs that are neither held out nor validation graphs")
     parser.add_argument("--conditioning-only", action="store_true",
                         help="with --validate, fine-tune only the policy's graph conditioning (the rest frozen)")
+    parser.add_argument("--ppo", type=int, default=0, metavar="EPOCHS",
+                        help="with --validate, also fine-tune with PPO (EPOCHS passes per batch), counted against "
+                             "the REINFORCE and a PPO from-scratch search")
     parser.add_argument("--validate", type=float, nargs="+", default=[], metavar="LR",
                         help="fine-tuning learning rates to compare on the validation graphs")
     parser.add_argument("--ensemble", type=int, nargs="+", default=[], metavar="SEED",
@@ -97,6 +102,8 @@ def main() -> None:
         print(f"{graph.name}: greedy on devices {np.unique(greedy.devices).tolist()}, "
               f"{step(greedy) / single:.3f}x the best single device ({single:,.0f}); "
               f"best of greedy + 16 samples {step(best16):,.0f}")
+    if args.validate and args.ppo:
+        return _validate_ppo(encoder, policy, cluster, sim, settings, args.validate, args.ppo)
     if args.validate:
         _validate(encoder, policy, cluster, sim, settings, args.validate, args.finetune_temperature,
                   args.finetune_samples, args.finetune_fresh_head, args.conditioning_only)
@@ -141,6 +148,36 @@ def _validate(encoder, policy, cluster, sim, settings, rates: list[float], tempe
     policy.temperature = pretrained_temperature
     for lr, count in reached.items():
         print(f"fine-tuning lr {lr}: >= 10x fewer samples on {count} of 8 validation graphs")
+
+
+def _validate_ppo(encoder, policy, cluster, sim, settings, rates: list[float], epochs: int) -> None:
+    """On the validation graphs, fine-tuning with REINFORCE (the benchmark's) and with PPO (``epochs`` passes per
+    batch, the same samples and lr), counted against the REINFORCE from-scratch search; and PPO fine-tuning
+    against a PPO from-scratch search."""
+    for lr in rates:
+        def ppo(seed: int, lr: float = lr) -> PPOTrainer:
+            return PPOTrainer(updates=settings.scratch_updates, samples_per_update=bench.K, lr=lr, epochs=epochs,
+                              entropy_coef=settings.entropy_coef, checkpoint_every=10**9, seed=seed)
+
+        counts = {"reinforce": 0, "ppo": 0, "ppo against ppo": 0}
+        for i, graph in enumerate(_validation_graphs()):
+            greedy = bench._step_time(sim, graph, cluster)(place_zero_shot(encoder, policy, graph, cluster))
+            scratch = {"reinforce": bench._scratch("superposition", graph, cluster, sim, settings, i),
+                       "ppo": ppo(i).fit(PolicyPlacer(graph, cluster, *bench._modules(
+                           "superposition", cluster.num_devices, seed=100 + i)), sim, graph, cluster)}
+            tuned = {"reinforce": finetune(encoder, policy, graph, cluster, sim,
+                                           trainer=bench._search(settings, lr, i)),
+                     "ppo": finetune(encoder, policy, graph, cluster, sim, trainer=ppo(i))}
+            line = []
+            for name, (against, tune) in {"reinforce": ("reinforce", "reinforce"), "ppo": ("reinforce", "ppo"),
+                                          "ppo against ppo": ("ppo", "ppo")}.items():
+                target = scratch[against].best_step_time
+                needed = bench._samples_to_reach(scratch[against], target)
+                took = bench._finetune_samples_to_reach(tuned[tune], target, greedy)
+                counts[name] += bool(took and needed / took >= 10)
+                line.append(f"{name}: {took} against {needed}")
+            print(f"{graph.name} (lr {lr}): " + "; ".join(line), flush=True)
+        print(f"lr {lr}, PPO {epochs} epochs: >= 10x fewer samples on 8 validation graphs: {counts}")
 
 
 def _pretrained(args, seed: int, settings, cluster, train, sim, starts=None):
