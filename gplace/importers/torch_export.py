@@ -113,7 +113,8 @@ def from_torch(
 
 
 def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str = "float32",
-                       training: bool = False, seed: int = 0, name: str | None = None) -> OpGraph:
+                       training: bool = False, seed: int = 0, name: str | None = None,
+                       align_to_modules: bool = False) -> OpGraph:
     """:func:`from_torch` on random inputs of the given shapes: the form a config (``graph=torch``) can give.
 
     Args:
@@ -123,6 +124,8 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
         training: import the joint forward+backward graph. (default: False)
         seed: seed of the random inputs. (default: 0)
         name: graph name. (default: as :func:`from_torch`)
+        align_to_modules: colocate ops so that a pipeline split can only fall where a module begins
+            (:func:`gplace.pipeline.stages.align_to_modules`). (default: False)
 
     Raises:
         ValueError: a shape is not a list of positive integers, or ``dtype`` is not a torch dtype (naming it).
@@ -139,7 +142,12 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
     generator = torch.Generator().manual_seed(seed)
     inputs = tuple(torch.randn(s, generator=generator).to(kind) if kind.is_floating_point
                    else torch.randint(0, 2, s, generator=generator, dtype=kind) for s in shapes)
-    return from_torch(module, inputs, training=training, name=name)
+    graph = from_torch(module, inputs, training=training, name=name)
+    if not align_to_modules:
+        return graph
+    from gplace.pipeline.stages import align_to_modules as aligned
+
+    return aligned(graph)
 
 
 # ---------------------------------------------------------------------- tracing

@@ -18,13 +18,14 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir import Cluster, GraphError, OpGraph, Placement
 
-__all__ = ["SplitSpec", "pipeline_stages", "placement_extras", "split_spec"]
+__all__ = ["SplitSpec", "align_to_modules", "pipeline_stages", "placement_extras", "split_spec"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,66 @@ def split_spec(graph: OpGraph, placement: Placement) -> SplitSpec | None:
         else:
             unaligned.append({"op": graph.op_names[i], "module": path})
     return SplitSpec(spec, unaligned, stage_devices)
+
+
+def align_to_modules(graph: OpGraph) -> OpGraph:
+    """``graph`` with its ops colocated so that any placement of it splits only where a module begins, which
+    ``torch.distributed.pipelining`` can express (:func:`split_spec` finds no ``unaligned`` split).
+
+    The forward ops with a module path, in topological order, form segments: a segment begins at an op that is
+    the first op of some module and runs to the next such op. Each segment becomes one colocation group
+    (``"module:<path of its first op>"``), merged with any group its ops were already in; a backward op joins its
+    forward op's group. Every placer and search respects colocation, so all of them then return aligned
+    placements (coarser ones: a split can no longer fall inside a module). Place the returned graph, and use it
+    for :func:`~gplace.export.torch.pipeline_split` too (the placement is for it); its ``source`` is ``graph``'s.
+
+    Raises:
+        GraphError: ``graph`` has no module paths (it was not imported with :func:`gplace.from_torch`), or a
+            merged group would pin ops to different device kinds.
+    """
+    paths: Mapping[str, str] | None = getattr(graph.source, "module_paths", None)
+    if paths is None:
+        raise GraphError(f"graph {graph.name!r} has no module paths: import it with gplace.from_torch to align "
+                         "its splits to modules")
+    phases = graph.phase or (None,) * graph.num_ops
+    parent = list(range(graph.num_ops))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    seen: set[str] = set()
+    segment_start, names = -1, {}
+    for i in graph.topological_order.tolist():
+        path = paths.get(graph.op_names[i]) if phases[i] in (None, "forward") else None
+        if path is None:
+            continue
+        begins = [p for p in _prefixes(path) if p not in seen]
+        seen.update(begins)
+        if begins or segment_start < 0:
+            segment_start, names[i] = i, f"module:{path}"
+        else:
+            parent[root(i)] = root(segment_start)
+    by_group: dict[str, int] = {}
+    for i, group in enumerate(graph.colocation):  # the groups the ops were in already
+        if group is not None:
+            parent[root(i)] = root(by_group.setdefault(group, i))
+    for i, forward in enumerate(graph.grad_of):
+        if forward >= 0:
+            parent[root(i)] = root(forward)
+    members: dict[int, list[int]] = {}
+    for i in range(graph.num_ops):
+        members.setdefault(root(i), []).append(i)
+    colocation = list(graph.colocation)
+    for group in members.values():
+        if len(group) > 1:
+            name = next((names[i] for i in group if i in names), None) or graph.colocation[group[0]] or \
+                f"module:{graph.op_names[group[0]]}"
+            for i in group:
+                colocation[i] = name
+    return dataclasses.replace(graph, colocation=tuple(colocation))
 
 
 def placement_extras(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, Any]:

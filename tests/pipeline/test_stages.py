@@ -1,8 +1,10 @@
+import numpy as np
+import pytest
 import torch
 
 from gplace.importers.torch_export import from_torch
-from gplace.ir import Placement
-from gplace.pipeline.stages import pipeline_stages, placement_extras, split_spec
+from gplace.ir import GraphError, Placement
+from gplace.pipeline.stages import align_to_modules, pipeline_stages, placement_extras, split_spec
 from gplace.testing import diamond, uniform_cluster
 
 
@@ -49,3 +51,51 @@ def test_stages_list_each_device_in_order_and_graphs_without_modules_have_no_spl
     p = Placement.for_graph(g, [2, 0, 0, 2])
     assert pipeline_stages(g, c, p) == {"/GPU:2": ["src", "sink"], "/GPU:0": ["left", "right"]}
     assert split_spec(g, p) is None and "split_spec" not in placement_extras(g, c, p)
+
+
+def _encoder_stack():
+    torch.manual_seed(0)
+    layers = [torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0) for _ in range(3)]
+    model, x = torch.nn.Sequential(*layers).eval(), torch.randn(4, 8, 32)
+    return model, x, from_torch(model, (x,))
+
+
+def test_an_aligned_graph_splits_only_where_a_module_begins():
+    from gplace.baselines.pipeline import GPipePartitioner
+    from gplace.export.torch import pipeline_split
+
+    model, x, graph = _encoder_stack()
+    aligned, cluster = align_to_modules(graph), uniform_cluster(4)
+    assert split_spec(graph, GPipePartitioner(microbatches=4).place(graph, cluster)).unaligned  # inside a module
+    placement = GPipePartitioner(microbatches=4).place(aligned, cluster)
+    spec = split_spec(aligned, placement)
+    assert spec.unaligned == [] and len(spec.stage_devices) == 4
+    stages = pipeline_split(aligned, cluster, placement, model, (x,))
+    with torch.no_grad():
+        out = stages.pipe(x)
+        torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(x))
+    rng = np.random.default_rng(0)
+    groups = sorted({g for g in aligned.colocation if g is not None})
+    for _ in range(20):  # any placement that keeps the groups whole, however scattered
+        device_of = dict(zip(groups, rng.integers(0, 4, len(groups)).tolist(), strict=True))
+        devices = [device_of[g] if g is not None else int(rng.integers(4)) for g in aligned.colocation]
+        assert split_spec(aligned, Placement.for_graph(aligned, devices)).unaligned == []
+
+
+def test_aligning_keeps_backward_ops_with_their_forward_ops_and_needs_module_paths():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    aligned = align_to_modules(from_torch(model, (torch.randn(3, 4),), training=True))
+    backward = [i for i, f in enumerate(aligned.grad_of) if f >= 0]
+    assert backward and all(aligned.colocation[i] == aligned.colocation[aligned.grad_of[i]] for i in backward)
+    assert {aligned.colocation[i] for i in backward} == {"module:0", "module:1", "module:2"}
+    with pytest.raises(GraphError, match="graph 'diamond' has no module paths"):
+        align_to_modules(diamond())
+
+
+def test_the_config_importer_aligns_on_request():
+    from gplace.importers import from_module_shapes
+
+    model = _encoder_stack()[0]
+    assert all(g is None for g in from_module_shapes(model, [[4, 8, 32]]).colocation)
+    aligned = from_module_shapes(model, [[4, 8, 32]], align_to_modules=True)
+    assert {"module:0.self_attn", "module:2.linear1"} <= set(aligned.colocation)
