@@ -7,6 +7,7 @@ none, in topological order, ops of no module skipped) is a split. It maps to the
 begins at the new stage's first op: ``{module path: "BEGINNING"}``, the form of
 ``pipeline(module, ..., split_spec={path: SplitPoint.BEGINNING})``. A split at an op that begins no
 module falls inside one: it is listed in ``unaligned`` instead (op name, the module it falls in).
+:func:`align_to_modules` colocates a graph's ops so that no placement of it has such a split.
 
 Example:
     >>> from gplace.ir import Placement
