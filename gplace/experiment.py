@@ -240,6 +240,12 @@ def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime 
     save_json(doc, run_dir / "placement.json")
     graph, cluster, placement = report.graph, report.cluster, report.placement
     inner = None if runtime is None else innermost(runtime)
+    if getattr(inner, "microbatches", None) and extra.get("split_unaligned"):
+        first = extra["split_unaligned"][0]
+        log.warning("the pipeline's split at op %r falls inside module %r, which torch.distributed.pipelining cannot "
+                    "split (placement.json's split_unaligned lists %d); place "
+                    "gplace.pipeline.stages.align_to_modules(graph) (graph.align_to_modules=true) to split only "
+                    "where modules begin", first["op"], first["module"], len(extra["split_unaligned"]))
     if isinstance(inner, PipelineSimulator):
         write_pipeline_trace(run_dir / "trace.json", graph, cluster, inner.simulate(graph, cluster, placement))
     else:

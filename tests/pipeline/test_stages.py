@@ -99,3 +99,16 @@ def test_the_config_importer_aligns_on_request():
     assert all(g is None for g in from_module_shapes(model, [[4, 8, 32]]).colocation)
     aligned = from_module_shapes(model, [[4, 8, 32]], align_to_modules=True)
     assert {"module:0.self_attn", "module:2.linear1"} <= set(aligned.colocation)
+
+
+def test_a_pipeline_run_warns_when_its_split_falls_inside_a_module(tmp_path, caplog):
+    import gplace
+    from gplace.pipeline import PipelineSimulator
+
+    graph = _encoder_stack()[2]
+    for g, run in ((graph, "plain"), (align_to_modules(graph), "aligned")):
+        gplace.place(g, uniform_cluster(4), method="gpipe", runtime=PipelineSimulator(4, "1f1b"),
+                     run_dir=tmp_path / run)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "falls inside module '2.self_attn'" in warnings[0]
+    assert "align_to_modules" in warnings[0]
