@@ -102,9 +102,12 @@ def _warm_start(cfg: DictConfig, graph, cluster):
     from gplace.methods import PIPELINE_PLACERS, baselines
 
     path = cfg.get("warm_start")
-    if path is None or (str(path) in PIPELINE_PLACERS or str(path) in baselines()) and not Path(path).is_file():
-        return path
-    return placement_from_dict(load_json(path), graph, cluster)
+    if path is None or Path(path).is_file():
+        return None if path is None else placement_from_dict(load_json(path), graph, cluster)
+    if str(path) in PIPELINE_PLACERS or str(path) in baselines():
+        return str(path)
+    raise ValueError(f"warm_start={path!r} is neither a placement.json nor a placer's name "
+                     f"({', '.join(sorted(baselines()))}, {', '.join(PIPELINE_PLACERS)})")
 
 
 def _savable(node: DictConfig, **extra):

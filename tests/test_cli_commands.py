@@ -123,3 +123,10 @@ def test_show_lists_a_pipelines_devices_by_rank(files):
     rows = [line for line in proc.stdout.splitlines() if any(d in line for d in doc["devices"])]
     assert [next(d for d in doc["devices"] if d in line) for line in rows][:len(used)] == used[::-1]
     assert "rank" in proc.stdout and [row.split()[1] for row in rows[:len(used)]] == [str(k) for k in range(len(used))]
+
+
+def test_a_warm_start_that_is_neither_a_file_nor_a_placer_is_one_line(files):
+    proc = _gplace("warm_start=ideal_dpp", "logger=none", *_file_args(files), f"hydra.run.dir={files / 'warm'}",
+                   cwd=files)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "warm_start='ideal_dpp' is neither a placement.json nor a placer's name" in proc.stderr
