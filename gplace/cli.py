@@ -275,7 +275,9 @@ def _show(args) -> None:
     table = Table(title=f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime', 'step time')}: "
                         f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})")
     rank_of = {d: k for k, d in enumerate(doc.get("stages") or {})}  # a pipeline's devices: torch-pipeline-v1's ranks
-    for column in ("rank",) * bool(rank_of) + ("device", "ops", "compute", "peak memory", "bytes in", "bytes out"):
+    piped = any("bubble" in row for row in (summary or {}).values())  # a pipelined mini-batch's summary
+    for column in ("rank",) * bool(rank_of) + ("device", "ops", "compute", "peak memory", "bytes in", "bytes out") \
+            + ("bubble", "in flight") * piped:
         table.add_column(column, justify="left" if column == "device" else "right")
     counts = {d: 0 for d in doc.get("devices", [])}
     for device in doc["placement"].values():
@@ -284,6 +286,8 @@ def _show(args) -> None:
         row = (summary or {}).get(device)
         cells = ([_ms(row["compute_seconds"]), _bytes(row["peak_memory"]), _bytes(row["bytes_in"]),
                   _bytes(row["bytes_out"])] if row else ["?"] * 4)
+        if piped:
+            cells += [f"{row['bubble']:.0%}", str(row["in_flight"])] if row and "bubble" in row else ["?"] * 2
         rank = [str(rank_of.get(device, "-"))] if rank_of else []
         table.add_row(*rank, device, str(counts[device]), *cells)
     console = Console()

@@ -220,33 +220,37 @@ def single_device_baselines(graph: OpGraph, cluster: Cluster, runtime: Runtime) 
 
 def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime | None = None) -> None:
     """Write ``placement.json`` (the versioned placement format, with the per-device summary of
-    :func:`gplace.show.device_summary`) and ``trace.json`` (Chrome trace: the timeline of ``runtime``'s objective
-    where it is a pipeline simulator, one mini-batch with micro-batches labelled; else ``sim-v1``'s schedule of one
-    step)."""
+    :func:`gplace.show.device_summary`) and ``trace.json`` (Chrome trace). Where ``runtime`` is a pipeline
+    simulator, both describe its mini-batch (peak memory, bubble, micro-batches labelled in the trace); else
+    ``sim-v1``'s schedule of one step."""
     from gplace.pipeline import PipelineSimulator, write_pipeline_trace
     from gplace.pipeline.stages import placement_extras
     from gplace.runtime import schedule, write_chrome_trace
     from gplace.runtime.wrapper import innermost
     from gplace.show import SUMMARY_KEY, device_summary
 
-    run_dir = Path(run_dir)
+    run_dir, graph, cluster, placement = Path(run_dir), report.graph, report.cluster, report.placement
+    inner = None if runtime is None else innermost(runtime)
+    timeline = inner.simulate(graph, cluster, placement) if isinstance(inner, PipelineSimulator) else None
     extra = {"runtime": report.measurement.runtime, "samples": report.train.samples,
              "search_seconds": report.train.seconds,
              "failed_baselines": {k: m.reason for k, m in report.baselines.items() if not m.ok}}
-    extra.update(placement_extras(report.graph, report.cluster, report.placement))
-    extra[SUMMARY_KEY] = device_summary(report.graph, report.cluster, report.placement)
-    doc = placement_to_dict(report.placement, report.graph, report.cluster, step_time=report.measurement.step_time,
+    extra.update(placement_extras(graph, cluster, placement))
+    extra[SUMMARY_KEY] = device_summary(graph, cluster, placement, timeline)
+    if getattr(inner, "microbatches", None) and extra.get("split_unaligned"):
+        _warn_unaligned(extra["split_unaligned"])
+    doc = placement_to_dict(placement, graph, cluster, step_time=report.measurement.step_time,
                             baselines={k: m.step_time for k, m in report.baselines.items()}, extra=extra)
     save_json(doc, run_dir / "placement.json")
-    graph, cluster, placement = report.graph, report.cluster, report.placement
-    inner = None if runtime is None else innermost(runtime)
-    if getattr(inner, "microbatches", None) and extra.get("split_unaligned"):
-        first = extra["split_unaligned"][0]
-        log.warning("the pipeline's split at op %r falls inside module %r, which torch.distributed.pipelining cannot "
-                    "split (placement.json's split_unaligned lists %d); place "
-                    "gplace.pipeline.stages.align_to_modules(graph) (graph.align_to_modules=true) to split only "
-                    "where modules begin", first["op"], first["module"], len(extra["split_unaligned"]))
-    if isinstance(inner, PipelineSimulator):
-        write_pipeline_trace(run_dir / "trace.json", graph, cluster, inner.simulate(graph, cluster, placement))
+    if timeline is not None:
+        write_pipeline_trace(run_dir / "trace.json", graph, cluster, timeline)
     else:
         write_chrome_trace(run_dir / "trace.json", graph, cluster, schedule(graph, cluster, placement))
+
+
+def _warn_unaligned(unaligned: list[dict[str, str]]) -> None:
+    """Log that a pipeline's split falls inside a module, which ``torch.distributed.pipelining`` cannot take."""
+    log.warning("the pipeline's split at op %r falls inside module %r, which torch.distributed.pipelining cannot "
+                "split (placement.json's split_unaligned lists %d); place gplace.pipeline.stages.align_to_modules("
+                "graph) (graph.align_to_modules=true) to split only where modules begin", unaligned[0]["op"],
+                unaligned[0]["module"], len(unaligned))

@@ -1,8 +1,9 @@
 """Look at a placement: a per-device summary (written into ``placement.json``) and a drawing of the graph.
 
 :func:`device_summary` simulates the placement (:func:`gplace.runtime.schedule`) and gives, per device, its ops,
-compute seconds, peak memory and the bytes it receives and sends; :func:`draw_placement` draws the graph with
-each op coloured by its device (Graphviz's ``dot`` where installed, else matplotlib).
+compute seconds, peak memory and the bytes it receives and sends (for a pipeline, with the mini-batch's peak
+memory, bubble and micro-batches in flight); :func:`draw_placement` draws the graph with each op coloured by its
+device (Graphviz's ``dot`` where installed, else matplotlib).
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ import logging
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
+
+if TYPE_CHECKING:
+    from gplace.pipeline import PipelineSchedule
 
 log = logging.getLogger(__name__)
 
@@ -26,19 +30,28 @@ _COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#
             "#bab0ac")
 
 
-def device_summary(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, dict[str, Any]]:
+def device_summary(graph: OpGraph, cluster: Cluster, placement: Placement,
+                   pipeline: PipelineSchedule | None = None) -> dict[str, dict[str, Any]]:
     """Device name -> ``{"ops", "compute_seconds", "peak_memory", "bytes_in", "bytes_out"}`` of one simulated
-    step (seconds of compute at the device's speed, bytes)."""
+    step (seconds of compute at the device's speed, bytes). With ``pipeline`` (the placement's simulated
+    mini-batch, :meth:`~gplace.pipeline.PipelineSimulator.simulate`), compute and peak memory are the
+    mini-batch's, and each device also has its ``bubble`` (idle fraction) and ``in_flight`` (most micro-batches
+    it held at once)."""
     from gplace.runtime import schedule
 
     sched = schedule(graph, cluster, placement)
     ops = np.bincount(placement.devices, minlength=cluster.num_devices)
     bytes_in = np.bincount(sched.transfer_dst, weights=sched.transfer_bytes, minlength=cluster.num_devices)
     bytes_out = np.bincount(sched.transfer_src, weights=sched.transfer_bytes, minlength=cluster.num_devices)
-    return {name: {"ops": int(ops[d]), "compute_seconds": float(sched.busy_time[d]),
-                   "peak_memory": int(sched.peak_memory[d]), "bytes_in": int(bytes_in[d]),
-                   "bytes_out": int(bytes_out[d])}
-            for d, name in enumerate(cluster.device_names)}
+    timeline = sched if pipeline is None else pipeline
+    busy, peak = timeline.busy_time, timeline.peak_memory
+    summary = {name: {"ops": int(ops[d]), "compute_seconds": float(busy[d]), "peak_memory": int(peak[d]),
+                      "bytes_in": int(bytes_in[d]), "bytes_out": int(bytes_out[d])}
+               for d, name in enumerate(cluster.device_names)}
+    if pipeline is not None:
+        for d, row in enumerate(summary.values()):
+            row.update(bubble=float(pipeline.bubble[d]), in_flight=int(pipeline.in_flight[d]))
+    return summary
 
 
 def draw_placement(graph: OpGraph, devices: list[str], assignment: dict[str, str], path: str | Path) -> Path:

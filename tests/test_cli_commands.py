@@ -86,6 +86,11 @@ def test_place_splits_pipeline_stages_for_the_pipeline_objective(files):
     assert doc["runtime"] == "pipe-v1/1f1b/m8" and doc["stages"]
     names = {e.get("name", "") for e in json.loads((out / "trace.json").read_text())["traceEvents"]}
     assert any(name.endswith("[mb 7]") for name in names)  # the pipelined mini-batch's timeline, not one step's
+    rows = doc["per_device"].values()
+    assert all(0 <= row["bubble"] <= 1 and row["in_flight"] >= 0 for row in rows)
+    assert any(row["in_flight"] >= 1 for row in rows)
+    shown = _gplace("show", str(out / "placement.json"), cwd=files)
+    assert shown.returncode == 0 and "bubble" in shown.stdout and "flight" in shown.stdout  # headers may wrap
     proc = _gplace("place", "method=ideal_dp", *_file_args(files), f"hydra.run.dir={files / 'no_objective'}",
                    cwd=files)
     assert proc.returncode == 2 and "measures no micro-batches" in proc.stderr and "objective=pipeline" in proc.stderr
