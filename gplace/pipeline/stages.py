@@ -97,45 +97,54 @@ def align_to_modules(graph: OpGraph) -> OpGraph:
     if paths is None:
         raise GraphError(f"graph {graph.name!r} has no module paths: import it with gplace.from_torch to align "
                          "its splits to modules")
+    parent = list(range(graph.num_ops))  # union-find over ops
+    names = _join_segments(graph, paths, parent)
+    first_of: dict[str, int] = {}
+    for i, group in enumerate(graph.colocation):  # the groups the ops were in already
+        if group is not None:
+            _join(parent, i, first_of.setdefault(group, i))
+    for i, forward in enumerate(graph.grad_of):
+        if forward >= 0:
+            _join(parent, i, forward)
+    members: dict[int, list[int]] = {}
+    for i in range(graph.num_ops):
+        members.setdefault(_root(parent, i), []).append(i)
+    colocation = list(graph.colocation)
+    for group in (g for g in members.values() if len(g) > 1):
+        name = next((names[i] for i in group if i in names), None) or graph.colocation[group[0]]
+        for i in group:
+            colocation[i] = name or f"module:{graph.op_names[group[0]]}"
+    return dataclasses.replace(graph, colocation=tuple(colocation))
+
+
+def _join_segments(graph: OpGraph, paths: Mapping[str, str], parent: list[int]) -> dict[int, str]:
+    """Join each forward op with a module path to the op that begins its segment (see :func:`align_to_modules`);
+    the group name of each segment's first op."""
     phases = graph.phase or (None,) * graph.num_ops
-    parent = list(range(graph.num_ops))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
     seen: set[str] = set()
-    segment_start, names = -1, {}
+    start, names = -1, {}
     for i in graph.topological_order.tolist():
         path = paths.get(graph.op_names[i]) if phases[i] in (None, "forward") else None
         if path is None:
             continue
         begins = [p for p in _prefixes(path) if p not in seen]
         seen.update(begins)
-        if begins or segment_start < 0:
-            segment_start, names[i] = i, f"module:{path}"
+        if begins or start < 0:
+            start, names[i] = i, f"module:{path}"
         else:
-            parent[root(i)] = root(segment_start)
-    by_group: dict[str, int] = {}
-    for i, group in enumerate(graph.colocation):  # the groups the ops were in already
-        if group is not None:
-            parent[root(i)] = root(by_group.setdefault(group, i))
-    for i, forward in enumerate(graph.grad_of):
-        if forward >= 0:
-            parent[root(i)] = root(forward)
-    members: dict[int, list[int]] = {}
-    for i in range(graph.num_ops):
-        members.setdefault(root(i), []).append(i)
-    colocation = list(graph.colocation)
-    for group in members.values():
-        if len(group) > 1:
-            name = next((names[i] for i in group if i in names), None) or graph.colocation[group[0]] or \
-                f"module:{graph.op_names[group[0]]}"
-            for i in group:
-                colocation[i] = name
-    return dataclasses.replace(graph, colocation=tuple(colocation))
+            _join(parent, i, start)
+    return names
+
+
+def _root(parent: list[int], i: int) -> int:
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
+
+
+def _join(parent: list[int], i: int, j: int) -> None:
+    parent[_root(parent, i)] = _root(parent, j)
 
 
 def placement_extras(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, Any]:
