@@ -237,8 +237,8 @@ def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime 
              "failed_baselines": {k: m.reason for k, m in report.baselines.items() if not m.ok}}
     extra.update(placement_extras(graph, cluster, placement))
     extra[SUMMARY_KEY] = device_summary(graph, cluster, placement, timeline)
-    if getattr(inner, "microbatches", None) and extra.get("split_unaligned"):
-        _warn_unaligned(extra["split_unaligned"])
+    if getattr(inner, "microbatches", None) and (extra.get("split_unaligned") or extra.get("split_backward_away")):
+        _warn_unaligned(extra["split_unaligned"], extra["split_backward_away"])
     doc = placement_to_dict(placement, graph, cluster, step_time=report.measurement.step_time,
                             baselines={k: m.step_time for k, m in report.baselines.items()}, extra=extra)
     save_json(doc, run_dir / "placement.json")
@@ -248,9 +248,13 @@ def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime 
         write_chrome_trace(run_dir / "trace.json", graph, cluster, schedule(graph, cluster, placement))
 
 
-def _warn_unaligned(unaligned: list[dict[str, str]]) -> None:
-    """Log that a pipeline's split falls inside a module, which ``torch.distributed.pipelining`` cannot take."""
-    log.warning("the pipeline's split at op %r falls inside module %r, which torch.distributed.pipelining cannot "
-                "split (placement.json's split_unaligned lists %d); place gplace.pipeline.stages.align_to_modules("
-                "graph) (graph.align_to_modules=true) to split only where modules begin", unaligned[0]["op"],
-                unaligned[0]["module"], len(unaligned))
+def _warn_unaligned(unaligned: list[dict[str, str]], backward_away: int) -> None:
+    """Log that a pipeline's split is not one ``torch.distributed.pipelining`` can run as simulated: a cut inside
+    a module, or backward ops away from their forward op."""
+    what = [f"its split at op {unaligned[0]['op']!r} falls inside module {unaligned[0]['module']!r} "
+            f"({len(unaligned)} such cuts, placement.json's split_unaligned)"] if unaligned else []
+    what += [f"{backward_away} backward ops are on another device than their forward op (torch runs a stage's "
+             "backward on its device)"] if backward_away else []
+    log.warning("torch.distributed.pipelining cannot run this pipeline as simulated: %s; place "
+                "gplace.pipeline.stages.align_to_modules(graph) (graph.align_to_modules=true) instead",
+                "; ".join(what))

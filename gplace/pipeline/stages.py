@@ -40,6 +40,9 @@ class SplitSpec:
     stage_devices: list[int]
     """The device of each stage, in stage order; a device holding several stages (a non-contiguous placement)
     appears once per stage."""
+    backward_away: int = 0
+    """Backward ops placed on another device than the forward op they differentiate: torch runs each stage's
+    backward on the stage's device, so a placement with any is not the one torch would run."""
 
 
 def pipeline_stages(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, list[str]]:
@@ -75,7 +78,8 @@ def split_spec(graph: OpGraph, placement: Placement) -> SplitSpec | None:
             spec[starts[0]] = "BEGINNING"
         else:
             unaligned.append({"op": graph.op_names[i], "module": path})
-    return SplitSpec(spec, unaligned, stage_devices)
+    away = sum(int(placement.devices[i] != placement.devices[f]) for i, f in enumerate(graph.grad_of) if f >= 0)
+    return SplitSpec(spec, unaligned, stage_devices, away)
 
 
 def align_to_modules(graph: OpGraph) -> OpGraph:
@@ -154,6 +158,7 @@ def placement_extras(graph: OpGraph, cluster: Cluster, placement: Placement) -> 
     spec = split_spec(graph, placement)
     if spec is not None:
         extras["split_spec"], extras["split_unaligned"] = spec.split_spec, spec.unaligned
+        extras["split_backward_away"] = spec.backward_away
         extras["stage_devices"] = [cluster.device_names[d] for d in spec.stage_devices]
     return extras
 

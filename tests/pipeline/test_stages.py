@@ -84,7 +84,12 @@ def test_an_aligned_graph_splits_only_where_a_module_begins():
 
 def test_aligning_keeps_backward_ops_with_their_forward_ops_and_needs_module_paths():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
-    aligned = align_to_modules(from_torch(model, (torch.randn(3, 4),), training=True))
+    graph = from_torch(model, (torch.randn(3, 4),), training=True)
+    split = Placement.for_graph(graph, [int(p == "backward") for p in graph.phase])  # backward ops on device 1
+    away = sum(f >= 0 for f in graph.grad_of)
+    assert split_spec(graph, split).backward_away == away > 0
+    assert placement_extras(graph, uniform_cluster(2), split)["split_backward_away"] == away
+    aligned = align_to_modules(graph)
     backward = [i for i, f in enumerate(aligned.grad_of) if f >= 0]
     assert backward and all(aligned.colocation[i] == aligned.colocation[aligned.grad_of[i]] for i in backward)
     assert {aligned.colocation[i] for i in backward} == {"module:0", "module:1", "module:2"}
