@@ -99,15 +99,15 @@ def _warm_start(cfg: DictConfig, graph, cluster):
     """The placement in ``cfg.warm_start`` (a placement.json), a placer's name (``heft``, ``ideal_dp``, ...: placed
     by :func:`gplace.place`), or ``None``."""
     from gplace.ir import load_json, placement_from_dict
-    from gplace.methods import PIPELINE_PLACERS, baselines
+    from gplace.methods import baselines, pipeline_placers
 
     path = cfg.get("warm_start")
     if path is None or Path(path).is_file():
         return None if path is None else placement_from_dict(load_json(path), graph, cluster)
-    if str(path) in PIPELINE_PLACERS or str(path) in baselines():
+    if str(path) in pipeline_placers() or str(path) in baselines():
         return str(path)
     raise ValueError(f"warm_start={path!r} is neither a placement.json nor a placer's name "
-                     f"({', '.join(sorted(baselines()))}, {', '.join(PIPELINE_PLACERS)})")
+                     f"({', '.join(sorted(baselines()))}, {', '.join(pipeline_placers())})")
 
 
 def _savable(node: DictConfig, **extra):

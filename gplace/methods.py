@@ -2,7 +2,7 @@
 
 - a **baseline** name (:data:`BASELINES`): ``"heft"``, ``"m_etf"``, ``"m_sct"``, ``"m_topo"``, ``"metis"``,
   ``"round_robin"``, ``"random"``, ``"single"``; placed once, no search;
-- a **pipeline placer** name (:data:`PIPELINE_PLACERS`): ``"gpipe"``, ``"pipedream"``, ``"ideal_dp"``, ``"ilp"``,
+- a **pipeline placer** name (:func:`pipeline_placers`): ``"gpipe"``, ``"pipedream"``, ``"ideal_dp"``, ``"ilp"``,
   ``"local_search"`` (:mod:`gplace.baselines.pipeline`), for a runtime that measures a pipelined mini-batch
   (e.g. :class:`~gplace.pipeline.PipelineSimulator`), whose micro-batch count (and schedule) they take;
 - ``"learned"`` (the default): a policy trained on this graph with REINFORCE (the paper's search), or another
@@ -40,10 +40,6 @@ LEARNED = {
 policy), ``"gdp"`` GDP's (GraphSAGE and a segment Transformer)."""
 
 
-PIPELINE_PLACERS = ("gpipe", "pipedream", "ideal_dp", "ilp", "local_search")
-"""Names of the pipeline placers of :mod:`gplace.baselines.pipeline` (their ``name`` attributes)."""
-
-
 def baselines() -> dict[str, type[Placer]]:
     """Baseline name -> placer class (imported on call)."""
     from gplace.baselines import HEFT, METF, METIS, MSCT, MTopo, RandomPlacer, RoundRobin, SingleDevice
@@ -68,6 +64,20 @@ def make_learner(name: str, num_devices: int) -> tuple[Any, Any]:
     return encoder, policy
 
 
+def pipeline_placers() -> dict[str, type[Placer]]:
+    """Pipeline placer name -> placer class (:mod:`gplace.baselines.pipeline`, imported on call)."""
+    from gplace.baselines.pipeline import (
+        GPipePartitioner,
+        IdealDPPartitioner,
+        PipeDreamPartitioner,
+        PipelineILPPlacer,
+        PipelineLocalSearch,
+    )
+
+    return {cls.name: cls for cls in (GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner, PipelineILPPlacer,
+                                      PipelineLocalSearch)}
+
+
 def make_baseline(name: str, seed: int = 0) -> Placer:
     """The baseline placer called ``name`` (seeded where it draws random numbers).
 
@@ -82,19 +92,16 @@ def make_baseline(name: str, seed: int = 0) -> Placer:
 
 
 def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) -> Placer:
-    """The pipeline placer called ``name`` (:data:`PIPELINE_PLACERS`), set up for the objective ``runtime``
+    """The pipeline placer called ``name`` (:func:`pipeline_placers`), set up for the objective ``runtime``
     measures: its ``microbatches`` (and ``schedule``, default ``"1f1b"``), looked up inside any wrappers (a cache,
     a pool). ``local_search`` spends ``budget`` (default: its own 10 s).
 
     Raises:
         ValueError: no such pipeline placer, or ``runtime`` does not measure a pipelined mini-batch.
     """
-    from gplace.baselines import pipeline
     from gplace.runtime.wrapper import innermost
 
-    classes = {cls.name: cls for cls in (pipeline.GPipePartitioner, pipeline.PipeDreamPartitioner,
-                                         pipeline.IdealDPPartitioner, pipeline.PipelineILPPlacer,
-                                         pipeline.PipelineLocalSearch)}
+    classes = pipeline_placers()
     if name not in classes:
         raise ValueError(f"unknown pipeline placer {name!r}; known: {sorted(classes)}")
     inner = innermost(runtime)
@@ -107,7 +114,7 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) 
     if name != "local_search":
         return classes[name](microbatches=microbatches)
     limits = {} if budget is None else {"time_limit": budget.seconds, "max_evaluations": budget.samples}
-    return pipeline.PipelineLocalSearch(microbatches, getattr(inner, "schedule", "1f1b"), **limits)
+    return classes[name](microbatches, getattr(inner, "schedule", "1f1b"), **limits)
 
 
 def make_placer(name: str, seed: int = 0, runtime: Any = None, budget: Budget | None = None) -> Placer:
@@ -116,7 +123,7 @@ def make_placer(name: str, seed: int = 0, runtime: Any = None, budget: Budget | 
     Raises:
         ValueError: no such placer, or a pipeline placer for a runtime that measures no micro-batches.
     """
-    return make_pipeline_placer(name, runtime, budget) if name in PIPELINE_PLACERS else make_baseline(name, seed)
+    return make_pipeline_placer(name, runtime, budget) if name in pipeline_placers() else make_baseline(name, seed)
 
 
 def pretrained_path() -> Path:
@@ -142,11 +149,11 @@ def policy_file(method: str | Path) -> Path | None:
 
 def check_method(method: str | Path) -> None:
     """Raise ``ValueError`` naming the accepted methods unless ``method`` is one of them."""
-    if isinstance(method, str) and (method in LEARNED or method in baselines() or method in PIPELINE_PLACERS):
+    if isinstance(method, str) and (method in LEARNED or method in baselines() or method in pipeline_placers()):
         return
     if policy_file(method) is None:
         raise ValueError(f"unknown method {str(method)!r}; give a baseline {sorted(baselines())}, a pipeline "
-                         f"placer {sorted(PIPELINE_PLACERS)}, a learned method {sorted(LEARNED)}, 'pretrained', or "
+                         f"placer {sorted(pipeline_placers())}, a learned method {sorted(LEARNED)}, 'pretrained', or "
                          "the path of a policy file")
 
 
