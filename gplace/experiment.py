@@ -112,7 +112,8 @@ def place(
     budget = None if budget is None else Budget.parse(budget)
     if isinstance(warm_start, str):
         warm_start = make_placer(warm_start, seed or 0, runtime).place(graph, cluster)
-    placer = None if method in LEARNED or policy_file(method) else make_placer(str(method), seed or 0, runtime, budget)
+    path = None if method in LEARNED else policy_file(method)
+    placer = None if method in LEARNED or path else make_placer(str(method), seed or 0, runtime, budget)
     baselines = single_device_baselines(graph, cluster, runtime)
     if method in LEARNED:
         if method != "learned" and encoder is None and policy is None:
@@ -122,7 +123,7 @@ def place(
         result = _no_worse_than(result, warm_start, graph, cluster, runtime)
         result = _no_worse_than_one_device(result, baselines, graph, cluster)
     else:
-        result = _place_once(graph, cluster, method, placer, runtime, budget, seed or 0)
+        result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
     report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result)
     if run_dir is not None:
         write_report(report, run_dir, runtime)
@@ -188,9 +189,9 @@ def _budgeted(trainer: Trainer | None, budget: Budget | None, seed: int | None) 
     return dataclasses.replace(trainer, **changes) if changes else trainer
 
 
-def _place_once(graph: OpGraph, cluster: Cluster, method: str | Path, placer: Placer | None, runtime: Runtime,
+def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: Path | None, runtime: Runtime,
                 budget: Budget | None, seed: int) -> TrainResult:
-    """``placer``'s placement, or else the policy file ``method``'s zero-shot one (fastest of greedy and sampled),
+    """``placer``'s placement, or else the policy file ``path``'s zero-shot one (fastest of greedy and sampled),
     measured."""
     from gplace.pretrained import load_policy, place_zero_shot
 
@@ -200,7 +201,7 @@ def _place_once(graph: OpGraph, cluster: Cluster, method: str | Path, placer: Pl
         placement = placer.place(graph, cluster)
     else:
         samples = 16 if budget is None or budget.samples is None else budget.samples
-        encoder, policy, meta = load_policy(policy_file(method))
+        encoder, policy, meta = load_policy(path)
         placement = place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
                                     max_groups=int(meta.get("max_groups", 256)), seed=seed)
     measurement = runtime.measure(graph, cluster, placement)
