@@ -153,31 +153,33 @@ def _validate(encoder, policy, cluster, sim, settings, rates: list[float], tempe
 def _validate_ppo(encoder, policy, cluster, sim, settings, rates: list[float], epochs: int) -> None:
     """On the validation graphs, fine-tuning with REINFORCE (the benchmark's) and with PPO (``epochs`` passes per
     batch, the same samples and lr), counted against the REINFORCE from-scratch search; and PPO fine-tuning
-    against a PPO from-scratch search."""
-    for lr in rates:
-        def ppo(seed: int, lr: float = lr) -> PPOTrainer:
-            return PPOTrainer(updates=settings.scratch_updates, samples_per_update=bench.K, lr=lr, epochs=epochs,
-                              entropy_coef=settings.entropy_coef, checkpoint_every=10**9, seed=seed)
+    against a PPO from-scratch search (with the same lr)."""
+    def ppo(seed: int, lr: float) -> PPOTrainer:
+        return PPOTrainer(updates=settings.scratch_updates, samples_per_update=bench.K, lr=lr, epochs=epochs,
+                          entropy_coef=settings.entropy_coef, checkpoint_every=10**9, seed=seed)
 
-        counts = {"reinforce": 0, "ppo": 0, "ppo against ppo": 0}
-        for i, graph in enumerate(_validation_graphs()):
-            greedy = bench._step_time(sim, graph, cluster)(place_zero_shot(encoder, policy, graph, cluster))
-            scratch = {"reinforce": bench._scratch("superposition", graph, cluster, sim, settings, i),
-                       "ppo": ppo(i).fit(PolicyPlacer(graph, cluster, *bench._modules(
+    counts = {lr: {"reinforce": 0, "ppo": 0, "ppo against ppo": 0} for lr in rates}
+    for i, graph in enumerate(_validation_graphs()):
+        greedy = bench._step_time(sim, graph, cluster)(place_zero_shot(encoder, policy, graph, cluster))
+        reinforce_scratch = bench._scratch("superposition", graph, cluster, sim, settings, i)  # lr of its own
+        for lr in rates:
+            scratch = {"reinforce": reinforce_scratch,
+                       "ppo": ppo(i, lr).fit(PolicyPlacer(graph, cluster, *bench._modules(
                            "superposition", cluster.num_devices, seed=100 + i)), sim, graph, cluster)}
             tuned = {"reinforce": finetune(encoder, policy, graph, cluster, sim,
                                            trainer=bench._search(settings, lr, i)),
-                     "ppo": finetune(encoder, policy, graph, cluster, sim, trainer=ppo(i))}
+                     "ppo": finetune(encoder, policy, graph, cluster, sim, trainer=ppo(i, lr))}
             line = []
             for name, (against, tune) in {"reinforce": ("reinforce", "reinforce"), "ppo": ("reinforce", "ppo"),
                                           "ppo against ppo": ("ppo", "ppo")}.items():
                 target = scratch[against].best_step_time
                 needed = bench._samples_to_reach(scratch[against], target)
                 took = bench._finetune_samples_to_reach(tuned[tune], target, greedy)
-                counts[name] += bool(took and needed / took >= 10)
+                counts[lr][name] += bool(took and needed / took >= 10)
                 line.append(f"{name}: {took} against {needed}")
             print(f"{graph.name} (lr {lr}): " + "; ".join(line), flush=True)
-        print(f"lr {lr}, PPO {epochs} epochs: >= 10x fewer samples on 8 validation graphs: {counts}")
+    for lr, count in counts.items():
+        print(f"lr {lr}, PPO {epochs} epochs: >= 10x fewer samples on 8 validation graphs: {count}")
 
 
 def _pretrained(args, seed: int, settings, cluster, train, sim, starts=None):
