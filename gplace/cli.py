@@ -39,8 +39,8 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
     from gplace.pretrained import save_policy
 
     logger.log_config(OmegaConf.to_container(cfg, resolve=True))
-    encoder = _savable(cfg.encoder)
-    policy = _savable(cfg.policy, num_devices=cluster.num_devices)
+    encoder = _savable(cfg.encoder).to(cfg.device)
+    policy = _savable(cfg.policy, num_devices=cluster.num_devices).to(cfg.device)
     runtime = _objective_runtime(cfg)
     report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
                    trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir, logger=logger,

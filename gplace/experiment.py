@@ -75,7 +75,8 @@ def place(
         budget: seconds (``30``, ``"30s"``) or samples (``"500 samples"``) the search may use; for a policy file,
             samples to draw beside the greedy placement (default: the trainer's own settings; 16 samples).
         seed: seeds the policy's initial weights, the search and random baselines (default: the trainer's).
-        encoder: group encoder (default: :class:`~gplace.encoders.LSTMEncoder`).
+        encoder: group encoder (default: :class:`~gplace.encoders.LSTMEncoder`). The networks run where it is:
+            ``encoder=LSTMEncoder().to("cuda")`` trains on a GPU (a policy module must be on the same device).
         policy: a policy module, or a factory called with ``num_devices`` (default: the seq2seq policy).
         runtime: measures placements (default: :class:`~gplace.runtime.Simulator`).
         trainer: the search, any :class:`~gplace.interfaces.Trainer` (default:
@@ -135,13 +136,13 @@ def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module | None, po
            warm_start: Placement | None, split_groups: bool) -> TrainResult:
     """Train a policy on ``graph`` (the paper's search); its best placement."""
     from gplace.encoders import LSTMEncoder
-    from gplace.placer import PolicyPlacer
+    from gplace.placer import PolicyPlacer, module_device
     from gplace.policies import Seq2SeqPolicy
 
     encoder = encoder or LSTMEncoder()
     policy = policy or Seq2SeqPolicy
     if not isinstance(policy, torch.nn.Module):
-        policy = policy(num_devices=cluster.num_devices)
+        policy = policy(num_devices=cluster.num_devices).to(module_device(encoder=encoder))
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
                           express=warm_start if split_groups else None)
     log.info("placing %s (%d ops, %d groups) on %s", graph.name, graph.num_ops, placer.num_groups, cluster.name)

@@ -30,7 +30,7 @@ from gplace.features import NUMERIC_FEATURES, POSITION_FEATURES, featurize
 from gplace.grouping import identity_grouping, make_grouping
 from gplace.interfaces import capabilities_of
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
-from gplace.placer import PlacerSample, PolicyPlacer, greedy_placement
+from gplace.placer import PlacerSample, PolicyPlacer, greedy_placement, module_device
 from gplace.policies.base import gumbel_argmax, masked_log_softmax, score
 
 
@@ -198,6 +198,7 @@ class HierarchicalPlacer(nn.Module):
         self.register_buffer("unit_first", torch.from_numpy(unit_first), persistent=False)
         self.register_buffer("slots", torch.from_numpy(group_slots(unit_allowed, grouper.num_groups)),
                              persistent=False)
+        self.to(module_device(grouper=grouper, encoder=encoder, policy=policy))  # op features go where the networks are
 
     @property
     def num_groups(self) -> int:
@@ -233,10 +234,8 @@ class HierarchicalPlacer(nn.Module):
             op_group (N,) int group slot per op; unused slots are dropped.
         """
         grouping = make_grouping(self.graph, np.unique(op_group, return_inverse=True)[1])
-        placer = PolicyPlacer(self.graph, self.cluster, self.encoder, self.policy, grouping=grouping,
-                              device_features=self._device_features)
-        device = self.unit_first.device
-        return placer if device.type == "cpu" else placer.to(device)
+        return PolicyPlacer(self.graph, self.cluster, self.encoder, self.policy, grouping=grouping,
+                            device_features=self._device_features)
 
     def sample(self, num_samples: int, generator: torch.Generator | None = None) -> PlacerSample:
         """Sample ``num_samples`` groupings, and one placement of each.

@@ -87,6 +87,7 @@ class PolicyPlacer(nn.Module):
         pos = np.empty(features.num_groups, dtype=np.int64)
         pos[features.order] = np.arange(features.num_groups)
         self._op_pos = pos[self.grouping.op_group]  # (N,) feature position of each op's group
+        self.to(module_device(encoder=encoder, policy=policy))  # features and mask go where the networks are
 
     @property
     def num_groups(self) -> int:
@@ -181,6 +182,22 @@ def greedy_placement(placer: nn.Module, graph: OpGraph, cluster: Cluster) -> Pla
     placement = placer.greedy()
     placement.validate(graph, cluster)
     return placement
+
+
+def module_device(**modules: nn.Module) -> torch.device:
+    """The one device the parameters and buffers of ``modules`` are on (the CPU for modules without any).
+
+    Raises:
+        ValueError: they are on different devices (naming each module's).
+    """
+    where = {name: {t.device for t in (*m.parameters(), *m.buffers())} if isinstance(m, nn.Module) else set()
+             for name, m in modules.items()}
+    devices = set().union(*where.values())
+    if len(devices) > 1:
+        listed = ", ".join(f"{name} on {', '.join(sorted(map(str, d)))}" for name, d in where.items() if d)
+        raise ValueError(f"the networks of one placer must be on one device: {listed}; move them together, "
+                         "e.g. encoder.to(device) and policy.to(device)")
+    return devices.pop() if devices else torch.device("cpu")
 
 
 def _default_grouping(graph: OpGraph, cluster: Cluster, capabilities: PolicyCapabilities, max_groups: int

@@ -74,12 +74,21 @@ def masked_log_softmax(logits: torch.Tensor, allowed: torch.Tensor, temperature:
 def gumbel_argmax(log_p: torch.Tensor, num_samples: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """``num_samples`` independent draws per row of ``exp(log_p)`` (Gumbel-max; ``-inf`` is never drawn).
 
+    The uniform noise is drawn on ``generator``'s device (a CPU generator for a policy on a GPU, say) and then
+    moved to ``log_p``'s, so one generator gives the same draws wherever the policy runs.
+
     Shapes:
         log_p (G, D); returns (K, G) int64.
     """
     shape = (num_samples, *log_p.shape)
-    u = torch.rand(shape, generator=generator, device=log_p.device, dtype=log_p.dtype)
+    u = torch.rand(shape, generator=generator, device=_noise_device(generator, log_p), dtype=log_p.dtype)
+    u = u.to(log_p.device)
     return (log_p.detach() - torch.log(-torch.log(u.clamp_min(1e-20)))).argmax(-1)
+
+
+def _noise_device(generator: torch.Generator | None, like: torch.Tensor) -> torch.device:
+    """Where to draw noise for ``like``: on the generator's device when one is given."""
+    return like.device if generator is None else generator.device
 
 
 def score(log_p: torch.Tensor, devices: torch.Tensor, allowed: torch.Tensor) -> PolicyOutput:

@@ -113,7 +113,7 @@ class PPOTrainer(PPOSettings):
 
                 # baseline and advantages, fixed for all epochs; failures stay out of the EMA
                 b = self._baseline_value(run.baseline(fallback=rollout.batch_mean()), rollout)
-                advantage = self._advantage(rollout, b).to(old_log_prob.dtype)
+                advantage = self._advantage(rollout, b).to(old_log_prob)  # the policy's dtype and device
 
                 # update: `epochs` steps of the clipped surrogate on the same K placements (and, with
                 # self-imitation, maximum likelihood on the best placement so far, scored in the same pass)

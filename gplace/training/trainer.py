@@ -54,7 +54,7 @@ class ReinforceTrainer(SearchSettings):
                 run.observe(rollout)
 
                 # baseline: EMA of successful rewards (failures stay out of it), or the risk-seeking quantile
-                reward = rollout.reward.to(log_prob.dtype)
+                reward = rollout.reward.to(log_prob)  # the policy's dtype and device
                 b = run.baseline(fallback=rollout.batch_mean())
                 if self.risk_seeking is not None:
                     b = risk_seeking_baseline(reward, self.risk_seeking)

@@ -174,6 +174,25 @@ def test_settings_are_checked() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_one_gpu_stage_over_nccl_gives_the_unsplit_gradients(schedule) -> None:
+    """The whole model as one stage on one CUDA device, NCCL with one rank: the GPU path of the multi-GPU tests
+    (each process sets its device, the stage and micro-batches live there, gradients come back) on one GPU."""
+    model, x, y, graph, _, _ = _problem({})
+    gpu = Cluster.build([Device("/GPU:0", "gpu")], default_bandwidth=1e10)
+    on_gpu = Placement.for_graph(graph, np.zeros(graph.num_ops, dtype=np.int64))
+    runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, schedule=schedule, backend="nccl",
+                                   steps=2, warmup=1)
+    run = runtime.run(graph, gpu, on_gpu)
+    assert run.processes == 1 and len(run.times) == 2
+    F.mse_loss(model(x), y).backward()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(torch.from_numpy(run.grads[name]), p.grad, rtol=1e-4, atol=1e-5)
+    assert runtime.measure(graph, gpu, on_gpu).ok
+
+
+@pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_two_gpu_stages_over_nccl_give_the_unsplit_gradients() -> None:
     """The same check with one CUDA device per stage and NCCL (never run: no GPU has been lent)."""
