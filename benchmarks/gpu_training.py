@@ -12,7 +12,9 @@ step (``gplace.zoo.unrolled_gnmt``, 20 + 20 steps, at most 2,048 groups: GDP's s
 whose additive attention keeps a (K, G, H) tensor per decoded group for the backward pass: over 24 GiB here), once
 with the networks on the CPU and once on the GPU (``encoder.to("cuda")``, ``policy.to("cuda")``), from the same
 initial weights and seed. Reports the median seconds per update after the first (which pays for cuDNN and kernel
-set-up), the ratio, and each run's best step time. Without CUDA it runs the CPU column only (to check the script).
+set-up), the ratio, and each run's best step time. The CPU runs use ``--threads`` torch threads (default 1, the
+CLI's ``threads``: small networks on many threads spin against each other, ``benchmarks/parallel.md``). Without CUDA
+it runs the CPU column only (to check the script).
 """
 
 from __future__ import annotations
@@ -71,8 +73,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=8)
     parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     cluster = paper_cluster(4)
     cases = [(lstm_lm(), 256, list(PAIRS)),
              (unrolled_gnmt(layers=4, src_len=20, tgt_len=20), 2048, [p for p in PAIRS if "seq2seq" not in p])]

@@ -169,8 +169,8 @@ class ListSchedulingPolicy(Configurable, nn.Module):
         self._check(states, allowed, device_features, schedule)
         base = self.node(states).unsqueeze(1) + self.device(relative_device_features(device_features.to(states.dtype)))
         if given is None:
-            def pick(x: torch.Tensor, g: int) -> torch.Tensor:
-                return choose(self._logits(base[g].detach().cpu(), x, allowed[g].cpu()), g)
+            def pick(x: torch.Tensor, g: int) -> torch.Tensor:  # the schedule rolls on the CPU, the networks anywhere
+                return choose(self._logits(base[g].detach(), x, allowed[g]).cpu(), g)
         else:
             def pick(x: torch.Tensor, g: int) -> torch.Tensor:
                 return given[:, g]
@@ -188,6 +188,7 @@ class ListSchedulingPolicy(Configurable, nn.Module):
     def _logits(self, base: torch.Tensor, features: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         """Masked, tempered logits. Shapes: base (..., D, H), features (K, ..., D, DYNAMIC_FEATURES),
         allowed (..., D); returns (K, ..., D)."""
+        features = features.to(base.device)
         learned = self.residual(base + self.dynamic(features.to(base.dtype))).squeeze(-1)
         if self.residual_bound is not None:
             learned = self.residual_bound * torch.tanh(learned / self.residual_bound)
