@@ -38,8 +38,9 @@ Processes
     caller made one first. A stage that fails there is a failed measurement on every rank; one that dies or
     hangs ends the run at the process group's timeout, as ``torchrun`` decides.
 GPUs
-    Written from the PyTorch documentation and never run here: with stage devices of kind ``cuda`` the backend
-    should be ``nccl`` and each process sets its own device.
+    With stage devices of kind ``cuda`` the backend should be ``nccl``; each process sets its own device. Ran on
+    one GPU (one stage, one rank, H200); stages on several GPUs were written from the PyTorch documentation and
+    have never run.
 """
 
 from __future__ import annotations
