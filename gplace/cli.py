@@ -36,11 +36,13 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
 
 def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
     from gplace.experiment import place
+    from gplace.placer import network_device
     from gplace.pretrained import save_policy
 
     logger.log_config(OmegaConf.to_container(cfg, resolve=True))
-    encoder = _savable(cfg.encoder).to(cfg.device)
-    policy = _savable(cfg.policy, num_devices=cluster.num_devices).to(cfg.device)
+    device = network_device(cfg.device)
+    encoder = _savable(cfg.encoder).to(device)
+    policy = _savable(cfg.policy, num_devices=cluster.num_devices).to(device)
     runtime = _objective_runtime(cfg)
     report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
                    trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir, logger=logger,

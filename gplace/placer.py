@@ -200,6 +200,23 @@ def module_device(**modules: nn.Module) -> torch.device:
     return devices.pop() if devices else torch.device("cpu")
 
 
+def network_device(name: str | torch.device) -> torch.device:
+    """The torch device called ``name`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``) for a placer's networks, checked.
+
+    Raises:
+        ValueError: not a device name, or a CUDA device this machine does not have.
+    """
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device={name!r} is not a torch device name (cpu, cuda, cuda:N): {err}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={name!r}: this machine has no CUDA device (torch.cuda.is_available() is False)")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"device={name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return device
+
+
 def _default_grouping(graph: OpGraph, cluster: Cluster, capabilities: PolicyCapabilities, max_groups: int
                       ) -> Grouping:
     merge = capabilities.merge_consumers

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 FAST = ["logger=none", "trainer.updates=2", "trainer.samples_per_update=2", "trainer.progress=false",
         "graph.steps=2", "graph.hidden=64", "graph.vocab=100", "encoder.hidden_size=16", "policy.hidden_size=16",
@@ -61,3 +62,14 @@ def test_a_missing_graph_file_is_reported(tmp_path, override, message):
     proc = _gplace("logger=none", "graph=file", *override, f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("device, message", [
+    ("gpu0", "gplace: error: ValueError: device='gpu0' is not a torch device name (cpu, cuda, cuda:N)"),
+    pytest.param("cuda", "gplace: error: ValueError: device='cuda': this machine has no CUDA device",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")),
+])
+def test_a_device_for_the_networks_that_is_not_there_is_reported(tmp_path, device, message):
+    proc = _gplace(*FAST, f"device={device}", f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -119,3 +119,14 @@ def test_the_default_grouping_keeps_uncuttable_edges_inside_groups():
     for bandwidth, groups in ((1e6, [0, 0, 1, 2]), (1e7, [0, 1, 2, 3])):
         placer = PolicyPlacer(graph, uniform_cluster(2, bandwidth=bandwidth), encoder, ListSchedulingPolicy(8))
         assert placer.grouping.op_group.tolist() == groups, bandwidth
+
+
+def test_the_placer_puts_its_features_where_its_networks_are() -> None:
+    """Built from networks on another device (``meta`` stands for a GPU here), the features, mask and device
+    features go there too; networks split over two devices are refused, naming each."""
+    cluster = cpu_gpu_cluster(2)
+    encoder = LSTMEncoder(hidden_size=16, type_embedding=8).to("meta")
+    placer = PolicyPlacer(_graph(), cluster, encoder, Seq2SeqPolicy(3, hidden_size=16, attention_size=8).to("meta"))
+    assert {t.device.type for t in placer.buffers()} == {"meta"} and placer.allowed.is_meta
+    with pytest.raises(ValueError, match=r"one device: encoder on meta, policy on cpu; move them together"):
+        PolicyPlacer(_graph(), cluster, encoder, Seq2SeqPolicy(3, hidden_size=16, attention_size=8))
