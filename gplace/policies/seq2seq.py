@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from gplace.configurable import Configurable
 from gplace.interfaces import PolicyCapabilities
 from gplace.policies.base import PolicyOutput, check_devices, check_inputs, gumbel_argmax, masked_log_softmax, score
 
 _Choose = Callable[[int, torch.Tensor], torch.Tensor]
+
+RECOMPUTE_ABOVE_BYTES = 2 * 2**30
+"""Attention activations (summed over the decoding steps) above which they are recomputed in the backward pass."""
 
 
 class Seq2SeqPolicy(Configurable, nn.Module):
@@ -21,6 +26,11 @@ class Seq2SeqPolicy(Configurable, nn.Module):
     next to the attention context computed from the previous decoder state; the logits come from the new
     decoder state and that context. Logits are divided by :attr:`temperature` and devices a group may not use
     (``allowed`` false) get probability zero.
+
+    Memory: each decoding step's attention keeps a (K, G, A) tensor for the backward pass, K x G^2 x A floats in
+    all (about 34 GB for 16 samples of 2,048 groups). Where that would pass :data:`RECOMPUTE_ABOVE_BYTES`, the
+    attention is recomputed in the backward pass instead (``torch.utils.checkpoint``: the same gradients, one
+    more attention pass per step), so large graphs train in K x G x A.
 
     Args:
         num_devices: number of devices D.
@@ -106,8 +116,12 @@ class Seq2SeqPolicy(Configurable, nn.Module):
         c = torch.zeros_like(h)
         prev = torch.full((k,), self.num_devices, dtype=torch.int64, device=states.device)
         log_ps, chosen = [], []
+        attend = self._attend
+        kept = k * states.shape[0] ** 2 * keys.shape[1] * keys.element_size()  # every step's (K, G, A) tensor
+        if torch.is_grad_enabled() and kept > RECOMPUTE_ABOVE_BYTES:
+            attend = functools.partial(checkpoint, self._attend, use_reentrant=False)
         for t in range(states.shape[0]):
-            context = self._attend(keys, states, h)
+            context = attend(keys, states, h)
             h, c = self.cell(torch.cat([self.device_embedding(prev), context], -1), (h, c))
             log_p = masked_log_softmax(self.out(torch.cat([h, context], -1)), allowed[t], self.temperature)
             prev = choose(t, log_p)

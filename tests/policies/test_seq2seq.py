@@ -125,3 +125,37 @@ def test_invalid_inputs_raise(policy):
         policy.evaluate(states, allowed, torch.zeros(1, 4, dtype=torch.int64))
     with pytest.raises(ValueError, match="states"):
         policy.greedy(states[:, :3], allowed)
+
+
+def _saved_bytes(run) -> tuple[int, object]:
+    """Bytes of the distinct tensors autograd keeps for the backward pass while ``run()`` builds the graph, and
+    what ``run()`` returned."""
+    storages = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = run()
+    return sum(storages.values()), out
+
+
+def test_large_attention_is_recomputed_with_the_same_gradients(policy, monkeypatch):
+    """Past RECOMPUTE_ABOVE_BYTES the (K, G, A) attention of every step is recomputed in the backward pass: the
+    same log-probabilities and gradients, a fraction of the kept activations."""
+    import gplace.policies.seq2seq as seq2seq
+
+    states, allowed = _inputs(40)
+    devices = policy.sample(states, allowed, 8, generator=torch.Generator().manual_seed(1)).devices
+    results = []
+    for threshold in (float("inf"), 0):
+        monkeypatch.setattr(seq2seq, "RECOMPUTE_ABOVE_BYTES", threshold)
+        policy.zero_grad()
+        kept, (log_prob, _) = _saved_bytes(lambda: policy.evaluate(states, allowed, devices))
+        log_prob.sum().backward()
+        results.append((kept, log_prob.detach(), [p.grad.clone() for p in policy.parameters()]))
+    (kept_plain, lp_plain, grads_plain), (kept_recomputed, lp_recomputed, grads_recomputed) = results
+    assert torch.equal(lp_plain, lp_recomputed)
+    assert all(torch.equal(a, b) for a, b in zip(grads_plain, grads_recomputed, strict=True))
+    assert kept_recomputed < kept_plain / 2
