@@ -9,7 +9,7 @@ network, the list-scheduling policy), runs ``--updates`` updates of :class:`~gpl
 (``--samples`` placements each, measured by ``sim-v1``) on the paper's 4-GPU cluster for two graphs: the built-in
 LSTM language model (``gplace.zoo.lstm_lm``, 274 ops, at most 256 groups) and an unrolled 4-layer GNMT training
 step (``gplace.zoo.unrolled_gnmt``, 20 + 20 steps, at most 2,048 groups: GDP's scale; without the seq2seq policy,
-whose additive attention keeps a (K, G, H) tensor per decoded group for the backward pass: over 24 GiB on the CPU), once
+whose decoding is sequential over the groups with an attention over all of them at each step), once
 with the networks on the CPU and once on the GPU (``encoder.to("cuda")``, ``policy.to("cuda")``), from the same
 initial weights and seed. Reports the median seconds per update after the first (which pays for cuDNN and kernel
 set-up), the ratio, and each run's best step time. The CPU runs use ``--threads`` torch threads (default 1, the
