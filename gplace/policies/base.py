@@ -81,14 +81,9 @@ def gumbel_argmax(log_p: torch.Tensor, num_samples: int, generator: torch.Genera
         log_p (G, D); returns (K, G) int64.
     """
     shape = (num_samples, *log_p.shape)
-    u = torch.rand(shape, generator=generator, device=_noise_device(generator, log_p), dtype=log_p.dtype)
-    u = u.to(log_p.device)
+    noise_device = log_p.device if generator is None else generator.device
+    u = torch.rand(shape, generator=generator, device=noise_device, dtype=log_p.dtype).to(log_p.device)
     return (log_p.detach() - torch.log(-torch.log(u.clamp_min(1e-20)))).argmax(-1)
-
-
-def _noise_device(generator: torch.Generator | None, like: torch.Tensor) -> torch.device:
-    """Where to draw noise for ``like``: on the generator's device when one is given."""
-    return like.device if generator is None else generator.device
 
 
 def score(log_p: torch.Tensor, devices: torch.Tensor, allowed: torch.Tensor) -> PolicyOutput:

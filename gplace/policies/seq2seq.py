@@ -117,10 +117,7 @@ class Seq2SeqPolicy(Configurable, nn.Module):
         c = torch.zeros_like(h)
         prev = torch.full((k,), self.num_devices, dtype=torch.int64, device=states.device)
         log_ps, chosen = [], []
-        attend = self._attend
-        kept = k * states.shape[0] ** 2 * keys.shape[1] * keys.element_size()  # every step's (K, G, A) tensor
-        if torch.is_grad_enabled() and kept > RECOMPUTE_ABOVE_BYTES:
-            attend = functools.partial(checkpoint, self._attend, use_reentrant=False)
+        attend = self._attention(k, keys)
         for t in range(states.shape[0]):
             context = attend(keys, states, h)
             h, c = self.cell(torch.cat([self.device_embedding(prev), context], -1), (h, c))
@@ -132,6 +129,14 @@ class Seq2SeqPolicy(Configurable, nn.Module):
             empty = states.new_zeros(k)
             return PolicyOutput(torch.zeros(k, 0, dtype=torch.int64, device=states.device), empty, empty)
         return score(torch.stack(log_ps, 1), torch.stack(chosen, 1), allowed)
+
+    def _attention(self, k: int, keys: torch.Tensor) -> Callable[..., torch.Tensor]:
+        """:meth:`_attend`, recomputed in the backward pass where keeping every step's (K, G, A) tensor for it
+        would pass :data:`RECOMPUTE_ABOVE_BYTES`. Shapes: keys (G, A)."""
+        kept = k * keys.shape[0] ** 2 * keys.shape[1] * keys.element_size()
+        if torch.is_grad_enabled() and kept > RECOMPUTE_ABOVE_BYTES:
+            return functools.partial(checkpoint, self._attend, use_reentrant=False)
+        return self._attend
 
     def _attend(self, keys: torch.Tensor, states: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """Attention context ``sum_i softmax(v . tanh(W s_i + U h)) s_i``. Shapes: keys (G, A), h (K, H) -> (K, S)."""
