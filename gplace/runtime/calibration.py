@@ -76,7 +76,8 @@ __all__ = [
 ]
 
 GPU_WARMUP_SECONDS = 1.0
-"""Seconds of back-to-back plain steps before a GPU's timed steps (see Warm-up in the module docstring)."""
+"""Seconds of back-to-back plain steps before a GPU's timed steps (see Warm-up in the module docstring); also
+before the first timed steps of a :class:`~gplace.runtime.torch_runtime.TorchRuntime` on a GPU."""
 
 COPY_SIZES = (2**10, 2**14, 2**17, 2**20, 2**22, 2**24)
 """Bytes of the tensors :func:`calibrate` copies to fit a link (1 kB to 16 MB)."""

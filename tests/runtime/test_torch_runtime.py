@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -372,3 +373,24 @@ def test_the_split_program_for_compilers_runs_such_a_view_too() -> None:
     g = from_torch(ViewAfterLayout(), (x,))
     cpu = Cluster.build([Device("/CPU:0", "cpu")])
     torch.testing.assert_close(split_program(g, cpu, Placement.single(g, 0))(x), x.reshape(-1) * 2)
+
+
+def test_the_first_measurement_on_a_gpu_runs_warm_up_steps_once(monkeypatch):
+    """Before a runtime's first timed steps on a GPU, steps run back to back for GPU_WARMUP_SECONDS; later
+    measurements take the usual warm-up only. A CPU stands in for the GPU here (``_cold_gpus`` is told so)."""
+    from gplace.runtime import torch_runtime
+
+    model = _mlp()
+    g = from_torch(model, (torch.randn(2, 8),))
+    rt = TorchRuntime(steps=2, warmup=1, device_map=CPU_MAP)
+    steps, real = [], torch_runtime.execute_step
+    monkeypatch.setattr(torch_runtime, "execute_step", lambda *a, **k: steps.append(1) or real(*a, **k))
+    monkeypatch.setattr(torch_runtime, "GPU_WARMUP_SECONDS", 0.2)
+    monkeypatch.setattr(rt, "_cold_gpus", lambda plan: {torch.device("cpu")} - rt._warm_gpus)
+    start = time.perf_counter()
+    assert rt.measure(g, _cpus(), _halves(g)).ok
+    assert time.perf_counter() - start >= 0.2 and len(steps) > 3
+    steps.clear()
+    assert rt.measure(g, _cpus(), _halves(g)).ok and len(steps) == 3  # warm now: 1 warm-up + 2 timed steps
+    cpu_only = TorchRuntime(device_map=CPU_MAP)
+    assert cpu_only._cold_gpus(cpu_only.plan(g, _cpus(), _halves(g), None)) == set()  # no GPU, no warm-up
