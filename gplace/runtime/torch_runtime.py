@@ -41,7 +41,7 @@ Step time
     of each; ``spread = (max - min) / median``. The first measurement of a runtime that uses a GPU first runs
     steps back to back for :data:`~gplace.runtime.calibration.GPU_WARMUP_SECONDS`: a GPU that idled runs at low
     clocks (on an H200 the first measurement of a process, after two warm-up steps only, took 12.3 ms where the
-    next four took 6.7-7.1 ms).
+    next four took 6.7-7.1 ms; with it, 9.67 and 7.05 ms in two processes against 9.64-10.50 and 6.17-10.67).
 Peak memory
     When every device in use is a CUDA device of its own: per device, the bytes of the values placed there
     (parameters, inputs) plus the most a timed step allocated above what the device held after the warm-up
