@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import torch
-from report_notes import write_report
+from report_notes import emit_report
 
 from gplace.encoders import GNNEncoder, LSTMEncoder
 from gplace.loggers import Logger
@@ -95,10 +95,7 @@ def main() -> None:
             lines.append(f"| {graph.name} ({graph.num_ops}, {groups}) | {pair} | {cpu_s:.3f} | {gpu_s:.3f} | "
                          f"{cpu_s / gpu_s:.2f} | {cpu_best * 1e3:.2f} | {gpu_best * 1e3:.2f} |")
             print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    if args.out is not None:
-        write_report(args.out, text)
-    print(text)
+    emit_report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -17,3 +17,11 @@ def write_report(path: Path | str, text: str) -> None:
     old = path.read_text() if path.exists() else ""
     notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else ""
     path.write_text(text + ("\n" + notes if notes else ""))
+
+
+def emit_report(lines: list[str], out: Path | str | None) -> None:
+    """Print the report made of ``lines`` and, with ``out``, write it there (keeping that file's notes)."""
+    text = "\n".join(lines) + "\n"
+    if out is not None:
+        write_report(out, text)
+    print(text)

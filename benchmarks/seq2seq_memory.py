@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import torch
-from report_notes import write_report
+from report_notes import emit_report
 
 import gplace.policies.seq2seq as seq2seq
 from gplace.policies import Seq2SeqPolicy
@@ -72,10 +72,7 @@ def main() -> None:
             kept, peak, seconds = one_pass(groups, threshold, args.device)
             lines.append(f"| {groups} | {label} | {kept:.2f} | {peak:.2f} | {seconds:.2f} |")
             print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    if args.out is not None:
-        write_report(args.out, text)
-    print(text)
+    emit_report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -4,41 +4,23 @@ from __future__ import annotations
 
 import pytest
 import torch
+from small_networks import ENCODERS, POLICIES
 from torch import nn
 
 from gplace.baselines import HEFT, METF, METIS, MSCT, MTopo, RandomPlacer, RoundRobin, SingleDevice
 from gplace.conformance import check_encoder, check_placer, check_policy, check_trainer
-from gplace.encoders import GNNEncoder, LSTMEncoder
+from gplace.encoders import LSTMEncoder
 from gplace.interfaces import Placer, PolicyCapabilities, capabilities_of
-from gplace.policies import (
-    DeviceAwarePolicy,
-    GDPPolicy,
-    ListSchedulingPolicy,
-    MLPPolicy,
-    Seq2SeqPolicy,
-    SuperpositionPolicy,
-)
+from gplace.policies import MLPPolicy
 from gplace.testing import cpu_gpu_cluster, random_dag
 from gplace.training import PPOTrainer, ReinforceTrainer
 
 GRAPH, CLUSTER = random_dag(24, seed=3), cpu_gpu_cluster(num_gpus=2)
 
 
-@pytest.mark.parametrize("encoder", [LSTMEncoder(hidden_size=32), GNNEncoder("sage", hidden_size=32),
-                                     GNNEncoder("gat", hidden_size=32), GNNEncoder("gin", hidden_size=32)],
-                         ids=["lstm", "sage", "gat", "gin"])
-def test_encoders_conform(encoder):
-    assert check_encoder(encoder, GRAPH).shape[1] == 32
-
-
-POLICIES = {
-    "seq2seq": lambda: Seq2SeqPolicy(3, hidden_size=32, state_size=32),
-    "mlp": lambda: MLPPolicy(3, hidden_size=32, state_size=32),
-    "gdp": lambda: GDPPolicy(3, hidden_size=32, state_size=32, segment_size=8),
-    "superposition": lambda: SuperpositionPolicy(3, hidden_size=32, state_size=32, segment_size=8),
-    "device_aware": lambda: DeviceAwarePolicy(32, state_size=32),
-    "list_scheduling": lambda: ListSchedulingPolicy(32, state_size=32),
-}
+@pytest.mark.parametrize("name", ENCODERS)
+def test_encoders_conform(name):
+    assert check_encoder(ENCODERS[name](), GRAPH).shape[1] == 32
 
 
 @pytest.mark.parametrize("name", POLICIES)

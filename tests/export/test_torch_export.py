@@ -9,7 +9,7 @@ from torch import nn
 
 from gplace import InvalidPlacementError, Placement, UnsupportedGraphError, from_torch
 from gplace.export.torch import OnDevice, dispatch, module_device_map, split_program
-from gplace.testing import random_dag, uniform_cluster
+from gplace.testing import cpu_gpu_cluster, random_dag, uniform_cluster
 
 
 class TwoTower(nn.Module):
@@ -23,6 +23,7 @@ class TwoTower(nn.Module):
 
 
 X = torch.randn(2, 4, generator=torch.Generator().manual_seed(0))
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
 @pytest.fixture(scope="module")
@@ -170,3 +171,45 @@ def test_a_placement_file_rebuilds_the_pipeline_stages_without_the_graph(importe
     no_spec = save_json(placement_to_dict(placement, graph, cluster), tmp_path / "plain.json")
     with pytest.raises(ValueError, match="plain.json has no split_spec"):
         pipeline_from_file(no_spec, model, (X,))
+
+
+# ---------------------------------------------------------------------- on a GPU (/CPU:0 and /GPU:0)
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("devices", [{"right": 1}, {"left": 1, "right": 1}, {"head": 1},
+                                     {"": 1, "left": 1, "right": 1, "head": 1}], ids=["right", "towers", "head", "all"])
+def test_split_program_runs_its_parts_on_the_gpu_with_the_cpu_outputs(imported, devices):
+    """``TwoTower``'s ``torch.ones`` (a factory op on the CPU in the trace) is retargeted to its part's device."""
+    model, graph, _ = imported
+    cluster = cpu_gpu_cluster(num_gpus=1)
+    split = split_program(graph, cluster, _by_module(graph, cluster, devices))
+    assert "cuda" in {m.device.type for m in split.children() if isinstance(m, OnDevice)}
+    with torch.no_grad():
+        out = split(X)
+        torch.testing.assert_close(out.cpu(), model(X), rtol=1e-5, atol=1e-5)
+    assert out.device.type == ("cuda" if "" in devices else "cpu")  # the last op (split) is the parent's
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_an_interleaved_placement_runs_over_the_cpu_and_the_gpu(imported):
+    model, graph, _ = imported
+    split = split_program(graph, cpu_gpu_cluster(num_gpus=1), Placement.for_graph(graph, np.arange(graph.num_ops) % 2))
+    with torch.no_grad():
+        torch.testing.assert_close(split(X).cpu(), model(X), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_a_dispatched_chain_runs_each_layer_on_its_device():
+    """Module-level placement of a chain (each module's inputs moved by its pre-hook): CPU, GPU, CPU."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 3)).eval()
+    graph, cluster = from_torch(model, (X,)), cpu_gpu_cluster(num_gpus=1)
+    device_map = module_device_map(graph, cluster, _by_module(graph, cluster, {"0": 0, "2": 1, "4": 1}))
+    assert device_map == {"0": "cpu", "2": "cuda:0", "4": "cuda:0"}
+    with torch.no_grad():
+        expected = model(X)
+        out = dispatch(model, {**device_map, "4": "cpu"})(X)
+    assert model[2].weight.is_cuda and not model[4].weight.is_cuda
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)

@@ -24,7 +24,7 @@ def test_required_gpu_turns_skips_into_failures() -> None:
     env = {**os.environ, "GPLACE_REQUIRE_GPU": "1", "PYTHONPATH": str(ROOT)}
     files = [f"tests/runtime/{name}.py"
              for name in ("test_torch_runtime", "test_gpu_paths", "test_tf_runtime", "test_torch_pipeline")]
-    files += ["tests/training/test_gpu_training.py", "tests/export/test_gpu_export.py"]
+    files += ["tests/training/test_gpu_training.py", "tests/export/test_torch_export.py"]
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu", "-rfE", *files]
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     out = done.stdout + done.stderr

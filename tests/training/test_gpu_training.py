@@ -9,43 +9,26 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from gplace.encoders import GNNEncoder, LSTMEncoder
+from gplace.encoders import LSTMEncoder
 from gplace.hierarchical import HierarchicalPlacer, LearnedGrouper
 from gplace.placer import PolicyPlacer
-from gplace.policies import (
-    DeviceAwarePolicy,
-    GDPPolicy,
-    ListSchedulingPolicy,
-    MLPPolicy,
-    Seq2SeqPolicy,
-    SuperpositionPolicy,
-)
+from gplace.policies import Seq2SeqPolicy
 from gplace.runtime import Simulator
 from gplace.testing import cpu_gpu_cluster, random_dag
 from gplace.training import MultiGraphTrainer, PPOTrainer, ReinforceTrainer, finetune
 
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from small_networks import ENCODERS, POLICIES  # noqa: E402
+
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 GRAPH, CLUSTER = random_dag(24, seed=3), cpu_gpu_cluster(num_gpus=2)
-ENCODERS = {
-    "lstm": lambda: LSTMEncoder(hidden_size=32),
-    "sage": lambda: GNNEncoder("sage", hidden_size=32),
-    "gat": lambda: GNNEncoder("gat", hidden_size=32),
-    "gin": lambda: GNNEncoder("gin", hidden_size=32),
-}
-POLICIES = {
-    "seq2seq": lambda: Seq2SeqPolicy(3, hidden_size=32, state_size=32),
-    "mlp": lambda: MLPPolicy(3, hidden_size=32, state_size=32),
-    "gdp": lambda: GDPPolicy(3, hidden_size=32, state_size=32, segment_size=8),
-    "superposition": lambda: SuperpositionPolicy(3, hidden_size=32, state_size=32, segment_size=8),
-    "device_aware": lambda: DeviceAwarePolicy(32, state_size=32),
-    "list_scheduling": lambda: ListSchedulingPolicy(32, state_size=32),
-}
 
 
 def _pair(encoder: str, policy: str, device: str = "cpu") -> tuple[torch.nn.Module, torch.nn.Module]:
