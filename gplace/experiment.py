@@ -200,6 +200,7 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
     samples = 0
     if placer is not None:
         placement = placer.place(graph, cluster)
+        samples = getattr(placer, "evaluations", 0)  # a placer that searches by measuring says how many it did
     else:
         samples = 16 if budget is None or budget.samples is None else budget.samples
         encoder, policy, meta = load_policy(path)

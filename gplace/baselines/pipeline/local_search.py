@@ -46,6 +46,8 @@ class PipelineLocalSearch(Placer):
             (default: 10)
         max_evaluations: placements measured at most; ``None``: no limit. (default: ``None``)
         batch_size: candidates measured per call of the simulator. (default: 128)
+
+    After :meth:`place`, :attr:`evaluations` is the number of placements that call measured.
     """
 
     name = "local_search"
@@ -65,15 +67,20 @@ class PipelineLocalSearch(Placer):
         self.microbatches, self.schedule, self.kind = self._sim.microbatches, schedule, check_kind(kind)
         self.start = start
         self.time_limit, self.max_evaluations, self.batch_size = time_limit, max_evaluations, batch_size
+        self.evaluations = 0
+        """Placements measured by the last :meth:`place` call."""
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        self.evaluations = 0
         start = (self.start or IdealDPPartitioner(self.kind, self.microbatches)).place(graph, cluster)
         devices = np.asarray(start.devices, dtype=np.int64)
         if graph.num_ops == 0:
             return devices
-        descent = _Descent(graph, cluster, self._sim, self.kind, self.batch_size,
-                           _Budget(self.time_limit, self.max_evaluations), warn=self.start is not None)
-        return descent.run(devices)
+        budget = _Budget(self.time_limit, self.max_evaluations)
+        descent = _Descent(graph, cluster, self._sim, self.kind, self.batch_size, budget, warn=self.start is not None)
+        devices = descent.run(devices)
+        self.evaluations = budget.measured
+        return devices
 
 
 class _Budget:
@@ -83,6 +90,7 @@ class _Budget:
         self.deadline = None if seconds is None else time.perf_counter() + seconds
         self.left = evaluations
         self.pace = 0.0  # seconds per evaluation in the latest batch
+        self.measured = 0
 
     def spent(self) -> bool:
         return (self.left is not None and self.left <= 0) or \
@@ -101,6 +109,7 @@ class _Budget:
         """``measure(rows)``, keeping the pace up to date."""
         started = time.perf_counter()
         out = measure(rows)
+        self.measured += len(rows)
         self.pace = (time.perf_counter() - started) / max(len(rows), 1)
         return out
 
