@@ -228,15 +228,24 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
 
     graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), _objective_runtime(cfg)
     method = cfg.get("checkpoint") or cfg.method
-    budget = cfg.get("budget") or f"{cfg.samples} samples"
-    report = place(graph, cluster, method=method, budget=budget, seed=cfg.seed, runtime=runtime, run_dir=run_dir,
-                   warm_start=cfg.get("warm_start_baseline"))
+    report = place(graph, cluster, method=method, budget=_place_budget(cfg, method), seed=cfg.seed, runtime=runtime,
+                   run_dir=run_dir, warm_start=cfg.get("warm_start_baseline"))
     m = report.measurement
     written = write_back(graph, cluster, report.placement, run_dir) if cfg.get("write_back", True) else []
     Console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "
                     f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({report.speedup:.2f}x the best single "
                     f"device); wrote {run_dir}" + "".join(f"\n  {p}" for p in written))
     return m.step_time
+
+
+def _place_budget(cfg: DictConfig, method: str) -> str | None:
+    """``cfg.budget``, else ``cfg.samples`` samples, except for a pipeline placer (``local_search`` keeps its own
+    10 s: 16 evaluations would barely move it)."""
+    from gplace.methods import pipeline_placers
+
+    if cfg.get("budget"):
+        return cfg.budget
+    return None if method in pipeline_placers() else f"{cfg.samples} samples"
 
 
 def show(argv: list[str]) -> None:

@@ -135,3 +135,14 @@ def test_a_warm_start_that_is_neither_a_file_nor_a_placer_is_one_line(files):
                    cwd=files)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "warm_start='ideal_dpp' is neither a placement.json nor a placer's name" in proc.stderr
+
+
+def test_place_gives_local_search_its_own_budget_unless_one_is_set():
+    from omegaconf import OmegaConf
+
+    from gplace.cli import _place_budget
+
+    cfg = OmegaConf.create({"budget": None, "samples": 16})
+    assert _place_budget(cfg, "pretrained") == "16 samples" and _place_budget(cfg, "heft") == "16 samples"
+    assert _place_budget(cfg, "local_search") is None  # PipelineLocalSearch's 10 s, not 16 evaluations
+    assert _place_budget(OmegaConf.create({"budget": "500 samples", "samples": 16}), "local_search") == "500 samples"
