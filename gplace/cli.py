@@ -220,7 +220,7 @@ def _place_main(cfg: DictConfig) -> None:
 
 def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     """Place ``cfg.graph`` on ``cfg.cluster`` with ``cfg.method`` (or the policy file ``cfg.checkpoint``) and
-    ``cfg.budget`` (default: ``cfg.samples`` samples); write placement and trace (:func:`gplace.place`)."""
+    ``cfg.budget`` (default: ``cfg.samples`` samples; a pipeline placer's own); write placement and trace."""
     from rich.console import Console
 
     from gplace.experiment import place
