@@ -34,16 +34,15 @@ def device_summary(graph: OpGraph, cluster: Cluster, placement: Placement,
                    pipeline: PipelineSchedule | None = None) -> dict[str, dict[str, Any]]:
     """Device name -> ``{"ops", "compute_seconds", "peak_memory", "bytes_in", "bytes_out"}`` of one simulated
     step (seconds of compute at the device's speed, bytes). With ``pipeline`` (the placement's simulated
-    mini-batch, :meth:`~gplace.pipeline.PipelineSimulator.simulate`), compute and peak memory are the
+    mini-batch, :meth:`~gplace.pipeline.PipelineSimulator.simulate`), compute, peak memory and bytes are the
     mini-batch's, and each device also has its ``bubble`` (idle fraction) and ``in_flight`` (most micro-batches
     it held at once)."""
     from gplace.runtime import schedule
 
-    sched = schedule(graph, cluster, placement)
+    timeline = schedule(graph, cluster, placement) if pipeline is None else pipeline
     ops = np.bincount(placement.devices, minlength=cluster.num_devices)
-    bytes_in = np.bincount(sched.transfer_dst, weights=sched.transfer_bytes, minlength=cluster.num_devices)
-    bytes_out = np.bincount(sched.transfer_src, weights=sched.transfer_bytes, minlength=cluster.num_devices)
-    timeline = sched if pipeline is None else pipeline
+    bytes_in = np.bincount(timeline.transfer_dst, weights=timeline.transfer_bytes, minlength=cluster.num_devices)
+    bytes_out = np.bincount(timeline.transfer_src, weights=timeline.transfer_bytes, minlength=cluster.num_devices)
     busy, peak = timeline.busy_time, timeline.peak_memory
     summary = {name: {"ops": int(ops[d]), "compute_seconds": float(busy[d]), "peak_memory": int(peak[d]),
                       "bytes_in": int(bytes_in[d]), "bytes_out": int(bytes_out[d])}

@@ -131,6 +131,8 @@ class PipelineSchedule:
     """(T,) int64 source device of each transfer."""
     transfer_dst: np.ndarray = field(repr=False)
     """(T,) int64 destination device of each transfer."""
+    transfer_bytes: np.ndarray = field(repr=False)
+    """(T,) bytes of each transfer."""
     transfer_start: np.ndarray = field(repr=False)
     """(T,) float64 start time of each transfer."""
     transfer_end: np.ndarray = field(repr=False)
@@ -307,7 +309,7 @@ def _run(prep: _Instances, devices: np.ndarray) -> PipelineSchedule:
         minibatch_time=float(t), microbatches=prep.microbatches, schedule=prep.schedule, devices=devices,
         inst_op=prep.inst_op, inst_microbatch=prep.inst_mb, inst_start=start, inst_end=end, busy_time=busy,
         bubble=bubble, in_flight=in_flight, peak_memory=peak, bytes_moved=int(x_bytes.sum()),
-        transfer_inst=x_inst, transfer_src=devices[prep.inst_op[x_inst]], transfer_dst=x_dst,
+        transfer_inst=x_inst, transfer_src=devices[prep.inst_op[x_inst]], transfer_dst=x_dst, transfer_bytes=x_bytes,
         transfer_start=x_start, transfer_end=x_end,
     )
 

@@ -150,3 +150,18 @@ def test_measurement_gives_each_op_its_first_start_and_last_end_over_its_instanc
         mine = sched.inst_op == i
         assert m.op_start[i] == sched.inst_start[mine].min() and m.op_end[i] == sched.inst_end[mine].max()
     assert (np.bincount(sched.inst_op) >= 1).all() and (np.bincount(sched.inst_op) > 1).any()
+
+
+def test_the_device_summary_of_a_pipeline_counts_the_mini_batchs_transfers():
+    """``per_device`` bytes of a pipelined placement are the mini-batch's transfers (M per cut edge, each its
+    micro-batch's share), as its compute and memory are; without the pipeline, one step's."""
+    from gplace.show import device_summary
+
+    graph, cluster = chain((1.0, 2.0, 3.0, 4.0), nbytes=1000), uniform_cluster(2)
+    placement = Placement.for_graph(graph, [0, 0, 1, 1])
+    sched = PipelineSimulator(3, "gpipe").simulate(graph, cluster, placement)
+    assert sched.transfer_bytes.tolist() == [334] * 3  # each micro-batch's share, rounded up
+    summary = device_summary(graph, cluster, placement, sched)
+    assert (summary["/GPU:0"]["bytes_out"], summary["/GPU:1"]["bytes_in"]) == (1002, 1002)
+    assert device_summary(graph, cluster, placement)["/GPU:0"]["bytes_out"] == 1000  # one step's
+    assert summary["/GPU:0"]["peak_memory"] == int(sched.peak_memory[0])
