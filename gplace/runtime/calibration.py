@@ -202,7 +202,7 @@ def _timed_steps(
     right after each (R,), so that both see the same load on the machine."""
     import torch
 
-    from gplace.runtime.torch_runtime import Step, TorchRuntime, execute_step, streams_restored
+    from gplace.runtime.torch_runtime import Step, TorchRuntime, execute_step, keep_busy, streams_restored
 
     with torch.no_grad():
         plan = TorchRuntime(device_map=device_map).plan(graph, cluster, Placement.single(graph, device), None)
@@ -210,7 +210,7 @@ def _timed_steps(
         sync = _synchronizer(plan.device_set)
         samples, plain = np.zeros((warmup + repeats, graph.num_ops)), np.zeros(warmup + repeats)
         if any(d.type == "cuda" for d in plan.device_set):
-            _keep_busy(plan, sync, GPU_WARMUP_SECONDS)
+            keep_busy(plan, GPU_WARMUP_SECONDS)
         for r in range(warmup + repeats):
             step = Step(plan)
             with streams_restored(plan):
@@ -308,17 +308,6 @@ def _owners(graph: OpGraph, plan: Any) -> list[int]:
 
     calls = {c.node.name: c.node for c in plan.calls}
     return [graph.op_index[op_name_of(calls[plan.roots[c.node.name]])] for c in plan.calls]
-
-
-def _keep_busy(plan: Any, sync: Callable[[], None], seconds: float) -> None:
-    """Run plain steps back to back for ``seconds`` (then wait for them), so that a GPU that idled at low clocks
-    is at its working clocks when the timed steps start."""
-    from gplace.runtime.torch_runtime import execute_step
-
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        execute_step(plan, math.inf)
-    sync()
 
 
 def _synchronizer(devices: Any) -> Any:

@@ -261,15 +261,11 @@ class TorchRuntime(Runtime):
         cold = self._cold_gpus(plan)
         if not cold:
             return
-        until = time.perf_counter() + GPU_WARMUP_SECONDS
         try:
-            while time.perf_counter() < until:
-                _check_time(deadline)
-                execute_step(plan, deadline)
+            keep_busy(plan, GPU_WARMUP_SECONDS, deadline)
         except _TimeUp:
             raise TorchRunError(f"time limit of {self.time_limit:g} s exceeded while warming up "
                                 f"{', '.join(sorted(map(str, cold)))}") from None
-        _synchronize(plan)
         self._warm_gpus |= cold
 
     def _cold_gpus(self, plan: Plan) -> set[torch.device]:
@@ -704,6 +700,20 @@ class _TimeUp(TorchRunError):
 def _check_time(deadline: float) -> None:
     if time.perf_counter() > deadline:
         raise _TimeUp("time limit exceeded during the step")
+
+
+def keep_busy(plan: Plan, seconds: float, deadline: float = math.inf) -> None:
+    """Run plain steps back to back for ``seconds``, then wait for every CUDA device, so that a GPU that idled at
+    low clocks is at its working clocks when the timed steps start.
+
+    Raises:
+        _TimeUp: past ``deadline``.
+    """
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        _check_time(deadline)
+        execute_step(plan, deadline)
+    _synchronize(plan)
 
 
 def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
