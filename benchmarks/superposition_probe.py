@@ -211,26 +211,34 @@ def _ensemble(args, settings, cluster, train, held, sim) -> None:
         rest = _unused_files()[1]
         sets.append(("confirmation", [load_giph_graph(rest[i]) for i in
                                       sorted(np.random.default_rng(2).permutation(len(rest))[:args.confirm])]))
+    counts = ("exact", "by update")  # samples counted in the order measured, or at the end of their update
     for name, graphs in [(name, graphs) for name, graphs in sets if name in args.sets]:
-        alone, together = [0] * n, 0
+        alone, together = {c: [0] * n for c in counts}, dict.fromkeys(counts, 0)
         for i, graph in enumerate(graphs):
             scratch = bench._scratch("superposition", graph, cluster, sim, settings, i)
-            target, needed = scratch.best_step_time, bench._samples_to_reach(scratch, scratch.best_step_time)
+            target = scratch.best_step_time
+            needed = {c: bench._samples_to_reach(scratch, target, by_update=c != "exact") for c in counts}
             step = bench._step_time(sim, graph, cluster)
             greedy = [step(place_zero_shot(encoder, policy, graph, cluster)) for encoder, policy in modules]
-            took = []
+            took = {c: [] for c in counts}
             for (encoder, policy), greedy_time in zip(modules, greedy, strict=True):
                 tuned = finetune(encoder, policy, graph, cluster, sim,
                                  trainer=bench._search(settings, settings.finetune_lr, i))
-                took.append(bench._finetune_samples_to_reach(tuned, target, greedy_time))
+                for c in counts:
+                    took[c].append(bench._finetune_samples_to_reach(tuned, target, greedy_time, c != "exact"))
             pick = pick_pretrained(modules, graph, cluster, runtime=sim)  # equal times: the better ranked
-            chosen = None if took[pick] is None else took[pick] + n - 1
-            for s in range(n):
-                alone[s] += bool(took[s] and needed / took[s] >= 10)
-            together += bool(chosen and needed / chosen >= 10)
-            print(f"{name} {graph.name}: from scratch {needed}; seeds {seeds} alone {took}; greedy "
-                  f"{[round(g) for g in greedy]} -> seed {seeds[pick]}: {chosen}")
-        print(f"{name}: >= 10x fewer samples, seeds {seeds} alone {alone} of {len(graphs)}, the ensemble {together}")
+            line = []
+            for c in counts:
+                chosen = None if took[c][pick] is None else took[c][pick] + n - 1
+                for s in range(n):
+                    alone[c][s] += bool(took[c][s] and needed[c] / took[c][s] >= 10)
+                together[c] += bool(chosen and needed[c] / chosen >= 10)
+                line.append(f"{c}: from scratch {needed[c]}; seeds {seeds} alone {took[c]} -> seed {seeds[pick]}: "
+                            f"{chosen}")
+            print(f"{name} {graph.name}: greedy {[round(g) for g in greedy]}; " + "; ".join(line), flush=True)
+        for c in counts:
+            print(f"{name} ({c}): >= 10x fewer samples, seeds {seeds} alone {alone[c]} of {len(graphs)}, the "
+                  f"ensemble {together[c]}", flush=True)
 
 
 if __name__ == "__main__":

@@ -51,11 +51,23 @@ class TrainResult:
     seconds: float
     """Wall time of this run (not counting earlier runs of a resumed search)."""
     history: list[dict[str, float]] = field(default_factory=list, repr=False)
+    sample_step_times: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    """(S,) float64: each sampled placement's step time in the order measured, ``inf`` where it failed (``nan`` for
+    the samples of a run resumed from a checkpoint that did not keep them)."""
 
     @property
     def best_step_time(self) -> float:
         """Step time of the best placement."""
         return self.best_measurement.step_time
+
+    def samples_to_reach(self, target: float) -> int | None:
+        """Placements sampled until one took at most ``target`` seconds (the first is 1); the search's result, when
+        only it reaches ``target`` (the trained policy's greedy placement, or a warm start), counts as one more
+        after the last sample. ``None`` if nothing reached it."""
+        hits = np.flatnonzero(self.sample_step_times <= target)
+        if hits.size:
+            return int(hits[0]) + 1
+        return self.samples + 1 if self.best_step_time <= target else None
 
 
 @dataclass
@@ -183,6 +195,8 @@ class Run(Loop):
 
     baseline: EMABaseline = field(default_factory=EMABaseline, kw_only=True)
     best: Best | None = field(default=None, kw_only=True)
+    sample_step_times: list[float] = field(default_factory=list, kw_only=True, repr=False)
+    """Each sample's step time in the order measured (``inf`` where it failed)."""
     _projection: ProjectionCache = field(default_factory=ProjectionCache, kw_only=True, repr=False)
 
     def imitation_target(self, placer: Any) -> np.ndarray | None:
@@ -193,6 +207,7 @@ class Run(Loop):
     def observe(self, rollout: Rollout) -> None:
         """Count the samples, log the failed measurements with their placements, keep the fastest successful one."""
         self.samples += len(rollout.placements)
+        self.sample_step_times.extend(m.step_time if m.ok else math.inf for m in rollout.measurements)
         log_failures(rollout.placements, rollout.measurements)
         i = int(torch.argmin(rollout.step_time))
         m = rollout.measurements[i]
@@ -222,14 +237,16 @@ class Run(Loop):
         """The best placement seen or the trained policy's greedy one, whichever is faster; closes the logger."""
         best = compare_greedy(placer, runtime, graph, cluster, self.best)
         self.logger.finish()
-        return TrainResult(best[0], best[1], self.samples, time.monotonic() - self.started, self.history)
+        return TrainResult(best[0], best[1], self.samples, time.monotonic() - self.started, self.history,
+                           np.array(self.sample_step_times, dtype=np.float64))
 
     def checkpoint(self, placer: Any, update: int, *, every: int, done: bool) -> None:
         """Save after every ``every``-th update and at the end (once a placement has succeeded)."""
         if self.best is None or not self.due(update, every, done):
             return
         save_checkpoint(self.ckpt, {**self.state(update), "policy": placer.state_dict(),
-                                    "baseline": self.baseline.state_dict(), "best_devices": self.best[0].devices})
+                                    "baseline": self.baseline.state_dict(), "best_devices": self.best[0].devices,
+                                    "sample_step_times": np.array(self.sample_step_times, dtype=np.float64)})
 
 
 def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *, lr: float, seed: int,
@@ -250,6 +267,8 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
         run.baseline.load_state_dict(state["baseline"])
         best_placement = Placement.for_graph(graph, state["best_devices"])
         run.best = (best_placement, runtime.measure(graph, cluster, best_placement))
+        kept = state.get("sample_step_times", np.full(run.samples, np.nan))  # older checkpoints did not keep them
+        run.sample_step_times = [float(t) for t in kept]
     return run
 
 

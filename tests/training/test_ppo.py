@@ -108,6 +108,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
                                                                        for h in whole.history]
     assert [h["losses/approx_kl"] for h in resumed.history] == [h["losses/approx_kl"] for h in whole.history]
     assert resumed.best_placement == whole.best_placement
+    assert resumed.sample_step_times.tolist() == whole.sample_step_times.tolist()
     lines = (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == list(range(8))
 

@@ -61,8 +61,40 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     assert [h["rollout/mean_step_time"] for h in resumed.history] == [h["rollout/mean_step_time"]
                                                                        for h in whole.history]
     assert resumed.best_placement == whole.best_placement
+    assert resumed.sample_step_times.tolist() == whole.sample_step_times.tolist()
     lines = (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == list(range(8))
+
+
+@pytest.mark.parametrize("trainer_class", [ReinforceTrainer, PPOTrainer])
+def test_samples_to_reach_counts_each_sample_in_the_order_measured(trainer_class):
+    """Every sample's step time is kept, so a target is reached at the sample that first met it, not at the end of
+    its update; the search's result alone counts as one sample after the last."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    result = trainer_class(updates=3, samples_per_update=4, seed=1).fit(_placer(graph, cluster), Simulator(),
+                                                                         graph, cluster)
+    times = result.sample_step_times
+    assert times.shape == (result.samples,) == (12,)
+    assert times.min() >= result.best_step_time
+    for t in times:
+        assert result.samples_to_reach(t) == 1 + min(i for i in range(12) if times[i] <= t)
+    assert result.samples_to_reach(result.best_step_time * 0.5) is None
+    if result.best_step_time < times.min():  # the greedy placement beat every sample
+        assert result.samples_to_reach(result.best_step_time) == 13
+
+
+def test_a_run_resumed_from_a_checkpoint_without_sample_times_marks_them_unknown(tmp_path):
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    kwargs = dict(samples_per_update=4, checkpoint_every=1, seed=1)
+    ReinforceTrainer(updates=2, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster, run_dir=tmp_path)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    del state["sample_step_times"]  # as written before the record existed
+    torch.save(state, tmp_path / "checkpoint.pt")
+    resumed = ReinforceTrainer(updates=3, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                        run_dir=tmp_path)
+    times = resumed.sample_step_times
+    assert times.shape == (12,) and torch.isnan(torch.from_numpy(times[:8])).all()
+    assert (times[8:] > 0).all()
 
 
 def test_checkpoint_of_another_graph_is_refused(tmp_path):
