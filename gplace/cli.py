@@ -79,7 +79,7 @@ def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], lis
              "learned_speedup": t / learned if math.isfinite(t) else None} for name, t in times.items()]
     summary = {"step_time": learned, "best_single_device": report.best_baseline, "speedup": report.speedup,
                "heft_step_time": times.get("heft", math.inf), "samples": report.train.samples,
-               "search_seconds": report.train.seconds}
+               "best_sample": report.train.best_sample or math.nan, "search_seconds": report.train.seconds}
     run_dir = Path(run_dir)
     return summary, rows, {"placement": run_dir / "placement.json", "trace": run_dir / "trace.json",
                            "policy": run_dir / "policy.pt"}
@@ -136,8 +136,14 @@ def _print_table(report, run_dir: str | Path) -> None:
     console = Console()
     console.print(table)
     console.print(f"speed-up over the best single device: {report.speedup:.2f}x; "
-                  f"{report.train.samples} placements sampled in {report.train.seconds:.0f} s")
+                  f"{report.train.samples} placements sampled in {report.train.seconds:.0f} s; " + _found(report.train))
     console.print(f"wrote {Path(run_dir) / 'placement.json'}, trace.json and policy.pt (for `gplace place`)")
+
+
+def _found(train) -> str:
+    if train.best_sample is None:
+        return "the best is the greedy or warm-start placement"
+    return f"the best found by sample {train.best_sample}"
 
 
 def _ms(seconds: float) -> str:

@@ -236,7 +236,7 @@ def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime 
     inner = None if runtime is None else innermost(runtime)
     timeline = inner.simulate(graph, cluster, placement) if isinstance(inner, PipelineSimulator) else None
     extra = {"runtime": report.measurement.runtime, "samples": report.train.samples,
-             "search_seconds": report.train.seconds,
+             "best_sample": report.train.best_sample, "search_seconds": report.train.seconds,
              "failed_baselines": {k: m.reason for k, m in report.baselines.items() if not m.ok}}
     extra.update(placement_extras(graph, cluster, placement))
     extra[SUMMARY_KEY] = device_summary(graph, cluster, placement, timeline)

@@ -34,6 +34,10 @@ def test_run_writes_placement_and_trace(tmp_path):
     trace = json.loads((out / "trace.json").read_text())
     assert any(e.get("ph") == "X" for e in trace["traceEvents"])
     assert (out / "checkpoint.pt").exists() and (out / "metrics.jsonl").exists()
+    at = doc["best_sample"]  # None: the greedy placement beat every sample
+    assert doc["samples"] == 4 and (at is None or 1 <= at <= 4)
+    printed = " ".join(proc.stdout.split())  # rich wraps lines
+    assert (f"the best found by sample {at}" if at else "the best is the greedy") in printed
 
     # the saved policy places the graph again, in seconds, without training
     placed = tmp_path / "placed"

@@ -60,6 +60,13 @@ class TrainResult:
         """Step time of the best placement."""
         return self.best_measurement.step_time
 
+    @property
+    def best_sample(self) -> int | None:
+        """The sample (the first is 1) that found the result; ``None`` where the result is no sample (the trained
+        policy's greedy placement, a warm start, a placer's placement). Late means the search was still improving."""
+        hits = np.flatnonzero(self.sample_step_times <= self.best_step_time)
+        return int(hits[0]) + 1 if hits.size else None
+
     def samples_to_reach(self, target: float) -> int | None:
         """Placements sampled until one took at most ``target`` seconds (the first is 1); the search's result, when
         only it reaches ``target`` (the trained policy's greedy placement, or a warm start), counts as one more

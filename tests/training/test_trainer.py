@@ -79,6 +79,8 @@ def test_samples_to_reach_counts_each_sample_in_the_order_measured(trainer_class
     for t in times:
         assert result.samples_to_reach(t) == 1 + min(i for i in range(12) if times[i] <= t)
     assert result.samples_to_reach(result.best_step_time * 0.5) is None
+    found = times.min() <= result.best_step_time
+    assert result.best_sample == (1 + int(times.argmin()) if found else None)
     if result.best_step_time < times.min():  # the greedy placement beat every sample
         assert result.samples_to_reach(result.best_step_time) == 13
 
