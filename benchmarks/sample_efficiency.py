@@ -176,11 +176,7 @@ def _run(graph: OpGraph, cluster: Cluster, method: str, seed: int, updates: int,
     policy = CLASSES[policy_name](num_devices=cluster.num_devices, **cfg["policy"])
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=MAX_GROUPS)
     result = ReinforceTrainer(**cfg["trainer"]).fit(placer, sim, graph, cluster)
-    samples = [int(h["charts/samples"]) for h in result.history]
-    best = [float(h["charts/best_step_time"]) for h in result.history]
-    if result.best_step_time < best[-1]:  # the final greedy placement won: one more sample
-        samples.append(result.samples + 1)
-        best.append(result.best_step_time)
+    samples, best = (a.tolist() for a in result.best_so_far())  # sample by sample (by update before 2026-11-27)
     return {"method": method, "seed": seed, "groups": placer.num_groups, "samples": samples, "best_so_far": best,
             "best": result.best_step_time, "total_samples": result.samples + 1, "seconds": result.seconds}
 

@@ -71,10 +71,26 @@ class TrainResult:
         """Placements sampled until one took at most ``target`` seconds (the first is 1); the search's result, when
         only it reaches ``target`` (the trained policy's greedy placement, or a warm start), counts as one more
         after the last sample. ``None`` if nothing reached it."""
-        hits = np.flatnonzero(self.sample_step_times <= target)
-        if hits.size:
-            return int(hits[0]) + 1
-        return self.samples + 1 if self.best_step_time <= target else None
+        samples, best = self.best_so_far()
+        hits = np.flatnonzero(best <= target)
+        return int(samples[hits[0]]) if hits.size else None
+
+    def best_so_far(self) -> tuple[np.ndarray, np.ndarray]:
+        """The best step time as the search improved it, for a sample-efficiency curve: the samples that improved
+        it (the first is 1) and the time each reached, then the last sample, so the curve runs to the end. The
+        result, where it beats every sample (the trained policy's greedy placement, a warm start), is one more
+        point, a sample after the last. Failed samples and samples of unknown time (``nan``) improve nothing.
+        Shapes: (P,) int64 and (P,) float64."""
+        times = np.nan_to_num(self.sample_step_times, nan=np.inf)
+        running = np.minimum.accumulate(times)
+        at = np.flatnonzero(np.r_[True, running[1:] < running[:-1]]) if times.size else np.zeros(0, np.int64)
+        at = at[np.isfinite(running[at])]  # before the first sample that ran there is no best
+        if at.size and at[-1] < times.size - 1:
+            at = np.r_[at, times.size - 1]
+        samples, best = at + 1, running[at]
+        if not best.size or self.best_step_time < best[-1]:
+            samples, best = np.r_[samples, self.samples + 1], np.r_[best, self.best_step_time]
+        return samples.astype(np.int64), best.astype(np.float64)
 
 
 @dataclass

@@ -81,6 +81,13 @@ def test_samples_to_reach_counts_each_sample_in_the_order_measured(trainer_class
     assert result.samples_to_reach(result.best_step_time * 0.5) is None
     found = times.min() <= result.best_step_time
     assert result.best_sample == (1 + int(times.argmin()) if found else None)
+    samples, best = result.best_so_far()  # each point: a sample that beat every earlier one, then the last
+    kept = [(k + 1, t) for k, t in enumerate(times) if t < times[:k].min(initial=float("inf"))]
+    if kept[-1][0] < 12:
+        kept.append((12, kept[-1][1]))
+    if not found:
+        kept.append((13, result.best_step_time))
+    assert list(zip(samples.tolist(), best.tolist(), strict=True)) == kept
     if result.best_step_time < times.min():  # the greedy placement beat every sample
         assert result.samples_to_reach(result.best_step_time) == 13
 
@@ -97,6 +104,8 @@ def test_a_run_resumed_from_a_checkpoint_without_sample_times_marks_them_unknown
     times = resumed.sample_step_times
     assert times.shape == (12,) and torch.isnan(torch.from_numpy(times[:8])).all()
     assert (times[8:] > 0).all()
+    samples, best = resumed.best_so_far()  # the unknown samples improve nothing
+    assert samples[0] == 9 and best[0] == times[8]
 
 
 def test_checkpoint_of_another_graph_is_refused(tmp_path):
