@@ -371,8 +371,8 @@ def _step_time(sim, graph, cluster):
 
 def _samples_to_reach(result: TrainResult, target: float, offset: int = 0, by_update: bool = False) -> int | None:
     """Samples measured (plus ``offset``) until one was <= ``target`` (``TrainResult.samples_to_reach``); ``None``
-    if never. ``by_update``: counted at the end of the update whose best first was (how this report counted
-    before 2026-11-27 14:30 UTC: up to K - 1 more samples).
+    if never. ``by_update``: counted at the end of the update in which the best first met ``target`` (how this
+    report counted before 2026-11-27 14:30 UTC: up to K - 1 more samples).
 
     The trainer's final greedy placement, when only it reaches ``target``, counts as one sample after the last.
     """
