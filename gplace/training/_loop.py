@@ -64,16 +64,21 @@ class TrainResult:
     def best_sample(self) -> int | None:
         """The sample (the first is 1) that found the result; ``None`` where the result is no sample (the trained
         policy's greedy placement, a warm start, a placer's placement). Late means the search was still improving."""
-        hits = np.flatnonzero(self.sample_step_times <= self.best_step_time)
-        return int(hits[0]) + 1 if hits.size else None
+        return self._first_sample_within(self.best_step_time)
 
     def samples_to_reach(self, target: float) -> int | None:
         """Placements sampled until one took at most ``target`` seconds (the first is 1); the search's result, when
         only it reaches ``target`` (the trained policy's greedy placement, or a warm start), counts as one more
         after the last sample. ``None`` if nothing reached it."""
-        samples, best = self.best_so_far()
-        hits = np.flatnonzero(best <= target)
-        return int(samples[hits[0]]) if hits.size else None
+        first = self._first_sample_within(target)
+        if first is None and self.best_step_time <= target:
+            return self.samples + 1
+        return first
+
+    def _first_sample_within(self, seconds: float) -> int | None:
+        """The first sample (from 1) that took at most ``seconds``; ``None`` if none did."""
+        hits = np.flatnonzero(self.sample_step_times <= seconds)
+        return int(hits[0]) + 1 if hits.size else None
 
     def best_so_far(self) -> tuple[np.ndarray, np.ndarray]:
         """The best step time as the search improved it, for a sample-efficiency curve: the samples that improved
