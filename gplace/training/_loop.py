@@ -141,6 +141,8 @@ class Loop:
     logger: Logger
     run_id: str
     """What the run is on (fingerprints); a checkpoint of another run is refused."""
+    runtime_id: str | None = None
+    """What measures the run's placements; a checkpoint measured by another runtime is refused."""
     ckpt: Path | None = None
     started: float = field(default_factory=time.monotonic)
     samples: int = 0
@@ -168,9 +170,13 @@ class Loop:
 
     def state(self, update: int) -> dict[str, Any]:
         """The checkpoint fields every loop has, after ``update``."""
-        return {"fingerprint": self.run_id, "update": update + 1, "samples": self.samples,
-                "optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state(),
-                "history": self.history}
+        return {"fingerprint": self.run_id, "runtime": self.runtime_id, "param_shapes": self.param_shapes(),
+                "update": update + 1, "samples": self.samples, "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "history": self.history}
+
+    def param_shapes(self) -> list[tuple[int, ...]]:
+        """The shape of each trained tensor, in the optimizer's order (a checkpoint of another model is refused)."""
+        return [tuple(p.shape) for group in self.optimizer.param_groups for p in group["params"]]
 
     def restore(self, state: dict[str, Any]) -> None:
         """Load what :meth:`state` saved."""
@@ -181,7 +187,8 @@ class Loop:
 
 
 def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None, logger: Logger | None,
-               run_id: str, kind: type[Loop] = Loop, **fields: Any) -> tuple[Loop, dict[str, Any] | None]:
+               run_id: str, runtime_id: str | None = None, kind: type[Loop] = Loop,
+               **fields: Any) -> tuple[Loop, dict[str, Any] | None]:
     """Seed torch, build Adam over ``params``, the sample generator and the logger (plus ``run_dir/metrics.jsonl``);
     restore the loop from ``run_dir/checkpoint.pt`` if it exists (dropping the metrics a killed run logged after it).
 
@@ -189,15 +196,16 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
         The loop (of class ``kind``, with ``fields``) and the checkpoint's state, ``None`` on a fresh run.
 
     Raises:
-        ValueError: the checkpoint belongs to another run.
+        ValueError: the checkpoint belongs to another run (graph, cluster, runtime or model).
     """
     torch.manual_seed(seed)
     logger = logger or NullLogger()
     jsonl = None if run_dir is None else JsonlLogger(Path(run_dir) / "metrics.jsonl")
     loop = kind(optimizer=torch.optim.Adam(params, lr=lr), generator=torch.Generator().manual_seed(seed),
                 logger=logger if jsonl is None else MultiLogger(logger, jsonl), run_id=run_id,
-                ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", **fields)
-    state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id)
+                runtime_id=runtime_id, ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", **fields)
+    state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id, runtime_id=runtime_id,
+                                                           param_shapes=loop.param_shapes())
     if state is not None:
         loop.restore(state)
         jsonl.drop_from(state["update"])  # the updates after the checkpoint are logged again
@@ -285,10 +293,10 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
     again (its measurement is not stored).
 
     Raises:
-        ValueError: the checkpoint belongs to another graph or cluster.
+        ValueError: the checkpoint belongs to another graph, cluster, runtime or model.
     """
     run, state = start_loop(placer.parameters(), lr=lr, seed=seed, run_dir=run_dir, logger=logger,
-                            run_id=f"{graph.fingerprint}/{cluster.fingerprint}", kind=Run,
+                            run_id=f"{graph.fingerprint}/{cluster.fingerprint}", runtime_id=runtime.id, kind=Run,
                             baseline=EMABaseline(baseline_decay))
     if state is not None:
         placer.load_state_dict(state["policy"])

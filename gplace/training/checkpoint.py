@@ -1,14 +1,17 @@
-"""Atomic checkpoints of a training run."""
+"""Atomic checkpoints of a training run, and the checks that a checkpoint fits the run that resumes it."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 log = logging.getLogger(__name__)
+
+_NEW_RUN = "use a new run directory or delete it"
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
@@ -20,14 +23,19 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def load_checkpoint(path: str | Path, fingerprint: str) -> dict[str, Any] | None:
-    """The checkpoint at ``path`` if it exists and belongs to the graph ``fingerprint``, else ``None``.
+def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | None = None,
+                    param_shapes: Sequence[tuple[int, ...]] | None = None) -> dict[str, Any] | None:
+    """The checkpoint at ``path`` if it exists and fits this run, else ``None``.
 
-    Its tensors are read onto the CPU; ``load_state_dict`` of a module or optimizer moves each to where that
-    module's parameters are, so a run checkpointed on a GPU resumes on a machine without one, and back.
+    A checkpoint fits when it belongs to the graph (and cluster) ``fingerprint``, was measured by the runtime
+    ``runtime_id`` and trains parameters of ``param_shapes`` (the last two checked when both the run and the
+    checkpoint give them; checkpoints written before they were saved give neither, and only their parameter count
+    is checked). Its tensors are read onto the CPU; ``load_state_dict`` of a module or optimizer moves each to
+    where that module's parameters are, so a run checkpointed on a GPU resumes on a machine without one, and back.
 
     Raises:
-        ValueError: the checkpoint is for another graph or cluster (resuming would mix runs).
+        ValueError: the checkpoint is for another graph or cluster, another runtime or another model (resuming
+            would mix runs), naming what differs.
     """
     path = Path(path)
     if not path.exists():
@@ -36,7 +44,41 @@ def load_checkpoint(path: str | Path, fingerprint: str) -> dict[str, Any] | None
     if state.get("fingerprint") != fingerprint:
         raise ValueError(
             f"checkpoint {path} belongs to another graph/cluster ({state.get('fingerprint')}, not {fingerprint}); "
-            "use a new run directory or delete it"
+            f"{_NEW_RUN}"
         )
+    saved_runtime = state.get("runtime")
+    if runtime_id is not None and saved_runtime is not None and saved_runtime != runtime_id:
+        raise ValueError(
+            f"checkpoint {path} was measured by runtime {saved_runtime!r}, this run measures with {runtime_id!r} "
+            f"(another objective, schedule or number of micro-batches): resuming would mix their times; {_NEW_RUN}, "
+            f"or start a new run from its placement with warm_start={path.parent / 'placement.json'}"
+        )
+    if param_shapes is not None:
+        _check_model(state, path, [tuple(s) for s in param_shapes])
     log.info("resuming from %s at update %d", path, state["update"])
     return state
+
+
+def _check_model(state: dict[str, Any], path: Path, shapes: list[tuple[int, ...]]) -> None:
+    """Raise if the checkpoint trains other parameters than ``shapes`` (another encoder, policy or size)."""
+    saved = state.get("param_shapes")
+    if saved is None:  # an older checkpoint: its optimizer still says how many tensors it trained
+        count = sum(len(g["params"]) for g in state["optimizer"]["param_groups"])
+        if count == len(shapes):
+            return
+        detail = f"it trains {count} parameter tensors, this run's model {len(shapes)}"
+    else:
+        saved = [tuple(s) for s in saved]
+        if saved == shapes:
+            return
+        detail = (f"it trains {len(saved)} parameter tensors ({_numel(saved):,} numbers), this run's model "
+                  f"{len(shapes)} ({_numel(shapes):,})")
+        first = next((i for i, (a, b) in enumerate(zip(saved, shapes, strict=False)) if a != b), None)
+        if first is not None:
+            detail += f"; tensor {first} is {saved[first]} there and {shapes[first]} here"
+    raise ValueError(f"checkpoint {path} was written by another model ({detail}): the encoder, the policy or their "
+                     f"sizes differ; {_NEW_RUN}")
+
+
+def _numel(shapes: list[tuple[int, ...]]) -> int:
+    return sum(int(torch.Size(s).numel()) for s in shapes)

@@ -166,7 +166,8 @@ class MultiGraphTrainer(MultiGraphSettings):
         calling again with the same ``run_dir`` and tasks resumes exactly where the last run stopped.
 
         Raises:
-            ValueError: no tasks, ``starts`` not one per task, or a checkpoint in ``run_dir`` for another task set.
+            ValueError: no tasks, ``starts`` not one per task, or a checkpoint in ``run_dir`` for another task set,
+                runtime or model.
         """
         if not tasks:
             raise ValueError("MultiGraphTrainer.fit needs at least one (graph, cluster) task")
@@ -175,7 +176,7 @@ class MultiGraphTrainer(MultiGraphSettings):
                              "None for none)")
         params = [*encoder.parameters(), *policy.parameters()]
         loop, state = start_loop(params, lr=self.lr, seed=self.seed, run_dir=run_dir, logger=logger,
-                                 run_id=_run_id(tasks))
+                                 run_id=_run_id(tasks), runtime_id=runtime.id)
         draws = np.random.default_rng(self.seed)
         states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
         if state is not None:  # the checkpoint holds each task's best, the starts' included

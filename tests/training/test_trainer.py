@@ -118,6 +118,56 @@ def test_checkpoint_of_another_graph_is_refused(tmp_path):
                                                              run_dir=tmp_path)
 
 
+def test_checkpoint_measured_by_another_runtime_is_refused(tmp_path):
+    """A step-time run resumed under the pipeline objective would mix two kinds of times in one search."""
+    from gplace.pipeline import PipelineSimulator
+
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                         run_dir=tmp_path)
+    pipe = PipelineSimulator(microbatches=4, schedule="1f1b")
+    with pytest.raises(ValueError, match=r"measured by runtime 'sim-v1', this run measures with 'pipe-v1/1f1b/m4'"
+                                         r".*warm_start=.*placement\.json"):
+        ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), pipe, graph, cluster,
+                                                             run_dir=tmp_path)
+
+
+def _wider_placer(graph, cluster):
+    torch.manual_seed(0)
+    encoder = LSTMEncoder(hidden_size=48, type_embedding=8)
+    policy = Seq2SeqPolicy(cluster.num_devices, hidden_size=48, attention_size=16)
+    return PolicyPlacer(graph, cluster, encoder, policy)
+
+
+def test_checkpoint_of_another_model_is_refused_before_anything_is_loaded(tmp_path):
+    """Another encoder size: the error names the model and the first tensor that differs, not torch's loader."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                         run_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"written by another model \(it trains \d+ parameter tensors \([\d,]+ "
+                                         r"numbers\), this run's model \d+ \([\d,]+\); tensor \d+ is"):
+        ReinforceTrainer(updates=2, samples_per_update=2).fit(_wider_placer(graph, cluster), Simulator(), graph,
+                                                             cluster, run_dir=tmp_path)
+
+
+def test_older_checkpoint_of_another_model_is_refused_by_its_parameter_count(tmp_path):
+    """Checkpoints written before the model's shapes were saved: their optimizer's tensor count is compared."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    kwargs = dict(samples_per_update=2, seed=1)
+    ReinforceTrainer(updates=1, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster, run_dir=tmp_path)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    del state["param_shapes"], state["runtime"]  # as written before they were saved
+    torch.save(state, tmp_path / "checkpoint.pt")
+    resumed = ReinforceTrainer(updates=2, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                        run_dir=tmp_path)
+    assert resumed.samples == 4  # the same model resumes
+    state["optimizer"]["param_groups"][0]["params"].append(10_000)  # one tensor more than this run's model
+    torch.save(state, tmp_path / "checkpoint.pt")
+    with pytest.raises(ValueError, match=r"written by another model \(it trains \d+ parameter tensors, this run's"):
+        ReinforceTrainer(updates=3, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                  run_dir=tmp_path)
+
+
 def test_metrics_are_namespaced_and_logged(tmp_path):
     graph, cluster = two_branches(length=2), uniform_cluster(2)
     logger = JsonlLogger(tmp_path / "extra.jsonl")
