@@ -18,6 +18,7 @@ or how many placements it may measure.
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -148,7 +149,10 @@ def policy_file(method: str | Path) -> Path | None:
 
 
 def check_method(method: str | Path) -> None:
-    """Raise ``ValueError`` naming the accepted methods unless ``method`` is one of them."""
+    """Raise ``ValueError`` naming the accepted methods unless ``method`` is one of them (``TypeError`` unless it is
+    a ``str`` or a path)."""
+    if not isinstance(method, str | os.PathLike):
+        raise TypeError(f"method must be a name or a policy file's path, got {method!r}")
     if isinstance(method, str) and (method in LEARNED or method in baselines() or method in pipeline_placers()):
         return
     if policy_file(method) is None:

@@ -172,6 +172,12 @@ def test_a_seed_that_is_not_an_int_is_named(problem, seed):
         gplace.place(*problem, method="random", seed=seed)
 
 
+@pytest.mark.parametrize("method", [None, 3, ["heft"]])
+def test_a_method_that_is_not_a_name_or_path_is_named(problem, method):
+    with pytest.raises(TypeError, match=r"method must be a name or a policy file's path, got "):
+        gplace.place(*problem, method=method)
+
+
 def test_budget_parses_seconds_and_samples():
     assert Budget.parse("12 samples") == Budget(samples=12)
     assert Budget.parse("1.5s") == Budget.parse(1.5) == Budget(seconds=1.5)
