@@ -497,6 +497,8 @@ def _synthesise(node: torch.fx.Node) -> Any:
         return _hint(val)
     if isinstance(val, int | float | bool):
         return val
+    if val is None and not node.users:  # an argument nothing reads, e.g. a flag such as use_cache=False
+        return None
     raise TorchRunError(f"input {node.name!r} has no value and no metadata to make one from; pass it in inputs")
 
 

@@ -184,6 +184,27 @@ def test_training_graph_runs_split(runtime: TorchRuntime, train_graph: OpGraph) 
     assert m.ok and m.bytes_moved > 0
 
 
+class Flagged(nn.Module):
+    """A keyword flag the forward pass reads at trace time only (as Hugging Face models take ``use_cache``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, use_cache: bool = True) -> torch.Tensor:
+        return self.fc(x) if use_cache else torch.relu(self.fc(x))
+
+
+def test_training_graph_with_a_flag_argument_runs(runtime: TorchRuntime) -> None:
+    """The joint graph keeps an input for the flag that nothing reads and that has no value: it runs without it."""
+    torch.manual_seed(3)
+    graph = from_torch(Flagged(), {"x": torch.randn(2, 4), "use_cache": False}, training=True)
+    c = _cpus()
+    want = runtime.run(graph, c, Placement.single(graph, 0))
+    _assert_same(runtime.run(graph, c, _alternate(graph)), want)
+    assert runtime.measure(graph, c, _halves(graph)).ok
+
+
 # ---------------------------------------------------------------------- timing and transfers
 def test_step_time_is_positive_with_a_spread(runtime: TorchRuntime, conv_graph: OpGraph) -> None:
     """A measurement reports a finite positive median step time and a finite spread >= 0."""
