@@ -67,6 +67,9 @@ class TorchSource:
     """Op name -> path of its owning module (``""`` for the root); ops of no module (inputs) are absent."""
     training: bool
     """Whether the graph is a joint forward+backward graph."""
+    values: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """Placeholder name -> the real value of a joint graph's parameters, buffers and example inputs (an
+    ``ExportedProgram`` holds its own), so that torch-v1 runs the model's numbers, not made-up ones."""
 
 
 def from_torch(
@@ -97,15 +100,17 @@ def from_torch(
 
     ep = _export(module_or_exported_program, example_inputs, training)
     graph_name = name or _default_name(module_or_exported_program, training)
+    values: dict[str, Any] = {}
     if training:
         program = _joint_graph(ep, example_inputs)
         state = _joint_state(program.graph)
+        values = _joint_values(program.graph, ep, example_inputs)
     else:
         program, state = ep, _signature_state(ep)
     graph_module = program if isinstance(program, torch.fx.GraphModule) else ep.graph_module
     try:
         ops, edges, paths = _FxBuilder(graph_module, state).build()
-        return OpGraph.from_ops(ops, edges, name=graph_name, source=TorchSource(program, paths, training))
+        return OpGraph.from_ops(ops, edges, name=graph_name, source=TorchSource(program, paths, training, values))
     except GraphError as err:
         if isinstance(err, UnsupportedGraphError):
             raise
@@ -225,6 +230,31 @@ def _joint_state(graph: torch.fx.Graph) -> dict[str, str]:
         if type(desc).__name__ in _STATE_DESCRIPTORS:
             state[node.name] = str(getattr(desc, "target", node.name))
     return state
+
+
+def _joint_values(graph: torch.fx.Graph, ep: ExportedProgram, example_inputs: Any) -> dict[str, Any]:
+    """Placeholder name -> the real tensor of each parameter, buffer and example input of a joint graph whose
+    shape and dtype match the traced ones (the rest, e.g. the loss's tangents, are left to be made up)."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    args, kwargs = _as_args(example_inputs) if example_inputs is not None else ep.example_inputs
+    leaves = tree_leaves((tuple(args), dict(kwargs or {})))
+    state = {**ep.state_dict, **ep.constants}
+    values = {}
+    for node in graph.find_nodes(op="placeholder"):
+        desc, traced = node.meta.get("desc"), node.meta.get("val")
+        kind = type(desc).__name__
+        if kind in _STATE_DESCRIPTORS:
+            value = state.get(str(getattr(desc, "target", "")))
+        elif kind == "PlainAOTInput" and 0 <= getattr(desc, "idx", -1) < len(leaves):
+            value = leaves[desc.idx]
+        else:
+            continue
+        if (isinstance(value, torch.Tensor) and isinstance(traced, torch.Tensor) and value.shape == traced.shape
+                and value.dtype == traced.dtype):
+            values[node.name] = value.detach()
+    return values
 
 
 def _default_name(obj: Any, training: bool) -> str:

@@ -429,7 +429,7 @@ def _graph_module(source: TorchSource) -> torch.fx.GraphModule:
 
 def _program_values(source: TorchSource, gm: torch.fx.GraphModule) -> dict[str, Any]:
     """Real values where the program holds them, else values made from each node's metadata."""
-    known = {} if source.training else _exported_values(source.program)
+    known = source.values if source.training else _exported_values(source.program)
     values = {}
     for node in gm.graph.nodes:
         if node.op == "placeholder":

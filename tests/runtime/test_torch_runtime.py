@@ -184,6 +184,17 @@ def test_training_graph_runs_split(runtime: TorchRuntime, train_graph: OpGraph) 
     assert m.ok and m.bytes_moved > 0
 
 
+def test_training_graph_runs_the_module_s_own_weights_and_inputs(runtime: TorchRuntime) -> None:
+    """A joint graph runs on the module's parameters and the example inputs, not made-up values (with which a
+    deep model's activations can overflow to nan): its forward output is the module's."""
+    torch.manual_seed(4)
+    model, x = _mlp(), torch.randn(3, 8)
+    graph = from_torch(model, (x,), training=True)
+    want = model(x).detach()
+    outputs = runtime.run(graph, _cpus(), _halves(graph))
+    assert any(t is not None and t.shape == want.shape and torch.allclose(t.cpu(), want, atol=1e-6) for t in outputs)
+
+
 class Flagged(nn.Module):
     """A keyword flag the forward pass reads at trace time only (as Hugging Face models take ``use_cache``)."""
 
