@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,8 @@ class OnnxPart:
     """``onnx.ModelProto``: the part's nodes, the initialisers they read, cut tensors as inputs and outputs."""
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    base_dir: str | None = None
+    """Where the original model's external weight data lives, for initialisers the part reads from there."""
 
 
 def annotate_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> Any:
@@ -103,7 +106,8 @@ def split_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> list[O
             continue
         outputs = sorted(t for t, p in produced_in.items() if p == k and (
             t in model_outputs or readers.get(t, set()) - {k}))
-        out.append(_part_model(source.model, sorted(node_ids), outputs, cluster.device_names[parts[k].device]))
+        out.append(_part_model(source.model, sorted(node_ids), outputs, cluster.device_names[parts[k].device],
+                               source.base_dir))
     return out
 
 
@@ -127,7 +131,10 @@ def run_parts(parts: list[OnnxPart], feeds: Mapping[str, np.ndarray], outputs: l
         if missing:
             raise UnsupportedGraphError(f"part on {part.device!r} reads {missing[0]!r}, which no feed or earlier "
                                         "part gives")
-        session = ort.InferenceSession(part.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        if part.base_dir is not None:  # a model read from bytes finds external weights only where it is told
+            options.add_session_config_entry("session.model_external_initializers_file_folder_path", part.base_dir)
+        session = ort.InferenceSession(part.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         results = session.run(list(part.outputs), {t: values[t] for t in part.inputs})
         values.update(zip(part.outputs, results, strict=True))
     names = outputs if outputs is not None else [t for part in parts for t in part.outputs]
@@ -163,7 +170,33 @@ def _set_metadata(node: Any, entries: Mapping[str, str]) -> None:
         node.metadata_props.add(key=key, value=value)
 
 
-def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str) -> OnnxPart:
+def save_onnx(model: Any, path: str | Path, base_dir: str | None = None) -> list[Path]:
+    """Write ``model`` to ``path`` as a file that stands alone; return the paths written.
+
+    Initialisers whose data is external (read from ``base_dir``, the original model's directory) are written to
+    ``<path>.data`` beside it, so the file never points back into the original model's directory; a model
+    without external data is written as one file.
+    """
+    import onnx
+    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not any(uses_external_data(t) for t in model.graph.initializer):
+        path.write_bytes(model.SerializeToString())
+        return [path]
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    load_external_data_for_model(copy, base_dir or ".")
+    data = path.with_name(path.name + ".data")
+    data.unlink(missing_ok=True)  # onnx appends to an existing data file
+    onnx.save_model(copy, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=data.name,
+                    size_threshold=1024)
+    return [path, data]
+
+
+def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str,
+                base_dir: str | None = None) -> OnnxPart:
     """The ONNX model of one part: its nodes, the initialisers they read, and typed inputs and outputs."""
     import onnx
 
@@ -184,4 +217,4 @@ def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str
     )
     part = onnx.helper.make_model(part_graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     part.functions.extend(model.functions)
-    return OnnxPart(device, part, tuple(inputs), tuple(outputs))
+    return OnnxPart(device, part, tuple(inputs), tuple(outputs), base_dir)

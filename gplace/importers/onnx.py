@@ -81,6 +81,9 @@ class OnnxSource:
     """The ``onnx.ModelProto`` after input shapes were fixed and shapes inferred."""
     node_index: Mapping[str, int]
     """Op name -> index of its node in ``model.graph.node`` (``Input``/``Initializer`` ops are absent)."""
+    base_dir: str | None = None
+    """The directory of the file the model was read from, where its external weight data lives (``None`` for a
+    model given in memory: its external data, if any, is found from the working directory)."""
 
 
 def from_onnx(
@@ -114,7 +117,8 @@ def from_onnx(
     model = _infer_shapes(model, graph_name)
     try:
         ops, edges, node_index = _Builder(model.graph, graph_name).build()
-        return OpGraph.from_ops(ops, edges, name=graph_name, source=OnnxSource(model, node_index))
+        base_dir = str(Path(model_or_path).resolve().parent) if _is_path(model_or_path) else None
+        return OpGraph.from_ops(ops, edges, name=graph_name, source=OnnxSource(model, node_index, base_dir))
     except GraphError as err:
         if isinstance(err, UnsupportedGraphError):
             raise

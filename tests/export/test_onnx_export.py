@@ -77,6 +77,35 @@ def test_per_device_models_run_in_order_give_the_whole_models_outputs(imported, 
     np.testing.assert_allclose(out["y"], _whole(_model(), X), rtol=1e-6)
 
 
+def test_a_model_with_external_weights_splits_runs_and_writes_back_from_any_directory(tmp_path, monkeypatch):
+    """Weights in a ``.data`` file beside the model (as torch.onnx.export writes them): the parts run from another
+    working directory, and each written file carries its own weights, never pointing back at the original."""
+    from gplace.export import write_back
+
+    source = tmp_path / "model"
+    source.mkdir()
+    onnx.save_model(_model(), str(source / "m.onnx"), save_as_external_data=True, location="m.onnx.data",
+                    size_threshold=0)
+    graph, cluster = from_onnx(source / "m.onnx"), uniform_cluster(2, kind="cpu")
+    placement = Placement.from_names(graph, cluster, CYCLIC)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    want = _whole(_model(), X)
+    np.testing.assert_allclose(run_parts(split_onnx(graph, cluster, placement), {"x": X}, ["y"])["y"], want, rtol=1e-6)
+    written = write_back(graph, cluster, placement, tmp_path / "out")
+    (source / "m.onnx.data").unlink()  # the written models must not need the original's weights
+    assert {p.name for p in written} >= {"placed.onnx", "placed.onnx.data"}
+    np.testing.assert_allclose(_whole(onnx.load(str(tmp_path / "out" / "placed.onnx")), X), want, rtol=1e-6)
+    values = {"x": X}
+    for path in sorted((tmp_path / "out" / "parts").glob("*.onnx")):
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        values.update(zip(names, session.run(names, {i.name: values[i.name] for i in session.get_inputs()}),
+                          strict=True))
+    np.testing.assert_allclose(values["y"], want, rtol=1e-6)
+
+
 def test_a_placement_for_another_graph_is_refused_naming_it(imported):
     graph, cluster = imported
     other = random_dag(graph.num_ops, seed=0)
