@@ -540,6 +540,19 @@ def test_missing_initializer_data_is_made_up(caplog: pytest.LogCaptureFixture) -
     assert "made from their shape: w" in caplog.text
 
 
+def test_external_initializer_data_is_read_from_the_models_directory(tmp_path, monkeypatch) -> None:
+    """Weights saved as external data beside the model file are the program's values (not made up), from any
+    working directory."""
+    w = _rand(3)
+    model = _model([_node("Add", ["x", "w"])], {"x": _rand(2, 3)}, ["y"], initializers={"w": w})
+    onnx.save_model(model, str(tmp_path / "m.onnx"), save_as_external_data=True, location="m.onnx.data",
+                    size_threshold=0)
+    monkeypatch.chdir(tmp_path.parent)
+    g = from_onnx(tmp_path / "m.onnx")
+    program = onnx_program(g.source, g)
+    np.testing.assert_array_equal(program.values[program.placeholders["w"]].numpy(), w)
+
+
 # ---------------------------------------------------------------------- (c) unsupported ops fail clearly
 def _unsupported_models() -> dict[str, tuple[Any, str]]:
     x = {"x": _rand(2, 3, 4, 4)}

@@ -121,8 +121,9 @@ def torch_dtype(onnx_type: int | str, attrs: Attrs | None = None, what: str = ""
     return dtype
 
 
-def tensor_from_proto(proto: Any, what: str) -> torch.Tensor | None:
-    """A ``TensorProto``'s value, or ``None`` when its data is external or missing.
+def tensor_from_proto(proto: Any, what: str, base_dir: str | None = None) -> torch.Tensor | None:
+    """A ``TensorProto``'s value, or ``None`` when its data is missing, or external and no ``base_dir`` (the
+    model's directory) holds it.
 
     Raises:
         UnsupportedGraphError: the element type has no torch dtype (strings, 8-bit floats).
@@ -131,10 +132,10 @@ def tensor_from_proto(proto: Any, what: str) -> torch.Tensor | None:
     from onnx import numpy_helper
 
     dtype = torch_dtype(proto.data_type, what=what)
-    if proto.data_location == onnx.TensorProto.EXTERNAL:
+    if proto.data_location == onnx.TensorProto.EXTERNAL and base_dir is None:
         return None
     try:
-        array = numpy_helper.to_array(proto)
+        array = numpy_helper.to_array(proto, base_dir=base_dir or "")
     except Exception:  # no data at all, or data of the wrong size
         return None
     if array.size != math.prod(proto.dims):
@@ -167,9 +168,10 @@ def constant_value(attrs: Attrs) -> torch.Tensor:
     raise attrs.error(f"attribute {next(iter(attrs._attrs), 'value')!r} (string constants have no torch type)")
 
 
-def sparse_to_dense(sparse: Any, what: str) -> torch.Tensor | None:
+def sparse_to_dense(sparse: Any, what: str, base_dir: str | None = None) -> torch.Tensor | None:
     """A ``SparseTensorProto`` as a dense tensor (indices linear ``[NNZ]`` or ``[NNZ, rank]``)."""
-    values, indices = tensor_from_proto(sparse.values, what), tensor_from_proto(sparse.indices, what)
+    values = tensor_from_proto(sparse.values, what, base_dir)
+    indices = tensor_from_proto(sparse.indices, what, base_dir)
     if values is None or indices is None:
         return None
     dims = tuple(int(d) for d in sparse.dims)

@@ -14,8 +14,9 @@
   its gplace op in ``node.meta["gplace_op"]``: ONNX nodes their op, ``Input`` ops their placeholder, shared
   ``Initializer`` ops theirs. A folded initialiser's or a constant's placeholder has none: it lives with its
   one reader.
-- **Values**: initialisers from the model (``onnx.numpy_helper.to_array``); one whose data is external or
-  missing, and every graph input, is made from its shape and type: floats uniform in ``[0, 1)`` from a
+- **Values**: initialisers from the model (``onnx.numpy_helper.to_array``), external data read from the
+  directory the model was read from; one whose data is missing (or external, for a model given in memory),
+  and every graph input, is made from its shape and type: floats uniform in ``[0, 1)`` from a
   generator seeded by the CRC-32 of the tensor name, integers and booleans 0 (the convention of ``torch-v1``).
 - **Coverage**: the default ONNX domain from opset 6 on: element-wise math and activations, comparisons and
   logic, ``Cast``, reductions and arg-max/min, ``Gemm`` / ``MatMul`` / ``Einsum``, the shape ops (``Reshape``,
@@ -149,6 +150,7 @@ class _Builder:
     def __init__(self, source: OnnxSource, graph: OpGraph) -> None:
         self.model, self.graph = source.model, graph
         self.onnx = source.model.graph
+        self.base_dir = source.base_dir
         self.opset = _opset(source.model)
         self.op_of_node = {i: name for name, i in source.node_index.items()}
         self.fx = torch.fx.Graph()
@@ -210,7 +212,7 @@ class _Builder:
         """Add the placeholder; True when its value had to be made up."""
         what = f"initializer {name!r}"
         sparse = hasattr(proto, "values")
-        value = sparse_to_dense(proto, what) if sparse else tensor_from_proto(proto, what)
+        value = sparse_to_dense(proto, what, self.base_dir) if sparse else tensor_from_proto(proto, what, self.base_dir)
         made = value is None
         if made:
             data_type = proto.values.data_type if sparse else proto.data_type
