@@ -13,11 +13,15 @@ Program
     constant value lives on the device of its one reader.
 Values
     Parameters, buffers and constants come from the ``ExportedProgram``; user inputs from its example inputs.
-    A joint training graph holds no values, so its parameters, inputs and tangents are made from their
-    metadata: floats uniform in ``[0, 1)`` from a generator seeded by the node name, integers and booleans 0.
-    An ONNX model's initialisers come from the model; its inputs (and initialisers without data) are made the
-    same way, seeded by the tensor name. :meth:`TorchRuntime.run` takes other inputs. All of them are moved to
-    their device before timing starts.
+    A joint training graph's parameters, buffers and example inputs come from the module it was imported from
+    (``TorchSource.values``); its tangents, and any input without a value, are made from their metadata:
+    floats uniform in ``[0, 1)`` from a generator seeded by the node name, integers and booleans 0 (an input
+    nothing reads and whose metadata holds no value, such as a flag, is ``None``). An ONNX model's
+    initialisers come from the model, external data from the model's directory; its inputs (and initialisers
+    without data) are made the same way, seeded by the tensor name. (Until 2026-11-27 a training graph's
+    parameters and inputs, and external initialisers, were made up too; the id stayed, as the ops, shapes and
+    devices timed are the same, only the numbers in them changed, which made up could overflow to nan.)
+    :meth:`TorchRuntime.run` takes other inputs. All of them are moved to their device before timing starts.
 Devices
     A cluster device name maps to a torch device: ``"/CPU:i"`` to ``cpu``, ``"/GPU:i"`` to ``cuda:i`` (a
     TensorFlow-style ``".../device:GPU:i"`` too), and a torch device string (``"cpu"``, ``"cuda:1"``) is used
