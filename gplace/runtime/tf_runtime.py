@@ -10,8 +10,12 @@ Program
     run by a fresh ``tf.compat.v1.Session`` per measurement.
 Values
     The source's inputs are fed, and its variables (``VarHandleOp``, ``VariableV2``) initialised once before
-    timing, on their own device: floats uniform in ``[0, 1)`` from a generator seeded by the name, integers and
-    booleans 0, strings empty. :meth:`TensorFlowRuntime.run` takes other feeds.
+    timing, on their own device: with the ``tf.Variable``'s own value where the source holds it (a Keras model,
+    ``tf.function`` or SavedModel; :attr:`~gplace.importers.tensorflow.TensorFlowSource.variables`), else, as the
+    inputs, floats uniform in ``[0, 1)`` from a generator seeded by the name, integers and booleans 0, strings
+    empty. :meth:`TensorFlowRuntime.run` takes other feeds. (Until 2026-11-27 every variable was made up, with
+    which most Keras applications' outputs overflowed to inf or nan; the id stayed, as the ops, shapes and devices
+    timed are the same.)
 Devices
     A cluster device name maps to a TensorFlow device: ``"/CPU:i"`` to ``"/device:CPU:i"``, ``"/GPU:i"`` to
     ``"/device:GPU:i"`` (a full ``".../device:GPU:i"`` name too); ``device_map`` overrides. The session has as
@@ -365,6 +369,7 @@ class _Step:
               deadline: float) -> None:
         """Open the session, initialise the variables and prepare the step's callable."""
         tf = self.tf
+        _read_variables(cache, source.variables)  # eagerly, before the graph is the default one
         with self.graph.as_default():
             init_ops, init_feeds, self.initialises = _initializers(tf, self.graph, cache)
         self.session = tf.compat.v1.Session(graph=self.graph, config=config)
@@ -455,7 +460,8 @@ def _options(tf: Any, deadline: float) -> Any:
 def _initializers(
     tf: Any, graph: Any, cache: dict[str, np.ndarray]
 ) -> tuple[list[Any], dict[Any, np.ndarray], dict[str, str]]:
-    """An assignment per variable, on the variable's device, fed a generated value; added op name -> variable."""
+    """An assignment per variable, on the variable's device, fed its value (read into ``cache`` by
+    :func:`_read_variables`) or a generated one; added op name -> variable."""
     ops, feeds, owners = [], {}, {}
     variables = [op for op in graph.get_operations() if op.type in _VARIABLE_OPS]
     for op in variables:
@@ -467,9 +473,24 @@ def _initializers(
             else:
                 assign = tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=value)
         ops.append(assign)
-        feeds[value] = _generated(cache, op.name, dtype, shape)
+        feeds[value] = _variable_value(cache, op.name, dtype, shape)
         owners[assign.name] = owners[value.op.name] = op.name
     return ops, feeds, owners
+
+
+def _read_variables(cache: dict[str, np.ndarray], variables: Mapping[str, Any]) -> None:
+    """Put each ``tf.Variable``'s value (node name -> variable) in ``cache``, once per source; eager mode only."""
+    for name, variable in variables.items():
+        if name not in cache:
+            cache[name] = np.asarray(variable.numpy())
+
+
+def _variable_value(cache: dict[str, np.ndarray], name: str, dtype: Any, shape: Any) -> np.ndarray:
+    """The variable's own value where it has the node's dtype and a shape the node allows, else a generated one."""
+    value = cache.get(name)
+    if value is not None and (value.dtype != dtype.as_numpy_dtype or not shape.is_compatible_with(value.shape)):
+        del cache[name]
+    return _generated(cache, name, dtype, shape)
 
 
 def _generated(cache: dict[str, np.ndarray], name: str, dtype: Any, shape: Any) -> np.ndarray:

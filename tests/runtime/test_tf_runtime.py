@@ -151,6 +151,15 @@ def test_run_takes_feeds(runtime, mlp) -> None:
     assert not np.allclose(by_tensor, runtime.run(mlp, cluster, p, feeds={"x": zeros})[0])
 
 
+def test_variables_hold_the_programs_own_weights(runtime, keras_model, keras_graphs) -> None:
+    """A Keras model's variables run with their own values, so a placed run computes what the model computes
+    (made-up weights overflow deep models' outputs to inf or nan)."""
+    x = np.random.default_rng(5).random((2, 8)).astype(np.float32)
+    g = keras_graphs["inference"]
+    (got,) = runtime.run(g, _cpus(), _alternate(g), feeds={g.source.inputs[0]: x})
+    np.testing.assert_allclose(got, np.asarray(keras_model(x)), rtol=1e-5, atol=1e-6)
+
+
 def test_v1_reference_variable_graph_runs_placed(runtime) -> None:
     """A GraphDef with a VariableV2 (initialised through Assign) runs split, and y = 2 * x @ w."""
     g = from_tensorflow(text_format.Parse(V1_GRAPH, tf.compat.v1.GraphDef()), batch_size=3)
