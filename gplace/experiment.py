@@ -71,7 +71,9 @@ def place(
             ``"gdp"``, ``"list_scheduling"``, ...), a baseline name (``"heft"``, ``"m_etf"``,
             ``"metis"``, ...), a pipeline placer's (``"ideal_dp"``, ``"local_search"``, ...; with a pipeline
             ``runtime``), ``"pretrained"`` (the policy file shipped with gplace) or a policy file's path;
-            see :mod:`gplace.methods` (default: ``"learned"``).
+            see :mod:`gplace.methods` (default: ``"learned"``). A learned search's or a policy file's placement
+            is never slower than every op on one device (the baselines measured in this call); a baseline's or
+            pipeline placer's is its own.
         budget: seconds (``30``, ``"30s"``) or samples (``"500 samples"``) the search may use; for a policy file,
             samples to draw beside the greedy placement (default: the trainer's own settings; 16 samples).
         seed: seeds the policy's initial weights, the search and random baselines (default: the trainer's).
@@ -125,6 +127,8 @@ def place(
         result = _no_worse_than_one_device(result, baselines, graph, cluster)
     else:
         result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
+        if path is not None:  # a policy's search, as the learned ones: never behind a placement measured here
+            result = _no_worse_than_one_device(result, baselines, graph, cluster)
     report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result)
     if run_dir is not None:
         write_report(report, run_dir, runtime)

@@ -178,6 +178,31 @@ def test_a_method_that_is_not_a_name_or_path_is_named(problem, method):
         gplace.place(*problem, method=method)
 
 
+def test_a_policy_file_never_places_slower_than_one_device(tmp_path):
+    """An untrained policy that puts a chain on the slow CPU (its greedy placement; its samples split the chain
+    over a slow link): gplace.place measures every single-device placement anyway and returns the fastest where
+    it beats the policy's best, as the learned searches do."""
+    import torch
+
+    from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+    from gplace.policies import MLPPolicy
+    from gplace.pretrained import build, place_zero_shot, save_policy
+
+    torch.manual_seed(3)  # a seed whose untrained greedy placement is all on the CPU (checked below)
+    encoder = build(GNNEncoder, conv="sage", hidden_size=16, num_layers=2)
+    policy = build(MLPPolicy, num_devices=2, hidden_size=16, state_size=16)
+    path = save_policy(tmp_path / "untrained.pt", encoder, policy)
+    ops = [Op(f"a{i}", "MatMul", 1e-3, kind_cost={"cpu": 0.1}, output_bytes=10**9) for i in range(12)]
+    graph = OpGraph.from_ops(ops, [Edge(f"a{i}", f"a{i + 1}") for i in range(11)], name="chain")
+    cluster = Cluster.build([Device("/GPU:0", "gpu"), Device("/CPU:0", "cpu")], default_bandwidth=1e6)
+    sim = Simulator()
+    own = sim.measure(graph, cluster, place_zero_shot(encoder, policy, graph, cluster, samples=8, runtime=sim))
+    report = gplace.place(graph, cluster, method=str(path), budget="8 samples", runtime=sim)
+    gpu = report.baselines["/GPU:0"].step_time
+    assert own.step_time > 10 * gpu  # the policy's own best is far behind the GPU alone
+    assert report.measurement.step_time == gpu and list(report.placement.devices) == [0] * 12
+
+
 def test_budget_parses_seconds_and_samples():
     assert Budget.parse("12 samples") == Budget(samples=12)
     assert Budget.parse("1.5s") == Budget.parse(1.5) == Budget(seconds=1.5)
