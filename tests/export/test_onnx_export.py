@@ -96,6 +96,8 @@ def test_a_model_with_external_weights_splits_runs_and_writes_back_from_any_dire
     written = write_back(graph, cluster, placement, tmp_path / "out")
     (source / "m.onnx.data").unlink()  # the written models must not need the original's weights
     assert {p.name for p in written} >= {"placed.onnx", "placed.onnx.data"}
+    modes = {p.name: p.stat().st_mode & 0o777 for p in written}
+    assert modes["placed.onnx.data"] == modes["placed.onnx"]  # as readable as the model it belongs to
     np.testing.assert_allclose(_whole(onnx.load(str(tmp_path / "out" / "placed.onnx")), X), want, rtol=1e-6)
     values = {"x": X}
     for path in sorted((tmp_path / "out" / "parts").glob("*.onnx")):
