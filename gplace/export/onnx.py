@@ -191,7 +191,9 @@ def save_onnx(model: Any, path: str | Path, base_dir: str | None = None) -> list
     data = path.with_name(path.name + ".data")
     data.unlink(missing_ok=True)  # onnx appends to an existing data file
     onnx.save_model(copy, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=data.name,
-                    size_threshold=1024)
+                    size_threshold=0)
+    if not data.exists():  # no initialiser with data to move out
+        return [path]
     data.chmod(path.stat().st_mode & 0o777)  # onnx creates it readable by its owner only; match the model file
     return [path, data]
 
