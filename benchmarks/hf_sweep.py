@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from report_notes import write_report  # benchmarks/ is on sys.path
 
 import gplace
 from gplace.export.onnx import run_parts, split_onnx
@@ -45,11 +46,10 @@ from gplace.ir import Cluster, Device, OpGraph, Placement
 from gplace.pipeline import PipelineSimulator
 from gplace.pipeline.stages import align_to_modules
 from gplace.runtime.torch_runtime import TorchRuntime
+from gplace.testing import alternating
 
 VOCAB, IMAGE = 512, 32
 CPU_MAP = {f"/CPU:{i}": "cpu" for i in range(4)}
-NOTES = "## Notes"
-"""The report's hand-written section from this heading on is kept when the script rewrites the report."""
 
 
 def architectures() -> dict[str, Callable[[], torch.nn.Module]]:
@@ -125,10 +125,6 @@ def example_inputs(name: str) -> dict[str, torch.Tensor]:
 
 def cpus(n: int) -> Cluster:
     return Cluster.build([Device(f"/CPU:{i}", "cpu") for i in range(n)], default_bandwidth=1e9, name=f"{n}xcpu")
-
-
-def alternating(graph: OpGraph) -> Placement:
-    return Placement.for_graph(graph, [i % 2 for i in range(graph.num_ops)])
 
 
 def tensors(value) -> list[torch.Tensor]:
@@ -249,9 +245,7 @@ def main() -> None:
                 "| architecture | torch forward: split == one device, split_program, dispatch | torch training: "
                 "split == one device | pipeline_split of gpipe / pipedream / ideal_dp (stages) | ONNX: split_onnx, "
                 "torch-v1 | s |\n|---|---|---|---|---|---:|\n")
-        old = args.out.read_text() if args.out.exists() else ""
-        notes = old[old.index(NOTES):] if NOTES in old else ""  # written by hand, kept
-        args.out.write_text(head + "\n".join(rows) + "\n" + ("\n" + notes if notes else ""))
+        write_report(args.out, head + "\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":

@@ -27,34 +27,23 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from report_notes import write_report  # noqa: E402  (benchmarks/ is on sys.path)
 
 from gplace.export.tensorflow import place_graph_def, save_saved_model, session_config  # noqa: E402
 from gplace.importers.tensorflow import from_tensorflow  # noqa: E402
 from gplace.ir import Cluster, Device, OpGraph, Placement  # noqa: E402
 from gplace.runtime.tf_runtime import TensorFlowRuntime  # noqa: E402
+from gplace.testing import alternating  # noqa: E402
 
 APPS = {  # name -> smallest square input side the application accepts (or 32)
     "MobileNetV2": 32, "MobileNetV3Small": 32, "ResNet50": 32, "ResNet50V2": 32, "DenseNet121": 32,
     "EfficientNetB0": 32, "EfficientNetV2B0": 32, "InceptionV3": 75, "Xception": 71, "NASNetMobile": 32,
     "ConvNeXtTiny": 32, "VGG16": 32,
 }
-NOTES = "## Notes"
-"""The report's hand-written section from this heading on is kept when the script rewrites the report."""
 
 
 def cpus() -> Cluster:
     return Cluster.build([Device(f"/CPU:{i}", "cpu") for i in range(2)], default_bandwidth=1e9, name="2xcpu")
-
-
-def alternating(g: OpGraph) -> Placement:
-    """Ops alternate between devices 0 and 1; colocation groups on one device, CPU-pinned ops on device 0."""
-    devices, groups = [i % 2 for i in range(g.num_ops)], {}
-    for i, group in enumerate(g.colocation):
-        if g.pinned[i] == "cpu":
-            devices[i] = 0
-        if group is not None:
-            groups[group] = min(groups.get(group, devices[i]), 0 if g.pinned[i] == "cpu" else devices[i])
-    return Placement.for_graph(g, [groups.get(c, d) if c else d for c, d in zip(g.colocation, devices, strict=True)])
 
 
 def split_equals_single(g: OpGraph, runtime: TensorFlowRuntime) -> str:
@@ -122,9 +111,7 @@ def main() -> None:
                 f"{platform.python_version()}, 2 CPU cores; `weights=None`, batch 2.\n\n"
                 "| application | input side | inference: tf-v1 split = one device, SavedModel write-back | "
                 "training step: tf-v1 split = one device | s |\n|---|---:|---|---|---:|\n")
-        old = args.out.read_text() if args.out.exists() else ""
-        notes = old[old.index(NOTES):] if NOTES in old else ""
-        args.out.write_text(head + "\n".join(rows) + "\n" + ("\n" + notes if notes else ""))
+        write_report(args.out, head + "\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+from gplace.ir import Cluster, Device, Edge, Op, OpGraph, Placement
 
 MB = 1_000_000
 
@@ -114,3 +114,16 @@ def layered_dag(num_ops: int, width: int = 100, max_inputs: int = 3, num_types: 
         for j in rng.choice(sources, size=int(rng.integers(1, max_inputs + 1)), replace=False):
             edges.append(Edge(f"op{j}", f"op{i}"))
     return OpGraph.from_ops(ops, edges, name=f"layered{num_ops}")
+
+
+def alternating(graph: OpGraph) -> Placement:
+    """A placement that cuts nearly every edge: op ``i`` on device ``i % 2``, except that a colocation group stays
+    on one device and an op pinned to ``"cpu"`` (and its group) goes to device 0, which must then be a CPU."""
+    devices, groups = [i % 2 for i in range(graph.num_ops)], {}
+    for i, group in enumerate(graph.colocation):
+        if graph.pinned[i] == "cpu":
+            devices[i] = 0
+        if group is not None:
+            groups[group] = min(groups.get(group, devices[i]), 0 if graph.pinned[i] == "cpu" else devices[i])
+    return Placement.for_graph(graph, [groups.get(c, d) if c else d
+                                       for c, d in zip(graph.colocation, devices, strict=True)])

@@ -21,7 +21,7 @@ from gplace.importers.tensorflow import from_tensorflow  # noqa: E402
 from gplace.ir import Cluster, Device, InvalidPlacementError, OpGraph, Placement  # noqa: E402
 from gplace.runtime.conformance import check_failure, check_runtime  # noqa: E402
 from gplace.runtime.tf_runtime import TensorFlowRunError, TensorFlowRuntime, tf_device  # noqa: E402
-from gplace.testing import diamond  # noqa: E402
+from gplace.testing import alternating, diamond  # noqa: E402
 
 pytestmark = pytest.mark.tf
 
@@ -49,17 +49,6 @@ node { name: "y" op: "Mul" input: "mm" input: "two" attr { key: "T" value { type
 def _cpus(n: int = 2, *extra: Device) -> Cluster:
     return Cluster.build([*(Device(f"/CPU:{i}", "cpu") for i in range(n)), *extra], default_bandwidth=1e9,
                          name=f"{n}xcpu")
-
-
-def _alternate(g: OpGraph) -> Placement:
-    """Ops alternate between devices 0 and 1; ops pinned to "cpu" (and their groups) on device 0, a CPU."""
-    devices, groups = [i % 2 for i in range(g.num_ops)], {}
-    for i, group in enumerate(g.colocation):
-        if g.pinned[i] == "cpu":
-            devices[i] = 0
-        if group is not None:
-            groups[group] = min(groups.get(group, devices[i]), 0 if g.pinned[i] == "cpu" else devices[i])
-    return Placement.for_graph(g, [groups.get(c, d) if c else d for c, d in zip(g.colocation, devices, strict=True)])
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +110,7 @@ def test_placed_run_equals_single_device(runtime, graphs, name) -> None:
     """Outputs of a placement over two logical CPU devices equal those of running everything on one."""
     g, cluster = graphs[name], _cpus()
     single = runtime.run(g, cluster, Placement.single(g, 0))
-    split = runtime.run(g, cluster, _alternate(g))
+    split = runtime.run(g, cluster, alternating(g))
     assert len(single) == len(g.source.outputs) == len(split) >= 1
     for a, b in zip(single, split, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6)
@@ -133,7 +122,7 @@ def test_measure_on_two_logical_cpus(runtime, graphs, name) -> None:
     """ok, a positive median step time, a finite spread; a split placement moves bytes, one device none."""
     g, cluster = graphs[name], _cpus()
     single = runtime.measure(g, cluster, Placement.single(g, 1))
-    split = runtime.measure(g, cluster, _alternate(g))
+    split = runtime.measure(g, cluster, alternating(g))
     for m in (single, split):
         assert m.ok, m.reason
         assert m.runtime == "tf-v1" and 0 < m.step_time < 1.0
@@ -143,7 +132,7 @@ def test_measure_on_two_logical_cpus(runtime, graphs, name) -> None:
 
 def test_run_takes_feeds(runtime, mlp) -> None:
     """Feeds by tensor or node name replace the generated inputs; the same feed gives the same outputs."""
-    cluster, p = _cpus(), _alternate(mlp)
+    cluster, p = _cpus(), alternating(mlp)
     zeros, ones = np.zeros((4, 8), np.float32), np.ones((4, 8), np.float32)
     by_tensor = runtime.run(mlp, cluster, p, feeds={"x:0": ones})[0]
     by_node = runtime.run(mlp, cluster, p, feeds={"x": ones})[0]
@@ -156,7 +145,7 @@ def test_variables_hold_the_programs_own_weights(runtime, keras_model, keras_gra
     (made-up weights overflow deep models' outputs to inf or nan)."""
     x = np.random.default_rng(5).random((2, 8)).astype(np.float32)
     g = keras_graphs["inference"]
-    (got,) = runtime.run(g, _cpus(), _alternate(g), feeds={g.source.inputs[0]: x})
+    (got,) = runtime.run(g, _cpus(), alternating(g), feeds={g.source.inputs[0]: x})
     np.testing.assert_allclose(got, np.asarray(keras_model(x)), rtol=1e-5, atol=1e-6)
 
 
@@ -175,7 +164,7 @@ def test_v1_reference_variable_graph_runs_placed(runtime) -> None:
 def test_every_op_runs_on_its_device(runtime, keras_graphs) -> None:
     """One traced step of a split training step: each op (fed inputs aside) ran, on its placement's device."""
     g, cluster = keras_graphs["training"], _cpus()
-    placement = _alternate(g)
+    placement = alternating(g)
     step = runtime._open(g, cluster, placement, None, time.perf_counter() + 30)
     try:
         metadata = tf.compat.v1.RunMetadata()
@@ -193,7 +182,7 @@ def test_device_map_names_devices(mlp) -> None:
     """Cluster names that are not TF device names run through device_map."""
     cluster = Cluster.build([Device("left", "cpu"), Device("right", "cpu")], default_bandwidth=1e9)
     runtime = TensorFlowRuntime(steps=1, warmup=0, device_map={"left": "/device:CPU:0", "right": "/CPU:1"})
-    assert runtime.measure(mlp, cluster, _alternate(mlp)).ok
+    assert runtime.measure(mlp, cluster, alternating(mlp)).ok
 
 
 # ---------------------------------------------------------------------- failures
@@ -282,7 +271,7 @@ def test_gpu_placements_run_and_match(runtime, keras_graphs) -> None:
         pytest.skip("needs a GPU that TensorFlow sees")
     g = keras_graphs["training"]
     cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu")], default_bandwidth=1e9)
-    gpu, split = Placement.single(g, 1), _alternate(g)
+    gpu, split = Placement.single(g, 1), alternating(g)
     assert runtime.measure(g, cluster, gpu).ok and runtime.measure(g, cluster, split).ok
     np.testing.assert_allclose(runtime.run(g, cluster, gpu)[0], runtime.run(g, cluster, split)[0], rtol=1e-4)
 
@@ -296,7 +285,7 @@ def test_invalid_placement_raises(runtime, mlp) -> None:
 def test_conforms(runtime, keras_graphs) -> None:
     """The shared conformance suite: check_runtime on placements over two logical CPUs, check_failure on /GPU:99."""
     g = keras_graphs["training"]
-    placements = [Placement.single(g, 0), Placement.single(g, 1), _alternate(g)]
+    placements = [Placement.single(g, 0), Placement.single(g, 1), alternating(g)]
     measurements = check_runtime(runtime, g, _cpus(), placements)
     assert all(m.ok for m in measurements)
     m = check_failure(runtime, g, _cpus(2, Device("/GPU:99", "gpu")), Placement.single(g, 2))
