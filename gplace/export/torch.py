@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from gplace.export.parts import device_parts, framework_devices, part_of
-from gplace.importers.torch_export import TorchSource
+from gplace.importers.torch_export import TorchSource, example_args
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device
 
@@ -166,7 +166,8 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         cluster: the devices.
         placement: the placement of ``graph`` on ``cluster``.
         module: the ``nn.Module``; a copy is traced, so it is left as it was and can be split again.
-        example_inputs: a tuple of positional inputs (one micro-batch).
+        example_inputs: one micro-batch's inputs: a tensor, a tuple of positional inputs or a dict of keyword
+            inputs (as :func:`gplace.from_torch` takes them); call the pipe with them the same way.
         device_map: cluster device name -> torch device for other names (default: none).
 
     Raises:
@@ -216,7 +217,8 @@ def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str,
     module traced twice keeps the first split's points as well (a wrong pipe, without an error)."""
     from torch.distributed.pipelining import SplitPoint, pipeline
 
-    return pipeline(copy.deepcopy(module), mb_args=tuple(example_inputs),
+    args, kwargs = example_args(example_inputs)
+    return pipeline(copy.deepcopy(module), mb_args=args, mb_kwargs=kwargs or None,
                     split_spec={path: SplitPoint.BEGINNING for path in split})
 
 

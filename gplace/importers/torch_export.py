@@ -156,7 +156,13 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
 
 
 # ---------------------------------------------------------------------- tracing
-def _as_args(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def example_args(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``(args, kwargs)`` of example inputs given as a tensor, a tuple or list of positional inputs, or a dict of
+    keyword inputs.
+
+    Raises:
+        TypeError: anything else, naming its type.
+    """
     import torch
 
     if isinstance(example_inputs, torch.Tensor):
@@ -189,7 +195,7 @@ def _export(obj: Any, example_inputs: Any, training: bool) -> ExportedProgram:
         raise TypeError(f"from_torch expects an nn.Module or an ExportedProgram, got {type(obj).__name__}")
     if example_inputs is None:
         raise ValueError(f"example_inputs are needed to export a module ({type(obj).__name__})")
-    args, kwargs = _as_args(example_inputs)
+    args, kwargs = example_args(example_inputs)
     with _training_mode(obj, training):
         try:
             return torch.export.export(obj, args, kwargs)
@@ -203,7 +209,7 @@ def _joint_graph(ep: ExportedProgram, example_inputs: Any) -> torch.fx.GraphModu
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
     if example_inputs is not None:
-        args, kwargs = _as_args(example_inputs)
+        args, kwargs = example_args(example_inputs)
     elif ep.example_inputs is not None:
         args, kwargs = ep.example_inputs
     else:
@@ -238,7 +244,7 @@ def _joint_values(graph: torch.fx.Graph, ep: ExportedProgram, example_inputs: An
     import torch
     from torch.utils._pytree import tree_leaves
 
-    args, kwargs = _as_args(example_inputs) if example_inputs is not None else ep.example_inputs
+    args, kwargs = example_args(example_inputs) if example_inputs is not None else ep.example_inputs
     leaves = tree_leaves((tuple(args), dict(kwargs or {})))
     state = {**ep.state_dict, **ep.constants}
     values = {}

@@ -124,6 +124,38 @@ def test_a_pipeline_placement_becomes_torch_pipelining_stages_that_run(imported)
         pipeline_split(graph, cluster, Placement.for_graph(graph, inside), model, (X,))
 
 
+class EncoderDecoder(nn.Module):
+    """Two keyword inputs, as Hugging Face encoder-decoder models take them (the decoder's is not positional 2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder, self.decoder = nn.Linear(4, 8), nn.Linear(8, 8)
+
+    def forward(self, input_ids=None, mask=None, decoder_input_ids=None):
+        return self.decoder(self.encoder(input_ids).relu() + decoder_input_ids)
+
+
+def test_a_pipeline_split_takes_keyword_inputs_and_a_bare_tensor(imported):
+    """Example inputs as from_torch takes them: a dict of keyword inputs (an encoder-decoder's), or one tensor
+    (not unpacked along its batch dimension)."""
+    from gplace.export.torch import pipeline_split
+
+    cluster = imported[2]
+    torch.manual_seed(0)
+    model = EncoderDecoder().eval()
+    kw = {"input_ids": X, "decoder_input_ids": torch.randn(2, 8, generator=torch.Generator().manual_seed(1))}
+    graph = from_torch(model, kw)
+    split = pipeline_split(graph, cluster, _by_module(graph, cluster, {"decoder": 1}), model, kw)
+    assert split.pipe.num_stages == 2 and split.split_points == ["decoder"]
+    with torch.no_grad():
+        out = split.pipe(**kw)
+    torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(**kw))
+    model, graph, cluster, placement = _two_stage_chain(cluster)
+    with torch.no_grad():
+        out = pipeline_split(graph, cluster, placement, model, X).pipe(X)
+    torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(X))
+
+
 def test_a_module_can_be_split_again_and_is_left_as_it_was(imported):
     """torch's pipeline() patches the modules it traces (a module traced twice keeps the first split's points
     too); pipeline_split traces a copy, so a second split of the same module has its own stages."""
