@@ -15,8 +15,7 @@ eager model, 1e-5 between two torch-v1 runs):
 - torch, training: the joint forward+backward graph; torch-v1 alternating equal to one device (outputs and
   gradients).
 - pipeline: ``align_to_modules``, then ``gpipe``, ``pipedream`` and ``ideal_dp`` on 4 CPU devices (pipe-v1,
-  M = 4, GPipe); ``pipeline_split`` of each; its ``Pipe`` equal to the eager model. Models with one input
-  only (``pipeline_split`` takes positional inputs).
+  M = 4, GPipe); ``pipeline_split`` of each (keyword inputs); its ``Pipe`` equal to the eager model.
 - ONNX: ``torch.onnx.export`` (dynamo); ``from_onnx``; ``split_onnx`` of the alternating placement run by
   onnxruntime equal to the whole model; torch-v1 alternating equal to one device.
 """
@@ -171,16 +170,13 @@ def check_training(name: str, runtime: TorchRuntime, work: Path) -> str:
 
 def check_pipeline(name: str, runtime: TorchRuntime, work: Path) -> str:
     model, kw = build(name), example_inputs(name)
-    if len(kw) != 1:
-        return "not run (two inputs)"
-    args = tuple(kw.values())
-    graph = align_to_modules(from_torch(model, args))
-    want = [t.detach() for t in tensors(model(*args))][:1]
+    graph = align_to_modules(from_torch(model, kw))
+    want = [t.detach() for t in tensors(model(**kw))][:1]
     stages = []
     for method in ("gpipe", "pipedream", "ideal_dp"):
         report = gplace.place(graph, cpus(4), method=method, runtime=PipelineSimulator(4, "gpipe"))
-        split = pipeline_split(graph, cpus(4), report.placement, model, args, device_map=CPU_MAP)
-        got = [t.detach() for t in tensors(split.pipe(*args))][:1]
+        split = pipeline_split(graph, cpus(4), report.placement, model, kw, device_map=CPU_MAP)
+        got = [t.detach() for t in tensors(split.pipe(**kw))][:1]
         assert same(got, want, 1e-4), f"{method}: the Pipe's output differs from the eager model"
         stages.append(str(len(split.devices)))
     return "stages " + "/".join(stages)
