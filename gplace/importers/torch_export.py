@@ -102,9 +102,10 @@ def from_torch(
     graph_name = name or _default_name(module_or_exported_program, training)
     values: dict[str, Any] = {}
     if training:
-        program = _joint_graph(ep, example_inputs)
+        args, kwargs = _joint_inputs(ep, example_inputs)
+        program = _joint_graph(ep, args, kwargs)
         state = _joint_state(program.graph)
-        values = _joint_values(program.graph, ep, example_inputs)
+        values = _joint_values(program.graph, ep, args, kwargs)
     else:
         program, state = ep, _signature_state(ep)
     graph_module = program if isinstance(program, torch.fx.GraphModule) else ep.graph_module
@@ -204,19 +205,24 @@ def _export(obj: Any, example_inputs: Any, training: bool) -> ExportedProgram:
             raise UnsupportedGraphError(f"torch.export could not trace {type(obj).__name__}: {reason}") from None
 
 
-def _joint_graph(ep: ExportedProgram, example_inputs: Any) -> torch.fx.GraphModule:
-    """The joint forward+backward graph of an exported program."""
-    from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
-
+def _joint_inputs(ep: ExportedProgram, example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``(args, kwargs)`` a joint graph is traced with: ``example_inputs``, else the program's own."""
     if example_inputs is not None:
         args, kwargs = example_args(example_inputs)
     elif ep.example_inputs is not None:
         args, kwargs = ep.example_inputs
     else:
         raise ValueError("example_inputs are needed for the training graph of an ExportedProgram without them")
+    return tuple(args), dict(kwargs or {})
+
+
+def _joint_graph(ep: ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.fx.GraphModule:
+    """The joint forward+backward graph of an exported program, traced with ``args`` and ``kwargs``."""
+    from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+
     try:
         with contextlib.ExitStack() as stack:
-            joint = aot_export_joint_with_descriptors(stack, ep.module(), tuple(args), dict(kwargs or {}))
+            joint = aot_export_joint_with_descriptors(stack, ep.module(), args, kwargs)
             return joint.graph_module
     except Exception as err:  # autograd tracing raises many kinds
         raise UnsupportedGraphError(f"joint forward+backward tracing failed: {error_summary(err, limit=400)}") from None
@@ -238,14 +244,15 @@ def _joint_state(graph: torch.fx.Graph) -> dict[str, str]:
     return state
 
 
-def _joint_values(graph: torch.fx.Graph, ep: ExportedProgram, example_inputs: Any) -> dict[str, Any]:
-    """Placeholder name -> the real tensor of each parameter, buffer and example input of a joint graph whose
-    shape and dtype match the traced ones (the rest, e.g. the loss's tangents, are left to be made up)."""
+def _joint_values(graph: torch.fx.Graph, ep: ExportedProgram, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Placeholder name -> the real tensor of each parameter, buffer and example input (``args``, ``kwargs``: those
+    the graph was traced with) of a joint graph whose shape and dtype match the traced ones (the rest, e.g. the
+    loss's tangents, are left to be made up)."""
     import torch
     from torch.utils._pytree import tree_leaves
 
-    args, kwargs = example_args(example_inputs) if example_inputs is not None else ep.example_inputs
-    leaves = tree_leaves((tuple(args), dict(kwargs or {})))
+    leaves = tree_leaves((args, kwargs))
     state = {**ep.state_dict, **ep.constants}
     values = {}
     for node in graph.find_nodes(op="placeholder"):
