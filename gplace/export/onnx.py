@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from gplace.export.parts import Part, device_parts, part_of
-from gplace.importers.onnx import OnnxSource
+from gplace.importers.onnx import OnnxSource, node_reads
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 
 DEVICE_KEY = "pkg.gplace.device"
@@ -97,7 +97,7 @@ def split_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> list[O
     readers: dict[str, set[int]] = {}
     for k, node_ids in enumerate(nodes_of):
         for n in node_ids:
-            for t in g.node[n].input:
+            for t in node_reads(g.node[n]):
                 readers.setdefault(t, set()).add(k)
     model_outputs = {v.name for v in g.output}
     out = []
@@ -207,7 +207,7 @@ def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str
     nodes = [g.node[n] for n in node_ids]
     made = {t for node in nodes for t in node.output}
     initializers = {t.name: t for t in g.initializer}
-    read = list(dict.fromkeys(t for node in nodes for t in node.input if t))
+    read = list(dict.fromkeys(t for node in nodes for t in node_reads(node)))
     inputs = [t for t in read if t not in made and t not in initializers]
     types = {v.name: v for v in [*g.input, *g.value_info, *g.output]}
     for t in [*inputs, *outputs]:

@@ -27,7 +27,13 @@ How a model maps onto the IR:
   the model, and inference runs again, while new values appear. The copy only teaches shapes: the kept model
   has the original nodes (folded ones stay ops). A consumed tensor whose shape stays unknown is an error; an
   unknown output nobody reads counts 0 bytes, with a warning.
-- **Control flow** (``If``, ``Loop``, ``Scan``, or any node with a graph attribute) is not handled.
+- **Control flow** (``If``, ``Loop``, ``Scan``: any node with a graph attribute) is one op, placed as a unit
+  (its subgraphs run where it runs). Its inputs are the node's own and the outer values its subgraphs read
+  (ONNX's implicit inputs, :func:`node_reads`), so a producer on another device pays for the copy. Its cost is
+  that of its subgraphs' nodes (shapes as inferred inside them): the dearer branch of an ``If``; a ``Loop``'s
+  body times its trip count ``M`` when that is a constant, a ``Scan``'s body times its sequence length, else one
+  trip, with a warning. Body nodes with a shape left unknown count 0 seconds, with a warning; the weights of
+  the subgraphs are the op's persistent memory.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import numpy as np
 from gplace.costmodel import TensorSpec, op_kind_costs
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
 from gplace.ir.errors import error_summary
+from gplace.zoo import roofline
 
 if TYPE_CHECKING:
     import onnx
@@ -112,7 +119,6 @@ def from_onnx(
     """
     model = _load(model_or_path)
     graph_name = name or (Path(model_or_path).stem if _is_path(model_or_path) else model.graph.name) or "onnx"
-    _reject_subgraphs(model.graph)
     _fix_input_shapes(model.graph, dict(input_shapes or {}))
     model = _infer_shapes(model, graph_name)
     try:
@@ -152,15 +158,35 @@ def _load(model_or_path: object) -> onnx.ModelProto:
     return model
 
 
-def _reject_subgraphs(graph: onnx.GraphProto) -> None:
-    import onnx
+def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The graphs a control-flow node carries (an ``If``'s branches, a ``Loop``'s or ``Scan``'s body)."""
+    graphs = []
+    for attr in node.attribute:
+        if attr.type == attr.GRAPH:
+            graphs.append(attr.g)
+        elif attr.type == attr.GRAPHS:
+            graphs.extend(attr.graphs)
+    return graphs
 
-    graph_types = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-    for i, node in enumerate(graph.node):
-        if any(attr.type in graph_types for attr in node.attribute):
-            raise UnsupportedGraphError(
-                f"node {node.name or f'{node.op_type}_{i}'!r} ({node.op_type}): control-flow subgraph not handled"
-            )
+
+def node_reads(node: onnx.NodeProto) -> list[str]:
+    """Every tensor ``node`` reads from its scope, each once: its inputs, then the outer values its subgraphs
+    use (ONNX's implicit inputs)."""
+    names = [t for t in node.input if t]
+    for graph in subgraphs(node):
+        names += _captures(graph)
+    return list(dict.fromkeys(names))
+
+
+def _captures(graph: onnx.GraphProto) -> list[str]:
+    """The names ``graph`` (and the graphs inside it) read without defining them."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined.update(t.values.name for t in graph.sparse_initializer)
+    captured = []
+    for node in graph.node:
+        captured += [t for t in node_reads(node) if t not in defined]
+        defined.update(node.output)
+    return captured
 
 
 def _fix_input_shapes(graph: onnx.GraphProto, given: dict[str, Sequence[int]]) -> None:
@@ -272,7 +298,8 @@ def _fold(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> bool:
             bounds = {a.name: a.i for a in node.attribute}
             dims = shape[bounds.get("start", 0):bounds.get("end")] if node.op_type == "Shape" else math.prod(shape)
             values[node.output[0]] = np.array(dims, dtype=np.int64)
-        elif node.domain in ("", "ai.onnx") and node.op_type not in _NOT_FOLDED and all(t in values for t in inputs):
+        elif (node.domain in ("", "ai.onnx") and node.op_type not in _NOT_FOLDED and not subgraphs(node)
+              and all(t in values for t in inputs)):
             values.update(_evaluate(node, {t: values[t] for t in inputs}, model.opset_import))
     return len(values) > before
 
@@ -356,6 +383,86 @@ def _cost_attrs(node: onnx.NodeProto) -> dict[str, Any]:
     return attrs
 
 
+# ---------------------------------------------------------------------- control flow
+def _subgraph_costs(node: onnx.NodeProto, specs: Mapping[str, TensorSpec | None],
+                    constants: Mapping[str, int]) -> tuple[dict[str, float], int | None, int]:
+    """Seconds per device kind of a control-flow node from its subgraphs' nodes (the module docstring), its trip
+    count (``None``: unknown, one trip counted) and how many body nodes had a shape unknown (0 s each)."""
+    bodies = [_graph_costs(graph, specs, constants) for graph in subgraphs(node)]
+    unknown = sum(n for _, n in bodies)
+    if node.op_type == "If":
+        return {k: max(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, 1, unknown
+    trips = _trips(node, specs, constants)
+    return {k: (trips or 1) * sum(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, trips, unknown
+
+
+def _graph_costs(graph: onnx.GraphProto, outer: Mapping[str, TensorSpec | None],
+                 constants: Mapping[str, int]) -> tuple[dict[str, float], int]:
+    """Summed seconds per device kind of one pass over ``graph``'s nodes, and how many had a shape unknown."""
+    specs = dict(outer)
+    specs.update((v.name, _tensor_spec(v.type)) for v in [*graph.input, *graph.value_info, *graph.output])
+    specs.update((t.name, _initializer_spec(t)) for t in graph.initializer)
+    constants = {**constants, **_scalar_constants(graph)}
+    total, unknown = dict.fromkeys(roofline.REFERENCE, 0.0), 0
+    for node in graph.node:
+        if subgraphs(node):
+            costs, _, inner = _subgraph_costs(node, specs, constants)
+            unknown += inner
+        else:
+            inputs = [specs.get(t) for t in node.input if t]
+            if any(spec is None for spec in inputs):
+                unknown += 1
+                continue
+            outputs = [spec for t in node.output if t and (spec := specs.get(t)) is not None]
+            costs = op_kind_costs(_op_type(node), inputs, outputs, _cost_attrs(node))
+        for kind in total:
+            total[kind] += costs[kind]
+    return total, unknown
+
+
+def _trips(node: onnx.NodeProto, specs: Mapping[str, TensorSpec | None], constants: Mapping[str, int]) -> int | None:
+    """A ``Loop``'s constant trip count ``M``, or a ``Scan``'s sequence length, where known."""
+    if node.op_type == "Loop":
+        return constants.get(node.input[0]) if node.input else None
+    if node.op_type == "Scan":
+        import onnx
+
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name != "body"}
+        first = node.input[len(node.input) - int(attrs.get("num_scan_inputs", 1))]
+        spec = specs.get(first)
+        axes = list(attrs.get("scan_input_axes", [0]))
+        if spec is not None and spec.shape:
+            return spec.shape[axes[0] % len(spec.shape) if axes else 0]
+    return None
+
+
+def _subgraph_weights(node: onnx.NodeProto) -> int:
+    """Bytes of the initialisers inside a node's subgraphs, at any depth."""
+    total = 0
+    for graph in subgraphs(node):
+        total += sum(_initializer_spec(t).nbytes for t in graph.initializer)
+        total += sum(_subgraph_weights(inner) for inner in graph.node)
+    return total
+
+
+def _scalar_constants(graph: onnx.GraphProto) -> dict[str, int]:
+    """Integer scalars the graph holds as initialisers or ``Constant`` nodes (a ``Loop``'s trip count, say)."""
+    import onnx
+
+    held = [(t.name, t) for t in graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL]
+    held += [(n.output[0], a.t) for n in graph.node if n.op_type == "Constant" and n.output
+             for a in n.attribute if a.name == "value"]
+    constants = {}
+    for name, tensor in held:
+        if math.prod(tensor.dims) == 1 and tensor.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+            constants[name] = int(onnx.numpy_helper.to_array(tensor).reshape(()))
+    return constants
+
+
+def _op_type(node: onnx.NodeProto) -> str:
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+
+
 # ---------------------------------------------------------------------- graph building
 class _Builder:
     """Turns a shape-inferred ``GraphProto`` into op and edge records (one pass over the nodes)."""
@@ -379,8 +486,9 @@ class _Builder:
         self.specs.update(self.initializers)
         self.readers: dict[str, list[int]] = defaultdict(list)
         for i, node in enumerate(graph.node):
-            for tensor in dict.fromkeys(t for t in node.input if t):
+            for tensor in node_reads(node):
                 self.readers[tensor].append(i)
+        self.constants = _scalar_constants(graph)
         self.producer: dict[str, str] = {}
         self.used: set[str] = set()
         self.ops: list[Op] = []
@@ -429,16 +537,21 @@ class _Builder:
 
     def _add_node(self, i: int, node: onnx.NodeProto) -> str:
         op_name = self._unique(node.name or f"{node.op_type}_{i}")
-        op_type = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
-        inputs = [self._read(tensor, node, op_name) for tensor in node.input if tensor]
+        op_type = _op_type(node)
+        read = {tensor: self._read(tensor, node, op_name) for tensor in node_reads(node)}
+        inputs = [read[tensor] for tensor in node.input if tensor]
         outputs = [self._output_spec(tensor, op_name) for tensor in node.output if tensor]
-        folded = sum(self.initializers[t].nbytes for t in dict.fromkeys(node.input)
+        folded = sum(self.initializers[t].nbytes for t in read
                      if t in self.initializers and len(self.readers[t]) == 1)
         known_outputs = [t for t in outputs if t is not None]
-        self._add_edges(node, op_name)
+        self._add_edges(read, op_name)
+        if subgraphs(node):
+            costs = self._control_flow_costs(node, op_name)
+        else:
+            costs = op_kind_costs(op_type, inputs, known_outputs, _cost_attrs(node))
         self.ops.append(Op(
-            op_name, op_type, None, op_kind_costs(op_type, inputs, known_outputs, _cost_attrs(node)),
-            persistent_memory=folded + _constant_bytes(node, outputs),
+            op_name, op_type, None, costs,
+            persistent_memory=folded + _constant_bytes(node, outputs) + _subgraph_weights(node),
             output_bytes=sum(t.nbytes for t in known_outputs),
             output_shapes=_shapes(outputs),
         ))
@@ -461,8 +574,18 @@ class _Builder:
             raise UnsupportedGraphError(f"node {src!r}: its output {tensor!r} (read by {op_name!r}) {what}")
         return spec
 
-    def _add_edges(self, node: onnx.NodeProto, op_name: str) -> None:
-        for tensor in dict.fromkeys(t for t in node.input if t):
+    def _control_flow_costs(self, node: onnx.NodeProto, op_name: str) -> dict[str, float]:
+        costs, trips, unknown = _subgraph_costs(node, self.specs, self.constants)
+        if trips is None:
+            logger.warning("ONNX model %r: %s %r: trip count unknown, its cost counts one pass of its body",
+                           self.graph_name, node.op_type, op_name)
+        if unknown:
+            logger.warning("ONNX model %r: %s %r: %d node(s) of its subgraphs have a shape unknown after shape "
+                           "inference and count 0 seconds", self.graph_name, node.op_type, op_name, unknown)
+        return costs
+
+    def _add_edges(self, read: Mapping[str, TensorSpec], op_name: str) -> None:
+        for tensor in read:
             src = self.producer.get(tensor)
             if src is not None:
                 self.edge_bytes[(src, op_name)] += self.specs[tensor].nbytes

@@ -9,6 +9,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx_control_flow import if_loop_model, scan_model  # noqa: E402
 
 from gplace import InvalidPlacementError, Placement, UnsupportedGraphError, from_onnx  # noqa: E402
 from gplace.export.onnx import DEVICE_KEY, STAGE_KEY, annotate_onnx, run_parts, split_onnx  # noqa: E402
@@ -106,6 +107,29 @@ def test_a_model_with_external_weights_splits_runs_and_writes_back_from_any_dire
         values.update(zip(names, session.run(names, {i.name: values[i.name] for i in session.get_inputs()}),
                           strict=True))
     np.testing.assert_allclose(values["y"], want, rtol=1e-6)
+
+
+X_CONTROL = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)  # sum(relu) > 0: the branch reading h and W
+
+
+@pytest.mark.parametrize("model, feeds, first_device", [
+    (if_loop_model(), {"x": X_CONTROL}, {"x", "pre", "sum", "gt", "M", "go"}),
+    (scan_model(), {"x": np.arange(6 * 4 * 8, dtype=np.float32).reshape(6, 4, 8) / 100}, {"x"}),
+])
+def test_control_flow_nodes_split_with_the_outer_values_their_subgraphs_read(model, feeds, first_device):
+    """An If, Loop or Scan placed away from the producers of what its subgraphs read gets those values as its
+    part's inputs (and the weights only a subgraph reads as its part's initialisers): the parts run by
+    onnxruntime give the whole model's outputs."""
+    g, cluster = from_onnx(model), uniform_cluster(2, kind="cpu")
+    placement = Placement.for_graph(g, [0 if name in first_device else 1 for name in g.op_names])
+    parts = split_onnx(g, cluster, placement)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    outputs = [v.name for v in model.graph.output]
+    for got, want in zip(run_parts(parts, feeds, outputs).values(), session.run(outputs, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    if len(parts) == 2:
+        assert set(parts[1].inputs) == {"c", "h", "M", "go"}  # h and W: read inside the branch; W2 in the body
+        assert {t.name for t in parts[1].model.graph.initializer} == {"W", "W2"}
 
 
 def test_a_placement_for_another_graph_is_refused_naming_it(imported):

@@ -10,8 +10,9 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx_control_flow import if_loop_model, nested_model, scan_model  # noqa: E402
 
-from gplace.costmodel import TensorSpec, op_flops, op_work, roofline_costs  # noqa: E402
+from gplace.costmodel import TensorSpec, op_flops, op_kind_costs, op_work, roofline_costs  # noqa: E402
 from gplace.importers.onnx import OnnxSource, from_onnx  # noqa: E402
 from gplace.ir import UnsupportedGraphError  # noqa: E402
 
@@ -137,15 +138,58 @@ def test_bad_input_shapes_are_named(shapes, match):
         from_onnx(_dynamic_mlp(), shapes)
 
 
-def test_if_node_is_named_as_unsupported():
-    """A control-flow node raises UnsupportedGraphError naming it."""
-    out = helper.make_tensor_value_info("o", F32, [1])
-    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "b", [], [out])
-    node = helper.make_node("If", ["c"], ["y"], name="branchy", then_branch=branch, else_branch=branch)
-    inputs = [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", F32, [1])]
-    model = _model([node], inputs, [helper.make_tensor_value_info("y", F32, [1])])
-    with pytest.raises(UnsupportedGraphError, match="'branchy'.*control-flow subgraph not handled"):
-        from_onnx(model)
+def _matmul_costs(rows, inner, cols):
+    a, b = TensorSpec((rows, inner), rows * inner * 4), TensorSpec((inner, cols), inner * cols * 4)
+    return op_kind_costs("MatMul", [a, b], [TensorSpec((rows, cols), rows * cols * 4)])
+
+
+def test_control_flow_nodes_are_ops_reading_what_their_subgraphs_capture():
+    """If and Loop are one op each: an edge from the producer of every outer value a subgraph reads, the weights
+    only a subgraph reads as the node's persistent memory, the If's dearer branch and the Loop's body times M."""
+    g = from_onnx(if_loop_model(trips=5))
+    assert g.op_types[g.op_index["branch"]] == "If" and g.op_types[g.op_index["loop"]] == "Loop"
+    edges = {(e.src, e.dst): e.bytes for e in g.edges()}
+    assert edges[("pre", "branch")] == 4 * 8 * 4  # h, read only inside the then branch
+    assert edges[("gt", "branch")] == 1 and edges[("branch", "loop")] == 4 * 8 * 4
+    memory = dict(zip(g.op_names, g.persistent_memory.tolist(), strict=True))
+    assert memory["branch"] == memory["loop"] == 8 * 8 * 4  # W and W2, folded into their one reader
+    matmul = _matmul_costs(4, 8, 8)
+    ops = {op.name: op for op in g.ops()}
+    assert ops["branch"].kind_cost == pytest.approx(matmul)  # the MatMul branch, dearer than the Relu
+    identity = op_kind_costs("Identity", [TensorSpec((), 1)], [TensorSpec((), 1)])
+    assert ops["loop"].kind_cost == pytest.approx({k: 5 * (matmul[k] + identity[k]) for k in matmul})
+
+
+def test_loop_without_a_known_trip_count_counts_one_pass_and_warns(caplog):
+    """A Loop whose trip count is not a constant costs one pass of its body, with a warning naming it."""
+    with caplog.at_level("WARNING", logger="gplace.importers.onnx"):
+        g = from_onnx(if_loop_model(trips=None))
+    ops = {op.name: op for op in g.ops()}
+    matmul, stop = _matmul_costs(4, 8, 8), op_kind_costs("Constant", [], [TensorSpec((), 1)])
+    assert ops["loop"].kind_cost == pytest.approx({k: matmul[k] + stop[k] for k in matmul})
+    assert "Loop 'loop': trip count unknown" in caplog.text
+
+
+def test_scan_costs_its_body_times_its_sequence_length():
+    """A Scan costs its body (Mul, Add, Relu on (4, 8)) once per step of its scan input; V (read only inside)
+    is its persistent memory, with the initial state it reads."""
+    g = from_onnx(scan_model(steps=6))
+    step = TensorSpec((4, 8), 128)
+    body = [op_kind_costs(t, [step, step] if t != "Relu" else [step], [step]) for t in ("Mul", "Add", "Relu")]
+    scan = {op.name: op for op in g.ops()}["scan"]
+    assert scan.kind_cost == pytest.approx({k: 6 * sum(c[k] for c in body) for k in body[0]})
+    assert g.persistent_memory[g.op_index["scan"]] == 2 * 128
+    assert [(e.src, e.dst) for e in g.edges()] == [("x", "scan")]
+
+
+def test_nested_subgraphs_capture_through_every_level():
+    """An If inside a Loop's body reading a top-level tensor makes an edge from its producer to the Loop."""
+    g = from_onnx(nested_model(trips=3))
+    assert {(e.src, e.dst) for e in g.edges()} == {("x", "neg"), ("x", "loop"), ("neg", "loop")}
+    add = op_kind_costs("Add", [TensorSpec((2,), 8)] * 2, [TensorSpec((2,), 8)])
+    identity = op_kind_costs("Identity", [TensorSpec((), 1)], [TensorSpec((), 1)])
+    loop = {op.name: op for op in g.ops()}["loop"]
+    assert loop.kind_cost == pytest.approx({k: 3 * (add[k] + identity[k]) for k in add})
 
 
 def test_shared_initializer_becomes_an_op_and_unnamed_nodes_get_names():

@@ -23,9 +23,10 @@
   ``Flatten``, ``Transpose``, ``Squeeze`` / ``Unsqueeze``, ``Concat``, ``Split``, ``Slice``, ``Expand``,
   ``Tile``, ``Shape``, ...), indexing (``Gather*``, ``Scatter*``, ``TopK``, ``OneHot``, ...), ``Pad``,
   convolutions, pools, normalisations, ``LRN``, ``Resize`` / ``Upsample``, ``LSTM`` / ``GRU`` / ``RNN`` (the
-  tables in those modules). Anything else (another domain, string tensors, sequences, control flow, quantised
-  and random ops), an attribute no converter reads (a newer opset's, say) or an attribute value a converter
-  does not handle raises :class:`~gplace.ir.UnsupportedGraphError` naming the node at conversion time.
+  tables in those modules), and control flow (``If``, ``Loop``, ``Scan``: :mod:`gplace.runtime.onnx.control`).
+  Anything else (another domain, string tensors, sequences, quantised and random ops), an attribute no
+  converter reads (a newer opset's, say) or an attribute value a converter does not handle raises
+  :class:`~gplace.ir.UnsupportedGraphError` naming the node at conversion time.
 """
 
 from __future__ import annotations
@@ -42,12 +43,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from gplace.importers.onnx import OnnxSource
+from gplace.importers.onnx import OnnxSource, node_reads
 from gplace.ir import OpGraph, UnsupportedGraphError
 from gplace.runtime.onnx import nn as onnx_nn
 from gplace.runtime.onnx import ops as onnx_ops
 from gplace.runtime.onnx import rnn as onnx_rnn
 from gplace.runtime.onnx import shape as onnx_shape
+from gplace.runtime.onnx.control import CONTROL_FLOW, convert_control_flow, outer_reads
 from gplace.runtime.onnx.known import known_inputs
 from gplace.runtime.onnx.ops import Attrs, Known, constant_value, sparse_to_dense, tensor_from_proto, torch_dtype
 from gplace.runtime.synthetic import synthesised
@@ -198,7 +200,7 @@ class _Builder:
     def _initializers(self) -> None:
         protos: dict[str, Any] = {t.name: t for t in self.onnx.initializer}
         protos.update({s.values.name: s for s in self.onnx.sparse_initializer})
-        readers = Counter(t for node in self.onnx.node for t in dict.fromkeys(t for t in node.input if t))
+        readers = Counter(t for node in self.onnx.node for t in node_reads(node))
         shared = [name for name in protos if readers[name] != 1]
         op_names = self._ops_of_type("Initializer")
         _check_count("Initializer", op_names, shared)
@@ -235,6 +237,11 @@ class _Builder:
             raise UnsupportedGraphError(f"ONNX node {i} ({node.op_type}) is not an op of graph {self.graph.name!r}")
         if _is_constant(node):
             return label, onnx_ops._constant, {}
+        if node.op_type in CONTROL_FLOW and node.domain in _DEFAULT_DOMAINS:
+            attrs = Attrs(node, self.opset, label)
+            target, kwargs = convert_control_flow(attrs, _convert, self.base_dir)
+            attrs.finish()
+            return label, target, kwargs
         return (label, *_convert(node, self.opset, label))
 
     def _node(self, node: Any, call_spec: tuple[str, Any, dict[str, Any]], constant: torch.fx.Node | None) -> None:
@@ -242,7 +249,8 @@ class _Builder:
         if constant is not None:
             args: tuple[Any, ...] = (constant,)
         else:
-            args = tuple(self._read(t, f"node {label!r}") if t else None for t in node.input)
+            reads = (*node.input, *outer_reads(node))  # a control-flow node's subgraphs read outer values too
+            args = tuple(self._read(t, f"node {label!r}") if t else None for t in reads)
         call = self.fx.create_node("call_function", target, args, kwargs, name=_identifier(label, set()))
         call.meta["gplace_op"] = label
         call.meta["onnx_op_type"] = node.op_type
