@@ -24,9 +24,10 @@ How a model maps onto the IR:
   ``Reshape`` whose bounds come from ``Shape -> Gather -> Mod -> ...``), the *shape arithmetic* is folded:
   nodes whose inputs are all small known values (initialisers, ``Constant`` outputs, ``Shape``/``Size`` of
   statically shaped tensors) are evaluated with ``onnx.reference``, their outputs become constants in a copy of
-  the model, and inference runs again, while new values appear. The copy only teaches shapes: the kept model
-  has the original nodes (folded ones stay ops). A consumed tensor whose shape stays unknown is an error; an
-  unknown output nobody reads counts 0 bytes, with a warning.
+  the model, and inference runs again, while new values appear. A ``Loop``- or ``Scan``-carried output whose
+  shape inference leaves unknown takes its initial value's (a carried value is taken to keep its shape). The
+  copy only teaches shapes: the kept model has the original nodes (folded ones stay ops). A consumed tensor
+  whose shape stays unknown is an error; an unknown output nobody reads counts 0 bytes, with a warning.
 - **Control flow** (``If``, ``Loop``, ``Scan``: any node with a graph attribute) is one op, placed as a unit
   (its subgraphs run where it runs). Its inputs are the node's own and the outer values its subgraphs read
   (ONNX's implicit inputs, :func:`node_reads`), so a producer on another device pays for the copy. Its cost is
@@ -122,7 +123,7 @@ def from_onnx(
     _fix_input_shapes(model.graph, dict(input_shapes or {}))
     model = _infer_shapes(model, graph_name)
     try:
-        ops, edges, node_index = _Builder(model.graph, graph_name).build()
+        ops, edges, node_index = _Builder(model.graph, graph_name, model.opset_import).build()
         base_dir = str(Path(model_or_path).resolve().parent) if _is_path(model_or_path) else None
         return OpGraph.from_ops(ops, edges, name=graph_name, source=OnnxSource(model, node_index, base_dir))
     except GraphError as err:
@@ -246,11 +247,18 @@ def _infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
 
     inferred = _run_inference(model, graph_name)
     values: dict[str, np.ndarray] = {}
+    carried: dict[str, onnx.ValueInfoProto] = {}
     for _ in range(_FOLD_ROUNDS):
-        if not _unknown_consumed(inferred.graph) or not _fold(inferred, values):
+        if not _unknown_consumed(inferred.graph):
+            break
+        new_values, new_carried = _fold(inferred, values), _carry(inferred.graph, carried)
+        if not (new_values or new_carried):
             break
         folded = onnx.ModelProto()
         folded.CopyFrom(model)
+        kept = [v for v in folded.graph.value_info if v.name not in carried]
+        del folded.graph.value_info[:]
+        folded.graph.value_info.extend([*kept, *carried.values()])
         del folded.graph.node[:]
         for node in model.graph.node:
             outputs = [t for t in node.output if t]
@@ -271,6 +279,30 @@ def _unknown_consumed(graph: onnx.GraphProto) -> bool:
     known.update(t.name for t in graph.initializer)
     known.update(t.values.name for t in graph.sparse_initializer)
     return any(t and t not in known for node in graph.node for t in node.input)
+
+
+def _carry(graph: onnx.GraphProto, carried: dict[str, onnx.ValueInfoProto]) -> bool:
+    """Add to ``carried`` the type of each ``Loop``- or ``Scan``-carried output that inference left unknown, taken
+    from its initial value (a carried value is taken to keep its shape from pass to pass); True if anything is
+    new."""
+    import onnx
+
+    types = {v.name: v for v in [*graph.input, *graph.value_info, *graph.output]}
+    for tensor in graph.initializer:
+        types.setdefault(tensor.name, onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+    before = len(carried)
+    for node in graph.node:
+        if node.op_type not in ("Loop", "Scan"):
+            continue
+        first = 2 if node.op_type == "Loop" else 0
+        scans = next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 0)
+        for out, initial in zip(node.output, node.input[first:len(node.input) - scans], strict=False):
+            known = initial in types and _tensor_spec(types[initial].type) is not None
+            if out and out not in carried and known and (out not in types or _tensor_spec(types[out].type) is None):
+                carried[out] = onnx.ValueInfoProto()
+                carried[out].CopyFrom(types[initial])
+                carried[out].name = out
+    return len(carried) > before
 
 
 def _fold(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> bool:
@@ -384,43 +416,85 @@ def _cost_attrs(node: onnx.NodeProto) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- control flow
-def _subgraph_costs(node: onnx.NodeProto, specs: Mapping[str, TensorSpec | None],
-                    constants: Mapping[str, int]) -> tuple[dict[str, float], int | None, int]:
-    """Seconds per device kind of a control-flow node from its subgraphs' nodes (the module docstring), its trip
-    count (``None``: unknown, one trip counted) and how many body nodes had a shape unknown (0 s each)."""
-    bodies = [_graph_costs(graph, specs, constants) for graph in subgraphs(node)]
-    unknown = sum(n for _, n in bodies)
-    if node.op_type == "If":
-        return {k: max(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, 1, unknown
-    trips = _trips(node, specs, constants)
-    return {k: (trips or 1) * sum(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, trips, unknown
+class _SubgraphCosts:
+    """Costs of control-flow nodes from their subgraphs' nodes (the module docstring); where the model's inference
+    left a shape inside a subgraph out, it is inferred node by node here."""
+
+    def __init__(self, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int], opset_import: Any) -> None:
+        self.types, self.constants, self.opset_import = types, constants, list(opset_import)
+
+    def node(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto] | None = None,
+             constants: Mapping[str, int] | None = None) -> tuple[dict[str, float], int | None, int]:
+        """Seconds per device kind of a control-flow node, its trip count (``None``: unknown, one pass counted)
+        and how many of its subgraphs' nodes had a shape unknown (0 s each); ``types`` and ``constants``: of its
+        scope (default: the main graph's)."""
+        types, constants = types or self.types, constants or self.constants
+        bodies = [self._graph(graph, types, constants) for graph in subgraphs(node)]
+        unknown = sum(n for _, n in bodies)
+        if node.op_type == "If":
+            return {k: max(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, 1, unknown
+        trips = _trips(node, types, constants)
+        return {k: (trips or 1) * sum(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, trips, unknown
+
+    def _graph(self, graph: onnx.GraphProto, outer: Mapping[str, onnx.TypeProto],
+               constants: Mapping[str, int]) -> tuple[dict[str, float], int]:
+        """Summed seconds per device kind of one pass over ``graph``'s nodes, and how many had a shape unknown."""
+        types = {**outer, **_value_types(graph)}
+        constants = {**constants, **_scalar_constants(graph)}
+        total, unknown = dict.fromkeys(roofline.REFERENCE, 0.0), 0
+        for node in graph.node:
+            if subgraphs(node):
+                costs, _, inner = self.node(node, types, constants)
+                unknown += inner
+            else:
+                inputs = [_spec_of(types, t) for t in node.input if t]
+                if any(spec is None for spec in inputs):
+                    unknown += 1
+                    continue
+                self._infer(node, types)
+                outputs = [spec for t in node.output if t and (spec := _spec_of(types, t)) is not None]
+                costs = op_kind_costs(_op_type(node), inputs, outputs, _cost_attrs(node))
+            for kind in total:
+                total[kind] += costs[kind]
+        return total, unknown
+
+    def _infer(self, node: onnx.NodeProto, types: dict[str, onnx.TypeProto]) -> None:
+        """Add the types of ``node``'s outputs that are unknown, as onnx infers them from its inputs' (if it can)."""
+        import onnx
+
+        if all(_spec_of(types, t) is not None for t in node.output if t):
+            return
+        opsets = {o.domain or "": o.version for o in self.opset_import}
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "", 1), node.domain or "")
+            inferred = onnx.shape_inference.infer_node_outputs(
+                schema, node, {t: types[t] for t in node.input if t}, None, None, self.opset_import)
+        except Exception:  # an op onnx cannot infer here: its outputs stay unknown
+            return
+        for t, type_proto in inferred.items():
+            if _spec_of(types, t) is None:
+                types[t] = type_proto
 
 
-def _graph_costs(graph: onnx.GraphProto, outer: Mapping[str, TensorSpec | None],
-                 constants: Mapping[str, int]) -> tuple[dict[str, float], int]:
-    """Summed seconds per device kind of one pass over ``graph``'s nodes, and how many had a shape unknown."""
-    specs = dict(outer)
-    specs.update((v.name, _tensor_spec(v.type)) for v in [*graph.input, *graph.value_info, *graph.output])
-    specs.update((t.name, _initializer_spec(t)) for t in graph.initializer)
-    constants = {**constants, **_scalar_constants(graph)}
-    total, unknown = dict.fromkeys(roofline.REFERENCE, 0.0), 0
-    for node in graph.node:
-        if subgraphs(node):
-            costs, _, inner = _subgraph_costs(node, specs, constants)
-            unknown += inner
-        else:
-            inputs = [specs.get(t) for t in node.input if t]
-            if any(spec is None for spec in inputs):
-                unknown += 1
-                continue
-            outputs = [spec for t in node.output if t and (spec := specs.get(t)) is not None]
-            costs = op_kind_costs(_op_type(node), inputs, outputs, _cost_attrs(node))
-        for kind in total:
-            total[kind] += costs[kind]
-    return total, unknown
+def _value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
+    """Name -> type of a graph's inputs, outputs, value_info and initialisers (known shapes win)."""
+    import onnx
+
+    types: dict[str, onnx.TypeProto] = {}
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        if value.name not in types or _tensor_spec(value.type) is not None:
+            types[value.name] = value.type
+    for tensor in graph.initializer:
+        types[tensor.name] = onnx.helper.make_tensor_type_proto(tensor.data_type, tensor.dims)
+    return types
 
 
-def _trips(node: onnx.NodeProto, specs: Mapping[str, TensorSpec | None], constants: Mapping[str, int]) -> int | None:
+def _spec_of(types: Mapping[str, onnx.TypeProto], name: str) -> TensorSpec | None:
+    type_proto = types.get(name)
+    return None if type_proto is None else _tensor_spec(type_proto)
+
+
+def _trips(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int]) -> int | None:
     """A ``Loop``'s constant trip count ``M``, or a ``Scan``'s sequence length, where known."""
     if node.op_type == "Loop":
         return constants.get(node.input[0]) if node.input else None
@@ -429,7 +503,7 @@ def _trips(node: onnx.NodeProto, specs: Mapping[str, TensorSpec | None], constan
 
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name != "body"}
         first = node.input[len(node.input) - int(attrs.get("num_scan_inputs", 1))]
-        spec = specs.get(first)
+        spec = _spec_of(types, first)
         axes = list(attrs.get("scan_input_axes", [0]))
         if spec is not None and spec.shape:
             return spec.shape[axes[0] % len(spec.shape) if axes else 0]
@@ -467,7 +541,7 @@ def _op_type(node: onnx.NodeProto) -> str:
 class _Builder:
     """Turns a shape-inferred ``GraphProto`` into op and edge records (one pass over the nodes)."""
 
-    def __init__(self, graph: onnx.GraphProto, graph_name: str) -> None:
+    def __init__(self, graph: onnx.GraphProto, graph_name: str, opset_import: Any = ()) -> None:
         self.graph = graph
         self.graph_name = graph_name
         self.specs: dict[str, TensorSpec | None] = {}
@@ -488,7 +562,7 @@ class _Builder:
         for i, node in enumerate(graph.node):
             for tensor in node_reads(node):
                 self.readers[tensor].append(i)
-        self.constants = _scalar_constants(graph)
+        self.subgraph_costs = _SubgraphCosts(_value_types(graph), _scalar_constants(graph), opset_import)
         self.producer: dict[str, str] = {}
         self.used: set[str] = set()
         self.ops: list[Op] = []
@@ -575,7 +649,7 @@ class _Builder:
         return spec
 
     def _control_flow_costs(self, node: onnx.NodeProto, op_name: str) -> dict[str, float]:
-        costs, trips, unknown = _subgraph_costs(node, self.specs, self.constants)
+        costs, trips, unknown = self.subgraph_costs.node(node)
         if trips is None:
             logger.warning("ONNX model %r: %s %r: trip count unknown, its cost counts one pass of its body",
                            self.graph_name, node.op_type, op_name)

@@ -452,6 +452,22 @@ def _export(module: Any, x: Any, opset: int = 17, dynamic: bool = False) -> Any:
     return onnx.load_from_string(buffer.getvalue())
 
 
+class _LoopThenBranch(torch.nn.Module):
+    """A loop whose trip count is the input's first dimension, then a data-dependent branch: scripted, it
+    exports as an ONNX Loop (reading the layer's weights from outside its body) and an If."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(x.shape[0]):
+            x = torch.relu(self.linear(x))
+        if bool(x.sum() > 0):
+            x = x * 2
+        return x
+
+
 def _exported_models() -> dict[str, tuple[Any, Any]]:
     torch.manual_seed(0)
     nn = torch.nn
@@ -463,14 +479,16 @@ def _exported_models() -> dict[str, tuple[Any, Any]]:
         "transformer": (nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval(), torch.randn(2, 5, 16)),
         "lstm": (nn.LSTM(8, 6, num_layers=2, bidirectional=True), torch.randn(5, 2, 8)),
         "gru": (nn.GRU(8, 6, batch_first=True), torch.randn(2, 5, 8)),
+        "scripted_control_flow": (torch.jit.script(_LoopThenBranch()), torch.randn(4, 8)),
     }
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer", "lstm", "gru"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer", "lstm", "gru", "scripted_control_flow"])
 def test_exported_torch_model_matches(name: str) -> None:
     """What torch.onnx.export emits for small models runs and matches onnxruntime and torch itself.
 
-    The transformer is the raw export: its attention's shape arithmetic is folded by the importer.
+    The transformer is the raw export: its attention's shape arithmetic is folded by the importer. The scripted
+    model's Loop leaves its carried value's shape to the importer (its initial value's).
     """
     module, x = _exported_models()[name]
     dynamic = name in ("mlp", "cnn")
