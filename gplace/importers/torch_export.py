@@ -23,12 +23,16 @@ How a program maps onto the IR:
   parameters; the optimiser update is not included. Each op gets its ``phase`` from the node's
   ``meta["partitioner_tag"]`` (``is_forward`` / ``is_backward``) and a backward op's ``grad_of`` is the first
   forward op with its autograd sequence number (``meta["seq_nr"]``).
-- **Control flow** (higher-order operators such as ``torch.cond``) is not handled.
+- **Control flow**: ``torch.cond`` and ``torch.while_loop`` are one op each, placed as a unit (their subgraphs
+  run where they run), reading their operands (parameters a branch uses are operands too, folded like any
+  other read); the cost is a ``cond``'s dearer branch, or one pass of a ``while_loop``'s condition and body
+  (its trip count depends on the data; a warning says so). Other higher-order operators are not handled.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import operator
 from collections import defaultdict
@@ -39,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 from gplace.costmodel import TensorSpec, canonical_op_type, op_kind_costs
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
 from gplace.ir.errors import error_summary
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import torch
@@ -311,6 +317,34 @@ def _total(specs: list[TensorSpec | None]) -> TensorSpec | None:
     return TensorSpec((), sum(s.nbytes for s in known)) if known else None
 
 
+def _subgraph_costs(gm: torch.fx.GraphModule) -> dict[str, float]:
+    """Summed seconds per device kind of the calls of a control-flow subgraph (shapes from ``meta["val"]``)."""
+    import torch
+
+    from gplace.zoo import roofline
+
+    total = dict.fromkeys(roofline.REFERENCE, 0.0)
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        if isinstance(node.target, torch._ops.HigherOrderOperator):
+            raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): control flow inside control flow "
+                                        "is not handled")
+        deps: list[torch.fx.Node] = []
+        torch.fx.node.map_arg((node.args, node.kwargs), deps.append)
+        inputs = [s for d in dict.fromkeys(deps) if (s := _total(_specs(d))) is not None]
+        known = [s for s in _specs(node) if s is not None]
+        op_type = _op_type(node.target)
+        attrs = _cost_attrs(canonical_op_type(op_type), node, known[0] if known else None)
+        for kind, seconds in op_kind_costs(op_type, inputs, known, attrs).items():
+            total[kind] += seconds
+    return total
+
+
+_CONTROL_FLOW = frozenset({"cond", "while_loop"})
+"""The higher-order operators imported as one op (the module docstring)."""
+
+
 def _op_type(target: Any) -> str:
     return str(target) if hasattr(target, "_schema") else getattr(target, "__name__", str(target))
 
@@ -372,12 +406,31 @@ class _FxBuilder:
                            output_shapes=(spec.shape,) if spec else ()))
         self.values[node.name] = (node.name, spec)
 
-    def _get_attr(self, node: torch.fx.Node) -> None:
-        import torch
-
+    def _attribute(self, node: torch.fx.Node) -> Any:
+        """What a ``get_attr`` node names (a tensor, or a control-flow subgraph); ``None`` for other nodes."""
+        if node.op != "get_attr":
+            return None
         value: Any = self.gm
         for part in str(node.target).split("."):
             value = getattr(value, part, None)
+        return value
+
+    def _control_flow_costs(self, node: torch.fx.Node) -> dict[str, float]:
+        """A ``cond``'s dearer branch, or one pass of a ``while_loop``'s condition and body (with a warning)."""
+        import torch
+
+        graphs = [self._attribute(a) for a in node.args if isinstance(a, torch.fx.Node)]
+        costs = [_subgraph_costs(g) for g in graphs if isinstance(g, torch.fx.GraphModule)]
+        if _op_type(node.target) == "cond":
+            return {kind: max(c[kind] for c in costs) for kind in costs[0]}
+        logger.warning("node %r (%s): its trip count depends on the data; its cost counts one pass", node.name,
+                       node.target)
+        return {kind: sum(c[kind] for c in costs) for kind in costs[0]}
+
+    def _get_attr(self, node: torch.fx.Node) -> None:
+        import torch
+
+        value = self._attribute(node)
         if isinstance(value, torch.Tensor):
             shape = tuple(int(d) for d in value.shape)
             self._state(node, TensorSpec(shape, value.numel() * value.element_size()), str(node.target))
@@ -404,15 +457,19 @@ class _FxBuilder:
             parent = node.args[0]
             self.values[node.name] = (self._value(parent, node)[0], _total(_specs(node)))
             return
-        if isinstance(node.target, torch._ops.HigherOrderOperator):
+        if isinstance(node.target, torch._ops.HigherOrderOperator) and _op_type(node.target) not in _CONTROL_FLOW:
             raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): control-flow subgraph not handled")
         op_type = _op_type(node.target)
         outputs = _specs(node)
         inputs, persistent = self._read_inputs(node)
         known = [s for s in outputs if s is not None]
-        attrs = _cost_attrs(canonical_op_type(op_type), node, known[0] if known else None)
+        if op_type in _CONTROL_FLOW:
+            costs = self._control_flow_costs(node)
+        else:
+            costs = op_kind_costs(op_type, inputs, known, _cost_attrs(canonical_op_type(op_type), node,
+                                                                    known[0] if known else None))
         phase, grad_of = self._phase(node)
-        self.ops.append(Op(node.name, op_type, None, op_kind_costs(op_type, inputs, known, attrs),
+        self.ops.append(Op(node.name, op_type, None, costs,
                            persistent_memory=persistent, output_bytes=sum(s.nbytes for s in known),
                            output_shapes=tuple(s.shape for s in known), phase=phase, grad_of=grad_of))
         self.values[node.name] = (node.name, _total(outputs))
@@ -433,7 +490,7 @@ class _FxBuilder:
         deps: list[torch.fx.Node] = []
         torch.fx.node.map_arg((node.args, node.kwargs), deps.append)
         specs, persistent = [], 0
-        for dep in dict.fromkeys(deps):
+        for dep in dict.fromkeys(d for d in deps if not isinstance(self._attribute(d), torch.fx.GraphModule)):
             src, spec = self._value(dep, node)
             if spec is None:
                 raise UnsupportedGraphError(

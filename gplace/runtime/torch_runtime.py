@@ -443,6 +443,8 @@ def _program_values(source: TorchSource, gm: torch.fx.GraphModule) -> dict[str, 
             if isinstance(value, torch.Tensor):
                 real = not isinstance(value, torch._subclasses.FakeTensor)
                 values[node.name] = value if real else _synthesise(node)
+            elif isinstance(value, torch.fx.GraphModule):  # a torch.cond branch or while_loop body, run as given
+                values[node.name] = value
     return values
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch_control_flow import Branchy, Looping
 
 from gplace import InvalidPlacementError, Placement, UnsupportedGraphError, from_torch
 from gplace.export.torch import OnDevice, dispatch, module_device_map, split_program
@@ -68,6 +69,18 @@ def test_module_device_map_puts_each_module_where_its_ops_run_and_dispatch_accep
         torch.testing.assert_close(dispatch(copy, device_map)(X), model(X))
     with pytest.raises(InvalidPlacementError, match="names module 'tail'"):
         dispatch(copy, {"tail": "cpu"})
+
+
+@pytest.mark.parametrize("module, x", [
+    (Branchy(), torch.ones(4, 8)), (Branchy(), -100 * torch.ones(4, 8)), (Looping(), torch.randn(4, 8)),
+], ids=["cond-true", "cond-false", "while_loop"])
+def test_a_program_with_control_flow_splits_and_runs_like_the_module(module, x):
+    """torch.cond and torch.while_loop stay whole in the part of their device; the split program gives the
+    module's output."""
+    graph, cluster = from_torch(module, (x,)), uniform_cluster(2, kind="cpu")
+    split = split_program(graph, cluster, Placement.for_graph(graph, [i % 2 for i in range(graph.num_ops)]))
+    with torch.no_grad():
+        torch.testing.assert_close(split(x), module(x))
 
 
 def test_bad_inputs_are_named(imported):

@@ -7,8 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
+from torch_control_flow import Branchy, Looping  # noqa: E402
 
-from gplace.costmodel import TensorSpec, op_flops, roofline_costs  # noqa: E402
+from gplace.costmodel import TensorSpec, op_flops, op_kind_costs, roofline_costs  # noqa: E402
 from gplace.importers.torch_export import TorchSource, from_torch  # noqa: E402
 from gplace.ir import UnsupportedGraphError  # noqa: E402
 
@@ -124,9 +125,33 @@ class _DataDependent(nn.Module):
         return x * 2 if x.sum() > 0 else x
 
 
-class _Cond(nn.Module):
+class _NestedCond(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cond(x.sum() > 0, lambda y: y * 2, lambda y: y - 1, (x,))
+        def inner(y: torch.Tensor) -> torch.Tensor:
+            return torch.cond(y.sum() > 1, lambda z: z * 2, lambda z: z * 3, (y,))
+        return torch.cond(x.sum() > 0, inner, lambda y: y - 1, (x,))
+
+
+def test_cond_is_one_op_reading_its_operands_with_its_dearer_branchs_cost():
+    """torch.cond is one op: edges from its predicate's and operands' producers, the parameters only a branch
+    reads folded into it, and the cost of its dearer branch (a linear layer and a product)."""
+    g = from_torch(Branchy(), (torch.randn(4, 8),))
+    assert g.op_types[g.op_index["cond"]] == "cond"
+    assert {(e.src, e.dst) for e in g.edges()} >= {("gt", "cond"), ("relu", "cond"), ("cond", "add")}
+    assert g.persistent_memory[g.op_index["cond"]] == (8 * 8 + 8) * 4  # second's weight and bias
+    x = TensorSpec((4, 8), 128)
+    product = op_kind_costs("aten.mul.Tensor", [x], [x])
+    linear = {k: float(g.kind_cost[k][g.op_index["linear"]]) for k in product}  # the same shapes as second's
+    assert {k: float(g.kind_cost[k][g.op_index["cond"]]) for k in product} == pytest.approx(
+        {k: linear[k] + product[k] for k in product})
+
+
+def test_while_loop_costs_one_pass_and_warns(caplog):
+    """torch.while_loop is one op costing one pass of its condition and body, with a warning naming it."""
+    with caplog.at_level("WARNING", logger="gplace.importers.torch_export"):
+        g = from_torch(Looping(), (torch.randn(4, 8),))
+    assert "node 'while_loop' (while_loop): its trip count depends on the data" in caplog.text
+    assert g.op_types[g.op_index["while_loop"]] == "while_loop" and g.kind_cost["gpu"][g.op_index["while_loop"]] > 0
 
 
 class _NonZero(nn.Module):
@@ -136,7 +161,7 @@ class _NonZero(nn.Module):
 
 @pytest.mark.parametrize("module, match", [
     (_DataDependent(), "torch.export could not trace _DataDependent"),
-    (_Cond(), "node 'cond'.*control-flow subgraph not handled"),
+    (_NestedCond(), "node 'cond'.*control flow inside control flow is not handled"),
     (_NonZero(), "node 'nonzero'.*data-dependent"),
 ])
 def test_unsupported_programs_raise_unsupported_graph_error(module, match):
@@ -155,7 +180,7 @@ def test_bad_arguments():
 
 def test_aten_cost_rules():
     """ATen views cost nothing; convolution_backward counts twice the forward; a gather reads only its rows."""
-    from gplace.costmodel import op_kind_costs, op_work
+    from gplace.costmodel import op_work
 
     assert op_kind_costs("aten.permute.default", [TensorSpec((4, 4), 64)], [TensorSpec((4, 4), 64)]) == {
         "gpu": 0.0, "cpu": 0.0}

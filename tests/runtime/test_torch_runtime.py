@@ -9,6 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
+from torch_control_flow import Branchy, Looping  # noqa: E402
 
 from gplace.importers.torch_export import from_torch  # noqa: E402
 from gplace.ir import Cluster, Device, InvalidPlacementError, OpGraph, Placement  # noqa: E402
@@ -217,6 +218,26 @@ def test_training_graph_with_a_flag_argument_runs(runtime: TorchRuntime) -> None
 
 
 # ---------------------------------------------------------------------- timing and transfers
+@pytest.mark.parametrize("module, x", [
+    (Branchy(), torch.ones(4, 8)), (Branchy(), -100 * torch.ones(4, 8)), (Looping(), torch.randn(4, 8)),
+], ids=["cond-true", "cond-false", "while_loop"])
+def test_control_flow_runs_split_like_the_module(runtime: TorchRuntime, module: nn.Module, x: torch.Tensor) -> None:
+    """torch.cond (either branch) and torch.while_loop, each one op, run on their device under a split
+    placement and give the module's output."""
+    g = from_torch(module, (x,))
+    with torch.no_grad():
+        _assert_same(runtime.run(g, _cpus(), _alternate(g), inputs=[x]), (module(x),), atol=1e-5)
+
+
+def test_a_training_graph_with_cond_runs_split(runtime: TorchRuntime) -> None:
+    """The joint training graph of a module with torch.cond (a cond forward, another backward) runs split."""
+    torch.manual_seed(3)
+    g = from_torch(Branchy(), (torch.randn(4, 8),), training=True)
+    assert g.op_types.count("cond") == 2
+    m = runtime.measure(g, _cpus(), _alternate(g))
+    assert m.ok and m.step_time > 0, m.reason
+
+
 def test_step_time_is_positive_with_a_spread(runtime: TorchRuntime, conv_graph: OpGraph) -> None:
     """A measurement reports a finite positive median step time and a finite spread >= 0."""
     m = runtime.measure(conv_graph, _cpus(), _halves(conv_graph))

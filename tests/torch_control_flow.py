@@ -1,0 +1,27 @@
+"""Tiny PyTorch modules with control flow (``torch.cond``, ``torch.while_loop``): one place for the importer,
+runtime and write-back tests."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Branchy(nn.Module):
+    """A layer, then ``torch.cond`` on its output: another layer and a product, or a difference."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.first(x))
+        return torch.cond(h.sum() > 0, lambda t: self.second(t) * 2, lambda t: t - 1, (h,)) + 1
+
+
+class Looping(nn.Module):
+    """``torch.while_loop`` three times over y -> 2 y + 1."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        start = torch.zeros((), dtype=torch.int64)
+        return torch._higher_order_ops.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2 + 1), (start, x))[1]
