@@ -428,7 +428,8 @@ class _SubgraphCosts:
         """Seconds per device kind of a control-flow node, its trip count (``None``: unknown, one pass counted)
         and how many of its subgraphs' nodes had a shape unknown (0 s each); ``types`` and ``constants``: of its
         scope (default: the main graph's)."""
-        types, constants = types or self.types, constants or self.constants
+        types = self.types if types is None else types
+        constants = self.constants if constants is None else constants
         bodies = [self._graph(graph, types, constants) for graph in subgraphs(node)]
         unknown = sum(n for _, n in bodies)
         if node.op_type == "If":

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from gplace.costmodel import TensorSpec, canonical_op_type, op_kind_costs
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
 from gplace.ir.errors import error_summary
+from gplace.zoo import roofline
 
 logger = logging.getLogger(__name__)
 
@@ -320,8 +321,6 @@ def _total(specs: list[TensorSpec | None]) -> TensorSpec | None:
 def _subgraph_costs(gm: torch.fx.GraphModule) -> dict[str, float]:
     """Summed seconds per device kind of the calls of a control-flow subgraph (shapes from ``meta["val"]``)."""
     import torch
-
-    from gplace.zoo import roofline
 
     total = dict.fromkeys(roofline.REFERENCE, 0.0)
     for node in gm.graph.nodes:
