@@ -39,8 +39,14 @@ How a program maps onto the IR:
 - **Phases** (a Keras training step only; :func:`training_phases`): ops under TensorFlow's ``gradient_tape/``
   name scope are ``backward`` (with ``grad_of`` the forward op their scope names, where it is one), every other
   op that depends on a gradient is ``update`` (the optimiser and what runs after it), the rest ``forward``.
-- **Control flow** (``While``/``If``/``Case``, v1 ``Enter``/``Exit``/``Switch``/``Merge``) is not handled:
-  an :class:`~gplace.ir.UnsupportedGraphError` names the node (unroll loops, e.g. Keras ``unroll=True``).
+- **Control flow**: functional ``While``, ``If`` and ``Case`` (TensorFlow 2's, e.g. a Keras ``LSTM``) are one op
+  each, placed as a unit (their functions run where they run), colocated with the variables they read. The cost
+  is that of one call of their functions' ops (shapes inferred from the op's inputs; a variable read inside
+  has the variable's shape): an ``If``'s or ``Case``'s dearer branch, a ``While``'s condition and body times
+  its trip count where its ``maximum_iterations`` is computed from constants only, else one pass, with a
+  warning. Ops of a function whose shapes stay unknown count 0 seconds, with a warning. v1 control flow
+  (``Enter``/``Exit``/``Switch``/``Merge``) is not handled: an :class:`~gplace.ir.UnsupportedGraphError`
+  names the node.
 
 No TensorFlow or protobuf exception leaves :func:`from_tensorflow`: each becomes an
 :class:`~gplace.ir.UnsupportedGraphError` naming the node or the stage that failed.
@@ -95,6 +101,8 @@ FREE_OPS = frozenset({
 _VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 _ALIAS_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "Const", "HostConst", "ReadVariableOp"})
 """Ops whose outputs alias resident (persistent) memory: no ``output_bytes`` of their own."""
+FUNCTIONAL_CONTROL_FLOW = frozenset({"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"})
+"""Control-flow ops imported as one op each (the module docstring); the rest of :data:`CONTROL_FLOW_OPS` is refused."""
 _CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 _NO_INLINE_ATTRS = ("_noinline", "_XlaMustCompile", "api_implements")
 _NO_TENSOR = ("resource", "variant")
@@ -210,7 +218,8 @@ GRADIENT_SCOPE = "gradient_tape/"
 def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
     """The ops of a traced training step with their phases (:attr:`Op.phase`).
 
-    ``backward``: the ops under :data:`GRADIENT_SCOPE`, and the ops between two of them (the tape sums the
+    ``backward``: the ops under :data:`GRADIENT_SCOPE` (but those a forward control-flow op reads that depend on
+    no data: a loop's gradient accumulators, created empty), and the ops between two of them (the tape sums the
     gradients of a tensor read twice with a top-level ``AddN``); ``grad_of`` is the op their scope names once the
     prefix and their own name are dropped (``gradient_tape/dense/MatMul/MatMul_1`` differentiates
     ``dense/MatMul``), where that is a forward op. ``update``: every other op that depends on a backward op (the
@@ -227,6 +236,7 @@ def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
     for e in edges:
         consumers[e.src].append(e.dst)
         producers[e.dst].append(e.src)
+    tape -= _constants_for_forward(ops, tape, consumers, producers)
     backward = tape | (_downstream(tape, consumers) & _downstream(tape, producers))  # e.g. AddN of two gradients
     after_gradients = _downstream(backward, consumers) - backward
     update = _downstream(after_gradients, consumers)
@@ -241,6 +251,17 @@ def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
         else:
             out.append(dataclasses.replace(op, phase="forward"))
     return out
+
+
+def _constants_for_forward(ops: list[Op], tape: set[str], consumers: Mapping[str, list[str]],
+                           producers: Mapping[str, list[str]]) -> set[str]:
+    """The tape's ops that a forward control-flow op reads and that depend on no data (a loop's gradient
+    accumulators, which the tape creates empty and the forward ``While`` fills), with the constants they read."""
+    data = _downstream({op.name for op in ops if op.type in ("Placeholder", *_VARIABLE_OPS)}, consumers)
+    loops = {op.name for op in ops if op.type in FUNCTIONAL_CONTROL_FLOW and op.name not in tape}
+    undetermined = tape - data
+    read = {name for name in undetermined if loops.intersection(consumers.get(name, ()))}
+    return _downstream(read, producers) & undetermined
 
 
 def _downstream(start: set[str], consumers: Mapping[str, list[str]]) -> set[str]:
@@ -553,10 +574,10 @@ def _prepare(tf: Any, traced: _Traced, batch_size: int | None, where: str) -> An
 def _check_control_flow(graph_def: Any, where: str) -> None:
     functions = {f.signature.name: f for f in graph_def.library.function}
     for node in graph_def.node:
-        if node.op in CONTROL_FLOW_OPS:
+        if node.op in CONTROL_FLOW_OPS - FUNCTIONAL_CONTROL_FLOW:
             raise UnsupportedGraphError(
-                f"{where}: node {node.name!r} ({node.op}): control flow is not handled (its op count depends on "
-                "the data); unroll loops (e.g. Keras LSTM(unroll=True)) or import a graph without it"
+                f"{where}: node {node.name!r} ({node.op}): TensorFlow 1 control flow is not handled; trace the "
+                "program with TensorFlow 2 (tf.function: functional While and If are imported) or unroll loops"
             )
         for fname in _called_functions(node, functions):
             _check_function(fname, functions, f"{where}: node {node.name!r}", set())
@@ -576,10 +597,10 @@ def _check_function(fname: str, functions: dict[str, Any], caller: str, seen: se
         return
     seen.add(fname)
     for node in functions[fname].node_def:
-        if node.op in CONTROL_FLOW_OPS:
+        if node.op in CONTROL_FLOW_OPS - FUNCTIONAL_CONTROL_FLOW:
             raise UnsupportedGraphError(
-                f"{caller} calls function {fname!r}, whose node {node.name!r} ({node.op}) is control flow; "
-                "control flow is not handled (unroll loops, e.g. Keras LSTM(unroll=True))"
+                f"{caller} calls function {fname!r}, whose node {node.name!r} ({node.op}) is TensorFlow 1 control "
+                "flow, which is not handled (trace with TensorFlow 2, or unroll loops)"
             )
         for inner in _called_functions(node, functions):
             _check_function(inner, functions, caller, seen)
@@ -602,6 +623,7 @@ def _inline_calls(tf: Any, graph_def: Any, fetches: Sequence[str], where: str) -
     config = config_pb2.ConfigProto()
     config.graph_options.rewrite_options.min_graph_nodes = -1
     config.graph_options.rewrite_options.optimizers.append("function")
+    config.experimental.executor_type = "SINGLE_THREADED_EXECUTOR"  # so Grappler keeps While and If functional
     with _wrap_errors(f"{where}: inlining function calls failed"):
         return tf_optimizer.OptimizeGraph(config, meta)
 
@@ -665,6 +687,7 @@ class _Builder:
         """Tensor name of a resource handle or reference -> the variable it points at."""
         self.readers: dict[str, list[str]] = defaultdict(list)
         self.gpu_kernel = _gpu_kernel_lookup()
+        self.graph, self.library = graph, graph_def.library
 
     def build(self) -> tuple[list[Op], list[Edge]]:
         for op in self.ops:
@@ -744,6 +767,8 @@ class _Builder:
         )
 
     def _kind_costs(self, op: Any, outputs: list[_Tensor]) -> dict[str, float]:
+        if op.type in FUNCTIONAL_CONTROL_FLOW:
+            return self._control_flow_costs(op)
         if op.type in FREE_OPS or not (outputs or op.inputs):
             return {"gpu": 0.0, "cpu": 0.0}
         ins = [self._value(t.name) for t in op.inputs]
@@ -753,6 +778,74 @@ class _Builder:
         work = op_work(cost_name, ins, outs, attrs)
         flops = _tf_flops(op.type, ins, outs, attrs)
         return roofline_costs(work.flops if flops is None else flops, work.nbytes)
+
+    # -------------------------------------------------------------- control flow
+    def _control_flow_costs(self, op: Any) -> dict[str, float]:
+        """An ``If``'s or ``Case``'s dearer branch, or a ``While``'s condition and body times its trip count."""
+        if op.type.endswith("While"):
+            passes = [self._function_costs(op.get_attr(key).name, list(op.inputs)) for key in ("cond", "body")]
+            trips = self._trip_count(op)
+            if trips is None:
+                logger.warning("%s: node %r (%s): trip count unknown, its cost counts one pass", self.where, op.name,
+                               op.type)
+            return {kind: (trips or 1) * sum(c[kind] for c in passes) for kind in passes[0]}
+        names = ([f.name for f in op.get_attr("branches")] if op.type.endswith("Case")
+                 else [op.get_attr("then_branch").name, op.get_attr("else_branch").name])
+        branches = [self._function_costs(name, list(op.inputs)[1:]) for name in names]
+        return {kind: max(c[kind] for c in branches) for kind in branches[0]}
+
+    def _function_costs(self, name: str, inputs: list[Any]) -> dict[str, float]:
+        """Seconds per device kind of one call of function ``name`` on ``inputs``: its ops' costs, with the shapes
+        TensorFlow infers from the inputs' (a variable handle passed in becomes that variable, so its reads have
+        its shape)."""
+        from tensorflow.python.framework import function_def_to_graph
+
+        fdef = next(f for f in self.library.function if f.signature.name == name)
+        graph_def, _ = function_def_to_graph.function_def_to_graph_def(fdef, [t.shape for t in inputs])
+        nodes = {n.name: n for n in graph_def.node}
+        for arg, t in zip(fdef.signature.input_arg, inputs, strict=True):
+            if t.op.type == "VarHandleOp":
+                _reset(nodes[arg.name], "VarHandleOp")
+                for key in ("dtype", "shape"):
+                    nodes[arg.name].attr[key].CopyFrom(t.op.node_def.attr[key])
+                nodes[arg.name].attr["shared_name"].s = arg.name.encode()
+        graph_def.library.CopyFrom(self.library)
+        with _wrap_errors(f"{self.where}: function {name!r} of a control-flow op could not be imported"):
+            graph = _import_graph_def(self.tf, graph_def)
+        inner = _Builder(self.tf, graph, graph_def, f"{self.where}: function {name!r}")
+        for op in inner.ops:
+            inner._add_outputs(op)
+        total, unknown = {"gpu": 0.0, "cpu": 0.0}, 0
+        for op in inner.ops:
+            outputs = [inner.tensors[t.name] for t in op.outputs]
+            if any(inner.tensors[t.name].shape is None and inner.tensors[t.name].kind == "data"
+                   for t in [*op.inputs, *op.outputs]):
+                unknown += 1
+                continue
+            for kind, seconds in inner._kind_costs(op, outputs).items():
+                total[kind] += seconds
+        if unknown:
+            logger.warning("%s: function %r: %d op(s) with a shape unknown count 0 seconds", self.where, name,
+                           unknown)
+        return total
+
+    def _trip_count(self, op: Any) -> int | None:
+        """A ``While``'s ``maximum_iterations`` (its second input, as ``tf.while_loop`` writes it) when only
+        constants compute it and it is not -1 (no limit)."""
+        if len(op.inputs) < 2 or op.inputs[1].dtype not in (self.tf.int32, self.tf.int64) or op.inputs[1].shape.rank:
+            return None
+        seen, stack = set(), [op.inputs[1].op]
+        while stack:
+            producer = stack.pop()
+            if producer.name in seen:
+                continue
+            seen.add(producer.name)
+            if producer.type in ("Placeholder", *_VARIABLE_OPS, "ReadVariableOp") or producer.op_def.is_stateful:
+                return None
+            stack += [t.op for t in producer.inputs]
+        with self.tf.compat.v1.Session(graph=self.graph) as session:
+            trips = int(session.run(op.inputs[1]))
+        return trips if trips >= 0 else None
 
     def _cpu_only(self, op: Any) -> bool:
         if op.type in CPU_ONLY_OPS or op.type.endswith(("Dataset", "DatasetV2", "DatasetV3")):

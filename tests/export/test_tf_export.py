@@ -109,6 +109,25 @@ def test_a_saved_model_comes_back_as_a_placed_saved_model_with_its_weights(tmp_p
         save_saved_model(graph, cluster, placement, export)
 
 
+def test_a_keras_lstm_comes_back_as_a_placed_saved_model(tmp_path, imported):
+    """A Keras LSTM, its time loop one While op placed with its weights, written back as a SavedModel whose
+    output is Keras's."""
+    keras = tf.keras
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((6, 4), batch_size=2), keras.layers.LSTM(8), keras.layers.Dense(3)])
+    graph, cluster = from_tensorflow(model), imported[1]
+    placement = _alternating(graph)
+    export = save_saved_model(graph, cluster, placement, tmp_path / "placed")
+    x = np.random.default_rng(1).standard_normal((2, 6, 4)).astype(np.float32)
+    with tf.compat.v1.Session(graph=tf.Graph(), config=session_config(place_graph_def(graph, cluster, placement))
+                              ) as session:
+        signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(export)).signature_def[
+            "serving_default"]
+        (given,) = signature.inputs.values()
+        [out] = session.run([o.name for o in signature.outputs.values()], {given.name: x})
+    np.testing.assert_allclose(out, model(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_a_graph_def_without_weights_cannot_become_a_saved_model(tmp_path, imported):
     cluster = imported[1]
     v1 = tf.Graph()

@@ -14,6 +14,8 @@ from google.protobuf import text_format  # noqa: E402
 from gplace.costmodel import roofline_costs  # noqa: E402
 from gplace.importers.tensorflow import TensorFlowSource, from_tensorflow  # noqa: E402
 from gplace.ir import UnsupportedGraphError  # noqa: E402
+from gplace.pipeline import PipelineSimulator  # noqa: E402
+from gplace.testing import alternating, uniform_cluster  # noqa: E402
 
 pytestmark = pytest.mark.tf
 
@@ -126,7 +128,7 @@ def test_v1_control_flow_node_is_named():
       attr { key: "value" value { tensor { dtype: DT_BOOL tensor_shape { } bool_val: true } } } }
     node { name: "cond/Switch" op: "Switch" input: "y" input: "pred" attr { key: "T" value { type: DT_FLOAT } } }
     """
-    with pytest.raises(UnsupportedGraphError, match=r"node 'cond/Switch' \(Switch\): control flow"):
+    with pytest.raises(UnsupportedGraphError, match=r"node 'cond/Switch' \(Switch\): TensorFlow 1 control flow"):
         from_tensorflow(_graph_def(text), batch_size=2)
 
 
@@ -185,8 +187,9 @@ def test_unnamed_captured_variables_get_their_own_shared_names():
     assert len(handles) == 2 and len(set(shared)) == 2, shared
 
 
-def test_tf_function_without_signature_and_control_flow_raise():
-    """A tf.function with no input_signature, and While/If nodes (also inside a called function), are named."""
+def test_tf_function_without_signature_and_v1_control_flow_raise():
+    """A tf.function with no input_signature, and TensorFlow 1 control flow (also inside a called function), are
+    named."""
 
     @tf.function
     def no_signature(x):
@@ -196,18 +199,77 @@ def test_tf_function_without_signature_and_control_flow_raise():
         from_tensorflow(no_signature)
 
     @tf.function(input_signature=[tf.TensorSpec((4,))])
-    def loop(x):
-        return tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2.0), [0, x])[1]
+    def switch(x):
+        return tf.raw_ops.Switch(data=x, pred=tf.constant(True))[1] * 2.0
 
-    with pytest.raises(UnsupportedGraphError, match=r"node 'while' \(\w*While\): control flow"):
-        from_tensorflow(loop)
+    with pytest.raises(UnsupportedGraphError, match=r"node 'Switch' \(Switch\): TensorFlow 1 control flow"):
+        from_tensorflow(switch)
 
     @tf.function(input_signature=[tf.TensorSpec((4,))])
     def caller(x):
-        return loop(x) + 1.0
+        return switch(x) + 1.0
 
-    with pytest.raises(UnsupportedGraphError, match=r"calls function .*whose node 'while'"):
+    with pytest.raises(UnsupportedGraphError, match=r"calls function .*whose node 'Switch'"):
         from_tensorflow(caller.get_concrete_function())
+
+
+def _loop(limit):
+    @tf.function(input_signature=[tf.TensorSpec((4,))])
+    def loop(x):
+        return tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * 2.0), [0, x], maximum_iterations=limit)[1]
+    return from_tensorflow(loop)
+
+
+def _cost(graph, op_type):
+    (op,) = [op for op in graph.ops() if op.type.endswith(op_type)]
+    return op.kind_cost
+
+
+def test_a_while_costs_its_functions_times_a_constant_trip_count(caplog):
+    """A functional While is one op costing its condition and body times maximum_iterations when constants
+    compute it (7 passes cost 7 times 1), else one pass, with a warning naming it."""
+    seven, one = _cost(_loop(7), "While"), _cost(_loop(1), "While")
+    assert seven == pytest.approx({kind: 7 * seconds for kind, seconds in one.items()})
+    with caplog.at_level("WARNING", logger="gplace.importers.tensorflow"):
+        unknown = _cost(_loop(None), "While")
+    assert "node 'while' (StatelessWhile): trip count unknown" in caplog.text and unknown["gpu"] > 0
+
+
+def test_an_if_costs_its_dearer_branch():
+    """A functional If is one op costing its dearer branch: a matrix-vector product, not a subtraction."""
+
+    @tf.function(input_signature=[tf.TensorSpec((4,))])
+    def branch(x):
+        return tf.cond(tf.reduce_sum(x) > 0, lambda: tf.linalg.matvec(tf.ones((4, 4)), x), lambda: x - 1.0)
+
+    @tf.function(input_signature=[tf.TensorSpec((4,))])
+    def product(x):
+        return tf.linalg.matvec(tf.ones((4, 4)), x)
+
+    alone = from_tensorflow(product)
+    want = {kind: float(alone.kind_cost[kind].sum()) for kind in ("gpu", "cpu")}
+    assert _cost(from_tensorflow(branch), "If") == pytest.approx(want)
+
+
+def test_a_keras_lstm_is_one_loop_op_colocated_with_its_weights(caplog):
+    """Keras's LSTM (unroll=False) imports with its loop as one While op, colocated with the layer's variables,
+    costing its 20 time steps; in a training step the loop is forward and its gradient loop backward, and the
+    phases suit the pipeline simulator."""
+    keras = tf.keras
+    model = keras.Sequential([keras.Input((20, 16), batch_size=4), keras.layers.LSTM(32), keras.layers.Dense(8)])
+    with caplog.at_level("WARNING", logger="gplace.importers.tensorflow"):
+        g = from_tensorflow(model)
+    assert "unknown" not in caplog.text
+    (loop,) = [op for op in g.ops() if op.type == "While"]
+    assert loop.colocation is not None and "kernel" in loop.colocation
+    step = {op.name: op for op in g.ops()}
+    cell = [name for name in step if name.endswith("lstm_cell_1/MatMul")]  # the first step, outside the loop
+    assert loop.kind_cost["gpu"] > 19 * 2 * step[cell[0]].kind_cost["gpu"]
+    model.compile(loss="mse", optimizer="sgd")
+    train = from_tensorflow(model, training=True)
+    phases = {op.type: op.phase for op in train.ops() if op.type.endswith("While")}
+    assert phases == {"While": "forward", "StatelessWhile": "backward"}
+    assert PipelineSimulator(microbatches=2).measure(train, uniform_cluster(2, kind="cpu"), alternating(train)).ok
 
 
 def test_cpu_only_ops_are_pinned_and_set_shapes_are_kept():
@@ -317,3 +379,23 @@ def test_saved_model_directory_imports_with_calls_inlined(tmp_path):
     assert sorted(mms) == [((5, 4),), ((5, 16),)]
     with pytest.raises(UnsupportedGraphError, match="batch_size"):
         from_tensorflow(path)
+
+
+def test_a_saved_models_loop_stays_one_while_op_when_its_call_is_inlined(tmp_path):
+    """Inlining a SavedModel's call keeps a Keras LSTM's loop a functional While (Grappler would otherwise lower
+    it to TensorFlow 1 control flow, which is refused)."""
+    keras = tf.keras
+
+    class Recurrent(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = keras.Sequential([keras.Input((6, 4), batch_size=2), keras.layers.LSTM(8)])
+
+        @tf.function(input_signature=[tf.TensorSpec((2, 6, 4), tf.float32, name="x")])
+        def __call__(self, x):
+            return self.model(x)
+
+    module = Recurrent()
+    tf.saved_model.save(module, str(tmp_path / "rnn"), signatures=module.__call__)
+    g = from_tensorflow(tmp_path / "rnn")
+    assert "While" in g.op_types and not {"Enter", "Switch", "Merge"} & set(g.op_types)

@@ -161,6 +161,25 @@ def test_v1_reference_variable_graph_runs_placed(runtime) -> None:
     np.testing.assert_allclose(single, 2 * x @ w, rtol=1e-5)
 
 
+@pytest.mark.parametrize("layer", ["LSTM", "GRU"])
+def test_keras_recurrent_loops_run_split(runtime, layer: str) -> None:
+    """A Keras LSTM or GRU, its time loop one While op, runs split over two devices: inference gives Keras's
+    output, and a training step (the loop and its gradient loop) the single-device step's values."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((6, 8), batch_size=2), getattr(keras.layers, layer)(8),
+                              keras.layers.Dense(4)])
+    x = np.random.default_rng(0).standard_normal((2, 6, 8)).astype(np.float32)
+    g = from_tensorflow(model)
+    assert "While" in g.op_types
+    [got] = runtime.run(g, _cpus(), alternating(g), feeds={g.source.inputs[0]: x})
+    np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-6)
+    model.compile(loss="mse", optimizer="sgd")
+    train = from_tensorflow(model, training=True)
+    single = runtime.run(train, _cpus(), Placement.single(train, 0))
+    for a, b in zip(single, runtime.run(train, _cpus(), alternating(train)), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_every_op_runs_on_its_device(runtime, keras_graphs) -> None:
     """One traced step of a split training step: each op (fed inputs aside) ran, on its placement's device."""
     g, cluster = keras_graphs["training"], _cpus()
