@@ -25,3 +25,14 @@ class Looping(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         start = torch.zeros((), dtype=torch.int64)
         return torch._higher_order_ops.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2 + 1), (start, x))[1]
+
+
+class Nested(nn.Module):
+    """A ``torch.cond`` whose first branch is another ``torch.cond`` (a product either way), the other a
+    difference."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def inner(y: torch.Tensor) -> torch.Tensor:
+            return torch.cond(y.sum() > 1, lambda z: z * 2, lambda z: z * 3, (y,))
+
+        return torch.cond(x.sum() > 0, inner, lambda y: y - 1, (x,))

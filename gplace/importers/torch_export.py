@@ -24,9 +24,10 @@ How a program maps onto the IR:
   ``meta["partitioner_tag"]`` (``is_forward`` / ``is_backward``) and a backward op's ``grad_of`` is the first
   forward op with its autograd sequence number (``meta["seq_nr"]``).
 - **Control flow**: ``torch.cond`` and ``torch.while_loop`` are one op each, placed as a unit (their subgraphs
-  run where they run), reading their operands (parameters a branch uses are operands too, folded like any
-  other read); the cost is a ``cond``'s dearer branch, or one pass of a ``while_loop``'s condition and body
-  (its trip count depends on the data; a warning says so). Other higher-order operators are not handled.
+  run where they run, nested control flow included), reading their operands (parameters a branch uses are
+  operands too, folded like any other read); the cost is a ``cond``'s dearer branch, or one pass of a
+  ``while_loop``'s condition and body (its trip count depends on the data; a warning says so). Other
+  higher-order operators are not handled.
 """
 
 from __future__ import annotations
@@ -318,8 +319,34 @@ def _total(specs: list[TensorSpec | None]) -> TensorSpec | None:
     return TensorSpec((), sum(s.nbytes for s in known)) if known else None
 
 
+def _attribute(owner: torch.fx.GraphModule, node: torch.fx.Node) -> Any:
+    """What a ``get_attr`` node of ``owner``'s graph names (a tensor, or a control-flow subgraph); ``None`` for
+    other nodes."""
+    if node.op != "get_attr":
+        return None
+    value: Any = owner
+    for part in str(node.target).split("."):
+        value = getattr(value, part, None)
+    return value
+
+
+def _control_flow_costs(node: torch.fx.Node, owner: torch.fx.GraphModule) -> dict[str, float]:
+    """A ``cond``'s dearer branch, or one pass of a ``while_loop``'s condition and body (with a warning); the
+    subgraphs are ``owner``'s."""
+    import torch
+
+    graphs = [_attribute(owner, a) for a in node.args if isinstance(a, torch.fx.Node)]
+    costs = [_subgraph_costs(g) for g in graphs if isinstance(g, torch.fx.GraphModule)]
+    if _op_type(node.target) == "cond":
+        return {kind: max(c[kind] for c in costs) for kind in costs[0]}
+    logger.warning("node %r (%s): its trip count depends on the data; its cost counts one pass", node.name,
+                   node.target)
+    return {kind: sum(c[kind] for c in costs) for kind in costs[0]}
+
+
 def _subgraph_costs(gm: torch.fx.GraphModule) -> dict[str, float]:
-    """Summed seconds per device kind of the calls of a control-flow subgraph (shapes from ``meta["val"]``)."""
+    """Summed seconds per device kind of the calls of a control-flow subgraph (shapes from ``meta["val"]``; control
+    flow inside it as :func:`_control_flow_costs`)."""
     import torch
 
     total = dict.fromkeys(roofline.REFERENCE, 0.0)
@@ -327,8 +354,11 @@ def _subgraph_costs(gm: torch.fx.GraphModule) -> dict[str, float]:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
         if isinstance(node.target, torch._ops.HigherOrderOperator):
-            raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): control flow inside control flow "
-                                        "is not handled")
+            if _op_type(node.target) not in _CONTROL_FLOW:
+                raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): control-flow subgraph not handled")
+            for kind, seconds in _control_flow_costs(node, gm).items():
+                total[kind] += seconds
+            continue
         deps: list[torch.fx.Node] = []
         torch.fx.node.map_arg((node.args, node.kwargs), deps.append)
         inputs = [s for d in dict.fromkeys(deps) if (s := _total(_specs(d))) is not None]
@@ -405,31 +435,10 @@ class _FxBuilder:
                            output_shapes=(spec.shape,) if spec else ()))
         self.values[node.name] = (node.name, spec)
 
-    def _attribute(self, node: torch.fx.Node) -> Any:
-        """What a ``get_attr`` node names (a tensor, or a control-flow subgraph); ``None`` for other nodes."""
-        if node.op != "get_attr":
-            return None
-        value: Any = self.gm
-        for part in str(node.target).split("."):
-            value = getattr(value, part, None)
-        return value
-
-    def _control_flow_costs(self, node: torch.fx.Node) -> dict[str, float]:
-        """A ``cond``'s dearer branch, or one pass of a ``while_loop``'s condition and body (with a warning)."""
-        import torch
-
-        graphs = [self._attribute(a) for a in node.args if isinstance(a, torch.fx.Node)]
-        costs = [_subgraph_costs(g) for g in graphs if isinstance(g, torch.fx.GraphModule)]
-        if _op_type(node.target) == "cond":
-            return {kind: max(c[kind] for c in costs) for kind in costs[0]}
-        logger.warning("node %r (%s): its trip count depends on the data; its cost counts one pass", node.name,
-                       node.target)
-        return {kind: sum(c[kind] for c in costs) for kind in costs[0]}
-
     def _get_attr(self, node: torch.fx.Node) -> None:
         import torch
 
-        value = self._attribute(node)
+        value = _attribute(self.gm, node)
         if isinstance(value, torch.Tensor):
             shape = tuple(int(d) for d in value.shape)
             self._state(node, TensorSpec(shape, value.numel() * value.element_size()), str(node.target))
@@ -463,7 +472,7 @@ class _FxBuilder:
         inputs, persistent = self._read_inputs(node)
         known = [s for s in outputs if s is not None]
         if op_type in _CONTROL_FLOW:
-            costs = self._control_flow_costs(node)
+            costs = _control_flow_costs(node, self.gm)
         else:
             costs = op_kind_costs(op_type, inputs, known, _cost_attrs(canonical_op_type(op_type), node,
                                                                     known[0] if known else None))
@@ -489,7 +498,7 @@ class _FxBuilder:
         deps: list[torch.fx.Node] = []
         torch.fx.node.map_arg((node.args, node.kwargs), deps.append)
         specs, persistent = [], 0
-        for dep in dict.fromkeys(d for d in deps if not isinstance(self._attribute(d), torch.fx.GraphModule)):
+        for dep in dict.fromkeys(d for d in deps if not isinstance(_attribute(self.gm, d), torch.fx.GraphModule)):
             src, spec = self._value(dep, node)
             if spec is None:
                 raise UnsupportedGraphError(

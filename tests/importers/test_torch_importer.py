@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
-from torch_control_flow import Branchy, Looping  # noqa: E402
+from torch_control_flow import Branchy, Looping, Nested  # noqa: E402
 
 from gplace.costmodel import TensorSpec, op_flops, op_kind_costs, roofline_costs  # noqa: E402
 from gplace.importers.torch_export import TorchSource, from_torch  # noqa: E402
@@ -125,11 +125,11 @@ class _DataDependent(nn.Module):
         return x * 2 if x.sum() > 0 else x
 
 
-class _NestedCond(nn.Module):
+class _Mapped(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        def inner(y: torch.Tensor) -> torch.Tensor:
-            return torch.cond(y.sum() > 1, lambda z: z * 2, lambda z: z * 3, (y,))
-        return torch.cond(x.sum() > 0, inner, lambda y: y - 1, (x,))
+        from torch._higher_order_ops.map import map as hop_map
+
+        return hop_map(lambda t: t * 2, x)
 
 
 def test_cond_is_one_op_reading_its_operands_with_its_dearer_branchs_cost():
@@ -144,6 +144,18 @@ def test_cond_is_one_op_reading_its_operands_with_its_dearer_branchs_cost():
     linear = {k: float(g.kind_cost[k][g.op_index["linear"]]) for k in product}  # the same shapes as second's
     assert {k: float(g.kind_cost[k][g.op_index["cond"]]) for k in product} == pytest.approx(
         {k: linear[k] + product[k] for k in product})
+
+
+def test_nested_cond_costs_its_dearest_path():
+    """A cond inside a cond's branch is costed inside it: the outer op costs that branch (the inner predicate's
+    sum and comparison, then the inner cond's dearer branch, a product), dearer than the other (a difference)."""
+    g = from_torch(Nested(), (torch.randn(4, 8),))
+    assert g.op_types.count("cond") == 1
+    x, total = TensorSpec((4, 8), 128), TensorSpec((), 4)
+    steps = [op_kind_costs("aten.sum.default", [x], [total]),
+             op_kind_costs("aten.gt.Scalar", [total], [TensorSpec((), 1)]), op_kind_costs("aten.mul.Tensor", [x], [x])]
+    want = {k: sum(step[k] for step in steps) for k in steps[0]}
+    assert {k: float(g.kind_cost[k][g.op_index["cond"]]) for k in want} == pytest.approx(want)
 
 
 def test_while_loop_costs_one_pass_and_warns(caplog):
@@ -161,7 +173,7 @@ class _NonZero(nn.Module):
 
 @pytest.mark.parametrize("module, match", [
     (_DataDependent(), "torch.export could not trace _DataDependent"),
-    (_NestedCond(), "node 'cond'.*control flow inside control flow is not handled"),
+    (_Mapped(), "node 'map_impl'.*control-flow subgraph not handled"),
     (_NonZero(), "node 'nonzero'.*data-dependent"),
 ])
 def test_unsupported_programs_raise_unsupported_graph_error(module, match):
