@@ -49,10 +49,10 @@ Re-run at 2a74aca (these kernels), machine otherwise idle; not written over the 
 on the AMD machine, the plain Python loop most: 814 against 224 us a placement at 256 ops on 2 devices (3.6x),
 13,947 against 5,260 us at 5,000 (2.7x); sim-v1's `step_times` 29.3 against 11.1 us (2.6x). So most ratios moved
 up: sim-v1 `step_times` 27.8x and 34.8x at 256 ops (2 and 5 devices), 19.3x, 25.0x and 22.7x at 5,000 (the last
-with 80 GB devices; AMD: 20.1, 22.9, 20.5, 20.8, 19.1), one thread (30.2-62.6x on 2); pipe-v1 `minibatch_times` (M = 1) 6.6-7.3x on one thread,
-9.3-13.1x on 2; `measure` 4.0-4.5x. The 30x target still holds for sim-v1 only by counting both cores (one of five
-one-thread rows, 256 ops on 5 devices, passes it), and not for pipe-v1; the ratio depends on the CPU as much as on
-the kernels.
+with 80 GB devices; AMD: 20.1, 22.9, 20.5, 20.8, 19.1), one thread (30.2-62.6x on 2); pipe-v1 `minibatch_times`
+(M = 1) 6.6-7.3x on one thread, 9.3-13.1x on 2; `measure` 4.0-4.5x. The 30x target still holds for sim-v1 only by
+counting both cores (one of five one-thread rows, 256 ops on 5 devices, passes it), and not for pipe-v1; the ratio
+depends on the CPU as much as on the kernels.
 
 ## Threads (2026-11-26)
 
