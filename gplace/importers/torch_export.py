@@ -345,29 +345,34 @@ def _control_flow_costs(node: torch.fx.Node, owner: torch.fx.GraphModule) -> dic
 
 
 def _subgraph_costs(gm: torch.fx.GraphModule) -> dict[str, float]:
-    """Summed seconds per device kind of the calls of a control-flow subgraph (shapes from ``meta["val"]``; control
-    flow inside it as :func:`_control_flow_costs`)."""
+    """Summed seconds per device kind of the calls of a control-flow subgraph (shapes from ``meta["val"]``)."""
     import torch
 
     total = dict.fromkeys(roofline.REFERENCE, 0.0)
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
-        if isinstance(node.target, torch._ops.HigherOrderOperator):
-            if _op_type(node.target) not in _CONTROL_FLOW:
-                raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): control-flow subgraph not handled")
-            for kind, seconds in _control_flow_costs(node, gm).items():
-                total[kind] += seconds
-            continue
         deps: list[torch.fx.Node] = []
         torch.fx.node.map_arg((node.args, node.kwargs), deps.append)
         inputs = [s for d in dict.fromkeys(deps) if (s := _total(_specs(d))) is not None]
-        known = [s for s in _specs(node) if s is not None]
-        op_type = _op_type(node.target)
-        attrs = _cost_attrs(canonical_op_type(op_type), node, known[0] if known else None)
-        for kind, seconds in op_kind_costs(op_type, inputs, known, attrs).items():
+        for kind, seconds in _call_costs(node, gm, inputs, [s for s in _specs(node) if s is not None]).items():
             total[kind] += seconds
     return total
+
+
+def _call_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, inputs: list[TensorSpec],
+                outputs: list[TensorSpec]) -> dict[str, float]:
+    """Seconds per device kind of one call: an ATen op's roofline, or a control-flow operator's subgraphs
+    (:func:`_control_flow_costs`; any other higher-order operator is refused, naming the node)."""
+    import torch
+
+    op_type = _op_type(node.target)
+    if isinstance(node.target, torch._ops.HigherOrderOperator):
+        if op_type not in _CONTROL_FLOW:
+            raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): control-flow subgraph not handled")
+        return _control_flow_costs(node, owner)
+    attrs = _cost_attrs(canonical_op_type(op_type), node, outputs[0] if outputs else None)
+    return op_kind_costs(op_type, inputs, outputs, attrs)
 
 
 _CONTROL_FLOW = frozenset({"cond", "while_loop"})
@@ -459,25 +464,17 @@ class _FxBuilder:
 
     # -- computations
     def _call(self, node: torch.fx.Node) -> None:
-        import torch
 
         if node.target is operator.getitem:
             parent = node.args[0]
             self.values[node.name] = (self._value(parent, node)[0], _total(_specs(node)))
             return
-        if isinstance(node.target, torch._ops.HigherOrderOperator) and _op_type(node.target) not in _CONTROL_FLOW:
-            raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): control-flow subgraph not handled")
-        op_type = _op_type(node.target)
         outputs = _specs(node)
         inputs, persistent = self._read_inputs(node)
         known = [s for s in outputs if s is not None]
-        if op_type in _CONTROL_FLOW:
-            costs = _control_flow_costs(node, self.gm)
-        else:
-            costs = op_kind_costs(op_type, inputs, known, _cost_attrs(canonical_op_type(op_type), node,
-                                                                    known[0] if known else None))
+        costs = _call_costs(node, self.gm, inputs, known)
         phase, grad_of = self._phase(node)
-        self.ops.append(Op(node.name, op_type, None, costs,
+        self.ops.append(Op(node.name, _op_type(node.target), None, costs,
                            persistent_memory=persistent, output_bytes=sum(s.nbytes for s in known),
                            output_shapes=tuple(s.shape for s in known), phase=phase, grad_of=grad_of))
         self.values[node.name] = (node.name, _total(outputs))
