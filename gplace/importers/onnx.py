@@ -287,9 +287,7 @@ def _carry(graph: onnx.GraphProto, carried: dict[str, onnx.ValueInfoProto]) -> b
     new."""
     import onnx
 
-    types = {v.name: v for v in [*graph.input, *graph.value_info, *graph.output]}
-    for tensor in graph.initializer:
-        types.setdefault(tensor.name, onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+    types = _value_types(graph)
     before = len(carried)
     for node in graph.node:
         if node.op_type not in ("Loop", "Scan"):
@@ -297,11 +295,8 @@ def _carry(graph: onnx.GraphProto, carried: dict[str, onnx.ValueInfoProto]) -> b
         first = 2 if node.op_type == "Loop" else 0
         scans = next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 0)
         for out, initial in zip(node.output, node.input[first:len(node.input) - scans], strict=False):
-            known = initial in types and _tensor_spec(types[initial].type) is not None
-            if out and out not in carried and known and (out not in types or _tensor_spec(types[out].type) is None):
-                carried[out] = onnx.ValueInfoProto()
-                carried[out].CopyFrom(types[initial])
-                carried[out].name = out
+            if out and out not in carried and _spec_of(types, initial) is not None and _spec_of(types, out) is None:
+                carried[out] = onnx.helper.make_value_info(out, types[initial])
     return len(carried) > before
 
 
