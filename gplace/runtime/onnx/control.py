@@ -65,7 +65,17 @@ class Subprogram:
 
 def convert_control_flow(attrs: Attrs, convert: Convert, base_dir: str | None) -> tuple[Any, dict[str, Any]]:
     """The torch function and keyword arguments of an ``If``, ``Loop`` or ``Scan`` node; its FX call passes the
-    node's inputs, then the outer values its subgraphs read."""
+    node's inputs, then the outer values its subgraphs read.
+
+    Raises:
+        UnsupportedGraphError: a node of a subgraph cannot run, or the node has an attribute no rule reads.
+    """
+    target, kwargs = _convert_control_flow(attrs, convert, base_dir)
+    attrs.finish()
+    return target, kwargs
+
+
+def _convert_control_flow(attrs: Attrs, convert: Convert, base_dir: str | None) -> tuple[Any, dict[str, Any]]:
     node = attrs.node
     kwargs: dict[str, Any] = {"names": tuple(node.input), "outer": outer_reads(node), "single": len(node.output) == 1}
     if node.op_type == "If":
@@ -102,7 +112,8 @@ class _Bound:
 
 def outer_reads(node: Any) -> tuple[str, ...]:
     """The outer values a node's subgraphs read that are not among its own inputs (its FX call's last arguments)."""
-    return tuple(t for t in node_reads(node) if t not in set(node.input))
+    own = set(node.input)
+    return tuple(t for t in node_reads(node) if t not in own)
 
 
 def _subprogram(graph: Any, attrs: Attrs, convert: Convert, base_dir: str | None) -> Subprogram:
@@ -122,9 +133,7 @@ def _subprogram(graph: Any, attrs: Attrs, convert: Convert, base_dir: str | None
             inner.finish()
             continue
         if subgraphs(node) and node.op_type in CONTROL_FLOW and node.domain in ("", "ai.onnx"):
-            inner = Attrs(node, attrs.opset, label)
-            target, kwargs = convert_control_flow(inner, convert, base_dir)
-            inner.finish()
+            target, kwargs = convert_control_flow(Attrs(node, attrs.opset, label), convert, base_dir)
             calls.append(((*node.input, *outer_reads(node)), tuple(node.output), target, kwargs))
             continue
         target, kwargs = convert(node, attrs.opset, label)

@@ -238,10 +238,7 @@ class _Builder:
         if _is_constant(node):
             return label, onnx_ops._constant, {}
         if node.op_type in CONTROL_FLOW and node.domain in _DEFAULT_DOMAINS:
-            attrs = Attrs(node, self.opset, label)
-            target, kwargs = convert_control_flow(attrs, _convert, self.base_dir)
-            attrs.finish()
-            return label, target, kwargs
+            return label, *convert_control_flow(Attrs(node, self.opset, label), _convert, self.base_dir)
         return (label, *_convert(node, self.opset, label))
 
     def _node(self, node: Any, call_spec: tuple[str, Any, dict[str, Any]], constant: torch.fx.Node | None) -> None:
