@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from report_notes import write_report  # benchmarks/ is on sys.path
+from report_notes import timed_row, write_report  # benchmarks/ is on sys.path
 
 import gplace
 from gplace.export.onnx import run_parts, split_onnx
@@ -225,13 +225,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     runtime = TorchRuntime(steps=2, warmup=1, device_map=CPU_MAP)
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.names or architectures():
-            start = time.perf_counter()
-            cells = [attempt(check, name, runtime, Path(tmp)) for check in CHECKS]
-            rows.append(f"| {name} | " + " | ".join(cells) + f" | {time.perf_counter() - start:.0f} |")
-            print(rows[-1], flush=True)
+        rows = [timed_row(name, lambda name=name: [attempt(check, name, runtime, Path(tmp)) for check in CHECKS])
+                for name in args.names or architectures()]
     if args.out:
         head = (f"# Hugging Face architectures through gplace's torch and ONNX paths\n\n"
                 f"Made by `python benchmarks/hf_sweep.py --out {args.out}` (see its docstring for each check), "

@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras_sweep import cpus, saved_model_equals_keras  # noqa: E402
-from report_notes import write_report  # noqa: E402
+from report_notes import timed_row, write_report  # noqa: E402
 
 from gplace import Placement, from_tensorflow  # noqa: E402
 from gplace.pipeline import PipelineSimulator  # noqa: E402
@@ -74,21 +74,21 @@ def check(model, runtime: TensorFlowRuntime) -> list[str]:
             "ok" if same else "differs from one device", "ok" if pipe.ok else pipe.reason]
 
 
+def attempt(build, runtime: TensorFlowRuntime) -> list[str]:
+    """:func:`check` of the model ``build()`` makes; a failure fills the row's first cell and the sweep goes on."""
+    try:
+        return check(build(), runtime)
+    except Exception as err:  # a row records the failure and the sweep goes on
+        return [f"{type(err).__name__}: {err}"[:200], "", "", "", "", ""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="write the report here")
     args = parser.parse_args()
     keras.utils.set_random_seed(0)
     runtime = TensorFlowRuntime(steps=1, warmup=0, time_limit=120.0)
-    rows = []
-    for name, build in MODELS.items():
-        start = time.perf_counter()
-        try:
-            cells = check(build(), runtime)
-        except Exception as err:  # a row records the failure and the sweep goes on
-            cells = [f"{type(err).__name__}: {err}"[:200], "", "", "", "", ""]
-        rows.append(f"| {name} | " + " | ".join(cells) + f" | {time.perf_counter() - start:.0f} |")
-        print(rows[-1], flush=True)
+    rows = [timed_row(name, lambda build=build: attempt(build, runtime)) for name, build in MODELS.items()]
     if args.out:
         head = (f"# Keras recurrent layers through gplace's TensorFlow paths\n\n"
                 f"Made by `python benchmarks/keras_rnn_sweep.py --out {args.out}` (see its docstring for each "

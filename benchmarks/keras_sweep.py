@@ -27,7 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from report_notes import write_report  # noqa: E402  (benchmarks/ is on sys.path)
+from report_notes import timed_row, write_report  # noqa: E402  (benchmarks/ is on sys.path)
 
 from gplace.export.tensorflow import place_graph_def, save_saved_model, session_config  # noqa: E402
 from gplace.importers.tensorflow import from_tensorflow  # noqa: E402
@@ -98,12 +98,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="write the report here")
     args = parser.parse_args()
     runtime = TensorFlowRuntime(steps=2, warmup=1, time_limit=120.0)
-    rows = []
-    for name in args.names or APPS:
-        start = time.perf_counter()
-        rows.append(f"| {name} | {APPS[name]} | " + " | ".join(check(name, runtime)) +
-                    f" | {time.perf_counter() - start:.0f} |")
-        print(rows[-1], flush=True)
+    rows = [timed_row(name, lambda name=name: [str(APPS[name]), *check(name, runtime)]) for name in args.names or APPS]
     if args.out:
         head = (f"# Keras applications through gplace's TensorFlow paths\n\n"
                 f"Made by `python benchmarks/keras_sweep.py --out {args.out}` (see its docstring for each check), "

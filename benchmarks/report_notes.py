@@ -6,6 +6,8 @@ A benchmark script writes its report with :func:`write_report`; everything in th
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 NOTES_MARK = "<!-- hand-written notes from here on: kept when the script rewrites this report -->"
@@ -25,3 +27,11 @@ def emit_report(lines: list[str], out: Path | str | None) -> None:
     if out is not None:
         write_report(out, text)
     print(text)
+
+
+def timed_row(name: str, cells: Callable[[], list[str]]) -> str:
+    """The table row ``| name | cells... | seconds |`` of one sweep case, ``cells()`` timed; printed as it is made."""
+    start = time.perf_counter()
+    row = f"| {name} | " + " | ".join(cells()) + f" | {time.perf_counter() - start:.0f} |"
+    print(row, flush=True)
+    return row
