@@ -79,3 +79,24 @@ def nested_model(trips: int = 3):
              helper.make_node("Loop", ["n", "go", "x"], ["y"], body=body, name="loop")]
     consts = [numpy_helper.from_array(np.array(trips, np.int64), "n"), numpy_helper.from_array(np.array(True), "go")]
     return _model(nodes, [_value("x", [2])], [_value("y", [2])], consts, "nested")
+
+
+def shape_loop_model():
+    """What an exporter writes for ``for i in range(x.size(0)): acc = tanh(x[i] @ W + acc)`` with a dynamic first
+    dimension: x ("T", 3, 8); Loop ``loop`` runs Gather(Shape(x), 0) times (shape arithmetic, not a constant),
+    its body's carried input and its output declared without a shape, as the TorchScript exporter leaves them."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Gather", ["x", "i"], ["x_i"], axis=0),
+         helper.make_node("MatMul", ["x_i", "W"], ["xw"]),
+         helper.make_node("Add", ["xw", "acc_in"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["acc_out"])], "body",
+        [_value("i", [], TensorProto.INT64), _value("cond_in", [], TensorProto.BOOL), _value("acc_in", ["a", "b"])],
+        [_value("cond_out", [], TensorProto.BOOL), _value("acc_out", None)])
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "zero"], ["steps"], name="steps", axis=0),
+             helper.make_node("Loop", ["steps", "go", "acc0"], ["z"], body=body, name="loop")]
+    weights = [numpy_helper.from_array(np.array(0, np.int64), "zero"), numpy_helper.from_array(np.array(True), "go"),
+               numpy_helper.from_array(np.zeros((3, 8), np.float32), "acc0"),
+               numpy_helper.from_array(np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8), "W")]
+    return _model(nodes, [_value("x", ["T", 3, 8])], [_value("z", None)], weights, "shape_loop")

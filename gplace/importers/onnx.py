@@ -24,16 +24,19 @@ How a model maps onto the IR:
   ``Reshape`` whose bounds come from ``Shape -> Gather -> Mod -> ...``), the *shape arithmetic* is folded:
   nodes whose inputs are all small known values (initialisers, ``Constant`` outputs, ``Shape``/``Size`` of
   statically shaped tensors) are evaluated with ``onnx.reference``, their outputs become constants in a copy of
-  the model, and inference runs again, while new values appear. A ``Loop``- or ``Scan``-carried output whose
-  shape inference leaves unknown takes its initial value's (a carried value is taken to keep its shape). The
-  copy only teaches shapes: the kept model has the original nodes (folded ones stay ops). A consumed tensor
-  whose shape stays unknown is an error; an unknown output nobody reads counts 0 bytes, with a warning.
+  the model, and inference runs again, while new values appear (or until the graph's outputs are known too).
+  A ``Loop``- or ``Scan``-carried output whose shape inference leaves unknown takes its initial value's (a
+  carried value is taken to keep its shape). The copy only teaches shapes: the kept model has the original
+  nodes (folded ones stay ops). A consumed tensor whose shape stays unknown is an error; an unknown output
+  nobody reads counts 0 bytes, with a warning.
 - **Control flow** (``If``, ``Loop``, ``Scan``: any node with a graph attribute) is one op, placed as a unit
   (its subgraphs run where it runs). Its inputs are the node's own and the outer values its subgraphs read
   (ONNX's implicit inputs, :func:`node_reads`), so a producer on another device pays for the copy. Its cost is
-  that of its subgraphs' nodes (shapes as inferred inside them): the dearer branch of an ``If``; a ``Loop``'s
-  body times its trip count ``M`` when that is a constant, a ``Scan``'s body times its sequence length, else one
-  trip, with a warning. Body nodes with a shape left unknown count 0 seconds, with a warning; the weights of
+  that of its subgraphs' nodes (shapes as inferred inside them; a body's carried input without a known shape
+  takes its initial value's, a ``Scan`` element its sequence's less the scanned axis): the dearer branch of an
+  ``If``; a ``Loop``'s body times its trip count ``M`` when that is a constant or folded shape arithmetic (at the
+  top level: ``Gather(Shape(x), 0)`` for ``range(x.size(0))``), a ``Scan``'s body times its sequence length,
+  else one trip, with a warning. Body nodes with a shape left unknown count 0 seconds, with a warning; the weights of
   the subgraphs are the op's persistent memory.
 """
 
@@ -249,9 +252,10 @@ def _infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
     values: dict[str, np.ndarray] = {}
     carried: dict[str, onnx.ValueInfoProto] = {}
     for _ in range(_FOLD_ROUNDS):
-        if not _unknown_consumed(inferred.graph):
+        if not _unknown_needed(inferred.graph):
             break
-        new_values, new_carried = _fold(inferred, values), _carry(inferred.graph, carried)
+        new_values = _fold(inferred.graph, inferred.opset_import, values)
+        new_carried = _carry(inferred.graph, carried)
         if not (new_values or new_carried):
             break
         folded = onnx.ModelProto()
@@ -274,11 +278,13 @@ def _infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
     return inferred
 
 
-def _unknown_consumed(graph: onnx.GraphProto) -> bool:
+def _unknown_needed(graph: onnx.GraphProto) -> bool:
+    """Whether a tensor that a node reads, or a graph output, has a shape unknown."""
     known = {v.name for v in [*graph.input, *graph.value_info, *graph.output] if _tensor_spec(v.type) is not None}
     known.update(t.name for t in graph.initializer)
     known.update(t.values.name for t in graph.sparse_initializer)
-    return any(t and t not in known for node in graph.node for t in node.input)
+    needed = [*(t for node in graph.node for t in node.input), *(v.name for v in graph.output)]
+    return any(t and t not in known for t in needed)
 
 
 def _carry(graph: onnx.GraphProto, carried: dict[str, onnx.ValueInfoProto]) -> bool:
@@ -300,7 +306,7 @@ def _carry(graph: onnx.GraphProto, carried: dict[str, onnx.ValueInfoProto]) -> b
     return len(carried) > before
 
 
-def _fold(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> bool:
+def _fold(graph: onnx.GraphProto, opset_import: Any, values: dict[str, np.ndarray]) -> bool:
     """Add to ``values`` what is computable from small known values, in node order; True if anything is new.
 
     Known values: small dense initialisers, ``Shape``/``Size`` of tensors whose inferred shape is static, and
@@ -308,7 +314,6 @@ def _fold(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> bool:
     """
     import onnx
 
-    graph = model.graph
     specs = {v.name: _tensor_spec(v.type) for v in [*graph.input, *graph.value_info, *graph.output]}
     overridable = {v.name for v in graph.input}  # an initialiser that is also an input is only a default
     for tensor in graph.initializer:
@@ -327,7 +332,7 @@ def _fold(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> bool:
             values[node.output[0]] = np.array(dims, dtype=np.int64)
         elif (node.domain in ("", "ai.onnx") and node.op_type not in _NOT_FOLDED and not subgraphs(node)
               and all(t in values for t in inputs)):
-            values.update(_evaluate(node, {t: values[t] for t in inputs}, model.opset_import))
+            values.update(_evaluate(node, {t: values[t] for t in inputs}, opset_import))
     return len(values) > before
 
 
@@ -425,7 +430,8 @@ class _SubgraphCosts:
         scope (default: the main graph's)."""
         types = self.types if types is None else types
         constants = self.constants if constants is None else constants
-        bodies = [self._graph(graph, types, constants) for graph in subgraphs(node)]
+        bodies = [self._graph(graph, {**types, **_carried_types(node, graph, types)}, constants)
+                  for graph in subgraphs(node)]
         unknown = sum(n for _, n in bodies)
         if node.op_type == "If":
             return {k: max(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, 1, unknown
@@ -435,7 +441,7 @@ class _SubgraphCosts:
     def _graph(self, graph: onnx.GraphProto, outer: Mapping[str, onnx.TypeProto],
                constants: Mapping[str, int]) -> tuple[dict[str, float], int]:
         """Summed seconds per device kind of one pass over ``graph``'s nodes, and how many had a shape unknown."""
-        types = {**outer, **_value_types(graph)}
+        types = {**outer, **{t: v for t, v in _value_types(graph).items() if t not in outer or _tensor_spec(v)}}
         constants = {**constants, **_scalar_constants(graph)}
         total, unknown = dict.fromkeys(roofline.REFERENCE, 0.0), 0
         for node in graph.node:
@@ -470,6 +476,32 @@ class _SubgraphCosts:
         for t, type_proto in inferred.items():
             if _spec_of(types, t) is None:
                 types[t] = type_proto
+
+
+def _carried_types(node: onnx.NodeProto, body: onnx.GraphProto,
+                   types: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
+    """Types for a ``Loop``'s or ``Scan``'s body inputs from the node's inputs in scope ``types``: a carried value
+    has its initial value's type (it is taken to keep its shape), a ``Scan`` element its sequence's without the
+    scanned axis. A body input of known shape keeps its own (:meth:`_SubgraphCosts._graph`)."""
+    import onnx
+
+    if node.op_type not in ("Loop", "Scan"):
+        return {}
+    names = [v.name for v in body.input]
+    if node.op_type == "Loop":
+        return {b: types[t] for b, t in zip(names[2:], node.input[2:], strict=False) if t in types}
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name != "body"}
+    scans = int(attrs.get("num_scan_inputs", 1))
+    states = len(node.input) - scans
+    seeds = {b: types[t] for b, t in zip(names[:states], node.input[:states], strict=False) if t in types}
+    axes = list(attrs.get("scan_input_axes", [0] * scans))
+    for b, t, axis in zip(names[states:], node.input[states:], axes, strict=False):
+        spec = _spec_of(types, t)
+        if spec is not None and spec.shape:
+            shape = list(spec.shape)
+            del shape[axis % len(shape)]
+            seeds[b] = onnx.helper.make_tensor_type_proto(types[t].tensor_type.elem_type, shape)
+    return seeds
 
 
 def _value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
@@ -529,6 +561,23 @@ def _scalar_constants(graph: onnx.GraphProto) -> dict[str, int]:
     return constants
 
 
+def _trip_constants(graph: onnx.GraphProto, opset_import: Any) -> dict[str, int]:
+    """:func:`_scalar_constants`, plus the trip counts of the graph's ``Loop`` nodes that shape arithmetic
+    computes (``Shape -> Gather``, as an exporter writes ``range(x.size(0))``), folded as :func:`_fold` does."""
+    constants = _scalar_constants(graph)
+    counts = {node.input[0] for node in graph.node if node.op_type == "Loop" and node.input and node.input[0]}
+    if counts <= constants.keys():
+        return constants
+    values: dict[str, np.ndarray] = {}
+    while _fold(graph, opset_import, values) and not counts <= values.keys():
+        pass
+    for name in counts - constants.keys():
+        value = values.get(name)
+        if value is not None and value.size == 1 and np.issubdtype(value.dtype, np.integer):
+            constants[name] = int(value.reshape(()))
+    return constants
+
+
 def _op_type(node: onnx.NodeProto) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
 
@@ -558,7 +607,8 @@ class _Builder:
         for i, node in enumerate(graph.node):
             for tensor in node_reads(node):
                 self.readers[tensor].append(i)
-        self.subgraph_costs = _SubgraphCosts(_value_types(graph), _scalar_constants(graph), opset_import)
+        self.subgraph_costs = _SubgraphCosts(_value_types(graph), _trip_constants(graph, opset_import),
+                                             opset_import)
         self.producer: dict[str, str] = {}
         self.used: set[str] = set()
         self.ops: list[Op] = []

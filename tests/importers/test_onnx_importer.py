@@ -10,7 +10,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx_control_flow import if_loop_model, nested_model, scan_model  # noqa: E402
+from onnx_control_flow import if_loop_model, nested_model, scan_model, shape_loop_model  # noqa: E402
 
 from gplace.costmodel import TensorSpec, op_flops, op_kind_costs, op_work, roofline_costs  # noqa: E402
 from gplace.importers.onnx import OnnxSource, from_onnx  # noqa: E402
@@ -168,6 +168,23 @@ def test_loop_without_a_known_trip_count_counts_one_pass_and_warns(caplog):
     matmul, stop = _matmul_costs(4, 8, 8), op_kind_costs("Constant", [], [TensorSpec((), 1)])
     assert ops["loop"].kind_cost == pytest.approx({k: matmul[k] + stop[k] for k in matmul})
     assert "Loop 'loop': trip count unknown" in caplog.text
+
+
+def test_loop_trip_count_from_shape_arithmetic_and_carried_shapes(caplog):
+    """A Loop run Gather(Shape(x), 0) times, x's first dimension fixed at import, costs its body that many times;
+    its body's carried input and its output, declared without a shape, take the initial value's (3, 8)."""
+    with caplog.at_level("WARNING", logger="gplace.importers.onnx"):
+        g = from_onnx(shape_loop_model(), {"x": (5, 3, 8)})
+    assert "unknown" not in caplog.text
+    row, square = TensorSpec((3, 8), 96), TensorSpec((8, 8), 256)
+    scalar, flag = TensorSpec((), 8), TensorSpec((), 1)
+    body = [op_kind_costs("Identity", [flag], [flag]),
+            op_kind_costs("Gather", [TensorSpec((5, 3, 8), 480), scalar], [row]),
+            op_kind_costs("MatMul", [row, square], [row]), op_kind_costs("Add", [row, row], [row]),
+            op_kind_costs("Tanh", [row], [row])]
+    loop = {op.name: op for op in g.ops()}["loop"]
+    assert loop.kind_cost == pytest.approx({k: 5 * sum(c[k] for c in body) for k in body[0]})
+    assert loop.output_bytes == 96
 
 
 def test_scan_costs_its_body_times_its_sequence_length():

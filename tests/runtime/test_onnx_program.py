@@ -15,7 +15,7 @@ ort = pytest.importorskip("onnxruntime")
 torch = pytest.importorskip("torch")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx_control_flow import if_loop_model, nested_model, scan_model  # noqa: E402
+from onnx_control_flow import if_loop_model, nested_model, scan_model, shape_loop_model  # noqa: E402
 
 from gplace.importers.onnx import from_onnx  # noqa: E402
 from gplace.ir import Cluster, Device, OpGraph, Placement, UnsupportedGraphError  # noqa: E402
@@ -586,6 +586,13 @@ def test_control_flow_matches_onnxruntime(model: Any, x: np.ndarray) -> None:
     random 2-device placement: the outer values their subgraphs read arrive, and the outputs are onnxruntime's."""
     g = _check(model, {"x": x}, rtol=1e-6, atol=1e-6)
     assert set(g.op_types) & {"If", "Loop", "Scan"}
+
+
+def test_loop_run_by_shape_arithmetic_matches_onnxruntime() -> None:
+    """A Loop whose trip count is Gather(Shape(x), 0) and whose carried value is declared without a shape runs
+    under a 2-device placement, its outputs onnxruntime's."""
+    g = _check(shape_loop_model(), {"x": _rand(5, 3, 8)}, {"x": [5, 3, 8]}, rtol=1e-6, atol=1e-6)
+    assert "Loop" in g.op_types
 
 
 def test_an_unsupported_op_inside_a_subgraph_is_named_with_its_parent() -> None:
