@@ -21,7 +21,11 @@ How a program maps onto the IR:
   where the GraphDef has one. A placeholder's unknown leading (batch) dimension takes ``batch_size``. A tensor
   that some op reads and whose shape is still unknown is an error naming its node (the reduction axes that
   ``BroadcastGradientArgs`` computes count at their bound, the rank). Bytes are ``numel * itemsize``;
-  strings count 8 bytes an element (an estimate), resource handles and variants 0.
+  strings count 8 bytes an element (an estimate), resource handles and variants 0, except ``TensorList``
+  variants (a loop's sequences, as a Keras RNN's): one made by ``TensorListFromTensor`` carries its tensor's
+  bytes; one made by ``TensorListReserve`` carries nothing (its elements are not set) but can hold
+  ``num_elements`` x ``element_shape`` when both are constants; a ``While`` output carries what its input list
+  can hold (the loop is taken to fill it), else what the input carries; ``Identity`` passes a list on.
 - **Variables** (``VarHandleOp``, ``VariableV2``) hold their size as ``persistent_memory``; so do ``Const``
   nodes. A ``ReadVariableOp`` or ``Const`` output aliases that resident buffer, so it adds no
   ``output_bytes``, but its edges carry the value's bytes (a reader on another device pays the copy).
@@ -106,6 +110,8 @@ FUNCTIONAL_CONTROL_FLOW = frozenset({"While", "StatelessWhile", "If", "Stateless
 _CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 _NO_INLINE_ATTRS = ("_noinline", "_XlaMustCompile", "api_implements")
 _NO_TENSOR = ("resource", "variant")
+_LIST_PASSING = frozenset({"Identity", "TensorListSetItem", "TensorListPushBack"})
+"""Ops whose ``TensorList`` output is (a version of) their first input's list (bytes: the module docstring)."""
 _STRING_BYTES = 8
 
 _COST_NAMES = {
@@ -686,6 +692,8 @@ class _Builder:
         self.variables: dict[str, TensorSpec] = {}
         """Tensor name of a resource handle or reference -> the variable it points at."""
         self.readers: dict[str, list[str]] = defaultdict(list)
+        self.list_capacity: dict[str, int] = {}
+        """Tensor name of a ``TensorList`` -> the bytes it can hold, where known (the module docstring)."""
         self.gpu_kernel = _gpu_kernel_lookup()
         self.graph, self.library = graph, graph_def.library
 
@@ -715,6 +723,33 @@ class _Builder:
                 source = next((s.name for s in op.inputs if s.name in self.variables), None)
                 if source is not None:
                     self.variables[t.name] = self.variables[source]
+        if any(t.dtype == self.tf.variant for t in op.outputs):
+            self._size_lists(op)
+
+    def _size_lists(self, op: Any) -> None:
+        """Bytes of ``op``'s ``TensorList`` outputs (the module docstring), from its inputs'."""
+        capacity = self.list_capacity
+        if op.type == "TensorListFromTensor":
+            capacity[op.outputs[0].name] = self.tensors[op.inputs[0].name].nbytes
+            self._set_bytes(op.outputs[0].name, capacity[op.outputs[0].name])
+        elif op.type == "TensorListReserve":
+            shape, count = (self.tf.get_static_value(t) for t in op.inputs[:2])
+            if shape is not None and count is not None and min([*shape.reshape(-1).tolist(), int(count)]) >= 0:
+                size = _itemsize(self.tf.dtypes.as_dtype(op.get_attr("element_dtype")))
+                capacity[op.outputs[0].name] = int(count) * math.prod(shape.reshape(-1).tolist()) * size
+        elif op.type in ("While", "StatelessWhile") or op.type in _LIST_PASSING:
+            loop = op.type.endswith("While")
+            pairs = zip(op.inputs, op.outputs, strict=False) if loop else [(op.inputs[0], op.outputs[0])]
+            for src, out in pairs:
+                if out.dtype != self.tf.variant:
+                    continue
+                if src.name in capacity:
+                    capacity[out.name] = capacity[src.name]
+                full = src.name in capacity and (loop or op.type == "Identity")
+                self._set_bytes(out.name, capacity[src.name] if full else self.tensors[src.name].nbytes)
+
+    def _set_bytes(self, name: str, nbytes: int) -> None:
+        self.tensors[name] = dataclasses.replace(self.tensors[name], nbytes=nbytes)
 
     def _recorded_shapes(self, name: str) -> list[Any]:
         node = self.nodes.get(name)

@@ -272,6 +272,19 @@ def test_a_keras_lstm_is_one_loop_op_colocated_with_its_weights(caplog):
     assert PipelineSimulator(microbatches=2).measure(train, uniform_cluster(2, kind="cpu"), alternating(train)).ok
 
 
+def test_a_keras_lstm_moves_its_sequences_as_tensor_lists_of_their_bytes():
+    """The lists a Keras LSTM's loop reads and fills carry their elements' bytes: the input sequence (20 x 4 x 16
+    float32) into the While, the 20 outputs of 4 x 32 out of it; the reserved, empty output list carries none."""
+    keras = tf.keras
+    model = keras.Sequential([keras.Input((20, 16), batch_size=4), keras.layers.LSTM(32, return_sequences=True)])
+    g = from_tensorflow(model)
+    types = dict(zip(g.op_names, g.op_types, strict=True))
+    into = {types[e.src]: e.bytes for e in g.edges() if types[e.dst] == "While" and "TensorList" in types[e.src]}
+    assert into == {"TensorListFromTensor": 20 * 4 * 16 * 4, "TensorListReserve": 0}
+    out = [e.bytes for e in g.edges() if types[e.src] == "While" and types[e.dst] == "TensorListStack"]
+    assert out == [20 * 4 * 32 * 4]
+
+
 def test_cpu_only_ops_are_pinned_and_set_shapes_are_kept():
     """PyFunc and string ops are pinned to the CPU; a shape set in Python (``_output_shapes``) is used."""
 
