@@ -1,0 +1,49 @@
+"""Import an ONNX model into gplace's op graph.
+
+This package is the only place in gplace's importers that imports ``onnx``; it is imported lazily, inside the
+functions. Its modules: :mod:`.importer` (:func:`from_onnx`, one op per node), :mod:`.shapes` (input shapes,
+inference, folding shape arithmetic), :mod:`.control` (the costs of control-flow nodes), :mod:`.tensors`
+(tensor types, a node's reads and subgraphs).
+
+How a model maps onto the IR:
+
+- **One op per node**, named ``node.name`` or, where that is empty or taken, ``"<op_type>_<i>"`` (``i`` the
+  node's position; a further ``_<k>`` suffix keeps names unique). Op types of non-default domains are written
+  ``"<domain>::<op_type>"``.
+- **Graph inputs** that are not initialisers become ``"Input"`` ops (cost 0) named after the tensor, so that
+  moving the input to the device of its consumers is a transfer like any other.
+- **Initialisers** (dense or sparse) are weights: one read by a single node is *folded* into that node's
+  ``persistent_memory``; one shared by several nodes (tied weights, an unrolled RNN's matrices, shape
+  constants) or by none becomes an ``"Initializer"`` op (cost 0) holding it as persistent memory, with an
+  edge to every reader, so a reader on another device pays for the copy. ``Constant`` nodes are ops whose
+  value is their persistent memory.
+- **Edges** run from a tensor's producer to each node reading it; several tensors between the same two ops
+  make one edge carrying their summed bytes. Bytes are ``numel * itemsize`` from the inferred shape and dtype
+  (sub-byte types count fractions of a byte; strings count 8 bytes an element, an estimate).
+- **Costs**: ``kind_cost`` from the analytic model in :mod:`gplace.costmodel` (roofline on the reference GPU
+  and CPU); ``cost`` is left ``None``.
+- **Shapes**: ``onnx.shape_inference`` (non-strict, with data propagation) after the dynamic dimensions of the
+  inputs are fixed from ``input_shapes``. Where that leaves a consumed tensor's shape unknown (a ``Slice`` or
+  ``Reshape`` whose bounds come from ``Shape -> Gather -> Mod -> ...``), the *shape arithmetic* is folded:
+  nodes whose inputs are all small known values (initialisers, ``Constant`` outputs, ``Shape``/``Size`` of
+  statically shaped tensors) are evaluated with ``onnx.reference``, their outputs become constants in a copy of
+  the model, and inference runs again, while new values appear (or until the graph's outputs are known too).
+  A ``Loop``- or ``Scan``-carried output whose shape inference leaves unknown takes its initial value's (a
+  carried value is taken to keep its shape). The copy only teaches shapes: the kept model has the original
+  nodes (folded ones stay ops). A consumed tensor whose shape stays unknown is an error; an unknown output
+  nobody reads counts 0 bytes, with a warning.
+- **Control flow** (``If``, ``Loop``, ``Scan``: any node with a graph attribute) is one op, placed as a unit
+  (its subgraphs run where it runs). Its inputs are the node's own and the outer values its subgraphs read
+  (ONNX's implicit inputs, :func:`node_reads`), so a producer on another device pays for the copy. Its cost is
+  that of its subgraphs' nodes (shapes as inferred inside them; a body's carried input without a known shape
+  takes its initial value's, a ``Scan`` element its sequence's less the scanned axis): the dearer branch of an
+  ``If``; a ``Loop``'s body times its trip count ``M`` when that is a constant or folded shape arithmetic (at the
+  top level: ``Gather(Shape(x), 0)`` for ``range(x.size(0))``), a ``Scan``'s body times its sequence length,
+  else one trip, with a warning. Body nodes with a shape left unknown count 0 seconds, with a warning; the weights of
+  the subgraphs are the op's persistent memory.
+"""
+
+from gplace.importers.onnx.importer import OnnxSource, from_onnx
+from gplace.importers.onnx.tensors import node_reads, subgraphs
+
+__all__ = ["OnnxSource", "from_onnx", "node_reads", "subgraphs"]

@@ -1,0 +1,169 @@
+"""Costs of ONNX control-flow nodes (``If``, ``Loop``, ``Scan``) from their subgraphs (the package docstring)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gplace.costmodel import op_kind_costs
+from gplace.importers.onnx.shapes import fold
+from gplace.importers.onnx.tensors import (
+    cost_attrs,
+    initializer_spec,
+    qualified_op_type,
+    spec_of,
+    subgraphs,
+    tensor_spec,
+    value_types,
+)
+from gplace.zoo import roofline
+
+if TYPE_CHECKING:
+    import onnx
+
+
+class SubgraphCosts:
+    """Costs of control-flow nodes from their subgraphs' nodes (the package docstring); where the model's inference
+    left a shape inside a subgraph out, it is inferred node by node here."""
+
+    def __init__(self, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int], opset_import: Any) -> None:
+        self.types, self.constants, self.opset_import = types, constants, list(opset_import)
+
+    def node(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto] | None = None,
+             constants: Mapping[str, int] | None = None) -> tuple[dict[str, float], int | None, int]:
+        """Seconds per device kind of a control-flow node, its trip count (``None``: unknown, one pass counted)
+        and how many of its subgraphs' nodes had a shape unknown (0 s each); ``types`` and ``constants``: of its
+        scope (default: the main graph's)."""
+        types = self.types if types is None else types
+        constants = self.constants if constants is None else constants
+        bodies = [self._graph(graph, {**types, **_carried_types(node, graph, types)}, constants)
+                  for graph in subgraphs(node)]
+        unknown = sum(n for _, n in bodies)
+        if node.op_type == "If":
+            return {k: max(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, 1, unknown
+        trips = _trips(node, types, constants)
+        return {k: (trips or 1) * sum(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, trips, unknown
+
+    def _graph(self, graph: onnx.GraphProto, outer: Mapping[str, onnx.TypeProto],
+               constants: Mapping[str, int]) -> tuple[dict[str, float], int]:
+        """Summed seconds per device kind of one pass over ``graph``'s nodes, and how many had a shape unknown."""
+        types = {**outer, **{t: v for t, v in value_types(graph).items() if t not in outer or tensor_spec(v)}}
+        constants = {**constants, **_scalar_constants(graph)}
+        total, unknown = dict.fromkeys(roofline.REFERENCE, 0.0), 0
+        for node in graph.node:
+            if subgraphs(node):
+                costs, _, inner = self.node(node, types, constants)
+                unknown += inner
+            else:
+                inputs = [spec_of(types, t) for t in node.input if t]
+                if any(spec is None for spec in inputs):
+                    unknown += 1
+                    continue
+                self._infer(node, types)
+                outputs = [spec for t in node.output if t and (spec := spec_of(types, t)) is not None]
+                costs = op_kind_costs(qualified_op_type(node), inputs, outputs, cost_attrs(node))
+            for kind in total:
+                total[kind] += costs[kind]
+        return total, unknown
+
+    def _infer(self, node: onnx.NodeProto, types: dict[str, onnx.TypeProto]) -> None:
+        """Add the types of ``node``'s outputs that are unknown, as onnx infers them from its inputs' (if it can)."""
+        import onnx
+
+        if all(spec_of(types, t) is not None for t in node.output if t):
+            return
+        opsets = {o.domain or "": o.version for o in self.opset_import}
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "", 1), node.domain or "")
+            inferred = onnx.shape_inference.infer_node_outputs(
+                schema, node, {t: types[t] for t in node.input if t}, None, None, self.opset_import)
+        except Exception:  # an op onnx cannot infer here: its outputs stay unknown
+            return
+        for t, type_proto in inferred.items():
+            if spec_of(types, t) is None:
+                types[t] = type_proto
+
+
+def _carried_types(node: onnx.NodeProto, body: onnx.GraphProto,
+                   types: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
+    """Types for a ``Loop``'s or ``Scan``'s body inputs from the node's inputs in scope ``types``: a carried value
+    has its initial value's type (it is taken to keep its shape), a ``Scan`` element its sequence's without the
+    scanned axis. A body input of known shape keeps its own (:meth:`SubgraphCosts._graph`)."""
+    import onnx
+
+    if node.op_type not in ("Loop", "Scan"):
+        return {}
+    names = [v.name for v in body.input]
+    if node.op_type == "Loop":
+        return {b: types[t] for b, t in zip(names[2:], node.input[2:], strict=False) if t in types}
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name != "body"}
+    scans = int(attrs.get("num_scan_inputs", 1))
+    states = len(node.input) - scans
+    seeds = {b: types[t] for b, t in zip(names[:states], node.input[:states], strict=False) if t in types}
+    axes = list(attrs.get("scan_input_axes", [0] * scans))
+    for b, t, axis in zip(names[states:], node.input[states:], axes, strict=False):
+        spec = spec_of(types, t)
+        if spec is not None and spec.shape:
+            shape = list(spec.shape)
+            del shape[axis % len(shape)]
+            seeds[b] = onnx.helper.make_tensor_type_proto(types[t].tensor_type.elem_type, shape)
+    return seeds
+
+
+def _trips(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int]) -> int | None:
+    """A ``Loop``'s constant trip count ``M``, or a ``Scan``'s sequence length, where known."""
+    if node.op_type == "Loop":
+        return constants.get(node.input[0]) if node.input else None
+    if node.op_type == "Scan":
+        import onnx
+
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name != "body"}
+        first = node.input[len(node.input) - int(attrs.get("num_scan_inputs", 1))]
+        spec = spec_of(types, first)
+        axes = list(attrs.get("scan_input_axes", [0]))
+        if spec is not None and spec.shape:
+            return spec.shape[axes[0] % len(spec.shape) if axes else 0]
+    return None
+
+
+def subgraph_weights(node: onnx.NodeProto) -> int:
+    """Bytes of the initialisers inside a node's subgraphs, at any depth."""
+    total = 0
+    for graph in subgraphs(node):
+        total += sum(initializer_spec(t).nbytes for t in graph.initializer)
+        total += sum(subgraph_weights(inner) for inner in graph.node)
+    return total
+
+
+def _scalar_constants(graph: onnx.GraphProto) -> dict[str, int]:
+    """Integer scalars the graph holds as initialisers or ``Constant`` nodes (a ``Loop``'s trip count, say)."""
+    import onnx
+
+    held = [(t.name, t) for t in graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL]
+    held += [(n.output[0], a.t) for n in graph.node if n.op_type == "Constant" and n.output
+             for a in n.attribute if a.name == "value"]
+    constants = {}
+    for name, tensor in held:
+        if math.prod(tensor.dims) == 1 and tensor.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+            constants[name] = int(onnx.numpy_helper.to_array(tensor).reshape(()))
+    return constants
+
+
+def trip_constants(graph: onnx.GraphProto, opset_import: Any) -> dict[str, int]:
+    """:func:`_scalar_constants`, plus the trip counts of the graph's ``Loop`` nodes that shape arithmetic
+    computes (``Shape -> Gather``, as an exporter writes ``range(x.size(0))``), folded as :func:`fold` does."""
+    constants = _scalar_constants(graph)
+    counts = {node.input[0] for node in graph.node if node.op_type == "Loop" and node.input and node.input[0]}
+    if counts <= constants.keys():
+        return constants
+    values: dict[str, np.ndarray] = {}
+    while fold(graph, opset_import, values) and not counts <= values.keys():
+        pass
+    for name in counts - constants.keys():
+        value = values.get(name)
+        if value is not None and value.size == 1 and np.issubdtype(value.dtype, np.integer):
+            constants[name] = int(value.reshape(()))
+    return constants

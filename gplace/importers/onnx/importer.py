@@ -1,0 +1,251 @@
+"""Import an ONNX model as an op graph: one op per node (the package docstring)."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gplace.costmodel import TensorSpec, op_kind_costs
+from gplace.importers.onnx.control import SubgraphCosts, subgraph_weights, trip_constants
+from gplace.importers.onnx.shapes import fix_input_shapes, infer_shapes
+from gplace.importers.onnx.tensors import (
+    cost_attrs,
+    initializer_spec,
+    node_reads,
+    qualified_op_type,
+    subgraphs,
+    tensor_spec,
+    value_types,
+)
+from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
+from gplace.ir.errors import error_summary
+
+if TYPE_CHECKING:
+    import onnx
+
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OnnxSource:
+    """The graph's ``source`` handle: the shape-inferred model and where each op came from."""
+
+    model: Any = field(repr=False)
+    """The ``onnx.ModelProto`` after input shapes were fixed and shapes inferred."""
+    node_index: Mapping[str, int]
+    """Op name -> index of its node in ``model.graph.node`` (``Input``/``Initializer`` ops are absent)."""
+    base_dir: str | None = None
+    """The directory of the file the model was read from, where its external weight data lives (``None`` for a
+    model given in memory: its external data, if any, is found from the working directory)."""
+
+
+def from_onnx(
+    model_or_path: onnx.ModelProto | str | Path,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    *,
+    name: str | None = None,
+) -> OpGraph:
+    """Import an ONNX model as an op graph.
+
+    Args:
+        model_or_path: a ``ModelProto`` (not modified) or the path of a ``.onnx`` file. External weight data
+            is not loaded: only the shapes of the weights are needed.
+        input_shapes: ``{input name: full shape}`` for inputs with dynamic or missing dimensions; a given
+            shape must agree with the model's fixed dimensions. (default: none)
+        name: graph name. (default: the file name without suffix, else the model's graph name, else ``"onnx"``)
+
+    Returns:
+        The op graph; its ``source`` is an :class:`OnnxSource`.
+
+    Raises:
+        FileNotFoundError: ``model_or_path`` is a path that does not exist.
+        UnsupportedGraphError: the model cannot be read or imported; the message names the node, tensor or
+            input and the reason (an unknown dimension with no input shape, an unknown shape after inference, a
+            failed shape inference, ...).
+    """
+    model = _load(model_or_path)
+    graph_name = name or (Path(model_or_path).stem if _is_path(model_or_path) else model.graph.name) or "onnx"
+    fix_input_shapes(model.graph, dict(input_shapes or {}))
+    model = infer_shapes(model, graph_name)
+    try:
+        ops, edges, node_index = _Builder(model.graph, graph_name, model.opset_import).build()
+        base_dir = str(Path(model_or_path).resolve().parent) if _is_path(model_or_path) else None
+        return OpGraph.from_ops(ops, edges, name=graph_name, source=OnnxSource(model, node_index, base_dir))
+    except GraphError as err:
+        if isinstance(err, UnsupportedGraphError):
+            raise
+        raise UnsupportedGraphError(f"ONNX model {graph_name!r}: {err}") from None
+
+
+def _is_path(obj: object) -> bool:
+    return isinstance(obj, str | Path)
+
+
+def _load(model_or_path: object) -> onnx.ModelProto:
+    """A private copy of the model, read from disk if given a path; protobuf errors become ours."""
+    import onnx
+
+    if _is_path(model_or_path):
+        path = Path(model_or_path)  # type: ignore[arg-type]
+        if not path.is_file():
+            raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
+        try:
+            model = onnx.load(str(path), load_external_data=False)
+        except Exception as err:  # protobuf raises DecodeError, RuntimeError, ...
+            raise UnsupportedGraphError(f"{path}: not a readable ONNX model ({error_summary(err)})") from None
+        if not model.graph.node:
+            raise UnsupportedGraphError(f"{path}: an ONNX model with no nodes (an empty file, or not an ONNX model)")
+        return model
+    if not isinstance(model_or_path, onnx.ModelProto):
+        raise TypeError(f"from_onnx expects an onnx.ModelProto or a path, got {type(model_or_path).__name__}")
+    model = onnx.ModelProto()
+    model.CopyFrom(model_or_path)
+    return model
+
+
+class _Builder:
+    """Turns a shape-inferred ``GraphProto`` into op and edge records (one pass over the nodes)."""
+
+    def __init__(self, graph: onnx.GraphProto, graph_name: str, opset_import: Any = ()) -> None:
+        self.graph = graph
+        self.graph_name = graph_name
+        self.specs: dict[str, TensorSpec | None] = {}
+        self.value_kind: dict[str, str | None] = {}
+        for value in [*graph.input, *graph.value_info, *graph.output]:
+            self.specs.setdefault(value.name, None)
+            self.value_kind.setdefault(value.name, value.type.WhichOneof("value"))
+            spec = tensor_spec(value.type)
+            if spec is not None:
+                self.specs[value.name] = spec
+        self.initializers = {t.name: initializer_spec(t) for t in graph.initializer}
+        for sparse in graph.sparse_initializer:
+            dense = initializer_spec(sparse.values)
+            nbytes = dense.nbytes + initializer_spec(sparse.indices).nbytes
+            self.initializers[sparse.values.name] = TensorSpec(tuple(int(d) for d in sparse.dims), nbytes)
+        self.specs.update(self.initializers)
+        self.readers: dict[str, list[int]] = defaultdict(list)
+        for i, node in enumerate(graph.node):
+            for tensor in node_reads(node):
+                self.readers[tensor].append(i)
+        self.subgraph_costs = SubgraphCosts(value_types(graph), trip_constants(graph, opset_import),
+                                             opset_import)
+        self.producer: dict[str, str] = {}
+        self.used: set[str] = set()
+        self.ops: list[Op] = []
+        self.unknown_outputs: list[str] = []
+        self.edge_bytes: dict[tuple[str, str], int] = defaultdict(int)
+
+    def build(self) -> tuple[list[Op], list[Edge], dict[str, int]]:
+        self._add_inputs()
+        self._add_shared_initializers()
+        node_index = {self._add_node(i, node): i for i, node in enumerate(self.graph.node)}
+        edges = [Edge(src, dst, nbytes) for (src, dst), nbytes in self.edge_bytes.items()]
+        if self.unknown_outputs:
+            logger.warning("ONNX model %r: %d output(s) with an unknown shape and no readers count 0 bytes: %s",
+                           self.graph_name, len(self.unknown_outputs), ", ".join(self.unknown_outputs[:5]))
+        return self.ops, edges, node_index
+
+    def _unique(self, name: str) -> str:
+        candidate, k = name, 1
+        while candidate in self.used:
+            candidate, k = f"{name}_{k}", k + 1
+        self.used.add(candidate)
+        return candidate
+
+    def _add_inputs(self) -> None:
+        for value in self.graph.input:
+            if value.name in self.initializers or value.name in self.producer:
+                continue
+            spec = self.specs.get(value.name)
+            if spec is None and self.readers.get(value.name):
+                kind = value.type.WhichOneof("value") or "untyped"
+                raise UnsupportedGraphError(f"input {value.name!r} is of type {kind.removesuffix('_type')}, "
+                                            "not a tensor of known shape (not handled)")
+            op_name = self._unique(value.name)
+            self.producer[value.name] = op_name
+            nbytes = spec.nbytes if spec else 0
+            self.ops.append(Op(op_name, "Input", 0.0, output_bytes=nbytes, output_shapes=_shapes([spec])))
+
+    def _add_shared_initializers(self) -> None:
+        for tensor, spec in self.initializers.items():
+            if len(self.readers.get(tensor, ())) == 1:
+                continue  # folded into its reader
+            op_name = self._unique(tensor)
+            self.producer[tensor] = op_name
+            self.ops.append(Op(op_name, "Initializer", 0.0, persistent_memory=spec.nbytes,
+                               output_bytes=spec.nbytes, output_shapes=(spec.shape,)))
+
+    def _add_node(self, i: int, node: onnx.NodeProto) -> str:
+        op_name = self._unique(node.name or f"{node.op_type}_{i}")
+        op_type = qualified_op_type(node)
+        read = {tensor: self._read(tensor, node, op_name) for tensor in node_reads(node)}
+        inputs = [read[tensor] for tensor in node.input if tensor]
+        outputs = [self._output_spec(tensor, op_name) for tensor in node.output if tensor]
+        folded = sum(self.initializers[t].nbytes for t in read
+                     if t in self.initializers and len(self.readers[t]) == 1)
+        known_outputs = [t for t in outputs if t is not None]
+        self._add_edges(read, op_name)
+        if subgraphs(node):
+            costs = self._control_flow_costs(node, op_name)
+        else:
+            costs = op_kind_costs(op_type, inputs, known_outputs, cost_attrs(node))
+        self.ops.append(Op(
+            op_name, op_type, None, costs,
+            persistent_memory=folded + _constant_bytes(node, outputs) + subgraph_weights(node),
+            output_bytes=sum(t.nbytes for t in known_outputs),
+            output_shapes=_shapes(outputs),
+        ))
+        for tensor in node.output:
+            if tensor:
+                self.producer[tensor] = op_name
+        return op_name
+
+    def _read(self, tensor: str, node: onnx.NodeProto, op_name: str) -> TensorSpec:
+        """The spec of an input tensor; it must have a producer (or be an initializer) and a known shape."""
+        spec = self.specs.get(tensor)
+        src = self.producer.get(tensor)
+        if src is None and tensor not in self.initializers:
+            raise UnsupportedGraphError(f"node {op_name!r} ({node.op_type}) reads tensor {tensor!r}, which nothing "
+                                        "produces (not a graph input, an initializer or an earlier node's output)")
+        if spec is None:
+            kind = self.value_kind.get(tensor)
+            what = (f"is a {kind.removesuffix('_type')} value, not a tensor (not handled)"
+                    if kind not in (None, "tensor_type") else "has a shape unknown after shape inference")
+            raise UnsupportedGraphError(f"node {src!r}: its output {tensor!r} (read by {op_name!r}) {what}")
+        return spec
+
+    def _control_flow_costs(self, node: onnx.NodeProto, op_name: str) -> dict[str, float]:
+        costs, trips, unknown = self.subgraph_costs.node(node)
+        if trips is None:
+            logger.warning("ONNX model %r: %s %r: trip count unknown, its cost counts one pass of its body",
+                           self.graph_name, node.op_type, op_name)
+        if unknown:
+            logger.warning("ONNX model %r: %s %r: %d node(s) of its subgraphs have a shape unknown after shape "
+                           "inference and count 0 seconds", self.graph_name, node.op_type, op_name, unknown)
+        return costs
+
+    def _add_edges(self, read: Mapping[str, TensorSpec], op_name: str) -> None:
+        for tensor in read:
+            src = self.producer.get(tensor)
+            if src is not None:
+                self.edge_bytes[(src, op_name)] += self.specs[tensor].nbytes
+
+    def _output_spec(self, tensor: str, op_name: str) -> TensorSpec | None:
+        spec = self.specs.get(tensor)
+        if spec is None and not self.readers.get(tensor):
+            self.unknown_outputs.append(f"{op_name}:{tensor}")
+        return spec
+
+
+def _constant_bytes(node: onnx.NodeProto, outputs: Sequence[TensorSpec | None]) -> int:
+    return sum(t.nbytes for t in outputs if t is not None) if node.op_type == "Constant" else 0
+
+
+def _shapes(specs: Sequence[TensorSpec | None]) -> tuple[tuple[int, ...], ...]:
+    """Output shapes for the IR; an unknown one is ``(-1,)``."""
+    return tuple(s.shape if s is not None else (-1,) for s in specs)
