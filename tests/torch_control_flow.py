@@ -20,11 +20,16 @@ class Branchy(nn.Module):
 
 
 class Looping(nn.Module):
-    """``torch.while_loop`` three times over y -> 2 y + 1."""
+    """``torch.while_loop`` ``trips`` times (default 3) over y -> 2 y + 1."""
+
+    def __init__(self, trips: int = 3) -> None:
+        super().__init__()
+        self.trips = trips
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        start = torch.zeros((), dtype=torch.int64)
-        return torch._higher_order_ops.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2 + 1), (start, x))[1]
+        start, trips = torch.zeros((), dtype=torch.int64), self.trips
+        return torch._higher_order_ops.while_loop(lambda i, y: i < trips, lambda i, y: (i + 1, y * 2 + 1),
+                                                  (start, x))[1]
 
 
 class Nested(nn.Module):

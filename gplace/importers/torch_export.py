@@ -25,9 +25,10 @@ How a program maps onto the IR:
   forward op with its autograd sequence number (``meta["seq_nr"]``).
 - **Control flow**: ``torch.cond`` and ``torch.while_loop`` are one op each, placed as a unit (their subgraphs
   run where they run, nested control flow included), reading their operands (parameters a branch uses are
-  operands too, folded like any other read); the cost is a ``cond``'s dearer branch, or one pass of a
-  ``while_loop``'s condition and body (its trip count depends on the data; a warning says so). Other
-  higher-order operators are not handled.
+  operands too, folded like any other read); the cost is a ``cond``'s dearer branch, or a ``while_loop``'s
+  condition and body times the passes it makes on the example inputs (an inference program's top-level loops,
+  counted by running the program once on them; else one pass, with a warning: the trip count depends on the
+  data). Other higher-order operators are not handled.
 """
 
 from __future__ import annotations
@@ -117,8 +118,9 @@ def from_torch(
     else:
         program, state = ep, _signature_state(ep)
     graph_module = program if isinstance(program, torch.fx.GraphModule) else ep.graph_module
+    trips = {} if training else _while_loop_trips(ep)
     try:
-        ops, edges, paths = _FxBuilder(graph_module, state).build()
+        ops, edges, paths = _FxBuilder(graph_module, state, trips).build()
         return OpGraph.from_ops(ops, edges, name=graph_name, source=TorchSource(program, paths, training, values))
     except GraphError as err:
         if isinstance(err, UnsupportedGraphError):
@@ -330,8 +332,10 @@ def _attribute(owner: torch.fx.GraphModule, node: torch.fx.Node) -> Any:
     return value
 
 
-def _control_flow_costs(node: torch.fx.Node, owner: torch.fx.GraphModule) -> dict[str, float]:
-    """A ``cond``'s dearer branch, or one pass of a ``while_loop``'s condition and body (with a warning); the
+def _control_flow_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, trips: int | None = None
+                        ) -> dict[str, float]:
+    """A ``cond``'s dearer branch, or a ``while_loop``'s condition and body times ``trips`` (``None``: one pass,
+    with a warning; the condition is evaluated once more than the body, counted ``trips`` times too); the
     subgraphs are ``owner``'s."""
     import torch
 
@@ -339,9 +343,79 @@ def _control_flow_costs(node: torch.fx.Node, owner: torch.fx.GraphModule) -> dic
     costs = [_subgraph_costs(g) for g in graphs if isinstance(g, torch.fx.GraphModule)]
     if _op_type(node.target) == "cond":
         return {kind: max(c[kind] for c in costs) for kind in costs[0]}
-    logger.warning("node %r (%s): its trip count depends on the data; its cost counts one pass", node.name,
-                   node.target)
-    return {kind: sum(c[kind] for c in costs) for kind in costs[0]}
+    if trips is None:
+        logger.warning("node %r (%s): its trip count depends on the data; its cost counts one pass", node.name,
+                       node.target)
+    return {kind: (1 if trips is None else trips) * sum(c[kind] for c in costs) for kind in costs[0]}
+
+
+def _while_loop_trips(ep: ExportedProgram) -> dict[str, int]:
+    """Node name -> the passes each top-level ``while_loop`` of ``ep`` makes on its example inputs (run once,
+    without gradients); empty where it has none, or its example inputs are missing or fail to run (a warning)."""
+    import torch
+
+    gm = ep.graph_module
+    if not any(n.op == "call_function" and _op_type(n.target) == "while_loop" for n in gm.graph.nodes):
+        return {}
+    values = exported_values(ep)
+    placeholders = [n.name for n in gm.graph.find_nodes(op="placeholder")]
+    if any(name not in values for name in placeholders):
+        return {}
+    counting = _TripCounter(gm)
+    try:
+        with torch.no_grad():
+            counting.run(*(values[name] for name in placeholders))
+    except Exception as err:  # whatever the model raises: the loops count one pass, as without example inputs
+        logger.warning("counting while_loop passes on the example inputs failed (%s); each counts one pass",
+                       error_summary(err))
+        return {}
+    return counting.trips
+
+
+def exported_values(ep: ExportedProgram) -> dict[str, Any]:
+    """Placeholder name -> the program's state tensor or example input, where it holds a real one."""
+    from torch.utils import _pytree as pytree
+
+    values = {}
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind.name in _STATE_KINDS:
+            value = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
+            if value is not None:
+                values[spec.arg.name] = value
+    user = list(ep.graph_signature.user_inputs)
+    leaves = pytree.tree_leaves(ep.example_inputs) if ep.example_inputs is not None else []
+    if len(leaves) == len(user):
+        values.update(zip(user, leaves, strict=True))
+    return values
+
+
+class _TripCounter:
+    """Runs a program's graph once (``torch.fx.Interpreter``), each top-level ``while_loop`` by hand, counting
+    its passes in :attr:`trips`."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        import torch
+
+        counter = self
+
+        class _Interpreter(torch.fx.Interpreter):
+            def run_node(self, n: torch.fx.Node) -> Any:
+                if n.op == "call_function" and _op_type(n.target) == "while_loop":
+                    return counter.loop(n.name, *self.fetch_args_kwargs_from_env(n)[0])
+                return super().run_node(n)
+
+        self.interpreter = _Interpreter(gm)
+        self.trips: dict[str, int] = {}
+
+    def run(self, *args: Any) -> Any:
+        return self.interpreter.run(*args)
+
+    def loop(self, name: str, cond_fn: Any, body_fn: Any, carried: Any, extra: Any = ()) -> tuple[Any, ...]:
+        carried, passes = tuple(carried), 0
+        while bool(cond_fn(*carried, *extra)):
+            carried, passes = tuple(body_fn(*carried, *extra)), passes + 1
+        self.trips[name] = passes
+        return carried
 
 
 def _subgraph_costs(gm: torch.fx.GraphModule) -> dict[str, float]:
@@ -403,9 +477,12 @@ def _cost_attrs(key: str, node: torch.fx.Node, out: TensorSpec | None) -> dict[s
 class _FxBuilder:
     """Turns an FX graph with fake-tensor metadata into op and edge records (one pass over the nodes)."""
 
-    def __init__(self, graph_module: torch.fx.GraphModule, state: Mapping[str, str]) -> None:
+    def __init__(self, graph_module: torch.fx.GraphModule, state: Mapping[str, str],
+                 trips: Mapping[str, int] | None = None) -> None:
         self.gm = graph_module
         self.state = state
+        self.trips = dict(trips or {})
+        """``while_loop`` node name -> its passes on the example inputs (:func:`_while_loop_trips`)."""
         self.values: dict[str, tuple[str | None, TensorSpec | None]] = {}
         """FX node name -> (op producing it, or None for folded state; its spec)."""
         self.folded: dict[str, int] = {}
@@ -472,7 +549,10 @@ class _FxBuilder:
         outputs = _specs(node)
         inputs, persistent = self._read_inputs(node)
         known = [s for s in outputs if s is not None]
-        costs = _call_costs(node, self.gm, inputs, known)
+        if node.name in self.trips:
+            costs = _control_flow_costs(node, self.gm, self.trips[node.name])
+        else:
+            costs = _call_costs(node, self.gm, inputs, known)
         phase, grad_of = self._phase(node)
         self.ops.append(Op(node.name, _op_type(node.target), None, costs,
                            persistent_memory=persistent, output_bytes=sum(s.nbytes for s in known),

@@ -79,7 +79,7 @@ from torch.fx.node import map_aggregate, map_arg
 from torch.utils import _pytree as pytree
 
 from gplace.importers.onnx import OnnxSource
-from gplace.importers.torch_export import TorchSource
+from gplace.importers.torch_export import TorchSource, exported_values
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import error_summary
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
@@ -93,8 +93,6 @@ __all__ = ["Plan", "Step", "TorchRunError", "TorchRuntime", "cluster_problems", 
 
 _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
 """``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
-
-_STATE_KINDS = frozenset({"PARAMETER", "BUFFER", "CONSTANT_TENSOR"})
 
 Known = Mapping[str, Mapping[int, Any]]
 """Call name -> {argument position: host value} for shape-like inputs known when the step is planned."""
@@ -433,7 +431,7 @@ def _graph_module(source: TorchSource) -> torch.fx.GraphModule:
 
 def _program_values(source: TorchSource, gm: torch.fx.GraphModule) -> dict[str, Any]:
     """Real values where the program holds them, else values made from each node's metadata."""
-    known = source.values if source.training else _exported_values(source.program)
+    known = source.values if source.training else exported_values(source.program)
     values = {}
     for node in gm.graph.nodes:
         if node.op == "placeholder":
@@ -445,21 +443,6 @@ def _program_values(source: TorchSource, gm: torch.fx.GraphModule) -> dict[str, 
                 values[node.name] = value if real else _synthesise(node)
             elif isinstance(value, torch.fx.GraphModule):  # a torch.cond branch or while_loop body, run as given
                 values[node.name] = value
-    return values
-
-
-def _exported_values(ep: torch.export.ExportedProgram) -> dict[str, Any]:
-    """Placeholder name -> the program's state tensor or example input."""
-    values = {}
-    for spec in ep.graph_signature.input_specs:
-        if spec.kind.name in _STATE_KINDS:
-            value = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
-            if value is not None:
-                values[spec.arg.name] = value
-    user = list(ep.graph_signature.user_inputs)
-    leaves = pytree.tree_leaves(ep.example_inputs) if ep.example_inputs is not None else []
-    if len(leaves) == len(user):
-        values.update(zip(user, leaves, strict=True))
     return values
 
 

@@ -158,12 +158,27 @@ def test_nested_cond_costs_its_dearest_path():
     assert {k: float(g.kind_cost[k][g.op_index["cond"]]) for k in want} == pytest.approx(want)
 
 
-def test_while_loop_costs_one_pass_and_warns(caplog):
-    """torch.while_loop is one op costing one pass of its condition and body, with a warning naming it."""
+def test_while_loop_costs_its_passes_on_the_example_inputs(caplog):
+    """torch.while_loop is one op costing its condition and body once per pass it makes on the example inputs:
+    6 passes cost twice 3, with no warning."""
     with caplog.at_level("WARNING", logger="gplace.importers.torch_export"):
-        g = from_torch(Looping(), (torch.randn(4, 8),))
+        three, six = (from_torch(Looping(n), (torch.randn(4, 8),)) for n in (3, 6))
+    assert "trip count" not in caplog.text
+    cost = [float(g.kind_cost["gpu"][g.op_index["while_loop"]]) for g in (three, six)]
+    assert three.op_types[three.op_index["while_loop"]] == "while_loop" and cost[0] > 0
+    assert cost[1] == pytest.approx(2 * cost[0])
+
+
+def test_while_loop_without_example_inputs_costs_one_pass_and_warns(caplog):
+    """An ExportedProgram without example inputs: the loop's cost counts one pass, with a warning naming it."""
+    ep = torch.export.export(Looping(3), (torch.randn(4, 8),))
+    counted = from_torch(ep)
+    ep.example_inputs = None
+    with caplog.at_level("WARNING", logger="gplace.importers.torch_export"):
+        g = from_torch(ep)
     assert "node 'while_loop' (while_loop): its trip count depends on the data" in caplog.text
-    assert g.op_types[g.op_index["while_loop"]] == "while_loop" and g.kind_cost["gpu"][g.op_index["while_loop"]] > 0
+    one, three = (float(h.kind_cost["gpu"][h.op_index["while_loop"]]) for h in (g, counted))
+    assert three == pytest.approx(3 * one)
 
 
 class _NonZero(nn.Module):
