@@ -41,3 +41,31 @@ class Nested(nn.Module):
             return torch.cond(y.sum() > 1, lambda z: z * 2, lambda z: z * 3, (y,))
 
         return torch.cond(x.sum() > 0, inner, lambda y: y - 1, (x,))
+
+
+class NoGradInside(nn.Module):
+    """A gate computed under ``torch.no_grad()`` inside ``forward`` (torch.export: ``wrap_with_set_grad_enabled``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            gate = self.layer(x).sigmoid()
+        return self.layer(x) * gate
+
+
+class AutocastOff(nn.Module):
+    """Rotary-style frequencies under ``torch.autocast(enabled=False)``, as Llama's rotary embedding computes them
+    (torch.export: ``wrap_with_autocast``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(8, 8)
+        self.register_buffer("inv_freq", torch.arange(1.0, 9.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(device_type="cpu", enabled=False):
+            angles = (x.float() * self.inv_freq).cos()
+        return self.layer(x) + angles

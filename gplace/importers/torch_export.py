@@ -28,7 +28,9 @@ How a program maps onto the IR:
   operands too, folded like any other read); the cost is a ``cond``'s dearer branch, or a ``while_loop``'s
   condition and body times the passes it makes on the example inputs (an inference program's top-level loops,
   counted by running the program once on them; else one pass, with a warning: the trip count depends on the
-  data). Other higher-order operators are not handled.
+  data). A ``torch.no_grad()`` or ``torch.autocast`` block inside ``forward`` (``wrap_with_set_grad_enabled``,
+  ``wrap_with_autocast``) is one op costing one pass of its subgraph. Other higher-order operators are not
+  handled.
 """
 
 from __future__ import annotations
@@ -343,6 +345,8 @@ def _control_flow_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, trips:
     costs = [_subgraph_costs(g) for g in graphs if isinstance(g, torch.fx.GraphModule)]
     if _op_type(node.target) == "cond":
         return {kind: max(c[kind] for c in costs) for kind in costs[0]}
+    if _op_type(node.target) in _WRAPPERS:
+        return {kind: sum(c[kind] for c in costs) for kind in costs[0]}
     if trips is None:
         logger.warning("node %r (%s): its trip count depends on the data; its cost counts one pass", node.name,
                        node.target)
@@ -442,8 +446,9 @@ def _call_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, inputs: list[T
 
     op_type = _op_type(node.target)
     if isinstance(node.target, torch._ops.HigherOrderOperator):
-        if op_type not in _CONTROL_FLOW:
-            raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): control-flow subgraph not handled")
+        if op_type not in _CONTROL_FLOW | _WRAPPERS:
+            raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): higher-order operator not handled "
+                                        f"(handled: {', '.join(sorted(_CONTROL_FLOW | _WRAPPERS))})")
         return _control_flow_costs(node, owner)
     attrs = _cost_attrs(canonical_op_type(op_type), node, outputs[0] if outputs else None)
     return op_kind_costs(op_type, inputs, outputs, attrs)
@@ -451,6 +456,9 @@ def _call_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, inputs: list[T
 
 _CONTROL_FLOW = frozenset({"cond", "while_loop"})
 """The higher-order operators imported as one op (the module docstring)."""
+_WRAPPERS = frozenset({"wrap_with_set_grad_enabled", "wrap_with_autocast"})
+"""Higher-order operators that run their subgraph once under a setting (``torch.no_grad()``, ``torch.autocast``
+inside ``forward``): one op costing one pass of it."""
 
 
 def _op_type(target: Any) -> str:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch_control_flow import Branchy, Looping
+from torch_control_flow import AutocastOff, Branchy, Looping, NoGradInside
 
 from gplace import InvalidPlacementError, Placement, UnsupportedGraphError, from_torch
 from gplace.export.torch import OnDevice, dispatch, module_device_map, split_program
@@ -73,7 +73,8 @@ def test_module_device_map_puts_each_module_where_its_ops_run_and_dispatch_accep
 
 @pytest.mark.parametrize("module, x", [
     (Branchy(), torch.ones(4, 8)), (Branchy(), -100 * torch.ones(4, 8)), (Looping(), torch.randn(4, 8)),
-], ids=["cond-true", "cond-false", "while_loop"])
+    (NoGradInside(), torch.randn(4, 8)), (AutocastOff(), torch.randn(4, 8)),
+], ids=["cond-true", "cond-false", "while_loop", "no_grad-block", "autocast-block"])
 def test_a_program_with_control_flow_splits_and_runs_like_the_module(module, x):
     """torch.cond and torch.while_loop stay whole in the part of their device; the split program gives the
     module's output."""

@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
-from torch_control_flow import Branchy, Looping, Nested  # noqa: E402
+from torch_control_flow import AutocastOff, Branchy, Looping, Nested, NoGradInside  # noqa: E402
 
 from gplace.costmodel import TensorSpec, op_flops, op_kind_costs, roofline_costs  # noqa: E402
 from gplace.importers.torch_export import TorchSource, from_torch  # noqa: E402
@@ -181,6 +181,17 @@ def test_while_loop_without_example_inputs_costs_one_pass_and_warns(caplog):
     assert three == pytest.approx(3 * one)
 
 
+def test_no_grad_and_autocast_regions_are_one_op_costing_one_pass():
+    """A ``torch.no_grad()`` block inside ``forward`` is one op costing its calls once (a linear layer, as the
+    one outside it, and a sigmoid); an ``autocast`` block is one op too."""
+    g = from_torch(NoGradInside(), (torch.randn(4, 8),))
+    block, outside = g.op_types.index("wrap_with_set_grad_enabled"), g.op_types.index("aten.linear.default")
+    sigmoid = op_kind_costs("aten.sigmoid.default", [TensorSpec((4, 8), 128)], [TensorSpec((4, 8), 128)])
+    for kind in ("gpu", "cpu"):
+        assert float(g.kind_cost[kind][block]) == pytest.approx(float(g.kind_cost[kind][outside]) + sigmoid[kind])
+    assert from_torch(AutocastOff(), (torch.randn(4, 8),)).op_types.count("wrap_with_autocast") == 1
+
+
 class _NonZero(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.nonzero(x).float().sum(0)
@@ -188,7 +199,7 @@ class _NonZero(nn.Module):
 
 @pytest.mark.parametrize("module, match", [
     (_DataDependent(), "torch.export could not trace _DataDependent"),
-    (_Mapped(), "node 'map_impl'.*control-flow subgraph not handled"),
+    (_Mapped(), "node 'map_impl'.*higher-order operator not handled"),
     (_NonZero(), "node 'nonzero'.*data-dependent"),
 ])
 def test_unsupported_programs_raise_unsupported_graph_error(module, match):

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
-from torch_control_flow import Branchy, Looping, Nested  # noqa: E402
+from torch_control_flow import AutocastOff, Branchy, Looping, Nested, NoGradInside  # noqa: E402
 
 from gplace.importers.torch_export import from_torch  # noqa: E402
 from gplace.ir import Cluster, Device, InvalidPlacementError, OpGraph, Placement  # noqa: E402
@@ -220,8 +220,8 @@ def test_training_graph_with_a_flag_argument_runs(runtime: TorchRuntime) -> None
 # ---------------------------------------------------------------------- timing and transfers
 @pytest.mark.parametrize("module, x", [
     (Branchy(), torch.ones(4, 8)), (Branchy(), -100 * torch.ones(4, 8)), (Looping(), torch.randn(4, 8)),
-    (Nested(), torch.ones(4, 8)),
-], ids=["cond-true", "cond-false", "while_loop", "nested-cond"])
+    (Nested(), torch.ones(4, 8)), (NoGradInside(), torch.randn(4, 8)), (AutocastOff(), torch.randn(4, 8)),
+], ids=["cond-true", "cond-false", "while_loop", "nested-cond", "no_grad-block", "autocast-block"])
 def test_control_flow_runs_split_like_the_module(runtime: TorchRuntime, module: nn.Module, x: torch.Tensor) -> None:
     """torch.cond (either branch) and torch.while_loop, each one op, run on their device under a split
     placement and give the module's output."""
