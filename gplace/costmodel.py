@@ -181,17 +181,21 @@ def op_work(
     inputs: Sequence[TensorSpec],
     outputs: Sequence[TensorSpec],
     attrs: Mapping[str, Any] | None = None,
+    distinct: Sequence[TensorSpec] | None = None,
 ) -> OpWork:
     """FLOPs (:func:`op_flops`) and memory traffic (bytes of all inputs plus all outputs) of one op.
 
     Metadata-only ops (:func:`is_metadata_only`) do no work at all; gathers (:data:`SPARSE_READS`) read as many
-    bytes of their table as they write, not the whole table.
+    bytes of their table as they write, not the whole table. ``distinct``: the tensors read, each once, where
+    ``inputs`` repeats one (``x * x``: ``inputs`` [x, x], ``distinct`` [x]); the traffic counts those.
+    (default: ``inputs``)
     """
     if is_metadata_only(op_type):
         return OpWork(0.0, 0.0)
-    read = inputs[1:] if canonical_op_type(op_type) in SPARSE_READS else inputs
+    distinct = inputs if distinct is None else distinct
+    sparse = canonical_op_type(op_type) in SPARSE_READS
     written = sum(t.nbytes for t in outputs)
-    nbytes = sum(t.nbytes for t in read) + written * (2 if read is not inputs else 1)
+    nbytes = sum(t.nbytes for t in (distinct[1:] if sparse else distinct)) + written * (2 if sparse else 1)
     return OpWork(op_flops(op_type, inputs, outputs, attrs), float(nbytes))
 
 
@@ -205,14 +209,16 @@ def op_kind_costs(
     inputs: Sequence[TensorSpec],
     outputs: Sequence[TensorSpec],
     attrs: Mapping[str, Any] | None = None,
+    distinct: Sequence[TensorSpec] | None = None,
 ) -> dict[str, float]:
-    """Roofline seconds per device kind for one op: :func:`op_work` then :func:`roofline_costs`.
+    """Roofline seconds per device kind for one op: :func:`op_work` (``distinct`` as there) then
+    :func:`roofline_costs`.
 
     Metadata-only ops launch no kernel: 0 seconds on every kind.
     """
     if is_metadata_only(op_type):
         return dict.fromkeys(roofline.REFERENCE, 0.0)
-    work = op_work(op_type, inputs, outputs, attrs)
+    work = op_work(op_type, inputs, outputs, attrs, distinct)
     return roofline_costs(work.flops, work.nbytes)
 
 
@@ -307,14 +313,30 @@ def _reduce(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mappin
 
 
 def _einsum(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """2 x the product of every index's size; the dimensions an ellipsis covers are indices of their own,
+    aligned from the right and broadcast across operands."""
     equation = str(attrs.get("equation", "")).replace(" ", "")
     lhs = equation.split("->")[0].split(",")
-    if "." in equation or len(lhs) != len(ins):
+    if len(lhs) != len(ins):
         raise ValueError(f"einsum {equation!r} not counted")
-    sizes: dict[str, int] = {}
+    sizes: dict[Any, int] = {}
     for term, t in zip(lhs, ins, strict=True):
-        sizes.update(zip(term, t.shape, strict=True))
+        head, dots, tail = term.partition("...")
+        covered = len(t.shape) - len(head) - len(tail) if dots else 0
+        labels = [*head, *(("...", covered - j) for j in range(covered)), *tail]
+        for label, size in zip(labels, t.shape, strict=True):
+            sizes[label] = max(sizes.get(label, 1), int(size))
     return 2.0 * math.prod(sizes.values())
+
+
+def _conv_integer(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """ConvInteger(x, w, x_zero_point, w_zero_point): no bias."""
+    return _conv(ins[:2], outs, attrs)
+
+
+def _qlinear_conv(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias?)."""
+    return _conv([ins[0], ins[3], *ins[8:9]], outs, attrs)
 
 
 _FLOP_RULES: dict[str, Rule] = {
@@ -323,8 +345,10 @@ _FLOP_RULES: dict[str, Rule] = {
     "gemm": _gemm,
     **dict.fromkeys(["addmm", "baddbmm", "addmv", "addbmm"], _addmm),
     "linear": _linear,
-    **dict.fromkeys(["conv", "convolution", "conv1d", "conv2d", "conv3d", "_convolution", "convinteger",
-                     "qlinearconv", "mkldnn_convolution"], _conv),
+    **dict.fromkeys(["conv", "convolution", "conv1d", "conv2d", "conv3d", "_convolution", "mkldnn_convolution"],
+                    _conv),
+    "convinteger": _conv_integer,
+    "qlinearconv": _qlinear_conv,
     **dict.fromkeys(["convtranspose", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"],
                     _conv_transpose),
     **dict.fromkeys(["lstm", "gru", "rnn", "rnn_tanh", "rnn_relu", "_thnn_fused_lstm_cell", "lstm_cell",

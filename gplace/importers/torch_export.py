@@ -432,15 +432,17 @@ def _subgraph_costs(gm: torch.fx.GraphModule) -> dict[str, float]:
             continue
         deps: list[torch.fx.Node] = []
         torch.fx.node.map_arg((node.args, node.kwargs), deps.append)
-        inputs = [s for d in dict.fromkeys(deps) if (s := _total(_specs(d))) is not None]
-        for kind, seconds in _call_costs(node, gm, inputs, [s for s in _specs(node) if s is not None]).items():
+        specs = {d: s for d in deps if (s := _total(_specs(d))) is not None}
+        inputs, outputs = [specs[d] for d in deps if d in specs], [s for s in _specs(node) if s is not None]
+        for kind, seconds in _call_costs(node, gm, inputs, outputs, list(specs.values())).items():
             total[kind] += seconds
     return total
 
 
 def _call_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, inputs: list[TensorSpec],
-                outputs: list[TensorSpec]) -> dict[str, float]:
-    """Seconds per device kind of one call: an ATen op's roofline, or a control-flow operator's subgraphs
+                outputs: list[TensorSpec], distinct: list[TensorSpec] | None = None) -> dict[str, float]:
+    """Seconds per device kind of one call: an ATen op's roofline (``inputs`` in argument order, a value read
+    twice twice; ``distinct`` each once, for the traffic), or a control-flow operator's subgraphs
     (:func:`_control_flow_costs`; any other higher-order operator is refused, naming the node)."""
     import torch
 
@@ -451,7 +453,7 @@ def _call_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, inputs: list[T
                                         f"(handled: {', '.join(sorted(_CONTROL_FLOW | _WRAPPERS))})")
         return _control_flow_costs(node, owner)
     attrs = _cost_attrs(canonical_op_type(op_type), node, outputs[0] if outputs else None)
-    return op_kind_costs(op_type, inputs, outputs, attrs)
+    return op_kind_costs(op_type, inputs, outputs, attrs, distinct)
 
 
 _CONTROL_FLOW = frozenset({"cond", "while_loop"})
@@ -555,12 +557,12 @@ class _FxBuilder:
             self.values[node.name] = (self._value(parent, node)[0], _total(_specs(node)))
             return
         outputs = _specs(node)
-        inputs, persistent = self._read_inputs(node)
+        inputs, distinct, persistent = self._read_inputs(node)
         known = [s for s in outputs if s is not None]
         if node.name in self.trips:
             costs = _control_flow_costs(node, self.gm, self.trips[node.name])
         else:
-            costs = _call_costs(node, self.gm, inputs, known)
+            costs = _call_costs(node, self.gm, inputs, known, distinct)
         phase, grad_of = self._phase(node)
         self.ops.append(Op(node.name, _op_type(node.target), None, costs,
                            persistent_memory=persistent, output_bytes=sum(s.nbytes for s in known),
@@ -576,24 +578,26 @@ class _FxBuilder:
             self.seq_forward.setdefault(seq, node.name)
         return phase, (self.seq_forward.get(seq) if phase == "backward" else None)
 
-    def _read_inputs(self, node: torch.fx.Node) -> tuple[list[TensorSpec], int]:
-        """Specs of the values a node reads (in argument order), its folded state bytes; records edges."""
+    def _read_inputs(self, node: torch.fx.Node) -> tuple[list[TensorSpec], list[TensorSpec], int]:
+        """Specs of the values a node reads in argument order (one read twice twice, as the FLOP rules count
+        positions) and each once, and its folded state bytes; records edges."""
         import torch
 
         deps: list[torch.fx.Node] = []
         torch.fx.node.map_arg((node.args, node.kwargs), deps.append)
-        specs, persistent = [], 0
-        for dep in dict.fromkeys(d for d in deps if not isinstance(_attribute(self.gm, d), torch.fx.GraphModule)):
+        deps = [d for d in deps if not isinstance(_attribute(self.gm, d), torch.fx.GraphModule)]
+        specs, persistent = {}, 0
+        for dep in dict.fromkeys(deps):
             src, spec = self._value(dep, node)
             if spec is None:
                 raise UnsupportedGraphError(
                     f"node {dep.name!r}: its output, read by {node.name!r}, has no shape metadata (meta['val'])"
                 )
-            specs.append(spec)
+            specs[dep] = spec
             if src is not None:
                 self.edge_bytes[(src, node.name)] += spec.nbytes
             persistent += self.folded.get(dep.name, 0)
-        return specs, persistent
+        return [specs[d] for d in deps], list(specs.values()), persistent
 
     def _value(self, dep: Any, reader: torch.fx.Node) -> tuple[str | None, TensorSpec | None]:
         if getattr(dep, "name", None) not in self.values:

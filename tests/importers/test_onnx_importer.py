@@ -106,6 +106,36 @@ def test_attention_einsum_and_reshape_rules():
     assert op_work("Reshape", [a], [a]).nbytes == 0 and op_work("Transpose", [a], [a]).nbytes == 96
 
 
+def test_einsum_with_an_ellipsis_and_quantised_convolutions_count_their_flops():
+    """An ellipsis covers its dimensions as indices of their own (broadcast); QLinearConv reads its weight at
+    input 3 and its bias at 8, ConvInteger has no bias: each counts the float convolution's FLOPs."""
+    a, y = TensorSpec((8, 64, 32), 0), TensorSpec((8, 64, 16), 0)
+    b = TensorSpec((32, 16), 0)
+    assert op_flops("Einsum", [a, b], [y], {"equation": "...ij,jk->...ik"}) == 2 * 8 * 64 * 32 * 16
+    assert op_flops("Einsum", [a, b], [y], {"equation": "b...j,jk->b...k"}) == 2 * 8 * 64 * 32 * 16
+    x, w, out, scalar = TensorSpec((2, 4, 8, 8), 0), TensorSpec((6, 4, 3, 3), 0), TensorSpec((2, 6, 8, 8), 0), \
+        TensorSpec((), 4)
+    conv = op_flops("Conv", [x, w], [out])
+    assert conv == 2 * out.numel * 4 * 9
+    assert op_flops("QLinearConv", [x, scalar, scalar, w, scalar, scalar, scalar, scalar], [out]) == conv
+    assert op_flops("ConvInteger", [x, w, scalar, scalar], [out]) == conv
+    bias = TensorSpec((6,), 24)
+    assert op_flops("QLinearConv", [x, scalar, scalar, w, scalar, scalar, scalar, scalar, bias], [out]) == \
+        conv + out.numel
+
+
+def test_a_tensor_read_twice_counts_in_both_positions_and_its_bytes_once():
+    """Mul(x, x): the FLOP rules see both positions; the traffic counts x once (``distinct``)."""
+    x = TensorSpec((4, 8), 128)
+    assert op_work("Mul", [x, x], [x], distinct=[x]).nbytes == 2 * 128
+    assert op_work("Mul", [x, x], [x]).nbytes == 3 * 128
+    g = from_onnx(_model([helper.make_node("Mul", ["x", "x"], ["y"], name="square")],
+                         [helper.make_tensor_value_info("x", F32, [4, 8])],
+                         [helper.make_tensor_value_info("y", F32, [4, 8])]))
+    assert {op.name: op for op in g.ops()}["square"].kind_cost == pytest.approx(
+        op_kind_costs("Mul", [x, x], [x], distinct=[x]))
+
+
 def _dynamic_mlp():
     model = _mlp()
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"

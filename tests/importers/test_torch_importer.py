@@ -192,6 +192,29 @@ def test_no_grad_and_autocast_regions_are_one_op_costing_one_pass():
     assert from_torch(AutocastOff(), (torch.randn(4, 8),)).op_types.count("wrap_with_autocast") == 1
 
 
+class _SelfAttention(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.scaled_dot_product_attention(x, x, x)
+
+
+class _Squares(nn.Module):
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("bij,bjk->bik", a, a)
+
+
+def test_a_value_read_twice_counts_in_each_argument_position():
+    """SDPA(x, x, x) and einsum(a, a) count their FLOPs as with distinct operands (the rules read positions),
+    and their traffic with the repeated value once."""
+    x, a = TensorSpec((2, 4, 128, 64), 2 * 4 * 128 * 64 * 4), TensorSpec((4, 128, 128), 4 * 128 * 128 * 4)
+    cases = [(_SelfAttention(), x, [x, x, x], {}), (_Squares(), a, [a, a], {"equation": "bij,bjk->bik"})]
+    for module, spec, positions, attrs in cases:
+        g = from_torch(module, (torch.randn(spec.shape),))
+        (i,) = [k for k, t in enumerate(g.op_types) if t != "Input"]
+        want = op_kind_costs(g.op_types[i], positions, [spec], attrs, distinct=[spec])
+        assert want["gpu"] > roofline_costs(0.0, 2 * spec.nbytes)["gpu"]  # compute-bound: the FLOPs count
+        assert {k: float(g.kind_cost[k][i]) for k in want} == pytest.approx(want)
+
+
 class _NonZero(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.nonzero(x).float().sum(0)

@@ -64,7 +64,8 @@ class SubgraphCosts:
                     continue
                 self._infer(node, types)
                 outputs = [spec for t in node.output if t and (spec := spec_of(types, t)) is not None]
-                costs = op_kind_costs(qualified_op_type(node), inputs, outputs, cost_attrs(node))
+                distinct = [spec_of(types, t) for t in dict.fromkeys(t for t in node.input if t)]
+                costs = op_kind_costs(qualified_op_type(node), inputs, outputs, cost_attrs(node), distinct)
             for kind in total:
                 total[kind] += costs[kind]
         return total, unknown

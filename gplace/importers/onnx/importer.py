@@ -193,7 +193,7 @@ class _Builder:
         if subgraphs(node):
             costs = self._control_flow_costs(node, op_name)
         else:
-            costs = op_kind_costs(op_type, inputs, known_outputs, cost_attrs(node))
+            costs = op_kind_costs(op_type, inputs, known_outputs, cost_attrs(node), list(read.values()))
         self.ops.append(Op(
             op_name, op_type, None, costs,
             persistent_memory=folded + _constant_bytes(node, outputs) + subgraph_weights(node),
