@@ -263,8 +263,12 @@ def _scatter_nd(x: torch.Tensor, indices: torch.Tensor, updates: torch.Tensor, *
 
 @reads_on_host("k")
 def _top_k(x: torch.Tensor, k: Any, *, axis: int, largest: int, sorted_: int) -> tuple[Any, Any]:
-    values, indices = torch.topk(x, int(as_scalar(k)), norm_axis(axis, x.ndim), largest=bool(largest), sorted=True)
-    return values, indices
+    """ONNX's TopK: of equal values, the lower index first (a stable sort; ``torch.topk`` breaks ties its own
+    way)."""
+    dim = norm_axis(axis, x.ndim)
+    values, indices = torch.sort(x, dim=dim, descending=bool(largest), stable=True)
+    count = int(as_scalar(k))
+    return values.narrow(dim, 0, count), indices.narrow(dim, 0, count)
 
 
 def _top_k_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
