@@ -100,3 +100,42 @@ def shape_loop_model():
                numpy_helper.from_array(np.zeros((3, 8), np.float32), "acc0"),
                numpy_helper.from_array(np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8), "W")]
     return _model(nodes, [_value("x", ["T", 3, 8])], [_value("z", None)], weights, "shape_loop")
+
+
+def growing_loop_model():
+    """A Loop ``loop`` (3 passes, a constant) whose carried value grows by a column a pass, as a greedy decoder's
+    output does: x (2, 1) -> Relu ``pre`` -> a; each pass appends last(a) + 1; y = Mul ``double`` (a, 2) is
+    (2, 4). The body declares the carried value (2, ?)."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Slice", ["a_in", "minus_one", "end", "one"], ["last"]),
+         helper.make_node("Add", ["last", "one_f"], ["next"]),
+         helper.make_node("Concat", ["a_in", "next"], ["a_out"], axis=1)], "body",
+        [_value("i", [], TensorProto.INT64), _value("cond_in", [], TensorProto.BOOL), _value("a_in", [2, None])],
+        [_value("cond_out", [], TensorProto.BOOL), _value("a_out", [2, None])])
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="pre"),
+             helper.make_node("Loop", ["n", "go", "h"], ["a"], body=body, name="loop"),
+             helper.make_node("Mul", ["a", "two"], ["y"], name="double")]
+    consts = [numpy_helper.from_array(np.array(3, np.int64), "n"), numpy_helper.from_array(np.array(True), "go"),
+              numpy_helper.from_array(np.array([-1], np.int64), "minus_one"),
+              numpy_helper.from_array(np.array([1000], np.int64), "end"),
+              numpy_helper.from_array(np.array([1], np.int64), "one"),
+              numpy_helper.from_array(np.array(1, np.float32), "one_f"),
+              numpy_helper.from_array(np.array(2, np.float32), "two")]
+    return _model(nodes, [_value("x", [2, 1])], [_value("y", [2, None])], consts, "growing_loop")
+
+
+def loop_scan_output_model(trips: int = 5):
+    """A Loop ``loop`` (``trips`` passes, a constant) of acc -> tanh(acc @ W) with a scan output ``steps`` (every
+    pass's acc, stacked: (trips, 2, 4)) that ReduceSum ``total`` reads; x (2, 4)."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("MatMul", ["acc_in", "W"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["acc_out"]), helper.make_node("Identity", ["acc_out"], ["step"])], "body",
+        [_value("i", [], TensorProto.INT64), _value("cond_in", [], TensorProto.BOOL), _value("acc_in", [2, 4])],
+        [_value("cond_out", [], TensorProto.BOOL), _value("acc_out", [2, 4]), _value("step", [2, 4])])
+    nodes = [helper.make_node("Loop", ["n", "go", "x"], ["y", "steps"], body=body, name="loop"),
+             helper.make_node("ReduceSum", ["steps", "axis"], ["z"], keepdims=0, name="total")]
+    consts = [numpy_helper.from_array(np.array(trips, np.int64), "n"), numpy_helper.from_array(np.array(True), "go"),
+              numpy_helper.from_array(np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4), "W"),
+              numpy_helper.from_array(np.array([0], np.int64), "axis")]
+    return _model(nodes, [_value("x", [2, 4])], [_value("y", [2, 4]), _value("z", [2, 4])], consts, "loop_scan")

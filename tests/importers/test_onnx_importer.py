@@ -10,7 +10,14 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx_control_flow import if_loop_model, nested_model, scan_model, shape_loop_model  # noqa: E402
+from onnx_control_flow import (  # noqa: E402
+    growing_loop_model,
+    if_loop_model,
+    loop_scan_output_model,
+    nested_model,
+    scan_model,
+    shape_loop_model,
+)
 
 from gplace.costmodel import TensorSpec, op_flops, op_kind_costs, op_work, roofline_costs  # noqa: E402
 from gplace.importers.onnx import OnnxSource, from_onnx  # noqa: E402
@@ -215,6 +222,24 @@ def test_loop_trip_count_from_shape_arithmetic_and_carried_shapes(caplog):
     loop = {op.name: op for op in g.ops()}["loop"]
     assert loop.kind_cost == pytest.approx({k: 5 * sum(c[k] for c in body) for k in body[0]})
     assert loop.output_bytes == 96
+
+
+def test_a_carried_value_that_grows_takes_its_shape_after_the_loops_passes():
+    """A Loop's carried value that grows a column a pass has, after its 3 passes, shape (2, 1 + 3): the body
+    inferred pass by pass (one pass keeping the initial shape would have said (2, 1))."""
+    g = from_onnx(growing_loop_model())
+    ops = {op.name: op for op in g.ops()}
+    assert ops["loop"].output_shapes == ((2, 4),) and ops["double"].output_shapes == ((2, 4),)
+    assert {(e.src, e.dst): e.bytes for e in g.edges()}[("loop", "double")] == 2 * 4 * 4
+
+
+def test_a_loops_scan_output_is_its_passes_stacked():
+    """A Loop's scan output, left (?, 2, 4) by onnx's inference, is (M, 2, 4) for a constant M, so a node
+    reading it imports."""
+    g = from_onnx(loop_scan_output_model(trips=5))
+    ops = {op.name: op for op in g.ops()}
+    assert ops["loop"].output_shapes == ((2, 4), (5, 2, 4))
+    assert {(e.src, e.dst): e.bytes for e in g.edges()}[("loop", "total")] == 5 * 2 * 4 * 4
 
 
 def test_scan_costs_its_body_times_its_sequence_length():

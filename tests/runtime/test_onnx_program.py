@@ -15,7 +15,14 @@ ort = pytest.importorskip("onnxruntime")
 torch = pytest.importorskip("torch")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx_control_flow import if_loop_model, nested_model, scan_model, shape_loop_model  # noqa: E402
+from onnx_control_flow import (  # noqa: E402
+    growing_loop_model,
+    if_loop_model,
+    loop_scan_output_model,
+    nested_model,
+    scan_model,
+    shape_loop_model,
+)
 
 from gplace.importers.onnx import from_onnx  # noqa: E402
 from gplace.ir import Cluster, Device, OpGraph, Placement, UnsupportedGraphError  # noqa: E402
@@ -583,8 +590,9 @@ X_THEN, X_ELSE = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8), -np.one
 @pytest.mark.parametrize("model, x", [
     (if_loop_model(), X_THEN), (if_loop_model(), X_ELSE), (if_loop_model(trips=None), X_THEN),
     (scan_model(), _rand(6, 4, 8)), (scan_model(axis=1, reverse=True), _rand(4, 6, 8)),
-    (nested_model(), _rand(2)),
-], ids=["if-then+loop", "if-else+loop", "loop-until", "scan", "scan-axis1-reversed", "loop-if-nested"])
+    (nested_model(), _rand(2)), (growing_loop_model(), _rand(2, 1)), (loop_scan_output_model(), _rand(2, 4)),
+], ids=["if-then+loop", "if-else+loop", "loop-until", "scan", "scan-axis1-reversed", "loop-if-nested", "loop-growing",
+        "loop-scan-output"])
 def test_control_flow_matches_onnxruntime(model: Any, x: np.ndarray) -> None:
     """If (either branch), Loop (a trip count or a condition) and Scan (axes, directions), nested too, under a
     random 2-device placement: the outer values their subgraphs read arrive, and the outputs are onnxruntime's."""

@@ -28,8 +28,10 @@ How a model maps onto the IR:
   nodes whose inputs are all small known values (initialisers, ``Constant`` outputs, ``Shape``/``Size`` of
   statically shaped tensors) are evaluated with ``onnx.reference``, their outputs become constants in a copy of
   the model, and inference runs again, while new values appear (or until the graph's outputs are known too).
-  A ``Loop``- or ``Scan``-carried output whose shape inference leaves unknown takes its initial value's (a
-  carried value is taken to keep its shape). The copy only teaches shapes: the kept model has the original
+  A ``Loop`` or ``Scan`` output that inference leaves unknown is found by inferring the body node by node from
+  the carried values' initial types: a carried value one pass gives back with its shape keeps it; one that
+  changes (a decoder's growing output) takes its shape after a constant trip count's passes; a ``Loop``'s scan
+  output is its body's value stacked trip-count times. The copy only teaches shapes: the kept model has the original
   nodes (folded ones stay ops). A consumed tensor whose shape stays unknown is an error; an unknown output
   nobody reads counts 0 bytes, with a warning.
 - **Control flow** (``If``, ``Loop``, ``Scan``: any node with a graph attribute) is one op, placed as a unit

@@ -9,15 +9,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gplace.costmodel import op_kind_costs
-from gplace.importers.onnx.shapes import fold
+from gplace.importers.onnx.shapes import body_types, carried_types, fold, infer_node
 from gplace.importers.onnx.tensors import (
     cost_attrs,
     initializer_spec,
     qualified_op_type,
     spec_of,
     subgraphs,
-    tensor_spec,
-    value_types,
 )
 from gplace.zoo import roofline
 
@@ -39,7 +37,7 @@ class SubgraphCosts:
         scope (default: the main graph's)."""
         types = self.types if types is None else types
         constants = self.constants if constants is None else constants
-        bodies = [self._graph(graph, {**types, **_carried_types(node, graph, types)}, constants)
+        bodies = [self._graph(graph, {**types, **carried_types(node, graph, types)}, constants)
                   for graph in subgraphs(node)]
         unknown = sum(n for _, n in bodies)
         if node.op_type == "If":
@@ -50,7 +48,7 @@ class SubgraphCosts:
     def _graph(self, graph: onnx.GraphProto, outer: Mapping[str, onnx.TypeProto],
                constants: Mapping[str, int]) -> tuple[dict[str, float], int]:
         """Summed seconds per device kind of one pass over ``graph``'s nodes, and how many had a shape unknown."""
-        types = {**outer, **{t: v for t, v in value_types(graph).items() if t not in outer or tensor_spec(v)}}
+        types = body_types(graph, outer)
         constants = {**constants, **_scalar_constants(graph)}
         total, unknown = dict.fromkeys(roofline.REFERENCE, 0.0), 0
         for node in graph.node:
@@ -62,56 +60,13 @@ class SubgraphCosts:
                 if any(spec is None for spec in inputs):
                     unknown += 1
                     continue
-                self._infer(node, types)
+                infer_node(node, types, self.opset_import)
                 outputs = [spec for t in node.output if t and (spec := spec_of(types, t)) is not None]
                 distinct = [spec_of(types, t) for t in dict.fromkeys(t for t in node.input if t)]
                 costs = op_kind_costs(qualified_op_type(node), inputs, outputs, cost_attrs(node), distinct)
             for kind in total:
                 total[kind] += costs[kind]
         return total, unknown
-
-    def _infer(self, node: onnx.NodeProto, types: dict[str, onnx.TypeProto]) -> None:
-        """Add the types of ``node``'s outputs that are unknown, as onnx infers them from its inputs' (if it can)."""
-        import onnx
-
-        if all(spec_of(types, t) is not None for t in node.output if t):
-            return
-        opsets = {o.domain or "": o.version for o in self.opset_import}
-        try:
-            schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "", 1), node.domain or "")
-            inferred = onnx.shape_inference.infer_node_outputs(
-                schema, node, {t: types[t] for t in node.input if t}, None, None, self.opset_import)
-        except Exception:  # an op onnx cannot infer here: its outputs stay unknown
-            return
-        for t, type_proto in inferred.items():
-            if spec_of(types, t) is None:
-                types[t] = type_proto
-
-
-def _carried_types(node: onnx.NodeProto, body: onnx.GraphProto,
-                   types: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
-    """Types for a ``Loop``'s or ``Scan``'s body inputs from the node's inputs in scope ``types``: a carried value
-    has its initial value's type (it is taken to keep its shape), a ``Scan`` element its sequence's without the
-    scanned axis. A body input of known shape keeps its own (:meth:`SubgraphCosts._graph`)."""
-    import onnx
-
-    if node.op_type not in ("Loop", "Scan"):
-        return {}
-    names = [v.name for v in body.input]
-    if node.op_type == "Loop":
-        return {b: types[t] for b, t in zip(names[2:], node.input[2:], strict=False) if t in types}
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name != "body"}
-    scans = int(attrs.get("num_scan_inputs", 1))
-    states = len(node.input) - scans
-    seeds = {b: types[t] for b, t in zip(names[:states], node.input[:states], strict=False) if t in types}
-    axes = list(attrs.get("scan_input_axes", [0] * scans))
-    for b, t, axis in zip(names[states:], node.input[states:], axes, strict=False):
-        spec = spec_of(types, t)
-        if spec is not None and spec.shape:
-            shape = list(spec.shape)
-            del shape[axis % len(shape)]
-            seeds[b] = onnx.helper.make_tensor_type_proto(types[t].tensor_type.elem_type, shape)
-    return seeds
 
 
 def _trips(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int]) -> int | None:

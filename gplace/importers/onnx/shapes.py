@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,6 +21,8 @@ _FOLD_LIMIT = 4096
 """Most elements a value read or made while folding shape arithmetic may have (no weights are evaluated)."""
 _FOLD_ROUNDS = 64
 """Most rounds of folding and re-inference (each must make a new value known)."""
+_CARRY_PASSES = 1024
+"""Most passes of a ``Loop`` body inferred to find the shape of a value that changes from pass to pass."""
 _NOT_FOLDED = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
                          "Bernoulli", "Dropout"})
 """Nodes never evaluated while folding: their outputs are random."""
@@ -88,7 +90,7 @@ def infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
         if not _unknown_needed(inferred.graph):
             break
         new_values = fold(inferred.graph, inferred.opset_import, values)
-        new_carried = _carry(inferred.graph, carried)
+        new_carried = _carry(inferred.graph, carried, values, inferred.opset_import)
         if not (new_values or new_carried):
             break
         folded = onnx.ModelProto()
@@ -120,25 +122,82 @@ def _unknown_needed(graph: onnx.GraphProto) -> bool:
     return any(t and t not in known for t in needed)
 
 
-def _carry(graph: onnx.GraphProto, carried: dict[str, onnx.ValueInfoProto]) -> bool:
-    """Add to ``carried`` the type of each ``Loop``- or ``Scan``-carried output that inference left unknown, taken
-    from its initial value (a carried value is taken to keep its shape from pass to pass); True if anything is
-    new."""
+def _carry(graph: onnx.GraphProto, carried: dict[str, onnx.ValueInfoProto], values: Mapping[str, np.ndarray],
+           opset_import: Any) -> bool:
+    """Add to ``carried`` the type of each ``Loop`` or ``Scan`` output that inference left unknown, as
+    :func:`_loop_outputs` finds it; True if anything is new."""
     import onnx
 
     types = value_types(graph)
     before = len(carried)
     for node in graph.node:
-        if node.op_type not in ("Loop", "Scan"):
+        if node.op_type not in ("Loop", "Scan") or all(
+                not t or t in carried or spec_of(types, t) is not None for t in node.output):
             continue
-        first = 2 if node.op_type == "Loop" else 0
-        scans = next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 0)
-        for out, initial in zip(node.output, node.input[first:len(node.input) - scans], strict=False):
-            if out and out not in carried and spec_of(types, initial) is not None and spec_of(types, out) is None:
-                carried[out] = onnx.helper.make_value_info(out, types[initial])
+        for out, final in zip(node.output, _loop_outputs(node, types, values, opset_import), strict=False):
+            if out and out not in carried and final is not None and spec_of(types, out) is None:
+                carried[out] = onnx.helper.make_value_info(out, final)
     return len(carried) > before
 
 
+def _initial_values(node: onnx.NodeProto) -> list[str]:
+    """A ``Loop``'s or ``Scan``'s inputs that give its carried values their initial values."""
+    if node.op_type == "Loop":
+        return list(node.input[2:])
+    scans = next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 0)
+    return list(node.input[:len(node.input) - scans])
+
+
+def _loop_outputs(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], values: Mapping[str, np.ndarray],
+                  opset_import: Any) -> list[onnx.TypeProto | None]:
+    """The types of a ``Loop``'s or ``Scan``'s outputs after its passes, the body inferred node by node from the
+    carried values' initial types (``None``: unknown).
+
+    Carried values: where one pass gives every known one back with its shape, those shapes; else, for a
+    ``Loop`` whose trip count ``M`` is a constant in ``values`` (at most :data:`_CARRY_PASSES`), the types after
+    ``M`` passes (a value that grows, as a decoder's output does); else only the values one pass keeps. A
+    ``Loop``'s scan outputs: ``M`` of the body's last pass's, stacked (``M`` known); a ``Scan``'s are left to
+    onnx's inference.
+    """
+    body, loop = subgraphs(node)[0], node.op_type == "Loop"
+    initial = _initial_values(node)
+    inputs = [v.name for v in body.input][2 if loop else 0:][:len(initial)]
+    returned = [v.name for v in body.output][1 if loop else 0:]
+    seeds = {**types, **carried_types(node, body, types)}
+    current: list[onnx.TypeProto | None] = [types[t] if spec_of(types, t) is not None else None for t in initial]
+
+    def one_pass(now: list[onnx.TypeProto | None]) -> list[onnx.TypeProto | None]:
+        inside = body_types(body, {**seeds, **{b: t for b, t in zip(inputs, now, strict=False) if t is not None}})
+        for inner in body.node:
+            infer_node(inner, inside, opset_import, values)
+        return [inside[r] if spec_of(inside, r) is not None else None for r in returned]
+
+    after = one_pass(current)
+    kept = [a if a is not None and b is not None and tensor_spec(a) == tensor_spec(b) else None
+            for a, b in zip(current, after, strict=False)]
+    trips = values.get(node.input[0]) if loop and node.input and node.input[0] else None
+    count = int(trips.reshape(())) if trips is not None and trips.size == 1 else None
+    if count is None or not 0 <= count <= _CARRY_PASSES:
+        return kept
+    carried = current if count == 0 else kept
+    if any(k is None and a is not None for k, a in zip(kept, current, strict=False)):  # a value changes shape
+        carried = current
+        for _ in range(count):
+            after = one_pass(carried)
+            if any(b is None and a is not None for a, b in zip(carried, after, strict=False)):
+                return kept
+            carried = after[:len(current)]
+    return [*carried, *(_stacked(t, count) for t in after[len(current):])]
+
+
+def _stacked(element: onnx.TypeProto | None, count: int) -> onnx.TypeProto | None:
+    """The type of ``count`` values of type ``element`` stacked on a new first axis."""
+    import onnx
+
+    spec = None if element is None else tensor_spec(element)
+    if spec is None:
+        return None
+    return onnx.helper.make_tensor_type_proto(element.tensor_type.elem_type, [count, *spec.shape])
 def fold(graph: onnx.GraphProto, opset_import: Any, values: dict[str, np.ndarray]) -> bool:
     """Add to ``values`` what is computable from small known values, in node order; True if anything is new.
 
@@ -198,3 +257,55 @@ def _run_inference(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
     except Exception as err:  # onnx raises InferenceError, ValidationError, RuntimeError, ...
         reason = error_summary(err)
         raise UnsupportedGraphError(f"ONNX model {graph_name!r}: shape inference failed ({reason})") from None
+
+
+def body_types(graph: onnx.GraphProto, outer: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
+    """Types in scope inside a subgraph: ``outer``'s, then the subgraph's own where known (or absent outside)."""
+    return {**outer, **{t: v for t, v in value_types(graph).items() if t not in outer or tensor_spec(v)}}
+
+
+def infer_node(node: onnx.NodeProto, types: dict[str, onnx.TypeProto], opset_import: Any,
+               values: Mapping[str, np.ndarray] | None = None) -> None:
+    """Add to ``types`` the types of ``node``'s outputs that are unknown, as onnx infers them from its inputs'
+    (and the inputs' values where ``values`` holds them: a ``Slice``'s bounds, say), if it can."""
+    import onnx
+
+    if all(spec_of(types, t) is not None for t in node.output if t):
+        return
+    opsets = {o.domain or "": o.version for o in opset_import}
+    data = {t: onnx.numpy_helper.from_array(values[t], t) for t in node.input if t and values and t in values}
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "", 1), node.domain or "")
+        inferred = onnx.shape_inference.infer_node_outputs(
+            schema, node, {t: types[t] for t in node.input if t}, data or None, None, list(opset_import))
+    except Exception:  # an op onnx cannot infer here: its outputs stay unknown
+        return
+    for t, type_proto in inferred.items():
+        if spec_of(types, t) is None:
+            types[t] = type_proto
+
+
+def carried_types(node: onnx.NodeProto, body: onnx.GraphProto,
+                   types: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
+    """Types for a ``Loop``'s or ``Scan``'s body inputs from the node's inputs in scope ``types``: a carried value
+    has its initial value's type (it is taken to keep its shape), a ``Scan`` element its sequence's without the
+    scanned axis. A body input of known shape keeps its own (:meth:`SubgraphCosts._graph`)."""
+    import onnx
+
+    if node.op_type not in ("Loop", "Scan"):
+        return {}
+    names = [v.name for v in body.input]
+    if node.op_type == "Loop":
+        return {b: types[t] for b, t in zip(names[2:], node.input[2:], strict=False) if t in types}
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name != "body"}
+    scans = int(attrs.get("num_scan_inputs", 1))
+    states = len(node.input) - scans
+    seeds = {b: types[t] for b, t in zip(names[:states], node.input[:states], strict=False) if t in types}
+    axes = list(attrs.get("scan_input_axes", [0] * scans))
+    for b, t, axis in zip(names[states:], node.input[states:], axes, strict=False):
+        spec = spec_of(types, t)
+        if spec is not None and spec.shape:
+            shape = list(spec.shape)
+            del shape[axis % len(shape)]
+            seeds[b] = onnx.helper.make_tensor_type_proto(types[t].tensor_type.elem_type, shape)
+    return seeds
