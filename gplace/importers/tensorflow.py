@@ -493,7 +493,7 @@ def _keras_traced(tf: Any, model: Any, training: bool, batch_size: int | None, l
         if training:
             concrete, opt = _keras_train_step(tf, model, specs, batch_size, loss, optimizer)
         else:
-            fn = tf.function(lambda inputs: model(_unlist(inputs), training=False), input_signature=[specs],
+            fn = tf.function(lambda inputs: model(_packed(model, inputs), training=False), input_signature=[specs],
                              autograph=False)
             concrete = fn.get_concrete_function()
     traced = _function_traced(tf, concrete)
@@ -502,8 +502,14 @@ def _keras_traced(tf: Any, model: Any, training: bool, batch_size: int | None, l
     return traced
 
 
-def _unlist(values: list[Any]) -> Any:
-    return values[0] if len(values) == 1 else values
+def _packed(model: Any, inputs: list[Any]) -> Any:
+    """``inputs`` (in ``model.inputs`` order) in the structure the model was built with (a dict, say)."""
+    import keras
+
+    structure = getattr(model, "input", None)
+    if isinstance(structure, dict | list | tuple) and len(keras.tree.flatten(structure)) == len(inputs):
+        return keras.tree.pack_sequence_as(structure, inputs)
+    return inputs[0] if len(inputs) == 1 else inputs
 
 
 def _keras_input_specs(tf: Any, model: Any, batch_size: int | None, where: str) -> list[Any]:
@@ -533,12 +539,12 @@ def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | N
     """
     import keras
 
-    loss_fn = keras.losses.get(loss if loss is not None else getattr(model, "loss", None) or "mean_squared_error")
-    sparse = "sparse" in str(getattr(loss_fn, "name", None) or getattr(loss_fn, "__name__", ""))
-    targets = [
-        _batch_spec(tf, t.shape[:-1] if sparse else t.shape, "int32" if sparse else t.dtype, batch_size, f"y{i}")
-        for i, t in enumerate(model.outputs)
-    ]
+    loss_fns = _output_losses(keras, model, loss)
+    targets = []
+    for i, (t, fn) in enumerate(zip(model.outputs, loss_fns, strict=True)):
+        sparse = "sparse" in str(getattr(fn, "name", None) or getattr(fn, "__name__", ""))
+        targets.append(_batch_spec(tf, t.shape[:-1] if sparse else t.shape, "int32" if sparse else t.dtype,
+                                   batch_size, f"y{i}"))
     opt = optimizer if optimizer is not None else getattr(model, "optimizer", None) or "sgd"
     opt = keras.optimizers.get(opt) if isinstance(opt, str) else opt
     variables = model.trainable_variables
@@ -547,15 +553,34 @@ def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | N
 
     def step(inputs: list[Any], labels: list[Any]) -> Any:
         with tf.GradientTape() as tape:
-            preds = model(_unlist(inputs), training=True)
-            preds = preds if isinstance(preds, list | tuple) else [preds]
-            total = tf.add_n([loss_fn(y, p) for y, p in zip(labels, preds, strict=True)])
+            preds = keras.tree.flatten(model(_packed(model, inputs), training=True))
+            total = tf.add_n([tf.reduce_mean(fn(y, p)) for fn, y, p in zip(loss_fns, labels, preds, strict=True)])
         grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
                  for g in tape.gradient(total, variables)]  # Keras's sparse updates use tf.cond
         opt.apply_gradients(zip(grads, variables, strict=True))
         return total
 
     return tf.function(step, input_signature=[specs, targets], autograph=False).get_concrete_function(), opt
+
+
+def _output_losses(keras: Any, model: Any, loss: Any) -> list[Any]:
+    """One loss function per output of ``model`` (in ``model.outputs`` order) from ``loss`` or the compiled
+    loss: one for all, a list (one per output) or a dict (by output name); each is averaged over the batch in
+    the step, as Keras's default reduction does."""
+    given = loss if loss is not None else getattr(model, "loss", None) or "mean_squared_error"
+    names = list(getattr(model, "output_names", None) or [t.name for t in model.outputs])
+    if isinstance(given, dict):
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise UnsupportedGraphError(f"Keras model {model.name!r}: the loss names outputs {sorted(given)}, "
+                                        f"not {missing} (of its outputs {names})")
+        given = [given[n] for n in names]
+    if isinstance(given, list | tuple):
+        if len(given) != len(model.outputs):
+            raise UnsupportedGraphError(f"Keras model {model.name!r}: {len(given)} losses for "
+                                        f"{len(model.outputs)} outputs")
+        return [keras.losses.get(g) for g in given]
+    return [keras.losses.get(given)] * len(model.outputs)
 
 
 # ---------------------------------------------------------------------- preparing the GraphDef

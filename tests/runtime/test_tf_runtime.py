@@ -149,6 +149,55 @@ def test_variables_hold_the_programs_own_weights(runtime, keras_model, keras_gra
     np.testing.assert_allclose(got, np.asarray(keras_model(x)), rtol=1e-5, atol=1e-6)
 
 
+def test_a_keras_training_step_loss_is_the_batch_mean_as_keras_computes_it(runtime) -> None:
+    """A model compiled with ``loss="mse"`` (a per-sample function): the placed step returns the batch's mean loss,
+    a scalar equal to Keras's (the per-sample vector before, whose summed gradient scaled the update by the
+    batch size)."""
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Dense(2)(inputs), name="lin")
+    model.compile(loss="mse", optimizer=keras.optimizers.SGD(0.1))
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((4, 2)).astype(np.float32)
+    want = float(keras.losses.MeanSquaredError()(y, model(x)))
+    g = from_tensorflow(model, training=True, batch_size=4)
+    (loss,) = runtime.run(g, _cpus(), alternating(g), feeds=dict(zip(g.source.inputs, (x, y), strict=True)))
+    assert np.shape(loss) == () and float(loss) == pytest.approx(want, rel=1e-5)
+
+
+def test_keras_dict_inputs_in_any_key_order_run_as_the_model(runtime) -> None:
+    """A model built from a dict of inputs whose keys are not in sorted order imports and computes what the
+    model computes."""
+    zz, aa = keras.Input((4,), name="zz"), keras.Input((4,), name="aa")
+    model = keras.Model({"zz": zz, "aa": aa}, keras.layers.Dense(2)(zz) - 3.0 * aa[:, :2], name="keyed")
+    rng = np.random.default_rng(2)
+    xz, xa = rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((2, 4)).astype(np.float32)
+    g = from_tensorflow(model, batch_size=2)
+    feeds = {t: {"zz": xz, "aa": xa}[t.split(":")[0]] for t in g.source.inputs}
+    (got,) = runtime.run(g, _cpus(), alternating(g), feeds=feeds)
+    np.testing.assert_allclose(got, np.asarray(model({"zz": xz, "aa": xa})), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("loss", [["mse", "categorical_crossentropy"], {"b": "categorical_crossentropy", "a": "mse"}],
+                         ids=["list", "dict"])
+def test_keras_multi_output_training_steps_take_a_loss_per_output(runtime, loss) -> None:
+    """Two outputs compiled with a list or a dict of losses: the step sums each output's mean loss, as Keras."""
+    keras.utils.set_random_seed(3)
+    inputs = keras.Input((4,))
+    a = keras.layers.Dense(2, name="a")(inputs)
+    b = keras.layers.Dense(3, activation="softmax", name="b")(inputs)
+    model = keras.Model(inputs, [a, b], name="two_heads")
+    model.compile(loss=loss, optimizer="sgd")
+    rng = np.random.default_rng(4)
+    x, ya = rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((2, 2)).astype(np.float32)
+    yb = np.eye(3, dtype=np.float32)[[0, 2]]
+    pa, pb = model(x)
+    want = float(keras.losses.MeanSquaredError()(ya, pa) + keras.losses.CategoricalCrossentropy()(yb, pb))
+    g = from_tensorflow(model, training=True, batch_size=2)
+    (got,) = runtime.run(g, _cpus(), alternating(g), feeds=dict(zip(g.source.inputs, (x, ya, yb), strict=True)))
+    assert float(got) == pytest.approx(want, rel=1e-5)
+
+
 def test_v1_reference_variable_graph_runs_placed(runtime) -> None:
     """A GraphDef with a VariableV2 (initialised through Assign) runs split, and y = 2 * x @ w."""
     g = from_tensorflow(text_format.Parse(V1_GRAPH, tf.compat.v1.GraphDef()), batch_size=3)
