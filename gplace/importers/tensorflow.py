@@ -554,13 +554,18 @@ def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | N
     def step(inputs: list[Any], labels: list[Any]) -> Any:
         with tf.GradientTape() as tape:
             preds = keras.tree.flatten(model(_packed(model, inputs), training=True))
-            total = tf.add_n([tf.reduce_mean(fn(y, p)) for fn, y, p in zip(loss_fns, labels, preds, strict=True)])
+            total = tf.add_n([_batch_mean(tf, fn(y, p)) for fn, y, p in zip(loss_fns, labels, preds, strict=True)])
         grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
                  for g in tape.gradient(total, variables)]  # Keras's sparse updates use tf.cond
         opt.apply_gradients(zip(grads, variables, strict=True))
         return total
 
     return tf.function(step, input_signature=[specs, targets], autograph=False).get_concrete_function(), opt
+
+
+def _batch_mean(tf: Any, loss: Any) -> Any:
+    """A per-sample loss averaged over the batch (Keras's default reduction); a scalar one as it is."""
+    return loss if loss.shape.rank == 0 else tf.reduce_mean(loss)
 
 
 def _output_losses(keras: Any, model: Any, loss: Any) -> list[Any]:
