@@ -169,6 +169,10 @@ def _guard(job, cfg: DictConfig):
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
         _fail(f"{type(err).__name__}: {err}")
+    except KeyboardInterrupt:
+        sys.stderr.write("gplace: interrupted; a training run resumes from its last checkpoint when the same "
+                         "command runs again with the same hydra.run.dir\n")
+        raise SystemExit(130) from None
 
 
 def _fail(message: str) -> None:
@@ -279,11 +283,13 @@ def _show(args) -> None:
     from gplace.importers import load_cluster, load_graph
     from gplace.ir import load_json, placement_from_dict
     from gplace.ir.serialize import PLACEMENT_FORMAT
-    from gplace.show import SUMMARY_KEY, device_summary, draw_placement
+    from gplace.show import SUMMARY_KEY, check_shown, device_summary, draw_placement
 
     doc = load_json(args.placement)
-    if doc.get("format") != PLACEMENT_FORMAT:
-        raise ValueError(f"{args.placement} is not a {PLACEMENT_FORMAT} file (format {doc.get('format')!r})")
+    if not isinstance(doc, dict) or doc.get("format") != PLACEMENT_FORMAT:
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise ValueError(f"{args.placement} is not a {PLACEMENT_FORMAT} file (format {found!r})")
+    check_shown(doc, args.placement)
     graph = load_graph(args.graph) if args.graph else None
     summary = doc.get(SUMMARY_KEY)
     if summary is None and graph is not None and args.cluster:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from gplace.interfaces import Placer, Trainer
-from gplace.ir import Cluster, OpGraph, Placement, placement_to_dict, save_json
+from gplace.ir import Cluster, GraphError, OpGraph, Placement, placement_to_dict, save_json
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.loggers import Logger
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
@@ -47,7 +47,9 @@ class PlacementReport:
 
     @property
     def speedup(self) -> float:
-        """Best single-device step time over the learned one."""
+        """Best single-device step time over the learned one (1 where both are 0: a graph with no work)."""
+        if self.measurement.step_time == 0:
+            return 1.0 if self.best_baseline == 0 else math.inf
         return self.best_baseline / self.measurement.step_time
 
 
@@ -105,6 +107,8 @@ def place(
     from gplace.runtime import Simulator
 
     check_graph_and_cluster(graph, cluster)
+    if graph.num_ops == 0:
+        raise GraphError(f"graph {graph.name!r} has no ops: nothing to place")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
         raise TypeError(f"seed must be an int or None, got {seed!r}")
     check_method(method)
@@ -112,6 +116,7 @@ def place(
         torch.manual_seed(seed)  # the policy's initial weights
     runtime = runtime or Simulator()
     runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
+    runtime.check_graph(graph)  # so does a graph without the program a real runtime runs
     budget = None if budget is None else Budget.parse(budget)
     if isinstance(warm_start, str):
         warm_start = make_placer(warm_start, seed or 0, runtime).place(graph, cluster)

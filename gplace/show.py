@@ -53,6 +53,37 @@ def device_summary(graph: OpGraph, cluster: Cluster, placement: Placement,
     return summary
 
 
+_SUMMARY_NUMBERS = ("ops", "compute_seconds", "peak_memory", "bytes_in", "bytes_out")
+
+
+def check_shown(doc: Any, where: str) -> None:
+    """Raise ``ValueError`` naming the field when a ``placement.json`` document lacks what ``gplace show`` reads:
+    ``placement`` (op -> device name), ``devices`` (names), ``step_time`` (a number or null) and, if present,
+    the per-device summary (device -> numbers, as :func:`device_summary` writes)."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+    placement = doc.get("placement")
+    if not isinstance(placement, dict) or not all(isinstance(d, str) for d in placement.values()):
+        raise ValueError(f"{where}: 'placement' must be an object of op name -> device name")
+    devices = doc.get("devices", [])
+    if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
+        raise ValueError(f"{where}: 'devices' must be a list of device names")
+    step = doc.get("step_time")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int | float)):
+        raise ValueError(f"{where}: 'step_time' must be a number or null, got {step!r}")
+    summary = doc.get(SUMMARY_KEY)
+    if summary is None:
+        return
+    if not isinstance(summary, dict):
+        raise ValueError(f"{where}: {SUMMARY_KEY!r} must be an object of device -> summary")
+    for device, row in summary.items():
+        wanted = _SUMMARY_NUMBERS + (("bubble", "in_flight") if isinstance(row, dict) and "bubble" in row else ())
+        bad = [k for k in wanted if not isinstance(row, dict) or isinstance(row.get(k), bool)
+               or not isinstance(row.get(k), int | float)]
+        if bad:
+            raise ValueError(f"{where}: {SUMMARY_KEY}[{device!r}] needs a number for {bad[0]!r}")
+
+
 def draw_placement(graph: OpGraph, devices: list[str], assignment: dict[str, str], path: str | Path) -> Path:
     """Draw ``graph`` to a PNG at ``path``, each op coloured by its device.
 

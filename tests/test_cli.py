@@ -77,3 +77,17 @@ def test_a_device_for_the_networks_that_is_not_there_is_reported(tmp_path, devic
     proc = _gplace(*FAST, f"device={device}", f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_an_interrupted_command_ends_in_one_line_saying_how_to_resume(capsys):
+    """Ctrl-C during a run: exit status 130 and one line (a training run resumes when run again), no traceback."""
+    from omegaconf import OmegaConf
+
+    from gplace.cli import _guard
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as stop:
+        _guard(interrupted, OmegaConf.create({}))
+    assert stop.value.code == 130 and "resumes from its last checkpoint" in capsys.readouterr().err

@@ -67,6 +67,18 @@ def test_show_errors_are_one_line(files):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("doc, match", [
+    ({"placement": {"a": {"device": 0}}}, "'placement' must be an object of op name -> device name"),
+    ({"placement": {"a": "/CPU:0"}, "step_time": "fast"}, "'step_time' must be a number or null"),
+    ({"placement": {"a": "/CPU:0"}, "per_device": {"/CPU:0": {"ops": 1}}}, "needs a number for 'compute_seconds'"),
+], ids=["placement", "step_time", "summary"])
+def test_show_names_the_field_of_a_malformed_placement_file(files, doc, match):
+    path = files / "malformed.json"
+    path.write_text(json.dumps({"format": "gplace.placement", "version": 1, **doc}))
+    proc = _gplace("show", str(path), cwd=files)
+    assert proc.returncode == 2 and match in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_place_with_an_unknown_method_is_one_line(files):
     proc = _gplace("place", "method=magic", *_file_args(files), f"hydra.run.dir={files / 'bad'}", cwd=files)
     assert proc.returncode == 2

@@ -206,3 +206,16 @@ def test_a_policy_file_never_places_slower_than_one_device(tmp_path):
 def test_budget_parses_seconds_and_samples():
     assert Budget.parse("12 samples") == Budget(samples=12)
     assert Budget.parse("1.5s") == Budget.parse(1.5) == Budget(seconds=1.5)
+
+
+def test_a_graph_with_no_ops_is_refused_naming_it():
+    empty = gplace.OpGraph.from_ops([], [], name="nothing")
+    with pytest.raises(gplace.GraphError, match="graph 'nothing' has no ops"):
+        gplace.place(empty, uniform_cluster(2), method="heft")
+
+
+def test_a_graph_with_no_work_places_with_a_speedup_of_one():
+    """Every op free: every placement takes 0 s, and the report's speed-up is 1, not a division by zero."""
+    free = chain((0.0, 0.0, 0.0), nbytes=0)
+    report = gplace.place(free, uniform_cluster(2), method="heft")
+    assert report.measurement.step_time == 0 and report.speedup == 1.0

@@ -142,6 +142,9 @@ class TensorFlowSource:
     variables: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """``VarHandleOp`` node name -> the ``tf.Variable`` it stands for, where the program held one (a function,
     SavedModel or Keras model; empty for a GraphDef): where a placed program's weights come from."""
+    resources: tuple[str, ...] = ()
+    """Placeholders of captured resources that are not variables (a lookup table, say): nothing in the GraphDef
+    creates them, so the graph can be placed and simulated but not run by ``tf-v1``."""
 
 
 @dataclass
@@ -156,6 +159,8 @@ class _Traced:
     """An object whose variables the GraphDef refers to (a loaded SavedModel), kept alive while building."""
     variables: dict[str, Any] = field(default_factory=dict)
     """``VarHandleOp`` node name -> its ``tf.Variable``."""
+    resources: tuple[str, ...] = ()
+    """Node names of captured resources left placeholders (:attr:`TensorFlowSource.resources`)."""
 
 
 def from_tensorflow(
@@ -191,12 +196,15 @@ def from_tensorflow(
 
     Raises:
         TypeError: ``obj`` is none of the above.
+        ValueError: ``batch_size`` is not a positive int.
         FileNotFoundError: a path that does not exist.
         UnsupportedGraphError: the program cannot be imported; the message names the node (or the stage) and
             the reason (control flow, an unknown dimension, an unregistered op, a failed trace, ...).
     """
     if training and not _is_keras_model(obj):
         raise UnsupportedGraphError("training=True needs a Keras model; other programs are imported as given")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
     tf = _import_tf()
     traced = _trace(tf, obj, training, batch_size, loss, optimizer, outputs)
     graph_name = name or traced.name
@@ -209,8 +217,12 @@ def from_tensorflow(
     if training:
         ops = training_phases(ops, edges)
     names = {node.name for node in graph_def.node}
+    resources = tuple(r for r in traced.resources if r in names)
+    if resources:
+        logger.warning("%s: captured resource(s) that are not variables (lookup tables?) stay placeholders: %s; "
+                       "the graph can be placed and simulated, not run by tf-v1", where, ", ".join(resources[:5]))
     source = TensorFlowSource(graph_def, traced.inputs, traced.outputs,
-                              {k: v for k, v in traced.variables.items() if k in names})
+                              {k: v for k, v in traced.variables.items() if k in names}, resources)
     try:
         return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
     except GraphError as err:
@@ -400,7 +412,7 @@ def _function_traced(tf: Any, concrete: Any) -> _Traced:
         graph_def = concrete.graph.as_graph_def(add_shapes=True)
         nodes = {n.name: n for n in graph_def.node}
         variables = {id(v.handle): v for v in concrete.graph.variables}
-        captured, renames, handles, held = set(), {}, [], {}
+        captured, renames, handles, held, others = set(), {}, [], {}, []
         for external, internal in concrete.graph.captures:
             node = nodes[internal.op.name]
             captured.add(internal.name)
@@ -413,12 +425,14 @@ def _function_traced(tf: Any, concrete: Any) -> _Traced:
                 wanted = node.attr["shared_name"].s.decode()
                 if wanted and wanted not in nodes and wanted not in renames.values():
                     renames[node.name] = wanted
+            else:
+                others.append(node.name)
         _rename_nodes(graph_def, renames)
         _separate_shared_names(handles)
         inputs = tuple(t.name for t in concrete.inputs if t.name not in captured)
         outputs = tuple(t.name for t in concrete.outputs)
     return _Traced(graph_def, fname.removeprefix("__inference_"), inputs, outputs,
-                   variables={renames.get(k, k): v for k, v in held.items()})
+                   variables={renames.get(k, k): v for k, v in held.items()}, resources=tuple(others))
 
 
 def _as_var_handle(tf: Any, node: Any, variable: Any, placeholder: Any) -> bool:

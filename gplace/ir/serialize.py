@@ -119,8 +119,14 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
     if not isinstance(default, Mapping):
         raise GraphError(f"cluster {doc.get('name')!r}: default_link must be an object with 'bandwidth' and "
                          f"'latency', got {default!r}")
-    return Cluster.build(devices, links, default_bandwidth=default.get("bandwidth"),
-                         default_latency=float(default.get("latency", 0.0)), name=str(doc.get("name", "cluster")))
+    try:
+        bandwidth = None if default.get("bandwidth") is None else float(default["bandwidth"])
+        latency = float(default.get("latency", 0.0))
+    except (TypeError, ValueError):
+        raise GraphError(f"cluster {doc.get('name')!r}: default_link's bandwidth and latency must be numbers, got "
+                         f"{dict(default)!r}") from None
+    return Cluster.build(devices, links, default_bandwidth=bandwidth, default_latency=latency,
+                         name=str(doc.get("name", "cluster")))
 
 
 # ---------------------------------------------------------------------- placements

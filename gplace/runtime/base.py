@@ -80,6 +80,12 @@ class Runtime(abc.ABC):
         any cluster. Call it once, before a search, so that a wrong cluster fails up front."""
         return None
 
+    def check_graph(self, graph: OpGraph) -> None:
+        """Raise :class:`~gplace.ir.UnsupportedGraphError` when this runtime cannot run ``graph`` at all (a real
+        runtime needs the program the graph was imported from); a model-based runtime accepts any graph. Call
+        it once, before a search, so that every measurement does not fail the same way."""
+        return None
+
     def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
         """Measure several placements (in order); runtimes that can evaluate in parallel override this."""
         return [self.measure(graph, cluster, p) for p in placements]

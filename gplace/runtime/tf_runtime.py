@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import error_summary
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 
@@ -225,11 +225,9 @@ class TensorFlowRuntime(Runtime):
 
         source = graph.source
         if not isinstance(source, TensorFlowSource):
-            raise TensorFlowRunError(
-                f"graph {graph.name!r} has no TensorFlow program to run (its source is {type(source).__name__}); "
-                "TensorFlowRuntime runs graphs imported by gplace.importers.tensorflow.from_tensorflow "
-                "(a graph loaded from the zoo's cache has none: build it with cache=False)"
-            )
+            raise TensorFlowRunError(_no_program(graph))
+        if source.resources:
+            raise TensorFlowRunError(_uncreated(graph))
         tf = _import_tf()
         devices = self._devices(tf, cluster, placement)
         homes = _homes(source.graph_def, graph, placement.devices.tolist())
@@ -244,6 +242,15 @@ class TensorFlowRuntime(Runtime):
                 raise TensorFlowRunError(f"time limit of {self.time_limit:g} s exceeded during set-up") from None
             raise
         return step
+
+    def check_graph(self, graph: OpGraph) -> None:
+        """Raise :class:`~gplace.ir.UnsupportedGraphError` unless ``graph`` holds a TensorFlow program."""
+        from gplace.importers.tensorflow import TensorFlowSource
+
+        if not isinstance(graph.source, TensorFlowSource):
+            raise UnsupportedGraphError(_no_program(graph))
+        if graph.source.resources:
+            raise UnsupportedGraphError(_uncreated(graph))
 
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
@@ -590,3 +597,15 @@ def _step_statistics(times: Sequence[float]) -> tuple[float, float]:
     median = statistics.median(times)
     spread = (max(times) - min(times)) / median if median > 0 else 0.0
     return float(median), float(spread) if math.isfinite(spread) else 0.0
+
+
+def _no_program(graph: OpGraph) -> str:
+    return (f"graph {graph.name!r} has no TensorFlow program to run (its source is {type(graph.source).__name__}); "
+            "TensorFlowRuntime runs graphs imported by gplace.importers.tensorflow.from_tensorflow "
+            "(a graph loaded from the zoo's cache has none: build it with cache=False)")
+
+
+def _uncreated(graph: OpGraph) -> str:
+    names = ", ".join(repr(r) for r in graph.source.resources[:5])
+    return (f"graph {graph.name!r} reads captured resource(s) that are not variables ({names}: lookup tables?), "
+            "which its GraphDef does not create; tf-v1 cannot run it (place it with the simulator)")

@@ -315,11 +315,7 @@ class TorchRuntime(Runtime):
             program = self._cached(source.model, lambda: _onnx_program(source, graph))
             given = program.given(inputs)
             return program.module, {**program.values, **given}, program.known(given)
-        raise TorchRunError(
-            f"graph {graph.name!r} has no torch program to run (its source is {type(source).__name__}); "
-            "TorchRuntime runs graphs imported by gplace.importers.torch_export.from_torch or "
-            "gplace.importers.onnx.from_onnx"
-        )
+        raise TorchRunError(_no_program(graph))
 
     def _devices(self, cluster: Cluster, placement: Placement) -> dict[int, torch.device]:
         """Cluster device index -> torch device, for the devices the placement uses; checks they exist and that
@@ -338,6 +334,11 @@ class TorchRuntime(Runtime):
         if shared:
             raise TorchRunError(shared[0])
         return devices
+
+    def check_graph(self, graph: OpGraph) -> None:
+        """Raise :class:`~gplace.ir.UnsupportedGraphError` unless ``graph`` holds a torch.export or ONNX program."""
+        if not isinstance(graph.source, TorchSource | OnnxSource):
+            raise UnsupportedGraphError(_no_program(graph))
 
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
@@ -937,3 +938,9 @@ def _step_statistics(times: Sequence[float]) -> tuple[float, float]:
     median = statistics.median(times)
     spread = (max(times) - min(times)) / median if median > 0 else 0.0
     return float(median), float(spread) if math.isfinite(spread) else 0.0
+
+
+def _no_program(graph: OpGraph) -> str:
+    return (f"graph {graph.name!r} has no torch program to run (its source is {type(graph.source).__name__}); "
+            "TorchRuntime runs graphs imported by gplace.importers.torch_export.from_torch or "
+            "gplace.importers.onnx.from_onnx")

@@ -32,6 +32,10 @@ class RuntimeWrapper(Runtime):
         """The inner runtime's check."""
         self.runtime.check_cluster(cluster)
 
+    def check_graph(self, graph: OpGraph) -> None:
+        """The inner runtime's check."""
+        self.runtime.check_graph(graph)
+
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         return self._measure_batch(graph, cluster, [placement])[0]
 

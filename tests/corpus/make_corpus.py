@@ -80,6 +80,7 @@ CLUSTERS = {
     "link_to_unknown_device": cluster(link={"a": "/TPU:0"}),
     "no_devices": {**CLUSTER, "devices": [], "links": []},
     "default_link_not_an_object": cluster(default_link=[1e9]),
+    "default_link_not_a_number": cluster(default_link={"bandwidth": "fast"}),
 }
 
 RAW = {

@@ -285,6 +285,13 @@ def test_a_keras_lstm_moves_its_sequences_as_tensor_lists_of_their_bytes():
     assert out == [20 * 4 * 32 * 4]
 
 
+@pytest.mark.parametrize("batch_size", [0, -4, 2.5, True])
+def test_a_batch_size_that_is_not_a_positive_int_is_refused(batch_size):
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        from_tensorflow(model, batch_size=batch_size)
+
+
 def test_cpu_only_ops_are_pinned_and_set_shapes_are_kept():
     """PyFunc and string ops are pinned to the CPU; a shape set in Python (``_output_shapes``) is used."""
 

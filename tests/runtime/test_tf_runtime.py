@@ -18,7 +18,7 @@ keras = pytest.importorskip("keras")
 from google.protobuf import text_format  # noqa: E402
 
 from gplace.importers.tensorflow import from_tensorflow  # noqa: E402
-from gplace.ir import Cluster, Device, InvalidPlacementError, OpGraph, Placement  # noqa: E402
+from gplace.ir import Cluster, Device, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError  # noqa: E402
 from gplace.runtime.conformance import check_failure, check_runtime  # noqa: E402
 from gplace.runtime.tf_runtime import TensorFlowRunError, TensorFlowRuntime, tf_device  # noqa: E402
 from gplace.testing import alternating, diamond  # noqa: E402
@@ -278,6 +278,26 @@ def test_graph_without_source_fails(runtime) -> None:
     g = diamond()
     m = runtime.measure(g, _cpus(), Placement.single(g, 0))
     assert not m.ok and "has no TensorFlow program to run" in m.reason
+    with pytest.raises(UnsupportedGraphError, match="has no TensorFlow program to run"):
+        runtime.check_graph(g)  # up front, before a search
+
+
+def test_a_captured_lookup_table_imports_for_the_simulator_and_is_refused_by_tf_v1(runtime) -> None:
+    """A tf.function reading a StaticHashTable: the table stays a placeholder nothing creates, so the graph
+    imports (and can be simulated) but tf-v1 refuses it up front, naming the table, not mid-run."""
+    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant([1, 2, 3], tf.int64), tf.constant([7.0, 8.0, 9.0])), -1.0)
+
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.int64, name="k")])
+    def lookup(k):
+        return table.lookup(k) * 2.0
+
+    g = from_tensorflow(lookup, name="table")
+    assert len(g.source.resources) == 1
+    with pytest.raises(UnsupportedGraphError, match="graph 'table' reads captured resource"):
+        runtime.check_graph(g)
+    m = runtime.measure(g, _cpus(), Placement.single(g, 0))
+    assert not m.ok and "lookup tables?" in m.reason
 
 
 def test_error_in_an_op_names_the_op(runtime) -> None:

@@ -12,7 +12,7 @@ from torch import nn  # noqa: E402
 from torch_control_flow import AutocastOff, Branchy, Looping, Nested, NoGradInside  # noqa: E402
 
 from gplace.importers.torch_export import from_torch  # noqa: E402
-from gplace.ir import Cluster, Device, InvalidPlacementError, OpGraph, Placement  # noqa: E402
+from gplace.ir import Cluster, Device, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError  # noqa: E402
 from gplace.runtime.torch_runtime import (  # noqa: E402
     TorchRunError,
     TorchRuntime,
@@ -307,6 +307,19 @@ def test_graph_without_a_torch_program_fails(runtime: TorchRuntime) -> None:
     g = diamond()
     m = runtime.measure(g, uniform_cluster(2), Placement.single(g, 0))
     assert not m.ok and "has no torch program" in m.reason
+
+
+def test_a_graph_without_a_torch_program_is_refused_before_a_search(runtime: TorchRuntime, mlp_graph) -> None:
+    """check_graph refuses it up front, and gplace.place with this runtime fails there, naming the graph, instead
+    of measuring every placement as a failure."""
+    import gplace
+
+    runtime.check_graph(mlp_graph)
+    g = diamond()
+    with pytest.raises(UnsupportedGraphError, match="graph 'diamond' has no torch program to run"):
+        runtime.check_graph(g)
+    with pytest.raises(UnsupportedGraphError, match="has no torch program to run"):
+        gplace.place(g, _cpus(), method="heft", runtime=runtime)
 
 
 def test_invalid_placement_raises(runtime: TorchRuntime, mlp_graph: OpGraph) -> None:
