@@ -377,7 +377,9 @@ def _while_loop_trips(ep: ExportedProgram) -> dict[str, int]:
 
 
 def exported_values(ep: ExportedProgram) -> dict[str, Any]:
-    """Placeholder name -> the program's state tensor or example input, where it holds a real one."""
+    """Placeholder name -> the program's state tensor or example input, where it holds a real one; buffers are
+    copies, so that running the program (a counter, a batch norm's running statistics updated in place) leaves
+    the user's program as it was."""
     from torch.utils import _pytree as pytree
 
     values = {}
@@ -385,7 +387,7 @@ def exported_values(ep: ExportedProgram) -> dict[str, Any]:
         if spec.kind.name in _STATE_KINDS:
             value = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
             if value is not None:
-                values[spec.arg.name] = value
+                values[spec.arg.name] = value.detach().clone() if spec.kind.name == "BUFFER" else value
     user = list(ep.graph_signature.user_inputs)
     leaves = pytree.tree_leaves(ep.example_inputs) if ep.example_inputs is not None else []
     if len(leaves) == len(user):

@@ -322,6 +322,27 @@ def test_a_graph_without_a_torch_program_is_refused_before_a_search(runtime: Tor
         gplace.place(g, _cpus(), method="heft", runtime=runtime)
 
 
+class _Counter(nn.Module):
+    """Counts its calls in a buffer, updated in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(4, 4)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1)
+        return self.layer(x) * self.calls
+
+
+def test_running_a_program_leaves_its_buffers_as_they_were(runtime: TorchRuntime) -> None:
+    """A buffer the program updates in place: torch-v1's runs update their own copy, not the user's program."""
+    g = from_torch(_Counter().eval(), (torch.randn(3, 4),))
+    for _ in range(3):
+        runtime.run(g, _cpus(), _alternate(g))
+    assert float(g.source.program.state_dict["calls"]) == 0.0
+
+
 def test_invalid_placement_raises(runtime: TorchRuntime, mlp_graph: OpGraph) -> None:
     """Like every runtime, an invalid placement raises before anything runs."""
     with pytest.raises(InvalidPlacementError):
