@@ -127,7 +127,8 @@ def run_parts(parts: list[OnnxPart], feeds: Mapping[str, np.ndarray], outputs: l
 
     values = dict(feeds)
     for part in parts:
-        missing = [t for t in part.inputs if t not in values]
+        defaults = {t.name for t in part.model.graph.initializer}  # an initialiser the model also takes as input
+        missing = [t for t in part.inputs if t not in values and t not in defaults]
         if missing:
             raise UnsupportedGraphError(f"part on {part.device!r} reads {missing[0]!r}, which no feed or earlier "
                                         "part gives")
@@ -135,9 +136,13 @@ def run_parts(parts: list[OnnxPart], feeds: Mapping[str, np.ndarray], outputs: l
         if part.base_dir is not None:  # a model read from bytes finds external weights only where it is told
             options.add_session_config_entry("session.model_external_initializers_file_folder_path", part.base_dir)
         session = ort.InferenceSession(part.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        results = session.run(list(part.outputs), {t: values[t] for t in part.inputs})
+        results = session.run(list(part.outputs), {t: values[t] for t in part.inputs if t in values})
         values.update(zip(part.outputs, results, strict=True))
     names = outputs if outputs is not None else [t for part in parts for t in part.outputs]
+    unknown = [t for t in names if t not in values]
+    if unknown:
+        raise UnsupportedGraphError(f"no part computes {unknown[0]!r} and no feed gives it (a model output that is "
+                                    "an initialiser passes through no node: read it from the model)")
     return {t: values[t] for t in names}
 
 
@@ -207,8 +212,10 @@ def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str
     nodes = [g.node[n] for n in node_ids]
     made = {t for node in nodes for t in node.output}
     initializers = {t.name: t for t in g.initializer}
+    sparse = {t.values.name: t for t in g.sparse_initializer}
+    overridable = {v.name for v in g.input}  # an initialiser that is also an input is only a default
     read = list(dict.fromkeys(t for node in nodes for t in node_reads(node)))
-    inputs = [t for t in read if t not in made and t not in initializers]
+    inputs = [t for t in read if t not in made and t not in sparse and (t not in initializers or t in overridable)]
     types = {v.name: v for v in [*g.input, *g.value_info, *g.output]}
     for t in [*inputs, *outputs]:
         if t not in types or not types[t].type.HasField("tensor_type"):
@@ -217,6 +224,7 @@ def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str
         nodes, f"{g.name}_{device}", [types[t] for t in inputs], [types[t] for t in outputs],
         initializer=[initializers[t] for t in read if t in initializers],
         value_info=[types[t] for t in made if t in types and t not in outputs],
+        sparse_initializer=[sparse[t] for t in read if t in sparse],
     )
     part = onnx.helper.make_model(part_graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     part.functions.extend(model.functions)

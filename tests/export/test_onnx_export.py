@@ -182,3 +182,44 @@ def test_onnx_backend_models_split_at_random_give_the_whole_models_outputs():
             np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5, err_msg=case.name)
         checked += 1
     assert checked >= 50
+
+
+def _matmul_relu(weights: str) -> onnx.ModelProto:
+    """y = Relu(x @ W), x (2, 3): W dense, dense and also an input (an overridable default), or sparse."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["y"],
+                                                                                         name="relu")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])]
+    w = np.arange(9, dtype=np.float32).reshape(3, 3) - 4
+    graph = helper.make_graph(nodes, "mm", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    if weights == "sparse":
+        graph.sparse_initializer.append(helper.make_sparse_tensor(
+            numpy_helper.from_array(np.array([1.0, -2.0], np.float32), "W"),
+            numpy_helper.from_array(np.array([0, 4], np.int64), "W_idx"), [3, 3]))
+    else:
+        graph.initializer.append(numpy_helper.from_array(w, "W"))
+    if weights == "overridable":
+        graph.input.append(helper.make_tensor_value_info("W", TensorProto.FLOAT, [3, 3]))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("weights, feeds", [
+    ("overridable", {"W": np.full((3, 3), 0.5, np.float32)}), ("overridable", {}), ("sparse", {}),
+], ids=["default-overridden", "default-kept", "sparse"])
+def test_split_parts_take_an_overridable_or_sparse_initialiser_as_the_model_does(weights, feeds):
+    """An initialiser that is also an input is a part input with that default (a fed value wins, as in
+    onnxruntime); a sparse one is the part's own: split parts give the whole model's output."""
+    model, x = _matmul_relu(weights), np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    g = from_onnx(model)
+    parts = split_onnx(g, uniform_cluster(2, kind="cpu"), Placement.for_graph(g, [i % 2 for i in range(g.num_ops)]))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        ["y"], {"x": x, **feeds})[0]
+    np.testing.assert_allclose(run_parts(parts, {"x": x, **feeds}, ["y"])["y"], want, rtol=1e-6)
+
+
+def test_a_model_output_no_part_computes_is_named():
+    model = _matmul_relu("dense")
+    model.graph.output.append(helper.make_tensor_value_info("W", TensorProto.FLOAT, [3, 3]))
+    g = from_onnx(model)
+    parts = split_onnx(g, uniform_cluster(2, kind="cpu"), Placement.single(g, 0))
+    with pytest.raises(UnsupportedGraphError, match="no part computes 'W'"):
+        run_parts(parts, {"x": np.zeros((2, 3), np.float32)}, ["y", "W"])

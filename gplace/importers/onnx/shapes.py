@@ -83,6 +83,9 @@ def infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
     """The shape-inferred model; while consumed shapes stay unknown, shape arithmetic is folded (package doc)."""
     import onnx
 
+    sparse = list(model.graph.sparse_initializer)
+    if sparse:  # onnx's inference types them sparse, which dense ops reject: infer as if they were dense inputs
+        model = _dense_inputs(model)
     inferred = _run_inference(model, graph_name)
     values: dict[str, np.ndarray] = {}
     carried: dict[str, onnx.ValueInfoProto] = {}
@@ -110,7 +113,25 @@ def infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
         inferred = _run_inference(folded, graph_name)
         del inferred.graph.node[:]
         inferred.graph.node.extend(model.graph.node)  # the original nodes, with the shapes learned on the copy
+    if sparse:
+        names = {t.values.name for t in sparse}
+        inputs = [v for v in inferred.graph.input if v.name not in names]
+        del inferred.graph.input[:]
+        inferred.graph.input.extend(inputs)
+        inferred.graph.sparse_initializer.extend(sparse)
     return inferred
+
+
+def _dense_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` whose sparse initialisers are graph inputs of their dense type."""
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.graph.input.extend(onnx.helper.make_tensor_value_info(t.values.name, t.values.data_type, list(t.dims))
+                            for t in copy.graph.sparse_initializer)
+    del copy.graph.sparse_initializer[:]
+    return copy
 
 
 def _unknown_needed(graph: onnx.GraphProto) -> bool:
