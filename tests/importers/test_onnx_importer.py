@@ -264,6 +264,20 @@ def test_nested_subgraphs_capture_through_every_level():
     assert loop.kind_cost == pytest.approx({k: 3 * (add[k] + identity[k]) for k in add})
 
 
+@pytest.mark.parametrize("opset, channels_of_scale", [(18, 2), (21, 4)])
+def test_a_group_normalisations_output_keeps_its_input_shape(opset, channels_of_scale):
+    """GroupNormalization is an ONNX function whose output onnx's inference leaves out; a node reading it imports,
+    the output taking the input's shape."""
+    nodes = [helper.make_node("GroupNormalization", ["x", "s", "b"], ["n"], name="norm", num_groups=2),
+             helper.make_node("Relu", ["n"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "gn", [helper.make_tensor_value_info("x", F32, [1, 4, 3, 3])],
+                              [helper.make_tensor_value_info("y", F32, None)],
+                              [numpy_helper.from_array(np.ones(channels_of_scale, np.float32), "s"),
+                               numpy_helper.from_array(np.zeros(channels_of_scale, np.float32), "b")])
+    g = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10))
+    assert {op.name: op for op in g.ops()}["norm"].output_shapes == ((1, 4, 3, 3),)
+
+
 def test_shared_initializer_becomes_an_op_and_unnamed_nodes_get_names():
     """A weight read by two nodes is one Initializer op with an edge to each; unnamed nodes are <type>_<i>."""
     nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("MatMul", ["h", "W"], ["y"])]

@@ -21,6 +21,8 @@ _FOLD_LIMIT = 4096
 """Most elements a value read or made while folding shape arithmetic may have (no weights are evaluated)."""
 _FOLD_ROUNDS = 64
 """Most rounds of folding and re-inference (each must make a new value known)."""
+_SAME_SHAPE = frozenset({"GroupNormalization", "MeanVarianceNormalization"})
+"""Ops (defined as ONNX functions) whose output has their first input's type, which onnx's inference leaves out."""
 _CARRY_PASSES = 1024
 """Most passes of a ``Loop`` body inferred to find the shape of a value that changes from pass to pass."""
 _NOT_FOLDED = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
@@ -93,7 +95,8 @@ def infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
         if not _unknown_needed(inferred.graph):
             break
         new_values = fold(inferred.graph, inferred.opset_import, values)
-        new_carried = _carry(inferred.graph, carried, values, inferred.opset_import)
+        new_carried = _carry(inferred.graph, carried, values, inferred.opset_import) | _keep_shape(inferred.graph,
+                                                                                                   carried)
         if not (new_values or new_carried):
             break
         folded = onnx.ModelProto()
@@ -159,6 +162,21 @@ def _carry(graph: onnx.GraphProto, carried: dict[str, onnx.ValueInfoProto], valu
             if out and out not in carried and final is not None and spec_of(types, out) is None:
                 carried[out] = onnx.helper.make_value_info(out, final)
     return len(carried) > before
+
+
+def _keep_shape(graph: onnx.GraphProto, learned: dict[str, onnx.ValueInfoProto]) -> bool:
+    """Add to ``learned`` the output type of each node of :data:`_SAME_SHAPE` that inference left unknown: its
+    first input's; True if anything is new."""
+    import onnx
+
+    types = value_types(graph)
+    before = len(learned)
+    for node in graph.node:
+        if (node.op_type in _SAME_SHAPE and node.domain in ("", "ai.onnx") and node.input and node.output
+                and node.output[0] not in learned and spec_of(types, node.output[0]) is None
+                and spec_of(types, node.input[0]) is not None):
+            learned[node.output[0]] = onnx.helper.make_value_info(node.output[0], types[node.input[0]])
+    return len(learned) > before
 
 
 def _initial_values(node: onnx.NodeProto) -> list[str]:
