@@ -100,16 +100,23 @@ def _sweep_fields(logger_cfg: DictConfig) -> dict[str, str]:
 def _warm_start(cfg: DictConfig, graph, cluster):
     """The placement in ``cfg.warm_start`` (a placement.json), a placer's name (``heft``, ``ideal_dp``, ...: placed
     by :func:`gplace.place`), or ``None``."""
-    from gplace.ir import load_json, placement_from_dict
+    from gplace.ir import GraphError, load_json, placement_from_dict
     from gplace.methods import baselines, pipeline_placers
 
     path = cfg.get("warm_start")
-    if path is None or Path(path).is_file():
-        return None if path is None else placement_from_dict(load_json(path), graph, cluster)
+    if path is None:
+        return None
+    if Path(path).is_file():
+        try:
+            return placement_from_dict(load_json(path), graph, cluster)
+        except GraphError as err:
+            raise GraphError(f"warm_start={path!r}: {err}") from None
     if str(path) in pipeline_placers() or str(path) in baselines():
         return str(path)
-    raise ValueError(f"warm_start={path!r} is neither a placement.json nor a placer's name "
-                     f"({', '.join(sorted(baselines()))}, {', '.join(pipeline_placers())})")
+    looks_like_a_file = Path(path).suffix or "/" in str(path)
+    raise ValueError(f"warm_start={path!r} is " + ("not a file" if looks_like_a_file else
+                     "neither a placement.json nor a placer's name") +
+                     f" (placers: {', '.join(sorted(baselines()))}, {', '.join(pipeline_placers())})")
 
 
 def _savable(node: DictConfig, **extra):

@@ -147,6 +147,12 @@ def test_a_warm_start_that_is_neither_a_file_nor_a_placer_is_one_line(files):
                    cwd=files)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "warm_start='ideal_dpp' is neither a placement.json nor a placer's name" in proc.stderr
+    proc = _gplace(f"warm_start={files / 'gone.json'}", "logger=none", *_file_args(files),
+                   f"hydra.run.dir={files / 'warm'}", cwd=files)
+    assert proc.returncode == 2 and "gone.json' is not a file" in proc.stderr
+    proc = _gplace(f"warm_start={files / 'cluster.json'}", "logger=none", *_file_args(files),
+                   f"hydra.run.dir={files / 'warm'}", cwd=files)
+    assert proc.returncode == 2 and "cluster.json': expected format 'gplace.placement'" in proc.stderr
 
 
 def test_place_gives_local_search_its_own_budget_unless_one_is_set():

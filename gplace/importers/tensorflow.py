@@ -357,6 +357,9 @@ def _trace_path(tf: Any, path: Path, outputs: Sequence[str] | None) -> _Traced:
     from tensorflow.core.framework import graph_pb2
 
     graph_def = graph_pb2.GraphDef()
+    if path.suffix in (".keras", ".h5", ".hdf5"):
+        raise UnsupportedGraphError(f"{path}: a Keras model file, not a GraphDef; load it with keras.models."
+                                    "load_model and pass the model (Python API), or export a SavedModel directory")
     with _wrap_errors(f"{path}: not a readable GraphDef"):
         if path.suffix in (".pbtxt", ".txt"):
             text_format.Parse(path.read_text(), graph_def)

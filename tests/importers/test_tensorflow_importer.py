@@ -292,6 +292,13 @@ def test_a_batch_size_that_is_not_a_positive_int_is_refused(batch_size):
         from_tensorflow(model, batch_size=batch_size)
 
 
+def test_a_keras_model_file_is_refused_saying_how_to_import_it(tmp_path):
+    path = tmp_path / "model.keras"
+    tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(2)]).save(path)
+    with pytest.raises(UnsupportedGraphError, match="a Keras model file, not a GraphDef; load it with keras"):
+        from_tensorflow(str(path))
+
+
 def test_cpu_only_ops_are_pinned_and_set_shapes_are_kept():
     """PyFunc and string ops are pinned to the CPU; a shape set in Python (``_output_shapes``) is used."""
 
