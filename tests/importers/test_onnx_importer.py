@@ -278,6 +278,29 @@ def test_a_group_normalisations_output_keeps_its_input_shape(opset, channels_of_
     assert {op.name: op for op in g.ops()}["norm"].output_shapes == ((1, 4, 3, 3),)
 
 
+def test_a_call_of_a_local_function_costs_its_body():
+    """A node calling a model-local function (MatMul then Relu inside, one calling another) costs what the same
+    nodes cost written out; before, it counted memory traffic only."""
+    inner = helper.make_function("local", "Act", ["T"], ["Y"], [helper.make_node("Relu", ["T"], ["Y"])],
+                                 [helper.make_opsetid("", 18)])
+    outer = helper.make_function("local", "Lin", ["X", "W"], ["Y"], [
+        helper.make_node("MatMul", ["X", "W"], ["T"]), helper.make_node("Act", ["T"], ["Y"], domain="local")],
+        [helper.make_opsetid("", 18), helper.make_opsetid("local", 1)])
+    x = [helper.make_tensor_value_info("x", F32, [64, 32])]
+    w = [numpy_helper.from_array(np.ones((32, 16), np.float32), "W")]
+    y = [helper.make_tensor_value_info("y", F32, None)]
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid("local", 1)]
+    called = from_onnx(helper.make_model(helper.make_graph(
+        [helper.make_node("Lin", ["x", "W"], ["y"], domain="local", name="lin")], "call", x, y, w),
+        opset_imports=opsets, functions=[inner, outer]))
+    plain = from_onnx(helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["t"]), helper.make_node("Relu", ["t"], ["y"])], "plain", x, y, w),
+        opset_imports=opsets[:1]))
+    for kind in ("gpu", "cpu"):
+        want = float(np.nansum(plain.kind_cost[kind]))
+        assert float(called.kind_cost[kind][called.op_index["lin"]]) == pytest.approx(want)
+
+
 def test_shared_initializer_becomes_an_op_and_unnamed_nodes_get_names():
     """A weight read by two nodes is one Initializer op with an edge to each; unnamed nodes are <type>_<i>."""
     nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("MatMul", ["h", "W"], ["y"])]

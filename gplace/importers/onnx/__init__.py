@@ -21,7 +21,8 @@ How a model maps onto the IR:
   make one edge carrying their summed bytes. Bytes are ``numel * itemsize`` from the inferred shape and dtype
   (sub-byte types count fractions of a byte; strings count 8 bytes an element, an estimate).
 - **Costs**: ``kind_cost`` from the analytic model in :mod:`gplace.costmodel` (roofline on the reference GPU
-  and CPU); ``cost`` is left ``None``.
+  and CPU); ``cost`` is left ``None``. A call of a model-local function costs its body's nodes (shapes inferred
+  node by node from the call's inputs).
 - **Shapes**: ``onnx.shape_inference`` (non-strict, with data propagation) after the dynamic dimensions of the
   inputs are fixed from ``input_shapes``. Where that leaves a consumed tensor's shape unknown (a ``Slice`` or
   ``Reshape`` whose bounds come from ``Shape -> Gather -> Mod -> ...``), the *shape arithmetic* is folded:

@@ -24,11 +24,48 @@ if TYPE_CHECKING:
 
 
 class SubgraphCosts:
-    """Costs of control-flow nodes from their subgraphs' nodes (the package docstring); where the model's inference
-    left a shape inside a subgraph out, it is inferred node by node here."""
+    """Costs of control-flow nodes from their subgraphs' nodes, and of calls of the model's local functions from
+    their bodies' (the package docstring); where the model's inference left a shape inside a subgraph or body out,
+    it is inferred node by node here."""
 
-    def __init__(self, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int], opset_import: Any) -> None:
+    def __init__(self, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int], opset_import: Any,
+                 functions: Any = ()) -> None:
         self.types, self.constants, self.opset_import = types, constants, list(opset_import)
+        self.functions = {(f.domain, f.name): f for f in functions}
+        """(domain, name) -> the model's local ``FunctionProto``."""
+
+    def is_call(self, node: onnx.NodeProto) -> bool:
+        """Whether ``node`` calls one of the model's local functions."""
+        return (node.domain, node.op_type) in self.functions
+
+    def call(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto] | None = None,
+             depth: int = 0) -> tuple[dict[str, float], int]:
+        """Seconds per device kind of a call of a local function (its body's nodes, on the call's input types; a
+        call inside it likewise, up to 16 deep) and how many of its body's nodes had a shape unknown."""
+        types = self.types if types is None else types
+        function = self.functions[(node.domain, node.op_type)]
+        inner = {formal: types[actual] for formal, actual in zip(function.input, node.input, strict=False)
+                 if actual and actual in types}
+        total, unknown = dict.fromkeys(roofline.REFERENCE, 0.0), 0
+        for step in function.node:
+            if self.is_call(step) and depth < 16:
+                costs, deeper = self.call(step, inner, depth + 1)
+                unknown += deeper
+                for t, out in zip(step.output, self.functions[(step.domain, step.op_type)].output, strict=False):
+                    if t and out in inner:
+                        inner[t] = inner[out]
+            else:
+                infer_node(step, inner, function.opset_import or self.opset_import)
+                inputs = [spec_of(inner, t) for t in step.input if t]
+                outputs = [spec for t in step.output if t and (spec := spec_of(inner, t)) is not None]
+                if any(spec is None for spec in inputs) or not outputs:
+                    unknown += 1
+                    continue
+                distinct = [spec_of(inner, t) for t in dict.fromkeys(t for t in step.input if t)]
+                costs = op_kind_costs(qualified_op_type(step), inputs, outputs, cost_attrs(step), distinct)
+            for kind in total:
+                total[kind] += costs[kind]
+        return total, unknown
 
     def node(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto] | None = None,
              constants: Mapping[str, int] | None = None) -> tuple[dict[str, float], int | None, int]:

@@ -73,7 +73,7 @@ def from_onnx(
     fix_input_shapes(model.graph, dict(input_shapes or {}))
     model = infer_shapes(model, graph_name)
     try:
-        ops, edges, node_index = _Builder(model.graph, graph_name, model.opset_import).build()
+        ops, edges, node_index = _Builder(model.graph, graph_name, model.opset_import, model.functions).build()
         base_dir = str(Path(model_or_path).resolve().parent) if _is_path(model_or_path) else None
         return OpGraph.from_ops(ops, edges, name=graph_name, source=OnnxSource(model, node_index, base_dir))
     except GraphError as err:
@@ -111,7 +111,7 @@ def _load(model_or_path: object) -> onnx.ModelProto:
 class _Builder:
     """Turns a shape-inferred ``GraphProto`` into op and edge records (one pass over the nodes)."""
 
-    def __init__(self, graph: onnx.GraphProto, graph_name: str, opset_import: Any = ()) -> None:
+    def __init__(self, graph: onnx.GraphProto, graph_name: str, opset_import: Any = (), functions: Any = ()) -> None:
         self.graph = graph
         self.graph_name = graph_name
         self.specs: dict[str, TensorSpec | None] = {}
@@ -133,7 +133,7 @@ class _Builder:
             for tensor in node_reads(node):
                 self.readers[tensor].append(i)
         self.subgraph_costs = SubgraphCosts(value_types(graph), trip_constants(graph, opset_import),
-                                             opset_import)
+                                             opset_import, functions)
         self.producer: dict[str, str] = {}
         self.used: set[str] = set()
         self.ops: list[Op] = []
@@ -192,6 +192,8 @@ class _Builder:
         self._add_edges(read, op_name)
         if subgraphs(node):
             costs = self._control_flow_costs(node, op_name)
+        elif self.subgraph_costs.is_call(node):
+            costs = self._call_costs(node, op_name)
         else:
             costs = op_kind_costs(op_type, inputs, known_outputs, cost_attrs(node), list(read.values()))
         self.ops.append(Op(
@@ -227,6 +229,13 @@ class _Builder:
         if unknown:
             logger.warning("ONNX model %r: %s %r: %d node(s) of its subgraphs have a shape unknown after shape "
                            "inference and count 0 seconds", self.graph_name, node.op_type, op_name, unknown)
+        return costs
+
+    def _call_costs(self, node: onnx.NodeProto, op_name: str) -> dict[str, float]:
+        costs, unknown = self.subgraph_costs.call(node)
+        if unknown:
+            logger.warning("ONNX model %r: %s %r: %d node(s) of its function's body have a shape unknown and count "
+                           "0 seconds", self.graph_name, node.op_type, op_name, unknown)
         return costs
 
     def _add_edges(self, read: Mapping[str, TensorSpec], op_name: str) -> None:
