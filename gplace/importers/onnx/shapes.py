@@ -82,38 +82,23 @@ def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None, symb
 
 
 def infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
-    """The shape-inferred model; while consumed shapes stay unknown, shape arithmetic is folded (package doc)."""
-    import onnx
-
+    """The shape-inferred model; while consumed shapes stay unknown, shape arithmetic is folded and loop outputs
+    are inferred through their bodies (package doc)."""
     sparse = list(model.graph.sparse_initializer)
     if sparse:  # onnx's inference types them sparse, which dense ops reject: infer as if they were dense inputs
         model = _dense_inputs(model)
     inferred = _run_inference(model, graph_name)
     values: dict[str, np.ndarray] = {}
-    carried: dict[str, onnx.ValueInfoProto] = {}
+    learned: dict[str, onnx.ValueInfoProto] = {}
     for _ in range(_FOLD_ROUNDS):
         if not _unknown_needed(inferred.graph):
             break
         new_values = fold(inferred.graph, inferred.opset_import, values)
-        new_carried = _carry(inferred.graph, carried, values, inferred.opset_import) | _keep_shape(inferred.graph,
-                                                                                                   carried)
-        if not (new_values or new_carried):
+        new_types = _carry(inferred.graph, learned, values, inferred.opset_import)
+        new_types |= _keep_shape(inferred.graph, learned)
+        if not (new_values or new_types):
             break
-        folded = onnx.ModelProto()
-        folded.CopyFrom(model)
-        kept = [v for v in folded.graph.value_info if v.name not in carried]
-        del folded.graph.value_info[:]
-        folded.graph.value_info.extend([*kept, *carried.values()])
-        del folded.graph.node[:]
-        for node in model.graph.node:
-            outputs = [t for t in node.output if t]
-            if node.op_type == "Constant" or not outputs or any(t not in values for t in outputs):
-                folded.graph.node.append(node)
-                continue
-            for t in outputs:
-                folded.graph.node.append(onnx.helper.make_node(
-                    "Constant", [], [t], value=onnx.numpy_helper.from_array(values[t])))
-        inferred = _run_inference(folded, graph_name)
+        inferred = _run_inference(_taught(model, values, learned), graph_name)
         del inferred.graph.node[:]
         inferred.graph.node.extend(model.graph.node)  # the original nodes, with the shapes learned on the copy
     if sparse:
@@ -123,6 +108,29 @@ def infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
         inferred.graph.input.extend(inputs)
         inferred.graph.sparse_initializer.extend(sparse)
     return inferred
+
+
+def _taught(model: onnx.ModelProto, values: Mapping[str, np.ndarray],
+            learned: Mapping[str, onnx.ValueInfoProto]) -> onnx.ModelProto:
+    """A copy of ``model`` whose nodes with every output in ``values`` are ``Constant`` nodes of those values and
+    whose value_info holds the ``learned`` types."""
+    import onnx
+
+    folded = onnx.ModelProto()
+    folded.CopyFrom(model)
+    kept = [v for v in folded.graph.value_info if v.name not in learned]
+    del folded.graph.value_info[:]
+    folded.graph.value_info.extend([*kept, *learned.values()])
+    del folded.graph.node[:]
+    for node in model.graph.node:
+        outputs = [t for t in node.output if t]
+        if node.op_type == "Constant" or not outputs or any(t not in values for t in outputs):
+            folded.graph.node.append(node)
+            continue
+        for t in outputs:
+            folded.graph.node.append(onnx.helper.make_node(
+                "Constant", [], [t], value=onnx.numpy_helper.from_array(values[t])))
+    return folded
 
 
 def _dense_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
