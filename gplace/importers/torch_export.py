@@ -40,7 +40,7 @@ import logging
 import math
 import operator
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -153,6 +153,9 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
     kind = getattr(torch, dtype, None)
     if not isinstance(kind, torch.dtype):
         raise ValueError(f"dtype {dtype!r} is not a torch dtype (e.g. 'float32', 'int64')")
+    if not isinstance(input_shapes, Sequence) or not all(isinstance(s, Sequence) for s in input_shapes):
+        raise ValueError(f"input_shapes must be one shape per positional input, e.g. [[8, 3, 32, 32]], got "
+                         f"{input_shapes!r}")
     shapes = [list(s) for s in input_shapes]
     for k, shape in enumerate(shapes):
         if not shape or not all(isinstance(d, int) and d > 0 for d in shape):

@@ -197,6 +197,11 @@ class OpGraph:
             if bad.size:
                 i = bad[0]
                 raise GraphError(f"{where}: op {self.op_names[i]!r} has negative {label} {getattr(self, label)[i]}")
+        total = sum(float(getattr(self, label).sum(dtype=np.float64))
+                    for label in ("persistent_memory", "temporary_memory", "output_bytes"))
+        if total > MAX_TOTAL_BYTES:
+            raise GraphError(f"{where}: its ops hold {total:.4g} bytes in all (persistent, temporary and output), "
+                             f"more than the {MAX_TOTAL_BYTES} the simulators' int64 memory totals can sum")
         self._validate_edges()
         self._validate_colocation()
         self._validate_phases()
@@ -407,6 +412,9 @@ class OpGraph:
 
 MAX_BYTES = 2**63 - 1
 """The largest byte count an op, edge or device may hold (int64)."""
+MAX_TOTAL_BYTES = 2**62
+"""The most bytes all of a graph's ops may hold together (persistent, temporary and output), so that the
+simulators' int64 memory totals (per device, times micro-batches in flight) cannot overflow."""
 
 
 def _as_cost(value: Any, where: str) -> float:

@@ -75,6 +75,8 @@ __all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "check_microbat
 
 SCHEDULES = ("gpipe", "1f1b")
 FORWARD, BACKWARD, UPDATE = 0, 1, 2
+MAX_INSTANCES = 2**28
+"""The most op instances (ops x micro-batches) one simulation expands a graph into (a few GiB of arrays)."""
 
 
 def check_microbatches(microbatches: object) -> int:
@@ -251,6 +253,9 @@ def check_phases(graph: OpGraph) -> np.ndarray:
 def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, schedule: str) -> _Instances:
     """Expand ``graph`` into its op instances (see the module docstring) as the kernel's arrays."""
     m_count, n = microbatches, graph.num_ops
+    if m_count * n > MAX_INSTANCES:
+        raise ValueError(f"microbatches={m_count} makes {m_count * n:,} op instances of graph {graph.name!r} "
+                         f"({n} ops), more than the {MAX_INSTANCES:,} pipe-v1 simulates")
     code = check_phases(graph)
     rank = np.empty(n, np.int64)
     rank[graph.topological_order] = np.arange(n)

@@ -49,6 +49,14 @@ def test_negative_memory_duplicate_names_self_loop():
         _graph([Op("a", "X", 1.0)], [Edge("a", "a")])
 
 
+def test_bytes_whose_total_would_overflow_the_simulators_are_refused():
+    """Each op's bytes fit int64 but three of 2**62 do not add up in it: refused, so no simulator's memory total
+    wraps around (a negative peak that passed for fitting)."""
+    with pytest.raises(GraphError, match="more than the 4611686018427387904 the simulators"):
+        _graph([Op(f"o{i}", "X", 1.0, output_bytes=2**62) for i in range(3)], [])
+    _graph([Op("o", "X", 1.0, output_bytes=2**61)], [])
+
+
 def test_colocation_group_pinned_to_two_kinds():
     ops = [Op("a", "X", 1.0, colocation="v", pinned="cpu"), Op("b", "X", 1.0, colocation="v", pinned="gpu")]
     with pytest.raises(GraphError, match="colocation group 'v'.*'a'.*'cpu'.*'b'.*'gpu'"):

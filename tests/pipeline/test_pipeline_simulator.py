@@ -132,6 +132,9 @@ def test_phase_rules_and_settings_are_checked():
     with pytest.raises(ValueError, match="microbatches"):
         PipelineSimulator(0)
     assert PipelineSimulator(16, "gpipe").id == "pipe-v1/gpipe/m16"
+    g = chain((1.0, 1.0))
+    with pytest.raises(ValueError, match=r"microbatches=10\*\*18|microbatches=1000000000000000000 makes"):
+        PipelineSimulator(10**18).measure(g, uniform_cluster(2), Placement.single(g, 0))
 
 
 def test_one_microbatch_on_one_device_is_the_sum_of_the_costs():

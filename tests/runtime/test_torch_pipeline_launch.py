@@ -101,5 +101,7 @@ def test_a_module_from_shapes_checks_its_shapes_and_dtype_naming_them() -> None:
     assert graph.num_ops > 0 and graph.source.module_paths
     with pytest.raises(ValueError, match=r"input_shapes\[1\]"):
         from_module_shapes(mlp(), [[2, 8], [0, 3]])
+    with pytest.raises(ValueError, match=r"one shape per positional input, e.g. \[\[8, 3, 32, 32\]\], got \[2, 8\]"):
+        from_module_shapes(mlp(), [2, 8])
     with pytest.raises(ValueError, match="'float33' is not a torch dtype"):
         from_module_shapes(mlp(), [[2, 8]], dtype="float33")
