@@ -9,6 +9,9 @@ b. an op (or colocation group) whose outputs all go to one op is merged into tha
 c. while more than ``max_groups`` remain, two groups adjacent in the group order are merged, preferring pairs
    whose combined cost stays under the average, then pairs joined by an edge, then the smallest combined cost.
 
+With ``memory_cap``, steps b and c make no group whose ops' memory (persistent plus outputs) exceeds it, so that a
+graph too large for one device keeps groups a split can place (:func:`memory_cap`).
+
 Groups are ordered topologically, earliest member first among ready groups. Colocation can tie ops from both
 ends of a path into one group (a variable and its optimiser update, around the whole forward and backward pass),
 so the group graph may have cycles: the order then breaks each cycle at its earliest group, and the coarse graph
@@ -70,29 +73,31 @@ class Grouping:
 
 
 def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: bool = True,
-              uncuttable: np.ndarray | None = None) -> Grouping:
+              uncuttable: np.ndarray | None = None, memory_cap: float | None = None) -> Grouping:
     """Group the ops of ``graph`` as in the paper (see the module docstring for the steps).
 
     Args:
         graph: the op graph.
         max_groups: merge adjacent groups until at most this many remain; ``None`` keeps steps a-c only
-            (default: 256). Fewer may be impossible when adjacent groups need different device kinds; the
-            result then has more groups.
+            (default: 256). Fewer may be impossible when adjacent groups need different device kinds or would
+            hold more than ``memory_cap``; the result then has more groups.
         merge_consumers: run step b, merging each op into its only consumer (default: ``True``).
         uncuttable: edges whose two ends share a group where their device kinds allow (step a), e.g.
             :func:`uncuttable_edges` (default: none).
+        memory_cap: the most bytes steps b and c let a group hold, e.g. :func:`memory_cap` (default: none).
 
     Shapes:
         uncuttable (E,) bool by ``graph.edge_index`` column; returned ``Grouping.op_group`` (N,) int64.
     """
     if max_groups is not None and max_groups < 1:
         raise ValueError(f"max_groups must be >= 1 or None, got {max_groups}")
-    uf = _UnionFind(_kind_masks(graph))
+    cap = np.inf if memory_cap is None else float(memory_cap)
+    uf = _UnionFind(_kind_masks(graph), op_memory(graph).astype(np.float64).tolist())
     _merge_colocated(graph, uf)
     if uncuttable is not None:
         _merge_edges(graph, uf, uncuttable)
     if merge_consumers:
-        _merge_into_only_consumer(graph, uf)
+        _merge_into_only_consumer(graph, uf, cap)
     labels, num, src, dst = _group_graph(graph, uf)
     order = _group_order(num, src, dst, _first_position(graph, labels, num))
     pos = np.empty(num, dtype=np.int64)
@@ -100,8 +105,22 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
     run = np.arange(num)
     if max_groups is not None and num > max_groups:
         cost, masks = _group_sum(op_cost(graph), labels, num), _group_masks(uf, labels, num)
-        run = _merge_adjacent(cost[order], masks[order], pos[src], pos[dst], max_groups)
+        memory = _group_sum(op_memory(graph).astype(np.float64), labels, num)
+        run = _merge_adjacent(cost[order], masks[order], pos[src], pos[dst], max_groups, memory[order], cap)
     return make_grouping(graph, run[pos[labels]])
+
+
+def memory_cap(graph: OpGraph, cluster: Cluster) -> float | None:
+    """Half the memory of the largest device that cannot hold the whole graph alone (persistent memory and
+    outputs), so that groups stay small enough to spread over such devices; ``None`` when every device can.
+
+    >>> from gplace.testing import chain, uniform_cluster
+    >>> memory_cap(chain((1.0,) * 4, nbytes=100), uniform_cluster(2, memory=250))
+    125.0
+    """
+    total = float(op_memory(graph).sum())
+    small = [float(m) for m in cluster.memory if m < total]
+    return max(small) / 2 if small else None
 
 
 def uncuttable_edges(graph: OpGraph, cluster: Cluster) -> np.ndarray:
@@ -201,9 +220,11 @@ def _kind_masks(graph: OpGraph) -> list[int]:
 class _UnionFind:
     """Disjoint sets of ops, each with the mask of device kinds all its ops may run on."""
 
-    def __init__(self, masks: list[int]) -> None:
+    def __init__(self, masks: list[int], weights: list[float] | None = None) -> None:
         self.parent = list(range(len(masks)))
         self.mask = list(masks)
+        self.weight = list(weights) if weights is not None else [0.0] * len(masks)
+        """Per set (at its root): the summed weight of its ops (their memory)."""
 
     def find(self, i: int) -> int:
         parent = self.parent
@@ -220,6 +241,7 @@ class _UnionFind:
         if a != b:
             self.parent[b] = a
             self.mask[a] &= self.mask[b]
+            self.weight[a] += self.weight[b]
         return a
 
     def labels(self) -> tuple[np.ndarray, int]:
@@ -247,8 +269,9 @@ def _merge_edges(graph: OpGraph, uf: _UnionFind, edges: np.ndarray) -> None:
             uf.union(u, v)
 
 
-def _merge_into_only_consumer(graph: OpGraph, uf: _UnionFind) -> None:
-    """Visit groups latest first; merge each whose ops feed exactly one outside op into that op's group."""
+def _merge_into_only_consumer(graph: OpGraph, uf: _UnionFind, cap: float = np.inf) -> None:
+    """Visit groups latest first; merge each whose ops feed exactly one outside op into that op's group, unless
+    the two together would hold more than ``cap`` bytes."""
     labels, num, src, dst = _group_graph(graph, uf)
     rep = _first_member(labels, num).tolist()
     u, v = graph.edge_index
@@ -258,22 +281,24 @@ def _merge_into_only_consumer(graph: OpGraph, uf: _UnionFind) -> None:
         outside = {c for c in consumer[ptr[g]:ptr[g + 1]] if lab[c] != g}
         if len(outside) == 1:
             (c,) = outside
-            if uf.compatible(rep[g], c):
+            if uf.compatible(rep[g], c) and uf.weight[uf.find(rep[g])] + uf.weight[uf.find(c)] <= cap:
                 uf.union(c, rep[g])
 
 
 # ---------------------------------------------------------------------- step d
-def _merge_adjacent(cost: np.ndarray, mask: np.ndarray, src: np.ndarray, dst: np.ndarray, max_groups: int
-                    ) -> np.ndarray:
-    """Merge neighbours in a topological order (positions ``0..n-1``) until at most ``max_groups`` runs remain.
+def _merge_adjacent(cost: np.ndarray, mask: np.ndarray, src: np.ndarray, dst: np.ndarray, max_groups: int,
+                    memory: np.ndarray | None = None, cap: float = np.inf) -> np.ndarray:
+    """Merge neighbours in a topological order (positions ``0..n-1``) until at most ``max_groups`` runs remain,
+    never two whose ``memory`` together exceeds ``cap``.
 
     Shapes:
-        cost (n,), mask (n,) and the edges ``src, dst`` (E,) in position space; returns (n,) int64 run id per
-        position, runs numbered in order.
+        cost (n,), mask (n,), memory (n,) and the edges ``src, dst`` (E,) in position space; returns (n,) int64
+        run id per position, runs numbered in order.
     """
     n = len(cost)
     cost = (cost + max(float(cost.sum()), 1e-30) / n * 1e-3).tolist()  # a size term breaks ties among free ops
     mask = [int(m) for m in mask]
+    held = [0.0] * n if memory is None else [float(m) for m in memory]
     nxt, prv = list(range(1, n + 1)), list(range(-1, n - 1))
     alive, version = [True] * n, [0] * n
     handle = list(range(n))  # the key of each run's neighbour set (small-to-large merging)
@@ -286,7 +311,7 @@ def _merge_adjacent(cost: np.ndarray, mask: np.ndarray, src: np.ndarray, dst: np
 
     def push(a: int) -> None:
         b = nxt[a]
-        if a >= 0 and b < n and mask[a] & mask[b]:
+        if a >= 0 and b < n and mask[a] & mask[b] and held[a] + held[b] <= cap:
             merged = cost[a] + cost[b]
             loose = merged <= target and handle[b] not in nbrs[handle[a]]
             heapq.heappush(heap, (merged > target, loose, merged, a, version[a], version[b]))
@@ -300,6 +325,7 @@ def _merge_adjacent(cost: np.ndarray, mask: np.ndarray, src: np.ndarray, dst: np
         if not alive[a] or version[a] != va or b >= n or version[b] != vb:
             continue
         cost[a] += cost[b]
+        held[a] += held[b]
         mask[a] &= mask[b]
         handle[a] = _merge_sets(nbrs, handle[a], handle[b])
         alive[b] = False

@@ -11,7 +11,7 @@ from torch import nn
 
 from gplace.features import device_features as describe_devices
 from gplace.features import featurize
-from gplace.grouping import Grouping, group_ops, split_groups, uncuttable_edges
+from gplace.grouping import Grouping, group_ops, memory_cap, split_groups, uncuttable_edges
 from gplace.interfaces import PolicyCapabilities, capabilities_of, feature_sizes_of
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.policies.schedule_context import ScheduleContext
@@ -222,7 +222,8 @@ def _default_grouping(graph: OpGraph, cluster: Cluster, capabilities: PolicyCapa
     merge = capabilities.merge_consumers
     if merge == "if_needed":
         merge = graph.num_ops > max_groups
-    return group_ops(graph, max_groups, merge_consumers=bool(merge), uncuttable=uncuttable_edges(graph, cluster))
+    return group_ops(graph, max_groups, merge_consumers=bool(merge), uncuttable=uncuttable_edges(graph, cluster),
+                     memory_cap=memory_cap(graph, cluster))
 
 
 def _device_features(cluster: Cluster, given: np.ndarray | torch.Tensor | None) -> torch.Tensor:

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple, TypeVar
 import torch
 from torch import nn
 
+from gplace.baselines._common import PlacementInfeasibleError
 from gplace.configurable import Configurable
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster
@@ -246,8 +247,8 @@ def _fastest(graph: OpGraph, cluster: Cluster, candidates: list[Placement], runt
     measurements = _measured(graph, cluster, candidates, runtime)
     measured = [(m.step_time, i) for i, m in enumerate(measurements) if m.ok]
     if not measured:
-        raise RuntimeError(f"no placement of {graph.name!r} on {cluster.name!r} succeeded; the last failure: "
-                           f"{measurements[-1].reason}")
+        raise PlacementInfeasibleError(f"no placement of {graph.name!r} on {cluster.name!r} succeeded; the last "
+                                       f"failure: {measurements[-1].reason}")
     return candidates[min(measured)[1]]
 
 

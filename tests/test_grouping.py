@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gplace.grouping import group_ops, identity_grouping, make_grouping, split_groups, uncuttable_edges
+import gplace
+from gplace.grouping import group_ops, identity_grouping, make_grouping, memory_cap, split_groups, uncuttable_edges
 from gplace.ir import Edge, InvalidPlacementError, Op, OpGraph, Placement
 from gplace.testing import chain, cpu_gpu_cluster, diamond, heavy_edge_diamond, random_dag, uniform_cluster
 
@@ -220,3 +221,22 @@ def test_split_groups_makes_a_placement_exactly_expressible():
     assert split_groups(grouping, aligned) is grouping  # nothing to split
     with pytest.raises(InvalidPlacementError, match="not one of graph"):
         split_groups(grouping, Placement(np.zeros(3, dtype=np.int64)))
+
+
+def test_a_memory_cap_keeps_groups_a_split_can_place():
+    """A 12-op chain of 150 MB ops on two 1000 MB devices: unbounded, step b merges it into one group no device
+    holds; with memory_cap (half a device) no group holds more than 500 MB, and a learned search finds a split
+    that fits (it failed before: every sample out of memory)."""
+    mb = 10**6
+    ops = [Op(f"a{i}", "M", 1.0, persistent_memory=150 * mb, output_bytes=mb) for i in range(12)]
+    g = OpGraph.from_ops(ops, [Edge(f"a{i}", f"a{i + 1}") for i in range(11)], name="split12")
+    cluster = uniform_cluster(2, memory=1000 * mb)
+    assert group_ops(g, 256).num_groups == 1
+    cap = memory_cap(g, cluster)
+    assert cap == 500 * mb and memory_cap(g, uniform_cluster(2, memory=10**10)) is None
+    capped = group_ops(g, 256, memory_cap=cap)
+    held = np.bincount(capped.op_group, weights=[150 * mb + mb] * 12)
+    assert capped.num_groups > 1 and held.max() <= cap
+    assert group_ops(g, 2, memory_cap=cap).num_groups > 2  # step c respects the cap too
+    report = gplace.place(g, cluster, method="learned", budget="16 samples", seed=0)
+    assert report.measurement.ok

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gplace.encoders import GNNEncoder
-from gplace.ir import Cluster, Device
+from gplace.ir import Cluster, Device, InvalidPlacementError
 from gplace.placer import PolicyPlacer
 from gplace.policies import DeviceAwarePolicy, MLPPolicy
 from gplace.pretrained import (
@@ -191,5 +191,5 @@ def test_pick_pretrained_takes_the_fastest_greedy_placement_and_the_first_of_equ
 def test_zero_shot_names_the_last_failure_when_no_candidate_runs():
     graph, cluster = random_dag(12, seed=1), uniform_cluster(2, memory=1)
     encoder, policy = _modules()
-    with pytest.raises(RuntimeError, match="no placement of .* succeeded; the last failure: .*memory"):
+    with pytest.raises(InvalidPlacementError, match="no placement of .* succeeded; the last failure: .*memory"):
         place_zero_shot(encoder, policy, graph, cluster, samples=2, runtime=Simulator())

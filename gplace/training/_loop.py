@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gplace.baselines._common import PlacementInfeasibleError
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger
 from gplace.runtime.base import Measurement, Runtime
@@ -369,7 +370,7 @@ def compare_greedy(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Clust
     if m.ok and (best is None or m.step_time < best[1].step_time):
         return greedy, m
     if best is None:
-        raise RuntimeError(f"no placement of {graph.name!r} succeeded; the last failure: {m.reason}")
+        raise PlacementInfeasibleError(f"no placement of {graph.name!r} succeeded; the last failure: {m.reason}")
     return best
 
 

@@ -8,7 +8,7 @@ import torch
 
 from gplace.encoders import LSTMEncoder
 from gplace.grouping import group_ops
-from gplace.ir import Placement
+from gplace.ir import InvalidPlacementError, Placement
 from gplace.placer import PolicyPlacer
 from gplace.policies import Seq2SeqPolicy
 from gplace.runtime import Simulator
@@ -131,7 +131,7 @@ def test_metrics_are_namespaced_and_the_batch_mean_baseline_is_the_batch_mean():
 def test_failed_placements_get_the_penalty():
     """A chain that fits on no device alone: every sample fails and the search says so plainly."""
     graph, cluster = chain(nbytes=10**6), uniform_cluster(2, memory=10**5)
-    with pytest.raises(RuntimeError, match="no placement of 'chain' succeeded.*out of memory"):
+    with pytest.raises(InvalidPlacementError, match="no placement of 'chain' succeeded.*out of memory"):
         PPOTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster)
 
 

@@ -7,6 +7,7 @@ import torch
 
 from gplace.encoders import LSTMEncoder
 from gplace.grouping import group_ops
+from gplace.ir import InvalidPlacementError
 from gplace.loggers import JsonlLogger
 from gplace.placer import PolicyPlacer
 from gplace.policies import Seq2SeqPolicy
@@ -41,7 +42,7 @@ def test_failed_placements_get_the_penalty_and_stay_out_of_the_baseline():
     graph = chain(nbytes=10**6)
     cluster = uniform_cluster(2, memory=10**5)
     placer = _placer(graph, cluster)
-    with pytest.raises(RuntimeError, match="no placement of 'chain' succeeded.*out of memory"):
+    with pytest.raises(InvalidPlacementError, match="no placement of 'chain' succeeded.*out of memory"):
         trainer = ReinforceTrainer(updates=2, samples_per_update=2, penalty_step_time=7.0)
         trainer.fit(placer, Simulator(), graph, cluster)
 
