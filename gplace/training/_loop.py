@@ -191,7 +191,8 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
                run_id: str, runtime_id: str | None = None, kind: type[Loop] = Loop,
                **fields: Any) -> tuple[Loop, dict[str, Any] | None]:
     """Seed torch, build Adam over ``params``, the sample generator and the logger (plus ``run_dir/metrics.jsonl``);
-    restore the loop from ``run_dir/checkpoint.pt`` if it exists (dropping the metrics a killed run logged after it).
+    restore the loop from ``run_dir/checkpoint.pt`` if it exists (dropping the metrics a killed run logged after it;
+    on a fresh start, every update a run killed before its first checkpoint logged).
 
     Returns:
         The loop (of class ``kind``, with ``fields``) and the checkpoint's state, ``None`` on a fresh run.
@@ -210,6 +211,8 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
     if state is not None:
         loop.restore(state)
         jsonl.drop_from(state["update"])  # the updates after the checkpoint are logged again
+    elif jsonl is not None:
+        jsonl.drop_from(0)  # a run killed before its first checkpoint: its updates are logged again
     return loop, state
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from gplace.ir.errors import error_summary
+
 log = logging.getLogger(__name__)
 
 _NEW_RUN = "use a new run directory or delete it"
@@ -34,13 +36,20 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     where that module's parameters are, so a run checkpointed on a GPU resumes on a machine without one, and back.
 
     Raises:
-        ValueError: the checkpoint is for another graph or cluster, another runtime or another model (resuming
-            would mix runs), naming what differs.
+        ValueError: the checkpoint cannot be read, or is for another graph or cluster, another runtime or another
+            model (resuming would mix runs), naming what differs.
     """
     path = Path(path)
     if not path.exists():
         return None
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on a damaged file
+        raise ValueError(f"checkpoint {path} cannot be read (a damaged or truncated file: "
+                         f"{error_summary(err)}); {_NEW_RUN}") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"checkpoint {path} is not a gplace checkpoint (it holds a {type(state).__name__}); "
+                         f"{_NEW_RUN}")
     if state.get("fingerprint") != fingerprint:
         raise ValueError(
             f"checkpoint {path} belongs to another graph/cluster ({state.get('fingerprint')}, not {fingerprint}); "

@@ -109,6 +109,28 @@ def test_a_run_resumed_from_a_checkpoint_without_sample_times_marks_them_unknown
     assert samples[0] == 9 and best[0] == times[8]
 
 
+@pytest.mark.parametrize("content", [b"", b"\x00garbage", b"PK\x03\x04 half a zip"], ids=["empty", "random", "cut"])
+def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, content):
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    (tmp_path / "checkpoint.pt").write_bytes(content)
+    with pytest.raises(ValueError, match=r"checkpoint .*checkpoint.pt cannot be read .*use a new run directory"):
+        ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                             run_dir=tmp_path)
+
+
+def test_a_run_killed_before_its_first_checkpoint_leaves_no_stale_metrics(tmp_path):
+    """metrics.jsonl holds 40 updates of a run killed before it wrote a checkpoint: a fresh run in the directory
+    logs each of its own updates once and keeps none of the dead run's."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    dead = [json.dumps({"step": k, "train/reward": -1.0}) + "\n" for k in range(40)]
+    (tmp_path / "metrics.jsonl").write_text("".join(dead))
+    ReinforceTrainer(updates=3, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                         run_dir=tmp_path)
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+             if "step" in json.loads(line)]
+    assert sorted(set(steps)) == [0, 1, 2] and len(steps) == len(set(steps))
+
+
 def test_checkpoint_of_another_graph_is_refused(tmp_path):
     graph, cluster = two_branches(length=3), uniform_cluster(2)
     ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
