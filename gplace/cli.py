@@ -238,11 +238,14 @@ def _place_main(cfg: DictConfig) -> None:
 def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     """Place ``cfg.graph`` on ``cfg.cluster`` with ``cfg.method`` (or the policy file ``cfg.checkpoint``) and
     ``cfg.budget`` (default: ``cfg.samples`` samples; a pipeline placer's own); write placement and trace."""
+    import torch
     from rich.console import Console
 
     from gplace.experiment import place
     from gplace.export import write_back
 
+    if cfg.get("threads") is not None:
+        torch.set_num_threads(cfg.threads)
     graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), _objective_runtime(cfg)
     method = cfg.get("checkpoint") or cfg.method
     report = place(graph, cluster, method=method, budget=_place_budget(cfg, method), seed=cfg.seed, runtime=runtime,
