@@ -25,6 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gplace.interfaces import Placer
 
 PRETRAINED = "list_scheduling_giph.pt"
@@ -178,17 +180,21 @@ class Budget:
 
     @classmethod
     def parse(cls, budget: float | str | Budget) -> Budget:
-        """From seconds (``30``, ``"30s"``) or samples (``"500 samples"``).
+        """From seconds (``30``, ``"30"``, ``"30s"``) or samples (``"500 samples"``, a whole number).
 
         >>> Budget.parse("500 samples"), Budget.parse(2.5), Budget.parse("90s")
         (Budget(seconds=None, samples=500), Budget(seconds=2.5, samples=None), Budget(seconds=90.0, samples=None))
         """
         if isinstance(budget, Budget):
             return budget
-        if isinstance(budget, int | float) and not isinstance(budget, bool):
+        if isinstance(budget, int | float | np.integer | np.floating) and not isinstance(budget, bool):
             return cls(seconds=float(budget))
-        match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(s|sec|seconds|samples?)\s*", str(budget))
+        match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(s|sec|seconds|samples?)?\s*", str(budget))
         if match is None:
             raise ValueError(f"budget {budget!r} is neither seconds (30, '30s') nor samples ('500 samples')")
         value, unit = match.groups()
-        return cls(samples=int(float(value))) if unit.startswith("sample") else cls(seconds=float(value))
+        if unit and unit.startswith("sample"):
+            if float(value) != int(float(value)):
+                raise ValueError(f"budget {budget!r}: a number of samples is whole")
+            return cls(samples=int(float(value)))
+        return cls(seconds=float(value))

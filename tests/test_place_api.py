@@ -206,6 +206,9 @@ def test_a_policy_file_never_places_slower_than_one_device(tmp_path):
 def test_budget_parses_seconds_and_samples():
     assert Budget.parse("12 samples") == Budget(samples=12)
     assert Budget.parse("1.5s") == Budget.parse(1.5) == Budget(seconds=1.5)
+    assert Budget.parse("30") == Budget.parse(np.int64(30)) == Budget(seconds=30.0)  # budget=30 on the command line
+    with pytest.raises(ValueError, match="a number of samples is whole"):
+        Budget.parse("1.5 samples")
 
 
 def test_a_graph_with_no_ops_is_refused_naming_it():

@@ -179,7 +179,7 @@ def save_json(doc: Mapping[str, Any], path: str | Path) -> Path:
 def load_json(path: str | Path) -> dict[str, Any]:
     """Read a JSON document, naming the file on a parse error."""
     try:
-        return json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark is not JSON
     except json.JSONDecodeError as err:
         raise GraphError(f"{path}: not valid JSON ({err})") from None
 

@@ -77,3 +77,11 @@ def test_bad_json_file_names_the_file(tmp_path):
     path.write_text("{not json")
     with pytest.raises(GraphError, match="broken.json: not valid JSON"):
         load_json(path)
+
+
+def test_a_file_starting_with_a_byte_order_mark_reads(tmp_path):
+    """Editors on Windows write UTF-8 with a BOM; json.loads refuses it, load_json reads past it."""
+    graph = random_dag(5, seed=2)
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(graph_to_dict(graph)).encode())
+    assert graph_from_dict(load_json(path)).op_names == graph.op_names
