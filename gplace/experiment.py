@@ -101,8 +101,8 @@ def place(
         ValueError: an unknown method or baseline, a malformed budget, or a pipeline placer for a runtime that
             measures no micro-batches.
         FileNotFoundError: ``method`` is a path with no file.
-        TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), or ``seed``
-            is not an int.
+        TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), ``seed`` is
+            not an int, ``runtime`` not a Runtime or ``warm_start`` neither a Placement nor a name.
     """
     from gplace.runtime import Simulator
 
@@ -114,6 +114,11 @@ def place(
     check_method(method)
     if seed is not None:
         torch.manual_seed(seed)  # the policy's initial weights
+    if runtime is not None and not isinstance(runtime, Runtime):
+        raise TypeError(f"runtime must be a gplace Runtime (e.g. gplace.runtime.Simulator()), got {runtime!r}")
+    if warm_start is not None and not isinstance(warm_start, Placement | str):
+        raise TypeError(f"warm_start must be a Placement (e.g. Placement.for_graph(graph, devices)) or a placer's "
+                        f"name, got {type(warm_start).__name__}")
     runtime = runtime or Simulator()
     runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
     runtime.check_graph(graph)  # so does a graph without the program a real runtime runs

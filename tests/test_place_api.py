@@ -222,3 +222,11 @@ def test_a_graph_with_no_work_places_with_a_speedup_of_one():
     free = chain((0.0, 0.0, 0.0), nbytes=0)
     report = gplace.place(free, uniform_cluster(2), method="heft")
     assert report.measurement.step_time == 0 and report.speedup == 1.0
+
+
+@pytest.mark.parametrize("kwargs, match", [({"runtime": "simulator"}, "runtime must be a gplace Runtime"),
+                                           ({"warm_start": [0, 1, 0]}, "warm_start must be a Placement")])
+def test_arguments_of_the_wrong_type_are_named(problem, kwargs, match):
+    graph, cluster = problem
+    with pytest.raises(TypeError, match=match):
+        gplace.place(graph, cluster, method="heft", **kwargs)
