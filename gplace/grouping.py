@@ -111,16 +111,16 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
 
 
 def memory_cap(graph: OpGraph, cluster: Cluster) -> float | None:
-    """Half the memory of the largest device that cannot hold the whole graph alone (persistent memory and
-    outputs), so that groups stay small enough to spread over such devices; ``None`` when every device can.
+    """Half the largest device's memory when no device can hold the whole graph alone (its ops' persistent memory
+    and outputs), so that groups stay small enough to spread over several devices; ``None`` when one can (a
+    placement on it alone is then within reach, and the groups are left as they were).
 
     >>> from gplace.testing import chain, uniform_cluster
     >>> memory_cap(chain((1.0,) * 4, nbytes=100), uniform_cluster(2, memory=250))
     125.0
     """
     total = float(op_memory(graph).sum())
-    small = [float(m) for m in cluster.memory if m < total]
-    return max(small) / 2 if small else None
+    return float(cluster.memory.max()) / 2 if all(float(m) < total for m in cluster.memory) else None
 
 
 def uncuttable_edges(graph: OpGraph, cluster: Cluster) -> np.ndarray:

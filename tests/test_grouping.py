@@ -7,7 +7,7 @@ import pytest
 
 import gplace
 from gplace.grouping import group_ops, identity_grouping, make_grouping, memory_cap, split_groups, uncuttable_edges
-from gplace.ir import Edge, InvalidPlacementError, Op, OpGraph, Placement
+from gplace.ir import Cluster, Device, Edge, InvalidPlacementError, Op, OpGraph, Placement
 from gplace.testing import chain, cpu_gpu_cluster, diamond, heavy_edge_diamond, random_dag, uniform_cluster
 
 
@@ -234,6 +234,9 @@ def test_a_memory_cap_keeps_groups_a_split_can_place():
     assert group_ops(g, 256).num_groups == 1
     cap = memory_cap(g, cluster)
     assert cap == 500 * mb and memory_cap(g, uniform_cluster(2, memory=10**10)) is None
+    roomy_cpu = Cluster.build([Device("/CPU:0", "cpu", 1.0, 10**10), Device("/GPU:0", "gpu", 1.0, 1000 * mb)],
+                              default_bandwidth=1e9)
+    assert memory_cap(g, roomy_cpu) is None  # the CPU holds it all: the groups stay as they were
     capped = group_ops(g, 256, memory_cap=cap)
     held = np.bincount(capped.op_group, weights=[150 * mb + mb] * 12)
     assert capped.num_groups > 1 and held.max() <= cap
