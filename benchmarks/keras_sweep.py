@@ -9,7 +9,8 @@ Per model, on two logical CPU devices:
 - inference: ``from_tensorflow``; tf-v1 runs a placement alternating op by op (colocated and CPU-pinned ops
   kept together) and its outputs equal one device's; whether they are finite; ``save_saved_model`` of that
   placement, loaded in a session with ``session_config``, gives the Keras model's output (atol 1e-5, rtol 1e-4).
-- training step (SGD, sparse cross-entropy): ``from_tensorflow(training=True)``; tf-v1 split equals one device.
+- training step (SGD, mean squared error: the defaults for an uncompiled model): ``from_tensorflow(training=True)``;
+  tf-v1 split equals one device.
 """
 
 from __future__ import annotations
