@@ -271,9 +271,12 @@ class OpGraph:
         for name, phase in zip(self.op_names, self.phase, strict=False):
             if phase is not None and phase not in PHASES:
                 raise GraphError(f"graph {self.name!r}: op {name!r} has unknown phase {phase!r}; known: {PHASES}")
-        for name, j in zip(self.op_names, self.grad_of, strict=False):
+        for i, (name, j) in enumerate(zip(self.op_names, self.grad_of, strict=False)):
             if not -1 <= j < self.num_ops:
                 raise GraphError(f"graph {self.name!r}: op {name!r} has grad_of index {j} out of range")
+            if j == i:
+                raise GraphError(f"graph {self.name!r}: op {name!r} has grad_of naming itself (the forward op it "
+                                 "differentiates is another)")
 
     @property
     def has_phases(self) -> bool:

@@ -77,7 +77,8 @@ def _op_from_dict(i: int, rec: Any, known: set[str]) -> Op:
             persistent_memory=_opt_int(rec.get("persistent_memory", 0), f"{where}.persistent_memory"),
             temporary_memory=_opt_int(rec.get("temporary_memory", 0), f"{where}.temporary_memory"),
             output_bytes=_opt_int(rec.get("output_bytes", 0), f"{where}.output_bytes"),
-            output_shapes=tuple(tuple(int(d) for d in s) for s in rec.get("output_shapes", ())),
+            output_shapes=tuple(_dims(s, f"{where} output_shapes[{k}]")
+                                for k, s in enumerate(rec.get("output_shapes", ()))),
             colocation=rec.get("colocation"),
             pinned=rec.get("pinned"),
             phase=rec.get("phase"),
@@ -174,6 +175,13 @@ def save_json(doc: Mapping[str, Any], path: str | Path) -> Path:
     tmp.write_text(json.dumps(doc, indent=1))
     tmp.replace(path)
     return path
+
+
+def _dims(shape: Any, where: str) -> tuple[int, ...]:
+    """A shape's dimensions, each a whole number (``-1``: unknown); a float or a boolean is an error."""
+    if not isinstance(shape, list | tuple) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+        raise GraphError(f"{where} must be a list of whole numbers (-1 where unknown), got {shape!r}")
+    return tuple(shape)
 
 
 def load_json(path: str | Path) -> dict[str, Any]:

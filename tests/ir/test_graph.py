@@ -57,6 +57,11 @@ def test_bytes_whose_total_would_overflow_the_simulators_are_refused():
     _graph([Op("o", "X", 1.0, output_bytes=2**61)], [])
 
 
+def test_a_grad_of_naming_its_own_op_is_refused():
+    with pytest.raises(GraphError, match="op 'b' has grad_of naming itself"):
+        _graph([Op("f", "F", 1.0, phase="forward"), Op("b", "B", 1.0, phase="backward", grad_of="b")], [])
+
+
 def test_colocation_group_pinned_to_two_kinds():
     ops = [Op("a", "X", 1.0, colocation="v", pinned="cpu"), Op("b", "X", 1.0, colocation="v", pinned="gpu")]
     with pytest.raises(GraphError, match="colocation group 'v'.*'a'.*'cpu'.*'b'.*'gpu'"):

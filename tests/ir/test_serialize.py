@@ -85,3 +85,11 @@ def test_a_file_starting_with_a_byte_order_mark_reads(tmp_path):
     path = tmp_path / "bom.json"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(graph_to_dict(graph)).encode())
     assert graph_from_dict(load_json(path)).op_names == graph.op_names
+
+
+@pytest.mark.parametrize("dims", [[32.5], [True, 4], "32"])
+def test_a_dimension_that_is_not_a_whole_number_is_named(dims):
+    doc = graph_to_dict(random_dag(3, seed=1))
+    doc["ops"][0]["output_shapes"] = [dims]
+    with pytest.raises(GraphError, match=r"output_shapes\[0\] must be a list of whole numbers"):
+        graph_from_dict(doc)
