@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gplace.costmodel import op_kind_costs
-from gplace.importers.onnx.shapes import body_types, carried_types, fold, infer_node
+from gplace.importers.onnx.shapes import body_types, carried_types, fold, infer_node, initial_values
 from gplace.importers.onnx.tensors import (
     cost_attrs,
     initializer_spec,
@@ -111,12 +111,8 @@ def _trips(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants:
     if node.op_type == "Loop":
         return constants.get(node.input[0]) if node.input else None
     if node.op_type == "Scan":
-        import onnx
-
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name != "body"}
-        first = node.input[len(node.input) - int(attrs.get("num_scan_inputs", 1))]
-        spec = spec_of(types, first)
-        axes = list(attrs.get("scan_input_axes", [0]))
+        spec = spec_of(types, node.input[len(initial_values(node))])
+        axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0])
         if spec is not None and spec.shape:
             return spec.shape[axes[0] % len(spec.shape) if axes else 0]
     return None

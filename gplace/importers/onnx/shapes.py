@@ -94,8 +94,9 @@ def infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
         if not _unknown_needed(inferred.graph):
             break
         new_values = fold(inferred.graph, inferred.opset_import, values)
-        new_types = _carry(inferred.graph, learned, values, inferred.opset_import)
-        new_types |= _keep_shape(inferred.graph, learned)
+        types = value_types(inferred.graph)
+        new_types = _carry(inferred.graph, types, learned, values, inferred.opset_import)
+        new_types |= _keep_shape(inferred.graph, types, learned)
         if not (new_values or new_types):
             break
         inferred = _run_inference(_taught(model, values, learned), graph_name)
@@ -154,13 +155,12 @@ def _unknown_needed(graph: onnx.GraphProto) -> bool:
     return any(t and t not in known for t in needed)
 
 
-def _carry(graph: onnx.GraphProto, carried: dict[str, onnx.ValueInfoProto], values: Mapping[str, np.ndarray],
-           opset_import: Any) -> bool:
-    """Add to ``carried`` the type of each ``Loop`` or ``Scan`` output that inference left unknown, as
-    :func:`_loop_outputs` finds it; True if anything is new."""
+def _carry(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto], carried: dict[str, onnx.ValueInfoProto],
+           values: Mapping[str, np.ndarray], opset_import: Any) -> bool:
+    """Add to ``carried`` the type of each ``Loop`` or ``Scan`` output that inference left unknown (``types``: the
+    graph's), as :func:`_loop_outputs` finds it; True if anything is new."""
     import onnx
 
-    types = value_types(graph)
     before = len(carried)
     for node in graph.node:
         if node.op_type not in ("Loop", "Scan") or all(
@@ -172,12 +172,12 @@ def _carry(graph: onnx.GraphProto, carried: dict[str, onnx.ValueInfoProto], valu
     return len(carried) > before
 
 
-def _keep_shape(graph: onnx.GraphProto, learned: dict[str, onnx.ValueInfoProto]) -> bool:
-    """Add to ``learned`` the output type of each node of :data:`_SAME_SHAPE` that inference left unknown: its
-    first input's; True if anything is new."""
+def _keep_shape(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto],
+                learned: dict[str, onnx.ValueInfoProto]) -> bool:
+    """Add to ``learned`` the output type of each node of :data:`_SAME_SHAPE` that inference left unknown
+    (``types``: the graph's): its first input's; True if anything is new."""
     import onnx
 
-    types = value_types(graph)
     before = len(learned)
     for node in graph.node:
         if (node.op_type in _SAME_SHAPE and node.domain in ("", "ai.onnx") and node.input and node.output
@@ -187,11 +187,12 @@ def _keep_shape(graph: onnx.GraphProto, learned: dict[str, onnx.ValueInfoProto])
     return len(learned) > before
 
 
-def _initial_values(node: onnx.NodeProto) -> list[str]:
-    """A ``Loop``'s or ``Scan``'s inputs that give its carried values their initial values."""
+def initial_values(node: onnx.NodeProto) -> list[str]:
+    """A ``Loop``'s or ``Scan``'s inputs that give its carried values their initial values (a ``Scan``'s last
+    ``num_scan_inputs`` inputs, at least one, are its sequences)."""
     if node.op_type == "Loop":
         return list(node.input[2:])
-    scans = next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 0)
+    scans = next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 1)
     return list(node.input[:len(node.input) - scans])
 
 
@@ -207,7 +208,7 @@ def _loop_outputs(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], val
     onnx's inference.
     """
     body, loop = subgraphs(node)[0], node.op_type == "Loop"
-    initial = _initial_values(node)
+    initial = initial_values(node)
     inputs = [v.name for v in body.input][2 if loop else 0:][:len(initial)]
     returned = [v.name for v in body.output][1 if loop else 0:]
     seeds = {**types, **carried_types(node, body, types)}
@@ -245,6 +246,8 @@ def _stacked(element: onnx.TypeProto | None, count: int) -> onnx.TypeProto | Non
     if spec is None:
         return None
     return onnx.helper.make_tensor_type_proto(element.tensor_type.elem_type, [count, *spec.shape])
+
+
 def fold(graph: onnx.GraphProto, opset_import: Any, values: dict[str, np.ndarray]) -> bool:
     """Add to ``values`` what is computable from small known values, in node order; True if anything is new.
 
@@ -336,19 +339,18 @@ def carried_types(node: onnx.NodeProto, body: onnx.GraphProto,
                    types: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
     """Types for a ``Loop``'s or ``Scan``'s body inputs from the node's inputs in scope ``types``: a carried value
     has its initial value's type (it is taken to keep its shape), a ``Scan`` element its sequence's without the
-    scanned axis. A body input of known shape keeps its own (:meth:`SubgraphCosts._graph`)."""
+    scanned axis. A body input of known shape keeps its own (:func:`body_types`)."""
     import onnx
 
     if node.op_type not in ("Loop", "Scan"):
         return {}
-    names = [v.name for v in body.input]
+    initial = initial_values(node)
+    names = [v.name for v in body.input][2 if node.op_type == "Loop" else 0:]
+    seeds = {b: types[t] for b, t in zip(names, initial, strict=False) if t in types}
     if node.op_type == "Loop":
-        return {b: types[t] for b, t in zip(names[2:], node.input[2:], strict=False) if t in types}
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name != "body"}
-    scans = int(attrs.get("num_scan_inputs", 1))
-    states = len(node.input) - scans
-    seeds = {b: types[t] for b, t in zip(names[:states], node.input[:states], strict=False) if t in types}
-    axes = list(attrs.get("scan_input_axes", [0] * scans))
+        return seeds
+    states = len(initial)
+    axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0] * (len(node.input) - states))
     for b, t, axis in zip(names[states:], node.input[states:], axes, strict=False):
         spec = spec_of(types, t)
         if spec is not None and spec.shape:
