@@ -92,7 +92,8 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
     if max_groups is not None and max_groups < 1:
         raise ValueError(f"max_groups must be >= 1 or None, got {max_groups}")
     cap = np.inf if memory_cap is None else float(memory_cap)
-    uf = _UnionFind(_kind_masks(graph), op_memory(graph).astype(np.float64).tolist())
+    memory = op_memory(graph).astype(np.float64)
+    uf = _UnionFind(_kind_masks(graph), memory.tolist())
     _merge_colocated(graph, uf)
     if uncuttable is not None:
         _merge_edges(graph, uf, uncuttable)
@@ -105,8 +106,8 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
     run = np.arange(num)
     if max_groups is not None and num > max_groups:
         cost, masks = _group_sum(op_cost(graph), labels, num), _group_masks(uf, labels, num)
-        memory = _group_sum(op_memory(graph).astype(np.float64), labels, num)
-        run = _merge_adjacent(cost[order], masks[order], pos[src], pos[dst], max_groups, memory[order], cap)
+        held = _group_sum(memory, labels, num)
+        run = _merge_adjacent(cost[order], masks[order], pos[src], pos[dst], max_groups, held[order], cap)
     return make_grouping(graph, run[pos[labels]])
 
 

@@ -221,13 +221,10 @@ class TensorFlowRuntime(Runtime):
         deadline: float,
     ) -> _Step:
         """Build the placed graph and its session, initialise the variables; the caller closes the step."""
-        from gplace.importers.tensorflow import TensorFlowSource
-
+        problem = _unrunnable(graph)
+        if problem is not None:
+            raise TensorFlowRunError(problem)
         source = graph.source
-        if not isinstance(source, TensorFlowSource):
-            raise TensorFlowRunError(_no_program(graph))
-        if source.resources:
-            raise TensorFlowRunError(_uncreated(graph))
         tf = _import_tf()
         devices = self._devices(tf, cluster, placement)
         homes = _homes(source.graph_def, graph, placement.devices.tolist())
@@ -244,13 +241,11 @@ class TensorFlowRuntime(Runtime):
         return step
 
     def check_graph(self, graph: OpGraph) -> None:
-        """Raise :class:`~gplace.ir.UnsupportedGraphError` unless ``graph`` holds a TensorFlow program."""
-        from gplace.importers.tensorflow import TensorFlowSource
-
-        if not isinstance(graph.source, TensorFlowSource):
-            raise UnsupportedGraphError(_no_program(graph))
-        if graph.source.resources:
-            raise UnsupportedGraphError(_uncreated(graph))
+        """Raise :class:`~gplace.ir.UnsupportedGraphError` unless ``graph`` holds a TensorFlow program tf-v1 can
+        run."""
+        problem = _unrunnable(graph)
+        if problem is not None:
+            raise UnsupportedGraphError(problem)
 
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
@@ -599,13 +594,18 @@ def _step_statistics(times: Sequence[float]) -> tuple[float, float]:
     return float(median), float(spread) if math.isfinite(spread) else 0.0
 
 
-def _no_program(graph: OpGraph) -> str:
-    return (f"graph {graph.name!r} has no TensorFlow program to run (its source is {type(graph.source).__name__}); "
-            "TensorFlowRuntime runs graphs imported by gplace.importers.tensorflow.from_tensorflow "
-            "(a graph loaded from the zoo's cache has none: build it with cache=False)")
+def _unrunnable(graph: OpGraph) -> str | None:
+    """Why tf-v1 cannot run ``graph`` at all (no TensorFlow program, or captured resources it cannot create), or
+    ``None``."""
+    from gplace.importers.tensorflow import TensorFlowSource
 
-
-def _uncreated(graph: OpGraph) -> str:
-    names = ", ".join(repr(r) for r in graph.source.resources[:5])
-    return (f"graph {graph.name!r} reads captured resource(s) that are not variables ({names}: lookup tables?), "
-            "which its GraphDef does not create; tf-v1 cannot run it (place it with the simulator)")
+    if not isinstance(graph.source, TensorFlowSource):
+        return (f"graph {graph.name!r} has no TensorFlow program to run (its source is "
+                f"{type(graph.source).__name__}); TensorFlowRuntime runs graphs imported by "
+                "gplace.importers.tensorflow.from_tensorflow (a graph loaded from the zoo's cache has none: build it "
+                "with cache=False)")
+    if graph.source.resources:
+        names = ", ".join(repr(r) for r in graph.source.resources[:5])
+        return (f"graph {graph.name!r} reads captured resource(s) that are not variables ({names}: lookup "
+                "tables?), which its GraphDef does not create; tf-v1 cannot run it (place it with the simulator)")
+    return None
