@@ -453,3 +453,50 @@ def test_every_shipped_backend_model_imports_or_is_unsupported():
     assert not failures, summary + "\n" + "\n".join(failures)
     assert sum(label.startswith("light") for label in imported) == 9, summary
     assert elapsed < 40, summary
+
+
+def test_a_local_function_called_inside_a_scan_body_costs_its_body():
+    """A Scan whose body calls a local function (Mul then Exp) costs what the Scan with those nodes written out
+    costs; before, the call inside the body counted memory traffic only."""
+    plain, called = scan_model(steps=6), scan_model(steps=6)
+    for model in (plain, called):
+        body = next(a.g for a in model.graph.node[0].attribute if a.name == "body")
+        mul = body.node[0]
+        body.node.remove(mul)
+        if model is plain:
+            body.node.insert(0, helper.make_node("Exp", ["product"], ["scaled"]))
+            body.node.insert(0, helper.make_node("Mul", ["x_t", "V"], ["product"]))
+        else:
+            body.node.insert(0, helper.make_node("Scale", ["x_t", "V"], ["scaled"], domain="local"))
+    called.functions.append(helper.make_function(
+        "local", "Scale", ["A", "B"], ["C"],
+        [helper.make_node("Mul", ["A", "B"], ["T"]), helper.make_node("Exp", ["T"], ["C"])],
+        [helper.make_opsetid("", 18)]))
+    called.opset_import.append(helper.make_opsetid("local", 1))
+    want, got = from_onnx(plain), from_onnx(called)
+    for kind in ("gpu", "cpu"):
+        assert float(got.kind_cost[kind][got.op_index["scan"]]) == pytest.approx(
+            float(want.kind_cost[kind][want.op_index["scan"]]))
+
+
+def test_a_node_after_a_nested_call_reads_the_type_the_call_gives():
+    """Inside a local function, a MatMul reading a nested call's output costs what it costs written out: the
+    call's output takes the type its body gives it (it was left unknown, so the MatMul counted 0 s)."""
+    act = helper.make_function("local", "Act", ["T"], ["Y"], [helper.make_node("Relu", ["T"], ["Y"])],
+                               [helper.make_opsetid("", 18)])
+    lin = helper.make_function("local", "Lin", ["X", "W"], ["Y"], [
+        helper.make_node("Act", ["X"], ["A"], domain="local"), helper.make_node("MatMul", ["A", "W"], ["Y"])],
+        [helper.make_opsetid("", 18), helper.make_opsetid("local", 1)])
+    x = [helper.make_tensor_value_info("x", F32, [64, 32])]
+    w = [numpy_helper.from_array(np.ones((32, 16), np.float32), "W")]
+    y = [helper.make_tensor_value_info("y", F32, None)]
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid("local", 1)]
+    called = from_onnx(helper.make_model(helper.make_graph(
+        [helper.make_node("Lin", ["x", "W"], ["y"], domain="local", name="lin")], "call", x, y, w),
+        opset_imports=opsets, functions=[act, lin]))
+    plain = from_onnx(helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("MatMul", ["a", "W"], ["y"])], "plain", x, y, w),
+        opset_imports=opsets[:1]))
+    for kind in ("gpu", "cpu"):
+        assert float(called.kind_cost[kind][called.op_index["lin"]]) == pytest.approx(
+            float(np.nansum(plain.kind_cost[kind])))

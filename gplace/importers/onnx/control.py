@@ -38,34 +38,11 @@ class SubgraphCosts:
         """Whether ``node`` calls one of the model's local functions."""
         return (node.domain, node.op_type) in self.functions
 
-    def call(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto] | None = None,
-             depth: int = 0) -> tuple[dict[str, float], int]:
-        """Seconds per device kind of a call of a local function (its body's nodes, on the call's input types; a
-        call inside it likewise, up to 16 deep) and how many of its body's nodes had a shape unknown."""
-        types = self.types if types is None else types
-        function = self.functions[(node.domain, node.op_type)]
-        inner = {formal: types[actual] for formal, actual in zip(function.input, node.input, strict=False)
-                 if actual and actual in types}
-        total, unknown = dict.fromkeys(roofline.REFERENCE, 0.0), 0
-        for step in function.node:
-            if self.is_call(step) and depth < 16:
-                costs, deeper = self.call(step, inner, depth + 1)
-                unknown += deeper
-                for t, out in zip(step.output, self.functions[(step.domain, step.op_type)].output, strict=False):
-                    if t and out in inner:
-                        inner[t] = inner[out]
-            else:
-                infer_node(step, inner, function.opset_import or self.opset_import)
-                inputs = [spec_of(inner, t) for t in step.input if t]
-                outputs = [spec for t in step.output if t and (spec := spec_of(inner, t)) is not None]
-                if any(spec is None for spec in inputs) or not outputs:
-                    unknown += 1
-                    continue
-                distinct = [spec_of(inner, t) for t in dict.fromkeys(t for t in step.input if t)]
-                costs = op_kind_costs(qualified_op_type(step), inputs, outputs, cost_attrs(step), distinct)
-            for kind in total:
-                total[kind] += costs[kind]
-        return total, unknown
+    def call(self, node: onnx.NodeProto) -> tuple[dict[str, float], int]:
+        """Seconds per device kind of a top-level call of a local function (its body's nodes on the call's input
+        types; a call inside it likewise, up to 16 deep) and how many of its body's nodes had a shape unknown."""
+        costs, unknown, _ = self._call(node, self.types, self.constants, 0)
+        return costs, unknown
 
     def node(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto] | None = None,
              constants: Mapping[str, int] | None = None) -> tuple[dict[str, float], int | None, int]:
@@ -74,7 +51,8 @@ class SubgraphCosts:
         scope (default: the main graph's)."""
         types = self.types if types is None else types
         constants = self.constants if constants is None else constants
-        bodies = [self._graph(graph, {**types, **carried_types(node, graph, types)}, constants)
+        bodies = [self._nodes(graph.node, body_types(graph, {**types, **carried_types(node, graph, types)}),
+                              {**constants, **_scalar_constants(graph)}, self.opset_import, 0)
                   for graph in subgraphs(node)]
         unknown = sum(n for _, n in bodies)
         if node.op_type == "If":
@@ -82,28 +60,48 @@ class SubgraphCosts:
         trips = _trips(node, types, constants)
         return {k: (trips or 1) * sum(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, trips, unknown
 
-    def _graph(self, graph: onnx.GraphProto, outer: Mapping[str, onnx.TypeProto],
-               constants: Mapping[str, int]) -> tuple[dict[str, float], int]:
-        """Summed seconds per device kind of one pass over ``graph``'s nodes, and how many had a shape unknown."""
-        types = body_types(graph, outer)
-        constants = {**constants, **_scalar_constants(graph)}
+    def _call(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int],
+              depth: int) -> tuple[dict[str, float], int, dict[str, onnx.TypeProto]]:
+        """:meth:`call` in the scope of ``types``, with the types its body gives the call's outputs."""
+        function = self.functions[(node.domain, node.op_type)]
+        inner = {formal: types[actual] for formal, actual in zip(function.input, node.input, strict=False)
+                 if actual and actual in types}
+        costs, unknown = self._nodes(function.node, inner, constants, function.opset_import or self.opset_import,
+                                     depth + 1)
+        outputs = {actual: inner[formal] for formal, actual in zip(function.output, node.output, strict=False)
+                   if actual and formal in inner}
+        return costs, unknown, outputs
+
+    def _nodes(self, nodes: Any, types: dict[str, onnx.TypeProto], constants: Mapping[str, int], opset_import: Any,
+               depth: int) -> tuple[dict[str, float], int]:
+        """Summed seconds per device kind of one pass over ``nodes`` (a graph's or a function body's), whose
+        scope's value types ``types`` gains their outputs' as it goes, and how many had a shape unknown."""
         total, unknown = dict.fromkeys(roofline.REFERENCE, 0.0), 0
-        for node in graph.node:
-            if subgraphs(node):
-                costs, _, inner = self.node(node, types, constants)
-                unknown += inner
+        for step in nodes:
+            if subgraphs(step):
+                costs, _, inner = self.node(step, types, constants)
+            elif self.is_call(step) and depth < 16:
+                costs, inner, outputs = self._call(step, types, constants, depth)
+                types.update(outputs)
             else:
-                inputs = [spec_of(types, t) for t in node.input if t]
-                if any(spec is None for spec in inputs):
-                    unknown += 1
-                    continue
-                infer_node(node, types, self.opset_import)
-                outputs = [spec for t in node.output if t and (spec := spec_of(types, t)) is not None]
-                distinct = [spec_of(types, t) for t in dict.fromkeys(t for t in node.input if t)]
-                costs = op_kind_costs(qualified_op_type(node), inputs, outputs, cost_attrs(node), distinct)
+                costs, inner = self._plain(step, types, opset_import)
+            unknown += inner
             for kind in total:
                 total[kind] += costs[kind]
         return total, unknown
+
+    @staticmethod
+    def _plain(node: onnx.NodeProto, types: dict[str, onnx.TypeProto],
+               opset_import: Any) -> tuple[dict[str, float], int]:
+        """Seconds per device kind of a node with no subgraph (its outputs' types inferred into ``types``), and
+        1 where an input's or every output's shape is unknown (0 s then)."""
+        infer_node(node, types, opset_import)
+        inputs = [spec_of(types, t) for t in node.input if t]
+        outputs = [spec for t in node.output if t and (spec := spec_of(types, t)) is not None]
+        if any(spec is None for spec in inputs) or not outputs:
+            return dict.fromkeys(roofline.REFERENCE, 0.0), 1
+        distinct = [spec_of(types, t) for t in dict.fromkeys(t for t in node.input if t)]
+        return op_kind_costs(qualified_op_type(node), inputs, outputs, cost_attrs(node), distinct), 0
 
 
 def _trips(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int]) -> int | None:
