@@ -77,7 +77,8 @@ def place(
             is never slower than every op on one device (the baselines measured in this call); a baseline's or
             pipeline placer's is its own.
         budget: seconds (``30``, ``"30s"``) or samples (``"500 samples"``) the search may use; for a policy file,
-            samples to draw beside the greedy placement (default: the trainer's own settings; 16 samples).
+            samples to draw beside the greedy placement, never seconds (default: the trainer's own settings; 16
+            samples).
         seed: seeds the policy's initial weights, the search and random baselines (default: the trainer's).
         encoder: group encoder (default: :class:`~gplace.encoders.LSTMEncoder`). The networks run where it is:
             ``encoder=LSTMEncoder().to("cuda")`` trains on a GPU (a policy module must be on the same device).
@@ -98,8 +99,10 @@ def place(
             searches from it ended faster (``benchmarks/warm_start.md``) (default: False).
 
     Raises:
-        ValueError: an unknown method or baseline, a malformed budget, or a pipeline placer for a runtime that
-            measures no micro-batches.
+        ValueError: an unknown method or baseline, a malformed budget, a pipeline placer for a runtime that
+            measures no micro-batches, or a learned search's settings (``warm_start``, ``split_groups``,
+            ``trainer``, ``encoder``, ``policy``) or a policy file's budget in seconds for a method that does not
+            train.
         FileNotFoundError: ``method`` is a path with no file.
         TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), ``seed`` is
             not an int, ``runtime`` not a Runtime or ``warm_start`` neither a Placement nor a name.
@@ -119,6 +122,8 @@ def place(
     if warm_start is not None and not isinstance(warm_start, Placement | str):
         raise TypeError(f"warm_start must be a Placement (e.g. Placement.for_graph(graph, devices)) or a placer's "
                         f"name, got {type(warm_start).__name__}")
+    _check_learned_only(method, budget, warm_start=warm_start, split_groups=split_groups, trainer=trainer,
+                        encoder=encoder, policy=policy)
     runtime = runtime or Simulator()
     runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
     runtime.check_graph(graph)  # so does a graph without the program a real runtime runs
@@ -143,6 +148,20 @@ def place(
     if run_dir is not None:
         write_report(report, run_dir, runtime)
     return report
+
+
+def _check_learned_only(method: str | Path, budget: float | str | Budget | None, **learned: Any) -> None:
+    """Refuse what a method that does not train would silently ignore: a search's settings, or a seconds budget
+    for a policy file (which draws a count of samples)."""
+    if method in LEARNED:
+        return
+    given = [name for name, value in learned.items() if value not in (None, False)]
+    if given:
+        raise ValueError(f"{', '.join(given)} only apply to a learned search (method='learned', 'gdp', ...); "
+                         f"method {str(method)!r} does not train")
+    if budget is not None and policy_file(method) is not None and Budget.parse(budget).samples is None:
+        raise ValueError(f"budget={budget!r}: a policy file's budget is a count of samples ('64 samples'), "
+                         "not seconds")
 
 
 def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module | None, policy: Any, runtime: Runtime,

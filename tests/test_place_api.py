@@ -13,6 +13,7 @@ from gplace.methods import Budget, pretrained_path
 from gplace.policies import ListSchedulingPolicy
 from gplace.runtime import Simulator
 from gplace.testing import chain, random_dag, uniform_cluster
+from gplace.training import ReinforceTrainer
 
 
 @pytest.fixture(scope="module")
@@ -230,3 +231,17 @@ def test_arguments_of_the_wrong_type_are_named(problem, kwargs, match):
     graph, cluster = problem
     with pytest.raises(TypeError, match=match):
         gplace.place(graph, cluster, method="heft", **kwargs)
+
+
+@pytest.mark.parametrize("method, kwargs, match", [
+    ("heft", {"warm_start": "m_etf"}, "warm_start only apply to a learned search"),
+    ("pretrained", {"trainer": ReinforceTrainer()}, "trainer only apply to a learned search"),
+    ("m_etf", {"encoder": GNNEncoder(), "split_groups": True}, "split_groups, encoder only apply"),
+    ("pretrained", {"budget": 30}, "a policy file's budget is a count of samples"),
+])
+def test_what_a_method_that_does_not_train_would_ignore_is_refused(problem, method, kwargs, match):
+    """A baseline or policy file given a search's settings, or a policy file a seconds budget, is refused by name
+    (they were silently ignored: a HEFT placement came back for warm_start='m_etf')."""
+    graph, cluster = problem
+    with pytest.raises(ValueError, match=match):
+        gplace.place(graph, cluster, method=method, **kwargs)
