@@ -24,6 +24,11 @@ GRAPH_FORMAT, CLUSTER_FORMAT, PLACEMENT_FORMAT = "gplace.graph", "gplace.cluster
 _OP_FIELDS = {"name", "type", "cost", "kind_cost", "persistent_memory", "temporary_memory",
               "output_bytes", "output_shapes", "colocation", "pinned"}
 _OP_FIELDS_V2 = _OP_FIELDS | {"phase", "grad_of"}
+_GRAPH_FIELDS = {"format", "version", "name", "ops", "edges"}
+_EDGE_FIELDS = {"src", "dst", "bytes"}
+_CLUSTER_FIELDS = {"format", "version", "name", "devices", "links", "default_link"}
+_DEVICE_FIELDS = {"name", "kind", "speed", "memory"}
+_LINK_FIELDS = {"a", "b", "bandwidth", "latency"}
 
 
 # ---------------------------------------------------------------------- graphs
@@ -51,12 +56,14 @@ def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
 def graph_from_dict(doc: Mapping[str, Any]) -> OpGraph:
     """Parse a graph document; raise :class:`GraphError` naming the op and field that is wrong."""
     _check_header(doc, GRAPH_FORMAT, (VERSION, GRAPH_VERSION_PHASES))
+    _check_fields(doc, _GRAPH_FIELDS, f"graph {doc.get('name')!r}")
     known = _OP_FIELDS_V2 if doc["version"] == GRAPH_VERSION_PHASES else _OP_FIELDS
     ops = [_op_from_dict(i, rec, known) for i, rec in enumerate(_list(doc, "ops"))]
     edges = []
     for i, rec in enumerate(_list(doc, "edges")):
         if not isinstance(rec, Mapping) or "src" not in rec or "dst" not in rec:
             raise GraphError(f"edges[{i}] must be an object with 'src' and 'dst', got {rec!r}")
+        _check_fields(rec, _EDGE_FIELDS, f"edges[{i}] ({rec['src']!r} -> {rec['dst']!r})")
         edges.append(Edge(str(rec["src"]), str(rec["dst"]), _opt_int(rec.get("bytes"), f"edges[{i}].bytes")))
     return OpGraph.from_ops(ops, edges, name=str(doc.get("name", "graph")))
 
@@ -65,9 +72,7 @@ def _op_from_dict(i: int, rec: Any, known: set[str]) -> Op:
     if not isinstance(rec, Mapping) or "name" not in rec:
         raise GraphError(f"ops[{i}] must be an object with a 'name', got {rec!r}")
     where = f"op {rec['name']!r}"
-    unknown = set(rec) - known
-    if unknown:
-        raise GraphError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
+    _check_fields(rec, known, where)
     try:
         return Op(
             name=_text(rec["name"], f"ops[{i}].name"),
@@ -106,6 +111,11 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
 def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
     """Parse a cluster document; optional ``default_link: {bandwidth, latency}`` fills missing pairs."""
     _check_header(doc, CLUSTER_FORMAT)
+    _check_fields(doc, _CLUSTER_FIELDS, f"cluster {doc.get('name')!r}")
+    for key, known in (("devices", _DEVICE_FIELDS), ("links", _LINK_FIELDS)):
+        for i, rec in enumerate(doc.get(key) or []):
+            if isinstance(rec, Mapping):
+                _check_fields(rec, known, f"cluster {doc.get('name')!r}: {key}[{i}]")
     try:
         devices = [Device(_text(d["name"], f"devices[{i}].name"), _text(d["kind"], f"devices[{i}].kind"),
                           float(d.get("speed", 1.0)), _opt_int(d.get("memory", 2**63 - 1), f"devices[{i}].memory"))
@@ -200,6 +210,13 @@ def _check_header(doc: Mapping[str, Any], fmt: str, versions: tuple[int, ...] = 
     if doc.get("version") not in versions:
         raise GraphError(f"{fmt} version {doc.get('version')!r} is not supported (this gplace reads versions "
                          f"{list(versions)})")
+
+
+def _check_fields(rec: Mapping[str, Any], known: set[str], where: str) -> None:
+    """Refuse a record's unknown keys (a misspelt ``bytes`` or ``memory`` would otherwise take its default)."""
+    unknown = set(rec) - known
+    if unknown:
+        raise GraphError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
 
 
 def _list(doc: Mapping[str, Any], key: str) -> list[Any]:

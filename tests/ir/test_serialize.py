@@ -64,12 +64,28 @@ def test_placement_for_other_graph_is_refused():
     (lambda d: d["ops"][2].update(output_bytes=1.5), "op 'mm'.output_bytes must be an integer"),
     (lambda d: d["edges"].append({"src": "x"}), "edges\\[2\\] must be an object with 'src' and 'dst'"),
     (lambda d: d["edges"].append({"src": "x", "dst": "nope"}), "missing op 'nope'"),
+    (lambda d: d["edges"][0].update(byte=4), r"edges\[0\] \('x' -> 'mm'\): unknown field\(s\) \['byte'\]"),
+    (lambda d: d.update(edge=[]), r"graph 'mlp': unknown field\(s\) \['edge'\]"),
 ])
 def test_graph_document_errors_name_the_field(mutate, match):
     doc = graph_to_dict(_rich_graph())
     mutate(doc)
     with pytest.raises(GraphError, match=match):
         graph_from_dict(doc)
+
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda d: d["devices"][1].update(memroy=1000), r"devices\[1\]: unknown field\(s\) \['memroy'\]"),
+    (lambda d: d["links"][0].update(bandwith=1e9), r"links\[0\]: unknown field\(s\) \['bandwith'\]"),
+    (lambda d: d.update(default=1), r"unknown field\(s\) \['default'\]"),
+])
+def test_cluster_document_errors_name_the_field(mutate, match):
+    """A misspelt device, link or cluster field is refused by name; before, a device's misspelt memory loaded as
+    unlimited memory."""
+    doc = cluster_to_dict(cpu_gpu_cluster(2))
+    mutate(doc)
+    with pytest.raises(GraphError, match=match):
+        cluster_from_dict(doc)
 
 
 def test_bad_json_file_names_the_file(tmp_path):
