@@ -307,8 +307,9 @@ def _show(args) -> None:
         summary = device_summary(graph, cluster, placement_from_dict(doc, graph, cluster))
     table = Table(title=f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime', 'step time')}: "
                         f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})")
-    rank_of = {d: k for k, d in enumerate(doc.get("stages") or {})}  # a pipeline's devices: torch-pipeline-v1's ranks
     piped = any("bubble" in row for row in (summary or {}).values())  # a pipelined mini-batch's summary
+    # a pipeline's devices by torch-pipeline-v1's ranks (every placement lists its stages; one step has no ranks)
+    rank_of = {d: k for k, d in enumerate(doc.get("stages") or {})} if piped else {}
     for column in ("rank",) * bool(rank_of) + ("device", "ops", "compute", "peak memory", "bytes in", "bytes out") \
             + ("bubble", "in flight") * piped:
         table.add_column(column, justify="left" if column == "device" else "right")

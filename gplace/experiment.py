@@ -77,8 +77,8 @@ def place(
             is never slower than every op on one device (the baselines measured in this call); a baseline's or
             pipeline placer's is its own.
         budget: seconds (``30``, ``"30s"``) or samples (``"500 samples"``) the search may use; for a policy file,
-            samples to draw beside the greedy placement, never seconds (default: the trainer's own settings; 16
-            samples).
+            samples to draw beside the greedy placement (``"0 samples"``: the greedy one alone), never seconds
+            (default: the trainer's own settings; 16 samples).
         seed: seeds the policy's initial weights, the search and random baselines (default: the trainer's).
         encoder: group encoder (default: :class:`~gplace.encoders.LSTMEncoder`). The networks run where it is:
             ``encoder=LSTMEncoder().to("cuda")`` trains on a GPU (a policy module must be on the same device).
@@ -99,6 +99,8 @@ def place(
             searches from it ended faster (``benchmarks/warm_start.md``) (default: False).
 
     Raises:
+        PlacementInfeasibleError: no placement the search or placer measured succeeded (every one out of memory,
+            say); a :class:`ValueError`.
         ValueError: an unknown method or baseline, a malformed budget, a pipeline placer for a runtime that
             measures no micro-batches, or a learned search's settings (``warm_start``, ``split_groups``,
             ``trainer``, ``encoder``, ``policy``) or a policy file's budget in seconds for a method that does not
@@ -122,7 +124,7 @@ def place(
     if warm_start is not None and not isinstance(warm_start, Placement | str):
         raise TypeError(f"warm_start must be a Placement (e.g. Placement.for_graph(graph, devices)) or a placer's "
                         f"name, got {type(warm_start).__name__}")
-    _check_learned_only(method, budget, warm_start=warm_start, split_groups=split_groups, trainer=trainer,
+    _check_method_settings(method, budget, warm_start=warm_start, split_groups=split_groups, trainer=trainer,
                         encoder=encoder, policy=policy)
     runtime = runtime or Simulator()
     runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
@@ -150,18 +152,22 @@ def place(
     return report
 
 
-def _check_learned_only(method: str | Path, budget: float | str | Budget | None, **learned: Any) -> None:
-    """Refuse what a method that does not train would silently ignore: a search's settings, or a seconds budget
-    for a policy file (which draws a count of samples)."""
-    if method in LEARNED:
-        return
+def _check_method_settings(method: str | Path, budget: float | str | Budget | None, **learned: Any) -> None:
+    """Refuse what ``method`` would silently ignore or cannot do: a search's settings for a method that does not
+    train, a seconds budget for a policy file (which draws a count of samples), 0 samples for a search."""
     given = [name for name, value in learned.items() if value not in (None, False)]
-    if given:
+    if given and method not in LEARNED:
         raise ValueError(f"{', '.join(given)} only apply to a learned search (method='learned', 'gdp', ...); "
                          f"method {str(method)!r} does not train")
-    if budget is not None and policy_file(method) is not None and Budget.parse(budget).samples is None:
+    if budget is None:
+        return
+    samples = Budget.parse(budget).samples
+    if policy_file(method) is not None and samples is None:
         raise ValueError(f"budget={budget!r}: a policy file's budget is a count of samples ('64 samples'), "
                          "not seconds")
+    if policy_file(method) is None and samples == 0:
+        raise ValueError(f"budget={budget!r}: a search measures at least one sample (0 samples is for a policy "
+                         "file: its greedy placement alone)")
 
 
 def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module | None, policy: Any, runtime: Runtime,

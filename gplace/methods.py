@@ -165,7 +165,8 @@ def check_method(method: str | Path) -> None:
 
 @dataclass(frozen=True)
 class Budget:
-    """A search budget: wall seconds, or placements measured (samples); one of them is set."""
+    """A search budget: wall seconds, or placements measured (samples); one of them is set. ``0`` samples is
+    for a policy file alone: its greedy placement, nothing sampled."""
 
     seconds: float | None = None
     samples: int | None = None
@@ -175,8 +176,8 @@ class Budget:
             raise ValueError(f"a budget is seconds or samples, not both or neither: {self}")
         if self.seconds is not None and not (math.isfinite(self.seconds) and self.seconds > 0):
             raise ValueError(f"budget seconds must be > 0, got {self.seconds}")
-        if self.samples is not None and self.samples < 1:
-            raise ValueError(f"budget samples must be >= 1, got {self.samples}")
+        if self.samples is not None and self.samples < 0:
+            raise ValueError(f"budget samples must be >= 0, got {self.samples}")
 
     @classmethod
     def parse(cls, budget: float | str | Budget) -> Budget:

@@ -125,15 +125,19 @@ def test_every_command_has_help_listing_its_main_options(tmp_path, command, expe
 
 
 def test_show_lists_a_pipelines_devices_by_rank(files):
-    """A placement with ``stages`` (the pipeline objective writes them) lists its devices in that order, each with
-    its rank (the order of its first stage, as torch-pipeline-v1 numbers its processes)."""
+    """A pipelined mini-batch's placement lists its devices in the order of its ``stages``, each with its rank
+    (the order of its first stage, as torch-pipeline-v1 numbers its processes); one step's has no ranks (every
+    placement lists its stages: a rank column was shown for sim-v1's too)."""
     out = files / "heft_stages"
     proc = _gplace("place", "method=heft", *_file_args(files), f"hydra.run.dir={out}", cwd=files)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "placement.json").read_text())
+    assert doc["stages"] and "rank" not in _gplace("show", str(out / "placement.json"), cwd=files).stdout
     used = list(dict.fromkeys(doc["placement"].values()))
     assert len(used) >= 2  # else the order below would test nothing
     doc["stages"] = {device: [op for op, d in doc["placement"].items() if d == device] for device in used[::-1]}
+    for row in doc["per_device"].values():  # as pipe-v1's summary has them
+        row.update(bubble=0.5, in_flight=1)
     save_json(doc, files / "pipeline.json")
     proc = _gplace("show", str(files / "pipeline.json"), cwd=files)
     assert proc.returncode == 0, proc.stderr

@@ -238,6 +238,7 @@ def test_arguments_of_the_wrong_type_are_named(problem, kwargs, match):
     ("pretrained", {"trainer": ReinforceTrainer()}, "trainer only apply to a learned search"),
     ("m_etf", {"encoder": GNNEncoder(), "split_groups": True}, "split_groups, encoder only apply"),
     ("pretrained", {"budget": 30}, "a policy file's budget is a count of samples"),
+    ("learned", {"budget": "0 samples"}, "a search measures at least one sample"),
 ])
 def test_what_a_method_that_does_not_train_would_ignore_is_refused(problem, method, kwargs, match):
     """A baseline or policy file given a search's settings, or a policy file a seconds budget, is refused by name
@@ -245,3 +246,10 @@ def test_what_a_method_that_does_not_train_would_ignore_is_refused(problem, meth
     graph, cluster = problem
     with pytest.raises(ValueError, match=match):
         gplace.place(graph, cluster, method=method, **kwargs)
+
+
+def test_a_policy_file_with_no_samples_gives_its_greedy_placement(problem):
+    """budget='0 samples' with a policy file measures its greedy placement alone (it was refused)."""
+    graph, cluster = problem
+    report = gplace.place(graph, cluster, method="pretrained", budget="0 samples", seed=0)
+    assert report.train.samples == 1 and report.measurement.ok

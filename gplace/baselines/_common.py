@@ -17,7 +17,8 @@ from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph
 
 
 class PlacementInfeasibleError(InvalidPlacementError):
-    """No device an op may run on has room for it (and its colocation group); the message names the op."""
+    """No placement fits: no device an op may run on has room for it (and its colocation group), or every placement
+    a search measured failed; the message names the op or the last failure."""
 
 
 @dataclass(frozen=True, eq=False)

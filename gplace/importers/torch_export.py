@@ -106,6 +106,9 @@ def from_torch(
     Raises:
         UnsupportedGraphError: the program cannot be exported or imported; the message names the node and the
             reason (a tracing failure, a control-flow operator, a data-dependent shape, ...).
+        ValueError: a module (or, for ``training=True``, an ``ExportedProgram`` that holds none) given without
+            ``example_inputs``.
+        TypeError: ``example_inputs`` neither a tensor, a tuple or list, nor a dict of keyword inputs.
     """
     import torch
 

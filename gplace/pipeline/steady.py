@@ -3,7 +3,8 @@
 The load of device ``d`` is the time it spends per micro-batch in steady state: ``sum durations[i, d] / M``
 over its forward and backward ops, plus ``latency + ceil(bytes / M) / bandwidth`` of each transfer it sends
 or receives per micro-batch (one per (producer, other consumer device), the largest edge, as in ``pipe-v1``).
-Update ops are left out. The score of a placement is ``M * max_d load_d``.
+Update ops are left out. The score of a placement is ``M * max_d load_d``. Its ``bytes_moved`` is ``pipe-v1``'s
+(:func:`pipeline_bytes_moved`).
 
 Bound against ``pipe-v1`` (tested): with ``s = max_d load_d``, ``D`` devices and ``W_u`` the summed
 duration of the update ops, the full simulation's mini-batch time ``T`` satisfies
@@ -31,13 +32,27 @@ from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.batch import check_device_batch
 from gplace.runtime.kernels import transfers
 
-__all__ = ["SteadyStateScore", "steady_state_loads"]
+__all__ = ["SteadyStateScore", "pipeline_bytes_moved", "steady_state_loads"]
 
 
 def steady_state_loads(graph: OpGraph, cluster: Cluster, placement: Placement, microbatches: int = 4) -> np.ndarray:
     """(D,) float64 seconds per micro-batch of each device: compute plus the transfers it sends and receives."""
     placement.validate(graph, cluster)
     return _loads(np.asarray(placement.devices, np.int64), *_arrays(graph, cluster, check_microbatches(microbatches)))
+
+
+def pipeline_bytes_moved(graph: OpGraph, cluster: Cluster, placement: Placement, microbatches: int = 4) -> int:
+    """Bytes a ``pipe-v1`` mini-batch sends between devices: per instance, one transfer per (producer, other
+    device with a consumer) carrying its largest edge, ``ceil(bytes / M)`` from each of a micro-batch op's ``M``
+    instances and the whole edge from an update op (``pipe-v1``'s transfers, counted without simulating)."""
+    microbatches = check_microbatches(microbatches)
+    placement.validate(graph, cluster)
+    micro = check_phases(graph) != UPDATE
+    nbytes = np.where(micro[graph.edge_index[0]], -(-graph.edge_bytes // microbatches), graph.edge_bytes)
+    out_ptr, out_dst, out_eid = graph.out_csr
+    _, x_op, _, x_bytes, _ = transfers(np.asarray(placement.devices, np.int64), out_ptr, out_dst, out_eid,
+                                       nbytes.astype(np.int64), cluster.num_devices)
+    return int((x_bytes * np.where(micro[x_op], microbatches, 1)).sum())
 
 
 class SteadyStateScore(Runtime):
@@ -56,7 +71,8 @@ class SteadyStateScore(Runtime):
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         loads = steady_state_loads(graph, cluster, placement, self.microbatches)
         return Measurement(ok=True, step_time=float(self.microbatches * loads.max()), runtime=self.id,
-                           busy_time=loads * self.microbatches)
+                           busy_time=loads * self.microbatches,
+                           bytes_moved=pipeline_bytes_moved(graph, cluster, placement, self.microbatches))
 
     def minibatch_times(self, graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
         """Scores of a batch of placements. Shapes: devices (K, N) int; returns (K,) float64 seconds."""

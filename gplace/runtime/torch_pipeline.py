@@ -23,7 +23,10 @@ Schedules
     here of torch's private ``_Action``).
 What it reports
     The median over ``steps`` timed steps (after ``warmup`` steps) of the wall time of one ``schedule.step``,
-    between two barriers of all stages, and their spread. :meth:`TorchPipelineRuntime.run` also returns the mean
+    between two barriers of all stages, and their spread; ``bytes_moved`` is counted from the graph (one
+    micro-batch's), not from torch's sends: ``M`` times the forward values crossing devices, each once per
+    (producer, destination device) (:func:`gplace.pipeline.pipeline_bytes_moved`; the gradients sent back are not
+    counted). :meth:`TorchPipelineRuntime.run` also returns the mean
     loss and every parameter's gradient (for checks against the unsplit model).
 Failures
     An exception in a stage, a stage process that dies, or no result within ``time_limit`` seconds (the processes
@@ -67,6 +70,7 @@ from torch import nn
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import error_summary
 from gplace.pipeline.simulator import check_microbatches
+from gplace.pipeline.steady import pipeline_bytes_moved
 from gplace.runtime.base import Measurement, Runtime
 
 logger = logging.getLogger(__name__)
@@ -179,7 +183,8 @@ class TorchPipelineRuntime(Runtime):
             return Measurement.failure(self.id, str(err))
         median = statistics.median(result.times)
         spread = (max(result.times) - min(result.times)) / median if median > 0 else 0.0
-        return Measurement(ok=True, step_time=median, runtime=self.id, spread=spread)
+        moved = self.microbatches * pipeline_bytes_moved(graph, cluster, placement, microbatches=1)
+        return Measurement(ok=True, step_time=median, runtime=self.id, spread=spread, bytes_moved=moved)
 
     def run(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> PipelineRun:
         """Run the placement's pipeline; the step times, the loss and the gradients.

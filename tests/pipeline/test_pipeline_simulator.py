@@ -86,7 +86,7 @@ def test_batch_api_matches_simulate_and_marks_out_of_memory():
         sim.minibatch_times(g, c, np.full((1, g.num_ops), 3))
 
 
-def test_steady_state_score_is_within_the_documented_bound_of_the_simulation():
+def test_steady_state_score_is_within_the_documented_bound_of_the_simulation_and_moves_its_bytes():
     for seed in range(8):
         g = random_training_dag(7, seed)
         rng = np.random.default_rng(seed)
@@ -95,8 +95,10 @@ def test_steady_state_score_is_within_the_documented_bound_of_the_simulation():
             for m, schedule in ((1, "gpipe"), (4, "1f1b"), (16, "gpipe")):
                 devices = rng.integers(0, nd, g.num_ops)
                 p = Placement.for_graph(g, devices.tolist())
-                t = PipelineSimulator(m, schedule).simulate(g, c, p).minibatch_time
-                s = steady_state_loads(g, c, p, m).max()
+                timeline = PipelineSimulator(m, schedule).simulate(g, c, p)
+                t, s = timeline.minibatch_time, steady_state_loads(g, c, p, m).max()
+                # bytes_moved is pipe-v1's (it was 0)
+                assert SteadyStateScore(m).measure(g, c, p).bytes_moved == timeline.bytes_moved
                 w_u = sum(g.durations(c)[i, devices[i]] for i in range(g.num_ops) if g.phase[i] == "update")
                 assert m * s / (2 * nd - 1) <= t * (1 + 1e-12)
                 assert t <= nd * m * s + w_u + 1e-9
@@ -107,6 +109,9 @@ def test_steady_state_loads_count_compute_and_transfers():
     g, c = chain((1.0, 3.0), nbytes=4_000_000), uniform_cluster(2, bandwidth=1e6, latency=0.5)
     loads = steady_state_loads(g, c, Placement.for_graph(g, [0, 1]), microbatches=4)
     assert loads.tolist() == pytest.approx([0.25 + 1.5, 0.75 + 1.5])  # 0.5 s latency + 1 MB at 1 MB/s
+    odd = chain((1.0, 3.0), nbytes=1_000_001)
+    moved = SteadyStateScore(4).measure(odd, c, Placement.for_graph(odd, [0, 1])).bytes_moved
+    assert moved == 4 * 250_001 == PipelineSimulator(4).measure(odd, c, Placement.for_graph(odd, [0, 1])).bytes_moved
 
 
 def test_trace_has_one_row_per_device_and_labelled_microbatches(tmp_path):

@@ -115,6 +115,9 @@ def test_a_measurement_reports_the_median_and_spread() -> None:
     m = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, steps=3, warmup=1).measure(
         graph, cluster, placement)
     assert m.ok and m.runtime == "torch-pipeline-v1" and 0 < m.step_time < math.inf and m.spread >= 0
+    cut = {(e.src, e.dst): e.bytes for e in graph.edges()
+           if placement.devices[graph.op_index[e.src]] != placement.devices[graph.op_index[e.dst]]}
+    assert len(cut) == 1 and m.bytes_moved == M * next(iter(cut.values())) > 0  # M micro-batches' activations
     assert not multiprocessing.active_children()  # every stage process was joined
 
 
