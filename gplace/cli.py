@@ -225,7 +225,7 @@ def bench(cfg: DictConfig) -> list:
         case = list(case)
         records = run_suite([lambda case=case: build_case(case)], instantiate(cfg.baselines),
                             {name: make_search(case, spec) for name, spec in cfg.learned.items()},
-                            cfg.out_dir, plots=cfg.search.plots, previous=records)
+                            cfg.out_dir, plots=cfg.search.plots, previous=records, fresh=not cfg.get("resume", False))
     log.info("wrote %s/RESULTS.md and results.json", cfg.out_dir)
     return records
 

@@ -79,7 +79,8 @@ def place(
         budget: seconds (``30``, ``"30s"``) or samples (``"500 samples"``) the search may use; for a policy file,
             samples to draw beside the greedy placement (``"0 samples"``: the greedy one alone), never seconds
             (default: the trainer's own settings; 16 samples).
-        seed: seeds the policy's initial weights, the search and random baselines (default: the trainer's).
+        seed: seeds the initial weights of the networks built here, the search and random baselines (default:
+            the trainer's seed, so a call gives the same placement in every process).
         encoder: group encoder (default: :class:`~gplace.encoders.LSTMEncoder`). The networks run where it is:
             ``encoder=LSTMEncoder().to("cuda")`` trains on a GPU (a policy module must be on the same device).
         policy: a policy module, or a factory called with ``num_devices`` (default: the seq2seq policy).
@@ -117,8 +118,6 @@ def place(
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
         raise TypeError(f"seed must be an int or None, got {seed!r}")
     check_method(method)
-    if seed is not None:
-        torch.manual_seed(seed)  # the policy's initial weights
     if runtime is not None and not isinstance(runtime, Runtime):
         raise TypeError(f"runtime must be a gplace Runtime (e.g. gplace.runtime.Simulator()), got {runtime!r}")
     if warm_start is not None and not isinstance(warm_start, Placement | str):
@@ -136,6 +135,8 @@ def place(
     placer = None if method in LEARNED or path else make_placer(str(method), seed or 0, runtime, budget)
     baselines = single_device_baselines(graph, cluster, runtime)
     if method in LEARNED:
+        # the initial weights of the networks built here: the same in every process (torch's own seed is not)
+        torch.manual_seed(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed))
         if method != "learned" and encoder is None and policy is None:
             encoder, policy = make_learner(str(method), cluster.num_devices)
         result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,

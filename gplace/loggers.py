@@ -70,9 +70,10 @@ class JsonlLogger:
         self._write({"summary": {k: _finite(v) for k, v in summary.items()}, "table": list(rows),
                      "files": {k: str(v) for k, v in files.items()}})
 
-    def drop_from(self, step: int) -> None:
+    def drop_from(self, step: float) -> None:
         """Drop the step records at ``step`` or later (a killed run's updates after its last checkpoint, which a
-        resumed run logs again); other records stay. The file is replaced atomically."""
+        resumed run logs again; ``-math.inf``: every step record); other records stay. The file is replaced
+        atomically."""
         if not self.path.exists():
             return
         lines = self.path.read_text().splitlines(keepends=True)
@@ -87,7 +88,7 @@ class JsonlLogger:
             f.write(json.dumps(record, default=str) + "\n")
 
 
-def _step_at_least(line: str, step: int) -> bool:
+def _step_at_least(line: str, step: float) -> bool:
     """Whether a JSONL line is a step record at ``step`` or later (a torn last line counts as one)."""
     try:
         record = json.loads(line)

@@ -54,6 +54,14 @@ def test_suite_writes_results_and_plots(tmp_path):
     pngs = sorted(p.name.rsplit("-", 1)[1] for p in (tmp_path / "plots").glob("*.png"))
     assert pngs == ["curve.png", "timeline.png"]
     assert (tmp_path / "plots" / "two_branches-2xgpu-seq2seq-curve.png").read_bytes()[:4] == b"\x89PNG"
+    # a fresh bench (resume=false) starts each learned search anew: its earlier run directory is removed
+    run_dir = tmp_path / "runs" / "two_branches-2xgpu-seq2seq"
+    assert (run_dir / "checkpoint.pt").is_file()
+    (run_dir / "stale.txt").write_text("from the bench before")
+    again = run_suite([lambda: case], {"single": SingleDevice(0)}, {"seq2seq": search}, tmp_path, plots=False,
+                      fresh=True)
+    assert not (run_dir / "stale.txt").exists() and (run_dir / "checkpoint.pt").is_file()
+    assert again[1].step_time == records[2].step_time
 
 
 @pytest.mark.slow

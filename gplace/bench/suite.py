@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ class BenchCase:
 
 def run_suite(
     cases: Sequence[Callable[[], BenchCase]], placers: Mapping[str, Any], searches: Mapping[str, Search],
-    out_dir: str | Path, *, plots: bool = True, previous: Sequence[BenchRecord] = (),
+    out_dir: str | Path, *, plots: bool = True, previous: Sequence[BenchRecord] = (), fresh: bool = False,
 ) -> list[BenchRecord]:
     """Run every placer and search on every case (built lazily, one at a time).
 
@@ -40,7 +41,8 @@ def run_suite(
     it finished, and with ``plots`` a learning curve and a timeline of the best placement per learned search
     under ``out_dir/plots``. ``previous`` records (of earlier cases, or of an earlier run being resumed) are kept
     in the written files; a case they already hold for every method is skipped, and an unfinished one runs again
-    (its learned searches resume from their run directories).
+    (its learned searches resume from their run directories). With ``fresh``, every learned search starts anew:
+    the run directory an earlier bench left (``out_dir/runs/<graph>-<cluster>-<method>``) is removed first.
     """
     from gplace.baselines import step_time_lower_bound
 
@@ -62,6 +64,8 @@ def run_suite(
             else None
         for name, search in searches.items():
             run_dir = out_dir / "runs" / f"{graph.name}-{cluster.name}-{name}"
+            if fresh and run_dir.exists():
+                shutil.rmtree(run_dir)
             def run(d: Path | None, s: Search = search, case: BenchCase = case,
                     warm: Placement | None = best_placement) -> Any:
                 return s(case.graph, case.cluster, case.runtime, d, warm)

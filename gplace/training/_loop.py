@@ -146,6 +146,8 @@ class Loop:
     """What measures the run's placements; a checkpoint measured by another runtime is refused."""
     ckpt: Path | None = None
     started: float = field(default_factory=time.monotonic)
+    earlier_seconds: float = 0.0
+    """Wall seconds the earlier processes of a resumed run spent, up to its checkpoint."""
     samples: int = 0
     """Placements measured, over every run of a resumed search."""
     first_update: int = 0
@@ -157,9 +159,20 @@ class Loop:
         self.history.append({"update": update, **metrics})
         self.logger.log_scalars(update, metrics)
 
+    @property
+    def seconds(self) -> float:
+        """Wall seconds the run has spent, over every process of a resumed run."""
+        return self.earlier_seconds + time.monotonic() - self.started
+
     def out_of_time(self, max_seconds: float | None) -> bool:
-        """Whether this run has used ``max_seconds`` of wall time."""
-        return max_seconds is not None and time.monotonic() - self.started >= max_seconds
+        """Whether this run has used ``max_seconds`` of wall time (over every process of a resumed run)."""
+        return max_seconds is not None and self.seconds >= max_seconds
+
+    def updates_left(self, settings: LoopSettings) -> range:
+        """The updates still to run: from the first not done to ``settings.updates``, none once out of time (a
+        finished run resumed with the same budget runs none)."""
+        return range(self.first_update, self.first_update if self.out_of_time(settings.max_seconds) else
+                     settings.updates)
 
     def is_last(self, update: int, settings: LoopSettings) -> bool:
         """Whether ``update`` ends the run: the last one, or out of time."""
@@ -172,7 +185,8 @@ class Loop:
     def state(self, update: int) -> dict[str, Any]:
         """The checkpoint fields every loop has, after ``update``."""
         return {"fingerprint": self.run_id, "runtime": self.runtime_id, "param_shapes": self.param_shapes(),
-                "update": update + 1, "samples": self.samples, "optimizer": self.optimizer.state_dict(),
+                "update": update + 1, "samples": self.samples, "seconds": self.seconds,
+                "optimizer": self.optimizer.state_dict(),
                 "generator": self.generator.get_state(), "history": self.history}
 
     def param_shapes(self) -> list[tuple[int, ...]]:
@@ -184,6 +198,7 @@ class Loop:
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         self.samples, self.first_update, self.history = state["samples"], state["update"], state["history"]
+        self.earlier_seconds = float(state.get("seconds", 0.0))  # older checkpoints did not keep it
         self.resumed = True
 
 
@@ -212,7 +227,7 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
         loop.restore(state)
         jsonl.drop_from(state["update"])  # the updates after the checkpoint are logged again
     elif jsonl is not None:
-        jsonl.drop_from(0)  # a run killed before its first checkpoint: its updates are logged again
+        jsonl.drop_from(-math.inf)  # a run killed before its first checkpoint: its imitation and updates run again
     return loop, state
 
 
@@ -277,7 +292,7 @@ class Run(Loop):
         """The best placement seen or the trained policy's greedy one, whichever is faster; closes the logger."""
         best = compare_greedy(placer, runtime, graph, cluster, self.best)
         self.logger.finish()
-        return TrainResult(best[0], best[1], self.samples, time.monotonic() - self.started, self.history,
+        return TrainResult(best[0], best[1], self.samples, self.seconds, self.history,
                            np.array(self.sample_step_times, dtype=np.float64))
 
     def checkpoint(self, placer: Any, update: int, *, every: int, done: bool) -> None:
@@ -314,7 +329,8 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
 
 def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, settings: SearchSettings, *,
                  run_dir: str | Path | None, logger: Logger | None, warm_start: Placement | None) -> Run:
-    """:func:`start_run` with ``settings``, then, on a fresh run with a ``warm_start``, :func:`imitate` it.
+    """:func:`start_run` with ``settings``, then, on a fresh run with a ``warm_start``, :func:`imitate` it and
+    checkpoint (a run killed after the imitation does not repeat it).
 
     The warm start itself is measured first and kept as the best placement unless its projection onto the
     policy's groups (or, later, a sample) beats it: a warm-started search never ends worse than its start.
@@ -329,6 +345,7 @@ def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster
                             steps=settings.imitation_steps, grad_clip=settings.grad_clip, deadline=half)
         seen = [b for b in ((warm_start, given), projected) if b is not None and b[1].ok]
         run.best = min(seen, key=lambda b: b[1].step_time, default=None)  # the given one on a tie
+        run.checkpoint(placer, -1, every=1, done=True)  # a run killed later resumes after the imitation
     return run
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,7 +185,7 @@ class MultiGraphTrainer(MultiGraphSettings):
                 task.start_from(start, runtime)
 
         done_updates = loop.first_update
-        for update in range(loop.first_update, self.updates):
+        for update in loop.updates_left(self):
             # rollout: draw tasks, sample K placements of each, measure them
             chosen = draws.choice(len(states), size=min(self.tasks_per_update, len(states)), replace=False)
             rollouts = [self._rollout(states[i], encoder, policy, runtime, loop.generator) for i in chosen]
@@ -225,7 +224,7 @@ class MultiGraphTrainer(MultiGraphSettings):
 
         results = [self._task_result(s, encoder, policy, runtime) for s in states]
         loop.logger.finish()
-        return MultiGraphResult(results, loop.samples, done_updates, time.monotonic() - loop.started, loop.history)
+        return MultiGraphResult(results, loop.samples, done_updates, loop.seconds, loop.history)
 
     def _rollout(self, task: _TaskState, encoder: nn.Module, policy: nn.Module, runtime: Runtime,
                  generator: torch.Generator) -> TaskRollout:

@@ -103,7 +103,7 @@ class PPOTrainer(PPOSettings):
                            warm_start=warm_start)
 
         with progress_bar(self.progress, self.updates, run.first_update) as advance:
-            for update in range(run.first_update, self.updates):
+            for update in run.updates_left(self):
                 # rollout: sample K placements with the current policy (no gradient) and measure each
                 with torch.no_grad():
                     devices, old_log_prob, _ = placer.sample(self.samples_per_update, generator=run.generator)

@@ -47,7 +47,7 @@ class ReinforceTrainer(SearchSettings):
                            warm_start=warm_start)
 
         with progress_bar(self.progress, self.updates, run.first_update) as advance:
-            for update in range(run.first_update, self.updates):
+            for update in run.updates_left(self):
                 # rollout: sample K placements and measure each
                 devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=run.generator)
                 rollout = measure_rollout(np.asarray(devices), runtime, graph, cluster, self.penalty_step_time)

@@ -1,5 +1,6 @@
 """The REINFORCE trainer: it finds known optima, keeps the best placement, and resumes exactly."""
 
+import dataclasses
 import json
 
 import pytest
@@ -322,3 +323,37 @@ def test_risk_seeking_search_finds_the_parallel_placement(trainer_class):
 def test_risk_seeking_out_of_range_is_refused(risk_seeking):
     with pytest.raises(ValueError, match=r"risk_seeking must be in \(0, 1\]"):
         ReinforceTrainer(risk_seeking=risk_seeking)
+
+
+def test_a_finished_time_budgeted_run_resumed_with_the_same_budget_runs_no_more(tmp_path):
+    """A run that ended on its seconds budget, run again in its directory, samples nothing more: the seconds
+    spent before count (each rerun trained a whole new budget: 80, 160, 240 samples)."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    trainer = ReinforceTrainer(updates=10**6, samples_per_update=2, max_seconds=0.3, checkpoint_every=1)
+    first = trainer.fit(_placer(graph, cluster), Simulator(), graph, cluster, run_dir=tmp_path)
+    again = trainer.fit(_placer(graph, cluster), Simulator(), graph, cluster, run_dir=tmp_path)
+    assert first.samples > 0 and again.samples == first.samples and again.seconds >= 0.3
+    longer = dataclasses.replace(trainer, max_seconds=0.6).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                               run_dir=tmp_path)
+    assert longer.samples > first.samples  # a larger budget goes on
+
+
+class _KilledAtFirstSample(Simulator):
+    """sim-v1, interrupted (as by Ctrl-C) when the search measures its first samples."""
+
+    def measure_many(self, graph, cluster, placements):
+        raise KeyboardInterrupt
+
+
+def test_a_run_killed_after_its_imitation_resumes_without_imitating_again(tmp_path):
+    """A warm-started run killed in its first update resumes after the imitation: its imitation is logged once
+    (a rerun imitated again and logged every imitation step twice)."""
+    graph, cluster = two_branches(length=4, cost=1.0, nbytes=1000), uniform_cluster(2, bandwidth=1e6)
+    split = _placement(graph, [0] + [0] * 4 + [1] * 4 + [0])
+    trainer = ReinforceTrainer(updates=2, samples_per_update=2, imitation_steps=30)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit(_placer(graph, cluster), _KilledAtFirstSample(), graph, cluster, warm_start=split,
+                    run_dir=tmp_path)
+    trainer.fit(_placer(graph, cluster), Simulator(), graph, cluster, warm_start=split, run_dir=tmp_path)
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [-30, -20, -10, -1, 0, 1]
