@@ -15,6 +15,7 @@ A trainer's ``fit`` stays a loop that reads top to bottom; what is the same in e
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
@@ -144,6 +145,10 @@ class Loop:
     """What the run is on (fingerprints); a checkpoint of another run is refused."""
     runtime_id: str | None = None
     """What measures the run's placements; a checkpoint measured by another runtime is refused."""
+    grouping_id: str | None = None
+    """The grouping the policy decodes (number of groups and a digest); a checkpoint of another is refused."""
+    seed: int | None = None
+    """Seeds the weights and the samples; a checkpoint of another seed is refused."""
     ckpt: Path | None = None
     started: float = field(default_factory=time.monotonic)
     earlier_seconds: float = 0.0
@@ -185,6 +190,7 @@ class Loop:
     def state(self, update: int) -> dict[str, Any]:
         """The checkpoint fields every loop has, after ``update``."""
         return {"fingerprint": self.run_id, "runtime": self.runtime_id, "param_shapes": self.param_shapes(),
+                "grouping": self.grouping_id, "seed": self.seed,
                 "update": update + 1, "samples": self.samples, "seconds": self.seconds,
                 "optimizer": self.optimizer.state_dict(),
                 "generator": self.generator.get_state(), "history": self.history}
@@ -203,7 +209,7 @@ class Loop:
 
 
 def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None, logger: Logger | None,
-               run_id: str, runtime_id: str | None = None, kind: type[Loop] = Loop,
+               run_id: str, runtime_id: str | None = None, grouping_id: str | None = None, kind: type[Loop] = Loop,
                **fields: Any) -> tuple[Loop, dict[str, Any] | None]:
     """Seed torch, build Adam over ``params``, the sample generator and the logger (plus ``run_dir/metrics.jsonl``);
     restore the loop from ``run_dir/checkpoint.pt`` if it exists (dropping the metrics a killed run logged after it;
@@ -213,16 +219,18 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
         The loop (of class ``kind``, with ``fields``) and the checkpoint's state, ``None`` on a fresh run.
 
     Raises:
-        ValueError: the checkpoint belongs to another run (graph, cluster, runtime or model).
+        ValueError: the checkpoint belongs to another run (graph, cluster, runtime, model, grouping or seed).
     """
     torch.manual_seed(seed)
     logger = logger or NullLogger()
     jsonl = None if run_dir is None else JsonlLogger(Path(run_dir) / "metrics.jsonl")
     loop = kind(optimizer=torch.optim.Adam(params, lr=lr), generator=torch.Generator().manual_seed(seed),
                 logger=logger if jsonl is None else MultiLogger(logger, jsonl), run_id=run_id,
-                runtime_id=runtime_id, ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", **fields)
+                runtime_id=runtime_id, grouping_id=grouping_id, seed=seed,
+                ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", **fields)
     state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id, runtime_id=runtime_id,
-                                                           param_shapes=loop.param_shapes())
+                                                           param_shapes=loop.param_shapes(), grouping=grouping_id,
+                                                           seed=seed)
     if state is not None:
         loop.restore(state)
         jsonl.drop_from(state["update"])  # the updates after the checkpoint are logged again
@@ -312,11 +320,11 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
     again (its measurement is not stored).
 
     Raises:
-        ValueError: the checkpoint belongs to another graph, cluster, runtime or model.
+        ValueError: the checkpoint belongs to another graph, cluster, runtime, model, grouping or seed.
     """
     run, state = start_loop(placer.parameters(), lr=lr, seed=seed, run_dir=run_dir, logger=logger,
-                            run_id=f"{graph.fingerprint}/{cluster.fingerprint}", runtime_id=runtime.id, kind=Run,
-                            baseline=EMABaseline(baseline_decay))
+                            run_id=f"{graph.fingerprint}/{cluster.fingerprint}", runtime_id=runtime.id,
+                            grouping_id=grouping_id(placer), kind=Run, baseline=EMABaseline(baseline_decay))
     if state is not None:
         placer.load_state_dict(state["policy"])
         run.baseline.load_state_dict(state["baseline"])
@@ -325,6 +333,15 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
         kept = state.get("sample_step_times", np.full(run.samples, np.nan))  # older checkpoints did not keep them
         run.sample_step_times = [float(t) for t in kept]
     return run
+
+
+def grouping_id(placer: Any) -> str | None:
+    """``"<groups> groups/<digest>"`` of the placer's grouping (``None`` for a placer without one)."""
+    grouping = getattr(placer, "grouping", None)
+    if grouping is None:
+        return None
+    digest = hashlib.sha1(np.ascontiguousarray(grouping.op_group, dtype=np.int64).tobytes()).hexdigest()[:12]
+    return f"{grouping.num_groups} groups/{digest}"
 
 
 def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, settings: SearchSettings, *,

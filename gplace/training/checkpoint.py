@@ -26,18 +26,20 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
 
 
 def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | None = None,
-                    param_shapes: Sequence[tuple[int, ...]] | None = None) -> dict[str, Any] | None:
+                    param_shapes: Sequence[tuple[int, ...]] | None = None, grouping: str | None = None,
+                    seed: int | None = None) -> dict[str, Any] | None:
     """The checkpoint at ``path`` if it exists and fits this run, else ``None``.
 
     A checkpoint fits when it belongs to the graph (and cluster) ``fingerprint``, was measured by the runtime
-    ``runtime_id`` and trains parameters of ``param_shapes`` (the last two checked when both the run and the
-    checkpoint give them; checkpoints written before they were saved give neither, and only their parameter count
-    is checked). Its tensors are read onto the CPU; ``load_state_dict`` of a module or optimizer moves each to
-    where that module's parameters are, so a run checkpointed on a GPU resumes on a machine without one, and back.
+    ``runtime_id``, trains parameters of ``param_shapes``, on the ``grouping`` of the graph (its number of groups
+    and a digest), with ``seed`` (each checked when both the run and the checkpoint give it; older checkpoints
+    give fewer, and for parameters only their count is checked). Its tensors are read onto the CPU;
+    ``load_state_dict`` of a module or optimizer moves each to where that module's parameters are, so a run
+    checkpointed on a GPU resumes on a machine without one, and back.
 
     Raises:
-        ValueError: the checkpoint cannot be read, or is for another graph or cluster, another runtime or another
-            model (resuming would mix runs), naming what differs.
+        ValueError: the checkpoint cannot be read, or is for another graph or cluster, another runtime, model,
+            grouping or seed (resuming would mix runs), naming what differs.
     """
     path = Path(path)
     if not path.exists():
@@ -64,6 +66,13 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
         )
     if param_shapes is not None:
         _check_model(state, path, [tuple(s) for s in param_shapes])
+    if grouping is not None and state.get("grouping", grouping) != grouping:
+        raise ValueError(f"checkpoint {path} was written for another grouping of the graph ({state['grouping']}, "
+                         f"not {grouping}): max_groups or the grouping's settings differ; {_NEW_RUN}")
+    if seed is not None and state.get("seed", seed) != seed:
+        raise ValueError(f"checkpoint {path} was written by a run with seed {state['seed']}, this one has seed {seed}: "
+                         f"it would go on drawing seed {state['seed']}'s samples; {_NEW_RUN}, or resume with "
+                         f"seed={state['seed']}")
     log.info("resuming from %s at update %d", path, state["update"])
     return state
 

@@ -156,6 +156,20 @@ def test_checkpoint_measured_by_another_runtime_is_refused(tmp_path):
                                                              run_dir=tmp_path)
 
 
+def test_checkpoint_of_another_grouping_or_seed_is_refused(tmp_path):
+    """Another max_groups (the same model on other groups) or another seed is refused by name; both resumed
+    silently before, the seed then ignored."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                         run_dir=tmp_path)
+    finer = _placer(graph, cluster, max_groups=None, merge_consumers=False)
+    with pytest.raises(ValueError, match=r"another grouping of the graph \(2 groups/\w+, not 8 groups/\w+\)"):
+        ReinforceTrainer(updates=2, samples_per_update=2).fit(finer, Simulator(), graph, cluster, run_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"seed 0, this one has seed 5.*resume with seed=0"):
+        ReinforceTrainer(updates=2, samples_per_update=2, seed=5).fit(_placer(graph, cluster), Simulator(), graph,
+                                                                     cluster, run_dir=tmp_path)
+
+
 def _wider_placer(graph, cluster):
     torch.manual_seed(0)
     encoder = LSTMEncoder(hidden_size=48, type_embedding=8)
