@@ -22,6 +22,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
 
     from gplace.loggers import HeldOpen
 
+    _check_whole(cfg, {"seed": 0, "threads": 1, "max_groups": 1})
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
@@ -173,6 +174,9 @@ def _guard(job, cfg: DictConfig):
         cause = err.__cause__ or err
         if isinstance(cause, ValueError | OSError):
             _fail(f"{type(cause).__name__}: {cause}")
+        if isinstance(cause, TypeError):  # a value of the wrong type given to a component's constructor
+            key = str(err).rsplit("full_key: ", 1)[-1].strip() if "full_key: " in str(err) else "the config"
+            _fail(f"{key}: a value of the wrong type ({type(cause).__name__}: {cause}); check {key}'s settings")
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
         _fail(f"{type(err).__name__}: {err}")
@@ -180,6 +184,14 @@ def _guard(job, cfg: DictConfig):
         sys.stderr.write("gplace: interrupted; a training run resumes from its last checkpoint when the same "
                          "command runs again with the same hydra.run.dir\n")
         raise SystemExit(130) from None
+
+
+def _check_whole(cfg: DictConfig, lows: dict[str, int]) -> None:
+    """Refuse a top-level key of ``lows`` that is set but not a whole number at least its low, naming it."""
+    for key, low in lows.items():
+        value = cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            _fail(f"{key} must be a whole number >= {low}" + (" or null" if key != "seed" else "") + f", got {value!r}")
 
 
 def _fail(message: str) -> None:
@@ -244,6 +256,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     from gplace.experiment import place
     from gplace.export import write_back
 
+    _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0})
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
     graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), _objective_runtime(cfg)

@@ -79,6 +79,18 @@ def test_a_device_for_the_networks_that_is_not_there_is_reported(tmp_path, devic
     assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("override, message", [
+    ("trainer.entropy_coef=abc", "gplace: error: ValueError: entropy_coef must be a float, got 'abc'"),
+    ("cluster.num_gpus=abc", "gplace: error: cluster: a value of the wrong type (TypeError: "),
+    ("threads=0", "gplace: error: threads must be a whole number >= 1 or null, got 0"),
+])
+def test_a_value_of_the_wrong_type_is_one_line_naming_it(tmp_path, override, message):
+    """Before: a traceback (entropy_coef's after training began, threads' from torch), or a TypeError that named
+    no key."""
+    proc = _gplace(*FAST, override, f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_an_interrupted_command_ends_in_one_line_saying_how_to_resume(capsys):
     """Ctrl-C during a run: exit status 130 and one line (a training run resumes when run again), no traceback."""
     from omegaconf import OmegaConf

@@ -5,6 +5,8 @@ method."""
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,6 +43,7 @@ class LoopSettings:
     sampling stays around the best instead of settling on a worse mode (0: off, the paper's REINFORCE)."""
 
     def __post_init__(self) -> None:
+        _check_types(self)
         _at_least(self, "updates", 0)
         for name in ("samples_per_update", "checkpoint_every"):
             _at_least(self, name, 1)
@@ -131,6 +134,27 @@ class PPOSettings(SearchSettings):
             raise ValueError(f"clip_eps must be > 0, got {self.clip_eps}")
         if self.baseline not in ("ema", "mean"):
             raise ValueError(f"baseline must be 'ema' or 'mean', got {self.baseline!r}")
+        if self.target_kl is not None and not self.target_kl > 0:
+            raise ValueError(f"target_kl must be > 0 or None, got {self.target_kl!r}")
+
+
+_KINDS = {"int": numbers.Integral, "float": numbers.Real, "bool": bool}
+"""The annotated types checked on construction (a number given as a string, say from the command line, is named
+here, not found by a comparison deep in the search)."""
+
+
+def _check_types(settings: LoopSettings) -> None:
+    """Raise ValueError naming the first setting whose value is not of its annotated type (``bool`` is not a
+    number here)."""
+    for field in dataclasses.fields(settings):
+        value, kinds = getattr(settings, field.name), str(field.type).split(" | ")
+        checked = [k for k in kinds if k in _KINDS]
+        if not checked or (value is None and "None" in kinds):
+            continue
+        if not any(isinstance(value, _KINDS[k]) and (k == "bool") == isinstance(value, bool) for k in checked):
+            kind = " or ".join(["a bool" if k == "bool" else f"an {k}" if k == "int" else f"a {k}" for k in checked]
+                               + ["None"] * ("None" in kinds))
+            raise ValueError(f"{field.name} must be {kind}, got {value!r}")
 
 
 def _positive(settings: LoopSettings, name: str) -> None:
@@ -140,5 +164,5 @@ def _positive(settings: LoopSettings, name: str) -> None:
 
 def _at_least(settings: LoopSettings, name: str, low: int) -> None:
     value = getattr(settings, name)
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")

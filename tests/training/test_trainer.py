@@ -3,6 +3,7 @@
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -221,6 +222,28 @@ def test_metrics_are_namespaced_and_logged(tmp_path):
 def test_bad_trainer_arguments():
     with pytest.raises(ValueError, match="samples_per_update"):
         ReinforceTrainer(samples_per_update=0)
+
+
+@pytest.mark.parametrize("trainer_class, kwargs, match", [
+    (ReinforceTrainer, {"lr": "abc"}, "lr must be a float, got 'abc'"),
+    (ReinforceTrainer, {"entropy_coef": "abc"}, "entropy_coef must be a float, got 'abc'"),
+    (ReinforceTrainer, {"normalize_advantage": "abc"}, "normalize_advantage must be a bool, got 'abc'"),
+    (ReinforceTrainer, {"max_seconds": "10"}, "max_seconds must be a float or None, got '10'"),
+    (ReinforceTrainer, {"seed": 1.5}, "seed must be an int, got 1.5"),
+    (PPOTrainer, {"target_kl": "abc"}, "target_kl must be a float or None, got 'abc'"),
+    (PPOTrainer, {"target_kl": 0.0}, "target_kl must be > 0 or None"),
+    (MultiGraphTrainer, {"penalty_ratio": "abc"}, "penalty_ratio must be a float"),
+])
+def test_a_setting_of_the_wrong_type_is_named_on_construction(trainer_class, kwargs, match):
+    """A number given as a string (as `trainer.lr=abc` on the command line gives) is named when the trainer is
+    built; before, a comparison raised TypeError without the name, or training began and failed at its first
+    update (entropy_coef, target_kl), or a string was read as true (normalize_advantage)."""
+    with pytest.raises(ValueError, match=match):
+        trainer_class(**kwargs)
+
+
+def test_numpy_numbers_are_settings():
+    assert ReinforceTrainer(lr=np.float32(0.5), updates=np.int64(3)).updates == 3
 
 
 def _placement(graph, devices):
