@@ -108,8 +108,12 @@ class WandbLogger:
         project: W&B project (default: ``"gplace"``).
         mode: ``"online"``, ``"offline"`` or ``"disabled"``; ``None`` picks from ``WANDB_MODE`` and the key.
         name: run name (default: W&B's).
-        dir: where W&B writes its files (default: the working directory).
+        dir: where W&B writes its files (default: the working directory). The run's id is kept there
+            (``wandb_run_id``), so a run resumed in the same directory continues the same W&B run.
         group: run group, e.g. the sweep of a multirun (default: none).
+
+    Every scalar is logged against the custom x-axis ``step``, the search's update (negative for a warm start's
+    imitation steps, which W&B's own step, only ever increasing, would drop).
     """
 
     def __init__(self, project: str = "gplace", mode: str | None = None, name: str | None = None,
@@ -124,7 +128,8 @@ class WandbLogger:
             log.warning("W&B: cannot reach %s within %.0f s; logging offline (sync later with `wandb sync`)",
                         server, PROBE_SECONDS)
             mode = "offline"
-        kwargs = {"project": project, "name": name, "dir": dir, "group": group, "reinit": "finish_previous"}
+        kwargs = {"project": project, "name": name, "dir": dir, "group": group, "reinit": "finish_previous",
+                  **_resumed_id(dir)}
         try:
             self.run = wandb.init(mode=mode, settings=wandb.Settings(init_timeout=INIT_SECONDS), **kwargs)
         except Exception as err:  # wandb.errors.CommError, UsageError, ... from a server that went away
@@ -136,12 +141,16 @@ class WandbLogger:
             self.run = wandb.init(mode=mode, **kwargs)
         self.mode = mode
         """The mode the run was started in (``"offline"`` after a fallback)."""
+        if dir is not None and mode != "disabled":
+            (Path(dir) / RUN_ID_FILE).write_text(self.run.id)
+        self.run.define_metric("step")
+        self.run.define_metric("*", step_metric="step")
 
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
         self.run.config.update(dict(config), allow_val_change=True)
 
     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:  # noqa: D102
-        self.run.log(dict(scalars), step=step)
+        self.run.log({"step": step, **scalars})
 
     def log_results(self, summary: Mapping[str, float], rows: Sequence[Mapping[str, Any]],
                     files: Mapping[str, str | Path]) -> list[Any]:
@@ -165,6 +174,18 @@ class WandbLogger:
 
     def finish(self) -> None:  # noqa: D102
         self.run.finish()
+
+
+RUN_ID_FILE = "wandb_run_id"
+"""The file in a :class:`WandbLogger`'s ``dir`` that keeps its run's id."""
+
+
+def _resumed_id(dir: str | None) -> dict[str, str]:
+    """``wandb.init``'s ``id`` and ``resume`` for the run an earlier process kept in ``dir``, if any."""
+    path = None if dir is None else Path(dir) / RUN_ID_FILE
+    if path is None or not path.is_file() or not path.read_text().strip():
+        return {}
+    return {"id": path.read_text().strip(), "resume": "allow"}
 
 
 class HeldOpen:

@@ -42,3 +42,16 @@ def test_wandb_logger_in_disabled_mode(tmp_path):
     assert wandb_logger.mode == "disabled" and dict(wandb_logger.run.config) == {"trainer": {"lr": 0.1}}
     assert wandb_logger.run.summary["charts/best_step_time"] == 1.0  # what was logged reached the run
     logger.finish()
+
+
+def test_wandb_logger_continues_its_run_in_the_same_directory_and_keeps_imitation_steps(tmp_path):
+    """A second logger in the run's directory (a resumed run) continues the first one's W&B run (a second run was
+    made); scalars at negative steps (a warm start's imitation) reach the run (W&B dropped them)."""
+    first = WandbLogger(mode="offline", dir=str(tmp_path))
+    first.log_scalars(-5, {"losses/imitation": 2.0})
+    assert first.run.summary["losses/imitation"] == 2.0
+    first.log_scalars(0, {"charts/best_step_time": 1.0})
+    first.finish()
+    second = WandbLogger(mode="offline", dir=str(tmp_path))
+    assert second.run.id == first.run.id == (tmp_path / "wandb_run_id").read_text()
+    second.finish()
