@@ -207,6 +207,11 @@ def _bench_main(cfg: DictConfig) -> None:
 
 def bench(cfg: DictConfig) -> list:
     """Build the bench cases, baselines and searches from ``cfg`` (gplace/conf/bench.yaml) and run them."""
+    import torch
+
+    _check_whole(cfg, {"threads": 1})
+    if cfg.get("threads") is not None:
+        torch.set_num_threads(cfg.threads)
     if cfg.get("pipeline"):  # gplace/conf/bench_pipeline.yaml
         from gplace.bench.pipeline import bench_pipeline
 
