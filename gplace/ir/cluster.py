@@ -12,6 +12,11 @@ import numpy as np
 
 from gplace.ir.errors import GraphError
 
+MIN_RATE = 1e-9
+"""The least device speed (and most: its inverse) and the least link bandwidth (bytes/s): times stay finite."""
+MAX_LATENCY = 1e12
+"""The most seconds a link's latency may be."""
+
 
 @dataclass(frozen=True)
 class Device:
@@ -117,8 +122,9 @@ class Cluster:
             if d.memory > 2**63 - 1:
                 raise GraphError(f"cluster {self.name!r}: device {d.name!r} has memory {d.memory}, more than the "
                                  f"largest supported ({2**63 - 1} bytes)")
-            if not (d.speed > 0 and math.isfinite(d.speed)):
-                raise GraphError(f"cluster {self.name!r}: device {d.name!r} has speed {d.speed}, must be > 0")
+            if not (MIN_RATE <= d.speed <= 1 / MIN_RATE):
+                raise GraphError(f"cluster {self.name!r}: device {d.name!r} has speed {d.speed}, must be in "
+                                 f"[{MIN_RATE:.0e}, {1 / MIN_RATE:.0e}] (relative to the costs' speed 1)")
             if d.memory <= 0:
                 raise GraphError(f"cluster {self.name!r}: device {d.name!r} has memory {d.memory}, must be > 0")
         n = len(self.devices)
@@ -126,10 +132,11 @@ class Cluster:
             if arr.shape != (n, n):
                 raise GraphError(f"cluster {self.name!r}: {label} has shape {arr.shape}, expected {(n, n)}")
         off = ~np.eye(n, dtype=bool)
-        if np.any(~(self.bandwidth[off] > 0)):
-            raise GraphError(f"cluster {self.name!r}: every bandwidth must be > 0")
-        if np.any(self.latency < 0) or np.any(~np.isfinite(self.latency)):
-            raise GraphError(f"cluster {self.name!r}: every latency must be finite and >= 0")
+        if np.any(~(self.bandwidth[off] >= MIN_RATE)):
+            raise GraphError(f"cluster {self.name!r}: every bandwidth must be at least {MIN_RATE:.0e} bytes/s, got "
+                             f"{np.nanmin(np.where(off, self.bandwidth, np.inf)):.4g}")
+        if np.any(self.latency < 0) or np.any(~(self.latency <= MAX_LATENCY)):
+            raise GraphError(f"cluster {self.name!r}: every latency must be in [0, {MAX_LATENCY:.0e}] s")
 
     @property
     def num_devices(self) -> int:

@@ -83,3 +83,23 @@ def test_fingerprint_includes_kind_names():
     a = OpGraph.from_ops([Op("k", "Kernel", None, {"gpu": 1.0})], [])
     b = OpGraph.from_ops([Op("k", "Kernel", None, {"cpu": 1.0})], [])
     assert a.fingerprint != b.fingerprint
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"bandwidth": 1e-300}, "every bandwidth must be at least 1e-09 bytes/s"),
+    ({"latency": 1e308}, r"every latency must be in \[0, 1e\+12\] s"),
+])
+def test_rates_and_latencies_that_would_overflow_the_times_are_refused(kwargs, match):
+    """A latency of 1e308 s gave step times of inf reported ok; a bandwidth of 1e-300 broke the pipeline ILP."""
+    with pytest.raises(GraphError, match=match):
+        uniform_cluster(2, **kwargs)
+    with pytest.raises(GraphError, match=r"speed 1e-300, must be in \[1e-09, 1e\+09\]"):
+        Cluster.build([Device("/GPU:0", "gpu", speed=1e-300)])
+
+
+def test_costs_that_would_overflow_the_times_are_refused():
+    """Costs of 1e308 s validated and simulated to an inf step time reported ok (1e76 s: NaN policy weights)."""
+    with pytest.raises(GraphError, match=r"compute_cost add up to inf s, more than the 1e\+12 s"):
+        chain((1e308, 1e308, 1.0))
+    with pytest.raises(GraphError, match=r"add up to 1e\+76 s"):
+        chain((1e76,))
