@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gplace.baselines._common import PlacementInfeasibleError
 from gplace.interfaces import Placer, Trainer
 from gplace.ir import Cluster, GraphError, OpGraph, Placement, placement_to_dict, save_json
 from gplace.ir.placement import check_graph_and_cluster
@@ -117,6 +118,8 @@ def place(
         raise GraphError(f"graph {graph.name!r} has no ops: nothing to place")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
         raise TypeError(f"seed must be an int or None, got {seed!r}")
+    if seed is not None and not 0 <= seed < 2**32:
+        raise ValueError(f"seed must be in [0, 2**32), got {seed}")
     check_method(method)
     if runtime is not None and not isinstance(runtime, Runtime):
         raise TypeError(f"runtime must be a gplace Runtime (e.g. gplace.runtime.Simulator()), got {runtime!r}")
@@ -139,8 +142,15 @@ def place(
         torch.manual_seed(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed))
         if method != "learned" and encoder is None and policy is None:
             encoder, policy = make_learner(str(method), cluster.num_devices)
-        result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,
-                        run_dir, logger, warm_start, split_groups)
+        try:
+            result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,
+                            run_dir, logger, warm_start, split_groups)
+        except PlacementInfeasibleError:
+            if not any(m.ok for m in baselines.values()):
+                raise
+            log.warning("the search measured no placement that fits; returning the fastest single-device one")
+            result = TrainResult(Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
+                                 Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
         result = _no_worse_than(result, warm_start, graph, cluster, runtime)
         result = _no_worse_than_one_device(result, baselines, graph, cluster)
     else:
@@ -223,8 +233,9 @@ def _budgeted(trainer: Trainer | None, budget: Budget | None, seed: int | None) 
     """``trainer`` (default: REINFORCE) with the budget and seed applied."""
     trainer = trainer or ReinforceTrainer()
     changes: dict[str, Any] = {} if seed is None else {"seed": seed}
-    if budget is not None and budget.samples is not None:
-        changes["updates"] = max(1, math.ceil(budget.samples / trainer.samples_per_update))
+    if budget is not None and budget.samples is not None:  # whole updates, never more samples than the budget
+        changes["samples_per_update"] = min(trainer.samples_per_update, budget.samples)
+        changes["updates"] = budget.samples // changes["samples_per_update"]
     elif budget is not None:
         changes.update(max_seconds=budget.seconds, updates=_UNBOUNDED_UPDATES)
     return dataclasses.replace(trainer, **changes) if changes else trainer
@@ -237,7 +248,6 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
     from gplace.pretrained import load_policy, place_zero_shot
 
     started = time.monotonic()
-    samples = 0
     if placer is not None:
         placement = placer.place(graph, cluster)
         samples = getattr(placer, "evaluations", 0)  # a placer that searches by measuring says how many it did
@@ -247,6 +257,9 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
         placement = place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
                                     max_groups=int(meta.get("max_groups", 256)), seed=seed)
     measurement = runtime.measure(graph, cluster, placement)
+    if not measurement.ok and placer is not None:  # as HEFT's and the m_* placers' own checks say
+        raise PlacementInfeasibleError(f"{type(placer).__name__}'s placement of {graph.name!r} on {cluster.name!r} "
+                                       f"failed: {measurement.reason}")
     return TrainResult(placement, measurement, samples + 1, time.monotonic() - started)
 
 

@@ -12,7 +12,8 @@
   (:func:`gplace.pretrained.save_policy`): placed zero-shot, the fastest of the greedy and sampled placements.
 
 A **budget** is seconds (a number, or ``"30s"``) or samples (``"500 samples"``): the search's wall-time limit,
-or how many placements it may measure.
+or how many placements it may sample (whole updates of at most that many, so never more; the warm start and the
+trained policy's greedy placement are measured besides).
 """
 
 from __future__ import annotations

@@ -266,3 +266,35 @@ def test_a_learned_search_without_a_seed_does_not_depend_on_torchs_global_state(
         report = gplace.place(graph, cluster, trainer=ReinforceTrainer(updates=2, samples_per_update=4))
         results.append((report.placement.devices.tolist(), report.train.history[0]["losses/loss_policy"]))
     assert results[0] == results[1]
+
+
+def test_a_learned_search_falls_back_to_the_single_device_that_fits(problem):
+    """Every sample of the search out of memory while one device holds the graph: that device's placement, not
+    PlacementInfeasibleError (the docstring's promise: never slower than every op on one device)."""
+    graph = chain((1.0, 1.0, 1.0), nbytes=4_000_000)
+    cluster = gplace.ir.Cluster.build([gplace.ir.Device("/D:0", "gpu", memory=10**9),
+                                       gplace.ir.Device("/D:1", "gpu", memory=1)], default_bandwidth=1e9)
+    report = gplace.place(graph, cluster, method="learned", budget="2 samples", seed=0,
+                          warm_start=gplace.ir.Placement.for_graph(graph, [1, 1, 1]))
+    assert report.measurement.ok and report.placement.devices.tolist() == [0, 0, 0]
+
+
+def test_a_baseline_whose_placement_does_not_fit_raises(problem):
+    """round_robin's placement out of memory: PlacementInfeasibleError naming it, as HEFT's (it came back with
+    ok=False and a NaN speed-up)."""
+    graph = chain((1.0, 1.0), nbytes=4_000_000)
+    cluster = uniform_cluster(2, memory=1_000)
+    with pytest.raises(gplace.baselines.PlacementInfeasibleError, match="RoundRobin.*failed: .*out of memory"):
+        gplace.place(graph, cluster, method="round_robin")
+
+
+@pytest.mark.parametrize("budget, samples", [("1 samples", 1), ("9 samples", 8), ("16 samples", 16)])
+def test_a_sample_budget_is_never_exceeded(problem, budget, samples):
+    """'1 samples' sampled 8 and '9 samples' 16 (whole updates of 8); now whole updates of at most the budget."""
+    report = gplace.place(*problem, budget=budget, seed=0)
+    assert len(report.train.sample_step_times) == samples
+
+
+def test_a_seed_out_of_range_is_named(problem):
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*32\), got -1"):
+        gplace.place(*problem, method="random", seed=-1)

@@ -33,3 +33,11 @@ def format_bytes(nbytes: int) -> str:
         if nbytes >= scale:
             return f"{nbytes / scale:.1f} {unit}"
     return f"{int(nbytes)} B"
+
+
+def format_shortfall(needs: int, has: int) -> str:
+    """``needs 5.0 MB, has 4.2 MB``; exact byte counts where the rounded ones would read the same."""
+    need, have = format_bytes(needs), format_bytes(has)
+    if need == have:
+        need, have = f"{int(needs):,} B", f"{int(has):,} B"
+    return f"needs {need}, has {have}"

@@ -63,7 +63,7 @@ import numpy as np
 from numba import njit
 
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
-from gplace.ir.errors import format_bytes
+from gplace.ir.errors import format_shortfall
 from gplace.ir.graph import csr
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
@@ -325,8 +325,8 @@ def to_measurement(sched: PipelineSchedule, cluster: Cluster, runtime: str) -> M
     over = np.flatnonzero(sched.peak_memory > cluster.memory)
     if over.size:
         reason = "; ".join(
-            f"out of memory on {cluster.devices[d].name}: needs {format_bytes(sched.peak_memory[d])} "
-            f"({sched.in_flight[d]} micro-batches in flight), has {format_bytes(cluster.memory[d])}"
+            f"out of memory on {cluster.devices[d].name} ({sched.in_flight[d]} micro-batches in flight): "
+            f"{format_shortfall(sched.peak_memory[d], cluster.memory[d])}"
             for d in over
         )
         return Measurement.failure(runtime, reason, peak_memory=sched.peak_memory)

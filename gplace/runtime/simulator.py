@@ -55,7 +55,7 @@ import numpy as np
 from numba import njit
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.ir.errors import format_bytes
+from gplace.ir.errors import format_shortfall
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
 from gplace.runtime.kernels import (
@@ -245,8 +245,7 @@ def _to_measurement(sched: Schedule, cluster: Cluster, runtime: str) -> Measurem
     over = np.flatnonzero(sched.peak_memory > cluster.memory)
     if over.size:
         reason = "; ".join(
-            f"out of memory on {cluster.devices[d].name}: needs {format_bytes(sched.peak_memory[d])}, "
-            f"has {format_bytes(cluster.memory[d])}"
+            f"out of memory on {cluster.devices[d].name}: {format_shortfall(sched.peak_memory[d], cluster.memory[d])}"
             for d in over
         )
         return Measurement.failure(runtime, reason, peak_memory=sched.peak_memory)

@@ -51,7 +51,7 @@ class TrainResult:
     samples: int
     """Placements measured, over all runs of a resumed search."""
     seconds: float
-    """Wall time of this run (not counting earlier runs of a resumed search)."""
+    """Wall time of the search, over all runs of a resumed search (up to its last checkpoint, then this run)."""
     history: list[dict[str, float]] = field(default_factory=list, repr=False)
     sample_step_times: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     """(S,) float64: each sampled placement's step time in the order measured, ``inf`` where it failed (``nan`` for

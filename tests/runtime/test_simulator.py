@@ -132,6 +132,9 @@ def test_out_of_memory_is_a_failed_measurement_naming_the_device(sim: Simulator)
     assert m.reason == "out of memory on /GPU:0: needs 113.0 MB, has 110.0 MB"
     np.testing.assert_array_equal(m.peak_memory, [113 * MB, 5 * MB])
     np.testing.assert_array_equal(sim.step_times(g, c, np.array([[0, 0, 1]])), [np.inf])
+    tight = uniform_cluster(2, memory=113 * MB - 1, bandwidth=1e6)  # rounded, both would read 113.0 MB
+    assert sim.measure(g, tight, _place(g, [0, 0, 1])).reason == (
+        "out of memory on /GPU:0: needs 113,000,000 B, has 112,999,999 B")
 
 
 # ---------------------------------------------------------------------- contract
