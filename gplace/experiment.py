@@ -188,13 +188,16 @@ def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module | None, po
     from gplace.encoders import LSTMEncoder
     from gplace.placer import PolicyPlacer, module_device
     from gplace.policies import Seq2SeqPolicy
+    from gplace.runtime.wrapper import innermost
 
     encoder = encoder or LSTMEncoder()
     policy = policy or Seq2SeqPolicy
     if not isinstance(policy, torch.nn.Module):
         policy = policy(num_devices=cluster.num_devices).to(module_device(encoder=encoder))
+    pipelined = getattr(innermost(runtime), "microbatches", None) is not None  # stages need chains split
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
-                          express=warm_start if split_groups else None)
+                          express=warm_start if split_groups else None,
+                          merge_consumers="if_needed" if pipelined else None)
     log.info("placing %s (%d ops, %d groups) on %s", graph.name, graph.num_ops, placer.num_groups, cluster.name)
     return trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger, warm_start=warm_start)
 

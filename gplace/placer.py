@@ -12,7 +12,7 @@ from torch import nn
 from gplace.features import device_features as describe_devices
 from gplace.features import featurize
 from gplace.grouping import Grouping, group_ops, memory_cap, split_groups, uncuttable_edges
-from gplace.interfaces import PolicyCapabilities, capabilities_of, feature_sizes_of
+from gplace.interfaces import capabilities_of, feature_sizes_of
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.policies.schedule_context import ScheduleContext
 
@@ -51,6 +51,9 @@ class PolicyPlacer(nn.Module):
             max_groups)`` with the :func:`~gplace.grouping.uncuttable_edges` of ``cluster`` kept inside groups;
             where the policy's ``merge_consumers`` is ``"if_needed"``, ops are merged into their only consumer
             only when the graph has more than ``max_groups`` ops).
+        merge_consumers: overrides the policy's ``merge_consumers`` for the default grouping (``True``,
+            ``False`` or ``"if_needed"``; default: ``None``, the policy's). The pipeline objective needs
+            ``"if_needed"``: a chain merged into its consumer is one group, which no search can split into stages.
         device_features: (D, F) features of the cluster's devices for a device-aware policy (default: ``None``,
             :func:`gplace.features.device_features` of ``cluster``).
         express: a placement the groups must express exactly: each group is split by the devices it puts the
@@ -65,7 +68,8 @@ class PolicyPlacer(nn.Module):
 
     def __init__(self, graph: OpGraph, cluster: Cluster, encoder: nn.Module, policy: nn.Module, *,
                  max_groups: int = 256, grouping: Grouping | None = None,
-                 device_features: np.ndarray | torch.Tensor | None = None, express: Placement | None = None) -> None:
+                 device_features: np.ndarray | torch.Tensor | None = None, express: Placement | None = None,
+                 merge_consumers: bool | str | None = None) -> None:
         super().__init__()
         self.capabilities = capabilities_of(policy)
         if self.capabilities.num_devices not in (None, cluster.num_devices):
@@ -73,7 +77,8 @@ class PolicyPlacer(nn.Module):
                              f"{cluster.num_devices}")
         self.graph, self.cluster, self.encoder, self.policy = graph, cluster, encoder, policy
         if grouping is None:
-            grouping = _default_grouping(graph, cluster, self.capabilities, max_groups)
+            merge = self.capabilities.merge_consumers if merge_consumers is None else merge_consumers
+            grouping = _default_grouping(graph, cluster, merge, max_groups)
         self.grouping = grouping
         if express is not None:
             self.grouping = split_groups(self.grouping, express)
@@ -217,9 +222,7 @@ def network_device(name: str | torch.device) -> torch.device:
     return device
 
 
-def _default_grouping(graph: OpGraph, cluster: Cluster, capabilities: PolicyCapabilities, max_groups: int
-                      ) -> Grouping:
-    merge = capabilities.merge_consumers
+def _default_grouping(graph: OpGraph, cluster: Cluster, merge: bool | str, max_groups: int) -> Grouping:
     if merge == "if_needed":
         merge = graph.num_ops > max_groups
     return group_ops(graph, max_groups, merge_consumers=bool(merge), uncuttable=uncuttable_edges(graph, cluster),
