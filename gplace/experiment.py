@@ -145,9 +145,11 @@ def place(
         try:
             result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,
                             run_dir, logger, warm_start, split_groups)
-        except PlacementInfeasibleError:
+        except PlacementInfeasibleError as err:
             if not any(m.ok for m in baselines.values()):
-                raise
+                raise PlacementInfeasibleError(
+                    f"{err}; the search places groups of ops, which a tight memory may not pack: try "
+                    "warm_start='heft' (placed op by op), with split_groups=True to search from it") from None
             log.warning("the search measured no placement that fits; returning the fastest single-device one")
             result = TrainResult(Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
                                  Measurement.failure("search", "no placement of the search fits"), 0, 0.0)

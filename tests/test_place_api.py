@@ -310,3 +310,16 @@ def test_a_learned_pipeline_search_can_split_a_chain_into_stages():
     runtime = PipelineSimulator(8, "1f1b")
     report = gplace.place(graph, cluster, runtime=runtime, budget="64 samples", seed=0)
     assert len(set(report.placement.devices.tolist())) > 1 and report.measurement.step_time < 8.0
+
+
+def test_a_learned_search_whose_groups_cannot_pack_says_what_to_try():
+    """Ten 1 MB ops on two 5 MB devices: HEFT fits them, the search's 2 MB groups cannot; the error says to warm
+    start from HEFT, which then places it."""
+    from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+
+    ops = [Op(f"o{i}", "Op", 1.0, persistent_memory=1_000_000) for i in range(10)]
+    graph = OpGraph.from_ops(ops, [Edge(f"o{i}", f"o{i + 1}", 0) for i in range(9)], name="mem10")
+    cluster = Cluster.build([Device(f"/G:{i}", "gpu", memory=5_000_000) for i in range(2)], default_bandwidth=1e9)
+    with pytest.raises(gplace.baselines.PlacementInfeasibleError, match="try warm_start='heft'"):
+        gplace.place(graph, cluster, budget="8 samples", seed=0)
+    assert gplace.place(graph, cluster, budget="8 samples", seed=0, warm_start="heft").measurement.ok
