@@ -109,7 +109,8 @@ def place(
             train.
         FileNotFoundError: ``method`` is a path with no file.
         TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), ``seed`` is
-            not an int, ``runtime`` not a Runtime or ``warm_start`` neither a Placement nor a name.
+            not an int, ``runtime`` not a Runtime, ``trainer`` not a Trainer or ``warm_start`` neither a Placement
+            nor a name.
     """
     from gplace.runtime import Simulator
 
@@ -123,6 +124,8 @@ def place(
     check_method(method)
     if runtime is not None and not isinstance(runtime, Runtime):
         raise TypeError(f"runtime must be a gplace Runtime (e.g. gplace.runtime.Simulator()), got {runtime!r}")
+    if trainer is not None and not isinstance(trainer, Trainer):
+        raise TypeError(f"trainer must be a gplace Trainer (e.g. gplace.training.PPOTrainer()), got {trainer!r}")
     if warm_start is not None and not isinstance(warm_start, Placement | str):
         raise TypeError(f"warm_start must be a Placement (e.g. Placement.for_graph(graph, devices)) or a placer's "
                         f"name, got {type(warm_start).__name__}")

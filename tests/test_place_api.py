@@ -227,7 +227,8 @@ def test_a_graph_with_no_work_places_with_a_speedup_of_one():
 
 
 @pytest.mark.parametrize("kwargs, match", [({"runtime": "simulator"}, "runtime must be a gplace Runtime"),
-                                           ({"warm_start": [0, 1, 0]}, "warm_start must be a Placement")])
+                                           ({"warm_start": [0, 1, 0]}, "warm_start must be a Placement"),
+                                           ({"trainer": "ppo"}, "trainer must be a gplace Trainer")])
 def test_arguments_of_the_wrong_type_are_named(problem, kwargs, match):
     graph, cluster = problem
     with pytest.raises(TypeError, match=match):
