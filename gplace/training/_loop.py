@@ -7,7 +7,7 @@ A trainer's ``fit`` stays a loop that reads top to bottom; what is the same in e
   (counters, history, time limit, checkpoint cadence) from ``checkpoint.pt``; :func:`start_run` does so for a
   search on one graph (a :class:`Run`: a loop with the EMA baseline and the best placement);
 - :func:`measure_rollout` measures K sampled placements and turns them into penalised step times and rewards;
-  :func:`log_failures` logs each failed one with its placement;
+  :func:`log_failures` logs the failed ones, a line per rollout;
 - :meth:`Run.observe`, :meth:`Loop.log` and :meth:`Run.checkpoint` keep the best placement, the history and the
   checkpoint, in the format of :class:`~gplace.training.ReinforceTrainer`, so either trainer resumes exactly;
 - :func:`imitate` pulls the policy towards a warm-start placement, :func:`compare_greedy` ends the search.
@@ -436,11 +436,22 @@ class progress_bar:  # noqa: N801 - used as a context manager
             self._bar.__exit__(*exc)
 
 
-def log_failures(placements: list[Placement], measurements: list[Measurement]) -> None:
-    """Log each failed measurement with its reason and placement (WARNING)."""
-    for placement, m in zip(placements, measurements, strict=True):
-        if not m.ok:
-            log.warning("failed measurement (%s) of placement %s", m.reason, describe_devices(placement))
+def log_failures(placements: list[Placement], measurements: list[Measurement], reasons_shown: int = 3) -> None:
+    """Log a rollout's failed measurements: one WARNING line giving each distinct reason (the first
+    ``reasons_shown``) with how many placements failed for it and the first such placement, and every failure
+    with its placement at DEBUG. A search in a tight memory, where most samples fail, logs a line per rollout."""
+    failed = [(p, m.reason) for p, m in zip(placements, measurements, strict=True) if not m.ok]
+    if not failed:
+        return
+    by_reason: dict[str, list[Placement]] = {}
+    for placement, reason in failed:
+        by_reason.setdefault(reason, []).append(placement)
+        log.debug("failed measurement (%s) of placement %s", reason, describe_devices(placement))
+    shown = [f"{reason} ({len(ps)}x; e.g. placement {describe_devices(ps[0])})"
+             for reason, ps in list(by_reason.items())[:reasons_shown]]
+    more = len(by_reason) - len(shown)
+    log.warning("failed measurements, %d of %d placements: %s%s", len(failed), len(placements), "; ".join(shown),
+                f"; and {more} other reason(s) (DEBUG lists every one)" if more else "")
 
 
 def describe_devices(placement: Placement, limit: int = 64) -> str:

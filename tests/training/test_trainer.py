@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import logging
+import re
 
 import numpy as np
 import pytest
@@ -47,6 +49,20 @@ def test_failed_placements_get_the_penalty_and_stay_out_of_the_baseline():
     with pytest.raises(InvalidPlacementError, match="no placement of 'chain' succeeded.*out of memory"):
         trainer = ReinforceTrainer(updates=2, samples_per_update=2, penalty_step_time=7.0)
         trainer.fit(placer, Simulator(), graph, cluster)
+
+
+def test_failed_samples_are_logged_once_per_rollout_and_each_at_debug(caplog):
+    """Every sample out of memory: 3 updates of 8 gave 24 WARNING lines of 64 device numbers each."""
+    graph, cluster = chain(nbytes=10**6), uniform_cluster(2, memory=10**5)
+    with caplog.at_level(logging.DEBUG, logger="gplace.training"), pytest.raises(InvalidPlacementError):
+        ReinforceTrainer(updates=3, samples_per_update=8, seed=0).fit(_placer(graph, cluster), Simulator(), graph,
+                                                                      cluster)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG and "failed measurement" in
+             r.getMessage()]
+    assert len(warnings) == 3 and len(debug) == 24
+    assert all(line.startswith("failed measurements, 8 of 8 placements: out of memory on /GPU:") for line in warnings)
+    assert all(re.search(r"\(\dx; e\.g\. placement \[[01], [01], [01]\]\)", line) for line in warnings)
 
 
 def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
