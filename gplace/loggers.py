@@ -109,7 +109,8 @@ class WandbLogger:
         mode: ``"online"``, ``"offline"`` or ``"disabled"``; ``None`` picks from ``WANDB_MODE`` and the key.
         name: run name (default: W&B's).
         dir: where W&B writes its files (default: the working directory). The run's id is kept there
-            (``wandb_run_id``), so a run resumed in the same directory continues the same W&B run.
+            (``wandb_run_id``), so a search resumed from its ``checkpoint.pt`` in the same directory continues
+            the same W&B run; without a checkpoint there (a fresh start) a new run begins.
         group: run group, e.g. the sweep of a multirun (default: none).
 
     Every scalar is logged against the custom x-axis ``step``, the search's update (negative for a warm start's
@@ -181,9 +182,13 @@ RUN_ID_FILE = "wandb_run_id"
 
 
 def _resumed_id(dir: str | None) -> dict[str, str]:
-    """``wandb.init``'s ``id`` and ``resume`` for the run an earlier process kept in ``dir``, if any."""
+    """``wandb.init``'s ``id`` and ``resume`` for the run an earlier process kept in ``dir``, if any, and only
+    while that process's search can resume (its ``checkpoint.pt`` is there): a fresh start makes a new run."""
     path = None if dir is None else Path(dir) / RUN_ID_FILE
     if path is None or not path.is_file() or not path.read_text().strip():
+        return {}
+    if not (Path(dir) / "checkpoint.pt").is_file():
+        log.info("W&B: no checkpoint.pt in %s, so a new run (not %s)", dir, path.read_text().strip())
         return {}
     return {"id": path.read_text().strip(), "resume": "allow"}
 

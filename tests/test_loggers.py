@@ -52,6 +52,17 @@ def test_wandb_logger_continues_its_run_in_the_same_directory_and_keeps_imitatio
     assert first.run.summary["losses/imitation"] == 2.0
     first.log_scalars(0, {"charts/best_step_time": 1.0})
     first.finish()
+    (tmp_path / "checkpoint.pt").write_bytes(b"")  # what the search left to resume from
     second = WandbLogger(mode="offline", dir=str(tmp_path))
     assert second.run.id == first.run.id == (tmp_path / "wandb_run_id").read_text()
+    second.finish()
+
+
+def test_a_fresh_start_in_a_run_directory_makes_a_new_wandb_run(tmp_path):
+    """With the checkpoint gone (deleted to start over), the kept id is not reused: a fresh search continued the
+    old W&B run, its curves drawn over the old ones."""
+    first = WandbLogger(mode="offline", dir=str(tmp_path))
+    first.finish()
+    second = WandbLogger(mode="offline", dir=str(tmp_path))
+    assert second.run.id != first.run.id and (tmp_path / "wandb_run_id").read_text() == second.run.id
     second.finish()
