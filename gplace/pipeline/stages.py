@@ -3,7 +3,8 @@
 The stages are the devices that hold ops, in the order of their first op in ``graph.topological_order``;
 each lists its ops in that order. For a graph imported from torch.export (its ``source`` has
 ``module_paths``), every place where the device changes between consecutive forward ops (phase ``forward`` or
-none, in topological order, ops of no module skipped) is a split. It maps to the outermost module that
+none, in topological order; ops of no module and ``"Parameter"`` ops, which only hold a weight or buffer that
+torch keeps with its module, skipped) is a split. It maps to the outermost module that
 begins at the new stage's first op: ``{module path: "BEGINNING"}``, the form of
 ``pipeline(module, ..., split_spec={path: SplitPoint.BEGINNING})``. A split at an op that begins no
 module falls inside one: it is listed in ``unaligned`` instead (op name, the module it falls in).
@@ -59,9 +60,7 @@ def split_spec(graph: OpGraph, placement: Placement) -> SplitSpec | None:
     paths: Mapping[str, str] | None = getattr(graph.source, "module_paths", None)
     if paths is None:
         return None
-    phases = graph.phase or (None,) * graph.num_ops
-    ops = [i for i in graph.topological_order.tolist()
-           if phases[i] in (None, "forward") and graph.op_names[i] in paths]
+    ops = _forward_module_ops(graph, paths)
     first_op: dict[str, int] = {}  # module path (and every ancestor) -> its first forward op
     for i in ops:
         for prefix in _prefixes(paths[graph.op_names[i]]):
@@ -124,13 +123,10 @@ def align_to_modules(graph: OpGraph) -> OpGraph:
 def _join_segments(graph: OpGraph, paths: Mapping[str, str], parent: list[int]) -> dict[int, str]:
     """Join each forward op with a module path to the op that begins its segment (see :func:`align_to_modules`);
     the group name of each segment's first op."""
-    phases = graph.phase or (None,) * graph.num_ops
     seen: set[str] = set()
     start, names = -1, {}
-    for i in graph.topological_order.tolist():
-        path = paths.get(graph.op_names[i]) if phases[i] in (None, "forward") else None
-        if path is None:
-            continue
+    for i in _forward_module_ops(graph, paths):
+        path = paths[graph.op_names[i]]
         begins = [p for p in _prefixes(path) if p not in seen]
         seen.update(begins)
         if begins or start < 0:
@@ -138,6 +134,15 @@ def _join_segments(graph: OpGraph, paths: Mapping[str, str], parent: list[int]) 
         else:
             _join(parent, i, start)
     return names
+
+
+def _forward_module_ops(graph: OpGraph, paths: Mapping[str, str]) -> list[int]:
+    """The forward ops (phase ``forward`` or none) of some module that compute, in topological order: a
+    ``"Parameter"`` op only holds state, which torch's split keeps with the module owning it (counted, one held
+    by a later module, a source, would split the pipeline before the first op)."""
+    phases = graph.phase or (None,) * graph.num_ops
+    return [i for i in graph.topological_order.tolist()
+            if phases[i] in (None, "forward") and graph.op_names[i] in paths and graph.op_types[i] != "Parameter"]
 
 
 def _root(parent: list[int], i: int) -> int:

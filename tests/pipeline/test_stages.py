@@ -46,6 +46,35 @@ def test_split_inside_a_module_is_reported_unaligned():
     assert extras["split_unaligned"] == spec.unaligned and set(extras["stages"]) == {"/GPU:0", "/GPU:1"}
 
 
+class _StateHeld(torch.nn.Module):
+    """A batch norm (eval: its ``num_batches_tracked`` read by no op) and a weight tied between the first and last
+    layer: both become ``Parameter`` ops, sources that come first in topological order."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 4)
+        self.c.weight = self.a.weight
+
+    def forward(self, x):
+        return self.c(self.b(self.a(x)))
+
+
+def test_parameter_ops_holding_state_do_not_split_the_pipeline():
+    """A Parameter op on the device of the module owning its tensor (here a later one) is no forward op: it split
+    a two-stage placement into stages [1, 0, 1] and the split inside module "b"."""
+    g = from_torch(_StateHeld().eval(), (torch.randn(3, 4),))
+    paths = g.source.module_paths
+    held = [n for i, n in enumerate(g.op_names) if g.op_types[i] == "Parameter"]
+    assert {paths[n] for n in held} >= {"b"} and len(held) >= 2
+    p = _place(g, lambda n: int(paths.get(n, "") in ("b", "c")))
+    spec = split_spec(g, p)
+    assert spec.split_spec == {"b": "BEGINNING"} and spec.unaligned == [] and spec.stage_devices == [0, 1]
+    aligned = align_to_modules(g)
+    computing = [i for i, n in enumerate(g.op_names) if n in paths and g.op_types[i] != "Parameter"]
+    assert len(computing) == 3  # one op per module: each its own segment, so no colocation joins them
+    assert [aligned.colocation[i] for i in computing] == [None] * 3
+
+
 def test_stages_list_each_device_in_order_and_graphs_without_modules_have_no_split_spec():
     g, c = diamond(), uniform_cluster(3)
     p = Placement.for_graph(g, [2, 0, 0, 2])
