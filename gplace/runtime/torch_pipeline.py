@@ -27,7 +27,8 @@ What it reports
     micro-batch's), not from torch's sends: ``M`` times the forward values crossing devices, each once per
     (producer, destination device) (:func:`gplace.pipeline.pipeline_bytes_moved`; the gradients sent back are not
     counted). :meth:`TorchPipelineRuntime.run` also returns the mean
-    loss and every parameter's gradient (for checks against the unsplit model).
+    loss and every parameter's gradient (for checks against the unsplit model; a weight tied between modules of
+    different stages, which each stage holds a copy of, gets the sum of their gradients).
 Failures
     An exception in a stage, a stage process that dies, or no result within ``time_limit`` seconds (the processes
     are then killed) is a failed measurement naming the stage; nothing hangs.
@@ -257,11 +258,22 @@ def _run_launched(job: _Job) -> PipelineRun:
 
 
 def _combined(reports: Mapping[int, dict], job: _Job) -> PipelineRun:
-    """One run from every rank's report: rank 0's times, the last stage's loss, all gradients."""
+    """One run from every rank's report: rank 0's times, the last stage's loss, all gradients. A parameter that
+    several stages use (tied weights: each stage holds its own copy, under the name it has there) gets the sum of
+    their gradients, under its first name in ``job.module``."""
+    canonical = _canonical_names(job.module)
     grads: dict[str, np.ndarray] = {}
     for report in reports.values():
-        grads.update(report["grads"])
+        for name, grad in report["grads"].items():
+            key = canonical.get(name, name)
+            grads[key] = grads[key] + grad if key in grads else grad
     return PipelineRun(tuple(reports[0]["times"]), reports[job.ranks[-1]]["loss"], grads, job.world)
+
+
+def _canonical_names(module: nn.Module) -> dict[str, str]:
+    """Every name of every parameter of ``module`` -> its first name (a tied weight has several)."""
+    first: dict[int, str] = {}
+    return {name: first.setdefault(id(p), name) for name, p in module.named_parameters(remove_duplicate=False)}
 
 
 def _named(job: _Job, rank: int) -> str:

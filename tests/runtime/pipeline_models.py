@@ -73,3 +73,16 @@ def hanging_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
     time.sleep(3600)
     return output.sum()
+
+
+class Tied(nn.Module):
+    """Three linear layers, the first and last sharing one weight (as a language model ties its embedding and
+    output): (B, 8) -> (B, 8)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp, self.mid, self.out = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.out.weight = self.inp.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.mid(torch.relu(self.inp(x)))))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from pipeline_models import MODELS, dying_loss, hanging_loss
+from pipeline_models import MODELS, Tied, dying_loss, hanging_loss
 from torch import nn
 
 from gplace.importers.torch_export import from_torch
@@ -95,6 +95,31 @@ def test_a_non_contiguous_placement_runs_each_devices_stages_in_one_process(stag
     loss = F.mse_loss(model(x), y)
     loss.backward()
     assert run.loss == pytest.approx(loss.item(), rel=1e-5)
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_a_weight_tied_across_stages_gets_the_sum_of_its_stages_gradients() -> None:
+    """``inp`` on /CPU:0, ``mid`` and ``out`` (sharing ``inp``'s weight) on /CPU:1: each stage holds a copy of the
+    weight; its gradient is the sum of both (the last stage's alone overwrote the first's)."""
+    torch.manual_seed(0)
+    model = Tied()
+    x = torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(1))
+    y = torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(2))
+    graph = from_torch(model, (x[: BATCH // M],))
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    paths = graph.source.module_paths
+    order = graph.topological_order.tolist()
+    start = order.index(next(i for i in order if paths.get(graph.op_names[i]) == "mid"))
+    devices = [0] * graph.num_ops
+    for i in order[start:]:
+        devices[i] = 1
+    placement = Placement.for_graph(graph, devices)
+    assert split_spec(graph, placement).stage_devices == [0, 1]
+    run = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, steps=1, warmup=0).run(graph, cluster,
+                                                                                               placement)
+    F.mse_loss(model(x), y).backward()
+    assert set(run.grads) == {n for n, _ in model.named_parameters()}  # "out.weight" is "inp.weight"
     for n, p in model.named_parameters():
         torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
 
