@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from gplace.ir import Edge, Op, OpGraph
@@ -35,14 +36,15 @@ class GraphBuilder:
         self._index: dict[str, int] = {}
 
     def op(self, name: str, type: str, inputs: list[str], *, flops: float = 0.0, out_shape: tuple[int, ...] = (),
-           persistent: int = 0, colocation: str | None = None, pinned: str | None = None) -> str:
+           persistent: int = 0, colocation: str | None = None, pinned: str | None = None, phase: str | None = None,
+           grad_of: str | None = None) -> str:
         """Add an op reading ``inputs`` (their whole outputs); returns its name."""
         out = F32 * math.prod(out_shape) if out_shape else 0
         touched = out + sum(self.ops[self._index[i]].output_bytes for i in inputs)
         self._index[name] = len(self.ops)
         self.ops.append(Op(name, type, None, kind_costs(flops, touched), persistent_memory=persistent,
                            output_bytes=out, output_shapes=(out_shape,) if out_shape else (),
-                           colocation=colocation, pinned=pinned))
+                           colocation=colocation, pinned=pinned, phase=phase, grad_of=grad_of))
         self.edges += [Edge(i, name) for i in inputs]
         self.inputs[name], self.flops[name] = list(inputs), flops
         return name
@@ -64,7 +66,9 @@ class GraphBuilder:
 
         Each forward op that depends on a variable gets ``grad/<name>`` (twice its FLOPs, as TensorFlow's
         gradients cost), reading the gradients of its consumers and its own inputs; a variable's gradient is the
-        ``AddN`` of the gradient ops of the ops that read it, and its update is colocated with it.
+        ``AddN`` of the gradient ops of the ops that read it, and its update is colocated with it. Phases: the ops
+        built so far are ``forward``; the gradient ops and sums ``backward``, each naming (``grad_of``) the forward
+        op or variable it differentiates; the updates ``update``.
         """
         forward = list(self.ops)
         consumers: dict[str, list[str]] = {op.name: [] for op in forward}
@@ -81,19 +85,24 @@ class GraphBuilder:
                 continue
             seed = [loss] if op.name == loss else []  # d loss / d loss = 1, once the loss is computed
             grads[op.name] = self.op(f"grad/{op.name}", f"{op.type}Grad", seed + upstream + self.inputs[op.name],
-                                     flops=2 * self.flops[op.name], out_shape=self.shape(op.name))
+                                     flops=2 * self.flops[op.name], out_shape=self.shape(op.name),
+                                     phase="backward", grad_of=op.name)
         for var in self.variables:
             parts = [grads[c] for c in consumers[var] if c in grads]
             if not parts:
                 continue
             shape = self.shape(var)
-            total = self.op(f"grad/{var}/AddN", "AddN", parts, flops=len(parts) * math.prod(shape), out_shape=shape)
+            total = self.op(f"grad/{var}/AddN", "AddN", parts, flops=len(parts) * math.prod(shape), out_shape=shape,
+                            phase="backward", grad_of=var)
             self.op(f"update/{var}", UPDATE_OPS[self.optimizer], [total, var], flops=10 * math.prod(shape),
-                    colocation=var)
+                    colocation=var, phase="update")
 
     def build(self, name: str) -> OpGraph:
-        """The validated graph."""
-        return OpGraph.from_ops(self.ops, self.edges, name=name)
+        """The validated graph; where some ops have a phase (a training step), the others are ``forward``."""
+        ops = self.ops
+        if any(op.phase is not None for op in ops):
+            ops = [op if op.phase is not None else dataclasses.replace(op, phase="forward") for op in ops]
+        return OpGraph.from_ops(ops, self.edges, name=name)
 
     def _differentiable(self, forward: list[Op]) -> set[str]:
         """Ops that depend on some variable (their gradients matter), the variables included."""

@@ -52,25 +52,30 @@ def lstm_lm(
 
 def _backward(b: GraphBuilder, layers: int, steps: int, batch: int, hidden: int, vocab: int,
               emb: str, weights: list[str], softmax_w: str) -> None:
-    """Gradient ops in reverse, weight-gradient accumulation and colocated Adam updates."""
+    """Gradient ops in reverse (phase ``backward``, each naming the op it differentiates), weight-gradient
+    accumulation and colocated Adam updates (phase ``update``)."""
     grads: dict[str, list[str]] = {v: [] for v in [emb, softmax_w, *weights]}
     dh: dict[tuple[int, int], str] = {}
     for t in reversed(range(steps)):
         dlogit = b.op(f"grad/softmax/t{t}/MatMul", "MatMulGrad",
                       [f"loss/t{t}", f"lstm{layers - 1}/t{t}/Cell", softmax_w],
-                      flops=2 * 2 * batch * hidden * vocab, out_shape=(batch, hidden))
+                      flops=2 * 2 * batch * hidden * vocab, out_shape=(batch, hidden), phase="backward",
+                      grad_of=f"softmax/t{t}/MatMul")
         grads[softmax_w].append(dlogit)
         upstream = dlogit
         for layer in reversed(range(layers)):
             inputs = [upstream, f"lstm{layer}/t{t}/Cell"] + ([dh[layer, t + 1]] if t + 1 < steps else [])
             dcell = b.op(f"grad/lstm{layer}/t{t}/Cell", "LSTMBlockCellGrad", inputs, flops=20 * batch * 4 * hidden,
-                         out_shape=(batch, 4 * hidden))
+                         out_shape=(batch, 4 * hidden), phase="backward", grad_of=f"lstm{layer}/t{t}/Cell")
             dh[layer, t] = upstream = b.op(f"grad/lstm{layer}/t{t}/MatMul", "MatMulGrad", [dcell, weights[layer]],
-                                       flops=2 * 2 * batch * 2 * hidden * 4 * hidden, out_shape=(batch, 2 * hidden))
+                                       flops=2 * 2 * batch * 2 * hidden * 4 * hidden, out_shape=(batch, 2 * hidden),
+                                       phase="backward", grad_of=f"lstm{layer}/t{t}/MatMul")
             grads[weights[layer]].append(dh[layer, t])
         grads[emb].append(b.op(f"grad/embed/t{t}", "UnsortedSegmentSum", [upstream], flops=batch * hidden,
-                               out_shape=(batch, hidden)))
+                               out_shape=(batch, hidden), phase="backward", grad_of=f"embed/t{t}"))
     for var, parts in grads.items():
         size = math.prod(b.shape(var))
-        total = b.op(f"grad/{var}/AddN", "AddN", parts, flops=len(parts) * size, out_shape=b.shape(var))
-        b.op(f"update/{var}", UPDATE_OPS[b.optimizer], [total, var], flops=10 * size, out_shape=(), colocation=var)
+        total = b.op(f"grad/{var}/AddN", "AddN", parts, flops=len(parts) * size, out_shape=b.shape(var),
+                     phase="backward", grad_of=var)
+        b.op(f"update/{var}", UPDATE_OPS[b.optimizer], [total, var], flops=10 * size, out_shape=(), colocation=var,
+             phase="update")

@@ -65,6 +65,32 @@ def test_nmt_backward_updates_every_variable_next_to_it(nmt) -> None:
     assert "loss/total" in _ancestors(nmt, "grad/encoder0/t0/MatMul")
 
 
+@pytest.mark.parametrize("make", ["rnnlm", "nmt", "gnmt", "transformer_xl", "rnnlm_inference"])
+def test_training_steps_carry_their_phases(make, request) -> None:
+    """Gradient ops are backward, each naming the op it differentiates, updates ``update``, the rest forward, so
+    pipe-v1 runs the update once per mini-batch (every op was phase-less, all modelled as forward); an inference
+    graph has no phases."""
+    from gplace.zoo import transformer_xl, unrolled_gnmt
+
+    graph = {"gnmt": lambda: unrolled_gnmt(layers=2, hidden=16, src_len=3, tgt_len=3, batch=2, vocab=40),
+             "transformer_xl": lambda: transformer_xl(layers=2, d_model=16, heads=2, ff=32, seg_len=4, mem_len=4,
+                                                      batch=2, vocab=40),
+             "rnnlm_inference": lambda: lstm_lm(layers=2, hidden=32, steps=3, batch=4, vocab=50, training=False),
+             }.get(make, lambda: request.getfixturevalue(make))()
+    if make == "rnnlm_inference":
+        assert not graph.has_phases
+        return
+    expected = ["backward" if n.startswith("grad/") else "update" if n.startswith("update/") else "forward"
+                for n in graph.op_names]
+    assert list(graph.phase) == expected and {"forward", "backward", "update"} == set(expected)
+    for i, forward in enumerate(graph.grad_of):
+        assert (forward >= 0) == (expected[i] == "backward"), graph.op_names[i]
+        if forward >= 0:
+            assert graph.phase[forward] == "forward"
+            name = graph.op_names[i]
+            assert name in (f"grad/{graph.op_names[forward]}", f"grad/{graph.op_names[forward]}/AddN"), name
+
+
 @pytest.mark.parametrize(("make", "rules"), [
     ("rnnlm", {"lstm0/t3/MatMul": 0, "lstm1/t3/Cell": 1, "softmax/t2/MatMul": 3, "grad/lstm1/t1/Cell": 1}),
     ("nmt", {"encoder0/t1/Cell": 0, "decoder1/t2/MatMul": 1, "attention_score/t1/Softmax": 2, "logits/t3": 3,
