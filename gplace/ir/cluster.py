@@ -165,10 +165,15 @@ class Cluster:
 
     @cached_property
     def fingerprint(self) -> str:
-        """Content hash (sha256 hex, 16 chars) of devices and links."""
-        h = hashlib.sha256(repr([(d.name, d.kind, d.speed, d.memory) for d in self.devices]).encode())
-        h.update(np.ascontiguousarray(self.bandwidth).tobytes())
-        h.update(np.ascontiguousarray(self.latency).tobytes())
+        """Content hash (sha256 hex, 16 chars) of devices and links.
+
+        Values are hashed as plain Python numbers (a float speed, an int memory) and float64 matrices, so a speed
+        of ``1``, ``1.0`` or ``np.float64(1.0)`` gives one fingerprint, as does a cluster read back from its JSON.
+        """
+        devices = [(str(d.name), str(d.kind), float(d.speed), int(d.memory)) for d in self.devices]
+        h = hashlib.sha256(repr(devices).encode())
+        for arr in (self.bandwidth, self.latency):
+            h.update((np.ascontiguousarray(arr, dtype=np.float64) + 0.0).tobytes())  # + 0.0: -0.0 reads 0.0
         return h.hexdigest()[:16]
 
     def index(self, device_name: str) -> int:

@@ -85,6 +85,22 @@ def test_fingerprint_includes_kind_names():
     assert a.fingerprint != b.fingerprint
 
 
+def test_cluster_fingerprint_is_the_same_for_equal_numbers_of_any_type():
+    """A speed of 1 and of 1.0 (or a NumPy scalar) hashed as different reprs: a run resumed with its cluster read
+    back from JSON was refused as another cluster. Fingerprints of clusters of plain floats stay as they were."""
+    def cluster(speed, memory, latency):
+        return Cluster.build([Device("a", "gpu", speed, memory), Device("b", "gpu", 1.0, 10**9)],
+                             [Link("a", "b", 1e9, latency)], name="c")
+
+    plain = cluster(1.0, 10**9, 0.0)
+    for speed, memory, latency in [(1, 10**9, 0), (np.float64(1.0), np.int64(10**9), np.float32(0.0)),
+                                   (np.int32(1), 10**9, -0.0)]:
+        assert cluster(speed, memory, latency).fingerprint == plain.fingerprint
+    assert cluster(2, 10**9, 0.0).fingerprint != plain.fingerprint
+    assert uniform_cluster(2).fingerprint == "3d97f223244796ed"
+    assert cpu_gpu_cluster(2).fingerprint == "997700d7a364c50a"
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"bandwidth": 1e-300}, "every bandwidth must be at least 1e-09 bytes/s"),
     ({"latency": 1e308}, r"every latency must be in \[0, 1e\+12\] s"),
