@@ -97,8 +97,9 @@ def _op_from_dict(i: int, rec: Any, known: set[str]) -> Op:
 
 # ---------------------------------------------------------------------- clusters
 def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
-    """A cluster as a JSON-ready dict (one link record per unordered pair)."""
-    devices = [{"name": d.name, "kind": d.kind, "speed": d.speed, "memory": d.memory} for d in cluster.devices]
+    """A cluster as a JSON-ready dict (one link record per unordered pair); NumPy scalars become Python numbers."""
+    devices = [{"name": str(d.name), "kind": str(d.kind), "speed": float(d.speed), "memory": int(d.memory)}
+               for d in cluster.devices]
     links = []
     n = cluster.num_devices
     for i in range(n):

@@ -2,9 +2,12 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from gplace.ir import (
+    Cluster,
+    Device,
     Edge,
     GraphError,
     InvalidPlacementError,
@@ -47,6 +50,17 @@ def test_cluster_and_placement_round_trip(tmp_path):
     doc = json.loads(json.dumps(doc))
     assert doc["baselines"]["/CPU:0"] is None and doc["step_time"] == 0.5
     assert placement_from_dict(doc, g, c2) == p
+
+
+def test_a_cluster_of_numpy_numbers_saves_as_plain_json(tmp_path):
+    """Cluster.validate accepts NumPy speeds and memory; saving such a cluster raised 'int64 is not JSON
+    serializable'."""
+    devices = [Device("a", "gpu", np.float64(2.0), np.int64(10**9)), Device("b", "gpu", np.int32(1), 10**9)]
+    cluster = Cluster.build(devices, default_bandwidth=np.float64(1e9), name="np")
+    path = save_json(cluster_to_dict(cluster), tmp_path / "c.json")
+    doc = load_json(path)
+    assert [(d["speed"], d["memory"]) for d in doc["devices"]] == [(2.0, 10**9), (1.0, 10**9)]
+    assert cluster_from_dict(doc).fingerprint == cluster.fingerprint
 
 
 def test_placement_for_other_graph_is_refused():
