@@ -29,6 +29,7 @@ _EDGE_FIELDS = {"src", "dst", "bytes"}
 _CLUSTER_FIELDS = {"format", "version", "name", "devices", "links", "default_link"}
 _DEVICE_FIELDS = {"name", "kind", "speed", "memory"}
 _LINK_FIELDS = {"a", "b", "bandwidth", "latency"}
+_DEFAULT_LINK_FIELDS = {"bandwidth", "latency"}
 
 
 # ---------------------------------------------------------------------- graphs
@@ -127,10 +128,11 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
         raise GraphError(f"cluster {doc.get('name')!r}: {err}") from None
     except (KeyError, TypeError, ValueError) as err:
         raise GraphError(f"cluster {doc.get('name')!r}: malformed device or link ({err!r})") from None
-    default = doc.get("default_link") or {}
+    default = {} if doc.get("default_link") is None else doc["default_link"]
     if not isinstance(default, Mapping):
         raise GraphError(f"cluster {doc.get('name')!r}: default_link must be an object with 'bandwidth' and "
                          f"'latency', got {default!r}")
+    _check_fields(default, _DEFAULT_LINK_FIELDS, f"cluster {doc.get('name')!r}: default_link")
     try:
         bandwidth = None if default.get("bandwidth") is None else float(default["bandwidth"])
         latency = float(default.get("latency", 0.0))

@@ -92,10 +92,13 @@ def test_graph_document_errors_name_the_field(mutate, match):
     (lambda d: d["devices"][1].update(memroy=1000), r"devices\[1\]: unknown field\(s\) \['memroy'\]"),
     (lambda d: d["links"][0].update(bandwith=1e9), r"links\[0\]: unknown field\(s\) \['bandwith'\]"),
     (lambda d: d.update(default=1), r"unknown field\(s\) \['default'\]"),
+    (lambda d: d.update(default_link={"bandwidth": 1e9, "latancy": 1e-5}),
+     r"default_link: unknown field\(s\) \['latancy'\]; known: \['bandwidth', 'latency'\]"),
+    (lambda d: d.update(default_link=[]), r"default_link must be an object"),
 ])
 def test_cluster_document_errors_name_the_field(mutate, match):
-    """A misspelt device, link or cluster field is refused by name; before, a device's misspelt memory loaded as
-    unlimited memory."""
+    """A misspelt device, link, default_link or cluster field is refused by name; before, a device's misspelt memory
+    loaded as unlimited memory, and a misspelt default_link latency as latency 0."""
     doc = cluster_to_dict(cpu_gpu_cluster(2))
     mutate(doc)
     with pytest.raises(GraphError, match=match):
