@@ -9,7 +9,8 @@ A trainer's ``fit`` stays a loop that reads top to bottom; what is the same in e
 - :func:`measure_rollout` measures K sampled placements and turns them into penalised step times and rewards;
   :func:`log_failures` logs the failed ones, a line per rollout;
 - :meth:`Run.observe`, :meth:`Loop.log` and :meth:`Run.checkpoint` keep the best placement, the history and the
-  checkpoint, in the format of :class:`~gplace.training.ReinforceTrainer`, so either trainer resumes exactly;
+  checkpoint, in one format for every trainer, each resuming its own runs exactly (a checkpoint records which
+  trainer wrote it: another one refuses it; a resume keeps its own learning rate and baseline decay);
 - :func:`imitate` pulls the policy towards a warm-start placement, :func:`compare_greedy` ends the search.
 """
 
@@ -149,6 +150,8 @@ class Loop:
     """The grouping the policy decodes (number of groups and a digest); a checkpoint of another is refused."""
     seed: int | None = None
     """Seeds the weights and the samples; a checkpoint of another seed is refused."""
+    trainer_id: str | None = None
+    """The algorithm (the trainer's class name); a checkpoint another algorithm wrote is refused."""
     ckpt: Path | None = None
     started: float = field(default_factory=time.monotonic)
     earlier_seconds: float = 0.0
@@ -190,7 +193,7 @@ class Loop:
     def state(self, update: int) -> dict[str, Any]:
         """The checkpoint fields every loop has, after ``update``."""
         return {"fingerprint": self.run_id, "runtime": self.runtime_id, "param_shapes": self.param_shapes(),
-                "grouping": self.grouping_id, "seed": self.seed,
+                "grouping": self.grouping_id, "seed": self.seed, "trainer": self.trainer_id,
                 "update": update + 1, "samples": self.samples, "seconds": self.seconds,
                 "optimizer": self.optimizer.state_dict(),
                 "generator": self.generator.get_state(), "history": self.history}
@@ -200,8 +203,13 @@ class Loop:
         return [tuple(p.shape) for group in self.optimizer.param_groups for p in group["params"]]
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Load what :meth:`state` saved."""
+        """Load what :meth:`state` saved; the learning rate stays this run's (a resume may change it)."""
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
         self.optimizer.load_state_dict(state["optimizer"])
+        for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
+            if group["lr"] != lr:
+                log.info("resuming with learning rate %g (the checkpoint's run used %g)", lr, group["lr"])
+            group["lr"] = lr
         self.generator.set_state(state["generator"])
         self.samples, self.first_update, self.history = state["samples"], state["update"], state["history"]
         self.earlier_seconds = float(state.get("seconds", 0.0))  # older checkpoints did not keep it
@@ -209,7 +217,8 @@ class Loop:
 
 
 def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None, logger: Logger | None,
-               run_id: str, runtime_id: str | None = None, grouping_id: str | None = None, kind: type[Loop] = Loop,
+               run_id: str, runtime_id: str | None = None, grouping_id: str | None = None,
+               trainer_id: str | None = None, kind: type[Loop] = Loop,
                **fields: Any) -> tuple[Loop, dict[str, Any] | None]:
     """Seed torch, build Adam over ``params``, the sample generator and the logger (plus ``run_dir/metrics.jsonl``);
     restore the loop from ``run_dir/checkpoint.pt`` if it exists (dropping the metrics a killed run logged after it;
@@ -219,18 +228,19 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
         The loop (of class ``kind``, with ``fields``) and the checkpoint's state, ``None`` on a fresh run.
 
     Raises:
-        ValueError: the checkpoint belongs to another run (graph, cluster, runtime, model, grouping or seed).
+        ValueError: the checkpoint belongs to another run (graph, cluster, runtime, model, grouping, seed or
+            trainer).
     """
     torch.manual_seed(seed)
     logger = logger or NullLogger()
     jsonl = None if run_dir is None else JsonlLogger(Path(run_dir) / "metrics.jsonl")
     loop = kind(optimizer=torch.optim.Adam(params, lr=lr), generator=torch.Generator().manual_seed(seed),
                 logger=logger if jsonl is None else MultiLogger(logger, jsonl), run_id=run_id,
-                runtime_id=runtime_id, grouping_id=grouping_id, seed=seed,
+                runtime_id=runtime_id, grouping_id=grouping_id, seed=seed, trainer_id=trainer_id,
                 ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", **fields)
     state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id, runtime_id=runtime_id,
                                                            param_shapes=loop.param_shapes(), grouping=grouping_id,
-                                                           seed=seed)
+                                                           seed=seed, trainer=trainer_id)
     if state is not None:
         loop.restore(state)
         jsonl.drop_from(state["update"])  # the updates after the checkpoint are logged again
@@ -313,18 +323,20 @@ class Run(Loop):
 
 
 def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *, lr: float, seed: int,
-              baseline_decay: float, run_dir: str | Path | None, logger: Logger | None) -> Run:
+              baseline_decay: float, run_dir: str | Path | None, logger: Logger | None,
+              trainer_id: str | None = None) -> Run:
     """Seed, build Adam, the baseline and the logger, and resume from ``run_dir/checkpoint.pt`` if it exists.
 
     With ``run_dir``, metrics also go to ``run_dir/metrics.jsonl``. On resume the best placement is measured
     again (its measurement is not stored).
 
     Raises:
-        ValueError: the checkpoint belongs to another graph, cluster, runtime, model, grouping or seed.
+        ValueError: the checkpoint belongs to another graph, cluster, runtime, model, grouping, seed or trainer.
     """
     run, state = start_loop(placer.parameters(), lr=lr, seed=seed, run_dir=run_dir, logger=logger,
                             run_id=f"{graph.fingerprint}/{cluster.fingerprint}", runtime_id=runtime.id,
-                            grouping_id=grouping_id(placer), kind=Run, baseline=EMABaseline(baseline_decay))
+                            grouping_id=grouping_id(placer), trainer_id=trainer_id, kind=Run,
+                            baseline=EMABaseline(baseline_decay))
     if state is not None:
         placer.load_state_dict(state["policy"])
         run.baseline.load_state_dict(state["baseline"])
@@ -354,7 +366,8 @@ def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster
     Imitation stops early once half of ``settings.max_seconds`` is spent.
     """
     run = start_run(placer, runtime, graph, cluster, lr=settings.lr, seed=settings.seed,
-                    baseline_decay=settings.baseline_decay, run_dir=run_dir, logger=logger)
+                    baseline_decay=settings.baseline_decay, run_dir=run_dir, logger=logger,
+                    trainer_id=type(settings).__name__)
     if not run.resumed and warm_start is not None:
         given = runtime.measure(graph, cluster, warm_start)
         half = None if settings.max_seconds is None else run.started + settings.max_seconds / 2

@@ -33,6 +33,6 @@ class EMABaseline:
         return {"decay": self.decay, "value": self.value}
 
     def load_state_dict(self, state: dict[str, float | None]) -> None:
-        """Restore from :meth:`state_dict`."""
-        self.decay = float(state["decay"])
+        """Restore the value from :meth:`state_dict`; the decay is this baseline's setting (a resumed run may change
+        it), not state."""
         self.value = state["value"]

@@ -27,19 +27,19 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
 
 def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | None = None,
                     param_shapes: Sequence[tuple[int, ...]] | None = None, grouping: str | None = None,
-                    seed: int | None = None) -> dict[str, Any] | None:
+                    seed: int | None = None, trainer: str | None = None) -> dict[str, Any] | None:
     """The checkpoint at ``path`` if it exists and fits this run, else ``None``.
 
     A checkpoint fits when it belongs to the graph (and cluster) ``fingerprint``, was measured by the runtime
     ``runtime_id``, trains parameters of ``param_shapes``, on the ``grouping`` of the graph (its number of groups
-    and a digest), with ``seed`` (each checked when both the run and the checkpoint give it; older checkpoints
-    give fewer, and for parameters only their count is checked). Its tensors are read onto the CPU;
-    ``load_state_dict`` of a module or optimizer moves each to where that module's parameters are, so a run
-    checkpointed on a GPU resumes on a machine without one, and back.
+    and a digest), with ``seed``, by the ``trainer`` (its class name; each checked when both the run and the
+    checkpoint give it; older checkpoints give fewer, and for parameters only their count is checked). Its
+    tensors are read onto the CPU; ``load_state_dict`` of a module or optimizer moves each to where that module's
+    parameters are, so a run checkpointed on a GPU resumes on a machine without one, and back.
 
     Raises:
         ValueError: the checkpoint cannot be read, or is for another graph or cluster, another runtime, model,
-            grouping or seed (resuming would mix runs), naming what differs.
+            grouping, seed or trainer (resuming would mix runs), naming what differs.
     """
     path = Path(path)
     if not path.exists():
@@ -73,6 +73,10 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
         raise ValueError(f"checkpoint {path} was written by a run with seed {state['seed']}, this one has seed {seed}: "
                          f"it would go on drawing seed {state['seed']}'s samples; {_NEW_RUN}, or resume with "
                          f"seed={state['seed']}")
+    if trainer is not None and state.get("trainer", trainer) not in (None, trainer):
+        raise ValueError(f"checkpoint {path} was written by {state['trainer']}, this run trains with {trainer}: "
+                         f"another algorithm would go on from its optimizer state; {_NEW_RUN}, or start a new run "
+                         f"from its placement with warm_start={path.parent / 'placement.json'}")
     log.info("resuming from %s at update %d", path, state["update"])
     return state
 

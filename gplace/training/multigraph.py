@@ -175,7 +175,7 @@ class MultiGraphTrainer(MultiGraphSettings):
                              "None for none)")
         params = [*encoder.parameters(), *policy.parameters()]
         loop, state = start_loop(params, lr=self.lr, seed=self.seed, run_dir=run_dir, logger=logger,
-                                 run_id=_run_id(tasks), runtime_id=runtime.id)
+                                 run_id=_run_id(tasks), runtime_id=runtime.id, trainer_id=type(self).__name__)
         draws = np.random.default_rng(self.seed)
         states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
         if state is not None:  # the checkpoint holds each task's best, the starts' included

@@ -85,6 +85,31 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     assert [json.loads(line)["step"] for line in lines] == list(range(8))
 
 
+def test_a_resumed_run_trains_with_its_own_learning_rate_and_baseline_decay(tmp_path):
+    """The checkpoint's optimizer state and baseline restored the old run's lr (1e-2) and decay (0.9) over the new
+    ones, silently."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    kwargs = dict(samples_per_update=4, checkpoint_every=1, seed=1)
+    ReinforceTrainer(updates=2, lr=1e-2, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                       run_dir=tmp_path)
+    ReinforceTrainer(updates=4, lr=1e-4, baseline_decay=0.5, **kwargs).fit(_placer(graph, cluster), Simulator(),
+                                                                           graph, cluster, run_dir=tmp_path)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert state["update"] == 4 and state["trainer"] == "ReinforceTrainer"
+    assert [g["lr"] for g in state["optimizer"]["param_groups"]] == [1e-4]
+    assert state["baseline"]["decay"] == 0.5
+
+
+def test_a_checkpoint_of_another_trainer_is_refused_by_name(tmp_path):
+    """PPO went on from a REINFORCE run's optimizer state and baseline without a word."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    ReinforceTrainer(updates=1, samples_per_update=4, seed=1).fit(_placer(graph, cluster), Simulator(), graph,
+                                                                  cluster, run_dir=tmp_path)
+    with pytest.raises(ValueError, match="written by ReinforceTrainer, this run trains with PPOTrainer.*warm_start="):
+        PPOTrainer(updates=2, samples_per_update=4, seed=1).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                                run_dir=tmp_path)
+
+
 @pytest.mark.parametrize("trainer_class", [ReinforceTrainer, PPOTrainer])
 def test_samples_to_reach_counts_each_sample_in_the_order_measured(trainer_class):
     """Every sample's step time is kept, so a target is reached at the sample that first met it, not at the end of
