@@ -119,11 +119,8 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
             if isinstance(rec, Mapping):
                 _check_fields(rec, known, f"cluster {doc.get('name')!r}: {key}[{i}]")
     try:
-        devices = [Device(_text(d["name"], f"devices[{i}].name"), _text(d["kind"], f"devices[{i}].kind"),
-                          float(d.get("speed", 1.0)), _opt_int(d.get("memory", 2**63 - 1), f"devices[{i}].memory"))
-                   for i, d in enumerate(_list(doc, "devices"))]
-        links = [Link(str(x["a"]), str(x["b"]), float(x["bandwidth"]), float(x.get("latency", 0.0)))
-                 for x in doc.get("links", [])]
+        devices = [_device_from_dict(i, d) for i, d in enumerate(_list(doc, "devices"))]
+        links = [_link_from_dict(x) for x in doc.get("links", [])]
     except GraphError as err:
         raise GraphError(f"cluster {doc.get('name')!r}: {err}") from None
     except (KeyError, TypeError, ValueError) as err:
@@ -134,13 +131,27 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
                          f"'latency', got {default!r}")
     _check_fields(default, _DEFAULT_LINK_FIELDS, f"cluster {doc.get('name')!r}: default_link")
     try:
-        bandwidth = None if default.get("bandwidth") is None else float(default["bandwidth"])
-        latency = float(default.get("latency", 0.0))
-    except (TypeError, ValueError):
-        raise GraphError(f"cluster {doc.get('name')!r}: default_link's bandwidth and latency must be numbers, got "
-                         f"{dict(default)!r}") from None
+        bandwidth = _opt_float(default.get("bandwidth"), "default_link's bandwidth")
+        latency = _number(default.get("latency", 0.0), "default_link's latency")
+    except GraphError as err:
+        raise GraphError(f"cluster {doc.get('name')!r}: {err}") from None
     return Cluster.build(devices, links, default_bandwidth=bandwidth, default_latency=latency,
                          name=str(doc.get("name", "cluster")))
+
+
+def _device_from_dict(i: int, rec: Mapping[str, Any]) -> Device:
+    """A device record; a string or boolean speed or memory (``"2"``, ``true``) is refused, as in graph documents."""
+    name = _text(rec["name"], f"devices[{i}].name")
+    kind = _text(rec["kind"], f"devices[{i}].kind")
+    return Device(name, kind, _number(rec.get("speed", 1.0), f"device {name!r} speed"),
+                  _opt_int(rec.get("memory", 2**63 - 1), f"device {name!r} memory"))
+
+
+def _link_from_dict(rec: Mapping[str, Any]) -> Link:
+    """A link record; a string or boolean bandwidth or latency is refused, as in graph documents."""
+    a, b = str(rec["a"]), str(rec["b"])
+    return Link(a, b, _number(rec["bandwidth"], f"link {a}<->{b} bandwidth"),
+                _number(rec.get("latency", 0.0), f"link {a}<->{b} latency"))
 
 
 # ---------------------------------------------------------------------- placements
@@ -235,6 +246,13 @@ def _opt_float(value: Any, where: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise GraphError(f"{where} must be a number, got {value!r}")
     return float(value)
+
+
+def _number(value: Any, where: str) -> float:
+    """``value`` as a float; ``None``, a boolean or a string (``"1e9"``) is an error naming ``where``."""
+    if value is None:
+        raise GraphError(f"{where} must be a number, got None")
+    return _opt_float(value, where)
 
 
 def _text(value: Any, where: str) -> str:

@@ -105,6 +105,26 @@ def test_cluster_document_errors_name_the_field(mutate, match):
         cluster_from_dict(doc)
 
 
+@pytest.mark.parametrize("mutate, match", [
+    (lambda d: d["devices"][1].update(speed="2"), "device '/GPU:0' speed must be a number, got '2'"),
+    (lambda d: d["devices"][1].update(speed=True), "device '/GPU:0' speed must be a number, got True"),
+    (lambda d: d["devices"][0].update(memory="1000"), "device '/CPU:0' memory must be an integer, got '1000'"),
+    (lambda d: d["links"][0].update(bandwidth="1e9"), "link /CPU:0<->/GPU:0 bandwidth must be a number, got '1e9'"),
+    (lambda d: d["links"][2].update(latency=True), "link /GPU:0<->/GPU:1 latency must be a number, got True"),
+    (lambda d: d["links"][2].update(bandwidth=None), "link /GPU:0<->/GPU:1 bandwidth must be a number, got None"),
+    (lambda d: d.update(links=[], default_link={"bandwidth": "1e9"}),
+     "default_link's bandwidth must be a number, got '1e9'"),
+    (lambda d: d.update(links=[], default_link={"bandwidth": 1e9, "latency": False}),
+     "default_link's latency must be a number, got False"),
+])
+def test_cluster_numbers_given_as_strings_or_booleans_are_refused(mutate, match):
+    """Graph documents refuse "2" or true for a number; cluster documents read them as 2.0 and 1.0."""
+    doc = cluster_to_dict(cpu_gpu_cluster(2))
+    mutate(doc)
+    with pytest.raises(GraphError, match=f"cluster 'cpu\\+2gpu': {match}"):
+        cluster_from_dict(doc)
+
+
 def test_bad_json_file_names_the_file(tmp_path):
     path = tmp_path / "broken.json"
     path.write_text("{not json")
