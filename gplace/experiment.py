@@ -253,7 +253,7 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
                 budget: Budget | None, seed: int) -> TrainResult:
     """``placer``'s placement, or else the policy file ``path``'s zero-shot one (fastest of greedy and sampled),
     measured."""
-    from gplace.pretrained import load_policy, place_zero_shot
+    from gplace.pretrained import load_policy, place_zero_shot, recorded_max_groups
 
     started = time.monotonic()
     if placer is not None:
@@ -263,7 +263,7 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
         samples = 16 if budget is None or budget.samples is None else budget.samples
         encoder, policy, meta = load_policy(path)
         placement = place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
-                                    max_groups=int(meta.get("max_groups", 256)), seed=seed)
+                                    max_groups=recorded_max_groups(meta), seed=seed)
     measurement = runtime.measure(graph, cluster, placement)
     if not measurement.ok and placer is not None:  # as HEFT's and the m_* placers' own checks say
         raise PlacementInfeasibleError(f"{type(placer).__name__}'s placement of {graph.name!r} on {cluster.name!r} "

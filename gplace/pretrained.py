@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import pickle
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -43,7 +42,7 @@ from gplace.training.checkpoint import save_checkpoint
 
 __all__ = [
     "FORMAT", "VERSION", "PretrainedPolicy", "build", "load_policy", "module_spec", "pick_pretrained",
-    "place_with_pretrained", "place_zero_shot", "save_policy",
+    "place_with_pretrained", "place_zero_shot", "recorded_max_groups", "save_policy",
 ]
 
 FORMAT = "gplace.policy"
@@ -152,7 +151,7 @@ def load_policy(path: str | Path) -> PretrainedPolicy:
 
 
 def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, *, samples: int = 0,
-                    runtime: Runtime | None = None, max_groups: int = 256, seed: int = 0) -> Placement:
+                    runtime: Runtime | None = None, max_groups: int | None = 256, seed: int = 0) -> Placement:
     """Place ``graph`` on ``cluster`` with a trained encoder and policy, without training.
 
     With ``samples = 0`` this is the greedy (argmax) placement. Otherwise ``samples`` placements are drawn from
@@ -165,7 +164,8 @@ def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clust
         cluster: the devices.
         samples: placements to sample and measure besides the greedy one (default: 0).
         runtime: measures the candidates (default: :class:`~gplace.runtime.Simulator`).
-        max_groups: coarsen the graph to at most this many groups, as in training (default: 256).
+        max_groups: coarsen the graph to at most this many groups, as in training; ``None``: no limit
+            (default: 256).
         seed: seeds the sampling (default: 0).
 
     Raises:
@@ -210,7 +210,13 @@ def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str
     check_graph_and_cluster(graph, cluster)
     encoder, policy, meta = load_policy(checkpoint_path)
     return place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
-                           max_groups=int(meta.get("max_groups", 256)))
+                           max_groups=recorded_max_groups(meta))
+
+
+def recorded_max_groups(meta: Mapping[str, Any]) -> int | None:
+    """The ``max_groups`` a policy file's ``meta`` records (256 if absent; ``None``, no limit, as recorded)."""
+    value = meta.get("max_groups", 256)
+    return None if value is None else int(value)
 
 
 def pick_pretrained(pretrained: Sequence[tuple[nn.Module, nn.Module]], graph: OpGraph, cluster: Cluster, *,
@@ -258,7 +264,7 @@ def _read(path: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"no such policy file: {path}")
     try:
         doc = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
+    except Exception as err:  # torch raises UnpicklingError, RuntimeError, EOFError, struct.error, ... on bad bytes
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"{path} is not a {FORMAT} file (it cannot be read as plain data: {first})") from None
     fmt = doc.get("format") if isinstance(doc, Mapping) else None

@@ -112,6 +112,31 @@ def test_a_trainer_checkpoint_is_refused(tmp_path):
         load_policy(tmp_path / "missing.pt")
 
 
+def test_a_damaged_policy_file_is_refused_as_not_a_policy_file(tmp_path):
+    """Cut files raised torch's IndexError, KeyError, OSError or UnicodeDecodeError from deep inside its loader."""
+    encoder, policy = _modules()
+    data = save_policy(tmp_path / "policy.pt", encoder, policy).read_bytes()
+    damaged = tmp_path / "damaged.pt"
+    for cut in range(0, len(data), len(data) // 60):
+        for part in (data[:cut], data[cut + 1:]):
+            damaged.write_bytes(part)
+            with pytest.raises(ValueError, match="is not a gplace.policy file"):
+                load_policy(damaged)
+
+
+def test_a_policy_trained_without_a_group_limit_places_without_one(tmp_path):
+    """``gplace train max_groups=null`` records ``max_groups: None``; placing with its file failed on
+    ``int(None)``."""
+    import gplace
+
+    encoder, policy = _modules()
+    path = save_policy(tmp_path / "policy.pt", encoder, policy, meta={"max_groups": None})
+    graph, cluster = random_dag(12, seed=4), uniform_cluster(2)
+    place_with_pretrained(graph, cluster, path, samples=2).validate(graph, cluster)
+    report = gplace.place(graph, cluster, method=path, budget="2 samples")
+    assert report.placement.devices.shape == (12,)
+
+
 def test_weights_that_do_not_fit_the_class_are_refused(tmp_path):
     """A file whose kwargs were edited so the weights no longer fit names the class in the error."""
     encoder, policy = _modules()
