@@ -143,3 +143,11 @@ class Placement:
             raise InvalidPlacementError(
                 f"op {graph.op_names[i]!r} has no cost for kind {dev.kind!r} but is placed on {dev.name!r}"
             )
+
+
+def check_placement(placement: object, name: str = "placement") -> None:
+    """Raise a ``TypeError`` naming the argument ``name`` when ``placement`` is not a :class:`Placement` (a list or
+    array of device indices, say: a Placement also carries its graph's fingerprint, which measuring checks)."""
+    if not isinstance(placement, Placement):
+        raise TypeError(f"{name} must be a gplace Placement, got {type(placement).__name__}; make one from device "
+                        f"indices with Placement.for_graph(graph, devices)")

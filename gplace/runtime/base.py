@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.placement import check_placement
 
 
 class ClusterMismatchError(ValueError):
@@ -71,7 +72,14 @@ class Runtime(abc.ABC):
     """Whether measuring the same placement twice gives the same result."""
 
     def measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
-        """Measure one step of ``graph`` placed by ``placement`` on ``cluster``."""
+        """Measure one step of ``graph`` placed by ``placement`` on ``cluster``.
+
+        Raises:
+            InvalidPlacementError: ``placement`` does not fit ``graph`` or ``cluster`` (:meth:`Placement.validate`).
+            TypeError: ``placement`` is not a :class:`~gplace.ir.Placement` (a list of device indices: make one
+                with ``Placement.for_graph(graph, devices)``), or ``graph`` or ``cluster`` is not gplace's.
+        """
+        check_placement(placement)
         placement.validate(graph, cluster)
         return self._measure(graph, cluster, placement)
 

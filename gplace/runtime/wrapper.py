@@ -6,6 +6,7 @@ import abc
 from collections.abc import Sequence
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.placement import check_placement
 from gplace.runtime.base import Measurement, Runtime
 
 
@@ -41,7 +42,8 @@ class RuntimeWrapper(Runtime):
 
     def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
         """Validate, then measure several placements; results in the order of ``placements``."""
-        for placement in placements:
+        for i, placement in enumerate(placements):
+            check_placement(placement, f"placements[{i}]")
             placement.validate(graph, cluster)
         return self._measure_batch(graph, cluster, placements)
 

@@ -7,6 +7,7 @@ import pytest
 
 from gplace.ir import Cluster, Device, Edge, InvalidPlacementError, Op, OpGraph, Placement
 from gplace.runtime import Simulator, schedule
+from gplace.runtime.cache import CachedRuntime
 from gplace.testing import MB, chain, diamond, fork_join, random_dag, uniform_cluster
 
 SEEDS = range(8)
@@ -149,6 +150,15 @@ def test_invalid_placements_raise_through_measure(sim: Simulator) -> None:
         sim.step_times(g, c, np.array([[0, -1, 0]]))
     with pytest.raises(InvalidPlacementError, match=r"\(K, 3\)"):
         sim.step_times(g, c, np.zeros((1, 2), dtype=np.int64))
+
+
+def test_a_list_of_device_indices_instead_of_a_placement_is_a_type_error_naming_the_argument(sim: Simulator) -> None:
+    """``measure(graph, cluster, [0, 0, 1])`` failed with an AttributeError inside Runtime.measure."""
+    g, c = chain(), uniform_cluster(2)
+    with pytest.raises(TypeError, match=r"placement must be a gplace Placement, got list; .*Placement.for_graph"):
+        sim.measure(g, c, [0, 0, 1])
+    with pytest.raises(TypeError, match=r"placements\[1\] must be a gplace Placement, got ndarray"):
+        CachedRuntime(sim).measure_many(g, c, [_place(g, [0, 0, 1]), np.array([0, 0, 1])])
 
 
 def test_op_without_cost_on_its_device_raises(sim: Simulator) -> None:
