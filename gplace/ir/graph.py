@@ -109,7 +109,15 @@ class OpGraph:
 
         Raises:
             GraphError: duplicate op, edge to a missing op, missing or negative cost, cycle, ...
+            TypeError: an op is not an :class:`Op` or an edge not an :class:`Edge` (a ``(src, dst)`` tuple, say).
         """
+        for i, op in enumerate(ops):
+            if not isinstance(op, Op):
+                raise TypeError(f"graph {name!r}: ops[{i}] must be an Op(name, type, cost), got "
+                                f"{type(op).__name__} {op!r}")
+        for i, e in enumerate(edges):
+            if not isinstance(e, Edge):
+                raise TypeError(f"graph {name!r}: edges[{i}] must be an Edge(src, dst), got {type(e).__name__} {e!r}")
         index: dict[str, int] = {}
         for i, op in enumerate(ops):
             _check_op_fields(op, f"graph {name!r}")

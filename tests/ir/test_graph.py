@@ -35,6 +35,15 @@ def test_bad_costs_are_named(cost, kind_cost, match):
         _graph([Op("a", "X", cost, kind_cost)], [])
 
 
+def test_ops_and_edges_of_the_wrong_type_are_type_errors_naming_the_argument():
+    """``from_ops(ops, [("a", "b")])`` failed with "'tuple' object has no attribute 'src'"."""
+    ops = [Op("a", "X", 1.0), Op("b", "X", 1.0)]
+    with pytest.raises(TypeError, match=r"graph 'g': edges\[0\] must be an Edge\(src, dst\), got tuple \('a', 'b'\)"):
+        OpGraph.from_ops(ops, [("a", "b")], name="g")
+    with pytest.raises(TypeError, match=r"graph 'g': ops\[1\] must be an Op\(name, type, cost\), got str 'b'"):
+        OpGraph.from_ops([ops[0], "b"], [], name="g")
+
+
 def test_kind_cost_alone_is_enough():
     g = _graph([Op("a", "X", None, {"gpu": 2.0})], [])
     assert np.isnan(g.compute_cost[0]) and g.kind_cost["gpu"][0] == 2.0
