@@ -13,7 +13,8 @@ from gplace.features import device_features as describe_devices
 from gplace.features import featurize
 from gplace.grouping import Grouping, group_ops, memory_cap, split_groups, uncuttable_edges
 from gplace.interfaces import capabilities_of, feature_sizes_of
-from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+from gplace.ir.placement import check_placement
 from gplace.policies.schedule_context import ScheduleContext
 
 
@@ -127,12 +128,17 @@ class PolicyPlacer(nn.Module):
         """Log-probability and entropy of given placements under the current policy (e.g. for PPO).
 
         Raises:
+            InvalidPlacementError: ``devices`` is not (K, N) for this placer's graph of N ops.
             ValueError: a placement splits a group across devices.
 
         Shapes:
             devices (K, N) int; returns log_prob (K,), entropy (K,).
         """
         devices = np.asarray(devices, dtype=np.int64)
+        n = self.graph.num_ops
+        if devices.ndim != 2 or devices.shape[1] != n:
+            raise InvalidPlacementError(f"devices has shape {devices.shape}, expected (K, {n}): one row per "
+                                        f"placement of graph {self.graph.name!r}, which has {n} ops")
         first = np.full(self.num_groups, devices.shape[-1], dtype=np.int64)
         np.minimum.at(first, self._op_pos, np.arange(self._op_pos.size))
         actions = devices[:, first]
@@ -157,9 +163,17 @@ class PolicyPlacer(nn.Module):
 
     def project(self, placement: Placement) -> Placement:
         """The nearest placement this policy can emit: each group on the allowed device holding most of its ops'
-        cost under ``placement`` (e.g. to warm-start from a heuristic placement that splits groups)."""
+        cost under ``placement`` (e.g. to warm-start from a heuristic placement that splits groups).
+
+        Raises:
+            InvalidPlacementError: ``placement`` does not fit this placer's graph and cluster
+                (:meth:`Placement.validate`: another graph, the wrong length, an unknown device, ...).
+            TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
+        """
         from gplace.grouping import op_cost
 
+        check_placement(placement)
+        placement.validate(self.graph, self.cluster)
         weight = np.nan_to_num(op_cost(self.graph), nan=0.0) + 1e-12
         votes = np.zeros((self.num_groups, self.cluster.num_devices))
         np.add.at(votes, (self._op_pos, placement.devices), weight)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gplace.encoders import GNNEncoder, LSTMEncoder
-from gplace.ir import Edge, Op, OpGraph, Placement
+from gplace.ir import Edge, InvalidPlacementError, Op, OpGraph, Placement
 from gplace.placer import PolicyPlacer
 from gplace.policies import ListSchedulingPolicy, Seq2SeqPolicy
 from gplace.testing import chain, cpu_gpu_cluster, heavy_edge_diamond, random_dag, uniform_cluster
@@ -63,6 +63,21 @@ def test_greedy_and_place():
     placement.validate(placer.graph, placer.cluster)
     with pytest.raises(ValueError, match="places graph"):
         placer.place(chain(), placer.cluster)
+
+
+def test_project_and_evaluate_refuse_a_placement_of_another_graph_naming_it():
+    """A placement of another graph, or of the wrong length, failed with a raw IndexError (shape mismatch)."""
+    placer = _placer()
+    other = random_dag(10, seed=1)
+    with pytest.raises(InvalidPlacementError, match="10 entries but graph 'pinned_dag' has 30 ops"):
+        placer.project(Placement.single(other, 0))
+    with pytest.raises(InvalidPlacementError, match="made for graph .*, not 'pinned_dag'"):
+        placer.project(Placement(np.zeros(30, dtype=np.int64), other.fingerprint))
+    for shape in [(2, 10), (2, 40), (30,)]:
+        with pytest.raises(InvalidPlacementError,
+                           match=rf"devices has shape \({shape[0]},( {shape[-1]})?\), expected \(K, 30\): .* "
+                                 "graph 'pinned_dag', which has 30 ops"):
+            placer.evaluate(np.zeros(shape, dtype=np.int64))
 
 
 def test_training_on_a_target_moves_greedy_to_it():
