@@ -254,10 +254,31 @@ class _UnionFind:
 
 # ---------------------------------------------------------------------- steps a-c
 def _merge_colocated(graph: OpGraph, uf: _UnionFind) -> None:
+    """Merge each colocation group; raise :class:`GraphError` naming a group whose ops share no device kind."""
     first: dict[str, int] = {}
     for i, name in enumerate(graph.colocation):
         if name is not None:
             uf.union(first.setdefault(name, i), i)
+    for name, i in first.items():
+        if not uf.mask[uf.find(i)]:
+            members = [j for j, group in enumerate(graph.colocation) if group == name]
+            raise GraphError(f"graph {graph.name!r}: colocation group {name!r} has no device kind all its ops can "
+                             f"run on: {_kind_limits(graph, members)}")
+
+
+def _kind_limits(graph: OpGraph, ops: list[int], limit: int = 6) -> str:
+    """What limits the device kinds of each of ``ops`` (their pins and per-kind-only costs), e.g. ``op 'a' is
+    pinned to 'cpu', op 'b' has costs only for ['gpu']``; ops that run anywhere are left out."""
+    parts = []
+    for i in ops:
+        why = [f"is pinned to {graph.pinned[i]!r}"] if graph.pinned[i] is not None else []
+        if np.isnan(graph.compute_cost[i]):
+            kinds = sorted(k for k, v in graph.kind_cost.items() if not np.isnan(v[i]))
+            why.append(f"has costs only for {kinds}")
+        if why:
+            parts.append(f"op {graph.op_names[i]!r} " + " and ".join(why))
+    more = f" (and {len(parts) - limit} more)" if len(parts) > limit else ""
+    return ", ".join(parts[:limit]) + more
 
 
 def _merge_edges(graph: OpGraph, uf: _UnionFind, edges: np.ndarray) -> None:
@@ -397,11 +418,13 @@ def _coarse_edges(graph: OpGraph, op_group: np.ndarray, num: int) -> tuple[np.nd
 
 def _group_pins(graph: OpGraph, op_group: np.ndarray, num: int) -> tuple[str | None, ...]:
     pins: list[str | None] = [None] * num
-    for g, pin in zip(op_group.tolist(), graph.pinned, strict=True):
+    pinned_by: list[int] = [-1] * num
+    for i, (g, pin) in enumerate(zip(op_group.tolist(), graph.pinned, strict=True)):
         if pin is not None:
             if pins[g] not in (None, pin):
-                raise GraphError(f"graph {graph.name!r}: group g{g} holds ops pinned to {pins[g]!r} and {pin!r}")
-            pins[g] = pin
+                raise GraphError(f"graph {graph.name!r}: a group holds op {graph.op_names[pinned_by[g]]!r} pinned to "
+                                 f"{pins[g]!r} and op {graph.op_names[i]!r} pinned to {pin!r}")
+            pins[g], pinned_by[g] = pin, i
     return tuple(pins)
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import gplace
 from gplace.grouping import group_ops, identity_grouping, make_grouping, memory_cap, split_groups, uncuttable_edges
-from gplace.ir import Cluster, Device, Edge, InvalidPlacementError, Op, OpGraph, Placement
+from gplace.ir import Cluster, Device, Edge, GraphError, InvalidPlacementError, Op, OpGraph, Placement
 from gplace.testing import chain, cpu_gpu_cluster, diamond, heavy_edge_diamond, random_dag, uniform_cluster
 
 
@@ -159,6 +161,29 @@ def test_ops_with_disjoint_kind_costs_are_not_merged():
     ops = [Op("a", "T", None, kind_cost={"gpu": 1.0}), Op("b", "T", None, kind_cost={"cpu": 1.0})]
     grouping = group_ops(OpGraph.from_ops(ops, [Edge("a", "b")]), max_groups=1)
     assert grouping.num_groups == 2
+
+
+@pytest.mark.parametrize("a, b, why", [
+    ({"cost": 1.0, "pinned": "cpu"}, {"cost": None, "kind_cost": {"gpu": 1.0}},
+     "op 'a' is pinned to 'cpu', op 'b' has costs only for ['gpu']"),
+    ({"cost": None, "kind_cost": {"cpu": 1.0}}, {"cost": None, "kind_cost": {"gpu": 1.0}},
+     "op 'a' has costs only for ['cpu'], op 'b' has costs only for ['gpu']"),
+])
+def test_a_colocation_group_with_no_common_device_kind_is_named_with_its_ops(a, b, why):
+    """The error named the coarse op 'g0' (no compute cost, or no device to run on), not the colocation group."""
+    ops = [Op("a", "T", colocation="c", **a), Op("b", "T", colocation="c", **b), Op("z", "T", 1.0)]
+    graph = OpGraph.from_ops(ops, [Edge("a", "b"), Edge("b", "z")], name="G")
+    with pytest.raises(GraphError, match=re.escape(f"graph 'G': colocation group 'c' has no device kind all its "
+                                                   f"ops can run on: {why}")):
+        group_ops(graph)
+
+
+def test_make_grouping_names_the_ops_pinned_to_two_kinds():
+    """The error named the group by its renumbered id ('group g0'), which the caller never gave."""
+    graph = OpGraph.from_ops(_ops(3, pinned={0: "cpu", 2: "gpu"}), [Edge("o0", "o1"), Edge("o1", "o2")], name="G")
+    with pytest.raises(GraphError, match="graph 'G': a group holds op 'o0' pinned to 'cpu' and op 'o2' pinned to "
+                                         "'gpu'"):
+        make_grouping(graph, np.array([1, 0, 1]))
 
 
 def test_alternating_pins_can_exceed_max_groups():
