@@ -28,11 +28,15 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
     torch.manual_seed(cfg.seed)
     graph = instantiate(cfg.graph)
     cluster = instantiate(cfg.cluster)
-    logger = HeldOpen(instantiate(cfg.logger, **_sweep_fields(cfg.logger)))
+    fields = _sweep_fields(cfg.logger)
+    logger = HeldOpen(open_logger=lambda: instantiate(cfg.logger, **fields))  # opened once there is something to log
+    failed = True
     try:
-        return _run(cfg, run_dir, graph, cluster, logger)
+        step_time = _run(cfg, run_dir, graph, cluster, logger)
+        failed = False
+        return step_time
     finally:
-        logger.close()
+        logger.close(failed=failed)
 
 
 def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:

@@ -7,7 +7,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -121,6 +121,7 @@ class WandbLogger:
                  dir: str | None = None, group: str | None = None) -> None:
         import wandb
 
+        _check_mode(mode)
         if mode is None:
             mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
         self._wandb = wandb
@@ -173,8 +174,23 @@ class WandbLogger:
                 artifacts.append(artifact)
         return artifacts
 
-    def finish(self) -> None:  # noqa: D102
-        self.run.finish()
+    def finish(self, exit_code: int | None = None) -> None:
+        """Finish the run; ``exit_code`` 1 marks it failed in W&B."""
+        self.run.finish(exit_code=exit_code)
+
+
+WANDB_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")
+"""The modes ``wandb.init`` takes (``wandb.sdk.wandb_settings.Settings.mode``)."""
+
+
+def _check_mode(mode: str | None) -> None:
+    """Refuse a mode, or a ``WANDB_MODE`` (which W&B reads whatever mode it is given), that W&B does not know."""
+    env = os.environ.get("WANDB_MODE")
+    if env is not None and env not in WANDB_MODES:
+        raise ValueError(f"environment variable WANDB_MODE={env!r} is not a W&B mode; set it to one of "
+                         f"{', '.join(WANDB_MODES[:3])} or unset it")
+    if mode is not None and mode not in WANDB_MODES:
+        raise ValueError(f"W&B mode {mode!r} is not one of {', '.join(WANDB_MODES[:3])}")
 
 
 RUN_ID_FILE = "wandb_run_id"
@@ -195,21 +211,40 @@ def _resumed_id(dir: str | None) -> dict[str, str]:
 
 class HeldOpen:
     """``logger`` with ``finish()`` held back until :meth:`close`: results logged after a search (which
-    finishes its logger) still reach the same run."""
+    finishes its logger) still reach the same run.
 
-    def __init__(self, logger: Logger) -> None:
+    Given ``open_logger`` (a function making the logger) instead, the logger is made when the first scalars or
+    results come, and the config logged before is sent then: a job that fails before it has anything to log (a
+    resume refused, a bad setting) opens no W&B run and changes no earlier run's config.
+    """
+
+    def __init__(self, logger: Logger | None = None, *, open_logger: Callable[[], Logger] | None = None) -> None:
+        if (logger is None) == (open_logger is None):
+            raise TypeError("HeldOpen takes a logger or open_logger, one of them")
         self.logger = logger
+        self._open_logger = open_logger
+        self._config: dict[str, Any] | None = None
+
+    def _opened(self) -> Logger:
+        if self.logger is None:
+            self.logger = self._open_logger()
+            if self._config is not None:
+                self.logger.log_config(self._config)
+        return self.logger
 
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
-        self.logger.log_config(config)
+        if self.logger is None:
+            self._config = dict(config)
+        else:
+            self.logger.log_config(config)
 
     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:  # noqa: D102
-        self.logger.log_scalars(step, scalars)
+        self._opened().log_scalars(step, scalars)
 
     @property
     def keeps_results(self) -> bool:
         """Whether the logger has a ``log_results`` (:class:`WandbLogger`, :class:`JsonlLogger`)."""
-        return hasattr(self.logger, "log_results")
+        return hasattr(self._opened(), "log_results")
 
     def log_results(self, summary: Mapping[str, float], rows: Sequence[Mapping[str, Any]],
                     files: Mapping[str, str | Path]) -> None:
@@ -220,9 +255,12 @@ class HeldOpen:
     def finish(self) -> None:
         """Nothing: see :meth:`close`."""
 
-    def close(self) -> None:
-        """Finish the logger."""
-        self.logger.finish()
+    def close(self, failed: bool = False) -> None:
+        """Finish the logger, if it was made; a W&B run of a ``failed`` job is marked failed (exit code 1)."""
+        if isinstance(self.logger, WandbLogger) and failed:
+            self.logger.finish(exit_code=1)
+        elif self.logger is not None:
+            self.logger.finish()
 
 
 class MultiLogger:

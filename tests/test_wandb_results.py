@@ -107,3 +107,48 @@ def test_the_default_job_with_a_key_and_no_network_finishes_offline_and_says_so(
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "cannot reach http://127.0.0.1:9" in proc.stdout + proc.stderr
     assert list((tmp_path / "run").rglob("offline-run-*")) and time.monotonic() - started < 120
+
+
+def test_a_refused_resume_opens_no_wandb_run(tmp_path):
+    """A resume refused (another seed) opened the earlier W&B run again and overwrote its config."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "offline"}
+    run = tmp_path / "run"
+
+    def job(*overrides: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "gplace", *FAST, f"hydra.run.dir={run}", *overrides],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+    assert job("seed=0").returncode == 0
+    before = {p: p.stat().st_mtime_ns for p in run.rglob("offline-run-*/**/*") if p.is_file()}
+    refused = job("seed=1")
+    assert refused.returncode == 2 and "seed 0" in refused.stderr, refused.stderr[-2000:]
+    after = {p: p.stat().st_mtime_ns for p in run.rglob("offline-run-*/**/*") if p.is_file()}
+    assert after == before  # no W&B run opened, none changed
+
+
+def test_a_held_logger_opens_at_the_first_scalars_and_marks_a_failed_job(tmp_path, monkeypatch):
+    """The config waits for the first scalars (nothing to log: no run at all); a failed job's run ends with exit
+    code 1 (it was 0)."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    idle = HeldOpen(open_logger=lambda: WandbLogger(dir=str(tmp_path / "idle")))
+    idle.log_config({"seed": 1})
+    idle.close(failed=True)
+    assert not (tmp_path / "idle").exists()
+    (tmp_path / "used").mkdir()
+    used = HeldOpen(open_logger=lambda: WandbLogger(dir=str(tmp_path / "used")))
+    used.log_config({"seed": 1})
+    used.log_scalars(0, {"charts/best_step_time": 2.0})
+    assert dict(used.logger.run.config) == {"seed": 1}
+    used.close(failed=True)
+    [debug] = (tmp_path / "used").rglob("offline-run-*/logs/debug.log")
+    assert "got exitcode: 1" in debug.read_text()
+
+
+def test_a_wandb_mode_that_is_not_one_is_named(tmp_path, monkeypatch):
+    """An empty WANDB_MODE failed inside W&B's settings (a pydantic error that did not say where it came from)."""
+    monkeypatch.setenv("WANDB_MODE", "")
+    with pytest.raises(ValueError, match="environment variable WANDB_MODE='' is not a W&B mode"):
+        WandbLogger(dir=str(tmp_path))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    with pytest.raises(ValueError, match="W&B mode 'ofline' is not one of online, offline, disabled"):
+        WandbLogger(mode="ofline", dir=str(tmp_path))
