@@ -9,11 +9,11 @@ How it runs
     split is :func:`gplace.export.torch.pipeline_split`'s (``{module path: SplitPoint.BEGINNING}`` where the device
     changes), checked in this process, so a placement that changes device inside a module raises
     :class:`~gplace.ir.InvalidPlacementError` naming the op and the module. Then one process per device (rank,
-    numbered by the device's first stage) is spawned; they join a process group (``gloo`` on CPUs, ``nccl`` on
-    GPUs) over localhost, each traces the module with ``torch.distributed.pipelining.pipeline``, builds its
-    stages on its device and runs the schedule: stage 0 feeds the mini-batch ``inputs``, the last stage computes
-    ``loss_fn(output, target)`` per micro-batch. Gradients are those of the mean micro-batch loss, the gradients
-    of the unsplit model on the whole mini-batch.
+    numbered by the device's first stage) is spawned; they join a process group (``backend``: by default ``gloo``
+    when every stage is on a CPU, ``nccl`` when every stage is on a CUDA device) over localhost, each traces the
+    module with ``torch.distributed.pipelining.pipeline``, builds its stages on its device and runs the schedule:
+    stage 0 feeds the mini-batch ``inputs``, the last stage computes ``loss_fn(output, target)`` per micro-batch.
+    Gradients are those of the mean micro-batch loss, the gradients of the unsplit model on the whole mini-batch.
 Schedules
     With one stage per device, torch's ``ScheduleGPipe`` or ``Schedule1F1B``. A non-contiguous placement gives
     a device several stages (NCCL allows one process per GPU), and ``Schedule1F1B`` refuses fewer micro-batches
@@ -42,9 +42,12 @@ Processes
     caller made one first. A stage that fails there is a failed measurement on every rank; one that dies or
     hangs ends the run at the process group's timeout, as ``torchrun`` decides.
 GPUs
-    With stage devices of kind ``cuda`` the backend should be ``nccl``; each process sets its own device. Ran on
-    one GPU (one stage, one rank, H200); stages on several GPUs were written from the PyTorch documentation and
-    have never run.
+    With stage devices of kind ``cuda`` the backend (by default) is ``nccl``; each process sets its own device.
+    Stages on CPUs and on CUDA devices in one placement are refused (:class:`~gplace.ir.InvalidPlacementError`
+    naming them) unless a ``backend`` is given: the PyTorch documentation's backend table has ``gloo`` send and
+    receive CPU tensors only and ``nccl`` CUDA tensors only, so neither carries both. Ran on one GPU (one stage,
+    one rank, H200, with ``backend="nccl"`` given); stages on several GPUs, and the ``nccl`` default, were written
+    from the PyTorch documentation and have never run.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import error_summary
 from gplace.pipeline.simulator import check_microbatches
 from gplace.pipeline.steady import pipeline_bytes_moved
@@ -139,7 +142,9 @@ class TorchPipelineRuntime(Runtime):
         loss_fn: ``loss_fn(output, target) -> scalar`` of one micro-batch; must pickle (a function of a module).
         microbatches: micro-batches M per mini-batch. (default: 4)
         schedule: ``"gpipe"`` or ``"1f1b"``. (default: "1f1b")
-        backend: process-group backend, ``"gloo"`` (CPUs) or ``"nccl"`` (GPUs). (default: "gloo")
+        backend: process-group backend, e.g. ``"gloo"`` (CPUs) or ``"nccl"`` (GPUs), used as given. (default: None:
+            ``"nccl"`` when every stage of a placement is on a CUDA device, ``"gloo"`` when every stage is on a CPU;
+            a placement with stages on both is an :class:`~gplace.ir.InvalidPlacementError`)
         steps: timed steps. (default: 3)
         warmup: untimed steps first. (default: 1)
         time_limit: seconds the whole run may take before it is a failure. (default: 120)
@@ -155,8 +160,8 @@ class TorchPipelineRuntime(Runtime):
 
     def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...] | torch.Tensor, target: torch.Tensor,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, microbatches: int = 4,
-                 schedule: Literal["gpipe", "1f1b"] = "1f1b", backend: str = "gloo", steps: int = 3, warmup: int = 1,
-                 time_limit: float = 120.0, device_map: Mapping[str, str] | None = None,
+                 schedule: Literal["gpipe", "1f1b"] = "1f1b", backend: str | None = None, steps: int = 3,
+                 warmup: int = 1, time_limit: float = 120.0, device_map: Mapping[str, str] | None = None,
                  threads_per_stage: int | None = None, processes: Literal["spawn", "torchrun"] = "spawn") -> None:
         inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
         if schedule not in ("gpipe", "1f1b"):
@@ -192,19 +197,46 @@ class TorchPipelineRuntime(Runtime):
 
         Raises:
             _StageError: a stage failed, died or timed out.
-            InvalidPlacementError: the placement is not for ``graph`` or changes device inside a module.
+            InvalidPlacementError: the placement is not for ``graph`` or changes device inside a module, or (with
+                no ``backend`` given) has stages on CPUs and on CUDA devices.
             UnsupportedGraphError: ``graph`` was not imported from a torch program.
         """
         from gplace.export.torch import pipeline_split
         from gplace.pipeline.stage_order import device_ranks
 
         job = _Job(self.module, self.inputs, self.target, self.loss_fn, (), (), (), self.microbatches, self.schedule,
-                   self.backend, self.steps, self.warmup, self.time_limit, self.threads_per_stage)
+                   "", self.steps, self.warmup, self.time_limit, self.threads_per_stage)
         split = pipeline_split(graph, cluster, placement, self.module, job.example, device_map=self.device_map)
         job = dataclasses.replace(job, split=tuple(split.split_points),
                                   devices=tuple(str(d) for d in split.devices),
-                                  ranks=tuple(device_ranks(split.cluster_devices)))
+                                  ranks=tuple(device_ranks(split.cluster_devices)),
+                                  backend=_backend(self.backend, split.devices,
+                                                   [cluster.devices[d].name for d in split.cluster_devices]))
         return _run_launched(job) if self.processes == "torchrun" else _run_stages(job)
+
+
+def _backend(backend: str | None, devices: list[torch.device], names: list[str]) -> str:
+    """The process-group backend for stages on ``devices`` (the torch device of each stage; ``names``: its cluster
+    device): ``backend`` when given, else ``nccl`` when every stage is on a CUDA device and ``gloo`` when every
+    stage is on a CPU.
+
+    Raises:
+        InvalidPlacementError: no ``backend`` given and the stages are on CPUs and CUDA devices (``gloo`` sends
+            CPU tensors only, ``nccl`` CUDA tensors only), or on a kind of device with no default here.
+    """
+    if backend is not None:
+        return backend
+    kinds = {d.type for d in devices}
+    if kinds == {"cpu"}:
+        return "gloo"
+    if kinds == {"cuda"}:
+        return "nccl"
+    stages = ", ".join(f"stage {k} on {name} ({d})" for k, (name, d) in enumerate(zip(names, devices, strict=True)))
+    if kinds == {"cpu", "cuda"}:
+        raise InvalidPlacementError(f"the placement has stages on CPUs and on CUDA devices ({stages}): no one "
+                                    "process-group backend carries both (gloo sends CPU tensors, nccl CUDA tensors); "
+                                    "put every stage on one kind of device, or pass backend= to try one")
+    raise InvalidPlacementError(f"no default process-group backend for these stages ({stages}); pass backend=")
 
 
 class _StageError(RuntimeError):

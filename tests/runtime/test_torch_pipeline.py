@@ -16,6 +16,7 @@ from torch import nn
 from gplace.importers.torch_export import from_torch
 from gplace.ir import Cluster, Device, InvalidPlacementError, Placement
 from gplace.pipeline.stages import split_spec
+from gplace.runtime import torch_pipeline
 from gplace.runtime.torch_pipeline import TorchPipelineRuntime
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning",
@@ -199,6 +200,33 @@ def test_settings_are_checked() -> None:
     for bad in (0, 2.5, "4"):
         with pytest.raises(ValueError, match="microbatches must be an integer >= 1"):
             TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=bad)
+
+
+def test_the_backend_follows_the_stage_devices_unless_given() -> None:
+    """No backend given: gloo for CPU stages, nccl for CUDA stages, a mix of both refused naming the stages; a
+    backend given is used as it is."""
+    cpu, gpu0, gpu1 = torch.device("cpu"), torch.device("cuda", 0), torch.device("cuda", 1)
+    assert torch_pipeline._backend(None, [cpu, cpu, cpu], ["/CPU:0", "/CPU:1", "/CPU:0"]) == "gloo"
+    assert torch_pipeline._backend(None, [gpu0, gpu1], ["/GPU:0", "/GPU:1"]) == "nccl"
+    with pytest.raises(InvalidPlacementError, match=r"stage 0 on /CPU:0 \(cpu\), stage 1 on /GPU:1 \(cuda:1\)"):
+        torch_pipeline._backend(None, [cpu, gpu1], ["/CPU:0", "/GPU:1"])
+    assert torch_pipeline._backend("gloo", [gpu0, gpu1], ["/GPU:0", "/GPU:1"]) == "gloo"
+    assert torch_pipeline._backend("nccl", [cpu, gpu1], ["/CPU:0", "/GPU:1"]) == "nccl"
+
+
+def test_the_default_backend_is_chosen_before_any_process_starts(monkeypatch) -> None:
+    """run() hands the stage processes gloo for a CPU placement, and refuses CPU and CUDA stages without starting
+    any (the default was gloo whatever the devices)."""
+    jobs = []
+    monkeypatch.setattr(torch_pipeline, "_run_stages", lambda job: jobs.append(job))
+    model, x, y, graph, cluster, placement = _problem({"2": 1, "3": 1, "4": 1})
+    TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M).run(graph, cluster, placement)
+    assert [job.backend for job in jobs] == ["gloo"]
+    mixed = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu")], default_bandwidth=1e9)
+    with pytest.raises(InvalidPlacementError, match=r"stage 0 on /CPU:0 \(cpu\), stage 1 on /GPU:0 \(cuda:0\)"):
+        TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M).measure(
+            graph, mixed, Placement.for_graph(graph, placement.devices))
+    assert len(jobs) == 1
 
 
 @pytest.mark.gpu
