@@ -26,7 +26,8 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
     program, e.g. one read from a gplace JSON file).
 
     - ONNX: ``placed.onnx`` (:func:`~gplace.export.onnx.annotate_onnx`) and ``parts/<kkk>_<device>.onnx``, one
-      model per part, in run order by name (:func:`~gplace.export.onnx.split_onnx`); a model whose weights are
+      model per part, in run order by name (:func:`~gplace.export.onnx.split_onnx`; the parts of an earlier
+      placement written there are removed first); a model whose weights are
       external data writes each file's weights beside it as ``<file>.data`` (:func:`~gplace.export.onnx.save_onnx`);
     - TensorFlow: ``placed.pb``, the binary ``GraphDef`` with every node's device
       (:func:`~gplace.export.tensorflow.place_graph_def`);
@@ -60,6 +61,8 @@ def _write_onnx(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir:
 
     base_dir = graph.source.base_dir
     written = save_onnx(annotate_onnx(graph, cluster, placement), out_dir / "placed.onnx", base_dir)
+    for stale in (out_dir / "parts").glob("[0-9][0-9][0-9]_*.onnx*"):  # an earlier placement's parts
+        stale.unlink()
     for k, part in enumerate(split_onnx(graph, cluster, placement)):
         device = "".join(c if c.isalnum() else "_" for c in part.device).strip("_")
         written += save_onnx(part.model, out_dir / "parts" / f"{k:03d}_{device}.onnx", base_dir)

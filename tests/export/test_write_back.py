@@ -69,6 +69,20 @@ def test_gplace_place_writes_a_placed_onnx_model_and_per_device_models_that_run(
     np.testing.assert_allclose(values["y"], whole, rtol=1e-5)
 
 
+def test_write_back_removes_the_parts_of_an_earlier_placement(tmp_path):
+    """A second placement with fewer parts in the same directory left the first one's extra parts beside its own,
+    and a program run from ``parts/`` in name order ran them too."""
+    from gplace import from_onnx
+
+    graph = from_onnx(_two_tower(tmp_path / "two_tower.onnx"), input_shapes={"x": [8, 16]})
+    cluster = uniform_cluster(2, kind="cpu")
+    spread = write_back(graph, cluster, Placement.for_graph(graph, [i % 2 for i in range(graph.num_ops)]), tmp_path)
+    assert len([p for p in spread if p.parent.name == "parts"]) >= 2
+    single = write_back(graph, cluster, Placement.for_graph(graph, [0] * graph.num_ops), tmp_path)
+    assert sorted((tmp_path / "parts").iterdir()) == sorted(p for p in single if p.parent.name == "parts")
+    assert len(list((tmp_path / "parts").iterdir())) == 1
+
+
 def test_write_back_of_a_torch_program_is_its_device_map_and_of_a_plain_graph_nothing(tmp_path):
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)).eval()
     graph, cluster = from_torch(model, (torch.randn(2, 4),)), uniform_cluster(2, kind="gpu")
