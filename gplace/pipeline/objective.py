@@ -12,9 +12,14 @@ Example:
 
 from __future__ import annotations
 
+import logging
+
 from gplace.pipeline.simulator import PipelineSimulator
 from gplace.pipeline.steady import SteadyStateScore
 from gplace.runtime.base import Runtime
+from gplace.runtime.simulator import Simulator
+
+log = logging.getLogger(__name__)
 
 __all__ = ["OBJECTIVES", "objective_runtime"]
 
@@ -23,13 +28,18 @@ OBJECTIVES = ("step", "pipeline", "pipeline_steady")
 
 def objective_runtime(runtime: Runtime, name: str = "step", *, microbatches: int = 4,
                       schedule: str = "1f1b") -> Runtime:
-    """The runtime that measures objective ``name``; ``runtime`` (the configured one) serves ``step``.
+    """The runtime that measures objective ``name``; ``runtime`` (the configured one) serves ``step``, and a
+    pipeline objective given any other runtime than the plain simulator says (a WARNING) that it is not used.
 
     Raises:
         ValueError: an unknown objective, schedule or micro-batch count.
     """
     if name == "step":
         return runtime
+    if name in OBJECTIVES and type(runtime) is not Simulator:
+        log.warning("objective %s measures with its own model (%s); the configured runtime %s (%s) is not used "
+                    "(for real pipelined runs: objective=step runtime=torch_pipeline)", name,
+                    "pipe-v1" if name == "pipeline" else "pipe-steady-v1", type(runtime).__name__, runtime.id)
     if name == "pipeline":
         return PipelineSimulator(microbatches, schedule)
     if name == "pipeline_steady":

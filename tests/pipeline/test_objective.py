@@ -1,4 +1,5 @@
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -28,6 +29,19 @@ def test_objective_group_composes_to_the_pipeline_runtimes():
     assert isinstance(step, Simulator)
     assert isinstance(pipe, PipelineSimulator) and pipe.id == "pipe-v1/gpipe/m16"
     assert isinstance(steady, SteadyStateScore) and steady.id == "pipe-steady-v1/m4"
+
+
+def test_a_pipeline_objective_says_the_configured_runtime_is_not_used(caplog):
+    """runtime=cached_simulator (or torch) objective=pipeline measured with pipe-v1 without a word."""
+    from gplace.pipeline.objective import objective_runtime
+    from gplace.runtime import Simulator
+    from gplace.runtime.cache import CachedRuntime
+
+    with caplog.at_level(logging.WARNING, logger="gplace.pipeline.objective"):
+        objective_runtime(Simulator(), "pipeline")
+        assert not caplog.records
+        assert objective_runtime(CachedRuntime(Simulator()), "pipeline_steady").id.startswith("pipe-steady-v1")
+    assert "the configured runtime CachedRuntime (sim-v1) is not used" in caplog.text
 
 
 def test_stage_features_are_off_by_default_and_widen_the_dynamic_features_when_on():
