@@ -281,13 +281,19 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
 
 
 def _place_budget(cfg: DictConfig, method: str) -> str | None:
-    """``cfg.budget``, else ``cfg.samples`` samples, except for a pipeline placer (``local_search`` keeps its own
-    10 s: 16 evaluations would barely move it)."""
-    from gplace.methods import pipeline_placers
+    """``cfg.budget``, else ``cfg.samples`` samples for a policy file or a learned search; none for a baseline
+    (it measures nothing) or a pipeline placer (``local_search`` keeps its own 10 s: 16 evaluations would barely
+    move it)."""
+    from gplace.methods import LEARNED, baselines, pipeline_placers
 
     if cfg.get("budget"):
         return cfg.budget
-    return None if method in pipeline_placers() else f"{cfg.samples} samples"
+    if method in pipeline_placers() or method in baselines():
+        return None
+    if method in LEARNED and cfg.samples == 0:
+        _fail(f"samples=0: method {method} is a search, which measures at least one sample (0 samples is for a "
+              "policy file: its greedy placement alone)")
+    return f"{cfg.samples} samples"
 
 
 def show(argv: list[str]) -> None:

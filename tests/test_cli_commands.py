@@ -165,6 +165,10 @@ def test_place_gives_local_search_its_own_budget_unless_one_is_set():
     from gplace.cli import _place_budget
 
     cfg = OmegaConf.create({"budget": None, "samples": 16})
-    assert _place_budget(cfg, "pretrained") == "16 samples" and _place_budget(cfg, "heft") == "16 samples"
+    assert _place_budget(cfg, "pretrained") == "16 samples" and _place_budget(cfg, "learned") == "16 samples"
     assert _place_budget(cfg, "local_search") is None  # PipelineLocalSearch's 10 s, not 16 evaluations
+    none = OmegaConf.create({"budget": None, "samples": 0})  # heft measures nothing: samples=0 was refused for it
+    assert _place_budget(none, "heft") is None and _place_budget(none, "pretrained") == "0 samples"
+    with pytest.raises(SystemExit):
+        _place_budget(none, "learned")
     assert _place_budget(OmegaConf.create({"budget": "500 samples", "samples": 16}), "local_search") == "500 samples"
