@@ -29,6 +29,14 @@ What it reports
     counted). :meth:`TorchPipelineRuntime.run` also returns the mean
     loss and every parameter's gradient (for checks against the unsplit model; a weight tied between modules of
     different stages, which each stage holds a copy of, gets the sum of their gradients).
+Devices
+    Before any process starts, every stage device must be on this machine and each CUDA device must hold one
+    cluster device's stages (:func:`gplace.runtime.torch_runtime.cluster_problems`' checks, applied to the stage
+    devices): a placement onto ``cuda:3`` on a machine with fewer GPUs is a failed measurement naming the device
+    and its stages (``run`` raises :class:`~gplace.runtime.torch_runtime.TorchRunError`), not a stage process that
+    crashes or hangs. Under ``nccl`` a GPU holds one process (NCCL refuses two ranks on one GPU), so two cluster
+    devices on one GPU are refused even with ``device_map`` entries for both. :meth:`TorchPipelineRuntime.check_cluster`
+    applies the same checks to a whole cluster, before a search.
 Failures
     An exception in a stage, a stage process that dies, or no result within ``time_limit`` seconds (the processes
     are then killed) is a failed measurement naming the stage; nothing hangs.
@@ -75,7 +83,8 @@ from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import error_summary
 from gplace.pipeline.simulator import check_microbatches
 from gplace.pipeline.steady import pipeline_bytes_moved
-from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
+from gplace.runtime.torch_runtime import TorchRunError, cluster_problems
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +193,7 @@ class TorchPipelineRuntime(Runtime):
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         try:
             result = self.run(graph, cluster, placement)
-        except _StageError as err:
+        except (_StageError, TorchRunError) as err:
             logger.debug("pipelined measurement of %r failed: %s", graph.name, err)
             return Measurement.failure(self.id, str(err))
         median = statistics.median(result.times)
@@ -197,6 +206,8 @@ class TorchPipelineRuntime(Runtime):
 
         Raises:
             _StageError: a stage failed, died or timed out.
+            TorchRunError: a stage device is not on this machine, or two cluster devices' stages would share a GPU
+                (raised before any process starts).
             InvalidPlacementError: the placement is not for ``graph`` or changes device inside a module, or (with
                 no ``backend`` given) has stages on CPUs and on CUDA devices.
             UnsupportedGraphError: ``graph`` was not imported from a torch program.
@@ -207,12 +218,48 @@ class TorchPipelineRuntime(Runtime):
         job = _Job(self.module, self.inputs, self.target, self.loss_fn, (), (), (), self.microbatches, self.schedule,
                    "", self.steps, self.warmup, self.time_limit, self.threads_per_stage)
         split = pipeline_split(graph, cluster, placement, self.module, job.example, device_map=self.device_map)
+        names = [cluster.devices[d].name for d in split.cluster_devices]
+        backend = _backend(self.backend, split.devices, names)
+        problems = _device_problems(names, split.devices, backend, self.device_map)
+        if problems:
+            raise TorchRunError("; ".join(problems))
         job = dataclasses.replace(job, split=tuple(split.split_points),
                                   devices=tuple(str(d) for d in split.devices),
-                                  ranks=tuple(device_ranks(split.cluster_devices)),
-                                  backend=_backend(self.backend, split.devices,
-                                                   [cluster.devices[d].name for d in split.cluster_devices]))
+                                  ranks=tuple(device_ranks(split.cluster_devices)), backend=backend)
         return _run_launched(job) if self.processes == "torchrun" else _run_stages(job)
+
+
+    def check_cluster(self, cluster: Cluster) -> None:
+        """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
+        torch device or to one this machine lacks, and every GPU two cluster devices share (under ``nccl``, the
+        default for GPUs, even with ``device_map`` entries for both); measurements fail on such devices."""
+        unshared = _ONE_RANK_PER_GPU if self.backend is None or "nccl" in self.backend else ""
+        ClusterMismatchError.check(cluster, cluster_problems(cluster, self.device_map, unshared=unshared))
+
+
+_ONE_RANK_PER_GPU = "torch-pipeline-v1 runs one process per cluster device, and NCCL refuses two on one GPU"
+
+
+def _device_problems(names: list[str], devices: list[torch.device], backend: str,
+                     device_map: Mapping[str, str] | None) -> list[str]:
+    """Why the stages (cluster device ``names[k]`` and torch device ``devices[k]`` of stage ``k``) cannot run on
+    this machine: a device it lacks, a GPU that two cluster devices' processes would share (torch-v1's checks)."""
+    from gplace.runtime import torch_runtime
+
+    stages: dict[str, list[int]] = {}
+    mapped: dict[str, torch.device] = {}
+    for k, (name, dev) in enumerate(zip(names, devices, strict=True)):
+        stages.setdefault(name, []).append(k)
+        mapped[name] = dev
+    problems = []
+    for name, dev in mapped.items():
+        why = torch_runtime._unavailable(dev)
+        if why:
+            which = ", ".join(map(str, stages[name]))
+            problems.append(f"device {name} ({dev}) of stage{'s' * (len(stages[name]) > 1)} {which} is not "
+                            f"available ({why})")
+    unshared = _ONE_RANK_PER_GPU if "nccl" in backend else ""
+    return problems + torch_runtime._shared_gpus(mapped, device_map, unshared=unshared)
 
 
 def _backend(backend: str | None, devices: list[torch.device], names: list[str]) -> str:

@@ -370,9 +370,10 @@ class TorchRuntime(Runtime):
 
 
 # ---------------------------------------------------------------------- devices
-def cluster_problems(cluster: Cluster, device_map: Mapping[str, str] | None = None) -> list[str]:
+def cluster_problems(cluster: Cluster, device_map: Mapping[str, str] | None = None, *, unshared: str = "") -> list[str]:
     """What keeps ``cluster`` from running here under ``torch-v1``: devices that map to no torch device or to one
-    this machine lacks, and GPUs shared by two cluster devices without a ``device_map`` entry for each."""
+    this machine lacks, and GPUs shared by two cluster devices without a ``device_map`` entry for each (with
+    ``unshared``, the reason a runtime cannot share a GPU at all: every shared GPU, entries or not)."""
     problems, mapped = [], {}
     missing: dict[str, list[str]] = {}
     for device in cluster.devices:
@@ -385,15 +386,20 @@ def cluster_problems(cluster: Cluster, device_map: Mapping[str, str] | None = No
         if why:
             missing.setdefault(why, []).append(f"{device.name} ({mapped[device.name]})")
     problems += [f"{', '.join(names)} not available ({why})" for why, names in missing.items()]
-    return problems + _shared_gpus(mapped, device_map)
+    return problems + _shared_gpus(mapped, device_map, unshared=unshared)
 
 
-def _shared_gpus(mapped: Mapping[str, torch.device], device_map: Mapping[str, str] | None) -> list[str]:
-    """A message per CUDA device that several cluster devices map to, unless ``device_map`` names them all."""
+def _shared_gpus(mapped: Mapping[str, torch.device], device_map: Mapping[str, str] | None, *,
+                 unshared: str = "") -> list[str]:
+    """A message per CUDA device that several cluster devices map to, unless ``device_map`` names them all (with
+    ``unshared``, the reason sharing cannot work: a message per shared CUDA device, entries or not)."""
     owners: dict[torch.device, list[str]] = {}
     for name, dev in mapped.items():
         if dev.type == "cuda":
             owners.setdefault(dev, []).append(name)
+    if unshared:
+        return [f"{' and '.join(names)} all map to {dev}: give each its own GPU ({unshared})"
+                for dev, names in owners.items() if len(names) > 1]
     explicit = device_map or {}
     return [f"{' and '.join(names)} all map to {dev}: give each its own GPU, or share it on purpose with "
             "device_map entries for each" for dev, names in owners.items()

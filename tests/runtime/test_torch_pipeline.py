@@ -229,6 +229,56 @@ def test_the_default_backend_is_chosen_before_any_process_starts(monkeypatch) ->
     assert len(jobs) == 1
 
 
+def _never_spawned(job) -> None:
+    raise AssertionError("stage processes were started")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_a_gpu_this_machine_lacks_fails_the_measurement_before_any_process_starts(monkeypatch) -> None:
+    """Stages on /GPU:0 and /GPU:1 on a machine without CUDA: a failed measurement naming each device and its
+    stages (torch-v1's check), no stage process; check_cluster refuses the cluster up front."""
+    from gplace.runtime.base import ClusterMismatchError
+    from gplace.runtime.torch_runtime import TorchRunError
+
+    monkeypatch.setattr(torch_pipeline, "_run_stages", _never_spawned)
+    model, x, y, graph, _, placement = _problem({"2": 1, "3": 1, "4": 1})
+    gpus = Cluster.build([Device("/GPU:0", "gpu"), Device("/GPU:1", "gpu")], default_bandwidth=1e10, name="gpus")
+    on_gpus = Placement.for_graph(graph, placement.devices)
+    runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M)
+    m = runtime.measure(graph, gpus, on_gpus)
+    assert not m.ok and m.step_time == math.inf
+    assert "device /GPU:0 (cuda:0) of stage 0 is not available (torch sees 0 CUDA device(s))" in m.reason, m.reason
+    assert "device /GPU:1 (cuda:1) of stage 1 is not available" in m.reason, m.reason
+    with pytest.raises(TorchRunError, match="/GPU:1"):
+        runtime.run(graph, gpus, on_gpus)
+    with pytest.raises(ClusterMismatchError, match=r"cluster 'gpus' does not fit this machine: .*/GPU:1 \(cuda:1\)"):
+        runtime.check_cluster(gpus)
+    runtime.check_cluster(Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9))
+
+
+def test_two_cluster_devices_on_one_gpu_are_refused_before_any_process_starts(monkeypatch) -> None:
+    """Two task devices on cuda:0 would be two NCCL ranks on one GPU: refused, with device_map entries too (as if
+    the GPU were there: the availability check is told so); with a backend that is not nccl, entries allow it."""
+    from gplace.runtime import torch_runtime
+
+    monkeypatch.setattr(torch_pipeline, "_run_stages", _never_spawned)
+    monkeypatch.setattr(torch_runtime, "_unavailable", lambda device: "")
+    model, x, y, graph, _, placement = _problem({"2": 1, "3": 1, "4": 1})
+    names = [f"/job:w/task:{t}/device:GPU:0" for t in range(2)]
+    shared = Cluster.build([Device(name, "gpu") for name in names], default_bandwidth=1e10)
+    on_both = Placement.for_graph(graph, placement.devices)
+    for device_map in (None, dict.fromkeys(names, "cuda:0")):
+        m = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, device_map=device_map).measure(
+            graph, shared, on_both)
+        assert not m.ok and f"{names[0]} and {names[1]} all map to cuda:0: give each its own GPU" in m.reason
+        assert "NCCL refuses two on one GPU" in m.reason, m.reason
+    jobs = []
+    monkeypatch.setattr(torch_pipeline, "_run_stages", lambda job: jobs.append(job))
+    TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, backend="gloo",
+                         device_map=dict.fromkeys(names, "cuda:0")).run(graph, shared, on_both)
+    assert [job.devices for job in jobs] == [("cuda:0", "cuda:0")]
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
