@@ -50,7 +50,10 @@ Processes
     caller made one first. A stage that fails there is a failed measurement on every rank; one that dies or
     hangs ends the run at the process group's timeout, as ``torchrun`` decides.
 GPUs
-    With stage devices of kind ``cuda`` the backend (by default) is ``nccl``; each process sets its own device.
+    With stage devices of kind ``cuda`` the backend (by default) is ``nccl``; each process makes its device (its
+    first stage's) current before it joins the process group and, under ``nccl``, binds it to the group
+    (``device_id``), so that the barriers around each step run on that GPU (written from the PyTorch
+    documentation, never run on a GPU).
     Stages on CPUs and on CUDA devices in one placement are refused (:class:`~gplace.ir.InvalidPlacementError`
     naming them) unless a ``backend`` is given: the PyTorch documentation's backend table has ``gloo`` send and
     receive CPU tensors only and ``nccl`` CUDA tensors only, so neither carries both. Ran on one GPU (one stage,
@@ -322,7 +325,7 @@ def _run_launched(job: _Job) -> PipelineRun:
                           "processes")
     job = dataclasses.replace(job, module=copy.deepcopy(job.module))  # pipeline() patches the module it traces
     if not dist.is_initialized():  # kept for the next measurement: gloo cannot re-initialise reliably
-        dist.init_process_group(job.backend, timeout=timedelta(seconds=job.timeout))
+        _init_group(job, _process_device(job, rank))
         atexit.register(dist.destroy_process_group)
     try:
         report = {"rank": rank, **_run_stage(rank, job)}
@@ -408,13 +411,36 @@ def _stage_main(rank: int, world: int, port: int, job: _Job, results: Any) -> No
 
     try:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        dist.init_process_group(job.backend, rank=rank, world_size=world, timeout=timedelta(seconds=job.timeout))
+        _init_group(job, _process_device(job, rank), rank=rank, world_size=world)
         results.put({"rank": rank, **_run_stage(rank, job)})
     except Exception as err:  # reported to the parent, which fails the measurement
         results.put({"rank": rank, "error": f"{type(err).__name__}: {error_summary(err)}"})
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _process_device(job: _Job, rank: int) -> torch.device:
+    """The torch device of process ``rank``: its first stage's (all its stages are on one cluster device)."""
+    return torch.device(job.devices[job.stages_of(rank)[0]])
+
+
+def _init_group(job: _Job, device: torch.device, **where: Any) -> None:
+    """Join the default process group (``where``: rank and world size, unless the environment has them) from the
+    process of ``device``. A CUDA device is made current first, and under NCCL also bound to the group
+    (``init_process_group(device_id=...)``, torch >= 2.3), so that barriers and object collectives use it instead
+    of guessing one (the current device, cuda:0 unless set, or the rank modulo the GPUs). CPU devices and other
+    backends join as before. The CUDA part was written from the PyTorch documentation of ``init_process_group``
+    and ``barrier`` and has never run on a GPU (one GPU ran before it existed, setting the device after joining).
+    """
+    import torch.distributed as dist
+
+    bound: dict[str, Any] = {}
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        if "nccl" in job.backend:
+            bound["device_id"] = device
+    dist.init_process_group(job.backend, timeout=timedelta(seconds=job.timeout), **where, **bound)
 
 
 def _run_stage(rank: int, job: _Job) -> dict[str, Any]:
@@ -425,8 +451,8 @@ def _run_stage(rank: int, job: _Job) -> dict[str, Any]:
     if job.threads is not None:
         torch.set_num_threads(job.threads)
     mine = job.stages_of(rank)
-    device = torch.device(job.devices[mine[0]])
-    if device.type == "cuda":
+    device = _process_device(job, rank)
+    if device.type == "cuda":  # again: under torchrun the caller may have made the process group
         torch.cuda.set_device(device)
     pipe = pipeline(job.module, mb_args=job.example, split_spec={path: SplitPoint.BEGINNING for path in job.split})
     stages = [pipe.build_stage(k, device) for k in mine]

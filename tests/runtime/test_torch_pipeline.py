@@ -279,6 +279,70 @@ def test_two_cluster_devices_on_one_gpu_are_refused_before_any_process_starts(mo
     assert [job.devices for job in jobs] == [("cuda:0", "cuda:0")]
 
 
+def _job(devices: tuple[str, ...], backend: str) -> torch_pipeline._Job:
+    """A job of one stage per device (nothing in it runs: the process-group calls are recorded)."""
+    return torch_pipeline._Job(nn.Linear(2, 2), (torch.zeros(4, 2),), torch.zeros(4, 2), F.mse_loss, (), devices,
+                               tuple(range(len(devices))), 2, "gpipe", backend, 1, 0, 10.0, None)
+
+
+def _recorded(monkeypatch) -> list:
+    """torch.cuda.set_device and init_process_group replaced by recorders (no CUDA here), in call order."""
+    import torch.distributed as dist
+
+    calls: list = []
+
+    def init(backend, **kw) -> None:
+        bound = kw.get("device_id")
+        calls.append(("init", backend, None if bound is None else str(torch.device(bound)), kw.get("rank")))
+
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device", str(device))))
+    monkeypatch.setattr(dist, "init_process_group", init)
+    monkeypatch.setattr(torch_pipeline, "_run_stage",
+                        lambda rank, job: {"times": [0.1], "loss": 0.5, "grads": {}})
+    return calls
+
+
+@pytest.mark.parametrize(("devices", "backend", "want"), [
+    (("cuda:0", "cuda:1"), "nccl", [("set_device", "cuda:1"), ("init", "nccl", "cuda:1", 1)]),
+    (("cuda:0", "cuda:1"), "gloo", [("set_device", "cuda:1"), ("init", "gloo", None, 1)]),
+    (("cpu", "cpu"), "gloo", [("init", "gloo", None, 1)]),
+])
+def test_a_stage_process_sets_its_gpu_before_joining_and_binds_it_under_nccl(monkeypatch, devices, backend,
+                                                                             want) -> None:
+    """Rank 1 of stages on cuda:0 and cuda:1 makes cuda:1 current before init_process_group, and under NCCL passes
+    it as device_id (barriers then use it); CPU stages join as before. Only the order and arguments are checked
+    here: these calls have never run on a GPU."""
+    calls, results = _recorded(monkeypatch), []
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "1")
+
+    class Results:
+        put = results.append
+
+    torch_pipeline._stage_main(1, 2, 1, _job(devices, backend), Results())
+    assert [r.get("error") for r in results] == [None]
+    assert calls == want
+
+
+def test_a_torchrun_rank_sets_its_gpu_before_joining_and_binds_it_under_nccl(monkeypatch) -> None:
+    """Under torchrun, rank 1 makes its first stage's GPU current before it makes the process group, and binds it
+    under NCCL (order and arguments only: never run on a GPU)."""
+    import atexit
+
+    import torch.distributed as dist
+
+    calls = _recorded(monkeypatch)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(atexit, "register", lambda fn: None)
+    monkeypatch.setattr(dist, "all_gather_object",
+                        lambda out, obj: out.__setitem__(slice(None), [{**obj, "rank": r} for r in range(2)]))
+    run = torch_pipeline._run_launched(_job(("cuda:0", "cuda:1"), "nccl"))
+    assert run.processes == 2 and run.loss == 0.5
+    assert calls == [("set_device", "cuda:1"), ("init", "nccl", "cuda:1", None)]
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
