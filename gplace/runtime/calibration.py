@@ -25,8 +25,10 @@ Warm-up
     H200 (`benchmarks/gpu_check.md`): the first calibration in a process, after ``warmup`` steps only, put a
     plain step at 0.745 ms that measurements right after timed at 0.498 ms; a second calibration, 0.491 ms.
 Links (:func:`time_copies`, :func:`fit_link`)
-    For each ordered pair of devices, ``tensor.to(dst)`` of float32 tensors of several sizes is timed (with
-    CUDA events where a GPU is involved, so that synchronising is not part of the latency) and
+    For each ordered pair of devices, the copy ``torch-v1`` makes of float32 tensors of several sizes is timed
+    (with CUDA events where a GPU is involved, so that synchronising is not part of the latency): from a GPU to
+    the host into pinned memory, non-blocking (``torch_runtime._pinned_copy``, the function ``torch-v1`` calls),
+    into a GPU ``tensor.to(dst, non_blocking=True)``, between host devices ``tensor.to(dst)``; and
     ``seconds = a * bytes + b`` is fitted by non-negative least squares on relative residuals: bandwidth
     ``1 / a`` (``inf`` when ``a = 0``), latency ``b``. Two logical devices on one torch device (``/CPU:0``
     and ``/CPU:1`` on the one host) do not copy at all, in torch (``to`` returns the tensor itself) and in
@@ -228,11 +230,13 @@ def _timed_steps(
 
 
 def time_copies(src: torch.device, dst: torch.device, sizes: Sequence[int], repeats: int = 10) -> np.ndarray:
-    """Median seconds of ``tensor.to(dst)`` for float32 tensors of ``sizes`` bytes living on ``src``.
+    """Median seconds of ``torch-v1``'s copy (:func:`runtime_copy`) to ``dst`` of float32 tensors of ``sizes``
+    bytes living on ``src``.
 
     Between host devices the wall time; where a GPU is involved, CUDA events recorded around the copy on the
     stream torch runs it on (the source GPU's, else the destination's), so that no synchronisation overhead
-    enters the fitted latency.
+    enters the fitted latency. (Until 2026-11-29 a copy from a GPU was timed as a pageable ``tensor.to("cpu")``,
+    which ``torch-v1`` does not make; the pinned copy timed now has never run on a GPU.)
 
     Shapes:
         Returns (len(sizes),) float64.
@@ -241,16 +245,28 @@ def time_copies(src: torch.device, dst: torch.device, sizes: Sequence[int], repe
 
     sync = _synchronizer({src, dst})
     timer = _event_timer(src if src.type == "cuda" else dst) if "cuda" in (src.type, dst.type) else _wall_timer
+    copy = runtime_copy(src, dst)
     out = np.empty(len(sizes))
     for k, nbytes in enumerate(sizes):
         x = torch.rand(max(1, int(nbytes) // 4), device=src)
         times = []
-        for _ in range(repeats + 1):  # the first copy warms up
+        for _ in range(repeats + 1):  # the first copy warms up (and allocates the pinned buffer the next reuse)
             sync()
-            times.append(timer(functools.partial(x.to, dst)))
+            times.append(timer(functools.partial(copy, x)))
             sync()
         out[k] = statistics.median(times[1:])
     return out
+
+
+def runtime_copy(src: torch.device, dst: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The function ``torch-v1`` copies a tensor from ``src`` to ``dst`` with (``Step.copy``; its streams and
+    events aside): from a GPU to the host ``_pinned_copy`` (into pinned memory, non-blocking), into a GPU
+    ``to(dst, non_blocking=True)``, else ``to(dst)``."""
+    from gplace.runtime.torch_runtime import _pinned_copy, to_device
+
+    if src.type == "cuda" and dst.type == "cpu":
+        return _pinned_copy
+    return functools.partial(to_device, device=dst, non_blocking=dst.type == "cuda")
 
 
 def _wall_timer(copy: Callable[[], Any]) -> float:

@@ -120,6 +120,25 @@ def test_calibrate_end_to_end(mlp_case) -> None:
     assert TorchRuntime(steps=1, warmup=0, device_map=CPU_MAP).measure(cal.graph, cal.cluster, split).ok
 
 
+def test_links_are_timed_with_the_copies_torch_v1_makes() -> None:
+    """A GPU's values reach the host through torch-v1's own pinned, non-blocking copy (the function itself, not a
+    pageable ``to("cpu")``); into a GPU non-blocking; between host devices a plain ``to``. Only the choice of
+    function is checked here (no GPU): the pinned copy has never been timed on a GPU."""
+    import torch
+
+    from gplace.runtime import torch_runtime
+    from gplace.runtime.calibration import runtime_copy
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
+    assert runtime_copy(gpu, cpu) is torch_runtime._pinned_copy
+    into = runtime_copy(cpu, gpu)
+    assert into.func is torch_runtime.to_device and into.keywords == {"device": gpu, "non_blocking": True}
+    host = runtime_copy(cpu, cpu)
+    assert host.keywords == {"device": cpu, "non_blocking": False}
+    x = torch.arange(4.0)
+    assert host(x) is x  # the host's two logical devices share the value, as in torch-v1
+
+
 def test_shared_executor_is_refused_for_gpus(mlp_case) -> None:
     from gplace.runtime.calibration import calibrate
 
