@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -20,6 +21,7 @@ from gplace.ir import Cluster, GraphError, OpGraph, Placement, placement_to_dict
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.loggers import Logger
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
+from gplace.run_dir import claim_run_dir
 from gplace.runtime.base import Measurement, Runtime
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
@@ -89,7 +91,8 @@ def place(
         trainer: the search, any :class:`~gplace.interfaces.Trainer` (default:
             :class:`~gplace.training.ReinforceTrainer`; or a :class:`~gplace.training.PPOTrainer`).
         max_groups: coarsen the graph to at most this many groups (default: 256).
-        run_dir: where metrics, checkpoints, ``placement.json`` and ``trace.json`` go; resumes from it.
+        run_dir: where metrics, checkpoints, ``placement.json`` and ``trace.json`` go; resumes from it. One
+            process at a time, and one graph: see :func:`gplace.run_dir.claim_run_dir`.
         logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``).
         warm_start: a placement to start the search from, or a baseline's or pipeline placer's name (e.g.
             ``"heft"``, ``"ideal_dp"``); see
@@ -107,6 +110,8 @@ def place(
             measures no micro-batches, or a learned search's settings (``warm_start``, ``split_groups``,
             ``trainer``, ``encoder``, ``policy``) or a policy file's budget in seconds for a method that does not
             train.
+        RunDirInUseError: another process is running in ``run_dir`` (a :class:`ValueError`; the directory's
+            ``placement.json`` placing another graph is a plain one).
         FileNotFoundError: ``method`` is a path with no file.
         TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), ``seed`` is
             not an int, ``runtime`` not a Runtime, ``trainer`` not a Trainer or ``warm_start`` neither a Placement
@@ -131,41 +136,44 @@ def place(
                         f"name, got {type(warm_start).__name__}")
     _check_method_settings(method, budget, warm_start=warm_start, split_groups=split_groups, trainer=trainer,
                         encoder=encoder, policy=policy)
-    runtime = runtime or Simulator()
-    runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
-    runtime.check_graph(graph)  # so does a graph without the program a real runtime runs
-    budget = None if budget is None else Budget.parse(budget)
-    if isinstance(warm_start, str):
-        warm_start = make_placer(warm_start, seed or 0, runtime).place(graph, cluster)
-    path = None if method in LEARNED else policy_file(method)
-    placer = None if method in LEARNED or path else make_placer(str(method), seed or 0, runtime, budget)
-    baselines = single_device_baselines(graph, cluster, runtime)
-    if method in LEARNED:
-        # the initial weights of the networks built here: the same in every process (torch's own seed is not)
-        torch.manual_seed(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed))
-        if method != "learned" and encoder is None and policy is None:
-            encoder, policy = make_learner(str(method), cluster.num_devices)
-        try:
-            result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,
-                            run_dir, logger, warm_start, split_groups)
-        except PlacementInfeasibleError as err:
-            if not any(m.ok for m in baselines.values()):
-                raise PlacementInfeasibleError(
-                    f"{err}; the search places groups of ops, which a tight memory may not pack: try "
-                    "warm_start='heft' (placed op by op), with split_groups=True to search from it") from None
-            log.warning("the search measured no placement that fits; returning the fastest single-device one")
-            result = TrainResult(Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
-                                 Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
-        result = _no_worse_than(result, warm_start, graph, cluster, runtime)
-        result = _no_worse_than_one_device(result, baselines, graph, cluster)
-    else:
-        result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
-        if path is not None:  # a policy's search, as the learned ones: never behind a placement measured here
+    with contextlib.ExitStack() as held:  # one process and one graph per run directory
+        if run_dir is not None:
+            held.enter_context(claim_run_dir(run_dir, graph))
+        runtime = runtime or Simulator()
+        runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
+        runtime.check_graph(graph)  # so does a graph without the program a real runtime runs
+        budget = None if budget is None else Budget.parse(budget)
+        if isinstance(warm_start, str):
+            warm_start = make_placer(warm_start, seed or 0, runtime).place(graph, cluster)
+        path = None if method in LEARNED else policy_file(method)
+        placer = None if method in LEARNED or path else make_placer(str(method), seed or 0, runtime, budget)
+        baselines = single_device_baselines(graph, cluster, runtime)
+        if method in LEARNED:
+            # the initial weights of the networks built here: the same in every process (torch's own seed is not)
+            torch.manual_seed(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed))
+            if method != "learned" and encoder is None and policy is None:
+                encoder, policy = make_learner(str(method), cluster.num_devices)
+            try:
+                result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,
+                                run_dir, logger, warm_start, split_groups)
+            except PlacementInfeasibleError as err:
+                if not any(m.ok for m in baselines.values()):
+                    raise PlacementInfeasibleError(
+                        f"{err}; the search places groups of ops, which a tight memory may not pack: try "
+                        "warm_start='heft' (placed op by op), with split_groups=True to search from it") from None
+                log.warning("the search measured no placement that fits; returning the fastest single-device one")
+                result = TrainResult(Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
+                                     Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
+            result = _no_worse_than(result, warm_start, graph, cluster, runtime)
             result = _no_worse_than_one_device(result, baselines, graph, cluster)
-    report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result)
-    if run_dir is not None:
-        write_report(report, run_dir, runtime)
-    return report
+        else:
+            result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
+            if path is not None:  # a policy's search, as the learned ones: never behind a placement measured here
+                result = _no_worse_than_one_device(result, baselines, graph, cluster)
+        report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result)
+        if run_dir is not None:
+            write_report(report, run_dir, runtime)
+        return report
 
 
 def _check_method_settings(method: str | Path, budget: float | str | Budget | None, **learned: Any) -> None:
