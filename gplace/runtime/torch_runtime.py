@@ -162,10 +162,12 @@ class TorchRuntime(Runtime):
         self._stream_pairs: dict[torch.device, tuple[Any, Any]] = {}
         self._checked: set[str] = set()
         self._warm_gpus: set[torch.device] = set()
+        self._used_gpus: set[torch.device] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         """Settings only: no cached values or CUDA streams."""
-        return {**self.__dict__, "_values": OrderedDict(), "_stream_pairs": {}, "_checked": set(), "_warm_gpus": set()}
+        return {**self.__dict__, "_values": OrderedDict(), "_stream_pairs": {}, "_checked": set(), "_warm_gpus": set(),
+                "_used_gpus": set()}
 
     def run(
         self, graph: OpGraph, cluster: Cluster, placement: Placement,
@@ -220,12 +222,14 @@ class TorchRuntime(Runtime):
 
     def usable(self) -> bool:
         """Whether CUDA still works in this process (a sticky error, such as an illegal address or a device-side
-        assert, leaves the context unusable until the process exits; a pool replaces such a worker)."""
-        if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        assert, leaves the context unusable until the process exits; a pool replaces such a worker). Only the GPUs
+        this runtime's measurements used are synchronised: synchronising another would create a CUDA context on it
+        (hundreds of MB of its memory) in every worker. Written for several GPUs and never run on more than one."""
+        if not (self._used_gpus and torch.cuda.is_available() and torch.cuda.is_initialized()):
             return True
         try:
-            for index in range(torch.cuda.device_count()):
-                torch.cuda.synchronize(index)
+            for device in sorted(self._used_gpus, key=lambda d: d.index):
+                torch.cuda.synchronize(device)
         except Exception:  # the sticky error again
             return False
         return True
@@ -333,6 +337,7 @@ class TorchRuntime(Runtime):
         shared = _shared_gpus({cluster.devices[d].name: dev for d, dev in devices.items()}, self.device_map)
         if shared:
             raise TorchRunError(shared[0])
+        self._used_gpus.update(dev for dev in devices.values() if dev.type == "cuda")  # what usable() checks
         return devices
 
     def check_graph(self, graph: OpGraph) -> None:

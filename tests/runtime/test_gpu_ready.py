@@ -107,6 +107,32 @@ def test_a_worker_left_unusable_is_replaced() -> None:
     assert "illegal memory access" in got[0].reason
 
 
+def test_usable_synchronises_only_the_gpus_its_measurements_used(monkeypatch) -> None:
+    """On a machine that (as the test tells torch) has four GPUs, a runtime whose placements used /GPU:1 checks
+    cuda:1 alone: synchronising the other three would give each a CUDA context it never needed. A failure there
+    (the sticky error again) makes it unusable."""
+    from gplace.runtime.torch_runtime import TorchRuntime
+
+    synced = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(str(device)))
+    g = _tiny_graph()
+    c = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:1", "gpu"), Device("/GPU:2", "gpu")],
+                      default_bandwidth=1e9)
+    rt = TorchRuntime()
+    assert rt.usable() and synced == []  # nothing measured yet: no GPU to check
+    rt._devices(c, Placement.for_graph(g, [1] + [0] * (g.num_ops - 1)))  # what a measurement does first
+    assert rt.usable() and synced == ["cuda:1"]
+
+    def sticky(device=None):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", sticky)
+    assert not rt.usable()
+
+
 def test_ray_actors_reserve_their_gpus() -> None:
     """On a Ray node declaring 2 GPUs, the per-node actor reserves both (Ray shows it CUDA_VISIBLE_DEVICES=0,1
     instead of none) and actors of {"GPU": 1} get one each."""
