@@ -49,8 +49,10 @@ Step time
 Peak memory
     When every device in use is a CUDA device of its own: per device, the bytes of the values placed there
     (parameters, inputs) plus the most a timed step allocated above what the device held after the warm-up
-    steps (so library workspaces and other programs' tensors do not count). With ``enforce_memory`` each GPU's
-    caching allocator is capped at its cluster device's ``memory``.
+    steps, the GPU warm-up's above included (so library workspaces and other programs' tensors do not count;
+    until 2026-11-29, with ``warmup=0``, the first measurement on a GPU counted what its GPU warm-up allocated
+    and kept, against this definition: the id stayed). With ``enforce_memory`` each GPU's caching allocator is
+    capped at its cluster device's ``memory``.
 Failures
     Out of memory, an unavailable device, an exception inside an op, a CUDA error outside the ops and the time
     limit (checked between ops, set-up included) give ``ok=False`` and a reason naming the op or device, never
@@ -244,8 +246,9 @@ class TorchRuntime(Runtime):
     def _time_steps(self, plan: Plan, deadline: float) -> tuple[list[float], int, dict[torch.device, int]]:
         """Wall times of the timed steps, the bytes one step moves between cluster devices, and the bytes each
         CUDA device held when the peaks were reset (after the warm-up steps, which allocate library workspaces)."""
-        total, times, moved, base = self.warmup + self.steps, [], 0, _reset_peaks(plan)
+        total, times, moved = self.warmup + self.steps, [], 0
         self._warm_up(plan, deadline)
+        base = _reset_peaks(plan)  # after the GPU warm-up: with warmup=0 its steps' workspaces counted as the peak's
         for k in range(total):
             start = time.perf_counter()
             try:

@@ -482,3 +482,22 @@ def test_the_first_measurement_on_a_gpu_runs_warm_up_steps_once(monkeypatch):
     assert rt.measure(g, _cpus(), _halves(g)).ok and len(steps) == 3  # warm now: 1 warm-up + 2 timed steps
     cpu_only = TorchRuntime(device_map=CPU_MAP)
     assert cpu_only._cold_gpus(cpu_only.plan(g, _cpus(), _halves(g), None)) == set()  # no GPU, no warm-up
+
+
+@pytest.mark.parametrize("warmup", [0, 2])
+def test_peaks_are_reset_after_every_warm_up_step(monkeypatch, warmup):
+    """Peak memory counts the timed steps only: the peaks are last reset after the GPU warm-up's steps and the
+    ``warmup`` ones (with warmup=0 they were reset before the GPU warm-up, whose library workspaces then counted).
+    A CPU stands in for the GPU (``_cold_gpus``); the resets and steps are recorded in order."""
+    from gplace.runtime import torch_runtime
+
+    g = from_torch(_mlp(), (torch.randn(2, 8),))
+    rt = TorchRuntime(steps=2, warmup=warmup, device_map=CPU_MAP)
+    events, real = [], torch_runtime.execute_step
+    monkeypatch.setattr(torch_runtime, "execute_step", lambda *a, **k: events.append("step") or real(*a, **k))
+    monkeypatch.setattr(torch_runtime, "_reset_peaks", lambda plan: events.append("reset") or {})
+    monkeypatch.setattr(torch_runtime, "GPU_WARMUP_SECONDS", 0.05)
+    monkeypatch.setattr(rt, "_cold_gpus", lambda plan: {torch.device("cpu")} - rt._warm_gpus)
+    assert rt.measure(g, _cpus(), _halves(g)).ok
+    last = len(events) - 1 - events[::-1].index("reset")
+    assert events[last + 1:] == ["step", "step"] and events[:last].count("step") > warmup, events
