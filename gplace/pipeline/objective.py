@@ -36,7 +36,7 @@ def objective_runtime(runtime: Runtime, name: str = "step", *, microbatches: int
     """
     if name == "step":
         return runtime
-    if name in OBJECTIVES and type(runtime) is not Simulator:
+    if name in OBJECTIVES and runtime is not None and type(runtime) is not Simulator:
         log.warning("objective %s measures with its own model (%s); the configured runtime %s (%s) is not used "
                     "(for real pipelined runs: objective=step runtime=torch_pipeline)", name,
                     "pipe-v1" if name == "pipeline" else "pipe-steady-v1", type(runtime).__name__, runtime.id)
