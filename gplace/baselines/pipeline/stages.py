@@ -191,13 +191,50 @@ class StageProblem:
         seconds = (latency + nbytes * per_byte) / amortised
         pa, pb = self.position[ua], self.position[ub]
         between = (ua != ub) & (pa >= 0) & (pb >= 0)
+        ka, kb = self._through_fixed(ua, ub)
         for mine, other in ((pa, ub), (pb, ua)):  # a pipelined unit talking to a fixed one pays the transfer
             talks = (mine >= 0) & (self.position[other] < 0)
             fixed = self.fixed_device[other[talks]]
             for s, dev in enumerate(d):  # 0 where the fixed op sits on this stage device (infinite bandwidth)
                 link = self.cluster.latency[dev, fixed] + nbytes[talks] / self.cluster.bandwidth[dev, fixed]
                 np.add.at(self.cost[:, s], mine[talks], link / amortised[talks])
-        return pa[between], pb[between], seconds[between].astype(np.float64)
+        return (np.concatenate([pa[between], ka]), np.concatenate([pb[between], kb]),
+                np.concatenate([seconds[between], np.zeros(ka.size)]).astype(np.float64))
+
+    def _through_fixed(self, ua: np.ndarray, ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (a, b) of pipelined units (positions) joined only through units off the stages, such as an op
+        pinned to the CPU between two GPU layers: ``b`` needs ``a``'s output, so it keeps the order of an edge
+        (at no transfer cost here, which the fixed unit's own edges carry). Without them, the exact DP split a
+        chain around a pinned op into stages that run back and forth between the devices."""
+        fixed = self.position < 0
+        before: dict[int, list[int]] = {}
+        after: dict[int, list[int]] = {}
+        for x, y in zip(ua.tolist(), ub.tolist(), strict=True):
+            if x != y:
+                after.setdefault(x, []).append(y)
+                before.setdefault(y, []).append(x)
+        pairs: set[tuple[int, int]] = set()
+        for f in np.flatnonzero(fixed).tolist():
+            if f not in before or f not in after:
+                continue
+            sources = self._reached(f, before, fixed)
+            targets = self._reached(f, after, fixed)
+            pairs.update((int(self.position[s]), int(self.position[t])) for s in sources for t in targets if s != t)
+        ordered = sorted(pairs)
+        return (np.array([a for a, _ in ordered], dtype=np.int64), np.array([b for _, b in ordered], dtype=np.int64))
+
+    @staticmethod
+    def _reached(start: int, step: dict[int, list[int]], fixed: np.ndarray) -> set[int]:
+        """Pipelined units reached from unit ``start`` along ``step`` through fixed units only."""
+        found, seen, todo = set(), {start}, [start]
+        while todo:
+            for nxt in step.get(todo.pop(), []):
+                if not fixed[nxt]:
+                    found.add(nxt)
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return found
 
     # ------------------------------------------------------------------ blocks
     def blocks(self, max_blocks: int | None = None) -> Blocks:
