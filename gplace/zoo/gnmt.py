@@ -15,7 +15,7 @@ a loss per step, summed. Op names follow :mod:`gplace.zoo.nmt` (``encoder<l>``, 
 from __future__ import annotations
 
 from gplace.ir import OpGraph
-from gplace.zoo.builder import GraphBuilder
+from gplace.zoo.builder import GraphBuilder, check_sizes
 from gplace.zoo.nmt import attention_context
 
 
@@ -29,8 +29,10 @@ def unrolled_gnmt(
     roofline times on a K80 GPU and a Haswell CPU (:mod:`gplace.zoo.roofline`).
 
     Raises:
-        ValueError: ``layers < 2`` (the first layer is bidirectional, the second reads both directions).
+        ValueError: ``layers < 2`` (the first layer is bidirectional, the second reads both directions), or another
+            size that is not a whole number >= 1, by name.
     """
+    check_sizes("unrolled_gnmt", hidden=hidden, src_len=src_len, tgt_len=tgt_len, batch=batch, vocab=vocab)
     if layers < 2:
         raise ValueError(f"GNMT needs at least 2 layers (a bidirectional one and one above it), got {layers}")
     b = GraphBuilder(optimizer)

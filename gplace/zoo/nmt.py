@@ -11,7 +11,7 @@ logits and a loss per step; the losses are summed. Op names follow the Keras bui
 from __future__ import annotations
 
 from gplace.ir import OpGraph
-from gplace.zoo.builder import GraphBuilder
+from gplace.zoo.builder import GraphBuilder, check_sizes
 
 
 def unrolled_nmt(
@@ -22,7 +22,12 @@ def unrolled_nmt(
 
     With ``training``, the backward pass and an update per variable (:meth:`GraphBuilder.add_backward`). Costs
     are roofline times on a K80 GPU and a Haswell CPU (:mod:`gplace.zoo.roofline`).
+
+    Raises:
+        ValueError: a size that is not a whole number >= 1, by name.
     """
+    check_sizes("unrolled_nmt", layers=layers, hidden=hidden, src_len=src_len, tgt_len=tgt_len, batch=batch,
+                vocab=vocab)
     b = GraphBuilder(optimizer)
     h, e = hidden, batch
     src = b.op("input/source", "IteratorGetNext", [], out_shape=(batch, src_len), pinned="cpu")

@@ -13,7 +13,7 @@ step (the reference uses an adaptive softmax). Default sizes: the paper's WikiTe
 from __future__ import annotations
 
 from gplace.ir import OpGraph
-from gplace.zoo.builder import GraphBuilder
+from gplace.zoo.builder import GraphBuilder, check_sizes
 
 
 def transformer_xl(
@@ -26,8 +26,12 @@ def transformer_xl(
     memories get no gradient. Costs are roofline times on a K80 GPU and a Haswell CPU.
 
     Raises:
-        ValueError: ``heads`` does not divide ``d_model``.
+        ValueError: ``heads`` does not divide ``d_model``, a size that is not a whole number >= 1 (``mem_len``:
+            >= 0), by name.
     """
+    check_sizes("transformer_xl", layers=layers, d_model=d_model, heads=heads, ff=ff, seg_len=seg_len, batch=batch,
+                vocab=vocab)
+    check_sizes("transformer_xl", 0, mem_len=mem_len)
     if d_model % heads:
         raise ValueError(f"heads ({heads}) must divide d_model ({d_model})")
     b = GraphBuilder(optimizer)

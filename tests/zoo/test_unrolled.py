@@ -115,3 +115,17 @@ def test_graph_configs_build_the_paper_sizes(name) -> None:
     assert kernel in shapes and graph.num_ops > 500
     cluster = paper_cluster(num_gpus=2)
     assert Simulator().measure(graph, cluster, SingleDevice(kind="gpu").place(graph, cluster)).ok
+
+
+@pytest.mark.parametrize(("build", "size"), [("lstm_lm", "steps"), ("lstm_lm", "layers"), ("unrolled_nmt", "src_len"),
+                                             ("unrolled_gnmt", "tgt_len"), ("transformer_xl", "heads"),
+                                             ("transformer_xl", "seg_len"), ("transformer_xl", "layers")])
+def test_a_size_of_zero_is_refused_by_name(build, size) -> None:
+    """layers=0, heads=0, steps=0, src_len=0 or seg_len=0 failed later with a KeyError or ZeroDivisionError, or
+    built a graph without the layers asked for."""
+    import gplace.zoo
+
+    with pytest.raises(ValueError, match=f"{build}: {size} must be a whole number >= 1, got 0"):
+        getattr(gplace.zoo, build)(**{size: 0})
+    assert gplace.zoo.transformer_xl(layers=1, d_model=8, heads=2, ff=8, seg_len=2, mem_len=0, batch=1,
+                                     vocab=10).num_ops > 0  # no memory is a size of its own
