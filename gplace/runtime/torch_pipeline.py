@@ -150,7 +150,8 @@ class TorchPipelineRuntime(Runtime):
     Args:
         module: the model; the graphs it measures are imported from it with :func:`gplace.from_torch`.
         inputs: the mini-batch's positional inputs (batch first; ``microbatches`` must divide the batch).
-        target: the mini-batch's target, passed to ``loss_fn`` per micro-batch.
+        target: the mini-batch's target (batch first, the inputs' batch size), passed to ``loss_fn`` per
+            micro-batch.
         loss_fn: ``loss_fn(output, target) -> scalar`` of one micro-batch; must pickle (a function of a module).
         microbatches: micro-batches M per mini-batch. (default: 4)
         schedule: ``"gpipe"`` or ``"1f1b"``. (default: "1f1b")
@@ -186,6 +187,10 @@ class TorchPipelineRuntime(Runtime):
         batch = inputs[0].shape[0]
         if batch % microbatches:
             raise ValueError(f"microbatches ({microbatches}) must divide the batch ({batch})")
+        if target.dim() == 0 or target.shape[0] != batch:  # else it fails in the last stage, mid-run
+            size = "no batch dimension" if target.dim() == 0 else f"a batch of {target.shape[0]}"
+            raise ValueError(f"target has {size} but the inputs have a batch of {batch}: each micro-batch's target "
+                             "is cut from target's first dimension as its inputs are from theirs")
         self.module, self.inputs, self.target, self.loss_fn = module, inputs, target, loss_fn
         self.microbatches, self.schedule, self.backend = microbatches, schedule, backend
         self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)

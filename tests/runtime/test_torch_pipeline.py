@@ -200,6 +200,10 @@ def test_settings_are_checked() -> None:
     for bad in (0, 2.5, "4"):
         with pytest.raises(ValueError, match="microbatches must be an integer >= 1"):
             TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=bad)
+    with pytest.raises(ValueError, match="target has a batch of 4 but the inputs have a batch of 8"):
+        TorchPipelineRuntime(model, x, y[:4], F.mse_loss)  # it failed inside the last stage's process
+    with pytest.raises(ValueError, match="target has no batch dimension but the inputs have a batch of 8"):
+        TorchPipelineRuntime(model, x, torch.tensor(0.0), F.mse_loss)
 
 
 def test_the_backend_follows_the_stage_devices_unless_given() -> None:
