@@ -175,6 +175,29 @@ def test_bad_input_shapes_are_named(shapes, match):
         from_onnx(_dynamic_mlp(), shapes)
 
 
+@pytest.mark.parametrize("shapes, match", [
+    ({"x": ["a", 8]}, r"input_shapes\['x'\] must be a list of integers, got \['a', 8\]"),
+    ({"x": 32}, r"input_shapes\['x'\] must be a list of integers, got 32"),
+    ({"x": [32.5, 8]}, r"input_shapes\['x'\] must be a list of integers"),
+    ({"x": [True, 8]}, r"input_shapes\['x'\] must be a list of integers"),
+    ({"x": [10**30, 8]}, r"input_shapes\['x'\]: dimension 10+ is larger than ONNX's int64 allows"),
+    ("x", "input_shapes must map input names to shapes"),
+    ([[32, 8]], "input_shapes must map input names to shapes"),
+])
+def test_input_shapes_that_are_not_integer_lists_raise_naming_the_input(shapes, match):
+    """Before, these raised a raw ValueError or TypeError from int() or dict(), an OverflowError-like ValueError
+    from protobuf for a huge dimension, or silently truncated 32.5 to 32."""
+    with pytest.raises(UnsupportedGraphError, match=match):
+        from_onnx(_dynamic_mlp(), shapes)
+
+
+def test_input_shapes_accept_numpy_integers_and_none_for_a_given_input():
+    """numpy integer dimensions are integers; a None shape counts as not given (as it did before)."""
+    g = from_onnx(_dynamic_mlp(), {"x": np.array([32, 8])})
+    assert g.output_shapes[g.op_index["relu"]] == ((32, 16),)
+    assert from_onnx(_mlp(), {"x": None}).op_names == ("x", "mm", "add", "relu")
+
+
 def _matmul_costs(rows, inner, cols):
     a, b = TensorSpec((rows, inner), rows * inner * 4), TensorSpec((inner, cols), inner * cols * 4)
     return op_kind_costs("MatMul", [a, b], [TensorSpec((rows, cols), rows * cols * 4)])

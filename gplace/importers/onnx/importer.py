@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gplace.costmodel import TensorSpec, op_kind_costs
 from gplace.importers.onnx.control import SubgraphCosts, subgraph_weights, trip_constants
-from gplace.importers.onnx.shapes import fix_input_shapes, infer_shapes
+from gplace.importers.onnx.shapes import fix_input_shapes, infer_shapes, input_shape_map
 from gplace.importers.onnx.tensors import (
     cost_attrs,
     initializer_spec,
@@ -68,9 +68,10 @@ def from_onnx(
             input and the reason (an unknown dimension with no input shape, an unknown shape after inference, a
             failed shape inference, ...).
     """
+    given = input_shape_map(input_shapes)
     model = _load(model_or_path)
     graph_name = name or (Path(model_or_path).stem if _is_path(model_or_path) else model.graph.name) or "onnx"
-    fix_input_shapes(model.graph, dict(input_shapes or {}))
+    fix_input_shapes(model.graph, given)
     model = infer_shapes(model, graph_name)
     try:
         ops, edges, node_index = _Builder(model.graph, graph_name, model.opset_import, model.functions).build()

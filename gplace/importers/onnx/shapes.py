@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,32 @@ _CARRY_PASSES = 1024
 _NOT_FOLDED = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
                          "Bernoulli", "Dropout"})
 """Nodes never evaluated while folding: their outputs are random."""
+
+
+_MAX_DIM = 2**63 - 1
+"""Largest dimension an ONNX shape holds (int64)."""
+
+
+def input_shape_map(input_shapes: Any) -> dict[str, list[int]]:
+    """``input_shapes`` as ``{name: [int, ...]}``, refusing anything but a mapping of names to integer lists (a
+    ``None`` shape counts as not given)."""
+    if input_shapes is None:
+        return {}
+    if not isinstance(input_shapes, Mapping):
+        raise UnsupportedGraphError("input_shapes must map input names to shapes, e.g. {'x': [8, 3, 224, 224]}, "
+                                    f"got a {type(input_shapes).__name__}")
+    shapes: dict[str, list[int]] = {}
+    for name, shape in input_shapes.items():
+        if shape is None:
+            continue
+        dims = None if isinstance(shape, str | bytes) or not hasattr(shape, "__iter__") else list(shape)
+        if dims is None or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in dims):
+            raise UnsupportedGraphError(f"input_shapes[{name!r}] must be a list of integers, got {shape!r}")
+        big = next((int(d) for d in dims if d > _MAX_DIM), None)
+        if big is not None:
+            raise UnsupportedGraphError(f"input_shapes[{name!r}]: dimension {big} is larger than ONNX's int64 allows")
+        shapes[name] = [int(d) for d in dims]
+    return shapes
 
 
 def fix_input_shapes(graph: onnx.GraphProto, given: dict[str, Sequence[int]]) -> None:
