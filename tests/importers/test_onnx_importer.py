@@ -349,6 +349,22 @@ def test_consumed_unknown_shape_names_node_and_tensor():
         from_onnx(model)
 
 
+def _relu_chain(nodes, initializers=()):
+    return _model(nodes, [helper.make_tensor_value_info("x", F32, [2, 4])],
+                  [helper.make_tensor_value_info("y", F32, None)], initializers)
+
+
+def test_a_tensor_written_by_two_nodes_or_by_a_node_and_a_weight_raises_naming_both():
+    """Before, the second writer silently replaced the first as the tensor's producer (an ONNX graph is SSA)."""
+    twice = _relu_chain([helper.make_node("Relu", ["x"], ["y"], name="first"),
+                         helper.make_node("Relu", ["x"], ["y"], name="second")])
+    with pytest.raises(UnsupportedGraphError, match="tensor 'y' is an output of two nodes, 'first' and 'second'"):
+        from_onnx(twice)
+    shadow = _relu_chain([helper.make_node("Relu", ["x"], ["W"], name="relu"),
+                          helper.make_node("MatMul", ["W", "W"], ["y"], name="mm")], [_weight("W", 4, 4)])
+    with pytest.raises(UnsupportedGraphError, match=r"'relu' \(Relu\) writes tensor 'W', which is also an initializer"):
+        from_onnx(shadow)
+
 
 # ---------------------------------------------------------------------- folding shape arithmetic
 def _ints(name, values):

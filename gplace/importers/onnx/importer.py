@@ -130,9 +130,15 @@ class _Builder:
             self.initializers[sparse.values.name] = TensorSpec(tuple(int(d) for d in sparse.dims), nbytes)
         self.specs.update(self.initializers)
         self.readers: dict[str, list[int]] = defaultdict(list)
+        self.writer: dict[str, int] = {}
+        self.input_names = {v.name for v in graph.input}
         for i, node in enumerate(graph.node):
             for tensor in node_reads(node):
                 self.readers[tensor].append(i)
+            for tensor in node.output:
+                if tensor:
+                    self._check_single_writer(tensor, i)
+                    self.writer[tensor] = i
         self.subgraph_costs = SubgraphCosts(value_types(graph), trip_constants(graph, opset_import),
                                              opset_import, functions)
         self.producer: dict[str, str] = {}
@@ -140,6 +146,18 @@ class _Builder:
         self.ops: list[Op] = []
         self.unknown_outputs: list[str] = []
         self.edge_bytes: dict[tuple[str, str], int] = defaultdict(int)
+
+    def _check_single_writer(self, tensor: str, i: int) -> None:
+        """ONNX graphs are in SSA form: each tensor has one definition (a node output, an input or a weight)."""
+        node = self.graph.node[i]
+        if tensor in self.writer:
+            first = _node_label(self.graph, self.writer[tensor])
+            raise UnsupportedGraphError(f"tensor {tensor!r} is an output of two nodes, {first} and "
+                                        f"{_node_label(self.graph, i)} (an ONNX tensor has one producer)")
+        if tensor in self.initializers or tensor in self.input_names:
+            what = "an initializer" if tensor in self.initializers else "a graph input"
+            raise UnsupportedGraphError(f"node {_node_label(self.graph, i)} ({node.op_type}) writes tensor {tensor!r}, "
+                                        f"which is also {what} (an ONNX tensor has one producer)")
 
     def build(self) -> tuple[list[Op], list[Edge], dict[str, int]]:
         self._add_inputs()
@@ -250,6 +268,12 @@ class _Builder:
         if spec is None and not self.readers.get(tensor):
             self.unknown_outputs.append(f"{op_name}:{tensor}")
         return spec
+
+
+def _node_label(graph: onnx.GraphProto, i: int) -> str:
+    """A node as the error messages name it: its name, else ``<op_type>_<i>`` (as its op would be named)."""
+    node = graph.node[i]
+    return repr(node.name or f"{node.op_type}_{i}")
 
 
 def _constant_bytes(node: onnx.NodeProto, outputs: Sequence[TensorSpec | None]) -> int:
