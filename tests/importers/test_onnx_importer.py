@@ -366,6 +366,19 @@ def test_a_tensor_written_by_two_nodes_or_by_a_node_and_a_weight_raises_naming_b
         from_onnx(shadow)
 
 
+def test_a_node_reading_a_later_nodes_output_names_that_node_as_out_of_order_or_a_cycle():
+    """Before, the message said the tensor was one that "nothing produces", though a later node (or the node
+    itself) does."""
+    unsorted = _relu_chain([helper.make_node("Relu", ["h"], ["y"], name="second"),
+                            helper.make_node("Relu", ["x"], ["h"], name="first")])
+    with pytest.raises(UnsupportedGraphError, match="'second'.*reads tensor 'h', which only a later node, 'first', "
+                                                    "produces: the nodes are not in topological order"):
+        from_onnx(unsorted)
+    self_loop = _relu_chain([helper.make_node("Add", ["x", "y"], ["y"], name="add")])
+    with pytest.raises(UnsupportedGraphError, match=r"'add' \(Add\) reads tensor 'y', which it produces itself"):
+        from_onnx(self_loop)
+
+
 # ---------------------------------------------------------------------- folding shape arithmetic
 def _ints(name, values):
     return numpy_helper.from_array(np.array(values, dtype=np.int64), name)

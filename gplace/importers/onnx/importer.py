@@ -231,6 +231,15 @@ class _Builder:
         spec = self.specs.get(tensor)
         src = self.producer.get(tensor)
         if src is None and tensor not in self.initializers:
+            later = self.writer.get(tensor)
+            if tensor in node.output:
+                raise UnsupportedGraphError(f"node {op_name!r} ({node.op_type}) reads tensor {tensor!r}, "
+                                            "which it produces itself (a cycle)")
+            if later is not None:
+                raise UnsupportedGraphError(
+                    f"node {op_name!r} ({node.op_type}) reads tensor {tensor!r}, which only a later node, "
+                    f"{_node_label(self.graph, later)}, produces: the nodes are not in topological order, "
+                    "or form a cycle")
             raise UnsupportedGraphError(f"node {op_name!r} ({node.op_type}) reads tensor {tensor!r}, which nothing "
                                         "produces (not a graph input, an initializer or an earlier node's output)")
         if spec is None:
