@@ -322,7 +322,11 @@ def _doppler_op(path: Path, lines: Sequence[str], index: int, flops_per_second: 
     if not _OP_TYPE.fullmatch(op_type):
         raise _error(path, lineno, f"op type must be a name, got {op_type!r}")
     comp, comm = int(fields[0]), int(fields[1])
-    return Op(name=f"n{index}", type=op_type, cost=comp / flops_per_second, output_bytes=comm)
+    try:
+        cost = comp / flops_per_second
+    except OverflowError:
+        raise _error(path, lineno, f"comp_cost of node {index} is too large ({len(fields[0])} digits)") from None
+    return Op(name=f"n{index}", type=op_type, cost=cost, output_bytes=comm)
 
 
 # ---------------------------------------------------------------------- GiPH

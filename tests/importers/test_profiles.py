@@ -301,6 +301,13 @@ def test_doppler_malformed_line_is_named(tmp_path: Path, case: str, text: str, l
         load_doppler(path)
 
 
+
+def test_doppler_comp_cost_too_large_for_a_float_names_its_line(tmp_path: Path) -> None:
+    """Before, a 400-digit comp_cost raised a raw OverflowError ('int too large to convert to float')."""
+    path = _write(tmp_path, "g.txt", DOPPLER_OK.replace("7,28\n", "9" * 400 + ",28\n"))
+    with _raises_at(path, ":6"):
+        load_doppler(path)
+
 GIPH_OK = {
     "name": "tiny",
     "nodes": [{"id": 0, "compute": 10.0, "allowed_device_types": [1]},
