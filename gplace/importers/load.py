@@ -123,6 +123,8 @@ def _json(path: Path, text: str, expected: str) -> Mapping[str, Any]:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
         raise _unsupported(path, expected, f"invalid JSON (line {err.lineno}: {err.msg})") from None
+    except RecursionError:
+        raise _unsupported(path, expected, "JSON nested too deeply to read") from None
     if not isinstance(doc, Mapping):
         raise _unsupported(path, expected, f"a JSON {type(doc).__name__}, not an object")
     return doc

@@ -51,6 +51,8 @@ def _read_json(path: Path) -> Any:
         return json.loads(_read_text(path))
     except json.JSONDecodeError as err:
         raise _error(path, err.lineno, f"not valid JSON ({err.msg}, column {err.colno})") from None
+    except RecursionError:
+        raise _error(path, None, "JSON nested too deeply to read") from None
 
 
 def _build(ops: Sequence[Op], edges: Sequence[Edge], *, name: str, path: Path) -> OpGraph:

@@ -473,3 +473,15 @@ def test_doppler_rejects_bad_flop_rate(tmp_path: Path) -> None:
     for rate in (0.0, -1.0, math.inf):
         with pytest.raises(ValueError, match="flops_per_second"):
             load_doppler(path, flops_per_second=rate)
+
+
+def test_json_nested_too_deeply_is_named_not_a_recursion_error(tmp_path: Path) -> None:
+    """Before, load_graph, load_cluster, load_giph_graph and load_giph_network raised a raw RecursionError from
+    the json module on a document nested 100000 deep."""
+    path = _write(tmp_path, "deep.json", '{"nodes": ' + "[" * 100_000 + "]" * 100_000 + ', "edges": []}')
+    for load in (load_graph, load_cluster):
+        with pytest.raises(UnsupportedGraphError, match=re.escape(str(path)) + ".*nested too deeply"):
+            load(path)
+    for load in (load_giph_graph, load_giph_network):
+        with pytest.raises(GraphError, match=re.escape(str(path)) + ": JSON nested too deeply"):
+            load(path)
