@@ -153,7 +153,7 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
     """
     import torch
 
-    kind = getattr(torch, dtype, None)
+    kind = getattr(torch, dtype, None) if isinstance(dtype, str) else None
     if not isinstance(kind, torch.dtype):
         raise ValueError(f"dtype {dtype!r} is not a torch dtype (e.g. 'float32', 'int64')")
     if not isinstance(input_shapes, Sequence) or not all(isinstance(s, Sequence) for s in input_shapes):
@@ -161,7 +161,7 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
                          f"{input_shapes!r}")
     shapes = [list(s) for s in input_shapes]
     for k, shape in enumerate(shapes):
-        if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+        if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
             raise ValueError(f"input_shapes[{k}] must be a list of positive integers, got {shape!r}")
     generator = torch.Generator().manual_seed(seed)
     inputs = tuple(torch.randn(s, generator=generator).to(kind) if kind.is_floating_point

@@ -239,6 +239,18 @@ def test_bad_arguments():
         from_torch(_mlp())
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    ({"input_shapes": [[True, 8]]}, r"input_shapes\[0\] must be a list of positive integers, got \[True, 8\]"),
+    ({"input_shapes": [[2, 8]], "dtype": 5}, "dtype 5 is not a torch dtype"),
+])
+def test_from_module_shapes_refuses_a_bool_dimension_and_a_dtype_that_is_no_name(kwargs, match):
+    """Before, a True dimension reached torch.randn (a raw TypeError listing its overloads) and dtype=5 raised
+    getattr's 'attribute name must be string'."""
+    from gplace.importers.torch_export import from_module_shapes
+
+    with pytest.raises(ValueError, match=match):
+        from_module_shapes(_mlp(), **kwargs)
+
 def test_aten_cost_rules():
     """ATen views cost nothing; convolution_backward counts twice the forward; a gather reads only its rows."""
     from gplace.costmodel import op_work
