@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -265,7 +266,8 @@ def load_doppler(path: str | Path, *, flops_per_second: float = 1e12) -> OpGraph
             ``"<file>:<line>: ..."``), or a cycle.
         ValueError: ``flops_per_second`` is not a positive finite number.
     """
-    if not (math.isfinite(flops_per_second) and flops_per_second > 0):
+    if (isinstance(flops_per_second, bool) or not isinstance(flops_per_second, numbers.Real)
+            or not (math.isfinite(flops_per_second) and flops_per_second > 0)):
         raise ValueError(f"flops_per_second must be positive and finite, got {flops_per_second!r}")
     path = Path(path)
     lines = _read_text(path).splitlines()

@@ -485,3 +485,10 @@ def test_json_nested_too_deeply_is_named_not_a_recursion_error(tmp_path: Path) -
     for load in (load_giph_graph, load_giph_network):
         with pytest.raises(GraphError, match=re.escape(str(path)) + ": JSON nested too deeply"):
             load(path)
+
+
+def test_doppler_flop_rate_given_as_a_string_is_a_value_error_naming_it(tmp_path: Path) -> None:
+    """Before, flops_per_second="1e12" raised math.isfinite's raw TypeError ('must be real number, not str')."""
+    path = _write(tmp_path, "g.txt", DOPPLER_OK)
+    with pytest.raises(ValueError, match="flops_per_second must be positive and finite, got '1e12'"):
+        load_doppler(path, flops_per_second="1e12")
