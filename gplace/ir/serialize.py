@@ -113,14 +113,24 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
 def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
     """Parse a cluster document; optional ``default_link: {bandwidth, latency}`` fills missing pairs."""
     _check_header(doc, CLUSTER_FORMAT)
-    _check_fields(doc, _CLUSTER_FIELDS, f"cluster {doc.get('name')!r}")
-    for key, known in (("devices", _DEVICE_FIELDS), ("links", _LINK_FIELDS)):
-        for i, rec in enumerate(doc.get(key) or []):
-            if isinstance(rec, Mapping):
-                _check_fields(rec, known, f"cluster {doc.get('name')!r}: {key}[{i}]")
+    where = f"cluster {doc.get('name')!r}"
+    _check_fields(doc, _CLUSTER_FIELDS, where)
     try:
-        devices = [_device_from_dict(i, d) for i, d in enumerate(_list(doc, "devices"))]
-        links = [_link_from_dict(x) for x in doc.get("links", [])]
+        records = {"devices": _list(doc, "devices"), "links": [] if doc.get("links") is None else _list(doc, "links")}
+    except GraphError as err:
+        raise GraphError(f"{where}: {err}") from None
+    for key, known, required in (("devices", _DEVICE_FIELDS, ("name", "kind")),
+                                 ("links", _LINK_FIELDS, ("a", "b", "bandwidth"))):
+        for i, rec in enumerate(records[key]):
+            if not isinstance(rec, Mapping):
+                raise GraphError(f"{where}: {key}[{i}] must be an object, got {type(rec).__name__} {rec!r}")
+            _check_fields(rec, known, f"{where}: {key}[{i}]")
+            missing = [f for f in required if f not in rec]
+            if missing:
+                raise GraphError(f"{where}: {key}[{i}] lacks field(s) {missing}")
+    try:
+        devices = [_device_from_dict(i, d) for i, d in enumerate(records["devices"])]
+        links = [_link_from_dict(x) for x in records["links"]]
     except GraphError as err:
         raise GraphError(f"cluster {doc.get('name')!r}: {err}") from None
     except (KeyError, TypeError, ValueError) as err:

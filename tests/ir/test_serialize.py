@@ -95,6 +95,11 @@ def test_graph_document_errors_name_the_field(mutate, match):
     (lambda d: d.update(default_link={"bandwidth": 1e9, "latancy": 1e-5}),
      r"default_link: unknown field\(s\) \['latancy'\]; known: \['bandwidth', 'latency'\]"),
     (lambda d: d.update(default_link=[]), r"default_link must be an object"),
+    (lambda d: d.update(devices=5), r"field 'devices' must be a list, got int"),  # a raw TypeError before
+    (lambda d: d.update(links=3), r"field 'links' must be a list, got int"),
+    (lambda d: d["devices"].append(5), r"devices\[3\] must be an object, got int 5"),
+    (lambda d: d["devices"][1].pop("kind"), r"devices\[1\] lacks field\(s\) \['kind'\]"),  # "KeyError('kind')"
+    (lambda d: d["links"][0].pop("bandwidth"), r"links\[0\] lacks field\(s\) \['bandwidth'\]"),
 ])
 def test_cluster_document_errors_name_the_field(mutate, match):
     """A misspelt device, link, default_link or cluster field is refused by name; before, a device's misspelt memory
