@@ -29,12 +29,17 @@ def _model() -> nn.Module:
     return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
 
 
+def _batch(model: nn.Module, width: int):
+    """A mini-batch (8 inputs, ``width`` targets) for ``model``, its graph and two CPU devices."""
+    x = torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(1))
+    y = torch.randn(BATCH, width, generator=torch.Generator().manual_seed(2))
+    graph = from_torch(model, (x[: BATCH // M],))
+    return x, y, graph, Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+
+
 def _problem(stage_of: dict[str, int]):
     model = _model()
-    x = torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(1))
-    y = torch.randn(BATCH, 4, generator=torch.Generator().manual_seed(2))
-    graph = from_torch(model, (x[: BATCH // M],))
-    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    x, y, graph, cluster = _batch(model, 4)
     paths = graph.source.module_paths
     placement = Placement.for_graph(graph, [stage_of.get(paths.get(op, ""), 0) for op in graph.op_names])
     return model, x, y, graph, cluster, placement
@@ -105,10 +110,7 @@ def test_a_weight_tied_across_stages_gets_the_sum_of_its_stages_gradients() -> N
     weight; its gradient is the sum of both (the last stage's alone overwrote the first's)."""
     torch.manual_seed(0)
     model = Tied()
-    x = torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(1))
-    y = torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(2))
-    graph = from_torch(model, (x[: BATCH // M],))
-    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    x, y, graph, cluster = _batch(model, 8)
     paths = graph.source.module_paths
     order = graph.topological_order.tolist()
     start = order.index(next(i for i in order if paths.get(graph.op_names[i]) == "mid"))
