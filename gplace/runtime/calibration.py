@@ -27,7 +27,7 @@ Warm-up
 Links (:func:`time_copies`, :func:`fit_link`)
     For each ordered pair of devices, the copy ``torch-v1`` makes of float32 tensors of several sizes is timed
     (with CUDA events where a GPU is involved, so that synchronising is not part of the latency): from a GPU to
-    the host into pinned memory, non-blocking (``torch_runtime._pinned_copy``, the function ``torch-v1`` calls),
+    the host into pinned memory, non-blocking (``torch_runtime.pinned_copy``, the function ``torch-v1`` calls),
     into a GPU ``tensor.to(dst, non_blocking=True)``, between host devices ``tensor.to(dst)``; and
     ``seconds = a * bytes + b`` is fitted by non-negative least squares on relative residuals: bandwidth
     ``1 / a`` (``inf`` when ``a = 0``), latency ``b``. Two logical devices on one torch device (``/CPU:0``
@@ -260,12 +260,12 @@ def time_copies(src: torch.device, dst: torch.device, sizes: Sequence[int], repe
 
 def runtime_copy(src: torch.device, dst: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
     """The function ``torch-v1`` copies a tensor from ``src`` to ``dst`` with (``Step.copy``; its streams and
-    events aside): from a GPU to the host ``_pinned_copy`` (into pinned memory, non-blocking), into a GPU
+    events aside): from a GPU to the host ``pinned_copy`` (into pinned memory, non-blocking), into a GPU
     ``to(dst, non_blocking=True)``, else ``to(dst)``."""
-    from gplace.runtime.torch_runtime import _pinned_copy, to_device
+    from gplace.runtime.torch_runtime import pinned_copy, to_device
 
     if src.type == "cuda" and dst.type == "cpu":
-        return _pinned_copy
+        return pinned_copy
     return functools.partial(to_device, device=dst, non_blocking=dst.type == "cuda")
 
 

@@ -261,13 +261,13 @@ def _device_problems(names: list[str], devices: list[torch.device], backend: str
         mapped[name] = dev
     problems = []
     for name, dev in mapped.items():
-        why = torch_runtime._unavailable(dev)
+        why = torch_runtime.unavailable_reason(dev)
         if why:
             which = ", ".join(map(str, stages[name]))
             problems.append(f"device {name} ({dev}) of stage{'s' * (len(stages[name]) > 1)} {which} is not "
                             f"available ({why})")
     unshared = _ONE_RANK_PER_GPU if "nccl" in backend else ""
-    return problems + torch_runtime._shared_gpus(mapped, device_map, unshared=unshared)
+    return problems + torch_runtime.shared_gpu_problems(mapped, device_map, unshared=unshared)
 
 
 def _backend(backend: str | None, devices: list[torch.device], names: list[str]) -> str:

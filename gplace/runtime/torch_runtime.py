@@ -91,7 +91,7 @@ from gplace.runtime.synthetic import synthesised
 logger = logging.getLogger(__name__)
 
 __all__ = ["Plan", "Step", "TorchRunError", "TorchRuntime", "cluster_problems", "execute_step", "op_name_of",
-           "streams_restored", "torch_device"]
+           "pinned_copy", "shared_gpu_problems", "streams_restored", "torch_device", "unavailable_reason"]
 
 _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
 """``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
@@ -334,10 +334,10 @@ class TorchRuntime(Runtime):
                 devices[d] = torch_device(name, self.device_map)
             except ValueError as err:
                 raise TorchRunError(str(err)) from None
-            problem = _unavailable(devices[d])
+            problem = unavailable_reason(devices[d])
             if problem:
                 raise TorchRunError(f"device {name} ({devices[d]}) is not available ({problem})")
-        shared = _shared_gpus({cluster.devices[d].name: dev for d, dev in devices.items()}, self.device_map)
+        shared = shared_gpu_problems({cluster.devices[d].name: dev for d, dev in devices.items()}, self.device_map)
         if shared:
             raise TorchRunError(shared[0])
         self._used_gpus.update(dev for dev in devices.values() if dev.type == "cuda")  # what usable() checks
@@ -390,15 +390,15 @@ def cluster_problems(cluster: Cluster, device_map: Mapping[str, str] | None = No
         except ValueError as err:
             problems.append(str(err))
             continue
-        why = _unavailable(mapped[device.name])
+        why = unavailable_reason(mapped[device.name])
         if why:
             missing.setdefault(why, []).append(f"{device.name} ({mapped[device.name]})")
     problems += [f"{', '.join(names)} not available ({why})" for why, names in missing.items()]
-    return problems + _shared_gpus(mapped, device_map, unshared=unshared)
+    return problems + shared_gpu_problems(mapped, device_map, unshared=unshared)
 
 
-def _shared_gpus(mapped: Mapping[str, torch.device], device_map: Mapping[str, str] | None, *,
-                 unshared: str = "") -> list[str]:
+def shared_gpu_problems(mapped: Mapping[str, torch.device], device_map: Mapping[str, str] | None, *,
+                        unshared: str = "") -> list[str]:
     """A message per CUDA device that several cluster devices map to, unless ``device_map`` names them all (with
     ``unshared``, the reason sharing cannot work: a message per shared CUDA device, entries or not)."""
     owners: dict[torch.device, list[str]] = {}
@@ -414,7 +414,7 @@ def _shared_gpus(mapped: Mapping[str, torch.device], device_map: Mapping[str, st
             if len(names) > 1 and not all(n in explicit for n in names)]
 
 
-def _unavailable(device: torch.device) -> str:
+def unavailable_reason(device: torch.device) -> str:
     """Why ``device`` cannot be used, or ``""``."""
     if device.type == "cpu":
         return ""
@@ -820,7 +820,7 @@ class Step:
         if event is not None:
             stream.wait_event(event)
         with torch.cuda.stream(stream):
-            out = pytree.tree_map_only(torch.Tensor, _pinned_copy, value)
+            out = pytree.tree_map_only(torch.Tensor, pinned_copy, value)
             done = stream.record_event()
         _record_stream(value, stream)
         return _HostCopy(out, done)
@@ -849,7 +849,8 @@ def _arrived(copy: Any) -> Any:
     return copy
 
 
-def _pinned_copy(t: torch.Tensor) -> torch.Tensor:
+def pinned_copy(t: torch.Tensor) -> torch.Tensor:
+    """``t`` copied to the host into pinned memory, non-blocking (how torch-v1 brings a GPU result back)."""
     return torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True)
 
 

@@ -130,7 +130,7 @@ def test_links_are_timed_with_the_copies_torch_v1_makes() -> None:
     from gplace.runtime.calibration import runtime_copy
 
     cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
-    assert runtime_copy(gpu, cpu) is torch_runtime._pinned_copy
+    assert runtime_copy(gpu, cpu) is torch_runtime.pinned_copy
     into = runtime_copy(cpu, gpu)
     assert into.func is torch_runtime.to_device and into.keywords == {"device": gpu, "non_blocking": True}
     host = runtime_copy(cpu, cpu)

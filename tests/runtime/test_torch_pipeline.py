@@ -268,7 +268,7 @@ def test_two_cluster_devices_on_one_gpu_are_refused_before_any_process_starts(mo
     from gplace.runtime import torch_runtime
 
     monkeypatch.setattr(torch_pipeline, "_run_stages", _never_spawned)
-    monkeypatch.setattr(torch_runtime, "_unavailable", lambda device: "")
+    monkeypatch.setattr(torch_runtime, "unavailable_reason", lambda device: "")
     model, x, y, graph, _, placement = _problem({"2": 1, "3": 1, "4": 1})
     names = [f"/job:w/task:{t}/device:GPU:0" for t in range(2)]
     shared = Cluster.build([Device(name, "gpu") for name in names], default_bandwidth=1e10)
