@@ -255,7 +255,10 @@ def _opt_float(value: Any, where: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise GraphError(f"{where} must be a number, got {value!r}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        raise GraphError(f"{where} is too large for a float ({len(str(abs(value)))} digits)") from None
 
 
 def _number(value: Any, where: str) -> float:
@@ -274,7 +277,7 @@ def _text(value: Any, where: str) -> str:
 def _opt_int(value: Any, where: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not float(value).is_integer():
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _opt_float(value, where).is_integer():
         raise GraphError(f"{where} must be an integer, got {value!r}")
     return int(value)
 

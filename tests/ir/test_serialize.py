@@ -151,3 +151,20 @@ def test_a_dimension_that_is_not_a_whole_number_is_named(dims):
     doc["ops"][0]["output_shapes"] = [dims]
     with pytest.raises(GraphError, match=r"output_shapes\[0\] must be a list of whole numbers"):
         graph_from_dict(doc)
+
+
+@pytest.mark.parametrize("where", ["cost", "output_bytes", "speed", "memory"])
+def test_an_integer_too_large_for_a_float_is_named(where):
+    """A JSON integer of 401 digits escaped graph_from_dict and cluster_from_dict as a raw OverflowError."""
+    from gplace.testing import chain
+
+    if where in ("cost", "output_bytes"):
+        doc = graph_to_dict(chain())
+        doc["ops"][0][where] = 10**400
+        load, match = graph_from_dict, f"op 'a0'.{where} is too large for a float \\(401 digits\\)"
+    else:
+        doc = cluster_to_dict(cpu_gpu_cluster(2))
+        doc["devices"][1][where] = 10**400
+        load, match = cluster_from_dict, f"device '/GPU:0' {where} is too large for a float \\(401 digits\\)"
+    with pytest.raises(GraphError, match=match):
+        load(doc)
