@@ -171,7 +171,7 @@ def from_tensorflow(
     name: str | None = None,
     loss: Any = None,
     optimizer: Any = None,
-    outputs: Sequence[str] | None = None,
+    outputs: str | Sequence[str] | None = None,
 ) -> OpGraph:
     """Import a TensorFlow program as an op graph (see the module docstring for the mapping).
 
@@ -188,8 +188,8 @@ def from_tensorflow(
             the last axis for a ``sparse_*`` loss. (default: the model's compiled loss, else mean squared error)
         optimizer: training optimiser of a Keras model, a Keras optimiser or its name. (default: the model's
             compiled optimiser, else ``"sgd"``)
-        outputs: for a GraphDef or ``tf.Graph``, the nodes (or tensors) one step runs; only they and what they
-            depend on are imported. (default: every node)
+        outputs: for a GraphDef or ``tf.Graph``, the node (or tensor) or nodes one step runs; only they and what
+            they depend on are imported. (default: every node)
 
     Returns:
         The op graph; its ``source`` is a :class:`TensorFlowSource`.
@@ -206,6 +206,7 @@ def from_tensorflow(
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
     tf = _import_tf()
+    outputs = [outputs] if isinstance(outputs, str) else outputs  # one name, not a list of its letters
     traced = _trace(tf, obj, training, batch_size, loss, optimizer, outputs)
     graph_name = name or traced.name
     where = f"TensorFlow graph {graph_name!r}"

@@ -110,6 +110,8 @@ def test_graph_def_outputs_prunes_to_the_step():
     """``outputs`` keeps only what the named nodes depend on."""
     g = from_tensorflow(_graph_def(), batch_size=8, outputs=["mm"])
     assert set(g.op_names) == {"x", "w", "w/read", "mm"}
+    one = from_tensorflow(_graph_def(), batch_size=8, outputs="mm")  # was read as the nodes "m" and "m"
+    assert set(one.op_names) == set(g.op_names)
 
 
 def test_graph_def_file_and_text_file(tmp_path):
