@@ -101,13 +101,17 @@ class GraphBuilder:
                                      phase="backward", grad_of=op.name)
         for var in self.variables:
             parts = [grads[c] for c in consumers[var] if c in grads]
-            if not parts:
-                continue
-            shape = self.shape(var)
-            total = self.op(f"grad/{var}/AddN", "AddN", parts, flops=len(parts) * math.prod(shape), out_shape=shape,
-                            phase="backward", grad_of=var)
-            self.op(f"update/{var}", UPDATE_OPS[self.optimizer], [total, var], flops=10 * math.prod(shape),
-                    colocation=var, phase="update")
+            if parts:
+                self.update(var, parts)
+
+    def update(self, var: str, grads: list[str]) -> None:
+        """Sum ``grads``, the gradient ops of variable ``var``, in ``grad/<var>/AddN`` (``backward``), and apply the
+        sum with the optimiser's ``update/<var>`` (``update``), colocated with the variable."""
+        shape = self.shape(var)
+        total = self.op(f"grad/{var}/AddN", "AddN", grads, flops=len(grads) * math.prod(shape), out_shape=shape,
+                        phase="backward", grad_of=var)
+        self.op(f"update/{var}", UPDATE_OPS[self.optimizer], [total, var], flops=10 * math.prod(shape),
+                colocation=var, phase="update")
 
     def build(self, name: str) -> OpGraph:
         """The validated graph; where some ops have a phase (a training step), the others are ``forward``."""

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 from gplace.ir import OpGraph
-from gplace.zoo.builder import UPDATE_OPS, GraphBuilder, check_sizes
+from gplace.zoo.builder import GraphBuilder, check_sizes
 
 
 def lstm_lm(
@@ -78,8 +76,4 @@ def _backward(b: GraphBuilder, layers: int, steps: int, batch: int, hidden: int,
         grads[emb].append(b.op(f"grad/embed/t{t}", "UnsortedSegmentSum", [upstream], flops=batch * hidden,
                                out_shape=(batch, hidden), phase="backward", grad_of=f"embed/t{t}"))
     for var, parts in grads.items():
-        size = math.prod(b.shape(var))
-        total = b.op(f"grad/{var}/AddN", "AddN", parts, flops=len(parts) * size, out_shape=b.shape(var),
-                     phase="backward", grad_of=var)
-        b.op(f"update/{var}", UPDATE_OPS[b.optimizer], [total, var], flops=10 * size, out_shape=(), colocation=var,
-             phase="update")
+        b.update(var, parts)
