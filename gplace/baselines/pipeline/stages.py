@@ -209,10 +209,10 @@ class StageProblem:
         fixed = self.position < 0
         before: dict[int, list[int]] = {}
         after: dict[int, list[int]] = {}
-        for x, y in zip(ua.tolist(), ub.tolist(), strict=True):
-            if x != y:
-                after.setdefault(x, []).append(y)
-                before.setdefault(y, []).append(x)
+        touching = (ua != ub) & (fixed[ua] | fixed[ub])  # only paths through fixed units matter
+        for x, y in zip(ua[touching].tolist(), ub[touching].tolist(), strict=True):
+            after.setdefault(x, []).append(y)
+            before.setdefault(y, []).append(x)
         pairs: set[tuple[int, int]] = set()
         for f in np.flatnonzero(fixed).tolist():
             if f not in before or f not in after:
