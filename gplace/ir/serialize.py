@@ -132,19 +132,19 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
         devices = [_device_from_dict(i, d) for i, d in enumerate(records["devices"])]
         links = [_link_from_dict(x) for x in records["links"]]
     except GraphError as err:
-        raise GraphError(f"cluster {doc.get('name')!r}: {err}") from None
+        raise GraphError(f"{where}: {err}") from None
     except (KeyError, TypeError, ValueError) as err:
-        raise GraphError(f"cluster {doc.get('name')!r}: malformed device or link ({err!r})") from None
+        raise GraphError(f"{where}: malformed device or link ({err!r})") from None
     default = {} if doc.get("default_link") is None else doc["default_link"]
     if not isinstance(default, Mapping):
-        raise GraphError(f"cluster {doc.get('name')!r}: default_link must be an object with 'bandwidth' and "
+        raise GraphError(f"{where}: default_link must be an object with 'bandwidth' and "
                          f"'latency', got {default!r}")
-    _check_fields(default, _DEFAULT_LINK_FIELDS, f"cluster {doc.get('name')!r}: default_link")
+    _check_fields(default, _DEFAULT_LINK_FIELDS, f"{where}: default_link")
     try:
         bandwidth = _opt_float(default.get("bandwidth"), "default_link's bandwidth")
         latency = _number(default.get("latency", 0.0), "default_link's latency")
     except GraphError as err:
-        raise GraphError(f"cluster {doc.get('name')!r}: {err}") from None
+        raise GraphError(f"{where}: {err}") from None
     return Cluster.build(devices, links, default_bandwidth=bandwidth, default_latency=latency,
                          name=str(doc.get("name", "cluster")))
 

@@ -236,7 +236,6 @@ class TorchPipelineRuntime(Runtime):
                                   ranks=tuple(device_ranks(split.cluster_devices)), backend=backend)
         return _run_launched(job) if self.processes == "torchrun" else _run_stages(job)
 
-
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
         torch device or to one this machine lacks, and every GPU two cluster devices share (under ``nccl``, the
