@@ -181,7 +181,20 @@ def _parse_pipedream(path: Path) -> tuple[list[_PipeDreamNode], list[Edge]]:
         for end in (edge.src, edge.dst):
             if end not in nodes:
                 raise _error(path, lineno, f"edge {edge.src} -- {edge.dst} names undefined node {end!r}")
-    return list(nodes.values()), [edge for _, edge in edges]
+    return list(nodes.values()), _distinct_edges(path, [(f"line {n}", edge) for n, edge in edges])
+
+
+def _distinct_edges(path: Path, edges: Sequence[tuple[str, Edge]]) -> list[Edge]:
+    """The edges in file order, each pair of ends once: a repeated edge is the same tensor, not a second one.
+
+    ``edges`` pairs each edge with where the file gives it (``"line 7"``), for the warning a repeat logs.
+    """
+    first: dict[tuple[str, str], str] = {}
+    for where, edge in edges:
+        seen = first.setdefault((edge.src, edge.dst), where)
+        if seen != where:
+            logger.warning("%s: edge %s -> %s at %s repeats %s; read once", path, edge.src, edge.dst, where, seen)
+    return [Edge(src, dst) for src, dst in first]
 
 
 def _pipedream_node(path: Path, lineno: int, line: str) -> _PipeDreamNode:
@@ -283,8 +296,9 @@ def load_doppler(path: str | Path, *, flops_per_second: float = 1e12) -> OpGraph
         bad = next((i for i in ids if i >= num_ops), None)
         if bad is not None:
             raise _error(path, lineno, f"edge endpoint {bad} is out of range for {num_ops} nodes")
-    edges = [Edge(f"n{s}", f"n{d}") for s, d in zip(src, dst, strict=True)]
-    return _build(ops, edges, name=path.stem, path=path)
+    pairs = enumerate(zip(src, dst, strict=True))
+    edges = [(f"position {i} of lines 3-4", Edge(f"n{s}", f"n{d}")) for i, (s, d) in pairs]
+    return _build(ops, _distinct_edges(path, edges), name=path.stem, path=path)
 
 
 def _line(path: Path, lines: Sequence[str], lineno: int, what: str) -> str:

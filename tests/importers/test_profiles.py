@@ -253,6 +253,16 @@ def test_doppler_small_file_golden(tmp_path: Path) -> None:
     assert graph.edge_index.tolist() == [[0, 1], [1, 2]] and graph.edge_bytes.tolist() == [20, 28]
 
 
+def test_a_repeated_edge_is_one_edge_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A profile listing an edge twice names one tensor: one edge (its bytes sent once), and a WARNING says where."""
+    pipedream = load_pipedream(_write(tmp_path, "pd.txt", PD_OK + "\tnode1 -- node2\n"), phases=True)
+    assert pipedream.num_edges == load_pipedream(_write(tmp_path, "pd1.txt", PD_OK), phases=True).num_edges
+    assert "line 4 repeats line 3" in caplog.text
+    doppler = load_doppler(_write(tmp_path, "dp.txt", "4\n0\n0, 1, 0\n1, 2, 1\n5,20\n7,28\n3,12\n"))
+    assert doppler.edge_index.tolist() == [[0, 1], [1, 2]] and doppler.edge_bytes.tolist() == [20, 28]
+    assert "position 2 of lines 3-4 repeats position 0" in caplog.text
+
+
 PD_BAD = [
     ("bad number", PD_OK.replace("forward_compute_time=1.500", "forward_compute_time=abc"), 2),
     ("nan time", PD_OK.replace("forward_compute_time=1.500", "forward_compute_time=nan"), 2),
