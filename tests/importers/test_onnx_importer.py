@@ -338,6 +338,17 @@ def test_shared_initializer_becomes_an_op_and_unnamed_nodes_get_names():
     assert {(e.src, e.dst) for e in g.edges()} >= {("W", "MatMul_0"), ("W", "MatMul_1")}
 
 
+def test_initializer_with_a_negative_dimension_is_named():
+    """A stored tensor with dims (-2, 3) is refused naming the initializer, not the node that reads it."""
+    weight = _weight("W", 2, 3)
+    weight.dims[0] = -2
+    model = _model([helper.make_node("Add", ["x", "W"], ["y"], name="add")],
+                   [helper.make_tensor_value_info("x", F32, [1, 3])], [helper.make_tensor_value_info("y", F32, None)],
+                   [weight])
+    with pytest.raises(UnsupportedGraphError, match=r"initializer 'W' has dims \[-2, 3\]"):
+        from_onnx(model)
+
+
 def test_consumed_unknown_shape_names_node_and_tensor():
     """A tensor read by a node but of unknown shape after inference raises, naming producer and tensor."""
     nodes = [helper.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gplace.costmodel import TensorSpec
+from gplace.ir import GraphError
 
 if TYPE_CHECKING:
     import onnx
@@ -77,7 +78,14 @@ def _elem_bits(elem_type: int) -> int | None:
 
 
 def initializer_spec(tensor: onnx.TensorProto) -> TensorSpec:
+    """A stored tensor's shape and bytes.
+
+    Raises:
+        GraphError: a negative dimension (a stored tensor has no unknown ones), naming the tensor.
+    """
     shape = tuple(int(d) for d in tensor.dims)
+    if any(d < 0 for d in shape):
+        raise GraphError(f"initializer {tensor.name!r} has dims {list(shape)}: a stored tensor's are >= 0")
     bits = _elem_bits(tensor.data_type) or 32
     return TensorSpec(shape, math.ceil(math.prod(shape) * bits / 8))
 
