@@ -144,6 +144,24 @@ class _Job:
         return tuple(t[: t.shape[0] // self.microbatches] for t in self.inputs)
 
 
+def _batch_size(inputs: tuple[torch.Tensor, ...], target: torch.Tensor) -> int:
+    """The mini-batch's size: the first dimension every input and the target share (else they fail mid-run)."""
+    named = [*((f"inputs[{i}]", t) for i, t in enumerate(inputs)), ("target", target)]
+    for what, tensor in named:
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{what} must be a torch.Tensor, got {type(tensor).__name__}")
+    if not inputs or inputs[0].dim() == 0:
+        raise ValueError("inputs[0] must be a tensor with a batch dimension: each micro-batch is cut from the first "
+                         "dimension of every input and of the target")
+    batch = inputs[0].shape[0]
+    for what, tensor in named[1:]:
+        if tensor.dim() == 0 or tensor.shape[0] != batch:
+            size = "no batch dimension" if tensor.dim() == 0 else f"a batch of {tensor.shape[0]}"
+            raise ValueError(f"{what} has {size} but inputs[0] has a batch of {batch}: each micro-batch is cut from "
+                             "the first dimension of every input and of the target")
+    return batch
+
+
 class TorchPipelineRuntime(Runtime):
     """Measures pipeline placements of ``module`` by running them (see the module docstring).
 
@@ -184,13 +202,9 @@ class TorchPipelineRuntime(Runtime):
         microbatches = check_microbatches(microbatches)
         if steps < 1 or warmup < 0 or not time_limit > 0:
             raise ValueError(f"need steps >= 1, warmup >= 0 and time_limit > 0, got {steps}, {warmup}, {time_limit}")
-        batch = inputs[0].shape[0]
+        batch = _batch_size(inputs, target)
         if batch % microbatches:
             raise ValueError(f"microbatches ({microbatches}) must divide the batch ({batch})")
-        if target.dim() == 0 or target.shape[0] != batch:  # else it fails in the last stage, mid-run
-            size = "no batch dimension" if target.dim() == 0 else f"a batch of {target.shape[0]}"
-            raise ValueError(f"target has {size} but the inputs have a batch of {batch}: each micro-batch's target "
-                             "is cut from target's first dimension as its inputs are from theirs")
         self.module, self.inputs, self.target, self.loss_fn = module, inputs, target, loss_fn
         self.microbatches, self.schedule, self.backend = microbatches, schedule, backend
         self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)

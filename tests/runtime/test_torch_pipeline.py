@@ -202,10 +202,17 @@ def test_settings_are_checked() -> None:
     for bad in (0, 2.5, "4"):
         with pytest.raises(ValueError, match="microbatches must be an integer >= 1"):
             TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=bad)
-    with pytest.raises(ValueError, match="target has a batch of 4 but the inputs have a batch of 8"):
+    with pytest.raises(ValueError, match=r"target has a batch of 4 but inputs\[0\] has a batch of 8"):
         TorchPipelineRuntime(model, x, y[:4], F.mse_loss)  # it failed inside the last stage's process
-    with pytest.raises(ValueError, match="target has no batch dimension but the inputs have a batch of 8"):
+    with pytest.raises(ValueError, match=r"target has no batch dimension but inputs\[0\] has a batch of 8"):
         TorchPipelineRuntime(model, x, torch.tensor(0.0), F.mse_loss)
+    with pytest.raises(ValueError, match=r"inputs\[1\] has a batch of 4 but inputs\[0\] has a batch of 8"):
+        TorchPipelineRuntime(model, (x, x[:4]), y, F.mse_loss)  # its micro-batches would differ from the first's
+    for inputs in ((), torch.tensor(1.0)):
+        with pytest.raises(ValueError, match=r"inputs\[0\] must be a tensor with a batch dimension"):
+            TorchPipelineRuntime(model, inputs, y, F.mse_loss)
+    with pytest.raises(TypeError, match=r"inputs\[1\] must be a torch.Tensor, got list"):
+        TorchPipelineRuntime(model, (x, [1, 2]), y, F.mse_loss)
 
 
 def test_the_backend_follows_the_stage_devices_unless_given() -> None:
