@@ -36,6 +36,8 @@ DEVICE_KINDS = ("cpu", "gpu")
 DEVICE_FEATURES = len(DEVICE_KINDS) + 4
 """Width of :func:`device_features`."""
 _LOG_SCALE = 10.0
+_BANDWIDTH_CAP = 1e15
+"""Bytes per second a link's feature saturates at (an infinite link, a free transfer, reads as this)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,7 +124,7 @@ def device_features(cluster: Cluster) -> np.ndarray:
 
     Columns: one-hot kind (``cpu``, ``gpu``, any other), ``log(speed)``, ``log1p(memory bytes) / 10`` and the
     mean over the other devices of ``log1p(bandwidth in bytes/s) / 10`` in both directions (0 for a single
-    device).
+    device; a bandwidth counts at most ``1e15``, so an infinite link is a finite feature).
 
     Shapes:
         returns (D, 6) float32, row ``d`` for device index ``d``.
@@ -131,7 +133,8 @@ def device_features(cluster: Cluster) -> np.ndarray:
     kind = np.array([DEVICE_KINDS.index(k) if k in DEVICE_KINDS else len(DEVICE_KINDS) for k in cluster.kinds])
     one_hot = np.eye(len(DEVICE_KINDS) + 1)[kind]
     off = ~np.eye(d, dtype=bool)
-    log_bw = np.where(off, np.log1p(np.where(off, cluster.bandwidth, 0.0)) / _LOG_SCALE, 0.0)
+    bandwidth = np.minimum(np.where(off, cluster.bandwidth, 0.0), _BANDWIDTH_CAP)
+    log_bw = np.log1p(bandwidth) / _LOG_SCALE
     mean_bw = (log_bw.sum(0) + log_bw.sum(1)) / max(2 * (d - 1), 1)
     cols = [np.log(cluster.speeds), np.log1p(cluster.memory.astype(np.float64)) / _LOG_SCALE, mean_bw]
     return np.concatenate([one_hot, np.stack(cols, 1)], 1).astype(np.float32)

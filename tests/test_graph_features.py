@@ -10,6 +10,7 @@ from gplace.encoders import LSTMEncoder
 from gplace.features import DEVICE_FEATURES, POSITION_FEATURES, device_features, featurize
 from gplace.grouping import group_ops, identity_grouping
 from gplace.ir import Cluster, Device, Edge, Link, Op, OpGraph
+from gplace.methods import make_learner
 from gplace.placer import PolicyPlacer
 from gplace.policies import MLPPolicy
 from gplace.testing import MB, diamond, random_dag, uniform_cluster
@@ -65,6 +66,17 @@ def test_device_features_kind_speed_memory_and_links():
     bw = np.log1p([[0, 1e6, 1e4], [1e6, 0, 1e8], [1e4, 1e8, 0]]) / 10
     np.testing.assert_allclose(feats[:, 5], bw.sum(1) / 2, rtol=1e-6)
     np.testing.assert_allclose(device_features(uniform_cluster(1))[:, 5], [0.0])
+
+
+def test_an_infinite_link_is_a_finite_feature_and_the_device_aware_policy_stays_finite():
+    """An infinite bandwidth (a free transfer; GiPH's files give one) counts as 1e15 B/s: no inf features, no NaN."""
+    links = [Link("a", "b", float("inf")), Link("a", "c", 1e9), Link("b", "c", 1e9)]
+    cluster = Cluster.build([Device(n, "gpu") for n in "abc"], links)
+    feats = device_features(cluster)
+    assert np.isfinite(feats).all()
+    np.testing.assert_allclose(feats[0, 5], (np.log1p(1e15) + np.log1p(1e9)) / 2 / 10, rtol=1e-6)
+    placer = PolicyPlacer(random_dag(20, seed=0), cluster, *make_learner("device_aware", 3))
+    assert torch.isfinite(placer.sample(4, generator=torch.Generator().manual_seed(0)).log_prob).all()
 
 
 def test_placer_holds_device_features_as_a_buffer_outside_the_state_dict():
