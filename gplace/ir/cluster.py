@@ -11,6 +11,7 @@ from functools import cached_property
 import numpy as np
 
 from gplace.ir.errors import GraphError
+from gplace.ir.frozen import read_only
 
 MIN_RATE = 1e-9
 """The least device speed (and most: its inverse) and the least link bandwidth (bytes/s): times stay finite."""
@@ -60,8 +61,7 @@ class Cluster:
     name: str = "cluster"
 
     def __post_init__(self) -> None:
-        for arr in (self.bandwidth, self.latency):
-            arr.setflags(write=False)
+        read_only(self.bandwidth, self.latency)
         self.validate()
 
     @classmethod
@@ -79,14 +79,28 @@ class Cluster:
         Raises:
             GraphError: a link names an unknown device, or a pair has no link and no default.
         """
+        for label, value in (("default_bandwidth", default_bandwidth), ("default_latency", default_latency)):
+            if value is not None and not _is_number(value):
+                raise GraphError(f"cluster {name!r}: {label} must be a number, got {value!r}")
         index = {d.name: i for i, d in enumerate(devices)}
         n = len(devices)
         bw = np.full((n, n), np.nan if default_bandwidth is None else float(default_bandwidth))
         lat = np.full((n, n), float(default_latency))
+        given: set[tuple[str, str]] = set()
         for link in links:
             for end in (link.a, link.b):
                 if end not in index:
                     raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} names unknown device {end!r}")
+            for label in ("bandwidth", "latency"):
+                if not _is_number(getattr(link, label)):
+                    raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} {label} must be a number, "
+                                     f"got {getattr(link, label)!r}")
+            if link.a == link.b:
+                raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} joins a device to itself (a device's "
+                                 "own transfers are free)")
+            if (link.a, link.b) in given or (link.b, link.a) in given:
+                raise GraphError(f"cluster {name!r}: two links between {link.a!r} and {link.b!r}")
+            given.add((link.a, link.b))
             if not (link.bandwidth > 0 and link.latency >= 0 and math.isfinite(link.latency)):
                 raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} has bandwidth {link.bandwidth} and "
                                  f"latency {link.latency}; a bandwidth must be > 0, a latency finite and >= 0")
@@ -155,13 +169,17 @@ class Cluster:
 
     @cached_property
     def speeds(self) -> np.ndarray:
-        """(D,) float64 device speeds."""
-        return np.array([d.speed for d in self.devices], dtype=np.float64)
+        """(D,) float64 device speeds; read-only."""
+        speeds = np.array([d.speed for d in self.devices], dtype=np.float64)
+        read_only(speeds)
+        return speeds
 
     @cached_property
     def memory(self) -> np.ndarray:
-        """(D,) int64 memory capacities in bytes."""
-        return np.array([d.memory for d in self.devices], dtype=np.int64)
+        """(D,) int64 memory capacities in bytes; read-only."""
+        memory = np.array([d.memory for d in self.devices], dtype=np.int64)
+        read_only(memory)
+        return memory
 
     @cached_property
     def fingerprint(self) -> str:
@@ -186,7 +204,16 @@ class Cluster:
             ) from None
 
     def transfer_time(self, nbytes: float, src: int, dst: int) -> float:
-        """Seconds to move ``nbytes`` from device ``src`` to ``dst`` on an idle link."""
+        """Seconds to move ``nbytes`` from device ``src`` to ``dst`` (indices) on an idle link."""
+        for label, index in (("src", src), ("dst", dst)):
+            if not 0 <= index < self.num_devices:
+                raise IndexError(f"{label} device index {index} is not in cluster {self.name!r} "
+                                 f"(0..{self.num_devices - 1})")
         if src == dst:
             return 0.0
         return float(self.latency[src, dst] + nbytes / self.bandwidth[src, dst])
+
+
+def _is_number(value: object) -> bool:
+    """A real number that is not a bool (``True`` is an int to Python, not a rate)."""
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)

@@ -14,6 +14,7 @@ import numpy as np
 
 from gplace.ir.cluster import Cluster
 from gplace.ir.errors import GraphError
+from gplace.ir.frozen import FrozenDict, read_only
 
 Shape = tuple[int, ...]
 """A tensor shape; -1 marks an unknown dimension."""
@@ -95,9 +96,9 @@ class OpGraph:
     """Per-op index of the forward op a backward op differentiates, -1 for none; empty when no op has one."""
 
     def __post_init__(self) -> None:
-        arrays = [self.compute_cost, self.persistent_memory, self.temporary_memory, self.output_bytes]
-        for arr in [*arrays, *self.kind_cost.values(), self.edge_index, self.edge_bytes]:
-            arr.setflags(write=False)
+        object.__setattr__(self, "kind_cost", FrozenDict(self.kind_cost))
+        read_only(self.compute_cost, self.persistent_memory, self.temporary_memory, self.output_bytes,
+                  *self.kind_cost.values(), self.edge_index, self.edge_bytes)
         self.validate()
 
     # ------------------------------------------------------------------ construction
@@ -111,6 +112,8 @@ class OpGraph:
             GraphError: duplicate op, edge to a missing op, missing or negative cost, cycle, ...
             TypeError: an op is not an :class:`Op` or an edge not an :class:`Edge` (a ``(src, dst)`` tuple, say).
         """
+        if not isinstance(name, str):
+            raise TypeError(f"a graph's name must be a string, got {type(name).__name__} {name!r}")
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
                 raise TypeError(f"graph {name!r}: ops[{i}] must be an Op(name, type, cost), got "
@@ -124,7 +127,7 @@ class OpGraph:
             if op.name in index:
                 raise GraphError(f"graph {name!r}: duplicate op name {op.name!r}")
             index[op.name] = i
-        kinds = sorted({k for op in ops for k in op.kind_cost})
+        kinds = sorted({k for op in ops for k, seconds in op.kind_cost.items() if seconds is not None})
         kind_cost = {
             k: np.array([_as_cost(op.kind_cost.get(k), f"graph {name!r}: op {op.name!r} kind_cost[{k!r}]")
                          for op in ops], dtype=np.float64) for k in kinds
@@ -199,6 +202,14 @@ class OpGraph:
                            ("colocation", self.colocation), ("pinned", self.pinned)):
             if len(seq) != n:
                 raise GraphError(f"{where}: {label} has {len(seq)} entries, expected {n}")
+        if len(self.op_index) != n:
+            twice = next(name for i, name in enumerate(self.op_names) if self.op_index[name] != i)
+            raise GraphError(f"{where}: duplicate op name {twice!r}")
+        for label, arr in self._per_op_arrays():
+            kind = "i" if label in ("persistent_memory", "temporary_memory", "output_bytes") else "f"
+            if arr.dtype.kind != kind:
+                raise GraphError(f"{where}: {label} has dtype {arr.dtype}, expected "
+                                 f"{'int64 bytes' if kind == 'i' else 'float64 seconds'}")
         self._validate_costs()
         for label in ("persistent_memory", "temporary_memory", "output_bytes"):
             bad = np.flatnonzero(getattr(self, label) < 0)
@@ -247,6 +258,9 @@ class OpGraph:
         ei, n = self.edge_index, self.num_ops
         if ei.ndim != 2 or ei.shape[0] != 2:
             raise GraphError(f"graph {self.name!r}: edge_index has shape {ei.shape}, expected (2, E)")
+        for label, arr in (("edge_index", ei), ("edge_bytes", self.edge_bytes)):
+            if arr.dtype.kind != "i":
+                raise GraphError(f"graph {self.name!r}: {label} has dtype {arr.dtype}, expected int64")
         if self.edge_bytes.shape != (ei.shape[1],):
             raise GraphError(
                 f"graph {self.name!r}: edge_bytes has shape {self.edge_bytes.shape}, expected ({ei.shape[1]},)"
@@ -315,23 +329,27 @@ class OpGraph:
         return int(self.edge_index.shape[1])
 
     @cached_property
-    def op_index(self) -> dict[str, int]:
-        """Op name -> index."""
-        return {n: i for i, n in enumerate(self.op_names)}
+    def op_index(self) -> Mapping[str, int]:
+        """Op name -> index (read-only)."""
+        return FrozenDict((n, i) for i, n in enumerate(self.op_names))
 
     @cached_property
     def out_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Outgoing edges as CSR: ``(ptr (N+1,), dst (E,), edge id (E,))``, grouped by source."""
-        return csr(self.edge_index[0], self.edge_index[1], self.num_ops)
+        """Outgoing edges as CSR: ``(ptr (N+1,), dst (E,), edge id (E,))``, grouped by source; read-only."""
+        arrays = csr(self.edge_index[0], self.edge_index[1], self.num_ops)
+        read_only(*arrays)
+        return arrays
 
     @cached_property
     def in_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Incoming edges as CSR: ``(ptr (N+1,), src (E,), edge id (E,))``, grouped by destination."""
-        return csr(self.edge_index[1], self.edge_index[0], self.num_ops)
+        """Incoming edges as CSR: ``(ptr (N+1,), src (E,), edge id (E,))``, grouped by destination; read-only."""
+        arrays = csr(self.edge_index[1], self.edge_index[0], self.num_ops)
+        read_only(*arrays)
+        return arrays
 
     @cached_property
     def topological_order(self) -> np.ndarray:
-        """(N,) int64 op indices in a topological order (Kahn, smallest index first among ready ops).
+        """(N,) int64 op indices in a topological order (Kahn, smallest index first among ready ops); read-only.
 
         Raises:
             GraphError: the graph has a cycle; the message names ops on it.
@@ -353,7 +371,9 @@ class OpGraph:
         if len(order) < self.num_ops:
             cycle = self._find_cycle(indeg)
             raise GraphError(f"graph {self.name!r} has a cycle through ops {' -> '.join(map(repr, cycle))}")
-        return np.array(order, dtype=np.int64)
+        order = np.array(order, dtype=np.int64)
+        read_only(order)
+        return order
 
     def _find_cycle(self, indeg: list[int]) -> list[str]:
         """Names of ops on one cycle among the ops Kahn's algorithm could not order."""
@@ -376,7 +396,7 @@ class OpGraph:
         h.update(json.dumps([self.op_names, self.op_types, self.colocation, self.pinned,
                              sorted(self.kind_cost)]).encode())
         for _, arr in self._per_op_arrays():
-            h.update(np.ascontiguousarray(arr).tobytes())
+            h.update(np.ascontiguousarray(arr + 0).tobytes())  # + 0: a cost of -0.0 hashes as 0.0
         h.update(np.ascontiguousarray(self.edge_index).tobytes())
         h.update(np.ascontiguousarray(self.edge_bytes).tobytes())
         if self.has_phases:  # graphs without phases keep their old fingerprints
@@ -458,9 +478,10 @@ def _as_bytes(value: Any, where: str) -> int:
         raise GraphError(f"{where} must be a whole number of bytes, got {value!r}")
     if isinstance(value, float | np.floating) and not (math.isfinite(value) and float(value).is_integer()):
         raise GraphError(f"{where} must be a whole number of bytes, got {value!r}")
-    if not -MAX_BYTES <= value <= MAX_BYTES:  # a negative count is named by OpGraph.validate
+    number = int(value)  # compared exactly: float(MAX_BYTES) rounds up to 2**63, which int64 cannot hold
+    if not -MAX_BYTES <= number <= MAX_BYTES:  # a negative count is named by OpGraph.validate
         raise GraphError(f"{where} is {value!r} bytes, more than the largest supported ({MAX_BYTES})")
-    return int(value)
+    return number
 
 
 def _check_op_fields(op: Op, where: str) -> None:
@@ -468,16 +489,17 @@ def _check_op_fields(op: Op, where: str) -> None:
     if not isinstance(op.name, str) or not op.name:
         raise GraphError(f"{where}: an op name must be a non-empty string, got {op.name!r}")
     where = f"{where}: op {op.name!r}"
-    if not isinstance(op.type, str):
-        raise GraphError(f"{where} type must be a string, got {op.type!r}")
+    if not isinstance(op.type, str) or not op.type:
+        raise GraphError(f"{where} type must be a non-empty string, got {op.type!r}")
     for label in ("persistent_memory", "temporary_memory", "output_bytes"):
         _as_bytes(getattr(op, label), f"{where} {label}")
     for label in ("colocation", "pinned", "phase", "grad_of"):
         value = getattr(op, label)
         if value is not None and (not isinstance(value, str) or not value):
             raise GraphError(f"{where} {label} must be a non-empty string or null, got {value!r}")
-    if not isinstance(op.kind_cost, Mapping):
-        raise GraphError(f"{where} kind_cost must map device kinds to seconds, got {op.kind_cost!r}")
+    if not isinstance(op.kind_cost, Mapping) or not all(isinstance(k, str) and k for k in op.kind_cost):
+        raise GraphError(f"{where} kind_cost must map device kinds (non-empty strings) to seconds, "
+                         f"got {op.kind_cost!r}")
     for shape in op.output_shapes:
         if not isinstance(shape, Sequence) or not all(
                 isinstance(d, int | np.integer) and not isinstance(d, bool) and -1 <= d <= MAX_BYTES for d in shape):

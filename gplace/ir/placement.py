@@ -87,7 +87,12 @@ class Placement:
         return hash((self.graph_fingerprint, self.devices.tobytes()))
 
     def to_names(self, graph: OpGraph, cluster: Cluster) -> dict[str, str]:
-        """``{op name: device name}``."""
+        """``{op name: device name}``.
+
+        Raises:
+            InvalidPlacementError: wrong length or graph, or a device index outside the cluster (naming the op).
+        """
+        self._check_indices(graph, cluster)
         names = cluster.device_names
         return {op: names[d] for op, d in zip(graph.op_names, self.devices.tolist(), strict=True)}
 
@@ -99,6 +104,12 @@ class Placement:
                 an op on a device kind it is not pinned to or has no cost for; the message names the op.
             TypeError: ``graph`` or ``cluster`` is not gplace's (:func:`check_graph_and_cluster`).
         """
+        self._check_indices(graph, cluster)
+        self._check_colocation(graph, cluster)
+        self._check_pins(graph, cluster)
+
+    def _check_indices(self, graph: OpGraph, cluster: Cluster) -> None:
+        """One device index in the cluster per op of this graph."""
         check_graph_and_cluster(graph, cluster)
         n, d = graph.num_ops, cluster.num_devices
         if len(self) != n:
@@ -113,8 +124,6 @@ class Placement:
             raise InvalidPlacementError(
                 f"op {graph.op_names[i]!r} placed on device {self.devices[i]}; cluster {cluster.name!r} has {d} devices"
             )
-        self._check_colocation(graph, cluster)
-        self._check_pins(graph, cluster)
 
     def _check_colocation(self, graph: OpGraph, cluster: Cluster) -> None:
         first: dict[str, int] = {}

@@ -17,7 +17,8 @@ def to_pyg(graph: OpGraph, x: np.ndarray | None = None) -> Data:
 
     Args:
         graph: the op graph.
-        x: (N, F) node features; default: log1p of cost (s * 1e6), persistent, temporary and output bytes.
+        x: (N, F) node features; default: log1p of cost (s * 1e6; an op with per-kind costs only takes their
+            mean, as the grouping ranks it), persistent, temporary and output bytes.
 
     Shapes:
         x (N, F) float32, edge_index (2, E) int64, edge_attr (E, 1) float32 = log1p(edge bytes).
@@ -25,8 +26,10 @@ def to_pyg(graph: OpGraph, x: np.ndarray | None = None) -> Data:
     import torch
     from torch_geometric.data import Data
 
+    from gplace.grouping import op_cost  # here: gplace.grouping imports the IR
+
     if x is None:
-        cost = np.nan_to_num(graph.compute_cost, nan=0.0) * 1e6
+        cost = op_cost(graph) * 1e6
         x = np.log1p(np.stack([cost, graph.persistent_memory, graph.temporary_memory, graph.output_bytes], 1))
     data = Data(
         x=torch.as_tensor(np.asarray(x, dtype=np.float32)),

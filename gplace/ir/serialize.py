@@ -231,7 +231,7 @@ def _check_header(doc: Mapping[str, Any], fmt: str, versions: tuple[int, ...] = 
         raise GraphError(f"expected a {fmt} JSON object, got {type(doc).__name__}")
     if doc.get("format") != fmt:
         raise GraphError(f"expected format {fmt!r}, got {doc.get('format')!r}")
-    if doc.get("version") not in versions:
+    if isinstance(doc.get("version"), bool) or doc.get("version") not in versions:  # True == 1 to Python
         raise GraphError(f"{fmt} version {doc.get('version')!r} is not supported (this gplace reads versions "
                          f"{list(versions)})")
 

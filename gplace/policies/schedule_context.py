@@ -142,7 +142,7 @@ class ScheduleContext:
         return cls(
             durations=torch.as_tensor(durations[order], dtype=f64),
             memory=torch.as_tensor(op_memory(coarse)[order], dtype=f64),
-            capacity=torch.as_tensor(cluster.memory, dtype=f64),
+            capacity=torch.tensor(cluster.memory, dtype=f64),
             pred_ptr=torch.as_tensor(ptr),
             pred_src=torch.as_tensor(src[by_dst]),
             pred_bytes=torch.as_tensor(coarse.edge_bytes[by_dst], dtype=f64),

@@ -3,7 +3,18 @@
 import numpy as np
 import pytest
 
-from gplace.ir import Cluster, Device, Edge, GraphError, InvalidPlacementError, Link, Op, OpGraph, Placement
+from gplace.ir import (
+    Cluster,
+    Device,
+    Edge,
+    GraphError,
+    InvalidPlacementError,
+    Link,
+    Op,
+    OpGraph,
+    Placement,
+    placement_to_dict,
+)
 from gplace.testing import chain, cpu_gpu_cluster, uniform_cluster
 
 
@@ -24,10 +35,24 @@ def test_cluster_errors():
         uniform_cluster(2).index("q")
 
 
+@pytest.mark.parametrize(("links", "kwargs", "match"), [
+    ([Link("a", "b", "1e9")], {}, "link a<->b bandwidth must be a number, got '1e9'"),  # a raw TypeError before
+    ([Link("a", "b", 1e9, None)], {}, "link a<->b latency must be a number, got None"),
+    ([], {"default_bandwidth": "1e9"}, "default_bandwidth must be a number"),  # it was converted silently
+    ([Link("a", "b", 1e9), Link("b", "a", 1e6)], {}, "two links between 'b' and 'a'"),  # the last one won
+    ([Link("a", "a", 1e9)], {"default_bandwidth": 1.0}, "link a<->a joins a device to itself"),  # it was ignored
+])
+def test_links_of_the_wrong_type_or_repeated_are_named(links, kwargs, match):
+    with pytest.raises(GraphError, match=match):
+        Cluster.build([Device("a", "gpu"), Device("b", "gpu")], links, **kwargs)
+
+
 def test_transfer_time():
     c = Cluster.build([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", 100.0, 0.5)])
     assert c.transfer_time(200, 0, 1) == pytest.approx(2.5)
     assert c.transfer_time(200, 1, 1) == 0.0
+    with pytest.raises(IndexError, match="src device index -1 is not in cluster"):
+        c.transfer_time(200, -1, 0)  # it read the last device's link
 
 
 def test_placement_wrong_length_and_unknown_device():
@@ -63,6 +88,17 @@ def test_from_names_round_trip_and_errors():
         Placement.from_names(g, c, {"a0": "/TPU:0", "a1": "/GPU:0", "a2": "/GPU:0"})
 
 
+def test_to_names_and_placement_to_dict_refuse_what_validate_refuses():
+    """An index outside the cluster was written as another device (-1: the last) or raised IndexError."""
+    g, c = chain(), uniform_cluster(2)
+    with pytest.raises(InvalidPlacementError, match="op 'a0' placed on device -1"):
+        placement_to_dict(Placement.for_graph(g, [-1, 0, 0]), g, c)
+    with pytest.raises(InvalidPlacementError, match="op 'a1' placed on device 3"):
+        Placement.for_graph(g, [0, 3, 0]).to_names(g, c)
+    with pytest.raises(InvalidPlacementError, match="placement has 2 entries but graph"):
+        Placement.for_graph(g, [0, 0]).to_names(g, c)
+
+
 def test_placement_is_immutable_copy():
     src = np.array([0, 1, 0])
     p = Placement.for_graph(chain(), src)
@@ -70,6 +106,14 @@ def test_placement_is_immutable_copy():
     assert p.devices[0] == 0
     with pytest.raises(ValueError):
         p.devices[0] = 1
+
+
+def test_cluster_arrays_are_read_only():
+    """Memory and speeds cannot change under the cluster's fingerprint (a write made measure and step_times differ)."""
+    cluster = uniform_cluster(2)
+    for arr in (cluster.memory, cluster.speeds, cluster.bandwidth, cluster.latency):
+        with pytest.raises(ValueError, match="read-only"):
+            arr[0] = 1
 
 
 def test_op_without_cost_for_the_device_kind():

@@ -1,5 +1,8 @@
 """OpGraph construction, validation errors that name the culprit, and derived structure."""
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -66,6 +69,15 @@ def test_bytes_whose_total_would_overflow_the_simulators_are_refused():
     _graph([Op("o", "X", 1.0, output_bytes=2**61)], [])
 
 
+@pytest.mark.parametrize("nbytes", [2.0**63, np.float64(2**63), np.uint64(2**63)])
+def test_a_byte_count_of_2_to_the_63_is_named_in_any_number_type(nbytes):
+    """float(2**63 - 1) rounds to 2**63, so a float of 2**63 passed the range check and overflowed int64 raw."""
+    with pytest.raises(GraphError, match="op 'o' persistent_memory is .* more than the largest supported"):
+        _graph([Op("o", "X", 1.0, persistent_memory=nbytes)], [])
+    with pytest.raises(GraphError, match="edge 'o' -> 'p' bytes is .* more than the largest supported"):
+        _graph([Op("o", "X", 1.0), Op("p", "X", 1.0)], [Edge("o", "p", nbytes)])
+
+
 def test_a_grad_of_naming_its_own_op_is_refused():
     with pytest.raises(GraphError, match="op 'b' has grad_of naming itself"):
         _graph([Op("f", "F", 1.0, phase="forward"), Op("b", "B", 1.0, phase="backward", grad_of="b")], [])
@@ -81,6 +93,35 @@ def test_arrays_are_read_only():
     g = chain()
     with pytest.raises(ValueError):
         g.compute_cost[0] = 5.0
+
+
+def test_derived_structure_is_read_only_so_no_cache_goes_stale():
+    """The order, CSR, name index and per-kind costs cannot change under the fingerprint and caches."""
+    g = OpGraph.from_ops([Op("a", "t", 1.0, {"gpu": 1.0}), Op("b", "t", 2.0)], [Edge("a", "b", 8)])
+    for arr in (g.topological_order, *g.out_csr, *g.in_csr):
+        with pytest.raises(ValueError, match="read-only"):
+            arr[0] = 1
+    for mapping in (g.kind_cost, g.op_index):
+        with pytest.raises(TypeError, match="read-only"):
+            mapping["c"] = 0
+        with pytest.raises(TypeError, match="read-only"):
+            mapping.update(c=0)
+    assert pickle.loads(pickle.dumps(g)).kind_cost.keys() == {"gpu"}
+    assert copy.deepcopy(g).op_index == {"a": 0, "b": 1}
+
+
+def test_a_graph_built_by_hand_is_validated_like_one_from_ops():
+    """The constructor's validate() refuses what from_ops refuses: a repeated name, float bytes (NaN), float edges."""
+    g = chain((1.0, 2.0))
+    fields = {f: getattr(g, f) for f in ("name", "op_names", "op_types", "compute_cost", "kind_cost",
+                                        "persistent_memory", "temporary_memory", "output_bytes", "output_shapes",
+                                        "colocation", "pinned", "edge_index", "edge_bytes")}
+    with pytest.raises(GraphError, match="duplicate op name 'op0'"):
+        OpGraph(**{**fields, "op_names": ("op0", "op0")})
+    with pytest.raises(GraphError, match="persistent_memory has dtype float64, expected int64"):
+        OpGraph(**{**fields, "persistent_memory": np.array([np.nan, 0.0])})
+    with pytest.raises(GraphError, match="edge_bytes has dtype float64, expected int64"):
+        OpGraph(**{**fields, "edge_bytes": g.edge_bytes.astype(float)})
 
 
 def test_topological_order_and_csr():
@@ -121,3 +162,11 @@ def test_to_pyg():
     data = to_pyg(diamond())
     assert data.num_nodes == 4 and data.edge_index.shape == (2, 4) and data.x.shape == (4, 4)
     assert data.edge_attr.shape == (4, 1)
+
+
+def test_to_pyg_costs_an_op_with_per_kind_costs_only_by_their_mean():
+    """It counted such an op as free (its generic cost is NaN); featurize ranks it by the mean of its kinds."""
+    from gplace.ir import to_pyg
+
+    graph = OpGraph.from_ops([Op("a", "t", None, {"gpu": 1e-6, "cpu": 3e-6}), Op("b", "t", 2e-6)], [])
+    np.testing.assert_allclose(to_pyg(graph).x[:, 0].numpy(), np.log1p([2.0, 2.0]), rtol=1e-6)

@@ -41,6 +41,22 @@ def test_graph_round_trip_through_a_file(tmp_path, graph):
     assert back.ops() == graph.ops() and back.edges() == graph.edges()
 
 
+def test_every_graph_from_ops_accepts_round_trips_or_is_refused_up_front(tmp_path):
+    """A per-kind cost of None (unknown) round-trips; what JSON cannot keep (an empty type, a non-string kind or
+    name) is refused by from_ops, not by the reader later; a cost of -0.0 fingerprints as 0.0."""
+    unknown = OpGraph.from_ops([Op("a", "t", 1.0, {"gpu": None})], [])
+    assert graph_from_dict(load_json(save_json(graph_to_dict(unknown), tmp_path / "g.json"))).fingerprint == \
+        unknown.fingerprint == OpGraph.from_ops([Op("a", "t", 1.0)], []).fingerprint
+    with pytest.raises(GraphError, match="op 'a' type must be a non-empty string"):
+        OpGraph.from_ops([Op("a", "", 1.0)], [])
+    with pytest.raises(GraphError, match="op 'a' kind_cost must map device kinds"):
+        OpGraph.from_ops([Op("a", "t", 1.0, {3: 2.0})], [])
+    with pytest.raises(TypeError, match="a graph's name must be a string, got int 5"):
+        OpGraph.from_ops([Op("a", "t", 1.0)], [], name=5)
+    signed, plain = (OpGraph.from_ops([Op("a", "t", zero)], []) for zero in (-0.0, 0.0))
+    assert signed.fingerprint == plain.fingerprint
+
+
 def test_cluster_and_placement_round_trip(tmp_path):
     g, c = _rich_graph(), cpu_gpu_cluster(2)
     c2 = cluster_from_dict(json.loads(json.dumps(cluster_to_dict(c))))
@@ -72,6 +88,7 @@ def test_placement_for_other_graph_is_refused():
 
 @pytest.mark.parametrize("mutate, match", [
     (lambda d: d.update(version=9), "version 9 is not supported"),
+    (lambda d: d.update(version=True), "version True is not supported"),  # it read as version 1
     (lambda d: d.update(format="onnx"), "expected format 'gplace.graph'"),
     (lambda d: d["ops"][1].update(cost="fast"), "op 'w'.cost must be a number"),
     (lambda d: d["ops"][0].update(flops=3), "op 'x': unknown field\\(s\\) \\['flops'\\]"),

@@ -1,0 +1,25 @@
+"""Read-only containers for the IR's immutable objects: a graph's or cluster's state cannot change under a cache."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import numpy as np
+
+
+class FrozenDict(dict):
+    """A ``dict`` that refuses changes; it pickles and serialises as a plain one."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(f"{type(self).__name__} is read-only; build a new object to change it")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[type, tuple[dict]]:
+        return type(self), (dict(self),)
+
+
+def read_only(*arrays: np.ndarray) -> None:
+    """Mark arrays read-only in place."""
+    for arr in arrays:
+        arr.setflags(write=False)
