@@ -97,7 +97,7 @@ def load_cluster(path: str | Path) -> Cluster:
 
 def _from_gplace_json(path: Path) -> OpGraph:
     try:
-        return graph_from_dict(json.loads(path.read_text(encoding="utf-8")))
+        return graph_from_dict(json.loads(path.read_text(encoding="utf-8-sig")))
     except GraphError as err:
         raise GraphError(f"{path}: {err}") from err
 
@@ -110,10 +110,12 @@ def _is_giph_graph(doc: Mapping[str, Any]) -> bool:
 
 
 def _text(path: Path, expected: str) -> str:
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory; expected a file, one of {expected}")
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a byte-order mark (some Windows editors write one) is skipped
     except UnicodeDecodeError:
         raise _unsupported(path, expected, "a binary (non UTF-8) file") from None
 

@@ -42,7 +42,7 @@ def _error(path: Path, line: int | str | None, message: str) -> GraphError:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a byte-order mark is skipped
     except UnicodeDecodeError as err:
         raise _error(path, None, f"not a UTF-8 text file ({err.reason} at byte {err.start})") from None
 

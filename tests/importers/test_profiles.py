@@ -34,6 +34,7 @@ from gplace.ir import (
     graph_to_dict,
     save_json,
 )
+from gplace.testing import uniform_cluster
 
 GRAPHS = Path(__file__).resolve().parents[2] / ".." / "shared" / "graphs"
 needs_data = pytest.mark.skipif(
@@ -441,6 +442,25 @@ def test_load_cluster_reads_giph_and_gplace(tmp_path: Path) -> None:
     assert again.devices == cluster.devices
     np.testing.assert_array_equal(again.bandwidth, cluster.bandwidth)
     np.testing.assert_array_equal(again.latency, cluster.latency)
+
+
+@pytest.mark.parametrize("text", [PD_OK, DOPPLER_OK])
+def test_files_starting_with_a_byte_order_mark_load(tmp_path: Path, text: str) -> None:
+    """A UTF-8 byte-order mark (some editors write one) is skipped, as load_json skips it; it was 'no known layout'."""
+    graph = load_graph(_write(tmp_path, "plain.txt", text))
+    marked = tmp_path / "marked.txt"
+    marked.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert load_graph(marked).fingerprint == graph.fingerprint
+    for doc, load in ((graph_to_dict(graph), load_graph), (cluster_to_dict(uniform_cluster(2)), load_cluster)):
+        path = tmp_path / "marked.json"
+        path.write_bytes(b"\xef\xbb\xbf" + json.dumps(doc).encode())
+        load(path)
+
+
+def test_a_directory_is_named_as_one(tmp_path: Path) -> None:
+    for load in (load_graph, load_cluster):
+        with pytest.raises(IsADirectoryError, match="is a directory; expected a file"):
+            load(tmp_path)
 
 
 UNKNOWN = [
