@@ -98,6 +98,9 @@ def featurize(graph: OpGraph, grouping: Grouping, num_type_buckets: int = 512, m
     """
     if grouping.op_group.shape != (graph.num_ops,):
         raise ValueError(f"grouping is for {grouping.op_group.size} ops but graph {graph.name!r} has {graph.num_ops}")
+    for label, value, least in (("num_type_buckets", num_type_buckets, 1), ("max_neighbours", max_neighbours, 0)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
+            raise ValueError(f"{label} must be a whole number >= {least}, got {value!r}")
     coarse = grouping.graph
     order = coarse.topological_order
     pos = np.empty(coarse.num_ops, dtype=np.int64)

@@ -89,8 +89,12 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
     Shapes:
         uncuttable (E,) bool by ``graph.edge_index`` column; returned ``Grouping.op_group`` (N,) int64.
     """
-    if max_groups is not None and max_groups < 1:
-        raise ValueError(f"max_groups must be >= 1 or None, got {max_groups}")
+    if max_groups is not None and (not isinstance(max_groups, int | np.integer) or isinstance(max_groups, bool)
+                                   or max_groups < 1):
+        raise ValueError(f"max_groups must be a whole number >= 1 or None, got {max_groups!r}")
+    if memory_cap is not None and (isinstance(memory_cap, bool) or not isinstance(memory_cap, int | float | np.number)
+                                   or not memory_cap > 0):
+        raise ValueError(f"memory_cap must be a number of bytes > 0 or None, got {memory_cap!r}")
     cap = np.inf if memory_cap is None else float(memory_cap)
     memory = op_memory(graph).astype(np.float64)
     uf = _UnionFind(_kind_masks(graph), memory.tolist())

@@ -92,3 +92,14 @@ def test_to_tensors_dtypes_and_mismatched_graph():
     assert all(torch.isfinite(t.float()).all() for t in tensors.values())
     with pytest.raises(ValueError, match="ops"):
         featurize(diamond(), group_ops(graph, max_groups=6))
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"num_type_buckets": 0}, "num_type_buckets must be a whole number >= 1"),  # a ZeroDivisionError before
+    ({"max_neighbours": -1}, "max_neighbours must be a whole number >= 0"),  # numpy's 'negative dimensions'
+    ({"max_neighbours": 2.5}, "max_neighbours must be a whole number >= 0"),
+])
+def test_bad_feature_settings_are_named(kwargs, match):
+    graph = random_dag(10, seed=0)
+    with pytest.raises(ValueError, match=match):
+        featurize(graph, identity_grouping(graph), **kwargs)

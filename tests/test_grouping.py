@@ -186,6 +186,18 @@ def test_make_grouping_names_the_ops_pinned_to_two_kinds():
         make_grouping(graph, np.array([1, 0, 1]))
 
 
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"max_groups": float("nan")}, "max_groups must be a whole number"),  # NaN disabled the limit
+    ({"max_groups": 1.5}, "max_groups must be a whole number"),
+    ({"max_groups": "3"}, "max_groups must be a whole number"),  # a raw TypeError from a comparison
+    ({"memory_cap": -1}, "memory_cap must be a number of bytes > 0"),  # negative or NaN caps were ignored
+    ({"memory_cap": float("nan")}, "memory_cap must be a number of bytes > 0"),
+])
+def test_bad_grouping_settings_are_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        group_ops(random_dag(20, seed=0), **kwargs)
+
+
 def test_alternating_pins_can_exceed_max_groups():
     """A chain cpu, gpu, cpu, gpu cannot be merged at all; the result keeps 4 groups rather than mix pins."""
     ops = _ops(4, pinned={0: "cpu", 1: "gpu", 2: "cpu", 3: "gpu"})

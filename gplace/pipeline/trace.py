@@ -13,6 +13,7 @@ from typing import Any
 
 from gplace.ir import Cluster, OpGraph
 from gplace.pipeline.simulator import PipelineSchedule
+from gplace.runtime.trace import check_schedule_of
 
 __all__ = ["write_pipeline_trace"]
 
@@ -22,6 +23,7 @@ _PHASES = ("forward", "backward", "update")
 
 def write_pipeline_trace(path: str | Path, graph: OpGraph, cluster: Cluster, schedule: PipelineSchedule) -> Path:
     """Write ``schedule`` (from :meth:`PipelineSimulator.simulate`) as Chrome trace JSON; return the path."""
+    check_schedule_of(graph, cluster, schedule)
     names = cluster.device_names
     events: list[dict[str, Any]] = [_meta("process_name", _DEVICES, 0, "devices"),
                                     _meta("process_name", _CHANNELS, 0, "channels")]

@@ -11,10 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gplace.ir import Cluster, OpGraph
 from gplace.runtime.simulator import Schedule
 
-__all__ = ["write_chrome_trace"]
+__all__ = ["check_schedule_of", "write_chrome_trace"]
 
 _DEVICES, _CHANNELS = 1, 2
 _US = 1e6
@@ -32,6 +34,7 @@ def write_chrome_trace(path: str | Path, graph: OpGraph, cluster: Cluster, sched
     Returns:
         The path written.
     """
+    check_schedule_of(graph, cluster, schedule)
     events = _metadata(cluster, schedule) + _op_slices(graph, schedule)
     events += _transfer_slices(graph, cluster, schedule) + _memory_counters(cluster, schedule)
     doc = {"traceEvents": events, "displayTimeUnit": "ms",
@@ -40,6 +43,15 @@ def write_chrome_trace(path: str | Path, graph: OpGraph, cluster: Cluster, sched
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
     return path
+
+
+def check_schedule_of(graph: OpGraph, cluster: Cluster, schedule: Any) -> None:
+    """Raise ``ValueError`` unless ``schedule`` (a step's or a pipeline's) was made for ``graph`` on ``cluster``."""
+    devices = np.asarray(schedule.devices)
+    if devices.shape != (graph.num_ops,) or np.asarray(schedule.busy_time).shape != (cluster.num_devices,):
+        raise ValueError(f"the schedule places {devices.size} ops on {np.asarray(schedule.busy_time).size} devices, "
+                         f"but graph {graph.name!r} has {graph.num_ops} ops and cluster {cluster.name!r} "
+                         f"{cluster.num_devices} devices: was it made for another graph or cluster?")
 
 
 def _channel_tid(cluster: Cluster, src: int, dst: int) -> int:

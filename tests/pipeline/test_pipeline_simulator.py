@@ -123,6 +123,8 @@ def test_trace_has_one_row_per_device_and_labelled_microbatches(tmp_path):
     assert {e["name"] for e in slices} >= {"f0 [mb 0]", "f0 [mb 1]", "b2 [mb 1]", "u0 [update]"}
     assert len(slices) == 2 * 6 + 3
     assert doc["otherData"]["bubble"]["/GPU:0"] == pytest.approx(sched.bubble[0])
+    with pytest.raises(ValueError, match="the schedule places 9 ops on 2 devices, but graph"):
+        write_pipeline_trace(tmp_path / "t.json", chain((1.0, 2.0)), c, sched)  # an IndexError from inside before
 
 
 def test_phase_rules_and_settings_are_checked():

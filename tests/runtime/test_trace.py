@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from gplace.ir import Placement
 from gplace.runtime import schedule, write_chrome_trace
-from gplace.testing import MB, diamond, uniform_cluster
+from gplace.testing import MB, chain, diamond, uniform_cluster
 
 
 def test_trace_is_json_with_one_slice_per_op_and_transfer(tmp_path: Path) -> None:
@@ -31,3 +33,12 @@ def test_trace_is_json_with_one_slice_per_op_and_transfer(tmp_path: Path) -> Non
 
     counters = {e["name"] for e in events if e["ph"] == "C"}
     assert counters == {"memory /GPU:0", "memory /GPU:1"}
+
+
+def test_a_schedule_of_another_graph_or_cluster_is_named(tmp_path: Path) -> None:
+    """It raised IndexError from inside the writer (or wrote a wrong trace when the other graph was larger)."""
+    g, c = diamond(), uniform_cluster(2, bandwidth=1e6)
+    s = schedule(g, c, Placement.single(g, 0))
+    for other_graph, other_cluster in ((chain((1.0, 2.0)), c), (g, uniform_cluster(3))):
+        with pytest.raises(ValueError, match="the schedule places 4 ops on 2 devices, but graph"):
+            write_chrome_trace(tmp_path / "t.json", other_graph, other_cluster, s)
