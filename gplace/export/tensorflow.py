@@ -19,7 +19,7 @@ is bounded by protobuf's 2 GB.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,11 +77,13 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
     """Write the placed program of ``graph`` as a SavedModel in ``export_dir`` (module docstring).
 
     Load it with ``tf.compat.v1.saved_model.loader.load(session, list(tags), export_dir)`` in a session with
-    :func:`session_config`; the signature's keys are the tensor names without ``":0"`` (e.g. ``"x"``).
+    :func:`session_config`; the signature's keys are the tensor names without ``":0"`` (e.g. ``"x"``), and
+    with ``"_N"`` for output ``N`` > 0 of an op (``"split:1"`` is ``"split_1"``).
 
     Raises:
         UnsupportedGraphError: ``graph`` was not imported from TensorFlow, or a variable's value is unknown (a
-            GraphDef holds none; import the function, SavedModel or Keras model instead); names the variable.
+            GraphDef holds none; import the function, SavedModel or Keras model instead), or the program captures
+            a resource other than a variable (a lookup table); names the node.
         InvalidPlacementError: as :func:`place_graph_def`.
         FileExistsError: ``export_dir`` exists.
     """
@@ -89,10 +91,16 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
 
     source = _source(graph)
     placed = place_graph_def(graph, cluster, placement, device_map=device_map)
+    fed = {t.rpartition(":")[0] for t in source.inputs}
     for node in placed.node:
         if node.op in ("VarHandleOp", "VariableV2", "Variable") and node.name not in source.variables:
             raise UnsupportedGraphError(f"variable {node.name!r} of graph {graph.name!r} has no value (the program "
                                         "was a GraphDef); a SavedModel needs its weights")
+        resource = node.op == "Placeholder" and node.attr["dtype"].type == tf.resource.as_datatype_enum
+        if resource and node.name not in fed:
+            raise UnsupportedGraphError(f"node {node.name!r} of graph {graph.name!r} is a captured resource (a lookup "
+                                        "table, a dataset, ...) that a SavedModel written from the GraphDef cannot "
+                                        "hold; only variables are restored")
     export_dir = Path(export_dir)
     if export_dir.exists():
         raise FileExistsError(f"SavedModel directory {str(export_dir)!r} exists; give a new one")
@@ -104,8 +112,8 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
                              for name, value in values.items()], name="gplace_restore_weights")
         info = tf.compat.v1.saved_model.utils.build_tensor_info
         signature_def = tf.compat.v1.saved_model.signature_def_utils.build_signature_def(
-            inputs={t.rpartition(":")[0]: info(tf_graph.get_tensor_by_name(t)) for t in source.inputs},
-            outputs={t.rpartition(":")[0]: info(tf_graph.get_tensor_by_name(t)) for t in source.outputs},
+            inputs={key: info(tf_graph.get_tensor_by_name(t)) for key, t in _signature_keys(source.inputs).items()},
+            outputs={key: info(tf_graph.get_tensor_by_name(t)) for key, t in _signature_keys(source.outputs).items()},
             method_name=tf.compat.v1.saved_model.signature_constants.PREDICT_METHOD_NAME)
         builder = tf.compat.v1.saved_model.Builder(str(export_dir))
         with tf.compat.v1.Session(graph=tf_graph, config=session_config(placed)) as session:
@@ -113,6 +121,22 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
                                                  main_op=restore, clear_devices=False)
         builder.save()
     return export_dir
+
+
+def _signature_keys(tensors: Sequence[str]) -> dict[str, str]:
+    """Signature key -> tensor: ``"x"`` for ``"x:0"``, ``"split_1"`` for ``"split:1"``.
+
+    Raises:
+        UnsupportedGraphError: two tensors would share a key (``"a:1"`` beside a tensor ``"a_1:0"``).
+    """
+    keys: dict[str, str] = {}
+    for tensor in tensors:
+        name, _, port = tensor.rpartition(":")
+        key = name if port == "0" else f"{name}_{port}"
+        if key in keys:
+            raise UnsupportedGraphError(f"tensors {keys[key]!r} and {tensor!r} would share the signature key {key!r}")
+        keys[key] = tensor
+    return keys
 
 
 def _assign(tf: Any, handle: Any, value: Any) -> Any:

@@ -138,3 +138,37 @@ def test_a_graph_def_without_weights_cannot_become_a_saved_model(tmp_path, impor
     graph = from_tensorflow(v1.as_graph_def(), name="bare", outputs=["y"])
     with pytest.raises(UnsupportedGraphError, match="has no value"):
         save_saved_model(graph, cluster, Placement.single(graph, 0), tmp_path / "x")
+
+
+def test_two_outputs_of_one_op_keep_two_signature_keys(tmp_path, imported):
+    """'split:0' and 'split:1' both became the key 'split' and the second replaced the first (one output lost)."""
+    cluster = imported[1]
+    v1 = tf.Graph()
+    with v1.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4, 8], name="x")
+        tf.split(tf.nn.relu(x), 2, axis=1, name="split")
+    graph = from_tensorflow(v1.as_graph_def(), outputs=["split:0", "split:1"])
+    export = save_saved_model(graph, cluster, Placement.single(graph, 0), tmp_path / "placed")
+    given = np.arange(32, dtype=np.float32).reshape(4, 8) - 16
+    with tf.compat.v1.Session(graph=tf.Graph()) as session:
+        signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(export)).signature_def[
+            "serving_default"]
+        assert set(signature.outputs) == {"split", "split_1"}
+        left, right = session.run([signature.outputs[k].name for k in ("split", "split_1")],
+                                  {signature.inputs["x"].name: given})
+    np.testing.assert_array_equal(np.concatenate([left, right], 1), np.maximum(given, 0))
+
+
+def test_a_captured_lookup_table_cannot_become_a_saved_model(tmp_path, imported):
+    """The SavedModel was written with the table a placeholder nobody could feed; it failed when run."""
+    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant([1, 2], tf.int64), tf.constant([10.0, 20.0])), -1.0)
+
+    @tf.function(input_signature=[tf.TensorSpec([2], tf.int64, name="ids")])
+    def lookup(ids):
+        return table.lookup(ids) * 2.0
+
+    graph = from_tensorflow(lookup)
+    with pytest.raises(UnsupportedGraphError, match="is a captured resource"):
+        save_saved_model(graph, imported[1], Placement.single(graph, 0), tmp_path / "x")
+    assert not (tmp_path / "x").exists()
