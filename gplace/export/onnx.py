@@ -17,6 +17,7 @@ The model written is the imported one: input dimensions that were dynamic carry 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ import numpy as np
 from gplace.export.parts import Part, device_parts, part_of
 from gplace.importers.onnx import OnnxSource, node_reads
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
+
+logger = logging.getLogger(__name__)
 
 DEVICE_KEY = "pkg.gplace.device"
 """``metadata_props`` key holding a node's device name."""
@@ -106,6 +109,10 @@ def split_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> list[O
             continue
         outputs = sorted(t for t, p in produced_in.items() if p == k and (
             t in model_outputs or readers.get(t, set()) - {k}))
+        if not outputs:  # dead code: a model with no outputs cannot run, and nothing reads what these nodes make
+            logger.info("split_onnx: the %d node(s) on %s compute nothing a later part or the model's outputs read; "
+                        "no part for them", len(node_ids), cluster.device_names[parts[k].device])
+            continue
         out.append(_part_model(source.model, sorted(node_ids), outputs, cluster.device_names[parts[k].device],
                                source.base_dir))
     return out
@@ -228,4 +235,7 @@ def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str
     )
     part = onnx.helper.make_model(part_graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     part.functions.extend(model.functions)
+    for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):
+        setattr(part, field, getattr(model, field))
+    part.metadata_props.extend(model.metadata_props)
     return OnnxPart(device, part, tuple(inputs), tuple(outputs), base_dir)

@@ -223,3 +223,27 @@ def test_a_model_output_no_part_computes_is_named():
     parts = split_onnx(g, uniform_cluster(2, kind="cpu"), Placement.single(g, 0))
     with pytest.raises(UnsupportedGraphError, match="no part computes 'W'"):
         run_parts(parts, {"x": np.zeros((2, 3), np.float32)}, ["y", "W"])
+
+
+def test_nodes_whose_outputs_nobody_reads_get_no_part_of_their_own():
+    """A dead node alone on a device made a part with no outputs, which onnxruntime refuses to run."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r"), helper.make_node("Sigmoid", ["a"], ["dead"], name="s"),
+             helper.make_node("Neg", ["a"], ["y"], name="n")]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])]), opset_imports=[helper.make_opsetid("", 13)])
+    graph, cluster = from_onnx(model), uniform_cluster(2, kind="cpu")
+    placement = Placement.from_names(graph, cluster, {"x": "/CPU:0", "r": "/CPU:0", "n": "/CPU:0", "s": "/CPU:1"})
+    parts = split_onnx(graph, cluster, placement)
+    assert [part.device for part in parts] == ["/CPU:0"]
+    np.testing.assert_array_equal(run_parts(parts, {"x": X})["y"], -np.maximum(X, 0))
+
+
+def test_parts_keep_the_models_producer_and_metadata():
+    model = _model()
+    model.producer_name, model.doc_string = "exporter", "the tiny model"
+    helper.set_model_props(model, {"author": "gplace tests"})
+    graph, cluster = from_onnx(model), uniform_cluster(2, kind="cpu")
+    for part in split_onnx(graph, cluster, Placement.from_names(graph, cluster, ACYCLIC)):
+        assert (part.model.producer_name, part.model.doc_string) == ("exporter", "the tiny model")
+        assert {p.key: p.value for p in part.model.metadata_props} == {"author": "gplace tests"}
