@@ -63,6 +63,7 @@ import dataclasses
 import functools
 import logging
 import math
+import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -405,10 +406,15 @@ def _saved_model_traced(tf: Any, path: Path) -> _Traced:
     return traced
 
 
+_NODE_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-/>]*")
+"""The node names TensorFlow's GraphDef importer accepts."""
+
+
 def _function_traced(tf: Any, concrete: Any) -> _Traced:
     """The function's GraphDef with its captures made nodes: variables ``VarHandleOp``, tensors ``Const``.
 
-    A variable's node is renamed after the variable where that name is free.
+    A variable's node is renamed after the variable where that name is free and a legal node name (a variable
+    may be called ``"my var"`` or ``"_x"``; a node may not).
     """
     fname = getattr(concrete, "name", "function")
     fname = fname.decode() if isinstance(fname, bytes) else str(fname)
@@ -427,7 +433,7 @@ def _function_traced(tf: Any, concrete: Any) -> _Traced:
                 if id(external) in variables:
                     held[node.name] = variables[id(external)]
                 wanted = node.attr["shared_name"].s.decode()
-                if wanted and wanted not in nodes and wanted not in renames.values():
+                if _NODE_NAME.fullmatch(wanted) and wanted not in nodes and wanted not in renames.values():
                     renames[node.name] = wanted
             else:
                 others.append(node.name)

@@ -189,6 +189,20 @@ def test_unnamed_captured_variables_get_their_own_shared_names():
     assert len(handles) == 2 and len(set(shared)) == 2, shared
 
 
+@pytest.mark.parametrize("name", ["my var", "_lead", "w\u00ebird"])
+def test_a_variable_whose_name_is_no_legal_node_name_keeps_its_nodes_name(name):
+    """TensorFlow runs such a function; the import renamed the handle after the variable and TensorFlow refused."""
+    weights = tf.Variable(tf.ones((4, 4)), name=name)
+
+    @tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32, name="x")])
+    def f(x):
+        return tf.matmul(x, weights)
+
+    graph = from_tensorflow(f)
+    [handle] = [n for n, t in zip(graph.op_names, graph.op_types, strict=True) if t == "VarHandleOp"]
+    assert handle != name and graph.persistent_memory[graph.op_index[handle]] == 4 * 4 * F32
+
+
 def test_tf_function_without_signature_and_v1_control_flow_raise():
     """A tf.function with no input_signature, and TensorFlow 1 control flow (also inside a called function), are
     named."""
