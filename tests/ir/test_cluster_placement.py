@@ -3,18 +3,8 @@
 import numpy as np
 import pytest
 
-from gplace.ir import (
-    Cluster,
-    Device,
-    Edge,
-    GraphError,
-    InvalidPlacementError,
-    Link,
-    Op,
-    OpGraph,
-    Placement,
-    placement_to_dict,
-)
+from gplace.ir import Cluster, Device, Edge, GraphError, InvalidPlacementError, Link, Op, OpGraph, Placement
+from gplace.ir.serialize import placement_to_dict
 from gplace.testing import chain, cpu_gpu_cluster, uniform_cluster
 
 
