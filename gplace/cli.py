@@ -29,7 +29,12 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
     graph = instantiate(cfg.graph)
     cluster = instantiate(cfg.cluster)
     fields = _sweep_fields(cfg.logger)
-    logger = HeldOpen(open_logger=lambda: instantiate(cfg.logger, **fields))  # opened once there is something to log
+
+    def open_logger():  # once there is something to log: the run directory is this run's, its resume accepted
+        record_job(cfg, run_dir)
+        return instantiate(cfg.logger, **fields)
+
+    logger = HeldOpen(open_logger=open_logger)
     failed = True
     try:
         step_time = _run(cfg, run_dir, graph, cluster, logger)
@@ -37,6 +42,20 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
         return step_time
     finally:
         logger.close(failed=failed)
+
+
+def record_job(cfg: DictConfig, run_dir: str | Path) -> None:
+    """Write Hydra's record of this job into ``run_dir/.hydra/`` (``config.yaml``, ``hydra.yaml``,
+    ``overrides.yaml``, as Hydra would with its ``output_subdir``), called once the directory is the job's, so a job
+    refused there changes no earlier run's record. Nothing outside a Hydra job."""
+    if not HydraConfig.initialized():
+        return
+    hydra_cfg = HydraConfig.get()
+    out = Path(run_dir) / ".hydra"
+    out.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, out / "config.yaml")
+    OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), out / "hydra.yaml")
+    OmegaConf.save(hydra_cfg.overrides.task, out / "overrides.yaml")
 
 
 def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
@@ -272,6 +291,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     method = cfg.get("checkpoint") or cfg.method
     report = place(graph, cluster, method=method, budget=_place_budget(cfg, method), seed=cfg.seed, runtime=runtime,
                    run_dir=run_dir, warm_start=cfg.get("warm_start_baseline"))
+    record_job(cfg, run_dir)
     m = report.measurement
     written = write_back(graph, cluster, report.placement, run_dir) if cfg.get("write_back", True) else []
     Console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "

@@ -47,6 +47,8 @@ def test_run_writes_placement_and_trace(tmp_path):
     again = json.loads((placed / "placement.json").read_text())
     assert again["graph_fingerprint"] == doc["graph_fingerprint"] and again["step_time"] > 0
     assert set(again["placement"]) == set(doc["placement"])
+    assert "seed: 0" in (out / ".hydra" / "config.yaml").read_text()  # each job's Hydra record, written by gplace
+    assert f"checkpoint={out / 'policy.pt'}" in (placed / ".hydra" / "overrides.yaml").read_text()
 
 
 @pytest.mark.slow

@@ -110,7 +110,8 @@ def test_the_default_job_with_a_key_and_no_network_finishes_offline_and_says_so(
 
 
 def test_a_refused_resume_opens_no_wandb_run(tmp_path):
-    """A resume refused (another seed) opened the earlier W&B run again and overwrote its config."""
+    """A resume refused (another seed) opened the earlier W&B run again and overwrote its config, and Hydra's
+    record of the run (.hydra/overrides.yaml) then said seed=1."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "offline"}
     run = tmp_path / "run"
 
@@ -119,11 +120,14 @@ def test_a_refused_resume_opens_no_wandb_run(tmp_path):
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
     assert job("seed=0").returncode == 0
+    record = {p.name: p.read_text() for p in (run / ".hydra").iterdir()}
+    assert set(record) == {"config.yaml", "hydra.yaml", "overrides.yaml"} and "- seed=0" in record["overrides.yaml"]
     before = {p: p.stat().st_mtime_ns for p in run.rglob("offline-run-*/**/*") if p.is_file()}
     refused = job("seed=1")
     assert refused.returncode == 2 and "seed 0" in refused.stderr, refused.stderr[-2000:]
     after = {p: p.stat().st_mtime_ns for p in run.rglob("offline-run-*/**/*") if p.is_file()}
     assert after == before  # no W&B run opened, none changed
+    assert {p.name: p.read_text() for p in (run / ".hydra").iterdir()} == record
 
 
 def test_a_held_logger_opens_at_the_first_scalars_and_marks_a_failed_job(tmp_path, monkeypatch):
