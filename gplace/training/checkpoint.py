@@ -27,13 +27,17 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
 
 def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | None = None,
                     param_shapes: Sequence[tuple[int, ...]] | None = None, grouping: str | None = None,
-                    seed: int | None = None, trainer: str | None = None) -> dict[str, Any] | None:
+                    seed: int | None = None, trainer: str | None = None,
+                    model: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The checkpoint at ``path`` if it exists and fits this run, else ``None``.
 
     A checkpoint fits when it belongs to the graph (and cluster) ``fingerprint``, was measured by the runtime
     ``runtime_id``, trains parameters of ``param_shapes``, on the ``grouping`` of the graph (its number of groups
     and a digest), with ``seed``, by the ``trainer`` (its class name; each checked when both the run and the
-    checkpoint give it; older checkpoints give fewer, and for parameters only their count is checked). Its
+    checkpoint give it; older checkpoints give fewer, and for parameters only their count is checked). A
+    ``model`` (the encoder's and policy's settings) other than the checkpoint's is resumed with a WARNING naming
+    the settings that differ (a sampling temperature may change on purpose; a prior weight changes what the
+    weights mean). Its
     tensors are read onto the CPU; ``load_state_dict`` of a module or optimizer moves each to where that module's
     parameters are, so a run checkpointed on a GPU resumes on a machine without one, and back.
 
@@ -77,8 +81,27 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
         raise ValueError(f"checkpoint {path} was written by {state['trainer']}, this run trains with {trainer}: "
                          f"another algorithm would go on from its optimizer state; {_NEW_RUN}, or start a new run "
                          f"from its placement with warm_start={path.parent / 'placement.json'}")
+    _warn_model_settings(state.get("model"), model, path)
     log.info("resuming from %s at update %d", path, state["update"])
     return state
+
+
+def _warn_model_settings(saved: dict[str, Any] | None, model: dict[str, Any] | None, path: Path) -> None:
+    """Log a WARNING naming each encoder or policy setting that differs from the checkpoint's run."""
+    if not saved or not model:
+        return
+    changed = []
+    for part in sorted(set(saved) & set(model)):
+        was, now = saved[part], model[part]
+        if was.get("class") != now.get("class"):
+            continue  # another class trains other parameters: refused by their shapes, or the same shapes
+        kwargs_was, kwargs_now = was.get("kwargs", {}), now.get("kwargs", {})
+        changed += [f"{part}.{key}: {kwargs_was.get(key)!r} -> {kwargs_now.get(key)!r}"
+                    for key in sorted(set(kwargs_was) | set(kwargs_now))
+                    if repr(kwargs_was.get(key)) != repr(kwargs_now.get(key))]  # repr: an array has no one ===
+    if changed:
+        log.warning("resuming %s with other model settings than its run's (%s): the trained weights were learned "
+                    "with the old ones", path, "; ".join(changed))
 
 
 def _check_model(state: dict[str, Any], path: Path, shapes: list[tuple[int, ...]]) -> None:

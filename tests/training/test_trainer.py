@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from gplace.encoders import LSTMEncoder
+from gplace.encoders import GNNEncoder, LSTMEncoder
 from gplace.grouping import group_ops
 from gplace.ir import InvalidPlacementError
 from gplace.loggers import JsonlLogger
 from gplace.placer import PolicyPlacer
-from gplace.policies import Seq2SeqPolicy
+from gplace.policies import ListSchedulingPolicy, Seq2SeqPolicy
 from gplace.runtime import Simulator
 from gplace.testing import chain, two_branches, uniform_cluster
 from gplace.training import MultiGraphTrainer, PPOTrainer, ReinforceTrainer
@@ -228,6 +228,23 @@ def test_checkpoint_of_another_model_is_refused_before_anything_is_loaded(tmp_pa
                                          r"numbers\), this run's model \d+ \([\d,]+\); tensor \d+ is"):
         ReinforceTrainer(updates=2, samples_per_update=2).fit(_wider_placer(graph, cluster), Simulator(), graph,
                                                              cluster, run_dir=tmp_path)
+
+
+def test_a_resume_with_other_model_settings_of_the_same_shapes_is_warned_about(tmp_path, caplog):
+    """A policy setting that keeps every shape (the list-scheduling prior's weight) resumed silently; it now says
+    what changed."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+
+    def placer(prior_weight):
+        torch.manual_seed(0)
+        policy = ListSchedulingPolicy(hidden_size=16, state_size=16, prior_weight=prior_weight)
+        return PolicyPlacer(graph, cluster, GNNEncoder(hidden_size=16, num_layers=1, type_embedding=8), policy)
+
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(placer(3.0), Simulator(), graph, cluster, run_dir=tmp_path)
+    with caplog.at_level(logging.WARNING, logger="gplace.training.checkpoint"):
+        ReinforceTrainer(updates=2, samples_per_update=2).fit(placer(0.0), Simulator(), graph, cluster,
+                                                             run_dir=tmp_path)
+    assert "other model settings than its run's (policy.prior_weight: 3.0 -> 0.0)" in caplog.text
 
 
 def test_older_checkpoint_of_another_model_is_refused_by_its_parameter_count(tmp_path):
