@@ -65,8 +65,8 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
 
     logger.log_config(OmegaConf.to_container(cfg, resolve=True))
     device = network_device(cfg.device)
-    encoder = _savable(cfg.encoder).to(device)
-    policy = _savable(cfg.policy, num_devices=cluster.num_devices).to(device)
+    encoder = _savable(cfg.encoder, "encoder").to(device)
+    policy = _savable(cfg.policy, "policy", num_devices=cluster.num_devices).to(device)
     runtime = _objective_runtime(cfg)
     report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
                    trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir, logger=logger,
@@ -82,7 +82,7 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
 def _objective_runtime(cfg: DictConfig):
     """The runtime that measures ``cfg.objective`` (the configured ``cfg.runtime`` for ``step``)."""
     runtime = instantiate(cfg.runtime)
-    return instantiate(cfg.objective)(runtime) if "objective" in cfg else runtime
+    return _call_partial(instantiate(cfg.objective), "objective", runtime) if "objective" in cfg else runtime
 
 
 def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], list[dict], dict[str, Path]]:
@@ -143,11 +143,21 @@ def _warm_start(cfg: DictConfig, graph, cluster):
                      f" (placers: {', '.join(sorted(baselines()))}, {', '.join(pipeline_placers())})")
 
 
-def _savable(node: DictConfig, **extra):
-    """Instantiate a module (a partial config is called with ``extra``); built-in modules record their own
+def _savable(node: DictConfig, key: str, **extra):
+    """Instantiate a module (a partial config ``key`` is called with ``extra``); built-in modules record their own
     constructor arguments, so :func:`gplace.pretrained.save_policy` can rebuild them."""
     module = instantiate(node)
-    return module(**extra) if not hasattr(module, "parameters") else module
+    return _call_partial(module, key, **extra) if not hasattr(module, "parameters") else module
+
+
+def _call_partial(partial, key: str, *args, **kwargs):
+    """``partial(*args, **kwargs)`` for the ``_partial_`` config ``key``; a setting of the wrong type or an unknown
+    one (a ``TypeError`` from the constructor, which Hydra's instantiate did not call) ends in one line naming it."""
+    try:
+        return partial(*args, **kwargs)
+    except TypeError as err:
+        _fail(f"{key}: a value of the wrong type or an unknown setting ({type(err).__name__}: {err}); check {key}'s "
+              "settings")
 
 
 def _print_table(report, run_dir: str | Path) -> None:
@@ -209,12 +219,20 @@ def _guard(job, cfg: DictConfig):
         raise SystemExit(130) from None
 
 
+_NULLABLE = ("threads", "max_groups")
+"""Top-level whole-number settings where ``null`` means a default (torch's threads, no grouping limit)."""
+
+
 def _check_whole(cfg: DictConfig, lows: dict[str, int]) -> None:
-    """Refuse a top-level key of ``lows`` that is set but not a whole number at least its low, naming it."""
+    """Refuse a top-level key of ``lows`` that is not a whole number at least its low (or null, where
+    :data:`_NULLABLE`), naming it."""
     for key, low in lows.items():
         value = cfg.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
-            _fail(f"{key} must be a whole number >= {low}" + (" or null" if key != "seed" else "") + f", got {value!r}")
+        if value is None and key in _NULLABLE:
+            continue
+        if value is None or isinstance(value, bool) or not isinstance(value, int) or value < low:
+            _fail(f"{key} must be a whole number >= {low}" + (" or null" if key in _NULLABLE else "") +
+                  f", got {value!r}")
 
 
 def _fail(message: str) -> None:
@@ -285,10 +303,14 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     from gplace.export import write_back
 
     _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0})
+    if not isinstance(cfg.get("write_back", True), bool):
+        _fail(f"write_back must be true or false, got {cfg.write_back!r}")
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
     graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), _objective_runtime(cfg)
     method = cfg.get("checkpoint") or cfg.method
+    if cfg.get("checkpoint") and cfg.method != "pretrained":  # pretrained: the default, not a choice
+        log.warning("method=%s is unused: checkpoint=%s places the graph", cfg.method, cfg.checkpoint)
     report = place(graph, cluster, method=method, budget=_place_budget(cfg, method), seed=cfg.seed, runtime=runtime,
                    run_dir=run_dir, warm_start=cfg.get("warm_start_baseline"))
     record_job(cfg, run_dir)
@@ -306,9 +328,13 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
     move it)."""
     from gplace.methods import LEARNED, baselines, pipeline_placers
 
+    if method in baselines():
+        if cfg.get("budget"):
+            log.warning("budget=%s is unused: method %s places without measuring", cfg.budget, method)
+        return None
     if cfg.get("budget"):
         return cfg.budget
-    if method in pipeline_placers() or method in baselines():
+    if method in pipeline_placers():
         return None
     if method in LEARNED and cfg.samples == 0:
         _fail(f"samples=0: method {method} is a search, which measures at least one sample (0 samples is for a "

@@ -85,6 +85,11 @@ def test_a_device_for_the_networks_that_is_not_there_is_reported(tmp_path, devic
     ("trainer.entropy_coef=abc", "gplace: error: ValueError: entropy_coef must be a float, got 'abc'"),
     ("cluster.num_gpus=abc", "gplace: error: cluster: a value of the wrong type (TypeError: "),
     ("threads=0", "gplace: error: threads must be a whole number >= 1 or null, got 0"),
+    ("seed=null", "gplace: error: seed must be a whole number >= 0, got None"),  # torch.manual_seed's TypeError
+    ("+policy.foo=1", "gplace: error: policy: a value of the wrong type or an unknown setting (TypeError: "),
+    ("policy.hidden_size=abc", "gplace: error: policy: a value of the wrong type"),  # from inside torch
+    ("+objective.foo=1", "gplace: error: objective: a value of the wrong type or an unknown setting"),
+    ("runtime.threads=abc", "gplace: error: ValueError: threads must be an integer >= 1 or None"),  # int('abc')
 ])
 def test_a_value_of_the_wrong_type_is_one_line_naming_it(tmp_path, override, message):
     """Before: a traceback (entropy_coef's after training began, threads' from torch), or a TypeError that named

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -172,3 +173,33 @@ def test_place_gives_local_search_its_own_budget_unless_one_is_set():
     with pytest.raises(SystemExit):
         _place_budget(none, "learned")
     assert _place_budget(OmegaConf.create({"budget": "500 samples", "samples": 16}), "local_search") == "500 samples"
+
+
+def test_place_names_the_settings_it_does_not_use(caplog):
+    """A budget for a baseline and a method beside a policy file were dropped without a word."""
+    from omegaconf import OmegaConf
+
+    from gplace.cli import _place_budget
+
+    with caplog.at_level(logging.WARNING, logger="gplace"):
+        assert _place_budget(OmegaConf.create({"budget": 5, "samples": 16}), "heft") is None
+    assert "budget=5 is unused: method heft places without measuring" in caplog.text
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["method=heft", "write_back=maybe"], "gplace: error: write_back must be true or false, got 'maybe'"),
+    (["method=pretrained", "samples=null"], "gplace: error: samples must be a whole number >= 0, got None"),
+    (["method=heft", "seed=null"], "gplace: error: seed must be a whole number >= 0, got None"),
+])
+def test_place_settings_of_the_wrong_type_are_one_line(files, overrides, message):
+    """write_back=maybe was true; samples=null blamed 'budget' (never set); seed=null was accepted."""
+    proc = _gplace("place", *overrides, *_file_args(files), f"hydra.run.dir={files / 'bad'}", cwd=files)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_place_with_a_policy_file_says_a_method_given_beside_it_is_unused(files):
+    policy = ROOT / "gplace" / "data" / "list_scheduling_giph.pt"
+    proc = _gplace("place", "method=heft", f"checkpoint={policy}", "samples=0", *_file_args(files),
+                   f"hydra.run.dir={files / 'both'}", cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    assert "method=heft is unused: checkpoint=" in proc.stdout + proc.stderr

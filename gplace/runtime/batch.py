@@ -33,7 +33,9 @@ def available_threads() -> int:
 
 def check_threads(threads: int | None) -> int | None:
     """``threads`` if it is ``None`` or an int >= 1; raise ``ValueError`` naming it otherwise."""
-    if threads is not None and (isinstance(threads, bool) or int(threads) != threads or threads < 1):
+    whole = not isinstance(threads, bool) and (isinstance(threads, int | np.integer)
+                                               or isinstance(threads, float) and threads.is_integer())
+    if threads is not None and (not whole or threads < 1):
         raise ValueError(f"threads must be an integer >= 1 or None (every core), got {threads!r}")
     return None if threads is None else int(threads)
 
