@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -324,3 +325,34 @@ def test_a_learned_search_whose_groups_cannot_pack_says_what_to_try():
     with pytest.raises(gplace.baselines.PlacementInfeasibleError, match="try warm_start='heft'"):
         gplace.place(graph, cluster, budget="8 samples", seed=0)
     assert gplace.place(graph, cluster, budget="8 samples", seed=0, warm_start="heft").measurement.ok
+
+
+class _Noisy(Simulator):
+    """sim-v1's time times a seeded factor in [0.5, 1.5): a runtime that is not deterministic, as real ones are."""
+
+    id = "noisy-sim"
+    deterministic = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rng, self.measured = np.random.default_rng(0), []
+
+    def _measure(self, graph, cluster, placement):
+        measurement = super()._measure(graph, cluster, placement)
+        measurement = dataclasses.replace(measurement, step_time=measurement.step_time * self.rng.uniform(0.5, 1.5))
+        self.measured.append((placement, measurement))
+        return measurement
+
+
+@pytest.mark.parametrize("method", ["learned", "pretrained"])
+def test_a_search_on_a_noisy_runtime_reports_its_best_placement_measured_again(problem, method):
+    """The search's best is the luckiest of its noisy samples; the single-device baselines are measured once. The
+    report compared the two (a same placement showed a 1.5x speed-up over itself); it now measures the best again."""
+    graph, cluster = problem
+    runtime = _Noisy()
+    report = gplace.place(graph, cluster, method=method, budget="8 samples", seed=0, runtime=runtime, max_groups=8)
+    placement, last = runtime.measured[-1]
+    if report.placement != placement:  # the again-measured best lost to a single-device baseline
+        assert report.measurement.step_time == report.best_baseline < last.step_time
+    else:
+        assert report.measurement == last
