@@ -11,7 +11,7 @@ from functools import cached_property
 import numpy as np
 
 from gplace.ir.errors import GraphError
-from gplace.ir.frozen import read_only
+from gplace.ir.frozen import frozen_array, read_only
 
 MIN_RATE = 1e-9
 """The least device speed (and most: its inverse) and the least link bandwidth (bytes/s): times stay finite."""
@@ -61,7 +61,8 @@ class Cluster:
     name: str = "cluster"
 
     def __post_init__(self) -> None:
-        read_only(self.bandwidth, self.latency)
+        for name in ("bandwidth", "latency"):
+            object.__setattr__(self, name, frozen_array(np.asarray(getattr(self, name))))
         self.validate()
 
     @classmethod

@@ -14,7 +14,7 @@ import numpy as np
 
 from gplace.ir.cluster import Cluster
 from gplace.ir.errors import GraphError
-from gplace.ir.frozen import FrozenDict, read_only
+from gplace.ir.frozen import FrozenDict, frozen_array, read_only
 
 Shape = tuple[int, ...]
 """A tensor shape; -1 marks an unknown dimension."""
@@ -96,9 +96,11 @@ class OpGraph:
     """Per-op index of the forward op a backward op differentiates, -1 for none; empty when no op has one."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind_cost", FrozenDict(self.kind_cost))
-        read_only(self.compute_cost, self.persistent_memory, self.temporary_memory, self.output_bytes,
-                  *self.kind_cost.values(), self.edge_index, self.edge_bytes)
+        for name in ("compute_cost", "persistent_memory", "temporary_memory", "output_bytes", "edge_index",
+                     "edge_bytes"):
+            object.__setattr__(self, name, frozen_array(np.asarray(getattr(self, name))))
+        object.__setattr__(self, "kind_cost", FrozenDict((k, frozen_array(np.asarray(v)))
+                                                         for k, v in self.kind_cost.items()))
         self.validate()
 
     # ------------------------------------------------------------------ construction

@@ -110,6 +110,18 @@ def test_derived_structure_is_read_only_so_no_cache_goes_stale():
     assert copy.deepcopy(g).op_index == {"a": 0, "b": 1}
 
 
+def test_a_graph_built_by_hand_from_views_does_not_change_when_their_base_does():
+    """A view's base stayed writable: a later write to it changed the graph (a step time went from 13 to 52)."""
+    g = chain((1.0, 2.0))
+    fields = {f: getattr(g, f) for f in ("name", "op_names", "op_types", "kind_cost", "persistent_memory",
+                                        "temporary_memory", "output_bytes", "output_shapes", "colocation", "pinned",
+                                        "edge_index", "edge_bytes")}
+    base = np.array([1.0, 2.0])
+    built = OpGraph(**fields, compute_cost=base[:])
+    base[0] = 40.0
+    assert built.compute_cost.tolist() == [1.0, 2.0] and not built.compute_cost.flags.writeable
+
+
 def test_a_graph_built_by_hand_is_validated_like_one_from_ops():
     """The constructor's validate() refuses what from_ops refuses: a repeated name, float bytes (NaN), float edges."""
     g = chain((1.0, 2.0))
