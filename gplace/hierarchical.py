@@ -30,6 +30,7 @@ from gplace.features import NUMERIC_FEATURES, POSITION_FEATURES, featurize
 from gplace.grouping import identity_grouping, make_grouping
 from gplace.interfaces import capabilities_of
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
+from gplace.ir.placement import check_graph_and_cluster
 from gplace.placer import PlacerSample, PolicyPlacer, greedy_placement, module_device
 from gplace.policies.base import gumbel_argmax, masked_log_softmax, score
 
@@ -184,6 +185,7 @@ class HierarchicalPlacer(nn.Module):
     def __init__(self, graph: OpGraph, cluster: Cluster, grouper: nn.Module, encoder: nn.Module, policy: nn.Module,
                  *, device_features: np.ndarray | torch.Tensor | None = None) -> None:
         super().__init__()
+        check_graph_and_cluster(graph, cluster)
         num_devices = capabilities_of(policy).num_devices
         if num_devices not in (None, cluster.num_devices):
             raise ValueError(f"policy has {num_devices} devices, cluster {cluster.name!r} has {cluster.num_devices}")

@@ -14,7 +14,7 @@ from gplace.features import featurize
 from gplace.grouping import Grouping, group_ops, memory_cap, split_groups, uncuttable_edges
 from gplace.interfaces import capabilities_of, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
-from gplace.ir.placement import check_placement
+from gplace.ir.placement import check_graph_and_cluster, check_placement
 from gplace.policies.schedule_context import ScheduleContext
 
 
@@ -72,6 +72,7 @@ class PolicyPlacer(nn.Module):
                  device_features: np.ndarray | torch.Tensor | None = None, express: Placement | None = None,
                  merge_consumers: bool | str | None = None) -> None:
         super().__init__()
+        check_graph_and_cluster(graph, cluster)
         self.capabilities = capabilities_of(policy)
         if self.capabilities.num_devices not in (None, cluster.num_devices):
             raise ValueError(f"policy has {self.capabilities.num_devices} devices, cluster {cluster.name!r} has "

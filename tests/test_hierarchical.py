@@ -137,3 +137,9 @@ def test_ppo_and_warm_start_are_refused_plainly(graph, cluster):
         PPOTrainer(updates=1, samples_per_update=2).fit(placer, Simulator(), graph, cluster)
     with pytest.raises(NotImplementedError, match="no fixed groups"):
         placer.project(placer.greedy())
+
+
+def test_a_cluster_and_graph_given_the_other_way_round_are_named():
+    graph, cluster = random_dag(8, seed=1), cpu_gpu_cluster(1)
+    with pytest.raises(TypeError, match="graph must be a gplace OpGraph, got Cluster"):
+        HierarchicalPlacer(cluster, graph, LearnedGrouper(4), LSTMEncoder(hidden_size=8), MLPPolicy(2))

@@ -145,3 +145,10 @@ def test_the_placer_puts_its_features_where_its_networks_are() -> None:
     assert {t.device.type for t in placer.buffers()} == {"meta"} and placer.allowed.is_meta
     with pytest.raises(ValueError, match=r"one device: encoder on meta, policy on cpu; move them together"):
         PolicyPlacer(_graph(), cluster, encoder, Seq2SeqPolicy(3, hidden_size=16, attention_size=8))
+
+
+def test_a_cluster_and_graph_given_the_other_way_round_are_named():
+    """It failed deep inside: 'OpGraph' object has no attribute 'num_devices'."""
+    graph, cluster = random_dag(8, seed=1), uniform_cluster(2)
+    with pytest.raises(TypeError, match="graph must be a gplace OpGraph, got Cluster"):
+        PolicyPlacer(cluster, graph, LSTMEncoder(hidden_size=8), Seq2SeqPolicy(2, hidden_size=8))

@@ -337,7 +337,8 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
     """
     run, state = start_loop(placer.parameters(), lr=lr, seed=seed, run_dir=run_dir, logger=logger,
                             run_id=f"{graph.fingerprint}/{cluster.fingerprint}", runtime_id=runtime.id,
-                            grouping_id=grouping_id(placer), trainer_id=trainer_id, model=model_settings(placer),
+                            grouping_id=grouping_id(placer), trainer_id=trainer_id,
+                            model=model_settings(getattr(placer, "encoder", None), getattr(placer, "policy", None)),
                             kind=Run,
                             baseline=EMABaseline(baseline_decay))
     if state is not None:
@@ -350,10 +351,10 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
     return run
 
 
-def model_settings(placer: Any) -> dict[str, Any] | None:
-    """``{"encoder": config, "policy": config}`` of a placer whose modules record their settings
+def model_settings(encoder: Any, policy: Any) -> dict[str, Any] | None:
+    """``{"encoder": config, "policy": config}`` where both modules record their settings
     (:class:`gplace.configurable.Configurable`), else ``None``."""
-    modules = {name: getattr(placer, name, None) for name in ("encoder", "policy")}
+    modules = {"encoder": encoder, "policy": policy}
     if not all(hasattr(module, "config") for module in modules.values()):
         return None
     return {name: module.config() for name, module in modules.items()}

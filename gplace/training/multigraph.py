@@ -25,9 +25,10 @@ from torch import nn
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
 from gplace.runtime.base import Runtime
-from gplace.training._loop import ProjectionCache, log_failures, start_loop
+from gplace.training._loop import ProjectionCache, grouping_id, log_failures, model_settings, start_loop
 from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import save_checkpoint
+from gplace.training.ppo import PPOTrainer
 from gplace.training.reinforce import reinforce_loss
 from gplace.training.settings import MultiGraphSettings
 from gplace.training.trainer import ReinforceTrainer, TrainResult
@@ -164,25 +165,33 @@ class MultiGraphTrainer(MultiGraphSettings):
         With ``run_dir``, metrics go to ``run_dir/metrics.jsonl`` and a checkpoint to ``run_dir/checkpoint.pt``;
         calling again with the same ``run_dir`` and tasks resumes exactly where the last run stopped.
 
+        Every task's placer and reference step time are made before the first update, so a task the policy cannot
+        place (a fixed-size policy on a cluster of another size) is refused before any training, not when drawn.
+
         Raises:
-            ValueError: no tasks, ``starts`` not one per task, or a checkpoint in ``run_dir`` for another task set,
-                runtime or model.
+            ValueError: no tasks, ``starts`` not one per task, a task the policy cannot place or whose reference
+                step time is not positive, or a checkpoint in ``run_dir`` for another task set, runtime, model or
+                grouping (``max_groups``); other model settings of the same shapes are named in a WARNING.
+            TypeError: a task is not a ``(graph, cluster)`` pair (names its index).
         """
-        if not tasks:
-            raise ValueError("MultiGraphTrainer.fit needs at least one (graph, cluster) task")
+        tasks = _checked_tasks(tasks)
         if starts is not None and len(starts) != len(tasks):
             raise ValueError(f"MultiGraphTrainer.fit: {len(starts)} starts for {len(tasks)} tasks (one per task, "
                              "None for none)")
+        states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
+        placers = [task.placer(encoder, policy, self.max_groups) for task in states]
         params = [*encoder.parameters(), *policy.parameters()]
         loop, state = start_loop(params, lr=self.lr, seed=self.seed, run_dir=run_dir, logger=logger,
-                                 run_id=_run_id(tasks), runtime_id=runtime.id, trainer_id=type(self).__name__)
+                                 run_id=_run_id(tasks), runtime_id=runtime.id, trainer_id=type(self).__name__,
+                                 grouping_id=_tasks_grouping_id(placers), model=model_settings(encoder, policy))
         draws = np.random.default_rng(self.seed)
-        states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
         if state is not None:  # the checkpoint holds each task's best, the starts' included
             _restore(state, encoder, policy, draws, states)
         elif starts is not None:
             for task, start in zip(states, starts, strict=True):
                 task.start_from(start, runtime)
+        for task in states:
+            task.reference(runtime)  # measured once (kept in the checkpoint); a task without one fails here
 
         done_updates = loop.first_update
         for update in loop.updates_left(self):
@@ -283,7 +292,7 @@ def reference_step_time(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> f
 
 
 def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, runtime: Runtime, *,
-             trainer: ReinforceTrainer | None = None, max_groups: int = 256, copy_modules: bool = True,
+             trainer: ReinforceTrainer | PPOTrainer | None = None, max_groups: int = 256, copy_modules: bool = True,
              conditioning_only: bool = False, run_dir: str | Path | None = None,
              logger: Logger | None = None) -> TrainResult:
     """Search for a placement of ``graph`` with a plain :class:`ReinforceTrainer` started from trained weights.
@@ -301,9 +310,23 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
             :class:`~gplace.policies.SuperpositionPolicy`'s graph conditioning), the rest frozen (default: False).
         run_dir: metrics and checkpoints, as in :meth:`ReinforceTrainer.fit`.
         logger: metrics logger (default: none).
+
+    With ``copy_modules=False`` and ``conditioning_only``, the given modules' other parameters are left frozen
+    (``requires_grad=False``) afterwards.
+
+    Raises:
+        TypeError: ``trainer`` is not a REINFORCE or PPO trainer instance, ``runtime`` not a runtime, ``graph``
+            or ``cluster`` not gplace's (each named).
     """
+    from gplace.ir.placement import check_graph_and_cluster
     from gplace.placer import PolicyPlacer
 
+    check_graph_and_cluster(graph, cluster)
+    if not isinstance(runtime, Runtime):
+        raise TypeError(f"runtime must be a gplace Runtime (e.g. Simulator()), got {type(runtime).__name__}")
+    if trainer is not None and not isinstance(trainer, ReinforceTrainer | PPOTrainer):
+        raise TypeError(f"trainer must be a ReinforceTrainer or PPOTrainer instance (one graph's search), got "
+                        f"{trainer!r}")
     if copy_modules:
         encoder, policy = copy.deepcopy(encoder), copy.deepcopy(policy)
     if conditioning_only:
@@ -330,6 +353,30 @@ def _restore(state: dict[str, Any], encoder: nn.Module, policy: nn.Module, draws
     draws.bit_generator.state = state["draws"]
     for task, task_state in zip(tasks, state["tasks"], strict=True):
         task.load_state_dict(task_state)
+
+
+def _checked_tasks(tasks: Any) -> list[Task]:
+    """``tasks`` as a list of ``(graph, cluster)`` pairs, else a ``TypeError`` naming the first that is not one."""
+    from gplace.ir.placement import check_graph_and_cluster
+
+    if not isinstance(tasks, Sequence) or isinstance(tasks, str):
+        raise TypeError(f"tasks must be a list of (graph, cluster) pairs, got {type(tasks).__name__}")
+    if not tasks:
+        raise ValueError("MultiGraphTrainer.fit needs at least one (graph, cluster) task")
+    for i, task in enumerate(tasks):
+        if not isinstance(task, Sequence) or len(task) != 2:
+            raise TypeError(f"tasks[{i}] must be a (graph, cluster) pair, got {type(task).__name__}")
+        try:
+            check_graph_and_cluster(*task)
+        except TypeError as err:
+            raise TypeError(f"tasks[{i}]: {err}") from None
+    return [tuple(task) for task in tasks]
+
+
+def _tasks_grouping_id(placers: Sequence[Any]) -> str:
+    """One id of every task's grouping (a checkpoint of other groupings, another ``max_groups``, is refused)."""
+    ids = "|".join(str(grouping_id(placer)) for placer in placers)
+    return f"{len(placers)} tasks/{hashlib.sha256(ids.encode()).hexdigest()[:12]}"
 
 
 def _run_id(tasks: Sequence[Task]) -> str:

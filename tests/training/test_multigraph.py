@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 
 import numpy as np
@@ -13,7 +14,7 @@ from gplace.baselines import HEFT
 from gplace.encoders import GNNEncoder
 from gplace.ir import Cluster, Device
 from gplace.placer import PolicyPlacer
-from gplace.policies import DeviceAwarePolicy
+from gplace.policies import DeviceAwarePolicy, GDPPolicy, ListSchedulingPolicy
 from gplace.pretrained import build, place_zero_shot
 from gplace.runtime import Simulator
 from gplace.testing import random_dag, uniform_cluster
@@ -165,6 +166,57 @@ def test_a_checkpoint_of_other_tasks_is_not_resumed(tmp_path):
         _trainer(2).fit(encoder, policy, _tasks()[:2], Simulator(), run_dir=tmp_path)
     with pytest.raises(ValueError, match="at least one"):
         _trainer(2).fit(encoder, policy, [], Simulator())
+
+
+def test_a_task_the_policy_cannot_place_is_refused_before_any_training(tmp_path):
+    """A fixed-size policy (3 devices) and one 2-device task: refused when that task was first drawn, after
+    checkpointed updates, or only when the results were built after all of them."""
+    torch.manual_seed(0)
+    encoder = build(GNNEncoder, conv="sage", hidden_size=16, num_layers=1)
+    policy = build(GDPPolicy, num_devices=3, hidden_size=16, num_heads=2, num_layers=1)
+    tasks = [(random_dag(10, seed=s), uniform_cluster(3)) for s in range(5)] + [(random_dag(10, seed=9),
+                                                                                uniform_cluster(2))]
+    trainer = MultiGraphTrainer(updates=5, samples_per_update=2, seed=3, checkpoint_every=1)  # never draws task 5
+    with pytest.raises(ValueError, match="policy has 3 devices, cluster '2xgpu' has 2"):
+        trainer.fit(encoder, policy, tasks, Simulator(), run_dir=tmp_path)
+    assert not (tmp_path / "checkpoint.pt").exists()
+
+
+@pytest.mark.parametrize(("tasks", "match"), [
+    (lambda g, c: [(c, g)], r"tasks\[0\]: graph must be a gplace OpGraph, got Cluster"),
+    (lambda g, c: [g], r"tasks\[0\] must be a \(graph, cluster\) pair, got OpGraph"),
+    (lambda g, c: ((g, c) for _ in range(2)), "tasks must be a list of .* got generator"),
+])
+def test_tasks_that_are_not_graph_cluster_pairs_are_named(tasks, match):
+    encoder, policy = _modules()
+    with pytest.raises(TypeError, match=match):
+        _trainer(1).fit(encoder, policy, tasks(random_dag(8, seed=1), _cluster(1, 2)), Simulator())
+
+
+def test_a_multigraph_resume_on_another_grouping_is_refused_and_other_settings_are_named(tmp_path, caplog):
+    """It resumed with another max_groups and other policy settings silently (a single-graph run refuses the one
+    and warns about the other)."""
+    def modules(prior_weight):
+        torch.manual_seed(0)
+        return _modules()[0], build(ListSchedulingPolicy, hidden_size=16, state_size=16, prior_weight=prior_weight)
+
+    _trainer(1, max_groups=8).fit(*modules(3.0), _tasks(), Simulator(), run_dir=tmp_path)
+    with pytest.raises(ValueError, match="written for another grouping"):
+        _trainer(2, max_groups=4).fit(*modules(3.0), _tasks(), Simulator(), run_dir=tmp_path)
+    with caplog.at_level(logging.WARNING, logger="gplace.training.checkpoint"):
+        _trainer(2, max_groups=8).fit(*modules(0.0), _tasks(), Simulator(), run_dir=tmp_path)
+    assert "other model settings than its run's (policy.prior_weight: 3.0 -> 0.0)" in caplog.text
+
+
+def test_finetune_arguments_of_the_wrong_kind_are_named():
+    encoder, policy = _modules()
+    graph, cluster = random_dag(8, seed=1), _cluster(1, 2)
+    with pytest.raises(TypeError, match="trainer must be a ReinforceTrainer or PPOTrainer instance"):
+        finetune(encoder, policy, graph, cluster, Simulator(), trainer=MultiGraphTrainer(updates=1))
+    with pytest.raises(TypeError, match="runtime must be a gplace Runtime"):
+        finetune(encoder, policy, graph, cluster, None)
+    with pytest.raises(TypeError, match="graph must be a gplace OpGraph"):
+        finetune(encoder, policy, cluster, graph, Simulator())
 
 
 def test_zero_shot_and_finetune_on_an_unseen_graph_and_cluster_size():
