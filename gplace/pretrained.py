@@ -98,7 +98,13 @@ def module_spec(module: nn.Module) -> dict[str, Any]:
     if found is not cls:
         raise ValueError(f"class {name} cannot be imported by its qualified name; define it at module level")
     _check_plain(kwargs, f"{cls.__name__}.init_kwargs")
-    return {"class": name, "kwargs": dict(kwargs)}
+    spec = {"class": name, "kwargs": dict(kwargs)}
+    if isinstance(getattr(module, "temperature", None), int | float):  # a policy's, set after construction
+        spec["temperature"] = float(module.temperature)
+    dtype = next((p.dtype for p in module.parameters() if p.is_floating_point()), None)
+    if dtype not in (None, torch.float32):
+        spec["dtype"] = str(dtype).removeprefix("torch.")
+    return spec
 
 
 def save_policy(path: str | Path, encoder: nn.Module, policy: nn.Module, *,
@@ -143,11 +149,20 @@ def load_policy(path: str | Path) -> PretrainedPolicy:
         ValueError: the file is not a ``gplace.policy`` file of version :data:`VERSION` (e.g. a trainer
             checkpoint), or its weights do not fit the classes it names.
     """
+    from gplace.interfaces import Encoder, Policy
+
     path = Path(path)
     doc = _read(path)
     encoder = _rebuild(doc["encoder"], doc["state"]["encoder"], path)
     policy = _rebuild(doc["policy"], doc["state"]["policy"], path)
-    return PretrainedPolicy(encoder, policy, dict(doc.get("meta") or {}))
+    for field, module, kind in (("encoder", encoder, Encoder), ("policy", policy, Policy)):
+        if not isinstance(module, kind):
+            raise ValueError(f"{path}: field '{field}' is a {type(module).__name__}, not a gplace {field} (it lacks "
+                             f"the {kind.__name__} interface of gplace.interfaces)")
+    meta = doc.get("meta") or {}
+    if not isinstance(meta, Mapping):
+        raise ValueError(f"{path}: field 'meta' must be a mapping, got {type(meta).__name__}")
+    return PretrainedPolicy(encoder, policy, dict(meta))
 
 
 def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, *, samples: int = 0,
@@ -174,8 +189,8 @@ def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clust
     """
     from gplace.placer import PolicyPlacer
 
-    if samples < 0:
-        raise ValueError(f"samples must be >= 0, got {samples}")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+        raise ValueError(f"samples must be a whole number >= 0, got {samples!r}")
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
     candidates = [placer.greedy()]
     if samples:
@@ -214,9 +229,15 @@ def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str
 
 
 def recorded_max_groups(meta: Mapping[str, Any]) -> int | None:
-    """The ``max_groups`` a policy file's ``meta`` records (256 if absent; ``None``, no limit, as recorded)."""
+    """The ``max_groups`` a policy file's ``meta`` records (256 if absent; ``None``, no limit, as recorded).
+
+    Raises:
+        ValueError: it records something else than a whole number >= 1 or ``None``.
+    """
     value = meta.get("max_groups", 256)
-    return None if value is None else int(value)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"the policy file's meta max_groups must be a whole number >= 1 or None, got {value!r}")
+    return value
 
 
 def pick_pretrained(pretrained: Sequence[tuple[nn.Module, nn.Module]], graph: OpGraph, cluster: Cluster, *,
@@ -294,10 +315,17 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
         module = build(cls, **spec["kwargs"])
     except (TypeError, ValueError) as err:
         raise ValueError(f"{path}: field '{spec['class']}' kwargs do not build it: {err}") from None
+    if "dtype" in spec:
+        dtype = getattr(torch, str(spec["dtype"]), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"{path}: field '{spec['class']}' dtype {spec['dtype']!r} is not a torch dtype")
+        module.to(dtype)
     try:
         module.load_state_dict(state)
     except RuntimeError as err:
         raise ValueError(f"{path}: the weights do not fit {spec['class']}({spec['kwargs']}): {err}") from None
+    if "temperature" in spec:
+        module.temperature = float(spec["temperature"])
     return module
 
 

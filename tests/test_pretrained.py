@@ -148,6 +148,39 @@ def test_weights_that_do_not_fit_the_class_are_refused(tmp_path):
         load_policy(path)
 
 
+def test_a_policys_temperature_and_dtype_survive_the_round_trip(tmp_path):
+    """A temperature set after construction came back 1.0 (another sampling), float64 weights came back float32."""
+    encoder, policy = _modules()
+    policy.temperature = 0.05
+    encoder.double(), policy.double()
+    _, loaded, _ = load_policy(save_policy(tmp_path / "p.pt", encoder, policy))
+    assert loaded.temperature == 0.05
+    assert {p.dtype for p in loaded.parameters()} == {torch.float64}
+
+
+@pytest.mark.parametrize(("edit", "match"), [
+    (lambda doc: doc.update(policy=doc["encoder"], state={"encoder": doc["state"]["encoder"],
+                                                          "policy": doc["state"]["encoder"]}),
+     "field 'policy' is a GNNEncoder, not a gplace policy"),  # an AttributeError ('greedy') when placing
+    (lambda doc: doc.update(meta="notadict"), "field 'meta' must be a mapping, got str"),
+])
+def test_a_file_whose_fields_are_of_the_wrong_kind_is_named(tmp_path, edit, match):
+    encoder, policy = _modules()
+    path = save_policy(tmp_path / "p.pt", encoder, policy)
+    doc = torch.load(path, weights_only=True)
+    edit(doc)
+    torch.save(doc, path)
+    with pytest.raises(ValueError, match=match):
+        load_policy(path)
+
+
+def test_a_recorded_max_groups_that_is_not_a_whole_number_is_named(tmp_path):
+    encoder, policy = _modules()
+    path = save_policy(tmp_path / "p.pt", encoder, policy, meta={"max_groups": "abc"})
+    with pytest.raises(ValueError, match="meta max_groups must be a whole number >= 1 or None, got 'abc'"):
+        place_with_pretrained(random_dag(8, seed=1), uniform_cluster(2), path)
+
+
 def test_zero_shot_places_an_unseen_graph_on_a_cluster_of_another_size(tmp_path):
     """The device-aware policy places a new graph on 4 devices; sampling never does worse than greedy."""
     encoder, policy = _modules()
@@ -169,8 +202,9 @@ def test_zero_shot_rejects_negative_samples_and_a_fixed_size_policy_of_another_s
     encoder = build(GNNEncoder, **ENCODER)
     policy = build(MLPPolicy, num_devices=3, hidden_size=16, state_size=16)
     graph = random_dag(10, seed=1)
-    with pytest.raises(ValueError, match="samples must be >= 0"):
-        place_zero_shot(encoder, policy, graph, uniform_cluster(3), samples=-1)
+    for samples in (-1, 2.5, "4"):  # 2.5 and "4" failed inside torch and in a comparison
+        with pytest.raises(ValueError, match="samples must be a whole number >= 0"):
+            place_zero_shot(encoder, policy, graph, uniform_cluster(3), samples=samples)
     with pytest.raises(ValueError, match="policy has 3 devices"):
         place_zero_shot(encoder, policy, graph, uniform_cluster(2))
 
