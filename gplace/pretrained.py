@@ -250,11 +250,20 @@ def pick_pretrained(pretrained: Sequence[tuple[nn.Module, nn.Module]], graph: Op
     :func:`gplace.training.multigraph.finetune`.
 
     Raises:
-        ValueError: ``pretrained`` is empty.
+        ValueError: ``pretrained`` is empty, or a pair cannot place on ``cluster`` (a fixed-size policy of
+            another size; names the pair's index).
+        TypeError: an entry is not an ``(encoder, policy)`` pair (names its index).
     """
     if not pretrained:
         raise ValueError("pick_pretrained needs at least one (encoder, policy) pair")
-    greedy = [place_zero_shot(encoder, policy, graph, cluster, max_groups=max_groups) for encoder, policy in pretrained]
+    greedy = []
+    for i, pair in enumerate(pretrained):
+        if not isinstance(pair, Sequence) or len(pair) != 2:
+            raise TypeError(f"pretrained[{i}] must be an (encoder, policy) pair, got {type(pair).__name__}")
+        try:
+            greedy.append(place_zero_shot(*pair, graph, cluster, max_groups=max_groups))
+        except ValueError as err:
+            raise ValueError(f"pretrained[{i}]: {err}") from None
     times = [m.step_time if m.ok else math.inf for m in _measured(graph, cluster, greedy, runtime)]
     return min(range(len(times)), key=times.__getitem__)
 

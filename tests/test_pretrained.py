@@ -252,3 +252,14 @@ def test_zero_shot_names_the_last_failure_when_no_candidate_runs():
     encoder, policy = _modules()
     with pytest.raises(InvalidPlacementError, match="no placement of .* succeeded; the last failure: .*memory"):
         place_zero_shot(encoder, policy, graph, cluster, samples=2, runtime=Simulator())
+
+
+def test_pick_pretrained_names_the_pair_that_cannot_place_or_is_no_pair():
+    """A fixed-size pair of another size raised without saying which; a lone encoder failed to unpack."""
+    encoder, policy = _modules()
+    fixed = (encoder, build(MLPPolicy, num_devices=3, hidden_size=16, state_size=16))
+    graph, cluster = random_dag(8, seed=1), uniform_cluster(2)
+    with pytest.raises(ValueError, match=r"pretrained\[1\]: policy has 3 devices"):
+        pick_pretrained([(encoder, policy), fixed], graph, cluster)
+    with pytest.raises(TypeError, match=r"pretrained\[0\] must be an \(encoder, policy\) pair, got GNNEncoder"):
+        pick_pretrained([encoder], graph, cluster)
