@@ -333,8 +333,15 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
     again (its measurement is not stored).
 
     Raises:
-        ValueError: the checkpoint belongs to another graph, cluster, runtime, model, grouping, seed or trainer.
+        ValueError: the placer was made for another graph or cluster than ``graph`` and ``cluster``, or the
+            checkpoint belongs to another graph, cluster, runtime, model, grouping, seed or trainer.
     """
+    for what, given in (("graph", graph), ("cluster", cluster)):
+        own = getattr(placer, what, None)
+        if own is not None and own.fingerprint != given.fingerprint:
+            raise ValueError(f"the placer was made for {what} {own.name!r} ({own.fingerprint}), not the {what} "
+                             f"{given.name!r} ({given.fingerprint}) given to the trainer: its samples would be "
+                             f"measured on another {what}")
     run, state = start_loop(placer.parameters(), lr=lr, seed=seed, run_dir=run_dir, logger=logger,
                             run_id=f"{graph.fingerprint}/{cluster.fingerprint}", runtime_id=runtime.id,
                             grouping_id=grouping_id(placer), trainer_id=trainer_id,

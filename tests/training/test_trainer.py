@@ -247,6 +247,16 @@ def test_a_resume_with_other_model_settings_of_the_same_shapes_is_warned_about(t
     assert "other model settings than its run's (policy.prior_weight: 3.0 -> 0.0)" in caplog.text
 
 
+def test_a_placer_made_for_another_cluster_or_graph_is_refused():
+    """The samples of a placer for one cluster were measured on the other cluster given, silently."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    with pytest.raises(ValueError, match="the placer was made for cluster .* not the cluster"):
+        ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph,
+                                                             uniform_cluster(2, bandwidth=1e3))
+    with pytest.raises(ValueError, match="the placer was made for graph .* not the graph"):
+        PPOTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), chain(), cluster)
+
+
 def test_older_checkpoint_of_another_model_is_refused_by_its_parameter_count(tmp_path):
     """Checkpoints written before the model's shapes were saved: their optimizer's tensor count is compared."""
     graph, cluster = two_branches(length=3), uniform_cluster(2)
