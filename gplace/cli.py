@@ -247,16 +247,25 @@ def _bench_main(cfg: DictConfig) -> None:
 
 
 def bench(cfg: DictConfig) -> list:
-    """Build the bench cases, baselines and searches from ``cfg`` (gplace/conf/bench.yaml) and run them."""
+    """Build the bench cases, baselines and searches from ``cfg`` (gplace/conf/bench.yaml) and run them, holding
+    ``cfg.out_dir`` (a second bench there stops at once: both would rewrite its results)."""
     import torch
+
+    from gplace.run_dir import hold_dir
 
     _check_whole(cfg, {"threads": 1})
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
-    if cfg.get("pipeline"):  # gplace/conf/bench_pipeline.yaml
-        from gplace.bench.pipeline import bench_pipeline
+    with hold_dir(cfg.out_dir, "bench directory"):
+        if cfg.get("pipeline"):  # gplace/conf/bench_pipeline.yaml
+            from gplace.bench.pipeline import bench_pipeline
 
-        return bench_pipeline(cfg)
+            return bench_pipeline(cfg)
+        return _bench_cases(cfg)
+
+
+def _bench_cases(cfg: DictConfig) -> list:
+    """The main bench (gplace/conf/bench.yaml, bench_paper.yaml): each case's baselines and learned searches."""
     from hydra import compose
 
     from gplace.bench import BenchCase, run_suite
@@ -279,11 +288,13 @@ def bench(cfg: DictConfig) -> list:
         return search
 
     records = load_records(Path(cfg.out_dir) / "results.json") if cfg.get("resume", False) else []
+    seen: set[tuple[str, str]] = set()  # the (graph, cluster) pairs this bench ran: results are keyed by them
     for case in cfg.cases:
         case = list(case)
         records = run_suite([lambda case=case: build_case(case)], instantiate(cfg.baselines),
                             {name: make_search(case, spec) for name, spec in cfg.learned.items()},
-                            cfg.out_dir, plots=cfg.search.plots, previous=records, fresh=not cfg.get("resume", False))
+                            cfg.out_dir, plots=cfg.search.plots, previous=records, fresh=not cfg.get("resume", False),
+                            seen=seen)
     log.info("wrote %s/RESULTS.md and results.json", cfg.out_dir)
     return records
 

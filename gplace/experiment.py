@@ -136,7 +136,7 @@ def place(
                         f"name, got {type(warm_start).__name__}")
     _check_method_settings(method, budget, warm_start=warm_start, split_groups=split_groups, trainer=trainer,
                         encoder=encoder, policy=policy)
-    with contextlib.nullcontext() if run_dir is None else claim_run_dir(run_dir, graph):  # one run per directory
+    with contextlib.nullcontext() if run_dir is None else claim_run_dir(run_dir, graph, cluster):  # one run a dir
         runtime = runtime or Simulator()
         runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
         runtime.check_graph(graph)  # so does a graph without the program a real runtime runs

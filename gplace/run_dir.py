@@ -3,7 +3,8 @@
 :func:`claim_run_dir` holds an exclusive lock on ``<run_dir>/.lock`` (``fcntl.flock``, released by the operating
 system when the process ends, killed or not) while a run writes there, so a second process started on the same
 directory stops at once instead of interleaving its checkpoint, metrics and placement with the first's. It also
-refuses a directory whose ``placement.json`` places another graph, which a search or placer would overwrite.
+refuses a directory whose ``placement.json`` places another graph or uses another cluster, which a search or
+placer would overwrite. :func:`hold_dir` is the lock alone (``gplace bench`` holds its ``out_dir`` with it).
 
 Example:
     >>> import tempfile
@@ -20,50 +21,66 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from gplace.ir import OpGraph
+from gplace.ir import Cluster, OpGraph
 
-__all__ = ["RunDirInUseError", "claim_run_dir"]
+__all__ = ["RunDirConflictError", "RunDirInUseError", "claim_run_dir", "hold_dir"]
 
 LOCK_FILE = ".lock"
 
 
-class RunDirInUseError(ValueError):
+class RunDirConflictError(ValueError):
+    """The run directory belongs to another run (another process, graph or cluster, or a checkpoint that does not
+    fit): nothing there may be overwritten, and a caller must not record it as a failed search."""
+
+
+class RunDirInUseError(RunDirConflictError):
     """Another process is running in the run directory."""
 
 
 @contextlib.contextmanager
-def claim_run_dir(run_dir: str | Path, graph: OpGraph) -> Iterator[Path]:
-    """Hold ``run_dir`` (made if missing) for a run on ``graph`` until the ``with`` block ends.
+def hold_dir(path: str | Path, what: str = "run directory") -> Iterator[Path]:
+    """Hold an exclusive lock on ``path/.lock`` (``path`` made if missing) until the ``with`` block ends.
 
     Raises:
-        RunDirInUseError: another process holds the directory (names its pid).
-        ValueError: the directory's ``placement.json`` is for another graph (names both).
+        RunDirInUseError: another process holds it (names its pid).
     """
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with (run_dir / LOCK_FILE).open("a+") as lock:
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    with (path / LOCK_FILE).open("a+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
             holder = lock.read().strip() or "unknown"
-            raise RunDirInUseError(f"run directory {run_dir} is in use by another process (pid {holder}): two runs "
-                                   "there would overwrite each other's checkpoint, metrics and placement; wait for "
-                                   "it to end or use another directory") from None
+            raise RunDirInUseError(f"{what} {path} is in use by another process (pid {holder}): two runs there "
+                                   "would overwrite each other's checkpoint, metrics and results; wait for it to end "
+                                   "or use another directory") from None
         lock.seek(0)
         lock.truncate()
         lock.write(str(os.getpid()))
         lock.flush()
-        _check_graph(run_dir, graph)
         try:
-            yield run_dir
+            yield path
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _check_graph(run_dir: Path, graph: OpGraph) -> None:
-    """Refuse a directory whose ``placement.json`` places another graph (an unreadable one is left to be
-    overwritten: it holds no result)."""
+@contextlib.contextmanager
+def claim_run_dir(run_dir: str | Path, graph: OpGraph, cluster: Cluster | None = None) -> Iterator[Path]:
+    """Hold ``run_dir`` (made if missing) for a run on ``graph`` (and ``cluster``) until the ``with`` block ends.
+
+    Raises:
+        RunDirInUseError: another process holds the directory (names its pid).
+        RunDirConflictError: the directory's ``placement.json`` is for another graph or cluster (names both).
+    """
+    with hold_dir(run_dir) as path:
+        _check_placement(path, graph, cluster)
+        yield path
+
+
+def _check_placement(run_dir: Path, graph: OpGraph, cluster: Cluster | None) -> None:
+    """Refuse a directory whose ``placement.json`` places another graph, or on another cluster (an unreadable one
+    is left to be overwritten: it holds no result)."""
     from gplace.ir import load_json
 
     path = run_dir / "placement.json"
@@ -73,7 +90,15 @@ def _check_graph(run_dir: Path, graph: OpGraph) -> None:
         doc = load_json(path)
     except (OSError, ValueError):
         return
-    found = doc.get("graph_fingerprint") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return
+    found = doc.get("graph_fingerprint")
     if found is not None and found != graph.fingerprint:
-        raise ValueError(f"run directory {run_dir} holds the placement of graph {doc.get('graph')!r} ({found}), not "
-                         f"of {graph.name!r} ({graph.fingerprint}); use a new run directory or delete it")
+        raise RunDirConflictError(f"run directory {run_dir} holds the placement of graph {doc.get('graph')!r} "
+                                  f"({found}), not of {graph.name!r} ({graph.fingerprint}); use a new run directory "
+                                  "or delete it")
+    there = (doc.get("cluster"), doc.get("devices"))
+    if cluster is not None and there[0] is not None and there != (cluster.name, list(cluster.device_names)):
+        raise RunDirConflictError(f"run directory {run_dir} holds a placement on cluster {there[0]!r} "
+                                  f"({there[1]}), not on {cluster.name!r} ({list(cluster.device_names)}); use a new "
+                                  "run directory or delete it")

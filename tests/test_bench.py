@@ -10,6 +10,7 @@ import pytest
 
 from gplace.baselines import SingleDevice
 from gplace.bench import BenchCase, BenchRecord, results_table, run_suite
+from gplace.run_dir import RunDirConflictError
 from gplace.runtime import Simulator
 from gplace.testing import two_branches, uniform_cluster
 
@@ -62,6 +63,78 @@ def test_suite_writes_results_and_plots(tmp_path):
                       fresh=True)
     assert not (run_dir / "stale.txt").exists() and (run_dir / "checkpoint.pt").is_file()
     assert again[1].step_time == records[2].step_time
+
+
+def _search(graph, cluster, runtime, run_dir, best_baseline):
+    from gplace.encoders import LSTMEncoder
+    from gplace.experiment import place
+    from gplace.policies import Seq2SeqPolicy
+    from gplace.training import ReinforceTrainer
+
+    return place(graph, cluster, encoder=LSTMEncoder(hidden_size=16), policy=Seq2SeqPolicy(2, hidden_size=16),
+                 runtime=runtime, trainer=ReinforceTrainer(updates=2, samples_per_update=2), run_dir=run_dir)
+
+
+def test_a_search_refused_its_run_directory_stops_the_bench_instead_of_recording_a_failure(tmp_path):
+    """A damaged checkpoint (or another process in the directory) was recorded as a failed search, and a resumed
+    bench then skipped the case for good."""
+    case = BenchCase(two_branches(length=3), uniform_cluster(2), Simulator())
+    run_dir = tmp_path / "runs" / "two_branches-2xgpu-seq2seq"
+    run_dir.mkdir(parents=True)
+    (run_dir / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(RunDirConflictError, match="cannot be read"):
+        run_suite([lambda: case], {"single": SingleDevice(0)}, {"seq2seq": _search}, tmp_path, plots=False)
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_two_cases_of_one_graph_and_cluster_are_refused_not_skipped(tmp_path):
+    """Results are keyed by graph and cluster: a second case of the pair (another seed) was silently skipped."""
+    case = BenchCase(two_branches(length=3), uniform_cluster(2), Simulator())
+    seen: set = set()
+    run_suite([lambda: case], {"single": SingleDevice(0)}, {}, tmp_path, plots=False, seen=seen)
+    with pytest.raises(ValueError, match="two bench cases place graph 'two_branches' on cluster '2xgpu'"):
+        run_suite([lambda: case], {"single": SingleDevice(0)}, {}, tmp_path, plots=False, seen=seen)
+
+
+def test_a_resumed_search_is_recorded_with_the_seconds_of_all_its_processes(tmp_path):
+    """The record timed only the last process of a resumed search (1.97 s of a 4 s search)."""
+    from gplace.bench.runner import run_learned
+
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    record, report = run_learned(graph, cluster, "seq2seq", lambda d: _search(graph, cluster, Simulator(), d, None),
+                                 1.0, tmp_path)
+    assert record.search_seconds == report.train.seconds
+
+
+def test_results_are_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A bench killed (or out of disk) while rewriting results.json left half a file, and every finished case
+    with it; now the earlier file stays until the new one is complete."""
+    import pathlib
+
+    from gplace.bench.report import write_results
+
+    write_results([_rec("single", 8.0)], tmp_path, learned=[])
+    kept = (tmp_path / "results.json").read_bytes()
+    real = pathlib.Path.write_text
+
+    def disk_full(self, text, *args, **kwargs):
+        real(self, text[:10], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        write_results([_rec("single", 8.0), _rec("heft", 5.0)], tmp_path, learned=[])
+    monkeypatch.undo()
+    assert (tmp_path / "results.json").read_bytes() == kept
+
+
+def test_a_damaged_pipeline_results_file_is_named(tmp_path):
+    from gplace.bench.pipeline import load_pipeline_records
+
+    for text in ("", "[{\"x\": 1}]", "{\"a\": 1}"):  # a raw JSONDecodeError, KeyError or TypeError before
+        (tmp_path / "pipeline_results.json").write_text(text)
+        with pytest.raises(ValueError, match="pipeline_results.json: not a gplace pipeline results file"):
+            load_pipeline_records(tmp_path / "pipeline_results.json")
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gplace import place
-from gplace.run_dir import RunDirInUseError
+from gplace.run_dir import RunDirConflictError, RunDirInUseError, hold_dir
 from gplace.testing import chain, random_dag, uniform_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,3 +51,21 @@ def test_a_run_directory_holding_another_graphs_placement_is_refused(tmp_path):
         place(random_dag(8, seed=1), cluster, method="heft", run_dir=tmp_path)
     assert (tmp_path / "placement.json").read_bytes() == kept
     place(chain(), cluster, method="round_robin", run_dir=tmp_path)  # the same graph: a new result replaces it
+
+
+def test_a_run_directory_holding_a_placement_on_another_cluster_is_refused(tmp_path):
+    """gplace place with another cluster in the same directory replaced the first result silently."""
+    place(chain(), uniform_cluster(2), method="heft", run_dir=tmp_path)
+    kept = (tmp_path / "placement.json").read_bytes()
+    with pytest.raises(RunDirConflictError, match="holds a placement on cluster '2xgpu'.*not on '3xgpu'"):
+        place(chain(), uniform_cluster(3), method="heft", run_dir=tmp_path)
+    assert (tmp_path / "placement.json").read_bytes() == kept
+
+
+def test_a_held_directory_is_refused_to_a_second_holder(tmp_path):
+    """The lock gplace bench holds on its out_dir (one open file each: flock refuses the second)."""
+    busy = pytest.raises(RunDirInUseError, match="bench directory .* is in use")
+    with hold_dir(tmp_path, "bench directory"), busy, hold_dir(tmp_path, "bench directory"):
+        pass
+    with hold_dir(tmp_path):
+        pass

@@ -19,6 +19,7 @@ import numpy as np
 
 from gplace.baselines.pipeline import PipelineLocalSearch, StageProblem, pipeline_lower_bound
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.serialize import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -169,8 +170,8 @@ def write_pipeline_results(records: Sequence[PipelineRecord], out_dir: str | Pat
     """Write ``pipeline_results.json``, ``PIPELINE.md`` and (with ``plot``) ``plots/pipeline_throughput.png``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "pipeline_results.json").write_text(json.dumps([r.to_json() for r in records], indent=1))
-    (out_dir / "PIPELINE.md").write_text(pipeline_report(records) + notes)
+    write_text_atomic(out_dir / "pipeline_results.json", json.dumps([r.to_json() for r in records], indent=1))
+    write_text_atomic(out_dir / "PIPELINE.md", pipeline_report(records) + notes)
     if plot and records:
         plot_throughput(records, out_dir / "plots" / "pipeline_throughput.png")
 
@@ -514,9 +515,18 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
 
 
 def load_pipeline_records(path: str | Path) -> list[PipelineRecord]:
-    """The records of a ``pipeline_results.json`` (none if the file does not exist)."""
+    """The records of a ``pipeline_results.json`` (none if the file does not exist).
+
+    Raises:
+        ValueError: the file is not a list of pipeline records (naming the file).
+    """
     path = Path(path)
-    return [PipelineRecord.from_json(doc) for doc in json.loads(path.read_text())] if path.exists() else []
+    if not path.exists():
+        return []
+    try:
+        return [PipelineRecord.from_json(doc) for doc in json.loads(path.read_text(encoding="utf-8"))]
+    except (ValueError, TypeError, KeyError, AttributeError) as err:  # UnicodeDecodeError is a ValueError
+        raise ValueError(f"{path}: not a gplace pipeline results file ({type(err).__name__}: {err})") from None
 
 
 def _learned_search(cfg: Any, spec: Any) -> Search:

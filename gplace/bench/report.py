@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gplace.bench.runner import BenchRecord
+from gplace.ir.serialize import write_text_atomic
 
 
 def write_results(records: Sequence[BenchRecord], out_dir: str | Path, *, learned: Sequence[str],
@@ -15,8 +16,8 @@ def write_results(records: Sequence[BenchRecord], out_dir: str | Path, *, learne
     """Write ``results.json`` and ``RESULTS.md`` (the paper's Table 1 shape) under ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(json.dumps([r.to_json() for r in records], indent=1))
-    (out_dir / "RESULTS.md").write_text(results_table(records, learned=learned) + notes)
+    write_text_atomic(out_dir / "results.json", json.dumps([r.to_json() for r in records], indent=1))
+    write_text_atomic(out_dir / "RESULTS.md", results_table(records, learned=learned) + notes)
 
 
 def results_table(records: Sequence[BenchRecord], *, learned: Sequence[str]) -> str:

@@ -57,8 +57,8 @@ def load_records(path: str | Path) -> list[BenchRecord]:
     if not path.is_file():
         return []
     try:
-        return [BenchRecord.from_json(doc) for doc in json.loads(path.read_text())]
-    except (ValueError, TypeError, KeyError) as err:
+        return [BenchRecord.from_json(doc) for doc in json.loads(path.read_text(encoding="utf-8"))]
+    except (ValueError, TypeError, KeyError, AttributeError) as err:  # UnicodeDecodeError is a ValueError
         raise ValueError(f"{path}: not a gplace bench results file ({err})") from None
 
 
@@ -87,14 +87,24 @@ def run_learned(
     graph: OpGraph, cluster: Cluster, name: str, search: Callable[[Path | None], Any], lower_bound: float,
     run_dir: Path | None = None,
 ) -> tuple[BenchRecord, Any]:
-    """Run a learned search (``search(run_dir) -> PlacementReport``) and record its best placement."""
+    """Run a learned search (``search(run_dir) -> PlacementReport``) and record its best placement and its seconds
+    (over every process of a resumed search).
+
+    Raises:
+        RunDirConflictError: ``run_dir`` is another run's (another process in it, a checkpoint that does not fit):
+            that is no result of the search, so it is not recorded as a failed one.
+    """
+    from gplace.run_dir import RunDirConflictError
+
     started = time.perf_counter()
     try:
         report = search(run_dir)
+    except RunDirConflictError:
+        raise
     except (RuntimeError, ValueError) as err:
         return _record(graph, cluster, name, math.inf, lower_bound, time.perf_counter() - started, str(err)), None
     m = report.measurement
-    record = _record(graph, cluster, name, m.step_time, lower_bound, time.perf_counter() - started, m.reason,
+    record = _record(graph, cluster, name, m.step_time, lower_bound, report.train.seconds, m.reason,
                      samples=report.train.samples)
     return record, report
 

@@ -34,6 +34,7 @@ class BenchCase:
 def run_suite(
     cases: Sequence[Callable[[], BenchCase]], placers: Mapping[str, Any], searches: Mapping[str, Search],
     out_dir: str | Path, *, plots: bool = True, previous: Sequence[BenchRecord] = (), fresh: bool = False,
+    seen: set[tuple[str, str]] | None = None,
 ) -> list[BenchRecord]:
     """Run every placer and search on every case (built lazily, one at a time).
 
@@ -43,6 +44,12 @@ def run_suite(
     in the written files; a case they already hold for every method is skipped, and an unfinished one runs again
     (its learned searches resume from their run directories). With ``fresh``, every learned search starts anew:
     the run directory an earlier bench left (``out_dir/runs/<graph>-<cluster>-<method>``) is removed first.
+
+    Records and run directories are keyed by graph and cluster name; ``seen`` (updated here) holds the pairs this
+    bench already ran, so a second case of one pair (another seed, say) is refused rather than skipped.
+
+    Raises:
+        ValueError: a case repeats a (graph, cluster) pair in ``seen``.
     """
     from gplace.baselines import step_time_lower_bound
 
@@ -51,6 +58,13 @@ def run_suite(
     for build in cases:
         case = build()
         graph, cluster, runtime = case.graph, case.cluster, case.runtime
+        key = (graph.name, cluster.name)
+        if seen is not None and key in seen:
+            raise ValueError(f"two bench cases place graph {graph.name!r} on cluster {cluster.name!r}: results and run "
+                             "directories are keyed by graph and cluster, so the second would be skipped; run it "
+                             "with another out_dir")
+        if seen is not None:
+            seen.add(key)
         methods = {r.method for r in records if (r.graph, r.cluster) == (graph.name, cluster.name)}
         if methods >= {*placers, *searches}:
             log.info("%s on %s: already in the results, skipped", graph.name, cluster.name)

@@ -203,10 +203,16 @@ def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster
 # ---------------------------------------------------------------------- files
 def save_json(doc: Mapping[str, Any], path: str | Path) -> Path:
     """Write a document atomically (temp file, then rename)."""
+    return write_text_atomic(path, json.dumps(doc, indent=1))
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a process killed (or a disk
+    filled) mid-write leaves the old file, never half of the new one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
     return path
 

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from gplace.ir.errors import error_summary
+from gplace.run_dir import RunDirConflictError
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,8 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     parameters are, so a run checkpointed on a GPU resumes on a machine without one, and back.
 
     Raises:
-        ValueError: the checkpoint cannot be read, or is for another graph or cluster, another runtime, model,
-            grouping, seed or trainer (resuming would mix runs), naming what differs.
+        RunDirConflictError: (a ``ValueError``) the checkpoint cannot be read, or is for another graph or cluster,
+            another runtime, model, grouping, seed or trainer (resuming would mix runs), naming what differs.
     """
     path = Path(path)
     if not path.exists():
@@ -51,19 +52,19 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on a damaged file
-        raise ValueError(f"checkpoint {path} cannot be read (a damaged or truncated file: "
-                         f"{error_summary(err)}); {_NEW_RUN}") from None
+        raise RunDirConflictError(f"checkpoint {path} cannot be read (a damaged or truncated file: "
+                                  f"{error_summary(err)}); {_NEW_RUN}") from None
     if not isinstance(state, dict):
-        raise ValueError(f"checkpoint {path} is not a gplace checkpoint (it holds a {type(state).__name__}); "
-                         f"{_NEW_RUN}")
+        raise RunDirConflictError(f"checkpoint {path} is not a gplace checkpoint (it holds a "
+                                  f"{type(state).__name__}); {_NEW_RUN}")
     if state.get("fingerprint") != fingerprint:
-        raise ValueError(
+        raise RunDirConflictError(
             f"checkpoint {path} belongs to another graph/cluster ({state.get('fingerprint')}, not {fingerprint}); "
             f"{_NEW_RUN}"
         )
     saved_runtime = state.get("runtime")
     if runtime_id is not None and saved_runtime is not None and saved_runtime != runtime_id:
-        raise ValueError(
+        raise RunDirConflictError(
             f"checkpoint {path} was measured by runtime {saved_runtime!r}, this run measures with {runtime_id!r} "
             f"(another objective, schedule or number of micro-batches): resuming would mix their times; {_NEW_RUN}, "
             f"or start a new run from its placement with warm_start={path.parent / 'placement.json'}"
@@ -71,16 +72,18 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     if param_shapes is not None:
         _check_model(state, path, [tuple(s) for s in param_shapes])
     if grouping is not None and state.get("grouping", grouping) != grouping:
-        raise ValueError(f"checkpoint {path} was written for another grouping of the graph ({state['grouping']}, "
-                         f"not {grouping}): max_groups or the grouping's settings differ; {_NEW_RUN}")
+        raise RunDirConflictError(f"checkpoint {path} was written for another grouping of the graph "
+                                  f"({state['grouping']}, not {grouping}): max_groups or the grouping's settings "
+                                  f"differ; {_NEW_RUN}")
     if seed is not None and state.get("seed", seed) != seed:
-        raise ValueError(f"checkpoint {path} was written by a run with seed {state['seed']}, this one has seed {seed}: "
-                         f"it would go on drawing seed {state['seed']}'s samples; {_NEW_RUN}, or resume with "
-                         f"seed={state['seed']}")
+        raise RunDirConflictError(f"checkpoint {path} was written by a run with seed {state['seed']}, this one has "
+                                  f"seed {seed}: it would go on drawing seed {state['seed']}'s samples; {_NEW_RUN}, "
+                                  f"or resume with seed={state['seed']}")
     if trainer is not None and state.get("trainer", trainer) not in (None, trainer):
-        raise ValueError(f"checkpoint {path} was written by {state['trainer']}, this run trains with {trainer}: "
-                         f"another algorithm would go on from its optimizer state; {_NEW_RUN}, or start a new run "
-                         f"from its placement with warm_start={path.parent / 'placement.json'}")
+        raise RunDirConflictError(f"checkpoint {path} was written by {state['trainer']}, this run trains with "
+                                  f"{trainer}: another algorithm would go on from its optimizer state; {_NEW_RUN}, "
+                                  f"or start a new run from its placement with "
+                                  f"warm_start={path.parent / 'placement.json'}")
     _warn_model_settings(state.get("model"), model, path)
     log.info("resuming from %s at update %d", path, state["update"])
     return state
@@ -121,8 +124,8 @@ def _check_model(state: dict[str, Any], path: Path, shapes: list[tuple[int, ...]
         first = next((i for i, (a, b) in enumerate(zip(saved, shapes, strict=False)) if a != b), None)
         if first is not None:
             detail += f"; tensor {first} is {saved[first]} there and {shapes[first]} here"
-    raise ValueError(f"checkpoint {path} was written by another model ({detail}): the encoder, the policy or their "
-                     f"sizes differ; {_NEW_RUN}")
+    raise RunDirConflictError(f"checkpoint {path} was written by another model ({detail}): the encoder, the policy or "
+                              f"their sizes differ; {_NEW_RUN}")
 
 
 def _numel(shapes: list[tuple[int, ...]]) -> int:
