@@ -76,11 +76,11 @@ class JsonlLogger:
         atomically."""
         if not self.path.exists():
             return
-        lines = self.path.read_text().splitlines(keepends=True)
+        lines = self.path.read_bytes().splitlines(keepends=True)
         kept = [line for line in lines if not _step_at_least(line, step)]
         if len(kept) < len(lines):
             tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text("".join(kept))
+            tmp.write_bytes(b"".join(kept))
             tmp.replace(self.path)
 
     def _write(self, record: Mapping[str, Any]) -> None:
@@ -88,11 +88,11 @@ class JsonlLogger:
             f.write(json.dumps(record, default=str) + "\n")
 
 
-def _step_at_least(line: str, step: float) -> bool:
-    """Whether a JSONL line is a step record at ``step`` or later (a torn last line counts as one)."""
+def _step_at_least(line: bytes, step: float) -> bool:
+    """Whether a JSONL line is a step record at ``step`` or later (a torn or undecodable line counts as one)."""
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError:
+        record = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
         return True
     return isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] >= step
 

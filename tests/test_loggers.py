@@ -24,8 +24,8 @@ def test_jsonl_drop_from_keeps_earlier_steps_and_other_records(tmp_path):
     log.log_scalars(-1, {"losses/imitation": 2.0})
     for step in range(5):
         log.log_scalars(step, {"x": step})
-    with log.path.open("a") as f:
-        f.write('{"step": 5, "x"')  # torn by a kill
+    with log.path.open("ab") as f:
+        f.write(b'{"step": 5, "x": "\xe2\x82')  # torn by a kill inside a multi-byte character (UnicodeDecodeError)
     log.drop_from(3)
     records = [json.loads(line) for line in log.path.read_text().splitlines()]
     assert [r.get("step") for r in records] == [None, -1, 0, 1, 2]
