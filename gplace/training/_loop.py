@@ -16,6 +16,7 @@ A trainer's ``fit`` stays a loop that reads top to bottom; what is the same in e
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import math
@@ -153,7 +154,7 @@ class Loop:
     trainer_id: str | None = None
     """The algorithm (the trainer's class name); a checkpoint another algorithm wrote is refused."""
     model: dict[str, Any] | None = None
-    """The encoder's and policy's constructor settings; a resume with other settings is warned about."""
+    """The encoder's and policy's constructor settings and the trainer's; a resume with others is warned about."""
     ckpt: Path | None = None
     started: float = field(default_factory=time.monotonic)
     earlier_seconds: float = 0.0
@@ -326,7 +327,7 @@ class Run(Loop):
 
 def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *, lr: float, seed: int,
               baseline_decay: float, run_dir: str | Path | None, logger: Logger | None,
-              trainer_id: str | None = None) -> Run:
+              trainer_id: str | None = None, trainer_settings: dict[str, Any] | None = None) -> Run:
     """Seed, build Adam, the baseline and the logger, and resume from ``run_dir/checkpoint.pt`` if it exists.
 
     With ``run_dir``, metrics also go to ``run_dir/metrics.jsonl``. On resume the best placement is measured
@@ -345,8 +346,7 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
     run, state = start_loop(placer.parameters(), lr=lr, seed=seed, run_dir=run_dir, logger=logger,
                             run_id=f"{graph.fingerprint}/{cluster.fingerprint}", runtime_id=runtime.id,
                             grouping_id=grouping_id(placer), trainer_id=trainer_id,
-                            model=model_settings(getattr(placer, "encoder", None), getattr(placer, "policy", None)),
-                            kind=Run,
+                            model=_run_settings(placer, trainer_id, trainer_settings), kind=Run,
                             baseline=EMABaseline(baseline_decay))
     if state is not None:
         placer.load_state_dict(state["policy"])
@@ -356,6 +356,19 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
         kept = state.get("sample_step_times", np.full(run.samples, np.nan))  # older checkpoints did not keep them
         run.sample_step_times = [float(t) for t in kept]
     return run
+
+
+_RESUMABLE = frozenset({"updates", "lr", "baseline_decay", "checkpoint_every", "max_seconds", "progress", "seed",
+                        "imitation_steps"})
+"""Trainer settings a resume may change without a warning (the budget, the learning rate, ...; seed is checked)."""
+
+
+def _run_settings(placer: Any, trainer_id: str | None, trainer: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The encoder's, policy's and trainer's settings a checkpoint records (a resume with others is warned about)."""
+    settings = model_settings(getattr(placer, "encoder", None), getattr(placer, "policy", None)) or {}
+    if trainer is not None:
+        settings["trainer"] = {"class": trainer_id, "kwargs": {k: v for k, v in trainer.items() if k not in _RESUMABLE}}
+    return settings or None
 
 
 def model_settings(encoder: Any, policy: Any) -> dict[str, Any] | None:
@@ -387,7 +400,7 @@ def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster
     """
     run = start_run(placer, runtime, graph, cluster, lr=settings.lr, seed=settings.seed,
                     baseline_decay=settings.baseline_decay, run_dir=run_dir, logger=logger,
-                    trainer_id=type(settings).__name__)
+                    trainer_id=type(settings).__name__, trainer_settings=dataclasses.asdict(settings))
     if not run.resumed and warm_start is not None:
         given = runtime.measure(graph, cluster, warm_start)
         half = None if settings.max_seconds is None else run.started + settings.max_seconds / 2

@@ -36,9 +36,8 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     ``runtime_id``, trains parameters of ``param_shapes``, on the ``grouping`` of the graph (its number of groups
     and a digest), with ``seed``, by the ``trainer`` (its class name; each checked when both the run and the
     checkpoint give it; older checkpoints give fewer, and for parameters only their count is checked). A
-    ``model`` (the encoder's and policy's settings) other than the checkpoint's is resumed with a WARNING naming
-    the settings that differ (a sampling temperature may change on purpose; a prior weight changes what the
-    weights mean). Its
+    ``model`` (the encoder's, policy's and trainer's settings) other than the checkpoint's is resumed with a
+    WARNING naming the settings that differ (a prior weight or an entropy weight changes what the run learns). Its
     tensors are read onto the CPU; ``load_state_dict`` of a module or optimizer moves each to where that module's
     parameters are, so a run checkpointed on a GPU resumes on a machine without one, and back.
 
@@ -90,7 +89,7 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
 
 
 def _warn_model_settings(saved: dict[str, Any] | None, model: dict[str, Any] | None, path: Path) -> None:
-    """Log a WARNING naming each encoder or policy setting that differs from the checkpoint's run."""
+    """Log a WARNING naming each encoder, policy or trainer setting that differs from the checkpoint's run."""
     if not saved or not model:
         return
     changed = []
@@ -103,8 +102,8 @@ def _warn_model_settings(saved: dict[str, Any] | None, model: dict[str, Any] | N
                     for key in sorted(set(kwargs_was) | set(kwargs_now))
                     if repr(kwargs_was.get(key)) != repr(kwargs_now.get(key))]  # repr: an array has no one ===
     if changed:
-        log.warning("resuming %s with other model settings than its run's (%s): the trained weights were learned "
-                    "with the old ones", path, "; ".join(changed))
+        log.warning("resuming %s with other settings than its run's (%s): the trained weights were learned with "
+                    "the old ones", path, "; ".join(changed))
 
 
 def _check_model(state: dict[str, Any], path: Path, shapes: list[tuple[int, ...]]) -> None:

@@ -205,7 +205,7 @@ def test_a_multigraph_resume_on_another_grouping_is_refused_and_other_settings_a
         _trainer(2, max_groups=4).fit(*modules(3.0), _tasks(), Simulator(), run_dir=tmp_path)
     with caplog.at_level(logging.WARNING, logger="gplace.training.checkpoint"):
         _trainer(2, max_groups=8).fit(*modules(0.0), _tasks(), Simulator(), run_dir=tmp_path)
-    assert "other model settings than its run's (policy.prior_weight: 3.0 -> 0.0)" in caplog.text
+    assert "other settings than its run's (policy.prior_weight: 3.0 -> 0.0)" in caplog.text
 
 
 def test_finetune_arguments_of_the_wrong_kind_are_named():

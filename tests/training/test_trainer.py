@@ -244,7 +244,22 @@ def test_a_resume_with_other_model_settings_of_the_same_shapes_is_warned_about(t
     with caplog.at_level(logging.WARNING, logger="gplace.training.checkpoint"):
         ReinforceTrainer(updates=2, samples_per_update=2).fit(placer(0.0), Simulator(), graph, cluster,
                                                              run_dir=tmp_path)
-    assert "other model settings than its run's (policy.prior_weight: 3.0 -> 0.0)" in caplog.text
+    assert "other settings than its run's (policy.prior_weight: 3.0 -> 0.0)" in caplog.text
+
+
+def test_a_resume_with_other_trainer_settings_is_warned_about(tmp_path, caplog):
+    """samples_per_update and entropy_coef changed on resume without a word; lr and updates may change quietly."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                         run_dir=tmp_path)
+    with caplog.at_level(logging.WARNING, logger="gplace.training.checkpoint"):
+        ReinforceTrainer(updates=2, samples_per_update=2, lr=1e-2).fit(_placer(graph, cluster), Simulator(), graph,
+                                                                      cluster, run_dir=tmp_path)
+        assert "other settings" not in caplog.text
+        ReinforceTrainer(updates=3, samples_per_update=4, entropy_coef=0.5).fit(
+            _placer(graph, cluster), Simulator(), graph, cluster, run_dir=tmp_path)
+    assert ("other settings than its run's (trainer.entropy_coef: 0.01 -> 0.5; trainer.samples_per_update: 2 -> 4)"
+            in caplog.text)
 
 
 def test_a_placer_made_for_another_cluster_or_graph_is_refused():
