@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gplace.baselines.pipeline import PipelineLocalSearch, StageProblem, pipeline_lower_bound
+from gplace.bench.runner import read_records
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.serialize import write_text_atomic
 
@@ -520,13 +521,7 @@ def load_pipeline_records(path: str | Path) -> list[PipelineRecord]:
     Raises:
         ValueError: the file is not a list of pipeline records (naming the file).
     """
-    path = Path(path)
-    if not path.exists():
-        return []
-    try:
-        return [PipelineRecord.from_json(doc) for doc in json.loads(path.read_text(encoding="utf-8"))]
-    except (ValueError, TypeError, KeyError, AttributeError) as err:  # UnicodeDecodeError is a ValueError
-        raise ValueError(f"{path}: not a gplace pipeline results file ({type(err).__name__}: {err})") from None
+    return read_records(path, PipelineRecord.from_json, "pipeline results")
 
 
 def _learned_search(cfg: Any, spec: Any) -> Search:

@@ -53,13 +53,22 @@ def load_records(path: str | Path) -> list[BenchRecord]:
     Raises:
         ValueError: the file is not a list of bench records (naming the file).
     """
+    return read_records(path, BenchRecord.from_json, "bench results")
+
+
+def read_records(path: str | Path, parse: Callable[[Any], Any], what: str) -> list:
+    """``parse`` of each entry of the JSON list at ``path`` (none if the file is missing).
+
+    Raises:
+        ValueError: the file is not such a list (names the file and ``what`` it should hold).
+    """
     path = Path(path)
     if not path.is_file():
         return []
     try:
-        return [BenchRecord.from_json(doc) for doc in json.loads(path.read_text(encoding="utf-8"))]
+        return [parse(doc) for doc in json.loads(path.read_text(encoding="utf-8"))]
     except (ValueError, TypeError, KeyError, AttributeError) as err:  # UnicodeDecodeError is a ValueError
-        raise ValueError(f"{path}: not a gplace bench results file ({err})") from None
+        raise ValueError(f"{path}: not a gplace {what} file ({type(err).__name__}: {err})") from None
 
 
 def run_baselines(
