@@ -316,7 +316,11 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: Path) -> nn.Module:
-    """Construct the module ``spec`` names and load ``state`` into it."""
+    """Construct the module ``spec`` names and load ``state`` into it (finite weights only: NaN or inf is damage)."""
+    for name, tensor in state.items():
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{path}: weight {name!r} of {spec['class']} holds NaN or inf values (a damaged file, or "
+                             "a training run that diverged)")
     cls = _resolve(spec["class"])
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ValueError(f"{path}: {spec['class']} is not a torch.nn.Module class")

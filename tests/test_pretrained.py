@@ -263,3 +263,15 @@ def test_pick_pretrained_names_the_pair_that_cannot_place_or_is_no_pair():
         pick_pretrained([(encoder, policy), fixed], graph, cluster)
     with pytest.raises(TypeError, match=r"pretrained\[0\] must be an \(encoder, policy\) pair, got GNNEncoder"):
         pick_pretrained([encoder], graph, cluster)
+
+
+def test_a_policy_file_with_nan_weights_is_refused(tmp_path):
+    """It placed without complaint (greedy placements from NaN scores)."""
+    encoder, policy = _modules()
+    path = save_policy(tmp_path / "p.pt", encoder, policy)
+    doc = torch.load(path, weights_only=True)
+    name = next(iter(doc["state"]["policy"]))
+    doc["state"]["policy"][name][..., 0] = float("nan")
+    torch.save(doc, path)
+    with pytest.raises(ValueError, match=f"weight '{name}' of gplace.policies.device_aware.DeviceAwarePolicy holds"):
+        load_policy(path)
