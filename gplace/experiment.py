@@ -163,13 +163,11 @@ def place(
                 result = TrainResult(Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
                                      Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
             result = _no_worse_than(result, warm_start, graph, cluster, runtime)
-            result = _no_worse_than_one_device(_measured_again(result, graph, cluster, runtime), baselines, graph,
-                                               cluster)
+            result = _searched(result, baselines, graph, cluster, runtime)
         else:
             result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
             if path is not None:  # a policy's search, as the learned ones: never behind a placement measured here
-                result = _no_worse_than_one_device(_measured_again(result, graph, cluster, runtime), baselines, graph,
-                                                   cluster)
+                result = _searched(result, baselines, graph, cluster, runtime)
         report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result)
         if run_dir is not None:
             write_report(report, run_dir, runtime)
@@ -225,6 +223,13 @@ def _no_worse_than(result: TrainResult, warm_start: Placement | None, graph: OpG
     if not (m.ok and m.step_time < result.best_measurement.step_time):
         return result
     return dataclasses.replace(result, best_placement=warm_start, best_measurement=m)
+
+
+def _searched(result: TrainResult, baselines: dict[str, Measurement], graph: OpGraph, cluster: Cluster,
+              runtime: Runtime) -> TrainResult:
+    """A search's result as reported: its best measured again (:func:`_measured_again`), then no worse than the
+    fastest single-device placement (:func:`_no_worse_than_one_device`)."""
+    return _no_worse_than_one_device(_measured_again(result, graph, cluster, runtime), baselines, graph, cluster)
 
 
 def _measured_again(result: TrainResult, graph: OpGraph, cluster: Cluster, runtime: Runtime) -> TrainResult:

@@ -129,7 +129,7 @@ class Cluster:
             if not isinstance(d.name, str) or not d.name or not isinstance(d.kind, str) or not d.kind:
                 raise GraphError(f"cluster {self.name!r}: device {d.name!r} needs a non-empty string name and kind, "
                                  f"got name {d.name!r}, kind {d.kind!r}")
-            if isinstance(d.speed, bool) or not isinstance(d.speed, int | float | np.integer | np.floating):
+            if not _is_number(d.speed):
                 raise GraphError(f"cluster {self.name!r}: device {d.name!r} speed must be a number, got {d.speed!r}")
             if isinstance(d.memory, bool) or not isinstance(d.memory, int | np.integer):
                 raise GraphError(f"cluster {self.name!r}: device {d.name!r} memory must be a whole number of bytes, "
