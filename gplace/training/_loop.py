@@ -153,7 +153,7 @@ class Loop:
     """Seeds the weights and the samples; a checkpoint of another seed is refused."""
     trainer_id: str | None = None
     """The algorithm (the trainer's class name); a checkpoint another algorithm wrote is refused."""
-    model: dict[str, Any] | None = None
+    settings: dict[str, Any] | None = None
     """The encoder's and policy's constructor settings and the trainer's; a resume with others is warned about."""
     ckpt: Path | None = None
     started: float = field(default_factory=time.monotonic)
@@ -196,7 +196,7 @@ class Loop:
     def state(self, update: int) -> dict[str, Any]:
         """The checkpoint fields every loop has, after ``update``."""
         return {"fingerprint": self.run_id, "runtime": self.runtime_id, "param_shapes": self.param_shapes(),
-                "grouping": self.grouping_id, "seed": self.seed, "trainer": self.trainer_id, "model": self.model,
+                "grouping": self.grouping_id, "seed": self.seed, "trainer": self.trainer_id, "settings": self.settings,
                 "update": update + 1, "samples": self.samples, "seconds": self.seconds,
                 "optimizer": self.optimizer.state_dict(),
                 "generator": self.generator.get_state(), "history": self.history}
@@ -221,7 +221,7 @@ class Loop:
 
 def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None, logger: Logger | None,
                run_id: str, runtime_id: str | None = None, grouping_id: str | None = None,
-               trainer_id: str | None = None, model: dict[str, Any] | None = None, kind: type[Loop] = Loop,
+               trainer_id: str | None = None, settings: dict[str, Any] | None = None, kind: type[Loop] = Loop,
                **fields: Any) -> tuple[Loop, dict[str, Any] | None]:
     """Seed torch, build Adam over ``params``, the sample generator and the logger (plus ``run_dir/metrics.jsonl``);
     restore the loop from ``run_dir/checkpoint.pt`` if it exists (dropping the metrics a killed run logged after it;
@@ -239,11 +239,11 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
     jsonl = None if run_dir is None else JsonlLogger(Path(run_dir) / "metrics.jsonl")
     loop = kind(optimizer=torch.optim.Adam(params, lr=lr), generator=torch.Generator().manual_seed(seed),
                 logger=logger if jsonl is None else MultiLogger(logger, jsonl), run_id=run_id,
-                runtime_id=runtime_id, grouping_id=grouping_id, seed=seed, trainer_id=trainer_id, model=model,
+                runtime_id=runtime_id, grouping_id=grouping_id, seed=seed, trainer_id=trainer_id, settings=settings,
                 ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", **fields)
     state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id, runtime_id=runtime_id,
                                                            param_shapes=loop.param_shapes(), grouping=grouping_id,
-                                                           seed=seed, trainer=trainer_id, model=model)
+                                                           seed=seed, trainer=trainer_id, settings=settings)
     if state is not None:
         loop.restore(state)
         jsonl.drop_from(state["update"])  # the updates after the checkpoint are logged again
@@ -346,7 +346,7 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
     run, state = start_loop(placer.parameters(), lr=lr, seed=seed, run_dir=run_dir, logger=logger,
                             run_id=f"{graph.fingerprint}/{cluster.fingerprint}", runtime_id=runtime.id,
                             grouping_id=grouping_id(placer), trainer_id=trainer_id,
-                            model=_run_settings(placer, trainer_id, trainer_settings), kind=Run,
+                            settings=_run_settings(placer, trainer_id, trainer_settings), kind=Run,
                             baseline=EMABaseline(baseline_decay))
     if state is not None:
         placer.load_state_dict(state["policy"])

@@ -29,15 +29,15 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
 def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | None = None,
                     param_shapes: Sequence[tuple[int, ...]] | None = None, grouping: str | None = None,
                     seed: int | None = None, trainer: str | None = None,
-                    model: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                    settings: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The checkpoint at ``path`` if it exists and fits this run, else ``None``.
 
     A checkpoint fits when it belongs to the graph (and cluster) ``fingerprint``, was measured by the runtime
     ``runtime_id``, trains parameters of ``param_shapes``, on the ``grouping`` of the graph (its number of groups
     and a digest), with ``seed``, by the ``trainer`` (its class name; each checked when both the run and the
-    checkpoint give it; older checkpoints give fewer, and for parameters only their count is checked). A
-    ``model`` (the encoder's, policy's and trainer's settings) other than the checkpoint's is resumed with a
-    WARNING naming the settings that differ (a prior weight or an entropy weight changes what the run learns). Its
+    checkpoint give it; older checkpoints give fewer, and for parameters only their count is checked). Other
+    ``settings`` (the encoder's, policy's and trainer's) than the checkpoint's are resumed with a WARNING naming
+    each that differs (a prior weight or an entropy weight changes what the run learns). Its
     tensors are read onto the CPU; ``load_state_dict`` of a module or optimizer moves each to where that module's
     parameters are, so a run checkpointed on a GPU resumes on a machine without one, and back.
 
@@ -83,18 +83,18 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
                                   f"{trainer}: another algorithm would go on from its optimizer state; {_NEW_RUN}, "
                                   f"or start a new run from its placement with "
                                   f"warm_start={path.parent / 'placement.json'}")
-    _warn_model_settings(state.get("model"), model, path)
+    _warn_changed_settings(state.get("settings"), settings, path)
     log.info("resuming from %s at update %d", path, state["update"])
     return state
 
 
-def _warn_model_settings(saved: dict[str, Any] | None, model: dict[str, Any] | None, path: Path) -> None:
+def _warn_changed_settings(saved: dict[str, Any] | None, settings: dict[str, Any] | None, path: Path) -> None:
     """Log a WARNING naming each encoder, policy or trainer setting that differs from the checkpoint's run."""
-    if not saved or not model:
+    if not saved or not settings:
         return
     changed = []
-    for part in sorted(set(saved) & set(model)):
-        was, now = saved[part], model[part]
+    for part in sorted(set(saved) & set(settings)):
+        was, now = saved[part], settings[part]
         if was.get("class") != now.get("class"):
             continue  # another class trains other parameters: refused by their shapes, or the same shapes
         kwargs_was, kwargs_now = was.get("kwargs", {}), now.get("kwargs", {})

@@ -183,7 +183,7 @@ class MultiGraphTrainer(MultiGraphSettings):
         params = [*encoder.parameters(), *policy.parameters()]
         loop, state = start_loop(params, lr=self.lr, seed=self.seed, run_dir=run_dir, logger=logger,
                                  run_id=_run_id(tasks), runtime_id=runtime.id, trainer_id=type(self).__name__,
-                                 grouping_id=_tasks_grouping_id(placers), model=model_settings(encoder, policy))
+                                 grouping_id=_tasks_grouping_id(placers), settings=model_settings(encoder, policy))
         draws = np.random.default_rng(self.seed)
         if state is not None:  # the checkpoint holds each task's best, the starts' included
             _restore(state, encoder, policy, draws, states)
