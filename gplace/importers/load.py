@@ -38,10 +38,10 @@ def load_graph(path: str | Path) -> OpGraph:
         GraphError: the file is of a known format but malformed (the message names the file).
     """
     path = Path(path)
-    fmt = detect_graph_format(path)
+    fmt, doc = _detect(path)
     logger.debug("loading %s as %s", path, fmt)
     if fmt == "gplace":
-        return _from_gplace_json(path)
+        return _from_gplace_json(path, doc)
     if fmt == "giph":
         return load_giph_graph(path)
     if fmt == "pipedream":
@@ -59,20 +59,24 @@ def detect_graph_format(path: str | Path) -> GraphFormat:
     Raises:
         UnsupportedGraphError: none of these; the message names the file and what was expected.
     """
-    path = Path(path)
+    return _detect(Path(path))[0]
+
+
+def _detect(path: Path) -> tuple[GraphFormat, Mapping[str, Any] | None]:
+    """The format of a graph file and, for JSON, the document read (so it is not read twice)."""
     text = _text(path, _GRAPH_FORMATS)
     if text.lstrip().startswith(("{", "[")):
         doc = _json(path, text, _GRAPH_FORMATS)
         if doc.get("format") == GRAPH_FORMAT:
-            return "gplace"
+            return "gplace", doc
         if _is_giph_graph(doc):
-            return "giph"
+            return "giph", doc
         raise _unsupported(path, _GRAPH_FORMATS, f"a JSON document with format {doc.get('format')!r}")
     lines = [line for line in text.splitlines() if line.strip()]
     if any(" -- " in line for line in lines):
-        return "pipedream"
+        return "pipedream", None
     if lines and lines[0].strip().isdigit():
-        return "doppler"
+        return "doppler", None
     raise _unsupported(path, _GRAPH_FORMATS, "text in no known layout")
 
 
@@ -95,9 +99,9 @@ def load_cluster(path: str | Path) -> Cluster:
     raise _unsupported(path, _CLUSTER_FORMATS, f"a JSON object with keys {sorted(doc)[:8]}")
 
 
-def _from_gplace_json(path: Path) -> OpGraph:
+def _from_gplace_json(path: Path, doc: Mapping[str, Any]) -> OpGraph:
     try:
-        return graph_from_dict(json.loads(path.read_text(encoding="utf-8-sig")))
+        return graph_from_dict(doc)
     except GraphError as err:
         raise GraphError(f"{path}: {err}") from err
 
