@@ -11,7 +11,7 @@ from functools import cached_property
 import numpy as np
 
 from gplace.ir.errors import GraphError
-from gplace.ir.frozen import frozen_array, read_only
+from gplace.ir.frozen import frozen_array
 
 MIN_RATE = 1e-9
 """The least device speed (and most: its inverse) and the least link bandwidth (bytes/s): times stay finite."""
@@ -171,16 +171,12 @@ class Cluster:
     @cached_property
     def speeds(self) -> np.ndarray:
         """(D,) float64 device speeds; read-only."""
-        speeds = np.array([d.speed for d in self.devices], dtype=np.float64)
-        read_only(speeds)
-        return speeds
+        return frozen_array(np.array([d.speed for d in self.devices], dtype=np.float64))
 
     @cached_property
     def memory(self) -> np.ndarray:
         """(D,) int64 memory capacities in bytes; read-only."""
-        memory = np.array([d.memory for d in self.devices], dtype=np.int64)
-        read_only(memory)
-        return memory
+        return frozen_array(np.array([d.memory for d in self.devices], dtype=np.int64))
 
     @cached_property
     def fingerprint(self) -> str:

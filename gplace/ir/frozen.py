@@ -19,12 +19,6 @@ class FrozenDict(dict):
         return type(self), (dict(self),)
 
 
-def read_only(*arrays: np.ndarray) -> None:
-    """Mark arrays read-only in place."""
-    for arr in arrays:
-        arr.setflags(write=False)
-
-
 def frozen_array(arr: np.ndarray) -> np.ndarray:
     """``arr`` made read-only where it owns its data, else a read-only copy: a view's base (a caller's array, a
     tensor's memory) stays writable and would change the object under its caches."""

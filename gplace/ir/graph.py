@@ -14,7 +14,7 @@ import numpy as np
 
 from gplace.ir.cluster import Cluster
 from gplace.ir.errors import GraphError
-from gplace.ir.frozen import FrozenDict, frozen_array, read_only
+from gplace.ir.frozen import FrozenDict, frozen_array
 
 Shape = tuple[int, ...]
 """A tensor shape; -1 marks an unknown dimension."""
@@ -338,16 +338,12 @@ class OpGraph:
     @cached_property
     def out_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Outgoing edges as CSR: ``(ptr (N+1,), dst (E,), edge id (E,))``, grouped by source; read-only."""
-        arrays = csr(self.edge_index[0], self.edge_index[1], self.num_ops)
-        read_only(*arrays)
-        return arrays
+        return tuple(map(frozen_array, csr(self.edge_index[0], self.edge_index[1], self.num_ops)))
 
     @cached_property
     def in_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Incoming edges as CSR: ``(ptr (N+1,), src (E,), edge id (E,))``, grouped by destination; read-only."""
-        arrays = csr(self.edge_index[1], self.edge_index[0], self.num_ops)
-        read_only(*arrays)
-        return arrays
+        return tuple(map(frozen_array, csr(self.edge_index[1], self.edge_index[0], self.num_ops)))
 
     @cached_property
     def topological_order(self) -> np.ndarray:
@@ -373,9 +369,7 @@ class OpGraph:
         if len(order) < self.num_ops:
             cycle = self._find_cycle(indeg)
             raise GraphError(f"graph {self.name!r} has a cycle through ops {' -> '.join(map(repr, cycle))}")
-        order = np.array(order, dtype=np.int64)
-        read_only(order)
-        return order
+        return frozen_array(np.array(order, dtype=np.int64))
 
     def _find_cycle(self, indeg: list[int]) -> list[str]:
         """Names of ops on one cycle among the ops Kahn's algorithm could not order."""
