@@ -27,7 +27,9 @@ Compute
 Communication
     As in ``sim-v1``, over instances: one transfer per (producer instance, other device with a consumer
     instance), carrying the largest bytes among those edges; each ordered device pair is one channel that
-    carries one transfer at a time, served in the order the producers ended (ties: priority order); a
+    carries one transfer at a time, served in the order the producers ended (ties within one round of the
+    event loop: priority order; as in ``sim-v1``, a started transfer is never put back, so the output of a
+    zero-duration instance that ends a round later at the same instant waits behind it); a
     transfer takes ``cluster.latency[s, d] + bytes / cluster.bandwidth[s, d]`` seconds.
 Memory
     A micro-batch is in flight on a device from the start of its first instance there to the end of its
@@ -65,6 +67,7 @@ from numba import njit
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.errors import format_shortfall
 from gplace.ir.graph import csr
+from gplace.ir.placement import check_placement
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
 from gplace.runtime.kernels import enqueue_transfer, heap_pop, heap_push, mark, segments, transfers
@@ -180,7 +183,9 @@ class PipelineSimulator(Runtime):
         Raises:
             InvalidPlacementError: the placement does not fit the graph or cluster.
             GraphError: the graph's phases break the rules of the module docstring.
+            TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
         """
+        check_placement(placement)
         placement.validate(graph, cluster)
         return _run(self._prepared(graph, cluster), placement.devices)
 

@@ -7,11 +7,12 @@ Update ops are left out. The score of a placement is ``M * max_d load_d``. Its `
 (:func:`pipeline_bytes_moved`).
 
 Bound against ``pipe-v1`` (tested): with ``s = max_d load_d``, ``D`` devices and ``W_u`` the summed
-duration of the update ops, the full simulation's mini-batch time ``T`` satisfies
-``M s / (2D - 1) <= T <= D M s + W_u``. Lower: ``load_d`` is device ``d``'s compute plus its transfers on at
-most ``2(D-1)`` channels, each of which, like the device, is a serial resource busy at most ``T`` over ``M``
-micro-batches. Upper: until ``T`` some instance or transfer is always running (the simulation never
-deadlocks), and all of them together take ``M sum_d (compute_d + sent_d) + W_u <= D M s + W_u``.
+duration of the update ops and of the transfers they send (whole edges, as ``pipe-v1`` sends them), the full
+simulation's mini-batch time ``T`` satisfies ``M s / (2D - 1) <= T <= D M s + W_u``. Lower: ``load_d`` is
+device ``d``'s compute plus its transfers on at most ``2(D-1)`` channels, each of which, like the device, is a
+serial resource busy at most ``T`` over ``M`` micro-batches. Upper: until ``T`` some instance or transfer is
+always running (the simulation never deadlocks), and all of them together take
+``M sum_d (compute_d + sent_d) + W_u <= D M s + W_u``.
 
 Example:
     >>> from gplace.ir import Placement

@@ -23,6 +23,9 @@ _PHASES = ("forward", "backward", "update")
 
 def write_pipeline_trace(path: str | Path, graph: OpGraph, cluster: Cluster, schedule: PipelineSchedule) -> Path:
     """Write ``schedule`` (from :meth:`PipelineSimulator.simulate`) as Chrome trace JSON; return the path."""
+    if not isinstance(schedule, PipelineSchedule):
+        raise TypeError(f"write_pipeline_trace takes a PipelineSchedule (PipelineSimulator.simulate), got "
+                        f"{type(schedule).__name__}; write a step's schedule with gplace.runtime.write_chrome_trace")
     check_schedule_of(graph, cluster, schedule)
     names = cluster.device_names
     events: list[dict[str, Any]] = [_meta("process_name", _DEVICES, 0, "devices"),
@@ -31,9 +34,8 @@ def write_pipeline_trace(path: str | Path, graph: OpGraph, cluster: Cluster, sch
     codes = graph.phase_codes()
     for k, (i, m) in enumerate(zip(schedule.inst_op.tolist(), schedule.inst_microbatch.tolist(), strict=True)):
         phase = _PHASES[codes[i]]
-        label = "update" if m < 0 else f"mb {m}"
         start, end = float(schedule.inst_start[k]), float(schedule.inst_end[k])
-        events.append({"ph": "X", "name": f"{graph.op_names[i]} [{label}]", "cat": phase, "pid": _DEVICES,
+        events.append({"ph": "X", "name": f"{graph.op_names[i]} [{_label(m)}]", "cat": phase, "pid": _DEVICES,
                        "tid": int(schedule.devices[i]), "ts": start * _US, "dur": (end - start) * _US,
                        "args": {"op": graph.op_names[i], "microbatch": m, "phase": phase}})
     channels = sorted(set(zip(schedule.transfer_src.tolist(), schedule.transfer_dst.tolist(), strict=True)))
@@ -43,7 +45,7 @@ def write_pipeline_trace(path: str | Path, graph: OpGraph, cluster: Cluster, sch
         s, d = int(schedule.transfer_src[x]), int(schedule.transfer_dst[x])
         start, end = float(schedule.transfer_start[x]), float(schedule.transfer_end[x])
         m = int(schedule.inst_microbatch[k])
-        events.append({"ph": "X", "name": f"{graph.op_names[schedule.inst_op[k]]} -> {names[d]} [mb {m}]",
+        events.append({"ph": "X", "name": f"{graph.op_names[schedule.inst_op[k]]} -> {names[d]} [{_label(m)}]",
                        "cat": "transfer", "pid": _CHANNELS, "tid": s * nd + d, "ts": start * _US,
                        "dur": (end - start) * _US, "args": {"microbatch": m}})
     doc = {"traceEvents": events, "displayTimeUnit": "ms",
@@ -54,6 +56,11 @@ def write_pipeline_trace(path: str | Path, graph: OpGraph, cluster: Cluster, sch
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
     return path
+
+
+def _label(microbatch: int) -> str:
+    """``mb <m>``, or ``update`` for an update op's instance (micro-batch -1) and its transfers."""
+    return "update" if microbatch < 0 else f"mb {microbatch}"
 
 
 def _meta(kind: str, pid: int, tid: int, name: str) -> dict[str, Any]:

@@ -13,10 +13,12 @@ Communication
     A producer's output is sent to each other device that consumes it exactly once per (producer, device),
     carrying the largest ``edge_bytes`` among the producer's edges to consumers on that device. Each
     ordered device pair ``(s, d)`` is one channel that carries one transfer at a time (contention); the
-    transfers on a channel are served in the order their producers ended (ties: topological order). A
-    transfer starts at ``max(producer end, channel free)`` and takes
-    ``cluster.latency[s, d] + bytes / cluster.bandwidth[s, d]`` seconds (its end is ``start + latency + bytes /
-    bandwidth``, evaluated left to right). Different channels do not contend.
+    transfers on a channel are served in the order their producers ended (ties within one round of an
+    instant, see Memory: topological order; a transfer that has started is never put back, so the output of a
+    zero-duration op that ends in a later round of the same instant waits behind it). A transfer starts at
+    ``max(producer end, channel free)`` and takes ``cluster.latency[s, d] + bytes / cluster.bandwidth[s, d]``
+    seconds (its end is ``start + latency + bytes / bandwidth``, evaluated left to right). Different channels do
+    not contend.
 Memory
     The ``persistent_memory`` of the ops on a device is resident from ``t = 0``. An op's ``output_bytes``
     are allocated on its device when it starts and freed once its last consumer on that device has ended
@@ -56,6 +58,7 @@ from numba import njit
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import format_shortfall
+from gplace.ir.placement import check_placement
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
 from gplace.runtime.kernels import (
@@ -133,7 +136,9 @@ def schedule(graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule
     Raises:
         InvalidPlacementError: the placement does not fit the graph or cluster, or puts an op on a device
             where it has no cost.
+        TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
     """
+    check_placement(placement)
     placement.validate(graph, cluster)
     prep = _prepare(graph, cluster)
     return _run(prep, placement.devices)
@@ -160,6 +165,7 @@ class Simulator(Runtime):
 
     def schedule(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
         """:func:`schedule`, reusing this simulator's prepared arrays."""
+        check_placement(placement)
         placement.validate(graph, cluster)
         return self._schedule(graph, cluster, placement)
 

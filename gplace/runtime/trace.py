@@ -34,6 +34,9 @@ def write_chrome_trace(path: str | Path, graph: OpGraph, cluster: Cluster, sched
     Returns:
         The path written.
     """
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"write_chrome_trace takes a step's Schedule (Simulator.schedule), got "
+                        f"{type(schedule).__name__}; write a pipeline's with gplace.pipeline.write_pipeline_trace")
     check_schedule_of(graph, cluster, schedule)
     events = _metadata(cluster, schedule) + _op_slices(graph, schedule)
     events += _transfer_slices(graph, cluster, schedule) + _memory_counters(cluster, schedule)

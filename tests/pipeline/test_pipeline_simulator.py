@@ -5,6 +5,7 @@ import pytest
 
 from gplace.ir import Edge, GraphError, InvalidPlacementError, Op, OpGraph, Placement
 from gplace.pipeline import PipelineSimulator, SteadyStateScore, steady_state_loads, write_pipeline_trace
+from gplace.runtime import Simulator, write_chrome_trace
 from gplace.testing import chain, random_dag, uniform_cluster
 from tests.pipeline.graphs import random_training_dag, training_chain
 from tests.pipeline.reference import reference_minibatch
@@ -99,10 +100,39 @@ def test_steady_state_score_is_within_the_documented_bound_of_the_simulation_and
                 t, s = timeline.minibatch_time, steady_state_loads(g, c, p, m).max()
                 # bytes_moved is pipe-v1's (it was 0)
                 assert SteadyStateScore(m).measure(g, c, p).bytes_moved == timeline.bytes_moved
-                w_u = sum(g.durations(c)[i, devices[i]] for i in range(g.num_ops) if g.phase[i] == "update")
                 assert m * s / (2 * nd - 1) <= t * (1 + 1e-12)
-                assert t <= nd * m * s + w_u + 1e-9
+                assert t <= nd * m * s + _update_work(g, c, devices) + 1e-9
                 assert SteadyStateScore(m).measure(g, c, p).step_time == pytest.approx(m * s)
+
+
+def _update_work(graph: OpGraph, cluster, devices) -> float:
+    """W_u of the bound: the update ops' durations and the transfers they send, one per (update op, other device
+    with a consumer), carrying its largest edge there."""
+    durations, work = graph.durations(cluster), 0.0
+    for i in np.flatnonzero(np.asarray(graph.phase) == "update"):
+        work += durations[i, devices[i]]
+        sent: dict[int, int] = {}
+        for e in np.flatnonzero(graph.edge_index[0] == i):
+            d = int(devices[graph.edge_index[1, e]])
+            if d != devices[i]:
+                sent[d] = max(sent.get(d, 0), int(graph.edge_bytes[e]))
+        work += sum(cluster.latency[devices[i], d] + b / cluster.bandwidth[devices[i], d] for d, b in sent.items())
+    return work
+
+
+def test_steady_state_bound_counts_the_transfers_update_ops_send():
+    """An update op's whole-edge transfer to another device is part of W_u (the bound gave 4 s for a 12 s run)."""
+    c = uniform_cluster(2, bandwidth=1e6, latency=0.0)
+    g = OpGraph.from_ops([Op("f0", "L", 1.0, phase="forward"), Op("b0", "G", 1.0, phase="backward"),
+                          Op("u0", "U", 0.0, phase="update"), Op("u1", "U", 0.0, phase="update")],
+                         [Edge("f0", "b0", 0), Edge("b0", "u0", 0), Edge("u0", "u1", 10_000_000)])
+    devices = [0, 0, 0, 1]
+    p = Placement.for_graph(g, devices)
+    for m in (1, 4):
+        t = PipelineSimulator(m, "gpipe").simulate(g, c, p).minibatch_time
+        s = steady_state_loads(g, c, p, m).max()
+        assert t == pytest.approx(12.0) and _update_work(g, c, devices) == pytest.approx(10.0)
+        assert t <= 2 * m * s + _update_work(g, c, devices) + 1e-9
 
 
 def test_steady_state_loads_count_compute_and_transfers():
@@ -125,6 +155,26 @@ def test_trace_has_one_row_per_device_and_labelled_microbatches(tmp_path):
     assert doc["otherData"]["bubble"]["/GPU:0"] == pytest.approx(sched.bubble[0])
     with pytest.raises(ValueError, match="the schedule places 9 ops on 2 devices, but graph"):
         write_pipeline_trace(tmp_path / "t.json", chain((1.0, 2.0)), c, sched)  # an IndexError from inside before
+
+
+def test_trace_labels_an_update_ops_transfer_as_update_and_writers_take_only_their_schedule(tmp_path):
+    c = uniform_cluster(2, bandwidth=1e6)
+    g = OpGraph.from_ops([Op("f0", "L", 1.0, phase="forward"), Op("b0", "G", 1.0, phase="backward"),
+                          Op("u0", "U", 0.5, phase="update"), Op("u1", "U", 0.5, phase="update")],
+                         [Edge("f0", "b0"), Edge("b0", "u0"), Edge("u0", "u1", 1_000_000)])
+    p = Placement.for_graph(g, [0, 0, 0, 1])
+    sched = PipelineSimulator(2, "gpipe").simulate(g, c, p)
+    doc = json.loads(write_pipeline_trace(tmp_path / "t.json", g, c, sched).read_text())
+    sent = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "transfer"]
+    assert sent == ["u0 -> /GPU:1 [update]"]  # "[mb -1]" before
+    with pytest.raises(TypeError, match="write_pipeline_trace takes a PipelineSchedule"):
+        write_pipeline_trace(tmp_path / "s.json", g, c, Simulator().schedule(g, c, p))
+    with pytest.raises(TypeError, match="write_chrome_trace takes a step's Schedule"):
+        write_chrome_trace(tmp_path / "s.json", g, c, sched)  # an AttributeError ('op_start') before
+    with pytest.raises(TypeError, match="must be a gplace Placement"):
+        PipelineSimulator(2).simulate(g, c, [0, 0, 0, 1])  # an AttributeError ('validate') before
+    with pytest.raises(TypeError, match="must be a gplace Placement"):
+        Simulator().schedule(g, c, [0, 0, 0, 1])
 
 
 def test_phase_rules_and_settings_are_checked():

@@ -297,3 +297,16 @@ def test_schedule_respects_dependencies_devices_and_memory(sim: Simulator, seed:
         sinks = np.setdiff1d(on, g.edge_index[0])
         left = g.persistent_memory[on].sum() + g.output_bytes[sinks].sum()
         assert s.memory_bytes[s.memory_device == d][-1] == left
+
+
+def test_a_started_transfer_is_not_put_back_for_a_producer_ending_a_round_later_at_the_same_instant() -> None:
+    """The module docstring's tie rule: A (zero cost, after s on GPU 1) and B both end on GPU 0 at t = 1, A a round
+    later, so B's transfer (started in the first round) goes first though A comes first in topological order:
+    B -> GPU 1 over 1..2, A's over 2..3, cA 3..5 (after cB 2..2.5), step 5 s (4.5 s if A's went first)."""
+    c = uniform_cluster(2, bandwidth=1e6, latency=0.0)
+    g = OpGraph.from_ops([Op("s", "T", 1.0), Op("A", "T", 0.0), Op("B", "T", 1.0), Op("cA", "T", 2.0),
+                          Op("cB", "T", 0.5)], [Edge("s", "A", 0), Edge("A", "cA", MB), Edge("B", "cB", MB)])
+    p = _place(g, [1, 0, 0, 1, 1])
+    sched = schedule(g, c, p)
+    assert sched.step_time == 5.0 and sched.op_end[1] == sched.op_end[2] == 1.0
+    assert Simulator().step_times(g, c, np.asarray([p.devices]))[0] == 5.0
