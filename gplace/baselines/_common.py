@@ -2,9 +2,11 @@
 
 A *unit* is a colocation group, or a single op outside any group. Placers put a unit on one device,
 either all at once or by placing its first member and forcing the rest onto the same device. The
-memory a unit needs is the sum over its ops of persistent memory plus output bytes: the static model
-every memory-aware baseline here uses (an op's outputs are counted as resident for the whole step,
-which over-estimates the peak a runtime that frees dead tensors would see).
+memory a unit needs is the sum over its ops of persistent memory plus output bytes. The step-time
+baselines' :class:`MemoryLedger` adds what ``sim-v1`` also allocates: the largest temporary memory of the
+ops on a device, and the copies a device receives (one per (producer, device), its largest edge there).
+Counting every output and copy as resident for the whole step never under-estimates ``sim-v1``'s peak
+(it frees dead tensors), so a placement they return fits it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class Units:
     """Bytes the whole unit needs on its device: persistent memory plus output bytes of its members."""
     size: np.ndarray
     """Number of ops in each unit."""
+    temporary: np.ndarray
+    """(U,) int64 largest temporary memory of the unit's members (held while one of them runs)."""
 
     @property
     def num_units(self) -> int:
@@ -73,8 +77,10 @@ def build_units(graph: OpGraph, cluster: Cluster) -> Units:
     allowed = banned == 0
     memory = np.zeros(count, dtype=np.int64)
     np.add.at(memory, unit_of, op_memory(graph))
+    temporary = np.zeros(count, dtype=np.int64)
+    np.maximum.at(temporary, unit_of, graph.temporary_memory)
     _check_units_runnable(graph, cluster, unit_of, allowed)
-    return Units(unit_of, allowed, memory, np.bincount(unit_of, minlength=count).astype(np.int64))
+    return Units(unit_of, allowed, memory, np.bincount(unit_of, minlength=count).astype(np.int64), temporary)
 
 
 def _check_units_runnable(graph: OpGraph, cluster: Cluster, unit_of: np.ndarray, allowed: np.ndarray) -> None:
@@ -90,43 +96,75 @@ def _check_units_runnable(graph: OpGraph, cluster: Cluster, unit_of: np.ndarray,
 
 
 class MemoryLedger:
-    """Free memory per device and the device chosen for each unit.
+    """Free memory per device and the device chosen for each unit, as ops are placed one at a time.
 
-    Placing a unit's first op reserves the whole unit's memory, so later members always fit.
+    Placing a unit's first op reserves the whole unit's persistent memory and outputs, so later members
+    always fit; a device also keeps room for the largest temporary memory of its ops and for every copy it
+    receives from a producer placed on another device (placers here place an op after its producers).
     """
 
-    def __init__(self, units: Units, cluster: Cluster) -> None:
-        self.units = units
-        self.cluster = cluster
+    def __init__(self, units: Units, cluster: Cluster, graph: OpGraph) -> None:
+        self.units, self.cluster = units, cluster
         self.free: list[int] = [int(m) for m in cluster.memory]
         self.unit_device: list[int] = [-1] * units.num_units
         self._need: list[int] = units.memory.tolist()
+        self._temporary: list[int] = units.temporary.tolist()
+        self._device_temporary: list[int] = [0] * cluster.num_devices
         self._allowed: list[list[int]] = [[d for d, ok in enumerate(row) if ok] for row in units.allowed.tolist()]
+        self._unit_of: list[int] = units.unit_of.tolist()
+        ptr, src, eid = graph.in_csr
+        self._in_ptr, self._in_src = ptr.tolist(), src.tolist()
+        self._in_bytes: list[int] = graph.edge_bytes[eid].tolist()
+        self._copies: dict[tuple[int, int], int] = {}
 
-    def fits(self, unit: int, device: int) -> bool:
-        """Whether ``unit`` is on ``device`` already or has room there."""
-        placed = self.unit_device[unit]
+    def need(self, op: int, device: int) -> int:
+        """Bytes placing ``op`` on ``device`` takes from its free memory: its unit (if not placed yet), the growth
+        of the device's largest temporary memory, and the copies of inputs produced on other devices."""
+        unit = self._unit_of[op]
+        extra = 0
+        if self.unit_device[unit] < 0:
+            extra = self._need[unit] + max(0, self._temporary[unit] - self._device_temporary[device])
+        return extra + sum(self._received(op, device).values())
+
+    def _received(self, op: int, device: int) -> dict[int, int]:
+        """Bytes each producer of ``op`` on another device adds to its copy on ``device`` (largest edge so far)."""
+        grow: dict[int, int] = {}
+        for k in range(self._in_ptr[op], self._in_ptr[op + 1]):
+            p = self._in_src[k]
+            placed = self.unit_device[self._unit_of[p]]
+            if placed < 0 or placed == device:
+                continue
+            have = self._copies.get((p, device), 0)
+            if self._in_bytes[k] > have + grow.get(p, 0):
+                grow[p] = self._in_bytes[k] - have
+        return grow
+
+    def fits(self, op: int, device: int) -> bool:
+        """Whether ``op`` may go to ``device``: its unit's device if placed, else an allowed device with room."""
+        placed = self.unit_device[self._unit_of[op]]
         if placed >= 0:
             return placed == device
-        return self._need[unit] <= self.free[device]
+        return self.need(op, device) <= self.free[device]
 
-    def assign(self, unit: int, device: int) -> None:
-        """Put ``unit`` on ``device`` (no-op if it is there already)."""
+    def assign(self, op: int, device: int) -> None:
+        """Put ``op`` (with its unit, if not placed yet) on ``device`` and book the memory it takes there."""
+        unit = self._unit_of[op]
         placed = self.unit_device[unit]
-        if placed == device:
-            return
-        if placed >= 0:
+        if placed >= 0 and placed != device:
             raise ValueError(f"unit {unit} is already on device {placed}, cannot move it to {device}")
-        self.free[device] -= self._need[unit]
-        self.unit_device[unit] = device
+        self.free[device] -= self.need(op, device)
+        for p, nbytes in self._received(op, device).items():
+            self._copies[p, device] = self._copies.get((p, device), 0) + nbytes
+        if placed < 0:
+            self._device_temporary[device] = max(self._device_temporary[device], self._temporary[unit])
+            self.unit_device[unit] = device
 
-    def candidates(self, unit: int) -> list[int]:
-        """Devices ``unit`` may go to now: its device if placed, else allowed devices with room."""
-        placed = self.unit_device[unit]
+    def candidates(self, op: int) -> list[int]:
+        """Devices ``op`` may go to now: its unit's device if placed, else allowed devices with room."""
+        placed = self.unit_device[self._unit_of[op]]
         if placed >= 0:
             return [placed]
-        need, free = self._need[unit], self.free
-        return [d for d in self._allowed[unit] if need <= free[d]]
+        return [d for d in self._allowed[self._unit_of[op]] if self.need(op, d) <= self.free[d]]
 
     def infeasible(self, graph: OpGraph, op: int) -> PlacementInfeasibleError:
         """The error for ``op`` fitting nowhere, naming the op, its group and the free memory."""
@@ -134,10 +172,12 @@ class MemoryLedger:
         group = graph.colocation[op]
         what = f"with its colocation group {group!r} " if group is not None else ""
         allowed = np.flatnonzero(self.units.allowed[unit]).tolist()
+        need = {self.cluster.device_names[d]: self.need(op, d) for d in allowed}
         free = {self.cluster.device_names[d]: self.free[d] for d in allowed}
         return PlacementInfeasibleError(
-            f"op {graph.op_names[op]!r} {what}needs {self._need[unit]} bytes (persistent + output) but no "
-            f"device it may run on has room; free bytes on its allowed devices: {free}"
+            f"op {graph.op_names[op]!r} {what}fits no device it may run on after the ops placed before it (a "
+            f"greedy pass: another order may fit); bytes it needs there (persistent + output + temporary + copies "
+            f"received): {need}; free bytes: {free}"
         )
 
 

@@ -42,7 +42,6 @@ class EtfScheduler:
         self.inv_bw, self.lat = (1.0 / cluster.bandwidth).tolist(), cluster.latency.tolist()
         self.dur = durations.tolist()
         self.neg_priority = (-np.asarray(priority, dtype=np.float64)).tolist()
-        self.unit_of = ledger.units.unit_of.tolist()
         self.waiting = np.bincount(graph.edge_index[1], minlength=n).tolist()
         self.arrival: list[dict[int, float] | None] = [None] * n
         self.alive = [0] * n
@@ -96,7 +95,7 @@ class EtfScheduler:
         """Whether ``op`` may still start on ``d``; counts down the op's live devices when not."""
         if self.device[op] >= 0:
             return False
-        if self.ledger.fits(self.unit_of[op], d):
+        if self.ledger.fits(op, d):
             return True
         self.alive[op] -= 1
         if self.alive[op] == 0:
@@ -106,7 +105,7 @@ class EtfScheduler:
     # ------------------------------------------------------------------ bookkeeping
     def _release(self, op: int) -> None:
         """``op``'s inputs are all scheduled: compute their arrival per device and queue it."""
-        candidates = self.ledger.candidates(self.unit_of[op])
+        candidates = self.ledger.candidates(op)
         if not candidates:
             raise self.ledger.infeasible(self.graph, op)
         arrival = {d: self._arrival(op, d) for d in candidates}
@@ -128,7 +127,7 @@ class EtfScheduler:
         return t
 
     def _commit(self, op: int, d: int, start: float) -> None:
-        self.ledger.assign(self.unit_of[op], d)
+        self.ledger.assign(op, d)
         end = start + self.dur[op][d]
         self.device[op], self.finish[op] = d, end
         self.avail[d], self.last[d] = end, op

@@ -28,7 +28,8 @@ class HEFT(Placer):
        is appended after the last op on its device; links are not modelled as contended.
 
     Memory-aware: a device is skipped when the op's unit (its colocation group, or the op alone) does
-    not fit in its remaining memory; the first member of a group reserves memory for the whole group
+    not fit in its remaining memory (see :class:`~gplace.baselines._common.MemoryLedger`: with the copies it
+    would receive and its temporary memory); the first member of a group reserves memory for the whole group
     and the other members follow it to that device.
 
     Raises:
@@ -42,7 +43,7 @@ class HEFT(Placer):
         durations = graph.durations(cluster)
         weight = mean_durations(durations, units.allowed[units.unit_of])
         rank = upward_rank(graph, weight, mean_edge_cost(graph, cluster))
-        return _schedule(graph, cluster, MemoryLedger(units, cluster), durations, rank_order(graph, rank))
+        return _schedule(graph, cluster, MemoryLedger(units, cluster, graph), durations, rank_order(graph, rank))
 
 
 def _schedule(
@@ -55,12 +56,11 @@ def _schedule(
     inv_bw = (1.0 / cluster.bandwidth).tolist()
     lat = cluster.latency.tolist()
     dur = durations.tolist()
-    unit_of = ledger.units.unit_of.tolist()
     finish = [0.0] * graph.num_ops
     device = [-1] * graph.num_ops
     avail = [0.0] * cluster.num_devices
     for i in order.tolist():
-        candidates = ledger.candidates(unit_of[i])
+        candidates = ledger.candidates(i)
         if not candidates:
             raise ledger.infeasible(graph, i)
         best_d, best_f = -1, np.inf
@@ -75,6 +75,6 @@ def _schedule(
             f = ready + dur[i][d]
             if f < best_f:
                 best_d, best_f = d, f
-        ledger.assign(unit_of[i], best_d)
+        ledger.assign(i, best_d)
         device[i], finish[i], avail[best_d] = best_d, best_f, best_f
     return np.array(device, dtype=np.int64)

@@ -34,4 +34,4 @@ class METF(Placer):
         durations = graph.durations(cluster)
         priority = upward_rank(graph, mean_durations(durations, units.allowed[units.unit_of]),
                                mean_edge_cost(graph, cluster))
-        return EtfScheduler(graph, cluster, MemoryLedger(units, cluster), durations, priority).run()
+        return EtfScheduler(graph, cluster, MemoryLedger(units, cluster, graph), durations, priority).run()

@@ -60,7 +60,7 @@ class MSCT(Placer):
         edge_cost = mean_edge_cost(graph, cluster)
         favourite = self.favourite_children(graph, weight, edge_cost)
         priority = upward_rank(graph, weight, edge_cost)
-        ledger = MemoryLedger(units, cluster)
+        ledger = MemoryLedger(units, cluster, graph)
         return _SctScheduler(graph, cluster, ledger, durations, priority, favourite).run()
 
     def favourite_children(self, graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
@@ -155,11 +155,11 @@ class _SctScheduler(EtfScheduler):
         child = self.favourite[last] if last >= 0 else -1
         if child < 0 or self.device[child] >= 0 or self.arrival[child] is None:
             return -1
-        arrival, unit = self.arrival[child], self.unit_of[child]
-        if d not in arrival or not self.ledger.fits(unit, d):
+        arrival = self.arrival[child]
+        if d not in arrival or not self.ledger.fits(child, d):
             return -1
         here = max(self.avail[d], arrival[d])
         for other, t in arrival.items():
-            if other != d and max(self.avail[other], t) < here and self.ledger.fits(unit, other):
+            if other != d and max(self.avail[other], t) < here and self.ledger.fits(child, other):
                 return -1
         return child

@@ -42,7 +42,7 @@ class _Filler:
     def __init__(self, graph: OpGraph, cluster: Cluster) -> None:
         self.graph = graph
         self.units = build_units(graph, cluster)
-        self.ledger = MemoryLedger(self.units, cluster)
+        self.ledger = MemoryLedger(self.units, cluster, graph)
         self.durations = graph.durations(cluster)
         self.order = np.argsort(-cluster.speeds, kind="stable").tolist()
         self.cursor = 0
@@ -53,7 +53,7 @@ class _Filler:
         """Choose the device of ``op`` and book its time and memory there."""
         unit = int(self.units.unit_of[op])
         device = self._choose(op, unit)
-        self.ledger.assign(unit, device)
+        self.ledger.assign(op, device)
         self.load[device] += self.durations[op, device]
         return device
 
@@ -67,13 +67,13 @@ class _Filler:
         current = self.order[self.cursor]
         if self.units.allowed[unit, current]:
             for pos in range(self.cursor, last + 1):
-                if self.ledger.fits(unit, self.order[pos]) and self.units.allowed[unit, self.order[pos]]:
+                if self.ledger.fits(op, self.order[pos]) and self.units.allowed[unit, self.order[pos]]:
                     self.cursor = pos
                     return self.order[pos]
-        return self._least_loaded(op, unit)
+        return self._least_loaded(op)
 
-    def _least_loaded(self, op: int, unit: int) -> int:
-        candidates = self.ledger.candidates(unit)
+    def _least_loaded(self, op: int) -> int:
+        candidates = self.ledger.candidates(op)
         if not candidates:
             raise self.ledger.infeasible(self.graph, op)
         return min(candidates, key=lambda d: (self.load[d], d))

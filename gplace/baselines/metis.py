@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from gplace.baselines._common import Units, build_units, mean_durations, unit_durations
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
+from gplace.zoo.builder import check_sizes
 
 _MAX_WEIGHT = 1_000_000
 """Integer weights are scaled into [1, this] so METIS's 32-bit sums cannot overflow on large graphs."""
@@ -38,6 +39,7 @@ class METIS(Placer):
     name = "metis"
 
     def __init__(self, seed: int = 0) -> None:
+        check_sizes(type(self).__name__, 0, seed=seed)
         self.seed = seed
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
@@ -55,6 +57,8 @@ class METIS(Placer):
         num_parts = cluster.num_devices
         if num_parts == 1 or units.num_units <= 1:
             return np.zeros(units.num_units, dtype=np.int64)
+        if units.num_units <= num_parts:  # a part each (METIS prints errors to the terminal on such graphs)
+            return np.arange(units.num_units, dtype=np.int64)
         weight = np.zeros(units.num_units)
         np.add.at(weight, units.unit_of, mean_durations(durations, units.allowed[units.unit_of]))
         adjacency = _unit_adjacency(graph, units)

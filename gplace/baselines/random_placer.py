@@ -7,6 +7,7 @@ import numpy as np
 from gplace.baselines._common import build_units
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
+from gplace.zoo.builder import check_sizes
 
 
 class RandomPlacer(Placer):
@@ -22,6 +23,7 @@ class RandomPlacer(Placer):
     name = "random"
 
     def __init__(self, seed: int = 0) -> None:
+        check_sizes(type(self).__name__, 0, seed=seed)
         self.seed = seed
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:

@@ -23,6 +23,8 @@ class SingleDevice(Placer):
     name = "single"
 
     def __init__(self, device: int | str | None = None, kind: str | None = None) -> None:
+        if device is not None and (isinstance(device, bool) or not isinstance(device, (int, np.integer, str))):
+            raise TypeError(f"device must be a device index or name, got {device!r}")
         self.device = device
         self.kind = kind
 

@@ -14,6 +14,7 @@ from gplace.ir.errors import GraphError
 from gplace.ir.frozen import frozen_array
 
 MIN_RATE = 1e-9
+MAX_SPEED = 1e9
 """The least device speed (and most: its inverse) and the least link bandwidth (bytes/s): times stay finite."""
 MAX_LATENCY = 1e12
 """The most seconds a link's latency may be."""
@@ -137,9 +138,9 @@ class Cluster:
             if d.memory > 2**63 - 1:
                 raise GraphError(f"cluster {self.name!r}: device {d.name!r} has memory {d.memory}, more than the "
                                  f"largest supported ({2**63 - 1} bytes)")
-            if not (MIN_RATE <= d.speed <= 1 / MIN_RATE):
+            if not (MIN_RATE <= d.speed <= MAX_SPEED):
                 raise GraphError(f"cluster {self.name!r}: device {d.name!r} has speed {d.speed}, must be in "
-                                 f"[{MIN_RATE:.0e}, {1 / MIN_RATE:.0e}] (relative to the costs' speed 1)")
+                                 f"[{MIN_RATE:.0e}, {MAX_SPEED:.0e}] (relative to the costs' speed 1)")
             if d.memory <= 0:
                 raise GraphError(f"cluster {self.name!r}: device {d.name!r} has memory {d.memory}, must be > 0")
         n = len(self.devices)

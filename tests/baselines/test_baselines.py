@@ -180,6 +180,40 @@ def test_memory_aware_placers_name_the_op_that_fits_nowhere(make) -> None:
         make().place(graph, cluster)
 
 
+@pytest.mark.parametrize("make", list(MEMORY_AWARE.values()), ids=list(MEMORY_AWARE))
+def test_memory_aware_placers_count_temporary_memory_and_received_copies(make) -> None:
+    """The small fast GPU cannot hold a's 50 B of scratch, nor the copy of a's 60 B output its consumer would
+    receive there; both placements ran out of memory in sim-v1 before (persistent + output alone fit)."""
+    scratch = OpGraph.from_ops([Op("a", "T", 1.0, temporary_memory=50, output_bytes=1),
+                                Op("b", "T", 1.0, output_bytes=1)], [Edge("a", "b")])
+    roomy_slow = Cluster.build([Device("g0", "gpu", 1.0, 100), Device("g1", "gpu", 2.0, 10)], default_bandwidth=1e6)
+    copied = OpGraph.from_ops([Op("a", "T", 1.0, output_bytes=60), Op("b", "T", 1.0), Op("c", "T", 1.0)],
+                              [Edge("a", "b"), Edge("a", "c")])
+    small = Cluster.build([Device("g0", "gpu", 1.0, 100), Device("g1", "gpu", 1.0, 50)], default_bandwidth=1e12)
+    for graph, cluster in ((scratch, roomy_slow), (copied, small)):
+        assert Simulator().measure(graph, cluster, make().place(graph, cluster)).ok
+
+
+@pytest.mark.parametrize("make", list(MEMORY_AWARE.values()), ids=list(MEMORY_AWARE))
+def test_memory_aware_placements_fit_the_simulator_whenever_returned(make) -> None:
+    """Their memory model never under-estimates sim-v1's peak: random graphs with scratch memory on tight GPUs."""
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        base = testing.random_dag(25, 0.2, seed)
+        ops = [Op(base.op_names[i], "T", float(rng.uniform(0.1, 1)), output_bytes=int(rng.integers(0, 100)),
+                  persistent_memory=int(rng.integers(0, 50)), temporary_memory=int(rng.integers(0, 200)))
+               for i in range(base.num_ops)]
+        edges = [Edge(base.op_names[a], base.op_names[b], int(rng.integers(1, 100)))
+                 for a, b in base.edge_index.T.tolist()]
+        graph = OpGraph.from_ops(ops, edges)
+        cluster = testing.uniform_cluster(3, memory=int(op_memory(graph).sum() // 2), bandwidth=1e3)
+        try:
+            placement = make().place(graph, cluster)
+        except PlacementInfeasibleError:
+            continue
+        assert Simulator().measure(graph, cluster, placement).ok, seed
+
+
 # ---------------------------------------------------------------------- per placer
 def test_heft_splits_two_branches() -> None:
     """HEFT puts the two independent chains of two_branches() on the two devices."""
@@ -317,3 +351,25 @@ def test_lower_bound_below_brute_force_optimum(seed: int) -> None:
         for m in range(64)
     )
     assert step_time_lower_bound(graph, cluster) <= best + 1e-12
+
+
+def test_constructor_arguments_are_named() -> None:
+    for make in (lambda: RandomPlacer(seed=-1), lambda: RandomPlacer(seed=1.5), lambda: METIS(seed="a")):
+        with pytest.raises(ValueError, match="seed must be a whole number >= 0"):
+            make()  # numpy's or SeqenceSeed's own error from place() before
+    with pytest.raises(TypeError, match="device must be a device index or name, got True"):
+        SingleDevice(device=True)  # meant device 1 before
+
+
+def test_a_device_at_the_top_of_the_speed_range_is_accepted() -> None:
+    assert Cluster.build([Device("fast", "gpu", 1e9)]).speeds.tolist() == [1e9]  # refused: 1 / 1e-9 < 1e9
+    with pytest.raises(GraphError, match=r"must be in \[1e-09, 1e\+09\]"):
+        Cluster.build([Device("faster", "gpu", 2e9)])
+
+
+@pytest.mark.skipif(not _has_pymetis, reason="pymetis not installed")
+def test_metis_with_more_devices_than_units_gives_each_its_own_and_prints_nothing(capfd) -> None:
+    graph, cluster = testing.chain((1.0, 2.0, 3.0, 4.0), nbytes=10), testing.uniform_cluster(8)
+    devices = METIS().place(graph, cluster).devices.tolist()
+    assert len(set(devices)) == 4
+    assert capfd.readouterr().out == ""  # METIS printed "***You are trying to partition a graph into too many parts!"

@@ -14,6 +14,7 @@ from gplace.baselines.base import Placer
 from gplace.baselines.pipeline.stages import Blocks, StageProblem, check_kind, stage_time
 from gplace.ir import Cluster, OpGraph
 from gplace.pipeline.simulator import check_microbatches
+from gplace.zoo.builder import check_sizes
 
 
 class StagePlacer(Placer):
@@ -53,29 +54,39 @@ class GPipePartitioner(StagePlacer):
     name = "gpipe"
 
     def stages(self, problem: StageProblem) -> np.ndarray:
-        weight = problem.cost.mean(1)
-        cum = np.cumsum(weight) - weight / 2  # the unit's midpoint decides its stage
-        total = float(weight.sum()) or 1.0
-        target = np.minimum((cum / total * problem.num_stages).astype(np.int64), problem.num_stages - 1)
-        stage = np.zeros(problem.num_units, dtype=np.int64)
-        current, used = 0, 0
-        for u in range(problem.num_units):
-            want = max(int(target[u]), current)
-            while want < problem.num_stages and not _fits(problem, u, want, used if want == current else 0):
-                want += 1
-            if want >= problem.num_stages:
-                raise _no_room(problem, u)
-            used = (used if want == current else 0) + int(problem.memory[u])
-            current = stage[u] = want
-        return stage
+        return balanced_split(problem)
+
+
+def balanced_split(problem: StageProblem) -> np.ndarray:
+    """(P,) stage of every pipelined unit: GPipe's split (see :class:`GPipePartitioner`)."""
+    weight = problem.cost.mean(1)
+    cum = np.cumsum(weight) - weight / 2  # the unit's midpoint decides its stage
+    total = float(weight.sum()) or 1.0
+    target = np.minimum((cum / total * problem.num_stages).astype(np.int64), problem.num_stages - 1)
+    stage = np.zeros(problem.num_units, dtype=np.int64)
+    current, used = 0, 0
+    for u in range(problem.num_units):
+        want = max(int(target[u]), current)
+        while want < problem.num_stages and not _fits(problem, u, want, used if want == current else 0):
+            want += 1
+        if want >= problem.num_stages:
+            raise _no_room(problem, u, current)
+        used = (used if want == current else 0) + int(problem.memory[u])
+        current = stage[u] = want
+    return stage
 
 
 def _fits(problem: StageProblem, unit: int, stage: int, used: int) -> bool:
     return bool(problem.allowed[unit, stage]) and used + int(problem.memory[unit]) <= int(problem.capacity[stage])
 
 
-def _no_room(problem: StageProblem, unit: int) -> PlacementInfeasibleError:
+def _no_room(problem: StageProblem, unit: int, current: int) -> PlacementInfeasibleError:
     op = int(np.flatnonzero(problem.units.unit_of == problem.order[unit])[0])
+    allowed = np.flatnonzero(problem.allowed[unit]).tolist()
+    if not any(s >= current for s in allowed):
+        return PlacementInfeasibleError(
+            f"op {problem.graph.op_names[op]!r} (with its colocation group) may run only on stages {allowed} (its "
+            f"pins and kinds) but comes after ops placed on stage {current}: no split in pipeline order has it")
     return PlacementInfeasibleError(
         f"op {problem.graph.op_names[op]!r} (with its colocation group) fits no stage device after the earlier "
         f"stages: {int(problem.memory[unit])} bytes needed, stage devices' capacities {problem.capacity.tolist()}"
@@ -99,6 +110,7 @@ class PipeDreamPartitioner(StagePlacer):
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
                  max_blocks: int = 1024) -> None:
         super().__init__(kind, microbatches, overlap)
+        check_sizes(type(self).__name__, 1, max_blocks=max_blocks)
         self.max_blocks = max_blocks
 
     def stages(self, problem: StageProblem) -> np.ndarray:
@@ -164,8 +176,9 @@ class IdealDPPartitioner(StagePlacer):
     unit and halving the number of blocks until the block DAG has at most ``max_ideals`` ideals (a chain of
     B blocks has B + 1). The result is exact when no coarsening was needed (every graph up to ``max_ideals``
     ideals). The placer also runs the chain DP (:class:`PipeDreamPartitioner`, over up to ``chain_blocks``
-    blocks of the same order, whose prefixes are ideals too) and returns the split with the smaller
-    bottleneck, so coarsening never leaves it behind a contiguous split of that order.
+    blocks of the same order, whose prefixes are ideals too) and GPipe's split (:class:`GPipePartitioner`, unit
+    by unit) and returns the split with the smallest bottleneck, so it is never behind either; past
+    ``chain_blocks`` units a finer contiguous split than the chain DP's may still be faster.
 
     Raises:
         PlacementInfeasibleError: no contiguous split fits the stage devices' memory.
@@ -176,6 +189,8 @@ class IdealDPPartitioner(StagePlacer):
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
                  max_ideals: int = 512, chain_blocks: int = 1024) -> None:
         super().__init__(kind, microbatches, overlap)
+        check_sizes(type(self).__name__, 2, max_ideals=max_ideals)  # the empty and the full set
+        check_sizes(type(self).__name__, 1, chain_blocks=chain_blocks)
         self.max_ideals = max_ideals
         self.chain_blocks = chain_blocks
 
@@ -184,7 +199,8 @@ class IdealDPPartitioner(StagePlacer):
         chain = problem.blocks(self.chain_blocks)
         found, error = [], None
         for solve in (lambda: problem.unit_stages(blocks, ideal_partition(blocks, ideals, problem.capacity)),
-                      lambda: problem.unit_stages(chain, chain_partition(chain, problem.capacity))):
+                      lambda: problem.unit_stages(chain, chain_partition(chain, problem.capacity)),
+                      lambda: balanced_split(problem)):
             try:
                 found.append(solve())
             except PlacementInfeasibleError as err:

@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 
 
 class ProblemTooLargeError(GraphError):
-    """The integer program would have more variables than the placer's limit; the message gives the sizes."""
+    """The integer program is beyond this placer: more variables than its limit, or numbers HiGHS refuses (a byte
+    count or seconds of about 1e15 or more); the message gives the sizes."""
 
 
 class PipelineILPPlacer(StagePlacer):
@@ -46,7 +47,7 @@ class PipelineILPPlacer(StagePlacer):
         time_limit: seconds for HiGHS; the best placement found by then is returned (logged). (default: 30)
 
     Raises:
-        ProblemTooLargeError: over ``max_variables``.
+        ProblemTooLargeError: over ``max_variables``, or numbers HiGHS refuses.
         PlacementInfeasibleError: no assignment fits the stage devices' memory, or none found in time.
     """
 
@@ -94,6 +95,11 @@ class PipelineILPPlacer(StagePlacer):
         result = milp(objective, constraints=rows.constraint(size),
                       integrality=integrality, bounds=Bounds(lo, hi),
                       options={"time_limit": self.time_limit, "disp": False})
+        if result.x is None and "Model error" in result.message:
+            raise ProblemTooLargeError(
+                f"pipeline ILP for graph {problem.graph.name!r}: HiGHS refused the model ({result.message}); its "
+                f"largest byte count is {int(problem.memory.max(initial=0)):,} and its largest seconds "
+                f"{float(max(problem.cost.max(initial=0.0), seconds.max(initial=0.0))):.3g}")
         if result.x is None:
             raise PlacementInfeasibleError(f"pipeline ILP for graph {problem.graph.name!r}: {result.message}")
         if result.status != 0:

@@ -9,12 +9,15 @@ stage devices: equal to it on uniform links when no op feeds two ops on one othe
 bound, a transfer counted once per edge), and update ops are amortised (``duration / M``) instead of left out.
 An edge between two update ops is sent once per mini-batch (as in ``pipe-v1``), so it is amortised too:
 ``(latency + bytes / bandwidth) / M`` per micro-batch.
-The placers minimise the bottleneck subject to pins, colocation groups and memory (an op occupies its
-persistent memory plus its output bytes, as for the step-time baselines).
+The placers minimise the bottleneck subject to pins, colocation groups and memory: an op occupies its
+persistent memory plus its whole output bytes. That static model leaves out ``pipe-v1``'s temporary memory and
+its micro-batched activations (``ceil(bytes / M)`` per micro-batch in flight), so a split may still run out of
+memory in ``pipe-v1`` (``gplace.place`` measures it and says so), or be refused where one would fit there.
 
 A *unit* is a colocation group or a lone op. Units that may run on a stage device are ordered by the
 topological position of their first member; units that cannot (e.g. ops pinned to the CPU when the stages
-are GPUs) stay on their fastest allowed device and their transfers are charged to the stage they talk to.
+are GPUs) stay on their fastest allowed device with room and their transfers are charged to the stage they
+talk to.
 The partitioners see units through *blocks*: contiguous runs of units in that order, so large graphs are
 coarsened to a bounded number of blocks of about equal compute (:meth:`StageProblem.blocks`).
 """
@@ -27,7 +30,7 @@ from functools import cached_property
 
 import numpy as np
 
-from gplace.baselines._common import build_units, op_memory, unit_durations
+from gplace.baselines._common import PlacementInfeasibleError, build_units, op_memory, unit_durations
 from gplace.ir import Cluster, OpGraph
 from gplace.pipeline.simulator import UPDATE, check_microbatches
 
@@ -142,7 +145,9 @@ class StageProblem:
         self.units = build_units(graph, cluster)
         allowed = self.units.allowed[:, self.devices]
         piped = allowed.any(1)
-        self.fixed_device = self._fixed_devices(piped)
+        memory = np.zeros(self.units.num_units, dtype=np.int64)
+        np.add.at(memory, self.units.unit_of, op_memory(graph))
+        self.fixed_device = self._fixed_devices(piped, memory)
         first = np.full(self.units.num_units, graph.num_ops, dtype=np.int64)
         position = np.empty(graph.num_ops, dtype=np.int64)
         position[graph.topological_order] = np.arange(graph.num_ops)
@@ -155,8 +160,6 @@ class StageProblem:
         self.cost = np.where(allowed, durations, 0.0)[self.order] / microbatches
         """(P, S) seconds per micro-batch of each pipelined unit on each stage device (fixed-op transfers included)."""
         self.allowed = allowed[self.order]
-        memory = np.zeros(self.units.num_units, dtype=np.int64)
-        np.add.at(memory, self.units.unit_of, op_memory(graph))
         self.memory = memory[self.order]
         self.capacity = cluster.memory[self.devices]
         self.edge_src, self.edge_dst, self.edge_seconds = self._unit_edges()
@@ -171,10 +174,28 @@ class StageProblem:
         """Number of pipelined units P."""
         return int(self.order.size)
 
-    def _fixed_devices(self, piped: np.ndarray) -> np.ndarray:
-        """(U,) device of each unit that no stage device may run (fastest allowed), -1 for pipelined units."""
+    def _fixed_devices(self, piped: np.ndarray, memory: np.ndarray) -> np.ndarray:
+        """(U,) device of each unit that no stage device may run (its fastest allowed device with room, units in
+        order), -1 for pipelined units.
+
+        Raises:
+            PlacementInfeasibleError: such a unit fits none of its devices beside the units placed before it.
+        """
         time = np.where(self.units.allowed, unit_durations(self.units, self.graph.durations(self.cluster)), np.inf)
-        return np.where(piped, -1, np.argmin(time, axis=1))
+        device = np.full(self.units.num_units, -1, dtype=np.int64)
+        free = self.cluster.memory.astype(np.int64)
+        for u in np.flatnonzero(~piped).tolist():
+            order = np.argsort(time[u], kind="stable")
+            room = [int(d) for d in order if np.isfinite(time[u, d]) and memory[u] <= free[d]]
+            if not room:
+                op = self.graph.op_names[int(np.flatnonzero(self.units.unit_of == u)[0])]
+                raise PlacementInfeasibleError(
+                    f"op {op!r} (with its colocation group), which no stage device may run, needs {int(memory[u])} "
+                    f"bytes (persistent + output) and fits none of its devices beside the ops placed there before it "
+                    f"(free bytes: {dict(zip(self.cluster.device_names, free.tolist(), strict=True))})")
+            device[u] = room[0]
+            free[room[0]] -= memory[u]
+        return device
 
     def _unit_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Edges between pipelined units as (src position, dst position, seconds); fixed-op edges join ``cost``."""

@@ -243,3 +243,52 @@ def test_an_edge_between_update_ops_is_charged_once_per_minibatch_as_pipe_v1_sen
     apart = PipelineSimulator(m, "gpipe").simulate(graph, cluster, Placement.for_graph(graph, [0, 0, 1]))
     together = PipelineSimulator(m, "gpipe").simulate(graph, cluster, Placement.for_graph(graph, [0, 0, 0]))
     assert apart.minibatch_time - together.minibatch_time == pytest.approx(0.5 + 1)  # one transfer, u1 after it
+
+
+def test_past_its_coarsening_the_ideal_dp_is_never_behind_gpipes_split() -> None:
+    """1,100 units of mostly tiny ops: the DPs over 1,024 blocks gave 3.228 s, GPipe's unit-by-unit split 3.223 s."""
+    costs = np.random.default_rng(1).choice([1e-3, 1.0], p=[0.99, 0.01], size=1100)
+    graph = OpGraph.from_ops([Op(f"o{i}", "T", float(x)) for i, x in enumerate(costs)],
+                             [Edge(f"o{i}", f"o{i + 1}") for i in range(1099)])
+    problem = StageProblem(graph, testing.uniform_cluster(4, bandwidth=1e9))
+    gpipe = problem.bottleneck(GPipePartitioner().stages(problem))
+    assert problem.bottleneck(IdealDPPartitioner().stages(problem)) <= gpipe
+
+
+@pytest.mark.parametrize("placer", [*CONTIGUOUS, PipelineILPPlacer, PipelineLocalSearch], ids=lambda p: p.name)
+def test_an_op_off_the_stages_goes_to_a_device_with_room(placer) -> None:
+    """emb (pinned to a CPU) went to the faster CPU, which cannot hold it (out of memory in pipe-v1)."""
+    graph = OpGraph.from_ops([Op("a", "T", 1.0), Op("emb", "T", 1.0, persistent_memory=100, pinned="cpu"),
+                              Op("b", "T", 1.0)], [Edge("a", "emb"), Edge("emb", "b")])
+    cluster = Cluster.build([Device("g0", "gpu", 1.0, 1000), Device("c0", "cpu", 2.0, 10),
+                             Device("c1", "cpu", 1.0, 1000)], default_bandwidth=1e6)
+    placement = placer(microbatches=4).place(graph, cluster)
+    assert placement.devices.tolist() == [0, 2, 0]
+    assert PipelineSimulator(4).measure(graph, cluster, placement).ok
+    small = Cluster.build([Device("g0", "gpu", 1.0, 1000), Device("c0", "cpu", 2.0, 10)], default_bandwidth=1e6)
+    with pytest.raises(PlacementInfeasibleError, match="'emb'.*which no stage device may run, needs 100 bytes"):
+        placer(microbatches=4).place(graph, small)
+
+
+def test_gpipe_names_a_pin_that_no_split_in_pipeline_order_can_meet() -> None:
+    graph = OpGraph.from_ops([Op("a", "T", 1.0), Op("b", "T", 1.0), Op("c", "T", 1.0, pinned="cpu")],
+                             [Edge("a", "b"), Edge("b", "c")])
+    cluster = Cluster.build([Device("c0", "cpu"), Device("g0", "gpu"), Device("g1", "gpu")], default_bandwidth=1e6)
+    with pytest.raises(PlacementInfeasibleError, match=r"'c'.*may run only on stages \[0\].*comes after"):
+        GPipePartitioner(kind=None).place(graph, cluster)  # "0 bytes needed" (a memory problem) before
+
+
+def test_partitioner_limits_are_checked_at_construction() -> None:
+    for make in (lambda: IdealDPPartitioner(max_ideals=1), lambda: IdealDPPartitioner(chain_blocks=0),
+                 lambda: PipeDreamPartitioner(max_blocks=0), lambda: PipeDreamPartitioner(max_blocks=2.5)):
+        with pytest.raises(ValueError, match="must be a whole number"):
+            make()  # max_ideals=1 hung for ever; max_blocks=0 put every op on one stage
+
+
+def test_numbers_highs_refuses_are_named_as_too_large_for_the_ilp() -> None:
+    graph = OpGraph.from_ops([Op("a", "T", 1.0, persistent_memory=2**55), Op("b", "T", 1.0, persistent_memory=1)],
+                             [Edge("a", "b")])
+    cluster = Cluster.build([Device("g0", "gpu", 1.0, 2**55), Device("c0", "cpu", 1.0, 2**56)],
+                            default_bandwidth=1e6)
+    with pytest.raises(ProblemTooLargeError, match="HiGHS refused the model.*36,028,797,018,963,968"):
+        PipelineILPPlacer().place(graph, cluster)
