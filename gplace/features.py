@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from gplace.grouping import Grouping, op_cost
+from gplace.grouping import Grouping, check_grouping_of, op_cost
 from gplace.ir import Cluster, OpGraph
 
 MAX_OUTPUTS = 5
@@ -96,8 +96,7 @@ def featurize(graph: OpGraph, grouping: Grouping, num_type_buckets: int = 512, m
     Shapes:
         returns a :class:`GroupFeatures` with G rows; ``type_ids`` (N,).
     """
-    if grouping.op_group.shape != (graph.num_ops,):
-        raise ValueError(f"grouping is for {grouping.op_group.size} ops but graph {graph.name!r} has {graph.num_ops}")
+    check_grouping_of(graph, grouping)
     for label, value, least in (("num_type_buckets", num_type_buckets, 1), ("max_neighbours", max_neighbours, 0)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
             raise ValueError(f"{label} must be a whole number >= {least}, got {value!r}")

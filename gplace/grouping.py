@@ -149,6 +149,29 @@ def identity_grouping(graph: OpGraph) -> Grouping:
     return Grouping(np.arange(graph.num_ops, dtype=np.int64), graph.num_ops, graph, graph)
 
 
+def check_grouping_of(graph: OpGraph, grouping: Grouping) -> None:
+    """Raise ``ValueError`` unless ``grouping`` groups the ops of ``graph`` (the same ops, by fingerprint)."""
+    original = grouping.original
+    if original is not graph and original.fingerprint != graph.fingerprint:
+        raise ValueError(f"the grouping is of graph {original.name!r} ({original.num_ops} ops, fingerprint "
+                         f"{original.fingerprint}), not of graph {graph.name!r} ({graph.num_ops} ops, fingerprint "
+                         f"{graph.fingerprint}): group the graph being placed")
+
+
+def check_colocation_kept(grouping: Grouping) -> None:
+    """Raise ``ValueError`` when a colocation set of ``grouping.original`` spans groups (a placement of the groups
+    could split it; :func:`group_ops` keeps each set in one group, :func:`identity_grouping` does not)."""
+    graph, first = grouping.original, {}
+    for i, name in enumerate(graph.colocation):
+        if name is None:
+            continue
+        j = first.setdefault(name, i)
+        if grouping.op_group[j] != grouping.op_group[i]:
+            raise ValueError(f"colocation set {name!r} spans groups: op {graph.op_names[j]!r} is in group "
+                             f"{int(grouping.op_group[j])}, op {graph.op_names[i]!r} in group "
+                             f"{int(grouping.op_group[i])}; group colocated ops together (group_ops does)")
+
+
 def split_groups(grouping: Grouping, placement: Placement) -> Grouping:
     """``grouping`` with each group split by the devices ``placement`` puts its ops on, so that the placement is
     exactly expressible (a policy warm-started from it starts where it is). Colocated ops share a device in any
@@ -176,12 +199,12 @@ def make_grouping(graph: OpGraph, op_group: np.ndarray) -> Grouping:
 
     Raises:
         GraphError: a group holds ops pinned to different kinds.
-        ValueError: a group id in ``0..G-1`` has no op.
+        ValueError: a group id in ``0..G-1`` has no op, or ``op_group`` is not one whole id >= 0 per op.
 
     Shapes:
         op_group (N,) int, group ids ``0..G-1`` with every id used.
     """
-    op_group = np.asarray(op_group, dtype=np.int64)
+    op_group = _check_group_ids(graph, op_group)
     num = int(op_group.max()) + 1 if op_group.size else 0
     empty = np.flatnonzero(np.bincount(op_group, minlength=num) == 0)
     if empty.size:
@@ -193,6 +216,18 @@ def make_grouping(graph: OpGraph, op_group: np.ndarray) -> Grouping:
     rank[order] = np.arange(num)
     op_group = rank[op_group]
     return Grouping(op_group, num, _coarse_graph(graph, op_group, num), graph)
+
+
+def _check_group_ids(graph: OpGraph, op_group: object) -> np.ndarray:
+    """``op_group`` as (N,) int64, refused by name unless it is one whole group id >= 0 per op."""
+    ids = np.asarray(op_group)
+    if ids.shape != (graph.num_ops,):
+        raise ValueError(f"op_group has shape {ids.shape}, expected ({graph.num_ops},): one group id per op of "
+                         f"graph {graph.name!r}")
+    if ids.size and not (np.issubdtype(ids.dtype, np.integer) and ids.min() >= 0):
+        raise ValueError(f"op_group must hold whole group ids >= 0, got dtype {ids.dtype} with values in "
+                         f"[{ids.min()}, {ids.max()}]")
+    return ids.astype(np.int64)
 
 
 def op_cost(graph: OpGraph) -> np.ndarray:

@@ -11,7 +11,15 @@ from torch import nn
 
 from gplace.features import device_features as describe_devices
 from gplace.features import featurize
-from gplace.grouping import Grouping, group_ops, memory_cap, split_groups, uncuttable_edges
+from gplace.grouping import (
+    Grouping,
+    check_colocation_kept,
+    check_grouping_of,
+    group_ops,
+    memory_cap,
+    split_groups,
+    uncuttable_edges,
+)
 from gplace.interfaces import capabilities_of, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster, check_placement
@@ -81,6 +89,8 @@ class PolicyPlacer(nn.Module):
         if grouping is None:
             merge = self.capabilities.merge_consumers if merge_consumers is None else merge_consumers
             grouping = _default_grouping(graph, cluster, merge, max_groups)
+        check_grouping_of(graph, grouping)
+        check_colocation_kept(grouping)
         self.grouping = grouping
         if express is not None:
             self.grouping = split_groups(self.grouping, express)
@@ -120,7 +130,12 @@ class PolicyPlacer(nn.Module):
 
         Shapes:
             returns devices (K, N) int64 numpy, log_prob (K,), entropy (K,).
+
+        Raises:
+            ValueError: ``num_samples`` is not a whole number >= 1.
         """
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int | np.integer) or num_samples < 1:
+            raise ValueError(f"num_samples must be a whole number >= 1, got {num_samples!r}")
         out = self.policy.sample(self.encoder(self.features()), self.allowed, num_samples, generator=generator,
                                  **self.policy_inputs())
         return PlacerSample(self.op_devices(out.devices), out.log_prob, out.entropy)
@@ -129,13 +144,16 @@ class PolicyPlacer(nn.Module):
         """Log-probability and entropy of given placements under the current policy (e.g. for PPO).
 
         Raises:
-            InvalidPlacementError: ``devices`` is not (K, N) for this placer's graph of N ops.
+            InvalidPlacementError: ``devices`` is not (K, N) device indices for this placer's graph of N ops.
             ValueError: a placement splits a group across devices.
 
         Shapes:
             devices (K, N) int; returns log_prob (K,), entropy (K,).
         """
-        devices = np.asarray(devices, dtype=np.int64)
+        given = np.asarray(devices)
+        if given.size and not np.issubdtype(given.dtype, np.integer):
+            raise InvalidPlacementError(f"devices must be integer device indices, got dtype {given.dtype}")
+        devices = given.astype(np.int64)
         n = self.graph.num_ops
         if devices.ndim != 2 or devices.shape[1] != n:
             raise InvalidPlacementError(f"devices has shape {devices.shape}, expected (K, {n}): one row per "

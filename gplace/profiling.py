@@ -49,6 +49,7 @@ import numpy as np
 from gplace import costmodel
 from gplace.ir import OpGraph
 from gplace.ir.errors import error_summary
+from gplace.zoo.builder import check_sizes
 
 if TYPE_CHECKING:
     import onnx
@@ -129,12 +130,19 @@ def profile_torch(graph: OpGraph, *, repeats: int = 10, warmup: int = 3) -> OpGr
 
 
 # ---------------------------------------------------------------------- measuring
+def _check_rounds(where: str, repeats: object, warmup: object) -> None:
+    """Refuse ``repeats`` < 1 or ``warmup`` < 0 or either not a whole number, by name (``ValueError``)."""
+    check_sizes(where, 1, repeats=repeats)
+    check_sizes(where, 0, warmup=warmup)
+
+
 def torch_op_times(graph: OpGraph, *, repeats: int = 10, warmup: int = 3) -> dict[str, float]:
     """Op name -> seconds for every op the ``torch-v1`` executor runs (see :func:`profile_torch`)."""
     from gplace.importers.torch_export import TorchSource
     from gplace.ir import Cluster, Device
     from gplace.runtime.calibration import execution_order, time_ops
 
+    _check_rounds("profile_torch", repeats, warmup)
     if not isinstance(graph.source, TorchSource):
         raise ProfileError(f"graph {graph.name!r} has no torch program (import it with from_torch to profile it)")
     cluster = Cluster.build([Device("/CPU:0", KIND)], name="host CPU")
@@ -149,8 +157,7 @@ def onnx_op_times(
     """Op name -> mean kernel seconds for every op onnxruntime runs (see :func:`profile_onnx`)."""
     import onnxruntime as ort
 
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    _check_rounds("profile_onnx", repeats, warmup)
     model, label = _runnable_model(graph, model_or_path)
     names, feeds_model = _node_names(graph, model, model_or_path, label)
     for node, name in zip(model.graph.node, names, strict=True):

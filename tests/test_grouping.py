@@ -280,3 +280,21 @@ def test_a_memory_cap_keeps_groups_a_split_can_place():
     assert group_ops(g, 2, memory_cap=cap).num_groups > 2  # step c respects the cap too
     report = gplace.place(g, cluster, method="learned", budget="16 samples", seed=0)
     assert report.measurement.ok
+
+
+def test_make_grouping_names_group_ids_that_are_not_one_whole_id_per_op() -> None:
+    g = chain((1.0, 1.0, 1.0))
+    with pytest.raises(ValueError, match=r"op_group has shape \(2,\), expected \(3,\)"):
+        make_grouping(g, np.array([0, 0]))  # IndexError before
+    with pytest.raises(ValueError, match="whole group ids >= 0"):
+        make_grouping(g, np.array([-1, 0, 0]))  # np.bincount's error before
+    with pytest.raises(ValueError, match="whole group ids >= 0, got dtype float64"):
+        make_grouping(g, np.array([0.5, 0, 1]))  # truncated to [0, 0, 1] before
+
+
+def test_features_refuse_a_grouping_of_another_graph() -> None:
+    from gplace.features import featurize
+
+    g, h = chain((1.0, 2.0, 3.0)), chain((3.0, 2.0, 1.0))
+    with pytest.raises(ValueError, match="the grouping is of graph"):
+        featurize(g, group_ops(h, 3))

@@ -152,3 +152,31 @@ def test_a_cluster_and_graph_given_the_other_way_round_are_named():
     graph, cluster = random_dag(8, seed=1), uniform_cluster(2)
     with pytest.raises(TypeError, match="graph must be a gplace OpGraph, got Cluster"):
         PolicyPlacer(cluster, graph, LSTMEncoder(hidden_size=8), Seq2SeqPolicy(2, hidden_size=8))
+
+
+def test_a_given_grouping_must_be_of_this_graph_and_keep_colocation_sets_whole() -> None:
+    """Both were accepted: samples then split set 'x' (the runtime raised), or put the CPU-pinned op on GPUs."""
+    from gplace.encoders import GNNEncoder
+    from gplace.grouping import identity_grouping
+    from gplace.policies import MLPPolicy
+
+    cluster = cpu_gpu_cluster(2)
+    colocated = OpGraph.from_ops([Op("a", "T", 1.0, colocation="x"), Op("b", "T", 1.0, colocation="x"),
+                                  Op("c", "T", 1.0)], [Edge("a", "b"), Edge("b", "c")])
+    with pytest.raises(ValueError, match="colocation set 'x' spans groups: op 'a' is in group 0, op 'b' in group 1"):
+        PolicyPlacer(colocated, cluster, GNNEncoder("sage", 16, 1), MLPPolicy(3, 16, state_size=16),
+                     grouping=identity_grouping(colocated))
+    pinned = OpGraph.from_ops([Op("a", "T", 1.0, pinned="cpu"), Op("b", "T", 1.0)], [Edge("a", "b")], name="pinned")
+    other = OpGraph.from_ops([Op("a", "T", 1.0), Op("b", "T", 1.0)], [Edge("a", "b")], name="other")
+    with pytest.raises(ValueError, match="the grouping is of graph 'other'.*not of graph 'pinned'"):
+        PolicyPlacer(pinned, cluster, GNNEncoder("sage", 16, 1), MLPPolicy(3, 16, state_size=16),
+                     grouping=identity_grouping(other))
+
+
+def test_sample_counts_and_evaluated_devices_must_be_whole_numbers() -> None:
+    placer = _placer()
+    with pytest.raises(ValueError, match="num_samples must be a whole number >= 1, got 1.5"):
+        placer.sample(1.5)  # torch's "rand() received an invalid combination of arguments" before
+    devices = placer.greedy().devices.astype(np.float64)[None]
+    with pytest.raises(InvalidPlacementError, match="integer device indices, got dtype float64"):
+        placer.evaluate(devices + 0.7)  # truncated to the greedy placement and scored before

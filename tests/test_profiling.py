@@ -216,3 +216,10 @@ def test_op_groups() -> None:
     assert [op_group(t) for t in ("MatMul", "aten.linear.default", "Conv", "aten.conv2d.default", "Relu",
                                   "BatchNormalization", "aten.gelu.default", "MaxPool", "Concat", "Input")] == [
         "matmul", "matmul", "conv", "conv", "elementwise", "elementwise", "elementwise", "other", "other", "other"]
+
+
+def test_profile_torch_names_repeats_and_warmup_that_are_not_whole_counts(torch_mlp: OpGraph) -> None:
+    with pytest.raises(ValueError, match="repeats must be a whole number >= 1, got 0"):
+        profile_torch(torch_mlp, repeats=0)  # numpy warnings, then "measured time nan" before
+    with pytest.raises(ValueError, match="warmup must be a whole number >= 0, got -1"):
+        profile_torch(torch_mlp, warmup=-1)  # accepted before: repeats - 1 steps, the last one kept

@@ -31,6 +31,9 @@ def to_pyg(graph: OpGraph, x: np.ndarray | None = None) -> Data:
     if x is None:
         cost = op_cost(graph) * 1e6
         x = np.log1p(np.stack([cost, graph.persistent_memory, graph.temporary_memory, graph.output_bytes], 1))
+    elif np.ndim(x) != 2 or np.shape(x)[0] != graph.num_ops:
+        raise ValueError(f"x must be (N, F) node features with N = {graph.num_ops} (the ops of graph {graph.name!r}), "
+                         f"got shape {np.shape(x)}")
     data = Data(
         x=torch.as_tensor(np.asarray(x, dtype=np.float32)),
         edge_index=torch.as_tensor(np.array(graph.edge_index)),

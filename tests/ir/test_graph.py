@@ -176,6 +176,14 @@ def test_to_pyg():
     assert data.edge_attr.shape == (4, 1)
 
 
+def test_to_pyg_refuses_features_that_are_not_one_row_per_op():
+    from gplace.ir import to_pyg
+
+    for x in (np.zeros((3, 2)), np.zeros(4)):  # a Data with edges into featureless nodes, or 1-D x, before
+        with pytest.raises(ValueError, match=r"x must be \(N, F\) node features with N = 4"):
+            to_pyg(diamond(), x)
+
+
 def test_to_pyg_costs_an_op_with_per_kind_costs_only_by_their_mean():
     """It counted such an op as free (its generic cost is NaN); featurize ranks it by the mean of its kinds."""
     from gplace.ir import to_pyg
