@@ -110,7 +110,8 @@ class WandbLogger:
         name: run name (default: W&B's).
         dir: where W&B writes its files (default: the working directory). The run's id is kept there
             (``wandb_run_id``), so a search resumed from its ``checkpoint.pt`` in the same directory continues
-            the same W&B run; without a checkpoint there (a fresh start) a new run begins.
+            the same W&B run (online: W&B does not resume an offline run, and says so in a warning); without a
+            checkpoint there (a fresh start) a new run begins.
         group: run group, e.g. the sweep of a multirun (default: none).
 
     Every scalar is logged against the custom x-axis ``step``, the search's update (negative for a warm start's
@@ -143,6 +144,10 @@ class WandbLogger:
             self.run = wandb.init(mode=mode, **kwargs)
         self.mode = mode
         """The mode the run was started in (``"offline"`` after a fallback)."""
+        if mode == "offline" and "resume" in kwargs:
+            log.warning("W&B does not resume an offline run (wandb issue 4624): this resumed search writes a second "
+                        "offline run folder under id %s, which `wandb sync` may not join to the first; metrics.jsonl "
+                        "in the run directory is the complete record", self.run.id)
         if dir is not None and mode != "disabled":
             (Path(dir) / RUN_ID_FILE).write_text(self.run.id)
         self.run.define_metric("step")

@@ -1,6 +1,7 @@
 """Loggers: the JSON-lines file and a real (disabled-mode) Weights & Biases run."""
 
 import json
+import logging
 import math
 
 from gplace.loggers import JsonlLogger, MultiLogger, NullLogger, WandbLogger
@@ -66,3 +67,15 @@ def test_a_fresh_start_in_a_run_directory_makes_a_new_wandb_run(tmp_path):
     second = WandbLogger(mode="offline", dir=str(tmp_path))
     assert second.run.id != first.run.id and (tmp_path / "wandb_run_id").read_text() == second.run.id
     second.finish()
+
+
+def test_an_offline_resume_warns_that_wandb_writes_a_second_run_folder(tmp_path, caplog):
+    """W&B ignores resume offline (a second folder, its _step from 0); the docs promised the same run."""
+    first = WandbLogger(mode="offline", dir=str(tmp_path))
+    first.finish()
+    (tmp_path / "checkpoint.pt").write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="gplace.loggers"):
+        second = WandbLogger(mode="offline", dir=str(tmp_path))
+    second.finish()
+    assert f"W&B does not resume an offline run (wandb issue 4624): this resumed search writes a second offline " \
+           f"run folder under id {first.run.id}" in caplog.text
