@@ -282,19 +282,18 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
                 budget: Budget | None, seed: int) -> TrainResult:
     """``placer``'s placement, or else the policy file ``path``'s zero-shot one (fastest of greedy and sampled),
     measured."""
-    from gplace.pretrained import load_policy, place_zero_shot, recorded_max_groups
+    from gplace.pretrained import load_policy, recorded_max_groups, zero_shot_search
 
     started = time.monotonic()
-    if placer is not None:
-        placement = placer.place(graph, cluster)
-        samples = getattr(placer, "evaluations", 0)  # a placer that searches by measuring says how many it did
-    else:
+    if placer is None:
         samples = 16 if budget is None or budget.samples is None else budget.samples
         encoder, policy, meta = load_policy(path)
-        placement = place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
-                                    max_groups=recorded_max_groups(meta), seed=seed)
+        return zero_shot_search(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
+                                max_groups=recorded_max_groups(meta), seed=seed)
+    placement = placer.place(graph, cluster)
+    samples = getattr(placer, "evaluations", 0)  # a placer that searches by measuring says how many it did
     measurement = runtime.measure(graph, cluster, placement)
-    if not measurement.ok and placer is not None:  # as HEFT's and the m_* placers' own checks say
+    if not measurement.ok:  # as HEFT's and the m_* placers' own checks say
         raise PlacementInfeasibleError(f"{type(placer).__name__}'s placement of {graph.name!r} on {cluster.name!r} "
                                        f"failed: {measurement.reason}")
     return TrainResult(placement, measurement, samples + 1, time.monotonic() - started)

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import importlib
 import math
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -37,12 +39,13 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.configurable import Configurable
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster
-from gplace.runtime.base import Runtime
+from gplace.runtime.base import Measurement, Runtime
+from gplace.training import TrainResult
 from gplace.training.checkpoint import save_checkpoint
 
 __all__ = [
     "FORMAT", "VERSION", "PretrainedPolicy", "build", "load_policy", "module_spec", "pick_pretrained",
-    "place_with_pretrained", "place_zero_shot", "recorded_max_groups", "save_policy",
+    "place_with_pretrained", "place_zero_shot", "recorded_max_groups", "save_policy", "zero_shot_search",
 ]
 
 FORMAT = "gplace.policy"
@@ -187,6 +190,33 @@ def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clust
         ValueError: ``samples < 0``, or a policy with a fixed device count that is not the cluster's.
         RuntimeError: every candidate failed (e.g. out of memory); the message gives the last reason.
     """
+    candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed)
+    best = candidates[0] if len(candidates) == 1 else candidates[_fastest(graph, cluster, candidates, runtime)[0]]
+    best.validate(graph, cluster)
+    return best
+
+
+def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, *, samples: int = 16,
+                     runtime: Runtime | None = None, max_groups: int | None = 256, seed: int = 0) -> TrainResult:
+    """:func:`place_zero_shot` reported as a search: its result, every candidate measured (the greedy placement and
+    ``samples`` sampled ones), and the sampled ones' step times in the order drawn (``inf`` where one failed), so
+    :attr:`~gplace.training.TrainResult.best_sample` says which sample found the result (``None``: the greedy one).
+
+    Raises:
+        ValueError: as :func:`place_zero_shot`.
+        PlacementInfeasibleError: every candidate failed; the message gives the last reason.
+    """
+    started = time.monotonic()
+    candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed)
+    best, measurements = _fastest(graph, cluster, candidates, runtime)
+    times = np.array([m.step_time if m.ok else np.inf for m in measurements[1:]], dtype=np.float64)
+    return TrainResult(candidates[best], measurements[best], len(candidates), time.monotonic() - started,
+                       sample_step_times=times)
+
+
+def _zero_shot_candidates(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, samples: int,
+                          max_groups: int | None, seed: int) -> list[Placement]:
+    """The greedy placement, then ``samples`` drawn ones (seeded by ``seed``)."""
     from gplace.placer import PolicyPlacer
 
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
@@ -197,9 +227,7 @@ def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clust
         with torch.no_grad():
             drawn = placer.sample(samples, generator=torch.Generator().manual_seed(seed))
         candidates += [Placement.for_graph(graph, d) for d in drawn.devices]
-    best = candidates[0] if len(candidates) == 1 else _fastest(graph, cluster, candidates, runtime)
-    best.validate(graph, cluster)
-    return best
+    return candidates
 
 
 def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str | Path, *, samples: int = 16,
@@ -278,14 +306,16 @@ def _measured(graph: OpGraph, cluster: Cluster, candidates: list[Placement], run
     return runtime.measure_many(graph, cluster, candidates)
 
 
-def _fastest(graph: OpGraph, cluster: Cluster, candidates: list[Placement], runtime: Runtime | None) -> Placement:
-    """The candidate with the smallest measured step time."""
+def _fastest(graph: OpGraph, cluster: Cluster, candidates: list[Placement],
+             runtime: Runtime | None) -> tuple[int, list[Measurement]]:
+    """The index of the candidate with the smallest measured step time (the first of equals), and every
+    candidate's measurement."""
     measurements = _measured(graph, cluster, candidates, runtime)
     measured = [(m.step_time, i) for i, m in enumerate(measurements) if m.ok]
     if not measured:
         raise PlacementInfeasibleError(f"no placement of {graph.name!r} on {cluster.name!r} succeeded; the last "
                                        f"failure: {measurements[-1].reason}")
-    return candidates[min(measured)[1]]
+    return min(measured)[1], measurements
 
 
 def _read(path: Path) -> dict[str, Any]:

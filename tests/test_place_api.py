@@ -40,6 +40,19 @@ def test_the_shipped_policy_is_inside_the_package_and_places_zero_shot(problem):
     assert a.placement == b.placement and a.train.samples == 5
 
 
+def test_a_policy_files_placement_says_which_sample_found_it():
+    """best_sample was None (placement.json's null) even where a sample beat the greedy placement."""
+    from gplace.zoo import lstm_lm, paper_cluster
+
+    graph, cluster = lstm_lm(), paper_cluster(2)
+    greedy = gplace.place(graph, cluster, method="pretrained", budget="0 samples").measurement.step_time
+    report = gplace.place(graph, cluster, method="pretrained", budget="16 samples", seed=0)
+    assert report.measurement.step_time < greedy and report.train.samples == 17
+    found = report.train.best_sample
+    assert found is not None and report.train.sample_step_times[found - 1] == report.measurement.step_time
+    assert gplace.place(graph, cluster, method="pretrained", budget="0 samples").train.best_sample is None
+
+
 def test_learned_with_a_sample_budget_is_deterministic_for_a_seed(problem):
     graph, cluster = problem
     runs = [gplace.place(graph, cluster, method="learned", budget="16 samples", seed=7, max_groups=8)
