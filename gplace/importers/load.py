@@ -36,6 +36,7 @@ def load_graph(path: str | Path) -> OpGraph:
     Raises:
         UnsupportedGraphError: the file is none of these; the message names the file and the formats.
         GraphError: the file is of a known format but malformed (the message names the file).
+        FileNotFoundError: no such file.
     """
     path = Path(path)
     fmt, doc = _detect(path)
@@ -86,6 +87,7 @@ def load_cluster(path: str | Path) -> Cluster:
     Raises:
         UnsupportedGraphError: the file is neither; the message names the file and the formats.
         GraphError: the file is of a known format but malformed (the message names the file).
+        FileNotFoundError: no such file.
     """
     path = Path(path)
     doc = _json(path, _text(path, _CLUSTER_FORMATS), _CLUSTER_FORMATS)

@@ -64,16 +64,18 @@ class Placement:
         unknown = set(mapping) - set(graph.op_index)
         if unknown:
             raise InvalidPlacementError(f"placement names op {sorted(unknown)[0]!r}, not in graph {graph.name!r}")
-        devices = np.empty(graph.num_ops, dtype=np.int64)
-        for i, op in enumerate(graph.op_names):
-            if op not in mapping:
-                raise InvalidPlacementError(f"placement has no device for op {op!r}")
-            if mapping[op] not in cluster.device_names:
-                raise InvalidPlacementError(
-                    f"op {op!r} placed on unknown device {mapping[op]!r}; cluster has {list(cluster.device_names)}"
-                )
-            devices[i] = cluster.device_names.index(mapping[op])
-        return cls.for_graph(graph, devices)
+        missing = [op for op in graph.op_names if op not in mapping]
+        if missing:
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            raise InvalidPlacementError(f"placement has no device for op {missing[0]!r} ({len(missing)} ops of graph "
+                                        f"{graph.name!r} missing: {', '.join(map(repr, missing[:5]))}{more})")
+        unknown_devices = sorted({str(d) for d in mapping.values() if d not in cluster.device_names})
+        if unknown_devices:
+            first = next(op for op in graph.op_names if str(mapping[op]) == unknown_devices[0])
+            raise InvalidPlacementError(f"op {first!r} placed on unknown device {unknown_devices[0]!r} (unknown "
+                                        f"devices: {unknown_devices}); cluster has {list(cluster.device_names)}")
+        index = {name: d for d, name in enumerate(cluster.device_names)}
+        return cls.for_graph(graph, np.array([index[mapping[op]] for op in graph.op_names], dtype=np.int64))
 
     def __len__(self) -> int:
         return int(self.devices.size)

@@ -76,6 +76,12 @@ def test_from_names_round_trip_and_errors():
         Placement.from_names(g, c, {"a0": "/GPU:0", "a1": "/GPU:0"})
     with pytest.raises(InvalidPlacementError, match="unknown device '/TPU:0'"):
         Placement.from_names(g, c, {"a0": "/TPU:0", "a1": "/GPU:0", "a2": "/GPU:0"})
+    big = chain(tuple(1.0 for _ in range(12)))
+    with pytest.raises(InvalidPlacementError, match=r"11 ops of graph .* missing: 'a1', 'a2', 'a3', 'a4', 'a5' and 6 "
+                                                    r"more"):
+        Placement.from_names(big, c, {"a0": "/GPU:0"})  # only 'a1' was named
+    with pytest.raises(InvalidPlacementError, match=r"unknown devices: \['/GPU:7', '/TPU:0'\]"):
+        Placement.from_names(g, c, {"a0": "/TPU:0", "a1": "/GPU:7", "a2": "/GPU:0"})
 
 
 def test_to_names_and_placement_to_dict_refuse_what_validate_refuses():
