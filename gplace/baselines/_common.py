@@ -6,7 +6,8 @@ memory a unit needs is the sum over its ops of persistent memory plus output byt
 baselines' :class:`MemoryLedger` adds what ``sim-v1`` also allocates: the largest temporary memory of the
 ops on a device, and the copies a device receives (one per (producer, device), its largest edge there).
 Counting every output and copy as resident for the whole step never under-estimates ``sim-v1``'s peak
-(it frees dead tensors), so a placement they return fits it.
+(it frees dead tensors), so a placement they return fits it, unless a colocation group's later members receive
+more copies than the room its first member left (they follow it whatever they receive).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from gplace.pipeline.simulator import PipelineSimulator
 from gplace.pipeline.steady import SteadyStateScore
 from gplace.runtime.base import Runtime
 from gplace.runtime.simulator import Simulator
+from gplace.runtime.wrapper import innermost
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +38,14 @@ def objective_runtime(runtime: Runtime, name: str = "step", *, microbatches: int
     if name == "step":
         return runtime
     if name in OBJECTIVES and runtime is not None and type(runtime) is not Simulator:
-        log.warning("objective %s measures with its own model (%s); the configured runtime %s (%s) is not used "
-                    "(for real pipelined runs: objective=step runtime=torch_pipeline)", name,
-                    "pipe-v1" if name == "pipeline" else "pipe-steady-v1", type(runtime).__name__, runtime.id)
+        model = "pipe-v1" if name == "pipeline" else "pipe-steady-v1"
+        if type(innermost(runtime)) is Simulator:
+            log.warning("objective %s measures with its own model (%s), bare: the configured runtime's %s around "
+                        "sim-v1 is not applied to it", name, model, type(runtime).__name__)
+        else:
+            log.warning("objective %s measures with its own model (%s); the configured runtime %s (%s) is not used "
+                        "(for real pipelined runs: objective=step runtime=torch_pipeline)", name, model,
+                        type(runtime).__name__, runtime.id)
     if name == "pipeline":
         return PipelineSimulator(microbatches, schedule)
     if name == "pipeline_steady":

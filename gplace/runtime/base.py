@@ -51,6 +51,9 @@ class Measurement:
     """(N,) float64 end time of each op, where the runtime knows it."""
     spread: float = 0.0
     """Spread of repeated step times (0 for a deterministic runtime)."""
+    transient: bool = False
+    """A failure of the measuring machinery, not of the placement (a worker pool's timeout, a worker that died):
+    measured again it may succeed, so caches do not keep it."""
 
     @classmethod
     def failure(cls, runtime: str, reason: str, **fields) -> Measurement:

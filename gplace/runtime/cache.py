@@ -37,6 +37,7 @@ import numpy as np
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.wrapper import RuntimeWrapper
+from gplace.zoo.builder import check_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +81,9 @@ class CachedRuntime(RuntimeWrapper):
         self, runtime: Runtime, path: str | Path | None = None, max_entries: int = 100_000,
         cache_nondeterministic: bool = False, keep_op_times: bool = False,
     ) -> None:
-        if max_entries < 1:
-            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        check_sizes(type(self).__name__, 1, max_entries=max_entries)
+        if path is not None and not str(path):
+            raise ValueError("path must name a file for the cache (None: in memory only), got ''")
         super().__init__(runtime)
         self.path = None if path is None else Path(path)
         self.max_entries = max_entries
@@ -115,7 +117,7 @@ class CachedRuntime(RuntimeWrapper):
         if todo:
             measured = self.runtime.measure_many(graph, cluster, list(todo.values()))
             for key, m in zip(todo, measured, strict=True):
-                found[key] = self._put(key, m)
+                found[key] = m if m.transient else self._put(key, m)
             self._commit()
         return [found[key] for key in keys]
 

@@ -150,10 +150,18 @@ def calibrate(
         copy_repeats: copies timed per size (the median counts). (default: 10)
 
     Raises:
-        ValueError: ``shared_executor=True`` on a cluster with a device that is not the host CPU.
+        ValueError: ``shared_executor=True`` on a cluster with a device that is not the host CPU; ``repeats``,
+            ``copy_repeats`` < 1, ``warmup`` < 0 or not whole numbers, or fewer than two distinct ``copy_sizes``.
         gplace.runtime.torch_runtime.TorchRunError: the graph does not run on a device.
     """
     from gplace.runtime.torch_runtime import torch_device
+    from gplace.zoo.builder import check_sizes
+
+    check_sizes("calibrate", 1, repeats=repeats, copy_repeats=copy_repeats)
+    check_sizes("calibrate", 0, warmup=warmup)
+    if len({int(size) for size in copy_sizes}) < 2:
+        raise ValueError(f"calibrate: copy_sizes must hold at least two distinct byte counts (a link's latency and "
+                         f"bandwidth are fitted to them), got {list(copy_sizes)}")
 
     devices = [torch_device(name, device_map) for name in cluster.device_names]
     all_cpu = all(d.type == "cpu" for d in devices)

@@ -72,7 +72,8 @@ import numpy as np
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import error_summary
 from gplace.runtime.base import Measurement, Runtime
-from gplace.runtime.wrapper import RuntimeWrapper
+from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
+from gplace.zoo.builder import check_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -110,14 +111,12 @@ class PoolRuntime(RuntimeWrapper):
         threads_per_worker: int | None = None, timeout: float | None = None, gpus_per_worker: int | None = None,
         gpus: Sequence[str | int] | None = None,
     ) -> None:
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        if workers is not None and workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
+        timeout = check_timeout(timeout)
+        for name, value in (("workers", workers), ("threads_per_worker", threads_per_worker)):
+            if value is not None:
+                check_sizes(type(self).__name__, 1, **{name: value})
         if context not in ("spawn", "forkserver"):
             raise ValueError(f"context must be 'spawn' or 'forkserver' (torch and fork do not mix), got {context!r}")
-        if threads_per_worker is not None and threads_per_worker < 1:
-            raise ValueError(f"threads_per_worker must be >= 1, got {threads_per_worker}")
         super().__init__(runtime)
         self.gpus_per_worker, self.gpus = gpus_per_worker, gpus
         self._gpu_sets = _gpu_sets(gpus_per_worker, gpus, workers)
@@ -129,6 +128,8 @@ class PoolRuntime(RuntimeWrapper):
         self._runtime_blob = pickled_runtime(runtime)
         pickle.loads(self._runtime_blob)  # a runtime that cannot come back from pickling fails here, not in workers
         self._pool: ProcessPoolExecutor | None = None
+        self._pool_pid = os.getpid()
+        """The process that started :attr:`_pool` (a forked child starts its own)."""
         self._dir: Path | None = None
         self._payloads: dict[ProblemKey, Path | None] = {}
         self._loaded: set[ProblemKey] = set()
@@ -160,16 +161,21 @@ class PoolRuntime(RuntimeWrapper):
             self._loaded.add(task[0])
         results: list[Measurement | BaseException | None] = [None] * len(placements)
         todo, running = deque(range(len(placements))), {}
-        while todo or running:
-            while todo and len(running) < self.workers:
-                i = todo.popleft()
-                running[self._submit(task, placements[i])] = (i, time.monotonic())
-            done, _ = wait(running, timeout=self._time_left(running), return_when=FIRST_COMPLETED)
-            for future in done:
-                results[running.pop(future)[0]] = _outcome(future)
-            if any(isinstance(_outcome(f), BrokenProcessPool) for f in done):
-                self._restart()  # the rest go to fresh workers
-            self._expire(running, results)
+        try:
+            while todo or running:
+                while todo and len(running) < self.workers:
+                    i = todo.popleft()
+                    running[self._submit(task, placements[i])] = (i, time.monotonic())
+                done, _ = wait(running, timeout=self._time_left(running), return_when=FIRST_COMPLETED)
+                for future in done:
+                    results[running.pop(future)[0]] = _outcome(future)
+                if any(isinstance(_outcome(f), BrokenProcessPool) for f in done):
+                    self._restart()  # the rest go to fresh workers
+                self._expire(running, results)
+        except BaseException:  # Ctrl-C: the workers would go on with calls nobody waits for, ahead of the next batch
+            if running:
+                self._kill_workers()
+            raise
         return results
 
     def _time_left(self, running: dict[Future, tuple[int, float]]) -> float | None:
@@ -208,7 +214,8 @@ class PoolRuntime(RuntimeWrapper):
         if isinstance(result, BrokenProcessPool):
             self._restart()
             return Measurement.failure(
-                self.id, f"worker process died while measuring this placement ({error_summary(result)})")
+                self.id, f"worker process died while measuring this placement ({error_summary(result)})",
+                transient=True)
         return result
 
     def _warn_shared_gpus(self, cluster: Cluster) -> None:
@@ -223,12 +230,18 @@ class PoolRuntime(RuntimeWrapper):
         if isinstance(result, Measurement):
             return result
         if isinstance(result, TimeoutError):
-            return Measurement.failure(self.id, f"timed out: {result} in a worker (the workers were replaced)")
-        return Measurement.failure(self.id, f"worker pool error: {type(result).__name__}: {error_summary(result)}")
+            return Measurement.failure(self.id, f"timed out: {result} in a worker (the workers were replaced)",
+                                       transient=True)
+        return Measurement.failure(self.id, f"worker pool error: {type(result).__name__}: {error_summary(result)}",
+                                   transient=True)
 
     # ------------------------------------------------------------------ pool and payloads
     def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is not None and self._pool_pid != os.getpid():  # inherited by fork: the parent's workers
+            self._pool = None
+            self._loaded.clear()
         if self._pool is None:
+            self._pool_pid = os.getpid()
             context = multiprocessing.get_context(self.context)
             gpu_sets = context.Queue() if self._gpu_sets else None
             for ids in self._gpu_sets:

@@ -46,7 +46,8 @@ from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import error_summary
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.parallel import ProblemKey, Worker, pickle_for_workers, pickled_runtime
-from gplace.runtime.wrapper import RuntimeWrapper
+from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
+from gplace.zoo.builder import check_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -89,10 +90,9 @@ class RayRuntime(RuntimeWrapper):
         resources_per_actor: Mapping[str, float] | None = None, threads_per_worker: int | None = None,
         timeout: float | None = None,
     ) -> None:
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        if num_actors is not None and num_actors < 1:
-            raise ValueError(f"num_actors must be >= 1, got {num_actors}")
+        timeout = check_timeout(timeout)
+        if num_actors is not None:
+            check_sizes(type(self).__name__, 1, num_actors=num_actors)
         super().__init__(runtime)
         self.address = address
         self.num_actors = num_actors
@@ -179,7 +179,7 @@ class RayRuntime(RuntimeWrapper):
         ray.kill(self._actors[slot])
         self._actors[slot] = None
         return Measurement.failure(self.id, f"timed out: no result after {self.timeout:g} s on a Ray actor "
-                                            "(the actor was replaced)")
+                                            "(the actor was replaced)", transient=True)
 
     def _alone(self, ray: Any, key: ProblemKey, ref: Any, placement: Placement) -> Measurement:
         """Measure one placement by itself (nothing else queued); if its actor dies too, the placement is to blame."""
@@ -188,7 +188,7 @@ class RayRuntime(RuntimeWrapper):
         slot = next(i for i, a in enumerate(self._actors) if a is actors[0])
         m = self._collect(ray, [(slot, actors[0].measure.remote(key, [ref], placement.devices))])[0]
         if m is None:
-            return Measurement.failure(self.id, "Ray actor died while measuring this placement")
+            return Measurement.failure(self.id, "Ray actor died while measuring this placement", transient=True)
         return m
 
     # ------------------------------------------------------------------ Ray, actors, object store

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Sequence
 
 from gplace.ir import Cluster, OpGraph, Placement
@@ -17,6 +18,8 @@ class RuntimeWrapper(Runtime):
     """
 
     def __init__(self, runtime: Runtime) -> None:
+        if not isinstance(runtime, Runtime):
+            raise TypeError(f"{type(self).__name__} wraps a gplace Runtime, got {type(runtime).__name__}")
         self.runtime = runtime
 
     @property
@@ -42,6 +45,7 @@ class RuntimeWrapper(Runtime):
 
     def measure_many(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
         """Validate, then measure several placements; results in the order of ``placements``."""
+        placements = list(placements)  # an iterator is read once
         for i, placement in enumerate(placements):
             check_placement(placement, f"placements[{i}]")
             placement.validate(graph, cluster)
@@ -50,6 +54,19 @@ class RuntimeWrapper(Runtime):
     @abc.abstractmethod
     def _measure_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
         """Measure placements already validated against ``graph`` and ``cluster``."""
+
+
+def check_timeout(timeout: object) -> float | None:
+    """``timeout`` in seconds, ``None`` for no limit (``None`` or ``inf``).
+
+    Raises:
+        ValueError: not a number > 0.
+    """
+    if timeout is None or timeout == math.inf:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ValueError(f"timeout must be a number of seconds > 0 (None or inf: no limit), got {timeout!r}")
+    return float(timeout)
 
 
 def innermost(runtime: Runtime) -> Runtime:

@@ -41,7 +41,7 @@ def test_a_pipeline_objective_says_the_configured_runtime_is_not_used(caplog):
         objective_runtime(Simulator(), "pipeline")
         assert not caplog.records
         assert objective_runtime(CachedRuntime(Simulator()), "pipeline_steady").id.startswith("pipe-steady-v1")
-    assert "the configured runtime CachedRuntime (sim-v1) is not used" in caplog.text
+    assert "the configured runtime's CachedRuntime around sim-v1 is not applied to it" in caplog.text
 
 
 def test_stage_features_are_off_by_default_and_widen_the_dynamic_features_when_on():

@@ -42,6 +42,7 @@ def _check_faults(runtime, graph: OpGraph, cluster: Cluster, words: dict[str, st
     assert [m.ok for m in got] == [True, False, False, False, True], [m.reason for m in got]
     for m, fault in zip(got[1:4], FAULTS.values(), strict=True):
         assert words[fault] in m.reason and m.step_time == math.inf, (fault, m.reason)
+    assert [m.transient for m in got[1:4]] == [False, True, True]  # a hang or a death is no fault of the placement
     assert runtime.measure(graph, cluster, batch[0]).ok  # replaced workers measure again
     huge = from_torch(faults.AllocatesTooMuch(), (torch.randn(2),))
     m = runtime.measure(huge, cluster, Placement.single(huge, 0))

@@ -148,6 +148,20 @@ def test_shared_executor_is_refused_for_gpus(mlp_case) -> None:
         calibrate(graph, gpus, shared_executor=True)
 
 
+def test_calibrate_names_counts_that_would_time_nothing(mlp_case) -> None:
+    """repeats=0 returned NaN scales (the costs silently not calibrated); copy_repeats=0 raised StatisticsError
+    after every op was timed."""
+    from gplace.runtime.calibration import calibrate
+
+    graph, cluster = mlp_case
+    for settings, words in (({"repeats": 0}, "repeats must be a whole number >= 1"),
+                            ({"warmup": -1}, "warmup must be a whole number >= 0"),
+                            ({"copy_repeats": 0}, "copy_repeats must be a whole number >= 1"),
+                            ({"copy_sizes": (1024,)}, "copy_sizes must hold at least two distinct")):
+        with pytest.raises(ValueError, match=words):
+            calibrate(graph, cluster, **settings)
+
+
 def test_calibrate_an_onnx_graph(tmp_path) -> None:
     """ONNX graphs calibrate too (FX nodes are matched to ops by ``meta['gplace_op']``, not by FX name)."""
     torch = pytest.importorskip("torch")

@@ -327,3 +327,77 @@ def test_cache_in_front_of_a_pool(pool: PoolRuntime) -> None:
     assert (runtime.misses, runtime.hits) == (6, 6)
     for x, y in zip(got, Simulator().measure_many(g, c, placements + placements), strict=True):
         _assert_same(x, y, arrays=("busy_time", "peak_memory"))
+
+
+class _FlakyOnce(Simulator):
+    """Fails its first measurement as a pool's timeout does (transient), then measures."""
+
+    def __init__(self, cache_size: int = 16) -> None:
+        super().__init__(cache_size)
+        self.calls = 0
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        self.calls += 1
+        if self.calls == 1:
+            return Measurement.failure(self.id, "timed out: no result after 1 s in a worker", transient=True)
+        return super()._measure(graph, cluster, placement)
+
+
+def test_cache_does_not_keep_a_transient_failure(tmp_path) -> None:
+    """A pool's timeout was stored for good (in the sqlite file too), so a longer timeout never measured it."""
+    g, c = diamond(), uniform_cluster(2)
+    p = Placement.for_graph(g, [0, 1, 1, 0])
+    with CachedRuntime(_FlakyOnce(), path=tmp_path / "m.sqlite") as cache:
+        assert cache.measure(g, c, p).transient
+        assert cache.measure(g, c, p).ok and cache.runtime.calls == 2
+    with CachedRuntime(Simulator(), path=tmp_path / "m.sqlite") as cache:
+        assert cache.measure(g, c, p).ok and cache.hits == 1
+
+
+def test_an_interrupted_batch_kills_the_workers_so_the_next_starts_clean(monkeypatch) -> None:
+    """After Ctrl-C the workers went on with the abandoned calls, ahead of the next batch (which then timed out)."""
+    import gplace.runtime.parallel as parallel
+
+    g, c = diamond(), uniform_cluster(2)
+    with PoolRuntime(Simulator(), workers=1) as pool:
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(parallel, "wait", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            pool.measure_many(g, c, _placements(g, 3))
+        assert pool._pool is None  # killed: the next call starts new workers
+        monkeypatch.undo()
+        assert [m.ok for m in pool.measure_many(g, c, _placements(g, 3))] == [True] * 3
+
+
+def test_a_pool_inherited_by_a_forked_child_starts_its_own_workers() -> None:
+    """The child submitted to the parent's executor and hung for ever."""
+    g, c = diamond(), uniform_cluster(2)
+    p = Placement.for_graph(g, [0, 1, 1, 0])
+    with PoolRuntime(Simulator(), workers=1) as pool:
+        expected = pool.measure(g, c, p).step_time
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 only if it measures the same, within the alarm
+            import signal
+
+            signal.alarm(60)
+            os._exit(0 if pool.measure(g, c, p).step_time == expected else 1)
+        assert os.waitpid(pid, 0)[1] == 0
+
+
+def test_wrapper_settings_and_iterators() -> None:
+    g, c = diamond(), uniform_cluster(2)
+    placements = _placements(g, 2)
+    assert len(CachedRuntime(Simulator()).measure_many(g, c, iter(placements))) == 2  # [] before
+    assert PoolRuntime(Simulator(), timeout=math.inf).timeout is None  # every measurement raised OverflowError
+    for bad in (lambda: PoolRuntime(Simulator(), workers=2.5), lambda: PoolRuntime(Simulator(), workers="2"),
+                lambda: CachedRuntime(Simulator(), max_entries=2.5)):
+        with pytest.raises(ValueError, match="must be a whole number >= 1"):
+            bad()
+    with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
+        PoolRuntime(Simulator(), timeout="1")
+    with pytest.raises(TypeError, match="CachedRuntime wraps a gplace Runtime, got NoneType"):
+        CachedRuntime(None)
+    with pytest.raises(ValueError, match="path must name a file"):
+        CachedRuntime(Simulator(), path="")
