@@ -337,14 +337,20 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
     """``cfg.budget``, else ``cfg.samples`` samples for a policy file or a learned search; none for a baseline
     (it measures nothing) or a pipeline placer (``local_search`` keeps its own 10 s: 16 evaluations would barely
     move it)."""
-    from gplace.methods import LEARNED, baselines, pipeline_placers
+    from gplace.methods import LEARNED, Budget, baselines, pipeline_placers
 
+    given = cfg.get("budget")
+    if given is not None:
+        try:
+            Budget.parse(given)
+        except ValueError as err:
+            _fail(f"budget={given!r}: {err}")
     if method in baselines():
-        if cfg.get("budget"):
-            log.warning("budget=%s is unused: method %s places without measuring", cfg.budget, method)
+        if given is not None:
+            log.warning("budget=%s is unused: method %s places without measuring", given, method)
         return None
-    if cfg.get("budget"):
-        return cfg.budget
+    if given is not None:
+        return given
     if method in pipeline_placers():
         return None
     if method in LEARNED and cfg.samples == 0:

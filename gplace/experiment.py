@@ -95,9 +95,9 @@ def place(
             process at a time, and one graph: see :func:`gplace.run_dir.claim_run_dir`.
         logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``).
         warm_start: a placement to start the search from, or a baseline's or pipeline placer's name (e.g.
-            ``"heft"``, ``"ideal_dp"``); see
-            :meth:`~gplace.training.ReinforceTrainer.fit`. The result is never slower than it, nor than every op
-            on one device (the baselines measured in this call).
+            ``"heft"``, ``"ideal_dp"``; a placer that searches, such as ``"local_search"``, gets the same
+            ``budget``, before the learned search's); see :meth:`~gplace.training.ReinforceTrainer.fit`. The
+            result is never slower than it, nor than every op on one device (the baselines measured in this call).
         split_groups: with a ``warm_start``, split the groups it spreads over several devices, so that the
             policy starts exactly at it (see :class:`~gplace.placer.PolicyPlacer`'s ``express``). Off by default:
             on the paper's graphs HEFT's projection onto the default groups was faster than HEFT itself, and
@@ -129,20 +129,24 @@ def place(
     check_method(method)
     if runtime is not None and not isinstance(runtime, Runtime):
         raise TypeError(f"runtime must be a gplace Runtime (e.g. gplace.runtime.Simulator()), got {runtime!r}")
-    if trainer is not None and not isinstance(trainer, Trainer):
+    if trainer is not None and (isinstance(trainer, type) or not isinstance(trainer, Trainer)):
         raise TypeError(f"trainer must be a gplace Trainer (e.g. gplace.training.PPOTrainer()), got {trainer!r}")
     if warm_start is not None and not isinstance(warm_start, Placement | str):
         raise TypeError(f"warm_start must be a Placement (e.g. Placement.for_graph(graph, devices)) or a placer's "
                         f"name, got {type(warm_start).__name__}")
+    if not isinstance(split_groups, bool):
+        raise TypeError(f"split_groups must be a bool, got {split_groups!r}")
     _check_method_settings(method, budget, warm_start=warm_start, split_groups=split_groups, trainer=trainer,
                         encoder=encoder, policy=policy)
+    if split_groups and warm_start is None:
+        raise ValueError("split_groups=True splits groups to express a warm_start: give one (e.g. warm_start='heft')")
     with contextlib.nullcontext() if run_dir is None else claim_run_dir(run_dir, graph, cluster):  # one run a dir
         runtime = runtime or Simulator()
         runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
         runtime.check_graph(graph)  # so does a graph without the program a real runtime runs
         budget = None if budget is None else Budget.parse(budget)
         if isinstance(warm_start, str):
-            warm_start = make_placer(warm_start, seed or 0, runtime).place(graph, cluster)
+            warm_start = make_placer(warm_start, seed or 0, runtime, budget).place(graph, cluster)
         path = None if method in LEARNED else policy_file(method)
         placer = None if method in LEARNED or path else make_placer(str(method), seed or 0, runtime, budget)
         baselines = single_device_baselines(graph, cluster, runtime)
@@ -160,8 +164,9 @@ def place(
                         f"{err}; the search places groups of ops, which a tight memory may not pack: try "
                         "warm_start='heft' (placed op by op), with split_groups=True to search from it") from None
                 log.warning("the search measured no placement that fits; returning the fastest single-device one")
-                result = TrainResult(Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
-                                     Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
+                result = getattr(err, "result", None) or TrainResult(  # the search's samples, seconds and history
+                    Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
+                    Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
             result = _no_worse_than(result, warm_start, graph, cluster, runtime)
             result = _searched(result, baselines, graph, cluster, runtime)
         else:
@@ -245,7 +250,7 @@ def _measured_again(result: TrainResult, graph: OpGraph, cluster: Cluster, runti
         return result
     log.info("the search's best placement measured again: %.4g s (the search measured %.4g s)", again.step_time,
              result.best_measurement.step_time)
-    return dataclasses.replace(result, best_measurement=again)
+    return dataclasses.replace(result, best_measurement=again, found_at=result.best_measurement.step_time)
 
 
 def _no_worse_than_one_device(result: TrainResult, baselines: dict[str, Measurement], graph: OpGraph,
@@ -263,7 +268,8 @@ def _no_worse_than_one_device(result: TrainResult, baselines: dict[str, Measurem
     log.info("the search's best (%.4g s) is slower than every op on %s (%.4g s): returning that placement",
              result.best_measurement.step_time, name, baselines[name].step_time)
     placement = SingleDevice(device=cluster.device_names.index(name)).place(graph, cluster)
-    return dataclasses.replace(result, best_placement=placement, best_measurement=baselines[name])
+    return dataclasses.replace(result, best_placement=placement, best_measurement=baselines[name],
+                               found_at=-math.inf)  # no sample found it
 
 
 def _budgeted(trainer: Trainer | None, budget: Budget | None, seed: int | None) -> Trainer:

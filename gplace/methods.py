@@ -177,8 +177,9 @@ class Budget:
             raise ValueError(f"a budget is seconds or samples, not both or neither: {self}")
         if self.seconds is not None and not (math.isfinite(self.seconds) and self.seconds > 0):
             raise ValueError(f"budget seconds must be > 0, got {self.seconds}")
-        if self.samples is not None and self.samples < 0:
-            raise ValueError(f"budget samples must be >= 0, got {self.samples}")
+        whole = isinstance(self.samples, int | np.integer) and not isinstance(self.samples, bool)
+        if self.samples is not None and not (whole and self.samples >= 0):
+            raise ValueError(f"budget samples must be a whole number >= 0, got {self.samples!r}")
 
     @classmethod
     def parse(cls, budget: float | str | Budget) -> Budget:

@@ -255,9 +255,9 @@ def network_device(name: str | torch.device) -> torch.device:
     return device
 
 
-def _default_grouping(graph: OpGraph, cluster: Cluster, merge: bool | str, max_groups: int) -> Grouping:
-    if merge == "if_needed":
-        merge = graph.num_ops > max_groups
+def _default_grouping(graph: OpGraph, cluster: Cluster, merge: bool | str, max_groups: int | None) -> Grouping:
+    if merge == "if_needed":  # no limit (None): nothing to merge for
+        merge = max_groups is not None and graph.num_ops > max_groups
     return group_ops(graph, max_groups, merge_consumers=bool(merge), uncuttable=uncuttable_edges(graph, cluster),
                      memory_cap=memory_cap(graph, cluster))
 

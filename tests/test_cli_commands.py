@@ -203,3 +203,15 @@ def test_place_with_a_policy_file_says_a_method_given_beside_it_is_unused(files)
                    f"hydra.run.dir={files / 'both'}", cwd=files)
     assert proc.returncode == 0, proc.stderr
     assert "method=heft is unused: checkpoint=" in proc.stdout + proc.stderr
+
+
+def test_place_checks_a_budget_before_using_it_or_not(capsys):
+    """budget=0 fell back to 16 samples (0 is falsy); budget=abc for a baseline was only 'unused'."""
+    from omegaconf import OmegaConf
+
+    from gplace.cli import _place_budget
+
+    for budget, method in ((0, "learned"), ("abc", "heft")):
+        with pytest.raises(SystemExit):
+            _place_budget(OmegaConf.create({"budget": budget, "samples": 16}), method)
+        assert f"gplace: error: budget={budget!r}:" in capsys.readouterr().err

@@ -369,3 +369,71 @@ def test_a_search_on_a_noisy_runtime_reports_its_best_placement_measured_again(p
         assert report.measurement.step_time == report.best_baseline < last.step_time
     else:
         assert report.measurement == last
+
+
+class _SlightlyNoisy(_Noisy):
+    """sim-v1's time times a seeded factor in [0.95, 1.05)."""
+
+    def _measure(self, graph, cluster, placement):
+        m = Simulator._measure(self, graph, cluster, placement)
+        return dataclasses.replace(m, step_time=m.step_time * self.rng.uniform(0.95, 1.05))
+
+
+class _OnlyDevice0(Simulator):
+    """Every placement but all-on-device-0 runs out of memory (as on a tight cluster)."""
+
+    id = "only0-test-v1"
+
+    def _measure(self, graph, cluster, placement):
+        if placement.devices.any():
+            return gplace.Measurement.failure(self.id, "out of memory")
+        return super()._measure(graph, cluster, placement)
+
+
+def test_search_results_keep_their_sample_and_counts():
+    """On a noisy runtime best_sample named the first sample under the re-measured time (sample 2, not 14); a search
+    where nothing fitted reported 0 samples, 0 s and no history though it measured 16."""
+    g, c = random_dag(12, seed=1), uniform_cluster(2)
+    noisy = gplace.place(g, c, runtime=_SlightlyNoisy(), budget="24 samples", max_groups=16)
+    found = noisy.train.best_sample
+    assert found is not None and noisy.train.sample_step_times[found - 1] == noisy.train.found_at
+    assert noisy.train.found_at == noisy.train.sample_step_times.min()
+    nothing = gplace.place(g, c, runtime=_OnlyDevice0(), budget="16 samples", max_groups=16)
+    assert nothing.placement.devices.tolist() == [0] * g.num_ops and nothing.measurement.ok
+    assert nothing.train.samples == 16 and len(nothing.train.history) == 2 and nothing.train.seconds > 0
+    assert nothing.train.best_sample is None
+
+
+def test_no_group_limit_works_for_every_learned_method():
+    """max_groups=None ('co-location groups only') raised TypeError for list_scheduling and pipeline runtimes."""
+    from gplace.pipeline import PipelineSimulator
+
+    g, c = random_dag(12, seed=1), uniform_cluster(2)
+    assert gplace.place(g, c, method="list_scheduling", budget="2 samples", max_groups=None).measurement.ok
+    assert gplace.place(g, c, budget="2 samples", max_groups=None, runtime=PipelineSimulator()).measurement.ok
+
+
+def test_a_searching_warm_start_gets_the_budget(monkeypatch):
+    """warm_start='local_search' ran its own 10 s whatever the budget (15.7 s for budget=1)."""
+    import gplace.experiment as experiment
+
+    given = []
+    make = experiment.make_placer
+    monkeypatch.setattr(experiment, "make_placer", lambda *args: given.append(args[3:]) or make(*args))
+    from gplace.pipeline import PipelineSimulator
+
+    g, c = random_dag(12, seed=1), uniform_cluster(2)
+    gplace.place(g, c, budget="8 samples", max_groups=16, runtime=PipelineSimulator(), warm_start="local_search")
+    assert given == [(Budget(samples=8),)]
+
+
+def test_place_names_a_trainer_class_and_split_groups_without_a_warm_start():
+    g, c = random_dag(12, seed=1), uniform_cluster(2)
+    with pytest.raises(TypeError, match="trainer must be a gplace Trainer"):
+        gplace.place(g, c, budget="4 samples", trainer=ReinforceTrainer)  # replace() on a class, from inside
+    with pytest.raises(ValueError, match="split_groups=True splits groups to express a warm_start"):
+        gplace.place(g, c, budget="4 samples", split_groups=True)  # ignored without a word
+    with pytest.raises(TypeError, match="split_groups must be a bool, got 'no'"):
+        gplace.place(g, c, budget="4 samples", split_groups="no", warm_start="heft")  # 'no' meant True
+    with pytest.raises(ValueError, match="budget samples must be a whole number >= 0, got 2.5"):
+        Budget(samples=2.5)

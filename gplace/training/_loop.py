@@ -58,6 +58,9 @@ class TrainResult:
     sample_step_times: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     """(S,) float64: each sampled placement's step time in the order measured, ``inf`` where it failed (``nan`` for
     the samples of a run resumed from a checkpoint that did not keep them)."""
+    found_at: float | None = field(default=None, repr=False)
+    """The step time the search measured for its result, where the result was measured again since (a runtime
+    that is not deterministic): :attr:`best_sample` looks for this time, not the new one."""
 
     @property
     def best_step_time(self) -> float:
@@ -68,7 +71,7 @@ class TrainResult:
     def best_sample(self) -> int | None:
         """The sample (the first is 1) that found the result; ``None`` where the result is no sample (the trained
         policy's greedy placement, a warm start, a placer's placement). Late means the search was still improving."""
-        return self._first_sample_within(self.best_step_time)
+        return self._first_sample_within(self.best_step_time if self.found_at is None else self.found_at)
 
     def samples_to_reach(self, target: float) -> int | None:
         """Placements sampled until one took at most ``target`` seconds (the first is 1); the search's result, when
@@ -311,10 +314,16 @@ class Run(Loop):
 
     def finish(self, placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster) -> TrainResult:
         """The best placement seen or the trained policy's greedy one, whichever is faster; closes the logger."""
-        best = compare_greedy(placer, runtime, graph, cluster, self.best)
-        self.logger.finish()
-        return TrainResult(best[0], best[1], self.samples, self.seconds, self.history,
-                           np.array(self.sample_step_times, dtype=np.float64))
+        times = np.array(self.sample_step_times, dtype=np.float64)
+        try:
+            best = compare_greedy(placer, runtime, graph, cluster, self.best)
+        except PlacementInfeasibleError as err:
+            failed = TrainResult(Placement.single(graph, 0), Measurement.failure(runtime.id, str(err)), self.samples,
+                                 self.seconds, self.history, times)
+            raise NothingFitError(str(err), failed) from None
+        finally:
+            self.logger.finish()
+        return TrainResult(best[0], best[1], self.samples, self.seconds, self.history, times)
 
     def checkpoint(self, placer: Any, update: int, *, every: int, done: bool) -> None:
         """Save after every ``every``-th update and at the end (once a placement has succeeded)."""
@@ -439,6 +448,15 @@ def imitate(placer: Any, optimizer: torch.optim.Optimizer, runtime: Runtime, gra
             break
     m = runtime.measure(graph, cluster, target)
     return (target, m) if m.ok else None
+
+
+class NothingFitError(PlacementInfeasibleError):
+    """No placement a search measured succeeded, its policy's greedy one included; :attr:`result` keeps what the
+    search did (its samples, seconds and history; its placement a stand-in that failed)."""
+
+    def __init__(self, message: str, result: TrainResult) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def compare_greedy(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, best: Best | None) -> Best:

@@ -175,6 +175,8 @@ class MultiGraphTrainer(MultiGraphSettings):
             TypeError: a task is not a ``(graph, cluster)`` pair (names its index).
         """
         tasks = _checked_tasks(tasks)
+        if not isinstance(runtime, Runtime):
+            raise TypeError(f"runtime must be a gplace Runtime (e.g. Simulator()), got {type(runtime).__name__}")
         if starts is not None and len(starts) != len(tasks):
             raise ValueError(f"MultiGraphTrainer.fit: {len(starts)} starts for {len(tasks)} tasks (one per task, "
                              "None for none)")

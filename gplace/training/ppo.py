@@ -61,7 +61,7 @@ def ppo_loss(
         an estimate of KL(old || new)), ``clip_fraction`` (share of samples whose ratio is outside the clip
         range), ``advantage_mean`` and ``entropy``.
     """
-    if clip_eps <= 0:
+    if not clip_eps > 0:
         raise ValueError(f"clip_eps must be > 0, got {clip_eps}")
     advantage = advantage.detach()
     log_ratio = new_log_prob - old_log_prob.detach()
@@ -132,6 +132,8 @@ class PPOTrainer(PPOSettings):
                     grad_norm = torch.nn.utils.clip_grad_norm_(placer.parameters(), self.grad_clip)
                     run.optimizer.step()
                     if self.target_kl is not None and float(terms["approx_kl"]) > self.target_kl:
+                        break
+                    if run.out_of_time(self.max_seconds):  # a seconds budget ends the epochs too
                         break
                 run.baseline.update(rollout.reward[rollout.ok].tolist())
 

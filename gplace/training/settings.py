@@ -6,6 +6,7 @@ method."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Literal
@@ -44,7 +45,9 @@ class LoopSettings:
 
     def __post_init__(self) -> None:
         _check_types(self)
+        _check_finite(self)
         _at_least(self, "updates", 0)
+        _at_least(self, "seed", 0)
         for name in ("samples_per_update", "checkpoint_every"):
             _at_least(self, name, 1)
         for name in ("lr", "grad_clip"):
@@ -53,8 +56,9 @@ class LoopSettings:
             raise ValueError(f"baseline_decay must be in [0, 1), got {self.baseline_decay!r}")
         if self.max_seconds is not None and not self.max_seconds > 0:
             raise ValueError(f"max_seconds must be > 0 or None, got {self.max_seconds!r}")
-        if not self.self_imitation >= 0:
-            raise ValueError(f"self_imitation must be >= 0, got {self.self_imitation!r}")
+        for name in ("self_imitation", "entropy_coef"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,8 +134,7 @@ class PPOSettings(SearchSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         _at_least(self, "epochs", 1)
-        if self.clip_eps <= 0:
-            raise ValueError(f"clip_eps must be > 0, got {self.clip_eps}")
+        _positive(self, "clip_eps")
         if self.baseline not in ("ema", "mean"):
             raise ValueError(f"baseline must be 'ema' or 'mean', got {self.baseline!r}")
         if self.target_kl is not None and not self.target_kl > 0:
@@ -155,6 +158,15 @@ def _check_types(settings: LoopSettings) -> None:
             kind = " or ".join(["a bool" if k == "bool" else f"an {k}" if k == "int" else f"a {k}" for k in checked]
                                + ["None"] * ("None" in kinds))
             raise ValueError(f"{field.name} must be {kind}, got {value!r}")
+
+
+def _check_finite(settings: LoopSettings) -> None:
+    """Raise ValueError naming the first number that is NaN or infinite (a weight or rate of ``inf`` or ``nan``
+    made every parameter NaN, and the search went on sampling one placement)."""
+    for field in dataclasses.fields(settings):
+        value = getattr(settings, field.name)
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isfinite(value):
+            raise ValueError(f"{field.name} must be a finite number, got {value!r}")
 
 
 def _positive(settings: LoopSettings, name: str) -> None:

@@ -477,3 +477,33 @@ def test_a_run_killed_after_its_imitation_resumes_without_imitating_again(tmp_pa
     trainer.fit(_placer(graph, cluster), Simulator(), graph, cluster, warm_start=split, run_dir=tmp_path)
     steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert steps == [-30, -20, -10, -1, 0, 1]
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda: ReinforceTrainer(lr=float("inf")), "lr must be a finite number, got inf"),
+    (lambda: ReinforceTrainer(entropy_coef=float("nan")), "entropy_coef must be a finite number"),
+    (lambda: ReinforceTrainer(entropy_coef=-1.0), "entropy_coef must be >= 0, got -1.0"),
+    (lambda: ReinforceTrainer(penalty_step_time=float("inf")), "penalty_step_time must be a finite number"),
+    (lambda: ReinforceTrainer(seed=-1), "seed must be an int >= 0, got -1"),
+    (lambda: PPOTrainer(clip_eps=float("nan")), "clip_eps must be a finite number"),
+    (lambda: MultiGraphTrainer(penalty_ratio=float("inf")), "penalty_ratio must be a finite number"),
+])
+def test_settings_that_would_make_the_weights_nan_are_refused(make, words):
+    """lr=inf, entropy_coef=nan and the like made every parameter NaN, and the search went on sampling."""
+    with pytest.raises(ValueError, match=re.escape(words)):
+        make()
+
+
+def test_ppo_stops_its_epochs_when_the_time_is_up(monkeypatch):
+    """The time limit was checked after all epochs of an update: 50 epochs ran past a budget spent after one."""
+    g, c = two_branches(), uniform_cluster(2)
+    placer = PolicyPlacer(g, c, LSTMEncoder(hidden_size=16), Seq2SeqPolicy(2, hidden_size=16))
+    calls = []
+    evaluate = placer.evaluate
+    monkeypatch.setattr(placer, "evaluate", lambda devices: calls.append(1) or evaluate(devices))
+    from gplace.training import _loop
+
+    checks = iter([False])  # in time for the first update, out of time from then on
+    monkeypatch.setattr(_loop.Loop, "out_of_time", lambda self, limit: next(checks, True))
+    PPOTrainer(updates=1, epochs=50, samples_per_update=4, max_seconds=60.0).fit(placer, Simulator(), g, c)
+    assert len(calls) == 1
