@@ -27,6 +27,17 @@ def check_sizes(model: str, low: int = 1, **sizes: object) -> None:
             raise ValueError(f"{model}: {name} must be a whole number >= {low}, got {value!r}")
 
 
+def check_flags(model: str, **flags: object) -> None:
+    """Refuse a flag of ``model`` that is not ``True`` or ``False``, naming it (``"no"`` was taken as true).
+
+    Raises:
+        ValueError: the first such flag, by name.
+    """
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{model}: {name} must be true or false, got {value!r}")
+
+
 class GraphBuilder:
     """Collects ops and edges; costs are roofline times of FLOPs and bytes on the reference devices.
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gplace.ir import Cluster, Device, Link
+from gplace.zoo.builder import check_flags, check_sizes
 
 GB = 10**9
 
@@ -20,7 +21,13 @@ def paper_cluster(num_gpus: int = 2, gpu_memory: int = 12 * GB, pcie_bandwidth: 
     """The paper's machine: one Haswell CPU and ``num_gpus`` K80s on PCIe.
 
     Device speeds are 1.0: the built-in graphs carry per-kind costs for these reference devices.
+
+    Raises:
+        ValueError: ``num_gpus`` is not a whole number >= 1, or ``pcie_bandwidth`` not a number > 0.
     """
+    check_sizes("paper_cluster", 1, num_gpus=num_gpus)
+    if not pcie_bandwidth > 0:
+        raise ValueError(f"paper_cluster: pcie_bandwidth must be a number of bytes/s > 0, got {pcie_bandwidth!r}")
     devices = [Device("/CPU:0", "cpu", 1.0, 128 * GB)]
     devices += [Device(f"/GPU:{i}", "gpu", 1.0, gpu_memory) for i in range(num_gpus)]
     return Cluster.build(devices, default_bandwidth=pcie_bandwidth, default_latency=latency,
@@ -79,8 +86,8 @@ def modern_cluster(num_gpus: int = 4, gpu: Literal["a100", "h100"] = "a100", nvl
     """
     if gpu not in GPUS:
         raise ValueError(f"unknown gpu {gpu!r}; choose one of {sorted(GPUS)}")
-    if num_gpus < 1:
-        raise ValueError(f"num_gpus must be >= 1, got {num_gpus}")
+    check_sizes("modern_cluster", 1, num_gpus=num_gpus)
+    check_flags("modern_cluster", nvlink=nvlink)
     spec = GPUS[gpu]
     devices = [Device("/CPU:0", "cpu", cpu_speed, 512 * GB)]
     devices += [Device(f"/GPU:{i}", "gpu", gpu_speed(spec), gpu_memory) for i in range(num_gpus)]
@@ -102,8 +109,7 @@ def local_cpu_cluster(num_devices: int = 4, bandwidth: float = 10e9, latency: fl
         bandwidth: bytes/s of a copy between two of them. (default: ``10e9``)
         latency: seconds per copy. (default: ``1e-5``)
     """
-    if num_devices < 1:
-        raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+    check_sizes("local_cpu_cluster", 1, num_devices=num_devices)
     cores = os.cpu_count() or 1
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     speed = cores / (HASWELL_CORES * num_devices)

@@ -15,7 +15,7 @@ a loss per step, summed. Op names follow :mod:`gplace.zoo.nmt` (``encoder<l>``, 
 from __future__ import annotations
 
 from gplace.ir import OpGraph
-from gplace.zoo.builder import GraphBuilder, check_sizes
+from gplace.zoo.builder import GraphBuilder, check_flags, check_sizes
 from gplace.zoo.nmt import attention_context
 
 
@@ -33,6 +33,8 @@ def unrolled_gnmt(
             size that is not a whole number >= 1, by name.
     """
     check_sizes("unrolled_gnmt", hidden=hidden, src_len=src_len, tgt_len=tgt_len, batch=batch, vocab=vocab)
+    check_sizes("unrolled_gnmt", 1, layers=layers)
+    check_flags("unrolled_gnmt", dropout=dropout, training=training)
     if layers < 2:
         raise ValueError(f"GNMT needs at least 2 layers (a bidirectional one and one above it), got {layers}")
     b = GraphBuilder(optimizer)

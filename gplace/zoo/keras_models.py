@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from gplace.ir import GraphError, OpGraph, graph_from_dict, graph_to_dict, load_json, save_json
+from gplace.zoo.builder import check_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -250,6 +251,9 @@ def _params(local_vars: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cached(name: str, params: dict[str, Any], cache: bool) -> OpGraph:
+    check_sizes(name, 1, **{k: v for k, v in params.items() if k not in ("optimizer", "large")})  # before TF loads
+    if not isinstance(params.get("large", False), bool):
+        raise ValueError(f"{name}: large must be a bool, got {params['large']!r}")
     path = cache_path(name, params)
     if cache and path.is_file():
         logger.info("zoo model %r: loading cached %s", name, path)

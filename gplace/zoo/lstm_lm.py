@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gplace.ir import OpGraph
-from gplace.zoo.builder import GraphBuilder, check_sizes
+from gplace.zoo.builder import GraphBuilder, check_flags, check_sizes
 
 
 def lstm_lm(
@@ -16,12 +16,15 @@ def lstm_lm(
     gradient accumulation and ``optimizer`` updates (``"adam"``, ``"adagrad"``, ``"sgd"``) colocated with their
     variables. The input pipeline is pinned to the CPU. Costs are roofline times on a K80 GPU and a Haswell
     CPU (:mod:`gplace.zoo.roofline`). Each layer at step ``t`` reads the layer below at ``t`` and itself at
-    ``t - 1`` (one op per cell and step, as the paper's TensorFlow graphs); logits and loss are per step.
+    ``t - 1`` (two ops per cell and step, its gate MatMul and its LSTMBlockCell, as the paper's TensorFlow
+    graphs); logits and loss are per step.
 
     Raises:
         ValueError: a size that is not a whole number >= 1, by name.
     """
     check_sizes("lstm_lm", layers=layers, hidden=hidden, steps=steps, batch=batch, vocab=vocab)
+    check_flags("lstm_lm", training=training)
+    GraphBuilder(optimizer)  # an unknown optimiser is named, training or not
     b = GraphBuilder(optimizer if training else "sgd")  # no optimiser slots without training
     tokens = b.op("input/IteratorGetNext", "IteratorGetNext", [], out_shape=(batch, steps), pinned="cpu")
     emb = b.variable("embedding", (vocab, hidden))

@@ -11,7 +11,7 @@ logits and a loss per step; the losses are summed. Op names follow the Keras bui
 from __future__ import annotations
 
 from gplace.ir import OpGraph
-from gplace.zoo.builder import GraphBuilder, check_sizes
+from gplace.zoo.builder import GraphBuilder, check_flags, check_sizes
 
 
 def unrolled_nmt(
@@ -28,6 +28,7 @@ def unrolled_nmt(
     """
     check_sizes("unrolled_nmt", layers=layers, hidden=hidden, src_len=src_len, tgt_len=tgt_len, batch=batch,
                 vocab=vocab)
+    check_flags("unrolled_nmt", training=training)
     b = GraphBuilder(optimizer)
     h, e = hidden, batch
     src = b.op("input/source", "IteratorGetNext", [], out_shape=(batch, src_len), pinned="cpu")

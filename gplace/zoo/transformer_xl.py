@@ -13,7 +13,7 @@ step (the reference uses an adaptive softmax). Default sizes: the paper's WikiTe
 from __future__ import annotations
 
 from gplace.ir import OpGraph
-from gplace.zoo.builder import GraphBuilder, check_sizes
+from gplace.zoo.builder import GraphBuilder, check_flags, check_sizes
 
 
 def transformer_xl(
@@ -32,6 +32,7 @@ def transformer_xl(
     check_sizes("transformer_xl", layers=layers, d_model=d_model, heads=heads, ff=ff, seg_len=seg_len, batch=batch,
                 vocab=vocab)
     check_sizes("transformer_xl", 0, mem_len=mem_len)
+    check_flags("transformer_xl", training=training)
     if d_model % heads:
         raise ValueError(f"heads ({heads}) must divide d_model ({d_model})")
     b = GraphBuilder(optimizer)

@@ -232,3 +232,15 @@ def test_every_keras_application_imports_or_is_unsupported(tf):
     print(json.dumps(outcome, indent=1))
     imported = [n for n, v in outcome.items() if not v.startswith("unsupported")]
     assert len(imported) >= 0.9 * len(names), outcome  # 38 of 40 with TF 2.21 (MobileNetV3: unknown H, W)
+
+
+def test_keras_builders_name_a_size_before_tensorflow_builds_anything():
+    """batch=-1 was Keras's 'Cannot convert (-1, 2) to a shape', steps=0 an importer error about slice index 0."""
+    from gplace.zoo.keras_models import rnnlm
+
+    base = {"layers": 1, "hidden": 8, "steps": 2, "batch": 2, "vocab": 20}
+    for change, words in (({"batch": -1}, "rnnlm: batch must be a whole number >= 1, got -1"),
+                          ({"steps": 0}, "rnnlm: steps must be a whole number >= 1, got 0"),
+                          ({"hidden": True}, "rnnlm: hidden must be a whole number >= 1, got True")):
+        with pytest.raises(ValueError, match=words):
+            rnnlm(**{**base, **change}, cache=False)

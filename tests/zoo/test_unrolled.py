@@ -129,3 +129,21 @@ def test_a_size_of_zero_is_refused_by_name(build, size) -> None:
         getattr(gplace.zoo, build)(**{size: 0})
     assert gplace.zoo.transformer_xl(layers=1, d_model=8, heads=2, ff=8, seg_len=2, mem_len=0, batch=1,
                                      vocab=10).num_ops > 0  # no memory is a size of its own
+
+
+def test_sizes_and_flags_of_builders_and_clusters_are_named():
+    """paper_cluster(-1) was a CPU-only cluster named 'haswell+-1xK80'; unrolled_gnmt(layers=2.0), paper_cluster(2.0)
+    raised from inside; training='no', dropout='yes' and nvlink='no' were taken as true."""
+    from gplace.zoo import lstm_lm, modern_cluster, paper_cluster, unrolled_gnmt
+
+    for make, words in ((lambda: paper_cluster(num_gpus=-1), "paper_cluster: num_gpus must be a whole number >= 1"),
+                        (lambda: paper_cluster(2.0), "num_gpus must be a whole number >= 1, got 2.0"),
+                        (lambda: paper_cluster(pcie_bandwidth=float("nan")), "pcie_bandwidth must be a number"),
+                        (lambda: modern_cluster(True), "modern_cluster: num_gpus must be a whole number >= 1"),
+                        (lambda: unrolled_gnmt(layers=2.0, src_len=2, tgt_len=2), "layers must be a whole number >= 1"),
+                        (lambda: lstm_lm(training="no"), "lstm_lm: training must be true or false, got 'no'"),
+                        (lambda: lstm_lm(training=False, optimizer="bogus"), "bogus"),
+                        (lambda: unrolled_gnmt(dropout="yes"), "dropout must be true or false"),
+                        (lambda: modern_cluster(nvlink="no"), "nvlink must be true or false")):
+        with pytest.raises(ValueError, match=words):
+            make()
