@@ -9,7 +9,8 @@ What is cached
     Results of deterministic runtimes (the simulator). Results of real runtimes are measured anew every time
     unless ``cache_nondeterministic=True``: then the first measurement of a placement stands for all later
     ones (a search on a real machine then pays once per distinct placement, at the price of keeping that one
-    sample's noise).
+    sample's noise). A transient failure (``Measurement.transient``: a pool's timeout, a worker that died) is
+    returned but never kept: the placement is measured again next time.
 What a cached measurement holds
     ``ok``, ``step_time``, ``runtime``, ``reason``, ``spread``, ``bytes_moved`` and the per-device arrays
     ``busy_time`` and ``peak_memory`` (D values each). The per-op arrays ``op_start`` and ``op_end``

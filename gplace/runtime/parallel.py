@@ -26,7 +26,10 @@ Failures
     With ``timeout``, a placement still running that many seconds after a worker took it is a failed
     measurement (``"timed out ..."``): a hung call cannot be cancelled, so the workers are killed and replaced,
     and the placements they were measuring are measured again one at a time. Nothing here raises into the
-    search except an invalid placement.
+    search except an invalid placement. A timeout, a dead worker or a pool error is ``transient`` (no fault of
+    the placement, so a cache does not keep it). An exception that ends a batch early (Ctrl-C) kills the
+    workers, so the next batch does not queue behind calls nobody waits for; a pool inherited by a forked child
+    starts workers of its own there.
     A worker whose runtime reports after a failed measurement that it can no longer run (``usable()`` is
     false: a sticky CUDA error, such as an illegal address, kills the CUDA context for the life of the process)
     exits when it gets its next placement, so that placement is measured again in a fresh worker.
