@@ -188,7 +188,7 @@ def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clust
 
     Raises:
         ValueError: ``samples < 0``, or a policy with a fixed device count that is not the cluster's.
-        RuntimeError: every candidate failed (e.g. out of memory); the message gives the last reason.
+        PlacementInfeasibleError: every candidate failed (e.g. out of memory); the message gives the last reason.
     """
     candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed)
     best = candidates[0] if len(candidates) == 1 else candidates[_fastest(graph, cluster, candidates, runtime)[0]]

@@ -60,7 +60,8 @@ class TrainResult:
     the samples of a run resumed from a checkpoint that did not keep them)."""
     found_at: float | None = field(default=None, repr=False)
     """The step time the search measured for its result, where the result was measured again since (a runtime
-    that is not deterministic): :attr:`best_sample` looks for this time, not the new one."""
+    that is not deterministic): :attr:`best_sample` looks for this time, not the new one (``-inf``: no sample found
+    the result, a single-device placement that beat the search)."""
 
     @property
     def best_step_time(self) -> float:
