@@ -14,8 +14,9 @@ from gplace.ir.errors import GraphError
 from gplace.ir.frozen import frozen_array
 
 MIN_RATE = 1e-9
+"""The least device speed and the least link bandwidth (bytes/s): times stay finite."""
 MAX_SPEED = 1e9
-"""The least device speed (and most: its inverse) and the least link bandwidth (bytes/s): times stay finite."""
+"""The most device speed (the inverse of :data:`MIN_RATE`)."""
 MAX_LATENCY = 1e12
 """The most seconds a link's latency may be."""
 
