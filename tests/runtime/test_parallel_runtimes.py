@@ -329,18 +329,14 @@ def test_cache_in_front_of_a_pool(pool: PoolRuntime) -> None:
         _assert_same(x, y, arrays=("busy_time", "peak_memory"))
 
 
-class _FlakyOnce(Simulator):
+class _FlakyOnce(_Counting):
     """Fails its first measurement as a pool's timeout does (transient), then measures."""
 
-    def __init__(self, cache_size: int = 16) -> None:
-        super().__init__(cache_size)
-        self.calls = 0
-
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
-        self.calls += 1
+        measured = super()._measure(graph, cluster, placement)
         if self.calls == 1:
             return Measurement.failure(self.id, "timed out: no result after 1 s in a worker", transient=True)
-        return super()._measure(graph, cluster, placement)
+        return measured
 
 
 def test_cache_does_not_keep_a_transient_failure(tmp_path) -> None:
