@@ -184,7 +184,7 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         first = spec.unaligned[0]
         raise InvalidPlacementError(f"the placement changes device at op {first['op']!r}, inside module "
                                     f"{first['module']!r}: no module-level pipeline split gives it")
-    pipe = _traced_pipeline(module, example_inputs, spec.split_spec)
+    pipe = _traced_pipeline(module, example_inputs, spec.split_spec, len(spec.stage_devices))
     devices = framework_devices(cluster, torch_device, device_map)
     return PipelineSplit(pipe, [devices[d] for d in spec.stage_devices], spec.stage_devices, list(spec.split_spec))
 
@@ -197,7 +197,8 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
 
     Raises:
         ValueError: the file has no ``split_spec`` (its graph was not imported from torch), naming the file.
-        InvalidPlacementError: the placement changes device inside a module (the file's ``split_unaligned``).
+        InvalidPlacementError: the placement changes device inside a module (the file's ``split_unaligned``), or
+            ``module`` lacks a split's module path or splits into another number of stages than the file's.
     """
     from gplace.ir.serialize import load_json
 
@@ -208,18 +209,33 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
         first = doc["split_unaligned"][0]
         raise InvalidPlacementError(f"{path}: the placement changes device at op {first['op']!r}, inside module "
                                     f"{first['module']!r}: no module-level pipeline split gives it")
-    return _traced_pipeline(module, example_inputs, doc["split_spec"])
+    return _traced_pipeline(module, example_inputs, doc["split_spec"], len(doc.get("stage_devices") or []) or None)
 
 
 # ---------------------------------------------------------------------- helpers
-def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str, str]) -> Any:
+def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str, str], stages: int | None) -> Any:
     """``torch.distributed.pipelining.pipeline`` of a copy of ``module``: it patches the modules it traces, and a
-    module traced twice keeps the first split's points as well (a wrong pipe, without an error)."""
+    module traced twice keeps the first split's points as well (a wrong pipe, without an error).
+
+    Raises:
+        InvalidPlacementError: ``module`` lacks a split's module path, or torch made another number of stages than
+            ``stages`` (the placement's).
+    """
     from torch.distributed.pipelining import SplitPoint, pipeline
 
+    for path in split:
+        try:
+            module.get_submodule(path)
+        except AttributeError:
+            raise InvalidPlacementError(f"the split is at module {path!r}, which {type(module).__name__} lacks: is "
+                                        "it the module the graph was imported from?") from None
     args, kwargs = example_args(example_inputs)
-    return pipeline(copy.deepcopy(module), mb_args=args, mb_kwargs=kwargs or None,
+    pipe = pipeline(copy.deepcopy(module), mb_args=args, mb_kwargs=kwargs or None,
                     split_spec={path: SplitPoint.BEGINNING for path in split})
+    if stages is not None and pipe.num_stages != stages:
+        raise InvalidPlacementError(f"torch split {type(module).__name__} into {pipe.num_stages} stages at "
+                                    f"{sorted(split)}, where the placement has {stages}")
+    return pipe
 
 
 def _program(graph: OpGraph) -> Any:

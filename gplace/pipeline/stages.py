@@ -7,7 +7,8 @@ none, in topological order; ops of no module and ``"Parameter"`` ops, which only
 torch keeps with its module, skipped) is a split. It maps to the outermost module that
 begins at the new stage's first op: ``{module path: "BEGINNING"}``, the form of
 ``pipeline(module, ..., split_spec={path: SplitPoint.BEGINNING})``. A split at an op that begins no
-module falls inside one: it is listed in ``unaligned`` instead (op name, the module it falls in).
+module falls inside one: it is listed in ``unaligned`` instead (op name, the module it falls in); so is one at a
+module entered more than once (called twice, as a shared layer: torch would split before every call).
 :func:`align_to_modules` colocates a graph's ops so that no placement of it has such a split.
 
 Example:
@@ -47,11 +48,16 @@ class SplitSpec:
 
 
 def pipeline_stages(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, list[str]]:
-    """Device name -> its ops in topological order, devices in stage order (devices without ops left out)."""
+    """Device name -> its ops in topological order, devices in stage order: the order of their first op that is not
+    a ``"Parameter"`` op (a torch weight or buffer, which runs nothing and which torch keeps with its module, as
+    :func:`split_spec` skips it), then devices holding such ops only. Devices without ops are left out."""
+    names, order = cluster.device_names, graph.topological_order.tolist()
+    held = [i for i in order if graph.op_types[i] == "Parameter"]
     stages: dict[str, list[str]] = {}
-    names = cluster.device_names
-    for i in graph.topological_order.tolist():
-        stages.setdefault(names[placement.devices[i]], []).append(graph.op_names[i])
+    for i in [i for i in order if graph.op_types[i] != "Parameter"] + held:
+        stages.setdefault(names[placement.devices[i]], [])
+    for i in order:
+        stages[names[placement.devices[i]]].append(graph.op_names[i])
     return stages
 
 
@@ -65,6 +71,7 @@ def split_spec(graph: OpGraph, placement: Placement) -> SplitSpec | None:
     for i in ops:
         for prefix in _prefixes(paths[graph.op_names[i]]):
             first_op.setdefault(prefix, i)
+    repeated = _entered_twice(graph, paths, ops)
     spec, unaligned = {}, []
     stage_devices = [int(placement.devices[ops[0]])] if ops else []
     for prev, i in zip(ops, ops[1:], strict=False):
@@ -72,7 +79,7 @@ def split_spec(graph: OpGraph, placement: Placement) -> SplitSpec | None:
             continue
         stage_devices.append(int(placement.devices[i]))
         path = paths[graph.op_names[i]]
-        starts = [p for p in _prefixes(path) if first_op[p] == i]
+        starts = [p for p in _prefixes(path) if first_op[p] == i and p not in repeated]
         if starts:
             spec[starts[0]] = "BEGINNING"
         else:
@@ -125,15 +132,30 @@ def _join_segments(graph: OpGraph, paths: Mapping[str, str], parent: list[int]) 
     the group name of each segment's first op."""
     seen: set[str] = set()
     start, names = -1, {}
-    for i in _forward_module_ops(graph, paths):
+    ops = _forward_module_ops(graph, paths)
+    repeated = _entered_twice(graph, paths, ops)
+    for i in ops:
         path = paths[graph.op_names[i]]
-        begins = [p for p in _prefixes(path) if p not in seen]
+        begins = [p for p in _prefixes(path) if p not in seen and p not in repeated]
         seen.update(begins)
         if begins or start < 0:
             start, names[i] = i, f"module:{path}"
         else:
             _join(parent, i, start)
     return names
+
+
+def _entered_twice(graph: OpGraph, paths: Mapping[str, str], ops: list[int]) -> set[str]:
+    """Module paths whose run of ``ops`` is entered more than once (a module called twice, as a shared layer is):
+    ``SplitPoint.BEGINNING`` there splits before every call, so no split may be placed at one."""
+    entered: dict[str, int] = {}
+    inside: set[str] = set()
+    for i in ops:
+        now = set(_prefixes(paths[graph.op_names[i]]))
+        for prefix in now - inside:
+            entered[prefix] = entered.get(prefix, 0) + 1
+        inside = now
+    return {prefix for prefix, count in entered.items() if count > 1}
 
 
 def _forward_module_ops(graph: OpGraph, paths: Mapping[str, str]) -> list[int]:

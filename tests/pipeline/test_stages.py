@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from gplace.importers.torch_export import from_torch
-from gplace.ir import GraphError, Placement
+from gplace.ir import GraphError, InvalidPlacementError, Placement
 from gplace.pipeline.stages import align_to_modules, pipeline_stages, placement_extras, split_spec
 from gplace.testing import diamond, uniform_cluster
 
@@ -146,3 +146,52 @@ def test_a_pipeline_run_warns_when_its_split_falls_inside_a_module(tmp_path, cap
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "falls inside module '2.self_attn'" in warnings[0]
     assert "align_to_modules" in warnings[0]
+
+
+class _Shared(torch.nn.Module):
+    """``a`` is called twice: b -> a -> c -> a."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.a(self.c(self.a(self.b(x))))
+
+
+def test_a_module_called_twice_is_no_split_point_and_stages_start_where_compute_does():
+    """A split at a's first call gave {'a': BEGINNING}, which torch splits before both calls: 3 stages for 2
+    devices, and the pipelined run crashed in gloo. The stages listed the device of a's weight first."""
+    from gplace.export.torch import pipeline_split
+
+    model, x = _Shared().eval(), torch.randn(4, 8)
+    graph, cluster = from_torch(model, (x,)), uniform_cluster(2, kind="cpu")
+    paths = graph.source.module_paths
+    at_a = Placement.for_graph(graph, [1 if paths.get(op) in ("a", "c") else 0 for op in graph.op_names])
+    spec = split_spec(graph, at_a)
+    assert spec.split_spec == {} and spec.unaligned == [{"op": "linear_1", "module": "a"}]
+    with pytest.raises(InvalidPlacementError, match="inside module 'a'"):
+        pipeline_split(graph, cluster, at_a, model, (x,))
+    assert list(pipeline_stages(graph, cluster, at_a)) == ["/CPU:0", "/CPU:1"]  # /CPU:1 (p_a_weight) first before
+    aligned = align_to_modules(graph)  # a's first call joins b's segment, its second c's
+    assert aligned.colocation[4] == aligned.colocation[3] and aligned.colocation[6] == aligned.colocation[5]
+    placement = Placement.for_graph(aligned, [0, 0, 0, 0, 0, 1, 1])  # b, a | c, a
+    assert split_spec(aligned, placement).split_spec == {"c": "BEGINNING"}
+    split = pipeline_split(aligned, cluster, placement, model, (x,))
+    assert split.pipe.num_stages == 2
+    with torch.no_grad():
+        out = split.pipe(x)
+        torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(x))
+
+
+def test_a_module_without_the_split_path_is_named():
+    from gplace.export.torch import pipeline_split
+
+    model, x = _Shared().eval(), torch.randn(4, 8)
+    graph, cluster = from_torch(model, (x,)), uniform_cluster(2, kind="cpu")
+    paths = graph.source.module_paths
+    at_c = Placement.for_graph(graph, [1 if paths.get(op) == "c" or op == "linear_3" else 0
+                                       for op in graph.op_names])
+    assert split_spec(graph, at_c).split_spec == {"c": "BEGINNING"}
+    with pytest.raises(InvalidPlacementError, match="the split is at module 'c', which Linear lacks"):
+        pipeline_split(graph, cluster, at_c, torch.nn.Linear(8, 8), (x,))  # torch's AttributeError before
