@@ -145,9 +145,18 @@ def _warm_start(cfg: DictConfig, graph, cluster):
 
 def _savable(node: DictConfig, key: str, **extra):
     """Instantiate a module (a partial config ``key`` is called with ``extra``); built-in modules record their own
-    constructor arguments, so :func:`gplace.pretrained.save_policy` can rebuild them."""
+    constructor arguments, and a user's module that records none gets the config's as its ``init_kwargs``, so
+    :func:`gplace.pretrained.save_policy` can rebuild either (a user's encoder failed to save after the search)."""
+    from gplace.configurable import Configurable
+
     module = instantiate(node)
-    return _call_partial(module, key, **extra) if not hasattr(module, "parameters") else module
+    partial = not hasattr(module, "parameters")
+    called = extra if partial else {}  # what the module was built with beside its config
+    built = _call_partial(module, key, **called) if partial else module
+    if getattr(built, "init_kwargs", None) is None and not isinstance(built, Configurable):
+        given = OmegaConf.to_container(node, resolve=True)
+        built.init_kwargs = {**{k: v for k, v in given.items() if not k.startswith("_")}, **called}
+    return built
 
 
 def _call_partial(partial, key: str, *args, **kwargs):

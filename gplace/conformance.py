@@ -44,6 +44,7 @@ def check_encoder(encoder: Any, graph: OpGraph, max_groups: int = 16) -> torch.T
     states = encoder(features)
     _require(isinstance(states, torch.Tensor) and states.ndim == 2 and states.shape[0] == grouping.num_groups,
              f"encoder must return (G={grouping.num_groups}, S) states, got {getattr(states, 'shape', states)}")
+    _require(states.is_floating_point(), f"encoder states must be floats, got {states.dtype}")
     _require(bool(torch.isfinite(states).all()), "encoder states must be finite")
     if isinstance(encoder, torch.nn.Module):
         encoder.eval()
@@ -52,7 +53,9 @@ def check_encoder(encoder: Any, graph: OpGraph, max_groups: int = 16) -> torch.T
         encoder.train()
         params = [p for p in encoder.parameters() if p.requires_grad]
         if params:
-            encoder(features).sum().backward()
+            trained = encoder(features)
+            _require(trained.requires_grad, "no gradient reaches the encoder's parameters (its states are detached)")
+            trained.sum().backward()
             _require(any(p.grad is not None for p in params), "no gradient reaches the encoder's parameters")
     return states.detach()
 
@@ -81,7 +84,12 @@ def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, nu
              "log_prob must be finite and <= 0")
     _require(bool(torch.isfinite(out.entropy).all() and (out.entropy >= -1e-6).all()),
              "entropy must be finite and >= 0")
+    _require(tuple(out.entropy.shape) == (num_samples,), f"sample must give ({num_samples},) entropies")
     _require(out.log_prob.requires_grad, "log_prob must carry a gradient to the policy's parameters")
+    placer.zero_grad()
+    (out.log_prob.sum() + out.entropy.sum()).backward()
+    _require(all(bool(torch.isfinite(p.grad).all()) for p in placer.parameters() if p.grad is not None),
+             "the gradients of log_prob and entropy must be finite (a masked -inf logit times 0 gives NaN)")
     again = placer.sample(num_samples, generator=torch.Generator().manual_seed(0))
     _require(np.array_equal(out.devices, again.devices), "sampling with the same seeded generator must repeat")
     log_prob, entropy = placer.evaluate(out.devices)
@@ -120,10 +128,12 @@ def check_placer(placer: Placer, graph: OpGraph, cluster: Cluster) -> Placement:
 def check_trainer(trainer: Trainer, graph: OpGraph, cluster: Cluster, encoder: Any = None, policy: Any = None,
                   run_dir: Any = None) -> Any:
     """Assert ``trainer`` is a :class:`~gplace.interfaces.Trainer`: ``fit`` on the simulator returns a result whose
-    best placement is valid and measured at its reported step time, never slower than the warm start.
+    best placement is valid and measured at its reported step time, never slower than the warm start (every op on
+    the fastest device, pins kept) nor than any sample it reports.
 
     Use a small budget (few updates) for ``trainer``. Returns the result of ``fit``.
     """
+    from gplace.baselines import SingleDevice
     from gplace.encoders import LSTMEncoder
     from gplace.placer import PolicyPlacer
     from gplace.policies import MLPPolicy
@@ -134,9 +144,19 @@ def check_trainer(trainer: Trainer, graph: OpGraph, cluster: Cluster, encoder: A
     policy = policy or MLPPolicy(cluster.num_devices, hidden_size=32, state_size=32)
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=16)
     runtime = Simulator()
-    start = Placement.single(graph, 0)
+    start = SingleDevice().place(graph, cluster)
     result = trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, warm_start=start)
-    result.best_placement.validate(graph, cluster)
+    name = type(trainer).__name__
+    _require(all(hasattr(result, a) for a in ("best_placement", "best_step_time", "sample_step_times")),
+             f"{name}.fit must return a TrainResult, got {type(result).__name__}")
+    try:
+        result.best_placement.validate(graph, cluster)
+    except InvalidPlacementError as err:
+        raise AssertionError(f"{name} returned an invalid placement: {err}") from None
+    samples = np.asarray(result.sample_step_times, dtype=np.float64)
+    _require(not samples.size or not result.best_step_time > np.nanmin(samples) + 1e-12,
+             f"{name}'s result ({result.best_step_time} s) is slower than a placement it measured "
+             f"({np.nanmin(samples)} s): a trainer returns the best placement measured")
     measured = runtime.measure(graph, cluster, result.best_placement).step_time
     _require(abs(measured - result.best_step_time) <= 1e-9 * max(1.0, measured),
              f"best_step_time {result.best_step_time} is not the best placement's step time {measured}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import logging
 import math
 import time
@@ -208,8 +209,11 @@ def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module | None, po
 
     encoder = encoder or LSTMEncoder()
     policy = policy or Seq2SeqPolicy
-    if not isinstance(policy, torch.nn.Module):
-        policy = policy(num_devices=cluster.num_devices).to(module_device(encoder=encoder))
+    if not isinstance(policy, torch.nn.Module):  # a class or factory: sized for the cluster and the encoder
+        sizes = {"num_devices": cluster.num_devices}
+        if hasattr(encoder, "hidden_size") and "state_size" in inspect.signature(policy).parameters:
+            sizes["state_size"] = encoder.hidden_size  # an encoder's states are hidden_size wide
+        policy = policy(**sizes).to(module_device(encoder=encoder))
     pipelined = getattr(innermost(runtime), "microbatches", None) is not None  # stages need chains split
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
                           express=warm_start if split_groups else None,
@@ -276,6 +280,13 @@ def _budgeted(trainer: Trainer | None, budget: Budget | None, seed: int | None) 
     """``trainer`` (default: REINFORCE) with the budget and seed applied."""
     trainer = trainer or ReinforceTrainer()
     changes: dict[str, Any] = {} if seed is None else {"seed": seed}
+    needs = {"seed"} if seed is not None else set()
+    needs |= set() if budget is None else {"samples_per_update", "updates", "max_seconds"}
+    fields = {f.name for f in dataclasses.fields(trainer)} if dataclasses.is_dataclass(trainer) else set()
+    if needs - fields:
+        raise TypeError(f"seed= and budget= set a trainer's {sorted(needs)}; {type(trainer).__name__} has no "
+                        f"{sorted(needs - fields)} as dataclass fields (as ReinforceTrainer and PPOTrainer have): "
+                        "give it its seed and budget yourself and leave them out here")
     if budget is not None and budget.samples is not None:  # whole updates, never more samples than the budget
         changes["samples_per_update"] = min(trainer.samples_per_update, budget.samples)
         changes["updates"] = budget.samples // changes["samples_per_update"]

@@ -8,7 +8,10 @@ them, the way a third-party part is tested::
     check_policy(MyPolicy(num_devices=2), state_size=256)
 
 The protocols are structural (:class:`typing.Protocol`): any class with these members conforms, no inheritance
-needed. :class:`Placer` is an abstract base, since it supplies the validating :meth:`Placer.place`.
+needed. :class:`Placer` and :class:`~gplace.runtime.Runtime` are abstract bases, since they supply the validating
+:meth:`Placer.place` and :meth:`Runtime.measure`: subclass them. A trainer given to :func:`gplace.place` with a
+``seed`` or ``budget`` must be a dataclass with ``seed``, ``updates``, ``samples_per_update`` and ``max_seconds``
+fields (as the built-in ones are); without them it is called as it is.
 """
 
 from __future__ import annotations
@@ -82,7 +85,9 @@ class Encoder(Protocol):
         max_neighbours: width K of the adjacency features.
 
     Shapes:
-        ``encoder(features)``: a dict of (G, ...) tensors in; (G, S) float states out.
+        ``encoder(features)``: :meth:`gplace.features.GroupFeatures.to_tensors`'s dict in (per-group (G, ...)
+        tensors, and the per-op ``type_ids`` (N,) with their bags, ``edge_index`` (2, E) and ``edge_attr`` (E, 1)
+        of the coarse graph); (G, S) float states out, with a gradient to the encoder's parameters.
     """
 
     num_type_buckets: int
@@ -174,8 +179,11 @@ class Placer(abc.ABC):
             returned ``Placement.devices`` (N,) int64, device indices into ``cluster.devices``.
         """
         check_graph_and_cluster(graph, cluster)
-        devices = np.asarray(self._place(graph, cluster), dtype=np.int64)
-        placement = Placement.for_graph(graph, devices)
+        given = np.asarray(self._place(graph, cluster))
+        if given.size and (given.dtype == bool or not np.issubdtype(given.dtype, np.integer)):
+            raise TypeError(f"{type(self).__name__}._place must return integer device indices, got dtype "
+                            f"{given.dtype}")
+        placement = Placement.for_graph(graph, given.astype(np.int64))
         placement.validate(graph, cluster)
         return placement
 

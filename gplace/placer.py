@@ -138,6 +138,9 @@ class PolicyPlacer(nn.Module):
             raise ValueError(f"num_samples must be a whole number >= 1, got {num_samples!r}")
         out = self.policy.sample(self.encoder(self.features()), self.allowed, num_samples, generator=generator,
                                  **self.policy_inputs())
+        if not all(isinstance(getattr(out, f, None), torch.Tensor) for f in ("devices", "log_prob", "entropy")):
+            raise TypeError(f"{type(self.policy).__name__}.sample must return a PolicyOutput of tensors (devices, "
+                            f"log_prob, entropy), got {type(out).__name__}")
         return PlacerSample(self.op_devices(out.devices), out.log_prob, out.entropy)
 
     def evaluate(self, devices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,6 +173,9 @@ class PolicyPlacer(nn.Module):
         """The policy's most likely placement (argmax decoding)."""
         with torch.no_grad():
             actions = self.policy.greedy(self.encoder(self.features()), self.allowed, **self.policy_inputs())
+        if not isinstance(actions, torch.Tensor) or tuple(actions.shape) != (self.num_groups,):
+            raise ValueError(f"{type(self.policy).__name__}.greedy must return a (G={self.num_groups},) tensor of "
+                             f"devices, got {tuple(getattr(actions, 'shape', ())) or type(actions).__name__}")
         return Placement.for_graph(self.graph, self.op_devices(actions[None])[0])
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
@@ -204,7 +210,15 @@ class PolicyPlacer(nn.Module):
 
         Shapes:
             actions (K, G) int; returns (K, N) int64.
+
+        Raises:
+            ValueError: ``actions`` (what the policy decoded) is not a (K, G) tensor of integer devices.
         """
+        if (not isinstance(actions, torch.Tensor) or actions.ndim != 2 or actions.shape[1] != self.num_groups
+                or actions.dtype.is_floating_point or actions.dtype == torch.bool):
+            raise ValueError(f"policy {type(self.policy).__name__} must give (K, G={self.num_groups}) integer "
+                             f"devices, got {getattr(actions, 'dtype', type(actions).__name__)} of shape "
+                             f"{tuple(getattr(actions, 'shape', ()))}")
         return actions.detach().cpu().numpy().astype(np.int64)[:, self._op_pos]
 
 

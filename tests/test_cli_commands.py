@@ -215,3 +215,16 @@ def test_place_checks_a_budget_before_using_it_or_not(capsys):
         with pytest.raises(SystemExit):
             _place_budget(OmegaConf.create({"budget": budget, "samples": 16}), method)
         assert f"gplace: error: budget={budget!r}:" in capsys.readouterr().err
+
+
+def test_a_users_module_from_the_config_can_be_saved():
+    """A user's encoder without init_kwargs ran the whole search, then failed to save policy.pt."""
+    from omegaconf import OmegaConf
+
+    from gplace.cli import _savable
+    from gplace.pretrained import module_spec
+
+    module = _savable(OmegaConf.create({"_target_": "torch.nn.Linear", "in_features": 4, "out_features": 2}), "encoder")
+    assert module_spec(module)["kwargs"] == {"in_features": 4, "out_features": 2}
+    partial = OmegaConf.create({"_target_": "torch.nn.Linear", "_partial_": True, "in_features": 4})
+    assert module_spec(_savable(partial, "policy", out_features=3))["kwargs"] == {"in_features": 4, "out_features": 3}

@@ -88,3 +88,90 @@ def test_capabilities_are_validated():
         PolicyCapabilities(merge_consumers="sometimes")
     with pytest.raises(ValueError, match="num_devices"):
         PolicyCapabilities(num_devices=0)
+
+
+def test_a_runtime_whose_measure_many_reorders_or_drops_results_fails():
+    """Both passed check_runtime, and a search through the first reported another placement's step time."""
+    import numpy as np
+
+    from gplace.ir import Placement
+    from gplace.runtime import Simulator
+    from gplace.runtime.conformance import check_runtime
+
+    class Reversed(Simulator):
+        def measure_many(self, graph, cluster, placements):
+            return [self.measure(graph, cluster, p) for p in placements][::-1]
+
+    class First(Simulator):
+        def measure_many(self, graph, cluster, placements):
+            return [self.measure(graph, cluster, placements[0])]
+
+    ps = [Placement.single(GRAPH, 0), Placement.for_graph(GRAPH, np.arange(GRAPH.num_ops) % 2 + 1)]
+    with pytest.raises(AssertionError, match="in the order of the placements"):
+        check_runtime(Reversed(), GRAPH, CLUSTER, ps)
+    with pytest.raises(AssertionError, match="one measurement per placement"):
+        check_runtime(First(), GRAPH, CLUSTER, ps)
+
+
+def test_a_trainer_returning_worse_than_it_measured_fails_and_pins_are_kept():
+    import dataclasses
+
+    import numpy as np
+
+    from gplace.ir import OpGraph, Placement
+    from gplace.training import TrainResult
+
+    class KeepsWarmStart:
+        def fit(self, placer, runtime, graph, cluster, *, run_dir=None, logger=None, warm_start=None):
+            out = placer.sample(8)
+            measured = runtime.measure_many(graph, cluster, [Placement.for_graph(graph, d) for d in out.devices])
+            return TrainResult(warm_start, runtime.measure(graph, cluster, warm_start), 8, 0.0,
+                               sample_step_times=np.array([m.step_time - 1.0 for m in measured]))
+
+    with pytest.raises(AssertionError, match="slower than a placement it measured"):
+        check_trainer(KeepsWarmStart(), GRAPH, CLUSTER)
+    ops = GRAPH.ops()
+    ops[0] = dataclasses.replace(ops[0], pinned="gpu")
+    pinned = OpGraph.from_ops(ops, GRAPH.edges(), name="pinned")
+    check_trainer(ReinforceTrainer(updates=1, samples_per_update=4), pinned, CLUSTER)  # the warm start broke the pin
+
+
+def test_policies_and_encoders_that_break_their_shapes_are_named():
+    """Float devices were truncated; devices (G, K) an IndexError deep inside; a detached encoder a torch error."""
+    from gplace.placer import PolicyPlacer
+    from gplace.policies import PolicyOutput
+
+    class FloatDevices(MLPPolicy):
+        def sample(self, *args, **kwargs):
+            out = super().sample(*args, **kwargs)
+            return PolicyOutput(out.devices + 0.9, out.log_prob, out.entropy)
+
+    class Transposed(MLPPolicy):
+        def sample(self, *args, **kwargs):
+            out = super().sample(*args, **kwargs)
+            return PolicyOutput(out.devices.T, out.log_prob, out.entropy)
+
+    for policy in (FloatDevices(3, hidden_size=32, state_size=32), Transposed(3, hidden_size=32, state_size=32)):
+        placer = PolicyPlacer(GRAPH, CLUSTER, LSTMEncoder(hidden_size=32), policy, max_groups=16)
+        with pytest.raises(ValueError, match=f"policy {type(policy).__name__} must give \\(K, G=\\d+\\) integer"):
+            placer.sample(3)
+
+    class Detached(LSTMEncoder):
+        def forward(self, features):
+            return super().forward(features).detach()
+
+    with pytest.raises(AssertionError, match="its states are detached"):
+        check_encoder(Detached(hidden_size=32), GRAPH)
+
+
+def test_a_placer_returning_fractions_is_named():
+    class Fractions(Placer):
+        name = "fractions"
+
+        def _place(self, graph, cluster):
+            import numpy as np
+
+            return np.linspace(0, 1.99, graph.num_ops)
+
+    with pytest.raises(TypeError, match="Fractions._place must return integer device indices, got dtype float64"):
+        Fractions().place(GRAPH, CLUSTER)

@@ -437,3 +437,24 @@ def test_place_names_a_trainer_class_and_split_groups_without_a_warm_start():
         gplace.place(g, c, budget="4 samples", split_groups="no", warm_start="heft")  # 'no' meant True
     with pytest.raises(ValueError, match="budget samples must be a whole number >= 0, got 2.5"):
         Budget(samples=2.5)
+
+
+def test_a_trainer_that_is_no_dataclass_is_named_when_given_a_seed_and_the_default_policy_fits_the_encoder():
+    """seed= gave 'replace() should be called on dataclass instances'; a 32-wide encoder met a 256-wide policy."""
+    from gplace.encoders import LSTMEncoder
+    from gplace.training import TrainResult
+
+    class MyTrainer:
+        def fit(self, placer, runtime, graph, cluster, *, run_dir=None, logger=None, warm_start=None):
+            out = placer.sample(4)
+            placements = [gplace.Placement.for_graph(graph, d) for d in out.devices]
+            best = min(zip(placements, runtime.measure_many(graph, cluster, placements), strict=True),
+                       key=lambda pm: pm[1].step_time)
+            return TrainResult(best[0], best[1], 4, 0.0)
+
+    g, c = random_dag(12, seed=1), uniform_cluster(2)
+    assert gplace.place(g, c, trainer=MyTrainer(), max_groups=16).measurement.ok
+    with pytest.raises(TypeError, match=r"MyTrainer has no \['seed'\] as dataclass fields"):
+        gplace.place(g, c, trainer=MyTrainer(), seed=0)
+    report = gplace.place(g, c, encoder=LSTMEncoder(hidden_size=32), budget="4 samples", max_groups=16)
+    assert report.measurement.ok  # "states has shape (6, 32), expected (G, 256)" before

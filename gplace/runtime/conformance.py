@@ -33,8 +33,9 @@ def check_runtime(
     The rules: an id and a determinism flag are declared; a placement of the wrong length, with a device out of
     range, made for another graph or breaking a pin raises :class:`~gplace.ir.InvalidPlacementError` through
     ``measure``; every measurement is a :class:`Measurement` with the runtime's id, a finite positive step
-    time when ok and ``inf`` with a reason when not, nothing moved when all ops share a device; a
-    deterministic runtime measures the same placement identically twice, with spread 0.
+    time when ok and ``inf`` with a reason when not, nothing moved when all ops share a device; ``measure_many``
+    gives one measurement per placement, in order (the trainers measure through it); a deterministic runtime
+    measures the same placement identically twice, with spread 0.
 
     Args:
         runtime: the runtime under test.
@@ -57,6 +58,7 @@ def check_runtime(
     if runtime.deterministic:
         for placement, first in zip(placements, measurements, strict=True):
             _check_repeatable(runtime, first, runtime.measure(graph, cluster, placement))
+    _check_measure_many(runtime, graph, cluster, placements, measurements)
     return measurements
 
 
@@ -77,6 +79,21 @@ def check_failure(runtime: Runtime, graph: OpGraph, cluster: Cluster, placement:
 
 
 # ---------------------------------------------------------------------- rules
+def _check_measure_many(runtime: Runtime, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement],
+                        one_by_one: list[Measurement]) -> None:
+    """``measure_many`` gives a measurement per placement, in order: for a deterministic runtime, equal to
+    ``measure``'s (ok and step time); for any, as many as given."""
+    many = runtime.measure_many(graph, cluster, list(placements))
+    _require(isinstance(many, list) and len(many) == len(placements),
+             f"{runtime.id}: measure_many must return one measurement per placement ({len(placements)}), got "
+             f"{len(many) if isinstance(many, list) else type(many).__name__}")
+    if runtime.deterministic:
+        for k, (a, b) in enumerate(zip(many, one_by_one, strict=True)):
+            _require(a.ok == b.ok and a.step_time == b.step_time,
+                     f"{runtime.id}: measure_many's measurement {k} ({a.step_time} s) is not measure's of placement "
+                     f"{k} ({b.step_time} s): results must come back in the order of the placements")
+
+
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise AssertionError(message)

@@ -133,6 +133,9 @@ def measure_rollout(devices: np.ndarray, runtime: Runtime, graph: OpGraph, clust
     """
     placements = [Placement.for_graph(graph, d) for d in np.asarray(devices)]
     measurements = runtime.measure_many(graph, cluster, placements)
+    if len(measurements) != len(placements):
+        raise ValueError(f"runtime {runtime.id!r} ({type(runtime).__name__}) returned {len(measurements)} measurements "
+                         f"for {len(placements)} placements: measure_many gives one per placement, in order")
     ok = torch.tensor([m.ok for m in measurements])
     step_time = torch.tensor([m.step_time if m.ok else penalty_step_time for m in measurements], dtype=torch.float64)
     return Rollout(placements, measurements, ok, step_time, step_time_reward(step_time))
