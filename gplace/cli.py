@@ -191,6 +191,8 @@ def _print_table(report, run_dir: str | Path) -> None:
 
 
 def _found(train) -> str:
+    if train.found_at == -math.inf:
+        return "the best is every op on one device (the search found nothing faster)"
     if train.best_sample is None:
         return "the best is the greedy or warm-start placement"
     return f"the best found by sample {train.best_sample}"

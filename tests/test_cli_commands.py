@@ -228,3 +228,23 @@ def test_a_users_module_from_the_config_can_be_saved():
     assert module_spec(module)["kwargs"] == {"in_features": 4, "out_features": 2}
     partial = OmegaConf.create({"_target_": "torch.nn.Linear", "_partial_": True, "in_features": 4})
     assert module_spec(_savable(partial, "policy", out_features=3))["kwargs"] == {"in_features": 4, "out_features": 3}
+
+
+def test_the_summary_says_when_the_result_is_a_single_device_fallback():
+    """It said 'the greedy or warm-start placement' for every op on one device."""
+    import math
+
+    import numpy as np
+
+    from gplace.cli import _found
+    from gplace.ir import Placement
+    from gplace.runtime import Measurement
+    from gplace.testing import chain
+    from gplace.training import TrainResult
+
+    g = chain()
+    result = TrainResult(Placement.single(g, 0), Measurement(True, 1.0, "sim-v1"), 8, 1.0,
+                         sample_step_times=np.full(8, 2.0), found_at=-math.inf)
+    assert _found(result) == "the best is every op on one device (the search found nothing faster)"
+    assert _found(TrainResult(Placement.single(g, 0), Measurement(True, 2.0, "sim-v1"), 8, 1.0,
+                              sample_step_times=np.array([3.0, 2.0]))) == "the best found by sample 2"
