@@ -258,7 +258,7 @@ def ideal_partition(blocks: Blocks, ideals: np.ndarray, capacity: np.ndarray) ->
     out, into = member @ blocks.sent, member @ blocks.received
     sent = out[None, :] - out[:, None] - inner
     received = into[None, :] - into[:, None] - inner
-    mem = member @ blocks.memory.astype(np.float64)
+    mem = ideals.astype(np.int64) @ blocks.memory.astype(np.int64)  # whole bytes: float64 lost one past 2**53
     banned = member @ (~blocks.allowed).astype(np.float64)
     best = np.full(k, np.inf)
     best[0] = 0.0

@@ -292,3 +292,12 @@ def test_numbers_highs_refuses_are_named_as_too_large_for_the_ilp() -> None:
                             default_bandwidth=1e6)
     with pytest.raises(ProblemTooLargeError, match="HiGHS refused the model.*36,028,797,018,963,968"):
         PipelineILPPlacer().place(graph, cluster)
+
+
+def test_the_ideal_dp_counts_memory_in_whole_bytes():
+    """2**55 + 1 bytes on a 2**55-byte device fitted in float64 (a split pipe-v1 runs out of memory on)."""
+    graph = OpGraph.from_ops([Op("a", "T", 1.0, persistent_memory=2**55), Op("b", "T", 1.0, persistent_memory=1)],
+                             [Edge("a", "b")])
+    cluster = Cluster.build([Device("g0", "gpu", 1.0, 2**55)], default_bandwidth=1e6)
+    with pytest.raises(PlacementInfeasibleError):
+        IdealDPPartitioner().place(graph, cluster)
