@@ -403,6 +403,9 @@ def _show(args) -> None:
         raise ValueError(f"{args.placement} is not a {PLACEMENT_FORMAT} file (format {found!r})")
     check_shown(doc, args.placement)
     graph = load_graph(args.graph) if args.graph else None
+    if graph is not None and doc.get("graph_fingerprint") not in (None, graph.fingerprint):
+        raise ValueError(f"{args.placement} places another graph (fingerprint {doc.get('graph_fingerprint')}) than "
+                         f"{args.graph} ({graph.fingerprint})")
     summary = doc.get(SUMMARY_KEY)
     if summary is None and graph is not None and args.cluster:
         cluster = load_cluster(args.cluster)

@@ -9,6 +9,7 @@ device (Graphviz's ``dot`` where installed, else matplotlib).
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -69,8 +70,11 @@ def check_shown(doc: Any, where: str) -> None:
     if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
         raise ValueError(f"{where}: 'devices' must be a list of device names")
     step = doc.get("step_time")
-    if step is not None and (isinstance(step, bool) or not isinstance(step, int | float)):
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int | float) or math.isnan(step)):
         raise ValueError(f"{where}: 'step_time' must be a number or null, got {step!r}")
+    stages = doc.get("stages")
+    if stages is not None and not (isinstance(stages, dict) and all(isinstance(v, list) for v in stages.values())):
+        raise ValueError(f"{where}: 'stages' must be an object of device name -> its ops, got {stages!r}")
     summary = doc.get(SUMMARY_KEY)
     if summary is None:
         return
@@ -79,7 +83,7 @@ def check_shown(doc: Any, where: str) -> None:
     for device, row in summary.items():
         wanted = _SUMMARY_NUMBERS + (("bubble", "in_flight") if isinstance(row, dict) and "bubble" in row else ())
         bad = [k for k in wanted if not isinstance(row, dict) or isinstance(row.get(k), bool)
-               or not isinstance(row.get(k), int | float)]
+               or not isinstance(row.get(k), int | float) or math.isnan(row.get(k))]
         if bad:
             raise ValueError(f"{where}: {SUMMARY_KEY}[{device!r}] needs a number for {bad[0]!r}")
 

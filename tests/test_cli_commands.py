@@ -62,7 +62,9 @@ def test_show_errors_are_one_line(files):
         pytest.skip("needs the placement of the test above")
     proc = _gplace("show", str(out / "placement.json"), "--graph", str(files / "other.json"), "--draw",
                    str(files / "x.png"), cwd=files)
-    assert proc.returncode == 2 and proc.stderr.startswith("gplace: error:") and "is for graph" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("gplace: error:") and "places another graph" in proc.stderr
+    proc = _gplace("show", str(out / "placement.json"), "--graph", str(files / "other.json"), cwd=files)
+    assert proc.returncode == 2 and "places another graph" in proc.stderr  # its stored summary was shown
     proc = _gplace("show", str(files / "graph.json"), cwd=files)
     assert proc.returncode == 2 and "is not a gplace.placement file" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -72,7 +74,9 @@ def test_show_errors_are_one_line(files):
     ({"placement": {"a": {"device": 0}}}, "'placement' must be an object of op name -> device name"),
     ({"placement": {"a": "/CPU:0"}, "step_time": "fast"}, "'step_time' must be a number or null"),
     ({"placement": {"a": "/CPU:0"}, "per_device": {"/CPU:0": {"ops": 1}}}, "needs a number for 'compute_seconds'"),
-], ids=["placement", "step_time", "summary"])
+    ({"placement": {"a": "/CPU:0"}, "step_time": float("nan")}, "'step_time' must be a number or null, got nan"),
+    ({"placement": {"a": "/CPU:0"}, "stages": 5}, "'stages' must be an object of device name -> its ops"),
+], ids=["placement", "step_time", "summary", "nan", "stages"])
 def test_show_names_the_field_of_a_malformed_placement_file(files, doc, match):
     path = files / "malformed.json"
     path.write_text(json.dumps({"format": "gplace.placement", "version": 1, **doc}))

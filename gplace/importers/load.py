@@ -76,7 +76,7 @@ def _detect(path: Path) -> tuple[GraphFormat, Mapping[str, Any] | None]:
     lines = [line for line in text.splitlines() if line.strip()]
     if any(" -- " in line for line in lines):
         return "pipedream", None
-    if lines and lines[0].strip().isdigit():
+    if lines and lines[0].strip().isascii() and lines[0].strip().isdigit():
         return "doppler", None
     raise _unsupported(path, _GRAPH_FORMATS, "text in no known layout")
 

@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 _PIPEDREAM_KEYS = ("forward_compute_time", "backward_compute_time", "activation_size", "parameter_size")
 _INPUT_DESC = re.compile(r"Input\d*")
-_DIGITS = re.compile(r"\d+")
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: \d matches other scripts' digits too
 _OP_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -202,7 +202,7 @@ def _pipedream_node(path: Path, lineno: int, line: str) -> _PipeDreamNode:
     stage_id = None
     if len(parts) >= 4 and parts[-1].startswith("stage_id="):
         raw = parts.pop()[len("stage_id="):]
-        if not raw.isdigit():
+        if not (raw.isascii() and raw.isdigit()):
             raise _error(path, lineno, f"stage_id must be a non-negative integer, got {raw!r}")
         stage_id = int(raw)
     name = parts[0].strip()
@@ -310,7 +310,7 @@ def _line(path: Path, lines: Sequence[str], lineno: int, what: str) -> str:
 def _doppler_num_ops(path: Path, lines: Sequence[str]) -> int:
     """N = line 1's id count minus the input ids of line 2 (which must be distinct and in range)."""
     raw = _line(path, lines, 1, "the number of ids").strip()
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):
         raise _error(path, 1, f"expected the number of ids (an integer), got {raw[:40]!r}")
     total = int(raw)
     inputs = _int_list(path, lines, 2)

@@ -65,8 +65,9 @@ def graph_from_dict(doc: Mapping[str, Any]) -> OpGraph:
         if not isinstance(rec, Mapping) or "src" not in rec or "dst" not in rec:
             raise GraphError(f"edges[{i}] must be an object with 'src' and 'dst', got {rec!r}")
         _check_fields(rec, _EDGE_FIELDS, f"edges[{i}] ({rec['src']!r} -> {rec['dst']!r})")
-        edges.append(Edge(str(rec["src"]), str(rec["dst"]), _opt_int(rec.get("bytes"), f"edges[{i}].bytes")))
-    return OpGraph.from_ops(ops, edges, name=str(doc.get("name", "graph")))
+        edges.append(Edge(_text(rec["src"], f"edges[{i}].src"), _text(rec["dst"], f"edges[{i}].dst"),
+                          _opt_int(rec.get("bytes"), f"edges[{i}].bytes")))
+    return OpGraph.from_ops(ops, edges, name=_text(doc.get("name", "graph"), "the graph's name"))
 
 
 def _op_from_dict(i: int, rec: Any, known: set[str]) -> Op:
@@ -146,7 +147,7 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
     except GraphError as err:
         raise GraphError(f"{where}: {err}") from None
     return Cluster.build(devices, links, default_bandwidth=bandwidth, default_latency=latency,
-                         name=str(doc.get("name", "cluster")))
+                         name=_text(doc.get("name", "cluster"), "the cluster's name"))
 
 
 def _device_from_dict(i: int, rec: Mapping[str, Any]) -> Device:
@@ -159,7 +160,7 @@ def _device_from_dict(i: int, rec: Mapping[str, Any]) -> Device:
 
 def _link_from_dict(rec: Mapping[str, Any]) -> Link:
     """A link record; a string or boolean bandwidth or latency is refused, as in graph documents."""
-    a, b = str(rec["a"]), str(rec["b"])
+    a, b = _text(rec["a"], "a link's 'a'"), _text(rec["b"], "a link's 'b'")
     return Link(a, b, _number(rec["bandwidth"], f"link {a}<->{b} bandwidth"),
                 _number(rec.get("latency", 0.0), f"link {a}<->{b} latency"))
 
@@ -230,6 +231,10 @@ def load_json(path: str | Path) -> dict[str, Any]:
         return json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark is not JSON
     except json.JSONDecodeError as err:
         raise GraphError(f"{path}: not valid JSON ({err})") from None
+    except UnicodeDecodeError as err:
+        raise GraphError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}), so not JSON") from None
+    except RecursionError:
+        raise GraphError(f"{path}: JSON nested too deeply to read") from None
 
 
 def _check_header(doc: Mapping[str, Any], fmt: str, versions: tuple[int, ...] = (VERSION,)) -> None:

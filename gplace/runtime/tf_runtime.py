@@ -62,7 +62,9 @@ import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import error_summary
+from gplace.ir.placement import check_placement
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
+from gplace.zoo.builder import check_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -136,8 +138,8 @@ class TensorFlowRuntime(Runtime):
         self, steps: int = 5, warmup: int = 2, time_limit: float = 60.0, device_map: Mapping[str, str] | None = None,
         intra_op_threads: int = 1, inter_op_threads: int | None = None,
     ) -> None:
-        if steps < 1 or warmup < 0:
-            raise ValueError(f"need steps >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
+        check_sizes(type(self).__name__, 1, steps=steps)
+        check_sizes(type(self).__name__, 0, warmup=warmup)
         if not time_limit > 0:
             raise ValueError(f"time_limit must be > 0, got {time_limit}")
         if intra_op_threads < 0 or (inter_op_threads is not None and inter_op_threads < 0):
@@ -164,8 +166,10 @@ class TensorFlowRuntime(Runtime):
 
         Raises:
             InvalidPlacementError: the placement does not fit the graph or cluster.
+            TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
             TensorFlowRunError: the step failed (the reason a measurement would report).
         """
+        check_placement(placement)
         placement.validate(graph, cluster)
         deadline = time.perf_counter() + self.time_limit
         step = self._open(graph, cluster, placement, feeds, deadline)

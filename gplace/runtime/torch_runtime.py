@@ -84,9 +84,11 @@ from gplace.importers.onnx import OnnxSource
 from gplace.importers.torch_export import TorchSource, exported_values
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import error_summary
+from gplace.ir.placement import check_placement
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 from gplace.runtime.calibration import GPU_WARMUP_SECONDS
 from gplace.runtime.synthetic import synthesised
+from gplace.zoo.builder import check_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -153,8 +155,8 @@ class TorchRuntime(Runtime):
         self, steps: int = 5, warmup: int = 2, time_limit: float = 60.0, device_map: Mapping[str, str] | None = None,
         enforce_memory: bool = False,
     ) -> None:
-        if steps < 1 or warmup < 0:
-            raise ValueError(f"need steps >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
+        check_sizes(type(self).__name__, 1, steps=steps)
+        check_sizes(type(self).__name__, 0, warmup=warmup)
         if not time_limit > 0:
             raise ValueError(f"time_limit must be > 0, got {time_limit}")
         self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
@@ -192,13 +194,18 @@ class TorchRuntime(Runtime):
 
         Raises:
             InvalidPlacementError: the placement does not fit the graph or cluster.
+            TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
             TorchRunError: the step failed (the reason a measurement would report).
         """
+        check_placement(placement)
         placement.validate(graph, cluster)
         deadline = time.perf_counter() + self.time_limit
         with torch.no_grad():
             plan = self.plan(graph, cluster, placement, inputs)
-            outputs, _ = execute_step(plan, deadline)
+            try:
+                outputs, _ = execute_step(plan, deadline)
+            except _TimeUp:
+                raise TorchRunError(f"time limit of {self.time_limit:g} s exceeded during the step") from None
             _synchronize(plan)
         return tuple(outputs) if isinstance(outputs, list | tuple) else (outputs,)
 

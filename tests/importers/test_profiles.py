@@ -522,3 +522,15 @@ def test_doppler_flop_rate_given_as_a_string_is_a_value_error_naming_it(tmp_path
     path = _write(tmp_path, "g.txt", DOPPLER_OK)
     with pytest.raises(ValueError, match="flops_per_second must be positive and finite, got '1e12'"):
         load_doppler(path, flops_per_second="1e12")
+
+
+def test_doppler_counts_are_ascii_digits(tmp_path: Path) -> None:
+    """'²' passed str.isdigit() and then int() raised a raw ValueError without the file; '٢' was read as 2."""
+    from gplace import load_graph
+    from gplace.ir import UnsupportedGraphError
+
+    for first in ("²", "٢"):
+        path = tmp_path / "dp.txt"
+        path.write_text(f"{first}\n\n\n\n1,1\n1,1\n", encoding="utf-8")
+        with pytest.raises(UnsupportedGraphError, match="dp.txt: unsupported file"):
+            load_graph(path)

@@ -185,3 +185,28 @@ def test_an_integer_too_large_for_a_float_is_named(where):
         load, match = cluster_from_dict, f"device '/GPU:0' {where} is too large for a float \\(401 digits\\)"
     with pytest.raises(GraphError, match=match):
         load(doc)
+
+
+def test_files_that_are_not_utf8_or_nest_too_deeply_and_names_that_are_not_strings_are_named(tmp_path):
+    """A raw UnicodeDecodeError or RecursionError without the file; name null became the name 'None', an edge's
+    src 1 matched an op named '1'."""
+    from gplace.ir import load_json
+
+    binary, deep = tmp_path / "bin.json", tmp_path / "deep.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(GraphError, match="bin.json: not UTF-8 text"):
+        load_json(binary)
+    with pytest.raises(GraphError, match="deep.json: JSON nested too deeply"):
+        load_json(deep)
+    doc = graph_to_dict(random_dag(4, seed=0))  # two edges
+    for change, words in ((lambda d: d.update(name=None), "the graph's name must be a non-empty string"),
+                          (lambda d: d["edges"][0].update(src=1), r"edges\[0\].src must be a non-empty string")):
+        broken = json.loads(json.dumps(doc))
+        change(broken)
+        with pytest.raises(GraphError, match=words):
+            graph_from_dict(broken)
+    cluster = cluster_to_dict(cpu_gpu_cluster(1))
+    cluster["links"] = [{"a": 0, "b": "/GPU:0", "bandwidth": 1e9}]
+    with pytest.raises(GraphError, match="a link's 'a' must be a non-empty string"):
+        cluster_from_dict(cluster)

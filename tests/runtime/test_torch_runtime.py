@@ -501,3 +501,20 @@ def test_peaks_are_reset_after_every_warm_up_step(monkeypatch, warmup):
     assert rt.measure(g, _cpus(), _halves(g)).ok
     last = len(events) - 1 - events[::-1].index("reset")
     assert events[last + 1:] == ["step", "step"] and events[:last].count("step") > warmup, events
+
+
+def test_run_names_a_list_placement_a_spent_time_limit_and_fractional_steps():
+    """run() raised AttributeError for a list, and the private _TimeUp; steps=2.5 failed when measuring."""
+
+    class Affine(nn.Module):
+        def forward(self, x):
+            return x * 2 + 1
+
+    graph, cluster = from_torch(Affine(), (torch.randn(3),)), uniform_cluster(2, kind="cpu")
+    with pytest.raises(TypeError, match="must be a gplace Placement"):
+        TorchRuntime().run(graph, cluster, [0] * graph.num_ops)
+    with pytest.raises(TorchRunError, match=r"time limit of 1e-09 s exceeded during the step") as caught:
+        TorchRuntime(time_limit=1e-9).run(graph, cluster, Placement.single(graph, 0))
+    assert type(caught.value) is TorchRunError
+    with pytest.raises(ValueError, match="TorchRuntime: steps must be a whole number >= 1, got 2.5"):
+        TorchRuntime(steps=2.5)
