@@ -37,7 +37,9 @@ def test_run_writes_placement_and_trace(tmp_path):
     at = doc["best_sample"]  # None: the greedy placement beat every sample
     assert doc["samples"] == 4 and (at is None or 1 <= at <= 4)
     printed = " ".join(proc.stdout.split())  # rich wraps lines
-    assert (f"the best found by sample {at}" if at else "the best is the greedy") in printed
+    fastest_device = min(v for v in doc["baselines"].values() if v is not None)
+    assert f"the best found by sample {at}" in printed if at else ("the best is the greedy" in printed or (
+        "the best is every op on one device" in printed and doc["step_time"] == fastest_device))
 
     # the saved policy places the graph again, in seconds, without training
     placed = tmp_path / "placed"
