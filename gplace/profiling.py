@@ -48,8 +48,7 @@ import numpy as np
 
 from gplace import costmodel
 from gplace.ir import OpGraph
-from gplace.ir.errors import error_summary
-from gplace.zoo.builder import check_sizes
+from gplace.ir.errors import check_sizes, error_summary
 
 if TYPE_CHECKING:
     import onnx

@@ -121,11 +121,15 @@ class MemoryLedger:
     def need(self, op: int, device: int) -> int:
         """Bytes placing ``op`` on ``device`` takes from its free memory: its unit (if not placed yet), the growth
         of the device's largest temporary memory, and the copies of inputs produced on other devices."""
+        return self._unit_need(op, device) + sum(self._received(op, device).values())
+
+    def _unit_need(self, op: int, device: int) -> int:
+        """Bytes ``op``'s unit takes on ``device`` if not placed yet: its memory and the growth of the device's
+        largest temporary memory."""
         unit = self._unit_of[op]
-        extra = 0
-        if self.unit_device[unit] < 0:
-            extra = self._need[unit] + max(0, self._temporary[unit] - self._device_temporary[device])
-        return extra + sum(self._received(op, device).values())
+        if self.unit_device[unit] >= 0:
+            return 0
+        return self._need[unit] + max(0, self._temporary[unit] - self._device_temporary[device])
 
     def _received(self, op: int, device: int) -> dict[int, int]:
         """Bytes each producer of ``op`` on another device adds to its copy on ``device`` (largest edge so far)."""
@@ -153,8 +157,9 @@ class MemoryLedger:
         placed = self.unit_device[unit]
         if placed >= 0 and placed != device:
             raise ValueError(f"unit {unit} is already on device {placed}, cannot move it to {device}")
-        self.free[device] -= self.need(op, device)
-        for p, nbytes in self._received(op, device).items():
+        received = self._received(op, device)
+        self.free[device] -= self._unit_need(op, device) + sum(received.values())
+        for p, nbytes in received.items():
             self._copies[p, device] = self._copies.get((p, device), 0) + nbytes
         if placed < 0:
             self._device_temporary[device] = max(self._device_temporary[device], self._temporary[unit])

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from gplace.baselines._common import Units, build_units, mean_durations, unit_durations
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
-from gplace.zoo.builder import check_sizes
+from gplace.ir.errors import check_sizes
 
 _MAX_WEIGHT = 1_000_000
 """Integer weights are scaled into [1, this] so METIS's 32-bit sums cannot overflow on large graphs."""

@@ -7,7 +7,7 @@ import numpy as np
 from gplace.baselines._common import build_units
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
-from gplace.zoo.builder import check_sizes
+from gplace.ir.errors import check_sizes
 
 
 class RandomPlacer(Placer):

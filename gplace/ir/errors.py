@@ -41,3 +41,27 @@ def format_shortfall(needs: int, has: int) -> str:
     if need == have:
         need, have = f"{int(needs):,} B", f"{int(has):,} B"
     return f"needs {need}, has {have}"
+
+
+def check_sizes(where: str, low: int = 1, **sizes: object) -> None:
+    """Refuse a size or count of ``where`` (a model, a placer, a runtime) that is not a whole number of at least
+    ``low``, naming it (a zero or a fraction failed later, deep inside, with a KeyError, ZeroDivisionError or
+    TypeError).
+
+    Raises:
+        ValueError: the first such size, by name.
+    """
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{where}: {name} must be a whole number >= {low}, got {value!r}")
+
+
+def check_flags(where: str, **flags: object) -> None:
+    """Refuse a flag of ``where`` that is not ``True`` or ``False``, naming it (``"no"`` was taken as true).
+
+    Raises:
+        ValueError: the first such flag, by name.
+    """
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: {name} must be true or false, got {value!r}")

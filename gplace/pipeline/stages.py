@@ -52,9 +52,8 @@ def pipeline_stages(graph: OpGraph, cluster: Cluster, placement: Placement) -> d
     a ``"Parameter"`` op (a torch weight or buffer, which runs nothing and which torch keeps with its module, as
     :func:`split_spec` skips it), then devices holding such ops only. Devices without ops are left out."""
     names, order = cluster.device_names, graph.topological_order.tolist()
-    held = [i for i in order if graph.op_types[i] == "Parameter"]
     stages: dict[str, list[str]] = {}
-    for i in [i for i in order if graph.op_types[i] != "Parameter"] + held:
+    for i in sorted(order, key=lambda i: graph.op_types[i] == "Parameter"):  # stable: Parameter ops last
         stages.setdefault(names[placement.devices[i]], [])
     for i in order:
         stages[names[placement.devices[i]]].append(graph.op_names[i])

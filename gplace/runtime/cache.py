@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.errors import check_sizes
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.wrapper import RuntimeWrapper
-from gplace.zoo.builder import check_sizes
 
 logger = logging.getLogger(__name__)
 

@@ -154,8 +154,8 @@ def calibrate(
             ``copy_repeats`` < 1, ``warmup`` < 0 or not whole numbers, or fewer than two distinct ``copy_sizes``.
         gplace.runtime.torch_runtime.TorchRunError: the graph does not run on a device.
     """
+    from gplace.ir.errors import check_sizes
     from gplace.runtime.torch_runtime import torch_device
-    from gplace.zoo.builder import check_sizes
 
     check_sizes("calibrate", 1, repeats=repeats, copy_repeats=copy_repeats)
     check_sizes("calibrate", 0, warmup=warmup)

@@ -73,10 +73,9 @@ from typing import Any, Literal
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.ir.errors import error_summary
+from gplace.ir.errors import check_sizes, error_summary
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
-from gplace.zoo.builder import check_sizes
 
 logger = logging.getLogger(__name__)
 

@@ -43,11 +43,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.ir.errors import error_summary
+from gplace.ir.errors import check_sizes, error_summary
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.parallel import ProblemKey, Worker, pickle_for_workers, pickled_runtime
 from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
-from gplace.zoo.builder import check_sizes
 
 logger = logging.getLogger(__name__)
 

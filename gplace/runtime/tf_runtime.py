@@ -61,10 +61,9 @@ from typing import Any
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
-from gplace.ir.errors import error_summary
+from gplace.ir.errors import check_sizes, error_summary
 from gplace.ir.placement import check_placement
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
-from gplace.zoo.builder import check_sizes
 
 logger = logging.getLogger(__name__)
 

@@ -83,12 +83,11 @@ from torch.utils import _pytree as pytree
 from gplace.importers.onnx import OnnxSource
 from gplace.importers.torch_export import TorchSource, exported_values
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
-from gplace.ir.errors import error_summary
+from gplace.ir.errors import check_sizes, error_summary
 from gplace.ir.placement import check_placement
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 from gplace.runtime.calibration import GPU_WARMUP_SECONDS
 from gplace.runtime.synthetic import synthesised
-from gplace.zoo.builder import check_sizes
 
 logger = logging.getLogger(__name__)
 

@@ -15,29 +15,6 @@ OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}
 UPDATE_OPS = {"sgd": "ApplyGradientDescent", "adagrad": "ApplyAdagrad", "adam": "ApplyAdam"}
 
 
-def check_sizes(model: str, low: int = 1, **sizes: object) -> None:
-    """Refuse a size of ``model`` that is not a whole number of at least ``low``, naming it (a zero made a graph
-    that failed later, deep inside, with a KeyError or ZeroDivisionError, or an empty one).
-
-    Raises:
-        ValueError: the first such size, by name.
-    """
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{model}: {name} must be a whole number >= {low}, got {value!r}")
-
-
-def check_flags(model: str, **flags: object) -> None:
-    """Refuse a flag of ``model`` that is not ``True`` or ``False``, naming it (``"no"`` was taken as true).
-
-    Raises:
-        ValueError: the first such flag, by name.
-    """
-    for name, value in flags.items():
-        if not isinstance(value, bool):
-            raise ValueError(f"{model}: {name} must be true or false, got {value!r}")
-
-
 class GraphBuilder:
     """Collects ops and edges; costs are roofline times of FLOPs and bytes on the reference devices.
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gplace.ir import Cluster, Device, Link
-from gplace.zoo.builder import check_flags, check_sizes
+from gplace.ir.errors import check_flags, check_sizes
 
 GB = 10**9
 

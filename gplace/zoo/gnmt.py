@@ -15,7 +15,8 @@ a loss per step, summed. Op names follow :mod:`gplace.zoo.nmt` (``encoder<l>``, 
 from __future__ import annotations
 
 from gplace.ir import OpGraph
-from gplace.zoo.builder import GraphBuilder, check_flags, check_sizes
+from gplace.ir.errors import check_flags, check_sizes
+from gplace.zoo.builder import GraphBuilder
 from gplace.zoo.nmt import attention_context
 
 

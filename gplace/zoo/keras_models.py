@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from gplace.ir import GraphError, OpGraph, graph_from_dict, graph_to_dict, load_json, save_json
-from gplace.zoo.builder import check_sizes
+from gplace.ir.errors import check_sizes
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gplace.ir import OpGraph
-from gplace.zoo.builder import GraphBuilder, check_flags, check_sizes
+from gplace.ir.errors import check_flags, check_sizes
+from gplace.zoo.builder import GraphBuilder
 
 
 def lstm_lm(

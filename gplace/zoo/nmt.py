@@ -11,7 +11,8 @@ logits and a loss per step; the losses are summed. Op names follow the Keras bui
 from __future__ import annotations
 
 from gplace.ir import OpGraph
-from gplace.zoo.builder import GraphBuilder, check_flags, check_sizes
+from gplace.ir.errors import check_flags, check_sizes
+from gplace.zoo.builder import GraphBuilder
 
 
 def unrolled_nmt(

@@ -13,7 +13,8 @@ step (the reference uses an adaptive softmax). Default sizes: the paper's WikiTe
 from __future__ import annotations
 
 from gplace.ir import OpGraph
-from gplace.zoo.builder import GraphBuilder, check_flags, check_sizes
+from gplace.ir.errors import check_flags, check_sizes
+from gplace.zoo.builder import GraphBuilder
 
 
 def transformer_xl(

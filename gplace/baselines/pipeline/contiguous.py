@@ -13,8 +13,8 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.baselines.base import Placer
 from gplace.baselines.pipeline.stages import Blocks, StageProblem, check_kind, stage_time
 from gplace.ir import Cluster, OpGraph
+from gplace.ir.errors import check_sizes
 from gplace.pipeline.simulator import check_microbatches
-from gplace.zoo.builder import check_sizes
 
 
 class StagePlacer(Placer):
@@ -81,14 +81,14 @@ def _fits(problem: StageProblem, unit: int, stage: int, used: int) -> bool:
 
 
 def _no_room(problem: StageProblem, unit: int, current: int) -> PlacementInfeasibleError:
-    op = int(np.flatnonzero(problem.units.unit_of == problem.order[unit])[0])
+    op = problem.first_op(int(problem.order[unit]))
     allowed = np.flatnonzero(problem.allowed[unit]).tolist()
     if not any(s >= current for s in allowed):
         return PlacementInfeasibleError(
-            f"op {problem.graph.op_names[op]!r} (with its colocation group) may run only on stages {allowed} (its "
+            f"op {op!r} (with its colocation group) may run only on stages {allowed} (its "
             f"pins and kinds) but comes after ops placed on stage {current}: no split in pipeline order has it")
     return PlacementInfeasibleError(
-        f"op {problem.graph.op_names[op]!r} (with its colocation group) fits no stage device after the earlier "
+        f"op {op!r} (with its colocation group) fits no stage device after the earlier "
         f"stages: {int(problem.memory[unit])} bytes needed, stage devices' capacities {problem.capacity.tolist()}"
     )
 

@@ -164,6 +164,10 @@ class StageProblem:
         self.capacity = cluster.memory[self.devices]
         self.edge_src, self.edge_dst, self.edge_seconds = self._unit_edges()
 
+    def first_op(self, unit: int) -> str:
+        """The name of unit ``unit``'s first op (``unit`` a unit id, as in ``units.unit_of``), for messages."""
+        return self.graph.op_names[int(np.flatnonzero(self.units.unit_of == unit)[0])]
+
     @property
     def num_stages(self) -> int:
         """Number of stage devices S."""
@@ -188,7 +192,7 @@ class StageProblem:
             order = np.argsort(time[u], kind="stable")
             room = [int(d) for d in order if np.isfinite(time[u, d]) and memory[u] <= free[d]]
             if not room:
-                op = self.graph.op_names[int(np.flatnonzero(self.units.unit_of == u)[0])]
+                op = self.first_op(u)
                 raise PlacementInfeasibleError(
                     f"op {op!r} (with its colocation group), which no stage device may run, needs {int(memory[u])} "
                     f"bytes (persistent + output) and fits none of its devices beside the ops placed there before it "
