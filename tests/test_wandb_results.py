@@ -109,6 +109,21 @@ def test_the_default_job_with_a_key_and_no_network_finishes_offline_and_says_so(
     assert list((tmp_path / "run").rglob("offline-run-*")) and time.monotonic() - started < 120
 
 
+def _settled(run: Path) -> dict[Path, int]:
+    """The W&B run files' modification times once they stop changing: the first job's W&B service process may
+    still be flushing its own log for a moment after the job has exited (a clean-clone CI run saw it 1.2 s later)."""
+    def snapshot() -> dict[Path, int]:
+        return {p: p.stat().st_mtime_ns for p in run.rglob("offline-run-*/**/*") if p.is_file()}
+
+    now, deadline = snapshot(), time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now, then = snapshot(), now
+        if now == then:
+            break
+    return now
+
+
 def test_a_refused_resume_opens_no_wandb_run(tmp_path):
     """A resume refused (another seed) opened the earlier W&B run again and overwrote its config, and Hydra's
     record of the run (.hydra/overrides.yaml) then said seed=1."""
@@ -122,7 +137,7 @@ def test_a_refused_resume_opens_no_wandb_run(tmp_path):
     assert job("seed=0").returncode == 0
     record = {p.name: p.read_text() for p in (run / ".hydra").iterdir()}
     assert set(record) == {"config.yaml", "hydra.yaml", "overrides.yaml"} and "- seed=0" in record["overrides.yaml"]
-    before = {p: p.stat().st_mtime_ns for p in run.rglob("offline-run-*/**/*") if p.is_file()}
+    before = _settled(run)
     refused = job("seed=1")
     assert refused.returncode == 2 and "seed 0" in refused.stderr, refused.stderr[-2000:]
     after = {p: p.stat().st_mtime_ns for p in run.rglob("offline-run-*/**/*") if p.is_file()}
