@@ -231,7 +231,7 @@ class OpGraph:
     def _per_op_arrays(self) -> list[tuple[str, np.ndarray]]:
         arrays = [("compute_cost", self.compute_cost), ("persistent_memory", self.persistent_memory),
                   ("temporary_memory", self.temporary_memory), ("output_bytes", self.output_bytes)]
-        return arrays + [(f"kind_cost[{k!r}]", v) for k, v in self.kind_cost.items()]
+        return arrays + [(f"kind_cost[{k!r}]", self.kind_cost[k]) for k in sorted(self.kind_cost)]
 
     def _validate_costs(self) -> None:
         for label, arr in self._per_op_arrays()[:1] + self._per_op_arrays()[4:]:

@@ -125,6 +125,22 @@ def test_fingerprint_includes_kind_names():
     assert a.fingerprint != b.fingerprint
 
 
+def test_fingerprint_hashes_kind_costs_by_kind_name_not_insertion_order():
+    """Per-kind costs were hashed in the order the kinds were added (``from_ops`` sorts, ``with_op_costs`` appends):
+    cpu=1, gpu=5 and gpu=1 then cpu=5 shared a fingerprint (a shared simulator gave one graph's step time for the
+    other), and the second graph's fingerprint changed when read back from JSON."""
+    from gplace.ir import graph_from_dict, graph_to_dict
+    from gplace.runtime.calibration import with_op_costs
+
+    edges = [Edge("a", "b")]
+    both = OpGraph.from_ops([Op(n, "T", None, {"cpu": 1.0, "gpu": 5.0}, output_bytes=8) for n in "ab"], edges)
+    gpu_only = OpGraph.from_ops([Op(n, "T", None, {"gpu": 1.0}, output_bytes=8) for n in "ab"], edges)
+    added = with_op_costs(gpu_only, "cpu", np.array([5.0, 5.0]))
+    assert list(added.kind_cost) == ["gpu", "cpu"]
+    assert added.fingerprint != both.fingerprint
+    assert graph_from_dict(graph_to_dict(added)).fingerprint == added.fingerprint
+
+
 def test_cluster_fingerprint_is_the_same_for_equal_numbers_of_any_type():
     """A speed of 1 and of 1.0 (or a NumPy scalar) hashed as different reprs: a run resumed with its cluster read
     back from JSON was refused as another cluster. Fingerprints of clusters of plain floats stay as they were."""
