@@ -37,14 +37,24 @@ class Device:
 
 @dataclass(frozen=True)
 class Link:
-    """A bidirectional link between two devices; each direction is its own channel."""
+    """A bidirectional link between two devices; each direction is its own channel, alike unless ``reverse_*``."""
 
     a: str
     b: str
     bandwidth: float
-    """Bytes per second."""
+    """Bytes per second (from ``a`` to ``b``, and back unless ``reverse_bandwidth``)."""
     latency: float = 0.0
-    """Seconds per transfer."""
+    """Seconds per transfer (from ``a`` to ``b``, and back unless ``reverse_latency``)."""
+    reverse_bandwidth: float | None = None
+    """Bytes per second from ``b`` to ``a`` where it differs (a calibrated link: host to GPU and back)."""
+    reverse_latency: float | None = None
+    """Seconds per transfer from ``b`` to ``a`` where it differs."""
+
+    def directions(self) -> tuple[tuple[str, str, float, float], ...]:
+        """``(src, dst, bandwidth, latency)`` of each direction."""
+        back_bw = self.bandwidth if self.reverse_bandwidth is None else self.reverse_bandwidth
+        back_lat = self.latency if self.reverse_latency is None else self.reverse_latency
+        return (self.a, self.b, self.bandwidth, self.latency), (self.b, self.a, back_bw, back_lat)
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,22 +104,22 @@ class Cluster:
             for end in (link.a, link.b):
                 if end not in index:
                     raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} names unknown device {end!r}")
-            for label in ("bandwidth", "latency"):
-                if not _is_number(getattr(link, label)):
+            for label in ("bandwidth", "latency", "reverse_bandwidth", "reverse_latency"):
+                value = getattr(link, label)
+                if not _is_number(value) and not (label.startswith("reverse") and value is None):
                     raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} {label} must be a number, "
-                                     f"got {getattr(link, label)!r}")
+                                     f"got {value!r}")
             if link.a == link.b:
                 raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} joins a device to itself (a device's "
                                  "own transfers are free)")
             if (link.a, link.b) in given or (link.b, link.a) in given:
                 raise GraphError(f"cluster {name!r}: two links between {link.a!r} and {link.b!r}")
             given.add((link.a, link.b))
-            if not (link.bandwidth > 0 and link.latency >= 0 and math.isfinite(link.latency)):
-                raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} has bandwidth {link.bandwidth} and "
-                                 f"latency {link.latency}; a bandwidth must be > 0, a latency finite and >= 0")
-            i, j = index[link.a], index[link.b]
-            bw[i, j] = bw[j, i] = link.bandwidth
-            lat[i, j] = lat[j, i] = link.latency
+            for src, dst, bandwidth, latency in link.directions():
+                if not (bandwidth > 0 and latency >= 0 and math.isfinite(latency)):
+                    raise GraphError(f"cluster {name!r}: link {src}->{dst} has bandwidth {bandwidth} and latency "
+                                     f"{latency}; a bandwidth must be > 0, a latency finite and >= 0")
+                bw[index[src], index[dst]], lat[index[src], index[dst]] = bandwidth, latency
         np.fill_diagonal(bw, np.inf)
         np.fill_diagonal(lat, 0.0)
         for i, j in zip(*np.nonzero(np.isnan(bw)), strict=True):

@@ -29,6 +29,9 @@ _EDGE_FIELDS = {"src", "dst", "bytes"}
 _CLUSTER_FIELDS = {"format", "version", "name", "devices", "links", "default_link"}
 _DEVICE_FIELDS = {"name", "kind", "speed", "memory"}
 _LINK_FIELDS = {"a", "b", "bandwidth", "latency"}
+_LINK_FIELDS_V2 = _LINK_FIELDS | {"reverse_bandwidth", "reverse_latency"}
+CLUSTER_VERSION_DIRECTED = 2
+"""Cluster documents with a link whose directions differ are written as version 2; both versions are read."""
 _DEFAULT_LINK_FIELDS = {"bandwidth", "latency"}
 
 
@@ -99,21 +102,27 @@ def _op_from_dict(i: int, rec: Any, known: set[str]) -> Op:
 
 # ---------------------------------------------------------------------- clusters
 def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
-    """A cluster as a JSON-ready dict (one link record per unordered pair); NumPy scalars become Python numbers."""
+    """A cluster as a JSON-ready dict (one link record per unordered pair, with ``reverse_*`` where its directions
+    differ); NumPy scalars become Python numbers."""
     devices = [{"name": str(d.name), "kind": str(d.kind), "speed": float(d.speed), "memory": int(d.memory)}
                for d in cluster.devices]
     links = []
     n = cluster.num_devices
     for i in range(n):
         for j in range(i + 1, n):
-            links.append({"a": cluster.device_names[i], "b": cluster.device_names[j],
-                          "bandwidth": float(cluster.bandwidth[i, j]), "latency": float(cluster.latency[i, j])})
-    return {"format": CLUSTER_FORMAT, "version": VERSION, "name": cluster.name, "devices": devices, "links": links}
+            rec = {"a": cluster.device_names[i], "b": cluster.device_names[j],
+                   "bandwidth": float(cluster.bandwidth[i, j]), "latency": float(cluster.latency[i, j])}
+            for label, matrix in (("reverse_bandwidth", cluster.bandwidth), ("reverse_latency", cluster.latency)):
+                if matrix[j, i] != matrix[i, j]:
+                    rec[label] = float(matrix[j, i])
+            links.append(rec)
+    version = CLUSTER_VERSION_DIRECTED if any(len(rec) > 4 for rec in links) else VERSION
+    return {"format": CLUSTER_FORMAT, "version": version, "name": cluster.name, "devices": devices, "links": links}
 
 
 def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
     """Parse a cluster document; optional ``default_link: {bandwidth, latency}`` fills missing pairs."""
-    _check_header(doc, CLUSTER_FORMAT)
+    _check_header(doc, CLUSTER_FORMAT, (VERSION, CLUSTER_VERSION_DIRECTED))
     where = f"cluster {doc.get('name')!r}"
     _check_fields(doc, _CLUSTER_FIELDS, where)
     try:
@@ -121,7 +130,8 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
     except GraphError as err:
         raise GraphError(f"{where}: {err}") from None
     for key, known, required in (("devices", _DEVICE_FIELDS, ("name", "kind")),
-                                 ("links", _LINK_FIELDS, ("a", "b", "bandwidth"))):
+                                 ("links", _LINK_FIELDS_V2 if doc["version"] == CLUSTER_VERSION_DIRECTED
+                                  else _LINK_FIELDS, ("a", "b", "bandwidth"))):
         for i, rec in enumerate(records[key]):
             if not isinstance(rec, Mapping):
                 raise GraphError(f"{where}: {key}[{i}] must be an object, got {type(rec).__name__} {rec!r}")
@@ -161,8 +171,10 @@ def _device_from_dict(i: int, rec: Mapping[str, Any]) -> Device:
 def _link_from_dict(rec: Mapping[str, Any]) -> Link:
     """A link record; a string or boolean bandwidth or latency is refused, as in graph documents."""
     a, b = _text(rec["a"], "a link's 'a'"), _text(rec["b"], "a link's 'b'")
+    reverse = {label: _opt_float(rec.get(label), f"link {a}<->{b} {label}")
+               for label in ("reverse_bandwidth", "reverse_latency")}
     return Link(a, b, _number(rec["bandwidth"], f"link {a}<->{b} bandwidth"),
-                _number(rec.get("latency", 0.0), f"link {a}<->{b} latency"))
+                _number(rec.get("latency", 0.0), f"link {a}<->{b} latency"), **reverse)
 
 
 # ---------------------------------------------------------------------- placements

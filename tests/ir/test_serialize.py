@@ -79,6 +79,23 @@ def test_a_cluster_of_numpy_numbers_saves_as_plain_json(tmp_path):
     assert cluster_from_dict(doc).fingerprint == cluster.fingerprint
 
 
+def test_a_cluster_whose_link_directions_differ_round_trips(tmp_path):
+    """A calibrated cluster fits each direction of a link on its own; its JSON kept one record per pair from the
+    upper triangle, so a read-back GPU->CPU copy of 1 MB took the CPU->GPU 0.11 ms instead of 1.05 ms."""
+    from gplace.runtime.calibration import LinkFit, with_link_costs
+
+    cluster = with_link_costs(cpu_gpu_cluster(2), [LinkFit(1, 0, 1e-9, 5e-5), LinkFit(0, 1, 1e-10, 1e-5)])
+    doc = json.loads(json.dumps(cluster_to_dict(cluster)))
+    assert doc["version"] == 2 and doc["links"][0]["reverse_bandwidth"] == pytest.approx(1e9)
+    back = cluster_from_dict(doc)
+    assert back.transfer_time(10**6, 1, 0) == cluster.transfer_time(10**6, 1, 0) == pytest.approx(1.05e-3)
+    assert back.fingerprint == cluster.fingerprint
+    assert cluster_to_dict(cpu_gpu_cluster(2))["version"] == 1  # alike both ways: the old format
+    doc["version"] = 1
+    with pytest.raises(GraphError, match=r"links\[0\]: unknown field\(s\) \['reverse_bandwidth'"):
+        cluster_from_dict(doc)
+
+
 def test_placement_for_other_graph_is_refused():
     g, c = _rich_graph(), cpu_gpu_cluster(2)
     doc = placement_to_dict(Placement.for_graph(g, [0, 1, 1]), g, c)
