@@ -281,18 +281,26 @@ class Run(Loop):
     sample_step_times: list[float] = field(default_factory=list, kw_only=True, repr=False)
     """Each sample's step time in the order measured (``inf`` where it failed)."""
     _projection: ProjectionCache = field(default_factory=ProjectionCache, kw_only=True, repr=False)
+    _warned_penalty: bool = field(default=False, kw_only=True, repr=False)
 
     def imitation_target(self, placer: Any) -> np.ndarray | None:
         """The best placement so far projected onto the policy's groups (``placer.project``), ``None`` before
         any placement succeeded. Shapes: returns (N,) int64."""
         return None if self.best is None else self._projection(placer, self.best[0])
 
-    def observe(self, rollout: Rollout) -> None:
-        """Count the samples, log the failed measurements with their placements, keep the fastest successful one."""
+    def observe(self, rollout: Rollout, penalty_step_time: float) -> None:
+        """Count the samples, log the failed measurements with their placements, keep the fastest successful one;
+        warn once when a placement that ran was slower than ``penalty_step_time``, a failure's charge."""
         self.samples += len(rollout.placements)
+        slowest = max((m.step_time for m in rollout.measurements if m.ok), default=0.0)
+        if slowest > penalty_step_time and not self._warned_penalty:
+            self._warned_penalty = True
+            log.warning("a placement that ran took %.4g s, more than the penalty_step_time (%.4g s) a failed one is "
+                        "charged, so failing is rewarded above it: set penalty_step_time above the step times",
+                        slowest, penalty_step_time)
         self.sample_step_times.extend(m.step_time if m.ok else math.inf for m in rollout.measurements)
         log_failures(rollout.placements, rollout.measurements)
-        i = int(torch.argmin(rollout.step_time))
+        i = int(torch.argmin(torch.where(rollout.ok, rollout.step_time, math.inf)))  # failures are charged a penalty
         m = rollout.measurements[i]
         if m.ok and (self.best is None or m.step_time < self.best[1].step_time):
             self.best = (rollout.placements[i], m)
@@ -305,7 +313,7 @@ class Run(Loop):
             "charts/baseline": baseline,
             "charts/samples": self.samples,
             "rollout/mean_step_time": float(rollout.step_time[ok].mean()) if ok.any() else math.inf,
-            "rollout/min_step_time": float(rollout.step_time.min()) if ok.any() else math.inf,
+            "rollout/min_step_time": float(rollout.step_time[ok].min()) if ok.any() else math.inf,
             "rollout/failures": int((~ok).sum()),
         }
 

@@ -109,7 +109,7 @@ class PPOTrainer(PPOSettings):
                     devices, old_log_prob, _ = placer.sample(self.samples_per_update, generator=run.generator)
                 devices = np.asarray(devices)
                 rollout = measure_rollout(devices, runtime, graph, cluster, self.penalty_step_time)
-                run.observe(rollout)
+                run.observe(rollout, self.penalty_step_time)
 
                 # baseline and advantages, fixed for all epochs; failures stay out of the EMA
                 b = self._baseline_value(run.baseline(fallback=rollout.batch_mean()), rollout)

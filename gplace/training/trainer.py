@@ -51,7 +51,7 @@ class ReinforceTrainer(SearchSettings):
                 # rollout: sample K placements and measure each
                 devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=run.generator)
                 rollout = measure_rollout(np.asarray(devices), runtime, graph, cluster, self.penalty_step_time)
-                run.observe(rollout)
+                run.observe(rollout, self.penalty_step_time)
 
                 # baseline: EMA of successful rewards (failures stay out of it), or the risk-seeking quantile
                 reward = rollout.reward.to(log_prob)  # the policy's dtype and device

@@ -507,3 +507,27 @@ def test_ppo_stops_its_epochs_when_the_time_is_up(monkeypatch):
     monkeypatch.setattr(_loop.Loop, "out_of_time", lambda self, limit: next(checks, True))
     PPOTrainer(updates=1, epochs=50, samples_per_update=4, max_seconds=60.0).fit(placer, Simulator(), g, c)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("trainer", [ReinforceTrainer, PPOTrainer])
+def test_a_placement_slower_than_the_failure_penalty_is_kept_and_warned_about(trainer, caplog):
+    """A failure is charged penalty_step_time (100 s); the best sample of a batch was its least charged one, so a
+    placement that ran in 150 s lost to a failure, was never kept, and the search raised NothingFitError."""
+    from gplace.ir import Cluster, Device, Op, OpGraph
+    from gplace.policies import MLPPolicy
+
+    ops = [Op(n, "MatMul", 150.0, persistent_memory=6 * 10**6, output_bytes=10) for n in "ab"]
+    graph = OpGraph.from_ops(ops, [], name="two_big")  # both on one 10 MB GPU run out of memory
+    cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, 10**7) for i in range(2)], default_bandwidth=1e9)
+    torch.manual_seed(0)
+    placer = PolicyPlacer(graph, cluster, LSTMEncoder(hidden_size=16, type_embedding=8), MLPPolicy(2, 16),
+                          max_groups=None, merge_consumers=False)
+    with caplog.at_level(logging.WARNING, logger="gplace.training"):
+        result = trainer(updates=2, samples_per_update=8, imitation_steps=0, seed=0).fit(placer, Simulator(), graph,
+                                                                                         cluster)
+    ran = [t for t in result.sample_step_times if np.isfinite(t)]
+    assert ran and len(ran) < len(result.sample_step_times)  # both kinds in the batches
+    assert result.best_step_time == 150.0
+    assert result.history[0]["rollout/min_step_time"] in (150.0, np.inf)
+    warned = [r.getMessage() for r in caplog.records if "penalty_step_time" in r.getMessage()]
+    assert len(warned) == 1 and "took 150 s" in warned[0]
