@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import torch
 
+EQUAL_REWARDS = 1e-6
+"""Rewards whose standard deviation is below this fraction of their largest size count as equal."""
+
 
 def step_time_reward(step_time: torch.Tensor) -> torch.Tensor:
     """The paper's reward, ``-sqrt(step time)``.
@@ -21,8 +24,10 @@ def batch_advantage(reward: torch.Tensor, baseline: float, *, normalize: bool = 
     Args:
         reward: reward of each sample.
         baseline: subtracted from the rewards.
-        normalize: divide by the standard deviation of the K rewards, so the scale of step times does not matter
-            (default: False).
+        normalize: divide by the standard deviation of the K rewards, so the scale of step times does not matter;
+            not where the rewards are equal to a millionth of their size (a collapsed policy's batch): dividing by
+            that spread gave advantages of 1e6, set the step by the gradient clip alone and drowned the entropy
+            bonus (default: False).
         best_only: samples below ``baseline`` get no advantage: with :func:`risk_seeking_baseline` as the
             baseline, the risk-seeking advantage (default: False).
 
@@ -30,7 +35,7 @@ def batch_advantage(reward: torch.Tensor, baseline: float, *, normalize: bool = 
         reward (K,) -> (K,), without gradient.
     """
     out = reward.detach() - baseline
-    if normalize and out.numel() > 1:
+    if normalize and out.numel() > 1 and out.std() > EQUAL_REWARDS * reward.detach().abs().max():
         out = out / (out.std() + 1e-8)
     return out.clamp(min=0.0) if best_only else out
 

@@ -73,3 +73,13 @@ def test_risk_seeking_loss_moves_only_the_kept_samples():
     terms["loss_policy"].backward()
     # the 0.5 quantile is -2.5: advantages 1.5 and 0.5 on the two best, zero on the others; d/dlogp = -adv / K
     assert log_prob.grad.tolist() == pytest.approx([-0.375, -0.125, 0.0, 0.0])
+
+
+def test_normalised_advantages_of_equal_rewards_stay_unscaled():
+    """Rewards equal to a millionth (a collapsed policy's batch) were divided by their ~0 spread: +1e6 advantages
+    from a baseline 0.01 away, and 2e5 from one reward off by 1e-7. A batch with a real spread is still scaled."""
+    for reward in (torch.full((8,), -1.0, dtype=torch.float64),
+                   torch.tensor([-1.0] * 7 + [-1.0 - 1e-7], dtype=torch.float64)):
+        assert batch_advantage(reward, -1.01, normalize=True).tolist() == pytest.approx([0.01] * 8, abs=2e-7)
+    spread = torch.tensor([-1.0, -1.001], dtype=torch.float64)
+    assert batch_advantage(spread, -1.0005, normalize=True).tolist() == pytest.approx([0.7071, -0.7071], abs=1e-3)
