@@ -368,7 +368,10 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
     except RuntimeError as err:
         raise ValueError(f"{path}: the weights do not fit {spec['class']}({spec['kwargs']}): {err}") from None
     if "temperature" in spec:
-        module.temperature = float(spec["temperature"])
+        try:
+            module.temperature = spec["temperature"]
+        except ValueError as err:
+            raise ValueError(f"{path}: field '{spec['class']}' {err}") from None
     return module
 
 

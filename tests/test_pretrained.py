@@ -163,6 +163,8 @@ def test_a_policys_temperature_and_dtype_survive_the_round_trip(tmp_path):
                                                           "policy": doc["state"]["encoder"]}),
      "field 'policy' is a GNNEncoder, not a gplace policy"),  # an AttributeError ('greedy') when placing
     (lambda doc: doc.update(meta="notadict"), "field 'meta' must be a mapping, got str"),
+    (lambda doc: doc["policy"].update(temperature=0.0),  # NaN log-probabilities, groups on barred devices
+     r"field 'gplace.policies.device_aware.DeviceAwarePolicy' temperature must be a finite number > 0, got 0.0"),
 ])
 def test_a_file_whose_fields_are_of_the_wrong_kind_is_named(tmp_path, edit, match):
     encoder, policy = _modules()

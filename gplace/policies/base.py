@@ -9,6 +9,8 @@ greedy decoding, log-probabilities and entropies follow from them here.
 
 from __future__ import annotations
 
+import math
+from numbers import Real
 from typing import NamedTuple
 
 import torch
@@ -102,7 +104,24 @@ def score(log_p: torch.Tensor, devices: torch.Tensor, allowed: torch.Tensor) -> 
     return PolicyOutput(devices, log_prob, entropy)
 
 
-class IndependentPolicy(Configurable, nn.Module):
+class Tempered:
+    """A policy's sampling temperature, checked when set (0 gave NaN log-probabilities and sampled barred devices)."""
+
+    _temperature: float = 1.0
+
+    @property
+    def temperature(self) -> float:
+        """Logits are divided by this before the softmax: finite and > 0 (default: 1.0)."""
+        return self._temperature
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < math.inf:
+            raise ValueError(f"temperature must be a finite number > 0, got {value!r}")
+        self._temperature = float(value)
+
+
+class IndependentPolicy(Tempered, Configurable, nn.Module):
     """Base of policies that choose every group's device independently given the states, in one pass.
 
     The public methods check their inputs and apply temperature and mask; subclasses implement
@@ -128,8 +147,6 @@ class IndependentPolicy(Configurable, nn.Module):
         if state_size < 1:
             raise ValueError(f"state_size must be >= 1, got {state_size}")
         self.state_size, self._num_devices = state_size, num_devices
-        self.temperature = 1.0
-        """Logits are divided by this before the softmax (default: 1.0)."""
 
     @property
     def capabilities(self) -> PolicyCapabilities:

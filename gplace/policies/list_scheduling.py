@@ -31,7 +31,7 @@ from torch import nn
 from gplace.configurable import Configurable
 from gplace.features import DEVICE_FEATURES
 from gplace.interfaces import PolicyCapabilities
-from gplace.policies.base import PolicyOutput, check_devices, check_inputs
+from gplace.policies.base import PolicyOutput, Tempered, check_devices, check_inputs
 from gplace.policies.device_aware import relative_device_features, two_layer_mlp
 from gplace.policies.schedule_context import ScheduleContext
 from gplace.policies.schedule_rollout import (
@@ -49,7 +49,7 @@ MEMORY_PENALTY = 20.0
 """Logit subtracted from a device without room for the group while another allowed device has room."""
 
 
-class ListSchedulingPolicy(Configurable, nn.Module):
+class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
     """Places groups in rank order, scoring devices by features of the partial schedule (see the module docstring).
 
     Args:
@@ -117,8 +117,6 @@ class ListSchedulingPolicy(Configurable, nn.Module):
         if residual_bound is not None and not residual_bound > 0:
             raise ValueError(f"residual_bound must be > 0 or None, got {residual_bound}")
         self.residual_bound = residual_bound
-        self.temperature = 1.0
-        """Logits are divided by this before the softmax (default: 1.0)."""
 
     # ------------------------------------------------------------------ public entry points
     def sample(self, states: torch.Tensor, allowed: torch.Tensor, num_samples: int,

@@ -11,7 +11,15 @@ from torch.utils.checkpoint import checkpoint
 
 from gplace.configurable import Configurable
 from gplace.interfaces import PolicyCapabilities
-from gplace.policies.base import PolicyOutput, check_devices, check_inputs, gumbel_argmax, masked_log_softmax, score
+from gplace.policies.base import (
+    PolicyOutput,
+    Tempered,
+    check_devices,
+    check_inputs,
+    gumbel_argmax,
+    masked_log_softmax,
+    score,
+)
 
 _Choose = Callable[[int, torch.Tensor], torch.Tensor]
 
@@ -19,7 +27,7 @@ RECOMPUTE_ABOVE_BYTES = 2 * 2**30
 """Attention activations (summed over the decoding steps) above which they are recomputed in the backward pass."""
 
 
-class Seq2SeqPolicy(Configurable, nn.Module):
+class Seq2SeqPolicy(Tempered, Configurable, nn.Module):
     """Decodes a device for each group in turn, attending over the encoder states (Bahdanau attention).
 
     The input at step ``t`` is the embedding of the device chosen at ``t - 1`` (a start token at ``t = 0``)
@@ -51,8 +59,6 @@ class Seq2SeqPolicy(Configurable, nn.Module):
             raise ValueError(f"num_devices must be >= 1, got {num_devices}")
         state_size = hidden_size if state_size is None else state_size
         self.num_devices, self.state_size = num_devices, state_size
-        self.temperature = 1.0
-        """Logits are divided by this before the softmax (default: 1.0)."""
         self.device_embedding = nn.Embedding(num_devices + 1, device_embedding)  # index D is the start token
         self.init_state = nn.Linear(state_size, hidden_size)
         self.cell = nn.LSTMCell(device_embedding + state_size, hidden_size)

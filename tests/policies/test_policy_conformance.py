@@ -127,6 +127,19 @@ def test_gradients_reach_every_parameter(placer):
         assert torch.isfinite(p.grad).all(), name
 
 
+@pytest.mark.parametrize("name", POLICIES)
+@pytest.mark.parametrize("temperature", [0, -1.0, float("nan"), float("inf"), "0.5", True])
+def test_a_temperature_that_is_not_a_finite_positive_number_is_refused(name, temperature):
+    """A temperature of 0 gave NaN log-probabilities and put groups on barred devices; a negative one inverted the
+    preferences, silently."""
+    policy = _policy(name, 3)
+    with pytest.raises(ValueError, match=f"temperature must be a finite number > 0, got {temperature!r}"):
+        policy.temperature = temperature
+    assert policy.temperature == 1.0
+    policy.temperature = 0.25
+    assert policy.temperature == 0.25
+
+
 @pytest.mark.parametrize("encoder", ENCODERS)
 def test_device_aware_policy_serves_3_and_5_devices_with_one_set_of_weights(graph, encoder):
     """One DeviceAwarePolicy places on a 3- and a 5-device cluster; samples are valid and evaluate matches."""
