@@ -158,6 +158,23 @@ def test_a_policys_temperature_and_dtype_survive_the_round_trip(tmp_path):
     assert {p.dtype for p in loaded.parameters()} == {torch.float64}
 
 
+@pytest.mark.parametrize("encoder", ["lstm", "gat"])
+def test_a_float64_policy_places_and_trains(encoder):
+    """A float64 policy loaded from its file could not place anything: the placer's features stayed float32
+    ('mat1 and mat2 must have the same dtype'), as did the GNN encoder's edge features."""
+    from gplace.encoders import LSTMEncoder
+    from gplace.training import ReinforceTrainer
+
+    torch.manual_seed(0)
+    net = LSTMEncoder(hidden_size=16) if encoder == "lstm" else GNNEncoder("gat", hidden_size=16, heads=2)
+    graph, cluster = random_dag(12, seed=1), uniform_cluster(2)
+    placer = PolicyPlacer(graph, cluster, net.double(), DeviceAwarePolicy(hidden_size=16, state_size=16).double())
+    assert placer.greedy().devices.shape == (12,)
+    result = ReinforceTrainer(updates=2, samples_per_update=4, imitation_steps=0).fit(placer, Simulator(), graph,
+                                                                                      cluster)
+    assert np.isfinite(result.best_step_time)
+
+
 @pytest.mark.parametrize(("edit", "match"), [
     (lambda doc: doc.update(policy=doc["encoder"], state={"encoder": doc["state"]["encoder"],
                                                           "policy": doc["state"]["encoder"]}),

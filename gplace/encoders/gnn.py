@@ -80,9 +80,10 @@ def both_directions(edge_index: torch.Tensor, edge_attr: torch.Tensor) -> tuple[
     """Every edge forward and reversed, with ``log1p(bytes) / 10`` and a direction flag (+1, -1) per edge.
 
     Shapes:
-        edge_index (2, E) int64, edge_attr (E, 1); returns (2, 2E) int64 and (2E, 2) float32.
+        edge_index (2, E) int64, edge_attr (E, 1); returns (2, 2E) int64 and (2E, 2) in edge_attr's floating dtype
+        (float32 for integer bytes).
     """
-    scaled = edge_attr.to(torch.float32) / _LOG_SCALE
+    scaled = (edge_attr if edge_attr.is_floating_point() else edge_attr.to(torch.float32)) / _LOG_SCALE
     ones = torch.ones_like(scaled)
     attr = torch.cat([torch.cat([scaled, ones], 1), torch.cat([scaled, -ones], 1)], 0)
     return torch.cat([edge_index, edge_index.flip(0)], 1), attr
