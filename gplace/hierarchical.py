@@ -164,9 +164,10 @@ class HierarchicalPlacer(nn.Module):
     entropy. Per-op features and masks are non-persistent buffers, so ``state_dict`` holds only the weights of
     grouper, encoder and policy and ``.to(device)`` moves everything.
 
-    Trains with :class:`~gplace.training.ReinforceTrainer`, not with PPO or a warm start: :meth:`evaluate` would
-    need the groupings the samples were drawn with (placements alone do not determine them), and
-    :meth:`project` has no fixed groups to project onto; both raise ``NotImplementedError``.
+    Trains with :class:`~gplace.training.ReinforceTrainer`, not with PPO, a warm start or ``self_imitation``:
+    :meth:`evaluate` would need the groupings the samples were drawn with (placements alone do not determine
+    them), and :meth:`project` has no fixed groups to project onto; both raise ``NotImplementedError``, and the
+    trainers refuse those settings before the first sample (:attr:`rescores`).
 
     Args:
         graph: the graph to place.
@@ -181,6 +182,9 @@ class HierarchicalPlacer(nn.Module):
     """
 
     name = "hierarchical"
+
+    rescores = False
+    """No :meth:`evaluate` or :meth:`project` (see :class:`~gplace.interfaces.TrainablePlacer`)."""
 
     def __init__(self, graph: OpGraph, cluster: Cluster, grouper: nn.Module, encoder: nn.Module, policy: nn.Module,
                  *, device_features: np.ndarray | torch.Tensor | None = None) -> None:
@@ -273,7 +277,7 @@ class HierarchicalPlacer(nn.Module):
             NotImplementedError: always; train with :class:`~gplace.training.ReinforceTrainer`.
         """
         raise NotImplementedError("HierarchicalPlacer cannot re-score placements without the groupings they were "
-                                  "sampled with; train it with ReinforceTrainer (no PPO, no warm start)")
+                                  "sampled with; train it with ReinforceTrainer (no PPO, warm start or self_imitation)")
 
     def project(self, placement: Placement) -> Placement:
         """Not available: there are no fixed groups to project a warm-start placement onto.

@@ -124,6 +124,10 @@ class Policy(Protocol):
 class TrainablePlacer(Protocol):
     """What a trainer needs of a learned placer for one graph and cluster (e.g. :class:`gplace.PolicyPlacer`).
 
+    A placer that cannot re-score or project placements (``evaluate`` and ``project`` raise
+    ``NotImplementedError``, as :class:`gplace.hierarchical.HierarchicalPlacer`'s) sets ``rescores = False``: PPO, a
+    warm start and ``self_imitation`` then refuse it before the first sample.
+
     Shapes:
         ``sample`` returns devices (K, N) int64 per op, log_prob (K,), entropy (K,); ``evaluate`` takes (K, N).
     """

@@ -131,10 +131,26 @@ def test_reinforce_trains_grouper_and_placer_jointly(graph, cluster, tmp_path):
     assert any(k.startswith("grouper.") for k in saved) and not any(k.startswith("op_") for k in saved)
 
 
-def test_ppo_and_warm_start_are_refused_plainly(graph, cluster):
+class _CountingSimulator(Simulator):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def measure_many(self, graph, cluster, placements):
+        self.calls += 1
+        return super().measure_many(graph, cluster, placements)
+
+
+def test_ppo_warm_start_and_self_imitation_are_refused_before_the_first_sample(graph, cluster):
+    """self_imitation raised from project after the first update's samples were measured; PPO after its first."""
     placer = _placer(graph, cluster)
-    with pytest.raises(NotImplementedError, match="ReinforceTrainer"):
-        PPOTrainer(updates=1, samples_per_update=2).fit(placer, Simulator(), graph, cluster)
+    runtime = _CountingSimulator()
+    for trainer, warm_start, needs in ((PPOTrainer(updates=1, samples_per_update=2), None, "PPOTrainer"),
+                                       (ReinforceTrainer(updates=1), placer.greedy(), "a warm start"),
+                                       (ReinforceTrainer(updates=1, self_imitation=0.1), None, "self_imitation")):
+        with pytest.raises(NotImplementedError, match=f"HierarchicalPlacer cannot re-score .* which {needs} need"):
+            trainer.fit(placer, runtime, graph, cluster, warm_start=warm_start)
+    assert runtime.calls == 0
     with pytest.raises(NotImplementedError, match="no fixed groups"):
         placer.project(placer.greedy())
 

@@ -419,6 +419,7 @@ def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster
     policy's groups (or, later, a sample) beats it: a warm-started search never ends worse than its start.
     Imitation stops early once half of ``settings.max_seconds`` is spent.
     """
+    check_rescores(placer, settings, warm_start)
     run = start_run(placer, runtime, graph, cluster, lr=settings.lr, seed=settings.seed,
                     baseline_decay=settings.baseline_decay, run_dir=run_dir, logger=logger,
                     trainer_id=type(settings).__name__, trainer_settings=dataclasses.asdict(settings))
@@ -431,6 +432,23 @@ def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster
         run.best = min(seen, key=lambda b: b[1].step_time, default=None)  # the given one on a tie
         run.checkpoint(placer, -1, every=1, done=True)  # a run killed later resumes after the imitation
     return run
+
+
+def check_rescores(placer: Any, settings: SearchSettings, warm_start: Placement | None) -> None:
+    """Refuse, before the first sample, what needs ``placer.evaluate``/``project`` of a placer without them.
+
+    Raises:
+        NotImplementedError: ``placer.rescores`` is false and the trainer re-scores its samples (PPO), or is given a
+            warm start or ``self_imitation``.
+    """
+    if getattr(placer, "rescores", True):
+        return
+    needs = [what for what, used in ((type(settings).__name__, getattr(settings, "rescores_samples", False)),
+                                     ("a warm start", warm_start is not None),
+                                     ("self_imitation", bool(getattr(settings, "self_imitation", 0)))) if used]
+    if needs:
+        raise NotImplementedError(f"{type(placer).__name__} cannot re-score or project placements, which "
+                                  f"{' and '.join(needs)} need; train it with ReinforceTrainer without them")
 
 
 # ---------------------------------------------------------------------- warm start and the end

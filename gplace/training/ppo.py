@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -92,6 +93,9 @@ class PPOTrainer(PPOSettings):
     Configured by the fields of :class:`~gplace.training.settings.PPOSettings` (keywords only), e.g.
     ``PPOTrainer(updates=50, epochs=2)``.
     """
+
+    rescores_samples: ClassVar[bool] = True
+    """PPO re-scores its samples with ``placer.evaluate`` (see :func:`~gplace.training._loop.check_rescores`)."""
 
     def fit(
         self, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph, cluster: Cluster, *,
