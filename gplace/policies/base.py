@@ -82,10 +82,14 @@ def gumbel_argmax(log_p: torch.Tensor, num_samples: int, generator: torch.Genera
     Shapes:
         log_p (G, D); returns (K, G) int64.
     """
-    shape = (num_samples, *log_p.shape)
-    noise_device = log_p.device if generator is None else generator.device
-    u = torch.rand(shape, generator=generator, device=noise_device, dtype=log_p.dtype).to(log_p.device)
-    return (log_p.detach() - torch.log(-torch.log(u.clamp_min(1e-20)))).argmax(-1)
+    return (log_p.detach() + gumbel_noise((num_samples, *log_p.shape), log_p, generator)).argmax(-1)
+
+
+def gumbel_noise(shape: tuple[int, ...], like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Standard Gumbel noise of ``shape``, drawn on ``generator``'s device and returned on ``like``'s, in its dtype."""
+    noise_device = like.device if generator is None else generator.device
+    u = torch.rand(shape, generator=generator, device=noise_device, dtype=like.dtype).to(like.device)
+    return -torch.log(-torch.log(u.clamp_min(1e-20)))
 
 
 def score(log_p: torch.Tensor, devices: torch.Tensor, allowed: torch.Tensor) -> PolicyOutput:

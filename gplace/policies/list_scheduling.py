@@ -31,7 +31,7 @@ from torch import nn
 from gplace.configurable import Configurable
 from gplace.features import DEVICE_FEATURES
 from gplace.interfaces import PolicyCapabilities
-from gplace.policies.base import PolicyOutput, Tempered, check_devices, check_inputs
+from gplace.policies.base import PolicyOutput, Tempered, check_devices, check_inputs, gumbel_noise
 from gplace.policies.device_aware import relative_device_features, two_layer_mlp
 from gplace.policies.schedule_context import ScheduleContext
 from gplace.policies.schedule_rollout import (
@@ -132,8 +132,7 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
             raise ValueError(f"num_samples must be >= 1, got {num_samples}")
 
         def draw(logits: torch.Tensor, g: int) -> torch.Tensor:
-            u = torch.rand(logits.shape, generator=generator, dtype=logits.dtype).clamp_min(1e-20)
-            return (logits - torch.log(-torch.log(u))).argmax(-1)
+            return (logits + gumbel_noise(logits.shape, logits, generator)).argmax(-1)
 
         return self._decode(states, allowed, device_features, schedule, num_samples, draw)
 
