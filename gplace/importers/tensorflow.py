@@ -570,7 +570,9 @@ def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | N
         targets.append(_batch_spec(tf, t.shape[:-1] if sparse else t.shape, "int32" if sparse else t.dtype,
                                    batch_size, f"y{i}"))
     opt = optimizer if optimizer is not None else getattr(model, "optimizer", None) or "sgd"
-    opt = keras.optimizers.get(opt) if isinstance(opt, str) else opt
+    if isinstance(opt, str):  # its variables' scope is its name, which Keras numbers per process (sgd, sgd_1, ...)
+        made = keras.optimizers.get(opt)
+        opt = type(made).from_config({**made.get_config(), "name": re.sub(r"_\d+$", "", made.name)})
     variables = model.trainable_variables
     if not getattr(opt, "built", False):
         opt.build(variables)
@@ -983,7 +985,7 @@ class _Builder:
             for t in dict.fromkeys(op.inputs):
                 key = (t.op.name, op.name)
                 nbytes[key] = nbytes.get(key, 0) + self.tensors[t.name].nbytes
-            for dep in op.control_inputs:
+            for dep in sorted(op.control_inputs, key=lambda d: d.name):  # TensorFlow's order varies by process
                 nbytes.setdefault((dep.name, op.name), 0)
         return [Edge(src, dst, b) for (src, dst), b in nbytes.items() if src != dst]
 

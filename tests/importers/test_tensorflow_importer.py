@@ -376,6 +376,31 @@ def test_keras_inference_and_training_step():
         assert all(d >= 0 for s in shapes for d in s), step.op_names[i]
 
 
+_FINGERPRINT_SCRIPT = """
+import os, sys
+sys.path.insert(0, os.environ["GPLACE_TEST_DIR"])
+from test_tensorflow_importer import _mlp
+from gplace.importers.tensorflow import from_tensorflow
+print(from_tensorflow(_mlp(), training=True, batch_size=4).fingerprint)
+"""
+
+
+def test_a_training_step_imports_with_one_fingerprint_in_every_process():
+    """A training step's fingerprint changed with each import: an optimiser named by string was numbered anew
+    (sgd/..., then sgd_1/...), and control edges kept TensorFlow's order, which differs between processes; a
+    placement saved for one import was refused for the next."""
+    import subprocess
+    import sys
+
+    here = from_tensorflow(_mlp(), training=True, batch_size=4)
+    assert from_tensorflow(_mlp(), training=True, batch_size=4).fingerprint == here.fingerprint
+    env = {**os.environ, "GPLACE_TEST_DIR": os.path.dirname(__file__)}
+    for seed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-c", _FINGERPRINT_SCRIPT], env={**env, "PYTHONHASHSEED": seed},
+                             capture_output=True, text=True, timeout=300, check=True)
+        assert out.stdout.split()[-1] == here.fingerprint
+
+
 def test_a_keras_training_step_carries_forward_backward_and_update_phases():
     """Gradient-tape ops are backward (each naming the forward op it differentiates where its scope is one),
     the optimiser and what follows it are update ops, the rest forward; the pipeline simulator accepts it.
