@@ -120,12 +120,15 @@ def from_torch(
         program = _joint_graph(ep, args, kwargs)
         state = _joint_state(program.graph)
         values = _joint_values(program.graph, ep, args, kwargs)
+        tied = _tied(state, values)
     else:
         program, state = ep, _signature_state(ep)
+        tensors = {**ep.state_dict, **ep.constants}
+        tied = _tied(state, {name: tensors.get(fqn) for name, fqn in state.items()})
     graph_module = program if isinstance(program, torch.fx.GraphModule) else ep.graph_module
     trips = {} if training else _while_loop_trips(ep)
     try:
-        ops, edges, paths = _FxBuilder(graph_module, state, trips).build()
+        ops, edges, paths = _FxBuilder(graph_module, state, trips, tied).build()
         return OpGraph.from_ops(ops, edges, name=graph_name, source=TorchSource(program, paths, training, values))
     except GraphError as err:
         if isinstance(err, UnsupportedGraphError):
@@ -286,6 +289,25 @@ def _joint_values(graph: torch.fx.Graph, ep: ExportedProgram, args: tuple[Any, .
                 and value.dtype == traced.dtype):
             values[node.name] = value.detach()
     return values
+
+
+def _tied(state: Mapping[str, str], tensors: Mapping[str, Any]) -> dict[str, str]:
+    """State placeholder -> the first state placeholder holding the same memory (tied weights: an embedding and
+    the output layer sharing one tensor), for every placeholder of such a set."""
+    import torch
+
+    first: dict[tuple, str] = {}
+    tied: dict[str, str] = {}
+    for name in state:
+        t = tensors.get(name)
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta" or not t.untyped_storage().data_ptr():
+            continue
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        if key in first:
+            tied[name] = tied[first[key]] = first[key]
+        else:
+            first[key] = name
+    return tied
 
 
 def _default_name(obj: Any, training: bool) -> str:
@@ -496,9 +518,11 @@ class _FxBuilder:
     """Turns an FX graph with fake-tensor metadata into op and edge records (one pass over the nodes)."""
 
     def __init__(self, graph_module: torch.fx.GraphModule, state: Mapping[str, str],
-                 trips: Mapping[str, int] | None = None) -> None:
+                 trips: Mapping[str, int] | None = None, tied: Mapping[str, str] | None = None) -> None:
         self.gm = graph_module
         self.state = state
+        self.tied = dict(tied or {})
+        """State placeholder -> the first of the placeholders sharing its tensor (:func:`_tied`)."""
         self.trips = dict(trips or {})
         """``while_loop`` node name -> its passes on the example inputs (:func:`_while_loop_trips`)."""
         self.values: dict[str, tuple[str | None, TensorSpec | None]] = {}
@@ -548,12 +572,14 @@ class _FxBuilder:
         if spec is None:
             raise UnsupportedGraphError(f"node {node.name!r}: state tensor {fqn!r} has no shape metadata")
         readers = [u for u in node.users if u.op != "output"]
-        if len(readers) == 1:
+        first = self.tied.get(node.name)
+        if len(readers) == 1 and first is None:
             self.folded[node.name] = spec.nbytes
             self.values[node.name] = (None, spec)
             return
-        self.ops.append(Op(node.name, "Parameter", 0.0, persistent_memory=spec.nbytes,
-                           output_bytes=spec.nbytes, output_shapes=(spec.shape,)))
+        held = spec.nbytes if first in (None, node.name) else 0  # a tied tensor is held once, its ops colocated
+        self.ops.append(Op(node.name, "Parameter", 0.0, persistent_memory=held,
+                           output_bytes=spec.nbytes, output_shapes=(spec.shape,), colocation=first))
         self.paths[node.name] = fqn.rpartition(".")[0]
         self.values[node.name] = (node.name, spec)
 

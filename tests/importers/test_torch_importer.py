@@ -264,3 +264,26 @@ def test_aten_cost_rules():
     assert op_work("aten.embedding.default", [table, idx], [rows]).nbytes == 40 + 2 * 320
     assert np.isclose(op_flops("aten.lstm.input", [TensorSpec((4, 10, 16), 0), TensorSpec((32 * 4, 16), 0)],
                                [TensorSpec((4, 10, 32), 0)]), 2 * 40 * 128 * 16 + 12 * 40 * 32)
+
+
+class TiedLM(nn.Module):
+    """An embedding and an output layer sharing one weight, as language models tie them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.out = nn.Embedding(100, 16), nn.Linear(16, 100, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.out(self.emb(idx)).sum()
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_a_tied_weight_is_held_once_and_its_ops_colocated(training):
+    """torch.export keeps a placeholder per name of a tied tensor: each was a Parameter op holding the whole weight
+    (512,000 bytes for a 256,000-byte embedding), placeable on different devices."""
+    graph = from_torch(TiedLM(), (torch.tensor([[1, 2, 3]]),), training=training)
+    held = {op.name: op for op in graph.ops() if op.type == "Parameter"}
+    assert graph.persistent_memory.sum() == _state_bytes(TiedLM()) == 100 * 16 * 4
+    assert len(held) == 2 and len({op.colocation for op in held.values()}) == 1
+    assert sorted(op.persistent_memory for op in held.values()) == [0, 100 * 16 * 4]
