@@ -227,8 +227,9 @@ Rule = Callable[[Sequence[TensorSpec], Sequence[TensorSpec], Mapping[str, Any]],
 
 
 def _matmul(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """K is A's last dimension, its second last with ``transA`` (ONNX Runtime's FusedMatMul)."""
     a = ins[0].shape
-    k = a[-1] if a else 1
+    k = (a[-2] if attrs.get("transA") and len(a) > 1 else a[-1]) if a else 1
     return 2.0 * outs[0].numel * k
 
 
@@ -243,6 +244,12 @@ def _gemm(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[
 def _addmm(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     """addmm(bias, mat1, mat2) / baddbmm / addmv: K is the last dimension of mat1."""
     return 2.0 * outs[0].numel * ins[1].shape[-1] + outs[0].numel
+
+
+def _addbmm(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """addbmm(input, batch1[b, n, m], batch2[b, m, p]): the sum of b matrix products into one (n, p)."""
+    batch = ins[1].shape[0] if len(ins[1].shape) == 3 else 1
+    return 2.0 * outs[0].numel * ins[1].shape[-1] * batch + outs[0].numel
 
 
 def _linear(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
@@ -343,7 +350,8 @@ _FLOP_RULES: dict[str, Rule] = {
     **dict.fromkeys(["matmul", "mm", "bmm", "matmulinteger", "qlinearmatmul", "fusedmatmul", "dot", "mv"],
                     _matmul),
     "gemm": _gemm,
-    **dict.fromkeys(["addmm", "baddbmm", "addmv", "addbmm"], _addmm),
+    **dict.fromkeys(["addmm", "baddbmm", "addmv"], _addmm),
+    "addbmm": _addbmm,
     "linear": _linear,
     **dict.fromkeys(["conv", "convolution", "conv1d", "conv2d", "conv3d", "_convolution", "mkldnn_convolution"],
                     _conv),

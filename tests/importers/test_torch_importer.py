@@ -266,6 +266,16 @@ def test_aten_cost_rules():
                                [TensorSpec((4, 10, 32), 0)]), 2 * 40 * 128 * 16 + 12 * 40 * 32)
 
 
+def test_addbmm_counts_every_product_and_fused_matmul_its_transposed_inner_dimension():
+    """addbmm sums b matrix products and was counted as one (32x low); FusedMatMul with transA took K from M."""
+    b, n, m, p = 4, 8, 16, 2
+    out = TensorSpec((n, p), 4 * n * p)
+    ins = [out, TensorSpec((b, n, m), 4 * b * n * m), TensorSpec((b, m, p), 4 * b * m * p)]
+    assert op_flops("aten.addbmm.default", ins, [out]) == 2 * b * n * m * p + n * p
+    a, w, y = TensorSpec((16, 2), 128), TensorSpec((16, 3), 192), TensorSpec((2, 3), 24)  # A is (K, M) = (16, 2)
+    assert op_flops("com.microsoft::FusedMatMul", [a, w], [y], {"transA": 1}) == 2 * 2 * 3 * 16
+
+
 class TiedLM(nn.Module):
     """An embedding and an output layer sharing one weight, as language models tie them."""
 
