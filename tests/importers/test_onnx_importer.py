@@ -230,6 +230,21 @@ def test_loop_without_a_known_trip_count_counts_one_pass_and_warns(caplog):
     assert "Loop 'loop': trip count unknown" in caplog.text
 
 
+def test_a_while_loops_int64_max_bound_is_no_trip_count(caplog):
+    """Exporters write a while loop as a Loop of INT64_MAX passes stopping on its condition: it was costed as
+    2**63 - 1 passes of its body (5.5e13 s here), silently."""
+    model = if_loop_model(trips=2)
+    count = next(n for n in model.graph.node if n.name == "M")
+    count.attribute[0].t.CopyFrom(numpy_helper.from_array(np.array(2**63 - 1, np.int64)))
+    with caplog.at_level("WARNING", logger="gplace.importers.onnx"):
+        g = from_onnx(model)
+    ops = {op.name: op for op in g.ops()}
+    matmul = _matmul_costs(4, 8, 8)
+    identity = op_kind_costs("Identity", [TensorSpec((), 1)], [TensorSpec((), 1)])
+    assert ops["loop"].kind_cost == pytest.approx({k: matmul[k] + identity[k] for k in matmul})
+    assert "Loop 'loop': trip count unknown" in caplog.text
+
+
 def test_loop_trip_count_from_shape_arithmetic_and_carried_shapes(caplog):
     """A Loop run Gather(Shape(x), 0) times, x's first dimension fixed at import, costs its body that many times;
     its body's carried input and its output, declared without a shape, take the initial value's (3, 8)."""

@@ -41,9 +41,10 @@ How a model maps onto the IR:
   that of its subgraphs' nodes (shapes as inferred inside them; a body's carried input without a known shape
   takes its initial value's, a ``Scan`` element its sequence's less the scanned axis): the dearer branch of an
   ``If``; a ``Loop``'s body times its trip count ``M`` when that is a constant or folded shape arithmetic (at the
-  top level: ``Gather(Shape(x), 0)`` for ``range(x.size(0))``), a ``Scan``'s body times its sequence length,
-  else one trip, with a warning. Body nodes with a shape left unknown count 0 seconds, with a warning; the weights of
-  the subgraphs are the op's persistent memory.
+  top level: ``Gather(Shape(x), 0)`` for ``range(x.size(0))``) and below 2**31 - 1 (a while loop's bound, such as
+  INT64_MAX, is no count), a ``Scan``'s body times its sequence length, else one trip, with a warning. Body
+  nodes with a shape left unknown count 0 seconds, with a warning; the weights of the subgraphs are the op's
+  persistent memory.
 """
 
 from gplace.importers.onnx.importer import OnnxSource, from_onnx

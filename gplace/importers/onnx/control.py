@@ -104,10 +104,16 @@ class SubgraphCosts:
         return op_kind_costs(qualified_op_type(node), inputs, outputs, cost_attrs(node), distinct), 0
 
 
+WHILE_BOUND = 2**31 - 1
+"""A ``Loop`` trip count at least this large is read as unknown (the bound of a while loop, not its passes)."""
+
+
 def _trips(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int]) -> int | None:
-    """A ``Loop``'s constant trip count ``M``, or a ``Scan``'s sequence length, where known."""
+    """A ``Loop``'s constant trip count ``M``, or a ``Scan``'s sequence length, where known; an ``M`` of
+    :data:`WHILE_BOUND` or more is a while loop's bound (exporters write INT64_MAX and stop on ``cond``): unknown."""
     if node.op_type == "Loop":
-        return constants.get(node.input[0]) if node.input else None
+        trips = constants.get(node.input[0]) if node.input else None
+        return None if trips is not None and trips >= WHILE_BOUND else trips
     if node.op_type == "Scan":
         spec = spec_of(types, node.input[len(initial_values(node))])
         axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0])
