@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from gplace.ir import Edge, GraphError, Op, OpGraph
+from gplace.ir.errors import check_sizes
 
 __all__ = ["ModuleTimes", "measure_modules", "module_training_graph", "stage_placement"]
 
@@ -47,7 +48,13 @@ def measure_modules(module: nn.Module, inputs: torch.Tensor, target: torch.Tenso
 
     Raises:
         GraphError: the module is not the chain of its children.
+        ValueError: ``microbatches`` or ``repeats`` not a whole number >= 1, or more micro-batches than ``inputs``
+            has rows (each would be empty).
     """
+    check_sizes("measure_modules", microbatches=microbatches, repeats=repeats)
+    if microbatches > inputs.shape[0]:
+        raise ValueError(f"measure_modules: {microbatches} micro-batches of a batch of {inputs.shape[0]} would be "
+                         "empty; give at most one per row of inputs")
     children = list(module.named_children())
     x = inputs[: inputs.shape[0] // microbatches]
     y = target[: target.shape[0] // microbatches]

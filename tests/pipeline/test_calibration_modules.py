@@ -1,0 +1,32 @@
+"""Per-module timing for pipe-v1's calibration: what it measures, and the micro-batch counts it refuses."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gplace.pipeline.calibration import measure_modules, module_training_graph
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def test_each_module_is_timed_on_one_micro_batch():
+    x, y = torch.randn(8, 4), torch.randn(8, 2)
+    times = measure_modules(_model(), x, y, F.mse_loss, microbatches=4, repeats=2)
+    assert [t.name for t in times] == ["0", "1", "2"]
+    assert [(t.input_bytes, t.output_bytes) for t in times] == [(2 * 4 * 4, 2 * 8 * 4), (64, 64), (64, 2 * 2 * 4)]
+    assert times[0].parameter_bytes == (4 * 8 + 8) * 4 and all(t.forward > 0 and t.backward > 0 for t in times)
+    assert module_training_graph(times, microbatches=4).num_ops == 6
+
+
+@pytest.mark.parametrize(("microbatches", "match"), [
+    (16, "16 micro-batches of a batch of 8 would be empty"),  # each module measured an empty tensor, silently
+    (0, "microbatches must be a whole number >= 1, got 0"),  # ZeroDivisionError
+    (-1, "microbatches must be a whole number >= 1, got -1"),  # an empty slice, silently
+])
+def test_micro_batch_counts_that_leave_nothing_to_time_are_refused(microbatches, match):
+    with pytest.raises(ValueError, match=match):
+        measure_modules(_model(), torch.randn(8, 4), torch.randn(8, 2), F.mse_loss, microbatches=microbatches)
