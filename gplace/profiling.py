@@ -39,7 +39,7 @@ import math
 import re
 import tempfile
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,6 +62,9 @@ __all__ = [
 
 KIND = "cpu"
 """The device kind profiled costs are stored under."""
+
+INSIDE = "gplace.inside/"
+"""Prefix of the names :func:`onnx_op_times` gives nodes inside control-flow subgraphs (left out of the times)."""
 
 NO_KERNEL = frozenset({"Input", "Initializer", "Parameter"})
 """Op types the importers add for graph inputs and weights: no kernel runs them."""
@@ -161,6 +164,7 @@ def onnx_op_times(
     names, feeds_model = _node_names(graph, model, model_or_path, label)
     for node, name in zip(model.graph.node, names, strict=True):
         node.name = name
+    inside = _rename_inside(model.graph)
     feeds = _feeds(feeds_model, label, seed)
     with tempfile.TemporaryDirectory(prefix="gplace-ort-") as tmp:
         options = ort.SessionOptions()
@@ -178,7 +182,23 @@ def onnx_op_times(
         finally:
             path = session.end_profiling()
         profile = read_ort_profile(path)
-    return ort_op_times(graph, profile, skip_runs=warmup, label=label)
+    return ort_op_times(graph, profile, skip_runs=warmup, label=label, inside=inside)
+
+
+def _rename_inside(graph: onnx.GraphProto) -> set[str]:
+    """Name the nodes inside the graph's subgraphs (If branches, Loop and Scan bodies, at any depth) apart from its
+    own ops, which may share their names; returns those names."""
+    from gplace.importers.onnx import subgraphs
+
+    names: set[str] = set()
+    pending = [body for node in graph.node for body in subgraphs(node)]
+    while pending:
+        body = pending.pop()
+        for node in body.node:
+            node.name = f"{INSIDE}{len(names)}"
+            names.add(node.name)
+            pending += subgraphs(node)
+    return names
 
 
 # ---------------------------------------------------------------------- onnxruntime traces
@@ -235,8 +255,8 @@ def read_ort_profile(path: str | Path) -> OrtProfile:
     return OrtProfile(str(path), {n: tuple(t) for n, t in kernels.items()}, types, tuple(runs))
 
 
-def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, label: str | None = None
-                 ) -> dict[str, float]:
+def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, label: str | None = None,
+                 inside: Collection[str] = ()) -> dict[str, float]:
     """Op name -> mean kernel seconds, from a trace of the graph's model (node names = op names).
 
     Args:
@@ -244,6 +264,8 @@ def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, lab
         profile: from :func:`read_ort_profile`.
         skip_runs: leading kernel runs of each node left out (warm-up). (default: 0)
         label: what to call the trace in errors. (default: its file)
+        inside: names of nodes inside control-flow subgraphs, left out: their op's own kernel time holds
+            theirs. (default: none)
 
     Raises:
         ProfileError: a node that is no op of the graph, or an op of another type (an unrelated profile, or one
@@ -254,6 +276,8 @@ def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, lab
     index = graph.op_index
     out = {}
     for node, seconds in profile.kernel_seconds.items():
+        if node in inside:
+            continue
         i = index.get(node)
         if i is None:
             raise ProfileError(f"{label}: profiled node {node!r} is not an op of graph {graph.name!r} (a profile "

@@ -125,6 +125,23 @@ def test_profile_onnx_maps_every_node(tmp_path) -> None:
 
 
 @pytest.mark.onnx
+def test_profile_onnx_times_a_control_flow_op_as_a_whole() -> None:
+    """The nodes inside an If's branches and a Loop's body have their own kernel events; they were taken for ops of
+    the graph ('profiled node ... is not an op', or, where a name matched a top-level op, mixed into its times)."""
+    from onnx_control_flow import if_loop_model
+
+    from gplace.importers.onnx import from_onnx
+
+    model = if_loop_model(trips=3)
+    for node in model.graph.node:  # a body node named as a top-level op
+        if node.op_type == "Loop":
+            node.attribute[0].g.node[1].name = "pre"
+    graph = from_onnx(model)
+    times = onnx_op_times(graph, repeats=2, warmup=1)
+    assert {"branch", "loop", "pre"} <= set(times) and all(t > 0 for t in times.values())
+
+
+@pytest.mark.onnx
 def test_profile_onnx_refuses_an_unrelated_model() -> None:
     """A model whose ops differ from the graph's: a ValueError naming the op."""
     from gplace.importers.onnx import from_onnx
