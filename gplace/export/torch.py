@@ -113,7 +113,8 @@ def module_device_map(graph: OpGraph, cluster: Cluster, placement: Placement, *,
         i = graph.op_index[op]
         d = int(placement.devices[i])
         share.setdefault(path, Counter())[d] += float(cost[i, d]) + 1e-12
-    owners = sorted({name.rpartition(".")[0] for name in program.state_dict})
+    owners = sorted({spec.target.rpartition(".")[0] for spec in program.graph_signature.input_specs
+                     if spec.kind.name in ("PARAMETER", "BUFFER")})  # non-persistent buffers too
     out = {}
     for path in owners:
         found = next((share[p] for p in _ancestors(path) if p in share), Counter({0: 1.0}))

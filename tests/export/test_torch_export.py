@@ -185,6 +185,26 @@ def test_a_module_can_be_split_again_and_is_left_as_it_was(imported):
     torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(X))
 
 
+class _Rotary(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", torch.arange(4.0), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.inv_freq
+
+
+def test_module_device_map_names_a_module_holding_only_a_non_persistent_buffer():
+    """The map listed the modules of ExportedProgram.state_dict, which lacks non-persistent buffers (a rotary
+    embedding's inv_freq): dispatch left such a module where it was, whatever the placement."""
+    net = nn.Sequential(nn.Linear(4, 4), _Rotary()).eval()
+    graph = from_torch(net, (torch.randn(2, 4),))
+    assert graph.source.module_paths["mul"] == "1"
+    cluster = uniform_cluster(2, kind="gpu")
+    placement = Placement.for_graph(graph, [int(op == "mul") for op in graph.op_names])
+    assert module_device_map(graph, cluster, placement) == {"0": "cuda:0", "1": "cuda:1"}
+
+
 def test_module_device_map_names_each_modules_gpu(imported):
     _, graph, _ = imported
     gpus = uniform_cluster(2, kind="gpu")
