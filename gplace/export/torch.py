@@ -29,7 +29,7 @@ from torch import nn
 from gplace.export.parts import device_parts, framework_devices, part_of
 from gplace.importers.torch_export import TorchSource, example_args
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
-from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device
+from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device, unavailable_reason
 
 
 class OnDevice(nn.Module):
@@ -62,6 +62,8 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     nodes = {n.name: n for n in gm.graph.nodes if n.op == "call_function"}
     parts = device_parts(graph, cluster, placement, skip=[i for i, op in enumerate(graph.op_names)
                                                           if op not in nodes])
+    for d in sorted({part.device for part in parts}):
+        _check_usable(devices[d], f"cluster device {cluster.device_names[d]!r}")
     owner = part_of(parts, graph.num_ops)
     part_ids = _node_parts(gm, graph, owner)
     for name, k in part_ids.items():
@@ -127,8 +129,11 @@ def dispatch(module: nn.Module, device_map: Mapping[str, str]) -> nn.Module:
     """Move each module named in ``device_map`` to its device, and its inputs there before each call.
 
     Raises:
-        InvalidPlacementError: a name in ``device_map`` is not a submodule of ``module``.
+        InvalidPlacementError: a name in ``device_map`` is not a submodule of ``module``, or its device is not one
+            this machine can use (before anything moves).
     """
+    for path, device in device_map.items():
+        _check_usable(torch.device(device), f"module {path!r}")
     for path, device in sorted(device_map.items(), key=lambda item: item[0].count(".")):
         try:
             sub = module.get_submodule(path)
@@ -141,6 +146,14 @@ def dispatch(module: nn.Module, device_map: Mapping[str, str]) -> nn.Module:
                                                                               to_device(kwargs, target)),
                                       with_kwargs=True)
     return module
+
+
+def _check_usable(device: torch.device, what: str) -> None:
+    """Refuse a torch device this machine lacks (torch raised a bare AssertionError from inside, mid-move)."""
+    reason = unavailable_reason(device)
+    if reason:
+        raise InvalidPlacementError(f"{what} maps to torch device {str(device)!r}, which this machine cannot use "
+                                    f"({reason}); map it to one it has with device_map")
 
 
 class PipelineSplit(NamedTuple):

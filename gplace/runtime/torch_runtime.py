@@ -426,7 +426,7 @@ def unavailable_reason(device: torch.device) -> str:
         return ""
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return "" if device.index < count else f"torch sees {count} CUDA device(s)"
+        return "" if (device.index or 0) < count else f"torch sees {count} CUDA device(s)"  # "cuda": the current
     try:
         torch.empty(0, device=device)
     except Exception as err:  # each backend raises its own kind

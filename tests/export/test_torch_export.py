@@ -185,6 +185,20 @@ def test_a_module_can_be_split_again_and_is_left_as_it_was(imported):
     torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(X))
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_a_gpu_this_machine_lacks_is_named_before_anything_moves(imported):
+    """split_program and dispatch raised torch's bare 'Torch not compiled with CUDA enabled' from inside, dispatch
+    with the model half moved."""
+    model, graph, _ = imported
+    gpus = uniform_cluster(2, kind="gpu")
+    with pytest.raises(InvalidPlacementError, match="cluster device '/GPU:0' maps to torch device 'cuda:0', which "
+                                                     "this machine cannot use .torch sees 0 CUDA device"):
+        split_program(graph, gpus, _by_module(graph, gpus, {"right": 1}))
+    with pytest.raises(InvalidPlacementError, match="module 'right' maps to torch device 'cuda'"):
+        dispatch(model, {"left": "cpu", "right": "cuda"})
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
+
+
 class _Rotary(nn.Module):
     def __init__(self) -> None:
         super().__init__()
