@@ -89,7 +89,8 @@ def test_a_device_for_the_networks_that_is_not_there_is_reported(tmp_path, devic
     ("threads=0", "gplace: error: threads must be a whole number >= 1 or null, got 0"),
     ("seed=null", "gplace: error: seed must be a whole number >= 0, got None"),  # torch.manual_seed's TypeError
     ("+policy.foo=1", "gplace: error: policy: a value of the wrong type or an unknown setting (TypeError: "),
-    ("policy.hidden_size=abc", "gplace: error: policy: a value of the wrong type"),  # from inside torch
+    ("policy.hidden_size=abc", "gplace: error: ValueError: Seq2SeqPolicy: hidden_size must be a whole number >= 1, "
+                               "got 'abc'"),  # from inside torch before
     ("+objective.foo=1", "gplace: error: objective: a value of the wrong type or an unknown setting"),
     ("runtime.threads=abc", "gplace: error: ValueError: threads must be an integer >= 1 or None"),  # int('abc')
 ])

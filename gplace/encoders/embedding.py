@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from gplace.features import NUMERIC_FEATURES, POSITION_FEATURES, SHAPE_FEATURES
+from gplace.ir.errors import check_sizes
 
 
 class GroupEmbedding(nn.Module):
@@ -30,6 +31,8 @@ class GroupEmbedding(nn.Module):
     def __init__(self, type_embedding: int = 64, num_type_buckets: int = 512, max_neighbours: int = 20,
                  projection: int = 32, *, use_position: bool = False) -> None:
         super().__init__()
+        check_sizes("the group embedding", type_embedding=type_embedding, num_type_buckets=num_type_buckets,
+                    max_neighbours=max_neighbours, projection=projection)
         self.num_type_buckets, self.max_neighbours = num_type_buckets, max_neighbours
         self.types = nn.EmbeddingBag(num_type_buckets, type_embedding, mode="sum")
         self.shapes = nn.Linear(2 * SHAPE_FEATURES, projection)

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from gplace.features import DEVICE_FEATURES
+from gplace.ir.errors import check_sizes
 from gplace.policies.base import IndependentPolicy
 
 
@@ -37,6 +38,7 @@ class DeviceAwarePolicy(IndependentPolicy):
 
     def __init__(self, hidden_size: int = 128, *, state_size: int | None = None,
                  device_feature_size: int = DEVICE_FEATURES, num_devices: int | None = None) -> None:
+        check_sizes("DeviceAwarePolicy", hidden_size=hidden_size, device_feature_size=device_feature_size)
         super().__init__(hidden_size if state_size is None else state_size, None)
         self.device_feature_size = device_feature_size
         self.node = two_layer_mlp(self.state_size, hidden_size)

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gplace.ir.errors import check_sizes
 from gplace.policies.base import IndependentPolicy
 
 
@@ -37,6 +38,8 @@ class GDPPolicy(IndependentPolicy):
     def __init__(self, num_devices: int, hidden_size: int = 128, num_heads: int = 4, num_layers: int = 2,
                  segment_size: int = 128, *, state_size: int | None = None, feedforward_size: int | None = None
                  ) -> None:
+        check_sizes("GDPPolicy", hidden_size=hidden_size,
+                    **({} if feedforward_size is None else {"feedforward_size": feedforward_size}))
         super().__init__(hidden_size if state_size is None else state_size, num_devices)
         if num_heads < 1 or hidden_size % num_heads:
             raise ValueError(f"num_heads ({num_heads}) must divide hidden_size ({hidden_size})")

@@ -31,6 +31,7 @@ from torch import nn
 from gplace.configurable import Configurable
 from gplace.features import DEVICE_FEATURES
 from gplace.interfaces import PolicyCapabilities
+from gplace.ir.errors import check_sizes
 from gplace.policies.base import PolicyOutput, Tempered, check_devices, check_inputs, gumbel_noise
 from gplace.policies.device_aware import relative_device_features, two_layer_mlp
 from gplace.policies.schedule_context import ScheduleContext
@@ -96,6 +97,7 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
                  residual_bound: float | None = 4.0, num_devices: int | None = None,
                  stage_features: bool = False, prior: str = "eft", revisit: float = 0.0) -> None:
         super().__init__()
+        check_sizes("ListSchedulingPolicy", hidden_size=hidden_size, device_feature_size=device_feature_size)
         if prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
         if prior == "stage" and not stage_features:

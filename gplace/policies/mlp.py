@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gplace.ir.errors import check_sizes
 from gplace.policies.base import IndependentPolicy
 
 
@@ -27,6 +28,7 @@ class MLPPolicy(IndependentPolicy):
 
     def __init__(self, num_devices: int, hidden_size: int = 128, num_layers: int = 2, *,
                  state_size: int | None = None) -> None:
+        check_sizes("MLPPolicy", hidden_size=hidden_size)
         super().__init__(hidden_size if state_size is None else state_size, num_devices)
         if num_layers < 0:
             raise ValueError(f"num_layers must be >= 0, got {num_layers}")

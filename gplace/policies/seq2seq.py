@@ -11,6 +11,7 @@ from torch.utils.checkpoint import checkpoint
 
 from gplace.configurable import Configurable
 from gplace.interfaces import PolicyCapabilities
+from gplace.ir.errors import check_sizes
 from gplace.policies.base import (
     PolicyOutput,
     Tempered,
@@ -55,8 +56,8 @@ class Seq2SeqPolicy(Tempered, Configurable, nn.Module):
     def __init__(self, num_devices: int, hidden_size: int = 256, attention_size: int = 128, *,
                  state_size: int | None = None, device_embedding: int = 32) -> None:
         super().__init__()
-        if num_devices < 1:
-            raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+        check_sizes("Seq2SeqPolicy", num_devices=num_devices, hidden_size=hidden_size, attention_size=attention_size,
+                    device_embedding=device_embedding)
         state_size = hidden_size if state_size is None else state_size
         self.num_devices, self.state_size = num_devices, state_size
         self.device_embedding = nn.Embedding(num_devices + 1, device_embedding)  # index D is the start token

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gplace.ir.errors import check_sizes
 from gplace.policies.gdp import GDPPolicy
 
 
@@ -34,6 +35,8 @@ class SuperpositionPolicy(GDPPolicy):
     def __init__(self, num_devices: int, hidden_size: int = 128, num_heads: int = 4, num_layers: int = 2,
                  segment_size: int = 128, *, state_size: int | None = None, feedforward_size: int | None = None,
                  conditioning_size: int | None = None) -> None:
+        if conditioning_size is not None:
+            check_sizes("SuperpositionPolicy", conditioning_size=conditioning_size)
         super().__init__(num_devices, hidden_size, num_heads, num_layers, segment_size, state_size=state_size,
                          feedforward_size=feedforward_size)
         width = hidden_size if conditioning_size is None else conditioning_size

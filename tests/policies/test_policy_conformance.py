@@ -140,6 +140,23 @@ def test_a_temperature_that_is_not_a_finite_positive_number_is_refused(name, tem
     assert policy.temperature == 0.25
 
 
+@pytest.mark.parametrize(("build", "match"), [
+    (lambda: Seq2SeqPolicy(2, hidden_size=-3), "Seq2SeqPolicy: hidden_size must be a whole number >= 1, got -3"),
+    (lambda: Seq2SeqPolicy(2, attention_size=0), "Seq2SeqPolicy: attention_size must be a whole number >= 1, got 0"),
+    (lambda: MLPPolicy(2, hidden_size=0), "MLPPolicy: hidden_size must be"),
+    (lambda: DeviceAwarePolicy(device_feature_size=-1), "DeviceAwarePolicy: device_feature_size must be"),
+    (lambda: ListSchedulingPolicy(hidden_size=0), "ListSchedulingPolicy: hidden_size must be"),
+    (lambda: GDPPolicy(2, hidden_size=8, num_heads=2, feedforward_size=0), "GDPPolicy: feedforward_size must be"),
+    (lambda: LSTMEncoder(hidden_size=8, type_embedding=0), "the group embedding: type_embedding must be"),
+    (lambda: GNNEncoder("sage", hidden_size=8, max_neighbours=-1), "the group embedding: max_neighbours must be"),
+])
+def test_a_size_below_one_is_named(build, match):
+    """A negative size raised torch's 'Trying to create tensor with negative dimension' from inside; a zero trained
+    a network of zero width, silently."""
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
 @pytest.mark.parametrize("encoder", ENCODERS)
 def test_device_aware_policy_serves_3_and_5_devices_with_one_set_of_weights(graph, encoder):
     """One DeviceAwarePolicy places on a 3- and a 5-device cluster; samples are valid and evaluate matches."""
