@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -22,7 +23,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
 
     from gplace.loggers import HeldOpen
 
-    _check_whole(cfg, {"seed": 0, "threads": 1, "max_groups": 1})
+    _check_whole(cfg, {"seed": 0, "threads": 1, "max_groups": 1}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
@@ -124,7 +125,7 @@ def _sweep_fields(logger_cfg: DictConfig) -> dict[str, str]:
 def _warm_start(cfg: DictConfig, graph, cluster):
     """The placement in ``cfg.warm_start`` (a placement.json), a placer's name (``heft``, ``ideal_dp``, ...: placed
     by :func:`gplace.place`), or ``None``."""
-    from gplace.ir import GraphError, load_json, placement_from_dict
+    from gplace.ir import GraphError, InvalidPlacementError, load_json, placement_from_dict
     from gplace.methods import baselines, pipeline_placers
 
     path = cfg.get("warm_start")
@@ -133,8 +134,8 @@ def _warm_start(cfg: DictConfig, graph, cluster):
     if Path(path).is_file():
         try:
             return placement_from_dict(load_json(path), graph, cluster)
-        except GraphError as err:
-            raise GraphError(f"warm_start={path!r}: {err}") from None
+        except (GraphError, InvalidPlacementError) as err:  # not this graph's, or devices the cluster lacks
+            raise type(err)(f"warm_start={path!r}: {err}") from None
     if str(path) in pipeline_placers() or str(path) in baselines():
         return str(path)
     looks_like_a_file = Path(path).suffix or "/" in str(path)
@@ -234,15 +235,21 @@ _NULLABLE = ("threads", "max_groups")
 """Top-level whole-number settings where ``null`` means a default (torch's threads, no grouping limit)."""
 
 
-def _check_whole(cfg: DictConfig, lows: dict[str, int]) -> None:
-    """Refuse a top-level key of ``lows`` that is not a whole number at least its low (or null, where
-    :data:`_NULLABLE`), naming it."""
+_MOST_THREADS = 4 * (os.cpu_count() or 1)
+"""The most threads a run may ask for (100,000 ran out of memory or spun for minutes)."""
+
+
+def _check_whole(cfg: DictConfig, lows: dict[str, int], highs: dict[str, int] | None = None) -> None:
+    """Refuse a top-level key of ``lows`` that is not a whole number from its low to its high in ``highs`` (or null,
+    where :data:`_NULLABLE`), naming it."""
     for key, low in lows.items():
-        value = cfg.get(key)
+        value, high = cfg.get(key), (highs or {}).get(key)
         if value is None and key in _NULLABLE:
             continue
-        if value is None or isinstance(value, bool) or not isinstance(value, int) or value < low:
-            _fail(f"{key} must be a whole number >= {low}" + (" or null" if key in _NULLABLE else "") +
+        if (value is None or isinstance(value, bool) or not isinstance(value, int) or value < low
+                or (high is not None and value > high)):
+            span = f">= {low}" if high is None else f"from {low} to {high}"
+            _fail(f"{key} must be a whole number {span}" + (" or null" if key in _NULLABLE else "") +
                   f", got {value!r}")
 
 
@@ -264,7 +271,7 @@ def bench(cfg: DictConfig) -> list:
 
     from gplace.run_dir import hold_dir
 
-    _check_whole(cfg, {"threads": 1})
+    _check_whole(cfg, {"threads": 1}, {"threads": _MOST_THREADS})
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
     with hold_dir(cfg.out_dir, "bench directory"):
@@ -324,7 +331,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     from gplace.experiment import place
     from gplace.export import write_back
 
-    _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0})
+    _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
     if not isinstance(cfg.get("write_back", True), bool):
         _fail(f"write_back must be true or false, got {cfg.write_back!r}")
     if cfg.get("threads") is not None:

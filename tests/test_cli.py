@@ -86,8 +86,10 @@ def test_a_device_for_the_networks_that_is_not_there_is_reported(tmp_path, devic
 @pytest.mark.parametrize("override, message", [
     ("trainer.entropy_coef=abc", "gplace: error: ValueError: entropy_coef must be a float, got 'abc'"),
     ("cluster.num_gpus=abc", "gplace: error: ValueError: paper_cluster: num_gpus must be a whole number >= 1"),
-    ("threads=0", "gplace: error: threads must be a whole number >= 1 or null, got 0"),
-    ("seed=null", "gplace: error: seed must be a whole number >= 0, got None"),  # torch.manual_seed's TypeError
+    ("threads=0", "gplace: error: threads must be a whole number from 1 to "),
+    ("threads=100000", "gplace: error: threads must be a whole number from 1 to "),  # a MemoryError, or spun
+    ("seed=null", "gplace: error: seed must be a whole number from 0 to 4294967295, got None"),  # torch's TypeError
+    ("seed=18446744073709551616", "gplace: error: seed must be a whole number from 0 to 4294967295"),  # Overflow
     ("+policy.foo=1", "gplace: error: policy: a value of the wrong type or an unknown setting (TypeError: "),
     ("policy.hidden_size=abc", "gplace: error: ValueError: Seq2SeqPolicy: hidden_size must be a whole number >= 1, "
                                "got 'abc'"),  # from inside torch before

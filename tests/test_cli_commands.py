@@ -162,6 +162,14 @@ def test_a_warm_start_that_is_neither_a_file_nor_a_placer_is_one_line(files):
     proc = _gplace(f"warm_start={files / 'cluster.json'}", "logger=none", *_file_args(files),
                    f"hydra.run.dir={files / 'warm'}", cwd=files)
     assert proc.returncode == 2 and "cluster.json': expected format 'gplace.placement'" in proc.stderr
+    from gplace.ir import Placement, placement_to_dict
+
+    other = random_dag(12, seed=5)  # a placement of another graph: its error did not say it came from warm_start
+    save_json(placement_to_dict(Placement.for_graph(other, [0] * 12), other, uniform_cluster(3)),
+              files / "other_placement.json")
+    proc = _gplace(f"warm_start={files / 'other_placement.json'}", "logger=none", *_file_args(files),
+                   f"hydra.run.dir={files / 'warm'}", cwd=files)
+    assert proc.returncode == 2 and "other_placement.json': placement" in proc.stderr, proc.stderr
 
 
 def test_place_gives_local_search_its_own_budget_unless_one_is_set():
@@ -193,7 +201,7 @@ def test_place_names_the_settings_it_does_not_use(caplog):
 @pytest.mark.parametrize(("overrides", "message"), [
     (["method=heft", "write_back=maybe"], "gplace: error: write_back must be true or false, got 'maybe'"),
     (["method=pretrained", "samples=null"], "gplace: error: samples must be a whole number >= 0, got None"),
-    (["method=heft", "seed=null"], "gplace: error: seed must be a whole number >= 0, got None"),
+    (["method=heft", "seed=null"], "gplace: error: seed must be a whole number from 0 to 4294967295, got None"),
 ])
 def test_place_settings_of_the_wrong_type_are_one_line(files, overrides, message):
     """write_back=maybe was true; samples=null blamed 'budget' (never set); seed=null was accepted."""
