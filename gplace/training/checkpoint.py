@@ -18,11 +18,21 @@ _NEW_RUN = "use a new run directory or delete it"
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Write ``state`` with ``torch.save`` to a temp file, then rename, so a kill never leaves half a file."""
+    """Write ``state`` with ``torch.save`` to a temp file, then rename, so a kill never leaves half a file.
+
+    Raises:
+        OSError: the file could not be written (a full disk: torch says so with a ``RuntimeError``); names the
+            file, removes the partial temp file and leaves the last whole checkpoint as it was.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(state, tmp)
+    try:
+        torch.save(state, tmp)
+    except (RuntimeError, OSError) as err:
+        tmp.unlink(missing_ok=True)
+        kept = "the last whole one is kept" if path.exists() else "none was written before"
+        raise OSError(f"cannot write {path} ({error_summary(err)}); {kept}: is the disk full?") from None
     tmp.replace(path)
 
 

@@ -142,3 +142,28 @@ def test_the_same_seed_gives_the_same_placement_in_two_processes(tmp_path):
         assert proc.returncode == 0, proc.stderr
         docs.append(json.loads((tmp_path / name / "placement.json").read_text()))
     assert docs[0]["placement"] == docs[1]["placement"] and docs[0]["step_time"] == docs[1]["step_time"]
+
+
+_FULL_DISK = """
+import resource, signal, sys, torch
+from gplace.training.checkpoint import save_checkpoint
+path = sys.argv[1]
+save_checkpoint(path, {"w": torch.zeros(10)})
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails as on a full disk, not by signal
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+try:
+    save_checkpoint(path, {"w": torch.zeros(10**6)})
+except OSError as err:
+    print("OSError:", err)
+"""
+
+
+def test_a_checkpoint_that_does_not_fit_on_the_disk_is_named_and_the_last_whole_one_kept(tmp_path):
+    """torch.save reports a full disk with a RuntimeError from its C++ writer ('unexpected pos ...'): a traceback
+    through the CLI, and a partial checkpoint.pt.tmp left filling the disk."""
+    path = tmp_path / "checkpoint.pt"
+    proc = subprocess.run([sys.executable, "-c", _FULL_DISK, str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"OSError: cannot write {path} (" in proc.stdout and "the last whole one is kept" in proc.stdout
+    assert not path.with_suffix(".pt.tmp").exists()
+    assert torch.load(path, weights_only=True)["w"].shape == (10,)
