@@ -115,10 +115,11 @@ class Cluster:
             if (link.a, link.b) in given or (link.b, link.a) in given:
                 raise GraphError(f"cluster {name!r}: two links between {link.a!r} and {link.b!r}")
             given.add((link.a, link.b))
-            for src, dst, bandwidth, latency in link.directions():
+            for k, (src, dst, bandwidth, latency) in enumerate(link.directions()):
                 if not (bandwidth > 0 and latency >= 0 and math.isfinite(latency)):
-                    raise GraphError(f"cluster {name!r}: link {src}->{dst} has bandwidth {bandwidth} and latency "
-                                     f"{latency}; a bandwidth must be > 0, a latency finite and >= 0")
+                    raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b}{' (reverse)' if k else ''} has "
+                                     f"bandwidth {bandwidth} and latency {latency}; a bandwidth must be > 0, a "
+                                     "latency finite and >= 0")
                 bw[index[src], index[dst]], lat[index[src], index[dst]] = bandwidth, latency
         np.fill_diagonal(bw, np.inf)
         np.fill_diagonal(lat, 0.0)
