@@ -63,17 +63,19 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
     from gplace.experiment import place
     from gplace.placer import network_device
     from gplace.pretrained import save_policy
+    from gplace.run_dir import hold_dir
 
     logger.log_config(OmegaConf.to_container(cfg, resolve=True))
     device = network_device(cfg.device)
     encoder = _savable(cfg.encoder, "encoder").to(device)
     policy = _savable(cfg.policy, "policy", num_devices=cluster.num_devices).to(device)
     runtime = _objective_runtime(cfg)
-    report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
-                   trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir, logger=logger,
-                   warm_start=_warm_start(cfg, graph, cluster))
-    save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
-                                                                    "graph": graph.name, "cluster": cluster.name})
+    with hold_dir(run_dir):  # place() holds it too; held on until the policy file is written
+        report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
+                       trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir, logger=logger,
+                       warm_start=_warm_start(cfg, graph, cluster))
+        save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
+                                                                        "graph": graph.name, "cluster": cluster.name})
     if logger.keeps_results:
         logger.log_results(*results(report, runtime, run_dir))
     _print_table(report, run_dir)

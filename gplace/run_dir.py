@@ -37,15 +37,29 @@ class RunDirInUseError(RunDirConflictError):
     """Another process is running in the run directory."""
 
 
+_HELD: dict[tuple[int, Path], int] = {}
+"""(pid, directory) this process holds -> how many ``with`` blocks hold it (a trainer's inside ``place``'s)."""
+
+
 @contextlib.contextmanager
 def hold_dir(path: str | Path, what: str = "run directory") -> Iterator[Path]:
-    """Hold an exclusive lock on ``path/.lock`` (``path`` made if missing) until the ``with`` block ends.
+    """Hold an exclusive lock on ``path/.lock`` (``path`` made if missing) until the ``with`` block ends; a block
+    inside another of the same process on the same directory holds it too.
 
     Raises:
         RunDirInUseError: another process holds it (names its pid).
     """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
+    key = (os.getpid(), path.resolve())  # a forked child holds nothing of its parent's
+    if _HELD.get(key):
+        _HELD[key] += 1
+        try:
+            yield path
+        finally:
+            if key in _HELD:  # the outer block may have ended first
+                _HELD[key] -= 1
+        return
     with (path / LOCK_FILE).open("a+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -59,9 +73,11 @@ def hold_dir(path: str | Path, what: str = "run directory") -> Iterator[Path]:
         lock.truncate()
         lock.write(str(os.getpid()))
         lock.flush()
+        _HELD[key] = 1
         try:
             yield path
         finally:
+            _HELD.pop(key, None)
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 

@@ -62,10 +62,55 @@ def test_a_run_directory_holding_a_placement_on_another_cluster_is_refused(tmp_p
     assert (tmp_path / "placement.json").read_bytes() == kept
 
 
-def test_a_held_directory_is_refused_to_a_second_holder(tmp_path):
-    """The lock gplace bench holds on its out_dir (one open file each: flock refuses the second)."""
-    busy = pytest.raises(RunDirInUseError, match="bench directory .* is in use")
-    with hold_dir(tmp_path, "bench directory"), busy, hold_dir(tmp_path, "bench directory"):
-        pass
-    with hold_dir(tmp_path):
-        pass
+TRY = """
+import sys
+from gplace.run_dir import RunDirInUseError, hold_dir
+try:
+    with hold_dir(sys.argv[1]):
+        print("free")
+except RunDirInUseError:
+    print("held")
+"""
+
+
+def _seen_from_another_process(path: Path) -> str:
+    return subprocess.run([sys.executable, "-c", TRY, str(path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.strip()
+
+
+def test_a_directory_held_again_by_its_process_stays_held_until_the_outer_block_ends(tmp_path):
+    """A trainer holds its run_dir inside place()'s hold of the same directory (the CLI's, around the policy file
+    too): the inner block must not be refused by its own process, nor let go of the lock when it ends."""
+    with hold_dir(tmp_path, "bench directory"):
+        with hold_dir(tmp_path):
+            pass
+        assert _seen_from_another_process(tmp_path) == "held"
+    assert _seen_from_another_process(tmp_path) == "free"
+
+
+@pytest.mark.parametrize("trainer", ["reinforce", "multigraph"])
+def test_a_trainer_refuses_a_run_directory_another_process_holds(tmp_path, trainer):
+    """Trainers called directly took no lock: a second process read the first's checkpoint while it was written,
+    both logged the same updates into metrics.jsonl, and one died renaming the other's checkpoint.pt.tmp."""
+    from gplace.encoders import LSTMEncoder
+    from gplace.placer import PolicyPlacer
+    from gplace.policies import MLPPolicy
+    from gplace.runtime import Simulator
+    from gplace.training import MultiGraphTrainer, ReinforceTrainer
+
+    graph, cluster = chain(), uniform_cluster(2)
+    encoder, policy = LSTMEncoder(hidden_size=8, type_embedding=4, projection=4), MLPPolicy(2, 8)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirInUseError, match=f"pid {holder.pid}"):
+            if trainer == "reinforce":
+                ReinforceTrainer(updates=1).fit(PolicyPlacer(graph, cluster, encoder, policy), Simulator(), graph,
+                                                cluster, run_dir=tmp_path)
+            else:
+                MultiGraphTrainer(updates=1).fit(encoder, policy, [(graph, cluster)], Simulator(), run_dir=tmp_path)
+        assert not (tmp_path / "metrics.jsonl").exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()

@@ -16,6 +16,7 @@ A trainer's ``fit`` stays a loop that reads top to bottom; what is the same in e
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -31,6 +32,7 @@ import torch
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger
+from gplace.run_dir import hold_dir
 from gplace.runtime.base import Measurement, Runtime
 from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import load_checkpoint, save_checkpoint
@@ -171,6 +173,15 @@ class Loop:
     first_update: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
     resumed: bool = False
+    held: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
+    """The run directory's lock (:func:`gplace.run_dir.hold_dir`), held until :meth:`close`."""
+
+    def close(self) -> None:
+        """Finish the logger and let go of the run directory."""
+        try:
+            self.logger.finish()
+        finally:
+            self.held.close()
 
     def log(self, update: int, metrics: dict[str, float]) -> None:
         """Append to the history and send to the logger."""
@@ -241,16 +252,23 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
         ValueError: the checkpoint belongs to another run (graph, cluster, runtime, model, grouping, seed or
             trainer).
     """
+    held = contextlib.ExitStack()
+    if run_dir is not None:  # one process a directory, whichever trainer; a caller's own hold is kept
+        held.enter_context(hold_dir(run_dir))
     torch.manual_seed(seed)
     logger = logger or NullLogger()
     jsonl = None if run_dir is None else JsonlLogger(Path(run_dir) / "metrics.jsonl")
     loop = kind(optimizer=torch.optim.Adam(params, lr=lr), generator=torch.Generator().manual_seed(seed),
                 logger=logger if jsonl is None else MultiLogger(logger, jsonl), run_id=run_id,
                 runtime_id=runtime_id, grouping_id=grouping_id, seed=seed, trainer_id=trainer_id, settings=settings,
-                ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", **fields)
-    state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id, runtime_id=runtime_id,
-                                                           param_shapes=loop.param_shapes(), grouping=grouping_id,
-                                                           seed=seed, trainer=trainer_id, settings=settings)
+                ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", held=held, **fields)
+    try:
+        state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id, runtime_id=runtime_id,
+                                                               param_shapes=loop.param_shapes(), grouping=grouping_id,
+                                                               seed=seed, trainer=trainer_id, settings=settings)
+    except BaseException:
+        held.close()
+        raise
     if state is not None:
         loop.restore(state)
         jsonl.drop_from(state["update"])  # the updates after the checkpoint are logged again
@@ -334,7 +352,7 @@ class Run(Loop):
                                  self.seconds, self.history, times)
             raise NothingFitError(str(err), failed) from None
         finally:
-            self.logger.finish()
+            self.close()
         return TrainResult(best[0], best[1], self.samples, self.seconds, self.history, times)
 
     def checkpoint(self, placer: Any, update: int, *, every: int, done: bool) -> None:

@@ -234,7 +234,7 @@ class MultiGraphTrainer(MultiGraphSettings):
                 break
 
         results = [self._task_result(s, encoder, policy, runtime) for s in states]
-        loop.logger.finish()
+        loop.close()
         return MultiGraphResult(results, loop.samples, done_updates, loop.seconds, loop.history)
 
     def _rollout(self, task: _TaskState, encoder: nn.Module, policy: nn.Module, runtime: Runtime,
