@@ -403,8 +403,14 @@ _RESUMABLE = frozenset({"updates", "lr", "baseline_decay", "checkpoint_every", "
 
 
 def _run_settings(placer: Any, trainer_id: str | None, trainer: dict[str, Any] | None) -> dict[str, Any] | None:
+    """:func:`run_settings` of the placer's encoder and policy."""
+    return run_settings(getattr(placer, "encoder", None), getattr(placer, "policy", None), trainer_id, trainer)
+
+
+def run_settings(encoder: Any, policy: Any, trainer_id: str | None,
+                 trainer: dict[str, Any] | None) -> dict[str, Any] | None:
     """The encoder's, policy's and trainer's settings a checkpoint records (a resume with others is warned about)."""
-    settings = model_settings(getattr(placer, "encoder", None), getattr(placer, "policy", None)) or {}
+    settings = model_settings(encoder, policy) or {}
     if trainer is not None:
         settings["trainer"] = {"class": trainer_id, "kwargs": {k: v for k, v in trainer.items() if k not in _RESUMABLE}}
     return settings or None

@@ -11,6 +11,7 @@ pretrained weights.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import math
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from torch import nn
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
 from gplace.runtime.base import Runtime
-from gplace.training._loop import ProjectionCache, grouping_id, log_failures, model_settings, start_loop
+from gplace.training._loop import ProjectionCache, grouping_id, log_failures, run_settings, start_loop
 from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import save_checkpoint
 from gplace.training.ppo import PPOTrainer
@@ -185,7 +186,8 @@ class MultiGraphTrainer(MultiGraphSettings):
         params = [*encoder.parameters(), *policy.parameters()]
         loop, state = start_loop(params, lr=self.lr, seed=self.seed, run_dir=run_dir, logger=logger,
                                  run_id=_run_id(tasks), runtime_id=runtime.id, trainer_id=type(self).__name__,
-                                 grouping_id=_tasks_grouping_id(placers), settings=model_settings(encoder, policy))
+                                 grouping_id=_tasks_grouping_id(placers),
+                                 settings=run_settings(encoder, policy, type(self).__name__, dataclasses.asdict(self)))
         draws = np.random.default_rng(self.seed)
         if state is not None:  # the checkpoint holds each task's best, the starts' included
             _restore(state, encoder, policy, draws, states)

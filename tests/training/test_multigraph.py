@@ -208,6 +208,15 @@ def test_a_multigraph_resume_on_another_grouping_is_refused_and_other_settings_a
     assert "other settings than its run's (policy.prior_weight: 3.0 -> 0.0)" in caplog.text
 
 
+def test_a_multigraph_resume_with_other_trainer_settings_names_them(tmp_path, caplog):
+    """Only the encoder's and policy's settings were recorded: a resume with another entropy weight or penalty
+    went on silently (a single-graph run warns)."""
+    _trainer(1).fit(*_modules(), _tasks(), Simulator(), run_dir=tmp_path)
+    with caplog.at_level(logging.WARNING, logger="gplace.training.checkpoint"):
+        _trainer(2, penalty_ratio=3.0).fit(*_modules(), _tasks(), Simulator(), run_dir=tmp_path)
+    assert "penalty_ratio: 10.0 -> 3.0" in caplog.text, caplog.text
+
+
 def test_finetune_arguments_of_the_wrong_kind_are_named():
     encoder, policy = _modules()
     graph, cluster = random_dag(8, seed=1), _cluster(1, 2)
