@@ -404,7 +404,7 @@ def _show(args) -> None:
     from gplace.importers import load_cluster, load_graph
     from gplace.ir import load_json, placement_from_dict
     from gplace.ir.serialize import PLACEMENT_FORMAT
-    from gplace.show import SUMMARY_KEY, check_shown, device_summary, draw_placement
+    from gplace.show import MODEL_KEY, SUMMARY_KEY, check_shown, device_summary, draw_placement
 
     doc = load_json(args.placement)
     if not isinstance(doc, dict) or doc.get("format") != PLACEMENT_FORMAT:
@@ -442,6 +442,9 @@ def _show(args) -> None:
     console.print(table)
     if summary is None:
         console.print("(no per-device summary in the file: give --graph and --cluster to compute one)")
+    elif doc.get(MODEL_KEY):
+        console.print(f"(the per-device figures and trace.json are the {doc[MODEL_KEY]} model of this placement, "
+                      f"not {doc.get('runtime')}'s measurement)")
     if args.draw:
         if graph is None:
             raise ValueError("--draw needs --graph (the graph file the placement is for)")

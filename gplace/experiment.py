@@ -331,12 +331,13 @@ def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime 
     """Write ``placement.json`` (the versioned placement format, with the per-device summary of
     :func:`gplace.show.device_summary`) and ``trace.json`` (Chrome trace). Where ``runtime`` is a pipeline
     simulator, both describe its mini-batch (peak memory, bubble, micro-batches labelled in the trace); else
-    ``sim-v1``'s schedule of one step."""
+    ``sim-v1``'s schedule of one step (``placement.json`` then says so in ``summary_model`` where another runtime
+    measured the step)."""
     from gplace.pipeline import PipelineSimulator, write_pipeline_trace
     from gplace.pipeline.stages import placement_extras
     from gplace.runtime import schedule, write_chrome_trace
     from gplace.runtime.wrapper import innermost
-    from gplace.show import SUMMARY_KEY, device_summary
+    from gplace.show import MODEL_KEY, SIM_V1, SUMMARY_KEY, device_summary
 
     run_dir, graph, cluster, placement = Path(run_dir), report.graph, report.cluster, report.placement
     inner = None if runtime is None else innermost(runtime)
@@ -346,6 +347,8 @@ def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime 
              "failed_baselines": {k: m.reason for k, m in report.baselines.items() if not m.ok}}
     extra.update(placement_extras(graph, cluster, placement))
     extra[SUMMARY_KEY] = device_summary(graph, cluster, placement, timeline)
+    if timeline is None and report.measurement.runtime != SIM_V1:  # a real runtime or the steady-state score
+        extra[MODEL_KEY] = SIM_V1
     if getattr(inner, "microbatches", None) and (extra.get("split_unaligned") or extra.get("split_backward_away")):
         _warn_unaligned(extra["split_unaligned"], extra["split_backward_away"])
     doc = placement_to_dict(placement, graph, cluster, step_time=report.measurement.step_time,

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SUMMARY_KEY = "per_device"
+MODEL_KEY = "summary_model"
+"""The runtime whose model the per-device summary and trace come from, where another measured the step."""
+SIM_V1 = "sim-v1"
 """The ``placement.json`` key holding :func:`device_summary`."""
 
 _COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",

@@ -260,3 +260,19 @@ def test_the_summary_says_when_the_result_is_a_single_device_fallback():
     assert _found(result) == "the best is every op on one device (the search found nothing faster)"
     assert _found(TrainResult(Placement.single(g, 0), Measurement(True, 2.0, "sim-v1"), 8, 1.0,
                               sample_step_times=np.array([3.0, 2.0]))) == "the best found by sample 2"
+
+
+def test_a_placement_measured_by_another_runtime_says_its_summary_and_trace_are_sim_v1s(files):
+    """trace.json and the per-device summary are sim-v1's schedule whatever measured the step: with the steady-state
+    score (or a real runtime) their step time differed from placement.json's, and nothing said why."""
+    out = files / "steady"
+    proc = _gplace("place", "method=heft", "objective=pipeline_steady", *_file_args(files), f"hydra.run.dir={out}",
+                   cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "placement.json").read_text())
+    assert doc["runtime"].startswith("pipe-steady-v1") and doc["summary_model"] == "sim-v1"
+    assert json.loads((out / "trace.json").read_text())["otherData"]["model"] == "sim-v1"
+    shown = " ".join(_gplace("show", str(out / "placement.json"), cwd=files).stdout.split())
+    assert "are the sim-v1 model of this placement, not pipe-steady-v1" in shown
+    heft = json.loads((files / "heft" / "placement.json").read_text()) if (files / "heft").exists() else None
+    assert heft is None or "summary_model" not in heft  # measured by sim-v1 itself

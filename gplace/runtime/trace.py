@@ -41,7 +41,8 @@ def write_chrome_trace(path: str | Path, graph: OpGraph, cluster: Cluster, sched
     events = _metadata(cluster, schedule) + _op_slices(graph, schedule)
     events += _transfer_slices(graph, cluster, schedule) + _memory_counters(cluster, schedule)
     doc = {"traceEvents": events, "displayTimeUnit": "ms",
-           "otherData": {"graph": graph.name, "cluster": cluster.name, "step_time_s": schedule.step_time}}
+           "otherData": {"graph": graph.name, "cluster": cluster.name, "step_time_s": schedule.step_time,
+                         "model": "sim-v1"}}  # the simulator's schedule, whatever runtime measured the step
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
