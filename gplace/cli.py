@@ -284,6 +284,17 @@ def bench(cfg: DictConfig) -> list:
         return _bench_cases(cfg)
 
 
+def _check_search(search: DictConfig) -> None:
+    """Refuse a ``search.updates`` that is not a whole number >= 1 or a ``search.seconds`` that is not > 0 (or null),
+    naming it, before anything runs (a trainer refused them after every baseline had run)."""
+    updates, seconds = search.get("updates"), search.get("seconds")
+    if isinstance(updates, bool) or not isinstance(updates, int) or updates < 1:
+        raise ValueError(f"search.updates must be a whole number >= 1, got {updates!r}")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0
+                                or math.isinf(seconds)):
+        raise ValueError(f"search.seconds must be a finite number > 0 or null, got {seconds!r}")
+
+
 def _bench_cases(cfg: DictConfig) -> list:
     """The main bench (gplace/conf/bench.yaml, bench_paper.yaml): each case's baselines and learned searches."""
     from hydra import compose
@@ -292,8 +303,14 @@ def _bench_cases(cfg: DictConfig) -> list:
     from gplace.bench.runner import load_records
     from gplace.experiment import place
 
+    _check_search(cfg.search)
     search_overrides = ["logger=none", "trainer.progress=false", f"trainer.updates={cfg.search.updates}",
                         f"trainer.max_seconds={cfg.search.seconds}"]
+    for name, spec in cfg.learned.items():  # each search's trainer, before any baseline runs
+        try:
+            instantiate(compose(config_name="config", overrides=[*search_overrides, *spec.overrides]).trainer)
+        except InstantiationException as err:
+            raise ValueError(f"learned.{name}: {err.__cause__ or err}") from None
 
     def build_case(case) -> BenchCase:
         c = compose(config_name="config", overrides=[*case, *search_overrides])

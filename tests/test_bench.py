@@ -154,6 +154,22 @@ def test_gplace_bench_cli(tmp_path):
     assert "seq2seq vs best baseline" in (tmp_path / "RESULTS.md").read_text()
 
 
+@pytest.mark.parametrize(("override", "message"), [
+    ("search.seconds=-1", "search.seconds must be a finite number > 0 or null, got -1"),
+    ("search.updates=abc", "search.updates must be a whole number >= 1, got 'abc'"),
+    ("learned.seq2seq.overrides=['trainer.lr=-1']", "learned.seq2seq: lr must be > 0"),
+])
+def test_bad_search_settings_are_refused_before_any_baseline_runs(tmp_path, override, message):
+    """They were refused by the first search's trainer, after every baseline had run, and named its own key
+    (max_seconds for search.seconds)."""
+    args = [sys.executable, "-m", "gplace", "bench", f"out_dir={tmp_path}", override, f"hydra.run.dir={tmp_path / 'h'}",
+            "cases=[['graph=lstm_lm','cluster=paper_2gpu','graph.steps=2','graph.hidden=64','graph.vocab=100']]"]
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "results.json").exists()
+
+
 class _Fixed:
     """A placer returning one fixed placement (a deliberately bad baseline)."""
 
