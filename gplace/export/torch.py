@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from gplace.export.parts import device_parts, framework_devices, part_of
-from gplace.importers.torch_export import TorchSource, example_args
+from gplace.importers.torch_export import TorchSource, _attribute, example_args
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device, unavailable_reason
 
@@ -67,7 +67,7 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     owner = part_of(parts, graph.num_ops)
     part_ids = _node_parts(gm, graph, owner)
     for name, k in part_ids.items():
-        _retarget(nodes[name], devices[parts[k].device])
+        _retarget(nodes[name], devices[parts[k].device], gm)
         nodes[name].target = LAYOUT_FREE.get(nodes[name].target, nodes[name].target)  # as torch-v1 runs them
     split = torch.fx.passes.split_module.split_module(gm, gm, lambda node: part_ids[node.name])
     split.graph._codegen = gm.graph._codegen  # takes and returns the exported module's (nested) inputs and outputs
@@ -277,10 +277,17 @@ def _node_parts(gm: torch.fx.GraphModule, graph: OpGraph, owner: Any) -> dict[st
     return parts
 
 
-def _retarget(node: torch.fx.Node, device: torch.device) -> None:
-    """Point a factory op's ``device=`` argument at its part's device."""
+def _retarget(node: torch.fx.Node, device: torch.device, gm: torch.fx.GraphModule) -> None:
+    """Point a factory op's ``device=`` argument at its part's device; a control-flow op's too, in each branch or
+    body it runs (graph modules of ``gm`` it reads)."""
     if "device" in node.kwargs:
         node.kwargs = {**node.kwargs, "device": device}
+    for arg in node.all_input_nodes:
+        sub = _attribute(gm, arg)
+        if isinstance(sub, torch.fx.GraphModule):
+            for inner in [n for n in sub.graph.nodes if n.op == "call_function"]:
+                _retarget(inner, device, sub)
+            sub.recompile()
 
 
 def _ancestors(path: str) -> list[str]:

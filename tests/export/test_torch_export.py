@@ -199,6 +199,23 @@ def test_a_gpu_this_machine_lacks_is_named_before_anything_moves(imported):
     assert {p.device.type for p in model.parameters()} == {"cpu"}
 
 
+class _CondWithOnes(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: t + torch.ones(8), lambda t: t * 2, (x,))
+
+
+def test_tensors_made_inside_a_branch_are_made_on_the_control_flow_ops_device():
+    """Only the top-level graph's factory ops followed the placement: torch.ones inside a torch.cond branch placed
+    on another device stayed device=cpu (a device mismatch on a GPU)."""
+    graph = from_torch(_CondWithOnes(), (torch.randn(2, 8),))
+    cluster = uniform_cluster(2, kind="cpu")
+    split = split_program(graph, cluster, Placement.for_graph(graph, [1] * graph.num_ops),
+                          device_map={"/CPU:1": "meta"})
+    made = [node.kwargs["device"] for module in split.modules() if isinstance(module, torch.fx.GraphModule)
+            for node in module.graph.nodes if node.op == "call_function" and "device" in node.kwargs]
+    assert made and {torch.device(d).type for d in made} == {"meta"}
+
+
 class _Rotary(nn.Module):
     def __init__(self) -> None:
         super().__init__()
