@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 
 from gplace.export.parts import device_parts, framework_devices, part_of
 from gplace.importers.torch_export import TorchSource, _attribute, example_args
@@ -33,7 +34,8 @@ from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device, u
 
 
 class OnDevice(nn.Module):
-    """A submodule that runs on ``device``: tensor inputs are moved there first."""
+    """A submodule that runs on ``device``: tensor inputs are moved there first, and what it writes in place into
+    a moved input (a buffer's update, a mutated input) is copied back into the caller's tensor."""
 
     def __init__(self, module: nn.Module, device: torch.device | str) -> None:
         super().__init__()
@@ -41,7 +43,16 @@ class OnDevice(nn.Module):
         self.module = module.to(self.device)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.module(*to_device(args, self.device), **to_device(kwargs, self.device))
+        moved = to_device((args, kwargs), self.device)
+        pairs = [(given, there, there._version) for given, there in zip(pytree.tree_leaves((args, kwargs)),
+                                                                        pytree.tree_leaves(moved), strict=True)
+                 if isinstance(given, torch.Tensor) and there is not given]
+        out = self.module(*moved[0], **moved[1])
+        with torch.no_grad():
+            for given, there, version in pairs:
+                if there._version != version:  # written in place on this device: the write lands on the original
+                    given.copy_(there)
+        return out
 
 
 def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,

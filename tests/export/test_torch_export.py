@@ -199,6 +199,25 @@ def test_a_gpu_this_machine_lacks_is_named_before_anything_moves(imported):
     assert {p.device.type for p in model.parameters()} == {"cpu"}
 
 
+class _Bump(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.add_(1)
+        return x * 2
+
+
+def test_an_in_place_write_to_a_moved_input_is_written_back_to_the_callers_tensor():
+    """A part on another device wrote a buffer update or a mutated input into its own copy, so the caller's tensor
+    never changed. The write-back is shown here by its attempt from the meta device (which holds no data to copy:
+    this machine has one CPU device, and copies between real devices never ran here); a part that writes nothing
+    in place copies nothing back."""
+    with pytest.raises(NotImplementedError, match="Cannot copy out of meta tensor"):
+        OnDevice(_Bump(), "meta")(torch.zeros(3))
+    assert OnDevice(nn.ReLU(), "meta")(torch.zeros(3)).device.type == "meta"
+    same = torch.zeros(3)
+    OnDevice(_Bump(), "cpu")(same)  # no copy on one device: the write lands on the caller's tensor itself
+    assert same.tolist() == [1.0, 1.0, 1.0]
+
+
 class _CondWithOnes(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cond(x.sum() > 0, lambda t: t + torch.ones(8), lambda t: t * 2, (x,))
