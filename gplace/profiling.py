@@ -387,7 +387,12 @@ def cost_error(
     """Per-op and summed error of ``analytic / speed`` against ``measured`` (seconds, one entry per op).
 
     Ops with either cost 0 are left out of the per-op figures (a log ratio needs both) but count in the sums.
+
+    Raises:
+        ValueError: ``speed`` is not a finite number > 0 (the figures came out inf or NaN).
     """
+    if isinstance(speed, bool) or not isinstance(speed, int | float) or not 0 < speed < math.inf:
+        raise ValueError(f"cost_error: speed must be a finite number > 0, got {speed!r}")
     a, m = _pair(analytic, measured)
     predicted = a / speed
     both = (predicted > 0) & (m > 0)

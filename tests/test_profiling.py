@@ -223,6 +223,9 @@ def test_speed_factor_and_errors() -> None:
     assert raw.median == pytest.approx(2.5, rel=0.1) and raw.step_ratio == pytest.approx(2.5, rel=0.1)
     assert 1.0 <= scaled.median < 1.15 and scaled.p90 < 1.3
     assert scaled.step_ratio == pytest.approx(1.0, abs=0.05)
+    for bad in (0, -2.0, float("nan")):  # inf or NaN figures, or ops=0 for a negative speed
+        with pytest.raises(ValueError, match="cost_error: speed must be a finite number > 0"):
+            cost_error(analytic, measured, speed=bad)
     exact = cost_error([1.0, 2.0], [1.0, 2.0])
     assert (exact.ops, exact.median, exact.p90, exact.step_ratio) == (2, 1.0, 1.0, 1.0)
     with pytest.raises(ValueError, match="no op"):

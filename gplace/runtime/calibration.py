@@ -304,7 +304,12 @@ def anchor(op_time: np.ndarray, step_time: float, executed: int) -> tuple[float,
 
     The residual ``step_time - op_time.sum()`` is spread evenly over the ``executed`` ops when it is >= 0;
     otherwise the op times are scaled down. One of the two is neutral (overhead 0, or scale 1).
+
+    Raises:
+        ValueError: ``step_time`` is not a finite number > 0 (a scale of 0 or below costs every op nothing, or less).
     """
+    if not 0 < step_time < math.inf:
+        raise ValueError(f"anchor: step_time must be a finite number of seconds > 0, got {step_time!r}")
     total = float(op_time.sum())
     residual = step_time - total
     if residual >= 0 or total <= 0:

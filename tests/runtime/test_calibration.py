@@ -48,6 +48,9 @@ def test_anchor_makes_costs_add_up_to_the_step() -> None:
     """A step longer than its ops spreads the rest evenly; a shorter one scales the op times down."""
     ops = np.array([0.0, 1.0, 3.0])
     assert anchor(ops, 6.0, executed=2) == (1.0, 1.0)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):  # a scale of 0 or -0.5, refused later deep in the graph
+        with pytest.raises(ValueError, match="anchor: step_time must be a finite number of seconds > 0"):
+            anchor(ops, bad, executed=2)
     overhead, scale = anchor(ops, 2.0, executed=2)
     assert overhead == 0.0 and scale == pytest.approx(0.5)
 
