@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -227,10 +228,11 @@ def _guard(job, cfg: DictConfig):
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
         _fail(f"{type(err).__name__}: {err}")
-    except KeyboardInterrupt:
-        sys.stderr.write("gplace: interrupted; a training run resumes from its last checkpoint when the same "
-                         "command runs again with the same hydra.run.dir\n")
-        raise SystemExit(130) from None
+    except KeyboardInterrupt as err:
+        sys.stderr.write(f"gplace: {'terminated' if isinstance(err, Terminated) else 'interrupted'}; a training run "
+                         "resumes from its last checkpoint when the same command runs again with the same "
+                         "hydra.run.dir\n")
+        raise SystemExit(143 if isinstance(err, Terminated) else 130) from None
 
 
 _NULLABLE = ("threads", "max_groups")
@@ -479,10 +481,19 @@ def _bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's time limit, ``kill``), ended as Ctrl-C is: pools stopped, one line, exit status 143."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main() -> None:
     """Console-script entry point: ``gplace [train] [overrides]`` runs the experiment; ``gplace bench
     [overrides]`` the bench; ``gplace place [method=heft|pretrained|policy.pt] [overrides]`` places without
     training a policy; ``gplace show placement.json`` prints and draws a placement."""
+    signal.signal(signal.SIGTERM, _terminate)
     command = sys.argv[1] if len(sys.argv) > 1 else None
     if command == "show":
         show(sys.argv[2:])

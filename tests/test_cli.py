@@ -115,3 +115,21 @@ def test_an_interrupted_command_ends_in_one_line_saying_how_to_resume(capsys):
     with pytest.raises(SystemExit) as stop:
         _guard(interrupted, OmegaConf.create({}))
     assert stop.value.code == 130 and "resumes from its last checkpoint" in capsys.readouterr().err
+
+
+def test_a_terminated_run_ends_as_an_interrupted_one(tmp_path):
+    """SIGTERM (a scheduler's time limit) killed a run at once with no word; now it ends as Ctrl-C does, exit 143."""
+    import signal
+    import time
+
+    slow = [arg for arg in FAST if not arg.startswith("trainer.updates=")] + ["trainer.updates=100000"]
+    proc = subprocess.Popen([sys.executable, "-m", "gplace", *slow,
+                             f"hydra.run.dir={tmp_path / 'r'}"], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "WANDB_MODE": "disabled"})
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "r" / "metrics.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and "gplace: terminated; a training run resumes" in err, err
+    assert "Traceback" not in err
