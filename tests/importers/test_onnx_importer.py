@@ -158,6 +158,15 @@ def test_dynamic_batch_resolved_from_input_shapes():
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"  # caller's model untouched
 
 
+def test_a_symbol_resolved_by_one_inputs_shape_resolves_it_in_the_others():
+    """ids and mask both (batch, seq): giving ids' shape left mask's dimensions unknown ('give the full shape'),
+    though the docstring said the symbols it resolves are written into every use."""
+    ids, mask, y = (helper.make_tensor_value_info(n, F32, ["batch", "seq"]) for n in ("ids", "mask", "y"))
+    model = _model([helper.make_node("Add", ["ids", "mask"], ["y"], name="add")], [ids, mask], [y])
+    g = from_onnx(model, {"ids": [2, 16]})
+    assert g.output_shapes[g.op_index["mask"]] == ((2, 16),) and g.output_shapes[g.op_index["add"]] == ((2, 16),)
+
+
 def test_missing_input_shape_names_the_input_and_dim():
     """An unknown dimension with no input shape raises, naming the input and the dimension."""
     with pytest.raises(UnsupportedGraphError, match=r"input 'x': dimension 0 \(batch\) is unknown"):

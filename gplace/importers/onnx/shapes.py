@@ -67,7 +67,7 @@ def fix_input_shapes(graph: onnx.GraphProto, given: dict[str, Sequence[int]]) ->
             f"input_shapes names {unknown}, which are not inputs of the model; inputs: {[v.name for v in inputs]}"
         )
     symbols: dict[str, int] = {}
-    for value in inputs:
+    for value in sorted(inputs, key=lambda v: v.name not in given):  # the given first: their symbols fix the rest
         _fix_one_input(value, given.get(value.name), symbols)
     for value in [*graph.value_info, *graph.output]:
         if value.type.HasField("tensor_type"):
@@ -86,6 +86,8 @@ def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None, symb
         if not tensor_type.HasField("shape"):
             raise UnsupportedGraphError(f"input {value.name!r} has no shape; give it in input_shapes")
         for i, dim in enumerate(tensor_type.shape.dim):
+            if dim.HasField("dim_param") and dim.dim_param in symbols:  # named in another input's given shape
+                dim.dim_value = symbols[dim.dim_param]
             if not dim.HasField("dim_value"):
                 raise UnsupportedGraphError(
                     f"input {value.name!r}: dimension {i} ({dim.dim_param or 'unnamed'}) is unknown; "
