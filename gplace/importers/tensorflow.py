@@ -340,6 +340,9 @@ def _trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any,
         return _function_traced(tf, obj)
     if isinstance(obj, tf.types.experimental.PolymorphicFunction):
         with _wrap_errors(f"tf.function {getattr(obj, '__name__', '?')!r} (give it an input_signature)"):
+            specs = getattr(obj, "input_signature", None)
+            if specs and batch_size and getattr(obj, "python_function", None):  # traced again at that batch
+                obj = tf.function(obj.python_function, input_signature=_batched(tf, specs, batch_size))
             concrete = obj.get_concrete_function()
         return _function_traced(tf, concrete)
     if _is_keras_model(obj):
@@ -348,6 +351,20 @@ def _trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any,
         "from_tensorflow expects a GraphDef, a tf.Graph, a tf.function or concrete function, a Keras model, "
         f"or a path to a GraphDef file or SavedModel directory; got {type(obj).__name__}"
     )
+
+
+def _batched(tf: Any, specs: Any, batch_size: int) -> Any:
+    """``specs`` (an ``input_signature``) with ``batch_size`` for each unknown leading dimension, so the function is
+    traced at that batch (shapes inside its loops and branches then follow; fixing the placeholders of a function
+    traced with an unknown batch left them unknown there)."""
+    def fix(spec: Any) -> Any:
+        shape = getattr(spec, "shape", None)
+        if not isinstance(spec, tf.TensorSpec) or shape is None or shape.rank is None or not shape.rank:
+            return spec
+        if shape[0] is not None:
+            return spec
+        return tf.TensorSpec([batch_size, *shape[1:]], spec.dtype, spec.name)
+    return tf.nest.map_structure(fix, specs)
 
 
 def _trace_path(tf: Any, path: Path, outputs: Sequence[str] | None) -> _Traced:

@@ -376,6 +376,20 @@ def test_keras_inference_and_training_step():
         assert all(d >= 0 for s in shapes for d in s), step.op_names[i]
 
 
+def test_a_tf_function_with_an_unknown_batch_is_traced_at_batch_size_through_its_loops():
+    """batch_size was written into the placeholders only: a tf.while_loop's outputs kept the unknown batch, and the
+    import failed asking for the batch_size it was given."""
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+    def loop(x):
+        w = tf.ones([4, 4])
+        _, y = tf.while_loop(lambda i, x: i < 5, lambda i, x: (i + 1, tf.matmul(x, w)), (tf.constant(0), x))
+        return tf.reduce_sum(y)
+
+    g = from_tensorflow(loop, batch_size=8)
+    assert g.output_shapes[g.op_index["x"]] == ((8, 4),)
+    assert (8, 4) in g.output_shapes[g.op_index["while"]]
+
+
 _FINGERPRINT_SCRIPT = """
 import os, sys
 sys.path.insert(0, os.environ["GPLACE_TEST_DIR"])
