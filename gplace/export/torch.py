@@ -60,7 +60,8 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     """The program of ``graph`` split into per-device submodules ``submod_<k>`` (each an :class:`OnDevice`).
 
     Call it like the exported module (``ExportedProgram.module()``); outputs land on the device of the part
-    that made them.
+    that made them. As ``ExportedProgram.module()`` does, it shares the program's weights and buffers where they
+    stay on their device: a buffer it updates in place is updated in ``graph.source.program`` too.
 
     Raises:
         UnsupportedGraphError: ``graph`` was not imported from a ``torch.export`` inference program.
