@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from gplace.export.parts import device_parts, framework_devices, part_of
-from gplace.importers.torch_export import TorchSource, _attribute, example_args
+from gplace.importers.torch_export import TorchSource, attribute_of, example_args
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device, unavailable_reason
 
@@ -295,7 +295,7 @@ def _retarget(node: torch.fx.Node, device: torch.device, gm: torch.fx.GraphModul
     if "device" in node.kwargs:
         node.kwargs = {**node.kwargs, "device": device}
     for arg in node.all_input_nodes:
-        sub = _attribute(gm, arg)
+        sub = attribute_of(gm, arg)
         if isinstance(sub, torch.fx.GraphModule):
             for inner in [n for n in sub.graph.nodes if n.op == "call_function"]:
                 _retarget(inner, device, sub)

@@ -351,7 +351,7 @@ def _total(specs: list[TensorSpec | None]) -> TensorSpec | None:
     return TensorSpec((), sum(s.nbytes for s in known)) if known else None
 
 
-def _attribute(owner: torch.fx.GraphModule, node: torch.fx.Node) -> Any:
+def attribute_of(owner: torch.fx.GraphModule, node: torch.fx.Node) -> Any:
     """What a ``get_attr`` node of ``owner``'s graph names (a tensor, or a control-flow subgraph); ``None`` for
     other nodes."""
     if node.op != "get_attr":
@@ -369,7 +369,7 @@ def _control_flow_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, trips:
     subgraphs are ``owner``'s."""
     import torch
 
-    graphs = [_attribute(owner, a) for a in node.args if isinstance(a, torch.fx.Node)]
+    graphs = [attribute_of(owner, a) for a in node.args if isinstance(a, torch.fx.Node)]
     costs = [_subgraph_costs(g) for g in graphs if isinstance(g, torch.fx.GraphModule)]
     if _op_type(node.target) == "cond":
         return {kind: max(c[kind] for c in costs) for kind in costs[0]}
@@ -562,7 +562,7 @@ class _FxBuilder:
     def _get_attr(self, node: torch.fx.Node) -> None:
         import torch
 
-        value = _attribute(self.gm, node)
+        value = attribute_of(self.gm, node)
         if isinstance(value, torch.Tensor):
             shape = tuple(int(d) for d in value.shape)
             self._state(node, TensorSpec(shape, value.numel() * value.element_size()), str(node.target))
@@ -619,7 +619,7 @@ class _FxBuilder:
 
         deps: list[torch.fx.Node] = []
         torch.fx.node.map_arg((node.args, node.kwargs), deps.append)
-        deps = [d for d in deps if not isinstance(_attribute(self.gm, d), torch.fx.GraphModule)]
+        deps = [d for d in deps if not isinstance(attribute_of(self.gm, d), torch.fx.GraphModule)]
         specs, persistent = {}, 0
         for dep in dict.fromkeys(deps):
             src, spec = self._value(dep, node)
