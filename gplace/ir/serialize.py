@@ -116,7 +116,8 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
                 if matrix[j, i] != matrix[i, j]:
                     rec[label] = float(matrix[j, i])
             links.append(rec)
-    version = CLUSTER_VERSION_DIRECTED if any(len(rec) > 4 for rec in links) else VERSION
+    directed = any(label in rec for rec in links for label in ("reverse_bandwidth", "reverse_latency"))
+    version = CLUSTER_VERSION_DIRECTED if directed else VERSION
     return {"format": CLUSTER_FORMAT, "version": version, "name": cluster.name, "devices": devices, "links": links}
 
 

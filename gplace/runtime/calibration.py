@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gplace.ir import Cluster, Edge, OpGraph, Placement
+from gplace.ir.errors import check_sizes
 
 if TYPE_CHECKING:
     import torch
@@ -154,7 +155,6 @@ def calibrate(
             ``copy_repeats`` < 1, ``warmup`` < 0 or not whole numbers, or fewer than two distinct ``copy_sizes``.
         gplace.runtime.torch_runtime.TorchRunError: the graph does not run on a device.
     """
-    from gplace.ir.errors import check_sizes
     from gplace.runtime.torch_runtime import torch_device
 
     check_sizes("calibrate", 1, repeats=repeats, copy_repeats=copy_repeats)

@@ -35,8 +35,10 @@ def batch_advantage(reward: torch.Tensor, baseline: float, *, normalize: bool = 
         reward (K,) -> (K,), without gradient.
     """
     out = reward.detach() - baseline
-    if normalize and out.numel() > 1 and out.std() > EQUAL_REWARDS * reward.detach().abs().max():
-        out = out / (out.std() + 1e-8)
+    if normalize and out.numel() > 1:
+        spread = out.std()
+        if spread > EQUAL_REWARDS * reward.detach().abs().max():
+            out = out / (spread + 1e-8)
     return out.clamp(min=0.0) if best_only else out
 
 
