@@ -39,7 +39,7 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.configurable import Configurable
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster
-from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.base import Measurement, Runtime, measure_each
 from gplace.training import TrainResult
 from gplace.training.checkpoint import save_checkpoint
 
@@ -303,7 +303,7 @@ def _measured(graph: OpGraph, cluster: Cluster, candidates: list[Placement], run
         from gplace.runtime import Simulator
 
         runtime = Simulator()
-    return runtime.measure_many(graph, cluster, candidates)
+    return measure_each(runtime, graph, cluster, candidates)
 
 
 def _fastest(graph: OpGraph, cluster: Cluster, candidates: list[Placement],

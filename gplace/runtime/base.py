@@ -106,6 +106,21 @@ class Runtime(abc.ABC):
         """Measure a placement already validated against ``graph`` and ``cluster``."""
 
 
+def measure_each(runtime: Runtime, graph: OpGraph, cluster: Cluster,
+                 placements: Sequence[Placement]) -> list[Measurement]:
+    """``runtime.measure_many``, checked to give one measurement per placement (a wrapper or runtime of one's
+    own that drops some would otherwise pair measurements with the wrong placements).
+
+    Raises:
+        ValueError: the runtime returned another number of measurements (names the runtime and both counts).
+    """
+    measurements = list(runtime.measure_many(graph, cluster, placements))
+    if len(measurements) != len(placements):
+        raise ValueError(f"runtime {runtime.id!r} ({type(runtime).__name__}) returned {len(measurements)} measurements "
+                         f"for {len(placements)} placements: measure_many gives one per placement, in order")
+    return measurements
+
+
 def freeze_arrays(obj: object) -> None:
     """Make every NumPy array attribute of ``obj`` read-only (for frozen result dataclasses)."""
     for value in vars(obj).values():

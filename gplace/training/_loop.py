@@ -33,7 +33,7 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger
 from gplace.run_dir import hold_dir
-from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.base import Measurement, Runtime, measure_each
 from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import load_checkpoint, save_checkpoint
 from gplace.training.reinforce import step_time_reward
@@ -134,10 +134,7 @@ def measure_rollout(devices: np.ndarray, runtime: Runtime, graph: OpGraph, clust
         devices (K, N) int device per op; the returned tensors are (K,).
     """
     placements = [Placement.for_graph(graph, d) for d in np.asarray(devices)]
-    measurements = runtime.measure_many(graph, cluster, placements)
-    if len(measurements) != len(placements):
-        raise ValueError(f"runtime {runtime.id!r} ({type(runtime).__name__}) returned {len(measurements)} measurements "
-                         f"for {len(placements)} placements: measure_many gives one per placement, in order")
+    measurements = measure_each(runtime, graph, cluster, placements)
     ok = torch.tensor([m.ok for m in measurements])
     step_time = torch.tensor([m.step_time if m.ok else penalty_step_time for m in measurements], dtype=torch.float64)
     return Rollout(placements, measurements, ok, step_time, step_time_reward(step_time))

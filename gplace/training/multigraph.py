@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from torch import nn
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
-from gplace.runtime.base import Runtime
+from gplace.runtime.base import Runtime, measure_each
 from gplace.training._loop import ProjectionCache, grouping_id, log_failures, run_settings, start_loop
 from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import save_checkpoint
@@ -36,6 +37,8 @@ from gplace.training.trainer import ReinforceTrainer, TrainResult
 
 __all__ = ["MultiGraphResult", "MultiGraphTrainer", "Rollout", "Task", "TaskRollout", "TaskResult", "finetune",
            "reference_step_time"]
+
+log = logging.getLogger(__name__)
 
 Task = tuple[OpGraph, Cluster]
 """A graph to place and the cluster to place it on."""
@@ -107,6 +110,16 @@ class _TaskState:
         self.reference_time: float | None = None
         """The reference step time, once measured."""
         self._placer: nn.Module | None = None
+        self._warned_penalty = False
+
+    def warn_if_failing_pays(self, ratio: torch.Tensor, ok: torch.Tensor, penalty_ratio: float) -> None:
+        """Warn once when a placement that ran scored worse than ``penalty_ratio``, a failure's charge."""
+        slowest = float(ratio[ok].max()) if ok.any() else 0.0
+        if slowest > penalty_ratio and not self._warned_penalty:
+            self._warned_penalty = True
+            log.warning("task %s on %s: a placement that ran took %.4g times the reference step time, more than the "
+                        "penalty_ratio (%.4g) a failed one is charged, so failing is rewarded above it: set "
+                        "penalty_ratio above the ratios", self.graph.name, self.cluster.name, slowest, penalty_ratio)
 
     def placer(self, encoder: nn.Module, policy: nn.Module, max_groups: int) -> nn.Module:
         from gplace.placer import PolicyPlacer
@@ -245,12 +258,13 @@ class MultiGraphTrainer(MultiGraphSettings):
         placer = task.placer(encoder, policy, self.max_groups)
         devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=generator)
         placements = [Placement.for_graph(task.graph, d) for d in np.asarray(devices)]
-        measurements = runtime.measure_many(task.graph, task.cluster, placements)
+        measurements = measure_each(runtime, task.graph, task.cluster, placements)
         log_failures(placements, measurements)
         task.samples += len(placements)
         ok = torch.tensor([m.ok for m in measurements])
         step_time = torch.tensor([m.step_time if m.ok else math.nan for m in measurements], dtype=torch.float64)
         ratio = torch.where(ok, step_time / task.reference(runtime), torch.full_like(step_time, self.penalty_ratio))
+        task.warn_if_failing_pays(ratio, ok, self.penalty_ratio)
         if ok.any():
             i = int(torch.argmin(torch.where(ok, step_time, math.inf)))
             if task.best is None or float(step_time[i]) < task.best[1]:
