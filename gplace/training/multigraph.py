@@ -10,6 +10,7 @@ pretrained weights.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -329,8 +330,8 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
         run_dir: metrics and checkpoints, as in :meth:`ReinforceTrainer.fit`.
         logger: metrics logger (default: none).
 
-    With ``copy_modules=False`` and ``conditioning_only``, the given modules' other parameters are left frozen
-    (``requires_grad=False``) afterwards.
+    Only the trained parameters require gradients while it runs (all of them unless ``conditioning_only``, even
+    those an earlier call or the caller froze); each parameter's ``requires_grad`` is as it was afterwards.
 
     Raises:
         TypeError: ``trainer`` is not a REINFORCE or PPO trainer instance, ``runtime`` not a runtime, ``graph``
@@ -345,22 +346,38 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
     if trainer is not None and not isinstance(trainer, ReinforceTrainer | PPOTrainer):
         raise TypeError(f"trainer must be a ReinforceTrainer or PPOTrainer instance (one graph's search), got "
                         f"{trainer!r}")
+    trained = _trained_parameters(policy, conditioning_only)
     if copy_modules:
         encoder, policy = copy.deepcopy(encoder), copy.deepcopy(policy)
-    if conditioning_only:
-        _freeze_all_but_conditioning(encoder, policy)
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
-    return (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger)
+    with _training_only(encoder, policy, trained):
+        return (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger)
 
 
-def _freeze_all_but_conditioning(encoder: nn.Module, policy: nn.Module) -> None:
+def _trained_parameters(policy: nn.Module, conditioning_only: bool) -> set[str] | None:
+    """The names of the policy's parameters ``finetune`` trains, or None for every parameter of both modules."""
+    if not conditioning_only:
+        return None
     if not hasattr(policy, "conditioning_parameters"):
         raise ValueError(f"conditioning_only needs a policy with conditioning_parameters() (e.g. "
                          f"SuperpositionPolicy), got {type(policy).__name__}")
-    for p in [*encoder.parameters(), *policy.parameters()]:
-        p.requires_grad_(False)
-    for p in policy.conditioning_parameters():
-        p.requires_grad_(True)
+    conditioning = {id(p) for p in policy.conditioning_parameters()}
+    return {name for name, p in policy.named_parameters() if id(p) in conditioning}
+
+
+@contextlib.contextmanager
+def _training_only(encoder: nn.Module, policy: nn.Module, trained: set[str] | None):
+    """Train the named policy parameters (every parameter when None), the others frozen; each parameter's
+    ``requires_grad`` as it was afterwards (a frozen module handed on trained nothing but what was left on)."""
+    params = [("", p) for p in encoder.parameters()] + list(policy.named_parameters())
+    before = [p.requires_grad for _, p in params]
+    for name, p in params:
+        p.requires_grad_(trained is None or name in trained)
+    try:
+        yield
+    finally:
+        for (_, p), flag in zip(params, before, strict=True):
+            p.requires_grad_(flag)
 
 
 def _restore(state: dict[str, Any], encoder: nn.Module, policy: nn.Module, draws: np.random.Generator,

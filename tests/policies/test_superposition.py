@@ -61,3 +61,19 @@ def test_conditioning_only_needs_a_superposition_policy() -> None:
     with pytest.raises(ValueError, match="conditioning_parameters"):
         finetune(GNNEncoder("sage", hidden_size=16), GDPPolicy(3, hidden_size=16), graph, cluster, Simulator(),
                  conditioning_only=True)
+
+
+def test_a_full_fine_tune_after_a_conditioning_only_one_trains_every_weight() -> None:
+    """A conditioning-only fine-tune left the given modules frozen, so a later full fine-tune of them (or of
+    copies, which keep the flags) trained the conditioning alone with nothing said."""
+    graph, cluster = random_dag(20, seed=1), cpu_gpu_cluster(num_gpus=2)
+    torch.manual_seed(0)
+    encoder, policy = GNNEncoder("sage", hidden_size=16), SuperpositionPolicy(3, hidden_size=16, segment_size=8)
+    trainer = ReinforceTrainer(updates=3, samples_per_update=4, lr=1e-2)
+    finetune(encoder, policy, graph, cluster, Simulator(), trainer=trainer, copy_modules=False,
+             conditioning_only=True)
+    assert all(p.requires_grad for p in [*encoder.parameters(), *policy.parameters()])  # as they were
+    before = {k: v.clone() for k, v in encoder.state_dict().items()}
+    finetune(encoder, policy, graph, cluster, Simulator(), trainer=trainer, copy_modules=False)
+    changed = [k for k, v in before.items() if not torch.equal(v, encoder.state_dict()[k])]
+    assert len(changed) > len(before) // 2, changed  # none changed before
