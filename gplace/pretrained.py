@@ -44,8 +44,9 @@ from gplace.training import TrainResult
 from gplace.training.checkpoint import save_checkpoint
 
 __all__ = [
-    "FORMAT", "VERSION", "PretrainedPolicy", "build", "load_policy", "module_spec", "pick_pretrained",
-    "place_with_pretrained", "place_zero_shot", "recorded_max_groups", "save_policy", "zero_shot_search",
+    "FORMAT", "VERSION", "PretrainedPolicy", "build", "check_policy_fits", "load_policy", "module_spec",
+    "pick_pretrained", "place_with_pretrained", "place_zero_shot", "recorded_max_groups", "save_policy",
+    "zero_shot_search",
 ]
 
 FORMAT = "gplace.policy"
@@ -150,7 +151,8 @@ def load_policy(path: str | Path) -> PretrainedPolicy:
     Raises:
         FileNotFoundError: no such file.
         ValueError: the file is not a ``gplace.policy`` file of version :data:`VERSION` (e.g. a trainer
-            checkpoint), or its weights do not fit the classes it names.
+            checkpoint), a class it names does not import, its weights do not fit the classes it names, or its
+            ``meta`` records a bad ``max_groups``; the message starts with the file's path.
     """
     from gplace.interfaces import Encoder, Policy
 
@@ -165,7 +167,23 @@ def load_policy(path: str | Path) -> PretrainedPolicy:
     meta = doc.get("meta") or {}
     if not isinstance(meta, Mapping):
         raise ValueError(f"{path}: field 'meta' must be a mapping, got {type(meta).__name__}")
+    try:
+        recorded_max_groups(meta)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     return PretrainedPolicy(encoder, policy, dict(meta))
+
+
+def check_policy_fits(policy: nn.Module, cluster: Cluster, path: str | Path) -> None:
+    """Raise ``ValueError`` naming the policy file ``path`` when its policy places on a fixed number of devices
+    that is not ``cluster``'s."""
+    from gplace.interfaces import capabilities_of
+
+    devices = capabilities_of(policy).num_devices
+    if devices not in (None, cluster.num_devices):
+        raise ValueError(f"{path}: its {type(policy).__name__} places on exactly {devices} devices, cluster "
+                         f"{cluster.name!r} has {cluster.num_devices} (a device-aware or list-scheduling policy "
+                         "places on clusters of any size)")
 
 
 def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, *, samples: int = 0,
@@ -201,6 +219,7 @@ def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clus
     """:func:`place_zero_shot` reported as a search: its result, every candidate measured (the greedy placement and
     ``samples`` sampled ones), and the sampled ones' step times in the order drawn (``inf`` where one failed), so
     :attr:`~gplace.training.TrainResult.best_sample` says which sample found the result (``None``: the greedy one).
+    As in a learned search, ``samples`` counts the sampled placements, the greedy one measured besides them.
 
     Raises:
         ValueError: as :func:`place_zero_shot`.
@@ -210,7 +229,7 @@ def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clus
     candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed)
     best, measurements = _fastest(graph, cluster, candidates, runtime)
     times = np.array([m.step_time if m.ok else np.inf for m in measurements[1:]], dtype=np.float64)
-    return TrainResult(candidates[best], measurements[best], len(candidates), time.monotonic() - started,
+    return TrainResult(candidates[best], measurements[best], len(times), time.monotonic() - started,
                        sample_step_times=times)
 
 
@@ -252,6 +271,7 @@ def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str
     """
     check_graph_and_cluster(graph, cluster)
     encoder, policy, meta = load_policy(checkpoint_path)
+    check_policy_fits(policy, cluster, checkpoint_path)
     return place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
                            max_groups=recorded_max_groups(meta))
 
@@ -351,7 +371,11 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ValueError(f"{path}: weight {name!r} of {spec['class']} holds NaN or inf values (a damaged file, or "
                              "a training run that diverged)")
-    cls = _resolve(spec["class"])
+    try:
+        cls = _resolve(spec["class"])
+    except ValueError as err:
+        raise ValueError(f"{path}: {err} (a file written by another gplace version, or by code not installed "
+                         "here)") from None
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ValueError(f"{path}: {spec['class']} is not a torch.nn.Module class")
     try:

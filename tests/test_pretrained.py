@@ -196,8 +196,48 @@ def test_a_file_whose_fields_are_of_the_wrong_kind_is_named(tmp_path, edit, matc
 def test_a_recorded_max_groups_that_is_not_a_whole_number_is_named(tmp_path):
     encoder, policy = _modules()
     path = save_policy(tmp_path / "p.pt", encoder, policy, meta={"max_groups": "abc"})
-    with pytest.raises(ValueError, match="meta max_groups must be a whole number >= 1 or None, got 'abc'"):
+    with pytest.raises(ValueError, match="meta max_groups must be a whole number >= 1 or None, got 'abc'") as err:
         place_with_pretrained(random_dag(8, seed=1), uniform_cluster(2), path)
+    assert str(err.value).startswith(str(path))  # a bad max_groups did not say which file
+
+
+def test_a_class_the_file_names_that_no_longer_imports_names_the_file(tmp_path):
+    """A file from another gplace version whose class moved said only "cannot import ..."."""
+    encoder, policy = _modules()
+    path = save_policy(tmp_path / "p.pt", encoder, policy)
+    doc = torch.load(path, weights_only=True)
+    doc["policy"]["class"] = "gplace.policies.moved_away.DeviceAwarePolicy"
+    torch.save(doc, path)
+    with pytest.raises(ValueError, match="cannot import 'gplace.policies.moved_away.DeviceAwarePolicy'") as err:
+        load_policy(path)
+    assert str(err.value).startswith(f"{path}: ")
+
+
+def test_a_fixed_size_policy_file_on_a_cluster_of_another_size_names_the_file(tmp_path):
+    """place_with_pretrained and gplace.place(method=<file>) said "policy has 3 devices" and not which file."""
+    import gplace
+
+    torch.manual_seed(0)
+    encoder, policy = build(GNNEncoder, **ENCODER), build(MLPPolicy, num_devices=3, hidden_size=16, state_size=16)
+    path = save_policy(tmp_path / "three.pt", encoder, policy)
+    graph, cluster = random_dag(8, seed=1), uniform_cluster(2)
+    for call in (lambda: place_with_pretrained(graph, cluster, path, samples=2),
+                 lambda: gplace.place(graph, cluster, method=str(path), budget="2 samples")):
+        with pytest.raises(ValueError, match="places on exactly 3 devices, cluster '.*' has 2") as err:
+            call()
+        assert str(err.value).startswith(f"{path}: ")
+
+
+def test_a_zero_shot_search_counts_its_samples_and_not_the_greedy_placement_among_them():
+    """The greedy placement was counted among the samples, so a result only it reached was sample K + 2 of K + 1."""
+    from gplace.pretrained import zero_shot_search
+
+    encoder, policy = _modules()
+    graph, cluster = random_dag(20, seed=3), uniform_cluster(3)
+    result = zero_shot_search(encoder, policy, graph, cluster, samples=4)
+    assert result.samples == len(result.sample_step_times) == 4
+    result.sample_step_times[:] = np.inf  # as when the greedy placement alone reaches the result
+    assert result.samples_to_reach(result.best_step_time) == 5
 
 
 def test_zero_shot_places_an_unseen_graph_on_a_cluster_of_another_size(tmp_path):
