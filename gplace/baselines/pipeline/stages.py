@@ -217,11 +217,12 @@ class StageProblem:
         pa, pb = self.position[ua], self.position[ub]
         between = (ua != ub) & (pa >= 0) & (pb >= 0)
         ka, kb = self._through_fixed(ua, ub)
-        for mine, other in ((pa, ub), (pb, ua)):  # a pipelined unit talking to a fixed one pays the transfer
-            talks = (mine >= 0) & (self.position[other] < 0)
+        for mine, other, sends in ((pa, ub, True), (pb, ua, False)):  # a pipelined unit talking to a fixed one
+            talks = (mine >= 0) & (self.position[other] < 0)             # pays the transfer, in its direction
             fixed = self.fixed_device[other[talks]]
             for s, dev in enumerate(d):  # 0 where the fixed op sits on this stage device (infinite bandwidth)
-                link = self.cluster.latency[dev, fixed] + nbytes[talks] / self.cluster.bandwidth[dev, fixed]
+                src, dst = (dev, fixed) if sends else (fixed, dev)
+                link = self.cluster.latency[src, dst] + nbytes[talks] / self.cluster.bandwidth[src, dst]
                 np.add.at(self.cost[:, s], mine[talks], link / amortised[talks])
         return (np.concatenate([pa[between], ka]), np.concatenate([pb[between], kb]),
                 np.concatenate([seconds[between], np.zeros(ka.size)]).astype(np.float64))

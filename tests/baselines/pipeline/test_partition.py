@@ -270,6 +270,25 @@ def test_an_op_off_the_stages_goes_to_a_device_with_room(placer) -> None:
         placer(microbatches=4).place(graph, small)
 
 
+def test_a_transfer_from_an_op_off_the_stages_is_charged_in_its_direction() -> None:
+    """A CPU-pinned input feeding the stages was charged over the stage->CPU link: with CPU->GPU0 slow (10 s for
+    10 MB) and GPU0->CPU fast, the partitioners put the first stage on GPU0 (12 s in pipe-v1, not 2 s)."""
+    from gplace.ir import Link
+
+    devices = [Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu"), Device("/GPU:1", "gpu")]
+    links = [Link("/CPU:0", "/GPU:0", 1e6, 0.0, reverse_bandwidth=1e12),
+             Link("/CPU:0", "/GPU:1", 1e12, 0.0, reverse_bandwidth=1e6), Link("/GPU:0", "/GPU:1", 1e12, 0.0)]
+    cluster = Cluster.build(devices, links)
+    graph = OpGraph.from_ops([Op("x", "Input", 0.0, output_bytes=10**7, pinned="cpu"), Op("a", "L", 1.0),
+                              Op("b", "L", 1.0)], [Edge("x", "a"), Edge("a", "b", 0)])
+    problem = StageProblem(graph, cluster, kind="gpu", microbatches=1)
+    np.testing.assert_allclose(problem.cost[problem.position[problem.units.unit_of[1]]], [11.0, 1.00001])
+    for placer in (PipeDreamPartitioner, IdealDPPartitioner, PipelineILPPlacer):  # GPipe's split weighs no transfer
+        placement = placer(microbatches=1).place(graph, cluster)
+        assert placement.devices[1] == 2, placer.name
+        assert PipelineSimulator(1).measure(graph, cluster, placement).step_time == pytest.approx(2.00001)
+
+
 def test_gpipe_names_a_pin_that_no_split_in_pipeline_order_can_meet() -> None:
     graph = OpGraph.from_ops([Op("a", "T", 1.0), Op("b", "T", 1.0), Op("c", "T", 1.0, pinned="cpu")],
                              [Edge("a", "b"), Edge("b", "c")])
