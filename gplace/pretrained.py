@@ -219,7 +219,6 @@ def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clus
     """:func:`place_zero_shot` reported as a search: its result, every candidate measured (the greedy placement and
     ``samples`` sampled ones), and the sampled ones' step times in the order drawn (``inf`` where one failed), so
     :attr:`~gplace.training.TrainResult.best_sample` says which sample found the result (``None``: the greedy one).
-    As in a learned search, ``samples`` counts the sampled placements, the greedy one measured besides them.
 
     Raises:
         ValueError: as :func:`place_zero_shot`.
@@ -229,7 +228,7 @@ def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clus
     candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed)
     best, measurements = _fastest(graph, cluster, candidates, runtime)
     times = np.array([m.step_time if m.ok else np.inf for m in measurements[1:]], dtype=np.float64)
-    return TrainResult(candidates[best], measurements[best], len(times), time.monotonic() - started,
+    return TrainResult(candidates[best], measurements[best], len(candidates), time.monotonic() - started,
                        sample_step_times=times)
 
 

@@ -228,18 +228,6 @@ def test_a_fixed_size_policy_file_on_a_cluster_of_another_size_names_the_file(tm
         assert str(err.value).startswith(f"{path}: ")
 
 
-def test_a_zero_shot_search_counts_its_samples_and_not_the_greedy_placement_among_them():
-    """The greedy placement was counted among the samples, so a result only it reached was sample K + 2 of K + 1."""
-    from gplace.pretrained import zero_shot_search
-
-    encoder, policy = _modules()
-    graph, cluster = random_dag(20, seed=3), uniform_cluster(3)
-    result = zero_shot_search(encoder, policy, graph, cluster, samples=4)
-    assert result.samples == len(result.sample_step_times) == 4
-    result.sample_step_times[:] = np.inf  # as when the greedy placement alone reaches the result
-    assert result.samples_to_reach(result.best_step_time) == 5
-
-
 def test_zero_shot_places_an_unseen_graph_on_a_cluster_of_another_size(tmp_path):
     """The device-aware policy places a new graph on 4 devices; sampling never does worse than greedy."""
     encoder, policy = _modules()
