@@ -100,7 +100,7 @@ def test_place_splits_pipeline_stages_for_the_pipeline_objective(files):
                    f"hydra.run.dir={out}", cwd=files)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "placement.json").read_text())
-    assert doc["runtime"] == "pipe-v1/1f1b/m8" and doc["stages"]
+    assert doc["runtime"] == "pipe-v2/1f1b/m8" and doc["stages"]
     names = {e.get("name", "") for e in json.loads((out / "trace.json").read_text())["traceEvents"]}
     assert any(name.endswith("[mb 7]") for name in names)  # the pipelined mini-batch's timeline, not one step's
     rows = doc["per_device"].values()
@@ -141,7 +141,7 @@ def test_show_lists_a_pipelines_devices_by_rank(files):
     used = list(dict.fromkeys(doc["placement"].values()))
     assert len(used) >= 2  # else the order below would test nothing
     doc["stages"] = {device: [op for op, d in doc["placement"].items() if d == device] for device in used[::-1]}
-    for row in doc["per_device"].values():  # as pipe-v1's summary has them
+    for row in doc["per_device"].values():  # as pipe-v2's summary has them
         row.update(bubble=0.5, in_flight=1)
     save_json(doc, files / "pipeline.json")
     proc = _gplace("show", str(files / "pipeline.json"), cwd=files)

@@ -1,6 +1,10 @@
-"""``pipe-v1``: a discrete-event simulator of one mini-batch of a placed graph, pipelined over micro-batches.
+"""``pipe-v2``: a discrete-event simulator of one mini-batch of a placed graph, pipelined over micro-batches.
 
-The semantics below are those of runtime id ``pipe-v1``; any change to them needs a new id.
+The semantics below are those of runtime id ``pipe-v2``; any change to them needs a new id. ``pipe-v1`` (the
+figures recorded before it) differed in two rules: its stages were ordered by the first forward op of any kind,
+so a weight or input op on another device decided which device was stage 0 (and the 1F1B limits); and a
+micro-batch left a device with its last instance there, so a device whose backward ops ran elsewhere held one
+micro-batch's activations instead of every one waiting for its backward.
 
 Instances
     The mini-batch is split into ``M`` micro-batches. Every forward or backward op (an op without a phase
@@ -11,9 +15,11 @@ Instances
     ``ceil(edge_bytes / M)`` bytes from a micro-batch op and ``edge_bytes`` from an update op. Update ops
     may only feed update ops, and backward ops may not feed forward ops (else :class:`GraphError`).
 Stages
-    The devices holding forward ops, ordered by the first forward op of each in ``graph.topological_order``,
-    are the stages ``k = 0 .. S-1``. Device ``d`` of stage ``k`` admits ``L_d = min(M, S - k)`` micro-batches
-    under ``1f1b`` and ``L_d = M`` under ``gpipe`` (``L_d = M`` also for devices without forward ops).
+    A forward op *runs* unless it is a source (no inputs) that takes no time on any device it may run on (an
+    input, a weight). The devices holding forward ops that run, ordered by the first such op of each in
+    ``graph.topological_order``, are the stages ``k = 0 .. S-1``. Device ``d`` of stage ``k`` admits
+    ``L_d = min(M, S - k)`` micro-batches under ``1f1b`` and ``L_d = M`` under ``gpipe`` (``L_d = M`` also for
+    devices without forward ops that run).
 Compute
     A device runs one instance at a time, to completion. An instance is ready once every input instance has
     arrived on its device (same device: when its producer ends; else when its transfer ends). When idle, a
@@ -33,11 +39,12 @@ Communication
     transfer takes ``cluster.latency[s, d] + bytes / cluster.bandwidth[s, d]`` seconds.
 Memory
     A micro-batch is in flight on a device from the start of its first instance there to the end of its
-    last. Each in-flight micro-batch keeps ``ceil(output_bytes / M)`` of every forward op on the device
-    (its activations, held until its backward). The peak of device ``d`` is its ops' ``persistent_memory``
-    + the most micro-batches ever in flight on it x those activations + the largest ``temporary_memory`` of
-    its ops. A peak above the device's ``memory`` is an out-of-memory failure (``ok=False``, never an
-    exception).
+    last instance there and of every backward instance, wherever it runs, of a forward op there (``grad_of``):
+    its activations are held until their backward. Each in-flight micro-batch keeps
+    ``ceil(output_bytes / M)`` of every forward op on the device. The peak of device ``d`` is its ops'
+    ``persistent_memory`` + the most micro-batches ever in flight on it x those activations + the largest
+    ``temporary_memory`` of its ops. A peak above the device's ``memory`` is an out-of-memory failure
+    (``ok=False``, never an exception).
 Mini-batch time
     The end of the last instance or transfer. The bubble of a device is ``1 - busy / time``.
 
@@ -74,7 +81,8 @@ from gplace.runtime.kernels import enqueue_transfer, heap_pop, heap_push, mark, 
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "check_microbatches", "prepare_instances"]
+__all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "check_microbatches", "ops_that_run",
+           "prepare_instances"]
 
 SCHEDULES = ("gpipe", "1f1b")
 FORWARD, BACKWARD, UPDATE = 0, 1, 2
@@ -125,7 +133,7 @@ class PipelineSchedule:
     bubble: np.ndarray = field(repr=False)
     """(D,) float64 idle fraction ``1 - busy / minibatch_time`` of each device (0 when the time is 0)."""
     in_flight: np.ndarray = field(repr=False)
-    """(D,) int64 most micro-batches in flight on each device at once."""
+    """(D,) int64 most micro-batches in flight on each device at once (whose activations it holds)."""
     peak_memory: np.ndarray = field(repr=False)
     """(D,) int64 peak bytes per device (see the memory model)."""
     bytes_moved: int
@@ -148,9 +156,9 @@ class PipelineSchedule:
 
 
 class PipelineSimulator(Runtime):
-    """The ``pipe-v1`` runtime (see the module docstring): the time of one mini-batch.
+    """The ``pipe-v2`` runtime (see the module docstring): the time of one mini-batch.
 
-    Its :attr:`id` is ``pipe-v1/<schedule>/m<M>``, so that caches keep the settings apart.
+    Its :attr:`id` is ``pipe-v2/<schedule>/m<M>``, so that caches keep the settings apart.
 
     Args:
         microbatches: micro-batches per mini-batch, ``M >= 1``.
@@ -160,7 +168,7 @@ class PipelineSimulator(Runtime):
             process may use; results do not depend on it, see :mod:`gplace.runtime.batch`).
     """
 
-    semantics = "pipe-v1"
+    semantics = "pipe-v2"
     deterministic = True
 
     def __init__(
@@ -235,7 +243,7 @@ class _Instances:
 
 
 def check_phases(graph: OpGraph) -> np.ndarray:
-    """(N,) int64 phase codes (0 forward, 1 backward, 2 update), checked against the pipe-v1 rules.
+    """(N,) int64 phase codes (0 forward, 1 backward, 2 update), checked against the pipe-v2 rules.
 
     Raises:
         GraphError: an update op feeds a non-update op, or a backward op feeds a forward op.
@@ -260,7 +268,7 @@ def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, sched
     m_count, n = microbatches, graph.num_ops
     if m_count * n > MAX_INSTANCES:
         raise ValueError(f"microbatches={m_count} makes {m_count * n:,} op instances of graph {graph.name!r} "
-                         f"({n} ops), more than the {MAX_INSTANCES:,} pipe-v1 simulates")
+                         f"({n} ops), more than the {MAX_INSTANCES:,} pipe-v2 simulates")
     code = check_phases(graph)
     rank = np.empty(n, np.int64)
     rank[graph.topological_order] = np.arange(n)
@@ -282,14 +290,30 @@ def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, sched
     out_ptr, out_dst, out_eid = csr(e_src, e_dst, k)
     in_ptr, in_src, in_eid = csr(e_dst, e_src, k)
     share = np.where(code[inst_op] == UPDATE, 1.0, float(m_count))
-    dur = graph.durations(cluster)[inst_op] / share[:, None]
+    durations = graph.durations(cluster)
+    dur = durations[inst_op] / share[:, None]
     per_mb_bytes = -(-graph.output_bytes // m_count)
     args = (code[inst_op], inst_mb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_eid, e_bytes,
-            inst_op, code, rank, per_mb_bytes, graph.temporary_memory, graph.persistent_memory,
+            inst_op, code, rank, ops_that_run(graph, cluster, durations), _grad_of(graph), per_mb_bytes,
+            graph.temporary_memory, graph.persistent_memory,
             np.ascontiguousarray(cluster.latency), np.ascontiguousarray(cluster.bandwidth),
             m_count, schedule == "1f1b")
     args = tuple(np.array(a, order="C") if isinstance(a, np.ndarray) else a for a in args)
     return _Instances(cluster, m_count, schedule, inst_op, inst_mb, args, cluster.memory)
+
+
+def _grad_of(graph: OpGraph) -> np.ndarray:
+    """(N,) int64 the forward op each op differentiates, -1 for none (a graph without phases has none)."""
+    return np.asarray(graph.grad_of, dtype=np.int64) if graph.grad_of else np.full(graph.num_ops, -1, np.int64)
+
+
+def ops_that_run(graph: OpGraph, cluster: Cluster, durations: np.ndarray | None = None) -> np.ndarray:
+    """(N,) bool: each op but a source (no inputs) that takes no time on any device it may run on (an input, a
+    weight), which never decides a stage's place (``durations``: ``graph.durations(cluster)``, if at hand)."""
+    durations = graph.durations(cluster) if durations is None else durations
+    source = np.bincount(graph.edge_index[1], minlength=graph.num_ops) == 0
+    idle = np.all((durations == 0) | ~np.isfinite(durations), axis=1)
+    return ~(source & idle)
 
 
 def _instance_edges(graph: OpGraph, code: np.ndarray, first: np.ndarray, nf: int, m_count: int):
@@ -355,11 +379,11 @@ def _op_spans(inst_op, inst_start, inst_end, n):
 
 
 @njit(cache=True)
-def _admission_limits(dev, code, rank, nd, m_count, one_f_one_b):
+def _admission_limits(dev, code, rank, runs, nd, m_count, one_f_one_b):
     """``L_d`` per device: the stage rule of the module docstring."""
     first = np.full(nd, np.iinfo(np.int64).max)
     for i in range(dev.shape[0]):
-        if code[i] == 0:
+        if code[i] == 0 and runs[i]:
             first[dev[i]] = min(first[dev[i]], rank[i])
     limit = np.full(nd, m_count, np.int64)
     if one_f_one_b:
@@ -399,14 +423,14 @@ def _gated(k, d, ic, imb, fwd_left, bwd_left, left, limit, m_count, one_f_one_b)
 
 @njit(cache=True)
 def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_eid, ebytes,
-              inst_op, code, rank, act_bytes, temp_mem, persist, lat, bw, m_count, one_f_one_b):
+              inst_op, code, rank, runs, grad_of, act_bytes, temp_mem, persist, lat, bw, m_count, one_f_one_b):
     """Run one mini-batch; see the module docstring. Returns the arrays of a :class:`PipelineSchedule`."""
     k_count, nd = ic.shape[0], lat.shape[0]
     priority = np.arange(k_count)  # instances are numbered by priority
     idev = np.empty(k_count, np.int64)
     for k in range(k_count):
         idev[k] = dev[inst_op[k]]
-    limit = _admission_limits(dev, code, rank, nd, m_count, one_f_one_b)
+    limit = _admission_limits(dev, code, rank, runs, nd, m_count, one_f_one_b)
     x_of_edge, x_inst, x_dst, x_bytes, x_ptr = transfers(idev, out_ptr, out_dst, out_eid, ebytes, nd)
     nx = x_inst.shape[0]
     pending = in_ptr[1:] - in_ptr[:-1]
@@ -419,6 +443,11 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
             bwd_left[idev[k]] += 1
         if ic[k] != 2:
             left[idev[k] * m_count + imb[k]] += 1
+    holder = _activation_holders(ic, inst_op, idev, dev, grad_of)
+    hold = left.copy()  # left (the gates) and the backward instances elsewhere that hold a micro-batch here
+    for k in range(k_count):
+        if holder[k] >= 0:
+            hold[holder[k] * m_count + imb[k]] += 1
     in_flight, most = np.zeros(nd, np.int64), np.zeros(nd, np.int64)
     rh_k, rh_n, dev_base = np.empty(k_count, np.int64), np.zeros(nd, np.int64), segments(idev, nd)
     chan = np.empty(nx, np.int64)
@@ -488,8 +517,9 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
                     bwd_left[d] -= 1
                 if ic[k] != 2:
                     left[d * m_count + imb[k]] -= 1
-                    if left[d * m_count + imb[k]] == 0:
-                        in_flight[d] -= 1
+                    in_flight[d] -= _release(hold, d * m_count + imb[k])
+                if holder[k] >= 0:
+                    in_flight[holder[k]] -= _release(hold, holder[k] * m_count + imb[k])
                 for e in range(out_ptr[k], out_ptr[k + 1]):
                     j = out_dst[e]
                     if idev[j] == d:
@@ -520,6 +550,25 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
     base, act, temp = _static_memory(dev, code, act_bytes, temp_mem, persist, nd)
     peak = base + most * act + temp
     return start, end, busy, x_inst, x_dst, x_bytes, x_start, x_end, most, peak, t
+
+
+@njit(cache=True)
+def _activation_holders(ic, inst_op, idev, dev, grad_of):
+    """(K,) int64: for a backward instance on another device than the forward op it differentiates, that op's
+    device, which holds the micro-batch's activations until it ends; -1 for every other instance."""
+    holder = np.full(ic.shape[0], -1, np.int64)
+    for k in range(ic.shape[0]):
+        f = grad_of[inst_op[k]]
+        if ic[k] == 1 and f >= 0 and dev[f] != idev[k]:
+            holder[k] = dev[f]
+    return holder
+
+
+@njit(cache=True)
+def _release(hold, slot):
+    """Count an instance holding ``slot`` (device x micro-batch) as ended; 1 when it was the last, else 0."""
+    hold[slot] -= 1
+    return 1 if hold[slot] == 0 else 0
 
 
 @njit(cache=True)

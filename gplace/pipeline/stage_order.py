@@ -1,10 +1,10 @@
-"""The order in which each device runs its stages' passes: ``pipe-v1``'s rules applied to whole stages.
+"""The order in which each device runs its stages' passes: ``pipe-v2``'s rules applied to whole stages.
 
 A pipeline of ``S`` stages (runs of consecutive modules) with stage ``k`` on device ``stage_devices[k]`` runs,
 for each micro-batch ``m``, a forward pass ``F(k, m)`` after ``F(k - 1, m)`` and a backward pass ``B(k, m)``
 after ``F(k, m)`` and ``B(k + 1, m)``. A device may hold several stages (a non-contiguous placement), which
 torch's single-stage schedules cannot run; :func:`stage_orders` gives each device a list of passes to run in
-turn instead, found by running ``pipe-v1``'s compute rules with every pass taking one time unit:
+turn instead, found by running ``pipe-v2``'s compute rules with every pass taking one time unit:
 
 - devices are numbered by their first stage; device ``r`` of ``R`` admits ``L_r = min(M, R - r)`` micro-batches
   under ``1f1b`` and ``M`` under ``gpipe``;

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
+from gplace.pipeline.simulator import ops_that_run
 
 __all__ = ["SplitSpec", "align_to_modules", "pipeline_stages", "placement_extras", "split_spec"]
 
@@ -48,12 +49,14 @@ class SplitSpec:
 
 
 def pipeline_stages(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, list[str]]:
-    """Device name -> its ops in topological order, devices in stage order: the order of their first op that is not
-    a ``"Parameter"`` op (a torch weight or buffer, which runs nothing and which torch keeps with its module, as
-    :func:`split_spec` skips it), then devices holding such ops only. Devices without ops are left out."""
+    """Device name -> its ops in topological order, devices in stage order: the order of their first op that runs
+    (:func:`~gplace.pipeline.simulator.ops_that_run`: not an input or weight, a source taking no time, which
+    ``pipe-v2`` skips too and torch keeps with its module or feeds), then devices holding such ops only. Devices
+    without ops are left out."""
     names, order = cluster.device_names, graph.topological_order.tolist()
+    runs = ops_that_run(graph, cluster)
     stages: dict[str, list[str]] = {}
-    for i in sorted(order, key=lambda i: graph.op_types[i] == "Parameter"):  # stable: Parameter ops last
+    for i in sorted(order, key=lambda i: not runs[i]):  # stable: ops that run nothing last
         stages.setdefault(names[placement.devices[i]], [])
     for i in order:
         stages[names[placement.devices[i]]].append(graph.op_names[i])

@@ -1,4 +1,4 @@
-"""A plain-Python reading of the ``pipe-v1`` semantics (gplace/pipeline/simulator.py's docstring), written
+"""A plain-Python reading of the ``pipe-v2`` semantics (gplace/pipeline/simulator.py's docstring), written
 independently of the kernel, to check it exactly on small graphs."""
 
 from __future__ import annotations
@@ -43,10 +43,12 @@ def reference_minibatch(graph, cluster, devices, m_count, schedule):
     def time_of(x):
         return dur[x[0], dev(x)] / (1 if x[1] < 0 else m_count)
 
-    # stages
+    # stages: devices of forward ops that run (not a source taking no time anywhere it may run)
+    sources = set(range(n)) - set(graph.edge_index[1].tolist())
+    idle = {i for i in sources if all(dur[i, d] == 0 or not math.isfinite(dur[i, d]) for d in range(nd))}
     first = {}
     for i in range(n):
-        if code[i] == 0:
+        if code[i] == 0 and i not in idle:
             first[int(devices[i])] = min(first.get(int(devices[i]), n), rank[i])
     stages = sorted(first, key=lambda d: (first[d], d))
     limit = [m_count] * nd
@@ -60,6 +62,15 @@ def reference_minibatch(graph, cluster, devices, m_count, schedule):
     for x in insts:
         if x[1] >= 0:
             left[(dev(x), x[1])] += 1
+    hold = dict(left)  # and a backward instance elsewhere holds its forward op's device's micro-batch
+
+    def holder(x):
+        f = int(graph.grad_of[x[0]]) if graph.grad_of else -1
+        return int(devices[f]) if code[x[0]] == 1 and f >= 0 and int(devices[f]) != dev(x) else None
+
+    for x in insts:
+        if holder(x) is not None:
+            hold[(holder(x), x[1])] += 1
     phase_left = [[0, 0] for _ in range(nd)]
     for x in insts:
         if code[x[0]] < 2:
@@ -120,8 +131,10 @@ def reference_minibatch(graph, cluster, devices, m_count, schedule):
                 if x[1] >= 0:
                     phase_left[d][code[x[0]]] -= 1
                     left[(d, x[1])] -= 1
-                    if left[(d, x[1])] == 0:
-                        in_flight[d] -= 1
+                    for h in {d, holder(x)} - {None}:
+                        hold[(h, x[1])] -= 1
+                        if hold[(h, x[1])] == 0:
+                            in_flight[h] -= 1
                 for c in consumers[x]:
                     if dev(c) == d:
                         arrive(waiting, ready, c, x, d)

@@ -56,6 +56,42 @@ def test_kernel_matches_the_reference_when_instances_end_in_successive_rounds_of
                 expected, (seed, devices.tolist())
 
 
+def _two_stages_with_a_weight(weight_first: bool) -> OpGraph:
+    """f0 -> f1 -> b1 -> b0 (1, 1, 2, 2 s), and a weight op w1 (a source taking no time) feeding f1."""
+    ops = [Op("f0", "L", 1.0, phase="forward"), Op("f1", "L", 1.0, phase="forward"),
+           Op("b1", "G", 2.0, phase="backward", grad_of="f1"), Op("b0", "G", 2.0, phase="backward", grad_of="f0")]
+    weight = [Op("w1", "Parameter", 0.0, phase="forward")]
+    edges = [Edge("f0", "f1", 0), Edge("w1", "f1", 0), Edge("f1", "b1", 0), Edge("b1", "b0", 0), Edge("f0", "b0", 0)]
+    return OpGraph.from_ops(weight + ops if weight_first else ops + weight, edges, name="weighted")
+
+
+@pytest.mark.parametrize("weight_first", [False, True])
+def test_a_weight_op_does_not_decide_which_device_is_the_first_stage(weight_first):
+    """Stages were ordered by their first forward op, a weight's included: listed first, w1 made GPU:1 stage 0,
+    which inverted the 1F1B bounds ([1, 2] in flight) and serialised the mini-batch (6.0 s for 3.75 s)."""
+    from gplace.pipeline.stages import pipeline_stages
+
+    graph, cluster = _two_stages_with_a_weight(weight_first), uniform_cluster(2)
+    placement = Placement.for_graph(graph, [{"w1": 1, "f0": 0, "f1": 1, "b1": 1, "b0": 0}[n] for n in graph.op_names])
+    sched = PipelineSimulator(4, "1f1b").simulate(graph, cluster, placement)
+    assert sched.minibatch_time == pytest.approx(3.75) and sched.in_flight.tolist() == [2, 1]
+    assert list(pipeline_stages(graph, cluster, placement)) == ["/GPU:0", "/GPU:1"]
+
+
+def test_activations_are_held_until_their_backward_where_it_runs_elsewhere():
+    """f0's 25 MB per micro-batch stay alive until b0 has run: with b0 on another device, a micro-batch left
+    GPU:0 when f0 ended, so 4 x 25 MB on a 60 MB device ran (peak 25 MB) under GPipe, where b0 on GPU:0 did not."""
+    ops = [Op("f0", "L", 1.0, output_bytes=10**8, phase="forward"),
+           Op("b0", "G", 8.0, phase="backward", grad_of="f0")]
+    graph = OpGraph.from_ops(ops, [Edge("f0", "b0", 0)], name="away")
+    cluster = uniform_cluster(2, memory=60 * 10**6)
+    sim = PipelineSimulator(4, "gpipe")
+    for devices in ([0, 0], [0, 1]):
+        sched = sim.simulate(graph, cluster, Placement.for_graph(graph, devices))
+        assert sched.in_flight[0] == 4 and sched.peak_memory[0] == 10**8, devices
+        assert not sim.measure(graph, cluster, Placement.for_graph(graph, devices)).ok
+
+
 def test_gpipe_and_1f1b_on_a_two_stage_training_chain():
     g, c = training_chain((1.0, 1.0), nbytes=0), uniform_cluster(2)
     p = Placement.for_graph(g, [0, 1, 0, 1, 0, 1])  # f0 b0 u0 on 0, f1 b1 u1 on 1
@@ -98,7 +134,7 @@ def test_steady_state_score_is_within_the_documented_bound_of_the_simulation_and
                 p = Placement.for_graph(g, devices.tolist())
                 timeline = PipelineSimulator(m, schedule).simulate(g, c, p)
                 t, s = timeline.minibatch_time, steady_state_loads(g, c, p, m).max()
-                # bytes_moved is pipe-v1's (it was 0)
+                # bytes_moved is pipe-v2's (it was 0)
                 assert SteadyStateScore(m).measure(g, c, p).bytes_moved == timeline.bytes_moved
                 assert m * s / (2 * nd - 1) <= t * (1 + 1e-12)
                 assert t <= nd * m * s + _update_work(g, c, devices) + 1e-9
@@ -188,7 +224,7 @@ def test_phase_rules_and_settings_are_checked():
         PipelineSimulator(4, "interleaved")
     with pytest.raises(ValueError, match="microbatches"):
         PipelineSimulator(0)
-    assert PipelineSimulator(16, "gpipe").id == "pipe-v1/gpipe/m16"
+    assert PipelineSimulator(16, "gpipe").id == "pipe-v2/gpipe/m16"
     g = chain((1.0, 1.0))
     with pytest.raises(ValueError, match=r"microbatches=10\*\*18|microbatches=1000000000000000000 makes"):
         PipelineSimulator(10**18).measure(g, uniform_cluster(2), Placement.single(g, 0))

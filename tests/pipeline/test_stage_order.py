@@ -1,4 +1,4 @@
-"""stage_orders: each device's stage passes in pipe-v1's order at stage level; every order can run without
+"""stage_orders: each device's stage passes in pipe-v2's order at stage level; every order can run without
 deadlock, respects the schedule's gates, and is torch's GPipe or 1F1B order when every device holds one stage."""
 
 from __future__ import annotations

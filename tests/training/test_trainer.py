@@ -192,7 +192,7 @@ def test_checkpoint_measured_by_another_runtime_is_refused(tmp_path):
     ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
                                                          run_dir=tmp_path)
     pipe = PipelineSimulator(microbatches=4, schedule="1f1b")
-    with pytest.raises(ValueError, match=r"measured by runtime 'sim-v1', this run measures with 'pipe-v1/1f1b/m4'"
+    with pytest.raises(ValueError, match=r"measured by runtime 'sim-v1', this run measures with 'pipe-v2/1f1b/m4'"
                                          r".*warm_start=.*placement\.json"):
         ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), pipe, graph, cluster,
                                                              run_dir=tmp_path)

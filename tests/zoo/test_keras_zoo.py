@@ -83,7 +83,7 @@ def test_paper_models_are_training_steps(paper_models):
     for name, g in paper_models.items():
         assert grads[name] in g.op_types
         assert any(t.startswith("Assign") for t in g.op_types)
-        assert set(g.phase) == {"forward", "backward", "update"}, name  # pipe-v1 pipelines them as training steps
+        assert set(g.phase) == {"forward", "backward", "update"}, name  # pipe-v2 pipelines them as training steps
         tape = {p for n, p in zip(g.op_names, g.phase, strict=True) if n.startswith("gradient_tape/")}
         assert tape == {"backward"}, name  # the tape's AddN sums between gradient ops do not turn them into updates
     # RNNLM weights: embedding, 2 LSTM layers (kernel, recurrent kernel, bias), softmax; Adagrad: one slot each

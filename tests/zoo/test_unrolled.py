@@ -68,7 +68,7 @@ def test_nmt_backward_updates_every_variable_next_to_it(nmt) -> None:
 @pytest.mark.parametrize("make", ["rnnlm", "nmt", "gnmt", "transformer_xl", "rnnlm_inference"])
 def test_training_steps_carry_their_phases(make, request) -> None:
     """Gradient ops are backward, each naming the op it differentiates, updates ``update``, the rest forward, so
-    pipe-v1 runs the update once per mini-batch (every op was phase-less, all modelled as forward); an inference
+    pipe-v2 runs the update once per mini-batch (every op was phase-less, all modelled as forward); an inference
     graph has no phases."""
     from gplace.zoo import transformer_xl, unrolled_gnmt
 

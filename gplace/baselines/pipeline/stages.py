@@ -7,12 +7,12 @@ and a pipeline of many micro-batches runs at the pace of its most loaded stage (
 :func:`gplace.pipeline.steady_state_loads` (``pipe-steady-v1``) costed per edge with the mean link between
 stage devices: equal to it on uniform links when no op feeds two ops on one other device (else an upper
 bound, a transfer counted once per edge), and update ops are amortised (``duration / M``) instead of left out.
-An edge between two update ops is sent once per mini-batch (as in ``pipe-v1``), so it is amortised too:
+An edge between two update ops is sent once per mini-batch (as in ``pipe-v2``), so it is amortised too:
 ``(latency + bytes / bandwidth) / M`` per micro-batch.
 The placers minimise the bottleneck subject to pins, colocation groups and memory: an op occupies its
-persistent memory plus its whole output bytes. That static model leaves out ``pipe-v1``'s temporary memory and
+persistent memory plus its whole output bytes. That static model leaves out ``pipe-v2``'s temporary memory and
 its micro-batched activations (``ceil(bytes / M)`` per micro-batch in flight), so a split may still run out of
-memory in ``pipe-v1`` (``gplace.place`` measures it and says so), or be refused where one would fit there.
+memory in ``pipe-v2`` (``gplace.place`` measures it and says so), or be refused where one would fit there.
 
 A *unit* is a colocation group or a lone op. Units that may run on a stage device are ordered by the
 topological position of their first member; units that cannot (e.g. ops pinned to the CPU when the stages
@@ -75,7 +75,7 @@ def stage_devices(cluster: Cluster, kind: str | None, warn: bool = True) -> np.n
 
 
 def _between_update_ops(graph: OpGraph) -> np.ndarray:
-    """(E,) bool: the edges from an update op to an update op (``pipe-v1`` sends them once per mini-batch)."""
+    """(E,) bool: the edges from an update op to an update op (``pipe-v2`` sends them once per mini-batch)."""
     update = graph.phase_codes() == UPDATE
     return update[graph.edge_index[0]] & update[graph.edge_index[1]]
 
@@ -119,7 +119,7 @@ class Blocks:
 
 def stage_time(work: np.ndarray, sent: np.ndarray, received: np.ndarray, overlap: bool) -> np.ndarray:
     """Seconds per micro-batch of a stage: ``max(work, sent, received)`` when transfers overlap compute (links
-    are their own resources, as in ``pipe-v1`` and PipeDream's planner), else ``work + sent + received`` (the
+    are their own resources, as in ``pipe-v2`` and PipeDream's planner), else ``work + sent + received`` (the
     device also drives its transfers, as in ``pipe-steady-v1``)."""
     if overlap:
         return np.maximum(np.maximum(work, sent), received)

@@ -145,7 +145,7 @@ def test_pins_colocation_and_memory_are_respected(placer) -> None:
 @pytest.mark.parametrize("placer", CONTIGUOUS, ids=lambda p: p.name)
 def test_a_split_around_an_op_pinned_off_the_stages_stays_contiguous(placer) -> None:
     """A GPU chain through one CPU-pinned op: the exact DP saw no order between the ops before and after it and
-    split it [1, 3, 0, 1, 2, 3] (GPU stages back and forth, 11.9 s under pipe-v1 against GPipe's 9.9 s)."""
+    split it [1, 3, 0, 1, 2, 3] (GPU stages back and forth, 11.9 s under pipe-v2 against GPipe's 9.9 s)."""
     ops = [Op(f"o{i}", "MatMul", float(c), output_bytes=10**6, pinned="cpu" if i == 2 else None)
            for i, c in enumerate((2.3, 0.4, 1.1, 2.9, 0.7, 1.8))]
     graph = OpGraph.from_ops(ops, [Edge(f"o{i}", f"o{i + 1}") for i in range(5)], name="pinned_chain")
@@ -228,7 +228,7 @@ def test_a_kind_the_cluster_lacks_puts_stages_on_every_device_with_a_warning(cap
 def test_an_edge_between_update_ops_is_charged_once_per_minibatch_as_pipe_v1_sends_it() -> None:
     """f (forward) -> u0 (update) -> u1 (update), 1 KB each, on 2 devices with 0.5 s latency and 1 KB/s: the
     forward-to-update edge is a transfer per micro-batch (0.5 + 1 / M s), the update-to-update edge one transfer
-    per mini-batch, (0.5 + 1) / M s per micro-batch; pipe-v1 measures exactly that one transfer."""
+    per mini-batch, (0.5 + 1) / M s per micro-batch; pipe-v2 measures exactly that one transfer."""
     m = 4
     ops = [Op("f", "MatMul", 1.0, output_bytes=KB, phase="forward"),
            Op("u0", "Assign", 1.0, output_bytes=KB, phase="update"),
@@ -257,7 +257,7 @@ def test_past_its_coarsening_the_ideal_dp_is_never_behind_gpipes_split() -> None
 
 @pytest.mark.parametrize("placer", [*CONTIGUOUS, PipelineILPPlacer, PipelineLocalSearch], ids=lambda p: p.name)
 def test_an_op_off_the_stages_goes_to_a_device_with_room(placer) -> None:
-    """emb (pinned to a CPU) went to the faster CPU, which cannot hold it (out of memory in pipe-v1)."""
+    """emb (pinned to a CPU) went to the faster CPU, which cannot hold it (out of memory in pipe-v2)."""
     graph = OpGraph.from_ops([Op("a", "T", 1.0), Op("emb", "T", 1.0, persistent_memory=100, pinned="cpu"),
                               Op("b", "T", 1.0)], [Edge("a", "emb"), Edge("emb", "b")])
     cluster = Cluster.build([Device("g0", "gpu", 1.0, 1000), Device("c0", "cpu", 2.0, 10),
@@ -272,7 +272,7 @@ def test_an_op_off_the_stages_goes_to_a_device_with_room(placer) -> None:
 
 def test_a_transfer_from_an_op_off_the_stages_is_charged_in_its_direction() -> None:
     """A CPU-pinned input feeding the stages was charged over the stage->CPU link: with CPU->GPU0 slow (10 s for
-    10 MB) and GPU0->CPU fast, the partitioners put the first stage on GPU0 (12 s in pipe-v1, not 2 s)."""
+    10 MB) and GPU0->CPU fast, the partitioners put the first stage on GPU0 (12 s in pipe-v2, not 2 s)."""
     from gplace.ir import Link
 
     devices = [Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu"), Device("/GPU:1", "gpu")]
@@ -314,7 +314,7 @@ def test_numbers_highs_refuses_are_named_as_too_large_for_the_ilp() -> None:
 
 
 def test_the_ideal_dp_counts_memory_in_whole_bytes():
-    """2**55 + 1 bytes on a 2**55-byte device fitted in float64 (a split pipe-v1 runs out of memory on)."""
+    """2**55 + 1 bytes on a 2**55-byte device fitted in float64 (a split pipe-v2 runs out of memory on)."""
     graph = OpGraph.from_ops([Op("a", "T", 1.0, persistent_memory=2**55), Op("b", "T", 1.0, persistent_memory=1)],
                              [Edge("a", "b")])
     cluster = Cluster.build([Device("g0", "gpu", 1.0, 2**55)], default_bandwidth=1e6)
