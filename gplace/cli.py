@@ -286,56 +286,69 @@ def bench(cfg: DictConfig) -> list:
         return _bench_cases(cfg)
 
 
-def _check_search(search: DictConfig) -> None:
-    """Refuse a ``search.updates`` that is not a whole number >= 1 or a ``search.seconds`` that is not > 0 (or null),
-    naming it, before anything runs (a trainer refused them after every baseline had run)."""
-    updates, seconds = search.get("updates"), search.get("seconds")
-    if isinstance(updates, bool) or not isinstance(updates, int) or updates < 1:
-        raise ValueError(f"search.updates must be a whole number >= 1, got {updates!r}")
-    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0
-                                or math.isinf(seconds)):
-        raise ValueError(f"search.seconds must be a finite number > 0 or null, got {seconds!r}")
-
-
 def _bench_cases(cfg: DictConfig) -> list:
-    """The main bench (gplace/conf/bench.yaml, bench_paper.yaml): each case's baselines and learned searches."""
-    from hydra import compose
-
+    """The main bench (gplace/conf/bench.yaml, bench_paper.yaml): each case's baselines and learned searches. Every
+    setting, and every search's trainer, encoder and policy on every case, is checked before any baseline runs."""
     from gplace.bench import BenchCase, run_suite
     from gplace.bench.runner import load_records
-    from gplace.experiment import place
+    from gplace.bench.searches import check_learned, check_search
 
-    _check_search(cfg.search)
-    search_overrides = ["logger=none", "trainer.progress=false", f"trainer.updates={cfg.search.updates}",
-                        f"trainer.max_seconds={cfg.search.seconds}"]
-    for name, spec in cfg.learned.items():  # each search's trainer, before any baseline runs
-        try:
-            instantiate(compose(config_name="config", overrides=[*search_overrides, *spec.overrides]).trainer)
-        except InstantiationException as err:
-            raise ValueError(f"learned.{name}: {err.__cause__ or err}") from None
+    check_search(cfg.search)
+    check_learned(cfg.get("learned"), ("overrides", "warm_start"), cfg.get("baselines") or {})
+    cases = _check_cases(cfg.get("cases"))
+    log.info("building %d learned search(es) on %d case(s) to check them", len(cfg.learned), len(cases))
+    planned = [_plan_case(case, cfg) for case in cases]
 
-    def build_case(case) -> BenchCase:
-        c = compose(config_name="config", overrides=[*case, *search_overrides])
+    def build_case(c: DictConfig) -> BenchCase:
         return BenchCase(instantiate(c.graph), instantiate(c.cluster), instantiate(c.runtime))
-
-    def make_search(case, spec):
-        def search(graph, cluster, runtime, run_dir, best_baseline):
-            c = compose(config_name="config", overrides=[*case, *search_overrides, *spec.overrides])
-            return place(graph, cluster, encoder=instantiate(c.encoder), policy=instantiate(c.policy),
-                         runtime=runtime, trainer=instantiate(c.trainer), max_groups=c.max_groups, run_dir=run_dir,
-                         warm_start=best_baseline if spec.warm_start else None)
-        return search
 
     records = load_records(Path(cfg.out_dir) / "results.json") if cfg.get("resume", False) else []
     seen: set[tuple[str, str]] = set()  # the (graph, cluster) pairs this bench ran: results are keyed by them
-    for case in cfg.cases:
-        case = list(case)
-        records = run_suite([lambda case=case: build_case(case)], instantiate(cfg.baselines),
-                            {name: make_search(case, spec) for name, spec in cfg.learned.items()},
-                            cfg.out_dir, plots=cfg.search.plots, previous=records, fresh=not cfg.get("resume", False),
-                            seen=seen)
-    log.info("wrote %s/RESULTS.md and results.json", cfg.out_dir)
+    for c, searches in planned:
+        records = run_suite([lambda c=c: build_case(c)], instantiate(cfg.baselines), searches, cfg.out_dir,
+                            plots=cfg.search.plots, previous=records, fresh=not cfg.get("resume", False), seen=seen)
+    log.info("results in %s/RESULTS.md and results.json", cfg.out_dir)
     return records
+
+
+def _check_cases(cases) -> list[list[str]]:
+    """``cases`` as lists of overrides; refused (naming the case) unless it is a non-empty list of such lists."""
+    from omegaconf import ListConfig
+
+    example = "e.g. cases=[[graph=lstm_lm,cluster=paper_2gpu]]"
+    if not isinstance(cases, ListConfig | list) or not cases:
+        raise ValueError(f"cases must list at least one case, each a list of overrides of the main config ({example}), "
+                         f"got {cases!r}")
+    for i, case in enumerate(cases):
+        if not isinstance(case, ListConfig | list) or not all(isinstance(o, str) for o in case):
+            raise ValueError(f"cases[{i}] must be a list of overrides of the main config ({example}), got {case!r}")
+    return [list(case) for case in cases]
+
+
+def _plan_case(case: list[str], cfg: DictConfig):
+    """A case's config and its learned searches, each built once on the case's cluster to check it."""
+    from hydra import compose
+
+    from gplace.bench.searches import prepare_search, search_overrides
+
+    overrides = [*case, *search_overrides(cfg.search)]
+    c = compose(config_name="config", overrides=overrides)
+    num_devices = instantiate(c.cluster).num_devices
+    return c, {name: _make_search(prepare_search(name, [*overrides, *spec.overrides], [num_devices]), spec.warm_start)
+               for name, spec in cfg.learned.items()}
+
+
+def _make_search(c: DictConfig, warm_start: bool):
+    """A bench search (:data:`gplace.bench.suite.Search`): :func:`gplace.place` with ``c``'s networks and trainer,
+    warm-started from the best baseline's placement with ``warm_start``."""
+    def search(graph, cluster, runtime, run_dir, best_baseline):
+        from gplace.bench.searches import build_learner
+        from gplace.experiment import place
+
+        encoder, policy = build_learner(c, cluster.num_devices)
+        return place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime, trainer=instantiate(c.trainer),
+                     max_groups=c.max_groups, run_dir=run_dir, warm_start=best_baseline if warm_start else None)
+    return search
 
 
 @hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="place")

@@ -482,18 +482,22 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
 
     With ``cfg.resume``, the records of ``out_dir/pipeline_results.json`` are kept and the (graph, cluster) pairs
     they cover are not run again (the results are written after every graph, so a killed run loses one graph).
+
+    Raises:
+        ValueError: before anything runs, a setting that cannot work (naming it): an empty list, two clusters of
+            one name (records are keyed by it), a learned search that does not build or is named like a placer.
     """
     from hydra.utils import instantiate
 
+    clusters = _check_pipeline_config(cfg)
+    searches = _learned_searches(cfg, clusters)
     records = load_pipeline_records(Path(cfg.out_dir) / "pipeline_results.json") if cfg.get("resume") else []
     done = {(r.graph, r.cluster) for r in records}
     model: dict[str, tuple[float, float]] = {}
-    searches = {name: _learned_search(cfg, spec) for name, spec in (cfg.get("learned") or {}).items()}
     target = cfg.targets
     for graph_name, graph_spec in cfg.graphs.items():
         graph = instantiate(graph_spec)
-        for cluster_name, cluster_spec in cfg.clusters.items():
-            cluster = instantiate(cluster_spec)
+        for cluster_name, cluster in clusters.items():
             if cluster_name == target.cluster and graph_name in target.profiles:
                 m = int(target.microbatches)
                 model[graph_name] = (model_speedup(graph, cluster, m), model_speedup(graph, cluster, m, bubble=False))
@@ -507,12 +511,51 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
                                          label=graph_name)
             log.info("pipeline bench: %s on %s done (%d records)", graph.name, cluster.name, len(records))
         write_pipeline_results(records, cfg.out_dir, plot=False)
-    cluster_label = instantiate(cfg.clusters[target.cluster]).name if target.cluster in cfg.clusters \
-        else target.cluster
+    cluster_label = clusters[target.cluster].name if target.cluster in clusters else target.cluster
     notes = targets_section(records, model, cluster=cluster_label, microbatches=int(target.microbatches),
                             profiles=list(model), searches=list(searches)) + str(cfg.notes)
     write_pipeline_results(records, cfg.out_dir, notes=notes, plot=True)
     return records
+
+
+def _check_pipeline_config(cfg: Any) -> dict[str, Cluster]:
+    """``cfg.clusters`` built, once every list the bench needs is checked non-empty and the clusters' names
+    distinct (records and PIPELINE.md's rows are keyed by graph and cluster name: one would hide the other)."""
+    from hydra.utils import instantiate
+
+    from gplace.bench.searches import check_learned, check_search
+
+    for key in ("graphs", "clusters", "placers", "microbatches", "schedules"):
+        if not cfg.get(key):
+            raise ValueError(f"{key} must list at least one entry, got {cfg.get(key)!r}")
+    check_search(cfg.search)
+    check_learned(cfg.get("learned"), ("overrides",))
+    taken = {key: f"placers.{key}" for key in cfg.placers}
+    for name in cfg.learned:
+        for method in (name, f"{name}_warm"):
+            if method in taken:
+                raise ValueError(f"learned.{name}: its records ({name}, {name}_warm) would be named like "
+                                 f"{taken[method]} (records are keyed by method name); rename one")
+            taken[method] = f"learned.{name}'s"
+    clusters = {key: instantiate(spec) for key, spec in cfg.clusters.items()}
+    named: dict[str, str] = {}
+    for key, cluster in clusters.items():
+        if cluster.name in named:
+            raise ValueError(f"clusters.{named[cluster.name]} and clusters.{key} are both named {cluster.name!r}: "
+                             "records and PIPELINE.md's rows are keyed by graph and cluster name, so one's results "
+                             "would hide the other's; give one another name or run it with another out_dir")
+        named[cluster.name] = key
+    return clusters
+
+
+def _learned_searches(cfg: Any, clusters: Mapping[str, Cluster]) -> dict[str, Search]:
+    """``cfg.learned``'s searches, each built once for the clusters it searches on (a config error stops the
+    bench here, before any placer runs)."""
+    from gplace.bench.searches import prepare_search, search_overrides
+
+    sizes = [c.num_devices for key, c in clusters.items() if key in cfg.search.clusters]
+    return {name: _learned_search(prepare_search(name, [*search_overrides(cfg.search), *spec.overrides], sizes))
+            for name, spec in cfg.learned.items()}
 
 
 def load_pipeline_records(path: str | Path) -> list[PipelineRecord]:
@@ -524,18 +567,17 @@ def load_pipeline_records(path: str | Path) -> list[PipelineRecord]:
     return read_records(path, PipelineRecord.from_json, "pipeline results")
 
 
-def _learned_search(cfg: Any, spec: Any) -> Search:
-    """A learned search (the main config with ``spec.overrides``) whose reward is the given ``pipe-v1`` runtime."""
-    from hydra import compose
+def _learned_search(c: Any) -> Search:
+    """A learned search (the main config ``c``, its networks seeded by :func:`~gplace.bench.searches.build_learner`)
+    whose reward is the given ``pipe-v1`` runtime."""
     from hydra.utils import instantiate
 
-    from gplace.experiment import place
-
     def search(graph: OpGraph, cluster: Cluster, runtime: Any, warm: Placement | None) -> Placement:
-        c = compose(config_name="config", overrides=[
-            "logger=none", "trainer.progress=false", f"trainer.updates={cfg.search.updates}",
-            f"trainer.max_seconds={cfg.search.seconds}", *spec.overrides])
-        report = place(graph, cluster, encoder=instantiate(c.encoder), policy=instantiate(c.policy),
-                       runtime=runtime, trainer=instantiate(c.trainer), max_groups=c.max_groups, warm_start=warm)
+        from gplace.bench.searches import build_learner
+        from gplace.experiment import place
+
+        encoder, policy = build_learner(c, cluster.num_devices)
+        report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
+                       trainer=instantiate(c.trainer), max_groups=c.max_groups, warm_start=warm)
         return report.placement
     return search

@@ -6,7 +6,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,9 @@ class BenchRecord:
     reason: str = ""
     samples: int = 0
     """Placements measured by a learned search (0 for heuristics)."""
+    learned: bool | None = None
+    """Whether a learned search made the placement (not a baseline); ``None`` in records written before they said
+    (see :meth:`is_learned`)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``inf`` as ``null``)."""
@@ -45,6 +48,11 @@ class BenchRecord:
     def from_json(cls, doc: Mapping[str, Any]) -> BenchRecord:
         """The record :meth:`to_json` wrote (``null`` step time as ``inf``)."""
         return cls(**{**doc, "step_time": math.inf if doc["step_time"] is None else float(doc["step_time"])})
+
+    def is_learned(self, names: Collection[str] = ()) -> bool:
+        """:attr:`learned`; for a record that does not say (``results.json`` written before records did), whether its
+        method is one of ``names`` (the bench's learned searches) or measured placements (baselines measure none)."""
+        return self.learned if self.learned is not None else self.method in names or self.samples > 0
 
 
 def load_records(path: str | Path) -> list[BenchRecord]:
@@ -82,11 +90,11 @@ def run_baselines(
             placement = placer.place(graph, cluster)
         except (ValueError, ImportError) as err:  # infeasible placement, missing optional dependency
             records.append(_record(graph, cluster, name, math.inf, lower_bound, time.perf_counter() - started,
-                                   f"{type(err).__name__}: {err}"))
+                                   f"{type(err).__name__}: {err}", learned=False))
             continue
         seconds = time.perf_counter() - started
         m = runtime.measure(graph, cluster, placement)
-        records.append(_record(graph, cluster, name, m.step_time, lower_bound, seconds, m.reason))
+        records.append(_record(graph, cluster, name, m.step_time, lower_bound, seconds, m.reason, learned=False))
         placements[name] = placement
         log.info("%s on %s: %s %.4g s (placed in %.2f s)", graph.name, cluster.name, name, m.step_time, seconds)
     return records, placements
@@ -111,15 +119,16 @@ def run_learned(
     except RunDirConflictError:
         raise
     except (RuntimeError, ValueError) as err:
-        return _record(graph, cluster, name, math.inf, lower_bound, time.perf_counter() - started, str(err)), None
+        return _record(graph, cluster, name, math.inf, lower_bound, time.perf_counter() - started, str(err),
+                       learned=True), None
     m = report.measurement
     record = _record(graph, cluster, name, m.step_time, lower_bound, report.train.seconds, m.reason,
-                     samples=report.train.samples)
+                     samples=report.train.samples, learned=True)
     return record, report
 
 
 def _record(graph: OpGraph, cluster: Cluster, method: str, step_time: float, lower_bound: float, seconds: float,
-            reason: str, samples: int = 0) -> BenchRecord:
+            reason: str, samples: int = 0, *, learned: bool) -> BenchRecord:
     failed = not math.isfinite(step_time)
     return BenchRecord(graph.name, cluster.name, method, float(step_time), float(lower_bound), float(seconds),
-                       failed, reason if failed else "", samples)
+                       failed, reason if failed else "", samples, learned)

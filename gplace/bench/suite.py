@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gplace.bench.report import write_results
+from gplace.bench.report import refresh_results, write_results
 from gplace.bench.runner import BenchRecord, run_baselines, run_learned
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime.base import Runtime
@@ -46,13 +46,20 @@ def run_suite(
     the run directory an earlier bench left (``out_dir/runs/<graph>-<cluster>-<method>``) is removed first.
 
     Records and run directories are keyed by graph and cluster name; ``seen`` (updated here) holds the pairs this
-    bench already ran, so a second case of one pair (another seed, say) is refused rather than skipped.
+    bench already ran, so a second case of one pair (another seed, say) is refused rather than skipped. A failed
+    learned search is a result (out of memory, no placement found) and is not run again; a config error is not
+    one, and ``gplace bench`` refuses it before anything runs. Once every case is done, the files are written
+    again if they do not hold these records yet (every case skipped, the report of an older version).
 
     Raises:
-        ValueError: a case repeats a (graph, cluster) pair in ``seen``.
+        ValueError: a case repeats a (graph, cluster) pair in ``seen``; a search is named like a baseline.
     """
     from gplace.baselines import step_time_lower_bound
 
+    clash = sorted(set(placers) & set(searches))
+    if clash:
+        raise ValueError(f"{clash[0]!r} names both a baseline and a learned search: results are keyed by method name, "
+                         "so one would hide the other; rename one")
     out_dir = Path(out_dir)
     records: list[BenchRecord] = list(previous)
     for build in cases:
@@ -90,6 +97,7 @@ def run_suite(
                 _plot(report, out_dir / "plots", f"{graph.name}-{cluster.name}-{name}", best)
         records += found
         write_results(records, out_dir, learned=list(searches))
+    refresh_results(records, out_dir, learned=list(searches))
     return records
 
 

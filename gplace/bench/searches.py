@@ -1,0 +1,100 @@
+"""The learned searches of a bench config: their settings checked before anything runs, their networks seeded."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+SEARCH_KEYS = {"overrides": "a list of overrides of the main config, e.g. [encoder=gnn, policy=list_scheduling]",
+               "warm_start": "true (start from the best baseline's placement) or false"}
+"""The settings of a learned search in a bench config, and what each must be."""
+
+
+def check_search(search: Any) -> None:
+    """Refuse a ``search.updates`` that is not a whole number >= 1 or a ``search.seconds`` that is not > 0 (or null),
+    naming it, before anything runs (a trainer refused them after every baseline had run)."""
+    updates, seconds = search.get("updates"), search.get("seconds")
+    if isinstance(updates, bool) or not isinstance(updates, int) or updates < 1:
+        raise ValueError(f"search.updates must be a whole number >= 1, got {updates!r}")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0
+                                or math.isinf(seconds)):
+        raise ValueError(f"search.seconds must be a finite number > 0 or null, got {seconds!r}")
+
+
+def search_overrides(search: Any) -> list[str]:
+    """The main config's overrides every learned search of a bench starts from: no logger or progress bar,
+    ``search.updates`` and ``search.seconds`` (``null``: no time limit) for its trainer."""
+    seconds = "null" if search.get("seconds") is None else search.seconds
+    return ["logger=none", "trainer.progress=false", f"trainer.updates={search.updates}",
+            f"trainer.max_seconds={seconds}"]
+
+
+def check_learned(learned: Any, keys: Sequence[str], baselines: Iterable[str] = ()) -> None:
+    """Refuse a ``learned`` that is not a mapping of search names to settings with exactly ``keys`` (of
+    :data:`SEARCH_KEYS`), or a search named like one of ``baselines``, naming ``learned.<name>.<key>``."""
+    from omegaconf import DictConfig, ListConfig
+
+    if not isinstance(learned, DictConfig | dict):
+        raise ValueError(f"learned must map each learned search's name to its settings ({', '.join(keys)}; "
+                         f"learned={{}} for none), got {learned!r}")
+    for name, spec in learned.items():
+        if not isinstance(spec, DictConfig | dict):
+            raise ValueError(f"learned.{name} must hold the search's settings ({', '.join(keys)}), got {spec!r}")
+        for key in spec:
+            if key not in keys:
+                raise ValueError(f"learned.{name}.{key}: unknown setting (a search takes {', '.join(keys)})")
+        for key in keys:
+            value = spec.get(key)
+            ok = (isinstance(value, bool) if key == "warm_start" else
+                  isinstance(value, ListConfig | list) and all(isinstance(v, str) for v in value))
+            if not ok:
+                raise ValueError(f"learned.{name}.{key} must be {SEARCH_KEYS[key]}, got "
+                                 f"{'nothing' if key not in spec else repr(value)}")
+    clash = sorted(set(learned) & set(baselines))
+    if clash:
+        raise ValueError(f"learned.{clash[0]}: a learned search named like baselines.{clash[0]} (results are keyed by "
+                         "method name, so one would hide the other); rename one")
+
+
+def prepare_search(name: str, overrides: Sequence[str], num_devices: Iterable[int]) -> Any:
+    """The main config with ``overrides`` for the learned search ``name``, its trainer built once, and its encoder
+    and policy for each of ``num_devices`` (the device counts it will place on), so a config error stops the bench
+    before anything runs instead of becoming a failed result.
+
+    Raises:
+        ValueError: the overrides do not compose, or a part does not build (naming ``learned.<name>``).
+    """
+    from hydra import compose
+    from hydra.errors import HydraException
+    from hydra.utils import instantiate
+
+    try:
+        c = compose(config_name="config", overrides=list(overrides))
+        instantiate(c.trainer)
+        for n in sorted(set(num_devices)):
+            build_learner(c, n)
+    except (HydraException, TypeError, ValueError) as err:
+        raise ValueError(f"learned.{name}: {_reason(err)}") from None
+    return c
+
+
+def build_learner(c: Any, num_devices: int) -> tuple[Any, Any]:
+    """``c``'s encoder and policy (a ``_partial_`` policy sized for ``num_devices``), their initial weights drawn
+    from ``c.seed``: a search gives the same result whatever ran before it in the process."""
+    import torch
+    from hydra.utils import instantiate
+
+    torch.manual_seed(c.seed)
+    encoder = instantiate(c.encoder)
+    policy = instantiate(c.policy)
+    return encoder, policy if isinstance(policy, torch.nn.Module) else policy(num_devices=num_devices)
+
+
+def _reason(err: Exception) -> str:
+    """What went wrong, on one line: an instantiation's cause, up to the first blank line (Hydra's lists of
+    options and search paths follow it)."""
+    from hydra.errors import InstantiationException
+
+    cause = err.__cause__ if isinstance(err, InstantiationException) and err.__cause__ is not None else err
+    return " ".join(str(cause).strip().split("\n\n", 1)[0].split())
