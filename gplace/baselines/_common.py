@@ -6,17 +6,22 @@ memory a unit needs is the sum over its ops of persistent memory plus output byt
 baselines' :class:`MemoryLedger` adds what ``sim-v1`` also allocates: the largest temporary memory of the
 ops on a device, and the copies a device receives (one per (producer, device), its largest edge there).
 Counting every output and copy as resident for the whole step never under-estimates ``sim-v1``'s peak
-(it frees dead tensors), so a placement they return fits it, unless a colocation group's later members receive
-more copies than the room its first member left (they follow it whatever they receive).
+(it frees dead tensors), but a colocation group's later members follow their group whatever copies they receive,
+so the ledger can over-fill a device. :func:`place_fitting` keeps such a placement where ``sim-v1`` finds that
+it fits (freeing dead tensors, it usually does), else redoes the pass with a :class:`StrictMemoryLedger`, which
+books a copy as soon as both its ends' devices are known and never over-fills a device.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph
+from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
+from gplace.runtime.simulator import schedule
 
 
 class PlacementInfeasibleError(InvalidPlacementError):
@@ -101,7 +106,9 @@ class MemoryLedger:
 
     Placing a unit's first op reserves the whole unit's persistent memory and outputs, so later members
     always fit; a device also keeps room for the largest temporary memory of its ops and for every copy it
-    receives from a producer placed on another device (placers here place an op after its producers).
+    receives from a producer placed on another device (placers here place an op after its producers). A copy is
+    booked when its consumer is placed, so a group's later members, which follow their group whatever they
+    receive, can take a device's free memory below 0 (:class:`StrictMemoryLedger` cannot).
     """
 
     def __init__(self, units: Units, cluster: Cluster, graph: OpGraph) -> None:
@@ -170,7 +177,7 @@ class MemoryLedger:
         placed = self.unit_device[self._unit_of[op]]
         if placed >= 0:
             return [placed]
-        return [d for d in self._allowed[self._unit_of[op]] if self.need(op, d) <= self.free[d]]
+        return [d for d in self._allowed[self._unit_of[op]] if self.fits(op, d)]
 
     def infeasible(self, graph: OpGraph, op: int) -> PlacementInfeasibleError:
         """The error for ``op`` fitting nowhere, naming the op, its group and the free memory."""
@@ -178,13 +185,144 @@ class MemoryLedger:
         group = graph.colocation[op]
         what = f"with its colocation group {group!r} " if group is not None else ""
         allowed = np.flatnonzero(self.units.allowed[unit]).tolist()
-        need = {self.cluster.device_names[d]: self.need(op, d) for d in allowed}
-        free = {self.cluster.device_names[d]: self.free[d] for d in allowed}
+        names = self.cluster.device_names
+        need = {names[d]: self.need(op, d) for d in allowed}
+        free = {names[d]: self.free[d] for d in allowed}
+        sent = {names[d]: {names[e]: b for e, b in self._sent_per_device(unit, d).items()} for d in allowed}
+        sent_text = "".join(f"; from {d}, bytes it sends to its consumers' devices: {b}" for d, b in sent.items() if b)
         return PlacementInfeasibleError(
             f"op {graph.op_names[op]!r} {what}fits no device it may run on after the ops placed before it (a "
             f"greedy pass: another order may fit); bytes it needs there (persistent + output + temporary + copies "
-            f"received): {need}; free bytes: {free}"
+            f"received): {need}; free bytes: {free}{sent_text}"
         )
+
+    def _sent_per_device(self, unit: int, device: int) -> dict[int, int]:
+        """Bytes of copies ``unit`` on ``device`` would send, per receiving device: none booked here (a copy is
+        booked when its consumer is placed)."""
+        return {}
+
+
+class StrictMemoryLedger(MemoryLedger):
+    """A :class:`MemoryLedger` that books a copy as soon as both its ends' devices are known, so it never
+    over-fills a device.
+
+    Placing a unit's first op also books the copies its members receive from units placed already and send to
+    them, and a device is refused where one of those does not fit (on the device receiving it).
+    """
+
+    def __init__(self, units: Units, cluster: Cluster, graph: OpGraph) -> None:
+        super().__init__(units, cluster, graph)
+        self._members: list[list[int]] = [[] for _ in range(units.num_units)]
+        for op, unit in enumerate(self._unit_of):
+            self._members[unit].append(op)
+        ptr, dst, eid = graph.out_csr
+        self._out_ptr, self._out_dst = ptr.tolist(), dst.tolist()
+        self._out_bytes: list[int] = graph.edge_bytes[eid].tolist()
+        self._inbound: list[dict[int, int]] = [{} for _ in range(units.num_units)]
+        """Per unplaced unit: producer op of a placed unit -> largest edge bytes from it into the unit."""
+        self._outbound: list[dict[tuple[int, int], int]] = [{} for _ in range(units.num_units)]
+        """Per unplaced unit: (member op, device of a placed unit consuming it) -> largest edge bytes."""
+
+    def need(self, op: int, device: int) -> int:
+        """Bytes placing ``op`` on ``device`` takes from its free memory: its unit (if not placed yet), the growth
+        of the device's largest temporary memory, and the copies the unit's members receive there from placed
+        units."""
+        unit = self._unit_of[op]
+        if self.unit_device[unit] >= 0:
+            return 0
+        return self._unit_need(op, device) + sum(self._unit_received(unit, device).values())
+
+    def fits(self, op: int, device: int) -> bool:
+        """Whether ``op`` may go to ``device``: its unit's device if placed, else an allowed device with room for
+        the unit and its copies received there, where the copies it sends fit too."""
+        unit = self._unit_of[op]
+        if self.unit_device[unit] >= 0:
+            return self.unit_device[unit] == device
+        sent = self._sent_per_device(unit, device) if self._outbound[unit] else {}
+        return self.need(op, device) <= self.free[device] and all(b <= self.free[e] for e, b in sent.items())
+
+    def assign(self, op: int, device: int) -> None:
+        """Put ``op`` (with its unit, if not placed yet) on ``device`` and book the memory it takes there."""
+        unit = self._unit_of[op]
+        placed = self.unit_device[unit]
+        if placed >= 0 and placed != device:
+            raise ValueError(f"unit {unit} is already on device {placed}, cannot move it to {device}")
+        if placed < 0:
+            self._place_unit(unit, device)
+
+    def _unit_received(self, unit: int, device: int) -> dict[int, int]:
+        """Bytes each placed producer on another device adds to its copy on ``device`` if ``unit`` goes there."""
+        grow: dict[int, int] = {}
+        for p, nbytes in self._inbound[unit].items():
+            have = self._copies.get((p, device), 0)
+            if nbytes > have and self.unit_device[self._unit_of[p]] != device:
+                grow[p] = nbytes - have
+        return grow
+
+    def _sent(self, unit: int, device: int) -> dict[tuple[int, int], int]:
+        """Bytes each (member, other device) copy grows by if ``unit`` goes to ``device``."""
+        return {(m, e): nbytes - self._copies.get((m, e), 0) for (m, e), nbytes in self._outbound[unit].items()
+                if e != device and nbytes > self._copies.get((m, e), 0)}
+
+    def _sent_per_device(self, unit: int, device: int) -> dict[int, int]:
+        """Bytes of copies ``unit`` on ``device`` would send, per receiving device."""
+        per_device: dict[int, int] = {}
+        for (_, e), nbytes in self._sent(unit, device).items():
+            per_device[e] = per_device.get(e, 0) + nbytes
+        return per_device
+
+    def _place_unit(self, unit: int, device: int) -> None:
+        """Book ``unit``'s memory and its copies to and from placed units; record the copies its members will
+        receive from and send to the units still unplaced."""
+        self.free[device] -= self._need[unit] + max(0, self._temporary[unit] - self._device_temporary[device])
+        for p, nbytes in self._unit_received(unit, device).items():
+            self._book(p, device, nbytes)
+        for (m, e), nbytes in self._sent(unit, device).items():
+            self._book(m, e, nbytes)
+        self._device_temporary[device] = max(self._device_temporary[device], self._temporary[unit])
+        self.unit_device[unit] = device
+        self._inbound[unit], self._outbound[unit] = {}, {}
+        for m in self._members[unit]:
+            for k in range(self._in_ptr[m], self._in_ptr[m + 1]):
+                other = self._unit_of[self._in_src[k]]
+                if self.unit_device[other] < 0:
+                    _keep_largest(self._outbound[other], (self._in_src[k], device), self._in_bytes[k])
+            for k in range(self._out_ptr[m], self._out_ptr[m + 1]):
+                other = self._unit_of[self._out_dst[k]]
+                if self.unit_device[other] < 0:
+                    _keep_largest(self._inbound[other], m, self._out_bytes[k])
+
+    def _book(self, producer: int, device: int, nbytes: int) -> None:
+        self._copies[producer, device] = self._copies.get((producer, device), 0) + nbytes
+        self.free[device] -= nbytes
+
+
+def _keep_largest(largest: dict[Any, int], key: Any, nbytes: int) -> None:
+    """Keep the largest ``nbytes`` seen for ``key`` (no entry for 0 bytes)."""
+    if nbytes > largest.get(key, 0):
+        largest[key] = nbytes
+
+
+def place_fitting(
+    graph: OpGraph, cluster: Cluster, units: Units, greedy: Callable[[MemoryLedger], np.ndarray]
+) -> np.ndarray:
+    """(N,) devices of a greedy pass ``greedy`` run with a :class:`MemoryLedger`; where they over-fill a device
+    in ``sim-v1`` (a colocation group's later members received copies with no room left), those of ``greedy`` run
+    again with a :class:`StrictMemoryLedger`.
+
+    Raises:
+        PlacementInfeasibleError: from either pass, when an op fits on no device it may run on.
+    """
+    ledger = MemoryLedger(units, cluster, graph)
+    devices = greedy(ledger)
+    if min(ledger.free) >= 0 or _fits_sim_v1(graph, cluster, devices):
+        return devices
+    return greedy(StrictMemoryLedger(units, cluster, graph))
+
+
+def _fits_sim_v1(graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> bool:
+    """Whether ``sim-v1``'s peak memory of the placement ``devices`` fits every device."""
+    return bool((schedule(graph, cluster, Placement.for_graph(graph, devices)).peak_memory <= cluster.memory).all())
 
 
 def mean_comm(cluster: Cluster) -> tuple[float, float]:

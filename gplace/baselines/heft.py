@@ -9,6 +9,7 @@ from gplace.baselines._common import (
     build_units,
     mean_durations,
     mean_edge_cost,
+    place_fitting,
     rank_order,
     upward_rank,
 )
@@ -30,7 +31,9 @@ class HEFT(Placer):
     Memory-aware: a device is skipped when the op's unit (its colocation group, or the op alone) does
     not fit in its remaining memory (see :class:`~gplace.baselines._common.MemoryLedger`: with the copies it
     would receive and its temporary memory); the first member of a group reserves memory for the whole group
-    and the other members follow it to that device.
+    and the other members follow it to that device. Where the result still runs out of memory in ``sim-v1``
+    (copies a group's later members receive), the pass is redone booking every copy as soon as both its ends'
+    devices are known (:func:`~gplace.baselines._common.place_fitting`).
 
     Raises:
         PlacementInfeasibleError: from :meth:`place`, when an op fits on no device it may run on.
@@ -43,7 +46,8 @@ class HEFT(Placer):
         durations = graph.durations(cluster)
         weight = mean_durations(durations, units.allowed[units.unit_of])
         rank = upward_rank(graph, weight, mean_edge_cost(graph, cluster))
-        return _schedule(graph, cluster, MemoryLedger(units, cluster, graph), durations, rank_order(graph, rank))
+        order = rank_order(graph, rank)
+        return place_fitting(graph, cluster, units, lambda ledger: _schedule(graph, cluster, ledger, durations, order))
 
 
 def _schedule(

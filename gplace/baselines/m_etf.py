@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gplace.baselines._common import MemoryLedger, build_units, mean_durations, mean_edge_cost, upward_rank
+from gplace.baselines._common import build_units, mean_durations, mean_edge_cost, place_fitting, upward_rank
 from gplace.baselines._list_scheduler import EtfScheduler
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
@@ -21,7 +21,9 @@ class METF(Placer):
 
     Memory-aware: an op is only started on a device with room for its unit (its colocation group, or
     the op alone; persistent memory plus output bytes). A group's first member reserves memory for the
-    whole group and its other members follow it.
+    whole group and its other members follow it; where the result still runs out of memory in ``sim-v1``, the
+    pass is redone booking every copy as soon as both its ends' devices are known
+    (:func:`~gplace.baselines._common.place_fitting`).
 
     Raises:
         PlacementInfeasibleError: from :meth:`place`, when an op fits on no device it may run on.
@@ -34,4 +36,5 @@ class METF(Placer):
         durations = graph.durations(cluster)
         priority = upward_rank(graph, mean_durations(durations, units.allowed[units.unit_of]),
                                mean_edge_cost(graph, cluster))
-        return EtfScheduler(graph, cluster, MemoryLedger(units, cluster, graph), durations, priority).run()
+        return place_fitting(graph, cluster, units,
+                             lambda ledger: EtfScheduler(graph, cluster, ledger, durations, priority).run())

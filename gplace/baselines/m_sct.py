@@ -8,7 +8,14 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from gplace.baselines._common import MemoryLedger, build_units, mean_durations, mean_edge_cost, upward_rank
+from gplace.baselines._common import (
+    MemoryLedger,
+    build_units,
+    mean_durations,
+    mean_edge_cost,
+    place_fitting,
+    upward_rank,
+)
 from gplace.baselines._list_scheduler import EtfScheduler
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
@@ -60,8 +67,8 @@ class MSCT(Placer):
         edge_cost = mean_edge_cost(graph, cluster)
         favourite = self.favourite_children(graph, weight, edge_cost)
         priority = upward_rank(graph, weight, edge_cost)
-        ledger = MemoryLedger(units, cluster, graph)
-        return _SctScheduler(graph, cluster, ledger, durations, priority, favourite).run()
+        return place_fitting(graph, cluster, units, lambda ledger: _SctScheduler(
+            graph, cluster, ledger, durations, priority, favourite).run())
 
     def favourite_children(self, graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
         """(N,) int64 favourite child of every op, -1 for none.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gplace.baselines._common import MemoryLedger, build_units
+from gplace.baselines._common import MemoryLedger, Units, build_units, place_fitting
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
 
@@ -20,7 +20,9 @@ class MTopo(Placer):
     Memory-aware: when the op's unit (its colocation group, or the op alone) does not fit the current
     device, the walk moves on to the next device that has room. Ops that may not run on the current
     device (pinned to another kind) and ops left over once the walk has passed every device with room
-    go to the least-loaded allowed device with room; members of an already placed group follow it.
+    go to the least-loaded allowed device with room; members of an already placed group follow it. Where the
+    result still runs out of memory in ``sim-v1``, the walk is redone booking every copy as soon as both its ends'
+    devices are known (:func:`~gplace.baselines._common.place_fitting`).
 
     Raises:
         PlacementInfeasibleError: from :meth:`place`, when an op fits on no device it may run on.
@@ -29,20 +31,26 @@ class MTopo(Placer):
     name = "m_topo"
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        filler = _Filler(graph, cluster)
-        device = np.empty(graph.num_ops, dtype=np.int64)
-        for op in graph.topological_order.tolist():
-            device[op] = filler.place(op)
-        return device
+        units = build_units(graph, cluster)
+        return place_fitting(graph, cluster, units, lambda ledger: _walk(graph, cluster, units, ledger))
+
+
+def _walk(graph: OpGraph, cluster: Cluster, units: Units, ledger: MemoryLedger) -> np.ndarray:
+    """(N,) devices of the walk, booking memory in ``ledger``."""
+    filler = _Filler(graph, cluster, units, ledger)
+    device = np.empty(graph.num_ops, dtype=np.int64)
+    for op in graph.topological_order.tolist():
+        device[op] = filler.place(op)
+    return device
 
 
 class _Filler:
     """The walk's state: the current device, per-device busy time and memory."""
 
-    def __init__(self, graph: OpGraph, cluster: Cluster) -> None:
+    def __init__(self, graph: OpGraph, cluster: Cluster, units: Units, ledger: MemoryLedger) -> None:
         self.graph = graph
-        self.units = build_units(graph, cluster)
-        self.ledger = MemoryLedger(self.units, cluster, graph)
+        self.units = units
+        self.ledger = ledger
         self.durations = graph.durations(cluster)
         self.order = np.argsort(-cluster.speeds, kind="stable").tolist()
         self.cursor = 0
