@@ -73,8 +73,8 @@ def check_shown(doc: Any, where: str) -> None:
     if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
         raise ValueError(f"{where}: 'devices' must be a list of device names")
     step = doc.get("step_time")
-    if step is not None and (isinstance(step, bool) or not isinstance(step, int | float) or math.isnan(step)):
-        raise ValueError(f"{where}: 'step_time' must be a number or null, got {step!r}")
+    if step is not None and not _is_number(step):
+        raise ValueError(f"{where}: 'step_time' must be a number or null, got {_shown(step)}")
     stages = doc.get("stages")
     if stages is not None and not (isinstance(stages, dict) and all(isinstance(v, list) for v in stages.values())):
         raise ValueError(f"{where}: 'stages' must be an object of device name -> its ops, got {stages!r}")
@@ -85,10 +85,24 @@ def check_shown(doc: Any, where: str) -> None:
         raise ValueError(f"{where}: {SUMMARY_KEY!r} must be an object of device -> summary")
     for device, row in summary.items():
         wanted = _SUMMARY_NUMBERS + (("bubble", "in_flight") if isinstance(row, dict) and "bubble" in row else ())
-        bad = [k for k in wanted if not isinstance(row, dict) or isinstance(row.get(k), bool)
-               or not isinstance(row.get(k), int | float) or math.isnan(row.get(k))]
+        bad = [k for k in wanted if not isinstance(row, dict) or not _is_number(row.get(k))]
         if bad:
             raise ValueError(f"{where}: {SUMMARY_KEY}[{device!r}] needs a number for {bad[0]!r}")
+
+
+def _is_number(value: Any) -> bool:
+    """Whether ``value`` is a JSON number a float holds, not NaN (an integer of 400 digits overflows a float)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return not math.isnan(float(value))
+    except OverflowError:
+        return False
+
+
+def _shown(value: Any) -> str:
+    """What :func:`_is_number` refused: ``value``'s repr, or the reason for an integer."""
+    return "an integer too large for a float" if type(value) is int else repr(value)
 
 
 def draw_placement(graph: OpGraph, devices: list[str], assignment: dict[str, str], path: str | Path) -> Path:

@@ -76,7 +76,10 @@ def test_show_errors_are_one_line(files):
     ({"placement": {"a": "/CPU:0"}, "per_device": {"/CPU:0": {"ops": 1}}}, "needs a number for 'compute_seconds'"),
     ({"placement": {"a": "/CPU:0"}, "step_time": float("nan")}, "'step_time' must be a number or null, got nan"),
     ({"placement": {"a": "/CPU:0"}, "stages": 5}, "'stages' must be an object of device name -> its ops"),
-], ids=["placement", "step_time", "summary", "nan", "stages"])
+    ({"placement": {"a": "/CPU:0"}, "step_time": 10**400},  # math.isnan overflowed: an OverflowError traceback
+     "'step_time' must be a number or null, got an integer too large for a float"),
+    ({"placement": {"a": "/CPU:0"}, "per_device": {"/CPU:0": {"ops": 10**400}}}, "needs a number for 'ops'"),
+], ids=["placement", "step_time", "summary", "nan", "stages", "huge_step_time", "huge_summary"])
 def test_show_names_the_field_of_a_malformed_placement_file(files, doc, match):
     path = files / "malformed.json"
     path.write_text(json.dumps({"format": "gplace.placement", "version": 1, **doc}))

@@ -224,6 +224,7 @@ class OpGraph:
             raise GraphError(f"{where}: its ops hold {total:.4g} bytes in all (persistent, temporary and output), "
                              f"more than the {MAX_TOTAL_BYTES} the simulators' int64 memory totals can sum")
         self._validate_edges()
+        self._validate_edge_total(total)
         self._validate_colocation()
         self._validate_phases()
         _ = self.topological_order  # raises on a cycle
@@ -281,6 +282,15 @@ class OpGraph:
             raise GraphError(
                 f"graph {self.name!r}: edge {self.op_names[s]!r} -> {self.op_names[d]!r} has negative bytes"
             )
+
+    def _validate_edge_total(self, op_total: float) -> None:
+        """Refuse ops' and edges' bytes adding up past :data:`MAX_TOTAL_BYTES` (summed edges overflowed int64 in
+        grouping's merged edges and the simulators' bytes moved)."""
+        edges = float(self.edge_bytes.sum(dtype=np.float64))
+        if op_total + edges > MAX_TOTAL_BYTES:
+            raise GraphError(f"graph {self.name!r}: its ops and edges hold {op_total + edges:.4g} bytes in all "
+                             f"({edges:.4g} on its edges), more than the {MAX_TOTAL_BYTES} the simulators' and "
+                             "grouping's int64 byte totals can sum")
 
     def _validate_colocation(self) -> None:
         pins: dict[str, tuple[str, str]] = {}
@@ -452,8 +462,9 @@ rewards made from them, stay finite in float32 and float64 (costs of 1e308 s ove
 reported ``ok``, and of 1e76 s to NaN policy weights), while costs given in flops (``load_doppler(path,
 flops_per_second=1)``: 3.9e12 for a transformer layer) still load."""
 MAX_TOTAL_BYTES = 2**62
-"""The most bytes all of a graph's ops may hold together (persistent, temporary and output), so that the
-simulators' int64 memory totals (per device, times micro-batches in flight) cannot overflow."""
+"""The most bytes all of a graph's ops may hold together (persistent, temporary and output) plus all its edges
+carry, so that the simulators' int64 memory and transfer totals (per device, times micro-batches in flight) and
+grouping's merged edges cannot overflow."""
 
 
 def _as_cost(value: Any, where: str) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,7 @@ def _op_from_dict(i: int, rec: Any, known: set[str]) -> Op:
 # ---------------------------------------------------------------------- clusters
 def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
     """A cluster as a JSON-ready dict (one link record per unordered pair, with ``reverse_*`` where its directions
-    differ); NumPy scalars become Python numbers."""
+    differ); NumPy scalars become Python numbers and an infinite bandwidth the string ``"inf"``."""
     devices = [{"name": str(d.name), "kind": str(d.kind), "speed": float(d.speed), "memory": int(d.memory)}
                for d in cluster.devices]
     links = []
@@ -111,10 +112,11 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
     for i in range(n):
         for j in range(i + 1, n):
             rec = {"a": cluster.device_names[i], "b": cluster.device_names[j],
-                   "bandwidth": float(cluster.bandwidth[i, j]), "latency": float(cluster.latency[i, j])}
-            for label, matrix in (("reverse_bandwidth", cluster.bandwidth), ("reverse_latency", cluster.latency)):
-                if matrix[j, i] != matrix[i, j]:
-                    rec[label] = float(matrix[j, i])
+                   "bandwidth": _bandwidth_to_json(cluster.bandwidth[i, j]), "latency": float(cluster.latency[i, j])}
+            if cluster.bandwidth[j, i] != cluster.bandwidth[i, j]:
+                rec["reverse_bandwidth"] = _bandwidth_to_json(cluster.bandwidth[j, i])
+            if cluster.latency[j, i] != cluster.latency[i, j]:
+                rec["reverse_latency"] = float(cluster.latency[j, i])
             links.append(rec)
     directed = any(label in rec for rec in links for label in ("reverse_bandwidth", "reverse_latency"))
     version = CLUSTER_VERSION_DIRECTED if directed else VERSION
@@ -153,7 +155,7 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
                          f"'latency', got {default!r}")
     _check_fields(default, _DEFAULT_LINK_FIELDS, f"{where}: default_link")
     try:
-        bandwidth = _opt_float(default.get("bandwidth"), "default_link's bandwidth")
+        bandwidth = _opt_bandwidth(default.get("bandwidth"), "default_link's bandwidth")
         latency = _number(default.get("latency", 0.0), "default_link's latency")
     except GraphError as err:
         raise GraphError(f"{where}: {err}") from None
@@ -170,12 +172,14 @@ def _device_from_dict(i: int, rec: Mapping[str, Any]) -> Device:
 
 
 def _link_from_dict(rec: Mapping[str, Any]) -> Link:
-    """A link record; a string or boolean bandwidth or latency is refused, as in graph documents."""
+    """A link record; a string (but ``"inf"`` for a bandwidth) or boolean bandwidth or latency is refused, as in graph
+    documents."""
     a, b = _text(rec["a"], "a link's 'a'"), _text(rec["b"], "a link's 'b'")
-    reverse = {label: _opt_float(rec.get(label), f"link {a}<->{b} {label}")
-               for label in ("reverse_bandwidth", "reverse_latency")}
-    return Link(a, b, _number(rec["bandwidth"], f"link {a}<->{b} bandwidth"),
-                _number(rec.get("latency", 0.0), f"link {a}<->{b} latency"), **reverse)
+    where = f"link {a}<->{b}"
+    return Link(a, b, _bandwidth(rec["bandwidth"], f"{where} bandwidth"),
+                _number(rec.get("latency", 0.0), f"{where} latency"),
+                reverse_bandwidth=_opt_bandwidth(rec.get("reverse_bandwidth"), f"{where} reverse_bandwidth"),
+                reverse_latency=_opt_float(rec.get("reverse_latency"), f"{where} reverse_latency"))
 
 
 # ---------------------------------------------------------------------- placements
@@ -183,7 +187,8 @@ def placement_to_dict(
     placement: Placement, graph: OpGraph, cluster: Cluster, *, step_time: float | None = None,
     baselines: Mapping[str, float] | None = None, extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A placement as a JSON-ready dict, with optional simulated or measured step times."""
+    """A placement as a JSON-ready dict, with optional simulated or measured step times; a NaN or infinite float
+    (a failed step time, or one in ``extra``, at any depth) becomes ``None`` (JSON ``null``)."""
     doc: dict[str, Any] = {
         "format": PLACEMENT_FORMAT, "version": VERSION, "graph": graph.name,
         "graph_fingerprint": graph.fingerprint, "cluster": cluster.name,
@@ -194,7 +199,7 @@ def placement_to_dict(
     if baselines:
         doc["baselines"] = {k: _json_float(v) for k, v in baselines.items()}
     if extra:
-        doc.update(extra)
+        doc.update({k: _finite_or_null(v) for k, v in extra.items()})
     return doc
 
 
@@ -216,8 +221,19 @@ def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster
 
 # ---------------------------------------------------------------------- files
 def save_json(doc: Mapping[str, Any], path: str | Path) -> Path:
-    """Write a document atomically (temp file, then rename)."""
-    return write_text_atomic(path, json.dumps(doc, indent=1))
+    """Write a document as strict JSON, atomically (temp file, then rename).
+
+    Raises:
+        ValueError: a float in ``doc`` is NaN or infinite (no JSON number), naming its field.
+    """
+    try:
+        text = json.dumps(doc, indent=1, allow_nan=False)
+    except ValueError as err:
+        if "JSON compliant" not in str(err):  # not a NaN or an infinity: a circular reference
+            raise
+        raise ValueError(f"{path}: {_non_finite_field(doc, '') or 'the document'} is not a finite number, which "
+                         "JSON cannot hold (write null, or \"inf\" for a link's bandwidth)") from None
+    return write_text_atomic(path, text)
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -248,6 +264,9 @@ def load_json(path: str | Path) -> dict[str, Any]:
         raise GraphError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}), so not JSON") from None
     except RecursionError:
         raise GraphError(f"{path}: JSON nested too deeply to read") from None
+    except ValueError:  # a number literal past Python's int-conversion limit
+        raise GraphError(f"{path}: not valid JSON for gplace: a number in it has more than "
+                         f"{sys.get_int_max_str_digits()} digits") from None
 
 
 def _check_header(doc: Mapping[str, Any], fmt: str, versions: tuple[int, ...] = (VERSION,)) -> None:
@@ -308,3 +327,43 @@ def _opt_int(value: Any, where: str) -> int | None:
 
 def _json_float(value: float) -> float | None:
     return None if not math.isfinite(value) else float(value)
+
+
+def _finite_or_null(value: Any) -> Any:
+    """``value`` with every NaN or infinite float in it, at any depth of dicts, lists and tuples, as ``None``."""
+    if isinstance(value, float):
+        return _json_float(value)
+    if isinstance(value, Mapping):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_null(v) for v in value]
+    return value
+
+
+def _non_finite_field(value: Any, where: str) -> str | None:
+    """Where in ``value`` (``"per_device./GPU:0.bubble"``, ``"x[2]"``; ``""`` for ``value`` itself) the first NaN or
+    infinite float is, or ``None``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where
+    if isinstance(value, Mapping):
+        paths = ((f"{where}.{k}" if where else str(k), v) for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        paths = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    return next((found for path, v in paths if (found := _non_finite_field(v, path)) is not None), None)
+
+
+def _bandwidth_to_json(value: float) -> float | str:
+    """A bandwidth for JSON: ``"inf"`` where infinite (a free link), else the number."""
+    return "inf" if math.isinf(value) else float(value)
+
+
+def _bandwidth(value: Any, where: str) -> float:
+    """A bandwidth read back: a number, or ``"inf"`` for an infinite one."""
+    return math.inf if value == "inf" else _number(value, where)
+
+
+def _opt_bandwidth(value: Any, where: str) -> float | None:
+    """A bandwidth read back, ``None`` where absent."""
+    return None if value is None else _bandwidth(value, where)

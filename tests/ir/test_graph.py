@@ -69,6 +69,20 @@ def test_bytes_whose_total_would_overflow_the_simulators_are_refused():
     _graph([Op("o", "X", 1.0, output_bytes=2**61)], [])
 
 
+def test_edge_bytes_whose_total_would_overflow_are_refused_naming_the_graph():
+    """Two edges of 2**62 bytes each fit int64 but their sum does not: grouping merged them into a wrapped-around
+    edge it blamed for 'negative bytes', and sim-v1 reported -2**63 bytes moved. Ops' and edges' bytes now count
+    together against the cap."""
+    ops = [Op("a", "X", 1.0), Op("b", "X", 1.0), Op("c", "X", 1.0)]
+    with pytest.raises(GraphError, match=r"graph 'g': its ops and edges hold 9.223e\+18 bytes in all \(9.223e\+18 on "
+                                         r"its edges\), more than the 4611686018427387904"):
+        _graph(ops, [Edge("a", "c", 2**62), Edge("b", "c", 2**62)])
+    big_output = ops[:2] + [Op("c", "X", 1.0, output_bytes=2**61)]
+    with pytest.raises(GraphError, match="its ops and edges hold"):
+        _graph(big_output, [Edge("a", "c", 2**61), Edge("b", "c", 2**40)])
+    _graph(big_output, [Edge("a", "c", 2**60), Edge("b", "c", 2**60)])
+
+
 @pytest.mark.parametrize("nbytes", [2.0**63, np.float64(2**63), np.uint64(2**63)])
 def test_a_byte_count_of_2_to_the_63_is_named_in_any_number_type(nbytes):
     """float(2**63 - 1) rounds to 2**63, so a float of 2**63 passed the range check and overflowed int64 raw."""

@@ -96,6 +96,41 @@ def test_a_cluster_whose_link_directions_differ_round_trips(tmp_path):
         cluster_from_dict(doc)
 
 
+def test_an_infinite_bandwidth_is_written_as_strict_json_and_read_back(tmp_path):
+    """A free link (calibration's LinkFit gives one) was written as the token Infinity, which strict JSON readers
+    refuse; it is now "inf", and files holding Infinity still read."""
+    from gplace.ir import Link
+
+    devices = [Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu"), Device("/GPU:1", "gpu")]
+    links = [Link("/CPU:0", "/GPU:0", float("inf"), reverse_bandwidth=1e9), Link("/GPU:0", "/GPU:1", 1e10)]
+    cluster = Cluster.build(devices, links, default_bandwidth=float("inf"), name="free")
+    text = save_json(cluster_to_dict(cluster), tmp_path / "c.json").read_text()
+    doc = json.loads(text, parse_constant=lambda token: pytest.fail(f"non-JSON token {token}"))
+    assert doc["links"][0]["bandwidth"] == "inf" and doc["links"][0]["reverse_bandwidth"] == 1e9
+    assert doc["links"][1] == {"a": "/CPU:0", "b": "/GPU:1", "bandwidth": "inf", "latency": 0.0}  # the default
+    assert cluster_from_dict(doc).fingerprint == cluster.fingerprint
+    old = tmp_path / "old.json"
+    old.write_text(text.replace('"inf"', "Infinity"))
+    assert cluster_from_dict(load_json(old)).fingerprint == cluster.fingerprint
+    doc["default_link"] = {"bandwidth": "inf"}
+    assert cluster_from_dict(doc).fingerprint == cluster.fingerprint
+
+
+def test_non_finite_numbers_are_written_as_null_or_refused_naming_the_field(tmp_path):
+    """placement_to_dict wrote extra={...: inf} as the non-JSON token Infinity; an extra's NaN or infinity at any
+    depth is now null, as a failed step time is, and save_json refuses one naming where it is."""
+    g, c = _rich_graph(), cpu_gpu_cluster(2)
+    extra = {"search_seconds": float("inf"), "per_device": {"/GPU:0": {"bubble": float("nan"), "ops": 2}},
+             "times": [1.0, float("-inf")]}
+    doc = placement_to_dict(Placement.for_graph(g, [0, 1, 1]), g, c, extra=extra)
+    assert doc["search_seconds"] is None and doc["per_device"] == {"/GPU:0": {"bubble": None, "ops": 2}}
+    assert doc["times"] == [1.0, None] and extra["times"][1] == float("-inf")
+    json.loads(save_json(doc, tmp_path / "p.json").read_text(), parse_constant=pytest.fail)
+    with pytest.raises(ValueError, match=r"bad.json: per_device./GPU:0.peak\[1\] is not a finite number"):
+        save_json({"per_device": {"/GPU:0": {"peak": [1.0, float("nan")]}}}, tmp_path / "bad.json")
+    assert not (tmp_path / "bad.json").exists()
+
+
 def test_placement_for_other_graph_is_refused():
     g, c = _rich_graph(), cpu_gpu_cluster(2)
     doc = placement_to_dict(Placement.for_graph(g, [0, 1, 1]), g, c)
@@ -168,6 +203,17 @@ def test_bad_json_file_names_the_file(tmp_path):
     path = tmp_path / "broken.json"
     path.write_text("{not json")
     with pytest.raises(GraphError, match="broken.json: not valid JSON"):
+        load_json(path)
+
+
+def test_a_number_too_long_for_python_to_read_names_the_file(tmp_path):
+    """A number literal of more than 4,300 digits raised Python's bare int-conversion ValueError, naming neither
+    the file nor the field."""
+    path = tmp_path / "long.json"
+    path.write_text('{"format": "gplace.graph", "version": 1, "ops": [{"name": "a", "output_bytes": ' + "9" * 5000
+                    + "}], \"edges\": []}")
+    with pytest.raises(GraphError, match="long.json: not valid JSON for gplace: a number in it has more than 4300 "
+                                         "digits"):
         load_json(path)
 
 
