@@ -1,4 +1,4 @@
-"""The pipeline bench: partitioners and learned searches on micro-batched training, measured by ``pipe-v1``.
+"""The pipeline bench: partitioners and learned searches on micro-batched training, measured by ``pipe-v2``.
 
 Writes ``pipeline_results.json`` (one record per graph, cluster, schedule, M and method), ``PIPELINE.md`` (the
 tables and the issue's targets, checked) and ``plots/pipeline_throughput.png`` under the output directory.
@@ -21,6 +21,7 @@ from gplace.baselines.pipeline import PipelineLocalSearch, StageProblem, pipelin
 from gplace.bench.runner import read_records
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.serialize import write_text_atomic
+from gplace.pipeline import PipelineSimulator
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class PipelineRecord:
     microbatches: int
     method: str
     minibatch_time: float
-    """Seconds per mini-batch by ``pipe-v1``; ``inf`` when the placement failed (out of memory, no placement)."""
+    """Seconds per mini-batch by :attr:`model`; ``inf`` when the placement failed (out of memory, no placement)."""
     lower_bound: float
     """:func:`~gplace.baselines.pipeline.pipeline_lower_bound` of the graph on the cluster."""
     search_seconds: float
@@ -49,6 +50,8 @@ class PipelineRecord:
     stage_devices: int = 0
     contiguous: bool | None = None
     """Whether the placement's stages are contiguous (:func:`is_contiguous`); ``None`` when it failed."""
+    model: str = "pipe-v1"
+    """The pipeline simulator's semantics that measured it (records written before it was kept: ``pipe-v1``)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``inf`` as ``null``)."""
@@ -61,6 +64,11 @@ class PipelineRecord:
         """The record :meth:`to_json` wrote."""
         time = doc["minibatch_time"]
         return cls(**{**doc, "minibatch_time": math.inf if time is None else float(time)})
+
+
+def models(records: Iterable[PipelineRecord]) -> str:
+    """The simulator semantics that measured ``records``, e.g. ``"pipe-v2"`` (``"pipe-v1 and pipe-v2"`` if mixed)."""
+    return " and ".join(sorted({r.model for r in records})) or PipelineSimulator.semantics
 
 
 def is_contiguous(problem: StageProblem, placement: Placement) -> bool:
@@ -87,11 +95,9 @@ def run_pipeline_case(graph: OpGraph, cluster: Cluster, placers: Mapping[str, An
                       schedules: Sequence[str], searches: Mapping[str, Search] | None = None,
                       search_cases: Iterable[tuple[int, str]] = (), label: str | None = None) -> list[PipelineRecord]:
     """Place ``graph`` on ``cluster`` with every placer (once, for the largest M) and measure every placement
-    with ``pipe-v1`` for every M and schedule; run each learned search on the ``(M, schedule)`` pairs of
+    with ``pipe-v2`` for every M and schedule; run each learned search on the ``(M, schedule)`` pairs of
     ``search_cases``, cold and warm-started from the fastest placer's placement of that M and schedule. The
     records name the graph ``label`` (default: ``graph.name``)."""
-    from gplace.pipeline import PipelineSimulator
-
     bound = pipeline_lower_bound(graph, cluster)
     problem = StageProblem(graph, cluster)
     record = _recorder(graph, cluster, bound, problem, label or graph.name)
@@ -152,7 +158,8 @@ def _recorder(graph: OpGraph, cluster: Cluster, bound: float, problem: StageProb
         failed = not math.isfinite(minibatch)
         contiguous = None if failed or placement is None else is_contiguous(problem, placement)
         return PipelineRecord(label, cluster.name, schedule, m, method, float(minibatch), bound, float(seconds),
-                              failed, reason if failed else "", graph.num_ops, stages, contiguous)
+                              failed, reason if failed else "", graph.num_ops, stages, contiguous,
+                              PipelineSimulator.semantics)
     return record
 
 
@@ -288,7 +295,7 @@ def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, sche
             ax.legend(fontsize=6)
     for ax in axes.ravel()[len(graphs):]:
         ax.set_visible(False)
-    fig.suptitle(f"Throughput, best placer, {schedule}, M={m} (pipe-v1)")
+    fig.suptitle(f"Throughput, best placer, {schedule}, M={m} ({models(records)})")
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -329,7 +336,8 @@ def targets_section(records: Sequence[PipelineRecord], model: Mapping[str, tuple
 def _ilp_against_dp(records, methods: Sequence[str] = ("ilp", "ilp_overlap")) -> list[str]:
     """Per schedule and ILP variant: ideal_dp's time over the ILP's (median, range, how often above 1)."""
     by = {(*_case(r), r.method): r for r in records}
-    lines = ["", "**ILP against the exact DP, measured by pipe-v1** (ideal_dp time / ILP time over the cases where "
+    lines = ["", f"**ILP against the exact DP, measured by {models(records)}** (ideal_dp time / ILP time over the "
+             "cases where "
              "both placed; above 1 = the ILP's non-contiguous split is faster):", "",
              "| method | schedule | cases | median | min | max | ILP faster |", "|---|---|---|---|---|---|---|"]
     for method in methods:
@@ -346,7 +354,8 @@ def _ilp_against_dp(records, methods: Sequence[str] = ("ilp", "ilp_overlap")) ->
 def _three_x(records, model, cluster, microbatches, profiles) -> list[str]:
     ratio = speedups(records)
     bound = {r.graph: r for r in records if r.cluster == cluster and r.method == "single_gpu" and not r.failed}
-    lines = [f"**3x on 4 GPUs, M = {microbatches}** ({cluster}; best method and schedule measured by pipe-v1; "
+    lines = [f"**3x on 4 GPUs, M = {microbatches}** ({cluster}; best method and schedule measured by "
+             f"{models(records)}; "
              "`DP model` = the exact DP's split in the partitioners' own model, `M x work / ((M + S - 1) x "
              "bottleneck)`, and without the fill/drain bubble (M -> inf), `work / bottleneck`; `bound` = one GPU / "
              "pipeline_lower_bound):", "",
@@ -370,7 +379,8 @@ def _three_x(records, model, cluster, microbatches, profiles) -> list[str]:
         elif with_bubble < 3:
             verdict = f"missed: the DP's optimum allows {with_bubble:.2f}x ({steady:.2f}x without bubble)"
         else:
-            verdict = (f"missed: the DP's optimum allows {with_bubble:.2f}x in its model, pipe-v1 measures its "
+            verdict = (f"missed: the DP's optimum allows {with_bubble:.2f}x in its model, {models(records)} "
+                       "measures its "
                        f"split at {dp:.2f}x (the schedule's stalls and link contention the model does not see)")
         lines.append(f"| {graph} | {best:.2f}x | {method} | {schedule} | {dp:.2f}x | {with_bubble:.2f}x | "
                      f"{steady:.2f}x | {limit:.2f}x | {verdict} |")
@@ -385,7 +395,8 @@ def _dp_unbeaten(records) -> list[str]:
     cases = sum(1 for k in ratio if k[4] == "ideal_dp")
     lines = ["", "**The exact DP equals brute force and is never beaten by a contiguous placer**: met in the "
              "partitioners' own model (tests/baselines/pipeline: brute force on small DAGs, both other partitioners "
-             f"never better). Measured by pipe-v1, whose schedule the model does not see, GPipe's or PipeDream's "
+             f"never better). Measured by {models(records)}, whose schedule the model does not see, GPipe's or "
+             "PipeDream's "
              f"split beat ideal_dp's in {len(beaten)} of {cases} (case, method) pairs; the largest gaps:"]
     for k, v in sorted(beaten, key=lambda kv: kv[1] / ratio[(*kv[0][:4], 'ideal_dp')], reverse=True)[:8]:
         lines.append(f"- {k[0]} on {k[1]}, {k[2]} M={k[3]}: {k[4]} {v:.2f}x vs ideal_dp "
@@ -398,7 +409,8 @@ def _search_targets(records, name: str, searches: Sequence[str]) -> list[str]:
     learned = {n for s in searches for n in (s, s + "_warm")}
     by = {(*_case(r), r.method): r for r in records}
     cases = [c for c in dict.fromkeys(_case(r) for r in records if r.method in (name, name + "_warm"))]
-    rows = ["", f"**Learned search `{name}`** (rewarded by pipe-v1 of the row; `_warm` starts from the fastest "
+    rows = ["", f"**Learned search `{name}`** (rewarded by {models(records)} of the row; `_warm` starts from the "
+            "fastest "
             "placer of the row; `best placer` = fastest non-learned method, `best partitioner` = the same without "
             "the budgeted local searches; times in ms):", "",
             "| graph | cluster | schedule | M | ideal_dp | best placer | best partitioner | cold | warm | "
@@ -492,6 +504,7 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
     clusters = _check_pipeline_config(cfg)
     searches = _learned_searches(cfg, clusters)
     records = load_pipeline_records(Path(cfg.out_dir) / "pipeline_results.json") if cfg.get("resume") else []
+    records = _current(records)
     done = {(r.graph, r.cluster) for r in records}
     model: dict[str, tuple[float, float]] = {}
     target = cfg.targets
@@ -516,6 +529,16 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
                             profiles=list(model), searches=list(searches)) + str(cfg.notes)
     write_pipeline_results(records, cfg.out_dir, notes=notes, plot=True)
     return records
+
+
+def _current(records: list[PipelineRecord]) -> list[PipelineRecord]:
+    """The records measured by the simulator this gplace has; those of another (older) semantics are measured
+    again, with a WARNING, so no table mixes two simulators."""
+    old = [r for r in records if r.model != PipelineSimulator.semantics]
+    if old:
+        log.warning("pipeline bench: %d records measured by %s are measured again by %s", len(old), models(old),
+                    PipelineSimulator.semantics)
+    return [r for r in records if r.model == PipelineSimulator.semantics]
 
 
 def _check_pipeline_config(cfg: Any) -> dict[str, Cluster]:
@@ -569,7 +592,7 @@ def load_pipeline_records(path: str | Path) -> list[PipelineRecord]:
 
 def _learned_search(c: Any) -> Search:
     """A learned search (the main config ``c``, its networks seeded by :func:`~gplace.bench.searches.build_learner`)
-    whose reward is the given ``pipe-v1`` runtime."""
+    whose reward is the given ``pipe-v2`` runtime."""
     from hydra.utils import instantiate
 
     def search(graph: OpGraph, cluster: Cluster, runtime: Any, warm: Placement | None) -> Placement:

@@ -168,3 +168,27 @@ def test_a_pipeline_search_named_like_another_method_is_refused(tmp_path, overri
     """A search's records (cold, and `_warm`) named like a placer's, or another search's, hid them in the report."""
     with pytest.raises(ValueError, match=message):
         _pipeline(tmp_path, override)
+
+
+def test_a_pipeline_resume_measures_again_what_an_older_simulator_measured(tmp_path, caplog):
+    """Records say which simulator measured them (pipe-v1 before the field): a resume kept pipe-v1's records and
+    labelled every table "pipe-v1" though the rows it added were another simulator's."""
+    import dataclasses
+    import logging
+
+    from gplace.bench.pipeline import load_pipeline_records, write_pipeline_results
+    from gplace.pipeline import PipelineSimulator
+
+    first = _pipeline(tmp_path, "learned={}")
+    assert {r.model for r in first} == {PipelineSimulator.semantics} == {"pipe-v2"}
+    old = [dataclasses.replace(r, model="pipe-v1", minibatch_time=123.0) for r in first]
+    write_pipeline_results(old, tmp_path, plot=False)
+    with caplog.at_level(logging.WARNING, logger="gplace.bench"):
+        again = _pipeline(tmp_path, "learned={}", "resume=true")
+    def timeless(records):
+        return [dataclasses.replace(r, search_seconds=0.0) for r in records]
+
+    assert timeless(again) == timeless(first) == timeless(load_pipeline_records(tmp_path / "pipeline_results.json"))
+    assert any("measured by pipe-v1 are measured again by pipe-v2" in r.getMessage() for r in caplog.records)
+    report = (tmp_path / "PIPELINE.md").read_text()
+    assert "Measured by pipe-v2," in report and "Measured by pipe-v1" not in report
