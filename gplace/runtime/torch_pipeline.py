@@ -186,7 +186,7 @@ class TorchPipelineRuntime(Runtime):
             ``torchrun`` started are those processes; see the module docstring). (default: "spawn")
     """
 
-    id = "torch-pipeline-v1"
+    semantics = "torch-pipeline-v1"
     deterministic = False
 
     def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...] | torch.Tensor, target: torch.Tensor,
@@ -211,6 +211,8 @@ class TorchPipelineRuntime(Runtime):
         self.device_map = dict(device_map) if device_map else None
         self.threads_per_stage = threads_per_stage
         self.processes = processes
+        self.id = f"{self.semantics}/{schedule}/m{microbatches}"
+        """As ``pipe-v2``'s, the schedule and micro-batch count in it, so caches and resumed runs keep them apart."""
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         try:

@@ -138,11 +138,21 @@ def test_1f1b_with_fewer_microbatches_than_stages_runs_in_the_stage_order() -> N
         torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
 
 
+def test_the_runtime_id_names_its_schedule_and_microbatches() -> None:
+    """The id was torch-pipeline-v1 for every setting: a cache answered M=8 gpipe with M=2 1f1b's time, and a run
+    directory measured with one resumed with the other without a word (pipe-v2's ids name both)."""
+    model, x, y, *_ = _staged("mlp", 2)
+    ids = {TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=m, schedule=s).id
+           for m in (2, 4) for s in ("gpipe", "1f1b")}
+    assert ids == {"torch-pipeline-v1/gpipe/m2", "torch-pipeline-v1/1f1b/m2", "torch-pipeline-v1/gpipe/m4",
+                   "torch-pipeline-v1/1f1b/m4"}
+
+
 def test_a_measurement_reports_the_median_and_spread() -> None:
     model, x, y, graph, cluster, placement = _staged("mlp", 2)
     m = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, steps=3, warmup=1).measure(
         graph, cluster, placement)
-    assert m.ok and m.runtime == "torch-pipeline-v1" and 0 < m.step_time < math.inf and m.spread >= 0
+    assert m.ok and m.runtime == f"torch-pipeline-v1/1f1b/m{M}" and 0 < m.step_time < math.inf and m.spread >= 0
     cut = {(e.src, e.dst): e.bytes for e in graph.edges()
            if placement.devices[graph.op_index[e.src]] != placement.devices[graph.op_index[e.dst]]}
     assert len(cut) == 1 and m.bytes_moved == M * next(iter(cut.values())) > 0  # M micro-batches' activations
