@@ -13,6 +13,7 @@ import pytest
 
 from gplace import place
 from gplace.run_dir import RunDirConflictError, RunDirInUseError, hold_dir
+from gplace.runtime import Simulator
 from gplace.testing import chain, random_dag, uniform_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,3 +115,44 @@ def test_a_trainer_refuses_a_run_directory_another_process_holds(tmp_path, train
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
+
+
+class _FailsSecondBatch(Simulator):
+    """sim-v1 whose second batch of measurements raises (a runtime that breaks mid-search)."""
+
+    batches = 0
+
+    def measure_many(self, graph, cluster, placements):
+        self.batches += 1
+        if self.batches == 2:
+            raise RuntimeError("the runtime broke")
+        return super().measure_many(graph, cluster, placements)
+
+
+@pytest.mark.parametrize("trainer", ["reinforce", "ppo", "multigraph"])
+def test_a_trainer_that_raises_lets_go_of_its_run_directory_at_once(tmp_path, trainer):
+    """A trainer that raised mid-run kept the directory's lock until its loop was collected, which the exception's
+    traceback prevents while anything holds it: another process was refused the directory of a run that ended."""
+    from gplace.encoders import LSTMEncoder
+    from gplace.placer import PolicyPlacer
+    from gplace.policies import MLPPolicy
+    from gplace.training import MultiGraphTrainer, PPOTrainer, ReinforceTrainer
+
+    graph, cluster = chain(), uniform_cluster(2)
+    encoder, policy = LSTMEncoder(hidden_size=8, type_embedding=4, projection=4), MLPPolicy(2, 8)
+    with pytest.raises(RuntimeError, match="the runtime broke") as raised:  # kept, as a notebook keeps the last one
+        if trainer == "multigraph":
+            MultiGraphTrainer(updates=3, samples_per_update=2).fit(encoder, policy, [(graph, cluster)],
+                                                                   _FailsSecondBatch(), run_dir=tmp_path)
+        else:
+            kind = ReinforceTrainer if trainer == "reinforce" else PPOTrainer
+            kind(updates=3, samples_per_update=2).fit(PolicyPlacer(graph, cluster, encoder, policy),
+                                                      _FailsSecondBatch(), graph, cluster, run_dir=tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert raised.value.__traceback__ is not None  # the failed run's frames were alive all along

@@ -180,6 +180,16 @@ class Loop:
         finally:
             self.held.close()
 
+    @contextlib.contextmanager
+    def closed_on_error(self):
+        """Close the loop when the block raises (the run directory let go at once, not when the loop is
+        collected); on success the caller closes it, as :meth:`Run.finish` does."""
+        try:
+            yield self
+        except BaseException:
+            self.close()
+            raise
+
     def log(self, update: int, metrics: dict[str, float]) -> None:
         """Append to the history and send to the logger."""
         self.history.append({"update": update, **metrics})
@@ -385,12 +395,13 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
                             settings=_run_settings(placer, trainer_id, trainer_settings), kind=Run,
                             baseline=EMABaseline(baseline_decay))
     if state is not None:
-        placer.load_state_dict(state["policy"])
-        run.baseline.load_state_dict(state["baseline"])
-        best_placement = Placement.for_graph(graph, state["best_devices"])
-        run.best = (best_placement, runtime.measure(graph, cluster, best_placement))
-        kept = state.get("sample_step_times", np.full(run.samples, np.nan))  # older checkpoints did not keep them
-        run.sample_step_times = [float(t) for t in kept]
+        with run.closed_on_error():
+            placer.load_state_dict(state["policy"])
+            run.baseline.load_state_dict(state["baseline"])
+            best_placement = Placement.for_graph(graph, state["best_devices"])
+            run.best = (best_placement, runtime.measure(graph, cluster, best_placement))
+            kept = state.get("sample_step_times", np.full(run.samples, np.nan))  # older checkpoints lacked them
+            run.sample_step_times = [float(t) for t in kept]
     return run
 
 
@@ -445,14 +456,22 @@ def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster
                     baseline_decay=settings.baseline_decay, run_dir=run_dir, logger=logger,
                     trainer_id=type(settings).__name__, trainer_settings=dataclasses.asdict(settings))
     if not run.resumed and warm_start is not None:
-        given = runtime.measure(graph, cluster, warm_start)
-        half = None if settings.max_seconds is None else run.started + settings.max_seconds / 2
-        projected = imitate(placer, run.optimizer, runtime, graph, cluster, warm_start, run.logger,
-                            steps=settings.imitation_steps, grad_clip=settings.grad_clip, deadline=half)
-        seen = [b for b in ((warm_start, given), projected) if b is not None and b[1].ok]
-        run.best = min(seen, key=lambda b: b[1].step_time, default=None)  # the given one on a tie
-        run.checkpoint(placer, -1, every=1, done=True)  # a run killed later resumes after the imitation
+        with run.closed_on_error():
+            _start_from(run, placer, runtime, graph, cluster, settings, warm_start)
     return run
+
+
+def _start_from(run: Run, placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, settings: SearchSettings,
+                warm_start: Placement) -> None:
+    """Measure ``warm_start``, imitate it and checkpoint: the best placement is the faster of it and its
+    projection onto the policy's groups."""
+    given = runtime.measure(graph, cluster, warm_start)
+    half = None if settings.max_seconds is None else run.started + settings.max_seconds / 2
+    projected = imitate(placer, run.optimizer, runtime, graph, cluster, warm_start, run.logger,
+                        steps=settings.imitation_steps, grad_clip=settings.grad_clip, deadline=half)
+    seen = [b for b in ((warm_start, given), projected) if b is not None and b[1].ok]
+    run.best = min(seen, key=lambda b: b[1].step_time, default=None)  # the given one on a tie
+    run.checkpoint(placer, -1, every=1, done=True)  # a run killed later resumes after the imitation
 
 
 def check_rescores(placer: Any, settings: SearchSettings, warm_start: Placement | None) -> None:

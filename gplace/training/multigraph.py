@@ -202,54 +202,55 @@ class MultiGraphTrainer(MultiGraphSettings):
                                  run_id=_run_id(tasks), runtime_id=runtime.id, trainer_id=type(self).__name__,
                                  grouping_id=_tasks_grouping_id(placers),
                                  settings=run_settings(encoder, policy, type(self).__name__, dataclasses.asdict(self)))
-        draws = np.random.default_rng(self.seed)
-        if state is not None:  # the checkpoint holds each task's best, the starts' included
-            _restore(state, encoder, policy, draws, states)
-        elif starts is not None:
-            for task, start in zip(states, starts, strict=True):
-                task.start_from(start, runtime)
-        for task in states:
-            task.reference(runtime)  # measured once (kept in the checkpoint); a task without one fails here
+        with loop.closed_on_error():  # the run directory let go at once if training raises
+            draws = np.random.default_rng(self.seed)
+            if state is not None:  # the checkpoint holds each task's best, the starts' included
+                _restore(state, encoder, policy, draws, states)
+            elif starts is not None:
+                for task, start in zip(states, starts, strict=True):
+                    task.start_from(start, runtime)
+            for task in states:
+                task.reference(runtime)  # measured once (kept in the checkpoint); a task without one fails here
 
-        done_updates = loop.first_update
-        for update in loop.updates_left(self):
-            # rollout: draw tasks, sample K placements of each, measure them
-            chosen = draws.choice(len(states), size=min(self.tasks_per_update, len(states)), replace=False)
-            rollouts = [self._rollout(states[i], encoder, policy, runtime, loop.generator) for i in chosen]
-            loop.samples += sum(len(r.placements) for r in rollouts)
+            done_updates = loop.first_update
+            for update in loop.updates_left(self):
+                # rollout: draw tasks, sample K placements of each, measure them
+                chosen = draws.choice(len(states), size=min(self.tasks_per_update, len(states)), replace=False)
+                rollouts = [self._rollout(states[i], encoder, policy, runtime, loop.generator) for i in chosen]
+                loop.samples += sum(len(r.placements) for r in rollouts)
 
-            # baseline and loss: per task, then the mean over the drawn tasks
-            terms = [self._loss(states[i], r) for i, r in zip(chosen, rollouts, strict=True)]
-            mean_terms = {k: torch.stack([t[k] for t in terms]).mean() for k in terms[0]}
-            loss = sum(v for k, v in mean_terms.items() if k.startswith("loss_"))
+                # baseline and loss: per task, then the mean over the drawn tasks
+                terms = [self._loss(states[i], r) for i, r in zip(chosen, rollouts, strict=True)]
+                mean_terms = {k: torch.stack([t[k] for t in terms]).mean() for k in terms[0]}
+                loss = sum(v for k, v in mean_terms.items() if k.startswith("loss_"))
 
-            # update
-            loop.optimizer.zero_grad()
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
-            loop.optimizer.step()
-            for i, r in zip(chosen, rollouts, strict=True):
-                states[i].baseline.update(r.reward[r.ok].tolist())
+                # update
+                loop.optimizer.zero_grad()
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
+                loop.optimizer.step()
+                for i, r in zip(chosen, rollouts, strict=True):
+                    states[i].baseline.update(r.reward[r.ok].tolist())
 
-            # log, checkpoint when due
-            loop.log(update, {
-                "charts/samples": loop.samples,
-                "charts/mean_best_ratio": _mean_best_ratio(states),
-                "rollout/mean_reward": float(torch.cat([r.reward for r in rollouts]).mean()),
-                "rollout/mean_ratio": _mean_ratio(states, chosen, rollouts),
-                "rollout/failures": int(sum(int((~r.ok).sum()) for r in rollouts)),
-                "losses/grad_norm": float(grad_norm),
-                **{f"losses/{k}": float(v.detach()) for k, v in mean_terms.items()},
-            })
-            done_updates, done = update + 1, loop.is_last(update, self)
-            if loop.due(update, self.checkpoint_every, done):
-                save_checkpoint(loop.ckpt, {
-                    **loop.state(update), "encoder": encoder.state_dict(), "policy": policy.state_dict(),
-                    "draws": draws.bit_generator.state, "tasks": [s.state_dict() for s in states]})
-            if done:
-                break
+                # log, checkpoint when due
+                loop.log(update, {
+                    "charts/samples": loop.samples,
+                    "charts/mean_best_ratio": _mean_best_ratio(states),
+                    "rollout/mean_reward": float(torch.cat([r.reward for r in rollouts]).mean()),
+                    "rollout/mean_ratio": _mean_ratio(states, chosen, rollouts),
+                    "rollout/failures": int(sum(int((~r.ok).sum()) for r in rollouts)),
+                    "losses/grad_norm": float(grad_norm),
+                    **{f"losses/{k}": float(v.detach()) for k, v in mean_terms.items()},
+                })
+                done_updates, done = update + 1, loop.is_last(update, self)
+                if loop.due(update, self.checkpoint_every, done):
+                    save_checkpoint(loop.ckpt, {
+                        **loop.state(update), "encoder": encoder.state_dict(), "policy": policy.state_dict(),
+                        "draws": draws.bit_generator.state, "tasks": [s.state_dict() for s in states]})
+                if done:
+                    break
 
-        results = [self._task_result(s, encoder, policy, runtime) for s in states]
+            results = [self._task_result(s, encoder, policy, runtime) for s in states]
         loop.close()
         return MultiGraphResult(results, loop.samples, done_updates, loop.seconds, loop.history)
 

@@ -106,7 +106,7 @@ class PPOTrainer(PPOSettings):
         run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
                            warm_start=warm_start)
 
-        with progress_bar(self.progress, self.updates, run.first_update) as advance:
+        with run.closed_on_error(), progress_bar(self.progress, self.updates, run.first_update) as advance:
             for update in run.updates_left(self):
                 # rollout: sample K placements with the current policy (no gradient) and measure each
                 with torch.no_grad():

@@ -46,7 +46,7 @@ class ReinforceTrainer(SearchSettings):
         run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
                            warm_start=warm_start)
 
-        with progress_bar(self.progress, self.updates, run.first_update) as advance:
+        with run.closed_on_error(), progress_bar(self.progress, self.updates, run.first_update) as advance:
             for update in run.updates_left(self):
                 # rollout: sample K placements and measure each
                 devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=run.generator)
