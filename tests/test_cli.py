@@ -103,6 +103,16 @@ def test_a_value_of_the_wrong_type_is_one_line_naming_it(tmp_path, override, mes
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
+def test_a_file_that_is_not_a_measurement_cache_is_one_line_naming_it(tmp_path):
+    """Before: a Hydra traceback ending in sqlite3.DatabaseError: file is not a database (naming no file)."""
+    path = tmp_path / "m.sqlite"
+    path.write_bytes(b"not a sqlite file" * 64)
+    proc = _gplace(*FAST, "runtime=cached_simulator", f"runtime.path={path}", f"hydra.run.dir={tmp_path / 'r'}",
+                   cwd=tmp_path)
+    assert proc.returncode == 2 and f"gplace: error: ValueError: measurement cache {path} is not" in proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_an_interrupted_command_ends_in_one_line_saying_how_to_resume(capsys):
     """Ctrl-C during a run: exit status 130 and one line (a training run resumes when run again), no traceback."""
     from omegaconf import OmegaConf

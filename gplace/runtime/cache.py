@@ -20,7 +20,9 @@ Persistence
     With ``path``, every new entry is written to a sqlite file (stdlib ``sqlite3``; one table, committed after
     each ``measure``/``measure_many``), and a lookup that misses memory reads the file: a resumed search
     reuses the measurements of the run before it. The file keeps every entry; ``max_entries`` bounds the
-    in-memory LRU only. One process should write a file at a time.
+    in-memory LRU only. One process should write a file at a time. A file that is not such a cache (not a sqlite
+    database, a damaged one, another program's, another layout) is a ``ValueError`` naming it, one that cannot be
+    opened (a directory, no permission) an ``OSError``; the file is left as it is.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import logging
 import math
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,7 @@ Key = tuple[str, str, bytes, str]
 """(graph fingerprint, cluster fingerprint, placement devices as int64 bytes, runtime id)."""
 
 _ARRAYS = {"busy_time": np.float64, "peak_memory": np.int64, "op_start": np.float64, "op_end": np.float64}
+_KEY_COLUMNS = ("graph", "cluster", "placement", "runtime_id")
 _COLUMNS = ("ok", "step_time", "runtime", "reason", "spread", "bytes_moved", *_ARRAYS)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS measurements (graph TEXT NOT NULL, cluster TEXT NOT NULL, placement BLOB NOT NULL, "
@@ -163,10 +167,7 @@ class CachedRuntime(RuntimeWrapper):
             return None
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(_SCHEMA)
+            self._db = _open(self.path)
             logger.debug("measurement cache %s opened", self.path)
         return self._db
 
@@ -174,28 +175,33 @@ class CachedRuntime(RuntimeWrapper):
         db = self._connection()
         if db is None:
             return None
-        row = db.execute(
-            f"SELECT {', '.join(_COLUMNS)} FROM measurements "
-            "WHERE graph = ? AND cluster = ? AND placement = ? AND runtime_id = ?", key,
-        ).fetchone()
+        with _naming(self.path):
+            row = db.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM measurements "
+                "WHERE graph = ? AND cluster = ? AND placement = ? AND runtime_id = ?", key,
+            ).fetchone()
         return None if row is None else self._trim(_from_row(row))
 
     def _write(self, key: Key, m: Measurement) -> None:
         db = self._connection()
         if db is not None:
-            db.execute(f"INSERT OR REPLACE INTO measurements VALUES ({', '.join('?' * (4 + len(_COLUMNS)))})",
-                       (*key, *_to_row(m)))
+            with _naming(self.path):
+                db.execute(f"INSERT OR REPLACE INTO measurements VALUES ({', '.join('?' * (4 + len(_COLUMNS)))})",
+                           (*key, *_to_row(m)))
 
     def _commit(self) -> None:
         if self._db is not None:
-            self._db.commit()
+            with _naming(self.path):
+                self._db.commit()
 
     def close(self) -> None:
         """Commit and close the sqlite file (reopened on the next use)."""
         if self._db is not None:
-            self._db.commit()
-            self._db.close()
-            self._db = None
+            try:
+                self._commit()
+            finally:
+                self._db.close()
+                self._db = None
 
     def __enter__(self) -> CachedRuntime:
         return self
@@ -207,6 +213,53 @@ class CachedRuntime(RuntimeWrapper):
         """Pickles without the open sqlite connection."""
         self._commit()
         return {**self.__dict__, "_db": None}
+
+
+# ---------------------------------------------------------------------- file
+def _open(path: Path) -> sqlite3.Connection:
+    """The sqlite file, checked to be a cache (or a new or empty database, where the table is created).
+
+    Raises:
+        ValueError: the file is not a sqlite database, is damaged, or holds other tables than a cache's.
+        OSError: the file cannot be opened (a directory, no permission, locked).
+    """
+    db = None
+    try:
+        with _naming(path):
+            db = sqlite3.connect(path)
+            _check_layout(path, db)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(_SCHEMA)
+    except BaseException:
+        if db is not None:
+            db.close()
+        raise
+    return db
+
+
+def _check_layout(path: Path, db: sqlite3.Connection) -> None:
+    """Refuses a database whose tables are not a cache's (another program's file, another layout)."""
+    rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    tables = sorted(name for (name,) in rows if not name.startswith("sqlite_"))  # sqlite's own: sqlite_stat1
+    if not tables:
+        return
+    columns = [row[1] for row in db.execute("PRAGMA table_info(measurements)")]
+    if tables != ["measurements"] or columns != [*_KEY_COLUMNS, *_COLUMNS]:
+        raise ValueError(f"measurement cache {path} is not a cache of this gplace (tables {tables}, columns of "
+                         f"'measurements' {columns}); delete it or pass another path")
+
+
+@contextmanager
+def _naming(path: Path | None) -> Iterator[None]:
+    """Turns sqlite's errors into ones naming the file."""
+    try:
+        yield
+    except sqlite3.OperationalError as err:  # cannot open it, read-only, locked
+        raise OSError(f"measurement cache {path} cannot be used: {err}") from err
+    except sqlite3.DatabaseError as err:  # not a database, or a damaged one
+        raise ValueError(f"measurement cache {path} is not a readable cache ({err}); delete it or pass another "
+                         "path") from err
 
 
 # ---------------------------------------------------------------------- rows

@@ -11,7 +11,8 @@ What travels
     ``TorchRuntime(steps, warmup, time_limit, device_map)``: a fresh copy without the caches of the caller's
     instance), else pickled as it is. A (graph, cluster) pair is pickled once into a file of the pool's
     temporary directory; a worker reads it the first time it meets the pair and keeps it, keyed by the two
-    fingerprints; each task carries only the key and the placement's device array. A torch
+    fingerprints (and for a graph with a ``source``, which its fingerprint leaves out, by that program object too);
+    each task carries only the key and the placement's device array. A torch
     ``ExportedProgram`` (the ``source`` of an inference graph from ``from_torch``) travels through
     ``torch.export.save``/``load``.
 What does not
@@ -52,6 +53,7 @@ re-imports the main module in every worker).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import io
 import logging
@@ -79,10 +81,48 @@ from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PoolRuntime", "Worker", "pickle_for_workers", "pickled_runtime"]
+__all__ = ["PoolRuntime", "ProblemKeys", "Worker", "pickle_for_workers", "pickled_runtime"]
 
 ProblemKey = tuple[str, str]
-"""(graph fingerprint, cluster fingerprint)."""
+"""(graph fingerprint, cluster fingerprint); for a graph with a program, the first names the program too."""
+
+
+class ProblemKeys:
+    """The key a (graph, cluster) pair travels under (see :data:`ProblemKey`).
+
+    The fingerprint leaves out ``graph.source``, the program a real runtime executes (two exports of one module
+    with different example inputs share a fingerprint), so a graph with a source is keyed by its fingerprint and a
+    token of that program object, never reused in this process; the program is not kept alive by it.
+    """
+
+    def __init__(self) -> None:
+        self._tokens: dict[int, tuple[Callable[[], Any], int]] = {}
+        self._count = 0
+
+    def __call__(self, graph: OpGraph, cluster: Cluster) -> ProblemKey:
+        if graph.source is None:
+            return graph.fingerprint, cluster.fingerprint
+        return f"{graph.fingerprint}-p{self._token(graph.source)}", cluster.fingerprint
+
+    def _token(self, source: Any) -> int:
+        held = self._tokens.get(id(source))
+        if held is not None and held[0]() is source:
+            return held[1]
+        token = self._count = self._count + 1
+        try:
+            ref: Callable[[], Any] = weakref.ref(source)
+        except TypeError:  # no weak references: held, so that its id is not reused
+            ref = functools.partial(_same, source)
+        self._tokens[id(source)] = (ref, token)
+        return token
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles empty (a token means nothing in another process)."""
+        return {**self.__dict__, "_tokens": {}}
+
+
+def _same(obj: Any) -> Any:
+    return obj
 
 
 class PoolRuntime(RuntimeWrapper):
@@ -133,6 +173,7 @@ class PoolRuntime(RuntimeWrapper):
         self._pool_pid = os.getpid()
         """The process that started :attr:`_pool` (a forked child starts its own)."""
         self._dir: Path | None = None
+        self._keys = ProblemKeys()
         self._payloads: dict[ProblemKey, Path | None] = {}
         self._loaded: set[ProblemKey] = set()
         """Problems every worker of the current pool has read (with a timeout only)."""
@@ -142,7 +183,7 @@ class PoolRuntime(RuntimeWrapper):
     def _measure_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
         if not placements:
             return []
-        key = (graph.fingerprint, cluster.fingerprint)
+        key = self._keys(graph, cluster)
         path = self._payload(key, graph, cluster)
         if path is None:
             return [self.runtime.measure(graph, cluster, p) for p in placements]

@@ -20,7 +20,8 @@ What travels
     from ``from_torch``) are measured in the calling process, with a warning.
 Order and failures
     Placement ``i`` goes to actor ``i % num_actors`` (round robin); results come back in the order of the
-    placements. An exception from the inner runtime is a failed measurement naming it. An actor that dies
+    placements. An exception from the inner runtime is a failed measurement naming it; any other Ray error (a
+    result lost on its way back) is a failed measurement marked ``transient``, as a timeout is. An actor that dies
     fails the calls queued on it; each of those placements is then measured again by itself (dead actors
     replaced), so the one that kills actors gets ``"Ray actor died ..."`` and the others their results.
     With ``timeout``, a call still running that many seconds after its actor took it (the actor's previous
@@ -45,7 +46,7 @@ from typing import Any
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import check_sizes, error_summary
 from gplace.runtime.base import Measurement, Runtime
-from gplace.runtime.parallel import ProblemKey, Worker, pickle_for_workers, pickled_runtime
+from gplace.runtime.parallel import ProblemKey, ProblemKeys, Worker, pickle_for_workers, pickled_runtime
 from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
 
 logger = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class RayRuntime(RuntimeWrapper):
         self._runtime_blob: bytes | None = None
         self._actors: list[Any] = []
         self._options: list[dict[str, Any]] = []
+        self._keys = ProblemKeys()
         self._refs: OrderedDict[ProblemKey, Any] = OrderedDict()
         self._unshippable: set[ProblemKey] = set()
         self._started_ray = False
@@ -112,7 +114,7 @@ class RayRuntime(RuntimeWrapper):
         if not placements:
             return []
         ray = self._ray()
-        key = (graph.fingerprint, cluster.fingerprint)
+        key = self._keys(graph, cluster)
         ref = self._ref(ray, key, graph, cluster)
         if ref is None:
             return [self.runtime.measure(graph, cluster, p) for p in placements]
@@ -132,8 +134,10 @@ class RayRuntime(RuntimeWrapper):
         except ray.exceptions.RayActorError:
             self._actors[slot] = None
             return None
-        except ray.exceptions.RayError as err:  # a task error, or a result that did not travel back
-            return Measurement.failure(self.id, f"Ray error: {type(err).__name__}: {error_summary(err)}")
+        except ray.exceptions.RayError as err:  # a task error, or a result that did not travel back: no fault of
+            # the placement's (the inner runtime's own errors come back as failed measurements), so not cached
+            return Measurement.failure(self.id, f"Ray error: {type(err).__name__}: {error_summary(err)}",
+                                       transient=True)
 
     def _collect(self, ray: Any, calls: list[tuple[int, Any]]) -> list[Measurement | None]:
         """The calls' measurements in order; ``None`` where the actor died (or was killed) before answering."""

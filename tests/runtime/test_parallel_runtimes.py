@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import logging
 import math
 import os
 import pickle
+import re
+import sqlite3
+import types
 
 import numpy as np
 import pytest
@@ -61,6 +66,21 @@ class _Counting(Simulator):
         return super()._measure(graph, cluster, placement)
 
 
+class _RunsItsSource(Simulator):
+    """Fails a graph whose program (``graph.source``, left out of the fingerprint) does not run, as torch-v1 does."""
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        if not graph.source.runs:
+            return Measurement.failure(self.id, "the program does not run")
+        return super()._measure(graph, cluster, placement)
+
+
+def _two_programs(source: type = argparse.Namespace) -> tuple[OpGraph, OpGraph]:
+    """Two graphs with one fingerprint: the first's program runs, the second's does not."""
+    g = diamond()
+    return dataclasses.replace(g, source=source(runs=True)), dataclasses.replace(g, source=source(runs=False))
+
+
 class _Noisy(Simulator):
     """A runtime that declares itself non-deterministic."""
 
@@ -101,6 +121,29 @@ def test_pool_writes_each_graph_once(pool: PoolRuntime) -> None:
     pool.measure_many(g, c, _placements(g, 4, seed=1))
     assert path.stat().st_mtime_ns == stamp
     assert sum(key == (g.fingerprint, c.fingerprint) for key in pool._payloads) == 1
+
+
+def test_pool_ships_a_graph_with_another_program_anew() -> None:
+    """Graphs were keyed by fingerprint alone: after the pool measured the first, the second (another program, one
+    fingerprint) was measured by running the first's program."""
+    first, second = _two_programs()
+    c, p = uniform_cluster(2), Placement.single(first, 0)
+    with PoolRuntime(_RunsItsSource(), workers=1) as pool:
+        assert pool.measure(first, c, p).ok
+        assert pool.measure(second, c, p).reason == "the program does not run"
+        assert pool.measure(first, c, p).ok
+
+
+@pytest.mark.parametrize("source", [argparse.Namespace, types.SimpleNamespace])  # weakly held, held
+def test_problem_keys_never_reuse_a_programs_key(source: type) -> None:
+    """A program's key is its own while it lives, even after others with the same id (freed ones) came and went."""
+    from gplace.runtime.parallel import ProblemKeys
+
+    keys, c = ProblemKeys(), uniform_cluster(2)
+    first, _ = _two_programs(source)
+    assert keys(first, c) == keys(dataclasses.replace(first), c) != (first.fingerprint, c.fingerprint)
+    assert len({keys(_two_programs(source)[0], c) for _ in range(20)} | {keys(first, c)}) == 21
+    assert keys(diamond(), c) == (first.fingerprint, c.fingerprint)
 
 
 def test_worker_keeps_the_graph_it_read(tmp_path) -> None:
@@ -246,6 +289,52 @@ def test_ray_actor_death_fails_only_its_placement(ray_local) -> None:
     assert "Ray actor died" in got[1].reason
 
 
+def test_ray_ships_a_graph_with_another_program_anew(ray_local) -> None:
+    """As for the pool: the second graph (one fingerprint, another program) was measured by the first's program."""
+    from gplace.runtime.ray_runtime import RayRuntime
+
+    class RunsItsSource(Simulator):  # defined here: travels to the actors by value (cloudpickle)
+        def _measure(self, graph, cluster, placement):
+            if not graph.source.runs:
+                return Measurement.failure(self.id, "the program does not run")
+            return super()._measure(graph, cluster, placement)
+
+    first, second = _two_programs()
+    c, p = uniform_cluster(2), Placement.single(first, 0)
+    with RayRuntime(RunsItsSource(), num_actors=1) as runtime:
+        assert runtime.measure(first, c, p).ok
+        assert runtime.measure(second, c, p).reason == "the program does not run"
+
+
+def test_a_ray_error_is_transient_so_a_cache_measures_again(ray_local, tmp_path) -> None:
+    """A result lost once on its way back (RaySystemError) was a lasting failure: a cache kept it for good."""
+    from gplace.runtime.ray_runtime import RayRuntime
+
+    flag = tmp_path / "lose-the-next-result"
+    flag.touch()
+
+    def arrive(value):  # runs here, as the result is unpickled: fails while the flag is there
+        if flag.exists():
+            flag.unlink()
+            raise RuntimeError("result lost")
+        return value
+
+    class Lost(float):
+        def __reduce__(self):
+            return arrive, (float(self),)
+
+    class LosesAResult(Simulator):  # defined here: travels to the actors by value (cloudpickle)
+        def _measure(self, graph, cluster, placement):
+            return dataclasses.replace(super()._measure(graph, cluster, placement), spread=Lost(0.0))
+
+    g, c = diamond(), uniform_cluster(2)
+    with RayRuntime(LosesAResult(), num_actors=1) as runtime:
+        cache = CachedRuntime(runtime)
+        lost = cache.measure(g, c, Placement.single(g, 0))
+        assert not lost.ok and lost.transient and "RaySystemError" in lost.reason
+        assert cache.measure(g, c, Placement.single(g, 0)).ok and cache.misses == 2
+
+
 # ---------------------------------------------------------------------- cache
 def test_cache_conforms() -> None:
     g = diamond()
@@ -348,6 +437,37 @@ def test_cache_does_not_keep_a_transient_failure(tmp_path) -> None:
         assert cache.measure(g, c, p).ok and cache.runtime.calls == 2
     with CachedRuntime(Simulator(), path=tmp_path / "m.sqlite") as cache:
         assert cache.measure(g, c, p).ok and cache.hits == 1
+
+
+def _damaged_cache(path, damage: str) -> None:
+    if damage == "directory":
+        path.mkdir()
+    elif damage == "garbage":
+        path.write_bytes(b"not a sqlite file" * 64)
+    elif damage == "truncated":
+        g = diamond()
+        with CachedRuntime(Simulator(), path=path) as cache:
+            cache.measure_many(g, uniform_cluster(2), _placements(g, 16))
+        path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    else:
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE measurements (graph TEXT, ok INTEGER)" if damage == "other layout" else
+                   "CREATE TABLE users (name TEXT)")
+        db.commit()
+        db.close()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "other layout", "another program's", "directory"])
+def test_a_file_that_is_not_a_cache_is_an_error_naming_it(tmp_path, damage: str) -> None:
+    """sqlite's own error named no file ("file is not a database", "no such column: runtime"; a traceback through
+    the CLI); now a ValueError (OSError: cannot be opened) names it, and the file is left as it was."""
+    g, path = diamond(), tmp_path / "m.sqlite"
+    _damaged_cache(path, damage)
+    before = path.read_bytes() if path.is_file() else None
+    error, named = OSError if damage == "directory" else ValueError, re.escape(f"measurement cache {path} ")
+    with pytest.raises(error, match=named), CachedRuntime(Simulator(), path=path) as cache:
+        cache.measure(g, uniform_cluster(2), Placement.single(g, 0))
+    assert (path.read_bytes() if path.is_file() else None) == before
 
 
 def test_an_interrupted_batch_kills_the_workers_so_the_next_starts_clean(monkeypatch) -> None:
