@@ -105,7 +105,7 @@ class PolicyPlacer(nn.Module):
         pos[features.order] = np.arange(features.num_groups)
         self._op_pos = pos[self.grouping.op_group]  # (N,) feature position of each op's group
         self.to(module_device(encoder=encoder, policy=policy))  # features and mask go where the networks are
-        dtype = _floating_dtype(encoder)
+        dtype = floating_dtype(encoder)
         for name, buffer in self.named_buffers(recurse=False):  # and in the encoder's precision (float64 networks)
             if buffer.is_floating_point():
                 setattr(self, name, buffer.to(dtype))
@@ -240,7 +240,7 @@ def greedy_placement(placer: nn.Module, graph: OpGraph, cluster: Cluster) -> Pla
     return placement
 
 
-def _floating_dtype(module: nn.Module) -> torch.dtype:
+def floating_dtype(module: nn.Module) -> torch.dtype:
     """The dtype of the module's first floating-point parameter (the default dtype for one without any)."""
     return next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.get_default_dtype())
 

@@ -159,3 +159,17 @@ def test_a_cluster_and_graph_given_the_other_way_round_are_named():
     graph, cluster = random_dag(8, seed=1), cpu_gpu_cluster(1)
     with pytest.raises(TypeError, match="graph must be a gplace OpGraph, got Cluster"):
         HierarchicalPlacer(cluster, graph, LearnedGrouper(4), LSTMEncoder(hidden_size=8), MLPPolicy(2))
+
+
+def test_float64_networks_sample_and_train(graph, cluster):
+    """The grouper's op features stayed float32 under float64 networks: "mat1 and mat2 must have the same dtype"
+    (PolicyPlacer casts its features to the encoder's precision)."""
+    torch.manual_seed(0)
+    grouper = LearnedGrouper(NUM_GROUPS, hidden_size=16, num_type_buckets=64).double()
+    encoder = LSTMEncoder(hidden_size=16, type_embedding=8, num_type_buckets=64).double()
+    placer = HierarchicalPlacer(graph, cluster, grouper, encoder, MLPPolicy(cluster.num_devices, 16).double())
+    sample = placer.sample(3, generator=torch.Generator().manual_seed(0))
+    assert sample.log_prob.dtype == torch.float64
+    _assert_constraints(graph, cluster, np.asarray(sample.devices))
+    result = ReinforceTrainer(updates=1, samples_per_update=2).fit(placer, Simulator(), graph, cluster)
+    assert result.best_measurement.ok

@@ -128,6 +128,8 @@ class PPOTrainer(PPOSettings):
                     log_prob, entropy = placer.evaluate(scored)
                     terms = ppo_loss(log_prob[:sampled], old_log_prob, advantage, entropy[:sampled],
                                      clip_eps=self.clip_eps, entropy_coef=self.entropy_coef)
+                    if self.target_kl is not None and float(terms["approx_kl"]) > self.target_kl:
+                        break  # past the target before this step (the first epoch's KL is 0: one step at least)
                     if target is not None:
                         terms["loss_self_imitation"] = -self.self_imitation * log_prob[sampled]
                     loss = sum(v for k, v in terms.items() if k.startswith("loss_"))
@@ -135,8 +137,6 @@ class PPOTrainer(PPOSettings):
                     loss.backward()
                     grad_norm = torch.nn.utils.clip_grad_norm_(placer.parameters(), self.grad_clip)
                     run.optimizer.step()
-                    if self.target_kl is not None and float(terms["approx_kl"]) > self.target_kl:
-                        break
                     if run.out_of_time(self.max_seconds):  # a seconds budget ends the epochs too
                         break
                 run.baseline.update(rollout.reward[rollout.ok].tolist())

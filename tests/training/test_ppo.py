@@ -142,3 +142,30 @@ def test_warm_start_is_imitated_and_never_lost():
     result = PPOTrainer(updates=1, samples_per_update=2, imitation_steps=40, lr=1e-2).fit(
         placer, Simulator(), graph, cluster, warm_start=split)
     assert result.best_step_time <= Simulator().measure(graph, cluster, split).step_time
+
+
+def test_target_kl_stops_the_epochs_before_the_step_that_would_pass_it(monkeypatch):
+    """The KL was checked after the epoch's step: the epoch that found it over the target stepped anyway, so with
+    target_kl=1e-3 an update ended at approx_kl 1.09 (and logged the 0.004 seen before that step)."""
+    from gplace.encoders import GNNEncoder
+    from gplace.policies import MLPPolicy
+    from gplace.testing import random_dag
+
+    graph, cluster = random_dag(8, seed=1), uniform_cluster(2)
+    torch.manual_seed(0)
+    placer = PolicyPlacer(graph, cluster, GNNEncoder(hidden_size=16, num_layers=2),
+                          MLPPolicy(2, hidden_size=16, state_size=16))
+    sampled = {}
+    sample = placer.sample
+    monkeypatch.setattr(placer, "sample", lambda *a, **k: sampled.setdefault("out", sample(*a, **k)))
+    steps = []
+    step = torch.optim.Adam.step
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, *a, **k: steps.append(1) or step(self, *a, **k))
+    result = PPOTrainer(updates=1, samples_per_update=8, epochs=4, target_kl=1e-3, lr=0.1, seed=0).fit(
+        placer, Simulator(), graph, cluster)
+    with torch.no_grad():
+        now, _ = placer.evaluate(sampled["out"].devices)
+    log_ratio = now - sampled["out"].log_prob.detach()
+    kl = float(((log_ratio.exp() - 1) - log_ratio).mean())
+    assert len(steps) == 1 and result.history[0]["losses/approx_kl"] > 1e-3  # the KL that stopped them
+    assert kl == pytest.approx(result.history[0]["losses/approx_kl"], rel=1e-4)  # the policy is where it was seen
