@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from gplace.importers.profiles import load_doppler, load_giph_graph, load_giph_network, load_pipedream
+from gplace.importers.profiles import load_doppler, load_giph_graph, load_giph_network, load_pipedream, text_lines
 from gplace.ir import Cluster, GraphError, OpGraph, UnsupportedGraphError, cluster_from_dict, graph_from_dict
 from gplace.ir.serialize import CLUSTER_FORMAT, GRAPH_FORMAT
 
@@ -73,7 +74,7 @@ def _detect(path: Path) -> tuple[GraphFormat, Mapping[str, Any] | None]:
         if _is_giph_graph(doc):
             return "giph", doc
         raise _unsupported(path, _GRAPH_FORMATS, f"a JSON document with format {doc.get('format')!r}")
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in text_lines(text) if line.strip()]
     if any(" -- " in line for line in lines):
         return "pipedream", None
     if lines and lines[0].strip().isascii() and lines[0].strip().isdigit():
@@ -131,6 +132,9 @@ def _json(path: Path, text: str, expected: str) -> Mapping[str, Any]:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
         raise _unsupported(path, expected, f"invalid JSON (line {err.lineno}: {err.msg})") from None
+    except ValueError:  # a number literal past Python's int-conversion limit
+        raise _unsupported(path, expected, f"a number of more than {sys.get_int_max_str_digits()} digits in its "
+                                           "JSON") from None
     except RecursionError:
         raise _unsupported(path, expected, "JSON nested too deeply to read") from None
     if not isinstance(doc, Mapping):

@@ -14,6 +14,7 @@ import logging
 import math
 import numbers
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +29,9 @@ logger = logging.getLogger(__name__)
 _PIPEDREAM_KEYS = ("forward_compute_time", "backward_compute_time", "activation_size", "parameter_size")
 _INPUT_DESC = re.compile(r"Input\d*")
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: \d matches other scripts' digits too
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
+"""A number written in ASCII as float() reads it, without the underscores and other scripts' digits it also takes
+(nan and inf are read, then refused as not finite, with that message)."""
 _OP_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -47,11 +51,21 @@ def _read_text(path: Path) -> str:
         raise _error(path, None, f"not a UTF-8 text file ({err.reason} at byte {err.start})") from None
 
 
+def text_lines(text: str) -> list[str]:
+    """``text``'s lines, split at ``\n``, ``\r\n`` and ``\r`` only (``str.splitlines`` also splits at form feeds,
+    U+2028 and other separators, which broke a node line in two and shifted every line number after them)."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(_read_text(path))
     except json.JSONDecodeError as err:
         raise _error(path, err.lineno, f"not valid JSON ({err.msg}, column {err.colno})") from None
+    except ValueError:  # a number literal past Python's int-conversion limit
+        raise _error(path, None, f"not valid JSON for gplace: a number in it has more than "
+                                 f"{sys.get_int_max_str_digits()} digits") from None
     except RecursionError:
         raise _error(path, None, "JSON nested too deeply to read") from None
 
@@ -68,12 +82,15 @@ def _build(ops: Sequence[Op], edges: Sequence[Edge], *, name: str, path: Path) -
 
 def _nonneg_float(path: Path, line: int | str, what: str, raw: Any) -> float:
     """``raw`` as a finite float >= 0 (a string or a JSON number)."""
-    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float) or (
+            isinstance(raw, str) and not _DECIMAL.fullmatch(raw.strip())):
         raise _error(path, line, f"{what} must be a number, got {raw!r}")
     try:
         value = float(raw)
     except ValueError:
         raise _error(path, line, f"{what} must be a number, got {raw!r}") from None
+    except OverflowError:  # an integer too large for a float
+        raise _error(path, line, f"{what} is too large for a float ({len(str(raw))} digits)") from None
     if not (math.isfinite(value) and value >= 0):
         raise _error(path, line, f"{what} must be finite and >= 0, got {raw!r}")
     return value
@@ -165,7 +182,7 @@ def pipedream_stage_ids(path: str | Path) -> dict[str, int]:
 def _parse_pipedream(path: Path) -> tuple[list[_PipeDreamNode], list[Edge]]:
     nodes: dict[str, _PipeDreamNode] = {}
     edges: list[tuple[int, Edge]] = []
-    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
+    for lineno, line in enumerate(text_lines(_read_text(path)), start=1):
         if not line.strip():
             continue
         if line[0] in " \t":  # an indented line is an edge
@@ -224,6 +241,8 @@ def _pipedream_metrics(path: Path, lineno: int, text: str) -> tuple[float, float
             raise _error(path, lineno, f"{key} given twice")
         if key == "activation_size" and raw.startswith("[") and raw.endswith("]"):
             values[key] = sum(_nonneg_float(path, lineno, key, x) for x in raw[1:-1].split(";"))
+            if not math.isfinite(values[key]):
+                raise _error(path, lineno, f"{key} adds up to more than a float holds, got {raw[:80]!r}")
         else:
             values[key] = _nonneg_float(path, lineno, key, raw)
     missing = [k for k in _PIPEDREAM_KEYS if k not in values]
@@ -283,7 +302,7 @@ def load_doppler(path: str | Path, *, flops_per_second: float = 1e12) -> OpGraph
             or not (math.isfinite(flops_per_second) and flops_per_second > 0)):
         raise ValueError(f"flops_per_second must be positive and finite, got {flops_per_second!r}")
     path = Path(path)
-    lines = _read_text(path).splitlines()
+    lines = text_lines(_read_text(path))
     num_ops = _doppler_num_ops(path, lines)
     src, dst = (_int_list(path, lines, n) for n in (3, 4))
     if len(src) != len(dst):
@@ -312,7 +331,7 @@ def _doppler_num_ops(path: Path, lines: Sequence[str]) -> int:
     raw = _line(path, lines, 1, "the number of ids").strip()
     if not (raw.isascii() and raw.isdigit()):
         raise _error(path, 1, f"expected the number of ids (an integer), got {raw[:40]!r}")
-    total = int(raw)
+    total = _whole(path, 1, raw)
     inputs = _int_list(path, lines, 2)
     if len(set(inputs)) != len(inputs) or any(i >= total for i in inputs):
         raise _error(path, 2, f"input ids must be distinct and below {total}")
@@ -327,7 +346,16 @@ def _int_list(path: Path, lines: Sequence[str], lineno: int) -> list[int]:
     bad = next((t for t in tokens if not _DIGITS.fullmatch(t)), None)
     if bad is not None:
         raise _error(path, lineno, f"expected comma-separated non-negative integers, got {bad!r}")
-    return [int(t) for t in tokens]
+    return [_whole(path, lineno, t) for t in tokens]
+
+
+def _whole(path: Path, lineno: int, digits: str) -> int:
+    """ASCII ``digits`` as an int, named with the file and line past Python's int-conversion limit."""
+    try:
+        return int(digits)
+    except ValueError:
+        raise _error(path, lineno, f"an integer of {len(digits)} digits, more than the "
+                                   f"{sys.get_int_max_str_digits()} Python reads") from None
 
 
 def _doppler_op(path: Path, lines: Sequence[str], index: int, flops_per_second: float) -> Op:
@@ -339,7 +367,7 @@ def _doppler_op(path: Path, lines: Sequence[str], index: int, flops_per_second: 
     op_type = fields[2] if len(fields) == 3 else "Op"
     if not _OP_TYPE.fullmatch(op_type):
         raise _error(path, lineno, f"op type must be a name, got {op_type!r}")
-    comp, comm = int(fields[0]), int(fields[1])
+    comp, comm = _whole(path, lineno, fields[0]), _whole(path, lineno, fields[1])
     try:
         cost = comp / flops_per_second
     except OverflowError:

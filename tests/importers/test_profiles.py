@@ -276,6 +276,10 @@ PD_BAD = [
     ("duplicate node", PD_OK.replace("node2 -- Conv2d", "node1 -- Conv2d"), 2),
     ("edge with 3 ends", PD_OK + "\tnode1 -- node2 -- node3\n", 4),
     ("edge to undefined node", PD_OK + "\n\tnode2 -- node9\n", 5),
+    ("activations adding up past a float", PD_OK.replace("[10.0; 20.0]", "[1e308; 1e308]"), 2),  # OverflowError
+    ("line after a form feed", PD_OK.replace("5.000,", "5.000\f,", 1).replace("2.500", "x"), 2),  # said :3
+    ("time with an underscore", PD_OK.replace("1.500", "1_5"), 2),  # read as 15 ms
+    ("time in other digits", PD_OK.replace("1.500", "\uff11.5"), 2),
 ]
 
 
@@ -301,6 +305,9 @@ DOPPLER_BAD = [
     ("missing node line", DOPPLER_OK.replace("3,12\n", ""), 7),
     ("extra line", DOPPLER_OK + "\n1,1\n", 9),
     ("truncated header", "4\n0\n", 3),
+    ("an id count past Python's digit limit", "4" + "0" * 5000 + "\n0\n0\n1\n1,1\n", 1),  # a bare ValueError
+    ("an edge id past Python's digit limit", DOPPLER_OK.replace("0, 1,\n", "0, " + "1" * 5000 + "\n"), 3),
+    ("a cost past Python's digit limit", DOPPLER_OK.replace("7,28\n", "7," + "2" * 5000 + "\n"), 6),
 ]
 
 
@@ -311,6 +318,27 @@ def test_doppler_malformed_line_is_named(tmp_path: Path, case: str, text: str, l
     with _raises_at(path, f":{line}"):
         load_doppler(path)
 
+
+
+def test_a_line_separator_inside_a_layer_description_keeps_the_line_whole(tmp_path: Path) -> None:
+    """str.splitlines split node2's line at U+2028 in its description, and the file was refused."""
+    path = _write(tmp_path, "graph.txt", PD_OK.replace("Conv2d(3, 8)", "Conv2d(3,\u2028 8)"))
+    assert load_pipedream(path).num_ops == 2
+
+
+@pytest.mark.parametrize("loader", [load_graph, load_giph_graph])
+def test_a_json_number_past_pythons_digit_limit_names_the_file(tmp_path: Path, loader) -> None:
+    """A bare ValueError ('Exceeds the limit (4300 digits)') named neither the file nor gplace."""
+    path = _write(tmp_path, "g.json", json.dumps(GIPH_OK).replace("99.6", "9" * 5000))
+    with pytest.raises((GraphError, UnsupportedGraphError), match=re.escape(str(path)) + ".*more than 4300 digits"):
+        loader(path)
+
+
+def test_a_giph_integer_too_large_for_a_float_names_its_record(tmp_path: Path) -> None:
+    """A 400-digit compute raised a bare OverflowError ('int too large to convert to float')."""
+    path = _write(tmp_path, "g.json", json.dumps(GIPH_OK).replace("10.0", "9" * 400))
+    with _raises_at(path, ": nodes[0]"):
+        load_giph_graph(path)
 
 
 def test_doppler_comp_cost_too_large_for_a_float_names_its_line(tmp_path: Path) -> None:
