@@ -15,7 +15,8 @@ How a program maps onto the IR:
 - **Module paths**: the innermost entry of ``meta["nn_module_stack"]`` gives each op its owning module
   (``""`` is the root). In a training graph, backward ops have no stack of their own and inherit the path of
   the forward op with the same autograd sequence number (``meta["seq_nr"]``); ``Parameter`` ops take the
-  module that owns the tensor. The mapping is kept in :class:`TorchSource`, the graph's ``source``.
+  module that owns the tensor. The mapping is kept in :class:`TorchSource`, the graph's ``source``, with each
+  op's whole stack (``module_calls``: which call of which module it runs in, from the outermost).
 - **Costs**: ``kind_cost`` from :mod:`gplace.costmodel` (roofline on the reference GPU and CPU).
 - **Training** (``training=True``): the module is exported in training mode, then the joint
   forward+backward graph is traced with ``torch._functorch.aot_autograd.aot_export_joint_with_descriptors``.
@@ -81,6 +82,11 @@ class TorchSource:
     values: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """Placeholder name -> the real value of a joint graph's parameters, buffers and example inputs (an
     ``ExportedProgram`` holds its own), so that torch-v1 runs the model's numbers, not made-up ones."""
+    module_calls: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict, repr=False)
+    """Op name -> the module calls it runs in, outermost (the root) first: ``(module path, call)`` per entry of
+    its ``nn_module_stack``, the call being the stack's key, which tells two calls of one module apart
+    (``L__self__l``, then ``L__self__l@1``). A backward op has its forward op's; ``Parameter`` ops and ops of
+    no module are absent. Only modules called appear: a container such as ``nn.ModuleList`` never does."""
 
 
 def from_torch(
@@ -128,8 +134,10 @@ def from_torch(
     graph_module = program if isinstance(program, torch.fx.GraphModule) else ep.graph_module
     trips = {} if training else _while_loop_trips(ep)
     try:
-        ops, edges, paths = _FxBuilder(graph_module, state, trips, tied).build()
-        return OpGraph.from_ops(ops, edges, name=graph_name, source=TorchSource(program, paths, training, values))
+        builder = _FxBuilder(graph_module, state, trips, tied)
+        ops, edges, paths = builder.build()
+        source = TorchSource(program, paths, training, values, builder.calls)
+        return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
     except GraphError as err:
         if isinstance(err, UnsupportedGraphError):
             raise
@@ -532,6 +540,9 @@ class _FxBuilder:
         self.ops: list[Op] = []
         self.paths: dict[str, str] = {}
         self.seq_paths: dict[int, str] = {}
+        self.calls: dict[str, tuple[tuple[str, str], ...]] = {}
+        """Op name -> its module calls (:attr:`TorchSource.module_calls`)."""
+        self.seq_calls: dict[int, tuple[tuple[str, str], ...]] = {}
         self.seq_forward: dict[int, str] = {}
         """Autograd sequence number -> first forward op with it (the ``grad_of`` of its backward ops)."""
         self.edge_bytes: dict[tuple[str, str], int] = defaultdict(int)
@@ -643,8 +654,10 @@ class _FxBuilder:
         seq = node.meta.get("seq_nr")
         if stack:
             path = str(list(stack.values())[-1][0])
-            self.paths[node.name] = path
+            calls = tuple((str(value[0]), str(key)) for key, value in stack.items())
+            self.paths[node.name], self.calls[node.name] = path, calls
             if seq is not None:
                 self.seq_paths.setdefault(seq, path)
+                self.seq_calls.setdefault(seq, calls)
         elif seq in self.seq_paths:
-            self.paths[node.name] = self.seq_paths[seq]
+            self.paths[node.name], self.calls[node.name] = self.seq_paths[seq], self.seq_calls[seq]

@@ -4,11 +4,13 @@ The stages are the devices that hold ops, in the order of their first op in ``gr
 each lists its ops in that order. For a graph imported from torch.export (its ``source`` has
 ``module_paths``), every place where the device changes between consecutive forward ops (phase ``forward`` or
 none, in topological order; ops of no module and ``"Parameter"`` ops, which only hold a weight or buffer that
-torch keeps with its module, skipped) is a split. It maps to the outermost module that
+torch keeps with its module, skipped) is a split. It maps to the outermost module called (in the op's
+``nn_module_stack``: a container such as ``nn.ModuleList``, whose ``forward`` never runs, is no split point) that
 begins at the new stage's first op: ``{module path: "BEGINNING"}``, the form of
 ``pipeline(module, ..., split_spec={path: SplitPoint.BEGINNING})``. A split at an op that begins no
 module falls inside one: it is listed in ``unaligned`` instead (op name, the module it falls in); so is one at a
-module entered more than once (called twice, as a shared layer: torch would split before every call).
+module entered more than once (called twice, as a shared layer, ``l(l(x))`` too: torch would split before every
+call).
 :func:`align_to_modules` colocates a graph's ops so that no placement of it has such a split.
 
 Example:
@@ -69,11 +71,12 @@ def split_spec(graph: OpGraph, placement: Placement) -> SplitSpec | None:
     if paths is None:
         return None
     ops = _forward_module_ops(graph, paths)
-    first_op: dict[str, int] = {}  # module path (and every ancestor) -> its first forward op
+    calls = _module_calls(graph, paths, ops)
+    first_op: dict[str, int] = {}  # module path (and every module it is called in) -> its first forward op
     for i in ops:
-        for prefix in _prefixes(paths[graph.op_names[i]]):
-            first_op.setdefault(prefix, i)
-    repeated = _entered_twice(graph, paths, ops)
+        for module, _ in calls[i]:
+            first_op.setdefault(module, i)
+    repeated = _entered_twice(calls, ops)
     spec, unaligned = {}, []
     stage_devices = [int(placement.devices[ops[0]])] if ops else []
     for prev, i in zip(ops, ops[1:], strict=False):
@@ -81,7 +84,7 @@ def split_spec(graph: OpGraph, placement: Placement) -> SplitSpec | None:
             continue
         stage_devices.append(int(placement.devices[i]))
         path = paths[graph.op_names[i]]
-        starts = [p for p in _prefixes(path) if first_op[p] == i and p not in repeated]
+        starts = [p for p, _ in calls[i] if first_op[p] == i and p not in repeated]
         if starts:
             spec[starts[0]] = "BEGINNING"
         else:
@@ -135,29 +138,42 @@ def _join_segments(graph: OpGraph, paths: Mapping[str, str], parent: list[int]) 
     seen: set[str] = set()
     start, names = -1, {}
     ops = _forward_module_ops(graph, paths)
-    repeated = _entered_twice(graph, paths, ops)
+    calls = _module_calls(graph, paths, ops)
+    repeated = _entered_twice(calls, ops)
     for i in ops:
-        path = paths[graph.op_names[i]]
-        begins = [p for p in _prefixes(path) if p not in seen and p not in repeated]
+        begins = [p for p, _ in calls[i] if p not in seen and p not in repeated]
         seen.update(begins)
         if begins or start < 0:
-            start, names[i] = i, f"module:{path}"
+            start, names[i] = i, f"module:{paths[graph.op_names[i]]}"
         else:
             _join(parent, i, start)
     return names
 
 
-def _entered_twice(graph: OpGraph, paths: Mapping[str, str], ops: list[int]) -> set[str]:
-    """Module paths whose run of ``ops`` is entered more than once (a module called twice, as a shared layer is):
-    ``SplitPoint.BEGINNING`` there splits before every call, so no split may be placed at one."""
+def _entered_twice(calls: Mapping[int, list[tuple[str, str]]], ops: list[int]) -> set[str]:
+    """Module paths whose run of ``ops`` is entered more than once (a module called twice, as a shared layer is,
+    or twice in a row: the second call enters a new run): ``SplitPoint.BEGINNING`` there splits before every
+    call, so no split may be placed at one."""
     entered: dict[str, int] = {}
-    inside: set[str] = set()
+    inside: set[tuple[str, str]] = set()
     for i in ops:
-        now = set(_prefixes(paths[graph.op_names[i]]))
-        for prefix in now - inside:
-            entered[prefix] = entered.get(prefix, 0) + 1
+        now = set(calls[i])
+        for module, _ in now - inside:
+            entered[module] = entered.get(module, 0) + 1
         inside = now
-    return {prefix for prefix, count in entered.items() if count > 1}
+    return {module for module, count in entered.items() if count > 1}
+
+
+def _module_calls(graph: OpGraph, paths: Mapping[str, str], ops: list[int]) -> dict[int, list[tuple[str, str]]]:
+    """Op -> the non-root module calls it runs in, outermost first: ``(module path, call)`` from the source's
+    ``module_calls``; for a source without them, every ancestor path of the op's module, each its own call."""
+    recorded: Mapping[str, tuple[tuple[str, str], ...]] = getattr(graph.source, "module_calls", None) or {}
+    out = {}
+    for i in ops:
+        name = graph.op_names[i]
+        stack = recorded.get(name) or [(p, p) for p in _prefixes(paths[name])]
+        out[i] = [(module, call) for module, call in stack if module]
+    return out
 
 
 def _forward_module_ops(graph: OpGraph, paths: Mapping[str, str]) -> list[int]:

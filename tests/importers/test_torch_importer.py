@@ -297,3 +297,34 @@ def test_a_tied_weight_is_held_once_and_its_ops_colocated(training):
     assert graph.persistent_memory.sum() == _state_bytes(TiedLM()) == 100 * 16 * 4
     assert len(held) == 2 and len({op.colocation for op in held.values()}) == 1
     assert sorted(op.persistent_memory for op in held.values()) == [0, 100 * 16 * 4]
+
+
+class _CallsTwice(nn.Module):
+    """``l`` called twice in a row, then blocks held in an ``nn.ModuleList`` (never called itself)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.l(self.l(x))
+        for block in self.blocks:
+            x = block(x)
+        return x.sum()
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_module_calls_tell_two_calls_of_a_module_apart(training):
+    """Only the innermost path was kept: l(l(x))'s two calls looked like one, and the stack's modules were lost."""
+    torch.set_num_threads(1)
+    g = from_torch(_CallsTwice(), (torch.randn(2, 4),), training=training)
+    paths, calls = g.source.module_paths, g.source.module_calls
+    of_l = [stack for op, stack in calls.items() if paths[op] == "l"]
+    assert {tuple(m for m, _ in stack) for stack in of_l} == {("", "l")}
+    assert len({stack[-1] for stack in of_l}) == 2  # two calls of l
+    called = {m for stack in calls.values() for m, _ in stack}
+    assert called == {"", "l", "blocks.0", "blocks.1"}  # not the ModuleList "blocks"
+    if training:
+        backward = [i for i, f in enumerate(g.grad_of) if f >= 0 and g.op_names[f] in calls]
+        assert backward and all(calls[g.op_names[i]] == calls[g.op_names[g.grad_of[i]]] for i in backward)

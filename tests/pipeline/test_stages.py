@@ -195,3 +195,76 @@ def test_a_module_without_the_split_path_is_named():
     assert split_spec(graph, at_c).split_spec == {"c": "BEGINNING"}
     with pytest.raises(InvalidPlacementError, match="the split is at module 'c', which Linear lacks"):
         pipeline_split(graph, cluster, at_c, torch.nn.Linear(8, 8), (x,))  # torch's AttributeError before
+
+
+class _TwiceInARow(torch.nn.Module):
+    """``l`` is called twice in a row: a -> l -> l -> c."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.l, self.c = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.c(self.l(self.l(self.a(x))))
+
+
+def _check_pipeline(graph, placement, model, x, stages):
+    from gplace.export.torch import pipeline_split
+
+    split = pipeline_split(graph, uniform_cluster(2, kind="cpu"), placement, model, (x,))
+    assert split.pipe.num_stages == stages
+    with torch.no_grad():
+        out = split.pipe(x)
+        torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(x))
+
+
+def test_a_module_called_twice_in_a_row_is_no_split_point():
+    """l(l(x)) was not entered twice (its ops' paths are the same): {'l': BEGINNING}, which torch splits before
+    both calls, and pipeline_split failed (3 stages for 2 devices), on an aligned graph too."""
+    from gplace.export.torch import pipeline_split
+
+    torch.set_num_threads(1)
+    model, x = _TwiceInARow().eval(), torch.randn(4, 8)
+    graph = from_torch(model, (x,))
+    paths = graph.source.module_paths
+    at_l = _place(graph, lambda n: int(paths.get(n) in ("l", "c")))
+    spec = split_spec(graph, at_l)
+    assert spec.split_spec == {} and spec.unaligned == [{"op": "linear_1", "module": "l"}]
+    with pytest.raises(InvalidPlacementError, match="inside module 'l'"):
+        pipeline_split(graph, uniform_cluster(2, kind="cpu"), at_l, model, (x,))
+    aligned = align_to_modules(graph)  # both calls of l join a's segment
+    a, l1, l2, c = (aligned.op_index[n] for n in ("linear", "linear_1", "linear_2", "linear_3"))
+    assert aligned.colocation[a] == aligned.colocation[l1] == aligned.colocation[l2] != aligned.colocation[c]
+    at_c = _place(aligned, lambda n: int(paths.get(n) == "c"))
+    assert split_spec(aligned, at_c).split_spec == {"c": "BEGINNING"}
+    _check_pipeline(aligned, at_c, model, x, 2)
+
+
+class _Listed(torch.nn.Module):
+    """An input layer, then blocks held in an ``nn.ModuleList``, which torch never calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = torch.nn.Linear(8, 8)
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, x):
+        x = self.inp(x)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_a_module_list_is_no_split_point_its_first_block_is(aligned):
+    """The split named the ModuleList ({'blocks': BEGINNING}), whose forward never runs: torch made no split and
+    pipeline_split failed (1 stage for 2 devices)."""
+    torch.set_num_threads(1)
+    model, x = _Listed().eval(), torch.randn(4, 8)
+    graph = from_torch(model, (x,))
+    graph = align_to_modules(graph) if aligned else graph
+    paths = graph.source.module_paths
+    placement = _place(graph, lambda n: int(paths.get(n, "").startswith("blocks")))
+    spec = split_spec(graph, placement)
+    assert spec.split_spec == {"blocks.0": "BEGINNING"} and spec.unaligned == [] and spec.stage_devices == [0, 1]
+    _check_pipeline(graph, placement, model, x, 2)
