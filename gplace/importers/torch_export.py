@@ -413,22 +413,100 @@ def _while_loop_trips(ep: ExportedProgram) -> dict[str, int]:
 
 
 def exported_values(ep: ExportedProgram) -> dict[str, Any]:
-    """Placeholder name -> the program's state tensor or example input, where it holds a real one; buffers are
-    copies, so that running the program (a counter, a batch norm's running statistics updated in place) leaves
-    the user's program as it was."""
+    """Placeholder name -> the program's state tensor or example input, where it holds a real one; buffers, and
+    any input an op writes in place (:func:`written_inputs`), are copies, so that running the program (a counter,
+    a batch norm's running statistics, a parameter or input updated in place) leaves the user's program and
+    tensors as they were."""
     from torch.utils import _pytree as pytree
 
     values = {}
+    written = written_inputs(ep.graph_module)
     for spec in ep.graph_signature.input_specs:
         if spec.kind.name in _STATE_KINDS:
             value = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
             if value is not None:
-                values[spec.arg.name] = value.detach().clone() if spec.kind.name == "BUFFER" else value
+                copy = spec.kind.name == "BUFFER" or spec.arg.name in written
+                values[spec.arg.name] = value.detach().clone() if copy else value
     user = list(ep.graph_signature.user_inputs)
     leaves = pytree.tree_leaves(ep.example_inputs) if ep.example_inputs is not None else []
     if len(leaves) == len(user):
-        values.update(zip(user, leaves, strict=True))
+        values.update((name, _copied(leaf) if name in written else leaf)
+                      for name, leaf in zip(user, leaves, strict=True))
     return values
+
+
+def _copied(value: Any) -> Any:
+    import torch
+
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+
+def written_inputs(gm: torch.fx.GraphModule) -> frozenset[str]:
+    """Names of the placeholders and ``get_attr`` nodes of ``gm`` whose tensors some op writes in place
+    (``aten.mul_``, ``aten.add_``, an ``out=`` argument): an argument its schema marks as written
+    (``alias_info.is_write``), followed back through views and ``getitem`` to the inputs it aliases, ops inside
+    higher-order-op subgraphs (``cond``, ``while_loop``, ``wrap_with_set_grad_enabled``) included. A value a
+    higher-order op returns may alias any of its inputs."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    bases: dict[str, frozenset[str]] = {}
+    written: set[str] = set()
+
+    def of(value: Any) -> set[str]:
+        found: set[str] = set()
+        for leaf in pytree.tree_leaves(value):
+            if isinstance(leaf, torch.fx.Node):
+                found |= bases.get(leaf.name, frozenset())
+        return found
+
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr"):
+            bases[node.name] = frozenset({node.name})
+            continue
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if target is operator.getitem:
+            bases[node.name] = frozenset(of(node.args[0]))
+        elif isinstance(target, torch._ops.OpOverload):
+            arguments = target._schema.arguments
+            values = [node.args[i] if i < len(node.args) else node.kwargs.get(a.name) for i, a in enumerate(arguments)]
+            for arg, value in zip(arguments, values, strict=True):
+                if arg.alias_info is not None and arg.alias_info.is_write:
+                    written |= of(value)
+            sets = {s for r in target._schema.returns if r.alias_info is not None for s in r.alias_info.before_set}
+            bases[node.name] = frozenset(of([v for a, v in zip(arguments, values, strict=True)
+                                             if a.alias_info is not None and a.alias_info.before_set & sets]))
+        elif isinstance(target, torch._ops.HigherOrderOperator):
+            written |= _written_operands(gm, node, of)
+            bases[node.name] = frozenset(of((node.args, node.kwargs)))
+    return frozenset(written)
+
+
+def _written_operands(gm: torch.fx.GraphModule, node: torch.fx.Node, of: Any) -> set[str]:
+    """The inputs of ``gm`` a higher-order op's subgraphs write: a subgraph's placeholders are the flat arguments
+    after the last subgraph argument (``cond``'s operands, ``while_loop``'s carried and additional inputs,
+    ``wrap_with_set_grad_enabled``'s arguments); where they do not line up, every input of the op."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    last, subgraphs = -1, []
+    for i, arg in enumerate(node.args):
+        sub = getattr(gm, str(arg.target), None) if isinstance(arg, torch.fx.Node) and arg.op == "get_attr" else None
+        if isinstance(sub, torch.fx.GraphModule):
+            last, subgraphs = i, [*subgraphs, sub]
+    operands = pytree.tree_leaves(node.args[last + 1:])
+    written: set[str] = set()
+    for sub in subgraphs:
+        inner = written_inputs(sub)
+        placeholders = list(sub.graph.find_nodes(op="placeholder"))
+        if not inner.intersection(p.name for p in placeholders):
+            continue
+        if len(placeholders) != len(operands):
+            return of((node.args, node.kwargs))
+        written |= of([v for p, v in zip(placeholders, operands, strict=True) if p.name in inner])
+    return written
 
 
 class _TripCounter:

@@ -22,6 +22,13 @@ Values
     parameters and inputs, and external initialisers, were made up too; the id stayed, as the ops, shapes and
     devices timed are the same, only the numbers in them changed, which made up could overflow to nan.)
     :meth:`TorchRuntime.run` takes other inputs. All of them are moved to their device before timing starts.
+    Every one of them that an op writes in place (an argument its schema marks as written, through views and
+    higher-order-op subgraphs: :func:`~gplace.importers.torch_export.written_inputs`) is copied afresh at the
+    start of each step, so every step starts from the same values and the user's tensors are never written.
+    Random ops draw from the host's and the plan's CUDA devices' generators, seeded with :data:`STEP_SEED` at
+    the start of each step inside ``torch.random.fork_rng`` (the caller's random state is given back). (Until
+    2026-11-29 in-place ops wrote the user's tensors, so values drifted from run to run, and random ops drew
+    from the caller's generators; the id stayed, as the ops, shapes and devices timed are the same.)
 Devices
     A cluster device name maps to a torch device: ``"/CPU:i"`` to ``cpu``, ``"/GPU:i"`` to ``cuda:i`` (a
     TensorFlow-style ``".../device:GPU:i"`` too), and a torch device string (``"cpu"``, ``"cuda:1"``) is used
@@ -55,7 +62,8 @@ Peak memory
     capped at its cluster device's ``memory``.
 Failures
     Out of memory, an unavailable device, an exception inside an op, a CUDA error outside the ops and the time
-    limit (checked between ops, set-up included) give ``ok=False`` and a reason naming the op or device, never
+    limit (checked between top-level ops, set-up included: a ``while_loop`` runs to its end unchecked) give
+    ``ok=False`` and a reason naming the op or device, never
     an exception. After a sticky CUDA error :meth:`TorchRuntime.usable` is false; a pool worker then exits and
     is replaced.
 """
@@ -70,7 +78,7 @@ import statistics
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -81,7 +89,7 @@ from torch.fx.node import map_aggregate, map_arg
 from torch.utils import _pytree as pytree
 
 from gplace.importers.onnx import OnnxSource
-from gplace.importers.torch_export import TorchSource, exported_values
+from gplace.importers.torch_export import TorchSource, exported_values, written_inputs
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import check_sizes, error_summary
 from gplace.ir.placement import check_placement
@@ -96,6 +104,9 @@ __all__ = ["Plan", "Step", "TorchRunError", "TorchRuntime", "cluster_problems", 
 
 _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
 """``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
+
+STEP_SEED = 0
+"""The seed of the generators random ops (dropout) draw from in each step (module docstring, Values)."""
 
 Known = Mapping[str, Mapping[int, Any]]
 """Call name -> {argument position: host value} for shape-like inputs known when the step is planned."""
@@ -124,9 +135,14 @@ def torch_device(name: str, device_map: Mapping[str, str] | None = None) -> torc
 
 def _parse_device(name: str, value: str) -> str:
     try:
-        return str(_normalise(torch.device(value)))
+        device = _normalise(torch.device(value))
     except RuntimeError:
         raise ValueError(f"device_map[{name!r}] = {value!r} is not a torch device") from None
+    return str(device)
+
+
+_NO_DATA = frozenset({"meta"})
+"""Torch devices whose tensors hold no data (ops on them compute nothing)."""
 
 
 def _normalise(device: torch.device) -> torch.device:
@@ -160,6 +176,9 @@ class TorchRuntime(Runtime):
             raise ValueError(f"time_limit must be > 0, got {time_limit}")
         self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
         self.device_map = {name: _parse_device(name, value) for name, value in (device_map or {}).items()}
+        for name, value in self.device_map.items():  # split_program may show a split on meta; a run computes
+            if torch.device(value).type in _NO_DATA:
+                raise ValueError(f"device_map[{name!r}] = {value!r} holds no data: nothing would be computed")
         self.enforce_memory = enforce_memory
         self._values: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
         self._stream_pairs: dict[torch.device, tuple[Any, Any]] = {}
@@ -340,7 +359,7 @@ class TorchRuntime(Runtime):
                 devices[d] = torch_device(name, self.device_map)
             except ValueError as err:
                 raise TorchRunError(str(err)) from None
-            problem = unavailable_reason(devices[d])
+            problem = runnable_reason(devices[d])
             if problem:
                 raise TorchRunError(f"device {name} ({devices[d]}) is not available ({problem})")
         shared = shared_gpu_problems({cluster.devices[d].name: dev for d, dev in devices.items()}, self.device_map)
@@ -396,7 +415,7 @@ def cluster_problems(cluster: Cluster, device_map: Mapping[str, str] | None = No
         except ValueError as err:
             problems.append(str(err))
             continue
-        why = unavailable_reason(mapped[device.name])
+        why = runnable_reason(mapped[device.name])
         if why:
             missing.setdefault(why, []).append(f"{device.name} ({mapped[device.name]})")
     problems += [f"{', '.join(names)} not available ({why})" for why, names in missing.items()]
@@ -418,6 +437,13 @@ def shared_gpu_problems(mapped: Mapping[str, torch.device], device_map: Mapping[
     return [f"{' and '.join(names)} all map to {dev}: give each its own GPU, or share it on purpose with "
             "device_map entries for each" for dev, names in owners.items()
             if len(names) > 1 and not all(n in explicit for n in names)]
+
+
+def runnable_reason(device: torch.device) -> str:
+    """Why a run cannot compute on ``device`` (one this machine lacks, or one that holds no data), or ``""``."""
+    if device.type in _NO_DATA:
+        return f"a {device.type} device holds no data"
+    return unavailable_reason(device)
 
 
 def unavailable_reason(device: torch.device) -> str:
@@ -568,6 +594,9 @@ class Plan:
     """The copy stream of each CUDA device: copies into it and out of it run there."""
     host_readers: dict[str, frozenset[torch.device]] = field(default_factory=dict)
     """Call name -> the CPU devices reading its value, for calls on CUDA devices: sent as soon as it is made."""
+    written: frozenset[str] = frozenset()
+    """Placeholders and attributes some op writes in place: each step gets fresh copies of their values in
+    :attr:`initial`, which no op writes."""
 
     @cached_property
     def device_set(self) -> frozenset[torch.device]:
@@ -623,6 +652,7 @@ def _build_plan(
     plan = Plan(calls, homes, roots, torch_devices, labels, {}, output.args[0])
     plan.initial = _place_values(gm, homes, torch_devices, labels, values)
     plan.host_readers = _host_readers(gm, homes, torch_devices)
+    plan.written = written_inputs(gm) & plan.initial.keys()
     return plan
 
 
@@ -729,9 +759,11 @@ def keep_busy(plan: Plan, seconds: float, deadline: float = math.inf) -> None:
 
 
 def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
-    """Run one step; return the output structure and the bytes moved between cluster devices."""
-    step = Step(plan)
-    with streams_restored(plan):
+    """Run one step; return the output structure and the bytes moved between cluster devices. Random ops draw
+    from the CPU's and the plan's CUDA devices' generators seeded with :data:`STEP_SEED`; the caller's random
+    state is given back."""
+    with seeded(plan), streams_restored(plan):
+        step = Step(plan)
         for call in plan.calls:
             step.run(call)
             _check_time(deadline)
@@ -755,6 +787,17 @@ class Step:
         self.moved = 0
         self.stream: Any = None
         """The compute stream made current last (switched only when a call's device has another one)."""
+        for name in sorted(plan.written):
+            self.restore(name)
+
+    def restore(self, name: str) -> None:
+        """A fresh copy of written input ``name``, made on its device's compute stream (the event marks it)."""
+        plan = self.plan
+        stream = plan.streams.get(plan.torch_devices[plan.homes[name]])
+        with torch.cuda.stream(stream) if stream is not None else nullcontext():
+            self.env[name] = pytree.tree_map_only(torch.Tensor, torch.clone, plan.initial[name])
+            if stream is not None:
+                self.events[name] = stream.record_event()
 
     def run(self, call: _Call) -> None:
         node, plan = call.node, self.plan
@@ -886,6 +929,18 @@ def _failure(err: Exception, what: str, where: str) -> TorchRunError:
 def _out_of_memory(err: Exception) -> bool:
     """A CUDA out-of-memory error, or the CPU allocator's (a plain ``RuntimeError``)."""
     return isinstance(err, torch.OutOfMemoryError) or "DefaultCPUAllocator: can't allocate memory" in str(err)
+
+
+@contextmanager
+def seeded(plan: Plan) -> Iterator[None]:
+    """Generators of the host and the plan's CUDA devices seeded with :data:`STEP_SEED` inside, the caller's
+    states given back on leaving."""
+    gpus = sorted({dev.index for dev in plan.device_set if dev.type == "cuda"})
+    with torch.random.fork_rng(devices=gpus):
+        torch.random.default_generator.manual_seed(STEP_SEED)
+        for index in gpus:
+            torch.cuda.default_generators[index].manual_seed(STEP_SEED)
+        yield
 
 
 # ---------------------------------------------------------------------- CUDA bookkeeping

@@ -656,6 +656,28 @@ def test_failure_inside_an_onnx_op_names_the_op() -> None:
     assert not m.ok and m.reason.startswith("op '/rnn/LSTM' (LSTM) on /CPU:0 (cpu) failed: ValueError")
 
 
+def test_training_dropout_is_refused_naming_the_node() -> None:
+    """Dropout in training mode is random: a true training_mode, or one that is not a constant, fails the
+    measurement naming the node; a false one runs as the identity; is_test=0 before opset 7 fails conversion."""
+    x = {"x": _rand(4, 6)}
+    drop = _node("Dropout", ["x", "r", "t"], ["y", "mask"], name="drop")
+    for mode in (True, False):
+        g = from_onnx(_model([drop], x, ["y", "mask"], 17, {"r": np.array(0.5, np.float32), "t": np.array(mode)}))
+        m = RUNTIME.measure(g, CLUSTER, Placement.single(g, 0))
+        if mode:
+            assert not m.ok and "node 'drop' (Dropout): training_mode is true" in m.reason, m.reason
+        else:
+            y, mask = RUNTIME.run(g, CLUSTER, Placement.single(g, 0), inputs=x)
+            assert m.ok and np.array_equal(y.numpy(), x["x"]) and bool(mask.all())
+    g = from_onnx(_model([drop], {**x, "t": np.array(True)}, ["y", "mask"], 17, {"r": np.array(0.5, np.float32)}))
+    m = RUNTIME.measure(g, CLUSTER, Placement.single(g, 0))
+    assert not m.ok and "node 'drop' (Dropout): training_mode is not a constant" in m.reason, m.reason
+    old = _model([_node("Dropout", ["x"], ["y"], name="old", is_test=0)], x, ["y"], 6)
+    g = from_onnx(old)
+    with pytest.raises(UnsupportedGraphError, match=r"node 'old' \(Dropout\): is_test=0"):
+        onnx_program(g.source, g)
+
+
 # ---------------------------------------------------------------------- (d) measurements and conformance
 def test_measure_and_conformance_on_an_onnx_graph() -> None:
     """An exported CNN measures ok with a positive step time, and torch-v1 passes the conformance suite on it."""

@@ -343,6 +343,89 @@ def test_running_a_program_leaves_its_buffers_as_they_were(runtime: TorchRuntime
     assert float(g.source.program.state_dict["calls"]) == 0.0
 
 
+class _InputMut(nn.Module):
+    """Doubles its input in place."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return x + 1
+
+
+class _ParamMut(nn.Module):
+    """Doubles a parameter in place under no_grad (a ``wrap_with_set_grad_enabled`` subgraph), and a view of its
+    input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.p = nn.Parameter(torch.ones(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.p.mul_(2)
+        x.view(3).add_(1)
+        return x * self.p
+
+
+def test_in_place_ops_leave_the_user_s_tensors_as_they_were_and_every_run_alike(runtime: TorchRuntime) -> None:
+    """In-place writes to inputs and parameters go to the step's own copies: each run and measurement starts
+    from the user's values, so outputs equal the unplaced module's and its tensors and the stored example inputs
+    are unchanged."""
+    for module in (_InputMut(), _ParamMut()):
+        example = torch.ones(3)
+        g = from_torch(module, (example,))
+        stored = g.source.program.example_inputs[0][0]
+        state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+        want = type(module)()(torch.ones(3))
+        outs = [runtime.run(g, _cpus(), _alternate(g))[-1] for _ in range(2)]
+        assert runtime.measure(g, _cpus(), _alternate(g)).ok
+        outs.append(runtime.run(g, _cpus(), _alternate(g))[-1])
+        for out in outs:
+            assert torch.equal(out, want), (type(module).__name__, outs, want)
+        assert torch.equal(stored, torch.ones(3)) and torch.equal(example, torch.ones(3))
+        for k, v in module.state_dict().items():
+            assert torch.equal(v, state[k]), k
+        given = torch.ones(3)
+        assert torch.equal(runtime.run(g, _cpus(), _alternate(g), inputs=given)[-1], want)
+        assert torch.equal(given, torch.ones(3))
+
+
+def test_a_buffer_counter_restarts_from_the_program_s_value_each_run() -> None:
+    """A counter buffer updated in place counts one call in every run of one runtime, measurements between."""
+    torch.manual_seed(0)
+    module = _Counter().eval()
+    x = torch.randn(3, 4)
+    g = from_torch(module, (x,))
+    want = module.layer(x) * (float(g.source.program.state_dict["calls"]) + 1)
+    rt = TorchRuntime(steps=2, warmup=1, device_map=CPU_MAP)
+    for _ in range(2):
+        assert torch.allclose(rt.run(g, _cpus(), _alternate(g))[-1], want)
+    assert rt.measure(g, _cpus(), _alternate(g)).ok
+    assert torch.allclose(rt.run(g, _cpus(), _alternate(g))[-1], want)
+
+
+class _Dropped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.layer(x)).sum()
+
+
+def test_dropout_is_seeded_and_leaves_the_caller_s_random_state() -> None:
+    """A training graph's dropout draws from generators seeded for each step: two runs give the same outputs,
+    and neither runs nor measurements advance the caller's random state."""
+    torch.manual_seed(3)
+    g = from_torch(_Dropped(), (torch.randn(4, 8),), training=True)
+    rt = TorchRuntime(steps=2, warmup=0, device_map=CPU_MAP)
+    state = torch.random.get_rng_state()
+    first = rt.run(g, _cpus(), _alternate(g))
+    assert rt.measure(g, _cpus(), _alternate(g)).ok
+    _assert_same(rt.run(g, _cpus(), _alternate(g)), first, atol=0.0)
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
 def test_invalid_placement_raises(runtime: TorchRuntime, mlp_graph: OpGraph) -> None:
     """Like every runtime, an invalid placement raises before anything runs."""
     with pytest.raises(InvalidPlacementError):
@@ -356,6 +439,8 @@ def test_bad_arguments_are_rejected() -> None:
             TorchRuntime(**kwargs)
     with pytest.raises(ValueError, match="nonsense"):
         TorchRuntime(device_map={"/CPU:0": "nonsense"})
+    with pytest.raises(ValueError, match="holds no data"):
+        TorchRuntime(device_map={"/CPU:0": "meta"})
 
 
 # ---------------------------------------------------------------------- GPU

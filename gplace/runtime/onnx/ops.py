@@ -15,7 +15,8 @@ output gets a tuple. The other tables: :mod:`gplace.runtime.onnx.shape` (shape a
 - Reductions take axes from the input (newer opsets) or the attribute; none means all axes, or the input
   unchanged with ``noop_with_empty_axes``.
 - ``Gemm``: ``alpha * A' B' + beta * C`` with ``transA`` / ``transB``. ``Dropout`` is the identity (and an
-  all-true mask). ``Cast`` follows torch's conversions (floats to integers truncate).
+  all-true mask); in training mode (``is_test=0`` before opset 7, a ``training_mode`` input that is true or
+  not a constant) it is random, and refused. ``Cast`` follows torch's conversions (floats to integers truncate).
 
 ``onnx`` is imported inside the functions that need it.
 """
@@ -369,15 +370,24 @@ def _identity(x: Any, *rest: Any) -> Any:
     return x
 
 
-def _dropout(x: torch.Tensor, ratio: Any = None, training: Any = None, *, outputs_: int) -> Any:
-    """Inference: the input, and an all-true mask when asked for."""
+@reads_on_host("training")
+def _dropout(x: torch.Tensor, ratio: Any = None, training: Any = None, *, outputs_: int, node_: str) -> Any:
+    """Inference: the input, and an all-true mask when asked for. A ``training_mode`` that is true, or not known
+    when the step is planned (a graph input, a computed value), is refused: training dropout is random."""
+    if training is not None and (not isinstance(training, Known) or bool(training.value.reshape(-1)[0])):
+        what = "true" if isinstance(training, Known) else "not a constant"
+        raise UnsupportedGraphError(f"node {node_!r} (Dropout): training_mode is {what}; training dropout is a "
+                                    "random op, which torch-v1 does not run")
     return outputs((x, torch.ones_like(x, dtype=torch.bool)), outputs_)
 
 
 def _dropout_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
-    for name in ("ratio", "is_test", "seed"):
+    for name in ("ratio", "seed"):
         a.get(name)
-    return _dropout, {"outputs_": a.num_outputs}
+    if a.opset < 7 and not a.get("is_test", 0):
+        raise a.error("is_test=0 (training mode) is a random op, which is not supported")
+    a.get("is_test")
+    return _dropout, {"outputs_": a.num_outputs, "node_": a.label}
 
 
 def _clip_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:
