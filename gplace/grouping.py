@@ -140,7 +140,9 @@ def uncuttable_edges(graph: OpGraph, cluster: Cluster) -> np.ndarray:
     if not alone or cluster.num_devices < 2:
         return np.zeros(graph.edge_bytes.shape, dtype=bool)
     off = ~np.eye(cluster.num_devices, dtype=bool)
-    fastest = (cluster.latency[off][:, None] + graph.edge_bytes[None, :] / cluster.bandwidth[off][:, None]).min(0)
+    fastest = np.full(graph.edge_bytes.shape, np.inf)
+    for latency, bandwidth in set(zip(cluster.latency[off].tolist(), cluster.bandwidth[off].tolist(), strict=True)):
+        np.minimum(fastest, latency + graph.edge_bytes / bandwidth, out=fastest)  # (E,) at a time, not (D^2, E)
     return fastest > min(alone)
 
 

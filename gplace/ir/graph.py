@@ -377,8 +377,10 @@ class OpGraph:
                 if indeg[j] == 0:
                     heapq.heappush(ready, j)
         if len(order) < self.num_ops:
-            cycle = self._find_cycle(indeg)
-            raise GraphError(f"graph {self.name!r} has a cycle through ops {' -> '.join(map(repr, cycle))}")
+            cycle = [repr(name) for name in self._find_cycle(indeg)]
+            if len(cycle) > 10:  # a 100,000-op cycle made a message of a million characters
+                cycle = [*cycle[:5], f"... ({len(cycle) - 1} ops in all)", *cycle[-3:]]
+            raise GraphError(f"graph {self.name!r} has a cycle through ops {' -> '.join(cycle)}")
         return frozen_array(np.array(order, dtype=np.int64))
 
     def _find_cycle(self, indeg: list[int]) -> list[str]:
