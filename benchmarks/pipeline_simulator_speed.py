@@ -1,9 +1,9 @@
-"""Speed of the ``pipe-v1`` pipeline simulator's batch API against a plain Python event loop of the same model.
+"""Speed of the ``pipe-v2`` pipeline simulator's batch API against a plain Python event loop of the same model.
 
 Run from the repository root: ``python benchmarks/pipeline_simulator_speed.py [--placements 20]``; writes
 ``benchmarks/pipeline_simulator_speed.json`` (the figures in ``simulator.md``, its last section).
 
-The yardstick, :func:`plain_minibatch_time`, is the event loop of ``pipe-v1`` written the way Python simulators
+The yardstick, :func:`plain_minibatch_time`, is the event loop of ``pipe-v2`` written the way Python simulators
 are (``heapq``, lists, a deque per channel), over the same instance arrays ``PipelineSimulator`` prepares once
 per graph (the expansion into micro-batch instances is not timed on either side). It is checked to give the
 kernel's mini-batch time, to the bit, on every placement before anything is timed. The issue's target: the
@@ -73,7 +73,7 @@ def contiguous_placements(graph: OpGraph, num_devices: int, count: int, seed: in
 
 
 def plain_minibatch_time(prep, devices) -> float:
-    """The ``pipe-v1`` event loop in plain Python over the prepared instance arrays (see the module docstring)."""
+    """The ``pipe-v2`` event loop in plain Python over the prepared instance arrays (see the module docstring)."""
     (ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, _, _, ebytes, inst_op, code, rank, _, _, _, lat, bw,
      m_count, one_f_one_b) = prep.args
     ic, imb, inst_op = ic.tolist(), imb.tolist(), inst_op.tolist()

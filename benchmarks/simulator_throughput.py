@@ -7,9 +7,9 @@ The yardstick is ``shared/yardsticks/stepsim.py`` (found in a parent folder of t
 ``$GPLACE_YARDSTICKS``): each device one op at a time, FIFO by readiness, one send channel per device. On
 2 devices its model is ``sim-v1``'s (one channel per device is then one per device pair; edges carry their
 producer's ``output_bytes``; ties go to the lower op index, which is the topological rank of a layered DAG)
-and ``pipe-v1``'s with one micro-batch, so the step times are checked to agree to the bit on every placement
+and ``pipe-v2``'s with one micro-batch, so the step times are checked to agree to the bit on every placement
 before anything is timed. On 5 devices the models differ (``sim-v1`` has a channel per device pair), so those
-rows are timed only. ``pipe-v1`` (one micro-batch) starts the ready op of highest priority rather than the
+rows are timed only. ``pipe-v2`` (one micro-batch) starts the ready op of highest priority rather than the
 first ready, so it is checked against its own plain loop (``pipeline_simulator_speed.plain_minibatch_time``)
 on every placement and timed against both. Every figure is the median over ``--repeats`` runs.
 """
@@ -36,7 +36,7 @@ from gplace.runtime.batch import available_threads
 from gplace.testing import layered_dag
 
 sys.path.insert(0, str(Path(__file__).parent))
-from pipeline_simulator_speed import plain_minibatch_time  # noqa: E402  (pipe-v1's own plain loop)
+from pipeline_simulator_speed import plain_minibatch_time  # noqa: E402  (pipe-v2's own plain loop)
 from report_notes import write_report
 
 OUT = Path(__file__).with_name("simulator.md")
@@ -49,9 +49,9 @@ Re-run at 2a74aca (these kernels), machine otherwise idle; not written over the 
 on the AMD machine, the plain Python loop most: 814 against 224 us a placement at 256 ops on 2 devices (3.6x),
 13,947 against 5,260 us at 5,000 (2.7x); sim-v1's `step_times` 29.3 against 11.1 us (2.6x). So most ratios moved
 up: sim-v1 `step_times` 27.8x and 34.8x at 256 ops (2 and 5 devices), 19.3x, 25.0x and 22.7x at 5,000 (the last
-with 80 GB devices; AMD: 20.1, 22.9, 20.5, 20.8, 19.1), one thread (30.2-62.6x on 2); pipe-v1 `minibatch_times`
+with 80 GB devices; AMD: 20.1, 22.9, 20.5, 20.8, 19.1), one thread (30.2-62.6x on 2); pipe-v2 `minibatch_times`
 (M = 1) 6.6-7.3x on one thread, 9.3-13.1x on 2; `measure` 4.0-4.5x. The 30x target still holds for sim-v1 only by
-counting both cores (one of five one-thread rows, 256 ops on 5 devices, passes it), and not for pipe-v1; the ratio
+counting both cores (one of five one-thread rows, 256 ops on 5 devices, passes it), and not for pipe-v2; the ratio
 depends on the CPU as much as on the kernels.
 
 ## Threads (2026-11-26)
@@ -63,7 +63,7 @@ batches stay on the calling thread. Each row is simulated alone and the chunks a
 results are the same to the bit on any number of threads (`tests/runtime/test_batch.py`: 1, 2, 3 and every
 core, ample and tight memory, and a forked child that makes its own pool). The table's one-thread rows are
 `threads=1`. On this machine's 2 cores: sim-v1's `step_times` 36-42x the one-thread yardstick (19-23x on one
-thread), so the target is met there only by counting both cores; pipe-v1's `minibatch_times` 9-12x (4.7-6.3x on one
+thread), so the target is met there only by counting both cores; pipe-v2's `minibatch_times` 9-12x (4.7-6.3x on one
 thread), short of 30x on any count of cores this machine has. The trainers measure through `measure_many`
 (one `Measurement` per placement, 3-4.6x), not through these batch APIs; `PipelineLocalSearch` does use
 `minibatch_times`, so its batches of large graphs now use the cores: 1,024 evaluations on a 5,000-op training
@@ -117,7 +117,7 @@ sorted run: a radix heap on the ready times' bits with an int heap for ties (13.
 - Placements whose memory bound does not fit still run the full event kernel (about 6x, as before), after
   a wasted fast pass. In the 80 GB rows the bound fits every placement (a separate bound pass cost about
   100 us at 5,000 ops, so the fast pass adds it up as it goes).
-- pipe-v1 `minibatch_times` is unchanged (5-7x against the yardstick; against its own plain loop, which
+- pipe-v2 `minibatch_times` is unchanged (5-7x against the yardstick; against its own plain loop, which
   also runs the gates and priorities, see the last table): its devices start the ready instance
   of highest priority, held by gates, not the first ready one, so the one-pass FIFO argument does not hold and
   it needs the event loop; its kernel could share the scratch-reuse and rank-layout work, still well short of
@@ -155,7 +155,7 @@ sorted run: a radix heap on the ready times' bits with an int heap for ties (13.
 - `Simulator.measure` (3-4.5x) is a per-placement API: validation, the full kernel (it reports memory and the
   timeline) and the `Schedule`/`Measurement` objects; the target is for the batch APIs.
 """
-HEADER = ("| graph | devices | GB each | equal to yardstick | plain us/placement | pipe-v1 plain | path | us/placement "
+HEADER = ("| graph | devices | GB each | equal to yardstick | plain us/placement | pipe-v2 plain | path | us/placement "
           "| ratio |", "|---|---:|---:|---|---:|---:|---|---:|---:|")
 TARGET = 30.0
 SIZES = ((256, 16), (5000, 50))  # ops, layer width
@@ -273,12 +273,12 @@ def report(results: list[dict], info: dict, repeats: int) -> str:
         "named `N threads` (the batch split over N threads, `gplace.runtime.batch`; the yardstick is one thread",
         "in every row, so those ratios count the cores too). `measure` is",
         "`Simulator().measure` per `Placement` (validation + kernel + `Measurement`); `step_times` and",
-        "`minibatch_times` are the batch APIs (one call for all placements; pipe-v1 with one micro-batch, the",
+        "`minibatch_times` are the batch APIs (one call for all placements; pipe-v2 with one micro-batch, the",
         "step-time model). On 2 devices every placement's time is checked equal to the yardstick's (to the bit)",
         "before timing; on 5 devices the models differ (the yardstick shares one send channel per device), so",
-        "those rows are timed only. pipe-v1 starts the ready op of highest priority (not the first ready), so it",
+        "those rows are timed only. pipe-v2 starts the ready op of highest priority (not the first ready), so it",
         "is checked equal to its own plain loop (`pipeline_simulator_speed.plain_minibatch_time`, column",
-        "`pipe-v1 plain`) on every placement, and its ratio is against the yardstick (same ops and transfers).",
+        "`pipe-v2 plain`) on every placement, and its ratio is against the yardstick (same ops and transfers).",
         f"Each figure: median of {repeats} repeats. Target (issue 11 item 6): the",
         f"batch APIs >= {TARGET:.0f}x the plain loop.", "",
         f"- machine: `nproc` = {info['nproc']}, CPU: {info['cpu']}; load average at the end: "
@@ -293,7 +293,7 @@ def report(results: list[dict], info: dict, repeats: int) -> str:
                   f"{', '.join(map(str, before['machine']['loadavg']))}, {before['repeats']} repeats)", "",
                   *HEADER, *table(before["rows"])]
     if PIPE.exists():
-        lines += ["", "## pipe-v1 with micro-batches against its own plain loop",
+        lines += ["", "## pipe-v2 with micro-batches against its own plain loop",
                   "", "`python benchmarks/pipeline_simulator_speed.py --placements 10` (training DAGs, 4 GPUs, "
                   "contiguous splits; one timing each, same loaded machine):", "",
                   "| graph | M | schedule | plain ms | batch ms | ratio |", "|---|---:|---|---:|---:|---:|"]
