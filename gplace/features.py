@@ -8,6 +8,12 @@ positions of its neighbours in that order, and a few log-scaled cost numbers. Lo
 For message-passing encoders the coarse graph's edges come too, renumbered to feature positions, with
 ``log1p(bytes)`` per edge, and each group's position in the order and depth in the graph. For device-aware
 policies, :func:`device_features` describes each device of a cluster by kind, speed, memory and links.
+
+Features follow the order the graph lists its ops where the graph leaves a choice: the topological order takes
+the op listed first among ready ops (``OpGraph.topological_order``), so positions and relative positions depend on
+it, and a group's most expensive op is the one listed first among equally expensive ones. The same graph
+exported with its ops in another order can therefore be featurised, and placed, differently, by every encoder
+(message-passing ones included: they read the positions).
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ class GNNEncoder(Configurable, nn.Module):
     """
 
     order_sensitive: Final[bool] = False
-    """Relabelling the groups permutes the states the same way."""
+    """Relabelling the groups permutes the states the same way, for the same feature tensors; the features
+    themselves depend on the order the graph lists its ops (:mod:`gplace.features`)."""
 
     def __init__(self, conv: Conv = "sage", hidden_size: int = 128, num_layers: int = 3, *, heads: int = 4,
                  type_embedding: int = 64, num_type_buckets: int = 512, max_neighbours: int = 20,
