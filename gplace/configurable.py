@@ -42,6 +42,9 @@ class Configurable:
             bound.apply_defaults()
             arguments = dict(bound.arguments)
             arguments.pop(next(iter(signature.parameters)))  # self
+            for name, parameter in signature.parameters.items():  # **kwargs are keywords of their own: rebuilt so
+                if parameter.kind is inspect.Parameter.VAR_KEYWORD:  # (a key 'kwargs' was passed as one)
+                    arguments.update(arguments.pop(name, {}))
             if type(self).__init__ is recording_init:  # the most derived class's call has the user's arguments
                 object.__setattr__(self, "_init_arguments", arguments)
 

@@ -84,8 +84,12 @@ def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, nu
              "log_prob must be finite and <= 0")
     _require(bool(torch.isfinite(out.entropy).all() and (out.entropy >= -1e-6).all()),
              "entropy must be finite and >= 0")
+    _require(tuple(out.log_prob.shape) == (num_samples,), f"sample must give ({num_samples},) log-probabilities, one "
+             f"per placement, got {tuple(out.log_prob.shape)}")
     _require(tuple(out.entropy.shape) == (num_samples,), f"sample must give ({num_samples},) entropies")
     _require(out.log_prob.requires_grad, "log_prob must carry a gradient to the policy's parameters")
+    _require(out.entropy.requires_grad, "entropy must carry a gradient to the policy's parameters (the entropy "
+             "bonus trains nothing otherwise)")
     placer.zero_grad()
     (out.log_prob.sum() + out.entropy.sum()).backward()
     _require(all(bool(torch.isfinite(p.grad).all()) for p in placer.parameters() if p.grad is not None),
@@ -93,6 +97,7 @@ def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, nu
     again = placer.sample(num_samples, generator=torch.Generator().manual_seed(0))
     _require(np.array_equal(out.devices, again.devices), "sampling with the same seeded generator must repeat")
     log_prob, entropy = placer.evaluate(out.devices)
+    _require(tuple(log_prob.shape) == (num_samples,), f"evaluate must give ({num_samples},) log-probabilities")
     _require(torch.allclose(log_prob, out.log_prob, atol=1e-4), "evaluate's log_prob must equal sample's")
     _require(tuple(entropy.shape) == (num_samples,), "evaluate must give (K,) entropies")
     greedy = placer.greedy()

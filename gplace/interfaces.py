@@ -5,7 +5,9 @@ Every part is swappable; what one part may assume of another is what these types
 them, the way a third-party part is tested::
 
     from gplace.conformance import check_policy
-    check_policy(MyPolicy(num_devices=2), state_size=256)
+    from gplace.encoders import GNNEncoder
+    from gplace.testing import cpu_gpu_cluster, random_dag
+    check_policy(MyPolicy(num_devices=3), random_dag(20), cpu_gpu_cluster(2), GNNEncoder())
 
 The protocols are structural (:class:`typing.Protocol`): any class with these members conforms, no inheritance
 needed. :class:`Placer` and :class:`~gplace.runtime.Runtime` are abstract bases, since they supply the validating

@@ -242,7 +242,8 @@ def greedy_placement(placer: nn.Module, graph: OpGraph, cluster: Cluster) -> Pla
 
 def floating_dtype(module: nn.Module) -> torch.dtype:
     """The dtype of the module's first floating-point parameter (the default dtype for one without any)."""
-    return next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.get_default_dtype())
+    parameters = module.parameters() if hasattr(module, "parameters") else ()  # an encoder need not be a Module
+    return next((p.dtype for p in parameters if p.is_floating_point()), torch.get_default_dtype())
 
 
 def module_device(**modules: nn.Module) -> torch.device:

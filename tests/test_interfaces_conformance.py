@@ -175,3 +175,55 @@ def test_a_placer_returning_fractions_is_named():
 
     with pytest.raises(TypeError, match="Fractions._place must return integer device indices, got dtype float64"):
         Fractions().place(GRAPH, CLUSTER)
+
+
+def test_a_policy_with_a_detached_entropy_or_per_group_log_probabilities_is_named():
+    """Both passed check_policy: the entropy bonus then trained nothing, and (K, G) log-probabilities failed later
+    with "Boolean value of Tensor with more than one value is ambiguous"."""
+    from gplace.policies import PolicyOutput
+
+    class DetachedEntropy(MLPPolicy):
+        def sample(self, *args, **kwargs):
+            out = super().sample(*args, **kwargs)
+            return PolicyOutput(out.devices, out.log_prob, out.entropy.detach())
+
+    class PerGroup(MLPPolicy):
+        def sample(self, *args, **kwargs):
+            out = super().sample(*args, **kwargs)
+            return PolicyOutput(out.devices, out.log_prob[:, None].expand(-1, 5), out.entropy)
+
+    for policy, message in ((DetachedEntropy(3, hidden_size=32, state_size=32), "entropy must carry a gradient"),
+                            (PerGroup(3, hidden_size=32, state_size=32), r"sample must give \(4,\) log-probabilities")):
+        with pytest.raises(AssertionError, match=message):
+            check_policy(policy, GRAPH, CLUSTER, LSTMEncoder(hidden_size=32))
+
+
+def test_an_encoder_that_is_no_module_places():
+    """The Encoder protocol needs no inheritance, yet PolicyPlacer asked it for parameters() (AttributeError)."""
+
+    class Plain:
+        order_sensitive = True
+
+        def __init__(self) -> None:
+            self.inner = LSTMEncoder(hidden_size=32)
+
+        def __call__(self, features):
+            return self.inner(features)
+
+    check_policy(MLPPolicy(3, hidden_size=32, state_size=32), GRAPH, CLUSTER, Plain())
+
+
+def test_a_configurable_with_keyword_arguments_rebuilds_from_its_config():
+    """**kwargs were recorded under a key 'kwargs', so a policy file of such a module saved and failed to load."""
+    from gplace.encoders import GNNEncoder
+
+    class Wider(GNNEncoder):
+        def __init__(self, extra: float = 0.0, **kwargs) -> None:
+            super().__init__(**kwargs)
+            self.extra = extra
+
+    made = Wider(extra=1.0, conv="sage", hidden_size=16)
+    assert made.config()["kwargs"] == {**made.config()["kwargs"], "extra": 1.0, "conv": "sage", "hidden_size": 16}
+    assert "kwargs" not in made.config()["kwargs"]
+    again = Wider(**made.config()["kwargs"])
+    assert again.config() == made.config()

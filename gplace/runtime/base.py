@@ -114,7 +114,7 @@ def measure_each(runtime: Runtime, graph: OpGraph, cluster: Cluster,
     Raises:
         ValueError: the runtime returned another number of measurements (names the runtime and both counts).
     """
-    measurements = list(runtime.measure_many(graph, cluster, placements))
+    measurements = list(runtime.measure_many(graph, cluster, list(placements)))  # a copy: ours stays in order
     if len(measurements) != len(placements):
         raise ValueError(f"runtime {runtime.id!r} ({type(runtime).__name__}) returned {len(measurements)} measurements "
                          f"for {len(placements)} placements: measure_many gives one per placement, in order")

@@ -81,12 +81,21 @@ def check_failure(runtime: Runtime, graph: OpGraph, cluster: Cluster, placement:
 # ---------------------------------------------------------------------- rules
 def _check_measure_many(runtime: Runtime, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement],
                         one_by_one: list[Measurement]) -> None:
-    """``measure_many`` gives a measurement per placement, in order: for a deterministic runtime, equal to
-    ``measure``'s (ok and step time); for any, as many as given."""
-    many = runtime.measure_many(graph, cluster, list(placements))
+    """``measure_many`` gives a measurement per placement, in order, each a :class:`Measurement` of its own
+    fields, and leaves the caller's list as it was: for a deterministic runtime, equal to ``measure``'s (ok and
+    step time); for any, as many as given."""
+    given = list(placements)
+    many = runtime.measure_many(graph, cluster, given)
+    _require(len(given) == len(placements) and all(a is b for a, b in zip(given, placements, strict=True)),
+             f"{runtime.id}: measure_many changed the caller's list of placements (its order or contents): callers "
+             "pair results with their own list")
     _require(isinstance(many, list) and len(many) == len(placements),
              f"{runtime.id}: measure_many must return one measurement per placement ({len(placements)}), got "
              f"{len(many) if isinstance(many, list) else type(many).__name__}")
+    for k, m in enumerate(many):
+        _require(isinstance(m, Measurement), f"{runtime.id}: measure_many's result {k} is a {type(m).__name__}, "
+                                             "not a Measurement")
+        _check_measurement_fields(runtime, graph, cluster, m)
     if runtime.deterministic:
         for k, (a, b) in enumerate(zip(many, one_by_one, strict=True)):
             _require(a.ok == b.ok and a.step_time == b.step_time,

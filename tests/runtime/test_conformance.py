@@ -148,16 +148,58 @@ class _WrongId(Simulator):
         return Measurement(ok=True, step_time=1.0, runtime="other-v0")
 
 
+class _ReversesTheList(Simulator):
+    """Measures in order but reverses the caller's list in place (a search then paired step times wrongly)."""
+
+    def measure_many(self, graph: OpGraph, cluster: Cluster, placements: list[Placement]) -> list[Measurement]:
+        out = [self.measure(graph, cluster, p) for p in placements]
+        placements.reverse()
+        return out
+
+
+class _FloatsFromMany(Simulator):
+    """measure_many gives bare step times (gplace.place failed: 'float' object has no attribute 'ok')."""
+
+    deterministic = False
+
+    def measure_many(self, graph: OpGraph, cluster: Cluster, placements: list[Placement]) -> list[Measurement]:
+        return [self.measure(graph, cluster, p).step_time for p in placements]
+
+
+class _OtherIdFromMany(Simulator):
+    """measure gives its own id, measure_many another runtime's."""
+
+    def measure_many(self, graph: OpGraph, cluster: Cluster, placements: list[Placement]) -> list[Measurement]:
+        return [Simulator().measure(graph, cluster, p) for p in placements]
+
+    id = "mine-v0"
+
+
 @pytest.mark.parametrize(("runtime", "rule"), [
     (_Unvalidated(), "InvalidPlacementError"),
     (_Noisy(), "deterministic"),
     (_WrongId(), "says runtime"),
+    (_ReversesTheList(), "changed the caller's list"),  # these three passed check_runtime
+    (_FloatsFromMany(), "result 0 is a float, not a Measurement"),
+    (_OtherIdFromMany(), "says runtime 'sim-v1'"),
 ])
 def test_check_runtime_catches_broken_runtimes(runtime: Runtime, rule: str) -> None:
     """check_runtime raises AssertionError naming the broken rule."""
     g = fork_join(3)
     with pytest.raises(AssertionError, match=rule):
-        check_runtime(runtime, g, uniform_cluster(2), [Placement.single(g, 0)])
+        check_runtime(runtime, g, uniform_cluster(2), [Placement.single(g, 0), Placement.single(g, 1)])
+
+
+def test_a_runtime_that_reorders_the_callers_list_cannot_mislead_a_search() -> None:
+    """The trainer pairs results with its own list: reversed under it, a search reported 6.49 s for a placement
+    that ran in 9.66 s."""
+    from gplace.runtime.base import measure_each
+
+    g = fork_join(3)
+    placements = [Placement.single(g, 0), Placement.for_graph(g, [0, 1] * (g.num_ops // 2) + [0] * (g.num_ops % 2))]
+    cluster = uniform_cluster(2, bandwidth=1e3)
+    got = measure_each(_ReversesTheList(), g, cluster, placements)
+    assert [m.step_time for m in got] == [Simulator().measure(g, cluster, p).step_time for p in placements]
 
 
 def test_check_failure_catches_exceptions_and_successes() -> None:
