@@ -126,6 +126,12 @@ def _check_rejects_invalid(runtime: Runtime, graph: OpGraph, cluster: Cluster, b
     pinned = _pin_against(graph, cluster, int(devices[0]))
     _expect_invalid(runtime, pinned, cluster, Placement.for_graph(pinned, devices),
                     f"op {graph.op_names[0]!r} placed against its pin")
+    if graph.num_ops >= 2 and d >= 2:
+        split = devices.copy()
+        split[1] = (devices[0] + 1) % d
+        colocated = _colocate_first_two(graph)
+        _expect_invalid(runtime, colocated, cluster, Placement.for_graph(colocated, split),
+                        f"ops {graph.op_names[0]!r} and {graph.op_names[1]!r}, colocated, on two devices")
 
 
 def _expect_invalid(runtime: Runtime, graph: OpGraph, cluster: Cluster, placement: Placement, what: str) -> None:
@@ -146,6 +152,14 @@ def _pin_against(graph: OpGraph, cluster: Cluster, device: int) -> OpGraph:
     others = [k for k in cluster.kinds if k != kind]
     ops = graph.ops()
     ops[0] = dataclasses.replace(ops[0], pinned=others[0] if others else f"not-{kind}", colocation=None)
+    return OpGraph.from_ops(ops, graph.edges(), name=graph.name, source=graph.source)
+
+
+def _colocate_first_two(graph: OpGraph) -> OpGraph:
+    """``graph`` with its first two ops in a colocation group of their own, unpinned."""
+    ops = graph.ops()
+    for i in (0, 1):
+        ops[i] = dataclasses.replace(ops[i], pinned=None, colocation="gplace-conformance")
     return OpGraph.from_ops(ops, graph.edges(), name=graph.name, source=graph.source)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from gplace.ir import Cluster, Device, OpGraph, Placement
+from gplace.ir import Cluster, Device, InvalidPlacementError, OpGraph, Placement
 from gplace.runtime import Measurement, Runtime, Simulator
 from gplace.runtime.conformance import check_failure, check_runtime
 from gplace.testing import diamond, fork_join, uniform_cluster
@@ -175,8 +175,21 @@ class _OtherIdFromMany(Simulator):
     id = "mine-v0"
 
 
+class _IgnoresColocation(Simulator):
+    """Validates placements but lets a split colocation group through (docs/runtimes.md: it must raise)."""
+
+    def measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        try:
+            placement.validate(graph, cluster)
+        except InvalidPlacementError as err:
+            if "colocation" not in str(err):
+                raise
+        return self._measure(graph, cluster, placement)
+
+
 @pytest.mark.parametrize(("runtime", "rule"), [
     (_Unvalidated(), "InvalidPlacementError"),
+    (_IgnoresColocation(), "colocated, on two devices"),  # passed check_runtime
     (_Noisy(), "deterministic"),
     (_WrongId(), "says runtime"),
     (_ReversesTheList(), "changed the caller's list"),  # these three passed check_runtime
