@@ -75,11 +75,12 @@ def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, nu
     _require(isinstance(policy, Policy), f"{type(policy).__name__} lacks capabilities, sample, greedy or evaluate "
                                          "(gplace.interfaces.Policy)")
     _require(isinstance(capabilities_of(policy), PolicyCapabilities), "capabilities must be a PolicyCapabilities")
+    _check_keeps_the_mask(policy, graph, cluster, encoder, num_samples, max_groups)
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
     out = placer.sample(num_samples, generator=torch.Generator().manual_seed(0))
     _require(out.devices.shape == (num_samples, graph.num_ops), f"sample must give ({num_samples}, N) devices")
     for row in out.devices:
-        Placement.for_graph(graph, row).validate(graph, cluster)
+        _require_valid(Placement.for_graph(graph, row), graph, cluster, "a sampled placement")
     _require(bool(torch.isfinite(out.log_prob).all() and (out.log_prob <= 1e-6).all()),
              "log_prob must be finite and <= 0")
     _require(bool(torch.isfinite(out.entropy).all() and (out.entropy >= -1e-6).all()),
@@ -106,6 +107,34 @@ def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, nu
     _require(bool(best[0] >= log_prob.max() - 1e-4) or not _independent(policy),
              "the greedy placement must be at least as likely as any sample")
     return greedy
+
+
+def _check_keeps_the_mask(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, num_samples: int,
+                          max_groups: int) -> None:
+    """Samples and the greedy placement keep the allowed-device mask: checked on ``graph`` with its first op pinned
+    to the cluster's rarest device kind (a policy ignoring the mask passed on a graph without pins)."""
+    import dataclasses
+
+    from gplace.placer import PolicyPlacer
+
+    if len(set(cluster.kinds)) < 2:
+        return
+    ops = graph.ops()
+    rarest = min(sorted(set(cluster.kinds)), key=list(cluster.kinds).count)
+    ops[0] = dataclasses.replace(ops[0], pinned=rarest, colocation=None)
+    pinned = OpGraph.from_ops(ops, graph.edges(), name=graph.name)
+    placer = PolicyPlacer(pinned, cluster, encoder, policy, max_groups=max_groups)
+    for row in placer.sample(num_samples, generator=torch.Generator().manual_seed(1)).devices:
+        _require_valid(Placement.for_graph(pinned, row), pinned, cluster, "a sampled placement (the allowed-device "
+                       "mask ignored?)")
+    _require_valid(placer.greedy(), pinned, cluster, "the greedy placement (the allowed-device mask ignored?)")
+
+
+def _require_valid(placement: Placement, graph: OpGraph, cluster: Cluster, what: str) -> None:
+    try:
+        placement.validate(graph, cluster)
+    except InvalidPlacementError as err:
+        raise AssertionError(f"{what} is invalid: {err}") from None
 
 
 def _independent(policy: Any) -> bool:

@@ -227,3 +227,15 @@ def test_a_configurable_with_keyword_arguments_rebuilds_from_its_config():
     assert "kwargs" not in made.config()["kwargs"]
     again = Wider(**made.config()["kwargs"])
     assert again.config() == made.config()
+
+
+def test_a_policy_that_ignores_the_allowed_devices_is_named_on_a_graph_without_pins():
+    """check_policy found it only where the caller's graph had pins (and then raised InvalidPlacementError)."""
+
+    class IgnoresMask(MLPPolicy):
+        def sample(self, states, allowed, num_samples, generator=None, **inputs):
+            return super().sample(states, torch.ones_like(allowed), num_samples, generator=generator, **inputs)
+
+    assert not any(GRAPH.pinned)
+    with pytest.raises(AssertionError, match=r"the allowed-device mask ignored\?"):
+        check_policy(IgnoresMask(3, hidden_size=32, state_size=32), GRAPH, CLUSTER, LSTMEncoder(hidden_size=32))
