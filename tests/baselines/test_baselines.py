@@ -194,40 +194,28 @@ def test_memory_aware_placers_count_temporary_memory_and_received_copies(make) -
         assert Simulator().measure(graph, cluster, make().place(graph, cluster)).ok
 
 
-@pytest.mark.parametrize("make", list(MEMORY_AWARE.values()), ids=list(MEMORY_AWARE))
-def test_memory_aware_placements_fit_the_simulator_whenever_returned(make) -> None:
-    """Their memory model never under-estimates sim-v1's peak: random graphs with scratch memory on tight GPUs."""
-    for seed in range(12):
-        rng = np.random.default_rng(seed)
-        base = testing.random_dag(25, 0.2, seed)
-        ops = [Op(base.op_names[i], "T", float(rng.uniform(0.1, 1)), output_bytes=int(rng.integers(0, 100)),
-                  persistent_memory=int(rng.integers(0, 50)), temporary_memory=int(rng.integers(0, 200)))
-               for i in range(base.num_ops)]
-        edges = [Edge(base.op_names[a], base.op_names[b], int(rng.integers(1, 100)))
-                 for a, b in base.edge_index.T.tolist()]
-        graph = OpGraph.from_ops(ops, edges)
-        cluster = testing.uniform_cluster(3, memory=int(op_memory(graph).sum() // 2), bandwidth=1e3)
-        try:
-            placement = make().place(graph, cluster)
-        except PlacementInfeasibleError:
-            continue
-        assert Simulator().measure(graph, cluster, placement).ok, seed
+def _tight_graph(seed: int, num_ops: int, edge_p: float, temporary: int, colocated: float = 0.0) -> OpGraph:
+    """A random DAG with random costs, outputs, persistent and scratch memory, and (with probability
+    ``colocated`` per op) membership of one of two colocation groups."""
+    rng = np.random.default_rng(seed)
+    base = testing.random_dag(num_ops, edge_p, seed)
+    ops = [Op(base.op_names[i], "T", float(rng.uniform(0.1, 1)), output_bytes=int(rng.integers(0, 100)),
+              persistent_memory=int(rng.integers(0, 50)), temporary_memory=int(rng.integers(0, temporary)),
+              colocation=(f"g{rng.integers(2)}" if rng.random() < colocated else None) if colocated else None)
+           for i in range(base.num_ops)]
+    edges = [Edge(base.op_names[a], base.op_names[b], int(rng.integers(1, 100))) for a, b in base.edge_index.T.tolist()]
+    return OpGraph.from_ops(ops, edges)
 
 
 @pytest.mark.parametrize("make", list(MEMORY_AWARE.values()), ids=list(MEMORY_AWARE))
-def test_memory_aware_placements_with_colocation_groups_fit_the_simulator_whenever_returned(make) -> None:
-    """As above with two colocation groups: a group's later members received copies its first member left no room
-    for (seeds 46, 54, 74, 88 and 89 ran out of memory in sim-v1)."""
-    for seed in range(100):
-        rng = np.random.default_rng(seed)
-        base = testing.random_dag(12, 0.3, seed)
-        ops = [Op(base.op_names[i], "T", float(rng.uniform(0.1, 1)), output_bytes=int(rng.integers(0, 100)),
-                  persistent_memory=int(rng.integers(0, 50)), temporary_memory=int(rng.integers(0, 100)),
-                  colocation=f"g{rng.integers(2)}" if rng.random() < 0.4 else None)
-               for i in range(base.num_ops)]
-        edges = [Edge(base.op_names[a], base.op_names[b], int(rng.integers(1, 100)))
-                 for a, b in base.edge_index.T.tolist()]
-        graph = OpGraph.from_ops(ops, edges)
+@pytest.mark.parametrize(("seeds", "shape"), [(12, (25, 0.2, 200, 0.0)), (100, (12, 0.3, 100, 0.4))],
+                         ids=["scratch", "colocation"])
+def test_memory_aware_placements_fit_the_simulator_whenever_returned(make, seeds, shape) -> None:
+    """Their memory model never under-estimates sim-v1's peak: random graphs with scratch memory on tight GPUs, and
+    with two colocation groups, whose later members received copies the first member left no room for (seeds 46,
+    54, 74, 88 and 89 ran out of memory in sim-v1)."""
+    for seed in range(seeds):
+        graph = _tight_graph(seed, *shape[:3], colocated=shape[3])
         cluster = testing.uniform_cluster(3, memory=int(op_memory(graph).sum() // 2), bandwidth=1e3)
         try:
             placement = make().place(graph, cluster)
