@@ -25,6 +25,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
     from gplace.loggers import HeldOpen
 
     _check_whole(cfg, {"seed": 0, "threads": 1, "max_groups": 1}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
+    _check_sweep_dir(run_dir)
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
@@ -218,6 +219,8 @@ def _guard(job, cfg: DictConfig):
         _fail(f"missing value(s): {', '.join(missing)} (set them on the command line, e.g. {missing[0]}=...)")
     try:
         return job()
+    except JobFailed as err:  # a sweep's job, its line written: Hydra names the job, with no traceback from deep in
+        raise JobFailed(str(err)) from None
     except InstantiationException as err:
         cause = err.__cause__ or err
         if isinstance(cause, ValueError | OSError):
@@ -257,10 +260,41 @@ def _check_whole(cfg: DictConfig, lows: dict[str, int], highs: dict[str, int] | 
                   f", got {value!r}")
 
 
+class JobFailed(Exception):
+    """A job of a Hydra sweep refused (its one line already written): Hydra runs the sweep's other jobs and names
+    this one's overrides, where ``SystemExit`` ended the whole sweep."""
+
+
 def _fail(message: str) -> None:
-    """One clear line on stderr and exit status 2, instead of a traceback for a user's mistake."""
+    """One clear line on stderr and exit status 2, instead of a traceback for a user's mistake (in a sweep,
+    :class:`JobFailed`, so the other jobs run)."""
     sys.stderr.write(f"gplace: error: {message}\n")
+    if _in_sweep():
+        raise JobFailed(message)
     raise SystemExit(2)
+
+
+def _in_sweep() -> bool:
+    """Whether this is a job of a Hydra multirun."""
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _check_sweep_dir(run_dir: str | Path) -> None:
+    """In a sweep, refuse a run directory that an earlier job of other overrides left (two jobs resolving to one
+    directory: the later one resumed the earlier's finished run and reported it as its own). The same command run
+    again has the same overrides, so a killed sweep still resumes."""
+    if not _in_sweep():
+        return
+    recorded = Path(run_dir) / ".hydra" / "overrides.yaml"
+    if not recorded.is_file():
+        return
+    theirs = list(OmegaConf.load(recorded))
+    mine = list(HydraConfig.get().overrides.task)
+    if theirs != mine:
+        _fail(f"run directory {run_dir} holds the sweep job {theirs}, not this job {mine}: give each job its own "
+              "directory (hydra.sweep.subdir with ${hydra.job.num} or every swept key)")
 
 
 @hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="bench")
@@ -276,6 +310,9 @@ def bench(cfg: DictConfig) -> list:
     from gplace.run_dir import hold_dir
 
     _check_whole(cfg, {"threads": 1}, {"threads": _MOST_THREADS})
+    if _in_sweep() and not any(o.startswith("out_dir=") for o in HydraConfig.get().overrides.task):
+        _fail("a bench sweep needs out_dir set per job (e.g. 'out_dir=bench/${hydra.job.num}'): every job wrote "
+              f"{cfg.out_dir}, and each after the first skipped or overwrote the cases the others ran")
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
     with hold_dir(cfg.out_dir, "bench directory"):
@@ -366,6 +403,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     from gplace.export import write_back
 
     _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
+    _check_sweep_dir(run_dir)
     if not isinstance(cfg.get("write_back", True), bool):
         _fail(f"write_back must be true or false, got {cfg.write_back!r}")
     if cfg.get("threads") is not None:

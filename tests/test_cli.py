@@ -143,3 +143,32 @@ def test_a_terminated_run_ends_as_an_interrupted_one(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143 and "gplace: terminated; a training run resumes" in err, err
     assert "Traceback" not in err
+
+
+def test_one_bad_job_of_a_sweep_leaves_the_others_running(tmp_path):
+    """_fail's SystemExit ended the whole sweep at its first bad job: seeds 0 and 1 never ran."""
+    proc = _gplace("-m", *FAST, "seed=-1,0", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert proc.returncode != 0 and "gplace: error: seed must be a whole number" in proc.stderr
+    assert (tmp_path / "sweep" / "1" / "placement.json").is_file()
+    assert "Error executing job with overrides" in proc.stderr and proc.stderr.count('File "') <= 3  # no deep trace
+
+
+def test_two_jobs_of_a_sweep_in_one_directory_are_refused_not_resumed(tmp_path):
+    """A later job resumed the earlier's finished run in the shared directory, wrote its result under its own
+    overrides and exited 0."""
+    proc = _gplace("-m", *FAST, "trainer.lr=1e-3,1e-2", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                   "hydra.sweep.subdir=${seed}", cwd=tmp_path)
+    assert proc.returncode != 0 and "holds the sweep job" in proc.stderr
+    assert "trainer.lr=0.001" in (tmp_path / "sweep" / "0" / ".hydra" / "overrides.yaml").read_text()
+    again = _gplace("-m", *FAST, "trainer.lr=1e-3", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                    "hydra.sweep.subdir=${seed}", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr  # the same job again resumes its own directory
+
+
+def test_a_bench_sweep_without_an_out_dir_per_job_is_refused(tmp_path):
+    """Every job wrote one out_dir: each after the first skipped (resume) or overwrote the others' cases."""
+    proc = subprocess.run([sys.executable, "-m", "gplace", "bench", "-m", "search.updates=1,2",
+                           f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0"})
+    assert proc.returncode != 0 and proc.stderr.count("gplace: error: a bench sweep needs out_dir set per job") == 2
+    assert not (tmp_path / "benchmarks").exists()
