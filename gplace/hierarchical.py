@@ -31,7 +31,7 @@ from gplace.grouping import identity_grouping, make_grouping
 from gplace.interfaces import capabilities_of
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster
-from gplace.placer import PlacerSample, PolicyPlacer, floating_dtype, greedy_placement, module_device
+from gplace.placer import PlacerSample, PolicyPlacer, floating_dtype, follow_networks, greedy_placement
 from gplace.policies.base import gumbel_argmax, masked_log_softmax, score
 
 
@@ -204,11 +204,7 @@ class HierarchicalPlacer(nn.Module):
         self.register_buffer("unit_first", torch.from_numpy(unit_first), persistent=False)
         self.register_buffer("slots", torch.from_numpy(group_slots(unit_allowed, grouper.num_groups)),
                              persistent=False)
-        self.to(module_device(grouper=grouper, encoder=encoder, policy=policy))  # op features go where the networks are
-        dtype = floating_dtype(grouper)
-        for name, buffer in self.named_buffers(recurse=False):  # and in the grouper's precision (float64 networks)
-            if buffer.is_floating_point():
-                setattr(self, name, buffer.to(dtype))
+        follow_networks(self, floating_dtype(grouper), grouper=grouper, encoder=encoder, policy=policy)  # op features
 
     @property
     def num_groups(self) -> int:

@@ -104,11 +104,7 @@ class PolicyPlacer(nn.Module):
         pos = np.empty(features.num_groups, dtype=np.int64)
         pos[features.order] = np.arange(features.num_groups)
         self._op_pos = pos[self.grouping.op_group]  # (N,) feature position of each op's group
-        self.to(module_device(encoder=encoder, policy=policy))  # features and mask go where the networks are
-        dtype = floating_dtype(encoder)
-        for name, buffer in self.named_buffers(recurse=False):  # and in the encoder's precision (float64 networks)
-            if buffer.is_floating_point():
-                setattr(self, name, buffer.to(dtype))
+        follow_networks(self, floating_dtype(encoder), encoder=encoder, policy=policy)  # features and mask
 
     @property
     def num_groups(self) -> int:
@@ -238,6 +234,15 @@ def greedy_placement(placer: nn.Module, graph: OpGraph, cluster: Cluster) -> Pla
     placement = placer.greedy()
     placement.validate(graph, cluster)
     return placement
+
+
+def follow_networks(holder: nn.Module, dtype: torch.dtype, **networks: nn.Module) -> None:
+    """Move ``holder``'s own buffers (features, masks) to the one device of ``networks``, and its floating ones to
+    ``dtype`` (float64 networks get float64 features)."""
+    holder.to(module_device(**networks))
+    for name, buffer in holder.named_buffers(recurse=False):
+        if buffer.is_floating_point():
+            setattr(holder, name, buffer.to(dtype))
 
 
 def floating_dtype(module: nn.Module) -> torch.dtype:
