@@ -378,13 +378,10 @@ def _plan_case(case: list[str], cfg: DictConfig):
 def _make_search(c: DictConfig, warm_start: bool):
     """A bench search (:data:`gplace.bench.suite.Search`): :func:`gplace.place` with ``c``'s networks and trainer,
     warm-started from the best baseline's placement with ``warm_start``."""
-    def search(graph, cluster, runtime, run_dir, best_baseline):
-        from gplace.bench.searches import build_learner
-        from gplace.experiment import place
+    from gplace.bench.searches import place_with
 
-        encoder, policy = build_learner(c, cluster.num_devices)
-        return place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime, trainer=instantiate(c.trainer),
-                     max_groups=c.max_groups, run_dir=run_dir, warm_start=best_baseline if warm_start else None)
+    def search(graph, cluster, runtime, run_dir, best_baseline):
+        return place_with(c, graph, cluster, runtime, run_dir=run_dir, warm_start=best_baseline if warm_start else None)
     return search
 
 

@@ -593,14 +593,8 @@ def load_pipeline_records(path: str | Path) -> list[PipelineRecord]:
 def _learned_search(c: Any) -> Search:
     """A learned search (the main config ``c``, its networks seeded by :func:`~gplace.bench.searches.build_learner`)
     whose reward is the given ``pipe-v2`` runtime."""
-    from hydra.utils import instantiate
+    from gplace.bench.searches import place_with
 
     def search(graph: OpGraph, cluster: Cluster, runtime: Any, warm: Placement | None) -> Placement:
-        from gplace.bench.searches import build_learner
-        from gplace.experiment import place
-
-        encoder, policy = build_learner(c, cluster.num_devices)
-        report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
-                       trainer=instantiate(c.trainer), max_groups=c.max_groups, warm_start=warm)
-        return report.placement
+        return place_with(c, graph, cluster, runtime, warm_start=warm).placement
     return search

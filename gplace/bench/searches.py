@@ -91,6 +91,19 @@ def build_learner(c: Any, num_devices: int) -> tuple[Any, Any]:
     return encoder, policy if isinstance(policy, torch.nn.Module) else policy(num_devices=num_devices)
 
 
+def place_with(c: Any, graph: Any, cluster: Any, runtime: Any, *, warm_start: Any = None,
+               run_dir: Any = None) -> Any:
+    """:func:`gplace.place` with ``c``'s networks (:func:`build_learner`), trainer and ``max_groups``: one learned
+    search of a bench. Returns its :class:`~gplace.experiment.PlacementReport`."""
+    from hydra.utils import instantiate
+
+    from gplace.experiment import place
+
+    encoder, policy = build_learner(c, cluster.num_devices)
+    return place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime, trainer=instantiate(c.trainer),
+                 max_groups=c.max_groups, run_dir=run_dir, warm_start=warm_start)
+
+
 def _reason(err: Exception) -> str:
     """What went wrong, on one line: an instantiation's cause, up to the first blank line (Hydra's lists of
     options and search paths follow it)."""
