@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from gplace.importers.profiles import load_doppler, load_giph_graph, load_giph_network, load_pipedream, text_lines
 from gplace.ir import Cluster, GraphError, OpGraph, UnsupportedGraphError, cluster_from_dict, graph_from_dict
-from gplace.ir.serialize import CLUSTER_FORMAT, GRAPH_FORMAT
+from gplace.ir.serialize import CLUSTER_FORMAT, GRAPH_FORMAT, number_too_long
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +132,7 @@ def _json(path: Path, text: str, expected: str) -> Mapping[str, Any]:
     except json.JSONDecodeError as err:
         raise _unsupported(path, expected, f"invalid JSON (line {err.lineno}: {err.msg})") from None
     except ValueError:  # a number literal past Python's int-conversion limit
-        raise _unsupported(path, expected, f"a number of more than {sys.get_int_max_str_digits()} digits in its "
-                                           "JSON") from None
+        raise _unsupported(path, expected, number_too_long()) from None
     except RecursionError:
         raise _unsupported(path, expected, "JSON nested too deeply to read") from None
     if not isinstance(doc, Mapping):

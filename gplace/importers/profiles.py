@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from gplace.ir import Cluster, Device, Edge, GraphError, Link, Op, OpGraph
+from gplace.ir.serialize import number_too_long
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +65,7 @@ def _read_json(path: Path) -> Any:
     except json.JSONDecodeError as err:
         raise _error(path, err.lineno, f"not valid JSON ({err.msg}, column {err.colno})") from None
     except ValueError:  # a number literal past Python's int-conversion limit
-        raise _error(path, None, f"not valid JSON for gplace: a number in it has more than "
-                                 f"{sys.get_int_max_str_digits()} digits") from None
+        raise _error(path, None, number_too_long()) from None
     except RecursionError:
         raise _error(path, None, "JSON nested too deeply to read") from None
 

@@ -265,8 +265,13 @@ def load_json(path: str | Path) -> dict[str, Any]:
     except RecursionError:
         raise GraphError(f"{path}: JSON nested too deeply to read") from None
     except ValueError:  # a number literal past Python's int-conversion limit
-        raise GraphError(f"{path}: not valid JSON for gplace: a number in it has more than "
-                         f"{sys.get_int_max_str_digits()} digits") from None
+        raise GraphError(f"{path}: {number_too_long()}") from None
+
+
+def number_too_long() -> str:
+    """Why ``json.loads`` refused a document with a ``ValueError`` that is no ``JSONDecodeError``: a number literal
+    past Python's int-conversion limit (every JSON reader of gplace says it so)."""
+    return f"not valid JSON for gplace: a number in it has more than {sys.get_int_max_str_digits()} digits"
 
 
 def _check_header(doc: Mapping[str, Any], fmt: str, versions: tuple[int, ...] = (VERSION,)) -> None:
