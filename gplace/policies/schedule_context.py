@@ -9,6 +9,7 @@ It is the model HEFT uses: a device runs its groups one after another, an input 
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -84,24 +85,31 @@ class ScheduleContext:
         return torch.as_tensor(order, dtype=torch.int64)
 
     @cached_property
-    def source_peers(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def source_peers(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """For each group without inputs, the other inputs of its first consumer that :attr:`stage_order` places
         before it (where the consumer's data already is) and the bytes each sends the consumer; none for other
-        groups. Shapes: CSR offsets (G + 1,) int64 into peer groups (P,) int64 and bytes (P,) float64."""
+        groups. A consumer's in-edges are laid out once, in :attr:`stage_order`, and each of its sources takes
+        the prefix before itself, so the arrays grow with the edges, not with the square of a consumer's inputs.
+        Shapes: start and stop (G,) int64, group ``g``'s peers being ``peers[start[g]:stop[g]]`` (P,) int64
+        with bytes (P,) float64."""
         ptr, src = self.pred_ptr.tolist(), self.pred_src.tolist()
         at = [0] * self.num_groups
         for i, g in enumerate(self.stage_order.tolist()):
             at[g] = i
-        peers: list[list[int] | None] = [None] * self.num_groups
+        start, stop = np.zeros(self.num_groups, dtype=np.int64), np.zeros(self.num_groups, dtype=np.int64)
+        seen, edges = [False] * self.num_groups, []
         for c in self.stage_order.tolist():  # a source's first consumer comes first
-            for s in src[ptr[c]:ptr[c + 1]]:
-                if ptr[s] == ptr[s + 1] and peers[s] is None:
-                    peers[s] = [e for e in range(ptr[c], ptr[c + 1]) if at[src[e]] < at[s]]
-        edges = [e for p in peers for e in p or []]
-        offsets = np.zeros(self.num_groups + 1, dtype=np.int64)
-        np.cumsum([len(p or []) for p in peers], out=offsets[1:])
+            sources = [s for s in src[ptr[c]:ptr[c + 1]] if ptr[s] == ptr[s + 1] and not seen[s]]
+            if not sources:
+                continue
+            laid = sorted(range(ptr[c], ptr[c + 1]), key=lambda e: at[src[e]])
+            firsts = [at[src[e]] for e in laid]
+            for s in sources:
+                seen[s] = True
+                start[s], stop[s] = len(edges), len(edges) + bisect.bisect_left(firsts, at[s])
+            edges += laid
         edges = torch.as_tensor(edges, dtype=torch.int64)
-        return torch.as_tensor(offsets), self.pred_src[edges], self.pred_bytes[edges]
+        return torch.as_tensor(start), torch.as_tensor(stop), self.pred_src[edges], self.pred_bytes[edges]
 
     @cached_property
     def out_bytes(self) -> torch.Tensor:

@@ -112,11 +112,11 @@ class ScheduleRollout:
 def _arrays(s: ScheduleContext) -> tuple:
     """The context as the kernels' arguments (float64 and int64 numpy views)."""
     d = s.num_devices
-    offsets, peers, peer_bytes = s.source_peers
+    start, stop, peers, peer_bytes = s.source_peers
     mean_inv_bw = s.inv_bandwidth.sum(0) / max(d - 1, 1)  # (D,) into each device, as torch sums it
     return (s.durations.numpy(), s.memory.numpy(), s.capacity.numpy(), s.pred_ptr.numpy(), s.pred_src.numpy(),
             s.pred_bytes.numpy(), s.latency.numpy(), s.inv_bandwidth.numpy(), mean_inv_bw.numpy(),
-            float(s.fair_share), s.out_bytes.numpy(), offsets.numpy(), peers.numpy(),
+            float(s.fair_share), s.out_bytes.numpy(), start.numpy(), stop.numpy(), peers.numpy(),
             peer_bytes.to(torch.float64).numpy())
 
 
@@ -130,8 +130,8 @@ def _clip(x, lo, hi):
 
 @njit(cache=True)
 def _features(g, allowed, durations, memory, capacity, pred_ptr, pred_src, pred_bytes, latency, inv_bw,
-              mean_inv_bw, fair_share, out_bytes, peer_ptr, peers, peer_bytes, finish, on, span, free_at, used,
-              load, previous, stage, stage_prior, switch, revisit, out, end):
+              mean_inv_bw, fair_share, out_bytes, peer_start, peer_stop, peers, peer_bytes, finish, on, span, free_at,
+              used, load, previous, stage, stage_prior, switch, revisit, out, end):
     """Write group ``g``'s features into ``out[:, g]`` and its finish time on each device into ``end`` (K, D)."""
     k_count, d_count = free_at.shape
     dur = durations[g]
@@ -149,7 +149,7 @@ def _features(g, allowed, durations, memory, capacity, pred_ptr, pred_src, pred_
     for e in range(a, b):
         in_bytes += pred_bytes[e]
     total = max(in_bytes, 1.0)
-    pa, pb = peer_ptr[g], peer_ptr[g + 1]
+    pa, pb = peer_start[g], peer_stop[g]
     peer_total = 0.0
     for p in range(pa, pb):
         peer_total += peer_bytes[p]

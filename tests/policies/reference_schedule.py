@@ -96,8 +96,8 @@ def _stage_columns(schedule: ScheduleContext, g: int, allowed: torch.Tensor, loa
 def _peer_share(schedule: ScheduleContext, g: int, on: torch.Tensor) -> torch.Tensor:
     """The fraction of source ``g``'s peers' bytes (:attr:`ScheduleContext.source_peers`) on each device, 1 where it
     has none (it may go anywhere). Shapes: on (K, G); returns (K, D) float64."""
-    offsets, peers, nbytes = schedule.source_peers
-    a, b = int(offsets[g]), int(offsets[g + 1])
+    start, stop, peers, nbytes = schedule.source_peers
+    a, b = int(start[g]), int(stop[g])
     if a == b:
         return torch.ones(on.shape[0], schedule.num_devices, dtype=torch.float64)
     same = on[:, peers[a:b]].unsqueeze(-1) == torch.arange(schedule.num_devices)  # (K, P, D)

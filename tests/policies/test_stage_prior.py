@@ -150,3 +150,42 @@ def test_a_revisit_charge_keeps_the_join_on_the_device_the_pipeline_reached():
 def test_a_bad_revisit_is_refused_by_name(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ListSchedulingPolicy(8, stage_features=True, **kwargs)
+
+
+def _peer_sets(context: ScheduleContext) -> dict[int, list[tuple[int, float]]]:
+    start, stop, peers, nbytes = context.source_peers
+    return {g: sorted(zip(peers[start[g]:stop[g]].tolist(), nbytes[start[g]:stop[g]].tolist(), strict=True))
+            for g in range(context.num_groups)}
+
+
+def test_source_peers_are_the_first_consumers_inputs_placed_before_the_source():
+    """By the definition: for each source, its first consumer in ``stage_order``'s in-edges from groups earlier in
+    that order; none for other groups."""
+    ops = [Op(f"x{i}", "Layer", 1.0, output_bytes=100 * (i + 1)) for i in range(4)]
+    ops += [Op(f"w{i}", "Weight", 0.1, output_bytes=10 + i) for i in range(3)]
+    edges = [Edge("x0", "x1"), Edge("w0", "x1"), Edge("x1", "x2"), Edge("w1", "x2"), Edge("w2", "x2"),
+             Edge("x0", "x2"), Edge("x2", "x3"), Edge("w2", "x3")]
+    graph = OpGraph.from_ops(ops, edges, name="peers")
+    context = ScheduleContext.build(graph, uniform_cluster(2), np.arange(graph.num_ops))
+    at = {g: i for i, g in enumerate(context.stage_order.tolist())}
+    ptr, src, nbytes = context.pred_ptr.tolist(), context.pred_src.tolist(), context.pred_bytes.tolist()
+    want = {g: [] for g in range(graph.num_ops)}
+    for s in range(graph.num_ops):
+        consumers = [c for c in range(graph.num_ops) if s in src[ptr[c]:ptr[c + 1]]]
+        if ptr[s] == ptr[s + 1] and consumers:
+            c = min(consumers, key=at.__getitem__)
+            want[s] = sorted((src[e], nbytes[e]) for e in range(ptr[c], ptr[c + 1]) if at[src[e]] < at[s])
+    assert _peer_sets(context) == want
+    assert any(want.values())
+
+
+def test_source_peers_grow_with_the_edges_when_one_op_reads_many_sources():
+    """A sum of 3,000 weights: each weight's peers are the weights placed before it (4.5 million pairs), held as
+    prefixes of one list of the sum's 3,000 in-edges."""
+    n = 3000
+    ops = [Op(f"w{i}", "Weight", 0.1, output_bytes=8) for i in range(n)] + [Op("sum", "AddN", 1.0)]
+    graph = OpGraph.from_ops(ops, [Edge(f"w{i}", "sum") for i in range(n)], name="addn")
+    context = ScheduleContext.build(graph, uniform_cluster(2), np.arange(graph.num_ops))
+    start, stop, peers, _ = context.source_peers
+    assert peers.numel() == n
+    assert sorted((stop - start).tolist()) == [0] + list(range(n))  # the sum has none
