@@ -28,7 +28,7 @@ from torch import nn
 
 from gplace.features import NUMERIC_FEATURES, POSITION_FEATURES, featurize
 from gplace.grouping import identity_grouping, make_grouping
-from gplace.interfaces import capabilities_of
+from gplace.interfaces import check_device_count
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.placer import PlacerSample, PolicyPlacer, floating_dtype, follow_networks, greedy_placement
@@ -190,9 +190,7 @@ class HierarchicalPlacer(nn.Module):
                  *, device_features: np.ndarray | torch.Tensor | None = None) -> None:
         super().__init__()
         check_graph_and_cluster(graph, cluster)
-        num_devices = capabilities_of(policy).num_devices
-        if num_devices not in (None, cluster.num_devices):
-            raise ValueError(f"policy has {num_devices} devices, cluster {cluster.name!r} has {cluster.num_devices}")
+        check_device_count(policy, cluster)
         self.graph, self.cluster, self._device_features = graph, cluster, device_features
         self.grouper, self.encoder, self.policy = grouper, encoder, policy
         features = op_features(graph, grouper.num_type_buckets)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Encoder", "Placer", "Policy", "PolicyCapabilities", "Runtime", "TrainablePlacer", "Trainer", "capabilities_of",
-    "feature_sizes_of",
+    "check_device_count", "feature_sizes_of",
 ]
 
 
@@ -222,6 +222,21 @@ def capabilities_of(policy: Any) -> PolicyCapabilities:
                   stacklevel=2)
     found = {name: getattr(policy, name) for name in _LEGACY if hasattr(policy, name)}
     return PolicyCapabilities(**found)
+
+
+def check_device_count(policy: Any, cluster: Cluster) -> PolicyCapabilities:
+    """``policy``'s capabilities (:func:`capabilities_of`), after checking that a policy placing on a fixed number
+    of devices places on ``cluster``'s.
+
+    Raises:
+        ValueError: the counts differ (the message names both).
+    """
+    capabilities = capabilities_of(policy)
+    if capabilities.num_devices not in (None, cluster.num_devices):
+        raise ValueError(f"{type(policy).__name__} has {capabilities.num_devices} devices, cluster {cluster.name!r} "
+                         f"has {cluster.num_devices} (a device-aware or list-scheduling policy places on clusters "
+                         "of any size)")
+    return capabilities
 
 
 def feature_sizes_of(encoder: Any) -> dict[str, int]:

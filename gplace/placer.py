@@ -20,7 +20,7 @@ from gplace.grouping import (
     split_groups,
     uncuttable_edges,
 )
-from gplace.interfaces import capabilities_of, feature_sizes_of
+from gplace.interfaces import check_device_count, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster, check_placement
 from gplace.policies.schedule_context import ScheduleContext
@@ -81,10 +81,7 @@ class PolicyPlacer(nn.Module):
                  merge_consumers: bool | str | None = None) -> None:
         super().__init__()
         check_graph_and_cluster(graph, cluster)
-        self.capabilities = capabilities_of(policy)
-        if self.capabilities.num_devices not in (None, cluster.num_devices):
-            raise ValueError(f"policy has {self.capabilities.num_devices} devices, cluster {cluster.name!r} has "
-                             f"{cluster.num_devices}")
+        self.capabilities = check_device_count(policy, cluster)
         self.graph, self.cluster, self.encoder, self.policy = graph, cluster, encoder, policy
         if grouping is None:
             merge = self.capabilities.merge_consumers if merge_consumers is None else merge_consumers

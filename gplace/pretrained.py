@@ -177,13 +177,12 @@ def load_policy(path: str | Path) -> PretrainedPolicy:
 def check_policy_fits(policy: nn.Module, cluster: Cluster, path: str | Path) -> None:
     """Raise ``ValueError`` naming the policy file ``path`` when its policy places on a fixed number of devices
     that is not ``cluster``'s."""
-    from gplace.interfaces import capabilities_of
+    from gplace.interfaces import check_device_count
 
-    devices = capabilities_of(policy).num_devices
-    if devices not in (None, cluster.num_devices):
-        raise ValueError(f"{path}: its {type(policy).__name__} places on exactly {devices} devices, cluster "
-                         f"{cluster.name!r} has {cluster.num_devices} (a device-aware or list-scheduling policy "
-                         "places on clusters of any size)")
+    try:
+        check_device_count(policy, cluster)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
 
 
 def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, *, samples: int = 0,

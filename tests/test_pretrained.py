@@ -223,7 +223,7 @@ def test_a_fixed_size_policy_file_on_a_cluster_of_another_size_names_the_file(tm
     graph, cluster = random_dag(8, seed=1), uniform_cluster(2)
     for call in (lambda: place_with_pretrained(graph, cluster, path, samples=2),
                  lambda: gplace.place(graph, cluster, method=str(path), budget="2 samples")):
-        with pytest.raises(ValueError, match="places on exactly 3 devices, cluster '.*' has 2") as err:
+        with pytest.raises(ValueError, match="MLPPolicy has 3 devices, cluster '.*' has 2") as err:
             call()
         assert str(err.value).startswith(f"{path}: ")
 
@@ -252,7 +252,7 @@ def test_zero_shot_rejects_negative_samples_and_a_fixed_size_policy_of_another_s
     for samples in (-1, 2.5, "4"):  # 2.5 and "4" failed inside torch and in a comparison
         with pytest.raises(ValueError, match="samples must be a whole number >= 0"):
             place_zero_shot(encoder, policy, graph, uniform_cluster(3), samples=samples)
-    with pytest.raises(ValueError, match="policy has 3 devices"):
+    with pytest.raises(ValueError, match="MLPPolicy has 3 devices"):
         place_zero_shot(encoder, policy, graph, uniform_cluster(2))
 
 
@@ -306,7 +306,7 @@ def test_pick_pretrained_names_the_pair_that_cannot_place_or_is_no_pair():
     encoder, policy = _modules()
     fixed = (encoder, build(MLPPolicy, num_devices=3, hidden_size=16, state_size=16))
     graph, cluster = random_dag(8, seed=1), uniform_cluster(2)
-    with pytest.raises(ValueError, match=r"pretrained\[1\]: policy has 3 devices"):
+    with pytest.raises(ValueError, match=r"pretrained\[1\]: MLPPolicy has 3 devices"):
         pick_pretrained([(encoder, policy), fixed], graph, cluster)
     with pytest.raises(TypeError, match=r"pretrained\[0\] must be an \(encoder, policy\) pair, got GNNEncoder"):
         pick_pretrained([encoder], graph, cluster)

@@ -177,7 +177,7 @@ def test_a_task_the_policy_cannot_place_is_refused_before_any_training(tmp_path)
     tasks = [(random_dag(10, seed=s), uniform_cluster(3)) for s in range(5)] + [(random_dag(10, seed=9),
                                                                                 uniform_cluster(2))]
     trainer = MultiGraphTrainer(updates=5, samples_per_update=2, seed=3, checkpoint_every=1)  # never draws task 5
-    with pytest.raises(ValueError, match="policy has 3 devices, cluster '2xgpu' has 2"):
+    with pytest.raises(ValueError, match="GDPPolicy has 3 devices, cluster '2xgpu' has 2"):
         trainer.fit(encoder, policy, tasks, Simulator(), run_dir=tmp_path)
     assert not (tmp_path / "checkpoint.pt").exists()
 
