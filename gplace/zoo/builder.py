@@ -33,21 +33,36 @@ class GraphBuilder:
         self.inputs: dict[str, list[str]] = {}
         """Op name -> the ops it reads."""
         self.flops: dict[str, float] = {}
+        self.reads: dict[str, dict[str, int]] = {}
+        """Op name -> the bytes it reads of those inputs it does not read whole."""
         self._index: dict[str, int] = {}
 
     def op(self, name: str, type: str, inputs: list[str], *, flops: float = 0.0, out_shape: tuple[int, ...] = (),
            persistent: int = 0, colocation: str | None = None, pinned: str | None = None, phase: str | None = None,
-           grad_of: str | None = None) -> str:
-        """Add an op reading ``inputs`` (their whole outputs); returns its name."""
+           grad_of: str | None = None, reads: dict[str, int] | None = None,
+           receives: dict[str, int] | None = None) -> str:
+        """Add an op reading ``inputs``; returns its name.
+
+        Its cost counts the whole output of each input, except the bytes ``reads`` gives for some of them (the
+        rows a gather reads of its table); its in-edges carry each input's whole output, except the bytes
+        ``receives`` gives (a gradient passed on in the shape of the op it is for).
+        """
+        reads, receives = {**(receives or {}), **(reads or {})}, receives or {}
         out = F32 * math.prod(out_shape) if out_shape else 0
-        touched = out + sum(self.ops[self._index[i]].output_bytes for i in inputs)
+        touched = out + sum(reads.get(i, self.ops[self._index[i]].output_bytes) for i in inputs)
         self._index[name] = len(self.ops)
         self.ops.append(Op(name, type, None, kind_costs(flops, touched), persistent_memory=persistent,
                            output_bytes=out, output_shapes=(out_shape,) if out_shape else (),
                            colocation=colocation, pinned=pinned, phase=phase, grad_of=grad_of))
-        self.edges += [Edge(i, name) for i in inputs]
-        self.inputs[name], self.flops[name] = list(inputs), flops
+        self.edges += [Edge(i, name, receives.get(i)) for i in inputs]
+        self.inputs[name], self.flops[name], self.reads[name] = list(inputs), flops, reads
         return name
+
+    def gather(self, name: str, table: str, indices: str, out_shape: tuple[int, ...]) -> str:
+        """An embedding lookup (``GatherV2``): it reads the ``out_shape`` rows it gathers of ``table``, not the
+        whole table (its in-edge from the table still carries the whole table, as a variable read does)."""
+        return self.op(name, "GatherV2", [table, indices], out_shape=out_shape,
+                       reads={table: F32 * math.prod(out_shape)})
 
     def variable(self, name: str, shape: tuple[int, ...]) -> str:
         """A variable: its weights and optimiser slots are persistent; its update is colocated with it."""
@@ -65,7 +80,10 @@ class GraphBuilder:
         """The backward pass of everything built so far, from ``loss``, and one update per variable.
 
         Each forward op that depends on a variable gets ``grad/<name>`` (twice its FLOPs, as TensorFlow's
-        gradients cost), reading the gradients of its consumers and its own inputs; a variable's gradient is the
+        gradients cost), reading its own inputs (as the op read them) and, from the gradient op of each of its
+        consumers, the gradient with respect to the part of its output that consumer read (its output's bytes, or
+        what the consumer's ``reads`` gives, whatever the consumer's size: an attention's keys take their own slice
+        of the score's gradient); a variable's gradient is the
         ``AddN`` of the gradient ops of the ops that read it, and its update is colocated with it. Phases: the ops
         built so far are ``forward``; the gradient ops and sums ``backward``, each naming (``grad_of``) the forward
         op or variable it differentiates; the updates ``update``.
@@ -80,13 +98,16 @@ class GraphBuilder:
         for op in reversed(forward):
             if op.name not in needs or op.name in self.variables:
                 continue
-            upstream = [grads[c] for c in consumers[op.name] if c in grads]
-            if op.name != loss and not upstream:
+            users = [c for c in consumers[op.name] if c in grads]
+            if op.name != loss and not users:
                 continue
             seed = [loss] if op.name == loss else []  # d loss / d loss = 1, once the loss is computed
+            upstream = [grads[c] for c in users]
+            own_gradient = {grads[c]: self.reads[c].get(op.name, op.output_bytes) for c in users}
             grads[op.name] = self.op(f"grad/{op.name}", f"{op.type}Grad", seed + upstream + self.inputs[op.name],
                                      flops=2 * self.flops[op.name], out_shape=self.shape(op.name),
-                                     phase="backward", grad_of=op.name)
+                                     phase="backward", grad_of=op.name, reads=self.reads[op.name],
+                                     receives=own_gradient)
         for var in self.variables:
             parts = [grads[c] for c in consumers[var] if c in grads]
             if parts:

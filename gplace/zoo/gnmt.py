@@ -53,7 +53,7 @@ def unrolled_gnmt(
     losses, state = [], {}
     context = b.op("attention/initial_context", "Fill", [], out_shape=(batch, hidden))  # zeros, as GNMT starts
     for t in range(tgt_len):
-        x = b.op(f"target_embedding/t{t}", "GatherV2", [tgt_emb, tgt], out_shape=(batch, hidden))
+        x = b.gather(f"target_embedding/t{t}", tgt_emb, tgt, (batch, hidden))
         for layer in range(layers):
             out, _ = state[layer] = cell(f"decoder{layer}", t, [x, context], state.get(layer))
             if layer == 0:
@@ -74,7 +74,7 @@ def unrolled_gnmt(
 def _encoder(b: GraphBuilder, cell: _Cells, src: str, emb: str, layers: int, steps: int) -> list[str]:
     """The encoder's top output per source step."""
     h = cell.hidden
-    inputs = [b.op(f"source_embedding/t{t}", "GatherV2", [emb, src], out_shape=(cell.batch, h)) for t in range(steps)]
+    inputs = [b.gather(f"source_embedding/t{t}", emb, src, (cell.batch, h)) for t in range(steps)]
     forward, backward = [""] * steps, [""] * steps
     state = None
     for t in range(steps):

@@ -35,7 +35,7 @@ def lstm_lm(
     h = {}  # (layer, t) -> op producing h and c
     logits = []
     for t in range(steps):
-        x = b.op(f"embed/t{t}", "GatherV2", [emb, tokens], out_shape=(batch, hidden))
+        x = b.gather(f"embed/t{t}", emb, tokens, (batch, hidden))
         for layer in range(layers):
             inputs = [x, weights[layer]] + ([h[layer, t - 1]] if t else [])
             mm = b.op(f"lstm{layer}/t{t}/MatMul", "MatMul", inputs, flops=2 * batch * 2 * hidden * 4 * hidden,

@@ -44,7 +44,7 @@ def unrolled_nmt(
     top = []  # the encoder's top output per source step
     state: dict[tuple[str, int], str] = {}
     for t in range(src_len):
-        x = b.op(f"source_embedding/t{t}", "GatherV2", [src_emb, src], out_shape=(e, h))
+        x = b.gather(f"source_embedding/t{t}", src_emb, src, (e, h))
         for layer in range(layers):
             x = state["encoder", layer] = _cell(b, f"encoder{layer}/t{t}", x, enc_w[layer],
                                                 state.get(("encoder", layer)), batch, h)
@@ -54,7 +54,7 @@ def unrolled_nmt(
 
     losses, feed = [], None
     for t in range(tgt_len):
-        x = b.op(f"target_embedding/t{t}", "GatherV2", [tgt_emb, tgt], out_shape=(e, h))
+        x = b.gather(f"target_embedding/t{t}", tgt_emb, tgt, (e, h))
         for layer in range(layers):
             extra = [feed] if layer == 0 and feed is not None else []
             x = state["decoder", layer] = _cell(b, f"decoder{layer}/t{t}", x, dec_w[layer],

@@ -12,9 +12,11 @@ step (the reference uses an adaptive softmax). Default sizes: the paper's WikiTe
 
 from __future__ import annotations
 
+import math
+
 from gplace.ir import OpGraph
 from gplace.ir.errors import check_flags, check_sizes
-from gplace.zoo.builder import GraphBuilder
+from gplace.zoo.builder import F32, GraphBuilder
 
 
 def transformer_xl(
@@ -40,7 +42,7 @@ def transformer_xl(
     e, s, k, dh = batch, seg_len, seg_len + mem_len, d_model // heads
     tokens = b.op("input/tokens", "IteratorGetNext", [], out_shape=(e, s), pinned="cpu")
     table = b.variable("embedding", (vocab, d_model))
-    x = b.op("embedding/lookup", "GatherV2", [table, tokens], out_shape=(e, s, d_model))
+    x = b.gather("embedding/lookup", table, tokens, (e, s, d_model))
     positions = b.op("position/relative", "Sinusoid", [], flops=4 * k * d_model, out_shape=(k, d_model))
     for layer in range(layers):
         scope = f"layer{layer}"
@@ -69,16 +71,17 @@ def _layer(b: GraphBuilder, scope: str, x: str, memory: str, positions: str, e: 
     value = b.op(f"{scope}/attention/v", "MatMul", [keys_in, w["v"]], flops=2 * e * k * d * d, out_shape=(e, k, d))
     r = b.op(f"{scope}/attention/r", "MatMul", [positions, w["r"]], flops=2 * k * d * d, out_shape=(k, d))
     contexts = []
+    part = {t: F32 * math.prod(b.shape(t)) // heads for t in (q, key, value, r)}  # one head's slice of each
     for h in range(heads):
         head = f"{scope}/attention/head{h}"
         content = b.op(f"{head}/content_score", "BatchMatMul", [q, key, w["u_bias"]], flops=2 * e * s * k * dh,
-                       out_shape=(e, s, k))
+                       out_shape=(e, s, k), receives={q: part[q], key: part[key]})
         position = b.op(f"{head}/position_score", "BatchMatMul", [q, r, w["v_bias"]], flops=2 * e * s * k * dh,
-                        out_shape=(e, s, k))
+                        out_shape=(e, s, k), receives={q: part[q], r: part[r]})
         shifted = b.op(f"{head}/rel_shift", "RelShift", [position], flops=e * s * k, out_shape=(e, s, k))
         weights = b.op(f"{head}/softmax", "Softmax", [content, shifted], flops=7 * e * s * k, out_shape=(e, s, k))
         contexts.append(b.op(f"{head}/context", "BatchMatMul", [weights, value], flops=2 * e * s * k * dh,
-                             out_shape=(e, s, dh)))
+                             out_shape=(e, s, dh), receives={value: part[value]}))
     joined = b.op(f"{scope}/attention/concat_heads", "ConcatV2", contexts, out_shape=(e, s, d))
     projected = b.op(f"{scope}/attention/o", "MatMul", [joined, w["o"]], flops=2 * e * s * d * d, out_shape=(e, s, d))
     x = _add_norm(b, f"{scope}/attention", projected, x, w["norm1"], e * s, (e, s, d))

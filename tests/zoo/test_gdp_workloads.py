@@ -60,3 +60,17 @@ def test_each_workload_has_a_graph_config(name) -> None:
     with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"graph={name}"])
     assert cfg.graph._target_.startswith("gplace.zoo")
+
+
+def test_a_transformer_xl_head_reads_its_slice_of_the_projections():
+    """Each head's score and context ops read (and receive) 1/heads of q, k, v and r, as after a split; their
+    gradients pass the slice back."""
+    graph = transformer_xl(layers=1, d_model=8, heads=2, ff=16, seg_len=3, mem_len=3, batch=2, vocab=20)
+    src, dst = graph.edge_index
+    edges = {(graph.op_names[s], graph.op_names[d]): int(b)
+             for s, d, b in zip(src.tolist(), dst.tolist(), graph.edge_bytes.tolist(), strict=True)}
+    head, q, v = "layer0/attention/head1", "layer0/attention/q", "layer0/attention/v"
+    whole = int(graph.output_bytes[graph.op_index[q]])
+    assert edges[q, f"{head}/content_score"] == edges[q, f"{head}/position_score"] == whole // 2
+    assert edges[v, f"{head}/context"] == int(graph.output_bytes[graph.op_index[v]]) // 2
+    assert edges[f"grad/{head}/content_score", f"grad/{q}"] == whole // 2
