@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gplace.ir import Cluster, OpGraph
+from gplace.ir.serialize import write_text_atomic
 from gplace.pipeline.simulator import PipelineSchedule
 from gplace.runtime.trace import check_schedule_of
 
@@ -52,10 +53,7 @@ def write_pipeline_trace(path: str | Path, graph: OpGraph, cluster: Cluster, sch
            "otherData": {"graph": graph.name, "cluster": cluster.name, "schedule": schedule.schedule,
                          "microbatches": schedule.microbatches, "minibatch_time_s": schedule.minibatch_time,
                          "bubble": dict(zip(names, schedule.bubble.tolist(), strict=True))}}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
-    return path
+    return write_text_atomic(path, json.dumps(doc))
 
 
 def _label(microbatch: int) -> str:

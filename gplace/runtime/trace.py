@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph
+from gplace.ir.serialize import write_text_atomic
 from gplace.runtime.simulator import Schedule
 
 __all__ = ["check_schedule_of", "write_chrome_trace"]
@@ -43,10 +44,7 @@ def write_chrome_trace(path: str | Path, graph: OpGraph, cluster: Cluster, sched
     doc = {"traceEvents": events, "displayTimeUnit": "ms",
            "otherData": {"graph": graph.name, "cluster": cluster.name, "step_time_s": schedule.step_time,
                          "model": "sim-v1"}}  # the simulator's schedule, whatever runtime measured the step
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
-    return path
+    return write_text_atomic(path, json.dumps(doc))
 
 
 def check_schedule_of(graph: OpGraph, cluster: Cluster, schedule: Any) -> None:

@@ -42,3 +42,32 @@ def test_a_schedule_of_another_graph_or_cluster_is_named(tmp_path: Path) -> None
     for other_graph, other_cluster in ((chain((1.0, 2.0)), c), (g, uniform_cluster(3))):
         with pytest.raises(ValueError, match="the schedule places 4 ops on 2 devices, but graph"):
             write_chrome_trace(tmp_path / "t.json", other_graph, other_cluster, s)
+
+
+@pytest.mark.parametrize("kind", ["step", "pipeline"])
+def test_a_write_that_fails_half_way_leaves_the_earlier_trace(tmp_path: Path, monkeypatch, kind) -> None:
+    """trace.json was written in place: a process killed (or a disk filled) mid-write left half a JSON file where
+    the last run's trace was; written beside it and renamed now, as placement.json is."""
+    from gplace.pipeline import PipelineSimulator, write_pipeline_trace
+
+    g, c = diamond(), uniform_cluster(2, bandwidth=1e6)
+    placement = Placement.for_graph(g, [0, 1, 0, 0])
+    if kind == "step":
+        def write(p: Path) -> Path:
+            return write_chrome_trace(p, g, c, schedule(g, c, placement))
+    else:
+        def write(p: Path) -> Path:
+            return write_pipeline_trace(p, g, c, PipelineSimulator(2).simulate(g, c, placement))
+    path = write(tmp_path / "trace.json")
+    before = path.read_text()
+    real = Path.write_text
+
+    def half_then_fail(self: Path, text: str, *args, **kwargs) -> int:
+        real(self, text[: len(text) // 2], *args, **kwargs)
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", half_then_fail)
+    with pytest.raises(OSError, match="No space"):
+        write(tmp_path / "trace.json")
+    monkeypatch.undo()
+    assert path.read_text() == before
