@@ -164,6 +164,60 @@ def test_two_cases_of_one_graph_and_cluster_are_refused_not_skipped(tmp_path):
         run_suite([lambda: case], {"single": SingleDevice(0)}, {}, tmp_path, plots=False, seen=seen)
 
 
+def test_a_resume_measures_again_a_case_whose_graph_or_cluster_changed_under_its_name(tmp_path, caplog):
+    """Records were keyed by graph and cluster name: a graph whose costs changed (a gplace upgrade, a graph file
+    edited in place) or a cluster of another bandwidth kept its stale records and was skipped, and its learned
+    searches' run directories held checkpoints of the old graph, which the trainer refuses."""
+    import dataclasses
+    import logging
+
+    from gplace.bench.runner import load_records
+
+    single = _Counting()
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    first = run_suite([lambda: BenchCase(graph, cluster, Simulator())], {"single": single}, {"seq2seq": _search},
+                      tmp_path, plots=False)
+    again = run_suite([lambda: BenchCase(two_branches(length=3), uniform_cluster(2), Simulator())], {"single": single},
+                      {"seq2seq": _search}, tmp_path, plots=False, previous=first)
+    assert again == first and single.calls == 1  # unchanged: skipped
+
+    costlier = two_branches(length=3, cost=2.0)  # same name, other costs
+    assert costlier.name == graph.name and costlier.fingerprint != graph.fingerprint
+    with caplog.at_level(logging.WARNING, logger="gplace.bench"):
+        changed = run_suite([lambda: BenchCase(costlier, cluster, Simulator())], {"single": single},
+                            {"seq2seq": _search}, tmp_path, plots=False, previous=first)
+    assert single.calls == 2 and [r.method for r in changed] == ["single", "seq2seq"]
+    assert changed[0].step_time > first[0].step_time
+    assert {(r.graph_fingerprint, r.cluster_fingerprint) for r in first} == {(graph.fingerprint, cluster.fingerprint)}
+    assert {r.graph_fingerprint for r in changed} == {costlier.fingerprint}
+    assert load_records(tmp_path / "results.json") == changed  # the fingerprints are written and read back
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("two_branches on 2xgpu" in m and "another graph" in m for m in warned), warned
+
+    slower = uniform_cluster(2, bandwidth=1e3)  # same name, another bandwidth
+    assert slower.name == cluster.name and slower.fingerprint != cluster.fingerprint
+    kept = run_suite([lambda: BenchCase(costlier, slower, Simulator())], {"single": single}, {}, tmp_path,
+                     plots=False, previous=changed)
+    assert single.calls == 3 and {r.cluster_fingerprint for r in kept} == {slower.fingerprint}
+
+    unsaid = [dataclasses.replace(r, graph_fingerprint=None, cluster_fingerprint=None) for r in kept]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="gplace.bench"):
+        redone = run_suite([lambda: BenchCase(costlier, slower, Simulator())], {"single": single}, {}, tmp_path,
+                           plots=False, previous=unsaid)
+    assert single.calls == 4 and redone[0].graph_fingerprint == costlier.fingerprint
+    assert any("written before records kept" in r.getMessage() for r in caplog.records)
+
+
+def test_records_without_fingerprints_still_load_and_records_round_trip_as_strict_json():
+    doc = _rec("single", math.inf).to_json()
+    assert doc["graph_fingerprint"] is None and json.loads(json.dumps(doc, allow_nan=False)) == doc
+    old = {k: v for k, v in doc.items() if k not in ("graph_fingerprint", "cluster_fingerprint")}
+    assert BenchRecord.from_json(old) == BenchRecord.from_json(doc) == _rec("single", math.inf)
+    said = BenchRecord("g", "c", "single", 1.0, 0.5, 0.1, False, graph_fingerprint="ab", cluster_fingerprint="cd")
+    assert BenchRecord.from_json(json.loads(json.dumps(said.to_json(), allow_nan=False))) == said
+
+
 def test_a_resumed_search_is_recorded_with_the_seconds_of_all_its_processes(tmp_path):
     """The record timed only the last process of a resumed search (1.97 s of a 4 s search)."""
     from gplace.bench.runner import run_learned
@@ -250,3 +304,16 @@ class _Fixed:
         from gplace.ir import Placement
 
         return Placement.for_graph(graph, self.devices)
+
+
+class _Counting:
+    """Every op on device 0, counting its calls."""
+
+    name = "counting"
+
+    def __init__(self):
+        self.calls = 0
+
+    def place(self, graph, cluster):
+        self.calls += 1
+        return SingleDevice(0).place(graph, cluster)

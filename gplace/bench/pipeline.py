@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gplace.baselines.pipeline import PipelineLocalSearch, StageProblem, pipeline_lower_bound
-from gplace.bench.runner import read_records
+from gplace.bench.runner import read_records, stale_reason
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.serialize import write_text_atomic
 from gplace.pipeline import PipelineSimulator
@@ -52,6 +52,11 @@ class PipelineRecord:
     """Whether the placement's stages are contiguous (:func:`is_contiguous`); ``None`` when it failed."""
     model: str = "pipe-v1"
     """The pipeline simulator's semantics that measured it (records written before it was kept: ``pipe-v1``)."""
+    graph_fingerprint: str | None = None
+    """:attr:`OpGraph.fingerprint <gplace.ir.OpGraph.fingerprint>` of the graph measured; ``None`` in records written
+    before they said (a resumed bench measures those again)."""
+    cluster_fingerprint: str | None = None
+    """:attr:`Cluster.fingerprint <gplace.ir.Cluster.fingerprint>` of the cluster measured on; ``None`` likewise."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``inf`` as ``null``)."""
@@ -159,7 +164,7 @@ def _recorder(graph: OpGraph, cluster: Cluster, bound: float, problem: StageProb
         contiguous = None if failed or placement is None else is_contiguous(problem, placement)
         return PipelineRecord(label, cluster.name, schedule, m, method, float(minibatch), bound, float(seconds),
                               failed, reason if failed else "", graph.num_ops, stages, contiguous,
-                              PipelineSimulator.semantics)
+                              PipelineSimulator.semantics, graph.fingerprint, cluster.fingerprint)
     return record
 
 
@@ -493,7 +498,9 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
     """Run the pipeline bench described by ``cfg`` (gplace/conf/bench_pipeline.yaml) and write its results.
 
     With ``cfg.resume``, the records of ``out_dir/pipeline_results.json`` are kept and the (graph, cluster) pairs
-    they cover are not run again (the results are written after every graph, so a killed run loses one graph).
+    they cover are not run again (the results are written after every graph, so a killed run loses one graph),
+    unless they are of another graph or cluster of that name (their fingerprints differ, or they have none): those
+    are measured again, with a WARNING.
 
     Raises:
         ValueError: before anything runs, a setting that cannot work (naming it): an empty list, two clusters of
@@ -505,7 +512,6 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
     searches = _learned_searches(cfg, clusters)
     records = load_pipeline_records(Path(cfg.out_dir) / "pipeline_results.json") if cfg.get("resume") else []
     records = _current(records)
-    done = {(r.graph, r.cluster) for r in records}
     model: dict[str, tuple[float, float]] = {}
     target = cfg.targets
     for graph_name, graph_spec in cfg.graphs.items():
@@ -514,8 +520,11 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
             if cluster_name == target.cluster and graph_name in target.profiles:
                 m = int(target.microbatches)
                 model[graph_name] = (model_speedup(graph, cluster, m), model_speedup(graph, cluster, m, bubble=False))
-            if (graph_name, cluster.name) in done:
+            pair = (graph_name, cluster.name)
+            held = [r for r in records if (r.graph, r.cluster) == pair]
+            if held and _fits(held, graph_name, graph, cluster):
                 continue
+            records = [r for r in records if (r.graph, r.cluster) != pair]
             on = graph_name in cfg.search.graphs and cluster_name in cfg.search.clusters
             cases = [(int(m), str(s)) for m in cfg.search.microbatches for s in cfg.search.schedules] if on else []
             placers = {name: instantiate(spec) for name, spec in cfg.placers.items()}
@@ -539,6 +548,15 @@ def _current(records: list[PipelineRecord]) -> list[PipelineRecord]:
         log.warning("pipeline bench: %d records measured by %s are measured again by %s", len(old), models(old),
                     PipelineSimulator.semantics)
     return [r for r in records if r.model == PipelineSimulator.semantics]
+
+
+def _fits(held: list[PipelineRecord], graph_name: str, graph: OpGraph, cluster: Cluster) -> bool:
+    """Whether the records ``held`` of a (graph, cluster) pair are of ``graph`` and ``cluster`` as they are now;
+    if not, says why with a WARNING (they are measured again)."""
+    stale = stale_reason(held, graph, cluster)
+    if stale:
+        log.warning("pipeline bench: %s on %s measured again: %s", graph_name, cluster.name, stale)
+    return stale is None
 
 
 def _check_pipeline_config(cfg: Any) -> dict[str, Cluster]:

@@ -6,7 +6,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,11 @@ class BenchRecord:
     learned: bool | None = None
     """Whether a learned search made the placement (not a baseline); ``None`` in records written before they said
     (see :meth:`is_learned`)."""
+    graph_fingerprint: str | None = None
+    """:attr:`OpGraph.fingerprint <gplace.ir.OpGraph.fingerprint>` of the graph measured; ``None`` in records written
+    before they said (a resumed bench measures those again, see :func:`stale_reason`)."""
+    cluster_fingerprint: str | None = None
+    """:attr:`Cluster.fingerprint <gplace.ir.Cluster.fingerprint>` of the cluster measured on; ``None`` likewise."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``inf`` as ``null``)."""
@@ -53,6 +58,20 @@ class BenchRecord:
         """:attr:`learned`; for a record that does not say (``results.json`` written before records did), whether its
         method is one of ``names`` (the bench's learned searches) or measured placements (baselines measure none)."""
         return self.learned if self.learned is not None else self.method in names or self.samples > 0
+
+
+def stale_reason(records: Iterable[Any], graph: OpGraph, cluster: Cluster) -> str | None:
+    """Why ``records`` (bench or pipeline records of ``graph`` and ``cluster``'s names) are not of their current
+    contents, so are to be measured again: written before records kept fingerprints, or of another graph or cluster
+    of that name; ``None`` when every one fits."""
+    found = {(r.graph_fingerprint, r.cluster_fingerprint) for r in records}
+    if any(None in pair for pair in found):
+        return "its records were written before records kept the graph's and cluster's fingerprints"
+    for what, at, now in (("graph", 0, graph.fingerprint), ("cluster", 1, cluster.fingerprint)):
+        other = sorted({pair[at] for pair in found} - {now})
+        if other:
+            return f"its records are of another {what} of that name (fingerprint {', '.join(other)}, now {now})"
+    return None
 
 
 def load_records(path: str | Path) -> list[BenchRecord]:
@@ -131,4 +150,4 @@ def _record(graph: OpGraph, cluster: Cluster, method: str, step_time: float, low
             reason: str, samples: int = 0, *, learned: bool) -> BenchRecord:
     failed = not math.isfinite(step_time)
     return BenchRecord(graph.name, cluster.name, method, float(step_time), float(lower_bound), float(seconds),
-                       failed, reason if failed else "", samples, learned)
+                       failed, reason if failed else "", samples, learned, graph.fingerprint, cluster.fingerprint)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gplace.bench.report import refresh_results, write_results
-from gplace.bench.runner import BenchRecord, run_baselines, run_learned
+from gplace.bench.runner import BenchRecord, run_baselines, run_learned, stale_reason
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime.base import Runtime
 
@@ -45,11 +45,14 @@ def run_suite(
     (its learned searches resume from their run directories). With ``fresh``, every learned search starts anew:
     the run directory an earlier bench left (``out_dir/runs/<graph>-<cluster>-<method>``) is removed first.
 
-    Records and run directories are keyed by graph and cluster name; ``seen`` (updated here) holds the pairs this
-    bench already ran, so a second case of one pair (another seed, say) is refused rather than skipped. A failed
-    learned search is a result (out of memory, no placement found) and is not run again; a config error is not
-    one, and ``gplace bench`` refuses it before anything runs. Once every case is done, the files are written
-    again if they do not hold these records yet (every case skipped, the report of an older version).
+    Records and run directories are keyed by graph and cluster name, and records also keep their fingerprints: a
+    case whose records are of another graph or cluster of that name (its costs changed since), or do not say
+    (written before records kept fingerprints), is measured again with a WARNING and its learned searches start
+    anew, as with ``fresh``. ``seen`` (updated here) holds the pairs this bench already ran, so a second case of
+    one pair (another seed, say) is refused rather than skipped. A failed learned search is a result (out of
+    memory, no placement found) and is not run again; a config error is not one, and ``gplace bench`` refuses it
+    before anything runs. Once every case is done, the files are written again if they do not hold these records
+    yet (every case skipped, the report of an older version).
 
     Raises:
         ValueError: a case repeats a (graph, cluster) pair in ``seen``; a search is named like a baseline.
@@ -72,11 +75,15 @@ def run_suite(
                              "with another out_dir")
         if seen is not None:
             seen.add(key)
-        methods = {r.method for r in records if (r.graph, r.cluster) == (graph.name, cluster.name)}
-        if methods >= {*placers, *searches}:
+        held = [r for r in records if (r.graph, r.cluster) == key]
+        stale = stale_reason(held, graph, cluster)
+        if stale:
+            log.warning("%s on %s: measured again, its learned searches started anew: %s", graph.name, cluster.name,
+                        stale)
+        elif {r.method for r in held} >= {*placers, *searches}:
             log.info("%s on %s: already in the results, skipped", graph.name, cluster.name)
             continue
-        records = [r for r in records if (r.graph, r.cluster) != (graph.name, cluster.name)]
+        records = [r for r in records if (r.graph, r.cluster) != key]
         bound = step_time_lower_bound(graph, cluster)
         found, placements = run_baselines(graph, cluster, placers, runtime, bound)
         best_record = min(found, key=lambda r: r.step_time, default=None)
@@ -85,7 +92,7 @@ def run_suite(
             else None
         for name, search in searches.items():
             run_dir = out_dir / "runs" / f"{graph.name}-{cluster.name}-{name}"
-            if fresh and run_dir.exists():
+            if (fresh or stale) and run_dir.exists():
                 shutil.rmtree(run_dir)
             def run(d: Path | None, s: Search = search, case: BenchCase = case,
                     warm: Placement | None = best_placement) -> Any:

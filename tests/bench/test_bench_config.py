@@ -192,3 +192,33 @@ def test_a_pipeline_resume_measures_again_what_an_older_simulator_measured(tmp_p
     assert any("measured by pipe-v1 are measured again by pipe-v2" in r.getMessage() for r in caplog.records)
     report = (tmp_path / "PIPELINE.md").read_text()
     assert "Measured by pipe-v2," in report and "Measured by pipe-v1" not in report
+
+
+def test_a_pipeline_resume_measures_again_a_graph_or_cluster_changed_under_its_name(tmp_path, caplog):
+    """Records were keyed by graph and cluster name: a resume kept a graph's records after its costs changed and
+    skipped it (a cluster of another bandwidth likewise: one check, stale_reason, tested in tests/test_bench.py)."""
+    import dataclasses
+    import logging
+
+    from gplace.bench.pipeline import load_pipeline_records, write_pipeline_results
+    from gplace.testing import chain, uniform_cluster
+
+    first = _pipeline(tmp_path, "learned={}")
+    assert _pipeline(tmp_path, "learned={}", "resume=true") == first  # unchanged: skipped, as it was
+    with caplog.at_level(logging.WARNING, logger="gplace.bench"):
+        changed = _pipeline(tmp_path, "learned={}", "resume=true",
+                            graphs="{c: {_target_: gplace.testing.chain, costs: [1, 2, 3, 5]}}")
+    assert all(a.minibatch_time > b.minibatch_time for a, b in zip(changed, first, strict=True))
+    assert any("c on 2xgpu measured again" in r.getMessage() and "another graph" in r.getMessage()
+               for r in caplog.records)
+    graph, cluster = chain((1, 2, 3, 1)), uniform_cluster(2)
+    assert {(r.graph_fingerprint, r.cluster_fingerprint) for r in first} == {(graph.fingerprint, cluster.fingerprint)}
+    assert {r.graph_fingerprint for r in changed} == {chain((1, 2, 3, 5)).fingerprint} != {graph.fingerprint}
+    assert load_pipeline_records(tmp_path / "pipeline_results.json") == changed
+    write_pipeline_results([dataclasses.replace(r, graph_fingerprint=None, cluster_fingerprint=None) for r in first],
+                           tmp_path, plot=False)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="gplace.bench"):
+        redone = _pipeline(tmp_path, "learned={}", "resume=true")
+    assert {r.graph_fingerprint for r in redone} == {graph.fingerprint}
+    assert any("written before records kept" in r.getMessage() for r in caplog.records)
