@@ -31,7 +31,14 @@ from gplace.grouping import identity_grouping, make_grouping
 from gplace.interfaces import check_device_count
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster
-from gplace.placer import PlacerSample, PolicyPlacer, floating_dtype, follow_networks, greedy_placement
+from gplace.placer import (
+    PlacerSample,
+    PolicyPlacer,
+    check_one_dtype,
+    floating_dtype,
+    follow_networks,
+    greedy_placement,
+)
 from gplace.policies.base import gumbel_argmax, masked_log_softmax, score
 
 
@@ -191,6 +198,7 @@ class HierarchicalPlacer(nn.Module):
         super().__init__()
         check_graph_and_cluster(graph, cluster)
         check_device_count(policy, cluster)
+        check_one_dtype(encoder=encoder, policy=policy)  # the encoder's states feed the policy
         self.graph, self.cluster, self._device_features = graph, cluster, device_features
         self.grouper, self.encoder, self.policy = grouper, encoder, policy
         features = op_features(graph, grouper.num_type_buckets)

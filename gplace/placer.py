@@ -69,6 +69,9 @@ class PolicyPlacer(nn.Module):
             group's ops on (:func:`~gplace.grouping.split_groups`), so a search warm-started from it starts
             where it is (default: ``None``).
 
+    Raises:
+        ValueError: ``encoder`` and ``policy`` are on different devices or of different floating dtypes.
+
     Shapes:
         sampled ``devices`` (K, N) int64; ``log_prob`` and ``entropy`` (K,); ``device_features`` (D, F).
     """
@@ -102,6 +105,7 @@ class PolicyPlacer(nn.Module):
         pos[features.order] = np.arange(features.num_groups)
         self._op_pos = pos[self.grouping.op_group]  # (N,) feature position of each op's group
         follow_networks(self, floating_dtype(encoder), encoder=encoder, policy=policy)  # features and mask
+        check_one_dtype(encoder=encoder, policy=policy)  # the encoder's states feed the policy
 
     @property
     def num_groups(self) -> int:
@@ -235,7 +239,11 @@ def greedy_placement(placer: nn.Module, graph: OpGraph, cluster: Cluster) -> Pla
 
 def follow_networks(holder: nn.Module, dtype: torch.dtype, **networks: nn.Module) -> None:
     """Move ``holder``'s own buffers (features, masks) to the one device of ``networks``, and its floating ones to
-    ``dtype`` (float64 networks get float64 features)."""
+    ``dtype`` (float64 networks get float64 features).
+
+    Raises:
+        ValueError: the networks are on different devices (naming each one's).
+    """
     holder.to(module_device(**networks))
     for name, buffer in holder.named_buffers(recurse=False):
         if buffer.is_floating_point():
@@ -246,6 +254,22 @@ def floating_dtype(module: nn.Module) -> torch.dtype:
     """The dtype of the module's first floating-point parameter (the default dtype for one without any)."""
     parameters = module.parameters() if hasattr(module, "parameters") else ()  # an encoder need not be a Module
     return next((p.dtype for p in parameters if p.is_floating_point()), torch.get_default_dtype())
+
+
+def check_one_dtype(**modules: nn.Module) -> None:
+    """Raise ``ValueError`` unless the floating parameters of ``modules`` share one dtype (naming each module's).
+
+    For networks that feed one another (encoder into policy): mixed dtypes would fail at the first forward with
+    torch's "mat1 and mat2 must have the same dtype".
+    """
+    where = {name: {str(p.dtype).removeprefix("torch.") for p in m.parameters() if p.is_floating_point()}
+             if isinstance(m, nn.Module) else set() for name, m in modules.items()}
+    if len(set().union(*where.values())) > 1:
+        listed = ", ".join(f"{name} {', '.join(sorted(d))}" for name, d in where.items() if d)
+        target = next(min(d) for d in where.values() if d)  # the first network's
+        fixes = " and ".join(f"{name}.to(torch.{target})" for name, d in where.items() if d and d != {target})
+        raise ValueError(f"the networks of one placer must have one floating dtype: {listed}; convert them to one, "
+                         f"e.g. {fixes}")
 
 
 def module_device(**modules: nn.Module) -> torch.device:

@@ -147,6 +147,29 @@ def test_the_placer_puts_its_features_where_its_networks_are() -> None:
         PolicyPlacer(_graph(), cluster, encoder, Seq2SeqPolicy(3, hidden_size=16, attention_size=8))
 
 
+@pytest.mark.parametrize("encoder_dtype, policy_dtype", [(torch.float32, torch.float64),
+                                                         (torch.float64, torch.float32)])
+def test_networks_of_two_floating_dtypes_are_refused_naming_each(encoder_dtype, policy_dtype) -> None:
+    """They failed at the first forward with torch's "mat1 and mat2 must have the same dtype"; a hierarchical
+    placer's grouper (fed only its own features) may still differ from the encoder and policy."""
+    from gplace.hierarchical import HierarchicalPlacer, LearnedGrouper
+
+    cluster, graph = cpu_gpu_cluster(2), random_dag(12, seed=3)
+    encoder = LSTMEncoder(hidden_size=16, type_embedding=8, num_type_buckets=64).to(encoder_dtype)
+    policy = Seq2SeqPolicy(3, hidden_size=16, attention_size=8).to(policy_dtype)
+    names = [str(d).removeprefix("torch.") for d in (encoder_dtype, policy_dtype)]
+    match = rf"one floating dtype: encoder {names[0]}, policy {names[1]}; .* e\.g\. policy\.to\(torch\.{names[0]}\)"
+    with pytest.raises(ValueError, match=match):
+        PolicyPlacer(graph, cluster, encoder, policy)
+    grouper = LearnedGrouper(4, 8, 64).to(policy_dtype)
+    with pytest.raises(ValueError, match=match):
+        HierarchicalPlacer(graph, cluster, grouper, encoder, policy)
+    policy.to(encoder_dtype)
+    assert PolicyPlacer(graph, cluster, encoder, policy).sample(2).log_prob.dtype == encoder_dtype
+    hierarchical = HierarchicalPlacer(graph, cluster, grouper, encoder, policy)
+    assert hierarchical.sample(2).log_prob.dtype == torch.float64
+
+
 def test_a_cluster_and_graph_given_the_other_way_round_are_named():
     """It failed deep inside: 'OpGraph' object has no attribute 'num_devices'."""
     graph, cluster = random_dag(8, seed=1), uniform_cluster(2)

@@ -67,10 +67,34 @@ def check_devices(devices: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
 def masked_log_softmax(logits: torch.Tensor, allowed: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Log-probabilities of ``softmax(logits / temperature)`` with barred devices at ``-inf``.
 
+    The scaled logits are kept finite (:func:`temper`), and barred devices are ``-inf`` even where the logits
+    are NaN, so an argmax or Gumbel-max draw never picks one.
+
     Shapes:
         logits (..., G, D), allowed (G, D) bool; returns (..., G, D).
     """
-    return torch.log_softmax((logits / temperature).masked_fill(~allowed, float("-inf")), -1)
+    barred = ~allowed
+    log_p = torch.log_softmax(temper(logits, allowed, temperature).masked_fill(barred, float("-inf")), -1)
+    return log_p.masked_fill(barred, float("-inf"))  # NaN logits made the whole row NaN
+
+
+def temper(logits: torch.Tensor, allowed: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``logits / temperature``, exactly, in every row whose allowed entries stay within a quarter of the dtype's
+    range; other rows (a temperature too small for the dtype) get ``(logits - top) / temperature`` clamped to it,
+    ``top`` the row's largest allowed logit, so the best device keeps 0 and the softmax is finite and one-hot.
+
+    A temperature below the dtype's smallest normal number (``torch.finfo(dtype).tiny``, 1.2e-38 for float32)
+    divides as that one, since it could round to 0 (0 / 0 = NaN).
+
+    Shapes:
+        logits (..., G, D), allowed (G, D) bool; returns (..., G, D).
+    """
+    info = torch.finfo(logits.dtype)
+    temperature, bound = max(temperature, info.tiny), info.max / 4
+    scaled = logits / temperature
+    in_range = ((scaled.abs() <= bound) | ~allowed).all(-1, keepdim=True)
+    top = logits.masked_fill(~allowed, float("-inf")).amax(-1, keepdim=True)
+    return torch.where(in_range, scaled, ((logits - top) / temperature).clamp(-bound, bound))
 
 
 def gumbel_argmax(log_p: torch.Tensor, num_samples: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -109,7 +133,11 @@ def score(log_p: torch.Tensor, devices: torch.Tensor, allowed: torch.Tensor) -> 
 
 
 class Tempered:
-    """A policy's sampling temperature, checked when set (0 gave NaN log-probabilities and sampled barred devices)."""
+    """A policy's sampling temperature, checked when set (0 gave NaN log-probabilities and sampled barred devices).
+
+    A temperature too small for the policy's dtype (e.g. 1e-39 in float32) gives the greedy, one-hot distribution
+    (see :func:`temper`).
+    """
 
     _temperature: float = 1.0
 

@@ -32,7 +32,7 @@ from gplace.configurable import Configurable
 from gplace.features import DEVICE_FEATURES
 from gplace.interfaces import PolicyCapabilities
 from gplace.ir.errors import check_sizes
-from gplace.policies.base import PolicyOutput, Tempered, check_devices, check_inputs, gumbel_noise
+from gplace.policies.base import PolicyOutput, Tempered, check_devices, check_inputs, gumbel_noise, temper
 from gplace.policies.device_aware import relative_device_features, two_layer_mlp
 from gplace.policies.schedule_context import ScheduleContext
 from gplace.policies.schedule_rollout import (
@@ -193,7 +193,7 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
             learned = self.residual_bound * torch.tanh(learned / self.residual_bound)
         gap = features[..., STAGE_GAP if self.prior == "stage" else 0]
         prior = -self.prior_weight * gap - MEMORY_PENALTY * features[..., 7]
-        return ((learned + prior) / self.temperature).masked_fill(~allowed, float("-inf"))
+        return temper(learned + prior, allowed, self.temperature).masked_fill(~allowed, float("-inf"))
 
     def _check(self, states: torch.Tensor, allowed: torch.Tensor, device_features: torch.Tensor,
                schedule: ScheduleContext) -> None:
