@@ -115,15 +115,32 @@ def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], lis
 
 
 def _sweep_fields(logger_cfg: DictConfig) -> dict[str, str]:
-    """In a multirun, ``group`` (the sweep directory's name) and ``name`` (the job's overrides) for a logger
-    config that has those fields unset, so each job is its own run, grouped by sweep."""
+    """In a multirun, ``group`` (:func:`sweep_group`) and ``name`` (the job's overrides) for a logger config that
+    has those fields unset, so each job is its own run, grouped by sweep."""
     from hydra.types import RunMode
 
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return {}
     hc = HydraConfig.get()
-    fields = {"group": Path(hc.sweep.dir).name, "name": hc.job.override_dirname or f"job{hc.job.num}"}
+    fields = {"group": sweep_group(hc.sweep.dir, hc.runtime.cwd),
+              "name": hc.job.override_dirname or f"job{hc.job.num}"}
     return {k: v for k, v in fields.items() if k in logger_cfg and logger_cfg[k] is None}
+
+
+GROUP_CHARS = 128
+"""The longest W&B run group gplace makes (the end of a longer one is kept)."""
+
+
+def sweep_group(sweep_dir: str | Path, cwd: str | Path) -> str:
+    """The sweep directory relative to ``cwd``, the directory gplace was started in (``multirun/2026-12-02/00-59-57``
+    by default: its last part alone, the time, is the same for sweeps of other days), else in full; the last
+    :data:`GROUP_CHARS` characters of a longer one."""
+    path = Path(cwd, sweep_dir).resolve()
+    try:
+        group = str(path.relative_to(Path(cwd).resolve()))
+    except ValueError:  # outside the working directory
+        group = str(path)
+    return group[-GROUP_CHARS:]
 
 
 def _warm_start(cfg: DictConfig, graph, cluster):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -23,7 +24,12 @@ INIT_SECONDS = 15.0
 
 
 class Logger(Protocol):
-    """Where a trainer sends metrics."""
+    """Where a trainer sends metrics.
+
+    A scalar that is not finite (``inf`` where every sample of a rollout failed) is no value: :class:`JsonlLogger`
+    writes ``null``, :class:`WandbLogger` leaves it out of the run's history (a gap in the chart; the summary keeps
+    the last finite value).
+    """
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         """Record the run's resolved configuration."""
@@ -32,7 +38,24 @@ class Logger(Protocol):
         """Record namespaced scalars (``charts/…``, ``losses/…``) at ``step``."""
 
     def finish(self) -> None:
-        """Flush and close."""
+        """Flush and close. A logger whose ``finish`` takes ``exit_code`` is given ``exit_code=1`` when the run
+        raised (see :func:`finish_logger`); one without it is called with no argument."""
+
+
+def finish_logger(logger: Logger, exit_code: int | None = None) -> None:
+    """``logger.finish(exit_code=exit_code)`` where its ``finish`` takes an ``exit_code`` (1: the run failed), else
+    ``logger.finish()``."""
+    if exit_code is not None and _takes_exit_code(logger.finish):
+        logger.finish(exit_code=exit_code)
+    else:
+        logger.finish()
+
+
+def _takes_exit_code(method: Callable[..., Any]) -> bool:
+    try:
+        return "exit_code" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # a builtin or C function without a signature
+        return False
 
 
 class NullLogger:
@@ -98,7 +121,7 @@ def _step_at_least(line: bytes, step: float) -> bool:
 
 
 class WandbLogger:
-    """Weights & Biases; offline when no API key is set (or as ``WANDB_MODE`` says).
+    """Weights & Biases; offline when no API key is set (or as ``WANDB_MODE`` says), or a W&B run of your own.
 
     Online, the W&B server is probed first (:data:`PROBE_SECONDS`); when it cannot be reached (no network, a
     firewall) the run is logged offline instead, with a warning naming the server and how to sync later, so a
@@ -113,25 +136,47 @@ class WandbLogger:
             the same W&B run (online: W&B does not resume an offline run, and says so in a warning); without a
             checkpoint there (a fresh start) a new run begins.
         group: run group, e.g. the sweep of a multirun (default: none).
+        run: an active ``wandb`` run of your own to log into instead of starting one (then give none of ``mode``,
+            ``name``, ``dir``, ``group``). gplace never finishes it (:meth:`finish` does nothing): you do.
+
+    A run gplace starts is its own (``wandb.init(reinit="create_new")``, wandb 0.19.10 or later): a run you have
+    active stays active and stays ``wandb.run``; gplace finishes only the runs it started.
 
     Every scalar is logged against the custom x-axis ``step``, the search's update (negative for a warm start's
-    imitation steps, which W&B's own step, only ever increasing, would drop).
+    imitation steps, which W&B's own step, only ever increasing, would drop); in a run of your own only gplace's
+    scalars are, each named the first time it is logged. A scalar that is not finite is left out (see
+    :class:`Logger`).
     """
 
     def __init__(self, project: str = "gplace", mode: str | None = None, name: str | None = None,
-                 dir: str | None = None, group: str | None = None) -> None:
+                 dir: str | None = None, group: str | None = None, run: Any = None) -> None:
         import wandb
 
+        self._wandb = wandb
+        self._owns_run = run is None
+        self._stepped: set[str] = set()
+        if run is not None:
+            if any(arg is not None for arg in (mode, name, dir, group)):
+                raise ValueError("WandbLogger: give a run of your own or mode, name, dir and group, not both")
+            self.run, self.mode = run, run.settings.mode
+        else:
+            self._start(project, mode, name, dir, group)
+        self.run.define_metric("step")
+        if self._owns_run:
+            self.run.define_metric("*", step_metric="step")
+
+    def _start(self, project: str, mode: str | None, name: str | None, dir: str | None, group: str | None) -> None:
+        """Start gplace's own run (offline when the server cannot be reached), resuming the one kept in ``dir``."""
+        wandb = self._wandb
         _check_mode(mode)
         if mode is None:
             mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
-        self._wandb = wandb
         server = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
         if mode == "online" and not _reachable(server, PROBE_SECONDS):
             log.warning("W&B: cannot reach %s within %.0f s; logging offline (sync later with `wandb sync`)",
                         server, PROBE_SECONDS)
             mode = "offline"
-        kwargs = {"project": project, "name": name, "dir": dir, "group": group, "reinit": "finish_previous",
+        kwargs = {"project": project, "name": name, "dir": dir, "group": group, "reinit": "create_new",
                   **_resumed_id(dir)}
         try:
             self.run = wandb.init(mode=mode, settings=wandb.Settings(init_timeout=INIT_SECONDS), **kwargs)
@@ -150,20 +195,24 @@ class WandbLogger:
                         "in the run directory is the complete record", self.run.id)
         if dir is not None and mode != "disabled":
             (Path(dir) / RUN_ID_FILE).write_text(self.run.id)
-        self.run.define_metric("step")
-        self.run.define_metric("*", step_metric="step")
 
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
         self.run.config.update(dict(config), allow_val_change=True)
 
     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:  # noqa: D102
-        self.run.log({"step": step, **scalars})
+        kept = {k: v for k, v in scalars.items() if _finite(v) is not None}
+        if not self._owns_run:  # a run of your own: only gplace's scalars go against ``step``
+            for key in kept.keys() - self._stepped:
+                self.run.define_metric(key, step_metric="step")
+            self._stepped.update(kept)
+        self.run.log({"step": step, **kept})
 
     def log_results(self, summary: Mapping[str, float], rows: Sequence[Mapping[str, Any]],
                     files: Mapping[str, str | Path]) -> list[Any]:
         """The final figures as the run's summary, ``rows`` as the table ``results/placements``, and each
-        existing file of ``files`` (name -> path) as an artifact of that name (type ``"model"`` for a ``.pt``
-        file, else ``"placement"``); returns the ``wandb.Artifact`` objects logged."""
+        existing file of ``files`` (name -> path) as an artifact ``<name>-<run id>`` (one per run: a resumed run
+        adds versions to its own), of type ``"model"`` for a ``.pt`` file, else ``name`` (``placement``,
+        ``trace``); returns the ``wandb.Artifact`` objects logged."""
         artifacts = []
         self.run.summary.update({k: _finite(v) for k, v in summary.items()})
         if rows:
@@ -173,15 +222,17 @@ class WandbLogger:
         for name, path in files.items():
             path = Path(path)
             if path.is_file():
-                artifact = self._wandb.Artifact(name, type="model" if path.suffix == ".pt" else "placement")
+                artifact = self._wandb.Artifact(f"{name}-{self.run.id}",
+                                                type="model" if path.suffix == ".pt" else name)
                 artifact.add_file(str(path))
                 self.run.log_artifact(artifact)
                 artifacts.append(artifact)
         return artifacts
 
     def finish(self, exit_code: int | None = None) -> None:
-        """Finish the run; ``exit_code`` 1 marks it failed in W&B."""
-        self.run.finish(exit_code=exit_code)
+        """Finish the run gplace started (a run of your own is left as it is); ``exit_code`` 1 marks it failed."""
+        if self._owns_run:
+            self.run.finish(exit_code=exit_code)
 
 
 WANDB_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")
@@ -229,6 +280,7 @@ class HeldOpen:
         self.logger = logger
         self._open_logger = open_logger
         self._config: dict[str, Any] | None = None
+        self._failed = False
 
     def _opened(self) -> Logger:
         if self.logger is None:
@@ -257,15 +309,15 @@ class HeldOpen:
         if self.keeps_results:
             self.logger.log_results(summary, rows, files)
 
-    def finish(self) -> None:
-        """Nothing: see :meth:`close`."""
+    def finish(self, exit_code: int | None = None) -> None:
+        """Nothing but note a failure (``exit_code`` 1, a search that raised) for :meth:`close`."""
+        self._failed = self._failed or bool(exit_code)
 
     def close(self, failed: bool = False) -> None:
-        """Finish the logger, if it was made; a W&B run of a ``failed`` job is marked failed (exit code 1)."""
-        if isinstance(self.logger, WandbLogger) and failed:
-            self.logger.finish(exit_code=1)
-        elif self.logger is not None:
-            self.logger.finish()
+        """Finish the logger, if it was made; the run of a ``failed`` job (or search) is marked failed (exit code
+        1, where the logger's ``finish`` takes one)."""
+        if self.logger is not None:
+            finish_logger(self.logger, 1 if failed or self._failed else None)
 
 
 class MultiLogger:
@@ -282,9 +334,10 @@ class MultiLogger:
         for lg in self.loggers:
             lg.log_scalars(step, scalars)
 
-    def finish(self) -> None:  # noqa: D102
+    def finish(self, exit_code: int | None = None) -> None:
+        """Finish each logger, passing ``exit_code`` to those that take one (:func:`finish_logger`)."""
         for lg in self.loggers:
-            lg.finish()
+            finish_logger(lg, exit_code)
 
 
 def _finite(value: float) -> float | None:

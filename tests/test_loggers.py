@@ -4,7 +4,11 @@ import json
 import logging
 import math
 
-from gplace.loggers import JsonlLogger, MultiLogger, NullLogger, WandbLogger
+import pytest
+import torch
+
+from gplace.loggers import HeldOpen, JsonlLogger, MultiLogger, NullLogger, WandbLogger
+from gplace.training._loop import start_loop
 
 
 def test_jsonl_appends_and_maps_inf_to_null(tmp_path):
@@ -79,3 +83,60 @@ def test_an_offline_resume_warns_that_wandb_writes_a_second_run_folder(tmp_path,
     second.finish()
     assert f"W&B does not resume an offline run (wandb issue 4624): this resumed search writes a second offline " \
            f"run folder under id {first.run.id}" in caplog.text
+
+
+class _Recording:
+    """A logger whose ``finish`` takes an ``exit_code``, as :class:`WandbLogger`'s does."""
+
+    def __init__(self) -> None:
+        self.finished: list[int | None] = []
+
+    def log_config(self, config):
+        pass
+
+    def log_scalars(self, step, scalars):
+        pass
+
+    def finish(self, exit_code=None):
+        self.finished.append(exit_code)
+
+
+class _OldStyle(NullLogger):
+    """A third-party logger whose ``finish`` takes no argument."""
+
+    def __init__(self) -> None:
+        self.finished = 0
+
+    def finish(self):
+        self.finished += 1
+
+
+def test_a_loop_that_raises_finishes_its_logger_as_failed(tmp_path):
+    """A search that raised finished its logger with no failure (its W&B run recorded exit code 0); a logger
+    whose finish takes no argument is still finished, through the run directory's MultiLogger too."""
+    for run_dir in (None, tmp_path):
+        recording, old, held = _Recording(), _OldStyle(), HeldOpen(_Recording())
+        for logger in (recording, old, held):
+            loop, _ = start_loop([torch.zeros(1, requires_grad=True)], lr=0.1, seed=0, run_dir=run_dir,
+                                 logger=logger, run_id="r")
+            with pytest.raises(RuntimeError, match="device lost"), loop.closed_on_error():
+                raise RuntimeError("device lost")
+        held.close()
+        assert recording.finished == [1] and old.finished == 1 and held.logger.finished == [1]
+    ok = _Recording()
+    loop, _ = start_loop([torch.zeros(1, requires_grad=True)], lr=0.1, seed=0, run_dir=tmp_path, logger=ok, run_id="r")
+    loop.close()
+    assert ok.finished == [None]
+
+
+def test_non_finite_scalars_are_left_out_of_wandb_as_null_in_jsonl(tmp_path):
+    """W&B got Infinity (its chart of the best step time stuck at Infinity where every sample failed), the JSONL
+    file null; now the W&B history has no value there and its summary keeps the last finite one."""
+    logger = WandbLogger(mode="disabled", dir=str(tmp_path))
+    logger.log_scalars(0, {"charts/best_step_time": math.inf, "rollout/failures": 4})
+    assert "charts/best_step_time" not in dict(logger.run.summary)
+    logger.log_scalars(1, {"charts/best_step_time": 2.0, "rollout/mean_step_time": 3.0})
+    logger.log_scalars(2, {"charts/best_step_time": 2.0, "rollout/mean_step_time": math.nan})
+    summary = dict(logger.run.summary)
+    assert summary["rollout/mean_step_time"] == 3.0 and summary["step"] == 2 and summary["rollout/failures"] == 4
+    logger.finish()

@@ -10,12 +10,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-pytest.importorskip("wandb")
+wandb = pytest.importorskip("wandb")
 
+import gplace  # noqa: E402
+from gplace import cli  # noqa: E402
 from gplace.loggers import HeldOpen, JsonlLogger, WandbLogger  # noqa: E402
+from gplace.runtime import Simulator  # noqa: E402
+from gplace.training import ReinforceTrainer  # noqa: E402
+from gplace.zoo import lstm_lm, paper_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["graph.steps=2", "graph.hidden=64", "graph.vocab=100", "trainer.updates=2", "trainer.progress=false",
@@ -27,8 +33,11 @@ def _run_files(root: Path) -> list[bytes]:
 
 
 def test_results_become_summary_table_and_artifacts(tmp_path, monkeypatch):
+    """Each run's artifacts are its own (``placement:latest`` was whichever run of the project finished last) and
+    the trace is typed ``trace`` (it was ``placement``)."""
     monkeypatch.setenv("WANDB_MODE", "offline")
     (tmp_path / "placement.json").write_text("{}")
+    (tmp_path / "trace.json").write_text("{}")
     (tmp_path / "policy.pt").write_bytes(b"weights")
     logger = HeldOpen(WandbLogger(dir=str(tmp_path)))
     logger.log_scalars(0, {"charts/best_step_time": 2.0})
@@ -36,10 +45,12 @@ def test_results_become_summary_table_and_artifacts(tmp_path, monkeypatch):
     rows = [{"placement": "single /GPU:0", "step_time": 3.0}, {"placement": "learned", "step_time": 1.5}]
     artifacts = logger.logger.log_results({"step_time": 1.5, "speedup": 2.0}, rows,
                                           {"placement": tmp_path / "placement.json", "policy": tmp_path / "policy.pt",
-                                           "trace": tmp_path / "missing.json"})
+                                           "trace": tmp_path / "trace.json", "cache": tmp_path / "missing.json"})
+    run_id = logger.logger.run.id
     assert dict(logger.logger.run.summary)["step_time"] == 1.5
-    assert [(a.name, a.type) for a in artifacts] == [("placement", "placement"), ("policy", "model")]
-    assert [list(a.manifest.entries) for a in artifacts] == [["placement.json"], ["policy.pt"]]
+    assert [(a.name, a.type) for a in artifacts] == [(f"placement-{run_id}", "placement"),
+                                                     (f"policy-{run_id}", "model"), (f"trace-{run_id}", "trace")]
+    assert [list(a.manifest.entries) for a in artifacts] == [["placement.json"], ["policy.pt"], ["trace.json"]]
     logger.close()
     [table] = tmp_path.rglob("placements_*.table.json")
     assert json.loads(table.read_text())["data"] == [["single /GPU:0", 3.0], ["learned", 1.5]]
@@ -171,3 +182,68 @@ def test_a_wandb_mode_that_is_not_one_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     with pytest.raises(ValueError, match="W&B mode 'ofline' is not one of online, offline, disabled"):
         WandbLogger(mode="ofline", dir=str(tmp_path))
+
+
+class _Flaky(Simulator):
+    """Measures three placements, then raises (a device lost mid-search)."""
+
+    measured = 0
+
+    def _measure(self, graph, cluster, placement):
+        self.measured += 1
+        if self.measured > 3:
+            raise RuntimeError("device lost")
+        return super()._measure(graph, cluster, placement)
+
+
+def test_a_search_that_raises_from_python_marks_its_wandb_run_failed(tmp_path, monkeypatch):
+    """Only the command line's HeldOpen marked a failed run: from Python the run ended with exit code 0."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    logger = WandbLogger(dir=str(tmp_path))
+    graph, cluster = lstm_lm(layers=1, hidden=64, steps=2), paper_cluster(2)
+    with pytest.raises(RuntimeError, match="device lost"):
+        gplace.place(graph, cluster, runtime=_Flaky(), trainer=ReinforceTrainer(updates=5, progress=False),
+                     logger=logger)
+    assert logger.run._is_finished
+    [debug] = tmp_path.rglob("offline-run-*/logs/debug.log")
+    assert "got exitcode: 1" in debug.read_text()
+
+
+def test_a_users_own_wandb_run_is_left_active_or_logged_into(tmp_path, monkeypatch):
+    """WandbLogger finished the user's active run (its next log raised) and could not log into it."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    user = wandb.init(project="mine", dir=str(tmp_path), name="user-run", reinit="create_new")
+    try:
+        own = WandbLogger(dir=str(tmp_path / "gplace"))
+        assert own.run.id != user.id and not user._is_finished
+        user.log({"user/metric": 1.0})
+        own.finish()
+        assert own.run._is_finished and not user._is_finished
+        inside = WandbLogger(run=user)
+        inside.log_config({"seed": 3})
+        inside.log_scalars(-1, {"losses/imitation": 2.0, "charts/best_step_time": float("inf")})
+        inside.finish(exit_code=1)
+        assert not user._is_finished and user.config["seed"] == 3
+        assert dict(user.summary)["losses/imitation"] == 2.0 and "charts/best_step_time" not in dict(user.summary)
+        user.log({"user/metric": 2.0})
+        with pytest.raises(ValueError, match="not both"):
+            WandbLogger(run=user, dir=str(tmp_path))
+    finally:
+        user.finish()
+
+
+@pytest.mark.parametrize(("sweep_dir", "group"), [("multirun/2026-12-02/00-59-57", "multirun/2026-12-02/00-59-57"),
+                                                  ("{tmp}/elsewhere/00-59-57", "{tmp}/elsewhere/00-59-57")])
+def test_a_multirun_group_names_the_whole_sweep_not_its_time(tmp_path, monkeypatch, sweep_dir, group):
+    """The group was the sweep directory's last part, Hydra's default the time alone (00-59-57): sweeps of other
+    days made one group."""
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    tmp = tmp_path.resolve()
+    hc = SimpleNamespace(mode=RunMode.MULTIRUN, sweep=SimpleNamespace(dir=sweep_dir.format(tmp=tmp)),
+                         runtime=SimpleNamespace(cwd=str(tmp / "cwd")),
+                         job=SimpleNamespace(override_dirname="seed=1", num=1))
+    monkeypatch.setattr(cli, "HydraConfig", SimpleNamespace(initialized=lambda: True, get=lambda: hc))
+    fields = cli._sweep_fields(OmegaConf.create({"group": None, "name": None}))
+    assert fields == {"group": group.format(tmp=tmp), "name": "seed=1"}

@@ -31,7 +31,7 @@ import torch
 
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger
+from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger, finish_logger
 from gplace.run_dir import hold_dir
 from gplace.runtime.base import Measurement, Runtime, measure_each
 from gplace.training.baseline import EMABaseline
@@ -173,21 +173,22 @@ class Loop:
     held: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
     """The run directory's lock (:func:`gplace.run_dir.hold_dir`), held until :meth:`close`."""
 
-    def close(self) -> None:
-        """Finish the logger and let go of the run directory."""
+    def close(self, failed: bool = False) -> None:
+        """Finish the logger (a ``failed`` run's with exit code 1, where its ``finish`` takes one:
+        :func:`gplace.loggers.finish_logger`) and let go of the run directory."""
         try:
-            self.logger.finish()
+            finish_logger(self.logger, 1 if failed else None)
         finally:
             self.held.close()
 
     @contextlib.contextmanager
     def closed_on_error(self):
-        """Close the loop when the block raises (the run directory let go at once, not when the loop is
-        collected); on success the caller closes it, as :meth:`Run.finish` does."""
+        """Close the loop, marking its run failed, when the block raises (the run directory let go at once, not
+        when the loop is collected); on success the caller closes it, as :meth:`Run.finish` does."""
         try:
             yield self
         except BaseException:
-            self.close()
+            self.close(failed=True)
             raise
 
     def log(self, update: int, metrics: dict[str, float]) -> None:
@@ -352,14 +353,14 @@ class Run(Loop):
     def finish(self, placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster) -> TrainResult:
         """The best placement seen or the trained policy's greedy one, whichever is faster; closes the logger."""
         times = np.array(self.sample_step_times, dtype=np.float64)
-        try:
-            best = compare_greedy(placer, runtime, graph, cluster, self.best)
-        except PlacementInfeasibleError as err:
-            failed = TrainResult(Placement.single(graph, 0), Measurement.failure(runtime.id, str(err)), self.samples,
-                                 self.seconds, self.history, times)
-            raise NothingFitError(str(err), failed) from None
-        finally:
-            self.close()
+        with self.closed_on_error():  # nothing that fits is a failed run too
+            try:
+                best = compare_greedy(placer, runtime, graph, cluster, self.best)
+            except PlacementInfeasibleError as err:
+                failed = TrainResult(Placement.single(graph, 0), Measurement.failure(runtime.id, str(err)),
+                                     self.samples, self.seconds, self.history, times)
+                raise NothingFitError(str(err), failed) from None
+        self.close()
         return TrainResult(best[0], best[1], self.samples, self.seconds, self.history, times)
 
     def checkpoint(self, placer: Any, update: int, *, every: int, done: bool) -> None:
