@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -73,9 +74,21 @@ class Cluster:
     name: str = "cluster"
 
     def __post_init__(self) -> None:
+        self._freeze()
+        self.validate()
+
+    def _freeze(self) -> None:
         for name in ("bandwidth", "latency"):
             object.__setattr__(self, name, frozen_array(np.asarray(getattr(self, name))))
-        self.validate()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles the fields only; derived values (fingerprint, ``memory``) are rebuilt on use."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restores the fields read-only (numpy unpickles arrays writable), dropping any derived values."""
+        self.__dict__.update({f.name: state[f.name] for f in fields(self) if f.name in state})
+        self._freeze()
 
     @classmethod
     def build(

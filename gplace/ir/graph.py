@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
@@ -22,6 +23,8 @@ Shape = tuple[int, ...]
 PHASES = ("forward", "backward", "update")
 """The phases an op may carry; ``update`` ops (the optimiser) run once per mini-batch."""
 _PHASE_CODE = {"forward": 0, "backward": 1, "update": 2}
+_DURATIONS_LOCK = threading.Lock()
+"""Guards every graph's per-cluster durations cache (:meth:`OpGraph.durations`)."""
 
 
 @dataclass(frozen=True)
@@ -96,12 +99,25 @@ class OpGraph:
     """Per-op index of the forward op a backward op differentiates, -1 for none; empty when no op has one."""
 
     def __post_init__(self) -> None:
+        self._freeze()
+        self.validate()
+
+    def _freeze(self) -> None:
+        """Make the array fields read-only (copies where they are views)."""
         for name in ("compute_cost", "persistent_memory", "temporary_memory", "output_bytes", "edge_index",
                      "edge_bytes"):
             object.__setattr__(self, name, frozen_array(np.asarray(getattr(self, name))))
         object.__setattr__(self, "kind_cost", FrozenDict((k, frozen_array(np.asarray(v)))
                                                          for k, v in self.kind_cost.items()))
-        self.validate()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles the fields only; derived values (fingerprint, durations, CSR) are rebuilt on use."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restores the fields read-only (numpy unpickles arrays writable), dropping any derived values."""
+        self.__dict__.update({f.name: state[f.name] for f in fields(self) if f.name in state})
+        self._freeze()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -418,12 +434,18 @@ class OpGraph:
         An op's per-kind cost for the device's kind is used where known, else its generic cost;
         either is divided by the device's speed. ``inf`` where the op has neither. Read-only; cached per cluster.
         """
-        cache = self.__dict__.setdefault("_durations", {})
-        if cluster.fingerprint not in cache:
-            if len(cache) >= 8:
-                cache.pop(next(iter(cache)))
-            cache[cluster.fingerprint] = self._compute_durations(cluster)
-        return cache[cluster.fingerprint]
+        key = cluster.fingerprint
+        with _DURATIONS_LOCK:  # threads measuring one graph on many clusters share this cache
+            cache = self.__dict__.setdefault("_durations", {})
+            found = cache.get(key)
+        if found is not None:
+            return found
+        out = self._compute_durations(cluster)
+        with _DURATIONS_LOCK:
+            while len(cache) >= 8:
+                del cache[next(iter(cache))]
+            cache[key] = out
+        return out
 
     def _compute_durations(self, cluster: Cluster) -> np.ndarray:
         out = np.empty((self.num_ops, cluster.num_devices), dtype=np.float64)

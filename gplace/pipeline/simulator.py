@@ -65,11 +65,9 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.errors import format_shortfall
@@ -77,7 +75,9 @@ from gplace.ir.graph import csr
 from gplace.ir.placement import check_placement
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
+from gplace.runtime.jit import cached_njit
 from gplace.runtime.kernels import enqueue_transfer, heap_pop, heap_push, mark, segments, transfers
+from gplace.runtime.simulator import PreparedCache
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class PipelineSchedule:
         freeze_arrays(self)
 
 
-class PipelineSimulator(Runtime):
+class PipelineSimulator(PreparedCache, Runtime):
     """The ``pipe-v2`` runtime (see the module docstring): the time of one mini-batch.
 
     Its :attr:`id` is ``pipe-v2/<schedule>/m<M>``, so that caches keep the settings apart.
@@ -177,13 +177,10 @@ class PipelineSimulator(Runtime):
         microbatches = check_microbatches(microbatches)
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-        if cache_size < 1:
-            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
+        self._init_cache(cache_size)
         self.microbatches, self.schedule = microbatches, schedule
         self.threads = check_threads(threads)
         self.id = f"{self.semantics}/{schedule}/m{self.microbatches}"
-        self._cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, int], _Instances] = OrderedDict()
 
     def simulate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> PipelineSchedule:
         """The full timeline of one mini-batch.
@@ -216,16 +213,7 @@ class PipelineSimulator(Runtime):
         return run_rows(_batch_minibatch_times, devices, (prep.memory, *prep.args), self.threads)
 
     def _prepared(self, graph: OpGraph, cluster: Cluster) -> _Instances:
-        key = (graph.fingerprint, id(cluster))
-        prep = self._cache.get(key)
-        if prep is not None and prep.cluster is cluster:
-            self._cache.move_to_end(key)
-            return prep
-        logger.debug("preparing instances of graph %r on cluster %r", graph.name, cluster.name)
-        prep = self._cache[key] = prepare_instances(graph, cluster, self.microbatches, self.schedule)
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        return prep
+        return self._cached(graph, cluster, lambda: prepare_instances(graph, cluster, self.microbatches, self.schedule))
 
 
 # ---------------------------------------------------------------------- python side
@@ -367,7 +355,7 @@ def to_measurement(sched: PipelineSchedule, cluster: Cluster, runtime: str) -> M
 
 
 # ---------------------------------------------------------------------- kernel
-@njit(cache=True)
+@cached_njit()
 def _op_spans(inst_op, inst_start, inst_end, n):
     """Each op's first start and last end over its instances (``inf`` and 0 for an op without instances)."""
     op_start, op_end = np.full(n, np.inf), np.zeros(n)
@@ -378,7 +366,7 @@ def _op_spans(inst_op, inst_start, inst_end, n):
     return op_start, op_end
 
 
-@njit(cache=True)
+@cached_njit()
 def _admission_limits(dev, code, rank, runs, nd, m_count, one_f_one_b):
     """``L_d`` per device: the stage rule of the module docstring."""
     first = np.full(nd, np.iinfo(np.int64).max)
@@ -397,7 +385,7 @@ def _admission_limits(dev, code, rank, runs, nd, m_count, one_f_one_b):
     return limit
 
 
-@njit(cache=True)
+@cached_njit()
 def _static_memory(dev, code, act_bytes, temp_mem, persist, nd):
     """Per device: persistent bytes, activation bytes of one micro-batch, largest temporary bytes."""
     base, act, temp = np.zeros(nd, np.int64), np.zeros(nd, np.int64), np.zeros(nd, np.int64)
@@ -410,7 +398,7 @@ def _static_memory(dev, code, act_bytes, temp_mem, persist, nd):
     return base, act, temp
 
 
-@njit(cache=True)
+@cached_njit()
 def _gated(k, d, ic, imb, fwd_left, bwd_left, left, limit, m_count, one_f_one_b):
     """Whether a gate of the module docstring holds instance ``k`` on device ``d``."""
     if ic[k] == 2:
@@ -421,7 +409,7 @@ def _gated(k, d, ic, imb, fwd_left, bwd_left, left, limit, m_count, one_f_one_b)
     return m >= limit[d] and left[d * m_count + m - limit[d]] > 0
 
 
-@njit(cache=True)
+@cached_njit()
 def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_eid, ebytes,
               inst_op, code, rank, runs, grad_of, act_bytes, temp_mem, persist, lat, bw, m_count, one_f_one_b):
     """Run one mini-batch; see the module docstring. Returns the arrays of a :class:`PipelineSchedule`."""
@@ -552,7 +540,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
     return start, end, busy, x_inst, x_dst, x_bytes, x_start, x_end, most, peak, t
 
 
-@njit(cache=True)
+@cached_njit()
 def _activation_holders(ic, inst_op, idev, dev, grad_of):
     """(K,) int64: for a backward instance on another device than the forward op it differentiates, that op's
     device, which holds the micro-batch's activations until it ends; -1 for every other instance."""
@@ -564,14 +552,14 @@ def _activation_holders(ic, inst_op, idev, dev, grad_of):
     return holder
 
 
-@njit(cache=True)
+@cached_njit()
 def _release(hold, slot):
     """Count an instance holding ``slot`` (device x micro-batch) as ended; 1 when it was the last, else 0."""
     hold[slot] -= 1
     return 1 if hold[slot] == 0 else 0
 
 
-@njit(cache=True)
+@cached_njit()
 def _iheap_push(h, base, size, k):
     """Push ``k`` onto the min-heap of ints in ``h[base:base + size]``; return the new size."""
     i = size
@@ -585,7 +573,7 @@ def _iheap_push(h, base, size, k):
     return size + 1
 
 
-@njit(cache=True)
+@cached_njit()
 def _iheap_pop(h, base, size):
     """Remove and return the smallest int of a non-empty heap; the new size is ``size - 1``."""
     top = h[base]
@@ -604,7 +592,7 @@ def _iheap_pop(h, base, size):
     return top
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _batch_minibatch_times(devices, memory, *args):
     """Mini-batch time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``."""
     out = np.empty(devices.shape[0])

@@ -25,12 +25,12 @@ Example:
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.pipeline.simulator import UPDATE, check_microbatches, check_phases
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.batch import check_device_batch
+from gplace.runtime.jit import cached_njit
 from gplace.runtime.kernels import transfers
 
 __all__ = ["SteadyStateScore", "pipeline_bytes_moved", "steady_state_loads"]
@@ -91,7 +91,7 @@ def _arrays(graph: OpGraph, cluster: Cluster, microbatches: int) -> tuple:
             np.ascontiguousarray(cluster.latency), np.ascontiguousarray(cluster.bandwidth), mb)
 
 
-@njit(cache=True)
+@cached_njit()
 def _loads(dev, dur, out_ptr, out_dst, out_eid, nbytes, lat, bw, mb):
     nd = lat.shape[0]
     load = np.zeros(nd)

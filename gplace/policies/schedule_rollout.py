@@ -39,9 +39,9 @@ import math
 
 import numpy as np
 import torch
-from numba import njit
 
 from gplace.policies.schedule_context import ScheduleContext
+from gplace.runtime.jit import cached_njit
 
 __all__ = ["DYNAMIC_FEATURES", "STAGE_FEATURES", "STAGE_GAP", "STAGE_SWITCH", "ScheduleRollout"]
 
@@ -120,7 +120,7 @@ def _arrays(s: ScheduleContext) -> tuple:
             peer_bytes.to(torch.float64).numpy())
 
 
-@njit(cache=True)
+@cached_njit()
 def _clip(x, lo, hi):
     """``x`` within ``[lo, hi]``; NaN stays NaN (as ``torch.clamp``)."""
     if x != x:
@@ -128,7 +128,7 @@ def _clip(x, lo, hi):
     return min(max(x, lo), hi)
 
 
-@njit(cache=True)
+@cached_njit()
 def _features(g, allowed, durations, memory, capacity, pred_ptr, pred_src, pred_bytes, latency, inv_bw,
               mean_inv_bw, fair_share, out_bytes, peer_start, peer_stop, peers, peer_bytes, finish, on, span, free_at,
               used, load, previous, stage, stage_prior, switch, revisit, out, end):
@@ -223,7 +223,7 @@ def _features(g, allowed, durations, memory, capacity, pred_ptr, pred_src, pred_
             x[10] = math.log1p(_clip(gap, 0.0, _GAP_CLIP))
 
 
-@njit(cache=True)
+@cached_njit()
 def _place(g, chosen, durations, memory, end, finish, on, span, free_at, used, load, previous):
     """Commit group ``g`` to ``chosen[k]`` in each schedule ``k``."""
     for k in range(chosen.shape[0]):

@@ -20,7 +20,8 @@ Persistence
     With ``path``, every new entry is written to a sqlite file (stdlib ``sqlite3``; one table, committed after
     each ``measure``/``measure_many``), and a lookup that misses memory reads the file: a resumed search
     reuses the measurements of the run before it. The file keeps every entry; ``max_entries`` bounds the
-    in-memory LRU only. One process should write a file at a time. A file that is not such a cache (not a sqlite
+    in-memory LRU only. One process should write a file at a time; threads may share one ``CachedRuntime`` (a lock
+    guards its memory and file; the inner runtime measures outside it). A file that is not such a cache (not a sqlite
     database, a damaged one, another program's, another layout) is a ``ValueError`` naming it, one that cannot be
     opened (a directory, no permission) an ``OSError``; the file is left as it is.
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -97,6 +99,7 @@ class CachedRuntime(RuntimeWrapper):
         self.hits = self.misses = 0
         self._memory: OrderedDict[Key, Measurement] = OrderedDict()
         self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
 
     @property
     def caching(self) -> bool:
@@ -115,15 +118,17 @@ class CachedRuntime(RuntimeWrapper):
         if not self.caching:
             return self.runtime.measure_many(graph, cluster, placements)
         keys = [self.key(graph, cluster, p) for p in placements]
-        found = {key: m for key in dict.fromkeys(keys) if (m := self._get(key)) is not None}
-        todo = {key: p for key, p in zip(keys, placements, strict=True) if key not in found}
-        self.misses += len(todo)
-        self.hits += len(keys) - len(todo)
+        with self._lock:
+            found = {key: m for key in dict.fromkeys(keys) if (m := self._get(key)) is not None}
+            todo = {key: p for key, p in zip(keys, placements, strict=True) if key not in found}
+            self.misses += len(todo)
+            self.hits += len(keys) - len(todo)
         if todo:
             measured = self.runtime.measure_many(graph, cluster, list(todo.values()))
-            for key, m in zip(todo, measured, strict=True):
-                found[key] = m if m.transient else self._put(key, m)
-            self._commit()
+            with self._lock:
+                for key, m in zip(todo, measured, strict=True):
+                    found[key] = m if m.transient else self._put(key, m)
+                self._commit()
         return [found[key] for key in keys]
 
     def key(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Key:
@@ -196,12 +201,13 @@ class CachedRuntime(RuntimeWrapper):
 
     def close(self) -> None:
         """Commit and close the sqlite file (reopened on the next use)."""
-        if self._db is not None:
-            try:
-                self._commit()
-            finally:
-                self._db.close()
-                self._db = None
+        with self._lock:
+            if self._db is not None:
+                try:
+                    self._commit()
+                finally:
+                    self._db.close()
+                    self._db = None
 
     def __enter__(self) -> CachedRuntime:
         return self
@@ -210,9 +216,13 @@ class CachedRuntime(RuntimeWrapper):
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickles without the open sqlite connection."""
-        self._commit()
-        return {**self.__dict__, "_db": None}
+        """Pickles without the open sqlite connection and the lock."""
+        with self._lock:
+            self._commit()
+            return {**self.__dict__, "_memory": self._memory.copy(), "_db": None, "_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
 
 
 # ---------------------------------------------------------------------- file
@@ -226,7 +236,7 @@ def _open(path: Path) -> sqlite3.Connection:
     db = None
     try:
         with _naming(path):
-            db = sqlite3.connect(path)
+            db = sqlite3.connect(path, check_same_thread=False)  # used from any thread, under the cache's lock
             _check_layout(path, db)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
@@ -255,6 +265,8 @@ def _naming(path: Path | None) -> Iterator[None]:
     """Turns sqlite's errors into ones naming the file."""
     try:
         yield
+    except sqlite3.ProgrammingError:  # a misuse (a closed connection), not a damaged file
+        raise
     except sqlite3.OperationalError as err:  # cannot open it, read-only, locked
         raise OSError(f"measurement cache {path} cannot be used: {err}") from err
     except sqlite3.DatabaseError as err:  # not a database, or a damaged one

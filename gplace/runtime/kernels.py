@@ -5,17 +5,18 @@ segments of a sorted array, and a dirty-list mark."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from gplace.runtime.jit import cached_njit
 
 __all__ = ["before", "enqueue_transfer", "heap_pop", "heap_push", "mark", "segments", "transfers"]
 
 
-@njit(cache=True)
+@cached_njit()
 def before(t1: float, k1: int, t2: float, k2: int) -> bool:
     return t1 < t2 or (t1 == t2 and k1 < k2)
 
 
-@njit(cache=True)
+@cached_njit()
 def heap_push(ht, hk, base, size, t, k):
     """Push ``(t, k)`` onto the min-heap in ``ht/hk[base:base + size]``; return the new size."""
     i = size
@@ -29,7 +30,7 @@ def heap_push(ht, hk, base, size, t, k):
     return size + 1
 
 
-@njit(cache=True)
+@cached_njit()
 def heap_pop(ht, hk, base, size):
     """Remove the smallest entry of a non-empty heap and return its ``k``; the new size is ``size - 1``."""
     top = hk[base]
@@ -48,7 +49,7 @@ def heap_pop(ht, hk, base, size):
     return top
 
 
-@njit(cache=True)
+@cached_njit()
 def sorted_insert(ht, hk, head, tail, t, k, limit):
     """Insert ``(t, k)`` into the run ``ht/hk[head:tail]`` sorted by :func:`before` if that moves at most
     ``limit`` entries; the new tail, or ``-1`` (nothing changed) if it would move more."""
@@ -62,7 +63,7 @@ def sorted_insert(ht, hk, head, tail, t, k, limit):
     return tail + 1
 
 
-@njit(cache=True)
+@cached_njit()
 def move_front(ht, hk, head, tail):
     """Move the run ``ht/hk[head:tail]`` to the front (a sorted run is a valid heap); its size."""
     for p in range(tail - head):
@@ -70,7 +71,7 @@ def move_front(ht, hk, head, tail):
     return tail - head
 
 
-@njit(cache=True)
+@cached_njit()
 def enqueue_transfer(ch_q, head, tail, x, producer, end, priority, t):
     """Append transfer ``x`` (its producer ``producer[x]`` ended at ``t``) to the channel FIFO ``ch_q[head:tail]``,
     ahead of the waiting transfers whose producers also ended at ``t`` but come later by ``priority`` (of the
@@ -83,7 +84,7 @@ def enqueue_transfer(ch_q, head, tail, x, producer, end, priority, t):
     ch_q[q] = x
 
 
-@njit(cache=True)
+@cached_njit()
 def transfers(dev, out_ptr, out_dst, out_eid, edge_bytes, nd):
     """One transfer per (producer, other device with a consumer); ids grouped by producer.
 
@@ -113,7 +114,7 @@ def transfers(dev, out_ptr, out_dst, out_eid, edge_bytes, nd):
     return x_of_edge, x_op[:nx].copy(), x_dst[:nx].copy(), x_bytes[:nx].copy(), x_ptr
 
 
-@njit(cache=True)
+@cached_njit()
 def segments(keys, nkeys):
     """``ptr (nkeys+1,)`` of a counting sort of ``keys``."""
     ptr = np.zeros(nkeys + 1, np.int64)
@@ -124,7 +125,7 @@ def segments(keys, nkeys):
     return ptr
 
 
-@njit(cache=True)
+@cached_njit()
 def mark(flags, stack, size, i):
     """Push ``i`` on the to-do ``stack`` unless ``flags[i]`` says it is there; return the new size."""
     if flags[i]:

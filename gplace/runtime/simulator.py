@@ -50,17 +50,20 @@ Example:
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-from numba import njit
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import format_shortfall
 from gplace.ir.placement import check_placement
 from gplace.runtime.base import Measurement, Runtime, freeze_arrays
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
+from gplace.runtime.jit import cached_njit
 from gplace.runtime.kernels import (
     enqueue_transfer,
     heap_pop,
@@ -74,7 +77,7 @@ from gplace.runtime.kernels import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Schedule", "Simulator", "schedule"]
+__all__ = ["PreparedCache", "Schedule", "Simulator", "schedule"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,7 +147,46 @@ def schedule(graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule
     return _run(prep, placement.devices)
 
 
-class Simulator(Runtime):
+class PreparedCache:
+    """A least-recently-used cache of per-(graph, cluster) arrays that threads may share; pickles empty.
+
+    Keyed by ``(graph.fingerprint, id(cluster))``; an entry's ``cluster`` attribute is checked against the
+    cluster asked for. Preparing runs outside the lock (two threads may prepare one pair; either result is kept).
+    """
+
+    def _init_cache(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"cache_size must be >= 1, got {size}")
+        self._cache_size = size
+        self._cache: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _cached(self, graph: OpGraph, cluster: Cluster, prepare: Callable[[], Any]) -> Any:
+        key = (graph.fingerprint, id(cluster))
+        with self._lock:
+            prep = self._cache.get(key)
+            if prep is not None and prep.cluster is cluster:
+                self._cache.move_to_end(key)
+                return prep
+        logger.debug("preparing arrays for graph %r on cluster %r", graph.name, cluster.name)
+        prep = prepare()
+        with self._lock:
+            self._cache[key] = prep
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return prep
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles without the lock and the prepared arrays (rebuilt on first use)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_cache", "_lock")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_cache(state["_cache_size"])
+
+
+class Simulator(PreparedCache, Runtime):
     """The ``sim-v1`` runtime: :func:`schedule` behind the :class:`Runtime` contract.
 
     Args:
@@ -157,11 +199,8 @@ class Simulator(Runtime):
     deterministic = True
 
     def __init__(self, cache_size: int = 16, threads: int | None = None) -> None:
-        if cache_size < 1:
-            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
+        self._init_cache(cache_size)
         self.threads = check_threads(threads)
-        self._cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, int], _Prepared] = OrderedDict()
 
     def schedule(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Schedule:
         """:func:`schedule`, reusing this simulator's prepared arrays."""
@@ -193,16 +232,7 @@ class Simulator(Runtime):
         return _run(self._prepared(graph, cluster), placement.devices)
 
     def _prepared(self, graph: OpGraph, cluster: Cluster) -> _Prepared:
-        key = (graph.fingerprint, id(cluster))
-        prep = self._cache.get(key)
-        if prep is not None and prep.cluster is cluster:
-            self._cache.move_to_end(key)
-            return prep
-        logger.debug("preparing arrays for graph %r on cluster %r", graph.name, cluster.name)
-        prep = self._cache[key] = _prepare(graph, cluster)
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        return prep
+        return self._cached(graph, cluster, lambda: _prepare(graph, cluster))
 
 
 # ---------------------------------------------------------------------- python side
@@ -263,7 +293,7 @@ def _to_measurement(sched: Schedule, cluster: Cluster, runtime: str) -> Measurem
 
 # ---------------------------------------------------------------------- kernel: heaps
 # ---------------------------------------------------------------------- kernel: setup
-@njit(cache=True)
+@cached_njit()
 def _counters(dev, in_ptr, in_src, in_eid, x_of_edge, x_ptr):
     """Inputs still to arrive per op; holders of each output and of each received copy."""
     n = dev.shape[0]
@@ -280,7 +310,7 @@ def _counters(dev, in_ptr, in_src, in_eid, x_of_edge, x_ptr):
     return pending, out_rem, copy_rem
 
 
-@njit(cache=True)
+@cached_njit()
 def _queues(dev, nd, x_op, x_dst):
     """Ready ops per device (heaps keyed by ready time, then topological rank, in ``rh_*[base[d]:]``),
     transfers per channel ``src * nd + dst`` (FIFOs in ``ch_q[ch_head[c]:ch_tail[c]]``) and future events
@@ -295,7 +325,7 @@ def _queues(dev, nd, x_op, x_dst):
             np.empty(n + nx), np.empty(n + nx, np.int64))
 
 
-@njit(cache=True)
+@cached_njit()
 def _memory(dev, persist, nd, nx):
     """Memory in use and peak per device, persistent memory resident from ``t = 0``, and the change log
     (time, device, bytes in use after the change), whose first ``nd`` entries are the starting levels."""
@@ -310,7 +340,7 @@ def _memory(dev, persist, nd, nx):
     return mem, peak, log_t, log_d, log_b
 
 
-@njit(cache=True)
+@cached_njit()
 def _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, delta):
     """Change device ``d``'s memory in use by ``delta`` at ``t``; log it; return the new log length."""
     if delta == 0:
@@ -322,7 +352,7 @@ def _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, delta):
 
 
 # ---------------------------------------------------------------------- kernel: event loop
-@njit(cache=True)
+@cached_njit()
 def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, in_eid,
               edge_bytes, out_bytes, temp_mem, persist, lat, bw):
     """Run one step; see the module docstring. Returns the arrays of a :class:`Schedule` and the step time."""
@@ -431,7 +461,7 @@ SHIFT_LIMIT = 64
 """Entries an insertion into :func:`_fast_step_time`'s sorted run may move before it turns into a heap."""
 
 
-@njit(cache=True)
+@cached_njit()
 def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, check, memory, held,
                     temp_mem, pending, arrive, heap_t, heap_k, dev_free, chan_free, x_bytes, x_end, x_stamp, bound,
                     temp):
@@ -544,7 +574,7 @@ def _rank_arrays(dur, order, out_ptr, out_dst, out_eid, edge_bytes, out_bytes, t
                                                    (persist + out_bytes)[order], temp_mem[order]))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _batch_step_times(devices, memory, fits, fast, *args):
     """Step time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``.
 
