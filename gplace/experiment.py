@@ -7,8 +7,9 @@ import dataclasses
 import inspect
 import logging
 import math
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 
 _UNBOUNDED_UPDATES = 10**9
 """Updates of a search bounded by seconds only."""
+
+_SEEDING = threading.Lock()
+"""Held while :func:`_seeded_torch` has torch's global generators seeded (one thread's networks at a time)."""
 
 
 @dataclass
@@ -153,9 +157,8 @@ def place(
         baselines = single_device_baselines(graph, cluster, runtime)
         if method in LEARNED:
             # the initial weights of the networks built here: the same in every process (torch's own seed is not)
-            torch.manual_seed(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed))
-            if method != "learned" and encoder is None and policy is None:
-                encoder, policy = make_learner(str(method), cluster.num_devices)
+            with _seeded_torch(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed)):
+                encoder, policy = _networks(str(method), cluster, encoder, policy)
             try:
                 result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,
                                 run_dir, logger, warm_start, split_groups)
@@ -198,15 +201,30 @@ def _check_method_settings(method: str | Path, budget: float | str | Budget | No
                          "file: its greedy placement alone)")
 
 
-def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module | None, policy: Any, runtime: Runtime,
-           trainer: Trainer, max_groups: int, run_dir: str | Path | None, logger: Logger | None,
-           warm_start: Placement | None, split_groups: bool) -> TrainResult:
-    """Train a policy on ``graph`` (the paper's search); its best placement."""
-    from gplace.encoders import LSTMEncoder
-    from gplace.placer import PolicyPlacer, module_device
-    from gplace.policies import Seq2SeqPolicy
-    from gplace.runtime.wrapper import innermost
+@contextlib.contextmanager
+def _seeded_torch(seed: int) -> Iterator[None]:
+    """torch's global generators seeded with ``seed`` for the block and given back as they were after it (the
+    caller's random state is kept), one block at a time in the process: threads building networks never draw from
+    each other's seed. The CPU generator, and the CUDA ones where CUDA is initialized (others are not touched, so
+    networks are built on the CPU, as :func:`place` builds them)."""
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with _SEEDING, torch.random.fork_rng(devices=cuda):
+        torch.random.default_generator.manual_seed(seed)
+        for index in cuda:
+            torch.cuda.default_generators[index].manual_seed(seed)
+        yield
 
+
+def _networks(method: str, cluster: Cluster, encoder: torch.nn.Module | None,
+              policy: torch.nn.Module | Callable[..., torch.nn.Module] | None) -> tuple[torch.nn.Module, Any]:
+    """The search's encoder and policy: those given, else ``method``'s (:func:`gplace.methods.make_learner`) or the
+    LSTM encoder and seq2seq policy; a policy class or factory is sized for the cluster and the encoder."""
+    from gplace.encoders import LSTMEncoder
+    from gplace.placer import module_device
+    from gplace.policies import Seq2SeqPolicy
+
+    if method != "learned" and encoder is None and policy is None:
+        return make_learner(method, cluster.num_devices)
     encoder = encoder or LSTMEncoder()
     policy = policy or Seq2SeqPolicy
     if not isinstance(policy, torch.nn.Module):  # a class or factory: sized for the cluster and the encoder
@@ -214,6 +232,16 @@ def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module | None, po
         if hasattr(encoder, "hidden_size") and "state_size" in inspect.signature(policy).parameters:
             sizes["state_size"] = encoder.hidden_size  # an encoder's states are hidden_size wide
         policy = policy(**sizes).to(module_device(encoder=encoder))
+    return encoder, policy
+
+
+def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module, policy: torch.nn.Module, runtime: Runtime,
+           trainer: Trainer, max_groups: int, run_dir: str | Path | None, logger: Logger | None,
+           warm_start: Placement | None, split_groups: bool) -> TrainResult:
+    """Train a policy on ``graph`` (the paper's search); its best placement."""
+    from gplace.placer import PolicyPlacer
+    from gplace.runtime.wrapper import innermost
+
     pipelined = getattr(innermost(runtime), "microbatches", None) is not None  # stages need chains split
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
                           express=warm_start if split_groups else None,

@@ -3,7 +3,7 @@ start, the end.
 
 A trainer's ``fit`` stays a loop that reads top to bottom; what is the same in every loop lives here:
 
-- :func:`start_loop` seeds, builds Adam, the sample generator and the logger, and restores a :class:`Loop`
+- :func:`start_loop` builds Adam, the seeded sample generator and the logger, and restores a :class:`Loop`
   (counters, history, time limit, checkpoint cadence) from ``checkpoint.pt``; :func:`start_run` does so for a
   search on one graph (a :class:`Run`: a loop with the EMA baseline and the best placement);
 - :func:`measure_rollout` measures K sampled placements and turns them into penalised step times and rewards;
@@ -156,7 +156,8 @@ class Loop:
     grouping_id: str | None = None
     """The grouping the policy decodes (number of groups and a digest); a checkpoint of another is refused."""
     seed: int | None = None
-    """Seeds the weights and the samples; a checkpoint of another seed is refused."""
+    """Seeds the samples (and the weights of the networks :func:`gplace.place` builds); a checkpoint of another seed
+    is refused."""
     trainer_id: str | None = None
     """The algorithm (the trainer's class name); a checkpoint another algorithm wrote is refused."""
     settings: dict[str, Any] | None = None
@@ -249,7 +250,8 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
                run_id: str, runtime_id: str | None = None, grouping_id: str | None = None,
                trainer_id: str | None = None, settings: dict[str, Any] | None = None, kind: type[Loop] = Loop,
                **fields: Any) -> tuple[Loop, dict[str, Any] | None]:
-    """Seed torch, build Adam over ``params``, the sample generator and the logger (plus ``run_dir/metrics.jsonl``);
+    """Build Adam over ``params``, the sample generator (seeded with ``seed``; torch's global generator, which the
+    networks were built from, is left as it is) and the logger (plus ``run_dir/metrics.jsonl``);
     restore the loop from ``run_dir/checkpoint.pt`` if it exists (dropping the metrics a killed run logged after it;
     on a fresh start, every update a run killed before its first checkpoint logged).
 
@@ -263,7 +265,6 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
     held = contextlib.ExitStack()
     if run_dir is not None:  # one process a directory, whichever trainer; a caller's own hold is kept
         held.enter_context(hold_dir(run_dir))
-    torch.manual_seed(seed)
     logger = logger or NullLogger()
     jsonl = None if run_dir is None else JsonlLogger(Path(run_dir) / "metrics.jsonl")
     loop = kind(optimizer=torch.optim.Adam(params, lr=lr), generator=torch.Generator().manual_seed(seed),
@@ -364,21 +365,24 @@ class Run(Loop):
         return TrainResult(best[0], best[1], self.samples, self.seconds, self.history, times)
 
     def checkpoint(self, placer: Any, update: int, *, every: int, done: bool) -> None:
-        """Save after every ``every``-th update and at the end (once a placement has succeeded)."""
-        if self.best is None or not self.due(update, every, done):
+        """Save after every ``every``-th update and at the end, also before any placement has succeeded (the best
+        placement then ``None``: a rerun of a search whose samples all failed resumes it, or samples nothing more)."""
+        if not self.due(update, every, done):
             return
         save_checkpoint(self.ckpt, {**self.state(update), "policy": placer.state_dict(),
-                                    "baseline": self.baseline.state_dict(), "best_devices": self.best[0].devices,
+                                    "baseline": self.baseline.state_dict(),
+                                    "best_devices": None if self.best is None else self.best[0].devices,
                                     "sample_step_times": np.array(self.sample_step_times, dtype=np.float64)})
 
 
 def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *, lr: float, seed: int,
               baseline_decay: float, run_dir: str | Path | None, logger: Logger | None,
               trainer_id: str | None = None, trainer_settings: dict[str, Any] | None = None) -> Run:
-    """Seed, build Adam, the baseline and the logger, and resume from ``run_dir/checkpoint.pt`` if it exists.
+    """Build Adam, the sample generator, the baseline and the logger, and resume from ``run_dir/checkpoint.pt`` if
+    it exists.
 
     With ``run_dir``, metrics also go to ``run_dir/metrics.jsonl``. On resume the best placement is measured
-    again (its measurement is not stored).
+    again (its measurement is not stored; a run whose samples all failed has none).
 
     Raises:
         ValueError: the placer was made for another graph or cluster than ``graph`` and ``cluster``, or the
@@ -399,11 +403,19 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
         with run.closed_on_error():
             placer.load_state_dict(state["policy"])
             run.baseline.load_state_dict(state["baseline"])
-            best_placement = Placement.for_graph(graph, state["best_devices"])
-            run.best = (best_placement, runtime.measure(graph, cluster, best_placement))
+            run.best = _measured_best(runtime, graph, cluster, state["best_devices"])
             kept = state.get("sample_step_times", np.full(run.samples, np.nan))  # older checkpoints lacked them
             run.sample_step_times = [float(t) for t in kept]
     return run
+
+
+def _measured_best(runtime: Runtime, graph: OpGraph, cluster: Cluster, devices: np.ndarray | None) -> Best | None:
+    """A checkpoint's best placement measured again; ``None`` where none had succeeded (its measurement not taken).
+    Shapes: devices (N,) int."""
+    if devices is None:
+        return None
+    placement = Placement.for_graph(graph, devices)
+    return placement, runtime.measure(graph, cluster, placement)
 
 
 _RESUMABLE = frozenset({"updates", "lr", "baseline_decay", "checkpoint_every", "max_seconds", "progress", "seed",
@@ -446,7 +458,8 @@ def grouping_id(placer: Any) -> str | None:
 def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, settings: SearchSettings, *,
                  run_dir: str | Path | None, logger: Logger | None, warm_start: Placement | None) -> Run:
     """:func:`start_run` with ``settings``, then, on a fresh run with a ``warm_start``, :func:`imitate` it and
-    checkpoint (a run killed after the imitation does not repeat it).
+    checkpoint (a run killed after the imitation does not repeat it); a resumed run ignores ``warm_start``, with a
+    WARNING.
 
     The warm start itself is measured first and kept as the best placement unless its projection onto the
     policy's groups (or, later, a sample) beats it: a warm-started search never ends worse than its start.
@@ -456,7 +469,11 @@ def start_search(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster
     run = start_run(placer, runtime, graph, cluster, lr=settings.lr, seed=settings.seed,
                     baseline_decay=settings.baseline_decay, run_dir=run_dir, logger=logger,
                     trainer_id=type(settings).__name__, trainer_settings=dataclasses.asdict(settings))
-    if not run.resumed and warm_start is not None:
+    if run.resumed and warm_start is not None:
+        log.warning("warm_start is ignored: the search resumes from its checkpoint %s at update %d, which the warm "
+                    "start cannot change (it starts a fresh run only: use a new run directory to search from it)",
+                    run.ckpt, run.first_update)
+    elif warm_start is not None:
         with run.closed_on_error():
             _start_from(run, placer, runtime, graph, cluster, settings, warm_start)
     return run

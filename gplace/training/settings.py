@@ -37,7 +37,7 @@ class LoopSettings:
     max_seconds: float | None = None
     """Stop after this much wall time (``None``: no limit)."""
     seed: int = 0
-    """Seeds sampling and initial weights."""
+    """Seeds the sampling (the loop's own generator); :func:`gplace.place` also seeds the initial weights it builds."""
     self_imitation: float = 0.0
     """Weight of ``loss_self_imitation``, minus the log-likelihood of the best placement measured so far (of each
     drawn task in multi-graph training; priority queue training with a queue of one, Abolafia et al. 2018), so

@@ -531,3 +531,63 @@ def test_a_placement_slower_than_the_failure_penalty_is_kept_and_warned_about(tr
     assert result.history[0]["rollout/min_step_time"] in (150.0, np.inf)
     warned = [r.getMessage() for r in caplog.records if "penalty_step_time" in r.getMessage()]
     assert len(warned) == 1 and "took 150 s" in warned[0]
+
+
+class _CountingSimulator(Simulator):
+    """sim-v1 counting the samples a search measures, interrupted (as by a kill) at rollout ``killed_at``."""
+
+    def __init__(self, killed_at: int | None = None) -> None:
+        super().__init__()
+        self.rollouts, self.samples, self.killed_at = 0, 0, killed_at
+
+    def measure_many(self, graph, cluster, placements):
+        self.rollouts += 1
+        if self.rollouts == self.killed_at:
+            raise KeyboardInterrupt
+        self.samples += len(placements)
+        return super().measure_many(graph, cluster, placements)
+
+
+def test_a_finished_search_whose_samples_all_failed_samples_nothing_more_when_run_again(tmp_path):
+    """Every sample out of memory: the run still checkpoints, so a rerun in its directory measures no sample and
+    ends as it did (it wrote no checkpoint: each rerun searched its whole budget again, replacing its metrics)."""
+    graph, cluster = chain(nbytes=10**6), uniform_cluster(2, memory=10**5)
+    trainer = ReinforceTrainer(updates=3, samples_per_update=2)
+    with pytest.raises(InvalidPlacementError) as first:
+        trainer.fit(_placer(graph, cluster), Simulator(), graph, cluster, run_dir=tmp_path)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert state["update"] == 3 and state["best_devices"] is None
+    again = _CountingSimulator()
+    with pytest.raises(InvalidPlacementError) as second:
+        trainer.fit(_placer(graph, cluster), again, graph, cluster, run_dir=tmp_path)
+    assert again.samples == 0 and second.value.result.samples == first.value.result.samples == 6
+    assert np.all(np.isinf(second.value.result.sample_step_times)) and len(second.value.result.history) == 3
+
+
+def test_a_killed_search_whose_samples_all_failed_resumes_from_its_checkpoint(tmp_path):
+    """Every sample out of memory, the run killed in its 4th update: a rerun measures only the 2 updates left and
+    ends with the history of an uninterrupted run (it started again from scratch, measuring all 4)."""
+    graph, cluster = chain(nbytes=10**6), uniform_cluster(2, memory=10**5)
+    trainer = ReinforceTrainer(updates=5, samples_per_update=2, checkpoint_every=1)
+    with pytest.raises(InvalidPlacementError) as whole:
+        trainer.fit(_placer(graph, cluster), Simulator(), graph, cluster, run_dir=tmp_path / "whole")
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit(_placer(graph, cluster), _CountingSimulator(killed_at=4), graph, cluster,
+                    run_dir=tmp_path / "killed")
+    resumed = _CountingSimulator()
+    with pytest.raises(InvalidPlacementError) as again:
+        trainer.fit(_placer(graph, cluster), resumed, graph, cluster, run_dir=tmp_path / "killed")
+    assert resumed.samples == 4 and again.value.result.samples == 10
+    assert again.value.result.history == whole.value.result.history
+
+
+def test_a_warm_start_given_to_a_resumed_run_is_ignored_with_a_warning(tmp_path, caplog):
+    """warm_start= added when rerunning a finished run: its checkpoint wins, and the log says so (it was silent)."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    trainer = ReinforceTrainer(updates=2, samples_per_update=2)
+    trainer.fit(_placer(graph, cluster), Simulator(), graph, cluster, run_dir=tmp_path)
+    with caplog.at_level(logging.WARNING, logger="gplace.training"):
+        trainer.fit(_placer(graph, cluster), Simulator(), graph, cluster, run_dir=tmp_path,
+                    warm_start=_placement(graph, [0] * graph.num_ops))
+    assert any("warm_start is ignored: the search resumes from its checkpoint" in r.getMessage()
+               for r in caplog.records if r.levelno == logging.WARNING)
