@@ -56,3 +56,8 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'gplace' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names with the lazily loaded ones of ``__all__``, for completion and ``dir(gplace)``."""
+    return sorted({*globals(), *__all__})

@@ -342,7 +342,8 @@ def bench(cfg: DictConfig) -> list:
 
 def _bench_cases(cfg: DictConfig) -> list:
     """The main bench (gplace/conf/bench.yaml, bench_paper.yaml): each case's baselines and learned searches. Every
-    setting, and every search's trainer, encoder and policy on every case, is checked before any baseline runs."""
+    setting, every case's graph files, and every search's trainer, encoder and policy on every case, is checked
+    before any baseline runs."""
     from gplace.bench import BenchCase, run_suite
     from gplace.bench.runner import load_records
     from gplace.bench.searches import check_learned, check_search
@@ -350,8 +351,10 @@ def _bench_cases(cfg: DictConfig) -> list:
     check_search(cfg.search)
     check_learned(cfg.get("learned"), ("overrides", "warm_start"), cfg.get("baselines") or {})
     cases = _check_cases(cfg.get("cases"))
+    composed = [_compose_case(case, cfg) for case in cases]
+    _check_graph_files([c for c, _ in composed], cfg)
     log.info("building %d learned search(es) on %d case(s) to check them", len(cfg.learned), len(cases))
-    planned = [_plan_case(case, cfg) for case in cases]
+    planned = [_plan_case(c, overrides, cfg) for c, overrides in composed]
 
     def build_case(c: DictConfig) -> BenchCase:
         return BenchCase(instantiate(c.graph), instantiate(c.cluster), instantiate(c.runtime))
@@ -369,7 +372,7 @@ def _check_cases(cases) -> list[list[str]]:
     """``cases`` as lists of overrides; refused (naming the case) unless it is a non-empty list of such lists."""
     from omegaconf import ListConfig
 
-    example = "e.g. cases=[[graph=lstm_lm,cluster=paper_2gpu]]"
+    example = "e.g. \"cases=[['graph=lstm_lm','cluster=paper_2gpu']]\""
     if not isinstance(cases, ListConfig | list) or not cases:
         raise ValueError(f"cases must list at least one case, each a list of overrides of the main config ({example}), "
                          f"got {cases!r}")
@@ -379,14 +382,58 @@ def _check_cases(cases) -> list[list[str]]:
     return [list(case) for case in cases]
 
 
-def _plan_case(case: list[str], cfg: DictConfig):
-    """A case's config and its learned searches, each built once on the case's cluster to check it."""
+def _compose_case(case: list[str], cfg: DictConfig) -> tuple[DictConfig, list[str]]:
+    """A case's main config, composed with the bench's search settings, and the overrides it was composed with."""
     from hydra import compose
 
-    from gplace.bench.searches import prepare_search, search_overrides
+    from gplace.bench.searches import search_overrides
 
     overrides = [*case, *search_overrides(cfg.search)]
-    c = compose(config_name="config", overrides=overrides)
+    return compose(config_name="config", overrides=overrides), overrides
+
+
+_PATH_KEYS = ("path", "model_or_path", "obj")
+"""The keys of a graph config (at any depth) that name a file or directory it is read from."""
+
+
+def _check_graph_files(configs: list[DictConfig], cfg: DictConfig) -> None:
+    """Refuse, before anything runs, cases whose graph config misses a value or names a file that does not exist
+    (the graphs are built case by case, so a bad late case failed hours into a bench), naming each case and file."""
+    shared = str(cfg.get("shared") or "")
+    problems, under_shared = [], False
+    for i, c in enumerate(configs):
+        label = f"cases[{i}]"
+        problems += [f"{label}: {key} is not set" for key in sorted(OmegaConf.missing_keys(c.graph))]
+        for path in _graph_files(OmegaConf.to_container(c.graph, resolve=True)):
+            if not Path(path).exists():
+                problems.append(f"{label}: no such file {path}")
+                under_shared |= bool(shared) and path.startswith(shared)
+    if problems:
+        hint = _shared_hint(shared) if under_shared else ""
+        raise ValueError(f"{len(problems)} bench case(s) cannot build their graph: " + "; ".join(problems) + hint)
+
+
+def _shared_hint(shared: str) -> str:
+    """How to point the bench at the shared graphs (``shared`` in bench.yaml: ``${oc.env:GPLACE_SHARED,../shared}``)."""
+    where = shared if Path(shared).is_absolute() else f"{shared} (from the working directory {Path.cwd()})"
+    return (f"; the shared graphs are read under shared={where}: set GPLACE_SHARED=/path/to/shared or pass "
+            "shared=/path/to/shared")
+
+
+def _graph_files(node) -> list[str]:
+    """The values of :data:`_PATH_KEYS` in a graph config (as plain containers), at any depth."""
+    if isinstance(node, dict):
+        own = [v for k, v in node.items() if k in _PATH_KEYS and isinstance(v, str) and v != "???"]
+        return own + [p for v in node.values() for p in _graph_files(v)]
+    if isinstance(node, list):
+        return [p for v in node for p in _graph_files(v)]
+    return []
+
+
+def _plan_case(c: DictConfig, overrides: list[str], cfg: DictConfig):
+    """A case's config and its learned searches, each built once on the case's cluster to check it."""
+    from gplace.bench.searches import prepare_search
+
     num_devices = instantiate(c.cluster).num_devices
     return c, {name: _make_search(prepare_search(name, [*overrides, *spec.overrides], [num_devices]), spec.warm_start)
                for name, spec in cfg.learned.items()}
@@ -554,11 +601,21 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def _version() -> str:
+    """What ``gplace --version`` prints: gplace's version and Hydra's."""
+    from gplace import __version__
+
+    return f"gplace {__version__} (Hydra {hydra.__version__})"
+
+
 def main() -> None:
     """Console-script entry point: ``gplace [train] [overrides]`` runs the experiment; ``gplace bench
     [overrides]`` the bench; ``gplace place [method=heft|pretrained|policy.pt] [overrides]`` places without
     training a policy; ``gplace show placement.json`` prints and draws a placement."""
     signal.signal(signal.SIGTERM, _terminate)
+    if "--version" in sys.argv[1:]:  # Hydra's own flag printed Hydra's version alone
+        sys.stdout.write(_version() + "\n")
+        return
     command = sys.argv[1] if len(sys.argv) > 1 else None
     if command == "show":
         show(sys.argv[2:])

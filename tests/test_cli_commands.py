@@ -279,3 +279,14 @@ def test_a_placement_measured_by_another_runtime_says_its_summary_and_trace_are_
     assert "are the sim-v1 model of this placement, not pipe-steady-v1" in shown
     heft = json.loads((files / "heft" / "placement.json").read_text()) if (files / "heft").exists() else None
     assert heft is None or "summary_model" not in heft  # measured by sim-v1 itself
+
+
+@pytest.mark.parametrize("args", [["--version"], ["bench", "--version"]])
+def test_version_is_gplaces_not_hydras_alone(tmp_path, args):
+    """``gplace --version`` printed Hydra's version ("Hydra 1.3.8") and not gplace's."""
+    import hydra
+
+    import gplace
+
+    proc = _gplace(*args, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"gplace {gplace.__version__} (Hydra {hydra.__version__})"

@@ -28,3 +28,8 @@ def test_import_gplace_loads_no_heavy_framework():
 def test_errors_are_value_errors():
     for err in (gplace.GraphError, gplace.InvalidPlacementError, gplace.UnsupportedGraphError):
         assert issubclass(err, ValueError)
+
+
+def test_dir_lists_the_lazily_loaded_names():
+    """``dir(gplace)`` (completion, help) left out every lazily loaded name, ``place`` among them."""
+    assert set(gplace.__all__) <= set(dir(gplace)) and dir(gplace) == sorted(dir(gplace))

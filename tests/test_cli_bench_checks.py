@@ -1,0 +1,68 @@
+"""`gplace bench` refuses cases whose graphs cannot be built before any case runs; its messages' examples work."""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from gplace import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = "['graph=lstm_lm','cluster=paper_2gpu','graph.steps=2','graph.hidden=64','graph.vocab=100']"
+
+
+def _bench_config(name: str, *overrides: str):
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name=name, overrides=list(overrides))
+        return cfg, [cli._compose_case(case, cfg)[0] for case in cli._check_cases(cfg.cases)]
+
+
+def test_the_example_for_empty_cases_parses_as_typed_in_a_shell():
+    """The example was cases=[[graph=lstm_lm,cluster=paper_2gpu]], which Hydra's override parser rejects."""
+    with pytest.raises(ValueError, match="cases must list at least one case") as err:
+        cli._check_cases([])
+    example = re.search(r"e\.g\. (.+?)\), got", str(err.value)).group(1)
+    [override] = OverridesParser.create().parse_overrides(shlex.split(example))
+    assert override.key_or_group == "cases" and override.value() == [["graph=lstm_lm", "cluster=paper_2gpu"]]
+
+
+def test_a_late_case_whose_graph_file_is_missing_is_refused_before_the_first_case_runs(tmp_path):
+    """The graphs were built case by case: the first case's baselines and searches ran, then the bench died."""
+    missing = tmp_path / "noshared" / "graphs" / "none" / "graph.txt"
+    args = [sys.executable, "-m", "gplace", "bench", f"out_dir={tmp_path / 'out'}", f"hydra.run.dir={tmp_path / 'h'}",
+            f"cases=[{TINY},['graph=file','graph.path=${{shared}}/graphs/none/graph.txt','cluster=paper_4gpu']]",
+            f"shared={tmp_path / 'noshared'}", "search.seconds=1", "search.updates=1", "search.plots=false"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"cases[1]: no such file {missing}" in proc.stderr and "GPLACE_SHARED" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out" / "results.json").exists()
+
+
+def test_bench_papers_shared_graphs_are_checked_naming_each_case_and_how_to_find_them(tmp_path):
+    cfg, configs = _bench_config("bench_paper", f"shared={tmp_path}")
+    with pytest.raises(ValueError, match=r"^7 bench case\(s\) cannot build their graph") as err:
+        cli._check_graph_files(configs, cfg)
+    assert f"cases[6]: no such file {tmp_path}/graphs/pipedream/profiles/alexnet/graph.txt" in str(err.value)
+    assert "cases[5]" not in str(err.value) and "set GPLACE_SHARED=" in str(err.value)
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "graphs").is_dir(), reason="no ../shared graphs beside the repo")
+def test_bench_papers_graph_files_are_all_under_the_shared_folder():
+    cfg, configs = _bench_config("bench_paper", f"shared={ROOT.parent / 'shared'}")
+    cli._check_graph_files(configs, cfg)
+
+
+def test_a_case_whose_graph_misses_a_value_is_refused_naming_it(tmp_path):
+    cfg, configs = _bench_config("bench", "cases=[['graph=file'],['graph=onnx',"
+                                 f"'graph.model_or_path={tmp_path}/m.onnx']]")
+    with pytest.raises(ValueError, match="2 bench case") as err:
+        cli._check_graph_files(configs, cfg)
+    assert "cases[0]: graph.path is not set" in str(err.value)
+    assert f"cases[1]: no such file {tmp_path}/m.onnx" in str(err.value) and "GPLACE_SHARED" not in str(err.value)
