@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gplace.ir import (
     Cluster,
@@ -20,6 +20,27 @@ from gplace.ir import (
     Placement,
     UnsupportedGraphError,
 )
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers (gplace ships py.typed)
+    from gplace.experiment import PlacementReport as PlacementReport
+    from gplace.experiment import place as place
+    from gplace.export.torch import pipeline_from_file as pipeline_from_file
+    from gplace.grouping import group_ops as group_ops
+    from gplace.importers import from_onnx as from_onnx
+    from gplace.importers import from_tensorflow as from_tensorflow
+    from gplace.importers import from_torch as from_torch
+    from gplace.importers import load_cluster as load_cluster
+    from gplace.importers import load_graph as load_graph
+    from gplace.interfaces import Placer as Placer
+    from gplace.interfaces import PolicyCapabilities as PolicyCapabilities
+    from gplace.pretrained import load_policy as load_policy
+    from gplace.pretrained import place_with_pretrained as place_with_pretrained
+    from gplace.pretrained import save_policy as save_policy
+    from gplace.profiling import profile_onnx as profile_onnx
+    from gplace.profiling import profile_torch as profile_torch
+    from gplace.runtime import Measurement as Measurement
+    from gplace.runtime import Runtime as Runtime
+    from gplace.runtime import Simulator as Simulator
 
 _LAZY = {
     "place": "gplace.experiment",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -44,8 +45,8 @@ LEARNED = {
 policy), ``"gdp"`` GDP's (GraphSAGE and a segment Transformer)."""
 
 
-def baselines() -> dict[str, type[Placer]]:
-    """Baseline name -> placer class (imported on call)."""
+def baselines() -> dict[str, Callable[..., Placer]]:
+    """Baseline name -> placer class (imported on call; each takes its own settings, e.g. ``seed``)."""
     from gplace.baselines import HEFT, METF, METIS, MSCT, MTopo, RandomPlacer, RoundRobin, SingleDevice
 
     return {cls.name: cls for cls in (HEFT, METF, MSCT, MTopo, METIS, RoundRobin, RandomPlacer, SingleDevice)}
@@ -68,7 +69,7 @@ def make_learner(name: str, num_devices: int) -> tuple[Any, Any]:
     return encoder, policy
 
 
-def pipeline_placers() -> dict[str, type[Placer]]:
+def pipeline_placers() -> dict[str, Callable[..., Placer]]:
     """Pipeline placer name -> placer class (:mod:`gplace.baselines.pipeline`, imported on call)."""
     from gplace.baselines.pipeline import (
         GPipePartitioner,

@@ -55,7 +55,7 @@ class PolicyPlacer(nn.Module):
             ``num_type_buckets`` and ``max_neighbours`` shape the features.
         policy: a policy with ``sample``, ``greedy`` and ``evaluate`` over (G, S) states and a (G, D) mask,
             e.g. :class:`~gplace.policies.Seq2SeqPolicy` with ``num_devices = cluster.num_devices``.
-        max_groups: at most this many groups (default: 256).
+        max_groups: at most this many groups, ``None`` for no limit (default: 256).
         grouping: use this grouping instead of :func:`group_ops` (default: ``None``: ``group_ops(graph,
             max_groups)`` with the :func:`~gplace.grouping.uncuttable_edges` of ``cluster`` kept inside groups;
             where the policy's ``merge_consumers`` is ``"if_needed"``, ops are merged into their only consumer
@@ -79,7 +79,7 @@ class PolicyPlacer(nn.Module):
     name = "policy"
 
     def __init__(self, graph: OpGraph, cluster: Cluster, encoder: nn.Module, policy: nn.Module, *,
-                 max_groups: int = 256, grouping: Grouping | None = None,
+                 max_groups: int | None = 256, grouping: Grouping | None = None,
                  device_features: np.ndarray | torch.Tensor | None = None, express: Placement | None = None,
                  merge_consumers: bool | str | None = None) -> None:
         super().__init__()

@@ -35,8 +35,9 @@ class Op:
     type: str
     cost: float | None
     """Seconds on a device of speed 1.0 of any kind; ``None`` is an error unless every kind has a cost."""
-    kind_cost: Mapping[str, float] = field(default_factory=dict)
-    """Seconds on a device of speed 1.0 of this kind (e.g. ``{"gpu": 1e-4}``); overrides ``cost``."""
+    kind_cost: Mapping[str, float | None] = field(default_factory=dict)
+    """Seconds on a device of speed 1.0 of this kind (e.g. ``{"gpu": 1e-4}``); overrides ``cost``; ``None`` for a
+    kind is no cost given for it."""
     persistent_memory: int = 0
     """Bytes resident for the whole step (weights, optimiser slots)."""
     temporary_memory: int = 0
