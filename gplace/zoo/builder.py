@@ -35,6 +35,8 @@ class GraphBuilder:
         self.flops: dict[str, float] = {}
         self.reads: dict[str, dict[str, int]] = {}
         """Op name -> the bytes it reads of those inputs it does not read whole."""
+        self.receives: dict[str, dict[str, int]] = {}
+        """Op name -> the bytes its in-edges carry from those inputs that do not send their whole output."""
         self._index: dict[str, int] = {}
 
     def op(self, name: str, type: str, inputs: list[str], *, flops: float = 0.0, out_shape: tuple[int, ...] = (),
@@ -56,6 +58,7 @@ class GraphBuilder:
                            colocation=colocation, pinned=pinned, phase=phase, grad_of=grad_of))
         self.edges += [Edge(i, name, receives.get(i)) for i in inputs]
         self.inputs[name], self.flops[name], self.reads[name] = list(inputs), flops, reads
+        self.receives[name] = receives
         return name
 
     def gather(self, name: str, table: str, indices: str, out_shape: tuple[int, ...]) -> str:
@@ -107,18 +110,22 @@ class GraphBuilder:
             grads[op.name] = self.op(f"grad/{op.name}", f"{op.type}Grad", seed + upstream + self.inputs[op.name],
                                      flops=2 * self.flops[op.name], out_shape=self.shape(op.name),
                                      phase="backward", grad_of=op.name, reads=self.reads[op.name],
-                                     receives=own_gradient)
+                                     receives={**self.receives[op.name], **own_gradient})
         for var in self.variables:
-            parts = [grads[c] for c in consumers[var] if c in grads]
-            if parts:
-                self.update(var, parts)
+            users = [c for c in consumers[var] if c in grads]
+            if users:
+                whole = F32 * math.prod(self.shape(var))
+                self.update(var, [grads[c] for c in users],
+                            {grads[c]: self.reads[c].get(var, whole) for c in users})
 
-    def update(self, var: str, grads: list[str]) -> None:
+    def update(self, var: str, grads: list[str], parts: dict[str, int] | None = None) -> None:
         """Sum ``grads``, the gradient ops of variable ``var``, in ``grad/<var>/AddN`` (``backward``), and apply the
-        sum with the optimiser's ``update/<var>`` (``update``), colocated with the variable."""
+        sum with the optimiser's ``update/<var>`` (``update``), colocated with the variable. Each of ``grads`` passes
+        the sum a gradient of the whole variable, or the bytes ``parts`` gives for it (the rows a lookup read)."""
         shape = self.shape(var)
+        whole = F32 * math.prod(shape)
         total = self.op(f"grad/{var}/AddN", "AddN", grads, flops=len(grads) * math.prod(shape), out_shape=shape,
-                        phase="backward", grad_of=var)
+                        phase="backward", grad_of=var, receives={g: (parts or {}).get(g, whole) for g in grads})
         self.op(f"update/{var}", UPDATE_OPS[self.optimizer], [total, var], flops=10 * math.prod(shape),
                 colocation=var, phase="update")
 

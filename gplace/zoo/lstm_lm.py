@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gplace.ir import OpGraph
 from gplace.ir.errors import check_flags, check_sizes
-from gplace.zoo.builder import GraphBuilder
+from gplace.zoo.builder import F32, GraphBuilder
 
 
 def lstm_lm(
@@ -79,5 +79,6 @@ def _backward(b: GraphBuilder, layers: int, steps: int, batch: int, hidden: int,
             grads[weights[layer]].append(dh[layer, t])
         grads[emb].append(b.op(f"grad/embed/t{t}", "UnsortedSegmentSum", [upstream], flops=batch * hidden,
                                out_shape=(batch, hidden), phase="backward", grad_of=f"embed/t{t}"))
+    rows = F32 * batch * hidden  # each step's lookup gradient: the rows it read of the table
     for var, parts in grads.items():
-        b.update(var, parts)
+        b.update(var, parts, {p: rows for p in parts} if var == emb else None)

@@ -74,3 +74,4 @@ def test_a_transformer_xl_head_reads_its_slice_of_the_projections():
     assert edges[q, f"{head}/content_score"] == edges[q, f"{head}/position_score"] == whole // 2
     assert edges[v, f"{head}/context"] == int(graph.output_bytes[graph.op_index[v]]) // 2
     assert edges[f"grad/{head}/content_score", f"grad/{q}"] == whole // 2
+    assert edges[q, f"grad/{head}/content_score"] == whole // 2  # its gradient op reads the slice too

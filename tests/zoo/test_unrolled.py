@@ -180,3 +180,15 @@ def test_an_attention_key_takes_its_own_slice_of_each_scores_gradient():
     assert {received[f"grad/attention_score/t{t}/Tanh"] for t in range(4)} == {key_bytes}
     longer = unrolled_nmt(layers=1, hidden=16, src_len=40, tgt_len=4, batch=2, vocab=40)
     assert _cost(longer, "grad/attention_keys/t0") == _cost(nmt, "grad/attention_keys/t0")
+
+
+def test_a_weights_gradient_parts_carry_the_whole_weight_and_a_lookups_the_rows_it_read():
+    """The sum of a shared weight's per-step gradients read each step's gradient op's output ((batch, 2 hidden):
+    128x too small for the paper's RNNLM kernel); each part is a gradient of the whole weight, a lookup's the rows."""
+    rnnlm = lstm_lm(layers=1, hidden=32, steps=3, batch=4, vocab=50)
+    assert set(_in_edge_bytes(rnnlm, "grad/lstm0/kernel/AddN").values()) == {4 * (2 * 32) * (4 * 32)}
+    assert set(_in_edge_bytes(rnnlm, "grad/embedding/AddN").values()) == {4 * 4 * 32}
+    nmt = unrolled_nmt(layers=1, hidden=16, src_len=3, tgt_len=2, batch=2, vocab=40)
+    kernel = int(nmt.output_bytes[nmt.op_index["encoder0/kernel"]])
+    assert set(_in_edge_bytes(nmt, "grad/encoder0/kernel/AddN").values()) == {kernel}
+    assert set(_in_edge_bytes(nmt, "grad/source_embedding/AddN").values()) == {4 * 2 * 16}
