@@ -393,7 +393,7 @@ def _compose_case(case: list[str], cfg: DictConfig) -> tuple[DictConfig, list[st
 
 
 _PATH_KEYS = ("path", "model_or_path", "obj")
-"""The keys of a graph config (at any depth) that name a file or directory it is read from."""
+"""The keys of a graph config (at its top) that name a file or directory it is read from."""
 
 
 def _check_graph_files(configs: list[DictConfig], cfg: DictConfig) -> None:
@@ -420,14 +420,10 @@ def _shared_hint(shared: str) -> str:
             "shared=/path/to/shared")
 
 
-def _graph_files(node) -> list[str]:
-    """The values of :data:`_PATH_KEYS` in a graph config (as plain containers), at any depth."""
-    if isinstance(node, dict):
-        own = [v for k, v in node.items() if k in _PATH_KEYS and isinstance(v, str) and v != "???"]
-        return own + [p for v in node.values() for p in _graph_files(v)]
-    if isinstance(node, list):
-        return [p for v in node for p in _graph_files(v)]
-    return []
+def _graph_files(graph: dict) -> list[str]:
+    """The values of :data:`_PATH_KEYS` at the top of a graph config (the importers' file arguments; a nested one,
+    such as a torch module's own ``path``, may name a hub id or anything else the module reads)."""
+    return [v for k, v in graph.items() if k in _PATH_KEYS and isinstance(v, str) and v != "???"]
 
 
 def _plan_case(c: DictConfig, overrides: list[str], cfg: DictConfig):

@@ -66,3 +66,10 @@ def test_a_case_whose_graph_misses_a_value_is_refused_naming_it(tmp_path):
         cli._check_graph_files(configs, cfg)
     assert "cases[0]: graph.path is not set" in str(err.value)
     assert f"cases[1]: no such file {tmp_path}/m.onnx" in str(err.value) and "GPLACE_SHARED" not in str(err.value)
+
+
+def test_a_nested_path_of_a_torch_module_is_not_taken_for_a_graph_file():
+    """The check looked for path-like keys at any depth: a module's own argument (a hub id) was refused."""
+    cfg, configs = _bench_config("bench", "cases=[['graph=torch','graph.module._target_=torch.nn.Identity',"
+                                 "'+graph.module.path=org/model-name','graph.input_shapes=[[1,4]]']]")
+    cli._check_graph_files(configs, cfg)

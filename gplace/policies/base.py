@@ -83,14 +83,15 @@ def temper(logits: torch.Tensor, allowed: torch.Tensor, temperature: float) -> t
     range; other rows (a temperature too small for the dtype) get ``(logits - top) / temperature`` clamped to it,
     ``top`` the row's largest allowed logit, so the best device keeps 0 and the softmax is finite and one-hot.
 
-    A temperature below the dtype's smallest normal number (``torch.finfo(dtype).tiny``, 1.2e-38 for float32)
-    divides as that one, since it could round to 0 (0 / 0 = NaN).
+    A temperature below the smallest normal number of the dtype the division runs in (``torch.finfo(dtype).tiny``,
+    1.2e-38 for float32, which float16 and bfloat16 divide in) divides as that one, since it could round to 0
+    (0 / 0 = NaN).
 
     Shapes:
         logits (..., G, D), allowed (G, D) bool; returns (..., G, D).
     """
-    info = torch.finfo(logits.dtype)
-    temperature, bound = max(temperature, info.tiny), info.max / 4
+    floor = torch.finfo(torch.promote_types(logits.dtype, torch.float32)).tiny  # torch divides halves in float32
+    temperature, bound = max(temperature, floor), torch.finfo(logits.dtype).max / 4
     scaled = logits / temperature
     in_range = ((scaled.abs() <= bound) | ~allowed).all(-1, keepdim=True)
     top = logits.masked_fill(~allowed, float("-inf")).amax(-1, keepdim=True)

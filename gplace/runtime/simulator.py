@@ -183,7 +183,7 @@ class PreparedCache:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._init_cache(state["_cache_size"])
+        self._init_cache(state.get("_cache_size", 16))  # a subclass that never called _init_cache has none
 
 
 class Simulator(PreparedCache, Runtime):

@@ -93,3 +93,12 @@ def test_a_tiny_temperature_in_the_list_scheduling_policy_gives_finite_log_probs
         placer.policy.temperature = temperature
         out = placer.sample(8)
         assert torch.isfinite(out.log_prob).all() and torch.isfinite(out.entropy).all(), temperature
+
+
+def test_a_half_precision_policy_divides_by_a_small_temperature_exactly():
+    """Temperatures were floored at float16's smallest normal number (6.1e-5), though torch divides halves in float32:
+    T = 1e-5 gave [0.007, 0.036, 0.0003, 0.956] where the division gives one-hot on the last device."""
+    logits = torch.tensor([[0.0, 1e-4, -2e-4, 3e-4]], dtype=torch.float16)
+    allowed = torch.ones(1, 4, dtype=torch.bool)
+    want = torch.log_softmax(logits / 1e-5, -1)
+    assert torch.equal(masked_log_softmax(logits, allowed, 1e-5), want)

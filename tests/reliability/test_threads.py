@@ -124,3 +124,22 @@ def test_a_simulator_with_its_lock_pickles_and_measures_alike(make):
     again = pickle.loads(pickle.dumps(sim))
     assert again._cache_size == 3 and len(again._cache) == 0
     assert again.measure(g, CLUSTERS[0], p).step_time == before
+
+
+class BareSimulator(Simulator):
+    """A subclass that never calls Simulator.__init__ (keeping its own settings)."""
+
+    def __init__(self) -> None:
+        self.threads = 1
+
+
+def test_a_simulator_subclass_that_skips_its_init_still_pickles():
+    """Such a subclass pickled before the cache got its lock; its unpickling then asked for the missing cache size
+    (KeyError)."""
+    import pickle
+
+    Bare = BareSimulator
+    g = layered_dag(20, seed=1)
+    p = Placement.for_graph(g, np.arange(g.num_ops) % 3)
+    again = pickle.loads(pickle.dumps(Bare()))
+    assert again.measure(g, CLUSTERS[0], p).step_time == Simulator().measure(g, CLUSTERS[0], p).step_time
