@@ -571,6 +571,9 @@ class _Call:
     """Whether a reader on another torch device waits on it (CUDA only)."""
     target: Callable[..., Any]
     """What runs: the node's target, or its :data:`LAYOUT_FREE` stand-in."""
+    writes: bool = False
+    """Whether it writes an argument in place (its schema says so; a higher-order op may): on a GPU it first
+    waits for the copies its device has started, which may still be reading that value (CUDA only)."""
 
 
 @dataclass(eq=False)
@@ -645,7 +648,7 @@ def _build_plan(
     calls = [
         _Call(node, homes[node.name], *_retarget(node, torch_devices[homes[node.name]], known.get(node.name, {})),
               free=tuple(last.get(node.name, ())), event=node.name in cross,
-              target=LAYOUT_FREE.get(node.target, node.target))
+              target=LAYOUT_FREE.get(node.target, node.target), writes=writes_in_place(node))
         for node in gm.graph.nodes if node.op == "call_function"
     ]
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
@@ -668,6 +671,15 @@ def _host_readers(
             if dst is not None and dst.type == "cpu":
                 readers.setdefault(node.name, set()).add(dst)
     return {name: frozenset(cpus) for name, cpus in readers.items()}
+
+
+def writes_in_place(node: torch.fx.Node) -> bool:
+    """Whether call ``node`` may write one of its arguments in place: an argument its schema marks as written
+    (``aten.relu_``, an ``out=``), or any higher-order op (its subgraph may)."""
+    if isinstance(node.target, torch._ops.HigherOrderOperator):
+        return True
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 
 def _roots(gm: torch.fx.GraphModule) -> dict[str, str]:
@@ -785,6 +797,8 @@ class Step:
         self.sent: set[tuple[str, int]] = set()
         self.events: dict[str, Any] = {}
         self.moved = 0
+        self.copied_out: dict[torch.device, Any] = {}
+        """GPU -> an event after the last copy started from it (its copy stream runs them in order)."""
         self.stream: Any = None
         """The compute stream made current last (switched only when a call's device has another one)."""
         for name in sorted(plan.written):
@@ -811,6 +825,8 @@ class Step:
         if stream is not None and stream is not self.stream:
             torch.cuda.set_stream(stream)  # and its device; a context per op cost more host time than most ops
             self.stream = stream
+        if call.writes and stream is not None and device in self.copied_out:
+            stream.wait_event(self.copied_out[device])  # a copy still reading a value this op overwrites
         try:
             self.env[node.name] = call.target(*args, **kwargs)
             if call.event and stream is not None:
@@ -858,6 +874,7 @@ class Step:
             out = to_device(value, dst, non_blocking=True)                    # current stream, ordered with the dst's
         if src.type == "cuda":
             _record_stream(value, outbound)  # the source block stays allocated until the copy ran
+            self.copied_out[src] = outbound.record_event()  # an op writing in place on src waits for it
         _record_stream(out, compute[dst])  # allocated on the copy stream, read on the compute stream
         compute[dst].wait_event(inbound.record_event())
         return out
@@ -872,6 +889,7 @@ class Step:
             out = pytree.tree_map_only(torch.Tensor, pinned_copy, value)
             done = stream.record_event()
         _record_stream(value, stream)
+        self.copied_out[src] = done  # an op writing in place on src waits for it
         return _HostCopy(out, done)
 
     def free(self, names: tuple[str, ...]) -> None:

@@ -603,3 +603,15 @@ def test_run_names_a_list_placement_a_spent_time_limit_and_fractional_steps():
     assert type(caught.value) is TorchRunError
     with pytest.raises(ValueError, match="TorchRuntime: steps must be a whole number >= 1, got 2.5"):
         TorchRuntime(steps=2.5)
+
+
+def test_ops_that_write_in_place_are_marked_to_wait_for_their_devices_copies():
+    """On a GPU a value is copied to its readers elsewhere on the device's copy stream, after its producer; an op of
+    that device writing it in place later (``relu_``, kept by torch.export) ran on the compute stream without waiting,
+    so the copy could read the overwritten value. Such calls are marked, and wait (CUDA only: never run on a GPU
+    here; on the CPU the mark is checked)."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True))
+    g = from_torch(model, (torch.randn(2, 4),))
+    plan = TorchRuntime(device_map=CPU_MAP).plan(g, _cpus(), _halves(g), None)
+    marked = {str(call.node.target) for call in plan.calls if call.writes}
+    assert marked == {"aten.relu_.default"}, marked
