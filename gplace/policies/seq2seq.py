@@ -17,7 +17,7 @@ from gplace.policies.base import (
     Tempered,
     check_devices,
     check_inputs,
-    gumbel_argmax,
+    gumbel_noise,
     masked_log_softmax,
     score,
 )
@@ -85,7 +85,9 @@ class Seq2SeqPolicy(Tempered, Configurable, nn.Module):
         if num_samples < 1:
             raise ValueError(f"num_samples must be >= 1, got {num_samples}")
 
-        return self._decode(states, allowed, num_samples, lambda _, log_p: gumbel_argmax(log_p, 1, generator)[0])
+        # all steps' noise in one draw (the same values as a draw per step): one copy to a GPU, not one per step
+        noise = gumbel_noise((states.shape[0], num_samples, self.num_devices), states, generator)
+        return self._decode(states, allowed, num_samples, lambda t, log_p: (log_p.detach() + noise[t]).argmax(-1))
 
     def greedy(self, states: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         """The most likely device at each step (argmax decoding).

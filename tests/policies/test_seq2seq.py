@@ -159,3 +159,24 @@ def test_large_attention_is_recomputed_with_the_same_gradients(policy, monkeypat
     assert torch.equal(lp_plain, lp_recomputed)
     assert all(torch.equal(a, b) for a, b in zip(grads_plain, grads_recomputed, strict=True))
     assert kept_recomputed < kept_plain / 2
+
+
+def test_sampling_draws_its_noise_once_with_the_same_values(monkeypatch):
+    """Each decoding step drew its own noise (on a CPU generator, then copied to the policy's device: on a GPU one
+    blocking copy, a stream sync, per group); all steps' noise now comes in one draw, and the samples are the same
+    as drawing step by step from the same generator."""
+    import gplace.policies.seq2seq as seq2seq_module
+    from gplace.policies.base import gumbel_argmax
+
+    torch.manual_seed(0)
+    policy = Seq2SeqPolicy(3, hidden_size=8, attention_size=4, state_size=6)
+    states, allowed = torch.randn(7, 6), torch.ones(7, 3, dtype=torch.bool)
+    allowed[2, 0] = False
+    calls = []
+    real = seq2seq_module.gumbel_noise
+    monkeypatch.setattr(seq2seq_module, "gumbel_noise", lambda *a, **k: calls.append(1) or real(*a, **k))
+    out = policy.sample(states, allowed, 5, generator=torch.Generator().manual_seed(3))
+    assert len(calls) == 1
+    gen = torch.Generator().manual_seed(3)
+    step_by_step = policy._decode(states, allowed, 5, lambda _, log_p: gumbel_argmax(log_p, 1, gen)[0])
+    assert torch.equal(out.devices, step_by_step.devices)
