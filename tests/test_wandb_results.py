@@ -212,7 +212,7 @@ def test_a_search_that_raises_from_python_marks_its_wandb_run_failed(tmp_path, m
 def test_a_users_own_wandb_run_is_left_active_or_logged_into(tmp_path, monkeypatch):
     """WandbLogger finished the user's active run (its next log raised) and could not log into it."""
     monkeypatch.setenv("WANDB_MODE", "offline")
-    user = wandb.init(project="mine", dir=str(tmp_path), name="user-run", reinit="create_new")
+    user = wandb.init(project="mine", dir=str(tmp_path), name="user-run", reinit="create_new", mode="offline")
     try:
         own = WandbLogger(dir=str(tmp_path / "gplace"))
         assert own.run.id != user.id and not user._is_finished
