@@ -56,6 +56,17 @@ def test_durations_survive_another_thread_filling_the_cache_between_insert_and_r
     assert len(cache) <= 8
 
 
+
+def _all_in_threads(job, jobs: int) -> bool:
+    """Whether ``job(i)`` is true for every ``i < jobs``, run on 8 threads that switch as often as Python lets them."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(8) as ex:
+            return all(ex.map(job, range(jobs)))
+    finally:
+        sys.setswitchinterval(interval)
+
 def test_one_graph_measured_on_many_clusters_from_threads():
     """8 threads, 40 clusters, one graph (the probe's 'dictionary changed size during iteration')."""
     clusters = [uniform_cluster(3, bandwidth=1e9 * (k + 1)) for k in range(40)]
@@ -65,23 +76,25 @@ def test_one_graph_measured_on_many_clusters_from_threads():
     def job(i):
         return all(np.array_equal(g.durations(clusters[k := (i * 7 + j) % 40]), expected[k]) for j in range(100))
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        with ThreadPoolExecutor(8) as ex:
-            assert all(ex.map(job, range(32)))
-    finally:
-        sys.setswitchinterval(interval)
+    assert _all_in_threads(job, 32)
 
 
-@pytest.mark.parametrize("make", [lambda: Simulator(cache_size=2), lambda: PipelineSimulator(2, "gpipe", cache_size=2)],
-                         ids=["sim", "pipe"])
-def test_simulator_cache_survives_an_eviction_between_lookup_and_reuse(make):
-    """Another thread evicted the entry a lookup had just found: ``move_to_end`` raised KeyError."""
+SMALL_CACHES = pytest.mark.parametrize(
+    "make", [lambda: Simulator(cache_size=2), lambda: PipelineSimulator(2, "gpipe", cache_size=2)], ids=["sim", "pipe"])
+"""A step and a pipeline simulator, each caching fewer (graph, cluster) pairs than the three clusters measured."""
+
+
+def _three_cluster_case(make):
+    """A graph, a placement, its step time on each of three clusters (by a simulator of its own), and a simulator."""
     g = layered_dag(30, seed=0)
     p = Placement.for_graph(g, np.arange(g.num_ops) % 3)
-    expected = [make().measure(g, c, p).step_time for c in CLUSTERS[:3]]
-    sim = make()
+    return g, p, [make().measure(g, c, p).step_time for c in CLUSTERS[:3]], make()
+
+
+@SMALL_CACHES
+def test_simulator_cache_survives_an_eviction_between_lookup_and_reuse(make):
+    """Another thread evicted the entry a lookup had just found: ``move_to_end`` raised KeyError."""
+    g, p, expected, sim = _three_cluster_case(make)
     sim.measure(g, CLUSTERS[0], p)
     sim._cache = _MeddlingLRU(sim._cache)
     sim._cache.arm(lambda: [sim.measure(g, c, p) for c in CLUSTERS[1:3]])
@@ -91,25 +104,15 @@ def test_simulator_cache_survives_an_eviction_between_lookup_and_reuse(make):
     assert len(sim._cache) <= 2
 
 
-@pytest.mark.parametrize("make", [lambda: Simulator(cache_size=2), lambda: PipelineSimulator(2, "gpipe", cache_size=2)],
-                         ids=["sim", "pipe"])
+@SMALL_CACHES
 def test_one_simulator_shared_by_threads_over_more_pairs_than_its_cache(make):
     """8 threads, 3 clusters, ``cache_size=2`` (the probe's KeyError), results equal one thread's to the bit."""
-    g = layered_dag(30, seed=0)
-    p = Placement.for_graph(g, np.arange(g.num_ops) % 3)
-    expected = [make().measure(g, c, p).step_time for c in CLUSTERS[:3]]
-    sim = make()
+    g, p, expected, sim = _three_cluster_case(make)
 
     def job(i):
         return all(sim.measure(g, CLUSTERS[(i + j) % 3], p).step_time == expected[(i + j) % 3] for j in range(150))
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        with ThreadPoolExecutor(8) as ex:
-            assert all(ex.map(job, range(16)))
-    finally:
-        sys.setswitchinterval(interval)
+    assert _all_in_threads(job, 16)
 
 
 @pytest.mark.parametrize("make", [lambda: Simulator(cache_size=3), lambda: PipelineSimulator(2, "gpipe", cache_size=3)],
