@@ -64,11 +64,14 @@ def place_graph_def(graph: OpGraph, cluster: Cluster, placement: Placement, *,
 
 def session_config(graph_def: Any) -> Any:
     """A ``tf.compat.v1.ConfigProto`` that runs ``graph_def`` as placed: no soft placement, one logical CPU device
-    per ``/device:CPU:i`` it names (GPUs as the machine has them)."""
+    per ``/device:CPU:i`` it names (GPUs as the machine has them), each GPU's memory taken as it is needed
+    (``allow_growth``; TensorFlow's default reserves most of every GPU at the session's start)."""
     import tensorflow as tf
 
     cpus = 1 + max((int(n.device.rpartition(":")[2]) for n in graph_def.node if "CPU:" in n.device), default=0)
-    return tf.compat.v1.ConfigProto(device_count={"CPU": cpus}, allow_soft_placement=False)
+    config = tf.compat.v1.ConfigProto(device_count={"CPU": cpus}, allow_soft_placement=False)
+    config.gpu_options.allow_growth = True
+    return config
 
 
 def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, export_dir: str | Path, *,

@@ -172,3 +172,11 @@ def test_a_captured_lookup_table_cannot_become_a_saved_model(tmp_path, imported)
     with pytest.raises(UnsupportedGraphError, match="is a captured resource"):
         save_saved_model(graph, imported[1], Placement.single(graph, 0), tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+def test_the_session_config_takes_gpu_memory_as_needed(imported):
+    """It left TensorFlow's default, which reserves most of every GPU when the session starts (tf-v1 sets memory
+    growth itself; a user loading the exported program with this config did not get it)."""
+    graph, cluster = imported
+    config = session_config(place_graph_def(graph, cluster, _alternating(graph)))
+    assert config.gpu_options.allow_growth and not config.allow_soft_placement
