@@ -114,9 +114,8 @@ class GraphBuilder:
         for var in self.variables:
             users = [c for c in consumers[var] if c in grads]
             if users:
-                whole = F32 * math.prod(self.shape(var))
                 self.update(var, [grads[c] for c in users],
-                            {grads[c]: self.reads[c].get(var, whole) for c in users})
+                            {grads[c]: self.reads[c][var] for c in users if var in self.reads[c]})
 
     def update(self, var: str, grads: list[str], parts: dict[str, int] | None = None) -> None:
         """Sum ``grads``, the gradient ops of variable ``var``, in ``grad/<var>/AddN`` (``backward``), and apply the
