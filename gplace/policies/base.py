@@ -79,9 +79,10 @@ def masked_log_softmax(logits: torch.Tensor, allowed: torch.Tensor, temperature:
 
 
 def temper(logits: torch.Tensor, allowed: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``logits / temperature``, exactly, in every row whose allowed entries stay within a quarter of the dtype's
-    range; other rows (a temperature too small for the dtype) get ``(logits - top) / temperature`` clamped to it,
-    ``top`` the row's largest allowed logit, so the best device keeps 0 and the softmax is finite and one-hot.
+    """``logits / temperature``, exactly, at temperatures >= 1 (dividing cannot overflow a finite logit) and in
+    every row whose allowed entries stay within a quarter of the dtype's range; other rows (a temperature too small
+    for the dtype) get ``(logits - top) / temperature`` clamped to it, ``top`` the row's largest allowed logit, so
+    the best device keeps 0 and the softmax is finite and one-hot.
 
     A temperature below the smallest normal number of the dtype the division runs in (``torch.finfo(dtype).tiny``,
     1.2e-38 for float32, which float16 and bfloat16 divide in) divides as that one, since it could round to 0
@@ -90,6 +91,8 @@ def temper(logits: torch.Tensor, allowed: torch.Tensor, temperature: float) -> t
     Shapes:
         logits (..., G, D), allowed (G, D) bool; returns (..., G, D).
     """
+    if temperature >= 1.0:  # the usual case, on every policy call: one division
+        return logits / temperature
     floor = torch.finfo(torch.promote_types(logits.dtype, torch.float32)).tiny  # torch divides halves in float32
     temperature, bound = max(temperature, floor), torch.finfo(logits.dtype).max / 4
     scaled = logits / temperature
