@@ -91,9 +91,9 @@ def _objective_runtime(cfg: DictConfig):
 
 
 def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], list[dict], dict[str, Path]]:
-    """What a logger keeps of a finished job: the final figures, a table of placements (each single device,
-    HEFT and the learned one, with its step time and the learned one's speed-up over it) and the run's files
-    (``placement``, ``trace``, ``policy``)."""
+    """What a logger keeps of a finished job: the final figures (with each device's, :func:`_device_figures`), a
+    table of placements (each single device, HEFT and the learned one, with its step time and the learned one's
+    speed-up over it) and the run's files (``placement``, ``trace``, ``policy``)."""
     from gplace.methods import make_baseline
 
     learned = report.measurement.step_time
@@ -110,8 +110,20 @@ def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], lis
                "heft_step_time": times.get("heft", math.inf), "samples": report.train.samples,
                "best_sample": report.train.best_sample or math.nan, "search_seconds": report.train.seconds}
     run_dir = Path(run_dir)
+    summary.update(_device_figures(run_dir / "placement.json"))
     return summary, rows, {"placement": run_dir / "placement.json", "trace": run_dir / "trace.json",
                            "policy": run_dir / "policy.pt"}
+
+
+def _device_figures(path: Path) -> dict[str, int | float]:
+    """Each device's peak memory and, for a pipelined mini-batch, its bubble and micro-batches in flight, from
+    ``placement.json``'s per-device summary, as ``peak_memory/GPU:0``, ``bubble/GPU:0``, ``in_flight/GPU:0``."""
+    from gplace.ir import load_json
+    from gplace.show import SUMMARY_KEY
+
+    rows = (load_json(path).get(SUMMARY_KEY) or {}) if path.is_file() else {}
+    return {f"{key}/{device.lstrip('/') or device}": row[key]
+            for device, row in rows.items() for key in ("peak_memory", "bubble", "in_flight") if key in row}
 
 
 def _sweep_fields(logger_cfg: DictConfig) -> dict[str, str]:

@@ -247,3 +247,21 @@ def test_a_multirun_group_names_the_whole_sweep_not_its_time(tmp_path, monkeypat
     monkeypatch.setattr(cli, "HydraConfig", SimpleNamespace(initialized=lambda: True, get=lambda: hc))
     fields = cli._sweep_fields(OmegaConf.create({"group": None, "name": None}))
     assert fields == {"group": group.format(tmp=tmp), "name": "seed=1"}
+
+
+def test_a_pipelined_jobs_bubble_and_memory_per_device_reach_the_summary(tmp_path, monkeypatch):
+    """The bubble and micro-batches in flight of each device were in ``placement.json`` only, not in W&B."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "gplace", *FAST, "objective=pipeline", "objective.microbatches=4",
+                           f"hydra.run.dir={run}"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shown = json.loads((run / "placement.json").read_text())["per_device"]
+    [record] = _run_files(run)
+    for device, row in shown.items():
+        for key in ("bubble", "in_flight", "peak_memory"):
+            name = f"{key}/{device.lstrip('/')}".encode()
+            at = record.find(name)
+            assert at >= 0 and json.dumps(row[key]).encode() in record[at:at + len(name) + 32], (name, row[key])
