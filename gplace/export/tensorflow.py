@@ -6,7 +6,8 @@
 see :class:`~gplace.importers.tensorflow.TensorFlowSource`) with every ``NodeDef.device`` set from the
 placement: cluster device ``"/CPU:i"`` becomes ``"/device:CPU:i"``, ``"/GPU:i"`` ``"/device:GPU:i"``
 (:func:`~gplace.runtime.tf_runtime.tf_device`; ``device_map`` renames others). :func:`session_config` is a
-``ConfigProto`` that runs it as placed: soft placement off, as many logical CPU devices as the placement uses.
+``ConfigProto`` that runs it as placed: soft placement off, as many logical CPU devices as the placement uses,
+no graph rewriting.
 Variables stay handles (``VarHandleOp``) as in the imported GraphDef: initialise or restore them as for any
 GraphDef.
 
@@ -65,12 +66,20 @@ def place_graph_def(graph: OpGraph, cluster: Cluster, placement: Placement, *,
 def session_config(graph_def: Any) -> Any:
     """A ``tf.compat.v1.ConfigProto`` that runs ``graph_def`` as placed: no soft placement, one logical CPU device
     per ``/device:CPU:i`` it names (GPUs as the machine has them), each GPU's memory taken as it is needed
-    (``allow_growth``; TensorFlow's default reserves most of every GPU at the session's start)."""
+    (``allow_growth``; TensorFlow's default reserves most of every GPU at the session's start), and no graph
+    rewriting (Grappler, constant folding, common subexpressions, XLA clustering), as ``tf-v1`` measures: Grappler's
+    remapper fuses ``MatMul`` + ``BiasAdd`` + ``Relu`` into one op on the ``MatMul``'s device whatever their
+    devices."""
     import tensorflow as tf
 
     cpus = 1 + max((int(n.device.rpartition(":")[2]) for n in graph_def.node if "CPU:" in n.device), default=0)
     config = tf.compat.v1.ConfigProto(device_count={"CPU": cpus}, allow_soft_placement=False)
     config.gpu_options.allow_growth = True
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    optimizer = config.graph_options.optimizer_options
+    optimizer.opt_level = tf.compat.v1.OptimizerOptions.L0
+    optimizer.do_constant_folding = optimizer.do_common_subexpression_elimination = False
+    optimizer.global_jit_level = tf.compat.v1.OptimizerOptions.OFF
     return config
 
 
@@ -86,7 +95,8 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
     Raises:
         UnsupportedGraphError: ``graph`` was not imported from TensorFlow, or a variable's value is unknown (a
             GraphDef holds none; import the function, SavedModel or Keras model instead), or the program captures
-            a resource other than a variable (a lookup table); names the node.
+            a resource other than a variable (a lookup table), or an output is a node without outputs (a
+            ``NoOp``); names the node.
         InvalidPlacementError: as :func:`place_graph_def`.
         FileExistsError: ``export_dir`` exists.
     """
@@ -104,6 +114,11 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
             raise UnsupportedGraphError(f"node {node.name!r} of graph {graph.name!r} is a captured resource (a lookup "
                                         "table, a dataset, ...) that a SavedModel written from the GraphDef cannot "
                                         "hold; only variables are restored")
+    for name in source.outputs:
+        if ":" not in name:
+            raise UnsupportedGraphError(f"output {name!r} of graph {graph.name!r} is a node without outputs (a "
+                                        "NoOp): a SavedModel's signature holds tensors; import it with outputs= "
+                                        "naming the tensors to serve")
     export_dir = Path(export_dir)
     if export_dir.exists():
         raise FileExistsError(f"SavedModel directory {str(export_dir)!r} exists; give a new one")

@@ -139,7 +139,8 @@ class TensorFlowSource:
     inputs: tuple[str, ...] = ()
     """Tensors to feed, e.g. ``("x:0",)``."""
     outputs: tuple[str, ...] = ()
-    """Tensors one step fetches (a training step's loss, a model's outputs)."""
+    """Tensors one step fetches (a training step's loss, a model's outputs), e.g. ``("y:0",)``; a node without
+    outputs (a ``tf.group``'s ``NoOp``, a GraphDef's training step) by its name: one step runs it."""
     variables: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """``VarHandleOp`` node name -> the ``tf.Variable`` it stands for, where the program held one (a function,
     SavedModel or Keras model; empty for a GraphDef): where a placed program's weights come from."""
@@ -396,9 +397,12 @@ def _graph_def_traced(tf: Any, graph_def: Any, name: str, outputs: Sequence[str]
         with _wrap_errors(f"GraphDef: extracting the subgraph of {keep}"):
             graph_def = tf.compat.v1.graph_util.extract_sub_graph(graph_def, keep)
     read = {i.lstrip("^").split(":")[0] for node in graph_def.node for i in node.input}
-    sinks = tuple(f"{n.name}:0" if _has_outputs(n) else n.name for n in graph_def.node if n.name not in read)
+    nodes = {n.name: n for n in graph_def.node}
+    sinks = [n.name for n in graph_def.node if n.name not in read]
     feeds = tuple(f"{n.name}:0" for n in graph_def.node if n.op == "Placeholder")
-    return _Traced(graph_def, name, feeds, tuple(outputs) if outputs else sinks)
+    fetched = [o if ":" in o and not o.startswith("^") else o.lstrip("^") for o in outputs or sinks]
+    return _Traced(graph_def, name, feeds, tuple(o if ":" in o or not _has_outputs(nodes[o]) else f"{o}:0"
+                                                 for o in fetched))
 
 
 def _copy(message: Any) -> Any:

@@ -161,7 +161,7 @@ class TensorFlowRuntime(Runtime):
                 (default: None)
 
         Returns:
-            One array per tensor of ``graph.source.outputs``, in order.
+            One array per tensor of ``graph.source.outputs``, in order (``None`` for a node without outputs).
 
         Raises:
             InvalidPlacementError: the placement does not fit the graph or cluster.
@@ -380,7 +380,7 @@ class _Step:
         self.session = tf.compat.v1.Session(graph=self.graph, config=config)
         self._guard(lambda: self.session.run(init_ops, init_feeds, options=_options(tf, deadline)))
         tensors, self.feed_values = self._feeds(cache, source, feeds)
-        outputs = [self._tensor(name) for name in source.outputs]
+        outputs = [self._fetch(name) for name in source.outputs]
         sinks = _sinks(self.graph, self.homes, {t.op.name for t in tensors})
         self.call = self._guard(
             lambda: self.session.make_callable([outputs, sinks], feed_list=tensors, accept_options=True)
@@ -396,6 +396,17 @@ class _Step:
         if self.session is not None:
             self.session.close()
             self.session = None
+
+    def _fetch(self, name: str) -> Any:
+        """The tensor ``name`` (``"y:0"``), or the operation of a node without outputs (a ``NoOp``)."""
+        if ":" not in name:
+            try:
+                op = self.graph.get_operation_by_name(name)
+            except (KeyError, ValueError) as err:
+                raise TensorFlowRunError(f"node {name!r} is not in the graph: {error_summary(err)}") from None
+            if not op.outputs:
+                return op
+        return self._tensor(name)
 
     def _tensor(self, name: str) -> Any:
         try:

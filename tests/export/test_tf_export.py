@@ -180,3 +180,52 @@ def test_the_session_config_takes_gpu_memory_as_needed(imported):
     graph, cluster = imported
     config = session_config(place_graph_def(graph, cluster, _alternating(graph)))
     assert config.gpu_options.allow_growth and not config.allow_soft_placement
+
+
+@tf.function(input_signature=[tf.TensorSpec([2, 4], tf.float32, name="x")])
+def dense_relu(x):
+    return tf.nn.relu(tf.nn.bias_add(tf.matmul(x, tf.constant(W1)), tf.ones([8])))
+
+
+def test_ops_grappler_would_fuse_across_devices_run_where_placed():
+    """Grappler's remapper fused MatMul + BiasAdd + Relu into one op on the MatMul's device: BiasAdd and Relu,
+    placed on /CPU:1, ran on /CPU:0 under this config."""
+    graph = from_tensorflow(dense_relu, name="dense_relu")
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    placement = Placement.from_names(graph, cluster, {op: "/CPU:1" if op in ("BiasAdd", "Relu") else "/CPU:0"
+                                                      for op in graph.op_names})
+    placed = place_graph_def(graph, cluster, placement)
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        tf.graph_util.import_graph_def(placed, name="")
+    source = graph.source
+    with tf.compat.v1.Session(graph=tf_graph, config=session_config(placed)) as session:
+        metadata = tf.compat.v1.RunMetadata()
+        [out] = session.run(list(source.outputs), {source.inputs[0]: X}, run_metadata=metadata,
+                            options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE))
+    ran_on = {n.node_name: s.device.rpartition("/")[2] for s in metadata.step_stats.dev_stats for n in s.node_stats
+              if n.node_name in ("MatMul", "BiasAdd", "Relu")}
+    assert ran_on == {"MatMul": "device:CPU:0", "BiasAdd": "device:CPU:1", "Relu": "device:CPU:1"}
+    np.testing.assert_allclose(out, dense_relu(X).numpy(), rtol=1e-5)
+
+
+def test_a_graph_def_output_named_by_its_node_becomes_a_signature_tensor(tmp_path):
+    """``outputs=["y"]`` (a node name, as the importer allows) failed inside TensorFlow ("The name 'y' refers to an
+    Operation"); a NoOp output is refused naming it."""
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2], name="x")
+        y = tf.identity(tf.nn.relu(x) * 2.0, name="y")
+        tf.group(y, name="train")
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    graph = from_tensorflow(tf_graph.as_graph_def(), outputs=["y"])
+    export = save_saved_model(graph, cluster, _alternating(graph), tmp_path / "sm")
+    with tf.compat.v1.Session(graph=tf.Graph(), config=session_config(place_graph_def(graph, cluster,
+                                                                                      _alternating(graph)))) as s:
+        meta = tf.compat.v1.saved_model.loader.load(s, ["serve"], str(export))
+        signature = meta.signature_def["serving_default"]
+        [out] = s.run([signature.outputs["y"].name], {signature.inputs["x"].name: np.array([-1.0, 3.0], np.float32)})
+    np.testing.assert_allclose(out, [0.0, 6.0])
+    trained = from_tensorflow(tf_graph.as_graph_def(), outputs=["y", "train"])
+    with pytest.raises(UnsupportedGraphError, match="output 'train' of graph .* is a node without outputs"):
+        save_saved_model(trained, cluster, _alternating(trained), tmp_path / "sm2")

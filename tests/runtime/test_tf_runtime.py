@@ -210,6 +210,25 @@ def test_v1_reference_variable_graph_runs_placed(runtime) -> None:
     np.testing.assert_allclose(single, 2 * x @ w, rtol=1e-5)
 
 
+def test_a_graph_def_step_ending_in_a_group_runs_and_its_outputs_are_tensors(runtime) -> None:
+    """A TF1 step whose sink is a ``tf.group`` (a NoOp) failed every measurement ("'train:0' refers to a Tensor
+    which does not exist"); an output named by its node ("y") was fetched as the operation (None)."""
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2], name="x")
+        y = tf.identity(tf.nn.relu(x) * 2.0, name="y")
+        tf.group(y, tf.identity(x + 1.0, name="z"), name="train")
+    cluster, x = _cpus(), np.array([-1.0, 3.0], np.float32)
+    whole = from_tensorflow(tf_graph.as_graph_def())
+    assert whole.source.outputs == ("train",)
+    assert runtime.measure(whole, cluster, alternating(whole)).ok
+    named = from_tensorflow(tf_graph.as_graph_def(), outputs=["y", "^train"])
+    assert named.source.outputs == ("y:0", "train")
+    got, ran = runtime.run(named, cluster, alternating(named), feeds={"x": x})
+    np.testing.assert_allclose(got, [0.0, 6.0])
+    assert ran is None
+
+
 @pytest.mark.parametrize("layer", ["LSTM", "GRU"])
 def test_keras_recurrent_loops_run_split(runtime, layer: str) -> None:
     """A Keras LSTM or GRU, its time loop one While op, runs split over two devices: inference gives Keras's
