@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,6 +12,8 @@ import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.placement import check_placement
+
+log = logging.getLogger(__name__)
 
 
 class ClusterMismatchError(ValueError):
@@ -66,7 +69,7 @@ class Runtime(abc.ABC):
 
     :meth:`measure` validates the placement first, so every runtime rejects an invalid placement the
     same way (:class:`~gplace.ir.InvalidPlacementError`); failures while running are measurements with
-    ``ok=False``.
+    ``ok=False``, and so is a success in a step time that is not a finite number >= 0 (:func:`checked`).
     """
 
     id: str = "runtime-v0"
@@ -84,7 +87,7 @@ class Runtime(abc.ABC):
         """
         check_placement(placement)
         placement.validate(graph, cluster)
-        return self._measure(graph, cluster, placement)
+        return checked(self._measure(graph, cluster, placement), self)
 
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`ClusterMismatchError` when ``cluster`` cannot run here; a model-based runtime accepts
@@ -118,7 +121,31 @@ def measure_each(runtime: Runtime, graph: OpGraph, cluster: Cluster,
     if len(measurements) != len(placements):
         raise ValueError(f"runtime {runtime.id!r} ({type(runtime).__name__}) returned {len(measurements)} measurements "
                          f"for {len(placements)} placements: measure_many gives one per placement, in order")
-    return measurements
+    return [checked(m, runtime) for m in measurements]
+
+
+def checked(measurement: Measurement, runtime: object) -> Measurement:
+    """``measurement``, or a failure in its place where it reports success with a step time that is not a finite
+    number of seconds >= 0 (a runtime's bug: a NaN would stay the best placement, and a NaN reward makes every
+    weight NaN); logged as a warning, once per runtime id."""
+    try:
+        time = float(measurement.step_time)
+    except (TypeError, ValueError):
+        time = math.nan
+    if not measurement.ok or (math.isfinite(time) and time >= 0):
+        return measurement
+    reason = (f"runtime {measurement.runtime!r} ({type(runtime).__name__}) reported success with step time "
+              f"{measurement.step_time!r}: {IMPOSSIBLE}; counted as a failure")
+    if measurement.runtime not in _WARNED:
+        _WARNED.add(measurement.runtime)
+        log.warning("%s (warned once per runtime id)", reason)
+    return Measurement.failure(measurement.runtime, reason)
+
+
+IMPOSSIBLE = "a step time is a finite number of seconds >= 0"
+"""What :func:`checked` says of an impossible step time (:func:`~gplace.runtime.conformance.check_runtime` looks
+for it)."""
+_WARNED: set[str] = set()
 
 
 def freeze_arrays(obj: object) -> None:

@@ -509,6 +509,19 @@ def check_rescores(placer: Any, settings: SearchSettings, warm_start: Placement 
                                   f"{' and '.join(needs)} need; train it with ReinforceTrainer without them")
 
 
+def optimizer_step(optimizer: torch.optim.Optimizer, parameters: Any, grad_clip: float) -> torch.Tensor:
+    """Clip the gradients of ``parameters`` to norm ``grad_clip`` and step, unless their norm is not finite (a
+    NaN or inf loss): then the step is skipped with a warning, so that no weight becomes NaN (and no checkpoint
+    holds one). Returns the norm before clipping."""
+    norm = torch.nn.utils.clip_grad_norm_(list(parameters), grad_clip)
+    if torch.isfinite(norm):
+        optimizer.step()
+    else:
+        optimizer.zero_grad()
+        log.warning("the gradient norm is %s: this update is skipped, the weights stay as they were", float(norm))
+    return norm
+
+
 # ---------------------------------------------------------------------- warm start and the end
 def imitate(placer: Any, optimizer: torch.optim.Optimizer, runtime: Runtime, graph: OpGraph, cluster: Cluster,
             warm_start: Placement, logger: Logger, *, steps: int, grad_clip: float,
@@ -527,8 +540,7 @@ def imitate(placer: Any, optimizer: torch.optim.Optimizer, runtime: Runtime, gra
         loss = -log_prob.mean()
         optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(placer.parameters(), grad_clip)
-        optimizer.step()
+        optimizer_step(optimizer, placer.parameters(), grad_clip)
         late = deadline is not None and time.monotonic() >= deadline
         if step % 10 == 0 or step + 1 == steps or late:
             logger.log_scalars(-steps + step, {"losses/imitation": float(loss.detach())})

@@ -28,7 +28,14 @@ from torch import nn
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
 from gplace.runtime.base import Runtime, measure_each
-from gplace.training._loop import ProjectionCache, grouping_id, log_failures, run_settings, start_loop
+from gplace.training._loop import (
+    ProjectionCache,
+    grouping_id,
+    log_failures,
+    optimizer_step,
+    run_settings,
+    start_loop,
+)
 from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import save_checkpoint
 from gplace.training.ppo import PPOTrainer
@@ -227,8 +234,7 @@ class MultiGraphTrainer(MultiGraphSettings):
                 # update
                 loop.optimizer.zero_grad()
                 loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
-                loop.optimizer.step()
+                grad_norm = optimizer_step(loop.optimizer, params, self.grad_clip)
                 for i, r in zip(chosen, rollouts, strict=True):
                     states[i].baseline.update(r.reward[r.ok].tolist())
 

@@ -24,6 +24,7 @@ from gplace.training._loop import (
     Rollout,
     TrainResult,
     measure_rollout,
+    optimizer_step,
     progress_bar,
     start_search,
 )
@@ -135,8 +136,7 @@ class PPOTrainer(PPOSettings):
                     loss = sum(v for k, v in terms.items() if k.startswith("loss_"))
                     run.optimizer.zero_grad()
                     loss.backward()
-                    grad_norm = torch.nn.utils.clip_grad_norm_(placer.parameters(), self.grad_clip)
-                    run.optimizer.step()
+                    grad_norm = optimizer_step(run.optimizer, placer.parameters(), self.grad_clip)
                     if run.out_of_time(self.max_seconds):  # a seconds budget ends the epochs too
                         break
                 run.baseline.update(rollout.reward[rollout.ok].tolist())

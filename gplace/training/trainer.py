@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from gplace.interfaces import TrainablePlacer
 from gplace.ir import Cluster, OpGraph, Placement
@@ -15,6 +14,7 @@ from gplace.runtime.base import Runtime
 from gplace.training._loop import (
     TrainResult,
     measure_rollout,
+    optimizer_step,
     progress_bar,
     start_search,
 )
@@ -69,8 +69,7 @@ class ReinforceTrainer(SearchSettings):
                 loss = sum(v for k, v in terms.items() if k.startswith("loss_"))
                 run.optimizer.zero_grad()
                 loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(placer.parameters(), self.grad_clip)
-                run.optimizer.step()
+                grad_norm = optimizer_step(run.optimizer, placer.parameters(), self.grad_clip)
                 run.baseline.update(rollout.reward[rollout.ok].tolist())
 
                 # log
