@@ -125,6 +125,11 @@ def _same(obj: Any) -> Any:
     return obj
 
 
+PAYLOADS = 16
+"""Problems (graph, cluster) whose pickled files a :class:`PoolRuntime` keeps: a compiler measuring many graphs
+through one pool filled the temporary directory (a 0.5M-parameter program's file is 2 MB: its weights travel)."""
+
+
 class PoolRuntime(RuntimeWrapper):
     """Any picklable runtime, its ``measure_many`` spread over a local process pool (see the module docstring).
 
@@ -174,7 +179,8 @@ class PoolRuntime(RuntimeWrapper):
         """The process that started :attr:`_pool` (a forked child starts its own)."""
         self._dir: Path | None = None
         self._keys = ProblemKeys()
-        self._payloads: dict[ProblemKey, Path | None] = {}
+        self._payloads: OrderedDict[ProblemKey, Path | None] = OrderedDict()
+        """The last :data:`PAYLOADS` problems' files, least recently used dropped (and deleted) first."""
         self._loaded: set[ProblemKey] = set()
         """Problems every worker of the current pool has read (with a timeout only)."""
         self._finalizer: weakref.finalize | None = None
@@ -318,19 +324,26 @@ class PoolRuntime(RuntimeWrapper):
         self._loaded.clear()
 
     def _payload(self, key: ProblemKey, graph: OpGraph, cluster: Cluster) -> Path | None:
-        """The file holding the pickled (graph, cluster), written once; ``None`` if it cannot be pickled."""
+        """The file holding the pickled (graph, cluster), written once while it is among the last :data:`PAYLOADS`
+        problems measured; ``None`` if it cannot be pickled."""
         if key in self._payloads:
+            self._payloads.move_to_end(key)
             return self._payloads[key]
         try:
             blob = pickle_for_workers((graph, cluster))
         except Exception as err:  # pickling can fail in many ways
             logger.warning("graph %r cannot be sent to worker processes (%s); measuring it in this process",
                            graph.name, error_summary(err))
-            self._payloads[key] = None
-            return None
-        path = self._tempdir() / f"{key[0]}-{key[1]}.pkl"
-        path.write_bytes(blob)
+            path = None
+        else:
+            path = self._tempdir() / f"{key[0]}-{key[1]}.pkl"
+            path.write_bytes(blob)
         self._payloads[key] = path
+        while len(self._payloads) > PAYLOADS:
+            old_key, old_path = self._payloads.popitem(last=False)
+            self._loaded.discard(old_key)
+            if old_path is not None:
+                old_path.unlink(missing_ok=True)
         return path
 
     def _tempdir(self) -> Path:
