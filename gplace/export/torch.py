@@ -82,6 +82,7 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
         _retarget(nodes[name], devices[parts[k].device], gm)
         nodes[name].target = LAYOUT_FREE.get(nodes[name].target, nodes[name].target)  # as torch-v1 runs them
     split = torch.fx.passes.split_module.split_module(gm, gm, lambda node: part_ids[node.name])
+    _in_part_order(split.graph)
     split.graph._codegen = gm.graph._codegen  # takes and returns the exported module's (nested) inputs and outputs
     split.recompile()
     for name, sub in list(split.named_children()):
@@ -89,6 +90,20 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
             setattr(split, name, OnDevice(sub, devices[parts[int(name.rpartition("_")[2])].device]))
     _home_weights(split)
     return split
+
+
+def _in_part_order(graph: torch.fx.Graph) -> None:
+    """Call the submodules in part order, each followed by the ``getitem`` nodes that unpack its results.
+    ``split_module`` orders them by the data they pass only, but parts may also have to run in order for a write
+    in place (the graph's 0-byte edges): the write after an earlier read of the tensor, before a later one."""
+    output = graph.output_node()
+    calls = [n for n in graph.nodes if n.op == "call_module" and n.target.startswith("submod_")]
+    for call in sorted(calls, key=lambda n: int(n.target.rpartition("_")[2])):
+        output.prepend(call)
+        for user in list(call.users):
+            if user.op == "call_function" and user.target is operator.getitem:
+                output.prepend(user)
+    graph.lint()
 
 
 def _home_weights(split: torch.fx.GraphModule) -> None:

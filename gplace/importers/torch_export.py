@@ -12,6 +12,17 @@ How a program maps onto the IR:
 - **User inputs** become ``"Input"`` ops (cost 0). **Parameters, buffers and constants** are persistent
   memory: one read by a single op is folded into that op's ``persistent_memory``; one read by several ops (or
   by none) becomes a ``"Parameter"`` op (cost 0) holding it, with an edge to every reader.
+- **In-place ops** (``torch.export`` keeps ``aten.add_``, ``fill_``, ``copy_``, ``index_put_``, ``relu_``, ...):
+  an alias analysis in node order gives each value its *bases*, the nodes that allocated the storage it may alias
+  (a view, or an in-place op returning its argument, has the argument's; ``getitem`` its tuple's; a higher-order
+  op's results any of its inputs'), and each node the bases it writes (arguments its schema marks
+  ``alias_info.is_write``; what a higher-order op's subgraphs write). Per base, a node reading it gets a 0-byte
+  edge from its last writer, and a node writing it one from every reader since that write and from that writer,
+  where no data edge runs already: placers, simulators, runtimes and exporters keep them in program order. The
+  ops whose values may alias a base some op writes (its producer, its views, its writers) form one colocation
+  group, so that the write lands in the tensor its readers read rather than in a copy moved to another device;
+  it is named after a group one of them was in already (a tied parameter's), which it absorbs, else after its
+  first op. A graph without in-place writes gets neither.
 - **Module paths**: the innermost entry of ``meta["nn_module_stack"]`` gives each op its owning module
   (``""`` is the root). In a training graph, backward ops have no stack of their own and inherit the path of
   the forward op with the same autograd sequence number (``meta["seq_nr"]``); ``Parameter`` ops take the
@@ -37,6 +48,7 @@ How a program maps onto the IR:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import operator
@@ -447,11 +459,34 @@ def written_inputs(gm: torch.fx.GraphModule) -> frozenset[str]:
     (``alias_info.is_write``), followed back through views and ``getitem`` to the inputs it aliases, ops inside
     higher-order-op subgraphs (``cond``, ``while_loop``, ``wrap_with_set_grad_enabled``) included. A value a
     higher-order op returns may alias any of its inputs."""
+    aliases = _aliases(gm)
+    sources = {n.name for n in gm.graph.nodes if n.op in ("placeholder", "get_attr")}
+    return frozenset(b for written in aliases.writes.values() for b in written if b in sources)
+
+
+@dataclass(frozen=True)
+class _Aliases:
+    """Which storage each node of a graph may alias, and which storage each node writes in place."""
+
+    bases: Mapping[str, frozenset[str]]
+    """Node name -> its bases: the names of the nodes that allocated the storage its value may alias (a
+    placeholder, a ``get_attr`` or a call that allocates is its own base; a view or an in-place op returning an
+    argument has that argument's; ``getitem`` its tuple's; a higher-order op's results may alias any input)."""
+    writes: Mapping[str, frozenset[str]]
+    """Node name -> the bases it writes in place (nodes that write none are absent)."""
+
+
+def _aliases(gm: torch.fx.GraphModule, tied: Mapping[str, str] | None = None) -> _Aliases:
+    """The alias analysis of ``gm``'s nodes, in node order (:class:`_Aliases`): an ATen call's written arguments
+    and aliased results come from its schema (``alias_info``: ``is_write``, and a result's ``before_set`` shared
+    with an argument's); a higher-order op writes what its subgraphs write (:func:`_written_operands`). ``tied``:
+    state placeholder -> the first placeholder holding the same tensor (:func:`_tied`), whose base it shares."""
     import torch
     from torch.utils import _pytree as pytree
 
+    tied = tied or {}
     bases: dict[str, frozenset[str]] = {}
-    written: set[str] = set()
+    writes: dict[str, frozenset[str]] = {}
 
     def of(value: Any) -> set[str]:
         found: set[str] = set()
@@ -462,26 +497,57 @@ def written_inputs(gm: torch.fx.GraphModule) -> frozenset[str]:
 
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr"):
-            bases[node.name] = frozenset({node.name})
+            bases[node.name] = frozenset({tied.get(node.name, node.name)})
             continue
         if node.op != "call_function":
             continue
-        target = node.target
+        target, own, written = node.target, {node.name}, set()
         if target is operator.getitem:
-            bases[node.name] = frozenset(of(node.args[0]))
+            own = of(node.args[0])
         elif isinstance(target, torch._ops.OpOverload):
-            arguments = target._schema.arguments
+            arguments, returns = target._schema.arguments, target._schema.returns
             values = [node.args[i] if i < len(node.args) else node.kwargs.get(a.name) for i, a in enumerate(arguments)]
             for arg, value in zip(arguments, values, strict=True):
                 if arg.alias_info is not None and arg.alias_info.is_write:
                     written |= of(value)
-            sets = {s for r in target._schema.returns if r.alias_info is not None for s in r.alias_info.before_set}
-            bases[node.name] = frozenset(of([v for a, v in zip(arguments, values, strict=True)
-                                             if a.alias_info is not None and a.alias_info.before_set & sets]))
+            sets = {s for r in returns if r.alias_info is not None for s in r.alias_info.before_set}
+            own = of([v for a, v in zip(arguments, values, strict=True)
+                      if a.alias_info is not None and a.alias_info.before_set & sets])
+            if any(r.alias_info is None for r in returns):  # a result of its own
+                own.add(node.name)
         elif isinstance(target, torch._ops.HigherOrderOperator):
-            written |= _written_operands(gm, node, of)
-            bases[node.name] = frozenset(of((node.args, node.kwargs)))
-    return frozenset(written)
+            written = _written_operands(gm, node, of)
+            own |= of((node.args, node.kwargs))
+        bases[node.name] = frozenset(own)
+        if written:
+            writes[node.name] = frozenset(written)
+    return _Aliases(bases, writes)
+
+
+def _hazards(gm: torch.fx.GraphModule, aliases: _Aliases) -> list[tuple[str, str]]:
+    """``(earlier node, later node)`` pairs that must run in that order because of in-place writes, tracked per
+    base in node order: a node reading a base (an argument aliasing it) follows the base's last writer; a node
+    writing it follows every reader since that write, and the writer. ``getitem`` nodes read nothing (their
+    readers do); a graph without in-place writes has none."""
+    if not aliases.writes:
+        return []
+    last_writer: dict[str, str] = {}
+    readers: dict[str, list[str]] = defaultdict(list)
+    pairs: list[tuple[str, str]] = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        read = {b for n in node.all_input_nodes for b in aliases.bases.get(n.name, ())}
+        for base in sorted(read):
+            if last_writer.get(base, node.name) != node.name:
+                pairs.append((last_writer[base], node.name))
+            readers[base].append(node.name)
+        for base in sorted(aliases.writes.get(node.name, ())):
+            pairs.extend((r, node.name) for r in readers.pop(base, ()) if r != node.name)
+            if last_writer.get(base, node.name) != node.name:
+                pairs.append((last_writer[base], node.name))
+            last_writer[base] = node.name
+    return pairs
 
 
 def _written_operands(gm: torch.fx.GraphModule, node: torch.fx.Node, of: Any) -> set[str]:
@@ -635,8 +701,54 @@ class _FxBuilder:
                 self._call(node)
             elif node.op != "output":
                 raise UnsupportedGraphError(f"node {node.name!r}: FX op {node.op!r} not handled")
+        self._in_place()
         edges = [Edge(src, dst, nbytes) for (src, dst), nbytes in self.edge_bytes.items()]
         return self.ops, edges, self.paths
+
+    def _in_place(self) -> None:
+        """What in-place writes add (the module docstring): 0-byte ordering edges (:func:`_hazards`) where no
+        data edge runs, and one colocation group per storage written in place, holding the ops whose values may
+        alias it (its producer, its views, its writers), merged with any group they are in already."""
+        aliases = _aliases(self.gm, self.tied)
+        if not aliases.writes:
+            return
+        op_of = {name: op for name, (op, _) in self.values.items()}
+        for src, dst in _hazards(self.gm, aliases):
+            first, then = op_of.get(src), op_of.get(dst)
+            if first is not None and then is not None and first != then:
+                self.edge_bytes[(first, then)] += 0  # a data edge stays as it is
+        written = {b for bs in aliases.writes.values() for b in bs}
+        parent: dict[tuple[str, str], tuple[str, str]] = {}  # union-find over ("op" | "base" | "group", name)
+
+        def find(key: tuple[str, str]) -> tuple[str, str]:
+            parent.setdefault(key, key)
+            while parent[key] != key:
+                parent[key] = parent[parent[key]]
+                key = parent[key]
+            return key
+
+        for node in aliases.bases.keys() | aliases.writes.keys():
+            op = op_of.get(node)
+            for base in (aliases.bases.get(node, frozenset()) & written) | aliases.writes.get(node, frozenset()):
+                if op is not None:
+                    parent[find(("op", op))] = find(("base", base))
+        if not parent:
+            return
+        for op in self.ops:
+            if op.colocation is not None:
+                parent[find(("op", op.name))] = find(("group", op.colocation))
+        roots = {find(("base", b)) for b in written if ("base", b) in parent}
+        members: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for i, op in enumerate(self.ops):
+            if ("op", op.name) in parent and find(("op", op.name)) in roots:
+                members[find(("op", op.name))].append(i)
+        for group in members.values():
+            if len(group) < 2:
+                continue
+            name = next((self.ops[i].colocation for i in group if self.ops[i].colocation is not None),
+                        self.ops[group[0]].name)
+            for i in group:
+                self.ops[i] = dataclasses.replace(self.ops[i], colocation=name)
 
     # -- sources of values
     def _placeholder(self, node: torch.fx.Node) -> None:

@@ -94,7 +94,12 @@ def _halves(g: OpGraph) -> Placement:
 
 
 def _alternate(g: OpGraph, devices: tuple[int, ...] = (0, 1)) -> Placement:
-    return Placement.for_graph(g, [devices[i % len(devices)] for i in range(g.num_ops)])
+    """Ops on ``devices`` in turn; a colocation group (a tensor written in place and its writers) on its first
+    op's device."""
+    first: dict[str, int] = {}
+    return Placement.for_graph(g, [devices[i % len(devices)] if op.colocation is None
+                                   else first.setdefault(op.colocation, devices[i % len(devices)])
+                                   for i, op in enumerate(g.ops())])
 
 
 def _assert_same(got: tuple, want: tuple, atol: float = 1e-6) -> None:
