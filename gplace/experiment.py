@@ -247,7 +247,40 @@ def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module, policy: t
                           express=warm_start if split_groups else None,
                           merge_consumers="if_needed" if pipelined else None)
     log.info("placing %s (%d ops, %d groups) on %s", graph.name, graph.num_ops, placer.num_groups, cluster.name)
-    return trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger, warm_start=warm_start)
+    result = trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger, warm_start=warm_start)
+    return _checked_result(result, trainer, graph, cluster, runtime)
+
+
+def _checked_result(result: Any, trainer: Trainer, graph: OpGraph, cluster: Cluster, runtime: Runtime) -> TrainResult:
+    """``trainer``'s result, checked (a trainer of one's own may return anything): a ``TrainResult`` whose best
+    placement fits ``graph`` and ``cluster`` and, on a deterministic runtime, takes the step time it reports (else
+    the time measured now is reported, with a warning).
+
+    Raises:
+        TypeError: not a ``TrainResult``, or its placement or measurement of another type; names the trainer.
+        InvalidPlacementError: its best placement does not fit the graph or cluster; names the trainer.
+    """
+    from gplace.ir import InvalidPlacementError
+
+    name = type(trainer).__name__
+    if not isinstance(result, TrainResult):
+        raise TypeError(f"trainer {name}'s fit returned a {type(result).__name__}, not a gplace.training.TrainResult")
+    for field, kind in (("best_placement", Placement), ("best_measurement", Measurement)):
+        if not isinstance(getattr(result, field), kind):
+            raise TypeError(f"trainer {name}'s result: {field} is a {type(getattr(result, field)).__name__}, "
+                            f"not a {kind.__name__}")
+    try:
+        result.best_placement.validate(graph, cluster)
+    except InvalidPlacementError as err:
+        raise InvalidPlacementError(f"trainer {name}'s best placement: {err}") from None
+    if not (runtime.deterministic and result.best_measurement.ok):
+        return result
+    again = runtime.measure(graph, cluster, result.best_placement)
+    if again.step_time == result.best_measurement.step_time:
+        return result
+    log.warning("trainer %s reported %.6g s for its best placement; %s measures %.6g s: reporting that", name,
+                result.best_measurement.step_time, runtime.id, again.step_time)
+    return dataclasses.replace(result, best_measurement=again)
 
 
 def _no_worse_than(result: TrainResult, warm_start: Placement | None, graph: OpGraph, cluster: Cluster,

@@ -13,7 +13,13 @@ The protocols are structural (:class:`typing.Protocol`): any class with these me
 needed. :class:`Placer` and :class:`~gplace.runtime.Runtime` are abstract bases, since they supply the validating
 :meth:`Placer.place` and :meth:`Runtime.measure`: subclass them. A trainer given to :func:`gplace.place` with a
 ``seed`` or ``budget`` must be a dataclass with ``seed``, ``updates``, ``samples_per_update`` and ``max_seconds``
-fields (as the built-in ones are); without them it is called as it is.
+fields (as the built-in ones are); without them it is called as it is. A budget in seconds sets ``updates`` to
+10**9 and ``max_seconds`` to the budget, so ``fit`` must stop at ``max_seconds``; one in samples sets ``updates``.
+What the built-in trainers do beyond the protocol is each trainer's own work: checkpoints in ``run_dir`` and
+resuming from them, ``run_dir/metrics.jsonl``, and scalars through the ``logger``
+(:class:`gplace.loggers.Logger`: ``log_scalars(step, {name: value})``). :func:`gplace.place` checks what ``fit``
+returns: a ``TrainResult`` whose best placement fits the graph and, on a deterministic runtime, takes the time it
+reports.
 """
 
 from __future__ import annotations
@@ -85,6 +91,9 @@ class Encoder(Protocol):
     Attributes:
         num_type_buckets: number of hashed op-type ids the features must use.
         max_neighbours: width K of the adjacency features.
+        hidden_size: (optional) S, the width of the states: :func:`gplace.place` sizes a policy given as a class
+            or factory with it (``state_size``), and the ``policy`` configs read ``${encoder.hidden_size}``, so an
+            encoder config of one's own sets it.
 
     Shapes:
         ``encoder(features)``: :meth:`gplace.features.GroupFeatures.to_tensors`'s dict in (per-group (G, ...)

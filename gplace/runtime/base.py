@@ -73,7 +73,8 @@ class Runtime(abc.ABC):
     """
 
     id: str = "runtime-v0"
-    """Versioned identifier, part of every measurement and cache key."""
+    """Versioned identifier, part of every measurement and cache key: a subclass sets its own (``"mine-v1"``;
+    a file cache and :func:`~gplace.runtime.conformance.check_runtime` refuse this default)."""
     deterministic: bool = False
     """Whether measuring the same placement twice gives the same result."""
 
@@ -127,7 +128,15 @@ def measure_each(runtime: Runtime, graph: OpGraph, cluster: Cluster,
 def checked(measurement: Measurement, runtime: object) -> Measurement:
     """``measurement``, or a failure in its place where it reports success with a step time that is not a finite
     number of seconds >= 0 (a runtime's bug: a NaN would stay the best placement, and a NaN reward makes every
-    weight NaN); logged as a warning, once per runtime id."""
+    weight NaN); logged as a warning, once per runtime id.
+
+    Raises:
+        TypeError: ``measurement`` is not a :class:`Measurement` (names the runtime).
+    """
+    if not isinstance(measurement, Measurement):
+        raise TypeError(f"runtime {getattr(runtime, 'id', '?')!r} ({type(runtime).__name__}) returned a "
+                        f"{type(measurement).__name__}, not a Measurement: _measure and measure_many return "
+                        "gplace.runtime.Measurement objects (Measurement.failure(...) for a failed step)")
     try:
         time = float(measurement.step_time)
     except (TypeError, ValueError):

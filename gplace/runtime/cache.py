@@ -100,6 +100,10 @@ class CachedRuntime(RuntimeWrapper):
         check_sizes(type(self).__name__, 1, max_entries=max_entries)
         if path is not None and not str(path):
             raise ValueError("path must name a file for the cache (None: in memory only), got ''")
+        if path is not None and getattr(runtime, "id", None) == Runtime.id:
+            raise ValueError(f"{type(runtime).__name__} keeps Runtime's default id {Runtime.id!r}: a cache file keys "
+                             "measurements by runtime id, so another runtime that kept it would read this one's; "
+                             "give it a versioned id of its own (id = 'mine-v1')")
         super().__init__(runtime)
         self.path = None if path is None else Path(path)
         self.max_entries = max_entries

@@ -110,6 +110,8 @@ def _require(condition: bool, message: str) -> None:
 
 def _check_declaration(runtime: Runtime) -> None:
     _require(isinstance(runtime.id, str) and bool(runtime.id), f"{type(runtime).__name__}: id must be a non-empty str")
+    _require(runtime.id != Runtime.id, f"{type(runtime).__name__}: id is Runtime's default {Runtime.id!r}; give the "
+                                       "runtime its own versioned id (caches and checkpoints key measurements by it)")
     _require(isinstance(runtime.deterministic, bool), f"{runtime.id}: deterministic must be a bool")
 
 
