@@ -290,3 +290,16 @@ def test_version_is_gplaces_not_hydras_alone(tmp_path, args):
 
     proc = _gplace(*args, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.strip() == f"gplace {gplace.__version__} (Hydra {hydra.__version__})"
+
+
+def test_a_part_of_ones_own_is_selected_from_a_config_folder_as_the_readme_says(tmp_path):
+    """README's "Parts of your own": a config group file in a folder on Hydra's search path."""
+    (tmp_path / "myconf" / "encoder").mkdir(parents=True)
+    (tmp_path / "myconf" / "encoder" / "mine.yaml").write_text(
+        "_target_: gplace.encoders.GNNEncoder\nconv: gin\nhidden_size: 24\n")
+    proc = _gplace(f"hydra.searchpath=[file://{tmp_path / 'myconf'}]", "encoder=mine", "policy=mlp",
+                   "trainer.updates=1", "logger=none", "graph.steps=2", "graph.hidden=32", "graph.vocab=50",
+                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    config = (tmp_path / "run" / ".hydra" / "config.yaml").read_text()
+    assert "encoder:\n  _target_: gplace.encoders.GNNEncoder\n  conv: gin\n  hidden_size: 24\n" in config
