@@ -62,11 +62,12 @@ class PlacementReport:
 
 
 def place(
-    graph: OpGraph, cluster: Cluster, *, method: str | Path = "learned", budget: float | str | Budget | None = None,
+    graph: OpGraph, cluster: Cluster, *, method: str | Path | Placer = "learned",
+    budget: float | str | Budget | None = None,
     seed: int | None = None, encoder: torch.nn.Module | None = None,
     policy: torch.nn.Module | Callable[..., torch.nn.Module] | None = None, runtime: Runtime | None = None,
     trainer: Trainer | None = None, max_groups: int = 256, run_dir: str | Path | None = None,
-    logger: Logger | None = None, warm_start: Placement | str | None = None, split_groups: bool = False,
+    logger: Logger | None = None, warm_start: Placement | str | Placer | None = None, split_groups: bool = False,
 ) -> PlacementReport:
     """Place ``graph`` on ``cluster``: by default, learn a placement (the paper's LSTM policy, the simulator).
 
@@ -80,7 +81,8 @@ def place(
         method: ``"learned"`` (train a policy on this graph; or a learned method by its policy's name,
             ``"gdp"``, ``"list_scheduling"``, ...), a baseline name (``"heft"``, ``"m_etf"``,
             ``"metis"``, ...), a pipeline placer's (``"ideal_dp"``, ``"local_search"``, ...; with a pipeline
-            ``runtime``), ``"pretrained"`` (the policy file shipped with gplace) or a policy file's path;
+            ``runtime``), a :class:`~gplace.interfaces.Placer` of one's own, ``"pretrained"`` (the policy file
+            shipped with gplace) or a policy file's path;
             see :mod:`gplace.methods` (default: ``"learned"``). A learned search's or a policy file's placement
             is never slower than every op on one device (the baselines measured in this call); a baseline's or
             pipeline placer's is its own.
@@ -99,9 +101,10 @@ def place(
         run_dir: where metrics, checkpoints, ``placement.json`` and ``trace.json`` go; resumes from it. One
             process at a time, and one graph: see :func:`gplace.run_dir.claim_run_dir`.
         logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``).
-        warm_start: a placement to start the search from, or a baseline's or pipeline placer's name (e.g.
+        warm_start: a placement to start the search from, a baseline's or pipeline placer's name (e.g.
             ``"heft"``, ``"ideal_dp"``; a placer that searches, such as ``"local_search"``, gets the same
-            ``budget``, before the learned search's); see :meth:`~gplace.training.ReinforceTrainer.fit`. The
+            ``budget``, before the learned search's) or a :class:`~gplace.interfaces.Placer`; see
+            :meth:`~gplace.training.ReinforceTrainer.fit`. The
             result is never slower than it, nor than every op on one device (the baselines measured in this call).
         split_groups: with a ``warm_start``, split the groups it spreads over several devices, so that the
             policy starts exactly at it (see :class:`~gplace.placer.PolicyPlacer`'s ``express``). Off by default:
@@ -120,7 +123,7 @@ def place(
         FileNotFoundError: ``method`` is a path with no file.
         TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), ``seed`` is
             not an int, ``runtime`` not a Runtime, ``trainer`` not a Trainer or ``warm_start`` neither a Placement
-            nor a name.
+            nor a name nor a Placer.
     """
     from gplace.runtime import Simulator
 
@@ -136,9 +139,9 @@ def place(
         raise TypeError(f"runtime must be a gplace Runtime (e.g. gplace.runtime.Simulator()), got {runtime!r}")
     if trainer is not None and (isinstance(trainer, type) or not isinstance(trainer, Trainer)):
         raise TypeError(f"trainer must be a gplace Trainer (e.g. gplace.training.PPOTrainer()), got {trainer!r}")
-    if warm_start is not None and not isinstance(warm_start, Placement | str):
-        raise TypeError(f"warm_start must be a Placement (e.g. Placement.for_graph(graph, devices)) or a placer's "
-                        f"name, got {type(warm_start).__name__}")
+    if warm_start is not None and not isinstance(warm_start, Placement | str | Placer):
+        raise TypeError(f"warm_start must be a Placement (e.g. Placement.for_graph(graph, devices)), a placer's "
+                        f"name or a Placer, got {type(warm_start).__name__}")
     if not isinstance(split_groups, bool):
         raise TypeError(f"split_groups must be a bool, got {split_groups!r}")
     _check_method_settings(method, budget, warm_start=warm_start, split_groups=split_groups, trainer=trainer,
@@ -151,11 +154,15 @@ def place(
         runtime.check_graph(graph)  # so does a graph without the program a real runtime runs
         budget = None if budget is None else Budget.parse(budget)
         if isinstance(warm_start, str):
-            warm_start = make_placer(warm_start, seed or 0, runtime, budget).place(graph, cluster)
-        path = None if method in LEARNED else policy_file(method)
-        placer = None if method in LEARNED or path else make_placer(str(method), seed or 0, runtime, budget)
+            warm_start = make_placer(warm_start, seed or 0, runtime, budget)
+        if isinstance(warm_start, Placer):
+            warm_start = warm_start.place(graph, cluster)
+        learned = _learned(method)
+        path = None if learned else policy_file(method)
+        placer = method if isinstance(method, Placer) else \
+            None if learned or path else make_placer(str(method), seed or 0, runtime, budget)
         baselines = single_device_baselines(graph, cluster, runtime)
-        if method in LEARNED:
+        if learned:
             # the initial weights of the networks built here: the same in every process (torch's own seed is not)
             with _seeded_torch(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed)):
                 encoder, policy = _networks(str(method), cluster, encoder, policy)
@@ -183,11 +190,16 @@ def place(
         return report
 
 
+def _learned(method: str | Path | Placer) -> bool:
+    """Whether ``method`` trains a policy on the graph (a name of :data:`~gplace.methods.LEARNED`)."""
+    return isinstance(method, str) and method in LEARNED
+
+
 def _check_method_settings(method: str | Path, budget: float | str | Budget | None, **learned: Any) -> None:
     """Refuse what ``method`` would silently ignore or cannot do: a search's settings for a method that does not
     train, a seconds budget for a policy file (which draws a count of samples), 0 samples for a search."""
     given = [name for name, value in learned.items() if value not in (None, False)]
-    if given and method not in LEARNED:
+    if given and not _learned(method):
         raise ValueError(f"{', '.join(given)} only apply to a learned search (method='learned', 'gdp', ...); "
                          f"method {str(method)!r} does not train")
     if budget is None:

@@ -136,12 +136,15 @@ def pretrained_path() -> Path:
     return Path(str(resources.files("gplace.data").joinpath(PRETRAINED)))
 
 
-def policy_file(method: str | Path) -> Path | None:
-    """The policy file ``method`` names (``"pretrained"`` or a path), or ``None`` for a baseline or learned name.
+def policy_file(method: str | Path | Placer) -> Path | None:
+    """The policy file ``method`` names (``"pretrained"`` or a path), or ``None`` for a baseline or learned name
+    (or a placer).
 
     Raises:
         FileNotFoundError: ``method`` looks like a path (has a suffix or a slash) but no file is there.
     """
+    if isinstance(method, Placer):
+        return None
     if method == "pretrained":
         return pretrained_path()
     path = Path(method)
@@ -154,9 +157,11 @@ def policy_file(method: str | Path) -> Path | None:
 
 def check_method(method: str | Path) -> None:
     """Raise ``ValueError`` naming the accepted methods unless ``method`` is one of them (``TypeError`` unless it is
-    a ``str`` or a path)."""
+    a ``str``, a path or a :class:`~gplace.interfaces.Placer` of one's own)."""
+    if isinstance(method, Placer):
+        return
     if not isinstance(method, str | os.PathLike):
-        raise TypeError(f"method must be a name or a policy file's path, got {method!r}")
+        raise TypeError(f"method must be a name, a policy file's path or a Placer, got {method!r}")
     if isinstance(method, str) and (method in LEARNED or method in baselines() or method in pipeline_placers()):
         return
     if policy_file(method) is None:

@@ -191,7 +191,7 @@ def test_a_seed_that_is_not_an_int_is_named(problem, seed):
 
 @pytest.mark.parametrize("method", [None, 3, ["heft"]])
 def test_a_method_that_is_not_a_name_or_path_is_named(problem, method):
-    with pytest.raises(TypeError, match=r"method must be a name or a policy file's path, got "):
+    with pytest.raises(TypeError, match=r"method must be a name, a policy file's path or a Placer, got "):
         gplace.place(*problem, method=method)
 
 

@@ -92,3 +92,21 @@ def test_a_runtime_returning_a_number_is_named():
     """It failed with "'float' object has no attribute 'step_time'" inside gplace."""
     with pytest.raises(TypeError, match=r"runtime 'float-v1' \(_Float\) returned a float, not a Measurement"):
         _Float().measure(GRAPH, CLUSTER, Placement.for_graph(GRAPH, np.zeros(GRAPH.num_ops, np.int64)))
+
+
+class _Last(gplace.interfaces.Placer):
+    """A placer of one's own: every op on the last device."""
+
+    name = "last"
+
+    def _place(self, graph, cluster):
+        return np.full(graph.num_ops, cluster.num_devices - 1)
+
+
+def test_a_placer_of_ones_own_is_a_method_and_a_warm_start(tmp_path):
+    """Both were refused ("method must be a name or a policy file's path"; warm_start a TypeError)."""
+    report = gplace.place(GRAPH, CLUSTER, method=_Last())
+    assert report.placement == Placement.single(GRAPH, CLUSTER.num_devices - 1)
+    assert report.measurement.step_time == Simulator().measure(GRAPH, CLUSTER, report.placement).step_time
+    warm = gplace.place(GRAPH, CLUSTER, warm_start=_Last(), budget="8 samples", run_dir=tmp_path)
+    assert warm.measurement.step_time <= report.measurement.step_time
