@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import operator
 from collections import Counter
 from collections.abc import Mapping
@@ -61,7 +62,11 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
 
     Call it like the exported module (``ExportedProgram.module()``); outputs land on the device of the part
     that made them. As ``ExportedProgram.module()`` does, it shares the program's weights and buffers where they
-    stay on their device: a buffer it updates in place is updated in ``graph.source.program`` too.
+    stay on their device: a buffer it updates in place is updated in ``graph.source.program`` too. Each call
+    first checks its inputs against the program's input specs (their number and nesting, tensor or not, dtype,
+    rank, static sizes, the ranges and equalities of ``torch.export.Dim`` sizes, constant non-tensor inputs): a
+    mismatch raises ``ValueError`` (``TypeError`` for a wrong number of inputs) naming the input, expected and
+    got, before any part runs.
 
     Raises:
         UnsupportedGraphError: ``graph`` was not imported from a ``torch.export`` inference program.
@@ -70,7 +75,9 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     """
     program = _program(graph)
     devices = framework_devices(cluster, torch_device, device_map)
-    gm = program.module(check_guards=False)  # the input guards of the export are not kept
+    # No _guards_fn: its call_module node is no op of the graph (and split_module would put it in a part); the
+    # pre-hook that checks inputs instead does not survive the split, so _InputCheck puts the check back.
+    gm = program.module(check_guards=False)
     nodes = {n.name: n for n in gm.graph.nodes if n.op == "call_function"}
     parts = device_parts(graph, cluster, placement, skip=[i for i, op in enumerate(graph.op_names)
                                                           if op not in nodes])
@@ -89,7 +96,124 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
         if name.startswith("submod_"):
             setattr(split, name, OnDevice(sub, devices[parts[int(name.rpartition("_")[2])].device]))
     _home_weights(split)
+    _check_inputs(split, program)
     return split
+
+
+def _check_inputs(split: torch.fx.GraphModule, program: Any) -> None:
+    """Call an :class:`_InputCheck` of the program's inputs first, as ``ExportedProgram.module()`` calls its
+    ``_guards_fn`` (a node of the graph, so a copy of the split program checks too)."""
+    from torch.export.graph_signature import InputKind
+
+    placeholders = split.graph.find_nodes(op="placeholder")
+    inputs = [n for n, spec in zip(program.graph.find_nodes(op="placeholder"), program.graph_signature.input_specs,
+                                   strict=True) if spec.kind == InputKind.USER_INPUT]
+    if not placeholders or len(inputs) != len(placeholders):  # (a program torch unlifts otherwise: no check)
+        return
+    split._input_check = _InputCheck(program, inputs, [str(node.target) for node in placeholders])
+    with split.graph.inserting_after(placeholders[-1]):
+        split.graph.call_module("_input_check", tuple(placeholders))
+    split.graph.lint()
+    split.recompile()
+    names = list(inspect.signature(split.forward).parameters)  # the program's (torch's pytree codegen)
+    args_spec, kwargs_spec = _children(program.call_spec.in_spec)
+    if names == [*names[:args_spec.num_children], *kwargs_spec.context]:
+        specs = [*_children(args_spec), *_children(kwargs_spec)]
+        split.register_forward_pre_hook(_NestingCheck(dict(zip(names, specs, strict=True))), with_kwargs=True)
+
+
+def _children(spec: pytree.TreeSpec) -> list[pytree.TreeSpec]:
+    """A tree spec's children (``children_specs`` is deprecated from torch 2.10 or so)."""
+    return list(spec.children()) if callable(getattr(spec, "children", None)) else list(spec.children_specs)
+
+
+class _NestingCheck:
+    """Forward pre-hook: each input of a split program nests its tensors as the exported program's does (its
+    flattening reads the leaves it expects and drops any others), as ``ExportedProgram.module()`` checks in its
+    pre-hook. A missing or extra input is left to Python's call (a ``TypeError`` naming it)."""
+
+    def __init__(self, specs: dict[str, Any]) -> None:
+        self.specs = specs
+        self.signature = inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                                            for name in specs])
+
+    def __call__(self, _module: nn.Module, args: tuple, kwargs: dict) -> None:
+        try:
+            given = self.signature.bind(*args, **kwargs).arguments
+        except TypeError:
+            return
+        for position, (name, spec) in enumerate(self.specs.items()):
+            if spec.num_leaves != 1 and (got := pytree.tree_structure(given[name])) != spec:
+                raise ValueError(f"the split program's input {name!r} (input {position}) nests its values as "
+                                 f"{pytree.treespec_pprint(got)}, the exported program's as "
+                                 f"{pytree.treespec_pprint(spec)}")
+
+
+class _InputCheck(nn.Module):
+    """The inputs of a split program (flattened as the exported program's) against the program's input specs.
+    Shapes are checked by torch's own check of ``ExportedProgram`` inputs (``_check_input_constraints_for_graph``:
+    tensor or not, rank, static sizes, ``Dim`` ranges and equalities, constants), which
+    ``ExportedProgram.module(check_guards=False)`` runs in a forward pre-hook that ``split_module`` does not carry
+    over; the dtype, which torch leaves to the ops, here. A pickled split program checks nothing (the program's
+    fake tensors do not pickle)."""
+
+    _is_impure = True  # no users: dead code elimination keeps it all the same, as torch's _guards_fn
+
+    def __init__(self, program: Any, placeholders: list[torch.fx.Node], names: list[str]) -> None:
+        super().__init__()
+        self.placeholders = placeholders  # the program's user inputs: meta["val"] has their (symbolic) sizes
+        self.specs = [n.meta.get("val") for n in self.placeholders]
+        self.range_constraints = program.range_constraints
+        self.names = names
+        # torch's messages name an input by its path, "'x'.shape[1]" (keyword x), as its name in the graph
+        self.paths = [(pytree.SequenceKey(1), pytree.MappingKey(name)) for name in names]
+        self.passed: set[tuple] = set()  # what inputs that passed were like: dtypes and shapes, other values
+
+    def forward(self, *inputs: Any) -> None:
+        if torch.compiler.is_dynamo_compiling():
+            return
+        key = tuple((x.dtype, x.shape) if isinstance(x, torch.Tensor) else (type(x), x) for x in inputs)
+        try:
+            if key in self.passed:  # torch's check (sympy) takes ~100 us; the key ~2 us
+                return
+        except TypeError:  # unhashable: a symbolic size, say
+            key = None
+        self._check(inputs)
+        if key is not None:
+            if len(self.passed) >= 256:
+                self.passed.clear()
+            self.passed.add(key)
+
+    def _check(self, inputs: tuple) -> None:
+        try:  # torch's own (private) check; a torch without it leaves the dtype check alone
+            from torch._export.utils import _check_input_constraints_for_graph
+        except ImportError:
+            _check_input_constraints_for_graph = None
+        try:
+            if _check_input_constraints_for_graph is not None:
+                _check_input_constraints_for_graph(self.placeholders, list(zip(self.paths, inputs, strict=True)),
+                                                   self.range_constraints)
+        except RuntimeError as e:
+            raise ValueError(f"the split program's inputs do not match those of the exported program "
+                             f"({', '.join(self.names)}): {e}") from None
+        for position, (given, spec) in enumerate(zip(inputs, self.specs, strict=True)):
+            if isinstance(spec, torch.Tensor) and given.dtype != spec.dtype:
+                raise ValueError(f"the split program's inputs do not match those of the exported program "
+                                 f"({', '.join(self.names)}): input {self.names[position]!r} (input {position}) has "
+                                 f"dtype {given.dtype}, expected {spec.dtype}")
+
+    def __deepcopy__(self, memo: dict) -> _InputCheck:
+        return self  # it holds the program's graph and fake tensors, not to be copied (a copy checks the same)
+
+    def __reduce__(self) -> Any:
+        return _Unchecked, ()
+
+
+class _Unchecked(nn.Module):
+    """What a pickled split program's :class:`_InputCheck` becomes."""
+
+    def forward(self, *_: Any) -> None:
+        return None
 
 
 def _in_part_order(graph: torch.fx.Graph) -> None:
@@ -156,17 +280,22 @@ def dispatch(module: nn.Module, device_map: Mapping[str, str]) -> nn.Module:
     """Move each module named in ``device_map`` to its device, and its inputs there before each call.
 
     Raises:
-        InvalidPlacementError: a name in ``device_map`` is not a submodule of ``module``, or its device is not one
-            this machine can use (before anything moves).
+        InvalidPlacementError: a name in ``device_map`` is not a submodule of ``module``, or its device is not a
+            torch device or not one this machine can use (names the entry; before anything moves).
     """
+    targets = {}
     for path, device in device_map.items():
-        _check_usable(torch.device(device), f"module {path!r}")
-    for path, device in sorted(device_map.items(), key=lambda item: item[0].count(".")):
+        try:
+            targets[path] = torch.device(device)
+        except (RuntimeError, TypeError, ValueError) as e:  # torch's own error named neither the entry nor gplace
+            raise InvalidPlacementError(f"device_map[{path!r}] = {device!r} is not a torch device "
+                                        f"({str(e).splitlines()[0]})") from None
+        _check_usable(targets[path], f"module {path!r}")
+    for path, target in sorted(targets.items(), key=lambda item: item[0].count(".")):
         try:
             sub = module.get_submodule(path)
         except AttributeError:
             raise InvalidPlacementError(f"device_map names module {path!r}, which the model lacks") from None
-        target = torch.device(device)
         for tensor in [*sub.parameters(recurse=False), *sub.buffers(recurse=False)]:
             tensor.data = tensor.data.to(target)
         sub.register_forward_pre_hook(lambda _, args, kwargs, target=target: (to_device(args, target),
