@@ -12,6 +12,8 @@ Each raises :class:`AssertionError` naming the rule that was broken (explicit ra
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -70,11 +72,29 @@ def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, nu
     Returns:
         The greedy placement.
     """
-    from gplace.placer import PolicyPlacer
-
     _require(isinstance(policy, Policy), f"{type(policy).__name__} lacks capabilities, sample, greedy or evaluate "
                                          "(gplace.interfaces.Policy)")
     _require(isinstance(capabilities_of(policy), PolicyCapabilities), "capabilities must be a PolicyCapabilities")
+    with _broken_rules():
+        return _check_policy(policy, graph, cluster, encoder, num_samples, max_groups)
+
+
+@contextlib.contextmanager
+def _broken_rules() -> Iterator[None]:
+    """A :class:`~gplace.placer.ContractError` the placer raises first, as the ``AssertionError`` of the rule."""
+    from gplace.placer import ContractError
+
+    try:
+        yield
+    except ContractError as err:
+        raise AssertionError(str(err)) from None
+
+
+def _check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, num_samples: int,
+                  max_groups: int) -> Placement:
+    """:func:`check_policy`'s checks of the policy at work in a placer."""
+    from gplace.placer import PolicyPlacer
+
     _check_keeps_the_mask(policy, graph, cluster, encoder, num_samples, max_groups)
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
     out = placer.sample(num_samples, generator=torch.Generator().manual_seed(0))

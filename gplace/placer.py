@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from functools import cached_property
 from typing import Any, NamedTuple
 
@@ -24,6 +25,12 @@ from gplace.interfaces import check_device_count, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster, check_placement
 from gplace.policies.schedule_context import ScheduleContext
+
+
+class ContractError(ValueError):
+    """An encoder or policy returned what its contract (:mod:`gplace.interfaces`) rules out: the message names the
+    component's class, the field, and what was expected and given (:func:`gplace.conformance.check_policy` reports
+    it as the broken rule it is, an ``AssertionError``)."""
 
 
 class PlacerSample(NamedTuple):
@@ -100,12 +107,14 @@ class PolicyPlacer(nn.Module):
             self.register_buffer(f"feature_{key}", value, persistent=False)
         allowed = self.grouping.graph.allowed_devices(cluster)[features.order]
         self.register_buffer("allowed", torch.from_numpy(allowed), persistent=False)
+        self._some_device_barred = not bool(allowed.all())  # _check_devices checks the mask only then
         self.register_buffer("device_features", _device_features(cluster, device_features), persistent=False)
         pos = np.empty(features.num_groups, dtype=np.int64)
         pos[features.order] = np.arange(features.num_groups)
         self._op_pos = pos[self.grouping.op_group]  # (N,) feature position of each op's group
         follow_networks(self, floating_dtype(encoder), encoder=encoder, policy=policy)  # features and mask
         check_one_dtype(encoder=encoder, policy=policy)  # the encoder's states feed the policy
+        self._finite_checked = False  # _states(): the first states are checked for NaN and inf
 
     @property
     def num_groups(self) -> int:
@@ -134,15 +143,23 @@ class PolicyPlacer(nn.Module):
 
         Raises:
             ValueError: ``num_samples`` is not a whole number >= 1.
+            ContractError: (a ValueError) the encoder's states or the policy's output break their contract
+                (:mod:`gplace.interfaces`): states not (G, S) floats in the policy's dtype; devices not (K, G) integers
+                in [0, D) that the allowed-device mask allows; log_prob or entropy not (K,) floats.
+            TypeError: the encoder or policy returned something other than tensors.
         """
         if isinstance(num_samples, bool) or not isinstance(num_samples, int | np.integer) or num_samples < 1:
             raise ValueError(f"num_samples must be a whole number >= 1, got {num_samples!r}")
-        out = self.policy.sample(self.encoder(self.features()), self.allowed, num_samples, generator=generator,
+        out = self.policy.sample(self._states(), self.allowed, num_samples, generator=generator,
                                  **self.policy_inputs())
-        if not all(isinstance(getattr(out, f, None), torch.Tensor) for f in ("devices", "log_prob", "entropy")):
-            raise TypeError(f"{type(self.policy).__name__}.sample must return a PolicyOutput of tensors (devices, "
-                            f"log_prob, entropy), got {type(out).__name__}")
-        return PlacerSample(self.op_devices(out.devices), out.log_prob, out.entropy)
+        fields = ("devices", "log_prob", "entropy")
+        if not all(hasattr(out, f) for f in fields):
+            raise TypeError(f"{type(self.policy).__name__}.sample must return a PolicyOutput (devices, log_prob, "
+                            f"entropy), got a {_described(out)}")
+        devices, log_prob, entropy = (getattr(out, f) for f in fields)
+        self._check_devices(devices, "sample", "PolicyOutput.devices", (int(num_samples), self.num_groups))
+        self._check_scores(log_prob, entropy, "sample", int(num_samples))
+        return PlacerSample(self.op_devices(devices), log_prob, entropy)
 
     def evaluate(self, devices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probability and entropy of given placements under the current policy (e.g. for PPO).
@@ -150,6 +167,9 @@ class PolicyPlacer(nn.Module):
         Raises:
             InvalidPlacementError: ``devices`` is not (K, N) device indices for this placer's graph of N ops.
             ValueError: a placement splits a group across devices.
+            ContractError: (a ValueError) the encoder's states, or the policy's log_prob and entropy, break their
+                contract (see :meth:`sample`).
+            TypeError: the encoder or policy returned something other than tensors.
 
         Shapes:
             devices (K, N) int; returns log_prob (K,), entropy (K,).
@@ -167,17 +187,114 @@ class PolicyPlacer(nn.Module):
         actions = devices[:, first]
         if not np.array_equal(actions[:, self._op_pos], devices):
             raise ValueError("a placement puts ops of one group on different devices")
-        return self.policy.evaluate(self.encoder(self.features()), self.allowed,
-                                    torch.as_tensor(actions, device=self.allowed.device), **self.policy_inputs())
+        out = self.policy.evaluate(self._states(), self.allowed, torch.as_tensor(actions, device=self.allowed.device),
+                                   **self.policy_inputs())
+        if not isinstance(out, tuple | list) or len(out) != 2:
+            raise TypeError(f"{type(self.policy).__name__}.evaluate must return (log_prob, entropy), got a "
+                            f"{_described(out)}")
+        self._check_scores(*out, "evaluate", devices.shape[0])
+        return out
 
     def greedy(self) -> Placement:
-        """The policy's most likely placement (argmax decoding)."""
+        """The policy's most likely placement (argmax decoding).
+
+        Raises:
+            ContractError: (a ValueError) the encoder's states break their contract (see :meth:`sample`), or the
+                policy's devices are not (G,) integers in [0, D) that the allowed-device mask allows.
+            TypeError: the encoder or policy returned something other than tensors.
+        """
         with torch.no_grad():
-            actions = self.policy.greedy(self.encoder(self.features()), self.allowed, **self.policy_inputs())
-        if not isinstance(actions, torch.Tensor) or tuple(actions.shape) != (self.num_groups,):
-            raise ValueError(f"{type(self.policy).__name__}.greedy must return a (G={self.num_groups},) tensor of "
-                             f"devices, got {tuple(getattr(actions, 'shape', ())) or type(actions).__name__}")
+            actions = self.policy.greedy(self._states(), self.allowed, **self.policy_inputs())
+        self._check_devices(actions, "greedy", "devices", (self.num_groups,))
         return Placement.for_graph(self.graph, self.op_devices(actions[None])[0])
+
+    def _states(self) -> torch.Tensor:
+        """The encoder's (G, S) states of this placer's groups, checked against what the policy reads (every call:
+        O(1) checks of type, shape, dtype and device; the first call also for NaN and inf, warned about
+        (``RuntimeWarning``): such an encoder still places, but its placements carry no information).
+
+        Raises:
+            TypeError: the encoder did not return a torch tensor.
+            ContractError: (a ValueError) the states are not (G, S) floats in the policy's dtype on the placer's
+                device (S the policy's ``state_size``, where it declares one).
+        """
+        states = self.encoder(self.features())
+        name, g = type(self.encoder).__name__, self.num_groups
+        size = getattr(self.policy, "state_size", None)
+        size = size if isinstance(size, int) and not isinstance(size, bool) else None
+        expected = f"(G={g}, S={size})" if size is not None else f"(G={g}, S)"
+        if not isinstance(states, torch.Tensor):
+            raise TypeError(f"encoder {name} must return its states as a {expected} torch.Tensor, got a "
+                            f"{_described(states)}")
+        if states.ndim != 2 or states.shape[0] != g or size is not None and states.shape[1] != size:
+            where = f" (the state_size of {type(self.policy).__name__})" if size is not None else ""
+            raise ContractError(f"encoder {name} must return {expected} states{where}, one row per group, got states "
+                                f"of shape {tuple(states.shape)}")
+        dtype = _parameter_dtype(self.policy)
+        if dtype is not None and torch.is_autocast_enabled(states.device.type):
+            dtype = None  # autocast runs the policy's layers in its own dtype
+        if not states.is_floating_point() or dtype is not None and states.dtype != dtype:
+            wanted = (f"states of dtype {dtype}, the dtype of {type(self.policy).__name__}'s parameters" if dtype
+                      else "floating states")
+            raise ContractError(f"encoder {name} must return {wanted}, got states of dtype {states.dtype}")
+        if states.device != self.allowed.device:
+            raise ContractError(f"encoder {name} must return its states on the placer's device "
+                                f"{self.allowed.device}, got states on {states.device}")
+        # a sum is not finite where a state is not (or where finite states overflow it: then the exact check)
+        if not self._finite_checked and not bool(torch.isfinite(states).all()):
+            bad = int((~torch.isfinite(states)).any(1).sum())
+            warnings.warn(f"encoder {name} returned states that are not finite (NaN or inf) in {bad} of {g} groups: "
+                          "the policy's placements carry no information (has training diverged?)", RuntimeWarning,
+                          stacklevel=3)
+        self._finite_checked = True
+        return states
+
+    def _check_devices(self, devices: Any, method: str, field: str, shape: tuple[int, ...]) -> None:
+        """Raise unless ``devices``, the ``field`` ``policy.<method>`` returned, is an integer tensor of ``shape`` whose
+        values are devices the allowed-device mask allows for each group (one min/max, a gather where the mask bars
+        a device, one sync; the offending entry is located only on failure)."""
+        name, g = type(self.policy).__name__, self.num_groups
+        expected = f"(K, G={g}) integer devices" if len(shape) == 2 else f"(G={g},) integer devices"
+        asked = f" (K={shape[0]} asked)" if len(shape) == 2 else ""
+        if not isinstance(devices, torch.Tensor):
+            raise TypeError(f"policy {name} must give {expected} as a torch.Tensor from {method}, got {field} as a "
+                            f"{_described(devices)}")
+        if (tuple(devices.shape) != shape or devices.dtype.is_floating_point or devices.dtype.is_complex
+                or devices.dtype == torch.bool):
+            raise ContractError(f"policy {name} must give {expected} from {method}{asked}, got {field} as a "
+                                f"{_described(devices)}")
+        d = self.allowed.shape[1]
+        at = devices.to(self.allowed.device).reshape(-1, g)
+        if not at.numel():
+            return
+        lo, hi = torch.aminmax(at)  # the fast path: the range, and the mask only where it bars a device
+        kept = self.allowed.gather(1, at.T.clamp(0, d - 1)).all() if self._some_device_barred else hi.new_ones(())
+        lo, hi, kept = torch.stack((lo, hi, kept.to(hi.dtype))).tolist()  # one sync
+        if lo >= 0 and hi < d and kept:
+            return
+        in_range = (at >= 0) & (at < d)
+        ok = in_range & self.allowed[torch.arange(g, device=at.device), at.clamp(0, d - 1)]
+        k, group = (~ok).nonzero()[0].tolist()
+        device = int(at[k, group])
+        where = f"{field}[{k}, {group}]" if len(shape) == 2 else f"{field}[{group}]"
+        if not bool(in_range[k, group]):
+            raise ContractError(f"policy {name} must give devices in [0, {d}) from {method}, got {where} = {device}: "
+                                f"cluster {self.cluster.name!r} has {d} devices")
+        allowed = self.allowed[group].nonzero().flatten().tolist()
+        raise ContractError(f"policy {name} must give devices the allowed-device mask allows from {method}, got "
+                            f"{where} = {device}, a device the group at position {group} may not run on (allowed: "
+                            f"{allowed}; the allowed-device mask ignored?)")
+
+    def _check_scores(self, log_prob: Any, entropy: Any, method: str, k: int) -> None:
+        """Raise unless ``log_prob`` and ``entropy``, what ``policy.<method>`` returned, are (K,) float tensors."""
+        name = type(self.policy).__name__
+        for field, value, what in (("log_prob", log_prob, "log-probabilities"), ("entropy", entropy, "entropies")):
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"policy {name} must give ({k},) {what}, one per placement, as a torch.Tensor from "
+                                f"{method}, got {field} as a {_described(value)}")
+            if tuple(value.shape) != (k,) or not value.is_floating_point():
+                raise ContractError(f"policy {name}'s {method} must give ({k},) {what}, one per placement, as "
+                                    f"floats, got {field} as a {_described(value)}")
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         """The greedy placement (the placer contract); only for the graph and cluster this placer was built for.
@@ -221,6 +338,21 @@ class PolicyPlacer(nn.Module):
                              f"devices, got {getattr(actions, 'dtype', type(actions).__name__)} of shape "
                              f"{tuple(getattr(actions, 'shape', ()))}")
         return actions.detach().cpu().numpy().astype(np.int64)[:, self._op_pos]
+
+
+def _described(value: Any) -> str:
+    """``value``'s type, and for arrays and tensors its dtype and shape (for error messages)."""
+    kind = type(value)
+    kind = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+    if isinstance(value, torch.Tensor | np.ndarray):
+        return f"{kind} of dtype {str(value.dtype).removeprefix('torch.')} and shape {tuple(value.shape)}"
+    return kind
+
+
+def _parameter_dtype(module: Any) -> torch.dtype | None:
+    """The dtype of the module's first floating-point parameter, ``None`` for one without any."""
+    parameters = module.parameters() if isinstance(module, nn.Module) else ()
+    return next((p.dtype for p in parameters if p.is_floating_point()), None)
 
 
 def greedy_placement(placer: nn.Module, graph: OpGraph, cluster: Cluster) -> Placement:
