@@ -63,9 +63,10 @@ import pickle
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import weakref
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -180,7 +181,10 @@ class PoolRuntime(RuntimeWrapper):
         self._dir: Path | None = None
         self._keys = ProblemKeys()
         self._payloads: OrderedDict[ProblemKey, Path | None] = OrderedDict()
-        """The last :data:`PAYLOADS` problems' files, least recently used dropped (and deleted) first."""
+        """The last :data:`PAYLOADS` problems' files, least recently used dropped (and deleted) first, never one
+        whose batch is still running."""
+        self._in_flight: Counter[ProblemKey] = Counter()
+        self._payload_lock = threading.Lock()
         self._loaded: set[ProblemKey] = set()
         """Problems every worker of the current pool has read (with a timeout only)."""
         self._finalizer: weakref.finalize | None = None
@@ -190,18 +194,24 @@ class PoolRuntime(RuntimeWrapper):
         if not placements:
             return []
         key = self._keys(graph, cluster)
-        path = self._payload(key, graph, cluster)
-        if path is None:
-            return [self.runtime.measure(graph, cluster, p) for p in placements]
-        self._warn_shared_gpus(cluster)
-        task = (key, str(path))
-        results = self._run(task, placements)
-        broken = [i for i, r in enumerate(results) if isinstance(r, BrokenProcessPool)]
-        if broken:
-            logger.warning("a worker died; measuring the %d placement(s) it left one at a time", len(broken))
-        for i in broken:
-            results[i] = self._alone(task, placements[i])
-        return [self._as_measurement(r) for r in results]
+        with self._payload_lock:
+            path = self._payload(key, graph, cluster)
+            self._in_flight[key] += 1  # its file stays while a batch of it runs (threads may share a pool)
+        try:
+            if path is None:
+                return [self.runtime.measure(graph, cluster, p) for p in placements]
+            self._warn_shared_gpus(cluster)
+            task = (key, str(path))
+            results = self._run(task, placements)
+            broken = [i for i, r in enumerate(results) if isinstance(r, BrokenProcessPool)]
+            if broken:
+                logger.warning("a worker died; measuring the %d placement(s) it left one at a time", len(broken))
+            for i in broken:
+                results[i] = self._alone(task, placements[i])
+            return [self._as_measurement(r) for r in results]
+        finally:
+            with self._payload_lock:
+                self._in_flight[key] -= 1
 
     def _run(self, task: tuple[ProblemKey, str], placements: Sequence[Placement]) -> list[Measurement | BaseException]:
         """Each placement's measurement, or the error that stopped it; at most ``workers`` in flight."""
@@ -339,8 +349,9 @@ class PoolRuntime(RuntimeWrapper):
             path = self._tempdir() / f"{key[0]}-{key[1]}.pkl"
             path.write_bytes(blob)
         self._payloads[key] = path
-        while len(self._payloads) > PAYLOADS:
-            old_key, old_path = self._payloads.popitem(last=False)
+        idle = [k for k in self._payloads if not self._in_flight[k]]  # oldest first
+        for old_key in idle[:max(0, len(self._payloads) - PAYLOADS)]:
+            old_path = self._payloads.pop(old_key)
             self._loaded.discard(old_key)
             if old_path is not None:
                 old_path.unlink(missing_ok=True)
@@ -372,7 +383,11 @@ class PoolRuntime(RuntimeWrapper):
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the settings and the inner runtime, not the pool or its files."""
-        return {**self.__dict__, "_pool": None, "_dir": None, "_payloads": {}, "_loaded": set(), "_finalizer": None}
+        return {**self.__dict__, "_pool": None, "_dir": None, "_payloads": OrderedDict(), "_loaded": set(),
+                "_finalizer": None, "_in_flight": Counter(), "_payload_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _payload_lock=threading.Lock())
 
 
 def _gpu_sets(per_worker: int | None, gpus: Sequence[str | int] | None, workers: int | None) -> list[str]:
