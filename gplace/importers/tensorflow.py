@@ -412,7 +412,14 @@ def _copy(message: Any) -> Any:
 
 
 def _has_outputs(node: Any) -> bool:
-    return node.op not in ("NoOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp")
+    """Whether the node's op has outputs (``NoOp``, ``AssignVariableOp``, ``Assert``, ``ResourceApply*`` have none),
+    by TensorFlow's registry of ops."""
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(node.op)
+    if op_def is None:  # a custom op not loaded here: as the usual ops without outputs
+        return node.op not in ("NoOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp")
+    return bool(op_def.output_arg)
 
 
 def _saved_model_traced(tf: Any, path: Path) -> _Traced:

@@ -229,6 +229,21 @@ def test_a_graph_def_step_ending_in_a_group_runs_and_its_outputs_are_tensors(run
     assert ran is None
 
 
+def test_a_graph_def_step_ending_in_an_update_op_runs(runtime) -> None:
+    """A sink without outputs other than NoOp and Assign*Variable (an optimiser's ResourceApplyGradientDescent, an
+    Assert) was fetched as 'apply:0': every measurement failed."""
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+        w = tf.compat.v1.get_variable("w", [3, 2], use_resource=True)
+        loss = tf.reduce_sum(tf.square(tf.matmul(x, w)), name="loss")
+        tf.raw_ops.ResourceApplyGradientDescent(var=w.handle, alpha=0.1, delta=tf.gradients(loss, [w])[0],
+                                                name="apply")
+    graph = from_tensorflow(tf_graph.as_graph_def(), outputs=["loss", "apply"])
+    assert graph.source.outputs == ("loss:0", "apply")
+    assert runtime.measure(graph, _cpus(), alternating(graph)).ok
+
+
 @pytest.mark.parametrize("layer", ["LSTM", "GRU"])
 def test_keras_recurrent_loops_run_split(runtime, layer: str) -> None:
     """A Keras LSTM or GRU, its time loop one While op, runs split over two devices: inference gives Keras's
