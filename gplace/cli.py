@@ -115,15 +115,19 @@ def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], lis
                            "policy": run_dir / "policy.pt"}
 
 
-def _device_figures(path: Path) -> dict[str, int | float]:
+def _device_figures(path: Path) -> dict[str, float]:
     """Each device's peak memory and, for a pipelined mini-batch, its bubble and micro-batches in flight, from
-    ``placement.json``'s per-device summary, as ``peak_memory/GPU:0``, ``bubble/GPU:0``, ``in_flight/GPU:0``."""
+    ``placement.json``'s per-device summary, as ``peak_memory/GPU:0``, ``bubble/GPU:0``, ``in_flight/GPU:0``; none
+    where that summary is a model's (``summary_model``) rather than the measuring runtime's own figures."""
     from gplace.ir import load_json
-    from gplace.show import SUMMARY_KEY
+    from gplace.show import MODEL_KEY, SUMMARY_KEY
 
-    rows = (load_json(path).get(SUMMARY_KEY) or {}) if path.is_file() else {}
+    doc = load_json(path) if path.is_file() else {}
+    if doc.get(MODEL_KEY):
+        return {}
     return {f"{key}/{device.lstrip('/') or device}": row[key]
-            for device, row in rows.items() for key in ("peak_memory", "bubble", "in_flight") if key in row}
+            for device, row in (doc.get(SUMMARY_KEY) or {}).items() for key in ("peak_memory", "bubble", "in_flight")
+            if key in row}
 
 
 def _sweep_fields(logger_cfg: DictConfig) -> dict[str, str]:

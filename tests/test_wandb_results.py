@@ -265,3 +265,16 @@ def test_a_pipelined_jobs_bubble_and_memory_per_device_reach_the_summary(tmp_pat
             name = f"{key}/{device.lstrip('/')}".encode()
             at = record.find(name)
             assert at >= 0 and json.dumps(row[key]).encode() in record[at:at + len(name) + 32], (name, row[key])
+
+
+def test_no_per_device_figures_where_the_simulator_did_not_measure(tmp_path, monkeypatch):
+    """With the steady-state score (or a real runtime) the per-device figures are sim-v1's model of one step:
+    they went to the summary as if measured."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "gplace", *FAST, "objective=pipeline_steady", f"hydra.run.dir={run}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    [record] = _run_files(run)
+    assert b"step_time" in record and b"peak_memory/" not in record
