@@ -18,11 +18,15 @@ How a program maps onto the IR:
   op's results any of its inputs'), and each node the bases it writes (arguments its schema marks
   ``alias_info.is_write``; what a higher-order op's subgraphs write). Per base, a node reading it gets a 0-byte
   edge from its last writer, and a node writing it one from every reader since that write and from that writer,
-  where no data edge runs already: placers, simulators, runtimes and exporters keep them in program order. The
-  ops whose values may alias a base some op writes (its producer, its views, its writers) form one colocation
-  group, so that the write lands in the tensor its readers read rather than in a copy moved to another device;
-  it is named after a group one of them was in already (a tied parameter's), which it absorbs, else after its
-  first op. A graph without in-place writes gets neither.
+  where no data edge runs already: placers, simulators, runtimes and exporters keep them in program order. A
+  write placed on another device writes a moved copy, so a written base gets a colocation group (its producer,
+  its views, its writers) only where that copy would be missed: the base is state or an input (a buffer, a
+  mutated argument), or a node after a write reads it through an alias whose lineage does not pass through that
+  writer (the tensor written or a view made from it, not the writer's result; a higher-order op's result
+  derives from all its inputs). Where every later read goes through the writer's result (``ReLU(inplace=True)``,
+  ``out += identity``, ``x += f(x)``), the readers read the copy and the ordering edges suffice. A group is named
+  after a group one of its ops was in already (a tied parameter's), which it absorbs, else after its first op.
+  A graph without in-place writes gets neither.
 - **Module paths**: the innermost entry of ``meta["nn_module_stack"]`` gives each op its owning module
   (``""`` is the root). In a training graph, backward ops have no stack of their own and inherit the path of
   the forward op with the same autograd sequence number (``meta["seq_nr"]``); ``Parameter`` ops take the
@@ -474,6 +478,10 @@ class _Aliases:
     argument has that argument's; ``getitem`` its tuple's; a higher-order op's results may alias any input)."""
     writes: Mapping[str, frozenset[str]]
     """Node name -> the bases it writes in place (nodes that write none are absent)."""
+    lineage: Mapping[str, frozenset[str]]
+    """Node name -> the nodes its value derives from as an alias: itself, and where it aliases an argument (a
+    view, an in-place op returning its argument, ``getitem``; a higher-order op: any input) that argument's
+    lineage. A read through a value whose lineage holds a writer sees what that writer wrote."""
 
 
 def _aliases(gm: torch.fx.GraphModule, tied: Mapping[str, str] | None = None) -> _Aliases:
@@ -487,23 +495,25 @@ def _aliases(gm: torch.fx.GraphModule, tied: Mapping[str, str] | None = None) ->
     tied = tied or {}
     bases: dict[str, frozenset[str]] = {}
     writes: dict[str, frozenset[str]] = {}
+    lineage: dict[str, frozenset[str]] = {}
 
-    def of(value: Any) -> set[str]:
+    def of(value: Any, into: Mapping[str, frozenset[str]] = bases) -> set[str]:
         found: set[str] = set()
         for leaf in pytree.tree_leaves(value):
             if isinstance(leaf, torch.fx.Node):
-                found |= bases.get(leaf.name, frozenset())
+                found |= into.get(leaf.name, frozenset())
         return found
 
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr"):
             bases[node.name] = frozenset({tied.get(node.name, node.name)})
+            lineage[node.name] = frozenset({node.name})
             continue
         if node.op != "call_function":
             continue
-        target, own, written = node.target, {node.name}, set()
+        target, own, written, aliased = node.target, {node.name}, set(), None
         if target is operator.getitem:
-            own = of(node.args[0])
+            own, aliased = of(node.args[0]), node.args[0]
         elif isinstance(target, torch._ops.OpOverload):
             arguments, returns = target._schema.arguments, target._schema.returns
             values = [node.args[i] if i < len(node.args) else node.kwargs.get(a.name) for i, a in enumerate(arguments)]
@@ -511,17 +521,20 @@ def _aliases(gm: torch.fx.GraphModule, tied: Mapping[str, str] | None = None) ->
                 if arg.alias_info is not None and arg.alias_info.is_write:
                     written |= of(value)
             sets = {s for r in returns if r.alias_info is not None for s in r.alias_info.before_set}
-            own = of([v for a, v in zip(arguments, values, strict=True)
-                      if a.alias_info is not None and a.alias_info.before_set & sets])
+            aliased = [v for a, v in zip(arguments, values, strict=True)
+                       if a.alias_info is not None and a.alias_info.before_set & sets]
+            own = of(aliased)
             if any(r.alias_info is None for r in returns):  # a result of its own
                 own.add(node.name)
         elif isinstance(target, torch._ops.HigherOrderOperator):
             written = _written_operands(gm, node, of)
-            own |= of((node.args, node.kwargs))
+            aliased = (node.args, node.kwargs)
+            own |= of(aliased)
         bases[node.name] = frozenset(own)
+        lineage[node.name] = frozenset(of(aliased, lineage) | {node.name})
         if written:
             writes[node.name] = frozenset(written)
-    return _Aliases(bases, writes)
+    return _Aliases(bases, writes, lineage)
 
 
 def _hazards(gm: torch.fx.GraphModule, aliases: _Aliases) -> list[tuple[str, str]]:
@@ -548,6 +561,27 @@ def _hazards(gm: torch.fx.GraphModule, aliases: _Aliases) -> list[tuple[str, str
                 pairs.append((last_writer[base], node.name))
             last_writer[base] = node.name
     return pairs
+
+
+def _colocated_bases(gm: torch.fx.GraphModule, aliases: _Aliases) -> set[str]:
+    """The written bases whose writes must stay on their tensor's device: a placeholder or ``get_attr`` (state, an
+    input: the write must land in the real tensor), and a base some node (the output included) reads, after a
+    write, through an argument whose lineage (:attr:`_Aliases.lineage`) does not hold the base's last writer (the
+    tensor written, or a view of it made before the write). Where every later read goes through the writer's
+    result, a write placed elsewhere writes a moved copy that the readers then read: no group is needed."""
+    written = {b for bs in aliases.writes.values() for b in bs}
+    grouped = written & {n.name for n in gm.graph.nodes if n.op in ("placeholder", "get_attr")}
+    last_writer: dict[str, str] = {}
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "output") or node.target is operator.getitem:
+            continue
+        for arg in node.all_input_nodes:
+            lineage = aliases.lineage.get(arg.name, frozenset())
+            grouped.update(b for b in aliases.bases.get(arg.name, ())
+                           if b in last_writer and last_writer[b] not in lineage)
+        for base in aliases.writes.get(node.name, ()):
+            last_writer[base] = node.name
+    return grouped
 
 
 def _written_operands(gm: torch.fx.GraphModule, node: torch.fx.Node, of: Any) -> set[str]:
@@ -707,8 +741,9 @@ class _FxBuilder:
 
     def _in_place(self) -> None:
         """What in-place writes add (the module docstring): 0-byte ordering edges (:func:`_hazards`) where no
-        data edge runs, and one colocation group per storage written in place, holding the ops whose values may
-        alias it (its producer, its views, its writers), merged with any group they are in already."""
+        data edge runs, and one colocation group per storage written in place that needs one
+        (:func:`_colocated_bases`), holding the ops whose values may alias it (its producer, its views, its
+        writers), merged with any group they are in already."""
         aliases = _aliases(self.gm, self.tied)
         if not aliases.writes:
             return
@@ -717,7 +752,7 @@ class _FxBuilder:
             first, then = op_of.get(src), op_of.get(dst)
             if first is not None and then is not None and first != then:
                 self.edge_bytes[(first, then)] += 0  # a data edge stays as it is
-        written = {b for bs in aliases.writes.values() for b in bs}
+        written = _colocated_bases(self.gm, aliases)
         parent: dict[tuple[str, str], tuple[str, str]] = {}  # union-find over ("op" | "base" | "group", name)
 
         def find(key: tuple[str, str]) -> tuple[str, str]:
@@ -729,7 +764,7 @@ class _FxBuilder:
 
         for node in aliases.bases.keys() | aliases.writes.keys():
             op = op_of.get(node)
-            for base in (aliases.bases.get(node, frozenset()) & written) | aliases.writes.get(node, frozenset()):
+            for base in (aliases.bases.get(node, frozenset()) | aliases.writes.get(node, frozenset())) & written:
                 if op is not None:
                     parent[find(("op", op))] = find(("base", base))
         if not parent:

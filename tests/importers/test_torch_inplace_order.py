@@ -1,12 +1,14 @@
 """In-place ops in a torch.export program (``fill_``, ``add_``, ``mul_``, ``copy_``, ``relu_`` ...): the importer
 orders each write after the earlier reads of the tensor it writes and before the later ones (0-byte edges), and
-colocates the tensor's producer, its views and its writers, so that every placement a placer may return splits
-into a program that computes what the module does."""
+colocates the tensor's producer, its views and its writers where a write placed elsewhere would write a copy its
+readers miss (state, an input, a read through an alias older than the write), so that every placement a placer
+may return splits into a program that computes what the module does, even where every move is a copy."""
 
 from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+import gplace.export.torch as export_torch
 from gplace import InvalidPlacementError, Placement, from_torch
 from gplace.export.torch import split_program
 from gplace.importers import torch_export
@@ -101,6 +104,44 @@ class Residual(nn.Module):
         return self.relu(out)
 
 
+class InPlaceStream(nn.Module):
+    """A residual stream written in place (``x += layer(x)``): every later read goes through the last ``add_``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp, self.out = nn.Linear(4, 8), nn.Linear(8, 2)
+        self.layers = nn.ModuleList(nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 8)) for _ in range(4))
+
+    def forward(self, x):
+        x = self.inp(x)
+        for layer in self.layers:
+            x += layer(x)
+        return self.out(x)
+
+
+class EarlierView(nn.Module):
+    """A view taken before an in-place write to its tensor and read after it: the read does not go through the
+    writer's result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.l(x)
+        first = y[0]
+        y.relu_()
+        return first * 2, y.sum(0)
+
+
+class MutatedInput(nn.Module):
+    """A user input written in place."""
+
+    def forward(self, x):
+        x.mul_(2.0)
+        return x + 1
+
+
 class TwoTower(nn.Module):
     """No in-place op."""
 
@@ -136,12 +177,41 @@ class TiedLM(nn.Module):
 
 
 X = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+IMAGE = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1))
+GROUPED = [ViewWrite, BufferTwice, KVCache, ReadThenWrite, EarlierView, MutatedInput]
+"""Modules with a written tensor whose producer, views and writers form a colocation group."""
+UNGROUPED = [Residual, InPlaceStream]
+"""Modules whose every read after a write goes through the writer's result: ordering edges, no group."""
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
 def _model(cls: type[nn.Module]) -> nn.Module:
     torch.manual_seed(0)
     return cls().eval()
+
+
+def _input(cls: type[nn.Module]) -> torch.Tensor:
+    return IMAGE if cls is Residual else X
+
+
+def _wrong(cls: type[nn.Module], num_devices: int, most: int = 150) -> Iterator[dict[str, int]]:
+    """The placements keeping the colocation groups whole (all, or ``most`` drawn) whose split program's outputs
+    differ from the module's, by op."""
+    model, x = _model(cls), _input(cls)
+    graph = from_torch(copy.deepcopy(model), (x.clone(),))
+    state = {k: v.detach().clone() for k, v in graph.source.program.state_dict.items()}
+    cluster = uniform_cluster(num_devices, kind="cpu", bandwidth=100e9)
+    for placement in _placements(graph, num_devices, most):
+        if not _same_outputs(graph, cluster, placement, model, x, state):
+            yield _by_op(graph, placement.devices.tolist())
+
+
+@pytest.fixture
+def every_move_copies(monkeypatch):
+    """Every move into a part is a copy, as between a CPU and a GPU or two GPUs (on CPU devices it is the same
+    tensor): a write placed on another part's device then writes the copy."""
+    monkeypatch.setattr(export_torch, "to_device", lambda value, device, non_blocking=False: pytree.tree_map_only(
+        torch.Tensor, lambda t: t.clone(), value))
 
 
 def _units(graph) -> tuple[list[int], list[int]]:
@@ -200,19 +270,32 @@ def _named(graph, devices: dict[str, int]) -> Placement:
 
 
 # ---------------------------------------------------------------------- (a) every placement computes the module
-@pytest.mark.parametrize("cls", [ViewWrite, BufferTwice, KVCache, ReadThenWrite])
+@pytest.mark.parametrize("cls", GROUPED + UNGROUPED)
 @pytest.mark.parametrize("num_devices", [2, 3])
 def test_every_placement_that_keeps_colocation_splits_into_the_modules_numbers(cls, num_devices):
     """The split program ran each part in the order of the data it passes only, so a write in place ran after a
     later read (``fill_`` after ``mul``), or before an earlier one; now every placement that keeps the colocation
     groups whole gives the module's outputs."""
-    model = _model(cls)
-    graph = from_torch(copy.deepcopy(model), (X,))
-    state = {k: v.detach().clone() for k, v in graph.source.program.state_dict.items()}
-    cluster = uniform_cluster(num_devices, kind="cpu", bandwidth=100e9)
-    wrong = [placement.devices.tolist() for placement in _placements(graph, num_devices)
-             if not _same_outputs(graph, cluster, placement, model, X, state)]
-    assert not wrong, f"{len(wrong)} placements give other numbers, e.g. {_by_op(graph, wrong[0])}"
+    wrong = list(_wrong(cls, num_devices))
+    assert not wrong, f"{len(wrong)} placements give other numbers, e.g. {wrong[0]}"
+
+
+@pytest.mark.parametrize("cls", GROUPED + UNGROUPED)
+@pytest.mark.parametrize("num_devices", [2, 3])
+def test_every_placement_that_keeps_colocation_is_right_where_every_move_copies(cls, num_devices, every_move_copies):
+    """Where a move is a copy, a write away from its tensor writes the copy: the groups kept (state, inputs, a read
+    through an alias older than the write) keep such writes home; without a group (``relu_``, ``+=`` read through
+    their results) the readers read the copy written."""
+    wrong = list(_wrong(cls, num_devices, most=60))
+    assert not wrong, f"{len(wrong)} placements give other numbers, e.g. {wrong[0]}"
+
+
+@pytest.mark.parametrize("cls", [ViewWrite, KVCache, EarlierView])
+def test_without_their_groups_a_copying_move_gives_other_numbers(cls, every_move_copies, monkeypatch):
+    """The groups kept are needed (and the copying moves above can tell): with the same ordering edges but no
+    group, some placement writes a copy that a later read misses."""
+    monkeypatch.setattr(torch_export, "_colocated_bases", lambda gm, aliases: set())
+    assert next(_wrong(cls, 3, most=60), None) is not None
 
 
 @pytest.mark.parametrize("cls, devices", [
@@ -275,14 +358,36 @@ def test_a_slice_write_into_a_buffer_precedes_its_readers_and_colocates_the_buff
     assert order["copy_"] < order["numpy_t"] < order["matmul"]
 
 
-def test_in_place_relu_and_add_colocate_with_the_tensor_they_write_only():
-    """torchvision's ``ReLU(inplace=True)`` and ``+=``: each written tensor's producer and writers form a group;
-    the convolutions reading them do not join it."""
-    graph = from_torch(_model(Residual), (torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1)),))
-    grouped = {op: group for op, group in zip(graph.op_names, graph.colocation, strict=True) if group}
-    assert grouped == {"batch_norm": "batch_norm", "relu_": "batch_norm", "batch_norm_1": "batch_norm_1",
-                       "add_": "batch_norm_1", "relu__1": "batch_norm_1"}
+def test_in_place_relu_and_add_read_through_their_results_get_ordering_edges_and_no_group():
+    """torchvision's ``ReLU(inplace=True)`` and ``out += identity``: every later read of the written tensor goes
+    through the writer's result, so a write placed elsewhere writes a copy that its readers then read; no group
+    (one per chain made placers split a ResNet worse)."""
+    graph = from_torch(_model(Residual), (IMAGE,))
+    assert not any(graph.colocation)
     assert all(_edge(graph, a, b) is not None for a, b in [("batch_norm_1", "add_"), ("add_", "relu__1")])
+
+
+def test_an_in_place_residual_stream_gets_ordering_edges_and_no_group():
+    """``x += layer(x)``: each ``add_`` follows the layer norm reading the stream before it (a 0-byte edge) and the
+    next layer reads its result; nothing is colocated (all the adds of the stream were one group)."""
+    graph = from_torch(_model(InPlaceStream), (X,))
+    assert not any(graph.colocation)
+    writes = ["add_", "add__1", "add__2", "add__3"]
+    assert all(_edge(graph, norm, add) == 0 for norm, add in zip(["layer_norm", "layer_norm_1", "layer_norm_2",
+                                                                  "layer_norm_3"], writes, strict=True))
+    assert all(_edge(graph, a, b) > 0 for a, b in itertools.pairwise(["linear", *writes]))
+
+
+def test_a_view_taken_before_a_write_and_read_after_it_keeps_the_tensor_its_view_and_the_write_together():
+    graph = from_torch(_model(EarlierView), (X,))
+    assert {op: group for op, group in zip(graph.op_names, graph.colocation, strict=True) if group} == dict.fromkeys(
+        ["linear", "select", "relu_"], "linear")
+    assert _edge(graph, "select", "relu_") == 0 and _edge(graph, "relu_", "mul") == 0
+
+
+def test_a_user_input_written_in_place_stays_with_its_writer():
+    graph = from_torch(_model(MutatedInput), (X.clone(),))
+    assert _group(graph, "x") == _group(graph, "mul_") == "x" and _group(graph, "add") is None
 
 
 def test_a_tied_buffer_written_in_place_keeps_its_group_and_takes_the_writer_in():
