@@ -264,7 +264,7 @@ class PolicyPlacer(nn.Module):
             raise ContractError(f"policy {name} must give {expected} from {method}{asked}, got {field} as a "
                                 f"{_described(devices)}")
         d = self.allowed.shape[1]
-        at = devices.to(self.allowed.device).reshape(-1, g)
+        at = devices.to(self.allowed.device, torch.long).reshape(-1, g)
         if not at.numel():
             return
         lo, hi = torch.aminmax(at)  # the fast path: the range, and the mask only where it bars a device

@@ -295,3 +295,21 @@ def test_a_scalar_entropy_from_evaluate_names_the_policy_under_ppo():
     with pytest.raises(ValueError, match=_names("policy ScalarEntropyEvaluate", "evaluate must give (4,) entropies",
                                                 "got entropy as a torch.Tensor", "shape ()")):
         _place(policy=_policy(ScalarEntropyEvaluate), trainer=PPOTrainer(updates=1, samples_per_update=4))
+
+
+
+@pytest.mark.parametrize("dtype", [torch.int16, torch.uint8, torch.int32])
+def test_devices_of_any_integer_dtype_place_a_pinned_graph(dtype):
+    """The mask check gathered with the policy's own dtype: int16 and uint8 devices failed in torch's gather
+    ("Expected dtype int32/int64 for index") where they had placed before the checks."""
+
+    class Narrow(MLPPolicy):
+        def sample(self, *args, **kwargs):
+            out = super().sample(*args, **kwargs)
+            return PolicyOutput(out.devices.to(dtype), out.log_prob, out.entropy)
+
+    ops = GRAPH.ops()
+    ops[0] = dataclasses.replace(ops[0], pinned="cpu", colocation=None)
+    pinned = OpGraph.from_ops(ops, GRAPH.edges(), name="pinned")
+    out = _placer(policy=_policy(Narrow), graph=pinned).sample(4)
+    assert out.devices.shape == (4, pinned.num_ops) and (out.devices[:, 0] == 0).all()

@@ -212,6 +212,8 @@ class PoolRuntime(RuntimeWrapper):
         finally:
             with self._payload_lock:
                 self._in_flight[key] -= 1
+                if not self._in_flight[key]:
+                    del self._in_flight[key]
 
     def _run(self, task: tuple[ProblemKey, str], placements: Sequence[Placement]) -> list[Measurement | BaseException]:
         """Each placement's measurement, or the error that stopped it; at most ``workers`` in flight."""

@@ -28,6 +28,7 @@ def test_a_pool_keeps_the_files_of_its_last_problems_only():
         again = pool.measure_many(first, cluster, [Placement.single(first, 2)])[0]
         assert again.step_time == Simulator().measure(first, cluster, Placement.single(first, 2)).step_time
         assert len(list(pool._tempdir().iterdir())) == PAYLOADS
+        assert not pool._in_flight  # no count left behind per problem measured
 
 
 def test_a_memory_cache_holds_a_digest_of_each_placement_not_the_placement():
