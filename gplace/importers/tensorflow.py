@@ -222,8 +222,9 @@ def from_tensorflow(
     names = {node.name for node in graph_def.node}
     resources = tuple(r for r in traced.resources if r in names)
     if resources:
-        logger.warning("%s: captured resource(s) that are not variables (lookup tables?) stay placeholders: %s; "
-                       "the graph can be placed and simulated, not run by tf-v1", where, ", ".join(resources[:5]))
+        logger.warning("%s: captured resource(s) without a value stay placeholders (lookup tables, or the variables "
+                       "of a function graph's GraphDef: import the function itself): %s; the graph can be placed and "
+                       "simulated, not run by tf-v1", where, ", ".join(resources[:5]))
     source = TensorFlowSource(graph_def, traced.inputs, traced.outputs,
                               {k: v for k, v in traced.variables.items() if k in names}, resources)
     try:
@@ -399,10 +400,13 @@ def _graph_def_traced(tf: Any, graph_def: Any, name: str, outputs: Sequence[str]
     read = {i.lstrip("^").split(":")[0] for node in graph_def.node for i in node.input}
     nodes = {n.name: n for n in graph_def.node}
     sinks = [n.name for n in graph_def.node if n.name not in read]
-    feeds = tuple(f"{n.name}:0" for n in graph_def.node if n.op == "Placeholder")
+    placeholders = [n for n in graph_def.node if n.op == "Placeholder"]
+    resource = tf.resource.as_datatype_enum  # a captured variable or table: no value can be fed
+    feeds = tuple(f"{n.name}:0" for n in placeholders if n.attr["dtype"].type != resource)
     fetched = [o if ":" in o and not o.startswith("^") else o.lstrip("^") for o in outputs or sinks]
     return _Traced(graph_def, name, feeds, tuple(o if ":" in o or not _has_outputs(nodes[o]) else f"{o}:0"
-                                                 for o in fetched))
+                                                 for o in fetched),
+                   resources=tuple(n.name for n in placeholders if n.attr["dtype"].type == resource))
 
 
 def _copy(message: Any) -> Any:

@@ -620,6 +620,8 @@ def _unrunnable(graph: OpGraph) -> str | None:
                 "with cache=False)")
     if graph.source.resources:
         names = ", ".join(repr(r) for r in graph.source.resources[:5])
-        return (f"graph {graph.name!r} reads captured resource(s) that are not variables ({names}: lookup "
-                "tables?), which its GraphDef does not create; tf-v1 cannot run it (place it with the simulator)")
+        return (f"graph {graph.name!r} reads captured resource(s) ({names}: lookup tables, or the variables of a "
+                "function graph's GraphDef, whose values it does not hold), which its GraphDef does not create; "
+                "tf-v1 cannot run it (import the tf.function, SavedModel or Keras model itself, or place it with the "
+                "simulator)")
     return None
