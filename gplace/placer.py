@@ -240,7 +240,6 @@ class PolicyPlacer(nn.Module):
         if states.device != self.allowed.device:
             raise ContractError(f"encoder {name} must return its states on the placer's device "
                                 f"{self.allowed.device}, got states on {states.device}")
-        # a sum is not finite where a state is not (or where finite states overflow it: then the exact check)
         if not self._finite_checked and not bool(torch.isfinite(states).all()):
             bad = int((~torch.isfinite(states)).any(1).sum())
             warnings.warn(f"encoder {name} returned states that are not finite (NaN or inf) in {bad} of {g} groups: "
@@ -351,7 +350,7 @@ def _described(value: Any) -> str:
 
 def _parameter_dtype(module: Any) -> torch.dtype | None:
     """The dtype of the module's first floating-point parameter, ``None`` for one without any."""
-    parameters = module.parameters() if isinstance(module, nn.Module) else ()
+    parameters = module.parameters() if hasattr(module, "parameters") else ()  # an encoder need not be a Module
     return next((p.dtype for p in parameters if p.is_floating_point()), None)
 
 
@@ -384,8 +383,7 @@ def follow_networks(holder: nn.Module, dtype: torch.dtype, **networks: nn.Module
 
 def floating_dtype(module: nn.Module) -> torch.dtype:
     """The dtype of the module's first floating-point parameter (the default dtype for one without any)."""
-    parameters = module.parameters() if hasattr(module, "parameters") else ()  # an encoder need not be a Module
-    return next((p.dtype for p in parameters if p.is_floating_point()), torch.get_default_dtype())
+    return _parameter_dtype(module) or torch.get_default_dtype()
 
 
 def check_one_dtype(**modules: nn.Module) -> None:

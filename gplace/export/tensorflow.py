@@ -27,7 +27,7 @@ from typing import Any
 from gplace.export.parts import framework_devices
 from gplace.importers.tensorflow import TensorFlowSource
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
-from gplace.runtime.tf_runtime import tf_device
+from gplace.runtime.tf_runtime import as_placed, tf_device
 
 
 def place_graph_def(graph: OpGraph, cluster: Cluster, placement: Placement, *,
@@ -67,20 +67,12 @@ def session_config(graph_def: Any) -> Any:
     """A ``tf.compat.v1.ConfigProto`` that runs ``graph_def`` as placed: no soft placement, one logical CPU device
     per ``/device:CPU:i`` it names (GPUs as the machine has them), each GPU's memory taken as it is needed
     (``allow_growth``; TensorFlow's default reserves most of every GPU at the session's start), and no graph
-    rewriting (Grappler, constant folding, common subexpressions, XLA clustering), as ``tf-v1`` measures: Grappler's
-    remapper fuses ``MatMul`` + ``BiasAdd`` + ``Relu`` into one op on the ``MatMul``'s device whatever their
-    devices."""
+    rewriting, as ``tf-v1`` measures (:func:`~gplace.runtime.tf_runtime.as_placed`): Grappler's remapper fuses
+    ``MatMul`` + ``BiasAdd`` + ``Relu`` into one op on the ``MatMul``'s device whatever their devices."""
     import tensorflow as tf
 
     cpus = 1 + max((int(n.device.rpartition(":")[2]) for n in graph_def.node if "CPU:" in n.device), default=0)
-    config = tf.compat.v1.ConfigProto(device_count={"CPU": cpus}, allow_soft_placement=False)
-    config.gpu_options.allow_growth = True
-    config.graph_options.rewrite_options.disable_meta_optimizer = True
-    optimizer = config.graph_options.optimizer_options
-    optimizer.opt_level = tf.compat.v1.OptimizerOptions.L0
-    optimizer.do_constant_folding = optimizer.do_common_subexpression_elimination = False
-    optimizer.global_jit_level = tf.compat.v1.OptimizerOptions.OFF
-    return config
+    return as_placed(tf.compat.v1.ConfigProto(device_count={"CPU": cpus}, allow_soft_placement=False))
 
 
 def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, export_dir: str | Path, *,

@@ -403,7 +403,7 @@ def _graph_def_traced(tf: Any, graph_def: Any, name: str, outputs: Sequence[str]
     placeholders = [n for n in graph_def.node if n.op == "Placeholder"]
     resource = tf.resource.as_datatype_enum  # a captured variable or table: no value can be fed
     feeds = tuple(f"{n.name}:0" for n in placeholders if n.attr["dtype"].type != resource)
-    fetched = [o if ":" in o and not o.startswith("^") else o.lstrip("^") for o in outputs or sinks]
+    fetched = [o.lstrip("^") for o in outputs or sinks]
     return _Traced(graph_def, name, feeds, tuple(o if ":" in o or not _has_outputs(nodes[o]) else f"{o}:0"
                                                  for o in fetched),
                    resources=tuple(n.name for n in placeholders if n.attr["dtype"].type == resource))

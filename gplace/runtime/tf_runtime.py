@@ -297,13 +297,7 @@ class TensorFlowRuntime(Runtime):
             device_count=counts, allow_soft_placement=False, intra_op_parallelism_threads=self.intra_op_threads,
             inter_op_parallelism_threads=inter, use_per_session_threads=True,
         )
-        config.graph_options.rewrite_options.disable_meta_optimizer = True
-        optimizer = config.graph_options.optimizer_options
-        optimizer.opt_level = tf.compat.v1.OptimizerOptions.L0
-        optimizer.do_constant_folding = optimizer.do_common_subexpression_elimination = False
-        optimizer.global_jit_level = tf.compat.v1.OptimizerOptions.OFF  # no XLA auto-clustering, whatever TF_XLA_FLAGS
-        config.gpu_options.allow_growth = True
-        return config
+        return as_placed(config)
 
     def _cached_values(self, source: Any) -> dict[str, np.ndarray]:
         """The generated feed and variable values of a source, filled as they are made (a few sources kept)."""
@@ -606,6 +600,21 @@ def _step_statistics(times: Sequence[float]) -> tuple[float, float]:
     median = statistics.median(times)
     spread = (max(times) - min(times)) / median if median > 0 else 0.0
     return float(median), float(spread) if math.isfinite(spread) else 0.0
+
+
+def as_placed(config: Any) -> Any:
+    """``config`` (a ``tf.compat.v1.ConfigProto``) set to run a graph as placed, as tf-v1 measures it: no graph
+    rewriting (Grappler, whose remapper fuses ops across devices; constant folding, common subexpressions, XLA
+    auto-clustering whatever ``TF_XLA_FLAGS``) and each GPU's memory taken as it is needed (``allow_growth``)."""
+    import tensorflow as tf
+
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    optimizer = config.graph_options.optimizer_options
+    optimizer.opt_level = tf.compat.v1.OptimizerOptions.L0
+    optimizer.do_constant_folding = optimizer.do_common_subexpression_elimination = False
+    optimizer.global_jit_level = tf.compat.v1.OptimizerOptions.OFF
+    config.gpu_options.allow_growth = True
+    return config
 
 
 def _unrunnable(graph: OpGraph) -> str | None:
