@@ -175,6 +175,30 @@ def test_a_warm_start_that_is_neither_a_file_nor_a_placer_is_one_line(files):
     assert proc.returncode == 2 and "other_placement.json': placement" in proc.stderr, proc.stderr
 
 
+def test_a_warm_start_of_the_same_graph_with_other_contents_starts_from_it_by_op_name(tmp_path, caplog):
+    """After an upgrade changed a built-in graph's costs (so its fingerprint), the old run's placement.json was
+    refused as another graph's; a placement of the same graph name and op names is a warm start by name now, with a
+    WARNING, and one of other op names is still refused."""
+    from omegaconf import OmegaConf
+
+    from gplace.cli import _warm_start
+    from gplace.ir import InvalidPlacementError, Placement, placement_to_dict
+
+    graph, cluster = random_dag(12, seed=5), uniform_cluster(3)
+    devices = [k % 3 for k in range(12)]
+    doc = placement_to_dict(Placement.for_graph(graph, devices), graph, cluster)
+    save_json({**doc, "graph_fingerprint": "0123456789abcdef"}, tmp_path / "old.json")  # its costs then
+    cfg = OmegaConf.create({"warm_start": str(tmp_path / "old.json")})
+    with caplog.at_level(logging.WARNING, logger="gplace"):
+        assert _warm_start(cfg, graph, cluster).devices.tolist() == devices
+    assert "with other contents (fingerprint 0123456789abcdef" in caplog.text
+    renamed = {**doc, "graph_fingerprint": "0123456789abcdef",
+               "placement": {f"x{op}": d for op, d in doc["placement"].items()}}
+    save_json(renamed, tmp_path / "renamed.json")
+    with pytest.raises(InvalidPlacementError, match="renamed.json': placement is for graph"):
+        _warm_start(OmegaConf.create({"warm_start": str(tmp_path / "renamed.json")}), graph, cluster)
+
+
 def test_place_gives_local_search_its_own_budget_unless_one_is_set():
     from omegaconf import OmegaConf
 

@@ -54,6 +54,17 @@ def test_a_run_directory_holding_another_graphs_placement_is_refused(tmp_path):
     place(chain(), cluster, method="round_robin", run_dir=tmp_path)  # the same graph: a new result replaces it
 
 
+def test_a_run_directory_of_the_same_graph_with_other_contents_says_so_and_how_to_go_on(tmp_path):
+    """A built-in graph whose costs a newer gplace changed was named twice as if two graphs differed, and the way
+    out offered was deleting the run."""
+    cluster = uniform_cluster(2)
+    place(chain(), cluster, method="heft", run_dir=tmp_path)
+    changed = chain(costs=(1.0, 2.0, 4.0))
+    with pytest.raises(ValueError, match=r"the same name with other contents .*resume with the graph file it ran on"
+                                         r".*warm_start=.*placement\.json"):
+        place(changed, cluster, method="heft", run_dir=tmp_path)
+
+
 def test_a_run_directory_holding_a_placement_on_another_cluster_is_refused(tmp_path):
     """gplace place with another cluster in the same directory replaced the first result silently."""
     place(chain(), uniform_cluster(2), method="heft", run_dir=tmp_path)

@@ -68,16 +68,11 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
                                   f"{type(state).__name__}); {_NEW_RUN}")
     if state.get("fingerprint") != fingerprint:
         raise RunDirConflictError(
-            f"checkpoint {path} belongs to another graph/cluster ({state.get('fingerprint')}, not {fingerprint}); "
-            f"{_NEW_RUN}"
+            f"checkpoint {path} belongs to another graph/cluster ({state.get('fingerprint')}, not {fingerprint}: "
+            f"another graph or cluster, or the same one with other contents, e.g. a built-in graph whose costs a "
+            f"newer gplace changed); resume with the graph file it ran on, or {_NEW_RUN}"
         )
-    saved_runtime = state.get("runtime")
-    if runtime_id is not None and saved_runtime is not None and saved_runtime != runtime_id:
-        raise RunDirConflictError(
-            f"checkpoint {path} was measured by runtime {saved_runtime!r}, this run measures with {runtime_id!r} "
-            f"(another objective, schedule or number of micro-batches): resuming would mix their times; {_NEW_RUN}, "
-            f"or start a new run from its placement with warm_start={path.parent / 'placement.json'}"
-        )
+    _check_runtime(state, path, runtime_id)
     if param_shapes is not None:
         _check_model(state, path, [tuple(s) for s in param_shapes])
     if grouping is not None and state.get("grouping", grouping) != grouping:
@@ -96,6 +91,39 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     _warn_changed_settings(state.get("settings"), settings, path)
     log.info("resuming from %s at update %d", path, state["update"])
     return state
+
+
+def _check_runtime(state: dict[str, Any], path: Path, runtime_id: str | None) -> None:
+    """Raise if the checkpoint was measured by another runtime than ``runtime_id``. One without the field (written
+    before gplace recorded it, 2026-11-27: most likely sim-v1's step time) resumes only a ``sim-v1`` run, with a
+    WARNING that its runtime, seed, grouping and trainer could not be checked."""
+    if runtime_id is None:
+        return
+    if "runtime" not in state:
+        if runtime_id != "sim-v1":
+            raise RunDirConflictError(
+                f"checkpoint {path} does not say which runtime measured it (written by a gplace before 2026-11-27, "
+                f"most likely sim-v1's step time), this run measures with {runtime_id!r}: resuming could mix their "
+                f"times; {_NEW_RUN}, or start a new run from its placement with "
+                f"warm_start={path.parent / 'placement.json'}")
+        log.warning("checkpoint %s does not record its runtime, seed, grouping or trainer (written by a gplace "
+                    "before 2026-11-27): resumed as sim-v1's, unchecked", path)
+        return
+    saved = state["runtime"]
+    if saved is not None and saved != runtime_id:
+        raise RunDirConflictError(
+            f"checkpoint {path} was measured by runtime {saved!r}, this run measures with {runtime_id!r} "
+            f"({_how_runtimes_differ(saved, runtime_id)}): resuming would mix their times; {_NEW_RUN}, "
+            f"or start a new run from its placement with warm_start={path.parent / 'placement.json'}"
+        )
+
+
+def _how_runtimes_differ(saved: str, now: str) -> str:
+    """Why two runtime ids (``name-vN[/schedule/mM]``) differ, in words."""
+    (head_saved, *rest_saved), (head_now, *rest_now) = saved.split("/"), now.split("/")
+    if rest_saved == rest_now and head_saved.rsplit("-v", 1)[0] == head_now.rsplit("-v", 1)[0]:
+        return f"the same settings, but a newer gplace's simulator: {head_saved} became {head_now}"
+    return "another runtime, objective, schedule or number of micro-batches"
 
 
 def _warn_changed_settings(saved: dict[str, Any] | None, settings: dict[str, Any] | None, path: Path) -> None:

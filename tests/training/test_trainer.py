@@ -198,6 +198,52 @@ def test_checkpoint_measured_by_another_runtime_is_refused(tmp_path):
                                                              run_dir=tmp_path)
 
 
+def _as_written_before_runtimes_were_recorded(path):
+    """Drop what checkpoints before 2026-11-27 did not record (their runtime, seed, grouping, trainer)."""
+    state = torch.load(path, weights_only=False)
+    for key in ("runtime", "seed", "grouping", "trainer", "param_shapes", "settings"):
+        state.pop(key, None)
+    torch.save(state, path)
+
+
+def test_an_old_checkpoint_without_its_runtime_is_refused_by_another_objective_and_warned_about_by_sim_v1(
+        tmp_path, caplog):
+    """A checkpoint written before gplace recorded its runtime resumed silently under the pipeline objective and
+    then carried pipe-v2's id over sim-v1's times; it resumes only a sim-v1 run now, saying what went unchecked."""
+    from gplace.pipeline import PipelineSimulator
+
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                         run_dir=tmp_path)
+    _as_written_before_runtimes_were_recorded(tmp_path / "checkpoint.pt")
+    pipe = PipelineSimulator(microbatches=4, schedule="1f1b")
+    with pytest.raises(ValueError, match=r"does not say which runtime measured it .*this run measures with "
+                                         r"'pipe-v2/1f1b/m4'.*warm_start="):
+        ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), pipe, graph, cluster,
+                                                             run_dir=tmp_path)
+    with caplog.at_level(logging.WARNING, logger="gplace.training.checkpoint"):
+        ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                             run_dir=tmp_path)
+    assert "does not record its runtime, seed, grouping or trainer" in caplog.text
+
+
+def test_a_checkpoint_of_an_older_simulator_version_says_so(tmp_path):
+    """pipe-v1 and pipe-v2 with the same schedule and micro-batches: the message blamed the settings."""
+    from gplace.pipeline import PipelineSimulator
+
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    pipe = PipelineSimulator(microbatches=4, schedule="1f1b")
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), pipe, graph, cluster,
+                                                         run_dir=tmp_path)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    state["runtime"] = "pipe-v1/1f1b/m4"
+    torch.save(state, tmp_path / "checkpoint.pt")
+    with pytest.raises(ValueError, match=r"measured by runtime 'pipe-v1/1f1b/m4'.*a newer gplace's simulator: "
+                                         r"pipe-v1 became pipe-v2"):
+        ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), pipe, graph, cluster,
+                                                             run_dir=tmp_path)
+
+
 def test_checkpoint_of_another_grouping_or_seed_is_refused(tmp_path):
     """Another max_groups (the same model on other groups) or another seed is refused by name; both resumed
     silently before, the seed then ignored."""
