@@ -14,24 +14,30 @@ persistent memory plus its whole output bytes. That static model leaves out ``pi
 its micro-batched activations (``ceil(bytes / M)`` per micro-batch in flight), so a split may still run out of
 memory in ``pipe-v2`` (``gplace.place`` measures it and says so), or be refused where one would fit there.
 
-A *unit* is a colocation group or a lone op. Units that may run on a stage device are ordered by the
-topological position of their first member; units that cannot (e.g. ops pinned to the CPU when the stages
-are GPUs) stay on their fastest allowed device with room and their transfers are charged to the stage they
-talk to.
+A *unit* is a colocation group or a lone op. Units that may run on a stage device are put in pipeline order
+(:func:`pipeline_order`): a topological order of the units (edges inside a cycle of units, such as layers
+colocated with their backward ops, left out) that follows the topological position of each unit's first member
+where the edges allow, so a buffer whose in-place writes run late follows what they write. Units that no stage
+device may run (e.g. ops pinned to the CPU when the stages are GPUs) stay on their fastest allowed device with
+room and their transfers are charged to the stage they talk to.
 The partitioners see units through *blocks*: contiguous runs of units in that order, so large graphs are
 coarsened to a bounded number of blocks of about equal compute (:meth:`StageProblem.blocks`).
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+from scipy.sparse import coo_array
+from scipy.sparse.csgraph import connected_components
 
-from gplace.baselines._common import PlacementInfeasibleError, build_units, op_memory, unit_durations
+from gplace.baselines._common import PlacementInfeasibleError, Units, build_units, op_memory, unit_durations
 from gplace.ir import Cluster, OpGraph
+from gplace.ir.graph import csr
 from gplace.pipeline.simulator import UPDATE, check_microbatches
 
 log = logging.getLogger(__name__)
@@ -78,6 +84,61 @@ def _between_update_ops(graph: OpGraph) -> np.ndarray:
     """(E,) bool: the edges from an update op to an update op (``pipe-v2`` sends them once per mini-batch)."""
     update = graph.phase_codes() == UPDATE
     return update[graph.edge_index[0]] & update[graph.edge_index[1]]
+
+
+def pipeline_order(graph: OpGraph, units: Units) -> np.ndarray:
+    """(U,) every unit id in pipeline order: a topological order of the units (graph edges contracted) that takes,
+    among the units ready, the one whose first member comes first in ``graph.topological_order``.
+
+    Edges inside a strongly connected set of units (e.g. layers whose forward and backward ops are colocated)
+    cannot all go forward and are left out. A unit whose first member comes early but whose other members run
+    late (a buffer with its in-place writes) follows the units it needs. When ordering the units by their first
+    member already keeps every other edge, that is the order; O(N + E log N).
+    """
+    first = _first_positions(graph, units)
+    src, dst = _between_components(graph, units)
+    if (first[src] < first[dst]).all():
+        return np.argsort(first)  # first positions are distinct
+    return _smallest_first(first, src, dst)
+
+
+def _first_positions(graph: OpGraph, units: Units) -> np.ndarray:
+    """(U,) position of each unit's first member in ``graph.topological_order``."""
+    position = np.empty(graph.num_ops, dtype=np.int64)
+    position[graph.topological_order] = np.arange(graph.num_ops)
+    first = np.full(units.num_units, graph.num_ops, dtype=np.int64)
+    np.minimum.at(first, units.unit_of, position)
+    return first
+
+
+def _between_components(graph: OpGraph, units: Units) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) unit ids of the edges between two strongly connected components of the unit graph."""
+    src, dst = units.unit_of[graph.edge_index[0]], units.unit_of[graph.edge_index[1]]
+    src, dst = src[src != dst], dst[src != dst]
+    n = units.num_units
+    adjacency = coo_array((np.ones(src.size), (src, dst)), shape=(n, n))
+    _, component = connected_components(adjacency, directed=True, connection="strong")
+    keep = component[src] != component[dst]
+    return src[keep], dst[keep]
+
+
+def _smallest_first(key: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """(n,) a topological order of the DAG ``src -> dst`` on ``n = key.size`` nodes (Kahn's algorithm), taking the
+    ready node of smallest ``key`` first."""
+    ptr, succ, _ = csr(src, dst, key.size)
+    ptr_l, succ_l, key_l = ptr.tolist(), succ.tolist(), key.tolist()
+    indegree = np.bincount(dst, minlength=key.size).tolist()
+    ready = [(k, u) for u, k in enumerate(key_l) if indegree[u] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        u = heapq.heappop(ready)[1]
+        order.append(u)
+        for v in succ_l[ptr_l[u]:ptr_l[u + 1]]:
+            indegree[v] -= 1
+            if indegree[v] == 0:
+                heapq.heappush(ready, (key_l[v], v))
+    return np.array(order, dtype=np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,11 +209,8 @@ class StageProblem:
         memory = np.zeros(self.units.num_units, dtype=np.int64)
         np.add.at(memory, self.units.unit_of, op_memory(graph))
         self.fixed_device = self._fixed_devices(piped, memory)
-        first = np.full(self.units.num_units, graph.num_ops, dtype=np.int64)
-        position = np.empty(graph.num_ops, dtype=np.int64)
-        position[graph.topological_order] = np.arange(graph.num_ops)
-        np.minimum.at(first, self.units.unit_of, position)
-        self.order = np.flatnonzero(piped)[np.argsort(first[piped], kind="stable")]
+        order = pipeline_order(graph, self.units)
+        self.order = order[piped[order]]
         """(P,) unit ids of the pipelined units, in pipeline order."""
         self.position = np.full(self.units.num_units, -1, dtype=np.int64)
         self.position[self.order] = np.arange(self.order.size)
