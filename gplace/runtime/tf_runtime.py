@@ -13,7 +13,13 @@ Values
     timing, on their own device: with the ``tf.Variable``'s own value where the source holds it (a Keras model,
     ``tf.function`` or SavedModel; :attr:`~gplace.importers.tensorflow.TensorFlowSource.variables`), else, as the
     inputs, floats uniform in ``[0, 1)`` from a generator seeded by the name, integers and booleans 0, strings
-    empty. :meth:`TensorFlowRuntime.run` takes other feeds. (Until 2026-11-27 every variable was made up, with
+    empty. :meth:`TensorFlowRuntime.run` takes other feeds. A measurement does not feed an input placed on a GPU:
+    a ``Placeholder`` there of a dtype TensorFlow keeps resource variables of on GPUs (floats, complex, ``int64``,
+    ``bool``) and a known shape is held in a variable on that GPU, set once with the value it would be fed, and
+    read by each step (``import_graph_def(input_map=...)``), as ``torch-v1`` moves its inputs to their device
+    before timing; other inputs (on CPUs, or ``int32``, which TensorFlow keeps in host memory on a GPU anyway)
+    are fed each step. (Until 2026-12-02 every input was fed, so a GPU step timed the copy of its inputs from
+    the host; never run on a GPU, so no measurement had that rule.) (Until 2026-11-27 every variable was made up, with
     which most Keras applications' outputs overflowed to inf or nan; the id stayed, as the ops, shapes and devices
     timed are the same.)
 Devices
@@ -31,7 +37,10 @@ Step
     device), from its static shape.
 Step time
     The median wall time of ``steps`` ``Session.run`` calls after ``warmup`` ones; ``spread = (max - min) /
-    median``.
+    median``. When the placement uses a GPU, at least one step is untimed (each measurement opens a fresh session,
+    whose first run creates the kernels and library handles), and the first measurement of a runtime on a GPU
+    first runs steps back to back for :data:`~gplace.runtime.calibration.GPU_WARMUP_SECONDS`, as ``torch-v1``
+    does (a GPU that idled runs at low clocks). (Until 2026-12-02 neither; never run on a GPU.)
 Peak memory
     When every device in use is a GPU of its own: the peak of each GPU's allocator over the timed steps
     (``tf.config.experimental.reset_memory_stats`` after the warm-up, ``get_memory_info``); the allocator is the
@@ -147,6 +156,8 @@ class TensorFlowRuntime(Runtime):
         self.device_map = {name: _parse_device(name, value) for name, value in (device_map or {}).items()}
         self.intra_op_threads, self.inter_op_threads = intra_op_threads, inter_op_threads
         self._values: OrderedDict[int, tuple[Any, dict[str, np.ndarray]]] = OrderedDict()
+        self._warm_gpus: set[str] = set()
+        """TensorFlow GPU devices this runtime has kept busy for ``GPU_WARMUP_SECONDS`` (module docstring)."""
 
     def run(
         self, graph: OpGraph, cluster: Cluster, placement: Placement, feeds: Mapping[str, Any] | None = None
@@ -182,10 +193,11 @@ class TensorFlowRuntime(Runtime):
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         deadline = time.perf_counter() + self.time_limit
         try:
-            step = self._open(graph, cluster, placement, None, deadline)
+            step = self._open(graph, cluster, placement, None, deadline, hold=True)
             try:
-                gpus = _own_gpus(self._devices(step.tf, cluster, placement))
-                times = self._time_steps(step, deadline, gpus)
+                devices = self._devices(step.tf, cluster, placement)
+                gpus = _own_gpus(devices)
+                times = self._time_steps(step, deadline, gpus, _gpu_devices(devices))
                 peaks = _gpu_peaks(step.tf, gpus, cluster.num_devices)
             finally:
                 step.close()
@@ -196,8 +208,12 @@ class TensorFlowRuntime(Runtime):
         return Measurement(ok=True, step_time=median, runtime=self.id, spread=spread, bytes_moved=step.moved,
                            peak_memory=peaks)
 
-    def _time_steps(self, step: _Step, deadline: float, gpus: Mapping[int, str] | None = None) -> list[float]:
-        total, times = self.warmup + self.steps, []
+    def _time_steps(self, step: _Step, deadline: float, gpus: Mapping[int, str] | None = None,
+                    used_gpus: frozenset[str] = frozenset()) -> list[float]:
+        """Wall times of the timed steps; ``used_gpus`` (TensorFlow devices) get the GPU warm-up (Step time)."""
+        warmup = max(self.warmup, 1) if used_gpus else self.warmup  # a fresh session's first run is never timed
+        total, times = warmup + self.steps, []
+        self._warm_up(step, deadline, used_gpus)
         _reset_gpu_peaks(step.tf, gpus)
         for k in range(total):
             if time.perf_counter() > deadline:
@@ -207,11 +223,29 @@ class TensorFlowRuntime(Runtime):
                 step.run(deadline)
             except _TimeUp:
                 raise self._time_up(k, total) from None
-            if k >= self.warmup:
+            if k >= warmup:
                 times.append(time.perf_counter() - start)
-            if k + 1 == self.warmup:
+            if k + 1 == warmup:
                 _reset_gpu_peaks(step.tf, gpus)
         return times
+
+    def _warm_up(self, step: _Step, deadline: float, used_gpus: frozenset[str]) -> None:
+        """Steps back to back for ``GPU_WARMUP_SECONDS`` the first time this runtime uses a GPU (Step time)."""
+        from gplace.runtime.calibration import GPU_WARMUP_SECONDS
+
+        cold = used_gpus - self._warm_gpus
+        if not cold:
+            return
+        until = time.perf_counter() + GPU_WARMUP_SECONDS
+        try:
+            while time.perf_counter() < until:
+                if time.perf_counter() > deadline:
+                    raise _TimeUp("time limit exceeded while warming up")
+                step.run(deadline)
+        except _TimeUp:
+            raise TensorFlowRunError(f"time limit of {self.time_limit:g} s exceeded while warming up "
+                                     f"{', '.join(sorted(cold))}") from None
+        self._warm_gpus |= cold
 
     def _time_up(self, done: int, total: int) -> TensorFlowRunError:
         return TensorFlowRunError(
@@ -221,9 +255,10 @@ class TensorFlowRuntime(Runtime):
     # ------------------------------------------------------------------ set-up
     def _open(
         self, graph: OpGraph, cluster: Cluster, placement: Placement, feeds: Mapping[str, Any] | None,
-        deadline: float,
+        deadline: float, hold: bool = False,
     ) -> _Step:
-        """Build the placed graph and its session, initialise the variables; the caller closes the step."""
+        """Build the placed graph and its session, initialise the variables; the caller closes the step. With
+        ``hold`` (a measurement), the inputs placed on GPUs are held there in variables, not fed (Values)."""
         problem = _unrunnable(graph)
         if problem is not None:
             raise TensorFlowRunError(problem)
@@ -232,8 +267,10 @@ class TensorFlowRuntime(Runtime):
         devices = self._devices(tf, cluster, placement)
         homes = _homes(source.graph_def, graph, placement.devices.tolist())
         labels = {d: f"{cluster.devices[d].name} ({dev})" for d, dev in devices.items()}
-        tf_graph = _placed_graph(tf, source.graph_def, {n: devices[d] for n, d in homes.items()})
-        step = _Step(tf, tf_graph, homes, labels)
+        node_devices = {n: devices[d] for n, d in homes.items()}
+        held = _held_inputs(tf, source.graph_def, source.inputs, node_devices, source.outputs) if hold else {}
+        tf_graph, step_held = _placed_graph(tf, source.graph_def, node_devices, held)
+        step = _Step(tf, tf_graph, homes, labels, held=step_held)
         try:
             step.start(self._config(tf, cluster, devices), self._cached_values(source), source, feeds, deadline)
         except BaseException as err:
@@ -328,8 +365,11 @@ def _homes(graph_def: Any, graph: OpGraph, devices: list[int]) -> dict[str, int]
     return homes
 
 
-def _placed_graph(tf: Any, graph_def: Any, devices: Mapping[str, str]) -> Any:
-    """A fresh ``tf.Graph`` of ``graph_def`` with each node's device set."""
+def _placed_graph(
+    tf: Any, graph_def: Any, devices: Mapping[str, str], held: Mapping[str, str] | None = None,
+) -> tuple[Any, dict[str, _Held]]:
+    """A fresh ``tf.Graph`` of ``graph_def`` with each node's device set, and each input tensor of ``held`` (name ->
+    TensorFlow device; :func:`_held_inputs`) read from a resource variable made on that device first."""
     placed = type(graph_def)()
     placed.CopyFrom(graph_def)
     for node in placed.node:
@@ -337,10 +377,86 @@ def _placed_graph(tf: Any, graph_def: Any, devices: Mapping[str, str]) -> Any:
     tf_graph = tf.Graph()
     try:
         with tf_graph.as_default():
-            tf.graph_util.import_graph_def(placed, name="")
+            holders = _holders(tf, placed, held or {})
+            tf.graph_util.import_graph_def(placed, input_map={name: h.read for name, h in holders.items()}, name="")
     except Exception as err:  # ValueError, InvalidArgumentError, ...
         raise TensorFlowRunError(f"TensorFlow could not import the placed GraphDef: {error_summary(err)}") from err
-    return tf_graph
+    return tf_graph, holders
+
+
+_GPU_VARIABLE_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "complex64", "complex128", "bool",
+                                  "int64"})
+"""Dtypes of the inputs held on a GPU: those TensorFlow registers GPU kernels of ``VarHandleOp`` and
+``AssignVariableOp`` for (``resource_variable_ops.cc``: ``TF_CALL_GPU_ALL_TYPES``, ``int64``; not ``int32``,
+which GPU kernels keep in host memory anyway)."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Held:
+    """An input held in a resource variable on its device: set once (``assign`` fed ``value``), read each step."""
+
+    input: str
+    """The input tensor's name (``"x:0"``)."""
+    read: Any
+    """The tensor the input's readers read instead (a ``ReadVariableOp``'s)."""
+    assign: Any
+    value: Any
+    """The placeholder ``assign`` is fed its value through (once, before timing)."""
+    ops: frozenset[str]
+    """The names of the ops made for it."""
+
+
+def _held_on(device: str) -> bool:
+    """Whether a measurement holds the inputs placed on TensorFlow device ``device`` there, instead of feeding
+    them each step (GPUs only: on a CPU a feed is no copy to another memory)."""
+    return _device_index(device)[0] == "GPU"
+
+
+def _held_inputs(
+    tf: Any, graph_def: Any, inputs: Sequence[str], devices: Mapping[str, str], fetched: Sequence[str] = (),
+) -> dict[str, str]:
+    """Input tensor name -> TensorFlow device, for the inputs a measurement holds on their device (Values): a
+    ``Placeholder``'s output on a device :func:`_held_on` accepts, of a dtype in :data:`_GPU_VARIABLE_DTYPES`,
+    with a fully defined shape (another one fails when its value is made, as a feed does), and not itself
+    fetched (``fetched``: the source's outputs)."""
+    nodes = {node.name: node for node in graph_def.node}
+    fetched_nodes = {name.split(":")[0] for name in fetched}
+    held = {}
+    for name in inputs:
+        node_name, _, index = name.partition(":")
+        node = nodes.get(node_name)
+        if node is None or node.op != "Placeholder" or index not in ("", "0") or node_name in fetched_nodes:
+            continue
+        dtype, shape = tf.dtypes.as_dtype(node.attr["dtype"].type), tf.TensorShape(node.attr["shape"].shape)
+        if _held_on(devices[node_name]) and dtype.name in _GPU_VARIABLE_DTYPES and shape.is_fully_defined():
+            held[f"{node_name}:0"] = devices[node_name]
+    return held
+
+
+def _holders(tf: Any, graph_def: Any, held: Mapping[str, str]) -> dict[str, _Held]:
+    """For each input of ``held`` (name -> device), a resource variable on that device, its assignment from a
+    placeholder and its read, made in the default graph (before ``graph_def`` is imported into it, under a name
+    scope no node of ``graph_def`` uses)."""
+    if not held:
+        return {}
+    names = {node.name for node in graph_def.node}
+    scope = "gplace_input"
+    while any(n == scope or n.startswith(scope + "/") for n in names):
+        scope += "_"
+    nodes = {node.name: node for node in graph_def.node}
+    holders = {}
+    for name, device in held.items():
+        node = nodes[name.split(":")[0]]
+        dtype, shape = tf.dtypes.as_dtype(node.attr["dtype"].type), tf.TensorShape(node.attr["shape"].shape)
+        prefix = f"{scope}/{node.name}"
+        with tf.device(device):
+            handle = tf.raw_ops.VarHandleOp(dtype=dtype, shape=shape, shared_name=prefix, name=f"{prefix}/handle")
+            value = tf.compat.v1.placeholder(dtype, shape, name=f"{prefix}/value")
+            assign = tf.raw_ops.AssignVariableOp(resource=handle, value=value, name=f"{prefix}/assign")
+            read = tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype, name=f"{prefix}/read")
+        ops = frozenset(op.name for op in (handle.op, value.op, assign, read.op))
+        holders[name] = _Held(name, read, assign, value, ops)
+    return holders
 
 
 class _TimeUp(TensorFlowRunError):
@@ -363,6 +479,13 @@ class _Step:
     moved: int = 0
     initialises: dict[str, str] = field(default_factory=dict)
     """Name of an added initialising op -> the variable node it initialises."""
+    held: dict[str, _Held] = field(default_factory=dict)
+    """Input tensor name -> the variable holding it on its device (not fed: :func:`_held_inputs`)."""
+
+    @property
+    def holding(self) -> dict[str, str]:
+        """Name of an op made to hold an input -> the input's node (a failure there is reported as that node's)."""
+        return {op: held.input.split(":")[0] for held in self.held.values() for op in held.ops}
 
     def start(self, config: Any, cache: dict[str, np.ndarray], source: Any, feeds: Mapping[str, Any] | None,
               deadline: float) -> None:
@@ -370,7 +493,10 @@ class _Step:
         tf = self.tf
         _read_variables(cache, source.variables)  # eagerly, before the graph is the default one
         with self.graph.as_default():
-            init_ops, init_feeds, self.initialises = _initializers(tf, self.graph, cache)
+            init_ops, init_feeds, self.initialises = _initializers(tf, self.graph, cache, frozenset(self.holding))
+        for held in self.held.values():  # each held input set once, to the value it would be fed
+            init_ops.append(held.assign)
+            init_feeds[held.value] = _generated(cache, held.input, held.value.dtype, held.value.shape)
         self.session = tf.compat.v1.Session(graph=self.graph, config=config)
         self._guard(lambda: self.session.run(init_ops, init_feeds, options=_options(tf, deadline)))
         tensors, self.feed_values = self._feeds(cache, source, feeds)
@@ -379,7 +505,7 @@ class _Step:
         self.call = self._guard(
             lambda: self.session.make_callable([outputs, sinks], feed_list=tensors, accept_options=True)
         )
-        self.moved = _bytes_moved(self.graph, self.homes)
+        self.moved = _bytes_moved(self.graph, self.homes, {h.read.name: name for name, h in self.held.items()})
 
     def run(self, deadline: float) -> list[np.ndarray]:
         """Run one step; the values of the source's outputs."""
@@ -411,7 +537,8 @@ class _Step:
     def _feeds(self, cache: dict[str, np.ndarray], source: Any,
                feeds: Mapping[str, Any] | None) -> tuple[list[Any], tuple[np.ndarray, ...]]:
         given = {self._tensor(name).name: value for name, value in (feeds or {}).items()}
-        names = list(dict.fromkeys([*(self._tensor(n).name for n in source.inputs), *given]))
+        inputs = (self._tensor(n).name for n in source.inputs)
+        names = list(dict.fromkeys([*(n for n in inputs if n not in self.held), *given]))
         tensors = [self._tensor(name) for name in names]
         values = [given[t.name] if t.name in given else _generated(cache, t.name, t.dtype, t.shape) for t in tensors]
         return tensors, tuple(values)
@@ -431,6 +558,7 @@ class _Step:
     def _failure(self, err: Any) -> TensorFlowRunError:
         """The reason for a TensorFlow error: the op and device it names, out of memory, an unknown device."""
         node, message = _failed_node(err), str(err)
+        node = self.holding.get(node, node)  # an op holding an input fails as that input's op
         what, where = self._what(node), self._where(node, message)
         brief = error_summary(_first_line(err))
         if isinstance(err, self.tf.errors.ResourceExhaustedError):
@@ -468,12 +596,12 @@ def _options(tf: Any, deadline: float) -> Any:
 
 
 def _initializers(
-    tf: Any, graph: Any, cache: dict[str, np.ndarray]
+    tf: Any, graph: Any, cache: dict[str, np.ndarray], skip: frozenset[str] = frozenset(),
 ) -> tuple[list[Any], dict[Any, np.ndarray], dict[str, str]]:
-    """An assignment per variable, on the variable's device, fed its value (read into ``cache`` by
-    :func:`_read_variables`) or a generated one; added op name -> variable."""
+    """An assignment per variable (but those named in ``skip``: the ops holding inputs), on the variable's device,
+    fed its value (read into ``cache`` by :func:`_read_variables`) or a generated one; added op name -> variable."""
     ops, feeds, owners = [], {}, {}
-    variables = [op for op in graph.get_operations() if op.type in _VARIABLE_OPS]
+    variables = [op for op in graph.get_operations() if op.type in _VARIABLE_OPS and op.name not in skip]
     for op in variables:
         dtype, shape = tf.dtypes.as_dtype(op.get_attr("dtype")), tf.TensorShape(op.get_attr("shape"))
         with tf.device(op.device), tf.name_scope("gplace_init"):
@@ -529,12 +657,15 @@ def _sinks(graph: Any, nodes: Mapping[str, int], fed: set[str]) -> list[Any]:
             and (op.type not in ("Placeholder", "PlaceholderWithDefault") or op.name in fed)]
 
 
-def _bytes_moved(graph: Any, homes: Mapping[str, int]) -> int:
-    """Bytes of the tensors read on another cluster device, once per (tensor, destination device)."""
+def _bytes_moved(graph: Any, homes: Mapping[str, int], aliases: Mapping[str, str] | None = None) -> int:
+    """Bytes of the tensors read on another cluster device, once per (tensor, destination device); ``aliases``:
+    tensor read in place of an input (a held input's read) -> the input's name, counted as the input."""
     sent: dict[tuple[str, int], int] = {}
     for op in graph.get_operations():
         dst = homes.get(op.name)
         for t in op.inputs:
+            if aliases and t.name in aliases:
+                t = graph.get_tensor_by_name(aliases[t.name])
             src = homes.get(t.op.name)
             if dst is not None and src is not None and src != dst:
                 sent[t.name, dst] = _nbytes(t)
@@ -563,6 +694,11 @@ def _first_line(err: BaseException) -> str:
     useful = [_ROOT_ERROR.sub("", line) for line in lines
               if not line.startswith(skip) and not _ERROR_COUNT.match(line)]
     return (useful or lines or [type(err).__name__])[0]
+
+
+def _gpu_devices(devices: Mapping[int, str]) -> frozenset[str]:
+    """The TensorFlow GPU devices among ``devices`` (cluster device -> TensorFlow device)."""
+    return frozenset(dev for dev in devices.values() if _device_index(dev)[0] == "GPU")
 
 
 def _own_gpus(devices: Mapping[int, str]) -> dict[int, str] | None:

@@ -53,7 +53,11 @@ GPUs
     With stage devices of kind ``cuda`` the backend (by default) is ``nccl``; each process makes its device (its
     first stage's) current before it joins the process group and, under ``nccl``, binds it to the group
     (``device_id``), so that the barriers around each step run on that GPU (written from the PyTorch
-    documentation, never run on a GPU).
+    documentation, never run on a GPU). A rank whose process group is bound to another CUDA device than its
+    stages' (``ProcessGroup.bound_device_id``: a group the caller made under ``torchrun`` for another GPU, or
+    the group kept from an earlier measurement whose placement gave this rank another GPU) fails the measurement,
+    naming the rank and both devices, before its stages are built: its barriers and NCCL communicator would be on
+    the bound GPU, its stages' tensors on the other (until 2026-12-02 it ran on; never run on a GPU).
     Stages on CPUs and on CUDA devices in one placement are refused (:class:`~gplace.ir.InvalidPlacementError`
     naming them) unless a ``backend`` is given: the PyTorch documentation's backend table has ``gloo`` send and
     receive CPU tensors only and ``nccl`` CUDA tensors only, so neither carries both. Ran on one GPU (one stage,
@@ -463,15 +467,49 @@ def _init_group(job: _Job, device: torch.device, **where: Any) -> None:
     dist.init_process_group(job.backend, timeout=timedelta(seconds=job.timeout), **where, **bound)
 
 
+def _bound_device() -> torch.device | None:
+    """The device the default process group is bound to (``init_process_group(device_id=...)``, read back as
+    ``ProcessGroup.bound_device_id``, torch >= 2.3), or ``None``: no group, or not bound to a device."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return None
+    bound = getattr(dist.group.WORLD, "bound_device_id", None)
+    return None if bound is None else torch.device(bound)
+
+
+def _group_device_problem(rank: int, stages: list[int], device: torch.device, bound: torch.device | None) -> str:
+    """Why rank ``rank``, running ``stages`` on ``device``, cannot use a process group bound to ``bound`` (another
+    CUDA device: its barriers and NCCL communicator would be there, its stages' tensors on ``device``), or ``""``."""
+    if bound is None or bound.type != "cuda":
+        return ""
+    bound = torch.device("cuda", 0) if bound.index is None else bound
+    if bound == device:
+        return ""
+    which = f"stages {', '.join(map(str, stages))} run" if len(stages) > 1 else f"stage {stages[0]} runs"
+    return (f"rank {rank}'s process group is bound to {bound} (init_process_group(device_id=...)) but its {which} "
+            f"on {device}: expected {device}, got {bound}. A group stays bound to its GPU: under torchrun, bind "
+            "each rank to its stages' device (or let gplace make the group), and keep each rank on the same GPU from "
+            "one measured placement to the next")
+
+
 def _run_stage(rank: int, job: _Job) -> dict[str, Any]:
-    """Build this rank's stages, run ``warmup + steps`` mini-batches; their times, loss and gradients."""
+    """Build this rank's stages, run ``warmup + steps`` mini-batches; their times, loss and gradients.
+
+    Raises:
+        RuntimeError: the process group is bound to another CUDA device than this rank's stages'
+            (:func:`_group_device_problem`; checked before this rank's device is made current).
+    """
     import torch.distributed as dist
     from torch.distributed.pipelining import SplitPoint, pipeline
 
-    if job.threads is not None:
-        torch.set_num_threads(job.threads)
     mine = job.stages_of(rank)
     device = _process_device(job, rank)
+    problem = _group_device_problem(rank, mine, device, _bound_device())
+    if problem:
+        raise RuntimeError(problem)
+    if job.threads is not None:
+        torch.set_num_threads(job.threads)
     if device.type == "cuda":  # again: under torchrun the caller may have made the process group
         torch.cuda.set_device(device)
     pipe = pipeline(job.module, mb_args=job.example, split_spec={path: SplitPoint.BEGINNING for path in job.split})

@@ -59,7 +59,8 @@ Peak memory
     steps, the GPU warm-up's above included (so library workspaces and other programs' tensors do not count;
     until 2026-11-29, with ``warmup=0``, the first measurement on a GPU counted what its GPU warm-up allocated
     and kept, against this definition: the id stayed). With ``enforce_memory`` each GPU's caching allocator is
-    capped at its cluster device's ``memory``.
+    capped at its cluster device's ``memory`` during a measurement or run, and given back the cap it had
+    before when it ends, failed or not (until 2026-12-02 the cap stayed on the process after it).
 Failures
     Out of memory, an unavailable device, an exception inside an op, a CUDA error outside the ops and the time
     limit (checked between top-level ops, set-up included: a ``while_loop`` runs to its end unchecked) give
@@ -99,8 +100,9 @@ from gplace.runtime.synthetic import synthesised
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Plan", "Step", "TorchRunError", "TorchRuntime", "cluster_problems", "execute_step", "op_name_of",
-           "pinned_copy", "shared_gpu_problems", "streams_restored", "torch_device", "unavailable_reason"]
+__all__ = ["Plan", "Step", "TorchRunError", "TorchRuntime", "cluster_problems", "execute_step",
+           "memory_fractions", "op_name_of", "pinned_copy", "shared_gpu_problems", "streams_restored", "torch_device",
+           "unavailable_reason"]
 
 _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
 """``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
@@ -159,8 +161,9 @@ class TorchRuntime(Runtime):
         device_map: cluster device name -> torch device string, overriding the default mapping, e.g.
             ``{"/CPU:0": "cpu", "/CPU:1": "cpu"}``. (default: None)
         enforce_memory: limit each CUDA device's caching allocator to its cluster device's ``memory``
-            (``torch.cuda.set_per_process_memory_fraction``), so that a placement that would not fit the modelled
-            device fails as out of memory on a larger card. (default: False)
+            (``torch.cuda.set_per_process_memory_fraction``) while a measurement or run lasts, so that a placement
+            that would not fit the modelled device fails as out of memory on a larger card; the process's cap
+            before it is given back after it. (default: False)
     """
 
     id = "torch-v1"
@@ -218,7 +221,7 @@ class TorchRuntime(Runtime):
         check_placement(placement)
         placement.validate(graph, cluster)
         deadline = time.perf_counter() + self.time_limit
-        with torch.no_grad():
+        with torch.no_grad(), self._memory_capped(cluster, placement):
             plan = self.plan(graph, cluster, placement, inputs)
             try:
                 outputs, _ = execute_step(plan, deadline)
@@ -231,7 +234,7 @@ class TorchRuntime(Runtime):
         deadline = time.perf_counter() + self.time_limit
         self._warn_once(cluster)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self._memory_capped(cluster, placement):
                 plan = self.plan(graph, cluster, placement, None)
                 times, moved, base = self._time_steps(plan, deadline)
                 return self._success(plan, cluster, times, moved, base)
@@ -308,10 +311,11 @@ class TorchRuntime(Runtime):
 
     # ------------------------------------------------------------------ set-up
     def plan(self, graph: OpGraph, cluster: Cluster, placement: Placement, inputs: Any) -> Plan:
+        """The program bound to ``placement``, its values on their devices (``enforce_memory``'s caps are set by
+        :meth:`measure` and :meth:`run` around it, not here)."""
         gm, values, known = self._program(graph, inputs)
         devices = self._devices(cluster, placement)
         homes = _homes(gm, graph, placement.devices.tolist())
-        self._cap_memory(cluster, devices)
         plan = _build_plan(gm, homes, devices, cluster.device_names, values, known)
         plan.streams, plan.copy_streams = self._streams(plan.device_set)
         _synchronize(plan)
@@ -326,14 +330,23 @@ class TorchRuntime(Runtime):
         pairs = {dev: pair for dev, pair in self._stream_pairs.items() if dev in devices}
         return {d: p[0] for d, p in pairs.items()}, {d: p[1] for d, p in pairs.items()}
 
-    def _cap_memory(self, cluster: Cluster, devices: Mapping[int, torch.device]) -> None:
-        """With ``enforce_memory``, limit each CUDA device to its cluster device's ``memory``."""
+    def _memory_capped(self, cluster: Cluster, placement: Placement) -> Any:
+        """With ``enforce_memory``, a context inside which each CUDA device of the placement is limited to its
+        cluster device's ``memory`` (:func:`memory_fractions`: the caps before are given back on leaving, also on
+        an exception or out of memory); else, or where the devices cannot be used (the plan then fails, saying
+        why), nothing."""
         if not self.enforce_memory:
-            return
+            return nullcontext()
+        try:
+            devices = self._devices(cluster, placement)
+        except TorchRunError:
+            return nullcontext()
+        limits = {}
         for d, dev in devices.items():
             if dev.type == "cuda":
                 total = torch.cuda.get_device_properties(dev).total_memory
-                torch.cuda.set_per_process_memory_fraction(min(1.0, cluster.devices[d].memory / total), dev)
+                limits[dev] = min(1.0, cluster.devices[d].memory / total)
+        return memory_fractions(limits)
 
     def _program(self, graph: OpGraph, inputs: Any) -> tuple[torch.fx.GraphModule, dict[str, Any], Known]:
         """The FX program of the graph's source, the values of its placeholders and attributes, and the host
@@ -976,6 +989,28 @@ def streams_restored(plan: Plan) -> Iterator[None]:
         for stream in before:
             torch.cuda.set_stream(stream)
         torch.cuda.set_device(device)
+
+
+@contextmanager
+def memory_fractions(limits: Mapping[torch.device, float]) -> Iterator[None]:
+    """Each CUDA device of ``limits`` capped at that fraction of its memory inside
+    (``torch.cuda.set_per_process_memory_fraction``, which caps the whole process), and given back the fraction
+    it had before (``torch.cuda.get_per_process_memory_fraction``; 1.0, no cap, where torch cannot read it) on
+    leaving, also on an exception. A device that cannot be given back (a dead CUDA context) is left as it is,
+    with a warning, so that the exception that ended the block is the one raised."""
+    read = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    before: dict[torch.device, float] = {}
+    try:
+        for dev, fraction in limits.items():
+            before[dev] = float(read(dev)) if read is not None else 1.0
+            torch.cuda.set_per_process_memory_fraction(float(fraction), dev)
+        yield
+    finally:
+        for dev, fraction in before.items():
+            try:
+                torch.cuda.set_per_process_memory_fraction(fraction, dev)
+            except Exception as err:  # the sticky error again; usable() turns false
+                logger.warning("could not give %s its memory fraction %g back: %s", dev, fraction, error_summary(err))
 
 
 def _synchronize(plan: Plan) -> None:

@@ -30,7 +30,7 @@ def test_required_gpu_turns_skips_into_failures() -> None:
     out = done.stdout + done.stderr
     assert done.returncode == 1, out
     failed = sum(int(n) for n in re.findall(r"(\d+) (?:failed|errors?)\b", out))  # a skip at set-up is an error
-    assert failed == 5 + 13 + 1 + 4 + 30 + 6 and not re.search(r"\d+ (?:passed|skipped)", out), out
+    assert failed == 6 + 13 + 2 + 4 + 30 + 6 and not re.search(r"\d+ (?:passed|skipped)", out), out
     assert "GPLACE_REQUIRE_GPU=1, but this gpu test was skipped: Skipped: needs a CUDA device" in out, out
     assert "this gpu test was skipped: Skipped: needs a GPU that TensorFlow" in out, out  # pytest.skip() inside
 

@@ -414,6 +414,105 @@ def test_gpu_placements_run_and_match(runtime, keras_graphs) -> None:
     np.testing.assert_allclose(runtime.run(g, cluster, gpu)[0], runtime.run(g, cluster, split)[0], rtol=1e-4)
 
 
+def test_a_measurement_holds_gpu_inputs_on_their_device_instead_of_feeding_them(runtime, keras_graphs,
+                                                                                monkeypatch) -> None:
+    """Which inputs a measurement holds in a variable on their device (_held_inputs): float Placeholders placed on
+    a GPU, not on a CPU, not int32 or of unknown shape or fetched. The held path, forced here onto CPU devices
+    (it is the same ops on any device; a GPU has never run it): the step feeds nothing, gives the fed step's
+    outputs and bytes_moved, and a failure in it names the input's op."""
+    from gplace.runtime import tf_runtime
+
+    graph_def = text_format.Parse("""
+        node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } }
+          attr { key: "shape" value { shape { dim { size: 2 } } } } }
+        node { name: "i" op: "Placeholder" attr { key: "dtype" value { type: DT_INT32 } }
+          attr { key: "shape" value { shape { dim { size: 2 } } } } }
+        node { name: "u" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } }
+          attr { key: "shape" value { shape { dim { size: -1 } } } } }
+        node { name: "o" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } }
+          attr { key: "shape" value { shape { dim { size: 2 } } } } }""", tf.compat.v1.GraphDef())
+    gpu = dict.fromkeys("xiuo", "/device:GPU:0")
+    assert tf_runtime._held_inputs(tf, graph_def, ["x:0", "i:0", "u:0", "o:0"], gpu, ["o:0"]) == {
+        "x:0": "/device:GPU:0"}
+    assert tf_runtime._held_inputs(tf, graph_def, ["x:0"], {**gpu, "x": "/device:CPU:0"}) == {}
+
+    g, cluster = keras_graphs["training"], _cpus()
+    placement = alternating(g)
+    want = runtime.run(g, cluster, placement)
+    fed = runtime._open(g, cluster, placement, None, time.perf_counter() + 30, hold=True)
+    fed.close()
+    assert not fed.held and len(fed.feed_values) == len(g.source.inputs)  # CPU inputs: fed as before
+    monkeypatch.setattr(tf_runtime, "_held_on", lambda device: True)
+    step = runtime._open(g, cluster, placement, None, time.perf_counter() + 30, hold=True)
+    try:
+        assert sorted(step.held) == sorted(g.source.inputs) and step.feed_values == ()
+        assert step.moved == fed.moved > 0
+        for a, b in zip(want, step.run(time.perf_counter() + 30), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+    finally:
+        step.close()
+    read = step.held[g.source.inputs[0]].read.op.name
+    name = g.source.inputs[0].split(":")[0]
+    home = step.labels[step.homes[name]]
+    oom = tf.errors.ResourceExhaustedError(None, None, f"OOM when allocating\n\t [[{{{{node {read}}}}}]]")
+    assert str(step._failure(oom)) == f"out of memory on {home} in op {name!r} (Placeholder): OOM when allocating"
+    assert runtime.measure(g, cluster, placement).ok
+
+
+def test_gpu_placements_get_the_gpu_warm_up_and_an_untimed_first_step(monkeypatch) -> None:
+    """A placement using a GPU: at least one untimed step even with warmup=0, and, on the runtime's first use of
+    that GPU, GPU_WARMUP_SECONDS of steps back to back first (torch-v1's rule). Counted on a CPU step given a GPU
+    name (the GPU path itself never ran); without a GPU the steps are warmup + steps, as before."""
+    from gplace.runtime import calibration
+
+    monkeypatch.setattr(calibration, "GPU_WARMUP_SECONDS", 0.05)
+    runtime = TensorFlowRuntime(steps=2, warmup=0, time_limit=30.0)
+
+    class Step:
+        runs = 0
+        tf = None
+
+        def run(self, deadline: float) -> list:
+            Step.runs += 1
+            time.sleep(0.001)
+            return []
+
+    def runs(used: frozenset[str]) -> tuple[int, int]:
+        Step.runs = 0
+        times = runtime._time_steps(Step(), time.perf_counter() + 30, None, used)
+        return Step.runs, len(times)
+
+    assert runs(frozenset()) == (2, 2)
+    first, timed = runs(frozenset({"/device:GPU:0"}))
+    assert timed == 2 and first > 3  # 1 untimed + 2 timed + the warm-up's
+    assert runs(frozenset({"/device:GPU:0"})) == (3, 2)  # warm already: the untimed first step only
+    assert runs(frozenset()) == (2, 2)
+
+
+@pytest.mark.gpu
+def test_gpu_inputs_are_held_on_the_gpu_and_the_held_step_matches_the_fed_one(runtime, keras_graphs) -> None:
+    """On a GPU TensorFlow sees: a measurement's step of an all-GPU training step feeds nothing, reads each input
+    from its variable on /device:GPU:0 (traced), and gives the outputs of the fed run (never run on a GPU)."""
+    if not tf.config.list_physical_devices("GPU"):
+        pytest.skip("needs a GPU that TensorFlow sees")
+    g = keras_graphs["training"]
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu")], default_bandwidth=1e9)
+    on_gpu = Placement.single(g, 1)
+    want = runtime.run(g, cluster, on_gpu)
+    step = runtime._open(g, cluster, on_gpu, None, time.perf_counter() + 30, hold=True)
+    try:
+        assert sorted(step.held) == sorted(g.source.inputs) and step.feed_values == ()
+        metadata = tf.compat.v1.RunMetadata()
+        got = step.call(options=tf.compat.v1.RunOptions(trace_level=3), run_metadata=metadata)[0]
+    finally:
+        step.close()
+    ran = {node.node_name: dev.device for dev in metadata.step_stats.dev_stats for node in dev.node_stats}
+    for held in step.held.values():
+        assert ran[held.read.op.name].endswith("/device:GPU:0"), ran.get(held.read.op.name)
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
 def test_invalid_placement_raises(runtime, mlp) -> None:
     with pytest.raises(InvalidPlacementError):
         runtime.measure(mlp, _cpus(), Placement(np.zeros(mlp.num_ops + 1, dtype=np.int64)))

@@ -366,6 +366,44 @@ def test_a_torchrun_rank_sets_its_gpu_before_joining_and_binds_it_under_nccl(mon
     assert calls == [("set_device", "cuda:1"), ("init", "nccl", "cuda:1", None)]
 
 
+def test_a_rank_whose_process_group_is_bound_to_another_gpu_is_refused_naming_both(monkeypatch) -> None:
+    """Under torchrun the group may be bound to a GPU that is not the rank's stages' (the caller's group, or the one
+    kept from an earlier measurement that gave the rank another GPU): rank 1 of stages on cuda:0 and cuda:1 under a
+    group bound to cuda:0 fails the measurement, naming the rank, the expected and the bound device, before its
+    device is made current or a stage is built. The bound device is read back from a real one-rank gloo group; the
+    refusal runs with recorded process-group calls (never run on a GPU)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert torch_pipeline._bound_device() is None
+        dist.group.WORLD.bound_device_id = torch.device("cuda", 0)  # what init_process_group(device_id=) sets
+        assert torch_pipeline._bound_device() == torch.device("cuda", 0)
+    finally:
+        dist.destroy_process_group()
+    assert torch_pipeline._bound_device() is None
+    cuda0, cuda1 = torch.device("cuda", 0), torch.device("cuda", 1)
+    assert torch_pipeline._group_device_problem(1, [1], cuda1, cuda1) == ""
+    assert torch_pipeline._group_device_problem(0, [0], torch.device("cpu"), None) == ""
+    assert torch_pipeline._group_device_problem(0, [0, 2], cuda1, torch.device("cuda")).startswith(
+        "rank 0's process group is bound to cuda:0 (init_process_group(device_id=...)) but its stages 0, 2 run on "
+        "cuda:1: expected cuda:1, got cuda:0")
+
+    calls: list = []
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(str(device)))
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)  # the caller made the group
+    monkeypatch.setattr(torch_pipeline, "_bound_device", lambda: cuda0)
+    monkeypatch.setattr(dist, "all_gather_object",
+                        lambda out, obj: out.__setitem__(slice(None), [{**obj, "rank": r} for r in range(2)]))
+    with pytest.raises(torch_pipeline._StageError) as caught:
+        torch_pipeline._run_launched(_job(("cuda:0", "cuda:1"), "nccl"))
+    assert "rank 1's process group is bound to cuda:0" in str(caught.value)
+    assert "but its stage 1 runs on cuda:1: expected cuda:1, got cuda:0" in str(caught.value)
+    assert calls == []
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])

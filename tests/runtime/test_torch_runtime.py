@@ -620,3 +620,60 @@ def test_ops_that_write_in_place_are_marked_to_wait_for_their_devices_copies():
     plan = TorchRuntime(device_map=CPU_MAP).plan(g, _cpus(), _halves(g), None)
     marked = {str(call.node.target) for call in plan.calls if call.writes}
     assert marked == {"aten.relu_.default"}, marked
+
+
+# ---------------------------------------------------------------------- enforce_memory is lifted; run's outputs
+def test_enforced_memory_is_lifted_after_each_measurement_and_run_even_a_failed_one(monkeypatch):
+    """enforce_memory capped the process (set_per_process_memory_fraction) and never lifted it: after a measurement
+    the caller's own tensors stayed capped at the last cluster device's memory. The cap is now given back, to what
+    torch reports the process had, after a measurement or run that fails too. The CUDA calls are recorded (no CUDA
+    here: placing the inputs on cuda:0 fails, which is the failed measurement); the GPU test below runs them."""
+    from gplace.runtime import torch_runtime
+
+    fractions, calls = {0: 0.7}, []
+
+    def set_fraction(fraction, device):
+        calls.append((fraction, str(device)))
+        fractions[torch.device(device).index] = fraction
+
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda device: fractions[device.index])
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", set_fraction)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: type("P", (), {"total_memory": 1000}))
+    monkeypatch.setattr(torch_runtime, "runnable_reason", lambda device: "")  # /GPU:0 passes the device checks
+    g = from_torch(_mlp(), (torch.randn(2, 8),))
+    cluster = Cluster.build([Device("/GPU:0", "gpu", memory=100)], default_bandwidth=1e9)
+    rt = TorchRuntime(steps=1, warmup=0, enforce_memory=True)
+    m = rt.measure(g, cluster, Placement.single(g, 0))
+    assert not m.ok and "cuda:0" in m.reason
+    assert calls == [(0.1, "cuda:0"), (0.7, "cuda:0")] and fractions == {0: 0.7}
+    calls.clear()
+    with pytest.raises(TorchRunError):
+        rt.run(g, cluster, Placement.single(g, 0))
+    assert calls == [(0.1, "cuda:0"), (0.7, "cuda:0")] and fractions == {0: 0.7}
+    calls.clear()
+    assert not TorchRuntime(steps=1, warmup=0).measure(g, cluster, Placement.single(g, 0)).ok
+    assert calls == []  # without enforce_memory the process's cap is not touched
+
+    monkeypatch.delattr(torch.cuda, "get_per_process_memory_fraction")  # a torch that cannot read it: 1.0
+    with pytest.raises(RuntimeError, match="inside"), torch_runtime.memory_fractions({torch.device("cuda", 0): 0.25}):
+        raise RuntimeError("inside")
+    assert calls == [(0.25, "cuda:0"), (1.0, "cuda:0")]
+
+
+@needs_cuda
+@pytest.mark.gpu
+def test_gpu_enforced_memory_cap_is_given_back() -> None:
+    """On a GPU: the process's own cap (0.5 here) is back after a measurement that fails under a 16 MiB cluster
+    device and after a run that fits 1 GiB (never run on a GPU)."""
+    g = from_torch(nn.Linear(2048, 2048), (torch.randn(2048, 2048),))
+    rt = TorchRuntime(steps=1, warmup=0, enforce_memory=True)
+    small = Cluster.build([Device("/GPU:0", "gpu", memory=16 * 2**20)], default_bandwidth=1e9)
+    large = Cluster.build([Device("/GPU:0", "gpu", memory=2**30)], default_bandwidth=1e9)
+    torch.cuda.set_per_process_memory_fraction(0.5, 0)
+    try:
+        assert not rt.measure(g, small, Placement.single(g, 0)).ok
+        assert torch.cuda.get_per_process_memory_fraction(0) == 0.5
+        rt.run(g, large, Placement.single(g, 0))
+        assert torch.cuda.get_per_process_memory_fraction(0) == 0.5
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, 0)
