@@ -220,9 +220,17 @@ def _call_partial(partial, key: str, *args, **kwargs):
               "settings")
 
 
-def _print_table(report, run_dir: str | Path) -> None:
+def _console():
+    """A Rich console that prints text as it is: names and paths (a graph ``net[/v2]``, a run directory
+    ``runs/[exp1]``, a device ``[red]gpu2``, ``:cat:``) are neither markup nor emoji codes."""
     from rich.console import Console
+
+    return Console(markup=False, emoji=False)
+
+
+def _print_table(report, run_dir: str | Path) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     runtime = report.measurement.runtime
     table = Table(title=f"{report.graph.name} ({report.graph.num_ops} ops) on {report.cluster.name}, {runtime}")
@@ -233,8 +241,8 @@ def _print_table(report, run_dir: str | Path) -> None:
     for name, m in report.baselines.items():
         table.add_row(f"single {name}", _ms(m.step_time) if m.ok else f"failed: {m.reason}",
                       f"{m.step_time / learned:.2f}x" if m.ok else "")
-    table.add_row("[bold]learned", f"[bold]{_ms(learned)}", "1.00x")
-    console = Console()
+    table.add_row(Text("learned", style="bold"), Text(_ms(learned), style="bold"), "1.00x")
+    console = _console()
     console.print(table)
     console.print(f"speed-up over the best single device: {report.speedup:.2f}x; "
                   f"{report.train.samples} placements sampled in {report.train.seconds:.0f} s; " + _found(report.train))
@@ -483,7 +491,6 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     """Place ``cfg.graph`` on ``cfg.cluster`` with ``cfg.method`` (or the policy file ``cfg.checkpoint``) and
     ``cfg.budget`` (default: ``cfg.samples`` samples; a pipeline placer's own); write placement and trace."""
     import torch
-    from rich.console import Console
 
     from gplace.experiment import place
     from gplace.export import write_back
@@ -503,9 +510,9 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     record_job(cfg, run_dir)
     m = report.measurement
     written = write_back(graph, cluster, report.placement, run_dir) if cfg.get("write_back", True) else []
-    Console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "
-                    f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({report.speedup:.2f}x the best single "
-                    f"device); wrote {run_dir}" + "".join(f"\n  {p}" for p in written))
+    _console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "
+                     f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({report.speedup:.2f}x the best single "
+                     f"device); wrote {run_dir}" + "".join(f"\n  {p}" for p in written))
     return m.step_time
 
 
@@ -554,7 +561,6 @@ def show(argv: list[str]) -> None:
 
 
 def _show(args) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from gplace.importers import load_cluster, load_graph
@@ -594,7 +600,7 @@ def _show(args) -> None:
             cells += [f"{row['bubble']:.0%}", str(row["in_flight"])] if row and "bubble" in row else ["?"] * 2
         rank = [str(rank_of.get(device, "-"))] if rank_of else []
         table.add_row(*rank, device, str(counts[device]), *cells)
-    console = Console()
+    console = _console()
     console.print(table)
     if summary is None:
         console.print("(no per-device summary in the file: give --graph and --cluster to compute one)")

@@ -135,10 +135,16 @@ def draw_placement(graph: OpGraph, devices: list[str], assignment: dict[str, str
 
 def _draw_dot(graph: OpGraph, assignment: dict[str, str], colour: dict[str, str], path: Path) -> None:
     lines = ["digraph placement {", "  node [style=filled, shape=box, fontsize=9];"]
-    lines += [f'  n{i} [label="{op}", fillcolor="{colour[assignment[op]]}"];' for i, op in enumerate(graph.op_names)]
+    lines += [f'  n{i} [label="{_dot_text(op)}", fillcolor="{colour[assignment[op]]}"];'
+              for i, op in enumerate(graph.op_names)]
     lines += [f"  n{u} -> n{v};" for u, v in graph.edge_index.T.tolist()]
     lines.append("}")
     subprocess.run(["dot", "-Tpng", "-o", str(path)], input="\n".join(lines), text=True, check=True)
+
+
+def _dot_text(text: str) -> str:
+    """``text`` inside a DOT double-quoted string, shown as it is: ``\\`` and ``"`` escaped."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[str, str], path: Path) -> None:
@@ -160,11 +166,14 @@ def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[st
     fig, ax = plt.subplots(figsize=(min(40, 2 + depth.max() * 0.6), min(40, 2 + np.abs(row).max() * 0.8)))
     for u, v in graph.edge_index.T.tolist():
         ax.plot([depth[u], depth[v]], [row[u], row[v]], color="#999999", linewidth=0.5, zorder=1)
+    handles = []
     for name, c in colour.items():
         ops = [i for i, op in enumerate(graph.op_names) if assignment[op] == name]
-        ax.scatter(depth[ops], row[ops], color=c, s=40, zorder=2, label=name)
+        handles.append(ax.scatter(depth[ops], row[ops], color=c, s=40, zorder=2))
     ax.set_title(f"{graph.name}: {graph.num_ops} ops by device")
-    ax.legend(loc="best", fontsize=8)
+    # labels given here, not on the artists: matplotlib leaves an artist's label starting with '_' (a device
+    # '_gpu1') out of the legend
+    ax.legend(handles, list(colour), loc="best", fontsize=8)
     ax.axis("off")
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)

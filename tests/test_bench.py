@@ -68,6 +68,18 @@ def test_the_shipped_results_give_the_shipped_table():
     assert (root / "benchmarks/RESULTS.md").read_text().startswith(table)
 
 
+def test_a_pipe_or_line_break_in_a_name_keeps_the_table_whole():
+    """A graph named ``net|v2`` gave its row an extra cell, and a line break in a name split the row in two."""
+    import re
+
+    records = [BenchRecord("net|v2", "a\nb", "sin|gle", 8.0, 2.0, 1.0, False),
+               BenchRecord("net|v2", "a\nb", "learned", 4.0, 2.0, 1.0, False, samples=4)]
+    table = results_table(records, learned=["learned"])
+    lines = table.splitlines()
+    assert len(lines) == 3 and len({len(re.split(r"(?<!\\)\|", line)) for line in lines}) == 1
+    assert lines[2].startswith("| net\\|v2 | a b | 8000 ms |") and "sin\\|gle" in lines[0]
+
+
 def test_a_step_of_zero_seconds_has_no_ratio():
     """A graph every placement of which measures 0 s crashed the report (ZeroDivisionError) after the run."""
     table = results_table([_rec("single", 0.0, bound=0.0), _rec("learned", 0.0, samples=4, bound=0.0)],
@@ -141,6 +153,36 @@ def _search(graph, cluster, runtime, run_dir, best_baseline):
 
     return place(graph, cluster, encoder=LSTMEncoder(hidden_size=16), policy=Seq2SeqPolicy(2, hidden_size=16),
                  runtime=runtime, trainer=ReinforceTrainer(updates=2, samples_per_update=2), run_dir=run_dir)
+
+
+def test_a_name_is_one_file_name_in_out_dir_runs_never_a_path(tmp_path):
+    """A learned search's run directory was out_dir/runs/<graph>-<cluster>-<method> as given: a graph named
+    ``../../victim`` wrote outside out_dir and a fresh bench removed the unrelated folder victim-x-seq2seq there, an
+    absolute graph name was a path of its own, and ``"é" * 130`` (260 bytes) failed (OSError: File name too
+    long)."""
+    import dataclasses
+
+    out, victim = tmp_path / "bench", tmp_path / "victim-x-seq2seq"
+    (out / "runs").mkdir(parents=True)  # as an earlier bench in out leaves it
+    victim.mkdir()
+    (victim / "important.txt").write_text("user data")
+    cluster = dataclasses.replace(uniform_cluster(2), name="x")
+    for name in ("../../victim", str(tmp_path / "abs"), "\u00e9" * 130):
+        graph = dataclasses.replace(two_branches(length=3), name=name)
+        run_suite([lambda g=graph: BenchCase(g, cluster, Simulator())], {"single": SingleDevice(0)},
+                  {"seq2seq": _search}, out, plots=len(name) == 130, fresh=True)
+        assert [p.name for p in victim.iterdir()] == ["important.txt"]
+        assert (victim / "important.txt").read_text() == "user data"
+    assert not (tmp_path / "abs-x-seq2seq").exists()
+    runs = sorted(out.rglob("checkpoint.pt"))
+    assert len(runs) == 3 and {p.parent.parent for p in runs} == {out / "runs"}
+    assert len(list((out / "plots").glob("*.png"))) == 2
+    # names that were one file name keep it (a resumed bench finds its run directories); others never share one
+    from gplace.bench.suite import file_stem
+
+    for kept in [("two_branches", "2xgpu", "seq2seq"), ("alexnet", "haswell+4xK80", "gdp_warm"), ("my net", "c", "m")]:
+        assert file_stem(*kept) == "-".join(kept)
+    assert len({file_stem(g, "c", "m") for g in ("a/b", "a\\b", "a_b", "a\nb", "\u00e9" * 130, "\u00e9" * 131)}) == 6
 
 
 def test_a_search_refused_its_run_directory_stops_the_bench_instead_of_recording_a_failure(tmp_path):

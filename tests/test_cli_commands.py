@@ -87,6 +87,76 @@ def test_show_names_the_field_of_a_malformed_placement_file(files, doc, match):
     assert proc.returncode == 2 and match in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
+def _marked_up_files(root: Path) -> list[str]:
+    """A graph, a cluster and its devices named like Rich markup and emoji codes."""
+    from dataclasses import replace
+
+    cluster = uniform_cluster(3)
+    devices = [replace(d, name=n) for d, n in zip(cluster.devices, ["[red]gpu2", "_gpu1", "gpu\\"], strict=True)]
+    save_json(graph_to_dict(replace(random_dag(12, seed=4), name="net[/v2] :cat:")), root / "marked_graph.json")
+    save_json(cluster_to_dict(replace(cluster, name="[bold]c", devices=tuple(devices))), root / "marked_cluster.json")
+    return ["graph=file", f"graph.path={root / 'marked_graph.json'}", "cluster=file",
+            f"cluster.path={root / 'marked_cluster.json'}"]
+
+
+def test_names_and_paths_are_printed_as_they_are_not_as_markup(files, capsys):
+    """Printed as Rich markup, a graph named ``net[/v2]`` ended `gplace place` (after writing its files), `gplace
+    show` and the training table in a MarkupError traceback; a run directory ``runs/[exp1]`` was printed without
+    ``[exp1]``, a device ``[red]gpu2`` as ``gpu2``, ``:cat:`` as an emoji."""
+    import argparse
+
+    import gplace
+    from gplace.cli import _print_table, _show
+    from gplace.importers import load_cluster, load_graph
+
+    args = _marked_up_files(files)
+    out = files / "[exp1]"
+    proc = _gplace("place", "method=round_robin", *args, f"hydra.run.dir='{out}'", cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    assert "placed net[/v2] :cat: (12 ops) on [bold]c with round_robin" in proc.stdout
+    assert f"wrote{out}" in "".join(proc.stdout.split())  # however Rich wraps it
+    _show(argparse.Namespace(placement=str(out / "placement.json"), graph=None, cluster=None, draw=None))
+    shown = capsys.readouterr().out
+    assert "net[/v2] :cat: on [bold]c" in shown and all(d in shown for d in ("[red]gpu2", "_gpu1", "gpu\\ "))
+    graph, cluster = load_graph(files / "marked_graph.json"), load_cluster(files / "marked_cluster.json")
+    _print_table(gplace.place(graph, cluster, method="heft"), files / "[exp2]")
+    shown = capsys.readouterr().out
+    assert "net[/v2] :cat: (12 ops) on [bold]c" in shown and "single [red]gpu2" in shown and "[exp2]" in shown
+
+
+def test_a_drawing_keeps_every_device_in_its_legend_and_every_op_name_in_its_dot_labels(tmp_path, monkeypatch):
+    """matplotlib left a device named ``_gpu1`` out of the legend (a label starting with '_' is hidden), and op
+    names went into Graphviz's DOT labels unescaped: an op ``q"uote`` made invalid DOT."""
+    import re
+
+    import matplotlib.figure
+
+    import gplace.show
+    from gplace.ir import Edge, Op, OpGraph
+
+    names = ['q"uote', "back\\slash", 'both\\"', "plain"]
+    edges = [Edge(a, b) for a, b in zip(names, names[1:], strict=False)]
+    graph = OpGraph.from_ops([Op(n, "T", 1.0) for n in names], edges)
+    devices = ["_gpu1", "gpu0"]
+    assignment = {n: devices[k % 2] for k, n in enumerate(names)}
+    legends, sent = [], []
+    save = matplotlib.figure.Figure.savefig
+
+    def spy(fig, *args, **kwargs):
+        legends.append([t.get_text() for t in fig.axes[0].get_legend().get_texts()])
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
+    monkeypatch.setattr(gplace.show.shutil, "which", lambda name: None)
+    gplace.show.draw_placement(graph, devices, assignment, tmp_path / "m.png")
+    assert legends == [devices] and (tmp_path / "m.png").read_bytes()[:4] == b"\x89PNG"
+    monkeypatch.setattr(gplace.show.shutil, "which", lambda name: "/usr/bin/dot")  # a stand-in keeps the text sent
+    monkeypatch.setattr(gplace.show.subprocess, "run", lambda cmd, input, **kwargs: sent.append(input))
+    gplace.show.draw_placement(graph, devices, assignment, tmp_path / "d.png")
+    labels = re.findall(r'label="((?:[^"\\]|\\.)*)", fillcolor', sent[0])
+    assert [re.sub(r"\\(.)", r"\1", label) for label in labels] == names
+
+
 def test_place_with_an_unknown_method_is_one_line(files):
     proc = _gplace("place", "method=magic", *_file_args(files), f"hydra.run.dir={files / 'bad'}", cwd=files)
     assert proc.returncode == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import shutil
@@ -43,7 +44,8 @@ def run_suite(
     under ``out_dir/plots``. ``previous`` records (of earlier cases, or of an earlier run being resumed) are kept
     in the written files; a case they already hold for every method is skipped, and an unfinished one runs again
     (its learned searches resume from their run directories). With ``fresh``, every learned search starts anew:
-    the run directory an earlier bench left (``out_dir/runs/<graph>-<cluster>-<method>``) is removed first.
+    the run directory an earlier bench left (``out_dir/runs/<graph>-<cluster>-<method>``, a name made safe by
+    :func:`file_stem`) is removed first.
 
     Records and run directories are keyed by graph and cluster name, and records also keep their fingerprints: a
     case whose records are of another graph or cluster of that name (its costs changed since), or do not say
@@ -91,7 +93,8 @@ def run_suite(
         best_placement = placements.get(best_record.method) if best_record is not None and not best_record.failed \
             else None
         for name, search in searches.items():
-            run_dir = out_dir / "runs" / f"{graph.name}-{cluster.name}-{name}"
+            stem = file_stem(graph.name, cluster.name, name)
+            run_dir = out_dir / "runs" / stem  # one name in out_dir/runs: never a folder elsewhere
             if (fresh or stale) and run_dir.exists():
                 shutil.rmtree(run_dir)
             def run(d: Path | None, s: Search = search, case: BenchCase = case,
@@ -101,11 +104,32 @@ def run_suite(
             record, report = run_learned(graph, cluster, name, run, bound, run_dir)
             found.append(record)
             if plots and report is not None:
-                _plot(report, out_dir / "plots", f"{graph.name}-{cluster.name}-{name}", best)
+                _plot(report, out_dir / "plots", stem, best)
         records += found
         write_results(records, out_dir, learned=list(searches))
     refresh_results(records, out_dir, learned=list(searches))
     return records
+
+
+_STEM_BYTES = 200
+"""Most bytes of a run directory's or plot's name from :func:`file_stem` (file systems take 255; a plot's name adds
+``-timeline.png``)."""
+
+
+def file_stem(*names: str) -> str:
+    """``names`` joined by ``-`` as one file name (a learned search's run directory, its plots' names).
+
+    As they are where that is one file name of at most 200 bytes in UTF-8, so a resumed bench finds the run
+    directories an earlier one left; else path separators (``/``, ``\\``) and unprintable characters become
+    ``_``, the name is cut to fit, and 12 hex digits of a hash of the full names are added, so it stays one name
+    inside its folder (a graph named ``../../x`` or ``/x`` is no path) and two names do not share one.
+    """
+    full = "-".join(names)
+    safe = "".join("_" if ch in "/\\" or not ch.isprintable() else ch for ch in full)
+    if safe == full and len(full.encode()) <= _STEM_BYTES:
+        return full
+    digest = hashlib.sha256(full.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{safe.encode()[:_STEM_BYTES - 13].decode(errors='ignore')}-{digest}"
 
 
 def _plot(report: Any, plot_dir: Path, stem: str, best_baseline: float) -> None:

@@ -207,6 +207,18 @@ def test_input_shapes_accept_numpy_integers_and_none_for_a_given_input():
     assert from_onnx(_mlp(), {"x": None}).op_names == ("x", "mm", "add", "relu")
 
 
+def test_an_input_named_by_a_number_takes_its_shape_from_an_integer_key():
+    """``graph.input_shapes={1:[8,64]}`` on the command line gives the key as the int 1 (Hydra): an input named "1"
+    (as older torch.onnx exports name them) could not be given a shape ("input_shapes names [1], which are not
+    inputs of the model; inputs: ['1']")."""
+    model = _model([helper.make_node("Relu", ["1"], ["y"], name="relu")],
+                   [helper.make_tensor_value_info("1", F32, ["batch", 64])],
+                   [helper.make_tensor_value_info("y", F32, None)])
+    for key in (1, np.int64(1), "1"):
+        g = from_onnx(model, {key: [8, 64]})
+        assert g.op_names == ("1", "relu") and g.output_shapes[g.op_index["relu"]] == ((8, 64),)
+
+
 def _matmul_costs(rows, inner, cols):
     a, b = TensorSpec((rows, inner), rows * inner * 4), TensorSpec((inner, cols), inner * cols * 4)
     return op_kind_costs("MatMul", [a, b], [TensorSpec((rows, cols), rows * cols * 4)])
@@ -360,6 +372,23 @@ def test_shared_initializer_becomes_an_op_and_unnamed_nodes_get_names():
     assert g.op_names == ("x", "W", "MatMul_0", "MatMul_1")
     assert g.persistent_memory.tolist() == [0, 64, 0, 0]
     assert {(e.src, e.dst) for e in g.edges()} >= {("W", "MatMul_0"), ("W", "MatMul_1")}
+
+
+def test_a_name_made_for_a_node_is_never_a_later_nodes_given_name():
+    """The unnamed Relu (node 1) was named Relu_1 and the node given the name Relu_1 (node 3) became Relu_1_1, so a
+    placement of op Relu_1 went to another node; the second of two nodes named dup took dup_1, a later node's name."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Relu", ["b"], ["c"], name="dup"),
+             helper.make_node("Relu", ["c"], ["d"], name="Relu_1"),
+             helper.make_node("Relu", ["d"], ["e"], name="dup"),
+             helper.make_node("Relu", ["e"], ["y"], name="dup_1")]
+    g = from_onnx(_relu_chain(nodes))
+    assert dict(g.source.node_index) == {"relu": 0, "Relu_1_1": 1, "dup": 2, "Relu_1": 3, "dup_2": 4, "dup_1": 5}
+    # without such a clash, names are as before: given, <op_type>_<i> for an unnamed node, _<k> for a repeated name
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["b"], name="x"),
+             helper.make_node("Relu", ["b"], ["c"], name="r"), helper.make_node("Relu", ["c"], ["y"], name="r")]
+    assert from_onnx(_relu_chain(nodes)).op_names == ("x", "Relu_0", "x_1", "r", "r_1")
 
 
 def test_initializer_with_a_negative_dimension_is_named():

@@ -7,9 +7,11 @@ inference, folding shape arithmetic), :mod:`.control` (the costs of control-flow
 
 How a model maps onto the IR:
 
-- **One op per node**, named ``node.name`` or, where that is empty or taken, ``"<op_type>_<i>"`` (``i`` the
-  node's position; a further ``_<k>`` suffix keeps names unique). Op types of non-default domains are written
-  ``"<domain>::<op_type>"``.
+- **One op per node**, named ``node.name``, or ``"<op_type>_<i>"`` (``i`` the node's position) where that is
+  empty. A name already taken (by an input's or a shared weight's op, or an earlier node's) takes the first free
+  ``_<k>`` suffix, ``k`` from 1. Names made so (generated or suffixed) skip every name a node of the model is
+  given, so a node keeps its given name unless an input, a shared weight or an earlier node has it. Op types of
+  non-default domains are written ``"<domain>::<op_type>"``.
 - **Graph inputs** that are not initialisers become ``"Input"`` ops (cost 0) named after the tensor, so that
   moving the input to the device of its consumers is a transfer like any other.
 - **Initialisers** (dense or sparse) are weights: one read by a single node is *folded* into that node's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,6 +143,8 @@ class _Builder:
                                              opset_import, functions)
         self.producer: dict[str, str] = {}
         self.used: set[str] = set()
+        self.explicit = {node.name for node in graph.node if node.name}
+        """Names nodes are given: no other node's name made here takes one of them."""
         self.ops: list[Op] = []
         self.unknown_outputs: list[str] = []
         self.edge_bytes: dict[tuple[str, str], int] = defaultdict(int)
@@ -169,9 +171,10 @@ class _Builder:
                            self.graph_name, len(self.unknown_outputs), ", ".join(self.unknown_outputs[:5]))
         return self.ops, edges, node_index
 
-    def _unique(self, name: str) -> str:
+    def _unique(self, name: str, skip: Collection[str] = ()) -> str:
+        """``name``, or where that is taken or in ``skip`` the first ``name_<k>`` that is neither."""
         candidate, k = name, 1
-        while candidate in self.used:
+        while candidate in self.used or candidate in skip:
             candidate, k = f"{name}_{k}", k + 1
         self.used.add(candidate)
         return candidate
@@ -200,7 +203,10 @@ class _Builder:
                                output_bytes=spec.nbytes, output_shapes=(spec.shape,)))
 
     def _add_node(self, i: int, node: onnx.NodeProto) -> str:
-        op_name = self._unique(node.name or f"{node.op_type}_{i}")
+        if node.name and node.name not in self.used:
+            op_name = self._unique(node.name)
+        else:  # made here: never another node's given name
+            op_name = self._unique(node.name or f"{node.op_type}_{i}", skip=self.explicit)
         op_type = qualified_op_type(node)
         read = {tensor: self._read(tensor, node, op_name) for tensor in node_reads(node)}
         inputs = [read[tensor] for tensor in node.input if tensor]

@@ -37,7 +37,8 @@ _MAX_DIM = 2**63 - 1
 
 def input_shape_map(input_shapes: Any) -> dict[str, list[int]]:
     """``input_shapes`` as ``{name: [int, ...]}``, refusing anything but a mapping of names to integer lists (a
-    ``None`` shape counts as not given)."""
+    ``None`` shape counts as not given). An integer key is the name it writes (the command line's
+    ``graph.input_shapes={1:[8,64]}`` gives the int 1 for an input named ``"1"``)."""
     if input_shapes is None:
         return {}
     if not isinstance(input_shapes, Mapping):
@@ -45,6 +46,8 @@ def input_shape_map(input_shapes: Any) -> dict[str, list[int]]:
                                     f"got a {type(input_shapes).__name__}")
     shapes: dict[str, list[int]] = {}
     for name, shape in input_shapes.items():
+        if isinstance(name, numbers.Integral) and not isinstance(name, bool):
+            name = str(int(name))
         if shape is None:
             continue
         dims = None if isinstance(shape, str | bytes) or not hasattr(shape, "__iter__") else list(shape)
