@@ -3,9 +3,10 @@
 - :func:`split_program`: the ``torch.export`` program as a ``torch.fx.GraphModule`` split into one submodule per
   part (``torch.fx.passes.split_module``; one part per device where the devices' data flow has no cycle, see
   :mod:`gplace.export.parts`). Each submodule is an :class:`OnDevice`: its weights live on its device and its
-  inputs are moved there, so ``forward`` runs each part on its device. Factory ops' ``device=`` arguments follow
-  the placement. Cluster device names map to torch devices as in :func:`~gplace.runtime.torch_runtime.torch_device`
-  (``"/CPU:i"`` -> ``cpu``, ``"/GPU:i"`` -> ``cuda:i``; ``device_map`` renames others).
+  inputs are moved there, so ``forward`` runs each part on its device; writes into moved copies land on the
+  tensors moved (:class:`Transfers`). Factory ops' ``device=`` arguments follow the placement. Cluster device
+  names map to torch devices as in :func:`~gplace.runtime.torch_runtime.torch_device` (``"/CPU:i"`` -> ``cpu``,
+  ``"/GPU:i"`` -> ``cuda:i``; ``device_map`` renames others).
 - :func:`module_device_map`: an Accelerate-style ``device_map`` (module path -> torch device) for module-level
   placement, each module on the device that runs most of its ops' compute; :func:`dispatch` applies one to a
   module (weights moved, inputs moved by forward pre-hooks), as ``accelerate.dispatch_model`` does.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import copy
 import inspect
 import operator
+import weakref
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,24 +38,85 @@ from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device, u
 
 class OnDevice(nn.Module):
     """A submodule that runs on ``device``: tensor inputs are moved there first, and what it writes in place into
-    a moved input (a buffer's update, a mutated input) is copied back into the caller's tensor."""
+    a moved input (a buffer's update, a mutated input) is copied back into the caller's tensor.
+
+    Called by a split program (with its call's :class:`Transfers`), a moved copy outlives the part while it or a
+    view of it does (a part may return a view of it): a later part on this device given the same tensor gets the
+    same copy, and after every part each live copy written since (through any view) is copied back into its
+    tensor, and each live copy whose tensor was written since is refreshed from it. Called alone, it keeps nothing.
+    """
 
     def __init__(self, module: nn.Module, device: torch.device | str) -> None:
         super().__init__()
         self.device = torch.device(device)
         self.module = module.to(self.device)
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        moved = to_device((args, kwargs), self.device)
-        pairs = [(given, there, there._version) for given, there in zip(pytree.tree_leaves((args, kwargs)),
-                                                                        pytree.tree_leaves(moved), strict=True)
-                 if isinstance(given, torch.Tensor) and there is not given]
+    def forward(self, *args: Any, transfers: Transfers | None = None, **kwargs: Any) -> Any:
+        transfers = Transfers() if transfers is None else transfers
+        held: list[torch.Tensor] = []  # the copies this part was given, alive until written back
+        moved = pytree.tree_map_only(torch.Tensor, lambda t: transfers.move(t, self.device, held), (args, kwargs))
         out = self.module(*moved[0], **moved[1])
-        with torch.no_grad():
-            for given, there, version in pairs:
-                if there._version != version:  # written in place on this device: the write lands on the original
-                    given.copy_(there)
+        del moved
+        transfers.settle(held)
         return out
+
+
+class _Copy:
+    """A tensor moved to another device: the tensor, its copy there (weakly: the copy lives while a view of it
+    does), and each one's version when they last held the same values."""
+
+    __slots__ = ("given", "copy", "given_version", "copy_version")
+
+    def __init__(self, given: torch.Tensor, there: torch.Tensor) -> None:
+        self.given, self.copy = given, weakref.ref(there)
+        self.given_version, self.copy_version = _version(given), there._version
+
+
+def _version(t: torch.Tensor) -> int:
+    """``t._version``; 0 for an inference tensor (no counter, and no write outside ``torch.inference_mode``)."""
+    return 0 if t.is_inference() else t._version
+
+
+class Transfers:
+    """The tensors that the parts of one call of a split program moved to other devices, and their copies there
+    (see :class:`OnDevice`). A node of the split graph makes a fresh one each call, so nothing outlives a call."""
+
+    def __init__(self) -> None:
+        self.copies: dict[tuple[int, torch.device], _Copy] = {}  # (id(tensor), device) -> its copy there
+
+    def move(self, given: torch.Tensor, device: torch.device, held: list[torch.Tensor]) -> torch.Tensor:
+        """``given`` on ``device``: its live copy there, else ``given.to(device)``; a copy is recorded and
+        appended to ``held``."""
+        key = (id(given), device)
+        known = self.copies.get(key)
+        there = None if known is None else known.copy()
+        if there is None:
+            there = given.to(device)
+            if there is given:
+                return there
+            self.copies[key] = _Copy(given, there)
+        held.append(there)
+        return there
+
+    def settle(self, held: list[torch.Tensor]) -> None:
+        """After a part: copy each live copy written since (through any view) back into its tensor, newest first
+        (a copy of a copy before that copy); then, with ``held`` emptied, forget the dead copies and refresh, oldest
+        first, each live one whose tensor was written since."""
+        with torch.no_grad():
+            for known in reversed(self.copies.values()):
+                there = known.copy()
+                if there is not None and there._version != known.copy_version:  # lands on the tensor given
+                    known.given.copy_(there)
+                    known.given_version, known.copy_version = _version(known.given), there._version
+            held.clear()
+            there = None
+            for key, known in list(self.copies.items()):
+                there = known.copy()
+                if there is None:
+                    del self.copies[key]
+                elif _version(known.given) != known.given_version:
+                    there.copy_(known.given)
+                    known.given_version, known.copy_version = _version(known.given), there._version
 
 
 def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
@@ -67,6 +130,13 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     rank, static sizes, the ranges and equalities of ``torch.export.Dim`` sizes, constant non-tensor inputs): a
     mismatch raises ``ValueError`` (``TypeError`` for a wrong number of inputs) naming the input, expected and
     got, before any part runs.
+
+    A placement that keeps the graph's colocation groups whole gives the module's outputs and state updates even
+    where a move between devices is a copy (GPUs): the parts run in an order that puts each write in place after
+    the earlier reads of its tensor and before the later ones, and a write into a moved copy, made in its part or
+    in a later part on that device through a view a part returned, lands on the tensor moved after that part
+    (:class:`OnDevice`, one :class:`Transfers` per call). Not under ``torch.inference_mode`` where a part moves a
+    tensor (inference tensors have no version counter: ``RuntimeError``).
 
     Raises:
         UnsupportedGraphError: ``graph`` was not imported from a ``torch.export`` inference program.
@@ -90,6 +160,7 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
         nodes[name].target = LAYOUT_FREE.get(nodes[name].target, nodes[name].target)  # as torch-v1 runs them
     split = torch.fx.passes.split_module.split_module(gm, gm, lambda node: part_ids[node.name])
     _in_part_order(split.graph)
+    _share_transfers(split)
     split.graph._codegen = gm.graph._codegen  # takes and returns the exported module's (nested) inputs and outputs
     split.recompile()
     for name, sub in list(split.named_children()):
@@ -228,6 +299,27 @@ def _in_part_order(graph: torch.fx.Graph) -> None:
             if user.op == "call_function" and user.target is operator.getitem:
                 output.prepend(user)
     graph.lint()
+
+
+def _share_transfers(split: torch.fx.GraphModule) -> None:
+    """Make a :class:`Transfers` first thing in each call (a submodule call, which a pickled split program's
+    retrace keeps) and hand it to every part (keyword ``transfers``)."""
+    calls = [n for n in split.graph.nodes if n.op == "call_module" and n.target.startswith("submod_")]
+    if not calls:
+        return
+    split._transfers = _NewTransfers()
+    with split.graph.inserting_before(calls[0]):
+        transfers = split.graph.call_module("_transfers")
+    for call in calls:
+        call.kwargs = {**call.kwargs, "transfers": transfers}
+    split.graph.lint()
+
+
+class _NewTransfers(nn.Module):
+    """A fresh :class:`Transfers`."""
+
+    def forward(self) -> Transfers:
+        return Transfers()
 
 
 def _home_weights(split: torch.fx.GraphModule) -> None:

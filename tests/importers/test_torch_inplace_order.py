@@ -2,12 +2,14 @@
 orders each write after the earlier reads of the tensor it writes and before the later ones (0-byte edges), and
 colocates the tensor's producer, its views and its writers where a write placed elsewhere would write a copy its
 readers miss (state, an input, a read through an alias older than the write), so that every placement a placer
-may return splits into a program that computes what the module does, even where every move is a copy."""
+may return splits into a program that computes what the module does, even where a move between devices is a copy
+(emulated on the CPU by :class:`CopyingDevices`)."""
 
 from __future__ import annotations
 
 import copy
 import itertools
+import pickle
 from collections.abc import Iterator
 
 import numpy as np
@@ -16,10 +18,10 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-import gplace.export.torch as export_torch
 from gplace import InvalidPlacementError, Placement, from_torch
-from gplace.export.torch import split_program
+from gplace.export.torch import OnDevice, Transfers, split_program
 from gplace.importers import torch_export
+from gplace.runtime.torch_runtime import to_device
 from gplace.testing import cpu_gpu_cluster, uniform_cluster
 
 
@@ -142,6 +144,63 @@ class MutatedInput(nn.Module):
         return x + 1
 
 
+class ViewTakenFirst(nn.Module):
+    """A view of a buffer taken before the value written through it is made, then a read of the buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+        self.register_buffer("cache", torch.zeros(6, 4))
+
+    def forward(self, x):
+        window = self.cache[1:4]
+        window.copy_(self.l(x))
+        return self.cache * 2
+
+
+class ViewReadToMakeItsWrite(nn.Module):
+    """A view of a buffer read to make the value then written through it: where the read is placed on another
+    device, no part order keeps the buffer's group in one part."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+        self.register_buffer("cache", torch.zeros(6, 4))
+
+    def forward(self, x):
+        window = self.cache[1:4]
+        window.copy_(self.l(window + x))
+        return self.cache * 2
+
+
+class ViewReadAfterItsBufferWritten(nn.Module):
+    """A view of a buffer taken, the buffer written in place with a value made from the view (and the buffer: it
+    is read on two devices, so moved into each part), then the view read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+        self.register_buffer("cache", torch.ones(6, 4))
+
+    def forward(self, x):
+        window = self.cache[0:3]
+        self.cache.add_(self.l(window + x).sum() + self.cache.sum())
+        return window * 2, self.cache + 1
+
+
+class InputWindow(nn.Module):
+    """A user input written through a view with a value made from another view of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+
+    def forward(self, x):
+        window = x[1:3]
+        window.copy_(self.l(x[0:2]))
+        return x * 2
+
+
 class TwoTower(nn.Module):
     """No in-place op."""
 
@@ -176,6 +235,58 @@ class TiedLM(nn.Module):
         return self.o(self.e(t))
 
 
+CONTEXT, START = 6, 2
+"""The k/v caches' length, and the position of the first token of the step."""
+
+
+class CachedAttention(nn.Module):
+    """One attention head over a k/v cache: this step's keys written at positions ``pos`` (``index_put_``), its
+    values into a slice (``slice`` -> ``copy_``); then the whole caches read (earlier steps' entries too)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.register_buffer("k_cache", torch.randn(CONTEXT, dim))
+        self.register_buffer("v_cache", torch.randn(CONTEXT, dim))
+
+    def forward(self, h, pos):
+        q, k, v = self.qkv(h).chunk(3, -1)
+        self.k_cache[pos] = k
+        self.v_cache[START:START + h.shape[0]] = v
+        seen = torch.arange(CONTEXT) <= pos[:, None]
+        att = (q @ self.k_cache.T / q.shape[-1] ** 0.5).masked_fill(~seen, float("-inf")).softmax(-1)
+        return self.proj(att @ self.v_cache)
+
+
+class CachedBlock(nn.Module):
+    """A pre-norm transformer block: cached attention, then an MLP."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.ln1, self.att, self.ln2 = nn.LayerNorm(dim), CachedAttention(dim), nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+
+    def forward(self, h, pos):
+        h = h + self.att(self.ln1(h), pos)
+        return h + self.mlp(self.ln2(h))
+
+
+class KVCacheGPT(nn.Module):
+    """A GPT-like decoding step: token and position embeddings, 2 blocks writing their k/v caches, an LM head."""
+
+    def __init__(self, vocab: int = 11, dim: int = 8) -> None:
+        super().__init__()
+        self.emb, self.pos = nn.Embedding(vocab, dim), nn.Embedding(CONTEXT, dim)
+        self.blocks = nn.ModuleList(CachedBlock(dim) for _ in range(2))
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens, pos):
+        h = self.emb(tokens) + self.pos(pos)
+        for block in self.blocks:
+            h = block(h, pos)
+        return self.head(h)
+
+
 X = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
 IMAGE = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1))
 GROUPED = [ViewWrite, BufferTwice, KVCache, ReadThenWrite, EarlierView, MutatedInput]
@@ -190,28 +301,84 @@ def _model(cls: type[nn.Module]) -> nn.Module:
     return cls().eval()
 
 
-def _input(cls: type[nn.Module]) -> torch.Tensor:
-    return IMAGE if cls is Residual else X
+def _inputs(cls: type[nn.Module]) -> tuple[torch.Tensor, ...]:
+    if cls is KVCacheGPT:
+        return torch.tensor([3, 7]), torch.tensor([START, START + 1])
+    return (IMAGE if cls is Residual else X,)
 
 
-def _wrong(cls: type[nn.Module], num_devices: int, most: int = 150) -> Iterator[dict[str, int]]:
-    """The placements keeping the colocation groups whole (all, or ``most`` drawn) whose split program's outputs
-    differ from the module's, by op."""
-    model, x = _model(cls), _input(cls)
-    graph = from_torch(copy.deepcopy(model), (x.clone(),))
-    state = {k: v.detach().clone() for k, v in graph.source.program.state_dict.items()}
-    cluster = uniform_cluster(num_devices, kind="cpu", bandwidth=100e9)
-    for placement in _placements(graph, num_devices, most):
-        if not _same_outputs(graph, cluster, placement, model, x, state):
-            yield _by_op(graph, placement.devices.tolist())
+class CopyingDevices:
+    """Distinct devices on one CPU, so that a move between them is a copy as between a CPU and a GPU or two GPUs.
+
+    Cluster device ``k`` maps (:meth:`device_map`) to torch device ``cpu:k`` (tensors made there land on ``cpu``),
+    or the host's ``cpu`` for the one named ``host``. Each storage has an emulated home: the host for what the
+    test makes (the program's inputs and state, as torch puts them), the target for the copy a move made, the
+    part's device for a part's outputs (:meth:`settle`). While installed (the ``copying_moves`` fixture),
+    ``Tensor.to`` onto a CPU device returns the tensor itself where it is at home there and a copy elsewhere,
+    each tensor on its own as torch moves them (a base and its view moved to another device in one ``to_device``
+    become two unrelated copies; to their own device, the same two tensors). So ``to_device`` (a part's inputs),
+    ``module.to`` (an ``OnDevice``'s own weights) and ``_home_weights`` move exactly as on distinct devices."""
+
+    HOST = torch.device("cpu")
+
+    def __init__(self) -> None:
+        self._homes: dict[int, tuple[torch.device, torch.Tensor]] = {}
+        """Storage address -> its home, and a tensor that keeps the storage (and so the address) alive."""
+
+    def home(self, t: torch.Tensor) -> torch.device:
+        return self._homes.get(t.untyped_storage().data_ptr(), (self.HOST,))[0]
+
+    def settle(self, t: torch.Tensor, device: torch.device) -> None:
+        """``t``'s storage (its views' too) is now at home on ``device``."""
+        self._homes[t.untyped_storage().data_ptr()] = (torch.device(device), t)
+
+    def device_map(self, cluster, host: int | None = None) -> dict[str, str]:
+        """``split_program``'s ``device_map``: a torch device of its own for each cluster device."""
+        return {name: "cpu" if k == host else f"cpu:{k}" for k, name in enumerate(cluster.device_names)}
+
+    def to(self, real_to, t: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        """``t.to(*args, **kwargs)``, a copy exactly where a move between distinct devices copies."""
+        copy = kwargs.pop("copy", False)
+        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+        if device is None or device.type != "cpu" or type(t) not in (torch.Tensor, nn.Parameter):
+            return real_to(t, *args, copy=copy, **kwargs)  # no device, another kind, or a fake tensor (tracing)
+        moves = self.home(t) != device
+        out = real_to(t, self.HOST, dtype, non_blocking, copy=moves or copy,
+                      memory_format=memory_format or torch.preserve_format)
+        if moves or out.untyped_storage().data_ptr() != t.untyped_storage().data_ptr():
+            self.settle(out, device)
+        return out
 
 
 @pytest.fixture
-def every_move_copies(monkeypatch):
-    """Every move into a part is a copy, as between a CPU and a GPU or two GPUs (on CPU devices it is the same
-    tensor): a write placed on another part's device then writes the copy."""
-    monkeypatch.setattr(export_torch, "to_device", lambda value, device, non_blocking=False: pytree.tree_map_only(
-        torch.Tensor, lambda t: t.clone(), value))
+def copying_moves(monkeypatch) -> CopyingDevices:
+    """:class:`CopyingDevices` installed: ``Tensor.to`` emulated, each part's outputs settled on its device."""
+    devices, real_to, real_forward = CopyingDevices(), torch.Tensor.to, OnDevice.forward
+
+    def forward(self, *args, **kwargs):
+        out = real_forward(self, *args, **kwargs)
+        for leaf in pytree.tree_leaves(out):
+            if isinstance(leaf, torch.Tensor):
+                devices.settle(leaf, self.device)
+        return out
+
+    monkeypatch.setattr(torch.Tensor, "to", lambda t, *args, **kwargs: devices.to(real_to, t, *args, **kwargs))
+    monkeypatch.setattr(OnDevice, "forward", forward)
+    return devices
+
+
+def _wrong(cls: type[nn.Module], num_devices: int, most: int = 150, devices: CopyingDevices | None = None,
+           host: int | None = None) -> Iterator[dict[str, int]]:
+    """The placements keeping the colocation groups whole (all, or ``most`` drawn) whose split program's outputs
+    differ from the module's, by op; on ``devices`` (their ``host`` device), else on one CPU."""
+    model, args = _model(cls), _inputs(cls)
+    graph = from_torch(copy.deepcopy(model), tuple(a.clone() for a in args))
+    state = {k: v.detach().clone() for k, v in graph.source.program.state_dict.items()}
+    cluster = uniform_cluster(num_devices, kind="cpu", bandwidth=100e9)
+    device_map = devices.device_map(cluster, host) if devices else None
+    for placement in _placements(graph, num_devices, most):
+        if not _same_outputs(graph, cluster, placement, model, args, state, device_map):
+            yield _by_op(graph, placement.devices.tolist())
 
 
 def _units(graph) -> tuple[list[int], list[int]]:
@@ -241,11 +408,13 @@ def _fresh_state(graph, state: dict[str, torch.Tensor]) -> None:
             graph.source.program.state_dict[name].copy_(value)
 
 
-def _same_outputs(graph, cluster, placement, model: nn.Module, x: torch.Tensor, state) -> bool:
+def _same_outputs(graph, cluster, placement, model: nn.Module, args: tuple[torch.Tensor, ...], state,
+                  device_map: dict[str, str] | None = None) -> bool:
     _fresh_state(graph, state)
     reference = copy.deepcopy(model)
     with torch.no_grad():
-        got, want = split_program(graph, cluster, placement)(x.clone()), reference(x.clone())
+        got = split_program(graph, cluster, placement, device_map=device_map)(*(a.clone() for a in args))
+        want = reference(*(a.clone() for a in args))
     got, want = pytree.tree_leaves(got), pytree.tree_leaves(want)
     return len(got) == len(want) and all(torch.allclose(g.cpu(), w) for g, w in zip(got, want, strict=True))
 
@@ -281,21 +450,162 @@ def test_every_placement_that_keeps_colocation_splits_into_the_modules_numbers(c
 
 
 @pytest.mark.parametrize("cls", GROUPED + UNGROUPED)
-@pytest.mark.parametrize("num_devices", [2, 3])
-def test_every_placement_that_keeps_colocation_is_right_where_every_move_copies(cls, num_devices, every_move_copies):
+@pytest.mark.parametrize("num_devices, host", [(2, None), (3, None), (2, 0)], ids=["2-gpus", "3-gpus", "cpu-gpu"])
+def test_every_placement_that_keeps_colocation_is_right_where_a_move_copies(cls, num_devices, host, copying_moves):
     """Where a move is a copy, a write away from its tensor writes the copy: the groups kept (state, inputs, a read
     through an alias older than the write) keep such writes home; without a group (``relu_``, ``+=`` read through
-    their results) the readers read the copy written."""
-    wrong = list(_wrong(cls, num_devices, most=60))
+    their results) the readers read the copy written. On devices none of which holds the program's inputs and
+    state (GPUs), and on a host (device 0) and a GPU."""
+    wrong = list(_wrong(cls, num_devices, most=60, devices=copying_moves, host=host))
     assert not wrong, f"{len(wrong)} placements give other numbers, e.g. {wrong[0]}"
 
 
 @pytest.mark.parametrize("cls", [ViewWrite, KVCache, EarlierView])
-def test_without_their_groups_a_copying_move_gives_other_numbers(cls, every_move_copies, monkeypatch):
+def test_without_their_groups_a_copying_move_gives_other_numbers(cls, copying_moves, monkeypatch):
     """The groups kept are needed (and the copying moves above can tell): with the same ordering edges but no
     group, some placement writes a copy that a later read misses."""
     monkeypatch.setattr(torch_export, "_colocated_bases", lambda gm, aliases: set())
-    assert next(_wrong(cls, 3, most=60), None) is not None
+    assert next(_wrong(cls, 3, most=60, devices=copying_moves), None) is not None
+
+
+CUT = {"b_cache": 1, "slice_1": 1, "copy_": 1}
+"""``ViewTakenFirst``'s group on device 1, ``linear`` and the read ``mul`` on device 0: parts [slice_1] [linear]
+[copy_] [mul] (the buffer, read on both devices, stays where it is and is moved into the parts reading it)."""
+
+
+@pytest.mark.parametrize("host", [None, 0], ids=["gpus", "cpu-gpu"])
+def test_a_group_cut_into_two_parts_of_its_device_keeps_its_write_where_a_move_copies(host, copying_moves):
+    """The part of ``slice_1`` moves the buffer in and returns a view of that copy; the later part of ``copy_``,
+    on the same device, writes through the view (no move) and ``mul`` read the buffer unwritten. The split program
+    now follows the copy while the view lives and copies the write back after the part that made it."""
+    model = _model(ViewTakenFirst)
+    graph = from_torch(copy.deepcopy(model), (X,))
+    state = {k: v.detach().clone() for k, v in graph.source.program.state_dict.items()}
+    cluster = uniform_cluster(2, kind="cpu", bandwidth=100e9)
+    device_map = copying_moves.device_map(cluster, host)
+    assert _same_outputs(graph, cluster, _named(graph, CUT), model, (X,), state, device_map)
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copied_or_pickled_split_program_keeps_the_write_of_a_cut_group(how, copying_moves):
+    """Each call's :class:`Transfers` is made by a node of the split graph: a copy, and a pickled program (which
+    torch.fx traces again), hand it to their parts too."""
+    model = _model(ViewTakenFirst)
+    graph = from_torch(copy.deepcopy(model), (X,))
+    cluster = uniform_cluster(2, kind="cpu", bandwidth=100e9)
+    split = split_program(graph, cluster, _named(graph, CUT), device_map=copying_moves.device_map(cluster))
+    split = copy.deepcopy(split) if how == "deepcopy" else pickle.loads(pickle.dumps(split))
+    with torch.no_grad():
+        torch.testing.assert_close(split(X.clone()), model(X.clone()))
+
+
+@pytest.mark.parametrize("num_devices", [2, 3])
+def test_every_placement_of_a_kv_cache_gpt_that_keeps_colocation_is_right_where_a_move_copies(num_devices,
+                                                                                              copying_moves):
+    """A GPT-like decoding step writing its k/v caches (``index_put_`` at the positions, ``copy_`` into a slice):
+    some placements cut a cache's group into two parts of its device (``slice_1`` in a part before the part of
+    another device that makes the values ``copy_`` writes), as in the test above; those lost the write."""
+    wrong = next(_wrong(KVCacheGPT, num_devices, most=30, devices=copying_moves), None)
+    assert wrong is None, f"a placement gives other numbers: {wrong}"
+
+
+CUT_BY_A_PATH = [ViewReadToMakeItsWrite, ViewReadAfterItsBufferWritten, InputWindow]
+"""Modules with a group that a path through another device's ops leaves and comes back into."""
+
+
+@pytest.mark.parametrize("cls", CUT_BY_A_PATH)
+@pytest.mark.parametrize("num_devices, host", [(2, None), (3, None), (2, 0)], ids=["2-gpus", "3-gpus", "cpu-gpu"])
+def test_every_placement_of_a_group_cut_by_another_devices_ops_is_right_where_a_move_copies(cls, num_devices, host,
+                                                                                             copying_moves):
+    """Such a group runs in two parts of its device: a view of a moved copy returned by the first is written (or
+    read after its tensor is written) in the second. The write was lost, or the read saw the tensor unwritten."""
+    wrong = list(_wrong(cls, num_devices, most=60, devices=copying_moves, host=host))
+    assert not wrong, f"{len(wrong)} placements give other numbers, e.g. {wrong[0]}"
+
+
+class _Add(nn.Module):
+    def forward(self, t):
+        return t.add_(1.0)
+
+
+def test_the_parts_of_one_call_follow_a_moved_copy_while_a_view_of_it_lives(copying_moves):
+    """With one :class:`Transfers` (one call of a split program): a write through a view of a copy, in a later
+    part, lands on the tensor moved; that tensor moved there again gives the same copy; a write to the tensor
+    refreshes the copy."""
+    host, device = CopyingDevices.HOST, torch.device("cpu", 1)
+    transfers, base = Transfers(), torch.arange(6.0)
+    window = OnDevice(_Window(), device)(base, transfers=transfers)  # a view of base's copy on device
+    assert not _shares(window, base)
+    OnDevice(_Fill(), device)(window, transfers=transfers)  # on its device: no move, written where it is
+    assert base.tolist() == [0, 1, 7, 7, 4, 5]
+    assert _shares(OnDevice(_Window(), device)(base, transfers=transfers), window)
+    OnDevice(_Add(), host)(base, transfers=transfers)  # written at home
+    assert window.tolist() == [8, 8] and base.tolist() == [1, 2, 8, 8, 5, 6]
+
+
+def test_a_moved_copy_is_forgotten_once_no_view_of_it_lives():
+    """The copies are held weakly (a copy kept to the end of the call would hold memory on its device): a part's
+    copy is forgotten after the part unless a view of it lives on. (On meta: :class:`CopyingDevices` keeps every
+    tensor it made.)"""
+    transfers, base = Transfers(), torch.arange(6.0)
+    OnDevice(nn.ReLU(), "meta")(base, transfers=transfers)
+    assert not transfers.copies
+    window = OnDevice(_Window(), "meta")(base, transfers=transfers)
+    assert len(transfers.copies) == 1
+    del window
+    OnDevice(nn.ReLU(), "cpu")(base, transfers=transfers)
+    assert not transfers.copies
+
+
+def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+class _Window(nn.Module):
+    def forward(self, t):
+        return t[2:4]
+
+
+class _Fill(nn.Module):
+    def forward(self, t):
+        return t.fill_(7.0)
+
+
+class _Holder(nn.Module):
+    def __init__(self, buffer: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("b", buffer)
+
+
+def _moves(host: torch.device, device: torch.device) -> list[str]:
+    """What ``to_device`` and ``OnDevice`` do with tensors made on ``host``, moved to ``device``: the statements
+    below that do not hold."""
+    base = torch.arange(6.0, device=host)
+    view = base[2:4]
+    base_there, view_there = to_device((base, view), device)
+    base_again, view_again = to_device((base_there, view_there), device)
+    window = OnDevice(_Window(), device)(base)  # a view of the copy moved in
+    OnDevice(_Fill(), device)(window)  # on its own device: written where it is
+    untouched = base.tolist() == [0, 1, 2, 3, 4, 5]
+    OnDevice(_Fill(), device)(view)  # moved, written there, copied back
+    shared = torch.zeros(2, device=host)
+    away, home = OnDevice(_Holder(shared), device).module, OnDevice(_Holder(shared), host).module
+    holds = {"moved: a copy": not _shares(base_there, base),
+             "a base and its view moved together: two storages": not _shares(view_there, base_there),
+             "to their own device: the same tensors": base_again is base_there and view_again is view_there,
+             "a part's output written on its device: written in place": window.tolist() == [7, 7],
+             "... not in the tensor it was moved from": untouched,
+             "a moved input written: copied back": base.tolist() == [0, 1, 7, 7, 4, 5],
+             "module.to: a buffer moved away": not _shares(away.b, shared), "... or kept at home": home.b is shared}
+    return [statement for statement, true in holds.items() if not true]
+
+
+def test_the_emulated_devices_copy_a_move_exactly_where_distinct_devices_would(copying_moves):
+    """A move to the device a tensor is at home on returns it (a base and its view stay one storage), a move
+    elsewhere copies each tensor on its own (a base and its view become unrelated copies, as ``Tensor.to`` makes
+    them on a GPU), a part's outputs are at home on its device, and ``module.to`` moves an ``OnDevice``'s own
+    buffers: one tensor shared by two modules becomes two. (The GPU test below checks a real GPU does the same.)"""
+    assert _moves(CopyingDevices.HOST, torch.device("cpu", 1)) == []
 
 
 @pytest.mark.parametrize("cls, devices", [
@@ -319,9 +629,9 @@ def test_the_probes_failing_placements_are_refused_or_now_right(cls, devices):
         with pytest.raises(InvalidPlacementError, match="colocation group"):
             split_program(graph, cluster, placement)
         kept = Placement.for_graph(graph, [int(placement.devices[u]) for u in unit])  # each group where it starts
-        assert _same_outputs(graph, cluster, kept, model, X, state)
+        assert _same_outputs(graph, cluster, kept, model, (X,), state)
     else:
-        assert _same_outputs(graph, cluster, placement, model, X, state)
+        assert _same_outputs(graph, cluster, placement, model, (X,), state)
 
 
 # ---------------------------------------------------------------------- (b) the edges and the groups
@@ -438,5 +748,22 @@ def test_every_placement_over_the_cpu_and_the_gpu_gives_the_modules_numbers(cls)
     state = {k: v.detach().clone() for k, v in graph.source.program.state_dict.items()}
     cluster = cpu_gpu_cluster(num_gpus=1)
     wrong = [placement.devices.tolist() for placement in _placements(graph, 2)
-             if not _same_outputs(graph, cluster, placement, model, X, state)]
+             if not _same_outputs(graph, cluster, placement, model, (X,), state)]
     assert not wrong, f"{len(wrong)} placements give other numbers, e.g. {_by_op(graph, wrong[0])}"
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_a_cpu_and_a_gpu_move_tensors_as_the_emulated_devices_do():
+    """What :class:`CopyingDevices` emulates, on a real GPU."""
+    assert _moves(torch.device("cpu"), torch.device("cuda", 0)) == []
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_a_group_cut_into_two_parts_of_the_gpu_keeps_its_write():
+    """The emulated case above, on a CPU (device 0) and a GPU (device 1)."""
+    model = _model(ViewTakenFirst)
+    graph = from_torch(copy.deepcopy(model), (X,))
+    state = {k: v.detach().clone() for k, v in graph.source.program.state_dict.items()}
+    assert _same_outputs(graph, cpu_gpu_cluster(num_gpus=1), _named(graph, CUT), model, (X,), state)
