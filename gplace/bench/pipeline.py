@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gplace.baselines.pipeline import PipelineLocalSearch, StageProblem, pipeline_lower_bound
+from gplace.bench.report import markdown_cell
 from gplace.bench.runner import read_records, stale_reason
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.serialize import write_text_atomic
@@ -236,7 +237,8 @@ def pipeline_report(records: Sequence[PipelineRecord], baseline: str = "single_g
         rows = [by_key.get((*case, m)) for m in methods]
         first = next(r for r in rows if r is not None)
         ref = refs.get(case)
-        cells = [case[0], str(first.num_ops), case[1], case[2], str(case[3]), _ref_cell(ref, baseline)]
+        cells = [markdown_cell(case[0]), str(first.num_ops), markdown_cell(case[1]), case[2], str(case[3]),
+                 _ref_cell(ref, baseline)]
         cells += [_cell(r, ref) for r in rows]
         cells.append(f"{ref[1] / first.lower_bound:.2f}x" if ref and first.lower_bound > 0 else "-")
         lines.append("| " + " | ".join(cells) + " |")
@@ -246,8 +248,8 @@ def pipeline_report(records: Sequence[PipelineRecord], baseline: str = "single_g
     for m in methods:
         mine = [r for r in records if r.method == m]
         there = [r.search_seconds for r in mine if r.graph == largest.graph]
-        lines.append(f"| {m} | {max(r.search_seconds for r in mine):.2f} | {largest.graph} ({largest.num_ops}) | "
-                     f"{max(there, default=math.nan):.2f} |")
+        lines.append(f"| {m} | {max(r.search_seconds for r in mine):.2f} | {markdown_cell(largest.graph)} "
+                     f"({largest.num_ops}) | {max(there, default=math.nan):.2f} |")
     return "\n".join(lines) + "\n"
 
 

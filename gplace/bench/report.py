@@ -66,10 +66,10 @@ def results_table(records: Sequence[BenchRecord], *, learned: Sequence[str] = ()
     head = ["graph", "cluster", *methods, "lower bound"]
     for name in searches:
         head += [f"{name} vs best baseline", f"{name} / bound", f"{name} search"]
-    lines = ["| " + " | ".join(map(_md, head)) + " |", "|" + "---|" * len(head)]
+    lines = ["| " + " | ".join(map(markdown_cell, head)) + " |", "|" + "---|" * len(head)]
     for graph, cluster in cases:
         row = {m: by_key.get((graph, cluster, m)) for m in methods}
-        cells = [_md(graph), _md(cluster)] + [_cell(row[m]) for m in methods]
+        cells = [markdown_cell(graph), markdown_cell(cluster)] + [_cell(row[m]) for m in methods]
         bound = next(r.lower_bound for r in row.values() if r is not None)
         cells.append(_ms(bound))
         best = min((r.step_time for r in row.values() if r is not None and not r.failed and not r.is_learned(learned)),
@@ -83,7 +83,7 @@ def results_table(records: Sequence[BenchRecord], *, learned: Sequence[str] = ()
     return "\n".join(lines) + "\n"
 
 
-def _md(name: str) -> str:
+def markdown_cell(name: str) -> str:
     """``name`` as the text of a Markdown table cell: ``|`` escaped, line breaks made spaces."""
     return " ".join(str(name).splitlines()).replace("|", "\\|")
 

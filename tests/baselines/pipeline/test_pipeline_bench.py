@@ -140,3 +140,15 @@ def test_the_bench_runs_from_its_config_and_resumes(tmp_path) -> None:
     assert {r.method for r in first} >= {"ideal_dp", "ilp", "list_scheduling", "list_scheduling_warm"}
     assert "Warm-started search never worse than the DP: met (2 of 2 cases)" in report
     assert "| c | 4 | 2xgpu | gpipe | 4 |" in report and "## Notes" in report
+
+
+def test_a_pipe_or_line_break_in_a_name_keeps_the_pipeline_table_whole():
+    """PIPELINE.md's table broke on a graph named ``net|v2`` (a cell more) or a cluster name with a line break."""
+    import re
+
+    records = [PipelineRecord("net|v2", "a\nb", "1f1b", 4, m, ms / 1e3, 0.001, 0.0, False, num_ops=10,
+                              stage_devices=2) for m, ms in (("single_gpu", 8.0), ("gpipe", 4.0))]
+    rows = [line for line in pipeline_report(records).splitlines() if line.startswith("| ")]
+    assert len({len(re.split(r"(?<!\\)\|", row)) for row in rows[:2]}) == 1
+    assert rows[1].startswith("| net\\|v2 | 10 | a b |")
+    assert "| net\\|v2 (10) |" in pipeline_report(records)
