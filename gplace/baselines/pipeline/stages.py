@@ -220,7 +220,8 @@ class StageProblem:
         self.allowed = allowed[self.order]
         self.memory = memory[self.order]
         self.capacity = cluster.memory[self.devices]
-        self.edge_src, self.edge_dst, self.edge_seconds = self._unit_edges()
+        self.unit_src, self.unit_dst, self.unit_seconds = self._unit_edges()
+        """(E',) the graph's edges between pipelined units: src and dst positions, seconds per micro-batch."""
 
     def first_op(self, unit: int) -> str:
         """The name of unit ``unit``'s first op (``unit`` a unit id, as in ``units.unit_of``), for messages."""
@@ -260,7 +261,8 @@ class StageProblem:
         return device
 
     def _unit_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Edges between pipelined units as (src position, dst position, seconds); fixed-op edges join ``cost``."""
+        """Edges between pipelined units as (src position, dst position, seconds); fixed-op edges join ``cost``,
+        and those between units of which one is fixed are kept for :meth:`_fixed_reach`."""
         graph, units = self.graph, self.units
         d = self.devices
         off = ~np.eye(d.size, dtype=bool)
@@ -274,7 +276,8 @@ class StageProblem:
         seconds = (latency + nbytes * per_byte) / amortised
         pa, pb = self.position[ua], self.position[ub]
         between = (ua != ub) & (pa >= 0) & (pb >= 0)
-        ka, kb = self._through_fixed(ua, ub)
+        touching = (ua != ub) & ((pa < 0) | (pb < 0))  # only paths through fixed units matter there
+        self._fixed_edges = (ua[touching], ub[touching])
         for mine, other, sends in ((pa, ub, True), (pb, ua, False)):  # a pipelined unit talking to a fixed one
             talks = (mine >= 0) & (self.position[other] < 0)             # pays the transfer, in its direction
             fixed = self.fixed_device[other[talks]]
@@ -282,43 +285,92 @@ class StageProblem:
                 src, dst = (dev, fixed) if sends else (fixed, dev)
                 link = self.cluster.latency[src, dst] + nbytes[talks] / self.cluster.bandwidth[src, dst]
                 np.add.at(self.cost[:, s], mine[talks], link / amortised[talks])
-        return (np.concatenate([pa[between], ka]), np.concatenate([pb[between], kb]),
-                np.concatenate([seconds[between], np.zeros(ka.size)]).astype(np.float64))
+        return pa[between], pb[between], seconds[between].astype(np.float64)
 
-    def _through_fixed(self, ua: np.ndarray, ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Pairs (a, b) of pipelined units (positions) joined only through units off the stages, such as an op
-        pinned to the CPU between two GPU layers: ``b`` needs ``a``'s output, so it keeps the order of an edge
-        (at no transfer cost here, which the fixed unit's own edges carry). Without them, the exact DP split a
-        chain around a pinned op into stages that run back and forth between the devices."""
+    def _fixed_reach(self, label: np.ndarray) -> tuple[np.ndarray, list[int]]:
+        """Pipelined units joined only through units off the stages, such as an op pinned to the CPU between two
+        GPU layers: the later one needs the earlier one's output, so the stages keep that order as if an edge
+        (with no transfer: the fixed unit's own edges carry it) joined them. Without it, the exact DP split a chain
+        around a pinned op into stages that run back and forth between the devices.
+
+        Returns ``(src, reach)``: for every pipelined unit (position ``src[i]``) with an edge into a fixed unit, the
+        set of ``label[t]`` (a bitset, bit ``label[t]``) over the pipelined units ``t`` reached from that fixed unit
+        through fixed units only (one row per source and strongly connected set of fixed units it feeds). The
+        pairs ``(src[i], t)`` are those joined through fixed units. Reach is propagated over the strongly
+        connected sets of fixed units in reverse topological order: O(F + E) big-integer operations of L bits
+        (F fixed units, E edges touching them, L = ``label.max() + 1``), no pair materialised.
+
+        Shapes:
+            ``label`` (P,) int >= 0, per position; ``src`` (R,) int64.
+        """
+        ua, ub = self._fixed_edges
         fixed = self.position < 0
-        before: dict[int, list[int]] = {}
-        after: dict[int, list[int]] = {}
-        touching = (ua != ub) & (fixed[ua] | fixed[ub])  # only paths through fixed units matter
-        for x, y in zip(ua[touching].tolist(), ub[touching].tolist(), strict=True):
-            after.setdefault(x, []).append(y)
-            before.setdefault(y, []).append(x)
-        pairs: set[tuple[int, int]] = set()
-        for f in np.flatnonzero(fixed).tolist():
-            if f not in before or f not in after:
-                continue
-            sources = self._reached(f, before, fixed)
-            targets = self._reached(f, after, fixed)
-            pairs.update((int(self.position[s]), int(self.position[t])) for s in sources for t in targets if s != t)
-        ordered = sorted(pairs)
-        return (np.array([a for a, _ in ordered], dtype=np.int64), np.array([b for _, b in ordered], dtype=np.int64))
+        ids = np.flatnonzero(fixed)
+        if ids.size == 0 or ua.size == 0 or self.num_units == 0:
+            return np.zeros(0, dtype=np.int64), []
+        index = np.full(self.units.num_units, -1, dtype=np.int64)
+        index[ids] = np.arange(ids.size)
+        both = fixed[ua] & fixed[ub]
+        fa, fb = index[ua[both]], index[ub[both]]
+        adjacency = coo_array((np.ones(fa.size), (fa, fb)), shape=(ids.size, ids.size))
+        count, comp = connected_components(adjacency, directed=True, connection="strong")
+        ca, cb = comp[fa], comp[fb]
+        ca, cb = ca[ca != cb], cb[ca != cb]
+        reach = [0] * count
+        out = fixed[ua] & ~fixed[ub]
+        for c, t in zip(comp[index[ua[out]]].tolist(), label[self.position[ub[out]]].tolist(), strict=True):
+            reach[c] |= 1 << t
+        ptr, succ, _ = csr(ca, cb, count)
+        ptr_l, succ_l = ptr.tolist(), succ.tolist()
+        for c in reversed(_smallest_first(np.arange(count), ca, cb).tolist()):  # successors first
+            for nxt in succ_l[ptr_l[c]:ptr_l[c + 1]]:
+                reach[c] |= reach[nxt]
+        into = ~fixed[ua] & fixed[ub]
+        keys = np.unique(self.position[ua[into]] * count + comp[index[ub[into]]])
+        keep = [i for i, c in enumerate((keys % count).tolist()) if reach[c]]
+        return keys[keep] // count, [reach[c] for c in (keys[keep] % count).tolist()]
 
-    @staticmethod
-    def _reached(start: int, step: dict[int, list[int]], fixed: np.ndarray) -> set[int]:
-        """Pipelined units reached from unit ``start`` along ``step`` through fixed units only."""
-        found, seen, todo = set(), {start}, [start]
-        while todo:
-            for nxt in step.get(todo.pop(), []):
-                if not fixed[nxt]:
-                    found.add(nxt)
-                elif nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
-        return found
+    def _forward_through_fixed(self, forward: np.ndarray, block_of: np.ndarray) -> None:
+        """Mark in ``forward`` (B, B) the pairs of blocks ``a < b`` joined through fixed units
+        (:meth:`_fixed_reach`), in place; O(F + E) operations on B-bit integers, then B rows unpacked."""
+        src, reach = self._fixed_reach(block_of)
+        if not reach:
+            return
+        b = forward.shape[0]
+        rows = [0] * b
+        for a, r in zip(block_of[src].tolist(), reach, strict=True):
+            rows[a] |= r >> (a + 1) << (a + 1)  # later blocks only
+        for a, r in enumerate(rows):
+            if r:
+                forward[a] |= _bits(r, b)
+
+    @cached_property
+    def _through_fixed(self) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (a, b) of pipelined units (positions, ``a != b``, sorted) joined through fixed units
+        (:meth:`_fixed_reach`), built on first use: as many as the pairs (sources x targets of a fixed unit)."""
+        p = self.num_units
+        src, reach = self._fixed_reach(np.arange(p))
+        keys = [np.int64(s) * p + t[t != s] for s, t in
+                zip(src.tolist(), (np.flatnonzero(_bits(r, p)) for r in reach), strict=True)]
+        keys = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
+        return keys // max(p, 1), keys % max(p, 1)
+
+    @cached_property
+    def edge_src(self) -> np.ndarray:
+        """(E,) src positions of :attr:`unit_src`'s edges, then of the pairs joined through fixed units (a cost
+        of 0 s, as edges that keep the order), built on first use (the ILP and the benchmark's contiguity check
+        read them; the partitioners read :meth:`blocks`)."""
+        return np.concatenate([self.unit_src, self._through_fixed[0]])
+
+    @cached_property
+    def edge_dst(self) -> np.ndarray:
+        """(E,) dst positions, as :attr:`edge_src`."""
+        return np.concatenate([self.unit_dst, self._through_fixed[1]])
+
+    @cached_property
+    def edge_seconds(self) -> np.ndarray:
+        """(E,) seconds per micro-batch, as :attr:`edge_src` (0 for the pairs joined through fixed units)."""
+        return np.concatenate([self.unit_seconds, np.zeros(self._through_fixed[0].size)])
 
     # ------------------------------------------------------------------ blocks
     def blocks(self, max_blocks: int | None = None) -> Blocks:
@@ -342,11 +394,12 @@ class StageProblem:
         memory = np.add.reduceat(self.memory, bounds[:-1]) if b else np.zeros(0, dtype=np.int64)
         allowed = np.logical_and.reduceat(self.allowed, bounds[:-1], axis=0) if b else np.zeros((0, 1), bool)
         transfer = np.zeros((b, b))
-        bs, bd = block_of[self.edge_src], block_of[self.edge_dst]
-        np.add.at(transfer, (bs, bd), self.edge_seconds)
+        bs, bd = block_of[self.unit_src], block_of[self.unit_dst]
+        np.add.at(transfer, (bs, bd), self.unit_seconds)
         np.fill_diagonal(transfer, 0.0)
         forward = np.zeros((b, b), dtype=bool)
         forward[bs[bs < bd], bd[bs < bd]] = True
+        self._forward_through_fixed(forward, block_of)
         return Blocks(bounds, cost, memory, allowed, transfer, forward, self.overlap)
 
     # ------------------------------------------------------------------ placements
@@ -365,10 +418,10 @@ class StageProblem:
         unit_stage = np.asarray(unit_stage, dtype=np.int64)
         s = self.num_stages
         work = np.bincount(unit_stage, weights=self.cost[np.arange(self.num_units), unit_stage], minlength=s)
-        a, b = unit_stage[self.edge_src], unit_stage[self.edge_dst]
+        a, b = unit_stage[self.unit_src], unit_stage[self.unit_dst]  # pairs through fixed units cost nothing
         cut = a != b
-        sent = np.bincount(a[cut], weights=self.edge_seconds[cut], minlength=s)
-        received = np.bincount(b[cut], weights=self.edge_seconds[cut], minlength=s)
+        sent = np.bincount(a[cut], weights=self.unit_seconds[cut], minlength=s)
+        received = np.bincount(b[cut], weights=self.unit_seconds[cut], minlength=s)
         return stage_time(work, sent, received, self.overlap)
 
     def bottleneck(self, unit_stage: np.ndarray) -> float:
@@ -378,3 +431,9 @@ class StageProblem:
     def unit_stages(self, blocks: Blocks, block_stage: np.ndarray) -> np.ndarray:
         """(P,) stage of every pipelined unit, from the stage of every block."""
         return np.repeat(np.asarray(block_stage, dtype=np.int64), np.diff(blocks.bounds))
+
+
+def _bits(mask: int, n: int) -> np.ndarray:
+    """(n,) bool, bit ``i`` of the non-negative integer ``mask`` (below ``2 ** n``) at ``i``."""
+    raw = np.frombuffer(mask.to_bytes((n + 7) // 8, "little"), dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
