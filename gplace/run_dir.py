@@ -115,8 +115,8 @@ def _check_placement(run_dir: Path, graph: OpGraph, cluster: Cluster | None) -> 
             f"run directory {run_dir} holds the placement of graph {doc.get('graph')!r} ({found}), not of "
             f"{graph.name!r} ({graph.fingerprint})" + (
                 ": the same name with other contents (costs, sizes or ops; e.g. a built-in graph a newer gplace "
-                "changed); resume with the graph file it ran on, or use a new run directory (warm_start="
-                f"{run_dir / 'placement.json'} starts from its placement where the op names match)"
+                "changed); resume with the graph file it ran on, or use a new run directory (on the command line, "
+                f"warm_start={run_dir / 'placement.json'} starts from its placement where the op names match)"
                 if same_name else "; use a new run directory or delete it"))
     there = (doc.get("cluster"), doc.get("devices"))
     if cluster is not None and there[0] is not None and there != (cluster.name, list(cluster.device_names)):

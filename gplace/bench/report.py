@@ -84,8 +84,8 @@ def results_table(records: Sequence[BenchRecord], *, learned: Sequence[str] = ()
 
 
 def markdown_cell(name: str) -> str:
-    """``name`` as the text of a Markdown table cell: ``|`` escaped, line breaks made spaces."""
-    return " ".join(str(name).splitlines()).replace("|", "\\|")
+    """``name`` as the text of a Markdown table cell: ``\\`` and ``|`` escaped, line breaks made spaces."""
+    return " ".join(str(name).splitlines()).replace("\\", "\\\\").replace("|", "\\|")
 
 
 def _ratio(top: float, bottom: float, unit: str = "") -> str:
