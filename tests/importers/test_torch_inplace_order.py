@@ -144,13 +144,19 @@ class MutatedInput(nn.Module):
         return x + 1
 
 
-class ViewTakenFirst(nn.Module):
-    """A view of a buffer taken before the value written through it is made, then a read of the buffer."""
+class _LinearAndCache(nn.Module):
+    """A linear layer ``l`` and a (6, 4) buffer ``cache`` of ``FILL``."""
+
+    FILL = 0.0
 
     def __init__(self) -> None:
         super().__init__()
         self.l = nn.Linear(4, 4)
-        self.register_buffer("cache", torch.zeros(6, 4))
+        self.register_buffer("cache", torch.full((6, 4), self.FILL))
+
+
+class ViewTakenFirst(_LinearAndCache):
+    """A view of a buffer taken before the value written through it is made, then a read of the buffer."""
 
     def forward(self, x):
         window = self.cache[1:4]
@@ -158,14 +164,9 @@ class ViewTakenFirst(nn.Module):
         return self.cache * 2
 
 
-class ViewReadToMakeItsWrite(nn.Module):
+class ViewReadToMakeItsWrite(_LinearAndCache):
     """A view of a buffer read to make the value then written through it: where the read is placed on another
     device, no part order keeps the buffer's group in one part."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.l = nn.Linear(4, 4)
-        self.register_buffer("cache", torch.zeros(6, 4))
 
     def forward(self, x):
         window = self.cache[1:4]
@@ -173,14 +174,11 @@ class ViewReadToMakeItsWrite(nn.Module):
         return self.cache * 2
 
 
-class ViewReadAfterItsBufferWritten(nn.Module):
+class ViewReadAfterItsBufferWritten(_LinearAndCache):
     """A view of a buffer taken, the buffer written in place with a value made from the view (and the buffer: it
     is read on two devices, so moved into each part), then the view read."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.l = nn.Linear(4, 4)
-        self.register_buffer("cache", torch.ones(6, 4))
+    FILL = 1.0
 
     def forward(self, x):
         window = self.cache[0:3]
