@@ -62,8 +62,13 @@ class PipelineILPPlacer(StagePlacer):
     def stages(self, problem: StageProblem) -> np.ndarray:
         from scipy.optimize import Bounds, milp
 
+        p, s = problem.num_units, problem.num_stages
+        if p * s + 1 > self.max_variables:  # before the unit pairs are listed (k^2 around a k-wide pinned op)
+            raise ProblemTooLargeError(
+                f"pipeline ILP for graph {problem.graph.name!r}: {p} units on {s} devices need at least "
+                f"{p * s + 1} variables, over max_variables={self.max_variables}")
         (a, b), seconds = _unit_pairs(problem)
-        p, s, e = problem.num_units, problem.num_stages, len(seconds)
+        e = len(seconds)
         size = (p + 2 * e) * s + 1
         if size > self.max_variables:
             raise ProblemTooLargeError(

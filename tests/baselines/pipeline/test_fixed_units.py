@@ -95,3 +95,13 @@ def test_a_pinned_hub_keeps_its_producers_before_its_consumers(placer) -> None:
     devices = placer(microbatches=4).place(_hub(12, True), modern_cluster(num_gpus=4)).devices
     stage = {int(d): s for s, d in enumerate(StageProblem(_hub(12, True), modern_cluster(num_gpus=4)).devices)}
     assert max(stage[int(d)] for d in devices[:12]) <= min(stage[int(d)] for d in devices[12:24])
+
+
+def test_the_ilp_refuses_a_large_pinned_hub_before_listing_its_pairs() -> None:
+    """The ILP listed the k^2 unit pairs through a pinned op before its size check refused the problem."""
+    from gplace.baselines.pipeline import PipelineILPPlacer, ProblemTooLargeError
+
+    problem = StageProblem(_hub(40, True), modern_cluster(num_gpus=4))
+    with pytest.raises(ProblemTooLargeError, match=r"80 units on 4 devices need at least 321 variables"):
+        PipelineILPPlacer(max_variables=300).stages(problem)
+    assert "edge_src" not in vars(problem)  # the pairs were never built
