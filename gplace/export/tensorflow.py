@@ -86,7 +86,8 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
 
     Raises:
         UnsupportedGraphError: ``graph`` was not imported from TensorFlow, or a variable's value is unknown (a
-            GraphDef holds none; import the function, SavedModel or Keras model instead), or the program captures
+            GraphDef holds none; import the function, SavedModel or Keras model instead; a SavedModel's in-graph
+            variable whose value is neither in its init op nor in its checkpoint), or the program captures
             a resource other than a variable (a lookup table), or an output is a node without outputs (a
             ``NoOp``); names the node.
         InvalidPlacementError: as :func:`place_graph_def`.
@@ -99,8 +100,9 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
     fed = {t.rpartition(":")[0] for t in source.inputs}
     for node in placed.node:
         if node.op in ("VarHandleOp", "VariableV2", "Variable") and node.name not in source.variables:
-            raise UnsupportedGraphError(f"variable {node.name!r} of graph {graph.name!r} has no value (the program "
-                                        "was a GraphDef); a SavedModel needs its weights")
+            raise UnsupportedGraphError(f"variable {node.name!r} of graph {graph.name!r} has no value (a GraphDef "
+                                        "holds none; in a function, SavedModel or Keras model the importer found "
+                                        "none for it); a SavedModel needs its weights")
         resource = node.op == "Placeholder" and node.attr["dtype"].type == tf.resource.as_datatype_enum
         if resource and node.name not in fed:
             raise UnsupportedGraphError(f"node {node.name!r} of graph {graph.name!r} is a captured resource (a lookup "

@@ -229,3 +229,80 @@ def test_a_graph_def_output_named_by_its_node_becomes_a_signature_tensor(tmp_pat
     trained = from_tensorflow(tf_graph.as_graph_def(), outputs=["y", "train"])
     with pytest.raises(UnsupportedGraphError, match="output 'train' of graph .* is a node without outputs"):
         save_saved_model(trained, cluster, _alternating(trained), tmp_path / "sm2")
+
+
+def _serve(export, graph, cluster, placement, x):
+    """The first output of ``export``'s signature for ``x``, in a session placed as ``placement``."""
+    with tf.compat.v1.Session(graph=tf.Graph(), config=session_config(place_graph_def(graph, cluster, placement))
+                              ) as session:
+        signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(export)).signature_def[
+            "serving_default"]
+        (given,) = signature.inputs.values()
+        [out] = session.run([o.name for o in signature.outputs.values()], {given.name: x})
+    return out
+
+
+def test_a_placed_saved_model_reimports_with_its_weights_and_is_written_again(tmp_path, imported):
+    """place -> save_saved_model -> from_tensorflow(dir): the in-graph variables (TF1 layout) keep their values,
+    read from the init op that assigns them, and the re-import is written and served again with the same output."""
+    cluster = imported[1]
+    module = Dense()
+    graph = from_tensorflow(module.__call__.get_concrete_function(), name="dense")
+    placement = _alternating(graph)
+    first = save_saved_model(graph, cluster, placement, tmp_path / "first")
+    again = from_tensorflow(first, name="dense")
+    assert set(again.source.variables) == set(graph.source.variables) == {"w1", "w2"}
+    for name, variable in graph.source.variables.items():
+        np.testing.assert_array_equal(again.source.variables[name].numpy(), variable.numpy())
+    replaced = _alternating(again)
+    second = save_saved_model(again, cluster, replaced, tmp_path / "second")
+    expected = module(X).numpy()
+    np.testing.assert_allclose(_serve(first, graph, cluster, placement, X), expected, rtol=1e-5)
+    np.testing.assert_allclose(_serve(second, again, cluster, replaced, X), expected, rtol=1e-5)
+    third = from_tensorflow(second, name="dense")
+    for name, variable in graph.source.variables.items():
+        np.testing.assert_array_equal(third.source.variables[name].numpy(), variable.numpy())
+
+
+def _bare_saved_model(export_dir):
+    """A TF1 SavedModel ``y = x @ w`` whose variable ``w`` is an in-graph ``VarHandleOp`` in no collection: neither a
+    checkpoint nor an init op gives it a value."""
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 4], name="x")
+        handle = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[4, 3], shared_name="w", name="w")
+        y = tf.matmul(x, tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.float32), name="y")
+        info = tf.compat.v1.saved_model.utils.build_tensor_info
+        signature = tf.compat.v1.saved_model.signature_def_utils.build_signature_def(
+            inputs={"x": info(x)}, outputs={"y": info(y)},
+            method_name=tf.compat.v1.saved_model.signature_constants.PREDICT_METHOD_NAME)
+        builder = tf.compat.v1.saved_model.Builder(str(export_dir))
+        with tf.compat.v1.Session(graph=tf_graph) as session:
+            builder.add_meta_graph_and_variables(session, ["serve"], signature_def_map={"serving_default": signature})
+        builder.save()
+    return export_dir
+
+
+def test_a_saved_model_variable_without_a_value_is_named_on_import_and_export(tmp_path, imported, caplog):
+    """A TF1 SavedModel whose in-graph variable neither its checkpoint nor its init op gives a value: the import
+    warns naming it, and writing it back says it has none without calling the SavedModel a GraphDef."""
+    cluster = imported[1]
+    with caplog.at_level("WARNING", logger="gplace.importers.tensorflow"):
+        graph = from_tensorflow(_bare_saved_model(tmp_path / "bare"), name="bare")
+    assert "1 variable(s) without a value" in caplog.text and ": w;" in caplog.text
+    assert not graph.source.variables
+    with pytest.raises(UnsupportedGraphError, match="variable 'w' of graph 'bare' has no value") as err:
+        save_saved_model(graph, cluster, Placement.single(graph, 0), tmp_path / "x")
+    assert "the program was a GraphDef" not in str(err.value)
+
+
+def test_a_saved_model_in_graph_variable_takes_its_checkpoint_value(tmp_path, imported):
+    """A TF1 SavedModel's in-graph variable whose value is in ``variables/variables`` under its shared name."""
+    export = _bare_saved_model(tmp_path / "bare")
+    tf.raw_ops.SaveV2(prefix=str(export / "variables" / "variables"), tensor_names=["w"], shape_and_slices=[""],
+                      tensors=[tf.constant(W2[:4])])
+    graph = from_tensorflow(export, name="bare")
+    np.testing.assert_array_equal(graph.source.variables["w"].numpy(), W2[:4])
+    placement = _alternating(graph)
+    placed = save_saved_model(graph, imported[1], placement, tmp_path / "placed")
+    np.testing.assert_allclose(_serve(placed, graph, imported[1], placement, X), X @ W2[:4], rtol=1e-5)
