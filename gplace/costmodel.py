@@ -24,7 +24,8 @@ Counting conventions (one multiply-add is 2 FLOPs):
   element (see :data:`ELEMENTWISE_FLOPS`, :data:`PER_ELEMENT_FLOPS`).
 - Everything else (concatenations, copies, pads, gathers, ...) does no arithmetic: its time is its memory
   traffic, the bytes it reads plus the bytes it writes (a gather reads only the rows it writes).
-- Metadata-only ops (reshapes, squeezes, identities, ATen views; :func:`is_metadata_only`) cost nothing.
+- Metadata-only ops (reshapes, squeezes, identities, ATen views, metadata asserts; :func:`is_metadata_only`)
+  cost nothing.
 
 A rule whose shapes do not fit (an unexpected rank, a missing input) falls back to memory traffic only.
 Pure Python and numpy; no framework is imported.
@@ -70,9 +71,12 @@ PER_ELEMENT_FLOPS: dict[str, int] = {
 METADATA_ONLY = frozenset({
     "reshape", "squeeze", "unsqueeze", "flatten", "identity", "shape", "size", "view", "_unsafe_view", "alias",
     "detach", "view_as", "_reshape_alias", "lift_fresh_copy", "sym_size", "sym_numel", "sym_stride",
-    "sym_storage_offset",
+    "sym_storage_offset", "_assert_tensor_metadata",
 })
-"""Ops (ONNX or ATen) that only relabel a tensor's metadata: no arithmetic, no memory traffic, no kernel."""
+"""Ops (ONNX or ATen) that only relabel a tensor's metadata: no arithmetic, no memory traffic, no kernel.
+(``_assert_tensor_metadata``: the dtype/device/layout check ``torch.export`` puts before each ``.to()``.)
+An ATen ``.to()`` that changes nothing returns its input, but only its shapes tell (the torch importer, not this
+module, costs it 0); ``_to_copy`` always copies."""
 
 ATEN_VIEWS = frozenset({
     "permute", "t", "transpose", "expand", "expand_as", "slice", "select", "as_strided", "split",

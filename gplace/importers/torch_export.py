@@ -14,9 +14,10 @@ How a program maps onto the IR:
   by none) becomes a ``"Parameter"`` op (cost 0) holding it, with an edge to every reader.
 - **In-place ops** (``torch.export`` keeps ``aten.add_``, ``fill_``, ``copy_``, ``index_put_``, ``relu_``, ...):
   an alias analysis in node order gives each value its *bases*, the nodes that allocated the storage it may alias
-  (a view, or an in-place op returning its argument, has the argument's; ``getitem`` its tuple's; a higher-order
-  op's results any of its inputs'), and each node the bases it writes (arguments its schema marks
-  ``alias_info.is_write``; what a higher-order op's subgraphs write). Per base, a node reading it gets a 0-byte
+  (a view, an in-place op returning its argument, or a ``.to()`` that changes nothing, has the argument's; a
+  ``.to()`` that converts is a copy; ``getitem`` its tuple's; a higher-order op's results any of its inputs'),
+  and each node the bases it writes (arguments its schema marks ``alias_info.is_write``; what a higher-order op's
+  subgraphs write). Per base, a node reading it gets a 0-byte
   edge from its last writer, and a node writing it one from every reader since that write and from that writer,
   where no data edge runs already: placers, simulators, runtimes and exporters keep them in program order. A
   write placed on another device writes a moved copy, so a written base gets a colocation group (its producer,
@@ -32,7 +33,10 @@ How a program maps onto the IR:
   the forward op with the same autograd sequence number (``meta["seq_nr"]``); ``Parameter`` ops take the
   module that owns the tensor. The mapping is kept in :class:`TorchSource`, the graph's ``source``, with each
   op's whole stack (``module_calls``: which call of which module it runs in, from the outermost).
-- **Costs**: ``kind_cost`` from :mod:`gplace.costmodel` (roofline on the reference GPU and CPU).
+- **Costs**: ``kind_cost`` from :mod:`gplace.costmodel` (roofline on the reference GPU and CPU). A ``.to()``
+  that returns its input (same dtype, device, layout and memory format, no ``copy=True``: inference programs
+  keep them as ``aten.to.*``) costs 0 with ``output_bytes`` 0, as does ``torch.export``'s
+  ``_assert_tensor_metadata`` check; a converting ``.to()`` (and ``_to_copy``) is a copy.
 - **Training** (``training=True``): the module is exported in training mode, then the joint
   forward+backward graph is traced with ``torch._functorch.aot_autograd.aot_export_joint_with_descriptors``.
   Its extra inputs are the tangents (the gradient of each output), its extra outputs the gradients of the
@@ -474,8 +478,9 @@ class _Aliases:
 
     bases: Mapping[str, frozenset[str]]
     """Node name -> its bases: the names of the nodes that allocated the storage its value may alias (a
-    placeholder, a ``get_attr`` or a call that allocates is its own base; a view or an in-place op returning an
-    argument has that argument's; ``getitem`` its tuple's; a higher-order op's results may alias any input)."""
+    placeholder, a ``get_attr`` or a call that allocates is its own base, a converting ``.to()`` too; a view,
+    an in-place op returning an argument or a ``.to()`` that changes nothing (:func:`_to_result`) has that
+    argument's; ``getitem`` its tuple's; a higher-order op's results may alias any input)."""
     writes: Mapping[str, frozenset[str]]
     """Node name -> the bases it writes in place (nodes that write none are absent)."""
     lineage: Mapping[str, frozenset[str]]
@@ -526,6 +531,8 @@ def _aliases(gm: torch.fx.GraphModule, tied: Mapping[str, str] | None = None) ->
             own = of(aliased)
             if any(r.alias_info is None for r in returns):  # a result of its own
                 own.add(node.name)
+            if _to_result(node) is False:  # a .to() that converts: a copy, not the alias its schema allows
+                own, aliased = {node.name}, None
         elif isinstance(target, torch._ops.HigherOrderOperator):
             written = _written_operands(gm, node, of)
             aliased = (node.args, node.kwargs)
@@ -655,6 +662,36 @@ def _subgraph_costs(gm: torch.fx.GraphModule) -> dict[str, float]:
     return total
 
 
+def _returns_input(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is an ATen ``.to()`` (``aten.to.*``) that returns its input itself (:func:`_to_result`).
+    ``torch.export`` emits these in inference programs (a joint training graph drops them, and its
+    ``_to_copy`` always copies); they cost nothing, like a view, and hold no bytes of their own."""
+    return _to_result(node) is True
+
+
+def _to_result(node: torch.fx.Node) -> bool | None:
+    """For an ATen ``.to()`` (``aten.to.*``, whose schema says its result may alias its input): ``True`` where
+    it returns its input (its result, ``meta["val"]``, has its input's dtype, device and layout, the input
+    already has the memory format asked for, if any, and ``copy`` is not set), ``False`` where it makes a copy;
+    ``None`` for other nodes and where the metadata does not tell."""
+    import torch
+
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload) or canonical_op_type(str(target)) != "to":
+        return None
+    bound = {a.name: node.args[i] if i < len(node.args) else node.kwargs.get(a.name, a.default_value)
+             for i, a in enumerate(target._schema.arguments)}
+    src = bound.get("self")
+    before = src.meta.get("val") if isinstance(src, torch.fx.Node) else None
+    after = node.meta.get("val")
+    if not isinstance(before, torch.Tensor) or not isinstance(after, torch.Tensor):
+        return None
+    if bound.get("copy") or (after.dtype, after.device, after.layout) != (before.dtype, before.device, before.layout):
+        return False
+    fmt = bound.get("memory_format")
+    return fmt in (None, torch.preserve_format) or bool(before.is_contiguous(memory_format=fmt))
+
+
 def _call_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, inputs: list[TensorSpec],
                 outputs: list[TensorSpec], distinct: list[TensorSpec] | None = None) -> dict[str, float]:
     """Seconds per device kind of one call: an ATen op's roofline (``inputs`` in argument order, a value read
@@ -668,6 +705,8 @@ def _call_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, inputs: list[T
             raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): higher-order operator not handled "
                                         f"(handled: {', '.join(sorted(_CONTROL_FLOW | _WRAPPERS))})")
         return _control_flow_costs(node, owner)
+    if _returns_input(node):
+        return dict.fromkeys(roofline.REFERENCE, 0.0)
     attrs = _cost_attrs(canonical_op_type(op_type), node, outputs[0] if outputs else None)
     return op_kind_costs(op_type, inputs, outputs, attrs, distinct)
 
@@ -834,8 +873,9 @@ class _FxBuilder:
         else:
             costs = _call_costs(node, self.gm, inputs, known, distinct)
         phase, grad_of = self._phase(node)
+        held = 0 if _returns_input(node) else sum(s.nbytes for s in known)  # a .to() returning its input: none
         self.ops.append(Op(node.name, _op_type(node.target), None, costs,
-                           persistent_memory=persistent, output_bytes=sum(s.nbytes for s in known),
+                           persistent_memory=persistent, output_bytes=held,
                            output_shapes=tuple(s.shape for s in known), phase=phase, grad_of=grad_of))
         self.values[node.name] = (node.name, _total(outputs))
         self._record_path(node)

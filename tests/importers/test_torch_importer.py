@@ -328,3 +328,87 @@ def test_module_calls_tell_two_calls_of_a_module_apart(training):
     if training:
         backward = [i for i, f in enumerate(g.grad_of) if f >= 0 and g.op_names[f] in calls]
         assert backward and all(calls[g.op_names[i]] == calls[g.op_names[g.grad_of[i]]] for i in backward)
+
+
+class _Doubled(nn.Module):
+    """``(x * 2).sum()``, with ``to`` applied to ``x`` first (``None``: nothing)."""
+
+    def __init__(self, to=None) -> None:
+        super().__init__()
+        self.to_ = to
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x if self.to_ is None else self.to_(x)) * 2).sum()
+
+
+def _by_type(g, prefix: str) -> list[int]:
+    return [i for i, t in enumerate(g.op_types) if t.startswith(prefix)]
+
+
+def test_a_to_that_changes_nothing_and_its_metadata_assert_cost_nothing_and_hold_no_bytes():
+    """x.to("cpu").to(float32) on a float32 CPU tensor returns x itself, yet each .to() was costed as a full copy
+    (and each aten._assert_tensor_metadata that torch.export puts before it as a read of x)."""
+    x = torch.randn(64, 64)
+    plain = from_torch(_Doubled(), (x,))
+    noop = from_torch(_Doubled(lambda t: t.to("cpu").to(torch.float32)), (x,))
+    to, asserts = _by_type(noop, "aten.to."), _by_type(noop, "aten._assert_tensor_metadata")
+    assert len(to) == 2 and len(asserts) == 2  # aten.to.dtype_layout, aten.to.dtype
+    for i in to + asserts:
+        assert all(noop.kind_cost[k][i] == 0.0 for k in noop.kind_cost), noop.op_names[i]
+        assert noop.output_bytes[i] == 0
+    assert noop.output_bytes.sum() == plain.output_bytes.sum()
+    for k in plain.kind_cost:
+        assert np.nansum(noop.kind_cost[k]) == pytest.approx(np.nansum(plain.kind_cost[k]))
+    with torch.no_grad():  # what the costs model: torch returns x itself
+        assert x.to("cpu").to(torch.float32).data_ptr() == x.data_ptr()
+
+
+@pytest.mark.parametrize("convert, nbytes", [
+    (lambda t: t.to(torch.float16), 64 * 64 * 2),  # a dtype change
+    (lambda t: t.to(torch.float32, copy=True), 64 * 64 * 4),  # copy=True copies even without a change
+    (lambda t: t.to(memory_format=torch.channels_last), 64 * 64 * 4),  # a layout the input does not have
+])
+def test_a_to_that_converts_still_costs_its_copy_and_carries_its_bytes(convert, nbytes):
+    x = torch.randn(1, 4, 32, 32)
+    g = from_torch(_Doubled(convert), (x,))
+    (i,) = _by_type(g, "aten.to.")
+    assert g.output_bytes[i] == nbytes
+    expected = op_kind_costs(g.op_types[i], [TensorSpec(tuple(x.shape), x.numel() * 4)],
+                             [TensorSpec(tuple(x.shape), nbytes)])
+    assert all(expected[k] > 0 and g.kind_cost[k][i] == pytest.approx(expected[k]) for k in expected)
+
+
+def test_a_to_in_the_memory_format_its_input_has_costs_nothing():
+    g = from_torch(_Doubled(lambda t: t.to(memory_format=torch.contiguous_format)), (torch.randn(1, 4, 8, 8),))
+    (i,) = _by_type(g, "aten.to.")
+    assert g.output_bytes[i] == 0 and g.kind_cost["cpu"][i] == 0.0
+
+
+def test_training_graphs_drop_a_no_op_to_and_cost_to_copy_as_a_copy():
+    """A joint graph has no aten.to: a .to() that changes nothing is gone, a conversion is an aten._to_copy."""
+    x = torch.randn(64, 64, requires_grad=False)
+    g = from_torch(_Doubled(lambda t: t.to(torch.float32) + t.to(torch.float16).float()), (x,), training=True)
+    assert not _by_type(g, "aten.to.")
+    copies = _by_type(g, "aten._to_copy")
+    assert copies and all(g.kind_cost["cpu"][i] > 0 and g.output_bytes[i] > 0 for i in copies)
+    assert all(g.kind_cost["cpu"][i] == 0.0 for i in _by_type(g, "aten._assert_tensor_metadata"))
+
+
+def test_a_no_op_to_aliases_its_input_and_a_conversion_is_storage_of_its_own():
+    """The alias analysis: aten.to's schema lets its result alias its input; the shapes tell which it does."""
+    from gplace.importers.torch_export import _aliases
+
+    class Written(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            same, half = x.to(torch.float32), x.to(torch.float16)
+            same.add_(1)  # writes x
+            return same.sum() + half.float().sum()
+
+    ep = torch.export.export(Written(), (torch.randn(4, 4),))
+    aliases = _aliases(ep.graph_module)
+    same, half, back = (n.name for n in ep.graph_module.graph.nodes if str(n.target).startswith("aten.to."))
+    assert aliases.bases[same] == {"x"}  # what same.add_ writes
+    assert aliases.bases[half] == {half} and aliases.bases[back] == {back}
+    assert aliases.writes[next(n.name for n in ep.graph_module.graph.nodes if "add_" in str(n.target))] == {"x"}
+    g = from_torch(ep)
+    assert [int(g.output_bytes[g.op_names.index(n)]) for n in (same, half, back)] == [0, 4 * 4 * 2, 4 * 4 * 4]
