@@ -158,8 +158,9 @@ def load_policy(path: str | Path) -> PretrainedPolicy:
 
     path = Path(path)
     doc = _read(path)
-    encoder = _rebuild(doc["encoder"], doc["state"]["encoder"], path)
-    policy = _rebuild(doc["policy"], doc["state"]["policy"], path)
+    with torch.random.fork_rng(devices=[]):  # built on the CPU, their first weights replaced: the caller's draws kept
+        encoder = _rebuild(doc["encoder"], doc["state"]["encoder"], path)
+        policy = _rebuild(doc["policy"], doc["state"]["policy"], path)
     for field, module, kind in (("encoder", encoder, Encoder), ("policy", policy, Policy)):
         if not isinstance(module, kind):
             raise ValueError(f"{path}: field '{field}' is a {type(module).__name__}, not a gplace {field} (it lacks "

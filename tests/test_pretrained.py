@@ -50,6 +50,17 @@ def test_round_trip_gives_identical_greedy_placements_and_meta(tmp_path):
         assert torch.equal(value, loaded), key
 
 
+def test_loading_a_policy_leaves_the_callers_torch_random_state_as_it_was(tmp_path):
+    """Rebuilding the networks drew their first weights from torch's global generator (replaced by the file's at
+    once), so a caller's seeded draws after gplace.place(method="pretrained") or load_policy changed."""
+    path = save_policy(tmp_path / "policy.pt", *_modules())
+    torch.manual_seed(0)
+    want = torch.rand(3)
+    torch.manual_seed(0)
+    load_policy(path)
+    assert torch.equal(torch.rand(3), want)
+
+
 def test_a_fixed_size_policy_round_trips_too(tmp_path):
     """Any module class importable by name is rebuilt from its recorded kwargs (here a per-node MLP policy)."""
     torch.manual_seed(0)
