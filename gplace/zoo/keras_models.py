@@ -28,13 +28,14 @@ layer and op names do not depend on what was built before in the process.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -239,10 +240,25 @@ def build_keras_model(name: str, **params: Any) -> tuple[Any, Any]:
     if name not in _MODELS:
         raise ValueError(f"unknown zoo model {name!r}; choose one of {sorted(_MODELS)}")
     keras = _keras()
-    keras.backend.clear_session()
     defaults = {k: p.default for k, p in inspect.signature(ZOO[name]).parameters.items()
                 if k not in ("optimizer", "cache")}
-    return _MODELS[name](keras, **{**defaults, **params})
+    with _float32_keras(keras):
+        keras.backend.clear_session()
+        return _MODELS[name](keras, **{**defaults, **params})
+
+
+@contextlib.contextmanager
+def _float32_keras(keras: Any) -> Iterator[None]:
+    """Keras's global dtype policy and ``floatx`` at float32 inside (the zoo's graphs do not depend on the
+    caller's), and given back after (``clear_session`` reset them: a caller's ``mixed_bfloat16`` became float32)."""
+    policy, floatx = keras.mixed_precision.global_policy(), keras.config.floatx()
+    try:
+        keras.config.set_floatx("float32")
+        keras.mixed_precision.set_global_policy("float32")
+        yield
+    finally:
+        keras.config.set_floatx(floatx)
+        keras.mixed_precision.set_global_policy(policy)
 
 
 # ---------------------------------------------------------------------- caching and building

@@ -244,3 +244,16 @@ def test_keras_builders_name_a_size_before_tensorflow_builds_anything():
                           ({"hidden": True}, "rnnlm: hidden must be a whole number >= 1, got True")):
         with pytest.raises(ValueError, match=words):
             rnnlm(**{**base, **change}, cache=False)
+
+
+def test_building_a_zoo_model_keeps_the_callers_keras_dtype_policy(tf):
+    """clear_session reset a caller's global policy (mixed_bfloat16 became float32, so every model the caller built
+    afterwards was full precision); the zoo builds in float32 whatever the caller's policy, and gives it back."""
+    keras = tf.keras
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model, _ = keras_models.build_keras_model("rnnlm", layers=1, hidden=8, steps=2, batch=2, vocab=16)
+        assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+        assert {w.dtype for w in model.weights} == {"float32"}
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
