@@ -644,6 +644,8 @@ def main() -> None:
     [overrides]`` the bench; ``gplace place [method=heft|pretrained|policy.pt] [overrides]`` places without
     training a policy; ``gplace show placement.json`` prints and draws a placement."""
     signal.signal(signal.SIGTERM, _terminate)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the CLI's own process (and its workers): TensorFlow quiet,
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # without its oneDNN notice; the library leaves both alone
     if "--version" in sys.argv[1:]:  # Hydra's own flag printed Hydra's version alone
         sys.stdout.write(_version() + "\n")
         return

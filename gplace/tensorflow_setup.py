@@ -1,11 +1,14 @@
-"""Import TensorFlow the way gplace needs it: quiet, and with GPU memory growth set before its context exists.
+"""Import TensorFlow the way gplace needs it: with GPU memory growth set before its context exists.
 
 TensorFlow reserves nearly all of every GPU's memory when its runtime starts (the first eager op, building a
 Keras model, listing logical devices), unless memory growth was set before; a session's
 ``gpu_options.allow_growth`` comes too late then. That would starve ``torch-v1`` and other workers sharing the
 GPUs. :func:`import_tensorflow` sets ``TF_FORCE_GPU_ALLOW_GROWTH=true`` before the import (read when the
 runtime starts) and calls ``tf.config.experimental.set_memory_growth`` on every physical GPU; if TensorFlow
-was started already without growth, it warns once.
+was started already without growth, it warns once. It changes nothing else of the process: TensorFlow's logging
+and oneDNN are the caller's (until 2026-12-02 it also set ``TF_CPP_MIN_LOG_LEVEL=2`` and ``TF_ENABLE_ONEDNN_OPTS=0``,
+which turned oneDNN off for a caller's own TensorFlow work; the ``gplace`` command still sets both for its own
+process).
 """
 
 from __future__ import annotations
@@ -23,8 +26,6 @@ _warned = [False]
 
 def import_tensorflow() -> Any:
     """The ``tensorflow`` module, with memory growth on for every GPU where that is still possible."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     import tensorflow as tf
 

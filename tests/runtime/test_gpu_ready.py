@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -177,6 +178,23 @@ def test_tensorflow_is_imported_with_memory_growth_and_no_auto_jit() -> None:
     cluster = Cluster.build([Device("/CPU:0", "cpu")], default_bandwidth=1e9)
     config = TensorFlowRuntime()._config(tf, cluster, {0: "/device:CPU:0"})
     assert config.graph_options.optimizer_options.global_jit_level == tf.compat.v1.OptimizerOptions.OFF
+
+
+def test_importing_tensorflow_through_gplace_sets_only_memory_growth_in_the_environment() -> None:
+    """The library also set TF_CPP_MIN_LOG_LEVEL=2 and TF_ENABLE_ONEDNN_OPTS=0, which turned oneDNN off for a caller's
+    own TensorFlow work in the process (and its children) and hid TensorFlow's warnings from it."""
+    pytest.importorskip("tensorflow")
+    code = ("import os, json; before = dict(os.environ); import gplace.tensorflow_setup as s; s.import_tensorflow();"
+            "from tensorflow.python.util import _pywrap_util_port as port;"
+            "print(json.dumps([sorted(k for k in os.environ if os.environ.get(k) != before.get(k)), "
+            "port.IsMklEnabled()]))")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS", "TF_FORCE_GPU_ALLOW_GROWTH")}
+    done = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=300)
+    changed, onednn = json.loads(done.stdout.strip().splitlines()[-1])
+    assert changed == ["TF_FORCE_GPU_ALLOW_GROWTH"], done.stderr[-2000:]
+    assert onednn is True  # TensorFlow's default on x86 CPUs, as a plain import gives
 
 
 def test_tf_v1_rejects_a_cluster_with_gpus_tensorflow_does_not_see() -> None:
