@@ -149,10 +149,8 @@ def _dot_text(text: str) -> str:
 
 def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[str, str], path: Path) -> None:
     """Ops in columns by depth (longest path from a source), edges as lines, a legend of devices."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # a bare Figure, not pyplot: the caller's backend (a notebook's inline one) and open figures stay as they were
+    from matplotlib.figure import Figure
 
     depth = np.zeros(graph.num_ops, dtype=np.int64)
     ptr, src, _ = graph.in_csr
@@ -163,7 +161,8 @@ def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[st
     for d in np.unique(depth):
         members = np.flatnonzero(depth == d)
         row[members] = np.arange(members.size) - members.size / 2
-    fig, ax = plt.subplots(figsize=(min(40, 2 + depth.max() * 0.6), min(40, 2 + np.abs(row).max() * 0.8)))
+    fig = Figure(figsize=(min(40, 2 + depth.max() * 0.6), min(40, 2 + np.abs(row).max() * 0.8)))
+    ax = fig.subplots()
     for u, v in graph.edge_index.T.tolist():
         ax.plot([depth[u], depth[v]], [row[u], row[v]], color="#999999", linewidth=0.5, zorder=1)
     handles = []
@@ -176,4 +175,3 @@ def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[st
     ax.legend(handles, list(colour), loc="best", fontsize=8)
     ax.axis("off")
     fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)

@@ -366,3 +366,46 @@ class _Counting:
     def place(self, graph, cluster):
         self.calls += 1
         return SingleDevice(0).place(graph, cluster)
+
+
+_LEAVES_MPL_ALONE = """
+import json, sys
+from pathlib import Path
+import matplotlib
+import matplotlib.pyplot as plt
+import gplace.show
+from gplace.baselines import SingleDevice
+from gplace.baselines.pipeline import IdealDPPartitioner
+from gplace.bench.pipeline import plot_throughput, run_pipeline_case
+from gplace.bench.plots import plot_learning_curve, plot_timeline
+from gplace.ir import Placement
+from gplace.testing import chain, two_branches, uniform_cluster
+
+out = Path(sys.argv[1])
+before = matplotlib.get_backend()
+graph, cluster = two_branches(length=3), uniform_cluster(2)
+gplace.show.shutil.which = lambda name: None  # the matplotlib drawing, as where Graphviz is not installed
+gplace.show.draw_placement(graph, list(cluster.device_names), {op: cluster.device_names[0] for op in graph.op_names},
+                           out / "draw.png")
+history = [{"update": u, "charts/best_step_time": 1.0, "rollout/mean_step_time": 1.5} for u in range(3)]
+plot_learning_curve(history, out / "curve.png", baseline=0.9)
+plot_timeline(graph, cluster, Placement([0, 1] * (graph.num_ops // 2) + [0] * (graph.num_ops % 2)), out / "line.png")
+records = run_pipeline_case(chain((1.0, 1.0, 1.0, 1.0), nbytes=0), cluster,
+                            {"single_gpu": SingleDevice(kind="gpu"), "ideal_dp": IdealDPPartitioner()},
+                            microbatches=[4], schedules=["1f1b"])
+plot_throughput(records, out / "throughput.png")
+print(json.dumps({"backend": [before, matplotlib.get_backend()], "open": plt.get_fignums()}))
+"""
+
+
+def test_plots_and_drawings_leave_the_callers_matplotlib_alone(tmp_path):
+    """draw_placement's matplotlib path and the bench plots called ``matplotlib.use("Agg")``: the caller's backend
+    (a notebook's inline one) switched to Agg for good. They draw on bare Figures now; nothing goes into pyplot."""
+    env = {**os.environ, "MPLBACKEND": "svg", "WANDB_MODE": "disabled"}
+    done = subprocess.run([sys.executable, "-c", _LEAVES_MPL_ALONE, str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"backend": ["svg", "svg"], "open": []}
+    for name in ("draw", "curve", "line", "throughput"):
+        assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"

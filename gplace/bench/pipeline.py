@@ -271,9 +271,8 @@ def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, sche
     """Throughput over one GPU against the number of stage devices, one panel per graph: the best method per
     count, one line per GPU model (from one GPU); graphs one GPU cannot hold
     have no line."""
-    from gplace.bench.plots import pyplot
+    from gplace.bench.plots import subplots
 
-    plt = pyplot()
     m = microbatches or max(r.microbatches for r in records)
     ratio = speedups(records, baseline)
     graphs = list(dict.fromkeys(r.graph for r in records))
@@ -289,7 +288,7 @@ def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, sche
         best[r.stage_devices] = max(best.get(r.stage_devices, 0.0), speedup)
     cols = min(4, len(graphs))
     rows = -(-len(graphs) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
+    fig, axes = subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
     for ax, graph in zip(axes.ravel(), graphs, strict=False):
         for family, per_graph in families.items():
             points = sorted(per_graph.get(graph, {}).items())
@@ -306,7 +305,6 @@ def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, sche
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return Path(path)
 
 

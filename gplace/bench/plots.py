@@ -10,21 +10,20 @@ import numpy as np
 from gplace.ir import Cluster, OpGraph, Placement
 
 
-def pyplot():
-    """matplotlib's pyplot on the non-interactive Agg backend (plots go to files)."""
-    import matplotlib
+def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None, **kwargs):
+    """``(figure, axes)`` as ``pyplot.subplots`` gives them, on a bare :class:`matplotlib.figure.Figure`: neither the
+    caller's backend nor pyplot's open figures are touched (``matplotlib.use("Agg")`` switched a notebook's inline
+    backend for the rest of its session); ``Figure.savefig`` renders with Agg by itself, and nothing needs closing."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
 def plot_learning_curve(history: Sequence[Mapping[str, float]], path: str | Path, *, title: str = "",
                         baseline: float | None = None) -> Path:
     """Best and batch-mean step time (ms) per update; ``baseline`` (s) as a dashed line."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = subplots(figsize=(6, 3.5))
     updates = [h["update"] for h in history]
     ax.plot(updates, [h["charts/best_step_time"] * 1e3 for h in history], label="best so far")
     ax.plot(updates, [h["rollout/mean_step_time"] * 1e3 for h in history], alpha=0.5, label="batch mean")
@@ -34,7 +33,6 @@ def plot_learning_curve(history: Sequence[Mapping[str, float]], path: str | Path
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return Path(path)
 
 
@@ -43,9 +41,8 @@ def plot_timeline(graph: OpGraph, cluster: Cluster, placement: Placement, path: 
     """One row per device: each op as a bar from its simulated start to end."""
     from gplace.runtime import schedule
 
-    plt = pyplot()
     sched = schedule(graph, cluster, placement)
-    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * cluster.num_devices))
+    fig, ax = subplots(figsize=(8, 0.5 + 0.45 * cluster.num_devices))
     for d in range(cluster.num_devices):
         ops = np.flatnonzero(sched.devices == d)
         spans = [(sched.op_start[i] * 1e3, (sched.op_end[i] - sched.op_start[i]) * 1e3) for i in ops]
@@ -55,5 +52,4 @@ def plot_timeline(graph: OpGraph, cluster: Cluster, placement: Placement, path: 
     ax.invert_yaxis()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return Path(path)
