@@ -119,13 +119,7 @@ def test_a_keras_lstm_comes_back_as_a_placed_saved_model(tmp_path, imported):
     placement = _alternating(graph)
     export = save_saved_model(graph, cluster, placement, tmp_path / "placed")
     x = np.random.default_rng(1).standard_normal((2, 6, 4)).astype(np.float32)
-    with tf.compat.v1.Session(graph=tf.Graph(), config=session_config(place_graph_def(graph, cluster, placement))
-                              ) as session:
-        signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(export)).signature_def[
-            "serving_default"]
-        (given,) = signature.inputs.values()
-        [out] = session.run([o.name for o in signature.outputs.values()], {given.name: x})
-    np.testing.assert_allclose(out, model(x).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_serve(export, graph, cluster, placement, x), model(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_a_graph_def_without_weights_cannot_become_a_saved_model(tmp_path, imported):
