@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -236,13 +236,19 @@ def save_json(doc: Mapping[str, Any], path: str | Path) -> Path:
     return write_text_atomic(path, text)
 
 
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a process killed (or a disk
-    filled) mid-write leaves the old file, never half of the new one."""
+def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> Path:
+    """Write ``text`` (a string, or its pieces in order, written as they come so the whole need not be held) to a
+    temporary file beside ``path``, then rename it over ``path``: a process killed (or a disk filled) mid-write
+    leaves the old file, never half of the new one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    try:
+        with tmp.open("w", encoding="utf-8") as out:
+            out.writelines([text] if isinstance(text, str) else text)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(path)
     return path
 

@@ -1,9 +1,11 @@
 import json
+import tracemalloc
 
 import numpy as np
 import pytest
 
 from gplace.ir import Edge, GraphError, InvalidPlacementError, Op, OpGraph, Placement
+from gplace.ir.serialize import write_text_atomic
 from gplace.pipeline import PipelineSimulator, SteadyStateScore, steady_state_loads, write_pipeline_trace
 from gplace.runtime import Simulator, write_chrome_trace
 from gplace.testing import chain, random_dag, uniform_cluster
@@ -191,6 +193,35 @@ def test_trace_has_one_row_per_device_and_labelled_microbatches(tmp_path):
     assert doc["otherData"]["bubble"]["/GPU:0"] == pytest.approx(sched.bubble[0])
     with pytest.raises(ValueError, match="the schedule places 9 ops on 2 devices, but graph"):
         write_pipeline_trace(tmp_path / "t.json", chain((1.0, 2.0)), c, sched)  # an IndexError from inside before
+
+
+def test_trace_is_written_as_a_stream_not_held_whole(tmp_path):
+    g = random_training_dag(60, 3)
+    c = uniform_cluster(4, bandwidth=1e7)
+    sched = PipelineSimulator(16, "1f1b").simulate(g, c, Placement.for_graph(g, [i % 4 for i in range(g.num_ops)]))
+    tracemalloc.start()
+    try:
+        path = write_pipeline_trace(tmp_path / "t.json", g, c, sched)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    size = path.stat().st_size
+    assert size > 500_000 and peak < size / 4  # 5x the file's size while its events were built as one list
+    doc = json.loads(path.read_text())
+    assert sum(e["ph"] == "X" and e["pid"] == 1 for e in doc["traceEvents"]) == sched.inst_op.size
+
+
+def test_an_atomic_write_that_fails_midway_keeps_the_old_file_and_no_temporary(tmp_path):
+    path = write_text_atomic(tmp_path / "a.json", "old")
+
+    def pieces():
+        yield "new, "
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        write_text_atomic(path, pieces())
+    assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
+    assert write_text_atomic(path, iter(["n", "ew"])).read_text() == "new"
 
 
 def test_trace_labels_an_update_ops_transfer_as_update_and_writers_take_only_their_schedule(tmp_path):
