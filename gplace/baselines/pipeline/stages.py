@@ -262,7 +262,7 @@ class StageProblem:
 
     def _unit_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Edges between pipelined units as (src position, dst position, seconds); fixed-op edges join ``cost``,
-        and those between units of which one is fixed are kept for :meth:`_fixed_reach`."""
+        and those between units of which one is fixed are kept for :meth:`fixed_reach`."""
         graph, units = self.graph, self.units
         d = self.devices
         off = ~np.eye(d.size, dtype=bool)
@@ -287,7 +287,7 @@ class StageProblem:
                 np.add.at(self.cost[:, s], mine[talks], link / amortised[talks])
         return pa[between], pb[between], seconds[between].astype(np.float64)
 
-    def _fixed_reach(self, label: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    def fixed_reach(self, label: np.ndarray) -> tuple[np.ndarray, list[int]]:
         """Pipelined units joined only through units off the stages, such as an op pinned to the CPU between two
         GPU layers: the later one needs the earlier one's output, so the stages keep that order as if an edge
         (with no transfer: the fixed unit's own edges carry it) joined them. Without it, the exact DP split a chain
@@ -332,8 +332,8 @@ class StageProblem:
 
     def _forward_through_fixed(self, forward: np.ndarray, block_of: np.ndarray) -> None:
         """Mark in ``forward`` (B, B) the pairs of blocks ``a < b`` joined through fixed units
-        (:meth:`_fixed_reach`), in place; O(F + E) operations on B-bit integers, then B rows unpacked."""
-        src, reach = self._fixed_reach(block_of)
+        (:meth:`fixed_reach`), in place; O(F + E) operations on B-bit integers, then B rows unpacked."""
+        src, reach = self.fixed_reach(block_of)
         if not reach:
             return
         b = forward.shape[0]
@@ -347,9 +347,9 @@ class StageProblem:
     @cached_property
     def _through_fixed(self) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (a, b) of pipelined units (positions, ``a != b``, sorted) joined through fixed units
-        (:meth:`_fixed_reach`), built on first use: as many as the pairs (sources x targets of a fixed unit)."""
+        (:meth:`fixed_reach`), built on first use: as many as the pairs (sources x targets of a fixed unit)."""
         p = self.num_units
-        src, reach = self._fixed_reach(np.arange(p))
+        src, reach = self.fixed_reach(np.arange(p))
         keys = [np.int64(s) * p + t[t != s] for s, t in
                 zip(src.tolist(), (np.flatnonzero(_bits(r, p)) for r in reach), strict=True)]
         keys = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from gplace.baselines.pipeline import GPipePartitioner, IdealDPPartitioner, PipeDreamPartitioner, StageProblem
-from gplace.ir import Edge, Op, OpGraph
+from gplace.bench.pipeline import is_contiguous
+from gplace.ir import Edge, Op, OpGraph, Placement
 from gplace.zoo import modern_cluster
 
 
@@ -105,3 +106,49 @@ def test_the_ilp_refuses_a_large_pinned_hub_before_listing_its_pairs() -> None:
     with pytest.raises(ProblemTooLargeError, match=r"80 units on 4 devices need at least 321 variables"):
         PipelineILPPlacer(max_variables=300).stages(problem)
     assert "edge_src" not in vars(problem)  # the pairs were never built
+
+
+def _contiguous_by_pairs(problem: StageProblem, devices: np.ndarray) -> bool:
+    """The devices' forward relation over every listed pair (``edge_src``/``edge_dst``) has no cycle."""
+    unit_device = np.empty(problem.units.num_units, dtype=np.int64)
+    unit_device[problem.units.unit_of] = devices
+    piped = unit_device[problem.order]
+    a, b = piped[problem.edge_src], piped[problem.edge_dst]
+    keep = (problem.edge_src < problem.edge_dst) & (a != b)
+    succ = set(zip(a[keep].tolist(), b[keep].tolist(), strict=True))
+    nodes = set(piped.tolist())
+    while nodes:
+        free = {n for n in nodes if not any(v == n and u in nodes for u, v in succ)}
+        if not free:
+            return False
+        nodes -= free
+    return True
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_contiguity_through_fixed_units_lists_no_pairs_and_equals_the_pairs(seed: int) -> None:
+    graph, cluster = _random_graph(seed, 40), modern_cluster(num_gpus=4)
+    problem = StageProblem(graph, cluster, microbatches=4)
+    rng = np.random.default_rng(seed)
+    placements = []
+    for _ in range(40):
+        unit_device = np.where(problem.position < 0, problem.fixed_device, 0)
+        stages = np.sort(rng.integers(0, 3, problem.num_units)) if rng.random() < 0.5 else \
+            rng.integers(0, 3, problem.num_units)
+        unit_device[problem.order] = problem.devices[stages]
+        placements.append(unit_device[problem.units.unit_of])
+    answers = [is_contiguous(problem, Placement.for_graph(graph, p.tolist())) for p in placements]
+    assert "edge_src" not in vars(problem)  # built 16 million pairs for a fixed op between halves of 8,000
+    assert answers == [_contiguous_by_pairs(problem, p) for p in placements]
+    assert True in answers and False in answers
+
+
+def test_a_split_back_through_a_fixed_op_is_not_contiguous() -> None:
+    ops = [Op(f"u{i}", "MatMul", 1e-3, output_bytes=100) for i in range(3)] + [Op("hub", "Add", 1e-5, pinned="cpu")]
+    graph = OpGraph.from_ops(ops, [Edge("u0", "u1"), Edge("u1", "hub"), Edge("hub", "u2")], name="hub")
+    cluster = modern_cluster(num_gpus=2)
+    problem = StageProblem(graph, cluster)
+    cpu = int(problem.fixed_device[problem.units.unit_of[3]])
+    gpu0, gpu1 = problem.devices.tolist()
+    assert is_contiguous(problem, Placement.for_graph(graph, [gpu0, gpu1, gpu1, cpu]))
+    assert not is_contiguous(problem, Placement.for_graph(graph, [gpu0, gpu1, gpu0, cpu]))  # GPU 1 -> CPU -> GPU 0
