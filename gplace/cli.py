@@ -170,7 +170,8 @@ def _warm_start(cfg: DictConfig, graph, cluster):
         return None
     if Path(path).is_file():
         try:
-            return placement_from_dict(_by_op_names(load_json(path), graph, path), graph, cluster)
+            doc = load_json(path)
+            return placement_from_dict(doc, graph, cluster, by_name=_same_graph_and_ops(doc, graph))
         except (GraphError, InvalidPlacementError) as err:  # not this graph's, or devices the cluster lacks
             raise type(err)(f"warm_start={path!r}: {err}") from None
     if str(path) in pipeline_placers() or str(path) in baselines():
@@ -181,17 +182,11 @@ def _warm_start(cfg: DictConfig, graph, cluster):
                      f" (placers: {', '.join(sorted(baselines()))}, {', '.join(pipeline_placers())})")
 
 
-def _by_op_names(doc, graph, path):
-    """A placement document for a graph of the same name and ops but other contents (fingerprint; e.g. a built-in
-    graph whose costs a newer gplace changed) without its fingerprint, with a WARNING: a warm start is by op name."""
-    if not isinstance(doc, dict) or doc.get("graph_fingerprint") in (None, graph.fingerprint):
-        return doc
-    placed = doc.get("placement")
-    if doc.get("graph") != graph.name or not isinstance(placed, dict) or set(placed) != set(graph.op_names):
-        return doc
-    log.warning("warm_start=%s placed graph %r with other contents (fingerprint %s, now %s: its costs or sizes "
-                "changed); starting from it by op name", path, graph.name, doc["graph_fingerprint"], graph.fingerprint)
-    return {k: v for k, v in doc.items() if k != "graph_fingerprint"}
+def _same_graph_and_ops(doc, graph) -> bool:
+    """Whether a placement document names ``graph`` and exactly its ops, so a warm start may take it by op name
+    when the graph's contents changed (e.g. a built-in graph whose costs a newer gplace changed)."""
+    placed = doc.get("placement") if isinstance(doc, dict) else None
+    return doc.get("graph") == graph.name and isinstance(placed, dict) and set(placed) == set(graph.op_names)
 
 
 def _savable(node: DictConfig, key: str, **extra):

@@ -6,6 +6,7 @@ This module is the IR's only serialisation boundary. Every document carries ``fo
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,8 @@ from gplace.ir.cluster import Cluster, Device, Link
 from gplace.ir.errors import GraphError, InvalidPlacementError
 from gplace.ir.graph import Edge, Op, OpGraph
 from gplace.ir.placement import Placement
+
+logger = logging.getLogger(__name__)
 
 VERSION = 1
 GRAPH_VERSION_PHASES = 2
@@ -203,17 +206,31 @@ def placement_to_dict(
     return doc
 
 
-def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster) -> Placement:
-    """Parse a placement document for ``graph`` on ``cluster`` and validate it."""
+def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster, *,
+                        by_name: bool = False) -> Placement:
+    """Parse a placement document for ``graph`` on ``cluster`` and validate it.
+
+    Args:
+        by_name: also take a document made for another version of ``graph`` (another fingerprint: other costs,
+            sizes or edges, e.g. the program re-imported after an export) whose ops have the same names, op by
+            op name, with a WARNING; by default such a document is refused.
+
+    Raises:
+        InvalidPlacementError: the document is for another graph (or, ``by_name``, names other ops), or names a
+            device the cluster lacks.
+    """
     _check_header(doc, PLACEMENT_FORMAT)
     mapping = doc.get("placement")
     if not isinstance(mapping, Mapping):
         raise InvalidPlacementError("placement document has no 'placement' object {op: device}")
     fp = doc.get("graph_fingerprint")
     if fp is not None and fp != graph.fingerprint:
-        raise InvalidPlacementError(
-            f"placement is for graph {doc.get('graph')!r} ({fp}), not {graph.name!r} ({graph.fingerprint})"
-        )
+        if not by_name:
+            raise InvalidPlacementError(
+                f"placement is for graph {doc.get('graph')!r} ({fp}), not {graph.name!r} ({graph.fingerprint}); "
+                "by_name=True places a graph with the same op names by name")
+        logger.warning("the placement was made for graph %r with other contents (fingerprint %s, now %s); "
+                       "placing %r by op name", doc.get("graph"), fp, graph.fingerprint, graph.name)
     placement = Placement.from_names(graph, cluster, mapping)
     placement.validate(graph, cluster)
     return placement

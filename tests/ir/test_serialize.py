@@ -1,6 +1,7 @@
 """The versioned JSON formats: round trips and errors that name the field."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -136,6 +137,22 @@ def test_placement_for_other_graph_is_refused():
     doc = placement_to_dict(Placement.for_graph(g, [0, 1, 1]), g, c)
     with pytest.raises(InvalidPlacementError, match="not 'random_dag"):
         placement_from_dict(doc, random_dag(3), c)
+
+
+def test_a_placement_of_another_version_of_the_graph_is_taken_by_op_name_only_when_asked(caplog):
+    """A compiler re-importing its exported program got another fingerprint (other costs or sizes), so the first
+    import's placement.json was refused with no way to apply it by op name, as the CLI's warm start does."""
+    g, c = _rich_graph(), cpu_gpu_cluster(2)
+    doc = placement_to_dict(Placement.for_graph(g, [0, 1, 1]), g, c)
+    reprofiled = graph_from_dict({**graph_to_dict(g), "ops": [{**op, "cost": 2e-3} for op in graph_to_dict(g)["ops"]]})
+    assert reprofiled.fingerprint != g.fingerprint and reprofiled.op_names == g.op_names
+    with pytest.raises(InvalidPlacementError, match="by_name=True places a graph with the same op names"):
+        placement_from_dict(doc, reprofiled, c)
+    with caplog.at_level(logging.WARNING, logger="gplace"):
+        assert placement_from_dict(doc, reprofiled, c, by_name=True).devices.tolist() == [0, 1, 1]
+    assert "placing 'mlp' by op name" in caplog.text
+    with pytest.raises(InvalidPlacementError, match="placement names op 'mm', not in graph 'random_dag"):
+        placement_from_dict(doc, random_dag(3), c, by_name=True)
 
 
 @pytest.mark.parametrize("mutate, match", [
