@@ -485,10 +485,8 @@ def _group_masks(uf: _UnionFind, labels: np.ndarray, num: int) -> np.ndarray:
 
 def _first_position(graph: OpGraph, labels: np.ndarray, num: int) -> np.ndarray:
     """(G,) int64 earliest position of each group's members in ``graph.topological_order``."""
-    pos = np.empty(graph.num_ops, dtype=np.int64)
-    pos[graph.topological_order] = np.arange(graph.num_ops)
     first = np.full(num, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, labels, pos)
+    np.minimum.at(first, labels, graph.topological_position)
     return first
 
 

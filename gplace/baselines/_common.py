@@ -373,9 +373,7 @@ def upward_rank(graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray) -> np
 
 def rank_order(graph: OpGraph, rank: np.ndarray) -> np.ndarray:
     """(N,) op indices by decreasing rank, ties in topological order (always a topological order)."""
-    pos = np.empty(graph.num_ops, dtype=np.int64)
-    pos[graph.topological_order] = np.arange(graph.num_ops)
-    return np.lexsort((pos, -rank))
+    return np.lexsort((graph.topological_position, -rank))
 
 
 def unit_durations(units: Units, durations: np.ndarray) -> np.ndarray:

@@ -400,6 +400,13 @@ class OpGraph:
             raise GraphError(f"graph {self.name!r} has a cycle through ops {' -> '.join(cycle)}")
         return frozen_array(np.array(order, dtype=np.int64))
 
+    @cached_property
+    def topological_position(self) -> np.ndarray:
+        """(N,) int64 position of each op in :attr:`topological_order` (its inverse); read-only."""
+        position = np.empty(self.num_ops, dtype=np.int64)
+        position[self.topological_order] = np.arange(self.num_ops)
+        return frozen_array(position)
+
     def _find_cycle(self, indeg: list[int]) -> list[str]:
         """Names of ops on one cycle among the ops Kahn's algorithm could not order."""
         ptr, src, _ = self.in_csr

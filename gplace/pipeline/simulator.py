@@ -258,8 +258,7 @@ def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, sched
         raise ValueError(f"microbatches={m_count} makes {m_count * n:,} op instances of graph {graph.name!r} "
                          f"({n} ops), more than the {MAX_INSTANCES:,} pipe-v2 simulates")
     code = check_phases(graph)
-    rank = np.empty(n, np.int64)
-    rank[graph.topological_order] = np.arange(n)
+    rank = graph.topological_position
     per_mb = np.flatnonzero(code != UPDATE)
     upd = np.flatnonzero(code == UPDATE)
     nf = per_mb.size

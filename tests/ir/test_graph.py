@@ -165,10 +165,10 @@ def test_topological_order_and_csr():
     assert g.topological_order.tolist() == [0, 1, 2, 3]
     ptr, dst, _ = g.out_csr
     assert sorted(dst[ptr[0]:ptr[1]].tolist()) == [1, 2]
-    order = random_dag(50, seed=3).topological_order
-    pos = np.empty_like(order)
-    pos[order] = np.arange(order.size)
-    ei = random_dag(50, seed=3).edge_index
+    graph = random_dag(50, seed=3)
+    pos = graph.topological_position
+    assert pos[graph.topological_order].tolist() == list(range(50)) and not pos.flags.writeable
+    ei = graph.edge_index
     assert np.all(pos[ei[0]] < pos[ei[1]])
 
 

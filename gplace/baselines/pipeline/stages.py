@@ -104,10 +104,8 @@ def pipeline_order(graph: OpGraph, units: Units) -> np.ndarray:
 
 def _first_positions(graph: OpGraph, units: Units) -> np.ndarray:
     """(U,) position of each unit's first member in ``graph.topological_order``."""
-    position = np.empty(graph.num_ops, dtype=np.int64)
-    position[graph.topological_order] = np.arange(graph.num_ops)
     first = np.full(units.num_units, graph.num_ops, dtype=np.int64)
-    np.minimum.at(first, units.unit_of, position)
+    np.minimum.at(first, units.unit_of, graph.topological_position)
     return first
 
 
