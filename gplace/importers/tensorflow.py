@@ -191,7 +191,10 @@ def from_tensorflow(
         name: graph name. (default: the model's, function's, file's or ``"tensorflow"``)
         loss: training loss of a Keras model: a Keras loss name, a loss object or a callable
             ``(y_true, y_pred) -> scalar``. Targets are fed like the outputs, or as integer class ids without
-            the last axis for a ``sparse_*`` loss. (default: the model's compiled loss, else mean squared error)
+            the last axis for a ``sparse_*`` loss. (default: the model's compiled loss with its ``loss_weights``,
+            else mean squared error). As in Keras's own training step, the model's ``losses`` (regularisers,
+            ``add_loss``) are added, and the gradients are of the optimiser's ``scale_loss`` of the total (a
+            ``LossScaleOptimizer``'s, as ``mixed_float16`` compiles one, scales it up; its update scales back).
         optimizer: training optimiser of a Keras model, a Keras optimiser or its name. (default: the model's
             compiled optimiser, else ``"sgd"``)
         outputs: for a GraphDef or ``tf.Graph``, the node (or tensor) or nodes one step runs; only they and what
@@ -668,7 +671,9 @@ def _batch_spec(tf: Any, shape: Sequence[int | None], dtype: Any, batch_size: in
 
 def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | None, loss: Any,
                       optimizer: Any) -> tuple[Any, Any]:
-    """A concrete ``tf.function`` (forward, loss, ``GradientTape`` gradients, optimiser update) and the optimiser.
+    """A concrete ``tf.function`` (forward, loss, ``GradientTape`` gradients, optimiser update) and the optimiser,
+    as Keras's ``train_step`` computes them: each output's loss times its weight, plus ``model.losses``, the
+    gradient of the optimiser's ``scale_loss`` of the total; the step returns the unscaled total.
 
     Sparse gradients (``IndexedSlices``, e.g. of an embedding) are made dense before the update: Keras 3's
     sparse update paths branch with ``tf.cond``, which the importer does not handle.
@@ -676,6 +681,7 @@ def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | N
     import keras
 
     loss_fns = _output_losses(keras, model, loss)
+    weights = _loss_weights(model) if loss is None else [1.0] * len(loss_fns)
     targets = []
     for i, (t, fn) in enumerate(zip(model.outputs, loss_fns, strict=True)):
         sparse = "sparse" in str(getattr(fn, "name", None) or getattr(fn, "__name__", ""))
@@ -692,9 +698,13 @@ def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | N
     def step(inputs: list[Any], labels: list[Any]) -> Any:
         with tf.GradientTape() as tape:
             preds = keras.tree.flatten(model(_packed(model, inputs), training=True))
-            total = tf.add_n([_batch_mean(tf, fn(y, p)) for fn, y, p in zip(loss_fns, labels, preds, strict=True)])
+            terms = [_batch_mean(tf, fn(y, p)) * w if w != 1.0 else _batch_mean(tf, fn(y, p))
+                     for fn, y, p, w in zip(loss_fns, labels, preds, weights, strict=True)]
+            terms += [tf.reduce_sum(tf.cast(extra, terms[0].dtype)) for extra in model.losses]  # regularisers
+            total = tf.add_n(terms)
+            scaled = opt.scale_loss(total) if hasattr(opt, "scale_loss") else total
         grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-                 for g in tape.gradient(total, variables)]  # Keras's sparse updates use tf.cond
+                 for g in tape.gradient(scaled, variables)]  # Keras's sparse updates use tf.cond
         opt.apply_gradients(zip(grads, variables, strict=True))
         return total
 
@@ -704,6 +714,23 @@ def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | N
 def _batch_mean(tf: Any, loss: Any) -> Any:
     """A per-sample loss averaged over the batch (Keras's default reduction); a scalar one as it is."""
     return loss if loss.shape.rank == 0 else tf.reduce_mean(loss)
+
+
+def _loss_weights(model: Any) -> list[float]:
+    """The compiled ``loss_weights`` per output of ``model`` (in ``model.outputs`` order; 1.0 where none)."""
+    config = model.get_compile_config() if getattr(model, "compiled", False) else None
+    given = (config or {}).get("loss_weights")
+    names = list(getattr(model, "output_names", None) or [t.name for t in model.outputs])
+    if given is None:
+        return [1.0] * len(names)
+    if isinstance(given, dict):
+        return [float(given.get(n, 1.0)) for n in names]
+    if isinstance(given, list | tuple):
+        if len(given) != len(names):
+            raise UnsupportedGraphError(f"Keras model {model.name!r}: {len(given)} loss weights for "
+                                        f"{len(names)} outputs")
+        return [float(w) for w in given]
+    return [float(given)] * len(names)
 
 
 def _output_losses(keras: Any, model: Any, loss: Any) -> list[Any]:

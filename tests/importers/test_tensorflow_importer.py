@@ -442,6 +442,67 @@ def test_a_keras_training_step_carries_forward_backward_and_update_phases():
     assert t > 0
 
 
+def _regularised_two_output_model() -> object:
+    """Two outputs with loss weights, an L2 regulariser, an ``add_loss`` term and a loss-scaling optimiser."""
+    import keras
+
+    class Penalty(keras.layers.Layer):
+        def call(self, t):
+            self.add_loss(0.3 * keras.ops.mean(keras.ops.square(t)))
+            return t
+
+    keras.utils.set_random_seed(0)
+    x = keras.Input((6,), name="x")
+    h = keras.layers.Dense(8, activation="relu", name="d1", kernel_regularizer=keras.regularizers.L2(0.5))(x)
+    model = keras.Model(x, [Penalty(name="pen")(keras.layers.Dense(2, name="o1")(h)),
+                            keras.layers.Dense(1, name="o2")(h)], name="m")
+    model.compile(optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1)), loss=["mse", "mse"],
+                  loss_weights=[1.0, 0.25])
+    return model
+
+
+def _one_step(graph, feeds: dict) -> tuple[float, dict]:
+    """Run an imported training step once from its captured variables' values: (loss, {variable: value after})."""
+    source = graph.source
+    start = {name: var.numpy() for name, var in source.variables.items()}
+    with tf.Graph().as_default() as g:
+        tf.graph_util.import_graph_def(source.graph_def, name="")
+        handles = {op.name: op for op in g.get_operations() if op.type == "VarHandleOp"}
+        values = {tf.compat.v1.placeholder(op.get_attr("dtype"), op.get_attr("shape")): (name, op)
+                  for name, op in handles.items()}
+        inits = [tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=ph) for ph, (_, op) in values.items()]
+        reads = {n: tf.raw_ops.ReadVariableOp(resource=op.outputs[0], dtype=op.get_attr("dtype"))
+                 for n, op in handles.items()}
+    with tf.compat.v1.Session(graph=g) as session:
+        session.run(inits, {ph: start[name] for ph, (name, _) in values.items()})
+        [loss] = session.run(list(source.outputs), feeds)
+        return float(loss), session.run(reads)
+
+
+def test_a_keras_training_step_is_the_one_keras_trains_with():
+    """The imported step left out the model's regularisers and add_loss terms, ignored the compiled loss weights,
+    and took the gradient of the unscaled loss to a LossScaleOptimizer (mixed_float16 compiles one), whose update
+    divided it by the scale: weights moved 32,768x too little. Loss and weights now equal train_on_batch's."""
+    import numpy as np
+
+    model = _regularised_two_output_model()
+    step = from_tensorflow(model, training=True, batch_size=8)
+    rng = np.random.default_rng(0)
+    x, y0, y1 = (rng.standard_normal((8, k)).astype(np.float32) for k in (6, 2, 1))
+    loss, after = _one_step(step, {"x:0": x, "y0:0": y0, "y1:0": y1})
+    reference = _regularised_two_output_model()
+    expected = reference.train_on_batch(x, [y0, y1])
+    assert loss == pytest.approx(expected[0], rel=1e-6)
+    weights = {id(v.value): k for k, v in enumerate(model.weights)}
+    node_of = {weights[id(var)]: node for node, var in step.source.variables.items() if id(var) in weights}
+    assert len(node_of) == len(model.trainable_weights) == 6
+    for k, node in node_of.items():
+        before = model.weights[k].numpy()
+        moved = reference.weights[k].numpy() - before
+        assert np.abs(moved).max() > 1e-3, reference.weights[k].path
+        np.testing.assert_allclose(after[node] - before, moved, rtol=1e-4, atol=1e-7)
+
+
 def test_keras_model_without_batch_size_is_unsupported():
     """A Keras model's unknown batch dimension, with no batch_size, raises naming the node."""
     with pytest.raises(UnsupportedGraphError, match=r"node '\w+' \(Placeholder\).*batch_size"):
