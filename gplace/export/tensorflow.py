@@ -16,6 +16,10 @@ node's device): the placed GraphDef, one signature with the source's inputs and 
 program's variables (a function's, SavedModel's or Keras model's, kept by the importer) as constants its
 ``main_op`` assigns on load, each on its variable's device. The weights travel inside the graph, so the model
 is bounded by protobuf's 2 GB.
+
+The placed program (GraphDef or SavedModel) runs at the batch size it was imported with: ``from_tensorflow``'s
+``batch_size`` is written into its input placeholders, and a function or Keras model is traced at it, so shapes
+inside are fixed too. Import again with another ``batch_size`` for another.
 """
 
 from __future__ import annotations
@@ -81,8 +85,12 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
     """Write the placed program of ``graph`` as a SavedModel in ``export_dir`` (module docstring).
 
     Load it with ``tf.compat.v1.saved_model.loader.load(session, list(tags), export_dir)`` in a session with
-    :func:`session_config`; the signature's keys are the tensor names without ``":0"`` (e.g. ``"x"``), and
-    with ``"_N"`` for output ``N`` > 0 of an op (``"split:1"`` is ``"split_1"``).
+    :func:`session_config`. The signature's input keys are the tensor names without ``":0"`` (e.g. ``"x"``); its
+    output keys are the program's own output names where the importer kept them
+    (:attr:`~gplace.importers.tensorflow.TensorFlowSource.output_names`: a SavedModel signature's keys, the keys of
+    a dict a function or Keras model returns, a multi-output Keras model's ``output_names``), else the tensor names
+    likewise, with ``"_N"`` for output ``N`` > 0 of an op (``"split:1"`` is ``"split_1"``). It takes inputs of the
+    batch size the graph was imported with (module docstring).
 
     Raises:
         UnsupportedGraphError: ``graph`` was not imported from TensorFlow, or a variable's value is unknown (a
@@ -125,7 +133,8 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
         info = tf.compat.v1.saved_model.utils.build_tensor_info
         signature_def = tf.compat.v1.saved_model.signature_def_utils.build_signature_def(
             inputs={key: info(tf_graph.get_tensor_by_name(t)) for key, t in _signature_keys(source.inputs).items()},
-            outputs={key: info(tf_graph.get_tensor_by_name(t)) for key, t in _signature_keys(source.outputs).items()},
+            outputs={key: info(tf_graph.get_tensor_by_name(t))
+                     for key, t in _signature_keys(source.outputs, source.output_names).items()},
             method_name=tf.compat.v1.saved_model.signature_constants.PREDICT_METHOD_NAME)
         builder = tf.compat.v1.saved_model.Builder(str(export_dir))
         with tf.compat.v1.Session(graph=tf_graph, config=session_config(placed)) as session:
@@ -135,16 +144,17 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
     return export_dir
 
 
-def _signature_keys(tensors: Sequence[str]) -> dict[str, str]:
-    """Signature key -> tensor: ``"x"`` for ``"x:0"``, ``"split_1"`` for ``"split:1"``.
+def _signature_keys(tensors: Sequence[str], names: Sequence[str] = ()) -> dict[str, str]:
+    """Signature key -> tensor: ``names[i]`` for ``tensors[i]`` where ``names`` are given, else ``"x"`` for
+    ``"x:0"`` and ``"split_1"`` for ``"split:1"``.
 
     Raises:
         UnsupportedGraphError: two tensors would share a key (``"a:1"`` beside a tensor ``"a_1:0"``).
     """
     keys: dict[str, str] = {}
-    for tensor in tensors:
+    for i, tensor in enumerate(tensors):
         name, _, port = tensor.rpartition(":")
-        key = name if port == "0" else f"{name}_{port}"
+        key = names[i] if len(names) == len(tensors) else name if port == "0" else f"{name}_{port}"
         if key in keys:
             raise UnsupportedGraphError(f"tensors {keys[key]!r} and {tensor!r} would share the signature key {key!r}")
         keys[key] = tensor

@@ -5,7 +5,8 @@ import it lazily, inside the functions.
 
 What can be imported (:func:`from_tensorflow`): a ``GraphDef`` (or a path to a binary ``.pb`` / text
 ``.pbtxt`` one), a ``tf.Graph``, a ``tf.function`` with an ``input_signature`` or a concrete function, a
-SavedModel directory (its ``serving_default`` signature, else its first), or a Keras model, as inference or,
+SavedModel directory (the signature named by ``signature=``, else its ``serving_default``, else the first by name,
+logged at INFO with the others), or a Keras model, as inference or,
 with ``training=True``, as one full training step (forward, loss, gradients and the optimiser's update traced
 as one ``tf.function`` with a ``GradientTape``), as the paper placed training steps.
 
@@ -18,7 +19,9 @@ How a program maps onto the IR:
   a SavedModel) are inlined with Grappler's function optimiser, XLA-compiled ones included (their ops are
   then placed one by one).
 - **Shapes and dtypes**: TensorFlow's shape inference on import, merged with the ``_output_shapes`` attribute
-  where the GraphDef has one. A placeholder's unknown leading (batch) dimension takes ``batch_size``. A tensor
+  where the GraphDef has one. A placeholder's unknown leading (batch) dimension takes ``batch_size``, in the
+  kept GraphDef too (a function or Keras model is traced at that batch), so the placed program runs at that batch
+  size only. A tensor
   that some op reads and whose shape is still unknown is an error naming its node (the reduction axes that
   ``BroadcastGradientArgs`` computes count at their bound, the rank). Bytes are ``numel * itemsize``;
   strings count 8 bytes an element (an estimate), resource handles and variants 0, except ``TensorList``
@@ -151,6 +154,10 @@ class TensorFlowSource:
     resources: tuple[str, ...] = ()
     """Placeholders of captured resources that are not variables (a lookup table, say): nothing in the GraphDef
     creates them, so the graph can be placed and simulated but not run by ``tf-v1``."""
+    output_names: tuple[str, ...] = ()
+    """The program's own name of each of :attr:`outputs`, in their order, where it has them: the keys of the dict a
+    function (a SavedModel signature's, a Keras model's) returns, or a multi-output Keras model's
+    ``output_names``; empty where it has none (a GraphDef, one unnamed tensor)."""
 
 
 @dataclass
@@ -167,6 +174,8 @@ class _Traced:
     """``VarHandleOp`` node name -> its ``tf.Variable``."""
     resources: tuple[str, ...] = ()
     """Node names of captured resources left placeholders (:attr:`TensorFlowSource.resources`)."""
+    output_names: tuple[str, ...] = ()
+    """:attr:`TensorFlowSource.output_names`."""
 
 
 def from_tensorflow(
@@ -178,6 +187,7 @@ def from_tensorflow(
     loss: Any = None,
     optimizer: Any = None,
     outputs: str | Sequence[str] | None = None,
+    signature: str | None = None,
 ) -> OpGraph:
     """Import a TensorFlow program as an op graph (see the module docstring for the mapping).
 
@@ -186,8 +196,10 @@ def from_tensorflow(
             ``tf.Graph``, a ``tf.function`` with an ``input_signature``, a concrete function, or a Keras model.
         training: for a Keras model, import one training step (forward, loss, gradients, optimiser update)
             instead of inference. Other programs are imported as they are. (default: ``False``)
-        batch_size: size of an unknown leading (batch) dimension of the inputs. (default: ``None``, an unknown
-            dimension is an error)
+        batch_size: size of an unknown leading (batch) dimension of the ``Placeholder`` inputs (a
+            ``PlaceholderWithDefault``'s is not set). It is written into the kept GraphDef (a function or Keras
+            model is traced at it), so the placed program runs at the batch size it was imported with; import
+            again for another. (default: ``None``, an unknown dimension is an error)
         name: graph name. (default: the model's, function's, file's or ``"tensorflow"``)
         loss: training loss of a Keras model: a Keras loss name, a loss object or a callable
             ``(y_true, y_pred) -> scalar``. Targets are fed like the outputs, or as integer class ids without
@@ -199,6 +211,8 @@ def from_tensorflow(
             compiled optimiser, else ``"sgd"``)
         outputs: for a GraphDef or ``tf.Graph``, the node (or tensor) or nodes one step runs; only they and what
             they depend on are imported. (default: every node)
+        signature: for a SavedModel directory, the signature to import. (default: ``serving_default``, else the
+            first by name)
 
     Returns:
         The op graph; its ``source`` is a :class:`TensorFlowSource`.
@@ -208,7 +222,8 @@ def from_tensorflow(
         ValueError: ``batch_size`` is not a positive int.
         FileNotFoundError: a path that does not exist.
         UnsupportedGraphError: the program cannot be imported; the message names the node (or the stage) and
-            the reason (control flow, an unknown dimension, an unregistered op, a failed trace, ...).
+            the reason (control flow, an unknown dimension, an unregistered op, a failed trace, ...); or
+            ``signature`` is given for what is not a SavedModel, or names none of its signatures (lists them).
     """
     if training and not _is_keras_model(obj):
         raise UnsupportedGraphError("training=True needs a Keras model; other programs are imported as given")
@@ -216,14 +231,17 @@ def from_tensorflow(
         raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
     tf = _import_tf()
     outputs = [outputs] if isinstance(outputs, str) else outputs  # one name, not a list of its letters
-    traced = _trace(tf, obj, training, batch_size, loss, optimizer, outputs)
+    if signature is not None and not isinstance(obj, str | Path):
+        raise UnsupportedGraphError(f"signature={signature!r} names a signature of a SavedModel directory; "
+                                    f"got a {type(obj).__name__}")
+    traced = _trace(tf, obj, training, batch_size, loss, optimizer, outputs, signature)
     graph_name = name or traced.name
     where = f"TensorFlow graph {graph_name!r}"
     with _wrap_errors(where):
         graph_def = _prepare(tf, traced, batch_size, where)
         with _wrap_errors(f"{where}: TensorFlow could not import it"):
             graph = _import_graph_def(tf, graph_def)
-        ops, edges = _Builder(tf, graph, graph_def, where).build()
+        ops, edges = _Builder(tf, graph, graph_def, where, batch_size).build()
     if training:
         ops = training_phases(ops, edges)
     names = {node.name for node in graph_def.node}
@@ -233,7 +251,8 @@ def from_tensorflow(
                        "of a function graph's GraphDef: import the function itself): %s; the graph can be placed and "
                        "simulated, not run by tf-v1", where, ", ".join(resources[:5]))
     source = TensorFlowSource(graph_def, traced.inputs, traced.outputs,
-                              {k: v for k, v in traced.variables.items() if k in names}, resources)
+                              {k: v for k, v in traced.variables.items() if k in names}, resources,
+                              traced.output_names)
     try:
         return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
     except GraphError as err:
@@ -334,11 +353,11 @@ def _is_keras_model(obj: Any) -> bool:
 
 
 def _trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, optimizer: Any,
-           outputs: Sequence[str] | None) -> _Traced:
+           outputs: Sequence[str] | None, signature: str | None = None) -> _Traced:
     from tensorflow.core.framework import graph_pb2
 
     if isinstance(obj, str | Path):
-        return _trace_path(tf, Path(obj), outputs)
+        return _trace_path(tf, Path(obj), outputs, signature)
     if isinstance(obj, graph_pb2.GraphDef):
         return _graph_def_traced(tf, obj, "tensorflow", outputs)
     if isinstance(obj, tf.Graph):
@@ -376,11 +395,14 @@ def _batched(tf: Any, specs: Any, batch_size: int) -> Any:
     return tf.nest.map_structure(fix, specs)
 
 
-def _trace_path(tf: Any, path: Path, outputs: Sequence[str] | None) -> _Traced:
+def _trace_path(tf: Any, path: Path, outputs: Sequence[str] | None, signature: str | None = None) -> _Traced:
     if path.is_dir():
-        return _saved_model_traced(tf, path)
+        return _saved_model_traced(tf, path, signature)
     if not path.is_file():
         raise FileNotFoundError(f"no GraphDef file or SavedModel directory at {str(path)!r}")
+    if signature is not None:
+        raise UnsupportedGraphError(f"{path}: signature={signature!r} names a signature of a SavedModel directory; "
+                                    "this is a file")
     from google.protobuf import text_format
     from tensorflow.core.framework import graph_pb2
 
@@ -433,13 +455,13 @@ def _has_outputs(node: Any) -> bool:
     return bool(op_def.output_arg)
 
 
-def _saved_model_traced(tf: Any, path: Path) -> _Traced:
+def _saved_model_traced(tf: Any, path: Path, signature: str | None = None) -> _Traced:
     with _wrap_errors(f"SavedModel {str(path)!r}: could not load it"):
         loaded = tf.saved_model.load(str(path))
         signatures = dict(loaded.signatures)
     if not signatures:
         raise UnsupportedGraphError(f"SavedModel {str(path)!r} has no signatures; save it with signatures=...")
-    key = "serving_default" if "serving_default" in signatures else sorted(signatures)[0]
+    key = _signature_key(path, sorted(signatures), signature)
     traced = _function_traced(tf, signatures[key])
     traced.name, traced.keepalive = path.name, loaded
     handles = {n.name: n for n in traced.graph_def.node if n.op == "VarHandleOp" and n.name not in traced.variables}
@@ -451,6 +473,20 @@ def _saved_model_traced(tf: Any, path: Path) -> _Traced:
                            "placed and simulated, but tf-v1 runs it with made-up values and save_saved_model cannot "
                            "write it", str(path), len(missing), ", ".join(missing[:5]))
     return traced
+
+
+def _signature_key(path: Path, names: list[str], signature: str | None) -> str:
+    """The signature to import: ``signature``, else ``serving_default``, else the first of ``names`` (sorted)."""
+    if signature is not None:
+        if signature not in names:
+            raise UnsupportedGraphError(f"SavedModel {str(path)!r} has no signature {signature!r}; its signatures: "
+                                        f"{', '.join(names)}")
+        return signature
+    key = "serving_default" if "serving_default" in names else names[0]
+    if len(names) > 1:
+        logger.info("SavedModel %r: importing signature %r of %s (give signature= for another)", str(path), key,
+                    ", ".join(names))
+    return key
 
 
 def _saved_model_values(tf: Any, path: Path, signature: str, handles: Mapping[str, Any]) -> dict[str, Any]:
@@ -556,8 +592,25 @@ def _function_traced(tf: Any, concrete: Any) -> _Traced:
         _separate_shared_names(handles)
         inputs = tuple(t.name for t in concrete.inputs if t.name not in captured)
         outputs = tuple(t.name for t in concrete.outputs)
+        names = _structured_names(tf, getattr(concrete, "structured_outputs", None), outputs)
     return _Traced(graph_def, fname.removeprefix("__inference_"), inputs, outputs,
-                   variables={renames.get(k, k): v for k, v in held.items()}, resources=tuple(others))
+                   variables={renames.get(k, k): v for k, v in held.items()}, resources=tuple(others),
+                   output_names=names)
+
+
+def _structured_names(tf: Any, structured: Any, outputs: tuple[str, ...]) -> tuple[str, ...]:
+    """The dict key of each output where the function returns a flat dict of tensors (as a SavedModel signature
+    does; a loaded one describes them by ``TensorSpec``), in TensorFlow's order of its values (keys sorted); else
+    ``()``."""
+    if not isinstance(structured, Mapping) or not all(isinstance(k, str) for k in structured):
+        return ()
+    keys = sorted(structured)
+    values = [structured[k] for k in keys]
+    if len(values) != len(outputs) or not all(isinstance(v, tf.Tensor | tf.TensorSpec) for v in values):
+        return ()
+    if any(isinstance(v, tf.Tensor) and v.name != t for v, t in zip(values, outputs, strict=True)):
+        return ()
+    return tuple(keys)
 
 
 def _as_var_handle(tf: Any, node: Any, variable: Any, placeholder: Any) -> bool:
@@ -636,6 +689,9 @@ def _keras_traced(tf: Any, model: Any, training: bool, batch_size: int | None, l
                              autograph=False)
             concrete = fn.get_concrete_function()
     traced = _function_traced(tf, concrete)
+    names = tuple(getattr(model, "output_names", None) or ())
+    if not training and not traced.output_names and len(names) == len(traced.outputs) > 1:
+        traced.output_names = names  # a list of outputs, in model.outputs order (a dict's keys are taken already)
     traced.name = model.name + ("_train" if training else "")
     traced.keepalive = opt  # the optimiser owns the slot variables the GraphDef refers to
     return traced
@@ -878,9 +934,10 @@ class _Tensor:
 class _Builder:
     """Turns an imported ``tf.Graph`` into op and edge records (one pass over the ops)."""
 
-    def __init__(self, tf: Any, graph: Any, graph_def: Any, where: str) -> None:
+    def __init__(self, tf: Any, graph: Any, graph_def: Any, where: str, batch_size: int | None = None) -> None:
         self.tf = tf
         self.where = where
+        self.batch_size = batch_size
         self.ops = graph.get_operations()
         self.nodes = {n.name: n for n in graph_def.node}
         self.tensors: dict[str, _Tensor] = {}
@@ -990,11 +1047,23 @@ class _Builder:
 
     def _unknown_shape(self, op: Any, i: int, t: _Tensor) -> None:
         shown = "unknown rank" if not t.partial else str(list(t.partial))
-        hint = " (give batch_size)" if t.partial and t.partial[0] < 0 and min(t.partial[1:], default=0) >= 0 else ""
+        batch_only = t.partial and t.partial[0] < 0 and min(t.partial[1:], default=0) >= 0
+        hint = self._batch_hint(op) if batch_only else ""
         raise UnsupportedGraphError(
             f"{self.where}: node {op.name!r} ({op.type}): output {i} has an unknown shape {shown}, read by "
             f"{self.readers[op.outputs[i].name][0]!r}{hint}"
         )
+
+    def _batch_hint(self, op: Any) -> str:
+        """What to do about ``op``'s unknown leading dimension: ``batch_size`` sets only ``Placeholder`` inputs."""
+        if op.type == "Placeholder":
+            return " (give batch_size)" if self.batch_size is None else ""
+        given = f"batch_size={self.batch_size} is given, but " if self.batch_size is not None else ""
+        if op.type.startswith("Placeholder") or not op.inputs:  # an input of another kind (PlaceholderWithDefault)
+            return (f" ({given}batch_size sets only Placeholder inputs, not a {op.type}: feed the input through a "
+                    "Placeholder, or give outputs= that do not need it)")
+        return (f" ({given}batch_size sets only Placeholder inputs; this {op.type}'s size depends on values known "
+                "only at run time: give outputs= that do not need it)")
 
     def _kind_costs(self, op: Any, outputs: list[_Tensor]) -> dict[str, float]:
         if op.type in FUNCTIONAL_CONTROL_FLOW:

@@ -300,3 +300,70 @@ def test_a_saved_model_in_graph_variable_takes_its_checkpoint_value(tmp_path, im
     placement = _alternating(graph)
     placed = save_saved_model(graph, imported[1], placement, tmp_path / "placed")
     np.testing.assert_allclose(_serve(placed, graph, imported[1], placement, X), X @ W2[:4], rtol=1e-5)
+
+
+def _signature_of(export, graph, cluster, placement):
+    """The loaded ``serving_default`` signature of ``export`` and a session holding it (close it)."""
+    session = tf.compat.v1.Session(graph=tf.Graph(), config=session_config(place_graph_def(graph, cluster, placement)))
+    meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(export))
+    return meta.signature_def["serving_default"], session
+
+
+def test_a_keras_models_output_names_are_the_signature_keys(tmp_path, imported):
+    """A Keras model's outputs {"cls", "reg"} (a dict) and ["reg", "cls"] (a list) come back under those keys, each
+    serving its own output (they were "Identity" and "Identity_1")."""
+    keras = tf.keras
+    keras.utils.set_random_seed(0)
+    img, meta = keras.Input((4,), name="img", batch_size=2), keras.Input((3,), name="meta", batch_size=2)
+    h = keras.layers.Concatenate()([keras.layers.Dense(5)(img), meta])
+    cls, reg = keras.layers.Dense(3, name="cls")(h), keras.layers.Dense(1, name="reg")(h)
+    given = {"img": X, "meta": RNG.standard_normal((2, 3)).astype(np.float32)}
+    cluster = imported[1]
+    for i, model in enumerate([keras.Model({"img": img, "meta": meta}, {"reg": reg, "cls": cls}),
+                               keras.Model([img, meta], [reg, cls])]):
+        expected = model(given if i == 0 else [given["img"], given["meta"]])
+        expected = dict(zip(["reg", "cls"], expected, strict=True)) if i else expected
+        graph = from_tensorflow(model)
+        placement = _alternating(graph)
+        signature, session = _signature_of(save_saved_model(graph, cluster, placement, tmp_path / f"m{i}"), graph,
+                                           cluster, placement)
+        with session:
+            assert set(signature.outputs) == {"cls", "reg"}
+            feed = {signature.inputs[k].name: v for k, v in given.items()}
+            for key in ("cls", "reg"):
+                np.testing.assert_allclose(session.run(signature.outputs[key].name, feed), expected[key], rtol=1e-5)
+
+
+def test_a_saved_model_signatures_output_keys_survive_placement(tmp_path, imported):
+    """A SavedModel signature returning {"logits": ...} is written back with the key "logits", and a re-import of
+    the placed SavedModel keeps it."""
+    module = Dense()
+    fn = tf.function(lambda x: {"logits": module(x)}, input_signature=[tf.TensorSpec([2, 4], tf.float32, name="x")])
+    tf.saved_model.save(module, str(tmp_path / "original"), signatures=fn.get_concrete_function())
+    graph, cluster = from_tensorflow(tmp_path / "original"), imported[1]
+    assert graph.source.output_names == ("logits",)
+    placement = _alternating(graph)
+    export = save_saved_model(graph, cluster, placement, tmp_path / "placed")
+    signature, session = _signature_of(export, graph, cluster, placement)
+    with session:
+        [out] = session.run([signature.outputs["logits"].name], {signature.inputs["x"].name: X})
+    np.testing.assert_allclose(out, module(X).numpy(), rtol=1e-5)
+    assert from_tensorflow(export).source.output_names == ("logits",)
+
+
+def test_the_placed_program_runs_at_the_batch_size_it_was_imported_with(tmp_path, imported):
+    """Documented, not restored: ``batch_size`` is written into the kept GraphDef and the Keras model is traced at
+    it, so the placed SavedModel's input has that batch and another batch is refused by TensorFlow."""
+    keras = tf.keras
+    model = keras.Sequential([keras.Input((4,), name="x"), keras.layers.Dense(3)])
+    graph, cluster, expected = from_tensorflow(model, batch_size=2), imported[1], model(X).numpy()
+    placement = _alternating(graph)
+    signature, session = _signature_of(save_saved_model(graph, cluster, placement, tmp_path / "placed"), graph,
+                                       cluster, placement)
+    with session:
+        (given,) = signature.inputs.values()
+        assert [d.size for d in given.tensor_shape.dim] == [2, 4]
+        (out,) = signature.outputs.values()
+        np.testing.assert_allclose(session.run(out.name, {given.name: X}), expected, rtol=1e-5)
+        with pytest.raises(ValueError, match="Cannot feed value of shape"):
+            session.run(out.name, {given.name: np.zeros((5, 4), np.float32)})
