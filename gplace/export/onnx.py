@@ -18,7 +18,7 @@ The model written is the imported one: input dimensions that were dynamic carry 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,9 +122,13 @@ def run_parts(parts: list[OnnxPart], feeds: Mapping[str, np.ndarray], outputs: l
               ) -> dict[str, np.ndarray]:
     """Run ``parts`` in order with onnxruntime (CPU), passing cut tensors along.
 
+    Cut tensors pass between parts as ``onnxruntime.OrtValue``, so tensors of types numpy lacks (bfloat16,
+    float8, 4-bit integers, ...) cross devices too. The tensors returned are numpy arrays where numpy has
+    their type; one it lacks is returned as its ``OrtValue`` (``.data_type()`` names the type).
+
     Args:
         parts: from :func:`split_onnx`.
-        feeds: the model's inputs by name.
+        feeds: the model's inputs by name (numpy arrays; an ``OrtValue`` for a type numpy lacks).
         outputs: tensor names to return (default: every part's outputs).
 
     Raises:
@@ -132,7 +136,7 @@ def run_parts(parts: list[OnnxPart], feeds: Mapping[str, np.ndarray], outputs: l
     """
     import onnxruntime as ort
 
-    values = dict(feeds)
+    values: dict[str, Any] = dict(feeds)
     for part in parts:
         defaults = {t.name for t in part.model.graph.initializer}  # an initialiser the model also takes as input
         missing = [t for t in part.inputs if t not in values and t not in defaults]
@@ -143,14 +147,45 @@ def run_parts(parts: list[OnnxPart], feeds: Mapping[str, np.ndarray], outputs: l
         if part.base_dir is not None:  # a model read from bytes finds external weights only where it is told
             options.add_session_config_entry("session.model_external_initializers_file_folder_path", part.base_dir)
         session = ort.InferenceSession(part.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        results = session.run(list(part.outputs), {t: values[t] for t in part.inputs if t in values})
+        given = {t: _ort_value(values[t]) for t in part.inputs if t in values}
+        if all(isinstance(v, ort.OrtValue) for v in given.values()):
+            results = session.run_with_ort_values(list(part.outputs), given)
+        else:  # onnxruntime makes no OrtValue of numpy strings; session.run takes them (and OrtValues beside)
+            results = session.run(list(part.outputs), given)
         values.update(zip(part.outputs, results, strict=True))
     names = outputs if outputs is not None else [t for part in parts for t in part.outputs]
     unknown = [t for t in names if t not in values]
     if unknown:
         raise UnsupportedGraphError(f"no part computes {unknown[0]!r} and no feed gives it (a model output that is "
                                     "an initialiser passes through no node: read it from the model)")
-    return {t: values[t] for t in names}
+    return {t: _to_numpy(values[t]) for t in names}
+
+
+_NUMPY_TYPES = frozenset(f"tensor({t})" for t in (
+    "float", "float16", "double", "bool", "string", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+    "uint64"))
+"""onnxruntime's names of the tensor types numpy has (``OrtValue.data_type()``)."""
+
+
+def _ort_value(value: Any) -> Any:
+    """``value`` as an ``OrtValue``; a numpy string array stays as it is (onnxruntime makes no OrtValue of it)."""
+    import onnxruntime as ort
+
+    if isinstance(value, ort.OrtValue):
+        return value
+    array = np.asarray(value)
+    if array.dtype.kind in "OSU":
+        return array
+    return ort.OrtValue.ortvalue_from_numpy(array if array.flags.c_contiguous else array.copy(order="C"))
+
+
+def _to_numpy(value: Any) -> Any:
+    """An ``OrtValue`` of a type numpy has as a numpy array; anything else as it is."""
+    import onnxruntime as ort
+
+    if isinstance(value, ort.OrtValue) and value.data_type() in _NUMPY_TYPES:
+        return value.numpy()
+    return value
 
 
 # ---------------------------------------------------------------------- helpers
@@ -185,21 +220,27 @@ def _set_metadata(node: Any, entries: Mapping[str, str]) -> None:
 def save_onnx(model: Any, path: str | Path, base_dir: str | None = None) -> list[Path]:
     """Write ``model`` to ``path`` as a file that stands alone; return the paths written.
 
-    Initialisers whose data is external (read from ``base_dir``, the original model's directory) are written to
-    ``<path>.data`` beside it, so the file never points back into the original model's directory; a model
-    without external data is written as one file.
+    Where any tensor's data is external (read from ``base_dir``, the original model's directory): initialisers
+    of the graph or of its control-flow subgraphs, sparse initialisers, or tensor attributes (``Constant``
+    values, in the graph, its subgraphs or the model's functions), every one is read in; initialisers are then
+    written to ``<path>.data`` beside it and the rest inline, so the file never points back into the original
+    model's directory. A model without external data is written as one file.
     """
     import onnx
-    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+    from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not any(uses_external_data(t) for t in model.graph.initializer):
+    if not any(uses_external_data(t) for t in _all_tensors(model)):
         path.write_bytes(model.SerializeToString())
         return [path]
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    load_external_data_for_model(copy, base_dir or ".")
+    for tensor in _all_tensors(copy):
+        if uses_external_data(tensor):
+            load_external_data_for_tensor(tensor, base_dir or ".")
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            del tensor.external_data[:]
     data = path.with_name(path.name + ".data")
     data.unlink(missing_ok=True)  # onnx appends to an existing data file
     onnx.save_model(copy, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=data.name,
@@ -208,6 +249,34 @@ def save_onnx(model: Any, path: str | Path, base_dir: str | None = None) -> list
         return [path]
     data.chmod(path.stat().st_mode & 0o777)  # onnx creates it readable by its owner only; match the model file
     return [path, data]
+
+
+def _all_tensors(model: Any) -> Iterator[Any]:
+    """Every ``TensorProto`` of ``model``: initialisers (dense and sparse) and tensor attributes, in the graph, in
+    every subgraph of its nodes (at any depth) and in the model's functions."""
+    yield from _graph_tensors(model.graph)
+    for function in model.functions:
+        yield from _node_tensors(function.node)
+
+
+def _graph_tensors(graph: Any) -> Iterator[Any]:
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield from (sparse.values, sparse.indices)
+    yield from _node_tensors(graph.node)
+
+
+def _node_tensors(nodes: Any) -> Iterator[Any]:
+    """The tensors in ``nodes``' attributes, the initialisers and attributes of their subgraphs included."""
+    for node in nodes:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            for sparse in [*([attr.sparse_tensor] if attr.HasField("sparse_tensor") else []), *attr.sparse_tensors]:
+                yield from (sparse.values, sparse.indices)
+            for graph in [*([attr.g] if attr.HasField("g") else []), *attr.graphs]:
+                yield from _graph_tensors(graph)
 
 
 def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str,

@@ -100,13 +100,68 @@ def test_a_model_with_external_weights_splits_runs_and_writes_back_from_any_dire
     modes = {p.name: p.stat().st_mode & 0o777 for p in written}
     assert modes["placed.onnx.data"] == modes["placed.onnx"]  # as readable as the model it belongs to
     np.testing.assert_allclose(_whole(onnx.load(str(tmp_path / "out" / "placed.onnx")), X), want, rtol=1e-6)
-    values = {"x": X}
-    for path in sorted((tmp_path / "out" / "parts").glob("*.onnx")):
+    np.testing.assert_allclose(_run_files(sorted((tmp_path / "out" / "parts").glob("*.onnx")), {"x": X})["y"], want,
+                               rtol=1e-6)
+
+
+def _if_with_external_branch_weights() -> onnx.ModelProto:
+    """y = If(sum(relu(x)) != 0, relu(x) @ Wt, relu(x) @ We + C): the weights live only inside the branches
+    (``Wt``, ``We`` initialisers of the subgraphs, ``C`` a Constant node's attribute)."""
+    rng = np.random.default_rng(2)
+    value = helper.make_tensor_value_info
+
+    def weight(name, *shape):
+        return numpy_helper.from_array(rng.standard_normal(shape or (4, 4)).astype(np.float32), name)
+
+    then = helper.make_graph([helper.make_node("MatMul", ["a", "Wt"], ["t"])], "then", [],
+                             [value("t", TensorProto.FLOAT, [2, 4])], initializer=[weight("Wt")])
+    body = [helper.make_node("Constant", [], ["C"], value=weight("C", 4)),
+            helper.make_node("MatMul", ["a", "We"], ["m"]), helper.make_node("Add", ["m", "C"], ["e"])]
+    other = helper.make_graph(body, "else", [], [value("e", TensorProto.FLOAT, [2, 4])], initializer=[weight("We")])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("ReduceSum", ["a"], ["s"], keepdims=0, name="sum"),
+             helper.make_node("Cast", ["s"], ["c"], to=TensorProto.BOOL, name="cast"),
+             helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="if")]
+    graph = helper.make_graph(nodes, "ext_if", [value("x", TensorProto.FLOAT, [2, 4])],
+                              [value("y", TensorProto.FLOAT, [2, 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _run_files(paths, feeds):
+    """Run ONNX files in order, each reading what the feeds and the earlier files give."""
+    values = dict(feeds)
+    for path in paths:
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         names = [o.name for o in session.get_outputs()]
         values.update(zip(names, session.run(names, {i.name: values[i.name] for i in session.get_inputs()}),
                           strict=True))
-    np.testing.assert_allclose(values["y"], want, rtol=1e-6)
+    return values
+
+
+@pytest.mark.parametrize("x", [X, -X], ids=["then", "else"])
+def test_weights_external_only_inside_subgraphs_are_written_beside_each_file(tmp_path, monkeypatch, x):
+    """A model whose only external data is in control-flow subgraphs (branch initialisers, a Constant's
+    attribute) is written with its own data: placed.onnx and the parts load and run from another directory,
+    with the original's data gone, and give the whole model's outputs."""
+    from gplace.export import write_back
+
+    source, elsewhere = tmp_path / "model", tmp_path / "elsewhere"
+    source.mkdir(), elsewhere.mkdir()
+    model = _if_with_external_branch_weights()
+    want = _whole(model, x)
+    onnx.save_model(model, str(source / "m.onnx"), save_as_external_data=True, location="m.onnx.data",
+                    size_threshold=0, convert_attribute=True)
+    graph, cluster = from_onnx(source / "m.onnx"), uniform_cluster(2, kind="cpu")
+    placement = Placement.from_names(graph, cluster, {"x": "/CPU:0", "relu": "/CPU:0", "sum": "/CPU:0",
+                                                      "cast": "/CPU:0", "if": "/CPU:1"})
+    written = write_back(graph, cluster, placement, tmp_path / "out")
+    (source / "m.onnx.data").unlink()
+    monkeypatch.chdir(elsewhere)
+    assert "placed.onnx.data" in {p.name for p in written}
+    np.testing.assert_allclose(_run_files([tmp_path / "out" / "placed.onnx"], {"x": x})["y"], want, rtol=1e-6)
+    parts = sorted((tmp_path / "out" / "parts").glob("*.onnx"))
+    assert len(parts) == 2
+    np.testing.assert_allclose(_run_files(parts, {"x": x})["y"], want, rtol=1e-6)
 
 
 X_CONTROL = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)  # sum(relu) > 0: the branch reading h and W
@@ -247,3 +302,50 @@ def test_parts_keep_the_models_producer_and_metadata():
     for part in split_onnx(graph, cluster, Placement.from_names(graph, cluster, ACYCLIC)):
         assert (part.model.producer_name, part.model.doc_string) == ("exporter", "the tiny model")
         assert {p.key: p.value for p in part.model.metadata_props} == {"author": "gplace tests"}
+
+
+def _cast_through(dtype: int, *, opset: int = 21) -> onnx.ModelProto:
+    """y = Cast(Cast(x, dtype), x's type): ``xb``, of ``dtype``, is the tensor a placement may cut."""
+    nodes = [helper.make_node("Cast", ["x"], ["xb"], to=dtype, name="down"),
+             helper.make_node("Cast", ["xb"], ["y"], to=TensorProto.FLOAT, name="up")]
+    graph = helper.make_graph(nodes, "cast", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+@pytest.mark.parametrize("dtype, name", [(TensorProto.BFLOAT16, "bfloat16"), (TensorProto.FLOAT8E4M3FN, "float8e4m3fn"),
+                                         (TensorProto.FLOAT16, "float16")], ids=["bfloat16", "float8", "float16"])
+def test_a_tensor_of_a_type_numpy_lacks_crosses_devices(dtype, name):
+    """A cut bfloat16 or float8 tensor passes between parts as an OrtValue: the parts give the whole model's
+    output, and the cut tensor itself comes back as an OrtValue of its type (a numpy array where numpy has it)."""
+    model = _cast_through(dtype)
+    graph, cluster = from_onnx(model), uniform_cluster(2, kind="cpu")
+    parts = split_onnx(graph, cluster, Placement.from_names(graph, cluster, {"x": "/CPU:0", "down": "/CPU:0",
+                                                                              "up": "/CPU:1"}))
+    out = run_parts(parts, {"x": X})
+    np.testing.assert_array_equal(out["y"], _whole(model, X))
+    if dtype == TensorProto.FLOAT16:
+        assert out["xb"].dtype == np.float16
+    else:
+        assert isinstance(out["xb"], ort.OrtValue) and out["xb"].data_type() == f"tensor({name})"
+
+
+def test_string_tensors_fed_and_cut_pass_between_parts():
+    """onnxruntime makes no OrtValue of a numpy string array: a part fed one still runs, and a string tensor a
+    part computes (an OrtValue) feeds the next and comes back as a numpy array."""
+    value = helper.make_tensor_value_info
+    nodes = [helper.make_node("Identity", ["s"], ["t"], name="a"), helper.make_node("Identity", ["t"], ["u"], name="b"),
+             helper.make_node("Cast", ["x"], ["xs"], to=TensorProto.STRING, name="c"),
+             helper.make_node("Identity", ["xs"], ["v"], name="d")]
+    model = helper.make_model(helper.make_graph(
+        nodes, "str", [value("s", TensorProto.STRING, [2]), value("x", TensorProto.FLOAT, [2])],
+        [value("u", TensorProto.STRING, [2]), value("v", TensorProto.STRING, [2])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    graph, cluster = from_onnx(model), uniform_cluster(2, kind="cpu")
+    placement = Placement.from_names(graph, cluster, {"s": "/CPU:0", "a": "/CPU:0", "b": "/CPU:1", "x": "/CPU:1",
+                                                      "c": "/CPU:1", "d": "/CPU:0"})
+    feeds = {"s": np.array(["a", "bc"], dtype=object), "x": np.array([1.5, -2.0], np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(["u", "v"], feeds)
+    out = run_parts(split_onnx(graph, cluster, placement), feeds)
+    assert out["u"].tolist() == want[0].tolist() and out["v"].tolist() == want[1].tolist()
+    assert out["xs"].tolist() == want[1].tolist()

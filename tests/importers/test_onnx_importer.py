@@ -597,3 +597,80 @@ def test_a_local_function_called_inside_a_scan_body_costs_its_body():
         assert float(got.kind_cost[kind][got.op_index["scan"]]) == pytest.approx(
             float(want.kind_cost[kind][want.op_index["scan"]]))
 
+
+
+def _scalar(name, value, dtype=np.float32):
+    return numpy_helper.from_array(np.array(value, dtype), name)
+
+
+def _qdq_mlp():
+    """A QDQ-quantised 2-layer MLP: x -> Q -> DQ -> MatMul(DQ(W1)) -> Relu -> Q -> DQ -> MatMul(DQ(W2)) -> y."""
+    rng = np.random.default_rng(0)
+    initializers = [_scalar("sx", 0.05), _scalar("zx", 0, np.int8), _scalar("sr", 0.1), _scalar("zr", 0, np.int8),
+                    numpy_helper.from_array(rng.integers(-100, 100, (16, 16)).astype(np.int8), "W1q"),
+                    _scalar("s1", 0.02), _scalar("z1", 0, np.int8),
+                    numpy_helper.from_array(rng.integers(-100, 100, (16, 16)).astype(np.int8), "W2q"),
+                    _scalar("s2", 0.03), _scalar("z2", 0, np.int8)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="q1"),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dq1"),
+             helper.make_node("DequantizeLinear", ["W1q", "s1", "z1"], ["W1d"], name="dqw1"),
+             helper.make_node("MatMul", ["xd", "W1d"], ["h"], name="mm1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("QuantizeLinear", ["r", "sr", "zr"], ["rq"], name="q2"),
+             helper.make_node("DequantizeLinear", ["rq", "sr", "zr"], ["rd"], name="dq2"),
+             helper.make_node("DequantizeLinear", ["W2q", "s2", "z2"], ["W2d"], name="dqw2"),
+             helper.make_node("MatMul", ["rd", "W2d"], ["y"], name="mm2")]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", F32, [4, 16])],
+                              [helper.make_tensor_value_info("y", F32, [4, 16])], initializer=initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+def _qdq_placements(graph, cluster):
+    """The baselines' placements and random ones that keep each colocation group on one device."""
+    import gplace
+
+    placements = [gplace.place(graph, cluster, method=m, seed=0).placement
+                  for m in ("heft", "m_etf", "round_robin", "random", "single")]
+    for seed in range(40):
+        devices = np.random.default_rng(seed).integers(0, cluster.num_devices, graph.num_ops)
+        first: dict[str, int] = {}
+        for i, group in enumerate(graph.colocation):
+            if group is not None:
+                devices[i] = first.setdefault(group, int(devices[i]))
+        placements.append(gplace.Placement.for_graph(graph, devices.tolist()))
+    return placements
+
+
+def test_a_dequantize_read_by_one_node_is_colocated_with_it_and_splits_give_the_whole_models_outputs():
+    """QDQ: each DequantizeLinear read by one node runs where that node runs (both of a MatMul's join one
+    group), so onnxruntime fuses a part's DQ + MatMul as it fuses the whole model's: every placement's parts give
+    the whole model's output."""
+    ort = pytest.importorskip("onnxruntime")
+    from gplace.export.onnx import run_parts, split_onnx
+    from gplace.testing import uniform_cluster
+
+    ort.set_default_logger_severity(3)
+    model, x = _qdq_mlp(), np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
+    graph, cluster = from_onnx(model), uniform_cluster(3, kind="cpu", bandwidth=1e9)
+    groups = {op: group for op, group in zip(graph.op_names, graph.colocation, strict=True) if group}
+    assert groups == {"dq1": "qdq:mm1", "dqw1": "qdq:mm1", "mm1": "qdq:mm1",
+                      "dq2": "qdq:mm2", "dqw2": "qdq:mm2", "mm2": "qdq:mm2"}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(["y"], {"x": x})[0]
+    for placement in _qdq_placements(graph, cluster):
+        names = placement.to_names(graph, cluster)
+        assert names["dq1"] == names["dqw1"] == names["mm1"] and names["dq2"] == names["dqw2"] == names["mm2"]
+        got = run_parts(split_onnx(graph, cluster, placement), {"x": x}, ["y"])["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(names))
+
+
+def test_a_dequantize_read_by_several_nodes_or_none_is_in_no_group():
+    """Only a DequantizeLinear with exactly one reading node is colocated (with it)."""
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="shared"),
+             helper.make_node("Relu", ["xd"], ["a"], name="relu"), helper.make_node("Neg", ["xd"], ["b"], name="neg"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["unused"], name="dead"),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("xq", TensorProto.INT8, [4])],
+                              [helper.make_tensor_value_info("y", F32, [4])],
+                              initializer=[_scalar("s", 0.5), _scalar("z", 0, np.int8)])
+    g = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
+    assert set(g.colocation) == {None}

@@ -47,6 +47,13 @@ How a model maps onto the IR:
   INT64_MAX, is no count), a ``Scan``'s body times its sequence length, else one trip, with a warning. Body
   nodes with a shape left unknown count 0 seconds, with a warning; the weights of the subgraphs are the op's
   persistent memory.
+- **Quantised (QDQ) models**: a ``DequantizeLinear`` read by exactly one node is put in a colocation group with
+  that node (``Op.colocation`` ``"qdq:<reader's op name>"``; a reader that already has a group takes the
+  ``DequantizeLinear`` into it, so the several of one ``MatMul`` share one group). In ONNX's QDQ format the pair
+  is one quantised op, which backends fuse (onnxruntime turns a part's ``DequantizeLinear(W) + MatMul`` into
+  ``MatMulNBits`` where the activation arrives dequantised, with other numerics than the whole model's), and
+  keeping it on one device makes the small integer tensor the one that crosses devices. A
+  ``DequantizeLinear`` read by several nodes, or none, is in no group.
 """
 
 from gplace.importers.onnx.importer import OnnxSource, from_onnx

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger(__name__)
+
+_QDQ_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft"})
+"""Domains whose ``DequantizeLinear`` is QDQ's (``com.microsoft``: onnxruntime's quantiser, for 16- and 4-bit)."""
 
 
 @dataclass(frozen=True)
@@ -165,11 +168,27 @@ class _Builder:
         self._add_inputs()
         self._add_shared_initializers()
         node_index = {self._add_node(i, node): i for i, node in enumerate(self.graph.node)}
+        self._colocate_dequantize({i: op for op, i in node_index.items()})
         edges = [Edge(src, dst, nbytes) for (src, dst), nbytes in self.edge_bytes.items()]
         if self.unknown_outputs:
             logger.warning("ONNX model %r: %d output(s) with an unknown shape and no readers count 0 bytes: %s",
                            self.graph_name, len(self.unknown_outputs), ", ".join(self.unknown_outputs[:5]))
         return self.ops, edges, node_index
+
+    def _colocate_dequantize(self, op_of: Mapping[int, str]) -> None:
+        """Put each ``DequantizeLinear`` read by one node in a colocation group with that node (joining the
+        node's group where it has one): QDQ's quantised op, which backends fuse (module docstring)."""
+        group: dict[int, str] = {}
+        for i in reversed(range(len(self.graph.node))):  # a reader comes later: its group is known first
+            node = self.graph.node[i]
+            if node.op_type != "DequantizeLinear" or node.domain not in _QDQ_DOMAINS:
+                continue
+            readers = {r for t in node.output if t for r in self.readers.get(t, ())}
+            if len(readers) == 1:
+                [reader] = readers
+                group[i] = group[reader] = group.get(reader, f"qdq:{op_of[reader]}")
+        named = {op_of[i]: name for i, name in group.items()}
+        self.ops = [replace(op, colocation=named[op.name]) if op.name in named else op for op in self.ops]
 
     def _unique(self, name: str, skip: Collection[str] = ()) -> str:
         """``name``, or where that is taken or in ``skip`` the first ``name_<k>`` that is neither."""
