@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import secrets
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -255,13 +257,14 @@ def save_json(doc: Mapping[str, Any], path: str | Path) -> Path:
 
 def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> Path:
     """Write ``text`` (a string, or its pieces in order, written as they come so the whole need not be held) to a
-    temporary file beside ``path``, then rename it over ``path``: a process killed (or a disk filled) mid-write
-    leaves the old file, never half of the new one."""
+    temporary file of this writer's own beside ``path``, then rename it over ``path``: a process killed (or a disk
+    filled) mid-write leaves the old file, never half of the new one, and of two processes writing one file at once
+    the last rename wins whole."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as out:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")  # one per writer: two processes
+    try:                                                                             # filling a cache at once
+        with tmp.open("x", encoding="utf-8") as out:
             out.writelines([text] if isinstance(text, str) else text)
     except BaseException:
         tmp.unlink(missing_ok=True)

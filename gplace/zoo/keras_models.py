@@ -281,7 +281,10 @@ def _cached(name: str, params: dict[str, Any], cache: bool) -> OpGraph:
     graph = _build(name, params)
     logger.info("zoo model %r: built %d ops in %.1f s", name, graph.num_ops, time.perf_counter() - start)
     if cache:
-        save_json(graph_to_dict(graph), path)
+        try:
+            save_json(graph_to_dict(graph), path)
+        except OSError as err:  # a read-only or full cache: the graph is built all the same
+            logger.warning("zoo model %r: could not cache it at %s (%s)", name, path, err)
     return graph
 
 

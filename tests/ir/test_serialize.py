@@ -24,6 +24,7 @@ from gplace.ir import (
     placement_to_dict,
     save_json,
 )
+from gplace.ir.serialize import write_text_atomic
 from gplace.testing import cpu_gpu_cluster, random_dag
 
 
@@ -290,3 +291,18 @@ def test_files_that_are_not_utf8_or_nest_too_deeply_and_names_that_are_not_strin
     cluster["links"] = [{"a": 0, "b": "/GPU:0", "bandwidth": 1e9}]
     with pytest.raises(GraphError, match="a link's 'a' must be a non-empty string"):
         cluster_from_dict(cluster)
+
+
+def test_two_writers_of_one_file_each_write_whole_through_their_own_temporary(tmp_path):
+    """Two runs filling one zoo cache entry at once shared the temporary name 'graph.json.tmp': one truncated the
+    other's half-written file and the later rename failed (FileNotFoundError), or could rename a torn file. Here
+    a second writer runs in the middle of the first's write."""
+    path = tmp_path / "graph.json"
+
+    def first():
+        yield '{"writer": '
+        write_text_atomic(path, '{"writer": "second"}')  # another process, between two pieces of ours
+        yield '"first"}'
+
+    write_text_atomic(path, first())
+    assert load_json(path) == {"writer": "first"} and [p.name for p in tmp_path.iterdir()] == ["graph.json"]

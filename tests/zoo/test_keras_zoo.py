@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -179,6 +180,20 @@ def test_unreadable_cache_file_is_rebuilt(tf, zoo_cache):
     path.write_text('{"format": "gplace.graph", "version": 1, "ops": [')
     g = load_zoo_model("wavenet", **params)
     assert g.num_ops > 100 and json.loads(path.read_text())["name"] == g.name
+
+
+@pytest.mark.tf
+def test_a_cache_that_cannot_be_written_still_gives_the_graph(tf, zoo_cache, monkeypatch, caplog):
+    """A full or read-only cache failed the whole build (30-40 s for a paper model) at its last step."""
+    def full_disk(doc, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(keras_models, "save_json", full_disk)
+    params = dict(stacks=1, layers_per_stack=2, residual=4, skip=4, length=16, batch=1, classes=4)
+    with caplog.at_level(logging.WARNING, logger="gplace"):
+        g = load_zoo_model("wavenet", **params)
+    assert g.num_ops > 100 and "could not cache it" in caplog.text and "No space left" in caplog.text
+    assert not cache_path("wavenet", {**_defaults("wavenet"), **params}).exists()
 
 
 def _defaults(name):
