@@ -44,7 +44,7 @@ How a program maps onto the IR:
   gradients) counted here. Bookkeeping ops (``NoOp``, ``Const``, ``Placeholder``, variables, reads,
   reshapes, identities; :data:`FREE_OPS`) cost 0.
 - **Phases** (a Keras training step only; :func:`training_phases`): ops under TensorFlow's ``gradient_tape/``
-  name scope are ``backward`` (with ``grad_of`` the forward op their scope names, where it is one), every other
+  name scope are ``backward`` (with ``grad_of`` the forward op their name points to, where it is one), every other
   op that depends on a gradient is ``update`` (the optimiser and what runs after it), the rest ``forward``.
 - **Control flow**: functional ``While``, ``If`` and ``Case`` (TensorFlow 2's, e.g. a Keras ``LSTM``) are one op
   each, placed as a unit (their functions run where they run), colocated with the variables they read. The cost
@@ -268,9 +268,8 @@ def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
 
     ``backward``: the ops under :data:`GRADIENT_SCOPE` (but those a forward control-flow op reads that depend on
     no data: a loop's gradient accumulators, created empty), and the ops between two of them (the tape sums the
-    gradients of a tensor read twice with a top-level ``AddN``); ``grad_of`` is the op their scope names once the
-    prefix and their own name are dropped (``gradient_tape/dense/MatMul/MatMul_1`` differentiates
-    ``dense/MatMul``), where that is a forward op. ``update``: every other op that depends on a backward op (the
+    gradients of a tensor read twice with a top-level ``AddN``); ``grad_of`` is the forward op their name points to
+    (:func:`_differentiated`), where there is one. ``update``: every other op that depends on a backward op (the
     final sums of a weight's gradients, the optimiser's ops and what the step runs after them), and every op that
     depends on an update op. ``forward``: the rest.
     So no backward op feeds a forward op and update ops feed only update ops, as the pipeline runtimes require.
@@ -294,11 +293,28 @@ def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
         if op.name in update:
             out.append(dataclasses.replace(op, phase="update"))
         elif op.name in backward:
-            scope = op.name.removeprefix(GRADIENT_SCOPE).rpartition("/")[0] if op.name in tape else None
-            out.append(dataclasses.replace(op, phase="backward", grad_of=scope if scope in forward else None))
+            of = _differentiated(op.name, forward) if op.name in tape else None
+            out.append(dataclasses.replace(op, phase="backward", grad_of=of))
         else:
             out.append(dataclasses.replace(op, phase="forward"))
     return out
+
+
+def _differentiated(name: str, forward: set[str]) -> str | None:
+    """The forward op a gradient-tape op differentiates, by TensorFlow's names, without the tape's prefix: the
+    scope the op is in (``gradient_tape/dense/MatMul/MatMul_1``: ``dense/MatMul``), else ``<scope>/<T>`` for an
+    op ``<scope>/<T>Grad`` (``re_lu/ReluGrad``: ``re_lu/Relu``), else the scope ``.../<loop>`` that holds a loop's
+    gradient loop ``.../<loop>/.../<loop>_grad`` (``lstm/while/lstm/while_grad``: ``lstm/while``); ``None`` if none
+    of these is a forward op."""
+    path = name.removeprefix(GRADIENT_SCOPE)
+    parts = path.split("/")
+    scope, last = "/".join(parts[:-1]), parts[-1]
+    candidates = [scope]
+    if grad := re.fullmatch(r"(\w+)Grad(_\d+)?", last):
+        candidates.append(f"{scope}/{grad[1]}" if scope else grad[1])
+    if last.endswith("_grad"):
+        candidates += ["/".join(parts[:k + 1]) for k in range(len(parts) - 1) if parts[k] == last[:-5]]
+    return next((c for c in candidates if c in forward), None)
 
 
 def _constants_for_forward(ops: list[Op], tape: set[str], consumers: Mapping[str, list[str]],

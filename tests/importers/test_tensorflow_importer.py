@@ -436,7 +436,9 @@ def test_a_keras_training_step_carries_forward_backward_and_update_phases():
     assert {phase[n] for n in phase if n.split("/")[0].startswith("adam") and "Assign" in n} == {"update"}
     named = [(step.op_names[b], step.op_names[f]) for b, f in enumerate(step.grad_of) if f >= 0]  # -1: none
     assert any(types[f] == "MatMul" for _, f in named)  # e.g. gradient_tape/mlp_1/hidden_1/MatMul/MatMul
-    assert all(b.startswith(f"gradient_tape/{f}/") and phase[f] == "forward" for b, f in named), named
+    assert all(b.startswith(f"gradient_tape/{f}/") and phase[f] == "forward" for b, f in named
+               if not b.endswith("Grad")), named
+    assert ("gradient_tape/mlp_1/hidden_1/ReluGrad", "mlp_1/hidden_1/Relu") in named  # its scope is no op
     cluster = uniform_cluster(2)
     t = PipelineSimulator(4, "1f1b").measure(step, cluster, Placement.single(step, 0)).step_time
     assert t > 0
@@ -501,6 +503,24 @@ def test_a_keras_training_step_is_the_one_keras_trains_with():
         moved = reference.weights[k].numpy() - before
         assert np.abs(moved).max() > 1e-3, reference.weights[k].path
         np.testing.assert_allclose(after[node] - before, moved, rtol=1e-4, atol=1e-7)
+
+
+def test_a_loops_gradient_loop_names_the_loop_it_differentiates():
+    """An LSTM's gradient loop (``gradient_tape/lstm/while/lstm/while_grad``, its costliest backward op) named no
+    forward op, as a ``ReluGrad`` whose scope is no op did not: their activations' lifetimes were unknown."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    x = keras.Input((5, 6), name="seq")
+    h = keras.layers.ReLU(name="act")(keras.layers.LSTM(8, name="lstm", return_sequences=True)(x))
+    step = from_tensorflow(keras.Model(x, keras.layers.Dense(2, name="out")(h[:, -1])), training=True,
+                           batch_size=4)
+    of = {step.op_names[b]: step.op_names[f] for b, f in enumerate(step.grad_of) if f >= 0}
+    types = dict(zip(step.op_names, step.op_types, strict=True))
+    [loop_grad] = [n for n, t in types.items() if "While" in t and n.startswith("gradient_tape/")]
+    assert types[of[loop_grad]].endswith("While") and not of[loop_grad].startswith("gradient_tape/")
+    [relu_grad] = [n for n, t in types.items() if t == "ReluGrad"]
+    assert types[of[relu_grad]] == "Relu"
 
 
 def test_keras_model_without_batch_size_is_unsupported():
