@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -261,8 +262,9 @@ def _hydra_main(cfg: DictConfig) -> float:
     return _guard(lambda: run(cfg, HydraConfig.get().runtime.output_dir), cfg)
 
 
-def _guard(job, cfg: DictConfig):
-    """Run ``job()``; a user's mistake (missing value, bad file, bad graph) ends in one line, not a traceback."""
+def _guard(job, cfg: DictConfig, command: str = "train"):
+    """Run ``job()``; a user's mistake (missing value, bad file, bad graph) ends in one line, not a traceback, and
+    so does Ctrl-C or SIGTERM, saying how ``command``'s job resumes (:func:`resume_hint`)."""
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         _fail(f"missing value(s): {', '.join(missing)} (set them on the command line, e.g. {missing[0]}=...)")
@@ -279,12 +281,85 @@ def _guard(job, cfg: DictConfig):
             _fail(f"{key}: a value of the wrong type ({type(cause).__name__}: {cause}); check {key}'s settings")
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
-        _fail(f"{type(err).__name__}: {err}")
+        _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}")
     except KeyboardInterrupt as err:
-        sys.stderr.write(f"gplace: {'terminated' if isinstance(err, Terminated) else 'interrupted'}; a training run "
-                         "resumes from its last checkpoint when the same command runs again with the same "
-                         "hydra.run.dir\n")
-        raise SystemExit(143 if isinstance(err, Terminated) else 130) from None
+        _interrupted(err, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
+
+
+def _interrupted(err: KeyboardInterrupt, hint: str) -> NoReturn:
+    """Ctrl-C or SIGTERM (:class:`Terminated`) ends in one line on stderr, ``hint`` after it, and exit status 130 or
+    143, not a traceback."""
+    terminated = isinstance(err, Terminated)
+    sys.stderr.write(f"gplace: {'terminated' if terminated else 'interrupted'}; {hint}\n")
+    raise SystemExit(143 if terminated else 130) from None
+
+
+def resume_hint(command: str, cfg: DictConfig, hydra_cfg: DictConfig | None) -> str:
+    """What resumes ``command``'s interrupted job (``train``, ``bench`` or ``place``; ``hydra_cfg``: Hydra's config
+    of the job, ``None`` outside Hydra): the same command with the directory it resumes from, named with its key
+    (``hydra.run.dir=outputs/2026-12-02/12-51-33``: a rerun does not reuse Hydra's timestamped default), or that
+    nothing resumes (``gplace place`` with a method that keeps no checkpoint)."""
+    if command == "bench":
+        again = _quoted(f"out_dir={cfg.get('out_dir')}", *[] if cfg.get("resume", True) else ["resume=true"])
+        return (f"the bench keeps its finished cases, and the same command run again with {again} runs the others "
+                "(their learned searches from their last checkpoints)")
+    what = "a training run"
+    if command == "place":
+        from gplace.methods import LEARNED
+
+        method = cfg.get("checkpoint") or cfg.get("method")
+        if method not in LEARNED:
+            return f"nothing resumes (method {method} keeps no checkpoint): run the command again"
+        what = f"the {method} search"
+    where = "the same hydra.run.dir" if hydra_cfg is None else _quoted(_job_dir_override(hydra_cfg))
+    return f"{what} resumes from its last checkpoint when the same command runs again with {where}"
+
+
+def _job_dir_override(hydra_cfg: DictConfig) -> str:
+    """The override naming the job's directory as a rerun must give it: ``hydra.run.dir=...``, or a sweep's
+    ``hydra.sweep.dir=...`` (each job's own directory under it)."""
+    from hydra.types import RunMode
+
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        return f"hydra.sweep.dir={hydra_cfg.sweep.dir}"
+    return f"hydra.run.dir={hydra_cfg.run.dir}"
+
+
+def _quoted(*overrides: str) -> str:
+    """``overrides`` as a shell takes them (a directory with a space quoted)."""
+    import shlex
+
+    return " ".join(shlex.quote(override) for override in overrides)
+
+
+def _outside_hint(hydra_cfg: DictConfig | None) -> str:
+    """What the interrupted line says of Ctrl-C or SIGTERM outside a job (Hydra starting, between a sweep's jobs,
+    Hydra ending)."""
+    from hydra.types import RunMode
+
+    if hydra_cfg is not None and hydra_cfg.mode == RunMode.MULTIRUN:
+        return (f"between the sweep's jobs: the same command run again with "
+                f"{_quoted(_job_dir_override(hydra_cfg))} continues it, its training runs from their last checkpoints")
+    return "no run was in progress: nothing to resume"
+
+
+def _default_dir_hint(err: Exception) -> str:
+    """For a run directory in use that is Hydra's default (no ``hydra.run.dir`` given): that the default is named by
+    the second, so two runs started in the same second share it; else nothing."""
+    from hydra.types import RunMode
+
+    from gplace.run_dir import RunDirInUseError
+
+    if not isinstance(err, RunDirInUseError) or err.path is None or not HydraConfig.initialized():
+        return ""
+    hydra_cfg = HydraConfig.get()
+    given = any(o.lstrip("+").startswith("hydra.run.dir=") for o in hydra_cfg.overrides.hydra)
+    if given or hydra_cfg.mode == RunMode.MULTIRUN or \
+            Path(err.path).resolve() != Path(hydra_cfg.runtime.output_dir).resolve():
+        return ""
+    return ("; no hydra.run.dir was given, and Hydra's default directory (outputs/<date>/<time>) is named by the "
+            "second, so two runs started in the same second get the same one: give each run its own "
+            "hydra.run.dir=..., or run them as one sweep (-m)")
 
 
 _NULLABLE = ("threads", "max_groups")
@@ -348,7 +423,7 @@ def _check_sweep_dir(run_dir: str | Path) -> None:
 
 @hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="bench")
 def _bench_main(cfg: DictConfig) -> None:
-    _guard(lambda: bench(cfg), cfg)
+    _guard(lambda: bench(cfg), cfg, "bench")
 
 
 def bench(cfg: DictConfig) -> list:
@@ -479,7 +554,7 @@ def _make_search(c: DictConfig, warm_start: bool):
 
 @hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="place")
 def _place_main(cfg: DictConfig) -> None:
-    _guard(lambda: place_with_policy(cfg, HydraConfig.get().runtime.output_dir), cfg)
+    _guard(lambda: place_with_policy(cfg, HydraConfig.get().runtime.output_dir), cfg, "place")
 
 
 def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
@@ -637,8 +712,19 @@ def _version() -> str:
 def main() -> None:
     """Console-script entry point: ``gplace [train] [overrides]`` runs the experiment; ``gplace bench
     [overrides]`` the bench; ``gplace place [method=heft|pretrained|policy.pt] [overrides]`` places without
-    training a policy; ``gplace show placement.json`` prints and draws a placement."""
-    signal.signal(signal.SIGTERM, _terminate)
+    training a policy; ``gplace show placement.json`` prints and draws a placement. Ctrl-C or SIGTERM ends it in
+    one line, exit status 130 or 143, at any moment until it returns (SIGTERM's handler is then given back)."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        _dispatch()
+    except KeyboardInterrupt as err:  # outside a job (_guard's): while Hydra composes, between jobs, or ends
+        _interrupted(err, _outside_hint(HydraConfig.get() if HydraConfig.initialized() else None))
+    finally:  # a SIGTERM while the interpreter exits ends it silently, not with "Exception ignored ... Terminated"
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _dispatch() -> None:
+    """Run the command ``sys.argv`` names."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the CLI's own process (and its workers): TensorFlow quiet,
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # without its oneDNN notice; the library leaves both alone
     if "--version" in sys.argv[1:]:  # Hydra's own flag printed Hydra's version alone

@@ -36,6 +36,9 @@ class RunDirConflictError(ValueError):
 class RunDirInUseError(RunDirConflictError):
     """Another process is running in the run directory."""
 
+    path: Path | None = None
+    """The directory in use (set where it is raised)."""
+
 
 _HELD: dict[tuple[int, Path], int] = {}
 """(pid, directory) this process holds -> how many ``with`` blocks hold it (a trainer's inside ``place``'s)."""
@@ -66,9 +69,11 @@ def hold_dir(path: str | Path, what: str = "run directory") -> Iterator[Path]:
         except BlockingIOError:
             lock.seek(0)
             holder = lock.read().strip() or "unknown"
-            raise RunDirInUseError(f"{what} {path} is in use by another process (pid {holder}): two runs there "
+            err = RunDirInUseError(f"{what} {path} is in use by another process (pid {holder}): two runs there "
                                    "would overwrite each other's checkpoint, metrics and results; wait for it to end "
-                                   "or use another directory") from None
+                                   "or use another directory")
+            err.path = path
+            raise err from None
         lock.seek(0)
         lock.truncate()
         lock.write(str(os.getpid()))

@@ -30,7 +30,8 @@ Failures
     search except an invalid placement. A timeout, a dead worker or a pool error is ``transient`` (no fault of
     the placement, so a cache does not keep it). An exception that ends a batch early (Ctrl-C) kills the
     workers, so the next batch does not queue behind calls nobody waits for; a pool inherited by a forked child
-    starts workers of its own there.
+    starts workers of its own there. Workers ignore SIGINT (a terminal's Ctrl-C goes to the whole process group:
+    the interrupted caller stops them, with no traceback from each); SIGTERM ends them.
     A worker whose runtime reports after a failed measurement that it can no longer run (``usable()`` is
     false: a sticky CUDA error, such as an illegal address, kills the CUDA context for the life of the process)
     exits when it gets its next placement, so that placement is measured again in a fresh worker.
@@ -61,6 +62,7 @@ import multiprocessing
 import os
 import pickle
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -550,8 +552,11 @@ _RETIRED = 75
 
 
 def _start_worker(runtime_blob: bytes, threads_per_worker: int | None, gpu_sets: Any = None) -> None:
-    """Take this worker's GPUs (before anything touches CUDA), then load the runtime."""
+    """Ignore Ctrl-C (a terminal sends it to the whole process group: the caller, interrupted, stops the pool, where
+    each idle worker printed a traceback; SIGTERM still ends a worker), take this worker's GPUs (before anything
+    touches CUDA), then load the runtime."""
     global _worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if gpu_sets is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu_sets.get(timeout=60)
     _worker = Worker(runtime_blob, threads_per_worker)
