@@ -118,8 +118,8 @@ def split_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> list[O
     return out
 
 
-def run_parts(parts: list[OnnxPart], feeds: Mapping[str, np.ndarray], outputs: list[str] | None = None,
-              ) -> dict[str, np.ndarray]:
+def run_parts(parts: list[OnnxPart], feeds: Mapping[str, Any], outputs: list[str] | None = None,
+              ) -> dict[str, Any]:
     """Run ``parts`` in order with onnxruntime (CPU), passing cut tensors along.
 
     Cut tensors pass between parts as ``onnxruntime.OrtValue``, so tensors of types numpy lacks (bfloat16,
