@@ -7,19 +7,33 @@ The importers describe every op by its type (an ONNX op type such as ``"MatMul"`
 
 Counting conventions (one multiply-add is 2 FLOPs):
 
-- ``MatMul``/``mm``/``bmm``: ``2 * numel(out) * K``; ``Gemm``/``addmm``/``linear`` add ``numel(out)`` for the
-  bias.
+- ``MatMul``/``mm``/``bmm``: ``2 * numel(out) * K`` (K: A's last dimension, its second last with ``transA``, as
+  ONNX Runtime's ``FusedMatMul`` has it); ``Gemm``/``addmm``/``linear`` add ``numel(out)`` for the bias.
+- ``tensordot``: ``2 * numel(out) * C``, C the product of the contracted sizes (``sqrt(numel(a) * numel(b) /
+  numel(out))``); ``bilinear(x1[N, I1], x2[N, I2], W[O, I1, I2], b)``: ``2 * N * O * I1 * I2`` (+ ``N * O`` for
+  the bias); ``cdist(x1[..., P, M], x2[..., R, M])``: ``3 * numel(out) * M`` (a difference, a square or power
+  and a sum per coordinate of each pair, whatever ``p``; the matrix-product form torch may use for ``p=2``
+  takes about as many).
 - ``Conv``: ``2 * numel(out) * numel(W) / W.shape[0]`` (the weight layout ``[M, C/g, k...]`` makes groups
   implicit); ``ConvTranspose`` (or ``transposed=True``): ``2 * numel(X) * numel(W) / W.shape[0]``;
   ``convolution_backward``: twice the forward.
-- Recurrent layers (``LSTM``, ``GRU``, ``RNN``, ``aten.lstm``, ...): ``2 * T * B * numel(weights)`` for the
-  matrix products, where ``T * B = numel(X) / X.shape[-1]`` and the weights are the inputs listed in
-  ``attrs["weight_inputs"]`` (ONNX: W and R) or else every rank-2 input (ATen), plus :data:`RNN_POINTWISE`
-  FLOPs per hidden unit per step for the gates.
+- Recurrent layers (``LSTM``, ``GRU``, ``RNN``, ``aten.lstm``, ``aten.lstm_cell``, ...):
+  ``2 * T * B * numel(weights)`` for the matrix products, where ``T * B = numel(X) / X.shape[-1]`` and the
+  weights are the inputs listed in ``attrs["weight_inputs"]`` (ONNX: W and R) or else the rank-2 inputs after
+  the input and its states (ATen: ``hx`` is not a weight), plus :data:`RNN_POINTWISE` FLOPs per hidden unit per
+  step for the gates, counting every direction and layer (ONNX: R's ``directions * hidden_size``; ATen: the
+  last state's ``layers * directions * hidden_size``, the cell state's with ``proj_size``).
+  ``_thnn_fused_lstm_cell`` (gates already multiplied) counts only the pointwise term.
 - Attention (``Attention``, ``scaled_dot_product_attention`` and its fused variants):
   ``2 * S_k * (numel(Q) + numel(out))`` for ``Q K^T`` and ``P V``, plus the softmax; backward 2.5x that.
+  ONNX Runtime's ``com.microsoft::Attention(input[B, S, H_in], weights[H_in, Hq + Hk + Hv], bias)`` also
+  projects Q, K and V: ``2 * B * S * H_in * (Hq + Hk + Hv)`` (+ ``B * S * (Hq + Hk + Hv)`` for the bias), then
+  ``2 * B * S * S * (Hq + Hv)`` for ``Q K^T`` and ``P V`` over the ``S = input.shape[-2]`` keys, plus the
+  softmax over ``num_heads * B * S * S`` scores (a ``past`` state's keys are not counted).
 - ``Einsum``: ``2 * prod(size of every index letter)``.
-- Pooling: ``numel(out) * prod(kernel_shape)``; global pooling and reductions: ``numel(X)``.
+- Pooling: ``numel(out) * prod(kernel_shape)``; global pooling and reductions (ATen ``sum``/``mean``/``max``/
+  ``min`` of one tensor too): ``numel(X)``; ONNX's variadic ``Sum``/``Mean``/``Max``/``Min``:
+  ``sum(numel(inputs)) - numel(out)``.
 - Normalisations, softmax, elementwise and activation ops (and their backward ops): a fixed count per output
   element (see :data:`ELEMENTWISE_FLOPS`, :data:`PER_ELEMENT_FLOPS`).
 - Everything else (concatenations, copies, pads, gathers, ...) does no arithmetic: its time is its memory
@@ -27,18 +41,25 @@ Counting conventions (one multiply-add is 2 FLOPs):
 - Metadata-only ops (reshapes, squeezes, identities, ATen views, metadata asserts; :func:`is_metadata_only`)
   cost nothing.
 
-A rule whose shapes do not fit (an unexpected rank, a missing input) falls back to memory traffic only.
+A rule whose shapes do not fit (an unexpected rank, a missing input) falls back to memory traffic only. Each op
+type costed by memory traffic alone for either reason (no rule, or shapes that do not fit) is logged at DEBUG
+by this module's logger (``gplace.costmodel``), once per op type and process, from :func:`op_flops`: turn
+that logger to DEBUG to see which ops of an import count no arithmetic.
 Pure Python and numpy; no framework is imported.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gplace.zoo import roofline
+
+logger = logging.getLogger(__name__)
 
 ShapeLike = Sequence[int]
 
@@ -150,24 +171,37 @@ def op_flops(
         inputs: the op's tensor inputs in argument order (missing optional inputs left out at the end).
         outputs: the op's tensor outputs.
         attrs: op attributes the count needs: ``kernel_shape`` (pooling), ``transposed`` (convolution),
-            ``equation`` (Einsum). (default: none)
+            ``equation`` (Einsum), ``transA`` (FusedMatMul), ``num_heads`` (``com.microsoft::Attention``).
+            (default: none)
+
+    An op type counted by memory traffic alone (no rule, or shapes that do not fit its rule) is logged at DEBUG
+    once per op type and process (the module docstring).
     """
     attrs = attrs or {}
     key = canonical_op_type(op_type)
     if not outputs:
         return 0.0
-    fn = _FLOP_RULES.get(key)
+    fn = _FLOP_RULES.get(op_type.lower(), _FLOP_RULES.get(key))
     try:
         if fn is not None:
             return float(fn(inputs, outputs, attrs))
     except (IndexError, ValueError, ZeroDivisionError, TypeError):
+        _note_memory_only(op_type, "its shapes do not fit the FLOP rule")
         return 0.0  # shapes do not fit the rule (e.g. an unexpected rank): count memory traffic only
     out = outputs[0].numel
     if key in PER_ELEMENT_FLOPS:
         return float(PER_ELEMENT_FLOPS[key] * out)
     if key in _ELEMENTWISE:
         return float(ELEMENTWISE_FLOPS * out)
+    if not is_metadata_only(op_type):
+        _note_memory_only(op_type, "no FLOP rule")
     return 0.0
+
+
+@functools.lru_cache(maxsize=4096)
+def _note_memory_only(op_type: str, why: str) -> None:
+    """Log, once per op type and reason in this process, that ``op_type`` is costed by memory traffic only."""
+    logger.debug("cost model: %s has %s: costed by its memory traffic only (0 FLOPs)", op_type, why)
 
 
 def is_metadata_only(op_type: str) -> bool:
@@ -276,15 +310,85 @@ def _conv_transpose(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs
 
 
 def _rnn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
-    """Weights are the inputs at ``attrs["weight_inputs"]`` (ONNX: W and R), else every rank-2 input (ATen)."""
+    """ONNX (``attrs["weight_inputs"]``: W and R): the weights are those, and the hidden units R's
+    ``directions * hidden_size``; ATen: see :func:`_aten_rnn` (states: 2 for an LSTM, 1 for a GRU or RNN)."""
+    if "weight_inputs" not in attrs:
+        return _aten_rnn(ins, outs, attrs, states=1)
     x = ins[0]
     steps_batch = x.numel // x.shape[-1]
-    if "weight_inputs" in attrs:
-        weights = sum(ins[i].numel for i in attrs["weight_inputs"])
-    else:
-        weights = sum(t.numel for t in ins[1:] if len(t.shape) == 2)
-    hidden = outs[0].shape[-1] if outs[0].shape else 0
+    weights = sum(ins[i].numel for i in attrs["weight_inputs"])
+    r = ins[attrs["weight_inputs"][-1]].shape
+    hidden = r[0] * r[-1] if len(r) == 3 else (outs[0].shape[-1] if outs[0].shape else 0)
     return 2.0 * steps_batch * weights + RNN_POINTWISE * steps_batch * hidden
+
+
+def _aten_rnn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any], *,
+              states: int, cell: bool = False) -> float:
+    """ATen ``lstm(input, (h0, c0), params, ...)``, ``gru(input, h0, ...)`` and their cells: ``states`` state
+    tensors follow the input (a layer's ``.data`` overload has its rank-1 ``batch_sizes`` before them); the
+    weights are the rank-2 inputs after them. Hidden units per step: the last state's
+    ``layers * directions * hidden_size`` (an LSTM's cell state: ``hidden_size`` even with ``proj_size``); a
+    cell's: its last dimension. A layer's states have the input's rank; without them, the output's last
+    dimension."""
+    if attrs.get("weight_inputs") is not None:  # the ONNX layout under an ATen-like name
+        return _rnn(ins, outs, attrs)
+    x = ins[0]
+    steps_batch = x.numel // x.shape[-1]
+    first = 2 if not cell and len(ins) > 1 and len(ins[1].shape) == 1 else 1
+    found = states if cell else 0
+    while found < states and first + found < len(ins) and len(ins[first + found].shape) == len(x.shape):
+        found += 1
+    weights = sum(t.numel for t in ins[first + found:] if len(t.shape) == 2)
+    if not found:
+        hidden = outs[0].shape[-1] if outs[0].shape else 0
+    else:
+        last = ins[first + found - 1].shape  # cell: (B, H); layer: (layers * directions, [B,] H)
+        hidden = last[-1] if cell else last[0] * last[-1]
+    return 2.0 * steps_batch * weights + RNN_POINTWISE * steps_batch * hidden
+
+
+def _fused_lstm_cell(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """_thnn_fused_lstm_cell(input_gates[B, 4H], hidden_gates, cx[B, H], ...): the gates are already multiplied,
+    only the pointwise work is left."""
+    return float(RNN_POINTWISE * ins[2].numel)
+
+
+def _ms_attention(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """com.microsoft::Attention(input[B, S, H_in], weights[H_in, Hq + Hk + Hv], bias?, ...): the QKV
+    projection, then ``Q K^T`` and ``P V`` over S keys per head, then the softmax (module docstring)."""
+    x, w, out = ins[0], ins[1], outs[0]
+    if len(w.shape) != 2:
+        raise ValueError("weights must be rank 2")
+    h_in, width = w.shape
+    tokens = x.numel // h_in
+    seq = x.shape[-2]
+    bias = tokens * width if len(ins) > 2 and ins[2].shape == (width,) else 0
+    h_v = out.shape[-1]
+    h_q = (width - h_v) / 2  # Hq == Hk; without qkv_hidden_sizes all three are width / 3
+    heads = int(attrs.get("num_heads", 1))
+    scores = heads * tokens * seq
+    return (2.0 * tokens * h_in * width + bias + 2.0 * tokens * seq * (h_q + h_v)
+            + PER_ELEMENT_FLOPS["softmax"] * scores)
+
+
+def _tensordot(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """tensordot(a, b, dims): ``numel(out) = numel(a) * numel(b) / C^2``, C the contracted size."""
+    contracted = round(math.sqrt(ins[0].numel * ins[1].numel / outs[0].numel))
+    return 2.0 * outs[0].numel * contracted
+
+
+def _bilinear(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """bilinear(x1[..., I1], x2[..., I2], W[O, I1, I2], b?): ``x1^T W_o x2`` per output."""
+    w = ins[2].shape
+    if len(w) != 3:
+        raise ValueError("weight must be rank 3")
+    bias = outs[0].numel if len(ins) > 3 else 0
+    return 2.0 * outs[0].numel * w[1] * w[2] + bias
+
+
+def _cdist(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """cdist(x1[..., P, M], x2[..., R, M]): 3 FLOPs per coordinate of each of the ``numel(out)`` pairs."""
+    return 3.0 * outs[0].numel * ins[0].shape[-1]
 
 
 def _attention(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
@@ -295,7 +399,9 @@ def _attention(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Map
 
 
 def _variadic_or_reduce(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
-    """Sum/Mean/Max/Min: elementwise over several inputs (ONNX) or a reduction over one (ATen)."""
+    """Sum/Mean/Max/Min: elementwise over several inputs (ONNX), ``numel(X)`` for a reduction over one (ATen)."""
+    if len(ins) == 1:
+        return float(ins[0].numel)
     out = outs[0].numel
     return float(max(sum(t.numel for t in ins) - out, out))
 
@@ -363,8 +469,15 @@ _FLOP_RULES: dict[str, Rule] = {
     "qlinearconv": _qlinear_conv,
     **dict.fromkeys(["convtranspose", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"],
                     _conv_transpose),
-    **dict.fromkeys(["lstm", "gru", "rnn", "rnn_tanh", "rnn_relu", "_thnn_fused_lstm_cell", "lstm_cell",
-                     "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"], _rnn),
+    **dict.fromkeys(["gru", "rnn", "rnn_tanh", "rnn_relu"], _rnn),
+    "lstm": functools.partial(_aten_rnn, states=2),
+    "lstm_cell": functools.partial(_aten_rnn, states=2, cell=True),
+    **dict.fromkeys(["gru_cell", "rnn_tanh_cell", "rnn_relu_cell"], functools.partial(_aten_rnn, states=1, cell=True)),
+    "_thnn_fused_lstm_cell": _fused_lstm_cell,
+    "com.microsoft::attention": _ms_attention,
+    "tensordot": _tensordot,
+    "bilinear": _bilinear,
+    **dict.fromkeys(["cdist", "_cdist_forward"], _cdist),
     **dict.fromkeys(["attention", "multiheadattention", "scaled_dot_product_attention",
                      "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
                      "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"],

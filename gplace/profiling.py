@@ -28,7 +28,9 @@ Comparing with the analytic model (:func:`fit_speed_factor`, :func:`cost_error`)
     both costs positive: ``s = exp(mean(log(analytic / measured)))``, this machine's speed relative to the
     reference, as ``Device.speed`` would state it (``s > 1``: faster than the reference). :func:`cost_error`
     reports the per-op error (``|log(predicted / measured)|``, as a factor) and the step error (summed costs)
-    both raw (``s = 1``) and after that single factor.
+    both raw (``s = 1``) and after that single factor. Both take a graph's own cost arrays as they are: ops
+    with a NaN cost on either side (``Input`` ops have no ``kind_cost``) are left out of the fit, the per-op
+    figures and the sums alike; a negative or infinite cost is refused, naming its index.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import numbers
 import re
 import tempfile
 from collections import defaultdict
@@ -346,16 +349,23 @@ def fit_speed_factor(analytic: Sequence[float] | np.ndarray, measured: Sequence[
     """This machine's speed relative to the analytic model's device: least squares in log space.
 
     ``s = exp(mean(log(analytic / measured)))`` over the ops where both are > 0 minimises
-    ``sum((log(analytic / s) - log(measured))^2)``; ``analytic / s`` then predicts this machine.
+    ``sum((log(analytic / s) - log(measured))^2)``; ``analytic / s`` then predicts this machine. Ops with a NaN
+    cost on either side are left out.
 
     Raises:
-        ValueError: shapes differ, or no op has both costs > 0.
+        ValueError: shapes differ, a cost is negative or infinite (naming its index), no op has both costs > 0,
+            or the factor is not a finite number > 0 (costs too far apart for float64).
     """
-    a, m = _pair(analytic, measured)
-    both = (a > 0) & (m > 0)
+    a, m = _pair(analytic, measured, "fit_speed_factor")
+    both = (a > 0) & (m > 0)  # False where either is NaN
     if not both.any():
-        raise ValueError("no op has both an analytic and a measured cost > 0")
-    return float(np.exp(np.mean(np.log(a[both] / m[both]))))
+        raise ValueError("fit_speed_factor: no op has both an analytic and a measured cost > 0")
+    with np.errstate(over="ignore", under="ignore"):
+        speed = float(np.exp(np.mean(np.log(a[both]) - np.log(m[both]))))
+    if not 0 < speed < math.inf:
+        raise ValueError(f"fit_speed_factor: the fitted factor is {speed}, not a finite number > 0 (costs too far "
+                         "apart for float64)")
+    return speed
 
 
 @dataclass(frozen=True)
@@ -363,7 +373,7 @@ class CostError:
     """How far ``analytic / speed`` is from the measured costs."""
 
     ops: int
-    """Ops compared per op (both costs > 0)."""
+    """Ops compared per op (both costs > 0, neither NaN)."""
     speed: float
     """The factor the analytic costs were divided by (1.0: raw)."""
     median: float
@@ -371,9 +381,10 @@ class CostError:
     p90: float
     """90th percentile of the same."""
     predicted_total: float
-    """Sum of ``analytic / speed`` over all given ops (a one-device step without overlap)."""
+    """Sum of ``analytic / speed`` over the given ops with both costs known (not NaN): a one-device step without
+    overlap."""
     measured_total: float
-    """Sum of the measured costs over all given ops."""
+    """Sum of the measured costs over the same ops."""
 
     @property
     def step_ratio(self) -> float:
@@ -386,15 +397,21 @@ def cost_error(
 ) -> CostError:
     """Per-op and summed error of ``analytic / speed`` against ``measured`` (seconds, one entry per op).
 
-    Ops with either cost 0 are left out of the per-op figures (a log ratio needs both) but count in the sums.
+    Ops with either cost 0 are left out of the per-op figures (a log ratio needs both) but count in the sums;
+    ops with either cost NaN (a graph's ``Input`` ops) are left out of both. ``speed``: any real number
+    (``numpy`` scalars too).
 
     Raises:
-        ValueError: ``speed`` is not a finite number > 0 (the figures came out inf or NaN).
+        ValueError: ``speed`` is not a real number, or not finite and > 0 (the figures came out inf or NaN); a
+            cost is negative or infinite (naming its index); shapes differ.
     """
-    if isinstance(speed, bool) or not isinstance(speed, int | float) or not 0 < speed < math.inf:
+    if isinstance(speed, bool | np.bool_) or not isinstance(speed, numbers.Real):
+        raise ValueError(f"cost_error: speed must be a real number, got {type(speed).__name__} {speed!r}")
+    if not 0 < speed < math.inf:
         raise ValueError(f"cost_error: speed must be a finite number > 0, got {speed!r}")
-    a, m = _pair(analytic, measured)
-    predicted = a / speed
+    a, m = _pair(analytic, measured, "cost_error")
+    known = ~(np.isnan(a) | np.isnan(m))
+    predicted, m = a[known] / float(speed), m[known]
     both = (predicted > 0) & (m > 0)
     factors = np.exp(np.abs(np.log(predicted[both] / m[both]))) if both.any() else np.array([math.nan])
     return CostError(int(both.sum()), float(speed), float(np.median(factors)), float(np.percentile(factors, 90)),
@@ -402,10 +419,16 @@ def cost_error(
 
 
 # ---------------------------------------------------------------------- helpers
-def _pair(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+def _pair(a: Any, b: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Two 1-D float64 arrays of one length, NaN allowed; a negative or infinite entry is refused."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(f"need two 1-D arrays of one length, got {a.shape} and {b.shape}")
+        raise ValueError(f"{where}: need two 1-D arrays of one length, got {a.shape} and {b.shape}")
+    for label, values in (("analytic", a), ("measured", b)):
+        bad = np.flatnonzero(np.isinf(values) | (values < 0))
+        if bad.size:
+            raise ValueError(f"{where}: {label} cost at index {int(bad[0])} is {values[bad[0]]}: costs are >= 0 "
+                             f"and finite (NaN: unknown, left out){f'; {bad.size} such' if bad.size > 1 else ''}")
     return a, b
 
 

@@ -232,6 +232,33 @@ def test_speed_factor_and_errors() -> None:
         fit_speed_factor([0.0], [1.0])
 
 
+def test_cost_comparison_leaves_nan_ops_out() -> None:
+    """A graph's own cost arrays (NaN for Input ops) give finite totals: NaN ops are left out of fits and sums."""
+    analytic, measured = [math.nan, 4.0, 2.0, 0.0], [math.nan, 2.0, 1.0, 1.0]
+    assert fit_speed_factor(analytic, measured) == pytest.approx(2.0)
+    error = cost_error(analytic, measured, speed=2.0)
+    assert (error.ops, error.predicted_total, error.measured_total) == (2, 3.0, 4.0)
+    assert error.step_ratio == pytest.approx(0.75)
+
+
+def test_negative_or_infinite_costs_are_refused_naming_the_index() -> None:
+    """A negative measured time or an infinite cost is an error naming which array and index, not a figure."""
+    with pytest.raises(ValueError, match="cost_error: measured cost at index 0 is -5.0"):
+        cost_error([1.0, 1.0], [-5.0, 1.0])
+    with pytest.raises(ValueError, match="fit_speed_factor: analytic cost at index 1 is inf"):
+        fit_speed_factor([2.0, math.inf], [1.0, 1.0])
+    with pytest.raises(ValueError, match="fit_speed_factor: the fitted factor is inf"):
+        fit_speed_factor([1e300, 1e300], [1e-300, 1e-300])
+
+
+def test_speed_may_be_a_numpy_scalar() -> None:
+    """Any real number is a speed (np.float32, np.int64); a non-number is named as such."""
+    assert cost_error([2.0], [1.0], speed=np.float32(2.0)).median == 1.0
+    assert cost_error([2.0], [1.0], speed=np.int64(2)).median == 1.0
+    with pytest.raises(ValueError, match="speed must be a real number, got str"):
+        cost_error([2.0], [1.0], speed="2")
+
+
 def test_op_groups() -> None:
     assert [op_group(t) for t in ("MatMul", "aten.linear.default", "Conv", "aten.conv2d.default", "Relu",
                                   "BatchNormalization", "aten.gelu.default", "MaxPool", "Concat", "Input")] == [

@@ -1082,15 +1082,18 @@ class _Builder:
                 "only at run time: give outputs= that do not need it)")
 
     def _kind_costs(self, op: Any, outputs: list[_Tensor]) -> dict[str, float]:
+        """Roofline seconds per device kind; a tensor read twice (``x * x``) is read once, as the other
+        importers count it."""
         if op.type in FUNCTIONAL_CONTROL_FLOW:
             return self._control_flow_costs(op)
         if op.type in FREE_OPS or not (outputs or op.inputs):
             return {"gpu": 0.0, "cpu": 0.0}
         ins = [self._value(t.name) for t in op.inputs]
+        distinct = [self._value(name) for name in dict.fromkeys(t.name for t in op.inputs)]
         outs = [TensorSpec(t.shape, t.nbytes) for t in outputs if t.shape is not None and t.kind == "data"]
         attrs = _cost_attrs(self.nodes.get(op.name))
         cost_name = _COST_NAMES.get(op.type, op.type)
-        work = op_work(cost_name, ins, outs, attrs)
+        work = op_work(cost_name, ins, outs, attrs, distinct)
         flops = _tf_flops(op.type, ins, outs, attrs)
         return roofline_costs(work.flops if flops is None else flops, work.nbytes)
 
