@@ -12,7 +12,8 @@
   module (weights moved, inputs moved by forward pre-hooks), as ``accelerate.dispatch_model`` does.
 - :func:`pipeline_split`: where the placement is a pipeline (devices change at module boundaries), a
   ``torch.distributed.pipelining`` ``Pipe`` with a stage starting at each such module (the ``split_spec`` that
-  ``placement.json`` records, :func:`gplace.pipeline.stages.split_spec`), and each stage's device.
+  ``placement.json`` records, :func:`gplace.pipeline.stages.split_spec`), and each stage's device;
+  :func:`check_pipeline_split` refuses up front a graph or module that no placement can split.
 """
 
 from __future__ import annotations
@@ -433,13 +434,15 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         device_map: cluster device name -> torch device for other names (default: none).
 
     Raises:
-        UnsupportedGraphError: ``graph`` was not imported from a torch program.
+        UnsupportedGraphError: ``graph`` was not imported from a torch module (:func:`gplace.from_torch`, an
+            inference or a training graph: it needs the module paths of its ops), or torch's pipelining cannot
+            trace ``module`` (names its class and torch's reason).
         InvalidPlacementError: the placement is not for ``graph``, or it changes device inside a module (names
             the op and the module), so no module-level split gives it.
     """
     from gplace.pipeline.stages import split_spec
 
-    _program(graph)
+    _module_paths(graph)
     placement.validate(graph, cluster)
     spec = split_spec(graph, placement)
     if spec.unaligned:
@@ -449,6 +452,18 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
     pipe = _traced_pipeline(module, example_inputs, spec.split_spec, len(spec.stage_devices))
     devices = framework_devices(cluster, torch_device, device_map)
     return PipelineSplit(pipe, [devices[d] for d in spec.stage_devices], spec.stage_devices, list(spec.split_spec))
+
+
+def check_pipeline_split(graph: OpGraph, module: nn.Module, example_inputs: Any) -> None:
+    """Refuse, once before a search, what :func:`pipeline_split` refuses whatever the placement: a graph without
+    module paths, or a module torch's pipelining cannot trace (traced here once, unsplit).
+
+    Raises:
+        UnsupportedGraphError: as :func:`pipeline_split` (names the graph, or the module's class and torch's
+            reason).
+    """
+    _module_paths(graph)
+    _traced_pipeline(module, example_inputs, {}, None)
 
 
 def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any) -> Any:
@@ -461,6 +476,7 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
         ValueError: the file has no ``split_spec`` (its graph was not imported from torch), naming the file.
         InvalidPlacementError: the placement changes device inside a module (the file's ``split_unaligned``), or
             ``module`` lacks a split's module path or splits into another number of stages than the file's.
+        UnsupportedGraphError: torch's pipelining cannot trace ``module`` (names its class and torch's reason).
     """
     from gplace.ir.serialize import load_json
 
@@ -482,6 +498,8 @@ def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str,
     Raises:
         InvalidPlacementError: ``module`` lacks a split's module path, or torch made another number of stages than
             ``stages`` (the placement's).
+        UnsupportedGraphError: torch's pipelining cannot trace ``module`` (``torch.cond``, a keyword-only input, a
+            ``torch.no_grad`` block, ...): names the module's class and the first line of torch's reason.
     """
     from torch.distributed.pipelining import SplitPoint, pipeline
 
@@ -492,12 +510,28 @@ def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str,
             raise InvalidPlacementError(f"the split is at module {path!r}, which {type(module).__name__} lacks: is "
                                         "it the module the graph was imported from?") from None
     args, kwargs = example_args(example_inputs)
-    pipe = pipeline(copy.deepcopy(module), mb_args=args, mb_kwargs=kwargs or None,
-                    split_spec={path: SplitPoint.BEGINNING for path in split})
+    try:
+        pipe = pipeline(copy.deepcopy(module), mb_args=args, mb_kwargs=kwargs or None,
+                        split_spec={path: SplitPoint.BEGINNING for path in split})
+    except Exception as e:  # torch's error came from deep inside its tracer, naming neither the module nor gplace
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        where = f"split at {sorted(split)}" if split else "unsplit"
+        raise UnsupportedGraphError(f"torch.distributed.pipelining cannot trace {type(module).__name__} ({where}): "
+                                    f"{type(e).__name__}: {reason}") from e
     if stages is not None and pipe.num_stages != stages:
         raise InvalidPlacementError(f"torch split {type(module).__name__} into {pipe.num_stages} stages at "
                                     f"{sorted(split)}, where the placement has {stages}")
     return pipe
+
+
+def _module_paths(graph: OpGraph) -> Any:
+    """The module path of each op of ``graph``: what :func:`pipeline_split` needs (an inference or a training
+    graph of :func:`gplace.from_torch`)."""
+    source = graph.source
+    if not isinstance(source, TorchSource) or not source.module_paths:
+        raise UnsupportedGraphError(f"graph {graph.name!r} was not imported from a torch module (gplace.from_torch): "
+                                    "its ops have no module paths to split at")
+    return source.module_paths
 
 
 def _program(graph: OpGraph) -> Any:

@@ -4,16 +4,21 @@ Runtime ``torch-pipeline-v1`` measures what ``pipe-v2`` (:mod:`gplace.pipeline.s
 mini-batch of ``M`` micro-batches through the stages of a placement, under the GPipe or 1F1B schedule.
 
 How it runs
-    The graph must come from :func:`gplace.from_torch` on ``module`` (an inference export: its ops name the
-    modules they belong to). The placement's stages are the runs of consecutive modules on one device; the
-    split is :func:`gplace.export.torch.pipeline_split`'s (``{module path: SplitPoint.BEGINNING}`` where the device
-    changes), checked in this process, so a placement that changes device inside a module raises
-    :class:`~gplace.ir.InvalidPlacementError` naming the op and the module. Then one process per device (rank,
-    numbered by the device's first stage) is spawned; they join a process group (``backend``: by default ``gloo``
-    when every stage is on a CPU, ``nccl`` when every stage is on a CUDA device) over localhost, each traces the
-    module with ``torch.distributed.pipelining.pipeline``, builds its stages on its device and runs the schedule:
-    stage 0 feeds the mini-batch ``inputs``, the last stage computes ``loss_fn(output, target)`` per micro-batch.
-    Gradients are those of the mean micro-batch loss, the gradients of the unsplit model on the whole mini-batch.
+    The graph must come from :func:`gplace.from_torch` on ``module`` (its ops name the modules they belong to; on a
+    training graph, ``training=True``, torch runs each backward op in its forward op's stage whatever the placement says
+    of it, as :func:`gplace.pipeline.stages.align_to_modules` places them, and ``bytes_moved`` also counts the gradients
+    sent back, ``pipe-v2``'s count of that graph). The placement's stages are the runs of consecutive modules on one
+    device; the split is :func:`gplace.export.torch.pipeline_split`'s (``{module path: SplitPoint.BEGINNING}`` where the
+    device changes), checked in this process, so a placement that changes device inside a module raises
+    :class:`~gplace.ir.InvalidPlacementError` naming the op and the module. Then one process per device (rank, numbered
+    by the device's first stage) is spawned; they join a process group (``backend``: by default ``gloo`` when every
+    stage is on a CPU, ``nccl`` when every stage is on a CUDA device) over localhost, each traces the module with
+    ``torch.distributed.pipelining.pipeline``, builds its stages on its device and runs the schedule: stage 0 feeds the
+    mini-batch ``inputs``, the last stage computes ``loss_fn(output, target)`` per micro-batch. Gradients are those of
+    the mean micro-batch loss, the gradients of the unsplit model on the whole mini-batch. The processes get a copy of
+    ``module``, ``inputs`` and ``target`` (sending tensors to a process moves them into shared memory) and each runs its
+    own copy, so the caller's module, its buffers (BatchNorm's running statistics) included, is left as it was and every
+    measurement starts from it.
 Schedules
     With one stage per device, torch's ``ScheduleGPipe`` or ``Schedule1F1B``. A non-contiguous placement gives
     a device several stages (NCCL allows one process per GPU), and ``Schedule1F1B`` refuses fewer micro-batches
@@ -39,7 +44,10 @@ Devices
     applies the same checks to a whole cluster, before a search.
 Failures
     An exception in a stage, a stage process that dies, or no result within ``time_limit`` seconds (the processes
-    are then killed) is a failed measurement naming the stage; nothing hangs.
+    are then killed) is a failed measurement naming the stage (one raised inside torch's pipelining says so);
+    nothing hangs. A module torch's pipelining cannot trace with the placement's split is a failed measurement
+    naming its class and torch's reason; :meth:`TorchPipelineRuntime.check_graph` refuses, once before a search,
+    one it cannot trace at all (``torch.cond``, a keyword-only input, a ``torch.no_grad`` block).
 Processes
     By default (``processes="spawn"``) gplace starts the stage processes itself for each measurement. Under
     ``torchrun`` (``processes="torchrun"``), the processes it launched are the stages: every rank calls
@@ -74,6 +82,7 @@ import logging
 import math
 import os
 import queue
+import re
 import socket
 import statistics
 import time
@@ -86,7 +95,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import error_summary
 from gplace.pipeline.simulator import check_microbatches
 from gplace.pipeline.steady import pipeline_bytes_moved
@@ -221,7 +230,7 @@ class TorchPipelineRuntime(Runtime):
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         try:
             result = self.run(graph, cluster, placement)
-        except (_StageError, TorchRunError) as err:
+        except (_StageError, TorchRunError, UnsupportedGraphError) as err:
             logger.debug("pipelined measurement of %r failed: %s", graph.name, err)
             return Measurement.failure(self.id, str(err))
         median = statistics.median(result.times)
@@ -238,7 +247,8 @@ class TorchPipelineRuntime(Runtime):
                 (raised before any process starts).
             InvalidPlacementError: the placement is not for ``graph`` or changes device inside a module, or (with
                 no ``backend`` given) has stages on CPUs and on CUDA devices.
-            UnsupportedGraphError: ``graph`` was not imported from a torch program.
+            UnsupportedGraphError: ``graph`` was not imported from a torch module, or torch's pipelining cannot
+                trace ``module`` with the placement's split (names the module's class and torch's reason).
         """
         from gplace.export.torch import pipeline_split
         from gplace.pipeline.stage_order import device_ranks
@@ -255,6 +265,15 @@ class TorchPipelineRuntime(Runtime):
                                   devices=tuple(str(d) for d in split.devices),
                                   ranks=tuple(device_ranks(split.cluster_devices)), backend=backend)
         return _run_launched(job) if self.processes == "torchrun" else _run_stages(job)
+
+    def check_graph(self, graph: OpGraph) -> None:
+        """Raise :class:`~gplace.ir.UnsupportedGraphError` when no placement of ``graph`` can run: it was not
+        imported from a torch module, or torch's pipelining cannot trace ``module`` (traced once, unsplit: a
+        ``torch.cond``, a keyword-only input, a ``torch.no_grad`` block). A module traced unsplit whose placement's
+        split torch cannot trace is a failed measurement."""
+        from gplace.export.torch import check_pipeline_split
+
+        check_pipeline_split(graph, self.module, tuple(t[: t.shape[0] // self.microbatches] for t in self.inputs))
 
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
@@ -319,6 +338,10 @@ class _StageError(RuntimeError):
 
 # ---------------------------------------------------------------------- the parent: spawn, collect, clean up
 def _run_stages(job: _Job) -> PipelineRun:
+    """Spawn one process per rank and combine their reports. They get a copy of the module, inputs and target:
+    sending tensors to a process moves them into shared memory, which the caller's would otherwise be left in."""
+    module, inputs, target = copy.deepcopy((job.module, job.inputs, job.target))
+    job = dataclasses.replace(job, module=module, inputs=inputs, target=target)
     ctx = torch.multiprocessing.get_context("spawn")
     results = ctx.Queue()
     world, port = job.world, _free_port()
@@ -347,14 +370,13 @@ def _run_launched(job: _Job) -> PipelineRun:
     if world != job.world:
         raise _StageError(f"the placement's stages are on {job.world} devices but torchrun started {world} "
                           "processes")
-    job = dataclasses.replace(job, module=copy.deepcopy(job.module))  # pipeline() patches the module it traces
     if not dist.is_initialized():  # kept for the next measurement: gloo cannot re-initialise reliably
         _init_group(job, _process_device(job, rank))
         atexit.register(dist.destroy_process_group)
     try:
         report = {"rank": rank, **_run_stage(rank, job)}
     except Exception as err:  # every rank learns of it through the gather
-        report = {"rank": rank, "error": f"{type(err).__name__}: {error_summary(err)}"}
+        report = {"rank": rank, "error": _stage_error(err)}
     gathered: list[Any] = [None] * world
     dist.all_gather_object(gathered, report)
     failed = [r for r in gathered if "error" in r]
@@ -365,13 +387,14 @@ def _run_launched(job: _Job) -> PipelineRun:
 
 def _combined(reports: Mapping[int, dict], job: _Job) -> PipelineRun:
     """One run from every rank's report: rank 0's times, the last stage's loss, all gradients. A parameter that
-    several stages use (tied weights: each stage holds its own copy, under the name it has there) gets the sum of
-    their gradients, under its first name in ``job.module``."""
+    several stages use (tied weights, or a module called in two stages: each stage holds its own copy, under the
+    name it has there, ``s@1`` for a second call's) gets the sum of their gradients, under its first name in
+    ``job.module``."""
     canonical = _canonical_names(job.module)
     grads: dict[str, np.ndarray] = {}
     for report in reports.values():
         for name, grad in report["grads"].items():
-            key = canonical.get(name, name)
+            key = canonical.get(name) or canonical.get(_first_call(name), name)
             grads[key] = grads[key] + grad if key in grads else grad
     return PipelineRun(tuple(reports[0]["times"]), reports[job.ranks[-1]]["loss"], grads, job.world)
 
@@ -380,6 +403,12 @@ def _canonical_names(module: nn.Module) -> dict[str, str]:
     """Every name of every parameter of ``module`` -> its first name (a tied weight has several)."""
     first: dict[int, str] = {}
     return {name: first.setdefault(id(p), name) for name, p in module.named_parameters(remove_duplicate=False)}
+
+
+def _first_call(name: str) -> str:
+    """A stage's parameter name with torch's copy suffixes dropped: ``s@1.weight`` (the copy of module ``s`` for
+    its second call, which pipelining makes where the calls fall in different stages) -> ``s.weight``."""
+    return ".".join(re.sub(r"@\d+$", "", part) for part in name.split("."))
 
 
 def _named(job: _Job, rank: int) -> str:
@@ -438,10 +467,21 @@ def _stage_main(rank: int, world: int, port: int, job: _Job, results: Any) -> No
         _init_group(job, _process_device(job, rank), rank=rank, world_size=world)
         results.put({"rank": rank, **_run_stage(rank, job)})
     except Exception as err:  # reported to the parent, which fails the measurement
-        results.put({"rank": rank, "error": f"{type(err).__name__}: {error_summary(err)}"})
+        results.put({"rank": rank, "error": _stage_error(err)})
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _stage_error(err: Exception) -> str:
+    """A stage's error on one line; one raised inside ``torch.distributed.pipelining`` says so (its bare messages,
+    such as "zip() argument 2 is longer than argument 1", name neither torch's pipelining nor the stage)."""
+    text = f"{type(err).__name__}: {error_summary(err)}"
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = "" if tb is None else tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+    return f"torch.distributed.pipelining raised {text}" if "torch/distributed/pipelining/" in where else text
 
 
 def _process_device(job: _Job, rank: int) -> torch.device:
@@ -512,7 +552,9 @@ def _run_stage(rank: int, job: _Job) -> dict[str, Any]:
         torch.set_num_threads(job.threads)
     if device.type == "cuda":  # again: under torchrun the caller may have made the process group
         torch.cuda.set_device(device)
-    pipe = pipeline(job.module, mb_args=job.example, split_spec={path: SplitPoint.BEGINNING for path in job.split})
+    module = copy.deepcopy(job.module)  # this process's own: pipeline() patches the module it traces, and the
+    # stages' in-place buffer updates (BatchNorm's statistics) would land in the shared tensors it was sent
+    pipe = pipeline(module, mb_args=job.example, split_spec={path: SplitPoint.BEGINNING for path in job.split})
     stages = [pipe.build_stage(k, device) for k in mine]
     schedule = _schedule(stages, job)
     first, last = mine[0] == 0, mine[-1] == len(job.ranks) - 1

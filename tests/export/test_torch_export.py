@@ -138,6 +138,26 @@ def test_a_pipeline_placement_becomes_torch_pipelining_stages_that_run(imported)
         pipeline_split(graph, cluster, Placement.for_graph(graph, inside), model, (X,))
 
 
+def test_a_training_graph_aligned_to_modules_is_split_as_its_inference_graph(imported):
+    """pipeline_split needs module paths, not an inference program: it refused every training graph, though
+    align_to_modules on one gives the split it takes; a graph of no torch module is still refused."""
+    from gplace.export.torch import pipeline_split
+    from gplace.pipeline.stages import align_to_modules
+
+    model, _, cluster, _ = _two_stage_chain(imported[2])
+    graph = align_to_modules(from_torch(model, (X,), training=True))
+    paths = graph.source.module_paths
+    placement = Placement.for_graph(graph, [int(paths.get(op) in ("b", "mid", "c")) for op in graph.op_names])
+    split = pipeline_split(graph, cluster, placement, model, (X,))
+    assert split.split_points == ["b"] and split.cluster_devices == [0, 1]
+    with torch.no_grad():
+        out = split.pipe(X)
+    torch.testing.assert_close(out[0] if isinstance(out, tuple) else out, model(X))
+    other = random_dag(3)
+    with pytest.raises(UnsupportedGraphError, match="not imported from a torch module"):
+        pipeline_split(other, cluster, Placement.single(other, 0), model, (X,))
+
+
 class EncoderDecoder(nn.Module):
     """Two keyword inputs, as Hugging Face encoder-decoder models take them (the decoder's is not positional 2)."""
 

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 from torch.export import Dim, export
 
-from gplace import InvalidPlacementError, Placement, from_torch
-from gplace.export.torch import dispatch, split_program
+from gplace import InvalidPlacementError, Placement, UnsupportedGraphError, from_torch
+from gplace.export.torch import dispatch, pipeline_split, split_program
 from gplace.testing import uniform_cluster
 
 
@@ -137,3 +137,47 @@ def test_a_copy_of_a_split_program_checks_its_inputs_too(static):
         _call(copied, _inputs(x=torch.randn(3, 5)))
     with torch.no_grad():
         torch.testing.assert_close(_call(copied, _inputs()), _call(model, _inputs()))
+
+
+class Branching(nn.Module):
+    """A ``torch.cond`` between two layers (torch's pipelining finds no nn_module_stack in its branch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.a(x)
+        return self.c(torch.cond(h.sum() > 0, lambda t: self.b(t), lambda t: t * 2, (h,)))
+
+
+class NoGradInside(nn.Module):
+    """A ``torch.no_grad`` block around a layer (torch's pipelining loses a submodule it makes of it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.a(x)
+        with torch.no_grad():
+            x = self.b(x)
+        return self.c(x)
+
+
+@pytest.mark.parametrize(("cls", "reason"), [(Branching, "nn_module_stack"), (NoGradInside, "nonexistent attribute")])
+def test_a_module_torchs_pipelining_cannot_trace_is_refused_naming_it(cls, reason):
+    """torch raised a RuntimeError from deep inside its tracer, naming neither the module nor gplace: now an
+    UnsupportedGraphError naming the module's class and the first line of torch's reason, from pipeline_split and
+    from check_pipeline_split (up front, whatever the placement)."""
+    torch.manual_seed(0)
+    model, x = cls().eval(), torch.randn(2, 4)
+    graph = from_torch(model, (x,))
+    paths = graph.source.module_paths
+    placement = Placement.for_graph(graph, [int(paths.get(op) == "c") for op in graph.op_names])
+    with pytest.raises(UnsupportedGraphError, match=f"cannot trace {cls.__name__} .*{reason}"):
+        pipeline_split(graph, uniform_cluster(2, kind="cpu"), placement, model, (x,))
+    from gplace.export.torch import check_pipeline_split
+
+    with pytest.raises(UnsupportedGraphError, match=f"cannot trace {cls.__name__} .*{reason}"):
+        check_pipeline_split(graph, model, (x,))

@@ -86,3 +86,52 @@ class Tied(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(torch.relu(self.mid(torch.relu(self.inp(x)))))
+
+
+class Normed(nn.Module):
+    """A linear layer, BatchNorm (train mode: its running statistics change with every forward) and a head:
+    (B, 8) -> (B, 4)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp, self.norm, self.out = nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.norm(self.inp(x))))
+
+
+class CalledTwice(nn.Module):
+    """Module ``s`` called twice, around ``b``: (B, 8) -> (B, 8)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.s, self.b = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.s(torch.relu(self.b(self.s(self.a(x)))))
+
+
+class Counter(nn.Module):
+    """A root buffer written in place on every call and read after its layers: (B, 8) -> (B, 8). torch's pipelining
+    traces it but cannot run it split between ``a`` and ``b``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.count += 1
+        return self.b(self.a(x)) * self.count
+
+
+class Branching(nn.Module):
+    """A ``torch.cond`` between two layers, which torch's pipelining cannot trace: (B, 8) -> (B, 8)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        return self.c(torch.cond(h.sum() > 0, lambda t: self.b(t), lambda t: t * 2, (h,)))

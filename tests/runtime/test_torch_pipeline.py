@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import re
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from pipeline_models import MODELS, Tied, dying_loss, hanging_loss
+from pipeline_models import MODELS, Branching, CalledTwice, Counter, Normed, Tied, dying_loss, hanging_loss
 from torch import nn
 
 from gplace.importers.torch_export import from_torch
-from gplace.ir import Cluster, Device, InvalidPlacementError, Placement
-from gplace.pipeline.stages import split_spec
+from gplace.ir import Cluster, Device, InvalidPlacementError, Placement, UnsupportedGraphError
+from gplace.pipeline.stages import align_to_modules, split_spec
 from gplace.runtime import torch_pipeline
 from gplace.runtime.torch_pipeline import TorchPipelineRuntime
 
@@ -125,6 +126,100 @@ def test_a_weight_tied_across_stages_gets_the_sum_of_its_stages_gradients() -> N
     assert set(run.grads) == {n for n, _ in model.named_parameters()}  # "out.weight" is "inp.weight"
     for n, p in model.named_parameters():
         torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
+
+
+def _split_at(model: nn.Module, module: str, width: int):
+    """A mini-batch of 8 for ``model`` (inputs (8, 8), ``width`` targets), its graph (micro-batches of 4), two CPU
+    devices and a placement putting the first op of ``module`` and every op after it (topological order) on
+    /CPU:1."""
+    x = torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(1))
+    y = torch.randn(BATCH, width, generator=torch.Generator().manual_seed(2))
+    graph = from_torch(model, (x[: BATCH // 2],))
+    paths = graph.source.module_paths
+    order = graph.topological_order.tolist()
+    start = order.index(next(i for i in order if paths.get(graph.op_names[i]) == module))
+    devices = [0] * graph.num_ops
+    for i in order[start:]:
+        devices[i] = 1
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
+    return x, y, graph, cluster, Placement.for_graph(graph, devices)
+
+
+def test_a_module_called_in_two_stages_gets_the_sum_of_both_calls_gradients() -> None:
+    """``s`` runs in stage 0 and again in stage 1 (after ``b``), where torch names its copy ``s@1``: the gradient
+    under ``s.weight`` is the sum of both calls' (it held stage 0's alone, and ``s@1.weight`` appeared)."""
+    torch.manual_seed(0)
+    model = CalledTwice()
+    x, y, graph, cluster, placement = _split_at(model, "b", 8)
+    assert split_spec(graph, placement).split_spec == {"b": "BEGINNING"}
+    run = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=2, steps=1, warmup=0).run(graph, cluster,
+                                                                                               placement)
+    F.mse_loss(model(x), y).backward()
+    assert set(run.grads) == {n for n, _ in model.named_parameters()}
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_measuring_leaves_the_callers_module_and_tensors_as_they_were() -> None:
+    """The stage processes ran the caller's module, sent to them in shared memory: BatchNorm's running statistics
+    moved with every measurement (later ones started from another state), and stayed in shared memory."""
+    torch.manual_seed(0)
+    model = Normed()
+    x, y, graph, cluster, placement = _split_at(model, "out", 4)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    m = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=2, steps=1, warmup=0).measure(graph, cluster,
+                                                                                                 placement)
+    assert m.ok, m.reason
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]) and not v.is_shared(), k
+    assert not x.is_shared() and not y.is_shared()
+
+
+def test_a_training_graph_aligned_to_modules_runs_like_its_module() -> None:
+    """A training graph's placement (aligned to modules) runs: pipeline_split needs module paths, not an inference
+    program (it refused every training graph)."""
+    model = _model()
+    x, y, _, cluster, _ = _split_at(model, "2", 4)
+    graph = align_to_modules(from_torch(model, (x[: BATCH // 2],), training=True))
+    paths = graph.source.module_paths
+    placement = Placement.for_graph(graph, [int(paths.get(op) in ("2", "3", "4")) for op in graph.op_names])
+    assert split_spec(graph, placement).split_spec == {"2": "BEGINNING"}
+    run = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=2, steps=1, warmup=0).run(graph, cluster,
+                                                                                               placement)
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    assert run.loss == pytest.approx(loss.item(), rel=1e-5)
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_a_module_torch_cannot_trace_is_refused_up_front_and_a_failed_measurement() -> None:
+    """torch's pipelining cannot trace a ``torch.cond``: check_graph refuses the graph once, naming the module's
+    class and torch's reason, and a measurement fails so (torch's RuntimeError was raised from deep inside)."""
+    torch.manual_seed(0)
+    model = Branching()
+    x, y, graph, cluster, placement = _split_at(model, "c", 8)
+    runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=2, steps=1, warmup=0)
+    with pytest.raises(UnsupportedGraphError, match="cannot trace Branching .*nn_module_stack"):
+        runtime.check_graph(graph)
+    m = runtime.measure(graph, cluster, placement)
+    assert not m.ok and "cannot trace Branching" in m.reason, m.reason
+    assert not multiprocessing.active_children()
+
+
+def test_a_stage_that_torchs_pipelining_fails_in_is_named_and_says_so() -> None:
+    """A root buffer written in place, with module ``a`` alone on /CPU:0: torch's stages fail with a bare "zip()
+    argument 2 is longer than argument 1"; the reason names the stage (whichever process reports first) and torch's
+    pipelining."""
+    torch.manual_seed(0)
+    model = Counter()
+    x, y, graph, cluster, _ = _split_at(model, "b", 8)
+    paths = graph.source.module_paths
+    placement = Placement.for_graph(graph, [int(paths.get(op) != "a") for op in graph.op_names])
+    m = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=2, steps=1, warmup=0, time_limit=60).measure(
+        graph, cluster, placement)
+    assert not m.ok and re.match(r"pipeline stages? [\d, ]+( \(one process\))? failed: "
+                                 r"torch.distributed.pipelining raised ValueError", m.reason), m.reason
 
 
 def test_1f1b_with_fewer_microbatches_than_stages_runs_in_the_stage_order() -> None:
