@@ -280,19 +280,12 @@ def test_a_resumed_search_is_recorded_with_the_seconds_of_all_its_processes(tmp_
 def test_results_are_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     """A bench killed (or out of disk) while rewriting results.json left half a file, and every finished case
     with it; now the earlier file stays until the new one is complete."""
-    import pathlib
-
     from gplace.bench.report import write_results
+    from tests.full_disk import fill_disk_on_write
 
     write_results([_rec("single", 8.0)], tmp_path, learned=[])
     kept = (tmp_path / "results.json").read_bytes()
-    real = pathlib.Path.write_text
-
-    def disk_full(self, text, *args, **kwargs):
-        real(self, text[:10], *args, **kwargs)
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(pathlib.Path, "write_text", disk_full)
+    fill_disk_on_write(monkeypatch)
     with pytest.raises(OSError, match="No space left"):
         write_results([_rec("single", 8.0), _rec("heft", 5.0)], tmp_path, learned=[])
     monkeypatch.undo()

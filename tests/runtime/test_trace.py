@@ -10,6 +10,7 @@ import pytest
 from gplace.ir import Placement
 from gplace.runtime import schedule, write_chrome_trace
 from gplace.testing import MB, chain, diamond, uniform_cluster
+from tests.full_disk import fill_disk_on_write
 
 
 def test_trace_is_json_with_one_slice_per_op_and_transfer(tmp_path: Path) -> None:
@@ -60,13 +61,7 @@ def test_a_write_that_fails_half_way_leaves_the_earlier_trace(tmp_path: Path, mo
             return write_pipeline_trace(p, g, c, PipelineSimulator(2).simulate(g, c, placement))
     path = write(tmp_path / "trace.json")
     before = path.read_text()
-    real = Path.write_text
-
-    def half_then_fail(self: Path, text: str, *args, **kwargs) -> int:
-        real(self, text[: len(text) // 2], *args, **kwargs)
-        raise OSError("No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", half_then_fail)
+    fill_disk_on_write(monkeypatch, keep=lambda text: text[: len(text) // 2])
     with pytest.raises(OSError, match="No space"):
         write(tmp_path / "trace.json")
     monkeypatch.undo()
