@@ -460,6 +460,8 @@ def _bench_cases(cfg: DictConfig) -> list:
     cases = _check_cases(cfg.get("cases"))
     composed = [_compose_case(case, cfg) for case in cases]
     _check_graph_files([c for c, _ in composed], cfg)
+    for i, (c, _) in enumerate(composed):
+        _check_step_objective(c, f"cases[{i}]")
     log.info("building %d learned search(es) on %d case(s) to check them", len(cfg.learned), len(cases))
     planned = [_plan_case(c, overrides, cfg) for c, overrides in composed]
 
@@ -538,8 +540,21 @@ def _plan_case(c: DictConfig, overrides: list[str], cfg: DictConfig):
     from gplace.bench.searches import prepare_search
 
     num_devices = instantiate(c.cluster).num_devices
-    return c, {name: _make_search(prepare_search(name, [*overrides, *spec.overrides], [num_devices]), spec.warm_start)
-               for name, spec in cfg.learned.items()}
+    searches = {name: prepare_search(name, [*overrides, *spec.overrides], [num_devices])
+                for name, spec in cfg.learned.items()}
+    for name, search in searches.items():
+        _check_step_objective(search, f"learned.{name}")
+    return c, {name: _make_search(search, cfg.learned[name].warm_start) for name, search in searches.items()}
+
+
+def _check_step_objective(c: DictConfig, where: str) -> None:
+    """Refuse a case or search whose objective is not one step's: this bench measures steps (its baselines, its
+    lower bound and the case's runtime), so a pipeline objective was measured as steps, silently."""
+    name = c.objective.get("name", "step") if "objective" in c else "step"
+    if name != "step":
+        raise ValueError(f"{where}: objective={name}, but gplace bench measures one step with the case's runtime "
+                         "(its baselines and lower bound are the step's); bench pipelines with "
+                         "`gplace bench --config-name bench_pipeline`")
 
 
 def _make_search(c: DictConfig, warm_start: bool):

@@ -73,3 +73,19 @@ def test_a_nested_path_of_a_torch_module_is_not_taken_for_a_graph_file():
     cfg, configs = _bench_config("bench", "cases=[['graph=torch','graph.module._target_=torch.nn.Identity',"
                                  "'+graph.module.path=org/model-name','graph.input_shapes=[[1,4]]']]")
     cli._check_graph_files(configs, cfg)
+
+
+def test_a_case_or_search_with_a_pipeline_objective_is_refused():
+    """bench built each case's runtime from `runtime` alone: objective=pipeline was measured as sim-v1 steps, its
+    baselines, lower bound and learned searches too, without a word."""
+    cfg, configs = _bench_config("bench", f"cases=[{TINY},{TINY[:-1]},'objective=pipeline']]")
+    cli._check_step_objective(configs[0], "cases[0]")
+    with pytest.raises(ValueError, match=r"cases\[1\]: objective=pipeline, but gplace bench measures one step.*"
+                                         "bench_pipeline"):
+        cli._check_step_objective(configs[1], "cases[1]")
+    overrides = ["learned.seq2seq.overrides=['encoder=lstm','policy=seq2seq','objective=pipeline_steady']"]
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="bench", overrides=[f"cases=[{TINY}]", *overrides])
+        case, composed = cli._compose_case(cli._check_cases(cfg.cases)[0], cfg)
+        with pytest.raises(ValueError, match=r"learned.seq2seq: objective=pipeline_steady"):
+            cli._plan_case(case, composed, cfg)
