@@ -116,25 +116,31 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
 
 
 def memory_cap(graph: OpGraph, cluster: Cluster) -> float | None:
-    """Half the largest device's memory when no device can hold the whole graph alone (its ops' persistent memory
-    and outputs), so that groups stay small enough to spread over several devices; ``None`` when one can (a
-    placement on it alone is then within reach, and the groups are left as they were).
+    """Half the largest device's memory when no device can hold the whole graph alone (:func:`alone_memory`), so
+    that groups stay small enough to spread over several devices; ``None`` when one can (a placement on it alone is
+    then within reach, and the groups are left as they were).
 
     >>> from gplace.testing import chain, uniform_cluster
     >>> memory_cap(chain((1.0,) * 4, nbytes=100), uniform_cluster(2, memory=250))
     125.0
     """
-    total = float(op_memory(graph).sum())
-    return float(cluster.memory.max()) / 2 if all(float(m) < total for m in cluster.memory) else None
+    total = alone_memory(graph)
+    return float(cluster.memory.max()) / 2 if all(int(m) < total for m in cluster.memory) else None
+
+
+def alone_memory(graph: OpGraph) -> int:
+    """Bytes that hold the whole graph on one device: its ops' persistent memory and outputs, and the largest
+    temporary memory of one op (a bound of the simulators' peak there)."""
+    return int(op_memory(graph).sum()) + int(graph.temporary_memory.max(initial=0))
 
 
 def uncuttable_edges(graph: OpGraph, cluster: Cluster) -> np.ndarray:
     """The edges whose transfer over the cluster's fastest link takes longer than the whole graph on the fastest
-    device that can hold it alone (every op allowed there, persistent memory and outputs within its memory): a
-    placement that cuts one waits at least that transfer, so it is never faster than that device alone. None
-    where no device can hold the graph. Shapes: returns (E,) bool by ``graph.edge_index`` column."""
+    device that can hold it alone (every op allowed there, :func:`alone_memory` within its memory): a placement
+    that cuts one waits at least that transfer, so it is never faster than that device alone. None where no device
+    can hold the graph. Shapes: returns (E,) bool by ``graph.edge_index`` column."""
     durations, allowed = graph.durations(cluster), graph.allowed_devices(cluster)
-    memory = int(op_memory(graph).sum())
+    memory = alone_memory(graph)
     alone = [durations[:, d].sum() for d in range(cluster.num_devices)
              if allowed[:, d].all() and memory <= cluster.memory[d]]
     if not alone or cluster.num_devices < 2:

@@ -10,7 +10,7 @@ import pytest
 import gplace
 from gplace.grouping import group_ops, identity_grouping, make_grouping, memory_cap, split_groups, uncuttable_edges
 from gplace.ir import Cluster, Device, Edge, GraphError, InvalidPlacementError, Op, OpGraph, Placement
-from gplace.testing import chain, cpu_gpu_cluster, diamond, heavy_edge_diamond, random_dag, uniform_cluster
+from gplace.testing import MB, chain, cpu_gpu_cluster, diamond, heavy_edge_diamond, random_dag, uniform_cluster
 
 
 def _ops(n: int, **per_op: dict[int, object]) -> list[Op]:
@@ -133,6 +133,19 @@ def test_an_edge_whose_transfer_outlasts_the_graph_on_one_device_is_uncuttable()
     assert not uncuttable_edges(graph, uniform_cluster(2, bandwidth=2e6)).any()  # 2.5 s: cutting it may pay
     assert not uncuttable_edges(graph, uniform_cluster(2, memory=10**6, bandwidth=1e6)).any()  # no device holds it
     assert not uncuttable_edges(graph, uniform_cluster(1, bandwidth=1e6)).any()
+
+
+def test_a_device_whose_temporary_memory_overflows_does_not_make_an_edge_uncuttable():
+    """The whole-graph device was judged by persistent memory and outputs only: with a temporary buffer on top it
+    cannot run the graph alone, yet the edge was kept uncut, and every cold search found no placement that runs."""
+    from gplace.experiment import place
+
+    ops = [Op("a", "T", 1.0, output_bytes=50 * MB), Op("b", "T", 1.0, temporary_memory=30 * MB)]
+    graph = OpGraph.from_ops(ops, [Edge("a", "b", 10 * MB)], name="tmp")
+    cluster = uniform_cluster(2, memory=75 * MB, bandwidth=1e6)
+    assert not uncuttable_edges(graph, cluster).any()  # one device needs 80 MB: only [0, 1] runs
+    report = place(graph, cluster, method="learned", budget=4, seed=0)
+    assert report.measurement.ok and len(set(report.placement.devices.tolist())) == 2
 
 
 def test_uncuttable_edges_take_the_fastest_link_without_a_matrix_of_every_link_and_edge():
