@@ -51,14 +51,15 @@ class SplitSpec:
 
 
 def pipeline_stages(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, list[str]]:
-    """Device name -> its ops in topological order, devices in stage order: the order of their first op that runs
-    (:func:`~gplace.pipeline.simulator.ops_that_run`: not an input or weight, a source taking no time, which
-    ``pipe-v2`` skips too and torch keeps with its module or feeds), then devices holding such ops only. Devices
+    """Device name -> its ops in topological order, devices in stage order, ``pipe-v2``'s: the order of their first
+    forward op that runs (:func:`~gplace.pipeline.simulator.ops_that_run`: not an input or weight, a source taking
+    no time, which torch keeps with its module or feeds; an op without a phase counts as forward), then devices
+    holding other ops that run (backward or update ops only), then devices holding ops that run nothing. Devices
     without ops are left out."""
     names, order = cluster.device_names, graph.topological_order.tolist()
-    runs = ops_that_run(graph, cluster)
+    runs, forward = ops_that_run(graph, cluster), graph.phase_codes() == 0
     stages: dict[str, list[str]] = {}
-    for i in sorted(order, key=lambda i: not runs[i]):  # stable: ops that run nothing last
+    for i in sorted(order, key=lambda i: (not runs[i], not forward[i])):  # stable: in topological order
         stages.setdefault(names[placement.devices[i]], [])
     for i in order:
         stages[names[placement.devices[i]]].append(graph.op_names[i])

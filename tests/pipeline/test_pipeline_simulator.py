@@ -80,6 +80,23 @@ def test_a_weight_op_does_not_decide_which_device_is_the_first_stage(weight_firs
     assert list(pipeline_stages(graph, cluster, placement)) == ["/GPU:0", "/GPU:1"]
 
 
+def test_the_stages_listed_are_in_the_order_pipe_v2_gives_them():
+    """placement.json's stages ordered devices by their first op that runs of any phase: a backward op (b1 on
+    GPU:1) put GPU:1 before GPU:2, whose forward op runs first, so the list disagreed with pipe-v2's stages (and
+    its 1F1B bounds)."""
+    from gplace.pipeline.stages import pipeline_stages
+
+    ops = [Op("f0", "F", 1.0, phase="forward"), Op("f1", "F", 1.0, phase="forward"),
+           Op("b1", "B", 1.0, phase="backward", grad_of="f1"), Op("fz", "F", 1.0, phase="forward"),
+           Op("fa", "F", 1.0, phase="forward"), Op("b0", "B", 1.0, phase="backward", grad_of="f0")]
+    edges = [Edge("f0", "f1"), Edge("f1", "b1"), Edge("b1", "b0"), Edge("f0", "fz"), Edge("fz", "fa"),
+             Edge("fa", "b0")]
+    graph, cluster = OpGraph.from_ops(ops, edges, name="aux"), uniform_cluster(3)
+    placement = Placement.for_graph(graph, [0, 0, 1, 2, 1, 0])
+    assert [graph.op_names[i] for i in graph.topological_order] == ["f0", "f1", "b1", "fz", "fa", "b0"]
+    assert list(pipeline_stages(graph, cluster, placement)) == ["/GPU:0", "/GPU:2", "/GPU:1"]
+
+
 def test_activations_are_held_until_their_backward_where_it_runs_elsewhere():
     """f0's 25 MB per micro-batch stay alive until b0 has run: with b0 on another device, a micro-batch left
     GPU:0 when f0 ended, so 4 x 25 MB on a 60 MB device ran (peak 25 MB) under GPipe, where b0 on GPU:0 did not."""
