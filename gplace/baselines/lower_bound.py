@@ -8,7 +8,8 @@ from gplace.ir import Cluster, OpGraph
 
 
 def step_time_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
-    """The largest of three bounds no placement and schedule can beat.
+    """The largest of three bounds no placement and schedule can beat (up to rounding: a simulator's sum of the same
+    durations in another order may come out an ulp below it).
 
     The runtime model assumed: each device runs one op at a time, an op takes ``durations[i, d]`` on
     device ``d``, starts after its inputs finish, and communication only adds time. Colocation is

@@ -4,7 +4,8 @@ The load of device ``d`` is the time it spends per micro-batch in steady state: 
 over its forward and backward ops, plus ``latency + ceil(bytes / M) / bandwidth`` of each transfer it sends
 or receives per micro-batch (one per (producer, other consumer device), the largest edge, as in ``pipe-v2``).
 Update ops are left out. The score of a placement is ``M * max_d load_d``. Its ``bytes_moved`` is ``pipe-v2``'s
-(:func:`pipeline_bytes_moved`).
+(:func:`pipeline_bytes_moved`), and so is its ``busy_time``: the seconds each device computes in a mini-batch (every
+op's duration on its device), no transfer counted.
 
 Bound against ``pipe-v2`` (tested): with ``s = max_d load_d``, ``D`` devices and ``W_u`` the summed
 duration of the update ops and of the transfers they send (whole edges, as ``pipe-v2`` sends them), the full
@@ -71,8 +72,10 @@ class SteadyStateScore(Runtime):
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         loads = steady_state_loads(graph, cluster, placement, self.microbatches)
+        devices = placement.devices
+        computed = graph.durations(cluster)[np.arange(graph.num_ops), devices]  # pipe-v2's busy time: M x (d / M)
         return Measurement(ok=True, step_time=float(self.microbatches * loads.max()), runtime=self.id,
-                           busy_time=loads * self.microbatches,
+                           busy_time=np.bincount(devices, weights=computed, minlength=cluster.num_devices),
                            bytes_moved=pipeline_bytes_moved(graph, cluster, placement, self.microbatches))
 
     def minibatch_times(self, graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:

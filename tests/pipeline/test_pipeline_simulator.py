@@ -153,8 +153,10 @@ def test_steady_state_score_is_within_the_documented_bound_of_the_simulation_and
                 p = Placement.for_graph(g, devices.tolist())
                 timeline = PipelineSimulator(m, schedule).simulate(g, c, p)
                 t, s = timeline.minibatch_time, steady_state_loads(g, c, p, m).max()
-                # bytes_moved is pipe-v2's (it was 0)
-                assert SteadyStateScore(m).measure(g, c, p).bytes_moved == timeline.bytes_moved
+                # bytes_moved is pipe-v2's (it was 0), and busy_time (it counted transfers at both ends)
+                score = SteadyStateScore(m).measure(g, c, p)
+                assert score.bytes_moved == timeline.bytes_moved
+                np.testing.assert_allclose(score.busy_time, timeline.busy_time, rtol=1e-12)
                 assert m * s / (2 * nd - 1) <= t * (1 + 1e-12)
                 assert t <= nd * m * s + _update_work(g, c, devices) + 1e-9
                 assert SteadyStateScore(m).measure(g, c, p).step_time == pytest.approx(m * s)
