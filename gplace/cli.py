@@ -186,7 +186,9 @@ def _warm_start(cfg: DictConfig, graph, cluster):
 def _same_graph_and_ops(doc, graph) -> bool:
     """Whether a placement document names ``graph`` and exactly its ops, so a warm start may take it by op name
     when the graph's contents changed (e.g. a built-in graph whose costs a newer gplace changed)."""
-    placed = doc.get("placement") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return False
+    placed = doc.get("placement")
     return doc.get("graph") == graph.name and isinstance(placed, dict) and set(placed) == set(graph.op_names)
 
 

@@ -198,9 +198,15 @@ def op_flops(
     return 0.0
 
 
-@functools.lru_cache(maxsize=4096)
 def _note_memory_only(op_type: str, why: str) -> None:
-    """Log, once per op type and reason in this process, that ``op_type`` is costed by memory traffic only."""
+    """Log at DEBUG, once per op type and reason in this process while DEBUG is on, that ``op_type`` is costed by
+    memory traffic only (nothing is remembered while it is off, so turning it on later shows every such type)."""
+    if logger.isEnabledFor(logging.DEBUG):
+        _log_memory_only(op_type, why)
+
+
+@functools.lru_cache(maxsize=4096)
+def _log_memory_only(op_type: str, why: str) -> None:
     logger.debug("cost model: %s has %s: costed by its memory traffic only (0 FLOPs)", op_type, why)
 
 
@@ -328,15 +334,16 @@ def _aten_rnn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapp
     tensors follow the input (a layer's ``.data`` overload has its rank-1 ``batch_sizes`` before them); the
     weights are the rank-2 inputs after them. Hidden units per step: the last state's
     ``layers * directions * hidden_size`` (an LSTM's cell state: ``hidden_size`` even with ``proj_size``); a
-    cell's: its last dimension. A layer's states have the input's rank; without them, the output's last
-    dimension."""
+    cell's: its last dimension. A layer's states have the input's rank (one more for the packed input of
+    ``.data``); without them, the output's last dimension."""
     if attrs.get("weight_inputs") is not None:  # the ONNX layout under an ATen-like name
         return _rnn(ins, outs, attrs)
     x = ins[0]
     steps_batch = x.numel // x.shape[-1]
     first = 2 if not cell and len(ins) > 1 and len(ins[1].shape) == 1 else 1
+    state_rank = len(x.shape) + (first == 2)  # packed (.data): input (T*B, I), states (layers, B, H)
     found = states if cell else 0
-    while found < states and first + found < len(ins) and len(ins[first + found].shape) == len(x.shape):
+    while found < states and first + found < len(ins) and len(ins[first + found].shape) == state_rank:
         found += 1
     weights = sum(t.numel for t in ins[first + found:] if len(t.shape) == 2)
     if not found:

@@ -252,7 +252,7 @@ def test_a_warm_start_of_the_same_graph_with_other_contents_starts_from_it_by_op
     from omegaconf import OmegaConf
 
     from gplace.cli import _warm_start
-    from gplace.ir import InvalidPlacementError, Placement, placement_to_dict
+    from gplace.ir import GraphError, InvalidPlacementError, Placement, placement_to_dict
 
     graph, cluster = random_dag(12, seed=5), uniform_cluster(3)
     devices = [k % 3 for k in range(12)]
@@ -267,6 +267,9 @@ def test_a_warm_start_of_the_same_graph_with_other_contents_starts_from_it_by_op
     save_json(renamed, tmp_path / "renamed.json")
     with pytest.raises(InvalidPlacementError, match="renamed.json': placement is for graph"):
         _warm_start(OmegaConf.create({"warm_start": str(tmp_path / "renamed.json")}), graph, cluster)
+    (tmp_path / "list.json").write_text("[1, 2]")  # an AttributeError from the by-name check before
+    with pytest.raises((GraphError, InvalidPlacementError), match="list.json'"):
+        _warm_start(OmegaConf.create({"warm_start": str(tmp_path / "list.json")}), graph, cluster)
 
 
 def test_place_gives_local_search_its_own_budget_unless_one_is_set():

@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from gplace import costmodel
 from gplace.costmodel import RNN_POINTWISE, TensorSpec, op_flops, roofline_costs
 
 
@@ -65,8 +64,10 @@ def test_cdist_counts_three_flops_per_coordinate_of_each_pair() -> None:
 
 
 def test_an_op_type_costed_by_memory_only_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
-    """An op type with no rule logs one DEBUG line per process naming it; a metadata-only op logs none."""
-    costmodel._note_memory_only.cache_clear()
+    """An op type with no rule logs one DEBUG line per process naming it, also when it was costed before DEBUG was
+    turned on (nothing was logged then, and nothing after); a metadata-only op logs none."""
+    with caplog.at_level(logging.INFO, logger="gplace.costmodel"):
+        op_flops("aten.some_kernel_without_a_rule.default", [_t(4)], [_t(4)])
     with caplog.at_level(logging.DEBUG, logger="gplace.costmodel"):
         for _ in range(3):
             assert op_flops("aten.some_kernel_without_a_rule.default", [_t(4)], [_t(4)]) == 0.0
@@ -131,3 +132,14 @@ def test_tensorflow_counts_a_tensor_read_twice_once() -> None:
     graph = from_tensorflow(tf.function(lambda x: x * x, input_signature=[tf.TensorSpec([n], tf.float32)]))
     i = graph.op_types.index("Mul")
     assert graph.kind_cost["cpu"][i] == pytest.approx(roofline_costs(n, 2 * 4 * n)["cpu"])
+
+
+def test_a_packed_aten_lstm_counts_every_layers_gates_as_the_padded_one() -> None:
+    """aten.lstm.data takes the packed input (T*B, I) and batch_sizes before its (layers, B, H) states, which the
+    rank test skipped: the gates of one layer were counted, not of both."""
+    t, b, i, h, layers = 5, 3, 8, 16, 2
+    weights = [_t(4 * h, i), _t(4 * h, h), _t(4 * h, h), _t(4 * h, h)]
+    padded = op_flops("aten.lstm.input", [_t(t, b, i), _t(layers, b, h), _t(layers, b, h), *weights], [_t(t, b, h)])
+    packed = op_flops("aten.lstm.data", [_t(t * b, i), _t(t), _t(layers, b, h), _t(layers, b, h), *weights],
+                      [_t(t * b, h)])
+    assert packed == padded == 2 * t * b * sum(w.numel for w in weights) + RNN_POINTWISE * t * b * layers * h

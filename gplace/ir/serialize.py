@@ -5,12 +5,15 @@ This module is the IR's only serialisation boundary. Every document carries ``fo
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import logging
 import math
 import os
 import secrets
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -255,15 +258,32 @@ def save_json(doc: Mapping[str, Any], path: str | Path) -> Path:
     return write_text_atomic(path, text)
 
 
+_TMP_PREFIX_BYTES = 200
+"""Most bytes of a file's name that begin its temporary's (file systems take 255; the rest adds up to 32)."""
+_STALE_SECONDS = 3600.0
+
+
+def _remove_stale(folder: Path, prefix: str) -> None:
+    """Remove ``<prefix>.<pid>-<hex>.tmp`` files in ``folder`` older than an hour: writers killed mid-write (a
+    write takes seconds, so no live writer's is that old)."""
+    now = time.time()
+    for stale in folder.glob(f"{glob.escape(prefix)}.*-*.tmp"):
+        with contextlib.suppress(OSError):  # another writer removed it first, or it is not ours to remove
+            if now - stale.stat().st_mtime > _STALE_SECONDS:
+                stale.unlink()
+
+
 def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> Path:
     """Write ``text`` (a string, or its pieces in order, written as they come so the whole need not be held) to a
     temporary file of this writer's own beside ``path``, then rename it over ``path``: a process killed (or a disk
     filled) mid-write leaves the old file, never half of the new one, and of two processes writing one file at once
-    the last rename wins whole."""
+    the last rename wins whole. Temporaries of ``path`` an hour old (a writer killed mid-write) are removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")  # one per writer: two processes
-    try:                                                                             # filling a cache at once
+    prefix = path.name.encode()[:_TMP_PREFIX_BYTES].decode(errors="ignore")  # a long name leaves room for the rest
+    _remove_stale(path.parent, prefix)
+    tmp = path.with_name(f"{prefix}.{os.getpid()}-{secrets.token_hex(4)}.tmp")  # one per writer: two processes
+    try:                                                                         # filling a cache at once
         with tmp.open("x", encoding="utf-8") as out:
             out.writelines([text] if isinstance(text, str) else text)
     except BaseException:

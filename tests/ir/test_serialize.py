@@ -306,3 +306,21 @@ def test_two_writers_of_one_file_each_write_whole_through_their_own_temporary(tm
 
     write_text_atomic(path, first())
     assert load_json(path) == {"writer": "first"} and [p.name for p in tmp_path.iterdir()] == ["graph.json"]
+
+
+def test_a_killed_writers_temporary_is_removed_an_hour_later_and_long_names_still_write(tmp_path):
+    """Each writer's temporary has its own name, so one a killed writer left was never written over again: they
+    piled up. And the longer temporary name failed for a file name of 237-251 bytes that wrote before."""
+    import os
+    import time
+
+    path = tmp_path / "graph.json"
+    stale, fresh = tmp_path / "graph.json.123-abcd0123.tmp", tmp_path / "graph.json.456-abcd0456.tmp"
+    for left in (stale, fresh):
+        left.write_text("half")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    write_text_atomic(path, "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["graph.json", fresh.name]  # a live writer's is kept
+    long = tmp_path / ("g" * 245 + ".json")
+    assert write_text_atomic(long, "{}").read_text() == "{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["graph.json", fresh.name, long.name])
