@@ -491,6 +491,11 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
 
 
 # ---------------------------------------------------------------------- helpers
+class PipelineTraceError(UnsupportedGraphError):
+    """``torch.distributed.pipelining`` cannot trace the module (with the split asked for): names the module's
+    class, the split and torch's reason."""
+
+
 def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str, str], stages: int | None) -> Any:
     """``torch.distributed.pipelining.pipeline`` of a copy of ``module``: it patches the modules it traces, and a
     module traced twice keeps the first split's points as well (a wrong pipe, without an error).
@@ -498,8 +503,9 @@ def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str,
     Raises:
         InvalidPlacementError: ``module`` lacks a split's module path, or torch made another number of stages than
             ``stages`` (the placement's).
-        UnsupportedGraphError: torch's pipelining cannot trace ``module`` (``torch.cond``, a keyword-only input, a
-            ``torch.no_grad`` block, ...): names the module's class and the first line of torch's reason.
+        PipelineTraceError: (an ``UnsupportedGraphError``) torch's pipelining cannot trace ``module``
+            (``torch.cond``, a keyword-only input, a ``torch.no_grad`` block, ...): names the module's class and
+            the first line of torch's reason.
     """
     from torch.distributed.pipelining import SplitPoint, pipeline
 
@@ -516,7 +522,7 @@ def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str,
     except Exception as e:  # torch's error came from deep inside its tracer, naming neither the module nor gplace
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
         where = f"split at {sorted(split)}" if split else "unsplit"
-        raise UnsupportedGraphError(f"torch.distributed.pipelining cannot trace {type(module).__name__} ({where}): "
+        raise PipelineTraceError(f"torch.distributed.pipelining cannot trace {type(module).__name__} ({where}): "
                                     f"{type(e).__name__}: {reason}") from e
     if stages is not None and pipe.num_stages != stages:
         raise InvalidPlacementError(f"torch split {type(module).__name__} into {pipe.num_stages} stages at "

@@ -83,6 +83,7 @@ import math
 import os
 import queue
 import re
+import signal
 import socket
 import statistics
 import time
@@ -95,7 +96,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
+from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import error_summary
 from gplace.pipeline.simulator import check_microbatches
 from gplace.pipeline.steady import pipeline_bytes_moved
@@ -228,9 +229,11 @@ class TorchPipelineRuntime(Runtime):
         """As ``pipe-v2``'s, the schedule and micro-batch count in it, so caches and resumed runs keep them apart."""
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        from gplace.export.torch import PipelineTraceError
+
         try:
             result = self.run(graph, cluster, placement)
-        except (_StageError, TorchRunError, UnsupportedGraphError) as err:
+        except (_StageError, TorchRunError, PipelineTraceError) as err:  # a graph not from torch raises
             logger.debug("pipelined measurement of %r failed: %s", graph.name, err)
             return Measurement.failure(self.id, str(err))
         median = statistics.median(result.times)
@@ -338,10 +341,11 @@ class _StageError(RuntimeError):
 
 # ---------------------------------------------------------------------- the parent: spawn, collect, clean up
 def _run_stages(job: _Job) -> PipelineRun:
-    """Spawn one process per rank and combine their reports. They get a copy of the module, inputs and target:
-    sending tensors to a process moves them into shared memory, which the caller's would otherwise be left in."""
-    module, inputs, target = copy.deepcopy((job.module, job.inputs, job.target))
-    job = dataclasses.replace(job, module=module, inputs=inputs, target=target)
+    """Spawn one process per rank and combine their reports. They get copies of the module, inputs and target on
+    the CPU (:func:`_cpu_copy`): sending tensors to a process moves them into shared memory, which the caller's
+    would otherwise be left in."""
+    job = dataclasses.replace(job, module=_cpu_copy(job.module), inputs=tuple(_cpu_copy(t) for t in job.inputs),
+                              target=_cpu_copy(job.target))
     ctx = torch.multiprocessing.get_context("spawn")
     results = ctx.Queue()
     world, port = job.world, _free_port()
@@ -357,6 +361,19 @@ def _run_stages(job: _Job) -> PipelineRun:
                 p.kill()
             p.join(timeout=5)
     return _combined(reports, job)
+
+
+def _cpu_copy(value: Any) -> Any:
+    """A copy of a module or tensor on the CPU, made without a copy on its own device (a CUDA module is not cloned
+    on its GPU first; the stage processes build their stages on their devices). Sent to a process, a CUDA tensor
+    would stay alive in this one as long as it runs, for good if the receiver is killed (torch's docs)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    memo: dict[int, Any] = {}
+    for tensor in [*value.parameters(), *value.buffers()]:
+        cpu = tensor.detach().to("cpu", copy=True)
+        memo[id(tensor)] = nn.Parameter(cpu, tensor.requires_grad) if isinstance(tensor, nn.Parameter) else cpu
+    return copy.deepcopy(value, memo)
 
 
 def _run_launched(job: _Job) -> PipelineRun:
@@ -462,6 +479,7 @@ def _free_port() -> int:
 def _stage_main(rank: int, world: int, port: int, job: _Job, results: Any) -> None:
     import torch.distributed as dist
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a pool worker that spawned it ignores Ctrl-C
     try:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         _init_group(job, _process_device(job, rank), rank=rank, world_size=world)

@@ -207,6 +207,27 @@ def test_a_module_torch_cannot_trace_is_refused_up_front_and_a_failed_measuremen
     assert not multiprocessing.active_children()
 
 
+def test_a_graph_not_from_torch_still_raises_and_copies_sent_are_on_the_cpu() -> None:
+    """Failed trace measurements caught every UnsupportedGraphError, so measuring a graph not imported from torch
+    returned a failed measurement instead of raising. The copies sent to the stage processes are made on the CPU
+    (a CUDA module was cloned on its GPU first), tied weights kept tied."""
+    from gplace.testing import chain
+
+    torch.manual_seed(0)
+    model = _model()
+    x, y, _, cluster = _batch(model, 4)
+    graph = chain((1.0, 1.0))
+    runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=2, steps=1, warmup=0)
+    with pytest.raises(UnsupportedGraphError, match="not imported from a torch module"):
+        runtime.measure(graph, cluster, Placement.for_graph(graph, [0, 1]))
+    tied = Tied()
+    copied = torch_pipeline._cpu_copy(tied)
+    pairs = list(zip(tied.state_dict(keep_vars=True).values(), copied.state_dict(keep_vars=True).values(),
+                     strict=True))
+    assert all(torch.equal(a, b) and a.data_ptr() != b.data_ptr() and b.device.type == "cpu" for a, b in pairs)
+    assert len({id(p) for p in copied.parameters()}) == len({id(p) for p in tied.parameters()})  # still tied
+
+
 def test_a_stage_that_torchs_pipelining_fails_in_is_named_and_says_so() -> None:
     """A root buffer written in place, with module ``a`` alone on /CPU:0: torch's stages fail with a bare "zip()
     argument 2 is longer than argument 1"; the reason names the stage (whichever process reports first) and torch's
