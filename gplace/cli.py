@@ -96,6 +96,7 @@ def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], lis
     table of placements (each single device, HEFT and the learned one, with its step time and the learned one's
     speed-up over it) and the run's files (``placement``, ``trace``, ``policy``)."""
     from gplace.methods import make_baseline
+    from gplace.runtime.base import time_ratio
 
     learned = report.measurement.step_time
     times = {f"single {name}": m.step_time if m.ok else math.inf for name, m in report.baselines.items()}
@@ -106,7 +107,7 @@ def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], lis
         log.info("heft: %s", err)
     times["learned"] = learned
     rows = [{"placement": name, "step_time": t if math.isfinite(t) else None,
-             "learned_speedup": t / learned if math.isfinite(t) else None} for name, t in times.items()]
+             "learned_speedup": time_ratio(t, learned) if math.isfinite(t) else None} for name, t in times.items()]
     summary = {"step_time": learned, "best_single_device": report.best_baseline, "speedup": report.speedup,
                "heft_step_time": times.get("heft", math.inf), "samples": report.train.samples,
                "best_sample": report.train.best_sample or math.nan, "search_seconds": report.train.seconds}
@@ -230,6 +231,8 @@ def _print_table(report, run_dir: str | Path) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from gplace.runtime.base import time_ratio
+
     runtime = report.measurement.runtime
     table = Table(title=f"{report.graph.name} ({report.graph.num_ops} ops) on {report.cluster.name}, {runtime}")
     table.add_column("placement")
@@ -238,7 +241,7 @@ def _print_table(report, run_dir: str | Path) -> None:
     learned = report.measurement.step_time
     for name, m in report.baselines.items():
         table.add_row(f"single {name}", _ms(m.step_time) if m.ok else f"failed: {m.reason}",
-                      f"{m.step_time / learned:.2f}x" if m.ok else "")
+                      f"{time_ratio(m.step_time, learned):.2f}x" if m.ok else "")
     table.add_row(Text("learned", style="bold"), Text(_ms(learned), style="bold"), "1.00x")
     console = _console()
     console.print(table)

@@ -24,7 +24,7 @@ from gplace.ir.placement import check_graph_and_cluster
 from gplace.loggers import Logger
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
 from gplace.run_dir import claim_run_dir
-from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.base import Measurement, Runtime, time_ratio
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
 log = logging.getLogger(__name__)
@@ -56,9 +56,7 @@ class PlacementReport:
     @property
     def speedup(self) -> float:
         """Best single-device step time over the learned one (1 where both are 0: a graph with no work)."""
-        if self.measurement.step_time == 0:
-            return 1.0 if self.best_baseline == 0 else math.inf
-        return self.best_baseline / self.measurement.step_time
+        return time_ratio(self.best_baseline, self.measurement.step_time)
 
 
 def place(

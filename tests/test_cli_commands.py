@@ -400,3 +400,21 @@ def test_a_part_of_ones_own_is_selected_from_a_config_folder_as_the_readme_says(
     assert proc.returncode == 0, proc.stderr[-2000:]
     config = (tmp_path / "run" / ".hydra" / "config.yaml").read_text()
     assert "encoder:\n  _target_: gplace.encoders.GNNEncoder\n  conv: gin\n  hidden_size: 24\n" in config
+
+
+def test_a_graph_with_no_work_prints_and_logs_its_results(tmp_path, capsys):
+    """An all-zero-cost graph's learned step time is 0: the table and the W&B results divided by it
+    (ZeroDivisionError after placement.json, trace.json and policy.pt were written; the job failed)."""
+    from gplace.cli import _print_table, results
+    from gplace.experiment import place
+    from gplace.ir import Edge, Op, OpGraph
+    from gplace.runtime import Simulator
+
+    graph = OpGraph.from_ops([Op(f"o{i}", "T", 0.0) for i in range(4)],
+                             [Edge(f"o{i}", f"o{i + 1}", 0) for i in range(3)], name="idle")
+    cluster = uniform_cluster(2)
+    report = place(graph, cluster, method="learned", budget=2, seed=0, run_dir=tmp_path)
+    summary, rows, _ = results(report, Simulator(), tmp_path)
+    assert summary["step_time"] == 0.0 and {row["learned_speedup"] for row in rows} == {1.0}
+    _print_table(report, tmp_path)
+    assert "1.00x" in capsys.readouterr().out

@@ -23,6 +23,7 @@ from gplace.bench.runner import read_records, stale_reason
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.serialize import write_text_atomic
 from gplace.pipeline import PipelineSimulator
+from gplace.runtime.base import time_ratio
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +233,7 @@ def speedups(records: Sequence[PipelineRecord], baseline: str = "single_gpu") ->
     """``(graph, cluster, schedule, M, method) -> baseline time / method time`` (throughput over one GPU), for
     the methods that ran in cases where ``baseline`` ran."""
     base = {k: t for k, (method, t) in references(records, baseline).items() if method == baseline}
-    return {(*_case(r), r.method): base[_case(r)] / r.minibatch_time for r in records
+    return {(*_case(r), r.method): time_ratio(base[_case(r)], r.minibatch_time) for r in records
             if not r.failed and _case(r) in base}
 
 
@@ -280,7 +281,7 @@ def _cell(record: PipelineRecord | None, ref: tuple[str, float] | None) -> str:
     """A method's throughput over the reference, or why it has none."""
     if record is None or record.failed or ref is None:
         return _ms(record) if record is not None and record.failed else "-"
-    return f"{ref[1] / record.minibatch_time:.2f}x"
+    return f"{time_ratio(ref[1], record.minibatch_time):.2f}x"
 
 
 def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, schedule: str = "1f1b",
@@ -364,7 +365,7 @@ def _ilp_against_dp(records, methods: Sequence[str] = ("ilp", "ilp_overlap")) ->
              "| method | schedule | cases | median | min | max | ILP faster |", "|---|---|---|---|---|---|---|"]
     for method in methods:
         for schedule in dict.fromkeys(r.schedule for r in records):
-            ratios = [by[(*k[:4], "ideal_dp")].minibatch_time / r.minibatch_time for k, r in by.items()
+            ratios = [time_ratio(by[(*k[:4], "ideal_dp")].minibatch_time, r.minibatch_time) for k, r in by.items()
                       if k[4] == method and k[2] == schedule and not r.failed
                       and (*k[:4], "ideal_dp") in by and not by[(*k[:4], "ideal_dp")].failed]
             if ratios:
@@ -453,7 +454,8 @@ def _search_targets(records, name: str, searches: Sequence[str]) -> list[str]:
         start_t = best.minibatch_time if best else math.inf  # the warm start: the row's fastest placer
         if warm and not warm.failed and warm_t < min(dp_t, start_t) * (1 - 1e-9) and warm.contiguous is False:
             faster.add(case[0])
-        ratio, to_partitioner = (cold.minibatch_time / r.minibatch_time if cold and r and not cold.failed else math.inf
+        ratio, to_partitioner = (time_ratio(cold.minibatch_time, r.minibatch_time) if cold and r and not cold.failed
+                                 else math.inf
                                  for r in (best, partitioner))
         counted += cold is not None
         within += ratio <= 1.05

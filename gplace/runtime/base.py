@@ -16,6 +16,18 @@ from gplace.ir.placement import check_placement
 log = logging.getLogger(__name__)
 
 
+def time_ratio(time: float, other: float) -> float:
+    """``time / other`` (a speed-up of ``other`` over ``time``): 1 where both are 0 (a graph with no work), inf where
+    only ``other`` is.
+
+    >>> time_ratio(2.0, 0.5), time_ratio(0.0, 0.0), time_ratio(1.0, 0.0)
+    (4.0, 1.0, inf)
+    """
+    if other == 0:
+        return 1.0 if time == 0 else math.inf
+    return time / other
+
+
 class ClusterMismatchError(ValueError):
     """The cluster cannot run on this machine (a device it lacks, two cluster devices on one GPU); the message
     names the devices. Raised by :meth:`Runtime.check_cluster`, before a search."""

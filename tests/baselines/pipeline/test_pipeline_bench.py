@@ -81,6 +81,15 @@ def test_a_graph_one_gpu_cannot_hold_is_compared_with_the_fastest_method(tmp_pat
     assert load_pipeline_records(tmp_path / "pipeline_results.json") == records
 
 
+def test_a_graph_with_no_work_is_reported_not_divided_by_zero() -> None:
+    """An all-zero-cost graph measured 0 s by every method: PIPELINE.md's writer divided by it
+    (ZeroDivisionError), which stopped the bench after that graph and lost the cases after it."""
+    records = [_record("single_gpu", 0.0), _record("gpipe", 0.0), _record("ideal_dp", 0.0)]
+    report = pipeline_report(records)
+    assert "| 1.00x | 1.00x |" in report and "inf" not in report
+    assert set(speedups(records).values()) == {1.0}
+
+
 def test_contiguity_of_a_split() -> None:
     graph, cluster = testing.chain((1.0, 1.0, 1.0, 1.0), nbytes=0), testing.uniform_cluster(2)
     problem = StageProblem(graph, cluster)
