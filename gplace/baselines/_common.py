@@ -191,9 +191,9 @@ class MemoryLedger:
         sent = {names[d]: {names[e]: b for e, b in self._sent_per_device(unit, d).items()} for d in allowed}
         sent_text = "".join(f"; from {d}, bytes it sends to its consumers' devices: {b}" for d, b in sent.items() if b)
         return PlacementInfeasibleError(
-            f"op {graph.op_names[op]!r} {what}fits no device it may run on after the ops placed before it (a "
-            f"greedy pass: another order may fit); bytes it needs there (persistent + output + temporary + copies "
-            f"received): {need}; free bytes: {free}{sent_text}"
+            f"out of memory: op {graph.op_names[op]!r} {what}fits no device it may run on after the ops placed "
+            f"before it (a greedy pass: another order may fit); bytes it needs there (persistent + output + "
+            f"temporary + copies received): {need}; free bytes: {free}{sent_text}"
         )
 
     def _sent_per_device(self, unit: int, device: int) -> dict[int, int]:
