@@ -589,6 +589,9 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     _check_sweep_dir(run_dir)
     if not isinstance(cfg.get("write_back", True), bool):
         _fail(f"write_back must be true or false, got {cfg.write_back!r}")
+    if cfg.get("logger", {}).get("_target_", "gplace.loggers.NullLogger") != "gplace.loggers.NullLogger":
+        _fail("gplace place keeps no W&B run (a learned search logs to metrics.jsonl in its run directory): "
+              "use logger=none, or `gplace` (a training run) for W&B")
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
     graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), _objective_runtime(cfg)

@@ -418,3 +418,18 @@ def test_a_graph_with_no_work_prints_and_logs_its_results(tmp_path, capsys):
     assert summary["step_time"] == 0.0 and {row["learned_speedup"] for row in rows} == {1.0}
     _print_table(report, tmp_path)
     assert "1.00x" in capsys.readouterr().out
+
+
+def test_place_takes_logger_none_and_refuses_a_wandb_logger_by_name(tmp_path, capsys):
+    """`gplace place ... logger=none` (as `gplace` takes it) was refused by Hydra: "Could not override 'logger'.
+    No match in the defaults list."; a W&B logger, which place would not use, is refused saying so."""
+    from hydra import compose, initialize_config_module
+
+    from gplace.cli import place_with_policy
+
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        assert compose(config_name="place", overrides=["logger=none"]).logger._target_ == "gplace.loggers.NullLogger"
+        wandb = compose(config_name="place", overrides=["logger=wandb", "method=heft"])
+    with pytest.raises(SystemExit):
+        place_with_policy(wandb, tmp_path)
+    assert "gplace place keeps no W&B run" in capsys.readouterr().err
