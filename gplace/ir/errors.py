@@ -27,18 +27,26 @@ def error_summary(err: BaseException | str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
-def format_bytes(nbytes: int) -> str:
-    """Decimal units, one decimal place: ``13.2 GB``."""
+def format_bytes(nbytes: int, unit_of: int | None = None) -> str:
+    """Decimal units, one decimal place: ``13.2 GB``; in the unit ``unit_of`` bytes would take, if given."""
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= scale:
+        if (nbytes if unit_of is None else unit_of) >= scale:
             return f"{nbytes / scale:.1f} {unit}"
     return f"{int(nbytes)} B"
 
 
 def format_shortfall(needs: int, has: int) -> str:
-    """``needs 5.0 MB, has 4.2 MB``; exact byte counts where the rounded ones would read the same."""
+    """``needs 5.0 MB, has 4.2 MB``; exact byte counts where the rounded ones would read the same, in the larger
+    one's unit (``needs 1.0 MB, has 1000.0 kB`` for a byte short, before).
+
+    >>> format_shortfall(1_000_000, 999_999)
+    'needs 1,000,000 B, has 999,999 B'
+    >>> format_shortfall(5_000_000, 420_000)
+    'needs 5.0 MB, has 420.0 kB'
+    """
     need, have = format_bytes(needs), format_bytes(has)
-    if need == have:
+    larger = max(needs, has)
+    if format_bytes(needs, larger) == format_bytes(has, larger):
         need, have = f"{int(needs):,} B", f"{int(has):,} B"
     return f"needs {need}, has {have}"
 
