@@ -104,7 +104,7 @@ def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: 
     if merge_consumers:
         _merge_into_only_consumer(graph, uf, cap)
     labels, num, src, dst = _group_graph(graph, uf)
-    order = _group_order(num, src, dst, _first_position(graph, labels, num))
+    order = _group_order(num, src, dst, graph.first_positions(labels, num))
     pos = np.empty(num, dtype=np.int64)
     pos[order] = np.arange(num)
     run = np.arange(num)
@@ -219,7 +219,7 @@ def make_grouping(graph: OpGraph, op_group: np.ndarray) -> Grouping:
         raise ValueError(f"group id {empty[0]} has no op; ids must be 0..G-1 with every id used")
     gs, gd = op_group[graph.edge_index[0]], op_group[graph.edge_index[1]]
     pairs = np.unique((gs * num + gd)[gs != gd])
-    order = _group_order(num, pairs // max(num, 1), pairs % max(num, 1), _first_position(graph, op_group, num))
+    order = _group_order(num, pairs // max(num, 1), pairs % max(num, 1), graph.first_positions(op_group, num))
     rank = np.empty(num, dtype=np.int64)
     rank[order] = np.arange(num)
     op_group = rank[op_group]
@@ -346,7 +346,7 @@ def _merge_into_only_consumer(graph: OpGraph, uf: _UnionFind, cap: float = np.in
     u, v = graph.edge_index
     ptr, consumer = _csr(labels[u], v, num)
     ptr, consumer, lab = ptr.tolist(), consumer.tolist(), labels.tolist()
-    for g in reversed(_group_order(num, src, dst, _first_position(graph, labels, num)).tolist()):
+    for g in reversed(_group_order(num, src, dst, graph.first_positions(labels, num)).tolist()):
         outside = {c for c in consumer[ptr[g]:ptr[g + 1]] if lab[c] != g}
         if len(outside) == 1:
             (c,) = outside
@@ -487,13 +487,6 @@ def _group_graph(graph: OpGraph, uf: _UnionFind) -> tuple[np.ndarray, int, np.nd
 def _group_masks(uf: _UnionFind, labels: np.ndarray, num: int) -> np.ndarray:
     rep = _first_member(labels, num)
     return np.array([uf.mask[uf.find(int(i))] for i in rep], dtype=object)
-
-
-def _first_position(graph: OpGraph, labels: np.ndarray, num: int) -> np.ndarray:
-    """(G,) int64 earliest position of each group's members in ``graph.topological_order``."""
-    first = np.full(num, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, labels, graph.topological_position)
-    return first
 
 
 def _first_member(labels: np.ndarray, num: int) -> np.ndarray:

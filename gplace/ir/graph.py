@@ -407,6 +407,13 @@ class OpGraph:
         position[self.topological_order] = np.arange(self.num_ops)
         return frozen_array(position)
 
+    def first_positions(self, labels: np.ndarray, count: int) -> np.ndarray:
+        """(count,) int64 earliest :attr:`topological_position` of the ops of each label (``num_ops`` for a label
+        no op has). Shapes: ``labels`` (N,) int in ``[0, count)``."""
+        first = np.full(count, self.num_ops, dtype=np.int64)
+        np.minimum.at(first, labels, self.topological_position)
+        return first
+
     def _find_cycle(self, indeg: list[int]) -> list[str]:
         """Names of ops on one cycle among the ops Kahn's algorithm could not order."""
         ptr, src, _ = self.in_csr

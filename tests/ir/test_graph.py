@@ -168,6 +168,8 @@ def test_topological_order_and_csr():
     graph = random_dag(50, seed=3)
     pos = graph.topological_position
     assert pos[graph.topological_order].tolist() == list(range(50)) and not pos.flags.writeable
+    labels = np.arange(50) % 3
+    assert graph.first_positions(labels, 4).tolist() == [*(pos[labels == k].min() for k in range(3)), 50]
     ei = graph.edge_index
     assert np.all(pos[ei[0]] < pos[ei[1]])
 

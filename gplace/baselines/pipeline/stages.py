@@ -96,18 +96,11 @@ def pipeline_order(graph: OpGraph, units: Units) -> np.ndarray:
     late (a buffer with its in-place writes) follows the units it needs. When ordering the units by their first
     member already keeps every other edge, that is the order; O(N + E log N).
     """
-    first = _first_positions(graph, units)
+    first = graph.first_positions(units.unit_of, units.num_units)
     src, dst = _between_components(graph, units)
     if (first[src] < first[dst]).all():
         return np.argsort(first)  # first positions are distinct
     return _smallest_first(first, src, dst)
-
-
-def _first_positions(graph: OpGraph, units: Units) -> np.ndarray:
-    """(U,) position of each unit's first member in ``graph.topological_order``."""
-    first = np.full(units.num_units, graph.num_ops, dtype=np.int64)
-    np.minimum.at(first, units.unit_of, graph.topological_position)
-    return first
 
 
 def _between_components(graph: OpGraph, units: Units) -> tuple[np.ndarray, np.ndarray]:
