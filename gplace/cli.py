@@ -13,6 +13,7 @@ from typing import NoReturn
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
+from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -135,8 +136,6 @@ def _device_figures(path: Path) -> dict[str, float]:
 def _sweep_fields(logger_cfg: DictConfig) -> dict[str, str]:
     """In a multirun, ``group`` (:func:`sweep_group`) and ``name`` (the job's overrides) for a logger config that
     has those fields unset, so each job is its own run, grouped by sweep."""
-    from hydra.types import RunMode
-
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return {}
     hc = HydraConfig.get()
@@ -323,8 +322,6 @@ def resume_hint(command: str, cfg: DictConfig, hydra_cfg: DictConfig | None) -> 
 def _job_dir_override(hydra_cfg: DictConfig) -> str:
     """The override naming the job's directory as a rerun must give it: ``hydra.run.dir=...``, or a sweep's
     ``hydra.sweep.dir=...`` (each job's own directory under it)."""
-    from hydra.types import RunMode
-
     if hydra_cfg.mode == RunMode.MULTIRUN:
         return f"hydra.sweep.dir={hydra_cfg.sweep.dir}"
     return f"hydra.run.dir={hydra_cfg.run.dir}"
@@ -340,8 +337,6 @@ def _quoted(*overrides: str) -> str:
 def _outside_hint(hydra_cfg: DictConfig | None) -> str:
     """What the interrupted line says of Ctrl-C or SIGTERM outside a job (Hydra starting, between a sweep's jobs,
     Hydra ending)."""
-    from hydra.types import RunMode
-
     if hydra_cfg is not None and hydra_cfg.mode == RunMode.MULTIRUN:
         return (f"between the sweep's jobs: the same command run again with "
                 f"{_quoted(_job_dir_override(hydra_cfg))} continues it, its training runs from their last checkpoints")
@@ -351,8 +346,6 @@ def _outside_hint(hydra_cfg: DictConfig | None) -> str:
 def _default_dir_hint(err: Exception) -> str:
     """For a run directory in use that is Hydra's default (no ``hydra.run.dir`` given): that the default is named by
     the second, so two runs started in the same second share it; else nothing."""
-    from hydra.types import RunMode
-
     from gplace.run_dir import RunDirInUseError
 
     if not isinstance(err, RunDirInUseError) or err.path is None or not HydraConfig.initialized():
@@ -405,8 +398,6 @@ def _fail(message: str) -> None:
 
 def _in_sweep() -> bool:
     """Whether this is a job of a Hydra multirun."""
-    from hydra.types import RunMode
-
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
