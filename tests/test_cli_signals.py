@@ -20,6 +20,7 @@ IN_COMPOSE = """
 import os, signal, sys
 import hydra._internal.hydra as h
 import gplace.cli
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job (CI's) starts with Ctrl-C ignored
 compose, signum = h.Hydra.compose_config, getattr(signal, sys.argv[1])
 def signalled(*args, **kwargs):  # the signal arrives while Hydra composes the config, before any job runs
     os.kill(os.getpid(), signum)
