@@ -38,6 +38,16 @@ def _batch(model: nn.Module, width: int):
     return x, y, graph, Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
 
 
+def _assert_like_unsplit(run, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
+    """The run's loss within 1e-5 (relative) and every gradient within 1e-5 (relative) + 1e-6 (absolute) of the
+    unsplit model's on the whole mini-batch."""
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    assert run.loss == pytest.approx(loss.item(), rel=1e-5)
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
+
+
 def _problem(stage_of: dict[str, int]):
     model = _model()
     x, y, graph, cluster = _batch(model, 4)
@@ -73,12 +83,8 @@ def test_pipelined_steps_give_the_unsplit_models_loss_and_gradients(name, stages
     assert len(set(placement.devices.tolist())) == stages
     runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, schedule=schedule, steps=1, warmup=0)
     run = runtime.run(graph, cluster, placement)
-    loss = F.mse_loss(model(x), y)
-    loss.backward()
-    assert run.loss == pytest.approx(loss.item(), rel=1e-5)
+    _assert_like_unsplit(run, model, x, y)
     assert set(run.grads) == {n for n, _ in model.named_parameters()}
-    for n, p in model.named_parameters():
-        torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
     assert len(run.times) == 1 and run.times[0] > 0 and run.processes == stages
 
 
@@ -99,11 +105,7 @@ def test_a_non_contiguous_placement_runs_each_devices_stages_in_one_process(stag
     run = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=microbatches, schedule=schedule, steps=1,
                                warmup=0).run(graph, cluster, placement)
     assert run.processes == devices
-    loss = F.mse_loss(model(x), y)
-    loss.backward()
-    assert run.loss == pytest.approx(loss.item(), rel=1e-5)
-    for n, p in model.named_parameters():
-        torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
+    _assert_like_unsplit(run, model, x, y)
 
 
 def test_a_weight_tied_across_stages_gets_the_sum_of_its_stages_gradients() -> None:
@@ -186,11 +188,7 @@ def test_a_training_graph_aligned_to_modules_runs_like_its_module() -> None:
     assert split_spec(graph, placement).split_spec == {"2": "BEGINNING"}
     run = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=2, steps=1, warmup=0).run(graph, cluster,
                                                                                                placement)
-    loss = F.mse_loss(model(x), y)
-    loss.backward()
-    assert run.loss == pytest.approx(loss.item(), rel=1e-5)
-    for n, p in model.named_parameters():
-        torch.testing.assert_close(torch.from_numpy(run.grads[n]), p.grad, rtol=1e-5, atol=1e-6)
+    _assert_like_unsplit(run, model, x, y)
 
 
 def test_a_module_torch_cannot_trace_is_refused_up_front_and_a_failed_measurement() -> None:
