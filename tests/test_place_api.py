@@ -11,6 +11,7 @@ import torch
 
 import gplace
 from gplace.encoders import GNNEncoder
+from gplace.ir import Edge, Op, OpGraph
 from gplace.methods import Budget, pretrained_path
 from gplace.policies import ListSchedulingPolicy
 from gplace.runtime import Simulator
@@ -370,6 +371,20 @@ def test_a_search_on_a_noisy_runtime_reports_its_best_placement_measured_again(p
         assert report.measurement.step_time == report.best_baseline < last.step_time
     else:
         assert report.measurement == last
+
+
+def test_a_single_device_result_on_a_noisy_runtime_is_not_faster_than_itself():
+    """One colocation group: every placement puts all ops on one device, the placement of a single-device
+    baseline. Measured again, the search's best came out up to 1.18x faster than that baseline's one measurement of
+    the same placement (probes on torch-v1 and tf-v1); it is reported with the baseline's measurement."""
+    ops = [Op(f"o{i}", "MatMul", 1e-3 * (i + 1), colocation="all") for i in range(5)]
+    graph = OpGraph.from_ops(ops, [Edge(f"o{i}", f"o{i + 1}", 1000) for i in range(4)], name="one_group")
+    cluster = uniform_cluster(2)
+    for seed in range(6):
+        runtime = _Noisy()
+        runtime.rng = np.random.default_rng(seed)  # the noise differs between seeds (before: 1.11-2.39x on 4 of 6)
+        report = gplace.place(graph, cluster, budget="4 samples", seed=seed, runtime=runtime)
+        assert report.speedup == 1.0 and report.measurement in report.baselines.values(), seed
 
 
 class _SlightlyNoisy(_Noisy):
