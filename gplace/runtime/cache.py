@@ -83,7 +83,10 @@ class CachedRuntime(RuntimeWrapper):
             :class:`~gplace.runtime.parallel.PoolRuntime` inside still measures them in parallel).
         path: sqlite file to read and extend; created if missing. (default: None: memory only)
         max_entries: measurements kept in memory, least recently used dropped first. (default: 100_000)
-        cache_nondeterministic: cache a non-deterministic runtime's measurements too. (default: False)
+        cache_nondeterministic: cache a non-deterministic runtime's measurements too. (default: False) A
+            measurement is keyed by the graph's fingerprint, which leaves out the program a real runtime runs
+            (``graph.source``): two exports of one module with other example input values share it, and with
+            data-dependent control flow (``torch.cond``) they run different code; give such graphs a cache each.
         keep_op_times: keep ``op_start`` and ``op_end`` in cached measurements. (default: False)
 
     Attributes:
