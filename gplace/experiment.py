@@ -169,10 +169,8 @@ def place(
                                 run_dir, logger, warm_start, split_groups)
             except PlacementInfeasibleError as err:
                 if not any(m.ok for m in baselines.values()):
-                    raise PlacementInfeasibleError(
-                        f"{err}; the search places groups of ops, which a tight memory may not pack: try "
-                        "warm_start='heft' (placed op by op), with split_groups=True to search from it") from None
-                log.warning("the search measured no placement that fits; returning the fastest single-device one")
+                    raise PlacementInfeasibleError(f"{err}; {_why_nothing_ran(baselines)}") from None
+                log.warning("the search measured no placement that ran; returning the fastest single-device one")
                 result = getattr(err, "result", None) or TrainResult(  # the search's samples, seconds and history
                     Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
                     Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
@@ -303,6 +301,16 @@ def _no_worse_than(result: TrainResult, warm_start: Placement | None, graph: OpG
     if not (m.ok and m.step_time < result.best_measurement.step_time):
         return result
     return dataclasses.replace(result, best_placement=warm_start, best_measurement=m)
+
+
+def _why_nothing_ran(baselines: dict[str, Measurement]) -> str:
+    """What to try when neither the search nor any single device measured a placement that ran: for memory, a
+    placement op by op; else the single devices' own failure (a time limit, a runtime error)."""
+    first = next(iter(baselines.values()), None)
+    if first is None or "out of memory" in first.reason:
+        return ("the search places groups of ops, which a tight memory may not pack: try warm_start='heft' (placed "
+                "op by op), with split_groups=True to search from it")
+    return f"every single-device placement failed too (e.g. {first.reason}): the runtime ran none of them"
 
 
 def _searched(result: TrainResult, baselines: dict[str, Measurement], graph: OpGraph, cluster: Cluster,

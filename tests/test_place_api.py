@@ -406,6 +406,25 @@ class _OnlyDevice0(Simulator):
         return super()._measure(graph, cluster, placement)
 
 
+class _TimesOut(Simulator):
+    """Every measurement fails for want of time (as a real runtime's time limit)."""
+
+    id = "timeout-test-v1"
+
+    def _measure(self, graph, cluster, placement):
+        return gplace.Measurement.failure(self.id, "time limit of 0.0002 s exceeded after 0 of 7 steps")
+
+
+def test_a_search_where_nothing_ran_for_want_of_time_does_not_blame_memory():
+    """Every measurement, the single devices' too, failed on a time limit: the error still said that a tight memory
+    may not pack the groups and to try warm_start='heft'."""
+    graph, cluster = random_dag(8, seed=2), uniform_cluster(2)
+    with pytest.raises(gplace.baselines.PlacementInfeasibleError) as err:
+        gplace.place(graph, cluster, budget="4 samples", seed=0, runtime=_TimesOut())
+    assert "every single-device placement failed too (e.g. time limit" in str(err.value)
+    assert "tight memory" not in str(err.value)
+
+
 def test_search_results_keep_their_sample_and_counts():
     """On a noisy runtime best_sample named the first sample under the re-measured time (sample 2, not 14); a search
     where nothing fitted reported 0 samples, 0 s and no history though it measured 16."""

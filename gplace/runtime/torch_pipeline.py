@@ -49,7 +49,9 @@ Failures
     naming its class and torch's reason; :meth:`TorchPipelineRuntime.check_graph` refuses, once before a search,
     one it cannot trace at all (``torch.cond``, a keyword-only input, a ``torch.no_grad`` block).
 Processes
-    By default (``processes="spawn"``) gplace starts the stage processes itself for each measurement. Under
+    By default (``processes="spawn"``) gplace starts the stage processes itself for each measurement; they are
+    spawned, so each imports the caller's ``__main__``: a script must guard its entry point with
+    ``if __name__ == "__main__":`` (else every stage re-runs the script and dies, exit code 1). Under
     ``torchrun`` (``processes="torchrun"``), the processes it launched are the stages: every rank calls
     ``measure`` with the same graph and placement, runs the stages of device ``RANK`` in its own process (the
     world size must equal the number of devices holding stages) and gets the same result, gathered from all
