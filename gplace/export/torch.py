@@ -523,7 +523,7 @@ def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str,
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
         where = f"split at {sorted(split)}" if split else "unsplit"
         raise PipelineTraceError(f"torch.distributed.pipelining cannot trace {type(module).__name__} ({where}): "
-                                    f"{type(e).__name__}: {reason}") from e
+                                 f"{type(e).__name__}: {reason}") from e
     if stages is not None and pipe.num_stages != stages:
         raise InvalidPlacementError(f"torch split {type(module).__name__} into {pipe.num_stages} stages at "
                                     f"{sorted(split)}, where the placement has {stages}")

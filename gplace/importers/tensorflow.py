@@ -788,11 +788,16 @@ def _batch_mean(tf: Any, loss: Any) -> Any:
     return loss if loss.shape.rank == 0 else tf.reduce_mean(loss)
 
 
+def _output_names(model: Any) -> list[str]:
+    """A Keras model's output names, in ``model.outputs`` order (its outputs' tensor names where it has none)."""
+    return list(getattr(model, "output_names", None) or [t.name for t in model.outputs])
+
+
 def _loss_weights(model: Any) -> list[float]:
     """The compiled ``loss_weights`` per output of ``model`` (in ``model.outputs`` order; 1.0 where none)."""
     config = model.get_compile_config() if getattr(model, "compiled", False) else None
     given = (config or {}).get("loss_weights")
-    names = list(getattr(model, "output_names", None) or [t.name for t in model.outputs])
+    names = _output_names(model)
     if given is None:
         return [1.0] * len(names)
     if isinstance(given, dict):
@@ -810,7 +815,7 @@ def _output_losses(keras: Any, model: Any, loss: Any) -> list[Any]:
     loss: one for all, a list (one per output) or a dict (by output name); each is averaged over the batch in
     the step, as Keras's default reduction does."""
     given = loss if loss is not None else getattr(model, "loss", None) or "mean_squared_error"
-    names = list(getattr(model, "output_names", None) or [t.name for t in model.outputs])
+    names = _output_names(model)
     if isinstance(given, dict):
         missing = [n for n in names if n not in given]
         if missing:

@@ -157,7 +157,12 @@ class _Job:
     @property
     def example(self) -> tuple[torch.Tensor, ...]:
         """One micro-batch of the inputs (what the pipeline is traced with)."""
-        return tuple(t[: t.shape[0] // self.microbatches] for t in self.inputs)
+        return _one_microbatch(self.inputs, self.microbatches)
+
+
+def _one_microbatch(inputs: tuple[torch.Tensor, ...], microbatches: int) -> tuple[torch.Tensor, ...]:
+    """The first of ``microbatches`` micro-batches of ``inputs`` (what the pipeline is traced with)."""
+    return tuple(t[: t.shape[0] // microbatches] for t in inputs)
 
 
 def _batch_size(inputs: tuple[torch.Tensor, ...], target: torch.Tensor) -> int:
@@ -278,7 +283,7 @@ class TorchPipelineRuntime(Runtime):
         split torch cannot trace is a failed measurement."""
         from gplace.export.torch import check_pipeline_split
 
-        check_pipeline_split(graph, self.module, tuple(t[: t.shape[0] // self.microbatches] for t in self.inputs))
+        check_pipeline_split(graph, self.module, _one_microbatch(self.inputs, self.microbatches))
 
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
