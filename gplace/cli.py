@@ -288,6 +288,22 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}")
     except KeyboardInterrupt as err:
         _interrupted(err, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
+    except Exception as err:  # an interrupt raised inside a C callback comes out wrapped (numba: a SystemError)
+        interrupt = _interrupt_in(err)
+        if interrupt is None:
+            raise
+        _interrupted(interrupt, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
+
+
+def _interrupt_in(err: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM (:class:`Terminated`) that ``err`` was raised from or while handling, if any."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def _interrupted(err: KeyboardInterrupt, hint: str) -> NoReturn:

@@ -152,3 +152,24 @@ def test_a_run_directory_in_use_that_is_hydras_default_says_it_is_named_by_the_s
             "so two runs started in the same second get the same one: give each run its own hydra.run.dir=..., or "
             "run them as one sweep (-m)")
     assert (hint in err) is not given, err
+
+
+def test_a_signal_that_arrives_inside_a_c_callback_still_ends_in_one_line(hydra_job, capsys):
+    """SIGTERM landing while numba unpickled a kernel came out as "SystemError: <function _numba_unpickle> returned
+    a result with an exception set" (caused by Terminated): a traceback and exit status 1, not the one line and 143
+    (seen once in the CI mimic, tests/test_cli.py::test_a_terminated_run_ends_as_an_interrupted_one)."""
+    from gplace.cli import Terminated, _guard
+
+    def terminated_in_callback():
+        try:
+            raise Terminated
+        except Terminated as err:
+            raise SystemError("<function _numba_unpickle> returned a result with an exception set") from err
+
+    cfg = hydra_job("place", "method=heft")
+    with pytest.raises(SystemExit) as stop:
+        _guard(terminated_in_callback, cfg, "place")
+    assert stop.value.code == 143
+    assert capsys.readouterr().err.startswith("gplace: terminated; nothing resumes")
+    with pytest.raises(SystemError, match="not an interrupt"):  # other errors pass through as they were
+        _guard(lambda: (_ for _ in ()).throw(SystemError("not an interrupt")), cfg, "place")
