@@ -22,6 +22,7 @@ import hashlib
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -371,8 +372,8 @@ class Run(Loop):
             return
         save_checkpoint(self.ckpt, {**self.state(update), "policy": placer.state_dict(),
                                     "baseline": self.baseline.state_dict(),
-                                    "best_devices": None if self.best is None else self.best[0].devices,
-                                    "sample_step_times": np.array(self.sample_step_times, dtype=np.float64)})
+                                    "best_devices": None if self.best is None else self.best[0].devices.tolist(),
+                                    "sample_step_times": [float(t) for t in self.sample_step_times]})
 
 
 def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *, lr: float, seed: int,
@@ -409,7 +410,7 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
     return run
 
 
-def _measured_best(runtime: Runtime, graph: OpGraph, cluster: Cluster, devices: np.ndarray | None) -> Best | None:
+def _measured_best(runtime: Runtime, graph: OpGraph, cluster: Cluster, devices: Sequence[int] | None) -> Best | None:
     """A checkpoint's best placement measured again; ``None`` where none had succeeded (its measurement not taken).
     Shapes: devices (N,) int."""
     if devices is None:

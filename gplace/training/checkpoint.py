@@ -20,6 +20,9 @@ _NEW_RUN = "use a new run directory or delete it"
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     """Write ``state`` with ``torch.save`` to a temp file, then rename, so a kill never leaves half a file.
 
+    ``state`` holds tensors and plain data (dicts, lists, numbers, strings) only, so that :func:`load_checkpoint`
+    reads it with ``weights_only=True``.
+
     Raises:
         OSError: the file could not be written (a full disk: torch says so with a ``RuntimeError``); names the
             file, removes the partial temp file and leaves the last whole checkpoint as it was.
@@ -59,7 +62,8 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     if not path.exists():
         return None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        with torch.serialization.safe_globals(_numpy_arrays()):
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on a damaged file
         raise RunDirConflictError(f"checkpoint {path} cannot be read (a damaged or truncated file: "
                                   f"{error_summary(err)}); {_NEW_RUN}") from None
@@ -91,6 +95,23 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     _warn_changed_settings(state.get("settings"), settings, path)
     log.info("resuming from %s at update %d", path, state["update"])
     return state
+
+
+def _numpy_arrays() -> list[Any]:
+    """What ``weights_only`` loading needs to read the numpy arrays and scalars older checkpoints held."""
+    import numpy as np
+
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # numpy 1.x
+        from numpy.core import multiarray
+    return [np.ndarray, np.dtype, multiarray._reconstruct, multiarray.scalar, *_dtype_classes(np)]
+
+
+def _dtype_classes(np: Any) -> list[type]:
+    """numpy 2's dtype classes (``numpy.dtypes.Float64DType``, ...), which a pickled dtype may name."""
+    dtypes = getattr(np, "dtypes", None)
+    return [] if dtypes is None else [c for c in vars(dtypes).values() if isinstance(c, type)]
 
 
 def _check_runtime(state: dict[str, Any], path: Path, runtime_id: str | None) -> None:

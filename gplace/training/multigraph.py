@@ -155,7 +155,7 @@ class _TaskState:
         return self.reference_time
 
     def state_dict(self) -> dict[str, Any]:
-        best = None if self.best is None else (self.best[0].devices, self.best[1])
+        best = None if self.best is None else (self.best[0].devices.tolist(), float(self.best[1]))
         return {"baseline": self.baseline.state_dict(), "best": best, "samples": self.samples,
                 "reference": self.reference_time}
 

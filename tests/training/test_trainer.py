@@ -161,6 +161,45 @@ def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, content):
                                                              run_dir=tmp_path)
 
 
+class _RunsCode:
+    def __reduce__(self):
+        return (exec, ("import pathlib; pathlib.Path(__import__('os').environ['GPLACE_TEST_MARK']).touch()",))
+
+
+def test_a_checkpoint_cannot_run_code_when_it_is_read(tmp_path, monkeypatch):
+    """A checkpoint was read with weights_only=False: a crafted checkpoint.pt in a run directory (one shared or
+    downloaded) ran arbitrary code as the run resumed. It is refused, naming the file, and runs nothing."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    mark = tmp_path / "ran"
+    monkeypatch.setenv("GPLACE_TEST_MARK", str(mark))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    torch.save({"fingerprint": _RunsCode()}, run_dir / "checkpoint.pt")
+    with pytest.raises(ValueError, match=r"checkpoint .*checkpoint.pt cannot be read"):
+        ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                             run_dir=run_dir)
+    assert not mark.exists()
+
+
+@pytest.mark.parametrize("trainer", [ReinforceTrainer, PPOTrainer])
+def test_a_checkpoint_with_numpy_arrays_from_before_still_resumes(tmp_path, trainer):
+    """Checkpoints before 2026-12-02 held the best placement and the samples' times as numpy arrays; a checkpoint
+    is now read with weights_only=True, which allows those arrays (and nothing that runs code)."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    kwargs = dict(samples_per_update=4, checkpoint_every=1, seed=1)
+    trainer(updates=2, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster, run_dir=tmp_path)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert isinstance(state["best_devices"], list) and isinstance(state["sample_step_times"], list)
+    state["best_devices"] = np.array(state["best_devices"], dtype=np.int64)
+    state["sample_step_times"] = np.array(state["sample_step_times"], dtype=np.float64)
+    torch.save(state, tmp_path / "checkpoint.pt")
+    resumed = trainer(updates=3, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                               run_dir=tmp_path)
+    fresh = trainer(updates=3, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster)
+    assert resumed.best_step_time == fresh.best_step_time
+    np.testing.assert_array_equal(resumed.sample_step_times, fresh.sample_step_times)
+
+
 def test_a_run_killed_before_its_first_checkpoint_leaves_no_stale_metrics(tmp_path):
     """metrics.jsonl holds 40 updates of a run killed before it wrote a checkpoint: a fresh run in the directory
     logs each of its own updates once and keeps none of the dead run's."""
