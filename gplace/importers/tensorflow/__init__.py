@@ -1,0 +1,200 @@
+"""Import a TensorFlow program into gplace's op graph.
+
+This package and :mod:`gplace.zoo.keras_models` are the only places in gplace that import ``tensorflow``; they
+import it lazily, inside the functions. Its modules: this one (:func:`from_tensorflow`, :class:`TensorFlowSource`),
+:mod:`.tracing` (any input to a GraphDef), :mod:`.functions` (a concrete function's captures made nodes),
+:mod:`.saved_model`, :mod:`.keras_step` (a Keras model's inference or training step), :mod:`.graph_checks` (control
+flow and registered ops refused, calls inlined, batch dimensions fixed), :mod:`.builder` (a GraphDef to ops and
+edges), :mod:`.costs` (FLOPs of TensorFlow layouts), :mod:`.training` (a training step's phases), :mod:`.op_types`
+and :mod:`.errors`.
+
+What can be imported (:func:`from_tensorflow`): a ``GraphDef`` (or a path to a binary ``.pb`` / text
+``.pbtxt`` one), a ``tf.Graph``, a ``tf.function`` with an ``input_signature`` or a concrete function, a
+SavedModel directory (the signature named by ``signature=``, else its ``serving_default``, else the first by name,
+logged at INFO with the others), or a Keras model, as inference or,
+with ``training=True``, as one full training step (forward, loss, gradients and the optimiser's update traced
+as one ``tf.function`` with a ``GradientTape``), as the paper placed training steps.
+
+How a program maps onto the IR:
+
+- Everything is first turned into one **self-contained GraphDef**, kept as the graph's ``source``
+  (:class:`TensorFlowSource`) with **one node per op under the same name**, so a runtime can set
+  ``NodeDef.device`` from a placement. Variables captured by a function become ``VarHandleOp`` nodes,
+  captured constants ``Const`` nodes; function calls (``PartitionedCall``, ``StatefulPartitionedCall``, as in
+  a SavedModel) are inlined with Grappler's function optimiser, XLA-compiled ones included (their ops are
+  then placed one by one).
+- **Shapes and dtypes**: TensorFlow's shape inference on import, merged with the ``_output_shapes`` attribute
+  where the GraphDef has one. A placeholder's unknown leading (batch) dimension takes ``batch_size``, in the
+  kept GraphDef too (a function or Keras model is traced at that batch), so the placed program runs at that batch
+  size only. A tensor
+  that some op reads and whose shape is still unknown is an error naming its node (the reduction axes that
+  ``BroadcastGradientArgs`` computes count at their bound, the rank). Bytes are ``numel * itemsize``;
+  strings count 8 bytes an element (an estimate), resource handles and variants 0, except ``TensorList``
+  variants (a loop's sequences, as a Keras RNN's): one made by ``TensorListFromTensor`` carries its tensor's
+  bytes; one made by ``TensorListReserve`` carries nothing (its elements are not set) but can hold
+  ``num_elements`` x ``element_shape`` when both are constants; a ``While`` output carries what its input list
+  can hold (the loop is taken to fill it), else what the input carries; ``Identity`` passes a list on.
+- **Variables** (``VarHandleOp``, ``VariableV2``) hold their size as ``persistent_memory``; so do ``Const``
+  nodes. A ``ReadVariableOp`` or ``Const`` output aliases that resident buffer, so it adds no
+  ``output_bytes``, but its edges carry the value's bytes (a reader on another device pays the copy).
+- **Colocation**: ``_class: loc:@x`` constraints, and TensorFlow's rule that an op reading a resource handle
+  or a reference variable runs where the variable lives, become :attr:`Op.colocation` groups (named after a
+  variable of the group where there is one).
+- **CPU-only ops** (strings, input pipelines, ``PyFunc``, checkpoint I/O, see :data:`CPU_ONLY_OPS`; on a GPU
+  build also every op TensorFlow's kernel registry has no GPU kernel for) are pinned to ``"cpu"``.
+- **Edges**: one per (producer, consumer) pair carrying the bytes of the distinct tensors read; control
+  dependencies (``^x``) are 0-byte edges.
+- **Costs**: ``kind_cost`` from :mod:`gplace.costmodel` (roofline on the reference GPU and CPU), with the
+  FLOPs of TensorFlow-specific layouts (``MatMul`` transposes, ``HWIO`` filters, convolution and pooling
+  gradients) counted here. Bookkeeping ops (``NoOp``, ``Const``, ``Placeholder``, variables, reads,
+  reshapes, identities; :data:`FREE_OPS`) cost 0.
+- **Phases** (a Keras training step only; :func:`training_phases`): ops under TensorFlow's ``gradient_tape/``
+  name scope are ``backward`` (with ``grad_of`` the forward op their name points to, where it is one), every other
+  op that depends on a gradient is ``update`` (the optimiser and what runs after it), the rest ``forward``.
+- **Control flow**: functional ``While``, ``If`` and ``Case`` (TensorFlow 2's, e.g. a Keras ``LSTM``) are one op
+  each, placed as a unit (their functions run where they run), colocated with the variables they read. The cost
+  is that of one call of their functions' ops (shapes inferred from the op's inputs; a variable read inside
+  has the variable's shape): an ``If``'s or ``Case``'s dearer branch, a ``While``'s condition and body times
+  its trip count where its ``maximum_iterations`` is computed from constants only, else one pass, with a
+  warning. Ops of a function whose shapes stay unknown count 0 seconds, with a warning. v1 control flow
+  (``Enter``/``Exit``/``Switch``/``Merge``) is not handled: an :class:`~gplace.ir.UnsupportedGraphError`
+  names the node.
+
+No TensorFlow or protobuf exception leaves :func:`from_tensorflow`: each becomes an
+:class:`~gplace.ir.UnsupportedGraphError` naming the node or the stage that failed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gplace.importers.tensorflow.builder import Builder, import_graph_def
+from gplace.importers.tensorflow.errors import wrap_errors
+from gplace.importers.tensorflow.graph_checks import prepare
+from gplace.importers.tensorflow.op_types import CONTROL_FLOW_OPS, CPU_ONLY_OPS, FREE_OPS, FUNCTIONAL_CONTROL_FLOW
+from gplace.importers.tensorflow.tracing import is_keras_model, trace
+from gplace.importers.tensorflow.training import GRADIENT_SCOPE, training_phases
+from gplace.ir import GraphError, OpGraph, UnsupportedGraphError
+
+__all__ = [
+    "CONTROL_FLOW_OPS", "CPU_ONLY_OPS", "FREE_OPS", "FUNCTIONAL_CONTROL_FLOW", "GRADIENT_SCOPE", "TensorFlowSource",
+    "from_tensorflow", "training_phases",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TensorFlowSource:
+    """The graph's ``source`` handle: the GraphDef its ops came from (one node per op, same names)."""
+
+    graph_def: Any = field(repr=False)
+    """A ``tf.compat.v1.GraphDef``; set ``node.device`` from a placement to run it placed."""
+    inputs: tuple[str, ...] = ()
+    """Tensors to feed, e.g. ``("x:0",)``."""
+    outputs: tuple[str, ...] = ()
+    """Tensors one step fetches (a training step's loss, a model's outputs), e.g. ``("y:0",)``; a node without
+    outputs (a ``tf.group``'s ``NoOp``, a GraphDef's training step) by its name: one step runs it."""
+    variables: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """``VarHandleOp`` node name -> the ``tf.Variable`` it stands for, where the program held one (a function,
+    SavedModel or Keras model; empty for a GraphDef; for a TF1 SavedModel's in-graph handles, as
+    :func:`gplace.export.tensorflow.save_saved_model` writes, a variable holding the value its init op or checkpoint
+    gives): where a placed program's weights come from."""
+    resources: tuple[str, ...] = ()
+    """Placeholders of captured resources that are not variables (a lookup table, say): nothing in the GraphDef
+    creates them, so the graph can be placed and simulated but not run by ``tf-v1``."""
+    output_names: tuple[str, ...] = ()
+    """The program's own name of each of :attr:`outputs`, in their order, where it has them: the keys of the dict a
+    function (a SavedModel signature's, a Keras model's) returns, or a multi-output Keras model's
+    ``output_names``; empty where it has none (a GraphDef, one unnamed tensor)."""
+
+
+def from_tensorflow(
+    obj: Any,
+    *,
+    training: bool = False,
+    batch_size: int | None = None,
+    name: str | None = None,
+    loss: Any = None,
+    optimizer: Any = None,
+    outputs: str | Sequence[str] | None = None,
+    signature: str | None = None,
+) -> OpGraph:
+    """Import a TensorFlow program as an op graph (see the package docstring for the mapping).
+
+    Args:
+        obj: a ``GraphDef``, a path to a GraphDef file (``.pb``, ``.pbtxt``) or to a SavedModel directory, a
+            ``tf.Graph``, a ``tf.function`` with an ``input_signature``, a concrete function, or a Keras model.
+        training: for a Keras model, import one training step (forward, loss, gradients, optimiser update)
+            instead of inference. Other programs are imported as they are. (default: ``False``)
+        batch_size: size of an unknown leading (batch) dimension of the ``Placeholder`` inputs (a
+            ``PlaceholderWithDefault``'s is not set). It is written into the kept GraphDef (a function or Keras
+            model is traced at it), so the placed program runs at the batch size it was imported with; import
+            again for another. (default: ``None``, an unknown dimension is an error)
+        name: graph name. (default: the model's, function's, file's or ``"tensorflow"``)
+        loss: training loss of a Keras model: a Keras loss name, a loss object or a callable
+            ``(y_true, y_pred) -> scalar``. Targets are fed like the outputs, or as integer class ids without
+            the last axis for a ``sparse_*`` loss. (default: the model's compiled loss with its ``loss_weights``,
+            else mean squared error). As in Keras's own training step, the model's ``losses`` (regularisers,
+            ``add_loss``) are added, and the gradients are of the optimiser's ``scale_loss`` of the total (a
+            ``LossScaleOptimizer``'s, as ``mixed_float16`` compiles one, scales it up; its update scales back).
+        optimizer: training optimiser of a Keras model, a Keras optimiser or its name. (default: the model's
+            compiled optimiser, else ``"sgd"``)
+        outputs: for a GraphDef or ``tf.Graph``, the node (or tensor) or nodes one step runs; only they and what
+            they depend on are imported. (default: every node)
+        signature: for a SavedModel directory, the signature to import. (default: ``serving_default``, else the
+            first by name)
+
+    Returns:
+        The op graph; its ``source`` is a :class:`TensorFlowSource`.
+
+    Raises:
+        TypeError: ``obj`` is none of the above.
+        ValueError: ``batch_size`` is not a positive int.
+        FileNotFoundError: a path that does not exist.
+        UnsupportedGraphError: the program cannot be imported; the message names the node (or the stage) and
+            the reason (control flow, an unknown dimension, an unregistered op, a failed trace, ...); or
+            ``signature`` is given for what is not a SavedModel, or names none of its signatures (lists them).
+    """
+    if training and not is_keras_model(obj):
+        raise UnsupportedGraphError("training=True needs a Keras model; other programs are imported as given")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
+    tf = _import_tf()
+    outputs = [outputs] if isinstance(outputs, str) else outputs  # one name, not a list of its letters
+    if signature is not None and not isinstance(obj, str | Path):
+        raise UnsupportedGraphError(f"signature={signature!r} names a signature of a SavedModel directory; "
+                                    f"got a {type(obj).__name__}")
+    traced = trace(tf, obj, training, batch_size, loss, optimizer, outputs, signature)
+    graph_name = name or traced.name
+    where = f"TensorFlow graph {graph_name!r}"
+    with wrap_errors(where):
+        graph_def = prepare(tf, traced, batch_size, where)
+        with wrap_errors(f"{where}: TensorFlow could not import it"):
+            graph = import_graph_def(tf, graph_def)
+        ops, edges = Builder(tf, graph, graph_def, where, batch_size).build()
+    if training:
+        ops = training_phases(ops, edges)
+    names = {node.name for node in graph_def.node}
+    resources = tuple(r for r in traced.resources if r in names)
+    if resources:
+        logger.warning("%s: captured resource(s) without a value stay placeholders (lookup tables, or the variables "
+                       "of a function graph's GraphDef: import the function itself): %s; the graph can be placed and "
+                       "simulated, not run by tf-v1", where, ", ".join(resources[:5]))
+    source = TensorFlowSource(graph_def, traced.inputs, traced.outputs,
+                              {k: v for k, v in traced.variables.items() if k in names}, resources,
+                              traced.output_names)
+    try:
+        return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
+    except GraphError as err:
+        raise UnsupportedGraphError(f"{where}: {err}") from None
+
+
+def _import_tf() -> Any:
+    from gplace.tensorflow_setup import import_tensorflow
+
+    return import_tensorflow()

@@ -1,0 +1,149 @@
+"""A concrete function's graph as a self-contained GraphDef (captured variables become ``VarHandleOp`` nodes,
+captured tensors ``Const`` nodes), and :class:`Traced`, the record every tracer returns."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gplace.importers.tensorflow.errors import wrap_errors
+
+
+@dataclass
+class Traced:
+    """A program turned into a GraphDef, before inlining and shape inference."""
+
+    graph_def: Any
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    keepalive: Any = None
+    """An object whose variables the GraphDef refers to (a loaded SavedModel), kept alive while building."""
+    variables: dict[str, Any] = field(default_factory=dict)
+    """``VarHandleOp`` node name -> its ``tf.Variable``."""
+    resources: tuple[str, ...] = ()
+    """Node names of captured resources left placeholders
+    (:attr:`~gplace.importers.tensorflow.TensorFlowSource.resources`)."""
+    output_names: tuple[str, ...] = ()
+    """:attr:`~gplace.importers.tensorflow.TensorFlowSource.output_names`."""
+
+
+_NODE_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-/>]*")
+"""The node names TensorFlow's GraphDef importer accepts."""
+
+
+def function_traced(tf: Any, concrete: Any) -> Traced:
+    """The function's GraphDef with its captures made nodes: variables ``VarHandleOp``, tensors ``Const``.
+
+    A variable's node is renamed after the variable where that name is free and a legal node name (a variable
+    may be called ``"my var"`` or ``"_x"``; a node may not).
+    """
+    fname = getattr(concrete, "name", "function")
+    fname = fname.decode() if isinstance(fname, bytes) else str(fname)
+    with wrap_errors(f"concrete function {fname!r}: could not read its graph"):
+        graph_def = concrete.graph.as_graph_def(add_shapes=True)
+        nodes = {n.name: n for n in graph_def.node}
+        variables = {id(v.handle): v for v in concrete.graph.variables}
+        captured, renames, handles, held, others = set(), {}, [], {}, []
+        for external, internal in concrete.graph.captures:
+            node = nodes[internal.op.name]
+            captured.add(internal.name)
+            if internal.dtype != tf.resource:
+                _as_const(tf, node, external)
+            elif _as_var_handle(tf, node, variables.get(id(external)), internal):
+                handles.append(node)
+                if id(external) in variables:
+                    held[node.name] = variables[id(external)]
+                wanted = node.attr["shared_name"].s.decode()
+                if _NODE_NAME.fullmatch(wanted) and wanted not in nodes and wanted not in renames.values():
+                    renames[node.name] = wanted
+            else:
+                others.append(node.name)
+        _rename_nodes(graph_def, renames)
+        _separate_shared_names(handles)
+        inputs = tuple(t.name for t in concrete.inputs if t.name not in captured)
+        outputs = tuple(t.name for t in concrete.outputs)
+        names = _structured_names(tf, getattr(concrete, "structured_outputs", None), outputs)
+    return Traced(graph_def, fname.removeprefix("__inference_"), inputs, outputs,
+                  variables={renames.get(k, k): v for k, v in held.items()}, resources=tuple(others),
+                  output_names=names)
+
+
+def _structured_names(tf: Any, structured: Any, outputs: tuple[str, ...]) -> tuple[str, ...]:
+    """The dict key of each output where the function returns a flat dict of tensors (as a SavedModel signature
+    does; a loaded one describes them by ``TensorSpec``), in TensorFlow's order of its values (keys sorted); else
+    ``()``."""
+    if not isinstance(structured, Mapping) or not all(isinstance(k, str) for k in structured):
+        return ()
+    keys = sorted(structured)
+    values = [structured[k] for k in keys]
+    if len(values) != len(outputs) or not all(isinstance(v, tf.Tensor | tf.TensorSpec) for v in values):
+        return ()
+    if any(isinstance(v, tf.Tensor) and v.name != t for v, t in zip(values, outputs, strict=True)):
+        return ()
+    return tuple(keys)
+
+
+def _as_var_handle(tf: Any, node: Any, variable: Any, placeholder: Any) -> bool:
+    """Rewrite a captured resource placeholder into the ``VarHandleOp`` of the variable it stands for.
+
+    Returns:
+        Whether it was rewritten (a resource that is not a variable, e.g. a table, stays a placeholder).
+    """
+    if variable is not None:
+        shape, dtype, shared = variable.shape, variable.dtype, variable.name.split(":")[0]
+    else:
+        from tensorflow.python.ops import handle_data_util
+
+        data = handle_data_util.get_resource_handle_data(placeholder)
+        if not data.is_set or not data.shape_and_type:
+            return False
+        shape = tf.TensorShape(data.shape_and_type[0].shape)
+        dtype, shared = tf.dtypes.as_dtype(data.shape_and_type[0].dtype), node.name
+    reset(node, "VarHandleOp")
+    node.attr["dtype"].type = dtype.as_datatype_enum
+    node.attr["shape"].shape.CopyFrom(tf.TensorShape(shape).as_proto())
+    node.attr["shared_name"].s = shared.encode()
+    node.attr["container"].s = b""
+    return True
+
+
+def _separate_shared_names(handles: list[Any]) -> None:
+    """Give variable handles that share a ``shared_name`` their node names as shared names.
+
+    Unnamed ``tf.Variable`` objects captured by one function are all named ``"Variable"``; handles with one shared
+    name are one variable in a session, so they would overwrite each other.
+    """
+    counts = Counter(node.attr["shared_name"].s for node in handles)
+    for node in handles:
+        if counts[node.attr["shared_name"].s] > 1:
+            node.attr["shared_name"].s = node.name.encode()
+
+
+def _as_const(tf: Any, node: Any, value: Any) -> None:
+    proto = tf.make_tensor_proto(value.numpy() if hasattr(value, "numpy") else value)
+    reset(node, "Const")
+    node.attr["dtype"].type = proto.dtype
+    node.attr["value"].tensor.CopyFrom(proto)
+
+
+def reset(node: Any, op_type: str) -> None:
+    """Make ``node`` an input-less node of ``op_type`` with no attributes, keeping its name and device."""
+    name, device = node.name, node.device
+    node.Clear()
+    node.name, node.op, node.device = name, op_type, device
+
+
+def _rename_nodes(graph_def: Any, renames: dict[str, str]) -> None:
+    if not renames:
+        return
+    for node in graph_def.node:
+        node.name = renames.get(node.name, node.name)
+        for i, ref in enumerate(node.input):
+            ctrl, base = ref.startswith("^"), ref.lstrip("^")
+            src, sep, port = base.partition(":")
+            if src in renames:
+                node.input[i] = ("^" if ctrl else "") + renames[src] + sep + port

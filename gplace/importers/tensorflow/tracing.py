@@ -1,0 +1,126 @@
+"""Any program :func:`~gplace.importers.tensorflow.from_tensorflow` takes turned into a GraphDef: a GraphDef
+(or a file of one), a ``tf.Graph``, a ``tf.function`` or concrete function, a SavedModel directory, a Keras model."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gplace.importers.tensorflow.errors import wrap_errors
+from gplace.importers.tensorflow.functions import Traced, function_traced
+from gplace.importers.tensorflow.keras_step import keras_traced
+from gplace.importers.tensorflow.saved_model import saved_model_traced
+from gplace.ir import UnsupportedGraphError
+
+
+def is_keras_model(obj: Any) -> bool:
+    for module in ("keras", "tf_keras"):
+        keras = sys.modules.get(module)
+        if keras is not None and isinstance(obj, keras.Model):
+            return True
+    return False
+
+
+def trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, optimizer: Any,
+          outputs: Sequence[str] | None, signature: str | None = None) -> Traced:
+    from tensorflow.core.framework import graph_pb2
+
+    if isinstance(obj, str | Path):
+        return _trace_path(tf, Path(obj), outputs, signature)
+    if isinstance(obj, graph_pb2.GraphDef):
+        return _graph_def_traced(tf, obj, "tensorflow", outputs)
+    if isinstance(obj, tf.Graph):
+        with wrap_errors("tf.Graph.as_graph_def"):
+            graph_def = obj.as_graph_def(add_shapes=True)
+        return _graph_def_traced(tf, graph_def, "tensorflow", outputs)
+    if isinstance(obj, tf.types.experimental.ConcreteFunction):
+        return function_traced(tf, obj)
+    if isinstance(obj, tf.types.experimental.PolymorphicFunction):
+        with wrap_errors(f"tf.function {getattr(obj, '__name__', '?')!r} (give it an input_signature)"):
+            specs = getattr(obj, "input_signature", None)
+            if specs and batch_size and getattr(obj, "python_function", None):  # traced again at that batch
+                obj = tf.function(obj.python_function, input_signature=_batched(tf, specs, batch_size))
+            concrete = obj.get_concrete_function()
+        return function_traced(tf, concrete)
+    if is_keras_model(obj):
+        return keras_traced(tf, obj, training, batch_size, loss, optimizer)
+    raise TypeError(
+        "from_tensorflow expects a GraphDef, a tf.Graph, a tf.function or concrete function, a Keras model, "
+        f"or a path to a GraphDef file or SavedModel directory; got {type(obj).__name__}"
+    )
+
+
+def _batched(tf: Any, specs: Any, batch_size: int) -> Any:
+    """``specs`` (an ``input_signature``) with ``batch_size`` for each unknown leading dimension, so the function is
+    traced at that batch (shapes inside its loops and branches then follow; fixing the placeholders of a function
+    traced with an unknown batch left them unknown there)."""
+    def fix(spec: Any) -> Any:
+        shape = getattr(spec, "shape", None)
+        if not isinstance(spec, tf.TensorSpec) or shape is None or shape.rank is None or not shape.rank:
+            return spec
+        if shape[0] is not None:
+            return spec
+        return tf.TensorSpec([batch_size, *shape[1:]], spec.dtype, spec.name)
+    return tf.nest.map_structure(fix, specs)
+
+
+def _trace_path(tf: Any, path: Path, outputs: Sequence[str] | None, signature: str | None = None) -> Traced:
+    if path.is_dir():
+        return saved_model_traced(tf, path, signature)
+    if not path.is_file():
+        raise FileNotFoundError(f"no GraphDef file or SavedModel directory at {str(path)!r}")
+    if signature is not None:
+        raise UnsupportedGraphError(f"{path}: signature={signature!r} names a signature of a SavedModel directory; "
+                                    "this is a file")
+    from google.protobuf import text_format
+    from tensorflow.core.framework import graph_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    if path.suffix in (".keras", ".h5", ".hdf5"):
+        raise UnsupportedGraphError(f"{path}: a Keras model file, not a GraphDef; load it with keras.models."
+                                    "load_model and pass the model (Python API), or export a SavedModel directory")
+    with wrap_errors(f"{path}: not a readable GraphDef"):
+        if path.suffix in (".pbtxt", ".txt"):
+            text_format.Parse(path.read_text(), graph_def)
+        else:
+            graph_def.ParseFromString(path.read_bytes())
+    if not graph_def.node:
+        raise UnsupportedGraphError(f"{path}: a GraphDef with no nodes (an empty file, or not a GraphDef)")
+    return _graph_def_traced(tf, graph_def, path.stem, outputs)
+
+
+def _graph_def_traced(tf: Any, graph_def: Any, name: str, outputs: Sequence[str] | None) -> Traced:
+    graph_def = _copy(graph_def)
+    if outputs:
+        keep = [o.lstrip("^").split(":")[0] for o in outputs]
+        with wrap_errors(f"GraphDef: extracting the subgraph of {keep}"):
+            graph_def = tf.compat.v1.graph_util.extract_sub_graph(graph_def, keep)
+    read = {i.lstrip("^").split(":")[0] for node in graph_def.node for i in node.input}
+    nodes = {n.name: n for n in graph_def.node}
+    sinks = [n.name for n in graph_def.node if n.name not in read]
+    placeholders = [n for n in graph_def.node if n.op == "Placeholder"]
+    resource = tf.resource.as_datatype_enum  # a captured variable or table: no value can be fed
+    feeds = tuple(f"{n.name}:0" for n in placeholders if n.attr["dtype"].type != resource)
+    fetched = [o.lstrip("^") for o in outputs or sinks]
+    return Traced(graph_def, name, feeds, tuple(o if ":" in o or not _has_outputs(nodes[o]) else f"{o}:0"
+                                                for o in fetched),
+                  resources=tuple(n.name for n in placeholders if n.attr["dtype"].type == resource))
+
+
+def _copy(message: Any) -> Any:
+    copy = type(message)()
+    copy.CopyFrom(message)
+    return copy
+
+
+def _has_outputs(node: Any) -> bool:
+    """Whether the node's op has outputs (``NoOp``, ``AssignVariableOp``, ``Assert``, ``ResourceApply*`` have none),
+    by TensorFlow's registry of ops."""
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(node.op)
+    if op_def is None:  # a custom op not loaded here: as the usual ops without outputs
+        return node.op not in ("NoOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp")
+    return bool(op_def.output_arg)

@@ -1,0 +1,92 @@
+"""The phases of a traced training step's ops (forward, backward, update) and the forward op each gradient
+op differentiates, from TensorFlow's gradient names."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+
+from gplace.importers.tensorflow.op_types import FUNCTIONAL_CONTROL_FLOW, VARIABLE_OPS
+from gplace.ir import Edge, Op
+
+GRADIENT_SCOPE = "gradient_tape/"
+"""Name scope of the ops ``tf.GradientTape.gradient`` adds."""
+
+
+def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
+    """The ops of a traced training step with their phases (:attr:`Op.phase`).
+
+    ``backward``: the ops under :data:`GRADIENT_SCOPE` (but those a forward control-flow op reads that depend on
+    no data: a loop's gradient accumulators, created empty), and the ops between two of them (the tape sums the
+    gradients of a tensor read twice with a top-level ``AddN``); ``grad_of`` is the forward op their name points to
+    (:func:`_differentiated`), where there is one. ``update``: every other op that depends on a backward op (the
+    final sums of a weight's gradients, the optimiser's ops and what the step runs after them), and every op that
+    depends on an update op. ``forward``: the rest.
+    So no backward op feeds a forward op and update ops feed only update ops, as the pipeline runtimes require.
+    Without gradient ops (not a training step) the ops are returned as they are.
+    """
+    tape = {op.name for op in ops if op.name.startswith(GRADIENT_SCOPE)}
+    if not tape:
+        return ops
+    consumers: dict[str, list[str]] = defaultdict(list)
+    producers: dict[str, list[str]] = defaultdict(list)
+    for e in edges:
+        consumers[e.src].append(e.dst)
+        producers[e.dst].append(e.src)
+    tape -= _constants_for_forward(ops, tape, consumers, producers)
+    backward = tape | (_downstream(tape, consumers) & _downstream(tape, producers))  # e.g. AddN of two gradients
+    after_gradients = _downstream(backward, consumers) - backward
+    update = _downstream(after_gradients, consumers)
+    forward = {op.name for op in ops} - backward - update
+    out = []
+    for op in ops:
+        if op.name in update:
+            out.append(dataclasses.replace(op, phase="update"))
+        elif op.name in backward:
+            of = _differentiated(op.name, forward) if op.name in tape else None
+            out.append(dataclasses.replace(op, phase="backward", grad_of=of))
+        else:
+            out.append(dataclasses.replace(op, phase="forward"))
+    return out
+
+
+def _differentiated(name: str, forward: set[str]) -> str | None:
+    """The forward op a gradient-tape op differentiates, by TensorFlow's names, without the tape's prefix: the
+    scope the op is in (``gradient_tape/dense/MatMul/MatMul_1``: ``dense/MatMul``), else ``<scope>/<T>`` for an
+    op ``<scope>/<T>Grad`` (``re_lu/ReluGrad``: ``re_lu/Relu``), else the scope ``.../<loop>`` that holds a loop's
+    gradient loop ``.../<loop>/.../<loop>_grad`` (``lstm/while/lstm/while_grad``: ``lstm/while``); ``None`` if none
+    of these is a forward op."""
+    path = name.removeprefix(GRADIENT_SCOPE)
+    parts = path.split("/")
+    scope, last = "/".join(parts[:-1]), parts[-1]
+    candidates = [scope]
+    if grad := re.fullmatch(r"(\w+)Grad(_\d+)?", last):
+        candidates.append(f"{scope}/{grad[1]}" if scope else grad[1])
+    if last.endswith("_grad"):
+        candidates += ["/".join(parts[:k + 1]) for k in range(len(parts) - 1) if parts[k] == last[:-5]]
+    return next((c for c in candidates if c in forward), None)
+
+
+def _constants_for_forward(ops: list[Op], tape: set[str], consumers: Mapping[str, list[str]],
+                           producers: Mapping[str, list[str]]) -> set[str]:
+    """The tape's ops that a forward control-flow op reads and that depend on no data (a loop's gradient
+    accumulators, which the tape creates empty and the forward ``While`` fills), with the constants they read."""
+    data = _downstream({op.name for op in ops if op.type in ("Placeholder", *VARIABLE_OPS)}, consumers)
+    loops = {op.name for op in ops if op.type in FUNCTIONAL_CONTROL_FLOW and op.name not in tape}
+    undetermined = tape - data
+    read = {name for name in undetermined if loops.intersection(consumers.get(name, ()))}
+    return _downstream(read, producers) & undetermined
+
+
+def _downstream(start: set[str], consumers: Mapping[str, list[str]]) -> set[str]:
+    """``start`` and every op reachable from one of them along ``consumers`` (ops that depend on them; with
+    producers instead, the ops they depend on)."""
+    seen, stack = set(start), list(start)
+    while stack:
+        for nxt in consumers.get(stack.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
