@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,21 +41,22 @@ class RunDirInUseError(RunDirConflictError):
     """The directory in use (set where it is raised)."""
 
 
-_HELD: dict[tuple[int, Path], int] = {}
-"""(pid, directory) this process holds -> how many ``with`` blocks hold it (a trainer's inside ``place``'s)."""
+_HELD: dict[tuple[int, int, Path], int] = {}
+"""(pid, thread, directory) held -> how many ``with`` blocks of that thread hold it (a trainer's inside
+``place``'s)."""
 
 
 @contextlib.contextmanager
 def hold_dir(path: str | Path, what: str = "run directory") -> Iterator[Path]:
     """Hold an exclusive lock on ``path/.lock`` (``path`` made if missing) until the ``with`` block ends; a block
-    inside another of the same process on the same directory holds it too.
+    inside another of the same thread on the same directory holds it too.
 
     Raises:
-        RunDirInUseError: another process holds it (names its pid).
+        RunDirInUseError: another process, or another thread of this one, holds it (names the pid).
     """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    key = (os.getpid(), path.resolve())  # a forked child holds nothing of its parent's
+    key = (os.getpid(), threading.get_ident(), path.resolve())  # a forked child holds nothing of its parent's
     if _HELD.get(key):
         _HELD[key] += 1
         try:
@@ -69,7 +71,8 @@ def hold_dir(path: str | Path, what: str = "run directory") -> Iterator[Path]:
         except BlockingIOError:
             lock.seek(0)
             holder = lock.read().strip() or "unknown"
-            err = RunDirInUseError(f"{what} {path} is in use by another process (pid {holder}): two runs there "
+            who = "another thread of this process" if holder == str(os.getpid()) else "another process"
+            err = RunDirInUseError(f"{what} {path} is in use by {who} (pid {holder}): two runs there "
                                    "would overwrite each other's checkpoint, metrics and results; wait for it to end "
                                    "or use another directory")
             err.path = path

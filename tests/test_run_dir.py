@@ -100,6 +100,34 @@ def test_a_directory_held_again_by_its_process_stays_held_until_the_outer_block_
     assert _seen_from_another_process(tmp_path) == "free"
 
 
+def test_a_directory_one_thread_holds_is_refused_to_another_thread_of_the_process(tmp_path):
+    """Two threads of one process (a compiler placing modules from a thread pool) both took a run directory: the
+    second counted as a block nested in the first, so both runs wrote checkpoint, metrics and placement there and
+    one run's result was lost without an error."""
+    import threading
+
+    held, done, seen = threading.Event(), threading.Event(), []
+
+    def hold():
+        with hold_dir(tmp_path):
+            held.set()
+            done.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(60)
+        with pytest.raises(RunDirInUseError, match=r"in use by another thread of this process \(pid"), \
+                hold_dir(tmp_path):
+            seen.append("entered")
+    finally:
+        done.set()
+        holder.join(60)
+    assert seen == []
+    with hold_dir(tmp_path):  # free again once the holder's block ended
+        pass
+
+
 @pytest.mark.parametrize("trainer", ["reinforce", "multigraph"])
 def test_a_trainer_refuses_a_run_directory_another_process_holds(tmp_path, trainer):
     """Trainers called directly took no lock: a second process read the first's checkpoint while it was written,
