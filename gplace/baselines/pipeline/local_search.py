@@ -41,7 +41,9 @@ class PipelineLocalSearch(Placer):
         schedule: ``"gpipe"`` or ``"1f1b"``. (default: ``"1f1b"``)
         kind: device kind of the stages (every device if the cluster has none). (default: ``"gpu"``)
         start: the placer whose placement is polished (default: ``IdealDPPartitioner(kind, microbatches)``).
-        time_limit: seconds of search after the start is placed, checked between batches; ``None``: no limit.
+        time_limit: seconds of search after the start is placed and measured (that first measurement, which
+            compiles the simulator's kernels where numba's cache is cold, is not counted), checked between batches;
+            ``None``: no limit.
             The result then depends on the machine's speed; ``max_evaluations`` alone is reproducible.
             (default: 10)
         max_evaluations: placements measured at most; ``None``: no limit. (default: ``None``)
@@ -87,10 +89,15 @@ class _Budget:
     """Wall time and evaluations left; a batch is cut to what the time left allows at the pace measured so far."""
 
     def __init__(self, seconds: float | None, evaluations: int | None) -> None:
-        self.deadline = None if seconds is None else time.perf_counter() + seconds
-        self.left = evaluations
+        self.seconds, self.left = seconds, evaluations
         self.pace = 0.0  # seconds per evaluation in the latest batch
         self.measured = 0
+        self.start_clock()
+
+    def start_clock(self) -> None:
+        """Give the full time from now, and forget the pace (a first batch's includes compiling kernels)."""
+        self.deadline = None if self.seconds is None else time.perf_counter() + self.seconds
+        self.pace = 0.0
 
     def spent(self) -> bool:
         return (self.left is not None and self.left <= 0) or \
@@ -141,6 +148,7 @@ class _Descent:
         if not self.budget.take(1):
             return devices
         best = float(self.measure(devices[None])[0])
+        self.budget.start_clock()  # the start's measurement compiled the kernels on a cold cache: not search time
         while not self.budget.spent():
             singles: list[tuple[float, np.ndarray]] = []
             found = self._first_better(devices, best, singles)
