@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
+from hydra.errors import HydraException, InstantiationException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -272,6 +272,7 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         _fail(f"missing value(s): {', '.join(missing)} (set them on the command line, e.g. {missing[0]}=...)")
+    _check_top_keys(cfg, command)
     try:
         return job()
     except JobFailed as err:  # a sweep's job, its line written: Hydra names the job, with no traceback from deep in
@@ -293,6 +294,32 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         if interrupt is None:
             raise
         _interrupted(interrupt, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
+
+
+_PROGRAMS = {"train": "gplace", "bench": "gplace bench", "place": "gplace place"}
+"""Each command's name, as typed."""
+
+
+def _check_top_keys(cfg: DictConfig, command: str) -> None:
+    """Refuse top-level keys of ``cfg`` that ``command``'s primary config (composed without the command line's
+    overrides) does not have, naming them: added with ``+key=...``, nothing read them (``+max_groups=4`` to
+    ``gplace place`` was ignored). Nothing outside a Hydra job, or when no override adds a key."""
+    if not HydraConfig.initialized():
+        return
+    hydra_cfg = HydraConfig.get()
+    if not hydra_cfg.job.config_name or not any(o.startswith("+") for o in hydra_cfg.overrides.task):
+        return
+    from hydra import compose
+
+    searchpath = [o for o in hydra_cfg.overrides.hydra if o.startswith("hydra.searchpath")]
+    try:
+        known = {*compose(config_name=hydra_cfg.job.config_name, overrides=searchpath), "hydra"}
+    except HydraException:  # a primary config that composes only with overrides (a group left ???)
+        return
+    unknown = sorted(set(cfg) - known)
+    if unknown:
+        _fail(f"{_PROGRAMS.get(command, command)} reads no top-level setting {', '.join(unknown)} (given with +); "
+              f"the settings of {hydra_cfg.job.config_name}.yaml: {', '.join(sorted(known))}")
 
 
 def _interrupt_in(err: BaseException) -> KeyboardInterrupt | None:
@@ -398,6 +425,15 @@ def _check_whole(cfg: DictConfig, lows: dict[str, int], highs: dict[str, int] | 
                   f", got {value!r}")
 
 
+def _check_bools(cfg: DictConfig, *keys: str) -> None:
+    """Refuse a setting of ``keys`` (dotted paths) that is given but not true or false, naming it (``resume=no``
+    was taken as true)."""
+    for key in keys:
+        value = OmegaConf.select(cfg, key, default=False)
+        if not isinstance(value, bool):
+            _fail(f"{key} must be true or false, got {value!r}")
+
+
 class JobFailed(Exception):
     """A job of a Hydra sweep refused (its one line already written): Hydra runs the sweep's other jobs and names
     this one's overrides, where ``SystemExit`` ended the whole sweep."""
@@ -446,6 +482,7 @@ def bench(cfg: DictConfig) -> list:
     from gplace.run_dir import hold_dir
 
     _check_whole(cfg, {"threads": 1}, {"threads": _MOST_THREADS})
+    _check_bools(cfg, "resume", "search.plots")
     if _in_sweep() and not any(o.startswith("out_dir=") for o in HydraConfig.get().overrides.task):
         _fail("a bench sweep needs out_dir set per job (e.g. 'out_dir=bench/${hydra.job.num}'): every job wrote "
               f"{cfg.out_dir}, and each after the first skipped or overwrote the cases the others ran")
@@ -742,8 +779,10 @@ def _version() -> str:
 def main() -> None:
     """Console-script entry point: ``gplace [train] [overrides]`` runs the experiment; ``gplace bench
     [overrides]`` the bench; ``gplace place [method=heft|pretrained|policy.pt] [overrides]`` places without
-    training a policy; ``gplace show placement.json`` prints and draws a placement. Ctrl-C or SIGTERM ends it in
-    one line, exit status 130 or 143, at any moment until it returns (SIGTERM's handler is then given back)."""
+    training a policy (``method=learned`` trains one for ``samples=16`` samples unless ``budget=`` is given, not the
+    trainer's default of ``gplace.place(method="learned")``); ``gplace show placement.json`` prints and draws a
+    placement. Ctrl-C or SIGTERM ends it in one line, exit status 130 or 143, at any moment until it returns
+    (SIGTERM's handler is then given back)."""
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         _dispatch()

@@ -94,7 +94,8 @@ def test_a_device_for_the_networks_that_is_not_there_is_reported(tmp_path, devic
     ("policy.hidden_size=abc", "gplace: error: ValueError: Seq2SeqPolicy: hidden_size must be a whole number >= 1, "
                                "got 'abc'"),  # from inside torch before
     ("+objective.foo=1", "gplace: error: objective: a value of the wrong type or an unknown setting"),
-    ("runtime.threads=abc", "gplace: error: ValueError: threads must be an integer >= 1 or None"),  # int('abc')
+    ("runtime.threads=abc",
+     "gplace: error: ValueError: runtime: threads must be an integer >= 1 or None"),  # int('abc')
 ])
 def test_a_value_of_the_wrong_type_is_one_line_naming_it(tmp_path, override, message):
     """Before: a traceback (entropy_coef's after training began, threads' from torch), or a TypeError that named

@@ -523,7 +523,9 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
 
     Raises:
         ValueError: before anything runs, a setting that cannot work (naming it): an empty list, two clusters of
-            one name (records are keyed by it), a learned search that does not build or is named like a placer.
+            one name (records are keyed by it), a learned search that does not build or is named like a placer, a
+            name in ``search`` or ``targets`` that is not a key of ``graphs`` or ``clusters``, a ``resume`` that is
+            not true or false.
     """
     from hydra.utils import instantiate
 
@@ -588,7 +590,10 @@ def _check_pipeline_config(cfg: Any) -> dict[str, Cluster]:
     for key in ("graphs", "clusters", "placers", "microbatches", "schedules"):
         if not cfg.get(key):
             raise ValueError(f"{key} must list at least one entry, got {cfg.get(key)!r}")
+    if not isinstance(cfg.get("resume", False), bool):
+        raise ValueError(f"resume must be true or false, got {cfg.resume!r}")
     check_search(cfg.search)
+    _check_names(cfg)
     check_learned(cfg.get("learned"), ("overrides",))
     taken = {key: f"placers.{key}" for key in cfg.placers}
     for name in cfg.learned:
@@ -606,6 +611,22 @@ def _check_pipeline_config(cfg: Any) -> dict[str, Cluster]:
                              "would hide the other's; give one another name or run it with another out_dir")
         named[cluster.name] = key
     return clusters
+
+
+def _check_names(cfg: Any) -> None:
+    """Refuse a name in ``search.graphs``, ``search.clusters``, ``targets.cluster`` or ``targets.profiles`` that is
+    not a key of ``graphs`` or ``clusters``, naming it and the known ones (it turned the learned searches or the
+    targets off, silently)."""
+    target = cfg.targets
+    for where, names, known in (("search.graphs", cfg.search.graphs, "graphs"),
+                                ("search.clusters", cfg.search.clusters, "clusters"),
+                                ("targets.cluster", [target.cluster], "clusters"),
+                                ("targets.profiles", target.profiles, "graphs")):
+        keys = list(cfg[known])
+        unknown = [name for name in names if name not in keys]
+        if unknown:
+            raise ValueError(f"{where} names {', '.join(map(str, unknown))}, not a key of {known} "
+                             f"(its keys: {', '.join(keys)})")
 
 
 def _learned_searches(cfg: Any, clusters: Mapping[str, Cluster]) -> dict[str, Search]:

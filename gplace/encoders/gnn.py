@@ -13,6 +13,7 @@ from torch import nn
 
 from gplace.configurable import Configurable
 from gplace.encoders.embedding import GroupEmbedding
+from gplace.ir.errors import check_sizes
 
 Conv = Literal["sage", "gat", "gin"]
 CONVS: Final[tuple[str, ...]] = ("sage", "gat", "gin")
@@ -93,9 +94,8 @@ def both_directions(edge_index: torch.Tensor, edge_attr: torch.Tensor) -> tuple[
 def _check_args(conv: str, hidden_size: int, num_layers: int, heads: int) -> None:
     if conv not in CONVS:
         raise ValueError(f"conv must be one of {list(CONVS)}, got {conv!r}")
-    if hidden_size < 1 or num_layers < 1:
-        raise ValueError(f"hidden_size and num_layers must be >= 1, got {hidden_size} and {num_layers}")
-    if conv == "gat" and (heads < 1 or hidden_size % heads):
+    check_sizes("GNNEncoder", hidden_size=hidden_size, num_layers=num_layers, heads=heads)
+    if conv == "gat" and hidden_size % heads:
         raise ValueError(f"heads ({heads}) must divide hidden_size ({hidden_size}) for GAT")
 
 

@@ -9,6 +9,7 @@ from torch import nn
 
 from gplace.configurable import Configurable
 from gplace.encoders.embedding import GroupEmbedding
+from gplace.ir.errors import check_sizes
 
 
 class LSTMEncoder(Configurable, nn.Module):
@@ -37,6 +38,7 @@ class LSTMEncoder(Configurable, nn.Module):
     def __init__(self, hidden_size: int = 256, type_embedding: int = 64, num_type_buckets: int = 512,
                  max_neighbours: int = 20, projection: int = 32) -> None:
         super().__init__()
+        check_sizes("LSTMEncoder", hidden_size=hidden_size)
         if hidden_size < 2 or hidden_size % 2:
             raise ValueError(f"hidden_size must be even and >= 2 (two directions), got {hidden_size}")
         self.hidden_size, self.num_type_buckets, self.max_neighbours = hidden_size, num_type_buckets, max_neighbours

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from gplace.ir import Cluster, Device, Edge, GraphError, Link, Op, OpGraph
+from gplace.ir.errors import check_flags
 from gplace.ir.serialize import number_too_long
 
 logger = logging.getLogger(__name__)
@@ -144,6 +145,7 @@ def load_pipedream(path: str | Path, *, training: bool = True, phases: bool = Fa
         GraphError: a malformed line, a duplicate node or an edge to an undefined node (message
             ``"<file>:<line>: ..."``), or a cycle.
     """
+    check_flags("load_pipedream", training=training, phases=phases)
     path = Path(path)
     nodes, edges = _parse_pipedream(path)
     ops = [_pipedream_op(node, training) for node in nodes]

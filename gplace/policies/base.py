@@ -18,6 +18,7 @@ from torch import nn
 
 from gplace.configurable import Configurable
 from gplace.interfaces import PolicyCapabilities
+from gplace.ir.errors import check_sizes
 
 
 class PolicyOutput(NamedTuple):
@@ -178,10 +179,8 @@ class IndependentPolicy(Tempered, Configurable, nn.Module):
 
     def __init__(self, state_size: int, num_devices: int | None) -> None:
         super().__init__()
-        if num_devices is not None and num_devices < 1:
-            raise ValueError(f"num_devices must be >= 1, got {num_devices}")
-        if state_size < 1:
-            raise ValueError(f"state_size must be >= 1, got {state_size}")
+        check_sizes(type(self).__name__, state_size=state_size,
+                    **({} if num_devices is None else {"num_devices": num_devices}))
         self.state_size, self._num_devices = state_size, num_devices
 
     @property

@@ -23,7 +23,9 @@ has room.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from numbers import Real
 
 import torch
 from torch import nn
@@ -31,7 +33,7 @@ from torch import nn
 from gplace.configurable import Configurable
 from gplace.features import DEVICE_FEATURES
 from gplace.interfaces import PolicyCapabilities
-from gplace.ir.errors import check_sizes
+from gplace.ir.errors import check_flags, check_sizes
 from gplace.policies.base import PolicyOutput, Tempered, check_devices, check_inputs, gumbel_noise, temper
 from gplace.policies.device_aware import relative_device_features, two_layer_mlp
 from gplace.policies.schedule_context import ScheduleContext
@@ -57,8 +59,9 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
         hidden_size: width of the node, device and schedule embeddings (default: 128).
         state_size: size S of the encoder states (default: ``hidden_size``).
         device_feature_size: width F of the static device features (default: ``DEVICE_FEATURES``, 6).
-        prior_weight: initial weight ``w`` of the prior (default: 3.0).
-        residual_bound: the learned residual lies in ``(-b, b)``; ``None`` leaves it unbounded (default: 4.0).
+        prior_weight: initial weight ``w`` of the prior, a finite number (default: 3.0).
+        residual_bound: the learned residual lies in ``(-b, b)``, ``b`` finite and > 0; ``None`` leaves it unbounded
+            (default: 4.0).
         num_devices: accepted so ``policy(num_devices=D)`` works, otherwise unused (default: ``None``).
         stage_features: also describe each device by what a pipeline stage needs, its load so far, the
             bytes the group would cut and what it adds past the device's fair share (``STAGE_FEATURES`` more
@@ -97,7 +100,11 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
                  residual_bound: float | None = 4.0, num_devices: int | None = None,
                  stage_features: bool = False, prior: str = "eft", revisit: float = 0.0) -> None:
         super().__init__()
-        check_sizes("ListSchedulingPolicy", hidden_size=hidden_size, device_feature_size=device_feature_size)
+        check_sizes("ListSchedulingPolicy", hidden_size=hidden_size, device_feature_size=device_feature_size,
+                    **({} if state_size is None else {"state_size": state_size}))
+        check_flags("ListSchedulingPolicy", stage_features=stage_features)
+        _check_finite(prior_weight=prior_weight,
+                      **({} if residual_bound is None else {"residual_bound": residual_bound}))
         if prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
         if prior == "stage" and not stage_features:
@@ -117,7 +124,7 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
         nn.init.normal_(self.residual[-1].weight, std=1e-3)
         self.prior_weight = nn.Parameter(torch.tensor(float(prior_weight)))
         if residual_bound is not None and not residual_bound > 0:
-            raise ValueError(f"residual_bound must be > 0 or None, got {residual_bound}")
+            raise ValueError(f"ListSchedulingPolicy: residual_bound must be > 0 or None, got {residual_bound}")
         self.residual_bound = residual_bound
 
     # ------------------------------------------------------------------ public entry points
@@ -206,6 +213,14 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
         if (schedule.num_groups, schedule.num_devices) != tuple(allowed.shape):
             raise ValueError(f"schedule describes {schedule.num_groups} groups on {schedule.num_devices} devices, "
                              f"allowed is {tuple(allowed.shape)}")
+
+
+def _check_finite(**values: object) -> None:
+    """Refuse a weight of :class:`ListSchedulingPolicy` that is not a finite number, naming it (a NaN or infinite
+    prior weight or bound made every logit NaN or infinite, and training then changed nothing)."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+            raise ValueError(f"ListSchedulingPolicy: {name} must be a finite number, got {value!r}")
 
 
 def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,

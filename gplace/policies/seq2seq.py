@@ -57,7 +57,7 @@ class Seq2SeqPolicy(Tempered, Configurable, nn.Module):
                  state_size: int | None = None, device_embedding: int = 32) -> None:
         super().__init__()
         check_sizes("Seq2SeqPolicy", num_devices=num_devices, hidden_size=hidden_size, attention_size=attention_size,
-                    device_embedding=device_embedding)
+                    device_embedding=device_embedding, **({} if state_size is None else {"state_size": state_size}))
         state_size = hidden_size if state_size is None else state_size
         self.num_devices, self.state_size = num_devices, state_size
         self.device_embedding = nn.Embedding(num_devices + 1, device_embedding)  # index D is the start token

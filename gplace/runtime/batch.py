@@ -31,12 +31,13 @@ def available_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def check_threads(threads: int | None) -> int | None:
-    """``threads`` if it is ``None`` or an int >= 1; raise ``ValueError`` naming it otherwise."""
+def check_threads(threads: int | None, where: str = "runtime") -> int | None:
+    """``threads`` if it is ``None`` or an int >= 1; raise ``ValueError`` naming it as ``where``'s otherwise (the
+    runtime's, ``runtime.threads`` on the command line, not the top-level ``threads``)."""
     whole = not isinstance(threads, bool) and (isinstance(threads, int | np.integer)
                                                or isinstance(threads, float) and threads.is_integer())
     if threads is not None and (not whole or threads < 1):
-        raise ValueError(f"threads must be an integer >= 1 or None (every core), got {threads!r}")
+        raise ValueError(f"{where}: threads must be an integer >= 1 or None (every core), got {threads!r}")
     return None if threads is None else int(threads)
 
 

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.ir.errors import check_sizes
+from gplace.ir.errors import check_flags, check_sizes
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.wrapper import RuntimeWrapper
 
@@ -101,6 +101,7 @@ class CachedRuntime(RuntimeWrapper):
         cache_nondeterministic: bool = False, keep_op_times: bool = False,
     ) -> None:
         check_sizes(type(self).__name__, 1, max_entries=max_entries)
+        check_flags(type(self).__name__, cache_nondeterministic=cache_nondeterministic, keep_op_times=keep_op_times)
         if path is not None and not str(path):
             raise ValueError("path must name a file for the cache (None: in memory only), got ''")
         if path is not None and getattr(runtime, "id", None) == Runtime.id:

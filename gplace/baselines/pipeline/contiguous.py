@@ -13,7 +13,7 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.baselines.base import Placer
 from gplace.baselines.pipeline.stages import Blocks, StageProblem, check_kind, stage_time
 from gplace.ir import Cluster, OpGraph
-from gplace.ir.errors import check_sizes
+from gplace.ir.errors import check_flags, check_sizes
 from gplace.pipeline.simulator import check_microbatches
 
 
@@ -30,6 +30,7 @@ class StagePlacer(Placer):
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True) -> None:
         self.kind = check_kind(kind)
         self.microbatches = check_microbatches(microbatches)
+        check_flags(type(self).__name__, overlap=overlap)
         self.overlap = overlap
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
