@@ -11,9 +11,10 @@ Counting conventions (one multiply-add is 2 FLOPs):
   ONNX Runtime's ``FusedMatMul`` has it); ``Gemm``/``addmm``/``linear`` add ``numel(out)`` for the bias.
 - ``tensordot``: ``2 * numel(out) * C``, C the product of the contracted sizes (``sqrt(numel(a) * numel(b) /
   numel(out))``); ``bilinear(x1[N, I1], x2[N, I2], W[O, I1, I2], b)``: ``2 * N * O * I1 * I2`` (+ ``N * O`` for
-  the bias); ``cdist(x1[..., P, M], x2[..., R, M])``: ``3 * numel(out) * M`` (a difference, a square or power
-  and a sum per coordinate of each pair, whatever ``p``; the matrix-product form torch may use for ``p=2``
-  takes about as many).
+  the bias), ``_trilinear`` (``nn.Bilinear`` decomposed, and its gradients): ``2 * numel`` of its inputs'
+  broadcast product (the same without the bias); ``cdist(x1[..., P, M], x2[..., R, M])``: ``3 * numel(out) * M``
+  (a difference, a square or power and a sum per coordinate of each pair, whatever ``p``; the matrix-product
+  form torch may use for ``p=2`` takes about as many).
 - ``Conv``: ``2 * numel(out) * numel(W) / W.shape[0]`` (the weight layout ``[M, C/g, k...]`` makes groups
   implicit); ``ConvTranspose`` (or ``transposed=True``): ``2 * numel(X) * numel(W) / W.shape[0]``;
   ``convolution_backward``: twice the forward.
@@ -79,6 +80,7 @@ PER_ELEMENT_FLOPS: dict[str, int] = {
     "elu_backward": 5, "hardtanh_backward": 2, "leaky_relu_backward": 2, "native_dropout_backward": 1,
     # normalisations and softmax (per output element)
     "batchnormalization": 2, "_native_batch_norm_legit_no_training": 2, "_native_batch_norm_legit": 6,
+    "_native_batch_norm_legit_functional": 6, "_native_batch_norm_legit_no_stats": 6,
     "native_batch_norm": 6, "batch_norm": 2, "instancenormalization": 8, "groupnormalization": 8,
     "native_group_norm": 8, "group_norm": 8, "layernormalization": 8, "native_layer_norm": 8, "layer_norm": 8,
     "rmsnormalization": 5, "rms_norm": 5, "simplifiedlayernormalization": 5, "lpnormalization": 4,
@@ -393,6 +395,24 @@ def _bilinear(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapp
     return 2.0 * outs[0].numel * w[1] * w[2] + bias
 
 
+def _trilinear(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim): the three inputs, each with size-1 dimensions
+    inserted at its ``attrs["expand"]`` positions, multiplied and summed over ``sumdim``: 2 FLOPs per point of
+    their broadcast product. Without ``expand``, ``nn.Bilinear``'s layout: ``_trilinear(x1, W, x2)`` is bilinear
+    without the bias."""
+    expands = attrs.get("expand")
+    if expands is None:
+        return _bilinear([ins[0], ins[2], ins[1]], outs, attrs)
+    space: dict[int, int] = {}
+    for spec, expand in zip(ins, expands, strict=True):
+        shape = list(spec.shape)
+        for d in sorted(expand):
+            shape.insert(d, 1)
+        for d, size in enumerate(shape):
+            space[d] = max(space.get(d, 1), size)
+    return 2.0 * math.prod(space.values())
+
+
 def _cdist(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     """cdist(x1[..., P, M], x2[..., R, M]): 3 FLOPs per coordinate of each of the ``numel(out)`` pairs."""
     return 3.0 * outs[0].numel * ins[0].shape[-1]
@@ -484,6 +504,7 @@ _FLOP_RULES: dict[str, Rule] = {
     "com.microsoft::attention": _ms_attention,
     "tensordot": _tensordot,
     "bilinear": _bilinear,
+    "_trilinear": _trilinear,
     **dict.fromkeys(["cdist", "_cdist_forward"], _cdist),
     **dict.fromkeys(["attention", "multiheadattention", "scaled_dot_product_attention",
                      "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",

@@ -143,3 +143,25 @@ def test_a_packed_aten_lstm_counts_every_layers_gates_as_the_padded_one() -> Non
     packed = op_flops("aten.lstm.data", [_t(t * b, i), _t(t), _t(layers, b, h), _t(layers, b, h), *weights],
                       [_t(t * b, h)])
     assert packed == padded == 2 * t * b * sum(w.numel for w in weights) + RNN_POINTWISE * t * b * layers * h
+
+
+def test_trilinear_counts_as_bilinear_without_the_bias() -> None:
+    """nn.Bilinear decomposed: _trilinear(x1[N, I1], W[O, I1, I2], x2[N, I2]) is 2 * N * O * I1 * I2 (it was 0);
+    with its expand dims (the importer's attrs), any layout, as its weight gradient's (out [O, I1, I2])."""
+    n, i1, i2, o = 32, 5, 7, 3
+    want = 2 * n * o * i1 * i2
+    assert op_flops("aten._trilinear.default", [_t(n, i1), _t(o, i1, i2), _t(n, i2)], [_t(n, o)]) == want
+    bilinear = {"expand": [[1, 3], [0], [1, 2]]}
+    assert op_flops("aten._trilinear.default", [_t(n, i1), _t(o, i1, i2), _t(n, i2)], [_t(n, o)], bilinear) == want
+    weight_grad = {"expand": [[2, 3], [1, 3], [1, 2]]}
+    assert op_flops("aten._trilinear.default", [_t(n, o), _t(n, i1), _t(n, i2)], [_t(o, i1, i2)],
+                    weight_grad) == want
+
+
+@pytest.mark.parametrize("op", ["_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_stats"])
+def test_training_batch_norms_count_as_the_other_training_batch_norm(op: str) -> None:
+    """A training graph's batch norm (functional, or without running stats) counted 0 FLOPs."""
+    x, c = _t(8, 4, 5, 5), _t(4)
+    want = op_flops("aten._native_batch_norm_legit.default", [x, c, c, c, c], [x, c, c])
+    assert want > 0
+    assert op_flops(f"aten.{op}.default", [x, c, c, c, c], [x, c, c, c, c]) == want

@@ -122,11 +122,14 @@ class Transfers:
 
 def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
                   device_map: Mapping[str, str] | None = None) -> torch.fx.GraphModule:
-    """The program of ``graph`` split into per-device submodules ``submod_<k>`` (each an :class:`OnDevice`).
+    """The program of ``graph`` split into per-device submodules ``submod_<k>`` (each an :class:`OnDevice`; ``k``
+    counts on past any ``submod_<j>`` the program's module has: a ``torch.no_grad`` or ``torch.autocast`` block's
+    body, a child of the model's own).
 
     Call it like the exported module (``ExportedProgram.module()``); outputs land on the device of the part
     that made them. As ``ExportedProgram.module()`` does, it shares the program's weights and buffers where they
-    stay on their device: a buffer it updates in place is updated in ``graph.source.program`` too. Each call
+    stay on their device: a buffer it updates in place is updated in ``graph.source.program`` too (in a functional
+    program, ``run_decompositions()``'s, the last part writes the new values of buffers and inputs back). Each call
     first checks its inputs against the program's input specs (their number and nesting, tensor or not, dtype,
     rank, static sizes, the ranges and equalities of ``torch.export.Dim`` sizes, constant non-tensor inputs): a
     mismatch raises ``ValueError`` (``TypeError`` for a wrong number of inputs) naming the input, expected and
@@ -159,14 +162,15 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     for name, k in part_ids.items():
         _retarget(nodes[name], devices[parts[k].device], gm)
         nodes[name].target = LAYOUT_FREE.get(nodes[name].target, nodes[name].target)  # as torch-v1 runs them
-    split = torch.fx.passes.split_module.split_module(gm, gm, lambda node: part_ids[node.name])
-    _in_part_order(split.graph)
-    _share_transfers(split)
+    first = _free_part_number(gm)
+    split = torch.fx.passes.split_module.split_module(gm, gm, lambda node: first + part_ids[node.name])
+    names = {f"submod_{first + k}": k for k in sorted(set(part_ids.values()))}
+    _in_part_order(split.graph, names)
+    _share_transfers(split, names)
     split.graph._codegen = gm.graph._codegen  # takes and returns the exported module's (nested) inputs and outputs
     split.recompile()
-    for name, sub in list(split.named_children()):
-        if name.startswith("submod_"):
-            setattr(split, name, OnDevice(sub, devices[parts[int(name.rpartition("_")[2])].device]))
+    for name, k in names.items():
+        setattr(split, name, OnDevice(split.get_submodule(name), devices[parts[k].device]))
     _home_weights(split)
     _check_inputs(split, program)
     return split
@@ -288,13 +292,22 @@ class _Unchecked(nn.Module):
         return None
 
 
-def _in_part_order(graph: torch.fx.Graph) -> None:
-    """Call the submodules in part order, each followed by the ``getitem`` nodes that unpack its results.
-    ``split_module`` orders them by the data they pass only, but parts may also have to run in order for a write
-    in place (the graph's 0-byte edges): the write after an earlier read of the tensor, before a later one."""
+def _free_part_number(gm: torch.fx.GraphModule) -> int:
+    """The number of the first part's submodule, ``submod_<n>``: 0, or past every ``submod_<k>`` the program already
+    has (the bodies of its ``torch.no_grad`` and ``torch.autocast`` blocks, a model's own module of that name, a split
+    program imported again), which a part of that name would replace."""
+    taken = [int(name[7:]) for name in dir(gm) if name.startswith("submod_") and name[7:].isdigit()]
+    return max(taken, default=-1) + 1
+
+
+def _in_part_order(graph: torch.fx.Graph, names: Mapping[str, int]) -> None:
+    """Call the submodules (``names``: submodule -> part) in part order, each followed by the ``getitem`` nodes
+    that unpack its results. ``split_module`` orders them by the data they pass only, but parts may also have to
+    run in order for a write in place (the graph's 0-byte edges): the write after an earlier read of the tensor,
+    before a later one."""
     output = graph.output_node()
-    calls = [n for n in graph.nodes if n.op == "call_module" and n.target.startswith("submod_")]
-    for call in sorted(calls, key=lambda n: int(n.target.rpartition("_")[2])):
+    calls = [n for n in graph.nodes if n.op == "call_module" and n.target in names]
+    for call in sorted(calls, key=lambda n: names[n.target]):
         output.prepend(call)
         for user in list(call.users):
             if user.op == "call_function" and user.target is operator.getitem:
@@ -302,10 +315,10 @@ def _in_part_order(graph: torch.fx.Graph) -> None:
     graph.lint()
 
 
-def _share_transfers(split: torch.fx.GraphModule) -> None:
+def _share_transfers(split: torch.fx.GraphModule, names: Mapping[str, int]) -> None:
     """Make a :class:`Transfers` first thing in each call (a submodule call, which a pickled split program's
-    retrace keeps) and hand it to every part (keyword ``transfers``)."""
-    calls = [n for n in split.graph.nodes if n.op == "call_module" and n.target.startswith("submod_")]
+    retrace keeps) and hand it to every part (``names``: its submodules; keyword ``transfers``)."""
+    calls = [n for n in split.graph.nodes if n.op == "call_module" and n.target in names]
     if not calls:
         return
     split._transfers = _NewTransfers()
@@ -549,8 +562,10 @@ def _program(graph: OpGraph) -> Any:
 
 
 def _node_parts(gm: torch.fx.GraphModule, graph: OpGraph, owner: Any) -> dict[str, int]:
-    """FX ``call_function`` node name -> part; a ``getitem`` goes with the node whose tuple it reads."""
+    """FX ``call_function`` node name -> part; a ``getitem`` goes with the node whose tuple it reads, and a
+    write-back (:func:`_is_write_back`) with the last part, after every read of the value it replaces."""
     parts: dict[str, int] = {}
+    write_backs = []
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr", "output"):
             continue
@@ -560,9 +575,22 @@ def _node_parts(gm: torch.fx.GraphModule, graph: OpGraph, owner: Any) -> dict[st
             parts[node.name] = parts[node.args[0].name]
         elif node.name in graph.op_index:
             parts[node.name] = int(owner[graph.op_index[node.name]])
+        elif _is_write_back(node):
+            write_backs.append(node.name)
         else:
             raise UnsupportedGraphError(f"node {node.name!r} of the program is not an op of graph {graph.name!r}")
-    return parts
+    if write_backs and not parts:
+        raise UnsupportedGraphError(f"node {write_backs[0]!r} of the program writes a value back, but graph "
+                                    f"{graph.name!r} has no op to run it with")
+    return {**parts, **dict.fromkeys(write_backs, max(parts.values(), default=0))}
+
+
+def _is_write_back(node: torch.fx.Node) -> bool:
+    """A ``copy_`` that ``ExportedProgram.module()`` adds (no op of the program, so none of the graph): it writes a
+    functional program's new value of a buffer or an input (``graph_signature.buffers_to_mutate``,
+    ``user_inputs_to_mutate``) into it, as the module does in place."""
+    return (node.target is torch.ops.aten.copy_.default and not node.users
+            and getattr(node.args[0], "op", None) in ("placeholder", "get_attr"))
 
 
 def _retarget(node: torch.fx.Node, device: torch.device, gm: torch.fx.GraphModule) -> None:

@@ -180,7 +180,8 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
             (:func:`gplace.pipeline.stages.align_to_modules`). (default: False)
 
     Raises:
-        ValueError: a shape is not a list of positive integers, or ``dtype`` is not a torch dtype (naming it).
+        ValueError: a shape is not a list of positive integers, or ``dtype`` is not a torch dtype or one without
+            random inputs (quantized, bit and sub-byte dtypes; naming it).
     """
     import torch
 
@@ -194,15 +195,36 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
     for k, shape in enumerate(shapes):
         if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
             raise ValueError(f"input_shapes[{k}] must be a list of positive integers, got {shape!r}")
-    generator = torch.Generator().manual_seed(seed)
-    inputs = tuple(torch.randn(s, generator=generator).to(kind) if kind.is_floating_point
-                   else torch.randint(0, 2, s, generator=generator, dtype=kind) for s in shapes)
-    graph = from_torch(module, inputs, training=training, name=name)
+    graph = from_torch(module, _random_inputs(shapes, kind, seed), training=training, name=name)
     if not align_to_modules:
         return graph
     from gplace.pipeline.stages import align_to_modules as aligned
 
     return aligned(graph)
+
+
+def _random_inputs(shapes: list[list[int]], kind: torch.dtype, seed: int) -> tuple[torch.Tensor, ...]:
+    """One random tensor of dtype ``kind`` per shape: normal values (floating and complex), else 0s and 1s.
+
+    Raises:
+        ValueError: torch makes no random tensor of ``kind`` (quantized, bit and sub-byte dtypes), naming it.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    name = str(kind).removeprefix("torch.")
+    if name.startswith(("qint", "quint")):
+        raise ValueError(f"dtype {name!r} is quantized: from_module_shapes makes no random inputs of it (pass "
+                         "quantized example inputs to gplace.from_torch)")
+    try:
+        if kind.is_complex:
+            return tuple(torch.randn(s, generator=generator, dtype=kind) for s in shapes)
+        if kind.is_floating_point:
+            return tuple(torch.randn(s, generator=generator).to(kind) for s in shapes)
+        return tuple(torch.randint(0, 2, s, generator=generator, dtype=kind) for s in shapes)
+    except (RuntimeError, NotImplementedError) as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ValueError(f"dtype {name!r}: torch makes no random inputs of it ({reason})") from None
 
 
 # ---------------------------------------------------------------------- tracing
@@ -735,6 +757,8 @@ def _cost_attrs(key: str, node: torch.fx.Node, out: TensorSpec | None) -> dict[s
         return {"kernel_size": kernel * spatial if len(kernel) == 1 else kernel}
     if key == "einsum" and args and isinstance(args[0], str):
         return {"equation": args[0]}
+    if key == "_trilinear" and len(args) > 5:
+        return {"expand": [[int(d) for d in dims] for dims in args[3:6]]}
     return {}
 
 

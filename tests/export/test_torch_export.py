@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -349,3 +351,123 @@ def test_a_dispatched_chain_runs_each_layer_on_its_device():
         out = dispatch(model, {**device_map, "4": "cpu"})(X)
     assert model[2].weight.is_cuda and not model[4].weight.is_cuda
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+class _TwoNoGradBlocks(nn.Module):
+    """Two ``torch.no_grad()`` blocks: torch names their bodies ``submod_1`` and ``submod_3`` in the module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.middle, self.last = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            h = self.first(x).relu()
+        g = self.middle(h)
+        with torch.no_grad():
+            g = self.last(g).tanh()
+        return g + x
+
+
+class _NamedLikeParts(nn.Module):
+    """A model's own children named as split_module names its parts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.submod_0, self.submod_1 = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.submod_1(self.submod_0(x).relu())
+
+
+def _placements(graph) -> list[list[int]]:
+    n = graph.num_ops
+    return [[0] * n, [1] * n, [int(i >= n // 2) for i in range(n)], [i % 2 for i in range(n)]]
+
+
+@pytest.mark.parametrize("make", [NoGradInside, AutocastOff, _TwoNoGradBlocks, _NamedLikeParts],
+                         ids=["no_grad-block", "autocast-block", "two-no_grad-blocks", "children-named-submod"])
+def test_a_program_with_children_named_submod_splits_for_every_placement(make):
+    """torch names a no_grad or autocast block's body submod_<k> in the program's module, as a model may name its
+    own children: the split wrapped those as parts (IndexError: a part number past the last part) or replaced them
+    with its parts (AttributeError). Its parts are numbered after them, and every placement gives the outputs."""
+    torch.manual_seed(0)
+    module, x = make().eval(), torch.randn(4, 8)
+    graph, cluster = from_torch(module, (x,)), uniform_cluster(2, kind="cpu")
+    for devices in _placements(graph):
+        split = split_program(graph, cluster, Placement.for_graph(graph, devices))
+        assert any(isinstance(sub, OnDevice) for sub in split.children())
+        with torch.no_grad():
+            torch.testing.assert_close(split(x), module(x))
+
+
+def test_a_split_program_imported_again_splits_again(imported):
+    """A split program fed back to from_torch: its module holds a no_grad body named submod_1, which the second
+    split took for its part 1 (IndexError with one part)."""
+    model, graph, cluster = imported
+    split = split_program(graph, cluster, Placement.for_graph(graph, [i % 2 for i in range(graph.num_ops)]))
+    again = from_torch(split, (X,))
+    for devices in _placements(again):
+        with torch.no_grad():
+            resplit = split_program(again, cluster, Placement.for_graph(again, devices))
+            torch.testing.assert_close(resplit(X), model(X))
+
+
+class _Counter(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.count.add_(1)
+        return self.lin(x) * self.count
+
+
+class _MutatesInput(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return x + 1
+
+
+class _ReadsBeforeAndAfter(nn.Module):
+    """Reads its buffer's old value, updates it, then reads the new one: the write-back must follow every part
+    that reads the old value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("b", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        before = self.b * 2
+        self.b.add_(x)
+        return before.cos() + self.b.sin() + self.b[:2].sum()
+
+
+@pytest.mark.parametrize("make, x, samples", [
+    (_Counter, torch.randn(3, 4), None), (_MutatesInput, torch.randn(4), None),
+    (_ReadsBeforeAndAfter, torch.randn(4), 48),
+], ids=["buffer", "input", "old-and-new-value"])
+def test_a_decomposed_program_writes_back_its_buffer_and_input_updates(make, x, samples):
+    """run_decompositions() makes a functional program; ExportedProgram.module() writes its new buffer and input
+    values back with copy_ nodes that are no ops of the graph, which split_program refused ("not an op of
+    graph"). They run in the last part, after every read of the old value: outputs, inputs and buffers match
+    the module's for every placement (a seeded sample where there are too many)."""
+    torch.manual_seed(0)
+    program = torch.export.export(make(), (x,)).run_decompositions()
+    n = from_torch(program).num_ops
+    everything = [[(k >> i) & 1 for i in range(n)] for k in range(2 ** n)]
+    chosen = everything if samples is None else [everything[k] for k in
+                                                 np.random.default_rng(0).choice(len(everything), samples)]
+    cluster = uniform_cluster(2, kind="cpu")
+    for devices in chosen:
+        reference, work = copy.deepcopy(program).module(), copy.deepcopy(program)
+        graph = from_torch(work)
+        split = split_program(graph, cluster, Placement.for_graph(graph, devices))
+        for _ in range(2):
+            want_in, got_in = x.clone(), x.clone()
+            with torch.no_grad():
+                torch.testing.assert_close(split(got_in), reference(want_in))
+            torch.testing.assert_close(got_in, want_in)
+        buffers = dict(reference.named_buffers())
+        torch.testing.assert_close({k: v for k, v in work.state_dict.items() if k in buffers}, buffers)

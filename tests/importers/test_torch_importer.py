@@ -412,3 +412,43 @@ def test_a_no_op_to_aliases_its_input_and_a_conversion_is_storage_of_its_own():
     assert aliases.writes[next(n.name for n in ep.graph_module.graph.nodes if "add_" in str(n.target))] == {"x"}
     g = from_torch(ep)
     assert [int(g.output_bytes[g.op_names.index(n)]) for n in (same, half, back)] == [0, 4 * 4 * 2, 4 * 4 * 4]
+
+
+class _Magnitude(nn.Module):
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return z.abs()
+
+
+def test_from_module_shapes_makes_complex_inputs_and_refuses_a_quantized_dtype_naming_it():
+    """complex64 reached torch.randint (torch's raw "check_random_bounds" RuntimeError) and qint8 a
+    NotImplementedError from its QuantizedCPU backend: complex inputs are normal values, and a dtype with no
+    random inputs is a ValueError naming it."""
+    from gplace.importers.torch_export import from_module_shapes
+
+    graph = from_module_shapes(_Magnitude(), [[2, 3]], dtype="complex64")
+    assert graph.num_ops == 2
+    for dtype in ("qint8", "bits8"):
+        with pytest.raises(ValueError, match=f"dtype '{dtype}'"):
+            from_module_shapes(_Magnitude(), [[2, 3]], dtype=dtype)
+
+
+class _Bilinear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.b = nn.Bilinear(32, 48, 40)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.b(x, y)
+
+
+def test_a_training_bilinear_and_its_weight_gradient_cost_as_the_inference_bilinear():
+    """A training graph's nn.Bilinear is aten._trilinear, and so is its weight's gradient (another layout): both
+    counted 0 FLOPs, costed as their memory traffic alone; now each costs as aten.bilinear does."""
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 32), torch.randn(64, 48)
+    bilinear = [op for op in from_torch(_Bilinear().eval(), (x, y)).ops() if op.type == "aten.bilinear.default"]
+    trilinear = [op for op in from_torch(_Bilinear(), (x, y), training=True).ops()
+                 if op.type == "aten._trilinear.default"]
+    assert len(bilinear) == 1 and len(trilinear) == 2
+    for op in trilinear:
+        assert op.kind_cost["cpu"] == pytest.approx(bilinear[0].kind_cost["cpu"], rel=0.01), op.name
