@@ -14,12 +14,14 @@ class DeviceAwarePolicy(IndependentPolicy):
     """Scores every (group state, device features) pair with an MLP; devices are described, not numbered.
 
     Each device is embedded from its features (see :func:`gplace.features.device_features`) next to the
-    same features minus their mean over the cluster, so it is judged against the devices beside it. A group's
-    logit for a device is ``pair(relu(node(s_g) + dev(f_d)))``, with ``node``, ``dev`` and ``pair`` small MLPs.
-    Nothing depends on the number or the
-    order of the devices: permuting the devices permutes the logits, and the same weights place on clusters of
-    any size. Groups are placed independently, in one pass; logits are divided by :attr:`temperature` and barred
-    devices get probability zero.
+    same features minus their mean over the cluster, so it is judged against the devices beside it, and its rank
+    among the devices with the same features (:func:`twin_rank`: 0 for the first, 1 for the last), without which
+    equal devices got equal logits for every group whatever the weights, so on a cluster of equal GPUs the policy
+    could never learn to use more than one of them. A group's logit for a device is
+    ``pair(relu(node(s_g) + dev(f_d)))``, with ``node``, ``dev`` and ``pair`` small MLPs. Nothing depends on the
+    number of the devices, and on their order only among equal ones (permuting devices of different features
+    permutes the logits); the same weights place on clusters of any size. Groups are placed independently, in one
+    pass; logits are divided by :attr:`temperature` and barred devices get probability zero.
 
     Args:
         hidden_size: width of the node, device and pair embeddings (default: 128).
@@ -42,7 +44,7 @@ class DeviceAwarePolicy(IndependentPolicy):
         super().__init__(hidden_size if state_size is None else state_size, None)
         self.device_feature_size = device_feature_size
         self.node = two_layer_mlp(self.state_size, hidden_size)
-        self.device = two_layer_mlp(2 * device_feature_size, hidden_size)
+        self.device = two_layer_mlp(2 * device_feature_size + 1, hidden_size)
         self.pair = nn.Sequential(nn.ReLU(), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
                                   nn.Linear(hidden_size, 1, bias=False))  # a shared bias cancels in the softmax
 
@@ -51,13 +53,22 @@ class DeviceAwarePolicy(IndependentPolicy):
         if device_features is None or device_features.shape[1] != self.device_feature_size:
             width = None if device_features is None else device_features.shape[1]
             raise ValueError(f"device_features has width {width}, policy expects {self.device_feature_size}")
-        dev = self.device(relative_device_features(device_features.to(states.dtype)))
+        features = device_features.to(states.dtype)
+        dev = self.device(torch.cat([relative_device_features(features), twin_rank(features)[:, None]], 1))
         return self.pair(self.node(states).unsqueeze(1) + dev.unsqueeze(0)).squeeze(-1)
 
 
 def relative_device_features(f: torch.Tensor) -> torch.Tensor:
     """Device features next to their deviation from the cluster mean. Shapes: (D, F) -> (D, 2F)."""
     return torch.cat([f, f - f.mean(0, keepdim=True)], 1)
+
+
+def twin_rank(f: torch.Tensor) -> torch.Tensor:
+    """Each device's rank among the devices with the same features, from 0 (the first) to 1 (the last); 0 for a
+    device with none. Shapes: (D, F) -> (D,)."""
+    same = (f[:, None, :] == f[None, :, :]).all(-1)  # (D, D)
+    earlier = torch.tril(same, diagonal=-1).sum(1)
+    return (earlier / (same.sum(1) - 1).clamp(min=1)).to(f.dtype)
 
 
 def two_layer_mlp(width_in: int, width: int) -> nn.Sequential:

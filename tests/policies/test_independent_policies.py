@@ -100,6 +100,22 @@ def test_device_aware_policy_is_equivariant_to_device_order():
     torch.testing.assert_close(after, before[:, perm])
 
 
+def test_device_aware_policy_learns_to_split_groups_over_equal_devices():
+    """Equal devices (two GPUs of one kind) had equal features, so equal logits for every group whatever the
+    weights: 200 likelihood steps towards a split over them left it at 1/16, and the policy never learned to use
+    more than one of them. Their rank among equal devices tells them apart."""
+    policy, states = _make("device_aware"), torch.randn(4, S, generator=torch.Generator().manual_seed(3))
+    equal = DEVICES[[0, 0, 1]]
+    every, split = torch.ones(4, D, dtype=torch.bool), torch.tensor([0, 1, 0, 1])
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    for _ in range(200):
+        optimizer.zero_grad()
+        loss = -policy.log_probs(states, every, device_features=equal)[torch.arange(4), split].sum()
+        loss.backward()
+        optimizer.step()
+    assert float(torch.exp(-loss)) > 0.9
+
+
 def test_device_aware_policy_needs_device_features_of_its_width():
     """Without device features, or with the wrong width, the device-aware policy raises."""
     policy, (states, allowed) = _make("device_aware"), _inputs(4)
