@@ -20,11 +20,7 @@ class GDPPolicy(IndependentPolicy):
     segment's memory is the previous layer's output), so all of them run as one batch. Groups are then placed
     independently given the outputs; logits are divided by :attr:`temperature` and barred devices get
     probability zero. There is no positional encoding: the encoder's states carry position (the GNN encoders
-    read it as a feature, the LSTM reads the groups in order). The output layer starts near zero (weights of
-    standard deviation 0.01, as policy heads in CleanRL's PPO), so the first placements are drawn near uniformly
-    and one update at the trainers' default learning rate moves them little: with the layer's default
-    initialisation, one REINFORCE update at lr 1e-3 moved each group's distribution by a KL of about 1.6 nats, and
-    searches collapsed onto one device.
+    read it as a feature, the LSTM reads the groups in order).
 
     Args:
         num_devices: number of devices D.
@@ -60,8 +56,6 @@ class GDPPolicy(IndependentPolicy):
         self.ff_norms = nn.ModuleList(nn.LayerNorm(hidden_size) for _ in range(num_layers))
         self.out_norm = nn.LayerNorm(hidden_size)
         self.out = nn.Linear(hidden_size, num_devices)
-        nn.init.normal_(self.out.weight, std=0.01)  # near-uniform start; see the class docstring
-        nn.init.zeros_(self.out.bias)
 
     def _logits(self, states: torch.Tensor, device_features: torch.Tensor | None) -> torch.Tensor:
         """Logits per group. Shapes: states (G, S); returns (G, D)."""
