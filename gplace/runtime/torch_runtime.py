@@ -73,82 +73,57 @@ from __future__ import annotations
 
 import logging
 import math
-import operator
-import re
 import statistics
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 import torch
-from torch.fx.node import map_aggregate, map_arg
-from torch.utils import _pytree as pytree
 
 from gplace.importers.onnx import OnnxSource
-from gplace.importers.torch_export import TorchSource, exported_values, written_inputs
+from gplace.importers.torch_export import TorchSource
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import check_sizes, error_summary
 from gplace.ir.placement import check_placement
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 from gplace.runtime.calibration import GPU_WARMUP_SECONDS
-from gplace.runtime.synthetic import synthesised
+from gplace.runtime.torch_cuda import memory_fractions, streams_restored, synchronize
+from gplace.runtime.torch_devices import (
+    NO_DATA,
+    cluster_problems,
+    parse_device,
+    runnable_reason,
+    shared_gpu_problems,
+    torch_device,
+    unavailable_reason,
+)
+from gplace.runtime.torch_errors import TorchRunError
+from gplace.runtime.torch_plan import LAYOUT_FREE as LAYOUT_FREE
+from gplace.runtime.torch_plan import Known, Plan, build_plan, node_homes
+from gplace.runtime.torch_plan import writes_in_place as writes_in_place
+from gplace.runtime.torch_program import (
+    given_inputs,
+    graph_module,
+    no_program,
+    onnx_torch_program,
+    op_name_of,
+    program_values,
+)
+from gplace.runtime.torch_step import STEP_SEED as STEP_SEED
+from gplace.runtime.torch_step import Step, TimeUp, check_time, execute_step, nbytes, pinned_copy
+from gplace.runtime.torch_step import seeded as seeded
+from gplace.runtime.torch_step import to_device as to_device
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["Plan", "Step", "TorchRunError", "TorchRuntime", "cluster_problems", "execute_step",
            "memory_fractions", "op_name_of", "pinned_copy", "shared_gpu_problems", "streams_restored", "torch_device",
            "unavailable_reason"]
-
-_DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
-"""``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
-
-STEP_SEED = 0
-"""The seed of the generators random ops (dropout) draw from in each step (module docstring, Values)."""
-
-Known = Mapping[str, Mapping[int, Any]]
-"""Call name -> {argument position: host value} for shape-like inputs known when the step is planned."""
-
-
-class TorchRunError(RuntimeError):
-    """Running a placed program failed; the message is the reason a measurement reports."""
-
-
-def torch_device(name: str, device_map: Mapping[str, str] | None = None) -> torch.device:
-    """The torch device behind a cluster device name (see the module docstring).
-
-    Raises:
-        ValueError: the name maps to no torch device.
-    """
-    if device_map is not None and name in device_map:
-        return torch.device(_parse_device(name, device_map[name]))
-    match = _DEVICE_NAME.search(name)
-    if match:
-        return torch.device("cpu") if match[1].upper() == "CPU" else torch.device("cuda", int(match[2]))
-    try:
-        return _normalise(torch.device(name))
-    except RuntimeError:
-        raise ValueError(f"device {name!r} maps to no torch device; give it a device_map entry") from None
-
-
-def _parse_device(name: str, value: str) -> str:
-    try:
-        device = _normalise(torch.device(value))
-    except RuntimeError:
-        raise ValueError(f"device_map[{name!r}] = {value!r} is not a torch device") from None
-    return str(device)
-
-
-_NO_DATA = frozenset({"meta"})
-"""Torch devices whose tensors hold no data (ops on them compute nothing)."""
-
-
-def _normalise(device: torch.device) -> torch.device:
-    return torch.device("cuda", 0) if device.type == "cuda" and device.index is None else device
+# The names above and those imported "as" themselves (LAYOUT_FREE, STEP_SEED, seeded, to_device, writes_in_place)
+# are defined in the torch_* modules and re-exported: other code imports them from here.
 
 
 class TorchRuntime(Runtime):
@@ -178,9 +153,9 @@ class TorchRuntime(Runtime):
         if not time_limit > 0:
             raise ValueError(f"time_limit must be > 0, got {time_limit}")
         self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
-        self.device_map = {name: _parse_device(name, value) for name, value in (device_map or {}).items()}
+        self.device_map = {name: parse_device(name, value) for name, value in (device_map or {}).items()}
         for name, value in self.device_map.items():  # split_program may show a split on meta; a run computes
-            if torch.device(value).type in _NO_DATA:
+            if torch.device(value).type in NO_DATA:
                 raise ValueError(f"device_map[{name!r}] = {value!r} holds no data: nothing would be computed")
         self.enforce_memory = enforce_memory
         self._values: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
@@ -225,9 +200,9 @@ class TorchRuntime(Runtime):
             plan = self.plan(graph, cluster, placement, inputs)
             try:
                 outputs, _ = execute_step(plan, deadline)
-            except _TimeUp:
+            except TimeUp:
                 raise TorchRunError(f"time limit of {self.time_limit:g} s exceeded during the step") from None
-            _synchronize(plan)
+            synchronize(plan)
         return tuple(outputs) if isinstance(outputs, list | tuple) else (outputs,)
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
@@ -280,13 +255,13 @@ class TorchRuntime(Runtime):
         for k in range(total):
             start = time.perf_counter()
             try:
-                _check_time(deadline)
+                check_time(deadline)
                 moved = execute_step(plan, deadline)[1]  # outputs dropped at once: not held into the next step
-            except _TimeUp:
+            except TimeUp:
                 raise TorchRunError(
                     f"time limit of {self.time_limit:g} s exceeded after {k} of {total} steps (warm-up included)"
                 ) from None
-            _synchronize(plan)
+            synchronize(plan)
             if k >= self.warmup:
                 times.append(time.perf_counter() - start)
             if k + 1 == self.warmup:
@@ -300,7 +275,7 @@ class TorchRuntime(Runtime):
             return
         try:
             keep_busy(plan, GPU_WARMUP_SECONDS, deadline)
-        except _TimeUp:
+        except TimeUp:
             raise TorchRunError(f"time limit of {self.time_limit:g} s exceeded while warming up "
                                 f"{', '.join(sorted(map(str, cold)))}") from None
         self._warm_gpus |= cold
@@ -315,10 +290,10 @@ class TorchRuntime(Runtime):
         :meth:`measure` and :meth:`run` around it, not here)."""
         gm, values, known = self._program(graph, inputs)
         devices = self._devices(cluster, placement)
-        homes = _homes(gm, graph, placement.devices.tolist())
-        plan = _build_plan(gm, homes, devices, cluster.device_names, values, known)
+        homes = node_homes(gm, graph, placement.devices.tolist())
+        plan = build_plan(gm, homes, devices, cluster.device_names, values, known)
         plan.streams, plan.copy_streams = self._streams(plan.device_set)
-        _synchronize(plan)
+        synchronize(plan)
         return plan
 
     def _streams(self, devices: frozenset[torch.device]) -> tuple[dict[torch.device, Any], dict[torch.device, Any]]:
@@ -353,14 +328,14 @@ class TorchRuntime(Runtime):
         values of the inputs its calls read on the host (ONNX programs only)."""
         source = graph.source
         if isinstance(source, TorchSource):
-            gm = _graph_module(source)
-            values = self._cached(source.program, lambda: _program_values(source, gm))
-            return gm, {**values, **_given_inputs(source, gm, inputs)}, {}
+            gm = graph_module(source)
+            values = self._cached(source.program, lambda: program_values(source, gm))
+            return gm, {**values, **given_inputs(source, gm, inputs)}, {}
         if isinstance(source, OnnxSource):
-            program = self._cached(source.model, lambda: _onnx_program(source, graph))
+            program = self._cached(source.model, lambda: onnx_torch_program(source, graph))
             given = program.given(inputs)
             return program.module, {**program.values, **given}, program.known(given)
-        raise TorchRunError(_no_program(graph))
+        raise TorchRunError(no_program(graph))
 
     def _devices(self, cluster: Cluster, placement: Placement) -> dict[int, torch.device]:
         """Cluster device index -> torch device, for the devices the placement uses; checks they exist and that
@@ -384,7 +359,7 @@ class TorchRuntime(Runtime):
     def check_graph(self, graph: OpGraph) -> None:
         """Raise :class:`~gplace.ir.UnsupportedGraphError` unless ``graph`` holds a torch.export or ONNX program."""
         if not isinstance(graph.source, TorchSource | OnnxSource):
-            raise UnsupportedGraphError(_no_program(graph))
+            raise UnsupportedGraphError(no_program(graph))
 
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
@@ -415,611 +390,19 @@ class TorchRuntime(Runtime):
         return made
 
 
-# ---------------------------------------------------------------------- devices
-def cluster_problems(cluster: Cluster, device_map: Mapping[str, str] | None = None, *, unshared: str = "") -> list[str]:
-    """What keeps ``cluster`` from running here under ``torch-v1``: devices that map to no torch device or to one
-    this machine lacks, and GPUs shared by two cluster devices without a ``device_map`` entry for each (with
-    ``unshared``, the reason a runtime cannot share a GPU at all: every shared GPU, entries or not)."""
-    problems, mapped = [], {}
-    missing: dict[str, list[str]] = {}
-    for device in cluster.devices:
-        try:
-            mapped[device.name] = torch_device(device.name, device_map)
-        except ValueError as err:
-            problems.append(str(err))
-            continue
-        why = runnable_reason(mapped[device.name])
-        if why:
-            missing.setdefault(why, []).append(f"{device.name} ({mapped[device.name]})")
-    problems += [f"{', '.join(names)} not available ({why})" for why, names in missing.items()]
-    return problems + shared_gpu_problems(mapped, device_map, unshared=unshared)
-
-
-def shared_gpu_problems(mapped: Mapping[str, torch.device], device_map: Mapping[str, str] | None, *,
-                        unshared: str = "") -> list[str]:
-    """A message per CUDA device that several cluster devices map to, unless ``device_map`` names them all (with
-    ``unshared``, the reason sharing cannot work: a message per shared CUDA device, entries or not)."""
-    owners: dict[torch.device, list[str]] = {}
-    for name, dev in mapped.items():
-        if dev.type == "cuda":
-            owners.setdefault(dev, []).append(name)
-    if unshared:
-        return [f"{' and '.join(names)} all map to {dev}: give each its own GPU ({unshared})"
-                for dev, names in owners.items() if len(names) > 1]
-    explicit = device_map or {}
-    return [f"{' and '.join(names)} all map to {dev}: give each its own GPU, or share it on purpose with "
-            "device_map entries for each" for dev, names in owners.items()
-            if len(names) > 1 and not all(n in explicit for n in names)]
-
-
-def runnable_reason(device: torch.device) -> str:
-    """Why a run cannot compute on ``device`` (one this machine lacks, or one that holds no data), or ``""``."""
-    if device.type in _NO_DATA:
-        return f"a {device.type} device holds no data"
-    return unavailable_reason(device)
-
-
-def unavailable_reason(device: torch.device) -> str:
-    """Why ``device`` cannot be used, or ``""``."""
-    if device.type == "cpu":
-        return ""
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return "" if (device.index or 0) < count else f"torch sees {count} CUDA device(s)"  # "cuda": the current
-    try:
-        torch.empty(0, device=device)
-    except Exception as err:  # each backend raises its own kind
-        return error_summary(err)
-    return ""
-
-
-# ---------------------------------------------------------------------- values
-def _onnx_program(source: OnnxSource, graph: OpGraph) -> Any:
-    """The converted ONNX model; a node without a torch implementation becomes a run error naming it."""
-    from gplace.runtime.onnx.program import onnx_program
-
-    try:
-        return onnx_program(source, graph)
-    except UnsupportedGraphError as err:
-        raise TorchRunError(f"graph {graph.name!r} cannot run on torch: {err}") from err
-
-
-def _graph_module(source: TorchSource) -> torch.fx.GraphModule:
-    program = source.program
-    return program if isinstance(program, torch.fx.GraphModule) else program.graph_module
-
-
-def _program_values(source: TorchSource, gm: torch.fx.GraphModule) -> dict[str, Any]:
-    """Real values where the program holds them, else values made from each node's metadata."""
-    known = source.values if source.training else exported_values(source.program)
-    values = {}
-    for node in gm.graph.nodes:
-        if node.op == "placeholder":
-            values[node.name] = known[node.name] if node.name in known else _synthesise(node)
-        elif node.op == "get_attr":
-            value = _attribute(gm, str(node.target))
-            if isinstance(value, torch.Tensor):
-                real = not isinstance(value, torch._subclasses.FakeTensor)
-                values[node.name] = value if real else _synthesise(node)
-            elif isinstance(value, torch.fx.GraphModule):  # a torch.cond branch or while_loop body, run as given
-                values[node.name] = value
-    return values
-
-
-def _given_inputs(source: TorchSource, gm: torch.fx.GraphModule, inputs: Any) -> dict[str, Any]:
-    """``inputs`` of :meth:`TorchRuntime.run` as placeholder name -> value."""
-    names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
-    if inputs is None:
-        return {}
-    if isinstance(inputs, Mapping):
-        unknown = sorted(set(inputs) - set(names))
-        if unknown:
-            raise ValueError(f"inputs name {unknown[0]!r}, not a placeholder of the program; it has {names}")
-        return dict(inputs)
-    user = _user_inputs(source, gm)
-    leaves = pytree.tree_leaves(inputs)
-    if len(leaves) != len(user):
-        raise ValueError(f"got {len(leaves)} inputs, the program takes {len(user)}: {user}")
-    return dict(zip(user, leaves, strict=True))
-
-
-def _user_inputs(source: TorchSource, gm: torch.fx.GraphModule) -> list[str]:
-    if not source.training:
-        return list(source.program.graph_signature.user_inputs)
-    return [n.name for n in gm.graph.find_nodes(op="placeholder")
-            if type(n.meta.get("desc")).__name__ == "PlainAOTInput"]
-
-
-def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
-    value: Any = gm
-    for part in target.split("."):
-        value = getattr(value, part, None)
-    return value
-
-
-def _synthesise(node: torch.fx.Node) -> Any:
-    """A value with the shape and dtype of ``meta["val"]`` (:func:`synthesised`, seeded by the node name)."""
-    val = node.meta.get("val")
-    if isinstance(val, torch.Tensor):
-        return synthesised(node.name, [_hint(d) for d in val.shape], val.dtype)
-    if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
-        return _hint(val)
-    if isinstance(val, int | float | bool):
-        return val
-    if val is None and not node.users:  # an argument nothing reads, e.g. a flag such as use_cache=False
-        return None
-    raise TorchRunError(f"input {node.name!r} has no value and no metadata to make one from; pass it in inputs")
-
-
-def _hint(value: Any) -> Any:
-    if isinstance(value, int | float | bool):
-        return value
-    hint = getattr(getattr(value, "node", None), "hint", None)
-    if hint is None:
-        raise TorchRunError(f"symbolic size {value} has no example value")
-    return hint
-
-
-# ---------------------------------------------------------------------- the plan
-LAYOUT_FREE: dict[Any, Any] = {torch.ops.aten.view.default: torch.ops.aten.reshape.default}
-"""Ops run in place of a program's, which torch.export traced with the example inputs' memory layouts. Another device
-may lay out an op's output otherwise (on a CUDA GPU, ``nn.Transformer``'s attention output reaches a ``view`` that
-the CPU-traced program cannot apply: "view size is not compatible with input tensor's size and stride"). Wherever
-``view`` works, ``reshape`` returns that same view; only where it would raise, ``reshape`` copies (same values)."""
-
-
-@dataclass(frozen=True, eq=False)
-class _Call:
-    """One FX ``call_function`` node, ready to run on its cluster device."""
-
-    node: torch.fx.Node
-    device: int
-    """Cluster device index."""
-    args: tuple
-    kwargs: dict
-    """The node's arguments, ``device=`` values replaced by its torch device."""
-    free: tuple[str, ...]
-    """Values whose last reader this is."""
-    event: bool
-    """Whether a reader on another torch device waits on it (CUDA only)."""
-    target: Callable[..., Any]
-    """What runs: the node's target, or its :data:`LAYOUT_FREE` stand-in."""
-    writes: bool = False
-    """Whether it writes an argument in place (its schema says so; a higher-order op may): on a GPU it first
-    waits for the copies its device has started, which may still be reading that value (CUDA only)."""
-
-
-@dataclass(eq=False)
-class Plan:
-    """A program bound to a placement, with its inputs on their devices."""
-
-    calls: list[_Call]
-    homes: dict[str, int]
-    """FX node name -> cluster device index."""
-    roots: dict[str, str]
-    """FX node name -> the call that made its value (a getitem's tuple); itself for other nodes."""
-    torch_devices: dict[int, torch.device]
-    labels: dict[int, str]
-    initial: dict[str, Any]
-    """Placeholders and tensor attributes, on their devices."""
-    outputs: Any
-    """The output node's argument (a structure of nodes)."""
-    streams: dict[torch.device, Any] = field(default_factory=dict)
-    """The compute stream of each CUDA device."""
-    copy_streams: dict[torch.device, Any] = field(default_factory=dict)
-    """The copy stream of each CUDA device: copies into it and out of it run there."""
-    host_readers: dict[str, frozenset[torch.device]] = field(default_factory=dict)
-    """Call name -> the CPU devices reading its value, for calls on CUDA devices: sent as soon as it is made."""
-    written: frozenset[str] = frozenset()
-    """Placeholders and attributes some op writes in place: each step gets fresh copies of their values in
-    :attr:`initial`, which no op writes."""
-
-    @cached_property
-    def device_set(self) -> frozenset[torch.device]:
-        """The torch devices in use."""
-        return frozenset(self.torch_devices.values())
-
-
-def _homes(gm: torch.fx.GraphModule, graph: OpGraph, devices: list[int]) -> dict[str, int]:
-    """FX node name -> cluster device: ops by the placement, the other nodes by their neighbours."""
-    homes: dict[str, int] = {}
-    covered: set[str] = set()
-    for node in gm.graph.nodes:
-        op = op_name_of(node)
-        i = graph.op_index.get(op)
-        if i is not None:
-            homes[node.name] = devices[i]
-            covered.add(op)
-        elif node.op == "call_function" and node.target is operator.getitem:
-            homes[node.name] = homes[node.args[0].name]
-        elif node.op == "call_function":
-            raise TorchRunError(f"node {op!r} of the torch program is not an op of graph {graph.name!r}")
-    missing = [name for name in graph.op_names if name not in covered]
-    if missing:
-        raise TorchRunError(f"op {missing[0]!r} of graph {graph.name!r} is not a node of its torch program")
-    for node in gm.graph.nodes:
-        if node.op in ("placeholder", "get_attr") and node.name not in homes:
-            readers = [homes[u.name] for u in node.users if u.name in homes]
-            homes[node.name] = readers[0] if readers else devices[0]
-    return homes
-
-
-def op_name_of(node: torch.fx.Node) -> str:
-    """The gplace op an FX node stands for: ``meta["gplace_op"]`` (ONNX programs), else its name."""
-    return node.meta.get("gplace_op", node.name)
-
-
-def _build_plan(
-    gm: torch.fx.GraphModule, homes: dict[str, int], devices: dict[int, torch.device],
-    names: Sequence[str], values: dict[str, Any], known: Known,
-) -> Plan:
-    torch_devices = {d: devices[d] for d in sorted(set(homes.values()))}
-    labels = {d: f"{names[d]} ({dev})" for d, dev in torch_devices.items()}
-    roots = _roots(gm)
-    cross = _cross_device_roots(gm, homes, torch_devices, roots)
-    last = _last_readers(gm)
-    calls = [
-        _Call(node, homes[node.name], *_retarget(node, torch_devices[homes[node.name]], known.get(node.name, {})),
-              free=tuple(last.get(node.name, ())), event=node.name in cross,
-              target=LAYOUT_FREE.get(node.target, node.target), writes=writes_in_place(node))
-        for node in gm.graph.nodes if node.op == "call_function"
-    ]
-    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    plan = Plan(calls, homes, roots, torch_devices, labels, {}, output.args[0])
-    plan.initial = _place_values(gm, homes, torch_devices, labels, values)
-    plan.host_readers = _host_readers(gm, homes, torch_devices)
-    plan.written = written_inputs(gm) & plan.initial.keys()
-    return plan
-
-
-def _host_readers(
-    gm: torch.fx.GraphModule, homes: dict[str, int], devices: dict[int, torch.device],
-) -> dict[str, frozenset[torch.device]]:
-    readers: dict[str, set[torch.device]] = {}
-    for node in gm.graph.nodes:
-        if node.op != "call_function" or devices[homes[node.name]].type != "cuda":
-            continue
-        for user in node.users:
-            dst = devices.get(homes.get(user.name, -1))
-            if dst is not None and dst.type == "cpu":
-                readers.setdefault(node.name, set()).add(dst)
-    return {name: frozenset(cpus) for name, cpus in readers.items()}
-
-
-def writes_in_place(node: torch.fx.Node) -> bool:
-    """Whether call ``node`` may write one of its arguments in place: an argument its schema marks as written
-    (``aten.relu_``, an ``out=``), or any higher-order op (its subgraph may)."""
-    if isinstance(node.target, torch._ops.HigherOrderOperator):
-        return True
-    schema = getattr(node.target, "_schema", None)
-    return schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
-
-
-def _roots(gm: torch.fx.GraphModule) -> dict[str, str]:
-    roots: dict[str, str] = {}
-    for node in gm.graph.nodes:
-        getitem = node.op == "call_function" and node.target is operator.getitem
-        roots[node.name] = roots[node.args[0].name] if getitem else node.name
-    return roots
-
-
-def _cross_device_roots(
-    gm: torch.fx.GraphModule, homes: dict[str, int], devices: dict[int, torch.device], roots: dict[str, str]
-) -> set[str]:
-    """Calls whose value some call on another torch device reads."""
-    cross = set()
-    for node in gm.graph.nodes:
-        if node.op != "call_function":
-            continue
-        for dep in node.all_input_nodes:
-            if devices[homes[dep.name]] != devices[homes[node.name]]:
-                cross.add(roots[dep.name])
-    return cross
-
-
-def _last_readers(gm: torch.fx.GraphModule) -> dict[str, list[str]]:
-    """Call name -> the values it is the last call to read (outputs are kept to the end)."""
-    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    kept = {n.name for n in output.all_input_nodes}
-    last: dict[str, str] = {}
-    for node in gm.graph.nodes:
-        if node.op == "call_function":
-            for dep in node.all_input_nodes:
-                last[dep.name] = node.name
-    freed: dict[str, list[str]] = {}
-    for value, reader in last.items():
-        if value not in kept:
-            freed.setdefault(reader, []).append(value)
-    return freed
-
-
-def _retarget(node: torch.fx.Node, device: torch.device, known: Mapping[int, Any]) -> tuple[tuple, dict]:
-    """The node's arguments with every ``torch.device`` replaced by ``device`` (factory ops follow placement) and
-    the arguments in ``known`` (position -> value) replaced by their values."""
-    def swap(value: Any) -> Any:
-        return device if isinstance(value, torch.device) else value
-
-    args = tuple(known.get(i, arg) for i, arg in enumerate(node.args))
-    return map_aggregate(args, swap), map_aggregate(node.kwargs, swap)
-
-
-def _place_values(
-    gm: torch.fx.GraphModule, homes: dict[str, int], devices: dict[int, torch.device],
-    labels: dict[int, str], values: dict[str, Any],
-) -> dict[str, Any]:
-    placed = {}
-    for node in gm.graph.nodes:
-        if node.name not in values:
-            continue
-        home = homes[node.name]
-        try:
-            placed[node.name] = to_device(values[node.name], devices[home])
-        except Exception as err:  # OutOfMemoryError or a device that refuses the tensor
-            raise _failure(err, f"placing input {node.name!r}", labels[home]) from err
-    return placed
-
-
-# ---------------------------------------------------------------------- execution
-class _TimeUp(TorchRunError):
-    """The time limit passed during a step."""
-
-
-def _check_time(deadline: float) -> None:
-    if time.perf_counter() > deadline:
-        raise _TimeUp("time limit exceeded during the step")
-
-
+# ---------------------------------------------------------------------- measurement
 def keep_busy(plan: Plan, seconds: float, deadline: float = math.inf) -> None:
     """Run plain steps back to back for ``seconds``, then wait for every CUDA device, so that a GPU that idled at
     low clocks is at its working clocks when the timed steps start.
 
     Raises:
-        _TimeUp: past ``deadline``.
+        TimeUp: past ``deadline``.
     """
     until = time.perf_counter() + seconds
     while time.perf_counter() < until:
-        _check_time(deadline)
+        check_time(deadline)
         execute_step(plan, deadline)
-    _synchronize(plan)
-
-
-def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
-    """Run one step; return the output structure and the bytes moved between cluster devices. Random ops draw
-    from the CPU's and the plan's CUDA devices' generators seeded with :data:`STEP_SEED`; the caller's random
-    state is given back."""
-    with seeded(plan), streams_restored(plan):
-        step = Step(plan)
-        for call in plan.calls:
-            step.run(call)
-            _check_time(deadline)
-    outputs = map_arg(plan.outputs, lambda n: step.env[n.name])
-    return outputs, step.moved
-
-
-class Step:
-    """The values of one step: per node, and copies per (node, torch device).
-
-    :meth:`run` makes a GPU's compute stream current (and its device); run calls inside
-    :func:`streams_restored` to give the caller's back, as :func:`execute_step` does.
-    """
-
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-        self.env: dict[str, Any] = dict(plan.initial)
-        self.copies: dict[tuple[str, torch.device], Any] = {}
-        self.sent: set[tuple[str, int]] = set()
-        self.events: dict[str, Any] = {}
-        self.moved = 0
-        self.copied_out: dict[torch.device, Any] = {}
-        """GPU -> an event after the last copy started from it (its copy stream runs them in order)."""
-        self.stream: Any = None
-        """The compute stream made current last (switched only when a call's device has another one)."""
-        for name in sorted(plan.written):
-            self.restore(name)
-
-    def restore(self, name: str) -> None:
-        """A fresh copy of written input ``name``, made on its device's compute stream (the event marks it)."""
-        plan = self.plan
-        stream = plan.streams.get(plan.torch_devices[plan.homes[name]])
-        with torch.cuda.stream(stream) if stream is not None else nullcontext():
-            self.env[name] = pytree.tree_map_only(torch.Tensor, torch.clone, plan.initial[name])
-            if stream is not None:
-                self.events[name] = stream.record_event()
-
-    def run(self, call: _Call) -> None:
-        node, plan = call.node, self.plan
-        device = plan.torch_devices[call.device]
-        if node.target is operator.getitem:
-            self.env[node.name] = operator.getitem(self.env[node.args[0].name], *node.args[1:])
-            self.free(call.free)
-            return
-        args, kwargs = map_arg((call.args, call.kwargs), lambda dep: self.fetch(dep.name, call.device))
-        stream = plan.streams.get(device)
-        if stream is not None and stream is not self.stream:
-            torch.cuda.set_stream(stream)  # and its device; a context per op cost more host time than most ops
-            self.stream = stream
-        if call.writes and stream is not None and device in self.copied_out:
-            stream.wait_event(self.copied_out[device])  # a copy still reading a value this op overwrites
-        try:
-            self.env[node.name] = call.target(*args, **kwargs)
-            if call.event and stream is not None:
-                self.events[node.name] = stream.record_event()
-            for cpu in plan.host_readers.get(node.name, ()):
-                self.copies[node.name, cpu] = self.send_to_host(self.env[node.name], device, self.events[node.name])
-        except Exception as err:  # an op may raise anything
-            what = f"op {op_name_of(node)!r} ({node.meta.get('onnx_op_type', node.target)})"
-            raise _failure(err, what, plan.labels[call.device]) from err
-        self.free(call.free)
-
-    def fetch(self, name: str, device: int) -> Any:
-        """The value of node ``name`` on cluster device ``device``, copied at most once per step."""
-        plan = self.plan
-        src = plan.homes[name]
-        value = self.env[name]
-        if src == device:
-            return value
-        if (name, device) not in self.sent:
-            self.sent.add((name, device))
-            self.moved += _nbytes(value)
-        dst, home = plan.torch_devices[device], plan.torch_devices[src]
-        if dst == home:
-            return value
-        try:
-            if (name, dst) not in self.copies:
-                self.copies[name, dst] = self.copy(value, home, dst, self.events.get(plan.roots[name]))
-            return _arrived(self.copies[name, dst])
-        except Exception as err:  # OutOfMemoryError and CUDA errors
-            raise _failure(err, f"copying {name!r} from {plan.labels[src]}", plan.labels[device]) from err
-
-    def copy(self, value: Any, src: torch.device, dst: torch.device, event: Any) -> Any:
-        """``value`` copied to ``dst`` on the copy streams, after its producer's ``event``; the destination's
-        compute stream waits for the copy (an event), nothing else does."""
-        if src.type == "cuda" and dst.type == "cpu":
-            return self.send_to_host(value, src, event)
-        if dst.type != "cuda":
-            return to_device(value, dst)
-        copies, compute = self.plan.copy_streams, self.plan.streams
-        inbound = copies[dst]
-        outbound = copies[src] if src.type == "cuda" else inbound
-        if event is not None:
-            outbound.wait_event(event)
-        with torch.cuda.stream(outbound), torch.cuda.stream(inbound):  # torch copies between GPUs on the source's
-            out = to_device(value, dst, non_blocking=True)                    # current stream, ordered with the dst's
-        if src.type == "cuda":
-            _record_stream(value, outbound)  # the source block stays allocated until the copy ran
-            self.copied_out[src] = outbound.record_event()  # an op writing in place on src waits for it
-        _record_stream(out, compute[dst])  # allocated on the copy stream, read on the compute stream
-        compute[dst].wait_event(inbound.record_event())
-        return out
-
-    def send_to_host(self, value: Any, src: torch.device, event: Any) -> _HostCopy:
-        """Start copying ``value`` into pinned host memory on ``src``'s copy stream, after ``event``; the host
-        waits for it only when a CPU op reads it (:func:`_arrived`), so other devices' launches go on."""
-        stream = self.plan.copy_streams[src]
-        if event is not None:
-            stream.wait_event(event)
-        with torch.cuda.stream(stream):
-            out = pytree.tree_map_only(torch.Tensor, pinned_copy, value)
-            done = stream.record_event()
-        _record_stream(value, stream)
-        self.copied_out[src] = done  # an op writing in place on src waits for it
-        return _HostCopy(out, done)
-
-    def free(self, names: tuple[str, ...]) -> None:
-        """Drop values (and their copies) no later call reads."""
-        for name in names:
-            self.env.pop(name, None)
-            for device in self.plan.device_set:
-                self.copies.pop((name, device), None)
-
-
-@dataclass(frozen=True)
-class _HostCopy:
-    """A copy to pinned host memory that may still be running; ``done`` is recorded after it."""
-
-    value: Any
-    done: Any
-
-
-def _arrived(copy: Any) -> Any:
-    """A copy's value, once it is there (waits for a :class:`_HostCopy`)."""
-    if isinstance(copy, _HostCopy):
-        copy.done.synchronize()
-        return copy.value
-    return copy
-
-
-def pinned_copy(t: torch.Tensor) -> torch.Tensor:
-    """``t`` copied to the host into pinned memory, non-blocking (how torch-v1 brings a GPU result back)."""
-    return torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True)
-
-
-def to_device(value: Any, device: torch.device, non_blocking: bool = False) -> Any:
-    """Tensors in ``value`` (a tensor, or lists and tuples of them) moved to ``device``."""
-    return pytree.tree_map_only(torch.Tensor, lambda t: t.to(device, non_blocking=non_blocking), value)
-
-
-def _record_stream(value: Any, stream: Any) -> None:
-    for leaf in pytree.tree_leaves(value):
-        if isinstance(leaf, torch.Tensor) and leaf.device.type == "cuda":
-            leaf.record_stream(stream)
-
-
-def _nbytes(value: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
-
-
-def _failure(err: Exception, what: str, where: str) -> TorchRunError:
-    if isinstance(err, TorchRunError):
-        return err
-    if _out_of_memory(err):
-        return TorchRunError(f"out of memory on {where} in {what}: {error_summary(err)}")
-    return TorchRunError(f"{what} on {where} failed: {type(err).__name__}: {error_summary(err)}")
-
-
-def _out_of_memory(err: Exception) -> bool:
-    """A CUDA out-of-memory error, or the CPU allocator's (a plain ``RuntimeError``)."""
-    return isinstance(err, torch.OutOfMemoryError) or "DefaultCPUAllocator: can't allocate memory" in str(err)
-
-
-@contextmanager
-def seeded(plan: Plan) -> Iterator[None]:
-    """Generators of the host and the plan's CUDA devices seeded with :data:`STEP_SEED` inside, the caller's
-    states given back on leaving."""
-    gpus = sorted({dev.index for dev in plan.device_set if dev.type == "cuda"})
-    with torch.random.fork_rng(devices=gpus):
-        torch.random.default_generator.manual_seed(STEP_SEED)
-        for index in gpus:
-            torch.cuda.default_generators[index].manual_seed(STEP_SEED)
-        yield
-
-
-# ---------------------------------------------------------------------- CUDA bookkeeping
-@contextmanager
-def streams_restored(plan: Plan) -> Iterator[None]:
-    """Give back the caller's current CUDA device and each device's current stream on leaving: a
-    :class:`Step` makes its compute streams current as it goes (:func:`execute_step` runs it inside this)."""
-    if not plan.streams:
-        yield
-        return
-    device, before = torch.cuda.current_device(), [torch.cuda.current_stream(d) for d in plan.streams]
-    try:
-        yield
-    finally:
-        for stream in before:
-            torch.cuda.set_stream(stream)
-        torch.cuda.set_device(device)
-
-
-@contextmanager
-def memory_fractions(limits: Mapping[torch.device, float]) -> Iterator[None]:
-    """Each CUDA device of ``limits`` capped at that fraction of its memory inside
-    (``torch.cuda.set_per_process_memory_fraction``, which caps the whole process), and given back the fraction
-    it had before (``torch.cuda.get_per_process_memory_fraction``; 1.0, no cap, where torch cannot read it) on
-    leaving, also on an exception. A device that cannot be given back (a dead CUDA context) is left as it is,
-    with a warning, so that the exception that ended the block is the one raised."""
-    read = getattr(torch.cuda, "get_per_process_memory_fraction", None)
-    before: dict[torch.device, float] = {}
-    try:
-        for dev, fraction in limits.items():
-            before[dev] = float(read(dev)) if read is not None else 1.0
-            torch.cuda.set_per_process_memory_fraction(float(fraction), dev)
-        yield
-    finally:
-        for dev, fraction in before.items():
-            try:
-                torch.cuda.set_per_process_memory_fraction(fraction, dev)
-            except Exception as err:  # the sticky error again; usable() turns false
-                logger.warning("could not give %s its memory fraction %g back: %s", dev, fraction, error_summary(err))
-
-
-def _synchronize(plan: Plan) -> None:
-    for device in plan.streams:
-        try:
-            torch.cuda.synchronize(device)
-        except Exception as err:  # an asynchronous CUDA error surfaces here
-            label = next(plan.labels[d] for d, dev in plan.torch_devices.items() if dev == device)
-            raise _failure(err, "the step", label) from err
+    synchronize(plan)
 
 
 def _reset_peaks(plan: Plan) -> dict[torch.device, int]:
@@ -1041,7 +424,7 @@ def _peak_memory(plan: Plan, cluster: Cluster, base: Mapping[torch.device, int])
         return None
     peaks = np.zeros(cluster.num_devices, dtype=np.int64)
     for d, dev in plan.torch_devices.items():
-        held = sum(_nbytes(v) for name, v in plan.initial.items() if plan.homes[name] == d)
+        held = sum(nbytes(v) for name, v in plan.initial.items() if plan.homes[name] == d)
         peaks[d] = held + torch.cuda.max_memory_allocated(dev) - base.get(dev, 0)
     return peaks
 
@@ -1067,9 +450,3 @@ def _step_statistics(times: Sequence[float]) -> tuple[float, float]:
     median = statistics.median(times)
     spread = (max(times) - min(times)) / median if median > 0 else 0.0
     return float(median), float(spread) if math.isfinite(spread) else 0.0
-
-
-def _no_program(graph: OpGraph) -> str:
-    return (f"graph {graph.name!r} has no torch program to run (its source is {type(graph.source).__name__}); "
-            "TorchRuntime runs graphs imported by gplace.importers.torch_export.from_torch or "
-            "gplace.importers.onnx.from_onnx")
