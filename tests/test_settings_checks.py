@@ -26,6 +26,12 @@ def _gplace(*args, cwd):
                           text=True, timeout=300)
 
 
+def _torch_runtime(**kwargs):
+    from gplace.runtime import TorchRuntime
+
+    return TorchRuntime(**kwargs)
+
+
 @pytest.mark.parametrize("make, name", [
     (lambda: ListSchedulingPolicy(stage_features="no"), "ListSchedulingPolicy: stage_features"),
     (lambda: CachedRuntime(Simulator(), cache_nondeterministic="no"), "CachedRuntime: cache_nondeterministic"),
@@ -33,6 +39,7 @@ def _gplace(*args, cwd):
     (lambda: PipelineILPPlacer(overlap="no"), "PipelineILPPlacer: overlap"),
     (lambda: IdealDPPartitioner(overlap="off"), "IdealDPPartitioner: overlap"),
     (lambda: GPipePartitioner(overlap="no"), "GPipePartitioner: overlap"),
+    (lambda: _torch_runtime(enforce_memory="no"), "TorchRuntime: enforce_memory"),
 ])
 def test_a_yes_no_setting_given_as_text_is_refused_naming_it(make, name):
     """'no', 'false' and 'off' were taken as true (a non-empty string), silently."""

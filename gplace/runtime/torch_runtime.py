@@ -86,7 +86,7 @@ import torch
 from gplace.importers.onnx import OnnxSource
 from gplace.importers.torch_export import TorchSource
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
-from gplace.ir.errors import check_sizes, error_summary
+from gplace.ir.errors import check_flags, check_sizes, error_summary
 from gplace.ir.placement import check_placement
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 from gplace.runtime.calibration import GPU_WARMUP_SECONDS
@@ -150,6 +150,7 @@ class TorchRuntime(Runtime):
     ) -> None:
         check_sizes(type(self).__name__, 1, steps=steps)
         check_sizes(type(self).__name__, 0, warmup=warmup)
+        check_flags(type(self).__name__, enforce_memory=enforce_memory)
         if not time_limit > 0:
             raise ValueError(f"time_limit must be > 0, got {time_limit}")
         self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
