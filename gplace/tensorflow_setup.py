@@ -4,7 +4,9 @@ TensorFlow reserves nearly all of every GPU's memory when its runtime starts (th
 Keras model, listing logical devices), unless memory growth was set before; a session's
 ``gpu_options.allow_growth`` comes too late then. That would starve ``torch-v1`` and other workers sharing the
 GPUs. :func:`import_tensorflow` sets ``TF_FORCE_GPU_ALLOW_GROWTH=true`` before the import (read when the
-runtime starts) and calls ``tf.config.experimental.set_memory_growth`` on every physical GPU; if TensorFlow
+runtime starts; only when TensorFlow is not imported yet, where it can still take effect, so a caller's process
+and the children it starts keep their environment otherwise) and calls
+``tf.config.experimental.set_memory_growth`` on every physical GPU; if TensorFlow
 was started already without growth, it warns once. It changes nothing else of the process: TensorFlow's logging
 and oneDNN are the caller's (until 2026-12-02 it also set ``TF_CPP_MIN_LOG_LEVEL=2`` and ``TF_ENABLE_ONEDNN_OPTS=0``,
 which turned oneDNN off for a caller's own TensorFlow work; the ``gplace`` command still sets both for its own
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -26,7 +29,8 @@ _warned = [False]
 
 def import_tensorflow() -> Any:
     """The ``tensorflow`` module, with memory growth on for every GPU where that is still possible."""
-    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    if "tensorflow" not in sys.modules:  # read when TensorFlow's runtime starts: too late after the import
+        os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     import tensorflow as tf
 
     for gpu in tf.config.list_physical_devices("GPU"):

@@ -173,7 +173,6 @@ def test_tensorflow_is_imported_with_memory_growth_and_no_auto_jit() -> None:
     from gplace.tensorflow_setup import import_tensorflow
 
     tf = import_tensorflow()
-    assert os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
     assert all(tf.config.experimental.get_memory_growth(g) for g in tf.config.list_physical_devices("GPU"))
     cluster = Cluster.build([Device("/CPU:0", "cpu")], default_bandwidth=1e9)
     config = TensorFlowRuntime()._config(tf, cluster, {0: "/device:CPU:0"})
@@ -195,6 +194,19 @@ def test_importing_tensorflow_through_gplace_sets_only_memory_growth_in_the_envi
     changed, onednn = json.loads(done.stdout.strip().splitlines()[-1])
     assert changed == ["TF_FORCE_GPU_ALLOW_GROWTH"], done.stderr[-2000:]
     assert onednn is True  # TensorFlow's default on x86 CPUs, as a plain import gives
+
+
+def test_tensorflow_imported_before_gplace_leaves_the_environment_as_it_was() -> None:
+    """Set after TensorFlow's import, TF_FORCE_GPU_ALLOW_GROWTH does nothing in the process but was left for every
+    child process the caller started (found by a probe of gplace inside a caller's process)."""
+    pytest.importorskip("tensorflow")
+    code = ("import os, json; import tensorflow; before = dict(os.environ); import gplace.tensorflow_setup as s;"
+            "s.import_tensorflow(); print(json.dumps(sorted(k for k in os.environ if os.environ.get(k) != "
+            "before.get(k))))")
+    env = {k: v for k, v in os.environ.items() if k != "TF_FORCE_GPU_ALLOW_GROWTH"}
+    done = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=300)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [], done.stderr[-2000:]
 
 
 def test_tf_v1_rejects_a_cluster_with_gpus_tensorflow_does_not_see() -> None:
