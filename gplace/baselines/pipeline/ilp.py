@@ -106,7 +106,9 @@ class PipelineILPPlacer(StagePlacer):
                 f"largest byte count is {int(problem.memory.max(initial=0)):,} and its largest seconds "
                 f"{float(max(problem.cost.max(initial=0.0), seconds.max(initial=0.0))):.3g}")
         if result.x is None:
-            raise PlacementInfeasibleError(f"pipeline ILP for graph {problem.graph.name!r}: {result.message}")
+            shortfall = problem.memory_shortfall()
+            why = f"; memory: {shortfall}" if shortfall is not None and result.status == 2 else ""
+            raise PlacementInfeasibleError(f"pipeline ILP for graph {problem.graph.name!r}: {result.message}{why}")
         if result.status != 0:
             log.warning("pipeline ILP for %s stopped before proving optimality: %s", problem.graph.name,
                         result.message)

@@ -219,6 +219,24 @@ class StageProblem:
         """The name of unit ``unit``'s first op (``unit`` a unit id, as in ``units.unit_of``), for messages."""
         return self.graph.op_names[int(np.flatnonzero(self.units.unit_of == unit)[0])]
 
+    def named_unit(self, unit: int) -> str:
+        """``op 'x'``, or ``op 'x' (with its colocation group)`` where unit ``unit`` (a unit id) holds more ops."""
+        group = " (with its colocation group)" if int(self.units.size[unit]) > 1 else ""
+        return f"op {self.first_op(unit)!r}{group}"
+
+    def memory_shortfall(self) -> str | None:
+        """Why no placement of the pipelined units fits the stage devices' memory, where memory alone says so: one
+        unit larger than every device, or all of them larger than all devices together; else ``None``."""
+        capacity = [int(c) for c in self.capacity]
+        largest = int(np.argmax(self.memory)) if self.memory.size else None
+        if largest is not None and int(self.memory[largest]) > max(capacity, default=0):
+            return (f"{self.named_unit(int(self.order[largest]))} needs {int(self.memory[largest]):,} bytes, more "
+                    f"than any stage device holds (capacities {capacity})")
+        if int(self.memory.sum()) > sum(capacity):
+            return (f"the ops need {int(self.memory.sum()):,} bytes in all, the stage devices hold "
+                    f"{sum(capacity):,} together (capacities {capacity})")
+        return None
+
     @property
     def num_stages(self) -> int:
         """Number of stage devices S."""

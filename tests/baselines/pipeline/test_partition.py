@@ -297,6 +297,29 @@ def test_gpipe_names_a_pin_that_no_split_in_pipeline_order_can_meet() -> None:
         GPipePartitioner(kind=None).place(graph, cluster)  # "0 bytes needed" (a memory problem) before
 
 
+@pytest.mark.parametrize("placer", [GPipePartitioner, IdealDPPartitioner, PipelineILPPlacer])
+def test_a_graph_larger_than_all_stage_devices_together_is_named_as_such(placer) -> None:
+    """Six ops of 41 bytes on two devices of 100: the partitioners blamed the last op they tried ("op 'a4' (with
+    its colocation group) fits no stage device after the earlier stages", an op of no group) and the ILP gave only
+    HiGHS's "The problem is infeasible" (found by a probe of the baselines)."""
+    graph = OpGraph.from_ops([Op(f"a{i}", "T", 1.0, persistent_memory=41) for i in range(6)],
+                             [Edge(f"a{i}", f"a{i + 1}") for i in range(5)], name="t")
+    cluster = Cluster.build([Device(f"g{i}", "gpu", memory=100) for i in range(2)], default_bandwidth=1e9)
+    with pytest.raises(PlacementInfeasibleError, match=r"the ops need 246 bytes in all, the stage devices hold 200 "
+                                                       r"together \(capacities \[100, 100\]\)") as err:
+        placer().place(graph, cluster)
+    assert "colocation group" not in str(err.value)
+
+
+def test_an_op_larger_than_every_stage_device_is_named() -> None:
+    graph = OpGraph.from_ops([Op("a", "T", 1.0, persistent_memory=10), Op("big", "T", 1.0, persistent_memory=1001)],
+                             [Edge("a", "big")], name="t")
+    cluster = Cluster.build([Device(f"g{i}", "gpu", memory=100) for i in range(2)], default_bandwidth=1e9)
+    with pytest.raises(PlacementInfeasibleError, match=r"op 'big' needs 1,001 bytes, more than any stage device "
+                                                       r"holds"):
+        GPipePartitioner().place(graph, cluster)
+
+
 def test_partitioner_limits_are_checked_at_construction() -> None:
     for make in (lambda: IdealDPPartitioner(max_ideals=1), lambda: IdealDPPartitioner(chain_blocks=0),
                  lambda: PipeDreamPartitioner(max_blocks=0), lambda: PipeDreamPartitioner(max_blocks=2.5)):
