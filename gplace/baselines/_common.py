@@ -372,8 +372,13 @@ def upward_rank(graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray) -> np
 
 
 def rank_order(graph: OpGraph, rank: np.ndarray) -> np.ndarray:
-    """(N,) op indices by decreasing rank, ties in topological order (always a topological order)."""
-    return np.lexsort((graph.topological_position, -rank))
+    """(N,) op indices by decreasing rank, ties in topological order (always a topological order).
+
+    Ranks equal but for rounding (``79.99999999999999`` and ``80.0``, sums of the same costs in another order) are
+    ties: ranks are compared at 1e-9 of the largest, so ties fall to the topological order as HEFT's definition
+    says, not to floating-point noise."""
+    scale = float(np.abs(rank).max(initial=0.0)) or 1.0
+    return np.lexsort((graph.topological_position, -np.round(rank / scale * 1e9)))
 
 
 def unit_durations(units: Units, durations: np.ndarray) -> np.ndarray:
