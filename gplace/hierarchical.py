@@ -32,9 +32,11 @@ from gplace.interfaces import check_device_count
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.placer import (
+    ContractError,
     PlacerSample,
     PolicyPlacer,
     check_one_dtype,
+    checked_device_features,
     floating_dtype,
     follow_networks,
     greedy_placement,
@@ -184,6 +186,9 @@ class HierarchicalPlacer(nn.Module):
         policy: places the (G', S) states on ``cluster.num_devices`` devices.
         device_features: (D, F) device features for a device-aware policy (default: the cluster's).
 
+    Raises:
+        ValueError: ``device_features`` is not (D, F), one row per device of ``cluster``.
+
     Shapes:
         sampled ``devices`` (K, N) int64; ``log_prob`` and ``entropy`` (K,).
     """
@@ -199,6 +204,7 @@ class HierarchicalPlacer(nn.Module):
         check_graph_and_cluster(graph, cluster)
         check_device_count(policy, cluster)
         check_one_dtype(encoder=encoder, policy=policy)  # the encoder's states feed the policy
+        checked_device_features(cluster, device_features)  # a wrong shape fails here, not at the first sample
         self.graph, self.cluster, self._device_features = graph, cluster, device_features
         self.grouper, self.encoder, self.policy = grouper, encoder, policy
         features = op_features(graph, grouper.num_type_buckets)
@@ -224,17 +230,35 @@ class HierarchicalPlacer(nn.Module):
     def group_log_probs(self) -> torch.Tensor:
         """Each unit's masked log-probabilities over group slots.
 
+        Raises:
+            ContractError: (a ValueError) the grouper's logits are not (N, G) floats.
+            TypeError: the grouper returned something other than a tensor.
+
         Shapes:
             returns (U, G).
         """
-        return masked_log_softmax(self.grouper(self.op_features())[self.unit_first], self.slots)
+        logits = self.grouper(self.op_features())
+        name, expected = type(self.grouper).__name__, f"(N={self.graph.num_ops}, G={self.num_groups})"
+        if not isinstance(logits, torch.Tensor):
+            raise TypeError(f"grouper {name} must return its logits as a {expected} torch.Tensor, got a "
+                            f"{type(logits).__name__}")
+        if tuple(logits.shape) != (self.graph.num_ops, self.num_groups) or not logits.is_floating_point():
+            raise ContractError(f"grouper {name} must return {expected} floating logits, one row per op and one "
+                                f"column per group, got logits of dtype {str(logits.dtype).removeprefix('torch.')} "
+                                f"and shape {tuple(logits.shape)}")
+        return masked_log_softmax(logits[self.unit_first], self.slots)
 
     def sample_groups(self, num_samples: int, generator: torch.Generator | None = None) -> GroupSample:
         """Sample ``num_samples`` groupings.
 
+        Raises:
+            ValueError: ``num_samples`` is not a whole number >= 1.
+
         Shapes:
             returns op_group (K, N) int64 numpy, log_prob (K,), entropy (K,).
         """
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int | np.integer) or num_samples < 1:
+            raise ValueError(f"num_samples must be a whole number >= 1, got {num_samples!r}")
         log_p = self.group_log_probs()
         out = score(log_p, gumbel_argmax(log_p, num_samples, generator), self.slots)
         return GroupSample(out.devices.cpu().numpy()[:, self._op_unit], out.log_prob, out.entropy)
@@ -251,6 +275,9 @@ class HierarchicalPlacer(nn.Module):
 
     def sample(self, num_samples: int, generator: torch.Generator | None = None) -> PlacerSample:
         """Sample ``num_samples`` groupings, and one placement of each.
+
+        Raises:
+            ValueError: ``num_samples`` is not a whole number >= 1.
 
         Shapes:
             returns devices (K, N) int64 numpy, log_prob (K,), entropy (K,).

@@ -157,17 +157,33 @@ def policy_file(method: str | Path | Placer) -> Path | None:
 
 def check_method(method: str | Path) -> None:
     """Raise ``ValueError`` naming the accepted methods unless ``method`` is one of them (``TypeError`` unless it is
-    a ``str``, a path or a :class:`~gplace.interfaces.Placer` of one's own)."""
+    a ``str``, a path or a :class:`~gplace.interfaces.Placer` of one's own; the message names the type of anything
+    else, and for a trainable placer such as a :class:`~gplace.hierarchical.HierarchicalPlacer` says how to use
+    it)."""
     if isinstance(method, Placer):
         return
     if not isinstance(method, str | os.PathLike):
-        raise TypeError(f"method must be a name, a policy file's path or a Placer, got {method!r}")
+        raise TypeError(f"method must be a name, a policy file's path or a Placer, got {_kind_of(method)}")
     if isinstance(method, str) and (method in LEARNED or method in baselines() or method in pipeline_placers()):
         return
     if policy_file(method) is None:
         raise ValueError(f"unknown method {str(method)!r}; give a baseline {sorted(baselines())}, a pipeline "
                          f"placer {sorted(pipeline_placers())}, a learned method {sorted(LEARNED)}, 'pretrained', or "
                          "the path of a policy file")
+
+
+def _kind_of(method: Any) -> str:
+    """A refused ``method`` for an error message: its repr if a builtin, else its type (a module's repr runs to many
+    lines), and for a trainable placer (one with ``sample`` or a ``policy``, e.g. a
+    :class:`~gplace.hierarchical.HierarchicalPlacer`) how to use it."""
+    kind = type(method)
+    if kind.__module__ == "builtins":
+        return repr(method)
+    if not (hasattr(method, "sample") or hasattr(method, "policy")):
+        return f"a {kind.__name__}"
+    return (f"a {kind.__name__}, a trainable placer: train it with ReinforceTrainer().fit(placer, runtime, graph, "
+            "cluster), then take placer.place(graph, cluster), or pass that placement as warm_start=, or pass a "
+            "Placer (gplace.interfaces.Placer) as method")
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ class PolicyPlacer(nn.Module):
         allowed = self.grouping.graph.allowed_devices(cluster)[features.order]
         self.register_buffer("allowed", torch.from_numpy(allowed), persistent=False)
         self._some_device_barred = not bool(allowed.all())  # _check_devices checks the mask only then
-        self.register_buffer("device_features", _device_features(cluster, device_features), persistent=False)
+        self.register_buffer("device_features", checked_device_features(cluster, device_features), persistent=False)
         pos = np.empty(features.num_groups, dtype=np.int64)
         pos[features.order] = np.arange(features.num_groups)
         self._op_pos = pos[self.grouping.op_group]  # (N,) feature position of each op's group
@@ -442,8 +442,15 @@ def _default_grouping(graph: OpGraph, cluster: Cluster, merge: bool | str, max_g
                      memory_cap=memory_cap(graph, cluster))
 
 
-def _device_features(cluster: Cluster, given: np.ndarray | torch.Tensor | None) -> torch.Tensor:
-    """Given device features as float32, or the cluster's. Shapes: returns (D, F)."""
+def checked_device_features(cluster: Cluster, given: np.ndarray | torch.Tensor | None) -> torch.Tensor:
+    """Given device features as float32, or the cluster's (:func:`~gplace.features.device_features`).
+
+    Raises:
+        ValueError: ``given`` is not (D, F), one row per device of ``cluster``.
+
+    Shapes:
+        given (D, F); returns (D, F).
+    """
     out = torch.as_tensor(describe_devices(cluster) if given is None else given, dtype=torch.float32)
     if out.ndim != 2 or out.shape[0] != cluster.num_devices:
         raise ValueError(f"device_features has shape {tuple(out.shape)}, expected ({cluster.num_devices}, F)")

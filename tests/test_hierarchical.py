@@ -9,6 +9,7 @@ import torch
 from gplace.encoders import LSTMEncoder
 from gplace.hierarchical import HierarchicalPlacer, LearnedGrouper, group_slots, op_features
 from gplace.ir import OpGraph
+from gplace.placer import ContractError
 from gplace.policies import MLPPolicy, Seq2SeqPolicy
 from gplace.runtime import Simulator
 from gplace.testing import cpu_gpu_cluster, random_dag
@@ -173,3 +174,44 @@ def test_float64_networks_sample_and_train(graph, cluster):
     _assert_constraints(graph, cluster, np.asarray(sample.devices))
     result = ReinforceTrainer(updates=1, samples_per_update=2).fit(placer, Simulator(), graph, cluster)
     assert result.best_measurement.ok
+
+
+@pytest.mark.parametrize("num_samples", [0, -1, 2.5, True])
+def test_a_num_samples_that_is_not_a_whole_number_of_at_least_one_is_refused(graph, cluster, num_samples):
+    """sample and sample_groups refuse it as PolicyPlacer.sample does (it failed in numpy's or torch's words)."""
+    placer = _placer(graph, cluster, policy="mlp")
+    for sample in (placer.sample, placer.sample_groups):
+        with pytest.raises(ValueError, match=rf"num_samples must be a whole number >= 1, got {num_samples!r}"):
+            sample(num_samples)
+
+
+def test_device_features_of_the_wrong_shape_are_refused_at_construction(graph, cluster):
+    """A (2, 5) array for a 3-device cluster was stored and failed only at the first sample."""
+    torch.manual_seed(0)
+    grouper = LearnedGrouper(NUM_GROUPS, hidden_size=16, num_type_buckets=64)
+    encoder = LSTMEncoder(hidden_size=16, type_embedding=8, num_type_buckets=64)
+    with pytest.raises(ValueError, match=r"device_features has shape \(2, 5\), expected \(3, F\)"):
+        HierarchicalPlacer(graph, cluster, grouper, encoder, MLPPolicy(3, hidden_size=16),
+                           device_features=np.zeros((2, 5)))
+
+
+class _OneSlotShort(LearnedGrouper):
+    def forward(self, features):
+        return super().forward(features)[:, :-1]
+
+
+class _Flat(LearnedGrouper):
+    def forward(self, features):
+        return super().forward(features).sum(-1)
+
+
+@pytest.mark.parametrize(("grouper", "shape"), [(_OneSlotShort, r"\(30, 7\)"), (_Flat, r"\(30,\)")])
+def test_a_grouper_returning_the_wrong_shape_is_named(graph, cluster, grouper, shape):
+    """A custom grouper's (N, G-1) or (N,) logits failed with a bare torch broadcast error."""
+    torch.manual_seed(0)
+    encoder = LSTMEncoder(hidden_size=16, type_embedding=8, num_type_buckets=64)
+    placer = HierarchicalPlacer(graph, cluster, grouper(NUM_GROUPS, hidden_size=16, num_type_buckets=64), encoder,
+                                MLPPolicy(3, hidden_size=16))
+    with pytest.raises(ContractError, match=rf"grouper {grouper.__name__} must return \(N=30, G=8\) floating "
+                                            rf"logits.* got logits of dtype float32 and shape {shape}"):
+        placer.sample(2)

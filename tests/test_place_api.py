@@ -493,3 +493,19 @@ def test_a_trainer_that_is_no_dataclass_is_named_when_given_a_seed_and_the_defau
         gplace.place(g, c, trainer=MyTrainer(), seed=0)
     report = gplace.place(g, c, encoder=LSTMEncoder(hidden_size=32), budget="4 samples", max_groups=16)
     assert report.measurement.ok  # "states has shape (6, 32), expected (G, 256)" before
+
+
+def test_a_trainable_placer_as_method_is_named_by_its_type_with_how_to_use_it(problem):
+    """A HierarchicalPlacer given as method was refused with its whole multi-line module repr."""
+    from gplace.hierarchical import HierarchicalPlacer, LearnedGrouper
+    from gplace.policies import MLPPolicy
+
+    graph, cluster = problem
+    torch.manual_seed(0)
+    placer = HierarchicalPlacer(graph, cluster, LearnedGrouper(4, hidden_size=8, num_type_buckets=16),
+                                GNNEncoder(hidden_size=8, num_layers=1, type_embedding=4),
+                                MLPPolicy(cluster.num_devices, hidden_size=8))
+    with pytest.raises(TypeError, match=r"got a HierarchicalPlacer, a trainable placer: train it with "
+                                        r"ReinforceTrainer\(\)\.fit\(.*placer\.place\(graph, cluster\)") as err:
+        gplace.place(graph, cluster, method=placer)
+    assert "\n" not in str(err.value) and "LearnedGrouper(" not in str(err.value)

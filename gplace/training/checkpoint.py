@@ -166,7 +166,7 @@ def _warn_changed_settings(saved: dict[str, Any] | None, settings: dict[str, Any
 
 
 def _check_model(state: dict[str, Any], path: Path, shapes: list[tuple[int, ...]]) -> None:
-    """Raise if the checkpoint trains other parameters than ``shapes`` (another encoder, policy or size)."""
+    """Raise if the checkpoint trains other parameters than ``shapes`` (another grouper, encoder, policy or size)."""
     saved = state.get("param_shapes")
     if saved is None:  # an older checkpoint: its optimizer still says how many tensors it trained
         count = sum(len(g["params"]) for g in state["optimizer"]["param_groups"])
@@ -182,8 +182,8 @@ def _check_model(state: dict[str, Any], path: Path, shapes: list[tuple[int, ...]
         first = next((i for i, (a, b) in enumerate(zip(saved, shapes, strict=False)) if a != b), None)
         if first is not None:
             detail += f"; tensor {first} is {saved[first]} there and {shapes[first]} here"
-    raise RunDirConflictError(f"checkpoint {path} was written by another model ({detail}): the encoder, the policy or "
-                              f"their sizes differ; {_NEW_RUN}")
+    raise RunDirConflictError(f"checkpoint {path} was written by another model ({detail}): the placer's networks "
+                              f"(grouper, encoder or policy) or their sizes differ; {_NEW_RUN}")
 
 
 def _numel(shapes: list[tuple[int, ...]]) -> int:

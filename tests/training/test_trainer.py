@@ -315,6 +315,25 @@ def test_checkpoint_of_another_model_is_refused_before_anything_is_loaded(tmp_pa
                                                              cluster, run_dir=tmp_path)
 
 
+def test_checkpoint_of_a_hierarchical_placer_with_another_grouper_names_the_grouper(tmp_path):
+    """Only the grouper's width differs: the refusal blamed "the encoder, the policy or their sizes"."""
+    from gplace.hierarchical import HierarchicalPlacer, LearnedGrouper
+
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+
+    def placer(grouper_width):
+        torch.manual_seed(0)
+        grouper = LearnedGrouper(4, hidden_size=grouper_width, num_type_buckets=64)
+        encoder = LSTMEncoder(hidden_size=16, type_embedding=8, num_type_buckets=64)
+        return HierarchicalPlacer(graph, cluster, grouper, encoder, Seq2SeqPolicy(2, hidden_size=16,
+                                                                                 attention_size=8))
+
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(placer(8), Simulator(), graph, cluster, run_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"written by another model .*: the placer's networks \(grouper, encoder "
+                                         r"or policy\) or their sizes differ"):
+        ReinforceTrainer(updates=2, samples_per_update=2).fit(placer(16), Simulator(), graph, cluster,
+                                                             run_dir=tmp_path)
+
 def test_a_resume_with_other_model_settings_of_the_same_shapes_is_warned_about(tmp_path, caplog):
     """A policy setting that keeps every shape (the list-scheduling prior's weight) resumed silently; it now says
     what changed."""
