@@ -631,6 +631,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
 
     _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
     _check_sweep_dir(run_dir)
+    _check_not_a_training_run(Path(run_dir), cfg.get("checkpoint") or cfg.method)
     if not isinstance(cfg.get("write_back", True), bool):
         _fail(f"write_back must be true or false, got {cfg.write_back!r}")
     if cfg.get("logger", {}).get("_target_", "gplace.loggers.NullLogger") != "gplace.loggers.NullLogger":
@@ -651,6 +652,21 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
                      f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({report.speedup:.2f}x the best single "
                      f"device); wrote {run_dir}" + "".join(f"\n  {p}" for p in written))
     return m.step_time
+
+
+def _check_not_a_training_run(run_dir: Path, method: str) -> None:
+    """Refuse a directory holding a training run's results (``policy.pt``), or a search's ``checkpoint.pt`` when
+    ``method`` measures nothing: ``gplace place`` replaced its ``placement.json``, trace and ``.hydra/`` record
+    with its own, silently, and left the run's checkpoint and metrics beside them."""
+    from gplace.methods import baselines, pipeline_placers
+
+    if (run_dir / "policy.pt").exists():
+        _fail(f"{run_dir} holds a training run (policy.pt): gplace place would replace its placement.json, "
+              f"trace.json and .hydra/ record; give gplace place its own hydra.run.dir (to place with that run's "
+              f"policy: checkpoint={run_dir / 'policy.pt'} hydra.run.dir=<another directory>)")
+    if (run_dir / "checkpoint.pt").exists() and (method in baselines() or method in pipeline_placers()):
+        _fail(f"{run_dir} holds a search's checkpoint.pt: method={method} would replace that search's "
+              "placement.json, trace.json and .hydra/ record; give it its own hydra.run.dir")
 
 
 def _place_budget(cfg: DictConfig, method: str) -> str | None:

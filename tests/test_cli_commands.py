@@ -167,6 +167,26 @@ def test_place_with_an_unknown_method_is_one_line(files):
                                    "'seq2seq'], 'pretrained', or the path of a policy file")
 
 
+def test_place_refuses_a_training_runs_directory_and_keeps_its_results(files):
+    """`gplace place method=round_robin` in a training run's directory replaced its placement.json (3.4x slower),
+    trace and .hydra/ record, silently, beside the run's checkpoint and policy (found by a probe of the output
+    files); a baseline in a search's directory likewise."""
+    run = files / "trained"
+    trained = _gplace("trainer.updates=1", "trainer.samples_per_update=2", "logger=none", *_file_args(files),
+                      f"hydra.run.dir={run}", cwd=files)
+    assert trained.returncode == 0, trained.stderr
+    before = (run / "placement.json").read_bytes()
+    proc = _gplace("place", "method=round_robin", *_file_args(files), f"hydra.run.dir={run}", cwd=files)
+    assert proc.returncode == 2
+    assert "holds a training run (policy.pt)" in proc.stderr and f"checkpoint={run / 'policy.pt'}" in proc.stderr
+    assert (run / "placement.json").read_bytes() == before
+    searched = files / "searched"
+    assert _gplace("place", "method=learned", "samples=2", *_file_args(files), f"hydra.run.dir={searched}",
+                   cwd=files).returncode == 0
+    proc = _gplace("place", "method=heft", *_file_args(files), f"hydra.run.dir={searched}", cwd=files)
+    assert proc.returncode == 2 and "holds a search's checkpoint.pt: method=heft" in proc.stderr
+
+
 def test_place_splits_pipeline_stages_for_the_pipeline_objective(files):
     out = files / "ideal_dp"
     proc = _gplace("place", "method=ideal_dp", "objective=pipeline", "objective.microbatches=8", *_file_args(files),
