@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -302,8 +303,9 @@ _PROGRAMS = {"train": "gplace", "bench": "gplace bench", "place": "gplace place"
 
 def _check_top_keys(cfg: DictConfig, command: str) -> None:
     """Refuse top-level keys of ``cfg`` that ``command``'s primary config (composed without the command line's
-    overrides) does not have, naming them: added with ``+key=...``, nothing read them (``+max_groups=4`` to
-    ``gplace place`` was ignored). Nothing outside a Hydra job, or when no override adds a key."""
+    overrides) does not have and no interpolation (``${key}``) reads, naming them: added with ``+key=...``, nothing
+    read them (``+max_groups=4`` to ``gplace place`` was ignored). Nothing outside a Hydra job, or when no override
+    adds a key."""
     if not HydraConfig.initialized():
         return
     hydra_cfg = HydraConfig.get()
@@ -316,7 +318,8 @@ def _check_top_keys(cfg: DictConfig, command: str) -> None:
         known = {*compose(config_name=hydra_cfg.job.config_name, overrides=searchpath), "hydra"}
     except HydraException:  # a primary config that composes only with overrides (a group left ???)
         return
-    unknown = sorted(set(cfg) - known)
+    text = OmegaConf.to_yaml(cfg)  # unresolved: a key only interpolated elsewhere (+h=16 ... '${h}') is read
+    unknown = sorted(k for k in set(cfg) - known if not re.search(rf"\$\{{\s*{re.escape(str(k))}\s*[}}.\[]", text))
     if unknown:
         _fail(f"{_PROGRAMS.get(command, command)} reads no top-level setting {', '.join(unknown)} (given with +); "
               f"the settings of {hydra_cfg.job.config_name}.yaml: {', '.join(sorted(known))}")

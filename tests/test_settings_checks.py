@@ -160,3 +160,13 @@ def test_a_top_level_key_the_command_does_not_read_is_refused(tmp_path, command,
     proc = _gplace(*command, override, f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
     assert proc.returncode == 2 and f"gplace: error: {message}" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "r" / "placement.json").exists()
+
+
+def test_a_top_level_key_that_an_interpolation_reads_is_taken(tmp_path):
+    """`+h=16 encoder.hidden_size='${h}'` (one size shared by several settings, a common Hydra pattern) was refused
+    as a key nothing reads (found by a review of the check)."""
+    proc = _gplace("logger=none", "trainer.updates=1", "trainer.samples_per_update=2", "+h=16",
+                   "encoder.hidden_size=${h}", "policy.hidden_size=${h}", f"hydra.run.dir={tmp_path / 'r'}",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "r" / "placement.json").exists()
