@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,7 +63,7 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     if not path.exists():
         return None
     try:
-        with torch.serialization.safe_globals(_numpy_arrays()):
+        with _numpy_allowed():
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on a damaged file
         raise RunDirConflictError(f"checkpoint {path} cannot be read (a damaged or truncated file: "
@@ -97,15 +98,25 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     return state
 
 
+def _numpy_allowed() -> contextlib.AbstractContextManager:
+    """Allow, while loading with ``weights_only``, the numpy arrays and scalars older checkpoints held (torch 2.5 and
+    later; before, such a checkpoint is refused as unreadable)."""
+    allow = getattr(torch.serialization, "safe_globals", None)
+    return contextlib.nullcontext() if allow is None else allow(_numpy_arrays())
+
+
 def _numpy_arrays() -> list[Any]:
-    """What ``weights_only`` loading needs to read the numpy arrays and scalars older checkpoints held."""
+    """What ``weights_only`` loading needs to read numpy arrays and scalars, under numpy 2's names and numpy 1's
+    (``numpy.core.multiarray``: a checkpoint written before an upgrade of numpy)."""
     import numpy as np
 
     try:
         from numpy._core import multiarray
     except ImportError:  # numpy 1.x
         from numpy.core import multiarray
-    return [np.ndarray, np.dtype, multiarray._reconstruct, multiarray.scalar, *_dtype_classes(np)]
+    named = [(f, f"{module}.multiarray.{f.__name__}") for f in (multiarray._reconstruct, multiarray.scalar)
+             for module in ("numpy._core", "numpy.core")]
+    return [np.ndarray, np.dtype, *named, *_dtype_classes(np)]
 
 
 def _dtype_classes(np: Any) -> list[type]:

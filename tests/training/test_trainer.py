@@ -200,6 +200,27 @@ def test_a_checkpoint_with_numpy_arrays_from_before_still_resumes(tmp_path, trai
     np.testing.assert_array_equal(resumed.sample_step_times, fresh.sample_step_times)
 
 
+def test_a_checkpoint_written_under_numpy_1_still_loads(tmp_path):
+    """numpy 1 pickles its arrays as numpy.core.multiarray._reconstruct, numpy 2 as numpy._core...: weights_only
+    matches the names as text, so a checkpoint from before an upgrade of numpy was refused as damaged (found by a
+    review of this stop's diff)."""
+    import zipfile
+
+    from gplace.training.checkpoint import load_checkpoint
+
+    written = tmp_path / "numpy2.pt"
+    torch.save({"fingerprint": "fp", "update": 1, "best_devices": np.arange(3), "x": np.float64(2.0)}, written)
+    old = tmp_path / "checkpoint.pt"
+    with zipfile.ZipFile(written) as zin, zipfile.ZipFile(old, "w", zipfile.ZIP_STORED) as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename.endswith("data.pkl"):
+                data = data.replace(b"numpy._core.multiarray", b"numpy.core.multiarray")
+            zout.writestr(item, data)
+    state = load_checkpoint(old, "fp")
+    assert state["best_devices"].tolist() == [0, 1, 2] and state["x"] == 2.0
+
+
 def test_a_run_killed_before_its_first_checkpoint_leaves_no_stale_metrics(tmp_path):
     """metrics.jsonl holds 40 updates of a run killed before it wrote a checkpoint: a fresh run in the directory
     logs each of its own updates once and keeps none of the dead run's."""
