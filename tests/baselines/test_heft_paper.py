@@ -38,3 +38,13 @@ def test_heft_ranks_orders_and_places_the_papers_example_as_the_paper_does():
     placed = HEFT().place(graph, cluster).to_names(graph, cluster)
     assert placed == {"n1": "P3", "n2": "P1", "n3": "P3", "n4": "P2", "n5": "P3", "n6": "P2", "n7": "P3",
                       "n8": "P1", "n9": "P2", "n10": "P2"}
+
+
+def test_infinite_ranks_keep_the_order_topological():
+    """An infinite rank made the scale infinite and every rank NaN or 0: [inf, inf, 1] on a chain came out
+    [2, 0, 1] (found by a review of the tie-breaking)."""
+    import numpy as np
+
+    from gplace.testing import chain
+
+    assert rank_order(chain((1.0, 1.0, 1.0)), np.array([np.inf, np.inf, 1.0])).tolist() == [0, 1, 2]

@@ -116,6 +116,15 @@ def test_device_aware_policy_learns_to_split_groups_over_equal_devices():
     assert float(torch.exp(-loss)) > 0.9
 
 
+def test_devices_equal_but_for_measurement_noise_are_told_apart():
+    """Speeds measured 1e-6 apart gave every device rank 0 (exact equality), so nearly equal logits again."""
+    from gplace.policies.device_aware import twin_rank
+
+    noisy = DEVICES[[0, 0, 1]].clone()
+    noisy[1] += 1e-6
+    assert twin_rank(noisy).tolist() == [0.0, 1.0, 0.0]
+
+
 def test_device_aware_policy_needs_device_features_of_its_width():
     """Without device features, or with the wrong width, the device-aware policy raises."""
     policy, (states, allowed) = _make("device_aware"), _inputs(4)
