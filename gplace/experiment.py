@@ -97,7 +97,7 @@ def place(
             :class:`~gplace.training.ReinforceTrainer`; or a :class:`~gplace.training.PPOTrainer`).
         max_groups: coarsen the graph to at most this many groups (default: 256).
         run_dir: where metrics, checkpoints, ``placement.json`` and ``trace.json`` go; resumes from it. One
-            process at a time, and one graph: see :func:`gplace.run_dir.claim_run_dir`.
+            process (one thread) at a time, and one graph: see :func:`gplace.run_dir.claim_run_dir`.
         logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``).
         warm_start: a placement to start the search from, a baseline's or pipeline placer's name (e.g.
             ``"heft"``, ``"ideal_dp"``; a placer that searches, such as ``"local_search"``, gets the same

@@ -1,10 +1,12 @@
-"""A run directory belongs to one run: one process at a time, one graph.
+"""A run directory belongs to one run: one process (and in it one thread) at a time, one graph.
 
 :func:`claim_run_dir` holds an exclusive lock on ``<run_dir>/.lock`` (``fcntl.flock``, released by the operating
 system when the process ends, killed or not) while a run writes there, so a second process started on the same
 directory stops at once instead of interleaving its checkpoint, metrics and placement with the first's. It also
 refuses a directory whose ``placement.json`` places another graph or uses another cluster, which a search or
-placer would overwrite. :func:`hold_dir` is the lock alone (``gplace bench`` holds its ``out_dir`` with it).
+placer would overwrite. :func:`hold_dir` is the lock alone (``gplace bench`` holds its ``out_dir`` with it). A
+thread's holds nest (a trainer's inside ``place``'s); another thread of the process is refused as another process
+is, so a search is run in the thread that holds its directory.
 
 Example:
     >>> import tempfile
@@ -35,7 +37,7 @@ class RunDirConflictError(ValueError):
 
 
 class RunDirInUseError(RunDirConflictError):
-    """Another process is running in the run directory."""
+    """Another process, or another thread of this one, is running in the run directory."""
 
     path: Path | None = None
     """The directory in use (set where it is raised)."""
@@ -94,7 +96,7 @@ def claim_run_dir(run_dir: str | Path, graph: OpGraph, cluster: Cluster | None =
     """Hold ``run_dir`` (made if missing) for a run on ``graph`` (and ``cluster``) until the ``with`` block ends.
 
     Raises:
-        RunDirInUseError: another process holds the directory (names its pid).
+        RunDirInUseError: another process, or another thread of this one, holds the directory (names the pid).
         RunDirConflictError: the directory's ``placement.json`` is for another graph or cluster (names both).
     """
     with hold_dir(run_dir) as path:
