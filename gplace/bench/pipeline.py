@@ -267,7 +267,7 @@ def pipeline_report(records: Sequence[PipelineRecord], baseline: str = "single_g
         mine = [r for r in records if r.method == m]
         there = [r.search_seconds for r in mine if r.graph == largest.graph]
         lines.append(f"| {m} | {max(r.search_seconds for r in mine):.2f} | {markdown_cell(largest.graph)} "
-                     f"({largest.num_ops}) | {max(there, default=math.nan):.2f} |")
+                     f"({largest.num_ops}) | {f'{max(there):.2f}' if there else '-'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -339,13 +339,15 @@ def model_speedup(graph: OpGraph, cluster: Cluster, microbatches: int, *, bubble
 
 
 def targets_section(records: Sequence[PipelineRecord], model: Mapping[str, tuple[float, float]], *, cluster: str,
-                    microbatches: int, profiles: Sequence[str], searches: Sequence[str] = ()) -> str:
+                    microbatches: int, profiles: Sequence[str], searches: Sequence[str] = (),
+                    gpus: int | None = None) -> str:
     """Markdown: the issue's targets for the pipeline placers and searches, checked on ``records``.
 
     ``model`` maps a profile to :func:`model_speedup` with and without the bubble; ``searches`` names the learned
-    searches (their warm-started runs are ``<name>_warm``)."""
+    searches (their warm-started runs are ``<name>_warm``); ``gpus`` is ``cluster``'s GPU count, named in the 3x
+    target's heading (left out where ``None``)."""
     lines = ["", "## Targets", ""]
-    lines += _three_x(records, model, cluster, microbatches, profiles)
+    lines += _three_x(records, model, cluster, microbatches, profiles, gpus)
     lines += _dp_unbeaten(records)
     for name in searches:
         lines += _search_targets(records, name, searches)
@@ -374,10 +376,11 @@ def _ilp_against_dp(records, methods: Sequence[str] = ("ilp", "ilp_overlap")) ->
     return lines
 
 
-def _three_x(records, model, cluster, microbatches, profiles) -> list[str]:
+def _three_x(records, model, cluster, microbatches, profiles, gpus: int | None = None) -> list[str]:
     ratio = speedups(records)
     bound = {r.graph: r for r in records if r.cluster == cluster and r.method == "single_gpu" and not r.failed}
-    lines = [f"**3x on 4 GPUs, M = {microbatches}** ({cluster}; best method and schedule measured by "
+    on = "" if gpus is None else f" on {gpus} GPU{'s' if gpus != 1 else ''}"
+    lines = [f"**3x{on}, M = {microbatches}** ({cluster}; best method and schedule measured by "
              f"{models(records)}; "
              "`DP model` = the exact DP's split in the partitioners' own model, `M x work / ((M + S - 1) x "
              "bottleneck)`, and without the fill/drain bubble (M -> inf), `work / bottleneck`; `bound` = one GPU / "
@@ -420,7 +423,8 @@ def _dp_unbeaten(records) -> list[str]:
              "partitioners' own model (tests/baselines/pipeline: brute force on small DAGs, both other partitioners "
              f"never better). Measured by {models(records)}, whose schedule the model does not see, GPipe's or "
              "PipeDream's "
-             f"split beat ideal_dp's in {len(beaten)} of {cases} (case, method) pairs; the largest gaps:"]
+             f"split beat ideal_dp's in {len(beaten)} of {cases} (case, method) pairs"
+             f"{'; the largest gaps:' if beaten else '.'}"]
     for k, v in sorted(beaten, key=lambda kv: kv[1] / ratio[(*kv[0][:4], 'ideal_dp')], reverse=True)[:8]:
         lines.append(f"- {k[0]} on {k[1]}, {k[2]} M={k[3]}: {k[4]} {v:.2f}x vs ideal_dp "
                      f"{ratio[(*k[:4], 'ideal_dp')]:.2f}x")
@@ -504,7 +508,7 @@ def _ten_thousand_ops(records, searches: Sequence[str]) -> list[str]:
              "benchmarks/pipeline_placer_speed.md for a synthetic 10,004-op training graph; the ILP is for small "
              "graphs and refuses larger ones at once; a learned search and the local search run for the budget "
              "they are given, ideal_dp's placement included for the latter). In this "
-             f"bench, graphs of 10,000 ops or more: {listed}; slowest placement per method there:"]
+             f"bench, graphs of 10,000 ops or more: {listed}{'; slowest placement per method there:' if big else '.'}"]
     for method in dict.fromkeys(r.method for r in big):
         mine = [r for r in big if r.method == method]
         worst = max(mine, key=lambda r: r.search_seconds)
@@ -554,9 +558,10 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
                                          label=graph_name)
             log.info("pipeline bench: %s on %s done (%d records)", graph.name, cluster.name, len(records))
         write_pipeline_results(records, cfg.out_dir, plot=False)
-    cluster_label = clusters[target.cluster].name if target.cluster in clusters else target.cluster
-    notes = targets_section(records, model, cluster=cluster_label, microbatches=int(target.microbatches),
-                            profiles=list(model), searches=list(searches)) + str(cfg.notes)
+    aimed = clusters.get(target.cluster)
+    notes = targets_section(records, model, cluster=aimed.name if aimed else target.cluster,
+                            microbatches=int(target.microbatches), profiles=list(model), searches=list(searches),
+                            gpus=aimed.kinds.count("gpu") if aimed else None) + str(cfg.notes)
     write_pipeline_results(records, cfg.out_dir, notes=notes, plot=True)
     return records
 

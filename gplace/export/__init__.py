@@ -13,6 +13,7 @@ into a directory (what ``gplace place`` does).
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from gplace.export.parts import Part, device_parts, part_of
@@ -20,10 +21,12 @@ from gplace.ir import Cluster, OpGraph, Placement
 
 __all__ = ["Part", "device_parts", "part_of", "write_back"]
 
+log = logging.getLogger(__name__)
+
 
 def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: str | Path) -> list[Path]:
     """Write the placed program of ``graph`` into ``out_dir``; the paths written (none for a graph with no
-    program, e.g. one read from a gplace JSON file).
+    program, e.g. one read from a gplace JSON file, nor for a ``torch.export`` training graph, with a WARNING).
 
     - ONNX: ``placed.onnx`` (:func:`~gplace.export.onnx.annotate_onnx`) and ``parts/<kkk>_<device>.onnx``, one
       model per part, in run order by name (:func:`~gplace.export.onnx.split_onnx`; the parts of an earlier
@@ -31,7 +34,9 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
       external data writes each file's weights beside it as ``<file>.data`` (:func:`~gplace.export.onnx.save_onnx`);
     - TensorFlow: ``placed.pb``, the binary ``GraphDef`` with every node's device
       (:func:`~gplace.export.tensorflow.place_graph_def`);
-    - torch.export: ``device_map.json``, module path -> device (:func:`~gplace.export.torch.module_device_map`).
+    - torch.export: ``device_map.json``, module path -> device (:func:`~gplace.export.torch.module_device_map`),
+      for an inference graph only: a training graph's joint forward+backward program has no module signature to
+      map, so nothing is written for it.
 
     Raises:
         InvalidPlacementError: the placement is not for ``graph`` and ``cluster``.
@@ -48,7 +53,10 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
         from gplace.export.tensorflow import place_graph_def
 
         return [_write_bytes(out_dir / "placed.pb", place_graph_def(graph, cluster, placement).SerializeToString())]
-    if isinstance(source, TorchSource) and not source.training:
+    if isinstance(source, TorchSource) and source.training:
+        log.warning("write_back: no device_map.json for %s: it is a torch.export training graph, and a device map "
+                    "is made from an inference one (training=False; graph.training=false)", graph.name)
+    elif isinstance(source, TorchSource):
         from gplace.export.torch import module_device_map
 
         text = json.dumps(module_device_map(graph, cluster, placement), indent=1)

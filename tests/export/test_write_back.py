@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -90,3 +91,15 @@ def test_write_back_of_a_torch_program_is_its_device_map_and_of_a_plain_graph_no
     assert json.loads(path.read_text()) == {"0": "cuda:1", "2": "cuda:1"}
     plain = random_dag(4)
     assert write_back(plain, cluster, Placement.single(plain, 0), tmp_path / "none") == []
+
+
+def test_write_back_of_a_torch_training_graph_writes_nothing_and_says_why(tmp_path, caplog):
+    """A training graph (joint forward+backward) has no device map: write_back wrote nothing, silently, so
+    `gplace place graph.training=true` ended without device_map.json and without a word."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    graph, cluster = from_torch(model, (torch.randn(2, 4),), training=True), uniform_cluster(2, kind="cpu")
+    with caplog.at_level(logging.WARNING, logger="gplace.export"):
+        assert write_back(graph, cluster, Placement.single(graph, 0), tmp_path) == []
+    assert not list(tmp_path.iterdir())
+    [record] = [r for r in caplog.records if r.name == "gplace.export"]
+    assert "no device_map.json" in record.message and graph.name in record.message and "training" in record.message

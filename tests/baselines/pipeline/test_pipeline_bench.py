@@ -149,6 +149,7 @@ def test_the_bench_runs_from_its_config_and_resumes(tmp_path) -> None:
     assert {r.method for r in first} >= {"ideal_dp", "ilp", "list_scheduling", "list_scheduling_warm"}
     assert "Warm-started search never worse than the DP: met (2 of 2 cases)" in report
     assert "| c | 4 | 2xgpu | gpipe | 4 |" in report and "## Notes" in report
+    assert "**3x on 2 GPUs, M = 16** (2xgpu;" in report  # the target cluster's GPUs, not a fixed 4
 
 
 def test_a_pipe_or_line_break_in_a_name_keeps_the_pipeline_table_whole():
@@ -161,3 +162,24 @@ def test_a_pipe_or_line_break_in_a_name_keeps_the_pipeline_table_whole():
     assert len({len(re.split(r"(?<!\\)\|", row)) for row in rows[:2]}) == 1
     assert rows[1].startswith("| net\\|v2 | 10 | a b |")
     assert "| net\\|v2 (10) |" in pipeline_report(records)
+
+
+def test_a_method_that_did_not_run_on_the_largest_graph_has_no_seconds_there() -> None:
+    """PIPELINE.md's placing-time table printed ``nan`` for a method with no record on the largest graph (a
+    learned search run on a smaller graph only)."""
+    records = [_record("single_gpu", 8.0), _record("s", 4.0),
+               PipelineRecord("big", "c", "1f1b", 4, "single_gpu", 0.01, 0.001, 0.5, False, num_ops=99)]
+    report = pipeline_report(records)
+    assert "| s | 0.00 | big (99) | - |" in report and "| single_gpu | 0.50 | big (99) | 0.50 |" in report
+    assert "nan" not in report
+
+
+def test_targets_name_the_clusters_gpus_and_leave_no_clause_without_its_list() -> None:
+    """The 3x target's heading said "on 4 GPUs" on any cluster; the DP and 10,000-op targets ended in "the largest
+    gaps:" / "slowest placement per method there:" with nothing after them when there was nothing to list."""
+    records = [_record("single_gpu", 8.0), _record("gpipe", 4.0), _record("ideal_dp", 4.0)]
+    targets = targets_section(records, {}, cluster="c", microbatches=4, profiles=["g"], gpus=2)
+    assert "**3x on 2 GPUs, M = 4** (c;" in targets and "4 GPUs" not in targets
+    assert "beat ideal_dp's in 0 of 1 (case, method) pairs.\n" in targets and "largest gaps" not in targets
+    assert "graphs of 10,000 ops or more: none.\n" in targets and "per method there" not in targets
+    assert targets_section(records, {}, cluster="c", microbatches=4, profiles=[]).count("**3x, M = 4**") == 1
