@@ -405,12 +405,17 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
 
 
 def single_device_baselines(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> dict[str, Measurement]:
-    """Measure every op on one device, for each device (ops pinned elsewhere stay on their kind)."""
-    from gplace.baselines import SingleDevice
+    """Measure every op on one device, for each device (ops pinned elsewhere stay on their kind); a device no op may
+    run on is a failed baseline saying so (it was every op on another device, reported as this one's)."""
+    from gplace.baselines import PlacementInfeasibleError, SingleDevice
 
     out = {}
     for i, name in enumerate(cluster.device_names):
-        placement = SingleDevice(device=i).place(graph, cluster)
+        try:
+            placement = SingleDevice(device=i).place(graph, cluster)
+        except PlacementInfeasibleError as err:
+            out[name] = Measurement.failure(runtime.id, str(err))
+            continue
         out[name] = runtime.measure(graph, cluster, placement)
     return out
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gplace.baselines._common import build_units, unit_durations
+from gplace.baselines._common import PlacementInfeasibleError, build_units, unit_durations
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, GraphError, OpGraph
 
@@ -13,6 +13,10 @@ class SingleDevice(Placer):
     """Put every op on one device; ops that may not run there go to their fastest allowed device.
 
     Not memory-aware: a graph too big for the device gives a placement the runtime reports as failed.
+
+    Raises:
+        PlacementInfeasibleError: no op of the graph may run on the device (none has a cost for its kind, or all are
+            pinned elsewhere): every op would go elsewhere, and the placement was reported as that device's.
 
     Args:
         device: device index or name. (default: ``None``, the fastest device of ``kind``)
@@ -51,5 +55,9 @@ class SingleDevice(Placer):
         target = self.target(cluster)
         units = build_units(graph, cluster)
         time = np.where(units.allowed, unit_durations(units, graph.durations(cluster)), np.inf)
+        if units.num_units and not units.allowed[:, target].any():
+            name = cluster.device_names[target]
+            raise PlacementInfeasibleError(f"no op of graph {graph.name!r} may run on {name} (kind "
+                                           f"{cluster.kinds[target]!r}: none has a cost for it or may go there)")
         unit_device = np.where(units.allowed[:, target], target, np.argmin(time, axis=1))
         return unit_device[units.unit_of]

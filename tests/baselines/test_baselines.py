@@ -438,3 +438,20 @@ def test_metis_with_more_devices_than_units_gives_each_its_own_and_prints_nothin
     devices = METIS().place(graph, cluster).devices.tolist()
     assert len(set(devices)) == 4
     assert capfd.readouterr().out == ""  # METIS printed "***You are trying to partition a graph into too many parts!"
+
+
+def test_a_device_no_op_may_run_on_is_no_single_device_baseline():
+    """Ops with a GPU cost only (a PipeDream profile): the "/CPU:0" baseline was every op on /GPU:0, reported as the
+    CPU's time (and a search's log said it fell back to "every op on /CPU:0"; found by a probe of the output
+    files)."""
+    import gplace
+
+    graph = OpGraph.from_ops([Op(f"a{i}", "T", None, kind_cost={"gpu": 1.0}) for i in range(3)],
+                             [Edge("a0", "a1"), Edge("a1", "a2")], name="gpu_only")
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu"), Device("/GPU:1", "gpu")],
+                            default_bandwidth=1e9)
+    with pytest.raises(PlacementInfeasibleError, match=r"no op of graph 'gpu_only' may run on /CPU:0 \(kind 'cpu'"):
+        SingleDevice(kind="cpu").place(graph, cluster)
+    report = gplace.place(graph, cluster, method="heft")
+    assert not report.baselines["/CPU:0"].ok and "may run on /CPU:0" in report.baselines["/CPU:0"].reason
+    assert report.baselines["/GPU:0"].ok
