@@ -319,10 +319,16 @@ def _check_top_keys(cfg: DictConfig, command: str) -> None:
     except HydraException:  # a primary config that composes only with overrides (a group left ???)
         return
     text = OmegaConf.to_yaml(cfg)  # unresolved: a key only interpolated elsewhere (+h=16 ... '${h}') is read
-    unknown = sorted(k for k in set(cfg) - known if not re.search(rf"\$\{{\s*{re.escape(str(k))}\s*[}}.\[]", text))
+    unknown = sorted(k for k in set(cfg) - known if not _interpolated(str(k), text))
     if unknown:
         _fail(f"{_PROGRAMS.get(command, command)} reads no top-level setting {', '.join(unknown)} (given with +); "
               f"the settings of {hydra_cfg.job.config_name}.yaml: {', '.join(sorted(known))}")
+
+
+def _interpolated(key: str, text: str) -> bool:
+    """Whether the config ``text`` (unresolved YAML) reads ``key`` through an interpolation: ``${key}``,
+    ``${key.x}``, relatively (``${..key}``) or by a resolver (``${oc.select:key,8}``)."""
+    return re.search(rf"\$\{{\s*(?:\.+|[\w.]+:\s*)?{re.escape(key)}\s*[}}.\[,]", text) is not None
 
 
 def _interrupt_in(err: BaseException) -> KeyboardInterrupt | None:
@@ -659,15 +665,15 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
 
 def _check_not_a_training_run(run_dir: Path, method: str) -> None:
     """Refuse a directory holding a training run's results (``policy.pt``), or a search's ``checkpoint.pt`` when
-    ``method`` measures nothing: ``gplace place`` replaced its ``placement.json``, trace and ``.hydra/`` record
-    with its own, silently, and left the run's checkpoint and metrics beside them."""
-    from gplace.methods import baselines, pipeline_placers
+    ``method`` is no learned search that resumes it: ``gplace place`` replaced its ``placement.json``, trace and
+    ``.hydra/`` record with its own, silently, and left the run's checkpoint and metrics beside them."""
+    from gplace.methods import LEARNED
 
     if (run_dir / "policy.pt").exists():
         _fail(f"{run_dir} holds a training run (policy.pt): gplace place would replace its placement.json, "
               f"trace.json and .hydra/ record; give gplace place its own hydra.run.dir (to place with that run's "
               f"policy: checkpoint={run_dir / 'policy.pt'} hydra.run.dir=<another directory>)")
-    if (run_dir / "checkpoint.pt").exists() and (method in baselines() or method in pipeline_placers()):
+    if (run_dir / "checkpoint.pt").exists() and method not in LEARNED:
         _fail(f"{run_dir} holds a search's checkpoint.pt: method={method} would replace that search's "
               "placement.json, trace.json and .hydra/ record; give it its own hydra.run.dir")
 

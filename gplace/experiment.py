@@ -307,6 +307,7 @@ def _why_nothing_ran(baselines: dict[str, Measurement]) -> str:
     """What to try when neither the search nor any single device measured a placement that ran: for memory, a
     placement op by op; else the single devices' own failure (a time limit, a runtime error)."""
     first = next(iter(baselines.values()), None)
+    first = next((m for m in baselines.values() if "out of memory" in m.reason), first)  # not a device no op runs on
     if first is None or "out of memory" in first.reason:
         return ("the search places groups of ops, which a tight memory may not pack: try warm_start='heft' (placed "
                 "op by op), with split_groups=True to search from it")

@@ -185,6 +185,8 @@ def test_place_refuses_a_training_runs_directory_and_keeps_its_results(files):
                    cwd=files).returncode == 0
     proc = _gplace("place", "method=heft", *_file_args(files), f"hydra.run.dir={searched}", cwd=files)
     assert proc.returncode == 2 and "holds a search's checkpoint.pt: method=heft" in proc.stderr
+    proc = _gplace("place", "method=pretrained", *_file_args(files), f"hydra.run.dir={searched}", cwd=files)
+    assert proc.returncode == 2 and "holds a search's checkpoint.pt: method=pretrained" in proc.stderr
 
 
 def test_place_splits_pipeline_stages_for_the_pipeline_objective(files):

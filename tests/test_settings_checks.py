@@ -162,11 +162,12 @@ def test_a_top_level_key_the_command_does_not_read_is_refused(tmp_path, command,
     assert "Traceback" not in proc.stderr and not (tmp_path / "r" / "placement.json").exists()
 
 
-def test_a_top_level_key_that_an_interpolation_reads_is_taken(tmp_path):
+@pytest.mark.parametrize("read", ["${h}", "${..h}", "${oc.select:h,8}"])
+def test_a_top_level_key_that_an_interpolation_reads_is_taken(tmp_path, read):
     """`+h=16 encoder.hidden_size='${h}'` (one size shared by several settings, a common Hydra pattern) was refused
-    as a key nothing reads (found by a review of the check)."""
+    as a key nothing reads, and then a relative interpolation or one by a resolver (found by reviews of the check)."""
     proc = _gplace("logger=none", "trainer.updates=1", "trainer.samples_per_update=2", "+h=16",
-                   "encoder.hidden_size=${h}", "policy.hidden_size=${h}", f"hydra.run.dir={tmp_path / 'r'}",
+                   f"encoder.hidden_size={read}", "policy.hidden_size=16", f"hydra.run.dir={tmp_path / 'r'}",
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "r" / "placement.json").exists()

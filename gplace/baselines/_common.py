@@ -374,9 +374,10 @@ def upward_rank(graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray) -> np
 def rank_order(graph: OpGraph, rank: np.ndarray) -> np.ndarray:
     """(N,) op indices by decreasing rank, ties in topological order (always a topological order).
 
-    Ranks equal but for rounding (``79.99999999999999`` and ``80.0``, sums of the same costs in another order) are
-    ties: ranks are compared at 1e-9 of the largest finite one (an infinite rank as that largest), so ties fall to
-    the topological order as HEFT's definition says, not to floating-point noise."""
+    Ranks are compared rounded to steps of 1e-9 of the largest finite one (an infinite rank as that largest), so
+    ranks equal but for rounding (``79.99999999999999`` and ``80.0``, sums of the same costs in another order) are
+    ties that fall to the topological order, as HEFT's definition says (two ranks either side of a step's edge
+    still compare by their noise)."""
     finite = rank[np.isfinite(rank)]
     scale = float(np.abs(finite).max(initial=0.0)) or 1.0
     key = np.round(np.clip(np.nan_to_num(rank), -scale, scale) / scale * 1e9)  # an infinite rank: the largest

@@ -16,7 +16,8 @@ class SingleDevice(Placer):
 
     Raises:
         PlacementInfeasibleError: no op of the graph may run on the device (none has a cost for its kind, or all are
-            pinned elsewhere): every op would go elsewhere, and the placement was reported as that device's.
+            pinned elsewhere; with no ``device`` given, on any device of ``kind``): every op would go elsewhere, and
+            the placement was reported as that device's.
 
     Args:
         device: device index or name. (default: ``None``, the fastest device of ``kind``)
@@ -32,8 +33,9 @@ class SingleDevice(Placer):
         self.device = device
         self.kind = kind
 
-    def target(self, cluster: Cluster) -> int:
-        """Index of the device this placer fills.
+    def target(self, cluster: Cluster, runnable: np.ndarray | None = None) -> int:
+        """Index of the device this placer fills: ``device``, else the fastest device of ``kind`` among those some
+        op may run on (``runnable``, (D,) bool; every device when ``None``).
 
         Raises:
             GraphError: the device is unknown, or the cluster has no device of ``kind``.
@@ -49,11 +51,13 @@ class SingleDevice(Placer):
         if not ok.any():
             raise GraphError(f"cluster {cluster.name!r} has no device of kind {self.kind!r}; "
                              f"kinds are {sorted(set(cluster.kinds))}")
+        if runnable is not None and (ok & runnable).any():
+            ok &= runnable
         return int(np.argmax(np.where(ok, cluster.speeds, -np.inf)))
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        target = self.target(cluster)
         units = build_units(graph, cluster)
+        target = self.target(cluster, units.allowed.any(0))
         time = np.where(units.allowed, unit_durations(units, graph.durations(cluster)), np.inf)
         if units.num_units and not units.allowed[:, target].any():
             name = cluster.device_names[target]

@@ -114,9 +114,17 @@ def _numpy_arrays() -> list[Any]:
         from numpy._core import multiarray
     except ImportError:  # numpy 1.x
         from numpy.core import multiarray
-    named = [(f, f"{module}.multiarray.{f.__name__}") for f in (multiarray._reconstruct, multiarray.scalar)
-             for module in ("numpy._core", "numpy.core")]
-    return [np.ndarray, np.dtype, *named, *_dtype_classes(np)]
+    functions = [multiarray._reconstruct, multiarray.scalar]
+    if _torch_version() >= (2, 6):  # (object, name) entries: torch 2.5 read __module__ of each, a tuple's too
+        functions += [(f, f"{module}.multiarray.{f.__name__}") for f in functions for module in ("numpy._core",
+                                                                                                "numpy.core")]
+    return [np.ndarray, np.dtype, *functions, *_dtype_classes(np)]
+
+
+def _torch_version() -> tuple[int, int]:
+    """torch's (major, minor) version."""
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
 
 
 def _dtype_classes(np: Any) -> list[type]:

@@ -455,3 +455,26 @@ def test_a_device_no_op_may_run_on_is_no_single_device_baseline():
     report = gplace.place(graph, cluster, method="heft")
     assert not report.baselines["/CPU:0"].ok and "may run on /CPU:0" in report.baselines["/CPU:0"].reason
     assert report.baselines["/GPU:0"].ok
+
+
+def test_single_device_of_no_given_device_picks_the_fastest_device_an_op_may_run_on():
+    """SingleDevice() took the fastest device of the cluster (a GPU) even where no op may run there, and then raised
+    (gplace.place(method='single'), warm_start='single' and the experts' fallback with it; found by a review)."""
+    graph = OpGraph.from_ops([Op(f"a{i}", "T", None, kind_cost={"cpu": 1.0}) for i in range(3)],
+                             [Edge("a0", "a1"), Edge("a1", "a2")], name="cpu_only")
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu", speed=10.0)], default_bandwidth=1e9)
+    assert SingleDevice().place(graph, cluster).devices.tolist() == [0, 0, 0]
+    with pytest.raises(PlacementInfeasibleError, match="may run on /GPU:0"):
+        SingleDevice(device="/GPU:0").place(graph, cluster)
+
+
+def test_a_search_that_ran_out_of_memory_gets_the_memory_hint_beside_a_device_no_op_runs_on():
+    """The hint quoted the first failed baseline, now the CPU no op may run on, and lost the memory advice."""
+    import gplace
+
+    graph = OpGraph.from_ops([Op(f"a{i}", "T", None, kind_cost={"gpu": 1.0}, persistent_memory=40) for i in range(4)],
+                             [Edge(f"a{i}", f"a{i + 1}") for i in range(3)], name="gpu_only")
+    cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu", memory=100),
+                             Device("/GPU:1", "gpu", memory=100)], default_bandwidth=1e9)
+    with pytest.raises(PlacementInfeasibleError, match="warm_start='heft'"):
+        gplace.place(graph, cluster, method="learned", budget="2 samples", max_groups=1)
