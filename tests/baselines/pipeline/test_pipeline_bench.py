@@ -183,3 +183,12 @@ def test_targets_name_the_clusters_gpus_and_leave_no_clause_without_its_list() -
     assert "beat ideal_dp's in 0 of 1 (case, method) pairs.\n" in targets and "largest gaps" not in targets
     assert "graphs of 10,000 ops or more: none.\n" in targets and "per method there" not in targets
     assert targets_section(records, {}, cluster="c", microbatches=4, profiles=[]).count("**3x, M = 4**") == 1
+
+
+def test_a_bench_without_the_ilp_prints_no_ilp_table() -> None:
+    """PIPELINE.md printed "ILP against the exact DP" with its header and no row when no ILP ran (found by a
+    probe of the output files)."""
+    records = [_record("single_gpu", 8.0), _record("ideal_dp", 4.0)]
+    kwargs = dict(cluster="c", microbatches=4, profiles=["g"], gpus=2)
+    assert "ILP against the exact DP" not in targets_section(records, {}, **kwargs)
+    assert "| ilp | 1f1b | 1 | 1.333 |" in targets_section([*records, _record("ilp", 3.0)], {}, **kwargs)
