@@ -641,8 +641,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
     _check_sweep_dir(run_dir)
     _check_not_a_training_run(Path(run_dir), cfg.get("checkpoint") or cfg.method)
-    if not isinstance(cfg.get("write_back", True), bool):
-        _fail(f"write_back must be true or false, got {cfg.write_back!r}")
+    _check_bools(cfg, "write_back")
     if cfg.get("logger", {}).get("_target_", "gplace.loggers.NullLogger") != "gplace.loggers.NullLogger":
         _fail("gplace place keeps no W&B run (a learned search logs to metrics.jsonl in its run directory): "
               "use logger=none, or `gplace` (a training run) for W&B")

@@ -306,12 +306,11 @@ def _no_worse_than(result: TrainResult, warm_start: Placement | None, graph: OpG
 def _why_nothing_ran(baselines: dict[str, Measurement]) -> str:
     """What to try when neither the search nor any single device measured a placement that ran: for memory, a
     placement op by op; else the single devices' own failure (a time limit, a runtime error)."""
-    first = next(iter(baselines.values()), None)
-    first = next((m for m in baselines.values() if "out of memory" in m.reason), first)  # not a device no op runs on
-    if first is None or "out of memory" in first.reason:
+    reasons = [m.reason for m in baselines.values()]
+    if not reasons or any("out of memory" in r for r in reasons):  # beside a device no op may run on, say
         return ("the search places groups of ops, which a tight memory may not pack: try warm_start='heft' (placed "
                 "op by op), with split_groups=True to search from it")
-    return f"every single-device placement failed too (e.g. {first.reason}): the runtime ran none of them"
+    return f"every single-device placement failed too (e.g. {reasons[0]}): the runtime ran none of them"
 
 
 def _searched(result: TrainResult, baselines: dict[str, Measurement], graph: OpGraph, cluster: Cluster,

@@ -35,6 +35,7 @@ from gplace.placer import (
     ContractError,
     PlacerSample,
     PolicyPlacer,
+    check_num_samples,
     check_one_dtype,
     checked_device_features,
     floating_dtype,
@@ -257,8 +258,7 @@ class HierarchicalPlacer(nn.Module):
         Shapes:
             returns op_group (K, N) int64 numpy, log_prob (K,), entropy (K,).
         """
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int | np.integer) or num_samples < 1:
-            raise ValueError(f"num_samples must be a whole number >= 1, got {num_samples!r}")
+        check_num_samples(num_samples)
         log_p = self.group_log_probs()
         out = score(log_p, gumbel_argmax(log_p, num_samples, generator), self.slots)
         return GroupSample(out.devices.cpu().numpy()[:, self._op_unit], out.log_prob, out.entropy)

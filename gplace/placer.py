@@ -148,8 +148,7 @@ class PolicyPlacer(nn.Module):
                 in [0, D) that the allowed-device mask allows; log_prob or entropy not (K,) floats.
             TypeError: the encoder or policy returned something other than tensors.
         """
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int | np.integer) or num_samples < 1:
-            raise ValueError(f"num_samples must be a whole number >= 1, got {num_samples!r}")
+        check_num_samples(num_samples)
         out = self.policy.sample(self._states(), self.allowed, num_samples, generator=generator,
                                  **self.policy_inputs())
         fields = ("devices", "log_prob", "entropy")
@@ -440,6 +439,16 @@ def _default_grouping(graph: OpGraph, cluster: Cluster, merge: bool | str, max_g
         merge = max_groups is not None and graph.num_ops > max_groups
     return group_ops(graph, max_groups, merge_consumers=bool(merge), uncuttable=uncuttable_edges(graph, cluster),
                      memory_cap=memory_cap(graph, cluster))
+
+
+def check_num_samples(num_samples: object) -> None:
+    """Refuse a number of placements to sample that is not a whole number >= 1 (numpy integers included).
+
+    Raises:
+        ValueError: naming the value.
+    """
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int | np.integer) or num_samples < 1:
+        raise ValueError(f"num_samples must be a whole number >= 1, got {num_samples!r}")
 
 
 def checked_device_features(cluster: Cluster, given: np.ndarray | torch.Tensor | None) -> torch.Tensor:

@@ -21,6 +21,7 @@ from gplace.baselines.pipeline import PipelineLocalSearch, StageProblem, pipelin
 from gplace.bench.report import markdown_cell
 from gplace.bench.runner import read_records, stale_reason
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.errors import check_flags
 from gplace.ir.serialize import write_text_atomic
 from gplace.pipeline import PipelineSimulator
 from gplace.runtime.base import time_ratio
@@ -597,8 +598,7 @@ def _check_pipeline_config(cfg: Any) -> dict[str, Cluster]:
     for key in ("graphs", "clusters", "placers", "microbatches", "schedules"):
         if not cfg.get(key):
             raise ValueError(f"{key} must list at least one entry, got {cfg.get(key)!r}")
-    if not isinstance(cfg.get("resume", False), bool):
-        raise ValueError(f"resume must be true or false, got {cfg.resume!r}")
+    check_flags("bench_pipeline", resume=cfg.get("resume", False))
     check_search(cfg.search)
     _check_names(cfg)
     check_learned(cfg.get("learned"), ("overrides",))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+
 
 class GraphError(ValueError):
     """An op graph or cluster is malformed; the message names the op, edge or field."""
@@ -62,6 +65,18 @@ def check_sizes(where: str, low: int = 1, **sizes: object) -> None:
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{where}: {name} must be a whole number >= {low}, got {value!r}")
+
+
+def check_finite(where: str, **values: object) -> None:
+    """Refuse a number of ``where`` that is not a finite real number, naming it (a NaN or infinite weight made
+    every value computed from it NaN or infinite, and training then changed nothing).
+
+    Raises:
+        ValueError: the first such value, by name.
+    """
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ValueError(f"{where}: {name} must be a finite number, got {value!r}")
 
 
 def check_flags(where: str, **flags: object) -> None:

@@ -23,9 +23,7 @@ has room.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from numbers import Real
 
 import torch
 from torch import nn
@@ -33,7 +31,7 @@ from torch import nn
 from gplace.configurable import Configurable
 from gplace.features import DEVICE_FEATURES
 from gplace.interfaces import PolicyCapabilities
-from gplace.ir.errors import check_flags, check_sizes
+from gplace.ir.errors import check_finite, check_flags, check_sizes
 from gplace.policies.base import PolicyOutput, Tempered, check_devices, check_inputs, gumbel_noise, temper
 from gplace.policies.device_aware import relative_device_features, two_layer_mlp
 from gplace.policies.schedule_context import ScheduleContext
@@ -103,8 +101,8 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
         check_sizes("ListSchedulingPolicy", hidden_size=hidden_size, device_feature_size=device_feature_size,
                     **({} if state_size is None else {"state_size": state_size}))
         check_flags("ListSchedulingPolicy", stage_features=stage_features)
-        _check_finite(prior_weight=prior_weight,
-                      **({} if residual_bound is None else {"residual_bound": residual_bound}))
+        check_finite("ListSchedulingPolicy", prior_weight=prior_weight,
+                     **({} if residual_bound is None else {"residual_bound": residual_bound}))
         if prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
         if prior == "stage" and not stage_features:
@@ -213,14 +211,6 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
         if (schedule.num_groups, schedule.num_devices) != tuple(allowed.shape):
             raise ValueError(f"schedule describes {schedule.num_groups} groups on {schedule.num_devices} devices, "
                              f"allowed is {tuple(allowed.shape)}")
-
-
-def _check_finite(**values: object) -> None:
-    """Refuse a weight of :class:`ListSchedulingPolicy` that is not a finite number, naming it (a NaN or infinite
-    prior weight or bound made every logit NaN or infinite, and training then changed nothing)."""
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
-            raise ValueError(f"ListSchedulingPolicy: {name} must be a finite number, got {value!r}")
 
 
 def _rollout(schedule: ScheduleContext, allowed: torch.Tensor, k: int,
