@@ -1,5 +1,5 @@
-"""Tiny PyTorch modules with control flow (``torch.cond``, ``torch.while_loop``): one place for the importer,
-runtime and write-back tests."""
+"""Tiny PyTorch modules with control flow (``torch.cond``, ``torch.while_loop``) or in-place updates: one place
+for the importer, runtime and write-back tests."""
 
 from __future__ import annotations
 
@@ -69,3 +69,24 @@ class AutocastOff(nn.Module):
         with torch.autocast(device_type="cpu", enabled=False):
             angles = (x.float() * self.inv_freq).cos()
         return self.layer(x) + angles
+
+
+class Counter(nn.Module):
+    """Counts its calls in a buffer, updated in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(4, 4)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1)
+        return self.layer(x) * self.calls
+
+
+class MutatesInput(nn.Module):
+    """Doubles its input in place."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return x + 1

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch_control_flow import AutocastOff, Branchy, Looping, NoGradInside
+from torch_control_flow import AutocastOff, Branchy, Counter, Looping, MutatesInput, NoGradInside
 
 from gplace import InvalidPlacementError, Placement, UnsupportedGraphError, from_torch
 from gplace.export.torch import OnDevice, dispatch, module_device_map, split_program
@@ -413,23 +413,6 @@ def test_a_split_program_imported_again_splits_again(imported):
             torch.testing.assert_close(resplit(X), model(X))
 
 
-class _Counter(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
-        self.register_buffer("count", torch.zeros(()))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.count.add_(1)
-        return self.lin(x) * self.count
-
-
-class _MutatesInput(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x.mul_(2)
-        return x + 1
-
-
 class _ReadsBeforeAndAfter(nn.Module):
     """Reads its buffer's old value, updates it, then reads the new one: the write-back must follow every part
     that reads the old value."""
@@ -445,7 +428,7 @@ class _ReadsBeforeAndAfter(nn.Module):
 
 
 @pytest.mark.parametrize("make, x, samples", [
-    (_Counter, torch.randn(3, 4), None), (_MutatesInput, torch.randn(4), None),
+    (Counter, torch.randn(3, 4), None), (MutatesInput, torch.randn(4), None),
     (_ReadsBeforeAndAfter, torch.randn(4), 48),
 ], ids=["buffer", "input", "old-and-new-value"])
 def test_a_decomposed_program_writes_back_its_buffer_and_input_updates(make, x, samples):

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
-from torch_control_flow import AutocastOff, Branchy, Looping, Nested, NoGradInside  # noqa: E402
+from torch_control_flow import AutocastOff, Branchy, Counter, Looping, MutatesInput, Nested, NoGradInside  # noqa: E402
 
 from gplace.importers.torch_export import from_torch  # noqa: E402
 from gplace.ir import Cluster, Device, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError  # noqa: E402
@@ -327,33 +327,12 @@ def test_a_graph_without_a_torch_program_is_refused_before_a_search(runtime: Tor
         gplace.place(g, _cpus(), method="heft", runtime=runtime)
 
 
-class _Counter(nn.Module):
-    """Counts its calls in a buffer, updated in place."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.layer = nn.Linear(4, 4)
-        self.register_buffer("calls", torch.zeros(()))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.calls.add_(1)
-        return self.layer(x) * self.calls
-
-
 def test_running_a_program_leaves_its_buffers_as_they_were(runtime: TorchRuntime) -> None:
     """A buffer the program updates in place: torch-v1's runs update their own copy, not the user's program."""
-    g = from_torch(_Counter().eval(), (torch.randn(3, 4),))
+    g = from_torch(Counter().eval(), (torch.randn(3, 4),))
     for _ in range(3):
         runtime.run(g, _cpus(), _alternate(g))
     assert float(g.source.program.state_dict["calls"]) == 0.0
-
-
-class _InputMut(nn.Module):
-    """Doubles its input in place."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x.mul_(2)
-        return x + 1
 
 
 class _ParamMut(nn.Module):
@@ -375,7 +354,7 @@ def test_in_place_ops_leave_the_user_s_tensors_as_they_were_and_every_run_alike(
     """In-place writes to inputs and parameters go to the step's own copies: each run and measurement starts
     from the user's values, so outputs equal the unplaced module's and its tensors and the stored example inputs
     are unchanged."""
-    for module in (_InputMut(), _ParamMut()):
+    for module in (MutatesInput(), _ParamMut()):
         example = torch.ones(3)
         g = from_torch(module, (example,))
         stored = g.source.program.example_inputs[0][0]
@@ -397,7 +376,7 @@ def test_in_place_ops_leave_the_user_s_tensors_as_they_were_and_every_run_alike(
 def test_a_buffer_counter_restarts_from_the_program_s_value_each_run() -> None:
     """A counter buffer updated in place counts one call in every run of one runtime, measurements between."""
     torch.manual_seed(0)
-    module = _Counter().eval()
+    module = Counter().eval()
     x = torch.randn(3, 4)
     g = from_torch(module, (x,))
     want = module.layer(x) * (float(g.source.program.state_dict["calls"]) + 1)
