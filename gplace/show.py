@@ -169,9 +169,11 @@ def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[st
     for name, c in colour.items():
         ops = [i for i, op in enumerate(graph.op_names) if assignment[op] == name]
         handles.append(ax.scatter(depth[ops], row[ops], color=c, s=40, zorder=2))
-    ax.set_title(f"{graph.name}: {graph.num_ops} ops by device")
+    # names drawn as they are: matplotlib read '$...$' in them as math (a graph 'm_$\undefined$' failed to draw)
+    ax.set_title(f"{graph.name}: {graph.num_ops} ops by device", parse_math=False)
     # labels given here, not on the artists: matplotlib leaves an artist's label starting with '_' (a device
     # '_gpu1') out of the legend
-    ax.legend(handles, list(colour), loc="best", fontsize=8)
+    for text in ax.legend(handles, list(colour), loc="best", fontsize=8).get_texts():
+        text.set_parse_math(False)
     ax.axis("off")
     fig.savefig(path, dpi=100, bbox_inches="tight")

@@ -18,6 +18,7 @@ The model written is the imported one: input dimensions that were dynamic carry 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,9 +226,14 @@ def save_onnx(model: Any, path: str | Path, base_dir: str | None = None) -> list
     values, in the graph, its subgraphs or the model's functions), every one is read in; initialisers are then
     written to ``<path>.data`` beside it and the rest inline, so the file never points back into the original
     model's directory. A model without external data is written as one file.
+
+    Raises:
+        UnsupportedGraphError: a tensor's external data cannot be read (missing, outside ``base_dir``, absolute, a
+            symbolic link, not a regular file: onnx reads none of these; or shorter than the tensor says); names
+            the tensor, its location and why, in one line.
     """
     import onnx
-    from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
+    from onnx.external_data_helper import uses_external_data
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -238,7 +244,7 @@ def save_onnx(model: Any, path: str | Path, base_dir: str | None = None) -> list
     copy.CopyFrom(model)
     for tensor in _all_tensors(copy):
         if uses_external_data(tensor):
-            load_external_data_for_tensor(tensor, base_dir or ".")
+            _load_external(tensor, base_dir or ".", path)
             tensor.data_location = onnx.TensorProto.DEFAULT
             del tensor.external_data[:]
     data = path.with_name(path.name + ".data")
@@ -249,6 +255,41 @@ def save_onnx(model: Any, path: str | Path, base_dir: str | None = None) -> list
         return [path]
     data.chmod(path.stat().st_mode & 0o777)  # onnx creates it readable by its owner only; match the model file
     return [path, data]
+
+
+def _load_external(tensor: Any, base_dir: str, path: Path) -> None:
+    """Read ``tensor``'s external data from ``base_dir`` into it, as onnx allows (never from outside the folder)."""
+    from onnx.checker import ValidationError
+    from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_tensor
+
+    try:
+        load_external_data_for_tensor(tensor, base_dir)
+    except (ValidationError, OSError, ValueError) as err:
+        location = ExternalDataInfo(tensor).location
+        raise UnsupportedGraphError(
+            f"cannot write {path.name}: tensor {tensor.name!r} has its external data in {location!r}, "
+            f"{_external_problem(location, base_dir, err)} (model folder {base_dir!r}); no placed model is written "
+            "(the placement itself is not: gplace place writes placement.json first; write_back=false skips "
+            "the model)"
+        ) from None
+
+
+def _external_problem(location: str, base_dir: str, err: Exception) -> str:
+    """Why onnx read no data at ``location`` (relative to ``base_dir``), from the file system's own answers."""
+    if not location:
+        return "which is empty"
+    if os.path.isabs(location):
+        return "which is an absolute path (onnx reads only relative ones)"
+    full = os.path.normpath(os.path.join(base_dir, location))
+    if os.path.relpath(full, os.path.normpath(base_dir)).split(os.sep)[0] == os.pardir:
+        return "which is outside the model's folder"
+    if os.path.islink(full):
+        return "which is a symbolic link (onnx reads only regular files)"
+    if not os.path.lexists(full):
+        return "which is missing"
+    if not os.path.isfile(full):
+        return "which is not a regular file"
+    return "which onnx could not read: " + " ".join(str(err).split())
 
 
 def _all_tensors(model: Any) -> Iterator[Any]:

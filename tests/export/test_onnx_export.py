@@ -104,6 +104,61 @@ def test_a_model_with_external_weights_splits_runs_and_writes_back_from_any_dire
                                rtol=1e-6)
 
 
+
+def _relocate_external_data(model_path, location: str) -> None:
+    """Point every external tensor of the model file at ``model_path`` to ``location`` (its bytes unchanged)."""
+    model = onnx.load(str(model_path), load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = location
+    model_path.write_bytes(model.SerializeToString())
+
+
+@pytest.mark.parametrize("case, why", [
+    ("missing", "which is missing"),
+    ("outside", "which is outside the model's folder"),
+    ("absolute", "which is an absolute path"),
+    ("symlink", "which is a symbolic link"),
+    ("folder", "which is not a regular file"),
+    ("short", "which onnx could not read: External data length"),
+])
+def test_external_data_onnx_does_not_read_is_refused_in_one_line_naming_the_tensor(tmp_path, case, why):
+    """External data missing, outside the model's folder, absolute, a symbolic link, a folder or too short: the
+    import and the placement go through (the simulator reads no weights), and writing the placed model back is
+    refused with gplace's error naming the tensor, its location and why (was: onnx's ValidationError, or its
+    ValueError, from deep inside onnx), without reading the data onnx refuses nor writing a model."""
+    from gplace.export import write_back
+
+    source = tmp_path / "model"
+    source.mkdir()
+    model_path = source / "m.onnx"
+    onnx.save_model(_model(), str(model_path), save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    data = source / "m.onnx.data"
+    outside = tmp_path / "secret.bin"
+    location = {"missing": "m.onnx.data", "outside": "../secret.bin", "absolute": str(outside),
+                "symlink": "link.bin", "folder": "weights", "short": "m.onnx.data"}[case]
+    if case == "missing":
+        data.unlink()
+    elif case == "folder":
+        (source / "weights").mkdir()
+    elif case == "short":
+        data.write_bytes(data.read_bytes()[:8])
+    else:
+        data.rename(outside)
+        if case == "symlink":
+            (source / "link.bin").symlink_to(outside)
+    _relocate_external_data(model_path, location)
+    graph, cluster = from_onnx(model_path), uniform_cluster(2, kind="cpu")
+    placement = Placement.from_names(graph, cluster, ACYCLIC)
+    with pytest.raises(UnsupportedGraphError) as err:
+        write_back(graph, cluster, placement, tmp_path / "out")
+    message = str(err.value)
+    assert "\n" not in message and "tensor 'W1'" in message and repr(location) in message and why in message
+    assert "placement.json" in message  # says the placement itself was written, only the model was not
+    assert not list((tmp_path / "out").glob("*.onnx*"))
+
+
 def _if_with_external_branch_weights() -> onnx.ModelProto:
     """y = If(sum(relu(x)) != 0, relu(x) @ Wt, relu(x) @ We + C): the weights live only inside the branches
     (``Wt``, ``We`` initialisers of the subgraphs, ``C`` a Constant node's attribute)."""

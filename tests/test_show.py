@@ -1,0 +1,26 @@
+"""gplace.show: the drawing of a placement draws graph and device names as they are."""
+
+from __future__ import annotations
+
+import pytest
+
+from gplace.ir import OpGraph
+from gplace.show import draw_placement
+from gplace.testing import diamond
+
+pytest.importorskip("matplotlib")
+
+
+@pytest.mark.parametrize("graph_name, devices", [
+    (r"model_$\undefinedmacro$", ["/CPU:0", "/CPU:1"]),  # the title
+    ("model", [r"/CPU:$\undefinedmacro$", r"$\alpha$"]),  # the legend
+], ids=["graph", "device"])
+def test_names_holding_dollar_signs_are_drawn_as_text_not_math(tmp_path, monkeypatch, graph_name, devices):
+    """Without Graphviz the drawing falls back to matplotlib, which read ``$...$`` in a graph's or device's name as
+    math: ``$\\undefinedmacro$`` failed with a ParseFatalException (and valid math was rendered as math)."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `dot` on it: matplotlib draws
+    g = diamond()
+    graph = OpGraph.from_ops(g.ops(), g.edges(), name=graph_name)
+    assignment = {op: devices[k % 2] for k, op in enumerate(graph.op_names)}
+    path = draw_placement(graph, devices, assignment, tmp_path / "d.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
