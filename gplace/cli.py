@@ -647,6 +647,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
               "use logger=none, or `gplace` (a training run) for W&B")
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
+    _import_modules(cfg.get("imports") or [])
     graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), _objective_runtime(cfg)
     method = cfg.get("checkpoint") or cfg.method
     if cfg.get("checkpoint") and cfg.method != "pretrained":  # pretrained: the default, not a choice
@@ -660,6 +661,19 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
                      f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({report.speedup:.2f}x the best single "
                      f"device); wrote {run_dir}" + "".join(f"\n  {p}" for p in written))
     return m.step_time
+
+
+def _import_modules(names) -> None:
+    """Import the modules ``imports=`` names (the classes of one's own that a policy file names)."""
+    import importlib
+
+    if not OmegaConf.is_list(names) and not isinstance(names, list):
+        _fail(f"imports={names!r}: a list of module names, e.g. 'imports=[mypkg.encoders]'")
+    for name in names:
+        try:
+            importlib.import_module(str(name))
+        except ImportError as err:
+            _fail(f"imports: cannot import {name!r}: {err}")
 
 
 def _check_not_a_training_run(run_dir: Path, method: str) -> None:

@@ -10,8 +10,10 @@ A policy file is one ``torch.save`` of a plain dict (so it loads with ``weights_
 
 The constructor arguments come from each module's own record (:meth:`gplace.configurable.Configurable.config`:
 every built-in encoder and policy keeps one); another module is built with :func:`build`, or given an
-``init_kwargs`` dict by hand. Loading imports each class by its qualified name, rebuilds it with those arguments
-and loads the weights.
+``init_kwargs`` dict by hand. Loading finds each class by its qualified name, importing only gplace's own
+modules (import a module of your own before loading a file that names it: importing runs a module's code), builds
+it on the meta device to check the weights' names and shapes against those arguments (so a file cannot make it
+allocate more than it holds), then rebuilds it for real and loads the weights.
 
 Example::
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -146,13 +149,15 @@ def save_policy(path: str | Path, encoder: nn.Module, policy: nn.Module, *,
 def load_policy(path: str | Path) -> PretrainedPolicy:
     """Rebuild the encoder and policy saved by :func:`save_policy`, on the CPU, with their weights.
 
-    The file is read with ``torch.load(weights_only=True)``; the classes it names are imported.
+    The file is read with ``torch.load(weights_only=True)``; a class it names is imported only from gplace's own
+    modules, or taken from a module the caller has imported already (a module of one's own: import it first).
 
     Raises:
         FileNotFoundError: no such file.
         ValueError: the file is not a ``gplace.policy`` file of version :data:`VERSION` (e.g. a trainer
-            checkpoint), a class it names does not import, its weights do not fit the classes it names, or its
-            ``meta`` records a bad ``max_groups``; the message starts with the file's path.
+            checkpoint), a class it names is in a module neither gplace's nor imported, does not import, or its
+            kwargs do not build it, its weights do not fit the classes it names (checked before anything is
+            allocated), or its ``meta`` records a bad ``max_groups``; the message starts with the file's path.
     """
     from gplace.interfaces import Encoder, Policy
 
@@ -365,22 +370,20 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: Path) -> nn.Module:
-    """Construct the module ``spec`` names and load ``state`` into it (finite weights only: NaN or inf is damage)."""
+    """Construct the module ``spec`` names and load ``state`` into it (finite weights only: NaN or inf is damage).
+
+    The class is built first on the meta device (no memory) and its weights' names and shapes compared with
+    ``state``, so kwargs that ask for more than the file holds are refused before anything is allocated."""
     for name, tensor in state.items():
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ValueError(f"{path}: weight {name!r} of {spec['class']} holds NaN or inf values (a damaged file, or "
                              "a training run that diverged)")
-    try:
-        cls = _resolve(spec["class"])
-    except ValueError as err:
-        raise ValueError(f"{path}: {err} (a file written by another gplace version, or by code not installed "
-                         "here)") from None
-    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-        raise ValueError(f"{path}: {spec['class']} is not a torch.nn.Module class")
-    try:
-        module = build(cls, **spec["kwargs"])
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: field '{spec['class']}' kwargs do not build it: {err}") from None
+    cls = _module_class(spec["class"], path)
+    on_meta = {"device": "meta"} if "device" in spec["kwargs"] else {}  # a device given would override the context
+    with torch.device("meta"):
+        shapes = _state_shapes(_construct(cls, spec, path, **on_meta).state_dict())
+    _check_fits(shapes, _state_shapes(state), spec, path)
+    module = _construct(cls, spec, path)
     if "dtype" in spec:
         dtype = getattr(torch, str(spec["dtype"]), None)
         if not isinstance(dtype, torch.dtype):
@@ -396,6 +399,50 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
         except ValueError as err:
             raise ValueError(f"{path}: field '{spec['class']}' {err}") from None
     return module
+
+
+def _module_class(name: str, path: Path) -> type[nn.Module]:
+    """The ``nn.Module`` class a policy file names. Only gplace's own modules are imported: another module must
+    have been imported by the caller already, as importing a module runs its code."""
+    module_name = name.rpartition(".")[0]
+    own = module_name == "gplace" or module_name.startswith("gplace.")
+    if module_name and not own and sys.modules.get(module_name) is None:
+        raise ValueError(f"{path}: class {name!r} is in module {module_name!r}, which is not imported; gplace imports "
+                         "no module a policy file names but its own (importing a module runs its code), so import "
+                         f"{module_name} before loading the file if you trust it")
+    try:
+        cls = _resolve(name)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err} (a file written by another gplace version, or by code not installed "
+                         "here)") from None
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ValueError(f"{path}: {name} is not a torch.nn.Module class")
+    return cls
+
+
+def _construct(cls: type[M], spec: Mapping[str, Any], path: Path, **override: Any) -> M:
+    """``build(cls, **spec["kwargs"], **override)``, a failure named as the file's."""
+    try:
+        return build(cls, **{**spec["kwargs"], **override})
+    except (TypeError, ValueError, RuntimeError, NotImplementedError) as err:
+        raise ValueError(f"{path}: field '{spec['class']}' kwargs do not build it: {err}") from None
+
+
+def _state_shapes(state: Mapping[str, Any]) -> dict[str, tuple[int, ...] | None]:
+    """Each entry's shape (``None`` for one that is not a tensor, e.g. a module's extra state)."""
+    return {name: tuple(value.shape) if isinstance(value, torch.Tensor) else None for name, value in state.items()}
+
+
+def _check_fits(want: Mapping[str, Any], have: Mapping[str, Any], spec: Mapping[str, Any], path: Path) -> None:
+    """Raise the "weights do not fit" ``ValueError`` unless the file's weights ``have`` the names and shapes the
+    class built from its kwargs ``want``."""
+    if want == have:
+        return
+    problems = [f"missing {k!r}" for k in want if k not in have][:3]
+    problems += [f"unexpected {k!r}" for k in have if k not in want][:3]
+    problems += [f"{k!r} is {have[k]} in the file, {want[k]} when built" for k in want
+                 if k in have and have[k] != want[k]][:3]
+    raise ValueError(f"{path}: the weights do not fit {spec['class']}({spec['kwargs']}): {'; '.join(problems)}")
 
 
 def _resolve(name: str) -> Any:

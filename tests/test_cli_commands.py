@@ -455,3 +455,37 @@ def test_place_takes_logger_none_and_refuses_a_wandb_logger_by_name(tmp_path, ca
     with pytest.raises(SystemExit):
         place_with_policy(wandb, tmp_path)
     assert "gplace place keeps no W&B run" in capsys.readouterr().err
+
+
+def test_place_imports_the_modules_named_for_a_policy_file_of_ones_own_classes(tmp_path, monkeypatch):
+    """A policy file naming a class of one's own loads only once its module is imported (gplace imports none a
+    file names: importing runs its code); `imports=[...]` imports it first, from the command line."""
+    import importlib
+
+    import torch
+
+    from gplace.encoders import GNNEncoder
+    from gplace.pretrained import build, save_policy
+
+    (tmp_path / "my_parts_probe.py").write_text("from gplace.policies import DeviceAwarePolicy\n\n\n"
+                                                "class MyPolicy(DeviceAwarePolicy):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        mine = importlib.import_module("my_parts_probe")
+        torch.manual_seed(0)
+        policy_file = save_policy(tmp_path / "mine.pt", build(GNNEncoder, hidden_size=16),
+                                  build(mine.MyPolicy, hidden_size=16, state_size=16))
+    finally:
+        sys.modules.pop("my_parts_probe", None)
+    save_json(graph_to_dict(random_dag(12, seed=4)), tmp_path / "graph.json")
+    save_json(cluster_to_dict(uniform_cluster(3)), tmp_path / "cluster.json")
+    common = ["place", f"checkpoint={policy_file}", "samples=2", *_file_args(tmp_path)]
+    refused = _gplace(*common, f"hydra.run.dir={tmp_path / 'refused'}", cwd=tmp_path)
+    assert refused.returncode != 0 and "import my_parts_probe before loading" in refused.stderr, refused.stderr
+    placed = _gplace(*common, "imports=[my_parts_probe]", f"hydra.run.dir={tmp_path / 'placed'}", cwd=tmp_path)
+    assert placed.returncode == 0, placed.stderr
+    assert (tmp_path / "placed" / "placement.json").exists()
+    for bad, message in (("imports=[no_such_module_here]", "imports: cannot import 'no_such_module_here'"),
+                         ("imports=my_parts_probe", "imports='my_parts_probe': a list of module names")):
+        proc = _gplace(*common, bad, f"hydra.run.dir={tmp_path / 'bad'}", cwd=tmp_path)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -335,3 +335,113 @@ def test_a_policy_file_with_nan_weights_is_refused(tmp_path):
     torch.save(doc, path)
     with pytest.raises(ValueError, match=f"weight '{name}' of gplace.policies.device_aware.DeviceAwarePolicy holds"):
         load_policy(path)
+
+
+def _write_module(folder, name: str, body: str) -> None:
+    """A module ``name`` in ``folder`` whose import appends a line to ``folder/imported.txt``."""
+    (folder / f"{name}.py").write_text(
+        "from pathlib import Path\n"
+        f"with open(Path(__file__).with_name('imported.txt'), 'a') as f:\n    f.write('{name}\\n')\n" + body)
+
+
+def _naming(tmp_path, field: str, cls: str, kwargs: dict | None = None):
+    """A policy file whose ``field`` names ``cls`` (with ``kwargs``: no weights)."""
+    path = save_policy(tmp_path / "p.pt", *_modules())
+    doc = torch.load(path, weights_only=True)
+    doc[field] = {"class": cls, "kwargs": kwargs or {}}
+    doc["state"][field] = {}
+    torch.save(doc, path)
+    return path
+
+
+def test_a_policy_file_naming_a_module_not_imported_is_refused_without_importing_it(tmp_path, monkeypatch):
+    """load_policy imported whatever module the file named (running its top-level code), then its constructor:
+    a crafted policy.pt beside a module of the attacker's in the working directory ran that module."""
+    import sys
+
+    _write_module(tmp_path, "gplace_probe_unimported", "import torch\nclass Evil(torch.nn.Module):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = _naming(tmp_path, "encoder", "gplace_probe_unimported.Evil")
+    try:
+        with pytest.raises(ValueError, match=r"class 'gplace_probe_unimported.Evil' is in module "
+                                             r"'gplace_probe_unimported', which is not imported.*import "
+                                             r"gplace_probe_unimported before loading") as err:
+            load_policy(path)
+    finally:
+        sys.modules.pop("gplace_probe_unimported", None)
+    assert str(err.value).startswith(f"{path}: ")
+    assert not (tmp_path / "imported.txt").exists()
+
+
+def test_a_module_the_caller_imported_loads_and_is_not_imported_again(tmp_path, monkeypatch):
+    """A user's own policy class (README: "or your own modules") loads once the caller has imported its module; a
+    class there that is no gplace encoder is refused by the interface check; neither imports the module again."""
+    import importlib
+    import sys
+
+    _write_module(tmp_path, "gplace_probe_mine", "import torch\nfrom gplace.policies import DeviceAwarePolicy\n"
+                  "class MyPolicy(DeviceAwarePolicy):\n    pass\nclass Plain(torch.nn.Module):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        mine = importlib.import_module("gplace_probe_mine")
+        torch.manual_seed(0)
+        encoder, policy = build(GNNEncoder, **ENCODER), build(mine.MyPolicy, hidden_size=16)
+        _, loaded, _ = load_policy(save_policy(tmp_path / "mine.pt", encoder, policy))
+        assert type(loaded) is mine.MyPolicy
+        for (key, value), got in zip(policy.state_dict().items(), loaded.state_dict().values(), strict=True):
+            assert torch.equal(value, got), key
+        with pytest.raises(ValueError, match="field 'encoder' is a Plain, not a gplace encoder"):
+            load_policy(_naming(tmp_path, "encoder", "gplace_probe_mine.Plain"))
+    finally:
+        sys.modules.pop("gplace_probe_mine", None)
+    assert (tmp_path / "imported.txt").read_text() == "gplace_probe_mine\n"
+
+
+def test_kwargs_asking_for_more_than_the_file_holds_are_refused_before_anything_is_allocated(tmp_path):
+    """A 1 KB file whose kwargs asked for hidden_size 10**7 made gplace allocate terabytes (the allocator's raw
+    RuntimeError; near the machine's memory, an OOM kill). The class is built on the meta device first and its
+    weights' shapes compared with the file's."""
+    import resource
+
+    path = save_policy(tmp_path / "p.pt", *_modules())
+    doc = torch.load(path, weights_only=True)
+    doc["policy"]["kwargs"]["hidden_size"] = 10**7
+    torch.save(doc, path)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ValueError, match=r"the weights do not fit gplace.policies.device_aware.DeviceAwarePolicy"
+                                         r".*'hidden_size': 10000000.*'node.0.weight' is \(16, 16\) in the file, "
+                                         r"\(10000000, 10000000\) when built"):
+        load_policy(path)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 100_000  # KiB: nothing the size of a layer
+
+
+def test_a_constructor_that_raises_a_runtime_error_names_the_file(tmp_path):
+    """torch's own classes raise RuntimeError on bad sizes; it escaped load_policy as it was."""
+    path = _naming(tmp_path, "policy", "torch.nn.Linear", {"in_features": -1, "out_features": 2})
+    with pytest.raises(ValueError, match="field 'torch.nn.Linear' kwargs do not build it: .*negative dimension") as err:
+        load_policy(path)
+    assert str(err.value).startswith(f"{path}: ")
+
+
+def test_a_device_given_in_the_kwargs_does_not_allocate_before_the_shapes_are_checked(tmp_path):
+    """A device among the kwargs would override the meta device of the check and allocate for real."""
+    path = _naming(tmp_path, "policy", "torch.nn.Linear", {"in_features": 10**7, "out_features": 10**7,
+                                                           "device": "cpu"})
+    with pytest.raises(ValueError, match=r"the weights do not fit torch.nn.Linear.*missing 'weight'"):
+        load_policy(path)
+
+
+@pytest.mark.parametrize(("encoder", "policy"), [*((e, "device_aware") for e in ("lstm", "sage", "gat", "gin")),
+                                                 *(("sage", p) for p in ("seq2seq", "mlp", "gdp", "superposition",
+                                                                         "list_scheduling"))])
+def test_every_built_in_encoder_and_policy_saves_and_loads(tmp_path, encoder, policy):
+    """Each is built on the meta device to check the file's shapes, then for real, and keeps its weights."""
+    from small_networks import ENCODERS, POLICIES
+
+    torch.manual_seed(0)
+    modules = ENCODERS[encoder](), POLICIES[policy]()
+    loaded = load_policy(save_policy(tmp_path / "p.pt", *modules))
+    for module, got in zip(modules, loaded, strict=False):
+        assert type(got) is type(module)
+        for (key, value), found in zip(module.state_dict().items(), got.state_dict().values(), strict=True):
+            assert torch.equal(value, found), key
