@@ -289,8 +289,13 @@ def _joint_inputs(ep: ExportedProgram, example_inputs: Any) -> tuple[tuple[Any, 
 
 def _joint_graph(ep: ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.fx.GraphModule:
     """The joint forward+backward graph of an exported program, traced with ``args`` and ``kwargs``."""
-    from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+    try:
+        from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+    except ImportError:
+        import torch
 
+        raise UnsupportedGraphError(f"a training graph (training=True) needs torch >= 2.9 for its joint "
+                                    f"forward+backward tracing; this is torch {torch.__version__}") from None
     try:
         with contextlib.ExitStack() as stack:
             joint = aot_export_joint_with_descriptors(stack, ep.module(), args, kwargs)

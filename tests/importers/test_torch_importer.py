@@ -452,3 +452,14 @@ def test_a_training_bilinear_and_its_weight_gradient_cost_as_the_inference_bilin
     assert len(bilinear) == 1 and len(trilinear) == 2
     for op in trilinear:
         assert op.kind_cost["cpu"] == pytest.approx(bilinear[0].kind_cost["cpu"], rel=0.01), op.name
+
+
+def test_a_training_graph_on_a_torch_without_joint_tracing_names_the_version_it_needs(monkeypatch):
+    """torch before 2.9 lacks aot_export_joint_with_descriptors (pyproject allows torch >= 2.5): the import of a
+    training graph raised a raw ImportError from inside gplace."""
+    import torch._functorch.aot_autograd as aot_autograd
+
+    program = torch.export.export(nn.Linear(4, 2), (torch.randn(3, 4),))  # torch.export itself reads the name
+    monkeypatch.delattr(aot_autograd, "aot_export_joint_with_descriptors")
+    with pytest.raises(UnsupportedGraphError, match=r"training graph \(training=True\) needs torch >= 2.9"):
+        from_torch(program, training=True)

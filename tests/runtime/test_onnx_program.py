@@ -430,9 +430,22 @@ CASES: dict[str, tuple[list[Any], dict[str, np.ndarray], dict[str, np.ndarray], 
 }
 
 
+CHANGED_IN_ONNXRUNTIME = {"avg_pool_ceil_include_pad": (1, 29)}
+"""Cases onnxruntime computed otherwise before a release (measured: 1.18-1.28 divide a ceil-mode window that
+runs past the padded input by the whole kernel's size, 1.29 and later by the part inside it, as onnx's reference
+does)."""
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("+")[0].split(".")[:2])
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_op_matches_onnxruntime(case: str) -> None:
     """Each op's ONNX semantics (padding, broadcasting, opset differences, ...) match onnxruntime's."""
+    if case in CHANGED_IN_ONNXRUNTIME and _version(ort.__version__) < CHANGED_IN_ONNXRUNTIME[case]:
+        pytest.skip(f"onnxruntime {ort.__version__} computes {case} by the rule before "
+                    f"{'.'.join(map(str, CHANGED_IN_ONNXRUNTIME[case]))} (torch-v1 follows the current one)")
     nodes, inputs, initializers, opset = CASES[case]
     outputs = [t for n in nodes for t in n.output if t.startswith("y")]
     _check(_model(nodes, inputs, outputs, opset, initializers), inputs)
