@@ -218,14 +218,24 @@ class WandbLogger:
         if rows:
             columns = list(rows[0])
             table = self._wandb.Table(columns=columns, data=[[row.get(c) for c in columns] for row in rows])
-            self.run.log({"results/placements": table})
+            try:  # a table is staged as an artifact too
+                self.run.log({"results/placements": table})
+            except OSError as err:
+                log.warning("W&B table results/placements not logged (placement.json holds it): %s", err)
+        if getattr(self.run, "disabled", False):  # WANDB_MODE=disabled: nothing to upload, nothing staged
+            return artifacts
         for name, path in files.items():
             path = Path(path)
             if path.is_file():
-                artifact = self._wandb.Artifact(f"{name}-{self.run.id}",
-                                                type="model" if path.suffix == ".pt" else name)
-                artifact.add_file(str(path))
-                self.run.log_artifact(artifact)
+                try:  # staged in W&B's data folder (WANDB_DATA_DIR, else under the home folder)
+                    artifact = self._wandb.Artifact(f"{name}-{self.run.id}",
+                                                    type="model" if path.suffix == ".pt" else name)
+                    artifact.add_file(str(path))
+                    self.run.log_artifact(artifact)
+                except OSError as err:
+                    log.warning("W&B artifact %s-%s not logged (the file stays in the run's directory): %s", name,
+                                self.run.id, err)
+                    continue
                 artifacts.append(artifact)
         return artifacts
 

@@ -278,3 +278,21 @@ def test_no_per_device_figures_where_the_simulator_did_not_measure(tmp_path, mon
     assert proc.returncode == 0, proc.stderr[-2000:]
     [record] = _run_files(run)
     assert b"step_time" in record and b"peak_memory/" not in record
+
+
+@pytest.mark.parametrize("mode", ["disabled", "offline"])
+def test_results_end_a_run_where_w_and_b_cannot_stage_artifacts(tmp_path, monkeypatch, caplog, mode):
+    """With a home folder that cannot be written, a finished run ended in PermissionError (exit status 2, no results
+    table) while W&B copied its artifacts to ~/.local/share/wandb, even with WANDB_MODE=disabled. Disabled stages
+    nothing; offline logs the summary and says which artifacts it could not stage."""
+    monkeypatch.setenv("WANDB_MODE", mode)
+    (tmp_path / "not_a_folder").write_text("")
+    monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "not_a_folder" / "wandb"))  # no folder can be made there
+    (tmp_path / "placement.json").write_text("{}")
+    logger = WandbLogger(dir=str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="gplace.loggers"):
+        artifacts = logger.log_results({"step_time": 1.5}, [{"placement": "learned", "step_time": 1.5}],
+                                       {"placement": tmp_path / "placement.json"})
+    assert artifacts == []
+    assert ("W&B artifact placement-" in caplog.text and "WANDB_DATA_DIR" in caplog.text) == (mode == "offline")
+    logger.finish()
