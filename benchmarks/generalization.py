@@ -443,7 +443,7 @@ def _verdict(kinds: dict) -> list[str]:
         zs = [r["zero_shot_best16"] / r["scratch"] for r in rows]
         reach = [r["finetune_samples_to_reach"] for r in rows]
         ten = sum(1 for r, f in zip(rows, reach, strict=True) if f and r["scratch_samples_to_reach"] / f >= 10)
-        by_update = [r.get("finetune_samples_by_update") and r["scratch_samples_by_update"] /
+        by_update = [bool(r.get("finetune_samples_by_update")) and r["scratch_samples_by_update"] /
                      r["finetune_samples_by_update"] >= 10 for r in rows]
         earlier = f"; counted at the end of updates, as before 2026-11-27: {sum(by_update)}" if all(
             r.get("scratch_samples_by_update") for r in rows) else ""
