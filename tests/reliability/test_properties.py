@@ -20,6 +20,7 @@ from gplace.ir import (
     Device,
     Edge,
     GraphError,
+    Link,
     Op,
     OpGraph,
     Placement,
@@ -58,10 +59,20 @@ def dags(draw, max_ops: int = 14, costs: st.SearchStrategy | None = None) -> OpG
 
 @st.composite
 def clusters(draw) -> Cluster:
+    """1-4 devices; each pair's link drawn, its reverse direction too where a reverse value is drawn (asymmetric)."""
     d = draw(st.integers(1, 4))
     devices = [Device(f"/D:{i}", "gpu", draw(st.sampled_from([0.5, 1.0, 2.0]))) for i in range(d)]
-    return Cluster.build(devices, default_bandwidth=draw(st.floats(1e5, 1e9)),
-                         default_latency=draw(st.floats(0.0, 1e-3)), name="hypothesis")
+    bandwidths, latencies = st.floats(1e5, 1e9), st.floats(0.0, 1e-3)
+    links = [Link(a.name, b.name, draw(bandwidths), draw(latencies), draw(st.none() | bandwidths),
+                  draw(st.none() | latencies)) for k, a in enumerate(devices) for b in devices[k + 1:]]
+    return Cluster.build(devices, links, name="hypothesis")
+
+
+def _links(cluster: Cluster) -> list[Link]:
+    """The links of ``cluster``, both directions as they are."""
+    names, bw, lat = cluster.device_names, cluster.bandwidth, cluster.latency
+    return [Link(names[i], names[j], float(bw[i, j]), float(lat[i, j]), float(bw[j, i]), float(lat[j, i]))
+            for i in range(len(names)) for j in range(i + 1, len(names))]
 
 
 @st.composite
@@ -91,9 +102,7 @@ def test_batch_step_times_equal_the_reference_simulator(case, memory, seed):
     graph, cluster, _ = case
     if memory is not None:
         devices = [Device(d.name, d.kind, d.speed, memory) for d in cluster.devices]
-        links = ~np.eye(cluster.num_devices, dtype=bool)
-        cluster = Cluster.build(devices, default_bandwidth=float(cluster.bandwidth[links].min(initial=1e9)),
-                                default_latency=float(cluster.latency.max()), name="tight")
+        cluster = Cluster.build(devices, _links(cluster), name="tight")
     batch = np.random.default_rng(seed).integers(0, cluster.num_devices, (20, graph.num_ops))
     expected = []
     for row in batch:
