@@ -396,17 +396,30 @@ def _outside_hint(hydra_cfg: DictConfig | None) -> str:
 
 
 def _default_dir_hint(err: Exception) -> str:
-    """For a run directory in use that is Hydra's default (no ``hydra.run.dir`` given): that the default is named by
-    the second, so two runs started in the same second share it; else nothing."""
+    """For a run directory in use that is Hydra's default (:func:`_time_named_dir_hint`); else nothing."""
     from gplace.run_dir import RunDirInUseError
 
-    if not isinstance(err, RunDirInUseError) or err.path is None or not HydraConfig.initialized():
+    if not isinstance(err, RunDirInUseError) or err.path is None:
+        return ""
+    return _time_named_dir_hint(Path(err.path))
+
+
+def _time_named_dir_hint(run_dir: Path) -> str:
+    """For a job directory ``run_dir`` under Hydra's default (no ``hydra.run.dir``, or in a sweep no
+    ``hydra.sweep.dir``, given): that the default is named by the second, so two runs (sweeps) started in the same
+    second share it; else nothing."""
+    if not HydraConfig.initialized():
         return ""
     hydra_cfg = HydraConfig.get()
-    given = any(o.lstrip("+").startswith("hydra.run.dir=") for o in hydra_cfg.overrides.hydra)
-    if given or hydra_cfg.mode == RunMode.MULTIRUN or \
-            Path(err.path).resolve() != Path(hydra_cfg.runtime.output_dir).resolve():
+    sweep = hydra_cfg.mode == RunMode.MULTIRUN
+    key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
+    given = any(o.lstrip("+").startswith(f"{key}=") for o in hydra_cfg.overrides.hydra)
+    if given or run_dir.resolve() != Path(hydra_cfg.runtime.output_dir).resolve():
         return ""
+    if sweep:
+        return ("; no hydra.sweep.dir was given, and Hydra's default sweep directory (multirun/<date>/<time>) is "
+                "named by the second, so two sweeps started in the same second get the same one: give each sweep "
+                "its own hydra.sweep.dir=...")
     return ("; no hydra.run.dir was given, and Hydra's default directory (outputs/<date>/<time>) is named by the "
             "second, so two runs started in the same second get the same one: give each run its own "
             "hydra.run.dir=..., or run them as one sweep (-m)")
@@ -452,8 +465,8 @@ def _fail(message: str) -> None:
     """One clear line on stderr and exit status 2, instead of a traceback for a user's mistake (in a sweep,
     :class:`JobFailed`, so the other jobs run)."""
     sys.stderr.write(f"gplace: error: {message}\n")
-    if _in_sweep():
-        raise JobFailed(message)
+    if _in_sweep():  # from None: raised while handling the error, Hydra's report printed each chained traceback
+        raise JobFailed(message) from None
     raise SystemExit(2)
 
 
@@ -463,19 +476,42 @@ def _in_sweep() -> bool:
 
 
 def _check_sweep_dir(run_dir: str | Path) -> None:
-    """In a sweep, refuse a run directory that an earlier job of other overrides left (two jobs resolving to one
-    directory: the later one resumed the earlier's finished run and reported it as its own). The same command run
-    again has the same overrides, so a killed sweep still resumes."""
+    """In a sweep, refuse a run directory that a job of other overrides left (two jobs resolving to one directory:
+    the later one resumed the earlier's finished run and reported it as its own), naming both. The same command run
+    again has the same overrides, in any order, so a killed sweep still resumes."""
     if not _in_sweep():
         return
     recorded = Path(run_dir) / ".hydra" / "overrides.yaml"
     if not recorded.is_file():
         return
     theirs = list(OmegaConf.load(recorded))
-    mine = list(HydraConfig.get().overrides.task)
-    if theirs != mine:
-        _fail(f"run directory {run_dir} holds the sweep job {theirs}, not this job {mine}: give each job its own "
-              "directory (hydra.sweep.subdir with ${hydra.job.num} or every swept key)")
+    hydra_cfg = HydraConfig.get()
+    mine = list(hydra_cfg.overrides.task)
+    if set(theirs) == set(mine):
+        return
+    num = _recorded_job_num(Path(run_dir))
+    if num is not None and num != hydra_cfg.job.num:  # two jobs of one sweep in one directory
+        _fail(f"run directory {run_dir} holds job {num} of the sweep {theirs}, not this job {hydra_cfg.job.num} "
+              f"{mine}: give each job its own directory (hydra.sweep.subdir with ${{hydra.job.num}} or every swept "
+              "key)")
+    held = "a single run" if num is None else f"job {num} of a sweep"
+    _fail(f"run directory {run_dir} holds {held} with other overrides {theirs}, not this job's {mine}: run the "
+          "changed sweep in its own hydra.sweep.dir (a sweep's job resumes only with its own overrides; a single "
+          f"run resumes with changed trainer settings: without -m, hydra.run.dir={run_dir})"
+          + _time_named_dir_hint(Path(run_dir)))
+
+
+def _recorded_job_num(run_dir: Path) -> int | None:
+    """The number of the sweep job that :func:`record_job` recorded in ``run_dir`` (``None``: a single run's record,
+    or none)."""
+    path = run_dir / ".hydra" / "hydra.yaml"
+    if not path.is_file():
+        return None
+    recorded = OmegaConf.load(path)
+    if OmegaConf.select(recorded, "hydra.mode", default=None) != RunMode.MULTIRUN.name:
+        return None
+    num = OmegaConf.select(recorded, "hydra.job.num", default=None)
+    return num if isinstance(num, int) else None
 
 
 @hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="bench")
@@ -498,11 +534,37 @@ def bench(cfg: DictConfig) -> list:
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
     with hold_dir(cfg.out_dir, "bench directory"):
+        _claim_bench_out_dir(Path(cfg.out_dir))
         if cfg.get("pipeline"):  # gplace/conf/bench_pipeline.yaml
             from gplace.bench.pipeline import bench_pipeline
 
             return bench_pipeline(cfg)
         return _bench_cases(cfg)
+
+
+BENCH_SWEEP_RECORD = ".sweep_job.yaml"
+"""In a bench sweep's ``out_dir``: the sweep directory, number and overrides of the job that uses it."""
+
+
+def _claim_bench_out_dir(out_dir: Path) -> None:
+    """In a bench sweep, refuse an ``out_dir`` recorded by another job of the same sweep (``hydra.sweep.dir``) with
+    other overrides (one fixed ``out_dir=`` for every job: each after the first skipped the cases the first ran),
+    naming both; else record this job there. The same job run again resumes, its settings changed or not, as a
+    single bench does (``resume=``); so does another sweep's job (another ``hydra.sweep.dir``)."""
+    if not _in_sweep():
+        return
+    hydra_cfg = HydraConfig.get()
+    mine = {"sweep_dir": str(Path(hydra_cfg.sweep.dir).resolve()), "job": hydra_cfg.job.num,
+            "overrides": list(hydra_cfg.overrides.task)}
+    path = out_dir / BENCH_SWEEP_RECORD
+    theirs = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
+    if (isinstance(theirs, dict) and theirs.get("sweep_dir") == mine["sweep_dir"] and theirs.get("job") != mine["job"]
+            and set(theirs.get("overrides") or []) != set(mine["overrides"])):
+        _fail(f"out_dir={out_dir} holds job {theirs.get('job')} of this sweep {theirs.get('overrides')}, not this "
+              f"job {mine['job']} {mine['overrides']}: a bench sweep needs out_dir set per job (e.g. "
+              "'out_dir=bench/${hydra.job.num}'), or each job after the first skips or overwrites the cases the "
+              "others ran")
+    OmegaConf.save(OmegaConf.create(mine), path)
 
 
 def _bench_cases(cfg: DictConfig) -> list:
@@ -843,4 +905,23 @@ def _dispatch() -> None:
         return
     if command in ("bench", "place", "train"):
         del sys.argv[1]
-    {"bench": _bench_main, "place": _place_main}.get(command, _hydra_main)()
+    try:
+        {"bench": _bench_main, "place": _place_main}.get(command, _hydra_main)()
+    except ValueError as err:  # Hydra's, raised before any job, for flags that do not combine
+        if not str(err).startswith(_HYDRA_ONE_MODE):
+            raise
+        _fail(_one_mode_message(sys.argv[1:]))
+
+
+_HYDRA_ONE_MODE = "Only one of --run, --multirun, --cfg, --info"
+"""How Hydra's ValueError for flags that do not combine begins."""
+
+
+def _one_mode_message(args: list[str]) -> str:
+    """What :func:`_dispatch` says when Hydra refuses ``args`` for naming more than one of ``-m``, ``--cfg``,
+    ``--info``, ``--run`` and ``--shell-completion``."""
+    multirun = any(a in ("-m", "--multirun") for a in args)
+    shown = any(a in ("-c", "--cfg", "-i", "--info") or a.startswith(("--cfg=", "--info=")) for a in args)
+    if multirun and shown:
+        return "--cfg/--info do not combine with -m: drop -m to see one job's config"
+    return "Hydra takes only one of -m (--multirun), --run, --cfg, --info and --shell-completion: drop the others"

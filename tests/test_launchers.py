@@ -30,7 +30,7 @@ def test_a_sweep_composes_with_the_launcher(launcher, target):
                       return_hydra_config=True)
     assert cfg.hydra.launcher._target_ == target
     if launcher == "gplace_slurm":
-        assert cfg.hydra.launcher.gpus_per_node == 1 and cfg.hydra.launcher.timeout_min == 240
+        assert cfg.hydra.launcher.gpus_per_node is None and cfg.hydra.launcher.timeout_min == 240
     assert cfg.seed == 1 and cfg.graph._target_ == "gplace.zoo.lstm_lm"
 
 
