@@ -28,10 +28,16 @@ _warned = [False]
 
 
 def import_tensorflow() -> Any:
-    """The ``tensorflow`` module, with memory growth on for every GPU where that is still possible."""
+    """The ``tensorflow`` module, with memory growth on for every GPU where that is still possible.
+
+    Raises:
+        ImportError: TensorFlow is not installed (naming the ``tf`` extra that installs it).
+    """
+    from gplace.extras import require
+
     if "tensorflow" not in sys.modules:  # read when TensorFlow's runtime starts: too late after the import
         os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
-    import tensorflow as tf
+    tf = require("tensorflow", "tf", "gplace's TensorFlow support")
 
     for gpu in tf.config.list_physical_devices("GPU"):
         try:

@@ -258,6 +258,36 @@ def test_a_resume_measures_again_a_case_whose_graph_or_cluster_changed_under_its
     assert any("written before records kept" in r.getMessage() for r in caplog.records)
 
 
+def test_a_baseline_failed_for_a_missing_package_is_run_again_by_a_resume_once_installed(tmp_path, monkeypatch,
+                                                                                           caplog):
+    """METIS without pymetis was recorded as failed with no log line, and a resume counted that record as done, so
+    it stayed failed after pymetis was installed."""
+    import logging
+
+    from gplace.baselines import METIS
+    from gplace.bench.runner import load_records
+
+    pytest.importorskip("pymetis")
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    placers = {"single": _Counting(), "metis": METIS()}
+    monkeypatch.setitem(sys.modules, "pymetis", None)  # not installed: importing it raises ImportError
+    with caplog.at_level(logging.WARNING, logger="gplace.bench"):
+        first = run_suite([lambda: BenchCase(graph, cluster, Simulator())], placers, {}, tmp_path, plots=False)
+    assert [(r.method, r.failed, r.missing_module) for r in first] == [("single", False, None),
+                                                                       ("metis", True, "pymetis")]
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("'metis'" in m and "pymetis" in m and "gplace[metis]" in m for m in warned), warned
+    assert load_records(tmp_path / "results.json") == first  # the mark is written and read back
+
+    monkeypatch.delitem(sys.modules, "pymetis")  # installed now
+    again = run_suite([lambda: BenchCase(graph, cluster, Simulator())], placers, {}, tmp_path, plots=False,
+                      previous=load_records(tmp_path / "results.json"))
+    assert [(r.method, r.failed, r.missing_module) for r in again] == [("single", False, None),
+                                                                       ("metis", False, None)]
+    assert placers["single"].calls == 1 and again[0] == first[0]  # only the missing package's baseline ran again
+    assert load_records(tmp_path / "results.json") == again
+
+
 def test_records_without_fingerprints_still_load_and_records_round_trip_as_strict_json():
     doc = _rec("single", math.inf).to_json()
     assert doc["graph_fingerprint"] is None and json.loads(json.dumps(doc, allow_nan=False)) == doc

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
 import numpy as np
@@ -27,7 +26,7 @@ class METIS(Placer):
     may not run on their part's device (pins) move to the allowed device with the least load (summed
     durations) so far. Not memory-aware.
 
-    Needs ``pymetis`` (``pip install pymetis``), imported only when :meth:`place` runs.
+    Needs ``pymetis`` (``pip install 'gplace[metis]'``), imported only when :meth:`place` runs.
 
     Args:
         seed: METIS's random seed. (default: ``0``)
@@ -72,10 +71,9 @@ class METIS(Placer):
 
 
 def _import_pymetis() -> ModuleType:
-    try:
-        return importlib.import_module("pymetis")
-    except ImportError as err:
-        raise ImportError("the METIS placer needs pymetis: pip install pymetis") from err
+    from gplace.extras import require
+
+    return require("pymetis", "metis", "the METIS placer")
 
 
 def _unit_adjacency(graph: OpGraph, units: Units) -> sp.csr_matrix:

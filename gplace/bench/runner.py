@@ -42,6 +42,10 @@ class BenchRecord:
     before they said (a resumed bench measures those again, see :func:`stale_reason`)."""
     cluster_fingerprint: str | None = None
     """:attr:`Cluster.fingerprint <gplace.ir.Cluster.fingerprint>` of the cluster measured on; ``None`` likewise."""
+    missing_module: str | None = None
+    """The optional package a baseline failed for want of (its ``ImportError``'s module, e.g. ``"pymetis"``;
+    ``"unknown"`` when the error names none), which a resumed bench runs again; ``None`` otherwise, and in records
+    written before they said."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``inf`` as ``null``)."""
@@ -108,8 +112,9 @@ def run_baselines(
         try:
             placement = placer.place(graph, cluster)
         except (ValueError, ImportError) as err:  # infeasible placement, missing optional dependency
+            missing = _missing_module(graph, cluster, name, err)
             records.append(_record(graph, cluster, name, math.inf, lower_bound, time.perf_counter() - started,
-                                   f"{type(err).__name__}: {err}", learned=False))
+                                   f"{type(err).__name__}: {err}", learned=False, missing_module=missing))
             continue
         seconds = time.perf_counter() - started
         m = runtime.measure(graph, cluster, placement)
@@ -117,6 +122,15 @@ def run_baselines(
         placements[name] = placement
         log.info("%s on %s: %s %.4g s (placed in %.2f s)", graph.name, cluster.name, name, m.step_time, seconds)
     return records, placements
+
+
+def _missing_module(graph: OpGraph, cluster: Cluster, name: str, err: Exception) -> str | None:
+    """The module ``err`` says is missing (with a WARNING naming the baseline), or ``None`` if it is no ImportError."""
+    if not isinstance(err, ImportError):
+        return None
+    log.warning("%s on %s: baseline %r failed: %s (a resumed bench runs it again once %s is installed)", graph.name,
+                cluster.name, name, err, err.name or "it")
+    return err.name or "unknown"
 
 
 def run_learned(
@@ -147,7 +161,8 @@ def run_learned(
 
 
 def _record(graph: OpGraph, cluster: Cluster, method: str, step_time: float, lower_bound: float, seconds: float,
-            reason: str, samples: int = 0, *, learned: bool) -> BenchRecord:
+            reason: str, samples: int = 0, *, learned: bool, missing_module: str | None = None) -> BenchRecord:
     failed = not math.isfinite(step_time)
     return BenchRecord(graph.name, cluster.name, method, float(step_time), float(lower_bound), float(seconds),
-                       failed, reason if failed else "", samples, learned, graph.fingerprint, cluster.fingerprint)
+                       failed, reason if failed else "", samples, learned, graph.fingerprint, cluster.fingerprint,
+                       missing_module)

@@ -282,7 +282,8 @@ class PoolRuntime(RuntimeWrapper):
         return result
 
     def _warn_shared_gpus(self, cluster: Cluster) -> None:
-        if self._warned_shared or self._gpu_sets or self.workers < 2:
+        """Warn once when workers running on real devices share a cluster's GPUs (a model, deterministic, uses none)."""
+        if self._warned_shared or self._gpu_sets or self.workers < 2 or self.runtime.deterministic:
             return
         if any(d.kind.lower() == "gpu" or "GPU" in d.name.upper() for d in cluster.devices):
             self._warned_shared = True

@@ -196,7 +196,9 @@ class RayRuntime(RuntimeWrapper):
 
     # ------------------------------------------------------------------ Ray, actors, object store
     def _ray(self) -> Any:
-        import ray
+        from gplace.extras import require
+
+        ray = require("ray", "ray", "RayRuntime")
 
         if not ray.is_initialized():
             ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING)

@@ -368,11 +368,11 @@ def test_metis_cuts_the_light_edges() -> None:
 
 
 def test_metis_without_pymetis_raises_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A missing pymetis is an ImportError that says how to install it."""
+    """A missing pymetis is an ImportError that says how to install it (gplace's extra)."""
     import sys
 
     monkeypatch.setitem(sys.modules, "pymetis", None)
-    with pytest.raises(ImportError, match="pip install pymetis"):
+    with pytest.raises(ImportError, match=r"needs pymetis: pip install 'gplace\[metis\]'"):
         METIS().place(testing.diamond(), testing.uniform_cluster(2))
 
 

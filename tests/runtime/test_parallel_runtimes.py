@@ -177,6 +177,22 @@ def test_a_crashing_runtime_gives_failed_measurements() -> None:
     _assert_same(after, got[0])
 
 
+def test_the_shared_gpu_warning_is_for_runtimes_on_real_devices_only(caplog: pytest.LogCaptureFixture) -> None:
+    """A pooled simulator (runtime=simulator_pool) on a cluster with GPUs was told to use gpus_per_worker, which
+    raises on a machine without GPUs, though the simulator runs on none; a non-deterministic runtime is warned."""
+    from gplace.testing import cpu_gpu_cluster
+
+    g, c = diamond(), cpu_gpu_cluster()
+    warned = {}
+    for runtime in (Simulator(), _Noisy()):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="gplace.runtime.parallel"), \
+                PoolRuntime(runtime, workers=2) as pool:
+            assert all(m.ok for m in pool.measure_many(g, c, _placements(g, 2)))
+        warned[runtime.id] = "gpus_per_worker" in caplog.text
+    assert warned == {"sim-v1": False, "noisy-v0": True}
+
+
 def test_trainer_runs_with_a_pool(pool: PoolRuntime) -> None:
     """Two REINFORCE updates through the pool give the history of two updates through the simulator."""
     torch = pytest.importorskip("torch")

@@ -67,6 +67,7 @@ def from_onnx(
 
     Raises:
         FileNotFoundError: ``model_or_path`` is a path that does not exist.
+        ImportError: ``onnx`` is not installed (naming the ``onnx`` extra).
         UnsupportedGraphError: the model cannot be read or imported; the message names the node, tensor or
             input and the reason (an unknown dimension with no input shape, an unknown shape after inference, a
             failed shape inference, ...).
@@ -92,7 +93,9 @@ def _is_path(obj: object) -> bool:
 
 def _load(model_or_path: object) -> onnx.ModelProto:
     """A private copy of the model, read from disk if given a path; protobuf errors become ours."""
-    import onnx
+    from gplace.extras import require
+
+    onnx = require("onnx", "onnx", "importing ONNX models")
 
     if _is_path(model_or_path):
         path = Path(model_or_path)  # type: ignore[arg-type]

@@ -1,0 +1,58 @@
+"""An optional feature without its extra says which ``pip install 'gplace[...]'`` it needs."""
+
+import sys
+
+import pytest
+
+from gplace.extras import MissingExtraError, require
+from gplace.testing import cpu_gpu_cluster, diamond
+
+
+def test_require_returns_the_module_or_names_the_extra(tmp_path, monkeypatch):
+    assert require("json", "none", "a feature") is sys.modules["json"]
+    monkeypatch.setitem(sys.modules, "pymetis", None)
+    with pytest.raises(MissingExtraError, match=r"^the METIS placer needs pymetis: pip install 'gplace\[metis\]'$") \
+            as caught:
+        require("pymetis", "metis", "the METIS placer")
+    assert isinstance(caught.value, ImportError) and (caught.value.name, caught.value.extra) == ("pymetis", "metis")
+    (tmp_path / "broken_extra_pkg.py").write_text("import no_such_module_of_gplace_tests\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match=r"gplace\[x\]' \(importing it failed: No module named 'no_such_module"):
+        require("broken_extra_pkg", "x", "a feature")  # installed, but what it imports is not: that is said too
+
+
+def _metis():
+    from gplace.baselines import METIS
+
+    return METIS().place(diamond(), cpu_gpu_cluster())
+
+
+def _onnx():
+    from gplace.importers import from_onnx
+
+    return from_onnx("model.onnx")
+
+
+def _tensorflow():
+    from gplace.tensorflow_setup import import_tensorflow
+
+    return import_tensorflow()
+
+
+def _ray():
+    from gplace.ir import Placement
+    from gplace.runtime import Simulator
+    from gplace.runtime.ray_runtime import RayRuntime
+
+    graph = diamond()
+    return RayRuntime(Simulator()).measure_many(graph, cpu_gpu_cluster(), [Placement.single(graph, 0)])
+
+
+@pytest.mark.parametrize(("module", "extra", "use"), [
+    ("pymetis", "metis", _metis), ("onnx", "onnx", _onnx), ("tensorflow", "tf", _tensorflow), ("ray", "ray", _ray),
+])
+def test_a_feature_without_its_package_names_the_extra(monkeypatch, module, extra, use):
+    """Each failed with a bare "No module named 'onnx'" (METIS: "pip install pymetis", not the extra)."""
+    monkeypatch.setitem(sys.modules, module, None)  # not installed: importing it raises ImportError
+    with pytest.raises(ImportError, match=rf"needs {module}: pip install 'gplace\[{extra}\]'"):
+        use()
