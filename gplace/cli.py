@@ -557,7 +557,10 @@ def _claim_bench_out_dir(out_dir: Path) -> None:
     mine = {"sweep_dir": str(Path(hydra_cfg.sweep.dir).resolve()), "job": hydra_cfg.job.num,
             "overrides": list(hydra_cfg.overrides.task)}
     path = out_dir / BENCH_SWEEP_RECORD
-    theirs = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
+    try:
+        theirs = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
+    except Exception:  # a record cut short by a killed job: as if none  # noqa: BLE001
+        theirs = {}
     if (isinstance(theirs, dict) and theirs.get("sweep_dir") == mine["sweep_dir"] and theirs.get("job") != mine["job"]
             and set(theirs.get("overrides") or []) != set(mine["overrides"])):
         _fail(f"out_dir={out_dir} holds job {theirs.get('job')} of this sweep {theirs.get('overrides')}, not this "

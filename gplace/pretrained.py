@@ -380,8 +380,12 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
                              "a training run that diverged)")
     cls = _module_class(spec["class"], path)
     on_meta = {"device": "meta"} if "device" in spec["kwargs"] else {}  # a device given would override the context
-    with torch.device("meta"):
-        shapes = _state_shapes(_construct(cls, spec, path, **on_meta).state_dict())
+    try:
+        with torch.device("meta"):
+            shapes = _state_shapes(build(cls, **{**spec["kwargs"], **on_meta}).state_dict())
+    except (TypeError, ValueError, RuntimeError, NotImplementedError) as err:
+        raise ValueError(f"{path}: field '{spec['class']}' could not be built on the meta device (without memory) "
+                         f"to check its weights' shapes before the real build: {err}") from None
     _check_fits(shapes, _state_shapes(state), spec, path)
     module = _construct(cls, spec, path)
     if "dtype" in spec:
