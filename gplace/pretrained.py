@@ -424,10 +424,10 @@ def _module_class(name: str, path: Path) -> type[nn.Module]:
     return cls
 
 
-def _construct(cls: type[M], spec: Mapping[str, Any], path: Path, **override: Any) -> M:
-    """``build(cls, **spec["kwargs"], **override)``, a failure named as the file's."""
+def _construct(cls: type[M], spec: Mapping[str, Any], path: Path) -> M:
+    """``build(cls, **spec["kwargs"])``, a failure named as the file's."""
     try:
-        return build(cls, **{**spec["kwargs"], **override})
+        return build(cls, **spec["kwargs"])
     except (TypeError, ValueError, RuntimeError, NotImplementedError) as err:
         raise ValueError(f"{path}: field '{spec['class']}' kwargs do not build it: {err}") from None
 

@@ -89,7 +89,7 @@ def run_suite(
             if again:
                 log.info("%s on %s: running again %s, which failed for a missing package", graph.name, cluster.name,
                          ", ".join(again))
-                records = _rerun_baselines(records, case, again)
+                records = _rerun_baselines(records, case, again, held[0].lower_bound)
                 write_results(records, out_dir, learned=list(searches))
             else:
                 log.info("%s on %s: already in the results, skipped", graph.name, cluster.name)
@@ -120,12 +120,11 @@ def run_suite(
     return records
 
 
-def _rerun_baselines(records: Sequence[BenchRecord], case: BenchCase, placers: Mapping[str, Any]) -> list[BenchRecord]:
-    """``records`` with those of ``placers`` on ``case`` replaced, in place, by a new run of them."""
-    from gplace.baselines import step_time_lower_bound
-
+def _rerun_baselines(records: Sequence[BenchRecord], case: BenchCase, placers: Mapping[str, Any],
+                     bound: float) -> list[BenchRecord]:
+    """``records`` with those of ``placers`` on ``case`` replaced, in place, by a new run of them (``bound``: the
+    case's step-time lower bound, as its records hold it)."""
     graph, cluster = case.graph, case.cluster
-    bound = step_time_lower_bound(graph, cluster)
     found = {r.method: r for r in run_baselines(graph, cluster, placers, case.runtime, bound)[0]}
     key = (graph.name, cluster.name)
     return [found.get(r.method, r) if (r.graph, r.cluster) == key else r for r in records]
