@@ -285,6 +285,7 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         if isinstance(cause, TypeError):  # a value of the wrong type given to a component's constructor
             key = str(err).rsplit("full_key: ", 1)[-1].strip() if "full_key: " in str(err) else "the config"
             _fail(f"{key}: a value of the wrong type ({type(cause).__name__}: {cause}); check {key}'s settings")
+        _log_to_files(f"{type(err).__name__}: {err}")
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
         _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}")
@@ -292,7 +293,8 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         _interrupted(err, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
     except Exception as err:  # an interrupt raised inside a C callback comes out wrapped (numba: a SystemError)
         interrupt = _interrupt_in(err)
-        if interrupt is None:
+        if interrupt is None:  # a crash: Hydra prints its traceback on the terminal
+            _log_to_files(f"{type(err).__name__}: {err}")
             raise
         _interrupted(interrupt, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
 
@@ -465,9 +467,19 @@ def _fail(message: str) -> None:
     """One clear line on stderr and exit status 2, instead of a traceback for a user's mistake (in a sweep,
     :class:`JobFailed`, so the other jobs run)."""
     sys.stderr.write(f"gplace: error: {message}\n")
+    _log_to_files(message)
     if _in_sweep():  # from None: raised while handling the error, Hydra's report printed each chained traceback
         raise JobFailed(message) from None
     raise SystemExit(2)
+
+
+def _log_to_files(message: str) -> None:
+    """Write the error ``message`` to the job's log files alone (Hydra's ``cli.log`` in its directory), so a sweep's
+    folders say why a job failed; the terminal has its line already."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def _in_sweep() -> bool:
@@ -533,6 +545,10 @@ def bench(cfg: DictConfig) -> list:
               f"{cfg.out_dir}, and each after the first skipped or overwrote the cases the others ran")
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
+    unwritable = _unwritable(Path(cfg.out_dir))
+    if unwritable is not None:
+        _fail(f"out_dir={cfg.out_dir}: {unwritable} is not writable: give a writable directory with "
+              "out_dir=/path/to/dir")
     with hold_dir(cfg.out_dir, "bench directory"):
         _claim_bench_out_dir(Path(cfg.out_dir))
         if cfg.get("pipeline"):  # gplace/conf/bench_pipeline.yaml
@@ -908,12 +924,50 @@ def _dispatch() -> None:
         return
     if command in ("bench", "place", "train"):
         del sys.argv[1]
+    _check_job_dir(sys.argv[1:])
     try:
         {"bench": _bench_main, "place": _place_main}.get(command, _hydra_main)()
     except ValueError as err:  # Hydra's, raised before any job, for flags that do not combine
         if not str(err).startswith(_HYDRA_ONE_MODE):
             raise
         _fail(_one_mode_message(sys.argv[1:]))
+
+
+_NO_JOB_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion",
+                 "-cd", "--config-dir", "-cp", "--config-path")
+"""Hydra's flags that run no job, or name a config directory of one's own (whose config may set the job's folder)."""
+
+
+def _check_job_dir(args: list[str]) -> None:
+    """Refuse, in one line naming the folder and the override that moves it, a job (sweep) directory that Hydra
+    could not make (Hydra's default ``outputs/<date>/<time>`` in a read-only working directory): Hydra's own failure,
+    before any job, was a chained traceback. Nothing for a directory given with interpolations or quotes."""
+    flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
+    if flags & set(_NO_JOB_FLAGS):
+        return
+    sweep = bool(flags & {"-m", "--multirun"}) or "hydra.mode=MULTIRUN" in (a.lstrip("+") for a in args)
+    key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
+    given = next((a.split("=", 1)[1] for a in args if a.lstrip("+").startswith(f"{key}=")), None)
+    if given is not None and any(c in given for c in "$\\'\""):
+        return
+    root = "multirun" if sweep else "outputs"
+    folder = _unwritable(Path(given if given is not None else root))
+    if folder is None:
+        return
+    fix = f"give a writable directory with {key}=/path/to/dir"
+    if given is not None:
+        _fail(f"{key}={given}: {folder} is not writable: {fix}")
+    _fail(f"{folder} is not writable, and Hydra writes each {'sweep' if sweep else 'run'} under ./{root}/ of the "
+          f"working directory by default: {fix}, or start gplace in a writable working directory")
+
+
+def _unwritable(path: Path) -> Path | None:
+    """The nearest existing folder of ``path`` (itself or the folder it would be made in) if it cannot be written
+    to (read-only, or no permission), else ``None``."""
+    folder = path.absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return None if os.access(folder, os.W_OK) else folder
 
 
 _HYDRA_ONE_MODE = "Only one of --run, --multirun, --cfg, --info"

@@ -27,11 +27,12 @@ Failures
     With ``timeout``, a placement still running that many seconds after a worker took it is a failed
     measurement (``"timed out ..."``): a hung call cannot be cancelled, so the workers are killed and replaced,
     and the placements they were measuring are measured again one at a time. Nothing here raises into the
-    search except an invalid placement. A timeout, a dead worker or a pool error is ``transient`` (no fault of
-    the placement, so a cache does not keep it). An exception that ends a batch early (Ctrl-C) kills the
-    workers, so the next batch does not queue behind calls nobody waits for; a pool inherited by a forked child
-    starts workers of its own there. Workers ignore SIGINT (a terminal's Ctrl-C goes to the whole process group:
-    the interrupted caller stops them, with no traceback from each); SIGTERM ends them.
+    search except an invalid placement, and a pool that breaks in a script without the ``if __name__ ==
+    "__main__":`` guard (see below): a ``RuntimeError`` says so. A timeout, a dead worker or a pool error is
+    ``transient`` (no fault of the placement, so a cache does not keep it). An exception that ends a batch early
+    (Ctrl-C) kills the workers, so the next batch does not queue behind calls nobody waits for; a pool inherited
+    by a forked child starts workers of its own there. Workers ignore SIGINT (a terminal's Ctrl-C goes to the whole
+    process group: the interrupted caller stops them, with no traceback from each); SIGTERM ends them.
     A worker whose runtime reports after a failed measurement that it can no longer run (``usable()`` is
     false: a sticky CUDA error, such as an illegal address, kills the CUDA context for the life of the process)
     exits when it gets its next placement, so that placement is measured again in a fresh worker.
@@ -53,6 +54,7 @@ re-imports the main module in every worker).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import inspect
@@ -207,6 +209,7 @@ class PoolRuntime(RuntimeWrapper):
             results = self._run(task, placements)
             broken = [i for i, r in enumerate(results) if isinstance(r, BrokenProcessPool)]
             if broken:
+                _check_main_guard()
                 logger.warning("a worker died; measuring the %d placement(s) it left one at a time", len(broken))
             for i in broken:
                 results[i] = self._alone(task, placements[i])
@@ -609,6 +612,29 @@ def _limit_threads(threads: int | None) -> None:
 
 
 # ---------------------------------------------------------------------- helpers
+def _check_main_guard() -> None:
+    """After the pool broke: refuse a main module that workers re-run (``spawn`` and ``forkserver`` import it again
+    in each) and that lacks the ``if __name__ == "__main__":`` guard, as the real cause (each worker re-ran the
+    script, tried to start a pool of its own and died before it measured anything).
+
+    Raises:
+        RuntimeError: the main script has no guard (names the script).
+    """
+    main = sys.modules.get("__main__")
+    spec_name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    path = getattr(main, "__file__", None)
+    if path is None or spec_name.endswith("__main__") or not str(path).endswith(".py"):
+        return  # interactive, or a package's __main__ (which workers do not re-run)
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return
+    if not any(isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) for node in tree.body):
+        raise RuntimeError(f"PoolRuntime: the worker processes could not start: {path} creates the pool without an "
+                           "`if __name__ == \"__main__\":` guard, and each worker re-runs it on start-up "
+                           "(spawn/forkserver); put the script's code under that guard")
+
+
 def _usable_cpus() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
