@@ -49,7 +49,8 @@ Timing
     its own; for the simulator, which measures in microseconds, the pool's overhead dominates.
 
 Scripts that create a pool must guard their entry point with ``if __name__ == "__main__":`` (``spawn``
-re-imports the main module in every worker).
+re-imports the main module in every worker). A main module that is no file (a script read from stdin,
+``python - < script.py``) is not re-run: the workers start as from an interactive session.
 """
 
 from __future__ import annotations
@@ -309,7 +310,7 @@ class PoolRuntime(RuntimeWrapper):
             self._loaded.clear()
         if self._pool is None:
             self._pool_pid = os.getpid()
-            context = multiprocessing.get_context(self.context)
+            context = _start_context(self.context)
             gpu_sets = context.Queue() if self._gpu_sets else None
             for ids in self._gpu_sets:
                 gpu_sets.put(ids)
@@ -633,6 +634,57 @@ def _check_main_guard() -> None:
         raise RuntimeError(f"PoolRuntime: the worker processes could not start: {path} creates the pool without an "
                            "`if __name__ == \"__main__\":` guard, and each worker re-runs it on start-up "
                            "(spawn/forkserver); put the script's code under that guard")
+
+
+_main_lock = threading.Lock()
+"""Held while a worker starts with the main module's ``__file__`` hidden (pools may start in several threads)."""
+
+
+class _MainNotRerun:
+    """Process mixin: start with the main module's ``__file__`` hidden, so that the child does not re-run it."""
+
+    def start(self) -> None:
+        main = sys.modules["__main__"]
+        with _main_lock:
+            path = main.__dict__.pop("__file__", None)
+            try:
+                super().start()  # type: ignore[misc]
+            finally:
+                if path is not None:
+                    main.__file__ = path
+
+
+class _SpawnProcess(_MainNotRerun, multiprocessing.context.SpawnProcess):
+    pass
+
+
+class _SpawnContext(multiprocessing.context.SpawnContext):
+    Process = _SpawnProcess
+
+
+_MAIN_NOT_RERUN: dict[str, type[multiprocessing.context.BaseContext]] = {"spawn": _SpawnContext}
+"""Start method -> its context whose processes do not re-run the main module."""
+
+if sys.platform != "win32":
+    class _ForkServerProcess(_MainNotRerun, multiprocessing.context.ForkServerProcess):
+        pass
+
+    class _ForkServerContext(multiprocessing.context.ForkServerContext):
+        Process = _ForkServerProcess
+
+    _MAIN_NOT_RERUN["forkserver"] = _ForkServerContext
+
+
+def _start_context(method: str) -> multiprocessing.context.BaseContext:
+    """The multiprocessing context of start method ``method``; where the main module is no file (``"<stdin>"``), one
+    whose workers start without re-running it, as from an interactive session (each died of FileNotFoundError)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or getattr(getattr(main, "__spec__", None), "name", None):
+        return multiprocessing.get_context(method)  # interactive, or re-imported by its module name
+    if os.path.isfile(os.path.join(multiprocessing.process.ORIGINAL_DIR or "", path)):
+        return multiprocessing.get_context(method)
+    return _MAIN_NOT_RERUN[method]()
 
 
 def _usable_cpus() -> int:

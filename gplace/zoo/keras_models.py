@@ -21,9 +21,10 @@ Adam; Inception-V3: RMSProp; ResNet-50: SGD with momentum); ``optimizer`` takes 
 
 **Cache.** A built graph is stored as gplace JSON under ``${GPLACE_CACHE:-~/.cache/gplace}/zoo/`` named
 ``<model>-<hash>.json``, the hash covering the model, its parameters, the gplace version and
-:data:`ZOO_VERSION`. Loading a cached graph does not import TensorFlow. A cached graph has no ``source``
-(GraphDef); build with ``cache=False`` to get one. Building calls ``keras.backend.clear_session()`` so that
-layer and op names do not depend on what was built before in the process.
+:data:`ZOO_VERSION` (with neither ``GPLACE_CACHE`` nor a home directory, nothing is cached, with a warning).
+Loading a cached graph does not import TensorFlow. A cached graph has no ``source`` (GraphDef); build with
+``cache=False`` to get one. Building calls ``keras.backend.clear_session()`` so that layer and op names do not
+depend on what was built before in the process.
 """
 
 from __future__ import annotations
@@ -219,7 +220,11 @@ def load_zoo_model(name: str, *, cache: bool = True, **params: Any) -> OpGraph:
 
 
 def cache_path(name: str, params: dict[str, Any]) -> Path:
-    """Where the graph of zoo model ``name`` with (all of) ``params`` is cached."""
+    """Where the graph of zoo model ``name`` with (all of) ``params`` is cached.
+
+    Raises:
+        RuntimeError: ``GPLACE_CACHE`` is unset and the home directory cannot be determined.
+    """
     from gplace import __version__
 
     key = json.dumps({"model": name, "params": params, "gplace": __version__, "zoo": ZOO_VERSION}, sort_keys=True)
@@ -270,8 +275,8 @@ def _cached(name: str, params: dict[str, Any], cache: bool) -> OpGraph:
     check_sizes(name, 1, **{k: v for k, v in params.items() if k not in ("optimizer", "large")})  # before TF loads
     if not isinstance(params.get("large", False), bool):
         raise ValueError(f"{name}: large must be a bool, got {params['large']!r}")
-    path = cache_path(name, params)
-    if cache and path.is_file():
+    path = _usable_cache_path(name, params) if cache else None
+    if path is not None and path.is_file():
         logger.info("zoo model %r: loading cached %s", name, path)
         try:
             return graph_from_dict(load_json(path))
@@ -280,12 +285,21 @@ def _cached(name: str, params: dict[str, Any], cache: bool) -> OpGraph:
     start = time.perf_counter()
     graph = _build(name, params)
     logger.info("zoo model %r: built %d ops in %.1f s", name, graph.num_ops, time.perf_counter() - start)
-    if cache:
+    if path is not None:
         try:
             save_json(graph_to_dict(graph), path)
         except OSError as err:  # a read-only or full cache: the graph is built all the same
             logger.warning("zoo model %r: could not cache it at %s (%s)", name, path, err)
     return graph
+
+
+def _usable_cache_path(name: str, params: dict[str, Any]) -> Path | None:
+    """:func:`cache_path`, or ``None`` (with a warning) where it has no home directory to go under."""
+    try:
+        return cache_path(name, params)
+    except RuntimeError as err:  # HOME unset and the uid not in the password database (``docker --user``)
+        logger.warning("zoo model %r: not caching it (%s; set GPLACE_CACHE to a directory)", name, err)
+        return None
 
 
 def _build(name: str, params: dict[str, Any]) -> OpGraph:
