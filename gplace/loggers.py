@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from gplace.ir.errors import error_summary
+from gplace.ir.serialize import write_bytes_atomic, write_error
 
 log = logging.getLogger(__name__)
 
@@ -102,13 +103,15 @@ class JsonlLogger:
         lines = self.path.read_bytes().splitlines(keepends=True)
         kept = [line for line in lines if not _step_at_least(line, step)]
         if len(kept) < len(lines):
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_bytes(b"".join(kept))
-            tmp.replace(self.path)
+            write_bytes_atomic(self.path, b"".join(kept))
 
     def _write(self, record: Mapping[str, Any]) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(record, default=str) + "\n")
+        line = json.dumps(record, default=str) + "\n"
+        try:
+            with self.path.open("a") as f:
+                f.write(line)
+        except OSError as err:  # a full disk: name the file
+            raise write_error(self.path, err) from None
 
 
 def _step_at_least(line: bytes, step: float) -> bool:

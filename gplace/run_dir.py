@@ -23,8 +23,10 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from gplace.ir import Cluster, OpGraph
+from gplace.ir.serialize import write_error
 
 __all__ = ["RunDirConflictError", "RunDirInUseError", "claim_run_dir", "hold_dir"]
 
@@ -67,28 +69,43 @@ def hold_dir(path: str | Path, what: str = "run directory") -> Iterator[Path]:
             if key in _HELD:  # the outer block may have ended first
                 _HELD[key] -= 1
         return
-    with (path / LOCK_FILE).open("a+") as lock:
+    with _open_lock(path / LOCK_FILE) as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
-            holder = lock.read().strip() or "unknown"
+            holder = lock.read().decode(errors="replace").strip() or "unknown"
             who = "another thread of this process" if holder == str(os.getpid()) else "another process"
             err = RunDirInUseError(f"{what} {path} is in use by {who} (pid {holder}): two runs there "
                                    "would overwrite each other's checkpoint, metrics and results; wait for it to end "
                                    "or use another directory")
             err.path = path
             raise err from None
-        lock.seek(0)
-        lock.truncate()
-        lock.write(str(os.getpid()))
-        lock.flush()
+        _record_pid(lock, path / LOCK_FILE)
         _HELD[key] = 1
         try:
             yield path
         finally:
             _HELD.pop(key, None)
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _open_lock(path: Path) -> IO[bytes]:
+    """``path`` opened to lock and to read and write the holder's pid (unbuffered: a write fails where it is made,
+    and closing the file retries none)."""
+    try:
+        return path.open("a+b", buffering=0)
+    except OSError as err:  # a read-only or full disk: name the file
+        raise write_error(path, err) from None
+
+
+def _record_pid(lock: IO[bytes], path: Path) -> None:
+    """Write this process's pid into the held ``lock`` (``path``), for a refused process to name."""
+    try:
+        lock.truncate(0)
+        lock.write(str(os.getpid()).encode())
+    except OSError as err:  # a full disk: name the file
+        raise write_error(path, err) from None
 
 
 @contextlib.contextmanager

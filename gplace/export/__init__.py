@@ -18,6 +18,7 @@ from pathlib import Path
 
 from gplace.export.parts import Part, device_parts, part_of
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.serialize import write_bytes_atomic
 
 __all__ = ["Part", "device_parts", "part_of", "write_back"]
 
@@ -30,7 +31,7 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
 
     - ONNX: ``placed.onnx`` (:func:`~gplace.export.onnx.annotate_onnx`) and ``parts/<kkk>_<device>.onnx``, one
       model per part, in run order by name (:func:`~gplace.export.onnx.split_onnx`; the parts of an earlier
-      placement written there are removed first); a model whose weights are
+      placement written there are removed once the new ones are written); a model whose weights are
       external data writes each file's weights beside it as ``<file>.data`` (:func:`~gplace.export.onnx.save_onnx`);
     - TensorFlow: ``placed.pb``, the binary ``GraphDef`` with every node's device
       (:func:`~gplace.export.tensorflow.place_graph_def`);
@@ -38,8 +39,11 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
       for an inference graph only: a training graph's joint forward+backward program has no module signature to
       map, so nothing is written for it.
 
+    Each file is written beside its place and renamed there (a full disk leaves the earlier file whole).
+
     Raises:
         InvalidPlacementError: the placement is not for ``graph`` and ``cluster``.
+        OSError: a file cannot be written (a full disk), naming it.
     """
     from gplace.importers.onnx import OnnxSource
     from gplace.importers.tensorflow import TensorFlowSource
@@ -52,7 +56,8 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
     if isinstance(source, TensorFlowSource):
         from gplace.export.tensorflow import place_graph_def
 
-        return [_write_bytes(out_dir / "placed.pb", place_graph_def(graph, cluster, placement).SerializeToString())]
+        graph_def = place_graph_def(graph, cluster, placement)
+        return [write_bytes_atomic(out_dir / "placed.pb", graph_def.SerializeToString())]
     if isinstance(source, TorchSource) and source.training:
         log.warning("write_back: no device_map.json for %s: it is a torch.export training graph, and a device map "
                     "is made from an inference one (training=False; graph.training=false)", graph.name)
@@ -60,7 +65,7 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
         from gplace.export.torch import module_device_map
 
         text = json.dumps(module_device_map(graph, cluster, placement), indent=1)
-        return [_write_bytes(out_dir / "device_map.json", text.encode())]
+        return [write_bytes_atomic(out_dir / "device_map.json", text.encode())]
     return []
 
 
@@ -68,16 +73,11 @@ def _write_onnx(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir:
     from gplace.export.onnx import annotate_onnx, save_onnx, split_onnx
 
     base_dir = graph.source.base_dir
+    parts = split_onnx(graph, cluster, placement)
     written = save_onnx(annotate_onnx(graph, cluster, placement), out_dir / "placed.onnx", base_dir)
-    for stale in (out_dir / "parts").glob("[0-9][0-9][0-9]_*.onnx*"):  # an earlier placement's parts
-        stale.unlink()
-    for k, part in enumerate(split_onnx(graph, cluster, placement)):
+    for k, part in enumerate(parts):
         device = "".join(c if c.isalnum() else "_" for c in part.device).strip("_")
         written += save_onnx(part.model, out_dir / "parts" / f"{k:03d}_{device}.onnx", base_dir)
+    for stale in set((out_dir / "parts").glob("[0-9][0-9][0-9]_*.onnx*")) - set(written):  # an earlier placement's
+        stale.unlink()
     return written
-
-
-def _write_bytes(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return path

@@ -29,6 +29,7 @@ import numpy as np
 from gplace.export.parts import Part, device_parts, part_of
 from gplace.importers.onnx import OnnxSource, node_reads
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
+from gplace.ir.serialize import atomic_path, write_bytes_atomic, write_error
 
 logger = logging.getLogger(__name__)
 
@@ -225,9 +226,11 @@ def save_onnx(model: Any, path: str | Path, base_dir: str | None = None) -> list
     of the graph or of its control-flow subgraphs, sparse initialisers, or tensor attributes (``Constant``
     values, in the graph, its subgraphs or the model's functions), every one is read in; initialisers are then
     written to ``<path>.data`` beside it and the rest inline, so the file never points back into the original
-    model's directory. A model without external data is written as one file.
+    model's directory. A model without external data is written as one file. Each file is written beside its
+    place and renamed there, so a full disk leaves the earlier files whole.
 
     Raises:
+        OSError: a file cannot be written (a full disk), naming it.
         UnsupportedGraphError: a tensor's external data cannot be read (missing, outside ``base_dir``, absolute, a
             symbolic link, not a regular file: onnx reads none of these; or shorter than the tensor says); names
             the tensor, its location and why, in one line.
@@ -236,10 +239,8 @@ def save_onnx(model: Any, path: str | Path, base_dir: str | None = None) -> list
     from onnx.external_data_helper import uses_external_data
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     if not any(uses_external_data(t) for t in _all_tensors(model)):
-        path.write_bytes(model.SerializeToString())
-        return [path]
+        return [write_bytes_atomic(path, model.SerializeToString())]
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     for tensor in _all_tensors(copy):
@@ -248,13 +249,40 @@ def save_onnx(model: Any, path: str | Path, base_dir: str | None = None) -> list
             tensor.data_location = onnx.TensorProto.DEFAULT
             del tensor.external_data[:]
     data = path.with_name(path.name + ".data")
-    data.unlink(missing_ok=True)  # onnx appends to an existing data file
-    onnx.save_model(copy, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=data.name,
-                    size_threshold=0)
-    if not data.exists():  # no initialiser with data to move out
+    with atomic_path(path) as tmp, atomic_path(data) as tmp_data:
+        _save_with_data(copy, path, tmp, tmp_data)
+        wrote_data = tmp_data.exists()
+    if not wrote_data:  # no initialiser with data to move out
+        data.unlink(missing_ok=True)
         return [path]
-    data.chmod(path.stat().st_mode & 0o777)  # onnx creates it readable by its owner only; match the model file
     return [path, data]
+
+
+def _save_with_data(model: Any, path: Path, tmp: Path, tmp_data: Path) -> None:
+    """Write ``model`` to ``tmp`` and its initialisers' data to ``tmp_data``, the temporaries of ``path`` and of
+    ``<path>.data``, which the model names."""
+    from onnx.external_data_helper import (
+        convert_model_to_external_data,
+        uses_external_data,
+        write_external_data_tensors,
+    )
+
+    data = path.with_name(path.name + ".data")
+    convert_model_to_external_data(model, all_tensors_to_one_file=True, location=tmp_data.name, size_threshold=0)
+    try:
+        write_external_data_tensors(model, str(tmp_data.parent))
+    except OSError as err:
+        raise write_error(data, err) from None
+    for tensor in _all_tensors(model):  # the data is renamed to <path>.data
+        for entry in tensor.external_data if uses_external_data(tensor) else ():
+            if entry.key == "location":
+                entry.value = data.name
+    try:
+        tmp.write_bytes(model.SerializeToString())
+    except OSError as err:
+        raise write_error(path, err) from None
+    if tmp_data.exists():  # onnx makes it readable by its owner only; match the model file
+        tmp_data.chmod(tmp.stat().st_mode & 0o777)
 
 
 def _load_external(tensor: Any, base_dir: str, path: Path) -> None:

@@ -14,7 +14,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -273,23 +273,65 @@ def _remove_stale(folder: Path, prefix: str) -> None:
                 stale.unlink()
 
 
-def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> Path:
-    """Write ``text`` (a string, or its pieces in order, written as they come so the whole need not be held) to a
-    temporary file of this writer's own beside ``path``, then rename it over ``path``: a process killed (or a disk
-    filled) mid-write leaves the old file, never half of the new one, and of two processes writing one file at once
-    the last rename wins whole. Temporaries of ``path`` an hour old (a writer killed mid-write) are removed."""
+def write_error(path: str | Path, err: OSError) -> OSError:
+    """``err``, a failed write of ``path``, as an error that names the file and keeps its errno (a full disk's
+    ``OSError`` says only "No space left on device"); a ``PermissionError`` stays one."""
+    if err.errno is None:
+        return OSError(f"cannot write {path}: {err}")
+    return OSError(err.errno, f"cannot write {path}: {err.strerror or err}")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path of this writer's own beside ``path`` to write the new file at; renamed over ``path`` when
+    the ``with`` block ends, removed if it raises: a process killed (or a disk filled) mid-write leaves the old
+    file, never half of the new one, and of two processes writing one file at once the last rename wins whole. A
+    block that makes no file there leaves ``path`` as it is. Temporaries of ``path`` an hour old (a writer killed
+    mid-write) are removed. The block's errors pass as they are (name the file with :func:`write_error`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     prefix = path.name.encode()[:_TMP_PREFIX_BYTES].decode(errors="ignore")  # a long name leaves room for the rest
     _remove_stale(path.parent, prefix)
     tmp = path.with_name(f"{prefix}.{os.getpid()}-{secrets.token_hex(4)}.tmp")  # one per writer: two processes
     try:                                                                         # filling a cache at once
-        with tmp.open("x", encoding="utf-8") as out:
-            out.writelines([text] if isinstance(text, str) else text)
+        yield tmp
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    tmp.replace(path)
+    try:
+        if tmp.exists():
+            tmp.replace(path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise write_error(path, err) from None
+
+
+def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> Path:
+    """Write ``text`` (a string, or its pieces in order, written as they come so the whole need not be held)
+    atomically (:func:`atomic_path`).
+
+    Raises:
+        OSError: the file cannot be written (a full disk), naming it; the old file is left as it was.
+    """
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        try:
+            with tmp.open("x", encoding="utf-8") as out:
+                out.writelines([text] if isinstance(text, str) else text)
+        except OSError as err:
+            raise write_error(path, err) from None
+    return path
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` atomically (:func:`atomic_path`); raises as :func:`write_text_atomic`."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        try:
+            with tmp.open("xb") as out:
+                out.write(data)
+        except OSError as err:
+            raise write_error(path, err) from None
     return path
 
 

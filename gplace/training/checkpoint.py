@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,8 +26,9 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     reads it with ``weights_only=True``.
 
     Raises:
-        OSError: the file could not be written (a full disk: torch says so with a ``RuntimeError``); names the
-            file, removes the partial temp file and leaves the last whole checkpoint as it was.
+        OSError: the file could not be written (a full disk: torch says so with a ``RuntimeError``; a folder
+            without permission); names the file and why, removes the partial temp file and leaves the last whole
+            checkpoint as it was.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,8 +38,16 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     except (RuntimeError, OSError) as err:
         tmp.unlink(missing_ok=True)
         kept = "the last whole one is kept" if path.exists() else "none was written before"
-        raise OSError(f"cannot write {path} ({error_summary(err)}); {kept}: is the disk full?") from None
+        raise OSError(f"cannot write {path} ({error_summary(err)}); {kept}: {_why_not_written(err, path)}") from None
     tmp.replace(path)
+
+
+def _why_not_written(err: Exception, path: Path) -> str:
+    """What a failed ``torch.save`` of ``path`` most likely means: a full disk where it says so (``ENOSPC``, or
+    torch's C++ writer's "unexpected pos"), else a folder that cannot be written (no permission, read-only)."""
+    if getattr(err, "errno", None) == errno.ENOSPC or "unexpected pos" in str(err):
+        return "is the disk full?"
+    return f"its folder {path.parent} cannot be written"
 
 
 def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | None = None,
