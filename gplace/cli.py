@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import os
@@ -221,10 +222,33 @@ def _call_partial(partial, key: str, *args, **kwargs):
 
 def _console():
     """A Rich console that prints text as it is: names and paths (a graph ``net[/v2]``, a run directory
-    ``runs/[exp1]``, a device ``[red]gpu2``, ``:cat:``) are neither markup nor emoji codes."""
+    ``runs/[exp1]``, a device ``[red]gpu2``, ``:cat:``) are neither markup nor emoji codes. Its width is the
+    terminal's where ``COLUMNS`` is no positive number (``COLUMNS=0`` printed nothing); a closed stdout
+    (``gplace ... | head -1``) is :func:`_stdout_gone`, not rich's exit with status 1."""
     from rich.console import Console
 
-    return Console(markup=False, emoji=False)
+    console = Console(markup=False, emoji=False, width=_fallback_width())
+    console.on_broken_pipe = _stdout_gone
+    return console
+
+
+def _fallback_width() -> int | None:
+    """The terminal's width (80 columns off a terminal) where ``COLUMNS`` is set but no positive number, else
+    ``None`` (rich's own: ``COLUMNS``, or the terminal's)."""
+    import shutil
+
+    columns = os.environ.get("COLUMNS")
+    if columns is None or (columns.strip().isdigit() and int(columns) > 0):
+        return None
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def _stdout_gone() -> None:
+    """Point stdout at /dev/null once its reader is gone, so the run goes on to write its files and ends
+    normally, its lines unread."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _print_table(report, run_dir: str | Path) -> None:
@@ -246,8 +270,10 @@ def _print_table(report, run_dir: str | Path) -> None:
     console = _console()
     console.print(table)
     console.print(f"speed-up over the best single device: {report.speedup:.2f}x; "
-                  f"{report.train.samples} placements sampled in {report.train.seconds:.0f} s; " + _found(report.train))
-    console.print(f"wrote {Path(run_dir) / 'placement.json'}, trace.json and policy.pt (for `gplace place`)")
+                  f"{report.train.samples} placements sampled in {report.train.seconds:.0f} s; " + _found(report.train),
+                  soft_wrap=True)
+    console.print(f"wrote {Path(run_dir) / 'placement.json'}, trace.json and policy.pt (for `gplace place`)",
+                  soft_wrap=True)
 
 
 def _found(train) -> str:
@@ -270,6 +296,7 @@ def _hydra_main(cfg: DictConfig) -> float:
 def _guard(job, cfg: DictConfig, command: str = "train"):
     """Run ``job()``; a user's mistake (missing value, bad file, bad graph) ends in one line, not a traceback, and
     so does Ctrl-C or SIGTERM, saying how ``command``'s job resumes (:func:`resume_hint`)."""
+    _utf8_log_files()
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         _fail(f"missing value(s): {', '.join(missing)} (set them on the command line, e.g. {missing[0]}=...)")
@@ -480,6 +507,22 @@ def _log_to_files(message: str) -> None:
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
             handler.handle(record)
+
+
+def _utf8_log_files() -> None:
+    """Reopen the job's log files (Hydra's ``cli.log``), opened in the locale's encoding, in UTF-8: under an ASCII
+    locale (``LC_ALL=C``) every line naming a non-ASCII graph, cluster or op failed to be written. Unlike a
+    ``hydra.job_logging.handlers.file.encoding`` in the configs, this leaves ``hydra/job_logging=stdout`` or
+    ``disabled`` (no file handler) working."""
+    import codecs
+
+    for handler in logging.getLogger().handlers:
+        if not isinstance(handler, logging.FileHandler) or handler.stream is None:
+            continue
+        if codecs.lookup(handler.stream.encoding).name != "utf-8":
+            handler.encoding = "utf-8"
+            utf8 = open(handler.baseFilename, "a", encoding="utf-8")  # noqa: SIM115 - the handler keeps it open
+            handler.setStream(utf8).close()
 
 
 def _in_sweep() -> bool:
@@ -740,7 +783,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     written = write_back(graph, cluster, report.placement, run_dir) if cfg.get("write_back", True) else []
     _console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "
                      f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({report.speedup:.2f}x the best single "
-                     f"device); wrote {run_dir}" + "".join(f"\n  {p}" for p in written))
+                     f"device); wrote {run_dir}" + "".join(f"\n  {p}" for p in written), soft_wrap=True)
     return m.step_time
 
 
@@ -803,7 +846,9 @@ def show(argv: list[str]) -> None:
     step time; ``--draw out.png --graph graph.json`` draws the graph coloured by device."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="gplace show", description=show.__doc__.split(":", 1)[1].strip())
+    parser = argparse.ArgumentParser(prog="gplace show", description=(
+        "per device, ops, compute seconds, peak memory, bytes in and out, and the step time; --draw out.png --graph "
+        "graph.json draws the graph coloured by device"))
     parser.add_argument("placement", help="a placement.json written by gplace (gplace, gplace place, ...)")
     parser.add_argument("--graph", help="the graph file it places (needed by --draw, and for a summary when the "
                                         "file has none; with --cluster)")
@@ -859,17 +904,17 @@ def _show(args) -> None:
     console = _console()
     console.print(table)
     if summary is None:
-        console.print("(no per-device summary in the file: give --graph and --cluster to compute one)")
+        console.print("(no per-device summary in the file: give --graph and --cluster to compute one)", soft_wrap=True)
     elif doc.get(MODEL_KEY):
         console.print(f"(the per-device figures and trace.json are the {doc[MODEL_KEY]} model of this placement, "
-                      f"not {doc.get('runtime')}'s measurement)")
+                      f"not {doc.get('runtime')}'s measurement)", soft_wrap=True)
     if args.draw:
         if graph is None:
             raise ValueError("--draw needs --graph (the graph file the placement is for)")
         if doc.get("graph_fingerprint") not in (None, graph.fingerprint):
             raise ValueError(f"{args.placement} is for graph {doc.get('graph')!r} ({doc['graph_fingerprint']}), "
                              f"not {graph.name!r} ({graph.fingerprint})")
-        console.print(f"wrote {draw_placement(graph, list(counts), doc['placement'], args.draw)}")
+        console.print(f"wrote {draw_placement(graph, list(counts), doc['placement'], args.draw)}", soft_wrap=True)
 
 
 def _bytes(n: float) -> str:
@@ -915,6 +960,7 @@ def _dispatch() -> None:
     """Run the command ``sys.argv`` names."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the CLI's own process (and its workers): TensorFlow quiet,
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # without its oneDNN notice; the library leaves both alone
+    _escape_unencodable(sys.stdout)
     if "--version" in sys.argv[1:]:  # Hydra's own flag printed Hydra's version alone
         sys.stdout.write(_version() + "\n")
         return
@@ -931,6 +977,16 @@ def _dispatch() -> None:
         if not str(err).startswith(_HYDRA_ONE_MODE):
             raise
         _fail(_one_mode_message(sys.argv[1:]))
+
+
+def _escape_unencodable(stream) -> None:
+    """Make ``stream`` write what its encoding cannot (a name ``grâphe`` under ``LC_ALL=C`` or
+    ``PYTHONIOENCODING=ascii``) as escapes (``gr\\xe2phe``): a finished run's last lines and every log line naming
+    it failed, the run reported as an error."""
+    import codecs
+
+    if isinstance(stream, io.TextIOWrapper) and codecs.lookup(stream.encoding).name != "utf-8":
+        stream.reconfigure(errors="backslashreplace")
 
 
 _NO_JOB_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion",

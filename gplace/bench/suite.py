@@ -6,6 +6,7 @@ import hashlib
 import logging
 import math
 import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,16 +140,26 @@ def file_stem(*names: str) -> str:
     """``names`` joined by ``-`` as one file name (a learned search's run directory, its plots' names).
 
     As they are where that is one file name of at most 200 bytes in UTF-8, so a resumed bench finds the run
-    directories an earlier one left; else path separators (``/``, ``\\``) and unprintable characters become
-    ``_``, the name is cut to fit, and 12 hex digits of a hash of the full names are added, so it stays one name
-    inside its folder (a graph named ``../../x`` or ``/x`` is no path) and two names do not share one.
+    directories an earlier one left; else path separators (``/``, ``\\``), unprintable characters and those the
+    file system's encoding cannot write (``ü`` under an ASCII locale, ``LC_ALL=C``) become ``_``, the name is cut to
+    fit, and 12 hex digits of a hash of the full names are added, so it stays one name inside its folder (a graph
+    named ``../../x`` or ``/x`` is no path) and two names do not share one.
     """
     full = "-".join(names)
-    safe = "".join("_" if ch in "/\\" or not ch.isprintable() else ch for ch in full)
+    safe = "".join("_" if ch in "/\\" or not ch.isprintable() or not _encodable(ch) else ch for ch in full)
     if safe == full and len(full.encode()) <= _STEM_BYTES:
         return full
     digest = hashlib.sha256(full.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{safe.encode()[:_STEM_BYTES - 13].decode(errors='ignore')}-{digest}"
+
+
+def _encodable(ch: str) -> bool:
+    """Whether the file system's encoding (``sys.getfilesystemencoding()``) writes ``ch``."""
+    try:
+        ch.encode(sys.getfilesystemencoding())
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _plot(report: Any, plot_dir: Path, stem: str, best_baseline: float) -> None:

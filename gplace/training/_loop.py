@@ -577,7 +577,8 @@ def compare_greedy(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Clust
 
 
 class progress_bar:  # noqa: N801 - used as a context manager
-    """A rich progress bar over updates, showing the best step time; silent when disabled.
+    """A rich progress bar over updates, showing the best step time, on stderr (as tqdm's: a closed stdout pipe,
+    ``gplace ... | head -1``, ended a finished run before its files were written); silent when disabled.
 
     ``with progress_bar(...) as advance:`` gives ``advance(best_step_time)``, called once per update.
     """
@@ -588,10 +589,12 @@ class progress_bar:  # noqa: N801 - used as a context manager
     def __enter__(self):
         if not self.enabled:
             return lambda best: None
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self._bar = Progress(TextColumn("[bold]placing"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("best {task.fields[best]}"), TimeRemainingColumn(), transient=True)
+                             TextColumn("best {task.fields[best]}"), TimeRemainingColumn(), transient=True,
+                             console=Console(stderr=True))
         self._bar.__enter__()
         task = self._bar.add_task("train", total=self.total, completed=self.completed, best="-")
         return lambda best: self._bar.update(task, advance=1, best=f"{best * 1e3:.3f} ms")

@@ -1,0 +1,133 @@
+"""The CLI under odd terminals and locales: a closed stdout pipe, ``python -OO``, an ASCII stdout, ``COLUMNS=0``."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gplace.bench.suite import file_stem
+
+GRAPH = {"format": "gplace.graph", "version": 1, "name": "grâphe_π",
+         "ops": [{"name": "x→é", "type": "Placeholder", "cost": 1e-6, "output_bytes": 4096},
+                 {"name": "w_ü", "type": "VariableV2", "cost": 1e-6, "persistent_memory": 4096, "output_bytes": 4096},
+                 {"name": "mm_日本", "type": "MatMul", "cost": 2e-5, "output_bytes": 4096},
+                 {"name": "relu_ß", "type": "Relu", "cost": 1e-5, "output_bytes": 4096}],
+         "edges": [{"src": "x→é", "dst": "mm_日本"}, {"src": "w_ü", "dst": "mm_日本"},
+                   {"src": "mm_日本", "dst": "relu_ß"}]}
+CLUSTER = {"format": "gplace.cluster", "version": 1, "name": "clüster",
+           "devices": [{"name": "/CPU:0", "kind": "cpu", "speed": 1.0},
+                       {"name": "/GPU:ü", "kind": "gpu", "speed": 4.0, "memory": 12000000000}],
+           "default_link": {"bandwidth": 6.0e9, "latency": 2e-5}}
+ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}
+TRAIN = ["trainer.updates=2", "logger=none"]
+
+
+def _files(folder):
+    """The non-ASCII graph and cluster files, written under ``folder``: overrides naming them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "g.json").write_text(json.dumps(GRAPH, ensure_ascii=False), encoding="utf-8")
+    (folder / "c.json").write_text(json.dumps(CLUSTER, ensure_ascii=False), encoding="utf-8")
+    return [f"graph.path={folder / 'g.json'}", f"cluster.path={folder / 'c.json'}", "graph=file", "cluster=file"]
+
+
+def _gplace(*args, cwd, env=None, flags=(), stdout=subprocess.PIPE):
+    """``python [flags] -m gplace args`` with ``env`` added to a plain environment (no locale or width of the
+    test's own terminal)."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("COLUMNS", "LINES", "PYTHONIOENCODING", "PYTHONUTF8", "LC_ALL", "LC_CTYPE", "LANG")}
+    env = {**base, "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0", "LANG": "C.UTF-8", **(env or {})}
+    return subprocess.run([sys.executable, *flags, "-m", "gplace", *args], cwd=cwd, env=env, stdout=stdout,
+                          stderr=subprocess.PIPE, timeout=300)
+
+
+def _closed_pipe():
+    """The write end of a pipe whose reader is gone (``gplace ... | head -1`` once head has its line)."""
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+@pytest.fixture(scope="module")
+def placed(tmp_path_factory):
+    """A placement.json of the non-ASCII graph (by HEFT)."""
+    tmp = tmp_path_factory.mktemp("placed")
+    proc = _gplace("place", "method=heft", *_files(tmp), f"hydra.run.dir={tmp / 'run'}", cwd=tmp)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return tmp / "run" / "placement.json"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [TRAIN, ["place", "method=learned"]], ids=["train", "place_learned"])
+def test_a_closed_stdout_ends_a_finished_run_normally_with_its_files(tmp_path, command):
+    """A reader gone from stdout neither fails the run nor keeps it from writing its files (the progress bar drew
+    on stdout, and rich's broken-pipe handler ended the run with status 1 before placement.json)."""
+    pipe = _closed_pipe()
+    try:
+        proc = _gplace(*command, *_files(tmp_path), f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, stdout=pipe)
+    finally:
+        os.close(pipe)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert (tmp_path / "run" / "placement.json").is_file()
+    assert (tmp_path / "run" / "policy.pt").is_file() or command != TRAIN
+
+
+@pytest.mark.slow
+def test_an_ascii_locale_escapes_names_and_logs_them_in_utf8(tmp_path):
+    """Under an ASCII locale a finished run's names are printed escaped, not an error (exit 2), no log line fails,
+    and cli.log keeps them in UTF-8."""
+    proc = _gplace(*TRAIN, *_files(tmp_path), f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, env=ASCII_LOCALE)
+    stderr = proc.stderr.decode("ascii", "replace")
+    assert proc.returncode == 0, stderr
+    assert "Logging error" not in stderr
+    assert "gr\\xe2phe_\\u03c0" in proc.stdout.decode("ascii")
+    assert "placing grâphe_π" in (tmp_path / "run" / "cli.log").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_place_and_show_with_an_ascii_stdout_escape_names(tmp_path, placed):
+    """``gplace place`` and ``gplace show`` print a non-ASCII graph's name escaped on an ASCII stdout."""
+    ascii_out = {"PYTHONIOENCODING": "ascii"}
+    proc = _gplace("place", "method=heft", *_files(tmp_path), f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
+                   env=ascii_out)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "placed gr\\xe2phe_\\u03c0" in proc.stdout.decode("ascii")
+    proc = _gplace("show", str(placed), cwd=tmp_path, env=ascii_out)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "cl\\xfcster" in proc.stdout.decode("ascii") and "/GPU:\\xfc" in proc.stdout.decode("ascii")
+
+
+@pytest.mark.slow
+def test_show_runs_under_python_OO(tmp_path, placed):  # noqa: N802
+    """``python -OO`` strips docstrings; ``gplace show`` built its description from one."""
+    proc = _gplace("show", str(placed), cwd=tmp_path, flags=["-OO"])
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "/GPU:ü" in proc.stdout.decode()
+
+
+@pytest.mark.slow
+def test_columns_zero_prints_the_table(tmp_path, placed):
+    """``COLUMNS=0`` (no positive width) prints at a fallback width, not nothing."""
+    proc = _gplace("show", str(placed), cwd=tmp_path, env={"COLUMNS": "0"})
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "/GPU:ü" in proc.stdout.decode() and "peak memory" in proc.stdout.decode()
+
+
+@pytest.mark.slow
+def test_a_long_run_directory_is_printed_on_one_line(tmp_path):
+    """Off a terminal (a log file) the sentences are not wrapped at 80 columns: the run directory stays whole."""
+    run_dir = tmp_path / ("a_really_long_experiment_directory_name_for_the_sweep" + "_x" * 20) / "seed_0"
+    proc = _gplace("place", "method=heft", *_files(tmp_path), f"hydra.run.dir={run_dir}", cwd=tmp_path,
+                   env={"COLUMNS": "0"})
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert any(f"wrote {run_dir}" in line for line in proc.stdout.decode().splitlines()), proc.stdout.decode()
+
+
+def test_file_stem_replaces_what_the_file_system_encoding_cannot_write(monkeypatch):
+    """Under an ASCII file system encoding (``LC_ALL=C``) a run directory's name is ASCII, and names that differ
+    only in non-ASCII characters still get distinct stems."""
+    monkeypatch.setattr(sys, "getfilesystemencoding", lambda: "ascii")
+    one, other = file_stem("grâphe_π", "clüster", "seq2seq"), file_stem("grèphe_π", "clüster", "seq2seq")
+    assert one.isascii() and other.isascii() and one != other
+    assert one.startswith("gr_phe__-cl_ster-seq2seq-")
