@@ -312,6 +312,8 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         if isinstance(cause, TypeError):  # a value of the wrong type given to a component's constructor
             key = str(err).rsplit("full_key: ", 1)[-1].strip() if "full_key: " in str(err) else "the config"
             _fail(f"{key}: a value of the wrong type ({type(cause).__name__}: {cause}); check {key}'s settings")
+        if _out_of_memory(cause):
+            _fail(_out_of_memory_message(cause, command))
         _log_to_files(f"{type(err).__name__}: {err}")
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
@@ -319,11 +321,30 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
     except KeyboardInterrupt as err:
         _interrupted(err, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
     except Exception as err:  # an interrupt raised inside a C callback comes out wrapped (numba: a SystemError)
+        if _out_of_memory(err):
+            _fail(_out_of_memory_message(err, command))
         interrupt = _interrupt_in(err)
         if interrupt is None:  # a crash: Hydra prints its traceback on the terminal
             _log_to_files(f"{type(err).__name__}: {err}")
             raise
         _interrupted(interrupt, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` is torch's out of memory (a GPU's ``torch.OutOfMemoryError``; the CPU allocator's
+    ``RuntimeError``), raised by the placement networks: the runtimes count a placement's own as a failed one."""
+    return type(err).__name__ == "OutOfMemoryError" or (
+        isinstance(err, RuntimeError) and "can't allocate memory" in str(err))
+
+
+def _out_of_memory_message(err: BaseException, command: str) -> str:
+    """One line for ``err``, out of memory in ``command``'s job, naming the settings that size it."""
+    from gplace.ir.errors import error_summary
+
+    resumes = "; the run resumes from its last checkpoint" if command == "train" else ""
+    return (f"out of memory in the placement networks ({error_summary(err, 160)}): use smaller networks "
+            f"(encoder.hidden_size, policy.hidden_size), fewer groups (max_groups) or fewer samples an update "
+            f"(trainer.samples_per_update), or put them on another device (device=...){resumes}")
 
 
 _PROGRAMS = {"train": "gplace", "bench": "gplace bench", "place": "gplace place"}
@@ -505,8 +526,12 @@ def _log_to_files(message: str) -> None:
     folders say why a job failed; the terminal has its line already."""
     record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, None, None)
     for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.FileHandler):
-            handler.handle(record)
+        if isinstance(handler, logging.FileHandler) and handler.stream is not None:
+            try:  # written here, not through handle(): a log file that cannot take it (a full disk) adds nothing
+                handler.stream.write(handler.format(record) + handler.terminator)
+                handler.stream.flush()
+            except (OSError, ValueError):
+                pass
 
 
 def _utf8_log_files() -> None:

@@ -3,6 +3,7 @@ workers started by a script without the ``if __name__ == "__main__":`` guard."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import textwrap
 import types
 
 import pytest
+import torch
 
 from gplace.runtime import parallel
 
@@ -114,3 +116,42 @@ def test_the_main_guard_check_refuses_only_a_script_without_it(tmp_path, monkeyp
             parallel._check_main_guard()
     else:
         parallel._check_main_guard()
+
+
+def test_an_error_line_a_full_log_file_cannot_take_adds_nothing_to_the_terminal(capfd):
+    """A job's error written to its cli.log on a full disk (/dev/full) is dropped there, not a '--- Logging error ---'
+    traceback after the one-line error."""
+    import logging
+
+    from gplace import cli
+
+    handler = logging.FileHandler("/dev/full")
+    logging.getLogger().addHandler(handler)
+    try:
+        cli._log_to_files("OSError: [Errno 28] No space left on device")
+    finally:
+        logging.getLogger().removeHandler(handler)
+        with contextlib.suppress(OSError):
+            handler.close()
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize("error", [
+    RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried to "
+                 "allocate 784000000 bytes"),
+    torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+], ids=["cpu", "cuda"])
+def test_out_of_memory_in_the_networks_is_one_line_naming_the_settings(error, capsys):
+    from omegaconf import OmegaConf
+
+    from gplace import cli
+
+    def job():
+        raise error
+
+    with pytest.raises(SystemExit) as exit_:
+        cli._guard(job, OmegaConf.create({}), "train")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gplace: error: out of memory in the placement networks") and err.count("\n") == 1
+    assert "policy.hidden_size" in err and "resumes from its last checkpoint" in err
