@@ -432,3 +432,24 @@ def test_plots_and_drawings_leave_the_callers_matplotlib_alone(tmp_path):
     assert seen == {"backend": ["svg", "svg"], "open": []}
     for name in ("draw", "curve", "line", "throughput"):
         assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_plot_that_cannot_be_written_leaves_the_case_results(tmp_path, caplog):
+    """A full disk (here: plots/ taken by a file) failed the plot and stopped the bench before the case's results."""
+    from gplace.experiment import place
+    from gplace.training import ReinforceTrainer
+
+    def search(graph, cluster, runtime, run_dir, best_baseline):
+        from gplace.encoders import LSTMEncoder
+        from gplace.policies import Seq2SeqPolicy
+
+        return place(graph, cluster, encoder=LSTMEncoder(hidden_size=8), policy=Seq2SeqPolicy(2, hidden_size=8),
+                     runtime=runtime, trainer=ReinforceTrainer(updates=1, samples_per_update=2), run_dir=run_dir)
+
+    (tmp_path / "plots").write_text("not a folder")
+    case = BenchCase(two_branches(length=3), uniform_cluster(2), Simulator())
+    with caplog.at_level("WARNING", logger="gplace.bench.suite"):
+        run_suite([lambda: case], {"single": SingleDevice(0)}, {"seq2seq": search}, tmp_path)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert [r["method"] for r in doc] == ["single", "seq2seq"]
+    assert "plots not written" in caplog.text

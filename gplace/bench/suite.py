@@ -163,8 +163,14 @@ def _encodable(ch: str) -> bool:
 
 
 def _plot(report: Any, plot_dir: Path, stem: str, best_baseline: float) -> None:
+    """The learning curve and timeline of ``report`` under ``plot_dir``; one that cannot be written (a full disk)
+    is a WARNING, so the case's results are still written (a failed plot stopped the bench before them)."""
     from gplace.bench.plots import plot_learning_curve, plot_timeline
 
-    plot_dir.mkdir(parents=True, exist_ok=True)
-    plot_learning_curve(report.train.history, plot_dir / f"{stem}-curve.png", title=stem, baseline=best_baseline)
-    plot_timeline(report.graph, report.cluster, report.placement, plot_dir / f"{stem}-timeline.png")
+    try:
+        plot_dir.mkdir(parents=True, exist_ok=True)
+        plot_learning_curve(report.train.history, plot_dir / f"{stem}-curve.png", title=stem,
+                            baseline=best_baseline)
+        plot_timeline(report.graph, report.cluster, report.placement, plot_dir / f"{stem}-timeline.png")
+    except OSError as err:
+        log.warning("%s: plots not written under %s (%s)", stem, plot_dir, err)
