@@ -26,13 +26,15 @@ Failures
     kills a worker gets a failed measurement (``"worker process died ..."``) and the others their results.
     With ``timeout``, a placement still running that many seconds after a worker took it is a failed
     measurement (``"timed out ..."``): a hung call cannot be cancelled, so the workers are killed and replaced,
-    and the placements they were measuring are measured again one at a time. Nothing here raises into the
-    search except an invalid placement, and a pool that breaks in a script without the ``if __name__ ==
-    "__main__":`` guard (see below): a ``RuntimeError`` says so. A timeout, a dead worker or a pool error is
-    ``transient`` (no fault of the placement, so a cache does not keep it). An exception that ends a batch early
-    (Ctrl-C) kills the workers, so the next batch does not queue behind calls nobody waits for; a pool inherited
-    by a forked child starts workers of its own there. Workers ignore SIGINT (a terminal's Ctrl-C goes to the whole
-    process group: the interrupted caller stops them, with no traceback from each); SIGTERM ends them.
+    and the placements they were measuring are measured again one at a time. Threads may share a pool: at most
+    ``workers`` placements of all of them are in flight, each timed from when it takes one of those slots, and the
+    other threads' placements on workers replaced to end a hung one are measured again, not failed. Nothing here
+    raises into the search except an invalid placement, and a pool that breaks in a script without the
+    ``if __name__ == "__main__":`` guard (see below): a ``RuntimeError`` says so. A timeout, a dead worker or a pool
+    error is ``transient`` (no fault of the placement, so a cache does not keep it). An exception that ends a batch
+    early (Ctrl-C) kills the workers, so the next batch does not queue behind calls nobody waits for; a pool
+    inherited by a forked child starts workers of its own there. Workers ignore SIGINT (a terminal's Ctrl-C goes to
+    the whole process group: the interrupted caller stops them, with no traceback from each); SIGTERM ends them.
     A worker whose runtime reports after a failed measurement that it can no longer run (``usable()`` is
     false: a sticky CUDA error, such as an illegal address, kills the CUDA context for the life of the process)
     exits when it gets its next placement, so that placement is measured again in a fresh worker.
@@ -73,7 +75,7 @@ import time
 import weakref
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Literal
@@ -131,6 +133,9 @@ def _same(obj: Any) -> Any:
     return obj
 
 
+_POLL = 0.05
+"""Seconds a batch with placements waiting for a slot waits for its own results before it looks for a free slot."""
+
 PAYLOADS = 16
 """Problems (graph, cluster) whose pickled files a :class:`PoolRuntime` keeps: a compiler measuring many graphs
 through one pool filled the temporary directory (a 0.5M-parameter program's file is 2 MB: its weights travel)."""
@@ -151,8 +156,8 @@ class PoolRuntime(RuntimeWrapper):
             cores). (default: None: the libraries' defaults)
         timeout: seconds one placement may run in a worker before it is a failed measurement and the workers
             are replaced; worker start-up and reading a graph (done on every worker first) are not counted.
-            Placements go to the workers at most ``workers`` at a time, so that each is timed from when a worker
-            takes it. (default: None: no limit)
+            Placements go to the workers at most ``workers`` at a time (in all threads using the pool), so that
+            each is timed from when a worker takes it. (default: None: no limit)
         gpus_per_worker: GPUs each worker gets to itself (see the module docstring). (default: None: all GPUs
             visible to every worker)
         gpus: the GPU ids (``CUDA_VISIBLE_DEVICES`` entries) to share out. (default: None: this process's
@@ -193,6 +198,12 @@ class PoolRuntime(RuntimeWrapper):
         self._loaded: set[ProblemKey] = set()
         """Problems every worker of the current pool has read (with a timeout only)."""
         self._finalizer: weakref.finalize | None = None
+        self._lock = threading.RLock()
+        """Held to start, replace or stop the pool and to submit to it (threads may share a pool)."""
+        self._slots = threading.Semaphore(self.workers)
+        """One per placement in flight, in all threads: each is timed from when it takes a slot."""
+        self._killed: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
+        """Pools whose workers were killed to end a hung placement: their other placements are measured again."""
 
     # ------------------------------------------------------------------ measuring
     def _measure_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
@@ -222,64 +233,102 @@ class PoolRuntime(RuntimeWrapper):
                     del self._in_flight[key]
 
     def _run(self, task: tuple[ProblemKey, str], placements: Sequence[Placement]) -> list[Measurement | BaseException]:
-        """Each placement's measurement, or the error that stopped it; at most ``workers`` in flight."""
-        if self.timeout is not None and task[0] not in self._loaded:
-            _on_every_worker(self._executor(), self.workers, *task)  # reading the graph is not timed
-            self._loaded.add(task[0])
+        """Each placement's measurement, or the error that stopped it; at most ``workers`` in flight in the pool."""
         results: list[Measurement | BaseException | None] = [None] * len(placements)
         todo, running = deque(range(len(placements))), {}
         try:
             while todo or running:
-                while todo and len(running) < self.workers:
+                while todo and self._slots.acquire(blocking=not running):
                     i = todo.popleft()
-                    running[self._submit(task, placements[i])] = (i, time.monotonic())
-                done, _ = wait(running, timeout=self._time_left(running), return_when=FIRST_COMPLETED)
+                    future, pool = self._submit(task, placements[i])
+                    running[future] = (i, time.monotonic(), pool)
+                done, _ = wait(running, timeout=self._time_left(running, waiting=bool(todo)),
+                               return_when=FIRST_COMPLETED)
                 for future in done:
-                    results[running.pop(future)[0]] = _outcome(future)
-                if any(isinstance(_outcome(f), BrokenProcessPool) for f in done):
-                    self._restart()  # the rest go to fresh workers
+                    i, _, pool = self._pop(running, future)
+                    results[i] = _outcome(future)
+                    if isinstance(results[i], BrokenProcessPool | CancelledError) and pool in self._killed:
+                        todo.appendleft(i)  # another thread replaced the workers to end its hung placement
+                    elif isinstance(results[i], BrokenProcessPool):
+                        self._restart(pool)  # the rest go to fresh workers
                 self._expire(running, results)
         except BaseException:  # Ctrl-C: the workers would go on with calls nobody waits for, ahead of the next batch
             if running:
-                self._kill_workers()
+                self._kill_workers(next(iter(running.values()))[2])
+            for future in list(running):
+                self._pop(running, future)
             raise
         return results
 
-    def _time_left(self, running: dict[Future, tuple[int, float]]) -> float | None:
-        if self.timeout is None:
-            return None
-        return max(0.0, min(t for _, t in running.values()) + self.timeout - time.monotonic())
+    def _pop(self, running: dict[Future, tuple[int, float, Any]], future: Future) -> tuple[int, float, Any]:
+        """Stop tracking ``future`` and free its slot."""
+        self._slots.release()
+        return running.pop(future)
 
-    def _expire(self, running: dict[Future, tuple[int, float]], results: list) -> None:
+    def _time_left(self, running: dict[Future, tuple[int, float, Any]], waiting: bool) -> float | None:
+        """How long to wait for a result: until the oldest placement times out, and briefly while one ``waiting``
+        could take a slot that another thread frees."""
+        left = None
+        if self.timeout is not None:
+            left = max(0.0, min(t for _, t, _ in running.values()) + self.timeout - time.monotonic())
+        if waiting and len(running) < self.workers:
+            left = _POLL if left is None else min(left, _POLL)
+        return left
+
+    def _expire(self, running: dict[Future, tuple[int, float, Any]], results: list) -> None:
         """Fail the placements past the timeout, kill the workers, and mark the others they held as broken."""
         if self.timeout is None or not running:
             return
         now = time.monotonic()
-        late = [future for future, (_, t) in running.items() if now - t >= self.timeout]
+        late = [future for future, (_, t, _) in running.items() if now - t >= self.timeout]
         if not late:
             return
-        for future in late:
-            results[running.pop(future)[0]] = TimeoutError(f"no result after {self.timeout:g} s")
+        pool = running[late[0]][2]
         logger.warning("%d measurement(s) ran past %g s; replacing the workers", len(late), self.timeout)
-        self._kill_workers()
-        for i, _ in running.values():
-            results[i] = BrokenProcessPool("the workers were replaced to end a measurement that timed out")
-        running.clear()
+        self._kill_workers(pool)
+        for future in list(running):
+            i = self._pop(running, future)[0]
+            results[i] = (TimeoutError(f"no result after {self.timeout:g} s") if future in late else
+                          BrokenProcessPool("the workers were replaced to end a measurement that timed out"))
 
-    def _submit(self, task: tuple[ProblemKey, str], placement: Placement) -> Future:
-        """The placement's future; one holding the error if the pool broke before it could be submitted."""
+    def _submit(self, task: tuple[ProblemKey, str], placement: Placement) -> tuple[Future, Any]:
+        """The placement's future (a slot is taken for it) and the pool it went to; the future holds a
+        BrokenProcessPool if that pool broke or was shut down before it could be submitted."""
         try:
-            return self._executor().submit(_measure_in_worker, *task, placement.devices)
-        except BrokenProcessPool as err:
-            future: Future = Future()
-            future.set_exception(err)
-            return future
+            if self.timeout is not None:
+                self._load(*task)  # reading the graph is not timed
+            with self._lock:
+                pool = self._executor()
+                try:
+                    future = pool.submit(_measure_in_worker, *task, placement.devices)
+                except RuntimeError as err:  # BrokenProcessPool, or "cannot schedule new futures after shutdown"
+                    if not isinstance(err, BrokenProcessPool) and "shutdown" not in str(err):
+                        raise  # e.g. a worker re-running an unguarded script must die of it
+                    future = Future()
+                    future.set_exception(err if isinstance(err, BrokenProcessPool) else BrokenProcessPool(str(err)))
+        except BaseException:
+            self._slots.release()
+            raise
+        return future, pool
+
+    def _load(self, key: ProblemKey, path: str) -> None:
+        """Have every worker of the current pool read the (graph, cluster) ``key`` (again if the pool was replaced
+        meanwhile)."""
+        while True:
+            with self._lock:
+                if key in self._loaded:
+                    return
+                pool = self._executor()
+            _on_every_worker(pool, self.workers, key, path)  # not under the lock: it may wait behind a hung call
+            with self._lock:
+                if pool is self._pool:
+                    self._loaded.add(key)
+                    return
 
     def _alone(self, task: tuple[ProblemKey, str], placement: Placement) -> Measurement | BaseException:
         """Measure one placement by itself after the pool broke; a second break means this one kills workers."""
         result = self._run(task, [placement])[0]
-        if isinstance(result, BrokenProcessPool):
-            self._restart()
+        if isinstance(result, BrokenProcessPool):  # its pool was restarted by _run
             return Measurement.failure(
                 self.id, f"worker process died while measuring this placement ({error_summary(result)})",
                 transient=True)
@@ -305,6 +354,10 @@ class PoolRuntime(RuntimeWrapper):
 
     # ------------------------------------------------------------------ pool and payloads
     def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            return self._started_pool()
+
+    def _started_pool(self) -> ProcessPoolExecutor:
         if self._pool is not None and self._pool_pid != os.getpid():  # inherited by fork: the parent's workers
             self._pool = None
             self._loaded.clear()
@@ -323,24 +376,31 @@ class PoolRuntime(RuntimeWrapper):
                 _on_every_worker(self._pool, self.workers)
         return self._pool
 
-    def _kill_workers(self) -> None:
-        """Kill the worker processes (a running call cannot be cancelled otherwise); the next call starts new ones."""
-        if self._pool is None:
-            return
-        kill = getattr(self._pool, "kill_workers", None)  # Python >= 3.14
-        if kill is not None:
-            kill()
-        else:
-            for process in list((getattr(self._pool, "_processes", None) or {}).values()):
-                process.kill()
-        self._restart()
+    def _kill_workers(self, pool: ProcessPoolExecutor) -> None:
+        """Kill the worker processes of ``pool`` if it is still the current pool (a running call cannot be cancelled
+        otherwise); the next call starts new ones."""
+        with self._lock:
+            if pool is not self._pool:
+                return
+            self._killed.add(pool)
+            kill = getattr(pool, "kill_workers", None)  # Python >= 3.14
+            if kill is not None:
+                kill()
+            else:
+                for process in list((getattr(pool, "_processes", None) or {}).values()):
+                    process.kill()
+            self._restart(pool)
 
-    def _restart(self, wait: bool = True) -> None:
-        """Stop the workers; the next submission starts new ones."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=wait, cancel_futures=True)
-            self._pool = None
-        self._loaded.clear()
+    def _restart(self, pool: ProcessPoolExecutor | None = None, wait: bool = True) -> None:
+        """Stop the workers of ``pool`` (default: the current pool) unless another pool replaced it already; the next
+        submission starts new ones."""
+        with self._lock:
+            if pool is not None and pool is not self._pool:
+                return
+            if self._pool is not None:
+                self._pool.shutdown(wait=wait, cancel_futures=True)
+                self._pool = None
+            self._loaded.clear()
 
     def _payload(self, key: ProblemKey, graph: OpGraph, cluster: Cluster) -> Path | None:
         """The file holding the pickled (graph, cluster), written once while it is among the last :data:`PAYLOADS`
@@ -393,10 +453,12 @@ class PoolRuntime(RuntimeWrapper):
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the settings and the inner runtime, not the pool or its files."""
         return {**self.__dict__, "_pool": None, "_dir": None, "_payloads": OrderedDict(), "_loaded": set(),
-                "_finalizer": None, "_in_flight": Counter(), "_payload_lock": None}
+                "_finalizer": None, "_in_flight": Counter(), "_payload_lock": None, "_lock": None, "_slots": None,
+                "_killed": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _payload_lock=threading.Lock())
+        self.__dict__.update(state, _payload_lock=threading.Lock(), _lock=threading.RLock(),
+                             _slots=threading.Semaphore(state["workers"]), _killed=weakref.WeakSet())
 
 
 def _gpu_sets(per_worker: int | None, gpus: Sequence[str | int] | None, workers: int | None) -> list[str]:
