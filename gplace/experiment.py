@@ -22,10 +22,10 @@ from gplace.interfaces import Placer, Trainer
 from gplace.ir import Cluster, GraphError, OpGraph, Placement, placement_to_dict, save_json
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.loggers import Logger
-from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
+from gplace.methods import LEARNED, Budget, check_method, float32_default, make_learner, make_placer, policy_file
 from gplace.run_dir import claim_run_dir
 from gplace.runtime.base import Measurement, Runtime, time_ratio
-from gplace.training.trainer import ReinforceTrainer, TrainResult
+from gplace.training.trainer import ReinforceTrainer, TrainResult, autograd_on
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,8 @@ def place(
         baselines = single_device_baselines(graph, cluster, runtime)
         if learned:
             # the initial weights of the networks built here: the same in every process (torch's own seed is not)
-            with _seeded_torch(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed)):
+            with _seeded_torch(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed)), \
+                    autograd_on(who="place"):  # weights autograd can train, whatever the caller's mode
                 encoder, policy = _networks(str(method), cluster, encoder, policy)
             try:
                 result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,
@@ -214,9 +215,10 @@ def _seeded_torch(seed: int) -> Iterator[None]:
     """torch's global generators seeded with ``seed`` for the block and given back as they were after it (the
     caller's random state is kept), one block at a time in the process: threads building networks never draw from
     each other's seed. The CPU generator, and the CUDA ones where CUDA is initialized (others are not touched, so
-    networks are built on the CPU, as :func:`place` builds them)."""
+    networks are built on the CPU, as :func:`place` builds them). The default dtype is float32 in the block
+    (:func:`~gplace.methods.float32_default`): the networks are float32 whatever the host's default."""
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-    with _SEEDING, torch.random.fork_rng(devices=cuda):
+    with _SEEDING, torch.random.fork_rng(devices=cuda), float32_default():
         torch.random.default_generator.manual_seed(seed)
         for index in cuda:
             torch.cuda.default_generators[index].manual_seed(seed)
@@ -251,11 +253,12 @@ def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module, policy: t
     from gplace.runtime.wrapper import innermost
 
     pipelined = getattr(innermost(runtime), "microbatches", None) is not None  # stages need chains split
-    placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
-                          express=warm_start if split_groups else None,
-                          merge_consumers="if_needed" if pipelined else None)
-    log.info("placing %s (%d ops, %d groups) on %s", graph.name, graph.num_ops, placer.num_groups, cluster.name)
-    result = trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger, warm_start=warm_start)
+    with autograd_on(who="place"):  # the placer's buffers usable by autograd, whatever the caller's mode
+        placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
+                              express=warm_start if split_groups else None,
+                              merge_consumers="if_needed" if pipelined else None)
+        log.info("placing %s (%d ops, %d groups) on %s", graph.name, graph.num_ops, placer.num_groups, cluster.name)
+        result = trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger, warm_start=warm_start)
     return _checked_result(result, trainer, graph, cluster, runtime)
 
 

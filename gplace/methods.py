@@ -18,10 +18,11 @@ trained policy's greedy placement are measured besides).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -53,7 +54,8 @@ def baselines() -> dict[str, Callable[..., Placer]]:
 
 
 def make_learner(name: str, num_devices: int) -> tuple[Any, Any]:
-    """A fresh ``(encoder, policy)`` for the learned method ``name`` (:data:`LEARNED`) on ``num_devices`` devices.
+    """A fresh float32 ``(encoder, policy)`` for the learned method ``name`` (:data:`LEARNED`) on ``num_devices``
+    devices.
 
     Raises:
         ValueError: no such learned method.
@@ -64,9 +66,24 @@ def make_learner(name: str, num_devices: int) -> tuple[Any, Any]:
     if name not in LEARNED:
         raise ValueError(f"unknown learned method {name!r}; known: {sorted(LEARNED)}")
     encoder_name, policy_name = LEARNED[name]
-    encoder = getattr(gplace.encoders, encoder_name)()
-    policy = getattr(gplace.policies, policy_name)(num_devices=num_devices, state_size=encoder.hidden_size)
+    with float32_default():
+        encoder = getattr(gplace.encoders, encoder_name)()
+        policy = getattr(gplace.policies, policy_name)(num_devices=num_devices, state_size=encoder.hidden_size)
     return encoder, policy
+
+
+@contextlib.contextmanager
+def float32_default() -> Iterator[None]:
+    """torch's default dtype float32 in the block, the caller's after it: gplace's networks are float32 even in a
+    host that set another (``torch.set_default_dtype(torch.float64)``), so a seed learns the same placement there."""
+    import torch
+
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def pipeline_placers() -> dict[str, Callable[..., Placer]]:

@@ -42,6 +42,7 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.configurable import Configurable
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster
+from gplace.methods import float32_default
 from gplace.runtime.base import Measurement, Runtime, measure_each
 from gplace.training import TrainResult
 from gplace.training.checkpoint import save_checkpoint
@@ -147,7 +148,8 @@ def save_policy(path: str | Path, encoder: nn.Module, policy: nn.Module, *,
 
 
 def load_policy(path: str | Path) -> PretrainedPolicy:
-    """Rebuild the encoder and policy saved by :func:`save_policy`, on the CPU, with their weights.
+    """Rebuild the encoder and policy saved by :func:`save_policy`, on the CPU, with their weights (float32 unless
+    the file records another dtype, whatever torch's default).
 
     The file is read with ``torch.load(weights_only=True)``; a class it names is imported only from gplace's own
     modules, or taken from a module the caller has imported already (a module of one's own: import it first).
@@ -163,7 +165,9 @@ def load_policy(path: str | Path) -> PretrainedPolicy:
 
     path = Path(path)
     doc = _read(path)
-    with torch.random.fork_rng(devices=[]):  # built on the CPU, their first weights replaced: the caller's draws kept
+    # built on the CPU in float32 (the dtype the file records, if another), their first weights replaced: the
+    # caller's draws and default dtype kept
+    with torch.random.fork_rng(devices=[]), float32_default():
         encoder = _rebuild(doc["encoder"], doc["state"]["encoder"], path)
         policy = _rebuild(doc["policy"], doc["state"]["policy"], path)
     for field, module, kind in (("encoder", encoder, Encoder), ("policy", policy, Policy)):

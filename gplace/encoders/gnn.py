@@ -6,6 +6,7 @@ The only module that imports ``torch_geometric``; it does so when an encoder is 
 
 from __future__ import annotations
 
+import warnings
 from typing import Final, Literal
 
 import torch
@@ -101,7 +102,10 @@ def _check_args(conv: str, hidden_size: int, num_layers: int, heads: int) -> Non
 
 def _make_conv(conv: str, size: int, heads: int) -> nn.Module:
     """One message-passing layer mapping (G, size) to (G, size)."""
-    from torch_geometric.nn import GATConv, GINConv, SAGEConv
+    with warnings.catch_warnings():  # torch_geometric's own deprecations at import: not the caller's to see
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        from torch_geometric.nn import GATConv, GINConv, SAGEConv
 
     if conv == "sage":
         return SAGEConv(size, size, aggr="mean")

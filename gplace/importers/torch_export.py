@@ -42,7 +42,8 @@ How a program maps onto the IR:
   Its extra inputs are the tangents (the gradient of each output), its extra outputs the gradients of the
   parameters; the optimiser update is not included. Each op gets its ``phase`` from the node's
   ``meta["partitioner_tag"]`` (``is_forward`` / ``is_backward``) and a backward op's ``grad_of`` is the first
-  forward op with its autograd sequence number (``meta["seq_nr"]``).
+  forward op with its autograd sequence number (``meta["seq_nr"]``). Both traces record autograd whatever the
+  caller's mode (``torch.no_grad()``, ``torch.inference_mode()``).
 - **Control flow**: ``torch.cond`` and ``torch.while_loop`` are one op each, placed as a unit (their subgraphs
   run where they run, nested control flow included), reading their operands (parameters a branch uses are
   operands too, folded like any other read); the cost is a ``cond``'s dearer branch, or a ``while_loop``'s
@@ -131,19 +132,22 @@ def from_torch(
 
     Raises:
         UnsupportedGraphError: the program cannot be exported or imported; the message names the node and the
-            reason (a tracing failure, a control-flow operator, a data-dependent shape, ...).
+            reason (a tracing failure, a control-flow operator, a data-dependent shape, ...), or a training graph
+            of weights or inputs made under ``torch.inference_mode()`` (no backward can be traced).
         ValueError: a module (or, for ``training=True``, an ``ExportedProgram`` that holds none) given without
             ``example_inputs``.
         TypeError: ``example_inputs`` neither a tensor, a tuple or list, nor a dict of keyword inputs.
     """
     import torch
 
-    ep = _export(module_or_exported_program, example_inputs, training)
     graph_name = name or _default_name(module_or_exported_program, training)
     values: dict[str, Any] = {}
+    with _autograd_if(training):  # the backward traced even in the caller's no_grad() or inference_mode()
+        ep = _export(module_or_exported_program, example_inputs, training)
+        if training:
+            args, kwargs = _joint_inputs(ep, example_inputs)
+            program = _joint_graph(ep, args, kwargs)
     if training:
-        args, kwargs = _joint_inputs(ep, example_inputs)
-        program = _joint_graph(ep, args, kwargs)
         state = _joint_state(program.graph)
         values = _joint_values(program.graph, ep, args, kwargs)
         tied = _tied(state, values)
@@ -156,6 +160,10 @@ def from_torch(
     try:
         builder = _FxBuilder(graph_module, state, trips, tied)
         ops, edges, paths = builder.build()
+        if training and not any(op.phase == "backward" for op in ops) and _requires_grad(ep, args, kwargs):
+            raise UnsupportedGraphError(
+                f"torch program {graph_name!r}: the training graph has no backward op, though weights or inputs "
+                "require grad: autograd did not record its trace")
         source = TorchSource(program, paths, training, values, builder.calls)
         return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
     except GraphError as err:
@@ -247,6 +255,19 @@ def example_args(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 
 @contextlib.contextmanager
+def _autograd_if(on: bool) -> Iterator[None]:
+    """Autograd recording in the block when ``on``, whatever the caller's mode (``torch.no_grad()``,
+    ``torch.inference_mode()``); the block as it is otherwise."""
+    import torch
+
+    if not on:
+        yield
+        return
+    with torch.inference_mode(False), torch.enable_grad():
+        yield
+
+
+@contextlib.contextmanager
 def _training_mode(module: torch.nn.Module, training: bool) -> Iterator[None]:
     """Put every submodule in train or eval mode, and restore each one's own mode afterwards."""
     modes = [(m, m.training) for m in module.modules()]
@@ -268,12 +289,39 @@ def _export(obj: Any, example_inputs: Any, training: bool) -> ExportedProgram:
     if example_inputs is None:
         raise ValueError(f"example_inputs are needed to export a module ({type(obj).__name__})")
     args, kwargs = example_args(example_inputs)
+    if training:
+        _check_not_inference(obj, args, kwargs)
     with _training_mode(obj, training):
         try:
             return torch.export.export(obj, args, kwargs)
         except Exception as err:  # torch raises UserError, Unsupported, GuardOnDataDependentSymNode, ...
             reason = error_summary(err, limit=400)
             raise UnsupportedGraphError(f"torch.export could not trace {type(obj).__name__}: {reason}") from None
+
+
+def _check_not_inference(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refuse, naming the first, a weight or input made under ``torch.inference_mode()``: no backward traces."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    named = [*module.named_parameters(), *module.named_buffers()]
+    made = [f"weight {n!r}" for n, t in named if t.is_inference()] + [
+        f"input {i}" for i, t in enumerate(tree_leaves((args, kwargs)))
+        if isinstance(t, torch.Tensor) and t.is_inference()]
+    if made:
+        raise UnsupportedGraphError(
+            f"the training graph of {type(module).__name__} cannot be traced: {made[0]} ({len(made)} in all) was "
+            "made under torch.inference_mode(), and autograd cannot record through inference tensors; make the "
+            "module and example inputs outside inference_mode (torch.no_grad() is fine)")
+
+
+def _requires_grad(ep: ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a parameter of ``ep`` or an input requires grad: its joint graph must then have a backward."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    params = [ep.state_dict.get(name) for name in ep.graph_signature.parameters]
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in [*params, *tree_leaves((args, kwargs))])
 
 
 def _joint_inputs(ep: ExportedProgram, example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,7 +25,11 @@ def to_pyg(graph: OpGraph, x: np.ndarray | None = None) -> Data:
         x (N, F) float32, edge_index (2, E) int64, edge_attr (E, 1) float32 = log1p(edge bytes).
     """
     import torch
-    from torch_geometric.data import Data
+
+    with warnings.catch_warnings():  # torch_geometric's own deprecations at import: not the caller's to see
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        from torch_geometric.data import Data
 
     from gplace.grouping import op_cost  # here: gplace.grouping imports the IR
 

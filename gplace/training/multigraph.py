@@ -41,7 +41,7 @@ from gplace.training.checkpoint import save_checkpoint
 from gplace.training.ppo import PPOTrainer
 from gplace.training.reinforce import reinforce_loss
 from gplace.training.settings import MultiGraphSettings
-from gplace.training.trainer import ReinforceTrainer, TrainResult
+from gplace.training.trainer import ReinforceTrainer, TrainResult, autograd_on
 
 __all__ = ["MultiGraphResult", "MultiGraphTrainer", "Rollout", "Task", "TaskRollout", "TaskResult", "finetune",
            "reference_step_time"]
@@ -195,6 +195,8 @@ class MultiGraphTrainer(MultiGraphSettings):
                 step time is not positive, or a checkpoint in ``run_dir`` for another task set, runtime, model or
                 grouping (``max_groups``); other model settings of the same shapes are named in a WARNING.
             TypeError: a task is not a ``(graph, cluster)`` pair (names its index).
+            RuntimeError: ``encoder`` or ``policy`` was made under ``torch.inference_mode()`` (gradients are on
+                whatever the caller's mode: :func:`~gplace.training.trainer.autograd_on`).
         """
         tasks = _checked_tasks(tasks)
         if not isinstance(runtime, Runtime):
@@ -202,6 +204,13 @@ class MultiGraphTrainer(MultiGraphSettings):
         if starts is not None and len(starts) != len(tasks):
             raise ValueError(f"MultiGraphTrainer.fit: {len(starts)} starts for {len(tasks)} tasks (one per task, "
                              "None for none)")
+        with autograd_on(encoder, policy, who="MultiGraphTrainer.fit"):
+            return self._train(encoder, policy, tasks, runtime, run_dir=run_dir, logger=logger, starts=starts)
+
+    def _train(self, encoder: nn.Module, policy: nn.Module, tasks: list[Task], runtime: Runtime, *,
+               run_dir: str | Path | None, logger: Logger | None,
+               starts: Sequence[Placement | None] | None) -> MultiGraphResult:
+        """:meth:`fit`'s training, with gradients on."""
         states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
         placers = [task.placer(encoder, policy, self.max_groups) for task in states]
         params = [*encoder.parameters(), *policy.parameters()]
@@ -343,6 +352,8 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
     Raises:
         TypeError: ``trainer`` is not a REINFORCE or PPO trainer instance, ``runtime`` not a runtime, ``graph``
             or ``cluster`` not gplace's (each named).
+        RuntimeError: ``encoder`` or ``policy`` was made under ``torch.inference_mode()`` (gradients are on
+            whatever the caller's mode: :func:`~gplace.training.trainer.autograd_on`).
     """
     from gplace.ir.placement import check_graph_and_cluster
     from gplace.placer import PolicyPlacer
@@ -354,11 +365,13 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
         raise TypeError(f"trainer must be a ReinforceTrainer or PPOTrainer instance (one graph's search), got "
                         f"{trainer!r}")
     trained = _trained_parameters(policy, conditioning_only)
-    if copy_modules:
-        encoder, policy = copy.deepcopy(encoder), copy.deepcopy(policy)
-    placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
-    with _training_only(encoder, policy, trained):
-        return (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger)
+    with autograd_on(encoder, policy, who="finetune"):  # the placer's buffers made with them, for autograd
+        if copy_modules:
+            encoder, policy = copy.deepcopy(encoder), copy.deepcopy(policy)
+        placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
+        with _training_only(encoder, policy, trained):
+            return (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir,
+                                                       logger=logger)
 
 
 def _trained_parameters(policy: nn.Module, conditioning_only: bool) -> set[str] | None:

@@ -30,6 +30,7 @@ from gplace.training._loop import (
 )
 from gplace.training.reinforce import batch_advantage, risk_seeking_baseline
 from gplace.training.settings import PPOSettings
+from gplace.training.trainer import autograd_on
 
 
 def ppo_loss(
@@ -104,6 +105,15 @@ class PPOTrainer(PPOSettings):
     ) -> TrainResult:
         """Search for a fast placement of ``graph`` on ``cluster``: run directory, resume and warm start as in
         :meth:`gplace.training.ReinforceTrainer.fit`."""
+        with autograd_on(placer, who="PPOTrainer.fit"):
+            return self._search(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger,
+                                warm_start=warm_start)
+
+    def _search(
+        self, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph, cluster: Cluster, *,
+        run_dir: str | Path | None, logger: Logger | None, warm_start: Placement | None,
+    ) -> TrainResult:
+        """:meth:`fit`'s search, with gradients on."""
         run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
                            warm_start=warm_start)
 

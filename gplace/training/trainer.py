@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import torch
 
 from gplace.interfaces import TrainablePlacer
 from gplace.ir import Cluster, OpGraph, Placement
@@ -21,7 +25,29 @@ from gplace.training._loop import (
 from gplace.training.reinforce import reinforce_loss, risk_seeking_baseline
 from gplace.training.settings import SearchSettings
 
-__all__ = ["ReinforceTrainer", "TrainResult", "TrainablePlacer"]
+__all__ = ["ReinforceTrainer", "TrainResult", "TrainablePlacer", "autograd_on"]
+
+
+@contextlib.contextmanager
+def autograd_on(*trained: Any, who: str) -> Iterator[None]:
+    """Gradients recorded in the block whatever the caller's mode (``torch.no_grad()``, ``torch.inference_mode()``,
+    ``torch.set_grad_enabled(False)``), which is back after it: training runs the same in a host that infers.
+
+    Raises:
+        RuntimeError: a weight or buffer of the ``trained`` modules (or placers) was made under
+            ``torch.inference_mode()``, which autograd cannot use (names the first and ``who`` trains it).
+    """
+    with torch.inference_mode(False), torch.enable_grad():
+        for module in trained:
+            named = [*module.named_parameters(), *module.named_buffers()] if isinstance(module, torch.nn.Module) \
+                else enumerate(module.parameters())
+            made = [str(name) for name, tensor in named if tensor.is_inference()]
+            if made:
+                raise RuntimeError(
+                    f"{who}: {type(module).__name__} tensor {made[0]!r} ({len(made)} in all) was made under "
+                    "torch.inference_mode(), and autograd cannot train through inference tensors; build the "
+                    "encoder, policy and placer outside inference_mode (torch.no_grad() is fine)")
+        yield
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,7 +68,18 @@ class ReinforceTrainer(SearchSettings):
         calling again with the same ``run_dir`` resumes where the last run stopped. A ``warm_start`` placement
         (e.g. the best heuristic's) is measured and kept as the best placement unless beaten; its projection onto
         the policy's groups is counted as seen and imitated for ``imitation_steps`` before the search.
+        Gradients are on whatever the caller's mode (``torch.no_grad()``, ``torch.inference_mode()``): see
+        :func:`autograd_on`, whose ``RuntimeError`` a placer made under ``inference_mode`` raises.
         """
+        with autograd_on(placer, who="ReinforceTrainer.fit"):
+            return self._search(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger,
+                                warm_start=warm_start)
+
+    def _search(
+        self, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph, cluster: Cluster, *,
+        run_dir: str | Path | None, logger: Logger | None, warm_start: Placement | None,
+    ) -> TrainResult:
+        """:meth:`fit`'s search, with gradients on."""
         run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
                            warm_start=warm_start)
 
