@@ -97,7 +97,8 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
             GraphDef holds none; import the function, SavedModel or Keras model instead; a SavedModel's in-graph
             variable whose value is neither in its init op nor in its checkpoint), or the program captures
             a resource other than a variable (a lookup table), or an output is a node without outputs (a
-            ``NoOp``); names the node.
+            ``NoOp``); names the node; or eager execution is off and the default session does not hold the
+            variables' values (:meth:`~gplace.importers.tensorflow.TensorFlowSource.variable_values`).
         InvalidPlacementError: as :func:`place_graph_def`.
         FileExistsError: ``export_dir`` exists.
     """
@@ -124,7 +125,7 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
     export_dir = Path(export_dir)
     if export_dir.exists():
         raise FileExistsError(f"SavedModel directory {str(export_dir)!r} exists; give a new one")
-    values = {name: variable.numpy() for name, variable in source.variables.items()}
+    values = source.variable_values()
     tf_graph = tf.Graph()
     with tf_graph.as_default():
         tf.graph_util.import_graph_def(placed, name="")

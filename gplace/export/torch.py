@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import inspect
 import operator
+import warnings
 import weakref
 from collections import Counter
 from collections.abc import Mapping
@@ -529,9 +530,13 @@ def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str,
             raise InvalidPlacementError(f"the split is at module {path!r}, which {type(module).__name__} lacks: is "
                                         "it the module the graph was imported from?") from None
     args, kwargs = example_args(example_inputs)
+    traced = copy.deepcopy(module)
     try:
-        pipe = pipeline(copy.deepcopy(module), mb_args=args, mb_kwargs=kwargs or None,
-                        split_spec={path: SplitPoint.BEGINNING for path in split})
+        with warnings.catch_warnings():  # torch's own deprecations inside its tracer: noise, errors under -W error
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pipe = pipeline(traced, mb_args=args, mb_kwargs=kwargs or None,
+                            split_spec={path: SplitPoint.BEGINNING for path in split})
     except Exception as e:  # torch's error came from deep inside its tracer, naming neither the module nor gplace
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
         where = f"split at {sorted(split)}" if split else "unsplit"

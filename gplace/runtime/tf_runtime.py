@@ -11,10 +11,12 @@ Program
 Values
     The source's inputs are fed, and its variables (``VarHandleOp``, ``VariableV2``) initialised once before
     timing, on their own device: with the ``tf.Variable``'s own value where the source holds it (a Keras model,
-    ``tf.function`` or SavedModel; :attr:`~gplace.importers.tensorflow.TensorFlowSource.variables`), else, as the
-    inputs, floats uniform in ``[0, 1)`` from a generator seeded by the name, integers and booleans 0, strings
-    empty. :meth:`TensorFlowRuntime.run` takes other feeds. A measurement does not feed an input placed on a GPU:
-    a ``Placeholder`` there of a dtype TensorFlow keeps resource variables of on GPUs (floats, complex, ``int64``,
+    ``tf.function`` or SavedModel; :attr:`~gplace.importers.tensorflow.TensorFlowSource.variables`; with eager
+    execution off, the value in the default session, else the measurement fails:
+    :meth:`~gplace.importers.tensorflow.TensorFlowSource.variable_values`), else, as the inputs, floats uniform
+    in ``[0, 1)`` from a generator seeded by the name, integers and booleans 0, strings empty.
+    :meth:`TensorFlowRuntime.run` takes other feeds. A measurement does not feed an input placed on a GPU: a
+    ``Placeholder`` there of a dtype TensorFlow keeps resource variables of on GPUs (floats, complex, ``int64``,
     ``bool``) and a known shape is held in a variable on that GPU, set once with the value it would be fed, and
     read by each step (``import_graph_def(input_map=...)``), as ``torch-v1`` moves its inputs to their device
     before timing; other inputs (on CPUs, or ``int32``, which TensorFlow keeps in host memory on a GPU anyway)
@@ -491,7 +493,7 @@ class _Step:
               deadline: float) -> None:
         """Open the session, initialise the variables and prepare the step's callable."""
         tf = self.tf
-        _read_variables(cache, source.variables)  # eagerly, before the graph is the default one
+        _read_variables(cache, source)  # before the graph is the default one
         with self.graph.as_default():
             init_ops, init_feeds, self.initialises = _initializers(tf, self.graph, cache, frozenset(self.holding))
         for held in self.held.values():  # each held input set once, to the value it would be fed
@@ -616,11 +618,14 @@ def _initializers(
     return ops, feeds, owners
 
 
-def _read_variables(cache: dict[str, np.ndarray], variables: Mapping[str, Any]) -> None:
-    """Put each ``tf.Variable``'s value (node name -> variable) in ``cache``, once per source; eager mode only."""
-    for name, variable in variables.items():
-        if name not in cache:
-            cache[name] = np.asarray(variable.numpy())
+def _read_variables(cache: dict[str, np.ndarray], source: Any) -> None:
+    """Put the values of the source's variables (node name -> value) in ``cache``, once per source."""
+    missing = [name for name in source.variables if name not in cache]
+    if missing:
+        try:
+            cache.update(source.variable_values(missing))
+        except UnsupportedGraphError as err:  # eager execution off, no session holding them
+            raise TensorFlowRunError(str(err)) from None
 
 
 def _variable_value(cache: dict[str, np.ndarray], name: str, dtype: Any, shape: Any) -> np.ndarray:

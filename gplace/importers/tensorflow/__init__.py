@@ -67,10 +67,12 @@ No TensorFlow or protobuf exception leaves :func:`from_tensorflow`: each becomes
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from gplace.importers.tensorflow.builder import Builder, import_graph_def
 from gplace.importers.tensorflow.errors import wrap_errors
@@ -79,6 +81,7 @@ from gplace.importers.tensorflow.op_types import CONTROL_FLOW_OPS, CPU_ONLY_OPS,
 from gplace.importers.tensorflow.tracing import is_keras_model, trace
 from gplace.importers.tensorflow.training import GRADIENT_SCOPE, training_phases
 from gplace.ir import GraphError, OpGraph, UnsupportedGraphError
+from gplace.ir.errors import error_summary
 
 __all__ = [
     "CONTROL_FLOW_OPS", "CPU_ONLY_OPS", "FREE_OPS", "FUNCTIONAL_CONTROL_FLOW", "GRADIENT_SCOPE", "TensorFlowSource",
@@ -112,6 +115,22 @@ class TensorFlowSource:
     function (a SavedModel signature's, a Keras model's) returns, or a multi-output Keras model's
     ``output_names``; empty where it has none (a GraphDef, one unnamed tensor)."""
 
+    def variable_values(self, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+        """Node name -> value of each of :attr:`variables` (those in ``names``). With eager execution off
+        (``tf.compat.v1.disable_eager_execution()``) a variable's value lives in a session: they are read in the
+        default one (``with session.as_default():``), which must have initialised them.
+
+        Raises:
+            UnsupportedGraphError: eager execution is off and there is no default session, or it cannot read a
+                variable (not initialised there, or of another graph).
+        """
+        wanted = set(self.variables) if names is None else set(names)
+        variables = {name: v for name, v in self.variables.items() if name in wanted}
+        tf = _import_tf()
+        if not variables or tf.executing_eagerly():
+            return {name: np.asarray(v.numpy()) for name, v in variables.items()}
+        return _session_values(tf, variables)
+
 
 def from_tensorflow(
     obj: Any,
@@ -125,6 +144,10 @@ def from_tensorflow(
     signature: str | None = None,
 ) -> OpGraph:
     """Import a TensorFlow program as an op graph (see the package docstring for the mapping).
+
+    With eager execution off (``tf.compat.v1.disable_eager_execution()``) it imports as usual; running the graph
+    (``tf-v1``) or exporting it then reads its variables' values in the default session
+    (:meth:`TensorFlowSource.variable_values`).
 
     Args:
         obj: a ``GraphDef``, a path to a GraphDef file (``.pb``, ``.pbtxt``) or to a SavedModel directory, a
@@ -192,6 +215,22 @@ def from_tensorflow(
         return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
     except GraphError as err:
         raise UnsupportedGraphError(f"{where}: {err}") from None
+
+
+def _session_values(tf: Any, variables: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The variables' values read in the default session (eager execution is off)."""
+    names = ", ".join(repr(name) for name in list(variables)[:3]) + (", ..." if len(variables) > 3 else "")
+    session = tf.compat.v1.get_default_session()
+    if session is None:
+        raise UnsupportedGraphError(f"eager execution is off: the values of variables {names} live in a session; "
+                                    "call this inside `with session.as_default():` of the session that initialised "
+                                    "them, or keep eager execution on")
+    try:
+        values = session.run(list(variables.values()))
+    except (tf.errors.OpError, TypeError, ValueError) as err:
+        raise UnsupportedGraphError(f"eager execution is off, and the default session cannot read variables {names} "
+                                    f"(initialise them in it): {type(err).__name__}: {error_summary(err)}") from None
+    return {name: np.asarray(value) for name, value in zip(variables, values, strict=True)}
 
 
 def _import_tf() -> Any:
