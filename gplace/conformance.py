@@ -36,6 +36,12 @@ def check_encoder(encoder: Any, graph: OpGraph, max_groups: int = 16) -> torch.T
 
     Shapes: returns the (G, S) states.
     """
+    with torch.inference_mode(False), torch.enable_grad():  # the gradient path checked whatever the caller's mode
+        return _check_encoder(encoder, graph, max_groups)
+
+
+def _check_encoder(encoder: Any, graph: OpGraph, max_groups: int) -> torch.Tensor:
+    """:func:`check_encoder`'s checks, with gradients on."""
     from gplace.features import featurize
     from gplace.grouping import group_ops
 
@@ -75,7 +81,7 @@ def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, nu
     _require(isinstance(policy, Policy), f"{type(policy).__name__} lacks capabilities, sample, greedy or evaluate "
                                          "(gplace.interfaces.Policy)")
     _require(isinstance(capabilities_of(policy), PolicyCapabilities), "capabilities must be a PolicyCapabilities")
-    with _broken_rules():
+    with _broken_rules(), torch.inference_mode(False), torch.enable_grad():  # whatever the caller's mode
         return _check_policy(policy, graph, cluster, encoder, num_samples, max_groups)
 
 

@@ -156,3 +156,23 @@ def test_a_policy_file_loads_as_float32_under_a_float64_default(tmp_path, reques
     assert {p.dtype for p in [*loaded.encoder.parameters(), *loaded.policy.parameters()]} == {torch.float32}
     assert np.allclose(loaded.encoder.state_dict()[next(iter(encoder.state_dict()))].numpy(),
                        next(iter(encoder.state_dict().values())).numpy())
+
+
+@pytest.mark.parametrize("mode", NO_GRAD_MODES)
+def test_conformance_checks_and_module_timing_run_in_a_host_that_infers(mode):
+    """check_encoder/check_policy said 'no gradient reaches the encoder's parameters' and measure_modules raised
+    torch's 'element 0 of tensors does not require grad' inside the caller's no_grad or inference_mode."""
+    import torch.nn.functional as F
+
+    from gplace.conformance import check_encoder, check_policy
+    from gplace.pipeline.calibration import measure_modules
+
+    encoder, policy = _modules()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    x, y = torch.randn(8, 4), torch.randn(8, 2)
+    with NO_GRAD_MODES[mode]():
+        assert check_encoder(encoder, GRAPH).shape[1] == 16
+        check_policy(policy, GRAPH, CLUSTER, encoder=encoder)
+        times = measure_modules(model, x, y, F.mse_loss, microbatches=2, repeats=1)
+    assert torch.is_grad_enabled() and all(t.backward > 0 for t in times)

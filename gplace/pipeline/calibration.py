@@ -113,16 +113,17 @@ def stage_placement(graph: OpGraph, stage_of: dict[str, int]) -> list[int]:
 def _times(child: nn.Module, x: torch.Tensor, loss: Callable | None, repeats: int) -> tuple[float, float]:
     """Median forward and backward seconds of ``child`` on ``x`` (the backward of the loss too, if given)."""
     fwd, bwd = [], []
-    for _ in range(repeats + 1):  # the first run warms up
-        inp = x.detach().requires_grad_(x.is_floating_point())
-        start = time.perf_counter()
-        out = child(inp)
-        mid = time.perf_counter()
-        scalar = loss(out) if loss is not None else (out * torch.ones_like(out)).sum()
-        scalar.backward()
-        end = time.perf_counter()
-        fwd.append(mid - start)
-        bwd.append(end - mid)
+    with torch.inference_mode(False), torch.enable_grad():  # a backward to time, whatever the caller's mode
+        for _ in range(repeats + 1):  # the first run warms up
+            inp = x.clone().requires_grad_(x.is_floating_point())
+            start = time.perf_counter()
+            out = child(inp)
+            mid = time.perf_counter()
+            scalar = loss(out) if loss is not None else (out * torch.ones_like(out)).sum()
+            scalar.backward()
+            end = time.perf_counter()
+            fwd.append(mid - start)
+            bwd.append(end - mid)
     return statistics.median(fwd[1:]), statistics.median(bwd[1:])
 
 
