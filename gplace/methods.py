@@ -22,6 +22,7 @@ import contextlib
 import math
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -72,18 +73,24 @@ def make_learner(name: str, num_devices: int) -> tuple[Any, Any]:
     return encoder, policy
 
 
+_DTYPE = threading.RLock()
+"""Held while torch's default dtype is float32 for a block: the setting is the process's, not the thread's."""
+
+
 @contextlib.contextmanager
 def float32_default() -> Iterator[None]:
     """torch's default dtype float32 in the block, the caller's after it: gplace's networks are float32 even in a
-    host that set another (``torch.set_default_dtype(torch.float64)``), so a seed learns the same placement there."""
+    host that set another (``torch.set_default_dtype(torch.float64)``), so a seed learns the same placement there.
+    One block at a time in the process (threads' blocks would restore each other's default)."""
     import torch
 
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float32)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(before)
+    with _DTYPE:
+        before = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float32)
+        try:
+            yield
+        finally:
+            torch.set_default_dtype(before)
 
 
 def pipeline_placers() -> dict[str, Callable[..., Placer]]:

@@ -176,3 +176,38 @@ def test_conformance_checks_and_module_timing_run_in_a_host_that_infers(mode):
         check_policy(policy, GRAPH, CLUSTER, encoder=encoder)
         times = measure_modules(model, x, y, F.mse_loss, microbatches=2, repeats=1)
     assert torch.is_grad_enabled() and all(t.backward > 0 for t in times)
+
+
+def test_float32_blocks_of_two_threads_do_not_restore_each_others_default():
+    """The default dtype is the process's: thread A leaving its block restored the host's float64 while thread B was
+    still building in its own, and B's exit then left float32 behind."""
+    import threading
+    import time
+
+    from gplace.methods import float32_default
+
+    inside, a_left, seen = threading.Event(), threading.Event(), []
+
+    def a():
+        with float32_default():
+            inside.set()
+            time.sleep(0.2)
+        a_left.set()
+
+    def b():
+        inside.wait()
+        with float32_default():
+            a_left.wait(timeout=5)
+            seen.append(torch.get_default_dtype())
+
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        threads = [threading.Thread(target=a), threading.Thread(target=b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert seen == [torch.float32] and torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(before)

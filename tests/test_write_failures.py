@@ -192,6 +192,16 @@ def test_a_checkpoint_asks_whether_the_disk_is_full_only_when_it_is(tmp_path, mo
     monkeypatch.setattr(torch, "save", lambda state, f: real(state, "/dev/full"))  # torch's own full-disk error
     with pytest.raises(OSError, match=r"unexpected pos .*: is the disk full\?"):
         save_checkpoint(tmp_path / "checkpoint.pt", {"w": torch.zeros(10**4)})
+    with pytest.raises(OSError, match=r"is the disk full\?"):  # a small state: torch's "iostream error"
+        save_checkpoint(tmp_path / "checkpoint.pt", {"w": torch.zeros(10)})
+
+    def torch_denied(state, f):  # torch's C++ writer names no errno, only its strerror
+        raise RuntimeError(f"[enforce fail at inline_container.cc:747] . open file failed with strerror: "
+                           f"{os.strerror(errno.EACCES)}")
+
+    monkeypatch.setattr(torch, "save", torch_denied)
+    with pytest.raises(OSError, match="cannot be written"):
+        save_checkpoint(tmp_path / "checkpoint.pt", {"w": torch.zeros(10)})
 
     def denied(state, f):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(f))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,11 +44,13 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
 
 
 def _why_not_written(err: Exception, path: Path) -> str:
-    """What a failed ``torch.save`` of ``path`` most likely means: a full disk where it says so (``ENOSPC``, or
-    torch's C++ writer's "unexpected pos"), else a folder that cannot be written (no permission, read-only)."""
-    if getattr(err, "errno", None) == errno.ENOSPC or "unexpected pos" in str(err):
-        return "is the disk full?"
-    return f"its folder {path.parent} cannot be written"
+    """What a failed ``torch.save`` of ``path`` most likely means: a folder that cannot be written where it says so
+    (no permission, read-only: an errno, or torch's C++ writer's ``strerror``), else a full disk (torch says that
+    in several ways: "unexpected pos", "iostream error")."""
+    refused = (errno.EACCES, errno.EPERM, errno.EROFS)
+    if getattr(err, "errno", None) in refused or any(os.strerror(code) in str(err) for code in refused):
+        return f"its folder {path.parent} cannot be written"
+    return "is the disk full?"
 
 
 def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | None = None,
