@@ -22,6 +22,7 @@ from gplace.loggers import Logger
 from gplace.runtime.base import Runtime
 from gplace.training._loop import (
     Rollout,
+    Run,
     TrainResult,
     measure_rollout,
     optimizer_step,
@@ -106,17 +107,13 @@ class PPOTrainer(PPOSettings):
         """Search for a fast placement of ``graph`` on ``cluster``: run directory, resume and warm start as in
         :meth:`gplace.training.ReinforceTrainer.fit`."""
         with autograd_on(placer, who="PPOTrainer.fit"):
-            return self._search(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger,
-                                warm_start=warm_start)
+            run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
+                               warm_start=warm_start)
+            return self._search(run, placer, runtime, graph, cluster)
 
-    def _search(
-        self, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph, cluster: Cluster, *,
-        run_dir: str | Path | None, logger: Logger | None, warm_start: Placement | None,
-    ) -> TrainResult:
-        """:meth:`fit`'s search, with gradients on."""
-        run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
-                           warm_start=warm_start)
-
+    def _search(self, run: Run, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph,
+                cluster: Cluster) -> TrainResult:
+        """:meth:`fit`'s updates of the started ``run``, with gradients on."""
         with run.closed_on_error(), progress_bar(self.progress, self.updates, run.first_update) as advance:
             for update in run.updates_left(self):
                 # rollout: sample K placements with the current policy (no gradient) and measure each

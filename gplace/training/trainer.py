@@ -16,6 +16,7 @@ from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
 from gplace.runtime.base import Runtime
 from gplace.training._loop import (
+    Run,
     TrainResult,
     measure_rollout,
     optimizer_step,
@@ -72,17 +73,13 @@ class ReinforceTrainer(SearchSettings):
         :func:`autograd_on`, whose ``RuntimeError`` a placer made under ``inference_mode`` raises.
         """
         with autograd_on(placer, who="ReinforceTrainer.fit"):
-            return self._search(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger,
-                                warm_start=warm_start)
+            run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
+                               warm_start=warm_start)
+            return self._search(run, placer, runtime, graph, cluster)
 
-    def _search(
-        self, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph, cluster: Cluster, *,
-        run_dir: str | Path | None, logger: Logger | None, warm_start: Placement | None,
-    ) -> TrainResult:
-        """:meth:`fit`'s search, with gradients on."""
-        run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
-                           warm_start=warm_start)
-
+    def _search(self, run: Run, placer: TrainablePlacer, runtime: Runtime, graph: OpGraph,
+                cluster: Cluster) -> TrainResult:
+        """:meth:`fit`'s updates of the started ``run``, with gradients on."""
         with run.closed_on_error(), progress_bar(self.progress, self.updates, run.first_update) as advance:
             for update in run.updates_left(self):
                 # rollout: sample K placements and measure each
