@@ -52,7 +52,8 @@ Timing
 
 Scripts that create a pool must guard their entry point with ``if __name__ == "__main__":`` (``spawn``
 re-imports the main module in every worker). A main module that is no file (a script read from stdin,
-``python - < script.py``) is not re-run: the workers start as from an interactive session.
+``python - < script.py``) is not re-run: the workers start as from an interactive session. There, and in ``python -c``,
+the workers cannot import what ``__main__`` defines: a runtime that needs it is a ``TypeError`` when the pool is made.
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ class PoolRuntime(RuntimeWrapper):
         self.threads_per_worker = threads_per_worker
         self.timeout = timeout
         self._runtime_blob = pickled_runtime(runtime)
-        pickle.loads(self._runtime_blob)  # a runtime that cannot come back from pickling fails here, not in workers
+        _check_unpickles_in_workers(self._runtime_blob, context)
         self._pool: ProcessPoolExecutor | None = None
         self._pool_pid = os.getpid()
         """The process that started :attr:`_pool` (a forked child starts its own)."""
@@ -204,6 +205,8 @@ class PoolRuntime(RuntimeWrapper):
         """One per placement in flight, in all threads: each is timed from when it takes a slot."""
         self._killed: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
         """Pools whose workers were killed to end a hung placement: their other placements are measured again."""
+        self._answered = False
+        """Whether a worker ever returned a result (then they start: a broken pool is no unguarded script's)."""
 
     # ------------------------------------------------------------------ measuring
     def _measure_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
@@ -220,7 +223,7 @@ class PoolRuntime(RuntimeWrapper):
             task = (key, str(path))
             results = self._run(task, placements)
             broken = [i for i, r in enumerate(results) if isinstance(r, BrokenProcessPool)]
-            if broken:
+            if broken and not self._answered:
                 _check_main_guard()
                 logger.warning("a worker died; measuring the %d placement(s) it left one at a time", len(broken))
             for i in broken:
@@ -247,6 +250,7 @@ class PoolRuntime(RuntimeWrapper):
                 for future in done:
                     i, _, pool = self._pop(running, future)
                     results[i] = _outcome(future)
+                    self._answered |= isinstance(results[i], Measurement)
                     if isinstance(results[i], BrokenProcessPool | CancelledError) and pool in self._killed:
                         todo.appendleft(i)  # another thread replaced the workers to end its hung placement
                     elif isinstance(results[i], BrokenProcessPool):
@@ -302,7 +306,7 @@ class PoolRuntime(RuntimeWrapper):
                 try:
                     future = pool.submit(_measure_in_worker, *task, placement.devices)
                 except RuntimeError as err:  # BrokenProcessPool, or "cannot schedule new futures after shutdown"
-                    if not isinstance(err, BrokenProcessPool) and "shutdown" not in str(err):
+                    if not _pool_stopped(err):
                         raise  # e.g. a worker re-running an unguarded script must die of it
                     future = Future()
                     future.set_exception(err if isinstance(err, BrokenProcessPool) else BrokenProcessPool(str(err)))
@@ -319,7 +323,8 @@ class PoolRuntime(RuntimeWrapper):
                 if key in self._loaded:
                     return
                 pool = self._executor()
-            _on_every_worker(pool, self.workers, key, path)  # not under the lock: it may wait behind a hung call
+            if _on_every_worker(pool, self.workers, key, path):  # not under the lock: it may wait behind a hung call
+                self._answered = True
             with self._lock:
                 if pool is self._pool:
                     self._loaded.add(key)
@@ -372,8 +377,8 @@ class PoolRuntime(RuntimeWrapper):
                 initializer=_start_worker, initargs=(self._runtime_blob, self.threads_per_worker, gpu_sets),
             )
             logger.debug("started a pool of %d %s workers for %s", self.workers, self.context, self.id)
-            if self.timeout is not None:
-                _on_every_worker(self._pool, self.workers)
+            if self.timeout is not None and _on_every_worker(self._pool, self.workers):
+                self._answered = True
         return self._pool
 
     def _kill_workers(self, pool: ProcessPoolExecutor) -> None:
@@ -454,7 +459,7 @@ class PoolRuntime(RuntimeWrapper):
         """Pickles the settings and the inner runtime, not the pool or its files."""
         return {**self.__dict__, "_pool": None, "_dir": None, "_payloads": OrderedDict(), "_loaded": set(),
                 "_finalizer": None, "_in_flight": Counter(), "_payload_lock": None, "_lock": None, "_slots": None,
-                "_killed": None}
+                "_killed": None, "_answered": False}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _payload_lock=threading.Lock(), _lock=threading.RLock(),
@@ -504,6 +509,45 @@ class _Pickler(pickle.Pickler):
             torch.export.save(obj, buffer)
             return _load_program, (buffer.getvalue(),)
         raise pickle.PicklingError("an FX GraphModule loses its node names and metadata when pickled")
+
+
+class _MainNames(pickle.Unpickler):
+    """Unpickler noting the names it finds in ``__main__``."""
+
+    def __init__(self, file: io.BytesIO) -> None:
+        super().__init__(file)
+        self.found: set[str] = set()
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "__main__":
+            self.found.add(name)
+        return super().find_class(module, name)
+
+
+def _check_unpickles_in_workers(blob: bytes, method: str) -> None:
+    """Unpickle the runtime ``blob`` here, so that one that cannot come back fails here and not in every worker.
+
+    Raises:
+        TypeError: it needs a class or function of a ``__main__`` that the workers do not import (an interactive
+            session, ``python -c``, a script read from stdin): each worker would die of an AttributeError.
+    """
+    unpickler = _MainNames(io.BytesIO(blob))
+    unpickler.load()
+    if unpickler.found and not _workers_import_main(method):
+        names = ", ".join(sorted(unpickler.found))
+        raise TypeError(f"PoolRuntime: the runtime needs {names} from __main__, which the worker processes cannot "
+                        "import (an interactive session, `python -c` or a script read from stdin); move it into an "
+                        "importable module (a .py file) and import it from there")
+
+
+def _workers_import_main(method: str) -> bool:
+    """Whether workers of start method ``method`` import the main module: a script file, or ``python -m module``
+    (not a package's ``__main__``)."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name:
+        return not name.endswith("__main__")
+    return getattr(main, "__file__", None) is not None and type(_start_context(method)) not in _MAIN_NOT_RERUN.values()
 
 
 def _load_program(blob: bytes) -> Any:
@@ -643,17 +687,28 @@ def _worker_pid(key: ProblemKey | None = None, path: str | None = None) -> int:
     return os.getpid()
 
 
-def _on_every_worker(pool: ProcessPoolExecutor, workers: int, *args: Any, rounds: int = 20) -> None:
-    """Run :func:`_worker_pid` until ``workers`` distinct workers have (or the pool broke), so that worker start-up
-    and reading a graph are not timed."""
+def _on_every_worker(pool: ProcessPoolExecutor, workers: int, *args: Any, rounds: int = 20) -> set[int]:
+    """Run :func:`_worker_pid` until ``workers`` distinct workers have (or the pool broke or was shut down by another
+    thread), so that worker start-up and reading a graph are not timed; returns the ids of the workers that did."""
     seen: set[int] = set()
     for _ in range(rounds):
         try:
             seen.update(f.result() for f in [pool.submit(_worker_pid, *args) for _ in range(workers)])
-        except BrokenProcessPool:
-            return  # the measurements will find it broken and say why
+        except (RuntimeError, CancelledError) as err:
+            if not _pool_stopped(err):
+                raise
+            return seen  # the measurements (or _load, on the new pool) will find it broken and say why
         if len(seen) >= workers:
-            return
+            return seen
+    return seen
+
+
+def _pool_stopped(err: BaseException) -> bool:
+    """Whether ``err`` says the pool broke or was shut down (by another thread killing its workers to end a hung
+    placement): ``BrokenProcessPool``, a cancelled call, or "cannot schedule new futures after shutdown"."""
+    if isinstance(err, BrokenProcessPool | CancelledError):
+        return True
+    return isinstance(err, RuntimeError) and "shutdown" in str(err)
 
 
 def _outcome(future: Future) -> Measurement | BaseException:
@@ -692,10 +747,23 @@ def _check_main_guard() -> None:
         tree = ast.parse(Path(path).read_text())
     except (OSError, SyntaxError, ValueError):
         return
-    if not any(isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) for node in tree.body):
+    if not _has_main_guard(tree):
         raise RuntimeError(f"PoolRuntime: the worker processes could not start: {path} creates the pool without an "
                            "`if __name__ == \"__main__\":` guard, and each worker re-runs it on start-up "
                            "(spawn/forkserver); put the script's code under that guard")
+
+
+def _has_main_guard(tree: ast.Module) -> bool:
+    """Whether the module runs an ``if __name__ ...`` at its top level, also inside ``try:``, ``with`` or another
+    ``if`` (not in a function or class body)."""
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test):
+            return True
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            todo.extend(ast.iter_child_nodes(node))
+    return False
 
 
 _main_lock = threading.Lock()
