@@ -47,6 +47,14 @@ class PlacementReport:
     baselines: dict[str, Measurement]
     """Device name -> measurement of every op on that device (pinned ops stay on their kind)."""
     train: TrainResult
+    method: str = ""
+    """What placed it: :func:`place`'s ``method`` (a name, a policy file's path, a placer's class name)."""
+
+    def __repr__(self) -> str:
+        """A summary: the graph and cluster by name (the graph's own repr is long), the result in figures."""
+        return (f"PlacementReport(graph={self.graph.name!r}, cluster={self.cluster.name!r}, method={self.method!r}, "
+                f"step_time={self.measurement.step_time:.6g}, speedup={self.speedup:.3g}, "
+                f"samples={self.train.samples})")
 
     @property
     def best_baseline(self) -> float:
@@ -181,10 +189,16 @@ def place(
             result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
             if path is not None:  # a policy's search, as the learned ones: never behind a placement measured here
                 result = _searched(result, baselines, graph, cluster, runtime)
-        report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result)
+        report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result,
+                                 _method_name(method))
         if run_dir is not None:
             write_report(report, run_dir, runtime)
         return report
+
+
+def _method_name(method: str | Path | Placer) -> str:
+    """``method`` as :class:`PlacementReport` records it: a placer by its class name."""
+    return type(method).__name__ if isinstance(method, Placer) else str(method)
 
 
 def _learned(method: str | Path | Placer) -> bool:

@@ -143,7 +143,9 @@ class WandbLogger:
             ``name``, ``dir``, ``group``). gplace never finishes it (:meth:`finish` does nothing): you do.
 
     A run gplace starts is its own (``wandb.init(reinit="create_new")``, wandb 0.19.10 or later): a run you have
-    active stays active and stays ``wandb.run``; gplace finishes only the runs it started.
+    active stays active and stays ``wandb.run``; gplace finishes only the runs it started. A search finishes its
+    logger's run when it ends (or fails), so one logger given to several searches (a notebook cell run again) logs
+    each into a run of its own: the first use after :meth:`finish` starts a new run with the same settings.
 
     Every scalar is logged against the custom x-axis ``step``, the search's update (negative for a warm start's
     imitation steps, which W&B's own step, only ever increasing, would drop); in a run of your own only gplace's
@@ -157,16 +159,31 @@ class WandbLogger:
 
         self._wandb = wandb
         self._owns_run = run is None
+        self._settings = (project, mode, name, dir, group)
+        self._finished = False
         self._stepped: set[str] = set()
         if run is not None:
             if any(arg is not None for arg in (mode, name, dir, group)):
                 raise ValueError("WandbLogger: give a run of your own or mode, name, dir and group, not both")
             self.run, self.mode = run, run.settings.mode
         else:
-            self._start(project, mode, name, dir, group)
+            self._start(*self._settings)
+        self._define_step()
+
+    def _define_step(self) -> None:
+        """Log scalars against ``step`` (in a run of your own, only gplace's: see :meth:`log_scalars`)."""
         self.run.define_metric("step")
         if self._owns_run:
             self.run.define_metric("*", step_metric="step")
+
+    def _active(self) -> Any:
+        """The run to log into: a new one, started with this logger's settings, where :meth:`finish` finished
+        gplace's own (the logger given to another search)."""
+        if self._finished:
+            self._start(*self._settings)
+            self._define_step()
+            self._finished = False
+        return self.run
 
     def _start(self, project: str, mode: str | None, name: str | None, dir: str | None, group: str | None) -> None:
         """Start gplace's own run (offline when the server cannot be reached), resuming the one kept in ``dir``."""
@@ -200,7 +217,7 @@ class WandbLogger:
             (Path(dir) / RUN_ID_FILE).write_text(self.run.id)
 
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
-        self.run.config.update(dict(config), allow_val_change=True)
+        self._active().config.update(dict(config), allow_val_change=True)
 
     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:  # noqa: D102
         kept = {k: v for k, v in scalars.items() if _finite(v) is not None}
@@ -208,7 +225,7 @@ class WandbLogger:
             for key in kept.keys() - self._stepped:
                 self.run.define_metric(key, step_metric="step")
             self._stepped.update(kept)
-        self.run.log({"step": step, **kept})
+        self._active().log({"step": step, **kept})
 
     def log_results(self, summary: Mapping[str, float], rows: Sequence[Mapping[str, Any]],
                     files: Mapping[str, str | Path]) -> list[Any]:
@@ -217,7 +234,7 @@ class WandbLogger:
         adds versions to its own), of type ``"model"`` for a ``.pt`` file, else ``name`` (``placement``,
         ``trace``); returns the ``wandb.Artifact`` objects logged."""
         artifacts = []
-        self.run.summary.update({k: _finite(v) for k, v in summary.items()})
+        self._active().summary.update({k: _finite(v) for k, v in summary.items()})
         if rows:
             columns = list(rows[0])
             table = self._wandb.Table(columns=columns, data=[[row.get(c) for c in columns] for row in rows])
@@ -243,9 +260,11 @@ class WandbLogger:
         return artifacts
 
     def finish(self, exit_code: int | None = None) -> None:
-        """Finish the run gplace started (a run of your own is left as it is); ``exit_code`` 1 marks it failed."""
-        if self._owns_run:
+        """Finish the run gplace started (a run of your own is left as it is); ``exit_code`` 1 marks it failed.
+        The logger's next use starts a new run."""
+        if self._owns_run and not self._finished:
             self.run.finish(exit_code=exit_code)
+            self._finished = True
 
 
 WANDB_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")

@@ -120,6 +120,11 @@ class OpGraph:
         self.__dict__.update({f.name: state[f.name] for f in fields(self) if f.name in state})
         self._freeze()
 
+    def __repr__(self) -> str:
+        """A summary (name, sizes, fingerprint), not every op's name and type: a large graph shows in one line."""
+        return (f"OpGraph(name={self.name!r}, ops={self.num_ops}, edges={self.num_edges}, "
+                f"fingerprint={self.fingerprint!r})")
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_ops(
