@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import math
@@ -297,6 +298,7 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
     """Run ``job()``; a user's mistake (missing value, bad file, bad graph) ends in one line, not a traceback, and
     so does Ctrl-C or SIGTERM, saying how ``command``'s job resumes (:func:`resume_hint`)."""
     _utf8_log_files()
+    _log_lines_survive_a_gone_stdout()
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         _fail(f"missing value(s): {', '.join(missing)} (set them on the command line, e.g. {missing[0]}=...)")
@@ -548,6 +550,22 @@ def _utf8_log_files() -> None:
             handler.encoding = "utf-8"
             utf8 = open(handler.baseFilename, "a", encoding="utf-8")  # noqa: SIM115 - the handler keeps it open
             handler.setStream(utf8).close()
+
+
+def _log_lines_survive_a_gone_stdout() -> None:
+    """Make Hydra's console log handler treat a closed stdout as :func:`_stdout_gone` does (``gplace ... | true``:
+    each log line printed logging's own traceback, until the first print pointed stdout at /dev/null)."""
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.StreamHandler and handler.stream is sys.stdout:
+            handler.handleError = functools.partial(_log_error_on_stdout, handler)
+
+
+def _log_error_on_stdout(handler: logging.StreamHandler, record: logging.LogRecord) -> None:
+    """``handler``'s failure to write ``record``: a gone reader points stdout at /dev/null, silently."""
+    if isinstance(sys.exc_info()[1], BrokenPipeError):
+        _stdout_gone()
+        return
+    logging.StreamHandler.handleError(handler, record)
 
 
 def _in_sweep() -> bool:

@@ -71,6 +71,7 @@ def test_a_closed_stdout_ends_a_finished_run_normally_with_its_files(tmp_path, c
     assert proc.returncode == 0, proc.stderr.decode()
     assert (tmp_path / "run" / "placement.json").is_file()
     assert (tmp_path / "run" / "policy.pt").is_file() or command != TRAIN
+    assert b"Logging error" not in proc.stderr  # each log line to the gone stdout printed logging's traceback
 
 
 @pytest.mark.slow
