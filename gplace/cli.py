@@ -244,11 +244,11 @@ def _fallback_width() -> int | None:
     return shutil.get_terminal_size((80, 24)).columns
 
 
-def _stdout_gone() -> None:
-    """Point stdout at /dev/null once its reader is gone, so the run goes on to write its files and ends
-    normally, its lines unread."""
+def _stdout_gone(stdout=None) -> None:
+    """Point ``stdout`` (default: ``sys.stdout``) at /dev/null once its reader is gone, so the run goes on to write
+    its files and ends normally, its lines unread."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, (stdout or sys.stdout).fileno())
     os.close(devnull)
 
 
@@ -563,7 +563,7 @@ def _log_lines_survive_a_gone_stdout() -> None:
 def _log_error_on_stdout(handler: logging.StreamHandler, record: logging.LogRecord) -> None:
     """``handler``'s failure to write ``record``: a gone reader points stdout at /dev/null, silently."""
     if isinstance(sys.exc_info()[1], BrokenPipeError):
-        _stdout_gone()
+        _stdout_gone(handler.stream)
         return
     logging.StreamHandler.handleError(handler, record)
 

@@ -203,6 +203,14 @@ def test_a_checkpoint_asks_whether_the_disk_is_full_only_when_it_is(tmp_path, mo
     with pytest.raises(OSError, match="cannot be written"):
         save_checkpoint(tmp_path / "checkpoint.pt", {"w": torch.zeros(10)})
 
+    def too_many_files(state, f):  # neither: no guess
+        raise RuntimeError(f"open file failed with strerror: {os.strerror(errno.EMFILE)}")
+
+    monkeypatch.setattr(torch, "save", too_many_files)
+    with pytest.raises(OSError) as err:
+        save_checkpoint(tmp_path / "checkpoint.pt", {"w": torch.zeros(10)})
+    assert str(err.value).endswith("the last whole one is kept") or str(err.value).endswith("none was written before")
+
     def denied(state, f):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(f))
 

@@ -52,8 +52,9 @@ Timing
 
 Scripts that create a pool must guard their entry point with ``if __name__ == "__main__":`` (``spawn``
 re-imports the main module in every worker). A main module that is no file (a script read from stdin,
-``python - < script.py``) is not re-run: the workers start as from an interactive session. There, and in ``python -c``,
-the workers cannot import what ``__main__`` defines: a runtime that needs it is a ``TypeError`` when the pool is made.
+``python - < script.py``) is not re-run: the workers start as from an interactive session. There, in ``python -c`` and
+in a package's ``__main__.py`` (``python -m pkg``), the workers cannot import what ``__main__`` defines: a runtime that
+needs it is a ``TypeError`` when the pool is made.
 """
 
 from __future__ import annotations
@@ -536,8 +537,8 @@ def _check_unpickles_in_workers(blob: bytes, method: str) -> None:
     if unpickler.found and not _workers_import_main(method):
         names = ", ".join(sorted(unpickler.found))
         raise TypeError(f"PoolRuntime: the runtime needs {names} from __main__, which the worker processes cannot "
-                        "import (an interactive session, `python -c` or a script read from stdin); move it into an "
-                        "importable module (a .py file) and import it from there")
+                        "import (an interactive session, `python -c`, a script read from stdin, or a package's "
+                        "__main__.py run with `python -m`); move it into an importable module and import it from there")
 
 
 def _workers_import_main(method: str) -> bool:

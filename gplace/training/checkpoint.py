@@ -39,18 +39,21 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     except (RuntimeError, OSError) as err:
         tmp.unlink(missing_ok=True)
         kept = "the last whole one is kept" if path.exists() else "none was written before"
-        raise OSError(f"cannot write {path} ({error_summary(err)}); {kept}: {_why_not_written(err, path)}") from None
+        raise OSError(f"cannot write {path} ({error_summary(err)}); {kept}{_why_not_written(err, path)}") from None
     tmp.replace(path)
 
 
 def _why_not_written(err: Exception, path: Path) -> str:
-    """What a failed ``torch.save`` of ``path`` most likely means: a folder that cannot be written where it says so
-    (no permission, read-only: an errno, or torch's C++ writer's ``strerror``), else a full disk (torch says that
-    in several ways: "unexpected pos", "iostream error")."""
-    refused = (errno.EACCES, errno.EPERM, errno.EROFS)
-    if getattr(err, "errno", None) in refused or any(os.strerror(code) in str(err) for code in refused):
-        return f"its folder {path.parent} cannot be written"
-    return "is the disk full?"
+    """What a failed ``torch.save`` of ``path`` means, where the error says: a folder that cannot be written (no
+    permission, read-only: an errno, or torch's C++ writer's ``strerror``), a full disk ("No space left", torch's
+    "unexpected pos" or "iostream error"); else only that the last whole checkpoint is as it was."""
+    refused, full = (errno.EACCES, errno.EPERM, errno.EROFS), (errno.ENOSPC, errno.EDQUOT)
+    code, text = getattr(err, "errno", None), str(err)
+    if code in refused or any(os.strerror(c) in text for c in refused):
+        return f": its folder {path.parent} cannot be written"
+    if code in full or any(m in text for m in (os.strerror(errno.ENOSPC), "unexpected pos", "iostream error")):
+        return ": is the disk full?"
+    return ""
 
 
 def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | None = None,
