@@ -117,7 +117,7 @@ def test_a_runtime_class_workers_cannot_import_is_refused_at_once(tmp_path, how:
     proc = subprocess.run(_session(how), input=SESSION, cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "WANDB_MODE": "disabled"})
     assert "refused: PoolRuntime: the runtime needs MyRuntime from __main__" in proc.stdout, proc.stdout + proc.stderr
-    assert "importable module (a .py file)" in proc.stdout
+    assert "move it into an importable module" in proc.stdout
 
 
 def test_a_runtime_class_in_a_guarded_script_still_travels(tmp_path) -> None:
