@@ -21,6 +21,7 @@ import torch
 
 from gplace.interfaces import Encoder, Placer, Policy, PolicyCapabilities, Trainer, capabilities_of, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+from gplace.torch_modes import gradients_on
 
 __all__ = ["check_encoder", "check_placer", "check_policy", "check_trainer"]
 
@@ -36,7 +37,7 @@ def check_encoder(encoder: Any, graph: OpGraph, max_groups: int = 16) -> torch.T
 
     Shapes: returns the (G, S) states.
     """
-    with torch.inference_mode(False), torch.enable_grad():  # the gradient path checked whatever the caller's mode
+    with gradients_on():  # the gradient path checked whatever the caller's mode
         return _check_encoder(encoder, graph, max_groups)
 
 
@@ -81,7 +82,7 @@ def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, nu
     _require(isinstance(policy, Policy), f"{type(policy).__name__} lacks capabilities, sample, greedy or evaluate "
                                          "(gplace.interfaces.Policy)")
     _require(isinstance(capabilities_of(policy), PolicyCapabilities), "capabilities must be a PolicyCapabilities")
-    with _broken_rules(), torch.inference_mode(False), torch.enable_grad():  # whatever the caller's mode
+    with _broken_rules(), gradients_on():  # whatever the caller's mode
         return _check_policy(policy, graph, cluster, encoder, num_samples, max_groups)
 
 

@@ -22,9 +22,10 @@ from gplace.interfaces import Placer, Trainer
 from gplace.ir import Cluster, GraphError, OpGraph, Placement, placement_to_dict, save_json
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.loggers import Logger
-from gplace.methods import LEARNED, Budget, check_method, float32_default, make_learner, make_placer, policy_file
+from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
 from gplace.run_dir import claim_run_dir
 from gplace.runtime.base import Measurement, Runtime, time_ratio
+from gplace.torch_modes import float32_default
 from gplace.training.trainer import ReinforceTrainer, TrainResult, autograd_on
 
 log = logging.getLogger(__name__)
@@ -230,7 +231,7 @@ def _seeded_torch(seed: int) -> Iterator[None]:
     caller's random state is kept), one block at a time in the process: threads building networks never draw from
     each other's seed. The CPU generator, and the CUDA ones where CUDA is initialized (others are not touched, so
     networks are built on the CPU, as :func:`place` builds them). The default dtype is float32 in the block
-    (:func:`~gplace.methods.float32_default`): the networks are float32 whatever the host's default."""
+    (:func:`~gplace.torch_modes.float32_default`): the networks are float32 whatever the host's default."""
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     with _SEEDING, torch.random.fork_rng(devices=cuda), float32_default():
         torch.random.default_generator.manual_seed(seed)

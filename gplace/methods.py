@@ -18,12 +18,10 @@ trained policy's greedy placement are measured besides).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -32,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from gplace.interfaces import Placer
+from gplace.torch_modes import float32_default
 
 PRETRAINED = "list_scheduling_giph.pt"
 """The policy file shipped in ``gplace/data``: a ``ListSchedulingPolicy`` pretrained on GiPH's synthetic graphs;
@@ -71,26 +70,6 @@ def make_learner(name: str, num_devices: int) -> tuple[Any, Any]:
         encoder = getattr(gplace.encoders, encoder_name)()
         policy = getattr(gplace.policies, policy_name)(num_devices=num_devices, state_size=encoder.hidden_size)
     return encoder, policy
-
-
-_DTYPE = threading.RLock()
-"""Held while torch's default dtype is float32 for a block: the setting is the process's, not the thread's."""
-
-
-@contextlib.contextmanager
-def float32_default() -> Iterator[None]:
-    """torch's default dtype float32 in the block, the caller's after it: gplace's networks are float32 even in a
-    host that set another (``torch.set_default_dtype(torch.float64)``), so a seed learns the same placement there.
-    One block at a time in the process (threads' blocks would restore each other's default)."""
-    import torch
-
-    with _DTYPE:
-        before = torch.get_default_dtype()
-        torch.set_default_dtype(torch.float32)
-        try:
-            yield
-        finally:
-            torch.set_default_dtype(before)
 
 
 def pipeline_placers() -> dict[str, Callable[..., Placer]]:

@@ -42,8 +42,8 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.configurable import Configurable
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster
-from gplace.methods import float32_default
 from gplace.runtime.base import Measurement, Runtime, measure_each
+from gplace.torch_modes import float32_default
 from gplace.training import TrainResult
 from gplace.training.checkpoint import save_checkpoint
 

@@ -106,7 +106,7 @@ def test_a_torch_training_graph_left_without_backward_is_refused(monkeypatch):
     from gplace.importers import torch_export
 
     net, x = _net()
-    monkeypatch.setattr(torch_export, "_autograd_if", lambda on: contextlib.nullcontext())
+    monkeypatch.setattr(torch_export, "gradients_on", contextlib.nullcontext)
     with torch.no_grad(), pytest.raises(UnsupportedGraphError, match="no backward op"):
         gplace.from_torch(net, (x,), training=True)
     frozen = gplace.from_torch(net.requires_grad_(False), (x,), training=True)
@@ -184,7 +184,7 @@ def test_float32_blocks_of_two_threads_do_not_restore_each_others_default():
     import threading
     import time
 
-    from gplace.methods import float32_default
+    from gplace.torch_modes import float32_default
 
     inside, a_left, seen = threading.Event(), threading.Event(), []
 

@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 from gplace.costmodel import TensorSpec, canonical_op_type, op_kind_costs
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
 from gplace.ir.errors import error_summary
+from gplace.torch_modes import gradients_on
 from gplace.zoo import roofline
 
 logger = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ def from_torch(
 
     graph_name = name or _default_name(module_or_exported_program, training)
     values: dict[str, Any] = {}
-    with _autograd_if(training):  # the backward traced even in the caller's no_grad() or inference_mode()
+    with gradients_on() if training else contextlib.nullcontext():  # a backward traced whatever the caller's mode
         ep = _export(module_or_exported_program, example_inputs, training)
         if training:
             args, kwargs = _joint_inputs(ep, example_inputs)
@@ -252,19 +253,6 @@ def example_args(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if isinstance(example_inputs, Mapping):
         return (), dict(example_inputs)
     raise TypeError(f"example_inputs must be a tensor, a tuple/list or a dict, got {type(example_inputs).__name__}")
-
-
-@contextlib.contextmanager
-def _autograd_if(on: bool) -> Iterator[None]:
-    """Autograd recording in the block when ``on``, whatever the caller's mode (``torch.no_grad()``,
-    ``torch.inference_mode()``); the block as it is otherwise."""
-    import torch
-
-    if not on:
-        yield
-        return
-    with torch.inference_mode(False), torch.enable_grad():
-        yield
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from torch import nn
 
 from gplace.ir import Edge, GraphError, Op, OpGraph
 from gplace.ir.errors import check_sizes
+from gplace.torch_modes import gradients_on
 
 __all__ = ["ModuleTimes", "measure_modules", "module_training_graph", "stage_placement"]
 
@@ -113,7 +114,7 @@ def stage_placement(graph: OpGraph, stage_of: dict[str, int]) -> list[int]:
 def _times(child: nn.Module, x: torch.Tensor, loss: Callable | None, repeats: int) -> tuple[float, float]:
     """Median forward and backward seconds of ``child`` on ``x`` (the backward of the loss too, if given)."""
     fwd, bwd = [], []
-    with torch.inference_mode(False), torch.enable_grad():  # a backward to time, whatever the caller's mode
+    with gradients_on():  # a backward to time, whatever the caller's mode
         for _ in range(repeats + 1):  # the first run warms up
             inp = x.clone().requires_grad_(x.is_floating_point())
             start = time.perf_counter()

@@ -15,6 +15,7 @@ from gplace.interfaces import TrainablePlacer
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
 from gplace.runtime.base import Runtime
+from gplace.torch_modes import gradients_on
 from gplace.training._loop import (
     Run,
     TrainResult,
@@ -38,7 +39,7 @@ def autograd_on(*trained: Any, who: str) -> Iterator[None]:
         RuntimeError: a weight or buffer of the ``trained`` modules (or placers) was made under
             ``torch.inference_mode()``, which autograd cannot use (names the first and ``who`` trains it).
     """
-    with torch.inference_mode(False), torch.enable_grad():
+    with gradients_on():
         for module in trained:
             named = [*module.named_parameters(), *module.named_buffers()] if isinstance(module, torch.nn.Module) \
                 else enumerate(module.parameters())
