@@ -25,6 +25,7 @@ reports.
 from __future__ import annotations
 
 import abc
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,8 +228,8 @@ def capabilities_of(policy: Any) -> PolicyCapabilities:
         raise TypeError(f"{type(policy).__name__}.capabilities is a {type(declared).__name__}, "
                         "expected gplace.interfaces.PolicyCapabilities")
     warnings.warn(f"{type(policy).__name__} declares no `capabilities`; reading its loose attributes "
-                  f"{', '.join(_LEGACY)} (deprecated: add a PolicyCapabilities property)", DeprecationWarning,
-                  stacklevel=2)
+                  f"{', '.join(_LEGACY)} (deprecated: add a PolicyCapabilities property)", FutureWarning,
+                  stacklevel=_outside_gplace())
     found = {name: getattr(policy, name) for name in _LEGACY if hasattr(policy, name)}
     return PolicyCapabilities(**found)
 
@@ -256,5 +257,15 @@ def feature_sizes_of(encoder: Any) -> dict[str, int]:
     missing = [name for name in sizes if not hasattr(encoder, name)]
     if missing:
         warnings.warn(f"{type(encoder).__name__} lacks {', '.join(missing)} (gplace.interfaces.Encoder); using "
-                      "the defaults (deprecated)", DeprecationWarning, stacklevel=2)
+                      "the defaults (deprecated)", FutureWarning, stacklevel=_outside_gplace())
     return {name: int(getattr(encoder, name, default)) for name, default in sizes.items()}
+
+
+def _outside_gplace() -> int:
+    """The ``stacklevel`` of :func:`warnings.warn`, called in the function calling this, that names the first
+    frame outside gplace: a deprecation a user's part causes points at the user's line, not at gplace's."""
+    package = str(Path(__file__).parent)
+    frame, level = sys._getframe(2), 2  # the warning function's caller
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

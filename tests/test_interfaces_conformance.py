@@ -62,7 +62,7 @@ def test_a_policy_that_lies_about_its_log_prob_fails():
         check_policy(Lying(3, hidden_size=32, state_size=32), GRAPH, CLUSTER, encoder=LSTMEncoder(hidden_size=32))
 
 
-def test_a_policy_written_before_the_protocol_still_places_with_a_deprecation_warning():
+def test_a_policy_written_before_the_protocol_still_places_with_a_future_warning():
     class Legacy(nn.Module):
         num_devices = 3
 
@@ -79,8 +79,28 @@ def test_a_policy_written_before_the_protocol_still_places_with_a_deprecation_wa
         def evaluate(self, *args, **kwargs):
             return self.inner.evaluate(*args, **kwargs)
 
-    with pytest.warns(DeprecationWarning, match="capabilities"):
+    with pytest.warns(FutureWarning, match="capabilities") as caught:
         assert capabilities_of(Legacy()) == PolicyCapabilities(num_devices=3)
+    assert caught[0].filename == __file__  # shown by default, at the user's line (not gplace's)
+
+
+def test_a_legacy_encoder_warning_names_the_users_line():
+    """A part written before the protocol is deprecated with a FutureWarning (shown by default, unlike a
+    DeprecationWarning from a library's code) at the line of the user's code that led gplace to it."""
+    from gplace.encoders import GNNEncoder
+    from gplace.placer import PolicyPlacer
+    from gplace.testing import cpu_gpu_cluster, random_dag
+
+    class LegacyEncoder(GNNEncoder):
+        def __getattribute__(self, name):
+            if name == "max_neighbours":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    encoder = LegacyEncoder()
+    with pytest.warns(FutureWarning, match="LegacyEncoder lacks max_neighbours") as caught:
+        PolicyPlacer(random_dag(6, seed=0), cpu_gpu_cluster(1), encoder, MLPPolicy(2, state_size=encoder.hidden_size))
+    assert caught[0].filename == __file__
 
 
 def test_capabilities_are_validated():
