@@ -225,9 +225,10 @@ def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clust
 
 def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, *, samples: int = 16,
                      runtime: Runtime | None = None, max_groups: int | None = 256, seed: int = 0) -> TrainResult:
-    """:func:`place_zero_shot` reported as a search: its result, every candidate measured (the greedy placement and
-    ``samples`` sampled ones), and the sampled ones' step times in the order drawn (``inf`` where one failed), so
-    :attr:`~gplace.training.TrainResult.best_sample` says which sample found the result (``None``: the greedy one).
+    """:func:`place_zero_shot` reported as a search: its result, the ``samples`` sampled placements as its sample
+    count (the greedy one is measured too but not counted, as a learned search's greedy decode), and their step
+    times in the order drawn (``inf`` where one failed), so :attr:`~gplace.training.TrainResult.best_sample` says
+    which sample found the result (``None``: the greedy one).
 
     Raises:
         ValueError: as :func:`place_zero_shot`.
@@ -237,7 +238,7 @@ def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clus
     candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed)
     best, measurements = _fastest(graph, cluster, candidates, runtime)
     times = np.array([m.step_time if m.ok else np.inf for m in measurements[1:]], dtype=np.float64)
-    return TrainResult(candidates[best], measurements[best], len(candidates), time.monotonic() - started,
+    return TrainResult(candidates[best], measurements[best], len(candidates) - 1, time.monotonic() - started,
                        sample_step_times=times)
 
 

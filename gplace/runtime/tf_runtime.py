@@ -75,6 +75,7 @@ from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import check_sizes, error_summary
 from gplace.ir.placement import check_placement
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
+from gplace.runtime.wrapper import check_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +134,8 @@ class TensorFlowRuntime(Runtime):
     Args:
         steps: timed steps per measurement. (default: 5)
         warmup: untimed steps before them. (default: 2)
-        time_limit: seconds a measurement may take, set-up and warm-up included. (default: 60.0)
+        time_limit: seconds a measurement may take, set-up and warm-up included; ``None`` or ``inf``: no
+            limit. (default: 60.0)
         device_map: cluster device name -> TensorFlow device, overriding the default mapping, e.g.
             ``{"gpu0": "/device:GPU:0"}``. (default: None)
         intra_op_threads: threads one op may use (0: TensorFlow's choice). (default: 1)
@@ -145,16 +147,19 @@ class TensorFlowRuntime(Runtime):
     deterministic = False
 
     def __init__(
-        self, steps: int = 5, warmup: int = 2, time_limit: float = 60.0, device_map: Mapping[str, str] | None = None,
-        intra_op_threads: int = 1, inter_op_threads: int | None = None,
+        self, steps: int = 5, warmup: int = 2, time_limit: float | None = 60.0,
+        device_map: Mapping[str, str] | None = None, intra_op_threads: int = 1, inter_op_threads: int | None = None,
     ) -> None:
         check_sizes(type(self).__name__, 1, steps=steps)
         check_sizes(type(self).__name__, 0, warmup=warmup)
-        if not time_limit > 0:
-            raise ValueError(f"time_limit must be > 0, got {time_limit}")
+        try:
+            limit = check_timeout(time_limit)
+        except ValueError:
+            raise ValueError(f"{type(self).__name__}: time_limit must be a number of seconds > 0 (None or inf: no "
+                             f"limit), got {time_limit!r}") from None
         if intra_op_threads < 0 or (inter_op_threads is not None and inter_op_threads < 0):
             raise ValueError(f"thread counts must be >= 0, got {intra_op_threads}, {inter_op_threads}")
-        self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
+        self.steps, self.warmup, self.time_limit = steps, warmup, math.inf if limit is None else limit
         self.device_map = {name: _parse_device(name, value) for name, value in (device_map or {}).items()}
         self.intra_op_threads, self.inter_op_threads = intra_op_threads, inter_op_threads
         self._values: OrderedDict[int, tuple[Any, dict[str, np.ndarray]]] = OrderedDict()

@@ -99,11 +99,12 @@ import torch
 from torch import nn
 
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
-from gplace.ir.errors import error_summary
+from gplace.ir.errors import check_sizes, error_summary
 from gplace.pipeline.simulator import check_microbatches
 from gplace.pipeline.steady import pipeline_bytes_moved
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 from gplace.runtime.torch_runtime import TorchRunError, cluster_problems
+from gplace.runtime.wrapper import check_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +200,8 @@ class TorchPipelineRuntime(Runtime):
             a placement with stages on both is an :class:`~gplace.ir.InvalidPlacementError`)
         steps: timed steps. (default: 3)
         warmup: untimed steps first. (default: 1)
-        time_limit: seconds the whole run may take before it is a failure. (default: 120)
+        time_limit: seconds the whole run may take before it is a failure; ``None`` or ``inf``: no limit.
+            (default: 120)
         device_map: cluster device name -> torch device; default: ``/CPU:k`` -> ``cpu``, ``/GPU:k`` -> ``cuda:k``.
         threads_per_stage: torch intra-op threads of each process (e.g. cores // devices, so that processes
             sharing a machine's cores do not oversubscribe them). (default: None: torch's default)
@@ -213,7 +215,7 @@ class TorchPipelineRuntime(Runtime):
     def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...] | torch.Tensor, target: torch.Tensor,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, microbatches: int = 4,
                  schedule: Literal["gpipe", "1f1b"] = "1f1b", backend: str | None = None, steps: int = 3,
-                 warmup: int = 1, time_limit: float = 120.0, device_map: Mapping[str, str] | None = None,
+                 warmup: int = 1, time_limit: float | None = 120.0, device_map: Mapping[str, str] | None = None,
                  threads_per_stage: int | None = None, processes: Literal["spawn", "torchrun"] = "spawn") -> None:
         inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
         if schedule not in ("gpipe", "1f1b"):
@@ -221,14 +223,19 @@ class TorchPipelineRuntime(Runtime):
         if processes not in ("spawn", "torchrun"):
             raise ValueError(f"processes must be 'spawn' or 'torchrun', got {processes!r}")
         microbatches = check_microbatches(microbatches)
-        if steps < 1 or warmup < 0 or not time_limit > 0:
-            raise ValueError(f"need steps >= 1, warmup >= 0 and time_limit > 0, got {steps}, {warmup}, {time_limit}")
+        check_sizes(type(self).__name__, 1, steps=steps)
+        check_sizes(type(self).__name__, 0, warmup=warmup)
+        try:
+            limit = check_timeout(time_limit)
+        except ValueError:
+            raise ValueError(f"{type(self).__name__}: time_limit must be a number of seconds > 0 (None or inf: no "
+                             f"limit), got {time_limit!r}") from None
         batch = _batch_size(inputs, target)
         if batch % microbatches:
             raise ValueError(f"microbatches ({microbatches}) must divide the batch ({batch})")
         self.module, self.inputs, self.target, self.loss_fn = module, inputs, target, loss_fn
         self.microbatches, self.schedule, self.backend = microbatches, schedule, backend
-        self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
+        self.steps, self.warmup, self.time_limit = steps, warmup, math.inf if limit is None else limit
         self.device_map = dict(device_map) if device_map else None
         self.threads_per_stage = threads_per_stage
         self.processes = processes

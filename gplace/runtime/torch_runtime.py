@@ -116,6 +116,7 @@ from gplace.runtime.torch_step import STEP_SEED as STEP_SEED
 from gplace.runtime.torch_step import Step, TimeUp, check_time, execute_step, nbytes, pinned_copy
 from gplace.runtime.torch_step import seeded as seeded
 from gplace.runtime.torch_step import to_device as to_device
+from gplace.runtime.wrapper import check_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,8 @@ class TorchRuntime(Runtime):
     Args:
         steps: timed steps per measurement. (default: 5)
         warmup: untimed steps before them. (default: 2)
-        time_limit: seconds a measurement may take, set-up and warm-up included. (default: 60.0)
+        time_limit: seconds a measurement may take, set-up and warm-up included; ``None`` or ``inf``: no
+            limit. (default: 60.0)
         device_map: cluster device name -> torch device string, overriding the default mapping, e.g.
             ``{"/CPU:0": "cpu", "/CPU:1": "cpu"}``. (default: None)
         enforce_memory: limit each CUDA device's caching allocator to its cluster device's ``memory``
@@ -145,15 +147,18 @@ class TorchRuntime(Runtime):
     deterministic = False
 
     def __init__(
-        self, steps: int = 5, warmup: int = 2, time_limit: float = 60.0, device_map: Mapping[str, str] | None = None,
-        enforce_memory: bool = False,
+        self, steps: int = 5, warmup: int = 2, time_limit: float | None = 60.0,
+        device_map: Mapping[str, str] | None = None, enforce_memory: bool = False,
     ) -> None:
         check_sizes(type(self).__name__, 1, steps=steps)
         check_sizes(type(self).__name__, 0, warmup=warmup)
         check_flags(type(self).__name__, enforce_memory=enforce_memory)
-        if not time_limit > 0:
-            raise ValueError(f"time_limit must be > 0, got {time_limit}")
-        self.steps, self.warmup, self.time_limit = steps, warmup, float(time_limit)
+        try:
+            limit = check_timeout(time_limit)
+        except ValueError:
+            raise ValueError(f"{type(self).__name__}: time_limit must be a number of seconds > 0 (None or inf: no "
+                             f"limit), got {time_limit!r}") from None
+        self.steps, self.warmup, self.time_limit = steps, warmup, math.inf if limit is None else limit
         self.device_map = {name: parse_device(name, value) for name, value in (device_map or {}).items()}
         for name, value in self.device_map.items():  # split_program may show a split on meta; a run computes
             if torch.device(value).type in NO_DATA:

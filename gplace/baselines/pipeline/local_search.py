@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 
@@ -12,6 +13,8 @@ from gplace.baselines.base import Placer
 from gplace.baselines.pipeline.contiguous import IdealDPPartitioner
 from gplace.baselines.pipeline.stages import check_kind, stage_devices
 from gplace.ir import Cluster, OpGraph
+from gplace.ir.errors import check_sizes
+from gplace.runtime.wrapper import check_timeout
 
 _IMPROVES = 1 - 1e-9  # a candidate must beat the current time by more than rounding
 
@@ -43,10 +46,10 @@ class PipelineLocalSearch(Placer):
         start: the placer whose placement is polished (default: ``IdealDPPartitioner(kind, microbatches)``).
         time_limit: seconds of search after the start is placed and measured (that first measurement, which
             compiles the simulator's kernels where numba's cache is cold, is not counted), checked between batches;
-            ``None``: no limit.
+            ``None`` or ``inf``: no limit.
             The result then depends on the machine's speed; ``max_evaluations`` alone is reproducible.
             (default: 10)
-        max_evaluations: placements measured at most; ``None``: no limit. (default: ``None``)
+        max_evaluations: placements measured at most; ``None`` or ``inf``: no limit. (default: ``None``)
         batch_size: candidates measured per call of the simulator. (default: 128)
 
     After :meth:`place`, :attr:`evaluations` is the number of placements that call measured.
@@ -57,12 +60,12 @@ class PipelineLocalSearch(Placer):
     def __init__(self, microbatches: int = 16, schedule: str = "1f1b", kind: str | None = "gpu",
                  start: Placer | None = None, time_limit: float | None = 10.0, max_evaluations: int | None = None,
                  batch_size: int = 128) -> None:
-        if time_limit is not None and time_limit < 0:
-            raise ValueError(f"time_limit must be >= 0 or None, got {time_limit!r}")
-        if max_evaluations is not None and max_evaluations < 0:
-            raise ValueError(f"max_evaluations must be >= 0 or None, got {max_evaluations!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        where = type(self).__name__
+        time_limit = _check_time_limit(where, time_limit)
+        max_evaluations = None if max_evaluations == math.inf else max_evaluations
+        if max_evaluations is not None:
+            check_sizes(where, 0, max_evaluations=max_evaluations)
+        check_sizes(where, 1, batch_size=batch_size)
         from gplace.pipeline import PipelineSimulator
 
         self._sim = PipelineSimulator(microbatches, schedule)  # checks both; keeps prepared graphs across calls
@@ -83,6 +86,21 @@ class PipelineLocalSearch(Placer):
         devices = descent.run(devices)
         self.evaluations = budget.measured
         return devices
+
+
+def _check_time_limit(where: str, time_limit: object) -> float | None:
+    """``time_limit`` in seconds: 0 (the start only), > 0, or ``None`` for no limit (``None`` or ``inf``).
+
+    Raises:
+        ValueError: anything else (a string, ``True``, ``nan``, a negative number), naming ``where``.
+    """
+    if type(time_limit) in (int, float) and time_limit == 0:
+        return 0.0
+    try:
+        return check_timeout(time_limit)
+    except ValueError:
+        raise ValueError(f"{where}: time_limit must be a number of seconds >= 0 (None or inf: no limit), got "
+                         f"{time_limit!r}") from None
 
 
 class _Budget:
