@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import logging
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
 from types import ModuleType
 
 import numpy as np
@@ -11,6 +19,8 @@ from gplace.baselines._common import Units, build_units, mean_durations, unit_du
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.errors import check_sizes
+
+logger = logging.getLogger(__name__)
 
 _MAX_WEIGHT = 1_000_000
 """Integer weights are scaled into [1, this] so METIS's 32-bit sums cannot overflow on large graphs."""
@@ -22,7 +32,8 @@ class METIS(Placer):
     Colocation groups are contracted into one vertex first. Vertex weights are the unit's mean duration
     over its allowed devices, edge weights the bytes between units (both directions summed); both are
     scaled to positive integers. The target weight of part ``k`` is proportional to the speed of device
-    ``k``, and parts are then matched to devices by weight: heaviest part to fastest device. Units that
+    ``k``, and parts are then matched to devices by weight: heaviest part to fastest device (on a wide cluster
+    some parts may stay empty; what METIS prints about them goes to the DEBUG log, not to stdout). Units that
     may not run on their part's device (pins) move to the allowed device with the least load (summed
     durations) so far. Not memory-aware.
 
@@ -56,18 +67,59 @@ class METIS(Placer):
         num_parts = cluster.num_devices
         if num_parts == 1 or units.num_units <= 1:
             return np.zeros(units.num_units, dtype=np.int64)
-        if units.num_units <= num_parts:  # a part each (METIS prints errors to the terminal on such graphs)
+        if units.num_units <= num_parts:  # a part each
             return np.arange(units.num_units, dtype=np.int64)
         weight = np.zeros(units.num_units)
         np.add.at(weight, units.unit_of, mean_durations(durations, units.allowed[units.unit_of]))
         adjacency = _unit_adjacency(graph, units)
-        result = pymetis.part_graph(
-            num_parts, pymetis.CSRAdjacency(adjacency.indptr.tolist(), adjacency.indices.tolist()),
-            vweights=_scale(weight), eweights=_scale(adjacency.data) if adjacency.nnz else None,
-            tpwgts=(cluster.speeds / cluster.speeds.sum()).tolist(),
-            options=pymetis.Options(seed=self.seed),
-        )
+        with _c_stdout_to_debug_log():  # METIS prints errors ("***Cannot bisect ...") to fd 1 on wide clusters
+            result = pymetis.part_graph(
+                num_parts, pymetis.CSRAdjacency(adjacency.indptr.tolist(), adjacency.indices.tolist()),
+                vweights=_scale(weight), eweights=_scale(adjacency.data) if adjacency.nnz else None,
+                tpwgts=(cluster.speeds / cluster.speeds.sum()).tolist(),
+                options=pymetis.Options(seed=self.seed),
+            )
         return np.asarray(result[1], dtype=np.int64)
+
+
+_FD1 = threading.Lock()
+"""Held while fd 1 is redirected: two threads' redirections would restore each other's (and lose stdout)."""
+
+
+@contextlib.contextmanager
+def _c_stdout_to_debug_log() -> Iterator[None]:
+    """Send what C code writes to file descriptor 1 to a temporary file, then log it at DEBUG.
+
+    Process-wide: other threads' output to fd 1 in the meantime is logged too; one block at a time.
+    """
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # no sys.stdout, or a closed one
+        sys.stdout.flush()
+    with _FD1, contextlib.ExitStack() as stack:
+        try:
+            sink = stack.enter_context(tempfile.TemporaryFile())
+            saved = os.dup(1)
+        except OSError:  # fd 1 closed, or no temporary file: C's output goes where it goes
+            saved = None
+        if saved is None:
+            yield
+            return
+        os.dup2(sink.fileno(), 1)
+        try:
+            yield
+        finally:
+            _flush_c_stdio()
+            os.dup2(saved, 1)
+            os.close(saved)
+            sink.seek(0)
+            text = sink.read().decode(errors="replace").strip()
+            if text:
+                logger.debug("METIS printed: %s", text)
+
+
+def _flush_c_stdio() -> None:
+    """Flush the C library's buffered stdout (``fflush(NULL)``), where the C library can be loaded."""
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        ctypes.CDLL(None).fflush(None)
 
 
 def _import_pymetis() -> ModuleType:

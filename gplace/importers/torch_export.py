@@ -48,8 +48,9 @@ How a program maps onto the IR:
   run where they run, nested control flow included), reading their operands (parameters a branch uses are
   operands too, folded like any other read); the cost is a ``cond``'s dearer branch, or a ``while_loop``'s
   condition and body times the passes it makes on the example inputs (an inference program's top-level loops,
-  counted by running the program once on them; else one pass, with a warning: the trip count depends on the
-  data). A ``torch.no_grad()`` or ``torch.autocast`` block inside ``forward`` (``wrap_with_set_grad_enabled``,
+  counted by running the program once on them; else one pass, with a warning naming the program and saying
+  why: the trip count depends on the data, or the loop is nested in the named top-level node and not counted).
+  A ``torch.no_grad()`` or ``torch.autocast`` block inside ``forward`` (``wrap_with_set_grad_enabled``,
   ``wrap_with_autocast``) is one op costing one pass of its subgraph. Other higher-order operators are not
   handled.
 """
@@ -159,7 +160,7 @@ def from_torch(
     graph_module = program if isinstance(program, torch.fx.GraphModule) else ep.graph_module
     trips = {} if training else _while_loop_trips(ep)
     try:
-        builder = _FxBuilder(graph_module, state, trips, tied)
+        builder = _FxBuilder(graph_module, state, trips, tied, graph_name)
         ops, edges, paths = builder.build()
         if training and not any(op.phase == "backward" for op in ops) and _requires_grad(ep, args, kwargs):
             raise UnsupportedGraphError(
@@ -453,23 +454,34 @@ def attribute_of(owner: torch.fx.GraphModule, node: torch.fx.Node) -> Any:
     return value
 
 
-def _control_flow_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, trips: int | None = None
-                        ) -> dict[str, float]:
+def _control_flow_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, trips: int | None = None,
+                        graph: str = "", enclosing: torch.fx.Node | None = None) -> dict[str, float]:
     """A ``cond``'s dearer branch, or a ``while_loop``'s condition and body times ``trips`` (``None``: one pass,
-    with a warning; the condition is evaluated once more than the body, counted ``trips`` times too); the
-    subgraphs are ``owner``'s."""
+    with a warning naming ``graph`` and the ``enclosing`` top-level node, if any; the condition is evaluated once
+    more than the body, counted ``trips`` times too); the subgraphs are ``owner``'s."""
     import torch
 
     graphs = [attribute_of(owner, a) for a in node.args if isinstance(a, torch.fx.Node)]
-    costs = [_subgraph_costs(g) for g in graphs if isinstance(g, torch.fx.GraphModule)]
+    costs = [_subgraph_costs(g, graph, enclosing or node) for g in graphs if isinstance(g, torch.fx.GraphModule)]
     if _op_type(node.target) == "cond":
         return {kind: max(c[kind] for c in costs) for kind in costs[0]}
     if _op_type(node.target) in _WRAPPERS:
         return {kind: sum(c[kind] for c in costs) for kind in costs[0]}
     if trips is None:
-        logger.warning("node %r (%s): its trip count depends on the data; its cost counts one pass", node.name,
-                       node.target)
+        _warn_one_pass(node, graph, enclosing)
     return {kind: (1 if trips is None else trips) * sum(c[kind] for c in costs) for kind in costs[0]}
+
+
+def _warn_one_pass(node: torch.fx.Node, graph: str, enclosing: torch.fx.Node | None) -> None:
+    """Warn that the ``while_loop`` ``node`` costs one pass: nested in the top-level node ``enclosing`` (only
+    top-level loops are counted), else because its passes could not be counted on example inputs."""
+    where = f"torch program {graph!r}: " if graph else ""
+    if enclosing is None:
+        logger.warning("%snode %r (%s): its trip count depends on the data; its cost counts one pass", where,
+                       node.name, node.target)
+    else:
+        logger.warning("%snode %r (%s), nested in top-level node %r (%s): its trip count is not counted; its cost "
+                       "counts one pass", where, node.name, node.target, enclosing.name, enclosing.target)
 
 
 def _while_loop_trips(ep: ExportedProgram) -> dict[str, int]:
@@ -708,8 +720,10 @@ class _TripCounter:
         return carried
 
 
-def _subgraph_costs(gm: torch.fx.GraphModule) -> dict[str, float]:
-    """Summed seconds per device kind of the calls of a control-flow subgraph (shapes from ``meta["val"]``)."""
+def _subgraph_costs(gm: torch.fx.GraphModule, graph: str = "", enclosing: torch.fx.Node | None = None
+                    ) -> dict[str, float]:
+    """Summed seconds per device kind of the calls of a control-flow subgraph (shapes from ``meta["val"]``) of the
+    top-level node ``enclosing`` of program ``graph`` (both named in warnings)."""
     import torch
 
     total = dict.fromkeys(roofline.REFERENCE, 0.0)
@@ -720,7 +734,7 @@ def _subgraph_costs(gm: torch.fx.GraphModule) -> dict[str, float]:
         torch.fx.node.map_arg((node.args, node.kwargs), deps.append)
         specs = {d: s for d in deps if (s := _total(_specs(d))) is not None}
         inputs, outputs = [specs[d] for d in deps if d in specs], [s for s in _specs(node) if s is not None]
-        for kind, seconds in _call_costs(node, gm, inputs, outputs, list(specs.values())).items():
+        for kind, seconds in _call_costs(node, gm, inputs, outputs, list(specs.values()), graph, enclosing).items():
             total[kind] += seconds
     return total
 
@@ -756,7 +770,8 @@ def _to_result(node: torch.fx.Node) -> bool | None:
 
 
 def _call_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, inputs: list[TensorSpec],
-                outputs: list[TensorSpec], distinct: list[TensorSpec] | None = None) -> dict[str, float]:
+                outputs: list[TensorSpec], distinct: list[TensorSpec] | None = None, graph: str = "",
+                enclosing: torch.fx.Node | None = None) -> dict[str, float]:
     """Seconds per device kind of one call: an ATen op's roofline (``inputs`` in argument order, a value read
     twice twice; ``distinct`` each once, for the traffic), or a control-flow operator's subgraphs
     (:func:`_control_flow_costs`; any other higher-order operator is refused, naming the node)."""
@@ -767,7 +782,7 @@ def _call_costs(node: torch.fx.Node, owner: torch.fx.GraphModule, inputs: list[T
         if op_type not in _CONTROL_FLOW | _WRAPPERS:
             raise UnsupportedGraphError(f"node {node.name!r} ({node.target}): higher-order operator not handled "
                                         f"(handled: {', '.join(sorted(_CONTROL_FLOW | _WRAPPERS))})")
-        return _control_flow_costs(node, owner)
+        return _control_flow_costs(node, owner, graph=graph, enclosing=enclosing)
     if _returns_input(node):
         return dict.fromkeys(roofline.REFERENCE, 0.0)
     attrs = _cost_attrs(canonical_op_type(op_type), node, outputs[0] if outputs else None)
@@ -808,8 +823,11 @@ class _FxBuilder:
     """Turns an FX graph with fake-tensor metadata into op and edge records (one pass over the nodes)."""
 
     def __init__(self, graph_module: torch.fx.GraphModule, state: Mapping[str, str],
-                 trips: Mapping[str, int] | None = None, tied: Mapping[str, str] | None = None) -> None:
+                 trips: Mapping[str, int] | None = None, tied: Mapping[str, str] | None = None,
+                 name: str = "") -> None:
         self.gm = graph_module
+        self.name = name
+        """The graph's name, for warnings."""
         self.state = state
         self.tied = dict(tied or {})
         """State placeholder -> the first of the placeholders sharing its tensor (:func:`_tied`)."""
@@ -934,9 +952,9 @@ class _FxBuilder:
         inputs, distinct, persistent = self._read_inputs(node)
         known = [s for s in outputs if s is not None]
         if node.name in self.trips:
-            costs = _control_flow_costs(node, self.gm, self.trips[node.name])
+            costs = _control_flow_costs(node, self.gm, self.trips[node.name], self.name)
         else:
-            costs = _call_costs(node, self.gm, inputs, known, distinct)
+            costs = _call_costs(node, self.gm, inputs, known, distinct, self.name)
         phase, grad_of = self._phase(node)
         held = 0 if _returns_input(node) else sum(s.nbytes for s in known)  # a .to() returning its input: none
         self.ops.append(Op(node.name, _op_type(node.target), None, costs,
