@@ -13,7 +13,9 @@
 
 A **budget** is seconds (a number, or ``"30s"``) or samples (``"500 samples"``): the search's wall-time limit,
 or how many placements it may sample (whole updates of at most that many, so never more; the warm start and the
-trained policy's greedy placement are measured besides).
+trained policy's greedy placement are measured besides). Time is checked between updates: the update in which it
+runs out is finished, so a search runs at least one update (of ``samples_per_update`` placements) and then measures
+its greedy placement, however small the budget; a resumed search counts the seconds spent before.
 """
 
 from __future__ import annotations

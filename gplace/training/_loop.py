@@ -21,6 +21,8 @@ import dataclasses
 import hashlib
 import logging
 import math
+import re
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -54,7 +56,8 @@ class TrainResult:
     best_placement: Placement
     best_measurement: Measurement
     samples: int
-    """Placements measured, over all runs of a resumed search."""
+    """Placements sampled, over all runs of a resumed search (a warm start and the final greedy placement are
+    measured besides, uncounted)."""
     seconds: float
     """Wall time of the search, over all runs of a resumed search (up to its last checkpoint, then this run)."""
     history: list[dict[str, float]] = field(default_factory=list, repr=False)
@@ -168,7 +171,7 @@ class Loop:
     earlier_seconds: float = 0.0
     """Wall seconds the earlier processes of a resumed run spent, up to its checkpoint."""
     samples: int = 0
-    """Placements measured, over every run of a resumed search."""
+    """Placements sampled, over every run of a resumed search."""
     first_update: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
     resumed: bool = False
@@ -210,12 +213,22 @@ class Loop:
     def updates_left(self, settings: LoopSettings) -> range:
         """The updates still to run: from the first not done to ``settings.updates``, none once out of time (a
         finished run resumed with the same budget runs none)."""
-        return range(self.first_update, self.first_update if self.out_of_time(settings.max_seconds) else
-                     settings.updates)
+        if self.first_update < settings.updates and self.out_of_time(settings.max_seconds):
+            log.warning("the time budget of %.6g s was spent by the earlier run(s) of this run directory (%.1f s, "
+                        "%d updates): no update runs; give a larger budget (max_seconds) to search on",
+                        settings.max_seconds, self.seconds, self.first_update)
+            return range(self.first_update, self.first_update)
+        return range(self.first_update, settings.updates)
 
     def is_last(self, update: int, settings: LoopSettings) -> bool:
-        """Whether ``update`` ends the run: the last one, or out of time."""
-        return update + 1 == settings.updates or self.out_of_time(settings.max_seconds)
+        """Whether ``update`` ends the run: the last one, or out of time (said at INFO)."""
+        if update + 1 == settings.updates:
+            return True
+        if self.out_of_time(settings.max_seconds):
+            log.info("time budget of %.6g s reached after %d of %d updates (%d placements sampled)",
+                     settings.max_seconds, update + 1, settings.updates, self.samples)
+            return True
+        return False
 
     def due(self, update: int, every: int, done: bool) -> bool:
         """Whether to checkpoint after ``update``: every ``every``-th, and the last."""
@@ -346,8 +359,11 @@ class Run(Loop):
         }
 
     def end_update(self, placer: Any, update: int, metrics: dict[str, float], settings: SearchSettings) -> bool:
-        """Log ``metrics``, checkpoint when due, and say whether the search is done (last update or out of time)."""
+        """Log ``metrics`` (and a DEBUG line), checkpoint when due, and say whether the search is done (last update
+        or out of time)."""
         self.log(update, metrics)
+        log.debug("update %d: best step time %.6g s, rollout mean %.6g s (of the successful), %d failed", update,
+                  metrics["charts/best_step_time"], metrics["rollout/mean_step_time"], metrics["rollout/failures"])
         done = self.is_last(update, settings)
         self.checkpoint(placer, update, every=settings.checkpoint_every, done=done)
         return done
@@ -580,7 +596,9 @@ class progress_bar:  # noqa: N801 - used as a context manager
     """A rich progress bar over updates, showing the best step time, on stderr (as tqdm's: a closed stdout pipe,
     ``gplace ... | head -1``, ended a finished run before its files were written); silent when disabled.
 
-    ``with progress_bar(...) as advance:`` gives ``advance(best_step_time)``, called once per update.
+    ``with progress_bar(...) as advance:`` gives ``advance(best_step_time)``, called once per update. While the bar
+    is drawn, the log handlers (of the root and ``gplace`` loggers) writing to its terminal write above it, through
+    rich's redirected ``sys.stderr``/``sys.stdout`` (:func:`redirect_log_streams`), not glued onto its line.
     """
 
     def __init__(self, enabled: bool, total: int, completed: int) -> None:
@@ -595,31 +613,94 @@ class progress_bar:  # noqa: N801 - used as a context manager
         self._bar = Progress(TextColumn("[bold]placing"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("best {task.fields[best]}"), TimeRemainingColumn(), transient=True,
                              console=Console(stderr=True))
-        self._bar.__enter__()
+        streams = sys.stdout, sys.stderr
+        self._bar.__enter__()  # on a terminal, sys.stdout and sys.stderr now print above the bar
+        moves = [(old, new) for old, new in zip(streams, (sys.stdout, sys.stderr), strict=True)
+                 if new is not old and (old is streams[1] or _isatty(old))]  # the bar's terminal, not a pipe
+        self._moved = redirect_log_streams(moves)
         task = self._bar.add_task("train", total=self.total, completed=self.completed, best="-")
         return lambda best: self._bar.update(task, advance=1, best=f"{best * 1e3:.3f} ms")
 
     def __exit__(self, *exc) -> None:
         if self.enabled:
-            self._bar.__exit__(*exc)
+            try:
+                restore_log_streams(self._moved)
+            finally:
+                self._bar.__exit__(*exc)
 
 
-def log_failures(placements: list[Placement], measurements: list[Measurement], reasons_shown: int = 3) -> None:
-    """Log a rollout's failed measurements: one WARNING line giving each distinct reason (the first
-    ``reasons_shown``) with how many placements failed for it and the first such placement, and every failure
-    with its placement at DEBUG. A search in a tight memory, where most samples fail, logs a line per rollout."""
+def _isatty(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal (a closed or odd stream is not)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+Moved = list[tuple[logging.StreamHandler, Any, Any]]
+"""Log handlers whose stream was redirected: each with its own stream and the one it writes to meanwhile."""
+
+
+def redirect_log_streams(moves: Sequence[tuple[Any, Any]]) -> Moved:
+    """Point every stream handler of the root and ``gplace`` loggers that writes to an ``old`` stream of ``moves``
+    at its ``new`` one (file handlers are left alone); :func:`restore_log_streams` undoes it."""
+    loggers = [logging.getLogger(), *(logger for name, logger in list(logging.Logger.manager.loggerDict.items())
+                                      if isinstance(logger, logging.Logger) and name.split(".")[0] == "gplace")]
+    handlers = dict.fromkeys(h for logger in loggers for h in logger.handlers
+                             if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler))
+    moved = []
+    for handler in handlers:
+        new = next((new for old, new in moves if handler.stream is old), None)
+        if new is not None:
+            moved.append((handler, handler.setStream(new), new))
+    return moved
+
+
+def restore_log_streams(moved: Moved) -> None:
+    """Give each handler :func:`redirect_log_streams` moved its own stream back, unless it was changed since."""
+    for handler, own, redirected in reversed(moved):
+        if handler.stream is redirected:
+            handler.setStream(own)
+
+
+_QUANTITY = re.compile(r"(?<![\w:/.-])\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?(?:\s?(?:[kKMGTP]i?)?B\b)?")
+"""A number in a failure reason (bytes with their unit, seconds), not a digit of a name (``/GPU:1``)."""
+
+
+def failure_kind(reason: str) -> str:
+    """``reason`` with its numbers as ``N``: what :func:`log_failures` groups by (``out of memory on /GPU:1: needs
+    N, has N`` for every shortfall of ``/GPU:1``)."""
+    return _QUANTITY.sub("N", reason)
+
+
+def log_failures(placements: list[Placement], measurements: list[Measurement], reasons_shown: int = 3, *,
+                 task: str | None = None) -> None:
+    """Log a rollout's failed measurements: one short WARNING line grouping them by kind of reason
+    (:func:`failure_kind`; the first ``reasons_shown`` kinds), each with its first reason, how many placements
+    failed so and the first devices of one, and every failure with its whole placement at DEBUG. ``task``
+    (e.g. ``"task g on c"``) starts the lines. A search in a tight memory, where most samples fail, logs a line
+    per rollout."""
     failed = [(p, m.reason) for p, m in zip(placements, measurements, strict=True) if not m.ok]
     if not failed:
         return
-    by_reason: dict[str, list[Placement]] = {}
+    head = f"{task}: " if task else ""
+    by_kind: dict[str, list[tuple[Placement, str]]] = {}
     for placement, reason in failed:
-        by_reason.setdefault(reason, []).append(placement)
-        log.debug("failed measurement (%s) of placement %s", reason, describe_devices(placement))
-    shown = [f"{reason} ({len(ps)}x; e.g. placement {describe_devices(ps[0])})"
-             for reason, ps in list(by_reason.items())[:reasons_shown]]
-    more = len(by_reason) - len(shown)
-    log.warning("failed measurements, %d of %d placements: %s%s", len(failed), len(placements), "; ".join(shown),
-                f"; and {more} other reason(s) (DEBUG lists every one)" if more else "")
+        by_kind.setdefault(failure_kind(reason), []).append((placement, reason))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%sfailed measurement (%s) of placement %s", head, reason, placement.devices.tolist())
+    shown = [_failure_group(group) for group in list(by_kind.values())[:reasons_shown]]
+    more = len(by_kind) - len(shown)
+    log.warning("%sfailed measurements, %d of %d placements: %s%s", head, len(failed), len(placements),
+                "; ".join(shown), f"; and {more} other kind(s) of reason (DEBUG lists every one)" if more else "")
+
+
+def _failure_group(group: list[tuple[Placement, str]]) -> str:
+    """``<the first reason>[ and the like] (<n>x; e.g. placement <its first 16 devices>)``: "the like" where the
+    others differ in their numbers."""
+    placement, reason = group[0]
+    like = "" if all(r == reason for _, r in group) else " and the like"
+    return f"{reason}{like} ({len(group)}x; e.g. placement {describe_devices(placement, limit=16)})"
 
 
 def describe_devices(placement: Placement, limit: int = 64) -> str:

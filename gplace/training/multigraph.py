@@ -276,7 +276,7 @@ class MultiGraphTrainer(MultiGraphSettings):
         devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=generator)
         placements = [Placement.for_graph(task.graph, d) for d in np.asarray(devices)]
         measurements = measure_each(runtime, task.graph, task.cluster, placements)
-        log_failures(placements, measurements)
+        log_failures(placements, measurements, task=f"task {task.graph.name} on {task.cluster.name}")
         task.samples += len(placements)
         ok = torch.tensor([m.ok for m in measurements])
         step_time = torch.tensor([m.step_time if m.ok else math.nan for m in measurements], dtype=torch.float64)
