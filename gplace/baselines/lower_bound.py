@@ -24,7 +24,8 @@ def step_time_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
        most ``T x speed_d`` of such work in time ``T``, so ``T >= sum_{i in S} w_i / sum_{d in A(S)} speed_d``
        for any set ``S`` of ops that may only run on devices ``A(S)``. Taken for all ops (``A`` = every
        device) and for the ops restricted to each device kind (pinned ops). With equal speeds and
-       kinds, (3) for all ops equals (2); with heterogeneous speeds it is the tighter of the two.
+       kinds, (3) for all ops equals (2); with heterogeneous speeds and one generic cost per op it is the
+       tighter of the two, but with per-kind costs (an op far dearer on the fast kind) (2) may be tighter.
 
     Returns:
         Seconds; 0.0 for an empty graph.
