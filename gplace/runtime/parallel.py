@@ -25,8 +25,9 @@ Failures
     left without a result are then measured again one at a time in a fresh pool, so that the placement that
     kills a worker gets a failed measurement (``"worker process died ..."``) and the others their results.
     With ``timeout``, a placement still running that many seconds after a worker took it is a failed
-    measurement (``"timed out ..."``): a hung call cannot be cancelled, so the workers are killed and replaced,
-    and the placements they were measuring are measured again one at a time. Threads may share a pool: at most
+    measurement (``"timed out ..."``; a worker's start-up, its reading of a graph and one warm-up measurement of it
+    are not timed: see ``timeout`` below): a hung call cannot be cancelled, so the workers are killed and
+    replaced, and the placements they were measuring are measured again one at a time. Threads may share a pool: at most
     ``workers`` placements of all of them are in flight, each timed from when it takes one of those slots, and the
     other threads' placements on workers replaced to end a hung one are measured again, not failed. Nothing here
     raises into the search except an invalid placement, and a pool that breaks in a script without the
@@ -38,6 +39,9 @@ Failures
     A worker whose runtime reports after a failed measurement that it can no longer run (``usable()`` is
     false: a sticky CUDA error, such as an illegal address, kills the CUDA context for the life of the process)
     exits when it gets its next placement, so that placement is measured again in a fresh worker.
+Logs
+    A worker's log records go to this process's loggers of the same names (their levels and handlers apply; gplace's
+    DEBUG records are sent only if the ``gplace`` logger took DEBUG when the pool started).
 GPUs
     With ``gpus_per_worker=g``, worker ``i`` sees only GPUs ``i*g`` to ``i*g + g - 1`` of ``gpus`` (by default the
     GPUs this process sees): ``CUDA_VISIBLE_DEVICES`` is set in the worker before anything touches CUDA, so its
@@ -65,6 +69,7 @@ import functools
 import inspect
 import io
 import logging
+import logging.handlers
 import multiprocessing
 import os
 import pickle
@@ -80,12 +85,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from queue import Empty
 from typing import Any, Literal
 
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.ir.errors import check_sizes, error_summary
+from gplace.ir.errors import GraphError, check_sizes, error_summary
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
 
@@ -142,6 +148,13 @@ PAYLOADS = 16
 """Problems (graph, cluster) whose pickled files a :class:`PoolRuntime` keeps: a compiler measuring many graphs
 through one pool filled the temporary directory (a 0.5M-parameter program's file is 2 MB: its weights travel)."""
 
+WARM_UP = 60.0
+"""Seconds beyond ``timeout`` that the workers of a pool with a timeout may take to read a graph and warm up on it
+(:meth:`Worker.warm_up`); past them the workers are replaced and that graph is measured without a warm-up."""
+
+LOG_DRAIN = 5.0
+"""Seconds a stopping pool waits for the log records its workers sent."""
+
 
 class PoolRuntime(RuntimeWrapper):
     """Any picklable runtime, its ``measure_many`` spread over a local process pool (see the module docstring).
@@ -157,7 +170,10 @@ class PoolRuntime(RuntimeWrapper):
             before it loads the runtime (e.g. cores // workers, so that workers do not oversubscribe the
             cores). (default: None: the libraries' defaults)
         timeout: seconds one placement may run in a worker before it is a failed measurement and the workers
-            are replaced; worker start-up and reading a graph (done on every worker first) are not counted.
+            are replaced; worker start-up, reading a graph and one warm-up measurement of it (done on every worker
+            first: a runtime's first call in a process sets it up, as sim-v1 loading numba's kernels for seconds) are
+            not counted. Workers still reading or warming up :data:`WARM_UP` seconds past the timeout are replaced
+            and that graph is measured without a warm-up.
             Placements go to the workers at most ``workers`` at a time (in all threads using the pool), so that
             each is timed from when a worker takes it. (default: None: no limit)
         gpus_per_worker: GPUs each worker gets to itself (see the module docstring). (default: None: all GPUs
@@ -199,6 +215,10 @@ class PoolRuntime(RuntimeWrapper):
         self._payload_lock = threading.Lock()
         self._loaded: set[ProblemKey] = set()
         """Problems every worker of the current pool has read (with a timeout only)."""
+        self._cold: set[ProblemKey] = set()
+        """Problems whose warm-up ran past :data:`WARM_UP`: measured without one."""
+        self._logs: _WorkerLogs | None = None
+        """Hands the current pool's workers' log records to this process's loggers."""
         self._finalizer: weakref.finalize | None = None
         self._lock = threading.RLock()
         """Held to start, replace or stop the pool and to submit to it (threads may share a pool)."""
@@ -317,15 +337,23 @@ class PoolRuntime(RuntimeWrapper):
         return future, pool
 
     def _load(self, key: ProblemKey, path: str) -> None:
-        """Have every worker of the current pool read the (graph, cluster) ``key`` (again if the pool was replaced
-        meanwhile)."""
+        """Have every worker of the current pool read the (graph, cluster) ``key`` and warm up on it (again if the
+        pool was replaced meanwhile); replace workers that take :data:`WARM_UP` seconds past the timeout."""
         while True:
             with self._lock:
                 if key in self._loaded:
                     return
                 pool = self._executor()
-            if _on_every_worker(pool, self.workers, key, path):  # not under the lock: it may wait behind a hung call
-                self._answered = True
+            try:  # not under the lock: it may wait behind a hung call
+                if _on_every_worker(pool, self.workers, key, path, key not in self._cold,
+                                    limit=self.timeout + WARM_UP):
+                    self._answered = True
+            except TimeoutError:
+                logger.warning("the workers took over %g s to read a graph and warm up on it; replacing them and "
+                               "measuring it without a warm-up", self.timeout + WARM_UP)
+                self._cold.add(key)
+                self._kill_workers(pool)
+                continue
             with self._lock:
                 if pool is self._pool:
                     self._loaded.add(key)
@@ -365,7 +393,7 @@ class PoolRuntime(RuntimeWrapper):
 
     def _started_pool(self) -> ProcessPoolExecutor:
         if self._pool is not None and self._pool_pid != os.getpid():  # inherited by fork: the parent's workers
-            self._pool = None
+            self._pool, self._logs = None, None
             self._loaded.clear()
         if self._pool is None:
             self._pool_pid = os.getpid()
@@ -373,9 +401,12 @@ class PoolRuntime(RuntimeWrapper):
             gpu_sets = context.Queue() if self._gpu_sets else None
             for ids in self._gpu_sets:
                 gpu_sets.put(ids)
+            self._logs = _WorkerLogs(context.Queue())
+            self._logs.start()
+            level = logging.getLogger("gplace").getEffectiveLevel()
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=context,
-                initializer=_start_worker, initargs=(self._runtime_blob, self.threads_per_worker, gpu_sets),
+                self.workers, mp_context=context, initializer=_start_worker,
+                initargs=(self._runtime_blob, self.threads_per_worker, gpu_sets, self._logs.queue, level),
             )
             logger.debug("started a pool of %d %s workers for %s", self.workers, self.context, self.id)
             if self.timeout is not None and _on_every_worker(self._pool, self.workers):
@@ -406,6 +437,9 @@ class PoolRuntime(RuntimeWrapper):
             if self._pool is not None:
                 self._pool.shutdown(wait=wait, cancel_futures=True)
                 self._pool = None
+            if self._logs is not None:
+                self._logs.stop(wait)
+                self._logs = None
             self._loaded.clear()
 
     def _payload(self, key: ProblemKey, graph: OpGraph, cluster: Cluster) -> Path | None:
@@ -428,6 +462,7 @@ class PoolRuntime(RuntimeWrapper):
         for old_key in idle[:max(0, len(self._payloads) - PAYLOADS)]:
             old_path = self._payloads.pop(old_key)
             self._loaded.discard(old_key)
+            self._cold.discard(old_key)
             if old_path is not None:
                 old_path.unlink(missing_ok=True)
         return path
@@ -459,8 +494,8 @@ class PoolRuntime(RuntimeWrapper):
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the settings and the inner runtime, not the pool or its files."""
         return {**self.__dict__, "_pool": None, "_dir": None, "_payloads": OrderedDict(), "_loaded": set(),
-                "_finalizer": None, "_in_flight": Counter(), "_payload_lock": None, "_lock": None, "_slots": None,
-                "_killed": None, "_answered": False}
+                "_cold": set(), "_logs": None, "_finalizer": None, "_in_flight": Counter(), "_payload_lock": None,
+                "_lock": None, "_slots": None, "_killed": None, "_answered": False}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _payload_lock=threading.Lock(), _lock=threading.RLock(),
@@ -624,6 +659,7 @@ class Worker:
         """
         if self.retired:
             logger.warning("worker %d exits: its runtime became unusable", os.getpid())
+            _flush_logs()
             os._exit(_RETIRED)
         try:
             graph, cluster = self._problem(key, source)
@@ -636,10 +672,27 @@ class Worker:
         self.retired = not m.ok and usable is not None and not usable()
         return m
 
-    def load(self, key: ProblemKey, source: Any) -> int:
-        """Read the (graph, cluster) ``key`` now (before timed measurements); returns this process's id."""
+    def load(self, key: ProblemKey, source: Any, warm_up: bool = False) -> int:
+        """Read the (graph, cluster) ``key`` now (before timed measurements), and with ``warm_up`` also
+        :meth:`warm_up` on it if it was not held yet; returns this process's id."""
+        fresh = key not in self.problems
         self._problem(key, source)
+        if warm_up and fresh and not self.retired:
+            self.warm_up(key, source)
         return os.getpid()
+
+    def warm_up(self, key: ProblemKey, source: Any) -> None:
+        """Measure one placement of ``key`` (every op on a device it allows) and drop the result: a runtime's first
+        call in a process sets it up (sim-v1 loads numba's compiled kernels: seconds, against milliseconds for a
+        measurement), which a timed call must not pay. A failure is ignored; one that leaves the runtime unusable
+        retires the worker, as in :meth:`measure`."""
+        graph, cluster = self._problem(key, source)
+        try:
+            devices = _warm_up_devices(graph, cluster)
+        except GraphError:  # an op fits no device: no placement of this graph is ever sent
+            return
+        m = self.measure(key, source, devices)
+        logger.debug("worker %d warmed up on %r: %s", os.getpid(), graph.name, m.reason or "ok")
 
     def _problem(self, key: ProblemKey, source: Any) -> tuple[OpGraph, Cluster]:
         problem = self.problems.get(key)
@@ -655,23 +708,90 @@ class Worker:
         return Path(source).read_bytes()
 
 
+def _warm_up_devices(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """Every op on the first device all of them allow, else each on the first device it allows."""
+    allowed = graph.allowed_devices(cluster)
+    common = np.flatnonzero(allowed.all(axis=0))
+    if common.size:
+        return np.full(graph.num_ops, common[0], dtype=np.int64)
+    return allowed.argmax(axis=1)
+
+
 _worker: Worker | None = None
 """The worker of this process (set by the pool's initializer; ``None`` in the calling process)."""
+
+_log_queue: Any = None
+"""The queue this worker's log records go to the pool's process through (``None`` elsewhere)."""
 
 
 _RETIRED = 75
 """Exit status of a worker whose runtime became unusable."""
 
 
-def _start_worker(runtime_blob: bytes, threads_per_worker: int | None, gpu_sets: Any = None) -> None:
+def _start_worker(runtime_blob: bytes, threads_per_worker: int | None, gpu_sets: Any = None, logs: Any = None,
+                  level: int = logging.WARNING) -> None:
     """Ignore Ctrl-C (a terminal sends it to the whole process group: the caller, interrupted, stops the pool, where
-    each idle worker printed a traceback; SIGTERM still ends a worker), take this worker's GPUs (before anything
-    touches CUDA), then load the runtime."""
+    each idle worker printed a traceback; SIGTERM still ends a worker), send log records to ``logs``, take this
+    worker's GPUs (before anything touches CUDA), then load the runtime."""
     global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if logs is not None:
+        _send_logs(logs, level)
     if gpu_sets is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu_sets.get(timeout=60)
     _worker = Worker(runtime_blob, threads_per_worker)
+
+
+def _send_logs(queue: Any, level: int) -> None:
+    """Send this worker's log records to ``queue``, gplace's from ``level`` (the caller's gplace logger's level) up:
+    a spawned worker has no handlers (its WARNINGs went to stderr unformatted, its DEBUG tracebacks nowhere)."""
+    global _log_queue
+    root = logging.getLogger()
+    for handler in list(root.handlers):  # a main module's top-level basicConfig, run again here
+        root.removeHandler(handler)
+    root.addHandler(logging.handlers.QueueHandler(queue))
+    logging.getLogger("gplace").setLevel(level)
+    _log_queue = queue
+
+
+def _flush_logs() -> None:
+    """Deliver the log records this worker sent (before ``os._exit``, which skips the queue's own flush)."""
+    if _log_queue is not None:
+        _log_queue.close()
+        _log_queue.join_thread()
+
+
+class _WorkerLogs(logging.handlers.QueueListener):
+    """Hands the records of a pool's workers to this process's loggers of their names (their levels and handlers
+    apply), from when the pool starts until it stops.
+
+    It stops on a flag, not on a sentinel put in the queue: putting starts the queue's feeder thread, which cannot
+    start while the interpreter exits (a pool collected then hung its process).
+    """
+
+    def __init__(self, queue: Any) -> None:
+        super().__init__(queue)
+        self._stopping = threading.Event()
+
+    def dequeue(self, block: bool) -> Any:
+        """The next record; once stopping, ``Empty`` (which ends the listener) when none is left."""
+        while not self._stopping.is_set():
+            with contextlib.suppress(Empty):
+                return self.queue.get(timeout=0.1)
+        return self.queue.get(timeout=0)
+
+    def handle(self, record: logging.LogRecord) -> None:
+        target = logging.getLogger(record.name)
+        if target.isEnabledFor(record.levelno):
+            target.handle(record)
+
+    def stop(self, wait: bool = True) -> None:
+        """Stop after the records sent so far, waiting for them at most :data:`LOG_DRAIN` seconds with ``wait``
+        (a worker killed while sending one leaves the queue unreadable)."""
+        self._stopping.set()
+        if wait:
+            self._thread.join(timeout=LOG_DRAIN)
+        self._thread = None
 
 
 def _measure_in_worker(key: ProblemKey, path: str, devices: np.ndarray) -> Measurement:
@@ -680,21 +800,30 @@ def _measure_in_worker(key: ProblemKey, path: str, devices: np.ndarray) -> Measu
     return _worker.measure(key, path, devices)
 
 
-def _worker_pid(key: ProblemKey | None = None, path: str | None = None) -> int:
-    """This worker's process id, after reading the (graph, cluster) ``key`` from ``path`` if given."""
+def _worker_pid(key: ProblemKey | None = None, path: str | None = None, warm_up: bool = False) -> int:
+    """This worker's process id, after reading the (graph, cluster) ``key`` from ``path`` (and warming up on it) if
+    given (see :meth:`Worker.load`)."""
     time.sleep(0.05)  # long enough for the other workers to take the other calls
     if key is not None and _worker is not None:
-        _worker.load(key, path)
+        _worker.load(key, path, warm_up)
     return os.getpid()
 
 
-def _on_every_worker(pool: ProcessPoolExecutor, workers: int, *args: Any, rounds: int = 20) -> set[int]:
+def _on_every_worker(pool: ProcessPoolExecutor, workers: int, *args: Any, rounds: int = 20,
+                     limit: float | None = None) -> set[int]:
     """Run :func:`_worker_pid` until ``workers`` distinct workers have (or the pool broke or was shut down by another
-    thread), so that worker start-up and reading a graph are not timed; returns the ids of the workers that did."""
+    thread), so that worker start-up and reading a graph are not timed; returns the ids of the workers that did.
+
+    Raises:
+        TimeoutError: they took over ``limit`` seconds (their calls go on: kill the workers).
+    """
     seen: set[int] = set()
+    deadline = None if limit is None else time.monotonic() + limit
     for _ in range(rounds):
         try:
-            seen.update(f.result() for f in [pool.submit(_worker_pid, *args) for _ in range(workers)])
+            futures = [pool.submit(_worker_pid, *args) for _ in range(workers)]
+            seen.update(f.result(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                        for f in futures)
         except (RuntimeError, CancelledError) as err:
             if not _pool_stopped(err):
                 raise
