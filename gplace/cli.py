@@ -79,14 +79,33 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
     runtime = _objective_runtime(cfg)
     with hold_dir(run_dir):  # place() holds it too; held on until the policy file is written
         report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
-                       trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir, logger=logger,
-                       warm_start=_warm_start(cfg, graph, cluster))
+                       trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir,
+                       logger=_SearchOnly(logger), warm_start=_warm_start(cfg, graph, cluster))
         save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
                                                                         "graph": graph.name, "cluster": cluster.name})
     if logger.keeps_results:
         logger.log_results(*results(report, runtime, run_dir))
     _print_table(report, run_dir)
+    _log_to_files(f"{_outcome(report)}; wrote {Path(run_dir) / 'placement.json'}, trace.json and policy.pt",
+                  logging.INFO)
     return report.measurement.step_time
+
+
+class _SearchOnly:
+    """A job's logger as :func:`gplace.place` gets it: the search's scalars and its end go through, not the config
+    and results, which the job logs itself (the whole config; HEFT and the policy file among the results)."""
+
+    def __init__(self, logger) -> None:
+        self.logger = logger
+
+    def log_config(self, config) -> None:  # noqa: D102
+        pass
+
+    def log_scalars(self, step: int, scalars) -> None:  # noqa: D102
+        self.logger.log_scalars(step, scalars)
+
+    def finish(self, exit_code: int | None = None) -> None:  # noqa: D102
+        self.logger.finish(exit_code=exit_code)
 
 
 def _objective_runtime(cfg: DictConfig):
@@ -96,44 +115,12 @@ def _objective_runtime(cfg: DictConfig):
 
 
 def results(report, runtime, run_dir: str | Path) -> tuple[dict[str, float], list[dict], dict[str, Path]]:
-    """What a logger keeps of a finished job: the final figures (with each device's, :func:`_device_figures`), a
-    table of placements (each single device, HEFT and the learned one, with its step time and the learned one's
-    speed-up over it) and the run's files (``placement``, ``trace``, ``policy``)."""
-    from gplace.methods import make_baseline
-    from gplace.runtime.base import time_ratio
+    """What a logger keeps of a finished job: :func:`gplace.experiment.report_results` (the final figures, a table
+    of placements, ``placement.json`` and ``trace.json``), with the run's ``policy.pt`` among the files."""
+    from gplace.experiment import report_results
 
-    learned = report.measurement.step_time
-    times = {f"single {name}": m.step_time if m.ok else math.inf for name, m in report.baselines.items()}
-    try:
-        heft = runtime.measure(report.graph, report.cluster, make_baseline("heft").place(report.graph, report.cluster))
-        times["heft"] = heft.step_time if heft.ok else math.inf
-    except ValueError as err:  # HEFT found no placement that fits memory
-        log.info("heft: %s", err)
-    times["learned"] = learned
-    rows = [{"placement": name, "step_time": t if math.isfinite(t) else None,
-             "learned_speedup": time_ratio(t, learned) if math.isfinite(t) else None} for name, t in times.items()]
-    summary = {"step_time": learned, "best_single_device": report.best_baseline, "speedup": report.speedup,
-               "heft_step_time": times.get("heft", math.inf), "samples": report.train.samples,
-               "best_sample": report.train.best_sample or math.nan, "search_seconds": report.train.seconds}
-    run_dir = Path(run_dir)
-    summary.update(_device_figures(run_dir / "placement.json"))
-    return summary, rows, {"placement": run_dir / "placement.json", "trace": run_dir / "trace.json",
-                           "policy": run_dir / "policy.pt"}
-
-
-def _device_figures(path: Path) -> dict[str, float]:
-    """Each device's peak memory and, for a pipelined mini-batch, its bubble and micro-batches in flight, from
-    ``placement.json``'s per-device summary, as ``peak_memory/GPU:0``, ``bubble/GPU:0``, ``in_flight/GPU:0``; none
-    where that summary is a model's (``summary_model``) rather than the measuring runtime's own figures."""
-    from gplace.ir import load_json
-    from gplace.show import MODEL_KEY, SUMMARY_KEY
-
-    doc = load_json(path) if path.is_file() else {}
-    if doc.get(MODEL_KEY):
-        return {}
-    return {f"{key}/{device.lstrip('/') or device}": row[key]
-            for device, row in (doc.get(SUMMARY_KEY) or {}).items() for key in ("peak_memory", "bubble", "in_flight")
-            if key in row}
+    summary, rows, files = report_results(report, runtime, run_dir)
+    return summary, rows, {**files, "policy": Path(run_dir) / "policy.pt"}
 
 
 def _sweep_fields(logger_cfg: DictConfig) -> dict[str, str]:
@@ -270,11 +257,36 @@ def _print_table(report, run_dir: str | Path) -> None:
     table.add_row(Text("learned", style="bold"), Text(_ms(learned), style="bold"), "1.00x")
     console = _console()
     console.print(table)
-    console.print(f"speed-up over the best single device: {report.speedup:.2f}x; "
-                  f"{report.train.samples} placements sampled in {report.train.seconds:.0f} s; " + _found(report.train),
-                  soft_wrap=True)
+    console.print(f"{_speedup(report)}; {report.train.samples} placements sampled in {report.train.seconds:.0f} s; "
+                  + _found(report.train), soft_wrap=True)
     console.print(f"wrote {Path(run_dir) / 'placement.json'}, trace.json and policy.pt (for `gplace place`)",
                   soft_wrap=True)
+
+
+def _speedup(report) -> str:
+    """The speed-up over the best single device, or that none fits (every single device failed: the ratio is then
+    inf)."""
+    if not any(m.ok for m in report.baselines.values()):
+        return "no single device fits (every one failed)"
+    return f"speed-up over the best single device: {report.speedup:.2f}x"
+
+
+def _versus_one(report) -> str:
+    """``gplace place``'s comparison with the best single device: ``1.23x the best single device``, or that none
+    fits."""
+    if not any(m.ok for m in report.baselines.values()):
+        return "no single device fits"
+    return f"{report.speedup:.2f}x the best single device"
+
+
+def _outcome(report) -> str:
+    """One line of a job's outcome for its log files: step time, best single device, speed-up, samples, seconds."""
+    ok = {name: m.step_time for name, m in report.baselines.items() if m.ok}
+    best = min(ok, key=ok.get) if ok else None
+    versus = f"best single device {best} {_ms(ok[best])}, {_speedup(report)}" if ok else _speedup(report)
+    return (f"{report.graph.name} on {report.cluster.name} with {report.method}: step time "
+            f"{_ms(report.measurement.step_time)}; {versus}; {report.train.samples} samples in "
+            f"{report.train.seconds:.1f} s")
 
 
 def _found(train) -> str:
@@ -523,12 +535,12 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def _log_to_files(message: str) -> None:
-    """Write the error ``message`` to the job's log files alone (Hydra's ``cli.log`` in its directory), so a sweep's
-    folders say why a job failed; the terminal has its line already."""
-    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, None, None)
+def _log_to_files(message: str, level: int = logging.ERROR) -> None:
+    """Write ``message`` (an error, or a job's outcome at INFO) to the job's log files alone (Hydra's ``cli.log`` in
+    its directory), so a sweep's folders say how each job ended; the terminal has its line already."""
+    record = log.makeRecord(log.name, level, __file__, 0, message, None, None)
     for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.FileHandler) and handler.stream is not None:
+        if isinstance(handler, logging.FileHandler) and handler.stream is not None and level >= handler.level:
             try:  # written here, not through handle(): a log file that cannot take it (a full disk) adds nothing
                 handler.stream.write(handler.format(record) + handler.terminator)
                 handler.stream.flush()
@@ -825,8 +837,9 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     m = report.measurement
     written = write_back(graph, cluster, report.placement, run_dir) if cfg.get("write_back", True) else []
     _console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "
-                     f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({report.speedup:.2f}x the best single "
-                     f"device); wrote {run_dir}" + "".join(f"\n  {p}" for p in written), soft_wrap=True)
+                     f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({_versus_one(report)}); wrote {run_dir}"
+                     + "".join(f"\n  {p}" for p in written), soft_wrap=True)
+    _log_to_files(f"{_outcome(report)}; wrote {Path(run_dir) / 'placement.json'} and trace.json", logging.INFO)
     return m.step_time
 
 

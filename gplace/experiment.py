@@ -21,7 +21,7 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.interfaces import Placer, Trainer
 from gplace.ir import Cluster, GraphError, OpGraph, Placement, placement_to_dict, save_json
 from gplace.ir.placement import check_graph_and_cluster
-from gplace.loggers import Logger
+from gplace.loggers import HeldOpen, Logger
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
 from gplace.run_dir import claim_run_dir
 from gplace.runtime.base import Measurement, Runtime, time_ratio
@@ -107,7 +107,10 @@ def place(
         max_groups: coarsen the graph to at most this many groups (default: 256).
         run_dir: where metrics, checkpoints, ``placement.json`` and ``trace.json`` go; resumes from it. One
             process (one thread) at a time, and one graph: see :func:`gplace.run_dir.claim_run_dir`.
-        logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``).
+        logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``). It gets the run's config (graph,
+            cluster, method, seed, budget, runtime, the search's settings), a search's scalars and, where it has a
+            ``log_results`` (:class:`~gplace.loggers.JsonlLogger`, :class:`~gplace.loggers.WandbLogger`), the
+            results (:func:`report_results`); it is finished when the call ends (marked failed if it raised).
         warm_start: a placement to start the search from, a baseline's or pipeline placer's name (e.g.
             ``"heft"``, ``"ideal_dp"``; a placer that searches, such as ``"local_search"``, gets the same
             ``budget``, before the learned search's) or a :class:`~gplace.interfaces.Placer`; see
@@ -160,41 +163,134 @@ def place(
         runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
         runtime.check_graph(graph)  # so does a graph without the program a real runtime runs
         budget = None if budget is None else Budget.parse(budget)
-        if isinstance(warm_start, str):
-            warm_start = make_placer(warm_start, seed or 0, runtime, budget)
-        if isinstance(warm_start, Placer):
-            warm_start = warm_start.place(graph, cluster)
         learned = _learned(method)
-        path = None if learned else policy_file(method)
-        placer = method if isinstance(method, Placer) else \
-            None if learned or path else make_placer(str(method), seed or 0, runtime, budget)
-        baselines = single_device_baselines(graph, cluster, runtime)
-        if learned:
-            # the initial weights of the networks built here: the same in every process (torch's own seed is not)
-            with _seeded_torch(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed)), \
-                    autograd_on(who="place"):  # weights autograd can train, whatever the caller's mode
-                encoder, policy = _networks(str(method), cluster, encoder, policy)
-            try:
-                result = _learn(graph, cluster, encoder, policy, runtime, _budgeted(trainer, budget, seed), max_groups,
-                                run_dir, logger, warm_start, split_groups)
-            except PlacementInfeasibleError as err:
-                if not any(m.ok for m in baselines.values()):
-                    raise PlacementInfeasibleError(f"{err}; {_why_nothing_ran(baselines)}") from None
-                log.warning("the search measured no placement that ran; returning the fastest single-device one")
-                result = getattr(err, "result", None) or TrainResult(  # the search's samples, seconds and history
-                    Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
-                    Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
-            result = _no_worse_than(result, warm_start, graph, cluster, runtime)
-            result = _searched(result, baselines, graph, cluster, runtime)
-        else:
-            result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
-            if path is not None:  # a policy's search, as the learned ones: never behind a placement measured here
-                result = _searched(result, baselines, graph, cluster, runtime)
-        report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines, result,
-                                 _method_name(method))
-        if run_dir is not None:
-            write_report(report, run_dir, runtime)
+        trainer = _budgeted(trainer, budget, seed) if learned else None
+        config = _run_config(graph, cluster, method, budget, seed, runtime, trainer, max_groups, warm_start)
+        with _logged(logger, config) as logger:
+            if isinstance(warm_start, str):
+                warm_start = make_placer(warm_start, seed or 0, runtime, budget)
+            if isinstance(warm_start, Placer):
+                warm_start = warm_start.place(graph, cluster)
+            path = None if learned else policy_file(method)
+            placer = method if isinstance(method, Placer) else \
+                None if learned or path else make_placer(str(method), seed or 0, runtime, budget)
+            baselines = single_device_baselines(graph, cluster, runtime)
+            if learned:
+                # the initial weights of the networks built here: the same in every process (torch's own seed is not)
+                with _seeded_torch(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed)), \
+                        autograd_on(who="place"):  # weights autograd can train, whatever the caller's mode
+                    encoder, policy = _networks(str(method), cluster, encoder, policy)
+                result = _learned_result(graph, cluster, encoder, policy, runtime, trainer, max_groups, run_dir,
+                                         logger, warm_start, split_groups, baselines)
+            else:
+                result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
+                if path is not None:  # a policy's search, as the learned ones: never behind a placement measured here
+                    result = _searched(result, baselines, graph, cluster, runtime)
+            report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines,
+                                     result, _method_name(method))
+            if run_dir is not None:
+                write_report(report, run_dir, runtime)
+            if logger is not None and logger.keeps_results:
+                logger.log_results(*report_results(report, runtime, run_dir))
         return report
+
+
+def _learned_result(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module, policy: torch.nn.Module,
+                    runtime: Runtime, trainer: Trainer, max_groups: int, run_dir: str | Path | None,
+                    logger: Logger | None, warm_start: Placement | None, split_groups: bool,
+                    baselines: dict[str, Measurement]) -> TrainResult:
+    """The learned search's result as reported (:func:`_searched`): the fastest single-device placement where the
+    search measured none that ran (none of them ran either: :class:`PlacementInfeasibleError`)."""
+    try:
+        result = _learn(graph, cluster, encoder, policy, runtime, trainer, max_groups, run_dir, logger, warm_start,
+                        split_groups)
+    except PlacementInfeasibleError as err:
+        if not any(m.ok for m in baselines.values()):
+            raise PlacementInfeasibleError(f"{err}; {_why_nothing_ran(baselines)}") from None
+        log.warning("the search measured no placement that ran; returning the fastest single-device one")
+        result = getattr(err, "result", None) or TrainResult(  # the search's samples, seconds and history
+            Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
+            Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
+    result = _no_worse_than(result, warm_start, graph, cluster, runtime)
+    return _searched(result, baselines, graph, cluster, runtime)
+
+
+@contextlib.contextmanager
+def _logged(logger: Logger | None, config: dict[str, Any]) -> Iterator[HeldOpen | None]:
+    """``logger`` given ``config`` and held open for the block (a search finishes its logger, and the results
+    come after it), then finished; its run marked failed (exit code 1) when the block raises."""
+    if logger is None:
+        yield None
+        return
+    held = HeldOpen(logger)
+    held.log_config(config)
+    failed = True
+    try:
+        yield held
+        failed = False
+    finally:
+        held.close(failed=failed)
+
+
+def _run_config(graph: OpGraph, cluster: Cluster, method: str | Path | Placer, budget: Budget | None,
+                seed: int | None, runtime: Runtime, trainer: Trainer | None, max_groups: int,
+                warm_start: Placement | str | Placer | None) -> dict[str, Any]:
+    """What :func:`place` logs as its run's config: the graph, cluster, method, seed, budget and runtime, and a
+    learned search's grouping, warm start and trainer settings."""
+    config = {"graph": graph.name, "graph_ops": graph.num_ops, "cluster": cluster.name,
+              "devices": list(cluster.device_names), "method": _method_name(method), "seed": seed,
+              "budget": None if budget is None else dataclasses.asdict(budget), "runtime": runtime.id}
+    if trainer is None:
+        return config
+    fields = dataclasses.fields(trainer) if dataclasses.is_dataclass(trainer) else ()
+    settings = {f.name: getattr(trainer, f.name) for f in fields}
+    settings = {k: v if isinstance(v, bool | int | float | str | None) else str(v) for k, v in settings.items()}
+    given = warm_start if isinstance(warm_start, str | None) else type(warm_start).__name__
+    config.update(max_groups=max_groups, warm_start=given, trainer={"name": type(trainer).__name__, **settings})
+    return config
+
+
+def report_results(report: PlacementReport, runtime: Runtime, run_dir: str | Path | None = None,
+                   ) -> tuple[dict[str, float], list[dict[str, Any]], dict[str, Path]]:
+    """What a logger's ``log_results`` keeps of a placement: the final figures (``step_time``, ``speedup``,
+    ``best_single_device``, ..., each device's from ``run_dir``'s ``placement.json``), a table of placements (each
+    single device, HEFT and ``report``'s, with its step time and ``report``'s speed-up over it) and ``run_dir``'s
+    files (``placement``, ``trace``)."""
+    from gplace.methods import make_baseline
+
+    placed = report.measurement.step_time
+    times = {f"single {name}": m.step_time if m.ok else math.inf for name, m in report.baselines.items()}
+    try:
+        heft = runtime.measure(report.graph, report.cluster, make_baseline("heft").place(report.graph, report.cluster))
+        times["heft"] = heft.step_time if heft.ok else math.inf
+    except ValueError as err:  # HEFT found no placement that fits memory
+        log.info("heft: %s", err)
+    times["learned" if _learned(report.method) else report.method] = placed
+    rows = [{"placement": name, "step_time": t if math.isfinite(t) else None,
+             "learned_speedup": time_ratio(t, placed) if math.isfinite(t) else None} for name, t in times.items()]
+    summary = {"step_time": placed, "best_single_device": report.best_baseline, "speedup": report.speedup,
+               "heft_step_time": times.get("heft", math.inf), "samples": report.train.samples,
+               "best_sample": report.train.best_sample or math.nan, "search_seconds": report.train.seconds}
+    if run_dir is None:
+        return summary, rows, {}
+    run_dir = Path(run_dir)
+    summary.update(_device_figures(run_dir / "placement.json"))
+    return summary, rows, {"placement": run_dir / "placement.json", "trace": run_dir / "trace.json"}
+
+
+def _device_figures(path: Path) -> dict[str, float]:
+    """Each device's peak memory and, for a pipelined mini-batch, its bubble and micro-batches in flight, from
+    ``placement.json``'s per-device summary, as ``peak_memory/GPU:0``, ``bubble/GPU:0``, ``in_flight/GPU:0``; none
+    where that summary is a model's (``summary_model``) rather than the measuring runtime's own figures."""
+    from gplace.ir import load_json
+    from gplace.show import MODEL_KEY, SUMMARY_KEY
+
+    doc = load_json(path) if path.is_file() else {}
+    if doc.get(MODEL_KEY):
+        return {}
+    return {f"{key}/{device.lstrip('/') or device}": row[key]
+            for device, row in (doc.get(SUMMARY_KEY) or {}).items() for key in ("peak_memory", "bubble", "in_flight")
+            if key in row}
 
 
 def _method_name(method: str | Path | Placer) -> str:

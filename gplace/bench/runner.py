@@ -112,7 +112,9 @@ def run_baselines(
         try:
             placement = placer.place(graph, cluster)
         except (ValueError, ImportError) as err:  # infeasible placement, missing optional dependency
-            missing = _missing_module(graph, cluster, name, err)
+            missing = _missing_module(err)
+            again = f" (a resumed bench runs it again once {err.name or 'it'} is installed)" if missing else ""
+            _warn_failed(graph, cluster, f"baseline {name!r}", f"{type(err).__name__}: {err}{again}")
             records.append(_record(graph, cluster, name, math.inf, lower_bound, time.perf_counter() - started,
                                    f"{type(err).__name__}: {err}", learned=False, missing_module=missing))
             continue
@@ -120,17 +122,23 @@ def run_baselines(
         m = runtime.measure(graph, cluster, placement)
         records.append(_record(graph, cluster, name, m.step_time, lower_bound, seconds, m.reason, learned=False))
         placements[name] = placement
+        if not m.ok:
+            _warn_failed(graph, cluster, f"baseline {name!r}", f"its placement failed: {m.reason}")
+            continue
         log.info("%s on %s: %s %.4g s (placed in %.2f s)", graph.name, cluster.name, name, m.step_time, seconds)
     return records, placements
 
 
-def _missing_module(graph: OpGraph, cluster: Cluster, name: str, err: Exception) -> str | None:
-    """The module ``err`` says is missing (with a WARNING naming the baseline), or ``None`` if it is no ImportError."""
+def _missing_module(err: Exception) -> str | None:
+    """The module ``err`` says is missing, or ``None`` if it is no ImportError."""
     if not isinstance(err, ImportError):
         return None
-    log.warning("%s on %s: baseline %r failed: %s (a resumed bench runs it again once %s is installed)", graph.name,
-                cluster.name, name, err, err.name or "it")
     return err.name or "unknown"
+
+
+def _warn_failed(graph: OpGraph, cluster: Cluster, what: str, reason: str) -> None:
+    """A WARNING that ``what`` (a baseline, a search) failed on ``graph`` and ``cluster``, and why."""
+    log.warning("%s on %s: %s failed: %s", graph.name, cluster.name, what, reason)
 
 
 def run_learned(
@@ -146,17 +154,24 @@ def run_learned(
     """
     from gplace.run_dir import RunDirConflictError
 
+    log.info("%s on %s: learned search %r started", graph.name, cluster.name, name)
     started = time.perf_counter()
     try:
         report = search(run_dir)
     except RunDirConflictError:
         raise
     except (RuntimeError, ValueError) as err:
+        _warn_failed(graph, cluster, f"learned search {name!r}", f"{type(err).__name__}: {err}")
         return _record(graph, cluster, name, math.inf, lower_bound, time.perf_counter() - started, str(err),
                        learned=True), None
-    m = report.measurement
-    record = _record(graph, cluster, name, m.step_time, lower_bound, report.train.seconds, m.reason,
-                     samples=report.train.samples, learned=True)
+    m, train = report.measurement, report.train
+    if m.ok:
+        log.info("%s on %s: learned search %r: %.4g s (%d samples in %.1f s)", graph.name, cluster.name, name,
+                 m.step_time, train.samples, train.seconds)
+    else:
+        _warn_failed(graph, cluster, f"learned search {name!r}", f"its placement failed: {m.reason}")
+    record = _record(graph, cluster, name, m.step_time, lower_bound, train.seconds, m.reason, samples=train.samples,
+                     learned=True)
     return record, report
 
 
