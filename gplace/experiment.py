@@ -515,7 +515,7 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
     if not measurement.ok:  # as HEFT's and the m_* placers' own checks say
         raise PlacementInfeasibleError(f"{type(placer).__name__}'s placement of {graph.name!r} on {cluster.name!r} "
                                        f"failed: {measurement.reason}")
-    return TrainResult(placement, measurement, samples + 1, time.monotonic() - started)
+    return TrainResult(placement, measurement, samples, time.monotonic() - started)  # its result's not counted
 
 
 def single_device_baselines(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> dict[str, Measurement]:

@@ -136,7 +136,8 @@ def test_pipeline_local_search_by_name_spends_the_budget_on_the_runtimes_objecti
     searched = gplace.place(graph, cluster, method="local_search", runtime=sim, budget="64 samples")
     split = gplace.place(graph, cluster, method="ideal_dp", runtime=sim)
     assert searched.measurement.step_time <= split.measurement.step_time
-    assert 1 < searched.train.samples <= 64 + 1 and split.train.samples == 1  # the search's evaluations counted
+    # the search's evaluations counted, not the result's own measurement (a learned search's greedy one is not)
+    assert 1 < searched.train.samples <= 64 and split.train.samples == 0
     warm = gplace.place(graph, cluster, method="list_scheduling", runtime=sim, budget="8 samples", seed=0,
                         warm_start="ideal_dp")
     assert warm.measurement.step_time <= split.measurement.step_time
