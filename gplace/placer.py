@@ -164,8 +164,8 @@ class PolicyPlacer(nn.Module):
         """Log-probability and entropy of given placements under the current policy (e.g. for PPO).
 
         Raises:
-            InvalidPlacementError: ``devices`` is not (K, N) device indices for this placer's graph of N ops.
-            ValueError: a placement splits a group across devices.
+            InvalidPlacementError: (a ValueError) ``devices`` is not (K, N) device indices for this placer's graph
+                of N ops, or a row puts two ops of one group on different devices (names the row, ops and devices).
             ContractError: (a ValueError) the encoder's states, or the policy's log_prob and entropy, break their
                 contract (see :meth:`sample`).
             TypeError: the encoder or policy returned something other than tensors.
@@ -184,8 +184,7 @@ class PolicyPlacer(nn.Module):
         first = np.full(self.num_groups, devices.shape[-1], dtype=np.int64)
         np.minimum.at(first, self._op_pos, np.arange(self._op_pos.size))
         actions = devices[:, first]
-        if not np.array_equal(actions[:, self._op_pos], devices):
-            raise ValueError("a placement puts ops of one group on different devices")
+        self._check_groups_kept(devices, first)
         out = self.policy.evaluate(self._states(), self.allowed, torch.as_tensor(actions, device=self.allowed.device),
                                    **self.policy_inputs())
         if not isinstance(out, tuple | list) or len(out) != 2:
@@ -193,6 +192,18 @@ class PolicyPlacer(nn.Module):
                             f"{_described(out)}")
         self._check_scores(*out, "evaluate", devices.shape[0])
         return out
+
+    def _check_groups_kept(self, devices: np.ndarray, first: np.ndarray) -> None:
+        """Raise :class:`InvalidPlacementError` naming the first row of ``devices`` (K, N) that puts two ops of one
+        group on different devices; ``first`` (G,) is each group's first op."""
+        split = np.argwhere(devices[:, first[self._op_pos]] != devices)
+        if split.size:
+            k, i = (int(x) for x in split[0])
+            j, names = int(first[self._op_pos[i]]), self.graph.op_names
+            raise InvalidPlacementError(
+                f"devices row {k} splits a group of this placer's grouping: op {names[j]!r} on device "
+                f"{devices[k, j]}, op {names[i]!r} on device {devices[k, i]}; ops of one group share a device"
+            )
 
     def greedy(self) -> Placement:
         """The policy's most likely placement (argmax decoding).

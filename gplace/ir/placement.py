@@ -44,6 +44,12 @@ class Placement:
         arr.setflags(write=False)
         object.__setattr__(self, "devices", arr)
 
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Restores ``devices`` read-only (numpy unpickles and deep-copies arrays writable, and a changed array
+        would change the hash of a placement already in a dict or set)."""
+        self.__dict__.update(state)
+        self.devices.setflags(write=False)
+
     @classmethod
     def for_graph(cls, graph: OpGraph, devices: Sequence[int] | np.ndarray) -> Placement:
         """A placement of ``graph`` (records its fingerprint)."""

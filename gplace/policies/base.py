@@ -18,7 +18,7 @@ from torch import nn
 
 from gplace.configurable import Configurable
 from gplace.interfaces import PolicyCapabilities
-from gplace.ir.errors import check_sizes
+from gplace.ir.errors import InvalidPlacementError, check_sizes
 
 
 class PolicyOutput(NamedTuple):
@@ -49,7 +49,12 @@ def check_inputs(states: torch.Tensor, allowed: torch.Tensor, num_devices: int, 
 
 
 def check_devices(devices: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """``devices`` as int64 after checking it is (K, G), in range and allowed; raises ``ValueError`` otherwise.
+    """``devices`` as int64 after checking it is (K, G), in range and allowed.
+
+    Raises:
+        ValueError: ``devices`` is not (K, G).
+        InvalidPlacementError: (a ValueError) an entry is out of range or not allowed; names its row, group
+            position and device.
 
     Shapes:
         devices (K, G) int, allowed (G, D) bool; returns (K, G) int64.
@@ -58,10 +63,17 @@ def check_devices(devices: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     devices = torch.as_tensor(devices, dtype=torch.int64, device=allowed.device)
     if devices.ndim != 2 or devices.shape[1] != g:
         raise ValueError(f"devices has shape {tuple(devices.shape)}, expected (K, {g})")
-    if ((devices < 0) | (devices >= d)).any():
-        raise ValueError(f"devices must lie in [0, {d})")
-    if not allowed[torch.arange(g, device=devices.device), devices].all():
-        raise ValueError("devices puts a group on a device it is not allowed on")
+    outside = (devices < 0) | (devices >= d)
+    if outside.any():
+        k, i = outside.nonzero()[0].tolist()
+        raise InvalidPlacementError(f"devices row {k} puts the group at position {i} on device "
+                                    f"{int(devices[k, i])}; devices lie in [0, {d})")
+    barred = ~allowed[torch.arange(g, device=devices.device), devices]
+    if barred.any():
+        k, i = barred.nonzero()[0].tolist()
+        raise InvalidPlacementError(f"devices row {k} puts the group at position {i} on device "
+                                    f"{int(devices[k, i])}, which it is not allowed on (allowed: "
+                                    f"{allowed[i].nonzero().flatten().tolist()})")
     return devices
 
 

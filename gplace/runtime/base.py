@@ -39,8 +39,17 @@ class ClusterMismatchError(ValueError):
             raise cls(f"cluster {cluster.name!r} does not fit this machine: " + "; ".join(problems))
 
 
+class ReadOnlyArrays:
+    """Base of frozen result dataclasses whose arrays stay read-only: :func:`freeze_arrays` again on unpickling and
+    deep-copying (numpy restores arrays writable, so a measurement from a worker process or a copy could change)."""
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        freeze_arrays(self)
+
+
 @dataclass(frozen=True, eq=False)
-class Measurement:
+class Measurement(ReadOnlyArrays):
     """What a runtime reports for one placement.
 
     A failed step (out of memory, crash, time limit) has ``ok=False``, ``step_time=inf`` and a ``reason``;

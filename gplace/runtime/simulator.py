@@ -61,7 +61,7 @@ import numpy as np
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import format_shortfall
 from gplace.ir.placement import check_placement
-from gplace.runtime.base import Measurement, Runtime, freeze_arrays
+from gplace.runtime.base import Measurement, ReadOnlyArrays, Runtime, freeze_arrays
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
 from gplace.runtime.jit import cached_njit
 from gplace.runtime.kernels import (
@@ -81,7 +81,7 @@ __all__ = ["PreparedCache", "Schedule", "Simulator", "schedule"]
 
 
 @dataclass(frozen=True, eq=False)
-class Schedule:
+class Schedule(ReadOnlyArrays):
     """The timeline of one simulated step.
 
     Shapes:
