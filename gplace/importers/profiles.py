@@ -24,6 +24,7 @@ import numpy as np
 
 from gplace.ir import Cluster, Device, Edge, GraphError, Link, Op, OpGraph
 from gplace.ir.errors import check_flags
+from gplace.ir.graph import short_repr
 from gplace.ir.serialize import number_too_long
 
 logger = logging.getLogger(__name__)
@@ -85,15 +86,15 @@ def _nonneg_float(path: Path, line: int | str, what: str, raw: Any) -> float:
     """``raw`` as a finite float >= 0 (a string or a JSON number)."""
     if isinstance(raw, bool) or not isinstance(raw, str | int | float) or (
             isinstance(raw, str) and not _DECIMAL.fullmatch(raw.strip())):
-        raise _error(path, line, f"{what} must be a number, got {raw!r}")
+        raise _error(path, line, f"{what} must be a number, got {short_repr(raw)}")
     try:
         value = float(raw)
     except ValueError:
-        raise _error(path, line, f"{what} must be a number, got {raw!r}") from None
+        raise _error(path, line, f"{what} must be a number, got {short_repr(raw)}") from None
     except OverflowError:  # an integer too large for a float
         raise _error(path, line, f"{what} is too large for a float ({len(str(raw))} digits)") from None
     if not (math.isfinite(value) and value >= 0):
-        raise _error(path, line, f"{what} must be finite and >= 0, got {raw!r}")
+        raise _error(path, line, f"{what} must be finite and >= 0, got {short_repr(raw)}")
     return value
 
 
@@ -222,7 +223,7 @@ def _pipedream_node(path: Path, lineno: int, line: str) -> _PipeDreamNode:
     if len(parts) >= 4 and parts[-1].startswith("stage_id="):
         raw = parts.pop()[len("stage_id="):]
         if not (raw.isascii() and raw.isdigit()):
-            raise _error(path, lineno, f"stage_id must be a non-negative integer, got {raw!r}")
+            raise _error(path, lineno, f"stage_id must be a non-negative integer, got {short_repr(raw)}")
         stage_id = int(raw)
     name = parts[0].strip()
     if len(parts) < 3 or not name or any(c.isspace() for c in name):
@@ -238,7 +239,7 @@ def _pipedream_metrics(path: Path, lineno: int, text: str) -> tuple[float, float
         key, sep, raw = (s.strip() for s in item.partition("="))
         if not sep or key not in _PIPEDREAM_KEYS:
             expected = f"key=value with a key in {list(_PIPEDREAM_KEYS)}"
-            raise _error(path, lineno, f"expected {expected}, got {item.strip()!r}")
+            raise _error(path, lineno, f"expected {expected}, got {short_repr(item.strip())}")
         if key in values:
             raise _error(path, lineno, f"{key} given twice")
         if key == "activation_size" and raw.startswith("[") and raw.endswith("]"):
@@ -347,7 +348,7 @@ def _int_list(path: Path, lines: Sequence[str], lineno: int) -> list[int]:
         tokens.pop()
     bad = next((t for t in tokens if not _DIGITS.fullmatch(t)), None)
     if bad is not None:
-        raise _error(path, lineno, f"expected comma-separated non-negative integers, got {bad!r}")
+        raise _error(path, lineno, f"expected comma-separated non-negative integers, got {short_repr(bad)}")
     return [_whole(path, lineno, t) for t in tokens]
 
 
@@ -368,7 +369,7 @@ def _doppler_op(path: Path, lines: Sequence[str], index: int, flops_per_second: 
         raise _error(path, lineno, f"expected 'comp_cost,comm_cost[,op_type]' for node {index}, got {got!r}")
     op_type = fields[2] if len(fields) == 3 else "Op"
     if not _OP_TYPE.fullmatch(op_type):
-        raise _error(path, lineno, f"op type must be a name, got {op_type!r}")
+        raise _error(path, lineno, f"op type must be a name, got {short_repr(op_type)}")
     comp, comm = _whole(path, lineno, fields[0]), _whole(path, lineno, fields[1])
     try:
         cost = comp / flops_per_second
@@ -419,7 +420,7 @@ def _json_list(path: Path, doc: Mapping[str, Any], key: str) -> list[Any]:
 def _json_id(path: Path, where: str, rec: Mapping[str, Any], key: str) -> int:
     value = rec.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _error(path, where, f"{key!r} must be a non-negative integer, got {value!r}")
+        raise _error(path, where, f"{key!r} must be a non-negative integer, got {short_repr(value)}")
     return value
 
 
@@ -432,13 +433,13 @@ def _giph_nodes(path: Path, records: list[Any]) -> tuple[list[str], list[str], l
     for i, rec in enumerate(records):
         where = f"nodes[{i}]"
         if not isinstance(rec, Mapping):
-            raise _error(path, where, f"must be an object with 'id' and 'compute', got {rec!r}")
+            raise _error(path, where, f"must be an object with 'id' and 'compute', got {short_repr(rec)}")
         name = f"n{_json_id(path, where, rec, 'id')}"
         if name in seen:
             raise _error(path, where, f"duplicate id {rec['id']}")
         allowed = rec.get("allowed_device_types", [])
         if not isinstance(allowed, list) or any(isinstance(k, bool) or not isinstance(k, int) for k in allowed):
-            raise _error(path, where, f"'allowed_device_types' must be a list of integers, got {allowed!r}")
+            raise _error(path, where, f"'allowed_device_types' must be a list of integers, got {short_repr(allowed)}")
         seen.add(name)
         names.append(name)
         types.append("type" + "+".join(map(str, sorted(allowed))) if allowed else "Op")
@@ -452,7 +453,7 @@ def _giph_edges(path: Path, records: list[Any], names: list[str]) -> list[Edge]:
     for i, rec in enumerate(records):
         where = f"edges[{i}]"
         if not isinstance(rec, Mapping):
-            raise _error(path, where, f"must be an object with 'src', 'dst' and 'bytes', got {rec!r}")
+            raise _error(path, where, f"must be an object with 'src', 'dst' and 'bytes', got {short_repr(rec)}")
         src, dst = (f"n{_json_id(path, where, rec, key)}" for key in ("src", "dst"))
         for end, key in ((src, "src"), (dst, "dst")):
             if end not in known:

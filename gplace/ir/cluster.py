@@ -20,6 +20,8 @@ MAX_SPEED = 1e9
 """The most device speed (the inverse of :data:`MIN_RATE`)."""
 MAX_LATENCY = 1e12
 """The most seconds a link's latency may be."""
+_NAMES_SHOWN = 8
+"""How many device names an unknown-device error lists (then how many more there are)."""
 
 
 @dataclass(frozen=True)
@@ -218,12 +220,14 @@ class Cluster:
         return h.hexdigest()[:16]
 
     def index(self, device_name: str) -> int:
-        """Index of a device by name; raises :class:`GraphError` listing the known names."""
+        """Index of a device by name; raises :class:`GraphError` listing the first known names and their count."""
         try:
             return self.device_names.index(device_name)
         except ValueError:
+            more = self.num_devices - _NAMES_SHOWN
             raise GraphError(
-                f"unknown device {device_name!r}; cluster {self.name!r} has {list(self.device_names)}"
+                f"unknown device {device_name!r}; cluster {self.name!r} has {self.num_devices} device(s): "
+                f"{list(self.device_names[:_NAMES_SHOWN])}{f' and {more} more' if more > 0 else ''}"
             ) from None
 
     def transfer_time(self, nbytes: float, src: int, dst: int) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import reprlib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -25,6 +26,29 @@ PHASES = ("forward", "backward", "update")
 _PHASE_CODE = {"forward": 0, "backward": 1, "update": 2}
 _DURATIONS_LOCK = threading.Lock()
 """Guards every graph's per-cluster durations cache (:meth:`OpGraph.durations`)."""
+SHORT_REPR_CHARS = 400
+"""The most characters :func:`short_repr` returns."""
+
+
+def _short_reprlib() -> reprlib.Repr:
+    """A ``reprlib.Repr`` showing 8 items of a container, 3 levels deep, 200 characters of a string."""
+    short = reprlib.Repr()
+    short.maxtuple = short.maxlist = short.maxarray = short.maxdict = short.maxset = short.maxfrozenset = 8
+    short.maxdeque = 8
+    short.maxlevel = 3
+    short.maxstring = short.maxother = 200
+    short.maxlong = 60
+    return short
+
+
+_SHORT_REPR = _short_reprlib()
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` for an error message, cut short: a few items of a long list or dict, the ends of a long
+    string, and at most :data:`SHORT_REPR_CHARS` characters in all."""
+    text = _SHORT_REPR.repr(value)
+    return text if len(text) <= SHORT_REPR_CHARS else text[:SHORT_REPR_CHARS - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -35,9 +59,9 @@ class Op:
     type: str
     cost: float | None
     """Seconds on a device of speed 1.0 of any kind; ``None`` is an error unless every kind has a cost."""
-    kind_cost: Mapping[str, float | None] = field(default_factory=dict)
+    kind_cost: Mapping[str, float | None] = field(default_factory=dict, hash=False)
     """Seconds on a device of speed 1.0 of this kind (e.g. ``{"gpu": 1e-4}``); overrides ``cost``; ``None`` for a
-    kind is no cost given for it."""
+    kind is no cost given for it. Compared, but not hashed (a dict is unhashable)."""
     persistent_memory: int = 0
     """Bytes resident for the whole step (weights, optimiser slots)."""
     temporary_memory: int = 0
@@ -137,14 +161,15 @@ class OpGraph:
             TypeError: an op is not an :class:`Op` or an edge not an :class:`Edge` (a ``(src, dst)`` tuple, say).
         """
         if not isinstance(name, str):
-            raise TypeError(f"a graph's name must be a string, got {type(name).__name__} {name!r}")
+            raise TypeError(f"a graph's name must be a string, got {type(name).__name__} {short_repr(name)}")
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
                 raise TypeError(f"graph {name!r}: ops[{i}] must be an Op(name, type, cost), got "
-                                f"{type(op).__name__} {op!r}")
+                                f"{type(op).__name__} {short_repr(op)}")
         for i, e in enumerate(edges):
             if not isinstance(e, Edge):
-                raise TypeError(f"graph {name!r}: edges[{i}] must be an Edge(src, dst), got {type(e).__name__} {e!r}")
+                raise TypeError(f"graph {name!r}: edges[{i}] must be an Edge(src, dst), got {type(e).__name__} "
+                                f"{short_repr(e)}")
         index: dict[str, int] = {}
         for i, op in enumerate(ops):
             _check_op_fields(op, f"graph {name!r}")
@@ -516,7 +541,7 @@ def _as_cost(value: Any, where: str) -> float:
     if value is None:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise GraphError(f"{where} must be a number of seconds, got {value!r}")
+        raise GraphError(f"{where} must be a number of seconds, got {short_repr(value)}")
     cost = float(value)
     if not math.isfinite(cost):
         raise GraphError(f"{where} is {cost} (a cost must be finite; leave it out when unknown)")
@@ -526,35 +551,35 @@ def _as_cost(value: Any, where: str) -> float:
 def _as_bytes(value: Any, where: str) -> int:
     """A whole number of bytes that fits int64, else a :class:`GraphError` naming ``where``."""
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise GraphError(f"{where} must be a whole number of bytes, got {value!r}")
+        raise GraphError(f"{where} must be a whole number of bytes, got {short_repr(value)}")
     if isinstance(value, float | np.floating) and not (math.isfinite(value) and float(value).is_integer()):
-        raise GraphError(f"{where} must be a whole number of bytes, got {value!r}")
+        raise GraphError(f"{where} must be a whole number of bytes, got {short_repr(value)}")
     number = int(value)  # compared exactly: float(MAX_BYTES) rounds up to 2**63, which int64 cannot hold
     if not -MAX_BYTES <= number <= MAX_BYTES:  # a negative count is named by OpGraph.validate
-        raise GraphError(f"{where} is {value!r} bytes, more than the largest supported ({MAX_BYTES})")
+        raise GraphError(f"{where} is {short_repr(value)} bytes, more than the largest supported ({MAX_BYTES})")
     return number
 
 
 def _check_op_fields(op: Op, where: str) -> None:
     """Raise :class:`GraphError` naming the op and field unless every field of ``op`` has its declared type."""
     if not isinstance(op.name, str) or not op.name:
-        raise GraphError(f"{where}: an op name must be a non-empty string, got {op.name!r}")
+        raise GraphError(f"{where}: an op name must be a non-empty string, got {short_repr(op.name)}")
     where = f"{where}: op {op.name!r}"
     if not isinstance(op.type, str) or not op.type:
-        raise GraphError(f"{where} type must be a non-empty string, got {op.type!r}")
+        raise GraphError(f"{where} type must be a non-empty string, got {short_repr(op.type)}")
     for label in ("persistent_memory", "temporary_memory", "output_bytes"):
         _as_bytes(getattr(op, label), f"{where} {label}")
     for label in ("colocation", "pinned", "phase", "grad_of"):
         value = getattr(op, label)
         if value is not None and (not isinstance(value, str) or not value):
-            raise GraphError(f"{where} {label} must be a non-empty string or null, got {value!r}")
+            raise GraphError(f"{where} {label} must be a non-empty string or null, got {short_repr(value)}")
     if not isinstance(op.kind_cost, Mapping) or not all(isinstance(k, str) and k for k in op.kind_cost):
         raise GraphError(f"{where} kind_cost must map device kinds (non-empty strings) to seconds, "
-                         f"got {op.kind_cost!r}")
+                         f"got {short_repr(op.kind_cost)}")
     for shape in op.output_shapes:
         if not isinstance(shape, Sequence) or not all(
                 isinstance(d, int | np.integer) and not isinstance(d, bool) and -1 <= d <= MAX_BYTES for d in shape):
-            raise GraphError(f"{where} output_shapes must be lists of dimensions >= -1, got {shape!r}")
+            raise GraphError(f"{where} output_shapes must be lists of dimensions >= -1, got {short_repr(shape)}")
 
 
 def _phases(

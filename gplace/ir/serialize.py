@@ -20,7 +20,7 @@ from typing import Any
 
 from gplace.ir.cluster import Cluster, Device, Link
 from gplace.ir.errors import GraphError, InvalidPlacementError
-from gplace.ir.graph import Edge, Op, OpGraph
+from gplace.ir.graph import Edge, Op, OpGraph, short_repr
 from gplace.ir.placement import Placement
 
 logger = logging.getLogger(__name__)
@@ -69,14 +69,14 @@ def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
 def graph_from_dict(doc: Mapping[str, Any]) -> OpGraph:
     """Parse a graph document; raise :class:`GraphError` naming the op and field that is wrong."""
     _check_header(doc, GRAPH_FORMAT, (VERSION, GRAPH_VERSION_PHASES))
-    _check_fields(doc, _GRAPH_FIELDS, f"graph {doc.get('name')!r}")
+    _check_fields(doc, _GRAPH_FIELDS, f"graph {short_repr(doc.get('name', 'graph'))}")
     known = _OP_FIELDS_V2 if doc["version"] == GRAPH_VERSION_PHASES else _OP_FIELDS
     ops = [_op_from_dict(i, rec, known) for i, rec in enumerate(_list(doc, "ops"))]
     edges = []
     for i, rec in enumerate(_list(doc, "edges")):
         if not isinstance(rec, Mapping) or "src" not in rec or "dst" not in rec:
-            raise GraphError(f"edges[{i}] must be an object with 'src' and 'dst', got {rec!r}")
-        _check_fields(rec, _EDGE_FIELDS, f"edges[{i}] ({rec['src']!r} -> {rec['dst']!r})")
+            raise GraphError(f"edges[{i}] must be an object with 'src' and 'dst', got {short_repr(rec)}")
+        _check_fields(rec, _EDGE_FIELDS, f"edges[{i}] ({short_repr(rec['src'])} -> {short_repr(rec['dst'])})")
         edges.append(Edge(_text(rec["src"], f"edges[{i}].src"), _text(rec["dst"], f"edges[{i}].dst"),
                           _opt_int(rec.get("bytes"), f"edges[{i}].bytes")))
     return OpGraph.from_ops(ops, edges, name=_text(doc.get("name", "graph"), "the graph's name"))
@@ -84,8 +84,8 @@ def graph_from_dict(doc: Mapping[str, Any]) -> OpGraph:
 
 def _op_from_dict(i: int, rec: Any, known: set[str]) -> Op:
     if not isinstance(rec, Mapping) or "name" not in rec:
-        raise GraphError(f"ops[{i}] must be an object with a 'name', got {rec!r}")
-    where = f"op {rec['name']!r}"
+        raise GraphError(f"ops[{i}] must be an object with a 'name', got {short_repr(rec)}")
+    where = f"op {short_repr(rec['name'])}"
     _check_fields(rec, known, where)
     try:
         return Op(
@@ -134,7 +134,7 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
 def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
     """Parse a cluster document; optional ``default_link: {bandwidth, latency}`` fills missing pairs."""
     _check_header(doc, CLUSTER_FORMAT, (VERSION, CLUSTER_VERSION_DIRECTED))
-    where = f"cluster {doc.get('name')!r}"
+    where = f"cluster {short_repr(doc.get('name', 'cluster'))}"
     _check_fields(doc, _CLUSTER_FIELDS, where)
     try:
         records = {"devices": _list(doc, "devices"), "links": [] if doc.get("links") is None else _list(doc, "links")}
@@ -145,7 +145,7 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
                                   else _LINK_FIELDS, ("a", "b", "bandwidth"))):
         for i, rec in enumerate(records[key]):
             if not isinstance(rec, Mapping):
-                raise GraphError(f"{where}: {key}[{i}] must be an object, got {type(rec).__name__} {rec!r}")
+                raise GraphError(f"{where}: {key}[{i}] must be an object, got {type(rec).__name__} {short_repr(rec)}")
             _check_fields(rec, known, f"{where}: {key}[{i}]")
             missing = [f for f in required if f not in rec]
             if missing:
@@ -160,15 +160,29 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
     default = {} if doc.get("default_link") is None else doc["default_link"]
     if not isinstance(default, Mapping):
         raise GraphError(f"{where}: default_link must be an object with 'bandwidth' and "
-                         f"'latency', got {default!r}")
+                         f"'latency', got {short_repr(default)}")
     _check_fields(default, _DEFAULT_LINK_FIELDS, f"{where}: default_link")
     try:
         bandwidth = _opt_bandwidth(default.get("bandwidth"), "default_link's bandwidth")
         latency = _number(default.get("latency", 0.0), "default_link's latency")
     except GraphError as err:
         raise GraphError(f"{where}: {err}") from None
+    if bandwidth is None and (pair := _unlinked_pair(devices, links)) is not None:
+        raise GraphError(f"{where}: no link between {pair[0]!r} and {pair[1]!r}; add a link for the pair, or "
+                         '"default_link": {"bandwidth": ..., "latency": ...} for every pair without one')
     return Cluster.build(devices, links, default_bandwidth=bandwidth, default_latency=latency,
                          name=_text(doc.get("name", "cluster"), "the cluster's name"))
+
+
+def _unlinked_pair(devices: list[Device], links: list[Link]) -> tuple[str, str] | None:
+    """The first two devices with no link between them, or ``None`` (also where a link names no device, which
+    :meth:`Cluster.build` reports)."""
+    names = [d.name for d in devices]
+    linked = {frozenset((link.a, link.b)) for link in links}
+    if not set().union(*linked) <= set(names):
+        return None
+    return next(((a, b) for i, a in enumerate(names) for b in names[i + 1:]
+                 if a != b and frozenset((a, b)) not in linked), None)
 
 
 def _device_from_dict(i: int, rec: Mapping[str, Any]) -> Device:
@@ -232,10 +246,10 @@ def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster
     if fp is not None and fp != graph.fingerprint:
         if not by_name:
             raise InvalidPlacementError(
-                f"placement is for graph {doc.get('graph')!r} ({fp}), not {graph.name!r} ({graph.fingerprint}); "
-                "by_name=True places a graph with the same op names by name")
-        logger.warning("the placement was made for graph %r with other contents (fingerprint %s, now %s); "
-                       "placing %r by op name", doc.get("graph"), fp, graph.fingerprint, graph.name)
+                f"placement is for graph {short_repr(doc.get('graph'))} ({fp}), not {graph.name!r} "
+                f"({graph.fingerprint}); by_name=True places a graph with the same op names by name")
+        logger.warning("the placement was made for graph %s with other contents (fingerprint %s, now %s); "
+                       "placing %r by op name", short_repr(doc.get("graph")), fp, graph.fingerprint, graph.name)
     placement = Placement.from_names(graph, cluster, mapping)
     placement.validate(graph, cluster)
     return placement
@@ -338,7 +352,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
 def _dims(shape: Any, where: str) -> tuple[int, ...]:
     """A shape's dimensions, each a whole number (``-1``: unknown); a float or a boolean is an error."""
     if not isinstance(shape, list | tuple) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
-        raise GraphError(f"{where} must be a list of whole numbers (-1 where unknown), got {shape!r}")
+        raise GraphError(f"{where} must be a list of whole numbers (-1 where unknown), got {short_repr(shape)}")
     return tuple(shape)
 
 
@@ -366,9 +380,9 @@ def _check_header(doc: Mapping[str, Any], fmt: str, versions: tuple[int, ...] = 
     if not isinstance(doc, Mapping):
         raise GraphError(f"expected a {fmt} JSON object, got {type(doc).__name__}")
     if doc.get("format") != fmt:
-        raise GraphError(f"expected format {fmt!r}, got {doc.get('format')!r}")
+        raise GraphError(f"expected format {fmt!r}, got {short_repr(doc.get('format'))}")
     if isinstance(doc.get("version"), bool) or doc.get("version") not in versions:  # True == 1 to Python
-        raise GraphError(f"{fmt} version {doc.get('version')!r} is not supported (this gplace reads versions "
+        raise GraphError(f"{fmt} version {short_repr(doc.get('version'))} is not supported (this gplace reads versions "
                          f"{list(versions)})")
 
 
@@ -376,7 +390,7 @@ def _check_fields(rec: Mapping[str, Any], known: set[str], where: str) -> None:
     """Refuse a record's unknown keys (a misspelt ``bytes`` or ``memory`` would otherwise take its default)."""
     unknown = set(rec) - known
     if unknown:
-        raise GraphError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
+        raise GraphError(f"{where}: unknown field(s) {short_repr(sorted(unknown))}; known: {sorted(known)}")
 
 
 def _list(doc: Mapping[str, Any], key: str) -> list[Any]:
@@ -390,7 +404,7 @@ def _opt_float(value: Any, where: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise GraphError(f"{where} must be a number, got {value!r}")
+        raise GraphError(f"{where} must be a number, got {short_repr(value)}")
     try:
         return float(value)
     except OverflowError:  # an integer of hundreds of digits
@@ -406,7 +420,7 @@ def _number(value: Any, where: str) -> float:
 
 def _text(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
-        raise GraphError(f"{where} must be a non-empty string, got {value!r}")
+        raise GraphError(f"{where} must be a non-empty string, got {short_repr(value)}")
     return value
 
 
@@ -414,7 +428,7 @@ def _opt_int(value: Any, where: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not _opt_float(value, where).is_integer():
-        raise GraphError(f"{where} must be an integer, got {value!r}")
+        raise GraphError(f"{where} must be an integer, got {short_repr(value)}")
     return int(value)
 
 
