@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -45,7 +46,7 @@ from gplace.ir.placement import check_graph_and_cluster
 from gplace.runtime.base import Measurement, Runtime, measure_each
 from gplace.torch_modes import float32_default
 from gplace.training import TrainResult
-from gplace.training.checkpoint import save_checkpoint
+from gplace.training.checkpoint import save_checkpoint, torch_load_reason
 
 __all__ = [
     "FORMAT", "VERSION", "PretrainedPolicy", "build", "check_policy_fits", "load_policy", "module_spec",
@@ -89,7 +90,8 @@ def module_spec(module: nn.Module) -> dict[str, Any]:
 
     Raises:
         ValueError: the module records no arguments, holds non-plain values there, or its class cannot be
-            imported by its qualified name (e.g. a class defined inside a function).
+            imported by its qualified name (e.g. a class defined inside a function, or in ``__main__``: a script
+            or notebook, which no other process can import).
     """
     cls = type(module)
     kwargs = getattr(module, "init_kwargs", None)
@@ -98,6 +100,9 @@ def module_spec(module: nn.Module) -> dict[str, Any]:
     if not isinstance(kwargs, Mapping):
         raise ValueError(f"{cls.__name__} has no init_kwargs: build it with gplace.pretrained.build({cls.__name__}, "
                          "...) or set module.init_kwargs to its constructor arguments")
+    if cls.__module__ == "__main__":
+        raise ValueError(f"{cls.__name__} is defined in __main__ (a script or notebook): define it in an importable "
+                         "module so the file can be loaded elsewhere")
     name = f"{cls.__module__}.{cls.__qualname__}"
     try:
         found = _resolve(name)
@@ -129,11 +134,15 @@ def save_policy(path: str | Path, encoder: nn.Module, policy: nn.Module, *,
             ``"max_groups"`` entry is used by :func:`place_with_pretrained` (default: empty).
 
     Raises:
+        TypeError: the arguments are not ``(path, encoder, policy)`` (e.g. the path given last).
         ValueError: see :func:`module_spec`; or ``meta`` holds a value that is not plain data.
 
     Returns:
         the path written.
     """
+    if not (isinstance(path, str | os.PathLike) and isinstance(encoder, nn.Module) and isinstance(policy, nn.Module)):
+        got = ", ".join(type(arg).__name__ for arg in (path, encoder, policy))
+        raise TypeError(f"save_policy(path, encoder, policy) takes the file first, then the modules; got ({got})")
     meta = dict(meta or {})
     _check_plain(meta, "meta")
     doc = {
@@ -155,10 +164,11 @@ def load_policy(path: str | Path) -> PretrainedPolicy:
     modules, or taken from a module the caller has imported already (a module of one's own: import it first).
 
     Raises:
-        FileNotFoundError: no such file.
+        FileNotFoundError: no such file, or a run directory (names its ``policy.pt``).
         ValueError: the file is not a ``gplace.policy`` file of version :data:`VERSION` (e.g. a trainer
-            checkpoint), a class it names is in a module neither gplace's nor imported, does not import, or its
-            kwargs do not build it, its weights do not fit the classes it names (checked before anything is
+            checkpoint: names its run's ``policy.pt``), a class it names is in a module neither gplace's nor
+            imported (or in the ``__main__`` of the process that wrote it), does not import, or its kwargs do not
+            build it, its weights do not fit the classes it names (checked before anything is
             allocated), or its ``meta`` records a bad ``max_groups``; the message starts with the file's path.
     """
     from gplace.interfaces import Encoder, Policy
@@ -349,17 +359,19 @@ def _fastest(graph: OpGraph, cluster: Cluster, candidates: list[Placement],
 
 def _read(path: Path) -> dict[str, Any]:
     """The file's dict after checking its format and version."""
+    if path.is_dir():
+        hint = f": use {path / 'policy.pt'}" if (path / "policy.pt").is_file() else ""
+        raise FileNotFoundError(f"{path} is a directory, not a policy file{hint}")
     if not path.is_file():
         raise FileNotFoundError(f"no such policy file: {path}")
     try:
         doc = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises UnpicklingError, RuntimeError, EOFError, struct.error, ... on bad bytes
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"{path} is not a {FORMAT} file (it cannot be read as plain data: {first})") from None
+        raise ValueError(f"{path} is not a {FORMAT} file (it cannot be read as plain data: "
+                         f"{torch_load_reason(err)})") from None
     fmt = doc.get("format") if isinstance(doc, Mapping) else None
     if fmt != FORMAT:
-        raise ValueError(f"{path} is not a {FORMAT} file (format {fmt!r}); write one with gplace.pretrained."
-                         "save_policy")
+        raise ValueError(f"{path} is not a {FORMAT} file (format {fmt!r}){_what_instead(path, doc)}")
     if doc.get("version") != VERSION:
         raise ValueError(f"{path} is a {FORMAT} file of version {doc.get('version')!r}; this gplace reads "
                          f"version {VERSION}")
@@ -372,6 +384,18 @@ def _read(path: Path) -> dict[str, Any]:
         if not isinstance(state, Mapping):
             raise ValueError(f"{path}: field 'state' lacks the {part}'s weights")
     return doc
+
+
+def _what_instead(path: Path, doc: Any) -> str:
+    """What to load instead of ``doc``, read from ``path``: a training checkpoint (its fingerprint and optimizer
+    state) names its run's ``policy.pt``; anything else, how a policy file is written."""
+    if not (isinstance(doc, Mapping) and {"fingerprint", "optimizer"} <= set(doc)):
+        return "; write one with gplace.pretrained.save_policy"
+    policy = path.parent / "policy.pt"
+    if policy.is_file():
+        return f": it is a training checkpoint; use {policy}"
+    return (": it is a search's training checkpoint (resumed by its run, not loaded as a policy); a training run "
+            "(gplace train) writes its policy file as policy.pt")
 
 
 def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: Path) -> nn.Module:
@@ -422,6 +446,10 @@ def _module_class(name: str, path: Path) -> type[nn.Module]:
     try:
         cls = _resolve(name)
     except ValueError as err:
+        if module_name == "__main__":
+            raise ValueError(f"{path}: class {name!r} was defined in __main__ (a script or notebook) of the process "
+                             "that wrote the file, which no other process can import: define it in an importable "
+                             "module and save the policy again") from None
         raise ValueError(f"{path}: {err} (a file written by another gplace version, or by code not installed "
                          "here)") from None
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):

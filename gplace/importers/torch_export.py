@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import logging
 import math
 import operator
@@ -91,6 +92,9 @@ _PHASES = {"is_forward": "forward", "is_backward": "backward"}
 _SCALAR = TensorSpec((), 8)
 """A non-tensor value (``SymInt``, ``float``, ...) read by an op."""
 
+_USER_CALL = "The following call raised this error:"
+"""What precedes, in a ``torch.export`` error, the line of the user's code that raised it."""
+
 
 @dataclass(frozen=True)
 class TorchSource:
@@ -110,6 +114,25 @@ class TorchSource:
     its ``nn_module_stack``, the call being the stack's key, which tells two calls of one module apart
     (``L__self__l``, then ``L__self__l@1``). A backward op has its forward op's; ``Parameter`` ops and ops of
     no module are absent. Only modules called appear: a container such as ``nn.ModuleList`` never does."""
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle an ``ExportedProgram`` as ``torch.export.save``'s bytes (torch cannot unpickle one pickled as it
+        is); a joint graph's ``GraphModule`` as it is."""
+        import torch
+
+        fields = (self.module_paths, self.training, self.values, self.module_calls)
+        if not isinstance(self.program, torch.export.ExportedProgram):
+            return TorchSource, (self.program, *fields)
+        buffer = io.BytesIO()
+        torch.export.save(self.program, buffer)
+        return _saved_source, (buffer.getvalue(), *fields)
+
+
+def _saved_source(program: bytes, *fields: Any) -> TorchSource:
+    """The :class:`TorchSource` pickled with its ``ExportedProgram`` as ``torch.export.save``'s bytes."""
+    import torch
+
+    return TorchSource(torch.export.load(io.BytesIO(program)), *fields)
 
 
 def from_torch(
@@ -284,8 +307,8 @@ def _export(obj: Any, example_inputs: Any, training: bool) -> ExportedProgram:
         try:
             return torch.export.export(obj, args, kwargs)
         except Exception as err:  # torch raises UserError, Unsupported, GuardOnDataDependentSymNode, ...
-            reason = error_summary(err, limit=400)
-            raise UnsupportedGraphError(f"torch.export could not trace {type(obj).__name__}: {reason}") from None
+            reason = _trace_failure(err)
+            raise UnsupportedGraphError(f"torch.export could not trace {type(obj).__name__}: {reason}") from err
 
 
 def _check_not_inference(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -338,7 +361,19 @@ def _joint_graph(ep: ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, A
             joint = aot_export_joint_with_descriptors(stack, ep.module(), args, kwargs)
             return joint.graph_module
     except Exception as err:  # autograd tracing raises many kinds
-        raise UnsupportedGraphError(f"joint forward+backward tracing failed: {error_summary(err, limit=400)}") from None
+        raise UnsupportedGraphError(f"joint forward+backward tracing failed: {_trace_failure(err)}") from err
+
+
+def _trace_failure(err: Exception) -> str:
+    """torch's tracing error on one line, cut to 400 characters, and the line of the user's code that raised it
+    (which torch names at the end of a long message, after the cut), cut to 300."""
+    summary = error_summary(err, limit=400)
+    text = str(err)
+    start = text.find(_USER_CALL)
+    if start < 0:
+        return summary
+    call = error_summary(text[start + len(_USER_CALL):].strip().split("\n\n")[0], limit=300)
+    return summary if call in summary else f"{summary} (raised by {call})"
 
 
 def _signature_state(ep: ExportedProgram) -> dict[str, str]:

@@ -18,6 +18,10 @@ from gplace.run_dir import RunDirConflictError
 log = logging.getLogger(__name__)
 
 _NEW_RUN = "use a new run directory or delete it"
+_UNPICKLER_ERROR = "WeightsUnpickler error:"
+"""Where the reason of torch's ``weights_only`` refusal starts, after its advice."""
+_TORCH_LOAD_DOCS = "Check the documentation of torch.load"
+"""Where torch's advice resumes, after that reason."""
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
@@ -83,7 +87,7 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on a damaged file
         raise RunDirConflictError(f"checkpoint {path} cannot be read (a damaged or truncated file: "
-                                  f"{error_summary(err)}); {_NEW_RUN}") from None
+                                  f"{torch_load_reason(err)}); {_NEW_RUN}") from None
     if not isinstance(state, dict):
         raise RunDirConflictError(f"checkpoint {path} is not a gplace checkpoint (it holds a "
                                   f"{type(state).__name__}); {_NEW_RUN}")
@@ -112,6 +116,22 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     _warn_changed_settings(state.get("settings"), settings, path)
     log.info("resuming from %s at update %d", path, state["update"])
     return state
+
+
+def torch_load_reason(err: BaseException) -> str:
+    """Why ``torch.load`` could not read a file, on one line: a ``weights_only`` refusal's own reason
+    (``WeightsUnpickler error: Unsupported operand 123``) without torch's advice around it (to load with
+    ``weights_only=False``, wrong for a file that is not torch's), else the message's first line.
+
+    >>> torch_load_reason(RuntimeError("Weights only load failed. Re-run ... WeightsUnpickler error: \\n\\n"
+    ...                                "Unsupported operand 123\\n\\nCheck the documentation of torch.load ..."))
+    'WeightsUnpickler error: Unsupported operand 123'
+    """
+    text = str(err).strip()
+    start = text.find(_UNPICKLER_ERROR)
+    if start >= 0:
+        return error_summary(text[start:].split(_TORCH_LOAD_DOCS)[0])
+    return error_summary(text.splitlines()[0] if text else err)
 
 
 def _numpy_allowed() -> contextlib.AbstractContextManager:
