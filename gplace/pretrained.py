@@ -31,6 +31,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -90,8 +91,8 @@ def module_spec(module: nn.Module) -> dict[str, Any]:
 
     Raises:
         ValueError: the module records no arguments, holds non-plain values there, or its class cannot be
-            imported by its qualified name (e.g. a class defined inside a function, or in ``__main__``: a script
-            or notebook, which no other process can import).
+            imported by its qualified name (e.g. a class defined inside a function). A class of ``__main__`` (a
+            script or notebook) is saved with a warning: no other process can import it.
     """
     cls = type(module)
     kwargs = getattr(module, "init_kwargs", None)
@@ -100,9 +101,10 @@ def module_spec(module: nn.Module) -> dict[str, Any]:
     if not isinstance(kwargs, Mapping):
         raise ValueError(f"{cls.__name__} has no init_kwargs: build it with gplace.pretrained.build({cls.__name__}, "
                          "...) or set module.init_kwargs to its constructor arguments")
-    if cls.__module__ == "__main__":
-        raise ValueError(f"{cls.__name__} is defined in __main__ (a script or notebook): define it in an importable "
-                         "module so the file can be loaded elsewhere")
+    if cls.__module__ == "__main__":  # loads here (a notebook saving and reloading), not in another process
+        warnings.warn(f"{cls.__name__} is defined in __main__ (a script or notebook): the policy file loads only in "
+                      "a process whose __main__ defines it; define it in an importable module to load it elsewhere",
+                      UserWarning, stacklevel=3)
     name = f"{cls.__module__}.{cls.__qualname__}"
     try:
         found = _resolve(name)
