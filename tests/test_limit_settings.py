@@ -59,6 +59,18 @@ def test_torch_pipeline_runtime_refuses_a_bad_setting_by_name(kwargs):
         TorchPipelineRuntime(nn.Linear(3, 2), x, y, F.mse_loss, microbatches=2, **kwargs)
 
 
+@pytest.mark.parametrize(("value", "message"), [("nonsense", "is not a torch device"), ("meta", "holds no data")])
+def test_torch_pipeline_runtime_checks_its_device_map_as_torch_runtime_does(value, message):
+    """TorchRuntime refused a device_map value that is no torch device, or meta, when built; the pipelined runtime
+    took it and failed only at its cluster check."""
+    x, y = torch.zeros(4, 3), torch.zeros(4, 2)
+    for runtime in (TorchRuntime, lambda **kw: TorchPipelineRuntime(nn.Linear(3, 2), x, y, F.mse_loss, **kw)):
+        with pytest.raises(ValueError, match=rf"device_map\['/CPU:0'\] = '{value}' {message}"):
+            runtime(device_map={"/CPU:0": value})
+    assert TorchPipelineRuntime(nn.Linear(3, 2), x, y, F.mse_loss, device_map={"/GPU:0": "cuda"}).device_map == {
+        "/GPU:0": "cuda:0"}
+
+
 @pytest.mark.tf
 @pytest.mark.parametrize("time_limit", [NAN, "5", True])
 def test_tf_runtime_refuses_a_bad_time_limit_by_name(time_limit):

@@ -11,8 +11,8 @@ import torch
 from gplace.ir import Cluster
 from gplace.ir.errors import error_summary
 
-__all__ = ["NO_DATA", "cluster_problems", "parse_device", "runnable_reason", "shared_gpu_problems", "torch_device",
-           "unavailable_reason"]
+__all__ = ["NO_DATA", "cluster_problems", "parse_device", "runnable_device_map", "runnable_reason",
+           "shared_gpu_problems", "torch_device", "unavailable_reason"]
 
 
 _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
@@ -46,6 +46,20 @@ def parse_device(name: str, value: str) -> str:
 
 NO_DATA = frozenset({"meta"})
 """Torch devices whose tensors hold no data (ops on them compute nothing)."""
+
+
+def runnable_device_map(device_map: Mapping[str, str] | None) -> dict[str, str]:
+    """``device_map`` (cluster device name -> torch device) with each device normalised, for a runtime that
+    computes.
+
+    Raises:
+        ValueError: a value is not a torch device, or one holding no data (``meta``: nothing would be computed).
+    """
+    parsed = {name: parse_device(name, value) for name, value in (device_map or {}).items()}
+    for name, value in parsed.items():  # split_program may show a split on meta; a run computes
+        if torch.device(value).type in NO_DATA:
+            raise ValueError(f"device_map[{name!r}] = {value!r} holds no data: nothing would be computed")
+    return parsed
 
 
 def _normalise(device: torch.device) -> torch.device:

@@ -103,6 +103,7 @@ from gplace.ir.errors import check_sizes, error_summary
 from gplace.pipeline.simulator import check_microbatches
 from gplace.pipeline.steady import pipeline_bytes_moved
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
+from gplace.runtime.torch_devices import runnable_device_map
 from gplace.runtime.torch_runtime import TorchRunError, cluster_problems
 from gplace.runtime.wrapper import check_timeout
 
@@ -236,7 +237,7 @@ class TorchPipelineRuntime(Runtime):
         self.module, self.inputs, self.target, self.loss_fn = module, inputs, target, loss_fn
         self.microbatches, self.schedule, self.backend = microbatches, schedule, backend
         self.steps, self.warmup, self.time_limit = steps, warmup, math.inf if limit is None else limit
-        self.device_map = dict(device_map) if device_map else None
+        self.device_map = runnable_device_map(device_map) or None
         self.threads_per_stage = threads_per_stage
         self.processes = processes
         self.id = f"{self.semantics}/{schedule}/m{microbatches}"

@@ -92,9 +92,8 @@ from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 from gplace.runtime.calibration import GPU_WARMUP_SECONDS
 from gplace.runtime.torch_cuda import memory_fractions, streams_restored, synchronize
 from gplace.runtime.torch_devices import (
-    NO_DATA,
     cluster_problems,
-    parse_device,
+    runnable_device_map,
     runnable_reason,
     shared_gpu_problems,
     torch_device,
@@ -159,10 +158,7 @@ class TorchRuntime(Runtime):
             raise ValueError(f"{type(self).__name__}: time_limit must be a number of seconds > 0 (None or inf: no "
                              f"limit), got {time_limit!r}") from None
         self.steps, self.warmup, self.time_limit = steps, warmup, math.inf if limit is None else limit
-        self.device_map = {name: parse_device(name, value) for name, value in (device_map or {}).items()}
-        for name, value in self.device_map.items():  # split_program may show a split on meta; a run computes
-            if torch.device(value).type in NO_DATA:
-                raise ValueError(f"device_map[{name!r}] = {value!r} holds no data: nothing would be computed")
+        self.device_map = runnable_device_map(device_map)
         self.enforce_memory = enforce_memory
         self._values: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
         self._stream_pairs: dict[torch.device, tuple[Any, Any]] = {}
