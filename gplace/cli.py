@@ -251,8 +251,10 @@ def _print_table(report, run_dir: str | Path) -> None:
     table.add_column("mini-batch time" if runtime.startswith("pipe-") else "step time", justify="right")
     table.add_column("vs learned", justify="right")
     learned = report.measurement.step_time
-    for name, m in report.baselines.items():
-        table.add_row(f"single {name}", _ms(m.step_time) if m.ok else f"failed: {m.reason}",
+    for name, alike in _single_rows(report.baselines):
+        m = report.baselines[name]
+        label, failed = (f"single {name}", "failed") if alike == 1 else (f"single ({alike} devices)", "all failed")
+        table.add_row(label, _ms(m.step_time) if m.ok else f"{failed}: {m.reason}",
                       f"{time_ratio(m.step_time, learned):.2f}x" if m.ok else "")
     table.add_row(Text("learned", style="bold"), Text(_ms(learned), style="bold"), "1.00x")
     console = _console()
@@ -261,6 +263,25 @@ def _print_table(report, run_dir: str | Path) -> None:
                   + _found(report.train), soft_wrap=True)
     console.print(f"wrote {Path(run_dir) / 'placement.json'}, trace.json and policy.pt (for `gplace place`)",
                   soft_wrap=True)
+
+
+def _single_rows(baselines: dict) -> list[tuple[str, int]]:
+    """The single-device rows of the results table, ``(device, devices)``: the failed devices whose reasons differ
+    only in device name and numbers (64 out of memory on a wide cluster) as one row, the first's, with their count;
+    every device that ran as its own row (count 1)."""
+    def shape(name, m):
+        return re.sub(r"\d+(?:\.\d+)?", "#", str(m.reason).replace(name, "\0"))
+
+    alike: dict[str, list[str]] = {}
+    for name, m in baselines.items():
+        if not m.ok:
+            alike.setdefault(shape(name, m), []).append(name)
+    rows = []
+    for name, m in baselines.items():
+        group = [name] if m.ok else alike[shape(name, m)]
+        if group[0] == name:
+            rows.append((name, len(group)))
+    return rows
 
 
 def _speedup(report) -> str:
@@ -323,9 +344,9 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         cause = err.__cause__ or err
         if isinstance(cause, ValueError | OSError):
             _fail(f"{type(cause).__name__}: {cause}")
-        if isinstance(cause, TypeError):  # a value of the wrong type given to a component's constructor
+        if isinstance(cause, TypeError):  # an unknown, missing or wrong-typed setting of a component's constructor
             key = str(err).rsplit("full_key: ", 1)[-1].strip() if "full_key: " in str(err) else "the config"
-            _fail(f"{key}: a value of the wrong type ({type(cause).__name__}: {cause}); check {key}'s settings")
+            _fail(_type_error_message(key, cause, OmegaConf.select(cfg, f"{key}._target_", default=None)))
         if _out_of_memory(cause):
             _fail(_out_of_memory_message(cause, command))
         _log_to_files(f"{type(err).__name__}: {err}")
@@ -342,6 +363,36 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
             _log_to_files(f"{type(err).__name__}: {err}")
             raise
         _interrupted(interrupt, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
+
+
+def _type_error_message(key: str, err: TypeError, target: str | None) -> str:
+    """One line for the ``TypeError`` of config ``key``'s constructor ``target``: the unknown setting with the
+    constructor's own, or the missing ones to set; else a value of the wrong type."""
+    settings = _settings(target)
+    unknown = re.search(r"unexpected keyword argument '(\w+)'", str(err))
+    if unknown and settings is not None and unknown[1] not in settings:
+        return f"{key}: no setting {unknown[1]!r} (its settings: {', '.join(settings) or 'none'})"
+    missing = re.search(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)$", str(err))
+    names = re.findall(r"'(\w+)'", missing[1]) if missing else []
+    if names and settings is not None and set(names) <= set(settings):
+        return f"{key}: set " + " and ".join(f"+{key}.{name}=..." for name in names)
+    return f"{key}: a value of the wrong type ({type(err).__name__}: {err}); check {key}'s settings"
+
+
+def _settings(target: str | None) -> list[str] | None:
+    """The parameter names of the callable a ``_target_`` names, or ``None`` where it takes any keyword (its
+    ``TypeError`` may come from deeper) or cannot be read."""
+    import inspect
+
+    from hydra.utils import get_object
+
+    try:
+        params = inspect.signature(get_object(str(target))).parameters.values()
+    except Exception:  # no target, not importable, or no signature  # noqa: BLE001
+        return None
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind != p.VAR_POSITIONAL]
 
 
 def _out_of_memory(err: BaseException) -> bool:
@@ -831,16 +882,49 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     method = cfg.get("checkpoint") or cfg.method
     if cfg.get("checkpoint") and cfg.method != "pretrained":  # pretrained: the default, not a choice
         log.warning("method=%s is unused: checkpoint=%s places the graph", cfg.method, cfg.checkpoint)
+    writes = cfg.get("write_back", True)
+    device_map = _write_back_map(cfg, graph, cluster) if writes else None
     report = place(graph, cluster, method=method, budget=_place_budget(cfg, method), seed=cfg.seed, runtime=runtime,
                    run_dir=run_dir, warm_start=cfg.get("warm_start_baseline"))
     record_job(cfg, run_dir)
     m = report.measurement
-    written = write_back(graph, cluster, report.placement, run_dir) if cfg.get("write_back", True) else []
+    written = write_back(graph, cluster, report.placement, run_dir, device_map=device_map) if writes else []
     _console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "
                      f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({_versus_one(report)}); wrote {run_dir}"
                      + "".join(f"\n  {p}" for p in written), soft_wrap=True)
     _log_to_files(f"{_outcome(report)}; wrote {Path(run_dir) / 'placement.json'} and trace.json", logging.INFO)
     return m.step_time
+
+
+def _write_back_map(cfg: DictConfig, graph, cluster) -> dict[str, str] | None:
+    """The ``device_map`` that ``graph``'s placed program is written back with (:func:`_write_back_device_map`),
+    checked before placing; a device that maps to none ends in one line saying how to map it, or to skip it."""
+    from gplace.export import check_write_back
+    from gplace.importers.tensorflow import TensorFlowSource
+    from gplace.ir import InvalidPlacementError
+
+    device_map = _write_back_device_map(cfg)
+    try:
+        check_write_back(graph, cluster, device_map=device_map)
+    except InvalidPlacementError as err:
+        target = "/CPU:0" if isinstance(graph.source, TensorFlowSource) else "cpu"
+        example = ", ".join(f"{name}: {target}" for name in cluster.device_names[:2])
+        _fail(f"write_back: {err}: on the command line, 'write_back_device_map={{{example}}}' (cluster device -> "
+              "device), or write_back=false to skip writing the placed program")
+    return device_map
+
+
+def _write_back_device_map(cfg: DictConfig) -> dict[str, str] | None:
+    """``cfg.runtime.device_map`` (where the runtime has one) updated by ``cfg.write_back_device_map``, or ``None``
+    where neither is given; a ``write_back_device_map`` that is no mapping of names to devices is refused."""
+    given = cfg.get("write_back_device_map")
+    if given is not None and not (OmegaConf.is_dict(given) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in given.items())):
+        _fail(f"write_back_device_map must map cluster device names to devices, e.g. "
+              f"'write_back_device_map={{fast: cpu}}', got {given!r}")
+    maps = [OmegaConf.select(cfg, "runtime.device_map", default=None), given]
+    merged = {str(k): str(v) for m in maps if OmegaConf.is_dict(m) for k, v in m.items()}
+    return merged or None
 
 
 def _import_modules(names) -> None:

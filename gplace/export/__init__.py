@@ -7,25 +7,28 @@
 - :mod:`gplace.export.parts` (no framework): the per-device parts, in an order they can run in.
 
 Each framework is imported only inside its own module. :func:`write_back` writes what fits the graph's program
-into a directory (what ``gplace place`` does).
+into a directory (what ``gplace place`` does); :func:`check_write_back` checks, before placing, that it can map
+the cluster's devices.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 from gplace.export.parts import Part, device_parts, part_of
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.serialize import write_bytes_atomic
 
-__all__ = ["Part", "device_parts", "part_of", "write_back"]
+__all__ = ["Part", "check_write_back", "device_parts", "part_of", "write_back"]
 
 log = logging.getLogger(__name__)
 
 
-def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: str | Path) -> list[Path]:
+def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: str | Path, *,
+               device_map: Mapping[str, str] | None = None) -> list[Path]:
     """Write the placed program of ``graph`` into ``out_dir``; the paths written (none for a graph with no
     program, e.g. one read from a gplace JSON file, nor for a ``torch.export`` training graph, with a WARNING).
 
@@ -41,8 +44,12 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
 
     Each file is written beside its place and renamed there (a full disk leaves the earlier file whole).
 
+    Args:
+        device_map: cluster device name -> TensorFlow or torch device, for names that are not ``/CPU:k`` or
+            ``/GPU:k`` (an ONNX model keeps the cluster's names). (default: None)
+
     Raises:
-        InvalidPlacementError: the placement is not for ``graph`` and ``cluster``.
+        InvalidPlacementError: the placement is not for ``graph`` and ``cluster``, or a device maps to none.
         OSError: a file cannot be written (a full disk), naming it.
     """
     from gplace.importers.onnx import OnnxSource
@@ -56,7 +63,7 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
     if isinstance(source, TensorFlowSource):
         from gplace.export.tensorflow import place_graph_def
 
-        graph_def = place_graph_def(graph, cluster, placement)
+        graph_def = place_graph_def(graph, cluster, placement, device_map=device_map)
         return [write_bytes_atomic(out_dir / "placed.pb", graph_def.SerializeToString())]
     if isinstance(source, TorchSource) and source.training:
         log.warning("write_back: no device_map.json for %s: it is a torch.export training graph, and a device map "
@@ -64,9 +71,31 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
     elif isinstance(source, TorchSource):
         from gplace.export.torch import module_device_map
 
-        text = json.dumps(module_device_map(graph, cluster, placement), indent=1)
+        text = json.dumps(module_device_map(graph, cluster, placement, device_map=device_map), indent=1)
         return [write_bytes_atomic(out_dir / "device_map.json", text.encode())]
     return []
+
+
+def check_write_back(graph: OpGraph, cluster: Cluster, *, device_map: Mapping[str, str] | None = None) -> None:
+    """Check, before placing, that :func:`write_back` can map every cluster device to one of ``graph``'s program
+    (TensorFlow, torch.export inference; an ONNX model keeps the cluster's names).
+
+    Raises:
+        InvalidPlacementError: a device maps to none, naming it.
+    """
+    from gplace.export.parts import framework_devices
+    from gplace.importers.tensorflow import TensorFlowSource
+    from gplace.importers.torch_export import TorchSource
+
+    source = graph.source
+    if isinstance(source, TensorFlowSource):
+        from gplace.runtime.tf_runtime import tf_device
+
+        framework_devices(cluster, tf_device, device_map)
+    elif isinstance(source, TorchSource) and not source.training:
+        from gplace.runtime.torch_devices import torch_device
+
+        framework_devices(cluster, torch_device, device_map)
 
 
 def _write_onnx(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: Path) -> list[Path]:
