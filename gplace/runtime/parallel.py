@@ -344,10 +344,16 @@ class PoolRuntime(RuntimeWrapper):
                 if key in self._loaded:
                     return
                 pool = self._executor()
+            warm = key not in self._cold
             try:  # not under the lock: it may wait behind a hung call
-                if _on_every_worker(pool, self.workers, key, path, key not in self._cold,
-                                    limit=self.timeout + WARM_UP):
+                seen = _on_every_worker(pool, self.workers, key, path, warm,
+                                        limit=self.timeout + WARM_UP if warm else None)
+                if seen:
                     self._answered = True
+                if warm and len(seen) < self.workers:  # the pool broke: a worker died or retired on its warm-up
+                    logger.warning("a worker's warm-up on a graph broke the pool (it died or its runtime became "
+                                   "unusable); measuring that graph without a warm-up")
+                    self._cold.add(key)
             except TimeoutError:
                 logger.warning("the workers took over %g s to read a graph and warm up on it; replacing them and "
                                "measuring it without a warm-up", self.timeout + WARM_UP)
@@ -404,10 +410,15 @@ class PoolRuntime(RuntimeWrapper):
             self._logs = _WorkerLogs(context.Queue())
             self._logs.start()
             level = logging.getLogger("gplace").getEffectiveLevel()
-            self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=context, initializer=_start_worker,
-                initargs=(self._runtime_blob, self.threads_per_worker, gpu_sets, self._logs.queue, level),
-            )
+            try:
+                self._pool = ProcessPoolExecutor(
+                    self.workers, mp_context=context, initializer=_start_worker,
+                    initargs=(self._runtime_blob, self.threads_per_worker, gpu_sets, self._logs.queue, level),
+                )
+            except BaseException:
+                self._logs.stop(wait=False)
+                self._logs = None
+                raise
             logger.debug("started a pool of %d %s workers for %s", self.workers, self.context, self.id)
             if self.timeout is not None and _on_every_worker(self._pool, self.workers):
                 self._answered = True
@@ -693,6 +704,10 @@ class Worker:
             return
         m = self.measure(key, source, devices)
         logger.debug("worker %d warmed up on %r: %s", os.getpid(), graph.name, m.reason or "ok")
+        if self.retired:  # exit now: the pool then measures this graph without a warm-up (not fail each placement)
+            logger.warning("worker %d exits: its runtime became unusable on its warm-up", os.getpid())
+            _flush_logs()
+            os._exit(_RETIRED)
 
     def _problem(self, key: ProblemKey, source: Any) -> tuple[OpGraph, Cluster]:
         problem = self.problems.get(key)
@@ -747,8 +762,11 @@ def _send_logs(queue: Any, level: int) -> None:
     a spawned worker has no handlers (its WARNINGs went to stderr unformatted, its DEBUG tracebacks nowhere)."""
     global _log_queue
     root = logging.getLogger()
-    for handler in list(root.handlers):  # a main module's top-level basicConfig, run again here
-        root.removeHandler(handler)
+    names = list(logging.Logger.manager.loggerDict)
+    own = [logging.getLogger(name) for name in names if name.split(".")[0] == "gplace"]
+    for log in (root, *own):  # a main module's top-level basicConfig (or handlers), run again here: the parent's write
+        for handler in list(log.handlers):
+            log.removeHandler(handler)
     root.addHandler(logging.handlers.QueueHandler(queue))
     logging.getLogger("gplace").setLevel(level)
     _log_queue = queue

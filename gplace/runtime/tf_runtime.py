@@ -598,6 +598,9 @@ class _Step:
 
 
 def _options(tf: Any, deadline: float) -> Any:
+    """Run options timing out at ``deadline`` (``perf_counter`` seconds; ``inf``: none)."""
+    if not math.isfinite(deadline):
+        return tf.compat.v1.RunOptions()
     left_ms = max(1, int((deadline - time.perf_counter()) * 1000))
     return tf.compat.v1.RunOptions(timeout_in_ms=left_ms)
 

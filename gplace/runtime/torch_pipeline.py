@@ -107,6 +107,9 @@ from gplace.runtime.torch_devices import runnable_device_map
 from gplace.runtime.torch_runtime import TorchRunError, cluster_problems
 from gplace.runtime.wrapper import check_timeout
 
+NO_TIMEOUT = timedelta(days=365)
+"""The process group's timeout with no ``time_limit`` (torch takes a finite one)."""
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["PipelineRun", "TorchPipelineRuntime"]
@@ -537,7 +540,8 @@ def _init_group(job: _Job, device: torch.device, **where: Any) -> None:
         torch.cuda.set_device(device)
         if "nccl" in job.backend:
             bound["device_id"] = device
-    dist.init_process_group(job.backend, timeout=timedelta(seconds=job.timeout), **where, **bound)
+    wait = timedelta(seconds=job.timeout) if math.isfinite(job.timeout) else NO_TIMEOUT
+    dist.init_process_group(job.backend, timeout=wait, **where, **bound)
 
 
 def _bound_device() -> torch.device | None:

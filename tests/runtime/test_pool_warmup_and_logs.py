@@ -91,6 +91,34 @@ def test_a_hung_warm_up_replaces_the_workers_and_measures_without_one(monkeypatc
     assert time.monotonic() - start < 25
 
 
+class _PoisonedOnDevice0(Simulator):
+    """A placement with every op on device 0 (the warm-up's) leaves the runtime unusable for good, as a sticky CUDA
+    error would; any other measures at once."""
+
+    dead = False
+
+    def usable(self) -> bool:
+        return not self.dead
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        if not placement.devices.any():
+            self.dead = True
+            return Measurement.failure(self.id, "illegal address (sticky)")
+        return Measurement(ok=True, step_time=float(placement.devices.sum()), runtime=self.id)
+
+
+def test_a_warm_up_that_breaks_the_runtime_does_not_fail_every_placement(caplog) -> None:
+    """A warm-up leaving the runtime unusable retired each worker, which then died on its first real placement, and
+    every fresh pool warmed up the same way: all placements failed ("worker process died"). The worker now exits on
+    its warm-up and the pool measures that graph without one."""
+    g, c = diamond(), uniform_cluster(2)
+    placements = [Placement.for_graph(g, np.array(d)) for d in ([1, 1, 1, 1], [1, 0, 1, 1], [0, 1, 1, 0])]
+    with caplog.at_level(logging.WARNING), PoolRuntime(_PoisonedOnDevice0(), workers=2, timeout=30) as pool:
+        ms = pool.measure_many(g, c, placements)
+    assert [(m.ok, m.reason) for m in ms] == [(True, "")] * 3
+    assert "measuring that graph without a warm-up" in caplog.text
+
+
 def test_a_workers_warning_reaches_this_processs_loggers(caplog) -> None:
     """Records logged in a worker are handled here, by the logger of their name: the runtime's own WARNING and the
     worker's 'exits: its runtime became unusable' (sent before it exits)."""

@@ -528,3 +528,10 @@ def test_conforms(runtime, keras_graphs) -> None:
     m = check_failure(runtime, g, _cpus(2, Device("/GPU:99", "gpu")), Placement.single(g, 2))
     assert "/GPU:99" in m.reason
     assert runtime.deterministic is False
+
+
+def test_no_time_limit_measures(mlp) -> None:
+    """time_limit=None (no limit, as documented) failed every measurement: the run options took int(inf)."""
+    m = TensorFlowRuntime(steps=1, warmup=0, time_limit=None).measure(mlp, _cpus(), Placement.for_graph(
+        mlp, np.zeros(mlp.num_ops, np.int64)))
+    assert m.ok, m.reason

@@ -566,3 +566,13 @@ def test_a_non_contiguous_placement_over_nccl_runs_one_process_per_gpu() -> None
         F.mse_loss(model(x), y).backward()
         for name, p in model.named_parameters():
             torch.testing.assert_close(torch.from_numpy(run.grads[name]), p.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_no_time_limit_measures() -> None:
+    """time_limit=None (no limit, as documented) failed in every stage: the process group took timedelta(inf)."""
+    torch.manual_seed(0)
+    model = Normed()
+    x, y, graph, cluster, placement = _split_at(model, "out", 4)
+    m = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=2, steps=1, warmup=0, time_limit=None).measure(
+        graph, cluster, placement)
+    assert m.ok, m.reason
