@@ -25,6 +25,7 @@ reports.
 from __future__ import annotations
 
 import abc
+import os
 import sys
 import warnings
 from dataclasses import dataclass
@@ -264,7 +265,7 @@ def feature_sizes_of(encoder: Any) -> dict[str, int]:
 def _outside_gplace() -> int:
     """The ``stacklevel`` of :func:`warnings.warn`, called in the function calling this, that names the first
     frame outside gplace: a deprecation a user's part causes points at the user's line, not at gplace's."""
-    package = str(Path(__file__).parent)
+    package = str(Path(__file__).parent) + os.sep  # not a sibling such as gplace_contrib
     frame, level = sys._getframe(2), 2  # the warning function's caller
     while frame is not None and frame.f_code.co_filename.startswith(package):
         frame, level = frame.f_back, level + 1

@@ -321,6 +321,12 @@ class HeldOpen:
                 self.logger.log_config(self._config)
         return self.logger
 
+    def __getattr__(self, name: str) -> Any:
+        """The logger's other attributes (a :class:`WandbLogger`'s ``run``, a custom logger's methods)."""
+        if name.startswith("_") or name in ("logger",):  # not set yet (unpickling, copying): no recursion
+            raise AttributeError(name)
+        return getattr(self._opened(), name)
+
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
         if self.logger is None:
             self._config = dict(config)

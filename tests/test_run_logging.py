@@ -141,3 +141,14 @@ def test_the_bench_logs_a_learned_searchs_start_result_and_failure_by_name(caplo
     assert failed.failed and (logging.INFO, f"{tight_graph.name} on tight: learned search 'seq2seq' started") in said
     assert any(level == logging.WARNING and m.startswith(f"{tight_graph.name} on tight: learned search 'seq2seq' "
                                                          "failed: PlacementInfeasibleError") for level, m in said), said
+
+
+def test_the_held_logger_forwards_the_loggers_own_attributes(tmp_path) -> None:
+    """place() hands its trainer the logger wrapped (HeldOpen): a trainer reading the logger's own attributes (a
+    WandbLogger's run, a JSONL logger's path) got AttributeError."""
+    from gplace.loggers import HeldOpen, JsonlLogger
+
+    held = HeldOpen(JsonlLogger(tmp_path / "m.jsonl"))
+    assert held.path == tmp_path / "m.jsonl"
+    with pytest.raises(AttributeError):
+        held.no_such_attribute  # noqa: B018

@@ -94,6 +94,7 @@ def _c_stdout_to_debug_log() -> Iterator[None]:
     """
     with contextlib.suppress(AttributeError, OSError, ValueError):  # no sys.stdout, or a closed one
         sys.stdout.flush()
+    _flush_c_stdio()  # what C code printed before stays on stdout
     with _FD1, contextlib.ExitStack() as stack:
         try:
             sink = stack.enter_context(tempfile.TemporaryFile())

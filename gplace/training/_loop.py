@@ -214,6 +214,8 @@ class Loop:
         """The updates still to run: from the first not done to ``settings.updates``, none once out of time (a
         finished run resumed with the same budget runs none)."""
         if self.first_update < settings.updates and self.out_of_time(settings.max_seconds):
+            if self.first_update == 0:  # spent before the first update (a warm start): one update, as promised
+                return range(0, 1)
             log.warning("the time budget of %.6g s was spent by the earlier run(s) of this run directory (%.1f s, "
                         "%d updates): no update runs; give a larger budget (max_seconds) to search on",
                         settings.max_seconds, self.seconds, self.first_update)
@@ -663,8 +665,9 @@ def restore_log_streams(moved: Moved) -> None:
             handler.setStream(own)
 
 
-_QUANTITY = re.compile(r"(?<![\w:/.-])\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?(?:\s?(?:[kKMGTP]i?)?B\b)?")
-"""A number in a failure reason (bytes with their unit, seconds), not a digit of a name (``/GPU:1``)."""
+_QUANTITY = re.compile(r"(?<![\w:/.-])(?<!GPU )(?<!gpu )(?<!CPU )(?<!cpu )(?<!device )"
+                       r"\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?(?:\s?(?:[kKMGTP]i?)?B\b)?")
+"""A number in a failure reason (bytes with their unit, seconds), not a device's (``/GPU:1``, torch's ``GPU 0``)."""
 
 
 def failure_kind(reason: str) -> str:

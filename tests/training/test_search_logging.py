@@ -173,3 +173,24 @@ def test_a_search_says_when_its_time_budget_ends_it_and_a_resume_with_none_left(
         search()
     assert re.search(r"the time budget of 0\.01 s was spent by the earlier run\(s\) .* \(\d+\.\d s, 1 updates\): "
                      r"no update runs", caplog.text)
+
+
+def test_a_fresh_search_whose_warm_start_spends_the_budget_runs_one_update(caplog) -> None:
+    """A warm start measured past a small budget left a fresh search with no update and a WARNING blaming "the
+    earlier run(s) of this run directory" (there were none); the budget's promise is at least one update."""
+    graph, cluster = chain((1.0, 1.0)), uniform_cluster(2)
+    torch.manual_seed(0)
+    encoder = build(GNNEncoder, conv="sage", hidden_size=8, num_layers=1, type_embedding=4, projection=4)
+    placer = PolicyPlacer(graph, cluster, encoder, build(DeviceAwarePolicy, hidden_size=8))
+    with caplog.at_level(logging.INFO, logger="gplace"):
+        result = ReinforceTrainer(updates=50, samples_per_update=2, max_seconds=0.01).fit(
+            placer, _Slow(), graph, cluster, warm_start=Placement.for_graph(graph, [0, 0]))
+    assert result.samples == 2 and "earlier run" not in caplog.text
+    assert "time budget of 0.01 s reached after 1 of 50 updates" in caplog.text
+
+
+def test_failure_kinds_keep_torchs_gpu_numbers_apart() -> None:
+    """torch's out-of-memory text names the GPU as "GPU 0": two GPUs' failures were one kind ("GPU N")."""
+    zero = failure_kind("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.1 GiB")
+    one = failure_kind("CUDA out of memory. Tried to allocate 30.00 MiB. GPU 1 has a total capacity of 79.1 GiB")
+    assert zero != one and zero == "CUDA out of memory. Tried to allocate N. GPU 0 has a total capacity of N"
