@@ -75,7 +75,7 @@ from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import check_sizes, error_summary
 from gplace.ir.placement import check_placement
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
-from gplace.runtime.wrapper import check_timeout
+from gplace.runtime.wrapper import check_time_limit
 
 logger = logging.getLogger(__name__)
 
@@ -152,14 +152,10 @@ class TensorFlowRuntime(Runtime):
     ) -> None:
         check_sizes(type(self).__name__, 1, steps=steps)
         check_sizes(type(self).__name__, 0, warmup=warmup)
-        try:
-            limit = check_timeout(time_limit)
-        except ValueError:
-            raise ValueError(f"{type(self).__name__}: time_limit must be a number of seconds > 0 (None or inf: no "
-                             f"limit), got {time_limit!r}") from None
+        limit = check_time_limit(type(self).__name__, time_limit)
         if intra_op_threads < 0 or (inter_op_threads is not None and inter_op_threads < 0):
             raise ValueError(f"thread counts must be >= 0, got {intra_op_threads}, {inter_op_threads}")
-        self.steps, self.warmup, self.time_limit = steps, warmup, math.inf if limit is None else limit
+        self.steps, self.warmup, self.time_limit = steps, warmup, limit
         self.device_map = {name: _parse_device(name, value) for name, value in (device_map or {}).items()}
         self.intra_op_threads, self.inter_op_threads = intra_op_threads, inter_op_threads
         self._values: OrderedDict[int, tuple[Any, dict[str, np.ndarray]]] = OrderedDict()

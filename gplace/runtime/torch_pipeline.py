@@ -105,7 +105,7 @@ from gplace.pipeline.steady import pipeline_bytes_moved
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 from gplace.runtime.torch_devices import runnable_device_map
 from gplace.runtime.torch_runtime import TorchRunError, cluster_problems
-from gplace.runtime.wrapper import check_timeout
+from gplace.runtime.wrapper import check_time_limit
 
 NO_TIMEOUT = timedelta(days=365)
 """The process group's timeout with no ``time_limit`` (torch takes a finite one)."""
@@ -229,17 +229,13 @@ class TorchPipelineRuntime(Runtime):
         microbatches = check_microbatches(microbatches)
         check_sizes(type(self).__name__, 1, steps=steps)
         check_sizes(type(self).__name__, 0, warmup=warmup)
-        try:
-            limit = check_timeout(time_limit)
-        except ValueError:
-            raise ValueError(f"{type(self).__name__}: time_limit must be a number of seconds > 0 (None or inf: no "
-                             f"limit), got {time_limit!r}") from None
+        limit = check_time_limit(type(self).__name__, time_limit)
         batch = _batch_size(inputs, target)
         if batch % microbatches:
             raise ValueError(f"microbatches ({microbatches}) must divide the batch ({batch})")
         self.module, self.inputs, self.target, self.loss_fn = module, inputs, target, loss_fn
         self.microbatches, self.schedule, self.backend = microbatches, schedule, backend
-        self.steps, self.warmup, self.time_limit = steps, warmup, math.inf if limit is None else limit
+        self.steps, self.warmup, self.time_limit = steps, warmup, limit
         self.device_map = runnable_device_map(device_map) or None
         self.threads_per_stage = threads_per_stage
         self.processes = processes

@@ -115,7 +115,7 @@ from gplace.runtime.torch_step import STEP_SEED as STEP_SEED
 from gplace.runtime.torch_step import Step, TimeUp, check_time, execute_step, nbytes, pinned_copy
 from gplace.runtime.torch_step import seeded as seeded
 from gplace.runtime.torch_step import to_device as to_device
-from gplace.runtime.wrapper import check_timeout
+from gplace.runtime.wrapper import check_time_limit
 
 logger = logging.getLogger(__name__)
 
@@ -152,12 +152,8 @@ class TorchRuntime(Runtime):
         check_sizes(type(self).__name__, 1, steps=steps)
         check_sizes(type(self).__name__, 0, warmup=warmup)
         check_flags(type(self).__name__, enforce_memory=enforce_memory)
-        try:
-            limit = check_timeout(time_limit)
-        except ValueError:
-            raise ValueError(f"{type(self).__name__}: time_limit must be a number of seconds > 0 (None or inf: no "
-                             f"limit), got {time_limit!r}") from None
-        self.steps, self.warmup, self.time_limit = steps, warmup, math.inf if limit is None else limit
+        limit = check_time_limit(type(self).__name__, time_limit)
+        self.steps, self.warmup, self.time_limit = steps, warmup, limit
         self.device_map = runnable_device_map(device_map)
         self.enforce_memory = enforce_memory
         self._values: OrderedDict[int, tuple[Any, Any]] = OrderedDict()

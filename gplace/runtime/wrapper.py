@@ -69,6 +69,20 @@ def check_timeout(timeout: object) -> float | None:
     return float(timeout)
 
 
+def check_time_limit(where: str, time_limit: object) -> float:
+    """A real runtime's ``time_limit`` in seconds, ``inf`` for no limit (``None`` or ``inf``).
+
+    Raises:
+        ValueError: not a number > 0, naming ``where`` (the runtime's class) and the setting.
+    """
+    try:
+        limit = check_timeout(time_limit)
+    except ValueError:
+        raise ValueError(f"{where}: time_limit must be a number of seconds > 0 (None or inf: no limit), got "
+                         f"{time_limit!r}") from None
+    return math.inf if limit is None else limit
+
+
 def innermost(runtime: Runtime) -> Runtime:
     """The runtime inside any :class:`RuntimeWrapper` layers around it (``runtime`` itself if it wraps none): the
     one whose settings, such as a pipeline's micro-batches, say what is measured."""
