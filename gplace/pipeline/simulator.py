@@ -73,7 +73,7 @@ from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.errors import format_shortfall
 from gplace.ir.graph import csr
 from gplace.ir.placement import check_placement
-from gplace.runtime.base import Measurement, Runtime, freeze_arrays
+from gplace.runtime.base import Measurement, ReadOnlyArrays, Runtime, freeze_arrays
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
 from gplace.runtime.jit import cached_njit
 from gplace.runtime.kernels import enqueue_transfer, heap_pop, heap_push, mark, segments, transfers
@@ -107,7 +107,7 @@ def check_microbatches(microbatches: object) -> int:
 
 
 @dataclass(frozen=True, eq=False)
-class PipelineSchedule:
+class PipelineSchedule(ReadOnlyArrays):
     """The timeline of one simulated mini-batch.
 
     Shapes:

@@ -42,6 +42,17 @@ def test_a_copied_measurement_and_schedule_stay_read_only(round_trip):
             assert not arr.flags.writeable, name
 
 
+@ROUND_TRIPS
+def test_a_copied_pipeline_schedule_stays_read_only(round_trip):
+    """pipe-v2's timeline, as the step-time simulator's: its arrays stay read-only when pickled or copied."""
+    from gplace.pipeline import PipelineSimulator
+
+    g, c = chain(), uniform_cluster(2)
+    s = round_trip(PipelineSimulator(2, "gpipe").simulate(g, c, Placement.for_graph(g, [0, 1, 0])))
+    arrays = {name: arr for name, arr in vars(s).items() if isinstance(arr, np.ndarray)}
+    assert arrays and not any(arr.flags.writeable for arr in arrays.values())
+
+
 def test_a_cluster_copies_the_callers_arrays():
     """Cluster() froze the caller's own bandwidth matrix in place and shared it: the caller could not reuse it,
     and re-enabling writes changed the cluster under its fingerprint."""
