@@ -146,7 +146,8 @@ def policy_file(method: str | Path | Placer) -> Path | None:
     (or a placer).
 
     Raises:
-        FileNotFoundError: ``method`` looks like a path (has a suffix or a slash) but no file is there.
+        FileNotFoundError: ``method`` looks like a path (has a suffix or a slash) but no file is there (a run
+            directory: the message names its ``policy.pt``).
     """
     if isinstance(method, Placer):
         return None
@@ -156,7 +157,8 @@ def policy_file(method: str | Path | Placer) -> Path | None:
     if path.is_file():
         return path
     if isinstance(method, Path) or path.suffix or "/" in str(method):
-        raise FileNotFoundError(f"no policy file at {str(method)!r}")
+        hint = f": it is a directory; its policy file would be {str(path / 'policy.pt')!r}" if path.is_dir() else ""
+        raise FileNotFoundError(f"no policy file at {str(method)!r}{hint}")
     return None
 
 

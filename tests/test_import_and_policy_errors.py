@@ -134,3 +134,13 @@ def test_save_policy_with_the_path_last_names_the_order(tmp_path):
     encoder, policy = _modules()
     with pytest.raises(TypeError, match=r"save_policy\(path, encoder, policy\).*GNNEncoder, DeviceAwarePolicy, str"):
         save_policy(encoder, policy, str(tmp_path / "p.pt"))
+
+
+def test_a_run_directory_given_as_the_method_names_its_policy_file(tmp_path):
+    """gplace.place(method=<run dir>) (gplace place checkpoint=<run dir>) said only "no policy file at ..."."""
+    from gplace.methods import policy_file
+
+    with pytest.raises(FileNotFoundError, match=f"it is a directory; its policy file would be '{tmp_path}/policy.pt'"):
+        policy_file(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"no policy file at '.*nothing\.pt'$"):
+        policy_file(str(tmp_path / "nothing.pt"))
