@@ -81,7 +81,7 @@ class Cluster:
 
     def _freeze(self) -> None:
         for name in ("bandwidth", "latency"):
-            object.__setattr__(self, name, frozen_array(np.asarray(getattr(self, name))))
+            object.__setattr__(self, name, frozen_array(np.array(getattr(self, name))))  # the caller's stays theirs
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the fields only; derived values (fingerprint, ``memory``) are rebuilt on use."""

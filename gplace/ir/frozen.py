@@ -20,8 +20,10 @@ class FrozenDict(dict):
 
 
 def frozen_array(arr: np.ndarray) -> np.ndarray:
-    """A read-only copy of ``arr`` (same dtype): the caller's array stays theirs and writable, and changing it
-    cannot change the object under its caches (as it could through a shared array or a view's base)."""
-    arr = np.array(arr, copy=True)
+    """``arr`` made read-only where it owns its data, else a read-only copy: a view's base (a caller's array, a
+    tensor's memory) stays writable and would change the object under its caches. An array someone else holds is
+    copied by the caller first (``np.array``), as the dataclasses' ``_freeze`` does."""
+    if arr.base is not None:
+        arr = arr.copy()
     arr.setflags(write=False)
     return arr

@@ -128,11 +128,11 @@ class OpGraph:
         self.validate()
 
     def _freeze(self) -> None:
-        """Make the array fields read-only (copies where they are views)."""
+        """Make the array fields read-only copies (the caller's arrays stay theirs and writable)."""
         for name in ("compute_cost", "persistent_memory", "temporary_memory", "output_bytes", "edge_index",
                      "edge_bytes"):
-            object.__setattr__(self, name, frozen_array(np.asarray(getattr(self, name))))
-        object.__setattr__(self, "kind_cost", FrozenDict((k, frozen_array(np.asarray(v)))
+            object.__setattr__(self, name, frozen_array(np.array(getattr(self, name))))
+        object.__setattr__(self, "kind_cost", FrozenDict((k, frozen_array(np.array(v)))
                                                          for k, v in self.kind_cost.items()))
 
     def __getstate__(self) -> dict[str, Any]:
