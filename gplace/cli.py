@@ -269,8 +269,10 @@ def _single_rows(baselines: dict) -> list[tuple[str, int]]:
     """The single-device rows of the results table, ``(device, devices)``: the failed devices whose reasons differ
     only in device name and numbers (64 out of memory on a wide cluster) as one row, the first's, with their count;
     every device that ran as its own row (count 1)."""
+    from gplace.training._loop import failure_kind
+
     def shape(name, m):
-        return re.sub(r"\d+(?:\.\d+)?", "#", str(m.reason).replace(name, "\0"))
+        return failure_kind(str(m.reason).replace(name, "\0"))
 
     alike: dict[str, list[str]] = {}
     for name, m in baselines.items():
