@@ -27,3 +27,20 @@ def frozen_array(arr: np.ndarray) -> np.ndarray:
         arr = arr.copy()
     arr.setflags(write=False)
     return arr
+
+
+def freeze_arrays(obj: object) -> None:
+    """Make every NumPy array attribute of ``obj`` read-only (for frozen result dataclasses)."""
+    for value in vars(obj).values():
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)
+
+
+class ReadOnlyArrays:
+    """Base of frozen dataclasses whose arrays stay read-only: :func:`freeze_arrays` again on unpickling and
+    deep-copying (numpy restores arrays writable, so a placement or measurement from a worker process or a copy
+    could change, and a placement's hash with it)."""
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        freeze_arrays(self)

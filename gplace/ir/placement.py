@@ -9,6 +9,7 @@ import numpy as np
 
 from gplace.ir.cluster import Cluster
 from gplace.ir.errors import InvalidPlacementError
+from gplace.ir.frozen import ReadOnlyArrays
 from gplace.ir.graph import OpGraph
 
 
@@ -25,7 +26,7 @@ def check_graph_and_cluster(graph: object, cluster: object) -> None:
 
 
 @dataclass(frozen=True, eq=False)
-class Placement:
+class Placement(ReadOnlyArrays):
     """Device index per op, tied to the graph it was made for.
 
     Device indices are positions in :attr:`Cluster.devices`.
@@ -43,12 +44,6 @@ class Placement:
         arr = arr.astype(np.int64, copy=True)
         arr.setflags(write=False)
         object.__setattr__(self, "devices", arr)
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        """Restores ``devices`` read-only (numpy unpickles and deep-copies arrays writable, and a changed array
-        would change the hash of a placement already in a dict or set)."""
-        self.__dict__.update(state)
-        self.devices.setflags(write=False)
 
     @classmethod
     def for_graph(cls, graph: OpGraph, devices: Sequence[int] | np.ndarray) -> Placement:

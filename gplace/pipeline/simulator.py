@@ -71,9 +71,10 @@ import numpy as np
 
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.errors import format_shortfall
+from gplace.ir.frozen import ReadOnlyArrays, freeze_arrays
 from gplace.ir.graph import csr
 from gplace.ir.placement import check_placement
-from gplace.runtime.base import Measurement, ReadOnlyArrays, Runtime, freeze_arrays
+from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
 from gplace.runtime.jit import cached_njit
 from gplace.runtime.kernels import enqueue_transfer, heap_pop, heap_push, mark, segments, transfers

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.frozen import ReadOnlyArrays
 from gplace.ir.placement import check_placement
 
 log = logging.getLogger(__name__)
@@ -37,15 +38,6 @@ class ClusterMismatchError(ValueError):
         """Raise one error listing ``problems`` (each naming devices), if there are any."""
         if problems:
             raise cls(f"cluster {cluster.name!r} does not fit this machine: " + "; ".join(problems))
-
-
-class ReadOnlyArrays:
-    """Base of frozen result dataclasses whose arrays stay read-only: :func:`freeze_arrays` again on unpickling and
-    deep-copying (numpy restores arrays writable, so a measurement from a worker process or a copy could change)."""
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
-        freeze_arrays(self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -178,8 +170,3 @@ for it)."""
 _WARNED: set[str] = set()
 
 
-def freeze_arrays(obj: object) -> None:
-    """Make every NumPy array attribute of ``obj`` read-only (for frozen result dataclasses)."""
-    for value in vars(obj).values():
-        if isinstance(value, np.ndarray):
-            value.setflags(write=False)
