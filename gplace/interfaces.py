@@ -230,7 +230,7 @@ def capabilities_of(policy: Any) -> PolicyCapabilities:
                         "expected gplace.interfaces.PolicyCapabilities")
     warnings.warn(f"{type(policy).__name__} declares no `capabilities`; reading its loose attributes "
                   f"{', '.join(_LEGACY)} (deprecated: add a PolicyCapabilities property)", FutureWarning,
-                  stacklevel=_outside_gplace())
+                  stacklevel=user_stacklevel())
     found = {name: getattr(policy, name) for name in _LEGACY if hasattr(policy, name)}
     return PolicyCapabilities(**found)
 
@@ -258,13 +258,13 @@ def feature_sizes_of(encoder: Any) -> dict[str, int]:
     missing = [name for name in sizes if not hasattr(encoder, name)]
     if missing:
         warnings.warn(f"{type(encoder).__name__} lacks {', '.join(missing)} (gplace.interfaces.Encoder); using "
-                      "the defaults (deprecated)", FutureWarning, stacklevel=_outside_gplace())
+                      "the defaults (deprecated)", FutureWarning, stacklevel=user_stacklevel())
     return {name: int(getattr(encoder, name, default)) for name, default in sizes.items()}
 
 
-def _outside_gplace() -> int:
+def user_stacklevel() -> int:
     """The ``stacklevel`` of :func:`warnings.warn`, called in the function calling this, that names the first
-    frame outside gplace: a deprecation a user's part causes points at the user's line, not at gplace's."""
+    frame outside gplace: a warning a user's call or part causes points at the user's line, not at gplace's."""
     package = str(Path(__file__).parent) + os.sep  # not a sibling such as gplace_contrib
     frame, level = sys._getframe(2), 2  # the warning function's caller
     while frame is not None and frame.f_code.co_filename.startswith(package):

@@ -42,6 +42,7 @@ from torch import nn
 
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.configurable import Configurable
+from gplace.interfaces import user_stacklevel
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.runtime.base import Measurement, Runtime, measure_each
@@ -104,7 +105,7 @@ def module_spec(module: nn.Module) -> dict[str, Any]:
     if cls.__module__ == "__main__":  # loads here (a notebook saving and reloading), not in another process
         warnings.warn(f"{cls.__name__} is defined in __main__ (a script or notebook): the policy file loads only in "
                       "a process whose __main__ defines it; define it in an importable module to load it elsewhere",
-                      UserWarning, stacklevel=3)
+                      UserWarning, stacklevel=user_stacklevel())
     name = f"{cls.__module__}.{cls.__qualname__}"
     try:
         found = _resolve(name)
