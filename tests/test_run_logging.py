@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -64,9 +65,13 @@ def test_place_logs_its_config_and_results_into_one_wandb_run(tmp_path, monkeypa
     report = gplace.place(random_dag(12, seed=1), uniform_cluster(2), logger=logger, **TINY)
     assert logger.run._is_finished
     [run] = tmp_path.rglob("offline-run-*")
-    [record] = [p.read_bytes() for p in run.glob("run-*.wandb")]
-    assert report.graph.name.encode() in record and b"ReinforceTrainer" in record  # the config
-    assert b"best_single_device" in record and b"heft_step_time" in record  # the results' summary
+    wanted = [report.graph.name.encode(), b"ReinforceTrainer",  # the config
+              b"best_single_device", b"heft_step_time"]  # the results' summary
+    deadline = time.monotonic() + 30  # W&B's service process writes the run record behind the finished run
+    while not all(w in b"".join(p.read_bytes() for p in run.glob("run-*.wandb")) for w in wanted):
+        assert time.monotonic() < deadline, "the config or the results never reached the run's one record"
+        time.sleep(0.2)
+    assert len(list(run.glob("run-*.wandb"))) == 1
     assert list(run.rglob("placements_*.table.json"))  # and table
 
 
