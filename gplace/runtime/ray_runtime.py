@@ -26,7 +26,8 @@ Order and failures
     replaced), so the one that kills actors gets ``"Ray actor died ..."`` and the others their results.
     With ``timeout``, a call still running that many seconds after its actor took it (the actor's previous
     call returned) is a failed measurement (``"timed out ..."``); the actor is killed and replaced, and the
-    calls queued behind it are measured again by themselves.
+    calls queued behind it are measured again by themselves. Each actor first reads a graph and warms up on it
+    untimed, as a pool's workers do.
 Ray itself
     ``address=None`` joins the Ray instance this process already started, or one named by ``RAY_ADDRESS``,
     else starts a local one (``ray.init``); ``"auto"`` or ``"ray://host:10001"`` joins a running cluster. The
@@ -46,7 +47,7 @@ from typing import Any
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import check_sizes, error_summary
 from gplace.runtime.base import Measurement, Runtime
-from gplace.runtime.parallel import ProblemKey, ProblemKeys, Worker, pickle_for_workers, pickled_runtime
+from gplace.runtime.parallel import WARM_UP, ProblemKey, ProblemKeys, Worker, pickle_for_workers, pickled_runtime
 from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
 
 logger = logging.getLogger(__name__)
@@ -81,7 +82,8 @@ class RayRuntime(RuntimeWrapper):
             (default: None)
         threads_per_worker: intra-op thread limit for torch and OpenMP in each actor. (default: None)
         timeout: seconds one placement may run on an actor before it is a failed measurement and the actor is
-            replaced; actor start-up and reading a graph (done on every actor first) are not counted.
+            replaced; actor start-up, reading a graph and one warm-up measurement of it (done on every actor first,
+            bounded by ``timeout`` + :data:`~gplace.runtime.parallel.WARM_UP` seconds) are not counted.
             (default: None: no limit)
     """
 
@@ -100,7 +102,9 @@ class RayRuntime(RuntimeWrapper):
         self.threads_per_worker = threads_per_worker
         self.timeout = timeout
         self._loaded: set[tuple[int, ProblemKey]] = set()
-        """(actor, problem) pairs read ahead of timed measurements."""
+        """(actor, problem) pairs read (and warmed up on) ahead of timed measurements."""
+        self._cold: set[ProblemKey] = set()
+        """Problems whose warm-up failed or ran past :data:`~gplace.runtime.parallel.WARM_UP`: read without one."""
         self._runtime_blob: bytes | None = None
         self._actors: list[Any] = []
         self._options: list[dict[str, Any]] = []
@@ -118,8 +122,7 @@ class RayRuntime(RuntimeWrapper):
         ref = self._ref(ray, key, graph, cluster)
         if ref is None:
             return [self.runtime.measure(graph, cluster, p) for p in placements]
-        actors = self._live_actors(ray)
-        self._preload(ray, key, ref, actors)
+        actors = self._loaded_actors(ray, key, ref)
         calls = [(i % len(actors), actors[i % len(actors)].measure.remote(key, [ref], p.devices))
                  for i, p in enumerate(placements)]
         results = self._collect(ray, calls)
@@ -165,16 +168,35 @@ class RayRuntime(RuntimeWrapper):
                     del queues[slot]
         return results
 
-    def _preload(self, ray: Any, key: ProblemKey, ref: Any, actors: list[Any]) -> None:
-        """With a timeout, have each actor read the (graph, cluster) first, so that reading it is not timed."""
+    def _loaded_actors(self, ray: Any, key: ProblemKey, ref: Any, count: int | None = None) -> list[Any]:
+        """The first ``count`` live actors (all by default); with a timeout, each has first read the (graph, cluster)
+        and warmed up on it (:meth:`~gplace.runtime.parallel.Worker.warm_up`), untimed: sim-v1's first call in a
+        process loads numba's kernels, seconds. Actors still warming up :data:`~gplace.runtime.parallel.WARM_UP`
+        seconds past the timeout, or dying on it, are replaced and the graph is read without a warm-up."""
+        actors = self._live_actors(ray)[:count]
         fresh = [a for a in actors if (id(a), key) not in self._loaded]
         if self.timeout is None or not fresh:
-            return
+            return actors
+        warm = key not in self._cold
         try:
-            ray.get([a.load.remote(key, [ref]) for a in fresh])
-        except ray.exceptions.RayError:
-            return  # a dead actor: the measurements find it and replace it
+            ray.get([a.load.remote(key, [ref], warm) for a in fresh], timeout=self.timeout + WARM_UP if warm else None)
+        except ray.exceptions.RayError as err:
+            if not warm:
+                return actors  # a dead actor: the measurements find it and replace it
+            logger.warning("Ray actors failed to read a graph and warm up on it within %g s (%s); replacing them "
+                           "and measuring it without a warm-up", self.timeout + WARM_UP, type(err).__name__)
+            self._cold.add(key)
+            self._replace(ray, fresh)
+            return self._loaded_actors(ray, key, ref, count)
         self._loaded.update((id(a), key) for a in fresh)
+        return actors
+
+    def _replace(self, ray: Any, actors: list[Any]) -> None:
+        """Kill ``actors`` (dead or alive): the next :meth:`_live_actors` starts new ones in their slots."""
+        for slot, actor in enumerate(self._actors):
+            if any(actor is a for a in actors):
+                ray.kill(actor)
+                self._actors[slot] = None
 
     def _time_out(self, ray: Any, slot: int) -> Measurement:
         """Kill the actor whose call ran past the timeout (it is replaced on the next measurement)."""
@@ -186,8 +208,7 @@ class RayRuntime(RuntimeWrapper):
 
     def _alone(self, ray: Any, key: ProblemKey, ref: Any, placement: Placement) -> Measurement:
         """Measure one placement by itself (nothing else queued); if its actor dies too, the placement is to blame."""
-        actors = self._live_actors(ray)
-        self._preload(ray, key, ref, actors[:1])
+        actors = self._loaded_actors(ray, key, ref, count=1)
         slot = next(i for i, a in enumerate(self._actors) if a is actors[0])
         m = self._collect(ray, [(slot, actors[0].measure.remote(key, [ref], placement.devices))])[0]
         if m is None:
@@ -280,7 +301,7 @@ class RayRuntime(RuntimeWrapper):
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the settings and the inner runtime, not the actors or references."""
         return {**self.__dict__, "_actors": [], "_options": [], "_refs": OrderedDict(), "_started_ray": False,
-                "_loaded": set()}
+                "_loaded": set(), "_cold": set()}
 
 
 def _fitting(total: Mapping[str, float], per_actor: Mapping[str, float]) -> int:

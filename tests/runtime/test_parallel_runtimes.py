@@ -10,6 +10,7 @@ import os
 import pickle
 import re
 import sqlite3
+import time
 import types
 
 import numpy as np
@@ -349,6 +350,43 @@ def test_a_ray_error_is_transient_so_a_cache_measures_again(ray_local, tmp_path)
         lost = cache.measure(g, c, Placement.single(g, 0))
         assert not lost.ok and lost.transient and "RaySystemError" in lost.reason
         assert cache.measure(g, c, Placement.single(g, 0)).ok and cache.misses == 2
+
+
+def test_a_ray_actors_first_call_set_up_is_not_timed(ray_local) -> None:
+    """As for the pool: an actor's first measurement (sim-v1 loading numba's kernels, seconds) was timed, so a
+    short timeout failed it, and every replacement actor paid it again. Each actor now warms up untimed."""
+    from gplace.runtime.ray_runtime import RayRuntime
+
+    class SlowFirstCall(Simulator):  # defined here: travels to the actors by value (cloudpickle)
+        def _measure(self, graph, cluster, placement):
+            if not getattr(self, "set_up", False):
+                time.sleep(2.0)
+                self.set_up = True
+            return Measurement(ok=True, step_time=float(placement.devices.sum()), runtime=self.id)
+
+    g, c = diamond(), uniform_cluster(2)
+    placements = [Placement.for_graph(g, d) for d in ([0, 1, 0, 1], [1, 1, 0, 0], [1, 0, 1, 1])]
+    with RayRuntime(SlowFirstCall(), num_actors=1, timeout=1.0) as runtime:
+        got = runtime.measure_many(g, c, placements)
+    assert [(m.ok, m.reason, m.step_time) for m in got] == [(True, "", 2.0), (True, "", 2.0), (True, "", 3.0)]
+
+
+def test_a_ray_warm_up_that_kills_its_actor_is_dropped_for_that_graph(ray_local, caplog) -> None:
+    """An actor dying on its warm-up (every op on device 0) is replaced and the graph measured without a warm-up."""
+    from gplace.runtime.ray_runtime import RayRuntime
+
+    class DiesOnDevice0(Simulator):  # defined here: travels to the actors by value (cloudpickle)
+        def _measure(self, graph, cluster, placement):
+            if not placement.devices.any():
+                os._exit(3)
+            return super()._measure(graph, cluster, placement)
+
+    g, c = diamond(), uniform_cluster(2)
+    placements = [Placement.for_graph(g, d) for d in ([0, 1, 0, 1], [1, 1, 0, 0])]
+    with caplog.at_level(logging.WARNING), RayRuntime(DiesOnDevice0(), num_actors=1, timeout=30) as runtime:
+        got = runtime.measure_many(g, c, placements)
+    assert [m.ok for m in got] == [True, True]
+    assert "measuring it without a warm-up" in caplog.text
 
 
 # ---------------------------------------------------------------------- cache
