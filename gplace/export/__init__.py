@@ -20,6 +20,7 @@ from pathlib import Path
 
 from gplace.export.parts import Part, device_parts, part_of
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.placement import check_placement
 from gplace.ir.serialize import write_bytes_atomic
 
 __all__ = ["Part", "check_write_back", "device_parts", "part_of", "write_back"]
@@ -49,13 +50,17 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
             ``/GPU:k`` (an ONNX model keeps the cluster's names). (default: None)
 
     Raises:
-        InvalidPlacementError: the placement is not for ``graph`` and ``cluster``, or a device maps to none.
+        InvalidPlacementError: the placement is not for ``graph`` and ``cluster`` (checked for a graph with no
+            program too), or a device maps to none.
+        TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
         OSError: a file cannot be written (a full disk), naming it.
     """
     from gplace.importers.onnx import OnnxSource
     from gplace.importers.tensorflow import TensorFlowSource
     from gplace.importers.torch_export import TorchSource
 
+    check_placement(placement)
+    placement.validate(graph, cluster)  # also where nothing is written: a wrong placement is refused alike
     out_dir = Path(out_dir)
     source = graph.source
     if isinstance(source, OnnxSource):

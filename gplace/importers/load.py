@@ -37,6 +37,7 @@ def load_graph(path: str | Path) -> OpGraph:
         UnsupportedGraphError: the file is none of these; the message names the file and the formats.
         GraphError: the file is of a known format but malformed (the message names the file).
         FileNotFoundError: no such file.
+        IsADirectoryError: ``path`` is a directory (the message names the file formats expected).
     """
     path = Path(path)
     fmt, doc = _detect(path)
@@ -88,6 +89,7 @@ def load_cluster(path: str | Path) -> Cluster:
         UnsupportedGraphError: the file is neither; the message names the file and the formats.
         GraphError: the file is of a known format but malformed (the message names the file).
         FileNotFoundError: no such file.
+        IsADirectoryError: ``path`` is a directory (the message names the file formats expected).
     """
     path = Path(path)
     doc = _json(path, _text(path, _CLUSTER_FORMATS), _CLUSTER_FORMATS)

@@ -53,14 +53,17 @@ def check_devices(devices: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
 
     Raises:
         ValueError: ``devices`` is not (K, G).
-        InvalidPlacementError: (a ValueError) an entry is out of range or not allowed; names its row, group
-            position and device.
+        InvalidPlacementError: (a ValueError) ``devices`` is not of an integer dtype (floats were truncated to
+            devices), or an entry is out of range or not allowed; names its row, group position and device.
 
     Shapes:
         devices (K, G) int, allowed (G, D) bool; returns (K, G) int64.
     """
     g, d = allowed.shape
-    devices = torch.as_tensor(devices, dtype=torch.int64, device=allowed.device)
+    given = torch.as_tensor(devices, device=allowed.device)
+    if given.numel() and (given.is_floating_point() or given.is_complex() or given.dtype == torch.bool):
+        raise InvalidPlacementError(f"devices must be integer device indices, got dtype {given.dtype}")
+    devices = given.to(torch.int64)
     if devices.ndim != 2 or devices.shape[1] != g:
         raise ValueError(f"devices has shape {tuple(devices.shape)}, expected (K, {g})")
     outside = (devices < 0) | (devices >= d)

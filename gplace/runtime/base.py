@@ -66,7 +66,8 @@ class Measurement(ReadOnlyArrays):
     op_end: np.ndarray | None = field(default=None, repr=False)
     """(N,) float64 end time of each op, where the runtime knows it."""
     spread: float = 0.0
-    """Spread of repeated step times (0 for a deterministic runtime)."""
+    """Relative spread of the timed steps, ``(max - min) / median`` (unitless, not seconds; 0 for a deterministic
+    runtime)."""
     transient: bool = False
     """A failure of the measuring machinery, not of the placement (a worker pool's timeout, a worker that died):
     measured again it may succeed, so caches do not keep it."""

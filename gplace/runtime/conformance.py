@@ -32,10 +32,10 @@ def check_runtime(
 
     The rules: an id and a determinism flag are declared; a placement of the wrong length, with a device out of
     range, made for another graph or breaking a pin raises :class:`~gplace.ir.InvalidPlacementError` through
-    ``measure``; every measurement is a :class:`Measurement` with the runtime's id, a finite positive step
-    time when ok and ``inf`` with a reason when not, nothing moved when all ops share a device; ``measure_many``
-    gives one measurement per placement, in order (the trainers measure through it); a deterministic runtime
-    measures the same placement identically twice, with spread 0.
+    ``measure``; every measurement is a :class:`Measurement` with the runtime's id, a finite step time >= 0
+    when ok (0: a graph with no work) and ``inf`` with a reason when not, nothing moved when all ops share a
+    device; ``measure_many`` gives one measurement per placement, in order (the trainers measure through it); a
+    deterministic runtime measures the same placement identically twice, with spread 0.
 
     Args:
         runtime: the runtime under test.
@@ -181,7 +181,7 @@ def _check_measurement_fields(runtime: Runtime, graph: OpGraph, cluster: Cluster
     _require(isinstance(m.reason, str), f"{rid}: reason must be a str")
     _require(m.bytes_moved >= 0, f"{rid}: bytes_moved {m.bytes_moved} < 0")
     if m.ok:
-        _require(math.isfinite(m.step_time) and m.step_time > 0, f"{rid}: ok step_time {m.step_time} not finite > 0")
+        _require(math.isfinite(m.step_time) and m.step_time >= 0, f"{rid}: ok step_time {m.step_time} not finite >= 0")
         _require(m.reason == "", f"{rid}: an ok measurement has reason {m.reason!r}")
         _require(math.isfinite(m.spread) and m.spread >= 0, f"{rid}: spread {m.spread} not finite >= 0")
     else:

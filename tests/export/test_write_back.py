@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from gplace import Placement, from_torch  # noqa: E402
 from gplace.export import write_back  # noqa: E402
 from gplace.export.onnx import DEVICE_KEY  # noqa: E402
-from gplace.ir import cluster_to_dict, save_json  # noqa: E402
+from gplace.ir import InvalidPlacementError, cluster_to_dict, save_json  # noqa: E402
 from gplace.testing import random_dag, uniform_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,3 +103,16 @@ def test_write_back_of_a_torch_training_graph_writes_nothing_and_says_why(tmp_pa
     assert not list(tmp_path.iterdir())
     [record] = [r for r in caplog.records if r.name == "gplace.export"]
     assert "no device_map.json" in record.message and graph.name in record.message and "training" in record.message
+
+
+def test_write_back_refuses_a_wrong_placement_of_a_graph_with_no_program(tmp_path):
+    """Nothing is written for a graph without a program, but a placement of another graph or with a device outside
+    the cluster was accepted silently there (``[]``), unlike for a graph with one."""
+    plain, cluster = random_dag(4), uniform_cluster(2)
+    with pytest.raises(InvalidPlacementError, match="device"):
+        write_back(plain, cluster, Placement.for_graph(plain, [5] * 4), tmp_path)
+    other = random_dag(5, seed=3)
+    with pytest.raises(InvalidPlacementError, match="entries"):
+        write_back(plain, cluster, Placement.single(other, 0), tmp_path)
+    with pytest.raises(TypeError, match="Placement"):
+        write_back(plain, cluster, [0, 0, 0, 0], tmp_path)

@@ -90,3 +90,12 @@ def test_check_devices_names_the_row_position_and_device():
         check_devices(torch.tensor([[0, 1], [1, 0]]), allowed)
     with pytest.raises(InvalidPlacementError, match=r"row 0 puts the group at position 1 on device 5; .*\[0, 2\)"):
         check_devices(torch.tensor([[0, 5]]), allowed)
+
+
+@pytest.mark.parametrize("devices", [torch.tensor([[0.9, 1.5]]), torch.tensor([[-0.7, 0.0]]),
+                                     torch.tensor([[True, False]])])
+def test_check_devices_refuses_devices_that_are_not_integers(devices):
+    """Float devices were truncated (0.9 -> 0, 1.5 -> 1, -0.7 -> 0), so a policy's evaluate scored probabilities or
+    float actions as plausible placements instead of refusing them."""
+    with pytest.raises(InvalidPlacementError, match=f"integer device indices, got dtype {devices.dtype}"):
+        check_devices(devices, torch.ones(2, 2, dtype=torch.bool))

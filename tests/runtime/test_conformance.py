@@ -222,3 +222,13 @@ def test_check_failure_catches_exceptions_and_successes() -> None:
         check_failure(_Raising(), g, uniform_cluster(2), Placement.single(g, 0))
     with pytest.raises(AssertionError, match="measured ok"):
         check_failure(Simulator(), g, uniform_cluster(2), Placement.single(g, 0))
+
+
+def test_a_graph_with_no_work_conforms() -> None:
+    """The contract allows an ok step time of 0 (metadata-only ops cost 0 s); the check required > 0, so sim-v1
+    failed its own conformance check on such a graph."""
+    from gplace.ir import Edge, Op
+
+    g = OpGraph.from_ops([Op("a", "Const", 0.0), Op("b", "Identity", 0.0)], [Edge("a", "b", 0)], name="no_work")
+    [m] = check_runtime(Simulator(), g, uniform_cluster(2), [Placement.single(g, 0)])
+    assert m.ok and m.step_time == 0.0
