@@ -101,8 +101,8 @@ class RayRuntime(RuntimeWrapper):
         self.resources_per_actor = dict(resources_per_actor) if resources_per_actor else None
         self.threads_per_worker = threads_per_worker
         self.timeout = timeout
-        self._loaded: set[tuple[int, ProblemKey]] = set()
-        """(actor, problem) pairs read (and warmed up on) ahead of timed measurements."""
+        self._loaded: list[set[ProblemKey]] = []
+        """Per actor slot, the problems its actor read (and warmed up on) ahead of timed measurements."""
         self._cold: set[ProblemKey] = set()
         """Problems whose warm-up failed or ran past :data:`~gplace.runtime.parallel.WARM_UP`: read without one."""
         self._runtime_blob: bytes | None = None
@@ -174,12 +174,13 @@ class RayRuntime(RuntimeWrapper):
         process loads numba's kernels, seconds. Actors still warming up :data:`~gplace.runtime.parallel.WARM_UP`
         seconds past the timeout, or dying on it, are replaced and the graph is read without a warm-up."""
         actors = self._live_actors(ray)[:count]
-        fresh = [a for a in actors if (id(a), key) not in self._loaded]
+        fresh = [slot for slot in range(len(actors)) if key not in self._loaded[slot]]
         if self.timeout is None or not fresh:
             return actors
         warm = key not in self._cold
         try:
-            ray.get([a.load.remote(key, [ref], warm) for a in fresh], timeout=self.timeout + WARM_UP if warm else None)
+            ray.get([actors[slot].load.remote(key, [ref], warm) for slot in fresh],
+                    timeout=self.timeout + WARM_UP if warm else None)
         except ray.exceptions.RayError as err:
             if not warm:
                 return actors  # a dead actor: the measurements find it and replace it
@@ -188,15 +189,15 @@ class RayRuntime(RuntimeWrapper):
             self._cold.add(key)
             self._replace(ray, fresh)
             return self._loaded_actors(ray, key, ref, count)
-        self._loaded.update((id(a), key) for a in fresh)
+        for slot in fresh:
+            self._loaded[slot].add(key)
         return actors
 
-    def _replace(self, ray: Any, actors: list[Any]) -> None:
-        """Kill ``actors`` (dead or alive): the next :meth:`_live_actors` starts new ones in their slots."""
-        for slot, actor in enumerate(self._actors):
-            if any(actor is a for a in actors):
-                ray.kill(actor)
-                self._actors[slot] = None
+    def _replace(self, ray: Any, slots: list[int]) -> None:
+        """Kill the actors of ``slots`` (dead or alive): the next :meth:`_live_actors` starts new ones there."""
+        for slot in slots:
+            ray.kill(self._actors[slot])
+            self._actors[slot] = None
 
     def _time_out(self, ray: Any, slot: int) -> Measurement:
         """Kill the actor whose call ran past the timeout (it is replaced on the next measurement)."""
@@ -232,12 +233,14 @@ class RayRuntime(RuntimeWrapper):
         if not self._actors:
             self._options = self._actor_options(ray)
             self._actors = [None] * len(self._options)
+            self._loaded = [set() for _ in self._options]
         if self._runtime_blob is None:  # cloudpickle: a runtime class defined in __main__ or a function travels too
             self._runtime_blob = pickled_runtime(self.runtime, dumps=ray.cloudpickle.dumps)
         cls = ray.remote(_RayWorker)
         for i, actor in enumerate(self._actors):
             if actor is None:
                 self._actors[i] = cls.options(**self._options[i]).remote(self._runtime_blob, self.threads_per_worker)
+                self._loaded[i] = set()
         try:
             ray.get([a.ready.remote() for a in self._actors])
         except ray.exceptions.RayActorError as err:
@@ -301,7 +304,7 @@ class RayRuntime(RuntimeWrapper):
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the settings and the inner runtime, not the actors or references."""
         return {**self.__dict__, "_actors": [], "_options": [], "_refs": OrderedDict(), "_started_ray": False,
-                "_loaded": set(), "_cold": set()}
+                "_loaded": [], "_cold": set()}
 
 
 def _fitting(total: Mapping[str, float], per_actor: Mapping[str, float]) -> int:

@@ -371,6 +371,28 @@ def test_a_ray_actors_first_call_set_up_is_not_timed(ray_local) -> None:
     assert [(m.ok, m.reason, m.step_time) for m in got] == [(True, "", 2.0), (True, "", 2.0), (True, "", 3.0)]
 
 
+def test_a_ray_actor_replaced_after_a_timeout_warms_up_again(ray_local) -> None:
+    """The actor that replaces a timed-out one is a fresh process: it warms up before its timed calls too (which
+    actors had read a graph was kept by ``id()`` of the actor handle, which a new handle may reuse)."""
+    from gplace.runtime.ray_runtime import RayRuntime
+
+    class SlowFirstCallHangsOnDevice1(Simulator):  # defined here: travels to the actors by value (cloudpickle)
+        def _measure(self, graph, cluster, placement):
+            if not getattr(self, "set_up", False):
+                time.sleep(2.0)
+                self.set_up = True
+            if placement.devices.all():
+                time.sleep(60)
+            return Measurement(ok=True, step_time=float(placement.devices.sum()), runtime=self.id)
+
+    g, c = diamond(), uniform_cluster(2)
+    placements = [Placement.for_graph(g, d) for d in ([1, 1, 1, 1], [0, 1, 0, 1], [1, 0, 0, 0])]
+    with RayRuntime(SlowFirstCallHangsOnDevice1(), num_actors=1, timeout=1.0) as runtime:
+        got = runtime.measure_many(g, c, placements)
+        assert len(runtime._loaded) == 1 and runtime._loaded[0]  # the replacement's own record
+    assert [m.ok for m in got] == [False, True, True] and "timed out" in got[0].reason
+
+
 def test_a_ray_warm_up_that_kills_its_actor_is_dropped_for_that_graph(ray_local, caplog) -> None:
     """An actor dying on its warm-up (every op on device 0) is replaced and the graph measured without a warm-up."""
     from gplace.runtime.ray_runtime import RayRuntime
