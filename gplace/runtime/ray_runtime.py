@@ -32,14 +32,17 @@ Ray itself
     ``address=None`` joins the Ray instance this process already started, or one named by ``RAY_ADDRESS``,
     else starts a local one (``ray.init``); ``"auto"`` or ``"ray://host:10001"`` joins a running cluster. The
     cluster must import gplace and torch (same versions) on every node. :meth:`close` kills the actors, and
-    shuts Ray down if this object started it.
+    shuts Ray down if a RayRuntime started it and no other open one uses it. Ray shut down and started again
+    under a runtime (by its user) voids its actors: it starts new ones in the new session.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -111,7 +114,9 @@ class RayRuntime(RuntimeWrapper):
         self._keys = ProblemKeys()
         self._refs: OrderedDict[ProblemKey, Any] = OrderedDict()
         self._unshippable: set[ProblemKey] = set()
-        self._started_ray = False
+        self._session: Any = None
+        """The Ray session (job, node) the actors and references belong to (another after a shutdown and a new
+        ``ray.init``)."""
 
     # ------------------------------------------------------------------ measuring
     def _measure_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
@@ -222,10 +227,15 @@ class RayRuntime(RuntimeWrapper):
 
         ray = require("ray", "ray", "RayRuntime")
 
-        if not ray.is_initialized():
-            ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING)
-            self._started_ray = True
-            logger.debug("connected to Ray: %s", ray.cluster_resources())
+        with _SESSION.lock:
+            if not ray.is_initialized():
+                ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING)
+                _SESSION.started = True
+                logger.debug("connected to Ray: %s", ray.cluster_resources())
+            _SESSION.users.add(self)
+        session = _session_of(ray)
+        if session != self._session:  # Ray was shut down (by whom ever) and started again: the handles are void
+            self._actors, self._loaded, self._refs, self._session = [], [], OrderedDict(), session
         return ray
 
     def _live_actors(self, ray: Any) -> list[Any]:
@@ -283,17 +293,21 @@ class RayRuntime(RuntimeWrapper):
         return self._refs[key]
 
     def close(self) -> None:
-        """Kill the actors, drop the object-store references, and shut Ray down if this object started it."""
-        if self._actors or self._started_ray:
+        """Kill the actors, drop the object-store references, and shut Ray down if a RayRuntime started it and no
+        other open one uses it (runtimes that share a Ray session close in any order)."""
+        if self._actors or self in _SESSION.users:
             import ray
 
-            for actor in self._actors:
-                if actor is not None:
-                    ray.kill(actor)
-            self._actors, self._refs = [], OrderedDict()
-            if self._started_ray:
-                ray.shutdown()
-                self._started_ray = False
+            if ray.is_initialized() and _session_of(ray) == self._session:
+                for actor in self._actors:
+                    if actor is not None:
+                        ray.kill(actor)
+            self._actors, self._loaded, self._refs = [], [], OrderedDict()
+            with _SESSION.lock:
+                _SESSION.users.discard(self)
+                if _SESSION.started and not _SESSION.users:
+                    ray.shutdown()
+                    _SESSION.started = False
 
     def __enter__(self) -> RayRuntime:
         return self
@@ -303,8 +317,27 @@ class RayRuntime(RuntimeWrapper):
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the settings and the inner runtime, not the actors or references."""
-        return {**self.__dict__, "_actors": [], "_options": [], "_refs": OrderedDict(), "_started_ray": False,
+        return {**self.__dict__, "_actors": [], "_options": [], "_refs": OrderedDict(), "_session": None,
                 "_loaded": [], "_cold": set()}
+
+
+class _Session:
+    """This process's Ray session as RayRuntimes use it: whether one of them started it, and the open ones."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started = False
+        self.users: weakref.WeakSet[RayRuntime] = weakref.WeakSet()
+
+
+_SESSION = _Session()
+
+
+def _session_of(ray: Any) -> tuple[str, str]:
+    """This driver's Ray job and node: a new local Ray numbers its jobs from 1 again but has a new node, a driver
+    joining a running cluster again gets a new job."""
+    context = ray.get_runtime_context()
+    return context.get_job_id(), context.get_node_id()
 
 
 def _fitting(total: Mapping[str, float], per_actor: Mapping[str, float]) -> int:
