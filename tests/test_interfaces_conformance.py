@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from small_networks import ENCODERS, POLICIES
@@ -101,6 +103,25 @@ def test_a_legacy_encoder_warning_names_the_users_line():
     with pytest.warns(FutureWarning, match="LegacyEncoder lacks max_neighbours") as caught:
         PolicyPlacer(random_dag(6, seed=0), cpu_gpu_cluster(1), encoder, MLPPolicy(2, state_size=encoder.hidden_size))
     assert caught[0].filename == __file__
+
+
+def test_a_warning_from_a_sibling_package_named_like_gplace_names_its_line():
+    """Frames of a sibling package such as ``gplace_contrib`` (its path begins with gplace's folder) were skipped
+    as gplace's own, so its warning named its caller's line. Its file is only named: a real one would have to be
+    written beside gplace's folder."""
+    import gplace.interfaces as interfaces
+
+    class Legacy:
+        num_devices = 3
+
+    def check() -> PolicyCapabilities:
+        return capabilities_of(Legacy())
+
+    contrib = str(Path(interfaces.__file__).parent.with_name("gplace_contrib") / "__init__.py")
+    check.__code__ = check.__code__.replace(co_filename=contrib)  # as if gplace_contrib/__init__.py defined it
+    with pytest.warns(FutureWarning, match="Legacy declares no `capabilities`") as caught:
+        check()
+    assert caught[0].filename == contrib
 
 
 def test_capabilities_are_validated():

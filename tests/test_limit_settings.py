@@ -37,6 +37,9 @@ def test_local_search_keeps_the_meaning_of_valid_limits():
     search = PipelineLocalSearch(microbatches=2, kind=None, time_limit=0, max_evaluations=0)
     search.place(random_dag(8, seed=0), uniform_cluster(2))
     assert search.evaluations == 0
+    timed = PipelineLocalSearch(microbatches=2, kind=None, time_limit=0)  # 0 s alone: only the start
+    timed.place(random_dag(8, seed=0), uniform_cluster(2))
+    assert timed.evaluations == 1
 
 
 @pytest.mark.parametrize("time_limit", [NAN, "5", True, 0, -1.0])

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -48,6 +52,26 @@ def test_metis_on_a_wide_cluster_with_heavy_groups_prints_nothing_to_stdout(pyme
     assert capfd.readouterr().out == ""
     assert "METIS printed: ***Cannot bisect a graph with 0 vertices!" in caplog.text
     _check_groups_kept(graph, devices, 128)
+
+
+def test_what_c_code_left_unflushed_before_metis_stays_on_stdout(pymetis) -> None:
+    """Text C code wrote to stdout and had not flushed (C's stdout to a pipe is fully buffered) was flushed into
+    METIS's redirection, so it left stdout for the DEBUG log. Run in a child without PYTHONUNBUFFERED, which makes
+    C's stdout unbuffered (as it may be in this process)."""
+    script = textwrap.dedent("""
+        import ctypes, logging
+        from gplace.baselines import METIS
+        from gplace.testing import random_dag, uniform_cluster
+        logging.basicConfig(level=logging.DEBUG)
+        libc = ctypes.CDLL(None)
+        libc.printf(b"written before METIS")  # no newline: still in the C library's buffer
+        METIS().place(random_dag(24, seed=3), uniform_cluster(2))
+        libc.fflush(None)
+    """)
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
+                           check=True)
+    assert "written before METIS" in child.stdout and "written before METIS" not in child.stderr, child.stderr
 
 
 def test_a_while_loop_nested_in_a_cond_is_warned_as_not_counted_naming_the_graph_and_the_cond(caplog) -> None:

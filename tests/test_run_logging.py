@@ -114,7 +114,8 @@ def test_no_single_device_that_fits_is_said_not_printed_as_an_infinite_speedup(c
     _print_table(report, "run")
     printed = " ".join(capsys.readouterr().out.split())
     assert "no single device fits" in printed and "infx" not in printed
-    assert "no single device fits" in _outcome(report) and "inf" not in _outcome(report).replace("infx", "?")
+    assert "no single device fits" in _outcome(report)
+    assert "inf" not in _outcome(report)  # HEFT fits: its step time is finite
 
 
 def test_the_bench_warns_of_each_failed_baseline_naming_it_and_why(caplog):

@@ -36,11 +36,11 @@ class _SlowFirstCall(Simulator):
 
 
 class _HangsOnDevice0(Simulator):
-    """Hangs (30 s) on a placement with every op on device 0 (the warm-up's); answers any other at once."""
+    """Hangs (300 s) on a placement with every op on device 0 (the warm-up's); answers any other at once."""
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         if (placement.devices == 0).all():
-            time.sleep(30)
+            time.sleep(300)
         return Measurement(ok=True, step_time=float(placement.devices.sum()), runtime=self.id)
 
 
@@ -79,16 +79,17 @@ def test_a_runtimes_first_call_set_up_is_not_timed() -> None:
     assert [m.step_time for m in ms] == [float(p.devices.sum()) for p in placements]
 
 
-def test_a_hung_warm_up_replaces_the_workers_and_measures_without_one(monkeypatch) -> None:
+def test_a_hung_warm_up_replaces_the_workers_and_measures_without_one(monkeypatch, caplog) -> None:
     """The warm-up is bounded too: workers still warming up ``WARM_UP`` seconds past the timeout are replaced, and
-    the graph is then measured without a warm-up."""
+    the graph is then measured without a warm-up (not after the 300 s hang: the bound is loose for slow machines)."""
     monkeypatch.setattr(parallel, "WARM_UP", 1.0)
     g, c = diamond(), uniform_cluster(2)
     start = time.monotonic()
-    with PoolRuntime(_HangsOnDevice0(), workers=2, timeout=1.0) as pool:
+    with caplog.at_level(logging.WARNING), PoolRuntime(_HangsOnDevice0(), workers=2, timeout=1.0) as pool:
         ms = pool.measure_many(g, c, _placements(g, 3))
     assert [(m.ok, m.reason) for m in ms] == [(True, "")] * 3
-    assert time.monotonic() - start < 25
+    assert "took over 2 s to read a graph and warm up on it; replacing them" in caplog.text
+    assert time.monotonic() - start < 120
 
 
 class _PoisonedOnDevice0(Simulator):
