@@ -37,8 +37,24 @@ def check_encoder(encoder: Any, graph: OpGraph, max_groups: int = 16) -> torch.T
 
     Shapes: returns the (G, S) states.
     """
-    with gradients_on():  # the gradient path checked whatever the caller's mode
+    with _left_as_given(encoder), gradients_on():  # the gradient path checked whatever the caller's mode
         return _check_encoder(encoder, graph, max_groups)
+
+
+@contextlib.contextmanager
+def _left_as_given(*modules: Any) -> Iterator[None]:
+    """Restore the train/eval flag of every submodule and the ``.grad`` of every parameter of the torch
+    ``modules`` on the way out (a failed check included), so a checked module is left as the caller gave it."""
+    parts = [m for m in modules if isinstance(m, torch.nn.Module)]
+    training = {m: m.training for part in parts for m in part.modules()}
+    grads = {p: None if p.grad is None else p.grad.detach().clone() for part in parts for p in part.parameters()}
+    try:
+        yield
+    finally:
+        for module, flag in training.items():
+            module.training = flag
+        for param, grad in grads.items():
+            param.grad = grad
 
 
 def _check_encoder(encoder: Any, graph: OpGraph, max_groups: int) -> torch.Tensor:
@@ -82,7 +98,7 @@ def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, nu
     _require(isinstance(policy, Policy), f"{type(policy).__name__} lacks capabilities, sample, greedy or evaluate "
                                          "(gplace.interfaces.Policy)")
     _require(isinstance(capabilities_of(policy), PolicyCapabilities), "capabilities must be a PolicyCapabilities")
-    with _broken_rules(), gradients_on():  # whatever the caller's mode
+    with _left_as_given(policy, encoder), _broken_rules(), gradients_on():  # whatever the caller's mode
         return _check_policy(policy, graph, cluster, encoder, num_samples, max_groups)
 
 

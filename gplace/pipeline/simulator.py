@@ -83,12 +83,19 @@ from gplace.runtime.simulator import PreparedCache
 logger = logging.getLogger(__name__)
 
 __all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "check_microbatches", "ops_that_run",
-           "prepare_instances"]
+           "prepare_instances", "read_only_message"]
 
 SCHEDULES = ("gpipe", "1f1b")
 FORWARD, BACKWARD, UPDATE = 0, 1, 2
 MAX_INSTANCES = 2**28
 """The most op instances (ops x micro-batches) one simulation expands a graph into (a few GiB of arrays)."""
+
+
+def read_only_message(runtime: Runtime, name: str, value: object) -> str:
+    """The error for assigning setting ``name`` of ``runtime``, whose :attr:`~Runtime.id` depends on it."""
+    cls = type(runtime).__name__
+    return (f"{cls}.{name} is read-only (the runtime id {runtime.id!r} depends on it): build a new {cls} with "
+            f"{name}={value!r} instead")
 
 
 def check_microbatches(microbatches: object) -> int:
@@ -179,9 +186,27 @@ class PipelineSimulator(PreparedCache, Runtime):
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         self._init_cache(cache_size)
-        self.microbatches, self.schedule = microbatches, schedule
+        self._microbatches, self._schedule = microbatches, schedule
         self.threads = check_threads(threads)
-        self.id = f"{self.semantics}/{schedule}/m{self.microbatches}"
+        self.id = f"{self.semantics}/{schedule}/m{microbatches}"
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per mini-batch (read-only: :attr:`id` and the prepared arrays depend on it)."""
+        return self._microbatches
+
+    @microbatches.setter
+    def microbatches(self, value: object) -> None:
+        raise AttributeError(read_only_message(self, "microbatches", value))
+
+    @property
+    def schedule(self) -> str:
+        """``"gpipe"`` or ``"1f1b"`` (read-only: :attr:`id` and the prepared arrays depend on it)."""
+        return self._schedule
+
+    @schedule.setter
+    def schedule(self, value: object) -> None:
+        raise AttributeError(read_only_message(self, "schedule", value))
 
     def simulate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> PipelineSchedule:
         """The full timeline of one mini-batch.

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.pipeline.simulator import UPDATE, check_microbatches, check_phases
+from gplace.pipeline.simulator import UPDATE, check_microbatches, check_phases, read_only_message
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.batch import check_device_batch
 from gplace.runtime.jit import cached_njit
@@ -67,8 +67,17 @@ class SteadyStateScore(Runtime):
     deterministic = True
 
     def __init__(self, microbatches: int = 4) -> None:
-        self.microbatches = check_microbatches(microbatches)
-        self.id = f"{self.semantics}/m{self.microbatches}"
+        self._microbatches = check_microbatches(microbatches)
+        self.id = f"{self.semantics}/m{self._microbatches}"
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per mini-batch (read-only: :attr:`id` depends on it)."""
+        return self._microbatches
+
+    @microbatches.setter
+    def microbatches(self, value: object) -> None:
+        raise AttributeError(read_only_message(self, "microbatches", value))
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         loads = steady_state_loads(graph, cluster, placement, self.microbatches)
