@@ -100,7 +100,7 @@ from torch import nn
 
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import check_sizes, error_summary
-from gplace.pipeline.simulator import check_microbatches
+from gplace.pipeline.simulator import check_microbatches, read_only_message
 from gplace.pipeline.steady import pipeline_bytes_moved
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 from gplace.runtime.torch_devices import runnable_device_map
@@ -234,13 +234,31 @@ class TorchPipelineRuntime(Runtime):
         if batch % microbatches:
             raise ValueError(f"microbatches ({microbatches}) must divide the batch ({batch})")
         self.module, self.inputs, self.target, self.loss_fn = module, inputs, target, loss_fn
-        self.microbatches, self.schedule, self.backend = microbatches, schedule, backend
+        self._microbatches, self._schedule, self.backend = microbatches, schedule, backend
         self.steps, self.warmup, self.time_limit = steps, warmup, limit
         self.device_map = runnable_device_map(device_map) or None
         self.threads_per_stage = threads_per_stage
         self.processes = processes
         self.id = f"{self.semantics}/{schedule}/m{microbatches}"
         """As ``pipe-v2``'s, the schedule and micro-batch count in it, so caches and resumed runs keep them apart."""
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per mini-batch (read-only: :attr:`id` depends on it)."""
+        return self._microbatches
+
+    @microbatches.setter
+    def microbatches(self, value: object) -> None:
+        raise AttributeError(read_only_message(self, "microbatches", value))
+
+    @property
+    def schedule(self) -> str:
+        """``"gpipe"`` or ``"1f1b"`` (read-only: :attr:`id` depends on it)."""
+        return self._schedule
+
+    @schedule.setter
+    def schedule(self, value: object) -> None:
+        raise AttributeError(read_only_message(self, "schedule", value))
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         from gplace.export.torch import PipelineTraceError

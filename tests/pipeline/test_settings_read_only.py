@@ -50,3 +50,19 @@ def test_a_pool_worker_measures_a_pipeline_simulator(tmp_path) -> None:
     got = Worker(pickled_runtime(sim)).measure((GRAPH.fingerprint, CLUSTER.fingerprint), str(path),
                                                 np.array([0, 1], dtype=np.int64))
     assert got.runtime == sim.id and got.step_time == pytest.approx(1.25)
+
+
+@pytest.mark.parametrize(("name", "value"), [("microbatches", 4), ("schedule", "gpipe")])
+def test_the_real_pipelined_runtimes_settings_are_read_only_too(name, value) -> None:
+    """TorchPipelineRuntime's id is made from its schedule and micro-batches as pipe-v2's is."""
+    torch = pytest.importorskip("torch")
+    from gplace.runtime.torch_pipeline import TorchPipelineRuntime
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    runtime = TorchPipelineRuntime(model, torch.randn(8, 4), torch.randn(8, 2), torch.nn.functional.mse_loss,
+                                   microbatches=2, schedule="1f1b")
+    with pytest.raises(AttributeError, match=rf"TorchPipelineRuntime\.{name} is read-only"):
+        setattr(runtime, name, value)
+    assert (runtime.microbatches, runtime.schedule, runtime.id) == (2, "1f1b", "torch-pipeline-v1/1f1b/m2")
+    copied = pickled_runtime(runtime)
+    assert (Worker(copied).runtime.microbatches, Worker(copied).runtime.schedule) == (2, "1f1b")
