@@ -408,10 +408,19 @@ def _out_of_memory_message(err: BaseException, command: str) -> str:
     """One line for ``err``, out of memory in ``command``'s job, naming the settings that size it."""
     from gplace.ir.errors import error_summary
 
-    resumes = "; the run resumes from its last checkpoint" if command == "train" else ""
-    return (f"out of memory in the placement networks ({error_summary(err, 160)}): use smaller networks "
-            f"(encoder.hidden_size, policy.hidden_size), fewer groups (max_groups) or fewer samples an update "
-            f"(trainer.samples_per_update), or put them on another device (device=...){resumes}")
+    return f"out of memory in the placement networks ({error_summary(err, 160)}): {_SMALLER[command]}"
+
+
+_SMALLER = {
+    "train": "use smaller networks (encoder.hidden_size, policy.hidden_size), fewer groups (max_groups) or fewer "
+             "samples an update (trainer.samples_per_update), or put them on another device (device=...); the run "
+             "resumes from its last checkpoint",
+    "place": "use fewer samples (samples=...), or train a smaller policy with gplace (encoder.hidden_size, "
+             "policy.hidden_size, max_groups) and place with its policy.pt (checkpoint=...)",
+    "bench": "give the learned searches smaller networks or fewer groups in their overrides (learned.<name>.overrides: "
+             "encoder.hidden_size=..., policy.hidden_size=..., max_groups=...)",
+}
+"""What each command's out-of-memory message advises: settings that command has."""
 
 
 _PROGRAMS = {"train": "gplace", "bench": "gplace bench", "place": "gplace place"}
@@ -958,8 +967,9 @@ def _check_not_a_training_run(run_dir: Path, method: str) -> None:
 
 
 def _place_budget(cfg: DictConfig, method: str) -> str | None:
-    """``cfg.budget``, else ``cfg.samples`` samples for a policy file or a learned search; none for a baseline
-    (it measures nothing) or a pipeline placer (``local_search`` keeps its own 10 s: 16 evaluations would barely
+    """``cfg.budget``, else ``cfg.samples`` samples for a policy file or a learned search; none (with a WARNING if
+    ``cfg.budget`` is given) for a baseline or a pipeline placer other than ``local_search``, which place without
+    searching; none for ``local_search`` without ``cfg.budget`` (it keeps its own 10 s: 16 evaluations would barely
     move it)."""
     from gplace.methods import LEARNED, Budget, baselines, pipeline_placers
 
@@ -969,9 +979,9 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
             Budget.parse(given)
         except ValueError as err:
             _fail(f"budget={given!r}: {err}")
-    if method in baselines():
+    if method in baselines() or (method in pipeline_placers() and method != "local_search"):
         if given is not None:
-            log.warning("budget=%s is unused: method %s places without measuring", given, method)
+            log.warning("budget=%s is unused: method %s places without searching", given, method)
         return None
     if given is not None:
         return given

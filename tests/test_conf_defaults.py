@@ -71,3 +71,14 @@ def test_gnn_is_an_alias_of_sage():
     gnn = compose(config_name="config", overrides=["encoder=gnn"]).encoder
     sage = compose(config_name="config", overrides=["encoder=sage"]).encoder
     assert gnn == sage and gnn.conv == "sage"
+
+
+def test_the_real_pipelined_runtimes_usage_line_composes_as_written():
+    """torch_pipeline.yaml's usage line (``runtime.module._target_=...``) failed: ``module: ???`` is no mapping,
+    so Hydra refused the key ("Could not override 'runtime.module._target_'")."""
+    overrides = ["runtime=torch_pipeline", "runtime.module._target_=torch.nn.Linear", "+runtime.module.in_features=4",
+                 "+runtime.module.out_features=2", "runtime.loss_fn._target_=torch.nn.MSELoss"]
+    cfg = compose(config_name="config", overrides=overrides)  # this module's fixture initialised Hydra
+    assert "runtime.module._target_=" in (CONF / "runtime" / "torch_pipeline.yaml").read_text()
+    assert type(instantiate(cfg.runtime.module)).__name__ == "Linear"
+    assert type(instantiate(cfg.runtime.loss_fn)).__name__ == "MSELoss"

@@ -155,3 +155,27 @@ def test_out_of_memory_in_the_networks_is_one_line_naming_the_settings(error, ca
     err = capsys.readouterr().err
     assert err.startswith("gplace: error: out of memory in the placement networks") and err.count("\n") == 1
     assert "policy.hidden_size" in err and "resumes from its last checkpoint" in err
+
+
+@pytest.mark.parametrize(("command", "config", "keys"), [
+    ("place", "place", ["samples", "checkpoint"]),
+    ("bench", "bench", ["learned"]),
+])
+def test_out_of_memory_advice_names_settings_the_command_has(command, config, keys, capsys):
+    """gplace place and gplace bench were told to set trainer.samples_per_update, encoder.hidden_size or device=,
+    which neither has (each ended in Hydra's "Could not override")."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from gplace import cli
+
+    def job():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    with pytest.raises(SystemExit):
+        cli._guard(job, OmegaConf.create({}), command)
+    err = capsys.readouterr().err
+    assert "trainer.samples_per_update" not in err and "device=" not in err and "resumes" not in err
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name=config)
+    assert all(f"{key}" in err and key in cfg for key in keys), err

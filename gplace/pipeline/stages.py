@@ -1,7 +1,8 @@
 """A placement as pipeline stages, and as the split points ``torch.distributed.pipelining`` takes.
 
-The stages are the devices that hold ops, in the order of their first op in ``graph.topological_order``;
-each lists its ops in that order. For a graph imported from torch.export (its ``source`` has
+The stages are the devices that hold ops, in the order of their first forward op that runs
+(:func:`~gplace.pipeline.simulator.ops_that_run`: a zero-cost source such as a weight does not count), as in
+pipe-v2; each lists its ops in ``graph.topological_order``. For a graph imported from torch.export (its ``source`` has
 ``module_paths``), every place where the device changes between consecutive forward ops (phase ``forward`` or
 none, in topological order; ops of no module and ``"Parameter"`` ops, which only hold a weight or buffer that
 torch keeps with its module, skipped) is a split. It maps to the outermost module called (in the op's

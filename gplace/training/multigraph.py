@@ -170,7 +170,8 @@ class _TaskState:
 class MultiGraphTrainer(MultiGraphSettings):
     """REINFORCE over many tasks with one shared encoder and policy (GDP's batch training).
 
-    Each update draws ``tasks_per_update`` tasks uniformly, samples K placements of each, measures them, and
+    Each update draws ``tasks_per_update`` tasks uniformly without replacement (all of them when there are
+    fewer), samples K placements of each, measures them, and
     takes one Adam step on the mean over the drawn tasks of their REINFORCE losses (with ``self_imitation``, each
     also minus that weight times the log-likelihood of the task's best placement so far). Settings: see
     :class:`~gplace.training.settings.MultiGraphSettings` (``seed`` also seeds the task draws).

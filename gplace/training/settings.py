@@ -101,7 +101,7 @@ class MultiGraphSettings(LoopSettings):
     checkpoint_every: int = 50
     """Updates between checkpoints."""
     tasks_per_update: int = 1
-    """Tasks drawn (without replacement) per update."""
+    """Tasks drawn (without replacement) per update; all of them when there are fewer tasks."""
     penalty_ratio: float = 10.0
     """A failed placement counts as this many times its task's reference step time."""
     max_groups: int | None = 256
