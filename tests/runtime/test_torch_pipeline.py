@@ -295,11 +295,13 @@ class _Scaled(nn.Module):
         return torch.relu(self.lin(x)) * 2
 
 
-@pytest.mark.parametrize(("loss_fn", "words"), [(dying_loss, "pipeline stage 1 died"),
-                                               (hanging_loss, "pipeline timed out after 10 s")])
-def test_a_stage_that_dies_or_hangs_is_a_failed_measurement_and_leaves_no_process(loss_fn, words) -> None:
+@pytest.mark.parametrize(("loss_fn", "limit", "words"), [(dying_loss, 120, "pipeline stage 1 died"),
+                                                        (hanging_loss, 10, "pipeline timed out after 10 s")])
+def test_a_stage_that_dies_or_hangs_is_a_failed_measurement_and_leaves_no_process(loss_fn, limit, words) -> None:
+    """The dying stage's limit is wide: starting the stage processes counts against it, and a loaded machine can
+    take over 10 s to reach the stage's death (this test failed once here under load and passed alone)."""
     model, x, y, graph, cluster, placement = _staged("mlp", 2)
-    m = TorchPipelineRuntime(model, x, y, loss_fn, microbatches=M, steps=1, warmup=0, time_limit=10).measure(
+    m = TorchPipelineRuntime(model, x, y, loss_fn, microbatches=M, steps=1, warmup=0, time_limit=limit).measure(
         graph, cluster, placement)
     assert not m.ok and words in m.reason, m.reason
     assert not multiprocessing.active_children()
