@@ -968,9 +968,9 @@ def _check_not_a_training_run(run_dir: Path, method: str) -> None:
 
 def _place_budget(cfg: DictConfig, method: str) -> str | None:
     """``cfg.budget``, else ``cfg.samples`` samples for a policy file or a learned search; none (with a WARNING if
-    ``cfg.budget`` is given) for a baseline or a pipeline placer other than ``local_search``, which place without
-    searching; none for ``local_search`` without ``cfg.budget`` (it keeps its own 10 s: 16 evaluations would barely
-    move it)."""
+    ``cfg.budget`` is given) for a baseline or a pipeline placer other than ``local_search``, which take no budget
+    (``ilp`` keeps its own time limit); none for ``local_search`` without ``cfg.budget`` (it keeps its own 10 s: 16
+    evaluations would barely move it)."""
     from gplace.methods import LEARNED, Budget, baselines, pipeline_placers
 
     given = cfg.get("budget")
@@ -981,7 +981,8 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
             _fail(f"budget={given!r}: {err}")
     if method in baselines() or (method in pipeline_placers() and method != "local_search"):
         if given is not None:
-            log.warning("budget=%s is unused: method %s places without searching", given, method)
+            log.warning("budget=%s is unused: method %s takes no budget (learned searches, policy files and "
+                        "local_search do)", given, method)
         return None
     if given is not None:
         return given

@@ -318,8 +318,8 @@ def test_place_names_the_settings_it_does_not_use(caplog):
     with caplog.at_level(logging.WARNING, logger="gplace"):
         assert _place_budget(OmegaConf.create({"budget": 5, "samples": 16}), "heft") is None
         assert _place_budget(OmegaConf.create({"budget": 2, "samples": 16}), "ideal_dp") is None  # exact: no search
-    assert "budget=5 is unused: method heft places without searching" in caplog.text
-    assert "budget=2 is unused: method ideal_dp places without searching" in caplog.text
+    assert "budget=5 is unused: method heft takes no budget" in caplog.text
+    assert "budget=2 is unused: method ideal_dp takes no budget" in caplog.text
 
 
 @pytest.mark.parametrize(("overrides", "message"), [

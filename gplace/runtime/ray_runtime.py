@@ -186,14 +186,16 @@ class RayRuntime(RuntimeWrapper):
         try:
             ray.get([actors[slot].load.remote(key, [ref], warm) for slot in fresh],
                     timeout=self.timeout + WARM_UP if warm else None)
-        except ray.exceptions.RayError as err:
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as err:
             if not warm:
                 return actors  # a dead actor: the measurements find it and replace it
-            logger.warning("Ray actors failed to read a graph and warm up on it within %g s (%s); replacing them "
-                           "and measuring it without a warm-up", self.timeout + WARM_UP, type(err).__name__)
+            logger.warning("Ray actors died or took over %g s to read a graph and warm up on it (%s); replacing "
+                           "them and measuring it without a warm-up", self.timeout + WARM_UP, type(err).__name__)
             self._cold.add(key)
             self._replace(ray, fresh)
             return self._loaded_actors(ray, key, ref, count)
+        except ray.exceptions.RayError:  # another error (a task's, a fetch's): the measurements meet it again
+            return actors
         for slot in fresh:
             self._loaded[slot].add(key)
         return actors
@@ -230,7 +232,7 @@ class RayRuntime(RuntimeWrapper):
         with _SESSION.lock:
             if not ray.is_initialized():
                 ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING)
-                _SESSION.started = True
+                _SESSION.started = _session_of(ray)
                 logger.debug("connected to Ray: %s", ray.cluster_resources())
             _SESSION.users.add(self)
         session = _session_of(ray)
@@ -305,9 +307,10 @@ class RayRuntime(RuntimeWrapper):
             self._actors, self._loaded, self._refs = [], [], OrderedDict()
             with _SESSION.lock:
                 _SESSION.users.discard(self)
-                if _SESSION.started and not _SESSION.users:
-                    ray.shutdown()
-                    _SESSION.started = False
+                if _SESSION.started is not None and not _SESSION.users:
+                    if ray.is_initialized() and _session_of(ray) == _SESSION.started:  # not a Ray its user started
+                        ray.shutdown()
+                    _SESSION.started = None
 
     def __enter__(self) -> RayRuntime:
         return self
@@ -322,11 +325,11 @@ class RayRuntime(RuntimeWrapper):
 
 
 class _Session:
-    """This process's Ray session as RayRuntimes use it: whether one of them started it, and the open ones."""
+    """This process's Ray session as RayRuntimes use it: the session one of them started, and the open ones."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.started = False
+        self.started: tuple[str, str] | None = None
         self.users: weakref.WeakSet[RayRuntime] = weakref.WeakSet()
 
 

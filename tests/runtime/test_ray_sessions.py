@@ -48,3 +48,14 @@ def test_a_ray_session_replaced_under_a_runtime_gets_it_new_actors() -> None:
         ray.init(num_cpus=1, include_dashboard=False)
         assert runtime.measure(GRAPH, CLUSTER, PLACEMENT).ok
     assert ray.is_initialized()
+
+
+def test_a_runtime_that_started_ray_leaves_up_the_ray_its_user_started_since() -> None:
+    """A runtime started Ray, its user shut it down and started their own: closing the runtime shut down the
+    user's Ray (a flag said a RayRuntime had started "Ray", whichever session it was)."""
+    with RayRuntime(Simulator(), num_actors=1) as runtime:
+        assert runtime.measure(GRAPH, CLUSTER, PLACEMENT).ok
+        ray.shutdown()
+        ray.init(num_cpus=1, include_dashboard=False)
+        assert runtime.measure(GRAPH, CLUSTER, PLACEMENT).ok
+    assert ray.is_initialized()
