@@ -232,11 +232,11 @@ class RayRuntime(RuntimeWrapper):
         with _SESSION.lock:
             if not ray.is_initialized():
                 ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING)
-                _SESSION.started = _session_of(ray)
+                _SESSION.started = (_session_of(ray),)
                 logger.debug("connected to Ray: %s", ray.cluster_resources())
             _SESSION.users.add(self)
         session = _session_of(ray)
-        if session != self._session:  # Ray was shut down (by whom ever) and started again: the handles are void
+        if session != self._session:  # Ray was shut down (by whoever) and started again: the handles are void
             self._actors, self._loaded, self._refs, self._session = [], [], OrderedDict(), session
         return ray
 
@@ -308,7 +308,7 @@ class RayRuntime(RuntimeWrapper):
             with _SESSION.lock:
                 _SESSION.users.discard(self)
                 if _SESSION.started is not None and not _SESSION.users:
-                    if ray.is_initialized() and _session_of(ray) == _SESSION.started:  # not a Ray its user started
+                    if ray.is_initialized() and _session_of(ray) == _SESSION.started[0]:  # not one its user started
                         ray.shutdown()
                     _SESSION.started = None
 
@@ -329,18 +329,22 @@ class _Session:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.started: tuple[str, str] | None = None
+        self.started: tuple[tuple[str, str] | None] | None = None
+        """``(session,)`` of the session a RayRuntime started (``(None,)`` where Ray does not say), else None."""
         self.users: weakref.WeakSet[RayRuntime] = weakref.WeakSet()
 
 
 _SESSION = _Session()
 
 
-def _session_of(ray: Any) -> tuple[str, str]:
+def _session_of(ray: Any) -> tuple[str, str] | None:
     """This driver's Ray job and node: a new local Ray numbers its jobs from 1 again but has a new node, a driver
-    joining a running cluster again gets a new job."""
-    context = ray.get_runtime_context()
-    return context.get_job_id(), context.get_node_id()
+    joining a running cluster again gets a new job. ``None`` where Ray does not say (sessions not told apart)."""
+    try:
+        context = ray.get_runtime_context()
+        return context.get_job_id(), context.get_node_id()
+    except Exception:  # a Ray Client connection (ray://) may not answer: never worth failing a measurement for
+        return None
 
 
 def _fitting(total: Mapping[str, float], per_actor: Mapping[str, float]) -> int:
