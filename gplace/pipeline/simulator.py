@@ -74,7 +74,7 @@ from gplace.ir.errors import format_shortfall
 from gplace.ir.frozen import ReadOnlyArrays, freeze_arrays
 from gplace.ir.graph import csr
 from gplace.ir.placement import check_placement
-from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.base import Measurement, ReadOnlySetting, Runtime
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
 from gplace.runtime.jit import cached_njit
 from gplace.runtime.kernels import enqueue_transfer, heap_pop, heap_push, mark, segments, transfers
@@ -83,19 +83,12 @@ from gplace.runtime.simulator import PreparedCache
 logger = logging.getLogger(__name__)
 
 __all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "check_microbatches", "ops_that_run",
-           "prepare_instances", "read_only_message"]
+           "prepare_instances"]
 
 SCHEDULES = ("gpipe", "1f1b")
 FORWARD, BACKWARD, UPDATE = 0, 1, 2
 MAX_INSTANCES = 2**28
 """The most op instances (ops x micro-batches) one simulation expands a graph into (a few GiB of arrays)."""
-
-
-def read_only_message(runtime: Runtime, name: str, value: object) -> str:
-    """The error for assigning setting ``name`` of ``runtime``, whose :attr:`~Runtime.id` depends on it."""
-    cls = type(runtime).__name__
-    return (f"{cls}.{name} is read-only (the runtime id {runtime.id!r} depends on it): build a new {cls} with "
-            f"{name}={value!r} instead")
 
 
 def check_microbatches(microbatches: object) -> int:
@@ -178,6 +171,10 @@ class PipelineSimulator(PreparedCache, Runtime):
 
     semantics = "pipe-v2"
     deterministic = True
+    microbatches = ReadOnlySetting()
+    """Micro-batches per mini-batch (read-only: :attr:`id` and the prepared arrays are made from it)."""
+    schedule = ReadOnlySetting()
+    """``"gpipe"`` or ``"1f1b"`` (read-only, as ``microbatches``)."""
 
     def __init__(
         self, microbatches: int = 4, schedule: str = "1f1b", cache_size: int = 16, threads: int | None = None,
@@ -189,24 +186,6 @@ class PipelineSimulator(PreparedCache, Runtime):
         self._microbatches, self._schedule = microbatches, schedule
         self.threads = check_threads(threads)
         self.id = f"{self.semantics}/{schedule}/m{microbatches}"
-
-    @property
-    def microbatches(self) -> int:
-        """Micro-batches per mini-batch (read-only: :attr:`id` and the prepared arrays depend on it)."""
-        return self._microbatches
-
-    @microbatches.setter
-    def microbatches(self, value: object) -> None:
-        raise AttributeError(read_only_message(self, "microbatches", value))
-
-    @property
-    def schedule(self) -> str:
-        """``"gpipe"`` or ``"1f1b"`` (read-only: :attr:`id` and the prepared arrays depend on it)."""
-        return self._schedule
-
-    @schedule.setter
-    def schedule(self, value: object) -> None:
-        raise AttributeError(read_only_message(self, "schedule", value))
 
     def simulate(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> PipelineSchedule:
         """The full timeline of one mini-batch.

@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.pipeline.simulator import UPDATE, check_microbatches, check_phases, read_only_message
-from gplace.runtime.base import Measurement, Runtime
+from gplace.pipeline.simulator import UPDATE, check_microbatches, check_phases
+from gplace.runtime.base import Measurement, ReadOnlySetting, Runtime
 from gplace.runtime.batch import check_device_batch
 from gplace.runtime.jit import cached_njit
 from gplace.runtime.kernels import transfers
@@ -66,18 +66,12 @@ class SteadyStateScore(Runtime):
     semantics = "pipe-steady-v1"
     deterministic = True
 
+    microbatches = ReadOnlySetting()
+    """Micro-batches per mini-batch (read-only: :attr:`id` is made from it)."""
+
     def __init__(self, microbatches: int = 4) -> None:
         self._microbatches = check_microbatches(microbatches)
         self.id = f"{self.semantics}/m{self._microbatches}"
-
-    @property
-    def microbatches(self) -> int:
-        """Micro-batches per mini-batch (read-only: :attr:`id` depends on it)."""
-        return self._microbatches
-
-    @microbatches.setter
-    def microbatches(self, value: object) -> None:
-        raise AttributeError(read_only_message(self, "microbatches", value))
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         loads = steady_state_loads(graph, cluster, placement, self.microbatches)

@@ -124,6 +124,23 @@ class Runtime(abc.ABC):
         """Measure a placement already validated against ``graph`` and ``cluster``."""
 
 
+class ReadOnlySetting:
+    """A runtime's constructor setting that its :attr:`~Runtime.id` is made from (caches keep settings apart by the
+    id): read as an attribute, held in ``_<name>``; assigning raises ``AttributeError`` saying to build a new
+    runtime (a changed setting would be measured, or cached, under the old id)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.private = name, f"_{name}"
+
+    def __get__(self, runtime: object, owner: type | None = None) -> object:
+        return self if runtime is None else getattr(runtime, self.private)
+
+    def __set__(self, runtime: object, value: object) -> None:
+        cls = type(runtime).__name__
+        raise AttributeError(f"{cls}.{self.name} is read-only (the runtime id {getattr(runtime, 'id', '?')!r} "
+                             f"depends on it): build a new {cls} with {self.name}={value!r} instead")
+
+
 def measure_each(runtime: Runtime, graph: OpGraph, cluster: Cluster,
                  placements: Sequence[Placement]) -> list[Measurement]:
     """``runtime.measure_many``, checked to give one measurement per placement (a wrapper or runtime of one's

@@ -100,9 +100,9 @@ from torch import nn
 
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import check_sizes, error_summary
-from gplace.pipeline.simulator import check_microbatches, read_only_message
+from gplace.pipeline.simulator import check_microbatches
 from gplace.pipeline.steady import pipeline_bytes_moved
-from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
+from gplace.runtime.base import ClusterMismatchError, Measurement, ReadOnlySetting, Runtime
 from gplace.runtime.torch_devices import runnable_device_map
 from gplace.runtime.torch_runtime import TorchRunError, cluster_problems
 from gplace.runtime.wrapper import check_time_limit
@@ -215,6 +215,10 @@ class TorchPipelineRuntime(Runtime):
 
     semantics = "torch-pipeline-v1"
     deterministic = False
+    microbatches = ReadOnlySetting()
+    """Micro-batches per mini-batch (read-only: :attr:`id` is made from it)."""
+    schedule = ReadOnlySetting()
+    """``"gpipe"`` or ``"1f1b"`` (read-only, as ``microbatches``)."""
 
     def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...] | torch.Tensor, target: torch.Tensor,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, microbatches: int = 4,
@@ -241,24 +245,6 @@ class TorchPipelineRuntime(Runtime):
         self.processes = processes
         self.id = f"{self.semantics}/{schedule}/m{microbatches}"
         """As ``pipe-v2``'s, the schedule and micro-batch count in it, so caches and resumed runs keep them apart."""
-
-    @property
-    def microbatches(self) -> int:
-        """Micro-batches per mini-batch (read-only: :attr:`id` depends on it)."""
-        return self._microbatches
-
-    @microbatches.setter
-    def microbatches(self, value: object) -> None:
-        raise AttributeError(read_only_message(self, "microbatches", value))
-
-    @property
-    def schedule(self) -> str:
-        """``"gpipe"`` or ``"1f1b"`` (read-only: :attr:`id` depends on it)."""
-        return self._schedule
-
-    @schedule.setter
-    def schedule(self, value: object) -> None:
-        raise AttributeError(read_only_message(self, "schedule", value))
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         from gplace.export.torch import PipelineTraceError
