@@ -38,21 +38,13 @@ def test_runtimes_sharing_the_ray_one_started_close_in_any_order() -> None:
         assert not ray.is_initialized()  # the last one out shuts down the Ray a RayRuntime started
 
 
-def test_a_ray_session_replaced_under_a_runtime_gets_it_new_actors() -> None:
-    """The user shut Ray down and started it again: the runtime's actor handles were void and every measurement
-    raised; it now starts new actors there (and leaves the user's Ray up when it closes)."""
-    ray.init(num_cpus=1, include_dashboard=False)
-    with RayRuntime(Simulator(), num_actors=1) as runtime:
-        assert runtime.measure(GRAPH, CLUSTER, PLACEMENT).ok
-        ray.shutdown()
+@pytest.mark.parametrize("first", ["user", "runtime"])
+def test_a_ray_session_replaced_under_a_runtime_gets_it_new_actors(first) -> None:
+    """The user shut Ray down (theirs, or the one the runtime started) and started their own: the runtime's actor
+    handles were void and every measurement raised; it now starts new actors there. Closing it leaves the user's
+    Ray up (a flag said a RayRuntime had started "Ray", whichever session it was, so it shut the user's down)."""
+    if first == "user":
         ray.init(num_cpus=1, include_dashboard=False)
-        assert runtime.measure(GRAPH, CLUSTER, PLACEMENT).ok
-    assert ray.is_initialized()
-
-
-def test_a_runtime_that_started_ray_leaves_up_the_ray_its_user_started_since() -> None:
-    """A runtime started Ray, its user shut it down and started their own: closing the runtime shut down the
-    user's Ray (a flag said a RayRuntime had started "Ray", whichever session it was)."""
     with RayRuntime(Simulator(), num_actors=1) as runtime:
         assert runtime.measure(GRAPH, CLUSTER, PLACEMENT).ok
         ray.shutdown()
