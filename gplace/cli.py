@@ -971,7 +971,7 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
     ``cfg.budget`` is given) for a baseline or a pipeline placer other than ``local_search``, which take no budget
     (``ilp`` keeps its own time limit); none for ``local_search`` without ``cfg.budget`` (it keeps its own 10 s: 16
     evaluations would barely move it)."""
-    from gplace.methods import LEARNED, Budget, baselines, pipeline_placers
+    from gplace.methods import LEARNED, PIPELINE_SEARCH, Budget, baselines, pipeline_placers
 
     given = cfg.get("budget")
     if given is not None:
@@ -979,7 +979,7 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
             Budget.parse(given)
         except ValueError as err:
             _fail(f"budget={given!r}: {err}")
-    if method in baselines() or (method in pipeline_placers() and method != "local_search"):
+    if method in baselines() or (method in pipeline_placers() and method != PIPELINE_SEARCH):
         if given is not None:
             log.warning("budget=%s is unused: method %s takes no budget (learned searches, policy files and "
                         "local_search do)", given, method)

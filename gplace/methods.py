@@ -38,6 +38,10 @@ PRETRAINED = "list_scheduling_giph.pt"
 """The policy file shipped in ``gplace/data``: a ``ListSchedulingPolicy`` pretrained on GiPH's synthetic graphs;
 it places any graph on any cluster."""
 
+PIPELINE_SEARCH = "local_search"
+"""The one pipeline placer that spends a budget (the others are exact or closed-form; ``ilp`` keeps its own time
+limit)."""
+
 LEARNED = {
     "learned": ("LSTMEncoder", "Seq2SeqPolicy"), "seq2seq": ("LSTMEncoder", "Seq2SeqPolicy"),
     "gdp": ("GNNEncoder", "GDPPolicy"), "device_aware": ("GNNEncoder", "DeviceAwarePolicy"),
@@ -121,7 +125,7 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) 
                          f"{getattr(runtime, 'id', type(runtime).__name__)!r} measures no micro-batches; pass a "
                          "pipeline runtime, e.g. runtime=PipelineSimulator(microbatches=16, schedule='1f1b') "
                          "(from the command line: objective=pipeline)")
-    if name != "local_search":
+    if name != PIPELINE_SEARCH:
         return classes[name](microbatches=microbatches)
     limits = {} if budget is None else {"time_limit": budget.seconds, "max_evaluations": budget.samples}
     return classes[name](microbatches, getattr(inner, "schedule", "1f1b"), **limits)

@@ -209,8 +209,7 @@ class RayRuntime(RuntimeWrapper):
     def _time_out(self, ray: Any, slot: int) -> Measurement:
         """Kill the actor whose call ran past the timeout (it is replaced on the next measurement)."""
         logger.warning("a measurement ran past %g s on a Ray actor; replacing the actor", self.timeout)
-        ray.kill(self._actors[slot])
-        self._actors[slot] = None
+        self._replace(ray, [slot])
         return Measurement.failure(self.id, f"timed out: no result after {self.timeout:g} s on a Ray actor "
                                             "(the actor was replaced)", transient=True)
 
