@@ -1,9 +1,8 @@
 """Contiguous pipeline partitioners: GPipe's balanced split, PipeDream's DP, and the exact DP over ideals.
 
-A contiguous split gives stage ``s`` to device ``s`` (of the stage devices, in index order) and keeps every
-forward edge going from a stage to the same or a later one. All three minimise, or balance, the bottleneck of
-:mod:`gplace.baselines.pipeline.stages`.
-"""
+A contiguous split gives stage ``s`` to device ``s`` (of the stage devices, in index order, or in reverse where that
+is faster over one-way links) and keeps every forward edge going from a stage to the same or a later one. All three
+minimise, or balance, the bottleneck of :mod:`gplace.baselines.pipeline.stages`."""
 
 from __future__ import annotations
 
@@ -34,9 +33,24 @@ class StagePlacer(Placer):
         self.overlap = overlap
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        problem = StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches, overlap=self.overlap)
-        stages = self.stages(problem) if problem.num_units else np.zeros(0, dtype=np.int64)
-        return problem.devices_for_units(stages)
+        """The stages on the stage devices in index order or, where a link between them is faster one way
+        (:attr:`StageProblem.one_way_links`), in either order: the lower bottleneck, else the one that fits."""
+        best, error = None, None
+        for reverse in (False, True):
+            problem = StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches,
+                                   overlap=self.overlap, reverse=reverse)
+            try:
+                stages = self.stages(problem) if problem.num_units else np.zeros(0, dtype=np.int64)
+            except PlacementInfeasibleError as infeasible:
+                error = error or infeasible
+            else:
+                if best is None or problem.bottleneck(stages) < best[0].bottleneck(best[1]):
+                    best = problem, stages
+            if not problem.one_way_links:
+                break
+        if best is None:
+            raise error
+        return best[0].devices_for_units(best[1])
 
     def stages(self, problem: StageProblem) -> np.ndarray:
         """(P,) stage of every pipelined unit of ``problem``."""

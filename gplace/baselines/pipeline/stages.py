@@ -4,9 +4,10 @@ Cost model: per micro-batch, stage device ``d`` computes for ``work(d) = sum_{i 
 and sends and receives ``sum (latency + bytes / M / bandwidth)`` over the edges it cuts; its *load* combines
 the three (:func:`stage_time`: their maximum when transfers overlap compute, the default, else their sum),
 and a pipeline of many micro-batches runs at the pace of its most loaded stage (the *bottleneck*). The sum is
-:func:`gplace.pipeline.steady_state_loads` (``pipe-steady-v1``) costed per edge with the mean link between
-stage devices: equal to it on uniform links when no op feeds two ops on one other device (else an upper
-bound, a transfer counted once per edge), and update ops are amortised (``duration / M``) instead of left out.
+:func:`gplace.pipeline.steady_state_loads` (``pipe-steady-v1``) costed per edge with the mean link from a
+stage device to a later one (an edge forward in pipeline order) or to an earlier one: equal to it on uniform
+links when no op feeds two ops on one other device (else an upper bound, a transfer counted once per edge), and
+update ops are amortised (``duration / M``) instead of left out.
 An edge between two update ops is sent once per mini-batch (as in ``pipe-v2``), so it is amortised too:
 ``(latency + bytes / bandwidth) / M`` per micro-batch.
 The placers minimise the bottleneck subject to pins, colocation groups and memory: an op occupies its
@@ -182,8 +183,13 @@ def stage_time(work: np.ndarray, sent: np.ndarray, received: np.ndarray, overlap
 class StageProblem:
     """Units of ``graph`` in pipeline order and their costs on the stage devices of ``cluster``.
 
-    Transfers are costed with the mean bandwidth and latency between distinct stage devices, so the
-    partitioners' objective (:meth:`bottleneck`) is exact on clusters with uniform links.
+    Transfers are costed with the mean bandwidth and latency from a stage device to a later one (an edge forward
+    in pipeline order) or to an earlier one (backward), so the partitioners' objective (:meth:`bottleneck`) is
+    exact on clusters with uniform links, and on two stage devices with one-way links.
+
+    Args:
+        reverse: stage ``s`` runs on the stage devices in reverse index order (where links are faster one way,
+            the order matters: :attr:`one_way_links`). (default: ``False``)
 
     Raises:
         GraphError: an op, or a colocation group, may run on no device of the cluster.
@@ -191,10 +197,11 @@ class StageProblem:
     """
 
     def __init__(self, graph: OpGraph, cluster: Cluster, *, kind: str | None = "gpu", microbatches: int = 1,
-                 overlap: bool = True) -> None:
+                 overlap: bool = True, reverse: bool = False) -> None:
         microbatches = check_microbatches(microbatches)
         self.graph, self.cluster, self.microbatches, self.overlap = graph, cluster, microbatches, overlap
-        self.devices = stage_devices(cluster, kind)
+        devices = stage_devices(cluster, kind, warn=not reverse)
+        self.devices = devices[::-1].copy() if reverse else devices
         self.units = build_units(graph, cluster)
         allowed = self.units.allowed[:, self.devices]
         piped = allowed.any(1)
@@ -275,16 +282,15 @@ class StageProblem:
         and those between units of which one is fixed are kept for :meth:`fixed_reach`."""
         graph, units = self.graph, self.units
         d = self.devices
-        off = ~np.eye(d.size, dtype=bool)
-        per_byte = float(np.mean(1.0 / self.cluster.bandwidth[np.ix_(d, d)][off])) if d.size > 1 else 0.0
-        latency = float(np.mean(self.cluster.latency[np.ix_(d, d)][off])) if d.size > 1 else 0.0
         ua, ub = units.unit_of[graph.edge_index[0]], units.unit_of[graph.edge_index[1]]
+        pa, pb = self.position[ua], self.position[ub]
+        later = pa < pb
+        per_byte, latency = (np.where(later, *pair) for pair in self._mean_links())
         # a transfer per micro-batch of bytes / M; between update ops one per mini-batch, amortised over M
         once = _between_update_ops(graph)
         nbytes = graph.edge_bytes / np.where(once, 1, self.microbatches)
         amortised = np.where(once, self.microbatches, 1)
         seconds = (latency + nbytes * per_byte) / amortised
-        pa, pb = self.position[ua], self.position[ub]
         between = (ua != ub) & (pa >= 0) & (pb >= 0)
         touching = (ua != ub) & ((pa < 0) | (pb < 0))  # only paths through fixed units matter there
         self._fixed_edges = (ua[touching], ub[touching])
@@ -296,6 +302,27 @@ class StageProblem:
                 link = self.cluster.latency[src, dst] + nbytes[talks] / self.cluster.bandwidth[src, dst]
                 np.add.at(self.cost[:, s], mine[talks], link / amortised[talks])
         return pa[between], pb[between], seconds[between].astype(np.float64)
+
+    @cached_property
+    def one_way_links(self) -> bool:
+        """Whether a link between two stage devices is faster one way than the other (bandwidth or latency)."""
+        d = np.ix_(self.devices, self.devices)
+        bandwidth, latency = self.cluster.bandwidth[d], self.cluster.latency[d]
+        return not (np.array_equal(bandwidth, bandwidth.T) and np.array_equal(latency, latency.T))
+
+    def _mean_links(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Mean seconds per byte and mean latency, each as (to a later stage device, to an earlier one)."""
+        d = self.devices
+        if d.size < 2:
+            return (0.0, 0.0), (0.0, 0.0)
+        inverse, latency = 1.0 / self.cluster.bandwidth[np.ix_(d, d)], self.cluster.latency[np.ix_(d, d)]
+        if not self.one_way_links:
+            off = ~np.eye(d.size, dtype=bool)
+            per_byte, mean_latency = float(np.mean(inverse[off])), float(np.mean(latency[off]))
+            return (per_byte, per_byte), (mean_latency, mean_latency)
+        later, earlier = np.triu_indices(d.size, 1), np.tril_indices(d.size, -1)
+        return ((float(inverse[later].mean()), float(inverse[earlier].mean())),
+                (float(latency[later].mean()), float(latency[earlier].mean())))
 
     def fixed_reach(self, label: np.ndarray) -> tuple[np.ndarray, list[int]]:
         """Pipelined units joined only through units off the stages, such as an op pinned to the CPU between two
