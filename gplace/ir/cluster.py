@@ -35,7 +35,11 @@ class Device:
     speed: float = 1.0
     """Relative speed: an op's time on this device is its cost for ``kind`` divided by ``speed``."""
     memory: int = 2**63 - 1
-    """Memory capacity in bytes."""
+    """Memory capacity in bytes; a whole-number float (``16e9``, as a config reads it) is taken as that int."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.memory, float | np.floating) and float(self.memory).is_integer():  # as the JSON reader
+            object.__setattr__(self, "memory", int(self.memory))
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,10 @@ class Cluster:
 
     devices: tuple[Device, ...]
     bandwidth: np.ndarray = field(repr=False)
-    """(D, D) float64, bytes per second from row device to column device; ``inf`` on the diagonal."""
+    """(D, D) float64, bytes per second from row device to column device; ``inf`` on the diagonal, whatever is
+    given there (a device's own transfers are free)."""
     latency: np.ndarray = field(repr=False)
-    """(D, D) float64, seconds per transfer; 0 on the diagonal."""
+    """(D, D) float64, seconds per transfer; 0 on the diagonal, whatever is given there."""
     name: str = "cluster"
 
     def __post_init__(self) -> None:
@@ -80,8 +85,14 @@ class Cluster:
         self.validate()
 
     def _freeze(self) -> None:
-        for name in ("bandwidth", "latency"):
-            object.__setattr__(self, name, frozen_array(np.array(getattr(self, name))))  # the caller's stays theirs
+        """Store read-only copies of the matrices (the caller's stay theirs) with the diagonal set to ``inf``
+        bandwidth and 0 latency, so a matrix given in full hashes as its JSON, which leaves the diagonal out."""
+        for label, own in (("bandwidth", np.inf), ("latency", 0.0)):
+            arr = np.array(getattr(self, label))
+            if arr.dtype.kind in "iuf" and arr.ndim == 2 and arr.shape[0] == arr.shape[1]:
+                arr = arr.astype(np.float64)
+                np.fill_diagonal(arr, own)
+            object.__setattr__(self, label, frozen_array(arr))
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the fields only; derived values (fingerprint, ``memory``) are rebuilt on use."""
@@ -110,6 +121,8 @@ class Cluster:
         for label, value in (("default_bandwidth", default_bandwidth), ("default_latency", default_latency)):
             if value is not None and not _is_number(value):
                 raise GraphError(f"cluster {name!r}: {label} must be a number, got {value!r}")
+            if value is not None and (why := _out_of_range(label, value)):
+                raise GraphError(f"cluster {name!r}: {label} is {value:.4g}, {why}")
         index = {d.name: i for i, d in enumerate(devices)}
         n = len(devices)
         bw = np.full((n, n), np.nan if default_bandwidth is None else float(default_bandwidth))
@@ -121,20 +134,20 @@ class Cluster:
                     raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} names unknown device {end!r}")
             for label in ("bandwidth", "latency", "reverse_bandwidth", "reverse_latency"):
                 value = getattr(link, label)
-                if not _is_number(value) and not (label.startswith("reverse") and value is None):
+                if label.startswith("reverse") and value is None:
+                    continue
+                if not _is_number(value):
                     raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} {label} must be a number, "
                                      f"got {value!r}")
+                if why := _out_of_range(label, value):
+                    raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} has {label} {value:.4g}, {why}")
             if link.a == link.b:
                 raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} joins a device to itself (a device's "
                                  "own transfers are free)")
             if (link.a, link.b) in given or (link.b, link.a) in given:
                 raise GraphError(f"cluster {name!r}: two links between {link.a!r} and {link.b!r}")
             given.add((link.a, link.b))
-            for k, (src, dst, bandwidth, latency) in enumerate(link.directions()):
-                if not (bandwidth > 0 and latency >= 0 and math.isfinite(latency)):
-                    raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b}{' (reverse)' if k else ''} has "
-                                     f"bandwidth {bandwidth} and latency {latency}; a bandwidth must be > 0, a "
-                                     "latency finite and >= 0")
+            for src, dst, bandwidth, latency in link.directions():
                 bw[index[src], index[dst]], lat[index[src], index[dst]] = bandwidth, latency
         np.fill_diagonal(bw, np.inf)
         np.fill_diagonal(lat, 0.0)
@@ -175,11 +188,13 @@ class Cluster:
             if arr.shape != (n, n):
                 raise GraphError(f"cluster {self.name!r}: {label} has shape {arr.shape}, expected {(n, n)}")
         off = ~np.eye(n, dtype=bool)
-        if np.any(~(self.bandwidth[off] >= MIN_RATE)):
-            raise GraphError(f"cluster {self.name!r}: every bandwidth must be at least {MIN_RATE:.0e} bytes/s, got "
-                             f"{np.nanmin(np.where(off, self.bandwidth, np.inf)):.4g}")
-        if np.any(self.latency < 0) or np.any(~(self.latency <= MAX_LATENCY)):
-            raise GraphError(f"cluster {self.name!r}: every latency must be in [0, {MAX_LATENCY:.0e}] s")
+        for label, arr in (("bandwidth", self.bandwidth), ("latency", self.latency)):
+            ok = arr >= MIN_RATE if label == "bandwidth" else (arr >= 0) & (arr <= MAX_LATENCY)
+            bad = np.argwhere(off & ~ok)
+            if len(bad):
+                i, j = bad[0]
+                raise GraphError(f"cluster {self.name!r}: {label} from {self.devices[i].name!r} to "
+                                 f"{self.devices[j].name!r} is {arr[i, j]:.4g}, {_out_of_range(label, arr[i, j])}")
 
     @property
     def num_devices(self) -> int:
@@ -239,6 +254,15 @@ class Cluster:
         if src == dst:
             return 0.0
         return float(self.latency[src, dst] + nbytes / self.bandwidth[src, dst])
+
+
+def _out_of_range(label: str, value: float) -> str | None:
+    """Why ``value``, a bandwidth or latency (``label`` ends with which), cannot be one, or ``None`` if it can."""
+    if math.isnan(value):
+        return "not a valid number"
+    if label.endswith("bandwidth"):
+        return None if value >= MIN_RATE else f"out of range: every bandwidth must be at least {MIN_RATE:.0e} bytes/s"
+    return None if 0 <= value <= MAX_LATENCY else f"out of range: every latency must be in [0, {MAX_LATENCY:.0e}] s"
 
 
 def _is_number(value: object) -> bool:

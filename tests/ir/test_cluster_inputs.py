@@ -1,0 +1,63 @@
+"""Cluster inputs: whole-number float memory, a full matrix's diagonal, and out-of-range links named."""
+
+import math
+
+import numpy as np
+import pytest
+
+from gplace.ir import Cluster, Device, GraphError, Link, cluster_from_dict, cluster_to_dict
+from gplace.zoo.clusters import modern_cluster, paper_cluster
+
+DEVICES = (Device("a", "gpu"), Device("b", "gpu"))
+
+
+def test_a_whole_number_float_memory_is_taken_as_an_int():
+    """A config reads ``16e9`` as a float: it was refused, though the JSON reader takes ``1e18``."""
+    assert paper_cluster(gpu_memory=1.2e10).memory.tolist() == [128 * 10**9, 12 * 10**9, 12 * 10**9]
+    assert modern_cluster(gpu_memory=8e10).memory[1] == 80 * 10**9
+    assert Device("a", "gpu", memory=np.float64(16e9)).memory == 16 * 10**9
+    assert type(Device("a", "gpu", memory=16e9).memory) is int
+    for memory in (1.5, math.inf, math.nan):
+        with pytest.raises(GraphError, match="device 'a' memory must be a whole number of bytes"):
+            Cluster.build([Device("a", "gpu", memory=memory)])
+
+
+def test_a_full_matrix_keeps_its_fingerprint_through_json():
+    """The diagonal of a matrix given in full was kept, the JSON left it out, and a resume refused the cluster."""
+    c = Cluster(DEVICES, np.full((2, 2), 1e9), np.full((2, 2), 1e-5), name="full")
+    assert c.bandwidth.diagonal().tolist() == [math.inf, math.inf]
+    assert c.latency.diagonal().tolist() == [0.0, 0.0]
+    assert cluster_from_dict(cluster_to_dict(c)).fingerprint == c.fingerprint
+    built = Cluster.build(DEVICES, default_bandwidth=1e9, default_latency=1e-5, name="full")
+    assert built.fingerprint == c.fingerprint
+
+
+@pytest.mark.parametrize(("links", "kwargs", "match"), [
+    ([Link("a", "b", 1e-10)], {}, r"link a<->b has bandwidth 1e-10, out of range: every bandwidth must be at least"),
+    ([Link("a", "b", 1e9, 1e13)], {}, r"link a<->b has latency 1e\+13, out of range: every latency must be in"),
+    ([Link("a", "b", 1e9, reverse_latency=-1.0)], {}, "link a<->b has reverse_latency -1, out of range"),
+    ([Link("a", "b", 1e9, reverse_bandwidth=0)], {}, "link a<->b has reverse_bandwidth 0, out of range"),
+    ([], {"default_bandwidth": 0}, "default_bandwidth is 0, out of range: every bandwidth must be at least"),
+    ([], {"default_bandwidth": -1.0}, "default_bandwidth is -1, out of range"),
+    ([], {"default_bandwidth": math.nan}, "default_bandwidth is nan, not a valid number"),
+    ([], {"default_bandwidth": 1e9, "default_latency": -1}, "default_latency is -1, out of range"),
+    ([], {"default_bandwidth": 1e9, "default_latency": math.nan}, "default_latency is nan, not a valid number"),
+    ([], {"default_bandwidth": 1e9, "default_latency": math.inf}, "default_latency is inf, out of range"),
+])
+def test_an_out_of_range_link_or_default_is_named(links, kwargs, match):
+    """A bad link was refused as ``every bandwidth must be ...`` without naming it; a NaN default as a missing one."""
+    with pytest.raises(GraphError, match=f"cluster 'c': {match}"):
+        Cluster.build(DEVICES, links, name="c", **kwargs)
+
+
+@pytest.mark.parametrize(("label", "value", "match"), [
+    ("bandwidth", 1e-10, "bandwidth from 'b' to 'a' is 1e-10, out of range: every bandwidth must be at least"),
+    ("bandwidth", math.nan, "bandwidth from 'b' to 'a' is nan, not a valid number"),
+    ("latency", 1e13, r"latency from 'b' to 'a' is 1e\+13, out of range: every latency must be in \[0, 1e\+12\] s"),
+])
+def test_validate_names_the_first_bad_pair_of_a_matrix(label, value, match):
+    """A matrix given directly was refused without naming the (source, destination) pair at fault."""
+    matrices = {"bandwidth": np.full((2, 2), 1e9), "latency": np.zeros((2, 2))}
+    matrices[label][1, 0] = value
+    with pytest.raises(GraphError, match=f"cluster 'm': {match}"):
+        Cluster(DEVICES, matrices["bandwidth"], matrices["latency"], name="m")
