@@ -248,7 +248,7 @@ def _print_table(report, run_dir: str | Path) -> None:
     runtime = report.measurement.runtime
     table = Table(title=f"{report.graph.name} ({report.graph.num_ops} ops) on {report.cluster.name}, {runtime}")
     table.add_column("placement")
-    table.add_column("mini-batch time" if runtime.startswith("pipe-") else "step time", justify="right")
+    table.add_column(_time_label(runtime), justify="right")
     table.add_column("vs learned", justify="right")
     learned = report.measurement.step_time
     for name, alike in _single_rows(report.baselines):
@@ -302,12 +302,19 @@ def _versus_one(report) -> str:
     return f"{report.speedup:.2f}x the best single device"
 
 
+def _time_label(runtime: str) -> str:
+    """What a runtime's ``step_time`` is: a pipeline runtime's (``pipe-...``) is one mini-batch's time."""
+    return "mini-batch time" if runtime.startswith("pipe-") else "step time"
+
+
 def _outcome(report) -> str:
-    """One line of a job's outcome for its log files: step time, best single device, speed-up, samples, seconds."""
+    """One line of a job's outcome for its log files: step (or mini-batch) time, best single device, speed-up,
+    samples, seconds."""
     ok = {name: m.step_time for name, m in report.baselines.items() if m.ok}
     best = min(ok, key=ok.get) if ok else None
     versus = f"best single device {best} {_ms(ok[best])}, {_speedup(report)}" if ok else _speedup(report)
-    return (f"{report.graph.name} on {report.cluster.name} with {report.method}: step time "
+    return (f"{report.graph.name} on {report.cluster.name} with {report.method}: "
+            f"{_time_label(report.measurement.runtime)} "
             f"{_ms(report.measurement.step_time)}; {versus}; {report.train.samples} samples in "
             f"{report.train.seconds:.1f} s")
 
@@ -901,7 +908,8 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     m = report.measurement
     written = write_back(graph, cluster, report.placement, run_dir, device_map=device_map) if writes else []
     _console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "
-                     f"{report.train.seconds:.1f} s: {_ms(m.step_time)} ({_versus_one(report)}); wrote {run_dir}"
+                     f"{report.train.seconds:.1f} s: {_time_label(m.runtime)} {_ms(m.step_time)} "
+                     f"({_versus_one(report)}); wrote {run_dir}"
                      + "".join(f"\n  {p}" for p in written), soft_wrap=True)
     _log_to_files(f"{_outcome(report)}; wrote {Path(run_dir) / 'placement.json'} and trace.json", logging.INFO)
     return m.step_time

@@ -78,7 +78,8 @@ def _meta(kind: str, pid: int, tid: int, name: str) -> dict[str, Any]:
 def _op_slices(graph: OpGraph, schedule: Schedule) -> list[dict[str, Any]]:
     return [
         {"ph": "X", "name": graph.op_names[i], "cat": graph.op_types[i], "pid": _DEVICES, "tid": d,
-         "ts": start * _US, "dur": (end - start) * _US, "args": {"op": i, "type": graph.op_types[i]}}
+         "ts": start * _US, "dur": (end - start) * _US,
+         "args": {"op": graph.op_names[i], "index": i, "type": graph.op_types[i]}}
         for i, (d, start, end) in enumerate(
             zip(schedule.devices.tolist(), schedule.op_start.tolist(), schedule.op_end.tolist(), strict=True))
     ]
