@@ -158,3 +158,25 @@ def test_the_held_logger_forwards_the_loggers_own_attributes(tmp_path) -> None:
     assert held.path == tmp_path / "m.jsonl"
     with pytest.raises(AttributeError):
         held.no_such_attribute  # noqa: B018
+
+
+def test_a_pipeline_job_logs_its_mini_batch_time(tmp_path: Path) -> None:
+    """cli.log called a pipeline runtime's time a step time, where the job's table says mini-batch time."""
+    from hydra import compose, initialize_config_module
+
+    from gplace.cli import run
+
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[
+            "graph.steps=2", "graph.hidden=64", "graph.vocab=100", "trainer.updates=1", "trainer.progress=false",
+            "trainer.samples_per_update=2", "max_groups=8", "logger=none", "objective=pipeline",
+            "objective.microbatches=2"])
+    handler = logging.FileHandler(tmp_path / "cli.log")
+    logging.getLogger().addHandler(handler)
+    try:
+        run(cfg, tmp_path / "run")
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    logged = (tmp_path / "cli.log").read_text()
+    assert "with learned: mini-batch time " in logged and "step time" not in logged

@@ -25,10 +25,11 @@ def test_trace_is_json_with_one_slice_per_op_and_transfer(tmp_path: Path) -> Non
     assert sorted(e["name"] for e in ops) == sorted(g.op_names)
     left = next(e for e in ops if e["name"] == "left")
     assert (left["tid"], left["ts"], left["dur"], left["args"]["type"]) == (1, 2e6, 2e6, "MatMul")
+    assert (left["args"]["op"], left["args"]["index"]) == ("left", g.op_names.index("left"))  # as transfers name it
 
     transfers = [e for e in events if e["ph"] == "X" and e["pid"] == 2]
-    assert [(e["name"], e["ts"], e["dur"], e["args"]["bytes"]) for e in transfers] == [
-        ("src -> /GPU:1", 1e6, 1e6, MB), ("left -> /GPU:0", 4e6, 1e6, MB)]
+    assert [(e["name"], e["ts"], e["dur"], e["args"]["bytes"], e["args"]["op"]) for e in transfers] == [
+        ("src -> /GPU:1", 1e6, 1e6, MB, "src"), ("left -> /GPU:0", 4e6, 1e6, MB, "left")]
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
     assert threads[(2, transfers[0]["tid"])] == "/GPU:0 -> /GPU:1"
 
