@@ -2,7 +2,8 @@
 
 A contiguous split gives stage ``s`` to device ``s`` (of the stage devices, in index order, or in reverse where that
 is faster over one-way links) and keeps every forward edge going from a stage to the same or a later one. All three
-minimise, or balance, the bottleneck of :mod:`gplace.baselines.pipeline.stages`."""
+minimise, or balance, the bottleneck of :mod:`gplace.baselines.pipeline.stages`.
+"""
 
 from __future__ import annotations
 
@@ -224,8 +225,11 @@ class IdealDPPartitioner(StagePlacer):
             try:
                 found.append(solve())
             except PlacementInfeasibleError as err:
-                error = err
+                error = error or err  # the exact DP's: no contiguous split fits, not GPipe's greedy stop
         if not found:
+            shortfall = problem.memory_shortfall()
+            if shortfall is not None:
+                raise PlacementInfeasibleError(f"no split fits the stage devices' memory: {shortfall}") from error
             raise error
         return min(found, key=problem.bottleneck)
 

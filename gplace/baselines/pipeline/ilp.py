@@ -46,6 +46,9 @@ class PipelineILPPlacer(StagePlacer):
         max_variables: larger problems raise :class:`ProblemTooLargeError`. (default: 5000)
         time_limit: seconds for HiGHS; the best placement found by then is returned (logged). (default: 30)
 
+    HiGHS stops within its default relative gap (``mip_rel_gap``, 1e-4) of the optimum: the bottleneck found may
+    exceed the model's optimum by that fraction.
+
     Raises:
         ProblemTooLargeError: over ``max_variables``, or numbers HiGHS refuses.
         PlacementInfeasibleError: no assignment fits the stage devices' memory, or none found in time.
@@ -106,13 +109,22 @@ class PipelineILPPlacer(StagePlacer):
                 f"largest byte count is {int(problem.memory.max(initial=0)):,} and its largest seconds "
                 f"{float(max(problem.cost.max(initial=0.0), seconds.max(initial=0.0))):.3g}")
         if result.x is None:
-            shortfall = problem.memory_shortfall()
-            why = f"; memory: {shortfall}" if shortfall is not None and result.status == 2 else ""
+            why = f"; memory: {_no_packing(problem)}" if result.status == 2 else ""
             raise PlacementInfeasibleError(f"pipeline ILP for graph {problem.graph.name!r}: {result.message}{why}")
         if result.status != 0:
             log.warning("pipeline ILP for %s stopped before proving optimality: %s", problem.graph.name,
                         result.message)
         return np.argmax(result.x[: p * s].reshape(p, s), axis=1)
+
+
+def _no_packing(problem: StageProblem) -> str:
+    """Why the units fit no stage devices (the only constraint that can fail: each unit may run on one)."""
+    shortfall = problem.memory_shortfall()
+    if shortfall is not None:
+        return shortfall
+    return (f"no assignment of the {problem.num_units} units ({int(problem.memory.sum()):,} bytes in all, the "
+            f"largest {int(problem.memory.max()):,}) fits the stage devices' capacities "
+            f"{[int(c) for c in problem.capacity]}")
 
 
 class _Rows:
