@@ -111,8 +111,7 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     if trainer is not None and state.get("trainer", trainer) not in (None, trainer):
         raise RunDirConflictError(f"checkpoint {path} was written by {state['trainer']}, this run trains with "
                                   f"{trainer}: another algorithm would go on from its optimizer state; {_NEW_RUN}, "
-                                  f"or start a new run from its placement with "
-                                  f"warm_start={path.parent / 'placement.json'}")
+                                  + _or_warm_start(path, f"resume it with trainer {state['trainer']}"))
     _warn_changed_settings(state.get("settings"), settings, path)
     log.info("resuming from %s at update %d", path, state["update"])
     return state
@@ -180,8 +179,7 @@ def _check_runtime(state: dict[str, Any], path: Path, runtime_id: str | None) ->
             raise RunDirConflictError(
                 f"checkpoint {path} does not say which runtime measured it (written by a gplace before 2026-11-27, "
                 f"most likely sim-v1's step time), this run measures with {runtime_id!r}: resuming could mix their "
-                f"times; {_NEW_RUN}, or start a new run from its placement with "
-                f"warm_start={path.parent / 'placement.json'}")
+                f"times; {_NEW_RUN}, " + _or_warm_start(path, "resume it with sim-v1"))
         log.warning("checkpoint %s does not record its runtime, seed, grouping or trainer (written by a gplace "
                     "before 2026-11-27): resumed as sim-v1's, unchecked", path)
         return
@@ -190,8 +188,18 @@ def _check_runtime(state: dict[str, Any], path: Path, runtime_id: str | None) ->
         raise RunDirConflictError(
             f"checkpoint {path} was measured by runtime {saved!r}, this run measures with {runtime_id!r} "
             f"({_how_runtimes_differ(saved, runtime_id)}): resuming would mix their times; {_NEW_RUN}, "
-            f"or start a new run from its placement with warm_start={path.parent / 'placement.json'}"
+            + _or_warm_start(path, f"resume it measuring with {saved!r}")
         )
+
+
+def _or_warm_start(path: Path, resume: str) -> str:
+    """A refusal's last advice: start a new run from the run's placement where it has written one, else (a run
+    killed before its end) finish the run first as ``resume`` says."""
+    placement = path.parent / "placement.json"
+    if placement.is_file():
+        return f"or start a new run from its placement with warm_start={placement}"
+    return (f"or finish that run first ({resume}): it has not written {placement.name} yet, which a new run could "
+            f"warm-start from")
 
 
 def _how_runtimes_differ(saved: str, now: str) -> str:

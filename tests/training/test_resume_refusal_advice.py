@@ -1,0 +1,35 @@
+"""A refused resume's advice: warm-start a new run from the old run's placement.json only where it exists (a run
+killed before its end has written none; the advice named that file and the new run then failed on it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from gplace.run_dir import RunDirConflictError
+from gplace.training.checkpoint import load_checkpoint
+
+
+def _checkpoint(run: Path) -> Path:
+    run.mkdir()
+    path = run / "checkpoint.pt"
+    torch.save({"fingerprint": "fp", "update": 3, "runtime": "pipe-v2/1f1b/m4", "trainer": "ReinforceTrainer"},
+               path)
+    return path
+
+
+@pytest.mark.parametrize("refused", [{"runtime_id": "pipe-v2/1f1b/m8"}, {"trainer": "PPOTrainer"}])
+def test_a_killed_run_is_told_to_finish_first(tmp_path: Path, refused: dict) -> None:
+    path = _checkpoint(tmp_path / "killed")
+    with pytest.raises(RunDirConflictError, match="finish that run first") as caught:
+        load_checkpoint(path, "fp", **refused)
+    assert "warm_start=" not in str(caught.value)
+
+
+def test_a_finished_run_offers_its_placement(tmp_path: Path) -> None:
+    path = _checkpoint(tmp_path / "done")
+    (path.parent / "placement.json").write_text("{}")
+    with pytest.raises(RunDirConflictError, match="'pipe-v2/1f1b/m4'.*warm_start=.*placement.json"):
+        load_checkpoint(path, "fp", runtime_id="pipe-v2/1f1b/m8")
