@@ -193,13 +193,13 @@ def _check_runtime(state: dict[str, Any], path: Path, runtime_id: str | None) ->
 
 
 def _or_warm_start(path: Path, resume: str) -> str:
-    """A refusal's last advice: start a new run from the run's placement where it has written one, else (a run
-    killed before its end) finish the run first as ``resume`` says."""
+    """A refusal's last advice: start a new run from the run's placement where one was written beside the
+    checkpoint, else ``resume`` (a run killed before its end, or a trainer's alone, wrote none)."""
     placement = path.parent / "placement.json"
     if placement.is_file():
         return f"or start a new run from its placement with warm_start={placement}"
-    return (f"or finish that run first ({resume}): it has not written {placement.name} yet, which a new run could "
-            f"warm-start from")
+    return (f"or {resume} (no {placement.name} beside it to warm-start a new run from: `gplace` writes one when a "
+            f"run ends)")
 
 
 def _how_runtimes_differ(saved: str, now: str) -> str:

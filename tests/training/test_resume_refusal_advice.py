@@ -1,5 +1,6 @@
 """A refused resume's advice: warm-start a new run from the old run's placement.json only where it exists (a run
-killed before its end has written none; the advice named that file and the new run then failed on it)."""
+killed before its end has written none; the advice named that file and the new run then failed on it): else
+resume it as it was."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ def _checkpoint(run: Path) -> Path:
 
 
 @pytest.mark.parametrize("refused", [{"runtime_id": "pipe-v2/1f1b/m8"}, {"trainer": "PPOTrainer"}])
-def test_a_killed_run_is_told_to_finish_first(tmp_path: Path, refused: dict) -> None:
+def test_a_killed_run_is_told_to_resume_as_it_was(tmp_path: Path, refused: dict) -> None:
     path = _checkpoint(tmp_path / "killed")
-    with pytest.raises(RunDirConflictError, match="finish that run first") as caught:
+    with pytest.raises(RunDirConflictError, match="or resume it .*no placement.json beside it") as caught:
         load_checkpoint(path, "fp", **refused)
     assert "warm_start=" not in str(caught.value)
 

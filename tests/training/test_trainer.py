@@ -105,7 +105,8 @@ def test_a_checkpoint_of_another_trainer_is_refused_by_name(tmp_path):
     graph, cluster = two_branches(length=3), uniform_cluster(2)
     ReinforceTrainer(updates=1, samples_per_update=4, seed=1).fit(_placer(graph, cluster), Simulator(), graph,
                                                                   cluster, run_dir=tmp_path)
-    with pytest.raises(ValueError, match="written by ReinforceTrainer, this run trains with PPOTrainer.*warm_start="):
+    with pytest.raises(ValueError, match="written by ReinforceTrainer, this run trains with PPOTrainer.*resume it "
+                                         "with trainer ReinforceTrainer"):
         PPOTrainer(updates=2, samples_per_update=4, seed=1).fit(_placer(graph, cluster), Simulator(), graph, cluster,
                                                                 run_dir=tmp_path)
 
@@ -253,7 +254,7 @@ def test_checkpoint_measured_by_another_runtime_is_refused(tmp_path):
                                                          run_dir=tmp_path)
     pipe = PipelineSimulator(microbatches=4, schedule="1f1b")
     with pytest.raises(ValueError, match=r"measured by runtime 'sim-v1', this run measures with 'pipe-v2/1f1b/m4'"
-                                         r".*warm_start=.*placement\.json"):
+                                         r".*resume it measuring with .sim-v1. \(no placement\.json"):
         ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), pipe, graph, cluster,
                                                              run_dir=tmp_path)
 
@@ -278,7 +279,7 @@ def test_an_old_checkpoint_without_its_runtime_is_refused_by_another_objective_a
     _as_written_before_runtimes_were_recorded(tmp_path / "checkpoint.pt")
     pipe = PipelineSimulator(microbatches=4, schedule="1f1b")
     with pytest.raises(ValueError, match=r"does not say which runtime measured it .*this run measures with "
-                                         r"'pipe-v2/1f1b/m4'.*warm_start="):
+                                         r"'pipe-v2/1f1b/m4'.*resume it with sim-v1"):
         ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), pipe, graph, cluster,
                                                              run_dir=tmp_path)
     with caplog.at_level(logging.WARNING, logger="gplace.training.checkpoint"):
