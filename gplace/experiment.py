@@ -362,14 +362,11 @@ def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module, policy: t
            trainer: Trainer, max_groups: int, run_dir: str | Path | None, logger: Logger | None,
            warm_start: Placement | None, split_groups: bool) -> TrainResult:
     """Train a policy on ``graph`` (the paper's search); its best placement."""
-    from gplace.placer import PolicyPlacer
-    from gplace.runtime.wrapper import innermost
+    from gplace.placer import PolicyPlacer, merge_for
 
-    pipelined = getattr(innermost(runtime), "microbatches", None) is not None  # stages need chains split
     with autograd_on(who="place"):  # the placer's buffers usable by autograd, whatever the caller's mode
         placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
-                              express=warm_start if split_groups else None,
-                              merge_consumers="if_needed" if pipelined else None)
+                              express=warm_start if split_groups else None, merge_consumers=merge_for(runtime))
         log.info("placing %s (%d ops, %d groups) on %s", graph.name, graph.num_ops, placer.num_groups, cluster.name)
         result = trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger, warm_start=warm_start)
     return _checked_result(result, trainer, graph, cluster, runtime)

@@ -445,6 +445,15 @@ def network_device(name: str | torch.device) -> torch.device:
     return device
 
 
+def merge_for(runtime: object) -> str | None:
+    """The ``merge_consumers`` of a search measured by ``runtime``: ``"if_needed"`` for a pipeline runtime (a chain
+    merged into its consumer is one group, which no search can split into stages), else ``None`` (the policy's
+    own). Training, fine-tuning and reusing a policy group alike with it."""
+    from gplace.runtime.wrapper import innermost
+
+    return "if_needed" if getattr(innermost(runtime), "microbatches", None) is not None else None
+
+
 def _default_grouping(graph: OpGraph, cluster: Cluster, merge: bool | str, max_groups: int | None) -> Grouping:
     if merge == "if_needed":  # no limit (None): nothing to merge for
         merge = max_groups is not None and graph.num_ops > max_groups

@@ -230,7 +230,7 @@ def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clust
         ValueError: ``samples < 0``, or a policy with a fixed device count that is not the cluster's.
         PlacementInfeasibleError: every candidate failed (e.g. out of memory); the message gives the last reason.
     """
-    candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed)
+    candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed, runtime)
     best = candidates[0] if len(candidates) == 1 else candidates[_fastest(graph, cluster, candidates, runtime)[0]]
     best.validate(graph, cluster)
     return best
@@ -248,7 +248,7 @@ def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clus
         PlacementInfeasibleError: every candidate failed; the message gives the last reason.
     """
     started = time.monotonic()
-    candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed)
+    candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed, runtime)
     best, measurements = _fastest(graph, cluster, candidates, runtime)
     times = np.array([m.step_time if m.ok else np.inf for m in measurements[1:]], dtype=np.float64)
     return TrainResult(candidates[best], measurements[best], len(candidates) - 1, time.monotonic() - started,
@@ -256,13 +256,14 @@ def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clus
 
 
 def _zero_shot_candidates(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, samples: int,
-                          max_groups: int | None, seed: int) -> list[Placement]:
-    """The greedy placement, then ``samples`` drawn ones (seeded by ``seed``)."""
-    from gplace.placer import PolicyPlacer
+                          max_groups: int | None, seed: int, runtime: Runtime | None) -> list[Placement]:
+    """The greedy placement, then ``samples`` drawn ones (seeded by ``seed``), on the groups a search measured by
+    ``runtime`` trains on (:func:`~gplace.placer.merge_for`)."""
+    from gplace.placer import PolicyPlacer, merge_for
 
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
         raise ValueError(f"samples must be a whole number >= 0, got {samples!r}")
-    placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
+    placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups, merge_consumers=merge_for(runtime))
     candidates = [placer.greedy()]
     if samples:
         with torch.no_grad():

@@ -129,11 +129,13 @@ class _TaskState:
                         "penalty_ratio (%.4g) a failed one is charged, so failing is rewarded above it: set "
                         "penalty_ratio above the ratios", self.graph.name, self.cluster.name, slowest, penalty_ratio)
 
-    def placer(self, encoder: nn.Module, policy: nn.Module, max_groups: int) -> nn.Module:
-        from gplace.placer import PolicyPlacer
+    def placer(self, encoder: nn.Module, policy: nn.Module, max_groups: int, runtime: Runtime) -> nn.Module:
+        """The task's placer, built on first use on the groups a search measured by ``runtime`` uses."""
+        from gplace.placer import PolicyPlacer, merge_for
 
         if self._placer is None:
-            self._placer = PolicyPlacer(self.graph, self.cluster, encoder, policy, max_groups=max_groups)
+            self._placer = PolicyPlacer(self.graph, self.cluster, encoder, policy, max_groups=max_groups,
+                                        merge_consumers=merge_for(runtime))
         return self._placer
 
     def best_log_prob(self) -> torch.Tensor:
@@ -213,7 +215,7 @@ class MultiGraphTrainer(MultiGraphSettings):
                starts: Sequence[Placement | None] | None) -> MultiGraphResult:
         """:meth:`fit`'s training, with gradients on."""
         states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
-        placers = [task.placer(encoder, policy, self.max_groups) for task in states]
+        placers = [task.placer(encoder, policy, self.max_groups, runtime) for task in states]
         params = [*encoder.parameters(), *policy.parameters()]
         loop, state = start_loop(params, lr=self.lr, seed=self.seed, run_dir=run_dir, logger=logger,
                                  run_id=_run_id(tasks), runtime_id=runtime.id, trainer_id=type(self).__name__,
@@ -273,7 +275,7 @@ class MultiGraphTrainer(MultiGraphSettings):
     def _rollout(self, task: _TaskState, encoder: nn.Module, policy: nn.Module, runtime: Runtime,
                  generator: torch.Generator) -> TaskRollout:
         """Sample K placements of ``task``, measure them, normalise their rewards and track the best."""
-        placer = task.placer(encoder, policy, self.max_groups)
+        placer = task.placer(encoder, policy, self.max_groups, runtime)
         devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=generator)
         placements = [Placement.for_graph(task.graph, d) for d in np.asarray(devices)]
         measurements = measure_each(runtime, task.graph, task.cluster, placements)
@@ -303,7 +305,7 @@ class MultiGraphTrainer(MultiGraphSettings):
     def _task_result(self, task: _TaskState, encoder: nn.Module, policy: nn.Module, runtime: Runtime) -> TaskResult:
         """The task's best sample and the trained policy's greedy step time."""
         with torch.no_grad():
-            greedy = task.placer(encoder, policy, self.max_groups).greedy()
+            greedy = task.placer(encoder, policy, self.max_groups, runtime).greedy()
         m = runtime.measure(task.graph, task.cluster, greedy)
         best_placement, best_time = task.best if task.best is not None else (None, math.inf)
         return TaskResult(task.graph.name, task.cluster.name, task.reference(runtime), best_time, best_placement,
@@ -357,7 +359,7 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
             whatever the caller's mode: :func:`~gplace.training.trainer.autograd_on`).
     """
     from gplace.ir.placement import check_graph_and_cluster
-    from gplace.placer import PolicyPlacer
+    from gplace.placer import PolicyPlacer, merge_for
 
     check_graph_and_cluster(graph, cluster)
     if not isinstance(runtime, Runtime):
@@ -369,7 +371,8 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
     with autograd_on(encoder, policy, who="finetune"):  # the placer's buffers made with them, for autograd
         if copy_modules:
             encoder, policy = copy.deepcopy(encoder), copy.deepcopy(policy)
-        placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
+        placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
+                              merge_consumers=merge_for(runtime))
         with _training_only(encoder, policy, trained):
             return (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir,
                                                        logger=logger)
