@@ -145,7 +145,8 @@ class Cluster:
                 raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} joins a device to itself (a device's "
                                  "own transfers are free)")
             if (link.a, link.b) in given or (link.b, link.a) in given:
-                raise GraphError(f"cluster {name!r}: two links between {link.a!r} and {link.b!r}")
+                raise GraphError(f"cluster {name!r}: two links between {link.a!r} and {link.b!r} (a link runs both "
+                                 "ways: give the other direction's speed as reverse_bandwidth, reverse_latency)")
             given.add((link.a, link.b))
             for src, dst, bandwidth, latency in link.directions():
                 bw[index[src], index[dst]], lat[index[src], index[dst]] = bandwidth, latency
