@@ -1,8 +1,8 @@
 """Contiguous pipeline partitioners: GPipe's balanced split, PipeDream's DP, and the exact DP over ideals.
 
-A contiguous split gives stage ``s`` to device ``s`` (of the stage devices, in index order, or in reverse where that
-is faster over one-way links) and keeps every forward edge going from a stage to the same or a later one. All three
-minimise, or balance, the bottleneck of :mod:`gplace.baselines.pipeline.stages`.
+A contiguous split gives stage ``s`` to device ``s`` of the stage devices in some order (each order worth trying:
+:meth:`~gplace.baselines.pipeline.stages.StageProblem.orders`) and keeps every forward edge going from a stage to
+the same or a later one. All three minimise, or balance, the bottleneck of :mod:`gplace.baselines.pipeline.stages`.
 """
 
 from __future__ import annotations
@@ -33,13 +33,16 @@ class StagePlacer(Placer):
         check_flags(type(self).__name__, overlap=overlap)
         self.overlap = overlap
 
+    contiguous = True
+    """Whether the stages are contiguous runs of the pipeline order (then the order of the stage devices matters)."""
+
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        """The stages on the stage devices in index order or, where a link between them is faster one way
-        (:attr:`StageProblem.one_way_links`), in either order: the lower bottleneck, else the one that fits."""
+        """The stages in each order of the stage devices worth trying (:meth:`StageProblem.orders`; the index
+        order alone where the devices are alike): the lowest bottleneck, else the first error."""
+        problem = self._problem(graph, cluster, None)
         best, error = None, None
-        for reverse in (False, True):
-            problem = StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches,
-                                   overlap=self.overlap, reverse=reverse)
+        for order in problem.orders(self.contiguous):
+            problem = problem if order == tuple(range(problem.num_stages)) else self._problem(graph, cluster, order)
             try:
                 stages = self.stages(problem) if problem.num_units else np.zeros(0, dtype=np.int64)
             except PlacementInfeasibleError as infeasible:
@@ -47,11 +50,13 @@ class StagePlacer(Placer):
             else:
                 if best is None or problem.bottleneck(stages) < best[0].bottleneck(best[1]):
                     best = problem, stages
-            if not problem.one_way_links:
-                break
         if best is None:
             raise error
         return best[0].devices_for_units(best[1])
+
+    def _problem(self, graph: OpGraph, cluster: Cluster, order: tuple[int, ...] | None) -> StageProblem:
+        return StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches, overlap=self.overlap,
+                            order=order)
 
     def stages(self, problem: StageProblem) -> np.ndarray:
         """(P,) stage of every pipelined unit of ``problem``."""
@@ -61,8 +66,9 @@ class StagePlacer(Placer):
 class GPipePartitioner(StagePlacer):
     """A balanced split in GPipe's manner (Huang et al. 2019: stages of about equal compute), by gplace's own rule,
     not torchgpipe's ``balance_by_time``: a unit goes to the stage where its compute's midpoint falls, as a share
-    ``s / S`` of the total, ignoring transfers; a stage also ends where the next unit would not fit its device's
-    memory. On the chain of costs 1..8 over 4 stages it gives loads 10, 5, 13, 8 where torchgpipe's block
+    ``s / S`` of the total (on devices of different speeds, each stage's share is its device's speed on the units
+    every stage device may run), ignoring transfers; a stage also ends where the next unit would not fit its
+    device's memory. On the chain of costs 1..8 over 4 stages it gives loads 10, 5, 13, 8 where torchgpipe's block
     partition and :class:`IdealDPPartitioner` give 10, 11, 7, 8.
 
     Raises:
@@ -81,6 +87,10 @@ def balanced_split(problem: StageProblem) -> np.ndarray:
     cum = np.cumsum(weight) - weight / 2  # the unit's midpoint decides its stage
     total = float(weight.sum()) or 1.0
     target = np.minimum((cum / total * problem.num_stages).astype(np.int64), problem.num_stages - 1)
+    speed = _speeds(problem)
+    if speed is not None:  # stage s takes the share of the work its device's speed gives it
+        ends = np.cumsum(speed)[:-1] / speed.sum()
+        target = np.searchsorted(ends, cum / total, side="right")
     stage = np.zeros(problem.num_units, dtype=np.int64)
     current, used = 0, 0
     for u in range(problem.num_units):
@@ -92,6 +102,16 @@ def balanced_split(problem: StageProblem) -> np.ndarray:
         used = (used if want == current else 0) + int(problem.memory[u])
         current = stage[u] = want
     return stage
+
+
+def _speeds(problem: StageProblem) -> np.ndarray | None:
+    """(S,) each stage device's speed on the units every stage device may run (1 / their seconds there), or
+    ``None`` where these are the same on every device (or there are none, or they take no time)."""
+    common = problem.allowed.all(1)
+    seconds = problem.cost[common].sum(0)
+    if not common.any() or (seconds == seconds[0]).all() or not (seconds > 0).all():
+        return None
+    return 1.0 / seconds
 
 
 def _fits(problem: StageProblem, unit: int, stage: int, used: int) -> bool:

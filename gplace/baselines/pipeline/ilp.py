@@ -55,6 +55,7 @@ class PipelineILPPlacer(StagePlacer):
     """
 
     name = "ilp"
+    contiguous = False
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, max_variables: int = 5000,
                  time_limit: float = 30.0, overlap: bool = True) -> None:

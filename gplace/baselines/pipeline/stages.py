@@ -28,7 +28,9 @@ coarsened to a bounded number of blocks of about equal compute (:meth:`StageProb
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -188,8 +190,9 @@ class StageProblem:
     exact on clusters with uniform links, and on two stage devices with one-way links.
 
     Args:
-        reverse: stage ``s`` runs on the stage devices in reverse index order (where links are faster one way,
-            the order matters: :attr:`one_way_links`). (default: ``False``)
+        order: stage ``s`` runs on stage device ``order[s]`` (a permutation of ``range(S)`` over the stage
+            devices in index order; where they differ, a contiguous split depends on it: :meth:`orders`).
+            (default: ``None``, index order)
 
     Raises:
         GraphError: an op, or a colocation group, may run on no device of the cluster.
@@ -197,11 +200,11 @@ class StageProblem:
     """
 
     def __init__(self, graph: OpGraph, cluster: Cluster, *, kind: str | None = "gpu", microbatches: int = 1,
-                 overlap: bool = True, reverse: bool = False) -> None:
+                 overlap: bool = True, order: Sequence[int] | None = None) -> None:
         microbatches = check_microbatches(microbatches)
         self.graph, self.cluster, self.microbatches, self.overlap = graph, cluster, microbatches, overlap
-        devices = stage_devices(cluster, kind, warn=not reverse)
-        self.devices = devices[::-1].copy() if reverse else devices
+        devices = stage_devices(cluster, kind, warn=order is None)
+        self.devices = devices if order is None else devices[_permutation(order, devices.size)]
         self.units = build_units(graph, cluster)
         allowed = self.units.allowed[:, self.devices]
         piped = allowed.any(1)
@@ -302,6 +305,34 @@ class StageProblem:
                 link = self.cluster.latency[src, dst] + nbytes[talks] / self.cluster.bandwidth[src, dst]
                 np.add.at(self.cost[:, s], mine[talks], link / amortised[talks])
         return pa[between], pb[between], seconds[between].astype(np.float64)
+
+    def orders(self, contiguous: bool = True) -> list[tuple[int, ...]]:
+        """Orders of the stage devices (for ``order=``, index order first) worth solving: the index order alone
+        where the stage devices are alike (same costs, pins, memory and links); where they differ, for a
+        contiguous split every order of up to 4 devices, else the index order, its reverse and the devices by
+        speed on this graph, fastest and slowest first; for any split (``contiguous=False``) the reverse only,
+        where links are one-way (the costs are the same in any order otherwise)."""
+        s = self.num_stages
+        index = tuple(range(s))
+        if not contiguous:
+            return [index, index[::-1]] if self.one_way_links else [index]
+        if self._alike():
+            return [index]
+        if s <= 4:
+            return list(itertools.permutations(index))
+        seconds = self.cost.sum(0)
+        fastest = tuple(np.argsort(seconds, kind="stable").tolist())
+        return list(dict.fromkeys([index, index[::-1], fastest, fastest[::-1]]))
+
+    def _alike(self) -> bool:
+        """Whether the stage devices are interchangeable here: every unit's cost and pins the same on each, the
+        same memory, and one bandwidth and latency between any two."""
+        d = self.devices
+        off = ~np.eye(d.size, dtype=bool)
+        bandwidth, latency = self.cluster.bandwidth[np.ix_(d, d)][off], self.cluster.latency[np.ix_(d, d)][off]
+        return bool((self.cost == self.cost[:, :1]).all() and (self.allowed == self.allowed[:, :1]).all()
+                    and (self.capacity == self.capacity[0]).all() and (bandwidth == bandwidth[:1]).all()
+                    and (latency == latency[:1]).all())
 
     @cached_property
     def one_way_links(self) -> bool:
@@ -468,6 +499,18 @@ class StageProblem:
     def unit_stages(self, blocks: Blocks, block_stage: np.ndarray) -> np.ndarray:
         """(P,) stage of every pipelined unit, from the stage of every block."""
         return np.repeat(np.asarray(block_stage, dtype=np.int64), np.diff(blocks.bounds))
+
+
+def _permutation(order: Sequence[int], size: int) -> np.ndarray:
+    """``order`` as an index array, checked to be a permutation of ``range(size)``.
+
+    Raises:
+        ValueError: it is not.
+    """
+    perm = np.asarray(order, dtype=np.int64)
+    if perm.shape != (size,) or not np.array_equal(np.sort(perm), np.arange(size)):
+        raise ValueError(f"order must be a permutation of range({size}) (the stage devices), got {list(order)!r}")
+    return perm
 
 
 def _bits(mask: int, n: int) -> np.ndarray:

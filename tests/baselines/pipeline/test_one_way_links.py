@@ -42,7 +42,7 @@ def test_a_forward_edge_is_costed_with_the_link_to_the_later_stage_device() -> N
     graph = _two_ops()
     for fast_a_to_b, reverse, seconds in ((True, False, 1e6 / FAST), (False, False, 1e6 / SLOW),
                                           (False, True, 1e6 / FAST)):
-        problem = StageProblem(graph, _cluster(fast_a_to_b), reverse=reverse)
+        problem = StageProblem(graph, _cluster(fast_a_to_b), order=(1, 0) if reverse else None)
         assert problem.one_way_links
         assert problem.devices.tolist() == ([1, 0] if reverse else [0, 1])
         assert problem.unit_seconds.tolist() == pytest.approx([seconds])

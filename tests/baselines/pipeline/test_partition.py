@@ -290,11 +290,22 @@ def test_a_transfer_from_an_op_off_the_stages_is_charged_in_its_direction() -> N
 
 
 def test_gpipe_names_a_pin_that_no_split_in_pipeline_order_can_meet() -> None:
+    """CPU, GPU, CPU along a chain: no order of the stage devices has a contiguous split."""
+    graph = OpGraph.from_ops([Op("a", "T", 1.0, pinned="cpu"), Op("b", "T", 1.0, pinned="gpu"),
+                              Op("c", "T", 1.0, pinned="cpu")], [Edge("a", "b"), Edge("b", "c")])
+    cluster = Cluster.build([Device("c0", "cpu"), Device("g0", "gpu"), Device("g1", "gpu")], default_bandwidth=1e6)
+    with pytest.raises(PlacementInfeasibleError, match=r"'c'.*may run only on stages \[\d\].*comes after"):
+        GPipePartitioner(kind=None).place(graph, cluster)  # "0 bytes needed" (a memory problem) before
+
+
+def test_a_pin_met_in_another_order_of_the_stage_devices_is_split_there() -> None:
+    """A CPU-pinned op last in a chain, the CPU listed first: the CPU takes the last stage (it was refused)."""
     graph = OpGraph.from_ops([Op("a", "T", 1.0), Op("b", "T", 1.0), Op("c", "T", 1.0, pinned="cpu")],
                              [Edge("a", "b"), Edge("b", "c")])
     cluster = Cluster.build([Device("c0", "cpu"), Device("g0", "gpu"), Device("g1", "gpu")], default_bandwidth=1e6)
-    with pytest.raises(PlacementInfeasibleError, match=r"'c'.*may run only on stages \[0\].*comes after"):
-        GPipePartitioner(kind=None).place(graph, cluster)  # "0 bytes needed" (a memory problem) before
+    for placer in (GPipePartitioner(kind=None), IdealDPPartitioner(kind=None)):
+        devices = placer.place(graph, cluster).devices.tolist()
+        assert devices[2] == 0 and devices[:2] in ([1, 2], [2, 1])
 
 
 @pytest.mark.parametrize("placer", [GPipePartitioner, IdealDPPartitioner, PipelineILPPlacer])

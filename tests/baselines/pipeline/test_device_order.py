@@ -1,0 +1,44 @@
+"""Contiguous splits on stage devices that differ: the same machine listed in another order gets the same split
+(stage s ran on the s-th device as listed: a fast GPU listed first took the cheapest layer), and GPipe's balanced
+split gives a faster device a larger share of the work."""
+
+from __future__ import annotations
+
+import pytest
+
+from gplace.baselines.pipeline import GPipePartitioner, IdealDPPartitioner, PipeDreamPartitioner, StageProblem
+from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+from gplace.pipeline import PipelineSimulator
+
+
+def _chain(costs: list[float]) -> OpGraph:
+    ops = [Op(f"l{i}", "T", c, output_bytes=1000) for i, c in enumerate(costs)]
+    return OpGraph.from_ops(ops, [Edge(f"l{i}", f"l{i + 1}") for i in range(len(costs) - 1)], name="chain")
+
+
+def _gpus(*speeds: float) -> Cluster:
+    return Cluster.build([Device(f"/GPU:{i}", "gpu", s) for i, s in enumerate(speeds)], default_bandwidth=1e9,
+                         name="mixed")
+
+
+@pytest.mark.parametrize("placer", [IdealDPPartitioner(microbatches=8), PipeDreamPartitioner(microbatches=8)])
+def test_the_split_does_not_depend_on_the_order_the_devices_are_listed_in(placer) -> None:
+    graph, simulator = _chain([1.0, 2.0, 3.0]), PipelineSimulator(8)
+    times = {}
+    for speeds in ((2.0, 1.0, 1.0), (1.0, 1.0, 2.0)):
+        cluster = _gpus(*speeds)
+        placement = placer.place(graph, cluster)
+        assert cluster.devices[placement.devices[2]].speed == 2.0  # the largest layer on the fast GPU
+        times[speeds] = simulator.measure(graph, cluster, placement).step_time
+    assert times[(2.0, 1.0, 1.0)] == times[(1.0, 1.0, 2.0)]
+
+
+def test_alike_devices_are_solved_in_index_order_only() -> None:
+    assert StageProblem(_chain([1.0, 2.0]), _gpus(1.0, 1.0, 1.0)).orders() == [(0, 1, 2)]
+    assert len(StageProblem(_chain([1.0, 2.0]), _gpus(1.0, 2.0, 1.0)).orders()) == 6
+
+
+def test_gpipe_gives_a_faster_device_a_larger_share() -> None:
+    """Four equal layers on GPUs of speed 1 and 3: three on the fast one (two each: 6.0 s against 3.4 s)."""
+    graph, cluster = _chain([1.0] * 4), _gpus(1.0, 3.0)
+    assert GPipePartitioner(microbatches=8).place(graph, cluster).devices.tolist() == [0, 1, 1, 1]
