@@ -48,7 +48,7 @@ from gplace.ir.placement import check_graph_and_cluster
 from gplace.runtime.base import Measurement, Runtime, measure_each
 from gplace.torch_modes import float32_default
 from gplace.training import TrainResult
-from gplace.training.checkpoint import save_checkpoint, torch_load_reason
+from gplace.training.checkpoint import damaged_part, save_checkpoint, torch_load_reason
 
 __all__ = [
     "FORMAT", "VERSION", "PretrainedPolicy", "build", "check_policy_fits", "load_policy", "module_spec",
@@ -368,6 +368,10 @@ def _read(path: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{path} is a directory, not a policy file{hint}")
     if not path.is_file():
         raise FileNotFoundError(f"no such policy file: {path}")
+    damaged = damaged_part(path)
+    if damaged is not None:
+        raise ValueError(f"{path} is damaged: its part {damaged!r} fails its checksum (a bad copy or disk); write or "
+                         f"copy the policy file again")
     try:
         doc = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises UnpicklingError, RuntimeError, EOFError, struct.error, ... on bad bytes

@@ -82,6 +82,10 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     path = Path(path)
     if not path.exists():
         return None
+    damaged = damaged_part(path)
+    if damaged is not None:
+        raise RunDirConflictError(f"checkpoint {path} cannot be read (a damaged file: its part {damaged!r} fails its "
+                                  f"checksum); {_NEW_RUN}")
     try:
         with _numpy_allowed():
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -115,6 +119,19 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     _warn_changed_settings(state.get("settings"), settings, path)
     log.info("resuming from %s at update %d", path, state["update"])
     return state
+
+
+def damaged_part(path: Path) -> str | None:
+    """The first part of a file ``torch.save`` wrote (a zip archive) whose bytes fail their CRC-32, else ``None``
+    (also for a file that is no zip archive: ``torch.load`` then says what it is). ``torch.load`` does not check
+    them: flipped bits inside the weights load as other weights."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip()
+    except Exception:  # noqa: BLE001 - not a readable archive: torch.load names the reason
+        return None
 
 
 def torch_load_reason(err: BaseException) -> str:
