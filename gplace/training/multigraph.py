@@ -351,6 +351,8 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
 
     Only the trained parameters require gradients while it runs (all of them unless ``conditioning_only``, even
     those an earlier call or the caller froze); each parameter's ``requires_grad`` is as it was afterwards.
+    The result is never behind the start: the pretrained policy's greedy placement is measured first (uncounted)
+    and returned where the search found nothing faster.
 
     Raises:
         TypeError: ``trainer`` is not a REINFORCE or PPO trainer instance, ``runtime`` not a runtime, ``graph``
@@ -373,9 +375,16 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
             encoder, policy = copy.deepcopy(encoder), copy.deepcopy(policy)
         placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
                               merge_consumers=merge_for(runtime))
+        start = placer.greedy()
+        started = runtime.measure(graph, cluster, start)
         with _training_only(encoder, policy, trained):
-            return (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir,
-                                                       logger=logger)
+            result = (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir,
+                                                         logger=logger)
+    if started.ok and started.step_time < result.best_step_time:
+        log.info("fine-tuning on %s found nothing faster than the pretrained policy's greedy placement (%.6g s)",
+                 graph.name, started.step_time)
+        return dataclasses.replace(result, best_placement=start, best_measurement=started)
+    return result
 
 
 def _trained_parameters(policy: nn.Module, conditioning_only: bool) -> set[str] | None:
