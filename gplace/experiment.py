@@ -146,6 +146,7 @@ def place(
         raise TypeError(f"seed must be an int or None, got {seed!r}")
     if seed is not None and not 0 <= seed < 2**32:
         raise ValueError(f"seed must be in [0, 2**32), got {seed}")
+    seed = None if seed is None else int(seed)  # torch's manual_seed, the placers and the run's JSON take no np.int64
     check_method(method)
     if runtime is not None and not isinstance(runtime, Runtime):
         raise TypeError(f"runtime must be a gplace Runtime (e.g. gplace.runtime.Simulator()), got {runtime!r}")

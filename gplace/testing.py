@@ -5,6 +5,8 @@ Costs are in seconds at speed 1.0 and bytes are chosen so step times can be comp
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from gplace.ir import Cluster, Device, Edge, Op, OpGraph, Placement
@@ -101,6 +103,7 @@ def layered_dag(num_ops: int, width: int = 100, max_inputs: int = 3, num_types: 
     >>> g.num_ops, g.name, bool((inputs[:100] == 0).all() and ((inputs[100:] >= 1) & (inputs[100:] <= 3)).all())
     (300, 'layered300', True)
     """
+    memory_unit = operator.index(memory_unit)  # a Python int: an np.uint16 unit wrapped around (5000 * 19)
     rng = np.random.default_rng(seed)
     ops = [Op(f"op{i}", f"T{rng.integers(num_types)}", float(rng.uniform(1e-4, 1e-3)),
               persistent_memory=int(rng.integers(0, 10)) * memory_unit,

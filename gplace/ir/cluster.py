@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -121,6 +122,8 @@ class Cluster:
         for label, value in (("default_bandwidth", default_bandwidth), ("default_latency", default_latency)):
             if value is not None and not _is_number(value):
                 raise GraphError(f"cluster {name!r}: {label} must be a number, got {value!r}")
+            if value is not None:
+                _check_float(f"cluster {name!r}: {label}", value)
             if value is not None and (why := _out_of_range(label, value)):
                 raise GraphError(f"cluster {name!r}: {label} is {value:.4g}, {why}")
         index = {d.name: i for i, d in enumerate(devices)}
@@ -139,6 +142,7 @@ class Cluster:
                 if not _is_number(value):
                     raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} {label} must be a number, "
                                      f"got {value!r}")
+                _check_float(f"cluster {name!r}: link {link.a}<->{link.b} {label}", value)
                 if why := _out_of_range(label, value):
                     raise GraphError(f"cluster {name!r}: link {link.a}<->{link.b} has {label} {value:.4g}, {why}")
             if link.a == link.b:
@@ -186,6 +190,8 @@ class Cluster:
                 raise GraphError(f"cluster {self.name!r}: device {d.name!r} has memory {d.memory}, must be > 0")
         n = len(self.devices)
         for label, arr in (("bandwidth", self.bandwidth), ("latency", self.latency)):
+            if arr.dtype.kind not in "iuf":  # a bool matrix was 1 byte/s, a complex or object one crashed in numba
+                raise GraphError(f"cluster {self.name!r}: {label} has dtype {arr.dtype}, expected numbers (float64)")
             if arr.shape != (n, n):
                 raise GraphError(f"cluster {self.name!r}: {label} has shape {arr.shape}, expected {(n, n)}")
         off = ~np.eye(n, dtype=bool)
@@ -264,6 +270,15 @@ def _out_of_range(label: str, value: float) -> str | None:
     if label.endswith("bandwidth"):
         return None if value >= MIN_RATE else f"out of range: every bandwidth must be at least {MIN_RATE:.0e} bytes/s"
     return None if 0 <= value <= MAX_LATENCY else f"out of range: every latency must be in [0, {MAX_LATENCY:.0e}] s"
+
+
+def _check_float(where: str, value: float) -> None:
+    """Raise :class:`GraphError` naming ``where`` when ``value`` (a Python int) is past float64's range (it was a
+    bare OverflowError)."""
+    try:
+        float(value)
+    except OverflowError:
+        raise GraphError(f"{where} is too large, more than the largest float64 ({sys.float_info.max:.4g})") from None
 
 
 def _is_number(value: object) -> bool:

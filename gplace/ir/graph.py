@@ -7,7 +7,7 @@ import json
 import math
 import reprlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any
@@ -128,12 +128,14 @@ class OpGraph:
         self.validate()
 
     def _freeze(self) -> None:
-        """Make the array fields read-only copies (the caller's arrays stay theirs and writable)."""
+        """Make the array fields read-only copies (the caller's arrays stay theirs and writable), integers as native
+        int64 and floats as native float64: a big-endian or int32 array gave other step times (9e12 s for 6) or
+        another fingerprint than the same graph read back from JSON. Other dtypes are kept for :meth:`validate`
+        to name."""
         for name in ("compute_cost", "persistent_memory", "temporary_memory", "output_bytes", "edge_index",
                      "edge_bytes"):
-            object.__setattr__(self, name, frozen_array(np.array(getattr(self, name))))
-        object.__setattr__(self, "kind_cost", FrozenDict((k, frozen_array(np.array(v)))
-                                                         for k, v in self.kind_cost.items()))
+            object.__setattr__(self, name, _native(getattr(self, name), "f" if name == "compute_cost" else "i"))
+        object.__setattr__(self, "kind_cost", FrozenDict((k, _native(v, "f")) for k, v in self.kind_cost.items()))
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickles the fields only; derived values (fingerprint, durations, CSR) are rebuilt on use."""
@@ -152,7 +154,7 @@ class OpGraph:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_ops(
-        cls, ops: Sequence[Op], edges: Sequence[Edge], *, name: str = "graph", source: Any = None
+        cls, ops: Iterable[Op], edges: Iterable[Edge], *, name: str = "graph", source: Any = None
     ) -> OpGraph:
         """Build and validate a graph from op and edge records.
 
@@ -162,6 +164,7 @@ class OpGraph:
         """
         if not isinstance(name, str):
             raise TypeError(f"a graph's name must be a string, got {type(name).__name__} {short_repr(name)}")
+        ops, edges = list(ops), list(edges)  # a generator was used up by the type checks: its edges were dropped
         for i, op in enumerate(ops):
             if not isinstance(op, Op):
                 raise TypeError(f"graph {name!r}: ops[{i}] must be an Op(name, type, cost), got "
@@ -536,13 +539,25 @@ carry, so that the simulators' int64 memory and transfer totals (per device, tim
 grouping's merged edges cannot overflow."""
 
 
+def _native(value: Any, kind: str) -> np.ndarray:
+    """A read-only copy of ``value``; as native int64 (``kind`` ``"i"``) or float64 (``"f"``) where its dtype is
+    of that kind (a bool, unsigned or other dtype stays as given, for :meth:`OpGraph.validate` to name)."""
+    arr = np.array(value)
+    if arr.dtype.kind == kind:
+        arr = arr.astype(np.int64 if kind == "i" else np.float64, copy=False)
+    return frozen_array(arr)
+
+
 def _as_cost(value: Any, where: str) -> float:
     """A cost in seconds: ``None`` (unknown) is NaN; anything but a finite number is a :class:`GraphError`."""
     if value is None:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise GraphError(f"{where} must be a number of seconds, got {short_repr(value)}")
-    cost = float(value)
+    try:
+        cost = float(value)
+    except OverflowError:  # a Python int past float64's range
+        raise GraphError(f"{where} is {short_repr(value)}, too large a number of seconds") from None
     if not math.isfinite(cost):
         raise GraphError(f"{where} is {cost} (a cost must be finite; leave it out when unknown)")
     return cost  # a negative cost is named by OpGraph.validate

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -41,6 +42,8 @@ class Placement(ReadOnlyArrays):
         arr = np.asarray(self.devices)
         if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
             raise InvalidPlacementError(f"placement must be a 1-D integer array, got shape {arr.shape} {arr.dtype}")
+        if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:  # int64 made it negative
+            raise InvalidPlacementError(f"placement has device index {arr.max()}, too large for an int64 index")
         arr = arr.astype(np.int64, copy=True)
         arr.setflags(write=False)
         object.__setattr__(self, "devices", arr)
@@ -52,8 +55,20 @@ class Placement(ReadOnlyArrays):
 
     @classmethod
     def single(cls, graph: OpGraph, device: int) -> Placement:
-        """Every op on one device."""
-        return cls.for_graph(graph, np.full(graph.num_ops, device, dtype=np.int64))
+        """Every op on one device.
+
+        Raises:
+            InvalidPlacementError: ``device`` is not a device index: an int >= 0 (not a float or a bool).
+        """
+        try:
+            index = operator.index(device)  # an int, a NumPy or 0-d integer; not a float (1.5 was taken as 1)
+        except TypeError:
+            index = None
+        if index is None or isinstance(device, bool) or str(getattr(device, "dtype", "")).endswith("bool"):
+            raise InvalidPlacementError(f"device must be a device index (an int), got {device!r}")
+        if not 0 <= index < 2**63:
+            raise InvalidPlacementError(f"device is {index}, not a device index (0 up to a cluster's device count)")
+        return cls.for_graph(graph, np.full(graph.num_ops, index, dtype=np.int64))
 
     @classmethod
     def from_names(cls, graph: OpGraph, cluster: Cluster, mapping: Mapping[str, str]) -> Placement:
@@ -111,17 +126,32 @@ class Placement(ReadOnlyArrays):
         self._check_colocation(graph, cluster)
         self._check_pins(graph, cluster)
 
-    def _check_indices(self, graph: OpGraph, cluster: Cluster) -> None:
-        """One device index in the cluster per op of this graph."""
-        check_graph_and_cluster(graph, cluster)
-        n, d = graph.num_ops, cluster.num_devices
+    def check_graph(self, graph: OpGraph) -> None:
+        """The part of :meth:`validate` that needs no cluster: one device index >= 0 per op of ``graph``, and
+        made for it (where the placement records a fingerprint).
+
+        Raises:
+            InvalidPlacementError: the first problem, naming the op where there is one.
+        """
+        n = graph.num_ops
         if len(self) != n:
             raise InvalidPlacementError(f"placement has {len(self)} entries but graph {graph.name!r} has {n} ops")
         if self.graph_fingerprint is not None and self.graph_fingerprint != graph.fingerprint:
             raise InvalidPlacementError(
                 f"placement was made for graph {self.graph_fingerprint}, not {graph.name!r} ({graph.fingerprint})"
             )
-        bad = np.flatnonzero((self.devices < 0) | (self.devices >= d))
+        bad = np.flatnonzero(self.devices < 0)
+        if bad.size:
+            i = bad[0]
+            raise InvalidPlacementError(f"op {graph.op_names[i]!r} placed on device {self.devices[i]}, not a device "
+                                        "index (>= 0)")
+
+    def _check_indices(self, graph: OpGraph, cluster: Cluster) -> None:
+        """One device index in the cluster per op of this graph."""
+        check_graph_and_cluster(graph, cluster)
+        self.check_graph(graph)
+        d = cluster.num_devices
+        bad = np.flatnonzero(self.devices >= d)
         if bad.size:
             i = bad[0]
             raise InvalidPlacementError(

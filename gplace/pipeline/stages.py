@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
+from gplace.ir.placement import check_placement
 from gplace.pipeline.simulator import ops_that_run
 
 __all__ = ["SplitSpec", "align_to_modules", "pipeline_stages", "placement_extras", "split_spec"]
@@ -56,7 +57,14 @@ def pipeline_stages(graph: OpGraph, cluster: Cluster, placement: Placement) -> d
     forward op that runs (:func:`~gplace.pipeline.simulator.ops_that_run`: not an input or weight, a source taking
     no time, which torch keeps with its module or feeds; an op without a phase counts as forward), then devices
     holding other ops that run (backward or update ops only), then devices holding ops that run nothing. Devices
-    without ops are left out."""
+    without ops are left out.
+
+    Raises:
+        InvalidPlacementError: ``placement`` does not fit ``graph`` and ``cluster`` (:meth:`Placement.validate`).
+        TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
+    """
+    check_placement(placement)
+    placement.validate(graph, cluster)  # a negative index was the last device's, another graph's placement used
     names, order = cluster.device_names, graph.topological_order.tolist()
     runs, forward = ops_that_run(graph, cluster), graph.phase_codes() == 0
     stages: dict[str, list[str]] = {}
@@ -68,7 +76,14 @@ def pipeline_stages(graph: OpGraph, cluster: Cluster, placement: Placement) -> d
 
 
 def split_spec(graph: OpGraph, placement: Placement) -> SplitSpec | None:
-    """The torch split points of ``placement``; ``None`` when the graph has no module paths."""
+    """The torch split points of ``placement``; ``None`` when the graph has no module paths.
+
+    Raises:
+        InvalidPlacementError: ``placement`` is not one of ``graph`` (:meth:`Placement.check_graph`).
+        TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
+    """
+    check_placement(placement)
+    placement.check_graph(graph)
     paths: Mapping[str, str] | None = getattr(graph.source, "module_paths", None)
     if paths is None:
         return None
@@ -200,7 +215,12 @@ def _join(parent: list[int], i: int, j: int) -> None:
 
 def placement_extras(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, Any]:
     """The ``placement.json`` keys of this module: ``stages``, and for torch ``split_spec``, ``split_unaligned``
-    and ``stage_devices`` (the device name of each stage of the split, for ``pipe.build_stage(k, device)``)."""
+    and ``stage_devices`` (the device name of each stage of the split, for ``pipe.build_stage(k, device)``).
+
+    Raises:
+        InvalidPlacementError: ``placement`` does not fit ``graph`` and ``cluster`` (:meth:`Placement.validate`).
+        TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
+    """
     extras: dict[str, Any] = {"stages": pipeline_stages(graph, cluster, placement)}
     spec = split_spec(graph, placement)
     if spec is not None:

@@ -6,7 +6,7 @@ import abc
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -157,9 +157,10 @@ def measure_each(runtime: Runtime, graph: OpGraph, cluster: Cluster,
 
 
 def checked(measurement: Measurement, runtime: object) -> Measurement:
-    """``measurement``, or a failure in its place where it reports success with a step time that is not a finite
-    number of seconds >= 0 (a runtime's bug: a NaN would stay the best placement, and a NaN reward makes every
-    weight NaN); logged as a warning, once per runtime id.
+    """``measurement`` with a Python ``float`` step time and a ``bool`` ``ok`` (a runtime's torch scalar or 0-d array
+    crashed the search deep inside), or a failure in its place where it reports success with a step time that is
+    not a finite number of seconds >= 0 (a runtime's bug: a NaN would stay the best placement, and a NaN reward
+    makes every weight NaN); logged as a warning, once per runtime id.
 
     Raises:
         TypeError: ``measurement`` is not a :class:`Measurement` (names the runtime).
@@ -172,8 +173,11 @@ def checked(measurement: Measurement, runtime: object) -> Measurement:
         time = float(measurement.step_time)
     except (TypeError, ValueError):
         time = math.nan
-    if not measurement.ok or (math.isfinite(time) and time >= 0):
-        return measurement
+    ok = bool(measurement.ok)
+    if not ok or (math.isfinite(time) and time >= 0):
+        if type(measurement.step_time) is float and type(measurement.ok) is bool:
+            return measurement
+        return replace(measurement, ok=ok, step_time=time if ok or not math.isnan(time) else math.inf)
     reason = (f"runtime {measurement.runtime!r} ({type(runtime).__name__}) reported success with step time "
               f"{measurement.step_time!r}: {IMPOSSIBLE}; counted as a failure")
     if measurement.runtime not in _WARNED:

@@ -48,6 +48,9 @@ class LoopSettings:
         _check_finite(self)
         _at_least(self, "updates", 0)
         _at_least(self, "seed", 0)
+        if self.seed >= 2**63:
+            raise ValueError(f"seed must be an int in [0, 2**63), got {self.seed!r}")  # 2**70 overflowed in torch
+        object.__setattr__(self, "seed", int(self.seed))  # torch's manual_seed takes no np.int64
         for name in ("samples_per_update", "checkpoint_every"):
             _at_least(self, name, 1)
         for name in ("lr", "grad_clip"):
