@@ -19,6 +19,7 @@ from hydra.errors import HydraException, InstantiationException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 log = logging.getLogger("gplace")
 
@@ -303,8 +304,9 @@ def _versus_one(report) -> str:
 
 
 def _time_label(runtime: str) -> str:
-    """What a runtime's ``step_time`` is: a pipeline runtime's (``pipe-...``) is one mini-batch's time."""
-    return "mini-batch time" if runtime.startswith("pipe-") else "step time"
+    """What a runtime's ``step_time`` is: a pipeline runtime's (``pipe-...``, ``torch-pipeline-...``) is one
+    mini-batch's time."""
+    return "mini-batch time" if runtime.startswith(("pipe-", "torch-pipeline-")) else "step time"
 
 
 def _outcome(report) -> str:
@@ -341,7 +343,11 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
     so does Ctrl-C or SIGTERM, saying how ``command``'s job resumes (:func:`resume_hint`)."""
     _utf8_log_files()
     _log_lines_survive_a_gone_stdout()
-    missing = sorted(OmegaConf.missing_keys(cfg))
+    try:
+        missing = sorted(OmegaConf.missing_keys(cfg))
+    except InterpolationResolutionError as err:  # e.g. ${hydra.job.num}: a job's config reads ${hydra:job.num}
+        _fail(f"{type(err).__name__}: {str(err).splitlines()[0]} (Hydra's own values are read as "
+              "${hydra:job.num}, with a colon)")
     if missing:
         _fail(f"missing value(s): {', '.join(missing)} (set them on the command line, e.g. {missing[0]}=...)")
     _check_top_keys(cfg, command)
@@ -351,7 +357,7 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         raise JobFailed(str(err)) from None
     except InstantiationException as err:
         cause = err.__cause__ or err
-        if isinstance(cause, ValueError | OSError):
+        if isinstance(cause, ValueError | OSError | ImportError):  # ImportError: a _target_ misspelt or not installed
             _fail(f"{type(cause).__name__}: {cause}")
         if isinstance(cause, TypeError):  # an unknown, missing or wrong-typed setting of a component's constructor
             key = str(err).rsplit("full_key: ", 1)[-1].strip() if "full_key: " in str(err) else "the config"
@@ -708,8 +714,8 @@ def bench(cfg: DictConfig) -> list:
     _check_whole(cfg, {"threads": 1}, {"threads": _MOST_THREADS})
     _check_bools(cfg, "resume", "search.plots")
     if _in_sweep() and not any(o.startswith("out_dir=") for o in HydraConfig.get().overrides.task):
-        _fail("a bench sweep needs out_dir set per job (e.g. 'out_dir=bench/${hydra.job.num}'): every job wrote "
-              f"{cfg.out_dir}, and each after the first skipped or overwrote the cases the others ran")
+        _fail("a bench sweep needs out_dir set per job (e.g. 'out_dir=bench/${hydra:job.num}'): every job would "
+              f"write {cfg.out_dir}, each after the first skipping or overwriting the cases the others ran")
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
     unwritable = _unwritable(Path(cfg.out_dir))
@@ -748,7 +754,7 @@ def _claim_bench_out_dir(out_dir: Path) -> None:
             and set(theirs.get("overrides") or []) != set(mine["overrides"])):
         _fail(f"out_dir={out_dir} holds job {theirs.get('job')} of this sweep {theirs.get('overrides')}, not this "
               f"job {mine['job']} {mine['overrides']}: a bench sweep needs out_dir set per job (e.g. "
-              "'out_dir=bench/${hydra.job.num}'), or each job after the first skips or overwrites the cases the "
+              "'out_dir=bench/${hydra:job.num}'), or each job after the first skips or overwrites the cases the "
               "others ran")
     OmegaConf.save(OmegaConf.create(mine), path)
 

@@ -771,8 +771,9 @@ def _unrunnable(graph: OpGraph) -> str | None:
         return (f"graph {graph.name!r} has no TensorFlow program to run (its source is "
                 f"{type(graph.source).__name__}); TensorFlowRuntime runs graphs imported by "
                 "gplace.importers.tensorflow.from_tensorflow (a Keras zoo graph loaded from the zoo's cache has none: "
-                "build it with cache=False; the command line's analytic zoo graphs, graph=lstm_lm, rnnlm, nmt, gnmt "
-                "and transformer_xl, have no program at all: measure them with the simulator)")
+                "build it with cache=False, +graph.cache=false on the command line; the command line's analytic zoo "
+                "graphs, graph=lstm_lm, rnnlm, nmt, gnmt and transformer_xl, have no program at all: measure them "
+                "with the simulator)")
     if graph.source.resources:
         names = ", ".join(repr(r) for r in graph.source.resources[:5])
         return (f"graph {graph.name!r} reads captured resource(s) ({names}: lookup tables, or the variables of a "

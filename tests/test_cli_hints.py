@@ -1,0 +1,45 @@
+"""Hints and refusals of the command line that users copy: each works as written, and a mistake in an override
+ends in one line naming it (a probe ran every example and hint)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _gplace(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}
+    return subprocess.run([sys.executable, "-m", "gplace", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_a_hydra_value_read_without_the_resolver_is_named_in_one_line(tmp_path: Path) -> None:
+    """`${hydra.job.num}` (the bench sweep's own hint, until corrected) failed with a traceback."""
+    proc = _gplace("place", "seed=${hydra.job.num}", "logger=none", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "Interpolation key 'hydra.job.num' not found" in proc.stderr and "${hydra:job.num}" in proc.stderr
+
+
+def test_a_target_that_cannot_be_imported_is_named_in_one_line(tmp_path: Path) -> None:
+    """Hydra's generic "Error locating target" hid the cause (a module not installed, or a misspelt path)."""
+    proc = _gplace("place", "graph=torch", "graph.module._target_=no_such_package.Net", "graph.input_shapes=[[2,8]]",
+                   "logger=none", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "gplace: error: ImportError" in proc.stderr and "no_such_package" in proc.stderr
+
+
+def test_the_bench_sweep_hint_runs_as_written(tmp_path: Path) -> None:
+    """The refusal of a bench sweep without out_dir per job offers 'out_dir=bench/${hydra:job.num}' (it offered
+    ${hydra.job.num}, which failed); the sweep given it writes one directory per job."""
+    case = "cases=[['graph=lstm_lm','graph.steps=2','graph.hidden=64','graph.vocab=100','cluster=paper_2gpu']]"
+    common = ["bench", "-m", case, "search.seconds=0.5,0.6", "learned={}", "search.plots=false",
+              "baselines={single_gpu: {_target_: gplace.baselines.SingleDevice, kind: gpu}}"]
+    refused = _gplace(*common, f"hydra.sweep.dir={tmp_path / 'a'}", cwd=tmp_path)
+    assert "'out_dir=bench/${hydra:job.num}'" in refused.stderr
+    ran = _gplace(*common, "out_dir=bench/${hydra:job.num}", f"hydra.sweep.dir={tmp_path / 'b'}", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "bench").iterdir()) == ["0", "1"]
