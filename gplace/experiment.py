@@ -98,13 +98,17 @@ def place(
             (default: the trainer's own settings; 16 samples).
         seed: seeds the initial weights of the networks built here, the search and random baselines (default:
             the trainer's seed, so a call gives the same placement in every process).
-        encoder: group encoder (default: :class:`~gplace.encoders.LSTMEncoder`). The networks run where it is:
-            ``encoder=LSTMEncoder().to("cuda")`` trains on a GPU (a policy module must be on the same device).
-        policy: a policy module, or a factory called with ``num_devices`` (default: the seq2seq policy).
+        encoder: group encoder (default: ``method``'s, for ``"learned"`` :class:`~gplace.encoders.LSTMEncoder`).
+            The networks run where it is: ``encoder=LSTMEncoder().to("cuda")`` trains on a GPU (a policy module
+            must be on the same device). Give both ``encoder`` and ``policy``, or neither, except with
+            ``method="learned"``, which pairs one given with the other's default.
+        policy: a policy module, or a factory called with ``num_devices`` (default: ``method``'s, for
+            ``"learned"`` the seq2seq policy).
         runtime: measures placements (default: :class:`~gplace.runtime.Simulator`).
         trainer: the search, any :class:`~gplace.interfaces.Trainer` (default:
             :class:`~gplace.training.ReinforceTrainer`; or a :class:`~gplace.training.PPOTrainer`).
-        max_groups: coarsen the graph to at most this many groups (default: 256).
+        max_groups: coarsen the graph to at most this many groups, for a learned search (default: 256); a policy
+            file groups as its file records (its ``meta``), and baselines and pipeline placers place single ops.
         run_dir: where metrics, checkpoints, ``placement.json`` and ``trace.json`` go; resumes from it. One
             process (one thread) at a time, and one graph: see :func:`gplace.run_dir.claim_run_dir`.
         logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``). It gets the run's config (graph,
@@ -313,6 +317,11 @@ def _check_method_settings(method: str | Path, budget: float | str | Budget | No
     if given and not _learned(method):
         raise ValueError(f"{', '.join(given)} only apply to a learned search (method='learned', 'gdp', ...); "
                          f"method {str(method)!r} does not train")
+    networks = [name for name in ("encoder", "policy") if name in given]
+    if method != "learned" and len(networks) == 1:  # the other was the paper's, not the method's: a mismatch
+        other = "policy" if networks == ["encoder"] else "encoder"
+        raise ValueError(f"method {method!r} builds its own encoder and policy: give the {other} too, or neither, "
+                         f"or method='learned' (which pairs your {networks[0]} with the paper's {other})")
     if budget is None:
         return
     samples = Budget.parse(budget).samples
