@@ -346,8 +346,9 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
     try:
         missing = sorted(OmegaConf.missing_keys(cfg))
     except InterpolationResolutionError as err:  # e.g. ${hydra.job.num}: a job's config reads ${hydra:job.num}
-        _fail(f"{type(err).__name__}: {str(err).splitlines()[0]} (Hydra's own values are read as "
-              "${hydra:job.num}, with a colon)")
+        first = str(err).splitlines()[0]
+        hint = " (Hydra's own values are read as ${hydra:job.num}, with a colon)" if "'hydra." in first else ""
+        _fail(f"{type(err).__name__}: {first}{hint}")
     if missing:
         _fail(f"missing value(s): {', '.join(missing)} (set them on the command line, e.g. {missing[0]}=...)")
     _check_top_keys(cfg, command)
@@ -357,7 +358,9 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         raise JobFailed(str(err)) from None
     except InstantiationException as err:
         cause = err.__cause__ or err
-        if isinstance(cause, ValueError | OSError | ImportError):  # ImportError: a _target_ misspelt or not installed
+        if isinstance(cause, ImportError):  # a _target_ misspelt or not installed: Hydra's three lines as one
+            _fail(f"ImportError: {'; '.join(line.strip() for line in str(cause).splitlines() if line.strip())}")
+        if isinstance(cause, ValueError | OSError):
             _fail(f"{type(cause).__name__}: {cause}")
         if isinstance(cause, TypeError):  # an unknown, missing or wrong-typed setting of a component's constructor
             key = str(err).rsplit("full_key: ", 1)[-1].strip() if "full_key: " in str(err) else "the config"

@@ -332,7 +332,7 @@ def pick_pretrained(pretrained: Sequence[tuple[nn.Module, nn.Module]], graph: Op
         if not isinstance(pair, Sequence) or len(pair) != 2:
             raise TypeError(f"pretrained[{i}] must be an (encoder, policy) pair, got {type(pair).__name__}")
         try:
-            greedy.append(place_zero_shot(*pair, graph, cluster, max_groups=max_groups))
+            greedy.append(place_zero_shot(*pair, graph, cluster, max_groups=max_groups, runtime=runtime))
         except ValueError as err:
             raise ValueError(f"pretrained[{i}]: {err}") from None
     times = [m.step_time if m.ok else math.inf for m in _measured(graph, cluster, greedy, runtime)]

@@ -30,6 +30,12 @@ def test_a_target_that_cannot_be_imported_is_named_in_one_line(tmp_path: Path) -
                    "logger=none", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "gplace: error: ImportError" in proc.stderr and "no_such_package" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_the_resolver_hint_is_for_hydra_keys_only(tmp_path: Path) -> None:
+    proc = _gplace("place", "seed=${no_such.key}", "logger=none", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert "Interpolation key 'no_such.key' not found" in proc.stderr and "hydra:job.num" not in proc.stderr
 
 
 def test_the_bench_sweep_hint_runs_as_written(tmp_path: Path) -> None:

@@ -328,7 +328,8 @@ def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, sche
 
 
 def model_speedup(graph: OpGraph, cluster: Cluster, microbatches: int, *, bubble: bool = True) -> float:
-    """One GPU's time over the pipeline time the exact DP's split reaches in the partitioners' own model:
+    """One GPU's time over the pipeline time the exact DP's split on the stage devices in index order (the placer
+    also tries other orders where the devices differ) reaches in the partitioners' own model:
     ``work / (M x bottleneck)``, with ``bubble`` scaled by the 1F1B/GPipe fill and drain ``M / (M + S - 1)``."""
     from gplace.baselines.pipeline import IdealDPPartitioner
 

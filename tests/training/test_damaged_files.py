@@ -49,3 +49,15 @@ def test_a_policy_file_damaged_inside_its_weights_is_refused(tmp_path: Path) -> 
     _flip_inside(path, "")
     with pytest.raises(ValueError, match=r"policy.pt is damaged: its part '.*' fails its checksum"):
         load_policy(path)
+
+
+def test_a_file_saved_without_crc32s_is_read(tmp_path: Path) -> None:
+    """torch.serialization.set_crc32_options(False) stores a CRC of 0: nothing to check (it was refused as
+    damaged, found by a review)."""
+    path = tmp_path / "checkpoint.pt"
+    torch.serialization.set_crc32_options(False)
+    try:
+        torch.save({"fingerprint": "fp", "update": 2, "policy": {"w": torch.linspace(0, 1, 4096)}}, path)
+    finally:
+        torch.serialization.set_crc32_options(True)
+    assert load_checkpoint(path, "fp")["update"] == 2

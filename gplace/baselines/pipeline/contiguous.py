@@ -41,7 +41,7 @@ class StagePlacer(Placer):
         order alone where the devices are alike): the lowest bottleneck, else the first error."""
         problem = self._problem(graph, cluster, None)
         best, error = None, None
-        for order in problem.orders(self.contiguous):
+        for order in problem.orders():
             problem = problem if order == tuple(range(problem.num_stages)) else self._problem(graph, cluster, order)
             try:
                 stages = self.stages(problem) if problem.num_units else np.zeros(0, dtype=np.int64)
@@ -56,7 +56,7 @@ class StagePlacer(Placer):
 
     def _problem(self, graph: OpGraph, cluster: Cluster, order: tuple[int, ...] | None) -> StageProblem:
         return StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches, overlap=self.overlap,
-                            order=order)
+                            order=order, contiguous=self.contiguous)
 
     def stages(self, problem: StageProblem) -> np.ndarray:
         """(P,) stage of every pipelined unit of ``problem``."""
@@ -118,11 +118,16 @@ def _fits(problem: StageProblem, unit: int, stage: int, used: int) -> bool:
     return bool(problem.allowed[unit, stage]) and used + int(problem.memory[unit]) <= int(problem.capacity[stage])
 
 
+class _PinOutOfOrder(PlacementInfeasibleError):
+    """No split in pipeline order meets a unit's pins (the reason the exact DP, which says only that no split
+    fits, passes on)."""
+
+
 def _no_room(problem: StageProblem, unit: int, current: int) -> PlacementInfeasibleError:
     named = problem.named_unit(int(problem.order[unit]))
     allowed = np.flatnonzero(problem.allowed[unit]).tolist()
     if not any(s >= current for s in allowed):
-        return PlacementInfeasibleError(
+        return _PinOutOfOrder(
             f"{named} may run only on stages {allowed} (its pins and kinds) but comes after ops placed on stage "
             f"{current}: no split in pipeline order has it")
     shortfall = problem.memory_shortfall()
@@ -245,7 +250,8 @@ class IdealDPPartitioner(StagePlacer):
             try:
                 found.append(solve())
             except PlacementInfeasibleError as err:
-                error = error or err  # the exact DP's: no contiguous split fits, not GPipe's greedy stop
+                # the exact DP's (no contiguous split fits), not GPipe's greedy stop, unless that names a pin
+                error = err if isinstance(err, _PinOutOfOrder) else error or err
         if not found:
             shortfall = problem.memory_shortfall()
             if shortfall is not None:

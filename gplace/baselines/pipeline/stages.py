@@ -28,7 +28,6 @@ coarsened to a bounded number of blocks of about equal compute (:meth:`StageProb
 from __future__ import annotations
 
 import heapq
-import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -185,14 +184,18 @@ def stage_time(work: np.ndarray, sent: np.ndarray, received: np.ndarray, overlap
 class StageProblem:
     """Units of ``graph`` in pipeline order and their costs on the stage devices of ``cluster``.
 
-    Transfers are costed with the mean bandwidth and latency from a stage device to a later one (an edge forward
-    in pipeline order) or to an earlier one (backward), so the partitioners' objective (:meth:`bottleneck`) is
-    exact on clusters with uniform links, and on two stage devices with one-way links.
+    Transfers are costed with the mean bandwidth and latency between distinct stage devices; for contiguous
+    splits, from a stage device to a later one (an edge forward in pipeline order) or to an earlier one
+    (backward), which differ on one-way links. So the partitioners' objective (:meth:`bottleneck`) is exact on
+    clusters with uniform links, and for contiguous splits on two stage devices with one-way links.
 
     Args:
         order: stage ``s`` runs on stage device ``order[s]`` (a permutation of ``range(S)`` over the stage
             devices in index order; where they differ, a contiguous split depends on it: :meth:`orders`).
             (default: ``None``, index order)
+        contiguous: the splits solved keep the pipeline order (an edge forward in it goes to a later stage);
+            ``False`` for any assignment (the ILP's), each edge costed with the mean link of both ways.
+            (default: ``True``)
 
     Raises:
         GraphError: an op, or a colocation group, may run on no device of the cluster.
@@ -200,9 +203,10 @@ class StageProblem:
     """
 
     def __init__(self, graph: OpGraph, cluster: Cluster, *, kind: str | None = "gpu", microbatches: int = 1,
-                 overlap: bool = True, order: Sequence[int] | None = None) -> None:
+                 overlap: bool = True, order: Sequence[int] | None = None, contiguous: bool = True) -> None:
         microbatches = check_microbatches(microbatches)
         self.graph, self.cluster, self.microbatches, self.overlap = graph, cluster, microbatches, overlap
+        self.contiguous = contiguous
         devices = stage_devices(cluster, kind, warn=order is None)
         self.devices = devices if order is None else devices[_permutation(order, devices.size)]
         self.units = build_units(graph, cluster)
@@ -306,33 +310,23 @@ class StageProblem:
                 np.add.at(self.cost[:, s], mine[talks], link / amortised[talks])
         return pa[between], pb[between], seconds[between].astype(np.float64)
 
-    def orders(self, contiguous: bool = True) -> list[tuple[int, ...]]:
+    def orders(self) -> list[tuple[int, ...]]:
         """Orders of the stage devices (for ``order=``, index order first) worth solving: the index order alone
-        where the stage devices are alike (same costs, pins, memory and links); where they differ, for a
-        contiguous split every order of up to 4 devices, else the index order, its reverse and the devices by
-        speed on this graph, fastest and slowest first; for any split (``contiguous=False``) the reverse only,
-        where links are one-way (the costs are the same in any order otherwise)."""
-        s = self.num_stages
-        index = tuple(range(s))
-        if not contiguous:
-            return [index, index[::-1]] if self.one_way_links else [index]
-        if self._alike():
+        for any assignment (``contiguous=False``: the model's costs are the same in any order) or where the stage
+        devices are alike (same costs, pins and memory; links of one speed both ways, which the model costs by
+        their mean); else, at most four: the index order, its reverse, and the devices by their speed on this
+        graph, fastest and slowest first (a CPU that early ops are pinned to comes first in the last)."""
+        index = tuple(range(self.num_stages))
+        if not self.contiguous or self._alike():
             return [index]
-        if s <= 4:
-            return list(itertools.permutations(index))
-        seconds = self.cost.sum(0)
-        fastest = tuple(np.argsort(seconds, kind="stable").tolist())
+        fastest = tuple(np.argsort(self.cost.sum(0), kind="stable").tolist())
         return list(dict.fromkeys([index, index[::-1], fastest, fastest[::-1]]))
 
     def _alike(self) -> bool:
-        """Whether the stage devices are interchangeable here: every unit's cost and pins the same on each, the
-        same memory, and one bandwidth and latency between any two."""
-        d = self.devices
-        off = ~np.eye(d.size, dtype=bool)
-        bandwidth, latency = self.cluster.bandwidth[np.ix_(d, d)][off], self.cluster.latency[np.ix_(d, d)][off]
+        """Whether the stage devices are interchangeable in the model: every unit's cost and pins the same on each,
+        the same memory, and no link faster one way than the other."""
         return bool((self.cost == self.cost[:, :1]).all() and (self.allowed == self.allowed[:, :1]).all()
-                    and (self.capacity == self.capacity[0]).all() and (bandwidth == bandwidth[:1]).all()
-                    and (latency == latency[:1]).all())
+                    and (self.capacity == self.capacity[0]).all() and not self.one_way_links)
 
     @cached_property
     def one_way_links(self) -> bool:
@@ -347,7 +341,7 @@ class StageProblem:
         if d.size < 2:
             return (0.0, 0.0), (0.0, 0.0)
         inverse, latency = 1.0 / self.cluster.bandwidth[np.ix_(d, d)], self.cluster.latency[np.ix_(d, d)]
-        if not self.one_way_links:
+        if not (self.contiguous and self.one_way_links):
             off = ~np.eye(d.size, dtype=bool)
             per_byte, mean_latency = float(np.mean(inverse[off])), float(np.mean(latency[off]))
             return (per_byte, per_byte), (mean_latency, mean_latency)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gplace.baselines.pipeline import GPipePartitioner, IdealDPPartitioner, PipeDreamPartitioner, StageProblem
-from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+from gplace.ir import Cluster, Device, Edge, Link, Op, OpGraph
 from gplace.pipeline import PipelineSimulator
 
 
@@ -34,8 +34,14 @@ def test_the_split_does_not_depend_on_the_order_the_devices_are_listed_in(placer
 
 
 def test_alike_devices_are_solved_in_index_order_only() -> None:
+    """Links of one speed both ways do not make devices differ (the model costs them by their mean); speeds do:
+    index order, its reverse, fastest first, slowest first."""
     assert StageProblem(_chain([1.0, 2.0]), _gpus(1.0, 1.0, 1.0)).orders() == [(0, 1, 2)]
-    assert len(StageProblem(_chain([1.0, 2.0]), _gpus(1.0, 2.0, 1.0)).orders()) == 6
+    nvlink = Cluster.build([Device(f"/GPU:{i}", "gpu") for i in range(4)],
+                           [Link("/GPU:0", "/GPU:1", 3e11), Link("/GPU:2", "/GPU:3", 3e11)], default_bandwidth=1e10)
+    assert StageProblem(_chain([1.0, 2.0]), nvlink).orders() == [(0, 1, 2, 3)]
+    assert StageProblem(_chain([1.0, 2.0]), _gpus(1.0, 2.0, 1.0)).orders() == [(0, 1, 2), (2, 1, 0), (1, 0, 2),
+                                                                              (2, 0, 1)]
 
 
 def test_gpipe_gives_a_faster_device_a_larger_share() -> None:

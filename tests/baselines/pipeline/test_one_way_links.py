@@ -26,7 +26,7 @@ def _cluster(fast_a_to_b: bool) -> Cluster:
     return Cluster.build(devices, [Link("a", "b", forward, 0.0, reverse_bandwidth=back)], name="one-way")
 
 
-@pytest.mark.parametrize("method", ["gpipe", "pipedream", "ideal_dp", "ilp"])
+@pytest.mark.parametrize("method", ["gpipe", "pipedream", "ideal_dp"])
 @pytest.mark.parametrize("fast_a_to_b", [True, False])
 def test_stage_placers_send_over_the_fast_direction(method: str, fast_a_to_b: bool) -> None:
     graph, cluster = _two_ops(), _cluster(fast_a_to_b)
@@ -56,3 +56,17 @@ def test_symmetric_links_keep_one_mean_and_the_index_order() -> None:
     assert problem.unit_seconds.tolist() == pytest.approx([1e-5 + 1e6 / FAST])
     assert np.array_equal(gplace.place(graph, cluster, method="ideal_dp",
                                        runtime=PipelineSimulator(8)).placement.devices, [0, 1])
+
+
+def test_the_ilp_costs_one_way_links_by_their_mean() -> None:
+    """Any assignment may send a forward edge back to an earlier stage, so directional costs (and the better of
+    two device orders) charged every hop the fast way: [0, 1, 0] on a chain 1, 3, 1, modelled 0.375 s, measured
+    10.63 s in pipe-v2 (found by a review)."""
+    ops = [Op(f"u{i}", "T", c, output_bytes=10**5) for i, c in enumerate((1.0, 3.0, 1.0))]
+    graph = OpGraph.from_ops(ops, [Edge("u0", "u1"), Edge("u1", "u2")], name="hops")
+    cluster = _cluster(fast_a_to_b=True)
+    assert StageProblem(graph, cluster, contiguous=False).orders() == [(0, 1)]
+    simulator = PipelineSimulator(8)
+    result = gplace.place(graph, cluster, method="ilp", runtime=simulator)
+    one_device = simulator.measure(graph, cluster, Placement.single(graph, 0)).step_time
+    assert result.measurement.step_time <= one_device  # 5.0 s; not the 10.63 s back-and-forth

@@ -294,8 +294,9 @@ def test_gpipe_names_a_pin_that_no_split_in_pipeline_order_can_meet() -> None:
     graph = OpGraph.from_ops([Op("a", "T", 1.0, pinned="cpu"), Op("b", "T", 1.0, pinned="gpu"),
                               Op("c", "T", 1.0, pinned="cpu")], [Edge("a", "b"), Edge("b", "c")])
     cluster = Cluster.build([Device("c0", "cpu"), Device("g0", "gpu"), Device("g1", "gpu")], default_bandwidth=1e6)
-    with pytest.raises(PlacementInfeasibleError, match=r"'c'.*may run only on stages \[\d\].*comes after"):
-        GPipePartitioner(kind=None).place(graph, cluster)  # "0 bytes needed" (a memory problem) before
+    for placer in (GPipePartitioner(kind=None), IdealDPPartitioner(kind=None)):  # the DP's said memory (a review)
+        with pytest.raises(PlacementInfeasibleError, match=r"'c'.*may run only on stages \[\d\].*comes after"):
+            placer.place(graph, cluster)  # "0 bytes needed" (a memory problem) before
 
 
 def test_a_pin_met_in_another_order_of_the_stage_devices_is_split_there() -> None:
