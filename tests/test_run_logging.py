@@ -78,27 +78,12 @@ def test_place_logs_its_config_and_results_into_one_wandb_run(tmp_path, monkeypa
 def test_the_command_line_logs_its_config_and_results_once_and_its_outcome_to_its_log_file(tmp_path, capsys):
     """cli.log held none of the run's outcome (the table went to the console alone); place() now logs a config and
     results of its own, which the command line, logging its fuller ones, must not add to its run."""
-    from hydra import compose, initialize_config_module
-
-    from gplace.cli import run
-
-    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[
-            "graph.steps=2", "graph.hidden=64", "graph.vocab=100", "trainer.updates=2", "trainer.progress=false",
-            "trainer.samples_per_update=2", "max_groups=8", "logger=none", "logger._target_=gplace.loggers.JsonlLogger",
-            f"+logger.path={tmp_path / 'log.jsonl'}"])
-    handler = logging.FileHandler(tmp_path / "cli.log")
-    logging.getLogger().addHandler(handler)
-    try:
-        run(cfg, tmp_path / "run")
-    finally:
-        logging.getLogger().removeHandler(handler)
-        handler.close()
+    logged = _run_logged(tmp_path, "trainer.updates=2", "logger=none", "logger._target_=gplace.loggers.JsonlLogger",
+                         f"+logger.path={tmp_path / 'log.jsonl'}")
     records = _records(tmp_path / "log.jsonl")
     [config] = [r["config"] for r in records if "config" in r]
     [results] = [r for r in records if "summary" in r]
     assert config["encoder"]["_target_"] and "policy" in results["files"]  # the command line's own
-    logged = (tmp_path / "cli.log").read_text()
     assert "with learned: step time " in logged and "best single device /" in logged and "samples in" in logged
     assert f"wrote {tmp_path / 'run' / 'placement.json'}" in logged
     assert "with learned: step time" not in capsys.readouterr().out  # the console has its table
@@ -162,15 +147,20 @@ def test_the_held_logger_forwards_the_loggers_own_attributes(tmp_path) -> None:
 
 def test_a_pipeline_job_logs_its_mini_batch_time(tmp_path: Path) -> None:
     """cli.log called a pipeline runtime's time a step time, where the job's table says mini-batch time."""
+    logged = _run_logged(tmp_path, "trainer.updates=1", "logger=none", "objective=pipeline", "objective.microbatches=2")
+    assert "with learned: mini-batch time " in logged and "step time" not in logged
+
+
+def _run_logged(tmp_path: Path, *overrides: str) -> str:
+    """Run the command line's job on a tiny lstm_lm with ``overrides``, logging to ``tmp_path/cli.log``; its text."""
     from hydra import compose, initialize_config_module
 
     from gplace.cli import run
 
     with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=[
-            "graph.steps=2", "graph.hidden=64", "graph.vocab=100", "trainer.updates=1", "trainer.progress=false",
-            "trainer.samples_per_update=2", "max_groups=8", "logger=none", "objective=pipeline",
-            "objective.microbatches=2"])
+            "graph.steps=2", "graph.hidden=64", "graph.vocab=100", "trainer.progress=false",
+            "trainer.samples_per_update=2", "max_groups=8", *overrides])
     handler = logging.FileHandler(tmp_path / "cli.log")
     logging.getLogger().addHandler(handler)
     try:
@@ -178,5 +168,4 @@ def test_a_pipeline_job_logs_its_mini_batch_time(tmp_path: Path) -> None:
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
-    logged = (tmp_path / "cli.log").read_text()
-    assert "with learned: mini-batch time " in logged and "step time" not in logged
+    return (tmp_path / "cli.log").read_text()
