@@ -120,11 +120,12 @@ class Cluster:
             GraphError: a link names an unknown device, or a pair has no link and no default.
         """
         for label, value in (("default_bandwidth", default_bandwidth), ("default_latency", default_latency)):
-            if value is not None and not _is_number(value):
+            if value is None:
+                continue
+            if not _is_number(value):
                 raise GraphError(f"cluster {name!r}: {label} must be a number, got {value!r}")
-            if value is not None:
-                _check_float(f"cluster {name!r}: {label}", value)
-            if value is not None and (why := _out_of_range(label, value)):
+            _check_float(f"cluster {name!r}: {label}", value)
+            if why := _out_of_range(label, value):
                 raise GraphError(f"cluster {name!r}: {label} is {value:.4g}, {why}")
         index = {d.name: i for i, d in enumerate(devices)}
         n = len(devices)

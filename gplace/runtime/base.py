@@ -177,7 +177,7 @@ def checked(measurement: Measurement, runtime: object) -> Measurement:
     if not ok or (math.isfinite(time) and time >= 0):
         if type(measurement.step_time) is float and type(measurement.ok) is bool:
             return measurement
-        return replace(measurement, ok=ok, step_time=time if ok or not math.isnan(time) else math.inf)
+        return replace(measurement, ok=ok, step_time=math.inf if math.isnan(time) else time)
     reason = (f"runtime {measurement.runtime!r} ({type(runtime).__name__}) reported success with step time "
               f"{measurement.step_time!r}: {IMPOSSIBLE}; counted as a failure")
     if measurement.runtime not in _WARNED:

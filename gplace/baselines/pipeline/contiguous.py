@@ -39,10 +39,10 @@ class StagePlacer(Placer):
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         """The stages in each order of the stage devices worth trying (:meth:`StageProblem.orders`; the index
         order alone where the devices are alike): the lowest bottleneck, else the first error."""
-        problem = self._problem(graph, cluster, None)
+        first = self._problem(graph, cluster, None)
         best, error = None, None
-        for order in problem.orders():
-            problem = problem if order == tuple(range(problem.num_stages)) else self._problem(graph, cluster, order)
+        for order in first.orders():
+            problem = first if order == tuple(range(first.num_stages)) else self._problem(graph, cluster, order)
             try:
                 stages = self.stages(problem) if problem.num_units else np.zeros(0, dtype=np.int64)
             except PlacementInfeasibleError as infeasible:
