@@ -11,9 +11,10 @@ update ops are amortised (``duration / M``) instead of left out.
 An edge between two update ops is sent once per mini-batch (as in ``pipe-v2``), so it is amortised too:
 ``(latency + bytes / bandwidth) / M`` per micro-batch.
 The placers minimise the bottleneck subject to pins, colocation groups and memory: an op occupies its
-persistent memory plus its whole output bytes. That static model leaves out ``pipe-v2``'s temporary memory and
-its micro-batched activations (``ceil(bytes / M)`` per micro-batch in flight), so a split may still run out of
-memory in ``pipe-v2`` (``gplace.place`` measures it and says so), or be refused where one would fit there.
+persistent memory plus, for a forward op (or one without a phase), its whole output bytes (:func:`stage_memory`).
+That static model leaves out ``pipe-v2``'s temporary memory and its micro-batched activations (``ceil(bytes / M)``
+per micro-batch in flight), so a split may still run out of memory in ``pipe-v2`` (``gplace.place`` measures it
+and says so), or be refused where one would fit there.
 
 A *unit* is a colocation group or a lone op. Units that may run on a stage device are put in pipeline order
 (:func:`pipeline_order`): a topological order of the units (edges inside a cycle of units, such as layers
@@ -37,10 +38,10 @@ import numpy as np
 from scipy.sparse import coo_array
 from scipy.sparse.csgraph import connected_components
 
-from gplace.baselines._common import PlacementInfeasibleError, Units, build_units, op_memory, unit_durations
+from gplace.baselines._common import PlacementInfeasibleError, Units, build_units, unit_durations
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.graph import csr
-from gplace.pipeline.simulator import UPDATE, check_microbatches
+from gplace.pipeline.simulator import FORWARD, UPDATE, check_microbatches
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,14 @@ def pipeline_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     fastest = np.where(allowed, graph.durations(cluster), np.inf).min(1)
     usable = int(allowed.any(0).sum())
     return float(max(fastest.sum() / usable, fastest.max()))
+
+
+def stage_memory(graph: OpGraph) -> np.ndarray:
+    """(N,) int64 bytes an op occupies on a stage device in the static model: its persistent memory plus, for a
+    forward op (or one without a phase), its whole output, the activations ``pipe-v2`` holds until their backward
+    (a backward or update op's output is short-lived there)."""
+    forward = graph.phase_codes() == FORWARD
+    return graph.persistent_memory + np.where(forward, graph.output_bytes, 0)
 
 
 def check_kind(kind: object) -> str | None:
@@ -213,7 +222,7 @@ class StageProblem:
         allowed = self.units.allowed[:, self.devices]
         piped = allowed.any(1)
         memory = np.zeros(self.units.num_units, dtype=np.int64)
-        np.add.at(memory, self.units.unit_of, op_memory(graph))
+        np.add.at(memory, self.units.unit_of, stage_memory(graph))
         self.fixed_device = self._fixed_devices(piped, memory)
         order = pipeline_order(graph, self.units)
         self.order = order[piped[order]]
@@ -278,8 +287,8 @@ class StageProblem:
                 op = self.first_op(u)
                 raise PlacementInfeasibleError(
                     f"op {op!r} (with its colocation group), which no stage device may run, needs {int(memory[u])} "
-                    f"bytes (persistent + output) and fits none of its devices beside the ops placed there before it "
-                    f"(free bytes: {dict(zip(self.cluster.device_names, free.tolist(), strict=True))})")
+                    f"bytes (persistent + forward outputs) and fits none of its devices beside the ops placed there "
+                    f"before it (free bytes: {dict(zip(self.cluster.device_names, free.tolist(), strict=True))})")
             device[u] = room[0]
             free[room[0]] -= memory[u]
         return device
