@@ -174,4 +174,4 @@ class PPOTrainer(PPOSettings):
             returns (K,) float64.
         """
         return batch_advantage(rollout.reward, baseline, normalize=self.normalize_advantage,
-                               best_only=self.risk_seeking is not None)
+                               best_only=self.risk_seeking is not None, ran=rollout.ok)

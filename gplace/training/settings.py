@@ -25,7 +25,9 @@ class LoopSettings:
     samples_per_update: int = 8
     """K placements sampled per update."""
     lr: float = 1e-3
-    """Adam learning rate."""
+    """Adam learning rate. Adam's first step moves every weight by about ``lr`` whatever ``grad_clip``: 1e-2 took
+    the seq2seq policy's entropy on the default graph from 137 to 86 in one REINFORCE update (to 12 under PPO),
+    and a 729-placement toy's sampling to 2 distinct placements."""
     entropy_coef: float = 1e-2
     """Weight of the entropy bonus."""
     grad_clip: float = 1.0

@@ -97,7 +97,7 @@ class ReinforceTrainer(SearchSettings):
                 # update
                 terms = reinforce_loss(log_prob, reward, b, entropy,
                                        entropy_coef=self.entropy_coef, normalize_advantage=self.normalize_advantage,
-                                       best_only=self.risk_seeking is not None)
+                                       best_only=self.risk_seeking is not None, ran=rollout.ok)
                 target = run.imitation_target(placer) if self.self_imitation else None
                 if target is not None:  # maximum likelihood on the best placement so far
                     terms["loss_self_imitation"] = -self.self_imitation * placer.evaluate(target[None])[0][0]

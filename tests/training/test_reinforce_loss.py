@@ -83,3 +83,28 @@ def test_normalised_advantages_of_equal_rewards_stay_unscaled():
         assert batch_advantage(reward, -1.01, normalize=True).tolist() == pytest.approx([0.01] * 8, abs=2e-7)
     spread = torch.tensor([-1.0, -1.001], dtype=torch.float64)
     assert batch_advantage(spread, -1.0005, normalize=True).tolist() == pytest.approx([0.7071, -0.7071], abs=1e-3)
+
+
+def test_a_failure_does_not_shrink_the_risk_seeking_advantages():
+    """The spread is of the samples that ran: one out-of-memory sample (penalty reward -10) had divided the kept
+    samples' advantages by its size (28x smaller), though it gets none itself."""
+    times = torch.tensor([1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0], dtype=torch.float64)
+    failed = times.clone()
+    failed[-1] = 100.0  # the penalty step time
+    ran = torch.tensor([True] * 7 + [False])
+    advantages = []
+    for step_time, ok in ((times, None), (failed, ran)):
+        reward = step_time_reward(step_time)
+        kept = batch_advantage(reward, risk_seeking_baseline(reward, 0.25), normalize=True, best_only=True, ran=ok)
+        advantages.append(kept[:2])
+    spread_clean = (step_time_reward(times) - 0).std()
+    spread_ran = step_time_reward(times[:7]).std()
+    torch.testing.assert_close(advantages[1], advantages[0] * spread_clean / spread_ran)
+    assert float(advantages[1][0]) > 0.5 * float(advantages[0][0])
+
+
+def test_without_best_only_a_failure_keeps_its_full_weight():
+    reward = step_time_reward(torch.tensor([1.0, 2.0, 100.0], dtype=torch.float64))
+    ran = torch.tensor([True, True, False])
+    torch.testing.assert_close(batch_advantage(reward, -2.0, normalize=True, ran=ran),
+                               batch_advantage(reward, -2.0, normalize=True))
