@@ -46,6 +46,7 @@ LEARNED = {
     "learned": ("LSTMEncoder", "Seq2SeqPolicy"), "seq2seq": ("LSTMEncoder", "Seq2SeqPolicy"),
     "gdp": ("GNNEncoder", "GDPPolicy"), "device_aware": ("GNNEncoder", "DeviceAwarePolicy"),
     "list_scheduling": ("GNNEncoder", "ListSchedulingPolicy"), "mlp": ("GNNEncoder", "MLPPolicy"),
+    "superposition": ("GNNEncoder", "SuperpositionPolicy"),
 }
 """Method names that train a policy on the graph -> (encoder, policy) classes of :mod:`gplace.encoders` and
 :mod:`gplace.policies`, built with their defaults: ``"learned"`` is the paper's (an LSTM encoder and the seq2seq

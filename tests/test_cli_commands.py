@@ -164,7 +164,7 @@ def test_place_with_an_unknown_method_is_one_line(files):
                                    "['heft', 'm_etf', 'm_sct', 'm_topo', 'metis', 'random', 'round_robin', 'single'],"
                                    " a pipeline placer ['gpipe', 'ideal_dp', 'ilp', 'local_search', 'pipedream'], a "
                                    "learned method ['device_aware', 'gdp', 'learned', 'list_scheduling', 'mlp', "
-                                   "'seq2seq'], 'pretrained', or the path of a policy file")
+                                   "'seq2seq', 'superposition'], 'pretrained', or the path of a policy file")
 
 
 def test_place_refuses_a_training_runs_directory_and_keeps_its_results(files):

@@ -63,7 +63,7 @@ def test_learned_with_a_sample_budget_is_deterministic_for_a_seed(problem):
     assert runs[0].train.samples == 16  # 2 updates of 8 samples
 
 
-@pytest.mark.parametrize("method", ["gdp", "device_aware", "list_scheduling"])
+@pytest.mark.parametrize("method", ["gdp", "device_aware", "list_scheduling", "superposition"])
 def test_other_learned_methods_train_their_policy(problem, method):
     graph, cluster = problem
     report = gplace.place(graph, cluster, method=method, budget="8 samples", seed=0, max_groups=8)

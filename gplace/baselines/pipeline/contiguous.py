@@ -223,8 +223,10 @@ class IdealDPPartitioner(StagePlacer):
     B blocks has B + 1). The result is exact when no coarsening was needed (every graph up to ``max_ideals``
     ideals). The placer also runs the chain DP (:class:`PipeDreamPartitioner`, over up to ``chain_blocks``
     blocks of the same order, whose prefixes are ideals too) and GPipe's split (:class:`GPipePartitioner`, unit
-    by unit) and returns the split with the smallest bottleneck, so it is never behind either; past
-    ``chain_blocks`` units a finer contiguous split than the chain DP's may still be faster.
+    by unit) and returns the split with the smallest bottleneck, so it is never behind either in that model (a
+    steady state: ``pipe-v2``'s mini-batch time can rank them otherwise, most with few micro-batches;
+    ``docs/pipeline.md``); past ``chain_blocks`` units a finer contiguous split than the chain DP's may still
+    be faster.
 
     Raises:
         PlacementInfeasibleError: no contiguous split fits the stage devices' memory.
