@@ -35,8 +35,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
-    graph = instantiate(cfg.graph)
-    cluster = instantiate(cfg.cluster)
+    graph, cluster = _graph_and_cluster(cfg)
     fields = _sweep_fields(cfg.logger)
 
     def open_logger():  # once there is something to log: the run directory is this run's, its resume accepted
@@ -107,6 +106,21 @@ class _SearchOnly:
 
     def finish(self, exit_code: int | None = None) -> None:  # noqa: D102
         self.logger.finish(exit_code=exit_code)
+
+
+def _graph_and_cluster(cfg: DictConfig):
+    """``cfg.graph`` and ``cfg.cluster`` built; a ``_target_`` that returns no ``OpGraph`` (``Cluster``), such as
+    a graph's JSON dict, ends in one line naming it (it failed later in an AttributeError)."""
+    from gplace.ir import Cluster, OpGraph
+
+    built = []
+    for key, kind in (("graph", OpGraph), ("cluster", Cluster)):
+        made = instantiate(cfg[key])
+        if not isinstance(made, kind):
+            _fail(f"{key}._target_={cfg[key].get('_target_')} returned a {type(made).__name__}, not a gplace "
+                  f"{kind.__name__}")
+        built.append(made)
+    return tuple(built)
 
 
 def _objective_runtime(cfg: DictConfig):
@@ -184,15 +198,22 @@ def _same_graph_and_ops(doc, graph) -> bool:
 
 
 def _savable(node: DictConfig, key: str, **extra):
-    """Instantiate a module (a partial config ``key`` is called with ``extra``); built-in modules record their own
-    constructor arguments, and a user's module that records none gets the config's as its ``init_kwargs``, so
-    :func:`gplace.pretrained.save_policy` can rebuild either (a user's encoder failed to save after the search)."""
+    """Instantiate a module (a partial config ``key`` is called with those of ``extra`` it takes); built-in modules
+    record their own constructor arguments, and a user's module that records none gets the config's as its
+    ``init_kwargs``, so :func:`gplace.pretrained.save_policy` can rebuild either (a user's encoder failed to save
+    after the search). Anything but a torch module ends in one line: the job moves it to ``device`` and saves it."""
+    import torch
+
+    from gplace.bench.searches import accepted
     from gplace.configurable import Configurable
 
     module = instantiate(node)
-    partial = not hasattr(module, "parameters")
-    called = extra if partial else {}  # what the module was built with beside its config
+    partial = isinstance(module, functools.partial)
+    called = accepted(module, extra) if partial else {}  # what the module was built with beside its config
     built = _call_partial(module, key, **called) if partial else module
+    if not isinstance(built, torch.nn.Module):
+        _fail(f"{key}: {key}._target_={node.get('_target_')} built a {type(built).__name__}, not a torch.nn.Module, "
+              f"which gplace's command line needs (it moves the {key} to `device` and saves it in policy.pt)")
     if getattr(built, "init_kwargs", None) is None and not isinstance(built, Configurable):
         given = OmegaConf.to_container(node, resolve=True)
         built.init_kwargs = {**{k: v for k, v in given.items() if not k.startswith("_")}, **called}
@@ -347,8 +368,7 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         missing = sorted(OmegaConf.missing_keys(cfg))
     except InterpolationResolutionError as err:  # e.g. ${hydra.job.num}: a job's config reads ${hydra:job.num}
         first = str(err).splitlines()[0]
-        hint = " (Hydra's own values are read as ${hydra:job.num}, with a colon)" if "'hydra." in first else ""
-        _fail(f"{type(err).__name__}: {first}{hint}")
+        _fail(f"{type(err).__name__}: {first}{_interpolation_hint(first)}")
     if missing:
         _fail(f"missing value(s): {', '.join(missing)} (set them on the command line, e.g. {missing[0]}=...)")
     _check_top_keys(cfg, command)
@@ -381,6 +401,16 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
             _log_to_files(f"{type(err).__name__}: {err}")
             raise
         _interrupted(interrupt, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
+
+
+def _interpolation_hint(first: str) -> str:
+    """A hint for an interpolation that did not resolve (``first``: the first line of its error)."""
+    if "'hydra." in first:
+        return " (Hydra's own values are read as ${hydra:job.num}, with a colon)"
+    if "'encoder.hidden_size'" in first:
+        return (" (the policy configs read ${encoder.hidden_size}: set hidden_size in your encoder's config, its "
+                "class accepting a hidden_size argument, or set policy.state_size= to the encoder's width)")
+    return ""
 
 
 def _type_error_message(key: str, err: TypeError, target: str | None) -> str:
@@ -455,9 +485,8 @@ def _check_top_keys(cfg: DictConfig, command: str) -> None:
         return
     from hydra import compose
 
-    searchpath = [o for o in hydra_cfg.overrides.hydra if o.startswith("hydra.searchpath")]
     try:
-        known = {*compose(config_name=hydra_cfg.job.config_name, overrides=searchpath), "hydra"}
+        known = {*compose(config_name=hydra_cfg.job.config_name, overrides=_searchpath()), "hydra"}
     except HydraException:  # a primary config that composes only with overrides (a group left ???)
         return
     text = OmegaConf.to_yaml(cfg)  # unresolved: a key only interpolated elsewhere (+h=16 ... '${h}') is read
@@ -465,6 +494,15 @@ def _check_top_keys(cfg: DictConfig, command: str) -> None:
     if unknown:
         _fail(f"{_PROGRAMS.get(command, command)} reads no top-level setting {', '.join(unknown)} (given with +); "
               f"the settings of {hydra_cfg.job.config_name}.yaml: {', '.join(sorted(known))}")
+
+
+def _searchpath() -> list[str]:
+    """The command line's ``hydra.searchpath`` overrides (config folders of one's own), for the configs composed
+    inside a job (a bench's cases and learned searches) to find what the job's own config found; none outside a
+    Hydra job."""
+    if not HydraConfig.initialized():
+        return []
+    return [o for o in HydraConfig.get().overrides.hydra if o.lstrip("+").startswith("hydra.searchpath")]
 
 
 def _interpolated(key: str, text: str) -> bool:
@@ -807,12 +845,13 @@ def _check_cases(cases) -> list[list[str]]:
 
 
 def _compose_case(case: list[str], cfg: DictConfig) -> tuple[DictConfig, list[str]]:
-    """A case's main config, composed with the bench's search settings, and the overrides it was composed with."""
+    """A case's main config, composed with the bench's search settings and the command line's ``hydra.searchpath``,
+    and the overrides it was composed with."""
     from hydra import compose
 
     from gplace.bench.searches import search_overrides
 
-    overrides = [*case, *search_overrides(cfg.search)]
+    overrides = [*_searchpath(), *case, *search_overrides(cfg.search)]
     return compose(config_name="config", overrides=overrides), overrides
 
 
@@ -905,7 +944,8 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
     _import_modules(cfg.get("imports") or [])
-    graph, cluster, runtime = instantiate(cfg.graph), instantiate(cfg.cluster), _objective_runtime(cfg)
+    graph, cluster = _graph_and_cluster(cfg)
+    runtime = _objective_runtime(cfg)
     method = cfg.get("checkpoint") or cfg.method
     if cfg.get("checkpoint") and cfg.method != "pretrained":  # pretrained: the default, not a choice
         log.warning("method=%s is unused: checkpoint=%s places the graph", cfg.method, cfg.checkpoint)

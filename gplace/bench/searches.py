@@ -80,15 +80,31 @@ def prepare_search(name: str, overrides: Sequence[str], num_devices: Iterable[in
 
 
 def build_learner(c: Any, num_devices: int) -> tuple[Any, Any]:
-    """``c``'s encoder and policy (a ``_partial_`` policy sized for ``num_devices``), their initial weights drawn
-    from ``c.seed``: a search gives the same result whatever ran before it in the process."""
+    """``c``'s encoder and policy (a ``_partial_`` policy given ``num_devices`` where its constructor takes it), their
+    initial weights drawn from ``c.seed``: a search gives the same result whatever ran before it in the process."""
     import torch
     from hydra.utils import instantiate
 
     torch.manual_seed(c.seed)
     encoder = instantiate(c.encoder)
     policy = instantiate(c.policy)
-    return encoder, policy if isinstance(policy, torch.nn.Module) else policy(num_devices=num_devices)
+    return encoder, policy if isinstance(policy, torch.nn.Module) else policy(
+        **accepted(policy, {"num_devices": num_devices}))
+
+
+def accepted(partial: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Those of ``kwargs`` that the callable ``partial`` takes (a parameter of that name, or ``**kwargs``; all where
+    its signature cannot be read): a policy for any cluster takes no ``num_devices``."""
+    import inspect
+
+    try:
+        params = inspect.signature(partial).parameters.values()
+    except (TypeError, ValueError):
+        return dict(kwargs)
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return dict(kwargs)
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {k: v for k, v in kwargs.items() if k in names}
 
 
 def place_with(c: Any, graph: Any, cluster: Any, runtime: Any, *, warm_start: Any = None,

@@ -69,6 +69,10 @@ class TrainResult:
     that is not deterministic): :attr:`best_sample` looks for this time, not the new one (``-inf``: no sample found
     the result, a single-device placement that beat the search)."""
 
+    def __post_init__(self) -> None:
+        if self.sample_step_times is not None:  # a trainer of one's own may give a list
+            self.sample_step_times = np.asarray(self.sample_step_times, dtype=np.float64)
+
     @property
     def best_step_time(self) -> float:
         """Step time of the best placement."""
