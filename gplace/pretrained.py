@@ -212,15 +212,18 @@ def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clust
                     runtime: Runtime | None = None, max_groups: int | None = 256, seed: int = 0) -> Placement:
     """Place ``graph`` on ``cluster`` with a trained encoder and policy, without training.
 
-    With ``samples = 0`` this is the greedy (argmax) placement. Otherwise ``samples`` placements are drawn from
-    the policy and measured with ``runtime`` beside the greedy one, and the fastest is returned.
+    With ``samples = 0`` this is the greedy (argmax) placement. Otherwise up to ``samples`` distinct placements,
+    none the greedy one, are drawn from the policy and measured with ``runtime`` beside the greedy one, and the
+    fastest is returned. A draw that repeats a placement is dropped and drawn again at a higher temperature (doubled
+    each round, for up to 8 rounds), so a sharp policy still tries ``samples`` placements; fewer are measured only
+    where the graph has fewer or the rounds run out.
 
     Args:
         encoder: the trained encoder.
         policy: the trained policy; a device-aware one places on a cluster of any size.
         graph: the graph to place (need not have been seen in training).
         cluster: the devices.
-        samples: placements to sample and measure besides the greedy one (default: 0).
+        samples: distinct placements to sample and measure besides the greedy one (default: 0).
         runtime: measures the candidates (default: :class:`~gplace.runtime.Simulator`).
         max_groups: coarsen the graph to at most this many groups, as in training; ``None``: no limit
             (default: 256).
@@ -238,10 +241,10 @@ def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clust
 
 def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, *, samples: int = 16,
                      runtime: Runtime | None = None, max_groups: int | None = 256, seed: int = 0) -> TrainResult:
-    """:func:`place_zero_shot` reported as a search: its result, the ``samples`` sampled placements as its sample
-    count (the greedy one is measured too but not counted, as a learned search's greedy decode), and their step
-    times in the order drawn (``inf`` where one failed), so :attr:`~gplace.training.TrainResult.best_sample` says
-    which sample found the result (``None``: the greedy one).
+    """:func:`place_zero_shot` reported as a search: its result, the distinct sampled placements it measured (up to
+    ``samples``) as its sample count (the greedy one is measured too but not counted, as a learned search's greedy
+    decode), and their step times in the order drawn (``inf`` where one failed), so
+    :attr:`~gplace.training.TrainResult.best_sample` says which sample found the result (``None``: the greedy one).
 
     Raises:
         ValueError: as :func:`place_zero_shot`.
@@ -257,8 +260,9 @@ def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clus
 
 def _zero_shot_candidates(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, samples: int,
                           max_groups: int | None, seed: int, runtime: Runtime | None) -> list[Placement]:
-    """The greedy placement, then ``samples`` drawn ones (seeded by ``seed``), on the groups a search measured by
-    ``runtime`` trains on (:func:`~gplace.placer.merge_for`)."""
+    """The greedy placement, then up to ``samples`` distinct drawn ones (seeded by ``seed``; see
+    :func:`_distinct_samples`), on the groups a search measured by ``runtime`` trains on
+    (:func:`~gplace.placer.merge_for`)."""
     from gplace.placer import PolicyPlacer, merge_for
 
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
@@ -266,10 +270,47 @@ def _zero_shot_candidates(encoder: nn.Module, policy: nn.Module, graph: OpGraph,
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups, merge_consumers=merge_for(runtime))
     candidates = [placer.greedy()]
     if samples:
-        with torch.no_grad():
-            drawn = placer.sample(samples, generator=torch.Generator().manual_seed(seed))
-        candidates += [Placement.for_graph(graph, d) for d in drawn.devices]
+        candidates += _distinct_samples(placer, graph, samples, seed, candidates[0])
     return candidates
+
+
+_REDRAW_ROUNDS = 8  # redraws of the samples that repeated a placement, each at twice the temperature before
+
+
+def _distinct_samples(placer: nn.Module, graph: OpGraph, samples: int, seed: int,
+                      greedy: Placement) -> list[Placement]:
+    """Up to ``samples`` placements drawn by ``placer``, none equal to another or to ``greedy``, in the order drawn.
+
+    The first draw is ``samples`` at the policy's temperature, as a plain draw; a repeat is dropped and the missing
+    ones drawn again, up to :data:`_REDRAW_ROUNDS` times, at double the temperature each round (the policy's
+    ``temperature``, restored after; a policy without one redraws at its own). Fewer come back where the graph has
+    fewer placements or the rounds run out.
+    """
+    generator, policy = torch.Generator().manual_seed(seed), placer.policy
+    seen, kept = {_key(greedy.devices)}, []
+    original = getattr(policy, "temperature", None)
+    tempered = isinstance(original, int | float) and not isinstance(original, bool)
+    try:
+        for round_ in range(_REDRAW_ROUNDS + 1):
+            if round_ and tempered:
+                policy.temperature = original * 2**round_
+            with torch.no_grad():
+                drawn = placer.sample(samples - len(kept), generator=generator)
+            for devices in drawn.devices:
+                if _key(devices) not in seen:
+                    seen.add(_key(devices))
+                    kept.append(Placement.for_graph(graph, devices))
+            if len(kept) == samples:
+                break
+    finally:
+        if tempered:
+            policy.temperature = original
+    return kept
+
+
+def _key(devices: Any) -> bytes:
+    """A hashable key of a placement's device indices."""
+    return np.asarray(devices, dtype=np.int64).tobytes()
 
 
 def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str | Path, *, samples: int = 16,
@@ -277,13 +318,13 @@ def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str
     """Place a new graph in seconds with a policy file written by :func:`save_policy`.
 
     Loads the policy, then :func:`place_zero_shot` with the ``max_groups`` recorded in the file's ``meta``
-    (256 if absent): the fastest of the greedy placement and ``samples`` sampled ones.
+    (256 if absent): the fastest of the greedy placement and up to ``samples`` distinct sampled ones.
 
     Args:
         graph: the graph to place.
         cluster: the devices.
         checkpoint_path: the policy file.
-        samples: placements to sample and measure besides the greedy one; 0 for the greedy one only
+        samples: distinct placements to sample and measure besides the greedy one; 0 for the greedy one only
             (default: 16).
         runtime: measures the candidates (default: :class:`~gplace.runtime.Simulator`).
 

@@ -198,9 +198,9 @@ def test_a_method_that_is_not_a_name_or_path_is_named(problem, method):
 
 
 def test_a_policy_file_never_places_slower_than_one_device(tmp_path):
-    """An untrained policy that puts a chain on the slow CPU (its greedy placement; its samples split the chain
-    over a slow link): gplace.place measures every single-device placement anyway and returns the fastest where
-    it beats the policy's best, as the learned searches do."""
+    """An untrained policy that puts a chain (one group) on the slow CPU, its greedy placement, measured alone:
+    gplace.place measures every single-device placement anyway and returns the fastest where it beats the
+    policy's best, as the learned searches do."""
     import torch
 
     from gplace.ir import Cluster, Device, Edge, Op, OpGraph
@@ -215,8 +215,8 @@ def test_a_policy_file_never_places_slower_than_one_device(tmp_path):
     graph = OpGraph.from_ops(ops, [Edge(f"a{i}", f"a{i + 1}") for i in range(11)], name="chain")
     cluster = Cluster.build([Device("/GPU:0", "gpu"), Device("/CPU:0", "cpu")], default_bandwidth=1e6)
     sim = Simulator()
-    own = sim.measure(graph, cluster, place_zero_shot(encoder, policy, graph, cluster, samples=8, runtime=sim))
-    report = gplace.place(graph, cluster, method=str(path), budget="8 samples", runtime=sim)
+    own = sim.measure(graph, cluster, place_zero_shot(encoder, policy, graph, cluster, samples=0, runtime=sim))
+    report = gplace.place(graph, cluster, method=str(path), budget="0 samples", runtime=sim)
     gpu = report.baselines["/GPU:0"].step_time
     assert own.step_time > 10 * gpu  # the policy's own best is far behind the GPU alone
     assert report.measurement.step_time == gpu and list(report.placement.devices) == [0] * 12
