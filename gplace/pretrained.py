@@ -282,14 +282,16 @@ def _distinct_samples(placer: nn.Module, graph: OpGraph, samples: int, seed: int
     """Up to ``samples`` placements drawn by ``placer``, none equal to another or to ``greedy``, in the order drawn.
 
     The first draw is ``samples`` at the policy's temperature, as a plain draw; a repeat is dropped and the missing
-    ones drawn again, up to :data:`_REDRAW_ROUNDS` times, at double the temperature each round (the policy's
-    ``temperature``, restored after; a policy without one redraws at its own). Fewer come back where the graph has
-    fewer placements or the rounds run out.
+    ones drawn again, up to :data:`_REDRAW_ROUNDS` times, at double the temperature each round (the
+    ``temperature`` of gplace's policies, :class:`~gplace.policies.base.Tempered`, restored after; another policy
+    redraws at its own). Fewer come back where the graph has fewer placements or the rounds run out.
     """
+    from gplace.policies.base import Tempered
+
     generator, policy = torch.Generator().manual_seed(seed), placer.policy
     seen, kept = {_key(greedy.devices)}, []
-    original = getattr(policy, "temperature", None)
-    tempered = isinstance(original, int | float) and not isinstance(original, bool)
+    tempered = isinstance(policy, Tempered)  # one of one's own may mean another thing by the name, or refuse it
+    original = policy.temperature if tempered else None
     try:
         for round_ in range(_REDRAW_ROUNDS + 1):
             if round_ and tempered:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 import gplace
+from gplace.encoders import GNNEncoder
+from gplace.interfaces import PolicyCapabilities
 from gplace.ir import Cluster, Device, Edge, Op, OpGraph
 from gplace.methods import pretrained_path
-from gplace.pretrained import load_policy, place_zero_shot, zero_shot_search
+from gplace.policies.base import PolicyOutput
+from gplace.pretrained import build, load_policy, place_zero_shot, zero_shot_search
 from gplace.runtime import Simulator
 from gplace.testing import chain
 
@@ -84,3 +88,39 @@ def test_the_same_seed_gives_the_same_candidates_and_the_temperature_is_restored
     assert runs[0].measured == runs[1].measured
     assert results[0].best_placement.devices.tolist() == results[1].best_placement.devices.tolist()
     assert policy.temperature == before
+
+
+class FirstDevicePolicy(torch.nn.Module):
+    """A policy of one's own that always picks device 0, with a read-only ``temperature`` of its own meaning."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+
+    @property
+    def temperature(self) -> float:
+        return 1.0
+
+    @property
+    def capabilities(self) -> PolicyCapabilities:
+        return PolicyCapabilities(num_devices=2)
+
+    def sample(self, states, allowed, num_samples, generator=None, **inputs) -> PolicyOutput:
+        zeros = torch.zeros(num_samples, dtype=states.dtype) + 0 * self.weight.sum()
+        return PolicyOutput(torch.zeros(num_samples, states.shape[0], dtype=torch.int64), zeros, zeros)
+
+    def greedy(self, states, allowed, **inputs) -> torch.Tensor:
+        return torch.zeros(states.shape[0], dtype=torch.int64)
+
+    def evaluate(self, states, allowed, devices, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
+        zeros = torch.zeros(devices.shape[0], dtype=states.dtype) + 0 * self.weight.sum()
+        return zeros, zeros
+
+
+def test_a_policy_of_ones_own_is_redrawn_at_its_own_temperature():
+    """Only gplace's policies are tempered: setting a read-only ``temperature`` raised AttributeError."""
+    encoder = build(GNNEncoder, conv="sage", hidden_size=8, num_layers=1)
+    graph = chain((1.0, 1.0, 1.0))
+    cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, 10**12) for i in range(2)], default_bandwidth=1e6)
+    result = zero_shot_search(encoder, FirstDevicePolicy(), graph, cluster, samples=4, runtime=Simulator())
+    assert result.samples == 0 and list(result.best_placement.devices) == [0, 0, 0]

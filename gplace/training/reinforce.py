@@ -39,9 +39,9 @@ def batch_advantage(reward: torch.Tensor, baseline: float, *, normalize: bool = 
     """
     out = reward.detach() - baseline
     if normalize and out.numel() > 1:
-        spread_of = out[ran] if best_only and ran is not None and int(ran.sum()) > 1 else out
-        spread = spread_of.std()
-        if spread > EQUAL_REWARDS * reward.detach().abs().max():
+        among = ran if best_only and ran is not None and int(ran.sum()) > 1 else torch.ones_like(out, dtype=torch.bool)
+        spread = out[among].std()
+        if spread > EQUAL_REWARDS * reward.detach()[among].abs().max():
             out = out / (spread + 1e-8)
     return out.clamp(min=0.0) if best_only else out
 
