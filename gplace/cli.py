@@ -485,8 +485,10 @@ def _check_top_keys(cfg: DictConfig, command: str) -> None:
         return
     from hydra import compose
 
+    from gplace.bench.searches import searchpath_overrides
+
     try:
-        known = {*compose(config_name=hydra_cfg.job.config_name, overrides=_searchpath()), "hydra"}
+        known = {*compose(config_name=hydra_cfg.job.config_name, overrides=searchpath_overrides()), "hydra"}
     except HydraException:  # a primary config that composes only with overrides (a group left ???)
         return
     text = OmegaConf.to_yaml(cfg)  # unresolved: a key only interpolated elsewhere (+h=16 ... '${h}') is read
@@ -494,15 +496,6 @@ def _check_top_keys(cfg: DictConfig, command: str) -> None:
     if unknown:
         _fail(f"{_PROGRAMS.get(command, command)} reads no top-level setting {', '.join(unknown)} (given with +); "
               f"the settings of {hydra_cfg.job.config_name}.yaml: {', '.join(sorted(known))}")
-
-
-def _searchpath() -> list[str]:
-    """The command line's ``hydra.searchpath`` overrides (config folders of one's own), for the configs composed
-    inside a job (a bench's cases and learned searches) to find what the job's own config found; none outside a
-    Hydra job."""
-    if not HydraConfig.initialized():
-        return []
-    return [o for o in HydraConfig.get().overrides.hydra if o.lstrip("+").startswith("hydra.searchpath")]
 
 
 def _interpolated(key: str, text: str) -> bool:
@@ -849,9 +842,9 @@ def _compose_case(case: list[str], cfg: DictConfig) -> tuple[DictConfig, list[st
     and the overrides it was composed with."""
     from hydra import compose
 
-    from gplace.bench.searches import search_overrides
+    from gplace.bench.searches import search_overrides, searchpath_overrides
 
-    overrides = [*_searchpath(), *case, *search_overrides(cfg.search)]
+    overrides = [*searchpath_overrides(), *case, *search_overrides(cfg.search)]
     return compose(config_name="config", overrides=overrides), overrides
 
 

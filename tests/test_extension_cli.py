@@ -130,3 +130,24 @@ def test_a_graph_or_cluster_target_returning_another_type_is_refused_naming_it(c
     run = cli.place_with_policy if command == "place" else cli.run
     cfg = _config(command, *overrides)
     assert message in _refused(capsys, lambda: run(cfg, tmp_path / "run"))
+
+
+@pytest.mark.slow
+def test_the_pipeline_bench_composes_its_searches_with_the_command_lines_searchpath(tmp_path):
+    """Its learned searches were composed without it: 'Could not find encoder/mine'."""
+    conf = tmp_path / "myconf" / "encoder"
+    conf.mkdir(parents=True)
+    (conf / "mine.yaml").write_text("defaults:\n  - gnn\n  - _self_\nhidden_size: 8\n")
+    args = [sys.executable, "-m", "gplace", "bench", "--config-name", "bench_pipeline",
+            f"hydra.searchpath=[file://{tmp_path / 'myconf'}]", f"out_dir={tmp_path / 'out'}",
+            f"hydra.run.dir={tmp_path / 'h'}", "~graphs",
+            "+graphs={c: {_target_: gplace.testing.chain, costs: [1, 2]}}",
+            "~clusters", "+clusters={two: {_target_: gplace.testing.uniform_cluster, num_devices: 2}}", "~placers",
+            "+placers={single_gpu: {_target_: gplace.baselines.SingleDevice, kind: gpu}}", "~learned",
+            "+learned={mine: {overrides: ['encoder=mine','policy=list_scheduling']}}", "search.graphs=[c]",
+            "search.clusters=[two]", "search.updates=1", "targets.cluster=two", "targets.profiles=[c]",
+            "microbatches=[4]", "search.microbatches=[4]", "schedules=[gpipe]", "search.schedules=[gpipe]"]
+    env = {**os.environ, "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0"}
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| mine" in (tmp_path / "out" / "PIPELINE.md").read_text()

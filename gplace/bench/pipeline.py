@@ -640,10 +640,11 @@ def _check_names(cfg: Any) -> None:
 def _learned_searches(cfg: Any, clusters: Mapping[str, Cluster]) -> dict[str, Search]:
     """``cfg.learned``'s searches, each built once for the clusters it searches on (a config error stops the
     bench here, before any placer runs)."""
-    from gplace.bench.searches import prepare_search, search_overrides
+    from gplace.bench.searches import prepare_search, search_overrides, searchpath_overrides
 
     sizes = [c.num_devices for key, c in clusters.items() if key in cfg.search.clusters]
-    return {name: _learned_search(prepare_search(name, [*search_overrides(cfg.search), *spec.overrides], sizes))
+    common = [*searchpath_overrides(), *search_overrides(cfg.search)]
+    return {name: _learned_search(prepare_search(name, [*common, *spec.overrides], sizes))
             for name, spec in cfg.learned.items()}
 
 

@@ -79,6 +79,17 @@ def prepare_search(name: str, overrides: Sequence[str], num_devices: Iterable[in
     return c
 
 
+def searchpath_overrides() -> list[str]:
+    """The command line's ``hydra.searchpath`` overrides (config folders of one's own), for the configs composed
+    inside a job (a bench's cases and learned searches) to find what the job's own config found; none outside a
+    Hydra job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    return [o for o in HydraConfig.get().overrides.hydra if o.lstrip("+").startswith("hydra.searchpath")]
+
+
 def build_learner(c: Any, num_devices: int) -> tuple[Any, Any]:
     """``c``'s encoder and policy (a ``_partial_`` policy given ``num_devices`` where its constructor takes it), their
     initial weights drawn from ``c.seed``: a search gives the same result whatever ran before it in the process."""
