@@ -161,7 +161,13 @@ class PipeDreamPartitioner(StagePlacer):
 
     def stages(self, problem: StageProblem) -> np.ndarray:
         blocks = problem.blocks(self.max_blocks)
-        return problem.unit_stages(blocks, chain_partition(blocks, problem.capacity))
+        try:
+            return problem.unit_stages(blocks, chain_partition(blocks, problem.capacity))
+        except PlacementInfeasibleError as err:  # the totals say more than the capacities alone, as the DP's
+            shortfall = problem.memory_shortfall()
+            if shortfall is None:
+                raise
+            raise PlacementInfeasibleError(f"no split fits the stage devices' memory: {shortfall}") from err
 
 
 def chain_partition(blocks: Blocks, capacity: np.ndarray) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gplace.baselines import PlacementInfeasibleError
-from gplace.baselines.pipeline import IdealDPPartitioner, PipelineILPPlacer
+from gplace.baselines.pipeline import IdealDPPartitioner, PipeDreamPartitioner, PipelineILPPlacer
 from gplace.ir import Cluster, Device, Edge, Op, OpGraph
 from gplace.testing import MB
 
@@ -29,3 +29,13 @@ def test_the_ilp_names_memory_when_no_packing_fits() -> None:
     """It gave HiGHS's status line alone where neither one unit nor the total was too large."""
     with pytest.raises(PlacementInfeasibleError, match=r"memory: no assignment of the 3 units \(18,000,000 bytes"):
         PipelineILPPlacer(microbatches=4).place(*_packing())
+
+
+def test_pipedream_names_the_total_memory_when_it_is_short():
+    """It gave the capacities alone ('no contiguous split of 3 blocks into 2 stages fits ...'), where GPipe and the
+    exact DP give the ops' bytes in all."""
+    graph = OpGraph.from_ops([Op(f"l{i}", "L", 1.0, persistent_memory=8 * MB) for i in range(3)],
+                             [Edge("l0", "l1"), Edge("l1", "l2")], name="big")
+    cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, 10 * MB) for i in range(2)], default_bandwidth=1e9)
+    with pytest.raises(PlacementInfeasibleError, match=r"the ops need 24,000,000 bytes in all"):
+        PipeDreamPartitioner(microbatches=4).place(graph, cluster)

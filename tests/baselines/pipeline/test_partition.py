@@ -127,6 +127,11 @@ def test_ilp_names_the_sizes_when_too_large() -> None:
         PipelineILPPlacer(max_variables=100).place(graph, testing.uniform_cluster(4))
 
 
+def test_the_ilp_stops_by_default_within_a_placers_time_target() -> None:
+    """HiGHS's limit was 30 s: a 200-op graph of 3,777 variables blocked gplace.place for 30 s (target: 10 s)."""
+    assert PipelineILPPlacer().time_limit <= 10
+
+
 @pytest.mark.parametrize("placer", [*CONTIGUOUS, PipelineILPPlacer], ids=lambda p: p.name)
 def test_pins_colocation_and_memory_are_respected(placer) -> None:
     ops = [Op(f"o{i}", "MatMul", 1.0, persistent_memory=40, colocation="g" if i in (1, 5) else None)
