@@ -190,8 +190,11 @@ def place(
                 result = _learned_result(graph, cluster, encoder, policy, runtime, trainer, max_groups, run_dir,
                                          logger, warm_start, split_groups, baselines)
             else:
-                result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
-                if path is not None:  # a policy's search, as the learned ones: never behind a placement measured here
+                if path is None:
+                    result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
+                else:  # a policy's search, as the learned ones: never behind a placement measured here
+                    result = _ran_or_failed(lambda: _place_once(graph, cluster, placer, path, runtime, budget,
+                                                                seed or 0), graph, baselines)
                     result = _searched(result, baselines, graph, cluster, runtime)
             report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines,
                                      result, _method_name(method))
@@ -208,18 +211,26 @@ def _learned_result(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module, 
                     baselines: dict[str, Measurement]) -> TrainResult:
     """The learned search's result as reported (:func:`_searched`): the fastest single-device placement where the
     search measured none that ran (none of them ran either: :class:`PlacementInfeasibleError`)."""
+    result = _ran_or_failed(lambda: _learn(graph, cluster, encoder, policy, runtime, trainer, max_groups, run_dir,
+                                           logger, warm_start, split_groups), graph, baselines)
+    result = _no_worse_than(result, warm_start, graph, cluster, runtime)
+    return _searched(result, baselines, graph, cluster, runtime)
+
+
+def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph,
+                   baselines: dict[str, Measurement]) -> TrainResult:
+    """``search()``'s result; where it measured no placement that ran, a failed result (its samples, seconds and
+    history where it kept them) that :func:`_searched` replaces by the fastest single-device placement, unless
+    none of those ran either (:class:`PlacementInfeasibleError`)."""
     try:
-        result = _learn(graph, cluster, encoder, policy, runtime, trainer, max_groups, run_dir, logger, warm_start,
-                        split_groups)
+        return search()
     except PlacementInfeasibleError as err:
         if not any(m.ok for m in baselines.values()):
             raise PlacementInfeasibleError(f"{err}; {_why_nothing_ran(baselines)}") from None
         log.warning("the search measured no placement that ran; returning the fastest single-device one")
-        result = getattr(err, "result", None) or TrainResult(  # the search's samples, seconds and history
+        return getattr(err, "result", None) or TrainResult(
             Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
             Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
-    result = _no_worse_than(result, warm_start, graph, cluster, runtime)
-    return _searched(result, baselines, graph, cluster, runtime)
 
 
 @contextlib.contextmanager

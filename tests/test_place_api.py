@@ -510,3 +510,24 @@ def test_a_trainable_placer_as_method_is_named_by_its_type_with_how_to_use_it(pr
                                         r"ReinforceTrainer\(\)\.fit\(.*placer\.place\(graph, cluster\)") as err:
         gplace.place(graph, cluster, method=placer)
     assert "\n" not in str(err.value) and "LearnedGrouper(" not in str(err.value)
+
+
+def test_a_policy_file_whose_candidates_all_fail_returns_a_single_device_that_runs(tmp_path):
+    """The untrained policy puts the chain (one group) on a CPU too small for it: zero_shot_search raised
+    PlacementInfeasibleError although the GPU alone holds it (a learned search fell back to it already)."""
+    import torch
+
+    from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+    from gplace.policies import MLPPolicy
+    from gplace.pretrained import build, save_policy
+
+    torch.manual_seed(3)  # the seed whose untrained greedy placement is all on the CPU (the test above)
+    encoder = build(GNNEncoder, conv="sage", hidden_size=16, num_layers=2)
+    policy = build(MLPPolicy, num_devices=2, hidden_size=16, state_size=16)
+    path = save_policy(tmp_path / "untrained.pt", encoder, policy)
+    ops = [Op(f"a{i}", "MatMul", 1e-3, kind_cost={"cpu": 0.1}, persistent_memory=10**6) for i in range(12)]
+    graph = OpGraph.from_ops(ops, [Edge(f"a{i}", f"a{i + 1}") for i in range(11)], name="chain")
+    cluster = Cluster.build([Device("/GPU:0", "gpu", memory=10**9), Device("/CPU:0", "cpu", memory=10**6)],
+                            default_bandwidth=1e6)
+    report = gplace.place(graph, cluster, method=str(path), budget="0 samples", runtime=Simulator())
+    assert report.measurement.ok and list(report.placement.devices) == [0] * 12
