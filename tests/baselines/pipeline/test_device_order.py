@@ -9,6 +9,7 @@ import pytest
 from gplace.baselines.pipeline import GPipePartitioner, IdealDPPartitioner, PipeDreamPartitioner, StageProblem
 from gplace.ir import Cluster, Device, Edge, Link, Op, OpGraph
 from gplace.pipeline import PipelineSimulator
+from gplace.testing import MB
 
 
 def _chain(costs: list[float]) -> OpGraph:
@@ -48,3 +49,19 @@ def test_gpipe_gives_a_faster_device_a_larger_share() -> None:
     """Four equal layers on GPUs of speed 1 and 3: three on the fast one (two each: 6.0 s against 3.4 s)."""
     graph, cluster = _chain([1.0] * 4), _gpus(1.0, 3.0)
     assert GPipePartitioner(microbatches=8).place(graph, cluster).devices.tolist() == [0, 1, 1, 1]
+
+
+@pytest.mark.parametrize("placer", [IdealDPPartitioner(microbatches=8), PipeDreamPartitioner(microbatches=8)])
+def test_devices_of_one_speed_and_several_memory_sizes_in_any_listing(placer) -> None:
+    """Three equal layers, the first of 6 MB, on GPUs of 10, 3 and 3 MB: listed (3, 10, 3), the index order and its
+    reverse put the 6 MB layer second, so two layers shared a GPU (twice the time); the larger memory first is
+    tried too now."""
+    ops = [Op(f"l{i}", "T", 1.0, output_bytes=1000, persistent_memory=m * MB) for i, m in enumerate((6, 2, 2))]
+    graph = OpGraph.from_ops(ops, [Edge("l0", "l1"), Edge("l1", "l2")], name="chain")
+    times = []
+    for memory in ((10, 3, 3), (3, 10, 3)):
+        cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, m * MB) for i, m in enumerate(memory)],
+                                default_bandwidth=1e9, name="mem")
+        placement = placer.place(graph, cluster)
+        times.append(PipelineSimulator(8).measure(graph, cluster, placement).step_time)
+    assert times[1] == pytest.approx(times[0])
