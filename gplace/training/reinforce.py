@@ -31,15 +31,19 @@ def batch_advantage(reward: torch.Tensor, baseline: float, *, normalize: bool = 
         best_only: samples below ``baseline`` get no advantage: with :func:`risk_seeking_baseline` as the
             baseline, the risk-seeking advantage (default: False).
         ran: which samples ran (not out of memory, not failed); with ``normalize`` and ``best_only``, the spread
-            is of these where at least two ran: a failure's penalty reward, which gets no advantage there, had
-            shrunk the kept samples' by its size (28x for one out-of-memory sample in 8) (default: all).
+            is of these where at least two ran and the baseline is not below all of them: a failure's penalty
+            reward, which gets no advantage there, had shrunk the kept samples' by its size (28x for one
+            out-of-memory sample in 8); where fewer ran than the kept fraction the baseline is a penalty and the
+            spread of all samples its scale (that of two that ran gave advantages of 5,000) (default: all).
 
     Shapes:
         reward (K,), ran (K,) bool -> (K,), without gradient.
     """
     out = reward.detach() - baseline
     if normalize and out.numel() > 1:
-        among = ran if best_only and ran is not None and int(ran.sum()) > 1 else torch.ones_like(out, dtype=torch.bool)
+        among = torch.ones_like(out, dtype=torch.bool)
+        if best_only and ran is not None and int(ran.sum()) > 1 and float(out[ran].min()) <= 0.0:
+            among = ran  # the baseline lies among the samples that ran, so their spread is the scale
         spread = out[among].std()
         if spread > EQUAL_REWARDS * reward.detach()[among].abs().max():
             out = out / (spread + 1e-8)

@@ -108,3 +108,15 @@ def test_without_best_only_a_failure_keeps_its_full_weight():
     ran = torch.tensor([True, True, False])
     torch.testing.assert_close(batch_advantage(reward, -2.0, normalize=True, ran=ran),
                                batch_advantage(reward, -2.0, normalize=True))
+
+
+def test_risk_seeking_with_fewer_samples_ran_than_kept_keeps_the_penalty_scale():
+    """Two of eight ran (the baseline is the penalty's quantile): their spread, 0.0005 s apart, had scaled
+    advantages on the penalty's scale to 5,000."""
+    step_time = torch.tensor([0.198, 0.1985] + [10.0] * 6, dtype=torch.float64)
+    ran = torch.tensor([True, True] + [False] * 6)
+    reward = step_time_reward(step_time)
+    baseline = risk_seeking_baseline(reward, 0.25)
+    kept = batch_advantage(reward, baseline, normalize=True, best_only=True, ran=ran)
+    torch.testing.assert_close(kept, batch_advantage(reward, baseline, normalize=True, best_only=True))
+    assert float(kept.max()) < 10
