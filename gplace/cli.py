@@ -1029,10 +1029,11 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
             Budget.parse(given)
         except ValueError as err:
             _fail(f"budget={given!r}: {err}")
-    if method in baselines() or (method in pipeline_placers() and method != PIPELINE_SEARCH):
+    timed = method == "ilp" and given is not None and Budget.parse(given).seconds is not None  # HiGHS's limit
+    if method in baselines() or (method in pipeline_placers() and method != PIPELINE_SEARCH and not timed):
         if given is not None:
-            log.warning("budget=%s is unused: method %s takes no budget (learned searches, policy files and "
-                        "local_search do)", given, method)
+            log.warning("budget=%s is unused: method %s takes no budget (learned searches, policy files, "
+                        "local_search and, in seconds, ilp do)", given, method)
         return None
     if given is not None:
         return given

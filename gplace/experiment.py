@@ -94,8 +94,8 @@ def place(
             is never slower than every op on one device (the baselines measured in this call); a baseline's or
             pipeline placer's is its own.
         budget: seconds (``30``, ``"30s"``) or samples (``"500 samples"``) the search may use; for a policy file,
-            samples to draw beside the greedy placement (``"0 samples"``: the greedy one alone), never seconds
-            (default: the trainer's own settings; 16 samples).
+            samples to draw beside the greedy placement (``"0 samples"``: the greedy one alone), never seconds;
+            for ``"ilp"``, seconds for HiGHS (default: the trainer's own settings; 16 samples; the ILP's 10 s).
         seed: seeds the initial weights of the networks built here, the search and random baselines (default:
             the trainer's seed, so a call gives the same placement in every process).
         encoder: group encoder (default: ``method``'s, for ``"learned"`` :class:`~gplace.encoders.LSTMEncoder`).

@@ -126,6 +126,8 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) 
                          f"{getattr(runtime, 'id', type(runtime).__name__)!r} measures no micro-batches; pass a "
                          "pipeline runtime, e.g. runtime=PipelineSimulator(microbatches=16, schedule='1f1b') "
                          "(from the command line: objective=pipeline)")
+    if name == "ilp" and budget is not None and budget.seconds is not None:  # HiGHS's time limit
+        return classes[name](microbatches=microbatches, time_limit=budget.seconds)
     if name != PIPELINE_SEARCH:
         return classes[name](microbatches=microbatches)
     limits = {} if budget is None else {"time_limit": budget.seconds, "max_evaluations": budget.samples}

@@ -252,10 +252,18 @@ def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clus
     """
     started = time.monotonic()
     candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed, runtime)
-    best, measurements = _fastest(graph, cluster, candidates, runtime)
+    measurements = _measured(graph, cluster, candidates, runtime)
     times = np.array([m.step_time if m.ok else np.inf for m in measurements[1:]], dtype=np.float64)
-    return TrainResult(candidates[best], measurements[best], len(candidates) - 1, time.monotonic() - started,
-                       sample_step_times=times)
+    ran = [(m.step_time, i) for i, m in enumerate(measurements) if m.ok]
+    best = min(ran)[1] if ran else 0
+    result = TrainResult(candidates[best], measurements[best], len(candidates) - 1, time.monotonic() - started,
+                         sample_step_times=times)
+    if not ran:  # the samples and seconds go with the error, for a caller that falls back to one device
+        err = PlacementInfeasibleError(f"no placement of {graph.name!r} on {cluster.name!r} succeeded; the last "
+                                       f"failure: {measurements[-1].reason}")
+        err.result = result
+        raise err
+    return result
 
 
 def _zero_shot_candidates(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, samples: int,

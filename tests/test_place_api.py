@@ -531,3 +531,30 @@ def test_a_policy_file_whose_candidates_all_fail_returns_a_single_device_that_ru
                             default_bandwidth=1e6)
     report = gplace.place(graph, cluster, method=str(path), budget="0 samples", runtime=Simulator())
     assert report.measurement.ok and list(report.placement.devices) == [0] * 12
+    assert report.train.seconds > 0  # the search's own time, kept with its samples: the report said 0.0 s
+
+
+def test_a_failed_zero_shot_search_keeps_its_samples_with_the_error(tmp_path):
+    """Every candidate out of memory (one 6 MB op on 5 MB GPUs): the error carries the search's samples and
+    seconds, which the fallback to one device had reported as 0 samples in 0.0 s."""
+    from gplace.baselines import PlacementInfeasibleError
+    from gplace.ir import Cluster, Device, Op, OpGraph
+    from gplace.methods import pretrained_path
+    from gplace.pretrained import load_policy, zero_shot_search
+
+    graph = OpGraph.from_ops([Op("big", "T", 1.0, persistent_memory=6 * 10**6), Op("b", "T", 1.0)], [], name="g")
+    cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, 5 * 10**6) for i in range(2)], default_bandwidth=1e6)
+    encoder, policy, _ = load_policy(pretrained_path())
+    with pytest.raises(PlacementInfeasibleError) as caught:
+        zero_shot_search(encoder, policy, graph, cluster, samples=8, runtime=Simulator())
+    result = caught.value.result
+    assert result.samples == len(result.sample_step_times) == 3 and result.seconds > 0
+
+
+def test_the_ilp_takes_a_budget_in_seconds_as_its_time_limit():
+    """It was ignored: budget="2 s" ran HiGHS for its default limit."""
+    from gplace.methods import Budget, make_pipeline_placer
+    from gplace.pipeline import PipelineSimulator
+
+    placer = make_pipeline_placer("ilp", PipelineSimulator(4), Budget.parse("2 s"))
+    assert placer.time_limit == 2
