@@ -317,11 +317,12 @@ def _speedup(report) -> str:
 
 
 def _versus_one(report) -> str:
-    """``gplace place``'s comparison with the best single device: ``1.23x the best single device``, or that none
-    fits."""
+    """``gplace place``'s comparison with the best single device: ``speed-up over the best single device: 1.23x``
+    (as cli.log says; ``0.97x the best single device`` read as 97 % of its time, for a placement 3 % slower), or
+    that none fits."""
     if not any(m.ok for m in report.baselines.values()):
         return "no single device fits"
-    return f"{report.speedup:.2f}x the best single device"
+    return f"speed-up over the best single device: {report.speedup:.2f}x"
 
 
 def _time_label(runtime: str) -> str:
@@ -519,7 +520,9 @@ def _interrupted(err: KeyboardInterrupt, hint: str) -> NoReturn:
     """Ctrl-C or SIGTERM (:class:`Terminated`) ends in one line on stderr, ``hint`` after it, and exit status 130 or
     143, not a traceback."""
     terminated = isinstance(err, Terminated)
-    sys.stderr.write(f"gplace: {'terminated' if terminated else 'interrupted'}; {hint}\n")
+    line = f"{'terminated' if terminated else 'interrupted'}; {hint}"
+    sys.stderr.write(f"gplace: {line}\n")
+    _log_to_files(line, logging.WARNING)  # cli.log says how the job ended (it stopped at "placing ..." before)
     raise SystemExit(143 if terminated else 130) from None
 
 
@@ -1065,6 +1068,18 @@ def show(argv: list[str]) -> None:
         _fail(f"{type(err).__name__}: {err}")
 
 
+def _placement_file(path: Path) -> Path:
+    """``path``, or the ``placement.json`` of the run directory ``path`` (``IsADirectoryError`` before); a run
+    that wrote none ends in one line saying whether it stopped before the end (a checkpoint) or never ran."""
+    if not path.is_dir():
+        return path
+    if (path / "placement.json").is_file():
+        return path / "placement.json"
+    why = ("it stopped before the end (checkpoint.pt is there): run the same command with "
+           f"hydra.run.dir={path} to resume it" if (path / "checkpoint.pt").is_file() else "see its cli.log")
+    _fail(f"{path} is a run directory without a placement.json: {why}")
+
+
 def _show(args) -> None:
     from rich.table import Table
 
@@ -1073,7 +1088,7 @@ def _show(args) -> None:
     from gplace.ir.serialize import PLACEMENT_FORMAT
     from gplace.show import MODEL_KEY, SUMMARY_KEY, check_shown, device_summary, draw_placement
 
-    doc = load_json(args.placement)
+    doc = load_json(_placement_file(Path(args.placement)))
     if not isinstance(doc, dict) or doc.get("format") != PLACEMENT_FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         raise ValueError(f"{args.placement} is not a {PLACEMENT_FORMAT} file (format {found!r})")

@@ -443,7 +443,8 @@ def _why_nothing_ran(baselines: dict[str, Measurement]) -> str:
     reasons = [m.reason for m in baselines.values()]
     if not reasons or any("out of memory" in r for r in reasons):  # beside a device no op may run on, say
         return ("the search places groups of ops, which a tight memory may not pack: try warm_start='heft' (placed "
-                "op by op), with split_groups=True to search from it")
+                "op by op), with split_groups=True to search from it (gplace.place's arguments; from the command "
+                "line warm_start=heft)")
     return f"every single-device placement failed too (e.g. {reasons[0]}): the runtime ran none of them"
 
 

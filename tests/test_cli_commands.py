@@ -70,6 +70,22 @@ def test_show_errors_are_one_line(files):
     assert "Traceback" not in proc.stderr
 
 
+def test_show_reads_a_run_directory_and_says_why_one_has_no_placement(files):
+    """`gplace show <run dir>` gave IsADirectoryError, and a killed run's missing placement.json a bare
+    FileNotFoundError."""
+    out = files / "heft"
+    if not (out / "placement.json").exists():
+        pytest.skip("needs the placement of the test above")
+    proc = _gplace("show", str(out), cwd=files)
+    assert proc.returncode == 0 and "peak memory" in proc.stdout, proc.stderr
+    killed = files / "killed"
+    killed.mkdir()
+    (killed / "checkpoint.pt").write_bytes(b"")
+    proc = _gplace("show", str(killed), cwd=files)
+    assert proc.returncode == 2 and "stopped before the end" in proc.stderr and f"hydra.run.dir={killed}" in \
+        proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("doc, match", [
     ({"placement": {"a": {"device": 0}}}, "'placement' must be an object of op name -> device name"),
     ({"placement": {"a": "/CPU:0"}, "step_time": "fast"}, "'step_time' must be a number or null"),

@@ -131,6 +131,26 @@ def test_an_interrupted_place_with_a_baseline_says_nothing_resumes(hydra_job, ca
                                       "the command again\n"
 
 
+def test_an_interrupted_job_says_so_in_its_log_file(hydra_job, tmp_path):
+    """cli.log of a killed run ended at "placing ...", like one still running or one that died hard."""
+    import logging
+
+    from gplace.cli import _guard
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    handler = logging.FileHandler(tmp_path / "cli.log")
+    logging.getLogger().addHandler(handler)
+    try:
+        with pytest.raises(SystemExit):
+            _guard(interrupted, hydra_job("place", "method=heft"), "place")
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    assert "interrupted; nothing resumes (method heft keeps no checkpoint)" in (tmp_path / "cli.log").read_text()
+
+
 @pytest.mark.parametrize("given", [False, True])
 def test_a_run_directory_in_use_that_is_hydras_default_says_it_is_named_by_the_second(tmp_path, hydra_job, capsys,
                                                                                       given):
