@@ -393,7 +393,8 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
         _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}")
     except KeyboardInterrupt as err:
-        _interrupted(err, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
+        hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
+        _interrupted(err, resume_hint(command, cfg, hydra_cfg), in_job=True)
     except Exception as err:  # an interrupt raised inside a C callback comes out wrapped (numba: a SystemError)
         if _out_of_memory(err):
             _fail(_out_of_memory_message(err, command))
@@ -401,7 +402,8 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         if interrupt is None:  # a crash: Hydra prints its traceback on the terminal
             _log_to_files(f"{type(err).__name__}: {err}")
             raise
-        _interrupted(interrupt, resume_hint(command, cfg, HydraConfig.get() if HydraConfig.initialized() else None))
+        hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
+        _interrupted(interrupt, resume_hint(command, cfg, hydra_cfg), in_job=True)
 
 
 def _interpolation_hint(first: str) -> str:
@@ -516,13 +518,14 @@ def _interrupt_in(err: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
-def _interrupted(err: KeyboardInterrupt, hint: str) -> NoReturn:
+def _interrupted(err: KeyboardInterrupt, hint: str, in_job: bool = False) -> NoReturn:
     """Ctrl-C or SIGTERM (:class:`Terminated`) ends in one line on stderr, ``hint`` after it, and exit status 130 or
-    143, not a traceback."""
+    143, not a traceback; inside a job, its log files get the line too (cli.log stopped at "placing ...")."""
     terminated = isinstance(err, Terminated)
     line = f"{'terminated' if terminated else 'interrupted'}; {hint}"
     sys.stderr.write(f"gplace: {line}\n")
-    _log_to_files(line, logging.WARNING)  # cli.log says how the job ended (it stopped at "placing ..." before)
+    if in_job:  # outside one, the handlers may still be a finished job's
+        _log_to_files(line, logging.WARNING)
     raise SystemExit(143 if terminated else 130) from None
 
 
@@ -1022,8 +1025,8 @@ def _check_not_a_training_run(run_dir: Path, method: str) -> None:
 def _place_budget(cfg: DictConfig, method: str) -> str | None:
     """``cfg.budget``, else ``cfg.samples`` samples for a policy file or a learned search; none (with a WARNING if
     ``cfg.budget`` is given) for a baseline or a pipeline placer other than ``local_search``, which take no budget
-    (``ilp`` keeps its own time limit); none for ``local_search`` without ``cfg.budget`` (it keeps its own 10 s: 16
-    evaluations would barely move it)."""
+    (``ilp`` takes one in seconds, as HiGHS's time limit); none for ``local_search`` without ``cfg.budget`` (it
+    keeps its own 10 s: 16 evaluations would barely move it)."""
     from gplace.methods import LEARNED, PIPELINE_SEARCH, Budget, baselines, pipeline_placers
 
     given = cfg.get("budget")
@@ -1035,8 +1038,9 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
     timed = method == "ilp" and given is not None and Budget.parse(given).seconds is not None  # HiGHS's limit
     if method in baselines() or (method in pipeline_placers() and method != PIPELINE_SEARCH and not timed):
         if given is not None:
-            log.warning("budget=%s is unused: method %s takes no budget (learned searches, policy files, "
-                        "local_search and, in seconds, ilp do)", given, method)
+            log.warning("budget=%s is unused: method %s takes no budget%s (learned searches, policy files, "
+                        "local_search and, in seconds, ilp do)", given, method,
+                        " in samples" if method == "ilp" else "")
         return None
     if given is not None:
         return given
@@ -1056,7 +1060,8 @@ def show(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="gplace show", description=(
         "per device, ops, compute seconds, peak memory, bytes in and out, and the step time; --draw out.png --graph "
         "graph.json draws the graph coloured by device"))
-    parser.add_argument("placement", help="a placement.json written by gplace (gplace, gplace place, ...)")
+    parser.add_argument("placement", help="a placement.json written by gplace (gplace, gplace place, ...), or its "
+                                          "run directory")
     parser.add_argument("--graph", help="the graph file it places (needed by --draw, and for a summary when the "
                                         "file has none; with --cluster)")
     parser.add_argument("--cluster", help="the cluster file (for a summary when the placement file has none)")
@@ -1075,8 +1080,11 @@ def _placement_file(path: Path) -> Path:
         return path
     if (path / "placement.json").is_file():
         return path / "placement.json"
-    why = ("it stopped before the end (checkpoint.pt is there): run the same command with "
-           f"hydra.run.dir={path} to resume it" if (path / "checkpoint.pt").is_file() else "see its cli.log")
+    if (path / "checkpoint.pt").is_file():
+        resume = _quoted(f"hydra.run.dir={path}")
+        why = f"it stopped before the end (checkpoint.pt is there): run the same command with {resume} to resume it"
+    else:
+        why = "see its cli.log" if (path / "cli.log").is_file() else "give a run's directory or its placement.json"
     _fail(f"{path} is a run directory without a placement.json: {why}")
 
 

@@ -194,7 +194,7 @@ def place(
                     result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
                 else:  # a policy's search, as the learned ones: never behind a placement measured here
                     result = _ran_or_failed(lambda: _place_once(graph, cluster, placer, path, runtime, budget,
-                                                                seed or 0), graph, baselines)
+                                                                seed or 0), graph, baselines, learned=False)
                     result = _searched(result, baselines, graph, cluster, runtime)
             report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines,
                                      result, _method_name(method))
@@ -217,8 +217,8 @@ def _learned_result(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module, 
     return _searched(result, baselines, graph, cluster, runtime)
 
 
-def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph,
-                   baselines: dict[str, Measurement]) -> TrainResult:
+def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph, baselines: dict[str, Measurement],
+                   learned: bool = True) -> TrainResult:
     """``search()``'s result; where it measured no placement that ran, a failed result (its samples, seconds and
     history where it kept them) that :func:`_searched` replaces by the fastest single-device placement, unless
     none of those ran either (:class:`PlacementInfeasibleError`)."""
@@ -226,7 +226,7 @@ def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph,
         return search()
     except PlacementInfeasibleError as err:
         if not any(m.ok for m in baselines.values()):
-            raise PlacementInfeasibleError(f"{err}; {_why_nothing_ran(baselines)}") from None
+            raise PlacementInfeasibleError(f"{err}; {_why_nothing_ran(baselines, learned)}") from None
         log.warning("the search measured no placement that ran; returning the fastest single-device one")
         return getattr(err, "result", None) or TrainResult(
             Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
@@ -437,14 +437,17 @@ def _no_worse_than(result: TrainResult, warm_start: Placement | None, graph: OpG
     return dataclasses.replace(result, best_placement=warm_start, best_measurement=m)
 
 
-def _why_nothing_ran(baselines: dict[str, Measurement]) -> str:
+def _why_nothing_ran(baselines: dict[str, Measurement], learned: bool = True) -> str:
     """What to try when neither the search nor any single device measured a placement that ran: for memory, a
-    placement op by op; else the single devices' own failure (a time limit, a runtime error)."""
+    placement op by op (a learned search's warm start); else the single devices' own failure (a time limit, a
+    runtime error)."""
     reasons = [m.reason for m in baselines.values()]
-    if not reasons or any("out of memory" in r for r in reasons):  # beside a device no op may run on, say
+    if learned and (not reasons or any("out of memory" in r for r in reasons)):  # beside a device no op may run on
         return ("the search places groups of ops, which a tight memory may not pack: try warm_start='heft' (placed "
-                "op by op), with split_groups=True to search from it (gplace.place's arguments; from the command "
-                "line warm_start=heft)")
+                "op by op), with split_groups=True to search from it (gplace.place's arguments; gplace place "
+                "warm_start_baseline=heft)")
+    if not learned:
+        return "no single device holds it either: try a placer that goes op by op, such as method='heft'"
     return f"every single-device placement failed too (e.g. {reasons[0]}): the runtime ran none of them"
 
 

@@ -109,7 +109,8 @@ def make_baseline(name: str, seed: int = 0) -> Placer:
 def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) -> Placer:
     """The pipeline placer called ``name`` (:func:`pipeline_placers`), set up for the objective ``runtime``
     measures: its ``microbatches`` (and ``schedule``, default ``"1f1b"``), looked up inside any wrappers (a cache,
-    a pool). ``local_search`` spends ``budget`` (default: its own 10 s).
+    a pool). ``local_search`` spends ``budget`` (default: its own 10 s); ``ilp`` takes a budget in seconds as
+    HiGHS's time limit (default: its own 10 s).
 
     Raises:
         ValueError: no such pipeline placer, or ``runtime`` does not measure a pipelined mini-batch.

@@ -558,3 +558,15 @@ def test_the_ilp_takes_a_budget_in_seconds_as_its_time_limit():
 
     placer = make_pipeline_placer("ilp", PipelineSimulator(4), Budget.parse("2 s"))
     assert placer.time_limit == 2
+
+
+def test_a_policy_file_that_fits_nowhere_is_not_told_to_warm_start():
+    """The advice was a learned search's (warm_start, split_groups), which a policy file refuses."""
+    from gplace.baselines import PlacementInfeasibleError
+    from gplace.ir import Cluster, Device, Op, OpGraph
+
+    graph = OpGraph.from_ops([Op("big", "T", 1.0, persistent_memory=6 * 10**6)], [], name="g")
+    cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, 5 * 10**6) for i in range(2)], default_bandwidth=1e6)
+    with pytest.raises(PlacementInfeasibleError, match="method='heft'") as caught:
+        gplace.place(graph, cluster, method="pretrained", budget="2 samples")
+    assert "warm_start" not in str(caught.value)

@@ -33,8 +33,9 @@ def batch_advantage(reward: torch.Tensor, baseline: float, *, normalize: bool = 
         ran: which samples ran (not out of memory, not failed); with ``normalize`` and ``best_only``, the spread
             is of these where at least two ran and the baseline is not below all of them: a failure's penalty
             reward, which gets no advantage there, had shrunk the kept samples' by its size (28x for one
-            out-of-memory sample in 8); where fewer ran than the kept fraction the baseline is a penalty and the
-            spread of all samples its scale (that of two that ran gave advantages of 5,000) (default: all).
+            out-of-memory sample in 8); where the baseline is below every sample that ran (few ran: it is a
+            penalty or between one and a sample), the spread of all samples is its scale (that of two that ran
+            gave advantages of 5,000) (default: all).
 
     Shapes:
         reward (K,), ran (K,) bool -> (K,), without gradient.

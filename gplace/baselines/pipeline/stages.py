@@ -324,9 +324,9 @@ class StageProblem:
         for any assignment (``contiguous=False``: the model's costs are the same in any order) or where the stage
         devices are alike (same costs, pins and memory; links of one speed both ways, which the model costs by
         their mean); else, at most four: the index order, its reverse, and the devices by their speed on this
-        graph, fastest and slowest first, the larger memory first among equally fast ones (a CPU that early ops are
-        pinned to comes first in the last; devices of one speed and several memory sizes were tried only in the
-        order listed and its reverse, so the split depended on how the cluster listed them)."""
+        graph, fastest and slowest first (in the first, the larger memory first among equally fast ones: devices of
+        one speed and several memory sizes were tried only as listed and reversed, so the split depended on the
+        listing; a CPU that early ops are pinned to comes first in the last)."""
         index = tuple(range(self.num_stages))
         if not self.contiguous or self._alike():
             return [index]
