@@ -124,8 +124,9 @@ def place(
             result is never slower than it, nor than every op on one device (the baselines measured in this call).
         split_groups: with a ``warm_start``, split the groups it spreads over several devices, so that the
             policy starts exactly at it (see :class:`~gplace.placer.PolicyPlacer`'s ``express``). Off by default:
-            on the paper's graphs HEFT's projection onto the default groups was faster than HEFT itself, and
-            searches from it ended faster (``benchmarks/warm_start.md``) (default: False).
+            on the paper's graphs as first costed, HEFT's projection onto the default groups was faster than HEFT
+            itself and searches from it ended faster; re-measured on the corrected costs, splitting ended faster on
+            the two cases re-run (``benchmarks/warm_start.md``) (default: False).
 
     Raises:
         PlacementInfeasibleError: no placement the search or placer measured succeeded (every one out of memory,
