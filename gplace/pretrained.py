@@ -248,7 +248,8 @@ def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clus
 
     Raises:
         ValueError: as :func:`place_zero_shot`.
-        PlacementInfeasibleError: every candidate failed; the message gives the last reason.
+        PlacementInfeasibleError: every candidate failed; the message gives the last reason, and its ``result``
+            attribute the search's :class:`~gplace.training.TrainResult` (samples, seconds, their times).
     """
     started = time.monotonic()
     candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed, runtime)
