@@ -130,13 +130,18 @@ def _no_room(problem: StageProblem, unit: int, current: int) -> PlacementInfeasi
         return _PinOutOfOrder(
             f"{named} may run only on stages {allowed} (its pins and kinds) but comes after ops placed on stage "
             f"{current}: no split in pipeline order has it")
-    shortfall = problem.memory_shortfall()
-    if shortfall is not None:
-        return PlacementInfeasibleError(f"no split fits the stage devices' memory: {shortfall}")
-    return PlacementInfeasibleError(
+    return _short_of_memory(problem) or PlacementInfeasibleError(
         f"{named} fits no stage device after the earlier stages: {int(problem.memory[unit])} bytes needed, stage "
         f"devices' capacities {problem.capacity.tolist()}"
     )
+
+
+def _short_of_memory(problem: StageProblem) -> PlacementInfeasibleError | None:
+    """The error naming what memory alone rules out (:meth:`StageProblem.memory_shortfall`: one unit too large for
+    every stage device, or all of them for all together), ``None`` where it rules out nothing by itself."""
+    shortfall = problem.memory_shortfall()
+    return None if shortfall is None else PlacementInfeasibleError(
+        f"no split fits the stage devices' memory: {shortfall}")
 
 
 class PipeDreamPartitioner(StagePlacer):
@@ -164,10 +169,10 @@ class PipeDreamPartitioner(StagePlacer):
         try:
             return problem.unit_stages(blocks, chain_partition(blocks, problem.capacity))
         except PlacementInfeasibleError as err:  # the totals say more than the capacities alone, as the DP's
-            shortfall = problem.memory_shortfall()
-            if shortfall is None:
+            short = _short_of_memory(problem)
+            if short is None:
                 raise
-            raise PlacementInfeasibleError(f"no split fits the stage devices' memory: {shortfall}") from err
+            raise short from err
 
 
 def chain_partition(blocks: Blocks, capacity: np.ndarray) -> np.ndarray:
@@ -261,9 +266,9 @@ class IdealDPPartitioner(StagePlacer):
                 # the exact DP's (no contiguous split fits), not GPipe's greedy stop, unless that names a pin
                 error = err if isinstance(err, _PinOutOfOrder) else error or err
         if not found:
-            shortfall = problem.memory_shortfall()
-            if shortfall is not None:
-                raise PlacementInfeasibleError(f"no split fits the stage devices' memory: {shortfall}") from error
+            short = _short_of_memory(problem)
+            if short is not None:
+                raise short from error
             raise error
         return min(found, key=problem.bottleneck)
 
