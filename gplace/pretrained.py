@@ -255,16 +255,16 @@ def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clus
     candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed, runtime)
     measurements = _measured(graph, cluster, candidates, runtime)
     times = np.array([m.step_time if m.ok else np.inf for m in measurements[1:]], dtype=np.float64)
-    ran = [(m.step_time, i) for i, m in enumerate(measurements) if m.ok]
-    best = min(ran)[1] if ran else 0
-    result = TrainResult(candidates[best], measurements[best], len(candidates) - 1, time.monotonic() - started,
-                         sample_step_times=times)
-    if not ran:  # the samples and seconds go with the error, for a caller that falls back to one device
-        err = PlacementInfeasibleError(f"no placement of {graph.name!r} on {cluster.name!r} succeeded; the last "
-                                       f"failure: {measurements[-1].reason}")
-        err.result = result
-        raise err
-    return result
+
+    def result(best: int) -> TrainResult:
+        return TrainResult(candidates[best], measurements[best], len(candidates) - 1, time.monotonic() - started,
+                           sample_step_times=times)
+
+    try:
+        return result(_fastest_measured(graph, cluster, measurements))
+    except PlacementInfeasibleError as err:  # the samples and seconds go with it, for a fallback to one device
+        err.result = result(0)
+        raise
 
 
 def _zero_shot_candidates(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, samples: int,
@@ -406,11 +406,20 @@ def _fastest(graph: OpGraph, cluster: Cluster, candidates: list[Placement],
     """The index of the candidate with the smallest measured step time (the first of equals), and every
     candidate's measurement."""
     measurements = _measured(graph, cluster, candidates, runtime)
+    return _fastest_measured(graph, cluster, measurements), measurements
+
+
+def _fastest_measured(graph: OpGraph, cluster: Cluster, measurements: list[Measurement]) -> int:
+    """The index of the smallest step time among ``measurements`` that ran (the first of equals).
+
+    Raises:
+        PlacementInfeasibleError: none ran; the message gives the last reason.
+    """
     measured = [(m.step_time, i) for i, m in enumerate(measurements) if m.ok]
     if not measured:
         raise PlacementInfeasibleError(f"no placement of {graph.name!r} on {cluster.name!r} succeeded; the last "
                                        f"failure: {measurements[-1].reason}")
-    return min(measured)[1], measurements
+    return min(measured)[1]
 
 
 def _read(path: Path) -> dict[str, Any]:
