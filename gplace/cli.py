@@ -1029,13 +1029,13 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
     keeps its own 10 s: 16 evaluations would barely move it)."""
     from gplace.methods import LEARNED, PIPELINE_SEARCH, Budget, baselines, pipeline_placers
 
-    given = cfg.get("budget")
+    given, parsed = cfg.get("budget"), None
     if given is not None:
         try:
-            Budget.parse(given)
+            parsed = Budget.parse(given)
         except ValueError as err:
             _fail(f"budget={given!r}: {err}")
-    timed = method == "ilp" and given is not None and Budget.parse(given).seconds is not None  # HiGHS's limit
+    timed = method == "ilp" and parsed is not None and parsed.seconds is not None  # HiGHS's limit
     if method in baselines() or (method in pipeline_placers() and method != PIPELINE_SEARCH and not timed):
         if given is not None:
             log.warning("budget=%s is unused: method %s takes no budget%s (learned searches, policy files, "
