@@ -108,9 +108,10 @@ def make_baseline(name: str, seed: int = 0) -> Placer:
 
 def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) -> Placer:
     """The pipeline placer called ``name`` (:func:`pipeline_placers`), set up for the objective ``runtime``
-    measures: its ``microbatches`` (and ``schedule``, default ``"1f1b"``), looked up inside any wrappers (a cache,
-    a pool). ``local_search`` spends ``budget`` (default: its own 10 s); ``ilp`` takes a budget in seconds as
-    HiGHS's time limit (default: its own 10 s).
+    measures: its ``microbatches`` and ``schedule`` (default ``"1f1b"``; the contiguous partitioners fit their
+    stages to its memory, the search measures it), looked up inside any wrappers (a cache, a pool).
+    ``local_search`` spends ``budget`` (default: its own 10 s); ``ilp`` takes a budget in seconds as HiGHS's time
+    limit (default: its own 10 s).
 
     Raises:
         ValueError: no such pipeline placer, or ``runtime`` does not measure a pipelined mini-batch.
@@ -129,10 +130,13 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) 
                          "(from the command line: objective=pipeline)")
     if name == "ilp" and budget is not None and budget.seconds is not None:  # HiGHS's time limit
         return classes[name](microbatches=microbatches, time_limit=budget.seconds)
+    schedule = getattr(inner, "schedule", "1f1b")
+    if name in ("gpipe", "pipedream", "ideal_dp"):  # contiguous splits: the schedule's memory (1F1B holds fewer)
+        return classes[name](microbatches=microbatches, schedule=schedule)
     if name != PIPELINE_SEARCH:
         return classes[name](microbatches=microbatches)
     limits = {} if budget is None else {"time_limit": budget.seconds, "max_evaluations": budget.samples}
-    return classes[name](microbatches, getattr(inner, "schedule", "1f1b"), **limits)
+    return classes[name](microbatches, schedule, **limits)
 
 
 def make_placer(name: str, seed: int = 0, runtime: Any = None, budget: Budget | None = None) -> Placer:

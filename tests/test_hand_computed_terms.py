@@ -101,7 +101,7 @@ def test_ideal_partition_accepts_a_stage_that_fills_its_device_exactly():
     """Three 100 B blocks over two 200 B stages: one stage must hold two blocks, exactly 200 B."""
     problem = StageProblem(chain((1.0,) * 3, nbytes=100), uniform_cluster(2, memory=200), microbatches=1)
     blocks = problem.blocks(3)
-    assert blocks.memory.tolist() == [100, 100, 100] and problem.capacity.tolist() == [200, 200]
+    assert blocks.memory.tolist() == [[100, 100]] * 3 and problem.capacity.tolist() == [200, 200]
     stage = ideal_partition(blocks, enumerate_ideals(blocks.forward, 512), problem.capacity)
-    assert sorted(np.bincount(stage, weights=blocks.memory, minlength=2).tolist()) == [100, 200]
+    assert sorted(np.bincount(stage, weights=blocks.memory[:, 0], minlength=2).tolist()) == [100, 200]
     assert (np.diff(stage) >= 0).all()

@@ -11,7 +11,7 @@ import numpy as np
 
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.baselines.base import Placer
-from gplace.baselines.pipeline.stages import Blocks, StageProblem, check_kind, stage_time
+from gplace.baselines.pipeline.stages import Blocks, StageProblem, check_kind, held_microbatches, stage_time
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.errors import check_flags, check_sizes
 from gplace.pipeline.simulator import check_microbatches
@@ -25,13 +25,22 @@ class StagePlacer(Placer):
         microbatches: M, the micro-batches per mini-batch. (default: 1)
         overlap: transfers overlap compute (a stage costs the max, else the sum; see
             :func:`~gplace.baselines.pipeline.stages.stage_time`). (default: ``True``)
+        schedule: the schedule whose memory the stages must fit: ``"gpipe"`` (every micro-batch's activations
+            held: a split that fits runs under either schedule) or ``"1f1b"`` (later stages hold fewer, so
+            splits that ``gpipe`` runs out of memory with are found; see
+            :func:`~gplace.baselines.pipeline.stages.held_microbatches`). (default: ``"gpipe"``)
+
+    Raises:
+        ValueError: a bad kind, micro-batch count, flag or schedule, naming it.
     """
 
-    def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True) -> None:
+    def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True, *,
+                 schedule: str = "gpipe") -> None:
         self.kind = check_kind(kind)
         self.microbatches = check_microbatches(microbatches)
         check_flags(type(self).__name__, overlap=overlap)
-        self.overlap = overlap
+        held_microbatches(schedule, self.microbatches, 0)  # checks the schedule
+        self.overlap, self.schedule = overlap, schedule
 
     contiguous = True
     """Whether the stages are contiguous runs of the pipeline order (then the order of the stage devices matters)."""
@@ -56,7 +65,7 @@ class StagePlacer(Placer):
 
     def _problem(self, graph: OpGraph, cluster: Cluster, order: tuple[int, ...] | None) -> StageProblem:
         return StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches, overlap=self.overlap,
-                            order=order, contiguous=self.contiguous)
+                            order=order, contiguous=self.contiguous, schedule=self.schedule)
 
     def stages(self, problem: StageProblem) -> np.ndarray:
         """(P,) stage of every pipelined unit of ``problem``."""
@@ -99,7 +108,7 @@ def balanced_split(problem: StageProblem) -> np.ndarray:
             want += 1
         if want >= problem.num_stages:
             raise _no_room(problem, u, current)
-        used = (used if want == current else 0) + int(problem.memory[u])
+        used = (used if want == current else 0) + int(problem.memory[u, want])
         current = stage[u] = want
     return stage
 
@@ -115,7 +124,8 @@ def _speeds(problem: StageProblem) -> np.ndarray | None:
 
 
 def _fits(problem: StageProblem, unit: int, stage: int, used: int) -> bool:
-    return bool(problem.allowed[unit, stage]) and used + int(problem.memory[unit]) <= int(problem.capacity[stage])
+    room = int(problem.capacity[stage]) - used
+    return bool(problem.allowed[unit, stage]) and int(problem.memory[unit, stage]) <= room
 
 
 class _PinOutOfOrder(PlacementInfeasibleError):
@@ -130,8 +140,10 @@ def _no_room(problem: StageProblem, unit: int, current: int) -> PlacementInfeasi
         return _PinOutOfOrder(
             f"{named} may run only on stages {allowed} (its pins and kinds) but comes after ops placed on stage "
             f"{current}: no split in pipeline order has it")
+    needed = problem.memory[unit]
+    bytes_needed = f"{int(needed[0])}" if (needed == needed[0]).all() else f"{needed.tolist()} (by stage)"
     return _short_of_memory(problem) or PlacementInfeasibleError(
-        f"{named} fits no stage device after the earlier stages: {int(problem.memory[unit])} bytes needed, stage "
+        f"{named} fits no stage device after the earlier stages: {bytes_needed} bytes needed, stage "
         f"devices' capacities {problem.capacity.tolist()}"
     )
 
@@ -159,8 +171,8 @@ class PipeDreamPartitioner(StagePlacer):
     name = "pipedream"
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
-                 max_blocks: int = 1024) -> None:
-        super().__init__(kind, microbatches, overlap)
+                 max_blocks: int = 1024, *, schedule: str = "gpipe") -> None:
+        super().__init__(kind, microbatches, overlap, schedule=schedule)
         check_sizes(type(self).__name__, 1, max_blocks=max_blocks)
         self.max_blocks = max_blocks
 
@@ -186,7 +198,7 @@ def chain_partition(blocks: Blocks, capacity: np.ndarray) -> np.ndarray:
     """
     n = blocks.num_blocks
     cum_cost = np.vstack([np.zeros((1, blocks.cost.shape[1])), np.cumsum(blocks.cost, 0)])
-    cum_mem = np.concatenate([[0], np.cumsum(blocks.memory)])
+    cum_mem = np.vstack([np.zeros((1, blocks.memory.shape[1]), np.int64), np.cumsum(blocks.memory, 0)])
     cum_banned = np.vstack([np.zeros((1, blocks.allowed.shape[1]), np.int64), np.cumsum(~blocks.allowed, 0)])
     cum_sent = np.concatenate([[0.0], np.cumsum(blocks.sent)])
     cum_received = np.concatenate([[0.0], np.cumsum(blocks.received)])
@@ -197,12 +209,12 @@ def chain_partition(blocks: Blocks, capacity: np.ndarray) -> np.ndarray:
     sent = cum_sent[None, :] - cum_sent[:, None] - inner
     received = cum_received[None, :] - cum_received[:, None] - inner
     order = np.subtract.outer(np.arange(n + 1), np.arange(n + 1)) <= 0  # a <= b
-    mem = cum_mem[None, :] - cum_mem[:, None]
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     choices = []
     for s in range(blocks.cost.shape[1]):
         cost = stage_time(cum_cost[None, :, s] - cum_cost[:, None, s], sent, received, blocks.overlap)
+        mem = cum_mem[None, :, s] - cum_mem[:, None, s]
         banned = (cum_banned[None, :, s] - cum_banned[:, None, s] > 0) | (mem > capacity[s])
         cost = np.where(order & ~banned, np.maximum(cost, 0.0), np.inf)
         cost[np.diag_indices(n + 1)] = 0.0  # an empty stage
@@ -246,8 +258,8 @@ class IdealDPPartitioner(StagePlacer):
     name = "ideal_dp"
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
-                 max_ideals: int = 512, chain_blocks: int = 1024) -> None:
-        super().__init__(kind, microbatches, overlap)
+                 max_ideals: int = 512, chain_blocks: int = 1024, *, schedule: str = "gpipe") -> None:
+        super().__init__(kind, microbatches, overlap, schedule=schedule)
         check_sizes(type(self).__name__, 2, max_ideals=max_ideals)  # the empty and the full set
         check_sizes(type(self).__name__, 1, chain_blocks=chain_blocks)
         self.max_ideals = max_ideals
@@ -329,7 +341,8 @@ def ideal_partition(blocks: Blocks, ideals: np.ndarray, capacity: np.ndarray) ->
     for s in range(stages):
         work = member @ blocks.cost[:, s]
         cost = np.maximum(stage_time(work[None, :] - work[:, None], sent, received, blocks.overlap), 0.0)
-        ok = subset & (mem[None, :] - mem[:, None] <= capacity[s]) & (banned[None, :, s] - banned[:, None, s] <= 0)
+        fits = mem[None, :, s] - mem[:, None, s] <= capacity[s]
+        ok = subset & fits & (banned[None, :, s] - banned[:, None, s] <= 0)
         cost = np.where(ok, cost, np.inf)
         cost[np.diag_indices(k)] = 0.0
         total = np.maximum(best[:, None], cost)

@@ -32,9 +32,10 @@ class PipelineILPPlacer(StagePlacer):
     leaves, or reaches, device ``s``); the bottleneck ``T``. Minimise ``T`` subject to ``T >=`` the stage time
     of every device (work, sends and receives combined as
     :func:`~gplace.baselines.pipeline.stages.stage_time` does: each of the three, or their sum), each unit on
-    one allowed device, and memory per device. When every stage device is alike, the first unit is fixed to
-    the first device (symmetry breaking). For small graphs only: the variable count is
-    ``(units + 2 x unit pairs) x S + 1``.
+    one allowed device, and memory per device (``gpipe``'s, every micro-batch held: a device's rank among the
+    stages, which sets its 1F1B bound, is not known before the assignment). When every stage device is alike,
+    the first unit is fixed to the first device (symmetry breaking). For small graphs only: the variable count
+    is ``(units + 2 x unit pairs) x S + 1``.
 
     With ``overlap`` (the default) a cut costs nothing while a stage's transfers stay below its work, so the
     optimum may hop between devices many times along the pipeline order; ``pipe-v2`` pays for each hop in
@@ -93,7 +94,7 @@ class PipelineILPPlacer(StagePlacer):
         for group in ([terms[0]], [terms[1]], [terms[2]]) if problem.overlap else ([*terms],):  # T >= load
             rows.add(np.hstack([np.full((s, 1), t), *[c for c, _ in group]]),
                      np.hstack([np.ones((s, 1)), *[v for _, v in group]]), 0.0, np.inf)
-        rows.add(x.T, np.broadcast_to(problem.memory.astype(np.float64), (s, p)), -np.inf,
+        rows.add(x.T, problem.memory.T.astype(np.float64), -np.inf,
                  problem.capacity.astype(np.float64))
         hi = np.concatenate([np.where(problem.allowed, 1.0, 0.0).ravel(), np.ones(2 * e * s), [np.inf]])
         lo = np.zeros(size)
@@ -124,8 +125,9 @@ def _no_packing(problem: StageProblem) -> str:
     shortfall = problem.memory_shortfall()
     if shortfall is not None:
         return shortfall
-    return (f"no assignment of the {problem.num_units} units ({int(problem.memory.sum()):,} bytes in all, the "
-            f"largest {int(problem.memory.max()):,}) fits the stage devices' capacities "
+    unit_bytes = problem.memory[:, 0]  # the same on every stage device: any assignment is held to gpipe's memory
+    return (f"no assignment of the {problem.num_units} units ({int(unit_bytes.sum()):,} bytes in all, the "
+            f"largest {int(unit_bytes.max()):,}) fits the stage devices' capacities "
             f"{[int(c) for c in problem.capacity]}")
 
 

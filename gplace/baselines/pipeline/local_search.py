@@ -43,7 +43,8 @@ class PipelineLocalSearch(Placer):
         microbatches: M of the objective, and of the default start. (default: 16)
         schedule: ``"gpipe"`` or ``"1f1b"``. (default: ``"1f1b"``)
         kind: device kind of the stages (every device if the cluster has none). (default: ``"gpu"``)
-        start: the placer whose placement is polished (default: ``IdealDPPartitioner(kind, microbatches)``).
+        start: the placer whose placement is polished (default: ``IdealDPPartitioner(kind, microbatches,
+            schedule=schedule)``, whose stages fit that schedule's memory).
         time_limit: seconds of search after the start is placed and measured (that first measurement, which
             compiles the simulator's kernels where numba's cache is cold, is not counted), checked between batches;
             ``None`` or ``inf``: no limit.
@@ -77,7 +78,8 @@ class PipelineLocalSearch(Placer):
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         self.evaluations = 0
-        start = (self.start or IdealDPPartitioner(self.kind, self.microbatches)).place(graph, cluster)
+        start = self.start or IdealDPPartitioner(self.kind, self.microbatches, schedule=self.schedule)
+        start = start.place(graph, cluster)
         devices = np.asarray(start.devices, dtype=np.int64)
         if graph.num_ops == 0:
             return devices

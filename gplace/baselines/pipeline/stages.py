@@ -11,10 +11,11 @@ update ops are amortised (``duration / M``) instead of left out.
 An edge between two update ops is sent once per mini-batch (as in ``pipe-v2``), so it is amortised too:
 ``(latency + bytes / bandwidth) / M`` per micro-batch.
 The placers minimise the bottleneck subject to pins, colocation groups and memory: an op occupies its
-persistent memory plus, for a forward op (or one without a phase), its whole output bytes (:func:`stage_memory`).
-That static model leaves out ``pipe-v2``'s temporary memory and its micro-batched activations (``ceil(bytes / M)``
-per micro-batch in flight), so a split may still run out of memory in ``pipe-v2`` (``gplace.place`` measures it
-and says so), or be refused where one would fit there.
+persistent memory plus, for a forward op (or one without a phase), the activations its stage holds until their
+backward (:func:`stage_memory`): its whole output under ``gpipe`` (every micro-batch held), and under ``1f1b`` on
+stage ``s`` of ``S`` the ``min(M, S - s)`` micro-batches in flight there, ``ceil(bytes / M)`` each
+(:func:`held_microbatches`). That static model leaves out ``pipe-v2``'s temporary memory, so a split may still run
+out of memory in ``pipe-v2`` (``gplace.place`` measures it and says so), or be refused where one would fit there.
 
 A *unit* is a colocation group or a lone op. Units that may run on a stage device are put in pipeline order
 (:func:`pipeline_order`): a topological order of the units (edges inside a cycle of units, such as layers
@@ -41,7 +42,7 @@ from scipy.sparse.csgraph import connected_components
 from gplace.baselines._common import PlacementInfeasibleError, Units, build_units, unit_durations
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.graph import csr
-from gplace.pipeline.simulator import FORWARD, UPDATE, check_microbatches
+from gplace.pipeline.simulator import FORWARD, SCHEDULES, UPDATE, check_microbatches
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +63,31 @@ def pipeline_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     return float(max(fastest.sum() / usable, fastest.max()))
 
 
-def stage_memory(graph: OpGraph) -> np.ndarray:
+def stage_memory(graph: OpGraph, microbatches: int = 1, held: int | None = None) -> np.ndarray:
     """(N,) int64 bytes an op occupies on a stage device in the static model: its persistent memory plus, for a
-    forward op (or one without a phase), its whole output, the activations ``pipe-v2`` holds until their backward
-    (a backward or update op's output is short-lived there)."""
+    forward op (or one without a phase), the activations ``pipe-v2`` holds until their backward (a backward or
+    update op's output is short-lived there): its whole output, or where a stage holds only ``held`` of the
+    ``microbatches`` micro-batches at once (1F1B), ``held x ceil(output / microbatches)`` if that is less."""
+    output = graph.output_bytes
+    if held is not None and held < microbatches:
+        output = np.minimum(output, held * -(-output // microbatches))
     forward = graph.phase_codes() == FORWARD
-    return graph.persistent_memory + np.where(forward, graph.output_bytes, 0)
+    return graph.persistent_memory + np.where(forward, output, 0)
+
+
+def held_microbatches(schedule: str, microbatches: int, stages: int) -> np.ndarray:
+    """(S,) int64 the most micro-batches stage ``s`` of a contiguous split holds at once in ``pipe-v2``: ``M`` under
+    ``gpipe``, ``min(M, S - s)`` under ``1f1b`` (its in-flight bound; a split that leaves stages empty only lowers
+    it).
+
+    Raises:
+        ValueError: ``schedule`` is not one of :data:`~gplace.pipeline.simulator.SCHEDULES`.
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if schedule == "gpipe":
+        return np.full(stages, microbatches, dtype=np.int64)
+    return np.minimum(microbatches, stages - np.arange(stages, dtype=np.int64))
 
 
 def check_kind(kind: object) -> str | None:
@@ -150,9 +170,9 @@ class Blocks:
 
     Shapes:
         ``bounds`` (B+1,) positions into :attr:`StageProblem.order`; ``cost`` (B, S) seconds per micro-batch
-        on each stage device; ``memory`` (B,) bytes; ``allowed`` (B, S) bool; ``transfer`` (B, B) seconds per
-        micro-batch of the edges from block a to block b (0 on the diagonal); ``forward`` (B, B) bool, an edge
-        from an earlier block a to a later block b (the precedence the stages keep).
+        on each stage device; ``memory`` (B, S) int64 bytes on each; ``allowed`` (B, S) bool; ``transfer``
+        (B, B) seconds per micro-batch of the edges from block a to block b (0 on the diagonal); ``forward`` (B, B)
+        bool, an edge from an earlier block a to a later block b (the precedence the stages keep).
     """
 
     bounds: np.ndarray
@@ -205,16 +225,23 @@ class StageProblem:
         contiguous: the splits solved keep the pipeline order (an edge forward in it goes to a later stage);
             ``False`` for any assignment (the ILP's), each edge costed with the mean link of both ways.
             (default: ``True``)
+        schedule: the schedule whose memory a split must fit (:func:`held_microbatches`): ``"gpipe"`` holds every
+            micro-batch's activations on every stage, so its splits fit under ``"1f1b"`` too; ``"1f1b"`` lets
+            later stages of a contiguous split hold fewer (any assignment, ``contiguous=False``, is held to
+            ``"gpipe"``'s: its stages' order is not known). (default: ``"gpipe"``)
 
     Raises:
         GraphError: an op, or a colocation group, may run on no device of the cluster.
-        ValueError: ``microbatches`` is not an integer >= 1.
+        ValueError: ``microbatches`` is not an integer >= 1, or ``schedule`` is unknown.
     """
 
     def __init__(self, graph: OpGraph, cluster: Cluster, *, kind: str | None = "gpu", microbatches: int = 1,
-                 overlap: bool = True, order: Sequence[int] | None = None, contiguous: bool = True) -> None:
+                 overlap: bool = True, order: Sequence[int] | None = None, contiguous: bool = True,
+                 schedule: str = "gpipe") -> None:
         microbatches = check_microbatches(microbatches)
+        held_microbatches(schedule, microbatches, 0)  # checks the schedule
         self.graph, self.cluster, self.microbatches, self.overlap = graph, cluster, microbatches, overlap
+        self.schedule = schedule if contiguous else "gpipe"
         self.contiguous = contiguous
         devices = stage_devices(cluster, kind, warn=order is None)
         self.devices = devices if order is None else devices[_permutation(order, devices.size)]
@@ -233,10 +260,20 @@ class StageProblem:
         self.cost = np.where(allowed, durations, 0.0)[self.order] / microbatches
         """(P, S) seconds per micro-batch of each pipelined unit on each stage device (fixed-op transfers included)."""
         self.allowed = allowed[self.order]
-        self.memory = memory[self.order]
+        self.memory = self._unit_memory()[self.order]
+        """(P, S) int64 bytes each pipelined unit occupies on each stage device (:func:`stage_memory`)."""
         self.capacity = cluster.memory[self.devices]
         self.unit_src, self.unit_dst, self.unit_seconds = self._unit_edges()
         """(E',) the graph's edges between pipelined units: src and dst positions, seconds per micro-batch."""
+
+    def _unit_memory(self) -> np.ndarray:
+        """(U, S) int64 bytes of each unit on each stage device, as many micro-batches held as the schedule says."""
+        held = held_microbatches(self.schedule, self.microbatches, self.num_stages)
+        columns = {}
+        for h in np.unique(held).tolist():
+            columns[h] = np.zeros(self.units.num_units, dtype=np.int64)
+            np.add.at(columns[h], self.units.unit_of, stage_memory(self.graph, self.microbatches, h))
+        return np.stack([columns[h] for h in held.tolist()], 1).reshape(self.units.num_units, self.num_stages)
 
     def first_op(self, unit: int) -> str:
         """The name of unit ``unit``'s first op (``unit`` a unit id, as in ``units.unit_of``), for messages."""
@@ -251,12 +288,15 @@ class StageProblem:
         """Why no placement of the pipelined units fits the stage devices' memory, where memory alone says so: one
         unit larger than every device, or all of them larger than all devices together; else ``None``."""
         capacity = [int(c) for c in self.capacity]
-        largest = int(np.argmax(self.memory)) if self.memory.size else None
-        if largest is not None and int(self.memory[largest]) > max(capacity, default=0):
-            return (f"{self.named_unit(int(self.order[largest]))} needs {int(self.memory[largest]):,} bytes, more "
-                    f"than any stage device holds (capacities {capacity})")
-        if int(self.memory.sum()) > sum(capacity):
-            return (f"the ops need {int(self.memory.sum()):,} bytes in all, the stage devices hold "
+        fewest = self.memory.min(1, initial=np.iinfo(np.int64).max) if self.num_stages else self.memory[:, 0]
+        some = "" if (self.memory == self.memory[:, :1]).all() else " at least"  # bytes differ by stage (1F1B)
+        too_large = np.flatnonzero((self.memory > self.capacity).all(1))
+        if too_large.size:
+            unit = int(too_large[0])
+            return (f"{self.named_unit(int(self.order[unit]))} needs{some} {int(fewest[unit]):,} bytes, more than any "
+                    f"stage device holds (capacities {capacity})")
+        if int(fewest.sum()) > sum(capacity):
+            return (f"the ops need{some} {int(fewest.sum()):,} bytes in all, the stage devices hold "
                     f"{sum(capacity):,} together (capacities {capacity})")
         return None
 
@@ -464,7 +504,7 @@ class StageProblem:
         b = bounds.size - 1
         block_of = np.repeat(np.arange(b), np.diff(bounds))
         cost = np.add.reduceat(self.cost, bounds[:-1], axis=0) if b else np.zeros((0, self.num_stages))
-        memory = np.add.reduceat(self.memory, bounds[:-1]) if b else np.zeros(0, dtype=np.int64)
+        memory = np.add.reduceat(self.memory, bounds[:-1], axis=0) if b else np.zeros((0, self.num_stages), np.int64)
         allowed = np.logical_and.reduceat(self.allowed, bounds[:-1], axis=0) if b else np.zeros((0, 1), bool)
         transfer = np.zeros((b, b))
         bs, bd = block_of[self.unit_src], block_of[self.unit_dst]

@@ -61,7 +61,7 @@ def _brute_force(problem: StageProblem, contiguous: bool) -> float:
         stages = np.array(stages)
         if contiguous and (stages[problem.edge_src] > stages[problem.edge_dst]).any():
             continue
-        if any(problem.memory[stages == s].sum() > problem.capacity[s] for s in range(problem.num_stages)):
+        if any(problem.memory[stages == s, s].sum() > problem.capacity[s] for s in range(problem.num_stages)):
             continue
         best = min(best, problem.bottleneck(stages))
     return best

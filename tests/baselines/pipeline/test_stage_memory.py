@@ -7,9 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gplace import place
+from gplace.baselines import PlacementInfeasibleError
 from gplace.baselines.pipeline import GPipePartitioner, IdealDPPartitioner, PipeDreamPartitioner, PipelineILPPlacer
-from gplace.baselines.pipeline.stages import stage_memory
-from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+from gplace.baselines.pipeline.stages import held_microbatches, stage_memory
+from gplace.ir import Cluster, Device, Edge, Op, OpGraph, Placement
 from gplace.pipeline import PipelineSimulator
 from gplace.testing import MB
 
@@ -36,3 +38,49 @@ def test_a_split_that_fits_in_pipe_v2_is_found(placer: type, schedule: str) -> N
     graph, cluster = _two_layers()
     placement = placer(microbatches=4).place(graph, cluster)  # the static model is the same for both schedules
     assert PipelineSimulator(4, schedule).measure(graph, cluster, placement).ok
+
+
+def _three_layers() -> tuple[OpGraph, Cluster]:
+    """Three layers of 4 MB activations (forward + colocated backward) on two 7 MB GPUs, M = 4: under GPipe a GPU
+    holding two layers keeps 8 MB (no split fits); under 1F1B stage 0 holds 2 micro-batches (1 MB each a layer) and
+    stage 1 one, so two layers take 4 MB on stage 0."""
+    ops, edges = [], []
+    for i in range(3):
+        ops += [Op(f"f{i}", "L", 1.0, output_bytes=4 * MB, colocation=f"l{i}", phase="forward"),
+                Op(f"b{i}", "G", 2.0, output_bytes=0, colocation=f"l{i}", phase="backward", grad_of=f"f{i}")]
+        edges += [Edge(f"f{i}", f"b{i}")] + ([Edge(f"f{i}", f"f{i + 1}"), Edge(f"b{i + 1}", f"b{i}")] if i < 2 else [])
+    graph = OpGraph.from_ops(ops, edges, name="fb3")
+    devices = [Device(f"/GPU:{i}", "gpu", 1.0, 7 * MB) for i in range(2)]
+    return graph, Cluster.build(devices, default_bandwidth=1e9, name="c")
+
+
+def test_held_microbatches_follow_the_schedule() -> None:
+    assert held_microbatches("gpipe", 4, 3).tolist() == [4, 4, 4]
+    assert held_microbatches("1f1b", 4, 6).tolist() == [4, 4, 4, 3, 2, 1]
+    graph, _ = _three_layers()
+    assert stage_memory(graph, 4, 2).tolist() == [2 * MB, 0] * 3  # two of four quarters held
+    assert stage_memory(graph, 4, 8).tolist() == stage_memory(graph).tolist() == [4 * MB, 0] * 3
+
+
+@pytest.mark.parametrize("placer", [GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner])
+def test_1f1b_memory_finds_splits_gpipe_memory_refuses(placer: type) -> None:
+    graph, cluster = _three_layers()
+    assert not PipelineSimulator(4, "gpipe").measure(graph, cluster, Placement.for_graph(graph, [0] * 4 + [1] * 2)).ok
+    with pytest.raises(PlacementInfeasibleError, match="memory|bytes needed"):
+        placer(microbatches=4).place(graph, cluster)
+    placement = placer(microbatches=4, schedule="1f1b").place(graph, cluster)
+    assert len(set(placement.devices.tolist())) == 2
+    assert PipelineSimulator(4, "1f1b").measure(graph, cluster, placement).ok
+
+
+def test_gplace_place_fits_the_runtime_schedule() -> None:
+    """``gplace.place`` gives the contiguous partitioners and the local search's start the runtime's schedule."""
+    graph, cluster = _three_layers()
+    for method in ("gpipe", "pipedream", "ideal_dp", "local_search"):
+        result = place(graph, cluster, method=method, runtime=PipelineSimulator(4, "1f1b"), budget="2 s")
+        assert result.measurement.ok and len(set(result.placement.devices.tolist())) == 2, method
+
+
+def test_a_bad_schedule_is_named() -> None:
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        IdealDPPartitioner(schedule="1F1B")
