@@ -1052,6 +1052,22 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
     return f"{cfg.samples} samples"
 
 
+def _summary_now(doc: dict, graph, cluster, placement) -> tuple[dict, str]:
+    """The per-device summary of a placement file that has none, and the model that made it: the file's
+    ``pipe-v2/<schedule>/m<M>`` pipeline where its runtime is one (bubble and micro-batches in flight too), else
+    one ``sim-v1`` step."""
+    import re
+
+    from gplace.pipeline import PipelineSimulator
+    from gplace.show import device_summary
+
+    piped = re.fullmatch(rf"{PipelineSimulator.semantics}/(gpipe|1f1b)/m([1-9][0-9]*)", str(doc.get("runtime")))
+    if piped is None:
+        return device_summary(graph, cluster, placement), "sim-v1"
+    sim = PipelineSimulator(int(piped[2]), piped[1])
+    return device_summary(graph, cluster, placement, sim.simulate(graph, cluster, placement)), sim.id
+
+
 def show(argv: list[str]) -> None:
     """``gplace show placement.json``: per device, ops, compute seconds, peak memory, bytes in and out, and the
     step time; ``--draw out.png --graph graph.json`` draws the graph coloured by device."""
@@ -1094,7 +1110,7 @@ def _show(args) -> None:
     from gplace.importers import load_cluster, load_graph
     from gplace.ir import load_json, placement_from_dict
     from gplace.ir.serialize import PLACEMENT_FORMAT
-    from gplace.show import MODEL_KEY, SUMMARY_KEY, check_shown, device_summary, draw_placement
+    from gplace.show import MODEL_KEY, SUMMARY_KEY, check_shown, draw_placement
 
     doc = load_json(_placement_file(Path(args.placement)))
     if not isinstance(doc, dict) or doc.get("format") != PLACEMENT_FORMAT:
@@ -1105,21 +1121,21 @@ def _show(args) -> None:
     if graph is not None and doc.get("graph_fingerprint") not in (None, graph.fingerprint):
         raise ValueError(f"{args.placement} places another graph (fingerprint {doc.get('graph_fingerprint')}) than "
                          f"{args.graph} ({graph.fingerprint})")
-    summary = doc.get(SUMMARY_KEY)
+    summary, computed = doc.get(SUMMARY_KEY), None
     if summary is None and graph is not None and args.cluster:
         cluster = load_cluster(args.cluster)
-        summary = device_summary(graph, cluster, placement_from_dict(doc, graph, cluster))
+        summary, computed = _summary_now(doc, graph, cluster, placement_from_dict(doc, graph, cluster))
     table = Table(title=f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime', 'step time')}: "
                         f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})")
     piped = any("bubble" in row for row in (summary or {}).values())  # a pipelined mini-batch's summary
     # a pipeline's devices by torch-pipeline-v1's ranks (every placement lists its stages; one step has no ranks)
     rank_of = {d: k for k, d in enumerate(doc.get("stages") or {})} if piped else {}
-    for column in ("rank",) * bool(rank_of) + ("device", "ops", "compute", "peak memory", "bytes in", "bytes out") \
-            + ("bubble", "in flight") * piped:
-        table.add_column(column, justify="left" if column == "device" else "right")
+    columns = ("rank",) * bool(rank_of) + ("device", "ops", "compute", "peak memory", "bytes in", "bytes out") \
+        + ("bubble", "in flight") * piped
     counts = {d: 0 for d in doc.get("devices", [])}
     for device in doc["placement"].values():
         counts[device] = counts.get(device, 0) + 1
+    rows = []
     for device in sorted(counts, key=lambda d: rank_of.get(d, len(rank_of))):
         row = (summary or {}).get(device)
         cells = ([_ms(row["compute_seconds"]), _bytes(row["peak_memory"]), _bytes(row["bytes_in"]),
@@ -1127,14 +1143,24 @@ def _show(args) -> None:
         if piped:
             cells += [f"{row['bubble']:.0%}", str(row["in_flight"])] if row and "bubble" in row else ["?"] * 2
         rank = [str(rank_of.get(device, "-"))] if rank_of else []
-        table.add_row(*rank, device, str(counts[device]), *cells)
+        rows.append((*rank, device, str(counts[device]), *cells))
+    for column in columns:
+        table.add_column(column, justify="left" if column == "device" else "right", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     console = _console()
+    # as wide as the table needs (up to 200 columns) on a narrower terminal: at 80, a pipeline's nine columns cut
+    # every device name to the same /job:localhost/rep... and split numbers over two lines
+    console.width = max(console.width, console.measure(table, options=console.options.update_width(200)).maximum)
     console.print(table)
     if summary is None:
         console.print("(no per-device summary in the file: give --graph and --cluster to compute one)", soft_wrap=True)
     elif doc.get(MODEL_KEY):
         console.print(f"(the per-device figures and trace.json are the {doc[MODEL_KEY]} model of this placement, "
                       f"not {doc.get('runtime')}'s measurement)", soft_wrap=True)
+    elif computed is not None and computed != doc.get("runtime"):
+        console.print(f"(the per-device figures are the {computed} model of this placement, computed now, not "
+                      f"{doc.get('runtime')}'s measurement)", soft_wrap=True)
     if args.draw:
         if graph is None:
             raise ValueError("--draw needs --graph (the graph file the placement is for)")

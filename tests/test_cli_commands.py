@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gplace.ir import cluster_to_dict, graph_to_dict, save_json
+from gplace.ir import Cluster, Device, cluster_to_dict, graph_to_dict, save_json
 from gplace.testing import random_dag, uniform_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -507,3 +507,32 @@ def test_place_imports_the_modules_named_for_a_policy_file_of_ones_own_classes(t
                          ("imports=my_parts_probe", "imports='my_parts_probe': a list of module names")):
         proc = _gplace(*common, bad, f"hydra.run.dir={tmp_path / 'bad'}", cwd=tmp_path)
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_show_computes_a_pipelines_summary_by_its_own_simulator_and_never_cuts_device_names(tmp_path, monkeypatch):
+    """A pipeline's placement.json without its per-device summary, shown with ``--graph`` and ``--cluster``, gets the
+    summary its runtime (``pipe-v2/1f1b/m4``) gives, not one sim-v1 step's; device names that share a long prefix
+    are printed whole on an 80-column terminal (the table as wide as it needs), not cut to ``/job:localhost/rep...``."""
+    monkeypatch.setenv("COLUMNS", "80")
+    names = [f"/job:localhost/replica:0/task:0/device:GPU:{i}" for i in range(3)]
+    save_json(cluster_to_dict(Cluster.build([Device(n, "gpu", 1.0, 10**10) for n in names], default_bandwidth=1e9,
+                                            name="long")), tmp_path / "cluster.json")
+    save_json(graph_to_dict(random_dag(12, seed=4)), tmp_path / "graph.json")
+    proc = _gplace("place", "method=gpipe", "objective=pipeline", "objective.microbatches=4", *_file_args(tmp_path),
+                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "run" / "placement.json").read_text())
+    del doc["per_device"]
+    save_json(doc, tmp_path / "bare.json")
+    full = _gplace("show", str(tmp_path / "run" / "placement.json"), cwd=tmp_path).stdout
+    bare = _gplace("show", str(tmp_path / "bare.json"), "--graph", str(tmp_path / "graph.json"), "--cluster",
+                   str(tmp_path / "cluster.json"), cwd=tmp_path).stdout
+    assert "bubble" in bare and "…" not in full
+    assert bare.splitlines()[:-1] == full.splitlines()[:len(bare.splitlines()) - 1]  # the same table
+    assert all(name in full for name in names)  # whole, on one line each
+    doc["runtime"] = "torch-v1"  # measured by another runtime: the summary computed now is sim-v1's, and says so
+    save_json(doc, tmp_path / "torch.json")
+    shown = _gplace("show", str(tmp_path / "torch.json"), "--graph", str(tmp_path / "graph.json"), "--cluster",
+                    str(tmp_path / "cluster.json"), cwd=tmp_path).stdout
+    assert "bubble" not in shown
+    assert "sim-v1 model of this placement, computed now, not torch-v1's" in " ".join(shown.split())
