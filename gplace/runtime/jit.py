@@ -4,12 +4,21 @@ numba writes compiled kernels next to the source (``__pycache__``), under ``NUMB
 cache directory. Where none is writable (a read-only install, a user without a writable home), ``cache=True``
 raises at decoration time; :func:`cached_njit` then compiles in memory (each process compiles anew) and logs one
 warning naming ``NUMBA_CACHE_DIR``.
+
+numba judges a cached kernel fresh by its own source file alone, yet a kernel compiles in the kernels it calls from
+other files (``gplace.runtime.kernels``): after a change to those only (a ``git pull`` in an editable install), the
+simulators ran the old code. So each kernel's freshness stamp also holds a digest of every file of its top-level
+package that defines kernels: a change to any of them compiles every kernel anew.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import sys
 from collections.abc import Callable
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from numba import njit
@@ -26,14 +35,37 @@ def cached_njit(**options: Any) -> Callable[[Callable], Any]:
 
     def decorate(func: Callable) -> Any:
         try:
-            return njit(cache=True, **options)(func)
+            kernel = njit(cache=True, **options)(func)
         except RuntimeError as err:
             if "no locator available" not in str(err):
                 raise
             _warn_once(err)
             return njit(**options)(func)
+        _stamp_with_callees(kernel, func.__module__)
+        return kernel
 
     return decorate
+
+
+def _stamp_with_callees(kernel: Any, module: str) -> None:
+    """Make ``kernel``'s cache stale when any kernel file of ``module``'s top-level package changes (numba's own
+    stamp, the modification time and size of the kernel's file, left out the kernels it calls from other files).
+    Uses numba's cache internals; where they differ (another numba), the stamp stays numba's own."""
+    index = getattr(getattr(kernel, "_cache", None), "_cache_file", None)
+    if index is not None and hasattr(index, "_source_stamp"):
+        index._source_stamp = (index._source_stamp, _kernel_files_digest(module.partition(".")[0]))
+
+
+@cache
+def _kernel_files_digest(package: str) -> str:
+    """SHA-256 of the contents of every ``.py`` file under ``package``'s directory that uses :func:`cached_njit`."""
+    root = Path(getattr(sys.modules.get(package), "__file__", None) or ".").parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_bytes()
+        if b"cached_njit" in text:
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + text)
+    return digest.hexdigest()
 
 
 def _warn_once(err: RuntimeError) -> None:
