@@ -78,6 +78,10 @@ class PipelineLocalSearch(Placer):
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         self.evaluations = 0
+        if (self._sim.microbatches, self._sim.schedule) != (self.microbatches, self.schedule):  # set after __init__
+            from gplace.pipeline import PipelineSimulator  # (the descent measured the old objective)
+
+            self._sim = PipelineSimulator(self.microbatches, self.schedule)  # checks both
         start = self.start or IdealDPPartitioner(self.kind, self.microbatches, schedule=self.schedule)
         start = start.place(graph, cluster)
         devices = np.asarray(start.devices, dtype=np.int64)

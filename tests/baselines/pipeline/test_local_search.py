@@ -147,3 +147,13 @@ def test_an_empty_graph_gets_an_empty_placement():
 def test_bad_budgets_are_named(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         PipelineLocalSearch(**kwargs)
+
+
+def test_settings_changed_after_construction_are_the_ones_searched():
+    """``microbatches`` and ``schedule`` set on an instance: the descent measured the constructor's objective while its
+    start took the new one, so it could end slower than its start in the objective asked for."""
+    graph, cluster = layer_net(8, 1), testing.uniform_cluster(3, bandwidth=1e9)
+    changed = PipelineLocalSearch(32, "1f1b", time_limit=None, max_evaluations=200)
+    changed.microbatches, changed.schedule = 2, "gpipe"
+    fresh = PipelineLocalSearch(2, "gpipe", time_limit=None, max_evaluations=200)
+    assert changed.place(graph, cluster).devices.tolist() == fresh.place(graph, cluster).devices.tolist()
