@@ -2,7 +2,8 @@
 
 Layout: process 1 ("devices") has one thread per device with a slice per op instance, named
 ``<op> [mb <m>]`` (``[update]`` for update ops), category its phase, args op, micro-batch and phase;
-process 2 ("channels") has one thread per used channel with a slice per transfer. Times are in microseconds.
+process 2 ("channels") has one thread per used channel with a slice per transfer (args bytes, producer op and
+micro-batch, as a step trace's). Times are in microseconds.
 """
 
 from __future__ import annotations
@@ -64,10 +65,10 @@ def _events(graph: OpGraph, cluster: Cluster, schedule: PipelineSchedule) -> Ite
     for x, k in enumerate(schedule.transfer_inst.tolist()):
         s, d = int(schedule.transfer_src[x]), int(schedule.transfer_dst[x])
         start, end = float(schedule.transfer_start[x]), float(schedule.transfer_end[x])
-        m = int(schedule.inst_microbatch[k])
-        yield {"ph": "X", "name": f"{graph.op_names[schedule.inst_op[k]]} -> {names[d]} [{_label(m)}]",
-               "cat": "transfer", "pid": _CHANNELS, "tid": s * nd + d, "ts": start * _US,
-               "dur": (end - start) * _US, "args": {"microbatch": m}}
+        m, op = int(schedule.inst_microbatch[k]), graph.op_names[schedule.inst_op[k]]
+        yield {"ph": "X", "name": f"{op} -> {names[d]} [{_label(m)}]", "cat": "transfer", "pid": _CHANNELS,
+               "tid": s * nd + d, "ts": start * _US, "dur": (end - start) * _US,
+               "args": {"bytes": int(schedule.transfer_bytes[x]), "op": op, "microbatch": m}}
 
 
 def _label(microbatch: int) -> str:

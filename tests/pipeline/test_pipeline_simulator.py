@@ -210,6 +210,9 @@ def test_trace_has_one_row_per_device_and_labelled_microbatches(tmp_path):
     assert {e["name"] for e in slices} >= {"f0 [mb 0]", "f0 [mb 1]", "b2 [mb 1]", "u0 [update]"}
     assert len(slices) == 2 * 6 + 3
     assert doc["otherData"]["bubble"]["/GPU:0"] == pytest.approx(sched.bubble[0])
+    sent = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] == 2]  # bytes and producer, as a step's
+    assert sent and [e["args"]["bytes"] for e in sent] == sched.transfer_bytes.tolist()
+    assert all(e["name"].startswith(e["args"]["op"] + " -> ") for e in sent)
     with pytest.raises(ValueError, match="the schedule places 9 ops on 2 devices, but graph"):
         write_pipeline_trace(tmp_path / "t.json", chain((1.0, 2.0)), c, sched)  # an IndexError from inside before
 
