@@ -22,23 +22,40 @@ def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | N
 
 def plot_learning_curve(history: Sequence[Mapping[str, float]], path: str | Path, *, title: str = "",
                         baseline: float | None = None) -> Path:
-    """Best and batch-mean step time (ms) per update; ``baseline`` (s) as a dashed line."""
-    fig, ax = subplots(figsize=(6, 3.5))
-    updates = [h["update"] for h in history]
-    ax.plot(updates, [h["charts/best_step_time"] * 1e3 for h in history], label="best so far")
-    ax.plot(updates, [h["rollout/mean_step_time"] * 1e3 for h in history], alpha=0.5, label="batch mean")
-    if baseline is not None and np.isfinite(baseline):
-        ax.axhline(baseline * 1e3, ls="--", color="gray", label="best baseline")
-    ax.set(xlabel="update", ylabel="step time (ms)", title=title)
-    ax.legend()
-    fig.tight_layout()
+    """Best and batch-mean step time (ms) per update; ``baseline`` (s) as a dashed line (:func:`learning_curve`)."""
+    fig = learning_curve(history, title=title, baseline=baseline)
     fig.savefig(path, dpi=110)
     return Path(path)
 
 
+def learning_curve(history: Sequence[Mapping[str, float]], *, title: str = "", baseline: float | None = None):
+    """The :class:`~matplotlib.figure.Figure` of :func:`plot_learning_curve`: the batch mean is over the samples that
+    ran, and an update whose samples all failed (no mean: the line broke there unmarked) is an ``x`` at the top."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = subplots(figsize=(6, 3.5))
+    updates = np.array([h["update"] for h in history])
+    best = np.array([h["charts/best_step_time"] for h in history]) * 1e3
+    mean = np.array([h["rollout/mean_step_time"] for h in history]) * 1e3
+    ax.plot(updates, best, label="best so far")
+    ax.plot(updates, mean, alpha=0.5, label="batch mean (samples that ran)")
+    if baseline is not None and np.isfinite(baseline):
+        ax.axhline(baseline * 1e3, ls="--", color="gray", label="best baseline")
+    failed = ~np.isfinite(mean)
+    if failed.any():
+        ax.plot(updates[failed], np.full(failed.sum(), 1.0), "x", color="C3", transform=ax.get_xaxis_transform(),
+                clip_on=False, label="every sample failed")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(xlabel="update", ylabel="step time (ms)", title=title)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
 def plot_timeline(graph: OpGraph, cluster: Cluster, placement: Placement, path: str | Path, *,
                   title: str = "") -> Path:
-    """One row per device: each op as a bar from its simulated start to end."""
+    """One row per device: each op as a bar from its simulated (``sim-v1``) start to end, edged so that ops back to
+    back stay apart."""
     from gplace.runtime import schedule
 
     sched = schedule(graph, cluster, placement)
@@ -46,8 +63,8 @@ def plot_timeline(graph: OpGraph, cluster: Cluster, placement: Placement, path: 
     for d in range(cluster.num_devices):
         ops = np.flatnonzero(sched.devices == d)
         spans = [(sched.op_start[i] * 1e3, (sched.op_end[i] - sched.op_start[i]) * 1e3) for i in ops]
-        ax.broken_barh(spans, (d - 0.4, 0.8), facecolors=f"C{d % 10}", edgecolor="none")
-    ax.set(yticks=range(cluster.num_devices), yticklabels=cluster.device_names, xlabel="time (ms)",
+        ax.broken_barh(spans, (d - 0.4, 0.8), facecolors=f"C{d % 10}", edgecolor="white", linewidth=0.5)  # op by op
+    ax.set(yticks=range(cluster.num_devices), yticklabels=cluster.device_names, xlabel="time (ms, sim-v1)",
            title=title or f"{graph.name}: {sched.step_time * 1e3:.2f} ms")
     ax.invert_yaxis()
     fig.tight_layout()
