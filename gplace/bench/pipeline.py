@@ -287,9 +287,19 @@ def _cell(record: PipelineRecord | None, ref: tuple[str, float] | None) -> str:
 
 def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, schedule: str = "1f1b",
                     microbatches: int | None = None, baseline: str = "single_gpu") -> Path:
-    """Throughput over one GPU against the number of stage devices, one panel per graph: the best method per
-    count, one line per GPU model (from one GPU); graphs one GPU cannot hold
-    have no line."""
+    """Throughput over one GPU against the number of stage devices, one panel per graph (:func:`throughput_figure`),
+    written to ``path``."""
+    fig = throughput_figure(records, schedule=schedule, microbatches=microbatches, baseline=baseline)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return Path(path)
+
+
+def throughput_figure(records: Sequence[PipelineRecord], *, schedule: str = "1f1b", microbatches: int | None = None,
+                      baseline: str = "single_gpu"):
+    """The figure of :func:`plot_throughput`: per graph, the best method per count of stage devices, one line per GPU
+    model (from one GPU); graphs one GPU cannot hold have no line and say so in their panel, and titles longer than
+    24 characters are cut."""
     from gplace.bench.plots import subplots
 
     m = microbatches or max(r.microbatches for r in records)
@@ -315,16 +325,18 @@ def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, sche
                 ax.plot(*zip(*points, strict=True), marker="o", label=family)
         top = max((d for f in families.values() for d in f.get(graph, {})), default=1)
         ax.plot([1, top], [1, top], ls="--", color="gray", lw=0.8)
-        ax.set(title=graph, xlabel="GPUs", ylabel="x one GPU")
+        ax.set(xlabel="GPUs", ylabel="x one GPU")
+        ax.set_title(graph if len(graph) <= 24 else graph[:23] + "…", fontsize=9)  # longer ran into the next panel's
         if ax.get_legend_handles_labels()[1]:
             ax.legend(fontsize=6)
+        else:  # an empty panel said nothing
+            ax.text(0.5, 0.5, "no speed-up to plot\n(one GPU cannot hold it,\nor every split failed)", ha="center",
+                    va="center", fontsize=7, transform=ax.transAxes)
     for ax in axes.ravel()[len(graphs):]:
         ax.set_visible(False)
     fig.suptitle(f"Throughput, best placer, {schedule}, M={m} ({models(records)})")
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    return Path(path)
+    return fig
 
 
 def model_speedup(graph: OpGraph, cluster: Cluster, microbatches: int, *, bubble: bool = True) -> float:
