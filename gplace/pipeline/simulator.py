@@ -164,7 +164,8 @@ class PipelineSimulator(PreparedCache, Runtime):
     Args:
         microbatches: micro-batches per mini-batch, ``M >= 1``.
         schedule: ``"gpipe"`` or ``"1f1b"``.
-        cache_size: how many (graph, cluster) pairs keep their prepared arrays.
+        cache_size: how many (graph, cluster) pairs keep their prepared arrays (``ops x M`` instances each:
+            about 27 MB for 5,000 ops at M = 32; :meth:`clear_cache` drops them). (default: ``16``)
         threads: most threads :meth:`minibatch_times` splits a large batch over (``None``: every core this
             process may use; results do not depend on it, see :mod:`gplace.runtime.batch`).
     """

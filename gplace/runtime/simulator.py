@@ -180,6 +180,12 @@ class PreparedCache:
                 self._cache.popitem(last=False)
         return prep
 
+    def clear_cache(self) -> None:
+        """Drop every prepared (graph, cluster) pair (rebuilt on next use): a pipeline simulator's arrays grow with
+        ops x M (about 27 MB for a 5,000-op graph at M = 32), and a long-lived simulator keeps ``cache_size``."""
+        with self._lock:
+            self._cache.clear()
+
     def __getstate__(self) -> dict[str, Any]:
         """Pickles without the lock and the prepared arrays (rebuilt on first use)."""
         return {k: v for k, v in self.__dict__.items() if k not in ("_cache", "_lock")}

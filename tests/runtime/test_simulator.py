@@ -327,3 +327,5 @@ def test_an_equal_cluster_built_anew_finds_the_prepared_arrays(make):
     assert len(sim._cache) == 1
     other = uniform_cluster(3, bandwidth=1e3)  # other content: prepared anew
     assert sim.measure(graph, other, placement).step_time != first.step_time and len(sim._cache) == 2
+    sim.clear_cache()
+    assert len(sim._cache) == 0 and sim.measure(graph, copy, placement).step_time == first.step_time
