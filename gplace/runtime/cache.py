@@ -87,7 +87,9 @@ class CachedRuntime(RuntimeWrapper):
             measurement is keyed by the graph's fingerprint, which leaves out the program a real runtime runs
             (``graph.source``): two exports of one module with other example input values share it, and with
             data-dependent control flow (``torch.cond``) they run different code; give such graphs a cache each.
-        keep_op_times: keep ``op_start`` and ``op_end`` in cached measurements. (default: False)
+        keep_op_times: keep ``op_start`` and ``op_end`` in cached measurements; a row a cache without it wrote
+            to the same file still answers, without op times (``None``): give a new file where they matter.
+            (default: False)
 
     Attributes:
         hits: lookups answered from memory or the file.
