@@ -81,8 +81,9 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
         report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
                        trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir,
                        logger=_SearchOnly(logger), warm_start=_warm_start(cfg, graph, cluster))
-        save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
-                                                                        "graph": graph.name, "cluster": cluster.name})
+        learned_from = str(getattr(runtime, "id", type(runtime).__name__))
+        save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={
+            "max_groups": cfg.max_groups, "graph": graph.name, "cluster": cluster.name, "runtime": learned_from})
     if logger.keeps_results:
         logger.log_results(*results(report, runtime, run_dir))
     _print_table(report, run_dir)

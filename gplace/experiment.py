@@ -525,13 +525,14 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
                 budget: Budget | None, seed: int) -> TrainResult:
     """``placer``'s placement, or else the policy file ``path``'s zero-shot one (fastest of greedy and sampled),
     measured."""
-    from gplace.pretrained import check_policy_fits, load_policy, recorded_max_groups, zero_shot_search
+    from gplace.pretrained import check_objective, check_policy_fits, load_policy, recorded_max_groups, zero_shot_search
 
     started = time.monotonic()
     if placer is None:
         samples = 16 if budget is None or budget.samples is None else budget.samples
         encoder, policy, meta = load_policy(path)
         check_policy_fits(policy, cluster, path)
+        check_objective(meta, runtime, path)
         return zero_shot_search(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
                                 max_groups=recorded_max_groups(meta), seed=seed)
     placement = placer.place(graph, cluster)

@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 import os
 import sys
@@ -51,13 +52,15 @@ from gplace.training import TrainResult
 from gplace.training.checkpoint import damaged_part, save_checkpoint, torch_load_reason
 
 __all__ = [
-    "FORMAT", "VERSION", "PretrainedPolicy", "build", "check_policy_fits", "load_policy", "module_spec",
-    "pick_pretrained", "place_with_pretrained", "place_zero_shot", "recorded_max_groups", "save_policy",
+    "FORMAT", "VERSION", "PretrainedPolicy", "build", "check_objective", "check_policy_fits", "load_policy",
+    "module_spec", "pick_pretrained", "place_with_pretrained", "place_zero_shot", "recorded_max_groups", "save_policy",
     "zero_shot_search",
 ]
 
 FORMAT = "gplace.policy"
 """The ``"format"`` field of a policy file."""
+
+log = logging.getLogger(__name__)
 VERSION = 1
 """The version of the policy file layout this module writes and reads."""
 
@@ -324,6 +327,22 @@ def _key(devices: Any) -> bytes:
     return np.asarray(devices, dtype=np.int64).tobytes()
 
 
+def check_objective(meta: Mapping[str, Any], runtime: Runtime | None, path: str | Path) -> None:
+    """Log a warning where a policy file's ``meta`` records the runtime it learned from (``"runtime"``, as
+    ``python -m gplace`` writes it) and that runtime's objective, one step or a pipelined mini-batch, is not the one
+    ``runtime`` measures (default ``sim-v1``): its placements are measured, but it learned the other objective."""
+    trained = meta.get("runtime")
+    now = "sim-v1" if runtime is None else str(getattr(runtime, "id", type(runtime).__name__))
+    if isinstance(trained, str) and trained.startswith("pipe-") != now.startswith("pipe-"):
+        log.warning("policy file %s learned from %s (%s) and now places for %s (%s): its placements are measured "
+                    "by %s, but it learned the other objective", path, trained, _objective_of(trained), now,
+                    _objective_of(now), now)
+
+
+def _objective_of(runtime_id: str) -> str:
+    return "a pipelined mini-batch" if runtime_id.startswith("pipe-") else "one step"
+
+
 def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str | Path, *, samples: int = 16,
                           runtime: Runtime | None = None) -> Placement:
     """Place a new graph in seconds with a policy file written by :func:`save_policy`.
@@ -347,6 +366,7 @@ def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str
     check_graph_and_cluster(graph, cluster)
     encoder, policy, meta = load_policy(checkpoint_path)
     check_policy_fits(policy, cluster, checkpoint_path)
+    check_objective(meta, runtime, checkpoint_path)
     return place_zero_shot(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
                            max_groups=recorded_max_groups(meta))
 

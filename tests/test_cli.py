@@ -41,6 +41,9 @@ def test_run_writes_placement_and_trace(tmp_path):
     assert f"the best found by sample {at}" in printed if at else ("the best is the greedy" in printed or (
         "the best is every op on one device" in printed and doc["step_time"] == fastest_device))
 
+    from gplace.pretrained import load_policy
+
+    assert load_policy(out / "policy.pt").meta["runtime"] == "sim-v1"  # the objective it learned
     # the saved policy places the graph again, in seconds, without training
     placed = tmp_path / "placed"
     proc = _gplace("place", f"checkpoint={out / 'policy.pt'}", "cluster=paper_4gpu", "graph.steps=2",

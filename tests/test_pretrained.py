@@ -446,3 +446,19 @@ def test_every_built_in_encoder_and_policy_saves_and_loads(tmp_path, encoder, po
         assert type(got) is type(module)
         for (key, value), found in zip(module.state_dict().items(), got.state_dict().values(), strict=True):
             assert torch.equal(value, found), key
+
+
+@pytest.mark.parametrize("learned_from, warned", [("pipe-v2/1f1b/m4", True), ("sim-v1", False), (None, False)])
+def test_a_policy_learned_for_the_other_objective_says_so(tmp_path, caplog, learned_from, warned):
+    """A policy file records the runtime it learned from; placing for the other objective (a pipelined mini-batch
+    against one step) logs that its placements are measured, but it learned the other one."""
+    import gplace
+
+    encoder, policy = _modules()
+    meta = {"max_groups": 256} | ({"runtime": learned_from} if learned_from else {})
+    path = save_policy(tmp_path / "policy.pt", encoder, policy, meta=meta)
+    graph, cluster = random_dag(10, seed=1), uniform_cluster(2)
+    with caplog.at_level("WARNING", logger="gplace.pretrained"):
+        place_with_pretrained(graph, cluster, path, samples=2)
+        gplace.place(graph, cluster, method=path, budget="2 samples")
+    assert sum("learned the other objective" in r.getMessage() for r in caplog.records) == 2 * warned
