@@ -117,6 +117,19 @@ def test_a_resume_that_skips_every_case_brings_the_report_up_to_date_and_keeps_i
         assert report.read_text() == table + "\n## Targets\n"
 
 
+def test_a_resume_that_runs_a_case_keeps_the_notes_after_the_table(tmp_path):
+    """Each finished case rewrote RESULTS.md as its table alone, so a resume that ran any case lost the notes after
+    the table (benchmarks/RESULTS.md's targets and hand-written notes) for good."""
+    first = BenchCase(two_branches(length=3), uniform_cluster(2), Simulator())
+    second = BenchCase(two_branches(length=4), uniform_cluster(2), Simulator())
+    records = run_suite([lambda: first], {"single": SingleDevice(0)}, {}, tmp_path, plots=False)
+    report = tmp_path / "RESULTS.md"
+    report.write_text(report.read_text() + "\n## My notes\n")
+    run_suite([lambda: first, lambda: second], {"single": SingleDevice(0)}, {}, tmp_path, plots=False,
+              previous=records)
+    assert report.read_text().endswith("\n## My notes\n") and report.read_text().count("|") > 2 * len(records)
+
+
 def test_suite_writes_results_and_plots(tmp_path):
     from gplace.experiment import place
     from gplace.training import ReinforceTrainer

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gplace.bench.report import refresh_results, write_results
+from gplace.bench.report import refresh_results
 from gplace.bench.runner import BenchRecord, run_baselines, run_learned, stale_reason
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime.base import Runtime
@@ -41,10 +41,11 @@ def run_suite(
     """Run every placer and search on every case (built lazily, one at a time).
 
     Writes ``results.json`` and ``RESULTS.md`` under ``out_dir`` after each case, so a stopped run keeps what
-    it finished, and with ``plots`` a learning curve and a timeline of the best placement per learned search
-    under ``out_dir/plots``. ``previous`` records (of earlier cases, or of an earlier run being resumed) are kept
-    in the written files; a case they already hold for every method is skipped, and an unfinished one runs again
-    (its learned searches resume from their run directories). With ``fresh``, every learned search starts anew:
+    it finished (what follows the table in ``RESULTS.md``, notes and targets, is kept), and with ``plots`` a
+    learning curve and a timeline of the best placement per learned search under ``out_dir/plots``. ``previous``
+    records (of earlier cases, or of an earlier run being resumed) are kept in the written files; a case they
+    already hold for every method is skipped, and an unfinished one runs again (its learned searches resume from
+    their run directories). With ``fresh``, every learned search starts anew:
     the run directory an earlier bench left (``out_dir/runs/<graph>-<cluster>-<method>``, a name made safe by
     :func:`file_stem`) is removed first.
 
@@ -91,7 +92,7 @@ def run_suite(
                 log.info("%s on %s: running again %s, which failed for a missing package", graph.name, cluster.name,
                          ", ".join(again))
                 records = _rerun_baselines(records, case, again, held[0].lower_bound)
-                write_results(records, out_dir, learned=list(searches))
+                refresh_results(records, out_dir, learned=list(searches))
             else:
                 log.info("%s on %s: already in the results, skipped", graph.name, cluster.name)
             continue
@@ -116,7 +117,7 @@ def run_suite(
             if plots and report is not None:
                 _plot(report, out_dir / "plots", stem, best)
         records += found
-        write_results(records, out_dir, learned=list(searches))
+        refresh_results(records, out_dir, learned=list(searches))
     refresh_results(records, out_dir, learned=list(searches))
     return records
 
