@@ -537,6 +537,9 @@ def resume_hint(command: str, cfg: DictConfig, hydra_cfg: DictConfig | None) -> 
     nothing resumes (``gplace place`` with a method that keeps no checkpoint)."""
     if command == "bench":
         again = _quoted(f"out_dir={cfg.get('out_dir')}", *[] if cfg.get("resume", True) else ["resume=true"])
+        if cfg.get("pipeline"):  # bench_pipeline: written after each (graph, cluster); its searches keep no run dir
+            return (f"the bench keeps its finished (graph, cluster) pairs, and the same command run again with {again} "
+                    "runs the others (their learned searches start over)")
         return (f"the bench keeps its finished cases, and the same command run again with {again} runs the others "
                 "(their learned searches from their last checkpoints)")
     what = "a training run"

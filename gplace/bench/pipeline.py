@@ -537,7 +537,8 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
     """Run the pipeline bench described by ``cfg`` (gplace/conf/bench_pipeline.yaml) and write its results.
 
     With ``cfg.resume``, the records of ``out_dir/pipeline_results.json`` are kept and the (graph, cluster) pairs
-    they cover are not run again (the results are written after every graph, so a killed run loses one graph),
+    they cover are not run again (the results are written after every (graph, cluster) pair, with the config's
+    notes and a line saying they are partial, so a killed run loses the pair it was running),
     unless they are of another graph or cluster of that name (their fingerprints differ, or they have none): those
     are measured again, with a WARNING.
 
@@ -572,14 +573,18 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
             records += run_pipeline_case(graph, cluster, placers, microbatches=list(cfg.microbatches),
                                          schedules=list(cfg.schedules), searches=searches, search_cases=cases,
                                          label=graph_name)
+            write_pipeline_results(records, cfg.out_dir, notes=_PARTIAL + str(cfg.notes), plot=False)
             log.info("pipeline bench: %s on %s done (%d records)", graph.name, cluster.name, len(records))
-        write_pipeline_results(records, cfg.out_dir, plot=False)
     aimed = clusters.get(target.cluster)
     notes = targets_section(records, model, cluster=aimed.name if aimed else target.cluster,
                             microbatches=int(target.microbatches), profiles=list(model), searches=list(searches),
                             gpus=aimed.kinds.count("gpu") if aimed else None) + str(cfg.notes)
     write_pipeline_results(records, cfg.out_dir, notes=notes, plot=True)
     return records
+
+
+_PARTIAL = ("\n**Partial**: written while the bench ran, after its last finished (graph, cluster) pair; the same "
+            "command with `resume=true` runs the others (the targets section is written at the end).\n")
 
 
 def _current(records: list[PipelineRecord]) -> list[PipelineRecord]:

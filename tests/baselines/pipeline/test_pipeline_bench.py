@@ -192,3 +192,40 @@ def test_a_bench_without_the_ilp_prints_no_ilp_table() -> None:
     kwargs = dict(cluster="c", microbatches=4, profiles=["g"], gpus=2)
     assert "ILP against the exact DP" not in targets_section(records, {}, **kwargs)
     assert "| ilp | 1f1b | 1 | 1.333 |" in targets_section([*records, _record("ilp", 3.0)], {}, **kwargs)
+
+
+def test_a_killed_bench_keeps_each_finished_pair_with_the_notes(tmp_path, monkeypatch) -> None:
+    """Results were written once per graph (a pair logged done was lost with a kill before the graph's last cluster)
+    and without the config's notes (a killed run's PIPELINE.md had lost them); now after each (graph, cluster)
+    pair, saying they are partial; the interrupted line says the pipeline bench's searches start over."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    import gplace.bench.pipeline as bench
+    from gplace.cli import resume_hint
+
+    overrides = [f"out_dir={tmp_path}", "~graphs", "+graphs={c: {_target_: gplace.testing.chain, costs: [1, 2, 3, 1]}}",
+                 "~clusters", "+clusters={two: {_target_: gplace.testing.uniform_cluster, num_devices: 2}, "
+                 "three: {_target_: gplace.testing.uniform_cluster, num_devices: 3}}", "search.graphs=[]",
+                 "search.clusters=[]",
+                 "targets.cluster=two", "targets.profiles=[c]", "microbatches=[4]", "~learned", "+learned={}",
+                 "notes=MY_NOTES"]
+    real, calls = bench.run_pipeline_case, []
+
+    def killed_on_the_second(*args, **kwargs):
+        calls.append(args[1].name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "run_pipeline_case", killed_on_the_second)
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="bench_pipeline", overrides=overrides)
+    with pytest.raises(KeyboardInterrupt):
+        bench.bench_pipeline(cfg)
+    held = json.loads((tmp_path / "pipeline_results.json").read_text())
+    assert held and {r["cluster"] for r in held} == {calls[0]}
+    report = (tmp_path / "PIPELINE.md").read_text()
+    assert "**Partial**" in report and report.rstrip().endswith("MY_NOTES")
+    hint = resume_hint("bench", OmegaConf.create({"out_dir": str(tmp_path), "pipeline": True, "resume": False}), None)
+    assert "resume=true" in hint and "start over" in hint and "checkpoints" not in hint
