@@ -12,10 +12,12 @@ An edge between two update ops is sent once per mini-batch (as in ``pipe-v2``), 
 ``(latency + bytes / bandwidth) / M`` per micro-batch.
 The placers minimise the bottleneck subject to pins, colocation groups and memory: an op occupies its
 persistent memory plus, for a forward op (or one without a phase), the activations its stage holds until their
-backward (:func:`stage_memory`): its whole output under ``gpipe`` (every micro-batch held), and under ``1f1b`` on
-stage ``s`` of ``S`` the ``min(M, S - s)`` micro-batches in flight there, ``ceil(bytes / M)`` each
-(:func:`held_microbatches`). That static model leaves out ``pipe-v2``'s temporary memory, so a split may still run
-out of memory in ``pipe-v2`` (``gplace.place`` measures it and says so), or be refused where one would fit there.
+backward (:func:`stage_memory`), ``ceil(bytes / M)`` a micro-batch held: all M under ``gpipe``, and under ``1f1b``
+on stage ``s`` of ``S`` the ``min(M, S - s)`` in flight there (:func:`held_microbatches`; ``S`` counts the devices
+off the stages that run forward ops, and where a backward op is not in its forward op's colocation group, every
+stage holds M, as ``pipe-v2`` keeps a micro-batch until its backward ops end wherever they run). That static
+model leaves out ``pipe-v2``'s temporary memory, so a split may still run out of memory in ``pipe-v2``
+(``gplace.place`` measures it and says so), or be refused where one would fit there.
 
 A *unit* is a colocation group or a lone op. Units that may run on a stage device are put in pipeline order
 (:func:`pipeline_order`): a topological order of the units (edges inside a cycle of units, such as layers
@@ -42,7 +44,7 @@ from scipy.sparse.csgraph import connected_components
 from gplace.baselines._common import PlacementInfeasibleError, Units, build_units, unit_durations
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.graph import csr
-from gplace.pipeline.simulator import FORWARD, SCHEDULES, UPDATE, check_microbatches
+from gplace.pipeline.simulator import FORWARD, SCHEDULES, UPDATE, check_microbatches, ops_that_run
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +68,12 @@ def pipeline_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
 def stage_memory(graph: OpGraph, microbatches: int = 1, held: int | None = None) -> np.ndarray:
     """(N,) int64 bytes an op occupies on a stage device in the static model: its persistent memory plus, for a
     forward op (or one without a phase), the activations ``pipe-v2`` holds until their backward (a backward or
-    update op's output is short-lived there): its whole output, or where a stage holds only ``held`` of the
-    ``microbatches`` micro-batches at once (1F1B), ``held x ceil(output / microbatches)`` if that is less."""
+    update op's output is short-lived there): ``held x ceil(output / microbatches)`` where a stage holds ``held``
+    micro-batches at once (``M`` under GPipe: a byte or so over the whole output where M does not divide it, as
+    ``pipe-v2`` counts), its whole output where ``held`` is ``None``."""
     output = graph.output_bytes
-    if held is not None and held < microbatches:
-        output = np.minimum(output, held * -(-output // microbatches))
+    if held is not None:
+        output = held * -(-output // microbatches)
     forward = graph.phase_codes() == FORWARD
     return graph.persistent_memory + np.where(forward, output, 0)
 
@@ -267,13 +270,32 @@ class StageProblem:
         """(E',) the graph's edges between pipelined units: src and dst positions, seconds per micro-batch."""
 
     def _unit_memory(self) -> np.ndarray:
-        """(U, S) int64 bytes of each unit on each stage device, as many micro-batches held as the schedule says."""
-        held = held_microbatches(self.schedule, self.microbatches, self.num_stages)
+        """(U, S) int64 bytes of each unit on each stage device, as many micro-batches held as :meth:`_held` says."""
+        held = self._held()
         columns = {}
         for h in np.unique(held).tolist():
             columns[h] = np.zeros(self.units.num_units, dtype=np.int64)
             np.add.at(columns[h], self.units.unit_of, stage_memory(self.graph, self.microbatches, h))
         return np.stack([columns[h] for h in held.tolist()], 1).reshape(self.units.num_units, self.num_stages)
+
+    def _held(self) -> np.ndarray:
+        """(S,) the most micro-batches each stage device holds at once: the schedule's bound
+        (:func:`held_microbatches`), counting among the stages the devices off the stages that run forward ops (a
+        CPU-pinned layer is a stage of ``pipe-v2``'s), where every backward op is in its forward op's unit; else M.
+
+        ``pipe-v2`` keeps a micro-batch in flight on a device until the backward ops of its forward ops there end,
+        wherever they run, while 1F1B's gate waits only for instances on the device: a stage whose backward ops run
+        elsewhere held up to M (5 of 8 micro-batches where the bound said 4: out of memory)."""
+        m = self.microbatches
+        grad_of = np.asarray(self.graph.grad_of or [-1] * self.graph.num_ops, dtype=np.int64)
+        backward = np.flatnonzero(grad_of >= 0)
+        unit_of = self.units.unit_of
+        if self.schedule == "gpipe" or (unit_of[backward] != unit_of[grad_of[backward]]).any():
+            return np.full(self.num_stages, m, dtype=np.int64)
+        forward = ops_that_run(self.graph, self.cluster) & (self.graph.phase_codes() == FORWARD)
+        off_stages = self.fixed_device[unit_of[forward]]
+        extra = np.unique(off_stages[off_stages >= 0]).size
+        return held_microbatches(self.schedule, m, self.num_stages + extra)[:self.num_stages]
 
     def first_op(self, unit: int) -> str:
         """The name of unit ``unit``'s first op (``unit`` a unit id, as in ``units.unit_of``), for messages."""

@@ -59,7 +59,8 @@ def test_held_microbatches_follow_the_schedule() -> None:
     assert held_microbatches("1f1b", 4, 6).tolist() == [4, 4, 4, 3, 2, 1]
     graph, _ = _three_layers()
     assert stage_memory(graph, 4, 2).tolist() == [2 * MB, 0] * 3  # two of four quarters held
-    assert stage_memory(graph, 4, 8).tolist() == stage_memory(graph).tolist() == [4 * MB, 0] * 3
+    assert stage_memory(graph, 4, 4).tolist() == stage_memory(graph).tolist() == [4 * MB, 0] * 3
+    assert stage_memory(graph, 3, 3).tolist() == [4 * MB + 2, 0] * 3  # pipe-v2 holds 3 x ceil(4 MB / 3)
 
 
 @pytest.mark.parametrize("placer", [GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner])
@@ -84,3 +85,37 @@ def test_gplace_place_fits_the_runtime_schedule() -> None:
 def test_a_bad_schedule_is_named() -> None:
     with pytest.raises(ValueError, match="schedule must be one of"):
         IdealDPPartitioner(schedule="1F1B")
+
+
+def _layers(n: int, out: int, *, colocated: bool, cpu_layer: int | None = None) -> OpGraph:
+    """``n`` layers of a forward op (``out`` bytes of activations) and its backward op, in a chain."""
+    ops, edges = [], []
+    for i in range(n):
+        group, pin = (f"l{i}" if colocated else None), ("cpu" if i == cpu_layer else None)
+        ops += [Op(f"f{i}", "F", 1.0, output_bytes=out, phase="forward", colocation=group, pinned=pin),
+                Op(f"b{i}", "B", 2.0, output_bytes=out // 10, phase="backward", grad_of=f"f{i}", colocation=group,
+                   pinned=pin)]
+        edges += [Edge(f"f{i}", f"b{i}")] + ([Edge(f"f{i - 1}", f"f{i}"), Edge(f"b{i}", f"b{i - 1}")] if i else [])
+    return OpGraph.from_ops(ops, edges, name="layers")
+
+
+def test_1f1b_holds_every_microbatch_where_backward_ops_run_on_other_devices() -> None:
+    """pipe-v2 keeps a micro-batch in flight on a device until the backward ops of its forward ops end, wherever
+    they run, while 1F1B's gate waits only for instances on the device: a stage of 4 holding the forward ops of 3
+    layers whose backward ops ran elsewhere held 5 of 8 micro-batches (375 MB on 300 MB), where the bound said 4."""
+    graph = _layers(8, 100 * MB, colocated=False)
+    cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, 300 * MB) for i in range(4)], default_bandwidth=1e9,
+                            name="4g")
+    for placer in (GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner):
+        placement = placer(microbatches=8, schedule="1f1b").place(graph, cluster)
+        assert PipelineSimulator(8, "1f1b").measure(graph, cluster, placement).ok, placer.name
+
+
+def test_a_cpu_pinned_layer_counts_among_the_stages() -> None:
+    """A layer pinned to the CPU between GPU layers makes the CPU a stage of pipe-v2's, so the GPU stages before it
+    hold one micro-batch more than a bound over the GPUs alone (90 MB on 60 MB GPUs)."""
+    graph = _layers(6, 80 * MB // 8 * 8, colocated=True, cpu_layer=3)
+    devices = [Device("/CPU:0", "cpu", 1.0, 10**13)] + [Device(f"/GPU:{i}", "gpu", 1.0, 60 * MB) for i in range(2)]
+    cluster = Cluster.build(devices, default_bandwidth=1e9, name="cg")
+    placement = IdealDPPartitioner(microbatches=8, schedule="1f1b").place(graph, cluster)
+    assert PipelineSimulator(8, "1f1b").measure(graph, cluster, placement).ok
