@@ -16,9 +16,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 from numba import njit
@@ -52,20 +53,36 @@ def _stamp_with_callees(kernel: Any, module: str) -> None:
     stamp, the modification time and size of the kernel's file, left out the kernels it calls from other files).
     Uses numba's cache internals; where they differ (another numba), the stamp stays numba's own."""
     index = getattr(getattr(kernel, "_cache", None), "_cache_file", None)
-    if index is not None and hasattr(index, "_source_stamp"):
-        index._source_stamp = (index._source_stamp, _kernel_files_digest(module.partition(".")[0]))
+    digest = _kernel_files_digest(module.partition(".")[0])
+    if digest and index is not None and hasattr(index, "_source_stamp"):
+        index._source_stamp = (index._source_stamp, digest)
 
 
 @cache
 def _kernel_files_digest(package: str) -> str:
-    """SHA-256 of the contents of every ``.py`` file under ``package``'s directory that uses :func:`cached_njit`."""
-    root = Path(getattr(sys.modules.get(package), "__file__", None) or ".").parent
+    """SHA-256 of the contents of every ``.py`` file of ``package`` (a directory or a zip) that uses
+    :func:`cached_njit`, unreadable files left out; empty for a script's ``__main__`` or a package without files
+    of its own (a namespace package), whose kernels keep numba's stamp alone."""
+    module = sys.modules.get(package)
+    if package == "__main__" or getattr(module, "__file__", None) is None:
+        return ""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        text = path.read_bytes()
+    for name, text in sorted(_sources(resources.files(package))):
         if b"cached_njit" in text:
-            digest.update(str(path.relative_to(root)).encode() + b"\0" + text)
+            digest.update(name.encode() + b"\0" + text)
     return digest.hexdigest()
+
+
+def _sources(folder: Traversable, prefix: str = "") -> Iterator[tuple[str, bytes]]:
+    """``(path, contents)`` of every readable ``.py`` file under ``folder``, paths relative to it."""
+    for entry in folder.iterdir():
+        if entry.is_dir():
+            yield from _sources(entry, f"{prefix}{entry.name}/")
+        elif entry.name.endswith(".py"):
+            try:
+                yield prefix + entry.name, entry.read_bytes()
+            except OSError:  # a broken link, a file without read permission
+                continue
 
 
 def _warn_once(err: RuntimeError) -> None:
