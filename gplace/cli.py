@@ -1057,15 +1057,15 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
 
 
 def _summary_now(doc: dict, graph, cluster, placement) -> tuple[dict, str]:
-    """The per-device summary of a placement file that has none, and the model that made it: the file's
-    ``pipe-v2/<schedule>/m<M>`` pipeline where its runtime is one (bubble and micro-batches in flight too), else
-    one ``sim-v1`` step."""
+    """The per-device summary of a placement file that has none, and the model that made it: a ``pipe-v2``
+    pipeline of the schedule and M of the file's runtime where it is a pipeline's (``pipe-v2/1f1b/m8``,
+    ``torch-pipeline-v1/gpipe/m4``: bubble and micro-batches in flight too), else one ``sim-v1`` step."""
     import re
 
     from gplace.pipeline import PipelineSimulator
     from gplace.show import device_summary
 
-    piped = re.fullmatch(rf"{PipelineSimulator.semantics}/(gpipe|1f1b)/m([1-9][0-9]*)", str(doc.get("runtime")))
+    piped = re.fullmatch(r"[a-z-]+-v[0-9]+/(gpipe|1f1b)/m([1-9][0-9]*)", str(doc.get("runtime")))
     if piped is None:
         return device_summary(graph, cluster, placement), "sim-v1"
     sim = PipelineSimulator(int(piped[2]), piped[1])
@@ -1129,7 +1129,7 @@ def _show(args) -> None:
     if summary is None and graph is not None and args.cluster:
         cluster = load_cluster(args.cluster)
         summary, computed = _summary_now(doc, graph, cluster, placement_from_dict(doc, graph, cluster))
-    table = Table(title=f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime', 'step time')}: "
+    table = Table(title=f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime') or 'step time'}: "
                         f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})")
     piped = any("bubble" in row for row in (summary or {}).values())  # a pipelined mini-batch's summary
     # a pipeline's devices by torch-pipeline-v1's ranks (every placement lists its stages; one step has no ranks)
@@ -1162,7 +1162,7 @@ def _show(args) -> None:
     elif doc.get(MODEL_KEY):
         console.print(f"(the per-device figures and trace.json are the {doc[MODEL_KEY]} model of this placement, "
                       f"not {doc.get('runtime')}'s measurement)", soft_wrap=True)
-    elif computed is not None and computed != doc.get("runtime"):
+    elif computed is not None and doc.get("runtime") and computed != doc.get("runtime"):
         console.print(f"(the per-device figures are the {computed} model of this placement, computed now, not "
                       f"{doc.get('runtime')}'s measurement)", soft_wrap=True)
     if args.draw:

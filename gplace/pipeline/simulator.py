@@ -225,7 +225,7 @@ class PipelineSimulator(PreparedCache, Runtime):
 # ---------------------------------------------------------------------- python side
 @dataclass(frozen=True, eq=False)
 class _Instances:
-    """The kernel's arrays for one (graph, cluster, M, schedule); holding ``cluster`` keeps its id unique."""
+    """The kernel's arrays for one (graph, cluster, M, schedule)."""
 
     cluster: Cluster
     microbatches: int
