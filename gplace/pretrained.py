@@ -329,18 +329,24 @@ def _key(devices: Any) -> bytes:
 
 def check_objective(meta: Mapping[str, Any], runtime: Runtime | None, path: str | Path) -> None:
     """Log a warning where a policy file's ``meta`` records the runtime it learned from (``"runtime"``, as
-    ``python -m gplace`` writes it) and that runtime's objective, one step or a pipelined mini-batch, is not the one
-    ``runtime`` measures (default ``sim-v1``): its placements are measured, but it learned the other objective."""
+    ``python -m gplace`` writes it) and that runtime's objective, one step or a pipelined mini-batch (with its schedule
+    and M), is not the one ``runtime`` measures (default ``sim-v1``): its placements are measured, but it learned
+    another objective."""
     trained = meta.get("runtime")
     now = "sim-v1" if runtime is None else str(getattr(runtime, "id", type(runtime).__name__))
-    if isinstance(trained, str) and trained.startswith("pipe-") != now.startswith("pipe-"):
+    if isinstance(trained, str) and _objective_of(trained) != _objective_of(now):
         log.warning("policy file %s learned from %s (%s) and now places for %s (%s): its placements are measured "
-                    "by %s, but it learned the other objective", path, trained, _objective_of(trained), now,
+                    "by %s, but it learned another objective", path, trained, _objective_of(trained), now,
                     _objective_of(now), now)
 
 
 def _objective_of(runtime_id: str) -> str:
-    return "a pipelined mini-batch" if runtime_id.startswith("pipe-") else "one step"
+    """``one step``, or ``a pipelined mini-batch`` with its schedule and M where the id names them
+    (``pipe-v2/1f1b/m8``, ``torch-pipeline-v1/1f1b/m8``: one objective, two runtimes)."""
+    parts = runtime_id.split("/")
+    if not runtime_id.startswith(("pipe-", "torch-pipeline")):
+        return "one step"
+    return "a pipelined mini-batch" + (f" ({parts[1]}, M = {parts[2][1:]})" if len(parts) == 3 else "")
 
 
 def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str | Path, *, samples: int = 16,

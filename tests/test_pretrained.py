@@ -8,6 +8,7 @@ import torch
 
 from gplace.encoders import GNNEncoder
 from gplace.ir import Cluster, Device, InvalidPlacementError
+from gplace.pipeline import PipelineSimulator
 from gplace.placer import PolicyPlacer
 from gplace.policies import DeviceAwarePolicy, MLPPolicy
 from gplace.pretrained import (
@@ -448,7 +449,8 @@ def test_every_built_in_encoder_and_policy_saves_and_loads(tmp_path, encoder, po
             assert torch.equal(value, found), key
 
 
-@pytest.mark.parametrize("learned_from, warned", [("pipe-v2/1f1b/m4", True), ("sim-v1", False), (None, False)])
+@pytest.mark.parametrize("learned_from, warned", [("pipe-v2/1f1b/m4", True), ("sim-v1", False), (None, False),
+                                                  ("torch-v1", False)])
 def test_a_policy_learned_for_the_other_objective_says_so(tmp_path, caplog, learned_from, warned):
     """A policy file records the runtime it learned from; placing for the other objective (a pipelined mini-batch
     against one step) logs that its placements are measured, but it learned the other one."""
@@ -461,4 +463,10 @@ def test_a_policy_learned_for_the_other_objective_says_so(tmp_path, caplog, lear
     with caplog.at_level("WARNING", logger="gplace.pretrained"):
         place_with_pretrained(graph, cluster, path, samples=2)
         gplace.place(graph, cluster, method=path, budget="2 samples")
-    assert sum("learned the other objective" in r.getMessage() for r in caplog.records) == 2 * warned
+    assert sum("learned another objective" in r.getMessage() for r in caplog.records) == 2 * warned
+    if learned_from == "pipe-v2/1f1b/m4":  # another schedule or M is another objective; another runtime is not
+        for runtime, says in ((PipelineSimulator(4, "gpipe"), True), (PipelineSimulator(4, "1f1b"), False)):
+            caplog.clear()
+            with caplog.at_level("WARNING", logger="gplace.pretrained"):
+                place_with_pretrained(graph, cluster, path, samples=1, runtime=runtime)
+            assert any("(gpipe, M = 4)" in r.getMessage() for r in caplog.records) == says
