@@ -329,6 +329,8 @@ class Run(Loop):
     """Each sample's step time in the order measured (``inf`` where it failed)."""
     _projection: ProjectionCache = field(default_factory=ProjectionCache, kw_only=True, repr=False)
     _warned_penalty: bool = field(default=False, kw_only=True, repr=False)
+    _saved_update: int | None = field(default=None, kw_only=True, repr=False)
+    """The update after which this process last wrote the checkpoint."""
 
     def imitation_target(self, placer: Any) -> np.ndarray | None:
         """The best placement so far projected onto the policy's groups (``placer.project``), ``None`` before
@@ -384,6 +386,9 @@ class Run(Loop):
                 failed = TrainResult(Placement.single(graph, 0), Measurement.failure(runtime.id, str(err)),
                                      self.samples, self.seconds, self.history, times)
                 raise NothingFitError(str(err), failed) from None
+            if best is not self.best and self._saved_update is not None:  # the greedy placement won: a resumed
+                self.best = best                                            # search starts from it, not behind
+                self.checkpoint(placer, self._saved_update, every=1, done=True)
         self.close()
         return TrainResult(best[0], best[1], self.samples, self.seconds, self.history, times)
 
@@ -396,6 +401,7 @@ class Run(Loop):
                                     "baseline": self.baseline.state_dict(),
                                     "best_devices": None if self.best is None else self.best[0].devices.tolist(),
                                     "sample_step_times": [float(t) for t in self.sample_step_times]})
+        self._saved_update = update
 
 
 def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *, lr: float, seed: int,
