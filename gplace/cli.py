@@ -81,9 +81,8 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
         report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
                        trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir,
                        logger=_SearchOnly(logger), warm_start=_warm_start(cfg, graph, cluster))
-        learned_from = str(getattr(runtime, "id", type(runtime).__name__))
         save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={
-            "max_groups": cfg.max_groups, "graph": graph.name, "cluster": cluster.name, "runtime": learned_from})
+            "max_groups": cfg.max_groups, "graph": graph.name, "cluster": cluster.name, "runtime": str(runtime.id)})
     if logger.keeps_results:
         logger.log_results(*results(report, runtime, run_dir))
     _print_table(report, run_dir)
@@ -1057,15 +1056,16 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
 
 
 def _summary_now(doc: dict, graph, cluster, placement) -> tuple[dict, str]:
-    """The per-device summary of a placement file that has none, and the model that made it: a ``pipe-v2``
-    pipeline of the schedule and M of the file's runtime where it is a pipeline's (``pipe-v2/1f1b/m8``,
-    ``torch-pipeline-v1/gpipe/m4``: bubble and micro-batches in flight too), else one ``sim-v1`` step."""
+    """The per-device summary of a placement file that has none, and the model that made it, as ``gplace place``
+    writes one: the file's ``pipe-v2/<schedule>/m<M>`` pipeline where its runtime is that simulator (bubble and
+    micro-batches in flight too), else one ``sim-v1`` step (a real pipeline's run included, as
+    :func:`gplace.experiment.write_report` keeps it)."""
     import re
 
     from gplace.pipeline import PipelineSimulator
     from gplace.show import device_summary
 
-    piped = re.fullmatch(r"[a-z-]+-v[0-9]+/(gpipe|1f1b)/m([1-9][0-9]*)", str(doc.get("runtime")))
+    piped = re.fullmatch(rf"{PipelineSimulator.semantics}/(gpipe|1f1b)/m([1-9][0-9]*)", str(doc.get("runtime")))
     if piped is None:
         return device_summary(graph, cluster, placement), "sim-v1"
     sim = PipelineSimulator(int(piped[2]), piped[1])
@@ -1153,9 +1153,9 @@ def _show(args) -> None:
     for row in rows:
         table.add_row(*row)
     console = _console()
-    # as wide as the table needs (up to 200 columns) on a narrower terminal: at 80, a pipeline's nine columns cut
-    # every device name to the same /job:localhost/rep... and split numbers over two lines
-    console.width = max(console.width, console.measure(table, options=console.options.update_width(200)).maximum)
+    if not console.is_terminal:  # piped: as wide as the table needs (up to 200 columns); at 80, a pipeline's nine
+        # columns cut every device name to the same /job:localhost/rep... (a terminal folds them: a wider table wraps)
+        console.width = max(console.width, console.measure(table, options=console.options.update_width(200)).maximum)
     console.print(table)
     if summary is None:
         console.print("(no per-device summary in the file: give --graph and --cluster to compute one)", soft_wrap=True)

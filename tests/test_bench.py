@@ -128,6 +128,8 @@ def test_a_resume_that_runs_a_case_keeps_the_notes_after_the_table(tmp_path):
     run_suite([lambda: first, lambda: second], {"single": SingleDevice(0)}, {}, tmp_path, plots=False,
               previous=records)
     assert report.read_text().endswith("\n## My notes\n") and report.read_text().count("|") > 2 * len(records)
+    run_suite([lambda: second], {"single": SingleDevice(0)}, {}, tmp_path, plots=False, fresh=True)
+    assert "My notes" not in report.read_text()  # a fresh bench's notes are its own
 
 
 def test_suite_writes_results_and_plots(tmp_path):

@@ -330,8 +330,8 @@ def throughput_figure(records: Sequence[PipelineRecord], *, schedule: str = "1f1
         if ax.get_legend_handles_labels()[1]:
             ax.legend(fontsize=6)
         else:  # an empty panel said nothing
-            ax.text(0.5, 0.5, "no speed-up to plot\n(one GPU cannot hold it,\nor every split failed)", ha="center",
-                    va="center", fontsize=7, transform=ax.transAxes)
+            why = f"no {schedule} M={m} speed-up:\none GPU cannot hold it,\nevery split failed,\nor not run"
+            ax.text(0.5, 0.5, why, ha="center", va="center", fontsize=7, transform=ax.transAxes)
     for ax in axes.ravel()[len(graphs):]:
         ax.set_visible(False)
     fig.suptitle(f"Throughput, best placer, {schedule}, M={m} ({models(records)})")

@@ -55,7 +55,7 @@ def learning_curve(history: Sequence[Mapping[str, float]], *, title: str = "", b
 def plot_timeline(graph: OpGraph, cluster: Cluster, placement: Placement, path: str | Path, *,
                   title: str = "") -> Path:
     """One row per device: each op as a bar from its simulated (``sim-v1``) start to end, edged so that ops back to
-    back stay apart."""
+    back stay apart (on devices of at most 100 ops: more, and white edges washed the bars out)."""
     from gplace.runtime import schedule
 
     sched = schedule(graph, cluster, placement)
@@ -63,7 +63,8 @@ def plot_timeline(graph: OpGraph, cluster: Cluster, placement: Placement, path: 
     for d in range(cluster.num_devices):
         ops = np.flatnonzero(sched.devices == d)
         spans = [(sched.op_start[i] * 1e3, (sched.op_end[i] - sched.op_start[i]) * 1e3) for i in ops]
-        ax.broken_barh(spans, (d - 0.4, 0.8), facecolors=f"C{d % 10}", edgecolor="white", linewidth=0.5)  # op by op
+        edge = 0.5 if len(ops) <= 100 else 0.0  # ops apart, where they are wide enough for the edges to leave colour
+        ax.broken_barh(spans, (d - 0.4, 0.8), facecolors=f"C{d % 10}", edgecolor="white", linewidth=edge)
     ax.set(yticks=range(cluster.num_devices), yticklabels=cluster.device_names, xlabel="time (ms, sim-v1)",
            title=title or f"{graph.name}: {sched.step_time * 1e3:.2f} ms")
     ax.invert_yaxis()

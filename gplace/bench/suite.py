@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gplace.bench.report import refresh_results
+from gplace.bench.report import refresh_results, write_results
 from gplace.bench.runner import BenchRecord, run_baselines, run_learned, stale_reason
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime.base import Runtime
@@ -41,7 +41,8 @@ def run_suite(
     """Run every placer and search on every case (built lazily, one at a time).
 
     Writes ``results.json`` and ``RESULTS.md`` under ``out_dir`` after each case, so a stopped run keeps what
-    it finished (what follows the table in ``RESULTS.md``, notes and targets, is kept), and with ``plots`` a
+    it finished (what follows the table in ``RESULTS.md``, notes and targets, is kept, but by a ``fresh`` bench's
+    first write), and with ``plots`` a
     learning curve and a timeline of the best placement per learned search under ``out_dir/plots``. ``previous``
     records (of earlier cases, or of an earlier run being resumed) are kept in the written files; a case they
     already hold for every method is skipped, and an unfinished one runs again (its learned searches resume from
@@ -71,6 +72,13 @@ def run_suite(
                          "so one would hide the other; rename one")
     out_dir = Path(out_dir)
     records: list[BenchRecord] = list(previous)
+    rewrite = fresh
+
+    def save() -> None:  # a fresh bench's first write drops an earlier run's notes; a resume keeps them
+        nonlocal rewrite
+        (write_results if rewrite else refresh_results)(records, out_dir, learned=list(searches))
+        rewrite = False
+
     for build in cases:
         case = build()
         graph, cluster, runtime = case.graph, case.cluster, case.runtime
@@ -92,7 +100,7 @@ def run_suite(
                 log.info("%s on %s: running again %s, which failed for a missing package", graph.name, cluster.name,
                          ", ".join(again))
                 records = _rerun_baselines(records, case, again, held[0].lower_bound)
-                refresh_results(records, out_dir, learned=list(searches))
+                save()
             else:
                 log.info("%s on %s: already in the results, skipped", graph.name, cluster.name)
             continue
@@ -117,7 +125,7 @@ def run_suite(
             if plots and report is not None:
                 _plot(report, out_dir / "plots", stem, best)
         records += found
-        refresh_results(records, out_dir, learned=list(searches))
+        save()
     refresh_results(records, out_dir, learned=list(searches))
     return records
 

@@ -48,4 +48,4 @@ def test_throughput_panels_cut_long_titles_and_say_why_one_is_empty():
                                  schedules=["1f1b"], label="too_big")  # 240 B of weights: one GPU fails
     axes = throughput_figure(records).axes
     assert [ax.get_title() for ax in axes[:2]] == [long[:23] + "…", "too_big"]
-    assert not axes[0].texts and "one GPU cannot hold it" in axes[1].texts[0].get_text()
+    assert not axes[0].texts and "no 1f1b M=4 speed-up:\none GPU cannot hold it" in axes[1].texts[0].get_text()
