@@ -61,10 +61,10 @@ def _stamp_with_callees(kernel: Any, module: str) -> None:
 @cache
 def _kernel_files_digest(package: str) -> str:
     """SHA-256 of the contents of every ``.py`` file of ``package`` (a directory or a zip) that uses
-    :func:`cached_njit`, unreadable files left out; empty for a script's ``__main__`` or a package without files
-    of its own (a namespace package), whose kernels keep numba's stamp alone."""
+    :func:`cached_njit`, unreadable files left out; empty where ``package`` is no regular package (a script's
+    ``__main__``, a top-level module, a namespace package), whose kernels keep numba's stamp alone."""
     module = sys.modules.get(package)
-    if package == "__main__" or getattr(module, "__file__", None) is None:
+    if getattr(module, "__file__", None) is None or getattr(module, "__path__", None) is None:
         return ""
     digest = hashlib.sha256()
     for name, text in sorted(_sources(resources.files(package))):
@@ -75,7 +75,11 @@ def _kernel_files_digest(package: str) -> str:
 
 def _sources(folder: Traversable, prefix: str = "") -> Iterator[tuple[str, bytes]]:
     """``(path, contents)`` of every readable ``.py`` file under ``folder``, paths relative to it."""
-    for entry in folder.iterdir():
+    try:
+        entries = list(folder.iterdir())
+    except OSError:  # a folder without read permission
+        return
+    for entry in entries:
         if entry.is_dir():
             yield from _sources(entry, f"{prefix}{entry.name}/")
         elif entry.name.endswith(".py"):

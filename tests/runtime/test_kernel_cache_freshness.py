@@ -68,3 +68,10 @@ def test_a_scripts_kernel_ignores_the_files_around_it(tmp_path: Path) -> None:
     (tmp_path / "sub" / "broken.py").symlink_to(tmp_path / "nowhere.py")
     script = "from gplace.runtime.jit import cached_njit\n\n@cached_njit()\ndef h():\n    return 3\n\nprint(h())\n"
     assert _run(tmp_path, tmp_path, script) == "3"
+
+
+def test_a_kernel_in_a_top_level_module_imports(tmp_path: Path) -> None:
+    """A kernel in a module that is no package: importlib.resources refused it (TypeError on Python 3.11) and the
+    import failed, or walked the whole folder the module sits in."""
+    (tmp_path / "kern.py").write_text(KERNEL.format(value=5))
+    assert _run(tmp_path, tmp_path, "import kern; print(kern.f())") == "5"
