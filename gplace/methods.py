@@ -108,8 +108,9 @@ def make_baseline(name: str, seed: int = 0) -> Placer:
 
 def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) -> Placer:
     """The pipeline placer called ``name`` (:func:`pipeline_placers`), set up for the objective ``runtime``
-    measures: its ``microbatches`` and ``schedule`` (default ``"1f1b"``; the contiguous partitioners fit their
-    stages to its memory, the search measures it), looked up inside any wrappers (a cache, a pool).
+    measures: its ``microbatches`` and ``schedule`` (the contiguous partitioners fit their stages to its memory,
+    gpipe's where it has none, as the steady-state score; the search measures it, ``"1f1b"`` where it has none),
+    looked up inside any wrappers (a cache, a pool).
     ``local_search`` spends ``budget`` (default: its own 10 s); ``ilp`` takes a budget in seconds as HiGHS's time
     limit (default: its own 10 s).
 
@@ -130,13 +131,13 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) 
                          "(from the command line: objective=pipeline)")
     if name == "ilp" and budget is not None and budget.seconds is not None:  # HiGHS's time limit
         return classes[name](microbatches=microbatches, time_limit=budget.seconds)
-    schedule = getattr(inner, "schedule", "1f1b")
+    schedule = getattr(inner, "schedule", None)  # None: a steady-state score, which holds no memory of its own
     if name in ("gpipe", "pipedream", "ideal_dp"):  # contiguous splits: the schedule's memory (1F1B holds fewer)
-        return classes[name](microbatches=microbatches, schedule=schedule)
+        return classes[name](microbatches=microbatches, schedule=schedule or "gpipe")
     if name != PIPELINE_SEARCH:
         return classes[name](microbatches=microbatches)
     limits = {} if budget is None else {"time_limit": budget.seconds, "max_evaluations": budget.samples}
-    return classes[name](microbatches, schedule, **limits)
+    return classes[name](microbatches, schedule or "1f1b", **limits)
 
 
 def make_placer(name: str, seed: int = 0, runtime: Any = None, budget: Budget | None = None) -> Placer:

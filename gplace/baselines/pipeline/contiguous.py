@@ -7,14 +7,25 @@ the same or a later one. All three minimise, or balance, the bottleneck of :mod:
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.baselines.base import Placer
-from gplace.baselines.pipeline.stages import Blocks, StageProblem, check_kind, held_microbatches, stage_time
+from gplace.baselines.pipeline.stages import (
+    Blocks,
+    StageProblem,
+    check_kind,
+    fits_1f1b,
+    held_microbatches,
+    stage_time,
+)
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.errors import check_flags, check_sizes
 from gplace.pipeline.simulator import check_microbatches
+
+log = logging.getLogger(__name__)
 
 
 class StagePlacer(Placer):
@@ -44,14 +55,27 @@ class StagePlacer(Placer):
 
     contiguous = True
     """Whether the stages are contiguous runs of the pipeline order (then the order of the stage devices matters)."""
+    schedule = "gpipe"
+    """The schedule whose memory the stages fit (a subclass that skips ``__init__`` keeps gpipe's)."""
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        """The split for :attr:`schedule`'s memory; under ``1f1b``, gpipe's where ``pipe-v2``'s own stage ranks
+        would hold more than the split's order lets it (:func:`~gplace.baselines.pipeline.stages.fits_1f1b`)."""
+        devices = self._split(graph, cluster, self.schedule)
+        if self.schedule == "1f1b" and not fits_1f1b(graph, cluster, devices, self.microbatches):
+            log.info("%s: pipe-v2 ranks the stages of the 1F1B split of %r otherwise and would run out of memory "
+                     "in the static model; splitting with gpipe's memory", type(self).__name__, graph.name)
+            devices = self._split(graph, cluster, "gpipe")
+        return devices
+
+    def _split(self, graph: OpGraph, cluster: Cluster, schedule: str) -> np.ndarray:
         """The stages in each order of the stage devices worth trying (:meth:`StageProblem.orders`; the index
         order alone where the devices are alike): the lowest bottleneck, else the first error."""
-        first = self._problem(graph, cluster, None)
+        first = self._problem(graph, cluster, None, schedule)
         best, error = None, None
         for order in first.orders():
-            problem = first if order == tuple(range(first.num_stages)) else self._problem(graph, cluster, order)
+            problem = first if order == tuple(range(first.num_stages)) else self._problem(graph, cluster, order,
+                                                                                           schedule)
             try:
                 stages = self.stages(problem) if problem.num_units else np.zeros(0, dtype=np.int64)
             except PlacementInfeasibleError as infeasible:
@@ -63,9 +87,10 @@ class StagePlacer(Placer):
             raise error
         return best[0].devices_for_units(best[1])
 
-    def _problem(self, graph: OpGraph, cluster: Cluster, order: tuple[int, ...] | None) -> StageProblem:
+    def _problem(self, graph: OpGraph, cluster: Cluster, order: tuple[int, ...] | None,
+                 schedule: str) -> StageProblem:
         return StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches, overlap=self.overlap,
-                            order=order, contiguous=self.contiguous, schedule=self.schedule)
+                            order=order, contiguous=self.contiguous, schedule=schedule)
 
     def stages(self, problem: StageProblem) -> np.ndarray:
         """(P,) stage of every pipelined unit of ``problem``."""

@@ -93,6 +93,34 @@ def held_microbatches(schedule: str, microbatches: int, stages: int) -> np.ndarr
     return np.minimum(microbatches, stages - np.arange(stages, dtype=np.int64))
 
 
+def fits_1f1b(graph: OpGraph, cluster: Cluster, devices: np.ndarray, microbatches: int) -> bool:
+    """Whether a placement fits every device's memory in the static model (:func:`stage_memory`) with the
+    micro-batches ``pipe-v2``'s 1F1B lets each device hold: ``min(M, S - k)`` on its stage ``k`` (devices ranked by
+    their first forward op that runs, in topological order), M where a backward op of its forward ops runs
+    elsewhere (its gate does not wait for those). The partitioners' bound ranks stages by the split's order, which
+    a weight at a layer's head or a split over parallel branches can reorder.
+
+    Shapes:
+        ``devices`` (N,) int, the device of each op.
+    """
+    m, nd = microbatches, cluster.num_devices
+    forward = graph.phase_codes() == FORWARD
+    runs = forward & ops_that_run(graph, cluster)
+    first = np.full(nd, graph.num_ops)
+    np.minimum.at(first, devices[runs], graph.topological_position[runs])
+    ranked = np.argsort(first, kind="stable")[: int((first < graph.num_ops).sum())]
+    held = np.full(nd, m, dtype=np.int64)
+    held[ranked] = np.minimum(m, ranked.size - np.arange(ranked.size))
+    grad_of = np.asarray(graph.grad_of or [-1] * graph.num_ops, dtype=np.int64)
+    backward = np.flatnonzero(grad_of >= 0)
+    apart = devices[backward] != devices[grad_of[backward]]
+    held[np.unique(devices[grad_of[backward[apart]]])] = m
+    need, activations = np.zeros(nd, dtype=np.int64), np.zeros(nd, dtype=np.int64)
+    np.add.at(need, devices, graph.persistent_memory)  # whole bytes: float weights lose them past 2**53
+    np.add.at(activations, devices, np.where(forward, -(-graph.output_bytes // m), 0))
+    return bool((need + held * activations <= cluster.memory).all())
+
+
 def check_kind(kind: object) -> str | None:
     """``kind`` if it is a device kind (a non-empty string) or ``None``.
 

@@ -10,7 +10,7 @@ import pytest
 from gplace import place
 from gplace.baselines import PlacementInfeasibleError
 from gplace.baselines.pipeline import GPipePartitioner, IdealDPPartitioner, PipeDreamPartitioner, PipelineILPPlacer
-from gplace.baselines.pipeline.stages import held_microbatches, stage_memory
+from gplace.baselines.pipeline.stages import fits_1f1b, held_microbatches, stage_memory
 from gplace.ir import Cluster, Device, Edge, Op, OpGraph, Placement
 from gplace.pipeline import PipelineSimulator
 from gplace.testing import MB
@@ -119,3 +119,41 @@ def test_a_cpu_pinned_layer_counts_among_the_stages() -> None:
     cluster = Cluster.build(devices, default_bandwidth=1e9, name="cg")
     placement = IdealDPPartitioner(microbatches=8, schedule="1f1b").place(graph, cluster)
     assert PipelineSimulator(8, "1f1b").measure(graph, cluster, placement).ok
+
+
+def test_a_1f1b_split_that_pipe_v2_ranks_otherwise_falls_back_to_gpipes_memory() -> None:
+    """A layer whose weight (a source taking no time) comes first in pipeline order, but whose first forward op that
+    runs comes after the other layer's: pipe-v2 ranked the stages the other way, and the split the 1F1B bound let
+    through held 2 micro-batches where it allowed 1 (2.0 MB on 1.2 MB). The check ranks as pipe-v2 does and, where
+    the split does not fit that way, splits with gpipe's memory (which refuses here, as every placer did before)."""
+    ops = [Op("wa", "W", 0.0, output_bytes=4, phase="forward", colocation="A"),
+           Op("fb", "F", 1.0, output_bytes=4 * MB, phase="forward", colocation="B"),
+           Op("fa", "F", 1.0, output_bytes=2 * MB, phase="forward", colocation="A"),
+           Op("loss", "F", 0.1, output_bytes=4, phase="forward"),
+           Op("ba", "G", 2.0, output_bytes=4, phase="backward", grad_of="fa", colocation="A"),
+           Op("bb", "G", 2.0, output_bytes=4, phase="backward", grad_of="fb", colocation="B")]
+    edges = [Edge("wa", "fa"), Edge("fa", "loss"), Edge("fb", "loss"), Edge("loss", "ba"), Edge("loss", "bb")]
+    graph = OpGraph.from_ops(ops, edges, name="w")
+    cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, int(1.2 * MB)) for i in range(2)],
+                            default_bandwidth=1e9, name="c")
+    split = Placement.for_graph(graph, [0, 1, 0, 1, 0, 1])  # the split the bound let through
+    assert not fits_1f1b(graph, cluster, split.devices, 4)
+    assert not PipelineSimulator(4, "1f1b").measure(graph, cluster, split).ok
+    for placer in (GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner):
+        with pytest.raises(PlacementInfeasibleError):
+            placer(microbatches=4, schedule="1f1b").place(graph, cluster)
+    graph, cluster = _three_layers()  # where pipe-v2 ranks as the split does, the 1F1B split stands
+    placement = IdealDPPartitioner(microbatches=4, schedule="1f1b").place(graph, cluster)
+    assert fits_1f1b(graph, cluster, placement.devices, 4) and len(set(placement.devices.tolist())) == 2
+
+
+def test_a_runtime_without_a_schedule_gets_gpipes_memory() -> None:
+    """The steady-state score has no schedule: the partitioners were given 1F1B's memory by default, whose splits
+    may not fit a pipe-v2 GPipe run later; the search keeps its own default."""
+    from gplace.methods import make_pipeline_placer
+    from gplace.pipeline.steady import SteadyStateScore
+
+    score = SteadyStateScore(8)
+    assert [make_pipeline_placer(n, score).schedule for n in ("gpipe", "pipedream", "ideal_dp")] == ["gpipe"] * 3
+    assert make_pipeline_placer("local_search", score).schedule == "1f1b"
+    assert make_pipeline_placer("ideal_dp", PipelineSimulator(8, "1f1b")).schedule == "1f1b"
