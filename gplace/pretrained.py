@@ -30,6 +30,7 @@ import importlib
 import logging
 import math
 import os
+import re
 import sys
 import time
 import warnings
@@ -59,10 +60,10 @@ __all__ = [
 
 FORMAT = "gplace.policy"
 """The ``"format"`` field of a policy file."""
-
-log = logging.getLogger(__name__)
 VERSION = 1
 """The version of the policy file layout this module writes and reads."""
+
+log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -341,12 +342,14 @@ def check_objective(meta: Mapping[str, Any], runtime: Runtime | None, path: str 
 
 
 def _objective_of(runtime_id: str) -> str:
-    """``one step``, or ``a pipelined mini-batch`` with its schedule and M where the id names them
-    (``pipe-v2/1f1b/m8``, ``torch-pipeline-v1/1f1b/m8``: one objective, two runtimes)."""
-    parts = runtime_id.split("/")
-    if not runtime_id.startswith(("pipe-", "torch-pipeline")):
+    """``one step``; or, for an id ending in ``/m<M>`` (or a ``pipe-`` one), a pipelined mini-batch with what the id
+    says after its runtime's name (``pipe-v2/1f1b/m8`` and ``torch-pipeline-v1/1f1b/m8``: one objective, two
+    runtimes; ``pipe-steady-v1/m8``, the steady-state score, another)."""
+    name, _, settings = runtime_id.partition("/")
+    if not (name.startswith("pipe-") or re.search(r"(^|/)m[1-9][0-9]*$", settings)):
         return "one step"
-    return "a pipelined mini-batch" + (f" ({parts[1]}, M = {parts[2][1:]})" if len(parts) == 3 else "")
+    kind = "steady-state score" if name.startswith("pipe-steady") else "mini-batch"
+    return f"a pipelined {kind} ({settings})" if settings else f"a pipelined {kind}"
 
 
 def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str | Path, *, samples: int = 16,
@@ -354,7 +357,8 @@ def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str
     """Place a new graph in seconds with a policy file written by :func:`save_policy`.
 
     Loads the policy, then :func:`place_zero_shot` with the ``max_groups`` recorded in the file's ``meta``
-    (256 if absent): the fastest of the greedy placement and up to ``samples`` distinct sampled ones.
+    (256 if absent): the fastest of the greedy placement and up to ``samples`` distinct sampled ones. A policy that
+    learned another objective than ``runtime``'s is used with a warning (:func:`check_objective`).
 
     Args:
         graph: the graph to place.

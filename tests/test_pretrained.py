@@ -469,4 +469,16 @@ def test_a_policy_learned_for_the_other_objective_says_so(tmp_path, caplog, lear
             caplog.clear()
             with caplog.at_level("WARNING", logger="gplace.pretrained"):
                 place_with_pretrained(graph, cluster, path, samples=1, runtime=runtime)
-            assert any("(gpipe, M = 4)" in r.getMessage() for r in caplog.records) == says
+            assert any("(gpipe/m4)" in r.getMessage() for r in caplog.records) == says
+
+
+def test_another_m_of_the_steady_state_score_is_another_objective(caplog):
+    """``pipe-steady-v1/m8`` against ``m16`` passed unwarned (only three-part ids were read for their M)."""
+    from gplace.pipeline.steady import SteadyStateScore
+    from gplace.pretrained import check_objective
+
+    with caplog.at_level("WARNING", logger="gplace.pretrained"):
+        check_objective({"runtime": "pipe-steady-v1/m8"}, SteadyStateScore(8), "p.pt")
+        assert not caplog.records
+        check_objective({"runtime": "pipe-steady-v1/m8"}, SteadyStateScore(16), "p.pt")
+    assert "(m8)" in caplog.records[0].getMessage() and "(m16)" in caplog.records[0].getMessage()

@@ -338,7 +338,7 @@ class StageProblem:
         """Why no placement of the pipelined units fits the stage devices' memory, where memory alone says so: one
         unit larger than every device, or all of them larger than all devices together; else ``None``."""
         capacity = [int(c) for c in self.capacity]
-        fewest = self.memory.min(1, initial=np.iinfo(np.int64).max) if self.num_stages else self.memory[:, 0]
+        fewest = self.memory.min(1)  # a cluster has at least one stage device
         some = "" if (self.memory == self.memory[:, :1]).all() else " at least"  # bytes differ by stage (1F1B)
         too_large = np.flatnonzero((self.memory > self.capacity).all(1))
         if too_large.size:
