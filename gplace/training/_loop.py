@@ -329,6 +329,9 @@ class Run(Loop):
     """Each sample's step time in the order measured (``inf`` where it failed)."""
     _projection: ProjectionCache = field(default_factory=ProjectionCache, kw_only=True, repr=False)
     _warned_penalty: bool = field(default=False, kw_only=True, repr=False)
+    returned: Best | None = field(default=None, kw_only=True)
+    """The trained policy's greedy placement where an earlier :meth:`finish` returned it (it beat every sample): a
+    resumed search returns nothing slower; it is neither imitated nor charted, as :attr:`best` is."""
     _saved_update: int | None = field(default=None, kw_only=True, repr=False)
     """The update after which this process last wrote the checkpoint."""
 
@@ -377,17 +380,20 @@ class Run(Loop):
         return done
 
     def finish(self, placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster) -> TrainResult:
-        """The best placement seen or the trained policy's greedy one, whichever is faster; closes the logger."""
+        """The best placement seen, the trained policy's greedy one or what an earlier run of this search returned
+        (:attr:`returned`), whichever is fastest; closes the logger."""
         times = np.array(self.sample_step_times, dtype=np.float64)
         with self.closed_on_error():  # nothing that fits is a failed run too
             try:
-                best = compare_greedy(placer, runtime, graph, cluster, self.best)
+                best = compare_greedy(placer, runtime, graph, cluster, self.best or self.returned)
             except PlacementInfeasibleError as err:
                 failed = TrainResult(Placement.single(graph, 0), Measurement.failure(runtime.id, str(err)),
                                      self.samples, self.seconds, self.history, times)
                 raise NothingFitError(str(err), failed) from None
-            if best is not self.best and self._saved_update is not None:  # the greedy placement won: a resumed
-                self.best = best                                            # search starts from it, not behind
+            if self.returned is not None and self.returned[1].step_time < best[1].step_time:
+                best = self.returned  # what an earlier run of this directory returned
+            elif best is not self.best and self._saved_update is not None:  # the greedy placement won: kept for a
+                self.returned = best                                         # resumed search to end no slower
                 self.checkpoint(placer, self._saved_update, every=1, done=True)
         self.close()
         return TrainResult(best[0], best[1], self.samples, self.seconds, self.history, times)
@@ -400,6 +406,8 @@ class Run(Loop):
         save_checkpoint(self.ckpt, {**self.state(update), "policy": placer.state_dict(),
                                     "baseline": self.baseline.state_dict(),
                                     "best_devices": None if self.best is None else self.best[0].devices.tolist(),
+                                    "returned_devices": None if self.returned is None
+                                    else self.returned[0].devices.tolist(),
                                     "sample_step_times": [float(t) for t in self.sample_step_times]})
         self._saved_update = update
 
@@ -433,6 +441,7 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
             placer.load_state_dict(state["policy"])
             run.baseline.load_state_dict(state["baseline"])
             run.best = _measured_best(runtime, graph, cluster, state["best_devices"])
+            run.returned = _measured_best(runtime, graph, cluster, state.get("returned_devices"))
             kept = state.get("sample_step_times", np.full(run.samples, np.nan))  # older checkpoints lacked them
             run.sample_step_times = [float(t) for t in kept]
     return run
