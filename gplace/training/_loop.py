@@ -441,7 +441,8 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
             placer.load_state_dict(state["policy"])
             run.baseline.load_state_dict(state["baseline"])
             run.best = _measured_best(runtime, graph, cluster, state["best_devices"])
-            run.returned = _measured_best(runtime, graph, cluster, state.get("returned_devices"))
+            returned = _measured_best(runtime, graph, cluster, state.get("returned_devices"))
+            run.returned = returned if returned is not None and returned[1].ok else None  # a real run may fail now
             kept = state.get("sample_step_times", np.full(run.samples, np.nan))  # older checkpoints lacked them
             run.sample_step_times = [float(t) for t in kept]
     return run
