@@ -227,7 +227,6 @@ class PipelineSimulator(PreparedCache, Runtime):
 class _Instances:
     """The kernel's arrays for one (graph, cluster, M, schedule)."""
 
-    cluster: Cluster
     microbatches: int
     schedule: str
     inst_op: np.ndarray
@@ -292,7 +291,7 @@ def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, sched
             np.ascontiguousarray(cluster.latency), np.ascontiguousarray(cluster.bandwidth),
             m_count, schedule == "1f1b")
     args = tuple(np.array(a, order="C") if isinstance(a, np.ndarray) else a for a in args)
-    return _Instances(cluster, m_count, schedule, inst_op, inst_mb, args, cluster.memory)
+    return _Instances(m_count, schedule, inst_op, inst_mb, args, cluster.memory)
 
 
 def _grad_of(graph: OpGraph) -> np.ndarray:

@@ -249,7 +249,6 @@ class Simulator(PreparedCache, Runtime):
 class _Prepared:
     """The kernel's arrays for one (graph, cluster)."""
 
-    cluster: Cluster
     args: tuple
     memory: np.ndarray
     fits: bool
@@ -272,7 +271,7 @@ def _prepare(graph: OpGraph, cluster: Cluster) -> _Prepared:
     most = (int(graph.persistent_memory.sum()) + int(graph.output_bytes.sum()) + int(graph.edge_bytes.sum())
             + int(graph.temporary_memory.max(initial=0)))
     fits = bool(most <= cluster.memory.min(initial=most))
-    return _Prepared(cluster, args, cluster.memory, fits, _rank_arrays(*args[:2], *args[3:6], *args[9:13]))
+    return _Prepared(args, cluster.memory, fits, _rank_arrays(*args[:2], *args[3:6], *args[9:13]))
 
 
 def _run(prep: _Prepared, devices: np.ndarray) -> Schedule:
