@@ -65,7 +65,13 @@ class StagePlacer(Placer):
         if self.schedule == "1f1b" and not fits_1f1b(graph, cluster, devices, self.microbatches):
             log.info("%s: pipe-v2 ranks the stages of the 1F1B split of %r otherwise and would run out of memory "
                      "in the static model; splitting with gpipe's memory", type(self).__name__, graph.name)
-            devices = self._split(graph, cluster, "gpipe")
+            try:
+                devices = self._split(graph, cluster, "gpipe")
+            except PlacementInfeasibleError as err:  # say which memory refused it: the user asked for 1F1B
+                raise PlacementInfeasibleError(
+                    f"{type(self).__name__}: the 1F1B split of {graph.name!r} would run out of memory as pipe-v2 "
+                    f"ranks its stages, and with gpipe's memory (every stage holding all {self.microbatches} "
+                    f"micro-batches) {err}") from None
         return devices
 
     def _split(self, graph: OpGraph, cluster: Cluster, schedule: str) -> np.ndarray:

@@ -125,7 +125,8 @@ def test_a_1f1b_split_that_pipe_v2_ranks_otherwise_falls_back_to_gpipes_memory()
     """A layer whose weight (a source taking no time) comes first in pipeline order, but whose first forward op that
     runs comes after the other layer's: pipe-v2 ranked the stages the other way, and the split the 1F1B bound let
     through held 2 micro-batches where it allowed 1 (2.0 MB on 1.2 MB). The check ranks as pipe-v2 does and, where
-    the split does not fit that way, splits with gpipe's memory (which refuses here, as every placer did before)."""
+    the split does not fit that way, splits with gpipe's memory (which refuses here, as every placer did before; the
+    error says it was gpipe's memory)."""
     ops = [Op("wa", "W", 0.0, output_bytes=4, phase="forward", colocation="A"),
            Op("fb", "F", 1.0, output_bytes=4 * MB, phase="forward", colocation="B"),
            Op("fa", "F", 1.0, output_bytes=2 * MB, phase="forward", colocation="A"),
@@ -140,7 +141,8 @@ def test_a_1f1b_split_that_pipe_v2_ranks_otherwise_falls_back_to_gpipes_memory()
     assert not fits_1f1b(graph, cluster, split.devices, 4)
     assert not PipelineSimulator(4, "1f1b").measure(graph, cluster, split).ok
     for placer in (GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner):
-        with pytest.raises(PlacementInfeasibleError):
+        with pytest.raises(PlacementInfeasibleError, match=r"1F1B split of 'w' .* gpipe's memory \(every stage "
+                                                            r"holding all 4 micro-batches\) no split fits"):
             placer(microbatches=4, schedule="1f1b").place(graph, cluster)
     graph, cluster = _three_layers()  # where pipe-v2 ranks as the split does, the 1F1B split stands
     placement = IdealDPPartitioner(microbatches=4, schedule="1f1b").place(graph, cluster)
