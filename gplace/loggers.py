@@ -105,13 +105,47 @@ class JsonlLogger:
         if len(kept) < len(lines):
             write_bytes_atomic(self.path, b"".join(kept))
 
+    def restore_steps(self, history: Sequence[Mapping[str, Any]]) -> int:
+        """Write back the step records of ``history`` (a checkpoint's ``{"update": u, scalar: value}`` per update)
+        that the file lacks (a file truncated, or replaced, after the checkpoint), each before the first later step
+        record; returns how many. The file is replaced atomically."""
+        lines = self.path.read_bytes().splitlines(keepends=True) if self.path.exists() else []
+        steps = [_step_of(line) for line in lines]
+        have = set(steps)
+        missing = sorted((r for r in history if r["update"] not in have), key=lambda r: r["update"])
+        if not missing:
+            return 0
+        queue = [(r["update"], self._line({"step": r["update"], **{k: _finite(v) for k, v in r.items()
+                                                                   if k != "update"}})) for r in missing]
+        out: list[bytes] = []
+        for line, step in zip(lines, steps, strict=True):
+            while queue and step is not None and queue[0][0] < step:
+                out.append(queue.pop(0)[1].encode())
+            out.append(line if line.endswith(b"\n") else line + b"\n")
+        write_bytes_atomic(self.path, b"".join(out + [text.encode() for _, text in queue]))
+        return len(missing)
+
+    @staticmethod
+    def _line(record: Mapping[str, Any]) -> str:
+        return json.dumps(record, default=str) + "\n"
+
     def _write(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, default=str) + "\n"
+        line = self._line(record)
         try:
             with self.path.open("a") as f:
                 f.write(line)
         except OSError as err:  # a full disk: name the file
             raise write_error(self.path, err) from None
+
+
+def _step_of(line: bytes) -> int | None:
+    """The step of a JSONL step record; ``None`` for any other line (a torn one too)."""
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    step = record.get("step") if isinstance(record, dict) else None
+    return step if isinstance(step, int) else None
 
 
 def _step_at_least(line: bytes, step: float) -> bool:

@@ -301,6 +301,10 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
     if state is not None:
         loop.restore(state)
         jsonl.drop_from(state["update"])  # the updates after the checkpoint are logged again
+        restored = jsonl.restore_steps(state["history"])
+        if restored:
+            log.warning("%s lacked %d of the %d updates checkpointed (truncated or replaced since): written back from "
+                        "the checkpoint's history", jsonl.path, restored, len(state["history"]))
     elif jsonl is not None:
         jsonl.drop_from(-math.inf)  # a run killed before its first checkpoint: its imitation and updates run again
     return loop, state

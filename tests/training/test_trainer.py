@@ -85,6 +85,26 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     assert [json.loads(line)["step"] for line in lines] == list(range(8))
 
 
+def test_a_resume_writes_back_the_checkpointed_updates_metrics_jsonl_lost(tmp_path, caplog):
+    """metrics.jsonl cut to its first line after 4 checkpointed updates (a file truncated or replaced): the resumed
+    run's file had a silent gap of updates 1-3; they are written back from the checkpoint's history, with a warning,
+    equal to an uninterrupted run's records."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    kwargs = dict(samples_per_update=4, lr=1e-2, checkpoint_every=2, seed=1)
+    ReinforceTrainer(updates=8, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                             run_dir=tmp_path / "whole")
+    ReinforceTrainer(updates=4, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                             run_dir=tmp_path / "split")
+    path = tmp_path / "split" / "metrics.jsonl"
+    path.write_text(path.read_text().splitlines(keepends=True)[0] + '{"step": 2, "charts/sampl')  # and a torn line
+    with caplog.at_level(logging.WARNING, logger="gplace"):
+        ReinforceTrainer(updates=8, **kwargs).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                 run_dir=tmp_path / "split")
+    assert any("lacked 3 of the 4 updates checkpointed" in r.getMessage() for r in caplog.records)
+    whole = [json.loads(line) for line in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
+    assert [json.loads(line) for line in path.read_text().splitlines()] == whole
+
+
 def test_a_resumed_run_trains_with_its_own_learning_rate_and_baseline_decay(tmp_path):
     """The checkpoint's optimizer state and baseline restored the old run's lr (1e-2) and decay (0.9) over the new
     ones, silently."""
