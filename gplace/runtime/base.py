@@ -70,7 +70,8 @@ class Measurement(ReadOnlyArrays):
     runtime)."""
     transient: bool = False
     """A failure of the measuring machinery, not of the placement (a worker pool's timeout, a worker that died):
-    measured again it may succeed, so caches do not keep it."""
+    measured again it may succeed, so caches do not keep it, and :meth:`Runtime.measure` and :func:`measure_each`
+    measure it once more."""
 
     @classmethod
     def failure(cls, runtime: str, reason: str, **fields) -> Measurement:
@@ -93,7 +94,8 @@ class Runtime(abc.ABC):
     """Whether measuring the same placement twice gives the same result."""
 
     def measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
-        """Measure one step of ``graph`` placed by ``placement`` on ``cluster``.
+        """Measure one step of ``graph`` placed by ``placement`` on ``cluster``; a ``transient`` failure (see
+        :class:`Measurement`) is measured once more.
 
         Raises:
             InvalidPlacementError: ``placement`` does not fit ``graph`` or ``cluster`` (:meth:`Placement.validate`).
@@ -102,7 +104,12 @@ class Runtime(abc.ABC):
         """
         check_placement(placement)
         placement.validate(graph, cluster)
-        return checked(self._measure(graph, cluster, placement), self)
+        measurement = checked(self._measure(graph, cluster, placement), self)
+        if measurement.transient:  # no fault of the placement: one more try (a search would charge it a failure)
+            log.info("runtime %r: a transient failure (%s); measuring the placement once more", self.id,
+                     measurement.reason)
+            measurement = checked(self._measure(graph, cluster, placement), self)
+        return measurement
 
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`ClusterMismatchError` when ``cluster`` cannot run here; a model-based runtime accepts
@@ -144,11 +151,25 @@ class ReadOnlySetting:
 def measure_each(runtime: Runtime, graph: OpGraph, cluster: Cluster,
                  placements: Sequence[Placement]) -> list[Measurement]:
     """``runtime.measure_many``, checked to give one measurement per placement (a wrapper or runtime of one's
-    own that drops some would otherwise pair measurements with the wrong placements).
+    own that drops some would otherwise pair measurements with the wrong placements); ``transient`` failures are
+    measured once more (a search charged each a failed placement's penalty, which also shrank the other samples'
+    normalised advantages).
 
     Raises:
         ValueError: the runtime returned another number of measurements (names the runtime and both counts).
     """
+    measurements = _measured_many(runtime, graph, cluster, placements)
+    again = [i for i, m in enumerate(measurements) if m.transient]
+    if again and type(runtime).measure_many is not Runtime.measure_many:  # Runtime.measure has tried twice already
+        log.info("runtime %r: %d transient failures of %d placements; measuring them once more", runtime.id,
+                 len(again), len(placements))
+        for i, m in zip(again, _measured_many(runtime, graph, cluster, [placements[i] for i in again]), strict=True):
+            measurements[i] = m
+    return measurements
+
+
+def _measured_many(runtime: Runtime, graph: OpGraph, cluster: Cluster,
+                   placements: Sequence[Placement]) -> list[Measurement]:
     measurements = list(runtime.measure_many(graph, cluster, list(placements)))  # a copy: ours stays in order
     if len(measurements) != len(placements):
         raise ValueError(f"runtime {runtime.id!r} ({type(runtime).__name__}) returned {len(measurements)} measurements "

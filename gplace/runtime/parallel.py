@@ -32,10 +32,12 @@ Failures
     other threads' placements on workers replaced to end a hung one are measured again, not failed. Nothing here
     raises into the search except an invalid placement, and a pool that breaks in a script without the
     ``if __name__ == "__main__":`` guard (see below): a ``RuntimeError`` says so. A timeout, a dead worker or a pool
-    error is ``transient`` (no fault of the placement, so a cache does not keep it). An exception that ends a batch
-    early (Ctrl-C) kills the workers, so the next batch does not queue behind calls nobody waits for; a pool
-    inherited by a forked child starts workers of its own there. Workers ignore SIGINT (a terminal's Ctrl-C goes to
-    the whole process group: the interrupted caller stops them, with no traceback from each); SIGTERM ends them.
+    error is ``transient`` (no fault of the placement, so a cache does not keep it, and the search measures it once
+    more: a placement that hangs or kills a worker each time costs two timeouts or two new workers). An exception
+    that ends a batch early (Ctrl-C) kills the workers, so the next batch does not queue behind calls nobody waits
+    for; a pool inherited by a forked child starts workers of its own there. Workers ignore SIGINT (a terminal's
+    Ctrl-C goes to the whole process group: the interrupted caller stops them, with no traceback from each); SIGTERM
+    ends them.
     A worker whose runtime reports after a failed measurement that it can no longer run (``usable()`` is
     false: a sticky CUDA error, such as an illegal address, kills the CUDA context for the life of the process)
     exits when it gets its next placement, so that placement is measured again in a fresh worker.
