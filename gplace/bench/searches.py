@@ -37,7 +37,8 @@ def check_learned(learned: Any, keys: Sequence[str], baselines: Iterable[str] = 
 
     if not isinstance(learned, DictConfig | dict):
         raise ValueError(f"learned must map each learned search's name to its settings ({', '.join(keys)}; "
-                         f"learned={{}} for none), got {learned!r}")
+                         f"none: '~learned' '+learned={{}}' on the command line, where learned={{}} merges into the "
+                         f"config's searches), got {learned!r}")
     for name, spec in learned.items():
         if not isinstance(spec, DictConfig | dict):
             raise ValueError(f"learned.{name} must hold the search's settings ({', '.join(keys)}), got {spec!r}")

@@ -130,7 +130,8 @@ def test_a_pipeline_search_that_does_not_build_is_refused_before_any_placer_runs
                                                "'encoder=lstm'"),
     ("+learned.seq2seq.seconds=3", "learned.seq2seq.seconds: unknown setting (a search takes overrides, warm_start)"),
     ("learned=null", "learned must map each learned search's name to its settings (overrides, warm_start; "
-                     "learned={} for none), got None"),
+                     "none: '~learned' '+learned={}' on the command line, where learned={} merges into the "
+                     "config's searches), got None"),
     ("+learned.heft={overrides: [], warm_start: false}", "learned.heft: a learned search named like baselines.heft"),
     ("cases=[]", "cases must list at least one case, each a list of overrides of the main config"),
     ("cases=['graph=lstm_lm']", "cases[0] must be a list of overrides of the main config"),
