@@ -112,7 +112,7 @@ def draw_placement(graph: OpGraph, devices: list[str], assignment: dict[str, str
         graph: the graph.
         devices: device names, in the cluster's order (each gets a colour).
         assignment: op name -> device name (a placement file's ``"placement"``).
-        path: the PNG to write.
+        path: the PNG to write (at that name, whatever its suffix).
 
     Raises:
         InvalidPlacementError: ``assignment`` misses an op of ``graph`` or names an unknown device.
@@ -176,4 +176,4 @@ def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[st
     for text in ax.legend(handles, list(colour), loc="best", fontsize=8).get_texts():
         text.set_parse_math(False)
     ax.axis("off")
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+    fig.savefig(path, format="png", dpi=100, bbox_inches="tight")  # at path itself: no ".png" added to another name

@@ -24,3 +24,15 @@ def test_names_holding_dollar_signs_are_drawn_as_text_not_math(tmp_path, monkeyp
     assignment = {op: devices[k % 2] for k, op in enumerate(graph.op_names)}
     path = draw_placement(graph, devices, assignment, tmp_path / "d.png")
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("name", ["drawing", "drawing.txt"])
+def test_the_drawing_is_written_at_the_path_given(tmp_path, monkeypatch, name):
+    """matplotlib added ``.png`` to a name without that suffix, so ``gplace show --draw out`` said it wrote ``out``
+    and wrote ``out.png``."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `dot` on it: matplotlib draws
+    graph = diamond()
+    devices = ["/CPU:0", "/CPU:1"]
+    path = draw_placement(graph, devices, {op: devices[0] for op in graph.op_names}, tmp_path / name)
+    assert path == tmp_path / name and path.read_bytes()[:4] == b"\x89PNG"
+    assert [p.name for p in tmp_path.iterdir()] == [name]
