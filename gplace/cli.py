@@ -261,6 +261,13 @@ def _stdout_gone(stdout=None) -> None:
     os.close(devnull)
 
 
+def _fit_off_a_terminal(console, table) -> None:
+    """Off a terminal (piped, a log file), widen ``console`` to what ``table`` needs, up to 200 columns: at 80, long
+    device names were cut to the same prefix (a terminal folds them: a wider table wraps)."""
+    if not console.is_terminal:
+        console.width = max(console.width, console.measure(table, options=console.options.update_width(200)).maximum)
+
+
 def _print_table(report, run_dir: str | Path) -> None:
     from rich.table import Table
     from rich.text import Text
@@ -269,7 +276,7 @@ def _print_table(report, run_dir: str | Path) -> None:
 
     runtime = report.measurement.runtime
     table = Table(title=f"{report.graph.name} ({report.graph.num_ops} ops) on {report.cluster.name}, {runtime}")
-    table.add_column("placement")
+    table.add_column("placement", overflow="fold")
     table.add_column(_time_label(runtime), justify="right")
     table.add_column("vs learned", justify="right")
     learned = report.measurement.step_time
@@ -280,6 +287,7 @@ def _print_table(report, run_dir: str | Path) -> None:
                       f"{time_ratio(m.step_time, learned):.2f}x" if m.ok else "")
     table.add_row(Text("learned", style="bold"), Text(_ms(learned), style="bold"), "1.00x")
     console = _console()
+    _fit_off_a_terminal(console, table)
     console.print(table)
     console.print(f"{_speedup(report)}; {report.train.samples} placements sampled in {report.train.seconds:.0f} s; "
                   + _found(report.train), soft_wrap=True)
@@ -364,6 +372,7 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
     """Run ``job()``; a user's mistake (missing value, bad file, bad graph) ends in one line, not a traceback, and
     so does Ctrl-C or SIGTERM, saying how ``command``'s job resumes (:func:`resume_hint`)."""
     _utf8_log_files()
+    _log_lines_to_stderr()
     _log_lines_survive_a_gone_stdout()
     try:
         missing = sorted(OmegaConf.missing_keys(cfg))
@@ -391,7 +400,7 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         _log_to_files(f"{type(err).__name__}: {err}")
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
-        _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}")
+        _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}", log_files=not _run_dir_in_use(err))
     except KeyboardInterrupt as err:
         hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
         _interrupted(err, resume_hint(command, cfg, hydra_cfg), in_job=True)
@@ -577,6 +586,14 @@ def _outside_hint(hydra_cfg: DictConfig | None) -> str:
     return "no run was in progress: nothing to resume"
 
 
+def _run_dir_in_use(err: Exception) -> bool:
+    """Whether ``err`` refused a run directory another run holds: its ``cli.log`` is that run's, which a script
+    reading it for errors would take as failed."""
+    from gplace.run_dir import RunDirInUseError
+
+    return isinstance(err, RunDirInUseError)
+
+
 def _default_dir_hint(err: Exception) -> str:
     """For a run directory in use that is Hydra's default (:func:`_time_named_dir_hint`); else nothing."""
     from gplace.run_dir import RunDirInUseError
@@ -643,11 +660,12 @@ class JobFailed(Exception):
     this one's overrides, where ``SystemExit`` ended the whole sweep."""
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, log_files: bool = True) -> None:
     """One clear line on stderr and exit status 2, instead of a traceback for a user's mistake (in a sweep,
-    :class:`JobFailed`, so the other jobs run)."""
+    :class:`JobFailed`, so the other jobs run); also in the job's log files unless ``log_files`` is false."""
     sys.stderr.write(f"gplace: error: {message}\n")
-    _log_to_files(message)
+    if log_files:
+        _log_to_files(message)
     if _in_sweep():  # from None: raised while handling the error, Hydra's report printed each chained traceback
         raise JobFailed(message) from None
     raise SystemExit(2)
@@ -680,6 +698,17 @@ def _utf8_log_files() -> None:
             handler.encoding = "utf-8"
             utf8 = open(handler.baseFilename, "a", encoding="utf-8")  # noqa: SIM115 - the handler keeps it open
             handler.setStream(utf8).close()
+
+
+def _log_lines_to_stderr() -> None:
+    """Point Hydra's default console log handler (on stdout) at stderr, so that stdout holds only the results (a
+    table, the result line) and a script can read them (``gplace place ... | head -1`` read a warning);
+    ``hydra/job_logging=stdout`` keeps its stdout."""
+    if HydraConfig.initialized() and HydraConfig.get().runtime.choices.get("hydra/job_logging") != "default":
+        return
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.StreamHandler and handler.stream is sys.stdout:
+            handler.setStream(sys.stderr)
 
 
 def _log_lines_survive_a_gone_stdout() -> None:
@@ -1085,7 +1114,8 @@ def show(argv: list[str]) -> None:
     parser.add_argument("--graph", help="the graph file it places (needed by --draw, and for a summary when the "
                                         "file has none; with --cluster)")
     parser.add_argument("--cluster", help="the cluster file (for a summary when the placement file has none)")
-    parser.add_argument("--draw", metavar="PNG", help="draw the graph, ops coloured by device, to this PNG")
+    parser.add_argument("--draw", metavar="IMAGE", help="draw the graph, ops coloured by device, to this image (PNG; "
+                                                        "SVG or PDF where its suffix says so)")
     args = parser.parse_args(argv)
     try:
         _show(args)
@@ -1153,9 +1183,7 @@ def _show(args) -> None:
     for row in rows:
         table.add_row(*row)
     console = _console()
-    if not console.is_terminal:  # piped: as wide as the table needs (up to 200 columns); at 80, a pipeline's nine
-        # columns cut every device name to the same /job:localhost/rep... (a terminal folds them: a wider table wraps)
-        console.width = max(console.width, console.measure(table, options=console.options.update_width(200)).maximum)
+    _fit_off_a_terminal(console, table)  # a pipeline's nine columns cut every device name to /job:localhost/rep...
     console.print(table)
     if summary is None:
         console.print("(no per-device summary in the file: give --graph and --cluster to compute one)", soft_wrap=True)
@@ -1213,13 +1241,24 @@ def main() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
+def _write_version() -> None:
+    """Print the versions; a closed stdout (``gplace --version | true``, ``>&-``) ends quietly, not in a traceback."""
+    if sys.stdout is None:
+        return
+    try:
+        sys.stdout.write(_version() + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+
+
 def _dispatch() -> None:
     """Run the command ``sys.argv`` names."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the CLI's own process (and its workers): TensorFlow quiet,
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # without its oneDNN notice; the library leaves both alone
     _escape_unencodable(sys.stdout)
     if "--version" in sys.argv[1:]:  # Hydra's own flag printed Hydra's version alone
-        sys.stdout.write(_version() + "\n")
+        _write_version()
         return
     command = sys.argv[1] if len(sys.argv) > 1 else None
     if command == "show":

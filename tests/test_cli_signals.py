@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import signal
 import subprocess
@@ -193,3 +194,26 @@ def test_a_signal_that_arrives_inside_a_c_callback_still_ends_in_one_line(hydra_
     assert capsys.readouterr().err.startswith("gplace: terminated; nothing resumes")
     with pytest.raises(SystemError, match="not an interrupt"):  # other errors pass through as they were
         _guard(lambda: (_ for _ in ()).throw(SystemError("not an interrupt")), cfg, "place")
+
+
+def test_a_run_refused_a_directory_in_use_leaves_that_runs_log_alone(tmp_path, hydra_job, capsys):
+    """The refused run wrote its ERROR line into the cli.log of the run holding the directory (Hydra opens the log
+    before the hold is checked): a script reading that log for errors took the other run as failed."""
+    from gplace.cli import _guard
+    from gplace.run_dir import LOCK_FILE, hold_dir
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    cfg = hydra_job("place", "method=heft", f"hydra.run.dir={run_dir}")
+    handler = logging.FileHandler(run_dir / "cli.log")
+    logging.getLogger().addHandler(handler)
+    try:
+        with (run_dir / LOCK_FILE).open("a+") as lock:  # another run's hold
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with pytest.raises(SystemExit):
+                _guard(lambda: hold_dir(run_dir).__enter__(), cfg, "place")
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    assert "is in use by another process" in capsys.readouterr().err
+    assert "in use" not in (run_dir / "cli.log").read_text()

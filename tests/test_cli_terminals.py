@@ -132,3 +132,38 @@ def test_file_stem_replaces_what_the_file_system_encoding_cannot_write(monkeypat
     one, other = file_stem("grâphe_π", "clüster", "seq2seq"), file_stem("grèphe_π", "clüster", "seq2seq")
     assert one.isascii() and other.isascii() and one != other
     assert one.startswith("gr_phe__-cl_ster-seq2seq-")
+
+
+def test_version_to_a_closed_stdout_ends_quietly(tmp_path):
+    """``gplace --version | true`` ended in a BrokenPipeError traceback and status 1."""
+    pipe = _closed_pipe()
+    try:
+        proc = _gplace("--version", cwd=tmp_path, stdout=pipe)
+    finally:
+        os.close(pipe)
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr.decode()
+
+
+def test_log_lines_go_to_stderr_and_stdout_holds_the_result(tmp_path):
+    """A script reads the result from stdout: Hydra's console log handler wrote warnings there, before it
+    (``gplace place ... | head -1`` read the warning); ``hydra/job_logging=stdout`` keeps them there."""
+    args = ["place", "method=heft", "budget=10", *_files(tmp_path)]
+    proc = _gplace(*args, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    out, err = proc.stdout.decode(), proc.stderr.decode()
+    assert proc.returncode == 0, err
+    assert out.startswith("placed ") and "WARNING" not in out
+    assert "budget=10 is unused" in err
+    kept = _gplace(*args, f"hydra.run.dir={tmp_path / 'run2'}", "hydra/job_logging=stdout", cwd=tmp_path)
+    assert "budget=10 is unused" in kept.stdout.decode()
+
+
+@pytest.mark.slow
+def test_the_results_table_is_as_wide_as_it_needs_when_piped(tmp_path):
+    """Off a terminal the training table cut long device names at 80 columns, to the same prefix each."""
+    files = _files(tmp_path)
+    names = [f"/job:trainer_pool_east/replica:0/task:0/device:accelerator:{i}" for i in range(2)]
+    cluster = {**CLUSTER, "devices": [{"name": name, "kind": "gpu", "speed": 1.0 + i} for i, name in enumerate(names)]}
+    (tmp_path / "c.json").write_text(json.dumps(cluster, ensure_ascii=False), encoding="utf-8")
+    proc = _gplace(*TRAIN, *files, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert all(f"single {name}" in proc.stdout.decode() for name in names), proc.stdout.decode()
