@@ -106,13 +106,14 @@ def _shown(value: Any) -> str:
 
 
 def draw_placement(graph: OpGraph, devices: list[str], assignment: dict[str, str], path: str | Path) -> Path:
-    """Draw ``graph`` to a PNG at ``path``, each op coloured by its device.
+    """Draw ``graph`` to an image at ``path`` (SVG or PDF where its suffix says so, else PNG), each op coloured by
+    its device.
 
     Args:
         graph: the graph.
         devices: device names, in the cluster's order (each gets a colour).
         assignment: op name -> device name (a placement file's ``"placement"``).
-        path: the PNG to write (at that name, whatever its suffix).
+        path: the image to write (at that name, whatever its suffix).
 
     Raises:
         InvalidPlacementError: ``assignment`` misses an op of ``graph`` or names an unknown device.
@@ -139,7 +140,8 @@ def _draw_dot(graph: OpGraph, assignment: dict[str, str], colour: dict[str, str]
               for i, op in enumerate(graph.op_names)]
     lines += [f"  n{u} -> n{v};" for u, v in graph.edge_index.T.tolist()]
     lines.append("}")
-    subprocess.run(["dot", "-Tpng", "-o", str(path)], input="\n".join(lines), text=True, check=True)
+    subprocess.run(["dot", f"-T{image_format(path)}", "-o", str(path)], input="\n".join(lines), text=True,
+                   check=True)
 
 
 def _dot_text(text: str) -> str:
@@ -176,4 +178,19 @@ def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[st
     for text in ax.legend(handles, list(colour), loc="best", fontsize=8).get_texts():
         text.set_parse_math(False)
     ax.axis("off")
-    fig.savefig(path, format="png", dpi=100, bbox_inches="tight")  # at path itself: no ".png" added to another name
+    fmt = image_format(path)  # at path itself: matplotlib added ".png" to a name without a suffix it knows
+    from matplotlib import rc_context
+
+    with rc_context({"svg.hashsalt": "gplace"}):  # SVG ids from a fixed salt, and no date: the same file every run
+        fig.savefig(path, format=fmt, dpi=100, bbox_inches="tight",
+                    metadata={"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt))
+
+
+def image_format(path: Path) -> str:
+    """The image format ``path``'s suffix names (``svg``, ``pdf``, ``png``), else ``png``.
+
+    >>> image_format(Path("a.svg")), image_format(Path("drawing")), image_format(Path("a.txt"))
+    ('svg', 'png', 'png')
+    """
+    suffix = path.suffix.lower().lstrip(".")
+    return suffix if suffix in ("svg", "pdf", "png") else "png"
