@@ -69,7 +69,8 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
         from gplace.export.tensorflow import place_graph_def
 
         graph_def = place_graph_def(graph, cluster, placement, device_map=device_map)
-        return [write_bytes_atomic(out_dir / "placed.pb", graph_def.SerializeToString())]
+        data = graph_def.SerializeToString(deterministic=True)  # attr maps in key order: the same bytes every run
+        return [write_bytes_atomic(out_dir / "placed.pb", data)]
     if isinstance(source, TorchSource) and source.training:
         log.warning("write_back: no device_map.json for %s: it is a torch.export training graph, and a device map "
                     "is made from an inference one (training=False; graph.training=false)", graph.name)

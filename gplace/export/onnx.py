@@ -93,11 +93,12 @@ def split_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> list[O
     """
     source = _source(graph)
     parts = _parts(graph, cluster, placement, source)
+    model = annotate_onnx(graph, cluster, placement)  # a node keeps its own device and stage, not an earlier placing's
     owner = part_of(parts, graph.num_ops)
     nodes_of: list[list[int]] = [[] for _ in parts]
     for op, k in source.node_index.items():
         nodes_of[owner[graph.op_index[op]]].append(k)
-    g = source.model.graph
+    g = model.graph
     produced_in = {t: owner[graph.op_index[op]] for op, k in source.node_index.items() for t in g.node[k].output}
     readers: dict[str, set[int]] = {}
     for k, node_ids in enumerate(nodes_of):
@@ -115,7 +116,7 @@ def split_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> list[O
             logger.info("split_onnx: the %d node(s) on %s compute nothing a later part or the model's outputs read; "
                         "no part for them", len(node_ids), cluster.device_names[parts[k].device])
             continue
-        out.append(_part_model(source.model, sorted(node_ids), outputs, cluster.device_names[parts[k].device],
+        out.append(_part_model(model, sorted(node_ids), outputs, cluster.device_names[parts[k].device],
                                source.base_dir))
     return out
 
@@ -355,12 +356,13 @@ def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str
 
     g = model.graph
     nodes = [g.node[n] for n in node_ids]
-    made = {t for node in nodes for t in node.output}
+    made = list(dict.fromkeys(t for node in nodes for t in node.output))  # in node order: the same file every run
+    made_here = set(made)
     initializers = {t.name: t for t in g.initializer}
     sparse = {t.values.name: t for t in g.sparse_initializer}
     overridable = {v.name for v in g.input}  # an initialiser that is also an input is only a default
     read = list(dict.fromkeys(t for node in nodes for t in node_reads(node)))
-    inputs = [t for t in read if t not in made and t not in sparse and (t not in initializers or t in overridable)]
+    inputs = [t for t in read if t not in made_here and t not in sparse and (t not in initializers or t in overridable)]
     types = {v.name: v for v in [*g.input, *g.value_info, *g.output]}
     for t in [*inputs, *outputs]:
         if t not in types or not types[t].type.HasField("tensor_type"):
@@ -376,4 +378,5 @@ def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str
     for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):
         setattr(part, field, getattr(model, field))
     part.metadata_props.extend(model.metadata_props)
+    part.configuration.extend(model.configuration)  # the configuration its nodes' device_configurations name
     return OnnxPart(device, part, tuple(inputs), tuple(outputs), base_dir)

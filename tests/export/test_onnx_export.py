@@ -404,3 +404,25 @@ def test_string_tensors_fed_and_cut_pass_between_parts():
     out = run_parts(split_onnx(graph, cluster, placement), feeds)
     assert out["u"].tolist() == want[0].tolist() and out["v"].tolist() == want[1].tolist()
     assert out["xs"].tolist() == want[1].tolist()
+
+
+def test_parts_of_a_model_placed_before_carry_their_own_devices(imported):
+    """A placed model fed back in and placed otherwise: its parts' nodes kept the earlier placement's device labels
+    and configuration (every node said /CPU:0 in the part for /CPU:1), and named a configuration the part lacked."""
+    graph, cluster = imported
+    everywhere0 = Placement.from_names(graph, cluster, {op: "/CPU:0" for op in graph.op_names})
+    again = from_onnx(annotate_onnx(graph, cluster, everywhere0))
+    for part in split_onnx(again, cluster, Placement.from_names(again, cluster, ACYCLIC)):
+        assert [c.name for c in part.model.configuration] == [cluster.name]
+        for node in part.model.graph.node:
+            meta = {p.key: p.value for p in node.metadata_props}
+            assert meta[DEVICE_KEY] == part.device == ACYCLIC[node.name]
+            assert [list(s.device) for dc in node.device_configurations for s in dc.sharding_spec] == \
+                [[cluster.device_names.index(part.device)]]
+
+
+def test_a_parts_value_info_follows_its_nodes_order(imported):
+    """The inner tensors of a part were listed in a set's order, so the part's file changed with PYTHONHASHSEED."""
+    graph, cluster = imported
+    [part] = split_onnx(graph, cluster, Placement.from_names(graph, cluster, {op: "/CPU:0" for op in graph.op_names}))
+    assert [v.name for v in part.model.graph.value_info] == ["a", "b", "c", "d", "e"]

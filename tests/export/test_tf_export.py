@@ -367,3 +367,14 @@ def test_the_placed_program_runs_at_the_batch_size_it_was_imported_with(tmp_path
         np.testing.assert_allclose(session.run(out.name, {given.name: X}), expected, rtol=1e-5)
         with pytest.raises(ValueError, match="Cannot feed value of shape"):
             session.run(out.name, {given.name: np.zeros((5, 4), np.float32)})
+
+
+def test_placed_pb_is_written_with_its_attribute_maps_in_key_order(tmp_path, imported):
+    """protobuf wrote each NodeDef's attr map in a varying order, so placed.pb differed byte for byte between runs of
+    the same command: it is the deterministic serialisation now."""
+    from gplace.export import write_back
+
+    graph, cluster = imported
+    [path] = write_back(graph, cluster, _alternating(graph), tmp_path)
+    graph_def = tf.compat.v1.GraphDef.FromString(path.read_bytes())
+    assert path.read_bytes() == graph_def.SerializeToString(deterministic=True)
