@@ -571,10 +571,29 @@ def _job_dir_override(hydra_cfg: DictConfig) -> str:
 
 
 def _quoted(*overrides: str) -> str:
-    """``overrides`` as a shell takes them (a directory with a space quoted)."""
+    """``overrides`` as a shell and Hydra take them: a value with a character Hydra's grammar reads otherwise (a
+    space, ``ü``, ``(``, ``,``, ``=``) in Hydra's quotes, and each override quoted for the shell."""
+    return " ".join(_shell_quoted(_hydra_quoted(override)) for override in overrides)
+
+
+def _shell_quoted(text: str) -> str:
+    """``text`` as a shell word: as it is where it can be, in double quotes where it holds Hydra's single quotes
+    (and nothing a shell reads inside double quotes), else :func:`shlex.quote`'s."""
     import shlex
 
-    return " ".join(shlex.quote(override) for override in overrides)
+    if shlex.quote(text) == text or not ("'" in text and re.fullmatch(r'[^"$`\\!]*', text)):
+        return shlex.quote(text)
+    return f'"{text}"'
+
+
+def _hydra_quoted(override: str) -> str:
+    """``key=value`` with ``value`` in Hydra's single quotes where it holds more than letters, digits and
+    ``_/.:@%+-`` (``hydra.run.dir=/tmp/ü run`` was refused by Hydra's override parser when pasted back)."""
+    key, sep, value = override.partition("=")
+    if not sep or re.fullmatch(r"[A-Za-z0-9_/.:@%+-]*", value):
+        return override
+    value = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", value)  # backslashes before a quote are escapes
+    return f"{key}='" + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, value) + "'"
 
 
 def _outside_hint(hydra_cfg: DictConfig | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import logging
 import os
@@ -104,7 +105,8 @@ def test_the_interrupted_line_names_the_directory_a_rerun_resumes_from(hydra_job
                                                             f"the same command runs again with hydra.run.dir={default}")
     assert default.startswith("outputs/")
     cfg = hydra_job("config", "hydra.mode=MULTIRUN", "hydra.sweep.dir=runs/my sweep")
-    assert resume_hint("train", cfg, HydraConfig.get()).endswith("runs again with 'hydra.sweep.dir=runs/my sweep'")
+    assert resume_hint("train", cfg, HydraConfig.get()).endswith(
+        "runs again with \"hydra.sweep.dir='runs/my sweep'\"")
     cfg = hydra_job("bench", "out_dir=runs/b")
     assert "the same command run again with out_dir=runs/b runs the others" in resume_hint("bench", cfg, None)
     cfg = hydra_job("bench", "resume=false")
@@ -115,6 +117,26 @@ def test_the_interrupted_line_names_the_directory_a_rerun_resumes_from(hydra_job
     cfg = hydra_job("place", "method=gdp", "hydra.run.dir=runs/p")
     assert resume_hint("place", cfg, HydraConfig.get()) == ("the gdp search resumes from its last checkpoint when "
                                                             "the same command runs again with hydra.run.dir=runs/p")
+
+
+@pytest.mark.parametrize("run_dir", ["runs/ü run", "runs/run (1)", "runs/a,b", "runs/it's", "runs/x=y~#", "r\\"])
+def test_the_resume_hint_is_an_override_hydra_takes_back(hydra_job, run_dir):
+    """The hint quoted a directory for the shell alone: pasted back, Hydra's override parser refused one with a
+    ``ü`` or ``(`` (LexerNoViableAltException), and read a ``,`` as a sweep."""
+    import shlex
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from gplace.cli import resume_hint
+
+    cfg = hydra_job("place", "method=gdp")
+    hydra_cfg = copy.deepcopy(HydraConfig.get())
+    OmegaConf.set_readonly(hydra_cfg, False)
+    hydra_cfg.run.dir = run_dir  # as a quoted override sets it (the job fixture takes no quotes)
+    hint = resume_hint("place", cfg, hydra_cfg)
+    [override] = shlex.split(hint.rsplit("runs again with ", 1)[1])
+    parsed = OverridesParser.create().parse_override(override)
+    assert (parsed.key_or_group, parsed.value()) == ("hydra.run.dir", run_dir)
 
 
 def test_an_interrupted_place_with_a_baseline_says_nothing_resumes(hydra_job, capsys):
