@@ -400,7 +400,8 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         _log_to_files(f"{type(err).__name__}: {err}")
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
-        _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}", log_files=not _run_dir_in_use(err))
+        _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}", log_files=not _run_dir_in_use(err),
+              status=_exit_status(err))
     except KeyboardInterrupt as err:
         hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
         _interrupted(err, resume_hint(command, cfg, hydra_cfg), in_job=True)
@@ -679,15 +680,31 @@ class JobFailed(Exception):
     this one's overrides, where ``SystemExit`` ended the whole sweep."""
 
 
-def _fail(message: str, log_files: bool = True) -> None:
-    """One clear line on stderr and exit status 2, instead of a traceback for a user's mistake (in a sweep,
-    :class:`JobFailed`, so the other jobs run); also in the job's log files unless ``log_files`` is false."""
+EXIT_NO_PLACEMENT = 3
+"""Exit status of a command that found no placement that runs (every one measured failed: out of memory, say)."""
+EXIT_DIR_IN_USE = 75
+"""Exit status of a command refused a run directory another run holds: try again later (sysexits' EX_TEMPFAIL)."""
+
+
+def _fail(message: str, log_files: bool = True, status: int = 2) -> None:
+    """One clear line on stderr and exit ``status`` (2: a user's mistake, bad input), instead of a traceback (in a
+    sweep, :class:`JobFailed`, so the other jobs run); also in the job's log files unless ``log_files`` is false."""
     sys.stderr.write(f"gplace: error: {message}\n")
     if log_files:
         _log_to_files(message)
     if _in_sweep():  # from None: raised while handling the error, Hydra's report printed each chained traceback
         raise JobFailed(message) from None
-    raise SystemExit(2)
+    raise SystemExit(status)
+
+
+def _exit_status(err: Exception) -> int:
+    """2 for bad input; :data:`EXIT_NO_PLACEMENT` where no placement ran, :data:`EXIT_DIR_IN_USE` for a busy run
+    directory: a script can tell them apart (every one was 2)."""
+    from gplace.baselines import PlacementInfeasibleError
+
+    if _run_dir_in_use(err):
+        return EXIT_DIR_IN_USE
+    return EXIT_NO_PLACEMENT if isinstance(err, PlacementInfeasibleError) else 2
 
 
 def _log_to_files(message: str, level: int = logging.ERROR) -> None:

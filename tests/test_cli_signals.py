@@ -190,7 +190,7 @@ def test_a_run_directory_in_use_that_is_hydras_default_says_it_is_named_by_the_s
         with pytest.raises(SystemExit) as stop:
             _guard(lambda: hold_dir(run_dir).__enter__(), cfg)
     err = capsys.readouterr().err
-    assert stop.value.code == 2 and f"run directory {run_dir} is in use by another process" in err
+    assert stop.value.code == 75 and f"run directory {run_dir} is in use by another process" in err
     hint = ("no hydra.run.dir was given, and Hydra's default directory (outputs/<date>/<time>) is named by the second, "
             "so two runs started in the same second get the same one: give each run its own hydra.run.dir=..., or "
             "run them as one sweep (-m)")

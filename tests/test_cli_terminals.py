@@ -167,3 +167,14 @@ def test_the_results_table_is_as_wide_as_it_needs_when_piped(tmp_path):
     proc = _gplace(*TRAIN, *files, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr.decode()
     assert all(f"single {name}" in proc.stdout.decode() for name in names), proc.stdout.decode()
+
+
+def test_no_placement_that_runs_has_its_own_exit_status(tmp_path):
+    """Every error gplace names exited 2, so a script could not tell bad input from a graph that fits nowhere."""
+    files = _files(tmp_path)
+    tiny = {**CLUSTER, "devices": [{**d, "memory": 1000} for d in CLUSTER["devices"]]}
+    (tmp_path / "c.json").write_text(json.dumps(tiny, ensure_ascii=False), encoding="utf-8")
+    proc = _gplace("place", "method=heft", *files, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode == 3 and b"PlacementInfeasibleError" in proc.stderr, proc.stderr.decode()
+    bad = _gplace("place", "method=heft", *files[:-2], "graph=file", "cluster=nosuch", cwd=tmp_path)
+    assert bad.returncode not in (0, 3)
