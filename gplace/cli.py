@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import logging
@@ -76,19 +77,31 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
     device = network_device(cfg.device)
     encoder = _savable(cfg.encoder, "encoder").to(device)
     policy = _savable(cfg.policy, "policy", num_devices=cluster.num_devices).to(device)
-    runtime = _objective_runtime(cfg)
-    with hold_dir(run_dir):  # place() holds it too; held on until the policy file is written
-        report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
-                       trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir,
-                       logger=_SearchOnly(logger), warm_start=_warm_start(cfg, graph, cluster))
-        save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={
-            "max_groups": cfg.max_groups, "graph": graph.name, "cluster": cluster.name, "runtime": str(runtime.id)})
-    if logger.keeps_results:
-        logger.log_results(*results(report, runtime, run_dir))
+    with _closing(_objective_runtime(cfg)) as runtime:
+        with hold_dir(run_dir):  # place() holds it too; held on until the policy file is written
+            report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
+                           trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir,
+                           logger=_SearchOnly(logger), warm_start=_warm_start(cfg, graph, cluster))
+            save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
+                        "graph": graph.name, "cluster": cluster.name, "runtime": str(runtime.id)})
+        if logger.keeps_results:
+            logger.log_results(*results(report, runtime, run_dir))
     _print_table(report, run_dir)
     _log_to_files(f"{_outcome(report)}; wrote {Path(run_dir) / 'placement.json'}, trace.json and policy.pt",
                   logging.INFO)
     return report.measurement.step_time
+
+
+@contextlib.contextmanager
+def _closing(runtime):
+    """``runtime``, closed when the job is done with it where it has a ``close`` (a pool's workers stopped and
+    waited for: left to the interpreter's exit, a worker still starting printed a traceback after the result)."""
+    try:
+        yield runtime
+    finally:
+        close = getattr(runtime, "close", None)
+        if callable(close):
+            close()
 
 
 class _SearchOnly:
@@ -1018,8 +1031,9 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
         log.warning("method=%s is unused: checkpoint=%s places the graph", cfg.method, cfg.checkpoint)
     writes = cfg.get("write_back", True)
     device_map = _write_back_map(cfg, graph, cluster) if writes else None
-    report = place(graph, cluster, method=method, budget=_place_budget(cfg, method), seed=cfg.seed, runtime=runtime,
-                   run_dir=run_dir, warm_start=cfg.get("warm_start_baseline"))
+    with _closing(runtime):
+        report = place(graph, cluster, method=method, budget=_place_budget(cfg, method), seed=cfg.seed,
+                       runtime=runtime, run_dir=run_dir, warm_start=cfg.get("warm_start_baseline"))
     record_job(cfg, run_dir)
     m = report.measurement
     written = write_back(graph, cluster, report.placement, run_dir, device_map=device_map) if writes else []

@@ -543,3 +543,20 @@ def test_show_computes_a_pipelines_summary_by_its_own_simulator_and_never_cuts_d
         shown = " ".join(_gplace("show", str(tmp_path / "other.json"), "--graph", str(tmp_path / "graph.json"),
                                  "--cluster", str(tmp_path / "cluster.json"), cwd=tmp_path).stdout.split())
         assert "bubble" not in shown and "None" not in shown and (says is None or says in shown)
+
+
+@pytest.mark.slow
+def test_a_place_job_stops_its_pools_workers_before_it_returns(tmp_path):
+    """The pool was left to the interpreter's exit, where a worker still starting (spawned for the last
+    measurements) printed a traceback on stderr after the result line (SemLock: no such file)."""
+    import multiprocessing
+
+    from hydra import compose, initialize_config_module
+
+    from gplace.cli import place_with_policy
+
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="place", overrides=["method=heft", "runtime=simulator_pool", "runtime.workers=2",
+                                                       "write_back=false"])
+    place_with_policy(cfg, tmp_path)
+    assert multiprocessing.active_children() == []
