@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import logging
+import os
+import sys
 from collections.abc import Callable
 
 import torch
@@ -26,6 +29,17 @@ _Choose = Callable[[int, torch.Tensor], torch.Tensor]
 
 RECOMPUTE_ABOVE_BYTES = 2 * 2**30
 """Attention activations (summed over the decoding steps) above which they are recomputed in the backward pass."""
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _warn_about_glibcs_heap() -> None:
+    """Once a process: on Linux's CPU, glibc's heap holds each step's freed (K, G, A) block (13.5 GB resident for a
+    1,024-group pass that autograd keeps 0.3 GB of; benchmarks/seq2seq_memory.md)."""
+    log.warning("the seq2seq policy recomputes its attention (more than 512 groups at 16 samples): on the CPU, glibc's "
+                "heap may keep gigabytes of the freed blocks; set MALLOC_MMAP_THRESHOLD_=65536 in the environment "
+                "before Python starts to give them back (benchmarks/seq2seq_memory.md)")
 
 
 class Seq2SeqPolicy(Tempered, Configurable, nn.Module):
@@ -144,6 +158,8 @@ class Seq2SeqPolicy(Tempered, Configurable, nn.Module):
         would pass :data:`RECOMPUTE_ABOVE_BYTES`. Shapes: keys (G, A)."""
         kept = k * keys.shape[0] ** 2 * keys.shape[1] * keys.element_size()
         if torch.is_grad_enabled() and kept > RECOMPUTE_ABOVE_BYTES:
+            if keys.device.type == "cpu" and sys.platform == "linux" and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+                _warn_about_glibcs_heap()
             return functools.partial(checkpoint, self._attend, use_reentrant=False)
         return self._attend
 
