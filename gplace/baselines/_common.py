@@ -123,6 +123,10 @@ class MemoryLedger:
         ptr, src, eid = graph.in_csr
         self._in_ptr, self._in_src = ptr.tolist(), src.tolist()
         self._in_bytes: list[int] = graph.edge_bytes[eid].tolist()
+        in_total = np.zeros(graph.num_ops, dtype=np.int64)
+        np.add.at(in_total, graph.edge_index[1], graph.edge_bytes)
+        self._in_total: list[int] = in_total.tolist()
+        """Per op: bytes of all its inputs, a bound on the copies it can receive."""
         self._copies: dict[tuple[int, int], int] = {}
 
     def need(self, op: int, device: int) -> int:
@@ -156,7 +160,10 @@ class MemoryLedger:
         placed = self.unit_device[self._unit_of[op]]
         if placed >= 0:
             return placed == device
-        return self.need(op, device) <= self.free[device]
+        need = self._unit_need(op, device)
+        if need + self._in_total[op] <= self.free[device]:  # room for every copy it could receive: none counted
+            return True
+        return need + sum(self._received(op, device).values()) <= self.free[device]
 
     def assign(self, op: int, device: int) -> None:
         """Put ``op`` (with its unit, if not placed yet) on ``device`` and book the memory it takes there."""
