@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import abc
+import contextlib
+import contextvars
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -70,8 +72,8 @@ class Measurement(ReadOnlyArrays):
     runtime)."""
     transient: bool = False
     """A failure of the measuring machinery, not of the placement (a worker pool's timeout, a worker that died):
-    measured again it may succeed, so caches do not keep it, and :meth:`Runtime.measure` and :func:`measure_each`
-    measure it once more."""
+    measured again it may succeed, so caches do not keep it, and the outermost :meth:`Runtime.measure` or
+    :func:`measure_each` call measures it once more."""
 
     @classmethod
     def failure(cls, runtime: str, reason: str, **fields) -> Measurement:
@@ -104,11 +106,12 @@ class Runtime(abc.ABC):
         """
         check_placement(placement)
         placement.validate(graph, cluster)
-        measurement = checked(self._measure(graph, cluster, placement), self)
-        if measurement.transient:  # no fault of the placement: one more try (a search would charge it a failure)
-            log.info("runtime %r: a transient failure (%s); measuring the placement once more", self.id,
-                     measurement.reason)
+        with _measuring() as outermost:
             measurement = checked(self._measure(graph, cluster, placement), self)
+            if measurement.transient and outermost:  # no fault of the placement: one more try
+                log.info("runtime %r: a transient failure (%s); measuring the placement once more", self.id,
+                         measurement.reason)
+                measurement = checked(self._measure(graph, cluster, placement), self)
         return measurement
 
     def check_cluster(self, cluster: Cluster) -> None:
@@ -158,14 +161,30 @@ def measure_each(runtime: Runtime, graph: OpGraph, cluster: Cluster,
     Raises:
         ValueError: the runtime returned another number of measurements (names the runtime and both counts).
     """
-    measurements = _measured_many(runtime, graph, cluster, placements)
-    again = [i for i, m in enumerate(measurements) if m.transient]
-    if again and type(runtime).measure_many is not Runtime.measure_many:  # Runtime.measure has tried twice already
-        log.info("runtime %r: %d transient failures of %d placements; measuring them once more", runtime.id,
-                 len(again), len(placements))
-        for i, m in zip(again, _measured_many(runtime, graph, cluster, [placements[i] for i in again]), strict=True):
-            measurements[i] = m
+    with _measuring() as outermost:
+        measurements = _measured_many(runtime, graph, cluster, placements)
+        again = [i for i, m in enumerate(measurements) if m.transient] if outermost else []
+        if again:
+            log.info("runtime %r: %d transient failures of %d placements; measuring them once more", runtime.id,
+                     len(again), len(placements))
+            redo = _measured_many(runtime, graph, cluster, [placements[i] for i in again])
+            for i, m in zip(again, redo, strict=True):
+                measurements[i] = m
     return measurements
+
+
+_MEASURING: contextvars.ContextVar[bool] = contextvars.ContextVar("gplace_measuring", default=False)
+
+
+@contextlib.contextmanager
+def _measuring() -> Iterator[bool]:
+    """Whether this measuring call is the outermost of its thread, the one that measures a transient failure once
+    more (a wrapper measuring through its inner runtime, each retrying, tried a placement 4 times)."""
+    token = _MEASURING.set(True)
+    try:
+        yield token.old_value is not True
+    finally:
+        _MEASURING.reset(token)
 
 
 def _measured_many(runtime: Runtime, graph: OpGraph, cluster: Cluster,

@@ -63,3 +63,26 @@ def test_one_transient_failure_does_not_make_a_baseline_infeasible() -> None:
     g, c = diamond(), uniform_cluster(2)
     report = gplace.place(g, c, method="heft", runtime=_FirstTryFails())
     assert report.measurement.ok
+
+
+class _Locked(_FirstTryFails):
+    """A measure_many of one's own over the default one (a lock, a log line)."""
+
+    id = "locked-v1"
+
+    def measure_many(self, graph, cluster, placements):
+        return super().measure_many(graph, cluster, placements)
+
+
+def test_wrapped_and_layered_runtimes_still_try_twice_in_all():
+    """A wrapper measuring through its inner runtime retried at both layers: 4 tries of a placement that always
+    failed transiently (4 timeouts of a hung one)."""
+    from gplace.runtime import CachedRuntime
+
+    g, c = diamond(), uniform_cluster(2)
+    p = Placement.single(g, 0)
+    for make in (lambda r: CachedRuntime(r), lambda r: r):
+        for measure in (lambda rt: rt.measure(g, c, p), lambda rt: measure_each(rt, g, c, [p])[0]):
+            inner = _Locked(always=True)
+            assert measure(make(inner)).transient
+            assert sum(inner.tries.values()) == 2
