@@ -27,12 +27,26 @@ log = logging.getLogger("gplace")
 
 def run(cfg: DictConfig, run_dir: str | Path) -> float:
     """Build every part from ``cfg``, learn a placement, print the table; returns the learned step time."""
+    _check_whole(cfg, {"seed": 0, "threads": 1, "max_groups": 1}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
+    _check_sweep_dir(run_dir)
+    with _held_first(run_dir):
+        return _train(cfg, run_dir)
+
+
+def _held_first(run_dir: str | Path):
+    """Hold ``run_dir`` before the job logs anything: a run refused a directory another run holds wrote its
+    warnings into that run's ``cli.log`` (Hydra opens it first), which a script reading it took as that run's."""
+    from gplace.run_dir import hold_dir
+
+    return hold_dir(run_dir)
+
+
+def _train(cfg: DictConfig, run_dir: str | Path) -> float:
+    """:func:`run` in the held ``run_dir``."""
     import torch
 
     from gplace.loggers import HeldOpen
 
-    _check_whole(cfg, {"seed": 0, "threads": 1, "max_groups": 1}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
-    _check_sweep_dir(run_dir)
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
@@ -629,9 +643,7 @@ def _run_dir_in_use(err: Exception) -> bool:
 
 def _default_dir_hint(err: Exception) -> str:
     """For a run directory in use that is Hydra's default (:func:`_time_named_dir_hint`); else nothing."""
-    from gplace.run_dir import RunDirInUseError
-
-    if not isinstance(err, RunDirInUseError) or err.path is None:
+    if not _run_dir_in_use(err) or err.path is None:
         return ""
     return _time_named_dir_hint(Path(err.path))
 
@@ -1009,13 +1021,19 @@ def _place_main(cfg: DictConfig) -> None:
 def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     """Place ``cfg.graph`` on ``cfg.cluster`` with ``cfg.method`` (or the policy file ``cfg.checkpoint``) and
     ``cfg.budget`` (default: ``cfg.samples`` samples; a pipeline placer's own); write placement and trace."""
+    _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
+    _check_sweep_dir(run_dir)
+    with _held_first(run_dir):
+        return _place_held(cfg, run_dir)
+
+
+def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
+    """:func:`place_with_policy` in the held ``run_dir``."""
     import torch
 
     from gplace.experiment import place
     from gplace.export import write_back
 
-    _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
-    _check_sweep_dir(run_dir)
     _check_not_a_training_run(Path(run_dir), cfg.get("checkpoint") or cfg.method)
     _check_bools(cfg, "write_back")
     if cfg.get("logger", {}).get("_target_", "gplace.loggers.NullLogger") != "gplace.loggers.NullLogger":

@@ -233,7 +233,7 @@ def test_bench_errors_go_through_the_same_one_line_path(files):
 
 @pytest.mark.parametrize("command, expected", [
     (["train"], "gplace [train]: learn a placement"), ([], "Main options: graph=..."),
-    (["place"], "method=pretrained|heft"), (["bench"], "search.seconds=S"), (["show"], "--draw PNG"),
+    (["place"], "method=pretrained|heft"), (["bench"], "search.seconds=S"), (["show"], "--draw IMAGE"),
 ])
 def test_every_command_has_help_listing_its_main_options(tmp_path, command, expected):
     proc = _gplace(*command, "--help", cwd=tmp_path)

@@ -219,23 +219,24 @@ def test_a_signal_that_arrives_inside_a_c_callback_still_ends_in_one_line(hydra_
 
 
 def test_a_run_refused_a_directory_in_use_leaves_that_runs_log_alone(tmp_path, hydra_job, capsys):
-    """The refused run wrote its ERROR line into the cli.log of the run holding the directory (Hydra opens the log
-    before the hold is checked): a script reading that log for errors took the other run as failed."""
-    from gplace.cli import _guard
-    from gplace.run_dir import LOCK_FILE, hold_dir
+    """The refused run wrote its ERROR line, and its warnings before it, into the cli.log of the run holding the
+    directory (Hydra opens the log before the hold is checked): a script reading that log took the other run as
+    failed. The job holds its directory before it logs anything."""
+    from gplace.cli import _guard, place_with_policy
+    from gplace.run_dir import LOCK_FILE
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    cfg = hydra_job("place", "method=heft", f"hydra.run.dir={run_dir}")
+    cfg = hydra_job("place", "method=heft", "budget=10", f"hydra.run.dir={run_dir}")  # budget: unused, a warning
     handler = logging.FileHandler(run_dir / "cli.log")
     logging.getLogger().addHandler(handler)
     try:
         with (run_dir / LOCK_FILE).open("a+") as lock:  # another run's hold
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            with pytest.raises(SystemExit):
-                _guard(lambda: hold_dir(run_dir).__enter__(), cfg, "place")
+            with pytest.raises(SystemExit) as stop:
+                _guard(lambda: place_with_policy(cfg, run_dir), cfg, "place")
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
-    assert "is in use by another process" in capsys.readouterr().err
-    assert "in use" not in (run_dir / "cli.log").read_text()
+    assert stop.value.code == 75 and "is in use by another process" in capsys.readouterr().err
+    assert (run_dir / "cli.log").read_text() == ""

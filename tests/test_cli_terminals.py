@@ -176,5 +176,9 @@ def test_no_placement_that_runs_has_its_own_exit_status(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps(tiny, ensure_ascii=False), encoding="utf-8")
     proc = _gplace("place", "method=heft", *files, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert proc.returncode == 3 and b"PlacementInfeasibleError" in proc.stderr, proc.stderr.decode()
-    bad = _gplace("place", "method=heft", *files[:-2], "graph=file", "cluster=nosuch", cwd=tmp_path)
-    assert bad.returncode not in (0, 3)
+    wrong = {**CLUSTER, "devices": [{**d, "speed": -1.0} for d in CLUSTER["devices"]]}  # bad input: gplace's own error
+    (tmp_path / "c.json").write_text(json.dumps(wrong, ensure_ascii=False), encoding="utf-8")
+    bad = _gplace("place", "method=heft", *files, f"hydra.run.dir={tmp_path / 'run2'}", cwd=tmp_path)
+    assert bad.returncode == 2 and b"speed" in bad.stderr, bad.stderr.decode()
+    hydras = _gplace("place", "method=heft", *files[:-1], "cluster=nosuch", cwd=tmp_path)  # Hydra's own error
+    assert hydras.returncode == 1
