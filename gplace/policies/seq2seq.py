@@ -33,13 +33,18 @@ RECOMPUTE_ABOVE_BYTES = 2 * 2**30
 log = logging.getLogger(__name__)
 
 
-@functools.cache
-def _warn_about_glibcs_heap() -> None:
+_warned_about_glibcs_heap = False
+
+
+def _warn_about_glibcs_heap(groups: int, samples: int) -> None:
     """Once a process: on Linux's CPU, glibc's heap holds each step's freed (K, G, A) block (13.5 GB resident for a
     1,024-group pass that autograd keeps 0.3 GB of; benchmarks/seq2seq_memory.md)."""
-    log.warning("the seq2seq policy recomputes its attention (more than 512 groups at 16 samples): on the CPU, glibc's "
-                "heap may keep gigabytes of the freed blocks; set MALLOC_MMAP_THRESHOLD_=65536 in the environment "
-                "before Python starts to give them back (benchmarks/seq2seq_memory.md)")
+    global _warned_about_glibcs_heap
+    if not _warned_about_glibcs_heap:
+        _warned_about_glibcs_heap = True
+        log.warning("the seq2seq policy recomputes its attention (%d groups x %d samples): on the CPU, glibc's heap "
+                    "may keep gigabytes of the freed blocks; set MALLOC_MMAP_THRESHOLD_=65536 in the environment "
+                    "before Python starts to give them back (benchmarks/seq2seq_memory.md)", groups, samples)
 
 
 class Seq2SeqPolicy(Tempered, Configurable, nn.Module):
@@ -159,7 +164,7 @@ class Seq2SeqPolicy(Tempered, Configurable, nn.Module):
         kept = k * keys.shape[0] ** 2 * keys.shape[1] * keys.element_size()
         if torch.is_grad_enabled() and kept > RECOMPUTE_ABOVE_BYTES:
             if keys.device.type == "cpu" and sys.platform == "linux" and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
-                _warn_about_glibcs_heap()
+                _warn_about_glibcs_heap(keys.shape[0], k)
             return functools.partial(checkpoint, self._attend, use_reentrant=False)
         return self._attend
 
