@@ -295,19 +295,27 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
         state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id, runtime_id=runtime_id,
                                                                param_shapes=loop.param_shapes(), grouping=grouping_id,
                                                                seed=seed, trainer=trainer_id, settings=settings)
+        if state is not None:
+            loop.restore(state)
+        if jsonl is not None:  # a file that cannot be rewritten (a full disk) gives the directory back too
+            _resume_metrics(jsonl, state)
     except BaseException:
         held.close()
         raise
-    if state is not None:
-        loop.restore(state)
-        jsonl.drop_from(state["update"])  # the updates after the checkpoint are logged again
-        restored = jsonl.restore_steps(state["history"])
-        if restored:
-            log.warning("%s lacked %d of the %d updates checkpointed (truncated or replaced since): written back from "
-                        "the checkpoint's history", jsonl.path, restored, len(state["history"]))
-    elif jsonl is not None:
-        jsonl.drop_from(-math.inf)  # a run killed before its first checkpoint: its imitation and updates run again
     return loop, state
+
+
+def _resume_metrics(jsonl: JsonlLogger, state: dict[str, Any] | None) -> None:
+    """Drop the step records a killed run logged after its checkpoint (every one, without a checkpoint: its
+    imitation and updates run again) and write back the checkpointed ones the file lost."""
+    if state is None:
+        jsonl.drop_from(-math.inf)
+        return
+    jsonl.drop_from(state["update"])
+    restored = jsonl.restore_steps(state["history"])
+    if restored:
+        log.warning("%s lacked %d of the %d updates checkpointed (truncated or replaced since): written back from the "
+                    "checkpoint's history", jsonl.path, restored, len(state["history"]))
 
 
 class ProjectionCache:
