@@ -152,6 +152,7 @@ def _dot_text(text: str) -> str:
 def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[str, str], path: Path) -> None:
     """Ops in columns by depth (longest path from a source), edges as lines, a legend of devices."""
     # a bare Figure, not pyplot: the caller's backend (a notebook's inline one) and open figures stay as they were
+    from matplotlib import rc_context
     from matplotlib.collections import LineCollection
     from matplotlib.figure import Figure
 
@@ -181,8 +182,6 @@ def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[st
         text.set_parse_math(False)
     ax.axis("off")
     fmt = image_format(path)  # at path itself: matplotlib added ".png" to a name without a suffix it knows
-    from matplotlib import rc_context
-
     with rc_context({"svg.hashsalt": "gplace"}):  # SVG ids from a fixed salt, and no date: the same file every run
         fig.savefig(path, format=fmt, dpi=100, bbox_inches="tight",
                     metadata={"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt))
