@@ -1376,18 +1376,19 @@ def _check_job_dir(args: list[str]) -> None:
         return
     fix = f"give a writable directory with {key}=/path/to/dir"
     if given is not None:
-        _fail(f"{key}={given}: {folder} is not writable: {fix}")
+        what = "is not writable" if folder.is_dir() else "is a file, not a folder"
+        _fail(f"{key}={given}: {folder} {what}: {fix}")
     _fail(f"{folder} is not writable, and Hydra writes each {'sweep' if sweep else 'run'} under ./{root}/ of the "
           f"working directory by default: {fix}, or start gplace in a writable working directory")
 
 
 def _unwritable(path: Path) -> Path | None:
-    """The nearest existing folder of ``path`` (itself or the folder it would be made in) if it cannot be written
-    to (read-only, or no permission), else ``None``."""
+    """The nearest existing path of ``path`` (itself or the folder it would be made in) if no folder can be made
+    there: a folder that cannot be written to (read-only, or no permission), or a file; else ``None``."""
     folder = path.absolute()
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
-    return None if os.access(folder, os.W_OK) else folder
+    return None if folder.is_dir() and os.access(folder, os.W_OK) else folder
 
 
 _HYDRA_ONE_MODE = "Only one of --run, --multirun, --cfg, --info"

@@ -182,3 +182,13 @@ def test_no_placement_that_runs_has_its_own_exit_status(tmp_path):
     assert bad.returncode == 2 and b"speed" in bad.stderr, bad.stderr.decode()
     hydras = _gplace("place", "method=heft", *files[:-1], "cluster=nosuch", cwd=tmp_path)  # Hydra's own error
     assert hydras.returncode == 1
+
+
+@pytest.mark.parametrize("below", ["", "/sub"])
+def test_a_file_given_as_the_run_directory_is_one_line(tmp_path, below):
+    """A file as hydra.run.dir (or a folder under one) ended in Hydra's chained FileExistsError or
+    NotADirectoryError traceback, status 1."""
+    (tmp_path / "afile").write_text("")
+    proc = _gplace("place", "method=heft", f"hydra.run.dir={tmp_path / 'afile'}{below}", cwd=tmp_path)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "afile is a file, not a folder" in err and "Traceback" not in err, err
