@@ -240,3 +240,24 @@ def test_a_run_refused_a_directory_in_use_leaves_that_runs_log_alone(tmp_path, h
         handler.close()
     assert stop.value.code == 75 and "is in use by another process" in capsys.readouterr().err
     assert (run_dir / "cli.log").read_text() == ""
+
+
+def test_a_ctrl_c_while_the_cli_imports_is_one_line(monkeypatch, capsys):
+    """The gplace command imported gplace.cli before main() took over Ctrl-C: one in its first second printed a
+    20-line KeyboardInterrupt traceback. The entry point imports it inside its own handler."""
+    import importlib.abc
+
+    from gplace.__main__ import main
+
+    class Interrupted(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "gplace.cli":
+                raise KeyboardInterrupt
+            return None
+
+    monkeypatch.delitem(sys.modules, "gplace.cli")
+    monkeypatch.setattr(sys, "meta_path", [Interrupted(), *sys.meta_path])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == "gplace: interrupted; no run was in progress: nothing to resume\n"
