@@ -1334,6 +1334,8 @@ def _dispatch() -> None:
         return
     if command in ("bench", "place", "train"):
         del sys.argv[1]
+    elif command is not None and not command.startswith(("-", "~")) and "=" not in command:
+        _fail(_unknown_command_message(command))
     _check_job_dir(sys.argv[1:])
     try:
         {"bench": _bench_main, "place": _place_main}.get(command, _hydra_main)()
@@ -1341,6 +1343,21 @@ def _dispatch() -> None:
         if not str(err).startswith(_HYDRA_ONE_MODE):
             raise
         _fail(_one_mode_message(sys.argv[1:]))
+
+
+COMMANDS = ("train", "place", "bench", "show")
+"""The commands of ``gplace``; anything else is Hydra's (overrides ``key=value``, flags)."""
+
+
+def _unknown_command_message(word: str) -> str:
+    """For a first argument that is neither a command nor an override (``gplace shwo r2``: Hydra said "missing
+    EQUAL"), naming the closest command."""
+    import difflib
+
+    close = difflib.get_close_matches(word, COMMANDS, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return (f"unknown command {word!r}: {guess}gplace takes {', '.join(COMMANDS)}, or overrides key=value for a "
+            "training run")
 
 
 def _escape_unencodable(stream) -> None:

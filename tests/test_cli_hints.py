@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -49,3 +51,16 @@ def test_the_bench_sweep_hint_runs_as_written(tmp_path: Path) -> None:
     ran = _gplace(*common, "out_dir=bench/${hydra:job.num}", f"hydra.sweep.dir={tmp_path / 'b'}", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert sorted(p.name for p in (tmp_path / "bench").iterdir()) == ["0", "1"]
+
+
+@pytest.mark.parametrize("argv, guess", [(["shwo", "run"], "did you mean 'show'?"),
+                                         (["plce", "method=heft"], "did you mean 'place'?"), (["xyz"], "")])
+def test_a_mistyped_command_is_named_with_the_closest_one(monkeypatch, capsys, argv, guess):
+    """``gplace shwo r2`` was Hydra's "Error parsing override 'shwo' missing EQUAL", status 1."""
+    from gplace.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["gplace", *argv])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"unknown command {argv[0]!r}: {guess}" in err, err
