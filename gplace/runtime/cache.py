@@ -222,8 +222,7 @@ class CachedRuntime(RuntimeWrapper):
                 self._db.commit()
 
     def close(self) -> None:
-        """Commit and close the sqlite file (reopened on the next use), then the runtime it wraps
-        (:meth:`RuntimeWrapper.close`)."""
+        """Commit and close the sqlite file (reopened on the next use)."""
         with self._lock:
             if self._db is not None:
                 try:
@@ -231,10 +230,12 @@ class CachedRuntime(RuntimeWrapper):
                 finally:
                     self._db.close()
                     self._db = None
-        super().close()
 
     def __enter__(self) -> CachedRuntime:
         return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickles without the open sqlite connection and the lock."""

@@ -487,17 +487,18 @@ class PoolRuntime(RuntimeWrapper):
         return self._dir
 
     def close(self) -> None:
-        """Stop the workers and delete the payload files (a later measurement starts a new pool); then close this
-        process's copy of the inner runtime (:meth:`RuntimeWrapper.close`)."""
+        """Stop the workers and delete the payload files (a later measurement starts a new pool)."""
         self._restart()
         if self._finalizer is not None:
             self._finalizer()
         self._dir, self._finalizer = None, None
         self._payloads.clear()
-        super().close()
 
     def __enter__(self) -> PoolRuntime:
         return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):

@@ -310,7 +310,6 @@ class RayRuntime(RuntimeWrapper):
                     if ray.is_initialized() and _session_of(ray) == _SESSION.started[0]:  # not one its user started
                         ray.shutdown()
                     _SESSION.started = None
-        super().close()  # this process's copy of the inner runtime
 
     def __enter__(self) -> RayRuntime:
         return self

@@ -55,19 +55,6 @@ class RuntimeWrapper(Runtime):
     def _measure_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
         """Measure placements already validated against ``graph`` and ``cluster``."""
 
-    def close(self) -> None:
-        """Close the inner runtime where it has a ``close`` (a pool's workers stop, to start again on its next use):
-        a wrapper closed alone left a pool inside it running, its workers, threads and temporary folder kept."""
-        close = getattr(self.runtime, "close", None)
-        if callable(close):
-            close()
-
-    def __enter__(self) -> RuntimeWrapper:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def check_timeout(timeout: object) -> float | None:
     """``timeout`` in seconds, ``None`` for no limit (``None`` or ``inf``).

@@ -516,19 +516,6 @@ def test_cache_does_not_keep_a_transient_failure(tmp_path) -> None:
         assert cache.measure(g, c, p).ok and cache.hits == 1
 
 
-def test_closing_a_cache_closes_the_pool_it_wraps(tmp_path) -> None:
-    """A CachedRuntime closed (its with-block ended) left the PoolRuntime inside running: its worker, threads, file
-    descriptors and temporary folder stayed while anything held the cache."""
-    g, c = diamond(), uniform_cluster(2)
-    with CachedRuntime(PoolRuntime(Simulator(), workers=1), path=tmp_path / "m.sqlite") as cache:
-        assert cache.measure(g, c, Placement.single(g, 0)).ok
-        workers = list(cache.runtime._pool._processes.values())
-        assert workers and all(w.is_alive() for w in workers)
-    assert not any(w.is_alive() for w in workers) and cache.runtime._pool is None and cache.runtime._dir is None
-    assert cache.measure(g, c, Placement.single(g, 1)).ok  # a closed pool starts again on its next use
-    cache.close()
-
-
 def _damaged_cache(path, damage: str) -> None:
     if damage == "directory":
         path.mkdir()
