@@ -108,14 +108,18 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
 
 @contextlib.contextmanager
 def _closing(runtime):
-    """``runtime``, closed when the job is done with it where it has a ``close`` (a pool's workers stopped and
-    waited for: left to the interpreter's exit, a worker still starting printed a traceback after the result)."""
+    """``runtime``, closed when the job is done with it, with every runtime it wraps (the job built them all):
+    each layer with a ``close`` (a pool's workers stopped and waited for: left to the interpreter's exit, a worker
+    still starting printed a traceback after the result; a cache around a pool kept it running)."""
     try:
         yield runtime
     finally:
-        close = getattr(runtime, "close", None)
-        if callable(close):
-            close()
+        layer = runtime
+        while layer is not None:
+            close = getattr(layer, "close", None)
+            if callable(close):
+                close()
+            layer = getattr(layer, "runtime", None)
 
 
 class _SearchOnly:

@@ -560,3 +560,22 @@ def test_a_place_job_stops_its_pools_workers_before_it_returns(tmp_path):
                                                        "write_back=false"])
     place_with_policy(cfg, tmp_path)
     assert multiprocessing.active_children() == []
+
+
+@pytest.mark.slow
+def test_a_job_closes_every_layer_of_the_runtime_it_built(tmp_path):
+    """A job's cache around a pool: closing the cache alone left the pool's worker running (a pool shared by
+    several caches must stay open, so the job, which built both, closes each layer)."""
+    from gplace.cli import _closing
+    from gplace.ir import Placement
+    from gplace.runtime import Simulator
+    from gplace.runtime.cache import CachedRuntime
+    from gplace.runtime.parallel import PoolRuntime
+    from gplace.testing import diamond, uniform_cluster
+
+    g, c = diamond(), uniform_cluster(2)
+    with _closing(CachedRuntime(PoolRuntime(Simulator(), workers=1), path=tmp_path / "m.sqlite")) as runtime:
+        assert runtime.measure(g, c, Placement.single(g, 0)).ok
+        workers = list(runtime.runtime._pool._processes.values())
+        assert workers and all(w.is_alive() for w in workers)
+    assert not any(w.is_alive() for w in workers) and runtime.runtime._pool is None

@@ -222,7 +222,8 @@ class CachedRuntime(RuntimeWrapper):
                 self._db.commit()
 
     def close(self) -> None:
-        """Commit and close the sqlite file (reopened on the next use)."""
+        """Commit and close the sqlite file (reopened on the next use). The runtime it wraps stays open (a pool may
+        serve other caches and threads): close it too where it is this cache's alone."""
         with self._lock:
             if self._db is not None:
                 try:
