@@ -4,8 +4,9 @@ import sys
 
 
 def main() -> None:
-    """Import the CLI, then run it (:func:`gplace.cli.main`): a Ctrl-C while it imports, its first second, ends in one
-    line and status 130 as one later does, not a 20-line traceback."""
+    """Import the CLI, then run it (:func:`gplace.cli.main`): a Ctrl-C while ``gplace.cli`` imports (about a third of
+    a second) ends in one line and status 130 as one later does, not a 20-line traceback; one while the ``gplace``
+    package itself imports, before this runs, still prints Python's."""
     try:
         from gplace.cli import main as cli_main
     except KeyboardInterrupt:

@@ -34,8 +34,9 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
 
 
 def _held_first(run_dir: str | Path):
-    """Hold ``run_dir`` before the job logs anything: a run refused a directory another run holds wrote its
-    warnings into that run's ``cli.log`` (Hydra opens it first), which a script reading it took as that run's."""
+    """Hold ``run_dir`` before the job builds or logs anything but its refusals of bad settings: a run refused a
+    directory another run holds wrote its warnings into that run's ``cli.log`` (Hydra opens it first), which a
+    script reading it took as that run's."""
     from gplace.run_dir import hold_dir
 
     return hold_dir(run_dir)
@@ -647,7 +648,7 @@ def _run_dir_in_use(err: Exception) -> bool:
 
 def _default_dir_hint(err: Exception) -> str:
     """For a run directory in use that is Hydra's default (:func:`_time_named_dir_hint`); else nothing."""
-    if not _run_dir_in_use(err) or err.path is None:
+    if not _run_dir_in_use(err) or getattr(err, "path", None) is None:
         return ""
     return _time_named_dir_hint(Path(err.path))
 
@@ -857,7 +858,7 @@ def bench(cfg: DictConfig) -> list:
         torch.set_num_threads(cfg.threads)
     unwritable = _unwritable(Path(cfg.out_dir))
     if unwritable is not None:
-        _fail(f"out_dir={cfg.out_dir}: {unwritable} is not writable: give a writable directory with "
+        _fail(f"out_dir={cfg.out_dir}: {unwritable} {_no_folder_there(unwritable)}: give a writable directory with "
               "out_dir=/path/to/dir")
     with hold_dir(cfg.out_dir, "bench directory"):
         _claim_bench_out_dir(Path(cfg.out_dir))
@@ -1027,6 +1028,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     ``cfg.budget`` (default: ``cfg.samples`` samples; a pipeline placer's own); write placement and trace."""
     _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
     _check_sweep_dir(run_dir)
+    _check_not_a_training_run(Path(run_dir), cfg.get("checkpoint") or cfg.method)  # a running one's too: not a wait
     with _held_first(run_dir):
         return _place_held(cfg, run_dir)
 
@@ -1038,7 +1040,6 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     from gplace.experiment import place
     from gplace.export import write_back
 
-    _check_not_a_training_run(Path(run_dir), cfg.get("checkpoint") or cfg.method)
     _check_bools(cfg, "write_back")
     if cfg.get("logger", {}).get("_target_", "gplace.loggers.NullLogger") != "gplace.loggers.NullLogger":
         _fail("gplace place keeps no W&B run (a learned search logs to metrics.jsonl in its run directory): "
@@ -1336,7 +1337,7 @@ def _dispatch() -> None:
     if command == "show":
         show(sys.argv[2:])
         return
-    if command in ("bench", "place", "train"):
+    if command in COMMANDS:  # "show" returned above
         del sys.argv[1]
     elif command is not None and not command.startswith(("-", "~")) and "=" not in command:
         _fail(_unknown_command_message(command))
@@ -1397,10 +1398,14 @@ def _check_job_dir(args: list[str]) -> None:
         return
     fix = f"give a writable directory with {key}=/path/to/dir"
     if given is not None:
-        what = "is not writable" if folder.is_dir() else "is a file, not a folder"
-        _fail(f"{key}={given}: {folder} {what}: {fix}")
+        _fail(f"{key}={given}: {folder} {_no_folder_there(folder)}: {fix}")
     _fail(f"{folder} is not writable, and Hydra writes each {'sweep' if sweep else 'run'} under ./{root}/ of the "
           f"working directory by default: {fix}, or start gplace in a writable working directory")
+
+
+def _no_folder_there(path: Path) -> str:
+    """Why :func:`_unwritable` refused ``path``."""
+    return "is not writable" if path.is_dir() else "is a file, not a folder"
 
 
 def _unwritable(path: Path) -> Path | None:

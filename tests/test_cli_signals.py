@@ -255,9 +255,26 @@ def test_a_ctrl_c_while_the_cli_imports_is_one_line(monkeypatch, capsys):
                 raise KeyboardInterrupt
             return None
 
-    monkeypatch.delitem(sys.modules, "gplace.cli")
+    monkeypatch.delitem(sys.modules, "gplace.cli", raising=False)
     monkeypatch.setattr(sys, "meta_path", [Interrupted(), *sys.meta_path])
     with pytest.raises(SystemExit) as stop:
         main()
     assert stop.value.code == 130
     assert capsys.readouterr().err == "gplace: interrupted; no run was in progress: nothing to resume\n"
+
+
+def test_place_into_a_running_training_runs_folder_says_what_the_folder_is(tmp_path, hydra_job, capsys):
+    """Holding the folder first made `gplace place` in a training run's folder, while it ran, say "in use: wait"
+    (status 75), where waiting gets the same refusal: such a folder is refused for what it is, first (status 2)."""
+    from gplace.cli import _guard, place_with_policy
+    from gplace.run_dir import LOCK_FILE
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "checkpoint.pt").write_bytes(b"")
+    cfg = hydra_job("place", "method=heft", f"hydra.run.dir={run_dir}")
+    with (run_dir / LOCK_FILE).open("a+") as lock:  # the training run's hold
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(SystemExit) as stop:
+            _guard(lambda: place_with_policy(cfg, run_dir), cfg, "place")
+    assert stop.value.code == 2 and "checkpoint.pt" in capsys.readouterr().err

@@ -73,7 +73,8 @@ class Measurement(ReadOnlyArrays):
     transient: bool = False
     """A failure of the measuring machinery, not of the placement (a worker pool's timeout, a worker that died):
     measured again it may succeed, so caches do not keep it, and the outermost :meth:`Runtime.measure` or
-    :func:`measure_each` call measures it once more."""
+    :func:`measure_each` call of a thread measures it once more (a pool's worker is a process of its own: a failure
+    its runtime marks transient is measured again there and, still failing, in the caller)."""
 
     @classmethod
     def failure(cls, runtime: str, reason: str, **fields) -> Measurement:
