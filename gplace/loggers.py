@@ -101,7 +101,9 @@ class JsonlLogger:
         if not self.path.exists():
             return
         lines = self.path.read_bytes().splitlines(keepends=True)
-        kept = [line for line in lines if not _step_at_least(line, step)]
+        records = [_record_of(line) for line in lines]
+        kept = [line for line, record in zip(lines, records, strict=True)
+                if record is not None and (_step_of(record) is None or _step_of(record) < step)]
         if len(kept) < len(lines):
             write_bytes_atomic(self.path, b"".join(kept))
 
@@ -110,7 +112,7 @@ class JsonlLogger:
         that the file lacks (a file truncated, or replaced, after the checkpoint), each before the first later step
         record; returns how many. The file is replaced atomically."""
         lines = self.path.read_bytes().splitlines(keepends=True) if self.path.exists() else []
-        steps = [_step_of(line) for line in lines]
+        steps = [_step_of(_record_of(line)) for line in lines]
         have = set(steps)
         missing = sorted((r for r in history if r["update"] not in have), key=lambda r: r["update"])
         if not missing:
@@ -138,23 +140,19 @@ class JsonlLogger:
             raise write_error(self.path, err) from None
 
 
-def _step_of(line: bytes) -> int | None:
-    """The step of a JSONL step record; ``None`` for any other line (a torn one too)."""
+def _record_of(line: bytes) -> dict[str, Any] | None:
+    """A JSONL line's object (``{}`` for JSON that is not one); ``None`` for a torn or undecodable line."""
     try:
         record = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
-    step = record.get("step") if isinstance(record, dict) else None
+    return record if isinstance(record, dict) else {}
+
+
+def _step_of(record: Mapping[str, Any] | None) -> int | None:
+    """The step of a step record; ``None`` for any other record, or none."""
+    step = record.get("step") if record else None
     return step if isinstance(step, int) else None
-
-
-def _step_at_least(line: bytes, step: float) -> bool:
-    """Whether a JSONL line is a step record at ``step`` or later (a torn or undecodable line counts as one)."""
-    try:
-        record = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return True
-    return isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] >= step
 
 
 class WandbLogger:
