@@ -26,6 +26,7 @@ import torch
 
 from gplace.grouping import Grouping, check_grouping_of, op_cost
 from gplace.ir import Cluster, OpGraph
+from gplace.ir.frozen import ReadOnlyArrays
 
 MAX_OUTPUTS = 5
 """Output shapes kept per group."""
@@ -47,7 +48,7 @@ _BANDWIDTH_CAP = 1e15
 
 
 @dataclass(frozen=True, eq=False)
-class GroupFeatures:
+class GroupFeatures(ReadOnlyArrays):
     """Features of G groups in feature order (row ``i`` describes group ``order[i]``)."""
 
     order: np.ndarray

@@ -31,10 +31,11 @@ import numpy as np
 
 from gplace.baselines._common import op_memory
 from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
+from gplace.ir.frozen import ReadOnlyArrays
 
 
 @dataclass(frozen=True, eq=False)
-class Grouping:
+class Grouping(ReadOnlyArrays):
     """A partition of a graph's ops into groups, and the coarse graph with one op per group.
 
     Group ids are 0-based and number the groups in a topological order of :attr:`graph`.

@@ -37,10 +37,10 @@ def freeze_arrays(obj: object) -> None:
 
 
 class ReadOnlyArrays:
-    """Base of frozen dataclasses whose arrays stay read-only: :func:`freeze_arrays` again on unpickling and
+    """Base of frozen dataclasses whose arrays stay read-only: :func:`frozen_array` again on unpickling and
     deep-copying (numpy restores arrays writable, so a placement or measurement from a worker process or a copy
-    could change, and a placement's hash with it)."""
+    could change, and a placement's hash with it; an array unpickled from out-of-band buffers, pickle protocol 5,
+    is a view of the receiver's buffer and is copied)."""
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
-        freeze_arrays(self)
+        self.__dict__.update({k: frozen_array(v) if isinstance(v, np.ndarray) else v for k, v in state.items()})

@@ -53,6 +53,34 @@ def test_a_copied_pipeline_schedule_stays_read_only(round_trip):
     assert arrays and not any(arr.flags.writeable for arr in arrays.values())
 
 
+@ROUND_TRIPS
+def test_a_copied_grouping_and_its_features_stay_read_only(round_trip):
+    """A grouping (a pickled placer carries one) and its features came back writable: writing its op_group moved
+    every op of the expanded placement."""
+    from gplace.features import featurize
+    from gplace.grouping import group_ops
+
+    grouping = group_ops(chain((1.0, 2.0, 3.0, 4.0)), 2)
+    features = featurize(chain((1.0, 2.0, 3.0, 4.0)), grouping)
+    copies = round_trip(grouping), round_trip(features)
+    arrays = {name: arr for obj in copies for name, arr in vars(obj).items() if isinstance(arr, np.ndarray)}
+    assert len(arrays) == 11 and not any(arr.flags.writeable for arr in arrays.values())
+
+
+def test_a_placement_from_out_of_band_buffers_owns_its_devices():
+    """Unpickled from protocol-5 buffers, a placement viewed the receiver's buffer: reusing it changed the
+    placement, and its hash, under a set holding it."""
+    p = Placement.for_graph(chain(), [0, 1, 0])
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(p, protocol=5, buffer_callback=buffers.append)
+    received = [bytearray(b.raw()) for b in buffers]
+    copy_ = pickle.loads(data, buffers=received)
+    seen = {copy_}
+    for buf in received:
+        np.frombuffer(buf, dtype=np.uint8)[:] = 7
+    assert copy_ == p and copy_ in seen and not copy_.devices.flags.writeable
+
+
 def test_a_cluster_copies_the_callers_arrays():
     """Cluster() froze the caller's own bandwidth matrix in place and shared it: the caller could not reuse it,
     and re-enabling writes changed the cluster under its fingerprint."""
