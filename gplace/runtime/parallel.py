@@ -18,7 +18,8 @@ What travels
 What does not
     A joint training graph (``from_torch(..., training=True)``) holds an FX ``GraphModule``, which loses its
     node names when pickled: such a graph, and any whose pickling fails, is measured in the calling process,
-    one placement after another, with a warning.
+    one placement after another, with a warning. So is every graph where the calling process is a daemonic
+    process (a ``multiprocessing.Pool`` worker), which may not start worker processes.
 Failures
     An exception escaping the inner runtime becomes a failed measurement with the exception in its reason. A
     worker that dies (a segfault, ``os._exit``, the kernel's OOM killer) breaks the pool; the placements it
@@ -200,6 +201,7 @@ class PoolRuntime(RuntimeWrapper):
         self._gpu_sets = _gpu_sets(gpus_per_worker, gpus, workers)
         self.workers = workers or (len(self._gpu_sets) if self._gpu_sets else _usable_cpus())
         self._warned_shared = False
+        self._warned_daemon = False
         self.context = context
         self.threads_per_worker = threads_per_worker
         self.timeout = timeout
@@ -235,6 +237,12 @@ class PoolRuntime(RuntimeWrapper):
     def _measure_batch(self, graph: OpGraph, cluster: Cluster, placements: Sequence[Placement]) -> list[Measurement]:
         if not placements:
             return []
+        if multiprocessing.current_process().daemon:  # a multiprocessing.Pool's worker may not start processes
+            if not self._warned_daemon:
+                logger.warning("this process is a daemonic worker (of a multiprocessing.Pool?), which may not "
+                               "start processes: measuring in this process, one placement after another")
+                self._warned_daemon = True
+            return [self.runtime.measure(graph, cluster, p) for p in placements]
         key = self._keys(graph, cluster)
         with self._payload_lock:
             path = self._payload(key, graph, cluster)

@@ -137,3 +137,28 @@ def test_a_runtime_class_in_a_guarded_script_still_travels(tmp_path) -> None:
     """))
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "measured: True" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_pool_runtime_inside_a_multiprocessing_pool_worker_measures_there(tmp_path) -> None:
+    """A multiprocessing.Pool worker is daemonic and may not start processes: the pool raised a bare
+    AssertionError from deep in concurrent.futures; it measures in that worker instead, with a warning."""
+    script = tmp_path / "harness.py"
+    script.write_text(textwrap.dedent("""
+        import multiprocessing
+        from gplace.ir import Placement
+        from gplace.runtime import Simulator
+        from gplace.runtime.parallel import PoolRuntime
+        from gplace.testing import diamond, uniform_cluster
+        def job(seed):
+            g, c = diamond(), uniform_cluster(2)
+            with PoolRuntime(Simulator(), workers=1) as runtime:
+                return runtime.measure_many(g, c, [Placement.single(g, 0)])[0].step_time
+        if __name__ == "__main__":
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                print("times:", pool.map(job, [0]), Simulator().measure(diamond(), uniform_cluster(2),
+                      Placement.single(diamond(), 0)).step_time)
+    """))
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("times:")), "")
+    assert line and line.split()[1] == f"[{line.split()[2]}]", proc.stdout + proc.stderr
+    assert "daemonic worker" in proc.stderr and "AssertionError" not in proc.stderr
