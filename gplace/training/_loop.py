@@ -38,7 +38,7 @@ from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger, finish_
 from gplace.run_dir import hold_dir
 from gplace.runtime.base import Measurement, Runtime, measure_each
 from gplace.training.baseline import EMABaseline
-from gplace.training.checkpoint import load_checkpoint, save_checkpoint
+from gplace.training.checkpoint import load_checkpoint, restoring, save_checkpoint
 from gplace.training.reinforce import step_time_reward
 from gplace.training.settings import LoopSettings, SearchSettings
 
@@ -295,10 +295,11 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
         state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id, runtime_id=runtime_id,
                                                                param_shapes=loop.param_shapes(), grouping=grouping_id,
                                                                seed=seed, trainer=trainer_id, settings=settings)
-        if state is not None:
-            loop.restore(state)
-        if jsonl is not None:  # a file that cannot be rewritten (a full disk) gives the directory back too
-            _resume_metrics(jsonl, state)
+        with restoring(loop.ckpt):
+            if state is not None:
+                loop.restore(state)
+            if jsonl is not None:  # a file that cannot be rewritten (a full disk) gives the directory back too
+                _resume_metrics(jsonl, state)
     except BaseException:
         held.close()
         raise
@@ -449,7 +450,7 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
                             settings=_run_settings(placer, trainer_id, trainer_settings), kind=Run,
                             baseline=EMABaseline(baseline_decay))
     if state is not None:
-        with run.closed_on_error():
+        with run.closed_on_error(), restoring(run.ckpt):
             placer.load_state_dict(state["policy"])
             run.baseline.load_state_dict(state["baseline"])
             run.best = _measured_best(runtime, graph, cluster, state["best_devices"])

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,8 +118,43 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
                                   f"{trainer}: another algorithm would go on from its optimizer state; {_NEW_RUN}, "
                                   + _or_warm_start(path, f"resume it with trainer {state['trainer']}"))
     _warn_changed_settings(state.get("settings"), settings, path)
+    _check_counts(state, path)
     log.info("resuming from %s at update %d", path, state["update"])
     return state
+
+
+def _check_counts(state: dict[str, Any], path: Path) -> None:
+    """Refuse a checkpoint whose counts a resume goes on from are out of range, or whose ``update`` is missing (an
+    edited file; a ``seconds`` of NaN never reached a time budget). A part missing is found as it is restored."""
+    wrong = [f"{name}={state.get(name)!r} ({must})" for name, must, fine in (
+        ("update", "a whole number >= 0", _whole(state.get("update"), 0)),
+        ("samples", "a whole number >= 0", _whole(state.get("samples", 0), 0)),
+        ("seconds", "a finite number >= 0", _seconds_fine(state.get("seconds", 0.0))),
+        ("history", "a list of updates", isinstance(state.get("history", []), list)),
+    ) if not fine]
+    if wrong:
+        raise RunDirConflictError(f"checkpoint {path} cannot be resumed: {'; '.join(wrong)}; {_NEW_RUN}")
+
+
+def _whole(value: object, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _seconds_fine(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+@contextlib.contextmanager
+def restoring(path: Path | None) -> Iterator[None]:
+    """Turn an error while loading a checkpoint's parts into the run (a part missing, of another type or size: an
+    edited or foreign file) into a :class:`RunDirConflictError` naming the file."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, RuntimeError) as err:
+        if isinstance(err, RunDirConflictError):
+            raise
+        raise RunDirConflictError(f"checkpoint {path} cannot be resumed: a part does not fit this run "
+                                  f"({type(err).__name__}: {error_summary(err)}); {_NEW_RUN}") from err
 
 
 def damaged_part(path: Path) -> str | None:
