@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from gplace.importers.profiles import load_doppler, load_giph_graph, load_giph_network, load_pipedream, text_lines
 from gplace.ir import Cluster, GraphError, OpGraph, UnsupportedGraphError, cluster_from_dict, graph_from_dict
-from gplace.ir.serialize import CLUSTER_FORMAT, GRAPH_FORMAT, number_too_long
+from gplace.ir.serialize import CLUSTER_FORMAT, GRAPH_FORMAT, DuplicateKeyError, number_too_long, unique_keys
 
 logger = logging.getLogger(__name__)
 
@@ -130,9 +130,11 @@ def _text(path: Path, expected: str) -> str:
 
 def _json(path: Path, text: str, expected: str) -> Mapping[str, Any]:
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
         raise _unsupported(path, expected, f"invalid JSON (line {err.lineno}: {err.msg})") from None
+    except DuplicateKeyError as err:
+        raise GraphError(f"{path}: {err}") from None
     except ValueError:  # a number literal past Python's int-conversion limit
         raise _unsupported(path, expected, number_too_long()) from None
     except RecursionError:

@@ -357,17 +357,39 @@ def _dims(shape: Any, where: str) -> tuple[int, ...]:
 
 
 def load_json(path: str | Path) -> dict[str, Any]:
-    """Read a JSON document, naming the file on a parse error."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark is not JSON
+    """Read a JSON document, naming the file on a parse error or a key given twice in one object."""
+    try:  # a byte-order mark is not JSON
+        return json.loads(Path(path).read_text(encoding="utf-8-sig"), object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
         raise GraphError(f"{path}: not valid JSON ({err})") from None
+    except DuplicateKeyError as err:
+        raise GraphError(f"{path}: {err}") from None
     except UnicodeDecodeError as err:
         raise GraphError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}), so not JSON") from None
     except RecursionError:
         raise GraphError(f"{path}: JSON nested too deeply to read") from None
     except ValueError:  # a number literal past Python's int-conversion limit
         raise GraphError(f"{path}: {number_too_long()}") from None
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object gives one key twice."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook`` for gplace's readers: the object, refusing a key given twice (JSON
+    readers keep the last one silently: a second ``"memory"`` replaced the first).
+
+    Raises:
+        DuplicateKeyError: naming the key, and the object's ``name`` where it has one.
+    """
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        named = f" (in the object named {short_repr(obj['name'])})" if "name" in obj else ""
+        raise DuplicateKeyError(f"the key {key!r} is given twice in one object{named}; JSON keeps only the last")
+    return obj
 
 
 def number_too_long() -> str:

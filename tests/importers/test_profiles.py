@@ -562,3 +562,23 @@ def test_doppler_counts_are_ascii_digits(tmp_path: Path) -> None:
         path.write_text(f"{first}\n\n\n\n1,1\n1,1\n", encoding="utf-8")
         with pytest.raises(UnsupportedGraphError, match="dp.txt: unsupported file"):
             load_graph(path)
+
+
+def test_a_key_given_twice_is_refused_naming_the_file_and_key(tmp_path: Path) -> None:
+    """JSON readers keep the last of two equal keys silently: a second "memory": 1 gave a GPU one byte, a second
+    cost replaced the first, a placement.json op placed twice took its second device."""
+    from gplace.importers.load import load_cluster
+    from gplace.ir import load_json
+    from gplace.ir.serialize import cluster_to_dict
+    from gplace.testing import cpu_gpu_cluster
+
+    cluster = json.dumps(cluster_to_dict(cpu_gpu_cluster(2))).replace('"memory": 1000000000000}',
+                                                                      '"memory": 1000000000000, "memory": 1}', 1)
+    cases = [(load_cluster, cluster, "memory", " \\(in the object named '/CPU:0'\\)"),
+             (load_json, '{"placement": {"x": "/GPU:0", "x": "/GPU:1"}}', "x", ""),
+             (load_giph_graph, json.dumps(GIPH_OK)[:-1] + ', "name": "a", "name": "b"}', "name", "")]
+    for loader, text, key, named in cases:
+        path = _write(tmp_path, f"{loader.__name__}.json", text)
+        with pytest.raises((GraphError, UnsupportedGraphError),
+                           match=re.escape(str(path)) + f".*the key '{key}' is given twice in one object{named}"):
+            loader(path)
