@@ -507,6 +507,7 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
             raise ValueError(f"{path}: weight {name!r} of {spec['class']} holds NaN or inf values (a damaged file, or "
                              "a training run that diverged)")
     cls = _module_class(spec["class"], path)
+    _check_layer_counts(spec, state, path)
     on_meta = {"device": "meta"} if "device" in spec["kwargs"] else {}  # a device given would override the context
     try:
         with torch.device("meta"):
@@ -531,6 +532,15 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
         except ValueError as err:
             raise ValueError(f"{path}: field '{spec['class']}' {err}") from None
     return module
+
+
+def _check_layer_counts(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: Path) -> None:
+    """Refuse a ``*layers`` kwarg above the number of weights in the file (each layer has one at least): building a
+    billion layers, even on the meta device, never ended."""
+    for name, value in spec["kwargs"].items():
+        if name.endswith("layers") and isinstance(value, int) and value > len(state):
+            raise ValueError(f"{path}: field '{spec['class']}' {name}={value} asks for more layers than the file "
+                             f"holds weights ({len(state)}): a damaged or edited file")
 
 
 def _module_class(name: str, path: Path) -> type[nn.Module]:

@@ -416,6 +416,18 @@ def test_kwargs_asking_for_more_than_the_file_holds_are_refused_before_anything_
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 100_000  # KiB: nothing the size of a layer
 
 
+def test_a_layer_count_above_the_weights_in_the_file_is_refused_before_the_build(tmp_path):
+    """num_layers=10**9 in an edited file built a billion layers on the meta device (memory growing, never
+    ending) before the shapes were compared."""
+    path = save_policy(tmp_path / "p.pt", *_modules())
+    doc = torch.load(path, weights_only=True)
+    doc["encoder"]["kwargs"]["num_layers"] = 10**9
+    torch.save(doc, path)
+    with pytest.raises(ValueError, match=r"p.pt: field 'gplace.encoders.gnn.GNNEncoder' num_layers=1000000000 asks "
+                                         r"for more layers than the file holds weights \(\d+\)"):
+        load_policy(path)
+
+
 def test_a_constructor_that_raises_a_runtime_error_names_the_file(tmp_path):
     """torch's own classes raise RuntimeError on bad sizes; it escaped load_policy as it was."""
     path = _naming(tmp_path, "policy", "torch.nn.Linear", {"in_features": -1, "out_features": 2})
