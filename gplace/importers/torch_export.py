@@ -58,6 +58,7 @@ How a program maps onto the IR:
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import io
 import logging
@@ -117,15 +118,38 @@ class TorchSource:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickle an ``ExportedProgram`` as ``torch.export.save``'s bytes (torch cannot unpickle one pickled as it
-        is); a joint graph's ``GraphModule`` as it is."""
+        is). A joint graph's ``GraphModule`` is left out, with a warning: pickled, it comes back with other node
+        names and without their metadata (and a fresh process may fail to load it), so the copy of the graph has no
+        ``source`` (it places and simulates; torch-v1 and the write-back say it holds no program).
+        ``copy.deepcopy`` keeps it."""
         import torch
 
         fields = (self.module_paths, self.training, self.values, self.module_calls)
         if not isinstance(self.program, torch.export.ExportedProgram):
-            return TorchSource, (self.program, *fields)
+            logger.warning("a torch joint (training) graph's program is left out when pickled (an FX GraphModule "
+                           "loses its node names and metadata): the copy places and simulates but cannot run on "
+                           "torch or be written back; copy.deepcopy keeps it")
+            return _no_source, ()
         buffer = io.BytesIO()
         torch.export.save(self.program, buffer)
         return _saved_source, (buffer.getvalue(), *fields)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TorchSource:
+        """A deep copy keeps a joint graph's ``GraphModule`` (its own deep copy keeps the node names)."""
+        import torch
+
+        if isinstance(self.program, torch.export.ExportedProgram):
+            rebuild, args = self.__reduce__()
+            return rebuild(*copy.deepcopy(args, memo))
+        return TorchSource(*(copy.deepcopy(getattr(self, f.name), memo) for f in dataclasses.fields(self)))
+
+    def __copy__(self) -> TorchSource:
+        return self
+
+
+def _no_source() -> None:
+    """What a joint graph's :class:`TorchSource` unpickles as: none (see :meth:`TorchSource.__reduce__`)."""
+    return None
 
 
 def _saved_source(program: bytes, *fields: Any) -> TorchSource:

@@ -556,8 +556,12 @@ class _Pickler(pickle.Pickler):
         torch = sys.modules.get("torch")
         self._torch = torch
         self._types = () if torch is None else (torch.export.ExportedProgram, torch.fx.GraphModule)
+        sources = sys.modules.get("gplace.importers.torch_export")
+        self._source = () if sources is None else sources.TorchSource
 
     def reducer_override(self, obj: Any) -> Any:
+        if self._source and isinstance(obj, self._source):  # its own pickling leaves a GraphModule out
+            return self.reducer_override(obj.program) if isinstance(obj.program, self._types[1]) else NotImplemented
         if not self._types or not isinstance(obj, self._types):
             return NotImplemented
         torch = self._torch

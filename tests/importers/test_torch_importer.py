@@ -463,3 +463,30 @@ def test_a_training_graph_on_a_torch_without_joint_tracing_names_the_version_it_
     monkeypatch.delattr(aot_autograd, "aot_export_joint_with_descriptors")
     with pytest.raises(UnsupportedGraphError, match=r"training graph \(training=True\) needs torch >= 2.9"):
         from_torch(program, training=True)
+
+
+def test_a_pickled_training_graph_leaves_its_program_out_and_a_deep_copy_keeps_it(caplog):
+    """Pickled, a joint graph's GraphModule came back with other node names ('primals' for 'primals_1'): the copy,
+    with the same fingerprint, failed on torch-v1 ('input primals has no value'), and a spawned worker could not
+    load it at all. The copy now has no source (it places and simulates; torch-v1 says there is no program); a deep
+    copy keeps the program."""
+    import copy
+    import logging
+    import pickle
+
+    from gplace.ir import Placement
+    from gplace.runtime import Simulator, TorchRuntime
+    from gplace.testing import uniform_cluster
+
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    g, c = from_torch(model, (torch.randn(2, 8),), training=True), uniform_cluster(2, kind="cpu")
+    p = Placement.single(g, 0)
+    with caplog.at_level(logging.WARNING, logger="gplace.importers.torch_export"):
+        pickled = pickle.loads(pickle.dumps(g))
+    assert pickled.source is None and "left out when pickled" in caplog.text
+    assert Simulator().measure(pickled, c, p).step_time == Simulator().measure(g, c, p).step_time
+    with pytest.raises(UnsupportedGraphError, match="has no torch program to run"):
+        TorchRuntime(steps=1, warmup=0).check_graph(pickled)
+    copied = copy.deepcopy(g)
+    assert [n.name for n in copied.source.program.graph.nodes] == [n.name for n in g.source.program.graph.nodes]
+    assert TorchRuntime(steps=1, warmup=0).measure(copied, c, p).ok
