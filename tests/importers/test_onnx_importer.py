@@ -266,6 +266,17 @@ def test_a_while_loops_int64_max_bound_is_no_trip_count(caplog):
     assert "Loop 'loop': trip count unknown" in caplog.text
 
 
+@pytest.mark.parametrize("trips", [0, -5])
+def test_a_loop_of_no_passes_costs_nothing(trips):
+    """M = 0 was costed as one pass (0 read as unknown); a negative M, which ONNX runs as no pass, was refused
+    ("negative kind_cost")."""
+    model = if_loop_model(trips=2)
+    count = next(n for n in model.graph.node if n.name == "M")
+    count.attribute[0].t.CopyFrom(numpy_helper.from_array(np.array(trips, np.int64)))
+    ops = {op.name: op for op in from_onnx(model).ops()}
+    assert set(ops["loop"].kind_cost.values()) == {0.0}
+
+
 def test_loop_trip_count_from_shape_arithmetic_and_carried_shapes(caplog):
     """A Loop run Gather(Shape(x), 0) times, x's first dimension fixed at import, costs its body that many times;
     its body's carried input and its output, declared without a shape, take the initial value's (3, 8)."""

@@ -58,7 +58,8 @@ class SubgraphCosts:
         if node.op_type == "If":
             return {k: max(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, 1, unknown
         trips = _trips(node, types, constants)
-        return {k: (trips or 1) * sum(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, trips, unknown
+        passes = 1 if trips is None else trips
+        return {k: passes * sum(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, trips, unknown
 
     def _call(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int],
               depth: int) -> tuple[dict[str, float], int, dict[str, onnx.TypeProto]]:
@@ -110,10 +111,11 @@ WHILE_BOUND = 2**31 - 1
 
 def _trips(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int]) -> int | None:
     """A ``Loop``'s constant trip count ``M``, or a ``Scan``'s sequence length, where known; an ``M`` of
-    :data:`WHILE_BOUND` or more is a while loop's bound (exporters write INT64_MAX and stop on ``cond``): unknown."""
+    :data:`WHILE_BOUND` or more is a while loop's bound (exporters write INT64_MAX and stop on ``cond``): unknown;
+    a negative ``M`` runs no pass, as 0 does."""
     if node.op_type == "Loop":
         trips = constants.get(node.input[0]) if node.input else None
-        return None if trips is not None and trips >= WHILE_BOUND else trips
+        return None if trips is None or trips >= WHILE_BOUND else max(trips, 0)
     if node.op_type == "Scan":
         spec = spec_of(types, node.input[len(initial_values(node))])
         axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0])
