@@ -689,3 +689,21 @@ def test_a_dequantize_read_by_several_nodes_or_none_is_in_no_group():
                               initializer=[_scalar("s", 0.5), _scalar("z", 0, np.int8)])
     g = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
     assert set(g.colocation) == {None}
+
+
+@pytest.mark.parametrize(("marker", "named"), [
+    (b"ReQQ", r"node 1 \('relu'\): its op_type b'Re\\xff\\xfe' is not UTF-8 text"),
+    (b"zQQQ", r"node 0 \('mmQQ'\): its output b'zQ\\xff\\xfe' is not UTF-8 text"),
+    (b"mmQQ", r"node 0 \(b'mm\\xff\\xfe'\): its name b'mm\\xff\\xfe' is not UTF-8 text"),
+])
+def test_a_name_that_is_not_utf8_text_is_named(tmp_path, marker, named):
+    """Protobuf hands a string field of invalid UTF-8 over as bytes: an op type failed in the cost model ('a
+    bytes-like object is required'), a tensor name imported and then failed the write-back."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["zQQQ"], name="mmQQ"),
+             helper.make_node("ReQQ", ["zQQQ"], ["y"], name="relu")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F32, [4, 8])],
+                   [helper.make_tensor_value_info("y", F32, None)], [_weight("W", 8, 16)])
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(model.SerializeToString().replace(marker, marker[:-2] + b"\xff\xfe"))
+    with pytest.raises(UnsupportedGraphError, match=f"bad.onnx: {named}"):
+        from_onnx(path)

@@ -107,12 +107,38 @@ def _load(model_or_path: object) -> onnx.ModelProto:
             raise UnsupportedGraphError(f"{path}: not a readable ONNX model ({error_summary(err)})") from None
         if not model.graph.node:
             raise UnsupportedGraphError(f"{path}: an ONNX model with no nodes (an empty file, or not an ONNX model)")
+        _check_text(model.graph, str(path))
         return model
     if not isinstance(model_or_path, onnx.ModelProto):
         raise TypeError(f"from_onnx expects an onnx.ModelProto or a path, got {type(model_or_path).__name__}")
     model = onnx.ModelProto()
     model.CopyFrom(model_or_path)
+    _check_text(model.graph, "the ONNX model")
     return model
+
+
+def _check_text(graph: onnx.GraphProto, where: str) -> None:
+    """Refuse a name, op type or domain that is not UTF-8 text (protobuf hands such a string field over as
+    ``bytes``, which failed deep inside the import or the write-back), naming the node or value and the field; the
+    subgraphs of control-flow nodes too."""
+    if not isinstance(graph.name, str):
+        raise UnsupportedGraphError(f"{where}: the graph name {graph.name!r} is not UTF-8 text")
+    values = [*graph.input, *graph.output, *graph.value_info, *graph.initializer]
+    for value in values:
+        if not isinstance(value.name, str):
+            raise UnsupportedGraphError(f"{where}: the value name {value.name!r} is not UTF-8 text")
+    for i, node in enumerate(graph.node):
+        for field_name in ("name", "op_type", "domain"):
+            if not isinstance(getattr(node, field_name), str):
+                raise UnsupportedGraphError(f"{where}: node {i} ({node.name!r}): its {field_name} "
+                                            f"{getattr(node, field_name)!r} is not UTF-8 text")
+        for field_name in ("input", "output"):
+            bad = [t for t in getattr(node, field_name) if not isinstance(t, str)]
+            if bad:
+                raise UnsupportedGraphError(f"{where}: node {i} ({node.name!r}): its {field_name} {bad[0]!r} is not "
+                                            "UTF-8 text")
+        for inner in subgraphs(node):
+            _check_text(inner, f"{where}, subgraph of node {node.name!r}")
 
 
 class _Builder:
