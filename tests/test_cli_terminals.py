@@ -75,6 +75,22 @@ def test_a_closed_stdout_ends_a_finished_run_normally_with_its_files(tmp_path, c
 
 
 @pytest.mark.slow
+def test_a_closed_stderr_too_ends_a_finished_run_normally_with_its_files(tmp_path):
+    """``gplace ... 2>&1 | head -1``: the progress bar's write to the gone stderr at the end of the search raised
+    OSError, and the run ended with status 1 and no placement.json, saying nothing anywhere."""
+    pipe = _closed_pipe()
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "gplace", *TRAIN, *_files(tmp_path),
+                               f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, env=env, stdout=pipe,
+                              stderr=pipe, timeout=300)
+    finally:
+        os.close(pipe)
+    assert proc.returncode == 0
+    assert {"placement.json", "policy.pt"} <= {p.name for p in (tmp_path / "run").iterdir()}
+
+
+@pytest.mark.slow
 def test_an_ascii_locale_escapes_names_and_logs_them_in_utf8(tmp_path):
     """Under an ASCII locale a finished run's names are printed escaped, not an error (exit 2), no log line fails,
     and cli.log keeps them in UTF-8."""

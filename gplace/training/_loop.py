@@ -647,7 +647,7 @@ class progress_bar:  # noqa: N801 - used as a context manager
 
         self._bar = Progress(TextColumn("[bold]placing"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("best {task.fields[best]}"), TimeRemainingColumn(), transient=True,
-                             console=Console(stderr=True))
+                             console=Console(file=_Unfailing(sys.stderr)))
         streams = sys.stdout, sys.stderr
         self._bar.__enter__()  # on a terminal, sys.stdout and sys.stderr now print above the bar
         moves = [(old, new) for old, new in zip(streams, (sys.stdout, sys.stderr), strict=True)
@@ -662,6 +662,34 @@ class progress_bar:  # noqa: N801 - used as a context manager
                 restore_log_streams(self._moved)
             finally:
                 self._bar.__exit__(*exc)
+
+
+class _Unfailing:
+    """A stream that drops what it cannot write (a closed or broken stderr, ``gplace ... 2>&1 | head -1``): the
+    progress bar is no result, and its OSError at the end of a search lost the search's files."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError, AttributeError):  # closed (ValueError), or none at all (fd 2 closed at start)
+            return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self._stream.flush()
+
+    def isatty(self) -> bool:
+        return _isatty(self._stream)
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._stream, "encoding", None) or "utf-8"
 
 
 def _isatty(stream: Any) -> bool:
