@@ -752,7 +752,8 @@ def _log_to_files(message: str, level: int = logging.ERROR) -> None:
 
 def _utf8_log_files() -> None:
     """Reopen the job's log files (Hydra's ``cli.log``), opened in the locale's encoding, in UTF-8: under an ASCII
-    locale (``LC_ALL=C``) every line naming a non-ASCII graph, cluster or op failed to be written. Unlike a
+    locale (``LC_ALL=C``) every line naming a non-ASCII graph, cluster or op failed to be written; a path the
+    filesystem encoding could not decode (surrogates) is written escaped, not an error. Unlike a
     ``hydra.job_logging.handlers.file.encoding`` in the configs, this leaves ``hydra/job_logging=stdout`` or
     ``disabled`` (no file handler) working."""
     import codecs
@@ -760,10 +761,10 @@ def _utf8_log_files() -> None:
     for handler in logging.getLogger().handlers:
         if not isinstance(handler, logging.FileHandler) or handler.stream is None:
             continue
-        if codecs.lookup(handler.stream.encoding).name != "utf-8":
-            handler.encoding = "utf-8"
-            utf8 = open(handler.baseFilename, "a", encoding="utf-8")  # noqa: SIM115 - the handler keeps it open
-            handler.setStream(utf8).close()
+        if codecs.lookup(handler.stream.encoding).name != "utf-8" or handler.stream.errors == "strict":
+            handler.encoding, handler.errors = "utf-8", "backslashreplace"
+            utf8 = open(handler.baseFilename, "a", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+            handler.setStream(utf8).close()  # the handler keeps the new stream open
 
 
 def _log_lines_to_stderr() -> None:

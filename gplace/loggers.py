@@ -160,7 +160,9 @@ class WandbLogger:
 
     Online, the W&B server is probed first (:data:`PROBE_SECONDS`); when it cannot be reached (no network, a
     firewall) the run is logged offline instead, with a warning naming the server and how to sync later, so a
-    job never waits on the network. An online ``wandb.init`` that still fails falls back the same way.
+    job never waits on the network. An online ``wandb.init`` that still fails falls back the same way; an offline
+    one that fails (a run folder whose path W&B cannot encode) turns W&B off for the run, with a warning: the run's
+    ``metrics.jsonl`` keeps every metric.
 
     Args:
         project: W&B project (default: ``"gplace"``).
@@ -233,11 +235,15 @@ class WandbLogger:
         try:
             self.run = wandb.init(mode=mode, settings=wandb.Settings(init_timeout=INIT_SECONDS), **kwargs)
         except Exception as err:  # wandb.errors.CommError, UsageError, ... from a server that went away
-            if mode != "online":
+            if mode == "disabled":
                 raise
-            log.warning("W&B: online start at %s failed (%s: %s); logging offline (sync later with `wandb sync`)",
-                        server, type(err).__name__, error_summary(err, limit=200))
-            mode = "offline"
+            fallback = "offline" if mode == "online" else "disabled"
+            where = f" at {server}" if mode == "online" else ""
+            log.warning("W&B: %s start%s failed (%s: %s); %s", mode, where, type(err).__name__,
+                        error_summary(err, limit=200),
+                        "logging offline (sync later with `wandb sync`)" if fallback == "offline" else
+                        "W&B is off for this run (metrics.jsonl in the run directory keeps every metric)")
+            mode = fallback
             self.run = wandb.init(mode=mode, **kwargs)
         self.mode = mode
         """The mode the run was started in (``"offline"`` after a fallback)."""

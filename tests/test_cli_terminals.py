@@ -103,6 +103,23 @@ def test_an_ascii_locale_escapes_names_and_logs_them_in_utf8(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_run_in_a_folder_the_locale_cannot_decode_keeps_going_and_logs_it(tmp_path):
+    """Under ``LC_ALL=C PYTHONUTF8=0`` a non-ASCII run folder reaches Python as surrogates: W&B's offline start
+    failed on it and ended the run with status 2 ('surrogates not allowed', naming nothing), and cli.log's lines
+    naming the folder failed ('Logging error'). W&B is now off for the run with a warning, and cli.log escapes."""
+    folder = tmp_path / "Ünïcode dir"
+    folder.mkdir()
+    for _ in range(2):  # the second run resumes, logging the checkpoint's path
+        proc = _gplace("trainer.updates=2", "hydra.run.dir=run", cwd=folder,
+                       env={**ASCII_LOCALE, "WANDB_MODE": "offline"})
+        assert proc.returncode == 0, proc.stderr.decode("ascii", "replace")
+    assert "W&B is off for this run" in proc.stderr.decode("ascii", "replace")
+    assert (folder / "run" / "placement.json").is_file()
+    log = (folder / "run" / "cli.log").read_text(encoding="utf-8")
+    assert "resuming from" in log and "\\udcc3" in log
+
+
+@pytest.mark.slow
 def test_place_and_show_with_an_ascii_stdout_escape_names(tmp_path, placed):
     """``gplace place`` and ``gplace show`` print a non-ASCII graph's name escaped on an ASCII stdout."""
     ascii_out = {"PYTHONIOENCODING": "ascii"}
