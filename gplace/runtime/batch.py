@@ -27,8 +27,8 @@ _pool_lock = threading.Lock()
 
 
 def available_threads() -> int:
-    """Cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """Cores this process may run on (its CPU affinity where the system has one), at least 1."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def check_threads(threads: int | None, where: str = "runtime") -> int | None:

@@ -96,6 +96,7 @@ import numpy as np
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import GraphError, check_sizes, error_summary
 from gplace.runtime.base import Measurement, Runtime
+from gplace.runtime.batch import available_threads
 from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
 
 logger = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ class PoolRuntime(RuntimeWrapper):
         super().__init__(runtime)
         self.gpus_per_worker, self.gpus = gpus_per_worker, gpus
         self._gpu_sets = _gpu_sets(gpus_per_worker, gpus, workers)
-        self.workers = workers or (len(self._gpu_sets) if self._gpu_sets else _usable_cpus())
+        self.workers = workers or (len(self._gpu_sets) if self._gpu_sets else available_threads())
         self._warned_shared = False
         self._warned_daemon = False
         self.context = context
@@ -977,13 +978,6 @@ def _start_context(method: str) -> multiprocessing.context.BaseContext:
     if os.path.isfile(os.path.join(multiprocessing.process.ORIGINAL_DIR or "", path)):
         return multiprocessing.get_context(method)
     return _MAIN_NOT_RERUN[method]()
-
-
-def _usable_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _cleanup(path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Literal
 
 from gplace.ir import Cluster, Device, Link
 from gplace.ir.errors import check_flags, check_sizes
+from gplace.runtime.batch import available_threads
 
 GB = 10**9
 
@@ -100,8 +101,9 @@ def modern_cluster(num_gpus: int = 4, gpu: Literal["a100", "h100"] = "a100", nvl
 def local_cpu_cluster(num_devices: int = 4, bandwidth: float = 10e9, latency: float = 1e-5) -> Cluster:
     """Logical CPU devices of this machine (as TensorFlow's ``set_logical_device_configuration`` makes them).
 
-    They share the machine's cores and memory: each gets an equal share, so its speed relative to the
-    18-core Haswell reference is ``cores / (18 * num_devices)`` and its memory ``RAM / num_devices``.
+    They share the cores this process may run on (its CPU affinity: a Slurm or cpuset allocation, ``taskset``) and
+    the machine's memory: each gets an equal share, so its speed relative to the 18-core Haswell reference is
+    ``cores / (18 * num_devices)`` and its memory ``RAM / num_devices``.
     Transfers are host memory copies.
 
     Args:
@@ -110,7 +112,7 @@ def local_cpu_cluster(num_devices: int = 4, bandwidth: float = 10e9, latency: fl
         latency: seconds per copy. (default: ``1e-5``)
     """
     check_sizes("local_cpu_cluster", 1, num_devices=num_devices)
-    cores = os.cpu_count() or 1
+    cores = available_threads()
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     speed = cores / (HASWELL_CORES * num_devices)
     devices = [Device(f"/CPU:{i}", "cpu", speed, ram // num_devices) for i in range(num_devices)]
