@@ -1224,13 +1224,13 @@ def _show(args) -> None:
     if not isinstance(doc, dict) or doc.get("format") != PLACEMENT_FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         raise ValueError(f"{args.placement} is not a {PLACEMENT_FORMAT} file (format {found!r})")
-    check_shown(doc, args.placement)
+    check_shown(doc, args.placement, with_summary=not (args.graph and args.cluster))  # else computed below
     graph = load_graph(args.graph) if args.graph else None
     if graph is not None and doc.get("graph_fingerprint") not in (None, graph.fingerprint):
         raise ValueError(f"{args.placement} places another graph (fingerprint {doc.get('graph_fingerprint')}) than "
                          f"{args.graph} ({graph.fingerprint})")
     summary, computed = doc.get(SUMMARY_KEY), None
-    if summary is None and graph is not None and args.cluster:
+    if graph is not None and args.cluster:  # the placement checked against both, and its figures computed now
         cluster = load_cluster(args.cluster)
         summary, computed = _summary_now(doc, graph, cluster, placement_from_dict(doc, graph, cluster))
     table = Table(title=f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime') or 'step time'}: "

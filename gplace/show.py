@@ -12,6 +12,7 @@ import logging
 import math
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,10 +61,11 @@ def device_summary(graph: OpGraph, cluster: Cluster, placement: Placement,
 _SUMMARY_NUMBERS = ("ops", "compute_seconds", "peak_memory", "bytes_in", "bytes_out")
 
 
-def check_shown(doc: Any, where: str) -> None:
+def check_shown(doc: Any, where: str, *, with_summary: bool = True) -> None:
     """Raise ``ValueError`` naming the field when a ``placement.json`` document lacks what ``gplace show`` reads:
-    ``placement`` (op -> device name), ``devices`` (names), ``step_time`` (a number or null) and, if present,
-    the per-device summary (device -> numbers, as :func:`device_summary` writes)."""
+    ``placement`` (op -> device name), ``devices`` (names), ``step_time`` (a number >= 0 or null) and, if present
+    and ``with_summary``, the per-device summary (device -> numbers >= 0, as :func:`device_summary` writes, with
+    as many ops per device as the placement puts there)."""
     if not isinstance(doc, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(doc).__name__}")
     placement = doc.get("placement")
@@ -73,21 +75,26 @@ def check_shown(doc: Any, where: str) -> None:
     if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
         raise ValueError(f"{where}: 'devices' must be a list of device names")
     step = doc.get("step_time")
-    if step is not None and not _is_number(step):
-        raise ValueError(f"{where}: 'step_time' must be a number or null, got {_shown(step)}")
+    if step is not None and not (_is_number(step) and step >= 0):
+        raise ValueError(f"{where}: 'step_time' must be a number >= 0 or null, got {_shown(step)}")
     stages = doc.get("stages")
     if stages is not None and not (isinstance(stages, dict) and all(isinstance(v, list) for v in stages.values())):
         raise ValueError(f"{where}: 'stages' must be an object of device name -> its ops, got {stages!r}")
     summary = doc.get(SUMMARY_KEY)
-    if summary is None:
+    if summary is None or not with_summary:
         return
     if not isinstance(summary, dict):
         raise ValueError(f"{where}: {SUMMARY_KEY!r} must be an object of device -> summary")
+    counts = Counter(placement.values())
     for device, row in summary.items():
         wanted = _SUMMARY_NUMBERS + (("bubble", "in_flight") if isinstance(row, dict) and "bubble" in row else ())
-        bad = [k for k in wanted if not isinstance(row, dict) or not _is_number(row.get(k))]
+        bad = [k for k in wanted if not isinstance(row, dict) or not (_is_number(row.get(k)) and row[k] >= 0)]
         if bad:
-            raise ValueError(f"{where}: {SUMMARY_KEY}[{device!r}] needs a number for {bad[0]!r}")
+            raise ValueError(f"{where}: {SUMMARY_KEY}[{device!r}] needs a number >= 0 for {bad[0]!r}")
+        if row["ops"] != counts[device]:
+            raise ValueError(f"{where}: {SUMMARY_KEY}[{device!r}] counts {row['ops']} ops, the placement puts "
+                             f"{counts[device]} there (the file was changed after it was written): give --graph and "
+                             "--cluster to compute its figures again")
 
 
 def _is_number(value: Any) -> bool:
@@ -102,7 +109,7 @@ def _is_number(value: Any) -> bool:
 
 def _shown(value: Any) -> str:
     """What :func:`_is_number` refused: ``value``'s repr, or the reason for an integer."""
-    return "an integer too large for a float" if type(value) is int else repr(value)
+    return "an integer too large for a float" if type(value) is int and not _is_number(value) else repr(value)
 
 
 def draw_placement(graph: OpGraph, devices: list[str], assignment: dict[str, str], path: str | Path) -> Path:

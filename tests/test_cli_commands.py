@@ -56,6 +56,26 @@ def test_place_writes_a_placement_with_a_per_device_summary_that_show_prints_and
     assert (out / "placement.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_show_with_the_graph_and_cluster_checks_the_placement_and_computes_its_figures(files):
+    """A file edited after it was written (ops moved, a device the cluster lacks) was shown with its stale figures
+    even where --graph and --cluster were given."""
+    proc = _gplace("place", "method=heft", *_file_args(files), f"hydra.run.dir={files / 'edited'}", cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    path = files / "edited" / "placement.json"
+    doc = json.loads(path.read_text())
+    moved = doc["devices"][-1]
+    doc["placement"] = dict.fromkeys(doc["placement"], moved)
+    path.write_text(json.dumps(doc))
+    given = ["--graph", str(files / "graph.json"), "--cluster", str(files / "cluster.json")]
+    proc = _gplace("show", str(path), *given, cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    assert next(line for line in proc.stdout.splitlines() if moved in line).split("\u2502")[2].strip() == "12"
+    doc["placement"][next(iter(doc["placement"]))] = "/TPU:0"
+    path.write_text(json.dumps(doc))
+    proc = _gplace("show", str(path), *given, cwd=files)
+    assert proc.returncode == 2 and "/TPU:0" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_show_errors_are_one_line(files):
     out = files / "heft"
     if not (out / "placement.json").exists():
@@ -86,17 +106,29 @@ def test_show_reads_a_run_directory_and_says_why_one_has_no_placement(files):
         proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
+SUMMARY = ("ops", "compute_seconds", "peak_memory", "bytes_in", "bytes_out")
+
+
 @pytest.mark.parametrize("doc, match", [
     ({"placement": {"a": {"device": 0}}}, "'placement' must be an object of op name -> device name"),
-    ({"placement": {"a": "/CPU:0"}, "step_time": "fast"}, "'step_time' must be a number or null"),
-    ({"placement": {"a": "/CPU:0"}, "per_device": {"/CPU:0": {"ops": 1}}}, "needs a number for 'compute_seconds'"),
-    ({"placement": {"a": "/CPU:0"}, "step_time": float("nan")}, "'step_time' must be a number or null, got nan"),
+    ({"placement": {"a": "/CPU:0"}, "step_time": "fast"}, "'step_time' must be a number >= 0 or null"),
+    ({"placement": {"a": "/CPU:0"}, "per_device": {"/CPU:0": {"ops": 1}}},
+     "needs a number >= 0 for 'compute_seconds'"),
+    ({"placement": {"a": "/CPU:0"}, "step_time": float("nan")}, "'step_time' must be a number >= 0 or null, got nan"),
     ({"placement": {"a": "/CPU:0"}, "stages": 5}, "'stages' must be an object of device name -> its ops"),
     ({"placement": {"a": "/CPU:0"}, "step_time": 10**400},  # math.isnan overflowed: an OverflowError traceback
-     "'step_time' must be a number or null, got an integer too large for a float"),
-    ({"placement": {"a": "/CPU:0"}, "per_device": {"/CPU:0": {"ops": 10**400}}}, "needs a number for 'ops'"),
-], ids=["placement", "step_time", "summary", "nan", "stages", "huge_step_time", "huge_summary"])
+     "'step_time' must be a number >= 0 or null, got an integer too large for a float"),
+    ({"placement": {"a": "/CPU:0"}, "per_device": {"/CPU:0": {"ops": 10**400}}}, "needs a number >= 0 for 'ops'"),
+    ({"placement": {"a": "/CPU:0"}, "step_time": -1}, "'step_time' must be a number >= 0 or null, got -1"),
+    ({"placement": {"a": "/CPU:0"}, "per_device": {"/CPU:0": {**dict.fromkeys(SUMMARY, 1), "bytes_in": -1}}},
+     "needs a number >= 0 for 'bytes_in'"),
+    ({"placement": {"a": "/GPU:1", "b": "/GPU:1"}, "per_device": {"/GPU:1": dict.fromkeys(SUMMARY, 0)}},
+     "per_device['/GPU:1'] counts 0 ops, the placement puts 2 there (the file was changed after it was written)"),
+], ids=["placement", "step_time", "summary", "nan", "stages", "huge_step_time", "huge_summary", "negative_step_time",
+        "negative_bytes", "stale_summary"])
 def test_show_names_the_field_of_a_malformed_placement_file(files, doc, match):
+    """Also a summary the placement contradicts (ops moved by hand after the file was written) and negative
+    figures: they were printed as they were ('0 ops' where 2 are, '-1 B'), exit 0."""
     path = files / "malformed.json"
     path.write_text(json.dumps({"format": "gplace.placement", "version": 1, **doc}))
     proc = _gplace("show", str(path), cwd=files)
