@@ -43,6 +43,22 @@ class Device:
             object.__setattr__(self, "memory", int(self.memory))
 
 
+MAX_DEVICES = 4096
+"""The most devices a cluster holds: its bandwidth and latency are dense D x D matrices (and the simulators' per
+channel state D x D too), so 100,000 devices asked for 75 GiB each before anything said why."""
+
+
+def check_device_count(count: int, where: str) -> None:
+    """Refuse more than :data:`MAX_DEVICES` devices, naming ``where`` and the count.
+
+    Raises:
+        GraphError: ``count`` is above the limit.
+    """
+    if count > MAX_DEVICES:
+        raise GraphError(f"{where}: {count:,} devices, more than the {MAX_DEVICES:,} a cluster may hold (its links "
+                         f"are dense {count:,} x {count:,} matrices)")
+
+
 @dataclass(frozen=True)
 class Link:
     """A bidirectional link between two devices; each direction is its own channel, alike unless ``reverse_*``."""
@@ -127,6 +143,7 @@ class Cluster:
             _check_float(f"cluster {name!r}: {label}", value)
             if why := _out_of_range(label, value):
                 raise GraphError(f"cluster {name!r}: {label} is {value:.4g}, {why}")
+        check_device_count(len(devices), f"cluster {name!r}")
         index = {d.name: i for i, d in enumerate(devices)}
         n = len(devices)
         bw = np.full((n, n), np.nan if default_bandwidth is None else float(default_bandwidth))

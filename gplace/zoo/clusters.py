@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gplace.ir import Cluster, Device, Link
+from gplace.ir.cluster import check_device_count
 from gplace.ir.errors import check_flags, check_sizes
 from gplace.runtime.batch import available_threads
 
@@ -27,6 +28,7 @@ def paper_cluster(num_gpus: int = 2, gpu_memory: int = 12 * GB, pcie_bandwidth: 
         ValueError: ``num_gpus`` is not a whole number >= 1, or ``pcie_bandwidth`` not a number > 0.
     """
     check_sizes("paper_cluster", 1, num_gpus=num_gpus)
+    check_device_count(num_gpus + 1, "paper_cluster")
     if not pcie_bandwidth > 0:
         raise ValueError(f"paper_cluster: pcie_bandwidth must be a number of bytes/s > 0, got {pcie_bandwidth!r}")
     devices = [Device("/CPU:0", "cpu", 1.0, 128 * GB)]
@@ -88,6 +90,7 @@ def modern_cluster(num_gpus: int = 4, gpu: Literal["a100", "h100"] = "a100", nvl
     if gpu not in GPUS:
         raise ValueError(f"unknown gpu {gpu!r}; choose one of {sorted(GPUS)}")
     check_sizes("modern_cluster", 1, num_gpus=num_gpus)
+    check_device_count(num_gpus + 1, "modern_cluster")
     check_flags("modern_cluster", nvlink=nvlink)
     spec = GPUS[gpu]
     devices = [Device("/CPU:0", "cpu", cpu_speed, 512 * GB)]
@@ -112,6 +115,7 @@ def local_cpu_cluster(num_devices: int = 4, bandwidth: float = 10e9, latency: fl
         latency: seconds per copy. (default: ``1e-5``)
     """
     check_sizes("local_cpu_cluster", 1, num_devices=num_devices)
+    check_device_count(num_devices, "local_cpu_cluster")
     cores = available_threads()
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     speed = cores / (HASWELL_CORES * num_devices)

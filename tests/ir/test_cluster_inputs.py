@@ -61,3 +61,20 @@ def test_validate_names_the_first_bad_pair_of_a_matrix(label, value, match):
     matrices[label][1, 0] = value
     with pytest.raises(GraphError, match=f"cluster 'm': {match}"):
         Cluster(DEVICES, matrices["bandwidth"], matrices["latency"], name="m")
+
+
+def test_more_devices_than_a_cluster_may_hold_are_refused_before_anything_is_allocated():
+    """100,000 devices (a cluster file, or cluster.num_gpus=100000) asked numpy for 75 GiB per link matrix and
+    failed with its MemoryError (12.8 GB used first at 20,000); 10**8 GPUs gave no answer within a minute."""
+    import resource
+
+    from gplace.ir.cluster import MAX_DEVICES
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    devices = [Device(f"/GPU:{i}", "gpu") for i in range(100_000)]
+    with pytest.raises(GraphError, match="cluster 'big': 100,000 devices, more than the 4,096 a cluster may hold"):
+        Cluster.build(devices, default_bandwidth=1e9, name="big")
+    with pytest.raises(GraphError, match="paper_cluster: 100,000,001 devices"):
+        paper_cluster(num_gpus=10**8)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 1_000_000  # KiB
+    assert Cluster.build(devices[:MAX_DEVICES], default_bandwidth=1e9).num_devices == MAX_DEVICES
