@@ -707,3 +707,11 @@ def test_a_name_that_is_not_utf8_text_is_named(tmp_path, marker, named):
     path.write_bytes(model.SerializeToString().replace(marker, marker[:-2] + b"\xff\xfe"))
     with pytest.raises(UnsupportedGraphError, match=f"bad.onnx: {named}"):
         from_onnx(path)
+
+
+def test_an_initializer_of_a_data_type_onnx_does_not_define_is_named():
+    """data_type 999 was sized as 32-bit, silently."""
+    model = _mlp()
+    model.graph.initializer[0].data_type = 999
+    with pytest.raises(UnsupportedGraphError, match="initializer 'W' has data_type 999, which ONNX does not define"):
+        from_onnx(model)

@@ -82,12 +82,17 @@ def initializer_spec(tensor: onnx.TensorProto) -> TensorSpec:
     """A stored tensor's shape and bytes.
 
     Raises:
-        GraphError: a negative dimension (a stored tensor has no unknown ones), naming the tensor.
+        GraphError: a negative dimension (a stored tensor has no unknown ones), or a ``data_type`` ONNX does not
+            define (it was sized as 32-bit), naming the tensor.
     """
+    import onnx
+
     shape = tuple(int(d) for d in tensor.dims)
     if any(d < 0 for d in shape):
         raise GraphError(f"initializer {tensor.name!r} has dims {list(shape)}: a stored tensor's are >= 0")
-    bits = _elem_bits(tensor.data_type) or 32
+    if tensor.data_type not in onnx.TensorProto.DataType.values():
+        raise GraphError(f"initializer {tensor.name!r} has data_type {tensor.data_type}, which ONNX does not define")
+    bits = _elem_bits(tensor.data_type) or 32  # a string tensor's size is not its type's: 32 bits an element
     return TensorSpec(shape, math.ceil(math.prod(shape) * bits / 8))
 
 
