@@ -86,7 +86,8 @@ class Cluster:
     """Devices and the bandwidth and latency between every ordered pair.
 
     Device indices are 0-based positions in ``devices``; placements refer to devices by index.
-    Build one with :meth:`build` rather than by hand.
+    Build one with :meth:`build` rather than by hand. Two clusters compare by identity, as graphs do: compare
+    :attr:`fingerprint` for equal contents.
     """
 
     devices: tuple[Device, ...]

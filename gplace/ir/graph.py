@@ -93,7 +93,9 @@ class Edge:
 class OpGraph:
     """An immutable, validated op graph over N ops and E edges.
 
-    Build one with :meth:`from_ops`; arrays are read-only. Op indices are positions in ``op_names``.
+    Build one with :meth:`from_ops`; arrays are read-only. Op indices are positions in ``op_names``. Two graphs
+    compare by identity (``==`` is ``is``; as onnx-ir's graphs): compare :attr:`fingerprint` for equal contents, which
+    a copy or a pickled graph keeps.
     """
 
     name: str

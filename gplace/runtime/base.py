@@ -47,7 +47,8 @@ class Measurement(ReadOnlyArrays):
     """What a runtime reports for one placement.
 
     A failed step (out of memory, crash, time limit) has ``ok=False``, ``step_time=inf`` and a ``reason``;
-    it is never an exception.
+    it is never an exception. Measurements compare by identity (two measurements of one placement are two
+    events): compare ``step_time`` and ``ok`` for equal results.
     """
 
     ok: bool
