@@ -307,7 +307,8 @@ def _print_table(report, run_dir: str | Path) -> None:
     from gplace.runtime.base import time_ratio
 
     runtime = report.measurement.runtime
-    table = Table(title=f"{report.graph.name} ({report.graph.num_ops} ops) on {report.cluster.name}, {runtime}")
+    table = Table(title=_encodable(f"{report.graph.name} ({report.graph.num_ops} ops) on {report.cluster.name}, "
+                                   f"{runtime}"))
     table.add_column("placement", overflow="fold")
     table.add_column(_time_label(runtime), justify="right")
     table.add_column("vs learned", justify="right")
@@ -315,7 +316,7 @@ def _print_table(report, run_dir: str | Path) -> None:
     for name, alike in _single_rows(report.baselines):
         m = report.baselines[name]
         label, failed = (f"single {name}", "failed") if alike == 1 else (f"single ({alike} devices)", "all failed")
-        table.add_row(label, _ms(m.step_time) if m.ok else f"{failed}: {m.reason}",
+        table.add_row(_encodable(label), _ms(m.step_time) if m.ok else _encodable(f"{failed}: {m.reason}"),
                       f"{time_ratio(m.step_time, learned):.2f}x" if m.ok else "")
     table.add_row(Text("learned", style="bold"), Text(_ms(learned), style="bold"), "1.00x")
     console = _console()
@@ -1233,8 +1234,8 @@ def _show(args) -> None:
     if graph is not None and args.cluster:  # the placement checked against both, and its figures computed now
         cluster = load_cluster(args.cluster)
         summary, computed = _summary_now(doc, graph, cluster, placement_from_dict(doc, graph, cluster))
-    table = Table(title=f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime') or 'step time'}: "
-                        f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})")
+    table = Table(title=_encodable(f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime') or 'step time'}: "
+                                   f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})"))
     piped = any("bubble" in row for row in (summary or {}).values())  # a pipelined mini-batch's summary
     # a pipeline's devices by torch-pipeline-v1's ranks (every placement lists its stages; one step has no ranks)
     rank_of = {d: k for k, d in enumerate(doc.get("stages") or {})} if piped else {}
@@ -1251,7 +1252,7 @@ def _show(args) -> None:
         if piped:
             cells += [f"{row['bubble']:.0%}", str(row["in_flight"])] if row and "bubble" in row else ["?"] * 2
         rank = [str(rank_of.get(device, "-"))] if rank_of else []
-        rows.append((*rank, device, str(counts[device]), *cells))
+        rows.append((*rank, _encodable(device), str(counts[device]), *cells))
     for column in columns:
         table.add_column(column, justify="left" if column == "device" else "right", overflow="fold")
     for row in rows:
@@ -1364,6 +1365,17 @@ def _unknown_command_message(word: str) -> str:
     guess = f"did you mean {close[0]!r}? " if close else ""
     return (f"unknown command {word!r}: {guess}gplace takes {', '.join(COMMANDS)}, or overrides key=value for a "
             "training run")
+
+
+def _encodable(text: str) -> str:
+    """``text`` as stdout's encoding prints it (escapes where it cannot, as :func:`_escape_unencodable` writes them),
+    so that a table is laid out for the text it prints: escaped after the layout, a name ``/GPU:ä0`` widened its row
+    past the table's border."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:
+        return text
 
 
 def _escape_unencodable(stream) -> None:

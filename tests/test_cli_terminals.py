@@ -130,6 +130,8 @@ def test_place_and_show_with_an_ascii_stdout_escape_names(tmp_path, placed):
     proc = _gplace("show", str(placed), cwd=tmp_path, env=ascii_out)
     assert proc.returncode == 0, proc.stderr.decode()
     assert "cl\\xfcster" in proc.stdout.decode("ascii") and "/GPU:\\xfc" in proc.stdout.decode("ascii")
+    rows = [line for line in proc.stdout.decode("ascii").splitlines() if line[:1] in "|+"]
+    assert len({len(row) for row in rows}) == 1, rows  # escaped after the layout, '/GPU:\xfc' widened its row
 
 
 @pytest.mark.slow
