@@ -715,3 +715,14 @@ def test_an_initializer_of_a_data_type_onnx_does_not_define_is_named():
     model.graph.initializer[0].data_type = 999
     with pytest.raises(UnsupportedGraphError, match="initializer 'W' has data_type 999, which ONNX does not define"):
         from_onnx(model)
+
+
+def test_an_input_dimension_of_minus_one_is_a_dynamic_one():
+    """Some exporters write -1 for a dynamic dimension: it was taken as a size ('op x has negative output_bytes
+    -32'), and an input_shapes entry for it was refused as a mismatch."""
+    model = _mlp()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = -1
+    with pytest.raises(UnsupportedGraphError, match=r"input 'x': dimension 0 \(-1\) is unknown; give the full shape"):
+        from_onnx(model)
+    g = from_onnx(model, {"x": [4, 8]})
+    assert g.output_shapes[g.op_index["relu"]] == ((4, 16),)

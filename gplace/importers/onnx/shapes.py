@@ -91,9 +91,9 @@ def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None, symb
         for i, dim in enumerate(tensor_type.shape.dim):
             if dim.HasField("dim_param") and dim.dim_param in symbols:  # named in another input's given shape
                 dim.dim_value = symbols[dim.dim_param]
-            if not dim.HasField("dim_value"):
+            if not dim.HasField("dim_value") or dim.dim_value < 0:  # some exporters write -1 for a dynamic one
                 raise UnsupportedGraphError(
-                    f"input {value.name!r}: dimension {i} ({dim.dim_param or 'unnamed'}) is unknown; "
+                    f"input {value.name!r}: dimension {i} ({dim.dim_param or dim.dim_value or 'unnamed'}) is unknown; "
                     f"give the full shape in input_shapes={{{value.name!r}: [...]}}"
                 )
         return
@@ -102,7 +102,7 @@ def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None, symb
     if tensor_type.HasField("shape") and len(dims) != len(shape):
         raise UnsupportedGraphError(f"input {value.name!r} has rank {len(dims)}, input_shapes gives {shape}")
     for i, (dim, size) in enumerate(zip(dims, shape, strict=False)):
-        if size < 0 or (dim.HasField("dim_value") and dim.dim_value != size):
+        if size < 0 or (dim.HasField("dim_value") and dim.dim_value >= 0 and dim.dim_value != size):
             raise UnsupportedGraphError(
                 f"input {value.name!r}: dimension {i} is {dim.dim_value or dim.dim_param!r}, input_shapes gives {size}"
             )

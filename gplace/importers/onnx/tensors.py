@@ -58,11 +58,13 @@ def _captures(graph: onnx.GraphProto) -> list[str]:
 
 
 def tensor_spec(type_proto: onnx.TypeProto) -> TensorSpec | None:
-    """Shape and bytes of a fully known tensor type, else ``None``."""
+    """Shape and bytes of a fully known tensor type, else ``None`` (a negative ``dim_value``, as some exporters
+    write for a dynamic one, is unknown too)."""
     if not type_proto.HasField("tensor_type"):
         return None
     tensor_type = type_proto.tensor_type
-    if not tensor_type.HasField("shape") or any(not d.HasField("dim_value") for d in tensor_type.shape.dim):
+    dims = tensor_type.shape.dim
+    if not tensor_type.HasField("shape") or any(not d.HasField("dim_value") or d.dim_value < 0 for d in dims):
         return None
     shape = tuple(int(d.dim_value) for d in tensor_type.shape.dim)
     bits = _elem_bits(tensor_type.elem_type)
