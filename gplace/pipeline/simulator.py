@@ -49,7 +49,11 @@ Mini-batch time
     The end of the last instance or transfer. The bubble of a device is ``1 - busy / time``.
 
 The event loop is a numba kernel over flat arrays; :class:`PipelineSimulator` caches the per-(graph,
-cluster) instance arrays, so that a placement costs little more than the kernel.
+cluster) instance arrays, so that a placement costs little more than the kernel. The batch API
+(:meth:`PipelineSimulator.minibatch_times`) first runs a pass without the event queue,
+:func:`_fast_minibatch_time`, that gives the same time to the bit while every instance and transfer takes time
+and the memory needs no event loop (one micro-batch, or no placement can run out of memory); any other
+placement runs the event loop.
 
 Example:
     >>> from gplace.ir import Placement
@@ -68,6 +72,7 @@ import logging
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.errors import format_shortfall
@@ -87,6 +92,7 @@ __all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "check_microbat
 
 SCHEDULES = ("gpipe", "1f1b")
 FORWARD, BACKWARD, UPDATE = 0, 1, 2
+U = np.uint64  # an index cast to it skips numba's wraparound of negative indices
 MAX_INSTANCES = 2**28
 """The most op instances (ops x micro-batches) one simulation expands a graph into (a few GiB of arrays)."""
 
@@ -165,7 +171,7 @@ class PipelineSimulator(PreparedCache, Runtime):
         microbatches: micro-batches per mini-batch, ``M >= 1``.
         schedule: ``"gpipe"`` or ``"1f1b"``.
         cache_size: how many (graph, cluster) pairs keep their prepared arrays (``ops x M`` instances each:
-            about 27 MB for 5,000 ops at M = 32; :meth:`clear_cache` drops them). (default: ``16``)
+            about 40 MB for 5,000 ops at M = 32; :meth:`clear_cache` drops them). (default: ``16``)
         threads: most threads :meth:`minibatch_times` splits a large batch over (``None``: every core this
             process may use; results do not depend on it, see :mod:`gplace.runtime.batch`).
     """
@@ -216,7 +222,7 @@ class PipelineSimulator(PreparedCache, Runtime):
         """
         devices = check_device_batch(graph, cluster, devices)
         prep = self._prepared(graph, cluster)
-        return run_rows(_batch_minibatch_times, devices, (prep.memory, *prep.args), self.threads)
+        return run_rows(_batch_minibatch_times, devices, (prep.memory, prep.fast, *prep.args), self.threads)
 
     def _prepared(self, graph: OpGraph, cluster: Cluster) -> _Instances:
         return self._cached(graph, cluster, lambda: prepare_instances(graph, cluster, self.microbatches, self.schedule))
@@ -233,6 +239,8 @@ class _Instances:
     inst_mb: np.ndarray
     args: tuple
     memory: np.ndarray
+    fast: tuple
+    """The extra arrays and flags of :func:`_fast_minibatch_time` (see :func:`_fast_arrays`)."""
 
 
 def check_phases(graph: OpGraph) -> np.ndarray:
@@ -291,7 +299,35 @@ def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, sched
             np.ascontiguousarray(cluster.latency), np.ascontiguousarray(cluster.bandwidth),
             m_count, schedule == "1f1b")
     args = tuple(np.array(a, order="C") if isinstance(a, np.ndarray) else a for a in args)
-    return _Instances(m_count, schedule, inst_op, inst_mb, args, cluster.memory)
+    return _Instances(m_count, schedule, inst_op, inst_mb, args, cluster.memory, _fast_arrays(graph, cluster, args))
+
+
+def _fast_arrays(graph: OpGraph, cluster: Cluster, args: tuple) -> tuple:
+    """The arrays and flags of :func:`_fast_minibatch_time`, flat so that its loop keeps few of them at hand:
+    per instance ``(out-edge start, out-edge end, all out-edges carry the same bytes, in-degree)`` (4K,); per
+    out-edge in CSR order ``(consumer, bytes)`` (2E,) and its producer (E,); durations (K x D,); per device pair
+    ``(latency, bandwidth)`` (2 x D x D,); the instances without inputs; whether a gate can ever hold an instance
+    (there is a backward or update instance, or 1F1B with ``M > 1``); and whether no placement can run out of
+    memory (every op's persistent memory, ``M`` micro-batches of every forward op's activations and the largest
+    temporary memory fit the smallest device)."""
+    (ic, _, dur, out_ptr, out_dst, out_eid, in_ptr, _, _, ebytes, _, code, _, _, _, act_bytes, temp_mem, persist,
+     lat, bw, m_count, one_f_one_b) = args
+    k = ic.size
+    out_b = ebytes[out_eid]
+    counts = np.diff(out_ptr)
+    edge_src = np.repeat(np.arange(k), counts).astype(np.int64)
+    uniform = np.ones(k, np.int64)
+    uniform[edge_src[out_b != out_b[out_ptr[:-1][edge_src]]]] = 0
+    indeg = np.diff(in_ptr).astype(np.int64)
+    inst = np.stack([out_ptr[:-1], out_ptr[1:], uniform, indeg], axis=1).astype(np.int64)
+    edges = np.stack([out_dst, out_b], axis=1).astype(np.int64)
+    link = np.stack([lat.ravel(), bw.ravel()], axis=1).astype(np.float64)
+    gates = bool(np.any(ic != FORWARD) or (one_f_one_b and m_count > 1))
+    most = int(persist.sum()) + m_count * int(act_bytes[code == FORWARD].sum()) + int(temp_mem.max(initial=0))
+    fits = bool(most <= int(cluster.memory.min(initial=most)))
+    arrays = (inst.ravel(), edges.ravel(), edge_src, np.asarray(dur, np.float64).ravel(), link.ravel(),
+              np.flatnonzero(indeg == 0).astype(np.int64))
+    return tuple(np.ascontiguousarray(x) for x in arrays) + (gates, fits)
 
 
 def _grad_of(graph: OpGraph) -> np.ndarray:
@@ -596,11 +632,256 @@ def _iheap_pop(h, base, size):
     return top
 
 
+SHIFT_LIMIT = 64
+"""Entries an insertion into a device's sorted run of future arrivals may move before the run turns into a heap."""
+MAX_FAST_DEVICES = 62
+"""Most devices :func:`_fast_minibatch_time` takes (it keeps a set of devices in the bits of an int64)."""
+
+
+@cached_njit()
+def _fast_minibatch_time(inst, edges, edge_src, dur, link, roots, ic, imb, gates, limit, m_count, one_f_one_b,
+                         st, masks, arrive, bits, di, df, fut_t, fut_k, fwd_left, bwd_left, left):
+    """The mini-batch time of :func:`_simulate` (memory aside), or ``nan`` where this pass cannot vouch for it:
+    an instance or a transfer took no time (its end not after its start), or not every instance ran.
+
+    While every instance and transfer takes time, an instant of the event loop is one round: whatever ends then
+    is taken in before any device decides, and a decision made then changes nothing before a later instant. So
+    the devices decide one at a time in order of time (the device whose next decision comes first), and the
+    consequences of a start are worked out at once: its end; its transfers (a channel serves its source
+    device's transfers in the order their producers ended there, which is the order they started, so a transfer
+    starts at ``max(producer end, channel free)``); the arrivals on its consumers' devices and, once every input
+    of a consumer is known, its ready time. A consumer ready by the time its device is free again joins that
+    device's pool at once (the device decides next then); a later one joins the device's future arrivals (a run
+    sorted by time, a heap if inserting grows costly), which enter the pool when the device decides. A device
+    decides when its instance ends and when an arrival is due while it is idle, as in the event loop (nothing
+    else changes what it would do). A gate's counters are only read by their own device's decisions, which come
+    after every instance started there has ended, so an instance is counted off when it starts.
+
+    ``inst``, ``edges``, ``edge_src``, ``dur``, ``link`` and ``roots`` are those of :func:`_fast_arrays`; ``st``
+    holds each instance's device (even entries, set by the caller) and the rest is scratch space; ``bits`` must
+    be all clear on entry and is clear again on a return that is not ``nan``; ``di[8 * d + 5]`` holds the number
+    of instances on device ``d`` on entry. Indices are cast to unsigned (``U``) where they cannot be negative,
+    which spares numba's wraparound of negative indices.
+    """
+    k_count = ic.shape[0]
+    nd = di.shape[0] // 8
+    words = (k_count + 63) >> 6
+    # per device d: ints di[8d:8d+8] = pool size, first word of the pool that may hold a bit, futures' head and
+    # tail (a sorted run), heap size (-1: still a run), futures' base, bytes of the transfer to d; floats
+    # df[4d:4d+4] = free, next decision, arrival there of this instance's output; then channel free (D x D)
+    for k in range(k_count):
+        st[U(2 * k + 1)] = inst[U(4 * k + 3)]  # inputs still to come
+        masks[U(k)] = 0
+        arrive[U(k)] = 0.0
+    for q in range(edge_src.shape[0]):  # the devices with a consumer of each instance, a bit each
+        masks[U(edge_src[U(q)])] |= 1 << st[U(2 * edges[U(2 * q)])]
+    base = 0
+    for d in range(nd):
+        on_d = di[U(8 * d + 5)]
+        di[U(8 * d)], di[U(8 * d + 1)], di[U(8 * d + 2)], di[U(8 * d + 3)], di[U(8 * d + 4)] = 0, words, base, base, -1
+        di[U(8 * d + 5)] = base
+        base += on_d
+        df[U(4 * d)], df[U(4 * d + 1)] = 0.0, np.inf
+    cf = 4 * nd
+    for c in range(nd * nd):
+        df[U(cf + c)] = 0.0
+    if gates:
+        fwd_left[:] = 0
+        bwd_left[:] = 0
+        left[:] = 0
+        for k in range(k_count):
+            d = st[2 * k]
+            if ic[k] == 0:
+                fwd_left[d] += 1
+            elif ic[k] == 1:
+                bwd_left[d] += 1
+            if ic[k] != 2:
+                left[d * m_count + imb[k]] += 1
+    for q in range(roots.shape[0]):
+        k = roots[q]
+        d = st[U(2 * k)]
+        bits[U(d * words + (k >> 6))] |= U(1) << U(k & 63)
+        di[U(8 * d)] += 1
+        di[U(8 * d + 1)] = min(di[U(8 * d + 1)], k >> 6)
+        df[U(4 * d + 1)] = 0.0
+    done, t = 0, 0.0
+    while True:
+        now, d = np.inf, -1
+        for q in range(nd):
+            x = df[U(4 * q + 1)]
+            better = x < now
+            now = min(now, x)
+            d = q if better else d
+        if d < 0:
+            break
+        # the arrivals due by now join the pool (the lowest set bit: the instance of highest priority)
+        fh, ft, hs = di[U(8 * d + 2)], di[U(8 * d + 3)], di[U(8 * d + 4)]
+        cnt, cur = di[U(8 * d)], di[U(8 * d + 1)]
+        if hs < 0:
+            while fh < ft and fut_t[U(fh)] <= now:
+                j = fut_k[U(fh)]
+                fh += 1
+                bits[U(d * words + (j >> 6))] |= U(1) << U(j & 63)
+                cnt += 1
+                cur = min(cur, j >> 6)
+            di[U(8 * d + 2)] = fh
+            head = fut_t[U(fh)] if fh < ft else np.inf
+        else:
+            fb = di[U(8 * d + 5)]
+            while hs > 0 and fut_t[U(fb)] <= now:
+                j = heap_pop(fut_t, fut_k, fb, hs)
+                hs -= 1
+                bits[U(d * words + (j >> 6))] |= U(1) << U(j & 63)
+                cnt += 1
+                cur = min(cur, j >> 6)
+            di[U(8 * d + 4)] = hs
+            head = fut_t[U(fb)] if hs > 0 else np.inf
+        if cnt == 0:  # idle until its next arrival
+            di[U(8 * d)], di[U(8 * d + 1)] = cnt, cur
+            df[U(4 * d + 1)] = head
+            continue
+        w = cur
+        while bits[U(d * words + w)] == 0:
+            w += 1
+        k = (w << 6) + np.int64(trailing_zeros(bits[U(d * words + w)]))
+        if gates:
+            c = ic[k]
+            if c == 2:
+                held = fwd_left[d] + bwd_left[d] > 0
+            elif c == 1:
+                held = (not one_f_one_b) and fwd_left[d] > 0
+            else:
+                m = imb[k]
+                held = m >= limit[d] and left[d * m_count + m - limit[d]] > 0
+            if held:  # a gate of the module docstring holds it (as _gated)
+                di[U(8 * d)], di[U(8 * d + 1)] = cnt, w
+                df[U(4 * d + 1)] = head  # waits for an arrival
+                continue
+            if ic[k] == 0:
+                fwd_left[d] -= 1
+            elif ic[k] == 1:
+                bwd_left[d] -= 1
+            if ic[k] != 2:
+                left[d * m_count + imb[k]] -= 1
+        bits[U(d * words + w)] ^= U(1) << U(k & 63)
+        cnt -= 1
+        di[U(8 * d)], di[U(8 * d + 1)] = cnt, w
+        e = now + dur[U(k * nd + d)]
+        if not e > now:
+            return np.nan
+        df[U(4 * d)] = e
+        df[U(4 * d + 1)] = e if cnt > 0 else max(e, head)
+        t = max(t, e)
+        done += 1
+        lo, hi = inst[U(4 * k)], inst[U(4 * k + 1)]
+        uniform = inst[U(4 * k + 2)]
+        if not uniform:  # bytes of each transfer: its largest edge
+            for q in range(nd):
+                di[U(8 * q + 6)] = 0
+            for q in range(lo, hi):
+                dj = st[U(2 * edges[U(2 * q)])]
+                di[U(8 * dj + 6)] = max(di[U(8 * dj + 6)], edges[U(2 * q + 1)])
+        df[U(4 * d + 2)] = e
+        mask = masks[U(k)] & ~(1 << d)
+        while mask:  # one transfer per other device with a consumer
+            dj = np.int64(trailing_zeros(U(mask)))
+            mask &= mask - 1
+            c = d * nd + dj
+            s = max(e, df[U(cf + c)])
+            xe = s + link[U(2 * c)] + (edges[U(2 * lo + 1)] if uniform else di[U(8 * dj + 6)]) / link[U(2 * c + 1)]
+            if not xe > s:
+                return np.nan
+            df[U(cf + c)] = xe
+            df[U(4 * dj + 2)] = xe
+            t = max(t, xe)
+        for q in range(lo, hi):
+            j = edges[U(2 * q)]
+            dj = st[U(2 * j)]
+            r = max(arrive[U(j)], df[U(4 * dj + 2)])
+            arrive[U(j)] = r
+            p = st[U(2 * j + 1)] - 1
+            st[U(2 * j + 1)] = p
+            if p == 0:
+                if r <= df[U(4 * dj)]:  # dj is busy until then: into its pool, it decides next when free
+                    wj = j >> 6
+                    bits[U(dj * words + wj)] |= U(1) << U(j & 63)
+                    di[U(8 * dj)] += 1
+                    di[U(8 * dj + 1)] = min(di[U(8 * dj + 1)], wj)
+                    df[U(4 * dj + 1)] = df[U(4 * dj)]
+                else:  # among dj's future arrivals
+                    df[U(4 * dj + 1)] = min(df[U(4 * dj + 1)], r)
+                    hs = di[U(8 * dj + 4)]
+                    if hs < 0:
+                        fh, ft = di[U(8 * dj + 2)], di[U(8 * dj + 3)]
+                        p = ft
+                        while p > fh and fut_t[U(p - 1)] > r:
+                            p -= 1
+                        if ft - p <= SHIFT_LIMIT:
+                            for i in range(ft, p, -1):
+                                fut_t[U(i)], fut_k[U(i)] = fut_t[U(i - 1)], fut_k[U(i - 1)]
+                            fut_t[U(p)], fut_k[U(p)] = r, j
+                            di[U(8 * dj + 3)] = ft + 1
+                        else:  # a sorted run is a heap: move it to the base and go on as one
+                            fb = di[U(8 * dj + 5)]
+                            for i in range(ft - fh):
+                                fut_t[U(fb + i)], fut_k[U(fb + i)] = fut_t[U(fh + i)], fut_k[U(fh + i)]
+                            hs = ft - fh
+                    if hs >= 0:
+                        di[U(8 * dj + 4)] = heap_push(fut_t, fut_k, di[U(8 * dj + 5)], hs, r, j)
+    return t if done == k_count else np.nan
+
+
 @cached_njit(nogil=True)
-def _batch_minibatch_times(devices, memory, *args):
-    """Mini-batch time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``."""
+def _batch_minibatch_times(devices, memory, fast, *args):
+    """Mini-batch time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``.
+
+    Each row goes through :func:`_fast_minibatch_time` where its memory needs no event loop (``M = 1``: each
+    device holds one micro-batch if it has a micro-batch instance, so the peak is known before the run; else
+    when no placement can run out of memory, ``fits``), and through :func:`_simulate` where that gives up or
+    the memory needs the event loop.
+    """
+    inst, edges, edge_src, dur1, link, roots, gates, fits = fast
+    ic, imb, inst_op, code, rank, runs = args[0], args[1], args[10], args[11], args[12], args[13]
+    act_bytes, temp_mem, persist, lat, bw, m_count, one_f_one_b = args[15:]
+    k_count, nd, n = ic.shape[0], lat.shape[0], devices.shape[1]
+    words = (k_count + 63) >> 6
+    st, masks, arrive = np.empty(2 * k_count, np.int64), np.empty(k_count, np.int64), np.empty(k_count)
+    bits = np.zeros(nd * words, np.uint64)
+    di, df = np.empty(8 * nd, np.int64), np.empty(4 * nd + nd * nd)
+    fut_t, fut_k = np.empty(k_count), np.empty(k_count, np.int64)
+    fwd_left, bwd_left, left = np.empty(nd, np.int64), np.empty(nd, np.int64), np.empty(nd * m_count, np.int64)
+    limit = np.full(nd, m_count, np.int64)
     out = np.empty(devices.shape[0])
     for r in range(devices.shape[0]):
-        res = _simulate(devices[r], *args)
-        out[r] = np.inf if np.any(res[9] > memory) else res[10]
+        dev = devices[r]
+        fast_ok = fits
+        if not fits and m_count == 1:  # one micro-batch: in flight on every device with a micro-batch instance
+            base, act, temp = _static_memory(dev, code, act_bytes, temp_mem, persist, nd)
+            most = np.zeros(nd, np.int64)
+            for i in range(n):
+                if code[i] != 2:
+                    most[dev[i]] = 1
+            if np.any(base + most * act + temp > memory):
+                out[r] = np.inf
+                continue
+            fast_ok = True
+        step = np.nan
+        if fast_ok and nd <= MAX_FAST_DEVICES:
+            for q in range(nd):
+                di[8 * q + 5] = 0
+            for k in range(k_count):
+                d = dev[inst_op[k]]
+                st[2 * k] = d
+                di[8 * d + 5] += 1
+            if gates and one_f_one_b and m_count > 1:
+                limit = _admission_limits(dev, code, rank, runs, nd, m_count, one_f_one_b)
+            step = _fast_minibatch_time(inst, edges, edge_src, dur1, link, roots, ic, imb, gates, limit, m_count,
+                                        one_f_one_b, st, masks, arrive, bits, di, df, fut_t, fut_k, fwd_left,
+                                        bwd_left, left)
+            if np.isnan(step):
+                bits[:] = 0
+        if np.isnan(step):
+            res = _simulate(dev, *args)
+            step = np.inf if np.any(res[9] > memory) else res[10]
+        out[r] = step
     return out

@@ -314,3 +314,34 @@ def test_the_device_summary_of_a_pipeline_counts_the_mini_batchs_transfers():
     assert (summary["/GPU:0"]["bytes_out"], summary["/GPU:1"]["bytes_in"]) == (1002, 1002)
     assert device_summary(graph, cluster, placement)["/GPU:0"]["bytes_out"] == 1000  # one step's
     assert summary["/GPU:0"]["peak_memory"] == int(sched.peak_memory[0])
+
+
+def _tied(graph: OpGraph, seed: int) -> OpGraph:
+    """``graph`` with costs of a few values (many exact ties) and a tenth of its ops of no cost."""
+    import dataclasses
+
+    costs = np.random.default_rng(seed).choice([0.0, 1.0, 2.0, 3.0], graph.num_ops, p=[0.1, 0.4, 0.3, 0.2])
+    ops = [dataclasses.replace(op, cost=float(c)) for op, c in zip(graph.ops(), costs, strict=True)]
+    return OpGraph.from_ops(ops, list(graph.edges()), name=f"{graph.name}_tied")
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("seed", range(8))
+def test_the_batch_api_equals_the_event_loop_to_the_bit(schedule, seed):
+    """minibatch_times answers most rows by a one-pass kernel without the event queue (where every instance and
+    transfer takes time and the memory needs no event loop); each of its times must be the event loop's, to the bit:
+    ample and tight memory, one and several micro-batches, ties in time and ops of no cost, 2 to 5 devices."""
+    rng = np.random.default_rng(seed)
+    graph = random_training_dag(int(rng.integers(4, 12)), seed) if seed % 4 else random_dag(30, 0.2, seed)
+    graph = _tied(graph, seed) if seed % 2 else graph
+    for memory in (10**15, 20 * 10**6):
+        cluster = uniform_cluster(int(rng.integers(2, 6)), bandwidth=float(rng.choice([1e6, 1e7])),
+                                  latency=float(rng.choice([0.0, 1e-3])), memory=memory)
+        for m in (1, 2, 4):
+            sim = PipelineSimulator(m, schedule, threads=1)
+            rows = rng.integers(0, cluster.num_devices, (12, graph.num_ops))
+            rows[0], rows[1] = 0, np.arange(graph.num_ops) * cluster.num_devices // graph.num_ops
+            got = sim.minibatch_times(graph, cluster, rows)
+            for row, t in zip(rows, got, strict=True):
+                m_ = sim.measure(graph, cluster, Placement.for_graph(graph, row.tolist()))
+                assert np.float64(m_.step_time if m_.ok else np.inf).tobytes() == np.float64(t).tobytes()
