@@ -74,8 +74,8 @@ def contiguous_placements(graph: OpGraph, num_devices: int, count: int, seed: in
 
 def plain_minibatch_time(prep, devices) -> float:
     """The ``pipe-v2`` event loop in plain Python over the prepared instance arrays (see the module docstring)."""
-    (ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, _, _, ebytes, inst_op, code, rank, _, _, _, lat, bw,
-     m_count, one_f_one_b) = prep.args
+    (ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, _, _, ebytes, inst_op, code, rank, _, _, _, _, _, lat, bw,
+     m_count, one_f_one_b) = prep.args  # runs, grad_of and the memory arrays are not needed for the time
     ic, imb, inst_op = ic.tolist(), imb.tolist(), inst_op.tolist()
     out_ptr, out_dst, dur = out_ptr.tolist(), out_dst.tolist(), dur.tolist()
     ebytes = ebytes[out_eid].tolist()  # bytes of each out-edge, in CSR order
