@@ -450,24 +450,29 @@ def start_run(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, *
                             settings=_run_settings(placer, trainer_id, trainer_settings), kind=Run,
                             baseline=EMABaseline(baseline_decay))
     if state is not None:
-        with run.closed_on_error(), restoring(run.ckpt):
-            placer.load_state_dict(state["policy"])
-            run.baseline.load_state_dict(state["baseline"])
-            run.best = _measured_best(runtime, graph, cluster, state["best_devices"])
-            returned = _measured_best(runtime, graph, cluster, state.get("returned_devices"))
+        with run.closed_on_error():
+            with restoring(run.ckpt):  # the checkpoint's parts; the runtime's own errors are not the file's
+                placer.load_state_dict(state["policy"])
+                run.baseline.load_state_dict(state["baseline"])
+                best = _placement_of(graph, state["best_devices"])
+                returned = _placement_of(graph, state.get("returned_devices"))
+            run.best = _measured_best(runtime, graph, cluster, best)
+            returned = _measured_best(runtime, graph, cluster, returned)
             run.returned = returned if returned is not None and returned[1].ok else None  # a real run may fail now
             kept = state.get("sample_step_times", np.full(run.samples, np.nan))  # older checkpoints lacked them
             run.sample_step_times = [float(t) for t in kept]
     return run
 
 
-def _measured_best(runtime: Runtime, graph: OpGraph, cluster: Cluster, devices: Sequence[int] | None) -> Best | None:
-    """A checkpoint's best placement measured again; ``None`` where none had succeeded (its measurement not taken).
-    Shapes: devices (N,) int."""
-    if devices is None:
-        return None
-    placement = Placement.for_graph(graph, devices)
-    return placement, runtime.measure(graph, cluster, placement)
+def _placement_of(graph: OpGraph, devices: Sequence[int] | None) -> Placement | None:
+    """A checkpoint's placement of ``graph``; ``None`` where it kept none. Shapes: devices (N,) int."""
+    return None if devices is None else Placement.for_graph(graph, devices)
+
+
+def _measured_best(runtime: Runtime, graph: OpGraph, cluster: Cluster, placement: Placement | None) -> Best | None:
+    """A checkpoint's best placement measured again; ``None`` where none had succeeded (its measurement not
+    taken)."""
+    return None if placement is None else (placement, runtime.measure(graph, cluster, placement))
 
 
 _RESUMABLE = frozenset({"updates", "lr", "baseline_decay", "checkpoint_every", "max_seconds", "progress", "seed",

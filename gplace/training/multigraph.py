@@ -37,7 +37,7 @@ from gplace.training._loop import (
     start_loop,
 )
 from gplace.training.baseline import EMABaseline
-from gplace.training.checkpoint import save_checkpoint
+from gplace.training.checkpoint import restoring, save_checkpoint
 from gplace.training.ppo import PPOTrainer
 from gplace.training.reinforce import reinforce_loss
 from gplace.training.settings import MultiGraphSettings
@@ -224,7 +224,8 @@ class MultiGraphTrainer(MultiGraphSettings):
         with loop.closed_on_error():  # the run directory let go at once if training raises
             draws = np.random.default_rng(self.seed)
             if state is not None:  # the checkpoint holds each task's best, the starts' included
-                _restore(state, encoder, policy, draws, states)
+                with restoring(loop.ckpt):
+                    _restore(state, encoder, policy, draws, states)
             elif starts is not None:
                 for task, start in zip(states, starts, strict=True):
                     task.start_from(start, runtime)

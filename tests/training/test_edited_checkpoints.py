@@ -43,3 +43,31 @@ def test_an_edited_checkpoint_is_refused_naming_the_file(tmp_path: Path, edit, n
     with pytest.raises(RunDirConflictError, match=rf"checkpoint {path} cannot be resumed: .*{named}"):
         gplace.place(graph, cluster, run_dir=tmp_path, seed=0,
                      trainer=ReinforceTrainer(updates=4, samples_per_update=4, progress=False))
+
+
+def test_a_runtime_error_while_measuring_the_checkpoints_best_again_is_not_blamed_on_the_file(tmp_path: Path) -> None:
+    """The resume measures the checkpoint's best placement again: a runtime's own error there (a CUDA error) was
+    reported as a checkpoint that 'does not fit this run', with the advice to delete the run directory."""
+    from gplace.encoders import LSTMEncoder
+    from gplace.grouping import group_ops
+    from gplace.placer import PolicyPlacer
+    from gplace.policies import Seq2SeqPolicy
+    from gplace.runtime import Simulator
+
+    class Broken(Simulator):
+        def _measure(self, graph, cluster, placement):
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    def placer(graph, cluster):
+        torch.manual_seed(0)
+        return PolicyPlacer(graph, cluster, LSTMEncoder(hidden_size=16, type_embedding=8),
+                            Seq2SeqPolicy(cluster.num_devices, hidden_size=16, attention_size=8),
+                            grouping=group_ops(graph))
+
+    graph, cluster = random_dag(12), cpu_gpu_cluster(2)
+    ReinforceTrainer(updates=2, samples_per_update=4, progress=False).fit(placer(graph, cluster), Simulator(), graph,
+                                                                          cluster, run_dir=tmp_path)
+    with pytest.raises(RuntimeError, match="CUDA error") as caught:
+        ReinforceTrainer(updates=4, samples_per_update=4, progress=False).fit(placer(graph, cluster), Broken(),
+                                                                              graph, cluster, run_dir=tmp_path)
+    assert not isinstance(caught.value, RunDirConflictError)

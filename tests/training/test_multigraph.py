@@ -269,3 +269,22 @@ def test_a_placement_slower_than_the_failure_ratio_is_warned_about(caplog):
         _trainer(2, penalty_ratio=1.01).fit(encoder, policy, [(graph, cluster)], Simulator())
     warned = [r.getMessage() for r in caplog.records if "penalty_ratio" in r.getMessage()]
     assert len(warned) == 1 and warned[0].startswith(f"task {graph.name} on {cluster.name}")
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (lambda state: state["tasks"][0].pop("baseline"), "KeyError: 'baseline'"),
+    (lambda state: state.__setitem__("draws", None), "TypeError"),
+])
+def test_an_edited_multigraph_checkpoint_is_refused_naming_the_file(tmp_path, edit, named):
+    """A task's part missing or the draws replaced raised KeyError or TypeError from deep inside."""
+    from gplace.run_dir import RunDirConflictError
+
+    encoder, policy = _modules()
+    _trainer(2, checkpoint_every=1).fit(encoder, policy, _tasks(), Simulator(), run_dir=tmp_path)
+    path = tmp_path / "checkpoint.pt"
+    state = torch.load(path, weights_only=False)
+    edit(state)
+    torch.save(state, path)
+    encoder, policy = _modules()
+    with pytest.raises(RunDirConflictError, match=f"checkpoint {path} cannot be resumed: .*{named}"):
+        _trainer(3).fit(encoder, policy, _tasks(), Simulator(), run_dir=tmp_path)
