@@ -713,8 +713,10 @@ def test_an_initializer_of_a_data_type_onnx_does_not_define_is_named():
     """data_type 999 was sized as 32-bit, silently."""
     model = _mlp()
     model.graph.initializer[0].data_type = 999
-    with pytest.raises(UnsupportedGraphError, match="initializer 'W' has data_type 999, which ONNX does not define"):
+    with pytest.raises(UnsupportedGraphError, match="initializer 'W' has data_type 999, not an ONNX element type"):
         from_onnx(model)
+    model.graph.initializer[0].data_type = 27  # FLOAT6E2M3: 6 bits an element
+    assert from_onnx(model).persistent_memory.tolist()[1] == 8 * 16 * 6 // 8
 
 
 def test_an_input_dimension_of_minus_one_is_a_dynamic_one():
@@ -726,3 +728,19 @@ def test_an_input_dimension_of_minus_one_is_a_dynamic_one():
         from_onnx(model)
     g = from_onnx(model, {"x": [4, 8]})
     assert g.output_shapes[g.op_index["relu"]] == ((4, 16),)
+
+
+def test_a_local_function_body_name_that_is_not_utf8_text_is_named(tmp_path):
+    """The UTF-8 check walked the main graph only: a function body's op type of invalid UTF-8 imported, costing
+    0 s."""
+    act = helper.make_function("local", "Act", ["T"], ["Y"], [helper.make_node("ReQQ", ["T"], ["Y"])],
+                               [helper.make_opsetid("", 18)])
+    x, y = [helper.make_tensor_value_info("x", F32, [4, 8])], [helper.make_tensor_value_info("y", F32, None)]
+    model = helper.make_model(helper.make_graph([helper.make_node("Act", ["x"], ["y"], domain="local", name="a")],
+                                                "g", x, y),
+                              opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("local", 1)],
+                              functions=[act])
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(model.SerializeToString().replace(b"ReQQ", b"Re\xff\xfe"))
+    with pytest.raises(UnsupportedGraphError, match=r"bad.onnx, function 'Act': node 0 \(''\): its op_type"):
+        from_onnx(path)

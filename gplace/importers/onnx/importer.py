@@ -107,14 +107,24 @@ def _load(model_or_path: object) -> onnx.ModelProto:
             raise UnsupportedGraphError(f"{path}: not a readable ONNX model ({error_summary(err)})") from None
         if not model.graph.node:
             raise UnsupportedGraphError(f"{path}: an ONNX model with no nodes (an empty file, or not an ONNX model)")
-        _check_text(model.graph, str(path))
+        _check_model_text(model, str(path))
         return model
     if not isinstance(model_or_path, onnx.ModelProto):
         raise TypeError(f"from_onnx expects an onnx.ModelProto or a path, got {type(model_or_path).__name__}")
     model = onnx.ModelProto()
     model.CopyFrom(model_or_path)
-    _check_text(model.graph, "the ONNX model")
+    _check_model_text(model, "the ONNX model")
     return model
+
+
+def _check_model_text(model: onnx.ModelProto, where: str) -> None:
+    """:func:`_check_text` on the main graph and on every local function's body."""
+    _check_text(model.graph, where)
+    for function in model.functions:
+        if not isinstance(function.name, str) or not isinstance(function.domain, str):
+            raise UnsupportedGraphError(f"{where}: a local function's name or domain {function.name!r} is not UTF-8 "
+                                        "text")
+        _check_node_text(function.node, f"{where}, function {function.name!r}")
 
 
 def _check_text(graph: onnx.GraphProto, where: str) -> None:
@@ -127,7 +137,11 @@ def _check_text(graph: onnx.GraphProto, where: str) -> None:
     for value in values:
         if not isinstance(value.name, str):
             raise UnsupportedGraphError(f"{where}: the value name {value.name!r} is not UTF-8 text")
-    for i, node in enumerate(graph.node):
+    _check_node_text(graph.node, where)
+
+
+def _check_node_text(nodes: Any, where: str) -> None:
+    for i, node in enumerate(nodes):
         for field_name in ("name", "op_type", "domain"):
             if not isinstance(getattr(node, field_name), str):
                 raise UnsupportedGraphError(f"{where}: node {i} ({node.name!r}): its {field_name} "

@@ -21,7 +21,8 @@ _BITS = {
     "FLOAT": 32, "UINT8": 8, "INT8": 8, "UINT16": 16, "INT16": 16, "INT32": 32, "INT64": 64, "STRING": 64,
     "BOOL": 8, "FLOAT16": 16, "DOUBLE": 64, "UINT32": 32, "UINT64": 64, "COMPLEX64": 64, "COMPLEX128": 128,
     "BFLOAT16": 16, "FLOAT8E4M3FN": 8, "FLOAT8E4M3FNUZ": 8, "FLOAT8E5M2": 8, "FLOAT8E5M2FNUZ": 8,
-    "FLOAT8E8M0": 8, "UINT4": 4, "INT4": 4, "FLOAT4E2M1": 4, "UINT2": 2, "INT2": 2,
+    "FLOAT8E8M0": 8, "UINT4": 4, "INT4": 4, "FLOAT4E2M1": 4, "UINT2": 2, "INT2": 2, "FLOAT6E2M3": 6,
+    "FLOAT6E3M2": 6,
 }
 """Bits per element of each ONNX tensor element type (``STRING`` is an estimate: one pointer)."""
 
@@ -84,17 +85,16 @@ def initializer_spec(tensor: onnx.TensorProto) -> TensorSpec:
     """A stored tensor's shape and bytes.
 
     Raises:
-        GraphError: a negative dimension (a stored tensor has no unknown ones), or a ``data_type`` ONNX does not
-            define (it was sized as 32-bit), naming the tensor.
+        GraphError: a negative dimension (a stored tensor has no unknown ones), or a ``data_type`` of no known
+            size (undefined, or unknown to ONNX: it was sized as 32-bit), naming the tensor.
     """
-    import onnx
-
     shape = tuple(int(d) for d in tensor.dims)
     if any(d < 0 for d in shape):
         raise GraphError(f"initializer {tensor.name!r} has dims {list(shape)}: a stored tensor's are >= 0")
-    if tensor.data_type not in onnx.TensorProto.DataType.values():
-        raise GraphError(f"initializer {tensor.name!r} has data_type {tensor.data_type}, which ONNX does not define")
-    bits = _elem_bits(tensor.data_type) or 32  # a string tensor's size is not its type's: 32 bits an element
+    bits = _elem_bits(tensor.data_type)
+    if bits is None:
+        raise GraphError(f"initializer {tensor.name!r} has data_type {tensor.data_type}, not an ONNX element type "
+                         "gplace knows the size of")
     return TensorSpec(shape, math.ceil(math.prod(shape) * bits / 8))
 
 
