@@ -241,9 +241,10 @@ class PoolRuntime(RuntimeWrapper):
         if multiprocessing.current_process().daemon:  # a multiprocessing.Pool's worker may not start processes
             if not self._warned_daemon:
                 logger.warning("this process is a daemonic worker (of a multiprocessing.Pool?), which may not "
-                               "start processes: measuring in this process, one placement after another")
+                               "start processes: measuring in this process, one placement after another, without "
+                               "the pool's timeout")
                 self._warned_daemon = True
-            return [self.runtime.measure(graph, cluster, p) for p in placements]
+            return [self._here(graph, cluster, p) for p in placements]
         key = self._keys(graph, cluster)
         with self._payload_lock:
             path = self._payload(key, graph, cluster)
@@ -393,6 +394,15 @@ class PoolRuntime(RuntimeWrapper):
             self._warned_shared = True
             logger.warning("%d workers measure a cluster with GPUs, each seeing every GPU: concurrent measurements "
                            "share them; give each its own with gpus_per_worker", self.workers)
+
+    def _here(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        """The inner runtime's measurement in this process; an exception it raises is a failed measurement naming
+        it, as in a worker."""
+        try:
+            return self.runtime.measure(graph, cluster, placement)
+        except Exception as err:  # a runtime that breaks the contract must not end the search
+            return Measurement.failure(self.runtime.id, f"{type(self.runtime).__name__} raised "
+                                                        f"{type(err).__name__}: {error_summary(err)}")
 
     def _as_measurement(self, result: Measurement | BaseException) -> Measurement:
         if isinstance(result, Measurement):

@@ -149,16 +149,25 @@ def test_a_pool_runtime_inside_a_multiprocessing_pool_worker_measures_there(tmp_
         from gplace.runtime import Simulator
         from gplace.runtime.parallel import PoolRuntime
         from gplace.testing import diamond, uniform_cluster
+        class Raises(Simulator):
+            def _measure(self, graph, cluster, placement):
+                raise ValueError("broken runtime")
         def job(seed):
             g, c = diamond(), uniform_cluster(2)
             with PoolRuntime(Simulator(), workers=1) as runtime:
                 return runtime.measure_many(g, c, [Placement.single(g, 0)])[0].step_time
+        def broken(seed):
+            g, c = diamond(), uniform_cluster(2)
+            with PoolRuntime(Raises(), workers=1) as runtime:
+                return runtime.measure(g, c, Placement.single(g, 0)).reason
         if __name__ == "__main__":
             with multiprocessing.get_context("spawn").Pool(1) as pool:
                 print("times:", pool.map(job, [0]), Simulator().measure(diamond(), uniform_cluster(2),
                       Placement.single(diamond(), 0)).step_time)
+                print("reason:", pool.map(broken, [0])[0])
     """))
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("times:")), "")
     assert line and line.split()[1] == f"[{line.split()[2]}]", proc.stdout + proc.stderr
     assert "daemonic worker" in proc.stderr and "AssertionError" not in proc.stderr
+    assert "reason: Raises raised ValueError: broken runtime" in proc.stdout, proc.stdout + proc.stderr
