@@ -1160,7 +1160,7 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
 
 
 def _summary_now(doc: dict, graph, cluster, placement) -> tuple[dict, str]:
-    """The per-device summary of a placement file that has none, and the model that made it, as ``gplace place``
+    """The per-device summary of a placement file, computed now, and the model that made it, as ``gplace place``
     writes one: the file's ``pipe-v2/<schedule>/m<M>`` pipeline where its runtime is that simulator (bubble and
     micro-batches in flight too), else one ``sim-v1`` step (a real pipeline's run included, as
     :func:`gplace.experiment.write_report` keeps it)."""
@@ -1186,9 +1186,9 @@ def show(argv: list[str]) -> None:
         "graph.json draws the graph coloured by device"))
     parser.add_argument("placement", help="a placement.json written by gplace (gplace, gplace place, ...), or its "
                                           "run directory")
-    parser.add_argument("--graph", help="the graph file it places (needed by --draw, and for a summary when the "
-                                        "file has none; with --cluster)")
-    parser.add_argument("--cluster", help="the cluster file (for a summary when the placement file has none)")
+    parser.add_argument("--graph", help="the graph file it places (needed by --draw; with --cluster, the placement "
+                                        "is checked against both and its per-device figures computed now)")
+    parser.add_argument("--cluster", help="the cluster file (with --graph: the figures computed now)")
     parser.add_argument("--draw", metavar="IMAGE", help="draw the graph, ops coloured by device, to this image (PNG; "
                                                         "SVG or PDF where its suffix says so)")
     args = parser.parse_args(argv)

@@ -535,8 +535,11 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
 
 
 def _check_layer_counts(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: Path) -> None:
-    """Refuse a ``*layers`` kwarg above the number of weights in the file (each layer has one at least): building a
-    billion layers, even on the meta device, never ended."""
+    """Refuse a ``*layers`` kwarg of one of gplace's own classes above the number of weights in the file (each of
+    their layers has one at least; a class of one's own may share a layer's): building a billion layers, even on
+    the meta device, never ended."""
+    if not str(spec["class"]).startswith("gplace."):
+        return
     for name, value in spec["kwargs"].items():
         if name.endswith("layers") and isinstance(value, int) and value > len(state):
             raise ValueError(f"{path}: field '{spec['class']}' {name}={value} asks for more layers than the file "
