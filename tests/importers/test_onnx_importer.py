@@ -728,6 +728,9 @@ def test_an_input_dimension_of_minus_one_is_a_dynamic_one():
         from_onnx(model)
     g = from_onnx(model, {"x": [4, 8]})
     assert g.output_shapes[g.op_index["relu"]] == ((4, 16),)
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", F32, [-1, 16]))  # a declared output too
+    g = from_onnx(model, {"x": [4, 8]})
+    assert g.output_shapes[g.op_index["relu"]] == ((4, 16),) and g.output_bytes[g.op_index["relu"]] == 4 * 16 * 4
 
 
 def test_a_local_function_body_name_that_is_not_utf8_text_is_named(tmp_path):

@@ -77,6 +77,8 @@ def fix_input_shapes(graph: onnx.GraphProto, given: dict[str, Sequence[int]]) ->
             for dim in value.type.tensor_type.shape.dim:
                 if dim.HasField("dim_param") and dim.dim_param in symbols:
                     dim.dim_value = symbols[dim.dim_param]
+                elif dim.HasField("dim_value") and dim.dim_value < 0:  # an exporter's dynamic one: inference's to fill
+                    dim.ClearField("dim_value")
 
 
 def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None, symbols: dict[str, int]) -> None:
