@@ -155,6 +155,33 @@ def _step_of(record: Mapping[str, Any] | None) -> int | None:
     return step if isinstance(step, int) else None
 
 
+_FALLBACK = {"online": "offline", "offline": "disabled"}
+
+
+def _started(wandb: Any, mode: str, server: str, kwargs: dict[str, Any]) -> tuple[Any, str]:
+    """``wandb.init`` in ``mode``, else in each mode of :data:`_FALLBACK` after it (a server that went away, a run
+    folder whose path W&B cannot encode), saying why once one starts; the first error where even a disabled run
+    fails (a bad setting)."""
+    failures: list[tuple[str, Exception]] = []
+    while True:
+        try:
+            settings = {} if failures else {"settings": wandb.Settings(init_timeout=INIT_SECONDS)}
+            run = wandb.init(mode=mode, **settings, **kwargs)
+        except Exception as err:  # wandb.errors.CommError, UsageError, UnicodeEncodeError, ...
+            failures.append((mode, err))
+            if mode not in _FALLBACK:
+                raise failures[0][1] from None
+            mode = _FALLBACK[mode]
+            continue
+        for tried, err in failures:
+            where = f" at {server}" if tried == "online" else ""
+            log.warning("W&B: %s start%s failed (%s: %s); %s", tried, where, type(err).__name__,
+                        error_summary(err, limit=200),
+                        "logging offline (sync later with `wandb sync`)" if _FALLBACK[tried] == "offline" else
+                        "W&B is off for this run (metrics.jsonl in the run directory keeps every metric)")
+        return run, mode
+
+
 class WandbLogger:
     """Weights & Biases; offline when no API key is set (or as ``WANDB_MODE`` says), or a W&B run of your own.
 
@@ -232,19 +259,7 @@ class WandbLogger:
             mode = "offline"
         kwargs = {"project": project, "name": name, "dir": dir, "group": group, "reinit": "create_new",
                   **_resumed_id(dir)}
-        try:
-            self.run = wandb.init(mode=mode, settings=wandb.Settings(init_timeout=INIT_SECONDS), **kwargs)
-        except Exception as err:  # wandb.errors.CommError, UsageError, ... from a server that went away
-            if mode == "disabled":
-                raise
-            fallback = "offline" if mode == "online" else "disabled"
-            where = f" at {server}" if mode == "online" else ""
-            log.warning("W&B: %s start%s failed (%s: %s); %s", mode, where, type(err).__name__,
-                        error_summary(err, limit=200),
-                        "logging offline (sync later with `wandb sync`)" if fallback == "offline" else
-                        "W&B is off for this run (metrics.jsonl in the run directory keeps every metric)")
-            mode = fallback
-            self.run = wandb.init(mode=mode, **kwargs)
+        self.run, mode = _started(wandb, mode, server, kwargs)
         self.mode = mode
         """The mode the run was started in (``"offline"`` after a fallback)."""
         if mode == "offline" and "resume" in kwargs:
