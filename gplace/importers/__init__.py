@@ -6,7 +6,7 @@ Framework importers (ONNX, torch.export, TensorFlow) import their framework only
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gplace.importers.load import detect_graph_format, load_cluster, load_graph
 from gplace.importers.profiles import (
@@ -16,6 +16,12 @@ from gplace.importers.profiles import (
     load_pipedream,
     pipedream_stage_ids,
 )
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers (gplace ships py.typed)
+    from gplace.importers.onnx import from_onnx as from_onnx
+    from gplace.importers.tensorflow import from_tensorflow as from_tensorflow
+    from gplace.importers.torch_export import from_module_shapes as from_module_shapes
+    from gplace.importers.torch_export import from_torch as from_torch
 
 _LAZY = {
     "from_onnx": "gplace.importers.onnx",

@@ -35,7 +35,7 @@ class Device:
     """Device kind, e.g. ``"cpu"`` or ``"gpu"``; ops' per-kind costs and pins refer to it."""
     speed: float = 1.0
     """Relative speed: an op's time on this device is its cost for ``kind`` divided by ``speed``."""
-    memory: int = 2**63 - 1
+    memory: int | float = 2**63 - 1  # an int once built
     """Memory capacity in bytes; a whole-number float (``16e9``, as a config reads it) is taken as that int."""
 
     def __post_init__(self) -> None:

@@ -6,12 +6,30 @@ The torch runtime (and the ONNX-to-FX converter it runs ONNX graphs with) import
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gplace.runtime.base import ClusterMismatchError, Measurement, Runtime
 from gplace.runtime.conformance import check_failure, check_runtime
 from gplace.runtime.simulator import Schedule, Simulator, schedule
 from gplace.runtime.trace import write_chrome_trace
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers (gplace ships py.typed)
+    from gplace.runtime.cache import CachedRuntime as CachedRuntime
+    from gplace.runtime.calibration import Calibration as Calibration
+    from gplace.runtime.calibration import LinkFit as LinkFit
+    from gplace.runtime.calibration import calibrate as calibrate
+    from gplace.runtime.calibration import fit_link as fit_link
+    from gplace.runtime.onnx.program import OnnxProgram as OnnxProgram
+    from gplace.runtime.onnx.program import onnx_program as onnx_program
+    from gplace.runtime.parallel import PoolRuntime as PoolRuntime
+    from gplace.runtime.ray_runtime import RayRuntime as RayRuntime
+    from gplace.runtime.tf_runtime import TensorFlowRunError as TensorFlowRunError
+    from gplace.runtime.tf_runtime import TensorFlowRuntime as TensorFlowRuntime
+    from gplace.runtime.tf_runtime import tf_device as tf_device
+    from gplace.runtime.torch_pipeline import TorchPipelineRuntime as TorchPipelineRuntime
+    from gplace.runtime.torch_runtime import TorchRunError as TorchRunError
+    from gplace.runtime.torch_runtime import TorchRuntime as TorchRuntime
+    from gplace.runtime.torch_runtime import torch_device as torch_device
 
 _LAZY = {
     **{name: "gplace.runtime.torch_runtime" for name in ("TorchRunError", "TorchRuntime", "torch_device")},
