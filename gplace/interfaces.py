@@ -161,7 +161,7 @@ class TrainablePlacer(Protocol):
 
     def state_dict(self) -> dict[str, Any]: ...
 
-    def load_state_dict(self, state: dict[str, Any]) -> Any: ...
+    def load_state_dict(self, state_dict: dict[str, Any], /) -> Any: ...  # positional: names differ
 
 
 @runtime_checkable
