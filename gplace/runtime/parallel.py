@@ -244,7 +244,7 @@ class PoolRuntime(RuntimeWrapper):
                                "start processes: measuring in this process, one placement after another, without "
                                "the pool's timeout")
                 self._warned_daemon = True
-            return [self._here(graph, cluster, p) for p in placements]
+            return [_measured(self.runtime, graph, cluster, p) for p in placements]
         key = self._keys(graph, cluster)
         with self._payload_lock:
             path = self._payload(key, graph, cluster)
@@ -394,15 +394,6 @@ class PoolRuntime(RuntimeWrapper):
             self._warned_shared = True
             logger.warning("%d workers measure a cluster with GPUs, each seeing every GPU: concurrent measurements "
                            "share them; give each its own with gpus_per_worker", self.workers)
-
-    def _here(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
-        """The inner runtime's measurement in this process; an exception it raises is a failed measurement naming
-        it, as in a worker."""
-        try:
-            return self.runtime.measure(graph, cluster, placement)
-        except Exception as err:  # a runtime that breaks the contract must not end the search
-            return Measurement.failure(self.runtime.id, f"{type(self.runtime).__name__} raised "
-                                                        f"{type(err).__name__}: {error_summary(err)}")
 
     def _as_measurement(self, result: Measurement | BaseException) -> Measurement:
         if isinstance(result, Measurement):
@@ -702,8 +693,7 @@ class Worker:
             m = self.runtime.measure(graph, cluster, Placement(devices, graph.fingerprint))
         except Exception as err:  # a runtime that breaks the contract must not end the search
             logger.debug("measurement raised in worker %d", os.getpid(), exc_info=True)
-            what = f"{type(self.runtime).__name__} raised {type(err).__name__} in a worker"
-            m = Measurement.failure(self.runtime.id, f"{what}: {error_summary(err)}")
+            m = _raised(self.runtime, err, " in a worker")
         usable = getattr(self.runtime, "usable", None)
         self.retired = not m.ok and usable is not None and not usable()
         return m
@@ -746,6 +736,20 @@ class Worker:
     def fetch(self, source: Any) -> bytes:
         """The pickled (graph, cluster) from ``source``: here a file path."""
         return Path(source).read_bytes()
+
+
+def _measured(runtime: Runtime, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+    """``runtime``'s measurement in this process; an exception it raises is a failed measurement (:func:`_raised`)."""
+    try:
+        return runtime.measure(graph, cluster, placement)
+    except Exception as err:  # a runtime that breaks the contract must not end the search
+        return _raised(runtime, err)
+
+
+def _raised(runtime: Runtime, err: Exception, where: str = "") -> Measurement:
+    """The failed measurement naming the exception ``runtime`` raised ``where`` (``" in a worker"``)."""
+    return Measurement.failure(runtime.id, f"{type(runtime).__name__} raised {type(err).__name__}{where}: "
+                                           f"{error_summary(err)}")
 
 
 def _warm_up_devices(graph: OpGraph, cluster: Cluster) -> np.ndarray:
