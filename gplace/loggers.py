@@ -101,9 +101,7 @@ class JsonlLogger:
         if not self.path.exists():
             return
         lines = self.path.read_bytes().splitlines(keepends=True)
-        records = [_record_of(line) for line in lines]
-        kept = [line for line, record in zip(lines, records, strict=True)
-                if record is not None and (_step_of(record) is None or _step_of(record) < step)]
+        kept = [line for line in lines if _kept_before(_record_of(line), step)]
         if len(kept) < len(lines):
             write_bytes_atomic(self.path, b"".join(kept))
 
@@ -153,6 +151,13 @@ def _step_of(record: Mapping[str, Any] | None) -> int | None:
     """The step of a step record; ``None`` for any other record, or none."""
     step = record.get("step") if record else None
     return step if isinstance(step, int) else None
+
+
+def _kept_before(record: Mapping[str, Any] | None, step: float) -> bool:
+    """Whether :meth:`JsonlLogger.drop_from` keeps a line: a record other than a step record, or a step record
+    before ``step`` (a torn line is dropped)."""
+    at = _step_of(record)
+    return record is not None and (at is None or at < step)
 
 
 _FALLBACK = {"online": "offline", "offline": "disabled"}

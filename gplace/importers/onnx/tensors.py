@@ -67,7 +67,7 @@ def tensor_spec(type_proto: onnx.TypeProto) -> TensorSpec | None:
     dims = tensor_type.shape.dim
     if not tensor_type.HasField("shape") or any(not d.HasField("dim_value") or d.dim_value < 0 for d in dims):
         return None
-    shape = tuple(int(d.dim_value) for d in tensor_type.shape.dim)
+    shape = tuple(int(d.dim_value) for d in dims)
     bits = _elem_bits(tensor_type.elem_type)
     return None if bits is None else TensorSpec(shape, math.ceil(math.prod(shape) * bits / 8))
 
