@@ -75,21 +75,26 @@ class Placement(ReadOnlyArrays):
         """From ``{op name: device name}``; every op must be named.
 
         Raises:
-            InvalidPlacementError: an op is missing or unknown, or a device is unknown.
+            InvalidPlacementError: an op is missing or unknown, or a device is unknown (every kind of problem
+                found is named in one message).
         """
+        problems = []
         unknown = set(mapping) - set(graph.op_index)
         if unknown:
-            raise InvalidPlacementError(f"placement names op {sorted(unknown)[0]!r}, not in graph {graph.name!r}")
+            problems.append(f"placement names op {sorted(unknown)[0]!r}, not in graph {graph.name!r}")
         missing = [op for op in graph.op_names if op not in mapping]
         if missing:
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            raise InvalidPlacementError(f"placement has no device for op {missing[0]!r} ({len(missing)} ops of graph "
-                                        f"{graph.name!r} missing: {', '.join(map(repr, missing[:5]))}{more})")
-        unknown_devices = sorted({str(d) for d in mapping.values() if d not in cluster.device_names})
+            problems.append(f"placement has no device for op {missing[0]!r} ({len(missing)} ops of graph "
+                            f"{graph.name!r} missing: {', '.join(map(repr, missing[:5]))}{more})")
+        placed = [op for op in graph.op_names if op in mapping]
+        unknown_devices = sorted({str(mapping[op]) for op in placed if mapping[op] not in cluster.device_names})
         if unknown_devices:
-            first = next(op for op in graph.op_names if str(mapping[op]) == unknown_devices[0])
-            raise InvalidPlacementError(f"op {first!r} placed on unknown device {unknown_devices[0]!r} (unknown "
-                                        f"devices: {unknown_devices}); cluster has {list(cluster.device_names)}")
+            first = next(op for op in placed if str(mapping[op]) == unknown_devices[0])
+            problems.append(f"op {first!r} placed on unknown device {unknown_devices[0]!r} (unknown devices: "
+                            f"{unknown_devices}); cluster has {list(cluster.device_names)}")
+        if problems:
+            raise InvalidPlacementError("; ".join(problems))
         index = {name: d for d, name in enumerate(cluster.device_names)}
         return cls.for_graph(graph, np.array([index[mapping[op]] for op in graph.op_names], dtype=np.int64))
 

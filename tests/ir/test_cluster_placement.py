@@ -84,6 +84,14 @@ def test_from_names_round_trip_and_errors():
         Placement.from_names(g, c, {"a0": "/TPU:0", "a1": "/GPU:7", "a2": "/GPU:0"})
 
 
+def test_from_names_names_every_kind_of_problem_at_once():
+    """A missing op hid an unknown device: the user fixed one, then met the other."""
+    g, c = chain(), uniform_cluster(2)
+    with pytest.raises(InvalidPlacementError, match=r"names op 'zz', not in graph .*; placement has no device for "
+                                                    r"op 'a2' .*; op 'a0' placed on unknown device '/TPU:0'"):
+        Placement.from_names(g, c, {"a0": "/TPU:0", "a1": "/GPU:0", "zz": "/GPU:0"})
+
+
 def test_to_names_and_placement_to_dict_refuse_what_validate_refuses():
     """An index outside the cluster was written as another device (-1: the last) or raised IndexError."""
     g, c = chain(), uniform_cluster(2)
