@@ -1042,7 +1042,7 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     from gplace.experiment import place
     from gplace.export import write_back
 
-    _check_bools(cfg, "write_back")
+    _check_bools(cfg, "write_back", "split_groups")
     if cfg.get("logger", {}).get("_target_", "gplace.loggers.NullLogger") != "gplace.loggers.NullLogger":
         _fail("gplace place keeps no W&B run (a learned search logs to metrics.jsonl in its run directory): "
               "use logger=none, or `gplace` (a training run) for W&B")
@@ -1058,7 +1058,8 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     device_map = _write_back_map(cfg, graph, cluster) if writes else None
     with _closing(runtime):
         report = place(graph, cluster, method=method, budget=_place_budget(cfg, method), seed=cfg.seed,
-                       runtime=runtime, run_dir=run_dir, warm_start=cfg.get("warm_start_baseline"))
+                       runtime=runtime, run_dir=run_dir, warm_start=cfg.get("warm_start_baseline"),
+                       split_groups=cfg.get("split_groups", False))
     record_job(cfg, run_dir)
     m = report.measurement
     written = write_back(graph, cluster, report.placement, run_dir, device_map=device_map) if writes else []

@@ -374,11 +374,23 @@ def test_place_names_the_settings_it_does_not_use(caplog):
     (["method=heft", "write_back=maybe"], "gplace: error: write_back must be true or false, got 'maybe'"),
     (["method=pretrained", "samples=null"], "gplace: error: samples must be a whole number >= 0, got None"),
     (["method=heft", "seed=null"], "gplace: error: seed must be a whole number from 0 to 4294967295, got None"),
+    (["method=learned", "split_groups=maybe"], "gplace: error: split_groups must be true or false, got 'maybe'"),
+    (["method=learned", "split_groups=true"], "split_groups=True splits groups to express a warm_start"),
 ])
 def test_place_settings_of_the_wrong_type_are_one_line(files, overrides, message):
     """write_back=maybe was true; samples=null blamed 'budget' (never set); seed=null was accepted."""
     proc = _gplace("place", *overrides, *_file_args(files), f"hydra.run.dir={files / 'bad'}", cwd=files)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_place_splits_groups_to_start_from_a_warm_start_baseline(files):
+    """The hint for a placement no group search could pack named split_groups=True, which `gplace place` had no key
+    for."""
+    out = files / "split"
+    proc = _gplace("place", "method=learned", "samples=2", "warm_start_baseline=heft", "split_groups=true",
+                   *_file_args(files), f"hydra.run.dir={out}", cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "placement.json").is_file()
 
 
 def test_place_with_a_policy_file_says_a_method_given_beside_it_is_unused(files):
