@@ -554,7 +554,8 @@ def _module_class(name: str, path: Path) -> type[nn.Module]:
     if module_name and not own and sys.modules.get(module_name) is None:
         raise ValueError(f"{path}: class {name!r} is in module {module_name!r}, which is not imported; gplace imports "
                          "no module a policy file names but its own (importing a module runs its code), so import "
-                         f"{module_name} before loading the file if you trust it")
+                         f"{module_name} before loading the file if you trust it (gplace place: "
+                         f"'imports=[{module_name}]')")
     try:
         cls = _resolve(name)
     except ValueError as err:

@@ -366,7 +366,8 @@ def test_a_policy_file_naming_a_module_not_imported_is_refused_without_importing
     try:
         with pytest.raises(ValueError, match=r"class 'gplace_probe_unimported.Evil' is in module "
                                              r"'gplace_probe_unimported', which is not imported.*import "
-                                             r"gplace_probe_unimported before loading") as err:
+                                             r"gplace_probe_unimported before loading the file if you trust it "
+                                             r"\(gplace place: 'imports=\[gplace_probe_unimported\]'\)") as err:
             load_policy(path)
     finally:
         sys.modules.pop("gplace_probe_unimported", None)
