@@ -7,7 +7,6 @@ import dataclasses
 import inspect
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,16 +24,13 @@ from gplace.loggers import HeldOpen, Logger
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
 from gplace.run_dir import claim_run_dir
 from gplace.runtime.base import Measurement, Runtime, time_ratio
-from gplace.torch_modes import float32_default
+from gplace.torch_modes import float32_default, forked_rng
 from gplace.training.trainer import ReinforceTrainer, TrainResult, autograd_on
 
 log = logging.getLogger(__name__)
 
 _UNBOUNDED_UPDATES = 10**9
 """Updates of a search bounded by seconds only."""
-
-_SEEDING = threading.Lock()
-"""Held while :func:`_seeded_torch` has torch's global generators seeded (one thread's networks at a time)."""
 
 
 @dataclass
@@ -353,10 +349,7 @@ def _seeded_torch(seed: int) -> Iterator[None]:
     networks are built on the CPU, as :func:`place` builds them). The default dtype is float32 in the block
     (:func:`~gplace.torch_modes.float32_default`): the networks are float32 whatever the host's default."""
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-    with _SEEDING, torch.random.fork_rng(devices=cuda), float32_default():
-        torch.random.default_generator.manual_seed(seed)
-        for index in cuda:
-            torch.cuda.default_generators[index].manual_seed(seed)
+    with forked_rng(seed, cuda), float32_default():
         yield
 
 

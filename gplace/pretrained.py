@@ -46,9 +46,10 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.configurable import Configurable
 from gplace.interfaces import user_stacklevel
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.locks import ForkSafeLock
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.runtime.base import Measurement, Runtime, measure_each
-from gplace.torch_modes import float32_default
+from gplace.torch_modes import float32_default, forked_rng
 from gplace.training import TrainResult
 from gplace.training.checkpoint import damaged_part, save_checkpoint, torch_load_reason
 
@@ -184,7 +185,7 @@ def load_policy(path: str | Path) -> PretrainedPolicy:
     doc = _read(path)
     # built on the CPU in float32 (the dtype the file records, if another), their first weights replaced: the
     # caller's draws and default dtype kept
-    with torch.random.fork_rng(devices=[]), float32_default():
+    with forked_rng(), float32_default():
         encoder = _rebuild(doc["encoder"], doc["state"]["encoder"], path)
         policy = _rebuild(doc["policy"], doc["state"]["policy"], path)
     for field, module, kind in (("encoder", encoder, Encoder), ("policy", policy, Policy)):
@@ -288,6 +289,9 @@ def _zero_shot_candidates(encoder: nn.Module, policy: nn.Module, graph: OpGraph,
 
 
 _REDRAW_ROUNDS = 8  # redraws of the samples that repeated a placement, each at twice the temperature before
+_TEMPERING = ForkSafeLock()
+"""Held while :func:`_distinct_samples` has raised a policy's temperature: a policy shared by threads was left hot
+(16-256x) by one thread restoring what another had raised, and sampled other placements."""
 
 
 def _distinct_samples(placer: nn.Module, graph: OpGraph, samples: int, seed: int,
@@ -304,22 +308,23 @@ def _distinct_samples(placer: nn.Module, graph: OpGraph, samples: int, seed: int
     generator, policy = torch.Generator().manual_seed(seed), placer.policy
     seen, kept = {_key(greedy.devices)}, []
     tempered = isinstance(policy, Tempered)  # one of one's own may mean another thing by the name, or refuse it
-    original = policy.temperature if tempered else None
-    try:
-        for round_ in range(_REDRAW_ROUNDS + 1):
-            if round_ and tempered:
-                policy.temperature = original * 2**round_
-            with torch.no_grad():
-                drawn = placer.sample(samples - len(kept), generator=generator)
-            for devices in drawn.devices:
-                if _key(devices) not in seen:
-                    seen.add(_key(devices))
-                    kept.append(Placement.for_graph(graph, devices))
-            if len(kept) == samples:
-                break
-    finally:
-        if tempered:
-            policy.temperature = original
+    with _TEMPERING:
+        original = policy.temperature if tempered else None
+        try:
+            for round_ in range(_REDRAW_ROUNDS + 1):
+                if round_ and tempered:
+                    policy.temperature = original * 2**round_
+                with torch.no_grad():
+                    drawn = placer.sample(samples - len(kept), generator=generator)
+                for devices in drawn.devices:
+                    if _key(devices) not in seen:
+                        seen.add(_key(devices))
+                        kept.append(Placement.for_graph(graph, devices))
+                if len(kept) == samples:
+                    break
+        finally:
+            if tempered:
+                policy.temperature = original
     return kept
 
 

@@ -8,13 +8,22 @@ gplace's networks are float32. Each block here sets the mode it needs and leaves
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-__all__ = ["float32_default", "gradients_on"]
+from gplace.ir.locks import ForkSafeLock
 
-_DTYPE = threading.RLock()
+__all__ = ["float32_default", "forked_rng", "gradients_on", "tracing"]
+
+_DTYPE = ForkSafeLock(reentrant=True)
 """Held while torch's default dtype is float32 for a block: the setting is the process's, not the thread's."""
+
+_RANDOM = ForkSafeLock(reentrant=True)
+"""Held while a block has torch's global generators forked: they are the process's, and a block gives back the
+states it saved, so two blocks at once in two threads gave each other's (and the caller's draws changed)."""
+
+_TRACING = ForkSafeLock(reentrant=True)
+"""Held while torch traces a program: torch.export, aot_autograd and pipelining keep their tracing state in the
+process (two traces at once in two threads failed with errors that blamed the model)."""
 
 
 @contextlib.contextmanager
@@ -25,6 +34,28 @@ def gradients_on() -> Iterator[None]:
     import torch
 
     with torch.inference_mode(False), torch.enable_grad():
+        yield
+
+
+@contextlib.contextmanager
+def forked_rng(seed: int | None = None, cuda: Sequence[int] = ()) -> Iterator[None]:
+    """torch's CPU generator and those of the CUDA devices ``cuda`` seeded with ``seed`` in the block (left as they
+    were if ``None``), the caller's states given back after it; one block at a time in the process."""
+    import torch
+
+    with _RANDOM, torch.random.fork_rng(devices=list(cuda)):
+        if seed is not None:
+            torch.random.default_generator.manual_seed(seed)
+            for index in cuda:
+                torch.cuda.default_generators[index].manual_seed(seed)
+        yield
+
+
+@contextlib.contextmanager
+def tracing() -> Iterator[None]:
+    """A block in which torch traces a program (``torch.export``, ``aot_autograd``, pipelining), one at a time in
+    the process."""
+    with _TRACING:
         yield
 
 

@@ -36,6 +36,7 @@ from gplace.export.parts import device_parts, framework_devices, part_of
 from gplace.importers.torch_export import TorchSource, attribute_of, example_args
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device, unavailable_reason
+from gplace.torch_modes import tracing
 
 
 class OnDevice(nn.Module):
@@ -531,8 +532,9 @@ def _traced_pipeline(module: nn.Module, example_inputs: Any, split: Mapping[str,
                                         "it the module the graph was imported from?") from None
     args, kwargs = example_args(example_inputs)
     traced = copy.deepcopy(module)
-    try:
-        with warnings.catch_warnings():  # torch's own deprecations inside its tracer: noise, errors under -W error
+    try:  # one trace at a time in the process: torch's tracers, like the warning filters, keep their state there;
+        # torch's own deprecations inside its tracer are noise (errors under -W error)
+        with tracing(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             warnings.simplefilter("ignore", DeprecationWarning)
             pipe = pipeline(traced, mb_args=args, mb_kwargs=kwargs or None,

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 from gplace.costmodel import TensorSpec, canonical_op_type, op_kind_costs
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
 from gplace.ir.errors import error_summary
-from gplace.torch_modes import gradients_on
+from gplace.torch_modes import gradients_on, tracing
 from gplace.zoo import roofline
 
 logger = logging.getLogger(__name__)
@@ -191,7 +191,8 @@ def from_torch(
 
     graph_name = name or _default_name(module_or_exported_program, training)
     values: dict[str, Any] = {}
-    with gradients_on() if training else contextlib.nullcontext():  # a backward traced whatever the caller's mode
+    # a backward traced whatever the caller's mode; one trace at a time in the process (torch's tracers keep state)
+    with tracing(), gradients_on() if training else contextlib.nullcontext():
         ep = _export(module_or_exported_program, example_inputs, training)
         if training:
             args, kwargs = _joint_inputs(ep, example_inputs)

@@ -6,7 +6,6 @@ import hashlib
 import json
 import math
 import reprlib
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -17,6 +16,7 @@ import numpy as np
 from gplace.ir.cluster import Cluster
 from gplace.ir.errors import GraphError
 from gplace.ir.frozen import FrozenDict, frozen_array
+from gplace.ir.locks import ForkSafeLock
 
 Shape = tuple[int, ...]
 """A tensor shape; -1 marks an unknown dimension."""
@@ -24,7 +24,7 @@ Shape = tuple[int, ...]
 PHASES = ("forward", "backward", "update")
 """The phases an op may carry; ``update`` ops (the optimiser) run once per mini-batch."""
 _PHASE_CODE = {"forward": 0, "backward": 1, "update": 2}
-_DURATIONS_LOCK = threading.Lock()
+_DURATIONS_LOCK = ForkSafeLock()
 """Guards every graph's per-cluster durations cache (:meth:`OpGraph.durations`)."""
 SHORT_REPR_CHARS = 400
 """The most characters :func:`short_repr` returns."""

@@ -50,7 +50,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +60,7 @@ import numpy as np
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import format_shortfall
 from gplace.ir.frozen import ReadOnlyArrays, freeze_arrays
+from gplace.ir.locks import ForkSafeLock
 from gplace.ir.placement import check_placement
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
@@ -162,7 +162,7 @@ class PreparedCache:
             raise ValueError(f"cache_size must be >= 1, got {size}")
         self._cache_size = size
         self._cache: OrderedDict[tuple[str, str], Any] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
 
     def _cached(self, graph: OpGraph, cluster: Cluster, prepare: Callable[[], Any]) -> Any:
         key = (graph.fingerprint, cluster.fingerprint)

@@ -116,6 +116,7 @@ from gplace.runtime.torch_step import Step, TimeUp, check_time, execute_step, nb
 from gplace.runtime.torch_step import seeded as seeded
 from gplace.runtime.torch_step import to_device as to_device
 from gplace.runtime.wrapper import check_time_limit
+from gplace.torch_modes import forked_rng
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +194,10 @@ class TorchRuntime(Runtime):
         """
         check_placement(placement)
         placement.validate(graph, cluster)
+        with forked_rng():  # one run at a time in the process (its step seeds the process's generators)
+            return self._run(graph, cluster, placement, inputs)
+
+    def _run(self, graph: OpGraph, cluster: Cluster, placement: Placement, inputs: Any) -> tuple[Any, ...]:
         deadline = time.perf_counter() + self.time_limit
         with torch.no_grad(), self._memory_capped(cluster, placement):
             plan = self.plan(graph, cluster, placement, inputs)
@@ -204,6 +209,10 @@ class TorchRuntime(Runtime):
         return tuple(outputs) if isinstance(outputs, list | tuple) else (outputs,)
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        with forked_rng():  # one measurement at a time in the process: its steps seed the process's generators, and
+            return self._measure_held(graph, cluster, placement)  # a step waiting on another's was timed waiting
+
+    def _measure_held(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         deadline = time.perf_counter() + self.time_limit
         self._warn_once(cluster)
         try:

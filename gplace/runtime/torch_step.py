@@ -17,6 +17,7 @@ from torch.utils import _pytree as pytree
 from gplace.runtime.torch_cuda import streams_restored
 from gplace.runtime.torch_errors import TorchRunError, failure
 from gplace.runtime.torch_program import op_name_of
+from gplace.torch_modes import forked_rng
 
 if TYPE_CHECKING:
     from gplace.runtime.torch_plan import Call, Plan
@@ -211,8 +212,5 @@ def seeded(plan: Plan) -> Iterator[None]:
     """Generators of the host and the plan's CUDA devices seeded with :data:`STEP_SEED` inside, the caller's
     states given back on leaving."""
     gpus = sorted({dev.index for dev in plan.device_set if dev.type == "cuda"})
-    with torch.random.fork_rng(devices=gpus):
-        torch.random.default_generator.manual_seed(STEP_SEED)
-        for index in gpus:
-            torch.cuda.default_generators[index].manual_seed(STEP_SEED)
+    with forked_rng(STEP_SEED, gpus):  # one step at a time in the process: the generators are the process's
         yield

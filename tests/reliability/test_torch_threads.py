@@ -1,0 +1,139 @@
+"""Threads of a host sharing torch's process-wide state through gplace: tracing, the global generators, a shared
+policy's temperature; and a fork while a thread holds one of gplace's locks (found by a probe of concurrent use)."""
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from gplace.importers.torch_export import from_torch
+from gplace.ir import Placement
+from gplace.ir.locks import ForkSafeLock
+from gplace.methods import pretrained_path
+from gplace.pretrained import load_policy, place_zero_shot
+from gplace.runtime import Simulator
+from gplace.testing import cpu_gpu_cluster, fork_join, random_dag, two_branches, uniform_cluster
+
+
+def _in_threads(work, jobs, threads=4):
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(work, jobs))
+
+
+class _MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return torch.relu(self.b(torch.relu(self.a(x)))).sum()
+
+
+def test_from_torch_from_threads_imports_what_it_imports_alone():
+    """Two exports at once failed in 10 of 10 trials ('_EXPORT_MODULE_HIERARCHY must not be None'), blaming the
+    model; the joint graph of a training import likewise."""
+    torch.manual_seed(0)
+    modules, x = [_MLP() for _ in range(4)], torch.randn(2, 8)
+    for training in (False, True):
+        alone = [from_torch(m, x, training=training).fingerprint for m in modules]
+        for _ in range(3):
+            assert _in_threads(lambda m, t=training: from_torch(m, x, training=t).fingerprint, modules) == alone
+
+
+def test_a_policy_shared_by_threads_samples_as_alone_and_keeps_its_temperature():
+    """Redraws at a raised temperature on a shared policy: one thread restored what another had raised, leaving it
+    16-256x hot, and 35 of 160 placements differed from the same calls made one after another."""
+    encoder, policy, _ = load_policy(pretrained_path())
+    jobs = [(g, c, s) for s in range(2) for g in (random_dag(10, seed=1), two_branches(length=2), fork_join(3))
+            for c in (uniform_cluster(2), cpu_gpu_cluster(2))]
+
+    def place(job):
+        g, c, s = job
+        return place_zero_shot(encoder, policy, g, c, samples=16, seed=s).devices.tolist()
+
+    alone = [place(job) for job in jobs]
+    for _ in range(3):
+        assert _in_threads(place, jobs, threads=8) == alone
+        assert policy.temperature == 1.0
+
+
+def test_loading_policies_from_threads_leaves_the_callers_random_state():
+    """Two threads' saved generator states were given back crosswise: the caller's draws changed in 10 of 10."""
+    load_policy(pretrained_path())
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    for _ in range(3):
+        _in_threads(lambda _: [load_policy(pretrained_path()) for _ in range(3)], range(2), threads=2)
+        assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_torch_runtime_runs_from_threads_draw_the_steps_seed():
+    """Each step's random ops draw from generators seeded with STEP_SEED: in threads, 27 of 100 dropout outputs
+    differed from the run made alone (one step re-seeded the process's generator under another)."""
+    from gplace.runtime.torch_runtime import TorchRuntime
+    from gplace.zoo import local_cpu_cluster
+
+    class Dropped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.drop = torch.nn.Linear(64, 64), torch.nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(torch.relu(self.a(x)))
+
+    torch.manual_seed(0)
+    g = from_torch(Dropped(), torch.randn(16, 64), training=True)
+    c, runtime = local_cpu_cluster(2), TorchRuntime()
+    p = Placement.single(g, 0)
+    alone = [o for o in runtime.run(g, c, p) if o is not None]
+    torch.manual_seed(1)
+    before = torch.get_rng_state()
+    runs = _in_threads(lambda _: [o for o in runtime.run(g, c, p) if o is not None], range(12), threads=3)
+    for outputs in runs:
+        assert all(torch.equal(a, b) for a, b in zip(alone, outputs, strict=True))
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_finds_gplace_s_locks_free():
+    """A thread of the parent held the simulator's cache lock at the fork: the child's first measurement waited
+    forever on it (1 fork in about 500 while threads shared a simulator)."""
+    sim, g, c = Simulator(), random_dag(8, seed=0), uniform_cluster(2)
+    plain, placement = ForkSafeLock(), Placement.single(g, 0)
+    expected = sim.measure(g, c, placement).step_time
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with sim._lock, plain:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 only if it measured the same time
+            try:
+                with plain:
+                    pass
+                os._exit(0 if sim.measure(g, c, placement).step_time == expected else 1)
+            finally:
+                os._exit(2)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on a lock a thread of the parent held")
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        release.set()
+        holder.join()
