@@ -21,7 +21,7 @@ import torch
 
 from gplace.interfaces import Encoder, Placer, Policy, PolicyCapabilities, Trainer, capabilities_of, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
-from gplace.torch_modes import gradients_on
+from gplace.torch_modes import forked_rng, gradients_on
 
 __all__ = ["check_encoder", "check_placer", "check_policy", "check_trainer"]
 
@@ -217,8 +217,9 @@ def check_trainer(trainer: Trainer, graph: OpGraph, cluster: Cluster, encoder: A
     from gplace.runtime import Simulator
 
     _require(isinstance(trainer, Trainer), f"{type(trainer).__name__} lacks fit (gplace.interfaces.Trainer)")
-    encoder = encoder or LSTMEncoder(hidden_size=32)
-    policy = policy or MLPPolicy(cluster.num_devices, hidden_size=32, state_size=32)
+    with forked_rng(0):  # default networks drawn from a seed of their own: the caller's generator is left alone
+        encoder = encoder or LSTMEncoder(hidden_size=32)
+        policy = policy or MLPPolicy(cluster.num_devices, hidden_size=32, state_size=32)
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=16)
     runtime = Simulator()
     start = SingleDevice().place(graph, cluster)

@@ -40,7 +40,10 @@ def test_placers_conform(placer):
 @pytest.mark.parametrize("trainer", [ReinforceTrainer(updates=3, samples_per_update=4),
                                      PPOTrainer(updates=2, samples_per_update=4)], ids=["reinforce", "ppo"])
 def test_trainers_conform(trainer, tmp_path):
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
     check_trainer(trainer, GRAPH, CLUSTER, run_dir=tmp_path)
+    assert torch.equal(torch.get_rng_state(), state)  # its default networks drew from the caller's generator
 
 
 def test_a_broken_placer_is_named():

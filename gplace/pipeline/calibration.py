@@ -11,6 +11,8 @@ its sends and receives, fitted by the caller from runs of the real runtime). The
 
 from __future__ import annotations
 
+import copy
+import functools
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -21,7 +23,7 @@ from torch import nn
 
 from gplace.ir import Edge, GraphError, Op, OpGraph
 from gplace.ir.errors import check_sizes
-from gplace.torch_modes import gradients_on
+from gplace.torch_modes import forked_rng, gradients_on
 
 __all__ = ["ModuleTimes", "measure_modules", "module_training_graph", "stage_placement"]
 
@@ -47,6 +49,10 @@ def measure_modules(module: nn.Module, inputs: torch.Tensor, target: torch.Tenso
                     repeats: int = 5) -> list[ModuleTimes]:
     """Time each top-level module of ``module`` on one micro-batch of ``inputs`` (median of ``repeats`` runs).
 
+    ``module`` is timed on a copy (its training steps leave no gradients or buffer updates, e.g. BatchNorm's
+    statistics, on the caller's), and random ops draw from torch's generators seeded with 0, the caller's states
+    given back after.
+
     Raises:
         GraphError: the module is not the chain of its children.
         ValueError: ``microbatches`` or ``repeats`` not a whole number >= 1, or more micro-batches than ``inputs``
@@ -56,20 +62,27 @@ def measure_modules(module: nn.Module, inputs: torch.Tensor, target: torch.Tenso
     if microbatches > inputs.shape[0]:
         raise ValueError(f"measure_modules: {microbatches} micro-batches of a batch of {inputs.shape[0]} would be "
                          "empty; give at most one per row of inputs")
+    with gradients_on():  # a copy of normal tensors, autograd can train, whatever the caller's mode
+        module = copy.deepcopy(module)
+    seeded = functools.partial(forked_rng, 0, _cuda_indices(inputs))
     children = list(module.named_children())
     x = inputs[: inputs.shape[0] // microbatches]
     y = target[: target.shape[0] // microbatches]
     acts = [x]
-    with torch.no_grad():
-        for _, child in children:
-            acts.append(child(acts[-1]))
-        if not torch.allclose(acts[-1], module(x), rtol=1e-4, atol=1e-5):
+    with torch.no_grad():  # both runs from one seed: a Dropout draws the same masks in each
+        with seeded():
+            for _, child in children:
+                acts.append(child(acts[-1]))
+        with seeded():
+            whole = module(x)
+        if not torch.allclose(acts[-1], whole, rtol=1e-4, atol=1e-5):
             raise GraphError(f"{type(module).__name__} does not run its top-level modules one after another; "
                              "calibrate a module that does (e.g. an nn.Sequential)")
     timed = []
     for i, (name, child) in enumerate(children):
         loss = (lambda out: loss_fn(out, y)) if i == len(children) - 1 else None
-        fwd, bwd = _times(child, acts[i], loss, repeats)
+        with seeded():
+            fwd, bwd = _times(child, acts[i], loss, repeats)
         timed.append(ModuleTimes(name, fwd, bwd, _nbytes(acts[i + 1]), _nbytes(acts[i]),
                                  sum(_nbytes(p) for p in child.parameters())))
     return timed
@@ -126,6 +139,13 @@ def _times(child: nn.Module, x: torch.Tensor, loss: Callable | None, repeats: in
             fwd.append(mid - start)
             bwd.append(end - mid)
     return statistics.median(fwd[1:]), statistics.median(bwd[1:])
+
+
+def _cuda_indices(t: torch.Tensor) -> list[int]:
+    """The CUDA device ``t`` lives on, as a list (empty for a CPU tensor)."""
+    if t.device.type != "cuda":
+        return []
+    return [t.device.index if t.device.index is not None else torch.cuda.current_device()]
 
 
 def _nbytes(t: torch.Tensor) -> int:

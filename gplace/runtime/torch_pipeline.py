@@ -408,10 +408,13 @@ def _run_launched(job: _Job) -> PipelineRun:
     if not dist.is_initialized():  # kept for the next measurement: gloo cannot re-initialise reliably
         _init_group(job, _process_device(job, rank))
         atexit.register(dist.destroy_process_group)
+    threads = torch.get_num_threads()
     try:
         report = {"rank": rank, **_run_stage(rank, job)}
     except Exception as err:  # every rank learns of it through the gather
         report = {"rank": rank, "error": _stage_error(err)}
+    finally:  # the caller's own process: its thread count as it was (threads_per_stage set it for the stages)
+        torch.set_num_threads(threads)
     gathered: list[Any] = [None] * world
     dist.all_gather_object(gathered, report)
     failed = [r for r in gathered if "error" in r]

@@ -30,3 +30,28 @@ def test_each_module_is_timed_on_one_micro_batch():
 def test_micro_batch_counts_that_leave_nothing_to_time_are_refused(microbatches, match):
     with pytest.raises(ValueError, match=match):
         measure_modules(_model(), torch.randn(8, 4), torch.randn(8, 2), F.mse_loss, microbatches=microbatches)
+
+
+def test_timing_leaves_the_callers_module_and_random_state_as_they_were():
+    """Timing ran training steps on the caller's module: gradients on every parameter, BatchNorm's statistics and
+    count moved (0 -> 5), and the caller's generator drew; a Dropout in train mode was refused as 'does not run its
+    top-level modules one after another' (two runs, two masks). Found by a probe of gplace inside a host."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Dropout(0.5), nn.Linear(8, 2))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(7)
+    state = torch.get_rng_state()
+    x, y = (torch.randn(16, n, generator=torch.Generator().manual_seed(0)) for n in (8, 2))
+    times = measure_modules(model, x, y, F.mse_loss, microbatches=4, repeats=2)
+    assert len(times) == 4 and torch.equal(torch.get_rng_state(), state)
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_timing_copies_leaves_the_callers_random_state():
+    from gplace.runtime.calibration import time_copies
+
+    torch.manual_seed(7)
+    state = torch.get_rng_state()
+    time_copies(torch.device("cpu"), torch.device("cpu"), [64, 4096], repeats=1)
+    assert torch.equal(torch.get_rng_state(), state)

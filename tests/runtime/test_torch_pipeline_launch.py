@@ -44,6 +44,7 @@ def test_under_torchrun_every_rank_gets_the_unsplit_models_loss_and_gradients(tm
     loss = F.mse_loss(model(x), y)
     loss.backward()
     assert reports[0]["ok"] and reports[0]["step_time"] > 0
+    assert reports[0]["threads_after"] == 2  # threads_per_stage=1 was left set in the caller's process
     assert reports[0]["loss"] == pytest.approx(loss.item(), rel=1e-5)
     assert set(reports[0]["grads"]) == {n for n, _ in model.named_parameters()}
     for n, p in model.named_parameters():

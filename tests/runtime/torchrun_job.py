@@ -34,9 +34,11 @@ def main(out: Path, back: bool) -> None:
     on_1 = {"2"} if back else {"2", "3", "4"}
     placement = Placement.for_graph(graph, [int(paths.get(op, "0").split(".")[0] in on_1) for op in graph.op_names])
     runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, steps=2, warmup=1, time_limit=60,
-                                   processes="torchrun")
+                                   processes="torchrun", threads_per_stage=1)
+    torch.set_num_threads(2)
     measurement = runtime.measure(graph, cluster, placement)
-    report = {"ok": measurement.ok, "reason": measurement.reason, "step_time": measurement.step_time}
+    report = {"ok": measurement.ok, "reason": measurement.reason, "step_time": measurement.step_time,
+              "threads_after": torch.get_num_threads()}
     if measurement.ok:
         run = runtime.run(graph, cluster, placement)
         report.update(loss=run.loss, grads={k: v.tolist() for k, v in run.grads.items()})
