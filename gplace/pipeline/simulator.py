@@ -101,15 +101,16 @@ def check_microbatches(microbatches: object) -> int:
     """``microbatches`` as an ``int``.
 
     Raises:
-        ValueError: it is not a whole number >= 1 (``True``, ``2.5`` and ``"4"`` included).
+        ValueError: it is not a whole number from 1 to :data:`MAX_INSTANCES` (``True``, ``2.5`` and ``"4"``
+            included; no graph of one op or more expands into more instances).
 
     Example:
         >>> check_microbatches(4.0)
         4
     """
     whole = isinstance(microbatches, (int, float, np.integer, np.floating)) and not isinstance(microbatches, bool)
-    if not whole or not microbatches >= 1 or int(microbatches) != microbatches:
-        raise ValueError(f"microbatches must be an integer >= 1, got {microbatches!r}")
+    if not whole or not 1 <= microbatches <= MAX_INSTANCES or int(microbatches) != microbatches:
+        raise ValueError(f"microbatches must be an integer from 1 to {MAX_INSTANCES:,}, got {microbatches!r}")
     return int(microbatches)
 
 
