@@ -89,8 +89,11 @@ class PipelineILPPlacer(StagePlacer):
         for z, here, there in ((sent, a, b), (received, b, a)):  # z[e, s] >= x[here, s] - x[there, s]
             cols = np.stack([z.ravel(), x[here].ravel(), x[there].ravel()], 1)
             rows.add(cols, np.ones((e * s, 3)) * [1.0, -1.0, 1.0], 0.0, np.inf)
-        per_edge = -np.broadcast_to(seconds, (s, e))
-        terms = [(x.T, -problem.cost.T), (sent.T, per_edge), (received.T, per_edge)]
+        # seconds in units of the largest: HiGHS drops coefficients below 1e-9 and lets rows miss by 1e-7, so
+        # microsecond costs stopped binding T (a split 1.7x slower than the DP's, without a word)
+        unit = max(float(problem.cost.max(initial=0.0)), float(seconds.max(initial=0.0))) or 1.0
+        per_edge = -np.broadcast_to(seconds / unit, (s, e))
+        terms = [(x.T, -problem.cost.T / unit), (sent.T, per_edge), (received.T, per_edge)]
         for group in ([terms[0]], [terms[1]], [terms[2]]) if problem.overlap else ([*terms],):  # T >= load
             rows.add(np.hstack([np.full((s, 1), t), *[c for c, _ in group]]),
                      np.hstack([np.ones((s, 1)), *[v for _, v in group]]), 0.0, np.inf)
