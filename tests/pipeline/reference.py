@@ -27,9 +27,9 @@ def reference_minibatch(graph, cluster, devices, m_count, schedule):
         if code[p] == 2:
             pairs, nbytes = [((p, -1), (q, -1))], b
         elif code[q] == 2:
-            pairs, nbytes = [((p, m), (q, -1)) for m in range(m_count)], math.ceil(b / m_count)
+            pairs, nbytes = [((p, m), (q, -1)) for m in range(m_count)], -(-int(b) // m_count)
         else:
-            pairs, nbytes = [((p, m), (q, m)) for m in range(m_count)], math.ceil(b / m_count)
+            pairs, nbytes = [((p, m), (q, m)) for m in range(m_count)], -(-int(b) // m_count)
         for a, c in pairs:
             inputs[c][a] = max(inputs[c].get(a, 0), nbytes)
     consumers = {x: [] for x in insts}
@@ -156,7 +156,7 @@ def reference_minibatch(graph, cluster, devices, m_count, schedule):
     peak = []
     for d in range(nd):
         ops = [i for i in range(n) if devices[i] == d]
-        act = sum(math.ceil(int(graph.output_bytes[i]) / m_count) for i in ops if code[i] == 0)
+        act = sum(-(-int(graph.output_bytes[i]) // m_count) for i in ops if code[i] == 0)
         peak.append(sum(int(graph.persistent_memory[i]) for i in ops) + most[d] * act
                     + max((int(graph.temporary_memory[i]) for i in ops), default=0))
     return t, busy, most, peak
