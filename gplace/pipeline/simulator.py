@@ -93,8 +93,13 @@ __all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "check_microbat
 SCHEDULES = ("gpipe", "1f1b")
 FORWARD, BACKWARD, UPDATE = 0, 1, 2
 U = np.uint64  # an index cast to it skips numba's wraparound of negative indices
-MAX_INSTANCES = 2**28
-"""The most op instances (ops x micro-batches) one simulation expands a graph into (a few GiB of arrays)."""
+MAX_INSTANCES = 2**24
+"""The most op instances (ops x micro-batches) one simulation expands a graph into: about 500 bytes each with their
+edges (measured: 2 million instances of a 100-op graph took 1.1 GB), and a duration per device (see
+:data:`MAX_DURATIONS`). (Until 2026-12-04 2**28, which could ask for over 100 GB before failing.)"""
+MAX_DURATIONS = 2**27
+"""The most (instance, device) durations one simulation holds (1 GiB of float64): many devices lower the instances
+allowed (a 2-op graph at M = 10**5 on 4,096 devices asked for 6.1 GiB of them)."""
 
 
 def check_microbatches(microbatches: object) -> int:
@@ -271,6 +276,10 @@ def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, sched
     if m_count * n > MAX_INSTANCES:
         raise ValueError(f"microbatches={m_count} makes {m_count * n:,} op instances of graph {graph.name!r} "
                          f"({n} ops), more than the {MAX_INSTANCES:,} pipe-v2 simulates")
+    if m_count * n * cluster.num_devices > MAX_DURATIONS:
+        raise ValueError(f"microbatches={m_count} makes {m_count * n:,} op instances of graph {graph.name!r} "
+                         f"({n} ops) with a duration on each of {cluster.num_devices:,} devices, more than the "
+                         f"{MAX_DURATIONS:,} durations pipe-v2 holds")
     code = check_phases(graph)
     rank = graph.topological_position
     per_mb = np.flatnonzero(code != UPDATE)

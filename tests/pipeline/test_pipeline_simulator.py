@@ -292,8 +292,10 @@ def test_phase_rules_and_settings_are_checked():
         PipelineSimulator(0)
     assert PipelineSimulator(16, "gpipe").id == "pipe-v2/gpipe/m16"
     g = chain((1.0, 1.0))
-    with pytest.raises(ValueError, match=r"microbatches=10\*\*18|microbatches=1000000000000000000 makes"):
-        PipelineSimulator(10**18).measure(g, uniform_cluster(2), Placement.single(g, 0))
+    with pytest.raises(ValueError, match=r"microbatches must be an integer from 1 to 16,777,216, got 10{18}"):
+        PipelineSimulator(10**18)
+    with pytest.raises(ValueError, match=r"microbatches=16777216 makes 33,554,432 op instances"):
+        PipelineSimulator(2**24).measure(g, uniform_cluster(2), Placement.single(g, 0))
 
 
 def test_one_microbatch_on_one_device_is_the_sum_of_the_costs():
@@ -358,3 +360,15 @@ def test_the_batch_api_equals_the_event_loop_to_the_bit(schedule, seed):
             for row, t in zip(rows, got, strict=True):
                 m_ = sim.measure(graph, cluster, Placement.for_graph(graph, row.tolist()))
                 assert np.float64(m_.step_time if m_.ok else np.inf).tobytes() == np.float64(t).tobytes()
+
+
+def test_expansions_beyond_what_pipe_v2_holds_are_refused_before_anything_is_allocated():
+    """2**28 instances were allowed (about 500 bytes each: over 100 GB), and the durations of many devices were not
+    counted: a 2-op graph at M = 10**5 on 4,096 devices ended in numpy's MemoryError asking for 6.1 GiB (found by a
+    probe of numbers at the edges of their ranges)."""
+    graph = OpGraph.from_ops([Op("a", "T", 1.0), Op("b", "T", 1.0)], [Edge("a", "b", 8)])
+    one = Placement.single(graph, 0)
+    with pytest.raises(ValueError, match=r"makes 16,777,218 op instances .* more than the 16,777,216 pipe-v2"):
+        PipelineSimulator(microbatches=2**23 + 1).simulate(graph, uniform_cluster(2), one)
+    with pytest.raises(ValueError, match=r"a duration on each of 1,024 devices, more than the 134,217,728"):
+        PipelineSimulator(microbatches=10**5).simulate(graph, uniform_cluster(1024), one)

@@ -214,7 +214,7 @@ def test_a_kind_that_is_not_a_string_is_refused_by_name(placer):
 def test_a_microbatch_count_that_is_not_a_whole_number_is_refused_at_construction(placer, microbatches):
     """Refused by name when the placer is built (M = 2.5 used to split by ``cost / 2.5`` without a word; 2**63 and
     up raised a bare OverflowError deep inside, or a traceback from the CLI)."""
-    with pytest.raises(ValueError, match=rf"microbatches must be an integer from 1 to 268,435,456, got "
+    with pytest.raises(ValueError, match=rf"microbatches must be an integer from 1 to 16,777,216, got "
                                          rf"{re.escape(repr(microbatches))}"):
         placer(microbatches=microbatches)
     assert placer(microbatches=4.0).microbatches == 4
