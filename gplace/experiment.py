@@ -11,10 +11,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.interfaces import Placer, Trainer
@@ -24,8 +23,11 @@ from gplace.loggers import HeldOpen, Logger
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
 from gplace.run_dir import claim_run_dir
 from gplace.runtime.base import Measurement, Runtime, time_ratio
+from gplace.search_result import TrainResult
 from gplace.torch_modes import float32_default, forked_rng
-from gplace.training.trainer import ReinforceTrainer, TrainResult, autograd_on
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +181,9 @@ def place(
             placer = method if isinstance(method, Placer) else \
                 None if learned or path else make_placer(str(method), seed or 0, runtime, budget)
             baselines = single_device_baselines(graph, cluster, runtime)
-            if learned:
+            if learned:  # torch is imported here: a baseline's placement needs none of it
+                from gplace.training.trainer import ReinforceTrainer, autograd_on
+
                 # the initial weights of the networks built here: the same in every process (torch's own seed is not)
                 with _seeded_torch(seed if seed is not None else getattr(trainer, "seed", ReinforceTrainer.seed)), \
                         autograd_on(who="place"):  # weights autograd can train, whatever the caller's mode
@@ -348,6 +352,8 @@ def _seeded_torch(seed: int) -> Iterator[None]:
     each other's seed. The CPU generator, and the CUDA ones where CUDA is initialized (others are not touched, so
     networks are built on the CPU, as :func:`place` builds them). The default dtype is float32 in the block
     (:func:`~gplace.torch_modes.float32_default`): the networks are float32 whatever the host's default."""
+    import torch
+
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     with forked_rng(seed, cuda), float32_default():
         yield
@@ -357,6 +363,8 @@ def _networks(method: str, cluster: Cluster, encoder: torch.nn.Module | None,
               policy: torch.nn.Module | Callable[..., torch.nn.Module] | None) -> tuple[torch.nn.Module, Any]:
     """The search's encoder and policy: those given, else ``method``'s (:func:`gplace.methods.make_learner`) or the
     LSTM encoder and seq2seq policy; a policy class or factory is sized for the cluster and the encoder."""
+    import torch
+
     from gplace.encoders import LSTMEncoder
     from gplace.placer import module_device
     from gplace.policies import Seq2SeqPolicy
@@ -378,6 +386,7 @@ def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module, policy: t
            warm_start: Placement | None, split_groups: bool) -> TrainResult:
     """Train a policy on ``graph`` (the paper's search); its best placement."""
     from gplace.placer import PolicyPlacer, merge_for
+    from gplace.training.trainer import autograd_on
 
     with autograd_on(who="place"):  # the placer's buffers usable by autograd, whatever the caller's mode
         placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
@@ -497,6 +506,8 @@ def _no_worse_than_one_device(result: TrainResult, baselines: dict[str, Measurem
 
 def _budgeted(trainer: Trainer | None, budget: Budget | None, seed: int | None) -> Trainer:
     """``trainer`` (default: REINFORCE) with the budget and seed applied."""
+    from gplace.training.trainer import ReinforceTrainer
+
     trainer = trainer or ReinforceTrainer()
     changes: dict[str, Any] = {} if seed is None else {"seed": seed}
     needs = {"seed"} if seed is not None else set()
@@ -518,10 +529,16 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
                 budget: Budget | None, seed: int) -> TrainResult:
     """``placer``'s placement, or else the policy file ``path``'s zero-shot one (fastest of greedy and sampled),
     measured."""
-    from gplace.pretrained import check_objective, check_policy_fits, load_policy, recorded_max_groups, zero_shot_search
-
     started = time.monotonic()
     if placer is None:
+        from gplace.pretrained import (
+            check_objective,
+            check_policy_fits,
+            load_policy,
+            recorded_max_groups,
+            zero_shot_search,
+        )
+
         samples = 16 if budget is None or budget.samples is None else budget.samples
         encoder, policy, meta = load_policy(path)
         check_policy_fits(policy, cluster, path)

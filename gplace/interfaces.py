@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from gplace.loggers import Logger
     from gplace.policies.base import PolicyOutput
-    from gplace.training._loop import TrainResult
+    from gplace.search_result import TrainResult
 
 __all__ = [
     "Encoder", "Placer", "Policy", "PolicyCapabilities", "Runtime", "TrainablePlacer", "Trainer", "capabilities_of",
