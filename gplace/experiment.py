@@ -27,7 +27,9 @@ from gplace.search_result import TrainResult
 from gplace.torch_modes import float32_default, forked_rng
 
 if TYPE_CHECKING:
-    import torch
+    from torch.nn import Module
+else:
+    Module = Any  # annotations that resolve without torch (typing.get_type_hints, validators)
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +71,8 @@ class PlacementReport:
 def place(
     graph: OpGraph, cluster: Cluster, *, method: str | Path | Placer = "learned",
     budget: float | str | Budget | None = None,
-    seed: int | None = None, encoder: torch.nn.Module | None = None,
-    policy: torch.nn.Module | Callable[..., torch.nn.Module] | None = None, runtime: Runtime | None = None,
+    seed: int | None = None, encoder: Module | None = None,
+    policy: Module | Callable[..., Module] | None = None, runtime: Runtime | None = None,
     trainer: Trainer | None = None, max_groups: int = 256, run_dir: str | Path | None = None,
     logger: Logger | None = None, warm_start: Placement | str | Placer | None = None, split_groups: bool = False,
 ) -> PlacementReport:
@@ -206,7 +208,7 @@ def place(
         return report
 
 
-def _learned_result(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module, policy: torch.nn.Module,
+def _learned_result(graph: OpGraph, cluster: Cluster, encoder: Module, policy: Module,
                     runtime: Runtime, trainer: Trainer, max_groups: int, run_dir: str | Path | None,
                     logger: Logger | None, warm_start: Placement | None, split_groups: bool,
                     baselines: dict[str, Measurement]) -> TrainResult:
@@ -359,8 +361,8 @@ def _seeded_torch(seed: int) -> Iterator[None]:
         yield
 
 
-def _networks(method: str, cluster: Cluster, encoder: torch.nn.Module | None,
-              policy: torch.nn.Module | Callable[..., torch.nn.Module] | None) -> tuple[torch.nn.Module, Any]:
+def _networks(method: str, cluster: Cluster, encoder: Module | None,
+              policy: Module | Callable[..., Module] | None) -> tuple[Module, Any]:
     """The search's encoder and policy: those given, else ``method``'s (:func:`gplace.methods.make_learner`) or the
     LSTM encoder and seq2seq policy; a policy class or factory is sized for the cluster and the encoder."""
     import torch
@@ -381,7 +383,7 @@ def _networks(method: str, cluster: Cluster, encoder: torch.nn.Module | None,
     return encoder, policy
 
 
-def _learn(graph: OpGraph, cluster: Cluster, encoder: torch.nn.Module, policy: torch.nn.Module, runtime: Runtime,
+def _learn(graph: OpGraph, cluster: Cluster, encoder: Module, policy: Module, runtime: Runtime,
            trainer: Trainer, max_groups: int, run_dir: str | Path | None, logger: Logger | None,
            warm_start: Placement | None, split_groups: bool) -> TrainResult:
     """Train a policy on ``graph`` (the paper's search); its best placement."""

@@ -289,7 +289,7 @@ def _zero_shot_candidates(encoder: nn.Module, policy: nn.Module, graph: OpGraph,
 
 
 _REDRAW_ROUNDS = 8  # redraws of the samples that repeated a placement, each at twice the temperature before
-_TEMPERING = ForkSafeLock()
+_TEMPERING = ForkSafeLock(reentrant=True)
 """Held while :func:`_distinct_samples` has raised a policy's temperature: a policy shared by threads was left hot
 (16-256x) by one thread restoring what another had raised, and sampled other placements."""
 

@@ -54,8 +54,12 @@ def forked_rng(seed: int | None = None, cuda: Sequence[int] = ()) -> Iterator[No
 @contextlib.contextmanager
 def tracing() -> Iterator[None]:
     """A block in which torch traces a program (``torch.export``, ``aot_autograd``, pipelining), one at a time in
-    the process."""
-    with _TRACING:
+    the process. It holds torch's generators (:func:`forked_rng`: a trace gives back the state it found, which put
+    another thread's seeded draws back) and numba's compiler lock (``torch.export`` swaps ``math.pow``,
+    ``max`` and ``min`` for the whole process while it traces, and a kernel compiled then failed to type)."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    with _TRACING, forked_rng(), global_compiler_lock:
         yield
 
 

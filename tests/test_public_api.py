@@ -47,3 +47,11 @@ def test_errors_are_value_errors():
 def test_dir_lists_the_lazily_loaded_names():
     """``dir(gplace)`` (completion, help) left out every lazily loaded name, ``place`` among them."""
     assert set(gplace.__all__) <= set(dir(gplace)) and dir(gplace) == sorted(dir(gplace))
+
+
+def test_the_annotations_of_place_resolve_without_torch():
+    """typing.get_type_hints(gplace.place) raised NameError once torch was imported lazily (validators and doc tools
+    resolve hints)."""
+    import typing
+
+    assert "encoder" in typing.get_type_hints(gplace.place)

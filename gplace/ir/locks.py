@@ -28,22 +28,33 @@ class ForkSafeLock:
     def __init__(self, reentrant: bool = False) -> None:
         self._reentrant = reentrant
         self._lock: Any = self._new()
+        self._owner: int | None = None
+        """The thread holding the lock (set and cleared by that thread alone, while it holds it)."""
+        self._depth = 0
         ForkSafeLock._live.add(self)
 
     def _new(self) -> Any:
         return threading.RLock() if self._reentrant else threading.Lock()
 
     def __enter__(self) -> bool:
-        return self._lock.__enter__()
+        acquired = self._lock.__enter__()
+        self._owner, self._depth = threading.get_ident(), self._depth + 1
+        return acquired
 
     def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if not self._depth:
+            self._owner = None
         self._lock.__exit__(*exc)
 
     @classmethod
     def _renew_all(cls) -> None:
-        """In a forked child: every lock free (the child runs one thread)."""
+        """In a forked child: every lock free (the child runs one thread), except those the forking thread holds:
+        it goes on in the child and releases them."""
+        me = threading.get_ident()
         for lock in list(cls._live):
-            lock._lock = lock._new()
+            if lock._owner != me:
+                lock._lock, lock._owner, lock._depth = lock._new(), None, 0
 
 
 if hasattr(os, "register_at_fork"):

@@ -11,11 +11,11 @@ its sends and receives, fitted by the caller from runs of the real runtime). The
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import functools
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -49,9 +49,9 @@ def measure_modules(module: nn.Module, inputs: torch.Tensor, target: torch.Tenso
                     repeats: int = 5) -> list[ModuleTimes]:
     """Time each top-level module of ``module`` on one micro-batch of ``inputs`` (median of ``repeats`` runs).
 
-    ``module`` is timed on a copy (its training steps leave no gradients or buffer updates, e.g. BatchNorm's
-    statistics, on the caller's), and random ops draw from torch's generators seeded with 0, the caller's states
-    given back after.
+    ``module``'s parameters, buffers and gradients are as they were after it (timing trains it: gradients,
+    BatchNorm's statistics), and random ops draw from torch's generators seeded with 0, the caller's states given
+    back after.
 
     Raises:
         GraphError: the module is not the chain of its children.
@@ -62,12 +62,16 @@ def measure_modules(module: nn.Module, inputs: torch.Tensor, target: torch.Tenso
     if microbatches > inputs.shape[0]:
         raise ValueError(f"measure_modules: {microbatches} micro-batches of a batch of {inputs.shape[0]} would be "
                          "empty; give at most one per row of inputs")
-    with gradients_on():  # a copy of normal tensors, autograd can train, whatever the caller's mode
-        module = copy.deepcopy(module)
-    seeded = functools.partial(forked_rng, 0, _cuda_indices(inputs))
-    children = list(module.named_children())
     x = inputs[: inputs.shape[0] // microbatches]
     y = target[: target.shape[0] // microbatches]
+    with _kept(module):
+        return _timed_children(module, x, y, loss_fn, repeats, functools.partial(forked_rng, 0, _cuda_indices(x)))
+
+
+def _timed_children(module: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Callable, repeats: int,
+                    seeded: Callable) -> list[ModuleTimes]:
+    """:func:`measure_modules` on one micro-batch ``x``, ``y``; ``seeded()`` a block of seeded generators."""
+    children = list(module.named_children())
     acts = [x]
     with torch.no_grad():  # both runs from one seed: a Dropout draws the same masks in each
         with seeded():
@@ -86,6 +90,20 @@ def measure_modules(module: nn.Module, inputs: torch.Tensor, target: torch.Tenso
         timed.append(ModuleTimes(name, fwd, bwd, _nbytes(acts[i + 1]), _nbytes(acts[i]),
                                  sum(_nbytes(p) for p in child.parameters())))
     return timed
+
+
+@contextlib.contextmanager
+def _kept(module: nn.Module) -> Iterator[None]:
+    """``module``'s parameters, buffers (a copy on the CPU) and gradients given back after the block."""
+    state = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+    grads = [(p, None if p.grad is None else p.grad.detach().clone()) for p in module.parameters()]
+    try:
+        yield
+    finally:
+        with gradients_on(), torch.no_grad():
+            module.load_state_dict(state)
+        for param, grad in grads:
+            param.grad = grad
 
 
 def module_training_graph(times: Sequence[ModuleTimes], *, microbatches: int, stage_of: dict[str, int] | None = None,

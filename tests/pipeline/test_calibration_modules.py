@@ -55,3 +55,30 @@ def test_timing_copies_leaves_the_callers_random_state():
     state = torch.get_rng_state()
     time_copies(torch.device("cpu"), torch.device("cpu"), [64, 4096], repeats=1)
     assert torch.equal(torch.get_rng_state(), state)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # torch's own deprecation of the old weight_norm
+def test_a_module_deepcopy_refuses_is_timed_and_given_back():
+    """Timing on a deepcopy refused a weight-normed Linear after one forward ('Only Tensors created explicitly by
+    the user support the deepcopy protocol'): the module's state is saved and given back instead."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.utils.weight_norm(nn.Linear(8, 8)), nn.ReLU(), nn.Linear(8, 2))
+    model(torch.randn(4, 8))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    times = measure_modules(model, torch.randn(16, 8), torch.randn(16, 2), F.mse_loss, microbatches=4, repeats=1)
+    assert len(times) == 3 and all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_timing_ops_seeds_its_steps_and_leaves_the_callers_random_state():
+    """The instrumented steps of time_ops drew from the caller's generator (its Dropout masks unseeded)."""
+    from gplace.importers.torch_export import from_torch
+    from gplace.runtime.calibration import time_ops
+    from gplace.zoo import local_cpu_cluster
+
+    model = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5))
+    graph = from_torch(model, torch.randn(4, 8, generator=torch.Generator().manual_seed(0)), training=True)
+    torch.manual_seed(7)
+    state = torch.get_rng_state()
+    assert time_ops(graph, local_cpu_cluster(1), repeats=1, warmup=0).shape == (graph.num_ops,)
+    assert torch.equal(torch.get_rng_state(), state)

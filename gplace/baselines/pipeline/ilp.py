@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 class ProblemTooLargeError(GraphError):
     """The integer program is beyond this placer: more variables than its limit, or numbers HiGHS refuses (a byte
-    count or seconds of about 1e15 or more); the message gives the sizes."""
+    count of about 1e15 or more; seconds are given to it in units of the largest); the message gives the sizes."""
 
 
 class PipelineILPPlacer(StagePlacer):
@@ -112,8 +112,7 @@ class PipelineILPPlacer(StagePlacer):
         if result.x is None and "Model error" in result.message:
             raise ProblemTooLargeError(
                 f"pipeline ILP for graph {problem.graph.name!r}: HiGHS refused the model ({result.message}); its "
-                f"largest byte count is {int(problem.memory.max(initial=0)):,} and its largest seconds "
-                f"{float(max(problem.cost.max(initial=0.0), seconds.max(initial=0.0))):.3g}")
+                f"largest byte count is {int(problem.memory.max(initial=0)):,}")
         if result.x is None:
             why = f"; memory: {_no_packing(problem)}" if result.status == 2 else ""
             raise PlacementInfeasibleError(f"pipeline ILP for graph {problem.graph.name!r}: {result.message}{why}")
