@@ -67,7 +67,6 @@ import numpy as np
 
 from gplace.ir import Cluster, Edge, OpGraph, Placement
 from gplace.ir.errors import check_sizes
-from gplace.torch_modes import forked_rng
 
 if TYPE_CHECKING:
     import torch
@@ -213,14 +212,13 @@ def _timed_steps(
     right after each (R,), so that both see the same load on the machine."""
     import torch
 
-    from gplace.runtime.torch_runtime import STEP_SEED, Step, TorchRuntime, execute_step, keep_busy, streams_restored
+    from gplace.runtime.torch_runtime import Step, TorchRuntime, execute_step, keep_busy, seeded, streams_restored
 
     with torch.no_grad():
         plan = TorchRuntime(device_map=device_map).plan(graph, cluster, Placement.single(graph, device), None)
-    gpus = sorted({d.index for d in plan.device_set if d.type == "cuda"})
     # every step seeded as torch-v1 seeds it, one block at a time in the process: the lock is taken here, before the
     # timers (a step waiting on another thread's measurement was timed waiting), and the caller's draws are kept
-    with torch.no_grad(), forked_rng(STEP_SEED, gpus):
+    with torch.no_grad(), seeded(plan):
         owner = _owners(graph, plan)
         sync = _synchronizer(plan.device_set)
         samples, plain = np.zeros((warmup + repeats, graph.num_ops)), np.zeros(warmup + repeats)
