@@ -145,18 +145,32 @@ def stage_placement(graph: OpGraph, stage_of: dict[str, int]) -> list[int]:
 def _times(child: nn.Module, x: torch.Tensor, loss: Callable | None, repeats: int) -> tuple[float, float]:
     """Median forward and backward seconds of ``child`` on ``x`` (the backward of the loss too, if given)."""
     fwd, bwd = [], []
+    clock = _clock(x.device)
     with gradients_on():  # a backward to time, whatever the caller's mode
         for _ in range(repeats + 1):  # the first run warms up
             inp = x.clone().requires_grad_(x.is_floating_point())
-            start = time.perf_counter()
+            start = clock()
             out = child(inp)
-            mid = time.perf_counter()
+            mid = clock()
             scalar = loss(out) if loss is not None else (out * torch.ones_like(out)).sum()
             scalar.backward()
-            end = time.perf_counter()
+            end = clock()
             fwd.append(mid - start)
             bwd.append(end - mid)
     return statistics.median(fwd[1:]), statistics.median(bwd[1:])
+
+
+def _clock(device: torch.device) -> Callable[[], float]:
+    """``time.perf_counter`` once the work queued on ``device`` is done (a GPU runs its kernels after they are
+    launched: without waiting, a forward on a GPU would be timed at its launches)."""
+    if device.type != "cuda":
+        return time.perf_counter
+
+    def clock() -> float:
+        torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    return clock
 
 
 def _cuda_indices(t: torch.Tensor) -> list[int]:

@@ -82,3 +82,27 @@ def test_timing_ops_seeds_its_steps_and_leaves_the_callers_random_state():
     state = torch.get_rng_state()
     assert time_ops(graph, local_cpu_cluster(1), repeats=1, warmup=0).shape == (graph.num_ops,)
     assert torch.equal(torch.get_rng_state(), state)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_gpu_module_is_timed_to_the_end_of_its_kernels_not_their_launch():
+    """On a GPU each module's forward and backward are timed once its kernels are done: without waiting, a forward
+    was timed at its launches (tens of microseconds for a 1 TFLOP matmul). The caller's CUDA generator is left
+    where it was, with a Dropout drawing on the GPU."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4096, 4096), nn.Dropout(0.1), nn.Linear(4096, 8)).cuda()
+    x, y = torch.randn(8192, 4096, device="cuda"), torch.randn(8192, 8, device="cuda")
+    with torch.no_grad():
+        model[0](x)  # warm up
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        model[0](x)
+        end.record()
+        torch.cuda.synchronize()
+    kernel_seconds = start.elapsed_time(end) / 1e3
+    state = torch.cuda.get_rng_state()
+    times = measure_modules(model, x, y, F.mse_loss, microbatches=1, repeats=3)
+    assert times[0].forward >= 0.5 * kernel_seconds, (times[0].forward, kernel_seconds)
+    assert times[0].backward >= 0.5 * kernel_seconds, (times[0].backward, kernel_seconds)
+    assert torch.equal(torch.cuda.get_rng_state(), state)

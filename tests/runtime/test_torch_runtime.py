@@ -471,6 +471,24 @@ def test_gpu_out_of_memory_is_a_failure() -> None:
 
 
 @pytest.mark.gpu
+@needs_cuda
+def test_gpu_dropout_is_seeded_and_leaves_the_caller_s_cpu_and_cuda_random_states() -> None:
+    """Dropout on the GPU (and split over the CPU and the GPU) draws from the step's seeded CUDA generator: two runs
+    give the same outputs, and the caller's CPU and CUDA generators are where they were."""
+    torch.manual_seed(3)
+    g = from_torch(_Dropped(), (torch.randn(4, 8),), training=True)
+    rt, c = TorchRuntime(steps=2, warmup=0), _gpu_cluster(1, cpu=True)
+    torch.cuda.manual_seed(5)
+    cpu_state, cuda_state = torch.random.get_rng_state(), torch.cuda.get_rng_state(0)
+    for placement in (Placement.single(g, 1), _alternate(g)):
+        first = rt.run(g, c, placement)
+        assert rt.measure(g, c, placement).ok
+        _assert_same(rt.run(g, c, placement), first, atol=0.0)
+    assert torch.equal(torch.random.get_rng_state(), cpu_state)
+    assert torch.equal(torch.cuda.get_rng_state(0), cuda_state)
+
+
+@pytest.mark.gpu
 @needs_two_gpus
 def test_two_gpu_split_equals_single(mlp_graph: OpGraph, train_graph: OpGraph) -> None:
     """Split over /GPU:0 and /GPU:1 (copies between streams, ordered by events), outputs equal one GPU's."""
