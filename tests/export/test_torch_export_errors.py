@@ -165,7 +165,10 @@ class NoGradInside(nn.Module):
         return self.c(x)
 
 
-@pytest.mark.parametrize(("cls", "reason"), [(Branching, "nn_module_stack"), (NoGradInside, "nonexistent attribute")])
+@pytest.mark.parametrize(("cls", "reason"), [
+    (Branching, "nn_module_stack"),
+    (NoGradInside, "nonexistent attribute|unexpected placeholder node"),  # torch 2.13 | torch 2.11
+])
 def test_a_module_torchs_pipelining_cannot_trace_is_refused_naming_it(cls, reason):
     """torch raised a RuntimeError from deep inside its tracer, naming neither the module nor gplace: now an
     UnsupportedGraphError naming the module's class and the first line of torch's reason, from pipeline_split and
@@ -175,9 +178,9 @@ def test_a_module_torchs_pipelining_cannot_trace_is_refused_naming_it(cls, reaso
     graph = from_torch(model, (x,))
     paths = graph.source.module_paths
     placement = Placement.for_graph(graph, [int(paths.get(op) == "c") for op in graph.op_names])
-    with pytest.raises(UnsupportedGraphError, match=f"cannot trace {cls.__name__} .*{reason}"):
+    with pytest.raises(UnsupportedGraphError, match=f"cannot trace {cls.__name__} .*({reason})"):
         pipeline_split(graph, uniform_cluster(2, kind="cpu"), placement, model, (x,))
     from gplace.export.torch import check_pipeline_split
 
-    with pytest.raises(UnsupportedGraphError, match=f"cannot trace {cls.__name__} .*{reason}"):
+    with pytest.raises(UnsupportedGraphError, match=f"cannot trace {cls.__name__} .*({reason})"):
         check_pipeline_split(graph, model, (x,))

@@ -620,6 +620,7 @@ def test_ops_that_write_in_place_are_marked_to_wait_for_their_devices_copies():
 
 
 # ---------------------------------------------------------------------- enforce_memory is lifted; run's outputs
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU-side (a GPU runs cuda:0): the GPU test below runs the calls")
 def test_enforced_memory_is_lifted_after_each_measurement_and_run_even_a_failed_one(monkeypatch):
     """enforce_memory capped the process (set_per_process_memory_fraction) and never lifted it: after a measurement
     the caller's own tensors stayed capped at the last cluster device's memory. The cap is now given back, to what
