@@ -21,18 +21,19 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 def test_required_gpu_turns_skips_into_failures() -> None:
     """Under GPLACE_REQUIRE_GPU=1 each gpu-marked test of torch-v1, tf-v1, torch-pipeline-v1, the GPU paths,
-    training and the torch write-back on a GPU fails here (no CUDA), naming the variable, whether it skips by a
-    marker or from inside the test."""
+    training, the torch write-back and module timing on a GPU fails here (no CUDA), naming the variable, whether it
+    skips by a marker or from inside the test."""
     env = {**os.environ, "GPLACE_REQUIRE_GPU": "1", "PYTHONPATH": str(ROOT)}
     files = [f"tests/runtime/{name}.py"
              for name in ("test_torch_runtime", "test_gpu_paths", "test_tf_runtime", "test_torch_pipeline")]
-    files += ["tests/training/test_gpu_training.py", "tests/export/test_torch_export.py"]
+    files += ["tests/training/test_gpu_training.py", "tests/export/test_torch_export.py",
+              "tests/pipeline/test_calibration_modules.py"]
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu", "-rfE", *files]
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     out = done.stdout + done.stderr
     assert done.returncode == 1, out
     failed = sum(int(n) for n in re.findall(r"(\d+) (?:failed|errors?)\b", out))  # a skip at set-up is an error
-    assert failed == 6 + 13 + 2 + 4 + 30 + 6 and not re.search(r"\d+ (?:passed|skipped)", out), out
+    assert failed == 7 + 13 + 2 + 4 + 30 + 6 + 1 and not re.search(r"\d+ (?:passed|skipped)", out), out
     assert "GPLACE_REQUIRE_GPU=1, but this gpu test was skipped: Skipped: needs a CUDA device" in out, out
     assert "this gpu test was skipped: Skipped: needs a GPU that TensorFlow" in out, out  # pytest.skip() inside
 
