@@ -13,6 +13,7 @@ Each raises :class:`AssertionError` naming the rule that was broken (explicit ra
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ import torch
 
 from gplace.interfaces import Encoder, Placer, Policy, PolicyCapabilities, Trainer, capabilities_of, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+from gplace.search_result import TrainResult
 from gplace.torch_modes import forked_rng, gradients_on
 
 __all__ = ["check_encoder", "check_placer", "check_policy", "check_trainer"]
@@ -203,7 +205,7 @@ def check_placer(placer: Placer, graph: OpGraph, cluster: Cluster) -> Placement:
 
 
 def check_trainer(trainer: Trainer, graph: OpGraph, cluster: Cluster, encoder: Any = None, policy: Any = None,
-                  run_dir: Any = None) -> Any:
+                  run_dir: Any = None) -> TrainResult:
     """Assert ``trainer`` is a :class:`~gplace.interfaces.Trainer`: ``fit`` on the simulator returns a result whose
     best placement is valid and measured at its reported step time, never slower than the warm start (every op on
     the fastest device, pins kept) nor than any sample it reports.
@@ -232,9 +234,10 @@ def check_trainer(trainer: Trainer, graph: OpGraph, cluster: Cluster, encoder: A
     except InvalidPlacementError as err:
         raise AssertionError(f"{name} returned an invalid placement: {err}") from None
     samples = np.asarray(result.sample_step_times, dtype=np.float64)
-    _require(not samples.size or not result.best_step_time > np.nanmin(samples) + 1e-12,
+    fastest = float(np.nanmin(samples)) if samples.size else math.inf  # a result of no samples (the warm start)
+    _require(not result.best_step_time > fastest + 1e-12,
              f"{name}'s result ({result.best_step_time} s) is slower than a placement it measured "
-             f"({np.nanmin(samples)} s): a trainer returns the best placement measured")
+             f"({fastest} s): a trainer returns the best placement measured")
     measured = runtime.measure(graph, cluster, result.best_placement).step_time
     _require(abs(measured - result.best_step_time) <= 1e-9 * max(1.0, measured),
              f"best_step_time {result.best_step_time} is not the best placement's step time {measured}")

@@ -28,6 +28,7 @@ import abc
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     import torch
 
     from gplace.loggers import Logger
+    from gplace.placer import PlacerSample
     from gplace.policies.base import PolicyOutput
     from gplace.search_result import TrainResult
 
@@ -113,7 +115,13 @@ class Encoder(Protocol):
 class Policy(Protocol):
     """Chooses a device per group from encoder states and a mask of allowed devices.
 
-    The keyword inputs (``device_features``, ``schedule``) are passed exactly when :attr:`capabilities` says.
+    Methods, each given the keyword inputs (``device_features``, ``schedule``) exactly when :attr:`capabilities`
+    says, so a policy's signatures name only the inputs it declares (typed here as callables for that reason):
+
+    - ``sample(states, allowed, num_samples, generator=None, **inputs) -> PolicyOutput``: ``num_samples``
+      placements drawn with ``generator``.
+    - ``greedy(states, allowed, **inputs) -> Tensor``: (G,) int64, the most likely device of each group.
+    - ``evaluate(states, allowed, devices, **inputs) -> (log_prob, entropy)``: of given (K, G) placements.
 
     Shapes:
         states (G, S) float, allowed (G, D) bool, devices (K, G) int64; log_prob and entropy (K,).
@@ -122,20 +130,19 @@ class Policy(Protocol):
     @property
     def capabilities(self) -> PolicyCapabilities: ...
 
-    def sample(self, states: torch.Tensor, allowed: torch.Tensor, num_samples: int,
-               generator: torch.Generator | None = None, **inputs: Any) -> PolicyOutput: ...
+    @property
+    def sample(self) -> Callable[..., PolicyOutput]: ...
 
-    def greedy(self, states: torch.Tensor, allowed: torch.Tensor, **inputs: Any) -> torch.Tensor:
-        """(G,) int64: the most likely device of each group."""
+    @property
+    def greedy(self) -> Callable[..., torch.Tensor]: ...
 
-    def evaluate(self, states: torch.Tensor, allowed: torch.Tensor, devices: torch.Tensor,
-                 **inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(log_prob (K,), entropy (K,))`` of given (K, G) placements."""
+    @property
+    def evaluate(self) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]: ...
 
 
 @runtime_checkable
 class TrainablePlacer(Protocol):
-    """What a trainer needs of a learned placer for one graph and cluster (e.g. :class:`gplace.PolicyPlacer`).
+    """What a trainer needs of a learned placer for one graph and cluster (e.g. :class:`gplace.placer.PolicyPlacer`).
 
     A placer that cannot re-score or project placements (``evaluate`` and ``project`` raise
     ``NotImplementedError``, as :class:`gplace.hierarchical.HierarchicalPlacer`'s) sets ``rescores = False``: PPO, a
@@ -148,7 +155,7 @@ class TrainablePlacer(Protocol):
     graph: OpGraph
     cluster: Cluster
 
-    def sample(self, num_samples: int, generator: torch.Generator | None = None) -> Any: ...
+    def sample(self, num_samples: int, generator: torch.Generator | None = None) -> PlacerSample: ...
 
     def greedy(self) -> Placement: ...
 

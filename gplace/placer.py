@@ -190,8 +190,9 @@ class PolicyPlacer(nn.Module):
         if not isinstance(out, tuple | list) or len(out) != 2:
             raise TypeError(f"{type(self.policy).__name__}.evaluate must return (log_prob, entropy), got a "
                             f"{_described(out)}")
-        self._check_scores(*out, "evaluate", devices.shape[0])
-        return out
+        log_prob, entropy = out
+        self._check_scores(log_prob, entropy, "evaluate", devices.shape[0])
+        return log_prob, entropy
 
     def _check_groups_kept(self, devices: np.ndarray, first: np.ndarray) -> None:
         """Raise :class:`InvalidPlacementError` naming the first row of ``devices`` (K, N) that puts two ops of one

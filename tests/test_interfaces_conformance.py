@@ -283,3 +283,28 @@ def test_a_policy_that_ignores_the_allowed_devices_is_named_on_a_graph_without_p
     assert not any(GRAPH.pinned)
     with pytest.raises(AssertionError, match=r"the allowed-device mask ignored\?"):
         check_policy(IgnoresMask(3, hidden_size=32, state_size=32), GRAPH, CLUSTER, LSTMEncoder(hidden_size=32))
+
+
+def test_a_trainer_returning_its_measured_warm_start_with_no_samples_conforms():
+    """A result of no samples (the warm start, measured) is a valid TrainResult: the check crashed building its
+    message (np.nanmin of an empty array). Found by a probe of type-checked host code."""
+    from gplace.training import TrainResult
+
+    class KeepsWarmStart:
+        def fit(self, placer, runtime, graph, cluster, *, run_dir=None, logger=None, warm_start=None):
+            return TrainResult(warm_start, runtime.measure(graph, cluster, warm_start), 0, 0.0)
+
+    assert check_trainer(KeepsWarmStart(), GRAPH, CLUSTER).samples == 0
+
+
+def test_a_policy_scoring_as_a_list_gives_the_placer_a_tuple():
+    """PolicyPlacer.evaluate is annotated tuple[Tensor, Tensor]; a policy returning a list passed it on as a list."""
+    from gplace.placer import PolicyPlacer
+
+    class Listing(MLPPolicy):
+        def evaluate(self, states, allowed, devices, **inputs):
+            return list(super().evaluate(states, allowed, devices, **inputs))
+
+    placer = PolicyPlacer(GRAPH, CLUSTER, LSTMEncoder(hidden_size=32), Listing(3, hidden_size=32, state_size=32))
+    out = placer.evaluate(placer.sample(2).devices)
+    assert type(out) is tuple and len(out) == 2

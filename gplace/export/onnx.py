@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from gplace.export.parts import Part, device_parts, part_of
 from gplace.importers.onnx import OnnxSource, node_reads
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.serialize import atomic_path, write_bytes_atomic, write_error
+
+if TYPE_CHECKING:
+    import onnx
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ class OnnxPart:
 
     device: str
     """Cluster device name."""
-    model: Any
+    model: onnx.ModelProto
     """``onnx.ModelProto``: the part's nodes, the initialisers they read, cut tensors as inputs and outputs."""
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -53,7 +56,7 @@ class OnnxPart:
     """Where the original model's external weight data lives, for initialisers the part reads from there."""
 
 
-def annotate_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> Any:
+def annotate_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> onnx.ModelProto:
     """A copy of ``graph``'s ONNX model with every node's device and stage written in (module docstring).
 
     Raises:
@@ -220,7 +223,7 @@ def _set_metadata(node: Any, entries: Mapping[str, str]) -> None:
         node.metadata_props.add(key=key, value=value)
 
 
-def save_onnx(model: Any, path: str | Path, base_dir: str | None = None) -> list[Path]:
+def save_onnx(model: onnx.ModelProto, path: str | Path, base_dir: str | None = None) -> list[Path]:
     """Write ``model`` to ``path`` as a file that stands alone; return the paths written.
 
     Where any tensor's data is external (read from ``base_dir``, the original model's directory): initialisers

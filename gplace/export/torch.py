@@ -26,7 +26,7 @@ import weakref
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import nn
@@ -37,6 +37,9 @@ from gplace.importers.torch_export import TorchSource, attribute_of, example_arg
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device, unavailable_reason
 from gplace.torch_modes import tracing
+
+if TYPE_CHECKING:
+    from torch.distributed.pipelining import Pipe
 
 
 class OnDevice(nn.Module):
@@ -423,7 +426,7 @@ def _check_usable(device: torch.device, what: str) -> None:
 class PipelineSplit(NamedTuple):
     """What :func:`pipeline_split` returns."""
 
-    pipe: Any
+    pipe: Pipe
     """The ``torch.distributed.pipelining.Pipe``: ``pipe.split_gm`` holds ``submod_pp_<k>``, one per stage; call
     ``pipe(*inputs)`` to run the stages one after another locally."""
     devices: list[torch.device]
@@ -481,7 +484,7 @@ def check_pipeline_split(graph: OpGraph, module: nn.Module, example_inputs: Any)
     _traced_pipeline(module, example_inputs, {}, None)
 
 
-def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any) -> Any:
+def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any) -> Pipe:
     """The ``torch.distributed.pipelining`` Pipe of the stages a ``placement.json`` chose for ``module`` (written
     by ``gplace place`` or any run on a graph from :func:`gplace.from_torch`), without the graph: its
     ``split_spec`` becomes ``{module path: SplitPoint.BEGINNING}``. ``pipe.build_stage(k, device)`` then gives

@@ -184,9 +184,9 @@ class PipelineSimulator(PreparedCache, Runtime):
 
     semantics = "pipe-v2"
     deterministic = True
-    microbatches = ReadOnlySetting()
+    microbatches = ReadOnlySetting[int]()
     """Micro-batches per mini-batch (read-only: :attr:`id` and the prepared arrays are made from it)."""
-    schedule = ReadOnlySetting()
+    schedule = ReadOnlySetting[str]()
     """``"gpipe"`` or ``"1f1b"`` (read-only, as ``microbatches``)."""
 
     def __init__(

@@ -35,8 +35,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from gplace.pipeline.simulator import SCHEDULES, check_microbatches
+
+K = TypeVar("K", bound=Hashable)
+"""A stage's device label."""
 
 __all__ = ["StagePass", "device_ranks", "stage_orders"]
 
@@ -53,8 +57,7 @@ class StagePass:
         return f"{'B' if self.backward else 'F'}{self.stage},{self.microbatch}"
 
 
-def stage_orders(stage_devices: Sequence[Hashable], microbatches: int,
-                 schedule: str) -> dict[Hashable, list[StagePass]]:
+def stage_orders(stage_devices: Sequence[K], microbatches: int, schedule: str) -> dict[K, list[StagePass]]:
     """Each device's passes in the order it runs them (see the module docstring).
 
     Args:

@@ -66,7 +66,7 @@ class SteadyStateScore(Runtime):
     semantics = "pipe-steady-v1"
     deterministic = True
 
-    microbatches = ReadOnlySetting()
+    microbatches = ReadOnlySetting[int]()
     """Micro-batches per mini-batch (read-only: :attr:`id` is made from it)."""
 
     def __init__(self, microbatches: int = 4) -> None:

@@ -9,6 +9,7 @@ import logging
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from gplace.ir.frozen import ReadOnlyArrays
 from gplace.ir.placement import check_placement
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def time_ratio(time: float, other: float) -> float:
@@ -78,7 +80,7 @@ class Measurement(ReadOnlyArrays):
     its runtime marks transient is measured again there and, still failing, in the caller)."""
 
     @classmethod
-    def failure(cls, runtime: str, reason: str, **fields) -> Measurement:
+    def failure(cls, runtime: str, reason: str, **fields: Any) -> Measurement:
         """A failed measurement."""
         return cls(ok=False, step_time=math.inf, runtime=runtime, reason=reason, **fields)
 
@@ -136,15 +138,22 @@ class Runtime(abc.ABC):
         """Measure a placement already validated against ``graph`` and ``cluster``."""
 
 
-class ReadOnlySetting:
+class ReadOnlySetting(Generic[T]):
     """A runtime's constructor setting that its :attr:`~Runtime.id` is made from (caches keep settings apart by the
     id): read as an attribute, held in ``_<name>``; assigning raises ``AttributeError`` saying to build a new
-    runtime (a changed setting would be measured, or cached, under the old id)."""
+    runtime (a changed setting would be measured, or cached, under the old id). ``ReadOnlySetting[int]()`` reads
+    as an ``int`` to type checkers."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name, self.private = name, f"_{name}"
 
-    def __get__(self, runtime: object, owner: type | None = None) -> object:
+    @overload
+    def __get__(self, runtime: None, owner: type | None = None) -> ReadOnlySetting[T]: ...
+
+    @overload
+    def __get__(self, runtime: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, runtime: object, owner: type | None = None) -> T | ReadOnlySetting[T]:
         return self if runtime is None else getattr(runtime, self.private)
 
     def __set__(self, runtime: object, value: object) -> None:

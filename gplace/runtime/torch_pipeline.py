@@ -215,9 +215,9 @@ class TorchPipelineRuntime(Runtime):
 
     semantics = "torch-pipeline-v1"
     deterministic = False
-    microbatches = ReadOnlySetting()
+    microbatches = ReadOnlySetting[int]()
     """Micro-batches per mini-batch (read-only: :attr:`id` is made from it)."""
-    schedule = ReadOnlySetting()
+    schedule = ReadOnlySetting[str]()
     """``"gpipe"`` or ``"1f1b"`` (read-only, as ``microbatches``)."""
 
     def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...] | torch.Tensor, target: torch.Tensor,

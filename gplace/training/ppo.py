@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal  # noqa: F401  (Literal: the inherited settings' hints resolve here)
 
 import numpy as np
 import torch
