@@ -377,8 +377,8 @@ def _outcome(report) -> str:
     samples, seconds."""
     ok = {name: m.step_time for name, m in report.baselines.items() if m.ok}
     best = min(ok, key=ok.get) if ok else None
-    versus = f"best single device {best} {_ms(ok[best])}, {_speedup(report)}" if ok else _speedup(report)
-    return (f"{report.graph.name} on {report.cluster.name} with {report.method}: "
+    versus = f"best single device {_escaped(best)} {_ms(ok[best])}, {_speedup(report)}" if ok else _speedup(report)
+    return (f"{_escaped(report.graph.name)} on {_escaped(report.cluster.name)} with {_escaped(report.method)}: "
             f"{_time_label(report.measurement.runtime)} "
             f"{_ms(report.measurement.step_time)}; {versus}; {report.train.samples} samples in "
             f"{report.train.seconds:.1f} s")
@@ -1063,7 +1063,8 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     record_job(cfg, run_dir)
     m = report.measurement
     written = write_back(graph, cluster, report.placement, run_dir, device_map=device_map) if writes else []
-    _console().print(f"placed {graph.name} ({graph.num_ops} ops) on {cluster.name} with {method} in "
+    _console().print(f"placed {_escaped(graph.name)} ({graph.num_ops} ops) on {_escaped(cluster.name)} with "
+                     f"{_escaped(method)} in "
                      f"{report.train.seconds:.1f} s: {_time_label(m.runtime)} {_ms(m.step_time)} "
                      f"({_versus_one(report)}); wrote {run_dir}"
                      + "".join(f"\n  {p}" for p in written), soft_wrap=True)
@@ -1229,8 +1230,8 @@ def _show(args) -> None:
     check_shown(doc, args.placement, with_summary=not (args.graph and args.cluster))  # else computed below
     graph = load_graph(args.graph) if args.graph else None
     if graph is not None and doc.get("graph_fingerprint") not in (None, graph.fingerprint):
-        raise ValueError(f"{args.placement} places another graph (fingerprint {doc.get('graph_fingerprint')}) than "
-                         f"{args.graph} ({graph.fingerprint})")
+        raise ValueError(f"{args.placement} places another graph (fingerprint {doc.get('graph_fingerprint')!r}) "
+                         f"than {args.graph} ({graph.fingerprint!r})")
     summary, computed = doc.get(SUMMARY_KEY), None
     if graph is not None and args.cluster:  # the placement checked against both, and its figures computed now
         cluster = load_cluster(args.cluster)
@@ -1264,17 +1265,17 @@ def _show(args) -> None:
     if summary is None:
         console.print("(no per-device summary in the file: give --graph and --cluster to compute one)", soft_wrap=True)
     elif doc.get(MODEL_KEY):
-        console.print(f"(the per-device figures and trace.json are the {doc[MODEL_KEY]} model of this placement, "
-                      f"not {doc.get('runtime')}'s measurement)", soft_wrap=True)
+        console.print(f"(the per-device figures and trace.json are the {_escaped(doc[MODEL_KEY])} model of this "
+                      f"placement, not {_escaped(doc.get('runtime'))}'s measurement)", soft_wrap=True)
     elif computed is not None and doc.get("runtime") and computed != doc.get("runtime"):
         console.print(f"(the per-device figures are the {computed} model of this placement, computed now, not "
-                      f"{doc.get('runtime')}'s measurement)", soft_wrap=True)
+                      f"{_escaped(doc.get('runtime'))}'s measurement)", soft_wrap=True)
     if args.draw:
         if graph is None:
             raise ValueError("--draw needs --graph (the graph file the placement is for)")
         if doc.get("graph_fingerprint") not in (None, graph.fingerprint):
-            raise ValueError(f"{args.placement} is for graph {doc.get('graph')!r} ({doc['graph_fingerprint']}), "
-                             f"not {graph.name!r} ({graph.fingerprint})")
+            raise ValueError(f"{args.placement} is for graph {doc.get('graph')!r} ({doc['graph_fingerprint']!r}), "
+                             f"not {graph.name!r} ({graph.fingerprint!r})")
         console.print(f"wrote {draw_placement(graph, list(counts), doc['placement'], args.draw)}", soft_wrap=True)
 
 
@@ -1369,14 +1370,26 @@ def _unknown_command_message(word: str) -> str:
 
 
 def _encodable(text: str) -> str:
-    """``text`` as stdout's encoding prints it (escapes where it cannot, as :func:`_escape_unencodable` writes them),
-    so that a table is laid out for the text it prints: escaped after the layout, a name ``/GPU:ä0`` widened its row
-    past the table's border."""
+    """``text`` :func:`_escaped`, as stdout's encoding prints it (escapes where it cannot, as
+    :func:`_escape_unencodable` writes them), so that a table is laid out for the text it prints: escaped after the
+    layout, a name ``/GPU:ä0`` widened its row past the table's border."""
+    text = _escaped(text)
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     try:
         return text.encode(encoding, "backslashreplace").decode(encoding)
     except LookupError:
         return text
+
+
+_CONTROL_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), *range(0x7F, 0xA0))}
+"""Each C0 and C1 control character (and DEL) -> its escape as ``repr`` writes it (``\\x1b``, ``\\n``)."""
+
+
+def _escaped(text: object) -> str:
+    """``text`` with its control characters escaped (ESC as ``\\x1b``, a newline as ``\\n``): a name from a file
+    (graph, cluster, device, runtime) printed raw cleared the screen, set the terminal's title or forged a line
+    of cli.log."""
+    return str(text).translate(_CONTROL_ESCAPES)
 
 
 def _escape_unencodable(stream) -> None:

@@ -60,25 +60,31 @@ class Configurable:
         """A new instance built from :meth:`config`'s output (fresh weights).
 
         Raises:
-            ValueError: ``config`` names another class.
+            ValueError: ``config`` names another class (refused before anything is called).
         """
-        built = from_config(config)
-        if not isinstance(built, cls):
+        named = _config_class(config)
+        if not (isinstance(named, type) and issubclass(named, cls)):
             raise ValueError(f"config names {config.get('class')!r}, not a {cls.__name__}")
-        return built
+        return named(**config["kwargs"])
 
 
 def from_config(config: dict[str, Any]) -> Any:
-    """Build the object a ``{"class": ..., "kwargs": ...}`` config names.
+    """Build the object a ``{"class": ..., "kwargs": ...}`` config names: its module is imported and the class
+    (or any callable) called with the kwargs, so build only configs you trust (``SomeClass.from_config`` builds
+    only that class and its subclasses).
 
     Raises:
         ValueError: the config lacks ``class`` or ``kwargs``, or the class cannot be imported.
     """
+    return _config_class(config)(**config["kwargs"])
+
+
+def _config_class(config: dict[str, Any]) -> Any:
+    """The object a config's ``class`` names, imported."""
     if not isinstance(config, dict) or "class" not in config or "kwargs" not in config:
         raise ValueError(f"a module config is a dict with 'class' and 'kwargs', got {config!r}")
     module, _, name = str(config["class"]).rpartition(".")
     try:
-        cls = getattr(importlib.import_module(module), name)
+        return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as err:
         raise ValueError(f"config class {config['class']!r} cannot be imported: {err}") from None
-    return cls(**config["kwargs"])

@@ -139,10 +139,11 @@ class JsonlLogger:
 
 
 def _record_of(line: bytes) -> dict[str, Any] | None:
-    """A JSONL line's object (``{}`` for JSON that is not one); ``None`` for a torn or undecodable line."""
+    """A JSONL line's object (``{}`` for JSON that is not one); ``None`` for a torn or undecodable line (one Python
+    cannot read too: nested too deeply, a number past its int-conversion limit)."""
     try:
         record = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None
     return record if isinstance(record, dict) else {}
 

@@ -63,6 +63,12 @@ FORMAT = "gplace.policy"
 """The ``"format"`` field of a policy file."""
 VERSION = 1
 """The version of the policy file layout this module writes and reads."""
+MAX_PLAIN_VALUES = 100_000
+"""Values (every number, name, list and dict, counted where they are reached) a policy's kwargs or its ``meta`` may
+hold."""
+MAX_SHARED_LAYERS = 1024
+"""A ``*layers`` setting of a class not gplace's may exceed its file's weights (layers that share weights) up to
+this many."""
 
 log = logging.getLogger(__name__)
 
@@ -341,7 +347,7 @@ def check_objective(meta: Mapping[str, Any], runtime: Runtime | None, path: str 
     trained = meta.get("runtime")
     now = "sim-v1" if runtime is None else str(getattr(runtime, "id", type(runtime).__name__))
     if isinstance(trained, str) and _objective_of(trained) != _objective_of(now):
-        log.warning("policy file %s learned from %s (%s) and now places for %s (%s): its placements are measured "
+        log.warning("policy file %s learned from %r (%s) and now places for %s (%s): its placements are measured "
                     "by %s, but it learned another objective", path, trained, _objective_of(trained), now,
                     _objective_of(now), now)
 
@@ -466,8 +472,8 @@ def _read(path: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"no such policy file: {path}")
     damaged = damaged_part(path)
     if damaged is not None:
-        raise ValueError(f"{path} is damaged: its part {damaged!r} fails its checksum (a bad copy or disk); write or "
-                         f"copy the policy file again")
+        raise ValueError(f"{path} is damaged: {damaged} (a bad copy or disk, or not a file gplace wrote); write or "
+                         "copy the policy file again")
     try:
         doc = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises UnpicklingError, RuntimeError, EOFError, struct.error, ... on bad bytes
@@ -540,13 +546,13 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
 
 
 def _check_layer_counts(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: Path) -> None:
-    """Refuse a ``*layers`` kwarg of one of gplace's own classes above the number of weights in the file (each of
-    their layers has one at least; a class of one's own may share a layer's): building a billion layers, even on
-    the meta device, never ended."""
-    if not str(spec["class"]).startswith("gplace."):
-        return
+    """Refuse a ``*layers`` kwarg above the number of weights in the file (each layer of gplace's classes has one at
+    least), or for a class not gplace's (which may share a layer's) above that or :data:`MAX_SHARED_LAYERS`:
+    building a billion layers, even on the meta device, never ended (``torch.nn.LSTM`` and ``Transformer`` too)."""
+    own = str(spec["class"]).startswith("gplace.")
+    limit = len(state) if own else max(len(state), MAX_SHARED_LAYERS)
     for name, value in spec["kwargs"].items():
-        if name.endswith("layers") and isinstance(value, int) and value > len(state):
+        if name.endswith("layers") and isinstance(value, int) and value > limit:
             raise ValueError(f"{path}: field '{spec['class']}' {name}={value} asks for more layers than the file "
                              f"holds weights ({len(state)}): a damaged or edited file")
 
@@ -614,17 +620,24 @@ def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _check_plain(value: Any, where: str) -> None:
-    """Raise ``ValueError`` unless ``value`` is JSON-like data (tuples allowed) that ``weights_only`` loads."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return
-    if isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            _check_plain(item, f"{where}[{i}]")
-        return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValueError(f"{where} has a non-string key {key!r}")
-            _check_plain(item, f"{where}[{key!r}]")
-        return
-    raise ValueError(f"{where} is a {type(value).__name__} ({value!r:.60}); a policy file holds only plain data")
+    """Raise ``ValueError`` unless ``value`` is JSON-like data (tuples allowed) that ``weights_only`` loads, of at most
+    :data:`MAX_PLAIN_VALUES` values (lists that hold one list twice, 40 deep, made 2**40 of them from a few bytes)."""
+    todo, seen = [(value, where)], 0
+    while todo:
+        value, where = todo.pop()
+        seen += 1
+        if seen > MAX_PLAIN_VALUES:
+            raise ValueError(f"{where}: more than {MAX_PLAIN_VALUES:,} values in all (lists that repeat themselves?); "
+                             "a policy's settings are a few numbers and names")
+        if value is None or isinstance(value, bool | int | float | str):
+            continue
+        if isinstance(value, list | tuple):
+            todo += reversed([(item, f"{where}[{i}]") for i, item in enumerate(value)])
+        elif isinstance(value, Mapping):
+            for key in value:
+                if not isinstance(key, str):
+                    raise ValueError(f"{where} has a non-string key {key!r}")
+            todo += reversed([(item, f"{where}[{key!r}]") for key, item in value.items()])
+        else:
+            raise ValueError(f"{where} is a {type(value).__name__} ({value!r:.60}); a policy file holds only plain "
+                             "data")

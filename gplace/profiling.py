@@ -52,6 +52,7 @@ import numpy as np
 from gplace import costmodel
 from gplace.ir import OpGraph
 from gplace.ir.errors import check_sizes, error_summary
+from gplace.ir.serialize import number_too_long
 
 if TYPE_CHECKING:
     import onnx
@@ -234,6 +235,10 @@ def read_ort_profile(path: str | Path) -> OrtProfile:
         events = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ProfileError(f"{path}: not an onnxruntime profile (not JSON: {error_summary(err)})") from None
+    except ValueError:  # a number literal past Python's int-conversion limit
+        raise ProfileError(f"{path}: not an onnxruntime profile ({number_too_long()})") from None
+    except RecursionError:
+        raise ProfileError(f"{path}: not an onnxruntime profile (JSON nested too deeply to read)") from None
     if not isinstance(events, list):
         raise ProfileError(f"{path}: not an onnxruntime profile (expected a JSON list of trace events, "
                            f"got a {type(events).__name__})")

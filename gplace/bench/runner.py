@@ -100,6 +100,8 @@ def read_records(path: str | Path, parse: Callable[[Any], Any], what: str) -> li
         return [parse(doc) for doc in json.loads(path.read_text(encoding="utf-8"))]
     except (ValueError, TypeError, KeyError, AttributeError) as err:  # UnicodeDecodeError is a ValueError
         raise ValueError(f"{path}: not a gplace {what} file ({type(err).__name__}: {err})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a gplace {what} file (JSON nested too deeply to read)") from None
 
 
 def run_baselines(

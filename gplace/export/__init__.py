@@ -111,8 +111,16 @@ def _write_onnx(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir:
     parts = split_onnx(graph, cluster, placement)
     written = save_onnx(annotate_onnx(graph, cluster, placement), out_dir / "placed.onnx", base_dir)
     for k, part in enumerate(parts):
-        device = "".join(c if c.isalnum() else "_" for c in part.device).strip("_")
-        written += save_onnx(part.model, out_dir / "parts" / f"{k:03d}_{device}.onnx", base_dir)
+        written += save_onnx(part.model, out_dir / "parts" / f"{k:03d}_{_device_stem(part.device)}.onnx", base_dir)
     for stale in set((out_dir / "parts").glob("[0-9][0-9][0-9]_*.onnx*")) - set(written):  # an earlier placement's
         stale.unlink()
     return written
+
+
+def _device_stem(device: str) -> str:
+    """``device`` as part of a file name: letters and digits kept, the rest ``_`` (``/GPU:0`` -> ``GPU_0``), cut to
+    fit with a hash of the name where it is long (:func:`~gplace.bench.suite.file_stem`): a device named with 300
+    characters failed to write its part (``File name too long``)."""
+    from gplace.bench.suite import file_stem
+
+    return file_stem("".join(c if c.isalnum() else "_" for c in device).strip("_"))

@@ -23,6 +23,8 @@ _UNPICKLER_ERROR = "WeightsUnpickler error:"
 """Where the reason of torch's ``weights_only`` refusal starts, after its advice."""
 _TORCH_LOAD_DOCS = "Check the documentation of torch.load"
 """Where torch's advice resumes, after that reason."""
+_WEIGHTS_ONLY_FAILED = "Weights only load failed"
+"""How torch's ``weights_only`` refusal starts (torch 2.6 and later word its reason without the marker above)."""
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
@@ -85,8 +87,7 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
         return None
     damaged = damaged_part(path)
     if damaged is not None:
-        raise RunDirConflictError(f"checkpoint {path} cannot be read (a damaged file: its part {damaged!r} fails its "
-                                  f"checksum); {_NEW_RUN}")
+        raise RunDirConflictError(f"checkpoint {path} cannot be read (a damaged file: {damaged}); {_NEW_RUN}")
     try:
         with _numpy_allowed():
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -158,15 +159,20 @@ def restoring(path: Path | None) -> Iterator[None]:
 
 
 def damaged_part(path: Path) -> str | None:
-    """The first part of a file ``torch.save`` wrote (a zip archive) whose bytes fail their CRC-32, else ``None``
-    (also for a file that is no zip archive: ``torch.load`` then says what it is). ``torch.load`` does not check
-    them: flipped bits inside the weights load as other weights. A part stored with a CRC of 0 has none to check
-    (``torch.serialization.set_crc32_options(False)`` saves so)."""
+    """What is wrong with a part of a file ``torch.save`` wrote (a zip archive), ``"its part 'x' fails its
+    checksum"`` or ``"its part 'x' is compressed ..."``, else ``None`` (also for a file that is no zip archive:
+    ``torch.load`` then says what it is). ``torch.load`` does not check CRCs: flipped bits inside the weights load
+    as other weights. A part stored with a CRC of 0 has none to check (``torch.serialization.set_crc32_options(False)``
+    saves so). ``torch.save`` stores every part uncompressed, so a compressed one is foreign, refused before it is
+    inflated (a 1.4 MB file unpacked into a 1.2 GB tensor)."""
     import zipfile
 
     try:
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
+                if info.compress_type != zipfile.ZIP_STORED:
+                    return (f"its part {info.filename!r} is compressed ({info.compress_size} bytes for "
+                            f"{info.file_size}), which torch.save never writes")
                 if info.CRC == 0:
                     continue
                 try:
@@ -174,7 +180,7 @@ def damaged_part(path: Path) -> str | None:
                         while part.read(1 << 24):
                             pass
                 except zipfile.BadZipFile:  # "Bad CRC-32 for file ..."
-                    return info.filename
+                    return f"its part {info.filename!r} fails its checksum"
     except Exception:  # noqa: BLE001 - not a readable archive: torch.load names the reason
         return None
     return None
@@ -188,11 +194,18 @@ def torch_load_reason(err: BaseException) -> str:
     >>> torch_load_reason(RuntimeError("Weights only load failed. Re-run ... WeightsUnpickler error: \\n\\n"
     ...                                "Unsupported operand 123\\n\\nCheck the documentation of torch.load ..."))
     'WeightsUnpickler error: Unsupported operand 123'
+    >>> torch_load_reason(RuntimeError("Weights only load failed. ... `False` will likely succeed, but ...\\n\\n"
+    ...                                "\\nTrying to load unsupported GLOBAL os.system\\n\\nCheck the documentation"))
+    'Trying to load unsupported GLOBAL os.system'
     """
     text = str(err).strip()
     start = text.find(_UNPICKLER_ERROR)
     if start >= 0:
         return error_summary(text[start:].split(_TORCH_LOAD_DOCS)[0])
+    if text.startswith(_WEIGHTS_ONLY_FAILED):  # torch 2.6 and later: its advice, then the reason, then its docs
+        reasons = [p.strip() for p in text.split("\n\n")[1:] if p.strip() and not p.startswith(_TORCH_LOAD_DOCS)]
+        if reasons:
+            return error_summary(reasons[0])
     return error_summary(text.splitlines()[0] if text else err)
 
 
