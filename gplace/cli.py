@@ -316,7 +316,8 @@ def _print_table(report, run_dir: str | Path) -> None:
     for name, alike in _single_rows(report.baselines):
         m = report.baselines[name]
         label, failed = (f"single {name}", "failed") if alike == 1 else (f"single ({alike} devices)", "all failed")
-        table.add_row(_encodable(label), _ms(m.step_time) if m.ok else _encodable(f"{failed}: {m.reason}"),
+        reason = " ".join(m.reason.split())  # a runtime's reason over several lines wraps in its cell
+        table.add_row(_encodable(label), _ms(m.step_time) if m.ok else _encodable(f"{failed}: {reason}"),
                       f"{time_ratio(m.step_time, learned):.2f}x" if m.ok else "")
     table.add_row(Text("learned", style="bold"), Text(_ms(learned), style="bold"), "1.00x")
     console = _console()

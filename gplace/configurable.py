@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import sys
 from typing import Any, TypeVar
 
 __all__ = ["Configurable", "from_config"]
@@ -60,9 +61,10 @@ class Configurable:
         """A new instance built from :meth:`config`'s output (fresh weights).
 
         Raises:
-            ValueError: ``config`` names another class (refused before anything is called).
+            ValueError: ``config`` names another class (refused before anything is called), or a class of a
+                module neither gplace's nor imported already (never imported here: importing runs its code).
         """
-        named = _config_class(config)
+        named = _config_class(config, imports=False)
         if not (isinstance(named, type) and issubclass(named, cls)):
             raise ValueError(f"config names {config.get('class')!r}, not a {cls.__name__}")
         return named(**config["kwargs"])
@@ -79,11 +81,15 @@ def from_config(config: dict[str, Any]) -> Any:
     return _config_class(config)(**config["kwargs"])
 
 
-def _config_class(config: dict[str, Any]) -> Any:
-    """The object a config's ``class`` names, imported."""
+def _config_class(config: dict[str, Any], imports: bool = True) -> Any:
+    """The object a config's ``class`` names, its module imported (without ``imports``: only gplace's own, another
+    taken from ``sys.modules`` if the caller imported it, as importing a module runs its code)."""
     if not isinstance(config, dict) or "class" not in config or "kwargs" not in config:
         raise ValueError(f"a module config is a dict with 'class' and 'kwargs', got {config!r}")
     module, _, name = str(config["class"]).rpartition(".")
+    if not (imports or module == "gplace" or module.startswith("gplace.") or module in sys.modules):
+        raise ValueError(f"config class {config['class']!r} is in module {module!r}, which is not imported; import "
+                         "it first if you trust it")
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as err:

@@ -64,11 +64,12 @@ FORMAT = "gplace.policy"
 VERSION = 1
 """The version of the policy file layout this module writes and reads."""
 MAX_PLAIN_VALUES = 100_000
-"""Values (every number, name, list and dict, counted where they are reached) a policy's kwargs or its ``meta`` may
-hold."""
-MAX_SHARED_LAYERS = 1024
-"""A ``*layers`` setting of a class not gplace's may exceed its file's weights (layers that share weights) up to
-this many."""
+"""Values (every number, name, list and dict, counted where they are reached) a module's kwargs (:func:`build`) or
+a policy file's ``meta`` (:func:`save_policy`) may hold; a file's kwargs are checked on load too (its ``meta`` is
+handed over as read)."""
+MAX_LAYERS = 1024
+"""The largest ``*layers`` setting a policy file may give a class (gplace's classes: no more than the file holds
+weights, too)."""
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,8 @@ def build(cls: type[M], /, **kwargs: Any) -> M:
 
     Raises:
         ValueError: a keyword value is not plain data (None, bool, int, float, str, or lists, tuples and
-            str-keyed dicts of those), so a policy file could not hold it.
+            str-keyed dicts of those), so a policy file could not hold it; or more than :data:`MAX_PLAIN_VALUES`
+            values in all.
     """
     _check_plain(kwargs, f"{cls.__name__} kwargs")
     module = cls(**kwargs)
@@ -149,7 +151,8 @@ def save_policy(path: str | Path, encoder: nn.Module, policy: nn.Module, *,
 
     Raises:
         TypeError: the arguments are not ``(path, encoder, policy)`` (e.g. the path given last).
-        ValueError: see :func:`module_spec`; or ``meta`` holds a value that is not plain data.
+        ValueError: see :func:`module_spec`; or ``meta`` holds a value that is not plain data, or more than
+            :data:`MAX_PLAIN_VALUES` values.
 
     Returns:
         the path written.
@@ -517,6 +520,10 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ValueError(f"{path}: weight {name!r} of {spec['class']} holds NaN or inf values (a damaged file, or "
                              "a training run that diverged)")
+    try:
+        _check_plain(spec["kwargs"], f"field '{spec['class']}' kwargs")  # before anything walks or builds them
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     cls = _module_class(spec["class"], path)
     _check_layer_counts(spec, state, path)
     on_meta = {"device": "meta"} if "device" in spec["kwargs"] else {}  # a device given would override the context
@@ -546,15 +553,20 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
 
 
 def _check_layer_counts(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: Path) -> None:
-    """Refuse a ``*layers`` kwarg above the number of weights in the file (each layer of gplace's classes has one at
-    least), or for a class not gplace's (which may share a layer's) above that or :data:`MAX_SHARED_LAYERS`:
-    building a billion layers, even on the meta device, never ended (``torch.nn.LSTM`` and ``Transformer`` too)."""
+    """Refuse a ``*layers`` kwarg above :data:`MAX_LAYERS`, or for one of gplace's classes (each of their layers
+    has a weight at least) above the number of weights in the file: building a billion layers, even on the meta
+    device, never ended (``torch.nn.LSTM`` and ``Transformer`` too, and a file padded with views of one storage
+    holds as many "weights" as it likes)."""
     own = str(spec["class"]).startswith("gplace.")
-    limit = len(state) if own else max(len(state), MAX_SHARED_LAYERS)
     for name, value in spec["kwargs"].items():
-        if name.endswith("layers") and isinstance(value, int) and value > limit:
+        if not (name.endswith("layers") and isinstance(value, int)):
+            continue
+        if own and value > len(state):
             raise ValueError(f"{path}: field '{spec['class']}' {name}={value} asks for more layers than the file "
                              f"holds weights ({len(state)}): a damaged or edited file")
+        if value > MAX_LAYERS:
+            raise ValueError(f"{path}: field '{spec['class']}' {name}={value} asks for more layers than it may (a "
+                             f"policy file {MAX_LAYERS} at most): a damaged or edited file")
 
 
 def _module_class(name: str, path: Path) -> type[nn.Module]:
@@ -621,23 +633,24 @@ def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
 
 def _check_plain(value: Any, where: str) -> None:
     """Raise ``ValueError`` unless ``value`` is JSON-like data (tuples allowed) that ``weights_only`` loads, of at most
-    :data:`MAX_PLAIN_VALUES` values (lists that hold one list twice, 40 deep, made 2**40 of them from a few bytes)."""
-    todo, seen = [(value, where)], 0
+    :data:`MAX_PLAIN_VALUES` values (lists that hold one list twice, 40 deep, made 2**40 of them from a few bytes),
+    counted before they are walked."""
+    todo, seen = [(value, where)], 1
     while todo:
         value, where = todo.pop()
-        seen += 1
+        if value is None or isinstance(value, bool | int | float | str):
+            continue
+        if not isinstance(value, list | tuple | Mapping):
+            raise ValueError(f"{where} is a {type(value).__name__} ({value!r:.60}); a policy file holds only plain "
+                             "data")
+        seen += len(value)
         if seen > MAX_PLAIN_VALUES:
             raise ValueError(f"{where}: more than {MAX_PLAIN_VALUES:,} values in all (lists that repeat themselves?); "
                              "a policy's settings are a few numbers and names")
-        if value is None or isinstance(value, bool | int | float | str):
-            continue
-        if isinstance(value, list | tuple):
-            todo += reversed([(item, f"{where}[{i}]") for i, item in enumerate(value)])
-        elif isinstance(value, Mapping):
+        if isinstance(value, Mapping):
             for key in value:
                 if not isinstance(key, str):
                     raise ValueError(f"{where} has a non-string key {key!r}")
             todo += reversed([(item, f"{where}[{key!r}]") for key, item in value.items()])
         else:
-            raise ValueError(f"{where} is a {type(value).__name__} ({value!r:.60}); a policy file holds only plain "
-                             "data")
+            todo += reversed([(item, f"{where}[{i}]") for i, item in enumerate(value)])

@@ -35,3 +35,15 @@ def test_a_trainers_settings_resolve_their_type_hints():
     for trainer in (PPOTrainer, ReinforceTrainer):
         assert "entropy_coef" in typing.get_type_hints(trainer.__init__)
         inspect.signature(trainer, eval_str=True)
+
+
+def test_the_write_backs_hints_resolve_without_their_frameworks_types_imported():
+    """Typed as onnx.ModelProto and Pipe for checkers, the ONNX and torch write-back's annotations raised NameError
+    in typing.get_type_hints (the review of this change)."""
+    import typing
+
+    from gplace.export.onnx import OnnxPart, annotate_onnx, save_onnx
+    from gplace.export.torch import PipelineSplit, pipeline_from_file
+
+    for typed in (OnnxPart, annotate_onnx, save_onnx, PipelineSplit, pipeline_from_file):
+        typing.get_type_hints(typed)

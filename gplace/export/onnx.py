@@ -32,7 +32,9 @@ from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.serialize import atomic_path, write_bytes_atomic, write_error
 
 if TYPE_CHECKING:
-    import onnx
+    from onnx import ModelProto
+else:  # typing.get_type_hints resolves the annotations without importing onnx
+    ModelProto = Any
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ class OnnxPart:
 
     device: str
     """Cluster device name."""
-    model: onnx.ModelProto
+    model: ModelProto
     """``onnx.ModelProto``: the part's nodes, the initialisers they read, cut tensors as inputs and outputs."""
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -56,7 +58,7 @@ class OnnxPart:
     """Where the original model's external weight data lives, for initialisers the part reads from there."""
 
 
-def annotate_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> onnx.ModelProto:
+def annotate_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> ModelProto:
     """A copy of ``graph``'s ONNX model with every node's device and stage written in (module docstring).
 
     Raises:
@@ -223,7 +225,7 @@ def _set_metadata(node: Any, entries: Mapping[str, str]) -> None:
         node.metadata_props.add(key=key, value=value)
 
 
-def save_onnx(model: onnx.ModelProto, path: str | Path, base_dir: str | None = None) -> list[Path]:
+def save_onnx(model: ModelProto, path: str | Path, base_dir: str | None = None) -> list[Path]:
     """Write ``model`` to ``path`` as a file that stands alone; return the paths written.
 
     Where any tensor's data is external (read from ``base_dir``, the original model's directory): initialisers

@@ -40,6 +40,8 @@ from gplace.torch_modes import tracing
 
 if TYPE_CHECKING:
     from torch.distributed.pipelining import Pipe
+else:  # typing.get_type_hints resolves the annotations without importing it
+    Pipe = Any
 
 
 class OnDevice(nn.Module):

@@ -48,7 +48,7 @@ def test_a_file_that_would_run_code_is_refused_with_torchs_reason_not_its_advice
 def test_a_billion_layers_of_a_class_not_gplaces_are_refused(tmp_path, cls, kwargs):
     path = _edited(_policy_file(tmp_path / "policy.pt"),
                    lambda d: d["encoder"].update({"class": cls, "kwargs": kwargs}))
-    with pytest.raises(ValueError, match=r"asks for more layers than the file holds weights"):
+    with pytest.raises(ValueError, match=r"asks for more layers than it may \(a policy file 1024 at most\)"):
         load_policy(path)
 
 
@@ -85,3 +85,28 @@ def test_a_classes_from_config_calls_nothing_but_that_class(tmp_path):
         MLPPolicy.from_config(config)
     assert not marker.exists()
     assert type(MLPPolicy.from_config(MLPPolicy(2, hidden_size=8).config())) is MLPPolicy
+
+
+def test_a_file_padded_with_views_of_one_storage_still_cannot_ask_for_more_layers(tmp_path):
+    """The cap counted the file's entries, which views of one 1-element storage pad cheaply: torch.nn.LSTM with
+    30,000 layers passed and took 125 s to refuse (the review)."""
+    one = torch.zeros(1)
+    padding = {f"pad{i}": one[0:1] for i in range(30_000)}
+    path = _edited(_policy_file(tmp_path / "policy.pt"), lambda d: (
+        d["encoder"].update({"class": "torch.nn.LSTM", "kwargs": {"input_size": 8, "hidden_size": 8,
+                                                                  "num_layers": 30_000}}),
+        d["state"]["encoder"].update(padding)))
+    with pytest.raises(ValueError, match=r"num_layers=30000 asks for more layers than it may"):
+        load_policy(path)
+
+
+def test_a_configs_module_not_imported_is_not_imported_to_check_its_class():
+    """Importing a module runs its code: MLPPolicy.from_config({"class": "this.s"}) printed the Zen of Python before
+    refusing the class (the review)."""
+    import sys
+
+    if "this" in sys.modules:
+        pytest.skip("the module 'this' is imported already")
+    with pytest.raises(ValueError, match=r"module 'this', which is not imported"):
+        MLPPolicy.from_config({"class": "this.s", "kwargs": {}})
+    assert "this" not in sys.modules
