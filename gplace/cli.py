@@ -721,6 +721,7 @@ EXIT_DIR_IN_USE = 75
 def _fail(message: str, log_files: bool = True, status: int = 2) -> None:
     """One clear line on stderr and exit ``status`` (2: a user's mistake, bad input), instead of a traceback (in a
     sweep, :class:`JobFailed`, so the other jobs run); also in the job's log files unless ``log_files`` is false."""
+    message = message.translate(_TERMINAL_ESCAPES)  # a name from a file in a reason (a device's) took the terminal
     sys.stderr.write(f"gplace: error: {message}\n")
     if log_files:
         _log_to_files(message)
@@ -1384,6 +1385,8 @@ def _encodable(text: str) -> str:
 
 _CONTROL_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), *range(0x7F, 0xA0))}
 """Each C0 and C1 control character (and DEL) -> its escape as ``repr`` writes it (``\\x1b``, ``\\n``)."""
+_TERMINAL_ESCAPES = {c: e for c, e in _CONTROL_ESCAPES.items() if chr(c) not in "\n\t"}
+"""The same but newlines and tabs, which an error's own text may hold."""
 
 
 def _escaped(text: object) -> str:

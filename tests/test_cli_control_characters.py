@@ -69,3 +69,18 @@ def test_show_prints_names_and_fingerprints_with_control_characters_escaped(tmp_
     proc = _gplace("show", str(placement), "--graph", str(_write(tmp_path / "g.json", ONE_OP)), cwd=tmp_path)
     assert proc.returncode == 2 and _no_controls(proc.stderr) and proc.stderr.count(b"\n") == 1, proc.stderr
     assert b"(fingerprint 'deadbeef\\x1b[31mRED" in proc.stderr
+
+
+def test_an_error_naming_a_device_from_a_file_reaches_the_terminal_and_log_without_escape_sequences(tmp_path):
+    """A single device's failed placement named the device raw in the one-line error on stderr and in cli.log (the
+    review); terminal sequences are escaped there too (newlines kept: an error's own text may hold them)."""
+    graph = {"format": "gplace.graph", "version": 1, "name": "g",
+             "ops": [{"name": "a", "cost": 1e-3, "output_bytes": 10**9, "persistent_memory": 10**9},
+                     {"name": "b", "cost": 1e-3}], "edges": [{"src": "a", "dst": "b"}]}
+    cluster = {**CLUSTER, "devices": [{"name": "/CPU:0" + ESC, "kind": "cpu", "memory": 1000},
+                                      {"name": "gpu" + ESC, "kind": "cpu", "memory": 1000}]}
+    done = _gplace("place", "graph=file", f"graph.path={_write(tmp_path / 'g.json', graph)}", "cluster=file",
+                   f"cluster.path={_write(tmp_path / 'c.json', cluster)}", "method=single", "hydra.run.dir=run",
+                   cwd=tmp_path)
+    assert done.returncode != 0 and b"gplace: error:" in done.stderr and b"\\x1b" in done.stderr
+    assert _no_controls(done.stderr) and _no_controls((tmp_path / "run" / "cli.log").read_bytes())
