@@ -32,7 +32,8 @@ def test_an_ort_profile_python_cannot_read_is_a_profile_error_naming_the_file(tm
 def test_bench_results_python_cannot_read_are_a_value_error_naming_the_file(tmp_path, text):
     path = tmp_path / "results.json"
     path.write_text(text)
-    with pytest.raises(ValueError, match="results.json: not a gplace bench results file"):
+    with pytest.raises(ValueError, match=r"results.json: not a gplace bench results file \((JSON nested too deeply "
+                                         r"to read|not valid JSON for gplace: a number in it has more than)"):
         load_records(path)
 
 

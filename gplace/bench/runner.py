@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.serialize import number_too_long
 from gplace.runtime.base import Runtime
 
 log = logging.getLogger(__name__)
@@ -97,11 +98,17 @@ def read_records(path: str | Path, parse: Callable[[Any], Any], what: str) -> li
     if not path.is_file():
         return []
     try:
-        return [parse(doc) for doc in json.loads(path.read_text(encoding="utf-8"))]
-    except (ValueError, TypeError, KeyError, AttributeError) as err:  # UnicodeDecodeError is a ValueError
+        docs = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"{path}: not a gplace {what} file ({type(err).__name__}: {err})") from None
     except RecursionError:
         raise ValueError(f"{path}: not a gplace {what} file (JSON nested too deeply to read)") from None
+    except ValueError:  # a number literal past Python's int-conversion limit
+        raise ValueError(f"{path}: not a gplace {what} file ({number_too_long()})") from None
+    try:
+        return [parse(doc) for doc in docs]
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        raise ValueError(f"{path}: not a gplace {what} file ({type(err).__name__}: {err})") from None
 
 
 def run_baselines(
