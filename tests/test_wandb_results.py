@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -80,17 +82,37 @@ def test_a_key_without_a_network_falls_back_to_offline_within_seconds(tmp_path, 
 
 
 def test_a_server_that_answers_but_is_not_wandb_falls_back_to_offline_too(tmp_path, monkeypatch, caplog):
-    """Where something accepts the connection but W&B cannot start (a proxy, a firewall), ``wandb.init``'s error
-    is caught; where nothing does, the probe fails: offline, with a warning, either way."""
+    """Where something accepts the connection but W&B cannot start (a proxy, a firewall that swallows the request),
+    ``wandb.init``'s error is caught: offline, with a warning. The listener is local and silent, so the test needs
+    no network and behaves the same on every machine."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    threading.Thread(target=_accept_and_stay_silent, args=(listener, held), daemon=True).start()
+    server = f"http://127.0.0.1:{listener.getsockname()[1]}"
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
-    monkeypatch.setenv("WANDB_BASE_URL", "http://10.255.255.1:80")
+    monkeypatch.setenv("WANDB_BASE_URL", server)
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="gplace.loggers"):
-        logger = WandbLogger(dir=str(tmp_path))
-    assert logger.mode == "offline" and time.monotonic() - started < 60
-    assert "logging offline" in caplog.text and "10.255.255.1" in caplog.text
-    logger.finish()
+    try:
+        with caplog.at_level(logging.WARNING, logger="gplace.loggers"):
+            logger = WandbLogger(dir=str(tmp_path))
+        assert logger.mode == "offline" and time.monotonic() - started < 60
+        assert held, "W&B never connected to the listener"
+        assert "online start at " + server in caplog.text and "logging offline" in caplog.text
+        logger.finish()
+    finally:
+        listener.close()
+        for connection in held:
+            connection.close()
+
+
+def _accept_and_stay_silent(listener: socket.socket, held: list[socket.socket]) -> None:
+    """Accept every connection and never answer, until ``listener`` is closed."""
+    while True:
+        try:
+            held.append(listener.accept()[0])
+        except OSError:
+            return
 
 
 def test_a_multirun_logs_one_run_per_job_grouped_by_sweep(tmp_path):
