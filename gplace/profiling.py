@@ -35,7 +35,6 @@ Comparing with the analytic model (:func:`fit_speed_factor`, :func:`cost_error`)
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import numbers
@@ -52,7 +51,7 @@ import numpy as np
 from gplace import costmodel
 from gplace.ir import OpGraph
 from gplace.ir.errors import check_sizes, error_summary
-from gplace.ir.serialize import number_too_long
+from gplace.ir.serialize import JsonTextError, read_json
 
 if TYPE_CHECKING:
     import onnx
@@ -232,13 +231,9 @@ def read_ort_profile(path: str | Path) -> OrtProfile:
     if not path.is_file():
         raise FileNotFoundError(f"no onnxruntime profile at {str(path)!r}")
     try:
-        events = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ProfileError(f"{path}: not an onnxruntime profile (not JSON: {error_summary(err)})") from None
-    except ValueError:  # a number literal past Python's int-conversion limit
-        raise ProfileError(f"{path}: not an onnxruntime profile ({number_too_long()})") from None
-    except RecursionError:
-        raise ProfileError(f"{path}: not an onnxruntime profile (JSON nested too deeply to read)") from None
+        events = read_json(path)
+    except JsonTextError as err:
+        raise ProfileError(f"{path}: not an onnxruntime profile ({err})") from None
     if not isinstance(events, list):
         raise ProfileError(f"{path}: not an onnxruntime profile (expected a JSON list of trace events, "
                            f"got a {type(events).__name__})")

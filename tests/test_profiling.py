@@ -167,7 +167,7 @@ def _other_batch():
 def test_malformed_profiles_name_the_file(tmp_path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(ValueError, match="bad.json.*not JSON"):
+    with pytest.raises(ValueError, match="bad.json.*not valid JSON"):
         read_ort_profile(bad)
     bad.write_text(json.dumps({"traceEvents": []}))
     with pytest.raises(ValueError, match="bad.json.*list of trace events"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.ir.serialize import number_too_long
+from gplace.ir.serialize import JsonTextError, read_json
 from gplace.runtime.base import Runtime
 
 log = logging.getLogger(__name__)
@@ -98,13 +97,9 @@ def read_records(path: str | Path, parse: Callable[[Any], Any], what: str) -> li
     if not path.is_file():
         return []
     try:
-        docs = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: not a gplace {what} file ({type(err).__name__}: {err})") from None
-    except RecursionError:
-        raise ValueError(f"{path}: not a gplace {what} file (JSON nested too deeply to read)") from None
-    except ValueError:  # a number literal past Python's int-conversion limit
-        raise ValueError(f"{path}: not a gplace {what} file ({number_too_long()})") from None
+        docs = read_json(path)
+    except JsonTextError as err:
+        raise ValueError(f"{path}: not a gplace {what} file ({err})") from None
     try:
         return [parse(doc) for doc in docs]
     except (ValueError, TypeError, KeyError, AttributeError) as err:

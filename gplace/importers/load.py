@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any, Literal
 
 from gplace.importers.profiles import load_doppler, load_giph_graph, load_giph_network, load_pipedream, text_lines
 from gplace.ir import Cluster, GraphError, OpGraph, UnsupportedGraphError, cluster_from_dict, graph_from_dict
-from gplace.ir.serialize import CLUSTER_FORMAT, GRAPH_FORMAT, DuplicateKeyError, number_too_long, unique_keys
+from gplace.ir.serialize import CLUSTER_FORMAT, GRAPH_FORMAT, DuplicateKeyError, JsonTextError, parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -130,15 +129,11 @@ def _text(path: Path, expected: str) -> str:
 
 def _json(path: Path, text: str, expected: str) -> Mapping[str, Any]:
     try:
-        doc = json.loads(text, object_pairs_hook=unique_keys)
-    except json.JSONDecodeError as err:
-        raise _unsupported(path, expected, f"invalid JSON (line {err.lineno}: {err.msg})") from None
-    except DuplicateKeyError as err:
+        doc = parse_json(text)
+    except DuplicateKeyError as err:  # JSON, of a kind gplace reads, with one mistake
         raise GraphError(f"{path}: {err}") from None
-    except ValueError:  # a number literal past Python's int-conversion limit
-        raise _unsupported(path, expected, number_too_long()) from None
-    except RecursionError:
-        raise _unsupported(path, expected, "JSON nested too deeply to read") from None
+    except JsonTextError as err:
+        raise _unsupported(path, expected, str(err)) from None
     if not isinstance(doc, Mapping):
         raise _unsupported(path, expected, f"a JSON {type(doc).__name__}, not an object")
     return doc

@@ -9,7 +9,6 @@ Each loader reads one file format (see ``shared/graphs/README.md`` for their ori
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import numbers
@@ -25,7 +24,7 @@ import numpy as np
 from gplace.ir import Cluster, Device, Edge, GraphError, Link, Op, OpGraph
 from gplace.ir.errors import check_flags
 from gplace.ir.graph import short_repr
-from gplace.ir.serialize import DuplicateKeyError, number_too_long, unique_keys
+from gplace.ir.serialize import JsonTextError, parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -63,15 +62,9 @@ def text_lines(text: str) -> list[str]:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(_read_text(path), object_pairs_hook=unique_keys)
-    except json.JSONDecodeError as err:
-        raise _error(path, err.lineno, f"not valid JSON ({err.msg}, column {err.colno})") from None
-    except DuplicateKeyError as err:
-        raise _error(path, None, str(err)) from None
-    except ValueError:  # a number literal past Python's int-conversion limit
-        raise _error(path, None, number_too_long()) from None
-    except RecursionError:
-        raise _error(path, None, "JSON nested too deeply to read") from None
+        return parse_json(_read_text(path))
+    except JsonTextError as err:
+        raise _error(path, err.line, str(err)) from None
 
 
 def _build(ops: Sequence[Op], edges: Sequence[Edge], *, name: str, path: Path) -> OpGraph:

@@ -358,22 +358,57 @@ def _dims(shape: Any, where: str) -> tuple[int, ...]:
 
 def load_json(path: str | Path) -> dict[str, Any]:
     """Read a JSON document, naming the file on a parse error or a key given twice in one object."""
-    try:  # a byte-order mark is not JSON
-        return json.loads(Path(path).read_text(encoding="utf-8-sig"), object_pairs_hook=unique_keys)
-    except json.JSONDecodeError as err:
-        raise GraphError(f"{path}: not valid JSON ({err})") from None
-    except DuplicateKeyError as err:
+    try:
+        return read_json(path)
+    except JsonTextError as err:
         raise GraphError(f"{path}: {err}") from None
-    except UnicodeDecodeError as err:
-        raise GraphError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}), so not JSON") from None
-    except RecursionError:
-        raise GraphError(f"{path}: JSON nested too deeply to read") from None
-    except ValueError:  # a number literal past Python's int-conversion limit
-        raise GraphError(f"{path}: {number_too_long()}") from None
 
 
-class DuplicateKeyError(ValueError):
+class JsonTextError(ValueError):
+    """Text that gplace's JSON readers refuse; the message says why, without naming a file, and ``line`` where
+    (``None`` where no one line is to blame)."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class DuplicateKeyError(JsonTextError):
     """A JSON object gives one key twice."""
+
+
+def read_json(path: str | Path) -> Any:
+    """:func:`parse_json` of the UTF-8 file at ``path`` (a byte-order mark, which is not JSON, skipped).
+
+    Raises:
+        JsonTextError: the file is not UTF-8 text, or :func:`parse_json` refuses it.
+        OSError: the file cannot be read.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise JsonTextError(f"not UTF-8 text ({err.reason} at byte {err.start}), so not JSON") from None
+    return parse_json(text)
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads`` as every JSON reader of gplace calls it: a key given twice in one object is refused, and so
+    are nesting too deep for Python and a number past its int-conversion limit, each in words.
+
+    Raises:
+        DuplicateKeyError: naming the key (:func:`unique_keys`).
+        JsonTextError: the text is not JSON, or not JSON Python can read.
+    """
+    try:
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except json.JSONDecodeError as err:
+        raise JsonTextError(f"not valid JSON ({err.msg}: line {err.lineno} column {err.colno})", err.lineno) from None
+    except JsonTextError:
+        raise
+    except RecursionError:
+        raise JsonTextError("JSON nested too deeply to read") from None
+    except ValueError:  # a number literal past Python's int-conversion limit
+        raise JsonTextError(_number_too_long()) from None
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -392,9 +427,9 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def number_too_long() -> str:
+def _number_too_long() -> str:
     """Why ``json.loads`` refused a document with a ``ValueError`` that is no ``JSONDecodeError``: a number literal
-    past Python's int-conversion limit (every JSON reader of gplace says it so)."""
+    past Python's int-conversion limit."""
     return f"not valid JSON for gplace: a number in it has more than {sys.get_int_max_str_digits()} digits"
 
 
