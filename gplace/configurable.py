@@ -19,7 +19,7 @@ import inspect
 import sys
 from typing import Any, TypeVar
 
-__all__ = ["Configurable", "from_config"]
+__all__ = ["Configurable", "ModuleNotImportedError", "class_by_name", "from_config"]
 
 C = TypeVar("C", bound="Configurable")
 
@@ -82,15 +82,39 @@ def from_config(config: dict[str, Any]) -> Any:
 
 
 def _config_class(config: dict[str, Any], imports: bool = True) -> Any:
-    """The object a config's ``class`` names, its module imported (without ``imports``: only gplace's own, another
-    taken from ``sys.modules`` if the caller imported it, as importing a module runs its code)."""
+    """The object a config's ``class`` names (:func:`class_by_name`; with ``imports``, from any module)."""
     if not isinstance(config, dict) or "class" not in config or "kwargs" not in config:
         raise ValueError(f"a module config is a dict with 'class' and 'kwargs', got {config!r}")
-    module, _, name = str(config["class"]).rpartition(".")
-    if not (imports or module == "gplace" or module.startswith("gplace.") or module in sys.modules):
-        raise ValueError(f"config class {config['class']!r} is in module {module!r}, which is not imported; import "
-                         "it first if you trust it")
     try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError) as err:
+        return class_by_name(str(config["class"]), import_any=imports)
+    except ModuleNotImportedError as err:
+        raise ValueError(f"config class {config['class']!r} is in module {err.module!r}, which is not imported; "
+                         "import it first if you trust it") from None
+    except ValueError as err:
         raise ValueError(f"config class {config['class']!r} cannot be imported: {err}") from None
+
+
+class ModuleNotImportedError(ValueError):
+    """A name read from a file lies in a module that is neither gplace's nor imported already (``module``)."""
+
+    def __init__(self, module: str) -> None:
+        super().__init__(f"module {module!r} is not imported")
+        self.module = module
+
+
+def class_by_name(name: str, *, import_any: bool = False) -> Any:
+    """The object ``module.attr`` names (``name`` split at its last dot), its module imported: only gplace's own
+    unless ``import_any``, as importing a module runs its code; another must be imported by the caller already.
+
+    Raises:
+        ModuleNotImportedError: the module is neither gplace's nor imported (without ``import_any``).
+        ValueError: the module cannot be imported or has no such attribute.
+    """
+    module, _, attr = name.rpartition(".")
+    own = module == "gplace" or module.startswith("gplace.")
+    if module and not (import_any or own) and sys.modules.get(module) is None:
+        raise ModuleNotImportedError(module)
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError):
+        raise ValueError(f"cannot import {name!r}") from None

@@ -26,12 +26,10 @@ Example::
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 import os
 import re
-import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -43,7 +41,7 @@ import torch
 from torch import nn
 
 from gplace.baselines._common import PlacementInfeasibleError
-from gplace.configurable import Configurable
+from gplace.configurable import Configurable, ModuleNotImportedError, class_by_name
 from gplace.interfaces import user_stacklevel
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.locks import ForkSafeLock
@@ -121,7 +119,7 @@ def module_spec(module: nn.Module) -> dict[str, Any]:
                       UserWarning, stacklevel=user_stacklevel())
     name = f"{cls.__module__}.{cls.__qualname__}"
     try:
-        found = _resolve(name)
+        found = class_by_name(name)
     except ValueError:
         found = None
     if found is not cls:
@@ -572,17 +570,15 @@ def _check_layer_counts(spec: Mapping[str, Any], state: Mapping[str, torch.Tenso
 def _module_class(name: str, path: Path) -> type[nn.Module]:
     """The ``nn.Module`` class a policy file names. Only gplace's own modules are imported: another module must
     have been imported by the caller already, as importing a module runs its code."""
-    module_name = name.rpartition(".")[0]
-    own = module_name == "gplace" or module_name.startswith("gplace.")
-    if module_name and not own and sys.modules.get(module_name) is None:
-        raise ValueError(f"{path}: class {name!r} is in module {module_name!r}, which is not imported; gplace imports "
-                         "no module a policy file names but its own (importing a module runs its code), so import "
-                         f"{module_name} before loading the file if you trust it (gplace place: "
-                         f"'imports=[{module_name}]')")
     try:
-        cls = _resolve(name)
+        cls = class_by_name(name)
+    except ModuleNotImportedError as err:
+        raise ValueError(f"{path}: class {name!r} is in module {err.module!r}, which is not imported; gplace imports "
+                         "no module a policy file names but its own (importing a module runs its code), so import "
+                         f"{err.module} before loading the file if you trust it (gplace place: "
+                         f"'imports=[{err.module}]')") from None
     except ValueError as err:
-        if module_name == "__main__":
+        if name.startswith("__main__."):
             raise ValueError(f"{path}: class {name!r} was defined in __main__ (a script or notebook) of the process "
                              "that wrote the file, which no other process can import: define it in an importable "
                              "module and save the policy again") from None
@@ -616,15 +612,6 @@ def _check_fits(want: Mapping[str, Any], have: Mapping[str, Any], spec: Mapping[
     problems += [f"{k!r} is {have[k]} in the file, {want[k]} when built" for k in want
                  if k in have and have[k] != want[k]][:3]
     raise ValueError(f"{path}: the weights do not fit {spec['class']}({spec['kwargs']}): {'; '.join(problems)}")
-
-
-def _resolve(name: str) -> Any:
-    """The object at ``module.attr`` (``name`` split at its last dot)."""
-    module_name, _, attr = name.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError):
-        raise ValueError(f"cannot import {name!r}") from None
 
 
 def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
