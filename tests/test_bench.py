@@ -200,7 +200,7 @@ def test_a_name_is_one_file_name_in_out_dir_runs_never_a_path(tmp_path):
     assert len(runs) == 3 and {p.parent.parent for p in runs} == {out / "runs"}
     assert len(list((out / "plots").glob("*.png"))) == 2
     # names that were one file name keep it (a resumed bench finds its run directories); others never share one
-    from gplace.bench.suite import file_stem
+    from gplace.ir.serialize import file_stem
 
     for kept in [("two_branches", "2xgpu", "seq2seq"), ("alexnet", "haswell+4xK80", "gdp_warm"), ("my net", "c", "m")]:
         assert file_stem(*kept) == "-".join(kept)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from gplace.bench.suite import file_stem
+from gplace.ir.serialize import file_stem
 
 GRAPH = {"format": "gplace.graph", "version": 1, "name": "grâphe_π",
          "ops": [{"name": "x→é", "type": "Placeholder", "cost": 1e-6, "output_bytes": 4096},

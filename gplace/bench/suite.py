@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import shutil
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import Any
 from gplace.bench.report import refresh_results, write_results
 from gplace.bench.runner import BenchRecord, run_baselines, run_learned, stale_reason
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.serialize import file_stem
 from gplace.runtime.base import Runtime
 
 log = logging.getLogger(__name__)
@@ -138,37 +137,6 @@ def _rerun_baselines(records: Sequence[BenchRecord], case: BenchCase, placers: M
     found = {r.method: r for r in run_baselines(graph, cluster, placers, case.runtime, bound)[0]}
     key = (graph.name, cluster.name)
     return [found.get(r.method, r) if (r.graph, r.cluster) == key else r for r in records]
-
-
-_STEM_BYTES = 200
-"""Most bytes of a run directory's or plot's name from :func:`file_stem` (file systems take 255; a plot's name adds
-``-timeline.png``)."""
-
-
-def file_stem(*names: str) -> str:
-    """``names`` joined by ``-`` as one file name (a learned search's run directory, its plots' names).
-
-    As they are where that is one file name of at most 200 bytes in UTF-8, so a resumed bench finds the run
-    directories an earlier one left; else path separators (``/``, ``\\``), unprintable characters and those the
-    file system's encoding cannot write (``ü`` under an ASCII locale, ``LC_ALL=C``) become ``_``, the name is cut to
-    fit, and 12 hex digits of a hash of the full names are added, so it stays one name inside its folder (a graph
-    named ``../../x`` or ``/x`` is no path) and two names do not share one.
-    """
-    full = "-".join(names)
-    safe = "".join("_" if ch in "/\\" or not ch.isprintable() or not _encodable(ch) else ch for ch in full)
-    if safe == full and len(full.encode()) <= _STEM_BYTES:
-        return full
-    digest = hashlib.sha256(full.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return f"{safe.encode()[:_STEM_BYTES - 13].decode(errors='ignore')}-{digest}"
-
-
-def _encodable(ch: str) -> bool:
-    """Whether the file system's encoding (``sys.getfilesystemencoding()``) writes ``ch``."""
-    try:
-        ch.encode(sys.getfilesystemencoding())
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _plot(report: Any, plot_dir: Path, stem: str, best_baseline: float) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from gplace.export.parts import Part, device_parts, part_of
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.placement import check_placement
-from gplace.ir.serialize import write_bytes_atomic
+from gplace.ir.serialize import file_stem, write_bytes_atomic
 
 __all__ = ["Part", "check_write_back", "device_parts", "part_of", "write_back"]
 
@@ -119,8 +119,6 @@ def _write_onnx(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir:
 
 def _device_stem(device: str) -> str:
     """``device`` as part of a file name: letters and digits kept, the rest ``_`` (``/GPU:0`` -> ``GPU_0``), cut to
-    fit with a hash of the name where it is long (:func:`~gplace.bench.suite.file_stem`): a device named with 300
+    fit with a hash of the name where it is long (:func:`~gplace.ir.serialize.file_stem`): a device named with 300
     characters failed to write its part (``File name too long``)."""
-    from gplace.bench.suite import file_stem
-
     return file_stem("".join(c if c.isalnum() else "_" for c in device).strip("_"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import json
 import logging
 import math
@@ -531,3 +532,34 @@ def _bandwidth(value: Any, where: str) -> float:
 def _opt_bandwidth(value: Any, where: str) -> float | None:
     """A bandwidth read back, ``None`` where absent."""
     return None if value is None else _bandwidth(value, where)
+
+
+_STEM_BYTES = 200
+"""Most bytes of a run directory's or plot's name from :func:`file_stem` (file systems take 255; a plot's name adds
+``-timeline.png``)."""
+
+
+def file_stem(*names: str) -> str:
+    """``names`` joined by ``-`` as one file name (a bench's run directory, its plots' names, a placed ONNX part's).
+
+    As they are where that is one file name of at most 200 bytes in UTF-8, so a resumed bench finds the run
+    directories an earlier one left; else path separators (``/``, ``\\``), unprintable characters and those the
+    file system's encoding cannot write (``ü`` under an ASCII locale, ``LC_ALL=C``) become ``_``, the name is cut to
+    fit, and 12 hex digits of a hash of the full names are added, so it stays one name inside its folder (a graph
+    named ``../../x`` or ``/x`` is no path) and two names do not share one.
+    """
+    full = "-".join(names)
+    safe = "".join("_" if ch in "/\\" or not ch.isprintable() or not _encodable(ch) else ch for ch in full)
+    if safe == full and len(full.encode()) <= _STEM_BYTES:
+        return full
+    digest = hashlib.sha256(full.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{safe.encode()[:_STEM_BYTES - 13].decode(errors='ignore')}-{digest}"
+
+
+def _encodable(ch: str) -> bool:
+    """Whether the file system's encoding (``sys.getfilesystemencoding()``) writes ``ch``."""
+    try:
+        ch.encode(sys.getfilesystemencoding())
+    except UnicodeEncodeError:
+        return False
+    return True
