@@ -230,10 +230,12 @@ def save_onnx(model: ModelProto, path: str | Path, base_dir: str | None = None) 
 
     Where any tensor's data is external (read from ``base_dir``, the original model's directory): initialisers
     of the graph or of its control-flow subgraphs, sparse initialisers, or tensor attributes (``Constant``
-    values, in the graph, its subgraphs or the model's functions), every one is read in; initialisers are then
-    written to ``<path>.data`` beside it and the rest inline, so the file never points back into the original
-    model's directory. A model without external data is written as one file. Each file is written beside its
-    place and renamed there, so a full disk leaves the earlier files whole.
+    values, in the graph, its subgraphs or the model's functions), every one is read in; the initialisers among
+    them are then written to ``<path>.data`` beside it and the rest inline, so the file never points back into
+    the original model's directory. Tensors inline in the original stay inline (a shape a ``Reshape`` reads, a
+    ``Loop``'s trip count), as onnxruntime's and gplace's shape inference read no external data. A model without
+    external data is written as one file. Each file is written beside its place and renamed there, so a full disk
+    leaves the earlier files whole.
 
     Raises:
         OSError: a file cannot be written (a full disk), naming it.
@@ -242,18 +244,21 @@ def save_onnx(model: ModelProto, path: str | Path, base_dir: str | None = None) 
             the tensor, its location and why, in one line.
     """
     import onnx
-    from onnx.external_data_helper import uses_external_data
+    from onnx.external_data_helper import set_external_data, uses_external_data
 
     path = Path(path)
     if not any(uses_external_data(t) for t in _all_tensors(model)):
         return [write_bytes_atomic(path, model.SerializeToString())]
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    for tensor in _all_tensors(copy):
-        if uses_external_data(tensor):
-            _load_external(tensor, base_dir or ".", path)
-            tensor.data_location = onnx.TensorProto.DEFAULT
-            del tensor.external_data[:]
+    for initializers in (False, True):  # the other tensors first: the external ones left are initialisers
+        for tensor in _all_tensors(copy, initializers):
+            if uses_external_data(tensor):
+                _load_external(tensor, base_dir or ".", path)
+                tensor.data_location = onnx.TensorProto.DEFAULT
+                del tensor.external_data[:]
+                if initializers:  # written out again, to <path>.data
+                    set_external_data(tensor, path.name + ".data")
     data = path.with_name(path.name + ".data")
     with atomic_path(path) as tmp, atomic_path(data) as tmp_data:
         _save_with_data(copy, path, tmp, tmp_data)
@@ -265,16 +270,14 @@ def save_onnx(model: ModelProto, path: str | Path, base_dir: str | None = None) 
 
 
 def _save_with_data(model: Any, path: Path, tmp: Path, tmp_data: Path) -> None:
-    """Write ``model`` to ``tmp`` and its initialisers' data to ``tmp_data``, the temporaries of ``path`` and of
-    ``<path>.data``, which the model names."""
-    from onnx.external_data_helper import (
-        convert_model_to_external_data,
-        uses_external_data,
-        write_external_data_tensors,
-    )
+    """Write ``model`` to ``tmp`` and the data of its tensors marked external (read in) to ``tmp_data``, the
+    temporaries of ``path`` and of ``<path>.data``, which the model names."""
+    from onnx.external_data_helper import set_external_data, uses_external_data, write_external_data_tensors
 
     data = path.with_name(path.name + ".data")
-    convert_model_to_external_data(model, all_tensors_to_one_file=True, location=tmp_data.name, size_threshold=0)
+    for tensor in _all_tensors(model):
+        if uses_external_data(tensor):
+            set_external_data(tensor, tmp_data.name)
     try:
         write_external_data_tensors(model, str(tmp_data.parent))
     except OSError as err:
@@ -326,22 +329,24 @@ def _external_problem(location: str, base_dir: str, err: Exception) -> str:
     return "which onnx could not read: " + " ".join(str(err).split())
 
 
-def _all_tensors(model: Any) -> Iterator[Any]:
+def _all_tensors(model: Any, initializers: bool = True) -> Iterator[Any]:
     """Every ``TensorProto`` of ``model``: initialisers (dense and sparse) and tensor attributes, in the graph, in
-    every subgraph of its nodes (at any depth) and in the model's functions."""
-    yield from _graph_tensors(model.graph)
+    every subgraph of its nodes (at any depth) and in the model's functions; without ``initializers``, all but the
+    dense initialisers."""
+    yield from _graph_tensors(model.graph, initializers)
     for function in model.functions:
-        yield from _node_tensors(function.node)
+        yield from _node_tensors(function.node, initializers)
 
 
-def _graph_tensors(graph: Any) -> Iterator[Any]:
-    yield from graph.initializer
+def _graph_tensors(graph: Any, initializers: bool = True) -> Iterator[Any]:
+    if initializers:
+        yield from graph.initializer
     for sparse in graph.sparse_initializer:
         yield from (sparse.values, sparse.indices)
-    yield from _node_tensors(graph.node)
+    yield from _node_tensors(graph.node, initializers)
 
 
-def _node_tensors(nodes: Any) -> Iterator[Any]:
+def _node_tensors(nodes: Any, initializers: bool = True) -> Iterator[Any]:
     """The tensors in ``nodes``' attributes, the initialisers and attributes of their subgraphs included."""
     for node in nodes:
         for attr in node.attribute:
@@ -351,7 +356,7 @@ def _node_tensors(nodes: Any) -> Iterator[Any]:
             for sparse in [*([attr.sparse_tensor] if attr.HasField("sparse_tensor") else []), *attr.sparse_tensors]:
                 yield from (sparse.values, sparse.indices)
             for graph in [*([attr.g] if attr.HasField("g") else []), *attr.graphs]:
-                yield from _graph_tensors(graph)
+                yield from _graph_tensors(graph, initializers)
 
 
 def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str,

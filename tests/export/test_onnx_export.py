@@ -105,6 +105,39 @@ def test_a_model_with_external_weights_splits_runs_and_writes_back_from_any_dire
 
 
 
+def test_tensors_inline_in_the_source_stay_inline_in_the_written_files(tmp_path):
+    """Saved as onnx saves by default (tensors under 1 KiB inline): a ``Reshape``'s shape stays inline in the
+    written files, so onnxruntime loads them (its shape inference reads no external data: every initialiser was
+    moved out, and the placed model failed to load), and the placed model reads back as the same graph."""
+    from gplace.export import write_back
+
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32), "W")
+    shape = numpy_helper.from_array(np.array([2, 4, 16], dtype=np.int64), "shape")
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["a"], name="mm"),
+             helper.make_node("Reshape", ["a", "shape"], ["b"], name="rs"),
+             helper.make_node("Relu", ["b"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "rsh", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 16])],
+                              initializer=[weight, shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    want = _whole(model, x)
+    (tmp_path / "src").mkdir()
+    onnx.save_model(model, str(tmp_path / "src" / "m.onnx"), save_as_external_data=True, location="m.onnx.data")
+    imported, cluster = from_onnx(tmp_path / "src" / "m.onnx"), uniform_cluster(2, kind="cpu")
+    placement = Placement.from_names(imported, cluster, {"x": "/CPU:0", "mm": "/CPU:0", "rs": "/CPU:1",
+                                                         "relu": "/CPU:1"})
+    write_back(imported, cluster, placement, tmp_path / "out")
+    placed = onnx.load(str(tmp_path / "out" / "placed.onnx"), load_external_data=False)
+    assert [t.name for t in placed.graph.initializer if t.external_data] == ["W"]
+    got = ort.InferenceSession(str(tmp_path / "out" / "placed.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(got.run(["y"], {"x": x})[0], want)
+    np.testing.assert_array_equal(_run_files(sorted((tmp_path / "out" / "parts").glob("*.onnx")), {"x": x})["y"],
+                                  want)
+    assert from_onnx(tmp_path / "out" / "placed.onnx").fingerprint == imported.fingerprint
+
+
 def _relocate_external_data(model_path, location: str) -> None:
     """Point every external tensor of the model file at ``model_path`` to ``location`` (its bytes unchanged)."""
     model = onnx.load(str(model_path), load_external_data=False)
