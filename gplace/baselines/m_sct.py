@@ -83,7 +83,9 @@ class MSCT(Placer):
             logger.info("m-SCT: LP for %r has %d variables (> %d); using the greedy favourite child "
                         "(largest edge bytes)", graph.name, num_vars, self.max_lp_variables)
             return _match(graph, np.argsort(-graph.edge_bytes, kind="stable"))
-        x = _solve_lp(graph, weight, edge_cost)
+        unit = max(float(weight.max(initial=0.0)), float(edge_cost.max(initial=0.0))) or 1.0
+        x = _solve_lp(graph, weight / unit, edge_cost / unit)  # in units of the largest: HiGHS's tolerances are
+        # absolute, so in seconds or in milliseconds it chose other favourite children (placements 3.4 % apart)
         if x is None:
             logger.warning("m-SCT: LP for %r failed; using the greedy favourite child", graph.name)
             return _match(graph, np.argsort(-graph.edge_bytes, kind="stable"))

@@ -478,3 +478,15 @@ def test_a_search_that_ran_out_of_memory_gets_the_memory_hint_beside_a_device_no
                              Device("/GPU:1", "gpu", memory=100)], default_bandwidth=1e9)
     with pytest.raises(PlacementInfeasibleError, match="warm_start='heft'"):
         gplace.place(graph, cluster, method="learned", budget="2 samples", max_groups=1)
+
+
+@pytest.mark.parametrize("unit", [4.0, 1e-3, 1e3], ids=["x4", "ms", "ks"])
+def test_msct_favourite_children_do_not_depend_on_the_unit_of_time(unit):
+    """The LP is solved in units of its largest time: in seconds and in milliseconds (or 4x: exact in floating
+    point) HiGHS's absolute tolerances chose other favourite children (op 0's was 15, then 11, then none)."""
+    graph, cluster = testing.random_dag(20, 0.2, 2), testing.uniform_cluster(2, bandwidth=1e6, latency=1e-3)
+    weight = graph.durations(cluster).mean(1)
+    edge_cost = mean_edge_cost(graph, cluster)
+    msct = MSCT()
+    np.testing.assert_array_equal(msct.favourite_children(graph, weight * unit, edge_cost * unit),
+                                  msct.favourite_children(graph, weight, edge_cost))
