@@ -104,6 +104,7 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
             f"newer gplace changed); resume with the graph file it ran on, or {_NEW_RUN}"
         )
     _check_runtime(state, path, runtime_id)
+    _warn_unrecorded(state, path, grouping=grouping, seed=seed, trainer=trainer)
     if param_shapes is not None:
         _check_model(state, path, [tuple(s) for s in param_shapes])
     if grouping is not None and state.get("grouping", grouping) != grouping:
@@ -255,7 +256,8 @@ def _check_runtime(state: dict[str, Any], path: Path, runtime_id: str | None) ->
             raise RunDirConflictError(
                 f"checkpoint {path} does not say which runtime measured it (written by a gplace before 2026-11-27, "
                 f"most likely sim-v1's step time), this run measures with {runtime_id!r}: resuming could mix their "
-                f"times; {_NEW_RUN}, " + _or_warm_start(path, "resume it with sim-v1"))
+                f"times; {_NEW_RUN}, " + _or_warm_start(path, "resume it with sim-v1 if sim-v1 measured it (a run "
+                                                        "of objective=pipeline before then was not)"))
         log.warning("checkpoint %s does not record its runtime, seed, grouping or trainer (written by a gplace "
                     "before 2026-11-27): resumed as sim-v1's, unchecked", path)
         return
@@ -266,6 +268,16 @@ def _check_runtime(state: dict[str, Any], path: Path, runtime_id: str | None) ->
             f"({_how_runtimes_differ(saved, runtime_id)}): resuming would mix their times; {_NEW_RUN}, "
             + _or_warm_start(path, f"resume it measuring with {saved!r}")
         )
+
+
+def _warn_unrecorded(state: dict[str, Any], path: Path, **given: Any) -> None:
+    """Log a WARNING naming what this run gives that a checkpoint with a runtime does not record (written between
+    2026-11-27 and the day each was recorded), as it resumes unchecked: a change since would mix two runs."""
+    missing = [name for name, value in given.items() if value is not None and name not in state]
+    if "runtime" in state and missing:
+        log.warning("checkpoint %s does not record its %s (written by an older gplace): resumed unchecked; if this "
+                    "run's %s differ from the run that wrote it, their samples mix (start a new run directory "
+                    "instead)", path, " or ".join(missing), ", ".join(missing))
 
 
 def _or_warm_start(path: Path, resume: str) -> str:

@@ -308,6 +308,25 @@ def test_an_old_checkpoint_without_its_runtime_is_refused_by_another_objective_a
     assert "does not record its runtime, seed, grouping or trainer" in caplog.text
 
 
+@pytest.mark.parametrize("unrecorded", [("seed",), ("grouping", "trainer")])
+def test_a_checkpoint_that_records_its_runtime_but_not_its_seed_grouping_or_trainer_says_what_went_unchecked(
+        tmp_path, caplog, unrecorded):
+    """Checkpoints of 2026-11-27 recorded their runtime but not their seed, grouping or trainer: one resumed another
+    trainer, grouping or seed without a word (and the run directory then said the new settings)."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                         run_dir=tmp_path)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    for key in unrecorded:
+        del state[key]
+    torch.save(state, tmp_path / "checkpoint.pt")
+    with caplog.at_level(logging.WARNING, logger="gplace.training.checkpoint"):
+        ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                             run_dir=tmp_path)
+    assert f"does not record its {' or '.join(unrecorded)} (written by an older gplace): resumed unchecked" in (
+        caplog.text)
+
+
 def test_a_checkpoint_of_an_older_simulator_version_says_so(tmp_path):
     """pipe-v1 and pipe-v2 with the same schedule and micro-batches: the message blamed the settings."""
     from gplace.pipeline import PipelineSimulator
