@@ -553,7 +553,7 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
     clusters = _check_pipeline_config(cfg)
     searches = _learned_searches(cfg, clusters)
     records = load_pipeline_records(Path(cfg.out_dir) / "pipeline_results.json") if cfg.get("resume") else []
-    records = _current(records)
+    records = _current(records, {(g, c.name) for g in cfg.graphs for c in clusters.values()}, cfg.out_dir)
     model: dict[str, tuple[float, float]] = {}
     target = cfg.targets
     for graph_name, graph_spec in cfg.graphs.items():
@@ -587,10 +587,22 @@ _PARTIAL = ("\n**Partial**: written while the bench ran, after its last finished
             "command with `resume=true` runs the others (the targets section is written at the end).\n")
 
 
-def _current(records: list[PipelineRecord]) -> list[PipelineRecord]:
+def _current(records: list[PipelineRecord], pairs: set[tuple[str, str]], out_dir: Any) -> list[PipelineRecord]:
     """The records measured by the simulator this gplace has; those of another (older) semantics are measured
-    again, with a WARNING, so no table mixes two simulators."""
+    again, with a WARNING, so no table mixes two simulators.
+
+    Raises:
+        ValueError: some of those are of (graph, cluster) pairs outside ``pairs``, the run's: this run would
+            neither keep nor measure them (a resume dropped thousands without a word).
+    """
     old = [r for r in records if r.model != PipelineSimulator.semantics]
+    elsewhere = sorted({(r.graph, r.cluster) for r in old} - pairs)
+    if elsewhere:
+        shown = ", ".join(f"{g} on {c}" for g, c in elsewhere[:3]) + (" ..." if len(elsewhere) > 3 else "")
+        raise ValueError(f"resume: {out_dir}/pipeline_results.json holds records measured by {models(old)} (an "
+                         f"older simulator) of {len(elsewhere)} (graph, cluster) pairs this run does not measure "
+                         f"({shown}); a resume would drop them: list those graphs and clusters too, or write to "
+                         "another out_dir, or resume=false")
     if old:
         log.warning("pipeline bench: %d records measured by %s are measured again by %s", len(old), models(old),
                     PipelineSimulator.semantics)

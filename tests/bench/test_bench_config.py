@@ -195,6 +195,22 @@ def test_a_pipeline_resume_measures_again_what_an_older_simulator_measured(tmp_p
     assert "Measured by pipe-v2," in report and "Measured by pipe-v1" not in report
 
 
+def test_a_pipeline_resume_refuses_to_drop_an_older_simulators_records_of_pairs_it_does_not_measure(tmp_path):
+    """A resume over an older file measured again the pairs of its config and dropped every other record (2,108
+    of 2,112 for a resume cut to one pair) without a word."""
+    import dataclasses
+
+    from gplace.bench.pipeline import load_pipeline_records, write_pipeline_results
+
+    first = _pipeline(tmp_path, "learned={}")
+    old = [dataclasses.replace(r, model="pipe-v1", cluster="elsewhere") for r in first]
+    write_pipeline_results(old, tmp_path, plot=False)
+    with pytest.raises(ValueError, match=r"measured by pipe-v1 \(an older simulator\) of 1 \(graph, cluster\) pairs "
+                                         r"this run does not measure \(.* on elsewhere\); a resume would drop them"):
+        _pipeline(tmp_path, "learned={}", "resume=true")
+    assert load_pipeline_records(tmp_path / "pipeline_results.json") == old
+
+
 def test_a_pipeline_resume_measures_again_a_graph_or_cluster_changed_under_its_name(tmp_path, caplog):
     """Records were keyed by graph and cluster name: a resume kept a graph's records after its costs changed and
     skipped it (a cluster of another bandwidth likewise: one check, stale_reason, tested in tests/test_bench.py)."""
