@@ -611,7 +611,9 @@ def _check_fits(want: Mapping[str, Any], have: Mapping[str, Any], spec: Mapping[
     problems += [f"unexpected {k!r}" for k in have if k not in want][:3]
     problems += [f"{k!r} is {have[k]} in the file, {want[k]} when built" for k in want
                  if k in have and have[k] != want[k]][:3]
-    raise ValueError(f"{path}: the weights do not fit {spec['class']}({spec['kwargs']}): {'; '.join(problems)}")
+    raise ValueError(f"{path}: the weights do not fit {spec['class']}({spec['kwargs']}): {'; '.join(problems)} (a "
+                     "file written by another gplace version, whose networks differ, or an edited one: train again, "
+                     "or warm-start a new run from its placement.json)")
 
 
 def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:

@@ -156,7 +156,9 @@ def test_weights_that_do_not_fit_the_class_are_refused(tmp_path):
     doc = torch.load(path, weights_only=True)
     doc["policy"]["kwargs"]["hidden_size"] = 8
     torch.save(doc, path)
-    with pytest.raises(ValueError, match="weights do not fit gplace.policies.device_aware.DeviceAwarePolicy"):
+    with pytest.raises(ValueError, match=r"weights do not fit gplace.policies.device_aware.DeviceAwarePolicy.*"
+                                         r"\(a file written by another gplace version, whose networks differ, or an "
+                                         r"edited one: train again, or warm-start a new run from its placement.json\)"):
         load_policy(path)
 
 

@@ -155,8 +155,10 @@ def restoring(path: Path | None) -> Iterator[None]:
     except (KeyError, TypeError, AttributeError, IndexError, ValueError, RuntimeError) as err:
         if isinstance(err, RunDirConflictError):
             raise
-        raise RunDirConflictError(f"checkpoint {path} cannot be resumed: a part does not fit this run "
-                                  f"({type(err).__name__}: {error_summary(err)}); {_NEW_RUN}") from err
+        raise RunDirConflictError(
+            f"checkpoint {path} cannot be resumed: a part does not fit this run ({type(err).__name__}: "
+            f"{error_summary(err)}; a checkpoint of an older gplace, whose networks differ, reads so too); "
+            f"{_NEW_RUN}, " + _or_warm_start(path, "resume it with the gplace that wrote it")) from err
 
 
 def damaged_part(path: Path) -> str | None:

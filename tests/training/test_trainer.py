@@ -327,6 +327,23 @@ def test_a_checkpoint_that_records_its_runtime_but_not_its_seed_grouping_or_trai
         caplog.text)
 
 
+def test_a_checkpoint_whose_networks_an_older_gplace_named_otherwise_says_so_and_how_to_go_on(tmp_path):
+    """Weights moved under 'embedding.' on 2026-11-22: such a checkpoint was refused as 'a part does not fit this run'
+    alone, without the warm-start advice other refusals give."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                         run_dir=tmp_path)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    state["policy"] = {k.replace("encoder.embedding.", "encoder."): v for k, v in state["policy"].items()}
+    torch.save(state, tmp_path / "checkpoint.pt")
+    (tmp_path / "placement.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"a part does not fit this run \(RuntimeError: .*; a checkpoint of an older "
+                                         r"gplace, whose networks differ, reads so too\); use a new run directory or "
+                                         r"delete it, or start a new run from its placement with warm_start="):
+        ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                             run_dir=tmp_path)
+
+
 def test_a_checkpoint_of_an_older_simulator_version_says_so(tmp_path):
     """pipe-v1 and pipe-v2 with the same schedule and micro-batches: the message blamed the settings."""
     from gplace.pipeline import PipelineSimulator
