@@ -908,6 +908,7 @@ def _bench_cases(cfg: DictConfig) -> list:
     from gplace.bench import BenchCase, run_suite
     from gplace.bench.runner import load_records
     from gplace.bench.searches import check_learned, check_search
+    from gplace.bench.suite import warn_unfingerprinted
 
     check_search(cfg.search)
     check_learned(cfg.get("learned"), ("overrides", "warm_start"), cfg.get("baselines") or {})
@@ -927,6 +928,7 @@ def _bench_cases(cfg: DictConfig) -> list:
     for c, searches in planned:
         records = run_suite([lambda c=c: build_case(c)], instantiate(cfg.baselines), searches, cfg.out_dir,
                             plots=cfg.search.plots, previous=records, fresh=not cfg.get("resume", False), seen=seen)
+    warn_unfingerprinted(records, seen, cfg.out_dir)
     log.info("results in %s/RESULTS.md and results.json", cfg.out_dir)
     return records
 

@@ -129,6 +129,19 @@ def run_suite(
     return records
 
 
+def warn_unfingerprinted(records: Sequence[BenchRecord], ran: set[tuple[str, str]], out_dir: str | Path) -> None:
+    """A WARNING naming the pairs a resumed bench kept but did not run (not in ``ran``) whose records say no
+    fingerprints: of an older version of their graph, maybe, beside rows of today's (a table showed one K80 at
+    87.56 ms in one row and 95.81 ms in the next)."""
+    old = sorted({(r.graph, r.cluster) for r in records if (r.graph, r.cluster) not in ran
+                  and None in (r.graph_fingerprint, r.cluster_fingerprint)})
+    if old:
+        shown = ", ".join(f"{g} on {c}" for g, c in old[:3]) + (" ..." if len(old) > 3 else "")
+        log.warning("%s/results.json keeps the records of %d (graph, cluster) pairs this bench did not run, written "
+                    "before records kept fingerprints (%s): their graph may have changed since; run those cases "
+                    "again to measure them anew", out_dir, len(old), shown)
+
+
 def _rerun_baselines(records: Sequence[BenchRecord], case: BenchCase, placers: Mapping[str, Any],
                      bound: float) -> list[BenchRecord]:
     """``records`` with those of ``placers`` on ``case`` replaced, in place, by a new run of them (``bound``: the
