@@ -32,6 +32,7 @@ coarsened to a bounded number of blocks of about equal compute (:meth:`StageProb
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ from gplace.ir.graph import csr
 from gplace.pipeline.simulator import FORWARD, SCHEDULES, UPDATE, check_microbatches, ops_that_run
 
 log = logging.getLogger(__name__)
+
+ALL_ORDERS_UP_TO = 4
+"""Most stage devices of unlike speeds whose every order (4! = 24) :meth:`StageProblem.orders` gives."""
 
 
 def pipeline_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
@@ -413,13 +417,17 @@ class StageProblem:
         """Orders of the stage devices (for ``order=``, index order first) worth solving: the index order alone
         for any assignment (``contiguous=False``: the model's costs are the same in any order) or where the stage
         devices are alike (same costs, pins and memory; links of one speed both ways, which the model costs by
-        their mean); else, at most four: the index order, its reverse, and the devices by their speed on this
-        graph, fastest and slowest first (in the first, the larger memory first among equally fast ones: devices of
-        one speed and several memory sizes were tried only as listed and reversed, so the split depended on the
-        listing; a CPU that early ops are pinned to comes first in the last)."""
+        their mean); else every order of up to :data:`ALL_ORDERS_UP_TO` stage devices (so the split does not depend
+        on how the cluster lists them: four GPUs of four speeds gave a bottleneck 14 % apart listed two ways), and
+        beyond, four: the index order, its reverse, and the devices by their speed on this graph, fastest and
+        slowest first (in the first, the larger memory first among equally fast ones: devices of one speed and
+        several memory sizes were tried only as listed and reversed, so the split depended on the listing; a CPU
+        that early ops are pinned to comes first in the last)."""
         index = tuple(range(self.num_stages))
         if not self.contiguous or self._alike():
             return [index]
+        if self.num_stages <= ALL_ORDERS_UP_TO:
+            return list(itertools.permutations(index))
         fastest = tuple(np.lexsort((-self.capacity, self.cost.sum(0))).tolist())
         return list(dict.fromkeys([index, index[::-1], fastest, fastest[::-1]]))
 
