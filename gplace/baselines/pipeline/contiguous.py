@@ -27,6 +27,11 @@ from gplace.pipeline.simulator import check_microbatches
 
 log = logging.getLogger(__name__)
 
+MAX_DP_BYTES = 4 * 2**30
+"""Most memory :func:`ideal_partition` may take (about 100 bytes per pair of ideals): past it the blocks are
+coarsened further, with a WARNING (``max_ideals=20000`` on a 30-op DAG of 18,880 ideals had the process killed
+for memory)."""
+
 
 class StagePlacer(Placer):
     """A placer that solves a :class:`StageProblem` on the devices of ``kind``.
@@ -274,13 +279,13 @@ class IdealDPPartitioner(StagePlacer):
 
     Coarsening: ideals are enumerated over blocks (:meth:`StageProblem.blocks`), starting from one block per
     unit and halving the number of blocks until the block DAG has at most ``max_ideals`` ideals (a chain of
-    B blocks has B + 1). The result is exact when no coarsening was needed (every graph up to ``max_ideals``
-    ideals). The placer also runs the chain DP (:class:`PipeDreamPartitioner`, over up to ``chain_blocks``
-    blocks of the same order, whose prefixes are ideals too) and GPipe's split (:class:`GPipePartitioner`, unit
-    by unit) and returns the split with the smallest bottleneck, so it is never behind either in that model (a
-    steady state: ``pipe-v2``'s mini-batch time can rank them otherwise, most with few micro-batches;
-    ``docs/pipeline.md``); past ``chain_blocks`` units a finer contiguous split than the chain DP's may still
-    be faster.
+    B blocks has B + 1), and the DP over them within :data:`MAX_DP_BYTES` of memory. The result is exact when no
+    coarsening was needed (every graph up to ``max_ideals`` ideals, and that memory). The placer also runs the
+    chain DP (:class:`PipeDreamPartitioner`, over up to ``chain_blocks`` blocks of the same order, whose prefixes
+    are ideals too) and GPipe's split (:class:`GPipePartitioner`, unit by unit) and returns the split with the
+    smallest bottleneck, so it is never behind either in that model (a steady state: ``pipe-v2``'s mini-batch
+    time can rank them otherwise, most with few micro-batches; ``docs/pipeline.md``); past ``chain_blocks`` units
+    a finer contiguous split than the chain DP's may still be faster.
 
     Raises:
         PlacementInfeasibleError: no contiguous split fits the stage devices' memory.
@@ -320,9 +325,19 @@ class IdealDPPartitioner(StagePlacer):
         while True:
             blocks = problem.blocks(count)
             ideals = enumerate_ideals(blocks.forward, self.max_ideals)
-            if ideals is not None:
+            if ideals is not None and dp_bytes(len(ideals)) <= MAX_DP_BYTES:
                 return blocks, ideals
+            if ideals is not None and count == blocks.num_blocks:  # said once: the blocks are then coarsened
+                log.warning("%s: the DP over the %d ideals of %d blocks would take about %.1f GB (more than "
+                            "MAX_DP_BYTES, %.1f GB): coarsened further (max_ideals=%d)", type(self).__name__,
+                            len(ideals), blocks.num_blocks, dp_bytes(len(ideals)) / 1e9, MAX_DP_BYTES / 1e9,
+                            self.max_ideals)
             count = max(1, min(count, blocks.num_blocks) // 2)
+
+
+def dp_bytes(num_ideals: int) -> int:
+    """About the memory :func:`ideal_partition` takes over ``num_ideals`` ideals: a dozen (K, K) arrays."""
+    return 100 * num_ideals * num_ideals
 
 
 def enumerate_ideals(forward: np.ndarray, limit: int) -> np.ndarray | None:
@@ -355,7 +370,7 @@ def ideal_partition(blocks: Blocks, ideals: np.ndarray, capacity: np.ndarray) ->
     """
     member = ideals.astype(np.float64)
     k, stages = len(ideals), blocks.cost.shape[1]
-    subset = ~(ideals[:, None, :] & ~ideals[None, :, :]).any(2)  # subset[i, j]: ideal i within ideal j
+    subset = member @ (1.0 - member).T == 0  # subset[i, j]: ideal i within ideal j (no block of i outside j)
     # transfers out of J - I: out(J - I) - W(J - I, J - I) (into it likewise), where
     # W(J - I, J - I) = W(J, J) - W(I, J) - W(J, I) + W(I, I) for I within J
     w_ij = member @ blocks.transfer @ member.T

@@ -381,3 +381,21 @@ def test_the_ilp_finds_the_same_split_at_any_time_scale(scale):
     scaled = chain_of(scale)
     found = StageProblem(scaled, cluster, microbatches=16).bottleneck(ilp.place(scaled, cluster).devices)
     assert found / scale == pytest.approx(best, rel=1e-6)
+
+
+def test_a_max_ideals_past_memory_coarsens_with_a_warning_instead_of_exhausting_memory(caplog):
+    """max_ideals=20000 on a 30-op DAG of 18,880 ideals: the DP's (K, K) arrays (and a (K, K, B) one) took tens
+    of GB and the process was killed for memory; the blocks are coarsened further now, saying why."""
+    import logging
+    import resource
+
+    from gplace.baselines.pipeline.contiguous import MAX_DP_BYTES, dp_bytes
+
+    graph, cluster = testing.random_dag(30, 0.1, 3), testing.uniform_cluster(4)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with caplog.at_level(logging.WARNING, logger="gplace.baselines.pipeline.contiguous"):
+        placement = IdealDPPartitioner(max_ideals=20_000).place(graph, cluster)
+    assert dp_bytes(18_880) > MAX_DP_BYTES
+    assert "the DP over the 18880 ideals of 30 blocks would take about 35.6 GB" in caplog.text
+    assert placement.devices.shape == (30,)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < MAX_DP_BYTES // 1024  # KiB
