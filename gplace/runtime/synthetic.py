@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Sequence
 
@@ -11,8 +12,21 @@ __all__ = ["synthesised"]
 
 
 def synthesised(name: str, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """A made-up value: floats uniform in [0, 1) from a generator seeded by the CRC-32 of ``name``, other types 0."""
-    if not (dtype.is_floating_point or dtype.is_complex):
-        return torch.zeros(list(shape), dtype=dtype)
-    generator = torch.Generator().manual_seed(zlib.crc32(name.encode()))
-    return torch.rand(list(shape), generator=generator).to(dtype)
+    """A made-up value: floats uniform in [0, 1) from a generator seeded by the CRC-32 of ``name``, other types 0.
+
+    Raises:
+        ValueError: the value does not fit in memory, naming ``name``, its shape and size (torch's allocator
+            error read as the placement networks' out of memory: an initialiser of a model without weights that
+            declared 60,000 x 60,000 floats).
+    """
+    try:
+        if not (dtype.is_floating_point or dtype.is_complex):
+            return torch.zeros(list(shape), dtype=dtype)
+        generator = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+        return torch.rand(list(shape), generator=generator).to(dtype)
+    except RuntimeError as err:
+        if "can't allocate memory" not in str(err) and type(err).__name__ != "OutOfMemoryError":
+            raise
+        size = math.prod(shape) * dtype.itemsize
+        raise ValueError(f"{name!r} holds no data, so gplace makes up values to run it: {list(shape)} of {dtype} "
+                          f"({size / 1e9:,.1f} GB) do not fit in memory") from None

@@ -583,6 +583,20 @@ def test_missing_initializer_data_is_made_up(caplog: pytest.LogCaptureFixture) -
     assert "made from their shape: w" in caplog.text
 
 
+def test_missing_initializer_data_too_large_to_make_up_is_named() -> None:
+    """An initialiser without data declaring 60,000 x 60,000 floats (14.4 GB) failed in torch's allocator, which
+    gplace place then blamed on its placement networks; it names the initialiser and its size now."""
+    model = _model([_node("Identity", ["w"])], {}, ["y"], initializers={"w": _rand(3)})
+    weight = model.graph.initializer[0]
+    weight.ClearField("raw_data")
+    weight.ClearField("float_data")
+    weight.dims[:] = [2**20, 2**20]
+    g = from_onnx(model)
+    with pytest.raises(ValueError, match=r"'w' holds no data, so gplace makes up values to run it: \[1048576, "
+                                         r"1048576\] of torch.float32 \(4,398.0 GB\) do not fit in memory"):
+        onnx_program(g.source, g)
+
+
 def test_external_initializer_data_is_read_from_the_models_directory(tmp_path, monkeypatch) -> None:
     """Weights saved as external data beside the model file are the program's values (not made up), from any
     working directory."""
