@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -145,7 +146,7 @@ def stage_placement(graph: OpGraph, stage_of: dict[str, int]) -> list[int]:
 def _times(child: nn.Module, x: torch.Tensor, loss: Callable | None, repeats: int) -> tuple[float, float]:
     """Median forward and backward seconds of ``child`` on ``x`` (the backward of the loss too, if given)."""
     fwd, bwd = [], []
-    clock = _clock(x.device)
+    clock = _clock([x.device, *(t.device for t in itertools.chain(child.parameters(), child.buffers()))])
     with gradients_on():  # a backward to time, whatever the caller's mode
         for _ in range(repeats + 1):  # the first run warms up
             inp = x.clone().requires_grad_(x.is_floating_point())
@@ -160,14 +161,18 @@ def _times(child: nn.Module, x: torch.Tensor, loss: Callable | None, repeats: in
     return statistics.median(fwd[1:]), statistics.median(bwd[1:])
 
 
-def _clock(device: torch.device) -> Callable[[], float]:
-    """``time.perf_counter`` once the work queued on ``device`` is done (a GPU runs its kernels after they are
-    launched: without waiting, a forward on a GPU would be timed at its launches)."""
-    if device.type != "cuda":
+def _clock(devices: Iterable[torch.device]) -> Callable[[], float]:
+    """``time.perf_counter`` once the work queued on every CUDA device of ``devices`` is done (a GPU runs its
+    kernels after they are launched: without waiting, a forward on a GPU would be timed at its launches; a module
+    whose layers span GPUs is waited for on each, not on its input's alone)."""
+    cuda = sorted({d.index if d.index is not None else torch.cuda.current_device() for d in devices
+                   if d.type == "cuda"})
+    if not cuda:
         return time.perf_counter
 
     def clock() -> float:
-        torch.cuda.synchronize(device)
+        for index in cuda:
+            torch.cuda.synchronize(index)
         return time.perf_counter()
 
     return clock
