@@ -91,7 +91,7 @@ def _config_class(config: dict[str, Any], imports: bool = True) -> Any:
         raise ValueError(f"config class {config['class']!r} is in module {err.module!r}, which is not imported; "
                          "import it first if you trust it") from None
     except ValueError as err:
-        raise ValueError(f"config class {config['class']!r} cannot be imported: {err}") from None
+        raise ValueError(f"config class: {err}") from None
 
 
 class ModuleNotImportedError(ValueError):
@@ -112,9 +112,9 @@ def class_by_name(name: str, *, import_any: bool = False) -> Any:
     """
     module, _, attr = name.rpartition(".")
     own = module == "gplace" or module.startswith("gplace.")
-    if module and not (import_any or own) and sys.modules.get(module) is None:
+    if module and not (import_any or own) and module not in sys.modules:
         raise ModuleNotImportedError(module)
     try:
         return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError):
-        raise ValueError(f"cannot import {name!r}") from None
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"cannot import {name!r} ({err})") from None

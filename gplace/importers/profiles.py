@@ -64,7 +64,7 @@ def _read_json(path: Path) -> Any:
     try:
         return parse_json(_read_text(path))
     except JsonTextError as err:
-        raise _error(path, err.line, str(err)) from None
+        raise _error(path, None, str(err)) from None  # the message names the line
 
 
 def _build(ops: Sequence[Op], edges: Sequence[Edge], *, name: str, path: Path) -> OpGraph:

@@ -366,12 +366,7 @@ def load_json(path: str | Path) -> dict[str, Any]:
 
 
 class JsonTextError(ValueError):
-    """Text that gplace's JSON readers refuse; the message says why, without naming a file, and ``line`` where
-    (``None`` where no one line is to blame)."""
-
-    def __init__(self, message: str, line: int | None = None) -> None:
-        super().__init__(message)
-        self.line = line
+    """Text that gplace's JSON readers refuse; the message says why (and on which line), without naming a file."""
 
 
 class DuplicateKeyError(JsonTextError):
@@ -403,7 +398,7 @@ def parse_json(text: str) -> Any:
     try:
         return json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
-        raise JsonTextError(f"not valid JSON ({err.msg}: line {err.lineno} column {err.colno})", err.lineno) from None
+        raise JsonTextError(f"not valid JSON ({err.msg}: line {err.lineno} column {err.colno})") from None
     except JsonTextError:
         raise
     except RecursionError:

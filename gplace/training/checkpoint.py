@@ -104,7 +104,6 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
             f"newer gplace changed); resume with the graph file it ran on, or {_NEW_RUN}"
         )
     _check_runtime(state, path, runtime_id)
-    _warn_unrecorded(state, path, grouping=grouping, seed=seed, trainer=trainer)
     if param_shapes is not None:
         _check_model(state, path, [tuple(s) for s in param_shapes])
     if grouping is not None and state.get("grouping", grouping) != grouping:
@@ -119,6 +118,7 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
         raise RunDirConflictError(f"checkpoint {path} was written by {state['trainer']}, this run trains with "
                                   f"{trainer}: another algorithm would go on from its optimizer state; {_NEW_RUN}, "
                                   + _or_warm_start(path, f"resume it with trainer {state['trainer']}"))
+    _warn_unrecorded(state, path, grouping=grouping, seed=seed, trainer=trainer)
     _warn_changed_settings(state.get("settings"), settings, path)
     _check_counts(state, path)
     log.info("resuming from %s at update %d", path, state["update"])
@@ -282,9 +282,11 @@ def _warn_unrecorded(state: dict[str, Any], path: Path, **given: Any) -> None:
                     "instead)", path, " or ".join(missing), ", ".join(missing))
 
 
-def _or_warm_start(path: Path, resume: str) -> str:
+def _or_warm_start(path: Path | None, resume: str) -> str:
     """A refusal's last advice: start a new run from the run's placement where one was written beside the
     checkpoint, else ``resume`` (a run killed before its end, or a trainer's alone, wrote none)."""
+    if path is None:
+        return f"or {resume}"
     placement = path.parent / "placement.json"
     if placement.is_file():
         return f"or start a new run from its placement with warm_start={placement}"

@@ -110,3 +110,13 @@ def test_a_configs_module_not_imported_is_not_imported_to_check_its_class():
     with pytest.raises(ValueError, match=r"module 'this', which is not imported"):
         MLPPolicy.from_config({"class": "this.s", "kwargs": {}})
     assert "this" not in sys.modules
+
+
+def test_a_config_class_whose_module_fails_to_import_names_the_cause(tmp_path, monkeypatch):
+    """The shared resolver said only "cannot import 'badmod.X'": the missing dependency went unsaid."""
+    from gplace.configurable import from_config
+
+    (tmp_path / "badmod.py").write_text("import no_such_dependency_xyz\n\n\nclass X:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=r"cannot import 'badmod.X' \(No module named 'no_such_dependency_xyz'\)"):
+        from_config({"class": "badmod.X", "kwargs": {}})

@@ -322,12 +322,14 @@ class IdealDPPartitioner(StagePlacer):
 
     def _ideals(self, problem: StageProblem) -> tuple[Blocks, np.ndarray]:
         count = min(problem.num_units, self.max_ideals - 1)
+        warned = False
         while True:
             blocks = problem.blocks(count)
             ideals = enumerate_ideals(blocks.forward, self.max_ideals)
             if ideals is not None and dp_bytes(len(ideals)) <= MAX_DP_BYTES:
                 return blocks, ideals
-            if ideals is not None and count == blocks.num_blocks:  # said once: the blocks are then coarsened
+            if ideals is not None and not warned:
+                warned = True
                 log.warning("%s: the DP over the %d ideals of %d blocks would take about %.1f GB (more than "
                             "MAX_DP_BYTES, %.1f GB): coarsened further (max_ideals=%d)", type(self).__name__,
                             len(ideals), blocks.num_blocks, dp_bytes(len(ideals)) / 1e9, MAX_DP_BYTES / 1e9,

@@ -399,3 +399,15 @@ def test_a_max_ideals_past_memory_coarsens_with_a_warning_instead_of_exhausting_
     assert "the DP over the 18880 ideals of 30 blocks would take about 35.6 GB" in caplog.text
     assert placement.devices.shape == (30,)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < MAX_DP_BYTES // 1024  # KiB
+
+
+def test_the_memory_guard_warns_once_however_often_it_coarsens(monkeypatch, caplog):
+    """The WARNING came once per halving (18,880 ideals of 30 blocks, then 70 of 15) where the limit was lower."""
+    import logging
+
+    from gplace.baselines.pipeline import contiguous
+
+    monkeypatch.setattr(contiguous, "MAX_DP_BYTES", contiguous.dp_bytes(50))
+    with caplog.at_level(logging.WARNING, logger="gplace.baselines.pipeline.contiguous"):
+        IdealDPPartitioner(max_ideals=20_000).place(testing.random_dag(30, 0.1, 3), testing.uniform_cluster(4))
+    assert caplog.text.count("coarsened further") == 1
