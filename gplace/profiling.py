@@ -2,7 +2,10 @@
 
 The importers give every op an analytic cost (:mod:`gplace.costmodel`: roofline on a reference K80 GPU and
 Haswell CPU). This module measures the ``"cpu"`` cost instead and writes it into a new graph
-(``kind_cost["cpu"]``, seconds at speed 1.0), so that the simulator's step times are those of this machine.
+(``kind_cost["cpu"]``, seconds at speed 1.0), so that the simulator's step times are those of this machine on a
+CPU device of speed 1.0; for a cluster whose CPU has another ``speed`` (``local_cpu_cluster``'s is this machine's
+against the 18-core Haswell reference, 0.111 on 2 cores), pass it as ``speed=``: each time is stored times it, so
+that the device takes the measured time (without it, 9x the measurement there).
 
 ONNX (:func:`profile_onnx`)
     The model runs in an onnxruntime session (CPU provider, one intra-op and one inter-op thread, graph
@@ -97,7 +100,7 @@ class ProfileError(ValueError):
 # ---------------------------------------------------------------------- public entry points
 def profile_onnx(
     graph: OpGraph, model_or_path: onnx.ModelProto | str | Path | None = None, *, repeats: int = 10,
-    warmup: int = 2, seed: int = 0,
+    warmup: int = 2, seed: int = 0, speed: float = 1.0,
 ) -> OpGraph:
     """``graph`` with ``kind_cost["cpu"]`` measured by onnxruntime's profiler on this machine's CPU.
 
@@ -108,6 +111,8 @@ def profile_onnx(
         repeats: profiled runs averaged per op. (default: 10)
         warmup: runs before them, not counted. (default: 2)
         seed: of the random inputs. (default: 0)
+        speed: the ``Device.speed`` of the CPU the graph is to be simulated on (:func:`with_measured_costs`).
+            (default: 1.0)
 
     Returns:
         A new graph; ops without a kernel keep their analytic cost (see the module docstring).
@@ -116,22 +121,25 @@ def profile_onnx(
         ProfileError: the model does not match the graph (the message names the op), cannot be read (names the
             file), or onnxruntime cannot run it.
     """
-    return with_measured_costs(graph, onnx_op_times(graph, model_or_path, repeats=repeats, warmup=warmup, seed=seed))
+    return with_measured_costs(graph, onnx_op_times(graph, model_or_path, repeats=repeats, warmup=warmup, seed=seed),
+                               speed=speed)
 
 
-def profile_torch(graph: OpGraph, *, repeats: int = 10, warmup: int = 3) -> OpGraph:
+def profile_torch(graph: OpGraph, *, repeats: int = 10, warmup: int = 3, speed: float = 1.0) -> OpGraph:
     """``graph`` with ``kind_cost["cpu"]`` measured through the ``torch-v1`` executor on the host CPU.
 
     Args:
         graph: a graph imported by ``from_torch`` (it keeps the program as its ``source``).
         repeats: timed steps; each op's time is its median. (default: 10)
         warmup: untimed steps before them. (default: 3)
+        speed: the ``Device.speed`` of the CPU the graph is to be simulated on (:func:`with_measured_costs`).
+            (default: 1.0)
 
     Raises:
         ProfileError: the graph has no torch program.
         gplace.runtime.torch_runtime.TorchRunError: the program does not run.
     """
-    return with_measured_costs(graph, torch_op_times(graph, repeats=repeats, warmup=warmup))
+    return with_measured_costs(graph, torch_op_times(graph, repeats=repeats, warmup=warmup), speed=speed)
 
 
 # ---------------------------------------------------------------------- measuring
@@ -298,8 +306,11 @@ def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, lab
 
 
 # ---------------------------------------------------------------------- the graph
-def with_measured_costs(graph: OpGraph, seconds: Mapping[str, float], kind: str = KIND) -> OpGraph:
-    """``graph`` with ``kind_cost[kind]`` set to the measured ``seconds`` where given, else unchanged.
+def with_measured_costs(graph: OpGraph, seconds: Mapping[str, float], kind: str = KIND, *,
+                        speed: float = 1.0) -> OpGraph:
+    """``graph`` with ``kind_cost[kind]`` set to the measured ``seconds`` times ``speed`` where given, else
+    unchanged: a device of that kind and ``speed`` takes the measured time (an op's duration is its cost divided by
+    its device's speed; ``calibrate`` scales so too).
 
     Ops without a measurement keep their ``kind`` cost (the analytic one; NaN where they had none, so that
     their generic cost applies as before); how many is logged. Names, types, memory, shapes, edges and pins
@@ -307,8 +318,12 @@ def with_measured_costs(graph: OpGraph, seconds: Mapping[str, float], kind: str 
 
     Raises:
         ProfileError: a name that is no op of the graph, or a time that is negative or not finite.
+        ValueError: ``speed`` is not a finite number above 0.
     """
     from gplace.runtime.calibration import with_op_costs
+
+    if isinstance(speed, bool) or not isinstance(speed, numbers.Real) or not (0 < speed < math.inf):
+        raise ValueError(f"speed must be a finite number above 0 (a Device.speed), got {speed!r}")
 
     index = graph.op_index
     costs = np.array(graph.kind_cost.get(kind, np.full(graph.num_ops, np.nan)), dtype=np.float64)
@@ -317,7 +332,7 @@ def with_measured_costs(graph: OpGraph, seconds: Mapping[str, float], kind: str 
             raise ProfileError(f"measured op {name!r} is not an op of graph {graph.name!r}")
         if not (math.isfinite(value) and value >= 0):
             raise ProfileError(f"op {name!r}: measured time {value!r} is not a finite number of seconds >= 0")
-        costs[index[name]] = value
+        costs[index[name]] = value * speed
     missing = [n for n in graph.op_names if n not in seconds]
     if missing:
         without_kernel = sum(graph.op_types[index[n]] in NO_KERNEL for n in missing)
