@@ -188,15 +188,6 @@ def _recorder(graph: OpGraph, cluster: Cluster, bound: float, problem: StageProb
     return record
 
 
-def without_activation_memory(graph: OpGraph) -> OpGraph:
-    """``graph`` with every op's ``output_bytes`` set to 0 and the edges' bytes kept: transfers cost as before but
-    activations take no memory (for graphs whose byte counts are analytic, e.g. DOPPLER's ``comm_cost``, up to
-    terabytes per op, which no device could hold)."""
-    from dataclasses import replace
-
-    return OpGraph.from_ops([replace(op, output_bytes=0) for op in graph.ops()], graph.edges(), name=graph.name)
-
-
 # ---------------------------------------------------------------------- report
 def write_pipeline_results(records: Sequence[PipelineRecord], out_dir: str | Path, *, notes: str = "",
                            plot: bool = True) -> None:

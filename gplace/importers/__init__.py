@@ -15,6 +15,7 @@ from gplace.importers.profiles import (
     load_giph_network,
     load_pipedream,
     pipedream_stage_ids,
+    without_activation_memory,
 )
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers (gplace ships py.typed)
@@ -33,6 +34,7 @@ _LAZY = {
 __all__ = [
     "detect_graph_format", "from_module_shapes", "from_onnx", "from_tensorflow", "from_torch", "load_cluster",
     "load_doppler", "load_giph_graph", "load_giph_network", "load_graph", "load_pipedream", "pipedream_stage_ids",
+    "without_activation_memory",
 ]
 
 

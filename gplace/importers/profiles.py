@@ -270,7 +270,7 @@ def _pipedream_op(node: _PipeDreamNode, training: bool) -> Op:
 
 
 # ---------------------------------------------------------------------- DOPPLER
-def load_doppler(path: str | Path, *, flops_per_second: float = 1e12) -> OpGraph:
+def load_doppler(path: str | Path, *, flops_per_second: float = 1e12, activation_memory: bool = True) -> OpGraph:
     """Load a DOPPLER dataflow graph (``compute_graph/*.txt``).
 
     The format (line numbers 1-based): line 1 the number of ids, inputs included; line 2 the ids of the input
@@ -284,21 +284,27 @@ def load_doppler(path: str | Path, *, flops_per_second: float = 1e12) -> OpGraph
       seconds, the same on every device kind.
     * ``comm_cost`` (the cost of moving the node's output to another device) is read as bytes: the op's
       ``output_bytes`` and the bytes of each of its out-edges (DOPPLER gives an edge its source's comm_cost).
+      These are analytic counts, up to terabytes per op, which no device holds as activations: without
+      ``activation_memory`` they are the edges' bytes alone (:func:`without_activation_memory`), so transfers
+      cost as before and the graph fits the pipeline objective (``gplace ... graph=doppler`` reads them so; the
+      step objective's ``sim-v1`` still holds each received copy).
     * op type: the third column (``einsummable``, ``formation``, ...) or ``"Op"`` where absent.
     * ops are named ``n0``, ``n1``, ... after their node index; the graph after the file stem.
 
     Args:
         path: the ``.txt`` file.
         flops_per_second: work units per second of a device of speed 1.0 (default: ``1e12``).
+        activation_memory: whether an op's ``comm_cost`` is also its output's memory. (default: ``True``)
 
     Raises:
         GraphError: a malformed or missing line, or an edge endpoint out of range (message
             ``"<file>:<line>: ..."``), or a cycle.
-        ValueError: ``flops_per_second`` is not a positive finite number.
+        ValueError: ``flops_per_second`` is not a positive finite number, or ``activation_memory`` no flag.
     """
     if (isinstance(flops_per_second, bool) or not isinstance(flops_per_second, numbers.Real)
             or not (math.isfinite(flops_per_second) and flops_per_second > 0)):
         raise ValueError(f"flops_per_second must be positive and finite, got {flops_per_second!r}")
+    check_flags("load_doppler", activation_memory=activation_memory)
     path = Path(path)
     lines = text_lines(_read_text(path))
     num_ops = _doppler_num_ops(path, lines)
@@ -315,7 +321,15 @@ def load_doppler(path: str | Path, *, flops_per_second: float = 1e12) -> OpGraph
             raise _error(path, lineno, f"edge endpoint {bad} is out of range for {num_ops} nodes")
     pairs = enumerate(zip(src, dst, strict=True))
     edges = [(f"position {i} of lines 3-4", Edge(f"n{s}", f"n{d}")) for i, (s, d) in pairs]
-    return _build(ops, _distinct_edges(path, edges), name=path.stem, path=path)
+    graph = _build(ops, _distinct_edges(path, edges), name=path.stem, path=path)
+    return graph if activation_memory else without_activation_memory(graph)
+
+
+def without_activation_memory(graph: OpGraph) -> OpGraph:
+    """``graph`` with every op's ``output_bytes`` set to 0 and the edges' bytes kept: transfers cost as before but
+    activations take no memory (for graphs whose byte counts are analytic, e.g. DOPPLER's ``comm_cost``, up to
+    terabytes per op, which no device could hold)."""
+    return OpGraph.from_ops([replace(op, output_bytes=0) for op in graph.ops()], graph.edges(), name=graph.name)
 
 
 def _line(path: Path, lines: Sequence[str], lineno: int, what: str) -> str:

@@ -582,3 +582,22 @@ def test_a_key_given_twice_is_refused_naming_the_file_and_key(tmp_path: Path) ->
         with pytest.raises((GraphError, UnsupportedGraphError),
                            match=re.escape(str(path)) + f".*the key '{key}' is given twice in one object{named}"):
             loader(path)
+
+
+@needs_data
+def test_a_doppler_graph_places_from_the_command_line_with_graph_doppler(tmp_path) -> None:
+    """graph=file read DOPPLER's comm_cost as activations too (1 TB for an op of chain_mm): every pipeline placer
+    failed with out of memory; graph=doppler keeps them as transfer bytes alone, as the pipeline bench does."""
+    import subprocess
+    import sys
+
+    path = GRAPHS / "doppler" / "chain_mm_112nodes.txt"
+    heavy, light = load_doppler(path), load_doppler(path, activation_memory=False)
+    assert max(heavy.output_bytes) >= 10**12 and max(light.output_bytes) == 0
+    assert [e.bytes for e in light.edges()] == [e.bytes for e in heavy.edges()]
+    proc = subprocess.run([sys.executable, "-m", "gplace", "place", "graph=doppler", f"graph.path={path}",
+                           "cluster=modern_4gpu", "objective=pipeline", "method=ideal_dp",
+                           f"hydra.run.dir={tmp_path / 'run'}"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "run" / "placement.json").is_file()

@@ -18,9 +18,9 @@ from gplace.bench.pipeline import (
     run_pipeline_case,
     speedups,
     targets_section,
-    without_activation_memory,
     write_pipeline_results,
 )
+from gplace.importers import without_activation_memory
 from gplace.ir import Edge, Op, OpGraph, Placement
 
 
