@@ -12,7 +12,7 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -1165,21 +1165,24 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
     return f"{cfg.samples} samples"
 
 
-def _summary_now(doc: dict, graph, cluster, placement) -> tuple[dict, str]:
-    """The per-device summary of a placement file, computed now, and the model that made it, as ``gplace place``
-    writes one: the file's ``pipe-v2/<schedule>/m<M>`` pipeline where its runtime is that simulator (bubble and
-    micro-batches in flight too), else one ``sim-v1`` step (a real pipeline's run included, as
-    :func:`gplace.experiment.write_report` keeps it)."""
+def _summary_now(doc: dict, graph, cluster, placement) -> tuple[dict, str, Any]:
+    """The per-device summary of a placement file, computed now, the model that made it, and that model's
+    :class:`~gplace.runtime.Measurement` of the placement, as ``gplace place`` writes one: the file's
+    ``pipe-v2/<schedule>/m<M>`` pipeline where its runtime is that simulator (bubble and micro-batches in flight
+    too), else one ``sim-v1`` step (a real pipeline's run included, as :func:`gplace.experiment.write_report`
+    keeps it)."""
     import re
 
     from gplace.pipeline import PipelineSimulator
+    from gplace.runtime import Simulator
     from gplace.show import device_summary
 
     piped = re.fullmatch(rf"{PipelineSimulator.semantics}/(gpipe|1f1b)/m([1-9][0-9]*)", str(doc.get("runtime")))
     if piped is None:
-        return device_summary(graph, cluster, placement), "sim-v1"
+        return device_summary(graph, cluster, placement), "sim-v1", Simulator().measure(graph, cluster, placement)
     sim = PipelineSimulator(int(piped[2]), piped[1])
-    return device_summary(graph, cluster, placement, sim.simulate(graph, cluster, placement)), sim.id
+    summary = device_summary(graph, cluster, placement, sim.simulate(graph, cluster, placement))
+    return summary, sim.id, sim.measure(graph, cluster, placement)
 
 
 def show(argv: list[str]) -> None:
@@ -1236,12 +1239,15 @@ def _show(args) -> None:
     if graph is not None and doc.get("graph_fingerprint") not in (None, graph.fingerprint):
         raise ValueError(f"{args.placement} places another graph (fingerprint {doc.get('graph_fingerprint')!r}) "
                          f"than {args.graph} ({graph.fingerprint!r})")
-    summary, computed = doc.get(SUMMARY_KEY), None
+    summary, computed, cluster, now = doc.get(SUMMARY_KEY), None, None, None
+    title = stored = (f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime') or 'step time'}: "
+                      f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})")
     if graph is not None and args.cluster:  # the placement checked against both, and its figures computed now
         cluster = load_cluster(args.cluster)
-        summary, computed = _summary_now(doc, graph, cluster, placement_from_dict(doc, graph, cluster))
-    table = Table(title=_encodable(f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime') or 'step time'}: "
-                                   f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})"))
+        summary, computed, now = _summary_now(doc, graph, cluster, placement_from_dict(doc, graph, cluster))
+        title = (f"{graph.name} on {cluster.name} ({computed}, computed now: "
+                 f"{_ms(now.step_time) if now.ok else 'failed: ' + now.reason})")
+    table = Table(title=_encodable(title))
     piped = any("bubble" in row for row in (summary or {}).values())  # a pipelined mini-batch's summary
     # a pipeline's devices by torch-pipeline-v1's ranks (every placement lists its stages; one step has no ranks)
     rank_of = {d: k for k, d in enumerate(doc.get("stages") or {})} if piped else {}
@@ -1253,8 +1259,8 @@ def _show(args) -> None:
     rows = []
     for device in sorted(counts, key=lambda d: rank_of.get(d, len(rank_of))):
         row = (summary or {}).get(device)
-        cells = ([_ms(row["compute_seconds"]), _bytes(row["peak_memory"]), _bytes(row["bytes_in"]),
-                  _bytes(row["bytes_out"])] if row else ["?"] * 4)
+        cells = ([_ms(row["compute_seconds"]), _bytes(row["peak_memory"]) + _over(row, device, cluster),
+                  _bytes(row["bytes_in"]), _bytes(row["bytes_out"])] if row else ["?"] * 4)
         if piped:
             cells += [f"{row['bubble']:.0%}", str(row["in_flight"])] if row and "bubble" in row else ["?"] * 2
         rank = [str(rank_of.get(device, "-"))] if rank_of else []
@@ -1274,6 +1280,8 @@ def _show(args) -> None:
     elif computed is not None and doc.get("runtime") and computed != doc.get("runtime"):
         console.print(f"(the per-device figures are the {computed} model of this placement, computed now, not "
                       f"{_escaped(doc.get('runtime'))}'s measurement)", soft_wrap=True)
+    if now is not None and (cluster.name != doc.get("cluster") or now.step_time != doc.get("step_time")):
+        console.print(_encodable(f"(the file's own run: {stored})"), soft_wrap=True)
     if args.draw:
         if graph is None:
             raise ValueError("--draw needs --graph (the graph file the placement is for)")
@@ -1281,6 +1289,14 @@ def _show(args) -> None:
             raise ValueError(f"{args.placement} is for graph {doc.get('graph')!r} ({doc['graph_fingerprint']!r}), "
                              f"not {graph.name!r} ({graph.fingerprint!r})")
         console.print(f"wrote {draw_placement(graph, list(counts), doc['placement'], args.draw)}", soft_wrap=True)
+
+
+def _over(row: dict, device: str, cluster) -> str:
+    """`` > <capacity>`` where a device's peak memory (computed now on ``cluster``) is over its memory."""
+    if cluster is None or device not in cluster.device_names:
+        return ""
+    memory = cluster.devices[cluster.index(device)].memory
+    return f" > {_bytes(memory)}" if row["peak_memory"] > memory else ""
 
 
 def _bytes(n: float) -> str:

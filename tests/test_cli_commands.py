@@ -76,6 +76,27 @@ def test_show_with_the_graph_and_cluster_checks_the_placement_and_computes_its_f
     assert proc.returncode == 2 and "/TPU:0" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
+def test_show_on_another_cluster_titles_the_figures_it_computed_and_marks_memory_over_capacity(files):
+    """With --cluster of another name, speed or memory, the table's figures were computed on it but its title kept
+    the file's cluster and step time (4.022 ms where the step took 341 s), and a device holding 400 MB against
+    16 B was shown as fitting."""
+    from gplace.ir import Cluster, Device
+
+    proc = _gplace("place", "method=heft", *_file_args(files), f"hydra.run.dir={files / 'elsewhere'}", cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    tiny = Cluster.build([Device(f"/GPU:{i}", "gpu", 2.0, 16) for i in range(3)], default_bandwidth=12.0,
+                         name="tiny")
+    save_json(cluster_to_dict(tiny), files / "tiny.json")
+    doc = json.loads((files / "elsewhere" / "placement.json").read_text())
+    proc = _gplace("show", str(files / "elsewhere"), "--graph", str(files / "graph.json"), "--cluster",
+                   str(files / "tiny.json"), cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "on tiny (sim-v1, computed now: failed: out of memory on /GPU:" in text
+    assert "> 16 B" in text
+    assert f"(the file's own run: {doc['graph']} on {doc['cluster']} (sim-v1: " in text
+
+
 def test_show_errors_are_one_line(files):
     out = files / "heft"
     if not (out / "placement.json").exists():
@@ -572,7 +593,8 @@ def test_show_computes_a_pipelines_summary_by_its_own_simulator_and_never_cuts_d
     bare = _gplace("show", str(tmp_path / "bare.json"), "--graph", str(tmp_path / "graph.json"), "--cluster",
                    str(tmp_path / "cluster.json"), cwd=tmp_path).stdout
     assert "bubble" in bare
-    assert bare.splitlines()[:-1] == full.splitlines()[:len(bare.splitlines()) - 1]  # the same table
+    assert "(pipe-v2/1f1b/m4, computed now: " in bare.splitlines()[0]  # the title says the figures are new
+    assert bare.splitlines()[1:-1] == full.splitlines()[1:len(bare.splitlines()) - 1]  # the same table
     assert all(name in full for name in names)  # whole, on one line each
     doc["runtime"] = "torch-v1"  # measured by another runtime: the summary computed now is sim-v1's, and says so
     save_json(doc, tmp_path / "torch.json")
