@@ -142,8 +142,10 @@ class _SearchOnly:
 
 def _graph_and_cluster(cfg: DictConfig):
     """``cfg.graph`` and ``cfg.cluster`` built; a ``_target_`` that returns no ``OpGraph`` (``Cluster``), such as
-    a graph's JSON dict, ends in one line naming it (it failed later in an AttributeError)."""
+    a graph's JSON dict, ends in one line naming it (it failed later in an AttributeError). A cluster value that
+    reads like another unit than gplace's is a WARNING (:func:`~gplace.ir.cluster.unlikely_units`)."""
     from gplace.ir import Cluster, OpGraph
+    from gplace.ir.cluster import unlikely_units
 
     built = []
     for key, kind in (("graph", OpGraph), ("cluster", Cluster)):
@@ -152,6 +154,8 @@ def _graph_and_cluster(cfg: DictConfig):
             _fail(f"{key}._target_={cfg[key].get('_target_')} returned a {type(made).__name__}, not a gplace "
                   f"{kind.__name__}")
         built.append(made)
+    for doubt in unlikely_units(built[1]):
+        log.warning("cluster %s: %s", _escaped(built[1].name), _escaped(doubt))
     return tuple(built)
 
 

@@ -97,6 +97,26 @@ def test_show_on_another_cluster_titles_the_figures_it_computed_and_marks_memory
     assert f"(the file's own run: {doc['graph']} on {doc['cluster']} (sim-v1: " in text
 
 
+def test_a_cluster_given_in_other_units_is_warned_about(files):
+    """Memory in GB (16), a bandwidth in GB/s (12) and a latency in ms (20) ran without a word: every placement out
+    of memory, or a step of 341 s reported as found."""
+    from gplace.ir import Cluster, Device
+    from gplace.ir.cluster import unlikely_units
+
+    odd = Cluster.build([Device("/GPU:0", "gpu", 1.0, 16), Device("/GPU:1", "gpu", 1.0, 16 * 10**9)],
+                        default_bandwidth=12.0, default_latency=20.0, name="odd")
+    assert [line.split(" (")[0] for line in unlikely_units(odd)] == [
+        "memory under 1 MB on /GPU:0", "a bandwidth under 1 MB/s", "a latency over 1 s"]
+    assert unlikely_units(uniform_cluster(3)) == []
+    save_json(cluster_to_dict(odd), files / "odd.json")
+    proc = _gplace("place", "method=heft", "graph=file", f"graph.path={files / 'graph.json'}", "cluster=file",
+                   f"cluster.path={files / 'odd.json'}", f"hydra.run.dir={files / 'odd'}", cwd=files)
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert "cluster odd: memory under 1 MB on /GPU:0 (memory is in bytes: 16 GB is 16e9)" in said
+    assert "a bandwidth under 1 MB/s (bandwidths are in bytes per second: 6 GB/s is 6e9): /GPU:0 -> /GPU:1, " \
+           "/GPU:1 -> /GPU:0, e.g. 12" in said
+
+
 def test_show_errors_are_one_line(files):
     out = files / "heft"
     if not (out / "placement.json").exists():

@@ -303,3 +303,29 @@ def _check_float(where: str, value: float) -> None:
 def _is_number(value: object) -> bool:
     """A real number that is not a bool (``True`` is an int to Python, not a rate)."""
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+
+
+def unlikely_units(cluster: Cluster) -> list[str]:
+    """What in ``cluster`` reads like a value in another unit than gplace's (bytes, bytes per second, seconds), one
+    line each: a device's memory under 1 MB (``memory=16`` meant as GB), a link under 1 MB/s (6 meant as GB/s), a
+    latency over one second (20 meant as milliseconds); none where every value is plausible. A CLI run warns with
+    them: such a cluster runs, every placement out of memory or dominated by its transfers."""
+    found = []
+    small = [d.name for d in cluster.devices if d.memory < 10**6]
+    if small:
+        found.append(f"memory under 1 MB on {_listed(small)} (memory is in bytes: 16 GB is 16e9)")
+    off = ~np.eye(cluster.num_devices, dtype=bool)
+    for values, wrong, what in ((cluster.bandwidth, cluster.bandwidth < 1e6, "a bandwidth under 1 MB/s "
+                                 "(bandwidths are in bytes per second: 6 GB/s is 6e9)"),
+                                (cluster.latency, cluster.latency > 1.0, "a latency over 1 s (latencies are in "
+                                 "seconds: 20 us is 2e-5)")):
+        pairs = np.argwhere(wrong & off)
+        if pairs.size:
+            names = cluster.device_names
+            found.append(f"{what}: {_listed([f'{names[a]} -> {names[b]}' for a, b in pairs])}, e.g. "
+                         f"{float(values[tuple(pairs[0])]):g}")
+    return found
+
+
+def _listed(names: Sequence[str], shown: int = 3) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
