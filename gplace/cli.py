@@ -154,8 +154,8 @@ def _graph_and_cluster(cfg: DictConfig):
             _fail(f"{key}._target_={cfg[key].get('_target_')} returned a {type(made).__name__}, not a gplace "
                   f"{kind.__name__}")
         built.append(made)
-    for doubt in unlikely_units(built[1]):
-        log.warning("cluster %s: %s", _escaped(built[1].name), _escaped(doubt))
+    for doubt in unlikely_units(built[1], built[0]):
+        log.warning("%s", _escaped(doubt))
     return tuple(built)
 
 

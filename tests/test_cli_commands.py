@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gplace.ir import Cluster, Device, cluster_to_dict, graph_to_dict, save_json
+from gplace.ir import Cluster, Device, Op, OpGraph, cluster_to_dict, graph_to_dict, save_json
 from gplace.testing import random_dag, uniform_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,8 +106,13 @@ def test_a_cluster_given_in_other_units_is_warned_about(files):
     odd = Cluster.build([Device("/GPU:0", "gpu", 1.0, 16), Device("/GPU:1", "gpu", 1.0, 16 * 10**9)],
                         default_bandwidth=12.0, default_latency=20.0, name="odd")
     assert [line.split(" (")[0] for line in unlikely_units(odd)] == [
-        "memory under 1 MB on /GPU:0", "a bandwidth under 1 MB/s", "a latency over 1 s"]
-    assert unlikely_units(uniform_cluster(3)) == []
+        "cluster odd: memory under 1 MB on /GPU:0", "cluster odd: a bandwidth under 1 MB/s",
+        "cluster odd: a latency over 1 s"]
+    assert unlikely_units(uniform_cluster(3), random_dag(12, seed=4)) == []
+    slow = OpGraph.from_ops([Op("a", "T", 90_000.0), Op("b", "T", 90_000.0)], [], name="giph")
+    assert unlikely_units(uniform_cluster(3), slow) == [
+        f"graph giph takes 2.1 days on cluster {uniform_cluster(3).name}, each op on its fastest device (op costs are "
+        "in seconds)"]
     save_json(cluster_to_dict(odd), files / "odd.json")
     proc = _gplace("place", "method=heft", "graph=file", f"graph.path={files / 'graph.json'}", "cluster=file",
                    f"cluster.path={files / 'odd.json'}", f"hydra.run.dir={files / 'odd'}", cwd=files)

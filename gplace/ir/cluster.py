@@ -8,12 +8,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gplace.ir.errors import GraphError
 from gplace.ir.frozen import frozen_array
+
+if TYPE_CHECKING:
+    from gplace.ir.graph import OpGraph
 
 MIN_RATE = 1e-9
 """The least device speed and the least link bandwidth (bytes/s): times stay finite."""
@@ -305,15 +308,25 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
 
 
-def unlikely_units(cluster: Cluster) -> list[str]:
+def unlikely_units(cluster: Cluster, graph: OpGraph | None = None) -> list[str]:
     """What in ``cluster`` reads like a value in another unit than gplace's (bytes, bytes per second, seconds), one
     line each: a device's memory under 1 MB (``memory=16`` meant as GB), a link under 1 MB/s (6 meant as GB/s), a
-    latency over one second (20 meant as milliseconds); none where every value is plausible. A CLI run warns with
-    them: such a cluster runs, every placement out of memory or dominated by its transfers."""
+    latency over one second (20 meant as milliseconds); with ``graph``, a step over a day on the cluster's fastest
+    device (costs in other units: a GiPH graph's are abstract units, read as seconds); none where every value is
+    plausible. A CLI run warns with them: such a run goes on, every placement out of memory or its time dominated
+    by transfers."""
     found = []
+    if graph is not None and graph.num_ops:
+        durations = graph.durations(cluster)
+        fastest = np.where(np.isfinite(durations), durations, np.inf).min(axis=1)
+        seconds = float(fastest[np.isfinite(fastest)].sum())
+        if seconds > DAY:
+            found.append(f"graph {graph.name} takes {seconds / DAY:,.1f} days on cluster {cluster.name}, each op on "
+                         "its fastest device (op costs are in seconds)")
     small = [d.name for d in cluster.devices if d.memory < 10**6]
     if small:
-        found.append(f"memory under 1 MB on {_listed(small)} (memory is in bytes: 16 GB is 16e9)")
+        found.append(f"cluster {cluster.name}: memory under 1 MB on {_listed(small)} (memory is in bytes: 16 GB "
+                     "is 16e9)")
     off = ~np.eye(cluster.num_devices, dtype=bool)
     for values, wrong, what in ((cluster.bandwidth, cluster.bandwidth < 1e6, "a bandwidth under 1 MB/s "
                                  "(bandwidths are in bytes per second: 6 GB/s is 6e9)"),
@@ -322,9 +335,13 @@ def unlikely_units(cluster: Cluster) -> list[str]:
         pairs = np.argwhere(wrong & off)
         if pairs.size:
             names = cluster.device_names
-            found.append(f"{what}: {_listed([f'{names[a]} -> {names[b]}' for a, b in pairs])}, e.g. "
-                         f"{float(values[tuple(pairs[0])]):g}")
+            links = _listed([f"{names[a]} -> {names[b]}" for a, b in pairs])
+            found.append(f"cluster {cluster.name}: {what}: {links}, e.g. {float(values[tuple(pairs[0])]):g}")
     return found
+
+
+DAY = 86_400.0
+"""Seconds in a day: a step longer than this on one device reads like costs in another unit."""
 
 
 def _listed(names: Sequence[str], shown: int = 3) -> str:
