@@ -206,7 +206,11 @@ def _dedupe(node: np.ndarray, rel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _numeric(coarse: OpGraph, counts: np.ndarray) -> np.ndarray:
-    """Log-scaled cost numbers per group id. Shapes: counts (G,); returns (G, 7) float32."""
+    """Log-scaled cost numbers per group id. Shapes: counts (G,); returns (G, 7) float32.
+
+    The cost is in microseconds and the bytes in bytes, absolute (the pretrained policies learnt them so): a graph
+    whose costs are all off by a factor (milliseconds read as seconds) gets other features, and a learned search
+    on it samples otherwise (final times 2-8 % apart over a few seeds), though the simulator's times only scale."""
     n = coarse.num_ops
     cols = [
         op_cost(coarse) * 1e6,

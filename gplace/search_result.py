@@ -14,7 +14,11 @@ __all__ = ["TrainResult"]
 
 @dataclass
 class TrainResult:
-    """The outcome of a search."""
+    """The outcome of a search: the best of its samples (a running minimum) and of the trained policy's greedy
+    placement, measured once, when the search ends. So with one seed, more updates can end on a worse result than
+    fewer did (a greedy placement the shorter run measured and the longer one never did: 2.4 % in one of 32 runs of
+    1-8 updates), and a search resumed to N updates keeps the greedy result of its earlier end where a fresh one
+    of N updates does not."""
 
     best_placement: Placement
     best_measurement: Measurement

@@ -24,10 +24,12 @@ def batch_advantage(reward: torch.Tensor, baseline: float, *, normalize: bool = 
     Args:
         reward: reward of each sample.
         baseline: subtracted from the rewards.
-        normalize: divide by the standard deviation of the K rewards, so the scale of step times does not matter;
-            not where the rewards are equal to a millionth of their size (a collapsed policy's batch): dividing by
-            that spread gave advantages of 1e6, set the step by the gradient clip alone and drowned the entropy
-            bonus (default: False).
+        normalize: divide by the standard deviation of the K rewards, so the scale of step times does not matter
+            while every placement runs (a failed one is charged ``penalty_step_time``, a fixed number of seconds,
+            whose size against the step times changes the search: times in ms or s sample otherwise); not where
+            the rewards are equal to a millionth of their size (a collapsed policy's batch): dividing by that
+            spread gave advantages of 1e6, set the step by the gradient clip alone and drowned the entropy bonus
+            (default: False).
         best_only: samples below ``baseline`` get no advantage: with :func:`risk_seeking_baseline` as the
             baseline, the risk-seeking advantage (default: False).
         ran: which samples ran (not out of memory, not failed); with ``normalize`` and ``best_only``, the spread
@@ -86,7 +88,8 @@ def reinforce_loss(
         entropy: entropy of the policy's distribution for each sample (with gradient).
         entropy_coef: weight of the entropy bonus (default: 0).
         normalize_advantage: divide the advantages by the standard deviation of the K rewards, so the
-            gradient's scale does not depend on the scale of step times (default: False, the paper's loss).
+            gradient's scale does not depend on the scale of step times while every placement runs (a failure's
+            penalty is a fixed number of seconds; see :func:`batch_advantage`) (default: False, the paper's loss).
         best_only: learn only from the samples at or above ``baseline`` (risk-seeking, with
             :func:`risk_seeking_baseline` as the baseline; see :func:`batch_advantage`; default: False).
         ran: which samples ran (see :func:`batch_advantage`; default: all).
