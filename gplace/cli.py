@@ -1250,7 +1250,7 @@ def _show(args) -> None:
         cluster = load_cluster(args.cluster)
         summary, computed, now = _summary_now(doc, graph, cluster, placement_from_dict(doc, graph, cluster))
         title = (f"{graph.name} on {cluster.name} ({computed}, computed now: "
-                 f"{_ms(now.step_time) if now.ok else 'failed: ' + now.reason})")
+                 f"{_ms(now.step_time) if now.ok else 'failed: ' + _first_reason(now.reason)})")
     table = Table(title=_encodable(title))
     piped = any("bubble" in row for row in (summary or {}).values())  # a pipelined mini-batch's summary
     # a pipeline's devices by torch-pipeline-v1's ranks (every placement lists its stages; one step has no ranks)
@@ -1293,6 +1293,13 @@ def _show(args) -> None:
             raise ValueError(f"{args.placement} is for graph {doc.get('graph')!r} ({doc['graph_fingerprint']!r}), "
                              f"not {graph.name!r} ({graph.fingerprint!r})")
         console.print(f"wrote {draw_placement(graph, list(counts), doc['placement'], args.draw)}", soft_wrap=True)
+
+
+def _first_reason(reason: str) -> str:
+    """A failure's first clause (``"; "`` separates one per device), and how many more: a title, not a wall of text
+    (32 devices out of memory gave 24 lines before the table, which marks each device over its memory)."""
+    first, *more = reason.split("; ")
+    return first + (f" (and {len(more)} more)" if more else "")
 
 
 def _over(row: dict, device: str, cluster) -> str:

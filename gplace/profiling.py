@@ -3,9 +3,10 @@
 The importers give every op an analytic cost (:mod:`gplace.costmodel`: roofline on a reference K80 GPU and
 Haswell CPU). This module measures the ``"cpu"`` cost instead and writes it into a new graph
 (``kind_cost["cpu"]``, seconds at speed 1.0), so that the simulator's step times are those of this machine on a
-CPU device of speed 1.0; for a cluster whose CPU has another ``speed`` (``local_cpu_cluster``'s is this machine's
-against the 18-core Haswell reference, 0.111 on 2 cores), pass it as ``speed=``: each time is stored times it, so
-that the device takes the measured time (without it, 9x the measurement there).
+CPU device of speed 1.0; for a cluster whose CPU has another ``speed`` (``local_cpu_cluster(n)``'s is this machine's
+share against the 18-core Haswell reference, ``cores / (18 * n)``: 0.111 for one device on 2 cores), pass that
+device's ``speed`` as ``speed=``: each time is stored times it, so that the device takes the measured time (without
+it, ``1 / speed`` times the measurement: 9x there).
 
 ONNX (:func:`profile_onnx`)
     The model runs in an onnxruntime session (CPU provider, one intra-op and one inter-op thread, graph

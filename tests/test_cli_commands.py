@@ -92,7 +92,7 @@ def test_show_on_another_cluster_titles_the_figures_it_computed_and_marks_memory
                    str(files / "tiny.json"), cwd=files)
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())
-    assert "on tiny (sim-v1, computed now: failed: out of memory on /GPU:" in text
+    assert "on tiny (sim-v1, computed now: failed: out of memory on /GPU:0: needs " in text and "(and 2 more))" in text
     assert "> 16 B" in text
     assert f"(the file's own run: {doc['graph']} on {doc['cluster']} (sim-v1: " in text
 
@@ -111,8 +111,9 @@ def test_a_cluster_given_in_other_units_is_warned_about(files):
     assert unlikely_units(uniform_cluster(3), random_dag(12, seed=4)) == []
     slow = OpGraph.from_ops([Op("a", "T", 90_000.0), Op("b", "T", 90_000.0)], [], name="giph")
     assert unlikely_units(uniform_cluster(3), slow) == [
-        f"graph giph takes 2.1 days on cluster {uniform_cluster(3).name}, each op on its fastest device (op costs are "
-        "in seconds)"]
+        f"graph giph: its ops add up to 2.1 days of compute on cluster {uniform_cluster(3).name}, each on its fastest "
+        "device (op costs are in seconds, device speeds relative to the reference; a GiPH graph's costs are its own "
+        "units)"]
     save_json(cluster_to_dict(odd), files / "odd.json")
     proc = _gplace("place", "method=heft", "graph=file", f"graph.path={files / 'graph.json'}", "cluster=file",
                    f"cluster.path={files / 'odd.json'}", f"hydra.run.dir={files / 'odd'}", cwd=files)

@@ -213,7 +213,7 @@ def test_with_measured_costs_checks_names_and_values() -> None:
 
 
 def test_measured_costs_for_a_cpu_of_another_speed_take_the_measured_time_there() -> None:
-    """Profiled costs were stored for a CPU of speed 1.0 only: on local_cpu_cluster (speed 0.111 on 2 cores) a
+    """Profiled costs were stored for a CPU of speed 1.0 only: on local_cpu_cluster(1) (speed 0.111 on 2 cores) a
     0.355 s kernel was simulated at 3.196 s, where calibrate's costs, scaled by the device's speed, were right."""
     from gplace.ir import Cluster, Device
 

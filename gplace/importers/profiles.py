@@ -328,8 +328,9 @@ def load_doppler(path: str | Path, *, flops_per_second: float = 1e12, activation
 def without_activation_memory(graph: OpGraph) -> OpGraph:
     """``graph`` with every op's ``output_bytes`` set to 0 and the edges' bytes kept: transfers cost as before but
     activations take no memory (for graphs whose byte counts are analytic, e.g. DOPPLER's ``comm_cost``, up to
-    terabytes per op, which no device could hold)."""
-    return OpGraph.from_ops([replace(op, output_bytes=0) for op in graph.ops()], graph.edges(), name=graph.name)
+    terabytes per op, which no device could hold); its ``source`` is kept."""
+    return OpGraph.from_ops([replace(op, output_bytes=0) for op in graph.ops()], graph.edges(), name=graph.name,
+                            source=graph.source)
 
 
 def _line(path: Path, lines: Sequence[str], lineno: int, what: str) -> str:

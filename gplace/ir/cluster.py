@@ -311,8 +311,9 @@ def _is_number(value: object) -> bool:
 def unlikely_units(cluster: Cluster, graph: OpGraph | None = None) -> list[str]:
     """What in ``cluster`` reads like a value in another unit than gplace's (bytes, bytes per second, seconds), one
     line each: a device's memory under 1 MB (``memory=16`` meant as GB), a link under 1 MB/s (6 meant as GB/s), a
-    latency over one second (20 meant as milliseconds); with ``graph``, a step over a day on the cluster's fastest
-    device (costs in other units: a GiPH graph's are abstract units, read as seconds); none where every value is
+    latency over one second (20 meant as milliseconds); with ``graph``, ops adding up to over a day of compute,
+    each on its fastest device (costs in other units: a GiPH graph's are abstract units, read as seconds); none
+    where every value is
     plausible. A CLI run warns with them: such a run goes on, every placement out of memory or its time dominated
     by transfers."""
     found = []
@@ -321,8 +322,9 @@ def unlikely_units(cluster: Cluster, graph: OpGraph | None = None) -> list[str]:
         fastest = np.where(np.isfinite(durations), durations, np.inf).min(axis=1)
         seconds = float(fastest[np.isfinite(fastest)].sum())
         if seconds > DAY:
-            found.append(f"graph {graph.name} takes {seconds / DAY:,.1f} days on cluster {cluster.name}, each op on "
-                         "its fastest device (op costs are in seconds)")
+            found.append(f"graph {graph.name}: its ops add up to {seconds / DAY:,.1f} days of compute on cluster "
+                         f"{cluster.name}, each on its fastest device (op costs are in seconds, device speeds "
+                         "relative to the reference; a GiPH graph's costs are its own units)")
     small = [d.name for d in cluster.devices if d.memory < 10**6]
     if small:
         found.append(f"cluster {cluster.name}: memory under 1 MB on {_listed(small)} (memory is in bytes: 16 GB "

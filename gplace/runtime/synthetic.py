@@ -12,7 +12,8 @@ __all__ = ["synthesised"]
 
 
 def synthesised(name: str, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """A made-up value: floats uniform in [0, 1) from a generator seeded by the CRC-32 of ``name``, other types 0.
+    """A made-up value: floats uniform in [0, 1) from a generator seeded by the CRC-32 of ``name`` (drawn as float32,
+    then converted: a half-precision value needs its float32 draw's memory too), other types 0.
 
     Raises:
         ValueError: the value does not fit in memory, naming ``name``, its shape and size (torch's allocator
@@ -25,7 +26,8 @@ def synthesised(name: str, shape: Sequence[int], dtype: torch.dtype) -> torch.Te
         generator = torch.Generator().manual_seed(zlib.crc32(name.encode()))
         return torch.rand(list(shape), generator=generator).to(dtype)
     except RuntimeError as err:
-        if "can't allocate memory" not in str(err) and type(err).__name__ != "OutOfMemoryError":
+        too_large = ("can't allocate memory", "Storage size calculation overflowed")
+        if not any(why in str(err) for why in too_large) and type(err).__name__ != "OutOfMemoryError":
             raise
         size = math.prod(shape) * dtype.itemsize
         raise ValueError(f"{name!r} holds no data, so gplace makes up values to run it: {list(shape)} of {dtype} "

@@ -47,10 +47,13 @@ def test_every_method_schedule_and_m_gets_a_record(tmp_path) -> None:
     assert (tmp_path / "plots" / "pipeline_throughput.png").stat().st_size > 0
 
 
-def test_without_activation_memory_keeps_transfers() -> None:
-    graph = OpGraph.from_ops([Op("a", "X", 1.0, output_bytes=10**15), Op("b", "X", 1.0)], [Edge("a", "b")])
+def test_without_activation_memory_keeps_transfers_and_the_source() -> None:
+    """Its source was dropped (a torch graph passed through it could no longer be profiled or run)."""
+    graph = OpGraph.from_ops([Op("a", "X", 1.0, output_bytes=10**15), Op("b", "X", 1.0)], [Edge("a", "b")],
+                             source={"program": 1})
     light = without_activation_memory(graph)
     assert light.output_bytes.tolist() == [0, 0] and light.edge_bytes.tolist() == [10**15]
+    assert light.source == {"program": 1}
 
 
 def test_the_bench_config_composes() -> None:
