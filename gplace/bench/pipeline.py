@@ -19,7 +19,7 @@ import numpy as np
 
 from gplace.baselines.pipeline import PipelineLocalSearch, StageProblem, pipeline_lower_bound
 from gplace.bench.report import markdown_cell
-from gplace.bench.runner import read_records, stale_reason
+from gplace.bench.runner import read_records, shown_pairs, stale_reason
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import check_flags
 from gplace.ir.serialize import write_text_atomic
@@ -589,11 +589,10 @@ def _current(records: list[PipelineRecord], pairs: set[tuple[str, str]], out_dir
     old = [r for r in records if r.model != PipelineSimulator.semantics]
     elsewhere = sorted({(r.graph, r.cluster) for r in old} - pairs)
     if elsewhere:
-        shown = ", ".join(f"{g} on {c}" for g, c in elsewhere[:3]) + (" ..." if len(elsewhere) > 3 else "")
         raise ValueError(f"resume: {out_dir}/pipeline_results.json holds records measured by {models(old)} (an "
                          f"older simulator) of {len(elsewhere)} (graph, cluster) pairs this run does not measure "
-                         f"({shown}); a resume would drop them: list those graphs and clusters too, or write to "
-                         "another out_dir, or resume=false")
+                         f"({shown_pairs(elsewhere)}); a resume would drop them: list those graphs and clusters too, "
+                         "or write to another out_dir, or resume=false")
     if old:
         log.warning("pipeline bench: %d records measured by %s are measured again by %s", len(old), models(old),
                     PipelineSimulator.semantics)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,11 @@ def stale_reason(records: Iterable[Any], graph: OpGraph, cluster: Cluster) -> st
         if other:
             return f"its records are of another {what} of that name (fingerprint {', '.join(other)}, now {now})"
     return None
+
+
+def shown_pairs(pairs: Sequence[tuple[str, str]], shown: int = 3) -> str:
+    """The first ``shown`` (graph, cluster) pairs as ``"g on c, ..."``, and ``" ..."`` where there are more."""
+    return ", ".join(f"{g} on {c}" for g, c in pairs[:shown]) + (" ..." if len(pairs) > shown else "")
 
 
 def load_records(path: str | Path) -> list[BenchRecord]:

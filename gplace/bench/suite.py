@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gplace.bench.report import refresh_results, write_results
-from gplace.bench.runner import BenchRecord, run_baselines, run_learned, stale_reason
+from gplace.bench.runner import BenchRecord, run_baselines, run_learned, shown_pairs, stale_reason
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.serialize import file_stem
 from gplace.runtime.base import Runtime
@@ -136,10 +136,9 @@ def warn_unfingerprinted(records: Sequence[BenchRecord], ran: set[tuple[str, str
     old = sorted({(r.graph, r.cluster) for r in records if (r.graph, r.cluster) not in ran
                   and None in (r.graph_fingerprint, r.cluster_fingerprint)})
     if old:
-        shown = ", ".join(f"{g} on {c}" for g, c in old[:3]) + (" ..." if len(old) > 3 else "")
         log.warning("%s/results.json keeps the records of %d (graph, cluster) pairs this bench did not run, written "
                     "before records kept fingerprints (%s): their graph may have changed since; run those cases "
-                    "again to measure them anew", out_dir, len(old), shown)
+                    "again to measure them anew", out_dir, len(old), shown_pairs(old))
 
 
 def _rerun_baselines(records: Sequence[BenchRecord], case: BenchCase, placers: Mapping[str, Any],
