@@ -272,26 +272,31 @@ def save_onnx(model: ModelProto, path: str | Path, base_dir: str | None = None) 
 def _save_with_data(model: Any, path: Path, tmp: Path, tmp_data: Path) -> None:
     """Write ``model`` to ``tmp`` and the data of its tensors marked external (read in) to ``tmp_data``, the
     temporaries of ``path`` and of ``<path>.data``, which the model names."""
-    from onnx.external_data_helper import set_external_data, uses_external_data, write_external_data_tensors
+    from onnx.external_data_helper import write_external_data_tensors
 
     data = path.with_name(path.name + ".data")
-    for tensor in _all_tensors(model):
-        if uses_external_data(tensor):
-            set_external_data(tensor, tmp_data.name)
+    _locate_external_data(model, tmp_data.name)
     try:
         write_external_data_tensors(model, str(tmp_data.parent))
     except OSError as err:
         raise write_error(data, err) from None
-    for tensor in _all_tensors(model):  # the data is renamed to <path>.data
-        for entry in tensor.external_data if uses_external_data(tensor) else ():
-            if entry.key == "location":
-                entry.value = data.name
+    _locate_external_data(model, data.name)  # the data is renamed to <path>.data
     try:
         tmp.write_bytes(model.SerializeToString())
     except OSError as err:
         raise write_error(path, err) from None
     if tmp_data.exists():  # onnx makes it readable by its owner only; match the model file
         tmp_data.chmod(tmp.stat().st_mode & 0o777)
+
+
+def _locate_external_data(model: Any, location: str) -> None:
+    """Point every tensor of ``model`` marked external at the file ``location``."""
+    from onnx.external_data_helper import uses_external_data
+
+    for tensor in _all_tensors(model):
+        for entry in tensor.external_data if uses_external_data(tensor) else ():
+            if entry.key == "location":
+                entry.value = location
 
 
 def _load_external(tensor: Any, base_dir: str, path: Path) -> None:
