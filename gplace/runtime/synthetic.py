@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 import torch
 
+from gplace.runtime.torch_errors import out_of_memory
+
 __all__ = ["synthesised"]
 
 
@@ -26,8 +28,7 @@ def synthesised(name: str, shape: Sequence[int], dtype: torch.dtype) -> torch.Te
         generator = torch.Generator().manual_seed(zlib.crc32(name.encode()))
         return torch.rand(list(shape), generator=generator).to(dtype)
     except RuntimeError as err:
-        too_large = ("can't allocate memory", "Storage size calculation overflowed")
-        if not any(why in str(err) for why in too_large) and type(err).__name__ != "OutOfMemoryError":
+        if not (out_of_memory(err) or "Storage size calculation overflowed" in str(err)):
             raise
         size = math.prod(shape) * dtype.itemsize
         raise ValueError(f"{name!r} holds no data, so gplace makes up values to run it: {list(shape)} of {dtype} "

@@ -7,7 +7,7 @@ import torch
 
 from gplace.ir.errors import error_summary
 
-__all__ = ["TorchRunError", "failure"]
+__all__ = ["TorchRunError", "failure", "out_of_memory"]
 
 
 class TorchRunError(RuntimeError):
@@ -19,11 +19,11 @@ def failure(err: Exception, what: str, where: str) -> TorchRunError:
     it ran out of memory."""
     if isinstance(err, TorchRunError):
         return err
-    if _out_of_memory(err):
+    if out_of_memory(err):
         return TorchRunError(f"out of memory on {where} in {what}: {error_summary(err)}")
     return TorchRunError(f"{what} on {where} failed: {type(err).__name__}: {error_summary(err)}")
 
 
-def _out_of_memory(err: Exception) -> bool:
+def out_of_memory(err: Exception) -> bool:
     """A CUDA out-of-memory error, or the CPU allocator's (a plain ``RuntimeError``)."""
     return isinstance(err, torch.OutOfMemoryError) or "DefaultCPUAllocator: can't allocate memory" in str(err)
