@@ -313,9 +313,8 @@ def unlikely_units(cluster: Cluster, graph: OpGraph | None = None) -> list[str]:
     line each: a device's memory under 1 MB (``memory=16`` meant as GB), a link under 1 MB/s (6 meant as GB/s), a
     latency over one second (20 meant as milliseconds); with ``graph``, ops adding up to over a day of compute,
     each on its fastest device (costs in other units: a GiPH graph's are abstract units, read as seconds); none
-    where every value is
-    plausible. A CLI run warns with them: such a run goes on, every placement out of memory or its time dominated
-    by transfers."""
+    where every value is plausible. A CLI run warns with them: such a run goes on, every placement out of memory
+    or its time dominated by transfers."""
     found = []
     if graph is not None and graph.num_ops:
         durations = graph.durations(cluster)
@@ -343,7 +342,7 @@ def unlikely_units(cluster: Cluster, graph: OpGraph | None = None) -> list[str]:
 
 
 DAY = 86_400.0
-"""Seconds in a day: a step longer than this on one device reads like costs in another unit."""
+"""Seconds in a day: ops adding up to more compute than this read like costs in another unit."""
 
 
 def _listed(names: Sequence[str], shown: int = 3) -> str:
