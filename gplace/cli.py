@@ -496,9 +496,13 @@ def _settings(target: str | None) -> list[str] | None:
 
 def _out_of_memory(err: BaseException) -> bool:
     """Whether ``err`` is torch's out of memory (a GPU's ``torch.OutOfMemoryError``; the CPU allocator's
-    ``RuntimeError``), raised by the placement networks: the runtimes count a placement's own as a failed one."""
-    return type(err).__name__ == "OutOfMemoryError" or (
-        isinstance(err, RuntimeError) and "can't allocate memory" in str(err))
+    ``RuntimeError``), raised by the placement networks: the runtimes count a placement's own as a failed one.
+    Only torch raises it, so without torch imported it is not."""
+    if "torch" not in sys.modules or not isinstance(err, Exception):
+        return False
+    from gplace.runtime.torch_errors import out_of_memory
+
+    return out_of_memory(err)
 
 
 def _out_of_memory_message(err: BaseException, command: str) -> str:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 import re
 import tempfile
 from collections import defaultdict
@@ -54,7 +53,7 @@ import numpy as np
 
 from gplace import costmodel
 from gplace.ir import OpGraph
-from gplace.ir.errors import check_sizes, error_summary
+from gplace.ir.errors import check_positive, check_sizes, error_summary
 from gplace.ir.serialize import JsonTextError, read_json
 
 if TYPE_CHECKING:
@@ -323,8 +322,7 @@ def with_measured_costs(graph: OpGraph, seconds: Mapping[str, float], kind: str 
     """
     from gplace.runtime.calibration import with_op_costs
 
-    if isinstance(speed, bool) or not isinstance(speed, numbers.Real) or not (0 < speed < math.inf):
-        raise ValueError(f"speed must be a finite number above 0 (a Device.speed), got {speed!r}")
+    check_positive("with_measured_costs", speed=speed)
 
     index = graph.op_index
     costs = np.array(graph.kind_cost.get(kind, np.full(graph.num_ops, np.nan)), dtype=np.float64)
@@ -421,10 +419,7 @@ def cost_error(
         ValueError: ``speed`` is not a real number, or not finite and > 0 (the figures came out inf or NaN); a
             cost is negative or infinite (naming its index); shapes differ.
     """
-    if isinstance(speed, bool | np.bool_) or not isinstance(speed, numbers.Real):
-        raise ValueError(f"cost_error: speed must be a real number, got {type(speed).__name__} {speed!r}")
-    if not 0 < speed < math.inf:
-        raise ValueError(f"cost_error: speed must be a finite number > 0, got {speed!r}")
+    check_positive("cost_error", speed=speed)
     a, m = _pair(analytic, measured, "cost_error")
     known = ~(np.isnan(a) | np.isnan(m))
     predicted, m = a[known] / float(speed), m[known]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -22,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from gplace.ir import Cluster, Device, Edge, GraphError, Link, Op, OpGraph
-from gplace.ir.errors import check_flags
+from gplace.ir.errors import check_flags, check_positive
 from gplace.ir.graph import short_repr
 from gplace.ir.serialize import JsonTextError, parse_json
 
@@ -301,9 +300,7 @@ def load_doppler(path: str | Path, *, flops_per_second: float = 1e12, activation
             ``"<file>:<line>: ..."``), or a cycle.
         ValueError: ``flops_per_second`` is not a positive finite number, or ``activation_memory`` no flag.
     """
-    if (isinstance(flops_per_second, bool) or not isinstance(flops_per_second, numbers.Real)
-            or not (math.isfinite(flops_per_second) and flops_per_second > 0)):
-        raise ValueError(f"flops_per_second must be positive and finite, got {flops_per_second!r}")
+    check_positive("load_doppler", flops_per_second=flops_per_second)
     check_flags("load_doppler", activation_memory=activation_memory)
     path = Path(path)
     lines = text_lines(_read_text(path))

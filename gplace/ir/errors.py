@@ -79,6 +79,18 @@ def check_finite(where: str, **values: object) -> None:
             raise ValueError(f"{where}: {name} must be a finite number, got {value!r}")
 
 
+def check_positive(where: str, **values: object) -> None:
+    """Refuse a number of ``where`` that is not a finite real number above 0, naming it (a speed or rate of 0
+    divides by it; a string or ``True`` was read as a number or failed deep inside).
+
+    Raises:
+        ValueError: the first such value, by name.
+    """
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
+            raise ValueError(f"{where}: {name} must be a finite number > 0, got {value!r}")
+
+
 def check_flags(where: str, **flags: object) -> None:
     """Refuse a flag of ``where`` that is not ``True`` or ``False``, naming it (``"no"`` was taken as true).
 

@@ -526,7 +526,7 @@ def test_load_graph_wraps_gplace_json_errors(tmp_path: Path) -> None:
 
 
 def test_doppler_rejects_bad_flop_rate(tmp_path: Path) -> None:
-    """flops_per_second must be positive and finite."""
+    """flops_per_second must be a finite number > 0."""
     path = _write(tmp_path, "g.txt", DOPPLER_OK)
     for rate in (0.0, -1.0, math.inf):
         with pytest.raises(ValueError, match="flops_per_second"):
@@ -548,7 +548,7 @@ def test_json_nested_too_deeply_is_named_not_a_recursion_error(tmp_path: Path) -
 def test_doppler_flop_rate_given_as_a_string_is_a_value_error_naming_it(tmp_path: Path) -> None:
     """Before, flops_per_second="1e12" raised math.isfinite's raw TypeError ('must be real number, not str')."""
     path = _write(tmp_path, "g.txt", DOPPLER_OK)
-    with pytest.raises(ValueError, match="flops_per_second must be positive and finite, got '1e12'"):
+    with pytest.raises(ValueError, match="load_doppler: flops_per_second must be a finite number > 0, got .1e12."):
         load_doppler(path, flops_per_second="1e12")
 
 
