@@ -14,7 +14,7 @@ books a copy as soon as both its ends' devices are known and never over-fills a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,8 +59,10 @@ def op_memory(graph: OpGraph) -> np.ndarray:
     return graph.persistent_memory + graph.output_bytes
 
 
-def build_units(graph: OpGraph, cluster: Cluster) -> Units:
-    """Group ops into placement units.
+def build_units(graph: OpGraph, cluster: Cluster, *, join_gradients: bool = False) -> Units:
+    """Group ops into placement units: colocation groups and lone ops; with ``join_gradients``, a backward op also
+    joins its forward op's (``grad_of``) unit where the two share an allowed device, as pipelines keep a layer's
+    backward on its stage (PipeDream profiles import so, as colocation groups).
 
     Raises:
         GraphError: a colocation group has no device every member may run on.
@@ -78,15 +80,50 @@ def build_units(graph: OpGraph, cluster: Cluster) -> Units:
                 count += 1
             unit_of[i] = ids[group]
     op_allowed = graph.allowed_devices(cluster)
-    banned = np.zeros((count, cluster.num_devices), dtype=np.int64)
-    np.add.at(banned, unit_of, (~op_allowed).astype(np.int64))
-    allowed = banned == 0
+    allowed = _unit_allowed(unit_of, count, op_allowed)
+    _check_units_runnable(graph, cluster, unit_of, allowed)
+    if join_gradients and graph.grad_of is not None:
+        unit_of = _joined_with_forward(graph.grad_of, unit_of, allowed)
+        count = int(unit_of.max()) + 1 if unit_of.size else 0
+        allowed = _unit_allowed(unit_of, count, op_allowed)
     memory = np.zeros(count, dtype=np.int64)
     np.add.at(memory, unit_of, op_memory(graph))
     temporary = np.zeros(count, dtype=np.int64)
     np.maximum.at(temporary, unit_of, graph.temporary_memory)
-    _check_units_runnable(graph, cluster, unit_of, allowed)
     return Units(unit_of, allowed, memory, np.bincount(unit_of, minlength=count).astype(np.int64), temporary)
+
+
+def _unit_allowed(unit_of: np.ndarray, count: int, op_allowed: np.ndarray) -> np.ndarray:
+    """(U, D) bool: the devices every member of each unit may run on."""
+    banned = np.zeros((count, op_allowed.shape[1]), dtype=np.int64)
+    np.add.at(banned, unit_of, (~op_allowed).astype(np.int64))
+    return banned == 0
+
+
+def _joined_with_forward(grad_of: Sequence[int], unit_of: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """(N,) ``unit_of`` with each backward op's unit merged into its forward op's where they share a device,
+    renumbered in order of first op."""
+    root = list(range(allowed.shape[0]))
+    common = [row for row in allowed]
+
+    def find(u: int) -> int:
+        while root[u] != u:
+            root[u] = root[root[u]]
+            u = root[u]
+        return u
+
+    for b, f in enumerate(grad_of):
+        if f < 0:
+            continue
+        ub, uf = find(int(unit_of[b])), find(int(unit_of[f]))
+        both = common[ub] & common[uf]
+        if ub != uf and both.any():
+            root[ub], common[uf] = uf, both
+    merged = np.array([find(u) for u in unit_of.tolist()], dtype=np.int64)
+    _, first, inverse = np.unique(merged, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(first.size)
+    return rank[inverse.reshape(-1)]
 
 
 def _check_units_runnable(graph: OpGraph, cluster: Cluster, unit_of: np.ndarray, allowed: np.ndarray) -> None:

@@ -45,23 +45,30 @@ class StagePlacer(Placer):
             held: a split that fits runs under either schedule) or ``"1f1b"`` (later stages hold fewer, so
             splits that ``gpipe`` runs out of memory with are found; see
             :func:`~gplace.baselines.pipeline.stages.held_microbatches`). (default: ``"gpipe"``)
+        join_gradients: keep each backward op on the stage of the forward op it differentiates (``grad_of``), as
+            ``torch.distributed.pipelining``, GPipe and PipeDream run them; else a backward op outside its forward
+            op's colocation group comes after every forward op in pipeline order, so backward ops may form stages
+            of their own (an unfolded pipeline ``pipe-v2`` runs, sometimes faster: docs/pipeline.md).
+            (default: ``False``)
 
     Raises:
         ValueError: a bad kind, micro-batch count, flag or schedule, naming it.
     """
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True, *,
-                 schedule: str = "gpipe") -> None:
+                 schedule: str = "gpipe", join_gradients: bool = False) -> None:
         self.kind = check_kind(kind)
         self.microbatches = check_microbatches(microbatches)
-        check_flags(type(self).__name__, overlap=overlap)
+        check_flags(type(self).__name__, overlap=overlap, join_gradients=join_gradients)
         held_microbatches(schedule, self.microbatches, 0)  # checks the schedule
-        self.overlap, self.schedule = overlap, schedule
+        self.overlap, self.schedule, self.join_gradients = overlap, schedule, join_gradients
 
     contiguous = True
     """Whether the stages are contiguous runs of the pipeline order (then the order of the stage devices matters)."""
     schedule = "gpipe"
     """The schedule whose memory the stages fit (a subclass that skips ``__init__`` keeps gpipe's)."""
+    join_gradients = False
+    """Whether backward ops stay on their forward op's stage (a subclass that skips ``__init__`` lets them go)."""
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         """The split for :attr:`schedule`'s memory; under ``1f1b``, gpipe's where ``pipe-v2``'s own stage ranks
@@ -101,7 +108,8 @@ class StagePlacer(Placer):
     def _problem(self, graph: OpGraph, cluster: Cluster, order: tuple[int, ...] | None,
                  schedule: str) -> StageProblem:
         return StageProblem(graph, cluster, kind=self.kind, microbatches=self.microbatches, overlap=self.overlap,
-                            order=order, contiguous=self.contiguous, schedule=schedule)
+                            order=order, contiguous=self.contiguous, schedule=schedule,
+                            join_gradients=self.join_gradients)
 
     def stages(self, problem: StageProblem) -> np.ndarray:
         """(P,) stage of every pipelined unit of ``problem``."""
@@ -207,8 +215,8 @@ class PipeDreamPartitioner(StagePlacer):
     name = "pipedream"
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
-                 max_blocks: int = 1024, *, schedule: str = "gpipe") -> None:
-        super().__init__(kind, microbatches, overlap, schedule=schedule)
+                 max_blocks: int = 1024, *, schedule: str = "gpipe", join_gradients: bool = False) -> None:
+        super().__init__(kind, microbatches, overlap, schedule=schedule, join_gradients=join_gradients)
         check_sizes(type(self).__name__, 1, max_blocks=max_blocks)
         self.max_blocks = max_blocks
 
@@ -296,8 +304,9 @@ class IdealDPPartitioner(StagePlacer):
     name = "ideal_dp"
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
-                 max_ideals: int = 512, chain_blocks: int = 1024, *, schedule: str = "gpipe") -> None:
-        super().__init__(kind, microbatches, overlap, schedule=schedule)
+                 max_ideals: int = 512, chain_blocks: int = 1024, *, schedule: str = "gpipe",
+                 join_gradients: bool = False) -> None:
+        super().__init__(kind, microbatches, overlap, schedule=schedule, join_gradients=join_gradients)
         check_sizes(type(self).__name__, 2, max_ideals=max_ideals)  # the empty and the full set
         check_sizes(type(self).__name__, 1, chain_blocks=chain_blocks)
         self.max_ideals = max_ideals

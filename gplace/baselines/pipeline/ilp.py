@@ -43,7 +43,7 @@ class PipelineILPPlacer(StagePlacer):
     measures both models). ``overlap=False`` charges every cut.
 
     Args:
-        kind, microbatches, overlap: as for :class:`~gplace.baselines.pipeline.IdealDPPartitioner`.
+        kind, microbatches, overlap, join_gradients: as for :class:`~gplace.baselines.pipeline.IdealDPPartitioner`.
         max_variables: larger problems raise :class:`ProblemTooLargeError`. (default: 5000)
         time_limit: seconds for HiGHS; the best placement found by then is returned (logged). (default: 10, a
             placer's time target; 30 took 30 s on a 200-op graph of 3,777 variables)
@@ -60,8 +60,8 @@ class PipelineILPPlacer(StagePlacer):
     contiguous = False
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, max_variables: int = 5000,
-                 time_limit: float = 10.0, overlap: bool = True) -> None:
-        super().__init__(kind, microbatches, overlap)
+                 time_limit: float = 10.0, overlap: bool = True, *, join_gradients: bool = False) -> None:
+        super().__init__(kind, microbatches, overlap, join_gradients=join_gradients)
         self.max_variables = max_variables
         self.time_limit = time_limit
 

@@ -272,7 +272,7 @@ class StageProblem:
 
     def __init__(self, graph: OpGraph, cluster: Cluster, *, kind: str | None = "gpu", microbatches: int = 1,
                  overlap: bool = True, order: Sequence[int] | None = None, contiguous: bool = True,
-                 schedule: str = "gpipe") -> None:
+                 schedule: str = "gpipe", join_gradients: bool = False) -> None:
         microbatches = check_microbatches(microbatches)
         held_microbatches(schedule, microbatches, 0)  # checks the schedule
         self.graph, self.cluster, self.microbatches, self.overlap = graph, cluster, microbatches, overlap
@@ -280,7 +280,7 @@ class StageProblem:
         self.contiguous = contiguous
         devices = stage_devices(cluster, kind, warn=order is None)
         self.devices = devices if order is None else devices[_permutation(order, devices.size)]
-        self.units = build_units(graph, cluster)
+        self.units = build_units(graph, cluster, join_gradients=join_gradients)
         allowed = self.units.allowed[:, self.devices]
         piped = allowed.any(1)
         memory = np.zeros(self.units.num_units, dtype=np.int64)
@@ -334,8 +334,9 @@ class StageProblem:
         return self.graph.op_names[int(np.flatnonzero(self.units.unit_of == unit)[0])]
 
     def named_unit(self, unit: int) -> str:
-        """``op 'x'``, or ``op 'x' (with its colocation group)`` where unit ``unit`` (a unit id) holds more ops."""
-        group = " (with its colocation group)" if int(self.units.size[unit]) > 1 else ""
+        """``op 'x'``, or ``op 'x' (with the ops kept with it)`` where unit ``unit`` (a unit id) holds more ops (its
+        colocation group, its backward ops)."""
+        group = " (with the ops kept with it)" if int(self.units.size[unit]) > 1 else ""
         return f"op {self.first_op(unit)!r}{group}"
 
     def memory_shortfall(self) -> str | None:
@@ -378,9 +379,8 @@ class StageProblem:
             order = np.argsort(time[u], kind="stable")
             room = [int(d) for d in order if np.isfinite(time[u, d]) and memory[u] <= free[d]]
             if not room:
-                op = self.first_op(u)
                 raise PlacementInfeasibleError(
-                    f"op {op!r} (with its colocation group), which no stage device may run, needs {int(memory[u])} "
+                    f"{self.named_unit(u)}, which no stage device may run, needs {int(memory[u])} "
                     f"bytes (persistent + forward outputs) and fits none of its devices beside the ops placed there "
                     f"before it (free bytes: {dict(zip(self.cluster.device_names, free.tolist(), strict=True))})")
             device[u] = room[0]
