@@ -22,6 +22,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
+from gplace.extras import MissingExtraError
+
 log = logging.getLogger("gplace")
 
 
@@ -440,6 +442,8 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
         _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}", log_files=not _run_dir_in_use(err),
               status=_exit_status(err))
+    except MissingExtraError as err:  # a part of the run needs an extra (the METIS placer, the tf runtime)
+        _fail(f"ImportError: {err}")
     except KeyboardInterrupt as err:
         hydra_cfg = HydraConfig.get() if HydraConfig.initialized() else None
         _interrupted(err, resume_hint(command, cfg, hydra_cfg), in_job=True)
@@ -877,6 +881,8 @@ def bench(cfg: DictConfig) -> list:
         if cfg.get("pipeline"):  # gplace/conf/bench_pipeline.yaml
             from gplace.bench.pipeline import bench_pipeline
 
+            _check_graph_files([(f"graphs.{name}", graph) for name, graph in (cfg.get("graphs") or {}).items()], cfg)
+
             return bench_pipeline(cfg)
         return _bench_cases(cfg)
 
@@ -922,7 +928,7 @@ def _bench_cases(cfg: DictConfig) -> list:
     check_learned(cfg.get("learned"), ("overrides", "warm_start"), cfg.get("baselines") or {})
     cases = _check_cases(cfg.get("cases"))
     composed = [_compose_case(case, cfg) for case in cases]
-    _check_graph_files([c for c, _ in composed], cfg)
+    _check_graph_files([(f"cases[{i}]", c.graph) for i, (c, _) in enumerate(composed)], cfg)
     for i, (c, _) in enumerate(composed):
         _check_step_objective(c, f"cases[{i}]")
     log.info("building %d learned search(es) on %d case(s) to check them", len(cfg.learned), len(cases))
@@ -970,21 +976,20 @@ _PATH_KEYS = ("path", "model_or_path", "obj")
 """The keys of a graph config (at its top) that name a file or directory it is read from."""
 
 
-def _check_graph_files(configs: list[DictConfig], cfg: DictConfig) -> None:
-    """Refuse, before anything runs, cases whose graph config misses a value or names a file that does not exist
-    (the graphs are built case by case, so a bad late case failed hours into a bench), naming each case and file."""
+def _check_graph_files(graphs: list[tuple[str, DictConfig]], cfg: DictConfig) -> None:
+    """Refuse, before anything runs, graph configs (each with its label) that miss a value or name a file that does
+    not exist (the graphs are built case by case, so a bad late case failed hours into a bench), naming each."""
     shared = str(cfg.get("shared") or "")
     problems, under_shared = [], False
-    for i, c in enumerate(configs):
-        label = f"cases[{i}]"
-        problems += [f"{label}: {key} is not set" for key in sorted(OmegaConf.missing_keys(c.graph))]
-        for path in _graph_files(OmegaConf.to_container(c.graph, resolve=True)):
+    for label, graph in graphs:
+        problems += [f"{label}: {key} is not set" for key in sorted(OmegaConf.missing_keys(graph))]
+        for path in _graph_files(OmegaConf.to_container(graph, resolve=True)):
             if not Path(path).exists():
                 problems.append(f"{label}: no such file {path}")
                 under_shared |= bool(shared) and path.startswith(shared)
     if problems:
         hint = _shared_hint(shared) if under_shared else ""
-        raise ValueError(f"{len(problems)} bench case(s) cannot build their graph: " + "; ".join(problems) + hint)
+        raise ValueError(f"{len(problems)} bench graph(s) cannot be built: " + "; ".join(problems) + hint)
 
 
 def _shared_hint(shared: str) -> str:
@@ -996,8 +1001,11 @@ def _shared_hint(shared: str) -> str:
 
 def _graph_files(graph: dict) -> list[str]:
     """The values of :data:`_PATH_KEYS` at the top of a graph config (the importers' file arguments; a nested one,
-    such as a torch module's own ``path``, may name a hub id or anything else the module reads)."""
-    return [v for k, v in graph.items() if k in _PATH_KEYS and isinstance(v, str) and v != "???"]
+    such as a torch module's own ``path``, may name a hub id or anything else the module reads), and of the graph
+    a wrapper takes (``without_activation_memory``'s ``graph``)."""
+    inner = graph.get("graph")
+    return [v for k, v in graph.items() if k in _PATH_KEYS and isinstance(v, str) and v != "???"] + (
+        _graph_files(inner) if isinstance(inner, dict) else [])
 
 
 def _plan_case(c: DictConfig, overrides: list[str], cfg: DictConfig):

@@ -20,6 +20,9 @@ its greedy placement, however small the budget; a resumed search counts the seco
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import functools
 import math
 import os
 import re
@@ -149,9 +152,16 @@ def make_placer(name: str, seed: int = 0, runtime: Any = None, budget: Budget | 
     return make_pipeline_placer(name, runtime, budget) if name in pipeline_placers() else make_baseline(name, seed)
 
 
+@functools.cache
 def pretrained_path() -> Path:
-    """The path of the policy file shipped with gplace (:data:`PRETRAINED`)."""
-    return Path(str(resources.files("gplace.data").joinpath(PRETRAINED)))
+    """The path of the policy file shipped with gplace (:data:`PRETRAINED`); where gplace is imported from a zip (a
+    wheel or zipapp on ``sys.path``), a copy of it extracted once and removed when the process exits."""
+    return _EXTRACTED.enter_context(resources.as_file(resources.files("gplace.data").joinpath(PRETRAINED)))
+
+
+_EXTRACTED = contextlib.ExitStack()
+"""Files extracted from a zipped gplace, removed at exit."""
+atexit.register(_EXTRACTED.close)
 
 
 def policy_file(method: str | Path | Placer) -> Path | None:

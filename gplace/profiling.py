@@ -168,7 +168,9 @@ def onnx_op_times(
     warmup: int = 2, seed: int = 0,
 ) -> dict[str, float]:
     """Op name -> mean kernel seconds for every op onnxruntime runs (see :func:`profile_onnx`)."""
-    import onnxruntime as ort
+    from gplace.extras import require
+
+    ort = require("onnxruntime", "onnx", "profiling with onnxruntime")
 
     _check_rounds("profile_onnx", repeats, warmup)
     model, label = _runnable_model(graph, model_or_path)

@@ -23,6 +23,10 @@ def _bench_config(name: str, *overrides: str):
         return cfg, [cli._compose_case(case, cfg)[0] for case in cli._check_cases(cfg.cases)]
 
 
+def _labelled(configs):
+    return [(f"cases[{i}]", c.graph) for i, c in enumerate(configs)]
+
+
 def test_the_example_for_empty_cases_parses_as_typed_in_a_shell():
     """The example was cases=[[graph=lstm_lm,cluster=paper_2gpu]], which Hydra's override parser rejects."""
     with pytest.raises(ValueError, match="cases must list at least one case") as err:
@@ -47,8 +51,8 @@ def test_a_late_case_whose_graph_file_is_missing_is_refused_before_the_first_cas
 
 def test_bench_papers_shared_graphs_are_checked_naming_each_case_and_how_to_find_them(tmp_path):
     cfg, configs = _bench_config("bench_paper", f"shared={tmp_path}")
-    with pytest.raises(ValueError, match=r"^7 bench case\(s\) cannot build their graph") as err:
-        cli._check_graph_files(configs, cfg)
+    with pytest.raises(ValueError, match=r"^7 bench graph\(s\) cannot be built") as err:
+        cli._check_graph_files(_labelled(configs), cfg)
     assert f"cases[6]: no such file {tmp_path}/graphs/pipedream/profiles/alexnet/graph.txt" in str(err.value)
     assert "cases[5]" not in str(err.value) and "set GPLACE_SHARED=" in str(err.value)
 
@@ -56,14 +60,14 @@ def test_bench_papers_shared_graphs_are_checked_naming_each_case_and_how_to_find
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "graphs").is_dir(), reason="no ../shared graphs beside the repo")
 def test_bench_papers_graph_files_are_all_under_the_shared_folder():
     cfg, configs = _bench_config("bench_paper", f"shared={ROOT.parent / 'shared'}")
-    cli._check_graph_files(configs, cfg)
+    cli._check_graph_files(_labelled(configs), cfg)
 
 
 def test_a_case_whose_graph_misses_a_value_is_refused_naming_it(tmp_path):
     cfg, configs = _bench_config("bench", "cases=[['graph=file'],['graph=onnx',"
                                  f"'graph.model_or_path={tmp_path}/m.onnx']]")
-    with pytest.raises(ValueError, match="2 bench case") as err:
-        cli._check_graph_files(configs, cfg)
+    with pytest.raises(ValueError, match="2 bench graph") as err:
+        cli._check_graph_files(_labelled(configs), cfg)
     assert "cases[0]: graph.path is not set" in str(err.value)
     assert f"cases[1]: no such file {tmp_path}/m.onnx" in str(err.value) and "GPLACE_SHARED" not in str(err.value)
 
@@ -72,7 +76,7 @@ def test_a_nested_path_of_a_torch_module_is_not_taken_for_a_graph_file():
     """The check looked for path-like keys at any depth: a module's own argument (a hub id) was refused."""
     cfg, configs = _bench_config("bench", "cases=[['graph=torch','graph.module._target_=torch.nn.Identity',"
                                  "'+graph.module.path=org/model-name','graph.input_shapes=[[1,4]]']]")
-    cli._check_graph_files(configs, cfg)
+    cli._check_graph_files(_labelled(configs), cfg)
 
 
 def test_a_case_or_search_with_a_pipeline_objective_is_refused():
@@ -89,3 +93,17 @@ def test_a_case_or_search_with_a_pipeline_objective_is_refused():
         case, composed = cli._compose_case(cli._check_cases(cfg.cases)[0], cfg)
         with pytest.raises(ValueError, match=r"learned.seq2seq: objective=pipeline_steady"):
             cli._plan_case(case, composed, cfg)
+
+
+def test_the_pipeline_benchs_shared_graphs_are_checked_and_how_to_find_them_said(tmp_path, capsys):
+    """Without the shared graphs bench_pipeline said only "FileNotFoundError: ... alexnet/graph.txt", where
+    bench_paper names every case and GPLACE_SHARED; the DOPPLER graphs (inside without_activation_memory) too."""
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="bench_pipeline", overrides=[f"shared={tmp_path}", f"out_dir={tmp_path / 'out'}"])
+    with pytest.raises(SystemExit) as exit_:
+        cli._guard(lambda: cli.bench(cfg), cfg, "bench")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("gplace: error: ValueError: 13 bench graph(s) cannot be built: graphs.alexnet: no such file")
+    assert f"graphs.chain_mm: no such file {tmp_path}/graphs/doppler/chain_mm_112nodes.txt" in err
+    assert "zoo_" not in err and "set GPLACE_SHARED=" in err

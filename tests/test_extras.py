@@ -48,11 +48,43 @@ def _ray():
     return RayRuntime(Simulator()).measure_many(graph, cpu_gpu_cluster(), [Placement.single(graph, 0)])
 
 
+def _onnx_parts():
+    from gplace.export.onnx import run_parts
+
+    return run_parts([], {})
+
+
+def _onnx_profile():
+    from gplace.profiling import onnx_op_times
+
+    return onnx_op_times(diamond())
+
+
 @pytest.mark.parametrize(("module", "extra", "use"), [
     ("pymetis", "metis", _metis), ("onnx", "onnx", _onnx), ("tensorflow", "tf", _tensorflow), ("ray", "ray", _ray),
+    ("onnxruntime", "onnx", _onnx_parts), ("onnxruntime", "onnx", _onnx_profile),
 ])
 def test_a_feature_without_its_package_names_the_extra(monkeypatch, module, extra, use):
-    """Each failed with a bare "No module named 'onnx'" (METIS: "pip install pymetis", not the extra)."""
+    """Each failed with a bare "No module named 'onnx'" (METIS: "pip install pymetis", not the extra; running or
+    profiling ONNX parts: "No module named 'onnxruntime'")."""
     monkeypatch.setitem(sys.modules, module, None)  # not installed: importing it raises ImportError
     with pytest.raises(ImportError, match=rf"needs {module}: pip install 'gplace\[{extra}\]'"):
         use()
+
+
+def test_a_missing_extra_met_during_a_run_is_one_line_not_a_traceback(capsys):
+    """The METIS placer or the tf runtime without their extra, met once the job ran, came out as Hydra's
+    50-line traceback and exit 1 (at config time it was one line already)."""
+    from omegaconf import OmegaConf
+
+    from gplace import cli
+
+    def job():
+        require("gplace_no_such_extra_module", "metis", "the METIS placer")
+
+    with pytest.raises(SystemExit) as exit_:
+        cli._guard(job, OmegaConf.create({}), "place")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err == ("gplace: error: ImportError: the METIS placer needs gplace_no_such_extra_module: "
+                   "pip install 'gplace[metis]'\n")

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -497,3 +503,23 @@ def test_another_m_of_the_steady_state_score_is_another_objective(caplog):
         assert not caplog.records
         check_objective({"runtime": "pipe-steady-v1/m8"}, SteadyStateScore(16), "p.pt")
     assert "(m8)" in caplog.records[0].getMessage() and "(m16)" in caplog.records[0].getMessage()
+
+
+def test_the_pretrained_policy_is_found_where_gplace_is_imported_from_a_zip(tmp_path):
+    """``method=pretrained`` from a wheel on sys.path said "no such policy file: .../gplace-0.1.0-py3-none-any.whl/
+    gplace/data/list_scheduling_giph.pt": the path inside the zip is no file; a copy is extracted now."""
+    package = Path(__file__).resolve().parents[1] / "gplace"
+    archive = tmp_path / "gplace.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in package.rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zipped.write(path, path.relative_to(package.parent))
+    code = ("import gplace, sys; from gplace.methods import pretrained_path; p = pretrained_path(); "
+            "assert '.zip' in gplace.__file__, gplace.__file__; print(p.is_file(), p.stat().st_size); "
+            "from gplace.pretrained import load_policy; load_policy(p)")
+    env = {**os.environ, "PYTHONPATH": str(archive), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found, size = proc.stdout.split()
+    assert found == "True" and int(size) == (package / "data" / "list_scheduling_giph.pt").stat().st_size

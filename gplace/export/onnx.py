@@ -65,10 +65,10 @@ def annotate_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> Mod
         UnsupportedGraphError: ``graph`` was not imported from ONNX.
         InvalidPlacementError: the placement is not for ``graph`` and ``cluster`` (names the op and device).
     """
+    source = _source(graph)  # a graph from ONNX: onnx is installed
+    stage = _node_stages(graph, cluster, placement, source)
     import onnx
 
-    source = _source(graph)
-    stage = _node_stages(graph, cluster, placement, source)
     model = onnx.ModelProto()
     model.CopyFrom(source.model)
     del model.configuration[:]
@@ -142,8 +142,9 @@ def run_parts(parts: list[OnnxPart], feeds: Mapping[str, Any], outputs: list[str
     Raises:
         UnsupportedGraphError: a part reads a tensor no feed or earlier part gives (names it and the part).
     """
-    import onnxruntime as ort
+    from gplace.extras import require
 
+    ort = require("onnxruntime", "onnx", "running ONNX parts")
     values: dict[str, Any] = dict(feeds)
     for part in parts:
         defaults = {t.name for t in part.model.graph.initializer}  # an initialiser the model also takes as input

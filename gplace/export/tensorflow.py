@@ -102,9 +102,9 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
         InvalidPlacementError: as :func:`place_graph_def`.
         FileExistsError: ``export_dir`` exists.
     """
+    source = _source(graph)  # a graph from TensorFlow: tensorflow is installed
     import tensorflow as tf
 
-    source = _source(graph)
     placed = place_graph_def(graph, cluster, placement, device_map=device_map)
     fed = {t.rpartition(":")[0] for t in source.inputs}
     for node in placed.node:
