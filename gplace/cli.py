@@ -1389,6 +1389,7 @@ def _dispatch() -> None:
     elif command is not None and not command.startswith(("-", "~")) and "=" not in command:
         _fail(_unknown_command_message(command))
     _check_job_dir(sys.argv[1:])
+    _check_launcher(sys.argv[1:])
     try:
         {"bench": _bench_main, "place": _place_main}.get(command, _hydra_main)()
     except ValueError as err:  # Hydra's, raised before any job, for flags that do not combine
@@ -1450,6 +1451,23 @@ def _escape_unencodable(stream) -> None:
 _NO_JOB_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion",
                  "-cd", "--config-dir", "-cp", "--config-path")
 """Hydra's flags that run no job, or name a config directory of one's own (whose config may set the job's folder)."""
+
+
+SUBMITIT_LAUNCHERS = ("gplace_slurm", "submitit_slurm", "submitit_local")
+"""The ``hydra/launcher`` options the hydra-submitit-launcher plugin (the ``cluster`` extra) provides."""
+
+
+def _check_launcher(args: list[str]) -> None:
+    """Refuse a submitit launcher without its plugin in one line naming the extra (Hydra's own: "Could not load
+    'hydra/launcher/submitit_slurm'", its search path, and exit status 1)."""
+    from gplace.extras import require
+
+    launcher = next((a.split("=", 1)[1] for a in args if a.lstrip("+").startswith("hydra/launcher=")), None)
+    if launcher in SUBMITIT_LAUNCHERS:
+        try:
+            require("hydra_plugins.hydra_submitit_launcher", "cluster", f"hydra/launcher={launcher}")
+        except MissingExtraError as err:
+            _fail(f"ImportError: {err}")
 
 
 def _check_job_dir(args: list[str]) -> None:

@@ -88,3 +88,18 @@ def test_a_missing_extra_met_during_a_run_is_one_line_not_a_traceback(capsys):
     err = capsys.readouterr().err
     assert err == ("gplace: error: ImportError: the METIS placer needs gplace_no_such_extra_module: "
                    "pip install 'gplace[metis]'\n")
+
+
+@pytest.mark.parametrize("launcher", ["gplace_slurm", "submitit_local"])
+def test_a_submitit_launcher_without_its_plugin_names_the_extra(monkeypatch, capsys, launcher):
+    """README's Slurm sweep without gplace[cluster] ended in Hydra's "Could not load 'hydra/launcher/submitit_slurm'"
+    with its search path, exit status 1."""
+    from gplace import cli
+
+    monkeypatch.setitem(sys.modules, "hydra_plugins.hydra_submitit_launcher", None)
+    with pytest.raises(SystemExit) as exit_:
+        cli._check_launcher(["-m", f"hydra/launcher={launcher}", "seed=0,1"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (f"gplace: error: ImportError: hydra/launcher={launcher} needs "
+                                       "hydra_plugins.hydra_submitit_launcher: pip install 'gplace[cluster]'\n")
+    cli._check_launcher(["-m", "hydra/launcher=basic", "seed=0,1"])  # Hydra's own launchers need nothing
