@@ -104,7 +104,7 @@ def _joined_with_forward(grad_of: Sequence[int], unit_of: np.ndarray, allowed: n
     """(N,) ``unit_of`` with each backward op's unit merged into its forward op's where they share a device,
     renumbered in order of first op."""
     root = list(range(allowed.shape[0]))
-    common = [row for row in allowed]
+    common = list(allowed)
 
     def find(u: int) -> int:
         while root[u] != u:

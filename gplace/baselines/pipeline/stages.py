@@ -264,6 +264,8 @@ class StageProblem:
             micro-batch's activations on every stage, so its splits fit under ``"1f1b"`` too; ``"1f1b"`` lets
             later stages of a contiguous split hold fewer (any assignment, ``contiguous=False``, is held to
             ``"gpipe"``'s: its stages' order is not known). (default: ``"gpipe"``)
+        join_gradients: a backward op joins its forward op's unit (:func:`~gplace.baselines._common.build_units`),
+            so no split separates them. (default: ``False``)
 
     Raises:
         GraphError: an op, or a colocation group, may run on no device of the cluster.
