@@ -80,7 +80,8 @@ def place(
 
     One call for compilers: ``place(graph, cluster, method="heft")``, ``method="pretrained", budget="64
     samples"``, or ``method="learned", budget=30, seed=0, warm_start="heft"``. The placement is
-    ``report.placement``; it is deterministic for a seed on the simulator.
+    ``report.placement``; it is deterministic for a seed on the simulator (networks given as ``encoder`` and
+    ``policy`` start from their weights as they are: see ``encoder``).
 
     Args:
         graph: the op graph.
@@ -100,8 +101,13 @@ def place(
             the trainer's seed, so a call gives the same placement in every process).
         encoder: group encoder (default: ``method``'s, for ``"learned"`` :class:`~gplace.encoders.LSTMEncoder`).
             The networks run where it is: ``encoder=LSTMEncoder().to("cuda")`` trains on a GPU (a policy module
-            must be on the same device). Give both ``encoder`` and ``policy``, or neither, except with
-            ``method="learned"``, which pairs one given with the other's default.
+            must be on the same device). Modules given are trained in place, as torch trains a module: afterwards
+            they hold the search's weights (the way to keep them), so a second call with the same modules starts
+            from those, not from the first call's (one pretrained pair fine-tuned on graph after graph leaks each
+            graph's tuning into the next; pass ``copy.deepcopy(encoder)`` and the policy's copy to start each call
+            from the same weights, as :func:`gplace.training.finetune` does). Give both ``encoder`` and
+            ``policy``, or neither, except with ``method="learned"``, which pairs one given with the other's
+            default.
         policy: a policy module, or a factory called with ``num_devices`` (default: ``method``'s, for
             ``"learned"`` the seq2seq policy).
         runtime: measures placements (default: :class:`~gplace.runtime.Simulator`).

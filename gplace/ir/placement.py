@@ -50,8 +50,17 @@ class Placement(ReadOnlyArrays):
 
     @classmethod
     def for_graph(cls, graph: OpGraph, devices: Sequence[int] | np.ndarray) -> Placement:
-        """A placement of ``graph`` (records its fingerprint)."""
-        return cls(np.asarray(devices), graph.fingerprint)
+        """A placement of ``graph`` (records its fingerprint).
+
+        Raises:
+            InvalidPlacementError: ``devices`` is not one integer per op of ``graph`` (named here, not when the
+                placement is first measured).
+        """
+        placement = cls(np.asarray(devices), graph.fingerprint)
+        if len(placement) != graph.num_ops:
+            raise InvalidPlacementError(
+                f"placement has {len(placement)} entries but graph {graph.name!r} has {graph.num_ops} ops")
+        return placement
 
     @classmethod
     def single(cls, graph: OpGraph, device: int) -> Placement:

@@ -183,3 +183,10 @@ def test_costs_that_would_overflow_the_times_are_refused():
         chain((1e308, 1e308, 1.0))
     with pytest.raises(GraphError, match=r"add up to 1e\+76 s"):
         chain((1e76,))
+
+
+def test_a_placement_of_the_wrong_length_is_refused_where_it_is_built():
+    """Placement.for_graph(graph, [0, 1]) of a 3-op graph was accepted and failed only when measured or written."""
+    g = chain()
+    with pytest.raises(InvalidPlacementError, match="^placement has 2 entries but graph 'chain' has 3 ops$"):
+        Placement.for_graph(g, [0, 1])
