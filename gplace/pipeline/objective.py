@@ -27,14 +27,27 @@ __all__ = ["OBJECTIVES", "objective_runtime"]
 OBJECTIVES = ("step", "pipeline", "pipeline_steady")
 
 
-def objective_runtime(runtime: Runtime, name: str = "step", *, microbatches: int = 4,
-                      schedule: str = "1f1b") -> Runtime:
+def objective_runtime(runtime: Runtime, name: str = "step", *, microbatches: int | None = None,
+                      schedule: str | None = None) -> Runtime:
     """The runtime that measures objective ``name``; ``runtime`` (the configured one) serves ``step``, and a
     pipeline objective given any other runtime than the plain simulator says (a WARNING) that it is not used.
+    ``microbatches`` (default: 4) is for the pipeline objectives, ``schedule`` (default: ``"1f1b"``) for
+    ``pipeline`` alone.
 
     Raises:
-        ValueError: an unknown objective, schedule or micro-batch count.
+        ValueError: an unknown objective, schedule or micro-batch count, or one the objective does not take
+            (``+objective.microbatches=16`` with ``objective=step`` measured steps without a word).
     """
+    unused = {"microbatches": microbatches, "schedule": schedule} if name == "step" else (
+        {"schedule": schedule} if name == "pipeline_steady" else {})
+    given = {key: value for key, value in unused.items() if value is not None}
+    if given:
+        settings = ", ".join(f"{key}={value}" for key, value in given.items())
+        hint = ("the pipeline objectives (objective=pipeline, pipeline_steady) take them" if name == "step" else
+                "its score has no schedule; objective=pipeline simulates one")
+        raise ValueError(f"objective {name} takes no {' or '.join(given)} (given: {settings}): {hint}")
+    microbatches = 4 if microbatches is None else microbatches
+    schedule = "1f1b" if schedule is None else schedule
     if name == "step":
         return runtime
     if name in OBJECTIVES and runtime is not None and type(runtime) is not Simulator:

@@ -1,5 +1,6 @@
 import json
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -29,6 +30,20 @@ def test_objective_group_composes_to_the_pipeline_runtimes():
     assert isinstance(step, Simulator)
     assert isinstance(pipe, PipelineSimulator) and pipe.id == "pipe-v2/gpipe/m16"
     assert isinstance(steady, SteadyStateScore) and steady.id == "pipe-steady-v1/m4"
+
+
+@pytest.mark.parametrize(("overrides", "refused"), [
+    (["+objective.microbatches=16"], "objective step takes no microbatches (given: microbatches=16)"),
+    (["objective=pipeline", "objective.name=step"], "objective step takes no microbatches or schedule"),
+    (["objective=pipeline_steady", "+objective.schedule=gpipe"], "objective pipeline_steady takes no schedule"),
+])
+def test_a_setting_the_objective_does_not_take_is_refused(overrides, refused):
+    """Hydra's hint for objective.microbatches=16 is +objective.microbatches=16, which then measured sim-v1 steps
+    without a word (as did objective.name=step after objective=pipeline)."""
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        objective = instantiate(compose(config_name="config", overrides=overrides).objective)
+    with pytest.raises(ValueError, match=re.escape(refused)):
+        objective(Simulator())
 
 
 def test_a_pipeline_objective_says_the_configured_runtime_is_not_used(caplog):
