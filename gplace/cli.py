@@ -501,8 +501,10 @@ def _settings(target: str | None) -> list[str] | None:
 def _out_of_memory(err: BaseException) -> bool:
     """Whether ``err`` is torch's out of memory (a GPU's ``torch.OutOfMemoryError``; the CPU allocator's
     ``RuntimeError``), raised by the placement networks: the runtimes count a placement's own as a failed one.
-    Only torch raises it, so without torch imported it is not."""
-    if "torch" not in sys.modules or not isinstance(err, Exception):
+    Python's ``MemoryError`` too (numpy's, for arrays of as many samples as asked: ``samples=100000000``)."""
+    if isinstance(err, MemoryError):
+        return True
+    if "torch" not in sys.modules or not isinstance(err, Exception):  # only torch raises its own
         return False
     from gplace.runtime.torch_errors import out_of_memory
 

@@ -433,12 +433,14 @@ def network_device(name: str | torch.device) -> torch.device:
     """The torch device called ``name`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``) for a placer's networks, checked.
 
     Raises:
-        ValueError: not a device name, or a CUDA device this machine does not have.
+        ValueError: not a device name, not a CPU or CUDA device, or a CUDA device this machine does not have.
     """
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"device={name!r} is not a torch device name (cpu, cuda, cuda:N): {err}") from None
+    if device.type not in ("cpu", "cuda"):  # mps failed deep in Module.to, meta once training started
+        raise ValueError(f"device={name!r}: gplace runs its networks on cpu or cuda (cuda:N), not {device.type}")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={name!r}: this machine has no CUDA device (torch.cuda.is_available() is False)")
     if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():

@@ -77,6 +77,9 @@ def test_a_missing_graph_file_is_reported(tmp_path, override, message):
 
 @pytest.mark.parametrize("device, message", [
     ("gpu0", "gplace: error: ValueError: device='gpu0' is not a torch device name (cpu, cuda, cuda:N)"),
+    # mps failed deep inside Module.to; meta was taken and failed once training started
+    ("mps", "gplace: error: ValueError: device='mps': gplace runs its networks on cpu or cuda (cuda:N), not mps"),
+    ("meta", "gplace: error: ValueError: device='meta': gplace runs its networks on cpu or cuda (cuda:N), not meta"),
     pytest.param("cuda", "gplace: error: ValueError: device='cuda': this machine has no CUDA device",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")),
 ])

@@ -140,7 +140,9 @@ def test_an_error_line_a_full_log_file_cannot_take_adds_nothing_to_the_terminal(
     RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried to "
                  "allocate 784000000 bytes"),
     torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
-], ids=["cpu", "cuda"])
+    # numpy's (a MemoryError) for gplace place samples=100000000 came out as a traceback, exit 1
+    MemoryError("Unable to allocate 1.10 TiB for an array with shape (100000000, 126, 3, 8) and data type int64"),
+], ids=["cpu", "cuda", "numpy"])
 def test_out_of_memory_in_the_networks_is_one_line_naming_the_settings(error, capsys):
     from omegaconf import OmegaConf
 
