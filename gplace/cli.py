@@ -212,6 +212,8 @@ def _warm_start(cfg: DictConfig, graph, cluster):
     path = cfg.get("warm_start")
     if path is None:
         return None
+    if not isinstance(path, str):  # warm_start=true failed inside pathlib
+        raise ValueError(f"warm_start must be a placement.json or a placer's name, got {path!r}")
     if Path(path).is_file():
         try:
             doc = load_json(path)
@@ -1065,6 +1067,13 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     from gplace.export import write_back
 
     _check_bools(cfg, "write_back", "split_groups")
+    if not isinstance(cfg.method, str):  # method=null: check_method's TypeError came out as a traceback
+        raise ValueError(f"method must be a placer's name, 'pretrained' or a policy file's path, got {cfg.method!r}")
+    if not isinstance(cfg.get("warm_start_baseline") or "", str):  # place()'s TypeError came out as a traceback
+        raise ValueError(f"warm_start_baseline must be a placer's name, got {cfg.warm_start_baseline!r}")
+    if cfg.get("checkpoint") == "":  # checkpoint=$CKPT with CKPT unset placed with the shipped policy
+        raise ValueError("checkpoint='' names no policy file (an unset shell variable?): give its path, or leave "
+                         "checkpoint out")
     if cfg.get("logger", {}).get("_target_", "gplace.loggers.NullLogger") != "gplace.loggers.NullLogger":
         _fail("gplace place keeps no W&B run (a learned search logs to metrics.jsonl in its run directory): "
               "use logger=none, or `gplace` (a training run) for W&B")

@@ -671,3 +671,23 @@ def test_a_job_closes_every_layer_of_the_runtime_it_built(tmp_path):
         workers = list(runtime.runtime._pool._processes.values())
         assert workers and all(w.is_alive() for w in workers)
     assert not any(w.is_alive() for w in workers) and runtime.runtime._pool is None
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["method=null"], "method must be a placer's name, 'pretrained' or a policy file's path, got None"),
+    (["checkpoint="], "checkpoint='' names no policy file (an unset shell variable?)"),
+    (["method=heft", "warm_start_baseline=true"], "warm_start_baseline must be a placer's name, got True"),
+])
+def test_place_settings_that_name_nothing_are_one_line(files, tmp_path, args, message):
+    """method=null and warm_start_baseline=true ended in a TypeError's traceback; checkpoint='' (checkpoint=$CKPT,
+    CKPT unset) placed with the shipped policy without a word."""
+    proc = _gplace("place", *args, *_file_args(files), f"hydra.run.dir={tmp_path / 'r'}", cwd=files)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_train_warm_start_that_is_no_name_or_file_is_one_line(files, tmp_path):
+    """warm_start=true failed inside pathlib (TypeError: expected str, bytes or os.PathLike object, not bool)."""
+    proc = _gplace("logger=none", "trainer.updates=1", "warm_start=true", *_file_args(files),
+                   f"hydra.run.dir={tmp_path / 'r'}", cwd=files)
+    assert proc.returncode == 2 and "warm_start must be a placement.json or a placer's name, got True" in proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
