@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from gplace.costmodel import TensorSpec, canonical_op_type, op_kind_costs
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
-from gplace.ir.errors import error_summary
+from gplace.ir.errors import check_flags, error_summary
 from gplace.torch_modes import gradients_on, tracing
 from gplace.zoo import roofline
 
@@ -239,10 +239,12 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
 
     Raises:
         ValueError: a shape is not a list of positive integers, or ``dtype`` is not a torch dtype or one without
-            random inputs (quantized, bit and sub-byte dtypes; naming it).
+            random inputs (quantized, bit and sub-byte dtypes; naming it); ``training`` or ``align_to_modules``
+            is not ``True`` or ``False``.
     """
     import torch
 
+    check_flags("from_module_shapes", training=training, align_to_modules=align_to_modules)  # "no" was taken as true
     kind = getattr(torch, dtype, None) if isinstance(dtype, str) else None
     if not isinstance(kind, torch.dtype):
         raise ValueError(f"dtype {dtype!r} is not a torch dtype (e.g. 'float32', 'int64')")

@@ -242,6 +242,9 @@ def test_bad_arguments():
 @pytest.mark.parametrize("kwargs, match", [
     ({"input_shapes": [[True, 8]]}, r"input_shapes\[0\] must be a list of positive integers, got \[True, 8\]"),
     ({"input_shapes": [[2, 8]], "dtype": 5}, "dtype 5 is not a torch dtype"),
+    # graph.align_to_modules=no aligned (a non-empty string is true); training=maybe was torch's unnamed error
+    ({"input_shapes": [[2, 8]], "align_to_modules": "no"}, "align_to_modules must be true or false, got 'no'"),
+    ({"input_shapes": [[2, 8]], "training": "maybe"}, "training must be true or false, got 'maybe'"),
 ])
 def test_from_module_shapes_refuses_a_bool_dimension_and_a_dtype_that_is_no_name(kwargs, match):
     """Before, a True dimension reached torch.randn (a raw TypeError listing its overloads) and dtype=5 raised
