@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_module
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -107,3 +108,26 @@ def test_the_pipeline_benchs_shared_graphs_are_checked_and_how_to_find_them_said
     assert err.startswith("gplace: error: ValueError: 13 bench graph(s) cannot be built: graphs.alexnet: no such file")
     assert f"graphs.chain_mm: no such file {tmp_path}/graphs/doppler/chain_mm_112nodes.txt" in err
     assert "zoo_" not in err and "set GPLACE_SHARED=" in err
+
+
+@pytest.mark.parametrize("override", ["cluster=paper_4gpu", "graph=rnnlm", "runtime=torch", "warm_start=heft",
+                                      "+foo=1", "threads=2"])
+def test_a_search_override_the_bench_does_not_read_is_refused(override):
+    """['cluster=paper_4gpu'], ['warm_start=heft'] or ['+foo=1'] in a learned search's overrides ran exactly as
+    without them."""
+    from gplace.bench.searches import SEARCH_KEYS, check_learned
+
+    learned = {"mine": {"overrides": ["encoder=lstm", override], "warm_start": False}}
+    with pytest.raises(ValueError, match=re.escape(f"learned.mine: {override!r}")):
+        check_learned(learned, tuple(SEARCH_KEYS))
+    check_learned({"mine": {"overrides": ["encoder=lstm", "+trainer.x=1"], "warm_start": False}}, tuple(SEARCH_KEYS))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_a_search_on_a_device_the_machine_lacks_is_refused_before_the_bench_runs():
+    """device=cuda in a case or a search's overrides was ignored: the networks stayed on the CPU."""
+    from gplace.bench.searches import prepare_search
+
+    with (initialize_config_module(config_module="gplace.conf", version_base="1.3"),
+          pytest.raises(ValueError, match=r"learned.s: .*device='cuda': this machine has no CUDA device")):
+        prepare_search("s", ["device=cuda"], [2])

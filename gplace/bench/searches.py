@@ -52,10 +52,30 @@ def check_learned(learned: Any, keys: Sequence[str], baselines: Iterable[str] = 
             if not ok:
                 raise ValueError(f"learned.{name}.{key} must be {SEARCH_KEYS[key]}, got "
                                  f"{'nothing' if key not in spec else repr(value)}")
+        _check_unread(name, spec.get("overrides") or [])
     clash = sorted(set(learned) & set(baselines))
     if clash:
         raise ValueError(f"learned.{clash[0]}: a learned search named like baselines.{clash[0]} (results are keyed by "
                          "method name, so one would hide the other); rename one")
+
+
+UNREAD = ("graph", "cluster", "runtime", "warm_start", "logger", "threads")
+"""Settings of the main config a bench's learned search does not read from its overrides: the case gives the graph,
+cluster and runtime, the search's own ``warm_start`` flag the warm start, and the bench its logger and threads."""
+
+
+def _check_unread(name: str, overrides: Sequence[str]) -> None:
+    """Refuse an override of ``learned.<name>`` that nothing reads (:data:`UNREAD`, or a new top-level key), naming
+    it: ``['cluster=paper_4gpu']`` or ``['+foo=1']`` ran as if not given."""
+    for override in overrides:
+        key = override.lstrip("+~").split("=", 1)[0]
+        top = key.split(".", 1)[0].split("/", 1)[0]
+        if top in UNREAD:
+            raise ValueError(f"learned.{name}: {override!r} is not read by a bench search (it takes the case's graph, "
+                             "cluster and runtime, warm-starts by its own warm_start flag, and logs and sets threads "
+                             "as the bench does): set it in the cases or on the bench's command line")
+        if override.startswith("+") and top == key:
+            raise ValueError(f"learned.{name}: {override!r} adds a top-level setting that nothing reads")
 
 
 def prepare_search(name: str, overrides: Sequence[str], num_devices: Iterable[int]) -> Any:
@@ -70,9 +90,12 @@ def prepare_search(name: str, overrides: Sequence[str], num_devices: Iterable[in
     from hydra.errors import HydraException
     from hydra.utils import instantiate
 
+    from gplace.placer import network_device
+
     try:
         c = compose(config_name="config", overrides=list(overrides))
         instantiate(c.trainer)
+        network_device(c.device)
         for n in sorted(set(num_devices)):
             build_learner(c, n)
     except (HydraException, TypeError, ValueError) as err:
@@ -121,13 +144,15 @@ def accepted(partial: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def place_with(c: Any, graph: Any, cluster: Any, runtime: Any, *, warm_start: Any = None,
                run_dir: Any = None) -> Any:
-    """:func:`gplace.place` with ``c``'s networks (:func:`build_learner`), trainer and ``max_groups``: one learned
-    search of a bench. Returns its :class:`~gplace.experiment.PlacementReport`."""
+    """:func:`gplace.place` with ``c``'s networks (:func:`build_learner`, on ``c.device``), trainer and
+    ``max_groups``: one learned search of a bench. Returns its :class:`~gplace.experiment.PlacementReport`."""
     from hydra.utils import instantiate
 
     from gplace.experiment import place
+    from gplace.placer import network_device
 
-    encoder, policy = build_learner(c, cluster.num_devices)
+    device = network_device(c.device)  # device=cuda in a case or a search's overrides was ignored
+    encoder, policy = (module.to(device) for module in build_learner(c, cluster.num_devices))
     return place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime, trainer=instantiate(c.trainer),
                  max_groups=c.max_groups, run_dir=run_dir, warm_start=warm_start)
 
