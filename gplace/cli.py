@@ -870,12 +870,14 @@ def bench(cfg: DictConfig) -> list:
     from gplace.run_dir import hold_dir
 
     _check_whole(cfg, {"threads": 1}, {"threads": _MOST_THREADS})
-    _check_bools(cfg, "resume", "search.plots")
+    _check_bools(cfg, "resume", "search.plots", "pipeline")
     if _in_sweep() and not any(o.startswith("out_dir=") for o in HydraConfig.get().overrides.task):
         _fail("a bench sweep needs out_dir set per job (e.g. 'out_dir=bench/${hydra:job.num}'): every job would "
               f"write {cfg.out_dir}, each after the first skipping or overwriting the cases the others ran")
     if cfg.get("threads") is not None:
         torch.set_num_threads(cfg.threads)
+    if not isinstance(cfg.out_dir, str) or not cfg.out_dir.strip():  # '' wrote into the working directory
+        _fail(f"out_dir={cfg.out_dir!r} names no folder: give one with out_dir=/path/to/dir")
     unwritable = _unwritable(Path(cfg.out_dir))
     if unwritable is not None:
         _fail(f"out_dir={cfg.out_dir}: {unwritable} {_no_folder_there(unwritable)}: give a writable directory with "

@@ -131,3 +131,38 @@ def test_a_search_on_a_device_the_machine_lacks_is_refused_before_the_bench_runs
     with (initialize_config_module(config_module="gplace.conf", version_base="1.3"),
           pytest.raises(ValueError, match=r"learned.s: .*device='cuda': this machine has no CUDA device")):
         prepare_search("s", ["device=cuda"], [2])
+
+
+@pytest.mark.parametrize("out_dir", ["", " "])
+def test_an_empty_out_dir_is_refused(tmp_path, capsys, out_dir):
+    """out_dir='' wrote RESULTS.md, results.json and runs/ into the working directory, logging "/RESULTS.md"."""
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="bench", overrides=[f"out_dir='{out_dir}'"])
+    with pytest.raises(SystemExit) as exit_:
+        cli._guard(lambda: cli.bench(cfg), cfg, "bench")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (f"gplace: error: out_dir={out_dir!r} names no folder: give one with "
+                                       "out_dir=/path/to/dir\n")
+
+
+def test_a_search_setting_the_bench_does_not_know_is_refused():
+    """+search.second=60 (for seconds) was ignored: the searches ran for the default 300 s."""
+    from gplace.bench.searches import check_search
+
+    with pytest.raises(ValueError, match=r"^search.second: unknown setting \(search takes updates, seconds, plots\)"):
+        check_search({"updates": 1, "seconds": 1, "plots": True, "second": 60})
+
+
+def test_pipeline_bench_settings_of_the_wrong_kind_are_one_line(tmp_path, capsys):
+    """microbatches=4 failed in a loop ('int' object is not iterable); pipeline=maybe was taken as true and the whole
+    pipeline bench started."""
+    from gplace.bench.pipeline import _check_pipeline_config
+
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        scalar = compose(config_name="bench_pipeline", overrides=["microbatches=4"])
+        maybe = compose(config_name="bench_pipeline", overrides=["pipeline=maybe", f"out_dir={tmp_path / 'out'}"])
+    with pytest.raises(ValueError, match=re.escape("microbatches must be a list, e.g. microbatches=[4], got 4")):
+        _check_pipeline_config(scalar)
+    with pytest.raises(SystemExit):
+        cli._guard(lambda: cli.bench(maybe), maybe, "bench")
+    assert capsys.readouterr().err == "gplace: error: pipeline must be true or false, got 'maybe'\n"

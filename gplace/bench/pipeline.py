@@ -612,14 +612,18 @@ def _check_pipeline_config(cfg: Any) -> dict[str, Cluster]:
     """``cfg.clusters`` built, once every list the bench needs is checked non-empty and the clusters' names
     distinct (records and PIPELINE.md's rows are keyed by graph and cluster name: one would hide the other)."""
     from hydra.utils import instantiate
+    from omegaconf import ListConfig
 
     from gplace.bench.searches import check_learned, check_search
 
     for key in ("graphs", "clusters", "placers", "microbatches", "schedules"):
         if not cfg.get(key):
             raise ValueError(f"{key} must list at least one entry, got {cfg.get(key)!r}")
+    for key in ("microbatches", "schedules"):  # microbatches=4 failed in a loop: 'int' object is not iterable
+        if not isinstance(cfg[key], ListConfig | list):
+            raise ValueError(f"{key} must be a list, e.g. {key}=[{cfg[key]}], got {cfg[key]!r}")
     check_flags("bench_pipeline", resume=cfg.get("resume", False))
-    check_search(cfg.search)
+    check_search(cfg.search, ("updates", "seconds", "graphs", "clusters", "microbatches", "schedules"))
     _check_names(cfg)
     check_learned(cfg.get("learned"), ("overrides",))
     taken = {key: f"placers.{key}" for key in cfg.placers}

@@ -11,9 +11,13 @@ SEARCH_KEYS = {"overrides": "a list of overrides of the main config, e.g. [encod
 """The settings of a learned search in a bench config, and what each must be."""
 
 
-def check_search(search: Any) -> None:
-    """Refuse a ``search.updates`` that is not a whole number >= 1 or a ``search.seconds`` that is not > 0 (or null),
-    naming it, before anything runs (a trainer refused them after every baseline had run)."""
+def check_search(search: Any, known: Sequence[str] = ("updates", "seconds", "plots")) -> None:
+    """Refuse a ``search.updates`` that is not a whole number >= 1, a ``search.seconds`` that is not > 0 (or null),
+    or a setting not in ``known`` (``+search.second=60`` was ignored), naming it, before anything runs (a trainer
+    refused them after every baseline had run)."""
+    unknown = sorted(set(search) - set(known))
+    if unknown:
+        raise ValueError(f"search.{unknown[0]}: unknown setting (search takes {', '.join(known)})")
     updates, seconds = search.get("updates"), search.get("seconds")
     if isinstance(updates, bool) or not isinstance(updates, int) or updates < 1:
         raise ValueError(f"search.updates must be a whole number >= 1, got {updates!r}")
