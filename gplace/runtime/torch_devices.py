@@ -53,8 +53,12 @@ def runnable_device_map(device_map: Mapping[str, str] | None) -> dict[str, str]:
     computes.
 
     Raises:
-        ValueError: a value is not a torch device, or one holding no data (``meta``: nothing would be computed).
+        ValueError: ``device_map`` is not a mapping, a value is not a torch device, or one holding no data
+            (``meta``: nothing would be computed).
     """
+    if device_map is not None and not isinstance(device_map, Mapping):  # a str failed on its .items()
+        raise ValueError(f"device_map must map cluster device names to torch devices, e.g. {{'/GPU:0': 'cuda:0'}}, "
+                         f"got {device_map!r}")
     parsed = {name: parse_device(name, value) for name, value in (device_map or {}).items()}
     for name, value in parsed.items():  # split_program may show a split on meta; a run computes
         if torch.device(value).type in NO_DATA:

@@ -148,6 +148,9 @@ def test_device_map_overrides_and_unknown_names_fail() -> None:
     assert str(torch_device("/GPU:0", {"/GPU:0": "cpu"})) == "cpu"
     with pytest.raises(ValueError, match="TPU"):
         torch_device("/TPU:0")
+    # runtime.device_map=abc failed on str.items(): AttributeError, a traceback from inside Hydra's instantiate
+    with pytest.raises(ValueError, match=r"^device_map must map cluster device names to torch devices.*got 'abc'"):
+        TorchRuntime(device_map="abc")
 
 
 # ---------------------------------------------------------------------- equal outputs
