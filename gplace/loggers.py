@@ -224,6 +224,9 @@ class WandbLogger:
                  dir: str | None = None, group: str | None = None, run: Any = None) -> None:
         import wandb
 
+        for key, value in {"project": project, "mode": mode, "name": name, "dir": dir, "group": group}.items():
+            if value is not None and not isinstance(value, str | (os.PathLike if key == "dir" else str)):
+                raise ValueError(f"WandbLogger: {key} must be a string, got {value!r}")  # W&B's: many lines
         self._wandb = wandb
         self._owns_run = run is None
         self._settings = (project, mode, name, dir, group)

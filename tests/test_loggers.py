@@ -3,6 +3,7 @@
 import json
 import logging
 import math
+import re
 
 import pytest
 import torch
@@ -47,6 +48,15 @@ def test_wandb_logger_in_disabled_mode(tmp_path):
     assert wandb_logger.mode == "disabled" and dict(wandb_logger.run.config) == {"trainer": {"lr": 0.1}}
     assert wandb_logger.run.summary["charts/best_step_time"] == 1.0  # what was logged reached the run
     logger.finish()
+
+
+@pytest.mark.parametrize("setting", [{"group": 123}, {"name": 1.5}, {"project": ["a"]}, {"dir": 7}])
+def test_a_wandb_setting_that_is_no_string_is_named(tmp_path, setting):
+    """logger.group=123 ended in W&B's multi-line pydantic text ("1 validation error for Settings / run_group"),
+    which named no gplace setting."""
+    (key, value), = setting.items()
+    with pytest.raises(ValueError, match=re.escape(f"WandbLogger: {key} must be a string, got {value!r}")):
+        WandbLogger(mode="disabled", **{"dir": str(tmp_path), **setting})
 
 
 def test_wandb_logger_continues_its_run_in_the_same_directory_and_keeps_imitation_steps(tmp_path):
