@@ -1185,6 +1185,11 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
                         " in samples" if method == "ilp" else "")
         return None
     if given is not None:
+        if method in LEARNED and parsed.samples == 0:  # samples=0 was refused, budget='0 samples' taken
+            _fail(f"budget={given!r}: method {method} is a search, which measures at least one sample (0 samples is "
+                  "for a policy file: its greedy placement alone)")
+        if HydraConfig.initialized() and any(o.startswith("samples=") for o in HydraConfig.get().overrides.task):
+            log.warning("samples=%s is unused: budget=%s is the search's budget", cfg.samples, given)
         return given
     if method in pipeline_placers():
         return None

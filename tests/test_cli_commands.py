@@ -691,3 +691,15 @@ def test_train_warm_start_that_is_no_name_or_file_is_one_line(files, tmp_path):
                    f"hydra.run.dir={tmp_path / 'r'}", cwd=files)
     assert proc.returncode == 2 and "warm_start must be a placement.json or a placer's name, got True" in proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_learned_search_with_no_samples_or_two_budgets_is_said(files, tmp_path):
+    """budget='0 samples' was taken for a search where samples=0 is refused; samples= beside budget= was dropped
+    without a word."""
+    proc = _gplace("place", "method=learned", "budget='0 samples'", *_file_args(files),
+                   f"hydra.run.dir={tmp_path / 'a'}", cwd=files)
+    assert proc.returncode == 2 and "budget='0 samples': method learned is a search" in proc.stderr, proc.stderr
+    proc = _gplace("place", "method=learned", "budget='4 samples'", "samples=5", *_file_args(files),
+                   f"hydra.run.dir={tmp_path / 'b'}", cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    assert "samples=5 is unused: budget=4 samples is the search's budget" in proc.stdout + proc.stderr
