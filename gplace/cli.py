@@ -1408,6 +1408,7 @@ def _dispatch() -> None:
         _fail(_unknown_command_message(command))
     _check_job_dir(sys.argv[1:])
     _check_launcher(sys.argv[1:])
+    _check_config_command(command if command in COMMANDS else "train", sys.argv[1:])
     try:
         {"bench": _bench_main, "place": _place_main}.get(command, _hydra_main)()
     except ValueError as err:  # Hydra's, raised before any job, for flags that do not combine
@@ -1469,6 +1470,26 @@ def _escape_unencodable(stream) -> None:
 _NO_JOB_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion",
                  "-cd", "--config-dir", "-cp", "--config-path")
 """Hydra's flags that run no job, or name a config directory of one's own (whose config may set the job's folder)."""
+
+
+CONFIG_COMMANDS = {"config": "train", "place": "place", "bench": "bench", "bench_paper": "bench",
+                   "bench_pipeline": "bench"}
+"""The command each of gplace's own primary configs is for."""
+
+
+def _check_config_command(command: str, args: list[str]) -> None:
+    """Refuse one of gplace's primary configs given to another command (``gplace --config-name bench_pipeline``
+    without ``bench`` said "seed must be a whole number ..., got None"), naming the command it is for."""
+    name = None
+    for i, arg in enumerate(args):
+        if arg in ("--config-name", "-cn") and i + 1 < len(args):
+            name = args[i + 1]
+        elif arg.startswith(("--config-name=", "-cn=")):
+            name = arg.split("=", 1)[1]
+    wanted = CONFIG_COMMANDS.get(name)
+    if wanted is not None and wanted != command:
+        _fail(f"--config-name {name} is the config of `{_PROGRAMS[wanted]}`, not of `{_PROGRAMS[command]}`: run "
+              f"`{_PROGRAMS[wanted]} --config-name {name} ...`")
 
 
 SUBMITIT_LAUNCHERS = ("gplace_slurm", "submitit_slurm", "submitit_local")

@@ -64,3 +64,21 @@ def test_a_mistyped_command_is_named_with_the_closest_one(monkeypatch, capsys, a
         main()
     err = capsys.readouterr().err
     assert stop.value.code == 2 and f"unknown command {argv[0]!r}: {guess}" in err, err
+
+
+@pytest.mark.parametrize(("command", "args", "message"), [
+    ("train", ["--config-name", "bench_pipeline"], "--config-name bench_pipeline is the config of `gplace bench`, "
+                                                   "not of `gplace`: run `gplace bench --config-name bench_pipeline"),
+    ("place", ["-cn=bench"], "--config-name bench is the config of `gplace bench`, not of `gplace place`"),
+    ("bench", ["--config-name=config"], "--config-name config is the config of `gplace`, not of `gplace bench`"),
+])
+def test_a_primary_config_given_to_another_command_names_the_command(capsys, command, args, message):
+    """`gplace --config-name bench_pipeline` (bench forgotten) said "seed must be a whole number from 0 to
+    4294967295, got None"."""
+    from gplace import cli
+
+    with pytest.raises(SystemExit):
+        cli._check_config_command(command, args)
+    assert message in capsys.readouterr().err
+    cli._check_config_command("bench", ["--config-name", "bench_paper"])  # its own command: nothing said
+    cli._check_config_command("train", ["--config-name", "my_own"])  # a config of one's own: not known here

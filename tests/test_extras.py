@@ -103,3 +103,4 @@ def test_a_submitit_launcher_without_its_plugin_names_the_extra(monkeypatch, cap
     assert capsys.readouterr().err == (f"gplace: error: ImportError: hydra/launcher={launcher} needs "
                                        "hydra_plugins.hydra_submitit_launcher: pip install 'gplace[cluster]'\n")
     cli._check_launcher(["-m", "hydra/launcher=basic", "seed=0,1"])  # Hydra's own launchers need nothing
+
