@@ -439,6 +439,8 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
             _fail(_type_error_message(key, cause, OmegaConf.select(cfg, f"{key}._target_", default=None)))
         if _out_of_memory(cause):
             _fail(_out_of_memory_message(cause, command))
+        if isinstance(cause, MemoryError):
+            _fail(_memory_error_message(cause))
         _log_to_files(f"{type(err).__name__}: {err}")
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
@@ -452,6 +454,8 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
     except Exception as err:  # an interrupt raised inside a C callback comes out wrapped (numba: a SystemError)
         if _out_of_memory(err):
             _fail(_out_of_memory_message(err, command))
+        if isinstance(err, MemoryError):  # numpy's, for gplace place samples=100000000: a traceback, exit 1
+            _fail(_memory_error_message(err))
         interrupt = _interrupt_in(err)
         if interrupt is None:  # a crash: Hydra prints its traceback on the terminal
             _log_to_files(f"{type(err).__name__}: {err}")
@@ -503,14 +507,20 @@ def _settings(target: str | None) -> list[str] | None:
 def _out_of_memory(err: BaseException) -> bool:
     """Whether ``err`` is torch's out of memory (a GPU's ``torch.OutOfMemoryError``; the CPU allocator's
     ``RuntimeError``), raised by the placement networks: the runtimes count a placement's own as a failed one.
-    Python's ``MemoryError`` too (numpy's, for arrays of as many samples as asked: ``samples=100000000``)."""
-    if isinstance(err, MemoryError):
-        return True
+    Python's ``MemoryError`` is not (it may come from anywhere: :func:`_memory_error_message`)."""
     if "torch" not in sys.modules or not isinstance(err, Exception):  # only torch raises its own
         return False
     from gplace.runtime.torch_errors import out_of_memory
 
     return out_of_memory(err)
+
+
+def _memory_error_message(err: MemoryError) -> str:
+    """One line for a ``MemoryError`` (numpy's or Python's): what could not be had, no advice (it may come from
+    building a graph as well as from a search's arrays)."""
+    from gplace.ir.errors import error_summary
+
+    return f"out of memory: {type(err).__name__}: {error_summary(err, 160)} (lower the sizes this command was given)"
 
 
 def _out_of_memory_message(err: BaseException, command: str) -> str:
@@ -1069,7 +1079,7 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     from gplace.export import write_back
 
     _check_bools(cfg, "write_back", "split_groups")
-    if not isinstance(cfg.method, str):  # method=null: check_method's TypeError came out as a traceback
+    if not cfg.get("checkpoint") and not isinstance(cfg.method, str):  # method=null: a TypeError's traceback
         raise ValueError(f"method must be a placer's name, 'pretrained' or a policy file's path, got {cfg.method!r}")
     if not isinstance(cfg.get("warm_start_baseline") or "", str):  # place()'s TypeError came out as a traceback
         raise ValueError(f"warm_start_baseline must be a placer's name, got {cfg.warm_start_baseline!r}")
@@ -1480,6 +1490,8 @@ CONFIG_COMMANDS = {"config": "train", "place": "place", "bench": "bench", "bench
 def _check_config_command(command: str, args: list[str]) -> None:
     """Refuse one of gplace's primary configs given to another command (``gplace --config-name bench_pipeline``
     without ``bench`` said "seed must be a whole number ..., got None"), naming the command it is for."""
+    if any(arg.split("=", 1)[0] in ("--config-path", "-cp") for arg in args):  # a config folder of one's own
+        return
     name = None
     for i, arg in enumerate(args):
         if arg in ("--config-name", "-cn") and i + 1 < len(args):

@@ -120,7 +120,8 @@ def test_a_search_override_the_bench_does_not_read_is_refused(override):
     learned = {"mine": {"overrides": ["encoder=lstm", override], "warm_start": False}}
     with pytest.raises(ValueError, match=re.escape(f"learned.mine: {override!r}")):
         check_learned(learned, tuple(SEARCH_KEYS))
-    check_learned({"mine": {"overrides": ["encoder=lstm", "+trainer.x=1"], "warm_start": False}}, tuple(SEARCH_KEYS))
+    for fine in ("+trainer.x=1", "++max_groups=64", "++seed=3"):  # ++ forces a key that exists: read
+        check_learned({"mine": {"overrides": ["encoder=lstm", fine], "warm_start": False}}, tuple(SEARCH_KEYS))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
@@ -163,6 +164,10 @@ def test_pipeline_bench_settings_of_the_wrong_kind_are_one_line(tmp_path, capsys
         maybe = compose(config_name="bench_pipeline", overrides=["pipeline=maybe", f"out_dir={tmp_path / 'out'}"])
     with pytest.raises(ValueError, match=re.escape("microbatches must be a list, e.g. microbatches=[4], got 4")):
         _check_pipeline_config(scalar)
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        searched = compose(config_name="bench_pipeline", overrides=["search.schedules=gpipe"])
+    with pytest.raises(ValueError, match=re.escape("search.schedules must be a list, e.g. search.schedules=[gpipe]")):
+        _check_pipeline_config(searched)  # a string was looped over one letter at a time
     with pytest.raises(SystemExit):
         cli._guard(lambda: cli.bench(maybe), maybe, "bench")
     assert capsys.readouterr().err == "gplace: error: pipeline must be true or false, got 'maybe'\n"

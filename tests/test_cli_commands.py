@@ -685,6 +685,15 @@ def test_place_settings_that_name_nothing_are_one_line(files, tmp_path, args, me
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
+def test_a_checkpoint_places_whatever_method_says(files, tmp_path):
+    """method=null beside a checkpoint is unused, as any method is there (the check for method=null refused it)."""
+    from gplace.methods import pretrained_path
+
+    proc = _gplace("place", "method=null", f"checkpoint={pretrained_path()}", "samples=0", *_file_args(files),
+                   f"hydra.run.dir={tmp_path / 'r'}", cwd=files)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_train_warm_start_that_is_no_name_or_file_is_one_line(files, tmp_path):
     """warm_start=true failed inside pathlib (TypeError: expected str, bytes or os.PathLike object, not bool)."""
     proc = _gplace("logger=none", "trainer.updates=1", "warm_start=true", *_file_args(files),

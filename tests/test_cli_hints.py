@@ -82,3 +82,4 @@ def test_a_primary_config_given_to_another_command_names_the_command(capsys, com
     assert message in capsys.readouterr().err
     cli._check_config_command("bench", ["--config-name", "bench_paper"])  # its own command: nothing said
     cli._check_config_command("train", ["--config-name", "my_own"])  # a config of one's own: not known here
+    cli._check_config_command("train", ["--config-path", "/my/conf", "--config-name", "bench"])  # one's own folder

@@ -82,7 +82,7 @@ def build_units(graph: OpGraph, cluster: Cluster, *, join_gradients: bool = Fals
     op_allowed = graph.allowed_devices(cluster)
     allowed = _unit_allowed(unit_of, count, op_allowed)
     _check_units_runnable(graph, cluster, unit_of, allowed)
-    if join_gradients and graph.grad_of is not None:
+    if join_gradients and graph.grad_of:
         unit_of = _joined_with_forward(graph.grad_of, unit_of, allowed)
         count = int(unit_of.max()) + 1 if unit_of.size else 0
         allowed = _unit_allowed(unit_of, count, op_allowed)

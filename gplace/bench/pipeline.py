@@ -612,16 +612,17 @@ def _check_pipeline_config(cfg: Any) -> dict[str, Cluster]:
     """``cfg.clusters`` built, once every list the bench needs is checked non-empty and the clusters' names
     distinct (records and PIPELINE.md's rows are keyed by graph and cluster name: one would hide the other)."""
     from hydra.utils import instantiate
-    from omegaconf import ListConfig
+    from omegaconf import ListConfig, OmegaConf
 
     from gplace.bench.searches import check_learned, check_search
 
     for key in ("graphs", "clusters", "placers", "microbatches", "schedules"):
         if not cfg.get(key):
             raise ValueError(f"{key} must list at least one entry, got {cfg.get(key)!r}")
-    for key in ("microbatches", "schedules"):  # microbatches=4 failed in a loop: 'int' object is not iterable
-        if not isinstance(cfg[key], ListConfig | list):
-            raise ValueError(f"{key} must be a list, e.g. {key}=[{cfg[key]}], got {cfg[key]!r}")
+    for key in ("microbatches", "schedules", "search.microbatches", "search.schedules"):  # 4: 'int' not iterable
+        value = OmegaConf.select(cfg, key)
+        if value is not None and not isinstance(value, ListConfig | list):
+            raise ValueError(f"{key} must be a list, e.g. {key}=[{value}], got {value!r}")
     check_flags("bench_pipeline", resume=cfg.get("resume", False))
     check_search(cfg.search, ("updates", "seconds", "graphs", "clusters", "microbatches", "schedules"))
     _check_names(cfg)

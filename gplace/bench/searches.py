@@ -65,7 +65,7 @@ def check_learned(learned: Any, keys: Sequence[str], baselines: Iterable[str] = 
 
 UNREAD = ("graph", "cluster", "runtime", "warm_start", "logger", "threads")
 """Settings of the main config a bench's learned search does not read from its overrides: the case gives the graph,
-cluster and runtime, the search's own ``warm_start`` flag the warm start, and the bench its logger and threads."""
+cluster and runtime, and the bench its warm start, logger and threads."""
 
 
 def _check_unread(name: str, overrides: Sequence[str]) -> None:
@@ -76,9 +76,9 @@ def _check_unread(name: str, overrides: Sequence[str]) -> None:
         top = key.split(".", 1)[0].split("/", 1)[0]
         if top in UNREAD:
             raise ValueError(f"learned.{name}: {override!r} is not read by a bench search (it takes the case's graph, "
-                             "cluster and runtime, warm-starts by its own warm_start flag, and logs and sets threads "
-                             "as the bench does): set it in the cases or on the bench's command line")
-        if override.startswith("+") and top == key:
+                             "cluster and runtime, and its warm start, logger and threads from the bench): set it in "
+                             "the cases or on the bench's command line")
+        if override.startswith("+") and not override.startswith("++") and top == key:  # ++ forces an existing key
             raise ValueError(f"learned.{name}: {override!r} adds a top-level setting that nothing reads")
 
 

@@ -57,9 +57,7 @@ class Placement(ReadOnlyArrays):
                 placement is first measured).
         """
         placement = cls(np.asarray(devices), graph.fingerprint)
-        if len(placement) != graph.num_ops:
-            raise InvalidPlacementError(
-                f"placement has {len(placement)} entries but graph {graph.name!r} has {graph.num_ops} ops")
+        placement._check_length(graph)
         return placement
 
     @classmethod
@@ -140,6 +138,11 @@ class Placement(ReadOnlyArrays):
         self._check_colocation(graph, cluster)
         self._check_pins(graph, cluster)
 
+    def _check_length(self, graph: OpGraph) -> None:
+        if len(self) != graph.num_ops:
+            raise InvalidPlacementError(
+                f"placement has {len(self)} entries but graph {graph.name!r} has {graph.num_ops} ops")
+
     def check_graph(self, graph: OpGraph) -> None:
         """The part of :meth:`validate` that needs no cluster: one device index >= 0 per op of ``graph``, and
         made for it (where the placement records a fingerprint).
@@ -147,9 +150,7 @@ class Placement(ReadOnlyArrays):
         Raises:
             InvalidPlacementError: the first problem, naming the op where there is one.
         """
-        n = graph.num_ops
-        if len(self) != n:
-            raise InvalidPlacementError(f"placement has {len(self)} entries but graph {graph.name!r} has {n} ops")
+        self._check_length(graph)
         if self.graph_fingerprint is not None and self.graph_fingerprint != graph.fingerprint:
             raise InvalidPlacementError(
                 f"placement was made for graph {self.graph_fingerprint}, not {graph.name!r} ({graph.fingerprint})"
