@@ -3,6 +3,8 @@ metadata (:mod:`gplace.runtime.torch_runtime`, Program and Values)."""
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,12 +62,34 @@ def given_inputs(source: TorchSource, gm: torch.fx.GraphModule, inputs: Any) -> 
         unknown = sorted(set(inputs) - set(names))
         if unknown:
             raise ValueError(f"inputs name {unknown[0]!r}, not a placeholder of the program; it has {names}")
-        return dict(inputs)
-    user = _user_inputs(source, gm)
-    leaves = pytree.tree_leaves(inputs)
-    if len(leaves) != len(user):
-        raise ValueError(f"got {len(leaves)} inputs, the program takes {len(user)}: {user}")
-    return dict(zip(user, leaves, strict=True))
+        given = dict(inputs)
+    else:
+        user = _user_inputs(source, gm)
+        leaves = pytree.tree_leaves(inputs)
+        if len(leaves) != len(user):
+            raise ValueError(f"got {len(leaves)} inputs, the program takes {len(user)}: {user}")
+        given = {}
+        for k, (name, value) in enumerate(zip(user, leaves, strict=True)):
+            if isinstance(name, str):
+                given[name] = value
+            else:  # the signature lists a constant input by its value
+                _check_constant(f"input {k}", name, value)
+    for node in gm.graph.find_nodes(op="placeholder"):
+        if node.name in given:
+            _check_constant(f"input {node.name!r}", node.meta.get("val"), given[node.name])
+    return given
+
+
+def _check_constant(label: str, traced: Any, value: Any) -> None:
+    """Refuse a ``value`` for an input torch.export traced as the constant ``traced`` (an ``int``, ``float`` or
+    ``bool``) other than it: the program computes with the traced one whatever is given (5 for an ``n`` traced at 3
+    gave the results of 3), where ``ExportedProgram.module()`` refuses it. Nothing for tensor inputs."""
+    if isinstance(traced, torch.Tensor) or not isinstance(traced, int | float | bool) or value is None:
+        return
+    if not isinstance(value, numbers.Number) or not (
+            value == traced or (isinstance(value, float) and math.isnan(value) and math.isnan(traced))):
+        raise ValueError(f"{label} was traced as the constant {traced!r}, so the program computes with it whatever "
+                         f"is given: got {value!r} (import the module again with that value)")
 
 
 def _user_inputs(source: TorchSource, gm: torch.fx.GraphModule) -> list[str]:

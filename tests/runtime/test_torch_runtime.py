@@ -183,6 +183,29 @@ def test_run_takes_other_inputs(runtime: TorchRuntime, conv_graph: OpGraph) -> N
         runtime.run(conv_graph, c, p, inputs=(x, x))
 
 
+class _Scaled(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, n: int, flag: bool) -> torch.Tensor:
+        h = self.a(x) * n
+        return h.relu() if flag else h
+
+
+def test_run_refuses_another_value_for_an_input_traced_as_a_constant(runtime: TorchRuntime) -> None:
+    """An int or bool input is a constant of the exported program: run() with n=5 gave the results of the traced n=3
+    without a word (ExportedProgram.module() refuses it)."""
+    module, x = _Scaled(), torch.randn(3, 4)
+    graph = from_torch(module, (x, 3, False))
+    c, p = _cpus(), _alternate(graph)
+    _assert_same(runtime.run(graph, c, p, inputs=(x, 3, False)), (module(x, 3, False),))
+    with pytest.raises(ValueError, match="^input 1 was traced as the constant 3, .* got 5"):
+        runtime.run(graph, c, p, inputs=(x, 5, False))
+    with pytest.raises(ValueError, match="^input 'flag' was traced as the constant False, .* got True"):
+        runtime.run(graph, c, p, inputs={"x": x, "n": 3, "flag": True})
+
+
 def test_training_graph_runs_split(runtime: TorchRuntime, train_graph: OpGraph) -> None:
     """The joint forward+backward graph runs; split outputs and gradients equal single-device ones."""
     c = _cpus()
