@@ -97,6 +97,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import check_sizes, error_summary
@@ -105,7 +106,9 @@ from gplace.pipeline.steady import pipeline_bytes_moved
 from gplace.runtime.base import ClusterMismatchError, Measurement, ReadOnlySetting, Runtime
 from gplace.runtime.torch_devices import runnable_device_map
 from gplace.runtime.torch_runtime import TorchRunError, cluster_problems
+from gplace.runtime.torch_step import STEP_SEED
 from gplace.runtime.wrapper import check_time_limit
+from gplace.torch_modes import forked_rng
 
 NO_TIMEOUT = timedelta(days=365)
 """The process group's timeout with no ``time_limit`` (torch takes a finite one)."""
@@ -595,7 +598,10 @@ def _run_stage(rank: int, job: _Job) -> dict[str, Any]:
     module = copy.deepcopy(job.module)  # this process's own: pipeline() patches the module it traces, and the
     # stages' in-place buffer updates (BatchNorm's statistics) would land in the shared tensors it was sent
     pipe = pipeline(module, mb_args=job.example, split_spec={path: SplitPoint.BEGINNING for path in job.split})
-    stages = [pipe.build_stage(k, device) for k in mine]
+    _contiguous_boundaries(pipe.split_gm)  # gloo sends and receives only contiguous tensors: an
+    stages = [pipe.build_stage(k, device) for k in mine]  # nn.LSTM(batch_first=True)'s output is not
+    for stage in stages:
+        stage.submod.register_forward_hook(_contiguous_outputs)
     schedule = _schedule(stages, job)
     first, last = mine[0] == 0, mine[-1] == len(job.ranks) - 1
     times, losses = [], []
@@ -607,7 +613,8 @@ def _run_stage(rank: int, job: _Job) -> dict[str, Any]:
         kwargs = {"target": job.target.to(device), "losses": losses} if last else {}
         dist.barrier()
         start = time.perf_counter()
-        schedule.step(*args, **kwargs)
+        with forked_rng(STEP_SEED, [device.index] if device.type == "cuda" else []):  # as torch-v1: a step repeats
+            schedule.step(*args, **kwargs)  # (Dropout's masks), the caller's generators left as they were
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         dist.barrier()
@@ -617,6 +624,24 @@ def _run_stage(rank: int, job: _Job) -> dict[str, Any]:
              for name, p in stage.submod.named_parameters() if p.grad is not None}
     loss = float(torch.stack([torch.as_tensor(v).detach().cpu() for v in losses]).mean()) if losses else math.nan
     return {"times": times, "loss": loss, "grads": grads}
+
+
+def _contiguous_boundaries(split_gm: torch.fx.GraphModule) -> None:
+    """Every stage's inputs and outputs recorded as contiguous in the traced metadata, from which torch makes the
+    buffers a stage receives activations and gradients into (with the traced strides)."""
+    for submod in split_gm.children():
+        if not isinstance(submod, torch.fx.GraphModule):
+            continue
+        outputs = [n for out in submod.graph.find_nodes(op="output") for n in out.all_input_nodes]
+        for node in [*submod.graph.find_nodes(op="placeholder"), *outputs]:
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor) and not val.is_contiguous():
+                node.meta["val"] = val.contiguous()
+
+
+def _contiguous_outputs(module: nn.Module, args: Any, output: Any) -> Any:
+    """A stage's ``output`` with every tensor contiguous (a forward hook): what a stage sends must be."""
+    return pytree.tree_map(lambda t: t.contiguous() if isinstance(t, torch.Tensor) else t, output)
 
 
 def _schedule(stages: list, job: _Job) -> Any:
