@@ -8,6 +8,7 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
@@ -54,7 +55,13 @@ def program_values(source: TorchSource, gm: torch.fx.GraphModule) -> dict[str, A
 
 
 def given_inputs(source: TorchSource, gm: torch.fx.GraphModule, inputs: Any) -> dict[str, Any]:
-    """``inputs`` of :meth:`~gplace.runtime.torch_runtime.TorchRuntime.run` as placeholder name -> value."""
+    """``inputs`` of :meth:`~gplace.runtime.torch_runtime.TorchRuntime.run` as placeholder name -> value.
+
+    Raises:
+        ValueError: an input name that is no placeholder, a count other than the program's, or another value for an
+            ``int``, ``float`` or ``bool`` input than the constant torch.export traced (inference graphs: a joint
+            training graph keeps no record of it, so there it goes unchecked).
+    """
     names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
     if inputs is None:
         return {}
@@ -84,8 +91,10 @@ def _check_constant(label: str, traced: Any, value: Any) -> None:
     """Refuse a ``value`` for an input torch.export traced as the constant ``traced`` (an ``int``, ``float`` or
     ``bool``) other than it: the program computes with the traced one whatever is given (5 for an ``n`` traced at 3
     gave the results of 3), where ``ExportedProgram.module()`` refuses it. Nothing for tensor inputs."""
-    if isinstance(traced, torch.Tensor) or not isinstance(traced, int | float | bool) or value is None:
+    if isinstance(traced, torch.Tensor) or not isinstance(traced, int | float | bool):
         return
+    if isinstance(value, torch.Tensor | np.ndarray | np.generic) and value.ndim == 0:  # torch.tensor(3), np.bool_
+        value = value.item()
     if not isinstance(value, numbers.Number) or not (
             value == traced or (isinstance(value, float) and math.isnan(value) and math.isnan(traced))):
         raise ValueError(f"{label} was traced as the constant {traced!r}, so the program computes with it whatever "

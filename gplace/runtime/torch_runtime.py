@@ -181,7 +181,10 @@ class TorchRuntime(Runtime):
             inputs: the user inputs in order (a tensor, or a sequence flattened like the example inputs), or
                 ``{placeholder name: value}`` for any input, parameters and tangents included. For an ONNX
                 graph: the graph inputs in order, or ``{tensor name: value}`` for any graph input or
-                initialiser (tensors or NumPy arrays). (default: None: the program's own values)
+                initialiser (tensors or NumPy arrays). An ``int``, ``float`` or ``bool`` input is a constant of
+                the exported program: only its traced value is taken (a joint training graph keeps no record of it,
+                so there another value goes unchecked, and the traced one is used). (default: None: the program's
+                own values)
 
         Returns:
             The flat outputs of the FX graph (for a training graph: mutated buffers, outputs, then gradients;
@@ -190,6 +193,7 @@ class TorchRuntime(Runtime):
         Raises:
             InvalidPlacementError: the placement does not fit the graph or cluster.
             TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
+            ValueError: ``inputs`` do not fit the program (a name, the count, or a traced constant's value).
             TorchRunError: the step failed (the reason a measurement would report).
         """
         check_placement(placement)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -204,6 +205,10 @@ def test_run_refuses_another_value_for_an_input_traced_as_a_constant(runtime: To
         runtime.run(graph, c, p, inputs=(x, 5, False))
     with pytest.raises(ValueError, match="^input 'flag' was traced as the constant False, .* got True"):
         runtime.run(graph, c, p, inputs={"x": x, "n": 3, "flag": True})
+    with pytest.raises(ValueError, match="^input 1 was traced as the constant 3, .* got None"):
+        runtime.run(graph, c, p, inputs=(x, None, False))  # pytree keeps None as a leaf: the count matched
+    for n, flag in ((torch.tensor(3), np.bool_(False)), (np.int64(3), 0), (3.0, False)):  # module() takes these
+        _assert_same(runtime.run(graph, c, p, inputs=(x, n, flag)), (module(x, 3, False),))
 
 
 def test_training_graph_runs_split(runtime: TorchRuntime, train_graph: OpGraph) -> None:
