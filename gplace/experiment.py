@@ -19,6 +19,7 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.interfaces import Placer, Trainer
 from gplace.ir import Cluster, GraphError, OpGraph, Placement, placement_to_dict, save_json
 from gplace.ir.placement import check_graph_and_cluster
+from gplace.ir.serialize import as_path
 from gplace.loggers import HeldOpen, Logger
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
 from gplace.run_dir import claim_run_dir
@@ -172,6 +173,7 @@ def place(
                         encoder=encoder, policy=policy)
     if split_groups and warm_start is None:
         raise ValueError("split_groups=True splits groups to express a warm_start: give one (e.g. warm_start='heft')")
+    run_dir = None if run_dir is None else as_path(run_dir, "place: run_dir")
     with contextlib.nullcontext() if run_dir is None else claim_run_dir(run_dir, graph, cluster):  # one run a dir
         runtime = runtime or Simulator()
         runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once

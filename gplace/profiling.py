@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import re
 import tempfile
 from collections import defaultdict
@@ -319,19 +320,23 @@ def with_measured_costs(graph: OpGraph, seconds: Mapping[str, float], kind: str 
     are unchanged; the fingerprint changes with the costs.
 
     Raises:
-        ProfileError: a name that is no op of the graph, or a time that is negative or not finite.
+        ProfileError: a name that is no op of the graph, or a time that is no number, negative or not finite.
         ValueError: ``speed`` is not a finite number above 0.
+        TypeError: ``seconds`` is no mapping.
     """
     from gplace.runtime.calibration import with_op_costs
 
     check_positive("with_measured_costs", speed=speed)
+    if not isinstance(seconds, Mapping):
+        raise TypeError(f"with_measured_costs: seconds must be a mapping of op name to seconds (dict(pairs) makes "
+                        f"one from pairs), got {type(seconds).__name__}")
 
     index = graph.op_index
     costs = np.array(graph.kind_cost.get(kind, np.full(graph.num_ops, np.nan)), dtype=np.float64)
     for name, value in seconds.items():
         if name not in index:
             raise ProfileError(f"measured op {name!r} is not an op of graph {graph.name!r}")
-        if not (math.isfinite(value) and value >= 0):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value >= 0):
             raise ProfileError(f"op {name!r}: measured time {value!r} is not a finite number of seconds >= 0")
         costs[index[name]] = value * speed
     missing = [n for n in graph.op_names if n not in seconds]

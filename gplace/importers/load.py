@@ -9,7 +9,14 @@ from typing import Any, Literal
 
 from gplace.importers.profiles import load_doppler, load_giph_graph, load_giph_network, load_pipedream, text_lines
 from gplace.ir import Cluster, GraphError, OpGraph, UnsupportedGraphError, cluster_from_dict, graph_from_dict
-from gplace.ir.serialize import CLUSTER_FORMAT, GRAPH_FORMAT, DuplicateKeyError, JsonTextError, parse_json
+from gplace.ir.serialize import (
+    CLUSTER_FORMAT,
+    GRAPH_FORMAT,
+    DuplicateKeyError,
+    JsonTextError,
+    as_path,
+    parse_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +45,7 @@ def load_graph(path: str | Path) -> OpGraph:
         FileNotFoundError: no such file.
         IsADirectoryError: ``path`` is a directory (the message names the file formats expected).
     """
-    path = Path(path)
+    path = as_path(path, "load_graph: path", " (graph_from_dict reads a document already read)")
     fmt, doc = _detect(path)
     logger.debug("loading %s as %s", path, fmt)
     if fmt == "gplace":
@@ -60,7 +67,7 @@ def detect_graph_format(path: str | Path) -> GraphFormat:
     Raises:
         UnsupportedGraphError: none of these; the message names the file and what was expected.
     """
-    return _detect(Path(path))[0]
+    return _detect(as_path(path, "detect_graph_format: path"))[0]
 
 
 def _detect(path: Path) -> tuple[GraphFormat, Mapping[str, Any] | None]:
@@ -90,7 +97,7 @@ def load_cluster(path: str | Path) -> Cluster:
         FileNotFoundError: no such file.
         IsADirectoryError: ``path`` is a directory (the message names the file formats expected).
     """
-    path = Path(path)
+    path = as_path(path, "load_cluster: path", " (cluster_from_dict reads a document already read)")
     doc = _json(path, _text(path, _CLUSTER_FORMATS), _CLUSTER_FORMATS)
     if doc.get("format") == CLUSTER_FORMAT:
         try:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -107,7 +108,12 @@ class Cluster:
 
     def _freeze(self) -> None:
         """Store read-only copies of the matrices (the caller's stay theirs) with the diagonal set to ``inf``
-        bandwidth and 0 latency, so a matrix given in full hashes as its JSON, which leaves the diagonal out."""
+        bandwidth and 0 latency, so a matrix given in full hashes as its JSON, which leaves the diagonal out; the
+        devices as a tuple (the caller's list stays theirs: changing it changed the cluster after its checks)."""
+        if not isinstance(self.devices, tuple):
+            if isinstance(self.devices, str | bytes | Mapping) or not isinstance(self.devices, Iterable):
+                raise GraphError(f"cluster {self.name!r}: devices must be a sequence of Device, got {self.devices!r}")
+            object.__setattr__(self, "devices", tuple(self.devices))
         for label, own in (("bandwidth", np.inf), ("latency", 0.0)):
             arr = np.array(getattr(self, label))
             if arr.dtype.kind in "iuf" and arr.ndim == 2 and arr.shape[0] == arr.shape[1]:
@@ -139,6 +145,10 @@ class Cluster:
         Raises:
             GraphError: a link names an unknown device, or a pair has no link and no default.
         """
+        _check_name(name)
+        if isinstance(devices, str | bytes | Mapping) or not isinstance(devices, Iterable):
+            raise GraphError(f"cluster {name!r}: devices must be a sequence of Device, got {devices!r}")
+        devices = tuple(devices)
         for label, value in (("default_bandwidth", default_bandwidth), ("default_latency", default_latency)):
             if value is None:
                 continue
@@ -183,14 +193,17 @@ class Cluster:
                 f"cluster {name!r}: no link between {devices[i].name!r} and {devices[j].name!r} "
                 "and no default_bandwidth"
             )
-        return cls(tuple(devices), bw, lat, name)
+        return cls(devices, bw, lat, name)
 
     def validate(self) -> None:
         """Check names, capacities, speeds and link matrices; raise :class:`GraphError` naming the field."""
+        _check_name(self.name)
         if not self.devices:
             raise GraphError(f"cluster {self.name!r} has no devices")
         seen: set[str] = set()
         for d in self.devices:
+            if not isinstance(d, Device):
+                raise GraphError(f"cluster {self.name!r}: devices must be gplace Device objects, got {d!r}")
             if d.name in seen:
                 raise GraphError(f"cluster {self.name!r}: duplicate device name {d.name!r}")
             seen.add(d.name)
@@ -275,14 +288,31 @@ class Cluster:
             ) from None
 
     def transfer_time(self, nbytes: float, src: int, dst: int) -> float:
-        """Seconds to move ``nbytes`` from device ``src`` to ``dst`` (indices) on an idle link."""
+        """Seconds to move ``nbytes`` from device ``src`` to ``dst`` (indices) on an idle link.
+
+        Raises:
+            TypeError: ``nbytes`` is no number or an index no whole number (a device name: see :meth:`index`).
+            IndexError: an index outside the cluster.
+        """
+        if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real):
+            raise TypeError(f"transfer_time: nbytes must be a number of bytes, got {nbytes!r}")
         for label, index in (("src", src), ("dst", dst)):
+            if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+                raise TypeError(f"transfer_time: {label} must be a device index (cluster.index(name) gives one), "
+                                f"got {index!r}")
             if not 0 <= index < self.num_devices:
                 raise IndexError(f"{label} device index {index} is not in cluster {self.name!r} "
                                  f"(0..{self.num_devices - 1})")
         if src == dst:
             return 0.0
         return float(self.latency[src, dst] + nbytes / self.bandwidth[src, dst])
+
+
+def _check_name(name: object) -> None:
+    """Refuse a cluster name that is no non-empty string (``None`` was written to a file its reader refused, a
+    ``Path`` failed in the JSON encoder of a run)."""
+    if not isinstance(name, str) or not name:
+        raise GraphError(f"a cluster's name must be a non-empty string, got {name!r}")
 
 
 def _out_of_range(label: str, value: float) -> str | None:

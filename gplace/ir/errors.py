@@ -64,7 +64,7 @@ def check_sizes(where: str, low: int = 1, **sizes: object) -> None:
     """
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{where}: {name} must be a whole number >= {low}, got {value!r}")
+            raise ValueError(f"{where}: {name} must be a whole number >= {low}, got {value!r}{_numpy_hint(value)}")
 
 
 def check_finite(where: str, **values: object) -> None:
@@ -99,4 +99,12 @@ def check_flags(where: str, **flags: object) -> None:
     """
     for name, value in flags.items():
         if not isinstance(value, bool):
-            raise ValueError(f"{where}: {name} must be true or false, got {value!r}")
+            raise ValueError(f"{where}: {name} must be true or false, got {value!r}{_numpy_hint(value)}")
+
+
+def _numpy_hint(value: object) -> str:
+    """What to do with a numpy or torch scalar where a Python ``int`` or ``bool`` is asked for (``np.int64(4)``
+    read as a contradiction: "must be a whole number, got 4"), or ``""``."""
+    if type(value).__module__ in ("numpy", "torch"):
+        return " (a Python int or bool: convert numpy and torch scalars with int(x) or bool(x))"
+    return ""

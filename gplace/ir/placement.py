@@ -84,7 +84,11 @@ class Placement(ReadOnlyArrays):
         Raises:
             InvalidPlacementError: an op is missing or unknown, or a device is unknown (every kind of problem
                 found is named in one message).
+            TypeError: ``mapping`` is no mapping (a list of pairs: ``dict(pairs)`` makes one).
         """
+        if not isinstance(mapping, Mapping):
+            raise TypeError(f"Placement.from_names: mapping must be a mapping of op name to device name (dict(pairs) "
+                            f"makes one from pairs), got {type(mapping).__name__}")
         problems = []
         unknown = set(mapping) - set(graph.op_index)
         if unknown:

@@ -257,6 +257,20 @@ def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster
 
 
 # ---------------------------------------------------------------------- files
+def as_path(path: object, what: str, hint: str = "") -> Path:
+    """``path`` (a ``str``, ``bytes`` or ``os.PathLike``) as a :class:`Path`; ``what`` names it in the error,
+    ``hint`` ends it.
+
+    Raises:
+        TypeError: anything else (a ``dict`` read from a file, ``None``), naming ``what``.
+    """
+    if isinstance(path, bytes):
+        return Path(os.fsdecode(path))
+    if isinstance(path, str | os.PathLike):
+        return Path(path)
+    raise TypeError(f"{what} must be a path (a str or os.PathLike), got {type(path).__name__}{hint}")
+
+
 def save_json(doc: Mapping[str, Any], path: str | Path) -> Path:
     """Write a document as strict JSON, atomically (temp file, then rename).
 

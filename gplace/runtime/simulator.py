@@ -50,6 +50,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import numbers
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -158,9 +159,9 @@ class PreparedCache:
     """
 
     def _init_cache(self, size: int) -> None:
-        if size < 1:
-            raise ValueError(f"cache_size must be >= 1, got {size}")
-        self._cache_size = size
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+            raise ValueError(f"cache_size must be a whole number >= 1, got {size!r}")
+        self._cache_size = int(size)
         self._cache: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._lock = ForkSafeLock()
 

@@ -9,7 +9,7 @@ from typing import Literal
 
 from gplace.ir import Cluster, Device, Link
 from gplace.ir.cluster import check_device_count
-from gplace.ir.errors import check_flags, check_sizes
+from gplace.ir.errors import check_flags, check_positive, check_sizes
 from gplace.runtime.batch import available_threads
 
 GB = 10**9
@@ -29,8 +29,7 @@ def paper_cluster(num_gpus: int = 2, gpu_memory: int = 12 * GB, pcie_bandwidth: 
     """
     check_sizes("paper_cluster", 1, num_gpus=num_gpus)
     check_device_count(num_gpus + 1, "paper_cluster")
-    if not pcie_bandwidth > 0:
-        raise ValueError(f"paper_cluster: pcie_bandwidth must be a number of bytes/s > 0, got {pcie_bandwidth!r}")
+    check_positive("paper_cluster", pcie_bandwidth=pcie_bandwidth)
     devices = [Device("/CPU:0", "cpu", 1.0, 128 * GB)]
     devices += [Device(f"/GPU:{i}", "gpu", 1.0, gpu_memory) for i in range(num_gpus)]
     return Cluster.build(devices, default_bandwidth=pcie_bandwidth, default_latency=latency,

@@ -138,7 +138,8 @@ def test_sizes_and_flags_of_builders_and_clusters_are_named():
 
     for make, words in ((lambda: paper_cluster(num_gpus=-1), "paper_cluster: num_gpus must be a whole number >= 1"),
                         (lambda: paper_cluster(2.0), "num_gpus must be a whole number >= 1, got 2.0"),
-                        (lambda: paper_cluster(pcie_bandwidth=float("nan")), "pcie_bandwidth must be a number"),
+                        (lambda: paper_cluster(pcie_bandwidth=float("nan")), "pcie_bandwidth must be a finite number"),
+                        (lambda: paper_cluster(pcie_bandwidth=None), "pcie_bandwidth must be a finite number"),
                         (lambda: modern_cluster(True), "modern_cluster: num_gpus must be a whole number >= 1"),
                         (lambda: unrolled_gnmt(layers=2.0, src_len=2, tgt_len=2), "layers must be a whole number >= 1"),
                         (lambda: lstm_lm(training="no"), "lstm_lm: training must be true or false, got 'no'"),
