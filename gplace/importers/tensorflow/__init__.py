@@ -67,9 +67,9 @@ No TensorFlow or protobuf exception leaves :func:`from_tensorflow`: each becomes
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,7 +81,7 @@ from gplace.importers.tensorflow.op_types import CONTROL_FLOW_OPS, CPU_ONLY_OPS,
 from gplace.importers.tensorflow.tracing import is_keras_model, trace
 from gplace.importers.tensorflow.training import GRADIENT_SCOPE, training_phases
 from gplace.ir import GraphError, OpGraph, UnsupportedGraphError
-from gplace.ir.errors import error_summary
+from gplace.ir.errors import check_flags, error_summary
 
 __all__ = [
     "CONTROL_FLOW_OPS", "CPU_ONLY_OPS", "FREE_OPS", "FUNCTIONAL_CONTROL_FLOW", "GRADIENT_SCOPE", "TensorFlowSource",
@@ -140,7 +140,7 @@ def from_tensorflow(
     name: str | None = None,
     loss: Any = None,
     optimizer: Any = None,
-    outputs: str | Sequence[str] | None = None,
+    outputs: str | Iterable[str] | None = None,
     signature: str | None = None,
 ) -> OpGraph:
     """Import a TensorFlow program as an op graph (see the package docstring for the mapping).
@@ -150,8 +150,9 @@ def from_tensorflow(
     (:meth:`TensorFlowSource.variable_values`).
 
     Args:
-        obj: a ``GraphDef``, a path to a GraphDef file (``.pb``, ``.pbtxt``) or to a SavedModel directory, a
-            ``tf.Graph``, a ``tf.function`` with an ``input_signature``, a concrete function, or a Keras model.
+        obj: a ``GraphDef``, a path (a str or ``os.PathLike``) to a GraphDef file (``.pb``, ``.pbtxt``) or to a
+            SavedModel directory, a ``tf.Graph``, a ``tf.function`` with an ``input_signature``, a concrete
+            function, or a Keras model.
         training: for a Keras model, import one training step (forward, loss, gradients, optimiser update)
             instead of inference. Other programs are imported as they are. (default: ``False``)
         batch_size: size of an unknown leading (batch) dimension of the ``Placeholder`` inputs (a
@@ -167,8 +168,9 @@ def from_tensorflow(
             ``LossScaleOptimizer``'s, as ``mixed_float16`` compiles one, scales it up; its update scales back).
         optimizer: training optimiser of a Keras model, a Keras optimiser or its name. (default: the model's
             compiled optimiser, else ``"sgd"``)
-        outputs: for a GraphDef or ``tf.Graph``, the node (or tensor) or nodes one step runs; only they and what
-            they depend on are imported. (default: every node)
+        outputs: for a GraphDef (or its file) or ``tf.Graph``, the name of the node (or tensor) one step runs, or
+            an iterable of names; only they and what they depend on are imported. Refused for other programs,
+            which are imported with their own outputs. (default: every node)
         signature: for a SavedModel directory, the signature to import. (default: ``serving_default``, else the
             first by name)
 
@@ -177,19 +179,22 @@ def from_tensorflow(
 
     Raises:
         TypeError: ``obj`` is none of the above.
-        ValueError: ``batch_size`` is not a positive int.
+        ValueError: ``batch_size`` is not a positive int, ``training`` not ``True`` or ``False``, or ``outputs``
+            not a name or names.
         FileNotFoundError: a path that does not exist.
         UnsupportedGraphError: the program cannot be imported; the message names the node (or the stage) and
             the reason (control flow, an unknown dimension, an unregistered op, a failed trace, ...); or
-            ``signature`` is given for what is not a SavedModel, or names none of its signatures (lists them).
+            ``signature`` is given for what is not a SavedModel, or names none of its signatures (lists them); or
+            ``outputs`` for what is not a GraphDef or ``tf.Graph``.
     """
+    check_flags("from_tensorflow", training=training)  # "false" imported the training step
     if training and not is_keras_model(obj):
         raise UnsupportedGraphError("training=True needs a Keras model; other programs are imported as given")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
+    outputs = _output_names(outputs)
     tf = _import_tf()
-    outputs = [outputs] if isinstance(outputs, str) else outputs  # one name, not a list of its letters
-    if signature is not None and not isinstance(obj, str | Path):
+    if signature is not None and not isinstance(obj, str | os.PathLike):
         raise UnsupportedGraphError(f"signature={signature!r} names a signature of a SavedModel directory; "
                                     f"got a {type(obj).__name__}")
     traced = trace(tf, obj, training, batch_size, loss, optimizer, outputs, signature)
@@ -215,6 +220,31 @@ def from_tensorflow(
         return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
     except GraphError as err:
         raise UnsupportedGraphError(f"{where}: {err}") from None
+
+
+def _output_names(outputs: Any) -> tuple[str, ...] | None:
+    """``outputs`` read once as a tuple of names: one name, or any iterable of them (a generator was read twice,
+    and gave none the second time).
+
+    Raises:
+        ValueError: ``outputs`` is neither a name nor an iterable of names (str), naming the entry that is not.
+    """
+    if outputs is None:
+        return None
+    if isinstance(outputs, str):
+        return (str(outputs),)  # one name, not a list of its letters
+    try:
+        names = None if isinstance(outputs, bytes | bytearray) else tuple(outputs)
+    except TypeError:
+        names = None
+    if names is None:  # bytes, or not iterable
+        raise ValueError(f"from_tensorflow: outputs must be a node or tensor name (str) or an iterable of them, got "
+                         f"a {type(outputs).__name__}")
+    for k, entry in enumerate(names):
+        if not isinstance(entry, str):
+            raise ValueError(f"from_tensorflow: outputs[{k}] must be a node or tensor name (str), got a "
+                             f"{type(entry).__name__}")
+    return tuple(str(entry) for entry in names)
 
 
 def _session_values(tf: Any, variables: Mapping[str, Any]) -> dict[str, np.ndarray]:

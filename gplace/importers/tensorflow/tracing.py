@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,8 +28,8 @@ def trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, 
           outputs: Sequence[str] | None, signature: str | None = None) -> Traced:
     from tensorflow.core.framework import graph_pb2
 
-    if isinstance(obj, str | Path):
-        return _trace_path(tf, Path(obj), outputs, signature)
+    if isinstance(obj, str | os.PathLike):
+        return _trace_path(tf, Path(os.fsdecode(obj)), outputs, signature)
     if isinstance(obj, graph_pb2.GraphDef):
         return _graph_def_traced(tf, obj, "tensorflow", outputs)
     if isinstance(obj, tf.Graph):
@@ -36,8 +37,10 @@ def trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, 
             graph_def = obj.as_graph_def(add_shapes=True)
         return _graph_def_traced(tf, graph_def, "tensorflow", outputs)
     if isinstance(obj, tf.types.experimental.ConcreteFunction):
+        _refuse_outputs(outputs, "a concrete function")
         return function_traced(tf, obj)
     if isinstance(obj, tf.types.experimental.PolymorphicFunction):
+        _refuse_outputs(outputs, "a tf.function")
         with wrap_errors(f"tf.function {getattr(obj, '__name__', '?')!r} (give it an input_signature)"):
             specs = getattr(obj, "input_signature", None)
             if specs and batch_size and getattr(obj, "python_function", None):  # traced again at that batch
@@ -45,6 +48,7 @@ def trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, 
             concrete = obj.get_concrete_function()
         return function_traced(tf, concrete)
     if is_keras_model(obj):
+        _refuse_outputs(outputs, "a Keras model")
         return keras_traced(tf, obj, training, batch_size, loss, optimizer)
     raise TypeError(
         "from_tensorflow expects a GraphDef, a tf.Graph, a tf.function or concrete function, a Keras model, "
@@ -68,6 +72,7 @@ def _batched(tf: Any, specs: Any, batch_size: int) -> Any:
 
 def _trace_path(tf: Any, path: Path, outputs: Sequence[str] | None, signature: str | None = None) -> Traced:
     if path.is_dir():
+        _refuse_outputs(outputs, f"the SavedModel {str(path)!r}")
         return saved_model_traced(tf, path, signature)
     if not path.is_file():
         raise FileNotFoundError(f"no GraphDef file or SavedModel directory at {str(path)!r}")
@@ -89,6 +94,13 @@ def _trace_path(tf: Any, path: Path, outputs: Sequence[str] | None, signature: s
     if not graph_def.node:
         raise UnsupportedGraphError(f"{path}: a GraphDef with no nodes (an empty file, or not a GraphDef)")
     return _graph_def_traced(tf, graph_def, path.stem, outputs)
+
+
+def _refuse_outputs(outputs: Sequence[str] | None, what: str) -> None:
+    """Refuse ``outputs`` for a program that is imported with its own outputs (it was ignored without a word)."""
+    if outputs:
+        raise UnsupportedGraphError(f"outputs={list(outputs)!r} names nodes of a GraphDef, a tf.Graph or a GraphDef "
+                                    f"file; {what} is imported with its own outputs")
 
 
 def _graph_def_traced(tf: Any, graph_def: Any, name: str, outputs: Sequence[str] | None) -> Traced:
