@@ -63,6 +63,7 @@ import dataclasses
 import io
 import logging
 import math
+import numbers
 import operator
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
@@ -170,7 +171,9 @@ def from_torch(
 
     Args:
         module_or_exported_program: an ``nn.Module`` (exported here, in eval or train mode according to
-            ``training``, its modes restored afterwards) or an ``ExportedProgram`` (used as it is).
+            ``training``, its modes restored afterwards) or an ``ExportedProgram`` (used as it is). An
+            ``ExportedProgram.module()`` (alone or inside another module) keeps the mode it was exported in:
+            torch fixed it in its graph.
         example_inputs: a tensor, a tuple or list of positional inputs, or a dict of keyword inputs. Needed
             for a module; for an ``ExportedProgram`` its own example inputs are the default. (default: None)
         training: import the joint forward+backward graph instead of the forward one. (default: False)
@@ -184,11 +187,12 @@ def from_torch(
             reason (a tracing failure, a control-flow operator, a data-dependent shape, ...), or a training graph
             of weights or inputs made under ``torch.inference_mode()`` (no backward can be traced).
         ValueError: a module (or, for ``training=True``, an ``ExportedProgram`` that holds none) given without
-            ``example_inputs``.
+            ``example_inputs``; ``training`` is not ``True`` or ``False``.
         TypeError: ``example_inputs`` neither a tensor, a tuple or list, nor a dict of keyword inputs.
     """
     import torch
 
+    check_flags("from_torch", training=training)  # np.bool_(True) or "no" failed inside nn.Module.train
     graph_name = name or _default_name(module_or_exported_program, training)
     values: dict[str, Any] = {}
     # a backward traced whatever the caller's mode; one trace at a time in the process (torch's tracers keep state)
@@ -222,7 +226,7 @@ def from_torch(
         raise UnsupportedGraphError(f"torch program {graph_name!r}: {err}") from None
 
 
-def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str = "float32",
+def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str | torch.dtype = "float32",
                        training: bool = False, seed: int = 0, name: str | None = None,
                        align_to_modules: bool = False) -> OpGraph:
     """:func:`from_torch` on random inputs of the given shapes: the form a config (``graph=torch``) can give.
@@ -230,9 +234,9 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
     Args:
         module: the ``nn.Module``.
         input_shapes: one shape per positional input, e.g. ``[[8, 3, 32, 32]]``.
-        dtype: their ``torch`` dtype name. (default: "float32")
+        dtype: their ``torch`` dtype or its name. (default: "float32")
         training: import the joint forward+backward graph. (default: False)
-        seed: seed of the random inputs. (default: 0)
+        seed: seed of the random inputs, a whole number (a numpy integer too). (default: 0)
         name: graph name. (default: as :func:`from_torch`)
         align_to_modules: colocate ops so that a pipeline split can only fall where a module begins
             (:func:`gplace.pipeline.stages.align_to_modules`). (default: False)
@@ -240,14 +244,17 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
     Raises:
         ValueError: a shape is not a list of positive integers, or ``dtype`` is not a torch dtype or one without
             random inputs (quantized, bit and sub-byte dtypes; naming it); ``training`` or ``align_to_modules``
-            is not ``True`` or ``False``.
+            is not ``True`` or ``False``; ``seed`` is not a whole number.
     """
     import torch
 
     check_flags("from_module_shapes", training=training, align_to_modules=align_to_modules)  # "no" was taken as true
-    kind = getattr(torch, dtype, None) if isinstance(dtype, str) else None
+    kind = dtype if isinstance(dtype, torch.dtype) else getattr(torch, dtype, None) if isinstance(dtype, str) else None
     if not isinstance(kind, torch.dtype):
         raise ValueError(f"dtype {dtype!r} is not a torch dtype (e.g. 'float32', 'int64')")
+    # None, 1.5 or 2**64 failed inside torch's manual_seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not -2**63 <= seed < 2**64:
+        raise ValueError(f"from_module_shapes: seed must be a 64-bit whole number, got {seed!r}")
     if not isinstance(input_shapes, Sequence) or not all(isinstance(s, Sequence) for s in input_shapes):
         raise ValueError(f"input_shapes must be one shape per positional input, e.g. [[8, 3, 32, 32]], got "
                          f"{input_shapes!r}")
@@ -255,7 +262,7 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
     for k, shape in enumerate(shapes):
         if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
             raise ValueError(f"input_shapes[{k}] must be a list of positive integers, got {shape!r}")
-    graph = from_torch(module, _random_inputs(shapes, kind, seed), training=training, name=name)
+    graph = from_torch(module, _random_inputs(shapes, kind, int(seed)), training=training, name=name)
     if not align_to_modules:
         return graph
     from gplace.pipeline.stages import align_to_modules as aligned
@@ -310,12 +317,23 @@ def example_args(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
 def _training_mode(module: torch.nn.Module, training: bool) -> Iterator[None]:
     """Put every submodule in train or eval mode, and restore each one's own mode afterwards."""
     modes = [(m, m.training) for m in module.modules()]
-    module.train(training)
     try:
+        _set_mode(module, training)
         yield
     finally:
         for m, mode in modes:
             m.training = mode
+
+
+def _set_mode(module: torch.nn.Module, training: bool) -> None:
+    """``module.train(training)``; where ``train()`` is not implemented (``ExportedProgram.module()``'s, whose mode
+    torch fixed in its graph; a module holding one) only the flag is set, then each child's mode the same way."""
+    try:
+        module.train(training)
+    except NotImplementedError:
+        module.training = training
+        for child in module.children():
+            _set_mode(child, training)
 
 
 def _export(obj: Any, example_inputs: Any, training: bool) -> ExportedProgram:
