@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -48,7 +49,7 @@ class OnnxSource:
 
 
 def from_onnx(
-    model_or_path: onnx.ModelProto | str | Path,
+    model_or_path: onnx.ModelProto | str | os.PathLike[str],
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     *,
     name: str | None = None,
@@ -56,8 +57,8 @@ def from_onnx(
     """Import an ONNX model as an op graph.
 
     Args:
-        model_or_path: a ``ModelProto`` (not modified) or the path of a ``.onnx`` file. External weight data
-            is not loaded: only the shapes of the weights are needed.
+        model_or_path: a ``ModelProto`` (not modified) or the path (a str or ``os.PathLike``) of a ``.onnx``
+            file. External weight data is not loaded: only the shapes of the weights are needed.
         input_shapes: ``{input name: full shape}`` for inputs with dynamic or missing dimensions; a given
             shape must agree with the model's fixed dimensions. (default: none)
         name: graph name. (default: the file name without suffix, else the model's graph name, else ``"onnx"``)
@@ -74,12 +75,12 @@ def from_onnx(
     """
     given = input_shape_map(input_shapes)
     model = _load(model_or_path)
-    graph_name = name or (Path(model_or_path).stem if _is_path(model_or_path) else model.graph.name) or "onnx"
+    graph_name = name or (_path(model_or_path).stem if _is_path(model_or_path) else model.graph.name) or "onnx"
     fix_input_shapes(model.graph, given)
     model = infer_shapes(model, graph_name)
     try:
         ops, edges, node_index = _Builder(model.graph, graph_name, model.opset_import, model.functions).build()
-        base_dir = str(Path(model_or_path).resolve().parent) if _is_path(model_or_path) else None
+        base_dir = str(_path(model_or_path).resolve().parent) if _is_path(model_or_path) else None
         return OpGraph.from_ops(ops, edges, name=graph_name, source=OnnxSource(model, node_index, base_dir))
     except GraphError as err:
         if isinstance(err, UnsupportedGraphError):
@@ -88,7 +89,12 @@ def from_onnx(
 
 
 def _is_path(obj: object) -> bool:
-    return isinstance(obj, str | Path)
+    return isinstance(obj, str | os.PathLike)
+
+
+def _path(obj: Any) -> Path:
+    """A str or ``os.PathLike`` (a ``PurePath`` too) as a ``Path``."""
+    return Path(os.fsdecode(obj))
 
 
 def _load(model_or_path: object) -> onnx.ModelProto:
@@ -98,7 +104,7 @@ def _load(model_or_path: object) -> onnx.ModelProto:
     onnx = require("onnx", "onnx", "importing ONNX models")
 
     if _is_path(model_or_path):
-        path = Path(model_or_path)  # type: ignore[arg-type]
+        path = _path(model_or_path)
         if not path.is_file():
             raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
         try:
