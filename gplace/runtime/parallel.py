@@ -74,8 +74,10 @@ import io
 import logging
 import logging.handlers
 import multiprocessing
+import numbers
 import os
 import pickle
+import re
 import shutil
 import signal
 import sys
@@ -84,7 +86,7 @@ import threading
 import time
 import weakref
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -182,14 +184,15 @@ class PoolRuntime(RuntimeWrapper):
             each is timed from when a worker takes it. (default: None: no limit)
         gpus_per_worker: GPUs each worker gets to itself (see the module docstring). (default: None: all GPUs
             visible to every worker)
-        gpus: the GPU ids (``CUDA_VISIBLE_DEVICES`` entries) to share out. (default: None: this process's
-            ``CUDA_VISIBLE_DEVICES``, else every GPU torch sees)
+        gpus: the GPU ids (``CUDA_VISIBLE_DEVICES`` entries) to share out: indices (``0``, ``"cuda:0"``,
+            ``torch.device("cuda", 0)``) or UUIDs (``"GPU-..."``), or one str of them separated by commas.
+            (default: None: this process's ``CUDA_VISIBLE_DEVICES``, else every GPU torch sees)
     """
 
     def __init__(
         self, runtime: Runtime, workers: int | None = None, context: Literal["spawn", "forkserver"] = "spawn",
         threads_per_worker: int | None = None, timeout: float | None = None, gpus_per_worker: int | None = None,
-        gpus: Sequence[str | int] | None = None,
+        gpus: Sequence[Any] | str | None = None,
     ) -> None:
         timeout = check_timeout(timeout)
         for name, value in (("workers", workers), ("threads_per_worker", threads_per_worker)):
@@ -198,8 +201,8 @@ class PoolRuntime(RuntimeWrapper):
         if context not in ("spawn", "forkserver"):
             raise ValueError(f"context must be 'spawn' or 'forkserver' (torch and fork do not mix), got {context!r}")
         super().__init__(runtime)
-        self.gpus_per_worker, self.gpus = gpus_per_worker, gpus
-        self._gpu_sets = _gpu_sets(gpus_per_worker, gpus, workers)
+        self.gpus_per_worker, self.gpus = gpus_per_worker, None if gpus is None else _gpu_ids(gpus)
+        self._gpu_sets = _gpu_sets(gpus_per_worker, self.gpus, workers)
         self.workers = workers or (len(self._gpu_sets) if self._gpu_sets else available_threads())
         self._warned_shared = False
         self._warned_daemon = False
@@ -525,18 +528,52 @@ class PoolRuntime(RuntimeWrapper):
                              _slots=threading.Semaphore(state["workers"]), _killed=weakref.WeakSet())
 
 
-def _gpu_sets(per_worker: int | None, gpus: Sequence[str | int] | None, workers: int | None) -> list[str]:
-    """The ``CUDA_VISIBLE_DEVICES`` value of each worker (empty without ``per_worker``)."""
+def _gpu_sets(per_worker: int | None, gpus: list[str] | None, workers: int | None) -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` value of each worker (empty without ``per_worker``), from ``gpus``
+    (:func:`_gpu_ids`)."""
     if per_worker is None:
         return []
     if per_worker < 1:
         raise ValueError(f"gpus_per_worker must be >= 1, got {per_worker}")
-    ids = [str(g) for g in gpus] if gpus is not None else _visible_gpus()
+    ids = gpus if gpus is not None else _visible_gpus()
     count = workers if workers is not None else len(ids) // per_worker
     if count < 1 or count * per_worker > len(ids):
         raise ValueError(f"{count or 1} worker(s) x {per_worker} GPU(s) need {(count or 1) * per_worker} GPUs; "
                          f"there are {len(ids)}: {ids}")
     return [",".join(ids[i * per_worker:(i + 1) * per_worker]) for i in range(count)]
+
+
+_GPU_ID = re.compile(r"(?:cuda:)?(\d+)|((?:GPU|MIG)-[^,\s]+)")
+"""A ``CUDA_VISIBLE_DEVICES`` entry: an index (``"cuda:"`` before it too), or a GPU's or MIG instance's UUID."""
+
+
+def _gpu_ids(gpus: Sequence[Any] | str) -> list[str]:
+    """``PoolRuntime``'s ``gpus`` as ``CUDA_VISIBLE_DEVICES`` entries: a str is split at commas (it was taken letter
+    by letter), ``"cuda:1"`` and ``torch.device("cuda", 1)`` are ``"1"`` (they were passed as they are).
+
+    Raises:
+        ValueError: an entry is not a GPU, naming it.
+    """
+    if isinstance(gpus, str):  # as CUDA_VISIBLE_DEVICES is read
+        gpus = [g for g in gpus.split(",") if g.strip()]
+    if not isinstance(gpus, Iterable):
+        raise ValueError(f"PoolRuntime: gpus must be GPU ids such as [0, 1] or '0,1', got {gpus!r}")
+    return [_gpu_id(k, entry) for k, entry in enumerate(gpus)]
+
+
+def _gpu_id(k: int, entry: Any) -> str:
+    """Entry ``k`` of ``gpus`` as a ``CUDA_VISIBLE_DEVICES`` entry (:func:`_gpu_ids`)."""
+    torch = sys.modules.get("torch")  # a torch.device is made with torch imported
+    text = entry
+    if torch is not None and isinstance(entry, torch.device) and entry.type == "cuda" and entry.index is not None:
+        text = str(entry.index)
+    elif isinstance(entry, numbers.Integral) and not isinstance(entry, bool) and int(entry) >= 0:
+        text = str(int(entry))
+    match = _GPU_ID.fullmatch(text.strip()) if isinstance(text, str) else None
+    if not match:
+        raise ValueError(f"PoolRuntime: gpus[{k}] = {entry!r} is not a GPU (an index such as 0 or 'cuda:0', or a "
+                         "GPU's UUID 'GPU-...')")
+    return match[1] or match[2]
 
 
 def _visible_gpus() -> list[str]:
