@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gplace.export.parts import Part, device_parts, part_of
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.ir.placement import check_placement
+from gplace.ir.placement import check_graph_and_cluster, check_placement
 from gplace.ir.serialize import file_stem, write_bytes_atomic
 
 __all__ = ["Part", "check_write_back", "device_parts", "part_of", "write_back"]
@@ -52,7 +52,7 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
     Raises:
         InvalidPlacementError: the placement is not for ``graph`` and ``cluster`` (checked for a graph with no
             program too), or a device maps to none.
-        TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
+        TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
         OSError: a file cannot be written (a full disk), naming it.
     """
     from gplace.importers.onnx import OnnxSource
@@ -87,12 +87,14 @@ def check_write_back(graph: OpGraph, cluster: Cluster, *, device_map: Mapping[st
     (TensorFlow, torch.export inference; an ONNX model keeps the cluster's names).
 
     Raises:
-        InvalidPlacementError: a device maps to none, naming it.
+        TypeError: ``graph`` or ``cluster`` is of the wrong type (names it).
+        InvalidPlacementError: a device maps to none, or ``device_map`` is no mapping of device names (names it).
     """
     from gplace.export.parts import framework_devices
     from gplace.importers.tensorflow import TensorFlowSource
     from gplace.importers.torch_export import TorchSource
 
+    check_graph_and_cluster(graph, cluster)
     source = graph.source
     if isinstance(source, TensorFlowSource):
         from gplace.runtime.tf_runtime import tf_device

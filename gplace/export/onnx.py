@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gplace.export.parts import Part, device_parts, part_of
+from gplace.export.parts import Part, check_types, device_parts, part_of
 from gplace.importers.onnx import OnnxSource, node_reads
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.serialize import atomic_path, write_bytes_atomic, write_error
@@ -62,9 +62,11 @@ def annotate_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> Mod
     """A copy of ``graph``'s ONNX model with every node's device and stage written in (module docstring).
 
     Raises:
+        TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
         UnsupportedGraphError: ``graph`` was not imported from ONNX.
         InvalidPlacementError: the placement is not for ``graph`` and ``cluster`` (names the op and device).
     """
+    check_types(graph, cluster, placement)
     source = _source(graph)  # a graph from ONNX: onnx is installed
     stage = _node_stages(graph, cluster, placement, source)
     import onnx
@@ -93,9 +95,11 @@ def split_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> list[O
     as graph outputs.
 
     Raises:
+        TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
         UnsupportedGraphError: ``graph`` was not imported from ONNX, or a cut tensor has no known type.
         InvalidPlacementError: the placement is not for ``graph`` and ``cluster``.
     """
+    check_types(graph, cluster, placement)
     source = _source(graph)
     parts = _parts(graph, cluster, placement, source)
     model = annotate_onnx(graph, cluster, placement)  # a node keeps its own device and stage, not an earlier placing's

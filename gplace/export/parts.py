@@ -16,6 +16,7 @@ from typing import TypeVar
 import numpy as np
 
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+from gplace.ir.placement import check_graph_and_cluster, check_placement
 
 T = TypeVar("T")
 
@@ -44,9 +45,11 @@ def device_parts(graph: OpGraph, cluster: Cluster, placement: Placement, *, skip
             copied into each part that reads them). (default: none)
 
     Raises:
+        TypeError: an argument is of the wrong type (names it).
         InvalidPlacementError: the placement does not fit the graph or cluster (names the op and device).
     """
-    placement.validate(graph, cluster)
+    check_placement(placement)
+    placement.validate(graph, cluster)  # checks the graph's and cluster's types
     devices = placement.devices
     skipped = np.zeros(graph.num_ops, dtype=bool)
     skipped[list(skip)] = True
@@ -62,6 +65,19 @@ def device_parts(graph: OpGraph, cluster: Cluster, placement: Placement, *, skip
     for i in order:
         members.setdefault(key[i], []).append(i)
     return [Part(int(devices[ops[0]]), k, tuple(ops)) for k, (_, ops) in enumerate(sorted(members.items()))]
+
+
+def check_types(graph: object, cluster: object, placement: object) -> None:
+    """Refuse a ``graph``, ``cluster`` or ``placement`` of the wrong type (swapped, a list of device indices) in one
+    line naming it, as :func:`~gplace.ir.placement.check_graph_and_cluster` and
+    :func:`~gplace.ir.placement.check_placement` do: before reading ``graph.source`` (``Placement.validate``
+    checks the types too, but after it).
+
+    Raises:
+        TypeError: names the argument.
+    """
+    check_graph_and_cluster(graph, cluster)
+    check_placement(placement)
 
 
 def framework_devices(cluster: Cluster, convert: Callable[[str, Mapping[str, str] | None], T],

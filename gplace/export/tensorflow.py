@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gplace.export.parts import framework_devices
+from gplace.export.parts import check_types, framework_devices
 from gplace.importers.tensorflow import TensorFlowSource
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.tf_runtime import as_placed, tf_device
@@ -46,10 +46,12 @@ def place_graph_def(graph: OpGraph, cluster: Cluster, placement: Placement, *,
             (default: none).
 
     Raises:
+        TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
         UnsupportedGraphError: ``graph`` was not imported from TensorFlow, or its GraphDef and ops differ.
         InvalidPlacementError: the placement is not for ``graph`` and ``cluster``, or a device maps to no
             TensorFlow device (names it).
     """
+    check_types(graph, cluster, placement)
     source = _source(graph)
     placement.validate(graph, cluster)
     names = framework_devices(cluster, tf_device, device_map)
@@ -93,6 +95,7 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
     batch size the graph was imported with (module docstring).
 
     Raises:
+        TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
         UnsupportedGraphError: ``graph`` was not imported from TensorFlow, or a variable's value is unknown (a
             GraphDef holds none; import the function, SavedModel or Keras model instead; a SavedModel's in-graph
             variable whose value is neither in its init op nor in its checkpoint), or the program captures
@@ -102,6 +105,7 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
         InvalidPlacementError: as :func:`place_graph_def`.
         FileExistsError: ``export_dir`` exists.
     """
+    check_types(graph, cluster, placement)
     source = _source(graph)  # a graph from TensorFlow: tensorflow is installed
     import tensorflow as tf
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import numbers
 import operator
 import warnings
 import weakref
@@ -32,7 +33,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from gplace.export.parts import device_parts, framework_devices, part_of
+from gplace.export.parts import check_types, device_parts, framework_devices, part_of
 from gplace.importers.torch_export import TorchSource, attribute_of, example_args
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
 from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device, unavailable_reason
@@ -150,10 +151,12 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     tensor (inference tensors have no version counter: ``RuntimeError``).
 
     Raises:
+        TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
         UnsupportedGraphError: ``graph`` was not imported from a ``torch.export`` inference program.
         InvalidPlacementError: the placement is not for ``graph`` and ``cluster``, or a device maps to no torch
             device (names it).
     """
+    check_types(graph, cluster, placement)
     program = _program(graph)
     devices = framework_devices(cluster, torch_device, device_map)
     # No _guards_fn: its call_module node is no op of the graph (and split_module would put it in a part); the
@@ -367,9 +370,11 @@ def module_device_map(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     index); a module with no ops of its own, to that of its nearest ancestor with ops (else the first device).
 
     Raises:
+        TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
         UnsupportedGraphError: ``graph`` was not imported from a ``torch.export`` inference program.
         InvalidPlacementError: the placement is not for ``graph`` and ``cluster``, or a device maps to none.
     """
+    check_types(graph, cluster, placement)
     program = _program(graph)
     placement.validate(graph, cluster)
     devices = framework_devices(cluster, torch_device, device_map)
@@ -389,15 +394,21 @@ def module_device_map(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     return out
 
 
-def dispatch(module: nn.Module, device_map: Mapping[str, str]) -> nn.Module:
+def dispatch(module: nn.Module, device_map: Mapping[str | int, str]) -> nn.Module:
     """Move each module named in ``device_map`` to its device, and its inputs there before each call.
 
+    Args:
+        module: the module.
+        device_map: module path (``""``: ``module`` itself; an int: that child of an ``nn.Sequential`` or
+            ``nn.ModuleList``) -> torch device.
+
     Raises:
+        ValueError: ``device_map`` is not a mapping, or a key is not a module path (names it).
         InvalidPlacementError: a name in ``device_map`` is not a submodule of ``module``, or its device is not a
             torch device or not one this machine can use (names the entry; before anything moves).
     """
     targets = {}
-    for path, device in device_map.items():
+    for path, device in _paths(device_map).items():
         try:
             targets[path] = torch.device(device)
         except (RuntimeError, TypeError, ValueError) as e:  # torch's own error named neither the entry nor gplace
@@ -415,6 +426,22 @@ def dispatch(module: nn.Module, device_map: Mapping[str, str]) -> nn.Module:
                                                                               to_device(kwargs, target)),
                                       with_kwargs=True)
     return module
+
+
+def _paths(device_map: Any) -> dict[str, Any]:
+    """:func:`dispatch`'s ``device_map`` keyed by module path: an int key as its str (``0``: ``"0"``)."""
+    if not isinstance(device_map, Mapping):
+        raise ValueError(f"device_map must map module paths to torch devices, e.g. {{'encoder': 'cuda:0'}}, got "
+                         f"{device_map!r}")
+    paths: dict[str, Any] = {}
+    for key, device in device_map.items():
+        if isinstance(key, bool) or not isinstance(key, str | numbers.Integral):
+            raise ValueError(f"device_map key {key!r} is not a module path (a str such as 'encoder.0', or an int "
+                             "for a child of an nn.Sequential)")
+        if str(key) in paths:
+            raise ValueError(f"device_map names module {str(key)!r} twice (as an int and as a str)")
+        paths[str(key)] = device
+    return paths
 
 
 def _check_usable(device: torch.device, what: str) -> None:
@@ -454,6 +481,7 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         device_map: cluster device name -> torch device for other names (default: none).
 
     Raises:
+        TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
         UnsupportedGraphError: ``graph`` was not imported from a torch module (:func:`gplace.from_torch`, an
             inference or a training graph: it needs the module paths of its ops), or torch's pipelining cannot
             trace ``module`` (names its class and torch's reason).
@@ -462,6 +490,7 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
     """
     from gplace.pipeline.stages import split_spec
 
+    check_types(graph, cluster, placement)
     _module_paths(graph)
     placement.validate(graph, cluster)
     spec = split_spec(graph, placement)
