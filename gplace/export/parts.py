@@ -80,13 +80,28 @@ def check_types(graph: object, cluster: object, placement: object) -> None:
     check_placement(placement)
 
 
+def check_device_map(device_map: object, framework: str, example: str) -> None:
+    """Refuse a ``device_map`` that is neither ``None`` nor a mapping of cluster device names (a list of pairs or a
+    str was ignored, or searched with ``in``), naming the ``framework`` its values are devices of.
+
+    Raises:
+        ValueError: in one line, with ``example`` of a good one.
+    """
+    if device_map is None:
+        return
+    if not isinstance(device_map, Mapping) or not all(isinstance(name, str) for name in device_map):
+        raise ValueError(f"device_map must map cluster device names to {framework} devices, e.g. {example}, "
+                         f"got {device_map!r}")
+
+
 def framework_devices(cluster: Cluster, convert: Callable[[str, Mapping[str, str] | None], T],
                       device_map: Mapping[str, str] | None = None) -> list[T]:
     """Each cluster device's framework device, ``convert(name, device_map)`` (e.g.
     :func:`gplace.runtime.torch_runtime.torch_device`).
 
     Raises:
-        InvalidPlacementError: a device maps to none (``convert`` raised ``ValueError``); names it.
+        InvalidPlacementError: a device maps to none, or ``device_map`` is no mapping of names to devices
+            (``convert`` raised ``ValueError``); names it.
     """
     try:
         return [convert(name, device_map) for name in cluster.device_names]

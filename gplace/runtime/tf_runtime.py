@@ -62,6 +62,7 @@ import logging
 import math
 import re
 import statistics
+import sys
 import time
 import zlib
 from collections import OrderedDict
@@ -71,6 +72,7 @@ from typing import Any
 
 import numpy as np
 
+from gplace.export.parts import check_device_map
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import check_sizes, error_summary
 from gplace.ir.placement import check_placement
@@ -95,12 +97,18 @@ class TensorFlowRunError(RuntimeError):
     """Running a placed GraphDef failed; the message is the reason a measurement reports."""
 
 
+_EXAMPLE = "{'fast': '/device:GPU:0'}"
+"""A good ``device_map``, for messages."""
+
+
 def tf_device(name: str, device_map: Mapping[str, str] | None = None) -> str:
     """The TensorFlow device (``"/device:CPU:0"``) behind a cluster device name (see the module docstring).
 
     Raises:
-        ValueError: the name (or its ``device_map`` entry) maps to no TensorFlow CPU or GPU device.
+        ValueError: the name (or its ``device_map`` entry) maps to no TensorFlow CPU or GPU device, or
+            ``device_map`` is no mapping of names to devices.
     """
+    check_device_map(device_map, "TensorFlow", _EXAMPLE)
     if device_map is not None and name in device_map:
         return _parse_device(name, device_map[name])
     match = _DEVICE_NAME.search(name)
@@ -109,10 +117,14 @@ def tf_device(name: str, device_map: Mapping[str, str] | None = None) -> str:
     return f"/device:{match[1].upper()}:{int(match[2])}"
 
 
-def _parse_device(name: str, value: str) -> str:
-    match = _DEVICE_NAME.search(value)
+def _parse_device(name: str, value: Any) -> str:
+    """``device_map[name] = value`` (a str, or a ``tf.DeviceSpec``) as ``"/device:CPU:0"``."""
+    tf = sys.modules.get("tensorflow")  # a DeviceSpec is made with TensorFlow imported
+    text = value.to_string() if tf is not None and isinstance(value, tf.DeviceSpec) else value
+    match = _DEVICE_NAME.search(text) if isinstance(text, str) else None
     if not match:
-        raise ValueError(f"device_map[{name!r}] = {value!r} is not a TensorFlow CPU or GPU device ('/device:CPU:0')")
+        raise ValueError(f"device_map[{name!r}] = {text!r} is not a TensorFlow CPU or GPU device (a str such as "
+                         "'/device:CPU:0', or a tf.DeviceSpec)")
     return f"/device:{match[1].upper()}:{int(match[2])}"
 
 
@@ -156,6 +168,7 @@ class TensorFlowRuntime(Runtime):
         if intra_op_threads < 0 or (inter_op_threads is not None and inter_op_threads < 0):
             raise ValueError(f"thread counts must be >= 0, got {intra_op_threads}, {inter_op_threads}")
         self.steps, self.warmup, self.time_limit = steps, warmup, limit
+        check_device_map(device_map, "TensorFlow", _EXAMPLE)
         self.device_map = {name: _parse_device(name, value) for name, value in (device_map or {}).items()}
         self.intra_op_threads, self.inter_op_threads = intra_op_threads, inter_op_threads
         self._values: OrderedDict[int, tuple[Any, dict[str, np.ndarray]]] = OrderedDict()

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import torch
 
+from gplace.export.parts import check_device_map
 from gplace.ir import Cluster
 from gplace.ir.errors import error_summary
 
@@ -15,6 +16,8 @@ __all__ = ["NO_DATA", "cluster_problems", "parse_device", "runnable_device_map",
            "shared_gpu_problems", "torch_device", "unavailable_reason"]
 
 
+_EXAMPLE = "{'/GPU:0': 'cuda:0'}"
+"""A good ``device_map``, for messages."""
 _DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
 """``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
 
@@ -23,8 +26,9 @@ def torch_device(name: str, device_map: Mapping[str, str] | None = None) -> torc
     """The torch device behind a cluster device name (see :mod:`gplace.runtime.torch_runtime`).
 
     Raises:
-        ValueError: the name maps to no torch device.
+        ValueError: the name maps to no torch device, or ``device_map`` is no mapping of names to torch devices.
     """
+    check_device_map(device_map, "torch", _EXAMPLE)
     if device_map is not None and name in device_map:
         return torch.device(parse_device(name, device_map[name]))
     match = _DEVICE_NAME.search(name)
@@ -36,12 +40,20 @@ def torch_device(name: str, device_map: Mapping[str, str] | None = None) -> torc
         raise ValueError(f"device {name!r} maps to no torch device; give it a device_map entry") from None
 
 
-def parse_device(name: str, value: str) -> str:
-    try:
-        device = _normalise(torch.device(value))
-    except RuntimeError:
-        raise ValueError(f"device_map[{name!r}] = {value!r} is not a torch device") from None
-    return str(device)
+def parse_device(name: str, value: str | torch.device) -> str:
+    """``device_map[name] = value`` as a torch device string (``"cuda"`` is ``"cuda:0"``).
+
+    Raises:
+        ValueError: ``value`` is not a torch device: a str torch cannot read, or neither a str nor a
+            ``torch.device`` (``None``; an int, which torch reads as an accelerator's index).
+    """
+    if isinstance(value, (str, torch.device)):
+        try:
+            return str(_normalise(torch.device(value)))
+        except (RuntimeError, ValueError):  # torch's message named neither the entry nor gplace
+            pass
+    raise ValueError(f"device_map[{name!r}] = {value!r} is not a torch device (a str such as 'cuda:0', or a "
+                     "torch.device)")
 
 
 NO_DATA = frozenset({"meta"})
@@ -56,9 +68,7 @@ def runnable_device_map(device_map: Mapping[str, str] | None) -> dict[str, str]:
         ValueError: ``device_map`` is not a mapping, a value is not a torch device, or one holding no data
             (``meta``: nothing would be computed).
     """
-    if device_map is not None and not isinstance(device_map, Mapping):  # a str failed on its .items()
-        raise ValueError(f"device_map must map cluster device names to torch devices, e.g. {{'/GPU:0': 'cuda:0'}}, "
-                         f"got {device_map!r}")
+    check_device_map(device_map, "torch", _EXAMPLE)  # a str failed on its .items()
     parsed = {name: parse_device(name, value) for name, value in (device_map or {}).items()}
     for name, value in parsed.items():  # split_program may show a split on meta; a run computes
         if torch.device(value).type in NO_DATA:
