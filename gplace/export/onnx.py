@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -130,7 +130,7 @@ def split_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> list[O
     return out
 
 
-def run_parts(parts: list[OnnxPart], feeds: Mapping[str, Any], outputs: list[str] | None = None,
+def run_parts(parts: list[OnnxPart], feeds: Mapping[str, Any], outputs: Iterable[str] | str | None = None,
               ) -> dict[str, Any]:
     """Run ``parts`` in order with onnxruntime (CPU), passing cut tensors along.
 
@@ -141,13 +141,18 @@ def run_parts(parts: list[OnnxPart], feeds: Mapping[str, Any], outputs: list[str
     Args:
         parts: from :func:`split_onnx`.
         feeds: the model's inputs by name (numpy arrays; an ``OrtValue`` for a type numpy lacks).
-        outputs: tensor names to return (default: every part's outputs).
+        outputs: tensor names to return, or one name (default: every part's outputs).
 
     Raises:
+        TypeError: ``feeds`` is not a mapping, or ``outputs`` holds something other than names.
         UnsupportedGraphError: a part reads a tensor no feed or earlier part gives (names it and the part).
     """
     from gplace.extras import require
 
+    if not isinstance(feeds, Mapping):  # a list failed in dict(): "dictionary update sequence element #0 ..."
+        raise TypeError(f"run_parts: feeds must map the model's input names to arrays, e.g. {{'x': array}}, got "
+                        f"{type(feeds).__name__}")
+    wanted = _output_names(outputs)
     ort = require("onnxruntime", "onnx", "running ONNX parts")
     values: dict[str, Any] = dict(feeds)
     for part in parts:
@@ -166,12 +171,28 @@ def run_parts(parts: list[OnnxPart], feeds: Mapping[str, Any], outputs: list[str
         else:  # onnxruntime makes no OrtValue of numpy strings; session.run takes them (and OrtValues beside)
             results = session.run(list(part.outputs), given)
         values.update(zip(part.outputs, results, strict=True))
-    names = outputs if outputs is not None else [t for part in parts for t in part.outputs]
+    names = wanted if wanted is not None else [t for part in parts for t in part.outputs]
     unknown = [t for t in names if t not in values]
     if unknown:
         raise UnsupportedGraphError(f"no part computes {unknown[0]!r} and no feed gives it (a model output that is "
                                     "an initialiser passes through no node: read it from the model)")
     return {t: _to_numpy(values[t]) for t in names}
+
+
+def _output_names(outputs: Iterable[str] | str | None) -> list[str] | None:
+    """:func:`run_parts`' ``outputs`` as a list, read once (a generator gave nothing): a str is one name (it was
+    split into letters).
+
+    Raises:
+        TypeError: ``outputs`` is not an iterable of names.
+    """
+    if outputs is None or isinstance(outputs, str):
+        return None if outputs is None else [outputs]
+    names = list(outputs) if isinstance(outputs, Iterable) else [outputs]
+    bad = [t for t in names if not isinstance(t, str)]
+    if bad:
+        raise TypeError(f"run_parts: outputs must be tensor names, e.g. ['y'], got {bad[0]!r}")
+    return names
 
 
 _NUMPY_TYPES = frozenset(f"tensor({t})" for t in (

@@ -24,7 +24,7 @@ inside are fixed too. Import again with another ``batch_size`` for another.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,19 +83,22 @@ def session_config(graph_def: Any) -> Any:
 
 def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, export_dir: str | Path, *,
                      device_map: Mapping[str, str] | None = None, signature: str = "serving_default",
-                     tags: tuple[str, ...] = ("serve",)) -> Path:
+                     tags: Iterable[str] | str = ("serve",)) -> Path:
     """Write the placed program of ``graph`` as a SavedModel in ``export_dir`` (module docstring).
 
-    Load it with ``tf.compat.v1.saved_model.loader.load(session, list(tags), export_dir)`` in a session with
-    :func:`session_config`. The signature's input keys are the tensor names without ``":0"`` (e.g. ``"x"``); its
-    output keys are the program's own output names where the importer kept them
+    Load it with ``tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)`` (its ``tags``) in a
+    session with :func:`session_config`. The signature's input keys are the tensor names without ``":0"`` (e.g.
+    ``"x"``); its output keys are the program's own output names where the importer kept them
     (:attr:`~gplace.importers.tensorflow.TensorFlowSource.output_names`: a SavedModel signature's keys, the keys of
     a dict a function or Keras model returns, a multi-output Keras model's ``output_names``), else the tensor names
     likewise, with ``"_N"`` for output ``N`` > 0 of an op (``"split:1"`` is ``"split_1"``). It takes inputs of the
-    batch size the graph was imported with (module docstring).
+    batch size the graph was imported with (module docstring). ``tags`` is a tag or several; ``signature`` the
+    signature's key.
 
     Raises:
-        TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
+        TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type, ``signature`` is not a str or
+            ``tags`` not tags (names it; before anything is written).
+        ValueError: ``signature`` is empty.
         UnsupportedGraphError: ``graph`` was not imported from TensorFlow, or a variable's value is unknown (a
             GraphDef holds none; import the function, SavedModel or Keras model instead; a SavedModel's in-graph
             variable whose value is neither in its init op nor in its checkpoint), or the program captures
@@ -106,6 +109,11 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
         FileExistsError: ``export_dir`` exists.
     """
     check_types(graph, cluster, placement)
+    tags = _tags(tags)
+    if not isinstance(signature, str):  # TF failed after creating export_dir: "bad argument type for built-in ..."
+        raise TypeError(f"save_saved_model: signature must be a str such as 'serving_default', got {signature!r}")
+    if not signature:
+        raise ValueError("save_saved_model: signature must be a key such as 'serving_default', got ''")
     source = _source(graph)  # a graph from TensorFlow: tensorflow is installed
     import tensorflow as tf
 
@@ -143,10 +151,23 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
             method_name=tf.compat.v1.saved_model.signature_constants.PREDICT_METHOD_NAME)
         builder = tf.compat.v1.saved_model.Builder(str(export_dir))
         with tf.compat.v1.Session(graph=tf_graph, config=session_config(placed)) as session:
-            builder.add_meta_graph_and_variables(session, list(tags), signature_def_map={signature: signature_def},
+            builder.add_meta_graph_and_variables(session, tags, signature_def_map={signature: signature_def},
                                                  main_op=restore, clear_devices=False)
         builder.save()
     return export_dir
+
+
+def _tags(tags: Any) -> list[str]:
+    """:func:`save_saved_model`'s ``tags`` as a list: a str is one tag (``"serve"`` was written as five).
+
+    Raises:
+        TypeError: ``tags`` is neither a str nor an iterable of them.
+    """
+    found = [tags] if isinstance(tags, str) else list(tags) if isinstance(tags, Iterable) else [tags]
+    bad = [t for t in found if not isinstance(t, str)]
+    if bad:
+        raise TypeError(f"save_saved_model: tags must be a tag or tags such as ('serve',), got {bad[0]!r}")
+    return found
 
 
 def _signature_keys(tensors: Sequence[str], names: Sequence[str] = ()) -> dict[str, str]:
