@@ -21,7 +21,7 @@ from pathlib import Path
 from gplace.export.parts import Part, device_parts, part_of
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster, check_placement
-from gplace.ir.serialize import file_stem, write_bytes_atomic
+from gplace.ir.serialize import as_path, file_stem, write_bytes_atomic
 
 __all__ = ["Part", "check_write_back", "device_parts", "part_of", "write_back"]
 
@@ -61,7 +61,7 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
 
     check_placement(placement)
     placement.validate(graph, cluster)  # also where nothing is written: a wrong placement is refused alike
-    out_dir = Path(out_dir)
+    out_dir = as_path(out_dir, "write_back: out_dir")
     source = graph.source
     if isinstance(source, OnnxSource):
         return _write_onnx(graph, cluster, placement, out_dir)
@@ -73,7 +73,8 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
         return [write_bytes_atomic(out_dir / "placed.pb", data)]
     if isinstance(source, TorchSource) and source.training:
         log.warning("write_back: no device_map.json for %s: it is a torch.export training graph, and a device map "
-                    "is made from an inference one (training=False; graph.training=false)", graph.name)
+                    "is made from an inference one (training=False; graph.training=false); write_back=false skips "
+                    "writing back", graph.name)
     elif isinstance(source, TorchSource):
         from gplace.export.torch import module_device_map
 

@@ -31,6 +31,7 @@ from typing import Any
 from gplace.export.parts import check_types, framework_devices
 from gplace.importers.tensorflow import TensorFlowSource
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
+from gplace.ir.serialize import as_path
 from gplace.runtime.tf_runtime import as_placed, tf_device
 
 
@@ -134,7 +135,7 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
             raise UnsupportedGraphError(f"output {name!r} of graph {graph.name!r} is a node without outputs (a "
                                         "NoOp): a SavedModel's signature holds tensors; import it with outputs= "
                                         "naming the tensors to serve")
-    export_dir = Path(export_dir)
+    export_dir = as_path(export_dir, "save_saved_model: export_dir")
     if export_dir.exists():
         raise FileExistsError(f"SavedModel directory {str(export_dir)!r} exists; give a new one")
     values = source.variable_values()

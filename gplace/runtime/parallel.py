@@ -530,8 +530,16 @@ class PoolRuntime(RuntimeWrapper):
 
 def _gpu_sets(per_worker: int | None, gpus: list[str] | None, workers: int | None) -> list[str]:
     """The ``CUDA_VISIBLE_DEVICES`` value of each worker (empty without ``per_worker``), from ``gpus``
-    (:func:`_gpu_ids`)."""
+    (:func:`_gpu_ids`).
+
+    Raises:
+        ValueError: ``gpus`` without ``per_worker`` (they were ignored: every worker saw every GPU).
+    """
     if per_worker is None:
+        if gpus is not None:
+            raise ValueError(f"PoolRuntime: gpus={gpus} are shared out by gpus_per_worker, which is not given (every "
+                             "worker would see every GPU): give gpus_per_worker=1, say, or set CUDA_VISIBLE_DEVICES "
+                             "for the whole pool")
         return []
     if per_worker < 1:
         raise ValueError(f"gpus_per_worker must be >= 1, got {per_worker}")

@@ -104,3 +104,13 @@ def test_paths_as_bytes_are_read_and_documents_are_refused(tmp_path):
     assert (tmp_path / "run" / "placement.json").is_file()
     with pytest.raises(TypeError, match="place: run_dir must be a path"):
         gplace.place(g, c, method="heft", run_dir=3)
+
+
+def test_write_back_names_an_out_dir_that_is_no_path(tmp_path):
+    """An int or a document as ``out_dir`` failed inside pathlib, naming no parameter."""
+    from gplace.export import write_back
+
+    g, c = random_dag(6), cpu_gpu_cluster(1)
+    assert write_back(g, c, Placement.single(g, 0), bytes(tmp_path / "out")) == []  # no program: nothing written
+    with pytest.raises(TypeError, match="write_back: out_dir must be a path"):
+        write_back(g, c, Placement.single(g, 0), 3)

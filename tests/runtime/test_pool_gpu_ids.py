@@ -28,7 +28,13 @@ def test_pool_gpus_are_read_as_cuda_visible_devices_ids(gpus):
 
 def test_pool_gpus_keep_gpu_uuids_and_the_ids_read():
     assert _sets(["GPU-5f3e", "MIG-1a2b"]) == ["GPU-5f3e", "MIG-1a2b"]
-    assert PoolRuntime(Simulator(), gpus=(g for g in ["cuda:1"])).gpus == ["1"]
+    assert PoolRuntime(Simulator(), gpus=(g for g in ["cuda:1"]), gpus_per_worker=1).gpus == ["1"]
+
+
+def test_pool_gpus_without_gpus_per_worker_are_refused():
+    """They were ignored: every worker saw every GPU of the machine, not the ones given."""
+    with pytest.raises(ValueError, match=r"gpus=\['0', '1'\] are shared out by gpus_per_worker, which is not given"):
+        PoolRuntime(Simulator(), gpus="0,1")
 
 
 @pytest.mark.parametrize("entry", ["cpu", "cuda", pytest.param(torch.device("cpu"), id="torch-cpu"), -1, True, 1.0,
