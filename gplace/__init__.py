@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from gplace.ir import (
@@ -20,6 +21,8 @@ from gplace.ir import (
     Placement,
     UnsupportedGraphError,
 )
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())  # silent unless the host configures logging
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers (gplace ships py.typed)
     from gplace.experiment import PlacementReport as PlacementReport

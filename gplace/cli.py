@@ -16,13 +16,14 @@ from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException, InstantiationException
+from hydra.errors import CompactHydraException, HydraException, InstantiationException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from gplace.extras import MissingExtraError
+from gplace.ir.errors import format_seconds
 
 log = logging.getLogger("gplace")
 
@@ -44,14 +45,27 @@ def _held_first(run_dir: str | Path):
     return hold_dir(run_dir)
 
 
+_TORCH_THREADS: list[int] = []
+"""torch's own thread count, read before a job first sets one (``threads=null`` in a sweep's later job kept the
+thread count of the job before it)."""
+
+
+def _set_threads(threads: int | None) -> None:
+    """Set torch's threads to ``threads``, or back to torch's own count for ``None``."""
+    import torch
+
+    if not _TORCH_THREADS:
+        _TORCH_THREADS.append(torch.get_num_threads())
+    torch.set_num_threads(_TORCH_THREADS[0] if threads is None else threads)
+
+
 def _train(cfg: DictConfig, run_dir: str | Path) -> float:
     """:func:`run` in the held ``run_dir``."""
     import torch
 
     from gplace.loggers import HeldOpen
 
-    if cfg.threads is not None:
-        torch.set_num_threads(cfg.threads)
+    _set_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     graph, cluster = _graph_and_cluster(cfg)
     fields = _sweep_fields(cfg.logger)
@@ -103,7 +117,7 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
                         "graph": graph.name, "cluster": cluster.name, "runtime": str(runtime.id)})
         if logger.keeps_results:
             logger.log_results(*results(report, runtime, run_dir))
-    _print_table(report, run_dir)
+    _print_table(report, run_dir, warm_started=cfg.get("warm_start") is not None)
     _log_to_files(f"{_outcome(report)}; wrote {Path(run_dir) / 'placement.json'}, trace.json and policy.pt",
                   logging.INFO)
     return report.measurement.step_time
@@ -156,9 +170,22 @@ def _graph_and_cluster(cfg: DictConfig):
             _fail(f"{key}._target_={cfg[key].get('_target_')} returned a {type(made).__name__}, not a gplace "
                   f"{kind.__name__}")
         built.append(made)
-    for doubt in unlikely_units(built[1], built[0]):
+    for doubt in unlikely_units(built[1], None if _giph_file(cfg.graph) else built[0]):
         log.warning("%s", _escaped(doubt))
     return tuple(built)
+
+
+def _giph_file(graph_cfg: DictConfig) -> bool:
+    """Whether ``graph_cfg`` reads a GiPH task graph, whose costs are in GiPH's own units (its run of days of compute
+    is no mistake to warn of)."""
+    from gplace.importers.load import detect_graph_format
+
+    if graph_cfg.get("_target_") != "gplace.importers.load_graph":
+        return False
+    try:
+        return detect_graph_format(graph_cfg.path) == "giph"
+    except (ValueError, OSError):
+        return False
 
 
 def _objective_runtime(cfg: DictConfig):
@@ -272,12 +299,13 @@ def _call_partial(partial, key: str, *args, **kwargs):
 
 def _console():
     """A Rich console that prints text as it is: names and paths (a graph ``net[/v2]``, a run directory
-    ``runs/[exp1]``, a device ``[red]gpu2``, ``:cat:``) are neither markup nor emoji codes. Its width is the
+    ``runs/[exp1]``, a device ``[red]gpu2``, ``:cat:``) are neither markup nor emoji codes, nor highlighted (``1.32x``
+    was drawn as a bold ``1.`` and a plain ``32x``). Its width is the
     terminal's where ``COLUMNS`` is no positive number (``COLUMNS=0`` printed nothing); a closed stdout
     (``gplace ... | head -1``) is :func:`_stdout_gone`, not rich's exit with status 1."""
     from rich.console import Console
 
-    console = Console(markup=False, emoji=False, width=_fallback_width())
+    console = Console(markup=False, emoji=False, highlight=False, width=_fallback_width())
     console.on_broken_pipe = _stdout_gone
     return console
 
@@ -308,7 +336,7 @@ def _fit_off_a_terminal(console, table) -> None:
         console.width = max(console.width, console.measure(table, options=console.options.update_width(200)).maximum)
 
 
-def _print_table(report, run_dir: str | Path) -> None:
+def _print_table(report, run_dir: str | Path, warm_started: bool = False) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -332,7 +360,7 @@ def _print_table(report, run_dir: str | Path) -> None:
     _fit_off_a_terminal(console, table)
     console.print(table)
     console.print(f"{_speedup(report)}; {report.train.samples} placements sampled in {report.train.seconds:.0f} s; "
-                  + _found(report.train), soft_wrap=True)
+                  + _found(report.train, warm_started), soft_wrap=True)
     console.print(f"wrote {Path(run_dir) / 'placement.json'}, trace.json and policy.pt (for `gplace place`)",
                   soft_wrap=True)
 
@@ -393,16 +421,17 @@ def _outcome(report) -> str:
             f"{report.train.seconds:.1f} s")
 
 
-def _found(train) -> str:
+def _found(train, warm_started: bool = False) -> str:
     if train.found_at == -math.inf:
         return "the best is every op on one device (the search found nothing faster)"
-    if train.best_sample is None:
-        return "the best is the greedy or warm-start placement"
+    if train.best_sample is None:  # no sample: the warm start (measured first) or the greedy decode (measured last)
+        return ("the best is the warm start's or the trained policy's greedy placement" if warm_started
+                else "the best is the trained policy's greedy placement")
     return f"the best found by sample {train.best_sample}"
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3f} ms" if math.isfinite(seconds) else "inf"
+    return format_seconds(seconds)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://gplace.conf", config_name="config")
@@ -416,6 +445,8 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
     _utf8_log_files()
     _log_lines_to_stderr()
     _log_lines_survive_a_gone_stdout()
+    if "gplace.runtime.base" in sys.modules:  # a sweep's earlier job ran: warn again into this job's log
+        sys.modules["gplace.runtime.base"].forget_warnings()
     try:
         missing = sorted(OmegaConf.missing_keys(cfg))
     except InterpolationResolutionError as err:  # e.g. ${hydra.job.num}: a job's config reads ${hydra:job.num}
@@ -444,7 +475,7 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         _log_to_files(f"{type(err).__name__}: {err}")
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
-        _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}", log_files=not _run_dir_in_use(err),
+        _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}", log_files=not _another_runs_dir(err),
               status=_exit_status(err))
     except MissingExtraError as err:  # a part of the run needs an extra (the METIS placer, the tf runtime)
         _fail(f"ImportError: {err}")
@@ -667,11 +698,18 @@ def _outside_hint(hydra_cfg: DictConfig | None) -> str:
 
 
 def _run_dir_in_use(err: Exception) -> bool:
-    """Whether ``err`` refused a run directory another run holds: its ``cli.log`` is that run's, which a script
-    reading it for errors would take as failed."""
+    """Whether ``err`` refused a run directory another run holds."""
     from gplace.run_dir import RunDirInUseError
 
     return isinstance(err, RunDirInUseError)
+
+
+def _another_runs_dir(err: Exception) -> bool:
+    """Whether ``err`` refused a run directory another run holds or left (its checkpoint of another seed, say): its
+    ``cli.log`` is that run's, which a script reading it for errors would take as failed."""
+    from gplace.run_dir import RunDirConflictError
+
+    return isinstance(err, RunDirConflictError)
 
 
 def _default_dir_hint(err: Exception) -> str:
@@ -733,9 +771,10 @@ def _check_bools(cfg: DictConfig, *keys: str) -> None:
             _fail(f"{key} must be true or false, got {value!r}")
 
 
-class JobFailed(Exception):
+class JobFailed(CompactHydraException):
     """A job of a Hydra sweep refused (its one line already written): Hydra runs the sweep's other jobs and names
-    this one's overrides, where ``SystemExit`` ended the whole sweep."""
+    this one's overrides, where ``SystemExit`` ended the whole sweep; compact, so Hydra's report at the end of the
+    sweep is the line again, without a traceback of gplace's frames."""
 
 
 EXIT_NO_PLACEMENT = 3
@@ -748,7 +787,7 @@ def _fail(message: str, log_files: bool = True, status: int = 2) -> None:
     """One clear line on stderr and exit ``status`` (2: a user's mistake, bad input), instead of a traceback (in a
     sweep, :class:`JobFailed`, so the other jobs run); also in the job's log files unless ``log_files`` is false."""
     message = message.translate(_TERMINAL_ESCAPES)  # a name from a file in a reason (a device's) took the terminal
-    sys.stderr.write(f"gplace: error: {message}\n")
+    sys.stderr.write(f"gplace: error: {message}{_job_named()}\n")
     if log_files:
         _log_to_files(message)
     if _in_sweep():  # from None: raised while handling the error, Hydra's report printed each chained traceback
@@ -823,6 +862,15 @@ def _log_error_on_stdout(handler: logging.StreamHandler, record: logging.LogReco
     logging.StreamHandler.handleError(handler, record)
 
 
+def _job_named() -> str:
+    """`` (job 1 of the sweep: seed=1 ...)`` in a sweep, where each failed job's line is to be told apart (Hydra's
+    report at the end names the first alone); else ``""``."""
+    if not _in_sweep():
+        return ""
+    hydra_cfg = HydraConfig.get()
+    return f" (job {hydra_cfg.job.num} of the sweep: {' '.join(hydra_cfg.overrides.task)})"
+
+
 def _in_sweep() -> bool:
     """Whether this is a job of a Hydra multirun."""
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
@@ -846,12 +894,12 @@ def _check_sweep_dir(run_dir: str | Path) -> None:
     if num is not None and num != hydra_cfg.job.num:  # two jobs of one sweep in one directory
         _fail(f"run directory {run_dir} holds job {num} of the sweep {theirs}, not this job {hydra_cfg.job.num} "
               f"{mine}: give each job its own directory (hydra.sweep.subdir with ${{hydra.job.num}} or every swept "
-              "key)")
+              "key)", log_files=False)
     held = "a single run" if num is None else f"job {num} of a sweep"
     _fail(f"run directory {run_dir} holds {held} with other overrides {theirs}, not this job's {mine}: run the "
           "changed sweep in its own hydra.sweep.dir (a sweep's job resumes only with its own overrides; a single "
           f"run resumes with changed trainer settings: without -m, hydra.run.dir={run_dir})"
-          + _time_named_dir_hint(Path(run_dir)))
+          + _time_named_dir_hint(Path(run_dir)), log_files=False)
 
 
 def _recorded_job_num(run_dir: Path) -> int | None:
@@ -875,7 +923,6 @@ def _bench_main(cfg: DictConfig) -> None:
 def bench(cfg: DictConfig) -> list:
     """Build the bench cases, baselines and searches from ``cfg`` (gplace/conf/bench.yaml) and run them, holding
     ``cfg.out_dir`` (a second bench there stops at once: both would rewrite its results)."""
-    import torch
 
     from gplace.run_dir import hold_dir
 
@@ -884,8 +931,7 @@ def bench(cfg: DictConfig) -> list:
     if _in_sweep() and not any(o.startswith("out_dir=") for o in HydraConfig.get().overrides.task):
         _fail("a bench sweep needs out_dir set per job (e.g. 'out_dir=bench/${hydra:job.num}'): every job would "
               f"write {cfg.out_dir}, each after the first skipping or overwriting the cases the others ran")
-    if cfg.get("threads") is not None:
-        torch.set_num_threads(cfg.threads)
+    _set_threads(cfg.get("threads"))
     if not isinstance(cfg.out_dir, str) or not cfg.out_dir.strip():  # '' wrote into the working directory
         _fail(f"out_dir={cfg.out_dir!r} names no folder: give one with out_dir=/path/to/dir")
     unwritable = _unwritable(Path(cfg.out_dir))
@@ -1073,7 +1119,6 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
 
 def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     """:func:`place_with_policy` in the held ``run_dir``."""
-    import torch
 
     from gplace.experiment import place
     from gplace.export import write_back
@@ -1089,8 +1134,7 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     if cfg.get("logger", {}).get("_target_", "gplace.loggers.NullLogger") != "gplace.loggers.NullLogger":
         _fail("gplace place keeps no W&B run (a learned search logs to metrics.jsonl in its run directory): "
               "use logger=none, or `gplace` (a training run) for W&B")
-    if cfg.get("threads") is not None:
-        torch.set_num_threads(cfg.threads)
+    _set_threads(cfg.get("threads"))
     _import_modules(cfg.get("imports") or [])
     graph, cluster = _graph_and_cluster(cfg)
     runtime = _objective_runtime(cfg)
@@ -1108,7 +1152,8 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     written = write_back(graph, cluster, report.placement, run_dir, device_map=device_map) if writes else []
     _console().print(f"placed {_escaped(graph.name)} ({graph.num_ops} ops) on {_escaped(cluster.name)} with "
                      f"{_escaped(method)} in "
-                     f"{report.train.seconds:.1f} s: {_time_label(m.runtime)} {_ms(m.step_time)} "
+                     f"{report.train.seconds:.1f} s of search (loading and warm-up not counted): "
+                     f"{_time_label(m.runtime)} {_ms(m.step_time)} "
                      f"({_versus_one(report)}); wrote {run_dir}"
                      + "".join(f"\n  {p}" for p in written), soft_wrap=True)
     _log_to_files(f"{_outcome(report)}; wrote {Path(run_dir) / 'placement.json'} and trace.json", logging.INFO)
@@ -1168,10 +1213,10 @@ def _check_not_a_training_run(run_dir: Path, method: str) -> None:
     if (run_dir / "policy.pt").exists():
         _fail(f"{run_dir} holds a training run (policy.pt): gplace place would replace its placement.json, "
               f"trace.json and .hydra/ record; give gplace place its own hydra.run.dir (to place with that run's "
-              f"policy: checkpoint={run_dir / 'policy.pt'} hydra.run.dir=<another directory>)")
+              f"policy: checkpoint={run_dir / 'policy.pt'} hydra.run.dir=<another directory>)", log_files=False)
     if (run_dir / "checkpoint.pt").exists() and method not in LEARNED:
         _fail(f"{run_dir} holds a search's checkpoint.pt: method={method} would replace that search's "
-              "placement.json, trace.json and .hydra/ record; give it its own hydra.run.dir")
+              "placement.json, trace.json and .hydra/ record; give it its own hydra.run.dir", log_files=False)
 
 
 def _place_budget(cfg: DictConfig, method: str) -> str | None:

@@ -18,6 +18,7 @@ import numpy as np
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.interfaces import Placer, Trainer
 from gplace.ir import Cluster, GraphError, OpGraph, Placement, placement_to_dict, save_json
+from gplace.ir.errors import format_bytes, format_seconds
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.ir.serialize import as_path
 from gplace.loggers import HeldOpen, Logger
@@ -205,7 +206,7 @@ def place(
                     result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
                 else:  # a policy's search, as the learned ones: never behind a placement measured here
                     result = _ran_or_failed(lambda: _place_once(graph, cluster, placer, path, runtime, budget,
-                                                                seed or 0), graph, baselines, learned=False)
+                                                                seed or 0), graph, cluster, baselines, learned=False)
                     result = _searched(result, baselines, graph, cluster, runtime)
             report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines,
                                      result, _method_name(method))
@@ -223,13 +224,13 @@ def _learned_result(graph: OpGraph, cluster: Cluster, encoder: Module, policy: M
     """The learned search's result as reported (:func:`_searched`): the fastest single-device placement where the
     search measured none that ran (none of them ran either: :class:`PlacementInfeasibleError`)."""
     result = _ran_or_failed(lambda: _learn(graph, cluster, encoder, policy, runtime, trainer, max_groups, run_dir,
-                                           logger, warm_start, split_groups), graph, baselines)
+                                           logger, warm_start, split_groups), graph, cluster, baselines)
     result = _no_worse_than(result, warm_start, graph, cluster, runtime)
     return _searched(result, baselines, graph, cluster, runtime)
 
 
-def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph, baselines: dict[str, Measurement],
-                   learned: bool = True) -> TrainResult:
+def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph, cluster: Cluster,
+                   baselines: dict[str, Measurement], learned: bool = True) -> TrainResult:
     """``search()``'s result; where it measured no placement that ran, a failed result (its samples, seconds and
     history where it kept them) that :func:`_searched` replaces by the fastest single-device placement, unless
     none of those ran either (:class:`PlacementInfeasibleError`)."""
@@ -237,7 +238,7 @@ def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph, baselines:
         return search()
     except PlacementInfeasibleError as err:
         if not any(m.ok for m in baselines.values()):
-            raise PlacementInfeasibleError(f"{err}; {_why_nothing_ran(baselines, learned)}") from None
+            raise PlacementInfeasibleError(f"{err}; {_why_nothing_ran(graph, cluster, baselines, learned)}") from None
         log.warning("the search measured no placement that ran; returning the fastest single-device one")
         return getattr(err, "result", None) or TrainResult(
             Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
@@ -401,7 +402,8 @@ def _learn(graph: OpGraph, cluster: Cluster, encoder: Module, policy: Module, ru
     with autograd_on(who="place"):  # the placer's buffers usable by autograd, whatever the caller's mode
         placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups,
                               express=warm_start if split_groups else None, merge_consumers=merge_for(runtime))
-        log.info("placing %s (%d ops, %d groups) on %s", graph.name, graph.num_ops, placer.num_groups, cluster.name)
+        log.info("placing %s (%d ops, %d group%s) on %s", graph.name, graph.num_ops, placer.num_groups,
+                 "" if placer.num_groups == 1 else "s", cluster.name)
         result = trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger, warm_start=warm_start)
     return _checked_result(result, trainer, graph, cluster, runtime)
 
@@ -450,11 +452,14 @@ def _no_worse_than(result: TrainResult, warm_start: Placement | None, graph: OpG
     return dataclasses.replace(result, best_placement=warm_start, best_measurement=m)
 
 
-def _why_nothing_ran(baselines: dict[str, Measurement], learned: bool = True) -> str:
-    """What to try when neither the search nor any single device measured a placement that ran: for memory, a
-    placement op by op (a learned search's warm start); else the single devices' own failure (a time limit, a
-    runtime error)."""
+def _why_nothing_ran(graph: OpGraph, cluster: Cluster, baselines: dict[str, Measurement], learned: bool = True) -> str:
+    """What to try when neither the search nor any single device measured a placement that ran: more memory where
+    an op alone outgrows every device it may run on; for memory, a placement op by op (a learned search's warm
+    start); else the single devices' own failure (a time limit, a runtime error)."""
     reasons = [m.reason for m in baselines.values()]
+    too_large = _op_too_large(graph, cluster)
+    if too_large is not None:
+        return too_large
     if learned and (not reasons or any("out of memory" in r for r in reasons)):  # beside a device no op may run on
         return ("the search places groups of ops, which a tight memory may not pack: try warm_start='heft' (placed "
                 "op by op), with split_groups=True to search from it (gplace.place's arguments; gplace place "
@@ -462,6 +467,21 @@ def _why_nothing_ran(baselines: dict[str, Measurement], learned: bool = True) ->
     if not learned:
         return "no single device holds it either: try a placer that goes op by op, such as method='heft'"
     return f"every single-device placement failed too (e.g. {reasons[0]}): the runtime ran none of them"
+
+
+def _op_too_large(graph: OpGraph, cluster: Cluster) -> str | None:
+    """Why no placement can fit where one op's own bytes (persistent + output + temporary) exceed the memory of every
+    device it may run on, naming the first such op; else ``None``."""
+    need = graph.persistent_memory + graph.output_bytes + graph.temporary_memory
+    room = np.where(graph.allowed_devices(cluster), cluster.memory[None, :], 0).max(axis=1)
+    over = np.flatnonzero(need > room)
+    if not over.size:
+        return None
+    op = int(over[0])
+    more = f" (and {over.size - 1} more ops)" if over.size > 1 else ""
+    return (f"op {graph.op_names[op]!r} alone needs {format_bytes(int(need[op]))} (persistent + output + temporary), "
+            f"more than any device it may run on holds ({format_bytes(int(room[op]))} at most){more}: no placement "
+            "fits; give the cluster more memory")
 
 
 def _searched(result: TrainResult, baselines: dict[str, Measurement], graph: OpGraph, cluster: Cluster,
@@ -490,8 +510,8 @@ def _measured_again(result: TrainResult, graph: OpGraph, cluster: Cluster, runti
         log.warning("the search's best placement failed when measured again (%s); reporting the search's measurement",
                     again.reason)
         return result
-    log.info("the search's best placement measured again: %.4g s (the search measured %.4g s)", again.step_time,
-             result.best_measurement.step_time)
+    log.info("the search's best placement measured again: %s (the search measured %s)",
+             format_seconds(again.step_time), format_seconds(result.best_measurement.step_time))
     return dataclasses.replace(result, best_measurement=again, found_at=result.best_measurement.step_time)
 
 
@@ -507,8 +527,8 @@ def _no_worse_than_one_device(result: TrainResult, baselines: dict[str, Measurem
     name = min(names, key=lambda n: baselines[n].step_time)
     if not baselines[name].step_time < result.best_measurement.step_time:
         return result
-    log.info("the search's best (%.4g s) is slower than every op on %s (%.4g s): returning that placement",
-             result.best_measurement.step_time, name, baselines[name].step_time)
+    log.info("the search's best (%s) is slower than every op on %s (%s): returning that placement",
+             format_seconds(result.best_measurement.step_time), name, format_seconds(baselines[name].step_time))
     placement = SingleDevice(device=cluster.device_names.index(name)).place(graph, cluster)
     return dataclasses.replace(result, best_placement=placement, best_measurement=baselines[name],
                                found_at=-math.inf)  # no sample found it

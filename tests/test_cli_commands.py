@@ -97,6 +97,24 @@ def test_show_on_another_cluster_titles_the_figures_it_computed_and_marks_memory
     assert f"(the file's own run: {doc['graph']} on {doc['cluster']} (sim-v1: " in text
 
 
+def test_a_giph_graph_file_runs_without_the_days_of_compute_warning(files):
+    """GiPH's costs are its own units: every run of a GiPH file warned of days of compute, which no user could act
+    on; a gplace graph file of the same costs still warns."""
+    nodes = [{"id": i, "compute": 90_000.0} for i in range(2)]
+    (files / "giph.json").write_text(json.dumps({"name": "giph", "nodes": nodes, "edges": [
+        {"src": 0, "dst": 1, "bytes": 1000.0}]}))
+    said = []
+    for path in (files / "giph.json", files / "slow.json"):
+        if path.name == "slow.json":
+            slow = OpGraph.from_ops([Op("a", "T", 90_000.0), Op("b", "T", 90_000.0)], [], name="giph")
+            save_json(graph_to_dict(slow), path)
+        proc = _gplace("place", "method=heft", "graph=file", f"graph.path={path}", f"hydra.run.dir={files / path.stem}",
+                       cwd=files)
+        assert proc.returncode == 0, proc.stderr
+        said.append("days of compute" in proc.stderr)
+    assert said == [False, True]
+
+
 def test_a_cluster_given_in_other_units_is_warned_about(files):
     """Memory in GB (16), a bandwidth in GB/s (12) and a latency in ms (20) ran without a word: every placement out
     of memory, or a step of 341 s reported as found."""
@@ -491,6 +509,11 @@ def test_the_summary_says_when_the_result_is_a_single_device_fallback():
     assert _found(result) == "the best is every op on one device (the search found nothing faster)"
     assert _found(TrainResult(Placement.single(g, 0), Measurement(True, 2.0, "sim-v1"), 8, 1.0,
                               sample_step_times=np.array([3.0, 2.0]))) == "the best found by sample 2"
+    unsampled = TrainResult(Placement.single(g, 0), Measurement(True, 1.0, "sim-v1"), 8, 1.0,
+                            sample_step_times=np.full(8, 2.0))  # no sample was the best: the greedy decode was
+    assert _found(unsampled) == "the best is the trained policy's greedy placement"
+    assert _found(unsampled, warm_started=True) == "the best is the warm start's or the trained policy's greedy " \
+        "placement"
 
 
 def test_a_placement_measured_by_another_runtime_says_its_summary_and_trace_are_sim_v1s(files):

@@ -97,3 +97,40 @@ def test_the_slurm_launcher_asks_for_a_gpu_only_when_told():
                                                        "hydra.launcher.gpus_per_node=1"], return_hydra_config=True)
     assert cpu.device == "cpu" and cpu.hydra.launcher.gpus_per_node is None
     assert gpu.hydra.launcher.gpus_per_node == 1
+
+
+def test_every_failed_job_of_a_sweep_is_named_and_reported_without_a_traceback(tmp_path):
+    """Two failed jobs wrote the same line, neither naming its job (Hydra's report at the end names the first
+    alone), and that report printed a traceback of gplace's frames."""
+    proc = _gplace("-m", *FAST, "encoder.hidden_size=0,-1", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("gplace: error:")]
+    assert proc.returncode != 0 and len(lines) == 2, proc.stderr
+    for num, size in ((0, "0"), (1, "-1")):
+        named = lines[num][lines[num].index(f"(job {num} of the sweep: "):]
+        assert f" encoder.hidden_size={size} " in named and named.endswith(")"), lines
+    assert "Traceback" not in proc.stderr and 'File "' not in proc.stderr, proc.stderr
+
+
+def test_a_job_refused_another_jobs_directory_leaves_its_log_alone(tmp_path):
+    """Job 1, refused job 0's directory, appended its ERROR to job 0's cli.log: a finished run's log ended failed."""
+    proc = _gplace("-m", *FAST, "seed=0,1", "hydra.sweep.subdir=same", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                   cwd=tmp_path)
+    assert proc.returncode != 0 and "holds job 0 of the sweep" in proc.stderr, proc.stderr
+    log = (tmp_path / "sweep" / "same" / "cli.log").read_text()
+    assert "ERROR" not in log and "holds job 0" not in log, log
+
+
+def test_threads_null_gives_torch_its_own_thread_count_again():
+    """threads=null in a sweep's later job kept the thread count the job before it set."""
+    import torch
+
+    from gplace import cli
+
+    own = torch.get_num_threads()
+    try:
+        cli._set_threads(1)
+        assert torch.get_num_threads() == 1
+        cli._set_threads(None)
+        assert torch.get_num_threads() == own
+    finally:
+        torch.set_num_threads(own)

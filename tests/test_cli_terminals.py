@@ -227,3 +227,14 @@ def test_a_file_given_as_the_run_directory_is_one_line(tmp_path, below):
     proc = _gplace("place", "method=heft", f"hydra.run.dir={tmp_path / 'afile'}{below}", cwd=tmp_path)
     err = proc.stderr.decode()
     assert proc.returncode == 2 and "afile is a file, not a folder" in err and "Traceback" not in err, err
+
+
+def test_numbers_are_printed_as_they_are_on_a_terminal(monkeypatch):
+    """rich's highlighter drew ``1.32x`` as a bold cyan ``1.`` and a plain ``32x``, and bolded brackets."""
+    from gplace import cli
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    console = cli._console()
+    with console.capture() as captured:
+        console.print("speed-up over the best single device: 1.32x (2 devices)")
+    assert captured.get() == "speed-up over the best single device: 1.32x (2 devices)\n"

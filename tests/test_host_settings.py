@@ -211,3 +211,12 @@ def test_float32_blocks_of_two_threads_do_not_restore_each_others_default():
         assert seen == [torch.float32] and torch.get_default_dtype() == torch.float64
     finally:
         torch.set_default_dtype(before)
+
+
+def test_the_library_writes_no_log_line_until_the_host_configures_logging():
+    """Without a handler of its own a gplace WARNING reached Python's last-resort handler: a host that configured no
+    logging got HiGHS's time-limit line on stderr from ``place(method='ilp')``."""
+    code = ("import logging, gplace; logging.getLogger('gplace.baselines.pipeline.ilp').warning('MARK'); "
+            "logging.basicConfig(); logging.getLogger('gplace.x').warning('SEEN')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "MARK" not in proc.stderr and "SEEN" in proc.stderr, proc.stderr

@@ -426,6 +426,19 @@ def test_a_search_where_nothing_ran_for_want_of_time_does_not_blame_memory():
     assert "tight memory" not in str(err.value)
 
 
+def test_a_search_where_one_op_outgrows_every_device_says_so():
+    """An op larger than every device still got the advice to warm-start from HEFT, which failed at once."""
+    from gplace.ir import Cluster, Device
+
+    graph = random_dag(8, seed=2)
+    tiny = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, 1000) for i in range(2)], default_bandwidth=1e9)
+    with pytest.raises(gplace.baselines.PlacementInfeasibleError) as err:
+        gplace.place(graph, tiny, budget="4 samples", seed=0)
+    assert f"op {graph.op_names[0]!r} alone needs " in str(err.value), str(err.value)
+    assert "more than any device it may run on holds (1.0 kB at most)" in str(err.value)
+    assert "warm_start='heft'" not in str(err.value)
+
+
 def test_search_results_keep_their_sample_and_counts():
     """On a noisy runtime best_sample named the first sample under the re-measured time (sample 2, not 14); a search
     where nothing fitted reported 0 samples, 0 s and no history though it measured 16."""
@@ -567,6 +580,10 @@ def test_a_policy_file_that_fits_nowhere_is_not_told_to_warm_start():
 
     graph = OpGraph.from_ops([Op("big", "T", 1.0, persistent_memory=6 * 10**6)], [], name="g")
     cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, 5 * 10**6) for i in range(2)], default_bandwidth=1e6)
-    with pytest.raises(PlacementInfeasibleError, match="method='heft'") as caught:
+    with pytest.raises(PlacementInfeasibleError, match="op 'big' alone needs 6.0 MB") as caught:
         gplace.place(graph, cluster, method="pretrained", budget="2 samples")
+    assert "warm_start" not in str(caught.value)
+    three = OpGraph.from_ops([Op(name, "T", 1.0, persistent_memory=3 * 10**6) for name in "abc"], [], name="g3")
+    with pytest.raises(PlacementInfeasibleError, match="method='heft'") as caught:  # each op fits, no two together
+        gplace.place(three, cluster, method="pretrained", budget="2 samples")
     assert "warm_start" not in str(caught.value)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.errors import format_seconds
 from gplace.ir.serialize import JsonTextError, read_json
 from gplace.runtime.base import Runtime
 
@@ -134,7 +135,8 @@ def run_baselines(
         if not m.ok:
             _warn_failed(graph, cluster, f"baseline {name!r}", f"its placement failed: {m.reason}")
             continue
-        log.info("%s on %s: %s %.4g s (placed in %.2f s)", graph.name, cluster.name, name, m.step_time, seconds)
+        log.info("%s on %s: %s %s (placed in %.2f s)", graph.name, cluster.name, name, format_seconds(m.step_time),
+                 seconds)
     return records, placements
 
 
@@ -175,8 +177,8 @@ def run_learned(
                        learned=True), None
     m, train = report.measurement, report.train
     if m.ok:
-        log.info("%s on %s: learned search %r: %.4g s (%d samples in %.1f s)", graph.name, cluster.name, name,
-                 m.step_time, train.samples, train.seconds)
+        log.info("%s on %s: learned search %r: %s (%d samples in %.1f s)", graph.name, cluster.name, name,
+                 format_seconds(m.step_time), train.samples, train.seconds)
     else:
         _warn_failed(graph, cluster, f"learned search {name!r}", f"its placement failed: {m.reason}")
     record = _record(graph, cluster, name, m.step_time, lower_bound, train.seconds, m.reason, samples=train.samples,

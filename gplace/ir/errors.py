@@ -38,6 +38,22 @@ def format_bytes(nbytes: int, unit_of: int | None = None) -> str:
     return f"{int(nbytes)} B"
 
 
+def format_seconds(seconds: float) -> str:
+    """A step time as gplace shows it: milliseconds with three decimals from 1 ms to 100 s (``91.525 ms``),
+    microseconds below (``45.123 us``, where ``0.045 ms`` hid a 1 % difference), seconds above (``187,967.411 s``).
+
+    >>> [format_seconds(s) for s in (0.091525, 4.5123e-05, 187967.4108, float("inf"))]
+    ['91.525 ms', '45.123 us', '187,967.411 s', 'inf']
+    """
+    if not math.isfinite(seconds):
+        return "inf" if seconds > 0 else str(seconds)
+    if abs(seconds) < 1e-3:
+        return f"{seconds * 1e6:.3f} us"
+    if abs(seconds) < 100:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds:,.3f} s"
+
+
 def format_shortfall(needs: int, has: int) -> str:
     """``needs 5.0 MB, has 4.2 MB``; exact byte counts where the rounded ones would read the same, in the larger
     one's unit (``needs 1.0 MB, has 1000.0 kB`` for a byte short, before).

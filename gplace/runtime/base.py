@@ -243,3 +243,8 @@ for it)."""
 _WARNED: set[str] = set()
 
 
+def forget_warnings() -> None:
+    """Warn again for each runtime id (a new job of a sweep in this process has a log of its own)."""
+    _WARNED.clear()
+
+

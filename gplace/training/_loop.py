@@ -568,7 +568,8 @@ def compare_greedy(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Clust
 
 class progress_bar:  # noqa: N801 - used as a context manager
     """A rich progress bar over updates, showing the best step time, on stderr (as tqdm's: a closed stdout pipe,
-    ``gplace ... | head -1``, ended a finished run before its files were written); silent when disabled.
+    ``gplace ... | head -1``, ended a finished run before its files were written); silent when disabled, and where
+    stderr is neither a terminal nor a notebook (rich drew nothing there but ended with an empty line).
 
     ``with progress_bar(...) as advance:`` gives ``advance(best_step_time)``, called once per update. While the bar
     is drawn, the log handlers (of the root and ``gplace`` loggers) writing to its terminal write above it, through
@@ -584,9 +585,13 @@ class progress_bar:  # noqa: N801 - used as a context manager
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+        console = Console(file=_Unfailing(sys.stderr))
+        if not (console.is_terminal or console.is_jupyter):
+            self.enabled = False
+            return lambda best: None
         self._bar = Progress(TextColumn("[bold]placing"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("best {task.fields[best]}"), TimeRemainingColumn(), transient=True,
-                             console=Console(file=_Unfailing(sys.stderr)))
+                             console=console)
         streams = sys.stdout, sys.stderr
         self._bar.__enter__()  # on a terminal, sys.stdout and sys.stderr now print above the bar
         moves = [(old, new) for old, new in zip(streams, (sys.stdout, sys.stderr), strict=True)

@@ -232,3 +232,19 @@ def test_a_graph_with_no_work_conforms() -> None:
     g = OpGraph.from_ops([Op("a", "Const", 0.0), Op("b", "Identity", 0.0)], [Edge("a", "b", 0)], name="no_work")
     [m] = check_runtime(Simulator(), g, uniform_cluster(2), [Placement.single(g, 0)])
     assert m.ok and m.step_time == 0.0
+
+
+def test_an_impossible_step_time_is_warned_again_after_forget_warnings(caplog) -> None:
+    """The warning came once per runtime id per process: a sweep's later jobs, run in the same process, had none of
+    it in their logs (the CLI forgets at each job's start)."""
+    import math
+
+    from gplace.runtime.base import Measurement, checked, forget_warnings
+
+    bad = Measurement(runtime="nan-probe-v1", step_time=math.nan, ok=True)
+    with caplog.at_level("WARNING", logger="gplace.runtime.base"):
+        for _ in range(2):
+            forget_warnings()
+            assert not checked(bad, object()).ok
+            checked(bad, object())
+    assert sum("nan-probe-v1" in r.getMessage() for r in caplog.records) == 2

@@ -85,6 +85,15 @@ def test_a_log_line_under_the_progress_bar_starts_its_own_line(terminal, monkeyp
     assert _root_handler(terminal).stream is terminal
 
 
+def test_the_bar_writes_nothing_where_stderr_is_no_terminal(monkeypatch) -> None:
+    """Off a terminal rich drew no bar but ended it with an empty line: one after every search's log lines."""
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", piped)
+    with progress_bar(True, total=3, completed=0) as advance:
+        advance(0.1)
+    assert piped.getvalue() == ""
+
+
 def test_the_log_streams_are_restored_when_the_search_raises(terminal, monkeypatch) -> None:
     """A search that raises under the bar leaves every handler writing to its own stream."""
     monkeypatch.setattr(sys, "stderr", terminal)

@@ -117,8 +117,9 @@ class PipelineILPPlacer(StagePlacer):
             why = f"; memory: {_no_packing(problem)}" if result.status == 2 else ""
             raise PlacementInfeasibleError(f"pipeline ILP for graph {problem.graph.name!r}: {result.message}{why}")
         if result.status != 0:
-            log.warning("pipeline ILP for %s stopped before proving optimality: %s", problem.graph.name,
-                        result.message)
+            log.warning("pipeline ILP for %s stopped before proving optimality (%s); its best placement so far is "
+                        "used: more time_limit (gplace place budget=SECONDS) may find a faster one",
+                        problem.graph.name, result.message)
         return np.argmax(result.x[: p * s].reshape(p, s), axis=1)
 
 
