@@ -470,18 +470,33 @@ def _why_nothing_ran(graph: OpGraph, cluster: Cluster, baselines: dict[str, Meas
 
 
 def _op_too_large(graph: OpGraph, cluster: Cluster) -> str | None:
-    """Why no placement can fit where one op's own bytes (persistent + output + temporary) exceed the memory of every
-    device it may run on, naming the first such op; else ``None``."""
-    need = graph.persistent_memory + graph.output_bytes + graph.temporary_memory
-    room = np.where(graph.allowed_devices(cluster), cluster.memory[None, :], 0).max(axis=1)
+    """Why no placement can fit where an op, or a colocation group, outgrows every device it may run on: an op's own
+    bytes (persistent + output + temporary), a group's lower bound (its members' persistent bytes together + its
+    largest output + temporary), naming the first such; else ``None``."""
+    allowed = graph.allowed_devices(cluster)
+    own = graph.output_bytes + graph.temporary_memory
+    need = graph.persistent_memory + own
+    room = np.where(allowed, cluster.memory[None, :], 0).max(axis=1)
     over = np.flatnonzero(need > room)
-    if not over.size:
-        return None
-    op = int(over[0])
-    more = f" (and {over.size - 1} more ops)" if over.size > 1 else ""
-    return (f"op {graph.op_names[op]!r} alone needs {format_bytes(int(need[op]))} (persistent + output + temporary), "
-            f"more than any device it may run on holds ({format_bytes(int(room[op]))} at most){more}: no placement "
-            "fits; give the cluster more memory")
+    if over.size:
+        op = int(over[0])
+        more = f" (and {over.size - 1} more ops)" if over.size > 1 else ""
+        return (f"op {graph.op_names[op]!r} alone needs {format_bytes(int(need[op]))} (persistent + output + "
+                f"temporary), more than any device it may run on holds ({format_bytes(int(room[op]))} at most){more}: "
+                "no placement fits; give the cluster more memory")
+    members: dict[str, list[int]] = {}
+    for i, group in enumerate(graph.colocation):
+        if group is not None:
+            members.setdefault(group, []).append(i)
+    for group, ops in members.items():
+        together = int(graph.persistent_memory[ops].sum() + own[ops].max())
+        most = int(np.where(allowed[ops].all(axis=0), cluster.memory, 0).max())
+        if together > most:
+            return (f"colocation group {group!r} ({len(ops)} ops) needs at least {format_bytes(together)} on one "
+                    f"device (its persistent bytes together + its largest output and temporary), more than any "
+                    f"device all its ops may run on holds ({format_bytes(most)} at most): no placement fits; give "
+                    "the cluster more memory")
+    return None
 
 
 def _searched(result: TrainResult, baselines: dict[str, Measurement], graph: OpGraph, cluster: Cluster,
@@ -575,12 +590,19 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
         check_objective(meta, runtime, path)
         return zero_shot_search(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
                                 max_groups=recorded_max_groups(meta), seed=seed)
-    placement = placer.place(graph, cluster)
+    try:
+        placement = placer.place(graph, cluster)
+    except PlacementInfeasibleError as err:  # a greedy pass's "another order may fit", where none can
+        why = _op_too_large(graph, cluster)
+        if why is None:
+            raise
+        raise PlacementInfeasibleError(f"{err}; {why}") from None
     samples = getattr(placer, "evaluations", 0)  # a placer that searches by measuring says how many it did
     measurement = runtime.measure(graph, cluster, placement)
     if not measurement.ok:  # as HEFT's and the m_* placers' own checks say
+        why = _op_too_large(graph, cluster) if "out of memory" in measurement.reason else None
         raise PlacementInfeasibleError(f"{type(placer).__name__}'s placement of {graph.name!r} on {cluster.name!r} "
-                                       f"failed: {measurement.reason}")
+                                       f"failed: {measurement.reason}" + (f"; {why}" if why else ""))
     return TrainResult(placement, measurement, samples, time.monotonic() - started)  # its result's not counted
 
 

@@ -439,6 +439,34 @@ def test_a_search_where_one_op_outgrows_every_device_says_so():
     assert "warm_start='heft'" not in str(err.value)
 
 
+@pytest.mark.parametrize("method", ["learned", "single", "round_robin", "heft"])
+def test_a_colocation_group_too_large_for_every_device_is_named(method):
+    """Each op fitted alone, their group nowhere: the search advised a warm start from HEFT (which failed too), the
+    baselines named a device only, HEFT said another order may fit."""
+    from gplace.ir import Cluster, Device, Edge, Op, OpGraph
+
+    mb = 10**6
+    ops = [Op("x", "In", 0.01, output_bytes=mb)] + [
+        Op(f"h{i}", "MatMul", 0.3, output_bytes=mb, persistent_memory=40 * mb, colocation="BIG") for i in range(3)]
+    graph = OpGraph.from_ops(ops, [Edge("x", "h0"), Edge("h0", "h1"), Edge("h1", "h2")], name="big_group")
+    cluster = Cluster.build([Device("/CPU:0", "cpu", 0.25, 70 * mb), Device("/GPU:0", "gpu", 2.0, 50 * mb)],
+                            default_bandwidth=1e8)
+    with pytest.raises(gplace.baselines.PlacementInfeasibleError) as err:
+        gplace.place(graph, cluster, method=method, budget="4 samples" if method == "learned" else None, seed=0)
+    assert "colocation group 'BIG' (3 ops) needs at least 121.0 MB on one device" in str(err.value), str(err.value)
+    assert "(70.0 MB at most): no placement fits" in str(err.value) and "warm_start='heft'" not in str(err.value)
+
+
+def test_an_op_pinned_to_a_kind_it_has_no_cost_for_says_so():
+    """'can run on no device of cluster (kinds ['cpu', 'gpu'])' listed the kind it was pinned to."""
+    from gplace.ir import GraphError, Op, OpGraph
+    from gplace.testing import cpu_gpu_cluster
+
+    graph = OpGraph.from_ops([Op("conv", "Conv", None, kind_cost={"gpu": 0.3}, pinned="cpu")], [])
+    with pytest.raises(GraphError, match=r"it has no cost for kind 'cpu' \(its costs are for \['gpu'\]\)"):
+        gplace.place(graph, cpu_gpu_cluster(1), method="heft")
+
+
 def test_search_results_keep_their_sample_and_counts():
     """On a noisy runtime best_sample named the first sample under the re-measured time (sample 2, not 14); a search
     where nothing fitted reported 0 samples, 0 s and no history though it measured 16."""

@@ -521,11 +521,20 @@ class OpGraph:
         dead = np.flatnonzero(~ok.any(1))
         if dead.size:
             i = dead[0]
+            pin = self.pinned[i]
+            why = (f": it has no cost for kind {pin!r} (its costs are for {self._costed_kinds(i)})"
+                   if pin is not None and pin in cluster.kinds else "")
             raise GraphError(
-                f"op {self.op_names[i]!r} (pinned={self.pinned[i]!r}) can run on no device of cluster "
-                f"{cluster.name!r} (kinds {sorted(set(cluster.kinds))})"
+                f"op {self.op_names[i]!r} (pinned={pin!r}) can run on no device of cluster "
+                f"{cluster.name!r} (kinds {sorted(set(cluster.kinds))}){why}"
             )
         return ok
+
+    def _costed_kinds(self, op: int) -> str:
+        """The device kinds op ``op`` has a cost for, as words: ``['gpu']``, or ``every kind`` (a generic cost)."""
+        if np.isfinite(self.compute_cost[op]):
+            return "every kind"
+        return str(sorted(kind for kind, cost in self.kind_cost.items() if np.isfinite(cost[op])))
 
 
 MAX_BYTES = 2**63 - 1

@@ -188,11 +188,13 @@ class _Descent:
     def _first_better(self, devices: np.ndarray, best: float, seen: list | None, near_only: bool = False
                       ) -> tuple[float, np.ndarray] | None:
         """The best candidate of the first batch of single moves from ``devices`` that beats ``best``; every
-        candidate measured is appended to ``seen`` (time, devices) when given."""
+        candidate measured is appended to ``seen`` (time, devices) when given: those that ran, or every one where
+        ``devices`` itself did not (from a start out of memory, a split that runs may be two moves away)."""
         for rows in self._batches(devices, near_only):
             times = self.measure(rows)
             if seen is not None:
-                seen += [(float(t), row) for t, row in zip(times, rows, strict=True) if np.isfinite(t)]
+                seen += [(float(t), row) for t, row in zip(times, rows, strict=True)
+                         if np.isfinite(t) or not np.isfinite(best)]
             k = int(np.argmin(times))
             if times[k] < best * _IMPROVES:
                 return float(times[k]), rows[k]

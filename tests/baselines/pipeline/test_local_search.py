@@ -157,3 +157,20 @@ def test_settings_changed_after_construction_are_the_ones_searched():
     changed.microbatches, changed.schedule = 2, "gpipe"
     fresh = PipelineLocalSearch(2, "gpipe", time_limit=None, max_evaluations=200)
     assert changed.place(graph, cluster).devices.tolist() == fresh.place(graph, cluster).devices.tolist()
+
+
+def test_from_a_start_out_of_memory_it_tries_pairs_of_moves():
+    """Pairs of moves were built from single moves that ran only: from the DP's split out of memory (it leaves
+    temporary memory out), every single move out of memory too, it returned the start, two moves from one that ran."""
+    from gplace.ir import Placement
+
+    mb = 10**6
+    ops = [Op(f"f{i}", "MM", 0.2, persistent_memory=5 * mb, temporary_memory=40 * mb, output_bytes=mb)
+           for i in range(4)]
+    graph = OpGraph.from_ops(ops, [Edge(f"f{i}", f"f{i + 1}") for i in range(3)], name="temp")
+    cluster = Cluster.build([Device("/CPU:0", "cpu", 0.25, 500 * mb), Device("/GPU:0", "gpu", 2.0, 50 * mb),
+                             Device("/GPU:1", "gpu", 1.0, 60 * mb)], default_bandwidth=1e8, default_latency=1e-5)
+    sim = PipelineSimulator(4, "1f1b")
+    assert not sim.measure(graph, cluster, Placement.for_graph(graph, [1, 1, 1, 2])).ok  # the DP's start
+    found = PipelineLocalSearch(4, "1f1b", max_evaluations=200).place(graph, cluster)
+    assert sim.measure(graph, cluster, found).ok
