@@ -253,13 +253,21 @@ def _logged(logger: Logger | None, config: dict[str, Any]) -> Iterator[HeldOpen 
         yield None
         return
     held = HeldOpen(logger)
-    held.log_config(config)
-    failed = True
     try:
+        held.log_config(config)  # inside: a log_config that raises (a W&B run started) is finished too
         yield held
-        failed = False
-    finally:
-        held.close(failed=failed)
+    except BaseException:
+        _close_quietly(held)  # a finish that fails too does not replace what the host sees (a KeyboardInterrupt)
+        raise
+    held.close(failed=False)
+
+
+def _close_quietly(held: HeldOpen) -> None:
+    """Finish ``held`` as failed while an exception propagates, logging (not raising) the finish's own error."""
+    try:
+        held.close(failed=True)
+    except Exception as err:
+        log.warning("the logger's finish failed too, after the error below it (%s: %s)", type(err).__name__, err)
 
 
 def _run_config(graph: OpGraph, cluster: Cluster, method: str | Path | Placer, budget: Budget | None,

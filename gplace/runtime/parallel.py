@@ -736,7 +736,8 @@ class Worker:
         try:
             graph, cluster = self._problem(key, source)
             m = self.runtime.measure(graph, cluster, Placement(devices, graph.fingerprint))
-        except Exception as err:  # a runtime that breaks the contract must not end the search
+        except (Exception, SystemExit, KeyboardInterrupt) as err:  # a runtime that breaks the contract must not end
+            # the search, nor the host: a sys.exit() in the runtime ended the caller's process, silently
             logger.debug("measurement raised in worker %d", os.getpid(), exc_info=True)
             m = _raised(self.runtime, err, " in a worker")
         usable = getattr(self.runtime, "usable", None)
@@ -791,7 +792,7 @@ def _measured(runtime: Runtime, graph: OpGraph, cluster: Cluster, placement: Pla
         return _raised(runtime, err)
 
 
-def _raised(runtime: Runtime, err: Exception, where: str = "") -> Measurement:
+def _raised(runtime: Runtime, err: BaseException, where: str = "") -> Measurement:
     """The failed measurement naming the exception ``runtime`` raised ``where`` (``" in a worker"``)."""
     return Measurement.failure(runtime.id, f"{type(runtime).__name__} raised {type(err).__name__}{where}: "
                                            f"{error_summary(err)}")

@@ -372,12 +372,14 @@ def _run_stages(job: _Job) -> PipelineRun:
     world, port = job.world, _free_port()
     procs = [ctx.Process(target=_stage_main, args=(rank, world, port, job, results), daemon=True)
              for rank in range(world)]
-    for p in procs:
-        p.start()
-    try:
+    try:  # Ctrl-C between two starts: the stages started are stopped too (one ran on, then a zombie)
+        for p in procs:
+            p.start()
         reports = _collect(results, procs, job)
     finally:
         for p in procs:
+            if p.pid is None:  # never started
+                continue
             if p.is_alive():
                 p.kill()
             p.join(timeout=5)

@@ -131,7 +131,11 @@ class Loop:
         try:
             yield self
         except BaseException:
-            self.close(failed=True)
+            try:
+                self.close(failed=True)
+            except Exception as err:  # a failing finish does not replace what the host sees (a KeyboardInterrupt)
+                log.warning("the logger's finish failed too, after the error below it (%s: %s)", type(err).__name__,
+                            err)
             raise
 
     def log(self, update: int, metrics: dict[str, float]) -> None:
@@ -217,15 +221,16 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
             trainer).
     """
     held = contextlib.ExitStack()
-    if run_dir is not None:  # one process a directory, whichever trainer; a caller's own hold is kept
-        held.enter_context(hold_dir(run_dir))
-    logger = logger or NullLogger()
-    jsonl = None if run_dir is None else JsonlLogger(Path(run_dir) / "metrics.jsonl")
-    loop = kind(optimizer=torch.optim.Adam(params, lr=lr), generator=torch.Generator().manual_seed(seed),
-                logger=logger if jsonl is None else MultiLogger(logger, jsonl), run_id=run_id,
-                runtime_id=runtime_id, grouping_id=grouping_id, seed=seed, trainer_id=trainer_id, settings=settings,
-                ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", held=held, **fields)
-    try:
+    try:  # whatever raises (an empty parameter list for Adam, Ctrl-C) gives the directory back at once
+        if run_dir is not None:  # one process a directory, whichever trainer; a caller's own hold is kept
+            held.enter_context(hold_dir(run_dir))
+        logger = logger or NullLogger()
+        jsonl = None if run_dir is None else JsonlLogger(Path(run_dir) / "metrics.jsonl")
+        loop = kind(optimizer=torch.optim.Adam(params, lr=lr), generator=torch.Generator().manual_seed(seed),
+                    logger=logger if jsonl is None else MultiLogger(logger, jsonl), run_id=run_id,
+                    runtime_id=runtime_id, grouping_id=grouping_id, seed=seed, trainer_id=trainer_id,
+                    settings=settings, ckpt=None if run_dir is None else Path(run_dir) / "checkpoint.pt", held=held,
+                    **fields)
         state = None if loop.ckpt is None else load_checkpoint(loop.ckpt, run_id, runtime_id=runtime_id,
                                                                param_shapes=loop.param_shapes(), grouping=grouping_id,
                                                                seed=seed, trainer=trainer_id, settings=settings)
@@ -592,12 +597,18 @@ class progress_bar:  # noqa: N801 - used as a context manager
         self._bar = Progress(TextColumn("[bold]placing"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("best {task.fields[best]}"), TimeRemainingColumn(), transient=True,
                              console=console)
-        streams = sys.stdout, sys.stderr
-        self._bar.__enter__()  # on a terminal, sys.stdout and sys.stderr now print above the bar
-        moves = [(old, new) for old, new in zip(streams, (sys.stdout, sys.stderr), strict=True)
-                 if new is not old and (old is streams[1] or _isatty(old))]  # the bar's terminal, not a pipe
-        self._moved = redirect_log_streams(moves)
-        task = self._bar.add_task("train", total=self.total, completed=self.completed, best="-")
+        streams, self._moved = (sys.stdout, sys.stderr), []
+        try:  # __exit__ is not called where __enter__ raises (Ctrl-C): the host's streams and handlers are put back
+            self._bar.__enter__()  # on a terminal, sys.stdout and sys.stderr now print above the bar
+            moves = [(old, new) for old, new in zip(streams, (sys.stdout, sys.stderr), strict=True)
+                     if new is not old and (old is streams[1] or _isatty(old))]  # the bar's terminal, not a pipe
+            self._moved = redirect_log_streams(moves)
+            task = self._bar.add_task("train", total=self.total, completed=self.completed, best="-")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.__exit__(*sys.exc_info())
+            sys.stdout, sys.stderr = streams
+            raise
         return lambda best: self._bar.update(task, advance=1, best=f"{best * 1e3:.3f} ms")
 
     def __exit__(self, *exc) -> None:

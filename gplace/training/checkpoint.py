@@ -47,6 +47,9 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
         tmp.unlink(missing_ok=True)
         kept = "the last whole one is kept" if path.exists() else "none was written before"
         raise OSError(f"cannot write {path} ({error_summary(err)}); {kept}{_why_not_written(err, path)}") from None
+    except BaseException:  # Ctrl-C while writing: no half file left beside the last whole one (up to 11 MB)
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(path)
 
 

@@ -30,6 +30,15 @@ class _Dies(Simulator):
         return super()._measure(graph, cluster, placement)
 
 
+class _Exits(Simulator):
+    """Calls ``sys.exit(3)`` when op 1 is on device 1."""
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
+        if placement.devices[1] == 1:
+            sys.exit(3)
+        return super()._measure(graph, cluster, placement)
+
+
 class _CancelledPool:
     """A pool another thread shut down with ``cancel_futures=True`` after the call was queued."""
 
@@ -79,6 +88,15 @@ def test_a_worker_dying_after_workers_answered_is_not_blamed_on_the_script(tmp_p
         assert runtime.measure(g, c, Placement.for_graph(g, [0, 0, 0, 0])).ok
         dead = runtime.measure(g, c, Placement.for_graph(g, [0, 1, 0, 0]))
     assert not dead.ok and "worker process died" in dead.reason
+
+
+def test_a_runtime_calling_sys_exit_in_a_worker_is_a_failed_measurement() -> None:
+    """The worker sent the SystemExit back and the pool raised it in the caller: the host process ended, status 3."""
+    g, c = diamond(), uniform_cluster(2)
+    with PoolRuntime(_Exits(), workers=1) as runtime:
+        exited = runtime.measure(g, c, Placement.for_graph(g, [0, 1, 0, 0]))
+        assert runtime.measure(g, c, Placement.for_graph(g, [0, 0, 0, 0])).ok
+    assert not exited.ok and "raised SystemExit in a worker" in exited.reason
 
 
 def _main_module(tmp_path, source: str) -> types.ModuleType:
@@ -144,6 +162,7 @@ def test_a_pool_runtime_inside_a_multiprocessing_pool_worker_measures_there(tmp_
     AssertionError from deep in concurrent.futures; it measures in that worker instead, with a warning."""
     script = tmp_path / "harness.py"
     script.write_text(textwrap.dedent("""
+        import logging
         import multiprocessing
         from gplace.ir import Placement
         from gplace.runtime import Simulator
@@ -152,6 +171,7 @@ def test_a_pool_runtime_inside_a_multiprocessing_pool_worker_measures_there(tmp_
         class Raises(Simulator):
             def _measure(self, graph, cluster, placement):
                 raise ValueError("broken runtime")
+        logging.basicConfig()  # in every process: gplace logs nothing until the host configures logging
         def job(seed):
             g, c = diamond(), uniform_cluster(2)
             with PoolRuntime(Simulator(), workers=1) as runtime:

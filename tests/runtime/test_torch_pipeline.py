@@ -350,6 +350,25 @@ def test_a_stage_that_dies_or_hangs_is_a_failed_measurement_and_leaves_no_proces
     assert not multiprocessing.active_children()
 
 
+def test_ctrl_c_between_two_stage_starts_stops_the_stage_started(monkeypatch) -> None:
+    """The starts were outside the try that kills and joins the stages: the first ran on, then stayed a zombie."""
+    started = []
+    real_start = multiprocessing.process.BaseProcess.start
+
+    def start(process) -> None:
+        if started:
+            raise KeyboardInterrupt
+        real_start(process)
+        started.append(process)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
+    model, x, y, graph, cluster, placement = _staged("mlp", 2)
+    with pytest.raises(KeyboardInterrupt):
+        TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M, steps=1, warmup=0).measure(
+            graph, cluster, placement)
+    assert len(started) == 1 and started[0].exitcode is not None and not multiprocessing.active_children()
+
+
 def test_a_placement_that_splits_a_module_is_refused_up_front() -> None:
     model, x = _Scaled(), torch.randn(BATCH, 8)
     graph = from_torch(model, (x[: BATCH // M],))
