@@ -29,6 +29,7 @@ import numpy as np
 from gplace.export.parts import Part, check_types, device_parts, part_of
 from gplace.importers.onnx import OnnxSource, node_reads
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
+from gplace.ir.errors import name_list
 from gplace.ir.serialize import atomic_path, write_bytes_atomic, write_error
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def run_parts(parts: list[OnnxPart], feeds: Mapping[str, Any], outputs: Iterable
     if not isinstance(feeds, Mapping):  # a list failed in dict(): "dictionary update sequence element #0 ..."
         raise TypeError(f"run_parts: feeds must map the model's input names to arrays, e.g. {{'x': array}}, got "
                         f"{type(feeds).__name__}")
-    wanted = _output_names(outputs)
+    wanted = None if outputs is None else name_list(outputs, "run_parts: outputs", "['y']")
     ort = require("onnxruntime", "onnx", "running ONNX parts")
     values: dict[str, Any] = dict(feeds)
     for part in parts:
@@ -177,22 +178,6 @@ def run_parts(parts: list[OnnxPart], feeds: Mapping[str, Any], outputs: Iterable
         raise UnsupportedGraphError(f"no part computes {unknown[0]!r} and no feed gives it (a model output that is "
                                     "an initialiser passes through no node: read it from the model)")
     return {t: _to_numpy(values[t]) for t in names}
-
-
-def _output_names(outputs: Iterable[str] | str | None) -> list[str] | None:
-    """:func:`run_parts`' ``outputs`` as a list, read once (a generator gave nothing): a str is one name (it was
-    split into letters).
-
-    Raises:
-        TypeError: ``outputs`` is not an iterable of names.
-    """
-    if outputs is None or isinstance(outputs, str):
-        return None if outputs is None else [outputs]
-    names = list(outputs) if isinstance(outputs, Iterable) else [outputs]
-    bad = [t for t in names if not isinstance(t, str)]
-    if bad:
-        raise TypeError(f"run_parts: outputs must be tensor names, e.g. ['y'], got {bad[0]!r}")
-    return names
 
 
 _NUMPY_TYPES = frozenset(f"tensor({t})" for t in (

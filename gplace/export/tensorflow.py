@@ -31,6 +31,7 @@ from typing import Any
 from gplace.export.parts import check_types, framework_devices
 from gplace.importers.tensorflow import TensorFlowSource
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
+from gplace.ir.errors import name_list
 from gplace.ir.serialize import as_path
 from gplace.runtime.tf_runtime import as_placed, tf_device
 
@@ -110,7 +111,7 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
         FileExistsError: ``export_dir`` exists.
     """
     check_types(graph, cluster, placement)
-    tags = _tags(tags)
+    tags = name_list(tags, "save_saved_model: tags", "('serve',)")
     if not isinstance(signature, str):  # TF failed after creating export_dir: "bad argument type for built-in ..."
         raise TypeError(f"save_saved_model: signature must be a str such as 'serving_default', got {signature!r}")
     if not signature:
@@ -156,19 +157,6 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
                                                  main_op=restore, clear_devices=False)
         builder.save()
     return export_dir
-
-
-def _tags(tags: Any) -> list[str]:
-    """:func:`save_saved_model`'s ``tags`` as a list: a str is one tag (``"serve"`` was written as five).
-
-    Raises:
-        TypeError: ``tags`` is neither a str nor an iterable of them.
-    """
-    found = [tags] if isinstance(tags, str) else list(tags) if isinstance(tags, Iterable) else [tags]
-    bad = [t for t in found if not isinstance(t, str)]
-    if bad:
-        raise TypeError(f"save_saved_model: tags must be a tag or tags such as ('serve',), got {bad[0]!r}")
-    return found
 
 
 def _signature_keys(tensors: Sequence[str], names: Sequence[str] = ()) -> dict[str, str]:

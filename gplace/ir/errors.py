@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
 
 
 class GraphError(ValueError):
@@ -116,6 +117,28 @@ def check_flags(where: str, **flags: object) -> None:
     for name, value in flags.items():
         if not isinstance(value, bool):
             raise ValueError(f"{where}: {name} must be true or false, got {value!r}{_numpy_hint(value)}")
+
+
+def name_list(value: object, what: str, example: str) -> list[str]:
+    """``value`` read once as a list of names: one ``str`` is one name (``"serve"`` was five tags, ``"logits"`` six
+    outputs), any other iterable of ``str`` is read once (a generator read twice gave none the second time).
+
+    Args:
+        what: who takes it and its name, for the error (``"run_parts: outputs"``).
+        example: a value to show in the error (``"['y']"``).
+
+    Raises:
+        TypeError: ``value`` is bytes or not iterable, or an entry is no ``str``, naming ``what`` and the entry.
+    """
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, bytes | bytearray) or not isinstance(value, Iterable):
+        raise TypeError(f"{what} must be a name (str) or names such as {example}, got a {type(value).__name__}")
+    names = list(value)
+    for k, entry in enumerate(names):
+        if not isinstance(entry, str):
+            raise TypeError(f"{what}[{k}] must be a name (str), got a {type(entry).__name__} {entry!r}")
+    return [str(entry) for entry in names]  # np.str_ as str
 
 
 def _numpy_hint(value: object) -> str:

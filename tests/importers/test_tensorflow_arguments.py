@@ -61,18 +61,18 @@ def test_outputs_are_any_iterable_of_names_read_once(graph, make):
 
 
 @pytest.mark.parametrize("outputs, match", [
-    (b"b", "outputs must be a node or tensor name .* got a bytes"),
-    (5, "outputs must be a node or tensor name .* got a int"),
-    ([b"b"], r"outputs\[0\] must be a node or tensor name \(str\), got a bytes"),
-    (["b", 3], r"outputs\[1\] must be a node or tensor name \(str\), got a int"),
+    (b"b", r"outputs must be a name \(str\) or names .* got a bytes"),
+    (5, r"outputs must be a name \(str\) or names .* got a int"),
+    ([b"b"], r"outputs\[0\] must be a name \(str\), got a bytes"),
+    (["b", 3], r"outputs\[1\] must be a name \(str\), got a int"),
 ])
 def test_outputs_that_are_not_names_are_refused_naming_outputs(graph, outputs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(TypeError, match=match):
         from_tensorflow(graph.as_graph_def(add_shapes=True), batch_size=2, outputs=outputs)
 
 
 def test_an_output_given_as_a_tensor_is_refused_naming_outputs(graph):
-    with pytest.raises(ValueError, match=r"outputs\[0\] must be a node or tensor name \(str\), got a"):
+    with pytest.raises(TypeError, match=r"outputs\[0\] must be a name \(str\), got a"):
         from_tensorflow(graph, batch_size=2, outputs=[graph.get_tensor_by_name("b:0")])
 
 

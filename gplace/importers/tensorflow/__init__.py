@@ -81,7 +81,7 @@ from gplace.importers.tensorflow.op_types import CONTROL_FLOW_OPS, CPU_ONLY_OPS,
 from gplace.importers.tensorflow.tracing import is_keras_model, trace
 from gplace.importers.tensorflow.training import GRADIENT_SCOPE, training_phases
 from gplace.ir import GraphError, OpGraph, UnsupportedGraphError
-from gplace.ir.errors import check_flags, error_summary
+from gplace.ir.errors import check_flags, error_summary, name_list
 
 __all__ = [
     "CONTROL_FLOW_OPS", "CPU_ONLY_OPS", "FREE_OPS", "FUNCTIONAL_CONTROL_FLOW", "GRADIENT_SCOPE", "TensorFlowSource",
@@ -192,7 +192,7 @@ def from_tensorflow(
         raise UnsupportedGraphError("training=True needs a Keras model; other programs are imported as given")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
-    outputs = _output_names(outputs)
+    outputs = None if outputs is None else tuple(name_list(outputs, "from_tensorflow: outputs", "['logits']"))
     tf = _import_tf()
     if signature is not None and not isinstance(obj, str | os.PathLike):
         raise UnsupportedGraphError(f"signature={signature!r} names a signature of a SavedModel directory; "
@@ -220,31 +220,6 @@ def from_tensorflow(
         return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
     except GraphError as err:
         raise UnsupportedGraphError(f"{where}: {err}") from None
-
-
-def _output_names(outputs: Any) -> tuple[str, ...] | None:
-    """``outputs`` read once as a tuple of names: one name, or any iterable of them (a generator was read twice,
-    and gave none the second time).
-
-    Raises:
-        ValueError: ``outputs`` is neither a name nor an iterable of names (str), naming the entry that is not.
-    """
-    if outputs is None:
-        return None
-    if isinstance(outputs, str):
-        return (str(outputs),)  # one name, not a list of its letters
-    try:
-        names = None if isinstance(outputs, bytes | bytearray) else tuple(outputs)
-    except TypeError:
-        names = None
-    if names is None:  # bytes, or not iterable
-        raise ValueError(f"from_tensorflow: outputs must be a node or tensor name (str) or an iterable of them, got "
-                         f"a {type(outputs).__name__}")
-    for k, entry in enumerate(names):
-        if not isinstance(entry, str):
-            raise ValueError(f"from_tensorflow: outputs[{k}] must be a node or tensor name (str), got a "
-                             f"{type(entry).__name__}")
-    return tuple(str(entry) for entry in names)
 
 
 def _session_values(tf: Any, variables: Mapping[str, Any]) -> dict[str, np.ndarray]:
