@@ -14,6 +14,7 @@ import gplace
 from gplace.baselines import HEFT, SingleDevice
 from gplace.bench.runner import run_baselines, run_learned
 from gplace.ir.cluster import Cluster, Device
+from gplace.ir.errors import format_seconds
 from gplace.loggers import JsonlLogger
 from gplace.runtime import Simulator
 from gplace.testing import layered_dag, random_dag, uniform_cluster
@@ -127,7 +128,7 @@ def test_the_bench_logs_a_learned_searchs_start_result_and_failure_by_name(caplo
                                 lambda d: gplace.place(tight_graph, tight, **TINY), 0.0)
     said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "gplace.bench.runner"]
     assert (logging.INFO, f"{graph.name} on 2xgpu: learned search 'seq2seq_warm' started") in said
-    assert (logging.INFO, f"{graph.name} on 2xgpu: learned search 'seq2seq_warm': {record.step_time:.4g} s "
+    assert (logging.INFO, f"{graph.name} on 2xgpu: learned search 'seq2seq_warm': {format_seconds(record.step_time)} "
                           f"({record.samples} samples in {record.search_seconds:.1f} s)") in said
     assert failed.failed and (logging.INFO, f"{tight_graph.name} on tight: learned search 'seq2seq' started") in said
     assert any(level == logging.WARNING and m.startswith(f"{tight_graph.name} on tight: learned search 'seq2seq' "
