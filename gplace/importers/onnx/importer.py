@@ -7,7 +7,6 @@ import os
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gplace.costmodel import TensorSpec, op_kind_costs
@@ -24,6 +23,7 @@ from gplace.importers.onnx.tensors import (
 )
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
 from gplace.ir.errors import error_summary
+from gplace.ir.serialize import as_path
 
 if TYPE_CHECKING:
     import onnx
@@ -74,13 +74,14 @@ def from_onnx(
             failed shape inference, ...).
     """
     given = input_shape_map(input_shapes)
-    model = _load(model_or_path)
-    graph_name = name or (_path(model_or_path).stem if _is_path(model_or_path) else model.graph.name) or "onnx"
+    path = as_path(model_or_path, "from_onnx: model_or_path") if _is_path(model_or_path) else None
+    model = _load(model_or_path if path is None else path)
+    graph_name = name or (model.graph.name if path is None else path.stem) or "onnx"
     fix_input_shapes(model.graph, given)
     model = infer_shapes(model, graph_name)
     try:
         ops, edges, node_index = _Builder(model.graph, graph_name, model.opset_import, model.functions).build()
-        base_dir = str(_path(model_or_path).resolve().parent) if _is_path(model_or_path) else None
+        base_dir = None if path is None else str(path.resolve().parent)
         return OpGraph.from_ops(ops, edges, name=graph_name, source=OnnxSource(model, node_index, base_dir))
     except GraphError as err:
         if isinstance(err, UnsupportedGraphError):
@@ -92,11 +93,6 @@ def _is_path(obj: object) -> bool:
     return isinstance(obj, str | os.PathLike)
 
 
-def _path(obj: Any) -> Path:
-    """A str or ``os.PathLike`` (a ``PurePath`` too) as a ``Path``."""
-    return Path(os.fsdecode(obj))
-
-
 def _load(model_or_path: object) -> onnx.ModelProto:
     """A private copy of the model, read from disk if given a path; protobuf errors become ours."""
     from gplace.extras import require
@@ -104,7 +100,7 @@ def _load(model_or_path: object) -> onnx.ModelProto:
     onnx = require("onnx", "onnx", "importing ONNX models")
 
     if _is_path(model_or_path):
-        path = _path(model_or_path)
+        path = as_path(model_or_path, "from_onnx: model_or_path")
         if not path.is_file():
             raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
         try:

@@ -178,9 +178,8 @@ def from_tensorflow(
         The op graph; its ``source`` is a :class:`TensorFlowSource`.
 
     Raises:
-        TypeError: ``obj`` is none of the above.
-        ValueError: ``batch_size`` is not a positive int, ``training`` not ``True`` or ``False``, or ``outputs``
-            not a name or names.
+        TypeError: ``obj`` is none of the above, or ``outputs`` not a name or names.
+        ValueError: ``batch_size`` is not a positive int, or ``training`` not ``True`` or ``False``.
         FileNotFoundError: a path that does not exist.
         UnsupportedGraphError: the program cannot be imported; the message names the node (or the stage) and
             the reason (control flow, an unknown dimension, an unregistered op, a failed trace, ...); or

@@ -14,6 +14,7 @@ from gplace.importers.tensorflow.functions import Traced, function_traced
 from gplace.importers.tensorflow.keras_step import keras_traced
 from gplace.importers.tensorflow.saved_model import saved_model_traced
 from gplace.ir import UnsupportedGraphError
+from gplace.ir.serialize import as_path
 
 
 def is_keras_model(obj: Any) -> bool:
@@ -29,7 +30,7 @@ def trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, 
     from tensorflow.core.framework import graph_pb2
 
     if isinstance(obj, str | os.PathLike):
-        return _trace_path(tf, Path(os.fsdecode(obj)), outputs, signature)
+        return _trace_path(tf, as_path(obj, "from_tensorflow: obj"), outputs, signature)
     if isinstance(obj, graph_pb2.GraphDef):
         return _graph_def_traced(tf, obj, "tensorflow", outputs)
     if isinstance(obj, tf.Graph):
