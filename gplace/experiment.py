@@ -21,7 +21,7 @@ from gplace.ir import Cluster, GraphError, OpGraph, Placement, placement_to_dict
 from gplace.ir.errors import format_bytes, format_seconds
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.ir.serialize import as_path
-from gplace.loggers import HeldOpen, Logger
+from gplace.loggers import HeldOpen, Logger, close_as_failed
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
 from gplace.run_dir import claim_run_dir
 from gplace.runtime.base import Measurement, Runtime, time_ratio
@@ -257,17 +257,9 @@ def _logged(logger: Logger | None, config: dict[str, Any]) -> Iterator[HeldOpen 
         held.log_config(config)  # inside: a log_config that raises (a W&B run started) is finished too
         yield held
     except BaseException:
-        _close_quietly(held)  # a finish that fails too does not replace what the host sees (a KeyboardInterrupt)
+        close_as_failed(held)
         raise
     held.close(failed=False)
-
-
-def _close_quietly(held: HeldOpen) -> None:
-    """Finish ``held`` as failed while an exception propagates, logging (not raising) the finish's own error."""
-    try:
-        held.close(failed=True)
-    except Exception as err:
-        log.warning("the logger's finish failed too, after the error below it (%s: %s)", type(err).__name__, err)
 
 
 def _run_config(graph: OpGraph, cluster: Cluster, method: str | Path | Placer, budget: Budget | None,

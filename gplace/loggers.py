@@ -420,6 +420,15 @@ class HeldOpen:
             finish_logger(self.logger, 1 if failed or self._failed else None)
 
 
+def close_as_failed(closable: Any) -> None:
+    """``closable.close(failed=True)`` while an exception propagates: a close that fails too is logged, not raised,
+    so it does not replace what the host sees (a KeyboardInterrupt)."""
+    try:
+        closable.close(failed=True)
+    except Exception as err:
+        log.warning("the logger's finish failed too, after the error below it (%s: %s)", type(err).__name__, err)
+
+
 class MultiLogger:
     """Sends everything to several loggers."""
 

@@ -34,7 +34,7 @@ import torch
 
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger, finish_logger
+from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger, close_as_failed, finish_logger
 from gplace.run_dir import hold_dir
 from gplace.runtime.base import Measurement, Runtime, measure_each
 from gplace.search_result import TrainResult
@@ -131,11 +131,7 @@ class Loop:
         try:
             yield self
         except BaseException:
-            try:
-                self.close(failed=True)
-            except Exception as err:  # a failing finish does not replace what the host sees (a KeyboardInterrupt)
-                log.warning("the logger's finish failed too, after the error below it (%s: %s)", type(err).__name__,
-                            err)
+            close_as_failed(self)
             raise
 
     def log(self, update: int, metrics: dict[str, float]) -> None:
