@@ -175,7 +175,11 @@ def from_torch(
             ``ExportedProgram.module()`` (alone or inside another module) keeps the mode it was exported in:
             torch fixed it in its graph.
         example_inputs: a tensor, a tuple or list of positional inputs, or a dict of keyword inputs. Needed
-            for a module; for an ``ExportedProgram`` its own example inputs are the default. (default: None)
+            for a module; for an ``ExportedProgram`` its own example inputs are the default, and given ones must
+            be inputs it takes (checked as torch checks its inputs, and for dtype and layout); an inference graph
+            is then the program at their sizes (a copy holding them as its example inputs where the sizes are
+            its own, else ``program.module()`` exported again on them, its ``Dim``s kept), as a training graph
+            is traced on them. (default: None)
         training: import the joint forward+backward graph instead of the forward one. (default: False)
         name: graph name. (default: the module's class name, with ``"_train"`` for a training graph)
 
@@ -189,6 +193,9 @@ def from_torch(
         ValueError: a module (or, for ``training=True``, an ``ExportedProgram`` that holds none) given without
             ``example_inputs``; ``training`` is not ``True`` or ``False``.
         TypeError: ``example_inputs`` neither a tensor, a tuple or list, nor a dict of keyword inputs.
+        ValueError: ``example_inputs`` given with an ``ExportedProgram`` that it would not take (another
+            structure or keywords, a non-tensor for a tensor, another rank, dtype or layout, a size that is static
+            and differs or outside its ``Dim``'s range), naming the input.
     """
     import torch
 
@@ -340,7 +347,12 @@ def _export(obj: Any, example_inputs: Any, training: bool) -> ExportedProgram:
     import torch
 
     if isinstance(obj, torch.export.ExportedProgram):
-        return obj
+        if example_inputs is None:
+            return obj
+        args, kwargs = example_args(example_inputs)
+        _check_program_inputs(obj, args, kwargs)
+        # a training graph is traced on them (_joint_inputs); an inference one is the program at their shapes
+        return obj if training else _at_inputs(obj, args, kwargs)
     if not isinstance(obj, torch.nn.Module):
         raise TypeError(f"from_torch expects an nn.Module or an ExportedProgram, got {type(obj).__name__}")
     if example_inputs is None:
@@ -354,6 +366,120 @@ def _export(obj: Any, example_inputs: Any, training: bool) -> ExportedProgram:
         except Exception as err:  # torch raises UserError, Unsupported, GuardOnDataDependentSymNode, ...
             reason = _trace_failure(err)
             raise UnsupportedGraphError(f"torch.export could not trace {type(obj).__name__}: {reason}") from err
+
+
+def _user_placeholders(ep: ExportedProgram) -> list[torch.fx.Node]:
+    """The placeholders of ``ep``'s user inputs, in the order of its flattened ``(args, kwargs)``."""
+    return [node for node, spec in zip(ep.graph.find_nodes(op="placeholder"), ep.graph_signature.input_specs,
+                                       strict=True) if spec.kind.name == "USER_INPUT"]
+
+
+def _program_kwargs(ep: ExportedProgram, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` in the order of ``ep``'s keyword inputs (its flattened inputs follow it).
+
+    Raises:
+        ValueError: other keywords than the program's.
+    """
+    in_spec = ep.call_spec.in_spec
+    if in_spec is None or in_spec.num_children != 2 or in_spec.child(1).type is not dict:
+        return kwargs
+    expected = list(in_spec.child(1).context)
+    if set(kwargs) != set(expected):
+        raise ValueError(f"example_inputs do not match the ExportedProgram's inputs: keyword inputs "
+                         f"{list(kwargs)}, the program takes {expected}")
+    return {k: kwargs[k] for k in expected}
+
+
+def _check_program_inputs(ep: ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refuse example inputs that ``ep`` would not take: another structure (number of inputs, keywords, nesting),
+    a non-tensor where it takes a tensor, another rank, dtype or layout, a static size that differs, a size outside
+    its ``Dim``'s range or breaking an equality between ``Dim``s (torch's own check of ``ExportedProgram`` inputs).
+
+    Raises:
+        ValueError: naming the input (its name in the program and its place in the inputs).
+    """
+    import torch
+    from torch.utils import _pytree as pytree
+
+    in_spec = ep.call_spec.in_spec
+    kwargs = _program_kwargs(ep, kwargs)
+    flat, spec = pytree.tree_flatten_with_path((args, kwargs))
+    if in_spec is not None and spec != in_spec:
+        raise ValueError(f"example_inputs do not match the ExportedProgram's inputs: their structure is "
+                         f"{pytree.treespec_pprint(spec)}, the program takes {pytree.treespec_pprint(in_spec)}")
+    placeholders = _user_placeholders(ep)
+    for (path, given), node in zip(flat, placeholders, strict=True):
+        traced = node.meta.get("val")
+        where = f"example input {node.name!r} ({pytree.keystr(path)})"
+        if not isinstance(traced, torch.Tensor):
+            continue  # a constant input: torch's check below
+        if not isinstance(given, torch.Tensor):
+            raise ValueError(f"{where} must be a tensor like the program's ({traced.dtype}, {traced.dim()} "
+                             f"dimensions), got {type(given).__name__}")
+        for what, want, got in (("dimensions", traced.dim(), given.dim()), ("dtype", traced.dtype, given.dtype),
+                                ("layout", traced.layout, given.layout)):
+            if want != got:
+                raise ValueError(f"{where} has {got} {what}, the program's has {want}" if what == "dimensions"
+                                 else f"{where} has {what} {got}, the program's has {want}")
+    try:
+        ep._check_input_constraints(flat)
+    except Exception as err:  # torch's RuntimeError, naming the input by its path
+        raise ValueError(f"example_inputs do not match the ExportedProgram's inputs "
+                         f"({', '.join(n.name for n in placeholders)}): {error_summary(err)}") from None
+
+
+def _at_inputs(ep: ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ExportedProgram:
+    """``ep`` with ``(args, kwargs)`` (checked by :func:`_check_program_inputs`) as its example inputs: a copy of it
+    where their sizes are its own, else ``ep.module()`` exported again on them, each dimension that was a ``Dim``
+    of ``ep`` one again (same range, the same ``Dim`` where ``ep`` had one symbol; ``Dim.AUTO`` for one derived from
+    others); where that fails (a size torch's check accepts but the ``Dim`` cannot take), exported at their sizes.
+
+    Raises:
+        UnsupportedGraphError: ``ep.module()`` cannot be exported on them, with torch's reason.
+    """
+    import torch
+    from torch.export import Dim, ShapesCollection
+    from torch.utils import _pytree as pytree
+
+    kwargs = _program_kwargs(ep, kwargs)
+    leaves = pytree.tree_leaves((args, kwargs))
+    placeholders = _user_placeholders(ep)
+    if all(tuple(given.shape) == tuple(_dim(d, node) for d in node.meta["val"].shape)
+           for given, node in zip(leaves, placeholders, strict=True) if isinstance(given, torch.Tensor)):
+        same = copy.copy(ep)
+        same.example_inputs = (tuple(args), dict(kwargs))
+        return same
+    dims: dict[Any, Any] = {}
+    shapes = ShapesCollection()
+    for given, node in zip(leaves, placeholders, strict=True):
+        if not isinstance(given, torch.Tensor):
+            continue
+        dynamic = {}
+        for k, d in enumerate(node.meta["val"].shape):
+            expr = getattr(getattr(d, "node", None), "expr", None)
+            if expr is None:
+                continue
+            if expr.is_Symbol and expr in ep.range_constraints:
+                if expr not in dims:
+                    span = ep.range_constraints[expr]
+                    bounds = {"min": int(span.lower)} if span.lower.is_Integer else {}  # not torch's int_oo
+                    bounds |= {"max": int(span.upper)} if span.upper.is_Integer else {}
+                    dims[expr] = Dim(str(expr), **bounds)
+                dynamic[k] = dims[expr]
+            else:
+                dynamic[k] = Dim.AUTO
+        if dynamic:
+            shapes[given] = dynamic
+    module = ep.module()
+    try:
+        try:
+            return torch.export.export(module, tuple(args), kwargs,
+                                       dynamic_shapes=shapes.dynamic_shapes(module, tuple(args), kwargs))
+        except Exception:  # the given sizes break a Dim (torch accepts a size 1 below a Dim's min of 2)
+            return torch.export.export(module, tuple(args), kwargs)
+    except Exception as err:
+        raise UnsupportedGraphError(f"torch.export could not export the ExportedProgram again at the example "
+                                    f"inputs' sizes: {_trace_failure(err)}") from err
 
 
 def _check_not_inference(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
