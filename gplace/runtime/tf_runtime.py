@@ -36,7 +36,10 @@ Step
     One step fetches the source's outputs and runs every sink node of the GraphDef (no node reads it), so every
     op runs in every step, a training step's variable updates included. Transfers between devices are
     TensorFlow's own send/receive; ``bytes_moved`` counts each tensor once per (producer, destination cluster
-    device), from its static shape.
+    device), sized from its static shape as the importer sizes it (a string element 8 bytes, a ``TensorList`` its
+    capacity where known, a handle or an unknown shape 0), so that it counts what sim-v1 counts from the graph's
+    edges. (Until 2026-12-05 strings and lists counted 0; the id stayed, as the times measured are the
+    same: a cache kept with ``cache_nondeterministic=True`` holds the old figure.)
 Step time
     The median wall time of ``steps`` ``Session.run`` calls after ``warmup`` ones; ``spread = (max - min) /
     median``. When the placement uses a GPU, at least one step is untimed (each measurement opens a fresh session,
@@ -680,9 +683,13 @@ def _sinks(graph: Any, nodes: Mapping[str, int], fed: set[str]) -> list[Any]:
 
 
 def _bytes_moved(graph: Any, homes: Mapping[str, int], aliases: Mapping[str, str] | None = None) -> int:
-    """Bytes of the tensors read on another cluster device, once per (tensor, destination device); ``aliases``:
-    tensor read in place of an input (a held input's read) -> the input's name, counted as the input."""
-    sent: dict[tuple[str, int], int] = {}
+    """Bytes of the tensors read on another cluster device, once per (tensor, destination device), each sized as
+    the importer sizes it (:func:`~gplace.importers.tensorflow.builder.tensor_bytes`: a string element 8 bytes, a
+    ``TensorList`` its capacity); ``aliases``: tensor read in place of an input (a held input's read) -> the input's
+    name, counted as the input."""
+    from gplace.importers.tensorflow.builder import tensor_bytes
+
+    sent: set[tuple[str, int]] = set()
     for op in graph.get_operations():
         dst = homes.get(op.name)
         for t in op.inputs:
@@ -690,15 +697,13 @@ def _bytes_moved(graph: Any, homes: Mapping[str, int], aliases: Mapping[str, str
                 t = graph.get_tensor_by_name(aliases[t.name])
             src = homes.get(t.op.name)
             if dst is not None and src is not None and src != dst:
-                sent[t.name, dst] = _nbytes(t)
-    return sum(sent.values())
-
-
-def _nbytes(tensor: Any) -> int:
-    dtype = tensor.dtype.base_dtype
-    if dtype.name in ("resource", "variant", "string") or not tensor.shape.is_fully_defined():
+                sent.add((t.name, dst))
+    if not sent:
         return 0
-    return math.prod(int(d) for d in tensor.shape) * dtype.size
+    import tensorflow as tf
+
+    sizes = tensor_bytes(tf, graph, {name for name, _ in sent})
+    return sum(sizes.get(name, 0) for name, _ in sent)
 
 
 def _failed_node(err: Any) -> str | None:

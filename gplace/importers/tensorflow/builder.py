@@ -327,6 +327,17 @@ class Builder:
                            self.where, len(unread), ", ".join(unread[:5]))
 
 
+def tensor_bytes(tf: Any, graph: Any, names: Any = None) -> dict[str, int]:
+    """Tensor name -> the bytes the importer gives it (its edges' bytes are these), for ``graph``'s tensors named
+    in ``names`` (default: all): a string element 8 bytes, a ``TensorList`` its capacity where known (the package
+    docstring), a handle or a tensor of unknown shape 0. tf-v1 counts its ``bytes_moved`` with it, so that it counts
+    what sim-v1 counts from the graph's edges."""
+    builder = Builder(tf, graph, graph.as_graph_def(), "tensor bytes")
+    for op in builder.ops:
+        builder._add_outputs(op)
+    return {name: t.nbytes for name, t in builder.tensors.items() if names is None or name in names}
+
+
 def _merge_dims(inferred: Any, recorded: Any) -> tuple[int, ...] | None:
     """Dimensions from shape inference, each unknown one filled from the recorded ``_output_shapes``."""
     dims = None if inferred.rank is None else [-1 if d is None else int(d) for d in inferred.as_list()]
