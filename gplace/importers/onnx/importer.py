@@ -19,6 +19,7 @@ from gplace.importers.onnx.tensors import (
     qualified_op_type,
     subgraphs,
     tensor_spec,
+    unsized_elem_type,
     value_types,
 )
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
@@ -70,8 +71,8 @@ def from_onnx(
         FileNotFoundError: ``model_or_path`` is a path that does not exist.
         ImportError: ``onnx`` is not installed (naming the ``onnx`` extra).
         UnsupportedGraphError: the model cannot be read or imported; the message names the node, tensor or
-            input and the reason (an unknown dimension with no input shape, an unknown shape after inference, a
-            failed shape inference, ...).
+            input and the reason (an unknown dimension with no input shape, a symbol given two sizes, an unknown
+            shape after inference, an element type of no known size, a failed shape inference, ...).
     """
     given = input_shape_map(input_shapes)
     path = as_path(model_or_path, "from_onnx: model_or_path") if _is_path(model_or_path) else None
@@ -165,12 +166,15 @@ class _Builder:
         self.graph_name = graph_name
         self.specs: dict[str, TensorSpec | None] = {}
         self.value_kind: dict[str, str | None] = {}
+        self.types: dict[str, onnx.TypeProto] = {}
         for value in [*graph.input, *graph.value_info, *graph.output]:
             self.specs.setdefault(value.name, None)
             self.value_kind.setdefault(value.name, value.type.WhichOneof("value"))
+            self.types.setdefault(value.name, value.type)
             spec = tensor_spec(value.type)
             if spec is not None:
                 self.specs[value.name] = spec
+                self.types[value.name] = value.type
         self.initializers = {t.name: initializer_spec(t) for t in graph.initializer}
         for sparse in graph.sparse_initializer:
             dense = initializer_spec(sparse.values)
@@ -250,6 +254,9 @@ class _Builder:
             spec = self.specs.get(value.name)
             if spec is None and self.readers.get(value.name):
                 kind = value.type.WhichOneof("value") or "untyped"
+                elem = unsized_elem_type(value.type) if kind == "tensor_type" else None
+                if elem is not None:
+                    raise UnsupportedGraphError(f"input {value.name!r} {elem}")
                 raise UnsupportedGraphError(f"input {value.name!r} is of type {kind.removesuffix('_type')}, "
                                             "not a tensor of known shape (not handled)")
             op_name = self._unique(value.name)
@@ -314,8 +321,9 @@ class _Builder:
                                         "produces (not a graph input, an initializer or an earlier node's output)")
         if spec is None:
             kind = self.value_kind.get(tensor)
+            elem = unsized_elem_type(self.types[tensor]) if kind == "tensor_type" else None
             what = (f"is a {kind.removesuffix('_type')} value, not a tensor (not handled)"
-                    if kind not in (None, "tensor_type") else "has a shape unknown after shape inference")
+                    if kind not in (None, "tensor_type") else elem or "has a shape unknown after shape inference")
             raise UnsupportedGraphError(f"node {src!r}: its output {tensor!r} (read by {op_name!r}) {what}")
         return spec
 

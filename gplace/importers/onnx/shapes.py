@@ -69,19 +69,22 @@ def fix_input_shapes(graph: onnx.GraphProto, given: dict[str, Sequence[int]]) ->
         raise UnsupportedGraphError(
             f"input_shapes names {unknown}, which are not inputs of the model; inputs: {[v.name for v in inputs]}"
         )
-    symbols: dict[str, int] = {}
+    symbols: dict[str, tuple[int, str]] = {}
     for value in sorted(inputs, key=lambda v: v.name not in given):  # the given first: their symbols fix the rest
         _fix_one_input(value, given.get(value.name), symbols)
     for value in [*graph.value_info, *graph.output]:
         if value.type.HasField("tensor_type"):
             for dim in value.type.tensor_type.shape.dim:
                 if dim.HasField("dim_param") and dim.dim_param in symbols:
-                    dim.dim_value = symbols[dim.dim_param]
+                    dim.dim_value = symbols[dim.dim_param][0]
                 elif dim.HasField("dim_value") and dim.dim_value < 0:  # an exporter's dynamic one: inference's to fill
                     dim.ClearField("dim_value")
 
 
-def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None, symbols: dict[str, int]) -> None:
+def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None,
+                   symbols: dict[str, tuple[int, str]]) -> None:
+    """Fix one input's shape from ``shape`` (given) or ``symbols`` (``{symbol: (size, the input giving it)}``,
+    to which a given shape adds its symbols)."""
     if not value.type.HasField("tensor_type"):
         if shape is not None:
             raise UnsupportedGraphError(f"input {value.name!r} is a {value.type.WhichOneof('value')}, not a tensor")
@@ -92,7 +95,7 @@ def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None, symb
             raise UnsupportedGraphError(f"input {value.name!r} has no shape; give it in input_shapes")
         for i, dim in enumerate(tensor_type.shape.dim):
             if dim.HasField("dim_param") and dim.dim_param in symbols:  # named in another input's given shape
-                dim.dim_value = symbols[dim.dim_param]
+                dim.dim_value = symbols[dim.dim_param][0]
             if not dim.HasField("dim_value") or dim.dim_value < 0:  # some exporters write -1 for a dynamic one
                 raise UnsupportedGraphError(
                     f"input {value.name!r}: dimension {i} ({dim.dim_param or dim.dim_value or 'unnamed'}) is unknown; "
@@ -105,11 +108,18 @@ def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None, symb
         raise UnsupportedGraphError(f"input {value.name!r} has rank {len(dims)}, input_shapes gives {shape}")
     for i, (dim, size) in enumerate(zip(dims, shape, strict=False)):
         if size < 0 or (dim.HasField("dim_value") and dim.dim_value >= 0 and dim.dim_value != size):
+            declared = (dim.dim_value if dim.HasField("dim_value")
+                        else repr(dim.dim_param) if dim.dim_param else "unknown")
             raise UnsupportedGraphError(
-                f"input {value.name!r}: dimension {i} is {dim.dim_value or dim.dim_param!r}, input_shapes gives {size}"
+                f"input {value.name!r}: dimension {i} is {declared}, input_shapes gives {size}"
             )
         if dim.HasField("dim_param"):
-            symbols[dim.dim_param] = size
+            earlier = symbols.setdefault(dim.dim_param, (size, value.name))
+            if earlier[0] != size:
+                raise UnsupportedGraphError(
+                    f"input_shapes gives the dimension {dim.dim_param!r} two sizes: {earlier[0]} (input "
+                    f"{earlier[1]!r}) and {size} (input {value.name!r}, dimension {i})"
+                )
     tensor_type.shape.Clear()
     for size in shape:
         tensor_type.shape.dim.add().dim_value = size

@@ -72,6 +72,29 @@ def tensor_spec(type_proto: onnx.TypeProto) -> TensorSpec | None:
     return None if bits is None else TensorSpec(shape, math.ceil(math.prod(shape) * bits / 8))
 
 
+def unsized_elem_type(type_proto: onnx.TypeProto) -> str | None:
+    """Where a tensor type's element type has no size gplace knows (undefined, or unknown to ONNX), the words for
+    it (the number and ONNX's name, and the shape where known), else ``None``."""
+    tensor_type = type_proto.tensor_type
+    if _elem_bits(tensor_type.elem_type) is not None:
+        return None
+    dims = tensor_type.shape.dim
+    known = tensor_type.HasField("shape") and all(d.HasField("dim_value") and d.dim_value >= 0 for d in dims)
+    shape = f" (its shape, {[int(d.dim_value) for d in dims]}, is known)" if known else ""
+    return (f"has elem_type {_elem_name(tensor_type.elem_type)}, not an ONNX element type gplace knows the size "
+            f"of{shape}")
+
+
+def _elem_name(elem_type: int) -> str:
+    """``"0 (UNDEFINED)"`` for a type ONNX names, else the number alone."""
+    import onnx
+
+    try:
+        return f"{elem_type} ({onnx.TensorProto.DataType.Name(elem_type)})"
+    except ValueError:
+        return str(elem_type)
+
+
 def _elem_bits(elem_type: int) -> int | None:
     import onnx
 
