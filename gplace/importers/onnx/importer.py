@@ -61,7 +61,9 @@ def from_onnx(
         model_or_path: a ``ModelProto`` (not modified) or the path (a str or ``os.PathLike``) of a ``.onnx``
             file. External weight data is not loaded: only the shapes of the weights are needed.
         input_shapes: ``{input name: full shape}`` for inputs with dynamic or missing dimensions; a given
-            shape must agree with the model's fixed dimensions. (default: none)
+            shape must agree with the model's fixed dimensions, and give a symbol that several inputs share one
+            size. The shapes of the model's values follow from these, not from the model's ``value_info`` or
+            declared output shapes (package doc). (default: none)
         name: graph name. (default: the file name without suffix, else the model's graph name, else ``"onnx"``)
 
     Returns:

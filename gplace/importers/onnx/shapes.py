@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -10,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gplace.importers.onnx.tensors import spec_of, subgraphs, tensor_spec, value_types
+from gplace.importers.onnx.tensors import node_reads, spec_of, subgraphs, tensor_spec, value_types
 from gplace.ir import UnsupportedGraphError
 from gplace.ir.errors import error_summary
 
 if TYPE_CHECKING:
     import onnx
 
+logger = logging.getLogger(__name__)
 
 _FOLD_LIMIT = 4096
 """Most elements a value read or made while folding shape arithmetic may have (no weights are evaluated)."""
@@ -127,7 +129,154 @@ def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None,
 
 def infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
     """The shape-inferred model; while consumed shapes stay unknown, shape arithmetic is folded and loop outputs
-    are inferred through their bodies (package doc)."""
+    are inferred through their bodies (package doc).
+
+    The types ``model`` declares for its values (``value_info``, graph outputs' shapes) are set aside first
+    (``model``, the caller's copy, is changed): shapes follow from the inputs', and a declared type is taken only
+    where inference leaves the value unknown (:func:`_fallbacks`), then inference runs again from it. A declared
+    fixed shape that the inferred one contradicts (one a tool left at the size the model was exported at) is
+    logged, once."""
+    declared = _set_aside(model.graph)
+    inferred = _inferred(model, graph_name)
+    chosen: dict[str, onnx.TypeProto] = {}
+    for k in range(_FOLD_ROUNDS + 1):
+        new = _fallbacks(inferred, declared, chosen, every=k == _FOLD_ROUNDS)
+        if not new:
+            break
+        chosen.update(new)
+        _declare(model.graph, new)
+        inferred = _inferred(model, graph_name)
+    _log_contradicted(inferred.graph, declared, chosen, graph_name)
+    return inferred
+
+
+def _set_aside(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
+    """Remove ``graph``'s ``value_info`` and its outputs' shapes (an output that is an input or an initialiser
+    takes that one's type); the types they declared, by name."""
+    import onnx
+
+    declared = {v.name: _copied(v.type) for v in graph.value_info}
+    del graph.value_info[:]
+    inputs = {v.name: v.type for v in graph.input}
+    initializers = {t.name: t for t in graph.initializer}
+    for value in graph.output:
+        declared[value.name] = _copied(value.type)
+        if value.name in inputs:
+            value.type.CopyFrom(inputs[value.name])
+        elif value.name in initializers:
+            tensor = initializers[value.name]
+            value.type.CopyFrom(onnx.helper.make_tensor_type_proto(tensor.data_type, tensor.dims))
+        elif value.type.HasField("tensor_type"):
+            value.type.tensor_type.ClearField("shape")
+    return declared
+
+
+def _copied(type_proto: onnx.TypeProto) -> onnx.TypeProto:
+    copy = type(type_proto)()
+    copy.CopyFrom(type_proto)
+    return copy
+
+
+def _declare(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> None:
+    """Give ``graph``'s values ``types``: an output's type, else a ``value_info`` entry."""
+    import onnx
+
+    outputs = {v.name: v for v in graph.output}
+    for name, type_proto in types.items():
+        if name in outputs:
+            outputs[name].type.CopyFrom(type_proto)
+        else:
+            graph.value_info.append(onnx.helper.make_value_info(name, type_proto))
+
+
+def _known(types: Mapping[str, onnx.TypeProto], name: str) -> bool:
+    """Whether ``name`` has a tensor type of known size, or another type (a sequence's, ...) at all."""
+    type_proto = types.get(name)
+    if type_proto is None:
+        return False
+    return tensor_spec(type_proto) is not None if type_proto.HasField("tensor_type") else \
+        type_proto.WhichOneof("value") is not None
+
+
+def _fallbacks(inferred: onnx.ModelProto, declared: Mapping[str, onnx.TypeProto],
+               chosen: Mapping[str, onnx.TypeProto], every: bool = False) -> dict[str, onnx.TypeProto]:
+    """The declared types to take for values ``inferred`` leaves unknown (each merged with what inference knows of
+    it), none of ``chosen`` (taken already).
+
+    The nodes are walked in order, each unknown output inferred node by node from what is known so far; a node whose
+    outputs stay unknown takes their declared types where it reads only values inference knows, or where onnx has no
+    inference of its own for it (a custom op's): another node's wait for inference to run again from the types
+    taken, which may know them (shape arithmetic folded). ``every``: every value left unknown takes its declared
+    type.
+    """
+    import onnx
+
+    graph = inferred.graph
+    full = value_types(graph)
+    full.update({t.values.name: onnx.helper.make_tensor_type_proto(t.values.data_type, t.dims)
+                 for t in graph.sparse_initializer})
+    local = dict(full)
+    functions = {(f.domain, f.name) for f in inferred.functions}
+    new: dict[str, onnx.TypeProto] = {}
+    for node in graph.node:
+        unknown = [t for t in node.output if t and not _known(local, t)]
+        if not unknown:
+            continue
+        if not every:
+            reads = node_reads(node)
+            if not all(_known(local, t) for t in reads):
+                continue
+            infer_node(node, local, inferred.opset_import)
+            unknown = [t for t in unknown if not _known(local, t)]
+            domain = "" if node.domain == "ai.onnx" else node.domain
+            inferable = (node.domain, node.op_type) in functions or onnx.defs.has(node.op_type, domain)
+            if not unknown or (inferable and not all(_known(full, t) for t in reads)):
+                continue
+        for t in unknown:
+            if t in declared and t not in chosen:
+                merged = _merged(local.get(t), declared[t])
+                if merged != local.get(t):
+                    local[t] = new[t] = merged
+    return new
+
+
+def _merged(inferred: onnx.TypeProto | None, declared: onnx.TypeProto) -> onnx.TypeProto:
+    """``declared``, but the element type and each dimension ``inferred`` knows (of the same kind and rank)."""
+    merged = _copied(declared)
+    if inferred is None or not (inferred.HasField("tensor_type") and declared.HasField("tensor_type")):
+        return merged
+    mine, theirs = merged.tensor_type, inferred.tensor_type
+    if theirs.elem_type:
+        mine.elem_type = theirs.elem_type
+    if not theirs.HasField("shape"):
+        pass
+    elif not mine.HasField("shape"):
+        mine.shape.CopyFrom(theirs.shape)
+    elif len(mine.shape.dim) == len(theirs.shape.dim):  # (ranks that differ: the declared shape, which gives sizes)
+        for dim, known in zip(mine.shape.dim, theirs.shape.dim, strict=True):
+            if known.HasField("dim_value") and known.dim_value >= 0:
+                dim.dim_value = known.dim_value
+    return merged
+
+
+def _log_contradicted(graph: onnx.GraphProto, declared: Mapping[str, onnx.TypeProto],
+                      chosen: Mapping[str, onnx.TypeProto], graph_name: str) -> None:
+    """Log, once, the values whose declared fixed shape the inferred one replaced."""
+    types = value_types(graph)
+    contradicted = []
+    for name, type_proto in declared.items():
+        was, now = tensor_spec(type_proto), spec_of(types, name)
+        if name not in chosen and was is not None and now is not None and was.shape != now.shape:
+            contradicted.append(f"{name!r} declared {list(was.shape)}, inferred {list(now.shape)}")
+    if contradicted:
+        logger.info("ONNX model %r: %d value(s) declared with a fixed shape other than the one inferred from the "
+                    "input shapes take the inferred one (value_info or graph outputs a tool left stale): %s",
+                    graph_name, len(contradicted), "; ".join(contradicted[:3]))
+
+
+def _inferred(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
+    """``model`` shape-inferred, shape arithmetic folded and loop outputs inferred while consumed shapes stay
+    unknown."""
     sparse = list(model.graph.sparse_initializer)
     if sparse:  # onnx's inference types them sparse, which dense ops reject: infer as if they were dense inputs
         model = _dense_inputs(model)
