@@ -33,7 +33,10 @@ How a program maps onto the IR:
   variants (a loop's sequences, as a Keras RNN's): one made by ``TensorListFromTensor`` carries its tensor's
   bytes; one made by ``TensorListReserve`` carries nothing (its elements are not set) but can hold
   ``num_elements`` x ``element_shape`` when both are constants; a ``While`` output carries what its input list
-  can hold (the loop is taken to fill it), else what the input carries; ``Identity`` passes a list on.
+  can hold (the loop is taken to fill it), else what the input carries; ``Identity`` passes a list on. A
+  ``While``'s list output of unknown capacity (a ``TensorArray`` of the default ``element_shape``) that a
+  ``TensorListStack`` of known output shape reads (directly or through ``Identity``) holds what the stack returns;
+  one that nothing sizes counts 0 bytes, with a warning naming it.
 - **Variables** (``VarHandleOp``, ``VariableV2``) hold their size as ``persistent_memory``; so do ``Const``
   nodes. A ``ReadVariableOp`` or ``Const`` output aliases that resident buffer, so it adds no
   ``output_bytes``, but its edges carry the value's bytes (a reader on another device pays the copy).

@@ -97,6 +97,8 @@ class Builder:
                     self.variables[t.name] = self.variables[source]
         if any(t.dtype == self.tf.variant for t in op.outputs):
             self._size_lists(op)
+        if op.type == "TensorListStack":
+            self._size_from_stack(op)
 
     def _size_lists(self, op: Any) -> None:
         """Bytes of ``op``'s ``TensorList`` outputs (the package docstring), from its inputs'."""
@@ -119,6 +121,21 @@ class Builder:
                     capacity[out.name] = capacity[src.name]
                 full = src.name in capacity and (loop or op.type == "Identity")
                 self._set_bytes(out.name, capacity[src.name] if full else self.tensors[src.name].nbytes)
+
+    def _size_from_stack(self, op: Any) -> None:
+        """A ``While``'s list output of unknown capacity (a ``TensorArray`` of unknown ``element_shape``) that
+        ``op``, a ``TensorListStack`` of known output shape, reads (directly or through ``Identity``) holds what
+        the stack returns: every element, stacked."""
+        stacked = self.tensors[op.outputs[0].name]
+        t = op.inputs[0]
+        while t.name not in self.list_capacity and stacked.shape is not None and not self.tensors[t.name].nbytes:
+            if t.op.type not in ("Identity", "While", "StatelessWhile"):
+                return
+            self.list_capacity[t.name] = stacked.nbytes
+            self._set_bytes(t.name, stacked.nbytes)
+            if t.op.type != "Identity":
+                return
+            t = t.op.inputs[0]
 
     def _set_bytes(self, name: str, nbytes: int) -> None:
         self.tensors[name] = dataclasses.replace(self.tensors[name], nbytes=nbytes)
@@ -325,6 +342,12 @@ class Builder:
         if unread:
             logger.warning("%s: %d output(s) of unknown shape that no op reads count 0 bytes: %s",
                            self.where, len(unread), ", ".join(unread[:5]))
+        lists = [t.name for op in self.ops if op.type in ("While", "StatelessWhile") for t in op.outputs
+                 if t.dtype == self.tf.variant and self.readers.get(t.name) and not self.tensors[t.name].nbytes]
+        if lists:
+            logger.warning("%s: %d loop output(s) holding a TensorList of unknown size (no constant element_shape "
+                           "and num_elements, no stack of known shape reading it) count 0 bytes: %s", self.where,
+                           len(lists), ", ".join(lists[:5]))
 
 
 def tensor_bytes(tf: Any, graph: Any, names: Any = None) -> dict[str, int]:
