@@ -21,7 +21,7 @@ from pathlib import Path
 from gplace.export.parts import Part, device_parts, part_of
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster, check_placement
-from gplace.ir.serialize import as_path, file_stem, write_bytes_atomic
+from gplace.ir.serialize import as_path, file_stem, staged, write_bytes_atomic
 
 __all__ = ["Part", "check_write_back", "device_parts", "part_of", "write_back"]
 
@@ -34,9 +34,10 @@ def write_back(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir: 
     program, e.g. one read from a gplace JSON file, nor for a ``torch.export`` training graph, with a WARNING).
 
     - ONNX: ``placed.onnx`` (:func:`~gplace.export.onnx.annotate_onnx`) and ``parts/<kkk>_<device>.onnx``, one
-      model per part, in run order by name (:func:`~gplace.export.onnx.split_onnx`; the parts of an earlier
-      placement written there are removed once the new ones are written); a model whose weights are
-      external data writes each file's weights beside it as ``<file>.data`` (:func:`~gplace.export.onnx.save_onnx`);
+      model per part, in run order by name (:func:`~gplace.export.onnx.split_onnx`); a model whose weights are
+      external data writes each file's weights beside it as ``<file>.data`` (:func:`~gplace.export.onnx.save_onnx`).
+      All are written in a folder beside them and moved in together once whole, replacing an earlier placement's
+      (``parts/`` whole), so an interrupted write-back leaves the earlier ones, never a mix;
     - TensorFlow: ``placed.pb``, the binary ``GraphDef`` with every node's device
       (:func:`~gplace.export.tensorflow.place_graph_def`);
     - torch.export: ``device_map.json``, module path -> device (:func:`~gplace.export.torch.module_device_map`),
@@ -111,13 +112,12 @@ def _write_onnx(graph: OpGraph, cluster: Cluster, placement: Placement, out_dir:
     from gplace.export.onnx import annotate_onnx, save_onnx, split_onnx
 
     base_dir = graph.source.base_dir
-    parts = split_onnx(graph, cluster, placement)
-    written = save_onnx(annotate_onnx(graph, cluster, placement), out_dir / "placed.onnx", base_dir)
-    for k, part in enumerate(parts):
-        written += save_onnx(part.model, out_dir / "parts" / f"{k:03d}_{_device_stem(part.device)}.onnx", base_dir)
-    for stale in set((out_dir / "parts").glob("[0-9][0-9][0-9]_*.onnx*")) - set(written):  # an earlier placement's
-        stale.unlink()
-    return written
+    placed, parts = annotate_onnx(graph, cluster, placement), split_onnx(graph, cluster, placement)
+    with staged(out_dir, ("placed.onnx", "placed.onnx.data", "parts")) as stage:
+        written = save_onnx(placed, stage / "placed.onnx", base_dir)
+        for k, part in enumerate(parts):
+            written += save_onnx(part.model, stage / "parts" / f"{k:03d}_{_device_stem(part.device)}.onnx", base_dir)
+    return [out_dir / path.relative_to(stage) for path in written]
 
 
 def _device_stem(device: str) -> str:

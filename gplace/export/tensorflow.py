@@ -32,7 +32,7 @@ from gplace.export.parts import check_types, framework_devices
 from gplace.importers.tensorflow import TensorFlowSource
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import name_list
-from gplace.ir.serialize import as_path
+from gplace.ir.serialize import as_path, staged
 from gplace.runtime.tf_runtime import as_placed, tf_device
 
 
@@ -95,7 +95,8 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
     a dict a function or Keras model returns, a multi-output Keras model's ``output_names``), else the tensor names
     likewise, with ``"_N"`` for output ``N`` > 0 of an op (``"split:1"`` is ``"split_1"``). It takes inputs of the
     batch size the graph was imported with (module docstring). ``tags`` is a tag or several; ``signature`` the
-    signature's key.
+    signature's key. It is written in a folder beside ``export_dir`` and renamed there once whole, so an
+    interrupted save leaves no ``export_dir``.
 
     Raises:
         TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type, ``signature`` is not a str or
@@ -151,11 +152,12 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
             outputs={key: info(tf_graph.get_tensor_by_name(t))
                      for key, t in _signature_keys(source.outputs, source.output_names).items()},
             method_name=tf.compat.v1.saved_model.signature_constants.PREDICT_METHOD_NAME)
-        builder = tf.compat.v1.saved_model.Builder(str(export_dir))
-        with tf.compat.v1.Session(graph=tf_graph, config=session_config(placed)) as session:
-            builder.add_meta_graph_and_variables(session, tags, signature_def_map={signature: signature_def},
-                                                 main_op=restore, clear_devices=False)
-        builder.save()
+        with staged(export_dir.parent, [export_dir.name]) as stage:  # Ctrl-C mid-save leaves no export_dir
+            builder = tf.compat.v1.saved_model.Builder(str(stage / export_dir.name))
+            with tf.compat.v1.Session(graph=tf_graph, config=session_config(placed)) as session:
+                builder.add_meta_graph_and_variables(session, tags, signature_def_map={signature: signature_def},
+                                                     main_op=restore, clear_devices=False)
+            builder.save()
     return export_dir
 
 

@@ -13,9 +13,10 @@ import logging
 import math
 import os
 import secrets
+import shutil
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -293,13 +294,13 @@ _STALE_SECONDS = 3600.0
 
 
 def _remove_stale(folder: Path, prefix: str) -> None:
-    """Remove ``<prefix>.<pid>-<hex>.tmp`` files in ``folder`` older than an hour: writers killed mid-write (a
-    write takes seconds, so no live writer's is that old)."""
+    """Remove ``<prefix>.<pid>-<hex>.tmp`` files and folders in ``folder`` older than an hour: writers killed
+    mid-write (a write takes seconds, so no live writer's is that old)."""
     now = time.time()
     for stale in folder.glob(f"{glob.escape(prefix)}.*-*.tmp"):
         with contextlib.suppress(OSError):  # another writer removed it first, or it is not ours to remove
-            if now - stale.stat().st_mtime > _STALE_SECONDS:
-                stale.unlink()
+            if now - stale.lstat().st_mtime > _STALE_SECONDS:
+                shutil.rmtree(stale) if stale.is_dir() and not stale.is_symlink() else stale.unlink()
 
 
 def write_error(path: str | Path, err: OSError) -> OSError:
@@ -333,6 +334,60 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     except OSError as err:
         tmp.unlink(missing_ok=True)
         raise write_error(path, err) from None
+
+
+@contextlib.contextmanager
+def staged(folder: str | Path, names: Sequence[str]) -> Iterator[Path]:
+    """A new folder of this writer's own in ``folder`` (``.<names[0]>.<pid>-<hex>.tmp``) to write the entries
+    ``names`` of ``folder`` in, files or folders. When the ``with`` block ends they are moved in together, each
+    over its place (an entry the block did not make is removed there); the stage is removed in any case. A writer
+    interrupted (Ctrl-C, a full disk) leaves the old entries whole, never a mix of old and new; stages an hour old
+    (a writer killed) are removed. An ``OSError`` naming a path in the stage names its place in ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    prefix = "." + names[0].encode()[:_TMP_PREFIX_BYTES].decode(errors="ignore")
+    _remove_stale(folder, prefix)
+    stage = folder / f"{prefix}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    stage.mkdir()
+    try:
+        yield stage
+        _move_in(stage, folder, names)
+    except OSError as err:
+        raise _unstaged(err, stage, folder) from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _move_in(stage: Path, folder: Path, names: Sequence[str]) -> None:
+    """Move ``stage/<name>`` over ``folder/<name>`` for each of ``names``, each old entry into ``stage/.old``
+    first; where a move fails, those made are undone."""
+    old = stage / ".old"
+    old.mkdir()
+    done: list[str] = []
+    try:
+        for name in names:
+            done.append(name)
+            if os.path.lexists(folder / name):
+                os.rename(folder / name, old / name)
+            if os.path.lexists(stage / name):
+                os.rename(stage / name, folder / name)
+    except BaseException:
+        for name in reversed(done):
+            if os.path.lexists(old / name):  # the new entry, if moved in, goes back to the stage
+                if not os.path.lexists(stage / name) and os.path.lexists(folder / name):
+                    os.rename(folder / name, stage / name)
+                os.rename(old / name, folder / name)
+        raise
+
+
+def _unstaged(err: OSError, stage: Path, folder: Path) -> OSError:
+    """``err`` naming the places in ``folder`` of the paths in ``stage`` it names."""
+    if str(stage) not in str(err):
+        return err
+    if err.errno is None:
+        return OSError(str(err).replace(str(stage), str(folder)))
+    args = [str(a).replace(str(stage), str(folder)) for a in (err.strerror, err.filename) if a is not None]
+    return OSError(err.errno, *args)
 
 
 def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> Path:
