@@ -8,7 +8,12 @@ How a program maps onto the IR:
   target as its type (e.g. ``"aten.linear.default"``). ``operator.getitem`` nodes, which only pick one result
   of a multi-output op, are not ops: their readers get an edge from the op that produced the tuple.
 - **Shapes and bytes** come from the ``FakeTensor`` in each node's ``meta["val"]``; a symbolic dimension takes
-  its example (hint) value; non-tensor values (``SymInt``, Python scalars) count 8 bytes.
+  its example (hint) value; non-tensor values (``SymInt``, Python scalars) count 8 bytes. A sparse tensor (COO,
+  CSR, CSC, BSR, BSC) has its dense shape and holds its values and indices, as the ONNX importer sizes a sparse
+  initializer; a fake tensor does not know its number of non-zeros, so an inference program with a sparse value
+  is run once on its example inputs (as for ``while_loop`` trip counts) to size its top-level nodes' sparse
+  results; where that cannot be done (a training graph, no example inputs, a failed run) they count their dense
+  size, an upper bound, with a warning naming them.
 - **User inputs** become ``"Input"`` ops (cost 0). **Parameters, buffers and constants** are persistent
   memory: one read by a single op is folded into that op's ``persistent_memory``; one read by several ops (or
   by none) becomes a ``"Parameter"`` op (cost 0) holding it, with an edge to every reader.
@@ -217,9 +222,10 @@ def from_torch(
         tensors = {**ep.state_dict, **ep.constants}
         tied = _tied(state, {name: tensors.get(fqn) for name, fqn in state.items()})
     graph_module = program if isinstance(program, torch.fx.GraphModule) else ep.graph_module
-    trips = {} if training else _while_loop_trips(ep)
+    trips, sparse = ({}, {}) if training else _example_run(ep)
+    _warn_sparse_dense(graph_module, sparse, graph_name, training)
     try:
-        builder = _FxBuilder(graph_module, state, trips, tied, graph_name)
+        builder = _FxBuilder(graph_module, state, trips, tied, graph_name, sparse)
         ops, edges, paths = builder.build()
         if training and not any(op.phase == "backward" for op in ops) and _requires_grad(ep, args, kwargs):
             raise UnsupportedGraphError(
@@ -614,18 +620,21 @@ def _default_name(obj: Any, training: bool) -> str:
 
 
 # ---------------------------------------------------------------------- values
-def _specs(node: torch.fx.Node) -> list[TensorSpec | None]:
-    """One spec per result of a node (a tuple result gives several; ``None`` for a missing result)."""
+def _specs(node: torch.fx.Node, sparse: Mapping[str, list[int | None]] | None = None) -> list[TensorSpec | None]:
+    """One spec per result of a node (a tuple result gives several; ``None`` for a missing result). A sparse result
+    has its dense shape and the bytes ``sparse`` gives it (:func:`_example_run`), else its dense size."""
     import torch
     from torch.utils._pytree import tree_leaves
 
     val = node.meta.get("val")
     leaves = tree_leaves(val) if isinstance(val, list | tuple) else [val]
+    real = (sparse or {}).get(node.name, [])
     specs: list[TensorSpec | None] = []
-    for leaf in leaves:
+    for k, leaf in enumerate(leaves):
         if isinstance(leaf, torch.Tensor):
             shape = tuple(_dim(d, node) for d in leaf.shape)
-            specs.append(TensorSpec(shape, math.prod(shape) * leaf.dtype.itemsize))
+            known = real[k] if k < len(real) and leaf.layout != torch.strided else None
+            specs.append(TensorSpec(shape, math.prod(shape) * leaf.dtype.itemsize if known is None else known))
         elif isinstance(leaf, int | float | bool | torch.SymInt | torch.SymFloat | torch.SymBool):
             specs.append(_SCALAR)
         else:
@@ -690,27 +699,73 @@ def _warn_one_pass(node: torch.fx.Node, graph: str, enclosing: torch.fx.Node | N
                        "counts one pass", where, node.name, node.target, enclosing.name, enclosing.target)
 
 
-def _while_loop_trips(ep: ExportedProgram) -> dict[str, int]:
-    """Node name -> the passes each top-level ``while_loop`` of ``ep`` makes on its example inputs (run once,
-    without gradients); empty where it has none, or its example inputs are missing or fail to run (a warning)."""
+def _example_run(ep: ExportedProgram) -> tuple[dict[str, int], dict[str, list[int | None]]]:
+    """What one run of ``ep`` on its example inputs (without gradients) tells, where it has a top-level
+    ``while_loop`` or a sparse value: node name -> the passes each top-level ``while_loop`` makes, and node name ->
+    the bytes of each sparse result of a top-level node (:func:`_sparse_nbytes`; ``None`` for a dense one). Both
+    are empty where it has neither, or its example inputs are missing or fail to run (a warning)."""
     import torch
 
     gm = ep.graph_module
-    if not any(n.op == "call_function" and _op_type(n.target) == "while_loop" for n in gm.graph.nodes):
-        return {}
+    loops = any(n.op == "call_function" and _op_type(n.target) == "while_loop" for n in gm.graph.nodes)
+    if not loops and not any(_sparse_leaves(n) for n in gm.graph.nodes):
+        return {}, {}
     values = exported_values(ep)
     placeholders = [n.name for n in gm.graph.find_nodes(op="placeholder")]
     if any(name not in values for name in placeholders):
-        return {}
+        return {}, {}
     counting = _TripCounter(gm)
     try:
         with torch.no_grad():
             counting.run(*(values[name] for name in placeholders))
     except Exception as err:  # whatever the model raises: the loops count one pass, as without example inputs
-        logger.warning("counting while_loop passes on the example inputs failed (%s); each counts one pass",
-                       error_summary(err))
-        return {}
-    return counting.trips
+        logger.warning("running the program on its example inputs failed (%s): each while_loop counts one pass, "
+                       "each sparse value its dense size", error_summary(err))
+        return {}, {}
+    return counting.trips, counting.sparse
+
+
+def _sparse_leaves(node: torch.fx.Node) -> bool:
+    """Whether a result of ``node`` is a sparse tensor (``meta["val"]``)."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return any(isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided
+               for leaf in tree_leaves(node.meta.get("val")))
+
+
+def _sparse_nbytes(t: torch.Tensor) -> int | None:
+    """The bytes a real sparse tensor holds: its values and indices (COO: ``values`` and ``indices``; CSR, CSC,
+    BSR, BSC: ``values`` and the compressed and plain indices), as the ONNX importer sizes a sparse initializer;
+    ``None`` for a dense tensor, or one whose parts cannot be read (a fake tensor's nnz is 0, unknown)."""
+    import torch
+
+    if not isinstance(t, torch.Tensor) or t.layout == torch.strided or isinstance(
+            t, torch._subclasses.fake_tensor.FakeTensor):
+        return None
+    parts = {torch.sparse_coo: ("_values", "_indices"), torch.sparse_csr: ("values", "crow_indices", "col_indices"),
+             torch.sparse_bsr: ("values", "crow_indices", "col_indices"),
+             torch.sparse_csc: ("values", "ccol_indices", "row_indices"),
+             torch.sparse_bsc: ("values", "ccol_indices", "row_indices")}.get(t.layout)
+    if parts is None:
+        return None
+    try:
+        return sum(getattr(t, part)().nbytes for part in parts)
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _warn_sparse_dense(gm: torch.fx.GraphModule, sparse: Mapping[str, list[int | None]], graph: str,
+                       training: bool) -> None:
+    """Warn, naming the first nodes, that sparse values of unknown real size count their dense size: a fake tensor
+    does not know its number of non-zeros, only a run on example inputs does (:func:`_example_run`)."""
+    dense = [n.name for n in gm.graph.nodes if n.op != "output" and _sparse_leaves(n) and n.name not in sparse]
+    if dense:
+        why = ("a training graph is not run on example inputs" if training else
+               "the run on the example inputs did not size them: it failed, or the inputs are missing")
+        logger.warning("torch program %r: %d sparse value(s) count their dense size, an upper bound (their number "
+                       "of non-zeros is known only from a run, and %s): %s", graph, len(dense), why,
+                       ", ".join(dense[:5]))
 
 
 def exported_values(ep: ExportedProgram) -> dict[str, Any]:
@@ -899,21 +954,29 @@ def _written_operands(gm: torch.fx.GraphModule, node: torch.fx.Node, of: Any) ->
 
 class _TripCounter:
     """Runs a program's graph once (``torch.fx.Interpreter``), each top-level ``while_loop`` by hand, counting
-    its passes in :attr:`trips`."""
+    its passes in :attr:`trips`, and the bytes of each sparse result in :attr:`sparse`."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         import torch
 
         counter = self
 
+        from torch.utils._pytree import tree_leaves
+
         class _Interpreter(torch.fx.Interpreter):
             def run_node(self, n: torch.fx.Node) -> Any:
                 if n.op == "call_function" and _op_type(n.target) == "while_loop":
-                    return counter.loop(n.name, *self.fetch_args_kwargs_from_env(n)[0])
-                return super().run_node(n)
+                    result = counter.loop(n.name, *self.fetch_args_kwargs_from_env(n)[0])
+                else:
+                    result = super().run_node(n)
+                if _sparse_leaves(n):
+                    counter.sparse[n.name] = [_sparse_nbytes(leaf) for leaf in tree_leaves(result)]
+                return result
 
         self.interpreter = _Interpreter(gm)
         self.trips: dict[str, int] = {}
+        self.sparse: dict[str, list[int | None]] = {}
+        """Node name -> the bytes of each of its results that is sparse (``None`` for a dense one)."""
 
     def run(self, *args: Any) -> Any:
         return self.interpreter.run(*args)
@@ -1030,15 +1093,17 @@ class _FxBuilder:
 
     def __init__(self, graph_module: torch.fx.GraphModule, state: Mapping[str, str],
                  trips: Mapping[str, int] | None = None, tied: Mapping[str, str] | None = None,
-                 name: str = "") -> None:
+                 name: str = "", sparse: Mapping[str, list[int | None]] | None = None) -> None:
         self.gm = graph_module
+        self.sparse = dict(sparse or {})
+        """Node name -> the bytes of its sparse results on the example inputs (:func:`_example_run`)."""
         self.name = name
         """The graph's name, for warnings."""
         self.state = state
         self.tied = dict(tied or {})
         """State placeholder -> the first of the placeholders sharing its tensor (:func:`_tied`)."""
         self.trips = dict(trips or {})
-        """``while_loop`` node name -> its passes on the example inputs (:func:`_while_loop_trips`)."""
+        """``while_loop`` node name -> its passes on the example inputs (:func:`_example_run`)."""
         self.values: dict[str, tuple[str | None, TensorSpec | None]] = {}
         """FX node name -> (op producing it, or None for folded state; its spec)."""
         self.folded: dict[str, int] = {}
@@ -1115,7 +1180,7 @@ class _FxBuilder:
 
     # -- sources of values
     def _placeholder(self, node: torch.fx.Node) -> None:
-        spec = _total(_specs(node))
+        spec = _total(_specs(node, self.sparse))
         if node.name in self.state:
             self._state(node, spec, self.state[node.name])
             return
@@ -1152,9 +1217,9 @@ class _FxBuilder:
 
         if node.target is operator.getitem:
             parent = node.args[0]
-            self.values[node.name] = (self._value(parent, node)[0], _total(_specs(node)))
+            self.values[node.name] = (self._value(parent, node)[0], _total(_specs(node, self.sparse)))
             return
-        outputs = _specs(node)
+        outputs = _specs(node, self.sparse)
         inputs, distinct, persistent = self._read_inputs(node)
         known = [s for s in outputs if s is not None]
         if node.name in self.trips:
