@@ -42,8 +42,12 @@ def trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, 
         return function_traced(tf, obj)
     if isinstance(obj, tf.types.experimental.PolymorphicFunction):
         _refuse_outputs(outputs, "a tf.function")
-        with wrap_errors(f"tf.function {getattr(obj, '__name__', '?')!r} (give it an input_signature)"):
-            specs = getattr(obj, "input_signature", None)
+        specs = getattr(obj, "input_signature", None)
+        # a function with a signature that fails fails in its own code: no hint to give it one
+        where = (f"tf.function {getattr(obj, '__name__', '?')!r} failed while tracing at its input_signature"
+                 if specs is not None else f"tf.function {getattr(obj, '__name__', '?')!r} failed while tracing "
+                 "without arguments (give it an input_signature if it takes inputs)")
+        with wrap_errors(where):
             if specs and batch_size and getattr(obj, "python_function", None):  # traced again at that batch
                 obj = tf.function(obj.python_function, input_signature=_batched(tf, specs, batch_size))
             concrete = obj.get_concrete_function()
