@@ -14,7 +14,7 @@ import heapq
 
 import numpy as np
 
-from gplace.baselines._common import MemoryLedger
+from gplace.baselines._common import MemoryLedger, unit_durations
 from gplace.ir import Cluster, OpGraph
 
 
@@ -23,7 +23,11 @@ class EtfScheduler:
 
     Ties between ops go to the higher ``priority``; ties between devices to the earlier finish, then
     the lower device index. An input produced on another device arrives ``latency + bytes / bandwidth``
-    after its producer finishes; links are not modelled as contended.
+    after its producer finishes; links are not modelled as contended. A chosen op that is the first of its
+    colocation group (of more than one op) to be scheduled places the whole group: it moves to the device where
+    the group's work would finish earliest, started with it, ``start there + the group's summed durations
+    there``, when that is strictly earlier than on the chosen device (ties to the earlier start, then to the
+    chosen device, then to the lower index), and starts there (see :meth:`_group_device`).
 
     Shapes:
         ``durations`` (N, D) seconds; ``priority`` (N,) float64, higher first.
@@ -49,6 +53,11 @@ class EtfScheduler:
         self.ready: list[list[tuple[float, int]]] = [[] for _ in range(d)]
         self.device, self.finish = [-1] * n, [0.0] * n
         self.avail, self.last = [0.0] * d, [-1] * d
+        units = ledger.units
+        self.unit_of: list[int] = units.unit_of.tolist()
+        self.grouped: list[bool] = (units.size > 1).tolist()
+        self.group_dur: list[list[float]] = unit_durations(units, durations).tolist()
+        """Per unit and device: the summed durations of its members there."""
 
     def run(self) -> np.ndarray:
         """Schedule every op; return the (N,) device of each."""
@@ -73,7 +82,33 @@ class EtfScheduler:
                 best = key
         if best is None:
             raise RuntimeError("list scheduler found no schedulable op; the graph's dependencies are broken")
-        return best[2], best[3], best[0]
+        start, _, d, op = best
+        if self.places_group(op):
+            d, start = self._group_device(op, d, start)
+        return d, op, start
+
+    def places_group(self, op: int) -> bool:
+        """Whether scheduling ``op`` places a colocation group of more than one op (none of it placed yet)."""
+        unit = self.unit_of[op]
+        return self.grouped[unit] and self.ledger.unit_device[unit] < 0
+
+    def group_finish(self, op: int, d: int, start: float) -> tuple[float, float]:
+        """Key of device ``d`` for ``op``'s group started there with ``op`` at ``start``: the time the group's
+        summed durations there would end, then ``start``."""
+        return start + self.group_dur[self.unit_of[op]][d], start
+
+    def _group_device(self, op: int, d: int, start: float) -> tuple[int, float]:
+        """Device and start of ``op``, chosen on ``d`` at ``start``, as the first of its group: the device with
+        room where :meth:`group_finish` is least, ``d`` unless another is strictly less (then the lower index)."""
+        best_d, best_start, best_key = d, start, self.group_finish(op, d, start)
+        for e, t in self.arrival[op].items():
+            if e == d:
+                continue
+            s = max(self.avail[e], t)
+            key = self.group_finish(op, e, s)
+            if key < best_key and self.ledger.fits(op, e):
+                best_d, best_start, best_key = e, s, key
+        return best_d, best_start
 
     def _candidate(self, d: int) -> tuple[float, int] | None:
         """Earliest start on device ``d`` and the op that gets it, or ``None`` if no op may go there."""

@@ -41,9 +41,12 @@ class MSCT(Placer):
        child over the edge with the most bytes (logged).
     2. Schedule as m-ETF (:class:`~gplace.baselines.METF`), except that a device whose last op has a
        ready, unscheduled favourite child is kept for that child when it can start there no later than
-       on any other device (Baechi's "awake" state), so the parent's output need not move.
+       on any other device (Baechi's "awake" state), so the parent's output need not move. A child that is
+       the first of its colocation group (of more than one op) to be scheduled is kept when its group's work,
+       started with it, would end there no later than on any other device with room (``start + the summed
+       durations of the group's members``, ties to the earlier start), as m-ETF places such a group.
 
-    Memory-aware as m-ETF.
+    Memory-aware as m-ETF; colocation groups as m-ETF's.
 
     Args:
         max_lp_variables: largest LP (edges + ops + 1 variables) solved before falling back to the
@@ -168,6 +171,13 @@ class _SctScheduler(EtfScheduler):
         if d not in arrival or not self.ledger.fits(child, d):
             return -1
         here = max(self.avail[d], arrival[d])
+        if self.places_group(child):  # the group's work ending there, not the child's start
+            key = self.group_finish(child, d, here)
+            for other, t in arrival.items():
+                if other != d and self.group_finish(child, other, max(self.avail[other], t)) < key \
+                        and self.ledger.fits(child, other):
+                    return -1
+            return child
         for other, t in arrival.items():
             if other != d and max(self.avail[other], t) < here and self.ledger.fits(child, other):
                 return -1
