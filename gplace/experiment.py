@@ -143,8 +143,9 @@ def place(
             measures no micro-batches, or a learned search's settings (``warm_start``, ``split_groups``,
             ``trainer``, ``encoder``, ``policy``) or a policy file's budget in seconds for a method that does not
             train.
-        RunDirInUseError: another process is running in ``run_dir`` (a :class:`ValueError`; the directory's
-            ``placement.json`` placing another graph is a plain one).
+        RunDirConflictError: ``run_dir`` belongs to another run: another graph or cluster, or (its subclass
+            ``RunDirInUseError``) another process running there (a :class:`ValueError`;
+            :mod:`gplace.run_dir`).
         FileNotFoundError: ``method`` is a path with no file.
         TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), ``seed`` is
             not an int, ``runtime`` not a Runtime, ``trainer`` not a Trainer or ``warm_start`` neither a Placement

@@ -1,6 +1,6 @@
 """What ``gplace.place(method=..., budget=...)`` accepts: baseline names, learned policies, policy files.
 
-- a **baseline** name (:data:`BASELINES`): ``"heft"``, ``"m_etf"``, ``"m_sct"``, ``"m_topo"``, ``"metis"``,
+- a **baseline** name (:func:`baselines`): ``"heft"``, ``"m_etf"``, ``"m_sct"``, ``"m_topo"``, ``"metis"``,
   ``"round_robin"``, ``"random"``, ``"single"``; placed once, no search;
 - a **pipeline placer** name (:func:`pipeline_placers`): ``"gpipe"``, ``"pipedream"``, ``"ideal_dp"``, ``"ilp"``,
   ``"local_search"`` (:mod:`gplace.baselines.pipeline`), for a runtime that measures a pipelined mini-batch

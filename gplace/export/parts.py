@@ -45,14 +45,15 @@ def device_parts(graph: OpGraph, cluster: Cluster, placement: Placement, *, skip
             copied into each part that reads them). (default: none)
 
     Raises:
-        TypeError: an argument is of the wrong type (names it).
+        TypeError: an argument is of the wrong type (names it), or ``skip`` holds no op indices.
+        ValueError: an op index in ``skip`` is out of range.
         InvalidPlacementError: the placement does not fit the graph or cluster (names the op and device).
     """
     check_placement(placement)
     placement.validate(graph, cluster)  # checks the graph's and cluster's types
     devices = placement.devices
     skipped = np.zeros(graph.num_ops, dtype=bool)
-    skipped[list(skip)] = True
+    skipped[_op_indices(skip, graph.num_ops)] = True
     order = [i for i in graph.topological_order.tolist() if not skipped[i]]
     edges = graph.edge_index[:, ~(skipped[graph.edge_index[0]] | skipped[graph.edge_index[1]])]
     device_order = _device_order(edges, devices, order)
@@ -65,6 +66,22 @@ def device_parts(graph: OpGraph, cluster: Cluster, placement: Placement, *, skip
     for i in order:
         members.setdefault(key[i], []).append(i)
     return [Part(int(devices[ops[0]]), k, tuple(ops)) for k, (_, ops) in enumerate(sorted(members.items()))]
+
+
+def _op_indices(skip: Collection[int], num_ops: int) -> list[int]:
+    """``skip`` as op indices, each an int in ``[0, num_ops)`` (a name, or -1 for the last op, is refused).
+
+    Raises:
+        TypeError: an entry is no int.
+        ValueError: an entry is out of range.
+    """
+    ops = list(skip)
+    for op in ops:
+        if isinstance(op, bool) or not isinstance(op, int | np.integer):
+            raise TypeError(f"skip holds op indices (ints), got {op!r}")
+        if not 0 <= op < num_ops:
+            raise ValueError(f"skip: op index {op} is out of range for a graph of {num_ops} ops")
+    return ops
 
 
 def check_types(graph: object, cluster: object, placement: object) -> None:

@@ -294,10 +294,13 @@ def _cached(name: str, params: dict[str, Any], cache: bool) -> OpGraph:
 
 
 def _usable_cache_path(name: str, params: dict[str, Any]) -> Path | None:
-    """:func:`cache_path`, or ``None`` (with a warning) where it has no home directory to go under."""
+    """:func:`cache_path`, or ``None`` (with a warning) where it has no home directory to go under or its name is
+    one the file system refuses (too long)."""
     try:
-        return cache_path(name, params)
-    except RuntimeError as err:  # HOME unset and the uid not in the password database (``docker --user``)
+        path = cache_path(name, params)
+        path.is_file()  # a name too long for the file system (GPLACE_CACHE) raises here, not in the caller
+        return path
+    except (RuntimeError, OSError) as err:  # RuntimeError: HOME unset and the uid not in the password database
         logger.warning("zoo model %r: not caching it (%s; set GPLACE_CACHE to a directory)", name, err)
         return None
 

@@ -33,3 +33,13 @@ def test_skipped_ops_are_in_no_part_and_constrain_nothing():
     placement = Placement.for_graph(graph, np.zeros(graph.num_ops, dtype=int))
     parts = device_parts(graph, cluster, placement, skip=[0])
     assert part_of(parts, graph.num_ops)[0] == -1 and len(parts) == 1
+
+
+@pytest.mark.parametrize(("skip", "error", "says"), [(["op0"], TypeError, "op indices"),
+                                                     ([99], ValueError, "out of range"),
+                                                     ([-1], ValueError, "out of range")])
+def test_skip_takes_op_indices_in_range_only(skip, error, says):
+    """A name or an index past the graph was numpy's IndexError; -1 skipped the last op without a word."""
+    graph, cluster = random_dag(10, edge_prob=0.2, seed=0), uniform_cluster(2)
+    with pytest.raises(error, match=says):
+        device_parts(graph, cluster, Placement.single(graph, 0), skip=skip)
