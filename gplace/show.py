@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.serialize import atomic_path, write_error
 
 if TYPE_CHECKING:
     from gplace.pipeline import PipelineSchedule
@@ -133,21 +134,22 @@ def draw_placement(graph: OpGraph, devices: list[str], assignment: dict[str, str
                                         f"({assignment.get(op)!r}); is it for graph {graph.name!r}?")
     colour = {name: _COLOURS[i % len(_COLOURS)] for i, name in enumerate(devices)}
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if shutil.which("dot"):
-        _draw_dot(graph, assignment, colour, path)
-    else:
-        _draw_matplotlib(graph, assignment, colour, path)
+    draw = _draw_dot if shutil.which("dot") else _draw_matplotlib
+    try:
+        with atomic_path(path) as tmp:  # a full disk or Ctrl-C leaves the earlier image whole, not half a new one
+            draw(graph, assignment, colour, tmp, image_format(path))
+    except OSError as err:
+        raise write_error(path, err) from None
     return path
 
 
-def _draw_dot(graph: OpGraph, assignment: dict[str, str], colour: dict[str, str], path: Path) -> None:
+def _draw_dot(graph: OpGraph, assignment: dict[str, str], colour: dict[str, str], path: Path, fmt: str) -> None:
     lines = ["digraph placement {", "  node [style=filled, shape=box, fontsize=9];"]
     lines += [f'  n{i} [label="{_dot_text(op)}", fillcolor="{colour[assignment[op]]}"];'
               for i, op in enumerate(graph.op_names)]
     lines += [f"  n{u} -> n{v};" for u, v in graph.edge_index.T.tolist()]
     lines.append("}")
-    subprocess.run(["dot", f"-T{image_format(path)}", "-o", str(path)], input="\n".join(lines), text=True,
+    subprocess.run(["dot", f"-T{fmt}", "-o", str(path)], input="\n".join(lines), text=True,
                    check=True)
 
 
@@ -156,7 +158,8 @@ def _dot_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[str, str], path: Path) -> None:
+def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[str, str], path: Path,
+                     fmt: str) -> None:
     """Ops in columns by depth (longest path from a source), edges as lines, a legend of devices."""
     # a bare Figure, not pyplot: the caller's backend (a notebook's inline one) and open figures stay as they were
     from matplotlib import rc_context
@@ -188,8 +191,8 @@ def _draw_matplotlib(graph: OpGraph, assignment: dict[str, str], colour: dict[st
     for text in ax.legend(handles, list(colour), loc="best", fontsize=8).get_texts():
         text.set_parse_math(False)
     ax.axis("off")
-    fmt = image_format(path)  # at path itself: matplotlib added ".png" to a name without a suffix it knows
     with rc_context({"svg.hashsalt": "gplace"}):  # SVG ids from a fixed salt, and no date: the same file every run
+        # the format given: matplotlib added ".png" to a name without a suffix it knows (and the temporary's ".tmp")
         fig.savefig(path, format=fmt, dpi=100, bbox_inches="tight",
                     metadata={"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt))
 

@@ -46,3 +46,27 @@ def test_an_svg_drawing_is_the_same_file_every_time(tmp_path, monkeypatch):
     assignment = {op: devices[k % 2] for k, op in enumerate(graph.op_names)}
     first, second = (draw_placement(graph, devices, assignment, tmp_path / f"{k}.svg").read_bytes() for k in (1, 2))
     assert first.startswith(b"<?xml") and first == second
+
+
+def test_a_drawing_that_fails_halfway_leaves_the_earlier_image_whole(tmp_path, monkeypatch):
+    """A full disk left a truncated PNG where a good image was, with a bare 'No space left on device'."""
+    import errno
+
+    from matplotlib.figure import Figure
+
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no `dot` on it: matplotlib draws
+    graph = diamond()
+    devices = ["/CPU:0", "/CPU:1"]
+    path = draw_placement(graph, devices, {op: devices[0] for op in graph.op_names}, tmp_path / "d.png")
+    before = path.read_bytes()
+
+    def full_disk(self, fname, **kwargs):
+        with open(fname, "wb") as out:
+            out.write(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", full_disk)
+    with pytest.raises(OSError, match=f"cannot write {path}"):
+        draw_placement(graph, devices, {op: devices[1] for op in graph.op_names}, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["d.png"]

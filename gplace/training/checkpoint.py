@@ -40,17 +40,22 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp = path.with_name(_temp_name(path.name))
     try:
         torch.save(state, tmp)
+        tmp.replace(path)  # a folder at ``path`` refuses it
     except (RuntimeError, OSError) as err:
         tmp.unlink(missing_ok=True)
-        kept = "the last whole one is kept" if path.exists() else "none was written before"
+        kept = "the last whole one is kept" if path.is_file() else "none was written before"
         raise OSError(f"cannot write {path} ({error_summary(err)}); {kept}{_why_not_written(err, path)}") from None
     except BaseException:  # Ctrl-C while writing: no half file left beside the last whole one (up to 11 MB)
         tmp.unlink(missing_ok=True)
         raise
-    tmp.replace(path)
+
+
+def _temp_name(name: str) -> str:
+    """``<name>.tmp``, its name cut to fit the file systems' 255 bytes (a legal 252-255-byte ``name``)."""
+    return name.encode()[:251].decode(errors="ignore") + ".tmp"
 
 
 def _why_not_written(err: Exception, path: Path) -> str:
