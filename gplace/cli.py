@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import io
 import logging
@@ -1585,22 +1586,58 @@ def _check_job_dir(args: list[str]) -> None:
     fix = f"give a writable directory with {key}=/path/to/dir"
     if given is not None:
         _fail(f"{key}={given}: {folder} {_no_folder_there(folder)}: {fix}")
-    _fail(f"{folder} is not writable, and Hydra writes each {'sweep' if sweep else 'run'} under ./{root}/ of the "
-          f"working directory by default: {fix}, or start gplace in a writable working directory")
+    _fail(f"{folder} {_no_folder_there(folder)}, and Hydra writes each {'sweep' if sweep else 'run'} under "
+          f"./{root}/ of the working directory by default: {fix}, or start gplace in a writable working directory")
 
 
 def _no_folder_there(path: Path) -> str:
     """Why :func:`_unwritable` refused ``path``."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "is a symbolic link loop (or goes through one)"
+        if err.errno == errno.ENAMETOOLONG:
+            return "has a name too long for the file system"
+        if err.errno == errno.ENOENT and os.path.islink(path):
+            try:
+                target = os.readlink(path)
+            except OSError:
+                return "is a dangling symbolic link (what it points to does not exist)"
+            return f"is a dangling symbolic link (to {target}, which does not exist)"
+        return f"cannot be used: {err.strerror or err}"
     return "is not writable" if path.is_dir() else "is a file, not a folder"
 
 
 def _unwritable(path: Path) -> Path | None:
     """The nearest existing path of ``path`` (itself or the folder it would be made in) if no folder can be made
-    there: a folder that cannot be written to (read-only, or no permission), or a file; else ``None``."""
+    there: a folder that cannot be written to (read-only, or no permission), or a file; a symbolic link whose target
+    does not exist or that loops, or a name too long for the file system (the highest such path); else ``None``.
+    (``Path.exists()`` is false for a dangling or looping link, and raised for a name too long.)"""
     folder = path.absolute()
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    while folder != folder.parent:
+        try:
+            os.stat(folder)
+        except OSError as err:
+            if err.errno not in (errno.ENOENT, errno.ENOTDIR):  # a loop, a name too long: from the highest such
+                while folder.parent != folder.parent.parent and _stat_errno(folder.parent) == err.errno:
+                    folder = folder.parent
+                return folder
+            if os.path.lexists(folder):  # a link to nothing: Hydra's mkdir of it fails (it exists)
+                return folder
+            folder = folder.parent
+        else:
+            break
     return None if folder.is_dir() and os.access(folder, os.W_OK) else folder
+
+
+def _stat_errno(path: Path) -> int | None:
+    """The errno of ``os.stat(path)``, ``None`` if it succeeds."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno
+    return None
 
 
 _HYDRA_ONE_MODE = "Only one of --run, --multirun, --cfg, --info"
