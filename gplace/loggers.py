@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from gplace.ir.errors import error_summary
-from gplace.ir.serialize import write_bytes_atomic, write_error
+from gplace.ir.serialize import write_bytes_atomic, write_error, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +276,7 @@ class WandbLogger:
                         "offline run folder under id %s, which `wandb sync` may not join to the first; metrics.jsonl "
                         "in the run directory is the complete record", self.run.id)
         if dir is not None and mode != "disabled":
-            (Path(dir) / RUN_ID_FILE).write_text(self.run.id)
+            write_text_atomic(Path(dir) / RUN_ID_FILE, self.run.id)  # a failure names the file
 
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
         self._active().config.update(dict(config), allow_val_change=True)

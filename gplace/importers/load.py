@@ -127,6 +127,8 @@ def _text(path: Path, expected: str) -> str:
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory; expected a file, one of {expected}")
     if not path.is_file():
+        if path.exists():  # read, a FIFO blocks for ever and /dev/zero fills the memory
+            raise OSError(f"{path} is not a regular file (a FIFO or a device); expected a file, one of {expected}")
         raise FileNotFoundError(f"no such file: {path}")
     try:
         return path.read_text(encoding="utf-8-sig")  # a byte-order mark (some Windows editors write one) is skipped

@@ -447,10 +447,14 @@ def read_json(path: str | Path) -> Any:
 
     Raises:
         JsonTextError: the file is not UTF-8 text, or :func:`parse_json` refuses it.
-        OSError: the file cannot be read.
+        OSError: the file cannot be read, or is no regular file (a FIFO, which blocks for ever, or a device such as
+            ``/dev/zero``, which fills the memory).
     """
+    path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():  # a folder: read_text's IsADirectoryError
+        raise OSError(f"{path} is not a regular file (a FIFO or a device); expected a JSON file")
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise JsonTextError(f"not UTF-8 text ({err.reason} at byte {err.start}), so not JSON") from None
     return parse_json(text)
