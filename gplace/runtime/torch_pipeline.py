@@ -7,18 +7,18 @@ How it runs
     The graph must come from :func:`gplace.from_torch` on ``module`` (its ops name the modules they belong to; on a
     training graph, ``training=True``, torch runs each backward op in its forward op's stage whatever the placement says
     of it, as :func:`gplace.pipeline.stages.align_to_modules` places them, and ``bytes_moved`` also counts the gradients
-    sent back, ``pipe-v2``'s count of that graph). The placement's stages are the runs of consecutive modules on one
-    device; the split is :func:`gplace.export.torch.pipeline_split`'s (``{module path: SplitPoint.BEGINNING}`` where the
-    device changes), checked in this process, so a placement that changes device inside a module raises
-    :class:`~gplace.ir.InvalidPlacementError` naming the op and the module. Then one process per device (rank, numbered
-    by the device's first stage) is spawned; they join a process group (``backend``: by default ``gloo`` when every
-    stage is on a CPU, ``nccl`` when every stage is on a CUDA device) over localhost, each traces the module with
-    ``torch.distributed.pipelining.pipeline``, builds its stages on its device and runs the schedule: stage 0 feeds the
-    mini-batch ``inputs``, the last stage computes ``loss_fn(output, target)`` per micro-batch. Gradients are those of
-    the mean micro-batch loss, the gradients of the unsplit model on the whole mini-batch. The processes get a copy of
-    ``module``, ``inputs`` and ``target`` (sending tensors to a process moves them into shared memory) and each runs its
-    own copy, so the caller's module, its buffers (BatchNorm's running statistics) included, is left as it was and every
-    measurement starts from it.
+    sent back, the graph's backward values that cross devices). The placement's stages are the runs of consecutive
+    modules on one device; the split is :func:`gplace.export.torch.pipeline_split`'s (``{module path:
+    SplitPoint.BEGINNING}`` where the device changes), checked in this process, so a placement that changes device
+    inside a module raises :class:`~gplace.ir.InvalidPlacementError` naming the op and the module. Then one process per
+    device (rank, numbered by the device's first stage) is spawned; they join a process group (``backend``: by default
+    ``gloo`` when every stage is on a CPU, ``nccl`` when every stage is on a CUDA device) over localhost, each traces
+    the module with ``torch.distributed.pipelining.pipeline``, builds its stages on its device and runs the schedule:
+    stage 0 feeds the mini-batch ``inputs``, the last stage computes ``loss_fn(output, target)`` per micro-batch.
+    Gradients are those of the mean micro-batch loss, the gradients of the unsplit model on the whole mini-batch. The
+    processes get a copy of ``module``, ``inputs`` and ``target`` (sending tensors to a process moves them into shared
+    memory) and each runs its own copy, so the caller's module, its buffers (BatchNorm's running statistics) included,
+    is left as it was and every measurement starts from it.
 Schedules
     With one stage per device, torch's ``ScheduleGPipe`` or ``Schedule1F1B``. A non-contiguous placement gives
     a device several stages (NCCL allows one process per GPU), and ``Schedule1F1B`` refuses fewer micro-batches
@@ -28,10 +28,13 @@ Schedules
     here of torch's private ``_Action``).
 What it reports
     The median over ``steps`` timed steps (after ``warmup`` steps) of the wall time of one ``schedule.step``,
-    between two barriers of all stages, and their spread; ``bytes_moved`` is counted from the graph (one
-    micro-batch's), not from torch's sends: ``M`` times the forward values crossing devices, each once per
-    (producer, destination device) (:func:`gplace.pipeline.pipeline_bytes_moved`; the gradients sent back are not
-    counted). :meth:`TorchPipelineRuntime.run` also returns the mean
+    between two barriers of all stages, and their spread; ``bytes_moved`` is counted from the graph, read as one
+    micro-batch's (imported at the micro-batch size, ``batch / M``), not from torch's sends: ``M`` times the values
+    crossing devices, each once per (producer, destination device) (:func:`gplace.pipeline.pipeline_bytes_moved`
+    with one micro-batch): an inference graph's forward values only (the gradients torch sends back are then not
+    counted), a training graph's backward values too. ``pipe-v2`` reads a graph as the whole mini-batch's, so its
+    count on the graph imported at the mini-batch size is the same (up to rounding each value up to whole bytes
+    per micro-batch). :meth:`TorchPipelineRuntime.run` also returns the mean
     loss and every parameter's gradient (for checks against the unsplit model; a weight tied between modules of
     different stages, which each stage holds a copy of, gets the sum of their gradients).
 Devices
@@ -195,7 +198,8 @@ class TorchPipelineRuntime(Runtime):
     """Measures pipeline placements of ``module`` by running them (see the module docstring).
 
     Args:
-        module: the model; the graphs it measures are imported from it with :func:`gplace.from_torch`.
+        module: the model; the graphs it measures are imported from it with :func:`gplace.from_torch`, at the
+            micro-batch size for ``bytes_moved`` (see the module docstring).
         inputs: the mini-batch's positional inputs (batch first; ``microbatches`` must divide the batch).
         target: the mini-batch's target (batch first, the inputs' batch size), passed to ``loss_fn`` per
             micro-batch.
