@@ -196,6 +196,8 @@ class TensorFlowRuntime(Runtime):
         Raises:
             InvalidPlacementError: the placement does not fit the graph or cluster.
             TypeError: ``placement`` is not a :class:`~gplace.ir.Placement`.
+            ValueError: a name in ``feeds`` is no tensor or node of the graph (the message names it and the
+                source's inputs).
             TensorFlowRunError: the step failed (the reason a measurement would report).
         """
         check_placement(placement)
@@ -510,6 +512,7 @@ class _Step:
               deadline: float) -> None:
         """Open the session, initialise the variables and prepare the step's callable."""
         tf = self.tf
+        self._check_feeds(source, feeds)  # a caller's mistake: before any work
         _read_variables(cache, source)  # before the graph is the default one
         with self.graph.as_default():
             init_ops, init_feeds, self.initialises = _initializers(tf, self.graph, cache, frozenset(self.holding))
@@ -552,6 +555,17 @@ class _Step:
             return self.graph.get_tensor_by_name(name if ":" in name else f"{name}:0")
         except (KeyError, ValueError) as err:
             raise TensorFlowRunError(f"tensor {name!r} is not in the graph: {error_summary(err)}") from None
+
+    def _check_feeds(self, source: Any, feeds: Mapping[str, Any] | None) -> None:
+        """Raise ValueError naming the first name in ``feeds`` that is no tensor (``"x:0"``) or node (``"x"``, its
+        output 0) of the graph, and the source's inputs."""
+        for name in feeds or {}:
+            try:
+                self.graph.get_tensor_by_name(name if ":" in name else f"{name}:0")
+            except (KeyError, ValueError, TypeError):
+                inputs = ", ".join(repr(n) for n in source.inputs) or "none"
+                raise ValueError(f"feeds: {name!r} is no tensor of the graph (its inputs: {inputs}; a tensor "
+                                 "name 'node:i', or a node name for its output 0)") from None
 
     def _feeds(self, cache: dict[str, np.ndarray], source: Any,
                feeds: Mapping[str, Any] | None) -> tuple[list[Any], tuple[np.ndarray, ...]]:
