@@ -444,6 +444,7 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
     """Run ``job()``; a user's mistake (missing value, bad file, bad graph) ends in one line, not a traceback, and
     so does Ctrl-C or SIGTERM, saying how ``command``'s job resumes (:func:`resume_hint`)."""
     _utf8_log_files()
+    _log_files_fail_once()
     _log_lines_to_stderr()
     _log_lines_survive_a_gone_stdout()
     if "gplace.runtime.base" in sys.modules:  # a sweep's earlier job ran: warn again into this job's log
@@ -836,6 +837,29 @@ def _utf8_log_files() -> None:
             handler.setStream(utf8).close()  # the handler keeps the new stream open
 
 
+def _log_files_fail_once() -> None:
+    """Make each of the job's log files (Hydra's ``cli.log``) that cannot be written (a full disk, a file gone
+    read-only) say so once, in one line on stderr naming the file and the error, and then stay silent: logging's own
+    handler printed a ``--- Logging error ---`` traceback for every line logged (a bench: hundreds of lines). The
+    run goes on, its lines on the terminal."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handleError = functools.partial(_log_file_error, handler)
+
+
+def _log_file_error(handler: logging.FileHandler, record: logging.LogRecord) -> None:
+    """``handler``'s failure to write ``record``: one warning line on stderr the first time, then nothing."""
+    if getattr(handler, "_gplace_failed", False):
+        return
+    handler._gplace_failed = True  # noqa: SLF001
+    err = sys.exc_info()[1]
+    reason = f"{type(err).__name__}: {err}" if err is not None else "the write failed"
+    line = f"gplace: warning: cannot write the log file {handler.baseFilename} ({reason}); the run goes on without it\n"
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(line.translate(_TERMINAL_ESCAPES))
+        sys.stderr.flush()
+
+
 def _log_lines_to_stderr() -> None:
     """Point Hydra's default console log handler (on stdout) at stderr, so that stdout holds only the results (a
     table, the result line) and a script can read them (``gplace place ... | head -1`` read a warning);
@@ -941,6 +965,8 @@ def bench(cfg: DictConfig) -> list:
               "out_dir=/path/to/dir")
     with hold_dir(cfg.out_dir, "bench directory"):
         _claim_bench_out_dir(Path(cfg.out_dir))
+        if HydraConfig.initialized():  # hydra.output_subdir: null in the bench configs: its record written here
+            record_job(cfg, HydraConfig.get().runtime.output_dir)
         if cfg.get("pipeline"):  # gplace/conf/bench_pipeline.yaml
             from gplace.bench.pipeline import bench_pipeline
 
