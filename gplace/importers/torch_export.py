@@ -702,7 +702,7 @@ def _warn_one_pass(node: torch.fx.Node, graph: str, enclosing: torch.fx.Node | N
 def _example_run(ep: ExportedProgram) -> tuple[dict[str, int], dict[str, list[int | None]]]:
     """What one run of ``ep`` on its example inputs (without gradients) tells, where it has a top-level
     ``while_loop`` or a sparse value: node name -> the passes each top-level ``while_loop`` makes, and node name ->
-    the bytes of each sparse result of a top-level node (:func:`_sparse_nbytes`; ``None`` for a dense one). Both
+    the bytes of each sparse result of a top-level node (:func:`sparse_nbytes`; ``None`` for a dense one). Both
     are empty where it has neither, or its example inputs are missing or fail to run (a warning)."""
     import torch
 
@@ -734,7 +734,7 @@ def _sparse_leaves(node: torch.fx.Node) -> bool:
                for leaf in tree_leaves(node.meta.get("val")))
 
 
-def _sparse_nbytes(t: torch.Tensor) -> int | None:
+def sparse_nbytes(t: torch.Tensor) -> int | None:
     """The bytes a real sparse tensor holds: its values and indices (COO: ``values`` and ``indices``; CSR, CSC,
     BSR, BSC: ``values`` and the compressed and plain indices), as the ONNX importer sizes a sparse initializer;
     ``None`` for a dense tensor, or one whose parts cannot be read (a fake tensor's nnz is 0, unknown)."""
@@ -970,7 +970,7 @@ class _TripCounter:
                 else:
                     result = super().run_node(n)
                 if _sparse_leaves(n):
-                    counter.sparse[n.name] = [_sparse_nbytes(leaf) for leaf in tree_leaves(result)]
+                    counter.sparse[n.name] = [sparse_nbytes(leaf) for leaf in tree_leaves(result)]
                 return result
 
         self.interpreter = _Interpreter(gm)

@@ -14,7 +14,7 @@ import torch
 from torch.fx.node import map_arg
 from torch.utils import _pytree as pytree
 
-from gplace.importers.torch_export import _sparse_nbytes
+from gplace.importers.torch_export import sparse_nbytes
 from gplace.runtime.torch_cuda import streams_restored
 from gplace.runtime.torch_errors import TorchRunError, failure
 from gplace.runtime.torch_program import op_name_of
@@ -206,13 +206,13 @@ def _record_stream(value: Any, stream: Any) -> None:
 
 def nbytes(value: Any) -> int:
     """The bytes of the tensors in ``value``: a dense one ``numel * element_size``, a sparse one its values and
-    indices, as the importer sizes it (:func:`~gplace.importers.torch_export._sparse_nbytes`), so bytes moved agree
+    indices, as the importer sizes it (:func:`~gplace.importers.torch_export.sparse_nbytes`), so bytes moved agree
     with ``sim-v1``'s."""
     return sum(_tensor_nbytes(t) for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
 
 
 def _tensor_nbytes(t: torch.Tensor) -> int:
-    sparse = _sparse_nbytes(t)
+    sparse = sparse_nbytes(t)
     return t.numel() * t.element_size() if sparse is None else sparse
 
 
