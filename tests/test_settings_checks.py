@@ -2,6 +2,7 @@
 
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -171,3 +172,18 @@ def test_a_top_level_key_that_an_interpolation_reads_is_taken(tmp_path, read):
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "r" / "placement.json").exists()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(time_limit=-5), "time_limit must be a finite number > 0, got -5"),
+    (dict(time_limit=math.nan), "time_limit must be a finite number > 0, got nan"),
+    (dict(time_limit="abc"), "time_limit must be a finite number > 0, got 'abc'"),
+    (dict(time_limit=True), "time_limit must be a finite number > 0, got True"),
+    (dict(max_variables=2.5), "max_variables must be a whole number >= 1, got 2.5"),
+    (dict(max_variables=-1), "max_variables must be a whole number >= 1, got -1"),
+])
+def test_the_pipeline_ilps_limits_are_checked_naming_them(kwargs, message):
+    """A negative or NaN time limit (and True) reached HiGHS, which ignored it and placed; a string failed in
+    SciPy's option manager with a TypeError; a fractional or negative max_variables was accepted."""
+    with pytest.raises(ValueError, match=f"^PipelineILPPlacer: {re.escape(message)}"):
+        PipelineILPPlacer(**kwargs)

@@ -297,7 +297,14 @@ class IdealDPPartitioner(StagePlacer):
     ``pipe-v2``'s mini-batch time can rank them otherwise, most with few micro-batches; ``docs/pipeline.md``);
     past ``chain_blocks`` units a finer contiguous split than the chain DP's may still be faster.
 
+    Args:
+        kind, microbatches, overlap, schedule, join_gradients: as for :class:`StagePlacer`.
+        max_ideals: the most ideals the DP enumerates before the blocks are coarsened (at least 2: the empty
+            and the full set). (default: 512)
+        chain_blocks: the most blocks of the chain DP run beside it (at least 1). (default: 1024)
+
     Raises:
+        ValueError: a bad setting, naming it.
         PlacementInfeasibleError: no contiguous split fits the stage devices' memory.
     """
 

@@ -11,6 +11,7 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.baselines.pipeline.contiguous import StagePlacer
 from gplace.baselines.pipeline.stages import StageProblem
 from gplace.ir import GraphError
+from gplace.ir.errors import check_positive, check_sizes
 
 if TYPE_CHECKING:
     from scipy.optimize import LinearConstraint
@@ -43,7 +44,8 @@ class PipelineILPPlacer(StagePlacer):
     measures both models). ``overlap=False`` charges every cut.
 
     Args:
-        kind, microbatches, overlap, join_gradients: as for :class:`~gplace.baselines.pipeline.IdealDPPartitioner`.
+        kind, microbatches, overlap, join_gradients: as for
+            :class:`~gplace.baselines.pipeline.contiguous.StagePlacer` (the memory is ``gpipe``'s).
         max_variables: larger problems raise :class:`ProblemTooLargeError`. (default: 5000)
         time_limit: seconds for HiGHS; the best placement found by then is returned (logged). (default: 10, a
             placer's time target; 30 took 30 s on a 200-op graph of 3,777 variables)
@@ -52,6 +54,8 @@ class PipelineILPPlacer(StagePlacer):
     exceed the model's optimum by that fraction.
 
     Raises:
+        ValueError: a bad setting, naming it (a ``time_limit`` that is not a number above 0 was passed to HiGHS,
+            which ignored a negative or NaN one and failed on a string with its own ``TypeError``).
         ProblemTooLargeError: over ``max_variables``, or numbers HiGHS refuses.
         PlacementInfeasibleError: no assignment fits the stage devices' memory, or none found in time.
     """
@@ -62,6 +66,8 @@ class PipelineILPPlacer(StagePlacer):
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, max_variables: int = 5000,
                  time_limit: float = 10.0, overlap: bool = True, *, join_gradients: bool = False) -> None:
         super().__init__(kind, microbatches, overlap, join_gradients=join_gradients)
+        check_sizes(type(self).__name__, max_variables=max_variables)
+        check_positive(type(self).__name__, time_limit=time_limit)
         self.max_variables = max_variables
         self.time_limit = time_limit
 
