@@ -30,6 +30,7 @@ from gplace.features import NUMERIC_FEATURES, POSITION_FEATURES, featurize
 from gplace.grouping import identity_grouping, make_grouping
 from gplace.interfaces import check_device_count
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
+from gplace.ir.errors import check_sizes
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.placer import (
     ContractError,
@@ -76,9 +77,7 @@ class LearnedGrouper(nn.Module):
 
     def __init__(self, num_groups: int, hidden_size: int = 64, num_type_buckets: int = 512) -> None:
         super().__init__()
-        if num_groups < 1 or hidden_size < 1 or num_type_buckets < 1:
-            raise ValueError(f"num_groups, hidden_size and num_type_buckets must be >= 1, got {num_groups}, "
-                             f"{hidden_size}, {num_type_buckets}")
+        check_sizes("LearnedGrouper", num_groups=num_groups, hidden_size=hidden_size, num_type_buckets=num_type_buckets)
         self.num_groups, self.hidden_size, self.num_type_buckets = num_groups, hidden_size, num_type_buckets
         self.types = nn.Embedding(num_type_buckets, hidden_size)
         self.numbers = nn.Linear(NUMERIC_FEATURES + POSITION_FEATURES, hidden_size)

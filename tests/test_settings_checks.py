@@ -8,13 +8,16 @@ import sys
 
 import pytest
 
+from gplace.baselines import MSCT
 from gplace.baselines.pipeline import GPipePartitioner, IdealDPPartitioner, PipelineILPPlacer
 from gplace.encoders import GNNEncoder, LSTMEncoder
+from gplace.hierarchical import LearnedGrouper
 from gplace.importers import load_pipedream
-from gplace.policies import ListSchedulingPolicy, MLPPolicy, Seq2SeqPolicy
+from gplace.policies import GDPPolicy, ListSchedulingPolicy, MLPPolicy, Seq2SeqPolicy, SuperpositionPolicy
 from gplace.runtime import Simulator
 from gplace.runtime.batch import check_threads
 from gplace.runtime.cache import CachedRuntime
+from gplace.training import EMABaseline
 
 GRAPH_TXT = ("node1 -- Input0 -- forward_compute_time=1.000, backward_compute_time=0.000, activation_size=8.000, "
              "parameter_size=0.000\nnode2 -- ReLU() -- forward_compute_time=1.000, backward_compute_time=1.000, "
@@ -187,3 +190,37 @@ def test_the_pipeline_ilps_limits_are_checked_naming_them(kwargs, message):
     SciPy's option manager with a TypeError; a fractional or negative max_variables was accepted."""
     with pytest.raises(ValueError, match=f"^PipelineILPPlacer: {re.escape(message)}"):
         PipelineILPPlacer(**kwargs)
+
+
+def _tf_runtime(**kwargs):
+    from gplace.runtime import TensorFlowRuntime
+
+    return TensorFlowRuntime(**kwargs)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: MSCT(max_lp_variables=-5), "MSCT: max_lp_variables must be a whole number >= 0, got -5"),
+    (lambda: MSCT(max_lp_variables=2.5), "MSCT: max_lp_variables must be a whole number >= 0, got 2.5"),
+    (lambda: MSCT(threshold=math.nan), "MSCT: threshold must be a finite number, got nan"),
+    (lambda: MSCT(threshold="abc"), "MSCT: threshold must be a finite number, got 'abc'"),
+    (lambda: GDPPolicy(2, num_layers=True), "GDPPolicy: num_layers must be a whole number >= 1, got True"),
+    (lambda: GDPPolicy(2, num_layers=2.5), "GDPPolicy: num_layers must be a whole number >= 1, got 2.5"),
+    (lambda: GDPPolicy(2, num_heads="abc"), "GDPPolicy: num_heads must be a whole number >= 1, got 'abc'"),
+    (lambda: GDPPolicy(2, segment_size=math.nan), "GDPPolicy: segment_size must be a whole number >= 1, got nan"),
+    (lambda: SuperpositionPolicy(2, segment_size=2.5),
+     "SuperpositionPolicy: segment_size must be a whole number >= 1, got 2.5"),
+    (lambda: MLPPolicy(2, num_layers=True), "MLPPolicy: num_layers must be a whole number >= 0, got True"),
+    (lambda: MLPPolicy(2, num_layers=2.5), "MLPPolicy: num_layers must be a whole number >= 0, got 2.5"),
+    (lambda: LearnedGrouper(2, hidden_size="abc"), "LearnedGrouper: hidden_size must be a whole number >= 1"),
+    (lambda: LearnedGrouper(2, num_type_buckets=2.5), "LearnedGrouper: num_type_buckets must be a whole number"),
+    (lambda: ListSchedulingPolicy(revisit="abc"), "ListSchedulingPolicy: revisit must be a finite number, got 'abc'"),
+    (lambda: EMABaseline(decay="abc"), "EMABaseline: decay must be a finite number, got 'abc'"),
+    (lambda: _tf_runtime(intra_op_threads=2.5), "TensorFlowRuntime: intra_op_threads must be a whole number >= 0"),
+    (lambda: _tf_runtime(intra_op_threads=True), "TensorFlowRuntime: intra_op_threads must be a whole number >= 0"),
+    (lambda: _tf_runtime(inter_op_threads="abc"), "TensorFlowRuntime: inter_op_threads must be a whole number >= 0"),
+])
+def test_numeric_settings_of_the_wrong_kind_are_refused_naming_them(make, message):
+    """Each was accepted (True layers, a 2.5 segment size, a NaN m-SCT threshold, 2.5 TensorFlow threads) or
+    failed with an unrelated TypeError ("'<' not supported between instances of 'str' and 'int'")."""
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+        make()

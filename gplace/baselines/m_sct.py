@@ -19,6 +19,7 @@ from gplace.baselines._common import (
 from gplace.baselines._list_scheduler import EtfScheduler
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
+from gplace.ir.errors import check_finite, check_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -54,12 +55,15 @@ class MSCT(Placer):
         threshold: an edge is a favourite-child edge when its LP value is below this. (default: ``0.5``)
 
     Raises:
+        ValueError: ``max_lp_variables`` not a whole number >= 0 or ``threshold`` not a finite number, naming it.
         PlacementInfeasibleError: from :meth:`place`, when an op fits on no device it may run on.
     """
 
     name = "m_sct"
 
     def __init__(self, max_lp_variables: int = 20_000, threshold: float = 0.5) -> None:
+        check_sizes("MSCT", 0, max_lp_variables=max_lp_variables)  # 0: always the greedy favourite child
+        check_finite("MSCT", threshold=threshold)
         self.max_lp_variables = max_lp_variables
         self.threshold = threshold
 

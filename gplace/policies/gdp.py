@@ -38,13 +38,12 @@ class GDPPolicy(IndependentPolicy):
     def __init__(self, num_devices: int, hidden_size: int = 128, num_heads: int = 4, num_layers: int = 2,
                  segment_size: int = 128, *, state_size: int | None = None, feedforward_size: int | None = None
                  ) -> None:
-        check_sizes("GDPPolicy", hidden_size=hidden_size,
+        check_sizes(type(self).__name__, hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers,
+                    segment_size=segment_size,
                     **({} if feedforward_size is None else {"feedforward_size": feedforward_size}))
         super().__init__(hidden_size if state_size is None else state_size, num_devices)
-        if num_heads < 1 or hidden_size % num_heads:
+        if hidden_size % num_heads:
             raise ValueError(f"num_heads ({num_heads}) must divide hidden_size ({hidden_size})")
-        if num_layers < 1 or segment_size < 1:
-            raise ValueError(f"num_layers and segment_size must be >= 1, got {num_layers} and {segment_size}")
         self.num_devices, self.segment_size = num_devices, segment_size
         ff = 4 * hidden_size if feedforward_size is None else feedforward_size
         self.input = nn.Linear(self.state_size, hidden_size)

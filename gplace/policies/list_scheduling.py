@@ -101,7 +101,7 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
         check_sizes("ListSchedulingPolicy", hidden_size=hidden_size, device_feature_size=device_feature_size,
                     **({} if state_size is None else {"state_size": state_size}))
         check_flags("ListSchedulingPolicy", stage_features=stage_features)
-        check_finite("ListSchedulingPolicy", prior_weight=prior_weight,
+        check_finite("ListSchedulingPolicy", prior_weight=prior_weight, revisit=revisit,
                      **({} if residual_bound is None else {"residual_bound": residual_bound}))
         if prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")

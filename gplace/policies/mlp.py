@@ -29,9 +29,8 @@ class MLPPolicy(IndependentPolicy):
     def __init__(self, num_devices: int, hidden_size: int = 128, num_layers: int = 2, *,
                  state_size: int | None = None) -> None:
         check_sizes("MLPPolicy", hidden_size=hidden_size)
+        check_sizes("MLPPolicy", 0, num_layers=num_layers)
         super().__init__(hidden_size if state_size is None else state_size, num_devices)
-        if num_layers < 0:
-            raise ValueError(f"num_layers must be >= 0, got {num_layers}")
         self.num_devices = num_devices
         sizes = [self.state_size] + [hidden_size] * num_layers
         layers: list[nn.Module] = []

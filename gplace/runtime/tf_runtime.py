@@ -168,8 +168,8 @@ class TensorFlowRuntime(Runtime):
         check_sizes(type(self).__name__, 1, steps=steps)
         check_sizes(type(self).__name__, 0, warmup=warmup)
         limit = check_time_limit(type(self).__name__, time_limit)
-        if intra_op_threads < 0 or (inter_op_threads is not None and inter_op_threads < 0):
-            raise ValueError(f"thread counts must be >= 0, got {intra_op_threads}, {inter_op_threads}")
+        check_sizes(type(self).__name__, 0, intra_op_threads=intra_op_threads,
+                    **({} if inter_op_threads is None else {"inter_op_threads": inter_op_threads}))
         self.steps, self.warmup, self.time_limit = steps, warmup, limit
         check_device_map(device_map, "TensorFlow", _EXAMPLE)
         self.device_map = {name: _parse_device(name, value) for name, value in (device_map or {}).items()}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gplace.ir.errors import check_finite
+
 
 class EMABaseline:
     """``b <- decay * b + (1 - decay) * mean(rewards)``, started at the first batch's mean.
@@ -12,6 +14,7 @@ class EMABaseline:
     """
 
     def __init__(self, decay: float = 0.9) -> None:
+        check_finite("EMABaseline", decay=decay)
         if not 0.0 <= decay < 1.0:
             raise ValueError(f"baseline decay must be in [0, 1), got {decay}")
         self.decay = decay

@@ -144,7 +144,7 @@ def test_a_revisit_charge_keeps_the_join_on_the_device_the_pipeline_reached():
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"prior": "stage", "revisit": -1.0}, "revisit must be finite and >= 0"),
-    ({"prior": "stage", "revisit": float("inf")}, "revisit must be finite and >= 0"),
+    ({"prior": "stage", "revisit": float("inf")}, "revisit must be a finite number, got inf"),
     ({"prior": "eft", "revisit": 1.0}, "needs prior='stage'"),
 ])
 def test_a_bad_revisit_is_refused_by_name(kwargs, match):
