@@ -25,7 +25,7 @@ is taken as written; a plan too big for a device is reported failed by the runti
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +57,16 @@ def resolve_device(spec: str, cluster: Cluster) -> int:
                      f"{sorted(set(cluster.kinds))}, devices {list(cluster.device_names)}")
 
 
+def _names(where: str, field: str, names: object) -> tuple[str, ...]:
+    """``names`` as a tuple of strings; one string (``"gradients/"``, read as its letters) is refused."""
+    if isinstance(names, str) or not isinstance(names, Iterable):
+        raise ValueError(f"{where}: {field} must be a list of strings, got {names!r}")
+    names = tuple(names)
+    if not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{where}: {field} must be a list of strings, got {list(names)!r}")
+    return names
+
+
 class Expert(Placer):
     """A human-expert placement from ``(regex, device spec)`` rules on op names; first match wins.
 
@@ -69,7 +79,8 @@ class Expert(Placer):
             (default: :data:`GRADIENT_PREFIXES`)
 
     Raises:
-        ValueError: a pattern is not a valid regular expression.
+        ValueError: a pattern is not a valid regular expression, ``default`` is no string, or
+            ``gradient_prefixes`` is no sequence of strings (one string, which would be read as its letters).
     """
 
     name = "expert"
@@ -77,9 +88,12 @@ class Expert(Placer):
     def __init__(self, rules: Sequence[tuple[str, str]] = (), default: str = "gpu:0", *,
                  follow_neighbours: bool = False, gradient_prefixes: Sequence[str] = GRADIENT_PREFIXES) -> None:
         self.rules = [(str(p), str(s)) for p, s in rules]
+        if not isinstance(default, str):
+            raise ValueError(f"{type(self).__name__}: default must be a device spec such as 'gpu:0', 'gpu' or a "
+                             f"device name, got {default!r}")
         self.default = default
         self.follow_neighbours = follow_neighbours
-        self.gradient_prefixes = tuple(gradient_prefixes)
+        self.gradient_prefixes = _names(type(self).__name__, "gradient_prefixes", gradient_prefixes)
         self._compiled = [(_compile(p), s) for p, s in self.rules]
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
@@ -145,13 +159,18 @@ class InceptionExpert(Expert):
         rules: ``(pattern, spec)`` rules applied before the structural pass. (default: none)
         default: spec for the stem, block concats and unplaced ops. (default: ``"gpu:0"``)
         concat_types: op types that join a block's branches. (default: TF's ``ConcatV2``, PyTorch's ``Concat``)
+        gradient_prefixes: name prefixes of backward ops, which follow their forward op by name.
+            (default: :data:`GRADIENT_PREFIXES`)
+
+    Raises:
+        ValueError: as :class:`Expert`'s, or ``concat_types`` is no sequence of strings.
     """
 
     def __init__(self, rules: Sequence[tuple[str, str]] = (), default: str = "gpu:0", *,
                  concat_types: Sequence[str] = ("ConcatV2", "Concat"),
                  gradient_prefixes: Sequence[str] = GRADIENT_PREFIXES) -> None:
         super().__init__(rules, default, follow_neighbours=True, gradient_prefixes=gradient_prefixes)
-        self.concat_types = tuple(concat_types)
+        self.concat_types = _names(type(self).__name__, "concat_types", concat_types)
 
     def _structural(self, graph: OpGraph, cluster: Cluster, device: np.ndarray, forward: np.ndarray) -> None:
         blocks = inception_branches(graph, forward, self.concat_types)

@@ -87,6 +87,23 @@ def test_invalid_rule_pattern_is_a_value_error():
         Expert([("(", "gpu:0")])
 
 
+@pytest.mark.parametrize("make, message", [
+    (lambda: Expert(default=None), "Expert: default must be a device spec such as 'gpu:0', 'gpu' or a device name, "
+                                   "got None"),
+    (lambda: Expert(default=3), "Expert: default must be a device spec"),
+    (lambda: Expert(gradient_prefixes="gradients/"), "Expert: gradient_prefixes must be a list of strings, got "
+                                                     "'gradients/'"),
+    (lambda: Expert(gradient_prefixes=[1]), r"Expert: gradient_prefixes must be a list of strings, got \[1\]"),
+    (lambda: InceptionExpert(concat_types="ConcatV2"), "InceptionExpert: concat_types must be a list of strings"),
+])
+def test_an_experts_settings_of_the_wrong_kind_are_refused_naming_them(make, message):
+    """default=None failed at place() with "'NoneType' object has no attribute 'partition'"; one prefix string was
+    read as its letters ('g', 'r', 'a', ...), so every op whose name starts with one of them counted as a gradient
+    op and followed its "forward op" by name."""
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
 def test_gradient_ops_follow_their_forward_op_by_longest_name_prefix():
     """gradient_tape/a/b/MatMul/MatMul_1 follows a/b/MatMul; with no placed forward op, the rules decide."""
     g = build([("a/b/MatMul", "MatMul", []), ("a/b", "Identity", ["a/b/MatMul"]),
