@@ -26,7 +26,12 @@ How a program maps onto the IR:
 - **Shapes and dtypes**: TensorFlow's shape inference on import, merged with the ``_output_shapes`` attribute
   where the GraphDef has one. A placeholder's unknown leading (batch) dimension takes ``batch_size``, in the
   kept GraphDef too (a function or Keras model is traced at that batch), so the placed program runs at that batch
-  size only. A tensor
+  size only. A **ragged or sparse input** of a function or Keras model (``tf.RaggedTensorSpec``,
+  ``tf.SparseTensorSpec``, anywhere in a nest of its arguments; ``keras.Input(sparse=True)`` or ``ragged=True``) is
+  refused, naming it (``x``, ``d['b']``): the count of its values, which sizes its component tensors, is known only
+  at run time and no argument sets it; the message says which dense inputs to trace at instead (a padded tensor, or
+  the components as ``tf.TensorSpec`` of fixed sizes, rebuilt inside). A ragged or sparse output is fetched as its
+  component tensors, sized as any other. A tensor
   that some op reads and whose shape is still unknown is an error naming its node (the reduction axes that
   ``BroadcastGradientArgs`` computes count at their bound, the rank). Bytes are ``numel * itemsize``;
   strings count 8 bytes an element (an estimate), resource handles and variants 0, except ``TensorList``
@@ -161,7 +166,8 @@ def from_tensorflow(
         batch_size: size of an unknown leading (batch) dimension of the ``Placeholder`` inputs (a
             ``PlaceholderWithDefault``'s is not set). It is written into the kept GraphDef (a function or Keras
             model is traced at it), so the placed program runs at the batch size it was imported with; import
-            again for another. (default: ``None``, an unknown dimension is an error)
+            again for another. It sizes no ragged or sparse input (refused: the package docstring). (default:
+            ``None``, an unknown dimension is an error)
         name: graph name. (default: the model's, function's, file's or ``"tensorflow"``)
         loss: training loss of a Keras model: a Keras loss name, a loss object or a callable
             ``(y_true, y_pred) -> scalar``. Targets are fed like the outputs, or as integer class ids without
@@ -185,7 +191,8 @@ def from_tensorflow(
         ValueError: ``batch_size`` is not a positive int, or ``training`` not ``True`` or ``False``.
         FileNotFoundError: a path that does not exist.
         UnsupportedGraphError: the program cannot be imported; the message names the node (or the stage) and
-            the reason (control flow, an unknown dimension, an unregistered op, a failed trace, ...); or
+            the reason (control flow, an unknown dimension, an unregistered op, a failed trace, a ragged or sparse
+            input of a function or Keras model, named, ...); or
             ``signature`` is given for what is not a SavedModel, or names none of its signatures (lists them); or
             ``outputs`` for what is not a GraphDef or ``tf.Graph``.
     """

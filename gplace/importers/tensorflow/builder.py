@@ -200,7 +200,8 @@ class Builder:
             return (f" ({given}batch_size sets only Placeholder inputs, not a {op.type}: feed the input through a "
                     "Placeholder, or give outputs= that do not need it)")
         return (f" ({given}batch_size sets only Placeholder inputs; this {op.type}'s size depends on values known "
-                "only at run time: give outputs= that do not need it)")
+                "only at run time: import only what does not need it (outputs= for a GraphDef or tf.Graph; a "
+                "function or Keras model: leave it out of what it returns)")
 
     def _kind_costs(self, op: Any, outputs: list[_Tensor]) -> dict[str, float]:
         """Roofline seconds per device kind; a tensor read twice (``x * x``) is read once, as the other

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gplace.importers.tensorflow.errors import wrap_errors
+from gplace.ir import UnsupportedGraphError
 
 
 @dataclass
@@ -70,6 +71,77 @@ def function_traced(tf: Any, concrete: Any) -> Traced:
     return Traced(graph_def, fname.removeprefix("__inference_"), inputs, outputs,
                   variables={renames.get(k, k): v for k, v in held.items()}, resources=tuple(others),
                   output_names=names)
+
+
+def refuse_composite_inputs(tf: Any, concrete: Any, where: str) -> None:
+    """Refuse a function taking a ragged or sparse tensor (anywhere in a nested structure of its arguments): the
+    count of its values, which sizes its component tensors, is known only at run time, and no argument of
+    ``from_tensorflow`` can set it (``batch_size`` sets dense inputs only).
+
+    Raises:
+        UnsupportedGraphError: naming the first such input by its argument path (``x``, ``d['b']``) and saying which
+            dense inputs to give instead.
+    """
+    args, kwargs = concrete.structured_input_signature
+    params = list(getattr(getattr(concrete, "function_type", None), "parameters", None) or ())
+    names = params if len(params) >= len(args) else [f"argument {i}" for i in range(len(args))]
+    for name, value in [*zip(names, args, strict=False), *sorted(kwargs.items())]:
+        for path, spec in _spec_leaves(value, name):
+            message = _composite_message(tf, spec)
+            if message:
+                raise UnsupportedGraphError(f"{where}: input {path!r} is {message}")
+
+
+def _spec_leaves(value: Any, path: str) -> list[tuple[str, Any]]:
+    """(path, leaf) of each leaf of a nest of specs (dict keys sorted, as ``tf.nest`` orders them)."""
+    if isinstance(value, Mapping):
+        return [leaf for key in sorted(value) for leaf in _spec_leaves(value[key], f"{path}[{key!r}]")]
+    if isinstance(value, list | tuple):
+        return [leaf for i, item in enumerate(value) for leaf in _spec_leaves(item, f"{path}[{i}]")]
+    return [(path, value)]
+
+
+_SIZED_BY_RUN = ("known only at run time, and no argument of from_tensorflow sets it (batch_size sets the leading "
+                 "dimension of dense Placeholder inputs only)")
+
+
+def _composite_message(tf: Any, spec: Any) -> str:
+    """What is wrong with a ragged or sparse input ``spec`` and what to give instead; ``""`` for any other."""
+    if isinstance(spec, tf.RaggedTensorSpec) and spec.ragged_rank > 0:
+        dims, dtype = _dims(spec.shape), f"tf.{spec.dtype.name}"
+        return (f"a ragged tensor (tf.RaggedTensorSpec, shape [{', '.join(dims)}], {spec.dtype.name}): the count of "
+                f"its values, which sizes its values and the ops that follow its row lengths, is {_SIZED_BY_RUN}. "
+                f"Trace the function at dense inputs of the sizes to place for: the tensor padded, "
+                f"tf.TensorSpec([{', '.join(_padded(dims))}], {dtype}); or {_ragged_components(spec, dims)} (this "
+                "imports only where no op's size follows the row lengths)")
+    if isinstance(spec, tf.SparseTensorSpec):
+        dims, dtype = _dims(spec.shape), f"tf.{spec.dtype.name}"
+        rank = str(len(dims)) if spec.shape.rank is not None else "R"
+        return (f"a sparse tensor (tf.SparseTensorSpec, shape [{', '.join(dims)}], {spec.dtype.name}): the count of "
+                f"its values (nnz), which sizes its indices and values, is {_SIZED_BY_RUN}. Trace the function at "
+                f"dense inputs of the sizes to place for: its indices and values, tf.TensorSpec([NNZ, {rank}], "
+                f"tf.int64) and tf.TensorSpec([NNZ], {dtype}), rebuilt inside with tf.SparseTensor(indices, values, "
+                f"dense_shape); or the dense tensor, tf.TensorSpec([{', '.join(_padded(dims))}], {dtype})")
+    return ""
+
+
+def _ragged_components(spec: Any, dims: list[str]) -> str:
+    """The dense inputs a ragged tensor is built from, and how to rebuild it."""
+    values = f"tf.TensorSpec([{', '.join(['N', *dims[spec.ragged_rank + 1:]])}], tf.{spec.dtype.name})"
+    splits = f"tf.TensorSpec([B + 1], tf.{spec.row_splits_dtype.name})"
+    if spec.ragged_rank == 1:
+        return f"its values and row_splits, {values} and {splits}, rebuilt inside with tf.RaggedTensor.from_row_splits"
+    return (f"its flat values, {values}, and its {spec.ragged_rank} nested row_splits (the outermost {splits}), "
+            "rebuilt inside with tf.RaggedTensor.from_nested_row_splits")
+
+
+def _padded(dims: list[str]) -> list[str]:
+    """Dimensions to give: an unknown leading one ``B``, another unknown one (a ragged one's padded length) ``L``."""
+    return [("B" if i == 0 else "L") if d == "None" else d for i, d in enumerate(dims)]
+
+
+def _dims(shape: Any) -> list[str]:
+    return ["..."] if shape.rank is None else ["None" if d is None else str(d) for d in shape.as_list()]
 
 
 def _structured_names(tf: Any, structured: Any, outputs: tuple[str, ...]) -> tuple[str, ...]:

@@ -51,7 +51,29 @@ def _keras_input_specs(tf: Any, model: Any, batch_size: int | None, where: str) 
     if not inputs:
         raise UnsupportedGraphError(f"{where} has no symbolic inputs (a subclassed model never built?); build it "
                                     "with keras.Input, or pass a tf.function with an input_signature")
+    for t in inputs:
+        _refuse_composite(tf, t, where)
     return [_batch_spec(tf, t.shape, t.dtype, batch_size, t.name) for t in inputs]
+
+
+def _refuse_composite(tf: Any, t: Any, where: str) -> None:
+    """Refuse a sparse or ragged input (``keras.Input(sparse=True)``): it would be traced as a dense one, which
+    runs other ops (a ``MatMul`` for a sparse one's ``SparseTensorDenseMatMul``), and its values' count is known
+    only at run time."""
+    spec = getattr(t, "type_spec", None)
+    kind = ("sparse" if getattr(t, "sparse", False) or isinstance(spec, tf.SparseTensorSpec) else
+            "ragged" if getattr(t, "ragged", False) or isinstance(spec, tf.RaggedTensorSpec) else None)
+    if kind is None:
+        return
+    dims = ["L" if d is None else str(d) for d in list(t.shape)[1:]]
+    shape = f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
+    raise UnsupportedGraphError(
+        f"{where}: input {t.name!r} is {kind} (keras.Input({kind}=True)): the count of its values is known only at "
+        "run time, and no argument of from_tensorflow sets it (batch_size sets the leading dimension of dense "
+        "inputs only). Import the model on a dense input of the shape to place for (L: a ragged one's padded length): "
+        f"x = keras.Input({shape}, dtype={tf.dtypes.as_dtype(t.dtype).name!r}); "
+        "from_tensorflow(keras.Model(x, model(x)), batch_size=B)"
+    )
 
 
 def _batch_spec(tf: Any, shape: Sequence[int | None], dtype: Any, batch_size: int | None, name: str) -> Any:

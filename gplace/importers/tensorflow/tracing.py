@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gplace.importers.tensorflow.errors import wrap_errors
-from gplace.importers.tensorflow.functions import Traced, function_traced
+from gplace.importers.tensorflow.functions import Traced, function_traced, refuse_composite_inputs
 from gplace.importers.tensorflow.keras_step import keras_traced
 from gplace.importers.tensorflow.saved_model import saved_model_traced
 from gplace.ir import UnsupportedGraphError
@@ -39,6 +39,7 @@ def trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, 
         return _graph_def_traced(tf, graph_def, "tensorflow", outputs)
     if isinstance(obj, tf.types.experimental.ConcreteFunction):
         _refuse_outputs(outputs, "a concrete function")
+        refuse_composite_inputs(tf, obj, f"concrete function {_name(obj)!r}")
         return function_traced(tf, obj)
     if isinstance(obj, tf.types.experimental.PolymorphicFunction):
         _refuse_outputs(outputs, "a tf.function")
@@ -51,6 +52,7 @@ def trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, 
             if specs and batch_size and getattr(obj, "python_function", None):  # traced again at that batch
                 obj = tf.function(obj.python_function, input_signature=_batched(tf, specs, batch_size))
             concrete = obj.get_concrete_function()
+        refuse_composite_inputs(tf, concrete, f"tf.function {getattr(obj, '__name__', '?')!r}")
         return function_traced(tf, concrete)
     if is_keras_model(obj):
         _refuse_outputs(outputs, "a Keras model")
@@ -99,6 +101,11 @@ def _trace_path(tf: Any, path: Path, outputs: Sequence[str] | None, signature: s
     if not graph_def.node:
         raise UnsupportedGraphError(f"{path}: a GraphDef with no nodes (an empty file, or not a GraphDef)")
     return _graph_def_traced(tf, graph_def, path.stem, outputs)
+
+
+def _name(concrete: Any) -> str:
+    name = getattr(concrete, "name", "function")
+    return (name.decode() if isinstance(name, bytes) else str(name)).removeprefix("__inference_")
 
 
 def _refuse_outputs(outputs: Sequence[str] | None, what: str) -> None:
