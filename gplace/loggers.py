@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from gplace.ir.errors import error_summary
-from gplace.ir.serialize import write_bytes_atomic, write_error, write_text_atomic
+from gplace.ir.serialize import make_folder, write_bytes_atomic, write_error, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class JsonlLogger:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path.parent)
 
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
         self._write({"config": dict(config)})

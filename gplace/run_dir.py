@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from gplace.ir import Cluster, OpGraph
-from gplace.ir.serialize import as_path, write_error
+from gplace.ir.serialize import as_path, make_folder, write_error
 
 __all__ = ["RunDirConflictError", "RunDirInUseError", "claim_run_dir", "hold_dir"]
 
@@ -59,7 +59,7 @@ def hold_dir(path: str | Path, what: str = "run directory") -> Iterator[Path]:
         RunDirInUseError: another process, or another thread of this one, holds it (names the pid).
     """
     path = as_path(path, what)
-    path.mkdir(parents=True, exist_ok=True)
+    make_folder(path)
     key = (os.getpid(), threading.get_ident(), path.resolve())  # a forked child holds nothing of its parent's
     if _HELD.get(key):
         _HELD[key] += 1

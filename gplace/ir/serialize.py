@@ -6,6 +6,7 @@ This module is the IR's only serialisation boundary. Every document carries ``fo
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import hashlib
 import json
@@ -288,6 +289,29 @@ def save_json(doc: Mapping[str, Any], path: str | Path) -> Path:
     return write_text_atomic(path, text)
 
 
+def make_folder(folder: str | Path) -> Path:
+    """``folder``, made with its parents where missing.
+
+    Raises:
+        NotADirectoryError: a file, or a symbolic link to nothing, stands where ``folder`` or a parent of it must
+            be, naming it (``mkdir`` said "File exists" or "Not a directory" of a path, not which part).
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        for part in (*reversed(folder.parents), folder):
+            if part.is_symlink() and not part.exists():
+                what = "is a symbolic link to nothing"
+            elif part.exists() and not part.is_dir():
+                what = "is a file, not a folder"
+            else:
+                continue
+            raise NotADirectoryError(errno.ENOTDIR, f"cannot make folder {folder}: {part} {what}") from None
+        raise
+    return folder
+
+
 _TMP_PREFIX_BYTES = 200
 """Most bytes of a file's name that begin its temporary's (file systems take 255; the rest adds up to 32)."""
 _STALE_SECONDS = 3600.0
@@ -319,7 +343,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     block that makes no file there leaves ``path`` as it is. Temporaries of ``path`` an hour old (a writer killed
     mid-write) are removed. The block's errors pass as they are (name the file with :func:`write_error`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     prefix = path.name.encode()[:_TMP_PREFIX_BYTES].decode(errors="ignore")  # a long name leaves room for the rest
     _remove_stale(path.parent, prefix)
     tmp = path.with_name(f"{prefix}.{os.getpid()}-{secrets.token_hex(4)}.tmp")  # one per writer: two processes
@@ -343,8 +367,7 @@ def staged(folder: str | Path, names: Sequence[str]) -> Iterator[Path]:
     over its place (an entry the block did not make is removed there); the stage is removed in any case. A writer
     interrupted (Ctrl-C, a full disk) leaves the old entries whole, never a mix of old and new; stages an hour old
     (a writer killed) are removed. An ``OSError`` naming a path in the stage names its place in ``folder``."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = make_folder(folder)
     prefix = "." + names[0].encode()[:_TMP_PREFIX_BYTES].decode(errors="ignore")
     _remove_stale(folder, prefix)
     stage = folder / f"{prefix}.{os.getpid()}-{secrets.token_hex(4)}.tmp"

@@ -44,6 +44,7 @@ import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import check_flags, check_sizes
+from gplace.ir.serialize import make_folder
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.wrapper import RuntimeWrapper
 
@@ -193,7 +194,7 @@ class CachedRuntime(RuntimeWrapper):
         if self.path is None:
             return None
         if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(self.path.parent)
             self._db = _open(self.path)
             logger.debug("measurement cache %s opened", self.path)
         return self._db

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from gplace.ir.errors import error_summary
+from gplace.ir.serialize import make_folder
 from gplace.run_dir import RunDirConflictError
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
             checkpoint as it was.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     tmp = path.with_name(_temp_name(path.name))
     try:
         torch.save(state, tmp)
