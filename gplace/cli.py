@@ -466,7 +466,7 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         if isinstance(cause, ImportError):  # a _target_ misspelt or not installed: Hydra's three lines as one
             _fail(f"ImportError: {'; '.join(line.strip() for line in str(cause).splitlines() if line.strip())}")
         if isinstance(cause, ValueError | OSError):
-            _fail(f"{type(cause).__name__}: {cause}")
+            _fail(f"{type(cause).__name__}: {cause}", status=EXIT_CANNOT_WRITE if _no_room(cause) else 2)
         if isinstance(cause, TypeError):  # an unknown, missing or wrong-typed setting of a component's constructor
             key = str(err).rsplit("full_key: ", 1)[-1].strip() if "full_key: " in str(err) else "the config"
             _fail(_type_error_message(key, cause, OmegaConf.select(cfg, f"{key}._target_", default=None)))
@@ -783,6 +783,10 @@ EXIT_NO_PLACEMENT = 3
 """Exit status of a command that found no placement that runs (every one measured failed: out of memory, say)."""
 EXIT_DIR_IN_USE = 75
 """Exit status of a command refused a run directory another run holds: try again later (sysexits' EX_TEMPFAIL)."""
+EXIT_CANNOT_WRITE = 74
+"""Exit status of a command whose output could not be written for want of room or a failing disk (a full disk or
+quota, an I/O error), not for its input (sysexits' EX_IOERR)."""
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EIO)
 
 
 def _fail(message: str, log_files: bool = True, status: int = 2) -> None:
@@ -799,12 +803,25 @@ def _fail(message: str, log_files: bool = True, status: int = 2) -> None:
 
 def _exit_status(err: Exception) -> int:
     """2 for bad input; :data:`EXIT_NO_PLACEMENT` where no placement ran, :data:`EXIT_DIR_IN_USE` for a busy run
-    directory: a script can tell them apart (every one was 2)."""
+    directory, :data:`EXIT_CANNOT_WRITE` for a full disk: a script can tell them apart (every one was 2)."""
     from gplace.baselines import PlacementInfeasibleError
 
     if _run_dir_in_use(err):
         return EXIT_DIR_IN_USE
+    if _no_room(err):
+        return EXIT_CANNOT_WRITE
     return EXIT_NO_PLACEMENT if isinstance(err, PlacementInfeasibleError) else 2
+
+
+def _no_room(err: BaseException | None) -> bool:
+    """``err``, or an error it was raised from, is an ``OSError`` of a full disk or quota, or an I/O error."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, OSError) and err.errno in _NO_ROOM:
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _log_to_files(message: str, level: int = logging.ERROR) -> None:

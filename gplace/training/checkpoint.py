@@ -48,7 +48,9 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     except (RuntimeError, OSError) as err:
         tmp.unlink(missing_ok=True)
         kept = "the last whole one is kept" if path.is_file() else "none was written before"
-        raise OSError(f"cannot write {path} ({error_summary(err)}); {kept}{_why_not_written(err, path)}") from None
+        error = OSError(f"cannot write {path} ({error_summary(err)}); {kept}{_why_not_written(err, path)}")
+        error.errno = _errno(err)  # a full disk's ENOSPC kept for a caller to tell it apart (the CLI's exit status)
+        raise error from None
     except BaseException:  # Ctrl-C while writing: no half file left beside the last whole one (up to 11 MB)
         tmp.unlink(missing_ok=True)
         raise
@@ -59,15 +61,23 @@ def _temp_name(name: str) -> str:
     return name.encode()[:251].decode(errors="ignore") + ".tmp"
 
 
+def _errno(err: Exception) -> int | None:
+    """``err``'s errno; ENOSPC for torch's C++ writer's words for a full disk (a ``RuntimeError`` without one)."""
+    code = getattr(err, "errno", None)
+    if code is None and any(m in str(err) for m in (os.strerror(errno.ENOSPC), "unexpected pos", "iostream error")):
+        return errno.ENOSPC
+    return code if isinstance(code, int) else None
+
+
 def _why_not_written(err: Exception, path: Path) -> str:
     """What a failed ``torch.save`` of ``path`` means, where the error says: a folder that cannot be written (no
     permission, read-only: an errno, or torch's C++ writer's ``strerror``), a full disk ("No space left", torch's
     "unexpected pos" or "iostream error"); else only that the last whole checkpoint is as it was."""
     refused, full = (errno.EACCES, errno.EPERM, errno.EROFS), (errno.ENOSPC, errno.EDQUOT)
-    code, text = getattr(err, "errno", None), str(err)
-    if code in refused or any(os.strerror(c) in text for c in refused):
+    code = _errno(err)
+    if code in refused or any(os.strerror(c) in str(err) for c in refused):
         return f": its folder {path.parent} cannot be written"
-    if code in full or any(m in text for m in (os.strerror(errno.ENOSPC), "unexpected pos", "iostream error")):
+    if code in full:
         return ": is the disk full?"
     return ""
 
