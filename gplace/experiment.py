@@ -137,6 +137,7 @@ def place(
             the two cases re-run (``benchmarks/warm_start.md``) (default: False).
 
     Raises:
+        GraphError: the graph has no ops (a :class:`ValueError`).
         PlacementInfeasibleError: no placement the search or placer measured succeeded (every one out of memory,
             say); a :class:`ValueError`.
         ValueError: an unknown method or baseline, a malformed budget, a pipeline placer for a runtime that

@@ -27,10 +27,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SUMMARY_KEY = "per_device"
-MODEL_KEY = "summary_model"
-"""The runtime whose model the per-device summary and trace come from, where another measured the step."""
-SIM_V1 = "sim-v1"
 """The ``placement.json`` key holding :func:`device_summary`."""
+MODEL_KEY = "summary_model"
+"""The ``placement.json`` key naming the runtime whose model the per-device summary and trace come from, where
+another measured the step."""
+SIM_V1 = "sim-v1"
+"""The runtime id of the step-time simulator, the summary's model unless the file names another."""
 
 _COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
             "#bab0ac")
