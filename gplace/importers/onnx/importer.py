@@ -45,8 +45,10 @@ class OnnxSource:
     node_index: Mapping[str, int]
     """Op name -> index of its node in ``model.graph.node`` (``Input``/``Initializer`` ops are absent)."""
     base_dir: str | None = None
-    """The directory of the file the model was read from, where its external weight data lives (``None`` for a
-    model given in memory: its external data, if any, is found from the working directory)."""
+    """The directory of the file the model was read from, where its external weight data lives: the folder of the
+    path as given, made absolute but not resolved (a symbolic link to the model file is not followed, as onnx and
+    onnxruntime look for the data beside the link); ``None`` for a model given in memory: its external data, if
+    any, is found from the working directory."""
 
 
 def from_onnx(
@@ -84,7 +86,7 @@ def from_onnx(
     model = infer_shapes(model, graph_name)
     try:
         ops, edges, node_index = _Builder(model.graph, graph_name, model.opset_import, model.functions).build()
-        base_dir = None if path is None else str(path.resolve().parent)
+        base_dir = None if path is None else str(path.absolute().parent)
         return OpGraph.from_ops(ops, edges, name=graph_name, source=OnnxSource(model, node_index, base_dir))
     except GraphError as err:
         if isinstance(err, UnsupportedGraphError):
