@@ -24,7 +24,8 @@ How a model maps onto the IR:
   (sub-byte types count fractions of a byte; strings count 8 bytes an element, an estimate).
 - **Costs**: ``kind_cost`` from the analytic model in :mod:`gplace.costmodel` (roofline on the reference GPU
   and CPU); ``cost`` is left ``None``. A call of a model-local function costs its body's nodes (shapes inferred
-  node by node from the call's inputs).
+  node by node from the call's inputs); the function called is the one of the call's domain, op type and
+  ``overload`` (IR 10: several functions of one name, told apart by their overload).
 - **Shapes**: ``onnx.shape_inference`` (non-strict, with data propagation) after the dynamic dimensions of the
   inputs are fixed from ``input_shapes`` (a symbol several inputs share must be given one size). The types the model
   declares for its values (``value_info``, the graph outputs' shapes) are set aside first, so that sizes follow from

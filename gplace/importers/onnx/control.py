@@ -11,7 +11,9 @@ import numpy as np
 from gplace.costmodel import op_kind_costs
 from gplace.importers.onnx.shapes import body_types, carried_types, fold, infer_node, initial_values
 from gplace.importers.onnx.tensors import (
+    call_key,
     cost_attrs,
+    function_key,
     initializer_spec,
     qualified_op_type,
     spec_of,
@@ -31,12 +33,12 @@ class SubgraphCosts:
     def __init__(self, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int], opset_import: Any,
                  functions: Any = ()) -> None:
         self.types, self.constants, self.opset_import = types, constants, list(opset_import)
-        self.functions = {(f.domain, f.name): f for f in functions}
-        """(domain, name) -> the model's local ``FunctionProto``."""
+        self.functions = {function_key(f): f for f in functions}
+        """(domain, name, overload) -> the model's local ``FunctionProto`` (IR 10: one name, several overloads)."""
 
     def is_call(self, node: onnx.NodeProto) -> bool:
         """Whether ``node`` calls one of the model's local functions."""
-        return (node.domain, node.op_type) in self.functions
+        return call_key(node) in self.functions
 
     def call(self, node: onnx.NodeProto) -> tuple[dict[str, float], int]:
         """Seconds per device kind of a top-level call of a local function (its body's nodes on the call's input
@@ -64,7 +66,7 @@ class SubgraphCosts:
     def _call(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int],
               depth: int) -> tuple[dict[str, float], int, dict[str, onnx.TypeProto]]:
         """:meth:`call` in the scope of ``types``, with the types its body gives the call's outputs."""
-        function = self.functions[(node.domain, node.op_type)]
+        function = self.functions[call_key(node)]
         inner = {formal: types[actual] for formal, actual in zip(function.input, node.input, strict=False)
                  if actual and actual in types}
         costs, unknown = self._nodes(function.node, inner, constants, function.opset_import or self.opset_import,

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gplace.importers.onnx.tensors import node_reads, spec_of, subgraphs, tensor_spec, value_types
+from gplace.importers.onnx.tensors import (
+    call_key,
+    function_key,
+    node_reads,
+    spec_of,
+    subgraphs,
+    tensor_spec,
+    value_types,
+)
 from gplace.ir import UnsupportedGraphError
 from gplace.ir.errors import error_summary
 
@@ -216,7 +224,7 @@ def _fallbacks(inferred: onnx.ModelProto, declared: Mapping[str, onnx.TypeProto]
     full.update({t.values.name: onnx.helper.make_tensor_type_proto(t.values.data_type, t.dims)
                  for t in graph.sparse_initializer})
     local = dict(full)
-    functions = {(f.domain, f.name) for f in inferred.functions}
+    functions = {function_key(f) for f in inferred.functions}
     new: dict[str, onnx.TypeProto] = {}
     for node in graph.node:
         unknown = [t for t in node.output if t and not _known(local, t)]
@@ -229,7 +237,7 @@ def _fallbacks(inferred: onnx.ModelProto, declared: Mapping[str, onnx.TypeProto]
             infer_node(node, local, inferred.opset_import)
             unknown = [t for t in unknown if not _known(local, t)]
             domain = "" if node.domain == "ai.onnx" else node.domain
-            inferable = (node.domain, node.op_type) in functions or onnx.defs.has(node.op_type, domain)
+            inferable = call_key(node) in functions or onnx.defs.has(node.op_type, domain)
             if not unknown or (inferable and not all(_known(full, t) for t in reads)):
                 continue
         for t in unknown:

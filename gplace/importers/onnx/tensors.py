@@ -139,6 +139,17 @@ def spec_of(types: Mapping[str, onnx.TypeProto], name: str) -> TensorSpec | None
     return None if type_proto is None else tensor_spec(type_proto)
 
 
+def function_key(function: onnx.FunctionProto) -> tuple[str, str, str]:
+    """A local function's (domain, name, overload): what a call names it by."""
+    return function.domain, function.name, function.overload
+
+
+def call_key(node: onnx.NodeProto) -> tuple[str, str, str]:
+    """The (domain, name, overload) of the function ``node`` would call: its ``overload`` field picks one of
+    several functions of one name (IR 10)."""
+    return node.domain, node.op_type, node.overload
+
+
 def qualified_op_type(node: onnx.NodeProto) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
 
