@@ -23,9 +23,14 @@ How a model maps onto the IR:
   make one edge carrying their summed bytes. Bytes are ``numel * itemsize`` from the inferred shape and dtype
   (sub-byte types count fractions of a byte; strings count 8 bytes an element, an estimate).
 - **Costs**: ``kind_cost`` from the analytic model in :mod:`gplace.costmodel` (roofline on the reference GPU
-  and CPU); ``cost`` is left ``None``. A call of a model-local function costs its body's nodes (shapes inferred
-  node by node from the call's inputs); the function called is the one of the call's domain, op type and
-  ``overload`` (IR 10: several functions of one name, told apart by their overload).
+  and CPU); ``cost`` is left ``None``. A call of a model-local function costs its body's nodes: the call is inlined
+  (``onnx.inliner``: its attribute references take the call's attribute values, the calls inside it are inlined
+  too) into a model of its own, for costing only (the call stays one op), whose inputs have the types and, where
+  the main graph knows them (small initialisers, ``Constant`` outputs, folded shape arithmetic), the values of the
+  call's, and shapes are inferred as the main graph's are; a call inside a control-flow subgraph, or one onnx cannot
+  inline, costs its body's nodes with shapes inferred node by node from the call's input types. The function called
+  is the one of the call's domain, op type and ``overload`` (IR 10: several functions of one name, told apart by
+  their overload).
 - **Shapes**: ``onnx.shape_inference`` (non-strict, with data propagation) after the dynamic dimensions of the
   inputs are fixed from ``input_shapes`` (a symbol several inputs share must be given one size). The types the model
   declares for its values (``value_info``, the graph outputs' shapes) are set aside first, so that sizes follow from

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gplace.costmodel import op_kind_costs
-from gplace.importers.onnx.shapes import body_types, carried_types, fold, infer_node, initial_values
+from gplace.importers.onnx.shapes import body_types, carried_types, fold, infer_node, infer_shapes, initial_values
 from gplace.importers.onnx.tensors import (
     call_key,
     cost_attrs,
@@ -18,6 +18,7 @@ from gplace.importers.onnx.tensors import (
     qualified_op_type,
     spec_of,
     subgraphs,
+    value_types,
 )
 from gplace.zoo import roofline
 
@@ -31,20 +32,51 @@ class SubgraphCosts:
     it is inferred node by node here."""
 
     def __init__(self, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int], opset_import: Any,
-                 functions: Any = ()) -> None:
+                 functions: Any = (), values: Mapping[str, np.ndarray] | None = None) -> None:
         self.types, self.constants, self.opset_import = types, constants, list(opset_import)
         self.functions = {function_key(f): f for f in functions}
         """(domain, name, overload) -> the model's local ``FunctionProto`` (IR 10: one name, several overloads)."""
+        self.values = values or {}
+        """Small values the main graph knows (:func:`fold`): a top-level call's inputs among them are constants of
+        its inlined body."""
 
     def is_call(self, node: onnx.NodeProto) -> bool:
         """Whether ``node`` calls one of the model's local functions."""
         return call_key(node) in self.functions
 
     def call(self, node: onnx.NodeProto) -> tuple[dict[str, float], int]:
-        """Seconds per device kind of a top-level call of a local function (its body's nodes on the call's input
-        types; a call inside it likewise, up to 16 deep) and how many of its body's nodes had a shape unknown."""
-        costs, unknown, _ = self._call(node, self.types, self.constants, 0)
-        return costs, unknown
+        """Seconds per device kind of a top-level call of a local function and how many of its body's nodes had a
+        shape unknown: the nodes of the call inlined (``onnx.inliner``: attribute references bound, calls inside
+        it too) into a model of its own, its inputs' types and known values (:attr:`values`) given, shapes
+        inferred as the main graph's are; where that model cannot be made, its body's nodes on the call's input
+        types (a call inside it likewise, up to 16 deep)."""
+        inlined = self._inlined(node)
+        if inlined is None:
+            costs, unknown, _ = self._call(node, self.types, self.constants, 0)
+            return costs, unknown
+        graph, opsets = inlined.graph, inlined.opset_import
+        scope = SubgraphCosts(value_types(graph), trip_constants(graph, opsets), opsets)
+        return scope._nodes(graph.node, dict(scope.types), scope.constants, opsets, 0)
+
+    def _inlined(self, node: onnx.NodeProto) -> onnx.ModelProto | None:
+        """A model of ``node`` alone, its function inlined and shapes inferred; ``None`` where an input's type is
+        unknown or onnx cannot inline or infer it."""
+        import onnx
+        from onnx.inliner import inline_local_functions
+
+        names = [t for t in dict.fromkeys(node.input) if t]
+        if any(t not in self.values and spec_of(self.types, t) is None for t in names):
+            return None
+        helper = onnx.helper
+        inputs = [helper.make_value_info(t, self.types[t]) for t in names if t not in self.values]
+        held = [onnx.numpy_helper.from_array(self.values[t], t) for t in names if t in self.values]
+        outputs = [helper.make_value_info(t, self.types.get(t, onnx.TypeProto())) for t in node.output if t]
+        graph = helper.make_graph([node], "call", inputs, outputs, held)
+        model = helper.make_model(graph, opset_imports=self.opset_import, functions=self.functions.values())
+        try:
+            return infer_shapes(inline_local_functions(model), node.name or node.op_type)
+        except Exception:  # onnx's inliner or inference refuses it: the body is costed node by node instead
+            return None
 
     def node(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto] | None = None,
              constants: Mapping[str, int] | None = None) -> tuple[dict[str, float], int | None, int]:
@@ -147,6 +179,14 @@ def _scalar_constants(graph: onnx.GraphProto) -> dict[str, int]:
         if math.prod(tensor.dims) == 1 and tensor.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
             constants[name] = int(onnx.numpy_helper.to_array(tensor).reshape(()))
     return constants
+
+
+def call_values(graph: onnx.GraphProto, opset_import: Any) -> dict[str, np.ndarray]:
+    """The small values of ``graph`` that :func:`fold` computes: constants of the inlined body of a call that
+    reads them (:meth:`SubgraphCosts.call`)."""
+    values: dict[str, np.ndarray] = {}
+    fold(graph, opset_import, values)
+    return values
 
 
 def trip_constants(graph: onnx.GraphProto, opset_import: Any) -> dict[str, int]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gplace.costmodel import TensorSpec, op_kind_costs
-from gplace.importers.onnx.control import SubgraphCosts, subgraph_weights, trip_constants
+from gplace.importers.onnx.control import SubgraphCosts, call_values, subgraph_weights, trip_constants
 from gplace.importers.onnx.shapes import fix_input_shapes, infer_shapes, input_shape_map
 from gplace.importers.onnx.tensors import (
     cost_attrs,
@@ -195,8 +195,9 @@ class _Builder:
                 if tensor:
                     self._check_single_writer(tensor, i)
                     self.writer[tensor] = i
+        values = call_values(graph, opset_import) if functions else {}
         self.subgraph_costs = SubgraphCosts(value_types(graph), trip_constants(graph, opset_import),
-                                             opset_import, functions)
+                                             opset_import, functions, values)
         self.producer: dict[str, str] = {}
         self.used: set[str] = set()
         self.explicit = {node.name for node in graph.node if node.name}
