@@ -65,7 +65,8 @@ def from_onnx(
         input_shapes: ``{input name: full shape}`` for inputs with dynamic or missing dimensions; a given
             shape must agree with the model's fixed dimensions, and give a symbol that several inputs share one
             size. The shapes of the model's values follow from these, not from the model's ``value_info`` or
-            declared output shapes (package doc). (default: none)
+            declared output shapes (package doc). An input that is also an initialiser (IR version < 4) has the
+            initialiser's shape, whatever its declared dims; one given for it must equal that. (default: none)
         name: graph name. (default: the file name without suffix, else the model's graph name, else ``"onnx"``)
 
     Returns:

@@ -71,15 +71,20 @@ def input_shape_map(input_shapes: Any) -> dict[str, list[int]]:
 
 
 def fix_input_shapes(graph: onnx.GraphProto, given: dict[str, Sequence[int]]) -> None:
-    """Write concrete dimensions into the graph inputs, and into every use of the symbols they resolve."""
-    initializers = {t.name for t in graph.initializer}
+    """Write concrete dimensions into the graph inputs, and into every use of the symbols they resolve. An input
+    that is also an initialiser (as models of IR version < 4 declare weights) takes the initialiser's dims, which a
+    shape given for it must equal."""
+    initializers = {t.name: [int(d) for d in t.dims] for t in graph.initializer}
     inputs = [v for v in graph.input if v.name not in initializers]
-    unknown = sorted(set(given) - {v.name for v in inputs})
+    unknown = sorted(set(given) - {v.name for v in graph.input})
     if unknown:
         raise UnsupportedGraphError(
             f"input_shapes names {unknown}, which are not inputs of the model; inputs: {[v.name for v in inputs]}"
         )
     symbols: dict[str, tuple[int, str]] = {}
+    for value in graph.input:
+        if value.name in initializers:  # known shapes first: their symbols fix the rest
+            _fix_initializer_input(value, initializers[value.name], given.get(value.name), symbols)
     for value in sorted(inputs, key=lambda v: v.name not in given):  # the given first: their symbols fix the rest
         _fix_one_input(value, given.get(value.name), symbols)
     for value in [*graph.value_info, *graph.output]:
@@ -89,6 +94,17 @@ def fix_input_shapes(graph: onnx.GraphProto, given: dict[str, Sequence[int]]) ->
                     dim.dim_value = symbols[dim.dim_param][0]
                 elif dim.HasField("dim_value") and dim.dim_value < 0:  # an exporter's dynamic one: inference's to fill
                     dim.ClearField("dim_value")
+
+
+def _fix_initializer_input(value: onnx.ValueInfoProto, dims: list[int], shape: Sequence[int] | None,
+                           symbols: dict[str, tuple[int, str]]) -> None:
+    """Give an input that is also an initialiser the initialiser's ``dims`` (its declared ones may be symbols);
+    ``shape``, given for it, must equal them."""
+    if shape is not None and list(shape) != dims:
+        raise UnsupportedGraphError(f"input {value.name!r} is an initializer of shape {dims}, input_shapes gives "
+                                    f"{list(shape)}")
+    if value.type.HasField("tensor_type"):
+        _fix_one_input(value, dims, symbols)
 
 
 def _fix_one_input(value: onnx.ValueInfoProto, shape: Sequence[int] | None,
