@@ -24,7 +24,9 @@ Counting conventions (one multiply-add is 2 FLOPs):
   the input and its states (ATen: ``hx`` is not a weight), plus :data:`RNN_POINTWISE` FLOPs per hidden unit per
   step for the gates, counting every direction and layer (ONNX: R's ``directions * hidden_size``; ATen: the
   last state's ``layers * directions * hidden_size``, the cell state's with ``proj_size``).
-  ``_thnn_fused_lstm_cell`` (gates already multiplied) counts only the pointwise term.
+  ``_thnn_fused_lstm_cell`` (gates already multiplied) counts only the pointwise term. ``mkldnn_rnn_layer``
+  (one layer and direction of an LSTM in a CPU training graph) counts as ``aten.lstm`` does for that layer and
+  direction, its ``mkldnn_rnn_layer_backward`` twice that.
 - Attention (``Attention``, ``scaled_dot_product_attention`` and its fused variants):
   ``2 * S_k * (numel(Q) + numel(out))`` for ``Q K^T`` and ``P V``, plus the softmax; backward 2.5x that.
   ONNX Runtime's ``com.microsoft::Attention(input[B, S, H_in], weights[H_in, Hq + Hk + Hv], bias)`` also
@@ -362,6 +364,21 @@ def _fused_lstm_cell(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attr
     return float(RNN_POINTWISE * ins[2].numel)
 
 
+def _mkldnn_rnn_layer(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """mkldnn_rnn_layer(input[T, B, I], w_ih[G*H, I], w_hh[G*H, H], ...): one layer and direction, as
+    :func:`_aten_rnn` counts it."""
+    x, w_ih, w_hh = ins[0], ins[1], ins[2]
+    steps_batch = x.numel // x.shape[-1]
+    return 2.0 * steps_batch * (w_ih.numel + w_hh.numel) + RNN_POINTWISE * steps_batch * w_hh.shape[-1]
+
+
+def _mkldnn_rnn_layer_backward(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec],
+                               attrs: Mapping[str, Any]) -> float:
+    """mkldnn_rnn_layer_backward(input, w_ih, w_hh, ...): gradients of input, state and weights, twice the
+    forward (as ``convolution_backward``)."""
+    return 2.0 * _mkldnn_rnn_layer(ins, outs, attrs)
+
+
 def _ms_attention(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     """com.microsoft::Attention(input[B, S, H_in], weights[H_in, Hq + Hk + Hv], bias?, ...): the QKV
     projection, then ``Q K^T`` and ``P V`` over S keys per head, then the softmax (module docstring)."""
@@ -501,6 +518,8 @@ _FLOP_RULES: dict[str, Rule] = {
     "lstm_cell": functools.partial(_aten_rnn, states=2, cell=True),
     **dict.fromkeys(["gru_cell", "rnn_tanh_cell", "rnn_relu_cell"], functools.partial(_aten_rnn, states=1, cell=True)),
     "_thnn_fused_lstm_cell": _fused_lstm_cell,
+    "mkldnn_rnn_layer": _mkldnn_rnn_layer,
+    "mkldnn_rnn_layer_backward": _mkldnn_rnn_layer_backward,
     "com.microsoft::attention": _ms_attention,
     "tensordot": _tensordot,
     "bilinear": _bilinear,
