@@ -26,7 +26,9 @@ How a program maps onto the IR:
 - **Shapes and dtypes**: TensorFlow's shape inference on import, merged with the ``_output_shapes`` attribute
   where the GraphDef has one. A placeholder's unknown leading (batch) dimension takes ``batch_size``, in the
   kept GraphDef too (a function or Keras model is traced at that batch), so the placed program runs at that batch
-  size only. A **ragged or sparse input** of a function or Keras model (``tf.RaggedTensorSpec``,
+  size only. A ``batch_size`` that sets no input while an input's leading dimension is fixed at another size
+  (``keras.Input((64,), batch_size=5)`` imported at ``batch_size=3``) is refused, naming the input. A
+  **ragged or sparse input** of a function or Keras model (``tf.RaggedTensorSpec``,
   ``tf.SparseTensorSpec``, anywhere in a nest of its arguments; ``keras.Input(sparse=True)`` or ``ragged=True``) is
   refused, naming it (``x``, ``d['b']``): the count of its values, which sizes its component tensors, is known only
   at run time and no argument sets it; the message says which dense inputs to trace at instead (a padded tensor, or
@@ -166,7 +168,8 @@ def from_tensorflow(
         batch_size: size of an unknown leading (batch) dimension of the ``Placeholder`` inputs (a
             ``PlaceholderWithDefault``'s is not set). It is written into the kept GraphDef (a function or Keras
             model is traced at it), so the placed program runs at the batch size it was imported with; import
-            again for another. It sizes no ragged or sparse input (refused: the package docstring). (default:
+            again for another. Refused where it sets no input and an input's leading dimension is fixed at another
+            size. It sizes no ragged or sparse input (refused: the package docstring). (default:
             ``None``, an unknown dimension is an error)
         name: graph name. (default: the model's, function's, file's or ``"tensorflow"``)
         loss: training loss of a Keras model: a Keras loss name, a loss object or a callable
@@ -192,7 +195,7 @@ def from_tensorflow(
         FileNotFoundError: a path that does not exist.
         UnsupportedGraphError: the program cannot be imported; the message names the node (or the stage) and
             the reason (control flow, an unknown dimension, an unregistered op, a failed trace, a ragged or sparse
-            input of a function or Keras model, named, ...); or
+            input of a function or Keras model, named, an input whose fixed batch is not ``batch_size``, ...); or
             ``signature`` is given for what is not a SavedModel, or names none of its signatures (lists them); or
             ``outputs`` for what is not a GraphDef or ``tf.Graph``.
     """

@@ -29,8 +29,27 @@ def prepare(tf: Any, traced: Traced, batch_size: int | None, where: str) -> Any:
             )
     _check_registered(graph_def, where)
     if batch_size is not None:
+        _check_fixed_batch(graph_def, traced.inputs, batch_size, where)
         _fix_batch_dims(tf, graph_def, batch_size)
     return graph_def
+
+
+def _check_fixed_batch(graph_def: Any, inputs: Sequence[str], batch_size: int, where: str) -> None:
+    """Refuse ``batch_size`` where it sets no input and an input's leading (batch) dimension is fixed at another
+    size (``keras.Input((64,), batch_size=5)``, ``tf.TensorSpec((5, 64))``): it was ignored without a word."""
+    names = {name.split(":")[0] for name in inputs}
+    leading = {n.name: n.attr["shape"].shape.dim[0].size for n in graph_def.node
+               if n.name in names and n.op == "Placeholder" and "shape" in n.attr
+               and not n.attr["shape"].shape.unknown_rank and n.attr["shape"].shape.dim}
+    if any(size < 0 or size == batch_size for size in leading.values()):
+        return  # batch_size sets (or matches) an input
+    for name, size in leading.items():
+        raise UnsupportedGraphError(
+            f"{where}: input {name!r} has a fixed batch (leading dimension) of {size}, but batch_size={batch_size} "
+            "is given: batch_size sets only an unknown leading dimension; import without batch_size, or at "
+            f"batch_size={size}, or build the input with an unknown batch (keras.Input without batch_size, "
+            "tf.TensorSpec((None, ...)))"
+        )
 
 
 def _check_control_flow(graph_def: Any, where: str) -> None:

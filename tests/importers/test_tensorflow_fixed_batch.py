@@ -1,0 +1,40 @@
+"""TensorFlow importer: a ``batch_size`` that sets no input, whose batch is fixed at another size, is refused."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from gplace.importers.tensorflow import from_tensorflow  # noqa: E402
+from gplace.ir import UnsupportedGraphError  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+
+def _dense(batch: int | None) -> keras.Model:
+    return keras.Sequential([keras.Input((64,), batch_size=batch), keras.layers.Dense(10)])
+
+
+def test_keras_fixed_batch_other_than_batch_size_is_refused():
+    with pytest.raises(UnsupportedGraphError, match=r"input '.+' has a fixed batch .* of 5, but batch_size=3"):
+        from_tensorflow(_dense(5), batch_size=3)
+
+
+def test_function_fixed_batch_other_than_batch_size_is_refused():
+    fn = tf.function(lambda x: x * 2.0, input_signature=[tf.TensorSpec((5, 4), name="x")])
+    with pytest.raises(UnsupportedGraphError, match=r"input 'x' has a fixed batch .* of 5, but batch_size=3"):
+        from_tensorflow(fn, batch_size=3)
+
+
+def test_matching_or_unknown_batch_is_imported_at_batch_size():
+    def matmul_shapes(graph) -> list[tuple[int, ...]]:
+        return [op.output_shapes[0] for op in graph.ops() if op.type == "MatMul"]
+
+    assert matmul_shapes(from_tensorflow(_dense(5), batch_size=5)) == [(5, 10)]
+    assert matmul_shapes(from_tensorflow(_dense(None), batch_size=3)) == [(3, 10)]
