@@ -396,6 +396,22 @@ def mean_durations(durations: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     return total / np.maximum(allowed.sum(1), 1)
 
 
+def graph_speeds(durations: np.ndarray, allowed: np.ndarray, speeds: np.ndarray) -> np.ndarray:
+    """(D,) float64 how fast each device runs this graph, to rank devices by: the inverse of the summed duration
+    there of the ops every device may run (an op's duration follows its cost for the device's kind, not only the
+    device's ``speed``: a K80 runs an LSTM step 4x faster than the CPU of the same speed 1.0); ``speeds`` where no op
+    may run on every device or those ops take no time.
+
+    Shapes:
+        ``durations`` (N, D), ``allowed`` (N, D) bool, ``speeds`` (D,).
+    """
+    everywhere = allowed.all(1)
+    total = durations[everywhere].sum(0)
+    if not everywhere.any() or not np.all(np.isfinite(total) & (total > 0)):
+        return speeds.astype(np.float64)
+    return 1.0 / total
+
+
 def upward_rank(graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
     """(N,) float64 HEFT upward rank: ``weight[i] + max over successors j of (edge_cost[i->j] + rank[j])``.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gplace.baselines._common import MemoryLedger, Units, build_units, place_fitting
+from gplace.baselines._common import MemoryLedger, Units, build_units, graph_speeds, place_fitting
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
 
@@ -12,10 +12,12 @@ from gplace.ir import Cluster, OpGraph
 class MTopo(Placer):
     """Walk the ops in topological order, filling one device at a time (Jeon et al., SoCC 2020).
 
-    Devices are filled fastest first (ties by index). Each device takes ops until its busy time
-    reaches the even share ``T = sum_i w_i / sum_d speed_d``, where ``w_i`` is op ``i``'s mean
-    speed-1 cost ``duration x speed`` over the devices it may run on; with equal speeds this is total
-    work over the number of devices. The last device takes whatever is left.
+    Devices are filled fastest first (ties by index), by how fast each runs the graph, ``s_d``
+    (:func:`~gplace.baselines._common.graph_speeds`: the ops' costs for its kind, and its speed; in proportion to
+    the speeds where the ops cost the same on every kind). Each device takes ops until its busy time reaches the
+    even share ``T = sum_i w_i / sum_d s_d``, where ``w_i`` is op ``i``'s mean ``duration x s_d`` over the devices
+    it may run on; on equal devices this is total work over the number of devices. The last device takes whatever
+    is left.
 
     Memory-aware: when the op's unit (its colocation group, or the op alone) does not fit the current
     device, the walk moves on to the next device that has room. Ops that may not run on the current
@@ -52,10 +54,11 @@ class _Filler:
         self.units = units
         self.ledger = ledger
         self.durations = graph.durations(cluster)
-        self.order = np.argsort(-cluster.speeds, kind="stable").tolist()
+        speeds = graph_speeds(self.durations, units.allowed[units.unit_of], cluster.speeds)
+        self.order = np.argsort(-speeds, kind="stable").tolist()
         self.cursor = 0
         self.load = np.zeros(cluster.num_devices)
-        self.share = _even_share(self.durations, self.units.allowed[self.units.unit_of], cluster.speeds)
+        self.share = _even_share(self.durations, self.units.allowed[self.units.unit_of], speeds)
 
     def place(self, op: int) -> int:
         """Choose the device of ``op`` and book its time and memory there."""
@@ -88,7 +91,7 @@ class _Filler:
 
 
 def _even_share(durations: np.ndarray, allowed: np.ndarray, speeds: np.ndarray) -> float:
-    """Seconds of busy time per device if the work were spread in proportion to speed.
+    """Seconds of busy time per device if the work were spread in proportion to ``speeds``.
 
     Shapes:
         ``durations`` (N, D), ``allowed`` (N, D) bool, ``speeds`` (D,).

@@ -15,7 +15,7 @@ from types import ModuleType
 import numpy as np
 import scipy.sparse as sp
 
-from gplace.baselines._common import Units, build_units, mean_durations, unit_durations
+from gplace.baselines._common import Units, build_units, graph_speeds, mean_durations, unit_durations
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.errors import check_sizes
@@ -31,10 +31,11 @@ class METIS(Placer):
 
     Colocation groups are contracted into one vertex first. Vertex weights are the unit's mean duration
     over its allowed devices, edge weights the bytes between units (both directions summed); both are
-    scaled to positive integers. The target weight of part ``k`` is proportional to the speed of device
-    ``k``, and parts are then matched to devices by weight: heaviest part to fastest device (on a wide cluster
-    some parts may stay empty; what METIS prints about them goes to the DEBUG log, not to stdout). Units that
-    may not run on their part's device (pins) move to the allowed device with the least load (summed
+    scaled to positive integers. The target weight of part ``k`` is proportional to how fast device ``k`` runs
+    the graph (:func:`~gplace.baselines._common.graph_speeds`: the ops' costs for its kind, and its speed), and
+    parts are then matched to devices by weight: heaviest part to fastest device (on a wide cluster some parts may
+    stay empty; what METIS prints about them goes to the DEBUG log, not to stdout). Units that may not run on their
+    part's device (pins) move to the allowed device with the least load (summed
     durations) so far. Not memory-aware.
 
     Needs ``pymetis`` (``pip install 'gplace[metis]'``), imported only when :meth:`place` runs.
@@ -56,15 +57,16 @@ class METIS(Placer):
         pymetis = _import_pymetis()
         units = build_units(graph, cluster)
         durations = graph.durations(cluster)
-        parts = self._partition(pymetis, graph, cluster, units, durations)
-        unit_device = _parts_to_devices(parts, units, durations, cluster)
+        speeds = graph_speeds(durations, units.allowed[units.unit_of], cluster.speeds)
+        parts = self._partition(pymetis, graph, units, durations, speeds)
+        unit_device = _parts_to_devices(parts, units, durations, cluster, speeds)
         return _repair_pins(unit_device, units, unit_durations(units, durations))[units.unit_of]
 
     def _partition(
-        self, pymetis: ModuleType, graph: OpGraph, cluster: Cluster, units: Units, durations: np.ndarray
+        self, pymetis: ModuleType, graph: OpGraph, units: Units, durations: np.ndarray, speeds: np.ndarray
     ) -> np.ndarray:
-        """(U,) part index of every unit."""
-        num_parts = cluster.num_devices
+        """(U,) part index of every unit; part ``k``'s target weight is proportional to ``speeds[k]``."""
+        num_parts = len(speeds)
         if num_parts == 1 or units.num_units <= 1:
             return np.zeros(units.num_units, dtype=np.int64)
         if units.num_units <= num_parts:  # a part each
@@ -76,7 +78,7 @@ class METIS(Placer):
             result = pymetis.part_graph(
                 num_parts, pymetis.CSRAdjacency(adjacency.indptr.tolist(), adjacency.indices.tolist()),
                 vweights=_scale(weight), eweights=_scale(adjacency.data) if adjacency.nnz else None,
-                tpwgts=(cluster.speeds / cluster.speeds.sum()).tolist(),
+                tpwgts=(speeds / speeds.sum()).tolist(),
                 options=pymetis.Options(seed=self.seed),
             )
         return np.asarray(result[1], dtype=np.int64)
@@ -150,12 +152,13 @@ def _scale(values: np.ndarray) -> list[int]:
     return np.maximum(1, np.rint(values / top * _MAX_WEIGHT)).astype(np.int64).tolist()
 
 
-def _parts_to_devices(parts: np.ndarray, units: Units, durations: np.ndarray, cluster: Cluster) -> np.ndarray:
-    """(U,) device per unit: parts by decreasing speed-1 work go to devices by decreasing speed."""
+def _parts_to_devices(parts: np.ndarray, units: Units, durations: np.ndarray, cluster: Cluster,
+                      speeds: np.ndarray) -> np.ndarray:
+    """(U,) device per unit: parts by decreasing speed-1 work go to devices by decreasing ``speeds`` (D,)."""
     work = np.where(units.allowed[units.unit_of], durations * cluster.speeds, 0.0).max(1)
     part_work = np.bincount(parts[units.unit_of], weights=work, minlength=cluster.num_devices)
     by_work = np.argsort(-part_work, kind="stable")
-    by_speed = np.argsort(-cluster.speeds, kind="stable")
+    by_speed = np.argsort(-speeds, kind="stable")
     device_of_part = np.empty(cluster.num_devices, dtype=np.int64)
     device_of_part[by_work] = by_speed
     return device_of_part[parts]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gplace.baselines._common import PlacementInfeasibleError, build_units, unit_durations
+from gplace.baselines._common import PlacementInfeasibleError, build_units, graph_speeds, unit_durations
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, GraphError, OpGraph
 
@@ -20,7 +20,8 @@ class SingleDevice(Placer):
             the placement was reported as that device's.
 
     Args:
-        device: device index or name. (default: ``None``, the fastest device of ``kind``)
+        device: device index or name. (default: ``None``, the device of ``kind`` that runs the graph fastest: by
+            the ops' costs for each device's kind and its speed, :func:`~gplace.baselines._common.graph_speeds`)
         kind: device kind to pick the fastest device of, e.g. ``"gpu"``; ``None`` means any kind.
             Ignored when ``device`` is given. (default: ``None``)
     """
@@ -33,9 +34,11 @@ class SingleDevice(Placer):
         self.device = device
         self.kind = kind
 
-    def target(self, cluster: Cluster, runnable: np.ndarray | None = None) -> int:
+    def target(self, cluster: Cluster, runnable: np.ndarray | None = None, speeds: np.ndarray | None = None) -> int:
         """Index of the device this placer fills: ``device``, else the fastest device of ``kind`` among those some
-        op may run on (``runnable``, (D,) bool; every device when ``None``).
+        op may run on (``runnable``, (D,) bool; every device when ``None``), by ``speeds`` ((D,), how fast each
+        device runs the graph: :func:`~gplace.baselines._common.graph_speeds`; the devices' ``speed`` when
+        ``None``).
 
         Raises:
             GraphError: the device is unknown, or the cluster has no device of ``kind``.
@@ -53,12 +56,15 @@ class SingleDevice(Placer):
                              f"kinds are {sorted(set(cluster.kinds))}")
         if runnable is not None and (ok & runnable).any():
             ok &= runnable
-        return int(np.argmax(np.where(ok, cluster.speeds, -np.inf)))
+        speeds = cluster.speeds if speeds is None else speeds
+        return int(np.argmax(np.where(ok, speeds, -np.inf)))
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         units = build_units(graph, cluster)
-        target = self.target(cluster, units.allowed.any(0))
-        time = np.where(units.allowed, unit_durations(units, graph.durations(cluster)), np.inf)
+        durations = graph.durations(cluster)
+        speeds = graph_speeds(durations, units.allowed[units.unit_of], cluster.speeds)
+        target = self.target(cluster, units.allowed.any(0), speeds)
+        time = np.where(units.allowed, unit_durations(units, durations), np.inf)
         if units.num_units and not units.allowed[:, target].any():
             name = cluster.device_names[target]
             raise PlacementInfeasibleError(f"no op of graph {graph.name!r} may run on {name} (kind "
