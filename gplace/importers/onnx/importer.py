@@ -329,9 +329,21 @@ class _Builder:
             kind = self.value_kind.get(tensor)
             elem = unsized_elem_type(self.types[tensor]) if kind == "tensor_type" else None
             what = (f"is a {kind.removesuffix('_type')} value, not a tensor (not handled)"
-                    if kind not in (None, "tensor_type") else elem or "has a shape unknown after shape inference")
+                    if kind not in (None, "tensor_type") else elem or self._unknown_shape(tensor))
             raise UnsupportedGraphError(f"node {src!r}: its output {tensor!r} (read by {op_name!r}) {what}")
         return spec
+
+    def _unknown_shape(self, tensor: str) -> str:
+        """Why ``tensor``'s shape is unknown: where its producer's op is one onnx has no shape inference rule for
+        (a custom op; an onnxruntime contrib op, as its optimiser writes them), that, and what to do."""
+        i = self.writer.get(tensor)
+        node = None if i is None else self.graph.node[i]
+        if node is None or subgraphs(node) or self.subgraph_costs.is_call(node) or _has_schema(node):
+            return "has a shape unknown after shape inference"
+        return (f"has a shape unknown after shape inference: onnx's shape inference has no rule for its op, type "
+                f"{node.op_type!r} of domain {node.domain!r} (a custom op, or an onnxruntime contrib op as its "
+                "optimiser writes them); save the model before onnxruntime's extended optimisations "
+                "(graph_optimization_level ORT_ENABLE_BASIC) or add value_info with the shapes of its outputs")
 
     def _control_flow_costs(self, node: onnx.NodeProto, op_name: str) -> dict[str, float]:
         costs, trips, unknown = self.subgraph_costs.node(node)
@@ -361,6 +373,13 @@ class _Builder:
         if spec is None and not self.readers.get(tensor):
             self.unknown_outputs.append(f"{op_name}:{tensor}")
         return spec
+
+
+def _has_schema(node: onnx.NodeProto) -> bool:
+    """Whether onnx knows ``node``'s op (and so has a shape inference rule for it)."""
+    import onnx
+
+    return onnx.defs.has(node.op_type, "" if node.domain == "ai.onnx" else node.domain)
 
 
 def _node_label(graph: onnx.GraphProto, i: int) -> str:
