@@ -162,7 +162,7 @@ def _graph_and_cluster(cfg: DictConfig):
     a graph's JSON dict, ends in one line naming it (it failed later in an AttributeError). A cluster value that
     reads like another unit than gplace's is a WARNING (:func:`~gplace.ir.cluster.unlikely_units`)."""
     from gplace.ir import Cluster, OpGraph
-    from gplace.ir.cluster import unlikely_units
+    from gplace.ir.cluster import idle_devices, unlikely_units
 
     built = []
     for key, kind in (("graph", OpGraph), ("cluster", Cluster)):
@@ -171,7 +171,7 @@ def _graph_and_cluster(cfg: DictConfig):
             _fail(f"{key}._target_={cfg[key].get('_target_')} returned a {type(made).__name__}, not a gplace "
                   f"{kind.__name__}")
         built.append(made)
-    for doubt in unlikely_units(built[1], None if _giph_file(cfg.graph) else built[0]):
+    for doubt in unlikely_units(built[1], None if _giph_file(cfg.graph) else built[0]) + idle_devices(*built[::-1]):
         log.warning("%s", _escaped(doubt))
     return tuple(built)
 

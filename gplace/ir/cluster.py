@@ -338,6 +338,21 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
 
 
+def idle_devices(cluster: Cluster, graph: OpGraph) -> list[str]:
+    """One line per device kind of ``cluster`` on which no op of ``graph`` may run (none has a cost for the kind,
+    or every op is pinned to another), naming its devices and the kinds the ops are costed for; none where every
+    device may run some op. A kind spelt otherwise than the graph's (``"GPU"`` for ``"gpu"``: kinds are compared
+    as written) leaves those devices idle in every placement; a CLI run warns with these lines."""
+    idle = ~graph.allowed_devices(cluster).any(axis=0) if graph.num_ops else np.zeros(cluster.num_devices, bool)
+    costed = f"; the ops are costed for kinds {sorted(graph.kind_cost)}" if graph.kind_cost else ""
+    found = []
+    for kind in dict.fromkeys(k for k, i in zip(cluster.kinds, idle, strict=True) if i):
+        names = [d.name for d, i in zip(cluster.devices, idle, strict=True) if i and d.kind == kind]
+        found.append(f"cluster {cluster.name}: no op of graph {graph.name} may run on {_listed(names)} (kind "
+                     f"{kind!r}{costed}; kinds are compared as written): every placement leaves them idle")
+    return found
+
+
 def unlikely_units(cluster: Cluster, graph: OpGraph | None = None) -> list[str]:
     """What in ``cluster`` reads like a value in another unit than gplace's (bytes, bytes per second, seconds), one
     line each: a device's memory under 1 MB (``memory=16`` meant as GB), a link under 1 MB/s (6 meant as GB/s), a
