@@ -93,11 +93,12 @@ def split_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> list[O
 
     Each part holds its nodes (in the model's order), the initialisers they read, the tensors it reads from
     earlier parts or the model's inputs as graph inputs, and the tensors later parts or the model's outputs read
-    as graph outputs.
+    as graph outputs. A model output keeps the type the model declares for it, a sequence or map included (an
+    sklearn converter's ``ZipMap``); what passes between parts must be a tensor of known type.
 
     Raises:
         TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
-        UnsupportedGraphError: ``graph`` was not imported from ONNX, or a cut tensor has no known type.
+        UnsupportedGraphError: ``graph`` was not imported from ONNX, or a cut tensor has no known tensor type.
         InvalidPlacementError: the placement is not for ``graph`` and ``cluster``.
     """
     check_types(graph, cluster, placement)
@@ -390,7 +391,8 @@ def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str
     read = list(dict.fromkeys(t for node in nodes for t in node_reads(node)))
     inputs = [t for t in read if t not in made_here and t not in sparse and (t not in initializers or t in overridable)]
     types = {v.name: v for v in [*g.input, *g.value_info, *g.output]}
-    for t in [*inputs, *outputs]:
+    declared = {v.name for v in g.output if v.type.WhichOneof("value")}  # the model's outputs: any type it declares
+    for t in [*inputs, *(t for t in outputs if t not in declared)]:
         if t not in types or not types[t].type.HasField("tensor_type"):
             raise UnsupportedGraphError(f"tensor {t!r} cut between devices has no known type in the model")
     part_graph = onnx.helper.make_graph(
