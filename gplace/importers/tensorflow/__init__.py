@@ -59,7 +59,9 @@ How a program maps onto the IR:
   gradients) counted here. Bookkeeping ops (``NoOp``, ``Const``, ``Placeholder``, variables, reads,
   reshapes, identities; :data:`FREE_OPS`) cost 0.
 - **Phases** (a Keras training step only; :func:`training_phases`): ops under TensorFlow's ``gradient_tape/``
-  name scope are ``backward`` (with ``grad_of`` the forward op their name points to, where it is one), every other
+  name scope, and those of the gradient functions they call (inlined: a Keras grouped ``Conv2D``'s
+  ``PartitionedCall/gradients/...``), are ``backward`` (with ``grad_of`` the forward op their name points to, where
+  it is one; for a called gradient function's, in the forward call whose outputs it reads), every other
   op that depends on a gradient is ``update`` (the optimiser and what runs after it), the rest ``forward``.
 - **Control flow**: functional ``While``, ``If`` and ``Case`` (TensorFlow 2's, e.g. a Keras ``LSTM``) are one op
   each, placed as a unit (their functions run where they run), colocated with the variables they read. The cost

@@ -18,12 +18,13 @@ GRADIENT_SCOPE = "gradient_tape/"
 def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
     """The ops of a traced training step with their phases (:attr:`Op.phase`).
 
-    ``backward``: the ops under :data:`GRADIENT_SCOPE` (but those a forward control-flow op reads that depend on
-    no data: a loop's gradient accumulators, created empty), and the ops between two of them (the tape sums the
-    gradients of a tensor read twice with a top-level ``AddN``); ``grad_of`` is the forward op their name points to
-    (:func:`_differentiated`), where there is one. ``update``: every other op that depends on a backward op (the
-    final sums of a weight's gradients, the optimiser's ops and what the step runs after them), and every op that
-    depends on an update op. ``forward``: the rest.
+    ``backward``: the ops under :data:`GRADIENT_SCOPE` and those of the gradient functions it calls, inlined
+    (:func:`_gradient_calls`: a Keras grouped convolution's ``PartitionedCall/gradients/...``), but those a forward
+    control-flow op reads that depend on no data (a loop's gradient accumulators, created empty), and the ops
+    between two of them (the tape sums the gradients of a tensor read twice with a top-level ``AddN``); ``grad_of``
+    is the forward op their name points to (:func:`_differentiated`), where there is one. ``update``: every other
+    op that depends on a backward op (the final sums of a weight's gradients, the optimiser's ops and what the step
+    runs after them), and every op that depends on an update op. ``forward``: the rest.
     So no backward op feeds a forward op and update ops feed only update ops, as the pipeline runtimes require.
     Without gradient ops (not a training step) the ops are returned as they are.
     """
@@ -35,6 +36,8 @@ def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
     for e in edges:
         consumers[e.src].append(e.dst)
         producers[e.dst].append(e.src)
+    calls = _gradient_calls(ops, tape, consumers, producers)
+    tape |= {op.name for op in ops if _call_of(op.name, calls) is not None}
     tape -= _constants_for_forward(ops, tape, consumers, producers)
     backward = tape | (_downstream(tape, consumers) & _downstream(tape, producers))  # e.g. AddN of two gradients
     after_gradients = _downstream(backward, consumers) - backward
@@ -45,19 +48,24 @@ def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
         if op.name in update:
             out.append(dataclasses.replace(op, phase="update"))
         elif op.name in backward:
-            of = _differentiated(op.name, forward) if op.name in tape else None
+            of = _differentiated(op.name, forward, calls) if op.name in tape else None
             out.append(dataclasses.replace(op, phase="backward", grad_of=of))
         else:
             out.append(dataclasses.replace(op, phase="forward"))
     return out
 
 
-def _differentiated(name: str, forward: set[str]) -> str | None:
+def _differentiated(name: str, forward: set[str], calls: Mapping[str, list[str]]) -> str | None:
     """The forward op a gradient-tape op differentiates, by TensorFlow's names, without the tape's prefix: the
     scope the op is in (``gradient_tape/dense/MatMul/MatMul_1``: ``dense/MatMul``), else ``<scope>/<T>`` for an
     op ``<scope>/<T>Grad`` (``re_lu/ReluGrad``: ``re_lu/Relu``), else the scope ``.../<loop>`` that holds a loop's
-    gradient loop ``.../<loop>/.../<loop>_grad`` (``lstm/while/lstm/while_grad``: ``lstm/while``); ``None`` if none
-    of these is a forward op."""
+    gradient loop ``.../<loop>/.../<loop>_grad`` (``lstm/while/lstm/while_grad``: ``lstm/while``); for an op of an
+    inlined gradient call (:func:`_gradient_calls`) ``<call>/gradients/<x>_grad/<T>``, ``<forward call>/<x>``;
+    ``None`` if none of these is a forward op."""
+    call = _call_of(name, calls)
+    if call is not None:
+        grad = re.fullmatch(r"(.+)_grad/[^/]+", name.removeprefix(f"{call}/gradients/"))
+        return next((f"{f}/{grad[1]}" for f in calls[call] if grad and f"{f}/{grad[1]}" in forward), None)
     path = name.removeprefix(GRADIENT_SCOPE)
     parts = path.split("/")
     scope, last = "/".join(parts[:-1]), parts[-1]
@@ -67,6 +75,31 @@ def _differentiated(name: str, forward: set[str]) -> str | None:
     if last.endswith("_grad"):
         candidates += ["/".join(parts[:k + 1]) for k in range(len(parts) - 1) if parts[k] == last[:-5]]
     return next((c for c in candidates if c in forward), None)
+
+
+def _gradient_calls(ops: list[Op], tape: set[str], consumers: Mapping[str, list[str]],
+                    producers: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    """Inlined calls of gradient functions (a Keras grouped ``Conv2D``'s, compiled with XLA, brings its own) that
+    read the tape's gradients: call scope (``PartitionedCall``, whose ops are ``PartitionedCall/gradients/...``,
+    ``PartitionedCall/...`` and ``Func/PartitionedCall/...``) -> the inlined forward calls whose outputs it reads
+    (``Func/<forward call>/output/_<i>``)."""
+    names = {op.name for op in ops}
+    scopes = {name.split("/gradients/")[0] for name in names if "/gradients/" in name}
+    after_tape = _downstream(tape, consumers)
+    calls = {}
+    for scope in sorted(scopes, key=len):
+        entries = [n for n in names if n.startswith(f"Func/{scope}/input/")]
+        if scope.startswith("Func/") or not after_tape.intersection(entries):
+            continue
+        forward = [p.split("/output/")[0].removeprefix("Func/") for n in entries for p in producers.get(n, ())
+                   if p.startswith("Func/") and "/output/" in p]
+        calls[scope] = sorted(set(forward))
+    return calls
+
+
+def _call_of(name: str, calls: Mapping[str, list[str]]) -> str | None:
+    """The gradient call (:func:`_gradient_calls`) op ``name`` belongs to, if any."""
+    return next((c for c in calls if name.startswith((f"{c}/", f"Func/{c}/"))), None)
 
 
 def _constants_for_forward(ops: list[Op], tape: set[str], consumers: Mapping[str, list[str]],
