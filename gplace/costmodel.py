@@ -17,7 +17,8 @@ Counting conventions (one multiply-add is 2 FLOPs):
   form torch may use for ``p=2`` takes about as many).
 - ``Conv``: ``2 * numel(out) * numel(W) / W.shape[0]`` (the weight layout ``[M, C/g, k...]`` makes groups
   implicit); ``ConvTranspose`` (or ``transposed=True``): ``2 * numel(X) * numel(W) / W.shape[0]``;
-  ``convolution_backward``: twice the forward.
+  ``convolution_backward``: one forward (without bias) per gradient of input and weight its ``output_mask``
+  asks for, plus ``numel(grad_out)`` for the bias's (no mask: input and weight, twice the forward).
 - Recurrent layers (``LSTM``, ``GRU``, ``RNN``, ``aten.lstm``, ``aten.lstm_cell``, ...):
   ``2 * T * B * numel(weights)`` for the matrix products, where ``T * B = numel(X) / X.shape[-1]`` and the
   weights are the inputs listed in ``attrs["weight_inputs"]`` (ONNX: W and R) or else the rank-2 inputs after
@@ -175,6 +176,7 @@ def op_flops(
         inputs: the op's tensor inputs in argument order (missing optional inputs left out at the end).
         outputs: the op's tensor outputs.
         attrs: op attributes the count needs: ``kernel_shape`` (pooling), ``transposed`` (convolution),
+            ``output_mask`` (``convolution_backward``),
             ``equation`` (Einsum), ``transA`` (FusedMatMul), ``num_heads`` (``com.microsoft::Attention``).
             (default: none)
 
@@ -451,8 +453,12 @@ def _variadic_or_reduce(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], a
 
 
 def _conv_backward(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
-    """convolution_backward(grad_out, input, weight, ...): gradients of input and weight, twice the forward."""
-    return 2.0 * _conv([ins[1], ins[2]], [ins[0]], attrs)
+    """convolution_backward(grad_out, input, weight, ...): the gradients ``attrs["output_mask"]`` asks for (of
+    input, weight, bias; default: input and weight), each of input and weight one forward (without bias), the
+    bias ``numel(grad_out)``."""
+    want_input, want_weight, want_bias = (bool(m) for m in attrs.get("output_mask", (True, True, False)))
+    forward = _conv([ins[1], ins[2]], [ins[0]], attrs)
+    return forward * (want_input + want_weight) + (ins[0].numel if want_bias else 0.0)
 
 
 def _attention_backward(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:

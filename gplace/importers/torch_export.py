@@ -1075,7 +1075,8 @@ def _cost_attrs(key: str, node: torch.fx.Node, out: TensorSpec | None) -> dict[s
     if key in ("convolution", "_convolution") and len(args) > 6:
         return {"transposed": bool(args[6])}
     if key == "convolution_backward" and len(args) > 7:
-        return {"transposed": bool(args[7])}
+        mask = args[10] if len(args) > 10 else node.kwargs.get("output_mask")
+        return {"transposed": bool(args[7]), **({"output_mask": [bool(m) for m in mask]} if mask else {})}
     if "pool" in key and len(args) > 1 and isinstance(args[1], list | tuple) and out is not None:
         kernel = [int(k) for k in args[1]]
         spatial = max(len(out.shape) - 2, 1)
