@@ -7,7 +7,7 @@ import math
 import numbers
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,21 @@ class Device:
 MAX_DEVICES = 4096
 """The most devices a cluster holds: its bandwidth and latency are dense D x D matrices (and the simulators' per
 channel state D x D too), so 100,000 devices asked for 75 GiB each before anything said why."""
+
+
+def _as_record(kind: type, value: object, where: str) -> Any:
+    """``value`` as a ``kind`` (:class:`Device` or :class:`Link`): itself, or built from a mapping of its fields."""
+    if isinstance(value, kind):
+        return value
+    if not isinstance(value, Mapping):
+        raise GraphError(f"{where} must be a gplace {kind.__name__} or a mapping of its fields, got {value!r}")
+    known = [f.name for f in fields(kind)]
+    unknown = [str(k) for k in value if k not in known]
+    missing = [f.name for f in fields(kind) if f.name not in value and f.default is MISSING]
+    if unknown or missing:
+        wrong = f"unknown field {unknown[0]!r}" if unknown else f"no {missing[0]!r}"
+        raise GraphError(f"{where} {dict(value)!r} has {wrong} (a {kind.__name__}'s fields: {', '.join(known)})")
+    return kind(**{str(k): v for k, v in value.items()})
 
 
 def check_device_count(count: int, where: str) -> None:
@@ -142,13 +157,18 @@ class Cluster:
     ) -> Cluster:
         """Build a cluster; pairs without an explicit link use the defaults.
 
+        ``devices`` and ``links`` may also be mappings of their fields (a config's dicts, and what Hydra makes of a
+        ``_target_: gplace.Device`` inside a list: a config node of its fields).
+
         Raises:
-            GraphError: a link names an unknown device, or a pair has no link and no default.
+            GraphError: a device or link is neither one nor a mapping of its fields, a link names an unknown device,
+                or a pair has no link and no default.
         """
         _check_name(name)
         if isinstance(devices, str | bytes | Mapping) or not isinstance(devices, Iterable):
             raise GraphError(f"cluster {name!r}: devices must be a sequence of Device, got {devices!r}")
-        devices = tuple(devices)
+        devices = tuple(_as_record(Device, d, f"cluster {name!r}: device") for d in devices)
+        links = [_as_record(Link, link, f"cluster {name!r}: link") for link in links]
         for label, value in (("default_bandwidth", default_bandwidth), ("default_latency", default_latency)):
             if value is None:
                 continue

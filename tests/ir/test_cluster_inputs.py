@@ -1,6 +1,7 @@
 """Cluster inputs: whole-number float memory, a full matrix's diagonal, and out-of-range links named."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -78,3 +79,43 @@ def test_more_devices_than_a_cluster_may_hold_are_refused_before_anything_is_all
         paper_cluster(num_gpus=10**8)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 1_000_000  # KiB
     assert Cluster.build(devices[:MAX_DEVICES], default_bandwidth=1e9).num_devices == MAX_DEVICES
+
+
+def test_a_hydra_config_of_devices_and_links_builds_the_cluster():
+    """Hydra turns a ``_target_: gplace.Device`` (a dataclass) inside a list into a config node of its fields:
+    Cluster.build refused them ("devices must be gplace Device objects, got {'name': 'g0', ...}"), and links failed
+    in Hydra ("Key 'directions' not in 'Link'") unless the config said ``_convert_: all``."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({
+        "_target_": "gplace.Cluster.build", "default_bandwidth": 1e9, "name": "mine",
+        "devices": [{"_target_": "gplace.Device", "name": "g0", "kind": "gpu"},
+                    {"_target_": "gplace.Device", "name": "g1", "kind": "gpu", "memory": 12_000_000_000}],
+        "links": [{"_target_": "gplace.Link", "a": "g0", "b": "g1", "bandwidth": 2e9}],
+    })
+    cluster = instantiate(cfg)
+    assert cluster.device_names == ("g0", "g1") and cluster.memory.tolist()[1] == 12_000_000_000
+    assert cluster.bandwidth[0, 1] == cluster.bandwidth[1, 0] == 2e9
+
+
+@pytest.mark.parametrize("devices, links, message", [
+    ([{"name": "g0"}], [], "device {'name': 'g0'} has no 'kind' (a Device's fields: name, kind, speed, memory)"),
+    ([{"name": "g0", "kind": "gpu", "mem": 1}], [], "device {'name': 'g0', 'kind': 'gpu', 'mem': 1} has unknown "
+                                                     "field 'mem'"),
+    (["g0"], [], "device must be a gplace Device or a mapping of its fields, got 'g0'"),
+    ([Device("a", "gpu"), Device("b", "gpu")], [("a", "b", 1e9)],
+     "link must be a gplace Link or a mapping of its fields, got ('a', 'b', 1000000000.0)"),
+    ([Device("a", "gpu"), Device("b", "gpu")], [{"a": "a", "b": "b"}], "link {'a': 'a', 'b': 'b'} has no "
+                                                                        "'bandwidth'"),
+])
+def test_devices_and_links_of_the_wrong_kind_are_named(devices, links, message):
+    """A tuple link failed with "AttributeError: 'tuple' object has no attribute 'a'"."""
+    with pytest.raises(GraphError, match=re.escape(f"cluster 'cluster': {message}")):
+        Cluster.build(devices, links, default_bandwidth=1e9)
+
+
+def test_devices_and_links_may_be_mappings_of_their_fields():
+    cluster = Cluster.build([{"name": "a", "kind": "gpu"}, {"name": "b", "kind": "cpu", "speed": 2.0}],
+                            [{"a": "a", "b": "b", "bandwidth": 5e9, "latency": 1e-5}])
+    assert cluster.devices[1] == Device("b", "cpu", 2.0) and cluster.latency[0, 1] == 1e-5
