@@ -42,17 +42,18 @@ UNSET = -1
 
 
 def resolve_device(spec: str, cluster: Cluster) -> int:
-    """Device index of a spec: ``"gpu:k"`` (k-th GPU modulo their number), ``"kind"``, or a device name.
+    """Device index of a spec: a device name, else ``"gpu:k"`` (k-th GPU modulo their number) or ``"kind"`` (a
+    device named ``"gpu:0"`` is that device, wherever the cluster lists it).
 
     Raises:
         GraphError: the spec names no device of the cluster (the message lists kinds and names).
     """
+    if spec in cluster.device_names:
+        return cluster.index(spec)
     kind, _, k = spec.partition(":")
     of_kind = [d for d, x in enumerate(cluster.kinds) if x == kind]
     if of_kind and (k == "" or re.fullmatch(r"-?\d+", k)):
         return of_kind[int(k or 0) % len(of_kind)]
-    if spec in cluster.device_names:
-        return cluster.index(spec)
     raise GraphError(f"device spec {spec!r} names no device of cluster {cluster.name!r}: kinds "
                      f"{sorted(set(cluster.kinds))}, devices {list(cluster.device_names)}")
 

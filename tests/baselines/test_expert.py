@@ -18,7 +18,7 @@ from gplace.baselines import (
     rnnlm_expert,
 )
 from gplace.baselines.expert import resolve_device
-from gplace.ir import Edge, GraphError, Op, OpGraph
+from gplace.ir import Cluster, Device, Edge, GraphError, Op, OpGraph
 from gplace.testing import cpu_gpu_cluster
 
 CPU, GPU0, GPU1, GPU2, GPU3 = range(5)
@@ -71,6 +71,14 @@ def test_device_specs_resolve_modulo_the_gpus_of_the_cluster():
     assert resolve_device("cpu", c) == CPU and resolve_device("/GPU:1", c) == GPU1
     with pytest.raises(GraphError, match="'tpu:0' names no device.*kinds"):
         resolve_device("tpu:0", c)
+
+
+def test_a_spec_that_is_a_device_name_is_that_device():
+    """'gpu:0' was read as the first GPU in the cluster's order before the device of that name: on a cluster
+    listing 'gpu:1' before 'gpu:0', an expert rule for 'gpu:0' placed its ops on the device named 'gpu:1'."""
+    c = Cluster.build([Device("cpu:0", "cpu"), Device("gpu:1", "gpu"), Device("gpu:0", "gpu")], default_bandwidth=1e9)
+    assert resolve_device("gpu:0", c) == 2 and resolve_device("gpu:1", c) == 1
+    assert resolve_device("gpu:2", c) == 1  # no device of that name: the third GPU modulo two, the first listed
 
 
 # ---------------------------------------------------------------------- rules
