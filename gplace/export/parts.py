@@ -4,7 +4,9 @@ A part is a set of ops on one device; every edge runs from a part to itself or t
 without multi-device support can run the parts in order, passing the cut tensors along. Where the devices'
 data flow has no cycle (device A never feeds B that feeds A again) there is **one part per device**; otherwise
 ops are taken in topological order, each joining the latest part of its device unless one of its inputs is in a
-later part, in which case it opens a new part at the end.
+later part, in which case it opens a new part at the end; then the ops of a colocation group (``Op.colocation``) on
+one device join the group's latest part there where their readers allow (a QDQ weight's ``DequantizeLinear``, which
+reads nothing, with its ``Gemm``: the pair a runtime fuses stays in one part).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def device_parts(graph: OpGraph, cluster: Cluster, placement: Placement, *, skip
         keys = {d: k for k, d in enumerate(device_order)}
         key = {i: keys[int(devices[i])] for i in order}
     else:
-        key = _greedy_parts(edges, devices, order)
+        key = _greedy_parts(edges, devices, order, graph.colocation)
     members: dict[int, list[int]] = {}
     for i in order:
         members.setdefault(key[i], []).append(i)
@@ -155,9 +157,10 @@ def _device_order(edges: np.ndarray, devices: np.ndarray, ops: list[int]) -> lis
     return order if len(order) == len(used) else None
 
 
-def _greedy_parts(edges: np.ndarray, devices: np.ndarray, order: list[int]) -> dict[int, int]:
+def _greedy_parts(edges: np.ndarray, devices: np.ndarray, order: list[int],
+                  colocation: tuple[str | None, ...] = ()) -> dict[int, int]:
     """Part index of each op of ``order``: the latest part of its device where no input is in a later part,
-    else a new part at the end."""
+    else a new part at the end; then :func:`_join_groups`."""
     inputs: dict[int, list[int]] = {}
     for u, v in edges.T.tolist():
         inputs.setdefault(v, []).append(u)
@@ -170,4 +173,25 @@ def _greedy_parts(edges: np.ndarray, devices: np.ndarray, order: list[int]) -> d
         if latest.get(d, -1) < needed or d not in latest:
             latest[d], count = count, count + 1
         part[v] = latest[d]
+    if colocation:
+        _join_groups(part, edges, devices, order, colocation)
     return part
+
+
+def _join_groups(part: dict[int, int], edges: np.ndarray, devices: np.ndarray, order: list[int],
+                 colocation: tuple[str | None, ...]) -> None:
+    """Move each colocation group's ops on one device into the group's latest part there, where every reader of
+    the op moved is in that part or a later one (a ``DequantizeLinear`` of a weight, which reads nothing, went to
+    an earlier part than its ``Gemm``: the pair onnxruntime fuses was cut)."""
+    readers: dict[int, list[int]] = {}
+    for u, v in edges.T.tolist():
+        readers.setdefault(u, []).append(v)
+    groups: dict[tuple[str, int], list[int]] = {}
+    for v in order:
+        if colocation[v] is not None:
+            groups.setdefault((colocation[v], int(devices[v])), []).append(v)
+    for members in groups.values():
+        target = max(part[v] for v in members)
+        for v in reversed(members):  # readers first: a member read by another moves after it
+            if all(part[r] >= target for r in readers.get(v, ()) if r in part):
+                part[v] = target
