@@ -115,7 +115,8 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
                            trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir,
                            logger=_SearchOnly(logger), warm_start=_warm_start(cfg, graph, cluster))
             save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
-                        "graph": graph.name, "cluster": cluster.name, "runtime": str(runtime.id)})
+                        "graph": graph.name, "cluster": cluster.name, "device_kinds": list(cluster.kinds),
+                        "runtime": str(runtime.id)})
         if logger.keeps_results:
             logger.log_results(*results(report, runtime, run_dir))
     _print_table(report, run_dir, warm_started=cfg.get("warm_start") is not None)

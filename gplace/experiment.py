@@ -588,7 +588,7 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
 
         samples = 16 if budget is None or budget.samples is None else budget.samples
         encoder, policy, meta = load_policy(path)
-        check_policy_fits(policy, cluster, path)
+        check_policy_fits(policy, cluster, path, meta)
         check_objective(meta, runtime, path)
         return zero_shot_search(encoder, policy, graph, cluster, samples=samples, runtime=runtime,
                                 max_groups=recorded_max_groups(meta), seed=seed)
