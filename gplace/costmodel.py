@@ -39,7 +39,9 @@ Counting conventions (one multiply-add is 2 FLOPs):
   ``min`` of one tensor too): ``numel(X)``; ONNX's variadic ``Sum``/``Mean``/``Max``/``Min``:
   ``sum(numel(inputs)) - numel(out)``.
 - Normalisations, softmax, elementwise and activation ops (and their backward ops): a fixed count per output
-  element (see :data:`ELEMENTWISE_FLOPS`, :data:`PER_ELEMENT_FLOPS`).
+  element (see :data:`ELEMENTWISE_FLOPS`, :data:`PER_ELEMENT_FLOPS`). ``batch_norm``/``BatchNormalization``
+  with ``attrs["training"]`` (ONNX: ``training_mode``) set computes batch statistics: ``native_batch_norm``'s
+  count, not the inference one.
 - Everything else (concatenations, copies, pads, gathers, ...) does no arithmetic: its time is its memory
   traffic, the bytes it reads plus the bytes it writes (a gather reads only the rows it writes).
 - Metadata-only ops (reshapes, squeezes, identities, ATen views, metadata asserts; :func:`is_metadata_only`)
@@ -176,7 +178,7 @@ def op_flops(
         inputs: the op's tensor inputs in argument order (missing optional inputs left out at the end).
         outputs: the op's tensor outputs.
         attrs: op attributes the count needs: ``kernel_shape`` (pooling), ``transposed`` (convolution),
-            ``output_mask`` (``convolution_backward``),
+            ``output_mask`` (``convolution_backward``), ``training`` (``batch_norm``),
             ``equation`` (Einsum), ``transA`` (FusedMatMul), ``num_heads`` (``com.microsoft::Attention``).
             (default: none)
 
@@ -358,6 +360,13 @@ def _aten_rnn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapp
         last = ins[first + found - 1].shape  # cell: (B, H); layer: (layers * directions, [B,] H)
         hidden = last[-1] if cell else last[0] * last[-1]
     return 2.0 * steps_batch * weights + RNN_POINTWISE * steps_batch * hidden
+
+
+def _batch_norm(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """ATen ``batch_norm`` / ONNX ``BatchNormalization``: with batch statistics (``attrs["training"]``, ONNX's
+    ``training_mode``) as ``native_batch_norm``, else as inference, per output element."""
+    train = attrs.get("training") or attrs.get("training_mode")
+    return float(PER_ELEMENT_FLOPS["native_batch_norm" if train else "batch_norm"] * outs[0].numel)
 
 
 def _fused_lstm_cell(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
@@ -546,6 +555,7 @@ _FLOP_RULES: dict[str, Rule] = {
                      "var", "var_mean", "std", "logsumexp", "cumsum", "norm", "linalg_vector_norm", "topk"],
                     _reduce),
     "einsum": _einsum,
+    **dict.fromkeys(["batch_norm", "batchnormalization"], _batch_norm),
     "convolution_backward": _conv_backward,
     **dict.fromkeys(["_scaled_dot_product_flash_attention_for_cpu_backward",
                      "_scaled_dot_product_flash_attention_backward",

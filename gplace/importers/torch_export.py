@@ -1081,6 +1081,8 @@ def _cost_attrs(key: str, node: torch.fx.Node, out: TensorSpec | None) -> dict[s
         kernel = [int(k) for k in args[1]]
         spatial = max(len(out.shape) - 2, 1)
         return {"kernel_size": kernel * spatial if len(kernel) == 1 else kernel}
+    if key == "batch_norm":
+        return {"training": bool(args[5] if len(args) > 5 else node.kwargs.get("training"))}
     if key == "einsum" and args and isinstance(args[0], str):
         return {"equation": args[0]}
     if key == "_trilinear" and len(args) > 5:
