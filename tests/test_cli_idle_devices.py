@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gplace.ir import Op, OpGraph
 from gplace.ir.cluster import idle_devices
 from gplace.ir.serialize import cluster_from_dict, cluster_to_dict, save_json
 from gplace.testing import chain, cpu_gpu_cluster
@@ -26,8 +27,11 @@ def test_a_cluster_kind_no_op_is_costed_for_is_named_with_its_devices():
     assert idle_devices(cpu_gpu_cluster(2), graph) == []
     lm = lstm_lm(layers=1, hidden=64, steps=2, vocab=100)
     lines = idle_devices(cluster_from_dict(_upper_gpus(paper_cluster(2))), lm)
-    assert len(lines) == 1 and "/GPU:0, /GPU:1 (kind 'GPU'; the ops are costed for kinds ['cpu', 'gpu']" in lines[0]
+    assert lines == [f"cluster haswell+2xK80: no op of graph {lm.name} may run on /GPU:0, /GPU:1: their kind 'GPU' "
+                     "is not the ops' 'gpu' (kinds are compared as written)"]
     assert idle_devices(paper_cluster(2), lm) == []
+    gpu_only = OpGraph.from_ops([Op("a", "MatMul", None, kind_cost={"gpu": 1e-3})], [], name="gpu_only")
+    assert idle_devices(paper_cluster(2), gpu_only) == []  # the CPU: a kind simply not costed, as PipeDream's
 
 
 def test_the_cli_warns_of_idle_devices(tmp_path):
@@ -39,5 +43,5 @@ def test_the_cli_warns_of_idle_devices(tmp_path):
                            f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=300, env=env,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    warned = [line for line in proc.stderr.splitlines() if "may run on /GPU:0, /GPU:1 (kind 'GPU'" in line]
+    warned = [line for line in proc.stderr.splitlines() if "may run on /GPU:0, /GPU:1: their kind 'GPU'" in line]
     assert len(warned) == 1 and "WARNING" in warned[0], proc.stderr[-3000:]

@@ -359,17 +359,20 @@ def _is_number(value: object) -> bool:
 
 
 def idle_devices(cluster: Cluster, graph: OpGraph) -> list[str]:
-    """One line per device kind of ``cluster`` on which no op of ``graph`` may run (none has a cost for the kind,
-    or every op is pinned to another), naming its devices and the kinds the ops are costed for; none where every
-    device may run some op. A kind spelt otherwise than the graph's (``"GPU"`` for ``"gpu"``: kinds are compared
-    as written) leaves those devices idle in every placement; a CLI run warns with these lines."""
-    idle = ~graph.allowed_devices(cluster).any(axis=0) if graph.num_ops else np.zeros(cluster.num_devices, bool)
-    costed = f"; the ops are costed for kinds {sorted(graph.kind_cost)}" if graph.kind_cost else ""
+    """One line per device kind of ``cluster`` on which no op of ``graph`` may run while the ops are costed for a
+    kind spelt alike but for case or spaces (``"GPU"`` for ``"gpu"``: kinds are compared as written), naming its
+    devices: every placement leaves them idle, a mistake a CLI run warns of. A kind the ops are simply not costed
+    for (a CPU beside a PipeDream profile's GPU costs) is no mistake, and not named."""
+    if not graph.num_ops:
+        return []
+    idle = ~graph.allowed_devices(cluster).any(axis=0)
     found = []
     for kind in dict.fromkeys(k for k, i in zip(cluster.kinds, idle, strict=True) if i):
-        names = [d.name for d, i in zip(cluster.devices, idle, strict=True) if i and d.kind == kind]
-        found.append(f"cluster {cluster.name}: no op of graph {graph.name} may run on {_listed(names)} (kind "
-                     f"{kind!r}{costed}; kinds are compared as written): every placement leaves them idle")
+        meant = [k for k in graph.kind_cost if k != kind and k.strip().lower() == kind.strip().lower()]
+        if meant:
+            names = [d.name for d, i in zip(cluster.devices, idle, strict=True) if i and d.kind == kind]
+            found.append(f"cluster {cluster.name}: no op of graph {graph.name} may run on {_listed(names)}: their "
+                         f"kind {kind!r} is not the ops' {meant[0]!r} (kinds are compared as written)")
     return found
 
 
