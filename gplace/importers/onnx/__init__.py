@@ -46,10 +46,11 @@ How a model maps onto the IR:
   node from the carried values' initial types: a carried value one pass gives back with its shape keeps it; one that
   changes (a decoder's growing output) takes its shape after a constant trip count's passes; a ``Loop``'s scan
   output is its body's value stacked trip-count times. The copy only teaches shapes: the kept model has the original
-  nodes (folded ones stay ops). A consumed tensor whose shape stays unknown is an error (where its producer's op is one onnx has
-  no inference rule for, such as the onnxruntime contrib ops its optimiser writes, ``FusedMatMul``, ``QGemm``, the
-  error names its domain and type and says to save the model before onnxruntime's extended optimisations or to add
-  ``value_info`` for its outputs); an unknown output nobody reads counts 0 bytes, with a warning.
+  nodes (folded ones stay ops). A consumed tensor whose shape stays unknown is an error (where its producer's op is
+  one onnx has no inference rule for, such as the onnxruntime contrib ops its optimiser writes, ``FusedMatMul``,
+  ``QGemm``, the error names its domain and type and says to save the model before onnxruntime's extended
+  optimisations or to add ``value_info`` for its outputs); an unknown output nobody reads counts 0 bytes, with a
+  warning.
 - **Control flow** (``If``, ``Loop``, ``Scan``: any node with a graph attribute) is one op, placed as a unit
   (its subgraphs run where it runs). Its inputs are the node's own and the outer values its subgraphs read
   (ONNX's implicit inputs, :func:`node_reads`), so a producer on another device pays for the copy. Its cost is
