@@ -12,7 +12,9 @@ ONNX (:func:`profile_onnx`)
     The model runs in an onnxruntime session (CPU provider, one intra-op and one inter-op thread, graph
     optimisations **off** so that every ONNX node is one kernel and nothing is fused or renamed) with
     ``SessionOptions.enable_profiling``. Before the session is made, each node of a copy of the model is
-    renamed to its gplace op name, so the trace's ``"<node>_kernel_time"`` events name the ops directly. An
+    renamed to its gplace op name, so the trace's ``"<node>_kernel_time"`` events name the ops directly; a call
+    of a model-local function is inlined in the copy (else onnxruntime inlines it, under names of its own), its
+    nodes named after the call, whose time is the sum of theirs. An
     op's time is the mean kernel time over ``repeats`` runs after ``warmup`` ones (the trace has a resolution
     of one microsecond). Inputs are random normal floats (zeros for integer and bool inputs) of the shapes the
     graph's ``Input`` ops record. A trace made elsewhere can be read with :func:`read_ort_profile` and applied
@@ -72,6 +74,10 @@ KIND = "cpu"
 
 INSIDE = "gplace.inside/"
 """Prefix of the names :func:`onnx_op_times` gives nodes inside control-flow subgraphs (left out of the times)."""
+
+CALLED = "gplace.called/"
+"""Prefix of the names :func:`onnx_op_times` gives the nodes it inlines from a call of a local function
+(``<CALLED><call's op name>/<k>``): their times sum into the call's."""
 
 NO_KERNEL = frozenset({"Input", "Initializer", "Parameter"})
 """Op types the importers add for graph inputs and weights: no kernel runs them."""
@@ -178,6 +184,7 @@ def onnx_op_times(
     names, feeds_model = _node_names(graph, model, model_or_path, label)
     for node, name in zip(model.graph.node, names, strict=True):
         node.name = name
+    calls = _inline_calls(model, label)
     inside = _rename_inside(model.graph)
     feeds = _feeds(feeds_model, label, seed)
     with tempfile.TemporaryDirectory(prefix="gplace-ort-") as tmp:
@@ -196,7 +203,54 @@ def onnx_op_times(
         finally:
             path = session.end_profiling()
         profile = read_ort_profile(path)
-    return ort_op_times(graph, profile, skip_runs=warmup, label=label, inside=inside)
+    return ort_op_times(graph, profile, skip_runs=warmup, label=label, inside=inside, calls=calls)
+
+
+def _inline_calls(model: onnx.ModelProto, label: str) -> dict[str, str]:
+    """Replace each call of a local function in the model's graph by its nodes inlined (``onnx.inliner``; else
+    onnxruntime inlines it, under names of its own), named ``<CALLED><call's op name>/<k>``, their values apart
+    from the graph's; returns those names -> the call's op name."""
+    from gplace.importers.onnx.tensors import call_key, function_key
+
+    keys = {function_key(f) for f in model.functions}
+    nodes, calls = [], {}
+    for node in model.graph.node:
+        if call_key(node) not in keys:
+            nodes.append(node)
+            continue
+        for k, inner in enumerate(_inlined(node, model, label)):
+            inner.name = f"{CALLED}{node.name}/{k}"
+            calls[inner.name] = node.name
+            nodes.append(inner)
+    if calls:
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+    return calls
+
+
+def _inlined(node: onnx.NodeProto, model: onnx.ModelProto, label: str) -> list[onnx.NodeProto]:
+    """The nodes of the call ``node`` inlined, the values they make other than its outputs renamed
+    ``<CALLED><call's op name>/<value>``."""
+    import onnx
+    from onnx.inliner import inline_local_functions
+
+    helper = onnx.helper
+    values = [helper.make_value_info(t, onnx.TypeProto()) for t in (*node.input, *node.output) if t]
+    graph = helper.make_graph([node], "call", values[:len([t for t in node.input if t])],
+                              values[len([t for t in node.input if t]):])
+    call = helper.make_model(graph, opset_imports=model.opset_import, functions=model.functions,
+                             ir_version=model.ir_version)
+    try:
+        inner = list(inline_local_functions(call).graph.node)
+    except Exception as err:  # onnx raises ValidationError, RuntimeError, ...
+        raise ProfileError(f"{label}: cannot inline the call {node.name!r} of local function "
+                           f"{node.domain}::{node.op_type} ({error_summary(err)})") from None
+    made = {t for n in inner for t in n.output if t} - set(node.output)
+    renamed = {t: f"{CALLED}{node.name}/{t}" for t in made}
+    for n in inner:
+        n.input[:] = [renamed.get(t, t) for t in n.input]
+        n.output[:] = [renamed.get(t, t) for t in n.output]
+    return inner
 
 
 def _rename_inside(graph: onnx.GraphProto) -> set[str]:
@@ -270,7 +324,7 @@ def read_ort_profile(path: str | Path) -> OrtProfile:
 
 
 def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, label: str | None = None,
-                 inside: Collection[str] = ()) -> dict[str, float]:
+                 inside: Collection[str] = (), calls: Mapping[str, str] | None = None) -> dict[str, float]:
     """Op name -> mean kernel seconds, from a trace of the graph's model (node names = op names).
 
     Args:
@@ -280,6 +334,8 @@ def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, lab
         label: what to call the trace in errors. (default: its file)
         inside: names of nodes inside control-flow subgraphs, left out: their op's own kernel time holds
             theirs. (default: none)
+        calls: names of nodes inlined from a call of a local function -> the call's op name: their mean
+            kernel times sum into the call's. (default: none)
 
     Raises:
         ProfileError: a node that is no op of the graph, or an op of another type (an unrelated profile, or one
@@ -288,9 +344,13 @@ def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, lab
     """
     label = label or profile.path
     index = graph.op_index
-    out = {}
+    calls = calls or {}
+    out: dict[str, float] = {}
     for node, seconds in profile.kernel_seconds.items():
         if node in inside:
+            continue
+        if node in calls:
+            out[calls[node]] = out.get(calls[node], 0.0) + _mean_kept(seconds, skip_runs, node, label)
             continue
         i = index.get(node)
         if i is None:
@@ -300,12 +360,17 @@ def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, lab
         if node in profile.op_types and profile.op_types[node] != op_type:
             raise ProfileError(f"{label}: profiled node {node!r} is a {profile.op_types[node]}, but op {node!r} of "
                                f"graph {graph.name!r} is a {op_type}")
-        kept = seconds[skip_runs:]
-        if not kept:
-            raise ProfileError(f"{label}: node {node!r} ran {len(seconds)} time(s), none left after {skip_runs} "
-                               "warm-up run(s)")
-        out[node] = float(np.mean(kept))
+        out[node] = _mean_kept(seconds, skip_runs, node, label)
     return out
+
+
+def _mean_kept(seconds: Sequence[float], skip_runs: int, node: str, label: str) -> float:
+    """The mean of a node's kernel times after ``skip_runs`` warm-up runs."""
+    kept = seconds[skip_runs:]
+    if not kept:
+        raise ProfileError(f"{label}: node {node!r} ran {len(seconds)} time(s), none left after {skip_runs} "
+                           "warm-up run(s)")
+    return float(np.mean(kept))
 
 
 # ---------------------------------------------------------------------- the graph
