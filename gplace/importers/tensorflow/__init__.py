@@ -23,6 +23,12 @@ How a program maps onto the IR:
   captured constants ``Const`` nodes; function calls (``PartitionedCall``, ``StatefulPartitionedCall``, as in
   a SavedModel) are inlined with Grappler's function optimiser, XLA-compiled ones included (their ops are
   then placed one by one).
+- **Pruning**: as TensorFlow prunes a function's body before running it, only the inputs and the nodes that the
+  fetched outputs or a stateful op (a variable's assignment, the optimiser's update, a random op, an ``Assert``;
+  not a variable's handle) depend on, through data or control edges, are kept (in the kept GraphDef too): an
+  unused ``tf.matmul`` in a function, a Keras training step's gradient of the model's input
+  (``Conv2DBackpropInput`` of a first convolution), a Keras RNN's step-0 cell that it computes outside its loop
+  only for the output's dtype are not imported. A GraphDef without ``outputs=`` fetches every node nothing reads.
 - **Shapes and dtypes**: TensorFlow's shape inference on import, merged with the ``_output_shapes`` attribute
   where the GraphDef has one. A placeholder's unknown leading (batch) dimension takes ``batch_size``, in the
   kept GraphDef too (a function or Keras model is traced at that batch), so the placed program runs at that batch

@@ -1,5 +1,5 @@
 """Preparing a traced GraphDef for import: refusing TensorFlow 1 control flow and unregistered ops,
-inlining function calls, fixing the placeholders' batch dimensions."""
+inlining function calls, dropping the nodes TensorFlow prunes, fixing the placeholders' batch dimensions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from gplace.importers.tensorflow.errors import wrap_errors
 from gplace.importers.tensorflow.functions import Traced
-from gplace.importers.tensorflow.op_types import CONTROL_FLOW_OPS, FUNCTIONAL_CONTROL_FLOW
+from gplace.importers.tensorflow.op_types import CONTROL_FLOW_OPS, FUNCTIONAL_CONTROL_FLOW, VARIABLE_OPS
 from gplace.ir import UnsupportedGraphError
 
 _CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
@@ -16,7 +16,8 @@ _NO_INLINE_ATTRS = ("_noinline", "_XlaMustCompile", "api_implements")
 
 
 def prepare(tf: Any, traced: Traced, batch_size: int | None, where: str) -> Any:
-    """Check for control flow and unregistered ops, inline function calls, fix batch dimensions."""
+    """Check for control flow and unregistered ops, inline function calls, drop what TensorFlow does not run
+    (:func:`prune`), fix batch dimensions."""
     graph_def = traced.graph_def
     _check_control_flow(graph_def, where)
     if any(n.op in _CALL_OPS for n in graph_def.node):
@@ -28,6 +29,7 @@ def prepare(tf: Any, traced: Traced, batch_size: int | None, where: str) -> Any:
                 f"{where}: node {left[0].name!r} ({left[0].op}): function call could not be inlined"
             )
     _check_registered(graph_def, where)
+    prune(graph_def, traced.outputs)
     if batch_size is not None:
         _check_fixed_batch(graph_def, traced.inputs, batch_size, where)
         _fix_batch_dims(tf, graph_def, batch_size)
@@ -50,6 +52,36 @@ def _check_fixed_batch(graph_def: Any, inputs: Sequence[str], batch_size: int, w
             f"batch_size={size}, or build the input with an unknown batch (keras.Input without batch_size, "
             "tf.TensorSpec((None, ...)))"
         )
+
+
+def prune(graph_def: Any, fetches: Sequence[str]) -> None:
+    """Drop the nodes TensorFlow does not run, as its pruning of a function's body does: keep only the inputs
+    (``Placeholder``s), and what the fetched outputs or a stateful op (a variable's assignment, the optimiser's
+    update, a random op, an ``Assert``; not a variable's handle, as a captured one is an argument there) depend on,
+    through data or control edges. An unused ``tf.matmul`` in a function, a Keras step's gradient of its first
+    layer's input, a Keras RNN's step-0 cell computed outside its loop for the output dtype are dropped."""
+    seeds = [name.lstrip("^").split(":")[0] for name in fetches]
+    seeds += [n.name for n in graph_def.node if n.op == "Placeholder" or _stateful(n.op)]
+    inputs = {n.name: [i.lstrip("^").split(":")[0] for i in n.input] for n in graph_def.node}
+    keep, stack = set(), [s for s in seeds if s in inputs]
+    while stack:
+        name = stack.pop()
+        if name not in keep:
+            keep.add(name)
+            stack += inputs.get(name, ())
+    if len(keep) < len(inputs):
+        kept = [n for n in graph_def.node if n.name in keep]
+        del graph_def.node[:]
+        graph_def.node.extend(kept)
+
+
+def _stateful(op_type: str) -> bool:
+    """Whether TensorFlow runs ``op_type`` whether or not what is fetched needs it (an op type it does not know:
+    kept)."""
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(op_type)
+    return op_type not in VARIABLE_OPS and (op_def is None or op_def.is_stateful)
 
 
 def _check_control_flow(graph_def: Any, where: str) -> None:
