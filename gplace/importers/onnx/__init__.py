@@ -18,7 +18,8 @@ How a model maps onto the IR:
   ``persistent_memory``; one shared by several nodes (tied weights, an unrolled RNN's matrices, shape
   constants) or by none becomes an ``"Initializer"`` op (cost 0) holding it as persistent memory, with an
   edge to every reader, so a reader on another device pays for the copy. ``Constant`` nodes are ops whose
-  value is their persistent memory.
+  value is their persistent memory. Either holds its bytes once: its ``output_bytes`` are 0 (as TensorFlow's
+  variables and constants), its edges carry the value's bytes.
 - **Edges** run from a tensor's producer to each node reading it; several tensors between the same two ops
   make one edge carrying their summed bytes. Bytes are ``numel * itemsize`` from the inferred shape and dtype
   (sub-byte types count fractions of a byte; strings count 8 bytes an element, an estimate).

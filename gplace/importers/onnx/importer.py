@@ -276,8 +276,8 @@ class _Builder:
                 continue  # folded into its reader
             op_name = self._unique(tensor)
             self.producer[tensor] = op_name
-            self.ops.append(Op(op_name, "Initializer", 0.0, persistent_memory=spec.nbytes,
-                               output_bytes=spec.nbytes, output_shapes=(spec.shape,)))
+            self.ops.append(Op(op_name, "Initializer", 0.0, persistent_memory=spec.nbytes,  # held once, as
+                               output_bytes=0, output_shapes=(spec.shape,)))  # TensorFlow's variables are
 
     def _add_node(self, i: int, node: onnx.NodeProto) -> str:
         if node.name and node.name not in self.used:
@@ -301,7 +301,7 @@ class _Builder:
         self.ops.append(Op(
             op_name, op_type, None, costs,
             persistent_memory=folded + _constant_bytes(node, outputs) + subgraph_weights(node),
-            output_bytes=sum(t.nbytes for t in known_outputs),
+            output_bytes=0 if node.op_type == "Constant" else sum(t.nbytes for t in known_outputs),
             output_shapes=_shapes(outputs),
         ))
         for tensor in node.output:
