@@ -14,6 +14,7 @@ from onnx_control_flow import growing_loop_model, if_loop_model, loop_scan_outpu
 from gplace import InvalidPlacementError, Placement, UnsupportedGraphError, from_onnx  # noqa: E402
 from gplace.export.onnx import DEVICE_KEY, STAGE_KEY, annotate_onnx, run_parts, split_onnx  # noqa: E402
 from gplace.testing import random_dag, uniform_cluster  # noqa: E402
+from tests.export.onnx_files import run_onnx_files  # noqa: E402
 
 
 def _model() -> onnx.ModelProto:
@@ -100,7 +101,7 @@ def test_a_model_with_external_weights_splits_runs_and_writes_back_from_any_dire
     modes = {p.name: p.stat().st_mode & 0o777 for p in written}
     assert modes["placed.onnx.data"] == modes["placed.onnx"]  # as readable as the model it belongs to
     np.testing.assert_allclose(_whole(onnx.load(str(tmp_path / "out" / "placed.onnx")), X), want, rtol=1e-6)
-    np.testing.assert_allclose(_run_files(sorted((tmp_path / "out" / "parts").glob("*.onnx")), {"x": X})["y"], want,
+    np.testing.assert_allclose(run_onnx_files(sorted((tmp_path / "out" / "parts").glob("*.onnx")), {"x": X})["y"], want,
                                rtol=1e-6)
 
 
@@ -133,7 +134,7 @@ def test_tensors_inline_in_the_source_stay_inline_in_the_written_files(tmp_path)
     assert [t.name for t in placed.graph.initializer if t.external_data] == ["W"]
     got = ort.InferenceSession(str(tmp_path / "out" / "placed.onnx"), providers=["CPUExecutionProvider"])
     np.testing.assert_array_equal(got.run(["y"], {"x": x})[0], want)
-    np.testing.assert_array_equal(_run_files(sorted((tmp_path / "out" / "parts").glob("*.onnx")), {"x": x})["y"],
+    np.testing.assert_array_equal(run_onnx_files(sorted((tmp_path / "out" / "parts").glob("*.onnx")), {"x": x})["y"],
                                   want)
     assert from_onnx(tmp_path / "out" / "placed.onnx").fingerprint == imported.fingerprint
 
@@ -215,17 +216,6 @@ def _if_with_external_branch_weights() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def _run_files(paths, feeds):
-    """Run ONNX files in order, each reading what the feeds and the earlier files give."""
-    values = dict(feeds)
-    for path in paths:
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        names = [o.name for o in session.get_outputs()]
-        values.update(zip(names, session.run(names, {i.name: values[i.name] for i in session.get_inputs()}),
-                          strict=True))
-    return values
-
-
 @pytest.mark.parametrize("x", [X, -X], ids=["then", "else"])
 def test_weights_external_only_inside_subgraphs_are_written_beside_each_file(tmp_path, monkeypatch, x):
     """A model whose only external data is in control-flow subgraphs (branch initialisers, a Constant's
@@ -246,10 +236,10 @@ def test_weights_external_only_inside_subgraphs_are_written_beside_each_file(tmp
     (source / "m.onnx.data").unlink()
     monkeypatch.chdir(elsewhere)
     assert "placed.onnx.data" in {p.name for p in written}
-    np.testing.assert_allclose(_run_files([tmp_path / "out" / "placed.onnx"], {"x": x})["y"], want, rtol=1e-6)
+    np.testing.assert_allclose(run_onnx_files([tmp_path / "out" / "placed.onnx"], {"x": x})["y"], want, rtol=1e-6)
     parts = sorted((tmp_path / "out" / "parts").glob("*.onnx"))
     assert len(parts) == 2
-    np.testing.assert_allclose(_run_files(parts, {"x": x})["y"], want, rtol=1e-6)
+    np.testing.assert_allclose(run_onnx_files(parts, {"x": x})["y"], want, rtol=1e-6)
 
 
 X_CONTROL = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)  # sum(relu) > 0: the branch reading h and W

@@ -15,6 +15,7 @@ from gplace import Placement, from_onnx  # noqa: E402
 from gplace.export import write_back  # noqa: E402
 from gplace.export.onnx import run_parts, split_onnx  # noqa: E402
 from gplace.testing import uniform_cluster  # noqa: E402
+from tests.export.onnx_files import run_onnx_files  # noqa: E402
 
 X = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
 
@@ -57,15 +58,4 @@ def test_sequence_of_maps_outputs_are_written_back_and_run(tmp_path, zipmap_on):
     write_back(graph, cluster, placement, tmp_path / "out")
     placed = ort.InferenceSession(str(tmp_path / "out" / "placed.onnx"), providers=["CPUExecutionProvider"])
     _check(dict(zip(["label", "probs"], placed.run(None, {"x": X}), strict=True)), want)
-    _check(_run_files(sorted((tmp_path / "out" / "parts").glob("*.onnx")), {"x": X}), want)
-
-
-def _run_files(paths: list, feeds: dict) -> dict:
-    """Run the written part files in order with onnxruntime, passing their outputs along."""
-    values = dict(feeds)
-    for path in paths:
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        names = [o.name for o in session.get_outputs()]
-        values.update(zip(names, session.run(names, {i.name: values[i.name] for i in session.get_inputs()}),
-                          strict=True))
-    return values
+    _check(run_onnx_files(sorted((tmp_path / "out" / "parts").glob("*.onnx")), {"x": X}), want)
