@@ -62,8 +62,9 @@ How a program maps onto the IR:
   dependencies (``^x``) are 0-byte edges.
 - **Costs**: ``kind_cost`` from :mod:`gplace.costmodel` (roofline on the reference GPU and CPU), with the
   FLOPs of TensorFlow-specific layouts (``MatMul`` transposes, ``HWIO`` filters, convolution and pooling
-  gradients) counted here. Bookkeeping ops (``NoOp``, ``Const``, ``Placeholder``, variables, reads,
-  reshapes, identities; :data:`FREE_OPS`) cost 0.
+  gradients) counted here (the DEBUG log of :mod:`gplace.costmodel` names the op types really left at 0 FLOPs,
+  none of these; shapes that do not fit one of these rules are logged by :mod:`.costs`). Bookkeeping ops
+  (``NoOp``, ``Const``, ``Placeholder``, variables, reads, reshapes, identities; :data:`FREE_OPS`) cost 0.
 - **Phases** (a Keras training step only; :func:`training_phases`): ops under TensorFlow's ``gradient_tape/``
   name scope, and those of the gradient functions they call (inlined: a Keras grouped ``Conv2D``'s
   ``PartitionedCall/gradients/...``), are ``backward`` (with ``grad_of`` the forward op their name points to, where

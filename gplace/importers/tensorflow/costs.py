@@ -4,11 +4,15 @@ TensorFlow op type counting the same work."""
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gplace.costmodel import TensorSpec
+
+logger = logging.getLogger(__name__)
 
 COST_NAMES = {
     "AddV2": "add", "BiasAdd": "add", "RealDiv": "div", "DivNoNan": "div", "FloorDiv": "div",
@@ -42,14 +46,24 @@ def cost_attrs(node: Any) -> dict[str, Any]:
 
 def tf_flops(op_type: str, ins: Sequence[TensorSpec], outs: Sequence[TensorSpec],
              attrs: dict[str, Any]) -> float | None:
-    """FLOPs of ops whose TensorFlow layout the generic rules do not fit; ``None``: use the generic rule."""
+    """FLOPs of ops whose TensorFlow layout the generic rules do not fit; ``None``: use the generic rule. Shapes
+    that do not fit the rule give 0, logged at DEBUG (once per op type) on this module's logger."""
     rule = _TF_RULES.get(op_type)
     if rule is None:
         return None
     try:
         return float(rule(ins, outs, attrs))
     except (IndexError, ValueError, ZeroDivisionError):
+        if logger.isEnabledFor(logging.DEBUG):
+            _log_unfit(op_type)
         return 0.0  # shapes do not fit: memory traffic only
+
+
+@functools.lru_cache(maxsize=1024)
+def _log_unfit(op_type: str) -> None:
+    """Log at DEBUG, once per op type and process, an op left at 0 FLOPs by its TensorFlow rule."""
+    logger.debug("TensorFlow importer: %s's shapes do not fit its FLOP rule: costed by its memory traffic only "
+                 "(0 FLOPs)", op_type)
 
 
 def _matmul(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: dict[str, Any]) -> float:
