@@ -16,7 +16,9 @@ How a program maps onto the IR:
   size, an upper bound, with a warning naming them.
 - **User inputs** become ``"Input"`` ops (cost 0). **Parameters, buffers and constants** are persistent
   memory: one read by a single op is folded into that op's ``persistent_memory``; one read by several ops (or
-  by none) becomes a ``"Parameter"`` op (cost 0) holding it, with an edge to every reader.
+  by none) becomes a ``"Parameter"`` op (cost 0) holding it once, as its ``persistent_memory`` with
+  ``output_bytes`` 0, with an edge carrying the tensor's bytes to every reader (a reader on another device
+  still pays for moving it).
 - **In-place ops** (``torch.export`` keeps ``aten.add_``, ``fill_``, ``copy_``, ``index_put_``, ``relu_``, ...):
   an alias analysis in node order gives each value its *bases*, the nodes that allocated the storage it may alias
   (a view, an in-place op returning its argument, or a ``.to()`` that changes nothing, has the argument's; a
@@ -1210,8 +1212,8 @@ class _FxBuilder:
             self.values[node.name] = (None, spec)
             return
         held = spec.nbytes if first in (None, node.name) else 0  # a tied tensor is held once, its ops colocated
-        self.ops.append(Op(node.name, "Parameter", 0.0, persistent_memory=held,
-                           output_bytes=spec.nbytes, output_shapes=(spec.shape,), colocation=first))
+        self.ops.append(Op(node.name, "Parameter", 0.0, persistent_memory=held,  # held once: no output_bytes,
+                           output_shapes=(spec.shape,), colocation=first))  # its edges carry its bytes
         self.paths[node.name] = fqn.rpartition(".")[0]
         self.values[node.name] = (node.name, spec)
 
