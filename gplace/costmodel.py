@@ -35,9 +35,10 @@ Counting conventions (one multiply-add is 2 FLOPs):
   ``2 * B * S * S * (Hq + Hv)`` for ``Q K^T`` and ``P V`` over the ``S = input.shape[-2]`` keys, plus the
   softmax over ``num_heads * B * S * S`` scores (a ``past`` state's keys are not counted).
 - ``Einsum``: ``2 * prod(size of every index letter)``.
-- Pooling: ``numel(out) * prod(kernel_shape)``; global pooling and reductions (ATen ``sum``/``mean``/``max``/
-  ``min`` of one tensor too): ``numel(X)``; ONNX's variadic ``Sum``/``Mean``/``Max``/``Min``:
-  ``sum(numel(inputs)) - numel(out)``.
+- Pooling: ``numel(out) * prod(kernel_shape)``, its backward (``max_pool2d_with_indices_backward``,
+  ``avg_pool2d_backward``, their 3-d kinds) ``numel(grad_out) * prod(kernel_size)``; global pooling and
+  reductions (ATen ``sum``/``mean``/``max``/``min`` of one tensor too): ``numel(X)``; ONNX's variadic
+  ``Sum``/``Mean``/``Max``/``Min``: ``sum(numel(inputs)) - numel(out)``.
 - Normalisations, softmax, elementwise and activation ops (and their backward ops): a fixed count per output
   element (see :data:`ELEMENTWISE_FLOPS`, :data:`PER_ELEMENT_FLOPS`). ``batch_norm``/``BatchNormalization``
   with ``attrs["training"]`` (ONNX: ``training_mode``) set computes batch statistics: ``native_batch_norm``'s
@@ -78,6 +79,7 @@ ELEMENTWISE_FLOPS = 1
 PER_ELEMENT_FLOPS: dict[str, int] = {
     # transcendental activations
     "exp": 4, "log": 4, "tanh": 6, "sigmoid": 5, "hardsigmoid": 3, "softplus": 6, "softsign": 3, "erf": 6,
+    "erfc": 6, "special_erfc": 6,
     "gelu": 8, "silu": 6, "mish": 10, "elu": 5, "selu": 5, "celu": 5, "sqrt": 2, "rsqrt": 3, "reciprocal": 1,
     "pow": 4, "sin": 6, "cos": 6, "tan": 8, "atan": 8, "asin": 8, "acos": 8, "sinh": 8, "cosh": 8,
     "leakyrelu": 2, "prelu": 2, "thresholdedrelu": 2, "hardswish": 4, "shrink": 2, "clip": 2, "clamp": 2,
@@ -480,6 +482,13 @@ def _pool(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[
     return float(outs[0].numel * math.prod(int(k) for k in kernel))
 
 
+def _pool_backward(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """max_pool2d_with_indices_backward / avg_pool2d_backward(grad_out, input, kernel_size, ...): one window per
+    element of grad_out, as the forward (TensorFlow's MaxPoolGrad and AvgPoolGrad count the same)."""
+    kernel = attrs.get("kernel_shape") or attrs.get("kernel_size") or ()
+    return float(ins[0].numel * math.prod(int(k) for k in kernel))
+
+
 def _lrn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     return float(outs[0].numel * (2 * int(attrs.get("size", 5)) + 4))
 
@@ -547,6 +556,8 @@ _FLOP_RULES: dict[str, Rule] = {
     **dict.fromkeys(["maxpool", "averagepool", "lppool", "max_pool1d", "max_pool2d", "max_pool3d",
                      "max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d",
                      "avg_pool3d"], _pool),
+    **dict.fromkeys(["max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward", "avg_pool2d_backward",
+                     "avg_pool3d_backward"], _pool_backward),
     "lrn": _lrn,
     **dict.fromkeys(["globalaveragepool", "globalmaxpool", "globallppool", "adaptive_avg_pool1d",
                      "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool2d",

@@ -1079,8 +1079,9 @@ def _cost_attrs(key: str, node: torch.fx.Node, out: TensorSpec | None) -> dict[s
     if key == "convolution_backward" and len(args) > 7:
         mask = args[10] if len(args) > 10 else node.kwargs.get("output_mask")
         return {"transposed": bool(args[7]), **({"output_mask": [bool(m) for m in mask]} if mask else {})}
-    if "pool" in key and len(args) > 1 and isinstance(args[1], list | tuple) and out is not None:
-        kernel = [int(k) for k in args[1]]
+    at = 2 if key.endswith("_backward") else 1  # a backward's kernel_size follows grad_out and the input
+    if "pool" in key and len(args) > at and isinstance(args[at], list | tuple) and out is not None:
+        kernel = [int(k) for k in args[at]]
         spatial = max(len(out.shape) - 2, 1)
         return {"kernel_size": kernel * spatial if len(kernel) == 1 else kernel}
     if key == "batch_norm":
