@@ -401,6 +401,8 @@ def _part_model(model: Any, node_ids: list[int], outputs: list[str], device: str
         value_info=[types[t] for t in made if t in types and t not in outputs],
         sparse_initializer=[sparse[t] for t in read if t in sparse],
     )
+    part_graph.doc_string = g.doc_string
+    part_graph.metadata_props.extend(g.metadata_props)  # IR 10's graph metadata, beside the model's below
     part = onnx.helper.make_model(part_graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     part.functions.extend(model.functions)
     for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):

@@ -374,13 +374,18 @@ def test_nodes_whose_outputs_nobody_reads_get_no_part_of_their_own():
 
 
 def test_parts_keep_the_models_producer_and_metadata():
+    """The graph's own doc_string and metadata_props (IR 10) were dropped from the parts."""
     model = _model()
     model.producer_name, model.doc_string = "exporter", "the tiny model"
     helper.set_model_props(model, {"author": "gplace tests"})
+    model.graph.doc_string = "the tiny graph"
+    model.graph.metadata_props.add(key="stage", value="forward")
     graph, cluster = from_onnx(model), uniform_cluster(2, kind="cpu")
     for part in split_onnx(graph, cluster, Placement.from_names(graph, cluster, ACYCLIC)):
         assert (part.model.producer_name, part.model.doc_string) == ("exporter", "the tiny model")
         assert {p.key: p.value for p in part.model.metadata_props} == {"author": "gplace tests"}
+        assert part.model.graph.doc_string == "the tiny graph"
+        assert {p.key: p.value for p in part.model.graph.metadata_props} == {"stage": "forward"}
 
 
 def _cast_through(dtype: int, *, opset: int = 21) -> onnx.ModelProto:
