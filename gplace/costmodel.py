@@ -325,17 +325,22 @@ def _conv_transpose(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs
     return _conv(ins, outs, {**attrs, "transposed": True})
 
 
+def _recurrence(x: TensorSpec, weights: int, hidden: int) -> float:
+    """A recurrent layer over ``x`` (its last dimension the features, the rest steps x batch): the matrix products
+    with ``weights`` (their summed numel), and :data:`RNN_POINTWISE` per hidden unit per step for the gates."""
+    steps_batch = x.numel // x.shape[-1]
+    return 2.0 * steps_batch * weights + RNN_POINTWISE * steps_batch * hidden
+
+
 def _rnn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     """ONNX (``attrs["weight_inputs"]``: W and R): the weights are those, and the hidden units R's
     ``directions * hidden_size``; ATen: see :func:`_aten_rnn` (states: 2 for an LSTM, 1 for a GRU or RNN)."""
     if "weight_inputs" not in attrs:
         return _aten_rnn(ins, outs, attrs, states=1)
-    x = ins[0]
-    steps_batch = x.numel // x.shape[-1]
     weights = sum(ins[i].numel for i in attrs["weight_inputs"])
     r = ins[attrs["weight_inputs"][-1]].shape
     hidden = r[0] * r[-1] if len(r) == 3 else (outs[0].shape[-1] if outs[0].shape else 0)
-    return 2.0 * steps_batch * weights + RNN_POINTWISE * steps_batch * hidden
+    return _recurrence(ins[0], weights, hidden)
 
 
 def _aten_rnn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any], *,
@@ -349,7 +354,6 @@ def _aten_rnn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapp
     if attrs.get("weight_inputs") is not None:  # the ONNX layout under an ATen-like name
         return _rnn(ins, outs, attrs)
     x = ins[0]
-    steps_batch = x.numel // x.shape[-1]
     first = 2 if not cell and len(ins) > 1 and len(ins[1].shape) == 1 else 1
     state_rank = len(x.shape) + (first == 2)  # packed (.data): input (T*B, I), states (layers, B, H)
     found = states if cell else 0
@@ -361,7 +365,7 @@ def _aten_rnn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapp
     else:
         last = ins[first + found - 1].shape  # cell: (B, H); layer: (layers * directions, [B,] H)
         hidden = last[-1] if cell else last[0] * last[-1]
-    return 2.0 * steps_batch * weights + RNN_POINTWISE * steps_batch * hidden
+    return _recurrence(x, weights, hidden)
 
 
 def _batch_norm(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
@@ -380,9 +384,8 @@ def _fused_lstm_cell(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attr
 def _mkldnn_rnn_layer(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     """mkldnn_rnn_layer(input[T, B, I], w_ih[G*H, I], w_hh[G*H, H], ...): one layer and direction, as
     :func:`_aten_rnn` counts it."""
-    x, w_ih, w_hh = ins[0], ins[1], ins[2]
-    steps_batch = x.numel // x.shape[-1]
-    return 2.0 * steps_batch * (w_ih.numel + w_hh.numel) + RNN_POINTWISE * steps_batch * w_hh.shape[-1]
+    w_ih, w_hh = ins[1], ins[2]
+    return _recurrence(ins[0], w_ih.numel + w_hh.numel, w_hh.shape[-1])
 
 
 def _mkldnn_rnn_layer_backward(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec],
@@ -485,8 +488,7 @@ def _pool(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[
 def _pool_backward(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     """max_pool2d_with_indices_backward / avg_pool2d_backward(grad_out, input, kernel_size, ...): one window per
     element of grad_out, as the forward (TensorFlow's MaxPoolGrad and AvgPoolGrad count the same)."""
-    kernel = attrs.get("kernel_shape") or attrs.get("kernel_size") or ()
-    return float(ins[0].numel * math.prod(int(k) for k in kernel))
+    return _pool(ins[1:], ins[:1], attrs)
 
 
 def _lrn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
