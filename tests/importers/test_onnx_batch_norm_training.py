@@ -3,8 +3,6 @@ native_batch_norm counts) but was costed as inference (2): the importer never pa
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -13,12 +11,12 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from gplace import from_onnx  # noqa: E402
-from gplace.zoo import roofline  # noqa: E402
+from tests.flops_device import add_flops_kind  # noqa: E402
 
 
 @pytest.mark.parametrize("training_mode, per_element", [(1, 6), (0, 2), (None, 2)])
 def test_batch_normalization_in_training_mode_counts_its_batch_statistics(monkeypatch, training_mode, per_element):
-    monkeypatch.setitem(roofline.REFERENCE, "flops", roofline.DeviceModel(flops=1.0, bandwidth=math.inf, launch=0.0))
+    flops_kind = add_flops_kind(monkeypatch)
     params = [numpy_helper.from_array(np.ones(4, np.float32), name) for name in ("s", "b", "m", "v")]
     outputs = ["y", "rm", "rv"] if training_mode else ["y"]
     attrs = {} if training_mode is None else {"training_mode": training_mode}
@@ -27,4 +25,4 @@ def test_batch_normalization_in_training_mode_counts_its_batch_statistics(monkey
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 8, 8])], params)
     imported = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]))
     bn = imported.op_names.index("bn")
-    assert imported.kind_cost["flops"][bn] == per_element * 2 * 4 * 8 * 8
+    assert imported.kind_cost[flops_kind][bn] == per_element * 2 * 4 * 8 * 8

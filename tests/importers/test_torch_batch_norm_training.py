@@ -4,8 +4,6 @@ work in a joint graph, counts 6): the flag was never read."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -13,16 +11,9 @@ from torch import nn  # noqa: E402
 
 from gplace.costmodel import TensorSpec, op_flops  # noqa: E402
 from gplace.importers.torch_export import from_torch  # noqa: E402
-from gplace.zoo import roofline  # noqa: E402
+from tests.flops_device import add_flops_kind  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
-
-
-@pytest.fixture
-def flops_kind(monkeypatch):
-    """A device kind "flops" whose seconds are the op's FLOPs (no bandwidth limit, no launch)."""
-    monkeypatch.setitem(roofline.REFERENCE, "flops", roofline.DeviceModel(flops=1.0, bandwidth=math.inf, launch=0.0))
-    return "flops"
 
 
 def _batch_norm_flops(g, kind: str) -> float:
@@ -30,8 +21,9 @@ def _batch_norm_flops(g, kind: str) -> float:
     return float(g.kind_cost[kind][i])
 
 
-def test_batch_norm_in_a_train_mode_program_counts_its_batch_statistics(flops_kind):
+def test_batch_norm_in_a_train_mode_program_counts_its_batch_statistics(monkeypatch):
     """BatchNorm2d(4) on x[2, 4, 8, 8] (512 elements): train mode 6 FLOPs per element, eval mode 2."""
+    flops_kind = add_flops_kind(monkeypatch)
     torch.manual_seed(0)
     bn, x = nn.BatchNorm2d(4), torch.randn(2, 4, 8, 8)
     train = from_torch(torch.export.export(bn.train(), (x,)))
