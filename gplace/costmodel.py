@@ -236,13 +236,15 @@ def op_work(
     outputs: Sequence[TensorSpec],
     attrs: Mapping[str, Any] | None = None,
     distinct: Sequence[TensorSpec] | None = None,
+    flops: float | None = None,
 ) -> OpWork:
     """FLOPs (:func:`op_flops`) and memory traffic (bytes of all inputs plus all outputs) of one op.
 
     Metadata-only ops (:func:`is_metadata_only`) do no work at all; gathers (:data:`SPARSE_READS`) read as many
     bytes of their table as they write, not the whole table. ``distinct``: the tensors read, each once, where
     ``inputs`` repeats one (``x * x``: ``inputs`` [x, x], ``distinct`` [x]); the traffic counts those.
-    (default: ``inputs``)
+    (default: ``inputs``) ``flops``: the FLOPs an importer's own rule counts (a layout the rules here do not fit),
+    used instead of :func:`op_flops`, which is then not asked (nor its DEBUG log). (default: ``None``)
     """
     if is_metadata_only(op_type):
         return OpWork(0.0, 0.0)
@@ -250,7 +252,7 @@ def op_work(
     sparse = canonical_op_type(op_type) in SPARSE_READS
     written = sum(t.nbytes for t in outputs)
     nbytes = sum(t.nbytes for t in (distinct[1:] if sparse else distinct)) + written * (2 if sparse else 1)
-    return OpWork(op_flops(op_type, inputs, outputs, attrs), float(nbytes))
+    return OpWork(op_flops(op_type, inputs, outputs, attrs) if flops is None else flops, float(nbytes))
 
 
 def roofline_costs(flops: float, nbytes: float) -> dict[str, float]:

@@ -205,9 +205,8 @@ class Builder:
 
     def _kind_costs(self, op: Any, outputs: list[_Tensor]) -> dict[str, float]:
         """Roofline seconds per device kind; a tensor read twice (``x * x``) is read once, as the other
-        importers count it. An op type :func:`tf_flops` counts is costed by it and its traffic (the bytes it reads
-        and writes, as :func:`op_work` counts them), without :func:`op_work`, whose DEBUG log would call it
-        uncounted."""
+        importers count it. An op type :func:`tf_flops` counts gets those FLOPs through :func:`op_work`'s
+        ``flops``, so the cost model's DEBUG log does not call it uncounted."""
         if op.type in FUNCTIONAL_CONTROL_FLOW:
             return self._control_flow_costs(op)
         if op.type in FREE_OPS or not (outputs or op.inputs):
@@ -216,10 +215,8 @@ class Builder:
         distinct = [self._value(name) for name in dict.fromkeys(t.name for t in op.inputs)]
         outs = [TensorSpec(t.shape, t.nbytes) for t in outputs if t.shape is not None and t.kind == "data"]
         attrs = cost_attrs(self.nodes.get(op.name))
-        flops = tf_flops(op.type, ins, outs, attrs)
-        if flops is not None:  # not op_work: it logs "no FLOP rule (0 FLOPs)" for an op type counted here
-            return roofline_costs(flops, float(sum(t.nbytes for t in [*distinct, *outs])))
-        work = op_work(COST_NAMES.get(op.type, op.type), ins, outs, attrs, distinct)
+        flops = tf_flops(op.type, ins, outs, attrs)  # given to op_work, which then logs no "no FLOP rule" for it
+        work = op_work(COST_NAMES.get(op.type, op.type), ins, outs, attrs, distinct, flops=flops)
         return roofline_costs(work.flops, work.nbytes)
 
     # -------------------------------------------------------------- control flow
