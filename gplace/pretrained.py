@@ -46,6 +46,7 @@ from gplace.interfaces import user_stacklevel
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.locks import ForkSafeLock
 from gplace.ir.placement import check_graph_and_cluster
+from gplace.ir.serialize import refuse_special_file
 from gplace.runtime.base import Measurement, Runtime, measure_each
 from gplace.torch_modes import float32_default, forked_rng
 from gplace.training import TrainResult
@@ -477,6 +478,7 @@ def _read(path: Path) -> dict[str, Any]:
     if path.is_dir():
         hint = f": use {path / 'policy.pt'}" if (path / "policy.pt").is_file() else ""
         raise FileNotFoundError(f"{path} is a directory, not a policy file{hint}")
+    refuse_special_file(path, "a policy file")
     if not path.is_file():
         raise FileNotFoundError(f"no such policy file: {path}")
     damaged = damaged_part(path)

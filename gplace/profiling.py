@@ -57,7 +57,7 @@ import numpy as np
 from gplace import costmodel
 from gplace.ir import OpGraph
 from gplace.ir.errors import check_positive, check_sizes, error_summary
-from gplace.ir.serialize import JsonTextError, read_json
+from gplace.ir.serialize import JsonTextError, read_json, refuse_special_file
 
 if TYPE_CHECKING:
     import onnx
@@ -537,6 +537,7 @@ def _runnable_model(graph: OpGraph, model_or_path: Any) -> tuple[onnx.ModelProto
         model_or_path, label = graph.source.model, f"the ONNX model of graph {graph.name!r}"
     if isinstance(model_or_path, str | Path):
         path = Path(model_or_path)
+        refuse_special_file(path, "an ONNX file")
         if not path.is_file():
             raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
         try:

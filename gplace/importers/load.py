@@ -16,6 +16,7 @@ from gplace.ir.serialize import (
     JsonTextError,
     as_path,
     parse_json,
+    refuse_special_file,
 )
 
 logger = logging.getLogger(__name__)
@@ -126,9 +127,8 @@ def _is_giph_graph(doc: Mapping[str, Any]) -> bool:
 def _text(path: Path, expected: str) -> str:
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory; expected a file, one of {expected}")
+    refuse_special_file(path, f"a file, one of {expected}")
     if not path.is_file():
-        if path.exists():  # read, a FIFO blocks for ever and /dev/zero fills the memory
-            raise OSError(f"{path} is not a regular file (a FIFO or a device); expected a file, one of {expected}")
         raise FileNotFoundError(f"no such file: {path}")
     try:
         return path.read_text(encoding="utf-8-sig")  # a byte-order mark (some Windows editors write one) is skipped

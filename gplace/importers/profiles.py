@@ -23,7 +23,7 @@ import numpy as np
 from gplace.ir import Cluster, Device, Edge, GraphError, Link, Op, OpGraph
 from gplace.ir.errors import check_flags, check_positive
 from gplace.ir.graph import short_repr
-from gplace.ir.serialize import JsonTextError, parse_json
+from gplace.ir.serialize import JsonTextError, parse_json, refuse_special_file
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,7 @@ def _error(path: Path, line: int | str | None, message: str) -> GraphError:
 
 
 def _read_text(path: Path) -> str:
+    refuse_special_file(path, "a profile text or JSON file")
     try:
         return path.read_text(encoding="utf-8-sig")  # a byte-order mark is skipped
     except UnicodeDecodeError as err:

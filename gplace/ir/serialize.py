@@ -465,6 +465,18 @@ class DuplicateKeyError(JsonTextError):
     """A JSON object gives one key twice."""
 
 
+def refuse_special_file(path: Path, expected: str) -> None:
+    """Refuse, before anything reads it, a ``path`` that exists but is neither a regular file nor a folder: a FIFO
+    (a read blocks for ever) or a device such as ``/dev/zero`` (a read fills the memory). A folder or nothing
+    there is left to the caller, which names it in its own words.
+
+    Raises:
+        OSError: naming the path and ``expected`` (e.g. ``"a JSON file"``).
+    """
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise OSError(f"{path} is not a regular file (a FIFO or a device); expected {expected}")
+
+
 def read_json(path: str | Path) -> Any:
     """:func:`parse_json` of the UTF-8 file at ``path`` (a byte-order mark, which is not JSON, skipped).
 
@@ -474,8 +486,7 @@ def read_json(path: str | Path) -> Any:
             ``/dev/zero``, which fills the memory).
     """
     path = Path(path)
-    if path.exists() and not path.is_file() and not path.is_dir():  # a folder: read_text's IsADirectoryError
-        raise OSError(f"{path} is not a regular file (a FIFO or a device); expected a JSON file")
+    refuse_special_file(path, "a JSON file")  # a folder: read_text's IsADirectoryError
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:

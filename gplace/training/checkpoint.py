@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from gplace.ir.errors import error_summary
-from gplace.ir.serialize import make_folder
+from gplace.ir.serialize import make_folder, refuse_special_file
 from gplace.run_dir import RunDirConflictError
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,10 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     path = Path(path)
     if not path.exists():
         return None
+    try:
+        refuse_special_file(path, "the checkpoint.pt gplace writes")
+    except OSError as err:
+        raise RunDirConflictError(f"checkpoint {err}; {_NEW_RUN}") from None
     damaged = damaged_part(path)
     if damaged is not None:
         raise RunDirConflictError(f"checkpoint {path} cannot be read (a damaged file: {damaged}); {_NEW_RUN}")

@@ -24,7 +24,7 @@ from gplace.importers.onnx.tensors import (
 )
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
 from gplace.ir.errors import error_summary
-from gplace.ir.serialize import as_path
+from gplace.ir.serialize import as_path, refuse_special_file
 
 if TYPE_CHECKING:
     import onnx
@@ -107,6 +107,7 @@ def _load(model_or_path: object) -> onnx.ModelProto:
 
     if _is_path(model_or_path):
         path = as_path(model_or_path, "from_onnx: model_or_path")
+        refuse_special_file(path, "an ONNX file")
         if not path.is_file():
             raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
         try:

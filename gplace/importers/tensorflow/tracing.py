@@ -14,7 +14,7 @@ from gplace.importers.tensorflow.functions import Traced, function_traced, refus
 from gplace.importers.tensorflow.keras_step import keras_traced
 from gplace.importers.tensorflow.saved_model import saved_model_traced
 from gplace.ir import UnsupportedGraphError
-from gplace.ir.serialize import as_path
+from gplace.ir.serialize import as_path, refuse_special_file
 
 
 def is_keras_model(obj: Any) -> bool:
@@ -81,6 +81,7 @@ def _trace_path(tf: Any, path: Path, outputs: Sequence[str] | None, signature: s
     if path.is_dir():
         _refuse_outputs(outputs, f"the SavedModel {str(path)!r}")
         return saved_model_traced(tf, path, signature)
+    refuse_special_file(path, "a GraphDef file or SavedModel directory")
     if not path.is_file():
         raise FileNotFoundError(f"no GraphDef file or SavedModel directory at {str(path)!r}")
     if signature is not None:
