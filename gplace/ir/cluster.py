@@ -227,7 +227,7 @@ class Cluster:
             if d.name in seen:
                 raise GraphError(f"cluster {self.name!r}: duplicate device name {d.name!r}")
             seen.add(d.name)
-            if not isinstance(d.name, str) or not d.name or not isinstance(d.kind, str) or not d.kind:
+            if not _is_text(d.name) or not _is_text(d.kind):
                 raise GraphError(f"cluster {self.name!r}: device {d.name!r} needs a non-empty string name and kind, "
                                  f"got name {d.name!r}, kind {d.kind!r}")
             if not _is_number(d.speed):
@@ -326,6 +326,12 @@ class Cluster:
         if src == dst:
             return 0.0
         return float(self.latency[src, dst] + nbytes / self.bandwidth[src, dst])
+
+
+def _is_text(value: object) -> bool:
+    """Whether ``value`` is a string with a character other than white space (a device named ``" "`` was accepted,
+    and its kind ``" "`` costed nothing)."""
+    return isinstance(value, str) and bool(value.strip())
 
 
 def _check_name(name: object) -> None:

@@ -190,3 +190,10 @@ def test_a_placement_of_the_wrong_length_is_refused_where_it_is_built():
     g = chain()
     with pytest.raises(InvalidPlacementError, match="^placement has 2 entries but graph 'chain' has 3 ops$"):
         Placement.for_graph(g, [0, 1])
+
+
+@pytest.mark.parametrize(("name", "kind"), [(" ", "gpu"), ("a", "\t"), ("", "gpu")])
+def test_a_device_named_or_kinded_only_white_space_is_refused(name, kind):
+    """A device named ``" "`` was accepted (and a kind ``"\\t"``, which no op is costed for)."""
+    with pytest.raises(GraphError, match="needs a non-empty string name and kind"):
+        Cluster.build([Device(name, kind), Device("b", "gpu")], [Link(name, "b", 1e9)])
