@@ -36,13 +36,14 @@ Counting conventions (one multiply-add is 2 FLOPs):
   softmax over ``num_heads * B * S * S`` scores (a ``past`` state's keys are not counted).
 - ``Einsum``: ``2 * prod(size of every index letter)``.
 - Pooling: ``numel(out) * prod(kernel_shape)``, its backward (``max_pool2d_with_indices_backward``,
-  ``avg_pool2d_backward``, their 3-d kinds) ``numel(grad_out) * prod(kernel_size)``; global pooling and
+  ``avg_pool2d_backward``, their 3-d kinds) ``numel(grad_out) * prod(kernel_size)``, adaptive pooling's
+  backward the same with the window ``ceil(input size / grad_out size)`` per spatial dimension; global pooling and
   reductions (ATen ``sum``/``mean``/``max``/``min`` of one tensor too): ``numel(X)``; ONNX's variadic
   ``Sum``/``Mean``/``Max``/``Min``: ``sum(numel(inputs)) - numel(out)``.
 - Normalisations, softmax, elementwise and activation ops (and their backward ops): a fixed count per output
-  element (see :data:`ELEMENTWISE_FLOPS`, :data:`PER_ELEMENT_FLOPS`). ``batch_norm``/``BatchNormalization``
-  with ``attrs["training"]`` (ONNX: ``training_mode``) set computes batch statistics: ``native_batch_norm``'s
-  count, not the inference one.
+  element (see :data:`ELEMENTWISE_FLOPS`, :data:`PER_ELEMENT_FLOPS`); an in-place ATen op (``hardtanh_``) as
+  its out-of-place form. ``batch_norm``/``BatchNormalization`` with ``attrs["training"]`` (ONNX:
+  ``training_mode``) set computes batch statistics: ``native_batch_norm``'s count, not the inference one.
 - Everything else (concatenations, copies, pads, gathers, ...) does no arithmetic: its time is its memory
   traffic, the bytes it reads plus the bytes it writes (a gather reads only the rows it writes).
 - Metadata-only ops (reshapes, squeezes, identities, ATen views, metadata asserts; :func:`is_metadata_only`)
@@ -85,11 +86,18 @@ PER_ELEMENT_FLOPS: dict[str, int] = {
     "leakyrelu": 2, "prelu": 2, "thresholdedrelu": 2, "hardswish": 4, "shrink": 2, "clip": 2, "clamp": 2,
     "hardtanh": 2, "dropout": 2, "native_dropout": 2, "gelu_backward": 10, "silu_backward": 8,
     "elu_backward": 5, "hardtanh_backward": 2, "leaky_relu_backward": 2, "native_dropout_backward": 1,
+    # ATen spellings: as leakyrelu, prelu; log_sigmoid(x) = -softplus(-x); glu: a sigmoid and a product per output
+    "leaky_relu": 2, "_prelu_kernel": 2, "log_sigmoid": 6, "log_sigmoid_forward": 6, "glu": 6,
+    # backward: a smooth activation's forward count + 2 (as gelu's, silu's), a piecewise one's forward count (as
+    # elu's, hardtanh's); glu's per element of its gradient, twice its output; _prelu_kernel's two gradients
+    "softplus_backward": 8, "mish_backward": 12, "log_sigmoid_backward": 8, "hardswish_backward": 4,
+    "hardsigmoid_backward": 3, "glu_backward": 4, "_prelu_kernel_backward": 4,
     # normalisations and softmax (per output element)
     "batchnormalization": 2, "_native_batch_norm_legit_no_training": 2, "_native_batch_norm_legit": 6,
     "_native_batch_norm_legit_functional": 6, "_native_batch_norm_legit_no_stats": 6,
     "native_batch_norm": 6, "batch_norm": 2, "instancenormalization": 8, "groupnormalization": 8,
-    "native_group_norm": 8, "group_norm": 8, "layernormalization": 8, "native_layer_norm": 8, "layer_norm": 8,
+    "native_group_norm": 8, "group_norm": 8, "instance_norm": 8, "layernormalization": 8, "native_layer_norm": 8,
+    "layer_norm": 8,
     "rmsnormalization": 5, "rms_norm": 5, "simplifiedlayernormalization": 5, "lpnormalization": 4,
     "meanvariancenormalization": 8, "softmax": 5, "_softmax": 5, "logsoftmax": 5, "_log_softmax": 5,
     "log_softmax": 5, "_safe_softmax": 5, "hardmax": 2, "native_layer_norm_backward": 10,
@@ -188,7 +196,7 @@ def op_flops(
     once per op type and process (the module docstring).
     """
     attrs = attrs or {}
-    key = canonical_op_type(op_type)
+    key = _flop_key(op_type)
     if not outputs:
         return 0.0
     fn = _FLOP_RULES.get(op_type.lower(), _FLOP_RULES.get(key))
@@ -206,6 +214,14 @@ def op_flops(
     if not is_metadata_only(op_type):
         _note_memory_only(op_type, "no FLOP rule")
     return 0.0
+
+
+def _flop_key(op_type: str) -> str:
+    """:func:`canonical_op_type`, an in-place ATen op (``aten.hardtanh_``) under its out-of-place name: it does
+    the same arithmetic."""
+    key = canonical_op_type(op_type)
+    in_place = op_type.startswith("aten.") and key.endswith("_") and not key.endswith("__")  # not __and__
+    return key[:-1] if in_place else key
 
 
 def _note_memory_only(op_type: str, why: str) -> None:
@@ -493,6 +509,17 @@ def _pool_backward(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs:
     return _pool(ins[1:], ins[:1], attrs)
 
 
+def _adaptive_pool_backward(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any], *,
+                            spatial: int) -> float:
+    """_adaptive_avg_pool2d_backward / adaptive_max_pool2d_backward(grad_out, input, ...): :func:`_pool_backward`
+    with the window ``ceil(input / grad_out)`` along each of the ``spatial`` last dimensions."""
+    grad, x = ins[0].shape, ins[1].shape
+    if len(grad) < spatial:
+        raise ValueError("grad_out has too few dimensions")
+    kernel = [math.ceil(i / o) for i, o in zip(x[-spatial:], grad[-spatial:], strict=True)]
+    return _pool_backward(ins, outs, {"kernel_size": kernel})
+
+
 def _lrn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     return float(outs[0].numel * (2 * int(attrs.get("size", 5)) + 4))
 
@@ -562,9 +589,14 @@ _FLOP_RULES: dict[str, Rule] = {
                      "avg_pool3d"], _pool),
     **dict.fromkeys(["max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward", "avg_pool2d_backward",
                      "avg_pool3d_backward"], _pool_backward),
+    **dict.fromkeys(["_adaptive_avg_pool2d_backward", "adaptive_max_pool2d_backward"],
+                    functools.partial(_adaptive_pool_backward, spatial=2)),
+    **dict.fromkeys(["_adaptive_avg_pool3d_backward", "adaptive_max_pool3d_backward"],
+                    functools.partial(_adaptive_pool_backward, spatial=3)),
     "lrn": _lrn,
     **dict.fromkeys(["globalaveragepool", "globalmaxpool", "globallppool", "adaptive_avg_pool1d",
-                     "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool2d",
+                     "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool3d",
+                     "adaptive_max_pool2d", "adaptive_max_pool3d",
                      "reducesum", "reducemean", "reducemax", "reducemin", "reduceprod", "reducel1", "reducel2",
                      "reducelogsum", "reducelogsumexp", "reducesumsquare", "argmax", "argmin", "amax", "amin",
                      "var", "var_mean", "std", "logsumexp", "cumsum", "norm", "linalg_vector_norm", "topk"],
