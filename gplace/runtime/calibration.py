@@ -15,9 +15,10 @@ Anchoring to the step time
     Each instrumented step is followed by a plain one (``torch-v1``'s own step function, as a measurement runs
     it), so that both see the same load on the machine; ``Calibration.step_time`` is the median plain step.
     The calibrated costs add up to it: what a plain step costs beyond the sum of the op times (the executor's
-    loop, time checks, the step's set-up; its per-op bookkeeping is already inside each op's time) is spread
-    evenly over the ops the executor runs (``Calibration.overhead`` per op); if the op times add up to more
-    than the step (timing each op has a cost of its own, and noise), they are scaled down instead
+    loop, time checks, the step's set-up; its per-op bookkeeping is already inside each op's time; the copies
+    of the inputs it writes in place are made before either step's clock, as ``torch-v1`` makes them) is
+    spread evenly over the ops the executor runs (``Calibration.overhead`` per op); if the op times add up to
+    more than the step (timing each op has a cost of its own, and noise), they are scaled down instead
     (``Calibration.scale`` < 1). So on one device the calibrated graph predicts the measured step.
 Warm-up
     On a GPU, the timed steps follow :data:`GPU_WARMUP_SECONDS` of plain steps back to back: a GPU that idled
@@ -212,7 +213,8 @@ def _timed_steps(
     right after each (R,), so that both see the same load on the machine."""
     import torch
 
-    from gplace.runtime.torch_runtime import Step, TorchRuntime, execute_step, keep_busy, seeded, streams_restored
+    from gplace.runtime.torch_runtime import TorchRuntime, execute_step, keep_busy, seeded, streams_restored
+    from gplace.runtime.torch_step import fresh_step
 
     with torch.no_grad():
         plan = TorchRuntime(device_map=device_map).plan(graph, cluster, Placement.single(graph, device), None)
@@ -225,18 +227,20 @@ def _timed_steps(
         if any(d.type == "cuda" for d in plan.device_set):
             keep_busy(plan, GPU_WARMUP_SECONDS)
         for r in range(warmup + repeats):
-            step = Step(plan)
-            with streams_restored(plan):
+            step = fresh_step(plan)  # both steps' copies of the written inputs made before their clocks start,
+            with streams_restored(plan):  # and freed after they stop, as torch-v1 times a step
                 for call, i in zip(plan.calls, owner, strict=True):
                     start = time.perf_counter()
                     step.run(call)
                     sync()
                     samples[r, i] += time.perf_counter() - start
             del step
+            step = fresh_step(plan)
             start = time.perf_counter()
-            execute_step(plan, math.inf)
+            execute_step(plan, math.inf, step)
             sync()
             plain[r] = time.perf_counter() - start
+            del step
     return samples[warmup:], plain[warmup:]
 
 

@@ -23,8 +23,9 @@ Values
     devices timed are the same, only the numbers in them changed, which made up could overflow to nan.)
     :meth:`TorchRuntime.run` takes other inputs. All of them are moved to their device before timing starts.
     Every one of them that an op writes in place (an argument its schema marks as written, through views and
-    higher-order-op subgraphs: :func:`~gplace.importers.torch_export.written_inputs`) is copied afresh at the
-    start of each step, so every step starts from the same values and the user's tensors are never written.
+    higher-order-op subgraphs: :func:`~gplace.importers.torch_export.written_inputs`) is copied afresh before
+    each step (outside its timer: Step time), so every step starts from the same values and the user's tensors
+    are never written.
     Random ops draw from the host's and the plan's CUDA devices' generators, seeded with :data:`STEP_SEED` at
     the start of each step inside ``torch.random.fork_rng`` (the caller's random state is given back). (Until
     2026-11-29 in-place ops wrote the user's tensors, so values drifted from run to run, and random ops drew
@@ -49,7 +50,11 @@ Transfers
     (:mod:`gplace.runtime.onnx.known`), so no step reads a device tensor on the host for them.
 Step time
     The median wall time of ``steps`` steps after ``warmup`` steps, every CUDA device synchronised at the end
-    of each; ``spread = (max - min) / median``. The first measurement of a runtime that uses a GPU first runs
+    of each; ``spread = (max - min) / median``. A step's copies of the written inputs (Values) are made, and
+    finished on every CUDA device, before its clock starts, and freed after it stops: they are not the
+    program's (until 2026-12-05 they were timed: writing one 64-row slot of a 67 MB buffer in place measured
+    84 ms against 0.23 ms eager on one CPU thread, 0.74 ms now; the id stayed, as the ops, shapes and devices
+    timed are the same). The first measurement of a runtime that uses a GPU first runs
     steps back to back for :data:`~gplace.runtime.calibration.GPU_WARMUP_SECONDS`: a GPU that idled runs at low
     clocks (on an H200 the first measurement of a process, after two warm-up steps only, took 12.3 ms where the
     next four took 6.7-7.1 ms; with it, 9.67 and 7.05 ms in two processes against 9.64-10.50 and 6.17-10.67).
@@ -112,7 +117,7 @@ from gplace.runtime.torch_program import (
     program_values,
 )
 from gplace.runtime.torch_step import STEP_SEED as STEP_SEED
-from gplace.runtime.torch_step import Step, TimeUp, check_time, execute_step, nbytes, pinned_copy
+from gplace.runtime.torch_step import Step, TimeUp, check_time, execute_step, fresh_step, nbytes, pinned_copy
 from gplace.runtime.torch_step import seeded as seeded
 from gplace.runtime.torch_step import to_device as to_device
 from gplace.runtime.wrapper import check_time_limit
@@ -264,10 +269,11 @@ class TorchRuntime(Runtime):
         self._warm_up(plan, deadline)
         base = _reset_peaks(plan)  # after the GPU warm-up: with warmup=0 its steps' workspaces counted as the peak's
         for k in range(total):
-            start = time.perf_counter()
             try:
                 check_time(deadline)
-                moved = execute_step(plan, deadline)[1]  # outputs dropped at once: not held into the next step
+                step = fresh_step(plan)  # its copies of the written inputs made, and finished, before the clock
+                start = time.perf_counter()
+                moved = execute_step(plan, deadline, step)[1]
             except TimeUp:
                 raise TorchRunError(
                     f"time limit of {self.time_limit:g} s exceeded after {k} of {total} steps (warm-up included)"
@@ -275,6 +281,7 @@ class TorchRuntime(Runtime):
             synchronize(plan)
             if k >= self.warmup:
                 times.append(time.perf_counter() - start)
+            del step  # its copies and outputs freed after the clock, not held into the next step
             if k + 1 == self.warmup:
                 base = _reset_peaks(plan)
         return times, moved, base

@@ -15,7 +15,7 @@ from torch.fx.node import map_arg
 from torch.utils import _pytree as pytree
 
 from gplace.importers.torch_export import sparse_nbytes
-from gplace.runtime.torch_cuda import streams_restored
+from gplace.runtime.torch_cuda import streams_restored, synchronize
 from gplace.runtime.torch_errors import TorchRunError, failure
 from gplace.runtime.torch_program import op_name_of
 from gplace.torch_modes import forked_rng
@@ -23,8 +23,8 @@ from gplace.torch_modes import forked_rng
 if TYPE_CHECKING:
     from gplace.runtime.torch_plan import Call, Plan
 
-__all__ = ["STEP_SEED", "Step", "TimeUp", "check_time", "execute_step", "nbytes", "pinned_copy", "seeded",
-           "to_device"]
+__all__ = ["STEP_SEED", "Step", "TimeUp", "check_time", "execute_step", "fresh_step", "nbytes", "pinned_copy",
+           "seeded", "to_device"]
 
 
 STEP_SEED = 0
@@ -42,12 +42,13 @@ def check_time(deadline: float) -> None:
         raise TimeUp("time limit exceeded during the step")
 
 
-def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
-    """Run one step; return the output structure and the bytes moved between cluster devices. Random ops draw
-    from the CPU's and the plan's CUDA devices' generators seeded with :data:`STEP_SEED`; the caller's random
-    state is given back."""
+def execute_step(plan: Plan, deadline: float, step: Step | None = None) -> tuple[Any, int]:
+    """Run one step; return the output structure and the bytes moved between cluster devices. ``step``: a fresh,
+    unrun :class:`Step` of ``plan`` (:func:`fresh_step`, made before a timer starts); ``None``: one made here.
+    Random ops draw from the CPU's and the plan's CUDA devices' generators seeded with :data:`STEP_SEED`; the
+    caller's random state is given back."""
+    step = Step(plan) if step is None else step
     with seeded(plan), streams_restored(plan):
-        step = Step(plan)
         for call in plan.calls:
             step.run(call)
             check_time(deadline)
@@ -55,8 +56,18 @@ def execute_step(plan: Plan, deadline: float) -> tuple[Any, int]:
     return outputs, step.moved
 
 
+def fresh_step(plan: Plan) -> Step:
+    """A :class:`Step` of ``plan`` whose copies of the written inputs are made and, on a GPU, finished (every CUDA
+    device synchronised): made before a step's timer starts, the copies are not timed."""
+    step = Step(plan)
+    if plan.written:
+        synchronize(plan)
+    return step
+
+
 class Step:
-    """The values of one step: per node, and copies per (node, torch device).
+    """The values of one step: per node, and copies per (node, torch device). Made, it holds fresh copies of the
+    written inputs (:meth:`restore`), still running on a GPU until :func:`fresh_step` waits for them.
 
     :meth:`run` makes a GPU's compute stream current (and its device); run calls inside
     :func:`~gplace.runtime.torch_cuda.streams_restored` to give the caller's back, as :func:`execute_step` does.
