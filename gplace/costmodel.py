@@ -40,6 +40,10 @@ Counting conventions (one multiply-add is 2 FLOPs):
   backward the same with the window ``ceil(input size / grad_out size)`` per spatial dimension; global pooling and
   reductions (ATen ``sum``/``mean``/``max``/``min`` of one tensor too): ``numel(X)``; ONNX's variadic
   ``Sum``/``Mean``/``Max``/``Min``: ``sum(numel(inputs)) - numel(out)``.
+- Interpolation (``Resize``, ``upsample_bilinear2d``, ...), one axis after another, per output element: linear
+  ``3 * (2^axes - 1)`` (a lerp, 3 FLOPs, per pair of points: bilinear 9), cubic ``7 * (4^axes - 1) / 3``
+  (bicubic 35), over the axes an ATen op's name gives or an ONNX op changes the size of; nearest 0 (a gather);
+  a backward op the same per element of its output gradient.
 - Normalisations, softmax, elementwise and activation ops (and their backward ops): a fixed count per output
   element (see :data:`ELEMENTWISE_FLOPS`, :data:`PER_ELEMENT_FLOPS`); an in-place ATen op (``hardtanh_``) as
   its out-of-place form. ``batch_norm``/``BatchNormalization`` with ``attrs["training"]`` (ONNX:
@@ -520,6 +524,34 @@ def _adaptive_pool_backward(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec
     return _pool_backward(ins, outs, {"kernel_size": kernel})
 
 
+INTERPOLATION_FLOPS = {"linear": (2, 3), "cubic": (4, 7)}
+"""Interpolation mode -> (points read along each axis, FLOPs to combine them: a lerp ``a + w * (b - a)``; four
+products and three sums)."""
+
+
+def _interpolation(mode: str, axes: int, points: int) -> float:
+    """FLOPs of ``points`` values interpolated over ``axes`` axes, one axis after another: ``taps^(axes - 1)``
+    combinations along the first, ..., one along the last (bilinear: 3 lerps, 9 FLOPs; bicubic: 35)."""
+    if mode not in INTERPOLATION_FLOPS:
+        return 0.0  # nearest: a gather, no arithmetic
+    taps, flops = INTERPOLATION_FLOPS[mode]
+    return float(points * flops * (taps**axes - 1) // (taps - 1))
+
+
+def _upsample(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any], *, mode: str,
+              axes: int, backward: bool = False) -> float:
+    """ATen upsample_bilinear2d (..., bicubic2d, trilinear3d): :func:`_interpolation` per output element; their
+    backward the same per element of grad_out, its first input."""
+    return _interpolation(mode, axes, (ins[0] if backward else outs[0]).numel)
+
+
+def _resize(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """ONNX Resize / Upsample(X, ...): ``attrs["mode"]`` (default nearest) over the axes whose size changes."""
+    mode = str(attrs.get("mode", "nearest")).replace("bilinear", "linear")
+    axes = sum(a != b for a, b in zip(ins[0].shape, outs[0].shape, strict=True))
+    return _interpolation(mode, axes, outs[0].numel)
+
+
 def _lrn(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     return float(outs[0].numel * (2 * int(attrs.get("size", 5)) + 4))
 
@@ -594,6 +626,11 @@ _FLOP_RULES: dict[str, Rule] = {
     **dict.fromkeys(["_adaptive_avg_pool3d_backward", "adaptive_max_pool3d_backward"],
                     functools.partial(_adaptive_pool_backward, spatial=3)),
     "lrn": _lrn,
+    **{name: functools.partial(_upsample, mode=mode, axes=axes, backward=backward)
+       for stem, mode, axes in (("upsample_linear1d", "linear", 1), ("upsample_bilinear2d", "linear", 2),
+                                ("upsample_trilinear3d", "linear", 3), ("upsample_bicubic2d", "cubic", 2))
+       for name, backward in ((stem, False), (f"{stem}_backward", True))},
+    **dict.fromkeys(["resize", "upsample"], _resize),
     **dict.fromkeys(["globalaveragepool", "globalmaxpool", "globallppool", "adaptive_avg_pool1d",
                      "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool3d",
                      "adaptive_max_pool2d", "adaptive_max_pool3d",

@@ -30,3 +30,12 @@ def test_adaptive_pooling_backward_takes_its_window_from_the_shapes() -> None:
     assert op_flops("aten.adaptive_max_pool2d_backward.default", [grad, x, grad], [x]) == 18 * 6
     grad3, x3 = _t(1, 2, 2, 2, 2), _t(1, 2, 4, 4, 4)
     assert op_flops("aten._adaptive_avg_pool3d_backward.default", [grad3, x3], [x3]) == 16 * 8
+
+
+def test_interpolation_backward_counts_per_gradient_element() -> None:
+    """upsample_bilinear2d_backward(grad_out[1, 2, 8, 8], ...) -> grad_input[1, 2, 4, 4]: 9 per element of
+    grad_out; upsample_linear1d 3, upsample_trilinear3d 21 per output element."""
+    grad, x = _t(1, 2, 8, 8), _t(1, 2, 4, 4)
+    assert op_flops("aten.upsample_bilinear2d_backward.default", [grad], [x]) == 9 * 128
+    assert op_flops("aten.upsample_linear1d.default", [_t(1, 2, 4)], [_t(1, 2, 8)]) == 3 * 16
+    assert op_flops("aten.upsample_trilinear3d.vec", [_t(1, 1, 2, 2, 2)], [_t(1, 1, 4, 4, 4)]) == 21 * 64
