@@ -91,11 +91,12 @@ PER_ELEMENT_FLOPS: dict[str, int] = {
     "hardtanh": 2, "dropout": 2, "native_dropout": 2, "gelu_backward": 10, "silu_backward": 8,
     "elu_backward": 5, "hardtanh_backward": 2, "leaky_relu_backward": 2, "native_dropout_backward": 1,
     # ATen spellings: as leakyrelu, prelu; log_sigmoid(x) = -softplus(-x); glu: a sigmoid and a product per output
-    "leaky_relu": 2, "_prelu_kernel": 2, "log_sigmoid": 6, "log_sigmoid_forward": 6, "glu": 6,
+    "leaky_relu": 2, "_prelu_kernel": 2, "log_sigmoid": 6, "log_sigmoid_forward": 6, "glu": 6, "log1p": 4,
+    "expm1": 4,
     # backward: a smooth activation's forward count + 2 (as gelu's, silu's), a piecewise one's forward count (as
     # elu's, hardtanh's); glu's per element of its gradient, twice its output; _prelu_kernel's two gradients
     "softplus_backward": 8, "mish_backward": 12, "log_sigmoid_backward": 8, "hardswish_backward": 4,
-    "hardsigmoid_backward": 3, "glu_backward": 4, "_prelu_kernel_backward": 4,
+    "hardsigmoid_backward": 3, "glu_backward": 4, "_prelu_kernel_backward": 4, "softsign_backward": 5,
     # normalisations and softmax (per output element)
     "batchnormalization": 2, "_native_batch_norm_legit_no_training": 2, "_native_batch_norm_legit": 6,
     "_native_batch_norm_legit_functional": 6, "_native_batch_norm_legit_no_stats": 6,

@@ -25,6 +25,12 @@ COST_NAMES = {
     "LogSoftmax": "logsoftmax", "AddN": "sum", "GatherV2": "gather", "ResourceGather": "gather",
     "Sum": "reducesum", "Mean": "reducemean", "Max": "reducemax", "Min": "reducemin", "Prod": "reduceprod",
     "BiasAddGrad": "reducesum", "ArgMax": "argmax", "ArgMin": "argmin", "TopKV2": "topk",
+    "GreaterEqual": "greaterorequal", "LessEqual": "lessorequal", "NotEqual": "ne", "Select": "where",
+    "SelectV2": "where", "FloorMod": "mod", "LogicalAnd": "and", "LogicalOr": "or", "LogicalNot": "not",
+    "EluGrad": "elu_backward", "SeluGrad": "elu_backward", "LeakyReluGrad": "leaky_relu_backward",
+    "SoftsignGrad": "softsign_backward", "SoftplusGrad": "softplus_backward",
+    "ResizeBilinear": "upsample_bilinear2d", "ResizeBilinearGrad": "upsample_bilinear2d_backward",
+    "ResizeBicubic": "upsample_bicubic2d", "ResizeBicubicGrad": "upsample_bicubic2d_backward",
 }
 """TensorFlow op type -> the :mod:`gplace.costmodel` name counting the same work."""
 
