@@ -47,7 +47,8 @@ Counting conventions (one multiply-add is 2 FLOPs):
 - Normalisations, softmax, elementwise and activation ops (and their backward ops): a fixed count per output
   element (see :data:`ELEMENTWISE_FLOPS`, :data:`PER_ELEMENT_FLOPS`); an in-place ATen op (``hardtanh_``) as
   its out-of-place form. ``batch_norm``/``BatchNormalization`` with ``attrs["training"]`` (ONNX:
-  ``training_mode``) set computes batch statistics: ``native_batch_norm``'s count, not the inference one.
+  ``training_mode``) set computes batch statistics: ``native_batch_norm``'s count, not the inference one;
+  ``dropout`` counts only with ``attrs["train"]`` set (and ``p`` not 0), else it is the identity.
 - Everything else (concatenations, copies, pads, gathers, ...) does no arithmetic: its time is its memory
   traffic, the bytes it reads plus the bytes it writes (a gather reads only the rows it writes).
 - Metadata-only ops (reshapes, squeezes, identities, ATen views, metadata asserts; :func:`is_metadata_only`)
@@ -193,7 +194,8 @@ def op_flops(
         inputs: the op's tensor inputs in argument order (missing optional inputs left out at the end).
         outputs: the op's tensor outputs.
         attrs: op attributes the count needs: ``kernel_shape`` (pooling), ``transposed`` (convolution),
-            ``output_mask`` (``convolution_backward``), ``training`` (``batch_norm``),
+            ``output_mask`` (``convolution_backward``), ``training`` (``batch_norm``), ``train`` and ``p``
+            (``dropout``),
             ``equation`` (Einsum), ``transA`` (FusedMatMul), ``num_heads`` (``com.microsoft::Attention``).
             (default: none)
 
@@ -396,6 +398,16 @@ def _batch_norm(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Ma
     ``training_mode``) as ``native_batch_norm``, else as inference, per output element."""
     train = attrs.get("training") or attrs.get("training_mode")
     return float(PER_ELEMENT_FLOPS["native_batch_norm" if train else "batch_norm"] * outs[0].numel)
+
+
+def _dropout(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """ATen ``dropout(x, p, train)`` (and ``dropout_``, ``feature_dropout``, ``alpha_dropout``, ...), ONNX
+    ``Dropout``: a mask and a scale, ``PER_ELEMENT_FLOPS["dropout"]`` per element, in training (``attrs["train"]``)
+    with ``attrs["p"]`` not 0; else the identity, 0. No ``train``: inference (an eval-mode export; a joint training
+    graph's dropout is ``native_dropout``, counted by its own entry)."""
+    if not attrs.get("train") or attrs.get("p") == 0:
+        return 0.0
+    return float(PER_ELEMENT_FLOPS["dropout"] * outs[0].numel)
 
 
 def _fused_lstm_cell(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
@@ -641,6 +653,7 @@ _FLOP_RULES: dict[str, Rule] = {
                     _reduce),
     "einsum": _einsum,
     **dict.fromkeys(["batch_norm", "batchnormalization"], _batch_norm),
+    **dict.fromkeys(["dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"], _dropout),
     "convolution_backward": _conv_backward,
     **dict.fromkeys(["_scaled_dot_product_flash_attention_for_cpu_backward",
                      "_scaled_dot_product_flash_attention_backward",

@@ -39,3 +39,14 @@ def test_interpolation_backward_counts_per_gradient_element() -> None:
     assert op_flops("aten.upsample_bilinear2d_backward.default", [grad], [x]) == 9 * 128
     assert op_flops("aten.upsample_linear1d.default", [_t(1, 2, 4)], [_t(1, 2, 8)]) == 3 * 16
     assert op_flops("aten.upsample_trilinear3d.vec", [_t(1, 1, 2, 2, 2)], [_t(1, 1, 4, 4, 4)]) == 21 * 64
+
+
+def test_dropout_counts_only_in_training_with_p_above_0() -> None:
+    """dropout(x[4, 8], p, train): 2 FLOPs per element with train and p > 0; the identity (0) with train False, p 0,
+    or no train given (an eval-mode export)."""
+    x = _t(4, 8)
+    assert op_flops("aten.dropout.default", [x], [x], {"train": True, "p": 0.5}) == 2 * 32
+    assert op_flops("aten.feature_dropout.default", [x], [x], {"train": True, "p": 0.5}) == 2 * 32
+    assert op_flops("aten.dropout.default", [x], [x], {"train": False, "p": 0.5}) == 0
+    assert op_flops("aten.dropout.default", [x], [x], {"train": True, "p": 0.0}) == 0
+    assert op_flops("aten.dropout.default", [x], [x]) == 0

@@ -79,3 +79,16 @@ def test_backward_ops_of_activations_and_adaptive_pooling_are_counted(monkeypatc
                 "glu_backward": 4 * 128, "_prelu_kernel": 2 * 128, "_prelu_kernel_backward": 4 * 128,
                 "_adaptive_avg_pool2d_backward": 32 * 4, "adaptive_max_pool2d_backward": 32 * 4}
     assert {name: flops[f"aten.{name}.default"] for name in expected} == expected
+
+
+def test_eval_mode_dropout_counts_nothing(monkeypatch):
+    """An eval-mode export's aten.dropout(x, 0.5, train=False) on x[4, 8] is the identity: 0 FLOPs (was 2 per
+    element, 64, while its in-place dropout_ counted 0); a training graph's native_dropout still counts 2 per
+    element and its backward 1."""
+    kind = add_flops_kind(monkeypatch)
+    net = _Branches(nn.Dropout(0.5), nn.Dropout(0.5, inplace=True))
+    flops = _flops(from_torch(net, (torch.randn(4, 8),)), kind)
+    assert flops["aten.dropout.default"] == flops["aten.dropout_.default"] == 0
+    train = _flops(from_torch(nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5)), (torch.randn(4, 8),),
+                              training=True), kind)
+    assert train["aten.native_dropout.default"] == 2 * 32 and train["aten.native_dropout_backward.default"] == 32

@@ -161,6 +161,9 @@ def cost_attrs(node: onnx.NodeProto) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     if node.op_type in _RECURRENT and node.domain in ("", "ai.onnx"):
         attrs["weight_inputs"] = (1, 2)  # W and R; X is input 0
+    if node.op_type == "Dropout" and node.domain in ("", "ai.onnx"):  # the identity but in training: a
+        training_mode = len(node.input) > 2 and bool(node.input[2])  # training_mode input, or opset < 7's is_test=0
+        attrs["train"] = training_mode or any(a.name == "is_test" and a.i == 0 for a in node.attribute)
     for attr in node.attribute:
         if attr.name in _COST_ATTRS:
             try:
