@@ -13,7 +13,11 @@ How a program maps onto the IR:
   initializer; a fake tensor does not know its number of non-zeros, so an inference program with a sparse value
   is run once on its example inputs (as for ``while_loop`` trip counts) to size its top-level nodes' sparse
   results; where that cannot be done (a training graph, no example inputs, a failed run) they count their dense
-  size, an upper bound, with a warning naming them.
+  size, an upper bound, with a warning naming them. A view, an in-place op returning its argument and a
+  ``.to()`` that changes nothing hold no bytes of their own (their fake values share the storage of a tensor
+  they read; a ``reshape`` that copies is a copy): each of their readers gets a 0-byte edge from the op that
+  allocated the storage, which so stays allocated until they end (:mod:`gplace.importers.aliases`); a view the
+  program returns keeps its bytes, held to the end of the step as every output is.
 - **User inputs** become ``"Input"`` ops (cost 0). **Parameters, buffers and constants** are persistent
   memory: one read by a single op is folded into that op's ``persistent_memory``; one read by several ops (or
   by none) becomes a ``"Parameter"`` op (cost 0) holding it once, as its ``persistent_memory`` with
@@ -78,6 +82,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gplace.costmodel import TensorSpec, canonical_op_type, op_kind_costs
+from gplace.importers.aliases import hold_alias_storage
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
 from gplace.ir.errors import check_flags, error_summary
 from gplace.torch_modes import gradients_on, tracing
@@ -882,6 +887,18 @@ def _aliases(gm: torch.fx.GraphModule, tied: Mapping[str, str] | None = None) ->
     return _Aliases(bases, writes, lineage)
 
 
+def _shares_storage(node: torch.fx.Node) -> bool:
+    """Whether every tensor ``node`` returns shares its storage with a tensor it reads, by their fake values: a
+    schema's alias is a *may* alias (``reshape`` or ``contiguous`` of a non-contiguous tensor copies it)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    read = [d.meta.get("val") for d in node.all_input_nodes]
+    read = [t for t in read if isinstance(t, torch.Tensor)]
+    made = [t for t in pytree.tree_leaves(node.meta.get("val")) if isinstance(t, torch.Tensor)]
+    return bool(made) and all(any(torch._C._is_alias_of(t, r) for r in read) for t in made)
+
+
 def _hazards(gm: torch.fx.GraphModule, aliases: _Aliases) -> list[tuple[str, str]]:
     """``(earlier node, later node)`` pairs that must run in that order because of in-place writes, tracked per
     base in node order: a node reading a base (an argument aliasing it) follows the base's last writer; a node
@@ -1134,16 +1151,30 @@ class _FxBuilder:
                 self._call(node)
             elif node.op != "output":
                 raise UnsupportedGraphError(f"node {node.name!r}: FX op {node.op!r} not handled")
-        self._in_place()
+        aliases = _aliases(self.gm, self.tied)
+        self._in_place(aliases)
         edges = [Edge(src, dst, nbytes) for (src, dst), nbytes in self.edge_bytes.items()]
-        return self.ops, edges, self.paths
+        ops, edges = hold_alias_storage(self.ops, edges, self._alias_bases(aliases))
+        return ops, edges, self.paths
 
-    def _in_place(self) -> None:
+    def _alias_bases(self, aliases: _Aliases) -> dict[str, list[str]]:
+        """Op name -> the ops whose storage it aliases, for each op with no storage of its own (a view, an
+        in-place op returning its argument, a ``.to()`` that changes nothing) but the program's outputs, which
+        keep their bytes to the end of the step as every output does; state folded into its reader, held as
+        persistent memory, has no op."""
+        op_of = {name: op for name, (op, _) in self.values.items()}
+        returned = {op_of.get(n.name) for n in self.gm.graph.output_node().all_input_nodes}
+        nodes = {n.name: n for n in self.gm.graph.nodes}
+        return {node: [op_of[b] for b in sorted(own) if op_of.get(b) is not None]
+                for node, own in aliases.bases.items()
+                if node not in own and op_of.get(node) == node and node not in returned
+                and _shares_storage(nodes[node])}
+
+    def _in_place(self, aliases: _Aliases) -> None:
         """What in-place writes add (the module docstring): 0-byte ordering edges (:func:`_hazards`) where no
         data edge runs, and one colocation group per storage written in place that needs one
         (:func:`_colocated_bases`), holding the ops whose values may alias it (its producer, its views, its
         writers), merged with any group they are in already."""
-        aliases = _aliases(self.gm, self.tied)
         if not aliases.writes:
             return
         op_of = {name: op for name, (op, _) in self.values.items()}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gplace.costmodel import TensorSpec, op_work, roofline_costs
+from gplace.importers.aliases import hold_alias_storage
 from gplace.importers.tensorflow.costs import COST_NAMES, cost_attrs, tf_flops
 from gplace.importers.tensorflow.errors import wrap_errors
 from gplace.importers.tensorflow.functions import reset
@@ -24,6 +25,10 @@ logger = logging.getLogger(__name__)
 
 _ALIAS_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "Const", "HostConst", "ReadVariableOp"})
 """Ops whose outputs alias resident (persistent) memory: no ``output_bytes`` of their own."""
+_VIEW_OPS = frozenset({"Identity", "IdentityN", "Reshape", "Squeeze", "ExpandDims", "StopGradient", "PreventGradient",
+                       "EnsureShape"})
+"""Ops whose outputs share their data inputs' buffers (TensorFlow forwards them): their storage is their
+inputs' producers' (:mod:`gplace.importers.aliases`)."""
 _NO_TENSOR = ("resource", "variant")
 _LIST_PASSING = frozenset({"Identity", "TensorListSetItem", "TensorListPushBack"})
 """Ops whose ``TensorList`` output is (a version of) their first input's list (bytes: the package docstring)."""
@@ -77,7 +82,13 @@ class Builder:
         groups = self._colocation()
         records = [self._op(op, groups.get(op.name)) for op in self.ops]
         self._warn_unknown()
-        return records, self._edges()
+        return hold_alias_storage(records, self._edges(), self._view_bases())
+
+    def _view_bases(self) -> dict[str, list[str]]:
+        """View op name -> the producers of the inputs whose buffers it forwards (every one for ``IdentityN``,
+        the first otherwise)."""
+        return {op.name: [t.op.name for t in (op.inputs if op.type == "IdentityN" else op.inputs[:1])]
+                for op in self.ops if op.type in _VIEW_OPS and op.inputs}
 
     # -------------------------------------------------------------- tensors
     def _add_outputs(self, op: Any) -> None:
