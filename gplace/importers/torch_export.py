@@ -1103,6 +1103,8 @@ def _cost_attrs(key: str, node: torch.fx.Node, out: TensorSpec | None) -> dict[s
         return {"kernel_size": kernel * spatial if len(kernel) == 1 else kernel}
     if key == "batch_norm":
         return {"training": bool(args[5] if len(args) > 5 else node.kwargs.get("training"))}
+    if key.rstrip("_") in ("dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout") and len(args) > 2:
+        return {"p": float(args[1]), "train": bool(args[2])}
     if key == "einsum" and args and isinstance(args[0], str):
         return {"equation": args[0]}
     if key == "_trilinear" and len(args) > 5:
