@@ -221,6 +221,7 @@ def from_torch(
             args, kwargs = _joint_inputs(ep, example_inputs)
             program = _joint_graph(ep, args, kwargs)
     if training:
+        _warn_rnn_without_workspace(program, graph_name)
         state = _joint_state(program.graph)
         values = _joint_values(program.graph, ep, args, kwargs)
         tied = _tied(state, values)
@@ -546,6 +547,20 @@ def _joint_graph(ep: ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, A
             return joint.graph_module
     except Exception as err:  # autograd tracing raises many kinds
         raise UnsupportedGraphError(f"joint forward+backward tracing failed: {_trace_failure(err)}") from err
+
+
+def _warn_rnn_without_workspace(gm: torch.fx.GraphModule, name: str) -> None:
+    """Warn where a joint graph's recurrent layers have no workspace for their backward: torch's CPU decomposition
+    of ``aten.lstm`` traces ``mkldnn_rnn_layer`` with ``train=False`` (torch 2.13), so what eager training keeps
+    for the backward is missing from the graph's memory and ``torch-v1`` cannot run the backward."""
+    layers = [n.name for n in gm.graph.nodes if str(n.target) == "aten.mkldnn_rnn_layer.default"
+              and isinstance(n.meta.get("val"), tuple | list) and len(n.meta["val"]) == 4
+              and getattr(n.meta["val"][3], "numel", lambda: 1)() == 0]
+    if layers:
+        logger.warning("torch program %r: %d recurrent layer(s) traced for training without their backward "
+                       "workspace (%s; torch's CPU decomposition of aten.lstm traces them for inference): the graph "
+                       "undercounts their memory and torch-v1 cannot run their backward", name, len(layers),
+                       ", ".join(layers[:5]))
 
 
 def _trace_failure(err: Exception) -> str:
