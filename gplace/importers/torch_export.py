@@ -61,6 +61,8 @@ How a program maps onto the IR:
   condition and body times the passes it makes on the example inputs (an inference program's top-level loops,
   counted by running the program once on them; else one pass, with a warning naming the program and saying
   why: the trip count depends on the data, or the loop is nested in the named top-level node and not counted).
+  While it runs, such an op holds what its subgraphs' intermediates take at once, run in node order (a
+  ``cond``'s dearer branch, the larger of a loop's condition and body), as ``temporary_memory``.
   A ``torch.no_grad()`` or ``torch.autocast`` block inside ``forward`` (``wrap_with_set_grad_enabled``,
   ``wrap_with_autocast``) is one op costing one pass of its subgraph. Other higher-order operators are not
   handled.
@@ -1023,6 +1025,44 @@ class _TripCounter:
         return carried
 
 
+def _control_flow_peak(node: torch.fx.Node, owner: torch.fx.GraphModule) -> int:
+    """Bytes a higher-order op's subgraphs hold at once while it runs (its ``temporary_memory``): the largest
+    :func:`_subgraph_peak` of its subgraphs (a ``cond`` runs one branch, a ``while_loop`` its condition and body
+    one after the other); 0 for any other node."""
+    import torch
+
+    graphs = [attribute_of(owner, a) for a in node.args if isinstance(a, torch.fx.Node)]
+    return max((_subgraph_peak(g) for g in graphs if isinstance(g, torch.fx.GraphModule)), default=0)
+
+
+def _subgraph_peak(gm: torch.fx.GraphModule) -> int:
+    """The most bytes a subgraph's intermediates hold at once, run in node order: a call's results from the call
+    until its last reader there (a view's or a ``getitem``'s reader counts as its base's), a nested control-flow
+    op's own peak while it runs; its operands and what it returns (the op's outputs) are not counted."""
+    nodes = list(gm.graph.nodes)
+    position = {n: i for i, n in enumerate(nodes)}
+    last = {read: i for i, n in enumerate(nodes) for read in n.all_input_nodes}
+    returned = set(gm.graph.output_node().all_input_nodes)
+    views = {n for n in nodes if n.op == "call_function" and (n.target is operator.getitem or _shares_storage(n))}
+    for n in reversed(nodes):  # a view keeps what it aliases until its own last reader
+        if n in views:
+            for base in n.all_input_nodes:
+                last[base] = max(last.get(base, position[base]), last.get(n, position[n]))
+                if n in returned:
+                    returned.add(base)
+    live = peak = 0
+    freed: dict[int, int] = defaultdict(int)
+    for i, n in enumerate(nodes):
+        if n.op != "call_function" or n in views:
+            continue
+        held = 0 if n in returned else sum(s.nbytes for s in _specs(n) if s is not None)
+        peak = max(peak, live + held + _control_flow_peak(n, gm))
+        live += held
+        freed[last.get(n, i)] += held
+        live -= freed.pop(i, 0)
+    return peak
+
+
 def _subgraph_costs(gm: torch.fx.GraphModule, graph: str = "", enclosing: torch.fx.Node | None = None
                     ) -> dict[str, float]:
     """Summed seconds per device kind of the calls of a control-flow subgraph (shapes from ``meta["val"]``) of the
@@ -1283,7 +1323,8 @@ class _FxBuilder:
         phase, grad_of = self._phase(node)
         held = 0 if _returns_input(node) else sum(s.nbytes for s in known)  # a .to() returning its input: none
         self.ops.append(Op(node.name, _op_type(node.target), None, costs,
-                           persistent_memory=persistent, output_bytes=held,
+                           persistent_memory=persistent, temporary_memory=_control_flow_peak(node, self.gm),
+                           output_bytes=held,
                            output_shapes=tuple(s.shape for s in known), phase=phase, grad_of=grad_of))
         self.values[node.name] = (node.name, _total(outputs))
         self._record_path(node)
