@@ -95,6 +95,36 @@ class SubgraphCosts:
         passes = 1 if trips is None else trips
         return {k: passes * sum(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, trips, unknown
 
+    def held(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto] | None = None) -> int:
+        """Bytes a control-flow node's subgraphs hold at once while it runs (its ``temporary_memory``): the most
+        any of them holds in one pass (an ``If`` runs one branch; a loop's passes run one after another), in the
+        scope of ``types`` (default: the main graph's)."""
+        types = self.types if types is None else types
+        return max((self._pass_peak(graph, body_types(graph, {**types, **carried_types(node, graph, types)}))
+                    for graph in subgraphs(node)), default=0)
+
+    def _pass_peak(self, graph: onnx.GraphProto, types: dict[str, onnx.TypeProto]) -> int:
+        """The most bytes one pass over ``graph``'s nodes holds at once, run in order: each output from its node
+        until its last reader there (one of unknown shape: 0), a nested control-flow node's own while it runs;
+        the subgraph's inputs and outputs are not counted (the node's operands and results)."""
+        nodes = list(graph.node)
+        last = {t: i for i, step in enumerate(nodes) for t in step.input if t}
+        returned = {value.name for value in graph.output}
+        live = peak = 0
+        freed = [0] * (len(nodes) + 1)
+        for i, step in enumerate(nodes):
+            inner = self.held(step, types) if subgraphs(step) else 0
+            infer_node(step, types, self.opset_import)
+            made = [(t, spec.nbytes) for t in step.output
+                    if t and t not in returned and (spec := spec_of(types, t)) is not None]
+            held = sum(nbytes for _, nbytes in made)
+            peak = max(peak, live + held + inner)
+            live += held
+            for t, nbytes in made:
+                freed[max(last.get(t, i), i)] += nbytes
+            live -= freed[i]
+        return peak
+
     def _call(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int],
               depth: int) -> tuple[dict[str, float], int, dict[str, onnx.TypeProto]]:
         """:meth:`call` in the scope of ``types``, with the types its body gives the call's outputs."""

@@ -320,6 +320,7 @@ class _Builder:
         self.ops.append(Op(
             op_name, op_type, None, costs,
             persistent_memory=folded + _constant_bytes(node, outputs) + subgraph_weights(node),
+            temporary_memory=self.subgraph_costs.held(node) if subgraphs(node) else 0,
             output_bytes=0 if node.op_type == "Constant" else sum(t.nbytes for t in known_outputs),
             output_shapes=_shapes(outputs),
         ))
