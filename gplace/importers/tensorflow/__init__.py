@@ -53,6 +53,10 @@ How a program maps onto the IR:
 - **Variables** (``VarHandleOp``, ``VariableV2``) hold their size as ``persistent_memory``; so do ``Const``
   nodes. A ``ReadVariableOp`` or ``Const`` output aliases that resident buffer, so it adds no
   ``output_bytes``, but its edges carry the value's bytes (a reader on another device pays the copy).
+- **Views**: ``Identity``, ``IdentityN``, ``Reshape``, ``Squeeze``, ``ExpandDims``, ``StopGradient``,
+  ``PreventGradient`` and ``EnsureShape`` forward their input's buffer: they hold no bytes of their own, and
+  their readers keep their input's producer's output allocated (:mod:`gplace.importers.aliases`); one nobody
+  reads (a function's result) keeps its bytes.
 - **Colocation**: ``_class: loc:@x`` constraints, and TensorFlow's rule that an op reading a resource handle
   or a reference variable runs where the variable lives, become :attr:`Op.colocation` groups (named after a
   variable of the group where there is one).
@@ -75,7 +79,9 @@ How a program maps onto the IR:
   is that of one call of their functions' ops (shapes inferred from the op's inputs; a variable read inside
   has the variable's shape): an ``If``'s or ``Case``'s dearer branch, a ``While``'s condition and body times
   its trip count where its ``maximum_iterations`` is computed from constants only, else one pass, with a
-  warning. Ops of a function whose shapes stay unknown count 0 seconds, with a warning. v1 control flow
+  warning. Ops of a function whose shapes stay unknown count 0 seconds, with a warning. While it runs, the op
+  holds what one call of its functions holds at once, their ops run in order (what a function returns not
+  counted; the most of its functions), as ``temporary_memory``. v1 control flow
   (``Enter``/``Exit``/``Switch``/``Merge``) is not handled: an :class:`~gplace.ir.UnsupportedGraphError`
   names the node.
 

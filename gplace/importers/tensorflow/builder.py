@@ -72,6 +72,10 @@ class Builder:
         self.list_capacity: dict[str, int] = {}
         """Tensor name of a ``TensorList`` -> the bytes it can hold, where known (the package docstring)."""
         self.gpu_kernel = _gpu_kernel_lookup()
+        self.held: dict[str, int] = {}
+        """Control-flow op name -> bytes its functions hold at once while it runs (its ``temporary_memory``)."""
+        self.returned: frozenset[str] = frozenset()
+        """Of a function's graph: the tensors it returns (not counted by :meth:`_call_peak`)."""
         self.graph, self.library = graph, graph_def.library
 
     def build(self) -> tuple[list[Op], list[Edge]]:
@@ -187,8 +191,9 @@ class Builder:
             persistent, shapes = variable.nbytes, (variable.shape,)
         elif op.type in ("Const", "HostConst"):
             persistent = sum(t.nbytes for t in outputs)
+        costs = self._kind_costs(op, outputs)
         return Op(
-            op.name, op.type, None, self._kind_costs(op, outputs), persistent_memory=persistent,
+            op.name, op.type, None, costs, persistent_memory=persistent, temporary_memory=self.held.get(op.name, 0),
             output_bytes=0 if op.type in _ALIAS_OPS else sum(t.nbytes for t in outputs), output_shapes=shapes,
             colocation=group, pinned="cpu" if self._cpu_only(op) else None,
         )
@@ -232,27 +237,31 @@ class Builder:
 
     # -------------------------------------------------------------- control flow
     def _control_flow_costs(self, op: Any) -> dict[str, float]:
-        """An ``If``'s or ``Case``'s dearer branch, or a ``While``'s condition and body times its trip count."""
+        """An ``If``'s or ``Case``'s dearer branch, or a ``While``'s condition and body times its trip count; what
+        one call of its functions holds at once, the most of them, goes to :attr:`held`."""
         if op.type.endswith("While"):
-            passes = [self._function_costs(op.get_attr(key).name, list(op.inputs)) for key in ("cond", "body")]
+            calls = [self._function_call(op.get_attr(key).name, list(op.inputs)) for key in ("cond", "body")]
             trips = self._trip_count(op)
             if trips is None:
                 logger.warning("%s: node %r (%s): trip count unknown, its cost counts one pass", self.where, op.name,
                                op.type)
-            return {kind: (trips or 1) * sum(c[kind] for c in passes) for kind in passes[0]}
+            self.held[op.name] = max(peak for _, peak in calls)
+            return {kind: (trips or 1) * sum(c[kind] for c, _ in calls) for kind in calls[0][0]}
         names = ([f.name for f in op.get_attr("branches")] if op.type.endswith("Case")
                  else [op.get_attr("then_branch").name, op.get_attr("else_branch").name])
-        branches = [self._function_costs(name, list(op.inputs)[1:]) for name in names]
-        return {kind: max(c[kind] for c in branches) for kind in branches[0]}
+        branches = [self._function_call(name, list(op.inputs)[1:]) for name in names]
+        self.held[op.name] = max(peak for _, peak in branches)
+        return {kind: max(c[kind] for c, _ in branches) for kind in branches[0][0]}
 
-    def _function_costs(self, name: str, inputs: list[Any]) -> dict[str, float]:
+    def _function_call(self, name: str, inputs: list[Any]) -> tuple[dict[str, float], int]:
         """Seconds per device kind of one call of function ``name`` on ``inputs``: its ops' costs, with the shapes
         TensorFlow infers from the inputs' (a variable handle passed in becomes that variable, so its reads have
-        its shape)."""
+        its shape); and the most bytes its ops' outputs hold at once, run in order (each until its last reader;
+        what the function returns, its arguments and views not counted)."""
         from tensorflow.python.framework import function_def_to_graph
 
         fdef = next(f for f in self.library.function if f.signature.name == name)
-        graph_def, _ = function_def_to_graph.function_def_to_graph_def(fdef, [t.shape for t in inputs])
+        graph_def, flat = function_def_to_graph.function_def_to_graph_def(fdef, [t.shape for t in inputs])
         nodes = {n.name: n for n in graph_def.node}
         for arg, t in zip(fdef.signature.input_arg, inputs, strict=True):
             if t.op.type == "VarHandleOp":
@@ -264,6 +273,7 @@ class Builder:
         with wrap_errors(f"{self.where}: function {name!r} of a control-flow op could not be imported"):
             graph = import_graph_def(self.tf, graph_def)
         inner = Builder(self.tf, graph, graph_def, f"{self.where}: function {name!r}")
+        inner.returned = frozenset(flat.get(t, t) for t in fdef.ret.values())
         for op in inner.ops:
             inner._add_outputs(op)
         total, unknown = {"gpu": 0.0, "cpu": 0.0}, 0
@@ -278,7 +288,32 @@ class Builder:
         if unknown:
             logger.warning("%s: function %r: %d op(s) with a shape unknown count 0 seconds", self.where, name,
                            unknown)
-        return total
+        return total, inner._call_peak()
+
+    def _call_peak(self) -> int:
+        """The most bytes this function graph's op outputs hold at once, its ops run in order (see
+        :meth:`_function_call`); a nested control-flow op adds its own while it runs."""
+        position = {op.name: i for i, op in enumerate(self.ops)}
+        last = {t.name: position[op.name] for op in self.ops for t in op.inputs}
+        returned = set(self.returned)
+        for op in reversed(self.ops):  # a view keeps its input's buffer until its own last reader, or returns it
+            if op.type in _VIEW_OPS:
+                for t_in, t_out in zip(op.inputs, op.outputs, strict=False):
+                    last[t_in.name] = max(last.get(t_in.name, 0), last.get(t_out.name, position[op.name]))
+                    if t_out.name in returned:
+                        returned.add(t_in.name)
+        live = peak = 0
+        freed = [0] * (len(self.ops) + 1)
+        for i, op in enumerate(self.ops):
+            made = [] if op.type in (*_VIEW_OPS, *_ALIAS_OPS, "Placeholder") else [
+                (t.name, self.tensors[t.name].nbytes) for t in op.outputs if t.name not in returned]
+            held = sum(nbytes for _, nbytes in made)
+            peak = max(peak, live + held + self.held.get(op.name, 0))
+            live += held
+            for t, nbytes in made:
+                freed[max(last.get(t, i), i)] += nbytes
+            live -= freed[i]
+        return peak
 
     def _trip_count(self, op: Any) -> int | None:
         """A ``While``'s ``maximum_iterations`` (its second input, as ``tf.while_loop`` writes it) when only
