@@ -13,11 +13,8 @@ How a program maps onto the IR:
   initializer; a fake tensor does not know its number of non-zeros, so an inference program with a sparse value
   is run once on its example inputs (as for ``while_loop`` trip counts) to size its top-level nodes' sparse
   results; where that cannot be done (a training graph, no example inputs, a failed run) they count their dense
-  size, an upper bound, with a warning naming them. A view, an in-place op returning its argument and a
-  ``.to()`` that changes nothing hold no bytes of their own (their fake values share the storage of a tensor
-  they read; a ``reshape`` that copies is a copy): each of their readers gets a 0-byte edge from the op that
-  allocated the storage, which so stays allocated until they end (:mod:`gplace.importers.aliases`); a view the
-  program returns keeps its bytes, held to the end of the step as every output is.
+  size, an upper bound, with a warning naming them. A view or an in-place op is charged its result's bytes as
+  if it were a fresh tensor (an upper bound: see ``docs/format.md``).
 - **User inputs** become ``"Input"`` ops (cost 0). **Parameters, buffers and constants** are persistent
   memory: one read by a single op is folded into that op's ``persistent_memory``; one read by several ops (or
   by none) becomes a ``"Parameter"`` op (cost 0) holding it once, as its ``persistent_memory`` with
@@ -84,7 +81,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gplace.costmodel import TensorSpec, canonical_op_type, op_kind_costs
-from gplace.importers.aliases import hold_alias_storage
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
 from gplace.ir.errors import check_flags, error_summary
 from gplace.torch_modes import gradients_on, tracing
@@ -1211,21 +1207,7 @@ class _FxBuilder:
         aliases = _aliases(self.gm, self.tied)
         self._in_place(aliases)
         edges = [Edge(src, dst, nbytes) for (src, dst), nbytes in self.edge_bytes.items()]
-        ops, edges = hold_alias_storage(self.ops, edges, self._alias_bases(aliases))
-        return ops, edges, self.paths
-
-    def _alias_bases(self, aliases: _Aliases) -> dict[str, list[str]]:
-        """Op name -> the ops whose storage it aliases, for each op with no storage of its own (a view, an
-        in-place op returning its argument, a ``.to()`` that changes nothing) but the program's outputs, which
-        keep their bytes to the end of the step as every output does; state folded into its reader, held as
-        persistent memory, has no op."""
-        op_of = {name: op for name, (op, _) in self.values.items()}
-        returned = {op_of.get(n.name) for n in self.gm.graph.output_node().all_input_nodes}
-        nodes = {n.name: n for n in self.gm.graph.nodes}
-        return {node: [op_of[b] for b in sorted(own) if op_of.get(b) is not None]
-                for node, own in aliases.bases.items()
-                if node not in own and op_of.get(node) == node and node not in returned
-                and _shares_storage(nodes[node])}
+        return self.ops, edges, self.paths
 
     def _in_place(self, aliases: _Aliases) -> None:
         """What in-place writes add (the module docstring): 0-byte ordering edges (:func:`_hazards`) where no

@@ -722,15 +722,15 @@ def test_the_ordering_edges_run_forward_in_node_order():
     (TiedLM, torch.randint(0, 10, (2, 3)), False), (Residual, torch.randn(2, 4, 8, 8), True),
 ], ids=["two-tower", "conv", "conv-train", "tied", "residual-train"])
 def test_a_graph_without_in_place_writes_is_imported_as_before(cls, x, training, monkeypatch):
-    """Same ops, edges, colocation and fingerprint as with the in-place pass switched off (a joint training graph
-    is functional: its ``relu_`` and ``+=`` are gone); its 0-byte edges, if any, hold a view's storage
-    (``hold_alias_storage``), not an order of writes."""
+    """Same ops, edges, colocation and fingerprint as with the in-place pass switched off; no 0-byte edge (a joint
+    training graph is functional: its ``relu_`` and ``+=`` are gone)."""
     graph = from_torch(_model(cls), (x,), training=training)
     monkeypatch.setattr(torch_export._FxBuilder, "_in_place", lambda self, aliases: None)
     before = from_torch(_model(cls), (x,), training=training)
     assert graph.fingerprint == before.fingerprint
     assert np.array_equal(graph.edge_index, before.edge_index) and np.array_equal(graph.edge_bytes, before.edge_bytes)
     assert graph.colocation == before.colocation
+    assert (graph.edge_bytes > 0).all()
     assert set(graph.colocation) <= ({None, "p_e_weight"} if cls is TiedLM else {None})
 
 

@@ -63,9 +63,6 @@ How a model maps onto the IR:
   nodes with a shape left unknown count 0 seconds, with a warning; the weights of the subgraphs are the op's
   persistent memory, and what one pass of a subgraph holds at once (its outputs not counted; a branch's, the
   larger) its ``temporary_memory``.
-- **Views**: ``Reshape``, ``Squeeze``, ``Unsqueeze``, ``Flatten`` and ``Identity`` (onnxruntime reuses their
-  input's buffer) hold no bytes of their own; their readers keep their input's producer's output allocated
-  (:mod:`gplace.importers.aliases`). One whose output is the model's keeps its bytes.
 - **Quantised (QDQ) models**: a ``DequantizeLinear`` read by exactly one node is put in a colocation group with
   that node (``Op.colocation`` ``"qdq:<reader's op name>"``; a reader that already has a group takes the
   ``DequantizeLinear`` into it, so the several of one ``MatMul`` share one group). In ONNX's QDQ format the pair

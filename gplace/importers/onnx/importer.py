@@ -10,7 +10,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gplace.costmodel import TensorSpec, op_kind_costs
-from gplace.importers.aliases import hold_alias_storage
 from gplace.importers.onnx.control import SubgraphCosts, call_values, subgraph_weights, trip_constants
 from gplace.importers.onnx.shapes import fix_input_shapes, infer_shapes, input_shape_map
 from gplace.importers.onnx.tensors import (
@@ -94,9 +93,6 @@ def from_onnx(
         if isinstance(err, UnsupportedGraphError):
             raise
         raise UnsupportedGraphError(f"ONNX model {graph_name!r}: {err}") from None
-
-
-_VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 
 
 def _is_path(obj: object) -> bool:
@@ -233,21 +229,7 @@ class _Builder:
         if self.unknown_outputs:
             logger.warning("ONNX model %r: %d output(s) with an unknown shape and no readers count 0 bytes: %s",
                            self.graph_name, len(self.unknown_outputs), ", ".join(self.unknown_outputs[:5]))
-        ops, edges = hold_alias_storage(self.ops, edges, self._view_bases(node_index))
-        return ops, edges, node_index
-
-    def _view_bases(self, node_index: Mapping[str, int]) -> dict[str, list[str]]:
-        """View op name -> the producer of the tensor whose buffer it reuses (onnxruntime aliases a
-        ``Reshape``'s, ``Squeeze``'s, ``Unsqueeze``'s, ``Flatten``'s and ``Identity``'s output to its first
-        input); a view whose output is the model's keeps its bytes."""
-        returned = {t.name for t in self.graph.output}
-        bases = {}
-        for name, i in node_index.items():
-            node = self.graph.node[i]
-            if (node.op_type in _VIEW_OPS and node.domain in ("", "ai.onnx") and node.input
-                    and node.input[0] in self.producer and not returned.intersection(node.output)):
-                bases[name] = [self.producer[node.input[0]]]
-        return bases
+        return self.ops, edges, node_index
 
     def _colocate_dequantize(self, op_of: Mapping[int, str]) -> None:
         """Put each ``DequantizeLinear`` read by one node in a colocation group with that node (joining the

@@ -53,10 +53,6 @@ How a program maps onto the IR:
 - **Variables** (``VarHandleOp``, ``VariableV2``) hold their size as ``persistent_memory``; so do ``Const``
   nodes. A ``ReadVariableOp`` or ``Const`` output aliases that resident buffer, so it adds no
   ``output_bytes``, but its edges carry the value's bytes (a reader on another device pays the copy).
-- **Views**: ``Identity``, ``IdentityN``, ``Reshape``, ``Squeeze``, ``ExpandDims``, ``StopGradient``,
-  ``PreventGradient`` and ``EnsureShape`` forward their input's buffer: they hold no bytes of their own, and
-  their readers keep their input's producer's output allocated (:mod:`gplace.importers.aliases`); one nobody
-  reads (a function's result) keeps its bytes.
 - **Colocation**: ``_class: loc:@x`` constraints, and TensorFlow's rule that an op reading a resource handle
   or a reference variable runs where the variable lives, become :attr:`Op.colocation` groups (named after a
   variable of the group where there is one).

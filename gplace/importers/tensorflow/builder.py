@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gplace.costmodel import TensorSpec, op_work, roofline_costs
-from gplace.importers.aliases import hold_alias_storage
 from gplace.importers.tensorflow.costs import COST_NAMES, cost_attrs, tf_flops
 from gplace.importers.tensorflow.errors import wrap_errors
 from gplace.importers.tensorflow.functions import reset
@@ -27,8 +26,8 @@ _ALIAS_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "Const", "HostC
 """Ops whose outputs alias resident (persistent) memory: no ``output_bytes`` of their own."""
 _VIEW_OPS = frozenset({"Identity", "IdentityN", "Reshape", "Squeeze", "ExpandDims", "StopGradient", "PreventGradient",
                        "EnsureShape"})
-"""Ops whose outputs share their data inputs' buffers (TensorFlow forwards them): their storage is their
-inputs' producers' (:mod:`gplace.importers.aliases`)."""
+"""Ops whose outputs share their data inputs' buffers (TensorFlow forwards them): inside a control-flow
+function they hold nothing of their own (:meth:`Builder._call_peak`)."""
 _NO_TENSOR = ("resource", "variant")
 _LIST_PASSING = frozenset({"Identity", "TensorListSetItem", "TensorListPushBack"})
 """Ops whose ``TensorList`` output is (a version of) their first input's list (bytes: the package docstring)."""
@@ -86,13 +85,7 @@ class Builder:
         groups = self._colocation()
         records = [self._op(op, groups.get(op.name)) for op in self.ops]
         self._warn_unknown()
-        return hold_alias_storage(records, self._edges(), self._view_bases())
-
-    def _view_bases(self) -> dict[str, list[str]]:
-        """View op name -> the producers of the inputs whose buffers it forwards (every one for ``IdentityN``,
-        the first otherwise)."""
-        return {op.name: [t.op.name for t in (op.inputs if op.type == "IdentityN" else op.inputs[:1])]
-                for op in self.ops if op.type in _VIEW_OPS and op.inputs}
+        return records, self._edges()
 
     # -------------------------------------------------------------- tensors
     def _add_outputs(self, op: Any) -> None:
