@@ -314,6 +314,7 @@ def _inferred(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
         types = value_types(inferred.graph)
         new_types = _carry(inferred.graph, types, learned, values, inferred.opset_import)
         new_types |= _keep_shape(inferred.graph, types, learned)
+        new_types |= _taken_branch(inferred.graph, types, learned, values, inferred.opset_import)
         if not (new_values or new_types):
             break
         inferred = _run_inference(_taught(model, values, learned), graph_name)
@@ -401,6 +402,30 @@ def _keep_shape(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto],
                 and node.output[0] not in learned and spec_of(types, node.output[0]) is None
                 and spec_of(types, node.input[0]) is not None):
             learned[node.output[0]] = onnx.helper.make_value_info(node.output[0], types[node.input[0]])
+    return len(learned) > before
+
+
+def _taken_branch(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto],
+                  learned: dict[str, onnx.ValueInfoProto], values: Mapping[str, np.ndarray], opset_import: Any) -> bool:
+    """Add to ``learned`` the output types that inference left unknown of each ``If`` whose condition is a known
+    value (shape arithmetic, folded: ``torch.onnx.export`` writes one on an input's rank or size): those of the
+    branch it takes, inferred node by node (``types``: the graph's); True if anything is new."""
+    import onnx
+
+    before = len(learned)
+    for node in graph.node:
+        condition = values.get(node.input[0]) if node.op_type == "If" and node.input else None
+        if condition is None or condition.size != 1 or all(
+                not t or t in learned or spec_of(types, t) is not None for t in node.output):
+            continue
+        taken = next(a.g for a in node.attribute if a.name == ("then_branch" if condition.item() else "else_branch"))
+        inside, known = body_types(taken, types), dict(values)
+        fold(taken, opset_import, known)  # the branch's constants: a Squeeze's axes, say
+        for inner in taken.node:
+            infer_node(inner, inside, opset_import, known)
+        for out, result in zip(node.output, taken.output, strict=False):
+            if out and out not in learned and spec_of(types, out) is None and spec_of(inside, result.name):
+                learned[out] = onnx.helper.make_value_info(out, inside[result.name])
     return len(learned) > before
 
 
