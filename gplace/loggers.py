@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from gplace.ir.errors import error_summary
-from gplace.ir.serialize import make_folder, write_bytes_atomic, write_error, write_text_atomic
+from gplace.ir.serialize import make_folder, refuse_special_file, write_bytes_atomic, write_error, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ class JsonlLogger:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         make_folder(self.path.parent)
+        refuse_special_file(self.path, "the JSON-lines file gplace appends to")  # a FIFO blocks every write
 
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
         self._write({"config": dict(config)})

@@ -14,6 +14,7 @@ from gplace.importers import load_graph
 from gplace.importers.onnx import from_onnx
 from gplace.importers.profiles import load_pipedream
 from gplace.ir.serialize import read_json
+from gplace.loggers import JsonlLogger
 from gplace.pretrained import load_policy
 from gplace.run_dir import RunDirConflictError
 from gplace.training.checkpoint import load_checkpoint
@@ -30,6 +31,11 @@ def fifo(tmp_path):
                          ids=["read_json", "load_graph", "from_onnx", "load_pipedream", "load_policy"])
 def test_every_reader_of_a_user_file_refuses_a_fifo(fifo, read):
     _refused(fifo, OSError, read)
+
+
+def test_a_fifo_for_the_metrics_file_is_refused_not_written_to(fifo):
+    """A run (or its resume) whose metrics.jsonl is a FIFO blocked on its first record."""
+    _refused(fifo, OSError, lambda path: JsonlLogger(path).log_scalars(0, {"loss": 1.0}))
 
 
 def test_a_fifo_for_a_checkpoint_is_refused_not_waited_on(fifo):
@@ -66,6 +72,8 @@ def _refused(fifo, error, read):
 
 
 def _unblock(path):
-    """Open the FIFO's write end and close it: a reader blocked on it (the defect) then reads nothing."""
-    with contextlib.suppress(OSError):
-        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    """Open the FIFO's write end and close it: a reader blocked on it (the defect) then reads nothing; and its
+    read end: a writer blocked on it then writes to a closed pipe."""
+    for mode in (os.O_WRONLY, os.O_RDONLY):
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, mode | os.O_NONBLOCK))
