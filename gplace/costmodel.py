@@ -40,6 +40,12 @@ Counting conventions (one multiply-add is 2 FLOPs):
   backward the same with the window ``ceil(input size / grad_out size)`` per spatial dimension; global pooling and
   reductions (ATen ``sum``/``mean``/``max``/``min`` of one tensor too): ``numel(X)``; ONNX's variadic
   ``Sum``/``Mean``/``Max``/``Min``: ``sum(numel(inputs)) - numel(out)``.
+- ONNX ``GridSample``: its interpolation per output element (as below, over X's spatial axes); ``AffineGrid``:
+  ``2 * (r + 1)`` per output coordinate; ``DeformConv``: ``Conv``'s count plus a bilinear sample per input channel,
+  kernel tap and output position; ``Det``: ``2 n^3 / 3`` per matrix (LU); ``NegativeLogLikelihoodLoss``:
+  ``2 * numel(target)``, ``SoftmaxCrossEntropyLoss`` that after a log-softmax over the scores; ``CumProd`` and
+  ``Col2Im`` (its overlapping patches summed): ``numel(X)``; ``QuantizeLinear``, ``DequantizeLinear``,
+  ``DynamicQuantizeLinear`` a fixed count per element (:data:`PER_ELEMENT_FLOPS`).
 - Interpolation (``Resize``, ``upsample_bilinear2d``, ...), one axis after another, per output element: linear
   ``3 * (2^axes - 1)`` (a lerp, 3 FLOPs, per pair of points: bilinear 9), cubic ``7 * (4^axes - 1) / 3``
   (bicubic 35), over the axes an ATen op's name gives or an ONNX op changes the size of; nearest 0 (a gather);
@@ -88,6 +94,13 @@ PER_ELEMENT_FLOPS: dict[str, int] = {
     "erfc": 6, "special_erfc": 6,
     "gelu": 8, "silu": 6, "mish": 10, "elu": 5, "selu": 5, "celu": 5, "sqrt": 2, "rsqrt": 3, "reciprocal": 1,
     "pow": 4, "sin": 6, "cos": 6, "tan": 8, "atan": 8, "asin": 8, "acos": 8, "sinh": 8, "cosh": 8,
+    "asinh": 8, "acosh": 8, "atanh": 8,
+    # ONNX Swish(x, alpha) = x * sigmoid(alpha * x): silu's and a scale; SwiGLU: silu of one half times the other,
+    # per output element; RotaryEmbedding: x * cos + rotate(x) * sin
+    "swish": 7, "swiglu": 7, "rotaryembedding": 3,
+    # ONNX quantisation: (x - zero_point) * scale; x / scale, round, + zero_point, saturate; DynamicQuantizeLinear
+    # also finds x's min and max
+    "dequantizelinear": 2, "quantizelinear": 4, "dynamicquantizelinear": 6,
     "leakyrelu": 2, "prelu": 2, "thresholdedrelu": 2, "hardswish": 4, "shrink": 2, "clip": 2, "clamp": 2,
     "hardtanh": 2, "dropout": 2, "native_dropout": 2, "gelu_backward": 10, "silu_backward": 8,
     "elu_backward": 5, "hardtanh_backward": 2, "leaky_relu_backward": 2, "native_dropout_backward": 1,
@@ -590,6 +603,49 @@ def _einsum(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mappin
     return 2.0 * math.prod(sizes.values())
 
 
+def _grid_sample(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """GridSample(X[N, C, D...], grid, mode): :func:`_interpolation` (default linear) over X's spatial axes, per
+    output element."""
+    mode = str(attrs.get("mode", "linear")).replace("bilinear", "linear").replace("bicubic", "cubic")
+    return _interpolation(mode, len(ins[0].shape) - 2, outs[0].numel)
+
+
+def _affine_grid(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """AffineGrid(theta[N, r, r + 1], size): each output coordinate a product of a theta row and the
+    homogeneous point, ``2 * (r + 1)`` FLOPs."""
+    return 2.0 * outs[0].numel * ins[0].shape[-1]
+
+
+def _deform_conv(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """DeformConv(X[N, C, ...], W[M, C/g, k...], offset, B?, mask?): the convolution's products and bias as
+    :func:`_conv`, plus a bilinear sample (:func:`_interpolation`) per input channel, kernel tap and output
+    position, and its mask's product."""
+    x, w, out = ins[0], ins[1], outs[0]
+    products = 2.0 * out.numel * (w.numel // w.shape[0])
+    bias = out.numel if len(ins) > 3 and ins[3].numel else 0
+    samples = out.numel // out.shape[1] * x.shape[1] * math.prod(w.shape[2:])
+    mask = samples if len(ins) > 4 and ins[4].numel else 0
+    return products + bias + _interpolation("linear", len(w.shape) - 2, samples) + mask
+
+
+def _nll_loss(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """NegativeLogLikelihoodLoss(input, target[N, d...], weight?): a weighted negation per target and its
+    reduction, ``2 * numel(target)``."""
+    return 2.0 * ins[1].numel
+
+
+def _softmax_cross_entropy(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """SoftmaxCrossEntropyLoss(scores, labels, weights?): a log-softmax over the scores, then
+    :func:`_nll_loss`."""
+    return PER_ELEMENT_FLOPS["logsoftmax"] * ins[0].numel + _nll_loss(ins, outs, attrs)
+
+
+def _det(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """Det(X[..., n, n]): an LU factorisation per matrix, ``2 n^3 / 3``."""
+    n = ins[0].shape[-1]
+    return ins[0].numel // (n * n) * 2.0 * n**3 / 3
+
+
 def _conv_integer(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     """ConvInteger(x, w, x_zero_point, w_zero_point): no bias."""
     return _conv(ins[:2], outs, attrs)
@@ -649,9 +705,16 @@ _FLOP_RULES: dict[str, Rule] = {
                      "adaptive_max_pool2d", "adaptive_max_pool3d",
                      "reducesum", "reducemean", "reducemax", "reducemin", "reduceprod", "reducel1", "reducel2",
                      "reducelogsum", "reducelogsumexp", "reducesumsquare", "argmax", "argmin", "amax", "amin",
-                     "var", "var_mean", "std", "logsumexp", "cumsum", "norm", "linalg_vector_norm", "topk"],
+                     "var", "var_mean", "std", "logsumexp", "cumsum", "cumprod", "col2im", "norm",
+                     "linalg_vector_norm", "topk"],
                     _reduce),
     "einsum": _einsum,
+    "gridsample": _grid_sample,
+    "affinegrid": _affine_grid,
+    "deformconv": _deform_conv,
+    "negativeloglikelihoodloss": _nll_loss,
+    "softmaxcrossentropyloss": _softmax_cross_entropy,
+    "det": _det,
     **dict.fromkeys(["batch_norm", "batchnormalization"], _batch_norm),
     **dict.fromkeys(["dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"], _dropout),
     "convolution_backward": _conv_backward,

@@ -1,0 +1,70 @@
+"""ONNX import: op types of ONNX's node test suite that compute but counted 0 FLOPs (memory traffic only)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from gplace import from_onnx  # noqa: E402
+from tests.flops_device import add_flops_kind  # noqa: E402
+
+pytestmark = pytest.mark.onnx
+
+F, I8, U8, I64 = TensorProto.FLOAT, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT64
+
+_INPUTS = {
+    "x": (F, [4, 8]), "q": (I8, [4, 8]), "b": (F, [4, 8]), "rx": (F, [2, 3, 16]), "pos": (I64, [2, 3]),
+    "img": (F, [1, 2, 4, 4]), "grid": (F, [1, 3, 3, 2]), "theta": (F, [2, 2, 3]), "dx": (F, [1, 2, 5, 5]),
+    "dw": (F, [3, 2, 3, 3]), "off": (F, [1, 18, 3, 3]), "db": (F, [3]), "dmask": (F, [1, 9, 3, 3]),
+    "m": (F, [5, 3, 3]), "cols": (F, [1, 8, 9]), "logp": (F, [4, 5]), "target": (I64, [4]),
+}
+_CONSTANTS = {
+    "scale": np.array(0.5, np.float32), "zp": np.array(0, np.int8), "uzp": np.array(0, np.uint8),
+    "cos": np.ones((3, 4), np.float32), "sin": np.zeros((3, 4), np.float32),
+    "size": np.array([2, 1, 4, 5], np.int64), "axis": np.array(1, np.int64),
+    "image_shape": np.array([4, 4], np.int64), "block": np.array([2, 2], np.int64),
+}
+_NODES = {  # name: (op type, inputs, outputs, attributes, FLOPs)
+    "acosh": ("Acosh", ["x"], 1, {}, 8 * 32),
+    "asinh": ("Asinh", ["x"], 1, {}, 8 * 32),
+    "atanh": ("Atanh", ["x"], 1, {}, 8 * 32),
+    "swish": ("Swish", ["x"], 1, {}, 7 * 32),
+    "swiglu": ("SwiGLU", ["x", "b"], 1, {}, 7 * 32),
+    "dequantize": ("DequantizeLinear", ["q", "scale", "zp"], 1, {}, 2 * 32),
+    "quantize": ("QuantizeLinear", ["x", "scale", "uzp"], 1, {}, 4 * 32),
+    "dynamic_quantize": ("DynamicQuantizeLinear", ["x"], 3, {}, 6 * 32),
+    "rotary": ("RotaryEmbedding", ["rx", "cos", "sin", "pos"], 1, {"num_heads": 2}, 3 * 96),
+    "grid_linear": ("GridSample", ["img", "grid"], 1, {}, 9 * 18),
+    "grid_cubic": ("GridSample", ["img", "grid"], 1, {"mode": "cubic"}, 35 * 18),
+    "affine_grid": ("AffineGrid", ["theta", "size"], 1, {}, 2 * 3 * 80),
+    # 2 * 27 outputs * 18 products; 27 / 3 positions * 2 channels * 9 taps = 162 samples, 9 FLOPs each
+    "deform": ("DeformConv", ["dx", "dw", "off"], 1, {"kernel_shape": [3, 3]}, 972 + 9 * 162),
+    "deform_bias_mask": ("DeformConv", ["dx", "dw", "off", "db", "dmask"], 1, {"kernel_shape": [3, 3]},
+                         972 + 27 + 9 * 162 + 162),
+    "det": ("Det", ["m"], 1, {}, 5 * 2 * 27 / 3),
+    "cumprod": ("CumProd", ["x", "axis"], 1, {}, 32),
+    "col2im": ("Col2Im", ["cols", "image_shape", "block"], 1, {}, 72),
+    "nll": ("NegativeLogLikelihoodLoss", ["logp", "target"], 1, {}, 2 * 4),
+    "sce": ("SoftmaxCrossEntropyLoss", ["logp", "target"], 1, {}, 5 * 20 + 2 * 4),
+}
+
+
+def _model():
+    nodes = [helper.make_node(op, ins, [f"{name}_{j}" for j in range(n_out)], name=name, **attrs)
+             for name, (op, ins, n_out, attrs, _) in _NODES.items()]
+    inputs = [helper.make_tensor_value_info(name, elem, shape) for name, (elem, shape) in _INPUTS.items()]
+    inits = [numpy_helper.from_array(value, name) for name, value in _CONSTANTS.items()]
+    outputs = [helper.make_empty_tensor_value_info(t) for n in nodes for t in n.output]
+    graph = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 28)])
+
+
+def test_node_suite_ops_count_their_arithmetic(monkeypatch):
+    """Each op's FLOPs follow the cost model's rule for it (all were 0 before)."""
+    kind = add_flops_kind(monkeypatch)
+    g = from_onnx(_model())
+    got = {name: float(g.kind_cost[kind][g.op_index[name]]) for name in _NODES}
+    assert got == pytest.approx({name: float(spec[4]) for name, spec in _NODES.items()})
