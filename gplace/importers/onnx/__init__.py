@@ -46,7 +46,9 @@ How a model maps onto the IR:
   are known too). A ``Loop`` or ``Scan`` output that inference leaves unknown is found by inferring the body node by
   node from the carried values' initial types: a carried value one pass gives back with its shape keeps it; one that
   changes (a decoder's growing output) takes its shape after a constant trip count's passes; a ``Loop``'s scan
-  output is its body's value stacked trip-count times. The copy only teaches shapes: the kept model has the original
+  output is its body's value stacked trip-count times, a ``Scan``'s (where onnx's inference of the body fails:
+  one that reads an outer ``Constant``, say) its body's value stacked along ``scan_output_axes`` as long as its
+  first sequence. The copy only teaches shapes: the kept model has the original
   nodes (folded ones stay ops). A consumed tensor whose shape stays unknown is an error (where its producer's op is
   one onnx has no inference rule for, such as the onnxruntime contrib ops its optimiser writes, ``FusedMatMul``,
   ``QGemm``, the error names its domain and type and says to save the model before onnxruntime's extended

@@ -446,8 +446,8 @@ def _loop_outputs(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], val
     Carried values: where one pass gives every known one back with its shape, those shapes; else, for a
     ``Loop`` whose trip count ``M`` is a constant in ``values`` (at most :data:`_CARRY_PASSES`), the types after
     ``M`` passes (a value that grows, as a decoder's output does); else only the values one pass keeps. A
-    ``Loop``'s scan outputs: ``M`` of the body's last pass's, stacked (``M`` known); a ``Scan``'s are left to
-    onnx's inference.
+    ``Loop``'s scan outputs: ``M`` of the body's last pass's, stacked (``M`` known); a ``Scan``'s: one pass's,
+    stacked as long as its sequence (:func:`_scan_outputs`).
     """
     body, loop = subgraphs(node)[0], node.op_type == "Loop"
     initial = initial_values(node)
@@ -465,7 +465,9 @@ def _loop_outputs(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], val
     after = one_pass(current)
     kept = [a if a is not None and b is not None and tensor_spec(a) == tensor_spec(b) else None
             for a, b in zip(current, after, strict=False)]
-    trips = values.get(node.input[0]) if loop and node.input and node.input[0] else None
+    if not loop:
+        return [*kept, *_scan_outputs(node, types, after[len(current):], opset_import)]
+    trips = values.get(node.input[0]) if node.input and node.input[0] else None
     count = int(trips.reshape(())) if trips is not None and trips.size == 1 else None
     if count is None or not 0 <= count <= _CARRY_PASSES:
         return kept
@@ -480,14 +482,35 @@ def _loop_outputs(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], val
     return [*carried, *(_stacked(t, count) for t in after[len(current):])]
 
 
-def _stacked(element: onnx.TypeProto | None, count: int) -> onnx.TypeProto | None:
-    """The type of ``count`` values of type ``element`` stacked on a new first axis."""
+def _scan_outputs(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], elements: list[onnx.TypeProto | None],
+                  opset_import: Any) -> list[onnx.TypeProto | None]:
+    """A ``Scan``'s scan outputs: its body's ``elements`` stacked along each one's ``scan_output_axes`` axis, as
+    many as its first sequence's length along its ``scan_input_axes`` axis (``None`` where unknown, and for
+    opset 8's ``Scan``, whose inputs have a batch axis and a ``sequence_lens``)."""
+    if next((o.version for o in opset_import if o.domain in ("", "ai.onnx")), 9) < 9:
+        return [None] * len(elements)
+    states = len(initial_values(node))
+    sequence = spec_of(types, node.input[states]) if len(node.input) > states else None
+    in_axis = next((a.ints[0] for a in node.attribute if a.name == "scan_input_axes" and a.ints), 0)
+    if sequence is None or not sequence.shape:
+        return [None] * len(elements)
+    count = sequence.shape[in_axis % len(sequence.shape)]
+    out_axes = next((list(a.ints) for a in node.attribute if a.name == "scan_output_axes"), [])
+    out_axes += [0] * (len(elements) - len(out_axes))
+    return [_stacked(t, count, axis) for t, axis in zip(elements, out_axes, strict=False)]
+
+
+def _stacked(element: onnx.TypeProto | None, count: int, axis: int = 0) -> onnx.TypeProto | None:
+    """The type of ``count`` values of type ``element`` stacked on a new axis ``axis`` (negative: from the end
+    of the result's dimensions)."""
     import onnx
 
     spec = None if element is None else tensor_spec(element)
     if spec is None:
         return None
-    return onnx.helper.make_tensor_type_proto(element.tensor_type.elem_type, [count, *spec.shape])
+    shape = list(spec.shape)
+    shape.insert(axis % (len(shape) + 1), count)
+    return onnx.helper.make_tensor_type_proto(element.tensor_type.elem_type, shape)
 
 
 def fold(graph: onnx.GraphProto, opset_import: Any, values: dict[str, np.ndarray]) -> bool:
