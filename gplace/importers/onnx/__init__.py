@@ -52,7 +52,9 @@ How a model maps onto the IR:
   nodes (folded ones stay ops). A consumed tensor whose shape stays unknown is an error (where its producer's op is
   one onnx has no inference rule for, such as the onnxruntime contrib ops its optimiser writes, ``FusedMatMul``,
   ``QGemm``, the error names its domain and type and says to save the model before onnxruntime's extended
-  optimisations or to add ``value_info`` for its outputs); an unknown output nobody reads counts 0 bytes, with a
+  optimisations or to add ``value_info`` for its outputs; where it is computed from graph inputs that look like
+  values, scalars or integer vectors such as an ``axes`` or ``shape`` input, the error names them: gplace sizes
+  tensors from the inputs' shapes, not their values); an unknown output nobody reads counts 0 bytes, with a
   warning.
 - **Control flow** (``If``, ``Loop``, ``Scan``: any node with a graph attribute) is one op, placed as a unit
   (its subgraphs run where it runs). Its inputs are the node's own and the outer values its subgraphs read

@@ -341,11 +341,41 @@ class _Builder:
         i = self.writer.get(tensor)
         node = None if i is None else self.graph.node[i]
         if node is None or subgraphs(node) or self.subgraph_costs.is_call(node) or _has_schema(node):
-            return "has a shape unknown after shape inference"
+            return "has a shape unknown after shape inference" + self._value_inputs_hint(tensor)
         return (f"has a shape unknown after shape inference: onnx's shape inference has no rule for its op, type "
                 f"{node.op_type!r} of domain {node.domain!r} (a custom op, or an onnxruntime contrib op as its "
                 "optimiser writes them); save the model before onnxruntime's extended optimisations "
                 "(graph_optimization_level ORT_ENABLE_BASIC) or add value_info with the shapes of its outputs")
+
+    def _value_inputs_hint(self, tensor: str) -> str:
+        """Where ``tensor`` is computed from graph inputs that look like values, not data (scalars, integer
+        vectors: an axes, shape or size input), words naming them: its shape may depend on their values, which
+        gplace does not have; else ``""``."""
+        import onnx
+
+        named = [name for name in self._graph_input_ancestors(tensor)
+                 if (spec := self.specs.get(name)) is not None and name not in self.initializers
+                 and (not spec.shape or (len(spec.shape) == 1 and self.types[name].tensor_type.elem_type in
+                                         (onnx.TensorProto.INT64, onnx.TensorProto.INT32)))]
+        if not named:
+            return ""
+        return (f": it may depend on the value of graph input(s) {', '.join(map(repr, named))}, and gplace sizes "
+                "tensors from the inputs' shapes, not their values (make such an input an initializer or a "
+                "Constant, or add value_info with the shape)")
+
+    def _graph_input_ancestors(self, tensor: str) -> list[str]:
+        """The graph inputs ``tensor`` is computed from, in the graph's order."""
+        seen, stack, found = {tensor}, [tensor], []
+        while stack:
+            name = stack.pop()
+            if name in self.input_names:
+                found.append(name)
+            i = self.writer.get(name)
+            for read in node_reads(self.graph.node[i]) if i is not None else ():
+                if read not in seen:
+                    seen.add(read)
+                    stack.append(read)
+        return [v.name for v in self.graph.input if v.name in found]
 
     def _control_flow_costs(self, node: onnx.NodeProto, op_name: str) -> dict[str, float]:
         costs, trips, unknown = self.subgraph_costs.node(node)
