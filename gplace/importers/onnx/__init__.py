@@ -32,30 +32,30 @@ How a model maps onto the IR:
   inline, costs its body's nodes with shapes inferred node by node from the call's input types. The function called
   is the one of the call's domain, op type and ``overload`` (IR 10: several functions of one name, told apart by
   their overload).
-- **Shapes**: ``onnx.shape_inference`` (non-strict, with data propagation) after the dynamic dimensions of the
-  inputs are fixed from ``input_shapes`` (a symbol several inputs share must be given one size). The types the model
-  declares for its values (``value_info``, the graph outputs' shapes) are set aside first, so that sizes follow from
-  the input shapes: a tool may have left them at the size the model was exported at (one that makes only the inputs
-  and outputs dynamic). A declared type is taken only where inference leaves a value unknown (a custom op's output,
-  a data-dependent size), and inference runs again from it; a declared fixed shape that the inferred one contradicts
-  is logged (INFO), and the kept model holds the inferred shapes. Where inference leaves a consumed tensor's shape
-  unknown (a ``Slice`` or ``Reshape`` whose bounds come from ``Shape -> Gather -> Mod -> ...``), the *shape
-  arithmetic* is folded: nodes whose inputs are all small known values (initialisers, ``Constant`` outputs,
+- **Shapes**: ``onnx.shape_inference`` (non-strict, with data propagation) after the dynamic dimensions of the inputs
+  are fixed from ``input_shapes`` (a symbol several inputs share must be given one size; an ``STFT`` without
+  ``onesided`` has it written out first, as the spec's default 1, which onnx's inference reads as 0). The types the
+  model declares for its values (``value_info``, the graph outputs' shapes) are set aside first, so that sizes follow
+  from the input shapes: a tool may have left them at the size the model was exported at (one that makes only the
+  inputs and outputs dynamic). A declared type is taken only where inference leaves a value unknown (a custom op's
+  output, a data-dependent size), and inference runs again from it; a declared fixed shape that the inferred one
+  contradicts is logged (INFO), and the kept model holds the inferred shapes. Where inference leaves a consumed
+  tensor's shape unknown (a ``Slice`` or ``Reshape`` whose bounds come from ``Shape -> Gather -> Mod -> ...``), the
+  *shape arithmetic* is folded: nodes whose inputs are all small known values (initialisers, ``Constant`` outputs,
   ``Shape``/``Size`` of statically shaped tensors) are evaluated with ``onnx.reference``, their outputs become
   constants in a copy of the model, and inference runs again, while new values appear (or until the graph's outputs
   are known too). A ``Loop`` or ``Scan`` output that inference leaves unknown is found by inferring the body node by
   node from the carried values' initial types: a carried value one pass gives back with its shape keeps it; one that
-  changes (a decoder's growing output) takes its shape after a constant trip count's passes; a ``Loop``'s scan
-  output is its body's value stacked trip-count times, a ``Scan``'s (where onnx's inference of the body fails:
-  one that reads an outer ``Constant``, say) its body's value stacked along ``scan_output_axes`` as long as its
-  first sequence. The copy only teaches shapes: the kept model has the original
-  nodes (folded ones stay ops). A consumed tensor whose shape stays unknown is an error (where its producer's op is
-  one onnx has no inference rule for, such as the onnxruntime contrib ops its optimiser writes, ``FusedMatMul``,
-  ``QGemm``, the error names its domain and type and says to save the model before onnxruntime's extended
-  optimisations or to add ``value_info`` for its outputs; where it is computed from graph inputs that look like
-  values, scalars or integer vectors such as an ``axes`` or ``shape`` input, the error names them: gplace sizes
-  tensors from the inputs' shapes, not their values); an unknown output nobody reads counts 0 bytes, with a
-  warning.
+  changes (a decoder's growing output) takes its shape after a constant trip count's passes; a ``Loop``'s scan output
+  is its body's value stacked trip-count times, a ``Scan``'s (where onnx's inference of the body fails: one that reads
+  an outer ``Constant``, say) its body's value stacked along ``scan_output_axes`` as long as its first sequence. The
+  copy only teaches shapes: the kept model has the original nodes (folded ones stay ops). A consumed tensor whose
+  shape stays unknown is an error (where its producer's op is one onnx has no inference rule for, such as the
+  onnxruntime contrib ops its optimiser writes, ``FusedMatMul``, ``QGemm``, the error names its domain and type and
+  says to save the model before onnxruntime's extended optimisations or to add ``value_info`` for its outputs; where
+  it is computed from graph inputs that look like values, scalars or integer vectors such as an ``axes`` or ``shape``
+  input, the error names them: gplace sizes tensors from the inputs' shapes, not their values); an unknown output
+  nobody reads counts 0 bytes, with a warning.
 - **Control flow** (``If``, ``Loop``, ``Scan``: any node with a graph attribute) is one op, placed as a unit
   (its subgraphs run where it runs). Its inputs are the node's own and the outer values its subgraphs read
   (ONNX's implicit inputs, :func:`node_reads`), so a producer on another device pays for the copy. Its cost is

@@ -160,6 +160,7 @@ def infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
     where inference leaves the value unknown (:func:`_fallbacks`), then inference runs again from it. A declared
     fixed shape that the inferred one contradicts (one a tool left at the size the model was exported at) is
     logged, once."""
+    _explicit_defaults(model.graph)
     declared = _set_aside(model.graph)
     inferred = _inferred(model, graph_name)
     chosen: dict[str, onnx.TypeProto] = {}
@@ -172,6 +173,19 @@ def infer_shapes(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
         inferred = _inferred(model, graph_name)
     _log_contradicted(inferred.graph, declared, chosen, graph_name)
     return inferred
+
+
+def _explicit_defaults(graph: onnx.GraphProto) -> None:
+    """Write out the defaults that onnx's inference gets wrong (in ``graph`` and its subgraphs): an ``STFT``
+    without ``onesided`` is one-sided (``n / 2 + 1`` bins), which onnx's inference took as two-sided (``n``)."""
+    import onnx
+
+    for node in graph.node:
+        if (node.op_type == "STFT" and node.domain in ("", "ai.onnx")
+                and not any(a.name == "onesided" for a in node.attribute)):
+            node.attribute.append(onnx.helper.make_attribute("onesided", 1))
+        for body in subgraphs(node):
+            _explicit_defaults(body)
 
 
 def _set_aside(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
