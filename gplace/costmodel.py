@@ -45,7 +45,9 @@ Counting conventions (one multiply-add is 2 FLOPs):
   kernel tap and output position; ``Det``: ``2 n^3 / 3`` per matrix (LU); ``NegativeLogLikelihoodLoss``:
   ``2 * numel(target)``, ``SoftmaxCrossEntropyLoss`` that after a log-softmax over the scores; ``CumProd`` and
   ``Col2Im`` (its overlapping patches summed): ``numel(X)``; ``QuantizeLinear``, ``DequantizeLinear``,
-  ``DynamicQuantizeLinear`` a fixed count per element (:data:`PER_ELEMENT_FLOPS`).
+  ``DynamicQuantizeLinear`` a fixed count per element (:data:`PER_ELEMENT_FLOPS`); ``RoiAlign``: a bilinear
+  sample and its pooling per sampling point (an adaptive ``sampling_ratio`` taken as 2); ``DFT``, ``STFT``:
+  ``5 n log2(n)`` per transform of length n (an FFT), ``STFT``'s window product too.
 - Interpolation (``Resize``, ``upsample_bilinear2d``, ...), one axis after another, per output element: linear
   ``3 * (2^axes - 1)`` (a lerp, 3 FLOPs, per pair of points: bilinear 9), cubic ``7 * (4^axes - 1) / 3``
   (bicubic 35), over the axes an ATen op's name gives or an ONNX op changes the size of; nearest 0 (a gather);
@@ -646,6 +648,41 @@ def _det(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[s
     return ins[0].numel // (n * n) * 2.0 * n**3 / 3
 
 
+def _roi_align(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """RoiAlign(X, rois, batch_indices): per output element ``sampling_ratio^2`` bilinear samples (9 FLOPs each,
+    :func:`_interpolation`) and their pooling; an adaptive ``sampling_ratio`` (0, the default: the RoI's size
+    over the output's, known only at run time) taken as 2."""
+    ratio = int(attrs.get("sampling_ratio", 0)) or 2
+    samples = outs[0].numel * ratio * ratio
+    return _interpolation("linear", 2, samples) + samples
+
+
+def _fft(n: int, transforms: int) -> float:
+    """``transforms`` complex FFTs of length ``n``: ``5 n log2(n)`` each (the usual FFT estimate)."""
+    return 5.0 * n * math.log2(n) * transforms if n > 1 else 0.0
+
+
+def _dft(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """DFT(input[..., n, ..., 1|2]): :func:`_fft` of length n along ``attrs["axis"]`` (opset 17's attribute;
+    else -2, opset 20's default for its axis input, whose value is not known here) for each signal."""
+    x = ins[0]
+    n = x.shape[int(attrs.get("axis", -2))]
+    return _fft(n, x.numel // (n * x.shape[-1]))
+
+
+def _stft(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """STFT(signal, frame_step, window?, frame_length?) -> [B, frames, bins, 2]: per frame a window product and
+    :func:`_fft` of the frame length (the window's; else from the bins, ``2 (bins - 1)`` when ``onesided``)."""
+    out = outs[0]
+    if len(out.shape) != 4 or out.shape[-1] != 2:
+        raise ValueError("not ONNX's [B, frames, bins, 2] output")
+    bins = out.shape[2]
+    window = len(ins) > 2 and len(ins[2].shape) == 1
+    n = ins[2].shape[0] if window else (2 * (bins - 1) if attrs.get("onesided", 1) else bins)
+    frames = out.numel // (bins * out.shape[-1])
+    return _fft(n, frames) + (frames * n if window else 0)
+
+
 def _conv_integer(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     """ConvInteger(x, w, x_zero_point, w_zero_point): no bias."""
     return _conv(ins[:2], outs, attrs)
@@ -715,6 +752,9 @@ _FLOP_RULES: dict[str, Rule] = {
     "negativeloglikelihoodloss": _nll_loss,
     "softmaxcrossentropyloss": _softmax_cross_entropy,
     "det": _det,
+    "roialign": _roi_align,
+    "dft": _dft,
+    "stft": _stft,
     **dict.fromkeys(["batch_norm", "batchnormalization"], _batch_norm),
     **dict.fromkeys(["dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"], _dropout),
     "convolution_backward": _conv_backward,

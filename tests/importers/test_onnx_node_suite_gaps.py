@@ -52,19 +52,38 @@ _NODES = {  # name: (op type, inputs, outputs, attributes, FLOPs)
 }
 
 
-def _model():
+_SIGNAL_INPUTS = {"img": (F, [1, 2, 8, 8]), "rois": (F, [3, 4]), "idx": (I64, [3]), "sig": (F, [2, 8, 1]),
+                  "audio": (F, [1, 16, 1])}
+_SIGNAL_CONSTANTS = {"step": np.array(4, np.int64), "window": np.ones(8, np.float32),
+                     "flen": np.array(8, np.int64)}
+_SIGNAL_NODES = {
+    # out [3, 2, 2, 2]: 24 elements, 2 x 2 samples each (adaptive: 2), 9 FLOPs a sample and 1 to pool it
+    "roi": ("RoiAlign", ["img", "rois", "idx"], 1, {"output_height": 2, "output_width": 2}, 10 * 96),
+    "roi_ratio1": ("RoiAlign", ["img", "rois", "idx"], 1, {"output_height": 2, "output_width": 2,
+                                                           "sampling_ratio": 1}, 10 * 24),
+    "dft": ("DFT", ["sig"], 1, {}, 2 * 5 * 8 * 3),  # two signals of 8: 5 n log2 n each
+    # frames (16 - 8) / 4 + 1 = 3, each an FFT of 8 (120) and the window's 8 products
+    "stft": ("STFT", ["audio", "step", "window"], 1, {}, 3 * (120 + 8)),
+    "stft_no_window": ("STFT", ["audio", "step", "", "flen"], 1, {}, 3 * 120),
+}
+
+
+def _model(inputs, constants, specs):
     nodes = [helper.make_node(op, ins, [f"{name}_{j}" for j in range(n_out)], name=name, **attrs)
-             for name, (op, ins, n_out, attrs, _) in _NODES.items()]
-    inputs = [helper.make_tensor_value_info(name, elem, shape) for name, (elem, shape) in _INPUTS.items()]
-    inits = [numpy_helper.from_array(value, name) for name, value in _CONSTANTS.items()]
+             for name, (op, ins, n_out, attrs, _) in specs.items()]
+    values = [helper.make_tensor_value_info(name, elem, shape) for name, (elem, shape) in inputs.items()]
+    inits = [numpy_helper.from_array(value, name) for name, value in constants.items()]
     outputs = [helper.make_empty_tensor_value_info(t) for n in nodes for t in n.output]
-    graph = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    graph = helper.make_graph(nodes, "g", values, outputs, inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 28)])
 
 
-def test_node_suite_ops_count_their_arithmetic(monkeypatch):
+@pytest.mark.parametrize(("inputs", "constants", "specs"), [(_INPUTS, _CONSTANTS, _NODES),
+                                                            (_SIGNAL_INPUTS, _SIGNAL_CONSTANTS, _SIGNAL_NODES)],
+                         ids=["elementwise_and_sampling", "roi_align_and_fft"])
+def test_node_suite_ops_count_their_arithmetic(monkeypatch, inputs, constants, specs):
     """Each op's FLOPs follow the cost model's rule for it (all were 0 before)."""
     kind = add_flops_kind(monkeypatch)
-    g = from_onnx(_model())
-    got = {name: float(g.kind_cost[kind][g.op_index[name]]) for name in _NODES}
-    assert got == pytest.approx({name: float(spec[4]) for name, spec in _NODES.items()})
+    g = from_onnx(_model(inputs, constants, specs))
+    got = {name: float(g.kind_cost[kind][g.op_index[name]]) for name in specs}
+    assert got == pytest.approx({name: float(spec[4]) for name, spec in specs.items()})
