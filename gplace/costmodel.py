@@ -47,7 +47,9 @@ Counting conventions (one multiply-add is 2 FLOPs):
   ``Col2Im`` (its overlapping patches summed): ``numel(X)``; ``QuantizeLinear``, ``DequantizeLinear``,
   ``DynamicQuantizeLinear`` a fixed count per element (:data:`PER_ELEMENT_FLOPS`); ``RoiAlign``: a bilinear
   sample and its pooling per sampling point (an adaptive ``sampling_ratio`` taken as 2); ``DFT``, ``STFT``:
-  ``5 n log2(n)`` per transform of length n (an FFT), ``STFT``'s window product too.
+  ``5 n log2(n)`` per transform of length n (an FFT), ``STFT``'s window product too; ``LinearAttention``: per token
+  each key/value head's state update and each query head's readout (``_linear_attention``);
+  ``CausalConvWithState``: a depthwise convolution, ``2 k`` per output element, with its bias and fused SiLU.
 - Interpolation (``Resize``, ``upsample_bilinear2d``, ...), one axis after another, per output element: linear
   ``3 * (2^axes - 1)`` (a lerp, 3 FLOPs, per pair of points: bilinear 9), cubic ``7 * (4^axes - 1) / 3``
   (bicubic 35), over the axes an ATen op's name gives or an ONNX op changes the size of; nearest 0 (a gather);
@@ -683,6 +685,32 @@ def _stft(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[
     return _fft(n, frames) + (frames * n if window else 0)
 
 
+LINEAR_ATTENTION_UPDATE = {"linear": 2, "gated": 3, "delta": 4, "gated_delta": 5}
+"""ONNX ``LinearAttention``'s ``update_rule`` -> FLOPs per state element per token and key/value head: the outer
+product added (2), a decay's product (1), a delta rule's ``S^T k`` (2)."""
+
+
+def _linear_attention(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """LinearAttention(query[B, T, Hq * dk], key, value[B, T, Hkv * dv], ...): per token, each key/value head's
+    ``dk x dv`` state updated (:data:`LINEAR_ATTENTION_UPDATE`, default ``gated_delta``) and each query head's
+    read out, ``2 dk dv``."""
+    q, v = ins[0], ins[2]
+    h_q, h_kv = int(attrs["q_num_heads"]), int(attrs["kv_num_heads"])
+    d_k, d_v = q.shape[-1] // h_q, v.shape[-1] // h_kv
+    tokens = q.numel // q.shape[-1]
+    update = LINEAR_ATTENTION_UPDATE[str(attrs.get("update_rule", "gated_delta"))]
+    return float(tokens * d_k * d_v * (update * h_kv + 2 * h_q))
+
+
+def _causal_conv_with_state(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """CausalConvWithState(input[B, C, L], weight[C, 1, k], bias?, past_state?): a depthwise convolution, ``2 k``
+    per output element, its bias, and a fused SiLU (``attrs["activation"]`` silu or swish)."""
+    out = outs[0].numel
+    bias = out if len(ins) > 2 and len(ins[2].shape) == 1 else 0
+    silu = PER_ELEMENT_FLOPS["silu"] * out if attrs.get("activation") in ("silu", "swish") else 0
+    return 2.0 * out * ins[1].shape[-1] + bias + silu
+
+
 def _conv_integer(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     """ConvInteger(x, w, x_zero_point, w_zero_point): no bias."""
     return _conv(ins[:2], outs, attrs)
@@ -755,6 +783,8 @@ _FLOP_RULES: dict[str, Rule] = {
     "roialign": _roi_align,
     "dft": _dft,
     "stft": _stft,
+    "linearattention": _linear_attention,
+    "causalconvwithstate": _causal_conv_with_state,
     **dict.fromkeys(["batch_norm", "batchnormalization"], _batch_norm),
     **dict.fromkeys(["dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"], _dropout),
     "convolution_backward": _conv_backward,

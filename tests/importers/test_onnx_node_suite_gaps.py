@@ -67,6 +67,23 @@ _SIGNAL_NODES = {
     "stft_no_window": ("STFT", ["audio", "step", "", "flen"], 1, {}, 3 * 120),
 }
 
+_RECURRENT_INPUTS = {"q": (F, [2, 4, 8]), "q4": (F, [2, 4, 16]), "k": (F, [2, 4, 8]), "v": (F, [2, 4, 8]),
+                     "decay": (F, [2, 4, 2]), "beta": (F, [2, 4, 2]), "seq": (F, [2, 4, 10]), "cw": (F, [4, 1, 3]),
+                     "cb": (F, [4])}
+_HEADS = {"q_num_heads": 2, "kv_num_heads": 2}
+_RECURRENT_NODES = {
+    # 8 tokens, dk = dv = 4: per token 2 key/value heads' updates and 2 query heads' readouts of 16 elements
+    "linear": ("LinearAttention", ["q", "k", "v"], 2, {**_HEADS, "update_rule": "linear"}, 8 * 16 * (2 * 2 + 2 * 2)),
+    "gqa": ("LinearAttention", ["q4", "k", "v"], 2, {"q_num_heads": 4, "kv_num_heads": 2, "update_rule": "linear"},
+            8 * 16 * (2 * 2 + 2 * 4)),
+    "gated": ("LinearAttention", ["q", "k", "v", "", "decay"], 2, {**_HEADS, "update_rule": "gated"},
+              8 * 16 * (3 * 2 + 2 * 2)),
+    "gated_delta": ("LinearAttention", ["q", "k", "v", "", "decay", "beta"], 2, _HEADS, 8 * 16 * (5 * 2 + 2 * 2)),
+    # out [2, 4, 10]: 80 elements, 3 taps each, a bias, a SiLU
+    "conv": ("CausalConvWithState", ["seq", "cw", "cb"], 2, {}, 2 * 80 * 3 + 80),
+    "conv_silu": ("CausalConvWithState", ["seq", "cw", "cb"], 2, {"activation": "silu"}, 2 * 80 * 3 + 80 + 6 * 80),
+}
+
 
 def _model(inputs, constants, specs):
     nodes = [helper.make_node(op, ins, [f"{name}_{j}" for j in range(n_out)], name=name, **attrs)
@@ -79,8 +96,9 @@ def _model(inputs, constants, specs):
 
 
 @pytest.mark.parametrize(("inputs", "constants", "specs"), [(_INPUTS, _CONSTANTS, _NODES),
-                                                            (_SIGNAL_INPUTS, _SIGNAL_CONSTANTS, _SIGNAL_NODES)],
-                         ids=["elementwise_and_sampling", "roi_align_and_fft"])
+                                                            (_SIGNAL_INPUTS, _SIGNAL_CONSTANTS, _SIGNAL_NODES),
+                                                            (_RECURRENT_INPUTS, {}, _RECURRENT_NODES)],
+                         ids=["elementwise_and_sampling", "roi_align_and_fft", "linear_attention_and_causal_conv"])
 def test_node_suite_ops_count_their_arithmetic(monkeypatch, inputs, constants, specs):
     """Each op's FLOPs follow the cost model's rule for it (all were 0 before)."""
     kind = add_flops_kind(monkeypatch)
