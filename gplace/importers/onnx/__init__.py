@@ -64,7 +64,8 @@ How a model maps onto the IR:
   ``If``; a ``Loop``'s body times its trip count ``M`` when that is a constant or folded shape arithmetic (at the
   top level: ``Gather(Shape(x), 0)`` for ``range(x.size(0))``) and below 2**31 - 1 (a while loop's bound, such as
   INT64_MAX, is no count), a ``Scan``'s body times its sequence length, else one trip, with a warning. Body
-  nodes with a shape left unknown count 0 seconds, with a warning; the weights of the subgraphs are the op's
+  nodes are inferred from the main graph's small known values too (an outer ``Constant`` an ``Unsqueeze`` takes its
+  axes from); those with a shape left unknown count 0 seconds, with a warning; the weights of the subgraphs are the op's
   persistent memory, and what one pass of a subgraph holds at once (its outputs not counted; a branch's, the
   larger) its ``temporary_memory``.
 - **Quantised (QDQ) models**: a ``DequantizeLinear`` read by exactly one node is put in a colocation group with

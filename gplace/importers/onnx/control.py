@@ -114,7 +114,7 @@ class SubgraphCosts:
         freed = [0] * (len(nodes) + 1)
         for i, step in enumerate(nodes):
             inner = self.held(step, types) if subgraphs(step) else 0
-            infer_node(step, types, self.opset_import)
+            infer_node(step, types, self.opset_import, self._outer_values(step, types))
             made = [(t, spec.nbytes) for t in step.output
                     if t and t not in returned and (spec := spec_of(types, t)) is not None]
             held = sum(nbytes for _, nbytes in made)
@@ -149,18 +149,25 @@ class SubgraphCosts:
                 costs, inner, outputs = self._call(step, types, constants, depth)
                 types.update(outputs)
             else:
-                costs, inner = self._plain(step, types, opset_import)
+                costs, inner = self._plain(step, types, opset_import, self._outer_values(step, types))
             unknown += inner
             for kind in total:
                 total[kind] += costs[kind]
         return total, unknown
 
+    def _outer_values(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto]) -> dict[str, np.ndarray]:
+        """The known values (:attr:`values`) of the main graph's tensors ``node`` reads, where ``types`` is their
+        scope's view of them (not a function body's or subgraph's own tensor of the same name)."""
+        return {t: self.values[t] for t in node.input
+                if t in self.values and t in types and types[t] is self.types.get(t)}
+
     @staticmethod
-    def _plain(node: onnx.NodeProto, types: dict[str, onnx.TypeProto],
-               opset_import: Any) -> tuple[dict[str, float], int]:
-        """Seconds per device kind of a node with no subgraph (its outputs' types inferred into ``types``), and
-        1 where an input's or every output's shape is unknown (0 s then)."""
-        infer_node(node, types, opset_import)
+    def _plain(node: onnx.NodeProto, types: dict[str, onnx.TypeProto], opset_import: Any,
+               values: Mapping[str, np.ndarray]) -> tuple[dict[str, float], int]:
+        """Seconds per device kind of a node with no subgraph (its outputs' types inferred into ``types``, from
+        the small ``values`` the main graph knows too: an outer ``Constant`` a body's ``Unsqueeze`` takes its axes
+        from), and 1 where an input's or every output's shape is unknown (0 s then)."""
+        infer_node(node, types, opset_import, values)
         inputs = [spec_of(types, t) for t in node.input if t]
         outputs = [spec for t in node.output if t and (spec := spec_of(types, t)) is not None]
         if any(spec is None for spec in inputs) or not outputs:

@@ -197,7 +197,7 @@ class _Builder:
                 if tensor:
                     self._check_single_writer(tensor, i)
                     self.writer[tensor] = i
-        values = call_values(graph, opset_import) if functions else {}
+        values = call_values(graph, opset_import) if functions or any(map(subgraphs, graph.node)) else {}
         self.subgraph_costs = SubgraphCosts(value_types(graph), trip_constants(graph, opset_import),
                                              opset_import, functions, values)
         self.producer: dict[str, str] = {}
