@@ -49,7 +49,9 @@ Counting conventions (one multiply-add is 2 FLOPs):
   sample and its pooling per sampling point (an adaptive ``sampling_ratio`` taken as 2); ``DFT``, ``STFT``:
   ``5 n log2(n)`` per transform of length n (an FFT), ``STFT``'s window product too; ``LinearAttention``: per token
   each key/value head's state update and each query head's readout (``_linear_attention``);
-  ``CausalConvWithState``: a depthwise convolution, ``2 k`` per output element, with its bias and fused SiLU.
+  ``CausalConvWithState``: a depthwise convolution, ``2 k`` per output element, with its bias and fused SiLU;
+  ``ScatterElements``, ``ScatterND`` with a ``reduction``: one per update (without, a copy); the window functions
+  (``HannWindow``, ...) a fixed count per sample.
 - Interpolation (``Resize``, ``upsample_bilinear2d``, ...), one axis after another, per output element: linear
   ``3 * (2^axes - 1)`` (a lerp, 3 FLOPs, per pair of points: bilinear 9), cubic ``7 * (4^axes - 1) / 3``
   (bicubic 35), over the axes an ATen op's name gives or an ONNX op changes the size of; nearest 0 (a gather);
@@ -105,6 +107,9 @@ PER_ELEMENT_FLOPS: dict[str, int] = {
     # ONNX quantisation: (x - zero_point) * scale; x / scale, round, + zero_point, saturate; DynamicQuantizeLinear
     # also finds x's min and max
     "dequantizelinear": 2, "quantizelinear": 4, "dynamicquantizelinear": 6,
+    # ONNX window functions, per sample: its angle (2), a cosine (6) and a - b cos (2); Blackman's second cosine,
+    # at twice the angle, and its term
+    "hannwindow": 10, "hammingwindow": 10, "blackmanwindow": 19,
     "leakyrelu": 2, "prelu": 2, "thresholdedrelu": 2, "hardswish": 4, "shrink": 2, "clip": 2, "clamp": 2,
     "hardtanh": 2, "dropout": 2, "native_dropout": 2, "gelu_backward": 10, "silu_backward": 8,
     "elu_backward": 5, "hardtanh_backward": 2, "leaky_relu_backward": 2, "native_dropout_backward": 1,
@@ -711,6 +716,12 @@ def _causal_conv_with_state(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec
     return 2.0 * out * ins[1].shape[-1] + bias + silu
 
 
+def _scatter(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """ONNX ScatterElements / ScatterND(data, indices, updates) with a ``reduction`` (add, mul, max, min): one
+    operation per update; without one (``none``) a copy, 0."""
+    return 0.0 if attrs.get("reduction", "none") == "none" else float(ins[2].numel)
+
+
 def _conv_integer(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
     """ConvInteger(x, w, x_zero_point, w_zero_point): no bias."""
     return _conv(ins[:2], outs, attrs)
@@ -785,6 +796,7 @@ _FLOP_RULES: dict[str, Rule] = {
     "stft": _stft,
     "linearattention": _linear_attention,
     "causalconvwithstate": _causal_conv_with_state,
+    **dict.fromkeys(["scatterelements", "scatternd"], _scatter),
     **dict.fromkeys(["batch_norm", "batchnormalization"], _batch_norm),
     **dict.fromkeys(["dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"], _dropout),
     "convolution_backward": _conv_backward,

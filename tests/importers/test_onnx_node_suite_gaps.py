@@ -84,6 +84,18 @@ _RECURRENT_NODES = {
     "conv_silu": ("CausalConvWithState", ["seq", "cw", "cb"], 2, {"activation": "silu"}, 2 * 80 * 3 + 80 + 6 * 80),
 }
 
+_MISC_INPUTS = {"data": (F, [4, 8]), "idx2": (I64, [2, 8]), "upd": (F, [2, 8]), "nd_idx": (I64, [3, 1]),
+                "nd_upd": (F, [3, 8])}
+_MISC_CONSTANTS = {"n": np.array(16, np.int64)}
+_MISC_NODES = {
+    "hann": ("HannWindow", ["n"], 1, {}, 10 * 16),
+    "hamming": ("HammingWindow", ["n"], 1, {}, 10 * 16),
+    "blackman": ("BlackmanWindow", ["n"], 1, {}, 19 * 16),
+    "scatter_add": ("ScatterElements", ["data", "idx2", "upd"], 1, {"reduction": "add"}, 16),
+    "scatter_copy": ("ScatterElements", ["data", "idx2", "upd"], 1, {}, 0),
+    "scatter_nd_mul": ("ScatterND", ["data", "nd_idx", "nd_upd"], 1, {"reduction": "mul"}, 24),
+}
+
 
 def _model(inputs, constants, specs):
     nodes = [helper.make_node(op, ins, [f"{name}_{j}" for j in range(n_out)], name=name, **attrs)
@@ -97,8 +109,10 @@ def _model(inputs, constants, specs):
 
 @pytest.mark.parametrize(("inputs", "constants", "specs"), [(_INPUTS, _CONSTANTS, _NODES),
                                                             (_SIGNAL_INPUTS, _SIGNAL_CONSTANTS, _SIGNAL_NODES),
-                                                            (_RECURRENT_INPUTS, {}, _RECURRENT_NODES)],
-                         ids=["elementwise_and_sampling", "roi_align_and_fft", "linear_attention_and_causal_conv"])
+                                                            (_RECURRENT_INPUTS, {}, _RECURRENT_NODES),
+                                                            (_MISC_INPUTS, _MISC_CONSTANTS, _MISC_NODES)],
+                         ids=["elementwise_and_sampling", "roi_align_and_fft", "linear_attention_and_causal_conv",
+                              "windows_and_scatter_reductions"])
 def test_node_suite_ops_count_their_arithmetic(monkeypatch, inputs, constants, specs):
     """Each op's FLOPs follow the cost model's rule for it (all were 0 before)."""
     kind = add_flops_kind(monkeypatch)

@@ -14,12 +14,12 @@ if TYPE_CHECKING:
 
 
 _COST_ATTRS = ("kernel_shape", "size", "equation", "transA", "num_heads", "training_mode", "mode", "sampling_ratio",
-               "axis", "onesided", "q_num_heads", "kv_num_heads", "update_rule", "activation")
+               "axis", "onesided", "q_num_heads", "kv_num_heads", "update_rule", "activation", "reduction")
 """Node attributes the cost model reads (``transA``: ``com.microsoft::FusedMatMul``'s K; ``num_heads``:
 ``com.microsoft::Attention``'s softmax; ``training_mode``: a ``BatchNormalization`` computing batch statistics;
 ``mode``: ``Resize``'s and ``GridSample``'s interpolation; ``sampling_ratio``: ``RoiAlign``'s; ``axis``: opset
 17's ``DFT``; ``onesided``: ``STFT``'s; ``q_num_heads``, ``kv_num_heads``, ``update_rule``: ``LinearAttention``'s;
-``activation``: ``CausalConvWithState``'s fused SiLU)."""
+``activation``: ``CausalConvWithState``'s fused SiLU; ``reduction``: a scatter's)."""
 _RECURRENT = frozenset({"LSTM", "GRU", "RNN"})
 _BITS = {
     "FLOAT": 32, "UINT8": 8, "INT8": 8, "UINT16": 16, "INT16": 16, "INT32": 32, "INT64": 64, "STRING": 64,
