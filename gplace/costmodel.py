@@ -28,7 +28,8 @@ Counting conventions (one multiply-add is 2 FLOPs):
   ``_thnn_fused_lstm_cell`` (gates already multiplied) counts only the pointwise term. ``mkldnn_rnn_layer``
   (one layer and direction of an LSTM in a CPU training graph) counts as ``aten.lstm`` does for that layer and
   direction, its ``mkldnn_rnn_layer_backward`` twice that.
-- Attention (``Attention``, ``scaled_dot_product_attention`` and its fused variants):
+- Attention (``Attention``, ``ai.onnx.preview::FlexAttention``, ``scaled_dot_product_attention`` and its fused
+  variants):
   ``2 * S_k * (numel(Q) + numel(out))`` for ``Q K^T`` and ``P V``, plus the softmax; backward 2.5x that.
   ONNX Runtime's ``com.microsoft::Attention(input[B, S, H_in], weights[H_in, Hq + Hk + Hv], bias)`` also
   projects Q, K and V: ``2 * B * S * H_in * (Hq + Hk + Hv)`` (+ ``B * S * (Hq + Hk + Hv)`` for the bias), then
@@ -757,7 +758,7 @@ _FLOP_RULES: dict[str, Rule] = {
     "bilinear": _bilinear,
     "_trilinear": _trilinear,
     **dict.fromkeys(["cdist", "_cdist_forward"], _cdist),
-    **dict.fromkeys(["attention", "multiheadattention", "scaled_dot_product_attention",
+    **dict.fromkeys(["attention", "multiheadattention", "flexattention", "scaled_dot_product_attention",
                      "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
                      "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"],
                     _attention),

@@ -119,3 +119,17 @@ def test_node_suite_ops_count_their_arithmetic(monkeypatch, inputs, constants, s
     g = from_onnx(_model(inputs, constants, specs))
     got = {name: float(g.kind_cost[kind][g.op_index[name]]) for name in specs}
     assert got == pytest.approx({name: float(spec[4]) for name, spec in specs.items()})
+
+
+def test_flex_attention_counts_as_attention(monkeypatch):
+    """ai.onnx.preview::FlexAttention(Q[2, 8, 4, 16], K[2, 2, 6, 16], V) (grouped heads): ``Q K^T`` and ``P V`` over
+    6 keys, ``2 * 6 * (1024 + 1024)``, and the softmax of 384 scores, 5 each (was 0)."""
+    shapes = {"Q": [2, 8, 4, 16], "K": [2, 2, 6, 16], "V": [2, 2, 6, 16]}
+    node = helper.make_node("FlexAttention", list(shapes), ["Y"], name="flex", domain="ai.onnx.preview")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, F, s) for n, s in shapes.items()],
+                              [helper.make_empty_tensor_value_info("Y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26),
+                                                    helper.make_opsetid("ai.onnx.preview", 1)])
+    kind = add_flops_kind(monkeypatch)
+    g = from_onnx(model)
+    assert float(g.kind_cost[kind][g.op_index["flex"]]) == 2 * 6 * 2048 + 5 * 384
