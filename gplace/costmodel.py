@@ -266,6 +266,23 @@ def _log_memory_only(op_type: str, why: str) -> None:
     logger.debug("cost model: %s has %s: costed by its memory traffic only (0 FLOPs)", op_type, why)
 
 
+def peak_held(steps: Sequence[tuple[Sequence[tuple[int, int]], int]]) -> int:
+    """The most bytes held at once by ``steps`` run in order (a control-flow op's subgraph, its
+    ``temporary_memory``), each ``(made, inner)``: ``made`` the ``(bytes, index of its last reader)`` of each
+    value it makes, held from its step until that reader has run (an index at or before its own step: until it
+    has run); ``inner`` bytes held only while it runs (a nested control-flow op's own)."""
+    live = peak = 0
+    freed = [0] * (len(steps) + 1)
+    for i, (made, inner) in enumerate(steps):
+        held = sum(nbytes for nbytes, _ in made)
+        peak = max(peak, live + held + inner)
+        live += held
+        for nbytes, last in made:
+            freed[min(max(last, i), len(steps))] += nbytes
+        live -= freed[i]
+    return peak
+
+
 def is_metadata_only(op_type: str) -> bool:
     """Whether the op only relabels metadata (a reshape, an ATen view, ...) and so costs nothing.
 

@@ -80,7 +80,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gplace.costmodel import TensorSpec, canonical_op_type, op_kind_costs
+from gplace.costmodel import TensorSpec, canonical_op_type, op_kind_costs, peak_held
 from gplace.ir import Edge, GraphError, Op, OpGraph, UnsupportedGraphError
 from gplace.ir.errors import check_flags, error_summary
 from gplace.torch_modes import gradients_on, tracing
@@ -1046,17 +1046,10 @@ def _subgraph_peak(gm: torch.fx.GraphModule) -> int:
                 last[base] = max(last.get(base, position[base]), last.get(n, position[n]))
                 if n in returned:
                     returned.add(base)
-    live = peak = 0
-    freed: dict[int, int] = defaultdict(int)
-    for i, n in enumerate(nodes):
-        if n.op != "call_function" or n in views:
-            continue
-        held = 0 if n in returned else sum(s.nbytes for s in _specs(n) if s is not None)
-        peak = max(peak, live + held + _control_flow_peak(n, gm))
-        live += held
-        freed[last.get(n, i)] += held
-        live -= freed.pop(i, 0)
-    return peak
+    steps = [([], 0) if n.op != "call_function" or n in views else
+             ([(0 if n in returned else sum(s.nbytes for s in _specs(n) if s is not None), last.get(n, i))],
+              _control_flow_peak(n, gm)) for i, n in enumerate(nodes)]
+    return peak_held(steps)
 
 
 def _subgraph_costs(gm: torch.fx.GraphModule, graph: str = "", enclosing: torch.fx.Node | None = None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gplace.costmodel import op_kind_costs
+from gplace.costmodel import op_kind_costs, peak_held
 from gplace.importers.onnx.shapes import body_types, carried_types, fold, infer_node, infer_shapes, initial_values
 from gplace.importers.onnx.tensors import (
     call_key,
@@ -110,20 +110,13 @@ class SubgraphCosts:
         nodes = list(graph.node)
         last = {t: i for i, step in enumerate(nodes) for t in step.input if t}
         returned = {value.name for value in graph.output}
-        live = peak = 0
-        freed = [0] * (len(nodes) + 1)
+        steps = []
         for i, step in enumerate(nodes):
             inner = self.held(step, types) if subgraphs(step) else 0
             infer_node(step, types, self.opset_import, self._outer_values(step, types))
-            made = [(t, spec.nbytes) for t in step.output
-                    if t and t not in returned and (spec := spec_of(types, t)) is not None]
-            held = sum(nbytes for _, nbytes in made)
-            peak = max(peak, live + held + inner)
-            live += held
-            for t, nbytes in made:
-                freed[max(last.get(t, i), i)] += nbytes
-            live -= freed[i]
-        return peak
+            steps.append(([(spec.nbytes, last.get(t, i)) for t in step.output
+                           if t and t not in returned and (spec := spec_of(types, t)) is not None], inner))
+        return peak_held(steps)
 
     def _call(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int],
               depth: int) -> tuple[dict[str, float], int, dict[str, onnx.TypeProto]]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gplace.costmodel import TensorSpec, op_work, roofline_costs
+from gplace.costmodel import TensorSpec, op_work, peak_held, roofline_costs
 from gplace.importers.tensorflow.costs import COST_NAMES, cost_attrs, tf_flops
 from gplace.importers.tensorflow.errors import wrap_errors
 from gplace.importers.tensorflow.functions import reset
@@ -295,18 +295,9 @@ class Builder:
                     last[t_in.name] = max(last.get(t_in.name, 0), last.get(t_out.name, position[op.name]))
                     if t_out.name in returned:
                         returned.add(t_in.name)
-        live = peak = 0
-        freed = [0] * (len(self.ops) + 1)
-        for i, op in enumerate(self.ops):
-            made = [] if op.type in (*_VIEW_OPS, *_ALIAS_OPS, "Placeholder") else [
-                (t.name, self.tensors[t.name].nbytes) for t in op.outputs if t.name not in returned]
-            held = sum(nbytes for _, nbytes in made)
-            peak = max(peak, live + held + self.held.get(op.name, 0))
-            live += held
-            for t, nbytes in made:
-                freed[max(last.get(t, i), i)] += nbytes
-            live -= freed[i]
-        return peak
+        return peak_held([([] if op.type in (*_VIEW_OPS, *_ALIAS_OPS, "Placeholder") else [
+            (self.tensors[t.name].nbytes, last.get(t.name, i)) for t in op.outputs if t.name not in returned],
+            self.held.get(op.name, 0)) for i, op in enumerate(self.ops)])
 
     def _trip_count(self, op: Any) -> int | None:
         """A ``While``'s ``maximum_iterations`` (its second input, as ``tf.while_loop`` writes it) when only
