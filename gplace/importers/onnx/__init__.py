@@ -61,13 +61,14 @@ How a model maps onto the IR:
   (ONNX's implicit inputs, :func:`node_reads`), so a producer on another device pays for the copy. Its cost is
   that of its subgraphs' nodes (shapes as inferred inside them; a body's carried input without a known shape
   takes its initial value's, a ``Scan`` element its sequence's less the scanned axis): the dearer branch of an
-  ``If``; a ``Loop``'s body times its trip count ``M`` when that is a constant or folded shape arithmetic (at the
-  top level: ``Gather(Shape(x), 0)`` for ``range(x.size(0))``) and below 2**31 - 1 (a while loop's bound, such as
-  INT64_MAX, is no count), a ``Scan``'s body times its sequence length, else one trip, with a warning. Body
+  ``If`` (the branch it takes where its condition folds from shape arithmetic); a ``Loop``'s body times its
+  trip count ``M`` when that is a constant or folded shape arithmetic (at the top level: ``Gather(Shape(x), 0)``
+  for ``range(x.size(0))``) and below 2**31 - 1 (a while loop's bound, such as INT64_MAX, is no count), a
+  ``Scan``'s body times its sequence length, else one trip, with a warning. Body
   nodes are inferred from the main graph's small known values too (an outer ``Constant`` an ``Unsqueeze`` takes its
   axes from); those with a shape left unknown count 0 seconds, with a warning; the weights of the subgraphs are the op's
   persistent memory, and what one pass of a subgraph holds at once (its outputs not counted; a branch's, the
-  larger) its ``temporary_memory``.
+  larger, or the one taken) its ``temporary_memory``.
 - **Quantised (QDQ) models**: a ``DequantizeLinear`` read by exactly one node is put in a colocation group with
   that node (``Op.colocation`` ``"qdq:<reader's op name>"``; a reader that already has a group takes the
   ``DequantizeLinear`` into it, so the several of one ``MatMul`` share one group). In ONNX's QDQ format the pair

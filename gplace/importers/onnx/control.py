@@ -81,13 +81,13 @@ class SubgraphCosts:
     def node(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto] | None = None,
              constants: Mapping[str, int] | None = None) -> tuple[dict[str, float], int | None, int]:
         """Seconds per device kind of a control-flow node, its trip count (``None``: unknown, one pass counted)
-        and how many of its subgraphs' nodes had a shape unknown (0 s each); ``types`` and ``constants``: of its
-        scope (default: the main graph's)."""
+        and how many of its subgraphs' nodes had a shape unknown (0 s each), of the subgraphs that may run
+        (:meth:`_running`); ``types`` and ``constants``: of its scope (default: the main graph's)."""
         types = self.types if types is None else types
         constants = self.constants if constants is None else constants
         bodies = [self._nodes(graph.node, body_types(graph, {**types, **carried_types(node, graph, types)}),
                               {**constants, **_scalar_constants(graph)}, self.opset_import, 0)
-                  for graph in subgraphs(node)]
+                  for graph in self._running(node, types)]
         unknown = sum(n for _, n in bodies)
         if node.op_type == "If":
             return {k: max(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, 1, unknown
@@ -97,11 +97,20 @@ class SubgraphCosts:
 
     def held(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto] | None = None) -> int:
         """Bytes a control-flow node's subgraphs hold at once while it runs (its ``temporary_memory``): the most
-        any of them holds in one pass (an ``If`` runs one branch; a loop's passes run one after another), in the
-        scope of ``types`` (default: the main graph's)."""
+        any that may run (:meth:`_running`) holds in one pass (an ``If`` runs one branch; a loop's passes run one
+        after another), in the scope of ``types`` (default: the main graph's)."""
         types = self.types if types is None else types
         return max((self._pass_peak(graph, body_types(graph, {**types, **carried_types(node, graph, types)}))
-                    for graph in subgraphs(node)), default=0)
+                    for graph in self._running(node, types)), default=0)
+
+    def _running(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto]) -> list[onnx.GraphProto]:
+        """The subgraphs of ``node`` that may run: an ``If`` whose condition is a known value (shape arithmetic,
+        folded) runs the branch it takes, any other both (the dearer counts)."""
+        condition = self._outer_values(node, types).get(node.input[0]) if node.op_type == "If" and node.input else None
+        if condition is None or condition.size != 1:
+            return subgraphs(node)
+        taken = "then_branch" if condition.item() else "else_branch"
+        return [a.g for a in node.attribute if a.name == taken]
 
     def _pass_peak(self, graph: onnx.GraphProto, types: dict[str, onnx.TypeProto]) -> int:
         """The most bytes one pass over ``graph``'s nodes holds at once, run in order: each output from its node
