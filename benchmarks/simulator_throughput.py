@@ -114,6 +114,18 @@ sorted run: a radix heap on the ready times' bits with an int heap for ties (13.
   one transfer per set bit) took the FIFO variant to 4.3 us, but the real pass (ordered queue) from 11.0 to
   11.2 us on 2 devices and from 11.4 to 12.9 us on 5: the queue's and the transfers' costs do not add up, and
   without hardware counters on this machine (`perf` reports none) it was left there.
+- Tried on 2026-12-05 and not kept, for `step_times`' fast pass (variants of the pass in a `/tmp` script,
+  min of 5, machine otherwise quiet; on this day's machine the yardstick took 431 us a placement at 256 ops on 2
+  devices and `step_times` 17.3 us, 24.9x): two or four placements interleaved in one loop, so that their
+  dependency chains could overlap (15.7 and 16.7 against 16.4 us at 256 ops, 2 devices: no gain, so the pass is not
+  bound by one chain's latency); the transfers of an op whose out-edges carry equal bytes found from a bit mask of
+  its consumers' devices, one per set bit (17.0 against 17.9 us, 20.6 against 18.7 on 5 devices: noise); a
+  branch-free insertion into the last 8 entries of the sorted run (18.3 against 15.6 us: slower); one ready queue
+  per device, the next op the least of their heads (14.2 against 15.6 us on 2 devices, but 25.6 against 19.5 on
+  5 and 450 against 385 us at 5,000 ops). Timing-only ablations in the same script: a FIFO in place of the sorted
+  run 8.2 us, and the sorted run's comparisons kept but every op appended at the tail 11.6 us, so of the run's
+  7-8 us about half is its comparisons and half its moves and the order they make, at 2.5 entries moved per
+  insertion on average (628 per placement at 256 ops, 43,000 at 5,000 ops, 8.6 per insertion).
 - Placements whose memory bound does not fit still run the full event kernel (about 6x, as before), after
   a wasted fast pass. In the 80 GB rows the bound fits every placement (a separate bound pass cost about
   100 us at 5,000 ops, so the fast pass adds it up as it goes).
