@@ -648,13 +648,16 @@ def file_stem(*names: str) -> str:
     directories an earlier one left; else path separators (``/``, ``\\``), unprintable characters and those the
     file system's encoding cannot write (``ü`` under an ASCII locale, ``LC_ALL=C``) become ``_``, the name is cut to
     fit, and 12 hex digits of a hash of the full names are added, so it stays one name inside its folder (a graph
-    named ``../../x`` or ``/x`` is no path) and two names do not share one.
+    named ``../../x`` or ``/x`` is no path) and two names do not share one. The hash is added too where the join is
+    ambiguous (several names, one with a ``-``: graph ``a-b`` on cluster ``c`` and graph ``a`` on ``b-c``).
     """
     full = "-".join(names)
     safe = "".join("_" if ch in "/\\" or not ch.isprintable() or not _encodable(ch) else ch for ch in full)
-    if safe == full and len(full.encode()) <= _STEM_BYTES:
+    ambiguous = len(names) > 1 and any("-" in name for name in names)
+    if safe == full and len(full.encode()) <= _STEM_BYTES and not ambiguous:
         return full
-    digest = hashlib.sha256(full.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    hashed = "\0".join(names) if ambiguous else full  # the names apart, where "-" cannot keep them so
+    digest = hashlib.sha256(hashed.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{safe.encode()[:_STEM_BYTES - 13].decode(errors='ignore')}-{digest}"
 
 
