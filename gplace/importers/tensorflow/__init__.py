@@ -66,8 +66,9 @@ How a program maps onto the IR:
   none of these; shapes that do not fit one of these rules are logged by :mod:`.costs`). Bookkeeping ops
   (``NoOp``, ``Const``, ``Placeholder``, variables, reads, reshapes, identities; :data:`FREE_OPS`) cost 0.
 - **Phases** (a Keras training step only; :func:`training_phases`): ops under TensorFlow's ``gradient_tape/``
-  name scope, and those of the gradient functions they call (inlined: a Keras grouped ``Conv2D``'s
-  ``PartitionedCall/gradients/...``), are ``backward`` (with ``grad_of`` the forward op their name points to, where
+  name scope (not variables or inputs: a layer named ``gradient_tape`` has its variable nodes there), and those
+  of the gradient functions they call (inlined: a Keras grouped ``Conv2D``'s ``PartitionedCall/gradients/...``),
+  are ``backward`` (with ``grad_of`` the forward op their name points to, where
   it is one; for a called gradient function's, in the forward call whose outputs it reads), every other
   op that depends on a gradient is ``update`` (the optimiser and what runs after it), the rest ``forward``.
 - **Control flow**: functional ``While``, ``If`` and ``Case`` (TensorFlow 2's, e.g. a Keras ``LSTM``) are one op

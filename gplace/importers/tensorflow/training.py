@@ -18,17 +18,18 @@ GRADIENT_SCOPE = "gradient_tape/"
 def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
     """The ops of a traced training step with their phases (:attr:`Op.phase`).
 
-    ``backward``: the ops under :data:`GRADIENT_SCOPE` and those of the gradient functions it calls, inlined
-    (:func:`_gradient_calls`: a Keras grouped convolution's ``PartitionedCall/gradients/...``), but those a forward
-    control-flow op reads that depend on no data (a loop's gradient accumulators, created empty), and the ops
-    between two of them (the tape sums the gradients of a tensor read twice with a top-level ``AddN``); ``grad_of``
+    ``backward``: the ops under :data:`GRADIENT_SCOPE` (not variables: :func:`_tape_ops`) and those of the
+    gradient functions it calls, inlined (:func:`_gradient_calls`: a Keras grouped convolution's
+    ``PartitionedCall/gradients/...``), but those a forward control-flow op reads that depend on no data (a loop's
+    gradient accumulators, created empty), and the ops between two of them (the tape sums the gradients of a
+    tensor read twice with a top-level ``AddN``); ``grad_of``
     is the forward op their name points to (:func:`_differentiated`), where there is one. ``update``: every other
     op that depends on a backward op (the final sums of a weight's gradients, the optimiser's ops and what the step
     runs after them), and every op that depends on an update op. ``forward``: the rest.
     So no backward op feeds a forward op and update ops feed only update ops, as the pipeline runtimes require.
     Without gradient ops (not a training step) the ops are returned as they are.
     """
-    tape = {op.name for op in ops if op.name.startswith(GRADIENT_SCOPE)}
+    tape = _tape_ops(ops)
     if not tape:
         return ops
     consumers: dict[str, list[str]] = defaultdict(list)
@@ -53,6 +54,14 @@ def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
         else:
             out.append(dataclasses.replace(op, phase="forward"))
     return out
+
+
+def _tape_ops(ops: list[Op]) -> set[str]:
+    """The ops the tape's gradient functions made: those under :data:`GRADIENT_SCOPE`, but variables and inputs,
+    which no gradient function makes (a variable's node is named after the variable, ``gradient_tape/kernel`` for
+    a layer named ``gradient_tape``)."""
+    sources = ("Placeholder", "PlaceholderWithDefault", *VARIABLE_OPS)
+    return {op.name for op in ops if op.name.startswith(GRADIENT_SCOPE) and op.type not in sources}
 
 
 def _differentiated(name: str, forward: set[str], calls: Mapping[str, list[str]]) -> str | None:
