@@ -132,7 +132,9 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
                   device_map: Mapping[str, str] | None = None) -> torch.fx.GraphModule:
     """The program of ``graph`` split into per-device submodules ``submod_<k>`` (each an :class:`OnDevice`; ``k``
     counts on past any ``submod_<j>`` the program's module has: a ``torch.no_grad`` or ``torch.autocast`` block's
-    body, a child of the model's own).
+    body, a child of the model's own). Its own submodules ``_input_check`` (checks the inputs) and ``_transfers``
+    (each call's :class:`Transfers`) take a ``_1``, ``_2``, ... suffix where the model's root has an attribute of
+    that name (a parameter, buffer or child, which the split program holds too).
 
     Call it like the exported module (``ExportedProgram.module()``); outputs land on the device of the part
     that made them. As ``ExportedProgram.module()`` does, it shares the program's weights and buffers where they
@@ -196,9 +198,10 @@ def _check_inputs(split: torch.fx.GraphModule, program: Any) -> None:
                                    strict=True) if spec.kind == InputKind.USER_INPUT]
     if not placeholders or len(inputs) != len(placeholders):  # (a program torch unlifts otherwise: no check)
         return
-    split._input_check = _InputCheck(program, inputs, [str(node.target) for node in placeholders])
+    name = _free_name(split, "_input_check")
+    setattr(split, name, _InputCheck(program, inputs, [str(node.target) for node in placeholders]))
     with split.graph.inserting_after(placeholders[-1]):
-        split.graph.call_module("_input_check", tuple(placeholders))
+        split.graph.call_module(name, tuple(placeholders))
     split.graph.lint()
     split.recompile()
     names = list(inspect.signature(split.forward).parameters)  # the program's (torch's pytree codegen)
@@ -310,6 +313,13 @@ def _free_part_number(gm: torch.fx.GraphModule) -> int:
     return max(taken, default=-1) + 1
 
 
+def _free_name(module: nn.Module, name: str) -> str:
+    """``name``, or ``name_<k>`` for the least ``k`` >= 1 that makes it one ``module`` lacks: the split program holds
+    the program's root parameters, buffers and modules, and a model's own ``_transfers`` would be replaced."""
+    taken = set(dir(module))
+    return next(free for k in range(len(taken) + 1) if (free := f"{name}_{k}" if k else name) not in taken)
+
+
 def _in_part_order(graph: torch.fx.Graph, names: Mapping[str, int]) -> None:
     """Call the submodules (``names``: submodule -> part) in part order, each followed by the ``getitem`` nodes
     that unpack its results. ``split_module`` orders them by the data they pass only, but parts may also have to
@@ -331,9 +341,10 @@ def _share_transfers(split: torch.fx.GraphModule, names: Mapping[str, int]) -> N
     calls = [n for n in split.graph.nodes if n.op == "call_module" and n.target in names]
     if not calls:
         return
-    split._transfers = _NewTransfers()
+    name = _free_name(split, "_transfers")
+    setattr(split, name, _NewTransfers())
     with split.graph.inserting_before(calls[0]):
-        transfers = split.graph.call_module("_transfers")
+        transfers = split.graph.call_module(name)
     for call in calls:
         call.kwargs = {**call.kwargs, "transfers": transfers}
     split.graph.lint()
