@@ -126,9 +126,9 @@ def load_pipedream(path: str | Path, *, training: bool = True, phases: bool = Fa
     * op type: the layer class name, the description up to its first ``(`` (``Conv2d``, ``ReLU``, ``Add``).
     * ``stage_id`` (in ``test_graphs/*_partitioned.txt``) is read but not kept; see :func:`pipedream_stage_ids`.
     * With ``phases`` each layer ``L`` becomes a forward op ``L`` (forward time) and a backward op ``L/grad``
-      (backward time, ``grad_of=L``), colocated (group ``L``); the backward ops run the edges in reverse,
-      each carrying the gradient of the source layer's activations, and ``L -> L/grad`` carries ``L``'s
-      activations (kept for the backward). ``training`` is then ignored.
+      (``L/grad_2``, ... where a layer has that name; backward time, ``grad_of=L``), colocated (group ``L``);
+      the backward ops run the edges in reverse, each carrying the gradient of the source layer's activations,
+      and ``L -> L/grad`` carries ``L``'s activations (kept for the backward). ``training`` is then ignored.
 
     The graph is named after the model directory for ``graph.txt``, else after the file stem.
 
@@ -157,14 +157,28 @@ def _pipedream_phases(
     """Forward and backward op per layer (see :func:`load_pipedream`)."""
     forward = [replace(op, kind_cost={"gpu": 0.0 if op.type == "Input" else node.forward_ms * 1e-3},
                        colocation=op.name, phase="forward") for node, op in zip(nodes, ops, strict=True)]
-    backward = [Op(f"{op.name}/grad", f"{op.type}Grad", None,
+    grad = _grad_names([op.name for op in ops])
+    backward = [Op(grad[op.name], f"{op.type}Grad", None,
                    kind_cost={"gpu": 0.0 if op.type == "Input" else node.backward_ms * 1e-3},
                    colocation=op.name, phase="backward", grad_of=op.name)
                 for node, op in zip(nodes, ops, strict=True)]
     act = {op.name: op.output_bytes for op in ops}
-    grads = [Edge(f"{e.dst}/grad", f"{e.src}/grad", act[e.src]) for e in edges]
-    keep = [Edge(op.name, f"{op.name}/grad", op.output_bytes) for op in ops]
+    grads = [Edge(grad[e.dst], grad[e.src], act[e.src]) for e in edges]
+    keep = [Edge(op.name, grad[op.name], op.output_bytes) for op in ops]
     return forward + backward, [*edges, *keep, *grads]
+
+
+def _grad_names(names: Sequence[str]) -> dict[str, str]:
+    """The backward op's name of each layer: ``L/grad``, or ``L/grad_2``, ``L/grad_3``, ... where a layer (or an
+    earlier backward op) already has that name."""
+    taken, out = set(names), {}
+    for name in names:
+        grad, k = f"{name}/grad", 2
+        while grad in taken:
+            grad, k = f"{name}/grad_{k}", k + 1
+        taken.add(grad)
+        out[name] = grad
+    return out
 
 
 def pipedream_stage_ids(path: str | Path) -> dict[str, int]:
