@@ -242,7 +242,7 @@ def pipeline_report(records: Sequence[PipelineRecord], baseline: str = "single_g
              "named in the reference cell, is 1.00x. `OOM` = out of memory, `failed` = no placement (e.g. the ILP "
              "over its variable limit). `bound` = reference / pipeline_lower_bound (total work over every device some "
              "op may run on, the CPU included, or the largest op).", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+             "| " + " | ".join(map(markdown_cell, head)) + " |", "|" + "---|" * len(head)]
     for case in cases:
         rows = [by_key.get((*case, m)) for m in methods]
         first = next(r for r in rows if r is not None)
@@ -258,15 +258,15 @@ def pipeline_report(records: Sequence[PipelineRecord], baseline: str = "single_g
     for m in methods:
         mine = [r for r in records if r.method == m]
         there = [r.search_seconds for r in mine if r.graph == largest.graph]
-        lines.append(f"| {m} | {max(r.search_seconds for r in mine):.2f} | {markdown_cell(largest.graph)} "
-                     f"({largest.num_ops}) | {f'{max(there):.2f}' if there else '-'} |")
+        lines.append(f"| {markdown_cell(m)} | {max(r.search_seconds for r in mine):.2f} | "
+                     f"{markdown_cell(largest.graph)} ({largest.num_ops}) | {f'{max(there):.2f}' if there else '-'} |")
     return "\n".join(lines) + "\n"
 
 
 def _ref_cell(ref: tuple[str, float] | None, baseline: str) -> str:
     if ref is None:
         return "-"
-    return f"{ref[1] * 1e3:.4g}" if ref[0] == baseline else f"{ref[1] * 1e3:.4g} ({ref[0]})"
+    return f"{ref[1] * 1e3:.4g}" if ref[0] == baseline else f"{ref[1] * 1e3:.4g} ({markdown_cell(ref[0])})"
 
 
 def _cell(record: PipelineRecord | None, ref: tuple[str, float] | None) -> str:
