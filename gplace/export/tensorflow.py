@@ -89,14 +89,16 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
     """Write the placed program of ``graph`` as a SavedModel in ``export_dir`` (module docstring).
 
     Load it with ``tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)`` (its ``tags``) in a
-    session with :func:`session_config`. The signature's input keys are the tensor names without ``":0"`` (e.g.
-    ``"x"``); its output keys are the program's own output names where the importer kept them
-    (:attr:`~gplace.importers.tensorflow.TensorFlowSource.output_names`: a SavedModel signature's keys, the keys of
-    a dict a function or Keras model returns, a multi-output Keras model's ``output_names``), else the tensor names
-    likewise, with ``"_N"`` for output ``N`` > 0 of an op (``"split:1"`` is ``"split_1"``). It takes inputs of the
-    batch size the graph was imported with (module docstring). ``tags`` is a tag or several; ``signature`` the
-    signature's key. It is written in a folder beside ``export_dir`` and renamed there once whole, so an
-    interrupted save leaves no ``export_dir``.
+    session with :func:`session_config`. The signature's input keys are a Keras model's input names
+    (:attr:`~gplace.importers.tensorflow.TensorFlowSource.input_names`) where they are Python names (as
+    ``tf.saved_model.load`` requires of a signature's arguments), else the tensor names without ``":0"`` (e.g.
+    ``"x"``, ``"in_1"`` for a Keras input ``"in:1"``); its output keys are the program's own output names where the
+    importer kept them (:attr:`~gplace.importers.tensorflow.TensorFlowSource.output_names`: a SavedModel signature's
+    keys, the keys of a dict a function or Keras model returns, a multi-output Keras model's ``output_names``), else
+    the tensor names likewise, with ``"_N"`` for output ``N`` > 0 of an op (``"split:1"`` is ``"split_1"``). It
+    takes inputs of the batch size the graph was imported with (module docstring). ``tags`` is a tag or several;
+    ``signature`` the signature's key. It is written in a folder beside ``export_dir`` and renamed there once whole,
+    so an interrupted save leaves no ``export_dir``.
 
     Raises:
         TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type, ``signature`` is not a str or
@@ -106,7 +108,8 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
             GraphDef holds none; import the function, SavedModel or Keras model instead; a SavedModel's in-graph
             variable whose value is neither in its init op nor in its checkpoint), or the program captures
             a resource other than a variable (a lookup table), or an output is a node without outputs (a
-            ``NoOp``); names the node; or eager execution is off and the default session does not hold the
+            ``NoOp``); names the node; or two inputs would share a signature key (Keras inputs ``"in:1"`` and
+            ``"in_1"``), naming them; or eager execution is off and the default session does not hold the
             variables' values (:meth:`~gplace.importers.tensorflow.TensorFlowSource.variable_values`).
         InvalidPlacementError: as :func:`place_graph_def`.
         FileExistsError: ``export_dir`` exists.
@@ -137,6 +140,7 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
             raise UnsupportedGraphError(f"output {name!r} of graph {graph.name!r} is a node without outputs (a "
                                         "NoOp): a SavedModel's signature holds tensors; import it with outputs= "
                                         "naming the tensors to serve")
+    input_keys = _input_keys(source)
     export_dir = as_path(export_dir, "save_saved_model: export_dir")
     if export_dir.exists():
         raise FileExistsError(f"SavedModel directory {str(export_dir)!r} exists; give a new one")
@@ -148,7 +152,7 @@ def save_saved_model(graph: OpGraph, cluster: Cluster, placement: Placement, exp
                              for name, value in values.items()], name="gplace_restore_weights")
         info = tf.compat.v1.saved_model.utils.build_tensor_info
         signature_def = tf.compat.v1.saved_model.signature_def_utils.build_signature_def(
-            inputs={key: info(tf_graph.get_tensor_by_name(t)) for key, t in _signature_keys(source.inputs).items()},
+            inputs={key: info(tf_graph.get_tensor_by_name(t)) for key, t in input_keys.items()},
             outputs={key: info(tf_graph.get_tensor_by_name(t))
                      for key, t in _signature_keys(source.outputs, source.output_names).items()},
             method_name=tf.compat.v1.saved_model.signature_constants.PREDICT_METHOD_NAME)
@@ -170,12 +174,45 @@ def _signature_keys(tensors: Sequence[str], names: Sequence[str] = ()) -> dict[s
     """
     keys: dict[str, str] = {}
     for i, tensor in enumerate(tensors):
-        name, _, port = tensor.rpartition(":")
-        key = names[i] if len(names) == len(tensors) else name if port == "0" else f"{name}_{port}"
+        key = names[i] if len(names) == len(tensors) else _tensor_key(tensor)
         if key in keys:
             raise UnsupportedGraphError(f"tensors {keys[key]!r} and {tensor!r} would share the signature key {key!r}")
         keys[key] = tensor
     return keys
+
+
+def _input_keys(source: TensorFlowSource) -> dict[str, str]:
+    """Signature key -> input tensor: the input's own name (:attr:`TensorFlowSource.input_names`, a Keras model's)
+    where it is an argument name (:func:`_argument_name`), else its tensor's key (:func:`_tensor_key`).
+
+    Raises:
+        UnsupportedGraphError: two inputs would share a key (Keras inputs ``"in:1"`` and ``"in_1"``, fed by
+            ``in_1:0`` and ``in_1_1:0``, both ``"in_1"``), naming them.
+    """
+    names = source.input_names if len(source.input_names) == len(source.inputs) else ("",) * len(source.inputs)
+    keys: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    for name, tensor in zip(names, source.inputs, strict=True):
+        key = name if _argument_name(name) else _tensor_key(tensor)
+        label = f"{name!r} (tensor {tensor!r})" if name else repr(tensor)
+        if key in keys:
+            raise UnsupportedGraphError(f"inputs {labels[key]} and {label} would share the signature key {key!r} (an "
+                                        "input's name where it is a Python name, as TensorFlow requires of a "
+                                        "signature's arguments, else its tensor's name); rename one")
+        keys[key], labels[key] = tensor, label
+    return keys
+
+
+def _argument_name(name: str) -> bool:
+    """Whether ``name`` is a signature key that ``tf.saved_model.load`` keeps as its argument's name (it renames
+    others, ``"in:1"`` to ``"in_1"``, so two may clash)."""
+    return name[:1].isalpha() and all(c.isalnum() or c == "_" for c in name)
+
+
+def _tensor_key(tensor: str) -> str:
+    """``"x"`` for ``"x:0"``, ``"split_1"`` for ``"split:1"``."""
+    name, _, port = tensor.rpartition(":")
+    return name if port == "0" else f"{name}_{port}"
 
 
 def _assign(tf: Any, handle: Any, value: Any) -> Any:

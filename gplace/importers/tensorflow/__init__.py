@@ -136,6 +136,10 @@ class TensorFlowSource:
     """The program's own name of each of :attr:`outputs`, in their order, where it has them: the keys of the dict a
     function (a SavedModel signature's, a Keras model's) returns, or a multi-output Keras model's
     ``output_names``; empty where it has none (a GraphDef, one unnamed tensor)."""
+    input_names: tuple[str, ...] = ()
+    """The program's own name of each of :attr:`inputs`, in their order, where the tensor names do not keep it: a
+    Keras model's input names (``"in:1"`` is fed by a placeholder ``in_1``, and an input ``"in_1"`` beside it by
+    ``in_1_1``), then a training step's targets (``y0``, ...) by their tensor names; empty for other programs."""
 
     def variable_values(self, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
         """Node name -> value of each of :attr:`variables` (those in ``names``). With eager execution off
@@ -239,7 +243,7 @@ def from_tensorflow(
                        "simulated, not run by tf-v1", where, ", ".join(resources[:5]))
     source = TensorFlowSource(graph_def, traced.inputs, traced.outputs,
                               {k: v for k, v in traced.variables.items() if k in names}, resources,
-                              traced.output_names)
+                              traced.output_names, traced.input_names)
     try:
         return OpGraph.from_ops(ops, edges, name=graph_name, source=source)
     except GraphError as err:

@@ -30,6 +30,8 @@ class Traced:
     (:attr:`~gplace.importers.tensorflow.TensorFlowSource.resources`)."""
     output_names: tuple[str, ...] = ()
     """:attr:`~gplace.importers.tensorflow.TensorFlowSource.output_names`."""
+    input_names: tuple[str, ...] = ()
+    """:attr:`~gplace.importers.tensorflow.TensorFlowSource.input_names`."""
 
 
 _NODE_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-/>]*")

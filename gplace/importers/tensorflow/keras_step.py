@@ -28,9 +28,19 @@ def keras_traced(tf: Any, model: Any, training: bool, batch_size: int | None, lo
     names = tuple(getattr(model, "output_names", None) or ())
     if not training and not traced.output_names and len(names) == len(traced.outputs) > 1:
         traced.output_names = names  # a list of outputs, in model.outputs order (a dict's keys are taken already)
+    traced.input_names = _input_names(model, traced.inputs)
     traced.name = model.name + ("_train" if training else "")
     traced.keepalive = opt  # the optimiser owns the slot variables the GraphDef refers to
     return traced
+
+
+def _input_names(model: Any, inputs: tuple[str, ...]) -> tuple[str, ...]:
+    """The Keras name of each of ``inputs`` (the model's inputs, then a training step's targets, named by their
+    tensors: ``y0`` for ``y0:0``): TensorFlow names a placeholder after an input's name with ``":"`` made ``"_"``,
+    and renames one whose name is taken (inputs ``"in:1"`` and ``"in_1"`` are fed by ``in_1`` and ``in_1_1``)."""
+    names = [t.name for t in model.inputs]
+    names += [t.rpartition(":")[0] for t in inputs[len(names):]]
+    return tuple(names) if len(names) == len(inputs) else ()
 
 
 def _packed(model: Any, inputs: list[Any]) -> Any:
