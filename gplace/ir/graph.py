@@ -370,6 +370,19 @@ class OpGraph:
             if j == i:
                 raise GraphError(f"graph {self.name!r}: op {name!r} has grad_of naming itself (the forward op it "
                                  "differentiates is another)")
+            if j >= 0:
+                self._check_grad_of(name, i, j)
+
+    def _check_grad_of(self, name: str, i: int, j: int) -> None:
+        """``grad_of`` links a backward op to a forward one (an op without a phase counts as forward)."""
+        phase = self.phase[i] if self.phase else None
+        if phase != "backward":
+            raise GraphError(f"graph {self.name!r}: op {name!r} has grad_of {self.op_names[j]!r} but phase {phase!r}: "
+                             "only a backward op names the forward op it differentiates")
+        target = self.phase[j] if self.phase else None
+        if target not in (None, "forward"):
+            raise GraphError(f"graph {self.name!r}: op {name!r} has grad_of {self.op_names[j]!r}, a {target} op: "
+                             "grad_of names a forward op")
 
     @property
     def has_phases(self) -> bool:
