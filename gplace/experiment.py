@@ -312,17 +312,20 @@ def report_results(report: PlacementReport, runtime: Runtime, run_dir: str | Pat
 
 def _device_figures(path: Path) -> dict[str, float]:
     """Each device's peak memory and, for a pipelined mini-batch, its bubble and micro-batches in flight, from
-    ``placement.json``'s per-device summary, as ``peak_memory/GPU:0``, ``bubble/GPU:0``, ``in_flight/GPU:0``; none
-    where that summary is a model's (``summary_model``) rather than the measuring runtime's own figures."""
+    ``placement.json``'s per-device summary, as ``peak_memory/GPU:0``, ``bubble/GPU:0``, ``in_flight/GPU:0`` (the
+    device names without their leading ``/``, or whole where that would give two devices one key); none where that
+    summary is a model's (``summary_model``) rather than the measuring runtime's own figures."""
     from gplace.ir import load_json
     from gplace.show import MODEL_KEY, SUMMARY_KEY
 
     doc = load_json(path) if path.is_file() else {}
     if doc.get(MODEL_KEY):
         return {}
-    return {f"{key}/{device.lstrip('/') or device}": row[key]
-            for device, row in (doc.get(SUMMARY_KEY) or {}).items() for key in ("peak_memory", "bubble", "in_flight")
-            if key in row}
+    rows = doc.get(SUMMARY_KEY) or {}
+    short = {device: device.lstrip("/") or device for device in rows}
+    names = short if len(set(short.values())) == len(short) else {device: device for device in rows}
+    return {f"{key}/{names[device]}": row[key]
+            for device, row in rows.items() for key in ("peak_memory", "bubble", "in_flight") if key in row}
 
 
 def _method_name(method: str | Path | Placer) -> str:
