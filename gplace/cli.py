@@ -1544,8 +1544,12 @@ def _encodable(text: str) -> str:
         return text
 
 
-_CONTROL_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), *range(0x7F, 0xA0))}
-"""Each C0 and C1 control character (and DEL) -> its escape as ``repr`` writes it (``\\x1b``, ``\\n``)."""
+_BIDI_CONTROLS = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029)
+"""Bidirectional-text controls (a right-to-left override reverses the rest of the line on screen) and the Unicode
+line and paragraph separators."""
+_CONTROL_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), *range(0x7F, 0xA0), *_BIDI_CONTROLS)}
+"""Each C0 and C1 control character (and DEL) and each of :data:`_BIDI_CONTROLS` -> its escape as ``repr`` writes
+it (``\\x1b``, ``\\n``, ``\\u202e``)."""
 _TERMINAL_ESCAPES = {c: e for c, e in _CONTROL_ESCAPES.items() if chr(c) not in "\n\t"}
 """The same but newlines and tabs, which an error's own text may hold."""
 
