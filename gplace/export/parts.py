@@ -116,16 +116,36 @@ def check_device_map(device_map: object, framework: str, example: str) -> None:
 def framework_devices(cluster: Cluster, convert: Callable[[str, Mapping[str, str] | None], T],
                       device_map: Mapping[str, str] | None = None) -> list[T]:
     """Each cluster device's framework device, ``convert(name, device_map)`` (e.g.
-    :func:`gplace.runtime.torch_runtime.torch_device`).
+    :func:`gplace.runtime.torch_runtime.torch_device`), one per cluster device (:func:`merged_devices`).
 
     Raises:
         InvalidPlacementError: a device maps to none, or ``device_map`` is no mapping of names to devices
-            (``convert`` raised ``ValueError``); names it.
+            (``convert`` raised ``ValueError``); or cluster devices merge into one framework device (names them
+            and it).
     """
     try:
-        return [convert(name, device_map) for name in cluster.device_names]
+        devices = [convert(name, device_map) for name in cluster.device_names]
     except ValueError as err:
         raise InvalidPlacementError(str(err)) from None
+    problems = merged_devices(dict(zip(cluster.device_names, devices, strict=True)), device_map)
+    if problems:
+        raise InvalidPlacementError("; ".join(problems))
+    return devices
+
+
+def merged_devices(mapped: Mapping[str, object], device_map: Mapping[str, object] | None) -> list[str]:
+    """A message per framework device that two or more cluster devices without a ``device_map`` entry map to
+    (``"/CPU:0"`` and ``"/cpu:00"``: TensorFlow's ``/device:CPU:0``), where the placement's devices would silently
+    become one; ``device_map`` entries share one on purpose. Torch's ``cpu`` is shared by design (every
+    ``/CPU:i``)."""
+    explicit = device_map or {}
+    owners: dict[str, list[str]] = {}
+    for name, device in mapped.items():
+        owners.setdefault(str(device), []).append(name)
+    return [f"cluster devices {' and '.join(map(repr, names))} all map to framework device {device!r}: give "
+            "each its own, or share it on purpose with device_map entries for all of them but one"
+            for device, names in owners.items()
+            if device != "cpu" and sum(name not in explicit for name in names) > 1]
 
 
 def part_of(parts: list[Part], num_ops: int) -> np.ndarray:

@@ -156,7 +156,7 @@ def split_program(graph: OpGraph, cluster: Cluster, placement: Placement, *,
         TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
         UnsupportedGraphError: ``graph`` was not imported from a ``torch.export`` inference program.
         InvalidPlacementError: the placement is not for ``graph`` and ``cluster``, or a device maps to no torch
-            device (names it).
+            device (names it), or two map to one other than ``cpu`` without ``device_map`` entries (names them).
     """
     check_types(graph, cluster, placement)
     program = _program(graph)

@@ -26,7 +26,10 @@ Values
     timed are the same.)
 Devices
     A cluster device name maps to a TensorFlow device: ``"/CPU:i"`` to ``"/device:CPU:i"``, ``"/GPU:i"`` to
-    ``"/device:GPU:i"`` (a full ``".../device:GPU:i"`` name too); ``device_map`` overrides. The session has as
+    ``"/device:GPU:i"`` (a full ``".../device:GPU:i"`` name too; ``i`` ASCII digits that end the name);
+    ``device_map`` overrides. Two cluster devices on one TensorFlow device (``"/CPU:0"`` and ``"/cpu:00"``) are
+    refused unless ``device_map`` entries share it on purpose (:func:`~gplace.export.parts.merged_devices`). The
+    session has as
     many logical CPU devices as the highest CPU index needs (``device_count``), only the GPUs the placement
     reaches, ``allow_soft_placement=False``, no graph rewriting (Grappler's ``disable_meta_optimizer``, and the
     classic optimiser at ``L0``: no constant folding, no common subexpressions merged), its own thread pools
@@ -75,7 +78,7 @@ from typing import Any
 
 import numpy as np
 
-from gplace.export.parts import check_device_map
+from gplace.export.parts import check_device_map, merged_devices
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import check_sizes, error_summary
 from gplace.ir.placement import check_placement
@@ -86,8 +89,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["TensorFlowRunError", "TensorFlowRuntime", "tf_device"]
 
-_DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
-"""``/CPU:0``, ``/GPU:1``, ``/device:CPU:0``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
+_DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):([0-9]+)\Z", re.IGNORECASE | re.ASCII)
+"""``/CPU:0``, ``/GPU:1``, ``/device:CPU:0``, ``/job:localhost/replica:0/task:0/device:GPU:1``: ASCII digits that end
+the name (``/CPU:０``, ``"/CPU:0\\n"`` are none)."""
 _NODE_IN_MESSAGE = re.compile(r"\{\{node ([^}]+)\}\}|Node: '([^']+)'")
 _ASSIGNED_TO = re.compile(r"assigned to (\S+?)(?: but|\s|$)")
 _TF_DEVICE = re.compile(r"device:((?:CPU|GPU):\d+)")
@@ -310,25 +314,28 @@ class TensorFlowRuntime(Runtime):
 
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
-        TensorFlow device or to a GPU TensorFlow does not see (call it once, before a search)."""
-        problems, missing = [], []
+        TensorFlow device or to a GPU TensorFlow does not see, and cluster devices that map to one TensorFlow
+        device without ``device_map`` entries (call it once, before a search)."""
+        problems, missing, mapped = [], [], {}
         gpus: int | None = None
         for device in cluster.devices:
             try:
-                kind, index = _device_index(tf_device(device.name, self.device_map))
+                mapped[device.name] = tf_device(device.name, self.device_map)
             except ValueError as err:
                 problems.append(str(err))
                 continue
+            kind, index = _device_index(mapped[device.name])
             if kind == "GPU":
                 gpus = len(_import_tf().config.list_physical_devices("GPU")) if gpus is None else gpus
                 if index >= gpus:
                     missing.append(f"{device.name} (/device:GPU:{index})")
         if missing:
             problems.append(f"{', '.join(missing)} not available (TensorFlow sees {gpus} GPU(s))")
-        ClusterMismatchError.check(cluster, problems)
+        ClusterMismatchError.check(cluster, problems + merged_devices(mapped, self.device_map))
 
     def _devices(self, tf: Any, cluster: Cluster, placement: Placement) -> dict[int, str]:
-        """Cluster device index -> TensorFlow device, for the devices the placement uses; checks the GPUs exist."""
+        """Cluster device index -> TensorFlow device, for the devices the placement uses; checks the GPUs exist
+        and that no two of its devices merge into one (:func:`~gplace.export.parts.merged_devices`)."""
         devices = {}
         for d in sorted(set(placement.devices.tolist())):
             name = cluster.devices[d].name
@@ -343,6 +350,9 @@ class TensorFlowRuntime(Runtime):
                     raise TensorFlowRunError(
                         f"device {name} ({devices[d]}) is not available (TensorFlow sees {gpus} GPU(s))"
                     )
+        merged = merged_devices({cluster.devices[d].name: device for d, device in devices.items()}, self.device_map)
+        if merged:
+            raise TensorFlowRunError("; ".join(merged))
         return devices
 
     def _config(self, tf: Any, cluster: Cluster, devices: Mapping[int, str]) -> Any:

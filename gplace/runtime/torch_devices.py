@@ -18,8 +18,9 @@ __all__ = ["NO_DATA", "cluster_problems", "parse_device", "runnable_device_map",
 
 _EXAMPLE = "{'/GPU:0': 'cuda:0'}"
 """A good ``device_map``, for messages."""
-_DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):(\d+)$", re.IGNORECASE)
-"""``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``."""
+_DEVICE_NAME = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU):([0-9]+)\Z", re.IGNORECASE | re.ASCII)
+"""``/CPU:0``, ``/GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1``: ASCII digits that end the name
+(``/CPU:０``, ``"/CPU:0\\n"`` are none)."""
 
 
 def torch_device(name: str, device_map: Mapping[str, str] | None = None) -> torch.device:
