@@ -90,7 +90,8 @@ def check_write_back(graph: OpGraph, cluster: Cluster, *, device_map: Mapping[st
 
     Raises:
         TypeError: ``graph`` or ``cluster`` is of the wrong type (names it).
-        InvalidPlacementError: a device maps to none, or ``device_map`` is no mapping of device names (names it).
+        InvalidPlacementError: a device maps to none, ``device_map`` is no mapping of device names, or two cluster
+            devices map to one framework device without ``device_map`` entries saying so (names them).
     """
     from gplace.export.parts import framework_devices
     from gplace.importers.tensorflow import TensorFlowSource

@@ -50,8 +50,8 @@ def place_graph_def(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     Raises:
         TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
         UnsupportedGraphError: ``graph`` was not imported from TensorFlow, or its GraphDef and ops differ.
-        InvalidPlacementError: the placement is not for ``graph`` and ``cluster``, or a device maps to no
-            TensorFlow device (names it).
+        InvalidPlacementError: the placement is not for ``graph`` and ``cluster``, a device maps to no
+            TensorFlow device, or two cluster devices map to one (names them).
     """
     check_types(graph, cluster, placement)
     source = _source(graph)
