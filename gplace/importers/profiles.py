@@ -30,9 +30,11 @@ logger = logging.getLogger(__name__)
 _PIPEDREAM_KEYS = ("forward_compute_time", "backward_compute_time", "activation_size", "parameter_size")
 _INPUT_DESC = re.compile(r"Input\d*")
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: \d matches other scripts' digits too
-_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)", re.IGNORECASE)
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)",
+                      re.IGNORECASE)
 """A number written in ASCII as float() reads it, without the underscores and other scripts' digits it also takes
-(nan and inf are read, then refused as not finite, with that message)."""
+(nan and inf are read, then refused as not finite, with that message). No two parts match the same digits, so a
+long run of digits that fails to match fails in linear time (``[0-9]+\\.?[0-9]*`` took 60 s on 20,000)."""
 _OP_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
