@@ -50,8 +50,11 @@ How a program maps onto the IR:
   Its extra inputs are the tangents (the gradient of each output), its extra outputs the gradients of the
   parameters; the optimiser update is not included. Each op gets its ``phase`` from the node's
   ``meta["partitioner_tag"]`` (``is_forward`` / ``is_backward``) and a backward op's ``grad_of`` is the first
-  forward op with its autograd sequence number (``meta["seq_nr"]``). Both traces record autograd whatever the
-  caller's mode (``torch.no_grad()``, ``torch.inference_mode()``).
+  forward op with its autograd sequence number (``meta["seq_nr"]``). A tangent is a backward ``Input`` op fed
+  by the op producing the output it is the gradient of (paired by the graph's descriptors), the edge carrying
+  that output's bytes: the loss reads the output to make it. (Until 2026-12-05 it had no phase and no input,
+  so ``pipe-v2`` under 1F1B ran a micro-batch's backward ops from ``t = 0``, before its forward output.) Both
+  traces record autograd whatever the caller's mode (``torch.no_grad()``, ``torch.inference_mode()``).
 - **Control flow**: ``torch.cond`` and ``torch.while_loop`` are one op each, placed as a unit (their subgraphs
   run where they run, nested control flow included), reading their operands (parameters a branch uses are
   operands too, folded like any other read); the cost is a ``cond``'s dearer branch, or a ``while_loop``'s
@@ -1197,6 +1200,7 @@ class _FxBuilder:
                 self._call(node)
             elif node.op != "output":
                 raise UnsupportedGraphError(f"node {node.name!r}: FX op {node.op!r} not handled")
+        self._tangent_edges()
         aliases = _aliases(self.gm, self.tied)
         self._in_place(aliases)
         edges = [Edge(src, dst, nbytes) for (src, dst), nbytes in self.edge_bytes.items()]
@@ -1254,8 +1258,30 @@ class _FxBuilder:
             self._state(node, spec, self.state[node.name])
             return
         self.ops.append(Op(node.name, "Input", 0.0, output_bytes=spec.nbytes if spec else 0,
-                           output_shapes=(spec.shape,) if spec else ()))
+                           output_shapes=(spec.shape,) if spec else (),
+                           phase=_PHASES.get(node.meta.get("partitioner_tag"))))
         self.values[node.name] = (node.name, spec)
+
+    def _tangent_edges(self) -> None:
+        """An edge into each tangent placeholder (``TangentAOTInput``, the gradient of one output) from the op
+        producing that output, paired by the output node's descriptors. The loss reads the output to make the
+        tangent, so the edge carries the output's bytes: the tangent waits for its micro-batch's forward pass,
+        and a tangent placed away from its output pays for moving the output to it, as a reader would."""
+        tangents = [n for n in self.gm.graph.find_nodes(op="placeholder")
+                    if type(n.meta.get("desc")).__name__ == "TangentAOTInput"]
+        if not tangents:
+            return
+        output = self.gm.graph.output_node()
+        outputs = dict(zip(output.meta.get("desc") or (), output.args[0], strict=False))
+        for node in tangents:
+            desc = node.meta["desc"]
+            value = outputs.get(desc.output)
+            if value is None or getattr(value, "name", None) not in self.values:
+                raise UnsupportedGraphError(f"tangent {node.name!r}: the output it is the gradient of "
+                                            f"({desc.output}) is not among the joint graph's outputs")
+            src, spec = self.values[value.name]
+            if src is not None and src != node.name:  # None: folded state, there from the start
+                self.edge_bytes[(src, node.name)] += spec.nbytes if spec else 0
 
     def _get_attr(self, node: torch.fx.Node) -> None:
         import torch
