@@ -139,8 +139,10 @@ class CachedRuntime(RuntimeWrapper):
         if not self.caching:
             return self.runtime.measure_many(graph, cluster, placements)
         keys = [self.key(graph, cluster, p) for p in placements]
+        sizes = {"busy_time": cluster.num_devices, "peak_memory": cluster.num_devices, "op_start": graph.num_ops,
+                 "op_end": graph.num_ops}
         with self._lock:
-            found = {key: m for key in dict.fromkeys(keys) if (m := self._get(key)) is not None}
+            found = {key: m for key in dict.fromkeys(keys) if (m := self._get(key, sizes)) is not None}
             todo = {key: p for key, p in zip(keys, placements, strict=True) if key not in found}
             self.misses += len(todo)
             self.hits += len(keys) - len(todo)
@@ -158,13 +160,14 @@ class CachedRuntime(RuntimeWrapper):
         return graph.fingerprint, cluster.fingerprint, devices, self.runtime.id
 
     # ------------------------------------------------------------------ memory and file
-    def _get(self, key: Key) -> Measurement | None:
+    def _get(self, key: Key, sizes: dict[str, int]) -> Measurement | None:
+        """The measurement of ``key`` from memory or the file (whose arrays must have ``sizes`` entries)."""
         short = _short(key)
         m = self._memory.get(short)
         if m is not None:
             self._memory.move_to_end(short)
             return m
-        m = self._read(key)
+        m = self._read(key, sizes)
         if m is not None:
             self._remember(key, m)
         return m
@@ -199,7 +202,7 @@ class CachedRuntime(RuntimeWrapper):
             logger.debug("measurement cache %s opened", self.path)
         return self._db
 
-    def _read(self, key: Key) -> Measurement | None:
+    def _read(self, key: Key, sizes: dict[str, int]) -> Measurement | None:
         db = self._connection()
         if db is None:
             return None
@@ -208,7 +211,7 @@ class CachedRuntime(RuntimeWrapper):
                 f"SELECT {', '.join(_COLUMNS)} FROM measurements "
                 "WHERE graph = ? AND cluster = ? AND placement = ? AND runtime_id = ?", key,
             ).fetchone()
-        return None if row is None else self._trim(_from_row(row))
+        return None if row is None else self._trim(_from_row(row, sizes, self.path))
 
     def _write(self, key: Key, m: Measurement) -> None:
         db = self._connection()
@@ -313,8 +316,14 @@ def _to_row(m: Measurement) -> tuple:
     return (int(m.ok), float(m.step_time), m.runtime, m.reason, float(m.spread), int(m.bytes_moved), *arrays)
 
 
-def _from_row(row: Sequence[Any]) -> Measurement:
+def _from_row(row: Sequence[Any], sizes: dict[str, int], path: Path | None) -> Measurement:
+    """A measurement from a file's row, whose arrays hold ``sizes`` entries (D per device, N per op) of 8 bytes."""
     ok, step_time, runtime, reason, spread, bytes_moved, *blobs = row
+    for name, blob in zip(_ARRAYS, blobs, strict=True):
+        if blob is not None and (not isinstance(blob, bytes) or len(blob) != 8 * sizes[name]):
+            got = f"{len(blob)} bytes" if isinstance(blob, bytes) else f"a {type(blob).__name__}"
+            raise ValueError(f"measurement cache {path} is damaged: a row's {name} holds {got}, not 8 x "
+                             f"{sizes[name]}; delete it or pass another path")
     arrays = {name: None if blob is None else np.frombuffer(blob, dtype=dtype)
               for (name, dtype), blob in zip(_ARRAYS.items(), blobs, strict=True)}
     return Measurement(ok=bool(ok), step_time=math.inf if not ok else float(step_time), runtime=runtime,
