@@ -66,11 +66,14 @@ How a program maps onto the IR:
   none of these; shapes that do not fit one of these rules are logged by :mod:`.costs`). Bookkeeping ops
   (``NoOp``, ``Const``, ``Placeholder``, variables, reads, reshapes, identities; :data:`FREE_OPS`) cost 0.
 - **Phases** (a Keras training step only; :func:`training_phases`): ops under TensorFlow's ``gradient_tape/``
-  name scope (not variables or inputs: a layer named ``gradient_tape`` has its variable nodes there), and those
-  of the gradient functions they call (inlined: a Keras grouped ``Conv2D``'s ``PartitionedCall/gradients/...``),
-  are ``backward`` (with ``grad_of`` the forward op their name points to, where
-  it is one; for a called gradient function's, in the forward call whose outputs it reads), every other
-  op that depends on a gradient is ``update`` (the optimiser and what runs after it), the rest ``forward``.
+  name scope (not variables or inputs: a layer named ``gradient_tape`` has its variable nodes there), the other
+  ops ``tape.gradient`` made while tracing (its seed ``ones``), and those of the gradient functions they call
+  (inlined: a Keras grouped ``Conv2D``'s ``PartitionedCall/gradients/...``), are ``backward`` (with ``grad_of``
+  the forward op their name points to, where it is one; for a called gradient function's, in the forward call
+  whose outputs it reads); every op the optimiser's ``apply_gradients`` made while tracing (those that read no
+  gradient too: learning rate, step counter, bias corrections, weight decay), every other op that depends on a
+  gradient, and what runs after them are ``update``; the rest ``forward`` (a batch normalisation's moving
+  averages, updated in the forward pass, too).
 - **Control flow**: functional ``While``, ``If`` and ``Case`` (TensorFlow 2's, e.g. a Keras ``LSTM``) are one op
   each, placed as a unit (their functions run where they run), colocated with the variables they read. The cost
   is that of one call of their functions' ops (shapes inferred from the op's inputs; a variable read inside
@@ -234,7 +237,7 @@ def from_tensorflow(
             graph = import_graph_def(tf, graph_def)
         ops, edges = Builder(tf, graph, graph_def, where, batch_size).build()
     if training:
-        ops = training_phases(ops, edges)
+        ops = training_phases(ops, edges, traced.phases)
     names = {node.name for node in graph_def.node}
     resources = tuple(r for r in traced.resources if r in names)
     if resources:

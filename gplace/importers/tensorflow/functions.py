@@ -32,6 +32,9 @@ class Traced:
     """:attr:`~gplace.importers.tensorflow.TensorFlowSource.output_names`."""
     input_names: tuple[str, ...] = ()
     """:attr:`~gplace.importers.tensorflow.TensorFlowSource.input_names`."""
+    phases: dict[str, str] = field(default_factory=dict)
+    """A training step's node name -> the phase of the call that made it while tracing (``backward``:
+    ``tape.gradient``, ``update``: the optimiser's ``apply_gradients``), for :func:`~.training.training_phases`."""
 
 
 _NODE_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-/>]*")

@@ -15,11 +15,11 @@ from gplace.ir import UnsupportedGraphError
 def keras_traced(tf: Any, model: Any, training: bool, batch_size: int | None, loss: Any,
                  optimizer: Any) -> Traced:
     where = f"Keras model {model.name!r}"
-    opt = None
+    opt, phases = None, {}
     with wrap_errors(f"{where}: could not trace it"):
         specs = _keras_input_specs(tf, model, batch_size, where)
         if training:
-            concrete, opt = _keras_train_step(tf, model, specs, batch_size, loss, optimizer)
+            concrete, opt, phases = _keras_train_step(tf, model, specs, batch_size, loss, optimizer)
         else:
             fn = tf.function(lambda inputs: model(_packed(model, inputs), training=False), input_signature=[specs],
                              autograph=False)
@@ -31,6 +31,7 @@ def keras_traced(tf: Any, model: Any, training: bool, batch_size: int | None, lo
     traced.input_names = _input_names(model, traced.inputs)
     traced.name = model.name + ("_train" if training else "")
     traced.keepalive = opt  # the optimiser owns the slot variables the GraphDef refers to
+    traced.phases = phases
     return traced
 
 
@@ -94,10 +95,11 @@ def _batch_spec(tf: Any, shape: Sequence[int | None], dtype: Any, batch_size: in
 
 
 def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | None, loss: Any,
-                      optimizer: Any) -> tuple[Any, Any]:
-    """A concrete ``tf.function`` (forward, loss, ``GradientTape`` gradients, optimiser update) and the optimiser,
-    as Keras's ``train_step`` computes them: each output's loss times its weight, plus ``model.losses``, the
-    gradient of the optimiser's ``scale_loss`` of the total; the step returns the unscaled total.
+                      optimizer: Any) -> tuple[Any, Any, dict[str, str]]:
+    """A concrete ``tf.function`` (forward, loss, ``GradientTape`` gradients, optimiser update), the optimiser, and
+    the phase of the ops ``tape.gradient`` (``backward``) and ``apply_gradients`` (``update``) made while tracing,
+    by name (:attr:`Traced.phases`). The step is Keras's ``train_step``: each output's loss times its weight, plus
+    ``model.losses``, the gradient of the optimiser's ``scale_loss`` of the total; it returns the unscaled total.
 
     Sparse gradients (``IndexedSlices``, e.g. of an embedding) are made dense before the update: Keras 3's
     sparse update paths branch with ``tf.cond``, which the importer does not handle.
@@ -118,6 +120,7 @@ def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | N
     variables = model.trainable_variables
     if not getattr(opt, "built", False):
         opt.build(variables)
+    phases: dict[str, str] = {}
 
     def step(inputs: list[Any], labels: list[Any]) -> Any:
         with tf.GradientTape() as tape:
@@ -127,12 +130,24 @@ def _keras_train_step(tf: Any, model: Any, specs: list[Any], batch_size: int | N
             terms += [tf.reduce_sum(tf.cast(extra, terms[0].dtype)) for extra in model.losses]  # regularisers
             total = tf.add_n(terms)
             scaled = opt.scale_loss(total) if hasattr(opt, "scale_loss") else total
+        phases.clear()  # of this trace only
+        gradients = _made(tf, phases, "backward", lambda: tape.gradient(scaled, variables))
         grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-                 for g in tape.gradient(scaled, variables)]  # Keras's sparse updates use tf.cond
-        opt.apply_gradients(zip(grads, variables, strict=True))
+                 for g in gradients]  # Keras's sparse updates use tf.cond
+        _made(tf, phases, "update", lambda: opt.apply_gradients(zip(grads, variables, strict=True)))
         return total
 
-    return tf.function(step, input_signature=[specs, targets], autograph=False).get_concrete_function(), opt
+    concrete = tf.function(step, input_signature=[specs, targets], autograph=False).get_concrete_function()
+    return concrete, opt, dict(phases)
+
+
+def _made(tf: Any, phases: dict[str, str], phase: str, fn: Any) -> Any:
+    """``fn()``, with ``phases[name] = phase`` for each op it adds to the graph being traced."""
+    graph = tf.compat.v1.get_default_graph()
+    before = len(graph.get_operations())
+    out = fn()
+    phases.update((op.name, phase) for op in graph.get_operations()[before:])
+    return out
 
 
 def _batch_mean(tf: Any, loss: Any) -> Any:

@@ -14,22 +14,31 @@ from gplace.ir import Edge, Op
 GRADIENT_SCOPE = "gradient_tape/"
 """Name scope of the ops ``tf.GradientTape.gradient`` adds."""
 
+_SOURCES = frozenset({"Placeholder", "PlaceholderWithDefault", *VARIABLE_OPS})
+"""Op types no gradient function or optimiser makes: inputs and variables, which stay ``forward``."""
 
-def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
+
+def training_phases(ops: list[Op], edges: list[Edge], traced: Mapping[str, str] | None = None) -> list[Op]:
     """The ops of a traced training step with their phases (:attr:`Op.phase`).
 
-    ``backward``: the ops under :data:`GRADIENT_SCOPE` (not variables: :func:`_tape_ops`) and those of the
+    ``traced``: node name -> the phase of the call that made it while tracing (``backward``: ``tape.gradient``,
+    ``update``: the optimiser's ``apply_gradients``; :func:`_made_by`); variables and inputs are not taken from it.
+    ``backward``: the ops under :data:`GRADIENT_SCOPE` (not variables: :func:`_tape_ops`), those ``traced`` says
+    (the tape's seed ``ones``), and those of the
     gradient functions it calls, inlined (:func:`_gradient_calls`: a Keras grouped convolution's
     ``PartitionedCall/gradients/...``), but those a forward control-flow op reads that depend on no data (a loop's
     gradient accumulators, created empty), and the ops between two of them (the tape sums the gradients of a
     tensor read twice with a top-level ``AddN``); ``grad_of``
-    is the forward op their name points to (:func:`_differentiated`), where there is one. ``update``: every other
-    op that depends on a backward op (the final sums of a weight's gradients, the optimiser's ops and what the step
-    runs after them), and every op that depends on an update op. ``forward``: the rest.
+    is the forward op their name points to (:func:`_differentiated`), where there is one. ``update``: the ops
+    ``traced`` says (all the optimiser's ops, those that depend on no gradient too: its learning rate, step
+    counter, bias corrections, weight decay), every other op that depends on a backward op (the final sums of a
+    weight's gradients, what the step runs after the optimiser), and every op that depends on an update op.
+    ``forward``: the rest (a batch normalisation's moving averages, updated in the forward pass).
     So no backward op feeds a forward op and update ops feed only update ops, as the pipeline runtimes require.
     Without gradient ops (not a training step) the ops are returned as they are.
     """
-    tape = _tape_ops(ops)
+    traced = traced or {}
+    tape = _tape_ops(ops) | _made_by(ops, traced, "backward")
     if not tape:
         return ops
     consumers: dict[str, list[str]] = defaultdict(list)
@@ -42,7 +51,7 @@ def training_phases(ops: list[Op], edges: list[Edge]) -> list[Op]:
     tape -= _constants_for_forward(ops, tape, consumers, producers)
     backward = tape | (_downstream(tape, consumers) & _downstream(tape, producers))  # e.g. AddN of two gradients
     after_gradients = _downstream(backward, consumers) - backward
-    update = _downstream(after_gradients, consumers)
+    update = _downstream(after_gradients | (_made_by(ops, traced, "update") - backward), consumers)
     forward = {op.name for op in ops} - backward - update
     out = []
     for op in ops:
@@ -60,8 +69,16 @@ def _tape_ops(ops: list[Op]) -> set[str]:
     """The ops the tape's gradient functions made: those under :data:`GRADIENT_SCOPE`, but variables and inputs,
     which no gradient function makes (a variable's node is named after the variable, ``gradient_tape/kernel`` for
     a layer named ``gradient_tape``)."""
-    sources = ("Placeholder", "PlaceholderWithDefault", *VARIABLE_OPS)
-    return {op.name for op in ops if op.name.startswith(GRADIENT_SCOPE) and op.type not in sources}
+    return {op.name for op in ops if op.name.startswith(GRADIENT_SCOPE) and op.type not in _SOURCES}
+
+
+def _made_by(ops: list[Op], traced: Mapping[str, str], phase: str) -> set[str]:
+    """The ops ``traced`` gives ``phase``, with those of the function calls among them, inlined (``<call>/...``,
+    ``Func/<call>/...``), but variables and inputs (a captured variable's node is renamed after the variable)."""
+    names = {name for name, p in traced.items() if p == phase}
+    present = {op.name for op in ops}
+    scopes = tuple(s for n in names - present for s in (f"{n}/", f"Func/{n}/"))
+    return {op.name for op in ops if op.type not in _SOURCES and (op.name in names or op.name.startswith(scopes))}
 
 
 def _differentiated(name: str, forward: set[str], calls: Mapping[str, list[str]]) -> str | None:
