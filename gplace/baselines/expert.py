@@ -5,8 +5,9 @@ rules name the layers; everything a scope would not name is filled in as TensorF
 
 1. **Forward ops**: the first rule whose pattern matches the op name (``re.search``) gives its device;
    :class:`InceptionExpert` then assigns the ops its structural analysis finds.
-2. **Gradient ops** (names under ``gradient_tape/`` or ``grad/``) follow their forward op, found by name
-   prefix (``gradient_tape/a/b/MatMul/MatMul_1`` follows ``a/b/MatMul``, else ``a/b``, ...), as
+2. **Gradient ops** (``backward`` ops where the graph has phases, else names under ``gradient_tape/`` or
+   ``grad/``) follow their forward op, found by name prefix (``gradient_tape/a/b/MatMul/MatMul_1`` follows
+   ``a/b/MatMul``, else ``a/b``, ...), as
    ``colocate_gradients_with_ops`` does; a gradient op with no placed forward op goes by the rules.
 3. With ``follow_neighbours``, an op still without a device takes the device of the producer that sends it
    the most bytes (in topological order, so chains follow), else of its heaviest consumer: the gradient
@@ -76,8 +77,8 @@ class Expert(Placer):
         default: spec for ops no rule (nor gradient or neighbour following) places. (default: ``"gpu:0"``)
         follow_neighbours: fill unplaced ops from their heaviest placed producer, else consumer.
             (default: ``False``: unmatched ops go to ``default``)
-        gradient_prefixes: name prefixes of backward ops, which follow their forward op by name.
-            (default: :data:`GRADIENT_PREFIXES`)
+        gradient_prefixes: name prefixes of backward ops (in a graph without phases), which follow their forward
+            op by name (the prefix stripped). (default: :data:`GRADIENT_PREFIXES`)
 
     Raises:
         ValueError: a pattern is not a valid regular expression, ``default`` is no string, or
@@ -102,7 +103,7 @@ class Expert(Placer):
 
     def op_devices(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         """(N,) int64 device of every op by the expert's plan, before pins and colocation groups are applied."""
-        backward = np.array([n.startswith(self.gradient_prefixes) for n in graph.op_names], dtype=bool)
+        backward = self._backward(graph)
         device = np.full(graph.num_ops, UNSET, dtype=np.int64)
         specs: dict[str, int] = {}
         for i in np.flatnonzero(~backward).tolist():
@@ -115,6 +116,14 @@ class Expert(Placer):
             _follow_neighbours(graph, device, movable=np.ones(graph.num_ops, dtype=bool), consumers=True)
         device[device == UNSET] = resolve_device(self.default, cluster)
         return device
+
+    def _backward(self, graph: OpGraph) -> np.ndarray:
+        """(N,) bool: the backward ops, by :attr:`OpGraph.phase` where the graph has phases (a variable named
+        ``gradient_tape/kernel`` is forward; the tape's seed ``ones`` backward), else (and for an op whose phase is
+        unknown) by :attr:`gradient_prefixes`."""
+        phases = graph.phase or (None,) * graph.num_ops
+        return np.array([n.startswith(self.gradient_prefixes) if p is None else p == "backward"
+                         for n, p in zip(graph.op_names, phases, strict=True)], dtype=bool)
 
     def _structural(self, graph: OpGraph, cluster: Cluster, device: np.ndarray, forward: np.ndarray) -> None:
         """Hook: assign forward ops the rules left unset (``device`` == -1) from the graph's structure."""
@@ -133,7 +142,7 @@ class Expert(Placer):
         index = graph.op_index
         for i in np.flatnonzero(backward).tolist():
             name = graph.op_names[i]
-            parts = name[next(len(p) for p in self.gradient_prefixes if name.startswith(p)):].split("/")
+            parts = name[next((len(p) for p in self.gradient_prefixes if name.startswith(p)), 0):].split("/")
             for k in range(len(parts), 0, -1):
                 j = index.get("/".join(parts[:k]))
                 if j is not None and not backward[j] and device[j] != UNSET:
@@ -160,8 +169,8 @@ class InceptionExpert(Expert):
         rules: ``(pattern, spec)`` rules applied before the structural pass. (default: none)
         default: spec for the stem, block concats and unplaced ops. (default: ``"gpu:0"``)
         concat_types: op types that join a block's branches. (default: TF's ``ConcatV2``, PyTorch's ``Concat``)
-        gradient_prefixes: name prefixes of backward ops, which follow their forward op by name.
-            (default: :data:`GRADIENT_PREFIXES`)
+        gradient_prefixes: name prefixes of backward ops (in a graph without phases), which follow their forward
+            op by name (the prefix stripped). (default: :data:`GRADIENT_PREFIXES`)
 
     Raises:
         ValueError: as :class:`Expert`'s, or ``concat_types`` is no sequence of strings.
