@@ -322,16 +322,19 @@ def _counters(dev, in_ptr, in_src, in_eid, x_of_edge, x_ptr):
 @cached_njit()
 def _queues(dev, nd, x_op, x_dst):
     """Ready ops per device (heaps keyed by ready time, then topological rank, in ``rh_*[base[d]:]``),
-    transfers per channel ``src * nd + dst`` (FIFOs in ``ch_q[ch_head[c]:ch_tail[c]]``) and future events
+    transfers per channel (FIFOs in ``ch_q[ch_head[c]:ch_tail[c]]``; ``x_chan[x]`` numbers only the channels
+    the placement's transfers use, so a cluster of D devices costs no D x D arrays per step) and future events
     (a heap keyed by time, then rank for op ends and ``N + id`` for transfer ends)."""
     n, nx = dev.shape[0], x_op.shape[0]
     chan = np.empty(nx, np.int64)
     for x in range(nx):
         chan[x] = dev[x_op[x]] * nd + x_dst[x]
-    ch_ptr = segments(chan, nd * nd)
+    used = np.unique(chan)
+    x_chan = np.searchsorted(used, chan)
+    ch_ptr = segments(x_chan, used.shape[0])
     return (np.empty(n), np.empty(n, np.int64), np.zeros(nd, np.int64), segments(dev, nd),
             np.empty(nx, np.int64), ch_ptr[:-1].copy(), ch_ptr[:-1].copy(),
-            np.empty(n + nx), np.empty(n + nx, np.int64))
+            np.empty(n + nx), np.empty(n + nx, np.int64), x_chan)
 
 
 @cached_njit()
@@ -369,10 +372,11 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
     x_of_edge, x_op, x_dst, x_bytes, x_ptr = transfers(dev, out_ptr, out_dst, out_eid, edge_bytes, nd)
     nx = x_op.shape[0]
     pending, out_rem, copy_rem = _counters(dev, in_ptr, in_src, in_eid, x_of_edge, x_ptr)
-    rh_t, rh_k, rh_n, dev_base, ch_q, ch_head, ch_tail, ev_t, ev_k = _queues(dev, nd, x_op, x_dst)
+    rh_t, rh_k, rh_n, dev_base, ch_q, ch_head, ch_tail, ev_t, ev_k, x_chan = _queues(dev, nd, x_op, x_dst)
+    nc = ch_head.shape[0]
     nev, nch_todo, ndev_todo = 0, 0, 0
     dev_busy, dirty_dev, dev_todo = np.zeros(nd, np.bool_), np.zeros(nd, np.bool_), np.empty(nd, np.int64)
-    ch_busy, dirty_ch, ch_todo = np.zeros(nd * nd, np.bool_), np.zeros(nd * nd, np.bool_), np.empty(nd * nd, np.int64)
+    ch_busy, dirty_ch, ch_todo = np.zeros(nc, np.bool_), np.zeros(nc, np.bool_), np.empty(nc, np.int64)
     start, end, busy, x_start, x_end = np.empty(n), np.empty(n), np.zeros(nd), np.empty(nx), np.empty(nx)
     mem, peak, log_t, log_d, log_b = _memory(dev, persist, nd, nx)
     nlog = nd
@@ -440,7 +444,7 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
                         if pending[j] == 0:
                             rh_n[d] = heap_push(rh_t, rh_k, dev_base[d], rh_n[d], t, rank[j])
                 for x in range(x_ptr[i], x_ptr[i + 1]):
-                    c = d * nd + x_dst[x]
+                    c = x_chan[x]
                     enqueue_transfer(ch_q, ch_head[c], ch_tail[c], x, x_op, end, rank, t)
                     ch_tail[c] += 1
                     nch_todo = mark(dirty_ch, ch_todo, nch_todo, c)
@@ -448,7 +452,7 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
                 x = key - n
                 p, dst = x_op[x], x_dst[x]
                 x_end[x] = t
-                c = dev[p] * nd + dst
+                c = x_chan[x]
                 ch_busy[c] = False
                 nch_todo = mark(dirty_ch, ch_todo, nch_todo, c)
                 out_rem[p] -= 1
