@@ -38,13 +38,17 @@ Communication
     zero-duration instance that ends a round later at the same instant waits behind it); a
     transfer takes ``cluster.latency[s, d] + bytes / cluster.bandwidth[s, d]`` seconds.
 Memory
-    A micro-batch is in flight on a device from the start of its first instance there to the end of its
-    last instance there and of every backward instance, wherever it runs, of a forward op there (``grad_of``):
-    its activations are held until their backward. Each in-flight micro-batch keeps
-    ``ceil(output_bytes / M)`` of every forward op on the device. The peak of device ``d`` is its ops'
-    ``persistent_memory`` + the most micro-batches ever in flight on it x those activations + the largest
-    ``temporary_memory`` of its ops. A peak above the device's ``memory`` is an out-of-memory failure
-    (``ok=False``, never an exception).
+    A micro-batch is in flight on a device from the start of its first forward instance there to the end of
+    its last instance there and of every backward instance, wherever it runs, of a forward op there
+    (``grad_of``): its activations are held until their backward. A backward instance does not open it (its
+    forward instances are the ones the 1F1B gate admits): an input-less backward source (a gradient tape's
+    shape constants) runs at ``t = 0`` for every micro-batch, ungated, and counted every one in flight under
+    1F1B (``[8, 0]`` where ``L_d`` is 1, until 2026-12-05; the id stayed, as no time changes, only
+    ``in_flight`` and the peaks, so out-of-memory verdicts, where a backward instance started first); a device
+    without forward instances holds none. Each in-flight micro-batch keeps ``ceil(output_bytes / M)`` of every
+    forward op on the device. The peak of device ``d`` is its ops' ``persistent_memory`` + the most
+    micro-batches ever in flight on it x those activations + the largest ``temporary_memory`` of its ops. A peak
+    above the device's ``memory`` is an out-of-memory failure (``ok=False``, never an exception).
 Mini-batch time
     The end of the last instance or transfer. The bubble of a device is ``1 - busy / time``.
 
@@ -531,7 +535,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
             start[k] = t
             busy[d] += dur[k, d]
             nev = heap_push(ev_t, ev_k, 0, nev, t + dur[k, d], k)
-            if ic[k] != 2 and not started[d * m_count + imb[k]]:
+            if ic[k] == 0 and not started[d * m_count + imb[k]]:  # a micro-batch opens with a forward instance
                 started[d * m_count + imb[k]] = True
                 in_flight[d] += 1
                 most[d] = max(most[d], in_flight[d])
@@ -555,9 +559,9 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
                     bwd_left[d] -= 1
                 if ic[k] != 2:
                     left[d * m_count + imb[k]] -= 1
-                    in_flight[d] -= _release(hold, d * m_count + imb[k])
+                    in_flight[d] -= _release(hold, started, d * m_count + imb[k])
                 if holder[k] >= 0:
-                    in_flight[holder[k]] -= _release(hold, holder[k] * m_count + imb[k])
+                    in_flight[holder[k]] -= _release(hold, started, holder[k] * m_count + imb[k])
                 for e in range(out_ptr[k], out_ptr[k + 1]):
                     j = out_dst[e]
                     if idev[j] == d:
@@ -603,10 +607,11 @@ def _activation_holders(ic, inst_op, idev, dev, grad_of):
 
 
 @cached_njit()
-def _release(hold, slot):
-    """Count an instance holding ``slot`` (device x micro-batch) as ended; 1 when it was the last, else 0."""
+def _release(hold, started, slot):
+    """Count an instance holding ``slot`` (device x micro-batch) as ended; 1 when it was the last of a micro-batch
+    in flight there (opened by a forward instance), else 0."""
     hold[slot] -= 1
-    return 1 if hold[slot] == 0 else 0
+    return 1 if hold[slot] == 0 and started[slot] else 0
 
 
 @cached_njit()
@@ -846,7 +851,7 @@ def _batch_minibatch_times(devices, memory, fast, *args):
     """Mini-batch time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``.
 
     Each row goes through :func:`_fast_minibatch_time` where its memory needs no event loop (``M = 1``: each
-    device holds one micro-batch if it has a micro-batch instance, so the peak is known before the run; else
+    device holds one micro-batch if it has a forward instance, so the peak is known before the run; else
     when no placement can run out of memory, ``fits``), and through :func:`_simulate` where that gives up or
     the memory needs the event loop.
     """
@@ -865,11 +870,11 @@ def _batch_minibatch_times(devices, memory, fast, *args):
     for r in range(devices.shape[0]):
         dev = devices[r]
         fast_ok = fits
-        if not fits and m_count == 1:  # one micro-batch: in flight on every device with a micro-batch instance
+        if not fits and m_count == 1:  # one micro-batch: in flight on every device with a forward instance
             base, act, temp = _static_memory(dev, code, act_bytes, temp_mem, persist, nd)
             most = np.zeros(nd, np.int64)
             for i in range(n):
-                if code[i] != 2:
+                if code[i] == 0:
                     most[dev[i]] = 1
             if np.any(base + most * act + temp > memory):
                 out[r] = np.inf

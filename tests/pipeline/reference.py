@@ -115,7 +115,7 @@ def reference_minibatch(graph, cluster, devices, m_count, schedule):
                 dev_free[d] = False
                 busy[d] += time_of(x)
                 push(t + time_of(x), "op", x, (0, prio[x]))
-                if x[1] >= 0 and (d, x[1]) not in started:
+                if code[x[0]] == 0 and (d, x[1]) not in started:  # a forward instance opens its micro-batch
                     started.add((d, x[1]))
                     in_flight[d] += 1
                     most[d] = max(most[d], in_flight[d])
@@ -133,7 +133,7 @@ def reference_minibatch(graph, cluster, devices, m_count, schedule):
                     left[(d, x[1])] -= 1
                     for h in {d, holder(x)} - {None}:
                         hold[(h, x[1])] -= 1
-                        if hold[(h, x[1])] == 0:
+                        if hold[(h, x[1])] == 0 and (h, x[1]) in started:
                             in_flight[h] -= 1
                 for c in consumers[x]:
                     if dev(c) == d:
