@@ -28,10 +28,14 @@ How a model maps onto the IR:
   (``onnx.inliner``: its attribute references take the call's attribute values, the calls inside it are inlined
   too) into a model of its own, for costing only (the call stays one op), whose inputs have the types and, where
   the main graph knows them (small initialisers, ``Constant`` outputs, folded shape arithmetic), the values of the
-  call's, and shapes are inferred as the main graph's are; a call inside a control-flow subgraph, or one onnx cannot
-  inline, costs its body's nodes with shapes inferred node by node from the call's input types. The function called
-  is the one of the call's domain, op type and ``overload`` (IR 10: several functions of one name, told apart by
-  their overload).
+  call's, and shapes are inferred as the main graph's are; a call inside a control-flow subgraph, one onnx cannot
+  inline, or one whose inlined body would have more than 100,000 nodes (``INLINE_LIMIT``: functions each calling the
+  one below twice inline to 2**depth nodes from a few KB), costs its body's nodes with shapes inferred node by node
+  from the call's input types (calls inside it likewise, up to 64 deep). Calls alike are costed once: top-level
+  calls of one function with the same attributes, input types (or known values) and output types, and, node by
+  node, calls of one function on the same input types; so a nest of such functions costs each body once per
+  depth, its sum still exact. The function called is the one of the call's domain, op type and ``overload``
+  (IR 10: several functions of one name, told apart by their overload).
 - **Shapes**: ``onnx.shape_inference`` (non-strict, with data propagation) after the dynamic dimensions of the inputs
   are fixed from ``input_shapes`` (a symbol several inputs share must be given one size; an ``STFT`` without
   ``onesided`` has it written out first, as the spec's default 1, which onnx's inference reads as 0). The types the

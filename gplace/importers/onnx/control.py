@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,15 @@ from gplace.zoo import roofline
 if TYPE_CHECKING:
     import onnx
 
+INLINE_LIMIT = 100_000
+"""The most nodes a top-level call's inlined body may have (:func:`inlined_sizes`) for it to be inlined
+(:meth:`SubgraphCosts.call`); a larger one (functions each calling the one below twice: 2**depth nodes from a few
+KB) is costed node by node, each function's body once per input types (memoised), the sum still exact."""
+
+CALL_DEPTH = 64
+"""How deep calls nest where bodies are costed node by node (a control-flow subgraph is no level of its own); a
+call deeper counts as a node of unknown shape."""
+
 
 class SubgraphCosts:
     """Costs of control-flow nodes from their subgraphs' nodes, and of calls of the model's local functions from
@@ -39,6 +49,12 @@ class SubgraphCosts:
         self.values = values or {}
         """Small values the main graph knows (:func:`fold`): a top-level call's inputs among them are constants of
         its inlined body."""
+        self.sizes = inlined_sizes(self.functions)
+        """(domain, name, overload) -> how many nodes the function's body has inlined (:func:`inlined_sizes`)."""
+        self._calls: dict[tuple, tuple[dict[str, float], int]] = {}
+        """:meth:`call`'s results by :meth:`_call_key`."""
+        self._bodies: dict[tuple, tuple] = {}
+        """:meth:`_call`'s results by its call's function, input types and scope (the scope's constants held)."""
 
     def is_call(self, node: onnx.NodeProto) -> bool:
         """Whether ``node`` calls one of the model's local functions."""
@@ -48,15 +64,34 @@ class SubgraphCosts:
         """Seconds per device kind of a top-level call of a local function and how many of its body's nodes had a
         shape unknown: the nodes of the call inlined (``onnx.inliner``: attribute references bound, calls inside
         it too) into a model of its own, its inputs' types and known values (:attr:`values`) given, shapes
-        inferred as the main graph's are; where that model cannot be made, its body's nodes on the call's input
-        types (a call inside it likewise, up to 16 deep)."""
-        inlined = self._inlined(node)
+        inferred as the main graph's are; where that model cannot be made, or would have more than
+        :data:`INLINE_LIMIT` nodes, its body's nodes on the call's input types (a call inside it likewise, up to
+        :data:`CALL_DEPTH` deep). Calls alike (:meth:`_call_key`) are costed once."""
+        key = self._call_key(node)
+        if key not in self._calls:
+            self._calls[key] = self._call_costs(node)
+        costs, unknown = self._calls[key]
+        return dict(costs), unknown
+
+    def _call_costs(self, node: onnx.NodeProto) -> tuple[dict[str, float], int]:
+        """:meth:`call`, not memoised."""
+        inlined = self._inlined(node) if self.sizes[call_key(node)] <= INLINE_LIMIT else None
         if inlined is None:
             costs, unknown, _ = self._call(node, self.types, self.constants, 0)
             return costs, unknown
         graph, opsets = inlined.graph, inlined.opset_import
         scope = SubgraphCosts(value_types(graph), trip_constants(graph, opsets), opsets)
         return scope._nodes(graph.node, dict(scope.types), scope.constants, opsets, 0)
+
+    def _call_key(self, node: onnx.NodeProto) -> tuple:
+        """What a top-level call's costs follow from: its function and attributes, which of its inputs are one
+        tensor, each input's type (one of known value: its name), its outputs' types."""
+        first: dict[str, int] = {}
+        inputs = tuple((first.setdefault(t, i), t if t in self.values else _serial(self.types.get(t)))
+                       for i, t in enumerate(node.input) if t)
+        outputs = tuple(_serial(self.types.get(t)) if t else None for t in node.output)
+        attributes = tuple(a.SerializeToString(deterministic=True) for a in node.attribute)
+        return call_key(node), attributes, inputs, outputs
 
     def _inlined(self, node: onnx.NodeProto) -> onnx.ModelProto | None:
         """A model of ``node`` alone, its function inlined and shapes inferred; ``None`` where an input's type is
@@ -79,14 +114,15 @@ class SubgraphCosts:
             return None
 
     def node(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto] | None = None,
-             constants: Mapping[str, int] | None = None) -> tuple[dict[str, float], int | None, int]:
+             constants: Mapping[str, int] | None = None, depth: int = 0) -> tuple[dict[str, float], int | None, int]:
         """Seconds per device kind of a control-flow node, its trip count (``None``: unknown, one pass counted)
         and how many of its subgraphs' nodes had a shape unknown (0 s each), of the subgraphs that may run
-        (:meth:`_running`); ``types`` and ``constants``: of its scope (default: the main graph's)."""
+        (:meth:`_running`); ``types`` and ``constants``: of its scope (default: the main graph's); ``depth``: how
+        many calls it is inside (:data:`CALL_DEPTH`)."""
         types = self.types if types is None else types
         constants = self.constants if constants is None else constants
         bodies = [self._nodes(graph.node, body_types(graph, {**types, **carried_types(node, graph, types)}),
-                              {**constants, **_scalar_constants(graph)}, self.opset_import, 0)
+                              {**constants, **_scalar_constants(graph)}, self.opset_import, depth)
                   for graph in self._running(node, types)]
         unknown = sum(n for _, n in bodies)
         if node.op_type == "If":
@@ -129,14 +165,24 @@ class SubgraphCosts:
 
     def _call(self, node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int],
               depth: int) -> tuple[dict[str, float], int, dict[str, onnx.TypeProto]]:
-        """:meth:`call` in the scope of ``types``, with the types its body gives the call's outputs."""
+        """:meth:`call` in the scope of ``types``, with the types its body gives the call's outputs; a call of the
+        same function on the same input types in the same scope, at the same depth, reuses the first's costs."""
         function = self.functions[call_key(node)]
-        inner = {formal: types[actual] for formal, actual in zip(function.input, node.input, strict=False)
-                 if actual and actual in types}
-        costs, unknown = self._nodes(function.node, inner, constants, function.opset_import or self.opset_import,
-                                     depth + 1)
-        outputs = {actual: inner[formal] for formal, actual in zip(function.output, node.output, strict=False)
-                   if actual and formal in inner}
+        pairs = [(formal, actual) for formal, actual in zip(function.input, node.input, strict=False)
+                 if actual and actual in types]
+        inner = {formal: types[actual] for formal, actual in pairs}
+        key = (call_key(node), depth, id(constants),
+               tuple((formal, _serial(inner[formal]), inner[formal] is self.types.get(formal)) for formal, _ in pairs))
+        if key not in self._bodies:
+            costs, unknown = self._nodes(function.node, inner, constants,
+                                         function.opset_import or self.opset_import, depth + 1)
+            made = {formal: inner[formal] for formal in function.output if formal in inner}
+            self._bodies[key] = (constants, costs, unknown, made)  # constants held: its id names no other scope
+        _, costs, unknown, made = self._bodies[key]
+        given = {formal: types[actual] for formal, actual in pairs}
+        outputs = {actual: given.get(formal, made.get(formal))
+                   for formal, actual in zip(function.output, node.output, strict=False)
+                   if actual and (formal in given or formal in made)}
         return costs, unknown, outputs
 
     def _nodes(self, nodes: Any, types: dict[str, onnx.TypeProto], constants: Mapping[str, int], opset_import: Any,
@@ -146,8 +192,8 @@ class SubgraphCosts:
         total, unknown = dict.fromkeys(roofline.REFERENCE, 0.0), 0
         for step in nodes:
             if subgraphs(step):
-                costs, _, inner = self.node(step, types, constants)
-            elif self.is_call(step) and depth < 16:
+                costs, _, inner = self.node(step, types, constants, depth)
+            elif self.is_call(step) and depth < CALL_DEPTH:
                 costs, inner, outputs = self._call(step, types, constants, depth)
                 types.update(outputs)
             else:
@@ -195,6 +241,46 @@ def _trips(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants:
         if spec is not None and spec.shape:
             return spec.shape[axes[0] % len(spec.shape) if axes else 0]
     return None
+
+
+def inlined_sizes(functions: Mapping[tuple[str, str, str], onnx.FunctionProto]) -> dict[tuple[str, str, str], float]:
+    """How many nodes each local function's body has with its calls inlined, at any depth (its subgraphs' nodes
+    included): its own plus each callee's size per call; ``math.inf`` for one on or above a cycle of calls (ONNX
+    forbids them). Callees are sized before their callers, so each body is read once."""
+    calls = {key: Counter() for key in functions}
+    own = {key: _own_nodes(function.node, functions, calls[key]) for key, function in functions.items()}
+    callers = defaultdict(list)
+    for key, callees in calls.items():
+        for callee in callees:
+            callers[callee].append(key)
+    waiting = {key: len(callees) for key, callees in calls.items()}
+    ready = [key for key, count in waiting.items() if not count]
+    sizes: dict[tuple[str, str, str], float] = {}
+    while ready:
+        key = ready.pop()
+        sizes[key] = own[key] + sum(n * sizes[callee] for callee, n in calls[key].items())
+        for caller in callers[key]:
+            waiting[caller] -= 1
+            if not waiting[caller]:
+                ready.append(caller)
+    return {key: sizes.get(key, math.inf) for key in functions}
+
+
+def _own_nodes(nodes: Any, functions: Mapping[tuple[str, str, str], Any], calls: Counter) -> int:
+    """How many of ``nodes``, and of their subgraphs' at any depth, call none of ``functions``; the calls of each
+    function among them are counted into ``calls``."""
+    own = 0
+    for node in nodes:
+        if call_key(node) in functions:
+            calls[call_key(node)] += 1
+        else:
+            own += 1 + sum(_own_nodes(graph.node, functions, calls) for graph in subgraphs(node))
+    return own
+
+
+def _serial(type_proto: onnx.TypeProto | None) -> bytes | None:
+    """A type as a dictionary key."""
+    return None if type_proto is None else type_proto.SerializeToString(deterministic=True)
 
 
 def subgraph_weights(node: onnx.NodeProto) -> int:
