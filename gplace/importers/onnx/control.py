@@ -21,6 +21,7 @@ from gplace.importers.onnx.tensors import (
     subgraphs,
     value_types,
 )
+from gplace.ir import UnsupportedGraphError
 from gplace.zoo import roofline
 
 if TYPE_CHECKING:
@@ -241,6 +242,32 @@ def _trips(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants:
         if spec is not None and spec.shape:
             return spec.shape[axes[0] % len(spec.shape) if axes else 0]
     return None
+
+
+EXPANSION_LIMIT = 2**21
+"""Most nodes a model may have with its local functions' calls expanded (about 2 million): onnx's shape inference
+works through a call's body anew at every call, so a 2 KB model of functions each calling the next twice took
+minutes (2**20 nodes: 14 s; 2**22: 40 s)."""
+
+
+def check_expansion(model: onnx.ModelProto, graph_name: str) -> None:
+    """Refuse, before any inference, a model whose local functions' calls expand past :data:`EXPANSION_LIMIT`
+    nodes, naming the function whose calls weigh most.
+
+    Raises:
+        UnsupportedGraphError: the expanded model is larger than the limit.
+    """
+    functions = {function_key(f): f for f in model.functions}
+    if not functions:
+        return
+    sizes, calls = inlined_sizes(functions), Counter()
+    total = _own_nodes(model.graph.node, functions, calls) + sum(n * sizes[key] for key, n in calls.items())
+    if math.isfinite(total) and total > EXPANSION_LIMIT:
+        heaviest = max(calls, key=lambda key: calls[key] * sizes[key])
+        raise UnsupportedGraphError(
+            f"ONNX model {graph_name!r}: its calls of local functions expand to {total:,.0f} nodes (each call of "
+            f"{heaviest[1]!r} to {sizes[heaviest]:,.0f}), more than the {EXPANSION_LIMIT:,} gplace gives onnx's "
+            "shape inference, which works through every call's body anew")
 
 
 def inlined_sizes(functions: Mapping[tuple[str, str, str], onnx.FunctionProto]) -> dict[tuple[str, str, str], float]:

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gplace.costmodel import TensorSpec, op_kind_costs
-from gplace.importers.onnx.control import SubgraphCosts, call_values, subgraph_weights, trip_constants
+from gplace.importers.onnx.control import (
+    SubgraphCosts,
+    call_values,
+    check_expansion,
+    subgraph_weights,
+    trip_constants,
+)
 from gplace.importers.onnx.shapes import fix_input_shapes, infer_shapes, input_shape_map
 from gplace.importers.onnx.tensors import (
     cost_attrs,
@@ -84,6 +90,7 @@ def from_onnx(
     model = _load(model_or_path if path is None else path)
     graph_name = name or (model.graph.name if path is None else path.stem) or "onnx"
     fix_input_shapes(model.graph, given)
+    check_expansion(model, graph_name)
     model = infer_shapes(model, graph_name)
     try:
         ops, edges, node_index = _Builder(model.graph, graph_name, model.opset_import, model.functions).build()
