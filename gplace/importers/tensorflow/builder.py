@@ -41,6 +41,22 @@ def import_graph_def(tf: Any, graph_def: Any) -> Any:
     return graph
 
 
+_FOLDABLE = frozenset({
+    "Const", "Identity", "Cast", "Add", "AddV2", "Sub", "Mul", "FloorDiv", "TruncateDiv", "Div", "RealDiv",
+    "FloorMod", "Mod", "Maximum", "Minimum", "Neg", "Abs", "Sum", "Prod", "Max", "Min", "Pack", "ConcatV2",
+    "Reshape", "Squeeze", "ExpandDims", "StridedSlice", "Slice", "GatherV2", "Select", "SelectV2", "Less",
+    "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "Range", "Rank", "Shape", "Size",
+})
+"""Op types a ``While``'s trip count may be computed with for gplace to run it (:meth:`Builder._trip_count`)."""
+_FOLD_ELEMENTS = 4096
+"""Most elements any tensor of that computation may have, by its static shape."""
+
+
+def _small(tensor: Any) -> bool:
+    """Whether ``tensor``'s static shape is known and has at most :data:`_FOLD_ELEMENTS` elements."""
+    return tensor.shape.is_fully_defined() and tensor.shape.num_elements() <= _FOLD_ELEMENTS
+
+
 @dataclass(frozen=True)
 class _Tensor:
     """One output of one op."""
@@ -301,7 +317,9 @@ class Builder:
 
     def _trip_count(self, op: Any) -> int | None:
         """A ``While``'s ``maximum_iterations`` (its second input, as ``tf.while_loop`` writes it) when only
-        constants compute it and it is not -1 (no limit)."""
+        constants compute it, by small arithmetic (:data:`_FOLDABLE` ops on at most :data:`_FOLD_ELEMENTS` elements
+        each: the graph is a stranger's, and a ``Fill`` or a ``While`` there ran as it was imported), and it is not
+        -1 (no limit)."""
         if len(op.inputs) < 2 or op.inputs[1].dtype not in (self.tf.int32, self.tf.int64) or op.inputs[1].shape.rank:
             return None
         seen, stack = set(), [op.inputs[1].op]
@@ -310,7 +328,7 @@ class Builder:
             if producer.name in seen:
                 continue
             seen.add(producer.name)
-            if producer.type in ("Placeholder", *VARIABLE_OPS, "ReadVariableOp") or producer.op_def.is_stateful:
+            if producer.type not in _FOLDABLE or producer.op_def.is_stateful or not all(map(_small, producer.outputs)):
                 return None
             stack += [t.op for t in producer.inputs]
         with self.tf.compat.v1.Session(graph=self.graph) as session:
