@@ -45,7 +45,7 @@ from gplace.ir.errors import check_sizes
 
 logger = logging.getLogger(__name__)
 
-ZOO_VERSION = 6
+ZOO_VERSION = 7
 """Bumped whenever a builder or the importer changes what a cached graph holds."""
 
 
