@@ -11,6 +11,7 @@ import math
 import os
 import re
 import signal
+import stat
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -37,13 +38,17 @@ def run(cfg: DictConfig, run_dir: str | Path) -> float:
         return _train(cfg, run_dir)
 
 
+@contextlib.contextmanager
 def _held_first(run_dir: str | Path):
     """Hold ``run_dir`` before the job builds or logs anything but its refusals of bad settings: a run refused a
     directory another run holds wrote its warnings into that run's ``cli.log`` (Hydra opens it first), which a
-    script reading it took as that run's."""
+    script reading it took as that run's. A ``.hydra`` there that :func:`record_job` refuses is refused now, before
+    the job's search."""
     from gplace.run_dir import hold_dir
 
-    return hold_dir(run_dir)
+    with hold_dir(run_dir):
+        _record_folder(run_dir)
+        yield
 
 
 _TORCH_THREADS: list[int] = []
@@ -88,15 +93,36 @@ def _train(cfg: DictConfig, run_dir: str | Path) -> float:
 def record_job(cfg: DictConfig, run_dir: str | Path) -> None:
     """Write Hydra's record of this job into ``run_dir/.hydra/`` (``config.yaml``, ``hydra.yaml``,
     ``overrides.yaml``, as Hydra would with its ``output_subdir``), called once the directory is the job's, so a job
-    refused there changes no earlier run's record. Nothing outside a Hydra job."""
+    refused there changes no earlier run's record. Each file is replaced whole (a symbolic link in its place is
+    replaced, never written through). Nothing outside a Hydra job."""
+    from gplace.ir.serialize import write_text_atomic
+
     if not HydraConfig.initialized():
         return
     hydra_cfg = HydraConfig.get()
+    out = _record_folder(run_dir)
+    for name, doc in (("config.yaml", cfg), ("hydra.yaml", OmegaConf.create({"hydra": hydra_cfg})),
+                      ("overrides.yaml", hydra_cfg.overrides.task)):
+        write_text_atomic(out / name, OmegaConf.to_yaml(doc))
+
+
+def _record_folder(run_dir: str | Path) -> Path:
+    """``run_dir/.hydra``, made if missing.
+
+    Raises:
+        RunDirConflictError: it is a symbolic link (a directory someone shared): the record would replace the files
+            of the folder it points to.
+        NotADirectoryError: a file stands there, naming it.
+    """
+    from gplace.ir.serialize import make_folder
+    from gplace.run_dir import RunDirConflictError
+
     out = Path(run_dir) / ".hydra"
-    out.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, out / "config.yaml")
-    OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), out / "hydra.yaml")
-    OmegaConf.save(hydra_cfg.overrides.task, out / "overrides.yaml")
+    if out.is_symlink():
+        raise RunDirConflictError(f"{out} is a symbolic link, not a folder: gplace writes the job's record there and "
+                                  "never through a link; remove it (the run makes a new one) or use another run "
+                                  "directory")
+    return make_folder(out)
 
 
 def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
@@ -444,6 +470,7 @@ def _hydra_main(cfg: DictConfig) -> float:
 def _guard(job, cfg: DictConfig, command: str = "train"):
     """Run ``job()``; a user's mistake (missing value, bad file, bad graph) ends in one line, not a traceback, and
     so does Ctrl-C or SIGTERM, saying how ``command``'s job resumes (:func:`resume_hint`)."""
+    _refuse_linked_log_files()
     _utf8_log_files()
     _log_files_fail_once()
     _log_lines_to_stderr()
@@ -836,6 +863,35 @@ def _log_to_files(message: str, level: int = logging.ERROR) -> None:
                 handler.stream.flush()
             except (OSError, ValueError):
                 pass
+
+
+def _refuse_linked_log_files() -> None:
+    """Refuse a job whose log file in its run directory (Hydra's ``cli.log``) is a symbolic link (a directory someone
+    shared) to anything but a character device (``/dev/null`` to drop the log), before a line is written: its lines
+    were appended to the file the link points to. Hydra has opened it already (appending, through the link: a link
+    to nothing made an empty file where it points); the handler is closed here. A log file the configs put
+    elsewhere is the user's to link."""
+    run_dir = OmegaConf.select(HydraConfig.get(), "runtime.output_dir") if HydraConfig.initialized() else None
+    if run_dir is None:  # no job's directory (a composed config of a test)
+        return
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, logging.FileHandler) and _log_link_refused(handler.baseFilename, Path(run_dir)):
+            root.removeHandler(handler)
+            handler.close()
+            _fail(f"{handler.baseFilename} is a symbolic link, not the job's log file: gplace never writes its log "
+                  "through a link; remove it (the run makes a new one) or use another run directory",
+                  log_files=False)
+
+
+def _log_link_refused(name: str, run_dir: Path) -> bool:
+    """Whether ``name``, a file in ``run_dir``, is a symbolic link to anything but a character device."""
+    if not os.path.islink(name) or Path(name).parent.resolve() != run_dir.resolve():
+        return False
+    try:
+        return not stat.S_ISCHR(os.stat(name).st_mode)
+    except OSError:  # a link to nothing (Hydra made none there: not writable), or a loop
+        return True
 
 
 def _utf8_log_files() -> None:

@@ -2,7 +2,8 @@
 
 :func:`claim_run_dir` holds an exclusive lock on ``<run_dir>/.lock`` (``fcntl.flock``, released by the operating
 system when the process ends, killed or not) while a run writes there, so a second process started on the same
-directory stops at once instead of interleaving its checkpoint, metrics and placement with the first's. It also
+directory stops at once instead of interleaving its checkpoint, metrics and placement with the first's; a ``.lock``
+that is no regular file (a symbolic link in a directory someone shared) is refused, never written through. It also
 refuses a directory whose ``placement.json`` places another graph or uses another cluster, which a search or
 placer would overwrite. :func:`hold_dir` is the lock alone (``gplace bench`` holds its ``out_dir`` with it). A
 thread's holds nest (a trainer's inside ``place``'s); another thread of the process is refused as another process
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,17 +93,68 @@ def hold_dir(path: str | Path, what: str = "run directory") -> Iterator[Path]:
 
 
 def _open_lock(path: Path) -> IO[bytes]:
-    """``path`` opened to lock and to read and write the holder's pid (unbuffered: a write fails where it is made,
-    and closing the file retries none)."""
+    """``path`` opened (made if missing) to lock and to read and write the holder's pid (unbuffered: a write fails
+    where it is made, and closing the file retries none); never through a symbolic link or into anything but a
+    regular file (:func:`_refuse_no_file`): it is made and checked by an open that follows no link, and the file
+    opened for use must be the one checked."""
+    checked = _open_no_link(path)
     try:
-        return path.open("a+b", buffering=0)
-    except OSError as err:  # a read-only or full disk: name the file
+        lock = path.open("a+b", buffering=0)
+        same = os.path.samestat(os.fstat(lock.fileno()), os.fstat(checked))
+    except OSError as err:  # a read-only disk: name the file
         raise write_error(path, err) from None
+    finally:
+        os.close(checked)
+    if not same:  # replaced (by a link?) between the two opens: nothing written
+        lock.close()
+        raise RunDirConflictError(f"{path} was replaced while gplace opened it (by a symbolic link or another "
+                                  "process): run again, or use another directory")
+    return lock
+
+
+def _open_no_link(path: Path) -> int:
+    """A descriptor of the regular file ``path`` (made if missing), opened without following a link."""
+    _refuse_no_file(path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | _NOFOLLOW, 0o666)
+    except OSError as err:  # a link made since the check (ELOOP); a read-only or full disk: name the file
+        _refuse_no_file(path)
+        raise write_error(path, err) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _no_lock_file(path, "a FIFO or a device")
+    return fd
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+"""Makes ``os.open`` refuse a symbolic link (where the platform has it; the check before the open stands alone
+elsewhere)."""
+
+
+def _refuse_no_file(path: Path) -> None:
+    """Refuse a ``path`` there that is no regular file: a run writes its pid into its lock file, and through a
+    symbolic link (a directory someone shared) that emptied the file the link points to."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:  # nothing there (made by the open), or unreadable (the open names it)
+        return
+    if stat.S_ISLNK(mode):
+        raise _no_lock_file(path, "a symbolic link")
+    if not stat.S_ISREG(mode):
+        raise _no_lock_file(path, "a folder" if stat.S_ISDIR(mode) else "a FIFO or a device")
+
+
+def _no_lock_file(path: Path, what: str) -> RunDirConflictError:
+    """The error for a lock file ``path`` that is ``what``, not a regular file."""
+    return RunDirConflictError(f"{path} is {what}, not a regular file: gplace writes its pid into the lock file, "
+                               "never through a link or into anything else; remove it (the next run makes a new "
+                               "one) or use another directory")
 
 
 def _record_pid(lock: IO[bytes], path: Path) -> None:
     """Write this process's pid into the held ``lock`` (``path``), for a refused process to name."""
     try:
+        lock.seek(0)
         lock.truncate(0)
         lock.write(str(os.getpid()).encode())
     except OSError as err:  # a full disk: name the file
