@@ -114,20 +114,21 @@ def check_device_map(device_map: object, framework: str, example: str) -> None:
 
 
 def framework_devices(cluster: Cluster, convert: Callable[[str, Mapping[str, str] | None], T],
-                      device_map: Mapping[str, str] | None = None) -> list[T]:
+                      device_map: Mapping[str, str] | None = None, distinct: bool = True) -> list[T]:
     """Each cluster device's framework device, ``convert(name, device_map)`` (e.g.
-    :func:`gplace.runtime.torch_runtime.torch_device`), one per cluster device (:func:`merged_devices`).
+    :func:`gplace.runtime.torch_runtime.torch_device`), with ``distinct`` one per cluster device
+    (:func:`merged_devices`; without: pipeline stages, which stay apart on one device).
 
     Raises:
         InvalidPlacementError: a device maps to none, or ``device_map`` is no mapping of names to devices
-            (``convert`` raised ``ValueError``); or cluster devices merge into one framework device (names them
-            and it).
+            (``convert`` raised ``ValueError``); or, with ``distinct``, cluster devices merge into one framework
+            device (names them and it).
     """
     try:
         devices = [convert(name, device_map) for name in cluster.device_names]
     except ValueError as err:
         raise InvalidPlacementError(str(err)) from None
-    problems = merged_devices(dict(zip(cluster.device_names, devices, strict=True)), device_map)
+    problems = distinct and merged_devices(dict(zip(cluster.device_names, devices, strict=True)), device_map)
     if problems:
         raise InvalidPlacementError("; ".join(problems))
     return devices

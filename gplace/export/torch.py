@@ -510,7 +510,7 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         raise InvalidPlacementError(f"the placement changes device at op {first['op']!r}, inside module "
                                     f"{first['module']!r}: no module-level pipeline split gives it")
     pipe = _traced_pipeline(module, example_inputs, spec.split_spec, len(spec.stage_devices))
-    devices = framework_devices(cluster, torch_device, device_map)
+    devices = framework_devices(cluster, torch_device, device_map, distinct=False)  # stages stay apart on one
     return PipelineSplit(pipe, [devices[d] for d in spec.stage_devices], spec.stage_devices, list(spec.split_spec))
 
 
