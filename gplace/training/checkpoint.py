@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from gplace.ir.errors import error_summary
-from gplace.ir.serialize import make_folder, refuse_special_file
+from gplace.ir.serialize import atomic_path, make_folder, refuse_special_file
 from gplace.run_dir import RunDirConflictError
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,9 @@ _WEIGHTS_ONLY_FAILED = "Weights only load failed"
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Write ``state`` with ``torch.save`` to a temp file, then rename, so a kill never leaves half a file.
+    """Write ``state`` with ``torch.save`` to a temporary file of this writer's own, then rename it over ``path``
+    (:func:`~gplace.ir.serialize.atomic_path`), so a kill never leaves half a file, and a symbolic link planted at
+    a temporary name (a shared run directory's ``checkpoint.pt.tmp``) is never written through.
 
     ``state`` holds tensors and plain data (dicts, lists, numbers, strings) only, so that :func:`load_checkpoint`
     reads it with ``weights_only=True``.
@@ -41,24 +43,15 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     """
     path = Path(path)
     make_folder(path.parent)
-    tmp = path.with_name(_temp_name(path.name))
     try:
-        torch.save(state, tmp)
-        tmp.replace(path)  # a folder at ``path`` refuses it
+        with atomic_path(path) as tmp:  # removes the temporary file on any error, Ctrl-C too
+            torch.save(state, tmp)
+            tmp.replace(path)  # here, so that a folder at ``path`` refusing it is told as a failed write
     except (RuntimeError, OSError) as err:
-        tmp.unlink(missing_ok=True)
         kept = "the last whole one is kept" if path.is_file() else "none was written before"
         error = OSError(f"cannot write {path} ({error_summary(err)}); {kept}{_why_not_written(err, path)}")
         error.errno = _errno(err)  # a full disk's ENOSPC kept for a caller to tell it apart (the CLI's exit status)
         raise error from None
-    except BaseException:  # Ctrl-C while writing: no half file left beside the last whole one (up to 11 MB)
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _temp_name(name: str) -> str:
-    """``<name>.tmp``, its name cut to fit the file systems' 255 bytes (a legal 252-255-byte ``name``)."""
-    return name.encode()[:251].decode(errors="ignore") + ".tmp"
 
 
 def _errno(err: Exception) -> int | None:

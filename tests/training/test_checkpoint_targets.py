@@ -1,4 +1,5 @@
-"""save_checkpoint at a path that is a folder, or whose name is as long as a file system allows."""
+"""save_checkpoint at a path that is a folder, whose name is as long as a file system allows, or beside a symbolic
+link planted at a temporary name."""
 
 from __future__ import annotations
 
@@ -23,3 +24,17 @@ def test_a_name_of_255_bytes_is_written(tmp_path):
     save_checkpoint(target, {"w": torch.ones(3)})
     assert torch.load(target, weights_only=True)["w"].tolist() == [1.0, 1.0, 1.0]
     assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_a_link_planted_at_the_temporary_name_is_not_written_through(tmp_path):
+    """The temporary file was always '<name>.tmp': a link of that name in a shared run directory had torch.save
+    write the checkpoint over the file it points to, and the link itself became the checkpoint."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.pt.tmp").symlink_to(notes)
+    save_checkpoint(run / "checkpoint.pt", {"w": torch.ones(2)})
+    assert notes.read_text() == "my notes"
+    assert not (run / "checkpoint.pt").is_symlink()
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["w"].tolist() == [1.0, 1.0]
