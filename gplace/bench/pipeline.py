@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gplace.baselines.pipeline import PipelineLocalSearch, StageProblem, pipeline_lower_bound
+from gplace.bench.plots import save_png
 from gplace.bench.report import markdown_cell
 from gplace.bench.runner import read_records, shown_pairs, stale_reason
 from gplace.ir import Cluster, OpGraph, Placement
@@ -280,10 +281,8 @@ def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, sche
                     microbatches: int | None = None, baseline: str = "single_gpu") -> Path:
     """Throughput over one GPU against the number of stage devices, one panel per graph (:func:`throughput_figure`),
     written to ``path``."""
-    fig = throughput_figure(records, schedule=schedule, microbatches=microbatches, baseline=baseline)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    return Path(path)
+    return save_png(throughput_figure(records, schedule=schedule, microbatches=microbatches, baseline=baseline), path,
+                    dpi=100)
 
 
 def throughput_figure(records: Sequence[PipelineRecord], *, schedule: str = "1f1b", microbatches: int | None = None,

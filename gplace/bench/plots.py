@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.serialize import atomic_path
 
 
 def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None, **kwargs):
@@ -20,12 +21,18 @@ def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | N
     return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
+def save_png(fig, path: str | Path, dpi: int) -> Path:
+    """``fig`` written to ``path`` as a PNG, atomically (:func:`~gplace.ir.serialize.atomic_path`): a killed bench
+    leaves the plot before whole, and a symbolic link at ``path`` is replaced, never written through."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi)  # the format given: the temporary's suffix is ".tmp"
+    return Path(path)
+
+
 def plot_learning_curve(history: Sequence[Mapping[str, float]], path: str | Path, *, title: str = "",
                         baseline: float | None = None) -> Path:
     """Best and batch-mean step time (ms) per update; ``baseline`` (s) as a dashed line (:func:`learning_curve`)."""
-    fig = learning_curve(history, title=title, baseline=baseline)
-    fig.savefig(path, dpi=110)
-    return Path(path)
+    return save_png(learning_curve(history, title=title, baseline=baseline), path, dpi=110)
 
 
 def learning_curve(history: Sequence[Mapping[str, float]], *, title: str = "", baseline: float | None = None):
@@ -69,5 +76,4 @@ def plot_timeline(graph: OpGraph, cluster: Cluster, placement: Placement, path: 
            title=title or f"{graph.name}: {sched.step_time * 1e3:.2f} ms")
     ax.invert_yaxis()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return Path(path)
+    return save_png(fig, path, dpi=110)

@@ -49,3 +49,16 @@ def test_throughput_panels_cut_long_titles_and_say_why_one_is_empty():
     axes = throughput_figure(records).axes
     assert [ax.get_title() for ax in axes[:2]] == [long[:23] + "…", "too_big"]
     assert not axes[0].texts and "no 1f1b M=4 speed-up:\none GPU cannot hold it" in axes[1].texts[0].get_text()
+
+
+def test_a_plot_replaces_a_link_at_its_path_and_leaves_its_target_alone(tmp_path):
+    """savefig wrote through a symbolic link at the plot's path (a file of the user's became a PNG), and a bench
+    killed while drawing left half a PNG where the plot before was."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    plot = tmp_path / "c.png"
+    plot.symlink_to(notes)
+    plot_learning_curve(_history([1.5, 1.0]), plot)
+    assert notes.read_text() == "my notes"
+    assert not plot.is_symlink() and plot.read_bytes().startswith(b"\x89PNG")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.png", "notes.txt"]
