@@ -26,7 +26,11 @@ Compute
     device looks at its ready instance of highest priority and starts it unless a gate holds it (then the
     device waits; nothing of lower priority overtakes it). Priority, highest first: under ``gpipe``
     forward, backward, update; under ``1f1b`` backward, forward, update; then the lower micro-batch; then
-    the op that comes first in ``graph.topological_order``. Gates: an update op waits until every forward
+    the op that comes first in ``graph.topological_order``. (So ``1f1b`` is torch's ``Schedule1F1B`` order
+    while a device's passes take equal times; torch alternates strictly, a backward then a forward, where
+    ``pipe-v2`` runs a ready backward first: on two stages with forward passes of 0.5 s and backward passes of
+    2.0 s and 0.5 s, M = 3, the first device runs ``F0 F1 B0 B1 F2 B2`` (3.0 s) where torch's order is
+    ``F0 F1 B0 F2 B1 B2`` (2.67 s with the same costs).) Gates: an update op waits until every forward
     and backward instance on its device has ended; under ``gpipe`` a backward instance waits until every
     forward instance on its device has ended; a forward instance of micro-batch ``m >= L_d`` waits until
     micro-batch ``m - L_d`` has ended all its instances on the device.

@@ -21,8 +21,9 @@ asynchronously and receives before each pass cannot deadlock running them.
 A pass whose input comes from another device is ready here at the next time unit; in ``pipe-v2`` it arrives a
 round after the device has picked, however fast the link. So on a non-contiguous placement a device's order can
 differ from the one ``pipe-v2`` simulates for the same placement (in 270 of 720 small cases checked, none of them
-contiguous: with one stage per device both are torch's GPipe and 1F1B orders); the lists are what
-``torch-pipeline-v1`` runs.
+contiguous); the lists are what ``torch-pipeline-v1`` runs. With one stage per device these lists are torch's
+GPipe and 1F1B orders, and so is ``pipe-v2``'s while the stages' passes take equal times; under ``1f1b`` with
+unequal ones ``pipe-v2``'s can differ (its ready backward pass goes first; see ``gplace.pipeline.simulator``).
 
 Example:
     >>> orders = stage_orders(["/GPU:1", "/GPU:0", "/GPU:1"], microbatches=2, schedule="1f1b")
