@@ -139,7 +139,7 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
         with hold_dir(run_dir):  # place() holds it too; held on until the policy file is written
             report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
                            trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir,
-                           logger=_SearchOnly(logger), warm_start=_warm_start(cfg, graph, cluster))
+                           logger=_SearchOnly(logger), warm_start=_seeded_warm_start(cfg, graph, cluster, runtime))
             save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
                         "graph": graph.name, "cluster": cluster.name, "device_kinds": list(cluster.kinds),
                         "runtime": str(runtime.id)})
@@ -281,6 +281,16 @@ def _warm_start(cfg: DictConfig, graph, cluster):
     raise ValueError(f"warm_start={path!r} is " + ("not a file" if looks_like_a_file else
                      "neither a placement.json nor a placer's name") +
                      f" (placers: {', '.join(sorted(baselines()))}, {', '.join(pipeline_placers())})")
+
+
+def _seeded_warm_start(cfg: DictConfig, graph, cluster, runtime):
+    """:func:`_warm_start`, a placer's name made the placer seeded with ``cfg.seed``, as :func:`gplace.place` makes
+    it for its ``seed=`` (the job passes no ``seed=``, which would also replace ``trainer.seed``: a named warm
+    start was placed with seed 0 whatever the job's seed)."""
+    from gplace.methods import make_placer
+
+    warm_start = _warm_start(cfg, graph, cluster)
+    return make_placer(warm_start, cfg.seed, runtime) if isinstance(warm_start, str) else warm_start
 
 
 def _same_graph_and_ops(doc, graph) -> bool:
