@@ -1121,8 +1121,11 @@ def _bench_cases(cfg: DictConfig) -> list:
 
 
 def _check_cases(cases) -> list[list[str]]:
-    """``cases`` as lists of overrides; refused (naming the case) unless it is a non-empty list of such lists."""
+    """``cases`` as lists of overrides; refused (naming the case) unless it is a non-empty list of such lists, each
+    setting no key the bench sets itself (:func:`gplace.bench.searches.check_case`)."""
     from omegaconf import ListConfig
+
+    from gplace.bench.searches import check_case
 
     example = "e.g. \"cases=[['graph=lstm_lm','cluster=paper_2gpu']]\""
     if not isinstance(cases, ListConfig | list) or not cases:
@@ -1131,6 +1134,7 @@ def _check_cases(cases) -> list[list[str]]:
     for i, case in enumerate(cases):
         if not isinstance(case, ListConfig | list) or not all(isinstance(o, str) for o in case):
             raise ValueError(f"cases[{i}] must be a list of overrides of the main config ({example}), got {case!r}")
+        check_case(f"cases[{i}]", case)
     return [list(case) for case in cases]
 
 

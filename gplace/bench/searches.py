@@ -34,6 +34,39 @@ def search_overrides(search: Any) -> list[str]:
             f"trainer.max_seconds={seconds}"]
 
 
+SET_BY_BENCH = {
+    "trainer.updates": ("to search.updates, after the case's overrides",
+                        "set it with search.updates=N on the bench's command line for every search, or in "
+                        "learned.<name>.overrides for one search"),
+    "trainer.max_seconds": ("to search.seconds, after the case's overrides",
+                            "set it with search.seconds=S (null: no time limit) on the bench's command line for "
+                            "every search, or in learned.<name>.overrides for one search"),
+    "trainer.progress": ("to false, after the case's overrides", "set it in learned.<name>.overrides for one search"),
+    "logger": ("to none", "leave it out: a bench keeps no logger, each search writes metrics.jsonl in its run "
+               "directory under out_dir"),
+    "warm_start": ("from learned.<name>.warm_start: the case's best baseline's placement, or a cold start",
+                   "set it with learned.<name>.warm_start=true|false"),
+    "threads": ("from its own threads, one setting for every case", "set it with threads=N on the bench's command "
+                "line"),
+}
+"""The main config's keys a bench case does not set: the bench sets each itself after the case's overrides
+(:func:`search_overrides`) or reads it from its own config; why, and where to set it instead."""
+
+
+def check_case(label: str, case: Sequence[str]) -> None:
+    """Refuse an override in the bench case ``label`` (``cases[i]``) of a key the bench sets itself
+    (:data:`SET_BY_BENCH`), naming the case, the key and where to set it, before anything runs: a case's
+    ``trainer.updates=5`` was replaced by ``search.updates``, its ``warm_start=`` and ``threads=`` read nowhere."""
+    for override in case:
+        key = override.lstrip("+~").split("=", 1)[0].strip()
+        top = key.split(".", 1)[0].split("/", 1)[0]
+        found = key if key in SET_BY_BENCH else top if top in ("logger", "warm_start", "threads") else None
+        if found is not None:
+            why, where = SET_BY_BENCH[found]
+            raise ValueError(f"{label}: {override!r} is not read from a case: the bench sets {found} {why}; "
+                             f"{where}")
+
+
 def check_learned(learned: Any, keys: Sequence[str], baselines: Iterable[str] = ()) -> None:
     """Refuse a ``learned`` that is not a mapping of search names to settings with exactly ``keys`` (of
     :data:`SEARCH_KEYS`), or a search named like one of ``baselines``, naming ``learned.<name>.<key>``."""
