@@ -478,7 +478,7 @@ class PipelineSplit(NamedTuple):
 
 
 def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, module: nn.Module, example_inputs: Any,
-                   *, device_map: Mapping[str, str] | None = None) -> PipelineSplit:
+                   *, device_map: Mapping[str, str] | None = None, stage_backward: bool = False) -> PipelineSplit:
     """Split ``module`` (the module ``graph`` was imported from) into pipeline stages at the modules where the
     placement moves to another device.
 
@@ -490,6 +490,9 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         example_inputs: one micro-batch's inputs: a tensor, a tuple of positional inputs or a dict of keyword
             inputs (as :func:`gplace.from_torch` takes them); call the pipe with them the same way.
         device_map: cluster device name -> torch device for other names (default: none).
+        stage_backward: run each backward op in its forward op's stage, as torch does, whatever the placement
+            says of it (``torch-pipeline-v1`` measures so); by default a placement that puts any elsewhere is
+            refused. (default: False)
 
     Raises:
         TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
@@ -497,7 +500,9 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
             inference or a training graph: it needs the module paths of its ops), or torch's pipelining cannot
             trace ``module`` (names its class and torch's reason).
         InvalidPlacementError: the placement is not for ``graph``, or it changes device inside a module (names
-            the op and the module), so no module-level split gives it.
+            the op and the module), so no module-level split gives it, or (unless ``stage_backward``) it puts
+            backward ops on another device than their forward ops (names how many and one), which torch does not
+            run.
     """
     from gplace.pipeline.stages import split_spec
 
@@ -509,9 +514,26 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         first = spec.unaligned[0]
         raise InvalidPlacementError(f"the placement changes device at op {first['op']!r}, inside module "
                                     f"{first['module']!r}: no module-level pipeline split gives it")
+    if spec.backward_away and not stage_backward:
+        first_away = next(i for i, f in enumerate(graph.grad_of)
+                          if f >= 0 and placement.devices[i] != placement.devices[f])
+        forward = int(graph.grad_of[first_away])
+        names = cluster.device_names
+        raise InvalidPlacementError(_backward_away_message(
+            "the placement", spec.backward_away,
+            f" (op {graph.op_names[first_away]!r} on {names[placement.devices[first_away]]}, the backward of "
+            f"{graph.op_names[forward]!r} on {names[placement.devices[forward]]})"))
     pipe = _traced_pipeline(module, example_inputs, spec.split_spec, len(spec.stage_devices))
     devices = framework_devices(cluster, torch_device, device_map, distinct=False)  # stages stay apart on one
     return PipelineSplit(pipe, [devices[d] for d in spec.stage_devices], spec.stage_devices, list(spec.split_spec))
+
+
+def _backward_away_message(what: str, count: int, example: str) -> str:
+    return (f"{what} puts {count} backward op{'s' * (count != 1)} on another device than the forward op "
+            f"{'they differentiate' if count != 1 else 'it differentiates'}{example}: "
+            "torch's pipelining runs each stage's backward on the stage's device, so no pipeline split gives this "
+            "placement; place gplace.pipeline.stages.align_to_modules(graph) instead (graph.align_to_modules=true "
+            "on the command line), which keeps each backward op with its forward op")
 
 
 def check_pipeline_split(graph: OpGraph, module: nn.Module, example_inputs: Any) -> None:
@@ -535,7 +557,8 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
     Raises:
         ValueError: the file has no ``split_spec`` (its graph was not imported from torch), naming the file.
         InvalidPlacementError: the placement changes device inside a module (the file's ``split_unaligned``), or
-            ``module`` lacks a split's module path or splits into another number of stages than the file's.
+            puts backward ops on another device than their forward ops (``split_backward_away``), or ``module``
+            lacks a split's module path or splits into another number of stages than the file's.
         UnsupportedGraphError: torch's pipelining cannot trace ``module`` (names its class and torch's reason).
     """
     from gplace.ir.serialize import load_json
@@ -547,6 +570,9 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
         first = doc["split_unaligned"][0]
         raise InvalidPlacementError(f"{path}: the placement changes device at op {first['op']!r}, inside module "
                                     f"{first['module']!r}: no module-level pipeline split gives it")
+    if doc.get("split_backward_away"):
+        raise InvalidPlacementError(_backward_away_message(f"{path}: the placement", int(doc["split_backward_away"]),
+                                                           " (placement.json's split_backward_away)"))
     return _traced_pipeline(module, example_inputs, doc["split_spec"], len(doc.get("stage_devices") or []) or None)
 
 
