@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import logging
 import numbers
 import operator
 import warnings
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from torch.distributed.pipelining import Pipe
 else:  # typing.get_type_hints resolves the annotations without importing it
     Pipe = Any
+
+logger = logging.getLogger(__name__)
 
 
 class OnDevice(nn.Module):
@@ -478,7 +481,8 @@ class PipelineSplit(NamedTuple):
 
 
 def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, module: nn.Module, example_inputs: Any,
-                   *, device_map: Mapping[str, str] | None = None, stage_backward: bool = False) -> PipelineSplit:
+                   *, device_map: Mapping[str, str] | None = None, training: bool | None = None,
+                   stage_backward: bool = False) -> PipelineSplit:
     """Split ``module`` (the module ``graph`` was imported from) into pipeline stages at the modules where the
     placement moves to another device.
 
@@ -490,9 +494,15 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         example_inputs: one micro-batch's inputs: a tensor, a tuple of positional inputs or a dict of keyword
             inputs (as :func:`gplace.from_torch` takes them); call the pipe with them the same way.
         device_map: cluster device name -> torch device for other names (default: none).
+        training: whether the pipe will run backward (torch's ``PipelineStage`` under a schedule with a
+            ``loss_fn``). (default: None: the graph's, ``gplace.from_torch(..., training=True)``)
         stage_backward: run each backward op in its forward op's stage, as torch does, whatever the placement
             says of it (``torch-pipeline-v1`` measures so); by default a placement that puts any elsewhere is
             refused. (default: False)
+
+    A stage output that two or more later stages read (a skip connection over a stage) is one torch's pipelining
+    cannot run backward through (``PipeliningMetadataError: Backward of skip connections not supported yet``):
+    refused for training (:class:`PipelineSkipError`), else logged as a WARNING naming the value and the stages.
 
     Raises:
         TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
@@ -502,7 +512,7 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         InvalidPlacementError: the placement is not for ``graph``, or it changes device inside a module (names
             the op and the module), so no module-level split gives it, or (unless ``stage_backward``) it puts
             backward ops on another device than their forward ops (names how many and one), which torch does not
-            run.
+            run; :class:`PipelineSkipError` for training with a skip connection over a stage.
     """
     from gplace.pipeline.stages import split_spec
 
@@ -524,6 +534,7 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
             f" (op {graph.op_names[first_away]!r} on {names[placement.devices[first_away]]}, the backward of "
             f"{graph.op_names[forward]!r} on {names[placement.devices[forward]]})"))
     pipe = _traced_pipeline(module, example_inputs, spec.split_spec, len(spec.stage_devices))
+    _check_stages(pipe, module, getattr(graph.source, "training", False) if training is None else training)
     devices = framework_devices(cluster, torch_device, device_map, distinct=False)  # stages stay apart on one
     return PipelineSplit(pipe, [devices[d] for d in spec.stage_devices], spec.stage_devices, list(spec.split_spec))
 
@@ -534,6 +545,48 @@ def _backward_away_message(what: str, count: int, example: str) -> str:
             "torch's pipelining runs each stage's backward on the stage's device, so no pipeline split gives this "
             "placement; place gplace.pipeline.stages.align_to_modules(graph) instead (graph.align_to_modules=true "
             "on the command line), which keeps each backward op with its forward op")
+
+
+class PipelineSkipError(InvalidPlacementError):
+    """A stage output that two or more later stages read (a skip connection over a stage), in a pipe that will run
+    backward: torch's pipelining cannot (``Backward of skip connections not supported yet``)."""
+
+
+def _skip_connections(pipe: Any) -> list[tuple[str, int, list[int]]]:
+    """The stage outputs of ``pipe`` that two or more later stages read: (value name, its stage, the stages that
+    read it)."""
+    stage_of = {f"submod_pp_{k}": k for k in range(pipe.num_stages)}
+    found = []
+    for node in pipe.split_gm.graph.nodes:
+        if node.op != "call_module" or node.target not in stage_of:
+            continue
+        submod = pipe.split_gm.get_submodule(node.target)
+        returned = [n for out in submod.graph.find_nodes(op="output") for n in out.all_input_nodes]
+        values = [(u, u.args[1]) for u in node.users if u.op == "call_function" and u.target is operator.getitem]
+        values = values or [(node, 0)]
+        for value, index in values:
+            readers = sorted({stage_of[u.target] for u in value.users
+                              if u.op == "call_module" and u.target in stage_of})
+            if len(readers) > 1:
+                name = returned[index].name if isinstance(index, int) and index < len(returned) else value.name
+                found.append((name, stage_of[node.target], readers))
+    return found
+
+
+def _check_stages(pipe: Any, module: nn.Module, training: bool | None) -> None:
+    """Refuse (``training``) or log (``None``, ``False``: the pipe may yet run backward) a skip connection over a
+    stage."""
+    skips = _skip_connections(pipe)
+    if skips:
+        text = "; ".join(f"{name!r} of stage {k} is read by stages {', '.join(map(str, readers))}"
+                         for name, k, readers in skips)
+        why = (f"torch.distributed.pipelining cannot run backward through a stage output that two or more later "
+               f"stages read (a skip connection over a stage: PipeliningMetadataError: Backward of skip connections "
+               f"not supported yet): {text}")
+        if training:
+            raise PipelineSkipError(f"{why}; choose a split where each stage's outputs go to one stage (place with "
+                                    "fewer devices, or keep the modules the skip spans on one device)")
+        logger.warning("%s; forward and inference run, training through this pipe fails in torch", why)
 
 
 def check_pipeline_split(graph: OpGraph, module: nn.Module, example_inputs: Any) -> None:
@@ -554,6 +607,9 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
     ``split_spec`` becomes ``{module path: SplitPoint.BEGINNING}``. ``pipe.build_stage(k, device)`` then gives
     stage ``k`` in the process of its device, the file's ``stage_devices[k]``.
 
+    As :func:`pipeline_split`, it logs a WARNING naming a stage output that two or more later stages read (torch
+    cannot run backward through it; the file does not say whether the pipe will train).
+
     Raises:
         ValueError: the file has no ``split_spec`` (its graph was not imported from torch), naming the file.
         InvalidPlacementError: the placement changes device inside a module (the file's ``split_unaligned``), or
@@ -573,7 +629,9 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
     if doc.get("split_backward_away"):
         raise InvalidPlacementError(_backward_away_message(f"{path}: the placement", int(doc["split_backward_away"]),
                                                            " (placement.json's split_backward_away)"))
-    return _traced_pipeline(module, example_inputs, doc["split_spec"], len(doc.get("stage_devices") or []) or None)
+    pipe = _traced_pipeline(module, example_inputs, doc["split_spec"], len(doc.get("stage_devices") or []) or None)
+    _check_stages(pipe, module, None)
+    return pipe
 
 
 # ---------------------------------------------------------------------- helpers

@@ -49,8 +49,11 @@ Failures
     An exception in a stage, a stage process that dies, or no result within ``time_limit`` seconds (the processes
     are then killed) is a failed measurement naming the stage (one raised inside torch's pipelining says so);
     nothing hangs. A module torch's pipelining cannot trace with the placement's split is a failed measurement
-    naming its class and torch's reason; :meth:`TorchPipelineRuntime.check_graph` refuses, once before a search,
-    one it cannot trace at all (``torch.cond``, a keyword-only input, a ``torch.no_grad`` block).
+    naming its class and torch's reason; so is, before any process starts, a split with a stage output that two or
+    more later stages read (a skip connection over a stage, which torch cannot run backward through:
+    ``PipeliningMetadataError: Backward of skip connections not supported yet``), naming the value and the stages;
+    :meth:`TorchPipelineRuntime.check_graph` refuses, once before a search, one it cannot trace at
+    all (``torch.cond``, a keyword-only input, a ``torch.no_grad`` block).
 Processes
     By default (``processes="spawn"``) gplace starts the stage processes itself for each measurement; they are
     spawned, so each imports the caller's ``__main__``: a script must guard its entry point with
@@ -254,11 +257,11 @@ class TorchPipelineRuntime(Runtime):
         """As ``pipe-v2``'s, the schedule and micro-batch count in it, so caches and resumed runs keep them apart."""
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
-        from gplace.export.torch import PipelineTraceError
+        from gplace.export.torch import PipelineSkipError, PipelineTraceError
 
         try:
             result = self.run(graph, cluster, placement)
-        except (_StageError, TorchRunError, PipelineTraceError) as err:  # a graph not from torch raises
+        except (_StageError, TorchRunError, PipelineTraceError, PipelineSkipError) as err:  # a graph not from torch
             logger.debug("pipelined measurement of %r failed: %s", graph.name, err)
             return Measurement.failure(self.id, str(err))
         median = statistics.median(result.times)
@@ -277,6 +280,9 @@ class TorchPipelineRuntime(Runtime):
                 no ``backend`` given) has stages on CPUs and on CUDA devices.
             UnsupportedGraphError: ``graph`` was not imported from a torch module, or torch's pipelining cannot
                 trace ``module`` with the placement's split (names the module's class and torch's reason).
+            PipelineSkipError: (an ``InvalidPlacementError``) a stage output that two or more later stages read,
+                which torch's pipelining cannot run backward through (names the value and the stages; raised
+                before any process starts, a failed measurement of :meth:`measure`).
         """
         from gplace.export.torch import pipeline_split
         from gplace.pipeline.stage_order import device_ranks
@@ -284,7 +290,7 @@ class TorchPipelineRuntime(Runtime):
         job = _Job(self.module, self.inputs, self.target, self.loss_fn, (), (), (), self.microbatches, self.schedule,
                    "", self.steps, self.warmup, self.time_limit, self.threads_per_stage)
         split = pipeline_split(graph, cluster, placement, self.module, job.example, device_map=self.device_map,
-                               stage_backward=True)
+                               training=True, stage_backward=True)
         names = [cluster.devices[d].name for d in split.cluster_devices]
         backend = _backend(self.backend, split.devices, names)
         problems = _device_problems(names, split.devices, backend, self.device_map)
