@@ -482,7 +482,7 @@ class PipelineSplit(NamedTuple):
 
 def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, module: nn.Module, example_inputs: Any,
                    *, device_map: Mapping[str, str] | None = None, training: bool | None = None,
-                   stage_backward: bool = False) -> PipelineSplit:
+                   stage_backward: bool = False, sums_shared_gradients: bool = False) -> PipelineSplit:
     """Split ``module`` (the module ``graph`` was imported from) into pipeline stages at the modules where the
     placement moves to another device.
 
@@ -499,10 +499,15 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
         stage_backward: run each backward op in its forward op's stage, as torch does, whatever the placement
             says of it (``torch-pipeline-v1`` measures so); by default a placement that puts any elsewhere is
             refused. (default: False)
+        sums_shared_gradients: the caller sums the gradients of a parameter several stages hold (``torch-pipeline-v1``
+            does): no warning of it. (default: False)
 
     A stage output that two or more later stages read (a skip connection over a stage) is one torch's pipelining
     cannot run backward through (``PipeliningMetadataError: Backward of skip connections not supported yet``):
     refused for training (:class:`PipelineSkipError`), else logged as a WARNING naming the value and the stages.
+    A parameter or buffer that two or more stages hold (a weight tied between modules of different stages) is
+    copied into each by torch, and each stage computes only its part of the gradient: logged as a WARNING naming
+    it (sum or all-reduce the copies' gradients before each optimiser step, or the copies drift apart).
 
     Raises:
         TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
@@ -534,7 +539,8 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
             f" (op {graph.op_names[first_away]!r} on {names[placement.devices[first_away]]}, the backward of "
             f"{graph.op_names[forward]!r} on {names[placement.devices[forward]]})"))
     pipe = _traced_pipeline(module, example_inputs, spec.split_spec, len(spec.stage_devices))
-    _check_stages(pipe, module, getattr(graph.source, "training", False) if training is None else training)
+    _check_stages(pipe, module, getattr(graph.source, "training", False) if training is None else training,
+                  shared=not sums_shared_gradients)
     devices = framework_devices(cluster, torch_device, device_map, distinct=False)  # stages stay apart on one
     return PipelineSplit(pipe, [devices[d] for d in spec.stage_devices], spec.stage_devices, list(spec.split_spec))
 
@@ -573,9 +579,25 @@ def _skip_connections(pipe: Any) -> list[tuple[str, int, list[int]]]:
     return found
 
 
-def _check_stages(pipe: Any, module: nn.Module, training: bool | None) -> None:
+def _shared_state(pipe: Any, module: nn.Module) -> list[tuple[str, list[int]]]:
+    """Each parameter or buffer of ``module`` that two or more stages of ``pipe`` hold a copy of (a weight tied
+    between modules of different stages, a module called in two): (its first name, the stages)."""
+    first: dict[int, str] = {}
+    canonical = {name: first.setdefault(id(t), name) for name, t in
+                 [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]}
+    held: dict[str, set[int]] = {}
+    for k in range(pipe.num_stages):
+        submod = pipe.split_gm.get_submodule(f"submod_pp_{k}")
+        for name, _ in [*submod.named_parameters(remove_duplicate=False),
+                        *submod.named_buffers(remove_duplicate=False)]:
+            plain = ".".join(part.split("@")[0] for part in name.split("."))  # s@1.weight: module s's 2nd call
+            held.setdefault(canonical.get(name) or canonical.get(plain, plain), set()).add(k)
+    return [(name, sorted(stages)) for name, stages in held.items() if len(stages) > 1]
+
+
+def _check_stages(pipe: Any, module: nn.Module, training: bool | None, *, shared: bool = True) -> None:
     """Refuse (``training``) or log (``None``, ``False``: the pipe may yet run backward) a skip connection over a
-    stage."""
+    stage; log (``shared``) each parameter or buffer that several stages hold."""
     skips = _skip_connections(pipe)
     if skips:
         text = "; ".join(f"{name!r} of stage {k} is read by stages {', '.join(map(str, readers))}"
@@ -587,6 +609,11 @@ def _check_stages(pipe: Any, module: nn.Module, training: bool | None) -> None:
             raise PipelineSkipError(f"{why}; choose a split where each stage's outputs go to one stage (place with "
                                     "fewer devices, or keep the modules the skip spans on one device)")
         logger.warning("%s; forward and inference run, training through this pipe fails in torch", why)
+    for name, stages in _shared_state(pipe, module) if shared else []:
+        logger.warning("%r is held by pipeline stages %s, each a copy of its own (torch copies a tied weight into "
+                       "every stage using it, each computing only its part of the gradient): sum or all-reduce the "
+                       "copies' gradients before each optimiser step, or they drift apart", name,
+                       ", ".join(map(str, stages)))
 
 
 def check_pipeline_split(graph: OpGraph, module: nn.Module, example_inputs: Any) -> None:
@@ -608,7 +635,8 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
     stage ``k`` in the process of its device, the file's ``stage_devices[k]``.
 
     As :func:`pipeline_split`, it logs a WARNING naming a stage output that two or more later stages read (torch
-    cannot run backward through it; the file does not say whether the pipe will train).
+    cannot run backward through it; the file does not say whether the pipe will train) and each parameter or
+    buffer that several stages hold (sum their gradients).
 
     Raises:
         ValueError: the file has no ``split_spec`` (its graph was not imported from torch), naming the file.

@@ -290,7 +290,7 @@ class TorchPipelineRuntime(Runtime):
         job = _Job(self.module, self.inputs, self.target, self.loss_fn, (), (), (), self.microbatches, self.schedule,
                    "", self.steps, self.warmup, self.time_limit, self.threads_per_stage)
         split = pipeline_split(graph, cluster, placement, self.module, job.example, device_map=self.device_map,
-                               training=True, stage_backward=True)
+                               training=True, stage_backward=True, sums_shared_gradients=True)
         names = [cluster.devices[d].name for d in split.cluster_devices]
         backend = _backend(self.backend, split.devices, names)
         problems = _device_problems(names, split.devices, backend, self.device_map)
