@@ -13,6 +13,7 @@ from gplace.export.torch import pipeline_split
 from gplace.importers.torch_export import from_torch
 from gplace.ir import Placement
 from gplace.testing import uniform_cluster
+from tests.export.module_placements import by_module
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning", "ignore::UserWarning")
 torch.set_num_threads(1)
@@ -30,23 +31,11 @@ class TiedChain(nn.Module):
         return self.c(self.b(self.a(x)))
 
 
-def _by_module(graph, stage_of: dict[str, int], root: int = 0) -> Placement:
-    """Each op on its top-level module's device (0 for other modules, ``root`` for the root module's ops); a
-    backward op with its forward op."""
-    paths = graph.source.module_paths
-    devices = [stage_of.get(paths.get(op, "").split(".")[0], 0) if paths.get(op) else root for op in graph.op_names]
-    devices = [devices[f] if f >= 0 else d for d, f in zip(devices, graph.grad_of or [-1] * len(devices), strict=True)]
-    first: dict[str, int] = {}  # a colocation group (a tied weight's inputs) on its first op's device
-    devices = [d if g is None else devices[first.setdefault(g, i)]
-               for i, (d, g) in enumerate(zip(devices, graph.colocation or [None] * len(devices), strict=True))]
-    return Placement.for_graph(graph, devices)
-
-
 def test_a_weight_two_stages_hold_is_warned_of(tmp_path, caplog) -> None:
     torch.manual_seed(0)
     model, x, cluster = TiedChain(), torch.randn(2, 8), uniform_cluster(2, kind="cpu")
     graph = from_torch(model, (x,), training=True)
-    placement = _by_module(graph, {"b": 1, "c": 1})
+    placement = by_module(graph, {"b": 1, "c": 1})
     with caplog.at_level(logging.WARNING, logger="gplace.export.torch"):
         split = pipeline_split(graph, cluster, placement, model, (x,))
     assert split.pipe.num_stages == 2

@@ -15,9 +15,9 @@ from torch import nn
 
 from gplace.export.torch import PipelineSkipError, pipeline_from_file, pipeline_split
 from gplace.importers.torch_export import from_torch
-from gplace.ir import Placement
 from gplace.pipeline.stages import placement_extras
 from gplace.testing import uniform_cluster
+from tests.export.module_placements import by_module
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning", "ignore::UserWarning")
 torch.set_num_threads(1)
@@ -35,18 +35,6 @@ class Skip(nn.Module):
         return self.c(self.b(h)) + h
 
 
-def _by_module(graph, stage_of: dict[str, int], root: int = 0) -> Placement:
-    """Each op on its top-level module's device (0 for other modules, ``root`` for the root module's ops); a
-    backward op with its forward op."""
-    paths = graph.source.module_paths
-    devices = [stage_of.get(paths.get(op, "").split(".")[0], 0) if paths.get(op) else root for op in graph.op_names]
-    devices = [devices[f] if f >= 0 else d for d, f in zip(devices, graph.grad_of or [-1] * len(devices), strict=True)]
-    first: dict[str, int] = {}  # a colocation group (a tied weight's inputs) on its first op's device
-    devices = [d if g is None else devices[first.setdefault(g, i)]
-               for i, (d, g) in enumerate(zip(devices, graph.colocation or [None] * len(devices), strict=True))]
-    return Placement.for_graph(graph, devices)
-
-
 def _save(path, graph, cluster, placement) -> None:
     path.write_text(json.dumps(placement_extras(graph, cluster, placement)))
 
@@ -56,12 +44,12 @@ def test_a_stage_output_read_by_two_later_stages_is_refused_for_training_and_war
     torch.manual_seed(0)
     model, x, cluster = Skip(), torch.randn(2, 8), uniform_cluster(3, kind="cpu")
     training = from_torch(model, (x,), training=True)
-    placement = _by_module(training, {"a": 0, "b": 1, "c": 2}, root=2)
+    placement = by_module(training, {"a": 0, "b": 1, "c": 2}, root=2)
     with pytest.raises(PipelineSkipError, match=r"'a' of stage 0 is read by stages 1, 2"):
         pipeline_split(training, cluster, placement, model, (x,))
     inference = from_torch(model, (x,))
     with caplog.at_level(logging.WARNING, logger="gplace.export.torch"):
-        split = pipeline_split(inference, cluster, _by_module(inference, {"a": 0, "b": 1, "c": 2}, root=2), model, (x,))
+        split = pipeline_split(inference, cluster, by_module(inference, {"a": 0, "b": 1, "c": 2}, root=2), model, (x,))
     assert split.pipe.num_stages == 3
     assert any("'a' of stage 0 is read by stages 1, 2" in r.getMessage() and r.levelno == logging.WARNING
                for r in caplog.records)
@@ -74,7 +62,7 @@ def test_a_stage_output_read_by_two_later_stages_is_refused_for_training_and_war
     assert pipe.num_stages == 3 and any("Backward of skip connections" in r.getMessage() for r in caplog.records)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="gplace.export.torch"):  # b and c in one stage: no skip over one
-        two = _by_module(training, {"b": 1, "c": 1}, root=1)
+        two = by_module(training, {"b": 1, "c": 1}, root=1)
         pipeline_split(training, uniform_cluster(2, kind="cpu"), two, model, (x,))
     assert not caplog.records
 
@@ -91,5 +79,5 @@ def test_torch_pipeline_fails_a_skip_over_a_stage_before_any_process_starts(monk
     model, x, y = Skip(), torch.randn(8, 8), torch.randn(8, 8)
     graph = from_torch(model, (x[:2],))  # an inference graph: torch-pipeline-v1 trains all the same
     runtime = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=4, steps=1, warmup=0)
-    m = runtime.measure(graph, uniform_cluster(3, kind="cpu"), _by_module(graph, {"a": 0, "b": 1, "c": 2}, root=2))
+    m = runtime.measure(graph, uniform_cluster(3, kind="cpu"), by_module(graph, {"a": 0, "b": 1, "c": 2}, root=2))
     assert not m.ok and "'a' of stage 0 is read by stages 1, 2" in m.reason and "skip connections" in m.reason
