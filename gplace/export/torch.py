@@ -23,6 +23,7 @@ import inspect
 import logging
 import numbers
 import operator
+import re
 import warnings
 import weakref
 from collections import Counter
@@ -582,17 +583,30 @@ def _skip_connections(pipe: Any) -> list[tuple[str, int, list[int]]]:
 def _shared_state(pipe: Any, module: nn.Module) -> list[tuple[str, list[int]]]:
     """Each parameter or buffer of ``module`` that two or more stages of ``pipe`` hold a copy of (a weight tied
     between modules of different stages, a module called in two): (its first name, the stages)."""
-    first: dict[int, str] = {}
-    canonical = {name: first.setdefault(id(t), name) for name, t in
-                 [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]}
+    canonical = first_names(module, buffers=True)
     held: dict[str, set[int]] = {}
     for k in range(pipe.num_stages):
         submod = pipe.split_gm.get_submodule(f"submod_pp_{k}")
         for name, _ in [*submod.named_parameters(remove_duplicate=False),
                         *submod.named_buffers(remove_duplicate=False)]:
-            plain = ".".join(part.split("@")[0] for part in name.split("."))  # s@1.weight: module s's 2nd call
+            plain = first_call_name(name)
             held.setdefault(canonical.get(name) or canonical.get(plain, plain), set()).add(k)
     return [(name, sorted(stages)) for name, stages in held.items() if len(stages) > 1]
+
+
+def first_names(module: nn.Module, *, buffers: bool = False) -> dict[str, str]:
+    """Every name of every parameter (and with ``buffers``, buffer) of ``module`` -> its first name (a tied weight
+    has several)."""
+    first: dict[int, str] = {}
+    named = [*module.named_parameters(remove_duplicate=False),
+             *(module.named_buffers(remove_duplicate=False) if buffers else ())]
+    return {name: first.setdefault(id(t), name) for name, t in named}
+
+
+def first_call_name(name: str) -> str:
+    """A pipeline stage's parameter name with torch's copy suffixes dropped: ``s@1.weight`` (the copy of module
+    ``s`` for its second call, which pipelining makes where the calls fall in different stages) -> ``s.weight``."""
+    return ".".join(re.sub(r"@\d+$", "", part) for part in name.split("."))
 
 
 def _check_stages(pipe: Any, module: nn.Module, training: bool | None, *, shared: bool = True) -> None:

@@ -90,7 +90,6 @@ import logging
 import math
 import os
 import queue
-import re
 import signal
 import socket
 import statistics
@@ -444,25 +443,15 @@ def _combined(reports: Mapping[int, dict], job: _Job) -> PipelineRun:
     several stages use (tied weights, or a module called in two stages: each stage holds its own copy, under the
     name it has there, ``s@1`` for a second call's) gets the sum of their gradients, under its first name in
     ``job.module``."""
-    canonical = _canonical_names(job.module)
+    from gplace.export.torch import first_call_name, first_names
+
+    canonical = first_names(job.module)
     grads: dict[str, np.ndarray] = {}
     for report in reports.values():
         for name, grad in report["grads"].items():
-            key = canonical.get(name) or canonical.get(_first_call(name), name)
+            key = canonical.get(name) or canonical.get(first_call_name(name), name)
             grads[key] = grads[key] + grad if key in grads else grad
     return PipelineRun(tuple(reports[0]["times"]), reports[job.ranks[-1]]["loss"], grads, job.world)
-
-
-def _canonical_names(module: nn.Module) -> dict[str, str]:
-    """Every name of every parameter of ``module`` -> its first name (a tied weight has several)."""
-    first: dict[int, str] = {}
-    return {name: first.setdefault(id(p), name) for name, p in module.named_parameters(remove_duplicate=False)}
-
-
-def _first_call(name: str) -> str:
-    """A stage's parameter name with torch's copy suffixes dropped: ``s@1.weight`` (the copy of module ``s`` for
-    its second call, which pipelining makes where the calls fall in different stages) -> ``s.weight``."""
-    return ".".join(re.sub(r"@\d+$", "", part) for part in name.split("."))
 
 
 def _named(job: _Job, rank: int) -> str:
