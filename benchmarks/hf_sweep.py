@@ -14,7 +14,7 @@ eager model, 1e-5 between two torch-v1 runs):
   ``split_program`` and ``dispatch(module_device_map(...))`` of that placement equal the eager model.
 - torch, training: the joint forward+backward graph; torch-v1 alternating equal to one device (outputs and
   gradients).
-- pipeline: ``align_to_modules``, then ``gpipe``, ``pipedream`` and ``ideal_dp`` on 4 CPU devices (pipe-v2,
+- pipeline: ``align_to_modules``, then ``gpipe``, ``pipedream`` and ``ideal_dp`` on 4 CPU devices (pipe-v3,
   M = 4, GPipe); ``pipeline_split`` of each (keyword inputs); its ``Pipe`` equal to the eager model.
 - ONNX: ``torch.onnx.export`` (dynamo); ``from_onnx``; ``split_onnx`` of the alternating placement run by
   onnxruntime equal to the whole model; torch-v1 alternating equal to one device.

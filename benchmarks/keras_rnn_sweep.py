@@ -5,7 +5,7 @@ Run from the repository root: ``python benchmarks/keras_rnn_sweep.py [--out benc
 Each model (random weights, batch 2) is imported for inference and as a training step (``from_tensorflow``, each
 time loop one op); then, as in ``keras_sweep.py``: tf-v1 under a split placement (``gplace.testing.alternating``)
 gives Keras's output, the SavedModel write-back gives Keras's output, and the training step split gives the
-one-device step's values; finally ``pipe-v2`` (2 micro-batches) measures the training step split, which needs its
+one-device step's values; finally ``pipe-v3`` (2 micro-batches) measures the training step split, which needs its
 phases to be consistent (no backward op feeding a forward one). Each cell says ``ok`` or the failure.
 """
 
@@ -58,7 +58,7 @@ def _input(model) -> np.ndarray:
 
 
 def check(model, runtime: TensorFlowRuntime) -> list[str]:
-    """The row's cells: ops (inference / training), loops, inference, write-back, training split, pipe-v2."""
+    """The row's cells: ops (inference / training), loops, inference, write-back, training split, pipe-v3."""
     x = _input(model)
     g = from_tensorflow(model)
     [out] = runtime.run(g, cpus(), alternating(g), feeds={g.source.inputs[0]: x})
@@ -96,7 +96,7 @@ def main() -> None:
                 f"Python {platform.python_version()}, 2 CPU cores; random weights, batch 2, `unroll=False` (each "
                 "time loop one `While` op).\n\n"
                 "| model | ops: inference / training | loops | inference: tf-v1 split = Keras | SavedModel "
-                "write-back = Keras | training step: tf-v1 split = one device | pipe-v2 (M = 2) | s |\n"
+                "write-back = Keras | training step: tf-v1 split = one device | pipe-v3 (M = 2) | s |\n"
                 "|---|---:|---:|---|---|---|---|---:|\n")
         write_report(args.out, head + "\n".join(rows) + "\n")
 

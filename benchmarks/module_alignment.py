@@ -6,7 +6,7 @@ Run from the repository root: ``python benchmarks/module_alignment.py``; writes 
 wherever their cost model says, so on a torch program their split may fall inside a module, and
 ``pipeline_split`` refuses it. ``align_to_modules`` colocates the ops so that every cut falls where a module
 begins. For each model, GPU count and placer, this script places the plain graph and the aligned one and
-reports both mini-batch times under ``pipe-v2`` (M = 16, 1F1B; op costs from the importer's cost model, the
+reports both mini-batch times under ``pipe-v3`` (M = 16, 1F1B; op costs from the importer's cost model, the
 ``modern_cluster`` A100s with NVLink) and how many of the plain split's cuts fall inside a module.
 """
 

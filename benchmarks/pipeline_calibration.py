@@ -1,4 +1,4 @@
-"""``pipe-v2`` calibrated on this machine against ``torch-pipeline-v1`` measured on it (issue 16 item 3).
+"""``pipe-v3`` calibrated on this machine against ``torch-pipeline-v1`` measured on it (issue 16 item 3).
 
 Run from the repository root: ``python benchmarks/pipeline_calibration.py``; writes ``pipeline_calibration.json``
 (the figures in ``pipeline_calibration.md``).
@@ -10,12 +10,12 @@ For each model (an MLP, a CNN, a Transformer; each a chain of top-level modules)
 2. one-stage runs of the real runtime (M = 4 and 8) fit the per-stage, per-micro-batch overhead of the schedule
    (closed form: ``(measured - M x sum of the module times) / 2M``, the median over the two);
 3. the link latency is fitted on the MLP's one-stage-per-device runs that give each process a core of its own
-   (pipe-v2's devices are independent; on this machine's 2 cores that is the 2-device layout): the latency, of
+   (pipe-v3's devices are independent; on this machine's 2 cores that is the 2-device layout): the latency, of
    0-5 ms in steps of 50 us, with the smallest median error. The CNN's and the Transformer's runs, the
    non-contiguous layouts and the runs with more processes than cores are predictions it never saw
    (``--report-only`` redoes this analysis on the stored measurements and rewrites the report);
 4. every (layout, M in {2, 4, 8}, schedule in {gpipe, 1f1b}) runs for real (median of ``STEPS`` steps after
-   ``WARMUP`` warm-up steps, with its spread) and in ``pipe-v2`` on the module graph, placed the same way. A layout
+   ``WARMUP`` warm-up steps, with its spread) and in ``pipe-v3`` on the module graph, placed the same way. A layout
    lists the device of each stage, a contiguous run of modules: ``0,1`` and ``0,1,2,3`` (one stage per device),
    and the non-contiguous ``0,1,0`` and ``0,1,0,1`` (2 devices, a process each, running their stages in the order
    of ``gplace.pipeline.stage_orders``).
@@ -89,7 +89,7 @@ def is_contiguous(layout: tuple[int, ...]) -> bool:
 
 
 def has_cores(row: dict, cores: int) -> bool:
-    """Whether each process of the run had a core of its own (pipe-v2's devices are independent)."""
+    """Whether each process of the run had a core of its own (pipe-v3's devices are independent)."""
     return max(row["layout"]) + 1 <= cores
 
 
@@ -185,12 +185,12 @@ def report(path: Path = OUT) -> str:
 
     lay = lambda r: ",".join(map(str, r["layout"]))  # noqa: E731
     load = lambda key: ", ".join(f"{v:.2f}" for v in doc[key])  # noqa: E731
-    lines = ["# pipe-v2 calibrated here against torch-pipeline-v1 measured here", "",
+    lines = ["# pipe-v3 calibrated here against torch-pipeline-v1 measured here", "",
              f"Made by `python benchmarks/pipeline_calibration.py` (the method is its docstring), {doc['date']}, on",
              f"the {doc['cores']}-core development machine (load average before "
              f"{load('load_before')}, after {load('load_after')}).",
              "One torch thread per process and in the calibration. Processes are logical CPU devices sharing the",
-             "same 2 cores: 2 devices get a core each, 4 always share (two per core), which pipe-v2 (independent",
+             "same 2 cores: 2 devices get a core each, 4 always share (two per core), which pipe-v3 (independent",
              "devices) does not model. `devices` lists the device of each stage (a contiguous run of modules);",
              "`0,1,0` and `0,1,0,1` are non-contiguous: each device's process runs its stages in the order of",
              "`gplace.pipeline.stage_orders`.", "",
@@ -199,7 +199,7 @@ def report(path: Path = OUT) -> str:
              f"bandwidth {doc['bandwidth']:.0e} B/s (not fitted)",
              *(f"- {name}: per-stage overhead {c['overhead_s'] * 1e3:.2f} ms per micro-batch and direction; one stage: "
                + ", ".join(f"M={m} {ms(t)} ms" for m, t in c["one_stage"].items()) for name, c in calib.items()), "",
-             "| model | devices | M | schedule | measured ms | spread | pipe-v2 ms | error |",
+             "| model | devices | M | schedule | measured ms | spread | pipe-v3 ms | error |",
              "|---|---|---:|---|---:|---:|---:|---:|"]
     lines += [f"| {r['model']} | {lay(r)} | {r['microbatches']} | {r['schedule']} | {ms(r['measured'])} | "
               f"{pct(r['spread'])} | {ms(r['predicted'])} | {pct(r['error'])} |" if r["ok"] else
@@ -211,14 +211,14 @@ def report(path: Path = OUT) -> str:
     contiguous = [r for r in cored if is_contiguous(tuple(r["layout"]))]
     shared = [r for r in rows if r not in cored]
     lines += ["", "## Errors", "", f"Over the {len(rows)} runs that ran ({len(failed)} failed); the machine has "
-              f"{doc['cores']} cores. Error: |pipe-v2 - measured| / measured; signed error: (pipe-v2 - measured) / "
-              "measured, negative where pipe-v2 is too fast.", "",
-              f"- **a core per process** (what pipe-v2 assumes: independent devices): {summary(cored)}",
+              f"{doc['cores']} cores. Error: |pipe-v3 - measured| / measured; signed error: (pipe-v3 - measured) / "
+              "measured, negative where pipe-v3 is too fast.", "",
+              f"- **a core per process** (what pipe-v3 assumes: independent devices): {summary(cored)}",
               f"  - one stage per device: {summary(contiguous)}",
               f"  - of those, held out (CNN and Transformer; the latency was fitted on the MLP): "
               f"{summary([r for r in contiguous if r['model'] != 'mlp'])}",
               f"  - non-contiguous (never fitted on): {summary([r for r in cored if r not in contiguous])}",
-              f"- more processes than cores (outside pipe-v2's model, never fitted on): {summary(shared)}",
+              f"- more processes than cores (outside pipe-v3's model, never fitted on): {summary(shared)}",
               f"- every run: {summary(rows)}",
               "", "## Two devices against one process (M = 8)", ""]
     for name, c in calib.items():

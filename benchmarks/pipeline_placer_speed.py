@@ -8,9 +8,9 @@ and update ops, no colocation, so 10,004 units for the partitioners), and the zo
 GNMT-8 (35,754 ops) training steps. Clusters: 4 and 8 A100s (gplace.zoo.modern_cluster), M = 16. The issue's
 target: every placer for this objective under 10 s on a 10,000-op graph. Each figure is the best of
 ``--repeats`` runs of ``placer.place`` (the learned search: building the policy placer, i.e. grouping and
-features, then one update of REINFORCE with K = ``samples`` placements measured by pipe-v2, then the greedy
+features, then one update of REINFORCE with K = ``samples`` placements measured by pipe-v3, then the greedy
 placement; its budget otherwise is what the user gives it). The local search (``PipelineLocalSearch``, 1F1B) is a
-search too: ideal_dp's placement, then ``--local-seconds`` of descent; its row also gives the pipe-v2 time of the
+search too: ideal_dp's placement, then ``--local-seconds`` of descent; its row also gives the pipe-v3 time of the
 DP's split and of the result.
 """
 
@@ -50,7 +50,7 @@ def graphs() -> dict[str, OpGraph]:
 
 
 def learned_search(samples: int):
-    """One REINFORCE update of the list-scheduling policy (GNN encoder, stage features), rewarded by pipe-v2."""
+    """One REINFORCE update of the list-scheduling policy (GNN encoder, stage features), rewarded by pipe-v3."""
     from gplace.encoders import GNNEncoder
     from gplace.experiment import place
     from gplace.policies import ListSchedulingPolicy

@@ -7,7 +7,7 @@ Run from the repository root with the shared graphs reachable (``GPLACE_SHARED``
 Each (graph, schedule) runs one cold search as ``bench_pipeline`` runs its learned search ``--method``
 (default ``list_scheduling_stage``: GNN encoder, list-scheduling policy with the stage prior and the revisit
 charge, risk-seeking REINFORCE; the overrides are read from ``bench_pipeline.yaml``), for ``--seconds``,
-rewarded by pipe-v2 on ``--cluster`` with M = ``--microbatches``, with ``-o`` overrides of the main config after
+rewarded by pipe-v3 on ``--cluster`` with M = ``--microbatches``, with ``-o`` overrides of the main config after
 the bench's own, from ``torch.manual_seed(--seed)``. Probes quoted in the notes before 2026-11-26 13:00 UTC ran
 from the stage prior alone (``policy.revisit=0``, no risk seeking): add ``-o policy.revisit=0 -o
 trainer.risk_seeking=null`` to repeat them. It prints the mini-batch time and its ratio to the fastest

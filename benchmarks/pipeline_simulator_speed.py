@@ -1,9 +1,9 @@
-"""Speed of the ``pipe-v2`` pipeline simulator's batch API against a plain Python event loop of the same model.
+"""Speed of the ``pipe-v3`` pipeline simulator's batch API against a plain Python event loop of the same model.
 
 Run from the repository root: ``python benchmarks/pipeline_simulator_speed.py [--placements 20]``; writes
 ``benchmarks/pipeline_simulator_speed.json`` (the figures in ``simulator.md``, its last section).
 
-The yardstick, :func:`plain_minibatch_time`, is the event loop of ``pipe-v2`` written the way Python simulators
+The yardstick, :func:`plain_minibatch_time`, is the event loop of ``pipe-v3`` written the way Python simulators
 are (``heapq``, lists, a deque per channel), over the same instance arrays ``PipelineSimulator`` prepares once
 per graph (the expansion into micro-batch instances is not timed on either side). It is checked to give the
 kernel's mini-batch time, to the bit, on every placement before anything is timed. The issue's target: the
@@ -73,7 +73,7 @@ def contiguous_placements(graph: OpGraph, num_devices: int, count: int, seed: in
 
 
 def plain_minibatch_time(prep, devices) -> float:
-    """The ``pipe-v2`` event loop in plain Python over the prepared instance arrays (see the module docstring)."""
+    """The ``pipe-v3`` event loop in plain Python over the prepared instance arrays (see the module docstring)."""
     (ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, _, _, ebytes, inst_op, code, rank, _, _, _, _, _, lat, bw,
      m_count, one_f_one_b) = prep.args  # runs, grad_of and the memory arrays are not needed for the time
     ic, imb, inst_op = ic.tolist(), imb.tolist(), inst_op.tolist()
@@ -83,6 +83,8 @@ def plain_minibatch_time(prep, devices) -> float:
     k_count, nd = len(ic), len(lat)
     idev = [devices[op] for op in inst_op]
     limit = _limits(devices, code.tolist(), rank.tolist(), nd, m_count, one_f_one_b)
+    prio = [k + k_count * _position(ic[k], imb[k], limit[idev[k]], m_count) if one_f_one_b else k
+           for k in range(k_count)]  # priority, lowest first
     sends = []  # per instance: [(dst device, bytes)], one per other consumer device, in first-edge order
     for k in range(k_count):
         by_dev = {}
@@ -101,7 +103,7 @@ def plain_minibatch_time(prep, devices) -> float:
     ready = [[] for _ in range(nd)]
     for k in range(k_count):
         if pending[k] == 0:
-            heapq.heappush(ready[idev[k]], k)
+            heapq.heappush(ready[idev[k]], prio[k])
     busy = [False] * nd
     chan_busy, chan_q = {}, {}
     events, t, done, ended = [], 0.0, 0, [0.0] * k_count
@@ -116,7 +118,7 @@ def plain_minibatch_time(prep, devices) -> float:
         for d in dirty_dev:
             if busy[d] or not ready[d]:
                 continue
-            k = ready[d][0]
+            k = ready[d][0] % k_count
             if _gated(k, d, ic, imb, phase_left, left, limit, one_f_one_b):
                 continue
             heapq.heappop(ready[d])
@@ -141,12 +143,12 @@ def plain_minibatch_time(prep, devices) -> float:
                     if idev[j] == d:
                         pending[j] -= 1
                         if pending[j] == 0:
-                            heapq.heappush(ready[d], j)
+                            heapq.heappush(ready[d], prio[j])
                 ended[k] = t
                 for dst, nbytes in sends[k]:
                     queue = chan_q.setdefault((d, dst), deque())
-                    at = len(queue)  # ties of end time go by priority (instance number)
-                    while at and ended[queue[at - 1][0]] == t and queue[at - 1][0] > k:
+                    at = len(queue)  # ties of end time go by priority
+                    while at and ended[queue[at - 1][0]] == t and prio[queue[at - 1][0]] > prio[k]:
                         at -= 1
                     queue.insert(at, (k, dst, nbytes))
                     dirty_ch.add((d, dst))
@@ -159,7 +161,7 @@ def plain_minibatch_time(prep, devices) -> float:
                     if idev[j] == dst:
                         pending[j] -= 1
                         if pending[j] == 0:
-                            heapq.heappush(ready[dst], j)
+                            heapq.heappush(ready[dst], prio[j])
                             dirty_dev.add(dst)
 
 
@@ -174,6 +176,13 @@ def _limits(devices, code, rank, nd, m_count, one_f_one_b):
         for k, d in enumerate(stages):
             limit[d] = min(m_count, len(stages) - k)
     return limit
+
+
+def _position(c, m, limit, m_count):
+    """An instance's place in its device's 1F1B order (torch's ``Schedule1F1B`` sequence); updates last."""
+    if c == 2:
+        return 2 * m_count
+    return m + max(0, m - limit + 1) if c == 0 else limit + m + min(m, m_count - limit)
 
 
 def _gated(k, d, ic, imb, phase_left, left, limit, one_f_one_b):

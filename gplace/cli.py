@@ -1372,16 +1372,16 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
 def _summary_now(doc: dict, graph, cluster, placement) -> tuple[dict, str, Any]:
     """The per-device summary of a placement file, computed now, the model that made it, and that model's
     :class:`~gplace.runtime.Measurement` of the placement, as ``gplace place`` writes one: the file's
-    ``pipe-v2/<schedule>/m<M>`` pipeline where its runtime is that simulator (bubble and micro-batches in flight
-    too), else one ``sim-v1`` step (a real pipeline's run included, as :func:`gplace.experiment.write_report`
-    keeps it)."""
+    ``pipe-v3/<schedule>/m<M>`` pipeline where its runtime is that simulator or an older one (``pipe-v2/...``,
+    whose file then says what it measured; bubble and micro-batches in flight too), else one ``sim-v1`` step (a
+    real pipeline's run included, as :func:`gplace.experiment.write_report` keeps it)."""
     import re
 
     from gplace.pipeline import PipelineSimulator
     from gplace.runtime import Simulator
     from gplace.show import device_summary
 
-    piped = re.fullmatch(rf"{PipelineSimulator.semantics}/(gpipe|1f1b)/m([1-9][0-9]*)", str(doc.get("runtime")))
+    piped = re.fullmatch(r"pipe-v[0-9]+/(gpipe|1f1b)/m([1-9][0-9]*)", str(doc.get("runtime")))
     if piped is None:
         return device_summary(graph, cluster, placement), "sim-v1", Simulator().measure(graph, cluster, placement)
     sim = PipelineSimulator(int(piped[2]), piped[1])

@@ -364,7 +364,7 @@ def check_objective(meta: Mapping[str, Any], runtime: Runtime | None, path: str 
 
 def _objective_of(runtime_id: str) -> str:
     """``one step``; or, for an id ending in ``/m<M>`` (or a ``pipe-`` one), a pipelined mini-batch with what the id
-    says after its runtime's name (``pipe-v2/1f1b/m8`` and ``torch-pipeline-v1/1f1b/m8``: one objective, two
+    says after its runtime's name (``pipe-v3/1f1b/m8`` and ``torch-pipeline-v1/1f1b/m8``: one objective, two
     runtimes; ``pipe-steady-v1/m8``, the steady-state score, another)."""
     name, _, settings = runtime_id.partition("/")
     if not (name.startswith("pipe-") or re.search(r"(^|/)m[1-9][0-9]*$", settings)):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gplace.ir import Cluster, Device, Op, OpGraph, cluster_to_dict, graph_to_dict, save_json
+from gplace.pipeline import PipelineSimulator
 from gplace.testing import random_dag, uniform_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -308,7 +309,7 @@ def test_place_splits_pipeline_stages_for_the_pipeline_objective(files):
                    f"hydra.run.dir={out}", cwd=files)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "placement.json").read_text())
-    assert doc["runtime"] == "pipe-v2/1f1b/m8" and doc["stages"]
+    assert doc["runtime"] == "pipe-v3/1f1b/m8" and doc["stages"]
     names = {e.get("name", "") for e in json.loads((out / "trace.json").read_text())["traceEvents"]}
     assert any(name.endswith("[mb 7]") for name in names)  # the pipelined mini-batch's timeline, not one step's
     rows = doc["per_device"].values()
@@ -349,7 +350,7 @@ def test_show_lists_a_pipelines_devices_by_rank(files):
     used = list(dict.fromkeys(doc["placement"].values()))
     assert len(used) >= 2  # else the order below would test nothing
     doc["stages"] = {device: [op for op, d in doc["placement"].items() if d == device] for device in used[::-1]}
-    for row in doc["per_device"].values():  # as pipe-v2's summary has them
+    for row in doc["per_device"].values():  # as pipe-v3's summary has them
         row.update(bubble=0.5, in_flight=1)
     save_json(doc, files / "pipeline.json")
     proc = _gplace("show", str(files / "pipeline.json"), cwd=files)
@@ -625,7 +626,7 @@ def test_place_imports_the_modules_named_for_a_policy_file_of_ones_own_classes(t
 
 def test_show_computes_a_pipelines_summary_by_its_own_simulator_and_never_cuts_device_names(tmp_path, monkeypatch):
     """A pipeline's placement.json without its per-device summary, shown with ``--graph`` and ``--cluster``, gets the
-    summary its runtime (``pipe-v2/1f1b/m4``) gives, not one sim-v1 step's; device names that share a long prefix
+    summary its runtime (``pipe-v3/1f1b/m4``) gives, not one sim-v1 step's; device names that share a long prefix
     are printed whole on an 80-column terminal (the table as wide as it needs), not cut to ``/job:localhost/rep...``."""
     monkeypatch.setenv("COLUMNS", "80")
     names = [f"/job:localhost/replica:0/task:0/device:GPU:{i}" for i in range(3)]
@@ -642,7 +643,7 @@ def test_show_computes_a_pipelines_summary_by_its_own_simulator_and_never_cuts_d
     bare = _gplace("show", str(tmp_path / "bare.json"), "--graph", str(tmp_path / "graph.json"), "--cluster",
                    str(tmp_path / "cluster.json"), cwd=tmp_path).stdout
     assert "bubble" in bare
-    assert "(pipe-v2/1f1b/m4, computed now: " in bare.splitlines()[0]  # the title says the figures are new
+    assert "(pipe-v3/1f1b/m4, computed now: " in bare.splitlines()[0]  # the title says the figures are new
     assert bare.splitlines()[1:-1] == full.splitlines()[1:len(bare.splitlines()) - 1]  # the same table
     assert all(name in full for name in names)  # whole, on one line each
     doc["runtime"] = "torch-v1"  # measured by another runtime: the summary computed now is sim-v1's, and says so
@@ -651,6 +652,14 @@ def test_show_computes_a_pipelines_summary_by_its_own_simulator_and_never_cuts_d
                     str(tmp_path / "cluster.json"), cwd=tmp_path).stdout
     assert "bubble" not in shown
     assert "sim-v1 model of this placement, computed now, not torch-v1's" in " ".join(shown.split())
+    for older in ("pipe-v1", "pipe-v2"):  # an older pipeline simulator's file: today's simulator, and it says so
+        doc["runtime"] = f"{older}/1f1b/m4"
+        save_json(doc, tmp_path / "older.json")
+        shown = _gplace("show", str(tmp_path / "older.json"), "--graph", str(tmp_path / "graph.json"), "--cluster",
+                        str(tmp_path / "cluster.json"), cwd=tmp_path).stdout
+        now = f"{PipelineSimulator.semantics}/1f1b/m4"
+        assert "bubble" in shown and f"({now}, computed now: " in shown.splitlines()[0], older
+        assert f"{now} model of this placement, computed now, not {older}/1f1b/m4's" in " ".join(shown.split())
     for runtime, says in (("torch-pipeline-v1/1f1b/m4", "sim-v1 model of this placement, computed now, not "
                            "torch-pipeline-v1/1f1b/m4's"), (None, None)):  # as gplace place writes them; no runtime
         doc["runtime"] = runtime

@@ -121,7 +121,7 @@ def test_a_pipeline_placer_by_name_takes_the_micro_batches_of_the_runtime(method
     cls = {c.name: c for c in (pipeline.GPipePartitioner, pipeline.PipeDreamPartitioner,
                                pipeline.IdealDPPartitioner, pipeline.PipelineILPPlacer)}[method]
     assert report.placement == cls(microbatches=8).place(graph, cluster)
-    assert report.measurement.runtime == sim.id == "pipe-v2/gpipe/m8"
+    assert report.measurement.runtime == sim.id == "pipe-v3/gpipe/m8"
     assert report.measurement.step_time == sim.measure(graph, cluster, report.placement).step_time
 
 

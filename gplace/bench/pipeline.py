@@ -1,4 +1,4 @@
-"""The pipeline bench: partitioners and learned searches on micro-batched training, measured by ``pipe-v2``.
+"""The pipeline bench: partitioners and learned searches on micro-batched training, measured by ``pipe-v3``.
 
 Writes ``pipeline_results.json`` (one record per graph, cluster, schedule, M and method), ``PIPELINE.md`` (the
 tables and the issue's targets, checked) and ``plots/pipeline_throughput.png`` under the output directory.
@@ -76,7 +76,7 @@ class PipelineRecord:
 
 
 def models(records: Iterable[PipelineRecord]) -> str:
-    """The simulator semantics that measured ``records``, e.g. ``"pipe-v2"`` (``"pipe-v1 and pipe-v2"`` if mixed)."""
+    """The simulator semantics that measured ``records``, e.g. ``"pipe-v3"`` (``"pipe-v1 and pipe-v3"`` if mixed)."""
     return " and ".join(sorted({r.model for r in records})) or PipelineSimulator.semantics
 
 
@@ -121,7 +121,7 @@ def run_pipeline_case(graph: OpGraph, cluster: Cluster, placers: Mapping[str, An
                       schedules: Sequence[str], searches: Mapping[str, Search] | None = None,
                       search_cases: Iterable[tuple[int, str]] = (), label: str | None = None) -> list[PipelineRecord]:
     """Place ``graph`` on ``cluster`` with every placer (once, for the largest M) and measure every placement
-    with ``pipe-v2`` for every M and schedule; run each learned search on the ``(M, schedule)`` pairs of
+    with ``pipe-v3`` for every M and schedule; run each learned search on the ``(M, schedule)`` pairs of
     ``search_cases``, cold and warm-started from the fastest placer's placement of that M and schedule. The
     records name the graph ``label`` (default: ``graph.name``)."""
     bound = pipeline_lower_bound(graph, cluster)
@@ -682,7 +682,7 @@ def load_pipeline_records(path: str | Path) -> list[PipelineRecord]:
 
 def _learned_search(c: Any) -> Search:
     """A learned search (the main config ``c``, its networks seeded by :func:`~gplace.bench.searches.build_learner`)
-    whose reward is the given ``pipe-v2`` runtime."""
+    whose reward is the given ``pipe-v3`` runtime."""
     from gplace.bench.searches import place_with
 
     def search(graph: OpGraph, cluster: Cluster, runtime: Any, warm: Placement | None) -> Placement:

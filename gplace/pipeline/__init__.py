@@ -1,6 +1,6 @@
 """Pipeline parallelism: micro-batched training and inference of a placed graph.
 
-``pipe-v2`` (:class:`PipelineSimulator`) simulates one mini-batch under the ``gpipe`` or ``1f1b`` schedule;
+``pipe-v3`` (:class:`PipelineSimulator`) simulates one mini-batch under the ``gpipe`` or ``1f1b`` schedule;
 ``pipe-steady-v1`` (:class:`SteadyStateScore`, :func:`steady_state_loads`) is its cheap steady-state score and
 :func:`pipeline_bytes_moved` its bytes sent between devices;
 :func:`write_pipeline_trace` writes a simulated mini-batch as a Chrome trace; :mod:`gplace.pipeline.stages`

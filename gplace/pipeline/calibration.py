@@ -1,9 +1,9 @@
-"""``pipe-v2`` calibrated on this machine for a torch module: a training graph of its top-level modules with the
+"""``pipe-v3`` calibrated on this machine for a torch module: a training graph of its top-level modules with the
 forward and backward times measured here, to predict what ``torch-pipeline-v1`` measures.
 
 :func:`measure_modules` times each top-level module on one micro-batch (the module must run them one after
 another, ``module(x) == children[-1](...children[0](x))``, checked). :func:`module_training_graph` makes each a
-forward and a backward op (colocated, ``grad_of`` the forward op) costing those times x ``M`` (pipe-v2 divides by
+forward and a backward op (colocated, ``grad_of`` the forward op) costing those times x ``M`` (pipe-v3 divides by
 ``M``), with the activations sent forward and their gradients backward between consecutive modules; the first
 module of each stage also pays a per-micro-batch ``overhead`` in each direction (the schedule's bookkeeping and
 its sends and receives, fitted by the caller from runs of the real runtime). The link cost is the cluster's.
@@ -109,7 +109,7 @@ def _kept(module: nn.Module) -> Iterator[None]:
 
 def module_training_graph(times: Sequence[ModuleTimes], *, microbatches: int, stage_of: dict[str, int] | None = None,
                           overhead: float = 0.0, kind: str = "cpu", name: str = "modules") -> OpGraph:
-    """A ``pipe-v2`` training graph: a forward and a backward op per module (colocated, ``grad_of``), costs for M
+    """A ``pipe-v3`` training graph: a forward and a backward op per module (colocated, ``grad_of``), costs for M
     micro-batches, activations forward and gradients backward between consecutive modules.
 
     Args:

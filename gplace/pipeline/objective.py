@@ -7,7 +7,7 @@
 Example:
     >>> from gplace.runtime import Simulator
     >>> objective_runtime(Simulator(), "pipeline", microbatches=8, schedule="gpipe").id
-    'pipe-v2/gpipe/m8'
+    'pipe-v3/gpipe/m8'
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def objective_runtime(runtime: Runtime, name: str = "step", *, microbatches: int
     if name == "step":
         return runtime
     if name in OBJECTIVES and runtime is not None and type(runtime) is not Simulator:
-        model = "pipe-v2" if name == "pipeline" else "pipe-steady-v1"
+        model = PipelineSimulator.semantics if name == "pipeline" else "pipe-steady-v1"
         if type(innermost(runtime)) is Simulator:
             log.warning("objective %s measures with its own model (%s), bare: the configured runtime's %s around "
                         "sim-v1 is not applied to it", name, model, type(runtime).__name__)

@@ -1,10 +1,15 @@
-"""``pipe-v2``: a discrete-event simulator of one mini-batch of a placed graph, pipelined over micro-batches.
+"""``pipe-v3``: a discrete-event simulator of one mini-batch of a placed graph, pipelined over micro-batches.
 
-The semantics below are those of runtime id ``pipe-v2``; any change to them needs a new id. ``pipe-v1`` (the
-figures recorded before it) differed in two rules: its stages were ordered by the first forward op of any kind,
-so a weight or input op on another device decided which device was stage 0 (and the 1F1B limits); and a
-micro-batch left a device with its last instance there, so a device whose backward ops ran elsewhere held one
-micro-batch's activations instead of every one waiting for its backward.
+The semantics below are those of runtime id ``pipe-v3``; any change to them needs a new id. ``pipe-v2`` (the
+figures recorded from 2026-11-29 to 2026-12-05) differed in one rule: under ``1f1b`` a device ran a ready
+backward instance before any ready forward one, so with unequal stages its order was not torch's (two stages
+with forward passes of 0.5 s and backward passes of 2.0 s and 0.5 s, M = 3: ``F0 F1 B0 B1 F2 B2`` on the first
+device, 3.0 s, where torch's ``F0 F1 B0 F2 B1 B2`` takes 2.67 s); its ``gpipe`` is ``pipe-v3``'s, and so is its
+``1f1b`` on a graph without backward ops. ``pipe-v1`` (before 2026-11-29) differed from ``pipe-v2`` in two
+rules: its stages were ordered by the first forward op of any kind, so a weight or input op on another device
+decided which device was stage 0 (and the 1F1B limits); and a micro-batch left a device with its last instance
+there, so a device whose backward ops ran elsewhere held one micro-batch's activations instead of every one
+waiting for its backward.
 
 Instances
     The mini-batch is split into ``M`` micro-batches. Every forward or backward op (an op without a phase
@@ -25,12 +30,14 @@ Compute
     arrived on its device (same device: when its producer ends; else when its transfer ends). When idle, a
     device looks at its ready instance of highest priority and starts it unless a gate holds it (then the
     device waits; nothing of lower priority overtakes it). Priority, highest first: under ``gpipe``
-    forward, backward, update; under ``1f1b`` backward, forward, update; then the lower micro-batch; then
-    the op that comes first in ``graph.topological_order``. (So ``1f1b`` is torch's ``Schedule1F1B`` order
-    while a device's passes take equal times; torch alternates strictly, a backward then a forward, where
-    ``pipe-v2`` runs a ready backward first: on two stages with forward passes of 0.5 s and backward passes of
-    2.0 s and 0.5 s, M = 3, the first device runs ``F0 F1 B0 B1 F2 B2`` (3.0 s) where torch's order is
-    ``F0 F1 B0 F2 B1 B2`` (2.67 s with the same costs).) Gates: an update op waits until every forward
+    forward, backward, update, then the lower micro-batch; under ``1f1b`` the place of the instance's pass in
+    torch's ``Schedule1F1B`` order for its device, ``F0 .. F(L_d - 1)`` (the warm-up), then ``B0 F(L_d) B1
+    F(L_d + 1) ..`` in turn, then the backward passes left, update instances last; under both, then the op
+    that comes first in ``graph.topological_order``. Torch waits for the next pass of its order; a device here
+    starts its ready instance of highest priority, so where the next pass has not arrived and a later one has,
+    it runs the later one (on 300 random chains of 2 to 5 stages, one a device, M 1 to 9, unequal passes:
+    every device's order was torch's on 259 chains and the mini-batch time that of torch's order on 276, from
+    0.961x to 1.100x of it; ``pipe-v2``: 214, 218, 0.984x to 1.363x). Gates: an update op waits until every forward
     and backward instance on its device has ended; under ``gpipe`` a backward instance waits until every
     forward instance on its device has ended; a forward instance of micro-batch ``m >= L_d`` waits until
     micro-batch ``m - L_d`` has ended all its instances on the device.
@@ -46,9 +53,9 @@ Memory
     its last instance there and of every backward instance, wherever it runs, of a forward op there
     (``grad_of``): its activations are held until their backward. A backward instance does not open it (its
     forward instances are the ones the 1F1B gate admits): an input-less backward source (a gradient tape's
-    shape constants) runs at ``t = 0`` for every micro-batch, ungated, and counted every one in flight under
-    1F1B (``[8, 0]`` where ``L_d`` is 1, until 2026-12-05; the id stayed, as no time changes, only
-    ``in_flight`` and the peaks, so out-of-memory verdicts, where a backward instance started first); a device
+    shape constants) is ready at ``t = 0`` for every micro-batch, ungated, and counted every one in flight
+    under ``pipe-v2``'s 1F1B, which ran it first (``[8, 0]`` where ``L_d`` is 1, until 2026-12-05; the id
+    stayed, as no time changed, only ``in_flight`` and the peaks, so out-of-memory verdicts); a device
     without forward instances holds none. Each in-flight micro-batch keeps ``ceil(output_bytes / M)`` of every
     forward op on the device. The peak of device ``d`` is its ops' ``persistent_memory`` + the most
     micro-batches ever in flight on it x those activations + the largest ``temporary_memory`` of its ops. A peak
@@ -142,7 +149,8 @@ class PipelineSchedule(ReadOnlyArrays):
     devices: np.ndarray = field(repr=False)
     """(N,) int64 device of each op."""
     inst_op: np.ndarray = field(repr=False)
-    """(K,) int64 op of each instance; instances are numbered in priority order."""
+    """(K,) int64 op of each instance; instances are numbered by phase (under ``1f1b`` backward first), then
+    micro-batch, then topological order."""
     inst_microbatch: np.ndarray = field(repr=False)
     """(K,) int64 micro-batch of each instance, -1 for update ops."""
     inst_start: np.ndarray = field(repr=False)
@@ -177,9 +185,9 @@ class PipelineSchedule(ReadOnlyArrays):
 
 
 class PipelineSimulator(PreparedCache, Runtime):
-    """The ``pipe-v2`` runtime (see the module docstring): the time of one mini-batch.
+    """The ``pipe-v3`` runtime (see the module docstring): the time of one mini-batch.
 
-    Its :attr:`id` is ``pipe-v2/<schedule>/m<M>``, so that caches keep the settings apart.
+    Its :attr:`id` is ``pipe-v3/<schedule>/m<M>``, so that caches keep the settings apart.
 
     Args:
         microbatches: micro-batches per mini-batch, ``M >= 1``.
@@ -190,7 +198,7 @@ class PipelineSimulator(PreparedCache, Runtime):
             process may use; results do not depend on it, see :mod:`gplace.runtime.batch`).
     """
 
-    semantics = "pipe-v2"
+    semantics = "pipe-v3"
     deterministic = True
     microbatches = ReadOnlySetting[int]()
     """Micro-batches per mini-batch (read-only: :attr:`id` and the prepared arrays are made from it)."""
@@ -258,7 +266,7 @@ class _Instances:
 
 
 def check_phases(graph: OpGraph) -> np.ndarray:
-    """(N,) int64 phase codes (0 forward, 1 backward, 2 update), checked against the pipe-v2 rules.
+    """(N,) int64 phase codes (0 forward, 1 backward, 2 update), checked against the pipe-v3 rules.
 
     Raises:
         GraphError: an update op feeds a non-update op, or a backward op feeds a forward op.
@@ -283,11 +291,11 @@ def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, sched
     m_count, n = microbatches, graph.num_ops
     if m_count * n > MAX_INSTANCES:
         raise ValueError(f"microbatches={m_count} makes {m_count * n:,} op instances of graph {graph.name!r} "
-                         f"({n} ops), more than the {MAX_INSTANCES:,} pipe-v2 simulates")
+                         f"({n} ops), more than the {MAX_INSTANCES:,} pipe-v3 simulates")
     if m_count * n * cluster.num_devices > MAX_DURATIONS:
         raise ValueError(f"microbatches={m_count} makes {m_count * n:,} op instances of graph {graph.name!r} "
                          f"({n} ops) with a duration on each of {cluster.num_devices:,} devices, more than the "
-                         f"{MAX_DURATIONS:,} durations pipe-v2 holds")
+                         f"{MAX_DURATIONS:,} durations pipe-v3 holds")
     code = check_phases(graph)
     rank = graph.topological_position
     per_mb = np.flatnonzero(code != UPDATE)
@@ -300,7 +308,7 @@ def prepare_instances(graph: OpGraph, cluster: Cluster, microbatches: int, sched
     first[upd] = m_count * nf + np.arange(upd.size)
     e_src, e_dst, e_bytes = _instance_edges(graph, code, first, nf, m_count)
     klass = code[inst_op] if schedule == "gpipe" else np.array([1, 0, 2])[code[inst_op]]
-    by_priority = np.lexsort((rank[inst_op], inst_mb, klass))  # instances are numbered in priority order
+    by_priority = np.lexsort((rank[inst_op], inst_mb, klass))  # gpipe's priority order; 1f1b's per device
     new_id = np.empty_like(by_priority)
     new_id[by_priority] = np.arange(by_priority.size)
     inst_op, inst_mb, e_src, e_dst = inst_op[by_priority], inst_mb[by_priority], new_id[e_src], new_id[e_dst]
@@ -324,7 +332,8 @@ def _fast_arrays(graph: OpGraph, cluster: Cluster, args: tuple) -> tuple:
     """The arrays and flags of :func:`_fast_minibatch_time`, flat so that its loop keeps few of them at hand:
     per instance ``(out-edge start, out-edge end, all out-edges carry the same bytes, in-degree)`` (4K,); per
     out-edge in CSR order ``(consumer, bytes)`` (2E,) and its producer (E,); durations (K x D,); per device pair
-    ``(latency, bandwidth)`` (2 x D x D,); the instances without inputs; whether a gate can ever hold an instance
+    ``(latency, bandwidth)`` (2 x D x D,); the instances without inputs; under ``1f1b``, the number of the first
+    forward instance and the forward instances per micro-batch (2,); whether a gate can ever hold an instance
     (there is a backward or update instance, or 1F1B with ``M > 1``); and whether no placement can run out of
     memory (every op's persistent memory, ``M`` micro-batches of every forward op's activations and the largest
     temporary memory fit the smallest device)."""
@@ -343,8 +352,10 @@ def _fast_arrays(graph: OpGraph, cluster: Cluster, args: tuple) -> tuple:
     gates = bool(np.any(ic != FORWARD) or (one_f_one_b and m_count > 1))
     most = int(persist.sum()) + m_count * int(act_bytes[code == FORWARD].sum()) + int(temp_mem.max(initial=0))
     fits = bool(most <= int(cluster.memory.min(initial=most)))
+    forwards = int(np.count_nonzero(ic == FORWARD)) // m_count
+    blocks = np.array([ic.size - int(np.count_nonzero(ic == UPDATE)) - m_count * forwards, forwards], np.int64)
     arrays = (inst.ravel(), edges.ravel(), edge_src, np.asarray(dur, np.float64).ravel(), link.ravel(),
-              np.flatnonzero(indeg == 0).astype(np.int64))
+              np.flatnonzero(indeg == 0).astype(np.int64), blocks)
     return tuple(np.ascontiguousarray(x) for x in arrays) + (gates, fits)
 
 
@@ -472,11 +483,11 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
               inst_op, code, rank, runs, grad_of, act_bytes, temp_mem, persist, lat, bw, m_count, one_f_one_b):
     """Run one mini-batch; see the module docstring. Returns the arrays of a :class:`PipelineSchedule`."""
     k_count, nd = ic.shape[0], lat.shape[0]
-    priority = np.arange(k_count)  # instances are numbered by priority
     idev = np.empty(k_count, np.int64)
     for k in range(k_count):
         idev[k] = dev[inst_op[k]]
     limit = _admission_limits(dev, code, rank, runs, nd, m_count, one_f_one_b)
+    priority = _priorities(ic, imb, idev, limit, m_count, one_f_one_b)  # a ready heap holds these keys
     x_of_edge, x_inst, x_dst, x_bytes, x_ptr = transfers(idev, out_ptr, out_dst, out_eid, ebytes, nd)
     nx = x_inst.shape[0]
     pending = in_ptr[1:] - in_ptr[:-1]
@@ -511,7 +522,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
     for k in range(k_count):
         if pending[k] == 0:
             d = idev[k]
-            rh_n[d] = _iheap_push(rh_k, dev_base[d], rh_n[d], k)
+            rh_n[d] = _iheap_push(rh_k, dev_base[d], rh_n[d], priority[k])
             ndev_todo = mark(dirty_dev, dev_todo, ndev_todo, d)
     while True:
         for q in range(nch_todo):
@@ -530,7 +541,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
             dirty_dev[d] = False
             if dev_busy[d] or rh_n[d] == 0:
                 continue
-            k = rh_k[dev_base[d]]
+            k = rh_k[dev_base[d]] % k_count
             if _gated(k, d, ic, imb, fwd_left, bwd_left, left, limit, m_count, one_f_one_b):
                 continue
             _iheap_pop(rh_k, dev_base[d], rh_n[d])
@@ -571,7 +582,7 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
                     if idev[j] == d:
                         pending[j] -= 1
                         if pending[j] == 0:
-                            rh_n[d] = _iheap_push(rh_k, dev_base[d], rh_n[d], j)
+                            rh_n[d] = _iheap_push(rh_k, dev_base[d], rh_n[d], priority[j])
                 for x in range(x_ptr[k], x_ptr[k + 1]):
                     c = d * nd + x_dst[x]
                     enqueue_transfer(ch_q, ch_head[c], ch_tail[c], x, x_inst, end, priority, t)
@@ -589,13 +600,37 @@ def _simulate(dev, ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, in_src, in_e
                     if idev[j] == dst:
                         pending[j] -= 1
                         if pending[j] == 0:
-                            rh_n[dst] = _iheap_push(rh_k, dev_base[dst], rh_n[dst], j)
+                            rh_n[dst] = _iheap_push(rh_k, dev_base[dst], rh_n[dst], priority[j])
                             ndev_todo = mark(dirty_dev, dev_todo, ndev_todo, dst)
     if done < k_count:  # cannot happen under the documented rules (each gate waits on earlier work)
         t = np.nan
     base, act, temp = _static_memory(dev, code, act_bytes, temp_mem, persist, nd)
     peak = base + most * act + temp
     return start, end, busy, x_inst, x_dst, x_bytes, x_start, x_end, most, peak, t
+
+
+@cached_njit()
+def _position(c, m, limit, m_count):
+    """Where an instance of phase ``c`` and micro-batch ``m`` comes in the 1F1B order of a device admitting
+    ``limit`` micro-batches: torch's ``Schedule1F1B`` sequence ``F0 .. F(L-1)``, then ``B0 FL B1 F(L+1) ..`` in
+    turn, then the last backwards; update instances after all (``2 M``)."""
+    if c == 2:
+        return 2 * m_count
+    if c == 0:
+        return m + max(0, m - limit + 1)
+    return limit + m + min(m, m_count - limit)
+
+
+@cached_njit()
+def _priorities(ic, imb, idev, limit, m_count, one_f_one_b):
+    """(K,) int64 each instance's priority, lowest first: its number (gpipe's order), under ``1f1b`` after its
+    :func:`_position` on its device (``position * K + number``)."""
+    k_count = ic.shape[0]
+    key = np.arange(k_count)
+    if one_f_one_b:
+        for k in range(k_count):
+            key[k] += k_count * _position(ic[k], imb[k], limit[idev[k]], m_count)
+    return key
 
 
 @cached_njit()
@@ -659,7 +694,7 @@ MAX_FAST_DEVICES = 62
 
 @cached_njit()
 def _fast_minibatch_time(inst, edges, edge_src, dur, link, roots, ic, imb, gates, limit, m_count, one_f_one_b,
-                         st, masks, arrive, bits, di, df, fut_t, fut_k, fwd_left, bwd_left, left):
+                         blocks, st, masks, arrive, bits, di, df, fut_t, fut_k, fwd_left, bwd_left, left, fleft, flo):
     """The mini-batch time of :func:`_simulate` (memory aside), or ``nan`` where this pass cannot vouch for it:
     an instance or a transfer took no time (its end not after its start), or not every instance ran.
 
@@ -681,6 +716,12 @@ def _fast_minibatch_time(inst, edges, edge_src, dur, link, roots, ic, imb, gates
     be all clear on entry and is clear again on a return that is not ``nan``; ``di[8 * d + 5]`` holds the number
     of instances on device ``d`` on entry. Indices are cast to unsigned (``U``) where they cannot be negative,
     which spares numba's wraparound of negative indices.
+
+    Under ``1f1b`` the pool's lowest set bit is its backward instance of lowest micro-batch (backward instances
+    are numbered first, by micro-batch, then forward ones: ``blocks`` holds the first forward number and the
+    forward instances per micro-batch); :func:`_forward_first` looks for a ready forward instance that comes
+    before it in the device's order, among those of micro-batches from ``flo[d]`` (its lowest with a forward
+    instance not started; ``fleft`` counts them per device and micro-batch) on.
     """
     k_count = ic.shape[0]
     nd = di.shape[0] // 8
@@ -708,14 +749,21 @@ def _fast_minibatch_time(inst, edges, edge_src, dur, link, roots, ic, imb, gates
         fwd_left[:] = 0
         bwd_left[:] = 0
         left[:] = 0
+        fleft[:] = 0
         for k in range(k_count):
             d = st[2 * k]
             if ic[k] == 0:
                 fwd_left[d] += 1
+                fleft[d * m_count + imb[k]] += 1
             elif ic[k] == 1:
                 bwd_left[d] += 1
             if ic[k] != 2:
                 left[d * m_count + imb[k]] += 1
+        if one_f_one_b:
+            flo[:] = 0
+            for q in range(nd):
+                while flo[q] < m_count and fleft[q * m_count + flo[q]] == 0:
+                    flo[q] += 1
     for q in range(roots.shape[0]):
         k = roots[q]
         d = st[U(2 * k)]
@@ -763,6 +811,8 @@ def _fast_minibatch_time(inst, edges, edge_src, dur, link, roots, ic, imb, gates
         while bits[U(d * words + w)] == 0:
             w += 1
         k = (w << 6) + np.int64(trailing_zeros(bits[U(d * words + w)]))
+        if one_f_one_b and ic[k] == 1:
+            k = _forward_first(k, bits, d * words, imb[k], limit[d], m_count, blocks, flo[d])
         if gates:
             c = ic[k]
             if c == 2:
@@ -778,11 +828,15 @@ def _fast_minibatch_time(inst, edges, edge_src, dur, link, roots, ic, imb, gates
                 continue
             if ic[k] == 0:
                 fwd_left[d] -= 1
+                if one_f_one_b:
+                    fleft[d * m_count + imb[k]] -= 1
+                    while flo[d] < m_count and fleft[d * m_count + flo[d]] == 0:
+                        flo[d] += 1
             elif ic[k] == 1:
                 bwd_left[d] -= 1
             if ic[k] != 2:
                 left[d * m_count + imb[k]] -= 1
-        bits[U(d * words + w)] ^= U(1) << U(k & 63)
+        bits[U(d * words + (k >> 6))] ^= U(1) << U(k & 63)
         cnt -= 1
         di[U(8 * d)], di[U(8 * d + 1)] = cnt, w
         e = now + dur[U(k * nd + d)]
@@ -850,6 +904,29 @@ def _fast_minibatch_time(inst, edges, edge_src, dur, link, roots, ic, imb, gates
     return t if done == k_count else np.nan
 
 
+@cached_njit()
+def _forward_first(k, bits, base, j, limit, m_count, blocks, flo):
+    """Under ``1f1b``, the instance a device runs of ``k`` (its ready backward instance of lowest micro-batch
+    ``j``) and its ready forward instances (set bits in ``bits[base:]``): the forward one of lowest micro-batch,
+    then topological order, if it comes before ``B j`` in :func:`_position`'s order, else ``k``. A forward
+    instance of micro-batch ``m`` comes first if ``m`` is below ``(P + L - 2) // 2 + 1`` (``P`` the position of
+    ``B j``, ``L`` the device's limit); those below ``flo`` have all started."""
+    first, per_mb = blocks[0], blocks[1]
+    stop = min(m_count, (_position(1, j, limit, m_count) + limit - 2) // 2 + 1)
+    lo, hi = first + flo * per_mb, first + stop * per_mb
+    w, last = lo >> 6, (hi - 1) >> 6
+    while lo < hi and w <= last:
+        word = bits[U(base + w)]
+        if w == lo >> 6:
+            word &= ~((U(1) << U(lo & 63)) - U(1))
+        if w == last and hi & 63:
+            word &= (U(1) << U(hi & 63)) - U(1)
+        if word:
+            return (w << 6) + np.int64(trailing_zeros(word))
+        w += 1
+    return k
+
+
 @cached_njit(nogil=True)
 def _batch_minibatch_times(devices, memory, fast, *args):
     """Mini-batch time of each row of ``devices`` (K, N); ``inf`` where a device's peak exceeds ``memory``.
@@ -859,7 +936,7 @@ def _batch_minibatch_times(devices, memory, fast, *args):
     when no placement can run out of memory, ``fits``), and through :func:`_simulate` where that gives up or
     the memory needs the event loop.
     """
-    inst, edges, edge_src, dur1, link, roots, gates, fits = fast
+    inst, edges, edge_src, dur1, link, roots, blocks, gates, fits = fast
     ic, imb, inst_op, code, rank, runs = args[0], args[1], args[10], args[11], args[12], args[13]
     act_bytes, temp_mem, persist, lat, bw, m_count, one_f_one_b = args[15:]
     k_count, nd, n = ic.shape[0], lat.shape[0], devices.shape[1]
@@ -869,6 +946,7 @@ def _batch_minibatch_times(devices, memory, fast, *args):
     di, df = np.empty(8 * nd, np.int64), np.empty(4 * nd + nd * nd)
     fut_t, fut_k = np.empty(k_count), np.empty(k_count, np.int64)
     fwd_left, bwd_left, left = np.empty(nd, np.int64), np.empty(nd, np.int64), np.empty(nd * m_count, np.int64)
+    fleft, flo = np.empty(nd * m_count, np.int64), np.empty(nd, np.int64)
     limit = np.full(nd, m_count, np.int64)
     out = np.empty(devices.shape[0])
     for r in range(devices.shape[0]):
@@ -895,8 +973,8 @@ def _batch_minibatch_times(devices, memory, fast, *args):
             if gates and one_f_one_b and m_count > 1:
                 limit = _admission_limits(dev, code, rank, runs, nd, m_count, one_f_one_b)
             step = _fast_minibatch_time(inst, edges, edge_src, dur1, link, roots, ic, imb, gates, limit, m_count,
-                                        one_f_one_b, st, masks, arrive, bits, di, df, fut_t, fut_k, fwd_left,
-                                        bwd_left, left)
+                                        one_f_one_b, blocks, st, masks, arrive, bits, di, df, fut_t, fut_k,
+                                        fwd_left, bwd_left, left, fleft, flo)
             if np.isnan(step):
                 bits[:] = 0
         if np.isnan(step):

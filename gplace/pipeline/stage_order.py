@@ -1,10 +1,11 @@
-"""The order in which each device runs its stages' passes: ``pipe-v2``'s rules applied to whole stages.
+"""The order in which each device runs its stages' passes: a pipeline simulator's rules applied to whole stages.
 
 A pipeline of ``S`` stages (runs of consecutive modules) with stage ``k`` on device ``stage_devices[k]`` runs,
 for each micro-batch ``m``, a forward pass ``F(k, m)`` after ``F(k - 1, m)`` and a backward pass ``B(k, m)``
 after ``F(k, m)`` and ``B(k + 1, m)``. A device may hold several stages (a non-contiguous placement), which
 torch's single-stage schedules cannot run; :func:`stage_orders` gives each device a list of passes to run in
-turn instead, found by running ``pipe-v2``'s compute rules with every pass taking one time unit:
+turn instead, found by running ``pipe-v2``'s compute rules (``pipe-v3``'s under ``gpipe``; see
+:mod:`gplace.pipeline.simulator`) with every pass taking one time unit:
 
 - devices are numbered by their first stage; device ``r`` of ``R`` admits ``L_r = min(M, R - r)`` micro-batches
   under ``1f1b`` and ``M`` under ``gpipe``;
@@ -18,12 +19,14 @@ turn instead, found by running ``pipe-v2``'s compute rules with every pass takin
 Every device's list is its share of one global order that respects the dependencies, so a runtime that sends
 asynchronously and receives before each pass cannot deadlock running them.
 
-A pass whose input comes from another device is ready here at the next time unit; in ``pipe-v2`` it arrives a
+A pass whose input comes from another device is ready here at the next time unit; in ``pipe-v3`` it arrives a
 round after the device has picked, however fast the link. So on a non-contiguous placement a device's order can
-differ from the one ``pipe-v2`` simulates for the same placement (in 270 of 720 small cases checked, none of them
-contiguous); the lists are what ``torch-pipeline-v1`` runs. With one stage per device these lists are torch's
-GPipe and 1F1B orders, and so is ``pipe-v2``'s while the stages' passes take equal times; under ``1f1b`` with
-unequal ones ``pipe-v2``'s can differ (its ready backward pass goes first; see ``gplace.pipeline.simulator``).
+differ from the one ``pipe-v3`` simulates for the same placement (``pipe-v2``'s differed in 270 of 720 small
+cases checked, none of them contiguous); the lists are what ``torch-pipeline-v1`` runs. With one stage per device
+these lists are torch's GPipe and 1F1B orders (at one time unit a pass, ``pipe-v2``'s backward-first rule and
+torch's order agree), and so is ``pipe-v3``'s while the stages' passes take equal times; under ``1f1b`` with
+unequal ones ``pipe-v3``'s can differ where a later pass is ready before the next (see
+``gplace.pipeline.simulator``).
 
 Example:
     >>> orders = stage_orders(["/GPU:1", "/GPU:0", "/GPU:1"], microbatches=2, schedule="1f1b")

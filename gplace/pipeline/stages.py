@@ -2,7 +2,7 @@
 
 The stages are the devices that hold ops, in the order of their first forward op that runs
 (:func:`~gplace.pipeline.simulator.ops_that_run`: a zero-cost source such as a weight does not count), as in
-pipe-v2; each lists its ops in ``graph.topological_order``. For a graph imported from torch.export (its ``source`` has
+pipe-v3; each lists its ops in ``graph.topological_order``. For a graph imported from torch.export (its ``source`` has
 ``module_paths``), every place where the device changes between consecutive forward ops (phase ``forward`` or
 none, in topological order; ops of no module and ``"Parameter"`` ops, which only hold a weight or buffer that
 torch keeps with its module, skipped) is a split. It maps to the outermost module called (in the op's
@@ -53,7 +53,7 @@ class SplitSpec:
 
 
 def pipeline_stages(graph: OpGraph, cluster: Cluster, placement: Placement) -> dict[str, list[str]]:
-    """Device name -> its ops in topological order, devices in stage order, ``pipe-v2``'s: the order of their first
+    """Device name -> its ops in topological order, devices in stage order, ``pipe-v3``'s: the order of their first
     forward op that runs (:func:`~gplace.pipeline.simulator.ops_that_run`: not an input or weight, a source taking
     no time, which torch keeps with its module or feeds; an op without a phase counts as forward), then devices
     holding other ops that run (backward or update ops only), then devices holding ops that run nothing. Devices

@@ -2,13 +2,13 @@
 
 The load of device ``d`` is the time it spends per micro-batch in steady state: ``sum durations[i, d] / M``
 over its forward and backward ops, plus ``latency + ceil(bytes / M) / bandwidth`` of each transfer it sends
-or receives per micro-batch (one per (producer, other consumer device), the largest edge, as in ``pipe-v2``).
-Update ops are left out. The score of a placement is ``M * max_d load_d``. Its ``bytes_moved`` is ``pipe-v2``'s
+or receives per micro-batch (one per (producer, other consumer device), the largest edge, as in ``pipe-v3``).
+Update ops are left out. The score of a placement is ``M * max_d load_d``. Its ``bytes_moved`` is ``pipe-v3``'s
 (:func:`pipeline_bytes_moved`), and so is its ``busy_time``: the seconds each device computes in a mini-batch (every
 op's duration on its device), no transfer counted.
 
-Bound against ``pipe-v2`` (tested): with ``s = max_d load_d``, ``D`` devices and ``W_u`` the summed
-duration of the update ops and of the transfers they send (whole edges, as ``pipe-v2`` sends them), the full
+Bound against ``pipe-v3`` (tested): with ``s = max_d load_d``, ``D`` devices and ``W_u`` the summed
+duration of the update ops and of the transfers they send (whole edges, as ``pipe-v3`` sends them), the full
 simulation's mini-batch time ``T`` satisfies ``M s / (2D - 1) <= T <= D M s + W_u``. Lower: ``load_d`` is
 device ``d``'s compute plus its transfers on at most ``2(D-1)`` channels, each of which, like the device, is a
 serial resource busy at most ``T`` over ``M`` micro-batches. Upper: until ``T`` some instance or transfer is
@@ -44,9 +44,9 @@ def steady_state_loads(graph: OpGraph, cluster: Cluster, placement: Placement, m
 
 
 def pipeline_bytes_moved(graph: OpGraph, cluster: Cluster, placement: Placement, microbatches: int = 4) -> int:
-    """Bytes a ``pipe-v2`` mini-batch sends between devices: per instance, one transfer per (producer, other
+    """Bytes a ``pipe-v3`` mini-batch sends between devices: per instance, one transfer per (producer, other
     device with a consumer) carrying its largest edge, ``ceil(bytes / M)`` from each of a micro-batch op's ``M``
-    instances and the whole edge from an update op (``pipe-v2``'s transfers, counted without simulating)."""
+    instances and the whole edge from an update op (``pipe-v3``'s transfers, counted without simulating)."""
     microbatches = check_microbatches(microbatches)
     placement.validate(graph, cluster)
     micro = check_phases(graph) != UPDATE
@@ -76,7 +76,7 @@ class SteadyStateScore(Runtime):
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         loads = steady_state_loads(graph, cluster, placement, self.microbatches)
         devices = placement.devices
-        computed = graph.durations(cluster)[np.arange(graph.num_ops), devices]  # pipe-v2's busy time: M x (d / M)
+        computed = graph.durations(cluster)[np.arange(graph.num_ops), devices]  # pipe-v3's busy time: M x (d / M)
         return Measurement(ok=True, step_time=float(self.microbatches * loads.max()), runtime=self.id,
                            busy_time=np.bincount(devices, weights=computed, minlength=cluster.num_devices),
                            bytes_moved=pipeline_bytes_moved(graph, cluster, placement, self.microbatches))

@@ -1,4 +1,4 @@
-"""Compiled pieces both event simulators share (``sim-v1`` and ``pipe-v2``): the event heap ordered by
+"""Compiled pieces both event simulators share (``sim-v1`` and ``pipe-v3``): the event heap ordered by
 (time, key), the transfers a placement implies, a channel FIFO whose ties of end time go by priority, per-key
 segments of a sorted array, and a dirty-list mark."""
 

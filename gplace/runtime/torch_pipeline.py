@@ -1,6 +1,6 @@
 """Run a pipeline placement for real: ``torch.distributed.pipelining`` stages, one process per device.
 
-Runtime ``torch-pipeline-v1`` measures what ``pipe-v2`` (:mod:`gplace.pipeline.simulator`) models: one training
+Runtime ``torch-pipeline-v1`` measures what ``pipe-v3`` (:mod:`gplace.pipeline.simulator`) models: one training
 mini-batch of ``M`` micro-batches through the stages of a placement, under the GPipe or 1F1B schedule.
 
 How it runs
@@ -23,7 +23,7 @@ Schedules
     With one stage per device, torch's ``ScheduleGPipe`` or ``Schedule1F1B``. A non-contiguous placement gives
     a device several stages (NCCL allows one process per GPU), and ``Schedule1F1B`` refuses fewer micro-batches
     than stages; in those cases each device runs its stages' passes in the order
-    :func:`gplace.pipeline.stage_order.stage_orders` gives (``pipe-v2``'s rules applied to whole stages), through
+    :func:`gplace.pipeline.stage_order.stage_orders` gives (``pipe-v3``'s rules applied to whole stages), through
     torch's multi-stage schedule runtime (``ScheduleLoopedBFS`` with that order in place of its own: the one use
     here of torch's private ``_Action``).
 What it reports
@@ -32,7 +32,7 @@ What it reports
     micro-batch's (imported at the micro-batch size, ``batch / M``), not from torch's sends: ``M`` times the values
     crossing devices, each once per (producer, destination device) (:func:`gplace.pipeline.pipeline_bytes_moved`
     with one micro-batch): an inference graph's forward values only (the gradients torch sends back are then not
-    counted), a training graph's backward values too. ``pipe-v2`` reads a graph as the whole mini-batch's, so its
+    counted), a training graph's backward values too. ``pipe-v3`` reads a graph as the whole mini-batch's, so its
     count on the graph imported at the mini-batch size is the same (up to rounding each value up to whole bytes
     per micro-batch). :meth:`TorchPipelineRuntime.run` also returns the mean
     loss and every parameter's gradient (for checks against the unsplit model; a weight tied between modules of
@@ -253,7 +253,7 @@ class TorchPipelineRuntime(Runtime):
         self.threads_per_stage = threads_per_stage
         self.processes = processes
         self.id = f"{self.semantics}/{schedule}/m{microbatches}"
-        """As ``pipe-v2``'s, the schedule and micro-batch count in it, so caches and resumed runs keep them apart."""
+        """As ``pipe-v3``'s, the schedule and micro-batch count in it, so caches and resumed runs keep them apart."""
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         from gplace.export.torch import PipelineSkipError, PipelineTraceError

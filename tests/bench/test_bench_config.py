@@ -181,7 +181,7 @@ def test_a_pipeline_resume_measures_again_what_an_older_simulator_measured(tmp_p
     from gplace.pipeline import PipelineSimulator
 
     first = _pipeline(tmp_path, "learned={}")
-    assert {r.model for r in first} == {PipelineSimulator.semantics} == {"pipe-v2"}
+    assert {r.model for r in first} == {PipelineSimulator.semantics} == {"pipe-v3"}
     old = [dataclasses.replace(r, model="pipe-v1", minibatch_time=123.0) for r in first]
     write_pipeline_results(old, tmp_path, plot=False)
     with caplog.at_level(logging.WARNING, logger="gplace.bench"):
@@ -190,9 +190,9 @@ def test_a_pipeline_resume_measures_again_what_an_older_simulator_measured(tmp_p
         return [dataclasses.replace(r, search_seconds=0.0) for r in records]
 
     assert timeless(again) == timeless(first) == timeless(load_pipeline_records(tmp_path / "pipeline_results.json"))
-    assert any("measured by pipe-v1 are measured again by pipe-v2" in r.getMessage() for r in caplog.records)
+    assert any("measured by pipe-v1 are measured again by pipe-v3" in r.getMessage() for r in caplog.records)
     report = (tmp_path / "PIPELINE.md").read_text()
-    assert "Measured by pipe-v2," in report and "Measured by pipe-v1" not in report
+    assert "Measured by pipe-v3," in report and "Measured by pipe-v1" not in report
 
 
 def test_a_pipeline_resume_refuses_to_drop_an_older_simulators_records_of_pairs_it_does_not_measure(tmp_path):

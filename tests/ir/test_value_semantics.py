@@ -44,7 +44,7 @@ def test_a_copied_measurement_and_schedule_stay_read_only(round_trip):
 
 @ROUND_TRIPS
 def test_a_copied_pipeline_schedule_stays_read_only(round_trip):
-    """pipe-v2's timeline, as the step-time simulator's: its arrays stay read-only when pickled or copied."""
+    """pipe-v3's timeline, as the step-time simulator's: its arrays stay read-only when pickled or copied."""
     from gplace.pipeline import PipelineSimulator
 
     g, c = chain(), uniform_cluster(2)

@@ -1,4 +1,4 @@
-"""A plain-Python reading of the ``pipe-v2`` semantics (gplace/pipeline/simulator.py's docstring), written
+"""A plain-Python reading of the ``pipe-v3`` semantics (gplace/pipeline/simulator.py's docstring), written
 independently of the kernel, to check it exactly on small graphs."""
 
 from __future__ import annotations
@@ -56,6 +56,19 @@ def reference_minibatch(graph, cluster, devices, m_count, schedule):
         for k, d in enumerate(stages):
             limit[d] = min(m_count, len(stages) - k)
 
+    if schedule == "1f1b":  # torch's Schedule1F1B sequence on each device: warm-up forwards, then B and F in turn
+        def position(x):
+            c, m, warm = code[x[0]], x[1], limit[dev(x)]
+            if c == 2:
+                return 2 * m_count
+            forwards = list(range(warm)) + [f for j in range(m_count - warm) for f in (None, warm + j)]
+            sequence = [("F", f) if f is not None else None for f in forwards]
+            backwards = iter(range(m_count))
+            sequence = [s if s is not None else ("B", next(backwards)) for s in sequence]
+            sequence += [("B", j) for j in backwards]
+            return sequence.index(("F" if c == 0 else "B", m))
+
+        prio.update({x: (position(x), 0, rank[x[0]]) for x in insts})
     waiting = {x: {a for a in inputs[x]} for x in insts}  # inputs not yet arrived, by producer
     ready = [[] for _ in range(nd)]
     left = {(d, m): 0 for d in range(nd) for m in range(m_count)}

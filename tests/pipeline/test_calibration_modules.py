@@ -1,4 +1,4 @@
-"""Per-module timing for pipe-v2's calibration: what it measures, and the micro-batch counts it refuses."""
+"""Per-module timing for pipe-v3's calibration: what it measures, and the micro-batch counts it refuses."""
 
 import pytest
 import torch

@@ -28,7 +28,7 @@ def test_objective_group_composes_to_the_pipeline_runtimes():
             "objective=pipeline", "objective.microbatches=16", "objective.schedule=gpipe"]).objective)(Simulator())
         steady = instantiate(compose(config_name="config", overrides=["objective=pipeline_steady"]).objective)(None)
     assert isinstance(step, Simulator)
-    assert isinstance(pipe, PipelineSimulator) and pipe.id == "pipe-v2/gpipe/m16"
+    assert isinstance(pipe, PipelineSimulator) and pipe.id == "pipe-v3/gpipe/m16"
     assert isinstance(steady, SteadyStateScore) and steady.id == "pipe-steady-v1/m4"
 
 
@@ -47,7 +47,7 @@ def test_a_setting_the_objective_does_not_take_is_refused(overrides, refused):
 
 
 def test_a_pipeline_objective_says_the_configured_runtime_is_not_used(caplog):
-    """runtime=cached_simulator (or torch) objective=pipeline measured with pipe-v2 without a word."""
+    """runtime=cached_simulator (or torch) objective=pipeline measured with pipe-v3 without a word."""
     from gplace.pipeline.objective import objective_runtime
     from gplace.runtime import Simulator
     from gplace.runtime.cache import CachedRuntime
@@ -80,10 +80,10 @@ def test_a_trainer_learns_on_the_pipeline_objective_warm_started(tmp_path):
     policy = ListSchedulingPolicy(8, state_size=8, stage_features=True)
     report = place(g, c, encoder=encoder, policy=policy, runtime=runtime, max_groups=64, run_dir=tmp_path,
                    trainer=ReinforceTrainer(updates=2, samples_per_update=2, imitation_steps=5), warm_start=warm)
-    assert report.measurement.runtime == "pipe-v2/1f1b/m4"
+    assert report.measurement.runtime == "pipe-v3/1f1b/m4"
     assert report.measurement.step_time <= runtime.measure(g, c, warm).step_time
     doc = json.loads((tmp_path / "placement.json").read_text())
-    assert doc["runtime"] == "pipe-v2/1f1b/m4" and sum(len(v) for v in doc["stages"].values()) == g.num_ops
+    assert doc["runtime"] == "pipe-v3/1f1b/m4" and sum(len(v) for v in doc["stages"].values()) == g.num_ops
 
 
 ENCODERS = ["gat", "gin", "gnn", "lstm", "sage"]
@@ -113,7 +113,7 @@ def test_every_encoder_and_policy_runs_on_the_pipeline_objective(tmp_path, encod
             "trainer.samples_per_update=2", "trainer.progress=false", "encoder.hidden_size=8"])
     step_time = run(cfg, tmp_path / "run")
     doc = json.loads((tmp_path / "run" / "placement.json").read_text())
-    assert doc["runtime"] == "pipe-v2/1f1b/m2" and doc["step_time"] == pytest.approx(step_time) and step_time > 0
+    assert doc["runtime"] == "pipe-v3/1f1b/m2" and doc["step_time"] == pytest.approx(step_time) and step_time > 0
 
 
 def test_the_cli_table_names_the_pipeline_runtime_and_a_minibatch_time(tmp_path, capsys):
@@ -128,7 +128,7 @@ def test_the_cli_table_names_the_pipeline_runtime_and_a_minibatch_time(tmp_path,
             "trainer.progress=false"])
     run(cfg, tmp_path / "run")
     out = capsys.readouterr().out
-    assert "pipe-v2/1f1b/m2" in out and "mini-batch time" in out and "step time" not in out
+    assert "pipe-v3/1f1b/m2" in out and "mini-batch time" in out and "step time" not in out
 
 
 def test_the_cli_warm_starts_from_a_pipeline_placer_by_name(tmp_path):

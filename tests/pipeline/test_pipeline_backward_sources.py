@@ -1,6 +1,6 @@
-"""pipe-v2 1F1B with an input-less backward source (a gradient tape's shape constant, as a Keras training step
-imports): it runs at t = 0 for every micro-batch, ungated, and must not open them all, so ``in_flight`` stays at
-the 1F1B bound ``L_d = min(M, S - k)``."""
+"""1F1B with an input-less backward source (a gradient tape's shape constant, as a Keras training step imports):
+it is ready at t = 0 for every micro-batch, ungated (pipe-v2 ran it then), and must not open them all, so
+``in_flight`` stays at the 1F1B bound ``L_d = min(M, S - k)``."""
 
 from __future__ import annotations
 

@@ -137,6 +137,40 @@ def test_gpipe_and_1f1b_on_a_two_stage_training_chain():
     assert one_f.minibatch_time <= gpipe.minibatch_time
 
 
+def _stages(forward: tuple, backward: tuple, m: int) -> OpGraph:
+    """One stage a layer: ``fwd{k} -> fwd{k+1}``, ``bwd{k+1} -> bwd{k}``, passes of the given seconds (x ``m``)."""
+    ops = [op for k, (f, b) in enumerate(zip(forward, backward, strict=True))
+           for op in (Op(f"fwd{k}", "L", f * m, phase="forward"),
+                      Op(f"bwd{k}", "G", b * m, phase="backward", grad_of=f"fwd{k}"))]
+    edges = [Edge(f"fwd{k}", f"bwd{k}", 0) for k in range(len(forward))]
+    edges += [e for k in range(len(forward) - 1)
+              for e in (Edge(f"fwd{k}", f"fwd{k + 1}", 0), Edge(f"bwd{k + 1}", f"bwd{k}", 0))]
+    return OpGraph.from_ops(ops, edges, name="stages")
+
+
+@pytest.mark.parametrize(("forward", "backward", "m", "time"), [
+    ((0.5, 0.5), (2.0, 0.5), 3, 8.0),  # pipe-v2: F0 F1 B0 B1 F2 B2 on the first device, 9 s
+    ((1.0, 1.0, 1.0), (2.0, 1.0, 1.0), 4, 14.0),  # pipe-v2: 15 s
+    ((1.0, 1.0, 1.0), (1.0, 4.0, 2.0), 3, 19.0),  # pipe-v2: 22 s
+])
+def test_1f1b_runs_each_device_in_torchs_schedule1f1b_order_on_unequal_stages(forward, backward, m, time):
+    """pipe-v2 ran a device's ready backward pass first, so on unequal stages its 1F1B was not torch's order
+    (a backward, then a forward, in turn after the warm-up; :func:`stage_orders` gives it) and took longer."""
+    from gplace.pipeline.stage_order import stage_orders
+
+    graph, stages = _stages(forward, backward, m), len(forward)
+    cluster, devices = uniform_cluster(stages), [int(name[3:]) for name in graph.op_names]
+    sim = PipelineSimulator(m, "1f1b")
+    sched = sim.simulate(graph, cluster, Placement.for_graph(graph, devices))
+    ran = {d: [] for d in range(stages)}
+    for k in np.argsort(sched.inst_start, kind="stable"):
+        name = graph.op_names[sched.inst_op[k]]
+        ran[devices[sched.inst_op[k]]].append(f"{name[0].upper()}{name[3:]},{sched.inst_microbatch[k]}")
+    assert ran == {d: list(map(str, passes)) for d, passes in stage_orders(list(range(stages)), m, "1f1b").items()}
+    assert sched.minibatch_time == pytest.approx(time, rel=1e-12)
+    assert sim.minibatch_times(graph, cluster, np.array([devices])).tolist() == [sched.minibatch_time]
+
+
 def test_batch_api_matches_simulate_and_marks_out_of_memory():
     g = random_training_dag(6, 1)
     c = uniform_cluster(3, memory=20 * 10**6)
@@ -290,7 +324,7 @@ def test_phase_rules_and_settings_are_checked():
         PipelineSimulator(4, "interleaved")
     with pytest.raises(ValueError, match="microbatches"):
         PipelineSimulator(0)
-    assert PipelineSimulator(16, "gpipe").id == "pipe-v2/gpipe/m16"
+    assert PipelineSimulator(16, "gpipe").id == "pipe-v3/gpipe/m16"
     g = chain((1.0, 1.0))
     with pytest.raises(ValueError, match=r"microbatches must be an integer from 1 to 16,777,216, got 10{18}"):
         PipelineSimulator(10**18)
@@ -368,7 +402,7 @@ def test_expansions_beyond_what_pipe_v2_holds_are_refused_before_anything_is_all
     probe of numbers at the edges of their ranges)."""
     graph = OpGraph.from_ops([Op("a", "T", 1.0), Op("b", "T", 1.0)], [Edge("a", "b", 8)])
     one = Placement.single(graph, 0)
-    with pytest.raises(ValueError, match=r"makes 16,777,218 op instances .* more than the 16,777,216 pipe-v2"):
+    with pytest.raises(ValueError, match=r"makes 16,777,218 op instances .* more than the 16,777,216 pipe-v3"):
         PipelineSimulator(microbatches=2**23 + 1).simulate(graph, uniform_cluster(2), one)
     with pytest.raises(ValueError, match=r"a duration on each of 1,024 devices, more than the 134,217,728"):
         PipelineSimulator(microbatches=10**5).simulate(graph, uniform_cluster(1024), one)

@@ -1,4 +1,4 @@
-"""The benchmarks' plain-Python pipe-v2 loop (the yardstick simulator.md's pipe-v2 rows are checked against) still
+"""The benchmarks' plain-Python pipe-v3 loop (the yardstick simulator.md's pipe-v3 rows are checked against) still
 reads the simulator's prepared arrays and agrees with it: when their number grew, simulator_throughput.py failed
 before timing anything, and no test noticed."""
 

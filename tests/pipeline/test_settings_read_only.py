@@ -54,7 +54,7 @@ def test_a_pool_worker_measures_a_pipeline_simulator(tmp_path) -> None:
 
 @pytest.mark.parametrize(("name", "value"), [("microbatches", 4), ("schedule", "gpipe")])
 def test_the_real_pipelined_runtimes_settings_are_read_only_too(name, value) -> None:
-    """TorchPipelineRuntime's id is made from its schedule and micro-batches as pipe-v2's is."""
+    """TorchPipelineRuntime's id is made from its schedule and micro-batches as pipe-v3's is."""
     torch = pytest.importorskip("torch")
     from gplace.runtime.torch_pipeline import TorchPipelineRuntime
 

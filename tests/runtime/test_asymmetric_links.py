@@ -1,6 +1,6 @@
 """Links whose two directions differ (``Link.reverse_bandwidth`` / ``reverse_latency``): a transfer from ``s`` to
 ``d`` takes ``latency[s, d] + bytes / bandwidth[s, d]`` in ``sim-v1`` (event loop and ``step_times``' one-pass
-kernel) and ``pipe-v2``, checked by hand and against the plain-Python references."""
+kernel) and ``pipe-v3``, checked by hand and against the plain-Python references."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_sim_v1_step_times_time_a_transfer_by_its_own_direction():
 @pytest.mark.parametrize(("devices", "step", "transfer"), [FORWARD, BACKWARD])
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 def test_pipe_v2_times_a_transfer_by_its_own_direction(devices, step, transfer, schedule):
-    """``pipe-v2`` with one micro-batch: the same chain takes the same time as in ``sim-v1``."""
+    """``pipe-v3`` with one micro-batch: the same chain takes the same time as in ``sim-v1``."""
     g, c = chain((1.0, 1.0), nbytes=MB), _one_way_link()
     sim = PipelineSimulator(microbatches=1, schedule=schedule)
     assert sim.simulate(g, c, Placement.for_graph(g, devices)).minibatch_time == step
@@ -84,7 +84,7 @@ def test_sim_v1_equals_the_reference_on_asymmetric_links(seed):
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 @pytest.mark.parametrize("seed", range(4))
 def test_pipe_v2_equals_the_reference_on_asymmetric_links(schedule, seed):
-    """``pipe-v2`` gives the plain-Python reference's mini-batch time (exactly) on random training DAGs and
+    """``pipe-v3`` gives the plain-Python reference's mini-batch time (exactly) on random training DAGs and
     asymmetric clusters."""
     rng = np.random.default_rng(seed)
     graph, cluster = random_training_dag(int(rng.integers(3, 7)), seed), _random_asymmetric_cluster(rng)

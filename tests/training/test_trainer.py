@@ -273,7 +273,7 @@ def test_checkpoint_measured_by_another_runtime_is_refused(tmp_path):
     ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
                                                          run_dir=tmp_path)
     pipe = PipelineSimulator(microbatches=4, schedule="1f1b")
-    with pytest.raises(ValueError, match=r"measured by runtime 'sim-v1', this run measures with 'pipe-v2/1f1b/m4'"
+    with pytest.raises(ValueError, match=r"measured by runtime 'sim-v1', this run measures with 'pipe-v3/1f1b/m4'"
                                          r".*resume it measuring with .sim-v1. \(no placement\.json"):
         ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), pipe, graph, cluster,
                                                              run_dir=tmp_path)
@@ -299,7 +299,7 @@ def test_an_old_checkpoint_without_its_runtime_is_refused_by_another_objective_a
     _as_written_before_runtimes_were_recorded(tmp_path / "checkpoint.pt")
     pipe = PipelineSimulator(microbatches=4, schedule="1f1b")
     with pytest.raises(ValueError, match=r"does not say which runtime measured it .*this run measures with "
-                                         r"'pipe-v2/1f1b/m4'.*resume it with sim-v1"):
+                                         r"'pipe-v3/1f1b/m4'.*resume it with sim-v1"):
         ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), pipe, graph, cluster,
                                                              run_dir=tmp_path)
     with caplog.at_level(logging.WARNING, logger="gplace.training.checkpoint"):
@@ -345,7 +345,7 @@ def test_a_checkpoint_whose_networks_an_older_gplace_named_otherwise_says_so_and
 
 
 def test_a_checkpoint_of_an_older_simulator_version_says_so(tmp_path):
-    """pipe-v1 and pipe-v2 with the same schedule and micro-batches: the message blamed the settings."""
+    """pipe-v1 and pipe-v3 with the same schedule and micro-batches: the message blamed the settings."""
     from gplace.pipeline import PipelineSimulator
 
     graph, cluster = two_branches(length=3), uniform_cluster(2)
@@ -356,7 +356,7 @@ def test_a_checkpoint_of_an_older_simulator_version_says_so(tmp_path):
     state["runtime"] = "pipe-v1/1f1b/m4"
     torch.save(state, tmp_path / "checkpoint.pt")
     with pytest.raises(ValueError, match=r"measured by runtime 'pipe-v1/1f1b/m4'.*a newer gplace's simulator: "
-                                         r"pipe-v1 became pipe-v2"):
+                                         r"pipe-v1 became pipe-v3"):
         ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), pipe, graph, cluster,
                                                              run_dir=tmp_path)
 

@@ -4,7 +4,7 @@ All minimise (or balance) the bottleneck of :mod:`gplace.baselines.pipeline.stag
 the busiest device, respecting pins, colocation groups and memory: :class:`GPipePartitioner` (balanced
 contiguous split), :class:`PipeDreamPartitioner` (DP over a topological order), :class:`IdealDPPartitioner`
 (exact DP over the graph's ideals) and :class:`PipelineILPPlacer` (non-contiguous, small graphs).
-:class:`PipelineLocalSearch` polishes a split against the ``pipe-v2`` simulator itself, within a budget.
+:class:`PipelineLocalSearch` polishes a split against the ``pipe-v3`` simulator itself, within a budget.
 :func:`pipeline_lower_bound` bounds the mini-batch time of any pipeline.
 """
 

@@ -48,7 +48,7 @@ class StagePlacer(Placer):
         join_gradients: keep each backward op on the stage of the forward op it differentiates (``grad_of``), as
             ``torch.distributed.pipelining``, GPipe and PipeDream run them; else a backward op outside its forward
             op's colocation group comes after every forward op in pipeline order, so backward ops may form stages
-            of their own (an unfolded pipeline ``pipe-v2`` runs, sometimes faster: docs/pipeline.md).
+            of their own (an unfolded pipeline ``pipe-v3`` runs, sometimes faster: docs/pipeline.md).
             (default: ``False``)
 
     Raises:
@@ -71,17 +71,17 @@ class StagePlacer(Placer):
     """Whether backward ops stay on their forward op's stage (a subclass that skips ``__init__`` lets them go)."""
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        """The split for :attr:`schedule`'s memory; under ``1f1b``, gpipe's where ``pipe-v2``'s own stage ranks
+        """The split for :attr:`schedule`'s memory; under ``1f1b``, gpipe's where ``pipe-v3``'s own stage ranks
         would hold more than the split's order lets it (:func:`~gplace.baselines.pipeline.stages.fits_1f1b`)."""
         devices = self._split(graph, cluster, self.schedule)
         if self.schedule == "1f1b" and not fits_1f1b(graph, cluster, devices, self.microbatches):
-            log.info("%s: pipe-v2 ranks the stages of the 1F1B split of %r otherwise and would run out of memory "
+            log.info("%s: pipe-v3 ranks the stages of the 1F1B split of %r otherwise and would run out of memory "
                      "in the static model; splitting with gpipe's memory", type(self).__name__, graph.name)
             try:
                 devices = self._split(graph, cluster, "gpipe")
             except PlacementInfeasibleError as err:  # say which memory refused it: the user asked for 1F1B
                 raise PlacementInfeasibleError(
-                    f"{type(self).__name__}: the 1F1B split of {graph.name!r} would run out of memory as pipe-v2 "
+                    f"{type(self).__name__}: the 1F1B split of {graph.name!r} would run out of memory as pipe-v3 "
                     f"ranks its stages, and with gpipe's memory (every stage holding all {self.microbatches} "
                     f"micro-batches) {err}") from None
         return devices
@@ -294,7 +294,7 @@ class IdealDPPartitioner(StagePlacer):
     placer also runs the chain DP (:class:`PipeDreamPartitioner`, over up to ``chain_blocks`` blocks of the same
     order, whose prefixes are ideals too) and GPipe's split (:class:`GPipePartitioner`, unit by unit) and returns
     the split with the smallest bottleneck, so it is never behind either in that model (a steady state:
-    ``pipe-v2``'s mini-batch time can rank them otherwise, most with few micro-batches; ``docs/pipeline.md``);
+    ``pipe-v3``'s mini-batch time can rank them otherwise, most with few micro-batches; ``docs/pipeline.md``);
     past ``chain_blocks`` units a finer contiguous split than the chain DP's may still be faster.
 
     Args:

@@ -39,7 +39,7 @@ class PipelineILPPlacer(StagePlacer):
     is ``(units + 2 x unit pairs) x S + 1``.
 
     With ``overlap`` (the default) a cut costs nothing while a stage's transfers stay below its work, so the
-    optimum may hop between devices many times along the pipeline order; ``pipe-v2`` pays for each hop in
+    optimum may hop between devices many times along the pipeline order; ``pipe-v3`` pays for each hop in
     latency and, under ``1f1b``, in the in-flight cap of the devices it ranks late (benchmarks/PIPELINE.md
     measures both models). ``overlap=False`` charges every cut.
 

@@ -21,7 +21,7 @@ _IMPROVES = 1 - 1e-9  # a candidate must beat the current time by more than roun
 
 class PipelineLocalSearch(Placer):
     """Descent from a start placement (default: :class:`IdealDPPartitioner`'s) over moves of one unit, a
-    colocation group or lone op, to another stage device, every candidate measured by ``pipe-v2``
+    colocation group or lone op, to another stage device, every candidate measured by ``pipe-v3``
     (:meth:`PipelineSimulator.minibatch_times`, in batches of ``batch_size``).
 
     Moves to a device that one of the unit's graph neighbours is on (a stage boundary) come first, then the
@@ -164,7 +164,7 @@ class _Descent:
         self.batch_size, self.budget = batch_size, budget
 
     def measure(self, rows: np.ndarray) -> np.ndarray:
-        """(B,) pipe-v2 times of the placements ``rows`` (B, N), the budget's pace updated."""
+        """(B,) pipe-v3 times of the placements ``rows`` (B, N), the budget's pace updated."""
         return self.budget.timed(self.times, rows)
 
     def run(self, devices: np.ndarray) -> np.ndarray:

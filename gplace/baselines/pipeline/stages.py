@@ -8,15 +8,15 @@ and a pipeline of many micro-batches runs at the pace of its most loaded stage (
 stage device to a later one (an edge forward in pipeline order) or to an earlier one: equal to it on uniform
 links when no op feeds two ops on one other device (else an upper bound, a transfer counted once per edge), and
 update ops are amortised (``duration / M``) instead of left out.
-An edge between two update ops is sent once per mini-batch (as in ``pipe-v2``), so it is amortised too:
+An edge between two update ops is sent once per mini-batch (as in ``pipe-v3``), so it is amortised too:
 ``(latency + bytes / bandwidth) / M`` per micro-batch.
 The placers minimise the bottleneck subject to pins, colocation groups and memory: an op occupies its
 persistent memory plus, for a forward op (or one without a phase), the activations its stage holds until their
 backward (:func:`stage_memory`), ``ceil(bytes / M)`` a micro-batch held: all M under ``gpipe``, and under ``1f1b``
 on stage ``s`` of ``S`` the ``min(M, S - s)`` in flight there (:func:`held_microbatches`; ``S`` counts the devices
 off the stages that run forward ops, and where a backward op is not in its forward op's colocation group, every
-stage holds M, as ``pipe-v2`` keeps a micro-batch until its backward ops end wherever they run). That static
-model leaves out ``pipe-v2``'s temporary memory, so a split may still run out of memory in ``pipe-v2``
+stage holds M, as ``pipe-v3`` keeps a micro-batch until its backward ops end wherever they run). That static
+model leaves out ``pipe-v3``'s temporary memory, so a split may still run out of memory in ``pipe-v3``
 (``gplace.place`` measures it and says so), or be refused where one would fit there.
 
 A *unit* is a colocation group or a lone op. Units that may run on a stage device are put in pipeline order
@@ -58,7 +58,7 @@ def pipeline_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
 
     Work is each op's time on its fastest allowed device; devices are those some op may run on. Every
     micro-batch runs every op once, so over a mini-batch the busiest device works at least the average,
-    and the slowest op cannot be split. Transfers only add time. (Up to rounding: ``pipe-v2`` adds ``cost / M``
+    and the slowest op cannot be split. Transfers only add time. (Up to rounding: ``pipe-v3`` adds ``cost / M``
     ``M`` times, which may come out an ulp below ``cost``.)
     """
     if graph.num_ops == 0:
@@ -71,10 +71,10 @@ def pipeline_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
 
 def stage_memory(graph: OpGraph, microbatches: int = 1, held: int | None = None) -> np.ndarray:
     """(N,) int64 bytes an op occupies on a stage device in the static model: its persistent memory plus, for a
-    forward op (or one without a phase), the activations ``pipe-v2`` holds until their backward (a backward or
+    forward op (or one without a phase), the activations ``pipe-v3`` holds until their backward (a backward or
     update op's output is short-lived there): ``held x ceil(output / microbatches)`` where a stage holds ``held``
     micro-batches at once (``M`` under GPipe: a byte or so over the whole output where M does not divide it, as
-    ``pipe-v2`` counts), its whole output where ``held`` is ``None``."""
+    ``pipe-v3`` counts), its whole output where ``held`` is ``None``."""
     output = graph.output_bytes
     if held is not None:
         output = held * -(-output // microbatches)
@@ -83,7 +83,7 @@ def stage_memory(graph: OpGraph, microbatches: int = 1, held: int | None = None)
 
 
 def held_microbatches(schedule: str, microbatches: int, stages: int) -> np.ndarray:
-    """(S,) int64 the most micro-batches stage ``s`` of a contiguous split holds at once in ``pipe-v2``: ``M`` under
+    """(S,) int64 the most micro-batches stage ``s`` of a contiguous split holds at once in ``pipe-v3``: ``M`` under
     ``gpipe``, ``min(M, S - s)`` under ``1f1b`` (its in-flight bound; a split that leaves stages empty only lowers
     it).
 
@@ -99,7 +99,7 @@ def held_microbatches(schedule: str, microbatches: int, stages: int) -> np.ndarr
 
 def fits_1f1b(graph: OpGraph, cluster: Cluster, devices: np.ndarray, microbatches: int) -> bool:
     """Whether a placement fits every device's memory in the static model (:func:`stage_memory`) with the
-    micro-batches ``pipe-v2``'s 1F1B lets each device hold: ``min(M, S - k)`` on its stage ``k`` (devices ranked by
+    micro-batches ``pipe-v3``'s 1F1B lets each device hold: ``min(M, S - k)`` on its stage ``k`` (devices ranked by
     their first forward op that runs, in topological order), M where a backward op of its forward ops runs
     elsewhere (its gate does not wait for those). The partitioners' bound ranks stages by the split's order, which
     a weight at a layer's head or a split over parallel branches can reorder.
@@ -148,7 +148,7 @@ def stage_devices(cluster: Cluster, kind: str | None, warn: bool = True) -> np.n
 
 
 def _between_update_ops(graph: OpGraph) -> np.ndarray:
-    """(E,) bool: the edges from an update op to an update op (``pipe-v2`` sends them once per mini-batch)."""
+    """(E,) bool: the edges from an update op to an update op (``pipe-v3`` sends them once per mini-batch)."""
     update = graph.phase_codes() == UPDATE
     return update[graph.edge_index[0]] & update[graph.edge_index[1]]
 
@@ -238,7 +238,7 @@ class Blocks:
 
 def stage_time(work: np.ndarray, sent: np.ndarray, received: np.ndarray, overlap: bool) -> np.ndarray:
     """Seconds per micro-batch of a stage: ``max(work, sent, received)`` when transfers overlap compute (links
-    are their own resources, as in ``pipe-v2`` and PipeDream's planner), else ``work + sent + received`` (the
+    are their own resources, as in ``pipe-v3`` and PipeDream's planner), else ``work + sent + received`` (the
     device also drives its transfers, as in ``pipe-steady-v1``)."""
     if overlap:
         return np.maximum(np.maximum(work, sent), received)
@@ -315,9 +315,9 @@ class StageProblem:
     def _held(self) -> np.ndarray:
         """(S,) the most micro-batches each stage device holds at once: the schedule's bound
         (:func:`held_microbatches`), counting among the stages the devices off the stages that run forward ops (a
-        CPU-pinned layer is a stage of ``pipe-v2``'s), where every backward op is in its forward op's unit; else M.
+        CPU-pinned layer is a stage of ``pipe-v3``'s), where every backward op is in its forward op's unit; else M.
 
-        ``pipe-v2`` keeps a micro-batch in flight on a device until the backward ops of its forward ops there end,
+        ``pipe-v3`` keeps a micro-batch in flight on a device until the backward ops of its forward ops there end,
         wherever they run, while 1F1B's gate waits only for instances on the device: a stage whose backward ops run
         elsewhere held up to M (5 of 8 micro-batches where the bound said 4: out of memory)."""
         m = self.microbatches
