@@ -194,9 +194,9 @@ def _gated(k, d, ic, imb, phase_left, left, limit, one_f_one_b):
     return m >= limit[d] and left[d][m - limit[d]] > 0
 
 
-def measure(num_ops: int, placements: int, microbatches: int, schedule: str) -> dict:
+def measure(num_ops: int, placements: int, microbatches: int, schedule: str, threads: int = 1) -> dict:
     graph, cluster = training_dag(num_ops), four_gpus()
-    sim = PipelineSimulator(microbatches, schedule)
+    sim = PipelineSimulator(microbatches, schedule, threads=threads)
     prep = prepare_instances(graph, cluster, microbatches, schedule)
     devices = contiguous_placements(graph, cluster.num_devices, placements, seed=num_ops)
     kernel = sim.minibatch_times(graph, cluster, devices)  # compiles and prepares
@@ -211,18 +211,20 @@ def measure(num_ops: int, placements: int, microbatches: int, schedule: str) -> 
     sim.minibatch_times(graph, cluster, batch)
     kernel_s = (time.perf_counter() - t0) / batch.shape[0]
     return {"graph": graph.name, "ops": graph.num_ops, "instances": int(prep.inst_op.size),
-            "microbatches": microbatches, "schedule": schedule, "placements": placements,
+            "microbatches": microbatches, "schedule": schedule, "placements": placements, "threads": threads,
             "plain_ms": plain_s * 1e3, "batch_ms": kernel_s * 1e3, "ratio": plain_s / kernel_s}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--placements", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1, help="threads of the batch API (the target is one's)")
     args = parser.parse_args()
-    rows = [measure(n, args.placements, m, s) for n in (256, 5000) for m, s in ((4, "1f1b"), (16, "gpipe"))]
+    rows = [measure(n, args.placements, m, s, args.threads) for n in (256, 5000)
+            for m, s in ((4, "1f1b"), (16, "1f1b"), (16, "gpipe"))]
     for r in rows:
         print(f"{r['graph']:>10} M={r['microbatches']:<2} {r['schedule']:>5}: plain {r['plain_ms']:9.2f} ms, "
-              f"batch {r['batch_ms']:8.3f} ms, {r['ratio']:6.1f}x (target {TARGET:.0f}x)")
+              f"batch {r['batch_ms']:8.3f} ms ({r['threads']} thread(s)), {r['ratio']:6.1f}x (target {TARGET:.0f}x)")
     OUT.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "rows": rows}, indent=1))
 
 
