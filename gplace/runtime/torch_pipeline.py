@@ -23,7 +23,7 @@ Schedules
     With one stage per device, torch's ``ScheduleGPipe`` or ``Schedule1F1B``. A non-contiguous placement gives
     a device several stages (NCCL allows one process per GPU), and ``Schedule1F1B`` refuses fewer micro-batches
     than stages; in those cases each device runs its stages' passes in the order
-    :func:`gplace.pipeline.stage_order.stage_orders` gives (``pipe-v3``'s rules applied to whole stages), through
+    :func:`gplace.pipeline.stage_order.stage_orders` gives (``pipe-v2``'s rules applied to whole stages), through
     torch's multi-stage schedule runtime (``ScheduleLoopedBFS`` with that order in place of its own: the one use
     here of torch's private ``_Action``).
 What it reports
