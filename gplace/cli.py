@@ -261,10 +261,27 @@ def sweep_group(sweep_dir: str | Path, cwd: str | Path) -> str:
 def _warm_start(cfg: DictConfig, graph, cluster):
     """The placement in ``cfg.warm_start`` (a placement.json), a placer's name (``heft``, ``ideal_dp``, ...: placed
     by :func:`gplace.place`), or ``None``."""
+    return _warm_start_of(cfg.get("warm_start"), graph, cluster)
+
+
+def _place_warm_start(cfg: DictConfig, graph, cluster):
+    """``gplace place``'s :func:`_warm_start`; ``warm_start_baseline``, its old name, read with a WARNING (a name
+    only, until 2026-12-05, where ``gplace`` and :func:`gplace.place` took ``warm_start``, a file too)."""
+    old, new = cfg.get("warm_start_baseline"), cfg.get("warm_start")
+    if old is None:
+        return _warm_start_of(new, graph, cluster)
+    if new is not None and new != old:
+        raise ValueError(f"warm_start={new!r} and warm_start_baseline={old!r}: warm_start_baseline is warm_start's "
+                         "old name; give warm_start alone")
+    log.warning("warm_start_baseline is warm_start's old name: use warm_start=%s", old)
+    return _warm_start_of(old, graph, cluster)
+
+
+def _warm_start_of(path, graph, cluster):
+    """:func:`_warm_start` of the setting's value ``path``."""
     from gplace.ir import GraphError, InvalidPlacementError, load_json, placement_from_dict
     from gplace.methods import baselines, pipeline_placers
 
-    path = cfg.get("warm_start")
     if path is None:
         return None
     if not isinstance(path, str):  # warm_start=true failed inside pathlib
@@ -1241,8 +1258,6 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     _check_bools(cfg, "write_back", "split_groups")
     if not cfg.get("checkpoint") and not isinstance(cfg.method, str):  # method=null: a TypeError's traceback
         raise ValueError(f"method must be a placer's name, 'pretrained' or a policy file's path, got {cfg.method!r}")
-    if not isinstance(cfg.get("warm_start_baseline") or "", str):  # place()'s TypeError came out as a traceback
-        raise ValueError(f"warm_start_baseline must be a placer's name, got {cfg.warm_start_baseline!r}")
     if cfg.get("checkpoint") == "":  # checkpoint=$CKPT with CKPT unset placed with the shipped policy
         raise ValueError("checkpoint='' names no policy file (an unset shell variable?): give its path, or leave "
                          "checkpoint out")
@@ -1260,7 +1275,7 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     device_map = _write_back_map(cfg, graph, cluster) if writes else None
     with _closing(runtime):
         report = place(graph, cluster, method=method, budget=_place_budget(cfg, method), seed=cfg.seed,
-                       runtime=runtime, run_dir=run_dir, warm_start=cfg.get("warm_start_baseline"),
+                       runtime=runtime, run_dir=run_dir, warm_start=_place_warm_start(cfg, graph, cluster),
                        split_groups=cfg.get("split_groups", False))
     record_job(cfg, run_dir)
     m = report.measurement

@@ -468,7 +468,7 @@ def _why_nothing_ran(graph: OpGraph, cluster: Cluster, baselines: dict[str, Meas
     if learned and (not reasons or any("out of memory" in r for r in reasons)):  # beside a device no op may run on
         return ("the search places groups of ops, which a tight memory may not pack: try warm_start='heft' (placed "
                 "op by op), with split_groups=True to search from it (gplace.place's arguments; gplace place "
-                "warm_start_baseline=heft split_groups=true)")
+                "warm_start=heft split_groups=true)")
     if not learned:
         return "no single device holds it either: try a placer that goes op by op, such as method='heft'"
     return f"every single-device placement failed too (e.g. {reasons[0]}): the runtime ran none of them"

@@ -453,10 +453,27 @@ def test_place_splits_groups_to_start_from_a_warm_start_baseline(files):
     """The hint for a placement no group search could pack named split_groups=True, which `gplace place` had no key
     for."""
     out = files / "split"
-    proc = _gplace("place", "method=learned", "samples=2", "warm_start_baseline=heft", "split_groups=true",
+    proc = _gplace("place", "method=learned", "samples=2", "warm_start=heft", "split_groups=true",
                    *_file_args(files), f"hydra.run.dir={out}", cwd=files)
     assert proc.returncode == 0, proc.stderr
     assert (out / "placement.json").is_file()
+
+
+def test_place_takes_warm_start_as_gplace_and_gplace_place_do(files, tmp_path):
+    """`gplace place` named it warm_start_baseline (a placer's name only), where `gplace` and gplace.place take
+    warm_start (a placement.json too): `gplace place warm_start=heft` was Hydra's "Key 'warm_start' is not in
+    struct". The old name still works, with a WARNING."""
+    learned = ("place", "method=learned", "samples=2", *_file_args(files))
+    heft = tmp_path / "heft"
+    assert _gplace("place", "method=heft", *_file_args(files), f"hydra.run.dir={heft}", cwd=files).returncode == 0
+    for start in ("heft", str(heft / "placement.json")):
+        proc = _gplace(*learned, f"warm_start={start}", f"hydra.run.dir={tmp_path / 'new'}", cwd=files)
+        assert proc.returncode == 0 and "warm_start_baseline" not in proc.stderr, proc.stderr
+    proc = _gplace(*learned, "warm_start_baseline=heft", f"hydra.run.dir={tmp_path / 'old'}", cwd=files)
+    assert proc.returncode == 0 and "warm_start_baseline is warm_start's old name: use warm_start=heft" in proc.stderr
+    proc = _gplace(*learned, "warm_start=heft", "warm_start_baseline=m_etf", f"hydra.run.dir={tmp_path / 'both'}",
+                   cwd=files)
+    assert proc.returncode == 2 and "give warm_start alone" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_place_with_a_policy_file_says_a_method_given_beside_it_is_unused(files):
@@ -708,7 +725,9 @@ def test_a_job_closes_every_layer_of_the_runtime_it_built(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["method=null"], "method must be a placer's name, 'pretrained' or a policy file's path, got None"),
     (["checkpoint="], "checkpoint='' names no policy file (an unset shell variable?)"),
-    (["method=heft", "warm_start_baseline=true"], "warm_start_baseline must be a placer's name, got True"),
+    (["method=learned", "warm_start=true"], "warm_start must be a placement.json or a placer's name, got True"),
+    (["method=learned", "warm_start_baseline=true"], "warm_start must be a placement.json or a placer's name, got"),
+    (["method=learned", "warm_start=no_such_placer"], "warm_start='no_such_placer' is neither a placement.json nor"),
 ])
 def test_place_settings_that_name_nothing_are_one_line(files, tmp_path, args, message):
     """method=null and warm_start_baseline=true ended in a TypeError's traceback; checkpoint='' (checkpoint=$CKPT,
