@@ -273,29 +273,31 @@ def _place_warm_start(cfg: DictConfig, graph, cluster):
     if new is not None and new != old:
         raise ValueError(f"warm_start={new!r} and warm_start_baseline={old!r}: warm_start_baseline is warm_start's "
                          "old name; give warm_start alone")
-    log.warning("warm_start_baseline is warm_start's old name: use warm_start=%s", old)
-    return _warm_start_of(old, graph, cluster)
+    start = _warm_start_of(old, graph, cluster, key="warm_start_baseline")
+    log.warning("warm_start_baseline is warm_start's old name: %s", "drop it (warm_start says the same)" if new
+                else f"use warm_start={old}")
+    return start
 
 
-def _warm_start_of(path, graph, cluster):
-    """:func:`_warm_start` of the setting's value ``path``."""
+def _warm_start_of(path, graph, cluster, key: str = "warm_start"):
+    """:func:`_warm_start` of the value ``path`` of setting ``key``."""
     from gplace.ir import GraphError, InvalidPlacementError, load_json, placement_from_dict
     from gplace.methods import baselines, pipeline_placers
 
     if path is None:
         return None
     if not isinstance(path, str):  # warm_start=true failed inside pathlib
-        raise ValueError(f"warm_start must be a placement.json or a placer's name, got {path!r}")
+        raise ValueError(f"{key} must be a placement.json or a placer's name, got {path!r}")
     if Path(path).is_file():
         try:
             doc = load_json(path)
             return placement_from_dict(doc, graph, cluster, by_name=_same_graph_and_ops(doc, graph))
         except (GraphError, InvalidPlacementError) as err:  # not this graph's, or devices the cluster lacks
-            raise type(err)(f"warm_start={path!r}: {err}") from None
+            raise type(err)(f"{key}={path!r}: {err}") from None
     if str(path) in pipeline_placers() or str(path) in baselines():
         return str(path)
     looks_like_a_file = Path(path).suffix or "/" in str(path)
-    raise ValueError(f"warm_start={path!r} is " + ("not a file" if looks_like_a_file else
+    raise ValueError(f"{key}={path!r} is " + ("not a file" if looks_like_a_file else
                      "neither a placement.json nor a placer's name") +
                      f" (placers: {', '.join(sorted(baselines()))}, {', '.join(pipeline_placers())})")
 

@@ -187,7 +187,7 @@ def place(
         config = _run_config(graph, cluster, method, budget, seed, runtime, trainer, max_groups, warm_start)
         with _logged(logger, config) as logger:
             if isinstance(warm_start, str):
-                warm_start = make_placer(warm_start, seed or 0, runtime, budget)
+                warm_start = _warm_start_placer(warm_start, seed or 0, runtime, budget)
             if isinstance(warm_start, Placer):
                 warm_start = warm_start.place(graph, cluster)
             path = None if learned else policy_file(method)
@@ -338,12 +338,21 @@ def _learned(method: str | Path | Placer) -> bool:
     return isinstance(method, str) and method in LEARNED
 
 
+def _warm_start_placer(name: str, seed: int, runtime: Runtime, budget: Budget | None) -> Placer:
+    """The placer ``warm_start=name`` names; a refusal says it is the warm start's (it named the method)."""
+    try:
+        return make_placer(name, seed, runtime, budget)
+    except ValueError as err:
+        raise ValueError(f"warm_start={name!r}: {str(err).replace(f'method {name!r}', f'placer {name!r}')}") from None
+
+
 def _check_method_settings(method: str | Path, budget: float | str | Budget | None, **learned: Any) -> None:
     """Refuse what ``method`` would silently ignore or cannot do: a search's settings for a method that does not
     train, a seconds budget for a policy file (which draws a count of samples), 0 samples for a search."""
     given = [name for name, value in learned.items() if value not in (None, False)]
     if given and not _learned(method):
-        raise ValueError(f"{', '.join(given)} only apply to a learned search (method='learned', 'gdp', ...); "
+        verb = "applies" if len(given) == 1 else "apply"
+        raise ValueError(f"{', '.join(given)} only {verb} to a learned search (method='learned', 'gdp', ...); "
                          f"method {str(method)!r} does not train")
     networks = [name for name in ("encoder", "policy") if name in given]
     if method != "learned" and len(networks) == 1:  # the other was the paper's, not the method's: a mismatch

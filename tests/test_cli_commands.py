@@ -726,7 +726,8 @@ def test_a_job_closes_every_layer_of_the_runtime_it_built(tmp_path):
     (["method=null"], "method must be a placer's name, 'pretrained' or a policy file's path, got None"),
     (["checkpoint="], "checkpoint='' names no policy file (an unset shell variable?)"),
     (["method=learned", "warm_start=true"], "warm_start must be a placement.json or a placer's name, got True"),
-    (["method=learned", "warm_start_baseline=true"], "warm_start must be a placement.json or a placer's name, got"),
+    (["method=learned", "warm_start_baseline=true"], "warm_start_baseline must be a placement.json or a placer's"),
+    (["method=learned", "warm_start=ideal_dp"], "warm_start='ideal_dp': placer 'ideal_dp' splits the graph into"),
     (["method=learned", "warm_start=no_such_placer"], "warm_start='no_such_placer' is neither a placement.json nor"),
 ])
 def test_place_settings_that_name_nothing_are_one_line(files, tmp_path, args, message):

@@ -253,8 +253,8 @@ def test_arguments_of_the_wrong_type_are_named(problem, kwargs, match):
 
 
 @pytest.mark.parametrize("method, kwargs, match", [
-    ("heft", {"warm_start": "m_etf"}, "warm_start only apply to a learned search"),
-    ("pretrained", {"trainer": ReinforceTrainer()}, "trainer only apply to a learned search"),
+    ("heft", {"warm_start": "m_etf"}, "warm_start only applies to a learned search"),
+    ("pretrained", {"trainer": ReinforceTrainer()}, "trainer only applies to a learned search"),
     ("m_etf", {"encoder": GNNEncoder(), "split_groups": True}, "split_groups, encoder only apply"),
     ("pretrained", {"budget": 30}, "a policy file's budget is a count of samples"),
     ("learned", {"budget": "0 samples"}, "a search measures at least one sample"),
@@ -615,3 +615,11 @@ def test_a_policy_file_that_fits_nowhere_is_not_told_to_warm_start():
     with pytest.raises(PlacementInfeasibleError, match="method='heft'") as caught:  # each op fits, no two together
         gplace.place(three, cluster, method="pretrained", budget="2 samples")
     assert "warm_start" not in str(caught.value)
+
+
+def test_a_pipeline_placer_as_warm_start_of_a_step_search_is_refused_as_the_warm_starts(problem):
+    """warm_start='ideal_dp' with a step-time runtime was refused as "method 'ideal_dp' splits the graph ...", where
+    the method given was 'learned'."""
+    graph, cluster = problem
+    with pytest.raises(ValueError, match=r"^warm_start='ideal_dp': placer 'ideal_dp' splits the graph into pipeline"):
+        gplace.place(graph, cluster, method="learned", budget="2 samples", warm_start="ideal_dp")
