@@ -35,12 +35,13 @@ Compute
     F(L_d + 1) ..`` in turn, then the backward passes left, update instances last; under both, then the op
     that comes first in ``graph.topological_order``. Torch waits for the next pass of its order; a device here
     starts its ready instance of highest priority, so where the next pass has not arrived and a later one has,
-    it runs the later one (on 300 random chains of 2 to 5 stages, one a device, M 1 to 9, unequal passes:
-    every device's order was torch's on 259 chains and the mini-batch time that of torch's order on 276, from
-    0.961x to 1.100x of it; ``pipe-v2``: 214, 218, 0.984x to 1.363x). Gates: an update op waits until every forward
-    and backward instance on its device has ended; under ``gpipe`` a backward instance waits until every
-    forward instance on its device has ended; a forward instance of micro-batch ``m >= L_d`` waits until
-    micro-batch ``m - L_d`` has ended all its instances on the device.
+    it runs the later one (``benchmarks/pipeline_torch_order.md``: on random chains of 2 to 5 stages, one a
+    device, M 1 to 9, unequal passes, every device's order was torch's on 84-86 % and the mini-batch time that of
+    torch's order on 91-92 %, from 0.920x to 1.174x of it; ``pipe-v2``: 66-68 %, 68-69 %, 0.959x to 1.413x).
+    Gates: an update op waits until every forward and backward instance on its device has ended; under
+    ``gpipe`` a backward instance waits until every forward instance on its device has ended; a forward
+    instance of micro-batch ``m >= L_d`` waits until micro-batch ``m - L_d`` has ended all its instances on the
+    device.
 Communication
     As in ``sim-v1``, over instances: one transfer per (producer instance, other device with a consumer
     instance), carrying the largest bytes among those edges; each ordered device pair is one channel that

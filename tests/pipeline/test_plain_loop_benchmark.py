@@ -24,3 +24,23 @@ def test_the_plain_loop_equals_the_simulator(schedule):
     rows = bench.contiguous_placements(graph, 3, 5, seed=2)
     plain = [bench.plain_minibatch_time(sim._prepared(graph, cluster), row) for row in rows]
     assert np.array(plain).tolist() == sim.minibatch_times(graph, cluster, rows).tolist()
+
+
+def test_the_strict_torch_order_of_the_order_benchmark_gives_pipe_v3s_time_where_the_orders_agree():
+    """benchmarks/pipeline_torch_order.py's strict simulation of torch's 1F1B order (the figures docs/runtimes.md
+    gives for pipe-v3 against torch) models pipe-v3's costs and transfers: on chains where pipe-v3 ran torch's order
+    on every device, the two times are equal."""
+    path = SCRIPT.with_name("pipeline_torch_order.py")
+    spec = importlib.util.spec_from_file_location("pipeline_torch_order", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng, agreed = np.random.default_rng(3), 0
+    for index in range(40):
+        graph, microbatches, devices = bench.random_chain(rng, index)
+        time_v3, in_order = bench.pipe_v3_order(graph, microbatches, devices)
+        if in_order:
+            agreed += 1
+            assert time_v3 == pytest.approx(bench.strict_minibatch_time(graph, microbatches, devices), rel=1e-9)
+    assert agreed >= 20
+    row = bench.measure(seed=0, chains=20)
+    assert row["same_time"] >= row["same_order"] and row["low"] <= 1.0 <= row["high"]
