@@ -291,7 +291,14 @@ def _warm_start_of(path, graph, cluster, key: str = "warm_start"):
     if Path(path).is_file():
         try:
             doc = load_json(path)
-            return placement_from_dict(doc, graph, cluster, by_name=_same_graph_and_ops(doc, graph))
+            by_name = _same_graph_and_ops(doc, graph)
+            made_for = doc.get("graph_fingerprint") if isinstance(doc, dict) else None
+            if not by_name and made_for not in (None, graph.fingerprint):  # its hint, by_name=True, is the API's
+                raise InvalidPlacementError(
+                    f"it places graph {str(doc.get('graph'))[:80]!r} ({made_for}), not {graph.name!r} "
+                    f"({graph.fingerprint}): a warm start is a placement of this graph, or of one of the same name "
+                    "and ops (then placed by op name)")
+            return placement_from_dict(doc, graph, cluster, by_name=by_name)
         except (GraphError, InvalidPlacementError) as err:  # not this graph's, or devices the cluster lacks
             raise type(err)(f"{key}={path!r}: {err}") from None
     if str(path) in pipeline_placers() or str(path) in baselines():
