@@ -476,6 +476,9 @@ def test_place_takes_warm_start_as_gplace_and_gplace_place_do(files, tmp_path):
     proc = _gplace(*learned, "warm_start=heft", "warm_start_baseline=m_etf", f"hydra.run.dir={tmp_path / 'both'}",
                    cwd=files)
     assert proc.returncode == 2 and "give warm_start alone" in proc.stderr and "Traceback" not in proc.stderr
+    proc = _gplace(*learned, "warm_start=heft", "warm_start_baseline=heft", f"hydra.run.dir={tmp_path / 'same'}",
+                   cwd=files)  # it said "use warm_start=heft", which was given
+    assert proc.returncode == 0 and "warm_start_baseline is warm_start's old name: drop it" in proc.stderr
 
 
 def test_place_with_a_policy_file_says_a_method_given_beside_it_is_unused(files):
