@@ -24,5 +24,6 @@ def test_every_code_block_runs(tmp_path, monkeypatch):
             raise AssertionError(f"{DOC.name} block {i} failed: {err!r}\n{block}") from err
     assert (tmp_path / "pipeline_trace.json").is_file()
     times = namespace["times"]
-    assert times["ideal_dp"] < namespace["one_gpu"].step_time  # the pipeline pays on this graph
-    assert times["local_search"] < 0.95 * times["ideal_dp"]  # and the simulator-guided moves pay on top
+    assert namespace["one_gpu"].step_time > 2.5 * times["ideal_dp"]  # the pipeline pays on this graph (2.84x)
+    assert times["local_search"] <= times["ideal_dp"]  # the moves never lose (under pipe-v2 they paid 10 %: its
+    # 1F1B ran the DP's split slower, 4.93 ms, than pipe-v3 and torch's order run it, 4.26 ms)
