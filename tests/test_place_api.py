@@ -148,7 +148,7 @@ def test_a_pipeline_placer_without_a_pipeline_runtime_is_named():
     with pytest.raises(ValueError, match="method 'ideal_dp' splits the graph into pipeline stages, but runtime "
                                          "'sim-v1' measures no micro-batches"):
         gplace.place(graph, cluster, method="ideal_dp")
-    with pytest.raises(ValueError, match="method 'gpipe' splits"):
+    with pytest.raises(ValueError, match="warm_start='gpipe': placer 'gpipe' splits"):  # the warm start's, named
         gplace.place(graph, cluster, budget="8 samples", warm_start="gpipe")
 
 
