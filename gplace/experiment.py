@@ -341,9 +341,9 @@ def _learned(method: str | Path | Placer) -> bool:
 def _warm_start_placer(name: str, seed: int, runtime: Runtime, budget: Budget | None) -> Placer:
     """The placer ``warm_start=name`` names; a refusal says it is the warm start's (it named the method)."""
     try:
-        return make_placer(name, seed, runtime, budget)
+        return make_placer(name, seed, runtime, budget, role="placer")
     except ValueError as err:
-        raise ValueError(f"warm_start={name!r}: {str(err).replace(f'method {name!r}', f'placer {name!r}')}") from None
+        raise ValueError(f"warm_start={name!r}: {err}") from None
 
 
 def _check_method_settings(method: str | Path, budget: float | str | Budget | None, **learned: Any) -> None:

@@ -109,13 +109,13 @@ def make_baseline(name: str, seed: int = 0) -> Placer:
     return cls(seed=seed) if name in ("random", "metis") else cls()
 
 
-def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) -> Placer:
+def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None, *, role: str = "method") -> Placer:
     """The pipeline placer called ``name`` (:func:`pipeline_placers`), set up for the objective ``runtime``
     measures: its ``microbatches`` and ``schedule`` (the contiguous partitioners fit their stages to its memory,
     gpipe's where it has none, as the steady-state score; the search measures it, ``"1f1b"`` where it has none),
     looked up inside any wrappers (a cache, a pool).
     ``local_search`` spends ``budget`` (default: its own 10 s); ``ilp`` takes a budget in seconds as HiGHS's time
-    limit (default: its own 10 s).
+    limit (default: its own 10 s). ``role`` names what ``name`` is in a refusal (``"method"``, ``"placer"``).
 
     Raises:
         ValueError: no such pipeline placer, or ``runtime`` does not measure a pipelined mini-batch.
@@ -128,7 +128,7 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) 
     inner = innermost(runtime)
     microbatches = getattr(inner, "microbatches", None)
     if microbatches is None:
-        raise ValueError(f"method {name!r} splits the graph into pipeline stages, but runtime "
+        raise ValueError(f"{role} {name!r} splits the graph into pipeline stages, but runtime "
                          f"{getattr(runtime, 'id', type(runtime).__name__)!r} measures no micro-batches; pass a "
                          "pipeline runtime, e.g. runtime=PipelineSimulator(microbatches=16, schedule='1f1b') "
                          "(from the command line: objective=pipeline)")
@@ -143,13 +143,17 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None) 
     return classes[name](microbatches, schedule or "1f1b", **limits)
 
 
-def make_placer(name: str, seed: int = 0, runtime: Any = None, budget: Budget | None = None) -> Placer:
-    """The baseline (:func:`make_baseline`) or pipeline placer (:func:`make_pipeline_placer`) called ``name``.
+def make_placer(name: str, seed: int = 0, runtime: Any = None, budget: Budget | None = None, *,
+                role: str = "method") -> Placer:
+    """The baseline (:func:`make_baseline`) or pipeline placer (:func:`make_pipeline_placer`, ``role`` naming what
+    ``name`` is in its refusal) called ``name``.
 
     Raises:
         ValueError: no such placer, or a pipeline placer for a runtime that measures no micro-batches.
     """
-    return make_pipeline_placer(name, runtime, budget) if name in pipeline_placers() else make_baseline(name, seed)
+    if name in pipeline_placers():
+        return make_pipeline_placer(name, runtime, budget, role=role)
+    return make_baseline(name, seed)
 
 
 @functools.cache

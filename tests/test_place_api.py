@@ -496,7 +496,7 @@ def test_a_searching_warm_start_gets_the_budget(monkeypatch):
 
     given = []
     make = experiment.make_placer
-    monkeypatch.setattr(experiment, "make_placer", lambda *args: given.append(args[3:]) or make(*args))
+    monkeypatch.setattr(experiment, "make_placer", lambda *args, **kw: given.append(args[3:]) or make(*args, **kw))
     from gplace.pipeline import PipelineSimulator
 
     g, c = random_dag(12, seed=1), uniform_cluster(2)
