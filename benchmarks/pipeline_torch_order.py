@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from gplace.ir import Edge, Op, OpGraph, Placement
-from gplace.pipeline import PipelineSimulator
+from gplace.pipeline import PipelineSimulator, stage_orders
 from gplace.testing import uniform_cluster
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -31,13 +31,11 @@ OUT = Path(__file__).with_suffix(".md")
 BANDWIDTH = 1e7
 
 
-def torch_order(stages: int, stage: int, microbatches: int) -> list[tuple[str, int]]:
-    """Torch's ``Schedule1F1B`` passes of ``stage``: warm-up forwards, then a backward and a forward in turn."""
-    warm = min(microbatches, stages - stage)
-    order = [("F", m) for m in range(warm)]
-    for j in range(microbatches - warm):
-        order += [("B", j), ("F", warm + j)]
-    return order + [("B", j) for j in range(microbatches - warm, microbatches)]
+def torch_orders(stages: int, microbatches: int) -> list[list[tuple[str, int]]]:
+    """Torch's ``Schedule1F1B`` passes of each stage, one a device (``stage_orders`` gives torch's order there):
+    warm-up forwards, then a backward and a forward in turn."""
+    orders = stage_orders(list(range(stages)), microbatches, "1f1b")
+    return [[("B" if p.backward else "F", p.microbatch) for p in orders[k]] for k in range(stages)]
 
 
 def random_chain(rng: np.random.Generator, index: int) -> tuple[OpGraph, int, np.ndarray]:
@@ -61,7 +59,7 @@ def strict_minibatch_time(graph: OpGraph, microbatches: int, devices: np.ndarray
     bytes_to = {(s, d): -(-int(b) // microbatches) for (s, d), b in
                 zip(graph.edge_index.T.tolist(), graph.edge_bytes.tolist(), strict=True)}
     index = {name: i for i, name in enumerate(graph.op_names)}
-    orders = [torch_order(stages, k, microbatches) for k in range(stages)]
+    orders = torch_orders(stages, microbatches)
     done, free, channel, arrival, end = [0] * stages, [0.0] * stages, {}, {}, 0.0
     while any(done[k] < len(orders[k]) for k in range(stages)):
         moved = False
@@ -105,7 +103,7 @@ def pipe_v3_order(graph: OpGraph, microbatches: int, devices: np.ndarray) -> tup
     for k in np.lexsort((np.arange(sched.inst_start.size), sched.inst_start)):
         name = graph.op_names[sched.inst_op[k]]
         ran[int(name[1:])].append((name[0].upper(), int(sched.inst_microbatch[k])))
-    return sched.minibatch_time, all(ran[k] == torch_order(stages, k, microbatches) for k in range(stages))
+    return sched.minibatch_time, ran == torch_orders(stages, microbatches)
 
 
 def measure(seed: int, chains: int) -> dict:
