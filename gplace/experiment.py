@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gplace.baselines._common import PlacementInfeasibleError
+from gplace.defaults import MAX_GROUPS, SAMPLES
 from gplace.interfaces import Placer, Trainer
 from gplace.ir import Cluster, GraphError, OpGraph, Placement, placement_to_dict, save_json
 from gplace.ir.errors import format_bytes, format_seconds
@@ -75,7 +76,7 @@ def place(
     budget: float | str | Budget | None = None,
     seed: int | None = None, encoder: Module | None = None,
     policy: Module | Callable[..., Module] | None = None, runtime: Runtime | None = None,
-    trainer: Trainer | None = None, max_groups: int = 256, run_dir: str | Path | None = None,
+    trainer: Trainer | None = None, max_groups: int = MAX_GROUPS, run_dir: str | Path | None = None,
     logger: Logger | None = None, warm_start: Placement | str | Placer | None = None, split_groups: bool = False,
 ) -> PlacementReport:
     """Place ``graph`` on ``cluster``: by default, learn a placement (the paper's LSTM policy, the simulator).
@@ -598,7 +599,7 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
             zero_shot_search,
         )
 
-        samples = 16 if budget is None or budget.samples is None else budget.samples
+        samples = SAMPLES if budget is None or budget.samples is None else budget.samples
         encoder, policy, meta = load_policy(path)
         check_policy_fits(policy, cluster, path, meta)
         check_objective(meta, runtime, path)

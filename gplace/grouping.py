@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gplace.baselines._common import op_memory
+from gplace.defaults import MAX_GROUPS
 from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.frozen import ReadOnlyArrays
 
@@ -73,7 +74,7 @@ class Grouping(ReadOnlyArrays):
         return Placement.for_graph(self.original, gd[self.op_group])
 
 
-def group_ops(graph: OpGraph, max_groups: int | None = 256, *, merge_consumers: bool = True,
+def group_ops(graph: OpGraph, max_groups: int | None = MAX_GROUPS, *, merge_consumers: bool = True,
               uncuttable: np.ndarray | None = None, memory_cap: float | None = None) -> Grouping:
     """Group the ops of ``graph`` as in the paper (see the module docstring for the steps).
 

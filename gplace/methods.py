@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from gplace.defaults import SCHEDULE
 from gplace.interfaces import Placer
 from gplace.torch_modes import float32_default
 
@@ -140,7 +141,7 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None, 
     if name != PIPELINE_SEARCH:
         return classes[name](microbatches=microbatches)
     limits = {} if budget is None else {"time_limit": budget.seconds, "max_evaluations": budget.samples}
-    return classes[name](microbatches, schedule or "1f1b", **limits)
+    return classes[name](microbatches, schedule or SCHEDULE, **limits)
 
 
 def make_placer(name: str, seed: int = 0, runtime: Any = None, budget: Budget | None = None, *,

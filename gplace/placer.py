@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gplace.defaults import MAX_GROUPS
 from gplace.features import device_features as describe_devices
 from gplace.features import featurize
 from gplace.grouping import (
@@ -86,7 +87,7 @@ class PolicyPlacer(nn.Module):
     name = "policy"
 
     def __init__(self, graph: OpGraph, cluster: Cluster, encoder: nn.Module, policy: nn.Module, *,
-                 max_groups: int | None = 256, grouping: Grouping | None = None,
+                 max_groups: int | None = MAX_GROUPS, grouping: Grouping | None = None,
                  device_features: np.ndarray | torch.Tensor | None = None, express: Placement | None = None,
                  merge_consumers: bool | str | None = None) -> None:
         super().__init__()

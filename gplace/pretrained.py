@@ -42,6 +42,7 @@ from torch import nn
 
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.configurable import Configurable, ModuleNotImportedError, class_by_name
+from gplace.defaults import MAX_GROUPS, SAMPLES
 from gplace.interfaces import user_stacklevel
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.locks import ForkSafeLock
@@ -230,7 +231,7 @@ def check_policy_fits(policy: nn.Module, cluster: Cluster, path: str | Path,
 
 
 def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, *, samples: int = 0,
-                    runtime: Runtime | None = None, max_groups: int | None = 256, seed: int = 0) -> Placement:
+                    runtime: Runtime | None = None, max_groups: int | None = MAX_GROUPS, seed: int = 0) -> Placement:
     """Place ``graph`` on ``cluster`` with a trained encoder and policy, without training.
 
     With ``samples = 0`` this is the greedy (argmax) placement. Otherwise up to ``samples`` distinct placements,
@@ -260,8 +261,8 @@ def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clust
     return best
 
 
-def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, *, samples: int = 16,
-                     runtime: Runtime | None = None, max_groups: int | None = 256, seed: int = 0) -> TrainResult:
+def zero_shot_search(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, *, samples: int = SAMPLES,
+                     runtime: Runtime | None = None, max_groups: int | None = MAX_GROUPS, seed: int = 0) -> TrainResult:
     """:func:`place_zero_shot` reported as a search: its result, the distinct sampled placements it measured (up to
     ``samples``) as its sample count (the greedy one is measured too but not counted, as a learned search's greedy
     decode), and their step times in the order drawn (``inf`` where one failed), so
@@ -373,7 +374,7 @@ def _objective_of(runtime_id: str) -> str:
     return f"a pipelined {kind} ({settings})" if settings else f"a pipelined {kind}"
 
 
-def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str | Path, *, samples: int = 16,
+def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str | Path, *, samples: int = SAMPLES,
                           runtime: Runtime | None = None) -> Placement:
     """Place a new graph in seconds with a policy file written by :func:`save_policy`.
 
@@ -408,14 +409,14 @@ def recorded_max_groups(meta: Mapping[str, Any]) -> int | None:
     Raises:
         ValueError: it records something else than a whole number >= 1 or ``None``.
     """
-    value = meta.get("max_groups", 256)
+    value = meta.get("max_groups", 256)  # files from before meta recorded it were trained at 256
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"the policy file's meta max_groups must be a whole number >= 1 or None, got {value!r}")
     return value
 
 
 def pick_pretrained(pretrained: Sequence[tuple[nn.Module, nn.Module]], graph: OpGraph, cluster: Cluster, *,
-                    runtime: Runtime | None = None, max_groups: int = 256) -> int:
+                    runtime: Runtime | None = None, max_groups: int = MAX_GROUPS) -> int:
     """Which of several pretrained ``(encoder, policy)`` pairs to start from on ``graph``: the index of the one
     whose greedy placement is fastest under ``runtime`` (one measurement each; a failed one counts as infinitely
     slow). Equal times go to the earlier pair, so list them best first (e.g. by their training graphs' greedy

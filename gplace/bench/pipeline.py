@@ -21,6 +21,7 @@ from gplace.baselines.pipeline import PipelineLocalSearch, StageProblem, pipelin
 from gplace.bench.plots import save_png
 from gplace.bench.report import markdown_cell
 from gplace.bench.runner import read_records, shown_pairs, stale_reason
+from gplace.defaults import SCHEDULE
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import check_flags
 from gplace.ir.serialize import write_text_atomic
@@ -277,7 +278,7 @@ def _cell(record: PipelineRecord | None, ref: tuple[str, float] | None) -> str:
     return f"{time_ratio(ref[1], record.minibatch_time):.2f}x"
 
 
-def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, schedule: str = "1f1b",
+def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, schedule: str = SCHEDULE,
                     microbatches: int | None = None, baseline: str = "single_gpu") -> Path:
     """Throughput over one GPU against the number of stage devices, one panel per graph (:func:`throughput_figure`),
     written to ``path``."""
@@ -285,7 +286,7 @@ def plot_throughput(records: Sequence[PipelineRecord], path: str | Path, *, sche
                     dpi=100)
 
 
-def throughput_figure(records: Sequence[PipelineRecord], *, schedule: str = "1f1b", microbatches: int | None = None,
+def throughput_figure(records: Sequence[PipelineRecord], *, schedule: str = SCHEDULE, microbatches: int | None = None,
                       baseline: str = "single_gpu"):
     """The figure of :func:`plot_throughput`: per graph, the best method per count of stage devices, one line per GPU
     model (from one GPU); graphs one GPU cannot hold have no line and say so in their panel, and titles longer than

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from gplace.defaults import MICROBATCHES, SCHEDULE
 from gplace.pipeline.simulator import PipelineSimulator
 from gplace.pipeline.steady import SteadyStateScore
 from gplace.runtime.base import Runtime
@@ -46,8 +47,8 @@ def objective_runtime(runtime: Runtime, name: str = "step", *, microbatches: int
         hint = ("the pipeline objectives (objective=pipeline, pipeline_steady) take them" if name == "step" else
                 "its score has no schedule; objective=pipeline simulates one")
         raise ValueError(f"objective {name} takes no {' or '.join(given)} (given: {settings}): {hint}")
-    microbatches = 4 if microbatches is None else microbatches
-    schedule = "1f1b" if schedule is None else schedule
+    microbatches = MICROBATCHES if microbatches is None else microbatches
+    schedule = SCHEDULE if schedule is None else schedule
     if name == "step":
         return runtime
     if name in OBJECTIVES and runtime is not None and type(runtime) is not Simulator:

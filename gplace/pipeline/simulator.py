@@ -90,6 +90,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 
+from gplace.defaults import MICROBATCHES, SCHEDULE
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.errors import format_shortfall
 from gplace.ir.frozen import ReadOnlyArrays, freeze_arrays
@@ -207,7 +208,8 @@ class PipelineSimulator(PreparedCache, Runtime):
     """``"gpipe"`` or ``"1f1b"`` (read-only, as ``microbatches``)."""
 
     def __init__(
-        self, microbatches: int = 4, schedule: str = "1f1b", cache_size: int = 16, threads: int | None = None,
+        self, microbatches: int = MICROBATCHES, schedule: str = SCHEDULE, cache_size: int = 16,
+        threads: int | None = None,
     ) -> None:
         microbatches = check_microbatches(microbatches)
         if schedule not in SCHEDULES:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gplace.defaults import MICROBATCHES
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.pipeline.simulator import UPDATE, check_microbatches, check_phases
 from gplace.runtime.base import Measurement, ReadOnlySetting, Runtime
@@ -37,13 +38,15 @@ from gplace.runtime.kernels import transfers
 __all__ = ["SteadyStateScore", "pipeline_bytes_moved", "steady_state_loads"]
 
 
-def steady_state_loads(graph: OpGraph, cluster: Cluster, placement: Placement, microbatches: int = 4) -> np.ndarray:
+def steady_state_loads(graph: OpGraph, cluster: Cluster, placement: Placement,
+                       microbatches: int = MICROBATCHES) -> np.ndarray:
     """(D,) float64 seconds per micro-batch of each device: compute plus the transfers it sends and receives."""
     placement.validate(graph, cluster)
     return _loads(np.asarray(placement.devices, np.int64), *_arrays(graph, cluster, check_microbatches(microbatches)))
 
 
-def pipeline_bytes_moved(graph: OpGraph, cluster: Cluster, placement: Placement, microbatches: int = 4) -> int:
+def pipeline_bytes_moved(graph: OpGraph, cluster: Cluster, placement: Placement,
+                         microbatches: int = MICROBATCHES) -> int:
     """Bytes a ``pipe-v3`` mini-batch sends between devices: per instance, one transfer per (producer, other
     device with a consumer) carrying its largest edge, ``ceil(bytes / M)`` from each of a micro-batch op's ``M``
     instances and the whole edge from an update op (``pipe-v3``'s transfers, counted without simulating)."""
@@ -69,7 +72,7 @@ class SteadyStateScore(Runtime):
     microbatches = ReadOnlySetting[int]()
     """Micro-batches per mini-batch (read-only: :attr:`id` is made from it)."""
 
-    def __init__(self, microbatches: int = 4) -> None:
+    def __init__(self, microbatches: int = MICROBATCHES) -> None:
         self._microbatches = check_microbatches(microbatches)
         self.id = f"{self.semantics}/m{self._microbatches}"
 

@@ -33,7 +33,8 @@ Devices
     many logical CPU devices as the highest CPU index needs (``device_count``), only the GPUs the placement
     reaches, ``allow_soft_placement=False``, no graph rewriting (Grappler's ``disable_meta_optimizer``, and the
     classic optimiser at ``L0``: no constant folding, no common subexpressions merged), its own thread pools
-    (``intra_op_threads``, ``inter_op_threads``: default one per cluster device, the same for every placement)
+    (``intra_op_threads``, default 1, and ``inter_op_threads``, default one per cluster device; the same for every
+    placement)
     and GPU memory allocated as needed (``allow_growth``).
 Step
     One step fetches the source's outputs and runs every sink node of the GraphDef (no node reads it), so every
@@ -813,7 +814,7 @@ def _unrunnable(graph: OpGraph) -> str | None:
         return (f"graph {graph.name!r} has no TensorFlow program to run (its source is "
                 f"{type(graph.source).__name__}); TensorFlowRuntime runs graphs imported by "
                 "gplace.importers.tensorflow.from_tensorflow (a Keras zoo graph loaded from the zoo's cache has none: "
-                "build it with cache=False, +graph.cache=false on the command line; the command line's analytic zoo "
+                "build it with cache=False, graph.cache=false on the command line; the command line's analytic zoo "
                 "graphs, graph=lstm_lm, rnnlm, nmt, gnmt and transformer_xl, have no program at all: measure them "
                 "with the simulator)")
     if graph.source.resources:

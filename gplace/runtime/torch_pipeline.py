@@ -104,6 +104,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from gplace.defaults import MICROBATCHES, SCHEDULE
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import check_sizes, error_summary
 from gplace.pipeline.simulator import check_microbatches
@@ -230,8 +231,8 @@ class TorchPipelineRuntime(Runtime):
     """``"gpipe"`` or ``"1f1b"`` (read-only, as ``microbatches``)."""
 
     def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...] | torch.Tensor, target: torch.Tensor,
-                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, microbatches: int = 4,
-                 schedule: Literal["gpipe", "1f1b"] = "1f1b", backend: str | None = None, steps: int = 3,
+                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, microbatches: int = MICROBATCHES,
+                 schedule: Literal["gpipe", "1f1b"] = SCHEDULE, backend: str | None = None, steps: int = 3,
                  warmup: int = 1, time_limit: float | None = 120.0, device_map: Mapping[str, str] | None = None,
                  threads_per_stage: int | None = None, processes: Literal["spawn", "torchrun"] = "spawn") -> None:
         inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)

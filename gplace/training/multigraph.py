@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gplace.defaults import MAX_GROUPS
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
 from gplace.runtime.base import Runtime, measure_each
@@ -331,8 +332,8 @@ def reference_step_time(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> f
 
 
 def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Cluster, runtime: Runtime, *,
-             trainer: ReinforceTrainer | PPOTrainer | None = None, max_groups: int = 256, copy_modules: bool = True,
-             conditioning_only: bool = False, run_dir: str | Path | None = None,
+             trainer: ReinforceTrainer | PPOTrainer | None = None, max_groups: int = MAX_GROUPS,
+             copy_modules: bool = True, conditioning_only: bool = False, run_dir: str | Path | None = None,
              logger: Logger | None = None) -> TrainResult:
     """Search for a placement of ``graph`` with a plain :class:`ReinforceTrainer` started from trained weights.
 

@@ -11,6 +11,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Literal
 
+from gplace.defaults import MAX_GROUPS
+
 
 @dataclass(frozen=True, kw_only=True)
 class LoopSettings:
@@ -109,7 +111,7 @@ class MultiGraphSettings(LoopSettings):
     """Tasks drawn (without replacement) per update; all of them when there are fewer tasks."""
     penalty_ratio: float = 10.0
     """A failed placement counts as this many times its task's reference step time."""
-    max_groups: int | None = 256
+    max_groups: int | None = MAX_GROUPS
     """Coarsen each graph to at most this many groups (``None``: co-location groups only)."""
 
     def __post_init__(self) -> None:

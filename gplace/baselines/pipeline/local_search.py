@@ -12,6 +12,7 @@ from gplace.baselines._common import build_units
 from gplace.baselines.base import Placer
 from gplace.baselines.pipeline.contiguous import IdealDPPartitioner
 from gplace.baselines.pipeline.stages import check_kind, stage_devices
+from gplace.defaults import MICROBATCHES, SCHEDULE
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.errors import check_sizes
 from gplace.runtime.wrapper import check_timeout
@@ -40,7 +41,8 @@ class PipelineLocalSearch(Placer):
         ValueError: a bad budget, schedule or micro-batch count, naming it (on construction).
 
     Args:
-        microbatches: M of the objective, and of the default start. (default: 16)
+        microbatches: M of the objective, and of the default start (default: 4, :class:`PipelineSimulator`'s, as
+            every default in :mod:`gplace.defaults`).
         schedule: ``"gpipe"`` or ``"1f1b"``. (default: ``"1f1b"``)
         kind: device kind of the stages (every device if the cluster has none). (default: ``"gpu"``)
         start: the placer whose placement is polished (default: ``IdealDPPartitioner(kind, microbatches,
@@ -58,7 +60,7 @@ class PipelineLocalSearch(Placer):
 
     name = "local_search"
 
-    def __init__(self, microbatches: int = 16, schedule: str = "1f1b", kind: str | None = "gpu",
+    def __init__(self, microbatches: int = MICROBATCHES, schedule: str = SCHEDULE, kind: str | None = "gpu",
                  start: Placer | None = None, time_limit: float | None = 10.0, max_evaluations: int | None = None,
                  batch_size: int = 128) -> None:
         where = type(self).__name__
