@@ -282,6 +282,7 @@ def _place_warm_start(cfg: DictConfig, graph, cluster):
 def _warm_start_of(path, graph, cluster, key: str = "warm_start"):
     """:func:`_warm_start` of the value ``path`` of setting ``key``."""
     from gplace.ir import GraphError, InvalidPlacementError, load_json, placement_from_dict
+    from gplace.ir.errors import OtherGraphError
     from gplace.methods import baselines, pipeline_placers
 
     if path is None:
@@ -291,15 +292,11 @@ def _warm_start_of(path, graph, cluster, key: str = "warm_start"):
     if Path(path).is_file():
         try:
             doc = load_json(path)
-            by_name = _same_graph_and_ops(doc, graph)
-            made_for = doc.get("graph_fingerprint") if isinstance(doc, dict) else None
-            if not by_name and made_for not in (None, graph.fingerprint):  # its hint, by_name=True, is the API's
-                raise InvalidPlacementError(
-                    f"it places graph {str(doc.get('graph'))[:80]!r} ({made_for}), not {graph.name!r} "
-                    f"({graph.fingerprint}): a warm start is a placement of this graph, or of one of the same name "
-                    "and ops (then placed by op name)")
-            return placement_from_dict(doc, graph, cluster, by_name=by_name)
-        except (GraphError, InvalidPlacementError) as err:  # not this graph's, or devices the cluster lacks
+            return placement_from_dict(doc, graph, cluster, by_name=_same_graph_and_ops(doc, graph))
+        except OtherGraphError as err:  # its hint, by_name=True, is the API's: the command line has no by_name
+            raise InvalidPlacementError(f"{key}={path!r}: {err.facts}: a warm start is a placement of this graph, or "
+                                        "of one of the same name and ops (then placed by op name)") from None
+        except (GraphError, InvalidPlacementError) as err:  # devices the cluster lacks, a damaged file
             raise type(err)(f"{key}={path!r}: {err}") from None
     if str(path) in pipeline_placers() or str(path) in baselines():
         return str(path)
@@ -696,13 +693,18 @@ def _interrupted(err: KeyboardInterrupt, hint: str, in_job: bool = False) -> NoR
     raise SystemExit(143 if terminated else 130) from None
 
 
+def _resumes(cfg: DictConfig) -> bool:
+    """Whether a bench job keeps the records of its ``out_dir`` (``resume``; a config without the key starts over)."""
+    return bool(cfg.get("resume", False))
+
+
 def resume_hint(command: str, cfg: DictConfig, hydra_cfg: DictConfig | None) -> str:
     """What resumes ``command``'s interrupted job (``train``, ``bench`` or ``place``; ``hydra_cfg``: Hydra's config
     of the job, ``None`` outside Hydra): the same command with the directory it resumes from, named with its key
     (``hydra.run.dir=outputs/2026-12-02/12-51-33``: a rerun does not reuse Hydra's timestamped default), or that
     nothing resumes (``gplace place`` with a method that keeps no checkpoint)."""
     if command == "bench":
-        again = _quoted(f"out_dir={cfg.get('out_dir')}", *[] if cfg.get("resume", True) else ["resume=true"])
+        again = _quoted(f"out_dir={cfg.get('out_dir')}", *[] if _resumes(cfg) else ["resume=true"])
         if cfg.get("pipeline"):  # bench_pipeline: written after each (graph, cluster); its searches keep no run dir
             return (f"the bench keeps its finished (graph, cluster) pairs, and the same command run again with {again} "
                     "runs the others (their learned searches start over)")
@@ -1136,11 +1138,11 @@ def _bench_cases(cfg: DictConfig) -> list:
     def build_case(c: DictConfig) -> BenchCase:
         return BenchCase(instantiate(c.graph), instantiate(c.cluster), instantiate(c.runtime))
 
-    records = load_records(Path(cfg.out_dir) / "results.json") if cfg.get("resume", False) else []
+    records = load_records(Path(cfg.out_dir) / "results.json") if _resumes(cfg) else []
     seen: set[tuple[str, str]] = set()  # the (graph, cluster) pairs this bench ran: results are keyed by them
     for c, searches in planned:
         records = run_suite([lambda c=c: build_case(c)], instantiate(cfg.baselines), searches, cfg.out_dir,
-                            plots=cfg.search.plots, previous=records, fresh=not cfg.get("resume", False), seen=seen)
+                            plots=cfg.search.plots, previous=records, fresh=not _resumes(cfg), seen=seen)
     warn_unfingerprinted(records, seen, cfg.out_dir)
     log.info("results in %s/RESULTS.md and results.json", cfg.out_dir)
     return records

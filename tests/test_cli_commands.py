@@ -378,7 +378,7 @@ def test_a_warm_start_that_is_neither_a_file_nor_a_placer_is_one_line(files):
               files / "other_placement.json")
     proc = _gplace(f"warm_start={files / 'other_placement.json'}", "logger=none", *_file_args(files),
                    f"hydra.run.dir={files / 'warm'}", cwd=files)
-    assert proc.returncode == 2 and "other_placement.json': it places graph 'random_dag12_5'" in proc.stderr
+    assert proc.returncode == 2 and "other_placement.json': placement is for graph 'random_dag12_5'" in proc.stderr
     assert "by_name" not in proc.stderr, proc.stderr  # the API's hint; the command line has no by_name
 
 
@@ -402,7 +402,7 @@ def test_a_warm_start_of_the_same_graph_with_other_contents_starts_from_it_by_op
     renamed = {**doc, "graph_fingerprint": "0123456789abcdef",
                "placement": {f"x{op}": d for op, d in doc["placement"].items()}}
     save_json(renamed, tmp_path / "renamed.json")
-    with pytest.raises(InvalidPlacementError, match="renamed.json': it places graph") as refused:
+    with pytest.raises(InvalidPlacementError, match="renamed.json': placement is for graph") as refused:
         _warm_start(OmegaConf.create({"warm_start": str(tmp_path / "renamed.json")}), graph, cluster)
     assert "by_name" not in str(refused.value)  # the API's hint: the command line has no by_name
     (tmp_path / "list.json").write_text("[1, 2]")  # an AttributeError from the by-name check before

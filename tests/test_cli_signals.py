@@ -114,6 +114,8 @@ def test_the_interrupted_line_names_the_directory_a_rerun_resumes_from(hydra_job
     assert "the same command run again with out_dir=runs/b runs the others" in resume_hint("bench", cfg, None)
     cfg = hydra_job("bench", "resume=false")
     assert "run again with out_dir=benchmarks resume=true runs the others" in resume_hint("bench", cfg, None)
+    cfg = hydra_job("bench", "~resume")  # a bench config without the key starts over, so the rerun needs resume=true
+    assert "run again with out_dir=benchmarks resume=true runs the others" in resume_hint("bench", cfg, None)
     cfg = hydra_job("place", "method=heft")
     assert resume_hint("place", cfg, HydraConfig.get()) == ("nothing resumes (method heft keeps no checkpoint): run "
                                                             "the command again")

@@ -15,6 +15,30 @@ class InvalidPlacementError(ValueError):
     """A placement does not fit its graph or cluster; the message names the op and device."""
 
 
+class OtherGraphError(InvalidPlacementError):
+    """A placement document made for another graph (another fingerprint) than the one it is read for.
+
+    ``placed`` and ``placed_fingerprint`` are the document's graph (its name, shortened) and fingerprint,
+    ``graph`` and ``graph_fingerprint`` those of the graph given; :attr:`facts` says so in a line to which a
+    caller adds its own advice (the message is ``facts; hint``).
+    """
+
+    def __init__(self, placed: str, placed_fingerprint: str, graph: str, graph_fingerprint: str,
+                 hint: str) -> None:
+        self.placed, self.placed_fingerprint, self.hint = placed, placed_fingerprint, hint
+        self.graph, self.graph_fingerprint = graph, graph_fingerprint
+        super().__init__(f"{self.facts}; {hint}")
+
+    @property
+    def facts(self) -> str:
+        """Which graph the document places, and which it was read for."""
+        return f"placement is for graph {self.placed} ({self.placed_fingerprint}), not {self.graph!r} " \
+               f"({self.graph_fingerprint})"
+
+    def __reduce__(self):
+        return type(self), (self.placed, self.placed_fingerprint, self.graph, self.graph_fingerprint, self.hint)
+
+
 class UnsupportedGraphError(ValueError):
     """A graph cannot be imported; the message names the node and the reason."""
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gplace.ir.cluster import Cluster, Device, Link
-from gplace.ir.errors import GraphError, InvalidPlacementError
+from gplace.ir.errors import GraphError, InvalidPlacementError, OtherGraphError
 from gplace.ir.graph import Edge, Op, OpGraph, short_repr
 from gplace.ir.placement import Placement
 
@@ -238,8 +238,8 @@ def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster
             op name, with a WARNING; by default such a document is refused.
 
     Raises:
-        InvalidPlacementError: the document is for another graph (or, ``by_name``, names other ops), or names a
-            device the cluster lacks.
+        OtherGraphError: the document is for another graph (not ``by_name``; an :class:`InvalidPlacementError`).
+        InvalidPlacementError: ``by_name``, the document names other ops; or it names a device the cluster lacks.
     """
     _check_header(doc, PLACEMENT_FORMAT)
     mapping = doc.get("placement")
@@ -248,9 +248,8 @@ def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster
     fp = doc.get("graph_fingerprint")
     if fp is not None and fp != graph.fingerprint:
         if not by_name:
-            raise InvalidPlacementError(
-                f"placement is for graph {short_repr(doc.get('graph'))} ({fp}), not {graph.name!r} "
-                f"({graph.fingerprint}); by_name=True places a graph with the same op names by name")
+            raise OtherGraphError(short_repr(doc.get("graph")), fp, graph.name, graph.fingerprint,
+                                  "by_name=True places a graph with the same op names by name")
         logger.warning("the placement was made for graph %s with other contents (fingerprint %s, now %s); "
                        "placing %r by op name", short_repr(doc.get("graph")), fp, graph.fingerprint, graph.name)
     placement = Placement.from_names(graph, cluster, mapping)

@@ -170,7 +170,8 @@ class PoolRuntime(RuntimeWrapper):
 
     Args:
         runtime: the runtime each worker runs; it must pickle (see the module docstring).
-        workers: worker processes. (default: None: the CPUs this process may use)
+        workers: worker processes. (default: None: the CPUs this process may use; with ``gpus_per_worker``, the
+            GPUs shared out // ``gpus_per_worker``)
         context: multiprocessing start method. (default: "spawn")
         threads_per_worker: when set, each worker limits torch's and OpenMP's intra-op threads to this many
             before it loads the runtime (e.g. cores // workers, so that workers do not oversubscribe the

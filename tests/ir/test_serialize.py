@@ -2,6 +2,7 @@
 
 import json
 import logging
+import pickle
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from gplace.ir import (
     InvalidPlacementError,
     Op,
     OpGraph,
+    OtherGraphError,
     Placement,
     cluster_from_dict,
     cluster_to_dict,
@@ -136,8 +138,14 @@ def test_non_finite_numbers_are_written_as_null_or_refused_naming_the_field(tmp_
 def test_placement_for_other_graph_is_refused():
     g, c = _rich_graph(), cpu_gpu_cluster(2)
     doc = placement_to_dict(Placement.for_graph(g, [0, 1, 1]), g, c)
-    with pytest.raises(InvalidPlacementError, match="not 'random_dag"):
+    with pytest.raises(OtherGraphError, match="not 'random_dag") as refused:
         placement_from_dict(doc, random_dag(3), c)
+    err = refused.value  # what a caller needs to word its own advice, and it crosses processes whole
+    assert isinstance(err, InvalidPlacementError) and err.placed == "'mlp'" and err.graph == random_dag(3).name
+    assert (err.placed_fingerprint, err.graph_fingerprint) == (g.fingerprint, random_dag(3).fingerprint)
+    assert str(err) == f"{err.facts}; by_name=True places a graph with the same op names by name"
+    again = pickle.loads(pickle.dumps(err))
+    assert (type(again), str(again), again.facts) == (OtherGraphError, str(err), err.facts)
 
 
 def test_a_placement_of_another_version_of_the_graph_is_taken_by_op_name_only_when_asked(caplog):
