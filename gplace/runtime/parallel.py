@@ -457,10 +457,12 @@ class PoolRuntime(RuntimeWrapper):
 
     def _restart(self, pool: ProcessPoolExecutor | None = None, wait: bool = True) -> None:
         """Stop the workers of ``pool`` (default: the current pool) unless another pool replaced it already; the next
-        submission starts new ones."""
+        submission starts new ones. Without ``wait`` (collected), a thread waits for them (:func:`_stop_in_thread`)."""
         with self._lock:
             if pool is not None and pool is not self._pool:
                 return
+            if not wait and self._pool is not None and _stop_in_thread(self._pool, self._logs):
+                self._pool, self._logs = None, None
             if self._pool is not None:
                 self._pool.shutdown(wait=wait, cancel_futures=True)
                 self._pool = None
@@ -527,6 +529,31 @@ class PoolRuntime(RuntimeWrapper):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _payload_lock=threading.Lock(), _lock=threading.RLock(),
                              _slots=threading.Semaphore(state["workers"]), _killed=weakref.WeakSet())
+
+
+def _stop_in_thread(pool: ProcessPoolExecutor, logs: _WorkerLogs | None) -> bool:
+    """Start a daemon thread that shuts ``pool`` down, waiting for its workers, and then stops ``logs``; whether it
+    started (not while the interpreter exits: there a thread never runs, and 3.11's ``start()`` waits for it forever).
+
+    A collected pool stopped its log listener at once, and the log queue, dropped, unlinked its semaphores while a
+    worker was still starting: unpickling them, that worker died with a traceback on the caller's stderr (the
+    executor's own queues are held by its manager thread until its workers exit).
+    """
+    if sys.is_finalizing():
+        return False
+    try:
+        threading.Thread(target=_stop_pool, args=(pool, logs), name="gplace-pool-stop", daemon=True).start()
+    except RuntimeError:  # Python >= 3.12: "can't create new thread at interpreter shutdown"
+        return False
+    return True
+
+
+def _stop_pool(pool: ProcessPoolExecutor, logs: _WorkerLogs | None) -> None:
+    try:
+        pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        if logs is not None:
+            logs.stop()
 
 
 def _gpu_sets(per_worker: int | None, gpus: list[str] | None, workers: int | None) -> list[str]:
