@@ -132,14 +132,13 @@ def test_a_function_returning_a_dict_keeps_its_keys_as_output_names():
 
 def test_the_tensorflow_graph_config_takes_a_signature(two_signatures):
     """``gplace graph=tensorflow graph.obj=... graph.signature=encode`` (the config had no such key)."""
-    from pathlib import Path
-
+    from hydra import compose, initialize_config_module
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
-    import gplace
-
-    config = OmegaConf.load(Path(gplace.__file__).parent / "conf" / "graph" / "tensorflow.yaml")
-    assert "signature" in config and config.signature is None  # an override of a missing key fails in Hydra
-    graph = instantiate(OmegaConf.merge(config, {"obj": str(two_signatures), "signature": "encode"}))
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        config = compose(config_name="config", overrides=["graph=tensorflow"]).graph
+        assert "signature" in config and config.signature is None  # an override of a missing key fails in Hydra
+        config = compose(config_name="config", overrides=["graph=tensorflow", f"graph.obj={two_signatures}",
+                                                          "graph.signature=encode"]).graph
+    graph = instantiate(config)
     assert graph.source.inputs == ("x:0",) and graph.source.output_names == ("code",)
