@@ -217,8 +217,14 @@ def _giph_file(graph_cfg: DictConfig) -> bool:
 
 
 def _objective_runtime(cfg: DictConfig):
-    """The runtime that measures ``cfg.objective`` (the configured ``cfg.runtime`` for ``step``)."""
+    """The runtime that measures ``cfg.objective`` (the configured ``cfg.runtime`` for ``step``); a ``_target_`` that
+    builds no :class:`~gplace.runtime.Runtime` ends in one line naming it, as a graph's does."""
+    from gplace.runtime.base import Runtime
+
     runtime = instantiate(cfg.runtime)
+    if not isinstance(runtime, Runtime):
+        _fail(f"runtime._target_={cfg.runtime.get('_target_')} returned a {type(runtime).__name__}, not a gplace "
+              "Runtime (a subclass of gplace.runtime.Runtime; with _partial_: true it is not called)")
     return _call_partial(instantiate(cfg.objective), "objective", runtime) if "objective" in cfg else runtime
 
 
@@ -579,6 +585,9 @@ def _type_error_message(key: str, err: TypeError, target: str | None) -> str:
     names = re.findall(r"'(\w+)'", missing[1]) if missing else []
     if names and settings is not None and set(names) <= set(settings):
         return f"{key}: set " + " and ".join(f"+{key}.{name}=..." for name in names)
+    if "takes no arguments" in str(err) and settings == []:  # a class without __init__ given the settings it replaced
+        return (f"{key}: {target} takes no settings, but {key} holds some (a {key}._target_ override keeps those of "
+                f"the config it replaces: drop each with ~{key}.NAME, or give {target} a config file of its own)")
     return f"{key}: a value of the wrong type ({type(err).__name__}: {err}); check {key}'s settings"
 
 

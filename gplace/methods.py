@@ -169,6 +169,10 @@ _EXTRACTED = contextlib.ExitStack()
 atexit.register(_EXTRACTED.close)
 
 
+_FILE_SUFFIXES = {".pt", ".pth", ".ckpt", ".bin", ".json", ".yaml", ".yml", ".pkl"}
+"""Suffixes that make a missing ``method`` a file's name rather than a Python name."""
+
+
 def policy_file(method: str | Path | Placer) -> Path | None:
     """The policy file ``method`` names (``"pretrained"`` or a path), or ``None`` for a baseline or learned name
     (or a placer).
@@ -186,6 +190,10 @@ def policy_file(method: str | Path | Placer) -> Path | None:
         return path
     if isinstance(method, Path) or path.suffix or "/" in str(method):
         hint = f": it is a directory; its policy file would be {str(path / 'policy.pt')!r}" if path.is_dir() else ""
+        dotted = re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", str(method)) and path.suffix not in _FILE_SUFFIXES
+        if dotted and not hint:
+            hint = (" (a Python name? a Placer of one's own is given as an object: gplace.place(graph, cluster, "
+                    "method=MyPlacer()))")
         raise FileNotFoundError(f"no policy file at {str(method)!r}{hint}")
     return None
 

@@ -31,6 +31,10 @@ class PlainEncoder:
         return features["numeric"].float()
 
 
+class NoSettings:
+    """A class whose constructor takes nothing."""
+
+
 class AnyClusterPolicy(nn.Module):
     """A policy for any cluster: its constructor takes no num_devices."""
 
@@ -123,13 +127,27 @@ def test_an_encoder_config_without_hidden_size_says_how_to_size_the_policy(capsy
                                                                    "not a gplace Cluster"),
     ("place", ["method=heft", "graph._target_=builtins.dict"], "graph._target_=builtins.dict returned a dict, not a "
                                                                 "gplace OpGraph"),
+    ("config", ["logger=none", "runtime._target_=builtins.dict"], "runtime._target_=builtins.dict returned a dict, "
+                                                                   "not a gplace Runtime"),  # a Hydra traceback, exit 1
+    ("place", ["method=heft", "runtime._target_=builtins.dict"], "runtime._target_=builtins.dict returned a dict, "
+                                                                  "not a gplace Runtime"),
 ])
-def test_a_graph_or_cluster_target_returning_another_type_is_refused_naming_it(command, overrides, message, tmp_path,
-                                                                               capsys):
+def test_a_graph_cluster_or_runtime_target_returning_another_type_is_refused_naming_it(command, overrides, message,
+                                                                                      tmp_path, capsys):
     """A dict went on to an AttributeError ('dict' object has no attribute 'num_devices' / 'source')."""
     run = cli.place_with_policy if command == "place" else cli.run
     cfg = _config(command, *overrides)
     assert message in _refused(capsys, lambda: run(cfg, tmp_path / "run"))
+
+
+def test_a_target_override_onto_a_class_without_settings_says_to_drop_the_ones_it_replaced(parts, capsys):
+    """``runtime._target_=mine.Runtime`` keeps the simulator's settings: "a value of the wrong type (TypeError:
+    NoSettings() takes no arguments)" named none of them."""
+    from hydra.utils import instantiate
+
+    cfg = _config("config", "logger=none", f"runtime._target_={parts}.NoSettings")
+    err = _refused(capsys, lambda: cli._guard(lambda: instantiate(cfg.runtime), cfg))
+    assert f"runtime: {parts}.NoSettings takes no settings, but runtime holds some" in err and "~runtime.NAME" in err
 
 
 @pytest.mark.slow

@@ -154,7 +154,10 @@ def test_a_pipeline_placer_without_a_pipeline_runtime_is_named():
 
 @pytest.mark.parametrize("method, error, match", [
     ("nonsense", ValueError, "unknown method 'nonsense'"),
-    ("missing/policy.pt", FileNotFoundError, "no policy file at 'missing/policy.pt'"),
+    ("missing/policy.pt", FileNotFoundError, "no policy file at 'missing/policy.pt'$"),
+    ("policy.pt", FileNotFoundError, "no policy file at 'policy.pt'$"),
+    ("mymodule.MyPlacer", FileNotFoundError, r"'mymodule.MyPlacer' \(a Python name\? a Placer of one's own is given as "
+                                             r"an object: gplace.place\(graph, cluster, method=MyPlacer\(\)\)\)"),
 ])
 def test_bad_methods_are_named(problem, method, error, match):
     with pytest.raises(error, match=match):

@@ -225,19 +225,28 @@ def checked(measurement: Measurement, runtime: object) -> Measurement:
     except (TypeError, ValueError):
         time = math.nan
     ok = bool(measurement.ok)
+    if not ok and not str(measurement.reason).strip():  # errors that quote the reason named nothing
+        reason = f"runtime {measurement.runtime!r} ({type(runtime).__name__}) {NO_REASON}"
+        _warn_once(measurement.runtime, reason)
+        return replace(measurement, ok=False, step_time=math.inf, reason=reason)
     if not ok or (math.isfinite(time) and time >= 0):
         if type(measurement.step_time) is float and type(measurement.ok) is bool:
             return measurement
         return replace(measurement, ok=ok, step_time=math.inf if math.isnan(time) else time)
     reason = (f"runtime {measurement.runtime!r} ({type(runtime).__name__}) reported success with step time "
               f"{measurement.step_time!r}: {IMPOSSIBLE}; counted as a failure")
-    if measurement.runtime not in _WARNED:
-        _WARNED.add(measurement.runtime)
-        log.warning("%s (warned once per runtime id)", reason)
+    _warn_once(measurement.runtime, reason)
     return Measurement.failure(measurement.runtime, reason)
 
 
+def _warn_once(runtime_id: str, reason: str) -> None:
+    if runtime_id not in _WARNED:
+        _WARNED.add(runtime_id)
+        log.warning("%s (warned once per runtime id)", reason)
+
+
 IMPOSSIBLE = "a step time is a finite number of seconds >= 0"
+NO_REASON = "reported a failure without a reason (Measurement.failure(id, reason) says what failed)"
 """What :func:`checked` says of an impossible step time (:func:`~gplace.runtime.conformance.check_runtime` looks
 for it)."""
 _WARNED: set[str] = set()

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
-from gplace.runtime.base import IMPOSSIBLE, Measurement, Runtime
+from gplace.runtime.base import IMPOSSIBLE, NO_REASON, Measurement, Runtime
 
 __all__ = ["check_failure", "check_runtime"]
 
@@ -168,7 +168,7 @@ def _colocate_first_two(graph: OpGraph) -> OpGraph:
 def _check_measurement(runtime: Runtime, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
     m = runtime.measure(graph, cluster, placement)
     _require(isinstance(m, Measurement), f"{runtime.id}: measure returned {type(m).__name__}, not a Measurement")
-    _require(m.ok or IMPOSSIBLE not in m.reason, f"{runtime.id}: {m.reason}")
+    _require(m.ok or (IMPOSSIBLE not in m.reason and NO_REASON not in m.reason), f"{runtime.id}: {m.reason}")
     _check_measurement_fields(runtime, graph, cluster, m)
     if m.ok and np.unique(placement.devices).size == 1:
         _require(m.bytes_moved == 0, f"{runtime.id}: a single-device placement moved {m.bytes_moved} bytes")

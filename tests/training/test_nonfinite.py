@@ -103,3 +103,29 @@ def test_the_runtime_conformance_check_names_an_impossible_step_time():
     with pytest.raises(AssertionError, match=r"broken-v1: runtime 'broken-v1' \(_Broken\) reported success with "
                                              r"step time nan"):
         check_runtime(_Broken(math.nan), graph, cluster, [gplace.Placement.single(graph, cluster.num_devices - 1)])
+
+
+class _Reasonless(Runtime):
+    """Every placement fails, with an empty reason."""
+
+    id = "reasonless-v1"
+    deterministic = True
+
+    def _measure(self, graph, cluster, placement):
+        return Measurement(ok=False, step_time=math.inf, runtime=self.id)
+
+
+def test_a_failure_without_a_reason_is_named_and_still_fails_the_runtime_check(caplog):
+    """gplace's errors quote a failure's reason: "HEFT's placement ... failed:  " and "the last failure: ; every
+    single-device placement failed too (e.g. )" named nothing."""
+    from gplace.runtime.conformance import check_runtime
+
+    graph, cluster = random_dag(12), cpu_gpu_cluster(2)
+    with caplog.at_level(logging.WARNING, logger="gplace"):
+        m = _Reasonless().measure(graph, cluster, gplace.Placement.single(graph, 0))
+    assert not m.ok and m.reason.startswith("runtime 'reasonless-v1' (_Reasonless) reported a failure without a reason")
+    assert "without a reason" in caplog.text
+    with pytest.raises(ValueError, match=r"failed: runtime 'reasonless-v1' \(_Reasonless\) reported a failure"):
+        gplace.place(graph, cluster, method="heft", runtime=_Reasonless())
+    with pytest.raises(AssertionError, match="reasonless-v1: runtime 'reasonless-v1' .* without a reason"):
+        check_runtime(_Reasonless(), graph, cluster, [gplace.Placement.single(graph, 0)])
