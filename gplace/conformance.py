@@ -35,7 +35,9 @@ def _require(condition: bool, rule: str) -> None:
 
 def check_encoder(encoder: Any, graph: OpGraph, max_groups: int = 16) -> torch.Tensor:
     """Assert ``encoder`` is an :class:`~gplace.interfaces.Encoder`: declared feature widths, and one finite state
-    per group, the same for the same input, with a gradient path to its parameters (if it has any).
+    per group as a torch tensor (``hidden_size`` wide where declared, in the dtype of its floating parameters, which a
+    placer's policy shares, else the default dtype), the same for the same input, with a gradient path to its
+    parameters (if it has any).
 
     Shapes: returns the (G, S) states.
     """
@@ -63,15 +65,26 @@ def _check_encoder(encoder: Any, graph: OpGraph, max_groups: int) -> torch.Tenso
     """:func:`check_encoder`'s checks, with gradients on."""
     from gplace.features import featurize
     from gplace.grouping import group_ops
+    from gplace.placer import _parameter_dtype
 
     _require(isinstance(encoder, Encoder), f"{type(encoder).__name__} lacks num_type_buckets, max_neighbours or "
                                            "__call__ (gplace.interfaces.Encoder)")
     grouping = group_ops(graph, max_groups)
     features = featurize(graph, grouping, **feature_sizes_of(encoder)).to_tensors()
     states = encoder(features)
-    _require(isinstance(states, torch.Tensor) and states.ndim == 2 and states.shape[0] == grouping.num_groups,
-             f"encoder must return (G={grouping.num_groups}, S) states, got {getattr(states, 'shape', states)}")
+    name, g = type(encoder).__name__, grouping.num_groups
+    _require(isinstance(states, torch.Tensor), f"encoder {name} must return its states as a torch.Tensor, got a "
+             f"{type(states).__module__}.{type(states).__name__}")
+    _require(states.ndim == 2 and states.shape[0] == g, f"encoder must return (G={g}, S) states, got {states.shape}")
+    size = getattr(encoder, "hidden_size", None)
+    _require(not isinstance(size, int) or isinstance(size, bool) or states.shape[1] == size,
+             f"encoder {name} must return (G={g}, S={size}) states (S its hidden_size), got {tuple(states.shape)}")
     _require(states.is_floating_point(), f"encoder states must be floats, got {states.dtype}")
+    own = _parameter_dtype(encoder)  # a placer's policy must share it; the default dtype for an encoder without any
+    dtype, whose = (own, "of its parameters (a placer's policy shares it)") if own else \
+        (torch.get_default_dtype(), "of a policy built with the default dtype")
+    _require(states.dtype == dtype or torch.is_autocast_enabled(states.device.type),
+             f"encoder {name} must return states of dtype {dtype}, the dtype {whose}, got {states.dtype}")
     _require(bool(torch.isfinite(states).all()), "encoder states must be finite")
     if isinstance(encoder, torch.nn.Module):
         encoder.eval()

@@ -79,6 +79,7 @@ class PolicyPlacer(nn.Module):
 
     Raises:
         ValueError: ``encoder`` and ``policy`` are on different devices or of different floating dtypes.
+        TypeError: ``encoder`` or ``policy`` is a class, not an instance.
 
     Shapes:
         sampled ``devices`` (K, N) int64; ``log_prob`` and ``entropy`` (K,); ``device_features`` (D, F).
@@ -92,6 +93,10 @@ class PolicyPlacer(nn.Module):
                  merge_consumers: bool | str | None = None) -> None:
         super().__init__()
         check_graph_and_cluster(graph, cluster)
+        for role, network in (("encoder", encoder), ("policy", policy)):
+            if isinstance(network, type):
+                raise TypeError(f"{role} must be an instance, got the class {network.__name__}: call it "
+                                f"({network.__name__}(...))")
         self.capabilities = check_device_count(policy, cluster)
         self.graph, self.cluster, self.encoder, self.policy = graph, cluster, encoder, policy
         if grouping is None:
@@ -146,7 +151,7 @@ class PolicyPlacer(nn.Module):
             ValueError: ``num_samples`` is not a whole number >= 1.
             ContractError: (a ValueError) the encoder's states or the policy's output break their contract
                 (:mod:`gplace.interfaces`): states not (G, S) floats in the policy's dtype; devices not (K, G) integers
-                in [0, D) that the allowed-device mask allows; log_prob or entropy not (K,) floats.
+                in [0, D) that the allowed-device mask allows; log_prob or entropy not (K,) floats; log_prob > 0.
             TypeError: the encoder or policy returned something other than tensors.
         """
         check_num_samples(num_samples)
@@ -228,16 +233,19 @@ class PolicyPlacer(nn.Module):
         Raises:
             TypeError: the encoder did not return a torch tensor.
             ContractError: (a ValueError) the states are not (G, S) floats in the policy's dtype on the placer's
-                device (S the policy's ``state_size``, where it declares one).
+                device (S the encoder's ``hidden_size`` and the policy's ``state_size``, where they declare one).
         """
         states = self.encoder(self.features())
         name, g = type(self.encoder).__name__, self.num_groups
-        size = getattr(self.policy, "state_size", None)
-        size = size if isinstance(size, int) and not isinstance(size, bool) else None
+        declared = _size(self.encoder, "hidden_size")  # S, the encoder's own (gplace.interfaces.Encoder)
+        size = _size(self.policy, "state_size")
         expected = f"(G={g}, S={size})" if size is not None else f"(G={g}, S)"
         if not isinstance(states, torch.Tensor):
             raise TypeError(f"encoder {name} must return its states as a {expected} torch.Tensor, got a "
                             f"{_described(states)}")
+        if states.ndim == 2 and states.shape[0] == g and declared is not None and states.shape[1] != declared:
+            raise ContractError(f"encoder {name} must return (G={g}, S={declared}) states (S its hidden_size), got "
+                                f"states of shape {tuple(states.shape)}")
         if states.ndim != 2 or states.shape[0] != g or size is not None and states.shape[1] != size:
             where = f" (the state_size of {type(self.policy).__name__})" if size is not None else ""
             raise ContractError(f"encoder {name} must return {expected} states{where}, one row per group, got states "
@@ -297,7 +305,8 @@ class PolicyPlacer(nn.Module):
                             f"{allowed}; the allowed-device mask ignored?)")
 
     def _check_scores(self, log_prob: Any, entropy: Any, method: str, k: int) -> None:
-        """Raise unless ``log_prob`` and ``entropy``, what ``policy.<method>`` returned, are (K,) float tensors."""
+        """Raise unless ``log_prob`` and ``entropy``, what ``policy.<method>`` returned, are (K,) float tensors, and
+        ``log_prob`` <= 0 (up to rounding; one sync)."""
         name = type(self.policy).__name__
         for field, value, what in (("log_prob", log_prob, "log-probabilities"), ("entropy", entropy, "entropies")):
             if not isinstance(value, torch.Tensor):
@@ -306,6 +315,11 @@ class PolicyPlacer(nn.Module):
             if tuple(value.shape) != (k,) or not value.is_floating_point():
                 raise ContractError(f"policy {name}'s {method} must give ({k},) {what}, one per placement, as "
                                     f"floats, got {field} as a {_described(value)}")
+        if log_prob.numel():  # probabilities given as log-probabilities trained silently; NaN is not refused here
+            top = float(log_prob.detach().max())
+            if top > max(1e-4, 8 * torch.finfo(log_prob.dtype).eps * self.num_groups):  # rounding in low precision
+                raise ContractError(f"policy {name}'s {method} must give log-probabilities (<= 0), got log_prob up "
+                                    f"to {top:.4g} (probabilities instead of their logarithm?)")
 
     def place(self, graph: OpGraph, cluster: Cluster) -> Placement:
         """The greedy placement (the placer contract); only for the graph and cluster this placer was built for.
@@ -358,6 +372,12 @@ def _described(value: Any) -> str:
     if isinstance(value, torch.Tensor | np.ndarray):
         return f"{kind} of dtype {str(value.dtype).removeprefix('torch.')} and shape {tuple(value.shape)}"
     return kind
+
+
+def _size(network: Any, attribute: str) -> int | None:
+    """``network``'s ``attribute`` (``hidden_size``, ``state_size``) where it declares one as an int, else ``None``."""
+    size = getattr(network, attribute, None)
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _parameter_dtype(module: Any) -> torch.dtype | None:

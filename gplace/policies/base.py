@@ -246,12 +246,23 @@ class IndependentPolicy(Tempered, Configurable, nn.Module):
                   ) -> torch.Tensor:
         """Every group's masked, tempered device log-probabilities.
 
+        Raises:
+            ContractError: (a ValueError) ``_logits`` did not return a (G, D) tensor.
+
         Shapes:
             states (G, S), allowed (G, D) bool, device_features (D, F); returns (G, D).
         """
         num_devices = self._check_device_features(device_features)
         check_inputs(states, allowed, allowed.shape[-1] if num_devices is None else num_devices, self.state_size)
-        return masked_log_softmax(self._logits(states, device_features), allowed, self.temperature)
+        logits = self._logits(states, device_features)
+        if not isinstance(logits, torch.Tensor) or logits.shape != allowed.shape:  # else broadcast in silence
+            from gplace.placer import ContractError  # gplace.placer imports the policies
+
+            g, d = allowed.shape
+            got = f"shape {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) else f"a {type(logits).__name__}"
+            raise ContractError(f"policy {type(self).__name__}'s _logits must return (G={g}, D={d}) logits, one row "
+                                f"per group, got {got}")
+        return masked_log_softmax(logits, allowed, self.temperature)
 
     # ------------------------------------------------------------------ hooks
     def _logits(self, states: torch.Tensor, device_features: torch.Tensor | None) -> torch.Tensor:

@@ -31,7 +31,7 @@ from gplace.training._loop import (
 )
 from gplace.training.reinforce import batch_advantage, risk_seeking_baseline
 from gplace.training.settings import PPOSettings
-from gplace.training.trainer import autograd_on
+from gplace.training.trainer import autograd_on, check_trainable
 
 
 def ppo_loss(
@@ -134,6 +134,7 @@ class PPOTrainer(PPOSettings):
                 sampled = len(devices)
                 for _ in range(self.epochs):
                     log_prob, entropy = placer.evaluate(scored)
+                    check_trainable(log_prob, placer, "evaluate", "PPOTrainer")
                     terms = ppo_loss(log_prob[:sampled], old_log_prob, advantage, entropy[:sampled],
                                      clip_eps=self.clip_eps, entropy_coef=self.entropy_coef)
                     if self.target_kl is not None and float(terms["approx_kl"]) > self.target_kl:

@@ -10,10 +10,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.nn.parameter import is_lazy
 
 from gplace.interfaces import TrainablePlacer
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
+from gplace.placer import ContractError
 from gplace.runtime.base import Runtime
 from gplace.torch_modes import gradients_on
 from gplace.training._loop import (
@@ -43,13 +45,29 @@ def autograd_on(*trained: Any, who: str) -> Iterator[None]:
         for module in trained:
             named = [*module.named_parameters(), *module.named_buffers()] if isinstance(module, torch.nn.Module) \
                 else enumerate(module.parameters())
-            made = [str(name) for name, tensor in named if tensor.is_inference()]
+            # a lazy module's parameter is made at its first forward (here, under autograd): none to look at yet
+            made = [str(name) for name, tensor in named if not is_lazy(tensor) and tensor.is_inference()]
             if made:
                 raise RuntimeError(
                     f"{who}: {type(module).__name__} tensor {made[0]!r} ({len(made)} in all) was made under "
                     "torch.inference_mode(), and autograd cannot train through inference tensors; build the "
                     "encoder, policy and placer outside inference_mode (torch.no_grad() is fine)")
         yield
+
+
+def check_trainable(log_prob: torch.Tensor, placer: Any, method: str, trainer: str) -> None:
+    """Raise where gradients are on and ``log_prob``, what the placer's ``method`` gave, carries none (a detached
+    log-probability, a policy without parameters): the search's backward would fail with torch's "element 0 of
+    tensors does not require grad".
+
+    Raises:
+        ContractError: (a ValueError) naming the policy.
+    """
+    if torch.is_grad_enabled() and not log_prob.requires_grad:
+        name = type(getattr(placer, "policy", placer)).__name__
+        raise ContractError(f"policy {name}'s {method} must give log_prob carrying a gradient to the policy's "
+                            f"parameters for {trainer} to train it, got one without (detached, or a policy without "
+                            "parameters?)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +103,7 @@ class ReinforceTrainer(SearchSettings):
             for update in run.updates_left(self):
                 # rollout: sample K placements and measure each
                 devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=run.generator)
+                check_trainable(log_prob, placer, "sample", "ReinforceTrainer")
                 rollout = measure_rollout(np.asarray(devices), runtime, graph, cluster, self.penalty_step_time)
                 run.observe(rollout, self.penalty_step_time)
 
