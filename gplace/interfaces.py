@@ -203,7 +203,11 @@ class Placer(abc.ABC):
             returned ``Placement.devices`` (N,) int64, device indices into ``cluster.devices``.
         """
         check_graph_and_cluster(graph, cluster)
-        given = np.asarray(self._place(graph, cluster))
+        made = self._place(graph, cluster)
+        if made is None:
+            raise TypeError(f"{type(self).__name__}._place returned None (no return?): it returns the (N,) device "
+                            "index of every op")
+        given = np.asarray(made.devices if isinstance(made, Placement) else made)  # a Placement: validated below
         if given.size and (given.dtype == bool or not np.issubdtype(given.dtype, np.integer)):
             raise TypeError(f"{type(self).__name__}._place must return integer device indices, got dtype "
                             f"{given.dtype}")
@@ -213,7 +217,7 @@ class Placer(abc.ABC):
 
     @abc.abstractmethod
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        """Return the (N,) device index of every op."""
+        """Return the (N,) device index of every op (a :class:`~gplace.ir.Placement` of ``graph`` is taken too)."""
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))

@@ -110,3 +110,42 @@ def test_a_placer_of_ones_own_is_a_method_and_a_warm_start(tmp_path):
     assert report.measurement.step_time == Simulator().measure(GRAPH, CLUSTER, report.placement).step_time
     warm = gplace.place(GRAPH, CLUSTER, warm_start=_Last(), budget="8 samples", run_dir=tmp_path)
     assert warm.measurement.step_time <= report.measurement.step_time
+
+
+class _Answers(gplace.interfaces.Placer):
+    """A placer of one's own whose ``_place`` returns ``answer(graph, cluster)``."""
+
+    def __init__(self, answer) -> None:
+        self.answer = answer
+
+    def _place(self, graph, cluster):
+        return self.answer(graph, cluster)
+
+
+def test_a_placer_returning_a_placement_is_taken_and_one_returning_nothing_is_named():
+    """A Placement was refused as "_place must return integer device indices, got dtype object", and a forgotten
+    ``return`` said the same."""
+    last = Placement.single(GRAPH, CLUSTER.num_devices - 1)
+    assert _Answers(lambda graph, cluster: last).place(GRAPH, CLUSTER) == last
+    with pytest.raises(InvalidPlacementError):  # still validated for the graph it places
+        _Answers(lambda graph, cluster: Placement.single(random_dag(5), 0)).place(GRAPH, CLUSTER)
+    with pytest.raises(TypeError, match=r"_Answers._place returned None \(no return\?\)"):
+        _Answers(lambda graph, cluster: None).place(GRAPH, CLUSTER)
+
+
+class _Crashing(Runtime):
+    """A runtime of one's own whose backend raises instead of returning a failed measurement."""
+
+    id = "crashing-v1"
+    deterministic = True
+
+    def _measure(self, graph, cluster, placement):
+        raise RuntimeError("my backend crashed")
+
+
+def test_the_runtime_check_names_the_rule_a_raising_runtime_breaks():
+    """check_runtime let the runtime's RuntimeError through, where its contract says failures are measurements."""
+    match = r"crashing-v1: measuring a valid placement raised RuntimeError: my backend crashed; a step that cannot run"
+    with pytest.raises(AssertionError, match=match) as refused:
+        check_runtime(_Crashing(), GRAPH, CLUSTER, [Placement.single(GRAPH, 0)])
+    assert isinstance(refused.value.__cause__, RuntimeError)

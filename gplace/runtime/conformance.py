@@ -166,7 +166,14 @@ def _colocate_first_two(graph: OpGraph) -> OpGraph:
 
 
 def _check_measurement(runtime: Runtime, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
-    m = runtime.measure(graph, cluster, placement)
+    try:
+        m = runtime.measure(graph, cluster, placement)
+    except InvalidPlacementError:
+        raise  # a placement given as valid is not: the caller's
+    except Exception as err:
+        raise AssertionError(f"{runtime.id}: measuring a valid placement raised {type(err).__name__}: {err}; a step "
+                             "that cannot run is a failed Measurement (Measurement.failure(id, reason)), not an "
+                             "exception") from err
     _require(isinstance(m, Measurement), f"{runtime.id}: measure returned {type(m).__name__}, not a Measurement")
     _require(m.ok or (IMPOSSIBLE not in m.reason and NO_REASON not in m.reason), f"{runtime.id}: {m.reason}")
     _check_measurement_fields(runtime, graph, cluster, m)
