@@ -65,7 +65,7 @@ def _check_encoder(encoder: Any, graph: OpGraph, max_groups: int) -> torch.Tenso
     """:func:`check_encoder`'s checks, with gradients on."""
     from gplace.features import featurize
     from gplace.grouping import group_ops
-    from gplace.placer import _parameter_dtype
+    from gplace.placer import floating_dtype
 
     _require(isinstance(encoder, Encoder), f"{type(encoder).__name__} lacks num_type_buckets, max_neighbours or "
                                            "__call__ (gplace.interfaces.Encoder)")
@@ -80,11 +80,10 @@ def _check_encoder(encoder: Any, graph: OpGraph, max_groups: int) -> torch.Tenso
     _require(not isinstance(size, int) or isinstance(size, bool) or states.shape[1] == size,
              f"encoder {name} must return (G={g}, S={size}) states (S its hidden_size), got {tuple(states.shape)}")
     _require(states.is_floating_point(), f"encoder states must be floats, got {states.dtype}")
-    own = _parameter_dtype(encoder)  # a placer's policy must share it; the default dtype for an encoder without any
-    dtype, whose = (own, "of its parameters (a placer's policy shares it)") if own else \
-        (torch.get_default_dtype(), "of a policy built with the default dtype")
+    dtype = floating_dtype(encoder)  # a placer's policy must share it
     _require(states.dtype == dtype or torch.is_autocast_enabled(states.device.type),
-             f"encoder {name} must return states of dtype {dtype}, the dtype {whose}, got {states.dtype}")
+             f"encoder {name} must return states of dtype {dtype} (its parameters', the default dtype for an encoder "
+             f"without any; a placer's policy shares it), got {states.dtype}")
     _require(bool(torch.isfinite(states).all()), "encoder states must be finite")
     if isinstance(encoder, torch.nn.Module):
         encoder.eval()

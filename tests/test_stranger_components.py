@@ -205,8 +205,8 @@ def test_check_encoder_says_numpy_states_are_not_a_tensor():
 
 
 def test_check_encoder_refuses_states_the_placer_refuses_and_keeps_a_double_encoder():
-    with pytest.raises(AssertionError, match=r"encoder DoubleEncoder must return states of dtype torch.float32, the "
-                                             r"dtype of its parameters.*got torch.float64"):
+    with pytest.raises(AssertionError, match=r"encoder DoubleEncoder must return states of dtype torch.float32 \(its "
+                                             r"parameters'.*got torch.float64"):
         check_encoder(DoubleEncoder(), GRAPH)
     assert check_encoder(DoubleNetwork().double(), GRAPH).dtype == torch.float64  # a double pair is fine
 
