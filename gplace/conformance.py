@@ -65,7 +65,7 @@ def _check_encoder(encoder: Any, graph: OpGraph, max_groups: int) -> torch.Tenso
     """:func:`check_encoder`'s checks, with gradients on."""
     from gplace.features import featurize
     from gplace.grouping import group_ops
-    from gplace.placer import floating_dtype
+    from gplace.placer import declared_size, floating_dtype
 
     _require(isinstance(encoder, Encoder), f"{type(encoder).__name__} lacks num_type_buckets, max_neighbours or "
                                            "__call__ (gplace.interfaces.Encoder)")
@@ -76,8 +76,8 @@ def _check_encoder(encoder: Any, graph: OpGraph, max_groups: int) -> torch.Tenso
     _require(isinstance(states, torch.Tensor), f"encoder {name} must return its states as a torch.Tensor, got a "
              f"{type(states).__module__}.{type(states).__name__}")
     _require(states.ndim == 2 and states.shape[0] == g, f"encoder must return (G={g}, S) states, got {states.shape}")
-    size = getattr(encoder, "hidden_size", None)
-    _require(not isinstance(size, int) or isinstance(size, bool) or states.shape[1] == size,
+    size = declared_size(encoder, "hidden_size")
+    _require(size is None or states.shape[1] == size,
              f"encoder {name} must return (G={g}, S={size}) states (S its hidden_size), got {tuple(states.shape)}")
     _require(states.is_floating_point(), f"encoder states must be floats, got {states.dtype}")
     dtype = floating_dtype(encoder)  # a placer's policy must share it

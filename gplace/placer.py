@@ -237,8 +237,8 @@ class PolicyPlacer(nn.Module):
         """
         states = self.encoder(self.features())
         name, g = type(self.encoder).__name__, self.num_groups
-        declared = _size(self.encoder, "hidden_size")  # S, the encoder's own (gplace.interfaces.Encoder)
-        size = _size(self.policy, "state_size")
+        declared = declared_size(self.encoder, "hidden_size")  # S, the encoder's own (gplace.interfaces.Encoder)
+        size = declared_size(self.policy, "state_size")
         expected = f"(G={g}, S={size})" if size is not None else f"(G={g}, S)"
         if not isinstance(states, torch.Tensor):
             raise TypeError(f"encoder {name} must return its states as a {expected} torch.Tensor, got a "
@@ -374,7 +374,7 @@ def _described(value: Any) -> str:
     return kind
 
 
-def _size(network: Any, attribute: str) -> int | None:
+def declared_size(network: Any, attribute: str) -> int | None:
     """``network``'s ``attribute`` (``hidden_size``, ``state_size``) where it declares one as an int, else ``None``."""
     size = getattr(network, attribute, None)
     return size if isinstance(size, int) and not isinstance(size, bool) else None

@@ -174,6 +174,21 @@ def test_a_policy_whose_log_prob_carries_no_gradient_is_refused_before_backward(
         _placer(policy=_policy(Detached)).sample(2)
 
 
+def test_multigraph_training_and_a_warm_starts_imitation_refuse_it_too():
+    """Both ran their own backward on such a log_prob: torch's "element 0 of tensors does not require grad"."""
+    from gplace.ir import Placement
+    from gplace.training.multigraph import MultiGraphTrainer
+
+    with pytest.raises(ContractError, match=r"policy Detached's sample must give log_prob carrying a gradient.*"
+                                            r"MultiGraphTrainer"):
+        MultiGraphTrainer(updates=1, samples_per_update=2).fit(Encoder(), _policy(Detached), [(GRAPH, CLUSTER)],
+                                                               _runtime())
+    with pytest.raises(ContractError, match=r"policy Detached's evaluate must give log_prob carrying a gradient.*"
+                                            r"the warm start's imitation"):
+        ReinforceTrainer(updates=1, samples_per_update=4, progress=False).fit(
+            _placer(policy=_policy(Detached)), _runtime(), GRAPH, CLUSTER, warm_start=Placement.single(GRAPH, 0))
+
+
 # ---------------------------------------------------------------- 4, 5: IndependentPolicy._logits of the wrong shape
 @pytest.mark.parametrize(("width", "reshape", "got"), [
     (1, lambda x: x, r"\(\d+, 1\)"),  # broadcast into a uniform policy before

@@ -246,8 +246,10 @@ def _warn_once(runtime_id: str, reason: str) -> None:
 
 
 IMPOSSIBLE = "a step time is a finite number of seconds >= 0"
-NO_REASON = "reported a failure without a reason (Measurement.failure(id, reason) says what failed)"
 """What :func:`checked` says of an impossible step time (:func:`~gplace.runtime.conformance.check_runtime` looks
+for it)."""
+NO_REASON = "reported a failure without a reason (Measurement.failure(id, reason) says what failed)"
+"""What :func:`checked` says of a failure without a reason (:func:`~gplace.runtime.conformance.check_runtime` looks
 for it)."""
 _WARNED: set[str] = set()
 

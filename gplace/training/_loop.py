@@ -35,6 +35,7 @@ import torch
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger, close_as_failed, finish_logger
+from gplace.placer import ContractError
 from gplace.run_dir import hold_dir
 from gplace.runtime.base import Measurement, Runtime, measure_each
 from gplace.search_result import TrainResult
@@ -501,6 +502,21 @@ def check_rescores(placer: Any, settings: SearchSettings, warm_start: Placement 
                                   f"{' and '.join(needs)} need; train it with ReinforceTrainer without them")
 
 
+def check_trainable(log_prob: torch.Tensor, placer: Any, method: str, trainer: str) -> None:
+    """Raise where gradients are on and ``log_prob``, what the placer's ``method`` gave, carries none (a detached
+    log-probability, a policy without parameters): the search's backward would fail with torch's "element 0 of
+    tensors does not require grad".
+
+    Raises:
+        ContractError: (a ValueError) naming the policy.
+    """
+    if torch.is_grad_enabled() and not log_prob.requires_grad:
+        name = type(getattr(placer, "policy", placer)).__name__
+        raise ContractError(f"policy {name}'s {method} must give log_prob carrying a gradient to the policy's "
+                            f"parameters for {trainer} to train it, got one without (detached, or a policy without "
+                            "parameters?)")
+
+
 def optimizer_step(optimizer: torch.optim.Optimizer, parameters: Any, grad_clip: float) -> torch.Tensor:
     """Clip the gradients of ``parameters`` to norm ``grad_clip`` and step, unless their norm is not finite (a
     NaN or inf loss): then the step is skipped with a warning, so that no weight becomes NaN (and no checkpoint
@@ -529,6 +545,7 @@ def imitate(placer: Any, optimizer: torch.optim.Optimizer, runtime: Runtime, gra
     target = placer.project(warm_start)
     for step in range(steps):
         log_prob, _ = placer.evaluate(target.devices[None])
+        check_trainable(log_prob, placer, "evaluate", "the warm start's imitation")
         loss = -log_prob.mean()
         optimizer.zero_grad()
         loss.backward()

@@ -31,6 +31,7 @@ from gplace.loggers import Logger
 from gplace.runtime.base import Runtime, measure_each
 from gplace.training._loop import (
     ProjectionCache,
+    check_trainable,
     grouping_id,
     log_failures,
     optimizer_step,
@@ -279,6 +280,7 @@ class MultiGraphTrainer(MultiGraphSettings):
         """Sample K placements of ``task``, measure them, normalise their rewards and track the best."""
         placer = task.placer(encoder, policy, self.max_groups, runtime)
         devices, log_prob, entropy = placer.sample(self.samples_per_update, generator=generator)
+        check_trainable(log_prob, placer, "sample", type(self).__name__)
         placements = [Placement.for_graph(task.graph, d) for d in np.asarray(devices)]
         measurements = measure_each(runtime, task.graph, task.cluster, placements)
         log_failures(placements, measurements, task=f"task {task.graph.name} on {task.cluster.name}")

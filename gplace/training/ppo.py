@@ -24,6 +24,7 @@ from gplace.training._loop import (
     Rollout,
     Run,
     TrainResult,
+    check_trainable,
     measure_rollout,
     optimizer_step,
     progress_bar,
@@ -31,7 +32,7 @@ from gplace.training._loop import (
 )
 from gplace.training.reinforce import batch_advantage, risk_seeking_baseline
 from gplace.training.settings import PPOSettings
-from gplace.training.trainer import autograd_on, check_trainable
+from gplace.training.trainer import autograd_on
 
 
 def ppo_loss(

@@ -15,12 +15,12 @@ from torch.nn.parameter import is_lazy
 from gplace.interfaces import TrainablePlacer
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
-from gplace.placer import ContractError
 from gplace.runtime.base import Runtime
 from gplace.torch_modes import gradients_on
 from gplace.training._loop import (
     Run,
     TrainResult,
+    check_trainable,
     measure_rollout,
     optimizer_step,
     progress_bar,
@@ -53,21 +53,6 @@ def autograd_on(*trained: Any, who: str) -> Iterator[None]:
                     "torch.inference_mode(), and autograd cannot train through inference tensors; build the "
                     "encoder, policy and placer outside inference_mode (torch.no_grad() is fine)")
         yield
-
-
-def check_trainable(log_prob: torch.Tensor, placer: Any, method: str, trainer: str) -> None:
-    """Raise where gradients are on and ``log_prob``, what the placer's ``method`` gave, carries none (a detached
-    log-probability, a policy without parameters): the search's backward would fail with torch's "element 0 of
-    tensors does not require grad".
-
-    Raises:
-        ContractError: (a ValueError) naming the policy.
-    """
-    if torch.is_grad_enabled() and not log_prob.requires_grad:
-        name = type(getattr(placer, "policy", placer)).__name__
-        raise ContractError(f"policy {name}'s {method} must give log_prob carrying a gradient to the policy's "
-                            f"parameters for {trainer} to train it, got one without (detached, or a policy without "
-                            "parameters?)")
 
 
 @dataclass(frozen=True, kw_only=True)
