@@ -10,7 +10,7 @@ The examples, as docs/pipeline.md gives them:
   (``join_gradients=False``) or stay on its forward op's (``True``). The zoo's Keras Transformer (exact DP) and
   ResNet-50 (GPipe's split) on ``modern_cluster(4)``, M = 16, under each schedule (the text's figures are
   ``gpipe``'s, on the graphs of ``ZOO_VERSION`` 4, before the Keras importer's phase fixes); a 40-layer chain of 1 KB
-  activations (``tests/baselines/pipeline/test_partition.py``'s ``_training_chain``) on ``uniform_cluster(4)``,
+  activations (``gplace.testing.layered_training_chain``) on ``uniform_cluster(4)``,
   M = 4, 1F1B.
 - *cost model*: ``layered_dag(200, width=10)`` on ``uniform_cluster(D, memory=10**12, bandwidth=1e10)``, M = 8,
   1F1B: the partitioners' bottleneck times M against ``PipelineSimulator(8, "1f1b")``; a fan-out of one op into
@@ -47,7 +47,7 @@ from gplace.baselines.pipeline import (
 from gplace.baselines.pipeline.stages import StageProblem
 from gplace.ir import Cluster, Device, Edge, Link, Op, OpGraph
 from gplace.pipeline import PipelineSimulator
-from gplace.testing import chain, layered_dag, uniform_cluster
+from gplace.testing import chain, layered_dag, layered_training_chain, uniform_cluster
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report_notes import write_report  # noqa: E402
@@ -66,15 +66,6 @@ def step(sim: PipelineSimulator, graph: OpGraph, cluster: Cluster, placement) ->
     return measurement.step_time if measurement.ok else float("inf")
 
 
-def training_chain(n: int) -> OpGraph:
-    """f_i -> f_i+1, backward ops b_i (``grad_of`` f_i, no colocation group) in reverse, f_i's output read by b_i."""
-    ops = [Op(f"f{i}", "F", 1e-4, output_bytes=KB, phase="forward") for i in range(n)]
-    ops += [Op(f"b{i}", "B", 2e-4, output_bytes=KB, phase="backward", grad_of=f"f{i}") for i in range(n)]
-    edges = [Edge(f"f{i}", f"f{i + 1}") for i in range(n - 1)] + [Edge(f"f{n - 1}", f"b{n - 1}")]
-    edges += [Edge(f"b{i + 1}", f"b{i}") for i in range(n - 1)] + [Edge(f"f{i}", f"b{i}") for i in range(n - 1)]
-    return OpGraph.from_ops(ops, edges, name=f"train{n}")
-
-
 def unfolded_vs_joined(skip_zoo: bool) -> list[tuple[str, str, str]]:
     rows = []
     if not skip_zoo:
@@ -91,7 +82,7 @@ def unfolded_vs_joined(skip_zoo: bool) -> list[tuple[str, str, str]]:
                 said = f"{doc[0]} / {doc[1]} ms (ZOO_VERSION 4's graph)" if schedule == "gpipe" else "not given"
                 rows.append((f"Keras {model}, 4 A100s, M = 16, {schedule}, {name}: unfolded / joined", said,
                              f"{got[0] * 1e3:.1f} / {got[1] * 1e3:.1f} ms"))
-    graph, cluster, sim = training_chain(40), uniform_cluster(4), PipelineSimulator(4, "1f1b")
+    graph, cluster, sim = layered_training_chain(40), uniform_cluster(4), PipelineSimulator(4, "1f1b")
     joined = step(sim, graph, cluster, IdealDPPartitioner(microbatches=4, join_gradients=True).place(graph, cluster))
     rows.append(("40-layer chain, uniform_cluster(4), M = 4, 1f1b: joined", "7.75 ms", ms(joined)))
     for name, placer in (*DPS.items(), ("GPipe's split", GPipePartitioner)):

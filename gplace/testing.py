@@ -46,6 +46,19 @@ def fork_join(k: int = 3, cost: float = 1.0, nbytes: int = MB) -> OpGraph:
     return OpGraph.from_ops(ops, edges, name=f"fork_join{k}")
 
 
+def layered_training_chain(n: int, colocated: bool = False) -> OpGraph:
+    """A training step of ``n`` layers: forward ops ``f0 -> f1 -> ...`` (1e-4 s, 1 KB each), then backward ops ``b_i``
+    (2e-4 s, ``grad_of`` ``f_i``) in reverse, each ``f_i``'s output read by ``b_i``; ``colocated`` puts ``f_i`` and
+    ``b_i`` in a colocation group ``layer<i>``."""
+    group = (lambda i: f"layer{i}") if colocated else (lambda i: None)
+    ops = [Op(f"f{i}", "F", 1e-4, output_bytes=1000, phase="forward", colocation=group(i)) for i in range(n)]
+    ops += [Op(f"b{i}", "B", 2e-4, output_bytes=1000, phase="backward", grad_of=f"f{i}", colocation=group(i))
+            for i in range(n)]
+    edges = [Edge(f"f{i}", f"f{i + 1}") for i in range(n - 1)] + [Edge(f"f{n - 1}", f"b{n - 1}")]
+    edges += [Edge(f"b{i + 1}", f"b{i}") for i in range(n - 1)] + [Edge(f"f{i}", f"b{i}") for i in range(n - 1)]
+    return OpGraph.from_ops(ops, edges, name=f"train{n}")
+
+
 def two_branches(length: int = 4, cost: float = 1.0, nbytes: int = 1000) -> OpGraph:
     """Two independent chains of ``length`` heavy ops between a cheap source and sink.
 

@@ -413,17 +413,6 @@ def test_the_memory_guard_warns_once_however_often_it_coarsens(monkeypatch, capl
     assert caplog.text.count("coarsened further") == 1
 
 
-def _training_chain(n: int, colocated: bool) -> OpGraph:
-    """Layers f_i -> f_i+1, backward ops b_i (grad_of f_i) in reverse, each f_i's output read by b_i."""
-    group = (lambda i: f"layer{i}") if colocated else (lambda i: None)
-    ops = [Op(f"f{i}", "F", 1e-4, output_bytes=KB, phase="forward", colocation=group(i)) for i in range(n)]
-    ops += [Op(f"b{i}", "B", 2e-4, output_bytes=KB, phase="backward", grad_of=f"f{i}", colocation=group(i))
-            for i in range(n)]
-    edges = [Edge(f"f{i}", f"f{i + 1}") for i in range(n - 1)] + [Edge(f"f{n - 1}", f"b{n - 1}")]
-    edges += [Edge(f"b{i + 1}", f"b{i}") for i in range(n - 1)] + [Edge(f"f{i}", f"b{i}") for i in range(n - 1)]
-    return OpGraph.from_ops(ops, edges, name=f"train{n}")
-
-
 @pytest.mark.parametrize("placer", [GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner, PipelineILPPlacer])
 def test_join_gradients_keeps_each_backward_op_on_its_forward_ops_stage(placer) -> None:
     """A graph whose backward ops name their forward op (grad_of) but share no colocation group with it: by
@@ -431,7 +420,7 @@ def test_join_gradients_keeps_each_backward_op_on_its_forward_ops_stage(placer) 
     mini-batch in pipe-v2 for the DPs' split, 17.2 ms for GPipe's, where the layers split 4 ways take 7.75 ms);
     with join_gradients=True each stays on its forward op's stage, as the colocated graph's split does."""
     n = 8 if placer is PipelineILPPlacer else 40
-    graph, colocated = _training_chain(n, False), _training_chain(n, True)
+    graph, colocated = testing.layered_training_chain(n), testing.layered_training_chain(n, colocated=True)
     cluster, sim = testing.uniform_cluster(4), PipelineSimulator(4, "1f1b")
     forward, backward = np.arange(n), np.arange(n, 2 * n)
     joined = placer(microbatches=4, join_gradients=True).place(graph, cluster).devices
