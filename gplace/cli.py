@@ -1611,6 +1611,9 @@ def _dispatch() -> None:
         del sys.argv[1]
     elif command is not None and not command.startswith(("-", "~")) and "=" not in command:
         _fail(_unknown_command_message(command))
+    from gplace.conf import config_groups_help
+
+    OmegaConf.register_new_resolver("gplace_config_groups", config_groups_help, replace=True)  # --help's groups
     _check_job_dir(sys.argv[1:])
     _check_launcher(sys.argv[1:])
     _check_config_command(command if command in COMMANDS else "train", sys.argv[1:])

@@ -12,7 +12,7 @@ import importlib
 import inspect
 from typing import Any
 
-__all__ = ["CODE_DEFAULTS", "code_defaults", "register_code_defaults"]
+__all__ = ["CODE_DEFAULTS", "code_defaults", "config_groups_help", "register_code_defaults"]
 
 CODE_DEFAULTS: dict[str, str] = {
     "trainer/reinforce": "gplace.training.ReinforceTrainer",
@@ -83,6 +83,19 @@ def register_code_defaults() -> None:
     for config, target in CODE_DEFAULTS.items():
         group, _, name = config.rpartition("/")
         store.store(group=f"_defaults/{group}", name=name, node=code_defaults(target))
+
+
+def config_groups_help() -> str:
+    """The config groups and their options as Hydra's ``--help`` lists them (``$APP_CONFIG_GROUPS``), without
+    Hydra's own groups and the generated ``_defaults/*`` ones (a folder of one's own given with ``--config-dir`` is
+    listed too, as by Hydra). For ``hydra/help/gplace.yaml``'s resolver ``gplace_config_groups``, while Hydra runs."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    def listed(group: str) -> bool:
+        return not any(group == top or group.startswith(top + "/") for top in ("hydra", "_defaults"))
+
+    text = GlobalHydra.instance().hydra.format_config_groups(listed)
+    return text.rstrip("\n").replace("$", "$$")  # the template is a string.Template: an option's "$" stays one
 
 
 register_code_defaults()
