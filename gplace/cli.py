@@ -580,15 +580,26 @@ def _type_error_message(key: str, err: TypeError, target: str | None) -> str:
     settings = _settings(target)
     unknown = re.search(r"unexpected keyword argument '(\w+)'", str(err))
     if unknown and settings is not None and unknown[1] not in settings:
-        return f"{key}: no setting {unknown[1]!r} (its settings: {', '.join(settings) or 'none'})"
+        return (f"{key}: no setting {unknown[1]!r} (its settings: {', '.join(settings) or 'none'})"
+                f"{_replaced_settings_hint(key, target)}")
     missing = re.search(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)$", str(err))
     names = re.findall(r"'(\w+)'", missing[1]) if missing else []
     if names and settings is not None and set(names) <= set(settings):
         return f"{key}: set " + " and ".join(f"+{key}.{name}=..." for name in names)
     if "takes no arguments" in str(err) and settings == []:  # a class without __init__ given the settings it replaced
-        return (f"{key}: {target} takes no settings, but {key} holds some (a {key}._target_ override keeps those of "
-                f"the config it replaces: drop each with ~{key}.NAME, or give {target} a config file of its own)")
+        return f"{key}: {target} takes no settings, but {key} holds some{_replaced_settings_hint(key, target, True)}"
     return f"{key}: a value of the wrong type ({type(err).__name__}: {err}); check {key}'s settings"
+
+
+def _replaced_settings_hint(key: str, target: str | None, always: bool = False) -> str:
+    """Where the command line gave ``key._target_`` (or ``always``): that the settings of the config it replaced
+    stay, and how to start from none (``~key.NAME`` cannot drop a setting whose value is null: Hydra says it "does
+    not exist")."""
+    given = HydraConfig.get().overrides.task if HydraConfig.initialized() else []
+    if not always and not any(o.lstrip("+").startswith(f"{key}._target_=") for o in given):
+        return ""
+    return (f" (a {key}._target_ override keeps the settings of the config it replaces: start from none with "
+            f"'~{key}' '+{key}._target_={target}', or give {target} a config file of its own)")
 
 
 def _settings(target: str | None) -> list[str] | None:
@@ -1137,7 +1148,7 @@ def _bench_cases(cfg: DictConfig) -> list:
     check_search(cfg.search)
     check_learned(cfg.get("learned"), ("overrides", "warm_start"), cfg.get("baselines") or {})
     cases = _check_cases(cfg.get("cases"))
-    composed = [_compose_case(case, cfg) for case in cases]
+    composed = [_compose_case(case, cfg, f"cases[{i}]") for i, case in enumerate(cases)]
     _check_graph_files([(f"cases[{i}]", c.graph) for i, (c, _) in enumerate(composed)], cfg)
     for i, (c, _) in enumerate(composed):
         _check_step_objective(c, f"cases[{i}]")
@@ -1175,15 +1186,19 @@ def _check_cases(cases) -> list[list[str]]:
     return [list(case) for case in cases]
 
 
-def _compose_case(case: list[str], cfg: DictConfig) -> tuple[DictConfig, list[str]]:
+def _compose_case(case: list[str], cfg: DictConfig, label: str) -> tuple[DictConfig, list[str]]:
     """A case's main config, composed with the bench's search settings and the command line's ``hydra.searchpath``,
-    and the overrides it was composed with."""
+    and the overrides it was composed with; an override Hydra refuses is a ``ValueError`` naming the case
+    (``label``) in one line."""
     from hydra import compose
 
     from gplace.bench.searches import search_overrides, searchpath_overrides
 
     overrides = [*searchpath_overrides(), *case, *search_overrides(cfg.search)]
-    return compose(config_name="config", overrides=overrides), overrides
+    try:
+        return compose(config_name="config", overrides=overrides), overrides
+    except HydraException as err:  # Hydra's "Error executing job with overrides" and its text, naming no case
+        raise ValueError(f"{label}: {' '.join(str(err).strip().split(chr(10) * 2, 1)[0].split())}") from None
 
 
 _PATH_KEYS = ("path", "model_or_path", "obj")
@@ -1611,9 +1626,6 @@ def _dispatch() -> None:
         del sys.argv[1]
     elif command is not None and not command.startswith(("-", "~")) and "=" not in command:
         _fail(_unknown_command_message(command))
-    from gplace.conf import config_groups_help
-
-    OmegaConf.register_new_resolver("gplace_config_groups", config_groups_help, replace=True)  # --help's groups
     _check_job_dir(sys.argv[1:])
     _check_launcher(sys.argv[1:])
     _check_config_command(command if command in COMMANDS else "train", sys.argv[1:])

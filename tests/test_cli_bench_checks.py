@@ -21,7 +21,8 @@ TINY = "['graph=lstm_lm','cluster=paper_2gpu','graph.steps=2','graph.hidden=64',
 def _bench_config(name: str, *overrides: str):
     with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
         cfg = compose(config_name=name, overrides=list(overrides))
-        return cfg, [cli._compose_case(case, cfg)[0] for case in cli._check_cases(cfg.cases)]
+        cases = cli._check_cases(cfg.cases)
+        return cfg, [cli._compose_case(case, cfg, f"cases[{i}]")[0] for i, case in enumerate(cases)]
 
 
 def _labelled(configs):
@@ -73,6 +74,17 @@ def test_a_case_whose_graph_misses_a_value_is_refused_naming_it(tmp_path):
     assert f"cases[1]: no such file {tmp_path}/m.onnx" in str(err.value) and "GPLACE_SHARED" not in str(err.value)
 
 
+@pytest.mark.parametrize("override, message", [
+    ("+graph.optimizer=sgd", "An item is already at 'graph.optimizer'"),  # a key the graph's config has
+    ("graph.hiden=5", "Could not override 'graph.hiden'"),  # a typo
+])
+def test_a_case_override_hydra_refuses_is_one_error_naming_the_case(override, message):
+    """It ended in Hydra's "Error executing job with overrides: [...]" and its text, exit 1, naming no case."""
+    with pytest.raises(ValueError) as err:
+        _bench_config("bench", f"cases=[{TINY},{TINY[:-1]},'{override}']]")
+    assert str(err.value).startswith("cases[1]: ") and message in str(err.value) and "\n" not in str(err.value)
+
+
 def test_a_nested_path_of_a_torch_module_is_not_taken_for_a_graph_file():
     """The check looked for path-like keys at any depth: a module's own argument (a hub id) was refused."""
     cfg, configs = _bench_config("bench", "cases=[['graph=torch','graph.module._target_=torch.nn.Identity',"
@@ -91,7 +103,7 @@ def test_a_case_or_search_with_a_pipeline_objective_is_refused():
     overrides = ["learned.seq2seq.overrides=['encoder=lstm','policy=seq2seq','objective=pipeline_steady']"]
     with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
         cfg = compose(config_name="bench", overrides=[f"cases=[{TINY}]", *overrides])
-        case, composed = cli._compose_case(cli._check_cases(cfg.cases)[0], cfg)
+        case, composed = cli._compose_case(cli._check_cases(cfg.cases)[0], cfg, "cases[0]")
         with pytest.raises(ValueError, match=r"learned.seq2seq: objective=pipeline_steady"):
             cli._plan_case(case, composed, cfg)
 

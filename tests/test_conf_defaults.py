@@ -82,3 +82,10 @@ def test_the_real_pipelined_runtimes_usage_line_composes_as_written():
     assert "runtime.module._target_=" in (CONF / "runtime" / "torch_pipeline.yaml").read_text()
     assert type(instantiate(cfg.runtime.module)).__name__ == "Linear"
     assert type(instantiate(cfg.runtime.loss_fn)).__name__ == "MSELoss"
+
+
+def test_the_help_template_resolves_under_hydras_compose_api():
+    """gplace's --help template reads the resolver ``gplace_config_groups``, registered by the command line alone at
+    first: a config composed with Hydra's API, its ``hydra`` node resolved, failed (UnsupportedInterpolationType)."""
+    template = compose("config", return_hydra_config=True).hydra.help.template  # the fixture initialised Hydra
+    assert "encoder: gat, gin, gnn, lstm, sage\n" in template and "_defaults" not in template

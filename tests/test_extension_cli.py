@@ -140,14 +140,18 @@ def test_a_graph_cluster_or_runtime_target_returning_another_type_is_refused_nam
     assert message in _refused(capsys, lambda: run(cfg, tmp_path / "run"))
 
 
-def test_a_target_override_onto_a_class_without_settings_says_to_drop_the_ones_it_replaced(parts, capsys):
+def test_a_target_override_onto_a_class_without_settings_says_how_to_start_from_none(parts, capsys):
     """``runtime._target_=mine.Runtime`` keeps the simulator's settings: "a value of the wrong type (TypeError:
     NoSettings() takes no arguments)" named none of them."""
     from hydra.utils import instantiate
 
     cfg = _config("config", "logger=none", f"runtime._target_={parts}.NoSettings")
     err = _refused(capsys, lambda: cli._guard(lambda: instantiate(cfg.runtime), cfg))
-    assert f"runtime: {parts}.NoSettings takes no settings, but runtime holds some" in err and "~runtime.NAME" in err
+    assert f"runtime: {parts}.NoSettings takes no settings, but runtime holds some" in err
+    assert f"start from none with '~runtime' '+runtime._target_={parts}.NoSettings'" in err
+    fresh = _config("config", "logger=none", "~runtime", f"+runtime._target_={parts}.NoSettings")
+    assert type(instantiate(fresh.runtime)).__name__ == "NoSettings"  # the hint works (~runtime.NAME did not: a
+    # setting whose value is null "does not exist" for Hydra, and every runtime config has one)
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import importlib
 import inspect
 from typing import Any
 
-__all__ = ["CODE_DEFAULTS", "code_defaults", "config_groups_help", "register_code_defaults"]
+__all__ = ["CODE_DEFAULTS", "code_defaults", "config_groups_help", "register_code_defaults", "register_help_resolver"]
 
 CODE_DEFAULTS: dict[str, str] = {
     "trainer/reinforce": "gplace.training.ReinforceTrainer",
@@ -94,8 +94,20 @@ def config_groups_help() -> str:
     def listed(group: str) -> bool:
         return not any(group == top or group.startswith(top + "/") for top in ("hydra", "_defaults"))
 
-    text = GlobalHydra.instance().hydra.format_config_groups(listed)
-    return text.rstrip("\n").replace("$", "$$")  # the template is a string.Template: an option's "$" stays one
+    hydra = GlobalHydra.instance().hydra
+    if hydra is None:  # resolved outside Hydra (a config read back and resolved): no groups to list
+        return ""
+    return hydra.format_config_groups(listed).rstrip("\n").replace("$", "$$")  # a string.Template: "$" stays one
+
+
+def register_help_resolver() -> None:
+    """Register the OmegaConf resolver ``gplace_config_groups`` (:func:`config_groups_help`) that gplace's help
+    template reads, for the command line and for Hydra's compose API alike."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("gplace_config_groups"):
+        OmegaConf.register_new_resolver("gplace_config_groups", config_groups_help)
 
 
 register_code_defaults()
+register_help_resolver()
