@@ -356,12 +356,20 @@ def _savable(node: DictConfig, key: str, **extra):
 
 def _call_partial(partial, key: str, *args, **kwargs):
     """``partial(*args, **kwargs)`` for the ``_partial_`` config ``key``; a setting of the wrong type or an unknown
-    one (a ``TypeError`` from the constructor, which Hydra's instantiate did not call) ends in one line naming it."""
+    one (a ``TypeError`` from the constructor, which Hydra's instantiate did not call), or one it refuses (a
+    ``ValueError``), ends in one line naming ``key``."""
     try:
         return partial(*args, **kwargs)
     except TypeError as err:
         _fail(f"{key}: a value of the wrong type or an unknown setting ({type(err).__name__}: {err}); check {key}'s "
               "settings")
+    except ValueError as err:
+        _fail(f"ValueError: {_keyed(key, str(err))}")
+
+
+def _keyed(key: str | None, said: str) -> str:
+    """A constructor's refusal ``said``, led by the config ``key`` it was built from unless it names it already."""
+    return f"{key}: {said}" if key and not said.startswith((f"{key}:", f"{key}.")) else said
 
 
 def _console():
@@ -532,10 +540,12 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         cause = err.__cause__ or err
         if isinstance(cause, ImportError):  # a _target_ misspelt or not installed: Hydra's three lines as one
             _fail(f"ImportError: {'; '.join(line.strip() for line in str(cause).splitlines() if line.strip())}")
-        if isinstance(cause, ValueError | OSError):
-            _fail(f"{type(cause).__name__}: {cause}", status=EXIT_CANNOT_WRITE if _no_room(cause) else 2)
+        key = str(err).rsplit("full_key: ", 1)[-1].strip() if "full_key: " in str(err) else None
+        if isinstance(cause, ValueError | OSError):  # a constructor's check: named by its config key (runtime.runtime)
+            _fail(f"{type(cause).__name__}: {_keyed(key, str(cause))}",
+                  status=EXIT_CANNOT_WRITE if _no_room(cause) else 2)
         if isinstance(cause, TypeError):  # an unknown, missing or wrong-typed setting of a component's constructor
-            key = str(err).rsplit("full_key: ", 1)[-1].strip() if "full_key: " in str(err) else "the config"
+            key = key or "the config"
             _fail(_type_error_message(key, cause, OmegaConf.select(cfg, f"{key}._target_", default=None)))
         if _out_of_memory(cause):
             _fail(_out_of_memory_message(cause, command))

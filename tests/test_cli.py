@@ -67,7 +67,7 @@ def test_multirun_sweeps_an_override(tmp_path):
 
 @pytest.mark.parametrize("override, message", [
     ([], "gplace: error: missing value(s): graph.path"),
-    (["graph.path=/nowhere/g.json"], "gplace: error: FileNotFoundError: no such file: /nowhere/g.json"),
+    (["graph.path=/nowhere/g.json"], "gplace: error: FileNotFoundError: graph: no such file: /nowhere/g.json"),
 ])
 def test_a_missing_graph_file_is_reported(tmp_path, override, message):
     proc = _gplace("logger=none", "graph=file", *override, f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
@@ -90,15 +90,15 @@ def test_a_device_for_the_networks_that_is_not_there_is_reported(tmp_path, devic
 
 
 @pytest.mark.parametrize("override, message", [
-    ("trainer.entropy_coef=abc", "gplace: error: ValueError: entropy_coef must be a float, got 'abc'"),
-    ("cluster.num_gpus=abc", "gplace: error: ValueError: paper_cluster: num_gpus must be a whole number >= 1"),
+    ("trainer.entropy_coef=abc", "gplace: error: ValueError: trainer: entropy_coef must be a float, got 'abc'"),
+    ("cluster.num_gpus=abc", "gplace: error: ValueError: cluster: paper_cluster: num_gpus must be a whole number >= 1"),
     ("threads=0", "gplace: error: threads must be a whole number from 1 to "),
     ("threads=100000", "gplace: error: threads must be a whole number from 1 to "),  # a MemoryError, or spun
     ("seed=null", "gplace: error: seed must be a whole number from 0 to 4294967295, got None"),  # torch's TypeError
     ("seed=18446744073709551616", "gplace: error: seed must be a whole number from 0 to 4294967295"),  # Overflow
     ("+policy.foo=1", "gplace: error: policy: a value of the wrong type or an unknown setting (TypeError: "),
-    ("policy.hidden_size=abc", "gplace: error: ValueError: Seq2SeqPolicy: hidden_size must be a whole number >= 1, "
-                               "got 'abc'"),  # from inside torch before
+    ("policy.hidden_size=abc", "gplace: error: ValueError: policy: Seq2SeqPolicy: hidden_size must be a whole number "
+                               ">= 1, got 'abc'"),  # from inside torch before
     ("+objective.foo=1", "gplace: error: objective: a value of the wrong type or an unknown setting"),
     ("runtime.threads=abc",
      "gplace: error: ValueError: runtime: threads must be an integer >= 1 or None"),  # int('abc')
@@ -108,6 +108,15 @@ def test_a_value_of_the_wrong_type_is_one_line_naming_it(tmp_path, override, mes
     no key."""
     proc = _gplace(*FAST, override, f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_constructors_refusal_names_the_config_key_it_came_from(tmp_path):
+    """"cache_size must be a whole number >= 1" named neither the inner runtime of runtime=cached_simulator nor the
+    simulator it builds."""
+    proc = _gplace(*FAST, "runtime=cached_simulator", "+runtime.runtime.cache_size=0", f"hydra.run.dir={tmp_path}",
+                   cwd=tmp_path)
+    assert proc.returncode == 2 and "gplace: error: ValueError: runtime.runtime: cache_size must be a whole number " \
+                                   ">= 1, got 0\n" in proc.stderr, proc.stderr
 
 
 def test_a_file_that_is_not_a_measurement_cache_is_one_line_naming_it(tmp_path):
@@ -155,7 +164,7 @@ def test_a_terminated_run_ends_as_an_interrupted_one(tmp_path):
 @pytest.mark.parametrize("swept, message", [
     ("seed=-1,0", "gplace: error: seed must be a whole number"),
     # a constructor's ValueError: _fail raised inside _guard's except, and Hydra printed 3 chained tracebacks
-    ("trainer.lr=-1,0.01", "gplace: error: ValueError: lr must be > 0, got -1"),
+    ("trainer.lr=-1,0.01", "gplace: error: ValueError: trainer: lr must be > 0, got -1"),
 ])
 def test_one_bad_job_of_a_sweep_leaves_the_others_running(tmp_path, swept, message):
     """_fail's SystemExit ended the whole sweep at its first bad job: seeds 0 and 1 never ran."""

@@ -40,7 +40,7 @@ def test_a_bench_sweep_with_one_out_dir_for_every_job_is_refused(tmp_path):
 def test_a_sweep_job_whose_constructor_refuses_a_value_ends_without_chained_tracebacks(tmp_path):
     """JobFailed was raised inside _guard's except blocks: Hydra's report printed 3 chained tracebacks."""
     proc = _gplace("-m", *FAST, "encoder.hidden_size=0", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
-    assert proc.returncode != 0 and "gplace: error: ValueError: LSTMEncoder: hidden_size" in proc.stderr
+    assert proc.returncode != 0 and "gplace: error: ValueError: encoder: LSTMEncoder: hidden_size" in proc.stderr
     assert "During handling of the above exception" not in proc.stderr, proc.stderr
     assert "The above exception was the direct cause" not in proc.stderr and proc.stderr.count('File "') <= 3
 

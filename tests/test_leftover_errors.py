@@ -74,7 +74,7 @@ def test_a_failed_sweep_jobs_log_file_holds_its_error(tmp_path):
     sweep = tmp_path / "sweep"
     proc = _gplace("-m", *FAST, "encoder.hidden_size=0", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert proc.returncode != 0
-    assert "ValueError: LSTMEncoder: hidden_size" in (sweep / "0" / "cli.log").read_text()
+    assert "ValueError: encoder: LSTMEncoder: hidden_size" in (sweep / "0" / "cli.log").read_text()
 
 
 UNGUARDED = """
