@@ -121,9 +121,10 @@ class _Budget:
         self.start_clock()
 
     def start_clock(self) -> None:
-        """Give the full time from now, and forget the pace (a first batch's includes compiling kernels)."""
+        """Give the full time from now. The pace so far (the start's own measurement, which may have compiled the
+        kernels: more than a batch's placement costs) sizes the first batch: without it, a first batch of
+        ``batch_size`` placements of a large graph overran the time limit (a 5 s search of GNMT-8 took 10 s)."""
         self.deadline = None if self.seconds is None else time.perf_counter() + self.seconds
-        self.pace = 0.0
 
     def spent(self) -> bool:
         return (self.left is not None and self.left <= 0) or \
@@ -174,7 +175,7 @@ class _Descent:
         if not self.budget.take(1):
             return devices
         best = float(self.measure(devices[None])[0])
-        self.budget.start_clock()  # the start's measurement compiled the kernels on a cold cache: not search time
+        self.budget.start_clock()  # the start's measurement (it may compile the kernels) is not search time
         while not self.budget.spent():
             singles: list[tuple[float, np.ndarray]] = []
             found = self._first_better(devices, best, singles)

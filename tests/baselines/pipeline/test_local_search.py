@@ -113,6 +113,33 @@ def test_compiling_the_kernels_on_the_first_measurement_is_not_search_time():
     assert budget.measured > 8
 
 
+class _SlowRows(PipelineSimulator):
+    """pipe-v3 taking ``seconds`` more per placement measured, as a large graph does (GNMT-8: 0.08 s)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(8, "gpipe")
+        self.seconds = seconds
+
+    def minibatch_times(self, graph, cluster, devices):
+        import time
+
+        time.sleep(self.seconds * len(devices))
+        return super().minibatch_times(graph, cluster, devices)
+
+
+def test_the_first_batch_is_sized_by_the_pace_of_the_starts_measurement():
+    """A 5 s search of GNMT-8 (35,466 ops, M = 16) took 10 s: the pace was forgotten once the start was measured,
+    so the first batch measured every candidate move (up to batch_size) whatever each cost."""
+    graph, cluster = layer_net(10, 1), testing.uniform_cluster(3, bandwidth=1e9)
+    budget = _Budget(0.5, None)
+    descent = _Descent(graph, cluster, _SlowRows(0.05), "gpu", 128, budget)
+    counted = []
+    measure = descent.measure
+    descent.measure = lambda rows: counted.append(len(rows)) or measure(rows)
+    descent.run(np.asarray(IdealDPPartitioner(microbatches=8).place(graph, cluster).devices))
+    assert counted[0] == 1 and 1 <= counted[1] <= 10, counted  # 20 moves: all in one batch before
+
+
 def test_pins_colocation_and_stage_kind_hold():
     graph = layer_net(8, 2, pin_first=True)
     cluster = testing.cpu_gpu_cluster(3)
