@@ -1202,13 +1202,13 @@ def _compose_case(case: list[str], cfg: DictConfig, label: str) -> tuple[DictCon
     (``label``) in one line."""
     from hydra import compose
 
-    from gplace.bench.searches import search_overrides, searchpath_overrides
+    from gplace.bench.searches import error_reason, search_overrides, searchpath_overrides
 
     overrides = [*searchpath_overrides(), *case, *search_overrides(cfg.search)]
     try:
         return compose(config_name="config", overrides=overrides), overrides
     except HydraException as err:  # Hydra's "Error executing job with overrides" and its text, naming no case
-        raise ValueError(f"{label}: {' '.join(str(err).strip().split(chr(10) * 2, 1)[0].split())}") from None
+        raise ValueError(f"{label}: {error_reason(err)}") from None
 
 
 _PATH_KEYS = ("path", "model_or_path", "obj")

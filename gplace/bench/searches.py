@@ -136,7 +136,7 @@ def prepare_search(name: str, overrides: Sequence[str], num_devices: Iterable[in
         for n in sorted(set(num_devices)):
             build_learner(c, n)
     except (HydraException, TypeError, ValueError) as err:
-        raise ValueError(f"learned.{name}: {_reason(err)}") from None
+        raise ValueError(f"learned.{name}: {error_reason(err)}") from None
     return c
 
 
@@ -194,7 +194,7 @@ def place_with(c: Any, graph: Any, cluster: Any, runtime: Any, *, warm_start: An
                  max_groups=c.max_groups, run_dir=run_dir, warm_start=warm_start)
 
 
-def _reason(err: Exception) -> str:
+def error_reason(err: Exception) -> str:
     """What went wrong, on one line: an instantiation's cause, up to the first blank line (Hydra's lists of
     options and search paths follow it)."""
     from hydra.errors import InstantiationException
