@@ -99,7 +99,7 @@ from gplace.ir.placement import check_placement
 from gplace.runtime.base import Measurement, ReadOnlySetting, Runtime
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
 from gplace.runtime.jit import cached_njit
-from gplace.runtime.kernels import enqueue_transfer, heap_pop, heap_push, mark, segments, transfers
+from gplace.runtime.kernels import U, enqueue_transfer, heap_pop, heap_push, mark, segments, transfers
 from gplace.runtime.simulator import PreparedCache
 
 logger = logging.getLogger(__name__)
@@ -109,7 +109,6 @@ __all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "check_microbat
 
 SCHEDULES = ("gpipe", "1f1b")
 FORWARD, BACKWARD, UPDATE = 0, 1, 2
-U = np.uint64  # an index cast to it skips numba's wraparound of negative indices
 MAX_INSTANCES = 2**24
 """The most op instances (ops x micro-batches) one simulation expands a graph into: about 500 bytes each with their
 edges (measured: 2 million instances of a 100-op graph took 1.1 GB), and a duration per device (see

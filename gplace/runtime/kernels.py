@@ -8,7 +8,11 @@ import numpy as np
 
 from gplace.runtime.jit import cached_njit
 
-__all__ = ["before", "enqueue_transfer", "heap_pop", "heap_push", "mark", "segments", "transfers"]
+__all__ = ["U", "before", "enqueue_transfer", "heap_pop", "heap_push", "mark", "segments", "transfers"]
+
+U = np.uint64
+"""An index cast to it skips numba's wraparound of negative indices (only for indices that cannot be negative:
+numba checks no bounds, so a negative one would read far outside the array)."""
 
 
 @cached_njit()
@@ -22,30 +26,30 @@ def heap_push(ht, hk, base, size, t, k):
     i = size
     while i > 0:
         parent = (i - 1) >> 1
-        if before(ht[base + parent], hk[base + parent], t, k):
+        if before(ht[U(base + parent)], hk[U(base + parent)], t, k):
             break
-        ht[base + i], hk[base + i] = ht[base + parent], hk[base + parent]
+        ht[U(base + i)], hk[U(base + i)] = ht[U(base + parent)], hk[U(base + parent)]
         i = parent
-    ht[base + i], hk[base + i] = t, k
+    ht[U(base + i)], hk[U(base + i)] = t, k
     return size + 1
 
 
 @cached_njit()
 def heap_pop(ht, hk, base, size):
     """Remove the smallest entry of a non-empty heap and return its ``k``; the new size is ``size - 1``."""
-    top = hk[base]
+    top = hk[U(base)]
     size -= 1
-    t, k = ht[base + size], hk[base + size]
+    t, k = ht[U(base + size)], hk[U(base + size)]
     i = 0
     while 2 * i + 1 < size:
         c = 2 * i + 1
-        if c + 1 < size and before(ht[base + c + 1], hk[base + c + 1], ht[base + c], hk[base + c]):
+        if c + 1 < size and before(ht[U(base + c + 1)], hk[U(base + c + 1)], ht[U(base + c)], hk[U(base + c)]):
             c += 1
-        if before(t, k, ht[base + c], hk[base + c]):
+        if before(t, k, ht[U(base + c)], hk[U(base + c)]):
             break
-        ht[base + i], hk[base + i] = ht[base + c], hk[base + c]
+        ht[U(base + i)], hk[U(base + i)] = ht[U(base + c)], hk[U(base + c)]
         i = c
-    ht[base + i], hk[base + i] = t, k
+    ht[U(base + i)], hk[U(base + i)] = t, k
     return top
 
 
@@ -53,13 +57,13 @@ def heap_pop(ht, hk, base, size):
 def sorted_insert(ht, hk, head, tail, t, k, limit):
     """Insert ``(t, k)`` into the run ``ht/hk[head:tail]`` sorted by :func:`before` if that moves at most
     ``limit`` entries; the new tail, or ``-1`` (nothing changed) if it would move more."""
-    if tail - head > limit and before(t, k, ht[tail - limit - 1], hk[tail - limit - 1]):
+    if tail - head > limit and before(t, k, ht[U(tail - limit - 1)], hk[U(tail - limit - 1)]):
         return -1
     q = tail
-    while q > head and before(t, k, ht[q - 1], hk[q - 1]):
-        ht[q], hk[q] = ht[q - 1], hk[q - 1]
+    while q > head and before(t, k, ht[U(q - 1)], hk[U(q - 1)]):
+        ht[U(q)], hk[U(q)] = ht[U(q - 1)], hk[U(q - 1)]
         q -= 1
-    ht[q], hk[q] = t, k
+    ht[U(q)], hk[U(q)] = t, k
     return tail + 1
 
 
@@ -67,7 +71,7 @@ def sorted_insert(ht, hk, head, tail, t, k, limit):
 def move_front(ht, hk, head, tail):
     """Move the run ``ht/hk[head:tail]`` to the front (a sorted run is a valid heap); its size."""
     for p in range(tail - head):
-        ht[p], hk[p] = ht[head + p], hk[head + p]
+        ht[U(p)], hk[U(p)] = ht[U(head + p)], hk[U(head + p)]
     return tail - head
 
 

@@ -67,6 +67,7 @@ from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
 from gplace.runtime.jit import cached_njit
 from gplace.runtime.kernels import (
+    U,
     enqueue_transfer,
     heap_pop,
     heap_push,
@@ -489,8 +490,10 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
     device (persistent memory and outputs of its ops, ``held``; every edge it receives; its largest temporary
     memory) and gives up unless the bound fits ``memory`` (then no peak can exceed it).
 
-    Ops are numbered by topological rank (see :func:`_rank_arrays`); ``dev`` too. The arrays after
-    ``temp_mem`` are scratch space.
+    Ops are numbered by topological rank (see :func:`_rank_arrays`); ``dev`` too, and ``dur`` is flat, op-major
+    ``(N * D,)``. The arrays after
+    ``temp_mem`` are scratch space. Indices are cast to unsigned (``U``), which spares numba's wraparound of
+    negative ones (1.3-1.4x on this pass).
     """
     nd = lat.shape[0]
     pending[:] = indeg
@@ -512,55 +515,58 @@ def _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots
             i = heap_pop(heap_t, heap_k, 0, size)
             size -= 1
         else:
-            ready, i = heap_t[head], heap_k[head]
+            ready, i = heap_t[U(head)], heap_k[U(head)]
             head += 1
-        d = dev[i]
-        begin = max(ready, dev_free[d])
-        finish = begin + dur[i, d]
+        d = dev[U(i)]
+        begin = max(ready, dev_free[U(d)])
+        finish = begin + dur[U(i * nd + d)]
         if not finish > begin:
             return np.nan
-        dev_free[d] = finish
+        dev_free[U(d)] = finish
         step = max(step, finish)
         if check:
-            bound[d] += held[i]
-            temp[d] = max(temp[d], temp_mem[i])
-        lo, hi = out_ptr[i], out_ptr[i + 1]
-        if not uniform[i]:  # bytes of each transfer: its largest edge (stamp -2 - i: counted, not sent)
+            bound[U(d)] += held[U(i)]
+            temp[U(d)] = max(temp[U(d)], temp_mem[U(i)])
+        lo, hi, same = out_ptr[U(i)], out_ptr[U(i + 1)], uniform[U(i)]
+        if not same:  # bytes of each transfer: its largest edge (stamp -2 - i: counted, not sent)
             for k in range(lo, hi):
-                dj = dev[out_dst[k]]
+                dj = dev[U(out_dst[U(k)])]
                 if dj != d:
-                    if x_stamp[dj] != -2 - i:
-                        x_stamp[dj], x_bytes[dj] = -2 - i, 0
-                    x_bytes[dj] = max(x_bytes[dj], out_bytes[k])
+                    if x_stamp[U(dj)] != -2 - i:
+                        x_stamp[U(dj)], x_bytes[U(dj)] = -2 - i, 0
+                    x_bytes[U(dj)] = max(x_bytes[U(dj)], out_bytes[U(k)])
         for k in range(lo, hi):
-            j = out_dst[k]
-            dj = dev[j]
+            j = out_dst[U(k)]
+            dj = dev[U(j)]
             t = finish
             if dj != d:
                 if check:
-                    bound[dj] += out_bytes[k]
-                if x_stamp[dj] != i:  # the first edge to dj sends (stamp i: sent)
+                    bound[U(dj)] += out_bytes[U(k)]
+                if x_stamp[U(dj)] != i:  # the first edge to dj sends (stamp i: sent)
                     c = d * nd + dj
-                    s = max(finish, chan_free[c])
-                    e = s + lat[d, dj] + (out_bytes[lo] if uniform[i] else x_bytes[dj]) / bw[d, dj]
+                    s = max(finish, chan_free[U(c)])
+                    nbytes = out_bytes[U(lo)] if same else x_bytes[U(dj)]
+                    e = s + lat[U(d), U(dj)] + nbytes / bw[U(d), U(dj)]
                     if not e > s:
                         return np.nan
-                    chan_free[c] = x_end[dj] = e
+                    chan_free[U(c)] = x_end[U(dj)] = e
                     step = max(step, e)
-                    x_stamp[dj] = i
-                t = x_end[dj]
-            arrive[j] = max(arrive[j], t)
-            pending[j] -= 1
-            if pending[j] == 0:
+                    x_stamp[U(dj)] = i
+                t = x_end[U(dj)]
+            arrival = max(arrive[U(j)], t)
+            arrive[U(j)] = arrival
+            left = pending[U(j)] - 1
+            pending[U(j)] = left
+            if left == 0:
                 if not as_heap:
-                    moved = sorted_insert(heap_t, heap_k, head, tail, arrive[j], j, SHIFT_LIMIT)
+                    moved = sorted_insert(heap_t, heap_k, head, tail, arrival, j, SHIFT_LIMIT)
                     if moved >= 0:
                         tail = moved
                     else:  # too far from the tail: continue with a heap
                         size = move_front(heap_t, heap_k, head, tail)
                         as_heap = True
                 if as_heap:
-                    size = heap_push(heap_t, heap_k, 0, size, arrive[j], j)
+                    size = heap_push(heap_t, heap_k, 0, size, arrival, j)
     if check and np.any(bound + temp > memory):
         return np.nan
     return step
@@ -598,6 +604,7 @@ def _batch_step_times(devices, memory, fits, fast, *args):
     n, nd = devices.shape[1], memory.shape[0]
     order, lat, bw = args[1], args[13], args[14]
     dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, held, temp_mem = fast
+    dur_flat = dur.reshape(dur.size)
     dev = np.empty(n, np.int64)
     pending, arrive, heap_t, heap_k = np.empty(n, np.int64), np.empty(n), np.empty(n), np.empty(n, np.int64)
     dev_free, chan_free = np.empty(nd), np.empty(nd * nd)
@@ -606,7 +613,7 @@ def _batch_step_times(devices, memory, fits, fast, *args):
     for r in range(devices.shape[0]):
         for q in range(n):
             dev[q] = devices[r, order[q]]
-        step = _fast_step_time(dev, dur, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, not fits,
+        step = _fast_step_time(dev, dur_flat, out_ptr, out_dst, out_bytes, uniform, indeg, roots, lat, bw, not fits,
                                memory, held, temp_mem, pending, arrive, heap_t, heap_k, dev_free, chan_free,
                                x_bytes, x_end, x_stamp, bound, temp)
         if np.isnan(step):
