@@ -605,8 +605,7 @@ def _replaced_settings_hint(key: str, target: str | None, always: bool = False) 
     """Where the command line gave ``key._target_`` (or ``always``): that the settings of the config it replaced
     stay, and how to start from none (``~key.NAME`` cannot drop a setting whose value is null: Hydra says it "does
     not exist")."""
-    given = HydraConfig.get().overrides.task if HydraConfig.initialized() else []
-    if not always and not any(o.lstrip("+").startswith(f"{key}._target_=") for o in given):
+    if not always and not _given(f"{key}._target_"):
         return ""
     return (f" (a {key}._target_ override keeps the settings of the config it replaces: start from none with "
             f"'~{key}' '+{key}._target_={target}', or give {target} a config file of its own)")
@@ -1038,6 +1037,13 @@ def _job_named() -> str:
     return f" (job {hydra_cfg.job.num} of the sweep: {' '.join(hydra_cfg.overrides.task)})"
 
 
+def _given(key: str) -> bool:
+    """Whether this job's command line sets ``key`` (``key=``, ``+key=`` or ``++key=``)."""
+    if not HydraConfig.initialized():
+        return False
+    return any(o.lstrip("+").split("=", 1)[0] == key for o in HydraConfig.get().overrides.task)
+
+
 def _in_sweep() -> bool:
     """Whether this is a job of a Hydra multirun."""
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
@@ -1095,7 +1101,7 @@ def bench(cfg: DictConfig) -> list:
 
     _check_whole(cfg, {"threads": 1}, {"threads": _MOST_THREADS})
     _check_bools(cfg, "resume", "search.plots", "pipeline")
-    if _in_sweep() and not any(o.startswith("out_dir=") for o in HydraConfig.get().overrides.task):
+    if _in_sweep() and not _given("out_dir"):
         _fail("a bench sweep needs out_dir set per job (e.g. 'out_dir=bench/${hydra:job.num}'): every job would "
               f"write {cfg.out_dir}, each after the first skipping or overwriting the cases the others ran")
     _set_threads(cfg.get("threads"))
@@ -1418,7 +1424,7 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
         if method in LEARNED and parsed.samples == 0:  # samples=0 was refused, budget='0 samples' taken
             _fail(f"budget={given!r}: method {method} is a search, which measures at least one sample (0 samples is "
                   "for a policy file: its greedy placement alone)")
-        if HydraConfig.initialized() and any(o.startswith("samples=") for o in HydraConfig.get().overrides.task):
+        if _given("samples"):
             log.warning("samples=%s is unused: budget=%s is the search's budget", cfg.samples, given)
         return given
     if method in pipeline_placers():

@@ -51,6 +51,9 @@ def test_the_bench_sweep_hint_runs_as_written(tmp_path: Path) -> None:
     ran = _gplace(*common, "out_dir=bench/${hydra:job.num}", f"hydra.sweep.dir={tmp_path / 'b'}", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert sorted(p.name for p in (tmp_path / "bench").iterdir()) == ["0", "1"]
+    forced = _gplace(*common, "++out_dir=forced/${hydra:job.num}", f"hydra.sweep.dir={tmp_path / 'c'}", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr[-2000:]  # '++out_dir=' was refused: only 'out_dir=' was looked for
+    assert sorted(p.name for p in (tmp_path / "forced").iterdir()) == ["0", "1"]
 
 
 @pytest.mark.parametrize("argv, guess", [(["shwo", "run"], "did you mean 'show'?"),
