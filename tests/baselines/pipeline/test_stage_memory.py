@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gplace import place
+from gplace import place, testing
 from gplace.baselines import PlacementInfeasibleError
 from gplace.baselines.pipeline import GPipePartitioner, IdealDPPartitioner, PipeDreamPartitioner, PipelineILPPlacer
 from gplace.baselines.pipeline.stages import fits_1f1b, held_microbatches, stage_memory
@@ -159,3 +159,28 @@ def test_a_runtime_without_a_schedule_gets_gpipes_memory() -> None:
     assert [make_pipeline_placer(n, score).schedule for n in ("gpipe", "pipedream", "ideal_dp")] == ["gpipe"] * 3
     assert make_pipeline_placer("local_search", score).schedule == "1f1b"
     assert make_pipeline_placer("ideal_dp", PipelineSimulator(8, "1f1b")).schedule == "1f1b"
+
+
+def _near_capacity(sizes: list[int], costs: list[float]) -> OpGraph:
+    ops = [Op(f"a{i}", "T", cost, persistent_memory=size)
+           for i, (cost, size) in enumerate(zip(costs, sizes, strict=True))]
+    return OpGraph.from_ops(ops, [Edge(f"a{i}", f"a{i + 1}") for i in range(len(ops) - 1)], name="tight")
+
+
+def test_the_ilp_counts_memory_to_the_byte() -> None:
+    """HiGHS' rows may miss by about 1e-6 of their largest number: the integer program returned units 2 + 3 on one
+    device, 5 bytes over its 2e8 (out of memory in the simulator), where units 0 + 2 and 1 + 3 fit to the byte."""
+    graph = _near_capacity([199, 99_999_999, 100_000_005, 100_000_001], [0.948, 1.508, 0.799, 1.913])
+    cluster = testing.uniform_cluster(2, memory=2 * 10**8)
+    placement = PipelineILPPlacer("gpu", 1).place(graph, cluster)
+    assert placement.devices.tolist() == [0, 1, 0, 1]
+    assert PipelineSimulator(1, "gpipe").measure(graph, cluster, placement).ok
+
+
+def test_the_ilp_refuses_what_fits_only_within_its_tolerance() -> None:
+    """Six units of about 1e8 bytes on three devices of 199,999,998: one holds 100,000,003, which shares no device,
+    so nothing fits; the integer program returned a placement 3 bytes over a device's memory."""
+    sizes = [99_999_997, 99_999_997, 99_999_998, 99_999_998, 100_000_003, 99_999_999]
+    graph = _near_capacity(sizes, [1.53, 0.87, 0.60, 0.79, 1.52, 1.25])
+    with pytest.raises(PlacementInfeasibleError, match="no assignment of the 6 units"):
+        PipelineILPPlacer("gpu", 1).place(graph, testing.uniform_cluster(3, memory=199_999_998))
