@@ -181,15 +181,32 @@ def _no_room(problem: StageProblem, unit: int, current: int) -> PlacementInfeasi
     named = problem.named_unit(int(problem.order[unit]))
     allowed = np.flatnonzero(problem.allowed[unit]).tolist()
     if not any(s >= current for s in allowed):
-        return _PinOutOfOrder(
-            f"{named} may run only on stages {allowed} (its pins and kinds) but comes after ops placed on stage "
-            f"{current}: no split in pipeline order has it")
+        return _out_of_order(problem, unit, current)
     needed = problem.memory[unit]
     bytes_needed = f"{int(needed[0])}" if (needed == needed[0]).all() else f"{needed.tolist()} (by stage)"
     return _short_of_memory(problem) or PlacementInfeasibleError(
         f"{named} fits no stage device after the earlier stages: {bytes_needed} bytes needed, stage "
         f"devices' capacities {problem.capacity.tolist()}"
     )
+
+
+def _out_of_order(problem: StageProblem, unit: int, current: int) -> _PinOutOfOrder:
+    allowed = np.flatnonzero(problem.allowed[unit]).tolist()
+    return _PinOutOfOrder(
+        f"{problem.named_unit(int(problem.order[unit]))} may run only on stages {allowed} (its pins and kinds) but "
+        f"comes after ops placed on stage {current}: no split in pipeline order has it")
+
+
+def _pins_out_of_order(problem: StageProblem) -> _PinOutOfOrder | None:
+    """The error naming the first unit whose pins no split in pipeline order meets, whatever the memory (each unit
+    on the first stage it may run on from its predecessor's), ``None`` where the pins allow a split."""
+    current = 0
+    for unit in range(problem.num_units):
+        later = np.flatnonzero(problem.allowed[unit, current:])
+        if later.size == 0:
+            return _out_of_order(problem, unit, current)
+        current += int(later[0])
+    return None
 
 
 def _short_of_memory(problem: StageProblem) -> PlacementInfeasibleError | None:
@@ -224,11 +241,11 @@ class PipeDreamPartitioner(StagePlacer):
         blocks = problem.blocks(self.max_blocks)
         try:
             return problem.unit_stages(blocks, chain_partition(blocks, problem.capacity))
-        except PlacementInfeasibleError as err:  # the totals say more than the capacities alone, as the DP's
-            short = _short_of_memory(problem)
-            if short is None:
+        except PlacementInfeasibleError as err:  # the pins or the totals say more than the capacities alone
+            why = _pins_out_of_order(problem) or _short_of_memory(problem)
+            if why is None:
                 raise
-            raise short from err
+            raise why from err
 
 
 def chain_partition(blocks: Blocks, capacity: np.ndarray) -> np.ndarray:

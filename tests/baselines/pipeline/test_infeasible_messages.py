@@ -39,3 +39,14 @@ def test_pipedream_names_the_total_memory_when_it_is_short():
     cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", 1.0, 10 * MB) for i in range(2)], default_bandwidth=1e9)
     with pytest.raises(PlacementInfeasibleError, match=r"the ops need 24,000,000 bytes in all"):
         PipeDreamPartitioner(microbatches=4).place(graph, cluster)
+
+
+def test_pipedream_names_the_pin_no_split_meets():
+    """Ops pinned gpu, cpu, gpu, cpu along a chain: PipeDream blamed memory ('no contiguous split of 4 blocks into 2
+    stages fits the stage devices' memory'), of which each device had 1 GB for 40 bytes."""
+    cluster = Cluster.build([Device("/CPU:0", "cpu", 1.0, 10**9), Device("/GPU:0", "gpu", 1.0, 10**9)],
+                            default_bandwidth=1e9)
+    ops = [Op(f"a{i}", "T", 1.0, pinned=("gpu", "cpu")[i % 2], output_bytes=10) for i in range(4)]
+    graph = OpGraph.from_ops(ops, [Edge(f"a{i}", f"a{i + 1}") for i in range(3)], name="alternating")
+    with pytest.raises(PlacementInfeasibleError, match=r"op 'a1' may run only on stages \[0\] \(its pins"):
+        PipeDreamPartitioner(kind=None, microbatches=2).place(graph, cluster)
