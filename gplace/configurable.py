@@ -101,6 +101,9 @@ class ModuleNotImportedError(ValueError):
         super().__init__(f"module {module!r} is not imported")
         self.module = module
 
+    def __reduce__(self):
+        return type(self), (self.module,)
+
 
 def class_by_name(name: str, *, import_any: bool = False) -> Any:
     """The object ``module.attr`` names (``name`` split at its last dot), its module imported: only gplace's own

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from functools import partial
 from types import ModuleType
 
 __all__ = ["MissingExtraError", "require"]
@@ -14,6 +15,9 @@ class MissingExtraError(ImportError):
     def __init__(self, message: str, *, name: str, extra: str) -> None:
         super().__init__(message, name=name)
         self.extra = extra
+
+    def __reduce__(self):
+        return partial(type(self), name=self.name, extra=self.extra), (self.msg,)
 
 
 def require(module: str, extra: str, feature: str) -> ModuleType:

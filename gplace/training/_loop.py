@@ -567,6 +567,9 @@ class NothingFitError(PlacementInfeasibleError):
         super().__init__(message)
         self.result = result
 
+    def __reduce__(self):
+        return type(self), (str(self), self.result)
+
 
 def compare_greedy(placer: Any, runtime: Runtime, graph: OpGraph, cluster: Cluster, best: Best | None) -> Best:
     """The greedy decode of the trained policy if it beats ``best``, else ``best``.
