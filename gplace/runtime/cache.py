@@ -33,7 +33,6 @@ import hashlib
 import logging
 import math
 import sqlite3
-import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -44,6 +43,7 @@ import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import check_flags, check_sizes
+from gplace.ir.locks import ForkSafeLock
 from gplace.ir.serialize import make_folder
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.wrapper import RuntimeWrapper
@@ -120,7 +120,7 @@ class CachedRuntime(RuntimeWrapper):
         self._memory: OrderedDict[tuple[str, str, bytes, str], Measurement] = OrderedDict()
         """Keyed by :func:`_short`: a 16-byte digest of the placement, not its 8 bytes per op."""
         self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()  # a child forked while another thread holds it makes its own
 
     @property
     def caching(self) -> bool:
@@ -249,7 +249,7 @@ class CachedRuntime(RuntimeWrapper):
             return {**self.__dict__, "_memory": self._memory.copy(), "_db": None, "_lock": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _lock=threading.Lock())
+        self.__dict__.update(state, _lock=ForkSafeLock())
 
 
 # ---------------------------------------------------------------------- file
