@@ -115,8 +115,9 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None, 
     measures: its ``microbatches`` and ``schedule`` (the contiguous partitioners fit their stages to its memory,
     gpipe's where it has none, as the steady-state score; the search measures it, ``"1f1b"`` where it has none),
     looked up inside any wrappers (a cache, a pool).
-    ``local_search`` spends ``budget`` (default: its own 10 s); ``ilp`` takes a budget in seconds as HiGHS's time
-    limit (default: its own 10 s). ``role`` names what ``name`` is in a refusal (``"method"``, ``"placer"``).
+    ``local_search`` spends ``budget`` (default: its own 10 s) on as many threads as ``runtime``; ``ilp`` takes a
+    budget in seconds as HiGHS's time limit (default: its own 10 s). ``role`` names what ``name`` is in a refusal
+    (``"method"``, ``"placer"``).
 
     Raises:
         ValueError: no such pipeline placer, or ``runtime`` does not measure a pipelined mini-batch.
@@ -141,7 +142,7 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None, 
     if name != PIPELINE_SEARCH:
         return classes[name](microbatches=microbatches)
     limits = {} if budget is None else {"time_limit": budget.seconds, "max_evaluations": budget.samples}
-    return classes[name](microbatches, schedule or SCHEDULE, **limits)
+    return classes[name](microbatches, schedule or SCHEDULE, threads=getattr(inner, "threads", None), **limits)
 
 
 def make_placer(name: str, seed: int = 0, runtime: Any = None, budget: Budget | None = None, *,

@@ -14,7 +14,7 @@ from gplace.encoders import GNNEncoder
 from gplace.ir import Edge, Op, OpGraph
 from gplace.methods import Budget, pretrained_path
 from gplace.policies import ListSchedulingPolicy
-from gplace.runtime import Simulator
+from gplace.runtime import CachedRuntime, Simulator
 from gplace.testing import chain, random_dag, uniform_cluster
 from gplace.training import ReinforceTrainer
 
@@ -112,7 +112,6 @@ def test_a_pipeline_placer_by_name_takes_the_micro_batches_of_the_runtime(method
     from gplace.baselines import pipeline
     from gplace.methods import make_pipeline_placer
     from gplace.pipeline import PipelineSimulator
-    from gplace.runtime import CachedRuntime
 
     graph, cluster = chain(PIPELINE_TIMES, nbytes=1000), uniform_cluster(3)
     sim = PipelineSimulator(microbatches=8, schedule="gpipe")
@@ -130,9 +129,10 @@ def test_pipeline_local_search_by_name_spends_the_budget_on_the_runtimes_objecti
     from gplace.pipeline import PipelineSimulator
 
     graph, cluster = chain(PIPELINE_TIMES, nbytes=1000), uniform_cluster(3)
-    sim = PipelineSimulator(microbatches=4, schedule="gpipe")
-    placer = make_pipeline_placer("local_search", sim, Budget.parse("64 samples"))
+    sim = PipelineSimulator(microbatches=4, schedule="gpipe", threads=1)
+    placer = make_pipeline_placer("local_search", CachedRuntime(sim), Budget.parse("64 samples"))
     assert (placer.microbatches, placer.schedule, placer.max_evaluations, placer.time_limit) == (4, "gpipe", 64, None)
+    assert placer.threads == 1  # its simulator split batches over every core, whatever the runtime's threads
     searched = gplace.place(graph, cluster, method="local_search", runtime=sim, budget="64 samples")
     split = gplace.place(graph, cluster, method="ideal_dp", runtime=sim)
     assert searched.measurement.step_time <= split.measurement.step_time

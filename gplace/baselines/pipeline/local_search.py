@@ -54,6 +54,8 @@ class PipelineLocalSearch(Placer):
             (default: 10)
         max_evaluations: placements measured at most; ``None`` or ``inf``: no limit. (default: ``None``)
         batch_size: candidates measured per call of the simulator. (default: 128)
+        threads: most threads the simulator splits a batch over, as :class:`PipelineSimulator`'s (``None``: every
+            core this process may use; :func:`gplace.place` passes its runtime's). (default: ``None``)
 
     After :meth:`place`, :attr:`evaluations` is the number of placements that call measured.
     """
@@ -62,7 +64,7 @@ class PipelineLocalSearch(Placer):
 
     def __init__(self, microbatches: int = MICROBATCHES, schedule: str = SCHEDULE, kind: str | None = "gpu",
                  start: Placer | None = None, time_limit: float | None = 10.0, max_evaluations: int | None = None,
-                 batch_size: int = 128) -> None:
+                 batch_size: int = 128, threads: int | None = None) -> None:
         where = type(self).__name__
         time_limit = _check_time_limit(where, time_limit)
         max_evaluations = None if max_evaluations == math.inf else max_evaluations
@@ -71,8 +73,9 @@ class PipelineLocalSearch(Placer):
         check_sizes(where, 1, batch_size=batch_size)
         from gplace.pipeline import PipelineSimulator
 
-        self._sim = PipelineSimulator(microbatches, schedule)  # checks both; keeps prepared graphs across calls
+        self._sim = PipelineSimulator(microbatches, schedule, threads=threads)  # checks all; keeps prepared graphs
         self.microbatches, self.schedule, self.kind = self._sim.microbatches, schedule, check_kind(kind)
+        self.threads = self._sim.threads
         self.start = start
         self.time_limit, self.max_evaluations, self.batch_size = time_limit, max_evaluations, batch_size
         self.evaluations = 0
@@ -80,10 +83,11 @@ class PipelineLocalSearch(Placer):
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         self.evaluations = 0
-        if (self._sim.microbatches, self._sim.schedule) != (self.microbatches, self.schedule):  # set after __init__
+        settings = (self.microbatches, self.schedule, self.threads)
+        if (self._sim.microbatches, self._sim.schedule, self._sim.threads) != settings:  # set after __init__
             from gplace.pipeline import PipelineSimulator  # (the descent measured the old objective)
 
-            self._sim = PipelineSimulator(self.microbatches, self.schedule)  # checks both
+            self._sim = PipelineSimulator(self.microbatches, self.schedule, threads=self.threads)  # checks them
         start = self.start or IdealDPPartitioner(self.kind, self.microbatches, schedule=self.schedule)
         start = start.place(graph, cluster)
         devices = np.asarray(start.devices, dtype=np.int64)
