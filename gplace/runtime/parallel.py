@@ -97,6 +97,7 @@ import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import GraphError, check_sizes, error_summary
+from gplace.ir.locks import ForkSafeLock
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.batch import available_threads
 from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
@@ -221,7 +222,7 @@ class PoolRuntime(RuntimeWrapper):
         """The last :data:`PAYLOADS` problems' files, least recently used dropped (and deleted) first, never one
         whose batch is still running."""
         self._in_flight: Counter[ProblemKey] = Counter()
-        self._payload_lock = threading.Lock()
+        self._payload_lock = ForkSafeLock()
         self._loaded: set[ProblemKey] = set()
         """Problems every worker of the current pool has read (with a timeout only)."""
         self._cold: set[ProblemKey] = set()
@@ -229,10 +230,13 @@ class PoolRuntime(RuntimeWrapper):
         self._logs: _WorkerLogs | None = None
         """Hands the current pool's workers' log records to this process's loggers."""
         self._finalizer: weakref.finalize | None = None
-        self._lock = threading.RLock()
+        self._lock = ForkSafeLock(reentrant=True)
         """Held to start, replace or stop the pool and to submit to it (threads may share a pool)."""
         self._slots = threading.Semaphore(self.workers)
         """One per placement in flight, in all threads: each is timed from when it takes a slot."""
+        self._slots_pid = os.getpid()
+        """The process :attr:`_slots` counts for (a forked child's are all free: the parent's threads are not
+        there)."""
         self._killed: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
         """Pools whose workers were killed to end a hung placement: their other placements are measured again."""
         self._answered = False
@@ -276,6 +280,9 @@ class PoolRuntime(RuntimeWrapper):
         """Each placement's measurement, or the error that stopped it; at most ``workers`` in flight in the pool."""
         results: list[Measurement | BaseException | None] = [None] * len(placements)
         todo, running = deque(range(len(placements))), {}
+        with self._lock:
+            if self._slots_pid != os.getpid():
+                self._slots, self._slots_pid = threading.Semaphore(self.workers), os.getpid()
         try:
             while todo or running:
                 while todo and self._slots.acquire(blocking=not running):
@@ -527,8 +534,9 @@ class PoolRuntime(RuntimeWrapper):
                 "_lock": None, "_slots": None, "_killed": None, "_answered": False}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _payload_lock=threading.Lock(), _lock=threading.RLock(),
-                             _slots=threading.Semaphore(state["workers"]), _killed=weakref.WeakSet())
+        self.__dict__.update(state, _payload_lock=ForkSafeLock(), _lock=ForkSafeLock(reentrant=True),
+                             _slots=threading.Semaphore(state["workers"]), _slots_pid=os.getpid(),
+                             _killed=weakref.WeakSet())
 
 
 def _stop_in_thread(pool: ProcessPoolExecutor, logs: _WorkerLogs | None) -> bool:
@@ -1017,7 +1025,7 @@ def _has_main_guard(tree: ast.Module) -> bool:
     return False
 
 
-_main_lock = threading.Lock()
+_main_lock = ForkSafeLock()
 """Held while a worker starts with the main module's ``__file__`` hidden (pools may start in several threads)."""
 
 

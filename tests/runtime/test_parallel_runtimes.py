@@ -579,6 +579,40 @@ def test_a_pool_inherited_by_a_forked_child_starts_its_own_workers() -> None:
         assert os.waitpid(pid, 0)[1] == 0
 
 
+def test_a_forked_child_finds_the_pool_s_lock_and_slots_free() -> None:
+    """Another thread of the parent held the pool's lock and its one slot at the fork (a placement in flight):
+    the child waited for ever on both (its threads are not there to free them)."""
+    import threading
+
+    g, c = diamond(), uniform_cluster(2)
+    p = Placement.for_graph(g, [0, 1, 1, 0])
+    held, release = threading.Event(), threading.Event()
+    with PoolRuntime(Simulator(), workers=1) as pool:
+        expected = pool.measure(g, c, p).step_time
+
+        def hold():
+            with pool._lock, pool._payload_lock:
+                pool._slots.acquire()
+                held.set()
+                release.wait(30)
+            pool._slots.release()
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        held.wait(10)
+        try:
+            pid = os.fork()
+            if pid == 0:  # the child: exit 0 only if it measures the same, within the alarm
+                import signal
+
+                signal.alarm(60)
+                os._exit(0 if pool.measure(g, c, p).step_time == expected else 1)
+            assert os.waitpid(pid, 0)[1] == 0
+        finally:
+            release.set()
+            holder.join()
+
+
 def test_wrapper_settings_and_iterators() -> None:
     g, c = diamond(), uniform_cluster(2)
     placements = _placements(g, 2)
