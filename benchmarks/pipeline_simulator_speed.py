@@ -1,7 +1,8 @@
 """Speed of the ``pipe-v3`` pipeline simulator's batch API against a plain Python event loop of the same model.
 
 Run from the repository root: ``python benchmarks/pipeline_simulator_speed.py [--placements 20]``; writes
-``benchmarks/pipeline_simulator_speed.json`` (the figures in ``simulator.md``, its last section).
+``benchmarks/pipeline_simulator_speed.json`` (its figures in ``simulator.md``, the section on pipe-v3 with
+micro-batches).
 
 The yardstick, :func:`plain_minibatch_time`, is the event loop of ``pipe-v3`` written the way Python simulators
 are (``heapq``, lists, a deque per channel), over the same instance arrays ``PipelineSimulator`` prepares once

@@ -7,9 +7,9 @@ The yardstick is ``shared/yardsticks/stepsim.py`` (found in a parent folder of t
 ``$GPLACE_YARDSTICKS``): each device one op at a time, FIFO by readiness, one send channel per device. On
 2 devices its model is ``sim-v1``'s (one channel per device is then one per device pair; edges carry their
 producer's ``output_bytes``; ties go to the lower op index, which is the topological rank of a layered DAG)
-and ``pipe-v2``'s with one micro-batch, so the step times are checked to agree to the bit on every placement
+and ``pipe-v3``'s with one micro-batch, so the step times are checked to agree to the bit on every placement
 before anything is timed. On 5 devices the models differ (``sim-v1`` has a channel per device pair), so those
-rows are timed only. ``pipe-v2`` (one micro-batch) starts the ready op of highest priority rather than the
+rows are timed only. ``pipe-v3`` (one micro-batch) starts the ready op of highest priority rather than the
 first ready, so it is checked against its own plain loop (``pipeline_simulator_speed.plain_minibatch_time``)
 on every placement and timed against both. Every figure is the median over ``--repeats`` runs.
 """
@@ -36,18 +36,17 @@ from gplace.runtime.batch import available_threads
 from gplace.testing import layered_dag
 
 sys.path.insert(0, str(Path(__file__).parent))
-from pipeline_simulator_speed import plain_minibatch_time  # noqa: E402  (pipe-v2's own plain loop)
+from pipeline_simulator_speed import plain_minibatch_time  # noqa: E402  (pipe-v3's own plain loop)
 from report_notes import write_report
 
 OUT = Path(__file__).with_name("simulator.md")
 BEFORE = OUT.with_name("simulator_before.json")  # the figures before the step_times fast path
-PIPE = OUT.with_name("pipeline_simulator_speed.json")
 NOTES = """
-## The same script on another machine (2026-11-27, Intel Xeon, 2 cores; the table above is the AMD run)
+## The same script on another machine (2026-11-27, Intel Xeon, 2 cores; the AMD run of 2026-11-26 is at the end)
 
-Re-run at 2a74aca (these kernels), machine otherwise idle; not written over the table. Everything was slower than
-on the AMD machine, the plain Python loop most: 814 against 224 us a placement at 256 ops on 2 devices (3.6x),
-13,947 against 5,260 us at 5,000 (2.7x); sim-v1's `step_times` 29.3 against 11.1 us (2.6x). So most ratios moved
+Re-run at 2a74aca (the kernels of that day), machine otherwise idle; not written over the table. Everything was
+slower than on the AMD machine, the plain Python loop most: 814 against 224 us a placement at 256 ops on 2 devices
+(3.6x), 13,947 against 5,260 us at 5,000 (2.7x); sim-v1's `step_times` 29.3 against 11.1 us (2.6x). So most ratios moved
 up: sim-v1 `step_times` 27.8x and 34.8x at 256 ops (2 and 5 devices), 19.3x, 25.0x and 22.7x at 5,000 (the last
 with 80 GB devices; AMD: 20.1, 22.9, 20.5, 20.8, 19.1), one thread (30.2-62.6x on 2); pipe-v2 `minibatch_times`
 (M = 1) 6.6-7.3x on one thread, 9.3-13.1x on 2; `measure` 4.0-4.5x. The 30x target still holds for sim-v1 only by
@@ -62,7 +61,7 @@ every core the process may run on, and only for chunks of at least 16,384 op-row
 batches stay on the calling thread. Each row is simulated alone and the chunks are joined in row order, so the
 results are the same to the bit on any number of threads (`tests/runtime/test_batch.py`: 1, 2, 3 and every
 core, ample and tight memory, and a forked child that makes its own pool). The table's one-thread rows are
-`threads=1`. On this machine's 2 cores: sim-v1's `step_times` 36-42x the one-thread yardstick (19-23x on one
+`threads=1`. On this machine's 2 cores, that day: sim-v1's `step_times` 36-42x the one-thread yardstick (19-23x on one
 thread), so the target is met there only by counting both cores; pipe-v2's `minibatch_times` 9-12x (4.7-6.3x on one
 thread), short of 30x on any count of cores this machine has. The trainers measure through `measure_many`
 (one `Measurement` per placement, 3-4.6x), not through these batch APIs; `PipelineLocalSearch` does use
@@ -97,6 +96,13 @@ near the tail, and an insertion that would move more than `SHIFT_LIMIT` = 64 ent
 256 ops 16.4 to 14.0 us, 5,000 ops 400 to 330 us a placement; a 2,500-way fan-out (the heap case) 466 vs 464 us.
 `test_wide_graphs_take_the_heap_path_and_still_equal_the_reference` checks both paths against the reference.
 
+Its indices are cast to unsigned (2026-12-06, b0e4dde), as pipe-v3's one-pass kernel's were: numba otherwise
+adds a wraparound for negative indices to every array access. Same step times to the bit, 1.3-1.4x faster: 256 ops
+17.3 to 13.3 us, 5,000 ops 415 to 295 us a placement (2 devices, min of 40 runs interleaved with the old kernel in
+one process, machine shared with other jobs); the heap and sorted-run helpers in `gplace.runtime.kernels`, which
+pipe-v3's event loop shares, take the same casts. sim-v1's kernel had been slower than pipe-v3's M = 1 path on the
+same rows (19.0 against 15.7 us at 256 ops in the run noted below); that was the whole difference.
+
 Tried and dropped (no gain beyond the noise here): Floyd's bottom-up heap pop, a 4-ary heap; slower than the
 sorted run: a radix heap on the ready times' bits with an int heap for ties (13.9 vs 11.6 us at 256 ops, 302 vs
 274 us at 5,000, same results); a binary search for the place and moving the shorter side
@@ -104,7 +110,8 @@ sorted run: a radix heap on the ready times' bits with an int heap for ties (13.
 
 ## What is left
 
-- The ready queue was half of the fast pass: in the pass before the equal-bytes shortcut, replacing the heap by
+- (Written before the unsigned indices.)
+  The ready queue was half of the fast pass: in the pass before the equal-bytes shortcut, replacing the heap by
   a stack (wrong results, timing only) took 16.3 to 8.9 us at 256 ops and 383 to 203 us at 5,000 (2 devices).
   Even then the pass would be about 29x and 28x, so 30x needs less per-edge work as well as the cheaper queue
   (the sorted run above gets part of the stack's gain); not done in the time given. Timing-only variants of
@@ -167,7 +174,7 @@ sorted run: a radix heap on the ready times' bits with an int heap for ties (13.
 - `Simulator.measure` (3-4.5x) is a per-placement API: validation, the full kernel (it reports memory and the
   timeline) and the `Schedule`/`Measurement` objects; the target is for the batch APIs.
 """
-HEADER = ("| graph | devices | GB each | equal to yardstick | plain us/placement | pipe-v2 plain | path | us/placement "
+HEADER = ("| graph | devices | GB each | equal to yardstick | plain us/placement | pipe-v3 plain | path | us/placement "
           "| ratio |", "|---|---:|---:|---|---:|---:|---|---:|---:|")
 TARGET = 30.0
 SIZES = ((256, 16), (5000, 50))  # ops, layer width
@@ -285,12 +292,12 @@ def report(results: list[dict], info: dict, repeats: int) -> str:
         "named `N threads` (the batch split over N threads, `gplace.runtime.batch`; the yardstick is one thread",
         "in every row, so those ratios count the cores too). `measure` is",
         "`Simulator().measure` per `Placement` (validation + kernel + `Measurement`); `step_times` and",
-        "`minibatch_times` are the batch APIs (one call for all placements; pipe-v2 with one micro-batch, the",
+        "`minibatch_times` are the batch APIs (one call for all placements; pipe-v3 with one micro-batch, the",
         "step-time model). On 2 devices every placement's time is checked equal to the yardstick's (to the bit)",
         "before timing; on 5 devices the models differ (the yardstick shares one send channel per device), so",
-        "those rows are timed only. pipe-v2 starts the ready op of highest priority (not the first ready), so it",
+        "those rows are timed only. pipe-v3 starts the ready op of highest priority (not the first ready), so it",
         "is checked equal to its own plain loop (`pipeline_simulator_speed.plain_minibatch_time`, column",
-        "`pipe-v2 plain`) on every placement, and its ratio is against the yardstick (same ops and transfers).",
+        "`pipe-v3 plain`) on every placement, and its ratio is against the yardstick (same ops and transfers).",
         f"Each figure: median of {repeats} repeats. Target (issue 11 item 6): the",
         f"batch APIs >= {TARGET:.0f}x the plain loop.", "",
         f"- machine: `nproc` = {info['nproc']}, CPU: {info['cpu']}; load average at the end: "
@@ -304,13 +311,6 @@ def report(results: list[dict], info: dict, repeats: int) -> str:
         lines += ["", f"## Before (commit ad3e960: the same script on the kernels of main b52b047; load average "
                   f"{', '.join(map(str, before['machine']['loadavg']))}, {before['repeats']} repeats)", "",
                   *HEADER, *table(before["rows"])]
-    if PIPE.exists():
-        lines += ["", "## pipe-v2 with micro-batches against its own plain loop",
-                  "", "`python benchmarks/pipeline_simulator_speed.py --placements 10` (training DAGs, 4 GPUs, "
-                  "contiguous splits; one timing each, same loaded machine):", "",
-                  "| graph | M | schedule | plain ms | batch ms | ratio |", "|---|---:|---|---:|---:|---:|"]
-        lines += [f"| {r['graph']} | {r['microbatches']} | {r['schedule']} | {r['plain_ms']:.2f} | {r['batch_ms']:.3f}"
-                  f" | {r['ratio']:.1f}x |" for r in json.loads(PIPE.read_text())["rows"]]
     return "\n".join(lines) + "\n"
 
 
