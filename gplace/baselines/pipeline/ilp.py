@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_MEMORY_CUTS = 20
+MAX_MEMORY_ROUNDS = 20
 """Rounds :class:`PipelineILPPlacer` solves again after an assignment that overfills a device by HiGHS' tolerance."""
 
 
@@ -81,7 +81,7 @@ class PipelineILPPlacer(StagePlacer):
     def stages(self, problem: StageProblem) -> np.ndarray:
         cuts: list[tuple[np.ndarray, int]] = []
         deadline = time.monotonic() + self.time_limit
-        for _ in range(MAX_MEMORY_CUTS + 1):
+        for _ in range(MAX_MEMORY_ROUNDS + 1):
             assignment = self._solve(problem, cuts, max(deadline - time.monotonic(), 0.1))
             overfull = _overfull_sets(problem, assignment)
             if not overfull:
