@@ -358,9 +358,9 @@ def _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, delta):
     """Change device ``d``'s memory in use by ``delta`` at ``t``; log it; return the new log length."""
     if delta == 0:
         return nlog
-    mem[d] += delta
-    peak[d] = max(peak[d], mem[d])
-    log_t[nlog], log_d[nlog], log_b[nlog] = t, d, mem[d]
+    mem[U(d)] += delta
+    peak[U(d)] = max(peak[U(d)], mem[U(d)])
+    log_t[U(nlog)], log_d[U(nlog)], log_b[U(nlog)] = t, d, mem[U(d)]
     return nlog + 1
 
 
@@ -383,35 +383,35 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
     nlog = nd
     t = 0.0
     for r in range(n):
-        if pending[order[r]] == 0:
-            d = dev[order[r]]
-            rh_n[d] = heap_push(rh_t, rh_k, dev_base[d], rh_n[d], 0.0, r)
+        if pending[U(order[U(r)])] == 0:
+            d = dev[U(order[U(r)])]
+            rh_n[U(d)] = heap_push(rh_t, rh_k, dev_base[U(d)], rh_n[U(d)], 0.0, r)
             ndev_todo = mark(dirty_dev, dev_todo, ndev_todo, d)
     while True:
         # start phase: idle channels and devices with work start it now (all frees at t are done)
         for q in range(nch_todo):
-            c = ch_todo[q]
-            dirty_ch[c] = False
-            if not ch_busy[c] and ch_head[c] < ch_tail[c]:
-                x = ch_q[ch_head[c]]
-                ch_head[c] += 1
-                ch_busy[c] = True
-                s = dev[x_op[x]]
-                x_start[x] = t
-                nev = heap_push(ev_t, ev_k, 0, nev, t + lat[s, x_dst[x]] + x_bytes[x] / bw[s, x_dst[x]], n + x)
-                nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, x_dst[x], x_bytes[x])
+            c = ch_todo[U(q)]
+            dirty_ch[U(c)] = False
+            if not ch_busy[U(c)] and ch_head[U(c)] < ch_tail[U(c)]:
+                x = ch_q[U(ch_head[U(c)])]
+                ch_head[U(c)] += 1
+                ch_busy[U(c)] = True
+                s, dst = dev[U(x_op[U(x)])], x_dst[U(x)]
+                x_start[U(x)] = t
+                nev = heap_push(ev_t, ev_k, 0, nev, t + lat[U(s), U(dst)] + x_bytes[U(x)] / bw[U(s), U(dst)], n + x)
+                nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, dst, x_bytes[U(x)])
         for q in range(ndev_todo):
-            d = dev_todo[q]
-            dirty_dev[d] = False
-            if not dev_busy[d] and rh_n[d] > 0:
-                r = heap_pop(rh_t, rh_k, dev_base[d], rh_n[d])
-                rh_n[d] -= 1
-                i = order[r]
-                dev_busy[d] = True
-                start[i] = t
-                busy[d] += dur[i, d]
-                nev = heap_push(ev_t, ev_k, 0, nev, t + dur[i, d], r)
-                nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, out_bytes[i] + temp_mem[i])
+            d = dev_todo[U(q)]
+            dirty_dev[U(d)] = False
+            if not dev_busy[U(d)] and rh_n[U(d)] > 0:
+                r = heap_pop(rh_t, rh_k, dev_base[U(d)], rh_n[U(d)])
+                rh_n[U(d)] -= 1
+                i = order[U(r)]
+                dev_busy[U(d)] = True
+                start[U(i)] = t
+                busy[U(d)] += dur[U(i), U(d)]
+                nev = heap_push(ev_t, ev_k, 0, nev, t + dur[U(i), U(d)], r)
+                nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, out_bytes[U(i)] + temp_mem[U(i)])
         nch_todo = ndev_todo = 0
         if nev == 0:
             break
@@ -421,50 +421,50 @@ def _simulate(dev, dur, order, rank, out_ptr, out_dst, out_eid, in_ptr, in_src, 
             key = heap_pop(ev_t, ev_k, 0, nev)
             nev -= 1
             if key < n:  # an op ends
-                i = order[key]
-                d = dev[i]
-                end[i] = t
-                dev_busy[d] = False
+                i = order[U(key)]
+                d = dev[U(i)]
+                end[U(i)] = t
+                dev_busy[U(d)] = False
                 ndev_todo = mark(dirty_dev, dev_todo, ndev_todo, d)
-                nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, -temp_mem[i])
-                for k in range(in_ptr[i], in_ptr[i + 1]):
-                    p = in_src[k]
-                    if dev[p] == d:
-                        out_rem[p] -= 1
-                        if out_rem[p] == 0:
-                            nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, -out_bytes[p])
+                nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, -temp_mem[U(i)])
+                for k in range(in_ptr[U(i)], in_ptr[U(i + 1)]):
+                    p = in_src[U(k)]
+                    if dev[U(p)] == d:
+                        out_rem[U(p)] -= 1
+                        if out_rem[U(p)] == 0:
+                            nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, -out_bytes[U(p)])
                     else:
-                        x = x_of_edge[in_eid[k]]
-                        copy_rem[x] -= 1
-                        if copy_rem[x] == 0:
-                            nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, -x_bytes[x])
-                for k in range(out_ptr[i], out_ptr[i + 1]):
-                    j = out_dst[k]
-                    if dev[j] == d:
-                        pending[j] -= 1
-                        if pending[j] == 0:
-                            rh_n[d] = heap_push(rh_t, rh_k, dev_base[d], rh_n[d], t, rank[j])
-                for x in range(x_ptr[i], x_ptr[i + 1]):
-                    c = x_chan[x]
-                    enqueue_transfer(ch_q, ch_head[c], ch_tail[c], x, x_op, end, rank, t)
-                    ch_tail[c] += 1
+                        x = x_of_edge[U(in_eid[U(k)])]
+                        copy_rem[U(x)] -= 1
+                        if copy_rem[U(x)] == 0:
+                            nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, d, -x_bytes[U(x)])
+                for k in range(out_ptr[U(i)], out_ptr[U(i + 1)]):
+                    j = out_dst[U(k)]
+                    if dev[U(j)] == d:
+                        pending[U(j)] -= 1
+                        if pending[U(j)] == 0:
+                            rh_n[U(d)] = heap_push(rh_t, rh_k, dev_base[U(d)], rh_n[U(d)], t, rank[U(j)])
+                for x in range(x_ptr[U(i)], x_ptr[U(i + 1)]):
+                    c = x_chan[U(x)]
+                    enqueue_transfer(ch_q, ch_head[U(c)], ch_tail[U(c)], x, x_op, end, rank, t)
+                    ch_tail[U(c)] += 1
                     nch_todo = mark(dirty_ch, ch_todo, nch_todo, c)
             else:  # a transfer ends
                 x = key - n
-                p, dst = x_op[x], x_dst[x]
-                x_end[x] = t
-                c = x_chan[x]
-                ch_busy[c] = False
+                p, dst = x_op[U(x)], x_dst[U(x)]
+                x_end[U(x)] = t
+                c = x_chan[U(x)]
+                ch_busy[U(c)] = False
                 nch_todo = mark(dirty_ch, ch_todo, nch_todo, c)
-                out_rem[p] -= 1
-                if out_rem[p] == 0:
-                    nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, dev[p], -out_bytes[p])
-                for k in range(out_ptr[p], out_ptr[p + 1]):
-                    j = out_dst[k]
-                    if dev[j] == dst:
-                        pending[j] -= 1
-                        if pending[j] == 0:
-                            rh_n[dst] = heap_push(rh_t, rh_k, dev_base[dst], rh_n[dst], t, rank[j])
+                out_rem[U(p)] -= 1
+                if out_rem[U(p)] == 0:
+                    nlog = _mem(mem, peak, log_t, log_d, log_b, nlog, t, dev[U(p)], -out_bytes[U(p)])
+                for k in range(out_ptr[U(p)], out_ptr[U(p + 1)]):
+                    j = out_dst[U(k)]
+                    if dev[U(j)] == dst:
+                        pending[U(j)] -= 1
+                        if pending[U(j)] == 0:
+                            rh_n[U(dst)] = heap_push(rh_t, rh_k, dev_base[U(dst)], rh_n[U(dst)], t, rank[U(j)])
                             ndev_todo = mark(dirty_dev, dev_todo, ndev_todo, dst)
     return (start, end, busy, peak, x_op, x_dst, x_bytes, x_start, x_end,
             log_t[:nlog].copy(), log_d[:nlog].copy(), log_b[:nlog].copy(), t)
