@@ -82,11 +82,12 @@ def _parse() -> argparse.Namespace:
 
 
 def _config(group: str, name: str) -> Any:
-    """A graph or cluster config of ``gplace/conf``, built as the main job builds it."""
+    """A graph or cluster config of ``gplace/conf``, composed with its defaults and built as the main job builds it."""
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
-    return instantiate(OmegaConf.load(HERE.parent / "gplace" / "conf" / group / f"{name}.yaml"))
+    from gplace.conf import component_config
+
+    return instantiate(component_config(group, name))
 
 
 def _placer(method: str, graph: OpGraph, cluster: Cluster) -> Any:

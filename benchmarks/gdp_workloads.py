@@ -29,10 +29,12 @@ GRAPHS = ("gnmt", "transformer_xl", "nasnet")
 
 
 def _config(group: str, name: str) -> Any:
+    """A graph or cluster config of ``gplace/conf``, composed with its defaults and built as the main job builds it."""
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
-    return instantiate(OmegaConf.load(HERE.parent / "gplace" / "conf" / group / f"{name}.yaml"))
+    from gplace.conf import component_config
+
+    return instantiate(component_config(group, name))
 
 
 def _ms(t: float) -> str:

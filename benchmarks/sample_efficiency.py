@@ -37,17 +37,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from report_notes import write_report
 
 from gplace.baselines import SingleDevice
+from gplace.conf import component_config
 from gplace.encoders import GNNEncoder, LSTMEncoder
 from gplace.ir import Cluster, OpGraph
 from gplace.placer import PolicyPlacer
 from gplace.policies import GDPPolicy, Seq2SeqPolicy
 from gplace.runtime import Simulator
 from gplace.training import ReinforceTrainer
-from gplace.zoo import load_zoo_model, paper_cluster
 
 HERE = Path(__file__).resolve().parent
 MODELS = ("rnnlm", "nmt", "inception_v3")
@@ -90,9 +91,6 @@ def _parse() -> argparse.Namespace:
 
 
 # ---------------------------------------------------------------------- configuration
-def _yaml(group: str, name: str) -> Any:
-    """A graph or cluster config as written (those configs hold every argument)."""
-    return OmegaConf.load(HERE.parent / "gplace" / "conf" / group / f"{name}.yaml")
 
 
 def _resolved(method: str, seed: int, updates: int) -> dict[str, dict[str, Any]]:
@@ -114,11 +112,13 @@ def _kwargs_of(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _graph(model: str) -> OpGraph:
-    return load_zoo_model(**_kwargs_of(OmegaConf.to_container(_yaml("graph", model))))
+    """The graph config ``model`` of ``gplace/conf``, composed with its defaults and built as the main job builds it."""
+    return instantiate(component_config("graph", model))
 
 
 def _cluster(name: str) -> Cluster:
-    return paper_cluster(**_kwargs_of(OmegaConf.to_container(_yaml("cluster", name))))
+    """The cluster config ``name`` of ``gplace/conf``, composed with its defaults, built as the main job builds it."""
+    return instantiate(component_config("cluster", name))
 
 
 # ---------------------------------------------------------------------- runs

@@ -12,7 +12,10 @@ import importlib
 import inspect
 from typing import Any
 
-__all__ = ["CODE_DEFAULTS", "code_defaults", "config_groups_help", "register_code_defaults", "register_help_resolver"]
+__all__ = [
+    "CODE_DEFAULTS", "code_defaults", "component_config", "config_groups_help", "register_code_defaults",
+    "register_help_resolver",
+]
 
 CODE_DEFAULTS: dict[str, str] = {
     "trainer/reinforce": "gplace.training.ReinforceTrainer",
@@ -83,6 +86,26 @@ def register_code_defaults() -> None:
     for config, target in CODE_DEFAULTS.items():
         group, _, name = config.rpartition("/")
         store.store(group=f"_defaults/{group}", name=name, node=code_defaults(target))
+
+
+def component_config(group: str, name: str) -> Any:
+    """The config ``name`` of ``group`` (``"graph"``, ``"nmt"``) as the main config composes it, its defaults list
+    applied (the ``_defaults/<group>/<name>`` node with the constructor's defaults), ready for ``instantiate``:
+    ``OmegaConf.load`` of the YAML file gives only what differs from the code and its ``defaults`` list. Composes with
+    the running Hydra where there is one (a job, a test's ``initialize_config_module``), else with ``gplace.conf``.
+
+    >>> c = component_config("cluster", "paper_4gpu")
+    >>> c._target_, c.num_gpus, c.gpu_memory
+    ('gplace.zoo.paper_cluster', 4, 12000000000)
+    """
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    overrides = [f"{group}={name}"]
+    if GlobalHydra.instance().is_initialized():
+        return compose(config_name="config", overrides=overrides)[group]
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)[group]
 
 
 def config_groups_help() -> str:
