@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import torch
+from report_notes import write_report
 from torch import nn
 
 import gplace
@@ -127,7 +128,7 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        args.out.write_text(text)
+        write_report(args.out, text)  # keeps the page's notes (from report_notes.NOTES_MARK on)
 
 
 if __name__ == "__main__":
