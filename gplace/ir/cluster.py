@@ -312,10 +312,13 @@ class Cluster:
 
         Raises:
             TypeError: ``nbytes`` is no number or an index no whole number (a device name: see :meth:`index`).
+            ValueError: ``nbytes`` is negative or NaN (it gave a negative or NaN time).
             IndexError: an index outside the cluster.
         """
         if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real):
             raise TypeError(f"transfer_time: nbytes must be a number of bytes, got {nbytes!r}")
+        if not nbytes >= 0:  # also NaN
+            raise ValueError(f"transfer_time: nbytes must be a number of bytes >= 0, got {nbytes!r}")
         for label, index in (("src", src), ("dst", dst)):
             if isinstance(index, bool) or not isinstance(index, numbers.Integral):
                 raise TypeError(f"transfer_time: {label} must be a device index (cluster.index(name) gives one), "
