@@ -615,6 +615,9 @@ def _check_op_fields(op: Op, where: str) -> None:
     if not isinstance(op.kind_cost, Mapping) or not all(isinstance(k, str) and k for k in op.kind_cost):
         raise GraphError(f"{where} kind_cost must map device kinds (non-empty strings) to seconds, "
                          f"got {short_repr(op.kind_cost)}")
+    if not isinstance(op.output_shapes, Sequence) or isinstance(op.output_shapes, str):
+        raise GraphError(f"{where} output_shapes must be a sequence of shapes (lists of dimensions), "
+                         f"got {short_repr(op.output_shapes)}")
     for shape in op.output_shapes:
         if not isinstance(shape, Sequence) or not all(
                 isinstance(d, int | np.integer) and not isinstance(d, bool) and -1 <= d <= MAX_BYTES for d in shape):

@@ -90,6 +90,12 @@ def _op_from_dict(i: int, rec: Any, known: set[str]) -> Op:
         raise GraphError(f"ops[{i}] must be an object with a 'name', got {short_repr(rec)}")
     where = f"op {short_repr(rec['name'])}"
     _check_fields(rec, known, where)
+    if not isinstance(rec.get("kind_cost", {}), Mapping):
+        raise GraphError(f"{where}.kind_cost must be an object mapping device kinds to seconds, "
+                         f"got {short_repr(rec['kind_cost'])}")
+    if not isinstance(rec.get("output_shapes", []), list):
+        raise GraphError(f"{where}.output_shapes must be a list of shapes (lists of whole numbers), "
+                         f"got {short_repr(rec['output_shapes'])}")
     try:
         return Op(
             name=_text(rec["name"], f"ops[{i}].name"),
