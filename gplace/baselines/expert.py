@@ -35,6 +35,7 @@ from gplace.baselines._common import build_units, unit_durations
 from gplace.baselines.base import Placer
 from gplace.baselines.single import SingleDevice
 from gplace.ir import Cluster, GraphError, OpGraph
+from gplace.ir.errors import check_flags
 
 GRADIENT_PREFIXES: tuple[str, ...] = ("gradient_tape/", "grad/")
 """Name prefixes of backward ops: TF2's ``GradientTape`` scope and :func:`gplace.zoo.lstm_lm`'s."""
@@ -69,6 +70,22 @@ def _names(where: str, field: str, names: object) -> tuple[str, ...]:
     return names
 
 
+def _rules(where: str, rules: object) -> list[tuple[str, str]]:
+    """``rules`` as a list of ``(pattern, spec)`` string pairs; one string or a pair given as one string
+    (``"a0"``, read as pattern ``"a"`` and spec ``"0"``), a triple or a non-string part is refused, naming the
+    entry."""
+    if isinstance(rules, str | bytes) or not isinstance(rules, Iterable):
+        raise ValueError(f"{where}: rules must be a list of (pattern, device spec) pairs, got {rules!r}")
+    checked = []
+    for i, rule in enumerate(rules):
+        pair = None if isinstance(rule, str | bytes) or not isinstance(rule, Iterable) else tuple(rule)
+        if pair is None or len(pair) != 2 or not all(isinstance(x, str) for x in pair):
+            raise ValueError(f"{where}: rules[{i}] must be a (pattern, device spec) pair of strings such as "
+                             f"('lstm0', 'gpu:0'), got {rule!r}")
+        checked.append(pair)
+    return checked
+
+
 class Expert(Placer):
     """A human-expert placement from ``(regex, device spec)`` rules on op names; first match wins.
 
@@ -81,15 +98,18 @@ class Expert(Placer):
             op by name (the prefix stripped). (default: :data:`GRADIENT_PREFIXES`)
 
     Raises:
-        ValueError: a pattern is not a valid regular expression, ``default`` is no string, or
-            ``gradient_prefixes`` is no sequence of strings (one string, which would be read as its letters).
+        ValueError: ``rules`` is no sequence of ``(pattern, spec)`` pairs of strings (the message names the
+            entry), a pattern is not a valid regular expression, ``default`` is no string, ``follow_neighbours``
+            is no bool, or ``gradient_prefixes`` is no sequence of strings (one string, which would be read as its
+            letters).
     """
 
     name = "expert"
 
     def __init__(self, rules: Sequence[tuple[str, str]] = (), default: str = "gpu:0", *,
                  follow_neighbours: bool = False, gradient_prefixes: Sequence[str] = GRADIENT_PREFIXES) -> None:
-        self.rules = [(str(p), str(s)) for p, s in rules]
+        self.rules = _rules(type(self).__name__, rules)
+        check_flags(type(self).__name__, follow_neighbours=follow_neighbours)
         if not isinstance(default, str):
             raise ValueError(f"{type(self).__name__}: default must be a device spec such as 'gpu:0', 'gpu' or a "
                              f"device name, got {default!r}")
