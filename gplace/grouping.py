@@ -32,6 +32,7 @@ import numpy as np
 from gplace.baselines._common import op_memory
 from gplace.defaults import MAX_GROUPS
 from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
+from gplace.ir.errors import check_flags
 from gplace.ir.frozen import ReadOnlyArrays
 
 
@@ -90,7 +91,11 @@ def group_ops(graph: OpGraph, max_groups: int | None = MAX_GROUPS, *, merge_cons
 
     Shapes:
         uncuttable (E,) bool by ``graph.edge_index`` column; returned ``Grouping.op_group`` (N,) int64.
+
+    Raises:
+        ValueError: ``max_groups`` or ``memory_cap`` is out of range, or ``merge_consumers`` is no bool.
     """
+    check_flags("group_ops", merge_consumers=merge_consumers)
     if max_groups is not None and (not isinstance(max_groups, int | np.integer) or isinstance(max_groups, bool)
                                    or max_groups < 1):
         raise ValueError(f"max_groups must be a whole number >= 1 or None, got {max_groups!r}")

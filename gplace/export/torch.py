@@ -38,6 +38,7 @@ from torch.utils import _pytree as pytree
 from gplace.export.parts import check_types, device_parts, framework_devices, part_of
 from gplace.importers.torch_export import TorchSource, attribute_of, example_args
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
+from gplace.ir.errors import check_flags
 from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device, unavailable_reason
 from gplace.torch_modes import tracing
 
@@ -512,6 +513,8 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
 
     Raises:
         TypeError: ``graph``, ``cluster`` or ``placement`` is of the wrong type (names it).
+        ValueError: ``training`` is neither a bool nor ``None``, or ``stage_backward`` or ``sums_shared_gradients``
+            no bool (names it).
         UnsupportedGraphError: ``graph`` was not imported from a torch module (:func:`gplace.from_torch`, an
             inference or a training graph: it needs the module paths of its ops), or torch's pipelining cannot
             trace ``module`` (names its class and torch's reason).
@@ -522,6 +525,8 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
     """
     from gplace.pipeline.stages import split_spec
 
+    check_flags("pipeline_split", **({} if training is None else {"training": training}),
+                stage_backward=stage_backward, sums_shared_gradients=sums_shared_gradients)
     check_types(graph, cluster, placement)
     _module_paths(graph)
     placement.validate(graph, cluster)
