@@ -43,6 +43,10 @@ class Logger(Protocol):
         raised (see :func:`finish_logger`); one without it is called with no argument."""
 
 
+LOGGER_METHODS = ("log_config", "log_scalars", "finish")
+"""The methods of :class:`Logger`, which an object given as a logger must have."""
+
+
 def finish_logger(logger: Logger, exit_code: int | None = None) -> None:
     """``logger.finish(exit_code=exit_code)`` where its ``finish`` takes an ``exit_code`` (1: the run failed), else
     ``logger.finish()``."""

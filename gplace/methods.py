@@ -242,7 +242,7 @@ class Budget:
         if (self.seconds is None) == (self.samples is None):
             raise ValueError(f"a budget is seconds or samples, not both or neither: {self}")
         if self.seconds is not None and not (math.isfinite(self.seconds) and self.seconds > 0):
-            raise ValueError(f"budget seconds must be > 0, got {self.seconds}")
+            raise ValueError(f"budget seconds must be a finite number > 0, got {self.seconds}")
         whole = isinstance(self.samples, int | np.integer) and not isinstance(self.samples, bool)
         if self.samples is not None and not (whole and self.samples >= 0):
             raise ValueError(f"budget samples must be a whole number >= 0, got {self.samples!r}")

@@ -150,9 +150,10 @@ def save_policy(path: str | Path, encoder: nn.Module, policy: nn.Module, *,
             ``"max_groups"`` entry is used by :func:`place_with_pretrained` (default: empty).
 
     Raises:
-        TypeError: the arguments are not ``(path, encoder, policy)`` (e.g. the path given last).
-        ValueError: see :func:`module_spec`; or ``meta`` holds a value that is not plain data, or more than
-            :data:`MAX_PLAIN_VALUES` values.
+        TypeError: the arguments are not ``(path, encoder, policy)`` (e.g. the path given last), or ``meta`` is not
+            a mapping.
+        ValueError: see :func:`module_spec`; or ``meta`` holds a value that is not plain data, more than
+            :data:`MAX_PLAIN_VALUES` values, or a ``max_groups`` that is not a whole number >= 1 or ``None``.
 
     Returns:
         the path written.
@@ -160,8 +161,11 @@ def save_policy(path: str | Path, encoder: nn.Module, policy: nn.Module, *,
     if not (isinstance(path, str | os.PathLike) and isinstance(encoder, nn.Module) and isinstance(policy, nn.Module)):
         got = ", ".join(type(arg).__name__ for arg in (path, encoder, policy))
         raise TypeError(f"save_policy(path, encoder, policy) takes the file first, then the modules; got ({got})")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise TypeError(f"save_policy: meta must be a mapping (a dict of plain data), got {type(meta).__name__}")
     meta = dict(meta or {})
     _check_plain(meta, "meta")
+    recorded_max_groups(meta)  # a file load_policy would refuse is not written
     doc = {
         "format": FORMAT, "version": VERSION,
         "encoder": module_spec(encoder), "policy": module_spec(policy),
@@ -393,9 +397,12 @@ def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str
     Raises:
         ValueError: not a policy file (see :func:`load_policy`), or a fixed-size policy on a cluster of
             another size.
-        TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first).
+        TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), or ``runtime``
+            is not a gplace Runtime.
     """
     check_graph_and_cluster(graph, cluster)
+    if runtime is not None and not isinstance(runtime, Runtime):
+        raise TypeError(f"runtime must be a gplace Runtime (e.g. gplace.runtime.Simulator()), got {runtime!r}")
     encoder, policy, meta = load_policy(checkpoint_path)
     check_policy_fits(policy, cluster, checkpoint_path, meta)
     check_objective(meta, runtime, checkpoint_path)

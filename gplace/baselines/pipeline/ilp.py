@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -51,8 +52,8 @@ class PipelineILPPlacer(StagePlacer):
         kind, microbatches, overlap, join_gradients: as for
             :class:`~gplace.baselines.pipeline.contiguous.StagePlacer` (the memory is ``gpipe``'s).
         max_variables: larger problems raise :class:`ProblemTooLargeError`. (default: 5000)
-        time_limit: seconds for HiGHS; the best placement found by then is returned (logged). (default: 10, a
-            placer's time target; 30 took 30 s on a 200-op graph of 3,777 variables)
+        time_limit: seconds for HiGHS; the best placement found by then is returned (logged); ``inf``: no limit.
+            (default: 10, a placer's time target; 30 took 30 s on a 200-op graph of 3,777 variables)
 
     HiGHS stops within its default relative gap (``mip_rel_gap``, 1e-4) of the optimum: the bottleneck found may
     exceed the model's optimum by that fraction. Its rows may miss by about 1e-6 of their largest number: memory is
@@ -74,7 +75,8 @@ class PipelineILPPlacer(StagePlacer):
                  time_limit: float = 10.0, overlap: bool = True, *, join_gradients: bool = False) -> None:
         super().__init__(kind, microbatches, overlap, join_gradients=join_gradients)
         check_sizes(type(self).__name__, max_variables=max_variables)
-        check_positive(type(self).__name__, time_limit=time_limit)
+        if time_limit != math.inf:  # no limit (HiGHS' own default)
+            check_positive(type(self).__name__, time_limit=time_limit)
         self.max_variables = max_variables
         self.time_limit = time_limit
 

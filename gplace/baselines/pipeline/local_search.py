@@ -39,6 +39,7 @@ class PipelineLocalSearch(Placer):
 
     Raises:
         ValueError: a bad budget, schedule or micro-batch count, naming it (on construction).
+        TypeError: ``start`` is not a :class:`~gplace.interfaces.Placer` (on construction).
 
     Args:
         microbatches: M of the objective, and of the default start (default: 4, :class:`PipelineSimulator`'s, as
@@ -71,6 +72,8 @@ class PipelineLocalSearch(Placer):
         if max_evaluations is not None:
             check_sizes(where, 0, max_evaluations=max_evaluations)
         check_sizes(where, 1, batch_size=batch_size)
+        if start is not None and not isinstance(start, Placer):
+            raise TypeError(f"{where}: start must be a Placer (e.g. IdealDPPartitioner()) or None, got {start!r}")
         from gplace.pipeline import PipelineSimulator
 
         self._sim = PipelineSimulator(microbatches, schedule, threads=threads)  # checks all; keeps prepared graphs
