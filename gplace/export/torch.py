@@ -38,7 +38,8 @@ from torch.utils import _pytree as pytree
 from gplace.export.parts import check_types, device_parts, framework_devices, part_of
 from gplace.importers.torch_export import TorchSource, attribute_of, example_args
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement, UnsupportedGraphError
-from gplace.ir.errors import check_flags
+from gplace.ir.errors import check_flags, check_sizes
+from gplace.ir.graph import short_repr
 from gplace.runtime.torch_runtime import LAYOUT_FREE, to_device, torch_device, unavailable_reason
 from gplace.torch_modes import tracing
 
@@ -658,7 +659,10 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
     buffer that several stages hold (sum their gradients).
 
     Raises:
-        ValueError: the file has no ``split_spec`` (its graph was not imported from torch), naming the file.
+        ValueError: the file has no ``split_spec`` (its graph was not imported from torch), or one of its fields
+            is malformed (``split_spec`` no object of module paths, ``split_unaligned`` no list of objects with
+            ``op`` and ``module``, ``split_backward_away`` no whole number >= 0, ``stage_devices`` no list of
+            device names), naming the file and the field.
         InvalidPlacementError: the placement changes device inside a module (the file's ``split_unaligned``), or
             puts backward ops on another device than their forward ops (``split_backward_away``), or ``module``
             lacks a split's module path or splits into another number of stages than the file's.
@@ -667,8 +671,11 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
     from gplace.ir.serialize import load_json
 
     doc = load_json(path)
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path} must hold a JSON object (a placement), got a {type(doc).__name__}")
     if "split_spec" not in doc:
         raise ValueError(f"{path} has no split_spec: its graph was not imported from a torch module")
+    _check_split_fields(path, doc)
     if doc.get("split_unaligned"):
         first = doc["split_unaligned"][0]
         raise InvalidPlacementError(f"{path}: the placement changes device at op {first['op']!r}, inside module "
@@ -682,6 +689,27 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
 
 
 # ---------------------------------------------------------------------- helpers
+def _check_split_fields(path: str | Path, doc: Mapping[str, Any]) -> None:
+    """Refuse a malformed split field of placement.json ``path``, naming the file and the field (``"split_spec": 3``
+    failed with "'int' object is not iterable", ``"split_unaligned": [{}]`` with ``KeyError: 'op'``)."""
+    spec = doc["split_spec"]
+    if not isinstance(spec, dict) or not all(isinstance(k, str) and k for k in spec):
+        raise ValueError(f"{path}: split_spec must be an object of module paths ({{\"layers.1\": \"BEGINNING\"}}), "
+                         f"got {short_repr(spec)}")
+    unaligned = doc.get("split_unaligned")
+    unaligned = [] if unaligned is None else unaligned
+    if not isinstance(unaligned, list):
+        raise ValueError(f"{path}: split_unaligned must be a list, got {short_repr(unaligned)}")
+    for i, rec in enumerate(unaligned):
+        if not isinstance(rec, dict) or not all(isinstance(rec.get(k), str) for k in ("op", "module")):
+            raise ValueError(f"{path}: split_unaligned[{i}] must be an object with an 'op' and a 'module' (names), "
+                             f"got {short_repr(rec)}")
+    check_sizes(str(path), low=0, split_backward_away=doc.get("split_backward_away", 0))
+    devices = doc.get("stage_devices")
+    if devices is not None and (not isinstance(devices, list) or not all(isinstance(d, str) for d in devices)):
+        raise ValueError(f"{path}: stage_devices must be a list of device names, got {short_repr(devices)}")
+
+
 class PipelineTraceError(UnsupportedGraphError):
     """``torch.distributed.pipelining`` cannot trace the module (with the split asked for): names the module's
     class, the split and torch's reason."""
