@@ -126,7 +126,8 @@ def profile_onnx(
 
     Raises:
         ProfileError: the model does not match the graph (the message names the op), cannot be read (names the
-            file), or onnxruntime cannot run it.
+            file, a missing one too), or onnxruntime cannot run it.
+        ValueError: ``repeats``, ``warmup`` or ``seed`` is no whole number in range (names it).
     """
     return with_measured_costs(graph, onnx_op_times(graph, model_or_path, repeats=repeats, warmup=warmup, seed=seed),
                                speed=speed)
@@ -180,6 +181,7 @@ def onnx_op_times(
     ort = require("onnxruntime", "onnx", "profiling with onnxruntime")
 
     _check_rounds("profile_onnx", repeats, warmup)
+    check_sizes("profile_onnx", 0, seed=seed)  # numpy's error named no seed
     model, label = _runnable_model(graph, model_or_path)
     names, feeds_model = _node_names(graph, model, model_or_path, label)
     for node, name in zip(model.graph.node, names, strict=True):
@@ -538,8 +540,8 @@ def _runnable_model(graph: OpGraph, model_or_path: Any) -> tuple[onnx.ModelProto
     if isinstance(model_or_path, str | Path):
         path = Path(model_or_path)
         refuse_special_file(path, "an ONNX file")
-        if not path.is_file():
-            raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
+        if not path.is_file():  # a FileNotFoundError, where profile_onnx promises a ProfileError naming the file
+            raise ProfileError(f"{path}: cannot be read: no ONNX file there")
         try:
             return onnx.load(str(path)), str(path)
         except Exception as err:  # protobuf DecodeError, missing external data, ...
