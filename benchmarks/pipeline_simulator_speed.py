@@ -75,15 +75,15 @@ def contiguous_placements(graph: OpGraph, num_devices: int, count: int, seed: in
 
 def plain_minibatch_time(prep, devices) -> float:
     """The ``pipe-v3`` event loop in plain Python over the prepared instance arrays (see the module docstring)."""
-    (ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, _, _, ebytes, inst_op, code, rank, _, _, _, _, _, lat, bw,
-     m_count, one_f_one_b) = prep.args  # runs, grad_of and the memory arrays are not needed for the time
+    (ic, imb, dur, out_ptr, out_dst, out_eid, in_ptr, _, _, ebytes, inst_op, code, rank, runs, _, _, _, _, lat, bw,
+     m_count, one_f_one_b) = prep.args  # grad_of and the memory arrays are not needed for the time
     ic, imb, inst_op = ic.tolist(), imb.tolist(), inst_op.tolist()
     out_ptr, out_dst, dur = out_ptr.tolist(), out_dst.tolist(), dur.tolist()
     ebytes = ebytes[out_eid].tolist()  # bytes of each out-edge, in CSR order
     lat, bw, devices = lat.tolist(), bw.tolist(), devices.tolist()
     k_count, nd = len(ic), len(lat)
     idev = [devices[op] for op in inst_op]
-    limit = _limits(devices, code.tolist(), rank.tolist(), nd, m_count, one_f_one_b)
+    limit = _limits(devices, code.tolist(), rank.tolist(), runs.tolist(), nd, m_count, one_f_one_b)
     prio = [k + k_count * _position(ic[k], imb[k], limit[idev[k]], m_count) if one_f_one_b else k
            for k in range(k_count)]  # priority, lowest first
     sends = []  # per instance: [(dst device, bytes)], one per other consumer device, in first-edge order
@@ -166,10 +166,12 @@ def plain_minibatch_time(prep, devices) -> float:
                             dirty_dev.add(dst)
 
 
-def _limits(devices, code, rank, nd, m_count, one_f_one_b):
+def _limits(devices, code, rank, runs, nd, m_count, one_f_one_b):
+    """Each device's 1F1B in-flight limit: stages ranked by their first forward op that runs (``ops_that_run``: a
+    source that takes no time, an input or a weight, decides no stage's place)."""
     first = {}
     for i, d in enumerate(devices):
-        if code[i] == 0:
+        if code[i] == 0 and runs[i]:
             first[d] = min(first.get(d, len(devices)), rank[i])
     limit = [m_count] * nd
     if one_f_one_b:

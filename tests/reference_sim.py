@@ -88,8 +88,8 @@ def simulate(graph: OpGraph, cluster: Cluster, placement: Placement) -> Referenc
 
     while done_ops < n or clock:
         # start transfers on idle channels, then ops on idle devices, at time t
-        for channel, queue in channel_queue.items():
-            while queue and channel_free.get(channel, 0.0) <= t:
+        for channel, queue in channel_queue.items():  # one transfer a round: a free one ends in the next round
+            if queue and channel_free.get(channel, 0.0) <= t:
                 prod_end, _, op = heapq.heappop(queue)
                 begin = max(prod_end, channel_free.get(channel, 0.0))
                 s, d = channel

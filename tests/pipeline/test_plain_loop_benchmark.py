@@ -44,3 +44,20 @@ def test_the_strict_torch_order_of_the_order_benchmark_gives_pipe_v3s_time_where
     assert agreed >= 20
     row = bench.measure(seed=0, chains=20)
     assert row["same_time"] >= row["same_order"] and row["low"] <= 1.0 <= row["high"]
+
+
+def test_the_plain_loop_ranks_stages_by_the_forward_ops_that_run():
+    """A forward input that takes no time (ops_that_run leaves it out) ranked its device first under 1F1B in the
+    plain loop, whose time then differed from the simulator's (1.5 against 2.0 on three ops, M = 2)."""
+    from gplace.ir import Edge, Op, OpGraph
+
+    spec = importlib.util.spec_from_file_location("pipeline_simulator_speed", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    ops = [Op("f0", "F", 0.0, output_bytes=1, phase="forward"), Op("f1", "F", 1.0, output_bytes=1, phase="forward"),
+           Op("f2", "F", 1.0, output_bytes=1, phase="forward")]
+    graph = OpGraph.from_ops(ops, [Edge("f0", "f1", 0), Edge("f1", "f2", 0)], name="zero_input")
+    cluster, row = uniform_cluster(2), np.array([0, 1, 0])
+    sim = PipelineSimulator(2, "1f1b", threads=1)
+    assert bench.plain_minibatch_time(sim._prepared(graph, cluster), row) == sim.minibatch_times(graph, cluster,
+                                                                                                 row[None])[0]
