@@ -34,6 +34,7 @@ from gplace.defaults import MAX_GROUPS
 from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import check_flags
 from gplace.ir.frozen import ReadOnlyArrays
+from gplace.ir.placement import check_op_graph
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,7 +95,9 @@ def group_ops(graph: OpGraph, max_groups: int | None = MAX_GROUPS, *, merge_cons
 
     Raises:
         ValueError: ``max_groups`` or ``memory_cap`` is out of range, or ``merge_consumers`` is no bool.
+        TypeError: ``graph`` is not an :class:`~gplace.ir.OpGraph`.
     """
+    check_op_graph(graph)
     check_flags("group_ops", merge_consumers=merge_consumers)
     if max_groups is not None and (not isinstance(max_groups, int | np.integer) or isinstance(max_groups, bool)
                                    or max_groups < 1):

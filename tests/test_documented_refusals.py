@@ -8,6 +8,7 @@ import math
 import pytest
 
 import gplace
+import gplace.baselines.pipeline
 from gplace.baselines.pipeline import PipelineILPPlacer, PipelineLocalSearch
 from gplace.methods import pretrained_path
 from gplace.pretrained import load_policy, place_with_pretrained, save_policy
@@ -50,3 +51,16 @@ def test_save_policy_refuses_a_meta_load_policy_would_refuse(tmp_path):
     assert not (tmp_path / "p.pt").exists()
     with pytest.raises(TypeError, match="meta must be a mapping"):
         save_policy(tmp_path / "p.pt", encoder, policy, meta=[1, 2])
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: gplace.baselines.step_time_lower_bound("g", c),
+    lambda c: gplace.baselines.pipeline.pipeline_lower_bound("g", c),
+    lambda c: gplace.group_ops("g"),
+    lambda c: gplace.Placement.single("g", 0),
+    lambda c: gplace.Placement.for_graph("g", [0]),
+])
+def test_a_graph_that_is_not_an_op_graph_is_a_type_error_naming_it(call):
+    """Each raised "AttributeError: 'str' object has no attribute ..." (num_ops, fingerprint)."""
+    with pytest.raises(TypeError, match="graph must be a gplace OpGraph, got str"):
+        call(uniform_cluster(2))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gplace.ir import Cluster, OpGraph
+from gplace.ir.placement import check_graph_and_cluster
 
 
 def step_time_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
@@ -32,7 +33,9 @@ def step_time_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
 
     Raises:
         GraphError: an op may run on no device of the cluster.
+        TypeError: ``graph`` or ``cluster`` is not gplace's.
     """
+    check_graph_and_cluster(graph, cluster)
     if graph.num_ops == 0:
         return 0.0
     durations = graph.durations(cluster)

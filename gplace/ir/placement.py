@@ -17,13 +17,18 @@ from gplace.ir.graph import OpGraph
 def check_graph_and_cluster(graph: object, cluster: object) -> None:
     """Raise a ``TypeError`` naming the argument when ``graph`` is not an :class:`OpGraph` (e.g. an ONNX model or
     a torch module, which the importers convert) or ``cluster`` not a :class:`Cluster`."""
+    check_op_graph(graph)
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster must be a gplace Cluster, got {type(cluster).__name__}; build one with "
+                        f"Cluster.build or read a file with gplace.load_cluster")
+
+
+def check_op_graph(graph: object) -> None:
+    """Raise a ``TypeError`` naming the argument when ``graph`` is not an :class:`OpGraph`."""
     if not isinstance(graph, OpGraph):
         raise TypeError(f"graph must be a gplace OpGraph, got {type(graph).__name__}; convert a model with "
                         f"gplace.from_onnx, gplace.from_torch or gplace.from_tensorflow, or read a file with "
                         f"gplace.load_graph")
-    if not isinstance(cluster, Cluster):
-        raise TypeError(f"cluster must be a gplace Cluster, got {type(cluster).__name__}; build one with "
-                        f"Cluster.build or read a file with gplace.load_cluster")
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,7 +60,9 @@ class Placement(ReadOnlyArrays):
         Raises:
             InvalidPlacementError: ``devices`` is not one integer per op of ``graph`` (named here, not when the
                 placement is first measured).
+            TypeError: ``graph`` is not an :class:`OpGraph`.
         """
+        check_op_graph(graph)
         placement = cls(np.asarray(devices), graph.fingerprint)
         placement._check_length(graph)
         return placement
@@ -66,7 +73,9 @@ class Placement(ReadOnlyArrays):
 
         Raises:
             InvalidPlacementError: ``device`` is not a device index: an int >= 0 (not a float or a bool).
+            TypeError: ``graph`` is not an :class:`OpGraph`.
         """
+        check_op_graph(graph)
         try:
             index = operator.index(device)  # an int, a NumPy or 0-d integer; not a float (1.5 was taken as 1)
         except TypeError:

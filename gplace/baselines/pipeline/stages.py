@@ -45,6 +45,7 @@ from scipy.sparse.csgraph import connected_components
 from gplace.baselines._common import PlacementInfeasibleError, Units, build_units, unit_durations
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.graph import csr
+from gplace.ir.placement import check_graph_and_cluster
 from gplace.pipeline.simulator import FORWARD, SCHEDULES, UPDATE, check_microbatches, ops_that_run
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,11 @@ def pipeline_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     micro-batch runs every op once, so over a mini-batch the busiest device works at least the average,
     and the slowest op cannot be split. Transfers only add time. (Up to rounding: ``pipe-v3`` adds ``cost / M``
     ``M`` times, which may come out an ulp below ``cost``.)
+
+    Raises:
+        TypeError: ``graph`` or ``cluster`` is not gplace's.
     """
+    check_graph_and_cluster(graph, cluster)
     if graph.num_ops == 0:
         return 0.0
     allowed = graph.allowed_devices(cluster)
