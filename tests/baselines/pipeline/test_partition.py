@@ -105,6 +105,17 @@ def test_ilp_is_no_worse_than_the_dp_and_equals_non_contiguous_brute_force(graph
     assert ilp == pytest.approx(_brute_force(problem, contiguous=False), rel=1e-6)
 
 
+def test_the_ilp_is_no_worse_than_the_dp_where_seconds_span_more_than_highs_keeps() -> None:
+    """a and b take a microsecond; b's output would take 1e9 s over the link: scaled by that, the compute
+    coefficients fell below HiGHS' 1e-9 and the program put all three on one device (2 us, against the DP's 1 us)."""
+    graph = OpGraph.from_ops([Op("a", "T", 1e-6), Op("b", "T", 1e-6, output_bytes=10**9), Op("c", "T", 0.0)],
+                             [Edge("b", "c")], name="wide_range")
+    cluster = testing.uniform_cluster(2, bandwidth=1.0)
+    ilp, dp = PipelineILPPlacer("gpu", 4).place(graph, cluster), IdealDPPartitioner("gpu", 4).place(graph, cluster)
+    sim = PipelineSimulator(4, "gpipe")
+    assert sim.measure(graph, cluster, ilp).step_time <= sim.measure(graph, cluster, dp).step_time == 1e-6
+
+
 def test_ilp_beats_contiguous_splits_where_that_pays() -> None:
     graph, cluster = testing.chain((1.0, 2.0, 1.0), nbytes=0), testing.uniform_cluster(2)
     assert _bottleneck(IdealDPPartitioner(), graph, cluster) == pytest.approx(3.0)  # {a0, a1} | {a2}
