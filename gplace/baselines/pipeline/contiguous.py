@@ -31,6 +31,9 @@ MAX_DP_BYTES = 4 * 2**30
 """Most memory :func:`ideal_partition` may take (about 100 bytes per pair of ideals): past it the blocks are
 coarsened further, with a WARNING (``max_ideals=20000`` on a 30-op DAG of 18,880 ideals had the process killed
 for memory)."""
+CHAIN_BLOCKS = 1024
+"""Blocks of the chain DP (:func:`chain_split`) by default: PipeDream's ``max_blocks``, the exact DP's
+``chain_blocks`` and the split the ILP's answer is checked against."""
 
 
 class StagePlacer(Placer):
@@ -232,20 +235,30 @@ class PipeDreamPartitioner(StagePlacer):
     name = "pipedream"
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
-                 max_blocks: int = 1024, *, schedule: str = "gpipe", join_gradients: bool = False) -> None:
+                 max_blocks: int = CHAIN_BLOCKS, *, schedule: str = "gpipe", join_gradients: bool = False) -> None:
         super().__init__(kind, microbatches, overlap, schedule=schedule, join_gradients=join_gradients)
         check_sizes(type(self).__name__, 1, max_blocks=max_blocks)
         self.max_blocks = max_blocks
 
     def stages(self, problem: StageProblem) -> np.ndarray:
-        blocks = problem.blocks(self.max_blocks)
         try:
-            return problem.unit_stages(blocks, chain_partition(blocks, problem.capacity))
+            return chain_split(problem, self.max_blocks)
         except PlacementInfeasibleError as err:  # the pins or the totals say more than the capacities alone
             why = _pins_out_of_order(problem) or _short_of_memory(problem)
             if why is None:
                 raise
             raise why from err
+
+
+def chain_split(problem: StageProblem, max_blocks: int) -> np.ndarray:
+    """(P,) stage of every pipelined unit in the best split of the pipeline order into contiguous stages, over
+    ``problem``'s units coarsened into at most ``max_blocks`` blocks (:func:`chain_partition`, PipeDream's DP).
+
+    Raises:
+        PlacementInfeasibleError: every split overflows some device's memory.
+    """
+    blocks = problem.blocks(max_blocks)
+    return problem.unit_stages(blocks, chain_partition(blocks, problem.capacity))
 
 
 def chain_partition(blocks: Blocks, capacity: np.ndarray) -> np.ndarray:
@@ -328,7 +341,7 @@ class IdealDPPartitioner(StagePlacer):
     name = "ideal_dp"
 
     def __init__(self, kind: str | None = "gpu", microbatches: int = 1, overlap: bool = True,
-                 max_ideals: int = 512, chain_blocks: int = 1024, *, schedule: str = "gpipe",
+                 max_ideals: int = 512, chain_blocks: int = CHAIN_BLOCKS, *, schedule: str = "gpipe",
                  join_gradients: bool = False) -> None:
         super().__init__(kind, microbatches, overlap, schedule=schedule, join_gradients=join_gradients)
         check_sizes(type(self).__name__, 2, max_ideals=max_ideals)  # the empty and the full set
@@ -338,10 +351,9 @@ class IdealDPPartitioner(StagePlacer):
 
     def stages(self, problem: StageProblem) -> np.ndarray:
         blocks, ideals = self._ideals(problem)
-        chain = problem.blocks(self.chain_blocks)
         found, error = [], None
         for solve in (lambda: problem.unit_stages(blocks, ideal_partition(blocks, ideals, problem.capacity)),
-                      lambda: problem.unit_stages(chain, chain_partition(chain, problem.capacity)),
+                      lambda: chain_split(problem, self.chain_blocks),
                       lambda: balanced_split(problem)):
             try:
                 found.append(solve())

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gplace.baselines._common import PlacementInfeasibleError
-from gplace.baselines.pipeline.contiguous import StagePlacer, chain_partition
+from gplace.baselines.pipeline.contiguous import CHAIN_BLOCKS, StagePlacer, chain_split
 from gplace.baselines.pipeline.stages import StageProblem
 from gplace.ir import GraphError
 from gplace.ir.errors import check_positive, check_sizes
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DP_BLOCKS = 1024
-"""Blocks of the contiguous split the ILP's answer is checked against (PipeDream's ``max_blocks`` default)."""
 MAX_MEMORY_ROUNDS = 20
 """Rounds :class:`PipelineILPPlacer` solves again after an assignment that overfills a device by HiGHS' tolerance."""
 
@@ -165,9 +163,8 @@ def _no_worse_than_a_chain_split(problem: StageProblem, assignment: np.ndarray) 
     """``assignment``, or PipeDream's contiguous split where that has the smaller bottleneck: the program holds
     every contiguous split, but HiGHS drops coefficients below 1e-9 of the largest (seconds 1e-14 of a huge cut's),
     so its optimum could be up to 2x slower than the DP's in the same model."""
-    blocks = problem.blocks(DP_BLOCKS)
     try:
-        chain = problem.unit_stages(blocks, chain_partition(blocks, problem.capacity))
+        chain = chain_split(problem, CHAIN_BLOCKS)
     except PlacementInfeasibleError:
         return assignment
     if problem.bottleneck(chain) < problem.bottleneck(assignment):
