@@ -25,7 +25,7 @@ from gplace.ir.serialize import as_path
 from gplace.loggers import LOGGER_METHODS, HeldOpen, Logger, close_as_failed
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
 from gplace.run_dir import claim_run_dir
-from gplace.runtime.base import Measurement, Runtime, time_ratio
+from gplace.runtime.base import Measurement, Runtime, check_runtime, time_ratio
 from gplace.search_result import TrainResult
 from gplace.torch_modes import float32_default, forked_rng
 
@@ -164,8 +164,7 @@ def place(
         raise ValueError(f"seed must be in [0, 2**32), got {seed}")
     seed = None if seed is None else int(seed)  # torch's manual_seed, the placers and the run's JSON take no np.int64
     check_method(method)
-    if runtime is not None and not isinstance(runtime, Runtime):
-        raise TypeError(f"runtime must be a gplace Runtime (e.g. gplace.runtime.Simulator()), got {runtime!r}")
+    check_runtime(runtime)
     if trainer is not None and (isinstance(trainer, type) or not isinstance(trainer, Trainer)):
         raise TypeError(f"trainer must be a gplace Trainer (e.g. gplace.training.PPOTrainer()), got {trainer!r}")
     if logger is not None and not all(callable(getattr(logger, name, None)) for name in LOGGER_METHODS):

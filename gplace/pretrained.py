@@ -48,7 +48,7 @@ from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.locks import ForkSafeLock
 from gplace.ir.placement import check_graph_and_cluster
 from gplace.ir.serialize import refuse_special_file
-from gplace.runtime.base import Measurement, Runtime, measure_each
+from gplace.runtime.base import Measurement, Runtime, check_runtime, measure_each
 from gplace.torch_modes import float32_default, forked_rng
 from gplace.training import TrainResult
 from gplace.training.checkpoint import damaged_part, save_checkpoint, torch_load_reason
@@ -401,8 +401,7 @@ def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str
             is not a gplace Runtime.
     """
     check_graph_and_cluster(graph, cluster)
-    if runtime is not None and not isinstance(runtime, Runtime):
-        raise TypeError(f"runtime must be a gplace Runtime (e.g. gplace.runtime.Simulator()), got {runtime!r}")
+    check_runtime(runtime)
     encoder, policy, meta = load_policy(checkpoint_path)
     check_policy_fits(policy, cluster, checkpoint_path, meta)
     check_objective(meta, runtime, checkpoint_path)

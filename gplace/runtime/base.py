@@ -15,6 +15,7 @@ import numpy as np
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.frozen import ReadOnlyArrays
+from gplace.ir.graph import short_repr
 from gplace.ir.placement import check_placement
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,14 @@ class ReadOnlySetting(Generic[T]):
         cls = type(runtime).__name__
         raise AttributeError(f"{cls}.{self.name} is read-only (the runtime id {getattr(runtime, 'id', '?')!r} "
                              f"depends on it): build a new {cls} with {self.name}={value!r} instead")
+
+
+def check_runtime(runtime: object, *, optional: bool = True) -> None:
+    """Raise a ``TypeError`` naming ``runtime`` unless it is a gplace :class:`Runtime` (or ``None``, with
+    ``optional``: the caller's default)."""
+    if not (isinstance(runtime, Runtime) or (optional and runtime is None)):
+        raise TypeError(f"runtime must be a gplace Runtime (e.g. gplace.runtime.Simulator()), got "
+                        f"{short_repr(runtime)}")
 
 
 def measure_each(runtime: Runtime, graph: OpGraph, cluster: Cluster,

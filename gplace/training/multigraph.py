@@ -28,7 +28,7 @@ from torch import nn
 from gplace.defaults import MAX_GROUPS
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
-from gplace.runtime.base import Runtime, measure_each
+from gplace.runtime.base import Runtime, check_runtime, measure_each
 from gplace.training._loop import (
     ProjectionCache,
     check_trainable,
@@ -204,8 +204,7 @@ class MultiGraphTrainer(MultiGraphSettings):
                 whatever the caller's mode: :func:`~gplace.training.trainer.autograd_on`).
         """
         tasks = _checked_tasks(tasks)
-        if not isinstance(runtime, Runtime):
-            raise TypeError(f"runtime must be a gplace Runtime (e.g. Simulator()), got {type(runtime).__name__}")
+        check_runtime(runtime, optional=False)
         if starts is not None and len(starts) != len(tasks):
             raise ValueError(f"MultiGraphTrainer.fit: {len(starts)} starts for {len(tasks)} tasks (one per task, "
                              "None for none)")
@@ -368,8 +367,7 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
     from gplace.placer import PolicyPlacer, merge_for
 
     check_graph_and_cluster(graph, cluster)
-    if not isinstance(runtime, Runtime):
-        raise TypeError(f"runtime must be a gplace Runtime (e.g. Simulator()), got {type(runtime).__name__}")
+    check_runtime(runtime, optional=False)
     if trainer is not None and not isinstance(trainer, ReinforceTrainer | PPOTrainer):
         raise TypeError(f"trainer must be a ReinforceTrainer or PPOTrainer instance (one graph's search), got "
                         f"{trainer!r}")
