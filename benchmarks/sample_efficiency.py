@@ -91,8 +91,6 @@ def _parse() -> argparse.Namespace:
 
 
 # ---------------------------------------------------------------------- configuration
-
-
 def _resolved(method: str, seed: int, updates: int) -> dict[str, dict[str, Any]]:
     """The encoder, policy and trainer configs of ``method``, resolved as the main job would resolve them."""
     from hydra import compose, initialize_config_module
