@@ -139,7 +139,8 @@ def _run(cfg: DictConfig, run_dir: str | Path, graph, cluster, logger) -> float:
         with hold_dir(run_dir):  # place() holds it too; held on until the policy file is written
             report = place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime,
                            trainer=instantiate(cfg.trainer), max_groups=cfg.max_groups, run_dir=run_dir,
-                           logger=_SearchOnly(logger), warm_start=_seeded_warm_start(cfg, graph, cluster, runtime))
+                           logger=_SearchOnly(logger), warm_start=_seeded_warm_start(cfg, graph, cluster, runtime),
+                           refine=cfg.get("refine", 0))
             save_policy(Path(run_dir) / "policy.pt", encoder, policy, meta={"max_groups": cfg.max_groups,
                         "graph": graph.name, "cluster": cluster.name, "device_kinds": list(cluster.kinds),
                         "runtime": str(runtime.id)})
@@ -1327,7 +1328,7 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     with _closing(runtime):
         report = place(graph, cluster, method=method, budget=_place_budget(cfg, method), seed=cfg.seed,
                        runtime=runtime, run_dir=run_dir, warm_start=_place_warm_start(cfg, graph, cluster),
-                       split_groups=cfg.get("split_groups", False))
+                       split_groups=cfg.get("split_groups", False), refine=cfg.get("refine", 0))
     record_job(cfg, run_dir)
     m = report.measurement
     written = write_back(graph, cluster, report.placement, run_dir, device_map=device_map) if writes else []

@@ -31,6 +31,8 @@ from gplace.torch_modes import float32_default, forked_rng
 
 if TYPE_CHECKING:
     from torch.nn import Module
+
+    from gplace.baselines.pipeline import PipelineLocalSearch
 else:
     Module = Any  # annotations that resolve without torch (typing.get_type_hints, validators)
 
@@ -78,6 +80,7 @@ def place(
     policy: Module | Callable[..., Module] | None = None, runtime: Runtime | None = None,
     trainer: Trainer | None = None, max_groups: int = MAX_GROUPS, run_dir: str | Path | None = None,
     logger: Logger | None = None, warm_start: Placement | str | Placer | None = None, split_groups: bool = False,
+    refine: float = 0.0,
 ) -> PlacementReport:
     """Place ``graph`` on ``cluster``: by default, learn a placement (the paper's LSTM policy, the simulator).
 
@@ -136,6 +139,13 @@ def place(
             on the paper's graphs as first costed, HEFT's projection onto the default groups was faster than HEFT
             itself and searches from it ended faster; re-measured on the corrected costs, splitting ended faster on
             the two cases re-run (``benchmarks/warm_start.md``) (default: False).
+        refine: seconds of :class:`~gplace.baselines.pipeline.PipelineLocalSearch` descent from the placement
+            found (a learned search's, a policy file's or a placer's), for a ``runtime`` that measures a pipelined
+            mini-batch (:class:`~gplace.pipeline.PipelineSimulator`; ``objective=pipeline`` on the command line),
+            whose micro-batches and schedule it takes; the descent's placement is returned where it measures
+            faster (it never measures slower), and no sample found it
+            (:attr:`~gplace.search_result.TrainResult.best_sample` is ``None``). A learned search's policy does not
+            learn from it. 0: no descent (default: 0).
 
     Raises:
         GraphError: the graph has no ops (a :class:`ValueError`).
@@ -144,14 +154,14 @@ def place(
         ValueError: an unknown method or baseline, a malformed budget, a pipeline placer for a runtime that
             measures no micro-batches, or a learned search's settings (``warm_start``, ``split_groups``,
             ``trainer``, ``encoder``, ``policy``) or a policy file's budget in seconds for a method that does not
-            train.
+            train; a ``refine`` below 0 or not finite, or one for a runtime that measures no micro-batches.
         RunDirConflictError: ``run_dir`` belongs to another run: another graph or cluster, or (its subclass
             ``RunDirInUseError``) another process running there (a :class:`ValueError`;
             :mod:`gplace.run_dir`).
         FileNotFoundError: ``method`` is a path with no file.
         TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), ``seed`` is
-            not an int, ``runtime`` not a Runtime, ``trainer`` not a Trainer or ``warm_start`` neither a Placement
-            nor a name nor a Placer.
+            not an int, ``runtime`` not a Runtime, ``trainer`` not a Trainer, ``warm_start`` neither a Placement
+            nor a name nor a Placer, or ``refine`` not a number.
     """
     from gplace.runtime import Simulator
 
@@ -179,15 +189,17 @@ def place(
                         encoder=encoder, policy=policy)
     if split_groups and warm_start is None:
         raise ValueError("split_groups=True splits groups to express a warm_start: give one (e.g. warm_start='heft')")
+    refine = _check_refine(refine)
     run_dir = None if run_dir is None else as_path(run_dir, "place: run_dir")
     with contextlib.nullcontext() if run_dir is None else claim_run_dir(run_dir, graph, cluster):  # one run a dir
         runtime = runtime or Simulator()
         runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
         runtime.check_graph(graph)  # so does a graph without the program a real runtime runs
+        refiner = _refiner(refine, runtime)
         budget = None if budget is None else Budget.parse(budget)
         learned = _learned(method)
         trainer = _budgeted(trainer, budget, seed) if learned else None
-        config = _run_config(graph, cluster, method, budget, seed, runtime, trainer, max_groups, warm_start)
+        config = _run_config(graph, cluster, method, budget, seed, runtime, trainer, max_groups, warm_start, refine)
         with _logged(logger, config) as logger:
             if isinstance(warm_start, str):
                 warm_start = _warm_start_placer(warm_start, seed or 0, runtime, budget)
@@ -213,6 +225,8 @@ def place(
                     result = _ran_or_failed(lambda: _place_once(graph, cluster, placer, path, runtime, budget,
                                                                 seed or 0), graph, cluster, baselines, learned=False)
                     result = _searched(result, baselines, graph, cluster, runtime)
+            if refiner is not None:
+                result = _refined(result, graph, cluster, runtime, refiner)
             report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines,
                                      result, _method_name(method))
             if run_dir is not None:
@@ -269,12 +283,13 @@ def _logged(logger: Logger | None, config: dict[str, Any]) -> Iterator[HeldOpen 
 
 def _run_config(graph: OpGraph, cluster: Cluster, method: str | Path | Placer, budget: Budget | None,
                 seed: int | None, runtime: Runtime, trainer: Trainer | None, max_groups: int,
-                warm_start: Placement | str | Placer | None) -> dict[str, Any]:
-    """What :func:`place` logs as its run's config: the graph, cluster, method, seed, budget and runtime, and a
-    learned search's grouping, warm start and trainer settings."""
+                warm_start: Placement | str | Placer | None, refine: float = 0.0) -> dict[str, Any]:
+    """What :func:`place` logs as its run's config: the graph, cluster, method, seed, budget, runtime and
+    refinement seconds, and a learned search's grouping, warm start and trainer settings."""
     config = {"graph": graph.name, "graph_ops": graph.num_ops, "cluster": cluster.name,
               "devices": list(cluster.device_names), "method": _method_name(method), "seed": seed,
-              "budget": None if budget is None else dataclasses.asdict(budget), "runtime": runtime.id}
+              "budget": None if budget is None else dataclasses.asdict(budget), "runtime": runtime.id,
+              "refine": refine}
     if trainer is None:
         return config
     fields = dataclasses.fields(trainer) if dataclasses.is_dataclass(trainer) else ()
@@ -467,6 +482,45 @@ def _no_worse_than(result: TrainResult, warm_start: Placement | None, graph: OpG
     if not (m.ok and m.step_time < result.best_measurement.step_time):
         return result
     return dataclasses.replace(result, best_placement=warm_start, best_measurement=m)
+
+
+def _check_refine(refine: object) -> float:
+    """``refine`` as seconds: a finite number >= 0."""
+    if isinstance(refine, bool) or not isinstance(refine, int | float | np.integer | np.floating):
+        raise TypeError(f"refine must be seconds (a number >= 0; 0: no descent), got {refine!r}")
+    if not (math.isfinite(refine) and refine >= 0):
+        raise ValueError(f"refine must be seconds, a finite number >= 0 (0: no descent), got {refine!r}")
+    return float(refine)
+
+
+def _refiner(refine: float, runtime: Runtime) -> PipelineLocalSearch | None:
+    """The pipeline local search that spends ``refine`` seconds for ``runtime``'s objective (``None`` for 0)."""
+    from gplace.methods import PIPELINE_SEARCH, make_pipeline_placer
+    from gplace.runtime.wrapper import innermost
+
+    if refine == 0:
+        return None
+    if getattr(innermost(runtime), "microbatches", None) is None:
+        raise ValueError(f"refine={refine:g} descends with the pipeline local search, which measures a pipelined "
+                         f"mini-batch, but runtime {runtime.id!r} measures no micro-batches: pass "
+                         "runtime=PipelineSimulator(microbatches=16, schedule='1f1b') (from the command line: "
+                         "objective=pipeline), or refine=0")
+    return make_pipeline_placer(PIPELINE_SEARCH, runtime, Budget(seconds=refine), role="refine")  # type: ignore[return-value]
+
+
+def _refined(result: TrainResult, graph: OpGraph, cluster: Cluster, runtime: Runtime,
+             refiner: PipelineLocalSearch) -> TrainResult:
+    """``result``, or ``refiner``'s descent from its placement where that measures faster (no sample found it)."""
+    refiner.start = result.best_placement
+    started = time.perf_counter()
+    placement = refiner.place(graph, cluster)
+    m = runtime.measure(graph, cluster, placement)
+    log.info("refine: %d placements measured in %.3g s; %s -> %s", getattr(refiner, "evaluations", 0),
+             time.perf_counter() - started, format_seconds(result.best_measurement.step_time),
+             format_seconds(m.step_time) if m.ok else m.reason)
+    if not (m.ok and m.step_time < result.best_measurement.step_time):
+        return result
+    return dataclasses.replace(result, best_placement=placement, best_measurement=m, found_at=-math.inf)
 
 
 def _why_nothing_ran(graph: OpGraph, cluster: Cluster, baselines: dict[str, Measurement], learned: bool = True) -> str:

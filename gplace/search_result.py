@@ -34,7 +34,7 @@ class TrainResult:
     found_at: float | None = field(default=None, repr=False)
     """The step time the search measured for its result, where the result was measured again since (a runtime
     that is not deterministic): :attr:`best_sample` looks for this time, not the new one (``-inf``: no sample found
-    the result, a single-device placement that beat the search)."""
+    the result: a single-device placement that beat the search, or ``refine``'s descent from the search's)."""
 
     def __post_init__(self) -> None:
         if self.sample_step_times is not None:  # a trainer of one's own may give a list

@@ -322,6 +322,20 @@ def test_place_splits_pipeline_stages_for_the_pipeline_objective(files):
     assert proc.returncode == 2 and "measures no micro-batches" in proc.stderr and "objective=pipeline" in proc.stderr
 
 
+def test_place_refines_a_split_with_the_pipeline_local_search(files):
+    """``refine=S``: S seconds of the pipeline local search's descent from the placement found (gplace.place's
+    ``refine``); refused, naming what to pass, without a pipeline objective."""
+    args = ["place", "method=gpipe", "objective=pipeline", "objective.microbatches=8", *_file_args(files)]
+    plain, refined = files / "gpipe", files / "gpipe_refined"
+    assert _gplace(*args, f"hydra.run.dir={plain}", cwd=files).returncode == 0
+    proc = _gplace(*args, "refine=20", f"hydra.run.dir={refined}", cwd=files)
+    assert proc.returncode == 0, proc.stderr
+    times = [json.loads((out / "placement.json").read_text())["step_time"] for out in (plain, refined)]
+    assert times[1] < times[0]
+    proc = _gplace("place", "method=heft", "refine=5", *_file_args(files), f"hydra.run.dir={files / 'r'}", cwd=files)
+    assert proc.returncode == 2 and "refine=5 descends with the pipeline local search" in proc.stderr
+
+
 def test_bench_errors_go_through_the_same_one_line_path(files):
     proc = _gplace("bench", "cases=[['graph=file','graph.path=/nowhere/g.json']]", f"out_dir={files / 'bench'}",
                    cwd=files)

@@ -181,8 +181,9 @@ def accepted(partial: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def place_with(c: Any, graph: Any, cluster: Any, runtime: Any, *, warm_start: Any = None,
                run_dir: Any = None) -> Any:
-    """:func:`gplace.place` with ``c``'s networks (:func:`build_learner`, on ``c.device``), trainer and
-    ``max_groups``: one learned search of a bench. Returns its :class:`~gplace.experiment.PlacementReport`."""
+    """:func:`gplace.place` with ``c``'s networks (:func:`build_learner`, on ``c.device``), trainer,
+    ``max_groups`` and ``refine``: one learned search of a bench. Returns its
+    :class:`~gplace.experiment.PlacementReport`."""
     from hydra.utils import instantiate
 
     from gplace.experiment import place
@@ -191,7 +192,7 @@ def place_with(c: Any, graph: Any, cluster: Any, runtime: Any, *, warm_start: An
     device = network_device(c.device)  # device=cuda in a case or a search's overrides was ignored
     encoder, policy = (module.to(device) for module in build_learner(c, cluster.num_devices))
     return place(graph, cluster, encoder=encoder, policy=policy, runtime=runtime, trainer=instantiate(c.trainer),
-                 max_groups=c.max_groups, run_dir=run_dir, warm_start=warm_start)
+                 max_groups=c.max_groups, run_dir=run_dir, warm_start=warm_start, refine=c.get("refine", 0))
 
 
 def error_reason(err: Exception) -> str:

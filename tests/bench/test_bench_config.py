@@ -2,6 +2,7 @@
 learned searches that run without a time limit and give one result whatever ran before them."""
 
 import json
+import logging
 import re
 
 import pytest
@@ -44,7 +45,8 @@ def _pipeline(out_dir, *overrides, graphs="{c: {_target_: gplace.testing.chain, 
     base = ["~graphs", f"+graphs={graphs}", "~clusters", f"+clusters={clusters}", "~placers",
             "+placers={single_gpu: {_target_: gplace.baselines.SingleDevice, kind: gpu}, ideal_dp: "
             "{_target_: gplace.baselines.pipeline.IdealDPPartitioner, microbatches: 4}}",
-            "~learned.list_scheduling_stage", "search.graphs=[c]", "search.clusters=[two]", "search.updates=1",
+            "~learned.list_scheduling_stage", "~learned.list_scheduling_stage_refined", "search.graphs=[c]",
+            "search.clusters=[two]", "search.updates=1",
             "targets.cluster=two", "targets.profiles=[c]", "microbatches=[4]", "search.microbatches=[4]",
             "schedules=[gpipe]", "search.schedules=[gpipe]"]
     with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
@@ -63,6 +65,17 @@ def test_pipeline_search_seconds_null_runs_the_searches_without_a_time_limit(tmp
     records = _pipeline(tmp_path, "search.seconds=null")
     assert {(r.method, r.failed) for r in records if "list_scheduling" in r.method} == {
         ("list_scheduling", False), ("list_scheduling_warm", False)}
+
+
+def test_a_pipeline_search_with_refine_passes_it_to_place(tmp_path, caplog):
+    """``refine=S`` in a learned search's overrides reaches :func:`gplace.place`, which descends after the cold
+    and the warm search."""
+    caplog.set_level(logging.INFO, logger="gplace.experiment")
+    records = _pipeline(tmp_path, "~learned.list_scheduling",
+                        "+learned.refined={overrides: ['encoder=gnn', 'policy=list_scheduling', 'refine=0.5']}")
+    assert {(r.method, r.failed) for r in records if "refined" in r.method} == {
+        ("refined", False), ("refined_warm", False)}
+    assert sum(r.getMessage().startswith("refine: ") for r in caplog.records) == 2
 
 
 def _curve(out_dir) -> list[float]:

@@ -13,7 +13,7 @@ from gplace.baselines.base import Placer
 from gplace.baselines.pipeline.contiguous import IdealDPPartitioner
 from gplace.baselines.pipeline.stages import check_kind, stage_devices
 from gplace.defaults import MICROBATCHES, SCHEDULE
-from gplace.ir import Cluster, OpGraph
+from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import check_sizes
 from gplace.runtime.wrapper import check_timeout
 
@@ -39,15 +39,19 @@ class PipelineLocalSearch(Placer):
 
     Raises:
         ValueError: a bad budget, schedule or micro-batch count, naming it (on construction).
-        TypeError: ``start`` is not a :class:`~gplace.interfaces.Placer` (on construction).
+        TypeError: ``start`` is neither a :class:`~gplace.interfaces.Placer` nor a
+            :class:`~gplace.ir.Placement` (on construction).
+        InvalidPlacementError: a ``start`` placement that is not one of ``graph`` on ``cluster`` (on :meth:`place`:
+            another graph's, a device index out of range, a pin or colocation group broken), naming the op.
 
     Args:
         microbatches: M of the objective, and of the default start (default: 4, :class:`PipelineSimulator`'s, as
             every default in :mod:`gplace.defaults`).
         schedule: ``"gpipe"`` or ``"1f1b"``. (default: ``"1f1b"``)
         kind: device kind of the stages (every device if the cluster has none). (default: ``"gpu"``)
-        start: the placer whose placement is polished (default: ``IdealDPPartitioner(kind, microbatches,
-            schedule=schedule)``, whose stages fit that schedule's memory).
+        start: the placer whose placement is polished, or the placement itself (a learned search's, say: the
+            descent then refines it) (default: ``IdealDPPartitioner(kind, microbatches, schedule=schedule)``, whose
+            stages fit that schedule's memory).
         time_limit: seconds of search after the start is placed and measured (that first measurement, which
             compiles the simulator's kernels where numba's cache is cold, is not counted), checked between batches;
             ``None`` or ``inf``: no limit.
@@ -64,16 +68,17 @@ class PipelineLocalSearch(Placer):
     name = "local_search"
 
     def __init__(self, microbatches: int = MICROBATCHES, schedule: str = SCHEDULE, kind: str | None = "gpu",
-                 start: Placer | None = None, time_limit: float | None = 10.0, max_evaluations: int | None = None,
-                 batch_size: int = 128, threads: int | None = None) -> None:
+                 start: Placer | Placement | None = None, time_limit: float | None = 10.0,
+                 max_evaluations: int | None = None, batch_size: int = 128, threads: int | None = None) -> None:
         where = type(self).__name__
         time_limit = _check_time_limit(where, time_limit)
         max_evaluations = None if max_evaluations == math.inf else max_evaluations
         if max_evaluations is not None:
             check_sizes(where, 0, max_evaluations=max_evaluations)
         check_sizes(where, 1, batch_size=batch_size)
-        if start is not None and not isinstance(start, Placer):
-            raise TypeError(f"{where}: start must be a Placer (e.g. IdealDPPartitioner()) or None, got {start!r}")
+        if start is not None and not isinstance(start, Placer | Placement):
+            raise TypeError(f"{where}: start must be a Placer (e.g. IdealDPPartitioner()), a Placement or None, "
+                            f"got {start!r}")
         from gplace.pipeline import PipelineSimulator
 
         self._sim = PipelineSimulator(microbatches, schedule, threads=threads)  # checks all; keeps prepared graphs
@@ -92,7 +97,10 @@ class PipelineLocalSearch(Placer):
 
             self._sim = PipelineSimulator(self.microbatches, self.schedule, threads=self.threads)  # checks them
         start = self.start or IdealDPPartitioner(self.kind, self.microbatches, schedule=self.schedule)
-        start = start.place(graph, cluster)
+        if isinstance(start, Placement):
+            start.validate(graph, cluster)
+        else:
+            start = start.place(graph, cluster)
         devices = np.asarray(start.devices, dtype=np.int64)
         if graph.num_ops == 0:
             return devices

@@ -201,3 +201,28 @@ def test_from_a_start_out_of_memory_it_tries_pairs_of_moves():
     assert not sim.measure(graph, cluster, Placement.for_graph(graph, [1, 1, 1, 2])).ok  # the DP's start
     found = PipelineLocalSearch(4, "1f1b", max_evaluations=200).place(graph, cluster)
     assert sim.measure(graph, cluster, found).ok
+
+
+def test_a_placement_as_start_is_refined_and_never_made_slower():
+    """A learned search's placement is polished as it is: the descent starts from the placement given (every op on
+    one device here), not from a placer's."""
+    from gplace.ir import Placement
+
+    graph, cluster = layer_net(8, 0), testing.uniform_cluster(3, bandwidth=1e9)
+    one = Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64))
+    unmoved = PipelineLocalSearch(8, "gpipe", start=one, max_evaluations=0).place(graph, cluster)
+    assert np.array_equal(unmoved.devices, one.devices)
+    refined = PipelineLocalSearch(8, "gpipe", start=one, time_limit=None).place(graph, cluster)
+    assert _time(graph, cluster, refined) < 0.8 * _time(graph, cluster, one)
+
+
+def test_a_start_placement_of_another_graph_is_refused_naming_it():
+    from gplace.ir import Placement
+    from gplace.ir.errors import InvalidPlacementError
+
+    graph, cluster = layer_net(8, 0), testing.uniform_cluster(3, bandwidth=1e9)
+    other = Placement.for_graph(layer_net(6, 0), np.zeros(12, np.int64))
+    with pytest.raises(InvalidPlacementError, match="placement has 12 entries but graph 'layer_net8_0' has 16"):
+        PipelineLocalSearch(8, "gpipe", start=other).place(graph, cluster)
+    with pytest.raises(TypeError, match="start must be a Placer .*, a Placement or None, got \\[0, 1\\]"):
+        PipelineLocalSearch(8, "gpipe", start=[0, 1])
