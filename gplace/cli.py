@@ -498,6 +498,8 @@ def _outcome(report) -> str:
 
 
 def _found(train, warm_started: bool = False) -> str:
+    if train.refined_from is not None:
+        return f"the best is refine's descent from the search's {_ms(train.refined_from)}"
     if train.found_at == -math.inf:
         return "the best is every op on one device (the search found nothing faster)"
     if train.best_sample is None:  # no sample: the warm start (measured first) or the greedy decode (measured last)

@@ -143,9 +143,9 @@ def place(
             found (a learned search's, a policy file's or a placer's), for a ``runtime`` that measures a pipelined
             mini-batch (:class:`~gplace.pipeline.PipelineSimulator`; ``objective=pipeline`` on the command line),
             whose micro-batches and schedule it takes; the descent's placement is returned where it measures
-            faster (it never measures slower), and no sample found it
-            (:attr:`~gplace.search_result.TrainResult.best_sample` is ``None``). A learned search's policy does not
-            learn from it. 0: no descent (default: 0).
+            faster (it never measures slower): no sample found it (``report.train.best_sample`` is ``None``,
+            ``report.train.refined_from`` the step time it started from). A learned search's policy does not learn
+            from it. 0: no descent (default: 0).
 
     Raises:
         GraphError: the graph has no ops (a :class:`ValueError`).
@@ -510,7 +510,8 @@ def _refiner(refine: float, runtime: Runtime) -> PipelineLocalSearch | None:
 
 def _refined(result: TrainResult, graph: OpGraph, cluster: Cluster, runtime: Runtime,
              refiner: PipelineLocalSearch) -> TrainResult:
-    """``result``, or ``refiner``'s descent from its placement where that measures faster (no sample found it)."""
+    """``result``, or ``refiner``'s descent from its placement where that measures faster (no sample found it:
+    :attr:`~gplace.search_result.TrainResult.refined_from` says what it started from)."""
     refiner.start = result.best_placement
     started = time.perf_counter()
     placement = refiner.place(graph, cluster)
@@ -520,7 +521,8 @@ def _refined(result: TrainResult, graph: OpGraph, cluster: Cluster, runtime: Run
              format_seconds(m.step_time) if m.ok else m.reason)
     if not (m.ok and m.step_time < result.best_measurement.step_time):
         return result
-    return dataclasses.replace(result, best_placement=placement, best_measurement=m, found_at=-math.inf)
+    return dataclasses.replace(result, best_placement=placement, best_measurement=m, found_at=None,
+                               refined_from=result.best_measurement.step_time)
 
 
 def _why_nothing_ran(graph: OpGraph, cluster: Cluster, baselines: dict[str, Measurement], learned: bool = True) -> str:
@@ -710,6 +712,7 @@ def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime 
     timeline = inner.simulate(graph, cluster, placement) if isinstance(inner, PipelineSimulator) else None
     extra = {"runtime": report.measurement.runtime, "samples": report.train.samples,
              "best_sample": report.train.best_sample, "search_seconds": report.train.seconds,
+             "refined_from": report.train.refined_from,
              "failed_baselines": {k: m.reason for k, m in report.baselines.items() if not m.ok}}
     extra.update(placement_extras(graph, cluster, placement))
     extra[SUMMARY_KEY] = device_summary(graph, cluster, placement, timeline)

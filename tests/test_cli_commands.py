@@ -565,6 +565,9 @@ def test_the_summary_says_when_the_result_is_a_single_device_fallback():
     assert _found(unsampled) == "the best is the trained policy's greedy placement"
     assert _found(unsampled, warm_started=True) == "the best is the warm start's or the trained policy's greedy " \
         "placement"
+    refined = TrainResult(Placement.single(g, 0), Measurement(True, 1.0, "sim-v1"), 8, 1.0,
+                          sample_step_times=np.full(8, 2.0), refined_from=2.0)
+    assert _found(refined) == "the best is refine's descent from the search's 2000.000 ms"
 
 
 def test_a_placement_measured_by_another_runtime_says_its_summary_and_trace_are_sim_v1s(files):

@@ -43,7 +43,21 @@ def test_a_placers_split_is_refined_and_no_sample_found_it(problem):
     refined = gplace.place(graph, cluster, method="ideal_dp", runtime=runtime, refine=30)
     assert refined.measurement.step_time < 0.95 * plain.measurement.step_time
     assert refined.measurement.step_time == runtime.measure(graph, cluster, refined.placement).step_time
-    assert refined.train.best_sample is None
+    assert refined.train.best_sample is None and refined.train.refined_from == plain.measurement.step_time
+    assert plain.train.refined_from is None
+
+
+def test_placement_json_says_where_the_descent_started(problem, tmp_path):
+    import json
+
+    graph, cluster = problem
+    runtime = PipelineSimulator(8, "gpipe")
+    plain = gplace.place(graph, cluster, method="ideal_dp", runtime=runtime)
+    gplace.place(graph, cluster, method="ideal_dp", runtime=runtime, refine=30, run_dir=tmp_path / "r")
+    gplace.place(graph, cluster, method="ideal_dp", runtime=runtime, run_dir=tmp_path / "p")
+    refined, unrefined = (json.loads((tmp_path / d / "placement.json").read_text()) for d in ("r", "p"))
+    assert refined["refined_from"] == plain.measurement.step_time and refined["best_sample"] is None
+    assert unrefined["refined_from"] is None
 
 
 def test_a_learned_search_is_never_made_slower_and_its_samples_are_its_own(problem):
