@@ -17,7 +17,10 @@ alone, seeds 0-2 ended at the same times on most profile cases; with the bench's
 within 5 % on each of seeds 0-2, and with ``risk_seeking`` 0.5 30, 31 and 29). The
 notes of ``benchmarks/PIPELINE.md`` quote such probes (trainer settings, ``STAGE_SWITCH``). With
 ``--polish S``, :class:`PipelineLocalSearch` then descends from the search's placement for S seconds (the
-bench's local search descends from the DP's split for 10 s), and its time and ratio are printed too.
+bench's local search descends from the DP's split for 10 s), and its time and ratio are printed too. With
+``--from-one-gpu``, no search runs: the descent starts from every op on one GPU and runs for ``--seconds`` (the
+control of the refined search's note in ``benchmarks/PIPELINE.md``: ``--from-one-gpu --seconds 6`` on its 16
+graphs).
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ import torch
 from hydra import compose, initialize_config_module
 from hydra.utils import instantiate
 
+from gplace.baselines import SingleDevice
 from gplace.baselines.pipeline import PipelineLocalSearch
 from gplace.experiment import place
-from gplace.interfaces import Placer
 from gplace.pipeline import PipelineSimulator
 
 RESULTS = Path(__file__).with_name("pipeline_results.json")
@@ -48,18 +51,6 @@ def best_placer(rows: list[dict], graph: str, cluster: str, schedule: str, micro
     if not times:
         raise SystemExit(f"no placer row for {graph} on {cluster}, {schedule}, M = {microbatches} in {RESULTS}")
     return min(times)
-
-
-class Given(Placer):
-    """The placement it was given (the start of a local search)."""
-
-    name = "given"
-
-    def __init__(self, placement) -> None:
-        self.placement = placement
-
-    def _place(self, graph, cluster):
-        return self.placement.devices
 
 
 def search(graph, cluster, runtime, seconds: float, overrides: list[str]):
@@ -87,6 +78,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--polish", type=float, default=0.0, help="seconds of local search from the result")
     parser.add_argument("-o", "--override", action="append", default=[], help="override of the main config")
+    parser.add_argument("--from-one-gpu", action="store_true",
+                        help="no search: the local search's descent from every op on one GPU for --seconds")
     args = parser.parse_args()
     rows = json.loads(RESULTS.read_text())
     ratios, polished = [], []
@@ -103,12 +96,17 @@ def main() -> None:
                 runtime = PipelineSimulator(microbatches=args.microbatches, schedule=schedule)
                 best = best_placer(rows, name, cluster.name, schedule, args.microbatches)
                 torch.manual_seed(args.seed)
-                placement = search(graph, cluster, runtime, args.seconds, overrides)
+                if args.from_one_gpu:
+                    placement = PipelineLocalSearch(args.microbatches, schedule, time_limit=args.seconds,
+                                                    start=SingleDevice(kind="gpu").place(graph, cluster)
+                                                    ).place(graph, cluster)
+                else:
+                    placement = search(graph, cluster, runtime, args.seconds, overrides)
                 got = runtime.measure(graph, cluster, placement).step_time
                 ratios.append(got / best)
                 line = f"{name} {schedule}: {got * 1e3:.4g} ms, {got / best:.3f}x the best placer"
                 if args.polish > 0:
-                    local = PipelineLocalSearch(args.microbatches, schedule, start=Given(placement),
+                    local = PipelineLocalSearch(args.microbatches, schedule, start=placement,
                                                 time_limit=args.polish)
                     then = runtime.measure(graph, cluster, local.place(graph, cluster)).step_time
                     polished.append(then / best)
