@@ -190,12 +190,12 @@ def place(
     if split_groups and warm_start is None:
         raise ValueError("split_groups=True splits groups to express a warm_start: give one (e.g. warm_start='heft')")
     refine = _check_refine(refine)
+    refiner = _refiner(refine, runtime)  # refused before the run directory is claimed
     run_dir = None if run_dir is None else as_path(run_dir, "place: run_dir")
     with contextlib.nullcontext() if run_dir is None else claim_run_dir(run_dir, graph, cluster):  # one run a dir
         runtime = runtime or Simulator()
         runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
         runtime.check_graph(graph)  # so does a graph without the program a real runtime runs
-        refiner = _refiner(refine, runtime)
         budget = None if budget is None else Budget.parse(budget)
         learned = _learned(method)
         trainer = _budgeted(trainer, budget, seed) if learned else None
@@ -493,16 +493,18 @@ def _check_refine(refine: object) -> float:
     return float(refine)
 
 
-def _refiner(refine: float, runtime: Runtime) -> PipelineLocalSearch | None:
-    """The pipeline local search that spends ``refine`` seconds for ``runtime``'s objective (``None`` for 0)."""
+def _refiner(refine: float, runtime: Runtime | None) -> PipelineLocalSearch | None:
+    """The pipeline local search that spends ``refine`` seconds for ``runtime``'s objective (``None`` for 0; a
+    ``runtime`` of ``None`` is :func:`place`'s default, sim-v1)."""
     from gplace.methods import PIPELINE_SEARCH, make_pipeline_placer
     from gplace.runtime.wrapper import innermost
 
     if refine == 0:
         return None
-    if getattr(innermost(runtime), "microbatches", None) is None:
+    if runtime is None or getattr(innermost(runtime), "microbatches", None) is None:
+        given = "sim-v1 (the default)" if runtime is None else repr(runtime.id)
         raise ValueError(f"refine={refine:g} descends with the pipeline local search, which measures a pipelined "
-                         f"mini-batch, but runtime {runtime.id!r} measures no micro-batches: pass "
+                         f"mini-batch, but runtime {given} measures no micro-batches: pass "
                          "runtime=PipelineSimulator(microbatches=16, schedule='1f1b') (from the command line: "
                          "objective=pipeline), or refine=0")
     return make_pipeline_placer(PIPELINE_SEARCH, runtime, Budget(seconds=refine), role="refine")  # type: ignore[return-value]

@@ -90,3 +90,11 @@ def test_refine_without_a_pipeline_runtime_says_what_to_pass(problem):
                                          "objective=pipeline.*or refine=0"):
         gplace.place(graph, cluster, method="heft", runtime=Simulator(), refine=2)
     assert gplace.place(graph, cluster, method="heft", runtime=Simulator(), refine=0).measurement.ok
+
+
+def test_a_refused_refine_leaves_no_run_directory(problem, tmp_path):
+    graph, cluster = problem
+    for runtime in (None, Simulator()):
+        with pytest.raises(ValueError, match="measures no micro-batches"):
+            gplace.place(graph, cluster, method="heft", runtime=runtime, refine=1, run_dir=tmp_path / "run")
+        assert not (tmp_path / "run").exists()
