@@ -8,7 +8,6 @@ import logging
 import os
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -19,6 +18,7 @@ from gplace.baselines._common import Units, build_units, graph_speeds, mean_dura
 from gplace.baselines.base import Placer
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.errors import check_sizes
+from gplace.ir.locks import ForkSafeLock
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +84,25 @@ class METIS(Placer):
         return np.asarray(result[1], dtype=np.int64)
 
 
-_FD1 = threading.Lock()
+_FD1 = ForkSafeLock()
 """Held while fd 1 is redirected: two threads' redirections would restore each other's (and lose stdout)."""
+_saved_fd1: int | None = None
+"""The real fd 1, duplicated, while a temporary file is in its place."""
+
+
+def _restore_fd1_in_child() -> None:
+    """In a forked child: put back the real fd 1 that another thread of the parent had redirected (that thread,
+    which would have put it back, is not in the child)."""
+    global _saved_fd1
+    if _saved_fd1 is not None:
+        with contextlib.suppress(OSError):
+            os.dup2(_saved_fd1, 1)
+            os.close(_saved_fd1)
+        _saved_fd1 = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_restore_fd1_in_child)
 
 
 @contextlib.contextmanager
@@ -106,12 +123,15 @@ def _c_stdout_to_debug_log() -> Iterator[None]:
         if saved is None:
             yield
             return
+        global _saved_fd1
+        _saved_fd1 = saved  # before the redirection: a child forked in between puts back what is there anyway
         os.dup2(sink.fileno(), 1)
         try:
             yield
         finally:
             _flush_c_stdio()
             os.dup2(saved, 1)
+            _saved_fd1 = None
             os.close(saved)
             sink.seek(0)
             text = sink.read().decode(errors="replace").strip()

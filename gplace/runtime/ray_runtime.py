@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 import weakref
 from collections import OrderedDict, deque
@@ -49,6 +48,7 @@ from typing import Any
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import check_sizes, error_summary
+from gplace.ir.locks import ForkSafeLock
 from gplace.runtime.base import Measurement, Runtime
 from gplace.runtime.parallel import WARM_UP, ProblemKey, ProblemKeys, Worker, pickle_for_workers, pickled_runtime
 from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
@@ -327,7 +327,7 @@ class _Session:
     """This process's Ray session as RayRuntimes use it: the session one of them started, and the open ones."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = ForkSafeLock()
         self.started: tuple[tuple[str, str] | None] | None = None
         """``(session,)`` of the session a RayRuntime started (``(None,)`` where Ray does not say), else None."""
         self.users: weakref.WeakSet[RayRuntime] = weakref.WeakSet()
