@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
-import os
-import sys
-import tempfile
-from collections.abc import Iterator
 from types import ModuleType
 
 import numpy as np
@@ -16,9 +10,9 @@ import scipy.sparse as sp
 
 from gplace.baselines._common import Units, build_units, graph_speeds, mean_durations, unit_durations
 from gplace.baselines.base import Placer
+from gplace.baselines.c_stdout import c_stdout_to_debug_log
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.errors import check_sizes
-from gplace.ir.locks import ForkSafeLock
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +68,7 @@ class METIS(Placer):
         weight = np.zeros(units.num_units)
         np.add.at(weight, units.unit_of, mean_durations(durations, units.allowed[units.unit_of]))
         adjacency = _unit_adjacency(graph, units)
-        with _c_stdout_to_debug_log():  # METIS prints errors ("***Cannot bisect ...") to fd 1 on wide clusters
+        with c_stdout_to_debug_log(logger, "METIS"):  # on wide clusters: "***Cannot bisect ..." to fd 1
             result = pymetis.part_graph(
                 num_parts, pymetis.CSRAdjacency(adjacency.indptr.tolist(), adjacency.indices.tolist()),
                 vweights=_scale(weight), eweights=_scale(adjacency.data) if adjacency.nnz else None,
@@ -82,67 +76,6 @@ class METIS(Placer):
                 options=pymetis.Options(seed=self.seed),
             )
         return np.asarray(result[1], dtype=np.int64)
-
-
-_FD1 = ForkSafeLock()
-"""Held while fd 1 is redirected: two threads' redirections would restore each other's (and lose stdout)."""
-_saved_fd1: int | None = None
-"""The real fd 1, duplicated, while a temporary file is in its place."""
-
-
-def _restore_fd1_in_child() -> None:
-    """In a forked child: put back the real fd 1 that another thread of the parent had redirected (that thread,
-    which would have put it back, is not in the child)."""
-    global _saved_fd1
-    if _saved_fd1 is not None:
-        with contextlib.suppress(OSError):
-            os.dup2(_saved_fd1, 1)
-            os.close(_saved_fd1)
-        _saved_fd1 = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_restore_fd1_in_child)
-
-
-@contextlib.contextmanager
-def _c_stdout_to_debug_log() -> Iterator[None]:
-    """Send what C code writes to file descriptor 1 to a temporary file, then log it at DEBUG.
-
-    Process-wide: other threads' output to fd 1 in the meantime is logged too; one block at a time.
-    """
-    with contextlib.suppress(AttributeError, OSError, ValueError):  # no sys.stdout, or a closed one
-        sys.stdout.flush()
-    _flush_c_stdio()  # what C code printed before stays on stdout
-    with _FD1, contextlib.ExitStack() as stack:
-        try:
-            sink = stack.enter_context(tempfile.TemporaryFile())
-            saved = os.dup(1)
-        except OSError:  # fd 1 closed, or no temporary file: C's output goes where it goes
-            saved = None
-        if saved is None:
-            yield
-            return
-        global _saved_fd1
-        _saved_fd1 = saved  # before the redirection: a child forked in between puts back what is there anyway
-        os.dup2(sink.fileno(), 1)
-        try:
-            yield
-        finally:
-            _flush_c_stdio()
-            os.dup2(saved, 1)
-            _saved_fd1 = None
-            os.close(saved)
-            sink.seek(0)
-            text = sink.read().decode(errors="replace").strip()
-            if text:
-                logger.debug("METIS printed: %s", text)
-
-
-def _flush_c_stdio() -> None:
-    """Flush the C library's buffered stdout (``fflush(NULL)``), where the C library can be loaded."""
-    with contextlib.suppress(OSError, AttributeError, TypeError):
-        ctypes.CDLL(None).fflush(None)
 
 
 def _import_pymetis() -> ModuleType:

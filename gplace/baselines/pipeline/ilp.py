@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gplace.baselines._common import PlacementInfeasibleError
+from gplace.baselines.c_stdout import c_stdout_to_debug_log
 from gplace.baselines.pipeline.contiguous import CHAIN_BLOCKS, StagePlacer, chain_split
 from gplace.baselines.pipeline.stages import StageProblem
 from gplace.ir import GraphError
@@ -62,6 +63,10 @@ class PipelineILPPlacer(StagePlacer):
     still fit to the byte (contiguous placers decide memory exactly). HiGHS also drops coefficients below 1e-9 of
     the largest, so where seconds span more than that (a microsecond op beside a cut of hours) its answer is
     compared with PipeDream's contiguous split in the same model and the faster one returned.
+
+    HiGHS prints a line of its own to file descriptor 1 on some time-limited solves, whatever its settings
+    (ERGO-Code/HiGHS#2783): while it solves, fd 1 goes to the DEBUG log (:mod:`gplace.baselines.c_stdout`), and so
+    does what other threads of the process print to stdout in those seconds.
 
     Raises:
         ValueError: a bad setting, naming it (a ``time_limit`` that is not a number above 0 was passed to HiGHS,
@@ -142,9 +147,10 @@ class PipelineILPPlacer(StagePlacer):
         objective = np.zeros(size)
         objective[-1] = 1.0
         integrality = np.concatenate([np.ones(p * s), np.zeros(2 * e * s + 1)])
-        result = milp(objective, constraints=rows.constraint(size),
-                      integrality=integrality, bounds=Bounds(lo, hi),
-                      options={"time_limit": time_left, "disp": False})
+        with c_stdout_to_debug_log(log, "HiGHS"):  # "HighsMipSolverData::... tmpSolver.run();" whatever "disp"
+            result = milp(objective, constraints=rows.constraint(size),
+                          integrality=integrality, bounds=Bounds(lo, hi),
+                          options={"time_limit": time_left, "disp": False})
         if result.x is None and "Model error" in result.message:
             raise ProblemTooLargeError(
                 f"pipeline ILP for graph {problem.graph.name!r}: HiGHS refused the model ({result.message}); its "

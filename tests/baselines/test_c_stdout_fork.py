@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -9,7 +10,7 @@ import threading
 import pytest
 
 from gplace.baselines import METIS
-from gplace.baselines import metis as metis_module
+from gplace.baselines.c_stdout import c_stdout_to_debug_log
 from gplace.testing import random_dag, uniform_cluster
 
 
@@ -26,7 +27,7 @@ def test_a_forked_child_finds_the_stdout_lock_free_and_its_stdout_back():
     real = os.fstat(1)
 
     def hold():
-        with metis_module._c_stdout_to_debug_log():
+        with c_stdout_to_debug_log(logging.getLogger(__name__), "test"):
             held.set()
             release.wait(30)
 
