@@ -1,13 +1,14 @@
 """Threads of a host sharing torch's process-wide state through gplace: tracing, the global generators, a shared
 policy's temperature; and a fork while a thread holds one of gplace's locks (found by a probe of concurrent use)."""
 
+import contextlib
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+from forking import assert_forked_child_passes
 
 from gplace.importers.torch_export import from_torch
 from gplace.ir import Placement
@@ -106,40 +107,21 @@ def test_a_forked_child_finds_gplace_s_locks_free():
     cached = CachedRuntime(Simulator())
     plain, placement = ForkSafeLock(), Placement.single(g, 0)
     expected = sim.measure(g, c, placement).step_time
-    held, release = threading.Event(), threading.Event()
 
-    def hold():
-        with sim._lock, plain, cached._lock:
-            held.set()
-            release.wait(10)
+    def check() -> bool:
+        with plain:
+            pass
+        return sim.measure(g, c, placement).step_time == cached.measure(g, c, placement).step_time == expected
 
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(10)
-    try:
-        pid = os.fork()
-        if pid == 0:  # the child: exit status 0 only if it measured the same time
-            try:
-                with plain:
-                    pass
-                same = sim.measure(g, c, placement).step_time == cached.measure(g, c, placement).step_time == expected
-                os._exit(0 if same else 1)
-            finally:
-                os._exit(2)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            time.sleep(0.05)
-        else:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung on a lock a thread of the parent held")
-        assert os.waitstatus_to_exitcode(status) == 0
-    finally:
-        release.set()
-        holder.join()
+    assert_forked_child_passes(lambda: _held(sim._lock, plain, cached._lock), check)
+
+
+@contextlib.contextmanager
+def _held(*locks):
+    with contextlib.ExitStack() as stack:
+        for lock in locks:
+            stack.enter_context(lock)
+        yield
 
 
 def test_a_trace_excludes_other_threads_seeded_blocks():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import math
@@ -15,6 +16,7 @@ import types
 
 import numpy as np
 import pytest
+from forking import assert_forked_child_passes
 
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.runtime import Measurement, Simulator
@@ -582,35 +584,19 @@ def test_a_pool_inherited_by_a_forked_child_starts_its_own_workers() -> None:
 def test_a_forked_child_finds_the_pool_s_lock_and_slots_free() -> None:
     """Another thread of the parent held the pool's lock and its one slot at the fork (a placement in flight):
     the child waited for ever on both (its threads are not there to free them)."""
-    import threading
-
     g, c = diamond(), uniform_cluster(2)
     p = Placement.for_graph(g, [0, 1, 1, 0])
-    held, release = threading.Event(), threading.Event()
     with PoolRuntime(Simulator(), workers=1) as pool:
         expected = pool.measure(g, c, p).step_time
 
-        def hold():
+        @contextlib.contextmanager
+        def in_flight():
             with pool._lock, pool._payload_lock:
                 pool._slots.acquire()
-                held.set()
-                release.wait(30)
+                yield
             pool._slots.release()
 
-        holder = threading.Thread(target=hold)
-        holder.start()
-        held.wait(10)
-        try:
-            pid = os.fork()
-            if pid == 0:  # the child: exit 0 only if it measures the same, within the alarm
-                import signal
-
-                signal.alarm(60)
-                os._exit(0 if pool.measure(g, c, p).step_time == expected else 1)
-            assert os.waitpid(pid, 0)[1] == 0
-        finally:
-            release.set()
-            holder.join()
+        assert_forked_child_passes(in_flight, lambda: pool.measure(g, c, p).step_time == expected)
 
 
 def test_wrapper_settings_and_iterators() -> None:
