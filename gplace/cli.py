@@ -33,6 +33,7 @@ log = logging.getLogger("gplace")
 def run(cfg: DictConfig, run_dir: str | Path) -> float:
     """Build every part from ``cfg``, learn a placement, print the table; returns the learned step time."""
     _check_whole(cfg, {"seed": 0, "threads": 1, "max_groups": 1}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
+    _check_seconds(cfg, "refine")
     _check_sweep_dir(run_dir)
     with _held_first(run_dir):
         return _train(cfg, run_dir)
@@ -497,6 +498,11 @@ def _outcome(report) -> str:
             f"{report.train.seconds:.1f} s")
 
 
+def _refined_note(train) -> str:
+    """``; refine's descent from <time>`` where the result is that descent's, else nothing."""
+    return "" if train.refined_from is None else f"; refine's descent from {_ms(train.refined_from)}"
+
+
 def _found(train, warm_started: bool = False) -> str:
     if train.refined_from is not None:
         return f"the best is refine's descent from the search's {_ms(train.refined_from)}"
@@ -860,6 +866,15 @@ def _check_whole(cfg: DictConfig, lows: dict[str, int], highs: dict[str, int] | 
             span = f">= {low}" if high is None else f"from {low} to {high}"
             _fail(f"{key} must be a whole number {span}" + (" or null" if key in _NULLABLE else "") +
                   f", got {value!r}")
+
+
+def _check_seconds(cfg: DictConfig, *keys: str) -> None:
+    """Refuse a top-level setting of ``keys`` that is given but not seconds, a finite number >= 0, naming it
+    (``refine=abc`` ended in a traceback)."""
+    for key in keys:
+        value = cfg.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value >= 0):
+            _fail(f"{key} must be seconds, a finite number >= 0 (0: none), got {value!r}")
 
 
 def _check_bools(cfg: DictConfig, *keys: str) -> None:
@@ -1270,12 +1285,16 @@ def _plan_case(c: DictConfig, overrides: list[str], cfg: DictConfig):
 
 def _check_step_objective(c: DictConfig, where: str) -> None:
     """Refuse a case or search whose objective is not one step's: this bench measures steps (its baselines, its
-    lower bound and the case's runtime), so a pipeline objective was measured as steps, silently."""
+    lower bound and the case's runtime), so a pipeline objective was measured as steps, silently; and a ``refine``
+    (recorded as a failed search after every baseline had run)."""
     name = c.objective.get("name", "step") if "objective" in c else "step"
     if name != "step":
         raise ValueError(f"{where}: objective={name}, but gplace bench measures one step with the case's runtime "
                          "(its baselines and lower bound are the step's); bench pipelines with "
                          "`gplace bench --config-name bench_pipeline`")
+    if c.get("refine", 0):
+        raise ValueError(f"{where}: refine={c.refine} descends on a pipelined mini-batch's time, but gplace bench "
+                         "measures one step; bench pipelines with `gplace bench --config-name bench_pipeline`")
 
 
 def _make_search(c: DictConfig, warm_start: bool):
@@ -1297,6 +1316,7 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     """Place ``cfg.graph`` on ``cfg.cluster`` with ``cfg.method`` (or the policy file ``cfg.checkpoint``) and
     ``cfg.budget`` (default: ``cfg.samples`` samples; a pipeline placer's own); write placement and trace."""
     _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
+    _check_seconds(cfg, "refine")
     _check_sweep_dir(run_dir)
     _check_not_a_training_run(Path(run_dir), cfg.get("checkpoint") or cfg.method)  # a running one's too: not a wait
     with _held_first(run_dir):
@@ -1338,7 +1358,7 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
                      f"{_escaped(method)} in "
                      f"{report.train.seconds:.1f} s of search (loading and warm-up not counted): "
                      f"{_time_label(m.runtime)} {_ms(m.step_time)} "
-                     f"({_versus_one(report)}); wrote {run_dir}"
+                     f"({_versus_one(report)}{_refined_note(report.train)}); wrote {run_dir}"
                      + "".join(f"\n  {p}" for p in written), soft_wrap=True)
     _log_to_files(f"{_outcome(report)}; wrote {Path(run_dir) / 'placement.json'} and trace.json", logging.INFO)
     return m.step_time

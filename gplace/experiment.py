@@ -31,8 +31,6 @@ from gplace.torch_modes import float32_default, forked_rng
 
 if TYPE_CHECKING:
     from torch.nn import Module
-
-    from gplace.baselines.pipeline import PipelineLocalSearch
 else:
     Module = Any  # annotations that resolve without torch (typing.get_type_hints, validators)
 
@@ -141,11 +139,12 @@ def place(
             the two cases re-run (``benchmarks/warm_start.md``) (default: False).
         refine: seconds of :class:`~gplace.baselines.pipeline.PipelineLocalSearch` descent from the placement
             found (a learned search's, a policy file's or a placer's), for a ``runtime`` that measures a pipelined
-            mini-batch (:class:`~gplace.pipeline.PipelineSimulator`; ``objective=pipeline`` on the command line),
-            whose micro-batches and schedule it takes; the descent's placement is returned where it measures
-            faster (it never measures slower): no sample found it (``report.train.best_sample`` is ``None``,
-            ``report.train.refined_from`` the step time it started from). A learned search's policy does not learn
-            from it. 0: no descent (default: 0).
+            mini-batch by pipe-v3 (a :class:`~gplace.pipeline.PipelineSimulator`, or a cache or pool around one;
+            ``objective=pipeline`` on the command line), whose micro-batches and schedule it takes; the descent's
+            placement is returned where it measures faster (it never measures slower): no sample found it
+            (``report.train.best_sample`` is ``None``, ``report.train.refined_from`` the step time it started from;
+            ``report.train.seconds`` counts the descent, ``samples`` not its measurements). A learned search's
+            policy does not learn from it. 0: no descent (default: 0).
 
     Raises:
         GraphError: the graph has no ops (a :class:`ValueError`).
@@ -154,7 +153,7 @@ def place(
         ValueError: an unknown method or baseline, a malformed budget, a pipeline placer for a runtime that
             measures no micro-batches, or a learned search's settings (``warm_start``, ``split_groups``,
             ``trainer``, ``encoder``, ``policy``) or a policy file's budget in seconds for a method that does not
-            train; a ``refine`` below 0 or not finite, or one for a runtime that measures no micro-batches.
+            train; a ``refine`` below 0 or not finite, or one for a runtime that is not a pipeline simulator.
         RunDirConflictError: ``run_dir`` belongs to another run: another graph or cluster, or (its subclass
             ``RunDirInUseError``) another process running there (a :class:`ValueError`;
             :mod:`gplace.run_dir`).
@@ -189,8 +188,7 @@ def place(
                         encoder=encoder, policy=policy)
     if split_groups and warm_start is None:
         raise ValueError("split_groups=True splits groups to express a warm_start: give one (e.g. warm_start='heft')")
-    refine = _check_refine(refine)
-    refiner = _refiner(refine, runtime)  # refused before the run directory is claimed
+    refine = _check_refine(refine, runtime)  # refused before the run directory is claimed
     run_dir = None if run_dir is None else as_path(run_dir, "place: run_dir")
     with contextlib.nullcontext() if run_dir is None else claim_run_dir(run_dir, graph, cluster):  # one run a dir
         runtime = runtime or Simulator()
@@ -225,8 +223,8 @@ def place(
                     result = _ran_or_failed(lambda: _place_once(graph, cluster, placer, path, runtime, budget,
                                                                 seed or 0), graph, cluster, baselines, learned=False)
                     result = _searched(result, baselines, graph, cluster, runtime)
-            if refiner is not None:
-                result = _refined(result, graph, cluster, runtime, refiner)
+            if refine:
+                result = _refined(result, graph, cluster, runtime, refine)
             report = PlacementReport(graph, cluster, result.best_placement, result.best_measurement, baselines,
                                      result, _method_name(method))
             if run_dir is not None:
@@ -320,7 +318,8 @@ def report_results(report: PlacementReport, runtime: Runtime, run_dir: str | Pat
              "learned_speedup": time_ratio(t, placed) if math.isfinite(t) else None} for name, t in times.items()]
     summary = {"step_time": placed, "best_single_device": report.best_baseline, "speedup": report.speedup,
                "heft_step_time": times.get("heft", math.inf), "samples": report.train.samples,
-               "best_sample": report.train.best_sample or math.nan, "search_seconds": report.train.seconds}
+               "best_sample": report.train.best_sample or math.nan, "search_seconds": report.train.seconds,
+               "refined_from": math.nan if report.train.refined_from is None else report.train.refined_from}
     if run_dir is None:
         return summary, rows, {}
     run_dir = Path(run_dir)
@@ -472,59 +471,59 @@ def _checked_result(result: Any, trainer: Trainer, graph: OpGraph, cluster: Clus
     return dataclasses.replace(result, best_measurement=again)
 
 
-def _no_worse_than(result: TrainResult, warm_start: Placement | None, graph: OpGraph, cluster: Cluster,
+def _no_worse_than(result: TrainResult, placement: Placement | None, graph: OpGraph, cluster: Cluster,
                    runtime: Runtime) -> TrainResult:
-    """``result``, or the warm start in its place where that measures faster (the search groups ops, so it may
-    not reach the warm start exactly)."""
-    if warm_start is None:
+    """``result``, or ``placement`` in its place where that measures faster: a warm start (the search groups ops,
+    so it may not reach it exactly), or ``refine``'s descent."""
+    if placement is None:
         return result
-    m = runtime.measure(graph, cluster, warm_start)
+    m = runtime.measure(graph, cluster, placement)
     if not (m.ok and m.step_time < result.best_measurement.step_time):
         return result
-    return dataclasses.replace(result, best_placement=warm_start, best_measurement=m)
+    return dataclasses.replace(result, best_placement=placement, best_measurement=m)
 
 
-def _check_refine(refine: object) -> float:
-    """``refine`` as seconds: a finite number >= 0."""
+def _check_refine(refine: object, runtime: Runtime | None) -> float:
+    """``refine`` as seconds (a finite number >= 0), for a ``runtime`` that measures pipe-v3 where it is not 0 (a
+    ``runtime`` of ``None`` is :func:`place`'s default, sim-v1)."""
+    from gplace.pipeline import PipelineSimulator
+    from gplace.runtime.wrapper import innermost
+
     if isinstance(refine, bool) or not isinstance(refine, int | float | np.integer | np.floating):
         raise TypeError(f"refine must be seconds (a number >= 0; 0: no descent), got {refine!r}")
     if not (math.isfinite(refine) and refine >= 0):
         raise ValueError(f"refine must be seconds, a finite number >= 0 (0: no descent), got {refine!r}")
+    if refine and not isinstance(innermost(runtime), PipelineSimulator):
+        given = "sim-v1 (the default)" if runtime is None else repr(runtime.id)
+        raise ValueError(f"refine={refine:g} descends on pipe-v3's mini-batch time, the objective a "
+                         f"PipelineSimulator measures, but runtime {given} measures another: pass "
+                         "runtime=PipelineSimulator(microbatches=16, schedule='1f1b') (from the command line: "
+                         "objective=pipeline), or refine=0")
     return float(refine)
 
 
-def _refiner(refine: float, runtime: Runtime | None) -> PipelineLocalSearch | None:
-    """The pipeline local search that spends ``refine`` seconds for ``runtime``'s objective (``None`` for 0; a
-    ``runtime`` of ``None`` is :func:`place`'s default, sim-v1)."""
-    from gplace.methods import PIPELINE_SEARCH, make_pipeline_placer
+def _refined(result: TrainResult, graph: OpGraph, cluster: Cluster, runtime: Runtime, refine: float) -> TrainResult:
+    """``result`` with ``refine`` seconds of :class:`PipelineLocalSearch`'s descent from its placement on
+    ``runtime``'s pipe-v3 objective counted in its seconds, and that descent's placement in its place where it
+    measures faster (no sample found it: :attr:`~gplace.search_result.TrainResult.refined_from` says where it
+    started)."""
+    from gplace.baselines.pipeline import PipelineLocalSearch
     from gplace.runtime.wrapper import innermost
 
-    if refine == 0:
-        return None
-    if runtime is None or getattr(innermost(runtime), "microbatches", None) is None:
-        given = "sim-v1 (the default)" if runtime is None else repr(runtime.id)
-        raise ValueError(f"refine={refine:g} descends with the pipeline local search, which measures a pipelined "
-                         f"mini-batch, but runtime {given} measures no micro-batches: pass "
-                         "runtime=PipelineSimulator(microbatches=16, schedule='1f1b') (from the command line: "
-                         "objective=pipeline), or refine=0")
-    return make_pipeline_placer(PIPELINE_SEARCH, runtime, Budget(seconds=refine), role="refine")  # type: ignore[return-value]
-
-
-def _refined(result: TrainResult, graph: OpGraph, cluster: Cluster, runtime: Runtime,
-             refiner: PipelineLocalSearch) -> TrainResult:
-    """``result``, or ``refiner``'s descent from its placement where that measures faster (no sample found it:
-    :attr:`~gplace.search_result.TrainResult.refined_from` says what it started from)."""
-    refiner.start = result.best_placement
+    sim = innermost(runtime)
+    descent = PipelineLocalSearch(sim.microbatches, sim.schedule, start=result.best_placement, time_limit=refine,
+                                  threads=sim.threads)
     started = time.perf_counter()
-    placement = refiner.place(graph, cluster)
-    m = runtime.measure(graph, cluster, placement)
-    log.info("refine: %d placements measured in %.3g s; %s -> %s", getattr(refiner, "evaluations", 0),
-             time.perf_counter() - started, format_seconds(result.best_measurement.step_time),
-             format_seconds(m.step_time) if m.ok else m.reason)
-    if not (m.ok and m.step_time < result.best_measurement.step_time):
-        return result
-    return dataclasses.replace(result, best_placement=placement, best_measurement=m, found_at=None,
-                               refined_from=result.best_measurement.step_time)
+    placement = descent.place(graph, cluster)
+    timed = dataclasses.replace(result, seconds=result.seconds + time.perf_counter() - started)
+    better = timed if placement == result.best_placement else _no_worse_than(timed, placement, graph, cluster,
+                                                                              runtime)
+    log.info("refine: %d placements measured in %.3g s; %s -> %s", descent.evaluations,
+             timed.seconds - result.seconds, format_seconds(result.best_measurement.step_time),
+             format_seconds(better.best_measurement.step_time))
+    if better is timed:
+        return timed
+    return dataclasses.replace(better, found_at=-math.inf, refined_from=result.best_measurement.step_time)
 
 
 def _why_nothing_ran(graph: OpGraph, cluster: Cluster, baselines: dict[str, Measurement], learned: bool = True) -> str:

@@ -34,7 +34,7 @@ class TrainResult:
     found_at: float | None = field(default=None, repr=False)
     """The step time the search measured for its result, where the result was measured again since (a runtime
     that is not deterministic): :attr:`best_sample` looks for this time, not the new one (``-inf``: no sample found
-    the result, a single-device placement that beat the search)."""
+    the result: a single-device placement that beat the search, or :func:`gplace.place`'s ``refine``)."""
     refined_from: float | None = field(default=None, repr=False)
     """The step time of the placement :func:`gplace.place`'s ``refine`` descended from, where the result is that
     descent's (it measured faster; no sample found it); ``None`` otherwise."""

@@ -108,6 +108,18 @@ def test_a_case_or_search_with_a_pipeline_objective_is_refused():
             cli._plan_case(case, composed, cfg)
 
 
+def test_a_search_with_refine_is_refused_before_anything_runs():
+    """Every baseline ran, then the search was recorded as failed: refine descends on a pipelined mini-batch's
+    time, which this bench does not measure."""
+    overrides = ["learned.seq2seq.overrides=['encoder=lstm','policy=seq2seq','refine=1']"]
+    with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
+        cfg = compose(config_name="bench", overrides=[f"cases=[{TINY}]", *overrides])
+        case, composed = cli._compose_case(cli._check_cases(cfg.cases)[0], cfg, "cases[0]")
+        with pytest.raises(ValueError, match=r"learned.seq2seq: refine=1 descends on a pipelined mini-batch's time, "
+                                             "but gplace bench measures one step.*bench_pipeline"):
+            cli._plan_case(case, composed, cfg)
+
+
 def test_the_pipeline_benchs_shared_graphs_are_checked_and_how_to_find_them_said(tmp_path, capsys):
     """Without the shared graphs bench_pipeline said only "FileNotFoundError: ... alexnet/graph.txt", where
     bench_paper names every case and GPLACE_SHARED; the DOPPLER graphs (inside without_activation_memory) too."""

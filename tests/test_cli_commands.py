@@ -332,8 +332,16 @@ def test_place_refines_a_split_with_the_pipeline_local_search(files):
     assert proc.returncode == 0, proc.stderr
     times = [json.loads((out / "placement.json").read_text())["step_time"] for out in (plain, refined)]
     assert times[1] < times[0]
+    from gplace.ir.errors import format_seconds
+
+    assert f"refine's descent from {format_seconds(times[0])}" in " ".join(proc.stdout.split())
     proc = _gplace("place", "method=heft", "refine=5", *_file_args(files), f"hydra.run.dir={files / 'r'}", cwd=files)
-    assert proc.returncode == 2 and "refine=5 descends with the pipeline local search" in proc.stderr
+    assert proc.returncode == 2 and "refine=5 descends on pipe-v3's mini-batch time" in proc.stderr
+    for bad in ("abc", "true", "null"):  # a traceback, exit 1: refused in one line as refine=-1 was
+        proc = _gplace("place", "method=gpipe", "objective=pipeline", f"refine={bad}", *_file_args(files),
+                       f"hydra.run.dir={files / 'r'}", cwd=files)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "refine must be seconds, a finite number >= 0 (0: none), got " in proc.stderr
 
 
 def test_bench_errors_go_through_the_same_one_line_path(files):

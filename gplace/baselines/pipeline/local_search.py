@@ -96,7 +96,8 @@ class PipelineLocalSearch(Placer):
             from gplace.pipeline import PipelineSimulator  # (the descent measured the old objective)
 
             self._sim = PipelineSimulator(self.microbatches, self.schedule, threads=self.threads)  # checks them
-        start = self.start or IdealDPPartitioner(self.kind, self.microbatches, schedule=self.schedule)
+        start = self.start if self.start is not None else IdealDPPartitioner(self.kind, self.microbatches,
+                                                                            schedule=self.schedule)
         if isinstance(start, Placement):
             start.validate(graph, cluster)
         else:
