@@ -8,9 +8,9 @@ from types import ModuleType
 import numpy as np
 import scipy.sparse as sp
 
+from gplace.baselines._c_stdout import c_stdout_to_debug_log
 from gplace.baselines._common import Units, build_units, graph_speeds, mean_durations, unit_durations
 from gplace.baselines.base import Placer
-from gplace.baselines.c_stdout import c_stdout_to_debug_log
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.errors import check_sizes
 

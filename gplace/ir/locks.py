@@ -47,6 +47,10 @@ class ForkSafeLock:
             self._owner = None
         self._lock.__exit__(*exc)
 
+    def held_here(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return self._owner == threading.get_ident()
+
     @classmethod
     def _renew_all(cls) -> None:
         """In a forked child: every lock free (the child runs one thread), except those the forking thread holds:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gplace.baselines._c_stdout import c_stdout_to_debug_log
 from gplace.baselines._common import PlacementInfeasibleError
-from gplace.baselines.c_stdout import c_stdout_to_debug_log
 from gplace.baselines.pipeline.contiguous import CHAIN_BLOCKS, StagePlacer, chain_split
 from gplace.baselines.pipeline.stages import StageProblem
 from gplace.ir import GraphError
@@ -65,8 +65,9 @@ class PipelineILPPlacer(StagePlacer):
     compared with PipeDream's contiguous split in the same model and the faster one returned.
 
     HiGHS prints a line of its own to file descriptor 1 on some time-limited solves, whatever its settings
-    (ERGO-Code/HiGHS#2783): while it solves, fd 1 goes to the DEBUG log (:mod:`gplace.baselines.c_stdout`), and so
-    does what other threads of the process print to stdout in those seconds.
+    (ERGO-Code/HiGHS#2783): while it solves, fd 1 goes to the DEBUG log, as while METIS runs. That is process-wide:
+    what other threads print to stdout in those seconds goes there too, a program one of them starts keeps that
+    file as its stdout, and two solves in two threads (or a solve and METIS) run one after the other.
 
     Raises:
         ValueError: a bad setting, naming it (a ``time_limit`` that is not a number above 0 was passed to HiGHS,
