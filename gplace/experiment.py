@@ -515,12 +515,12 @@ def _refined(result: TrainResult, graph: OpGraph, cluster: Cluster, runtime: Run
                                   threads=sim.threads)
     started = time.perf_counter()
     placement = descent.place(graph, cluster)
-    timed = dataclasses.replace(result, seconds=result.seconds + time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    timed = dataclasses.replace(result, seconds=result.seconds + seconds)
     better = timed if placement == result.best_placement else _no_worse_than(timed, placement, graph, cluster,
                                                                               runtime)
-    log.info("refine: %d placements measured in %.3g s; %s -> %s", descent.evaluations,
-             timed.seconds - result.seconds, format_seconds(result.best_measurement.step_time),
-             format_seconds(better.best_measurement.step_time))
+    log.info("refine: %d placements measured in %.3g s; %s -> %s", descent.evaluations, seconds,
+             format_seconds(result.best_measurement.step_time), format_seconds(better.best_measurement.step_time))
     if better is timed:
         return timed
     return dataclasses.replace(better, found_at=-math.inf, refined_from=result.best_measurement.step_time)
