@@ -752,7 +752,7 @@ def resume_hint(command: str, cfg: DictConfig, hydra_cfg: DictConfig | None) -> 
     if command == "place":
         from gplace.methods import LEARNED
 
-        method = cfg.get("checkpoint") or cfg.get("method")
+        method = _placing(cfg)
         if method not in LEARNED:
             return f"nothing resumes (method {method} keeps no checkpoint): run the command again"
         what = f"the {method} search"
@@ -1318,9 +1318,16 @@ def place_with_policy(cfg: DictConfig, run_dir: str | Path) -> float:
     _check_whole(cfg, {"seed": 0, "threads": 1, "samples": 0}, {"seed": 2**32 - 1, "threads": _MOST_THREADS})
     _check_seconds(cfg, "refine")
     _check_sweep_dir(run_dir)
-    _check_not_a_training_run(Path(run_dir), cfg.get("checkpoint") or cfg.method)  # a running one's too: not a wait
+    _check_not_a_training_run(Path(run_dir), _placing(cfg))  # a running one's too: not a wait
     with _held_first(run_dir):
         return _place_held(cfg, run_dir)
+
+
+def _placing(cfg: DictConfig) -> str | Path:
+    """What ``gplace place`` places with: ``cfg.checkpoint`` as a path (``checkpoint=heft`` is a file named heft, not
+    the baseline), else ``cfg.method``."""
+    checkpoint = cfg.get("checkpoint")
+    return Path(str(checkpoint)) if checkpoint else cfg.get("method")
 
 
 def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
@@ -1342,7 +1349,7 @@ def _place_held(cfg: DictConfig, run_dir: str | Path) -> float:
     _import_modules(cfg.get("imports") or [])
     graph, cluster = _graph_and_cluster(cfg)
     runtime = _objective_runtime(cfg)
-    method = cfg.get("checkpoint") or cfg.method
+    method = _placing(cfg)
     if cfg.get("checkpoint") and cfg.method != "pretrained":  # pretrained: the default, not a choice
         log.warning("method=%s is unused: checkpoint=%s places the graph", cfg.method, cfg.checkpoint)
     writes = cfg.get("write_back", True)
@@ -1520,13 +1527,16 @@ def _show(args) -> None:
 
     from gplace.importers import load_cluster, load_graph
     from gplace.ir import load_json, placement_from_dict
-    from gplace.ir.serialize import PLACEMENT_FORMAT
+    from gplace.ir.serialize import check_placement_header
     from gplace.show import MODEL_KEY, SUMMARY_KEY, check_shown, draw_placement
 
-    doc = load_json(_placement_file(Path(args.placement)))
-    if not isinstance(doc, dict) or doc.get("format") != PLACEMENT_FORMAT:
-        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-        raise ValueError(f"{args.placement} is not a {PLACEMENT_FORMAT} file (format {found!r})")
+    if args.cluster and not args.graph:
+        raise ValueError("--cluster needs --graph (the graph file the placement is for)")
+    source = _placement_file(Path(args.placement))
+    if args.draw:
+        _check_not_an_input(Path(args.draw), source, args.graph, args.cluster)
+    doc = load_json(source)
+    check_placement_header(doc, args.placement)
     check_shown(doc, args.placement, with_summary=not (args.graph and args.cluster))  # else computed below
     graph = load_graph(args.graph) if args.graph else None
     if graph is not None and doc.get("graph_fingerprint") not in (None, graph.fingerprint):
@@ -1582,6 +1592,13 @@ def _show(args) -> None:
             raise ValueError(f"{args.placement} is for graph {doc.get('graph')!r} ({doc['graph_fingerprint']!r}), "
                              f"not {graph.name!r} ({graph.fingerprint!r})")
         console.print(f"wrote {draw_placement(graph, list(counts), doc['placement'], args.draw)}", soft_wrap=True)
+
+
+def _check_not_an_input(draw: Path, *inputs: str | Path | None) -> None:
+    """Refuse a ``--draw`` path that is one of the files ``gplace show`` reads: the image would replace it."""
+    for given in inputs:
+        if given is not None and draw.resolve() == Path(given).resolve():
+            raise ValueError(f"--draw {draw} is the file {given} being shown: give the image another path")
 
 
 def _first_reason(reason: str) -> str:

@@ -659,7 +659,8 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
     buffer that several stages hold (sum their gradients).
 
     Raises:
-        ValueError: the file has no ``split_spec`` (its graph was not imported from torch), or one of its fields
+        ValueError: the file is no ``placement.json`` of a version this gplace reads, has no ``split_spec`` (its
+            graph was not imported from torch), or one of its fields
             is malformed (``split_spec`` no object of module paths, ``split_unaligned`` no list of objects with
             ``op`` and ``module``, ``split_backward_away`` no whole number >= 0, ``stage_devices`` no list of
             device names), naming the file and the field.
@@ -668,11 +669,10 @@ def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any)
             lacks a split's module path or splits into another number of stages than the file's.
         UnsupportedGraphError: torch's pipelining cannot trace ``module`` (names its class and torch's reason).
     """
-    from gplace.ir.serialize import load_json
+    from gplace.ir.serialize import check_placement_header, load_json
 
     doc = load_json(path)
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path} must hold a JSON object (a placement), got a {type(doc).__name__}")
+    check_placement_header(doc, path)
     if "split_spec" not in doc:
         raise ValueError(f"{path} has no split_spec: its graph was not imported from a torch module")
     _check_split_fields(path, doc)

@@ -334,7 +334,10 @@ def _remove_stale(folder: Path, prefix: str) -> None:
 
 def write_error(path: str | Path, err: OSError) -> OSError:
     """``err``, a failed write of ``path``, as an error that names the file and keeps its errno (a full disk's
-    ``OSError`` says only "No space left on device"); a ``PermissionError`` stays one."""
+    ``OSError`` says only "No space left on device"); a ``PermissionError`` stays one. An error that names the
+    file already (:func:`atomic_path`'s own) is returned as it is."""
+    if (err.strerror or str(err)).startswith(f"cannot write {Path(path)}"):
+        return err
     if err.errno is None:
         return OSError(f"cannot write {path}: {err}")
     return OSError(err.errno, f"cannot write {path}: {err.strerror or err}")
@@ -539,6 +542,18 @@ def _number_too_long() -> str:
     """Why ``json.loads`` refused a document with a ``ValueError`` that is no ``JSONDecodeError``: a number literal
     past Python's int-conversion limit."""
     return f"not valid JSON for gplace: a number in it has more than {sys.get_int_max_str_digits()} digits"
+
+
+def check_placement_header(doc: Any, where: str | os.PathLike) -> None:
+    """Raise :class:`GraphError` naming ``where`` unless ``doc`` is a ``gplace.placement`` document of a version
+    this gplace reads (for readers of ``placement.json`` that do not rebuild the placement)."""
+    if not isinstance(doc, Mapping) or doc.get("format") != PLACEMENT_FORMAT:
+        found = doc.get("format") if isinstance(doc, Mapping) else type(doc).__name__
+        raise GraphError(f"{os.fspath(where)} is not a {PLACEMENT_FORMAT} file (format {short_repr(found)})")
+    try:
+        _check_header(doc, PLACEMENT_FORMAT)
+    except GraphError as err:
+        raise GraphError(f"{os.fspath(where)}: {err}") from None
 
 
 def _check_header(doc: Mapping[str, Any], fmt: str, versions: tuple[int, ...] = (VERSION,)) -> None:

@@ -14,6 +14,7 @@ from gplace.export.torch import pipeline_from_file
 from gplace.ir import InvalidPlacementError
 
 torch.set_num_threads(1)
+HEADER = {"format": "gplace.placement", "version": 1}  # a placement.json's (the rest as gplace place writes it)
 
 
 @pytest.mark.parametrize("doc, field", [
@@ -26,11 +27,11 @@ torch.set_num_threads(1)
     ({"split_spec": {}, "split_backward_away": -1}, "split_backward_away"),
     ({"split_spec": {}, "split_backward_away": 1.5}, "split_backward_away"),
     ({"split_spec": {}, "stage_devices": 2}, "stage_devices"),
-    ([1, 2], "JSON object"),
+    ([1, 2], "is not a gplace.placement file"),
 ])
 def test_malformed_fields_name_file_and_field(tmp_path, doc, field):
     path = tmp_path / "placement.json"
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps({**HEADER, **doc} if isinstance(doc, dict) else doc))
     with pytest.raises(ValueError, match=rf"placement\.json.*{field}") as info:
         pipeline_from_file(path, nn.Linear(4, 4), torch.ones(2, 4))
     assert not isinstance(info.value, InvalidPlacementError)
@@ -38,9 +39,9 @@ def test_malformed_fields_name_file_and_field(tmp_path, doc, field):
 
 def test_well_formed_files_still_read(tmp_path):
     path = tmp_path / "placement.json"
-    path.write_text(json.dumps({"split_spec": {}, "split_unaligned": [{"op": "a", "module": "m"}]}))
+    path.write_text(json.dumps({**HEADER, "split_spec": {}, "split_unaligned": [{"op": "a", "module": "m"}]}))
     with pytest.raises(InvalidPlacementError, match="op 'a', inside module 'm'"):
         pipeline_from_file(path, nn.Linear(4, 4), torch.ones(2, 4))
-    path.write_text(json.dumps({"split_spec": {}, "split_unaligned": [], "split_backward_away": 0,
+    path.write_text(json.dumps({**HEADER, "split_spec": {}, "split_unaligned": [], "split_backward_away": 0,
                                 "stage_devices": ["/CPU:0"]}))
     assert pipeline_from_file(path, nn.Linear(4, 4), torch.ones(2, 4)).num_stages == 1

@@ -12,7 +12,7 @@ from torch import nn
 
 from gplace.export.torch import pipeline_from_file, pipeline_split
 from gplace.importers.torch_export import from_torch
-from gplace.ir import InvalidPlacementError, Placement
+from gplace.ir import InvalidPlacementError, Placement, placement_to_dict
 from gplace.pipeline.stages import placement_extras
 from gplace.testing import uniform_cluster
 
@@ -21,7 +21,8 @@ torch.set_num_threads(1)
 
 
 def _save(path, graph, cluster, placement) -> None:
-    path.write_text(json.dumps(placement_extras(graph, cluster, placement)))
+    extra = placement_extras(graph, cluster, placement)
+    path.write_text(json.dumps(placement_to_dict(placement, graph, cluster, extra=extra)))
 
 
 def test_backward_ops_away_from_their_forward_ops_are_refused(tmp_path) -> None:

@@ -15,6 +15,7 @@ from torch import nn
 
 from gplace.export.torch import PipelineSkipError, pipeline_from_file, pipeline_split
 from gplace.importers.torch_export import from_torch
+from gplace.ir import placement_to_dict
 from gplace.pipeline.stages import placement_extras
 from gplace.testing import uniform_cluster
 from tests.export.module_placements import by_module
@@ -36,7 +37,8 @@ class Skip(nn.Module):
 
 
 def _save(path, graph, cluster, placement) -> None:
-    path.write_text(json.dumps(placement_extras(graph, cluster, placement)))
+    extra = placement_extras(graph, cluster, placement)
+    path.write_text(json.dumps(placement_to_dict(placement, graph, cluster, extra=extra)))
 
 
 def test_a_stage_output_read_by_two_later_stages_is_refused_for_training_and_warned_of_otherwise(
