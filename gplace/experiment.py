@@ -18,9 +18,9 @@ import numpy as np
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.defaults import MAX_GROUPS, SAMPLES
 from gplace.interfaces import Placer, Trainer
-from gplace.ir import Cluster, GraphError, OpGraph, Placement, placement_to_dict, save_json
+from gplace.ir import Cluster, OpGraph, Placement, placement_to_dict, save_json
 from gplace.ir.errors import format_bytes, format_seconds
-from gplace.ir.placement import check_graph_and_cluster
+from gplace.ir.placement import check_graph_and_cluster, check_has_ops
 from gplace.ir.serialize import as_path
 from gplace.loggers import LOGGER_METHODS, HeldOpen, Logger, close_as_failed
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
@@ -165,8 +165,7 @@ def place(
     from gplace.runtime import Simulator
 
     check_graph_and_cluster(graph, cluster)
-    if graph.num_ops == 0:
-        raise GraphError(f"graph {graph.name!r} has no ops: nothing to place")
+    check_has_ops(graph)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
         raise TypeError(f"seed must be an int or None, got {seed!r}")
     if seed is not None and not 0 <= seed < 2**32:

@@ -24,7 +24,7 @@ from gplace.grouping import (
 )
 from gplace.interfaces import check_device_count, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
-from gplace.ir.placement import check_graph_and_cluster, check_placement
+from gplace.ir.placement import check_graph_and_cluster, check_has_ops, check_placement
 from gplace.policies.schedule_context import ScheduleContext
 
 
@@ -78,8 +78,10 @@ class PolicyPlacer(nn.Module):
             where it is (default: ``None``).
 
     Raises:
-        ValueError: ``encoder`` and ``policy`` are on different devices or of different floating dtypes.
-        TypeError: ``encoder`` or ``policy`` is a class, not an instance.
+        ValueError: ``encoder`` and ``policy`` are on different devices or of different floating dtypes;
+            :class:`~gplace.ir.errors.GraphError` for a graph without ops.
+        TypeError: ``encoder`` or ``policy`` is a class, not an instance; ``policy`` has no ``sample`` or
+            ``encoder`` is not callable (names which, and whether the two look swapped).
 
     Shapes:
         sampled ``devices`` (K, N) int64; ``log_prob`` and ``entropy`` (K,); ``device_features`` (D, F).
@@ -93,10 +95,12 @@ class PolicyPlacer(nn.Module):
                  merge_consumers: bool | str | None = None) -> None:
         super().__init__()
         check_graph_and_cluster(graph, cluster)
+        check_has_ops(graph)
         for role, network in (("encoder", encoder), ("policy", policy)):
             if isinstance(network, type):
                 raise TypeError(f"{role} must be an instance, got the class {network.__name__}: call it "
                                 f"({network.__name__}(...))")
+        _check_roles(encoder, policy)
         self.capabilities = check_device_count(policy, cluster)
         self.graph, self.cluster, self.encoder, self.policy = graph, cluster, encoder, policy
         if grouping is None:
@@ -476,6 +480,17 @@ def merge_for(runtime: object) -> str | None:
     from gplace.runtime.wrapper import innermost
 
     return "if_needed" if getattr(innermost(runtime), "microbatches", None) is not None else None
+
+
+def _check_roles(encoder: object, policy: object) -> None:
+    """Raise a ``TypeError`` naming the part unless ``encoder`` is callable and ``policy`` has a policy's ``sample``
+    (:class:`gplace.interfaces.Policy`; one that only samples may lack the rest); says so where the two look
+    swapped."""
+    if not callable(getattr(policy, "sample", None)):
+        swapped = " (encoder and policy swapped?)" if callable(getattr(encoder, "sample", None)) else ""
+        raise TypeError(f"policy must be a gplace Policy; {type(policy).__name__} has no sample method{swapped}")
+    if not callable(encoder):
+        raise TypeError(f"encoder must be a callable module (features -> states), got {type(encoder).__name__}")
 
 
 def _default_grouping(graph: OpGraph, cluster: Cluster, merge: bool | str, max_groups: int | None) -> Grouping:

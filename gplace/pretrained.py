@@ -46,7 +46,7 @@ from gplace.defaults import MAX_GROUPS, SAMPLES
 from gplace.interfaces import user_stacklevel
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.locks import ForkSafeLock
-from gplace.ir.placement import check_graph_and_cluster
+from gplace.ir.placement import check_graph_and_cluster, check_has_ops
 from gplace.ir.serialize import refuse_special_file
 from gplace.runtime.base import Measurement, Runtime, check_runtime, measure_each
 from gplace.torch_modes import float32_default, forked_rng
@@ -67,6 +67,8 @@ MAX_PLAIN_VALUES = 100_000
 """Values (every number, name, list and dict, counted where they are reached) a module's kwargs (:func:`build`) or
 a policy file's ``meta`` (:func:`save_policy`) may hold; a file's kwargs are checked on load too (its ``meta`` is
 handed over as read)."""
+MAX_PLAIN_DEPTH = 100
+"""How deep those values may nest (lists in lists): 5,000 deep failed in pickle, as a failed write of the file."""
 MAX_LAYERS = 1024
 """The largest ``*layers`` setting a policy file may give a class (gplace's classes: no more than the file holds
 weights, too)."""
@@ -256,7 +258,10 @@ def place_zero_shot(encoder: nn.Module, policy: nn.Module, graph: OpGraph, clust
         seed: seeds the sampling (default: 0).
 
     Raises:
-        ValueError: ``samples < 0``, or a policy with a fixed device count that is not the cluster's.
+        ValueError: ``samples < 0``, or a policy with a fixed device count that is not the cluster's;
+            :class:`~gplace.ir.errors.GraphError` for a graph without ops.
+        TypeError: ``runtime`` is not a gplace Runtime, or ``encoder`` and ``policy`` are not an encoder and a
+            policy (swapped, say).
         PlacementInfeasibleError: every candidate failed (e.g. out of memory); the message gives the last reason.
     """
     candidates = _zero_shot_candidates(encoder, policy, graph, cluster, samples, max_groups, seed, runtime)
@@ -300,6 +305,7 @@ def _zero_shot_candidates(encoder: nn.Module, policy: nn.Module, graph: OpGraph,
     (:func:`~gplace.placer.merge_for`)."""
     from gplace.placer import PolicyPlacer, merge_for
 
+    check_runtime(runtime)
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
         raise ValueError(f"samples must be a whole number >= 0, got {samples!r}")
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups, merge_consumers=merge_for(runtime))
@@ -396,11 +402,12 @@ def place_with_pretrained(graph: OpGraph, cluster: Cluster, checkpoint_path: str
 
     Raises:
         ValueError: not a policy file (see :func:`load_policy`), or a fixed-size policy on a cluster of
-            another size.
+            another size; :class:`~gplace.ir.errors.GraphError` for a graph without ops.
         TypeError: ``graph`` or ``cluster`` is not gplace's (an ONNX model, say: import it first), or ``runtime``
             is not a gplace Runtime.
     """
     check_graph_and_cluster(graph, cluster)
+    check_has_ops(graph)
     check_runtime(runtime)
     encoder, policy, meta = load_policy(checkpoint_path)
     check_policy_fits(policy, cluster, checkpoint_path, meta)
@@ -432,19 +439,25 @@ def pick_pretrained(pretrained: Sequence[tuple[nn.Module, nn.Module]], graph: Op
 
     Raises:
         ValueError: ``pretrained`` is empty, or a pair cannot place on ``cluster`` (a fixed-size policy of
-            another size; names the pair's index).
-        TypeError: an entry is not an ``(encoder, policy)`` pair (names its index).
+            another size; names the pair's index); :class:`~gplace.ir.errors.GraphError` for a graph without ops.
+        TypeError: an entry is not an ``(encoder, policy)`` pair of an encoder and a policy (names its index), or
+            ``graph``, ``cluster`` or ``runtime`` is not gplace's.
     """
+    check_graph_and_cluster(graph, cluster)
+    check_has_ops(graph)
+    check_runtime(runtime)
     if not pretrained:
         raise ValueError("pick_pretrained needs at least one (encoder, policy) pair")
     greedy = []
     for i, pair in enumerate(pretrained):
-        if not isinstance(pair, Sequence) or len(pair) != 2:
+        if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
             raise TypeError(f"pretrained[{i}] must be an (encoder, policy) pair, got {type(pair).__name__}")
         try:
             greedy.append(place_zero_shot(*pair, graph, cluster, max_groups=max_groups, runtime=runtime))
         except ValueError as err:
             raise ValueError(f"pretrained[{i}]: {err}") from None
+        except TypeError as err:  # not an encoder, or not a policy
+            raise TypeError(f"pretrained[{i}]: {err}") from None
     times = [m.step_time if m.ok else math.inf for m in _measured(graph, cluster, greedy, runtime)]
     return min(range(len(times)), key=times.__getitem__)
 
@@ -552,8 +565,9 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
     module = _construct(cls, spec, path)
     if "dtype" in spec:
         dtype = getattr(torch, str(spec["dtype"]), None)
-        if not isinstance(dtype, torch.dtype):
-            raise ValueError(f"{path}: field '{spec['class']}' dtype {spec['dtype']!r} is not a torch dtype")
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:  # int8 failed in Module.to
+            raise ValueError(f"{path}: field '{spec['class']}' dtype {spec['dtype']!r} is not a torch floating "
+                             "point dtype (float32, float16, bfloat16, float64)")
         module.to(dtype)
     try:
         module.load_state_dict(state)
@@ -640,15 +654,18 @@ def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
 def _check_plain(value: Any, where: str) -> None:
     """Raise ``ValueError`` unless ``value`` is JSON-like data (tuples allowed) that ``weights_only`` loads, of at most
     :data:`MAX_PLAIN_VALUES` values (lists that hold one list twice, 40 deep, made 2**40 of them from a few bytes),
-    counted before they are walked."""
-    todo, seen = [(value, where)], 1
+    counted before they are walked, nested at most :data:`MAX_PLAIN_DEPTH` deep (pickle's recursion limit)."""
+    todo, seen = [(value, where, 0)], 1
     while todo:
-        value, where = todo.pop()
+        value, where, depth = todo.pop()
         if value is None or isinstance(value, bool | int | float | str):
             continue
         if not isinstance(value, list | tuple | Mapping):
             raise ValueError(f"{where} is a {type(value).__name__} ({value!r:.60}); a policy file holds only plain "
                              "data")
+        if depth >= MAX_PLAIN_DEPTH:
+            raise ValueError(f"{where.partition('[')[0]} is nested more than {MAX_PLAIN_DEPTH} deep; a policy's "
+                             "settings are a few numbers and names")
         seen += len(value)
         if seen > MAX_PLAIN_VALUES:
             raise ValueError(f"{where}: more than {MAX_PLAIN_VALUES:,} values in all (lists that repeat themselves?); "
@@ -657,6 +674,6 @@ def _check_plain(value: Any, where: str) -> None:
             for key in value:
                 if not isinstance(key, str):
                     raise ValueError(f"{where} has a non-string key {key!r}")
-            todo += reversed([(item, f"{where}[{key!r}]") for key, item in value.items()])
+            todo += reversed([(item, f"{where}[{key!r}]", depth + 1) for key, item in value.items()])
         else:
-            todo += reversed([(item, f"{where}[{i}]") for i, item in enumerate(value)])
+            todo += reversed([(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)])

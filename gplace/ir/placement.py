@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gplace.ir.cluster import Cluster
-from gplace.ir.errors import InvalidPlacementError
+from gplace.ir.errors import GraphError, InvalidPlacementError
 from gplace.ir.frozen import ReadOnlyArrays
 from gplace.ir.graph import OpGraph
 
@@ -29,6 +29,12 @@ def check_op_graph(graph: object) -> None:
         raise TypeError(f"graph must be a gplace OpGraph, got {type(graph).__name__}; convert a model with "
                         f"gplace.from_onnx, gplace.from_torch or gplace.from_tensorflow, or read a file with "
                         f"gplace.load_graph")
+
+
+def check_has_ops(graph: OpGraph) -> None:
+    """Raise :class:`~gplace.ir.errors.GraphError` when ``graph`` has no ops: nothing to place."""
+    if graph.num_ops == 0:
+        raise GraphError(f"graph {graph.name!r} has no ops: nothing to place")
 
 
 @dataclass(frozen=True, eq=False)
