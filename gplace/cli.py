@@ -1685,6 +1685,7 @@ def _dispatch() -> None:
     _check_job_dir(sys.argv[1:])
     _check_launcher(sys.argv[1:])
     _check_config_command(command if command in COMMANDS else "train", sys.argv[1:])
+    _check_cases_quoted(sys.argv[1:])
     try:
         {"bench": _bench_main, "place": _place_main}.get(command, _hydra_main)()
     except ValueError as err:  # Hydra's, raised before any job, for flags that do not combine
@@ -1772,6 +1773,16 @@ def _check_config_command(command: str, args: list[str]) -> None:
     if wanted is not None and wanted != command:
         _fail(f"--config-name {name} is the config of `{_PROGRAMS[wanted]}`, not of `{_PROGRAMS[command]}`: run "
               f"`{_PROGRAMS[wanted]} --config-name {name} ...`")
+
+
+def _check_cases_quoted(args: list[str]) -> None:
+    """Refuse a bench's ``cases=`` whose overrides are not quoted (``cases=[[graph=x,cluster=y]]``: Hydra's own "no
+    viable alternative at input '[[graph='"), with the quoted form."""
+    for arg in args:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") == "cases" and re.search(r"\[\s*[\w.@/~+-]+=", value):
+            _fail(f"{arg}: quote each override of a case, as a list of lists of strings: "
+                  "\"cases=[['graph=inception_v3','cluster=paper_4gpu']]\" (the shell's double quotes around it all)")
 
 
 SUBMITIT_LAUNCHERS = ("gplace_slurm", "submitit_slurm", "submitit_local")
