@@ -64,8 +64,8 @@ Counting conventions (one multiply-add is 2 FLOPs):
   ``dropout`` counts only with ``attrs["train"]`` set (and ``p`` not 0), else it is the identity.
 - Everything else (concatenations, copies, pads, gathers, ...) does no arithmetic: its time is its memory
   traffic, the bytes it reads plus the bytes it writes (a gather reads only the rows it writes).
-- Metadata-only ops (reshapes, squeezes, identities, ATen views, metadata asserts; :func:`is_metadata_only`)
-  cost nothing.
+- Metadata-only ops (reshapes, squeezes, identities, ATen views in place or not, metadata asserts, ONNX
+  Constants; :func:`is_metadata_only`) cost nothing.
 
 A rule whose shapes do not fit (an unexpected rank, a missing input) falls back to memory traffic only. Each op
 type costed by memory traffic alone for either reason (no rule, or shapes that do not fit) is logged at DEBUG
@@ -138,10 +138,11 @@ PER_ELEMENT_FLOPS: dict[str, int] = {
 METADATA_ONLY = frozenset({
     "reshape", "squeeze", "unsqueeze", "flatten", "identity", "shape", "size", "view", "_unsafe_view", "alias",
     "detach", "view_as", "_reshape_alias", "lift_fresh_copy", "sym_size", "sym_numel", "sym_stride",
-    "sym_storage_offset", "_assert_tensor_metadata",
+    "sym_storage_offset", "_assert_tensor_metadata", "constant",
 })
 """Ops (ONNX or ATen) that only relabel a tensor's metadata: no arithmetic, no memory traffic, no kernel.
-(``_assert_tensor_metadata``: the dtype/device/layout check ``torch.export`` puts before each ``.to()``.)
+(``_assert_tensor_metadata``: the dtype/device/layout check ``torch.export`` puts before each ``.to()``; ONNX's
+``Constant``, whose value is held as persistent memory, as an initializer is, and which runtimes turn into one.)
 An ATen ``.to()`` that changes nothing returns its input, but only its shapes tell (the torch importer, not this
 module, costs it 0); ``_to_copy`` always copies."""
 
@@ -226,7 +227,7 @@ def op_flops(
     once per op type and process (the module docstring).
     """
     attrs = attrs or {}
-    key = _flop_key(op_type)
+    key = _rule_key(op_type)
     if not outputs:
         return 0.0
     fn = _FLOP_RULES.get(op_type.lower(), _FLOP_RULES.get(key))
@@ -246,9 +247,9 @@ def op_flops(
     return 0.0
 
 
-def _flop_key(op_type: str) -> str:
-    """:func:`canonical_op_type`, an in-place ATen op (``aten.hardtanh_``) under its out-of-place name: it does
-    the same arithmetic."""
+def _rule_key(op_type: str) -> str:
+    """:func:`canonical_op_type`, an in-place ATen op (``aten.hardtanh_``, ``aten.unsqueeze_``) under its
+    out-of-place name: it does the same arithmetic, or relabels the same metadata."""
     key = canonical_op_type(op_type)
     in_place = op_type.startswith("aten.") and key.endswith("_") and not key.endswith("__")  # not __and__
     return key[:-1] if in_place else key
@@ -286,10 +287,10 @@ def peak_held(steps: Sequence[tuple[Sequence[tuple[int, int]], int]]) -> int:
 def is_metadata_only(op_type: str) -> bool:
     """Whether the op only relabels metadata (a reshape, an ATen view, ...) and so costs nothing.
 
-    >>> is_metadata_only("Reshape"), is_metadata_only("aten.permute.default"), is_metadata_only("Transpose")
+    >>> is_metadata_only("Reshape"), is_metadata_only("aten.unsqueeze_.default"), is_metadata_only("Transpose")
     (True, True, False)
     """
-    key = canonical_op_type(op_type)
+    key = _rule_key(op_type)
     return key in METADATA_ONLY or (op_type.startswith("aten.") and key in ATEN_VIEWS)
 
 

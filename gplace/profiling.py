@@ -114,7 +114,8 @@ def profile_onnx(
     Args:
         graph: a graph imported by ``from_onnx`` from this model (op names as the importer gives them).
         model_or_path: the ``ModelProto`` or ``.onnx`` file the graph came from (external weights are loaded
-            from beside the file). (default: None: the model kept in the graph's ``source``)
+            from beside the file). (default: None: the model kept in the graph's ``source``, its external
+            weights from beside the file it was imported from)
         repeats: profiled runs averaged per op. (default: 10)
         warmup: runs before them, not counted. (default: 2)
         seed: of the random inputs. (default: 0)
@@ -325,6 +326,11 @@ def read_ort_profile(path: str | Path) -> OrtProfile:
     return OrtProfile(str(path), {n: tuple(t) for n, t in kernels.items()}, types, tuple(runs))
 
 
+ORT_INSERTED_CAST = "InsertedPrecisionFreeCast_"
+"""The name prefix of the casts onnxruntime adds around ops of a type its device has no kernels for (float16 on a
+CPU), even with graph optimisations off: they are no ops of the graph."""
+
+
 def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, label: str | None = None,
                  inside: Collection[str] = (), calls: Mapping[str, str] | None = None) -> dict[str, float]:
     """Op name -> mean kernel seconds, from a trace of the graph's model (node names = op names).
@@ -339,17 +345,26 @@ def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, lab
         calls: names of nodes inlined from a call of a local function -> the call's op name: their mean
             kernel times sum into the call's. (default: none)
 
+    The casts onnxruntime adds itself (:data:`ORT_INSERTED_CAST`) are left out, with a WARNING giving their time.
+
     Raises:
         ProfileError: a node that is no op of the graph, or an op of another type (an unrelated profile, or one
             made with graph optimisations on, which fuse and rename nodes), or a node with no run left after
             ``skip_runs``; the message names the node and the file.
+        ValueError: ``skip_runs`` is not a whole number >= 0.
     """
+    if isinstance(skip_runs, bool) or not isinstance(skip_runs, int) or skip_runs < 0:
+        raise ValueError(f"skip_runs must be a whole number >= 0, got {skip_runs!r}")
     label = label or profile.path
     index = graph.op_index
     calls = calls or {}
     out: dict[str, float] = {}
+    inserted: dict[str, float] = {}
     for node, seconds in profile.kernel_seconds.items():
         if node in inside:
+            continue
+        if node.startswith(ORT_INSERTED_CAST) and node not in index:
+            inserted[node] = _mean_kept(seconds, skip_runs, node, label)
             continue
         if node in calls:
             out[calls[node]] = out.get(calls[node], 0.0) + _mean_kept(seconds, skip_runs, node, label)
@@ -363,6 +378,10 @@ def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, lab
             raise ProfileError(f"{label}: profiled node {node!r} is a {profile.op_types[node]}, but op {node!r} of "
                                f"graph {graph.name!r} is a {op_type}")
         out[node] = _mean_kept(seconds, skip_runs, node, label)
+    if inserted:
+        logger.warning("%s: onnxruntime ran %d cast(s) of its own (%s...: a type, e.g. float16, without kernels "
+                       "on this device), %.3g ms a run, which no op's cost holds", label, len(inserted),
+                       next(iter(inserted)), sum(inserted.values()) * 1e3)
     return out
 
 
@@ -388,12 +407,14 @@ def with_measured_costs(graph: OpGraph, seconds: Mapping[str, float], kind: str 
 
     Raises:
         ProfileError: a name that is no op of the graph, or a time that is no number, negative or not finite.
-        ValueError: ``speed`` is not a finite number above 0.
+        ValueError: ``speed`` is not a finite number above 0, or ``kind`` no non-empty string.
         TypeError: ``seconds`` is no mapping.
     """
     from gplace.runtime.calibration import with_op_costs
 
     check_positive("with_measured_costs", speed=speed)
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"with_measured_costs: kind must be a device kind (a non-empty string), got {kind!r}")
     if not isinstance(seconds, Mapping):
         raise TypeError(f"with_measured_costs: seconds must be a mapping of op name to seconds (dict(pairs) makes "
                         f"one from pairs), got {type(seconds).__name__}")
@@ -531,12 +552,13 @@ def _runnable_model(graph: OpGraph, model_or_path: Any) -> tuple[onnx.ModelProto
 
     from gplace.importers.onnx import OnnxSource
 
-    label = None
+    label, base_dir = None, None
     if model_or_path is None:
         if not isinstance(graph.source, OnnxSource):
             raise ProfileError(f"graph {graph.name!r} keeps no ONNX model (import it with from_onnx, or pass "
                                "model_or_path)")
         model_or_path, label = graph.source.model, f"the ONNX model of graph {graph.name!r}"
+        base_dir = graph.source.base_dir  # where an imported file's external weights are
     if isinstance(model_or_path, str | Path):
         path = Path(model_or_path)
         refuse_special_file(path, "an ONNX file")
@@ -548,11 +570,21 @@ def _runnable_model(graph: OpGraph, model_or_path: Any) -> tuple[onnx.ModelProto
             raise ProfileError(f"{path}: not a readable ONNX model ({error_summary(err)})") from None
     if not isinstance(model_or_path, onnx.ModelProto):
         raise TypeError(f"expected an onnx.ModelProto, a path or None, got {type(model_or_path).__name__}")
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model_or_path.graph.initializer):
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model_or_path.graph.initializer)
+    if external and base_dir is None:
         raise ProfileError(f"graph {graph.name!r}: the model's weights are in external files; pass the .onnx path")
     model = onnx.ModelProto()
     model.CopyFrom(model_or_path)
-    return model, label or f"ONNX model {model.graph.name!r}"
+    label = label or f"ONNX model {model.graph.name!r}"
+    if external:
+        from onnx.external_data_helper import load_external_data_for_model
+
+        try:
+            load_external_data_for_model(model, base_dir)
+        except Exception as err:  # a file moved or cut short since the import
+            raise ProfileError(f"{label}: its external weights in {base_dir} cannot be read "
+                               f"({error_summary(err)})") from None
+    return model, label
 
 
 def _node_names(graph: OpGraph, model: onnx.ModelProto, given: Any, label: str

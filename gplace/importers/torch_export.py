@@ -255,7 +255,7 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
 
     Args:
         module: the ``nn.Module``.
-        input_shapes: one shape per positional input, e.g. ``[[8, 3, 32, 32]]``.
+        input_shapes: one shape per positional input, e.g. ``[[8, 3, 32, 32]]`` (``[]``: a 0-d tensor).
         dtype: their ``torch`` dtype or its name. (default: "float32")
         training: import the joint forward+backward graph. (default: False)
         seed: seed of the random inputs, a whole number (a numpy integer too). (default: 0)
@@ -277,13 +277,15 @@ def from_module_shapes(module: torch.nn.Module, input_shapes: Any, *, dtype: str
     # None, 1.5 or 2**64 failed inside torch's manual_seed
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not -2**63 <= seed < 2**64:
         raise ValueError(f"from_module_shapes: seed must be a 64-bit whole number, got {seed!r}")
-    if not isinstance(input_shapes, Sequence) or not all(isinstance(s, Sequence) for s in input_shapes):
+    if not isinstance(input_shapes, Sequence) or not all(isinstance(s, Sequence) and not isinstance(s, str)
+                                                         for s in input_shapes):
         raise ValueError(f"input_shapes must be one shape per positional input, e.g. [[8, 3, 32, 32]], got "
                          f"{input_shapes!r}")
     shapes = [list(s) for s in input_shapes]
     for k, shape in enumerate(shapes):
-        if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
-            raise ValueError(f"input_shapes[{k}] must be a list of positive integers, got {shape!r}")
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):  # []: a 0-d input
+            raise ValueError(f"input_shapes[{k}] must be a list of positive integers ([] for a 0-d tensor), got "
+                             f"{shape!r}")
     graph = from_torch(module, _random_inputs(shapes, kind, int(seed)), training=training, name=name)
     if not align_to_modules:
         return graph

@@ -240,7 +240,8 @@ def test_bad_arguments():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"input_shapes": [[True, 8]]}, r"input_shapes\[0\] must be a list of positive integers, got \[True, 8\]"),
+    ({"input_shapes": [[True, 8]]},
+     r"input_shapes\[0\] must be a list of positive integers \(\[\] for a 0-d tensor\), got \[True, 8\]"),
     ({"input_shapes": [[2, 8]], "dtype": 5}, "dtype 5 is not a torch dtype"),
     # graph.align_to_modules=no aligned (a non-empty string is true); training=maybe was torch's unnamed error
     ({"input_shapes": [[2, 8]], "align_to_modules": "no"}, "align_to_modules must be true or false, got 'no'"),

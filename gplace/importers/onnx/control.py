@@ -128,7 +128,7 @@ class SubgraphCosts:
         unknown = sum(n for _, n in bodies)
         if node.op_type == "If":
             return {k: max(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, 1, unknown
-        trips = _trips(node, types, constants)
+        trips = _trips(node, types, constants, _default_opset(self.opset_import))
         passes = 1 if trips is None else trips
         return {k: passes * sum(c[k] for c, _ in bodies) for k in roofline.REFERENCE}, trips, unknown
 
@@ -229,19 +229,29 @@ WHILE_BOUND = 2**31 - 1
 """A ``Loop`` trip count at least this large is read as unknown (the bound of a while loop, not its passes)."""
 
 
-def _trips(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int]) -> int | None:
-    """A ``Loop``'s constant trip count ``M``, or a ``Scan``'s sequence length, where known; an ``M`` of
-    :data:`WHILE_BOUND` or more is a while loop's bound (exporters write INT64_MAX and stop on ``cond``): unknown;
-    a negative ``M`` runs no pass, as 0 does."""
+def _trips(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], constants: Mapping[str, int],
+           opset: int | None = None) -> int | None:
+    """A ``Loop``'s constant trip count ``M``, or a ``Scan``'s sequence length (opset 8's ``Scan``, whose scan
+    inputs are ``[batch, sequence, ...]``: batch times sequence length, a pass per entry and step), where known; an
+    ``M`` of :data:`WHILE_BOUND` or more is a while loop's bound (exporters write INT64_MAX and stop on ``cond``):
+    unknown; a negative ``M`` runs no pass, as 0 does. ``opset``: the model's default-domain opset."""
     if node.op_type == "Loop":
         trips = constants.get(node.input[0]) if node.input else None
         return None if trips is None or trips >= WHILE_BOUND else max(trips, 0)
     if node.op_type == "Scan":
         spec = spec_of(types, node.input[len(initial_values(node))])
+        if spec is None or not spec.shape:
+            return None
+        if opset is not None and opset < 9:
+            return spec.shape[0] * spec.shape[1] if len(spec.shape) >= 2 else None
         axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0])
-        if spec is not None and spec.shape:
-            return spec.shape[axes[0] % len(spec.shape) if axes else 0]
+        return spec.shape[axes[0] % len(spec.shape) if axes else 0]
     return None
+
+
+def _default_opset(opset_import: Any) -> int | None:
+    """The version of the default (``ai.onnx``) domain among a model's ``opset_import``, if it lists one."""
+    return next((o.version for o in opset_import if o.domain in ("", "ai.onnx")), None)
 
 
 EXPANSION_LIMIT = 2**21

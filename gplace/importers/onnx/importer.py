@@ -80,6 +80,7 @@ def from_onnx(
 
     Raises:
         FileNotFoundError: ``model_or_path`` is a path that does not exist.
+        IsADirectoryError: ``model_or_path`` is a folder.
         ImportError: ``onnx`` is not installed (naming the ``onnx`` extra).
         UnsupportedGraphError: the model cannot be read or imported; the message names the node, tensor or
             input and the reason (an unknown dimension with no input shape, a symbol given two sizes, an unknown
@@ -115,6 +116,8 @@ def _load(model_or_path: object) -> onnx.ModelProto:
     if _is_path(model_or_path):
         path = as_path(model_or_path, "from_onnx: model_or_path")
         refuse_special_file(path, "an ONNX file")
+        if path.is_dir():
+            raise IsADirectoryError(f"{str(path)!r} is a folder, not an ONNX file: give the .onnx file in it")
         if not path.is_file():
             raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
         try:

@@ -124,6 +124,8 @@ def _graph_def_traced(tf: Any, graph_def: Any, name: str, outputs: Sequence[str]
             graph_def = tf.compat.v1.graph_util.extract_sub_graph(graph_def, keep)
     read = {i.lstrip("^").split(":")[0] for node in graph_def.node for i in node.input}
     nodes = {n.name: n for n in graph_def.node}
+    for output in outputs or ():
+        _check_output_index(output, nodes)
     sinks = [n.name for n in graph_def.node if n.name not in read]
     placeholders = [n for n in graph_def.node if n.op == "Placeholder"]
     resource = tf.resource.as_datatype_enum  # a captured variable or table: no value can be fed
@@ -138,6 +140,32 @@ def _copy(message: Any) -> Any:
     copy = type(message)()
     copy.CopyFrom(message)
     return copy
+
+
+def _check_output_index(output: str, nodes: dict[str, Any]) -> None:
+    """Refuse an output ``name:N`` whose node has no output ``N`` (``y:3`` of a MatMul was taken, and failed only
+    when a runtime fetched it)."""
+    name, _, index = output.lstrip("^").partition(":")
+    if name not in nodes or not index:
+        return
+    count = _output_count(nodes[name])
+    if index.isdigit() and (count is None or int(index) < count):
+        return
+    have = (f"outputs {name}:N (N a whole number)" if count is None else "no outputs" if count == 0 else
+            f"1 output, {name}:0" if count == 1 else f"{count} outputs, {name}:0 to {name}:{count - 1}")
+    raise UnsupportedGraphError(f"output {output!r} is no tensor of the graph: node {name!r} ({nodes[name].op}) has "
+                                f"{have}")
+
+
+def _output_count(node: Any) -> int | None:
+    """How many outputs the node has, by TensorFlow's registry of ops (``None``: an op not loaded here)."""
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(node.op)
+    if op_def is None:
+        return None
+    return sum(node.attr[arg.number_attr].i if arg.number_attr else
+               len(node.attr[arg.type_list_attr].list.type) if arg.type_list_attr else 1 for arg in op_def.output_arg)
 
 
 def _has_outputs(node: Any) -> bool:
