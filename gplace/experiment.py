@@ -22,7 +22,7 @@ from gplace.ir import Cluster, OpGraph, Placement, placement_to_dict, save_json
 from gplace.ir.errors import format_bytes, format_seconds
 from gplace.ir.placement import check_graph_and_cluster, check_has_ops
 from gplace.ir.serialize import as_path
-from gplace.loggers import LOGGER_METHODS, HeldOpen, Logger, close_as_failed
+from gplace.loggers import HeldOpen, Logger, check_logger, close_as_failed
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
 from gplace.run_dir import claim_run_dir
 from gplace.runtime.base import Measurement, Runtime, check_runtime, time_ratio
@@ -175,9 +175,7 @@ def place(
     check_runtime(runtime)
     if trainer is not None and (isinstance(trainer, type) or not isinstance(trainer, Trainer)):
         raise TypeError(f"trainer must be a gplace Trainer (e.g. gplace.training.PPOTrainer()), got {trainer!r}")
-    if logger is not None and not all(callable(getattr(logger, name, None)) for name in LOGGER_METHODS):
-        raise TypeError(f"logger must be a gplace Logger (with {', '.join(LOGGER_METHODS)}; e.g. "
-                        f"gplace.loggers.JsonlLogger(path)), got {logger!r}")
+    check_logger(logger)
     if warm_start is not None and not isinstance(warm_start, Placement | str | Placer):
         raise TypeError(f"warm_start must be a Placement (e.g. Placement.for_graph(graph, devices)), a placer's "
                         f"name or a Placer, got {type(warm_start).__name__}")

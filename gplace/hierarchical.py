@@ -36,14 +36,13 @@ from gplace.placer import (
     ContractError,
     PlacerSample,
     PolicyPlacer,
-    check_num_samples,
     check_one_dtype,
     checked_device_features,
     floating_dtype,
     follow_networks,
     greedy_placement,
 )
-from gplace.policies.base import gumbel_argmax, masked_log_softmax, score
+from gplace.policies.base import check_num_samples, gumbel_argmax, masked_log_softmax, score
 
 
 class GroupSample(NamedTuple):

@@ -47,6 +47,13 @@ LOGGER_METHODS = ("log_config", "log_scalars", "finish")
 """The methods of :class:`Logger`, which an object given as a logger must have."""
 
 
+def check_logger(logger: object) -> None:
+    """Raise a ``TypeError`` naming ``logger`` unless it is ``None`` or has :data:`LOGGER_METHODS`."""
+    if logger is not None and not all(callable(getattr(logger, name, None)) for name in LOGGER_METHODS):
+        raise TypeError(f"logger must be a gplace Logger (with {', '.join(LOGGER_METHODS)}; e.g. "
+                        f"gplace.loggers.JsonlLogger(path)), got {logger!r:.200}")
+
+
 def finish_logger(logger: Logger, exit_code: int | None = None) -> None:
     """``logger.finish(exit_code=exit_code)`` where its ``finish`` takes an ``exit_code`` (1: the run failed), else
     ``logger.finish()``."""

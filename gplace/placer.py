@@ -25,6 +25,7 @@ from gplace.grouping import (
 from gplace.interfaces import check_device_count, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster, check_has_ops, check_placement
+from gplace.policies.base import check_num_samples
 from gplace.policies.schedule_context import ScheduleContext
 
 
@@ -500,14 +501,6 @@ def _default_grouping(graph: OpGraph, cluster: Cluster, merge: bool | str, max_g
                      memory_cap=memory_cap(graph, cluster))
 
 
-def check_num_samples(num_samples: object) -> None:
-    """Refuse a number of placements to sample that is not a whole number >= 1 (numpy integers included).
-
-    Raises:
-        ValueError: naming the value.
-    """
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int | np.integer) or num_samples < 1:
-        raise ValueError(f"num_samples must be a whole number >= 1, got {num_samples!r}")
 
 
 def checked_device_features(cluster: Cluster, given: np.ndarray | torch.Tensor | None) -> torch.Tensor:

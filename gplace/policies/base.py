@@ -10,7 +10,7 @@ greedy decoding, log-probabilities and entropies follow from them here.
 from __future__ import annotations
 
 import math
-from numbers import Real
+from numbers import Integral, Real
 from typing import NamedTuple
 
 import torch
@@ -30,6 +30,16 @@ class PolicyOutput(NamedTuple):
     """(K,) log-probability of each sequence (with gradient)."""
     entropy: torch.Tensor
     """(K,) sum over steps of the entropy of each step's device distribution (with gradient)."""
+
+
+def check_num_samples(num_samples: object) -> None:
+    """Refuse a number of placements to sample that is not a whole number >= 1 (numpy integers included).
+
+    Raises:
+        ValueError: naming the value.
+    """
+    if isinstance(num_samples, bool) or not isinstance(num_samples, Integral) or num_samples < 1:
+        raise ValueError(f"num_samples must be a whole number >= 1, got {num_samples!r}")
 
 
 def check_inputs(states: torch.Tensor, allowed: torch.Tensor, num_devices: int, state_size: int) -> None:
@@ -213,8 +223,7 @@ class IndependentPolicy(Tempered, Configurable, nn.Module):
         Shapes:
             states (G, S), allowed (G, D) bool; returns devices (K, G), log_prob (K,), entropy (K,).
         """
-        if num_samples < 1:
-            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        check_num_samples(num_samples)
         log_p = self.log_probs(states, allowed, device_features=device_features)
         return score(log_p, gumbel_argmax(log_p, num_samples, generator), allowed)
 

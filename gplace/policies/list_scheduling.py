@@ -32,7 +32,15 @@ from gplace.configurable import Configurable
 from gplace.features import DEVICE_FEATURES
 from gplace.interfaces import PolicyCapabilities
 from gplace.ir.errors import check_finite, check_flags, check_sizes
-from gplace.policies.base import PolicyOutput, Tempered, check_devices, check_inputs, gumbel_noise, temper
+from gplace.policies.base import (
+    PolicyOutput,
+    Tempered,
+    check_devices,
+    check_inputs,
+    check_num_samples,
+    gumbel_noise,
+    temper,
+)
 from gplace.policies.device_aware import relative_device_features, two_layer_mlp
 from gplace.policies.schedule_context import ScheduleContext
 from gplace.policies.schedule_rollout import (
@@ -135,8 +143,7 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
             states (G, S), allowed (G, D) bool, device_features (D, F); returns devices (K, G), log_prob (K,),
             entropy (K,).
         """
-        if num_samples < 1:
-            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        check_num_samples(num_samples)
 
         def draw(logits: torch.Tensor, g: int) -> torch.Tensor:
             return (logits + gumbel_noise(logits.shape, logits, generator)).argmax(-1)

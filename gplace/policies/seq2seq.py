@@ -20,6 +20,7 @@ from gplace.policies.base import (
     Tempered,
     check_devices,
     check_inputs,
+    check_num_samples,
     gumbel_noise,
     masked_log_softmax,
     score,
@@ -101,8 +102,7 @@ class Seq2SeqPolicy(Tempered, Configurable, nn.Module):
             states (G, S), allowed (G, D) bool; returns devices (K, G), log_prob (K,), entropy (K,).
         """
         self._check(states, allowed)
-        if num_samples < 1:
-            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        check_num_samples(num_samples)
 
         # all steps' noise in one draw (the same values as a draw per step): one copy to a GPU, not one per step
         noise = gumbel_noise((states.shape[0], num_samples, self.num_devices), states, generator)

@@ -34,7 +34,15 @@ import torch
 
 from gplace.baselines._common import PlacementInfeasibleError
 from gplace.ir import Cluster, OpGraph, Placement
-from gplace.loggers import JsonlLogger, Logger, MultiLogger, NullLogger, close_as_failed, finish_logger
+from gplace.loggers import (
+    JsonlLogger,
+    Logger,
+    MultiLogger,
+    NullLogger,
+    check_logger,
+    close_as_failed,
+    finish_logger,
+)
 from gplace.placer import ContractError
 from gplace.run_dir import hold_dir
 from gplace.runtime.base import Measurement, Runtime, measure_each
@@ -216,7 +224,9 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
     Raises:
         ValueError: the checkpoint belongs to another run (graph, cluster, runtime, model, grouping, seed or
             trainer).
+        TypeError: ``logger`` is no gplace Logger (before anything is trained or claimed).
     """
+    check_logger(logger)
     held = contextlib.ExitStack()
     try:  # whatever raises (an empty parameter list for Adam, Ctrl-C) gives the directory back at once
         if run_dir is not None:  # one process a directory, whichever trainer; a caller's own hold is kept

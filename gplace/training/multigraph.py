@@ -30,6 +30,7 @@ from gplace.ir import Cluster, OpGraph, Placement
 from gplace.loggers import Logger
 from gplace.runtime.base import Runtime, check_runtime, measure_each
 from gplace.training._loop import (
+    NothingFitError,
     ProjectionCache,
     check_trainable,
     grouping_id,
@@ -43,7 +44,7 @@ from gplace.training.checkpoint import restoring, save_checkpoint
 from gplace.training.ppo import PPOTrainer
 from gplace.training.reinforce import reinforce_loss
 from gplace.training.settings import MultiGraphSettings
-from gplace.training.trainer import ReinforceTrainer, TrainResult, autograd_on
+from gplace.training.trainer import ReinforceTrainer, TrainResult, autograd_on, check_modules
 
 __all__ = ["MultiGraphResult", "MultiGraphTrainer", "Rollout", "Task", "TaskRollout", "TaskResult", "finetune",
            "reference_step_time"]
@@ -63,7 +64,8 @@ class TaskResult:
     reference_step_time: float
     """The step time rewards are normalised by: the best single-device one (see :func:`reference_step_time`)."""
     best_step_time: float
-    """Best step time sampled in training (``inf`` if the task was never drawn or nothing succeeded)."""
+    """Best step time of the task's placements measured in training, its start (``fit(starts=...)``) included
+    (``inf`` if none was measured or none succeeded)."""
     best_placement: Placement | None
     greedy_step_time: float
     """Step time of the trained policy's greedy placement (``inf`` if it failed)."""
@@ -81,7 +83,7 @@ class MultiGraphResult:
     updates: int
     """Updates done, over all runs of a resumed training."""
     seconds: float
-    """Wall time of this run."""
+    """Wall time of training, over all runs of a resumed training."""
     history: list[dict[str, float]] = field(default_factory=list, repr=False)
 
     @property
@@ -204,6 +206,7 @@ class MultiGraphTrainer(MultiGraphSettings):
                 whatever the caller's mode: :func:`~gplace.training.trainer.autograd_on`).
         """
         tasks = _checked_tasks(tasks)
+        check_modules("MultiGraphTrainer.fit", encoder=encoder, policy=policy)
         check_runtime(runtime, optional=False)
         if starts is not None and len(starts) != len(tasks):
             raise ValueError(f"MultiGraphTrainer.fit: {len(starts)} starts for {len(tasks)} tasks (one per task, "
@@ -355,11 +358,14 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
     Only the trained parameters require gradients while it runs (all of them unless ``conditioning_only``, even
     those an earlier call or the caller froze); each parameter's ``requires_grad`` is as it was afterwards.
     The result is never behind the start: the pretrained policy's greedy placement is measured first (uncounted)
-    and returned where the search found nothing faster.
+    and returned where the search found nothing faster, or nothing that ran.
 
     Raises:
         TypeError: ``trainer`` is not a REINFORCE or PPO trainer instance, ``runtime`` not a runtime, ``graph``
-            or ``cluster`` not gplace's (each named).
+            or ``cluster`` not gplace's, ``encoder`` or ``policy`` no torch module, ``logger`` no gplace Logger
+            (each named).
+        ValueError: ``conditioning_only`` with a policy without ``conditioning_parameters()``.
+        NothingFitError: no placement ran, the start included.
         RuntimeError: ``encoder`` or ``policy`` was made under ``torch.inference_mode()`` (gradients are on
             whatever the caller's mode: :func:`~gplace.training.trainer.autograd_on`).
     """
@@ -367,6 +373,7 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
     from gplace.placer import PolicyPlacer, merge_for
 
     check_graph_and_cluster(graph, cluster)
+    check_modules("finetune", encoder=encoder, policy=policy)
     check_runtime(runtime, optional=False)
     if trainer is not None and not isinstance(trainer, ReinforceTrainer | PPOTrainer):
         raise TypeError(f"trainer must be a ReinforceTrainer or PPOTrainer instance (one graph's search), got "
@@ -380,9 +387,14 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
         start = placer.greedy()
         started = runtime.measure(graph, cluster, start)
         with _training_only(encoder, policy, trained):
-            result = (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir,
-                                                         logger=logger)
-    if started.ok and started.step_time < result.best_step_time:
+            try:
+                result = (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir,
+                                                             logger=logger)
+            except NothingFitError as err:  # no sample ran, but the start did: it is the result
+                if not started.ok:
+                    raise
+                result = err.result
+    if started.ok and not (result.best_measurement.ok and result.best_step_time <= started.step_time):
         log.info("fine-tuning on %s found nothing faster than the pretrained policy's greedy placement (%.6g s)",
                  graph.name, started.step_time)
         return dataclasses.replace(result, best_placement=start, best_measurement=started)
@@ -458,7 +470,8 @@ def _run_id(tasks: Sequence[Task]) -> str:
 
 
 def _mean_best_ratio(states: Sequence[_TaskState]) -> float:
-    """Mean over the tasks drawn so far of best step time over reference."""
+    """Mean over the tasks with a best placement so far (drawn, or given a start) of best step time over
+    reference."""
     ratios = [s.best[1] / s.reference_time for s in states if s.best is not None and s.reference_time is not None]
     return float(np.mean(ratios)) if ratios else math.inf
 

@@ -32,6 +32,13 @@ from gplace.training.settings import SearchSettings
 __all__ = ["ReinforceTrainer", "TrainResult", "TrainablePlacer", "autograd_on"]
 
 
+def check_modules(who: str, **modules: Any) -> None:
+    """Raise a ``TypeError`` naming the argument (``encoder=``, ``policy=``) that is no ``torch.nn.Module``."""
+    for role, module in modules.items():
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"{who}: {role} must be a torch nn.Module, got {type(module).__name__}")
+
+
 @contextlib.contextmanager
 def autograd_on(*trained: Any, who: str) -> Iterator[None]:
     """Gradients recorded in the block whatever the caller's mode (``torch.no_grad()``, ``torch.inference_mode()``,
