@@ -1778,11 +1778,19 @@ def _check_config_command(command: str, args: list[str]) -> None:
 def _check_cases_quoted(args: list[str]) -> None:
     """Refuse a bench's ``cases=`` whose overrides are not quoted (``cases=[[graph=x,cluster=y]]``: Hydra's own "no
     viable alternative at input '[[graph='"), with the quoted form."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
     for arg in args:
         key, _, value = arg.partition("=")
-        if key.lstrip("+") == "cases" and re.search(r"\[\s*[\w.@/~+-]+=", value):
+        if key.lstrip("+") != "cases" or not re.search(r"\[\s*[\w.@/~+-]+=", value):
+            continue
+        try:  # a quoted value holding "[name=" (a case's own override's text) parses
+            OverridesParser.create().parse_overrides([arg])
+        except HydraException:
             _fail(f"{arg}: quote each override of a case, as a list of lists of strings: "
-                  "\"cases=[['graph=inception_v3','cluster=paper_4gpu']]\" (the shell's double quotes around it all)")
+                  "\"cases=[['graph=inception_v3','cluster=paper_4gpu']]\" (the shell's double quotes around it "
+                  "all)")
 
 
 SUBMITIT_LAUNCHERS = ("gplace_slurm", "submitit_slurm", "submitit_local")

@@ -353,8 +353,9 @@ def ort_op_times(graph: OpGraph, profile: OrtProfile, *, skip_runs: int = 0, lab
             ``skip_runs``; the message names the node and the file.
         ValueError: ``skip_runs`` is not a whole number >= 0.
     """
-    if isinstance(skip_runs, bool) or not isinstance(skip_runs, int) or skip_runs < 0:
+    if isinstance(skip_runs, bool) or not isinstance(skip_runs, numbers.Integral) or skip_runs < 0:
         raise ValueError(f"skip_runs must be a whole number >= 0, got {skip_runs!r}")
+    skip_runs = int(skip_runs)  # a numpy integer, as before
     label = label or profile.path
     index = graph.op_index
     calls = calls or {}

@@ -22,6 +22,8 @@ def test_unquoted_case_overrides_are_refused_with_the_quoted_form(monkeypatch, c
 
 
 @pytest.mark.parametrize("arg", ["cases=[['graph=inception_v3','cluster=paper_4gpu']]",
-                                 'cases=[["graph=file","graph.path=a=b.txt"]]', "search.seconds=5", "out_dir=[x=y]"])
+                                 'cases=[["graph=file","graph.path=a=b.txt"]]', "search.seconds=5", "out_dir=[x=y]",
+                                 """cases=[['graph=x','runtime.note="[a=b]"']]""",
+                                 'cases=[["graph=x", "cluster=[y=z]"]]'])
 def test_quoted_cases_and_other_overrides_pass(arg):
     _check_cases_quoted([arg])

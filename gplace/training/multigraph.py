@@ -358,7 +358,8 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
     Only the trained parameters require gradients while it runs (all of them unless ``conditioning_only``, even
     those an earlier call or the caller froze); each parameter's ``requires_grad`` is as it was afterwards.
     The result is never behind the start: the pretrained policy's greedy placement is measured first (uncounted)
-    and returned where the search found nothing faster, or nothing that ran.
+    and returned where the search found nothing faster, or nothing that ran (the search itself then failed: its
+    ``logger`` and ``run_dir`` record it so).
 
     Raises:
         TypeError: ``trainer`` is not a REINFORCE or PPO trainer instance, ``runtime`` not a runtime, ``graph``

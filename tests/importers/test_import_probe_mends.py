@@ -53,6 +53,8 @@ def test_a_tensorflow_output_the_node_lacks_is_refused_at_import():
     with pytest.raises(UnsupportedGraphError, match=r"output 'y:3' is no tensor of the graph: node 'y' \(MatMul\) "
                                                     r"has 1 output, y:0"):
         gplace.from_tensorflow(graph, outputs="y:3")
+    with pytest.raises(UnsupportedGraphError, match=r"output 'y:' is no tensor of the graph"):
+        gplace.from_tensorflow(graph, outputs="y:")
     assert gplace.from_tensorflow(graph, outputs="y:0").num_ops > 0
 
 
@@ -110,6 +112,7 @@ def test_arguments_of_the_wrong_kind_are_named(tmp_path):
     path.write_text(json.dumps([{"cat": "Node", "name": "a_kernel_time", "dur": d} for d in (100, 1, 1, 1)]))
     profile = read_ort_profile(path)
     assert ort_op_times(graph, profile, skip_runs=1) == {"a": pytest.approx(1e-6)}
+    assert ort_op_times(graph, profile, skip_runs=np.int64(1)) == {"a": pytest.approx(1e-6)}  # as before
     for skip in (-1, 1.5):
         with pytest.raises(ValueError, match="skip_runs must be a whole number >= 0"):
             ort_op_times(graph, profile, skip_runs=skip)

@@ -145,8 +145,8 @@ def _copy(message: Any) -> Any:
 def _check_output_index(output: str, nodes: dict[str, Any]) -> None:
     """Refuse an output ``name:N`` whose node has no output ``N`` (``y:3`` of a MatMul was taken, and failed only
     when a runtime fetched it)."""
-    name, _, index = output.lstrip("^").partition(":")
-    if name not in nodes or not index:
+    name, colon, index = output.lstrip("^").partition(":")
+    if name not in nodes or not colon:
         return
     count = _output_count(nodes[name])
     if index.isdigit() and (count is None or int(index) < count):
