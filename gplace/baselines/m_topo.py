@@ -73,7 +73,7 @@ class _Filler:
         if placed >= 0:
             return placed
         last = len(self.order) - 1
-        while self.cursor < last and self.load[self.order[self.cursor]] >= self.share:
+        while self.cursor < last and self.load[self.order[self.cursor]] >= self.share * (1 - _ROUNDING):
             self.cursor += 1
         current = self.order[self.cursor]
         if self.units.allowed[unit, current]:
@@ -88,6 +88,11 @@ class _Filler:
         if not candidates:
             raise self.ledger.infeasible(self.graph, op)
         return min(candidates, key=lambda d: (self.load[d], d))
+
+
+_ROUNDING = 1e-9
+"""Relative slack of "a device's load reached the even share": both are sums of floats (five ops of 0.1 s came to
+0.5 against a share of 0.5000000000000001, and a sixth op went on the device)."""
 
 
 def _even_share(durations: np.ndarray, allowed: np.ndarray, speeds: np.ndarray) -> float:
