@@ -468,6 +468,10 @@ def test_an_op_pinned_to_a_kind_it_has_no_cost_for_says_so():
     graph = OpGraph.from_ops([Op("conv", "Conv", None, kind_cost={"gpu": 0.3}, pinned="cpu")], [])
     with pytest.raises(GraphError, match=r"it has no cost for kind 'cpu' \(its costs are for \['gpu'\]\)"):
         gplace.place(graph, cpu_gpu_cluster(1), method="heft")
+    # not pinned, costed for a kind the cluster lacks: '(pinned=None) can run on no device' said no more (probe)
+    graph = OpGraph.from_ops([Op("conv", "Conv", None, kind_cost={"cpu": 0.3})], [])
+    with pytest.raises(GraphError, match=r"it has no cost for any of them \(its costs are for \['cpu'\]\)"):
+        gplace.place(graph, uniform_cluster(2), method="heft")
 
 
 def test_search_results_keep_their_sample_and_counts():

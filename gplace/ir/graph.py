@@ -536,7 +536,9 @@ class OpGraph:
             i = dead[0]
             pin = self.pinned[i]
             why = (f": it has no cost for kind {pin!r} (its costs are for {self._costed_kinds(i)})"
-                   if pin is not None and pin in cluster.kinds else "")
+                   if pin is not None and pin in cluster.kinds else
+                   f": it has no cost for any of them (its costs are for {self._costed_kinds(i)})"
+                   if pin is None else "")
             raise GraphError(
                 f"op {self.op_names[i]!r} (pinned={pin!r}) can run on no device of cluster "
                 f"{cluster.name!r} (kinds {sorted(set(cluster.kinds))}){why}"
