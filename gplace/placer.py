@@ -501,8 +501,6 @@ def _default_grouping(graph: OpGraph, cluster: Cluster, merge: bool | str, max_g
                      memory_cap=memory_cap(graph, cluster))
 
 
-
-
 def checked_device_features(cluster: Cluster, given: np.ndarray | torch.Tensor | None) -> torch.Tensor:
     """Given device features as float32, or the cluster's (:func:`~gplace.features.device_features`).
 

@@ -535,10 +535,10 @@ class OpGraph:
         if dead.size:
             i = dead[0]
             pin = self.pinned[i]
-            why = (f": it has no cost for kind {pin!r} (its costs are for {self._costed_kinds(i)})"
-                   if pin is not None and pin in cluster.kinds else
-                   f": it has no cost for any of them (its costs are for {self._costed_kinds(i)})"
-                   if pin is None else "")
+            why = ""
+            if pin is None or pin in cluster.kinds:  # else the pin names a kind the cluster lacks: said above
+                lacking = "any of them" if pin is None else f"kind {pin!r}"
+                why = f": it has no cost for {lacking} (its costs are for {self._costed_kinds(i)})"
             raise GraphError(
                 f"op {self.op_names[i]!r} (pinned={pin!r}) can run on no device of cluster "
                 f"{cluster.name!r} (kinds {sorted(set(cluster.kinds))}){why}"
