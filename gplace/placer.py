@@ -25,7 +25,7 @@ from gplace.grouping import (
 from gplace.interfaces import check_device_count, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.placement import check_graph_and_cluster, check_has_ops, check_placement
-from gplace.policies.base import check_num_samples
+from gplace.policies.base import check_num_samples, parameter_dtype
 from gplace.policies.schedule_context import ScheduleContext
 
 
@@ -255,7 +255,7 @@ class PolicyPlacer(nn.Module):
             where = f" (the state_size of {type(self.policy).__name__})" if size is not None else ""
             raise ContractError(f"encoder {name} must return {expected} states{where}, one row per group, got states "
                                 f"of shape {tuple(states.shape)}")
-        dtype = _parameter_dtype(self.policy)
+        dtype = parameter_dtype(self.policy)
         if dtype is not None and torch.is_autocast_enabled(states.device.type):
             dtype = None  # autocast runs the policy's layers in its own dtype
         if not states.is_floating_point() or dtype is not None and states.dtype != dtype:
@@ -385,12 +385,6 @@ def declared_size(network: Any, attribute: str) -> int | None:
     return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
-def _parameter_dtype(module: Any) -> torch.dtype | None:
-    """The dtype of the module's first floating-point parameter, ``None`` for one without any."""
-    parameters = module.parameters() if hasattr(module, "parameters") else ()  # an encoder need not be a Module
-    return next((p.dtype for p in parameters if p.is_floating_point()), None)
-
-
 def greedy_placement(placer: nn.Module, graph: OpGraph, cluster: Cluster) -> Placement:
     """The placer contract for a policy built for one graph and cluster: its greedy placement, validated.
 
@@ -420,7 +414,7 @@ def follow_networks(holder: nn.Module, dtype: torch.dtype, **networks: nn.Module
 
 def floating_dtype(module: nn.Module) -> torch.dtype:
     """The dtype of the module's first floating-point parameter (the default dtype for one without any)."""
-    return _parameter_dtype(module) or torch.get_default_dtype()
+    return parameter_dtype(module) or torch.get_default_dtype()
 
 
 def check_one_dtype(**modules: nn.Module) -> None:

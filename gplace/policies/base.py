@@ -42,8 +42,16 @@ def check_num_samples(num_samples: object) -> None:
         raise ValueError(f"num_samples must be a whole number >= 1, got {num_samples!r}")
 
 
-def check_inputs(states: torch.Tensor, allowed: torch.Tensor, num_devices: int, state_size: int) -> None:
-    """Raise ``ValueError`` unless states are (G, state_size) and ``allowed`` a (G, D) bool mask with a device per row.
+def parameter_dtype(module: object) -> torch.dtype | None:
+    """The dtype of the module's first floating-point parameter, ``None`` for one without any."""
+    parameters = module.parameters() if hasattr(module, "parameters") else ()  # an encoder need not be a Module
+    return next((p.dtype for p in parameters if p.is_floating_point()), None)
+
+
+def check_inputs(states: torch.Tensor, allowed: torch.Tensor, num_devices: int, state_size: int,
+                 policy: nn.Module | None = None) -> None:
+    """Raise ``ValueError`` unless states are (G, state_size), of ``policy``'s weights' dtype where given (outside
+    autocast, which runs the layers in its own dtype), and ``allowed`` a (G, D) bool mask with a device per row.
 
     Shapes:
         states (G, S), allowed (G, D) bool.
@@ -51,6 +59,10 @@ def check_inputs(states: torch.Tensor, allowed: torch.Tensor, num_devices: int, 
     g = states.shape[0]
     if states.ndim != 2 or states.shape[1] != state_size:
         raise ValueError(f"states has shape {tuple(states.shape)}, expected (G, {state_size})")
+    weights = parameter_dtype(policy) if policy is not None else None
+    if weights is not None and states.dtype != weights and not torch.is_autocast_enabled(states.device.type):
+        raise ValueError(f"states are {states.dtype}, {type(policy).__name__}'s weights {weights}: convert the "
+                         f"states (states.to({weights})) or the policy (policy.to({states.dtype}))")
     if allowed.shape != (g, num_devices) or allowed.dtype != torch.bool:
         raise ValueError(f"allowed must be a ({g}, {num_devices}) bool tensor, got {tuple(allowed.shape)} "
                          f"{allowed.dtype}")
@@ -262,7 +274,7 @@ class IndependentPolicy(Tempered, Configurable, nn.Module):
             states (G, S), allowed (G, D) bool, device_features (D, F); returns (G, D).
         """
         num_devices = self._check_device_features(device_features)
-        check_inputs(states, allowed, allowed.shape[-1] if num_devices is None else num_devices, self.state_size)
+        check_inputs(states, allowed, allowed.shape[-1] if num_devices is None else num_devices, self.state_size, self)
         logits = self._logits(states, device_features)
         if not isinstance(logits, torch.Tensor) or logits.shape != allowed.shape:  # else broadcast in silence
             from gplace.placer import ContractError  # gplace.placer imports the policies

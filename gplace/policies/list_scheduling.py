@@ -214,7 +214,7 @@ class ListSchedulingPolicy(Tempered, Configurable, nn.Module):
         if device_features is None or device_features.ndim != 2 or device_features.shape[1] != self.device_feature_size:
             shape = None if device_features is None else tuple(device_features.shape)
             raise ValueError(f"device_features has shape {shape}, policy expects (D, {self.device_feature_size})")
-        check_inputs(states, allowed, device_features.shape[0], self.state_size)
+        check_inputs(states, allowed, device_features.shape[0], self.state_size, self)
         if (schedule.num_groups, schedule.num_devices) != tuple(allowed.shape):
             raise ValueError(f"schedule describes {schedule.num_groups} groups on {schedule.num_devices} devices, "
                              f"allowed is {tuple(allowed.shape)}")

@@ -136,7 +136,7 @@ class Seq2SeqPolicy(Tempered, Configurable, nn.Module):
 
     # ------------------------------------------------------------------ decoding
     def _check(self, states: torch.Tensor, allowed: torch.Tensor) -> None:
-        check_inputs(states, allowed, self.num_devices, self.state_size)
+        check_inputs(states, allowed, self.num_devices, self.state_size, self)
 
     def _decode(self, states: torch.Tensor, allowed: torch.Tensor, k: int, choose: _Choose) -> PolicyOutput:
         """Run the decoder for ``k`` sequences; ``choose(t, log_p (k, D))`` picks step ``t``'s devices."""

@@ -128,6 +128,20 @@ def test_gradients_reach_every_parameter(placer):
 
 
 @pytest.mark.parametrize("name", POLICIES)
+def test_states_of_another_dtype_than_the_weights_are_refused_naming_both(graph, name):
+    """float64 states given to a float32 policy failed inside torch ("mat1 and mat2 must have the same dtype")."""
+    cluster = cpu_gpu_cluster(2)
+    placer = PolicyPlacer(graph, cluster, _encoder("lstm"), _policy(name, cluster.num_devices), max_groups=10)
+    states = placer.encoder(placer.features()).detach().double()
+    match = rf"states are torch.float64, {type(placer.policy).__name__}'s weights torch.float32: convert"
+    with pytest.raises(ValueError, match=match):
+        placer.policy.sample(states, placer.allowed, 2, **_kwargs(placer))
+    with pytest.raises(ValueError, match=match):
+        placer.policy.greedy(states, placer.allowed, **_kwargs(placer))
+    assert placer.policy.double().greedy(states, placer.allowed, **_kwargs(placer)).shape == (placer.num_groups,)
+
+
+@pytest.mark.parametrize("name", POLICIES)
 @pytest.mark.parametrize("temperature", [0, -1.0, float("nan"), float("inf"), "0.5", True])
 def test_a_temperature_that_is_not_a_finite_positive_number_is_refused(name, temperature):
     """A temperature of 0 gave NaN log-probabilities and put groups on barred devices; a negative one inverted the
