@@ -234,7 +234,7 @@ def op_flops(
     try:
         if fn is not None:
             return float(fn(inputs, outputs, attrs))
-    except (IndexError, ValueError, ZeroDivisionError, TypeError):
+    except (IndexError, KeyError, ValueError, ZeroDivisionError, TypeError):
         _note_memory_only(op_type, "its shapes do not fit the FLOP rule")
         return 0.0  # shapes do not fit the rule (e.g. an unexpected rank): count memory traffic only
     out = outputs[0].numel
@@ -528,9 +528,12 @@ def _cdist(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping
 
 
 def _attention(ins: Sequence[TensorSpec], outs: Sequence[TensorSpec], attrs: Mapping[str, Any]) -> float:
+    """Q[B, H, S_q, d] or packed Q[B, S_q, H * d] (H from ``q_num_heads`` or ``num_heads``), K[..., S_k, d]:
+    ``Q K^T`` and ``P V``, then a softmax over the ``B * H * S_q * S_k`` scores."""
     q, k, out = ins[0], ins[1], outs[0]
     s_k = k.shape[-2] if len(k.shape) >= 2 else 1
-    scores = q.numel // q.shape[-1] * s_k if q.shape else 0
+    heads = int(attrs.get("q_num_heads") or attrs.get("num_heads") or 1) if len(q.shape) == 3 else 1
+    scores = q.numel // q.shape[-1] * s_k * heads if q.shape else 0
     return 2.0 * s_k * (q.numel + out.numel) + PER_ELEMENT_FLOPS["softmax"] * scores
 
 

@@ -53,3 +53,24 @@ def test_attention_backward_is_two_and_a_half_times_the_forward() -> None:
     g, q, k = _t(1, 2, 10, 8), _t(1, 2, 10, 8), _t(1, 2, 12, 8)
     bwd = op_flops("aten._scaled_dot_product_flash_attention_backward.default", [g, q, k, k], [q, k, k])
     assert bwd == 2.5 * 8880 == 22200
+
+
+def test_packed_three_d_attention_counts_the_softmax_over_every_head() -> None:
+    """ONNX Attention with Q[1,16,32] packing 4 heads of 8 and 32 keys is the computation of Q[1,4,16,8]: Q K^T and
+    P V 2 * 32 * (512 + 512) = 65536, the softmax 5 * 4 * 16 * 32 = 10240 (the packed form counted one head's 2560)."""
+    heads = {"q_num_heads": 4, "kv_num_heads": 4}
+    packed = op_flops("Attention", [_t(1, 16, 32), _t(1, 32, 32), _t(1, 32, 32)], [_t(1, 16, 32)], heads)
+    split = op_flops("Attention", [_t(1, 4, 16, 8), _t(1, 4, 32, 8), _t(1, 4, 32, 8)], [_t(1, 4, 16, 8)])
+    ms = op_flops("com.microsoft::MultiHeadAttention", [_t(1, 16, 32), _t(1, 32, 32), _t(1, 32, 32)],
+                  [_t(1, 16, 32)], {"num_heads": 4})
+    assert packed == split == ms == 65536 + 10240
+
+
+def test_a_linear_attention_without_heads_or_with_an_unknown_rule_counts_memory_traffic_only() -> None:
+    """LinearAttention with update_rule "foo", or without q_num_heads, raised a bare KeyError out of the importer;
+    the module docstring promises the memory-traffic fallback for a node its rule does not fit."""
+    q = _t(1, 16, 64)
+    heads = {"q_num_heads": 4, "kv_num_heads": 4}
+    assert op_flops("LinearAttention", [q, q, q], [q], {**heads, "update_rule": "linear"}) > 0
+    assert op_flops("LinearAttention", [q, q, q], [q], {**heads, "update_rule": "foo"}) == 0.0
+    assert op_flops("LinearAttention", [q, q, q], [q], {}) == 0.0

@@ -149,7 +149,7 @@ class Cluster:
     def build(
         cls,
         devices: Sequence[Device],
-        links: Sequence[Link] = (),
+        links: Sequence[Link] | None = (),
         *,
         default_bandwidth: float | None = None,
         default_latency: float = 0.0,
@@ -158,16 +158,20 @@ class Cluster:
         """Build a cluster; pairs without an explicit link use the defaults.
 
         ``devices`` and ``links`` may also be mappings of their fields (a config's dicts, and what Hydra makes of a
-        ``_target_: gplace.Device`` inside a list: a config node of its fields).
+        ``_target_: gplace.Device`` inside a list: a config node of its fields); ``links=None`` is no links.
 
         Raises:
-            GraphError: a device or link is neither one nor a mapping of its fields, a link names an unknown device,
-                or a pair has no link and no default.
+            GraphError: a device or link is neither one nor a mapping of its fields, two devices share a name, a link
+                names an unknown device, or a pair has no link and no default.
         """
         _check_name(name)
         if isinstance(devices, str | bytes | Mapping) or not isinstance(devices, Iterable):
             raise GraphError(f"cluster {name!r}: devices must be a sequence of Device, got {devices!r}")
         devices = tuple(_as_record(Device, d, f"cluster {name!r}: device") for d in devices)
+        if links is None:
+            links = ()
+        if isinstance(links, str | bytes | Mapping) or not isinstance(links, Iterable):
+            raise GraphError(f"cluster {name!r}: links must be a sequence of Link, got {links!r}")
         links = [_as_record(Link, link, f"cluster {name!r}: link") for link in links]
         for label, value in (("default_bandwidth", default_bandwidth), ("default_latency", default_latency)):
             if value is None:
@@ -179,6 +183,9 @@ class Cluster:
                 raise GraphError(f"cluster {name!r}: {label} is {value:.4g}, {why}")
         check_device_count(len(devices), f"cluster {name!r}")
         index = {d.name: i for i, d in enumerate(devices)}
+        if len(index) < len(devices):  # before the links: the last of two names would take both's links
+            twice = next(d.name for i, d in enumerate(devices) if index[d.name] != i)
+            raise GraphError(f"cluster {name!r}: duplicate device name {twice!r}")
         n = len(devices)
         bw = np.full((n, n), np.nan if default_bandwidth is None else float(default_bandwidth))
         lat = np.full((n, n), float(default_latency))

@@ -119,3 +119,20 @@ def test_devices_and_links_may_be_mappings_of_their_fields():
     cluster = Cluster.build([{"name": "a", "kind": "gpu"}, {"name": "b", "kind": "cpu", "speed": 2.0}],
                             [{"a": "a", "b": "b", "bandwidth": 5e9, "latency": 1e-5}])
     assert cluster.devices[1] == Device("b", "cpu", 2.0) and cluster.latency[0, 1] == 1e-5
+
+
+@pytest.mark.parametrize("links", [[Link("a", "b", 1e9)], []])
+def test_a_device_name_given_twice_is_named_even_without_a_default_link(links):
+    """Devices a, b, a with a link a<->b said "no link between 'a' and 'b' and no default_bandwidth", naming a pair
+    that has one; two a's alone said "no link between 'a' and 'a'"."""
+    devices = [*DEVICES, Device("a", "gpu")]
+    with pytest.raises(GraphError, match="^cluster 'cluster': duplicate device name 'a'$"):
+        Cluster.build(devices, links)
+
+
+def test_links_of_none_are_no_links_and_a_links_value_that_is_no_sequence_is_named():
+    """links=None raised "'NoneType' object is not iterable" (a cluster file's "links": null is taken as none)."""
+    assert Cluster.build(DEVICES, None, default_bandwidth=1e9).bandwidth[0, 1] == 1e9
+    for links in (5, "ab"):
+        with pytest.raises(GraphError, match=f"^cluster 'cluster': links must be a sequence of Link, got {links!r}$"):
+            Cluster.build(DEVICES, links, default_bandwidth=1e9)
