@@ -186,11 +186,13 @@ class CachedRuntime(RuntimeWrapper):
             self._memory.popitem(last=False)
 
     def _trim(self, m: Measurement) -> Measurement:
-        """The measurement as the cache keeps it: arrays copied read-only, op times dropped unless kept."""
+        """The measurement as the cache keeps it: arrays copied read-only, op times dropped unless kept, a reason
+        that UTF-8 cannot hold (a file name's surrogates) with backslash escapes."""
         fields = {name: _frozen(getattr(m, name), dtype) for name, dtype in _ARRAYS.items()}
         if not self.keep_op_times:
             fields["op_start"] = fields["op_end"] = None
-        return Measurement(ok=m.ok, step_time=m.step_time, runtime=m.runtime, reason=m.reason,
+        reason = m.reason.encode("utf-8", "backslashreplace").decode("utf-8")  # sqlite's text is UTF-8: a file name
+        return Measurement(ok=m.ok, step_time=m.step_time, runtime=m.runtime, reason=reason,  # may hold surrogates
                            bytes_moved=int(m.bytes_moved), spread=float(m.spread), **fields)
 
     def _connection(self) -> sqlite3.Connection | None:

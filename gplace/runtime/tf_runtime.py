@@ -569,7 +569,11 @@ class _Step:
 
     def _check_feeds(self, source: Any, feeds: Mapping[str, Any] | None) -> None:
         """Raise ValueError naming the first name in ``feeds`` that is no tensor (``"x:0"``) or node (``"x"``, its
-        output 0) of the graph, and the source's inputs."""
+        output 0) of the graph, and the source's inputs; or ``feeds`` itself where it is no mapping."""
+        if feeds is not None and not isinstance(feeds, Mapping):
+            inputs = ", ".join(repr(n) for n in source.inputs) or "none"
+            raise ValueError(f"feeds must be a mapping of tensor name to value (its inputs: {inputs}), got a "
+                             f"{type(feeds).__name__}")
         for name in feeds or {}:
             try:
                 self.graph.get_tensor_by_name(name if ":" in name else f"{name}:0")

@@ -215,7 +215,8 @@ class TorchRuntime(Runtime):
             except TimeUp:
                 raise TorchRunError(f"time limit of {self.time_limit:g} s exceeded during the step") from None
             synchronize(plan)
-        return tuple(outputs) if isinstance(outputs, list | tuple) else (outputs,)
+        outputs = tuple(outputs) if isinstance(outputs, list | tuple) else (outputs,)
+        return tuple(_own_copy(x, plan.initial) for x in outputs)
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
         with forked_rng():  # one measurement at a time in the process: its steps seed the process's generators, and
@@ -375,9 +376,17 @@ class TorchRuntime(Runtime):
         return devices
 
     def check_graph(self, graph: OpGraph) -> None:
-        """Raise :class:`~gplace.ir.UnsupportedGraphError` unless ``graph`` holds a torch.export or ONNX program."""
-        if not isinstance(graph.source, TorchSource | OnnxSource):
+        """Raise :class:`~gplace.ir.UnsupportedGraphError` unless ``graph`` holds a torch.export program or an ONNX
+        model that converts to torch (a node without a torch implementation is named here, not in every
+        measurement; the program is kept for them)."""
+        source = graph.source
+        if not isinstance(source, TorchSource | OnnxSource):
             raise UnsupportedGraphError(no_program(graph))
+        if isinstance(source, OnnxSource):
+            try:
+                self._cached(source.model, lambda: onnx_torch_program(source, graph))
+            except TorchRunError as err:
+                raise UnsupportedGraphError(str(err)) from None
 
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no
@@ -468,3 +477,12 @@ def _step_statistics(times: Sequence[float]) -> tuple[float, float]:
     median = statistics.median(times)
     spread = (max(times) - min(times)) / median if median > 0 else 0.0
     return float(median), float(spread) if math.isfinite(spread) else 0.0
+
+
+def _own_copy(output: Any, kept: Mapping[str, Any]) -> Any:
+    """``output`` cloned where it shares memory with a value the runtime keeps for later steps (a weight, an ONNX
+    initialiser a Reshape returns a view of): a caller writing into a result changed every later run."""
+    if not isinstance(output, torch.Tensor) or not (ptr := output.untyped_storage().data_ptr()):
+        return output
+    shared = any(isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() == ptr for v in kept.values())
+    return output.clone() if shared else output

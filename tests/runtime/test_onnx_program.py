@@ -746,3 +746,51 @@ def test_a_shape_computed_from_input_data_is_read_each_step() -> None:
     before = host_reads()
     m = TorchRuntime(steps=2, warmup=1).measure(g, CLUSTER, Placement.single(g, 0))
     assert m.ok and host_reads() - before == 3
+
+
+def test_integer_reductions_and_cumsum_keep_their_input_type() -> None:
+    """ONNX reductions and CumSum give T back: int32 sums came back int64 (torch widens integer sums), L2 and the
+    logs float32, and a ScatterElements reading an int32 sum into int32 data failed ("self.dtype ... src.dtype")."""
+    x = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
+    kinds = ["ReduceSum", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
+    nodes = [_node(kind, ["x", "a"], [f"y{k}"]) for k, kind in enumerate(kinds)]
+    nodes += [_node("CumSum", ["x", "one"], ["yc"]),
+              _node("ReduceSum", ["x", "a"], ["s"]), _node("ScatterElements", ["d", "i", "s"], ["ys"], axis=1)]
+    inputs = {"x": x, "d": np.zeros((3, 2), np.int32)}
+    constants = {"a": _i64(1), "one": np.array(1, np.int64), "i": _i64(0, 1, 0).reshape(3, 1)}
+    _check(_model(nodes, inputs, [*(f"y{k}" for k in range(len(kinds))), "yc", "ys"], 18, constants), inputs)
+
+
+def test_outputs_do_not_share_memory_with_the_programs_kept_values() -> None:
+    """A Reshape of an initialiser returned a view of the runtime's cached value: a caller adding 100 to it in place
+    changed every later run of that runtime (Add(x, w) gave [101, 102] instead of [1, 2])."""
+    nodes = [_node("Reshape", ["w", "s"], ["y0"]), _node("Add", ["x", "w"], ["y1"])]
+    model = _model(nodes, {"x": np.zeros(2, np.float32)}, ["y0", "y1"], 17,
+                   {"w": np.array([1, 2], np.float32), "s": _i64(2)})
+    g = from_onnx(model)
+    runtime = TorchRuntime(steps=1, warmup=0, device_map=CPU_MAP)
+    view, _ = runtime.run(g, CLUSTER, Placement.single(g, 0), inputs=(np.zeros(2, np.float32),))
+    view.add_(100)
+    _, total = runtime.run(g, CLUSTER, Placement.single(g, 0), inputs=(np.zeros(2, np.float32),))
+    np.testing.assert_array_equal(total.numpy(), [1, 2])
+
+
+@pytest.mark.parametrize("value", [None, "abc", np.array([None, None], dtype=object)])
+def test_an_input_value_that_makes_no_tensor_is_named(value: Any) -> None:
+    """run(inputs={"x": None}) raised torch's "Could not infer dtype of NoneType", naming no input."""
+    g = from_onnx(_model([_node("Relu", ["x"])], {"x": _rand(2)}, ["y"]))
+    with pytest.raises(ValueError, match="^input 'x': cannot make a tensor of "):
+        RUNTIME.run(g, CLUSTER, Placement.single(g, 0), inputs={"x": value})
+    with pytest.raises(ValueError, match="^input 'x': cannot make a tensor of "):
+        RUNTIME.run(g, CLUSTER, Placement.single(g, 0), inputs=[value])
+
+
+def test_check_graph_names_an_onnx_node_without_a_torch_implementation_before_any_search() -> None:
+    """check_graph passed a model with a Unique node, so every measurement of a search failed the same way and
+    gplace.place ran its whole budget before raising."""
+    model, message = _unsupported_models()["op"]
+    g = from_onnx(model)
+    with pytest.raises(UnsupportedGraphError, match="cannot run on torch: " + message.replace("(", r"\(").replace(
+            ")", r"\)")):
+        TorchRuntime(device_map=CPU_MAP).check_graph(g)
+    TorchRuntime(device_map=CPU_MAP).check_graph(from_onnx(_model([_node("Relu", ["x"])], {"x": _rand(2)}, ["y"])))

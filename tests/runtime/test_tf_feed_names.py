@@ -45,3 +45,12 @@ def test_known_feed_names_still_run(graph):
     (got,) = TensorFlowRuntime().run(graph, cluster, Placement.single(graph, 0),
                                      feeds={"x": np.ones((2, 4), np.float32)})
     np.testing.assert_allclose(got, np.full((2, 4), 4.0, np.float32))
+
+
+@pytest.mark.parametrize("feeds", [[np.ones((2, 4), np.float32), 1], "x:0"])
+def test_feeds_that_are_no_mapping_are_named_as_such(graph, feeds):
+    """feeds=[x, 1] said "feeds: array([[1., 1., ...", reporting an array as a tensor name."""
+    cluster = Cluster.build([Device("/CPU:0", "cpu")])
+    with pytest.raises(ValueError, match=rf"^feeds must be a mapping of tensor name to value \(its inputs: 'x:0'\), "
+                                         rf"got a {type(feeds).__name__}$"):
+        TensorFlowRuntime().run(graph, cluster, Placement.single(graph, 0), feeds=feeds)

@@ -465,14 +465,15 @@ _REDUCE: dict[str, Callable[[torch.Tensor, list[int], bool], torch.Tensor]] = {
 @reads_on_host("axes")
 def _reduce(x: torch.Tensor, axes: Any = None, *, kind: str, attr_axes: list[int] | None, keepdims: int,
             noop_with_empty_axes: int) -> torch.Tensor:
-    """Axes from the input (newer opsets) or the attribute; none means all, or nothing with ``noop``."""
+    """Axes from the input (newer opsets) or the attribute; none means all, or nothing with ``noop``. The result
+    keeps ``x``'s type, as ONNX says (torch sums integers as int64, and takes an integer's root or log as float)."""
     dims = as_ints(axes) if axes is not None else attr_axes
     if not dims:
         if noop_with_empty_axes:
             return x
         dims = list(range(x.ndim))
     dims = [norm_axis(d, x.ndim) for d in dims]
-    return _REDUCE[kind](x, dims, bool(keepdims)) if x.ndim else x
+    return _REDUCE[kind](x, dims, bool(keepdims)).to(x.dtype) if x.ndim else x
 
 
 def _reduce_convert(a: Attrs) -> tuple[Callable[..., Any], dict[str, Any]]:

@@ -45,6 +45,7 @@ import torch
 
 from gplace.importers.onnx import OnnxSource, node_reads
 from gplace.ir import OpGraph, UnsupportedGraphError
+from gplace.ir.graph import short_repr
 from gplace.runtime.onnx import nn as onnx_nn
 from gplace.runtime.onnx import ops as onnx_ops
 from gplace.runtime.onnx import rnn as onnx_rnn
@@ -100,11 +101,11 @@ class OnnxProgram:
             if unknown:
                 raise ValueError(f"inputs name {unknown[0]!r}, not an input or initialiser of the model; "
                                  f"its inputs are {list(self.inputs)}")
-            return {self.placeholders[name]: _as_tensor(value) for name, value in inputs.items()}
+            return {self.placeholders[name]: _as_tensor(name, value) for name, value in inputs.items()}
         values = list(inputs) if isinstance(inputs, list | tuple) else [inputs]
         if len(values) != len(self.inputs):
             raise ValueError(f"got {len(values)} inputs, the model takes {len(self.inputs)}: {list(self.inputs)}")
-        return {self.placeholders[name]: _as_tensor(v) for name, v in zip(self.inputs, values, strict=True)}
+        return {self.placeholders[name]: _as_tensor(name, v) for name, v in zip(self.inputs, values, strict=True)}
 
 
 def onnx_program(source: OnnxSource, graph: OpGraph) -> OnnxProgram:
@@ -124,10 +125,14 @@ def onnx_program(source: OnnxSource, graph: OpGraph) -> OnnxProgram:
     return _Builder(source, graph).build()
 
 
-def _as_tensor(value: Any) -> torch.Tensor:
+def _as_tensor(name: str, value: Any) -> torch.Tensor:
+    """``value`` given for input ``name`` as a tensor; ``ValueError`` naming the input where it is none."""
     if isinstance(value, torch.Tensor):
         return value
-    return torch.from_numpy(np.array(value, copy=True)) if isinstance(value, np.ndarray) else torch.tensor(value)
+    try:
+        return torch.from_numpy(np.array(value, copy=True)) if isinstance(value, np.ndarray) else torch.tensor(value)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ValueError(f"input {name!r}: cannot make a tensor of {short_repr(value)} ({err})") from None
 
 
 def _identifier(name: str, taken: set[str]) -> str:

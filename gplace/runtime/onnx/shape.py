@@ -294,7 +294,7 @@ def _non_zero(x: torch.Tensor) -> torch.Tensor:
 def _cum_sum(x: torch.Tensor, axis: Any, *, exclusive: int, reverse: int) -> torch.Tensor:
     dim = norm_axis(int(as_scalar(axis)), x.ndim)
     y = x.flip(dim) if reverse else x
-    out = torch.cumsum(y, dim)
+    out = torch.cumsum(y, dim, dtype=x.dtype)  # ONNX keeps the type: torch sums integers as int64
     out = out - y if exclusive else out
     return out.flip(dim) if reverse else out
 
