@@ -120,7 +120,13 @@ def module_training_graph(times: Sequence[ModuleTimes], *, microbatches: int, st
         overhead: seconds per stage action and micro-batch. (default: 0)
         kind: the device kind the costs are for. (default: "cpu")
         name: the graph's name. (default: "modules")
+
+    Raises:
+        ValueError: ``microbatches`` is not a whole number >= 1, or ``stage_of`` lacks a module (names both).
     """
+    check_sizes("module_training_graph", microbatches=microbatches)
+    if stage_of is not None:
+        _check_stage_of(stage_of, [t.name for t in times])
     ops, edges = [], []
     for i, t in enumerate(times):
         first = stage_of is not None and (i == 0 or stage_of[t.name] != stage_of[times[i - 1].name])
@@ -139,8 +145,20 @@ def module_training_graph(times: Sequence[ModuleTimes], *, microbatches: int, st
 
 
 def stage_placement(graph: OpGraph, stage_of: dict[str, int]) -> list[int]:
-    """The device of each op of :func:`module_training_graph`'s graph, from each module's stage."""
-    return [stage_of[op.split("/", 1)[1]] for op in graph.op_names]
+    """The device of each op of :func:`module_training_graph`'s graph, from each module's stage.
+
+    Raises:
+        ValueError: ``stage_of`` lacks a module of the graph (names it).
+    """
+    modules = [op.split("/", 1)[1] for op in graph.op_names]
+    _check_stage_of(stage_of, modules)
+    return [stage_of[m] for m in modules]
+
+
+def _check_stage_of(stage_of: dict[str, int], modules: Sequence[str]) -> None:
+    missing = [m for m in modules if m not in stage_of]
+    if missing:
+        raise ValueError(f"stage_of gives no stage for module {missing[0]!r} (it names {sorted(stage_of)})")
 
 
 def _times(child: nn.Module, x: torch.Tensor, loss: Callable | None, repeats: int) -> tuple[float, float]:

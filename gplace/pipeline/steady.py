@@ -29,6 +29,7 @@ import numpy as np
 
 from gplace.defaults import MICROBATCHES
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.placement import check_placement
 from gplace.pipeline.simulator import UPDATE, check_microbatches, check_phases
 from gplace.runtime.base import Measurement, ReadOnlySetting, Runtime
 from gplace.runtime.batch import check_device_batch
@@ -41,6 +42,7 @@ __all__ = ["SteadyStateScore", "pipeline_bytes_moved", "steady_state_loads"]
 def steady_state_loads(graph: OpGraph, cluster: Cluster, placement: Placement,
                        microbatches: int = MICROBATCHES) -> np.ndarray:
     """(D,) float64 seconds per micro-batch of each device: compute plus the transfers it sends and receives."""
+    check_placement(placement)
     placement.validate(graph, cluster)
     return _loads(np.asarray(placement.devices, np.int64), *_arrays(graph, cluster, check_microbatches(microbatches)))
 
@@ -51,6 +53,7 @@ def pipeline_bytes_moved(graph: OpGraph, cluster: Cluster, placement: Placement,
     device with a consumer) carrying its largest edge, ``ceil(bytes / M)`` from each of a micro-batch op's ``M``
     instances and the whole edge from an update op (``pipe-v3``'s transfers, counted without simulating)."""
     microbatches = check_microbatches(microbatches)
+    check_placement(placement)
     placement.validate(graph, cluster)
     micro = check_phases(graph) != UPDATE
     nbytes = np.where(micro[graph.edge_index[0]], -(-graph.edge_bytes // microbatches), graph.edge_bytes)

@@ -89,6 +89,7 @@ import dataclasses
 import logging
 import math
 import os
+import pickle
 import queue
 import signal
 import socket
@@ -107,6 +108,7 @@ from torch.utils import _pytree as pytree
 from gplace.defaults import MICROBATCHES, SCHEDULE
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.ir.errors import check_sizes, error_summary
+from gplace.ir.graph import short_repr
 from gplace.pipeline.simulator import check_microbatches
 from gplace.pipeline.steady import pipeline_bytes_moved
 from gplace.runtime.base import ClusterMismatchError, Measurement, ReadOnlySetting, Runtime
@@ -197,6 +199,19 @@ def _batch_size(inputs: tuple[torch.Tensor, ...], target: torch.Tensor) -> int:
     return batch
 
 
+def _check_loss_fn(loss_fn: object, *, pickled: bool) -> None:
+    """Refuse a ``loss_fn`` that is not callable or, sent to spawned stage processes, does not pickle (every
+    measurement failed after the processes started, naming neither)."""
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be a function loss_fn(output, target) -> scalar, got {short_repr(loss_fn)}")
+    if pickled:
+        try:
+            pickle.dumps(loss_fn)
+        except (pickle.PicklingError, AttributeError, TypeError) as err:
+            raise TypeError(f"loss_fn must pickle, to be sent to the stage processes (a function of a module, not a "
+                            f"lambda or a local function): {err}") from None
+
+
 class TorchPipelineRuntime(Runtime):
     """Measures pipeline placements of ``module`` by running them (see the module docstring).
 
@@ -217,7 +232,7 @@ class TorchPipelineRuntime(Runtime):
         time_limit: seconds the whole run may take before it is a failure; ``None`` or ``inf``: no limit.
             (default: 120)
         device_map: cluster device name -> torch device; default: ``/CPU:k`` -> ``cpu``, ``/GPU:k`` -> ``cuda:k``.
-        threads_per_stage: torch intra-op threads of each process (e.g. cores // devices, so that processes
+        threads_per_stage: torch intra-op threads of each process, >= 1 (e.g. cores // devices, so that processes
             sharing a machine's cores do not oversubscribe them). (default: None: torch's default)
         processes: ``"spawn"`` (gplace starts one process per device holding stages) or ``"torchrun"`` (the ranks
             ``torchrun`` started are those processes; see the module docstring). (default: "spawn")
@@ -241,6 +256,9 @@ class TorchPipelineRuntime(Runtime):
         if processes not in ("spawn", "torchrun"):
             raise ValueError(f"processes must be 'spawn' or 'torchrun', got {processes!r}")
         microbatches = check_microbatches(microbatches)
+        _check_loss_fn(loss_fn, pickled=processes == "spawn")
+        if threads_per_stage is not None:
+            check_sizes(type(self).__name__, 1, threads_per_stage=threads_per_stage)
         check_sizes(type(self).__name__, 1, steps=steps)
         check_sizes(type(self).__name__, 0, warmup=warmup)
         limit = check_time_limit(type(self).__name__, time_limit)

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gplace.pipeline.calibration import measure_modules, module_training_graph
+from gplace.pipeline.calibration import ModuleTimes, measure_modules, module_training_graph, stage_placement
 
 
 def _model() -> nn.Module:
@@ -106,3 +106,25 @@ def test_a_gpu_module_is_timed_to_the_end_of_its_kernels_not_their_launch():
     assert times[0].forward >= 0.5 * kernel_seconds, (times[0].forward, kernel_seconds)
     assert times[0].backward >= 0.5 * kernel_seconds, (times[0].backward, kernel_seconds)
     assert torch.equal(torch.cuda.get_rng_state(), state)
+
+
+@pytest.mark.parametrize("microbatches", [0, -1, 2.5, True])
+def test_a_module_graph_of_no_whole_micro_batch_count_is_refused_naming_it(microbatches):
+    """microbatches=0 built a graph of zero costs, 2.5 and True graphs named modules_m2.5 and modules_mTrue, and -1
+    a GraphError about op 'fwd/0's negative cost."""
+    times = [ModuleTimes("a", 0.1, 0.2, 1000, 1000, 0), ModuleTimes("b", 0.1, 0.2, 1000, 1000, 0)]
+    with pytest.raises(ValueError, match=f"^module_training_graph: microbatches must be a whole number >= 1, got "
+                                         f"{microbatches!r}$"):
+        module_training_graph(times, microbatches=microbatches)
+
+
+def test_a_stage_map_lacking_a_module_is_named():
+    """stage_of without module 'b' raised a bare KeyError: 'b', from the graph and from stage_placement alike."""
+    times = [ModuleTimes("a", 0.1, 0.2, 1000, 1000, 0), ModuleTimes("b", 0.1, 0.2, 1000, 1000, 0)]
+    match = r"^stage_of gives no stage for module 'b' \(it names \['a'\]\)$"
+    with pytest.raises(ValueError, match=match):
+        module_training_graph(times, microbatches=2, stage_of={"a": 0})
+    graph = module_training_graph(times, microbatches=2)
+    with pytest.raises(ValueError, match=match):
+        stage_placement(graph, {"a": 0})
+    assert stage_placement(graph, {"a": 0, "b": 1}) == [0, 0, 1, 1]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gplace.ir import Edge, Op, OpGraph, Placement
-from gplace.pipeline import SteadyStateScore, steady_state_loads
+from gplace.pipeline import SteadyStateScore, pipeline_bytes_moved, steady_state_loads
 from gplace.testing import chain, uniform_cluster
 
 
@@ -47,3 +47,11 @@ def test_the_batch_path_scores_each_placement_by_its_busiest_device() -> None:
     rows = np.array([[0, 1], [0, 0], [1, 1]])
     assert score.minibatch_times(g, c, rows).tolist() == pytest.approx([3.0, 4.0, 4.0])
     assert score.measure(g, c, Placement.for_graph(g, [0, 1])).step_time == pytest.approx(3.0)
+
+
+def test_a_placement_that_is_no_placement_is_named_as_simulate_names_it() -> None:
+    """steady_state_loads and pipeline_bytes_moved of a list raised "'list' object has no attribute 'validate'"."""
+    graph, cluster = chain((1.0, 2.0, 3.0)), uniform_cluster(2)
+    for count in (steady_state_loads, pipeline_bytes_moved):
+        with pytest.raises(TypeError, match=r"^placement must be a gplace Placement, got list; make one"):
+            count(graph, cluster, [0, 1, 0], 4)

@@ -403,6 +403,28 @@ def test_settings_are_checked() -> None:
         TorchPipelineRuntime(model, (x, [1, 2]), y, F.mse_loss)
 
 
+def test_a_loss_fn_that_is_no_function_or_does_not_pickle_and_bad_threads_are_refused_up_front() -> None:
+    """loss_fn=None failed every measurement after spawning ("Expecting 4 losses but got 0"), a lambda escaped
+    measure as multiprocessing's pickling AttributeError, and threads_per_stage=0 failed in each stage's
+    set_num_threads."""
+    model, x, y, *_ = _problem({})
+    for bad in (None, "mse"):
+        with pytest.raises(TypeError, match=rf"^loss_fn must be a function loss_fn\(output, target\) -> scalar, got "
+                                            rf"{bad!r}$"):
+            TorchPipelineRuntime(model, x, y, bad)
+    with pytest.raises(TypeError, match=r"^loss_fn must pickle, to be sent to the stage processes .*lambda"):
+        TorchPipelineRuntime(model, x, y, lambda out, target: F.mse_loss(out, target))
+    def local(out, target):
+        return F.mse_loss(out, target)
+
+    with pytest.raises(TypeError, match=r"^loss_fn must pickle"):
+        TorchPipelineRuntime(model, x, y, local)
+    TorchPipelineRuntime(model, x, y, lambda out, target: F.mse_loss(out, target), processes="torchrun")
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match=rf"threads_per_stage must be a whole number >= 1, got {bad!r}"):
+            TorchPipelineRuntime(model, x, y, F.mse_loss, threads_per_stage=bad)
+
+
 def test_the_backend_follows_the_stage_devices_unless_given() -> None:
     """No backend given: gloo for CPU stages, nccl for CUDA stages, a mix of both refused naming the stages; a
     backend given is used as it is."""
