@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gplace.interfaces import Encoder, Placer, Policy, PolicyCapabilities, Trainer, capabilities_of, feature_sizes_of
+from gplace.interfaces import Encoder, Placer, Policy, Trainer, capabilities_of, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
 from gplace.search_result import TrainResult
 from gplace.torch_modes import forked_rng, gradients_on
@@ -71,6 +71,8 @@ def _check_encoder(encoder: Any, graph: OpGraph, max_groups: int) -> torch.Tenso
                                            "__call__ (gplace.interfaces.Encoder)")
     grouping = group_ops(graph, max_groups)
     features = featurize(graph, grouping, **feature_sizes_of(encoder)).to_tensors()
+    dtype = floating_dtype(encoder)  # a placer's policy must share it; its features are in it, as a placer's are
+    features = {k: v.to(dtype) if v.is_floating_point() else v for k, v in features.items()}
     states = encoder(features)
     name, g = type(encoder).__name__, grouping.num_groups
     _require(isinstance(states, torch.Tensor), f"encoder {name} must return its states as a torch.Tensor, got a "
@@ -80,7 +82,6 @@ def _check_encoder(encoder: Any, graph: OpGraph, max_groups: int) -> torch.Tenso
     _require(size is None or states.shape[1] == size,
              f"encoder {name} must return (G={g}, S={size}) states (S its hidden_size), got {tuple(states.shape)}")
     _require(states.is_floating_point(), f"encoder states must be floats, got {states.dtype}")
-    dtype = floating_dtype(encoder)  # a placer's policy must share it
     _require(states.dtype == dtype or torch.is_autocast_enabled(states.device.type),
              f"encoder {name} must return states of dtype {dtype} (its parameters', the default dtype for an encoder "
              f"without any; a placer's policy shares it), got {states.dtype}")
@@ -103,22 +104,28 @@ def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, nu
                  max_groups: int = 16) -> Placement:
     """Assert ``policy`` is a :class:`~gplace.interfaces.Policy` inside a :class:`~gplace.placer.PolicyPlacer`:
     declared :class:`~gplace.interfaces.PolicyCapabilities`; sampled placements allowed, with finite log-probability
-    and entropy carrying gradients; ``evaluate`` agreeing with ``sample``'s log-probability; the greedy placement
-    valid and among the most likely; a seeded sample repeatable.
+    and entropy carrying gradients; ``evaluate`` agreeing with ``sample``'s log-probability (its dtype too), with a
+    gradient and a finite entropy >= 0; the greedy placement valid and, for a policy of independent choices
+    (:class:`~gplace.policies.IndependentPolicy`), among the most likely (a sequential decoder's greedy path need not
+    be the most likely sequence); a seeded sample repeatable.
 
     Returns:
         The greedy placement.
     """
     _require(isinstance(policy, Policy), f"{type(policy).__name__} lacks capabilities, sample, greedy or evaluate "
                                          "(gplace.interfaces.Policy)")
-    _require(isinstance(capabilities_of(policy), PolicyCapabilities), "capabilities must be a PolicyCapabilities")
+    try:
+        capabilities_of(policy)  # a PolicyCapabilities, or an error naming what is wrong with it
+    except (TypeError, ValueError) as err:
+        raise AssertionError(str(err)) from None
     with _left_as_given(policy, encoder), _broken_rules(), gradients_on():  # whatever the caller's mode
         return _check_policy(policy, graph, cluster, encoder, num_samples, max_groups)
 
 
 @contextlib.contextmanager
 def _broken_rules() -> Iterator[None]:
-    """A :class:`~gplace.placer.ContractError` the placer raises first, as the ``AssertionError`` of the rule."""
+    """A :class:`~gplace.placer.ContractError` the placer raises first (a ``ContractTypeError`` included), as the
+    ``AssertionError`` of the rule."""
     from gplace.placer import ContractError
 
     try:
@@ -156,8 +163,14 @@ def _check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, n
     _require(np.array_equal(out.devices, again.devices), "sampling with the same seeded generator must repeat")
     log_prob, entropy = placer.evaluate(out.devices)
     _require(tuple(log_prob.shape) == (num_samples,), f"evaluate must give ({num_samples},) log-probabilities")
+    _require(log_prob.dtype == out.log_prob.dtype, f"evaluate must give log_prob in sample's dtype "
+             f"{out.log_prob.dtype}, got {log_prob.dtype}")
     _require(torch.allclose(log_prob, out.log_prob, atol=1e-4), "evaluate's log_prob must equal sample's")
     _require(tuple(entropy.shape) == (num_samples,), "evaluate must give (K,) entropies")
+    _require(log_prob.requires_grad, "evaluate's log_prob must carry a gradient to the policy's parameters (PPO "
+             "trains on it)")
+    _require(bool(torch.isfinite(entropy).all() and (entropy >= -1e-6).all()),
+             "evaluate's entropy must be finite and >= 0")
     greedy = placer.greedy()
     greedy.validate(graph, cluster)
     best, _ = placer.evaluate(greedy.devices[None])
@@ -206,7 +219,10 @@ def check_placer(placer: Placer, graph: OpGraph, cluster: Cluster) -> Placement:
     """Assert ``placer`` follows the :class:`~gplace.interfaces.Placer` contract: a valid placement of every op,
     honouring pins and colocation (:meth:`~gplace.ir.Placement.validate`), with a ``name``."""
     _require(isinstance(getattr(placer, "name", None), str) and placer.name, "a placer has a non-empty name")
-    placement = placer.place(graph, cluster)
+    try:  # Placer.place validates what _place returns
+        placement = placer.place(graph, cluster)
+    except (InvalidPlacementError, TypeError) as err:
+        raise AssertionError(f"placer {placer.name!r} returned an invalid placement: {err}") from None
     _require(isinstance(placement, Placement), f"place must return a Placement, got {type(placement).__name__}")
     _require(placement.devices.shape == (graph.num_ops,), "place must give one device per op")
     try:
@@ -232,8 +248,8 @@ def check_trainer(trainer: Trainer, graph: OpGraph, cluster: Cluster, encoder: A
 
     _require(isinstance(trainer, Trainer), f"{type(trainer).__name__} lacks fit (gplace.interfaces.Trainer)")
     with forked_rng(0):  # default networks drawn from a seed of their own: the caller's generator is left alone
-        encoder = encoder or LSTMEncoder(hidden_size=32)
-        policy = policy or MLPPolicy(cluster.num_devices, hidden_size=32, state_size=32)
+        encoder = LSTMEncoder(hidden_size=32) if encoder is None else encoder
+        policy = MLPPolicy(cluster.num_devices, hidden_size=32, state_size=32) if policy is None else policy
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=16)
     runtime = Simulator()
     start = SingleDevice().place(graph, cluster)
@@ -241,6 +257,8 @@ def check_trainer(trainer: Trainer, graph: OpGraph, cluster: Cluster, encoder: A
     name = type(trainer).__name__
     _require(all(hasattr(result, a) for a in ("best_placement", "best_step_time", "sample_step_times")),
              f"{name}.fit must return a TrainResult, got {type(result).__name__}")
+    _require(isinstance(result.best_placement, Placement), f"{name}'s best_placement must be a Placement, got a "
+             f"{type(result.best_placement).__name__}")
     try:
         result.best_placement.validate(graph, cluster)
     except InvalidPlacementError as err:

@@ -188,7 +188,7 @@ def place(
     refine = _check_refine(refine, runtime)  # refused before the run directory is claimed
     run_dir = None if run_dir is None else as_path(run_dir, "place: run_dir")
     with contextlib.nullcontext() if run_dir is None else claim_run_dir(run_dir, graph, cluster):  # one run a dir
-        runtime = runtime or Simulator()
+        runtime = Simulator() if runtime is None else runtime
         runtime.check_cluster(cluster)  # a cluster this machine cannot run fails here, once
         runtime.check_graph(graph)  # so does a graph without the program a real runtime runs
         budget = None if budget is None else Budget.parse(budget)
@@ -410,8 +410,8 @@ def _networks(method: str, cluster: Cluster, encoder: Module | None,
 
     if method != "learned" and encoder is None and policy is None:
         return make_learner(method, cluster.num_devices)
-    encoder = encoder or LSTMEncoder()
-    policy = policy or Seq2SeqPolicy
+    encoder = LSTMEncoder() if encoder is None else encoder  # `or` swapped in LSTMEncoder for an encoder
+    policy = Seq2SeqPolicy if policy is None else policy  # that is falsy (an empty nn.Sequential's len is 0)
     if not isinstance(policy, torch.nn.Module):  # a class or factory: sized for the cluster and the encoder
         sizes = {"num_devices": cluster.num_devices}
         if hasattr(encoder, "hidden_size") and "state_size" in inspect.signature(policy).parameters:
@@ -624,7 +624,7 @@ def _budgeted(trainer: Trainer | None, budget: Budget | None, seed: int | None) 
     """``trainer`` (default: REINFORCE) with the budget and seed applied."""
     from gplace.training.trainer import ReinforceTrainer
 
-    trainer = trainer or ReinforceTrainer()
+    trainer = ReinforceTrainer() if trainer is None else trainer
     changes: dict[str, Any] = {} if seed is None else {"seed": seed}
     needs = {"seed"} if seed is not None else set()
     needs |= set() if budget is None else {"samples_per_update", "updates", "max_seconds"}

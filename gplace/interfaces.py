@@ -71,11 +71,15 @@ class PolicyCapabilities:
     merge_consumers: bool | Literal["if_needed"] = True
 
     def __post_init__(self) -> None:
-        if self.num_devices is not None and (not isinstance(self.num_devices, int) or self.num_devices < 1):
-            raise ValueError(f"PolicyCapabilities.num_devices must be a positive int or None, got {self.num_devices!r}")
-        if self.merge_consumers not in (True, False, "if_needed"):
-            raise ValueError(f"PolicyCapabilities.merge_consumers must be True, False or 'if_needed', "
-                             f"got {self.merge_consumers!r}")
+        devices = self.num_devices
+        if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int) or devices < 1):
+            raise ValueError(f"PolicyCapabilities.num_devices must be a positive int or None, got {devices!r}")
+        for name in ("uses_device_features", "uses_schedule"):
+            if not isinstance(getattr(self, name), bool):  # 'no' read as true
+                raise ValueError(f"PolicyCapabilities.{name} must be True or False, got {getattr(self, name)!r}")
+        merge = self.merge_consumers
+        if not (isinstance(merge, bool) or merge == "if_needed"):  # 0.0 == False and 1 == True, but are neither
+            raise ValueError(f"PolicyCapabilities.merge_consumers must be True, False or 'if_needed', got {merge!r}")
 
     def inputs(self, device_features: torch.Tensor, schedule: Any) -> dict[str, Any]:
         """The keyword inputs a policy with these capabilities reads (``schedule`` may be a zero-argument callable
@@ -207,11 +211,13 @@ class Placer(abc.ABC):
         if made is None:
             raise TypeError(f"{type(self).__name__}._place returned None (no return?): it returns the (N,) device "
                             "index of every op")
-        given = np.asarray(made.devices if isinstance(made, Placement) else made)  # a Placement: validated below
+        if isinstance(made, Placement):  # of this graph: one made for another is refused, naming both
+            made.validate(graph, cluster)
+        given = np.asarray(made.devices if isinstance(made, Placement) else made)
         if given.size and (given.dtype == bool or not np.issubdtype(given.dtype, np.integer)):
             raise TypeError(f"{type(self).__name__}._place must return integer device indices, got dtype "
                             f"{given.dtype}")
-        placement = Placement.for_graph(graph, given.astype(np.int64))
+        placement = Placement.for_graph(graph, given)  # an index past int64 is named, not wrapped to < 0
         placement.validate(graph, cluster)
         return placement
 

@@ -35,6 +35,12 @@ class ContractError(ValueError):
     it as the broken rule it is, an ``AssertionError``)."""
 
 
+class ContractTypeError(ContractError, TypeError):
+    """A :class:`ContractError` where the part is, or returned, the wrong kind of object (a tuple for states, a
+    policy without ``sample``): a ``TypeError`` too, as Python raises for a wrong type, and bad input to the
+    command line (exit 2, one line) like every ``ValueError`` of gplace."""
+
+
 class PlacerSample(NamedTuple):
     """K sampled placements, per op, with their log-probabilities and entropies."""
 
@@ -81,8 +87,8 @@ class PolicyPlacer(nn.Module):
     Raises:
         ValueError: ``encoder`` and ``policy`` are on different devices or of different floating dtypes;
             :class:`~gplace.ir.errors.GraphError` for a graph without ops.
-        TypeError: ``encoder`` or ``policy`` is a class, not an instance; ``policy`` has no ``sample`` or
-            ``encoder`` is not callable (names which, and whether the two look swapped).
+        ContractTypeError: (a TypeError) ``encoder`` or ``policy`` is a class, not an instance; ``policy`` has no
+            ``sample`` or ``encoder`` is not callable (names which, and whether the two look swapped).
 
     Shapes:
         sampled ``devices`` (K, N) int64; ``log_prob`` and ``entropy`` (K,); ``device_features`` (D, F).
@@ -99,8 +105,8 @@ class PolicyPlacer(nn.Module):
         check_has_ops(graph)
         for role, network in (("encoder", encoder), ("policy", policy)):
             if isinstance(network, type):
-                raise TypeError(f"{role} must be an instance, got the class {network.__name__}: call it "
-                                f"({network.__name__}(...))")
+                raise ContractTypeError(f"{role} must be an instance, got the class {network.__name__}: call it "
+                                        f"({network.__name__}(...))")
         _check_roles(encoder, policy)
         self.capabilities = check_device_count(policy, cluster)
         self.graph, self.cluster, self.encoder, self.policy = graph, cluster, encoder, policy
@@ -126,6 +132,7 @@ class PolicyPlacer(nn.Module):
         follow_networks(self, floating_dtype(encoder), encoder=encoder, policy=policy)  # features and mask
         check_one_dtype(encoder=encoder, policy=policy)  # the encoder's states feed the policy
         self._finite_checked = False  # _states(): the first states are checked for NaN and inf
+        self._gradient_checked = False  # and the first with gradients on for a gradient to a trainable encoder
 
     @property
     def num_groups(self) -> int:
@@ -157,15 +164,15 @@ class PolicyPlacer(nn.Module):
             ContractError: (a ValueError) the encoder's states or the policy's output break their contract
                 (:mod:`gplace.interfaces`): states not (G, S) floats in the policy's dtype; devices not (K, G) integers
                 in [0, D) that the allowed-device mask allows; log_prob or entropy not (K,) floats; log_prob > 0.
-            TypeError: the encoder or policy returned something other than tensors.
+            ContractTypeError: (a TypeError) the encoder or policy returned something other than tensors.
         """
         check_num_samples(num_samples)
         out = self.policy.sample(self._states(), self.allowed, num_samples, generator=generator,
                                  **self.policy_inputs())
         fields = ("devices", "log_prob", "entropy")
         if not all(hasattr(out, f) for f in fields):
-            raise TypeError(f"{type(self.policy).__name__}.sample must return a PolicyOutput (devices, log_prob, "
-                            f"entropy), got a {_described(out)}")
+            raise ContractTypeError(f"{type(self.policy).__name__}.sample must return a PolicyOutput (devices, "
+                                    f"log_prob, entropy), got a {_described(out)}")
         devices, log_prob, entropy = (getattr(out, f) for f in fields)
         self._check_devices(devices, "sample", "PolicyOutput.devices", (int(num_samples), self.num_groups))
         self._check_scores(log_prob, entropy, "sample", int(num_samples))
@@ -179,7 +186,7 @@ class PolicyPlacer(nn.Module):
                 of N ops, or a row puts two ops of one group on different devices (names the row, ops and devices).
             ContractError: (a ValueError) the encoder's states, or the policy's log_prob and entropy, break their
                 contract (see :meth:`sample`).
-            TypeError: the encoder or policy returned something other than tensors.
+            ContractTypeError: (a TypeError) the encoder or policy returned something other than tensors.
 
         Shapes:
             devices (K, N) int; returns log_prob (K,), entropy (K,).
@@ -199,8 +206,8 @@ class PolicyPlacer(nn.Module):
         out = self.policy.evaluate(self._states(), self.allowed, torch.as_tensor(actions, device=self.allowed.device),
                                    **self.policy_inputs())
         if not isinstance(out, tuple | list) or len(out) != 2:
-            raise TypeError(f"{type(self.policy).__name__}.evaluate must return (log_prob, entropy), got a "
-                            f"{_described(out)}")
+            raise ContractTypeError(f"{type(self.policy).__name__}.evaluate must return (log_prob, entropy), got a "
+                                    f"{_described(out)}")
         log_prob, entropy = out
         self._check_scores(log_prob, entropy, "evaluate", devices.shape[0])
         return log_prob, entropy
@@ -223,7 +230,7 @@ class PolicyPlacer(nn.Module):
         Raises:
             ContractError: (a ValueError) the encoder's states break their contract (see :meth:`sample`), or the
                 policy's devices are not (G,) integers in [0, D) that the allowed-device mask allows.
-            TypeError: the encoder or policy returned something other than tensors.
+            ContractTypeError: (a TypeError) the encoder or policy returned something other than tensors.
         """
         with torch.no_grad():
             actions = self.policy.greedy(self._states(), self.allowed, **self.policy_inputs())
@@ -232,11 +239,13 @@ class PolicyPlacer(nn.Module):
 
     def _states(self) -> torch.Tensor:
         """The encoder's (G, S) states of this placer's groups, checked against what the policy reads (every call:
-        O(1) checks of type, shape, dtype and device; the first call also for NaN and inf, warned about
-        (``RuntimeWarning``): such an encoder still places, but its placements carry no information).
+        O(1) checks of type, shape, dtype and device; the first call also for NaN and inf, and the first with
+        gradients on for states without a gradient from an encoder with trainable parameters, warned about
+        (``RuntimeWarning``): such an encoder still places, but its placements carry no information, or it does
+        not learn).
 
         Raises:
-            TypeError: the encoder did not return a torch tensor.
+            ContractTypeError: (a TypeError) the encoder did not return a torch tensor.
             ContractError: (a ValueError) the states are not (G, S) floats in the policy's dtype on the placer's
                 device (S the encoder's ``hidden_size`` and the policy's ``state_size``, where they declare one).
         """
@@ -246,8 +255,8 @@ class PolicyPlacer(nn.Module):
         size = declared_size(self.policy, "state_size")
         expected = f"(G={g}, S={size})" if size is not None else f"(G={g}, S)"
         if not isinstance(states, torch.Tensor):
-            raise TypeError(f"encoder {name} must return its states as a {expected} torch.Tensor, got a "
-                            f"{_described(states)}")
+            raise ContractTypeError(f"encoder {name} must return its states as a {expected} torch.Tensor, got a "
+                                    f"{_described(states)}")
         if states.ndim == 2 and states.shape[0] == g and declared is not None and states.shape[1] != declared:
             raise ContractError(f"encoder {name} must return (G={g}, S={declared}) states (S its hidden_size), got "
                                 f"states of shape {tuple(states.shape)}")
@@ -255,6 +264,9 @@ class PolicyPlacer(nn.Module):
             where = f" (the state_size of {type(self.policy).__name__})" if size is not None else ""
             raise ContractError(f"encoder {name} must return {expected} states{where}, one row per group, got states "
                                 f"of shape {tuple(states.shape)}")
+        if states.device != self.allowed.device:  # first: autocast knows no device type such as meta
+            raise ContractError(f"encoder {name} must return its states on the placer's device "
+                                f"{self.allowed.device}, got states on {states.device}")
         dtype = parameter_dtype(self.policy)
         if dtype is not None and torch.is_autocast_enabled(states.device.type):
             dtype = None  # autocast runs the policy's layers in its own dtype
@@ -262,15 +274,17 @@ class PolicyPlacer(nn.Module):
             wanted = (f"states of dtype {dtype}, the dtype of {type(self.policy).__name__}'s parameters" if dtype
                       else "floating states")
             raise ContractError(f"encoder {name} must return {wanted}, got states of dtype {states.dtype}")
-        if states.device != self.allowed.device:
-            raise ContractError(f"encoder {name} must return its states on the placer's device "
-                                f"{self.allowed.device}, got states on {states.device}")
         if not self._finite_checked and not bool(torch.isfinite(states).all()):
             bad = int((~torch.isfinite(states)).any(1).sum())
             warnings.warn(f"encoder {name} returned states that are not finite (NaN or inf) in {bad} of {g} groups: "
                           "the policy's placements carry no information (has training diverged?)", RuntimeWarning,
                           stacklevel=3)
         self._finite_checked = True
+        if not self._gradient_checked and torch.is_grad_enabled():
+            self._gradient_checked = True
+            if not states.requires_grad and _trainable(self.encoder):
+                warnings.warn(f"encoder {name} returned states without a gradient (detached?) though it has parameters "
+                              "to train: they will not learn (gplace.interfaces.Encoder)", RuntimeWarning, stacklevel=3)
         return states
 
     def _check_devices(self, devices: Any, method: str, field: str, shape: tuple[int, ...]) -> None:
@@ -281,8 +295,8 @@ class PolicyPlacer(nn.Module):
         expected = f"(K, G={g}) integer devices" if len(shape) == 2 else f"(G={g},) integer devices"
         asked = f" (K={shape[0]} asked)" if len(shape) == 2 else ""
         if not isinstance(devices, torch.Tensor):
-            raise TypeError(f"policy {name} must give {expected} as a torch.Tensor from {method}, got {field} as a "
-                            f"{_described(devices)}")
+            raise ContractTypeError(f"policy {name} must give {expected} as a torch.Tensor from {method}, got "
+                                    f"{field} as a {_described(devices)}")
         if (tuple(devices.shape) != shape or devices.dtype.is_floating_point or devices.dtype.is_complex
                 or devices.dtype == torch.bool):
             raise ContractError(f"policy {name} must give {expected} from {method}{asked}, got {field} as a "
@@ -315,8 +329,8 @@ class PolicyPlacer(nn.Module):
         name = type(self.policy).__name__
         for field, value, what in (("log_prob", log_prob, "log-probabilities"), ("entropy", entropy, "entropies")):
             if not isinstance(value, torch.Tensor):
-                raise TypeError(f"policy {name} must give ({k},) {what}, one per placement, as a torch.Tensor from "
-                                f"{method}, got {field} as a {_described(value)}")
+                raise ContractTypeError(f"policy {name} must give ({k},) {what}, one per placement, as a torch.Tensor "
+                                        f"from {method}, got {field} as a {_described(value)}")
             if tuple(value.shape) != (k,) or not value.is_floating_point():
                 raise ContractError(f"policy {name}'s {method} must give ({k},) {what}, one per placement, as "
                                     f"floats, got {field} as a {_described(value)}")
@@ -477,15 +491,23 @@ def merge_for(runtime: object) -> str | None:
     return "if_needed" if getattr(innermost(runtime), "microbatches", None) is not None else None
 
 
+def _trainable(module: object) -> bool:
+    """Whether ``module`` has a parameter that requires a gradient (an encoder need not be a Module)."""
+    parameters = module.parameters() if hasattr(module, "parameters") else ()
+    return any(p.requires_grad for p in parameters)
+
+
 def _check_roles(encoder: object, policy: object) -> None:
-    """Raise a ``TypeError`` naming the part unless ``encoder`` is callable and ``policy`` has a policy's ``sample``
-    (:class:`gplace.interfaces.Policy`; one that only samples may lack the rest); says so where the two look
-    swapped."""
+    """Raise a :class:`ContractTypeError` naming the part unless ``encoder`` is callable and ``policy`` has a
+    policy's ``sample`` (:class:`gplace.interfaces.Policy`; one that only samples may lack the rest); says so where
+    the two look swapped."""
     if not callable(getattr(policy, "sample", None)):
         swapped = " (encoder and policy swapped?)" if callable(getattr(encoder, "sample", None)) else ""
-        raise TypeError(f"policy must be a gplace Policy; {type(policy).__name__} has no sample method{swapped}")
+        raise ContractTypeError(f"policy must be a gplace Policy; {type(policy).__name__} has no sample "
+                                f"method{swapped}")
     if not callable(encoder):
-        raise TypeError(f"encoder must be a callable module (features -> states), got {type(encoder).__name__}")
+        raise ContractTypeError(f"encoder must be a callable module (features -> states), got "
+                                f"{type(encoder).__name__}")
 
 
 def _default_grouping(graph: OpGraph, cluster: Cluster, merge: bool | str, max_groups: int | None) -> Grouping:

@@ -35,6 +35,19 @@ class NoSettings:
     """A class whose constructor takes nothing."""
 
 
+class TupleEncoder(nn.Module):
+    """An encoder that takes any settings and returns its states twice, as a tuple."""
+
+    num_type_buckets, max_neighbours = 64, 8
+
+    def __init__(self, **settings) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(()))
+
+    def forward(self, features):
+        return features["numeric"], features["numeric"]
+
+
 class AnyClusterPolicy(nn.Module):
     """A policy for any cluster: its constructor takes no num_devices."""
 
@@ -173,3 +186,15 @@ def test_the_pipeline_bench_composes_its_searches_with_the_command_lines_searchp
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| mine" in (tmp_path / "out" / "PIPELINE.md").read_text()
+
+
+def test_an_encoder_returning_the_wrong_kind_of_object_is_bad_input_in_one_line(parts, tmp_path, capsys):
+    """A tuple of states gave Hydra's 50-line traceback and exit 1 (a TypeError); a wrong width already gave one line
+    and exit 2 (a ContractError, a ValueError)."""
+    cfg = _config("config", "logger=none", f"encoder._target_={parts}.TupleEncoder", "trainer.updates=1")
+    with pytest.raises(SystemExit) as exited:
+        cli._guard(lambda: cli.run(cfg, tmp_path / "run"), cfg)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert "gplace: error: ContractTypeError: encoder TupleEncoder must return its states as a (G=" in err
+    assert "Traceback" not in err

@@ -231,7 +231,7 @@ def start_loop(params: Any, *, lr: float, seed: int, run_dir: str | Path | None,
     try:  # whatever raises (an empty parameter list for Adam, Ctrl-C) gives the directory back at once
         if run_dir is not None:  # one process a directory, whichever trainer; a caller's own hold is kept
             held.enter_context(hold_dir(run_dir))
-        logger = logger or NullLogger()
+        logger = NullLogger() if logger is None else logger
         jsonl = None if run_dir is None else JsonlLogger(Path(run_dir) / "metrics.jsonl")
         loop = kind(optimizer=torch.optim.Adam(params, lr=lr), generator=torch.Generator().manual_seed(seed),
                     logger=logger if jsonl is None else MultiLogger(logger, jsonl), run_id=run_id,

@@ -389,8 +389,8 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
         started = runtime.measure(graph, cluster, start)
         with _training_only(encoder, policy, trained):
             try:
-                result = (trainer or ReinforceTrainer()).fit(placer, runtime, graph, cluster, run_dir=run_dir,
-                                                             logger=logger)
+                fitter = ReinforceTrainer() if trainer is None else trainer
+                result = fitter.fit(placer, runtime, graph, cluster, run_dir=run_dir, logger=logger)
             except NothingFitError as err:  # no sample ran, but the start did: it is the result
                 if not started.ok:
                     raise
