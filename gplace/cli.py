@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from gplace.extras import MissingExtraError
-from gplace.ir.errors import format_seconds
+from gplace.ir.errors import error_summary, format_seconds, is_finite, short_repr
 
 log = logging.getLogger("gplace")
 
@@ -607,7 +607,7 @@ def _type_error_message(key: str, err: TypeError, target: str | None) -> str:
         return f"{key}: set " + " and ".join(f"+{key}.{name}=..." for name in names)
     if "takes no arguments" in str(err) and settings == []:  # a class without __init__ given the settings it replaced
         return f"{key}: {target} takes no settings, but {key} holds some{_replaced_settings_hint(key, target, True)}"
-    return f"{key}: a value of the wrong type ({type(err).__name__}: {err}); check {key}'s settings"
+    return f"{key}: a value of the wrong type ({type(err).__name__}: {error_summary(err)}); check {key}'s settings"
 
 
 def _replaced_settings_hint(key: str, target: str | None, always: bool = False) -> str:
@@ -873,8 +873,8 @@ def _check_seconds(cfg: DictConfig, *keys: str) -> None:
     (``refine=abc`` ended in a traceback)."""
     for key in keys:
         value = cfg.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value >= 0):
-            _fail(f"{key} must be seconds, a finite number >= 0 (0: none), got {value!r}")
+        if not isinstance(value, int | float) or not (is_finite(value) and value >= 0):  # 10**400 overflowed
+            _fail(f"{key} must be seconds, a finite number >= 0 (0: none), got {short_repr(value)}")
 
 
 def _check_bools(cfg: DictConfig, *keys: str) -> None:
@@ -1435,7 +1435,7 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
     ``cfg.budget`` is given) for a baseline or a pipeline placer other than ``local_search``, which take no budget
     (``ilp`` takes one in seconds, as HiGHS's time limit); none for ``local_search`` without ``cfg.budget`` (it
     keeps its own 10 s: 16 evaluations would barely move it)."""
-    from gplace.methods import LEARNED, PIPELINE_SEARCH, Budget, baselines, pipeline_placers
+    from gplace.methods import LEARNED, PIPELINE_SEARCH, Budget, baselines, pipeline_placers, unused_budget
 
     given, parsed = cfg.get("budget"), None
     if given is not None:
@@ -1446,9 +1446,7 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
     timed = method == "ilp" and parsed is not None and parsed.seconds is not None  # HiGHS's limit
     if method in baselines() or (method in pipeline_placers() and method != PIPELINE_SEARCH and not timed):
         if given is not None:
-            log.warning("budget=%s is unused: method %s takes no budget%s (learned searches, policy files, "
-                        "local_search and, in seconds, ilp do)", given, method,
-                        " in samples" if method == "ilp" else "")
+            log.warning("budget=%s is unused: %s", given, unused_budget(method, parsed))
         return None
     if given is not None:
         if method in LEARNED and parsed.samples == 0:  # samples=0 was refused, budget='0 samples' taken

@@ -23,7 +23,7 @@ from gplace.ir.errors import format_bytes, format_seconds
 from gplace.ir.placement import check_graph_and_cluster, check_has_ops
 from gplace.ir.serialize import as_path
 from gplace.loggers import HeldOpen, Logger, check_logger, close_as_failed
-from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file
+from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file, unused_budget
 from gplace.run_dir import claim_run_dir
 from gplace.runtime.base import Measurement, Runtime, check_runtime, time_ratio
 from gplace.search_result import TrainResult
@@ -375,6 +375,8 @@ def _check_method_settings(method: str | Path, budget: float | str | Budget | No
                          f"or method='learned' (which pairs your {networks[0]} with the paper's {other})")
     if budget is None:
         return
+    if unused := unused_budget(method, Budget.parse(budget)):  # as the command line warns
+        log.warning("budget=%r is unused: %s", budget, unused)
     samples = Budget.parse(budget).samples
     if policy_file(method) is not None and samples is None:
         raise ValueError(f"budget={budget!r}: a policy file's budget is a count of samples ('64 samples'), "
@@ -636,6 +638,10 @@ def _budgeted(trainer: Trainer | None, budget: Budget | None, seed: int | None) 
     if budget is not None and budget.samples is not None:  # whole updates, never more samples than the budget
         changes["samples_per_update"] = min(trainer.samples_per_update, budget.samples)
         changes["updates"] = budget.samples // changes["samples_per_update"]
+        measured = changes["updates"] * changes["samples_per_update"]
+        if measured < budget.samples:
+            log.warning("a budget of %d samples measures %d: a search measures whole updates of %d samples "
+                        "(samples_per_update)", budget.samples, measured, changes["samples_per_update"])
     elif budget is not None:
         changes.update(max_seconds=budget.seconds, updates=_UNBOUNDED_UPDATES)
     return dataclasses.replace(trainer, **changes) if changes else trainer

@@ -36,6 +36,7 @@ import numpy as np
 
 from gplace.defaults import SCHEDULE
 from gplace.interfaces import Placer
+from gplace.ir.graph import short_repr
 from gplace.torch_modes import float32_default
 
 PRETRAINED = "list_scheduling_giph.pt"
@@ -95,6 +96,18 @@ def pipeline_placers() -> dict[str, Callable[..., Placer]]:
 
     return {cls.name: cls for cls in (GPipePartitioner, PipeDreamPartitioner, IdealDPPartitioner, PipelineILPPlacer,
                                       PipelineLocalSearch)}
+
+
+def unused_budget(method: object, budget: Budget) -> str | None:
+    """Why ``budget`` is unused by ``method`` (a baseline, or a pipeline placer other than ``local_search`` and, in
+    seconds, ``ilp``: they take none), for a WARNING; ``None`` where ``method`` takes it."""
+    if not isinstance(method, str):
+        return None
+    timed = method == "ilp" and budget.seconds is not None  # HiGHS's time limit
+    if method in baselines() or (method in pipeline_placers() and method != PIPELINE_SEARCH and not timed):
+        return (f"method {method} takes no budget{' in samples' if method == 'ilp' else ''} (learned searches, "
+                "policy files, local_search and, in seconds, ilp do)")
+    return None
 
 
 def make_baseline(name: str, seed: int = 0) -> Placer:
@@ -230,6 +243,18 @@ def _kind_of(method: Any) -> str:
             "Placer (gplace.interfaces.Placer) as method")
 
 
+_MAX_SAMPLES = 2**63 - 1
+"""The most samples a budget may count (a trainer's counts are int64)."""
+
+
+def _seconds(value: float) -> float:
+    """``value`` as float seconds; a whole number past a float's range (10**400) is infinite, refused as such."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
 @dataclass(frozen=True)
 class Budget:
     """A search budget: wall seconds, or placements measured (samples); one of them is set. ``0`` samples is
@@ -244,8 +269,9 @@ class Budget:
         if self.seconds is not None and not (math.isfinite(self.seconds) and self.seconds > 0):
             raise ValueError(f"budget seconds must be a finite number > 0, got {self.seconds}")
         whole = isinstance(self.samples, int | np.integer) and not isinstance(self.samples, bool)
-        if self.samples is not None and not (whole and self.samples >= 0):
-            raise ValueError(f"budget samples must be a whole number >= 0, got {self.samples!r}")
+        if self.samples is not None and not (whole and 0 <= self.samples <= _MAX_SAMPLES):
+            raise ValueError(f"budget samples must be a whole number from 0 to 2**63 - 1, got "
+                             f"{short_repr(self.samples)}")
 
     @classmethod
     def parse(cls, budget: float | str | Budget) -> Budget:
@@ -257,13 +283,14 @@ class Budget:
         if isinstance(budget, Budget):
             return budget
         if isinstance(budget, int | float | np.integer | np.floating) and not isinstance(budget, bool):
-            return cls(seconds=float(budget))
+            return cls(seconds=_seconds(budget))
         match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(s|sec|seconds|samples?)?\s*", str(budget))
         if match is None:
             raise ValueError(f"budget {budget!r} is neither seconds (30, '30s') nor samples ('500 samples')")
         value, unit = match.groups()
         if unit and unit.startswith("sample"):
-            if float(value) != int(float(value)):
-                raise ValueError(f"budget {budget!r}: a number of samples is whole")
-            return cls(samples=int(float(value)))
+            whole, _, fraction = value.partition(".")
+            if fraction.strip("0"):
+                raise ValueError(f"budget {short_repr(budget)}: a number of samples is whole")
+            return cls(samples=int(whole))
         return cls(seconds=float(value))

@@ -24,6 +24,7 @@ from gplace.grouping import (
 )
 from gplace.interfaces import check_device_count, feature_sizes_of
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+from gplace.ir.errors import error_summary
 from gplace.ir.placement import check_graph_and_cluster, check_has_ops, check_placement
 from gplace.policies.base import check_num_samples, parameter_dtype
 from gplace.policies.schedule_context import ScheduleContext
@@ -472,7 +473,8 @@ def network_device(name: str | torch.device) -> torch.device:
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device={name!r} is not a torch device name (cpu, cuda, cuda:N): {err}") from None
+        raise ValueError(f"device={name!r} is not a torch device name (cpu, cuda, cuda:N): "
+                         f"{error_summary(err, limit=120)}") from None
     if device.type not in ("cpu", "cuda"):  # mps failed deep in Module.to, meta once training started
         raise ValueError(f"device={name!r}: gplace runs its networks on cpu or cuda (cuda:N), not {device.type}")
     if device.type == "cuda" and not torch.cuda.is_available():

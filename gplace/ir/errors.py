@@ -4,7 +4,34 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 from collections.abc import Iterable
+
+MAX_SIZE = 2**63 - 1
+"""The largest size or count :func:`check_sizes` takes (an int64: torch's and numpy's sizes)."""
+SHORT_REPR_CHARS = 400
+"""The most characters :func:`short_repr` returns."""
+
+
+def _short_reprlib() -> reprlib.Repr:
+    """A ``reprlib.Repr`` showing 8 items of a container, 3 levels deep, 200 characters of a string."""
+    short = reprlib.Repr()
+    short.maxtuple = short.maxlist = short.maxarray = short.maxdict = short.maxset = short.maxfrozenset = 8
+    short.maxdeque = 8
+    short.maxlevel = 3
+    short.maxstring = short.maxother = 200
+    short.maxlong = 60
+    return short
+
+
+_SHORT_REPR = _short_reprlib()
+
+
+def short_repr(value: object) -> str:
+    """``repr(value)`` for an error message, cut short: a few items of a long list or dict, the ends of a long
+    string, and at most :data:`SHORT_REPR_CHARS` characters in all."""
+    text = _SHORT_REPR.repr(value)
+    return text if len(text) <= SHORT_REPR_CHARS else text[:SHORT_REPR_CHARS - 3] + "..."
 
 
 class GraphError(ValueError):
@@ -105,7 +132,21 @@ def check_sizes(where: str, low: int = 1, **sizes: object) -> None:
     """
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{where}: {name} must be a whole number >= {low}, got {value!r}{_numpy_hint(value)}")
+            raise ValueError(f"{where}: {name} must be a whole number >= {low}, got {short_repr(value)}"
+                             f"{_numpy_hint(value)}")
+        if value > MAX_SIZE:  # torch's "Overflow when unpacking long long", with its C++ stack, from deep inside
+            raise ValueError(f"{where}: {name} must be a whole number from {low} to 2**63 - 1, got {short_repr(value)}")
+
+
+def is_finite(value: object) -> bool:
+    """Whether ``value`` is a real number (not a bool) that is finite as a float: NaN, inf and a whole number past a
+    float's range (``10**400``, whose ``math.isfinite`` raises ``OverflowError``) are not."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def check_finite(where: str, **values: object) -> None:
@@ -116,8 +157,8 @@ def check_finite(where: str, **values: object) -> None:
         ValueError: the first such value, by name.
     """
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-            raise ValueError(f"{where}: {name} must be a finite number, got {value!r}")
+        if not is_finite(value):
+            raise ValueError(f"{where}: {name} must be a finite number, got {short_repr(value)}")
 
 
 def check_positive(where: str, **values: object) -> None:
@@ -128,8 +169,8 @@ def check_positive(where: str, **values: object) -> None:
         ValueError: the first such value, by name.
     """
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
-            raise ValueError(f"{where}: {name} must be a finite number > 0, got {value!r}")
+        if not (is_finite(value) and value > 0):
+            raise ValueError(f"{where}: {name} must be a finite number > 0, got {short_repr(value)}")
 
 
 def check_flags(where: str, **flags: object) -> None:

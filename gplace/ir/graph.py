@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -14,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from gplace.ir.cluster import Cluster
-from gplace.ir.errors import GraphError
+from gplace.ir.errors import SHORT_REPR_CHARS as SHORT_REPR_CHARS
+from gplace.ir.errors import GraphError, short_repr
 from gplace.ir.frozen import FrozenDict, frozen_array
 from gplace.ir.locks import ForkSafeLock
 
@@ -26,29 +26,6 @@ PHASES = ("forward", "backward", "update")
 _PHASE_CODE = {"forward": 0, "backward": 1, "update": 2}
 _DURATIONS_LOCK = ForkSafeLock()
 """Guards every graph's per-cluster durations cache (:meth:`OpGraph.durations`)."""
-SHORT_REPR_CHARS = 400
-"""The most characters :func:`short_repr` returns."""
-
-
-def _short_reprlib() -> reprlib.Repr:
-    """A ``reprlib.Repr`` showing 8 items of a container, 3 levels deep, 200 characters of a string."""
-    short = reprlib.Repr()
-    short.maxtuple = short.maxlist = short.maxarray = short.maxdict = short.maxset = short.maxfrozenset = 8
-    short.maxdeque = 8
-    short.maxlevel = 3
-    short.maxstring = short.maxother = 200
-    short.maxlong = 60
-    return short
-
-
-_SHORT_REPR = _short_reprlib()
-
-
-def short_repr(value: Any) -> str:
-    """``repr(value)`` for an error message, cut short: a few items of a long list or dict, the ends of a long
-    string, and at most :data:`SHORT_REPR_CHARS` characters in all."""
-    text = _SHORT_REPR.repr(value)
-    return text if len(text) <= SHORT_REPR_CHARS else text[:SHORT_REPR_CHARS - 3] + "..."
 
 
 @dataclass(frozen=True)

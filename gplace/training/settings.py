@@ -6,12 +6,12 @@ method."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import numbers
 from dataclasses import dataclass
 from typing import Literal
 
 from gplace.defaults import MAX_GROUPS
+from gplace.ir.errors import is_finite, short_repr
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,8 +175,8 @@ def _check_finite(settings: LoopSettings) -> None:
     made every parameter NaN, and the search went on sampling one placement)."""
     for field in dataclasses.fields(settings):
         value = getattr(settings, field.name)
-        if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isfinite(value):
-            raise ValueError(f"{field.name} must be a finite number, got {value!r}")
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) and not is_finite(value):
+            raise ValueError(f"{field.name} must be a finite number, got {short_repr(value)}")
 
 
 def _positive(settings: LoopSettings, name: str) -> None:
