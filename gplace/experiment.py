@@ -252,7 +252,11 @@ def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph, cluster: C
         return search()
     except PlacementInfeasibleError as err:
         if not any(m.ok for m in baselines.values()):
-            raise PlacementInfeasibleError(f"{err}; {_why_nothing_ran(graph, cluster, baselines, learned)}") from None
+            from gplace.training._loop import NothingFitError
+
+            message = f"{err}; {_why_nothing_ran(graph, cluster, baselines, learned)}"
+            done = getattr(err, "result", None)  # what the search did (its samples), for a caller's record
+            raise (PlacementInfeasibleError(message) if done is None else NothingFitError(message, done)) from None
         log.warning("the search measured no placement that ran; returning the fastest single-device one")
         return getattr(err, "result", None) or TrainResult(
             Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),

@@ -35,7 +35,7 @@ from gplace.baselines._common import build_units, unit_durations
 from gplace.baselines.base import Placer
 from gplace.baselines.single import SingleDevice
 from gplace.ir import Cluster, GraphError, OpGraph
-from gplace.ir.errors import check_flags
+from gplace.ir.errors import check_flags, check_sizes
 
 GRADIENT_PREFIXES: tuple[str, ...] = ("gradient_tape/", "grad/")
 """Name prefixes of backward ops: TF2's ``GradientTape`` scope and :func:`gplace.zoo.lstm_lm`'s."""
@@ -359,7 +359,11 @@ def rnnlm_expert(layers: int = 2) -> Expert:
 
     Args:
         layers: LSTM layers. (default: ``2``)
+
+    Raises:
+        ValueError: ``layers`` is not a whole number >= 1.
     """
+    check_sizes("rnnlm_expert", layers=layers)  # 0 gave no LSTM rules, "2" a TypeError from range
     rules = [(_scope(r"embed(?:ding)?"), "gpu:0")]
     rules += [(_scope(f"lstm{layer}"), f"gpu:{layer}") for layer in range(layers)]
     rules += [(_scope("(?:logits|softmax|loss|sparse_categorical_crossentropy)"), "gpu:-1")]
@@ -377,7 +381,11 @@ def nmt_expert(layers: int = 2) -> Expert:
 
     Args:
         layers: LSTM layers in the encoder and in the decoder. (default: ``2``)
+
+    Raises:
+        ValueError: ``layers`` is not a whole number >= 1.
     """
+    check_sizes("nmt_expert", layers=layers)
     rules = [(_scope("(?:source|target)_embedding"), "gpu:0")]
     for layer in range(layers):
         rules += [(_scope(f"encoder{layer}(?:_bidi)?"), f"gpu:{layer}"), (_scope(f"decoder{layer}"), f"gpu:{layer}")]

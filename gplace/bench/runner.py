@@ -173,8 +173,10 @@ def run_learned(
         raise
     except (RuntimeError, ValueError) as err:
         _warn_failed(graph, cluster, f"learned search {name!r}", f"{type(err).__name__}: {err}")
-        return _record(graph, cluster, name, math.inf, lower_bound, time.perf_counter() - started, str(err),
-                       learned=True), None
+        done = getattr(err, "result", None)  # a search that measured placements, none of which ran, says how many
+        seconds = done.seconds if done is not None else time.perf_counter() - started
+        return _record(graph, cluster, name, math.inf, lower_bound, seconds, str(err),
+                       samples=done.samples if done is not None else 0, learned=True), None
     m, train = report.measurement, report.train
     if m.ok:
         log.info("%s on %s: learned search %r: %s (%d samples in %.1f s)", graph.name, cluster.name, name,

@@ -38,7 +38,8 @@ def unrolled_gnmt(
     check_flags("unrolled_gnmt", dropout=dropout, training=training)
     if layers < 2:
         raise ValueError(f"GNMT needs at least 2 layers (a bidirectional one and one above it), got {layers}")
-    b = GraphBuilder(optimizer)
+    GraphBuilder(optimizer)  # an unknown optimiser is named, training or not
+    b = GraphBuilder(optimizer if training else "sgd")  # no optimiser slots without training
     cell = _Cells(b, batch, hidden, dropout)
     src = b.op("input/source", "IteratorGetNext", [], out_shape=(batch, src_len), pinned="cpu")
     tgt = b.op("input/target", "IteratorGetNext", [], out_shape=(batch, tgt_len), pinned="cpu")

@@ -30,7 +30,8 @@ def unrolled_nmt(
     check_sizes("unrolled_nmt", layers=layers, hidden=hidden, src_len=src_len, tgt_len=tgt_len, batch=batch,
                 vocab=vocab)
     check_flags("unrolled_nmt", training=training)
-    b = GraphBuilder(optimizer)
+    GraphBuilder(optimizer)  # an unknown optimiser is named, training or not
+    b = GraphBuilder(optimizer if training else "sgd")  # no optimiser slots without training
     h, e = hidden, batch
     src = b.op("input/source", "IteratorGetNext", [], out_shape=(batch, src_len), pinned="cpu")
     tgt = b.op("input/target", "IteratorGetNext", [], out_shape=(batch, tgt_len), pinned="cpu")

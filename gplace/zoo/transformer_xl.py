@@ -38,7 +38,8 @@ def transformer_xl(
     check_flags("transformer_xl", training=training)
     if d_model % heads:
         raise ValueError(f"heads ({heads}) must divide d_model ({d_model})")
-    b = GraphBuilder(optimizer)
+    GraphBuilder(optimizer)  # an unknown optimiser is named, training or not
+    b = GraphBuilder(optimizer if training else "sgd")  # no optimiser slots without training
     e, s, k, dh = batch, seg_len, seg_len + mem_len, d_model // heads
     tokens = b.op("input/tokens", "IteratorGetNext", [], out_shape=(e, s), pinned="cpu")
     table = b.variable("embedding", (vocab, d_model))

@@ -263,3 +263,12 @@ def test_bench_paper_config_has_the_expert_baseline():
     assert set(default.baselines) < set(paper.baselines)
     assert isinstance(instantiate(paper.baselines.expert), FamilyExpert)
     assert set(paper) == set(default)
+
+
+@pytest.mark.parametrize("expert", [rnnlm_expert, nmt_expert])
+@pytest.mark.parametrize("layers", [0, -3, True, 1.5, "2"])
+def test_an_expert_of_no_whole_layer_count_is_refused_naming_it(expert, layers):
+    """rnnlm_expert(0) gave no LSTM rules in silence (lstm1/ then fell to GPU 0); 1.5 and "2" raised range's
+    TypeError."""
+    with pytest.raises(ValueError, match=f"^{expert.__name__}: layers must be a whole number >= 1, got {layers!r}"):
+        expert(layers)
