@@ -64,7 +64,7 @@ def test_every_importer_refuses_every_corpus_file_with_a_typed_error(importer, p
 
 CLUSTER_NAMES = {
     "default_link_not_an_object": "default_link", "default_link_not_a_number": "default_link's bandwidth",
-    "duplicate_device": "'/CPU:0'", "huge_memory": "'/CPU:0' has memory",
+    "duplicate_device": "duplicate device name '/GPU:0'", "huge_memory": "'/CPU:0' has memory",
     "infinite_latency": "link /CPU:0<->/GPU:0", "infinite_speed": "'/CPU:0' has speed inf",
     "link_to_unknown_device": "'/TPU:0'", "nan_bandwidth": "link /CPU:0<->/GPU:0 has bandwidth nan",
     "negative_bandwidth": "link /CPU:0<->/GPU:0", "no_devices": "no devices", "numeric_kind": "devices[0].kind",
