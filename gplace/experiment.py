@@ -19,7 +19,7 @@ from gplace.baselines._common import PlacementInfeasibleError
 from gplace.defaults import MAX_GROUPS, SAMPLES
 from gplace.interfaces import Placer, Trainer
 from gplace.ir import Cluster, OpGraph, Placement, placement_to_dict, save_json
-from gplace.ir.errors import format_bytes, format_seconds
+from gplace.ir.errors import format_bytes, format_seconds, is_finite, short_repr
 from gplace.ir.placement import check_graph_and_cluster, check_has_ops
 from gplace.ir.serialize import as_path
 from gplace.loggers import HeldOpen, Logger, check_logger, close_as_failed
@@ -494,8 +494,8 @@ def _check_refine(refine: object, runtime: Runtime | None) -> float:
 
     if isinstance(refine, bool) or not isinstance(refine, int | float | np.integer | np.floating):
         raise TypeError(f"refine must be seconds (a number >= 0; 0: no descent), got {refine!r}")
-    if not (math.isfinite(refine) and refine >= 0):
-        raise ValueError(f"refine must be seconds, a finite number >= 0 (0: no descent), got {refine!r}")
+    if not (is_finite(refine) and refine >= 0):  # 10**400 overflowed math.isfinite
+        raise ValueError(f"refine must be seconds, a finite number >= 0 (0: no descent), got {short_repr(refine)}")
     if refine and not isinstance(innermost(runtime), PipelineSimulator):
         given = "sim-v1 (the default)" if runtime is None else repr(runtime.id)
         raise ValueError(f"refine={refine:g} descends on pipe-v3's mini-batch time, the objective a "

@@ -36,7 +36,7 @@ import numpy as np
 
 from gplace.defaults import SCHEDULE
 from gplace.interfaces import Placer
-from gplace.ir.graph import short_repr
+from gplace.ir.errors import is_finite, short_repr
 from gplace.torch_modes import float32_default
 
 PRETRAINED = "list_scheduling_giph.pt"
@@ -266,8 +266,8 @@ class Budget:
     def __post_init__(self) -> None:
         if (self.seconds is None) == (self.samples is None):
             raise ValueError(f"a budget is seconds or samples, not both or neither: {self}")
-        if self.seconds is not None and not (math.isfinite(self.seconds) and self.seconds > 0):
-            raise ValueError(f"budget seconds must be a finite number > 0, got {self.seconds}")
+        if self.seconds is not None and not (is_finite(self.seconds) and self.seconds > 0):
+            raise ValueError(f"budget seconds must be a finite number > 0, got {short_repr(self.seconds)}")
         whole = isinstance(self.samples, int | np.integer) and not isinstance(self.samples, bool)
         if self.samples is not None and not (whole and 0 <= self.samples <= _MAX_SAMPLES):
             raise ValueError(f"budget samples must be a whole number from 0 to 2**63 - 1, got "
@@ -292,5 +292,7 @@ class Budget:
             whole, _, fraction = value.partition(".")
             if fraction.strip("0"):
                 raise ValueError(f"budget {short_repr(budget)}: a number of samples is whole")
+            if len(whole.lstrip("0")) > 19:  # past int64, and int() refuses 4,300 digits in a message naming no budget
+                raise ValueError(f"budget samples must be a whole number from 0 to 2**63 - 1, got {short_repr(budget)}")
             return cls(samples=int(whole))
         return cls(seconds=float(value))

@@ -454,10 +454,10 @@ def pick_pretrained(pretrained: Sequence[tuple[nn.Module, nn.Module]], graph: Op
             raise TypeError(f"pretrained[{i}] must be an (encoder, policy) pair, got {type(pair).__name__}")
         try:
             greedy.append(place_zero_shot(*pair, graph, cluster, max_groups=max_groups, runtime=runtime))
+        except TypeError as err:  # not an encoder, or not a policy (a ContractTypeError is a ValueError too)
+            raise TypeError(f"pretrained[{i}]: {err}") from None
         except ValueError as err:
             raise ValueError(f"pretrained[{i}]: {err}") from None
-        except TypeError as err:  # not an encoder, or not a policy
-            raise TypeError(f"pretrained[{i}]: {err}") from None
     times = [m.step_time if m.ok else math.inf for m in _measured(graph, cluster, greedy, runtime)]
     return min(range(len(times)), key=times.__getitem__)
 

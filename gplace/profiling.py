@@ -182,7 +182,7 @@ def onnx_op_times(
     ort = require("onnxruntime", "onnx", "profiling with onnxruntime")
 
     _check_rounds("profile_onnx", repeats, warmup)
-    check_sizes("profile_onnx", 0, seed=seed)  # numpy's error named no seed
+    check_sizes("profile_onnx", 0, high=None, seed=seed)  # numpy's error named no seed
     model, label = _runnable_model(graph, model_or_path)
     names, feeds_model = _node_names(graph, model, model_or_path, label)
     for node, name in zip(model.graph.node, names, strict=True):

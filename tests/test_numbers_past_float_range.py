@@ -44,7 +44,7 @@ def test_check_finite_and_check_positive_refuse_a_huge_whole_number():
 
 @pytest.mark.parametrize(("budget", "match"), [
     (HUGE, "budget seconds must be a finite number > 0, got inf"),
-    (f"{HUGE} samples", r"budget samples must be a whole number from 0 to 2\*\*63 - 1, got 1000"),
+    (f"{HUGE} samples", r"budget samples must be a whole number from 0 to 2\*\*63 - 1, got '1000.* samples'"),
     ("2.50 samples", "a number of samples is whole"),
 ], ids=["huge-seconds", "huge-samples", "fraction"])
 def test_a_budget_past_range_is_a_value_error(budget, match):
@@ -87,3 +87,20 @@ def test_a_budget_a_baseline_ignores_and_one_rounded_down_to_whole_updates_are_w
         report = gplace.place(graph, cluster, method="learned", budget="15 samples", seed=0)
     assert report.train.samples == 8
     assert "a budget of 15 samples measures 8: a search measures whole updates of 8 samples" in caplog.text
+
+
+def test_a_seed_is_any_whole_number_numpy_takes():
+    """The int64 cap of sizes refused RandomPlacer(seed=2**64 + 5), which numpy's default_rng takes."""
+    from gplace.baselines import RandomPlacer
+
+    graph, cluster = random_dag(10), cpu_gpu_cluster(2)
+    RandomPlacer(seed=2**64 + 5).place(graph, cluster)
+
+
+def test_refine_and_budget_seconds_past_a_floats_range_are_value_errors():
+    with pytest.raises(ValueError, match="refine must be seconds, a finite number >= 0 .*got 1000"):
+        gplace.place(random_dag(10), cpu_gpu_cluster(2), method="heft", refine=HUGE)
+    with pytest.raises(ValueError, match="budget seconds must be a finite number > 0, got 1000"):
+        Budget(seconds=HUGE)
+    with pytest.raises(ValueError, match=r"budget samples must be a whole number from 0 to 2\*\*63 - 1, got '9999"):
+        Budget.parse("9" * 5000 + " samples")  # int() refused 4,300 digits naming no budget

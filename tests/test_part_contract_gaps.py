@@ -191,3 +191,21 @@ def test_check_trainer_names_a_best_placement_that_is_no_placement():
 
     with pytest.raises(AssertionError, match="Arrays's best_placement must be a Placement, got a ndarray"):
         check_trainer(Arrays(updates=1, samples_per_update=2, progress=False), GRAPH, CLUSTER)
+
+
+def test_pick_pretrained_names_a_swapped_pair_as_a_type_error():
+    """ContractTypeError is a ValueError too, and pick_pretrained's `except ValueError` came first: it re-raised a
+    swapped pair as a plain ValueError, where its docstring promises a TypeError."""
+    from gplace.pretrained import pick_pretrained
+
+    swapped = (MLPPolicy(3, hidden_size=8, state_size=8), LSTMEncoder(hidden_size=8))
+    with pytest.raises(TypeError, match=r"^pretrained\[0\]: policy must be a gplace Policy.*swapped"):
+        pick_pretrained([swapped], GRAPH, CLUSTER)
+
+
+def test_check_placer_lets_a_callers_mistake_through_as_itself():
+    """A graph that is no OpGraph was reported as the placer's "invalid placement"."""
+    from gplace.baselines import HEFT
+
+    with pytest.raises(TypeError, match="graph must be a gplace OpGraph"):
+        check_placer(HEFT(), "model.onnx", CLUSTER)

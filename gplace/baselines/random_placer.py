@@ -23,7 +23,7 @@ class RandomPlacer(Placer):
     name = "random"
 
     def __init__(self, seed: int = 0) -> None:
-        check_sizes(type(self).__name__, 0, seed=seed)
+        check_sizes(type(self).__name__, 0, high=None, seed=seed)
         self.seed = seed
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:

@@ -122,10 +122,10 @@ def format_shortfall(needs: int, has: int) -> str:
     return f"needs {need}, has {have}"
 
 
-def check_sizes(where: str, low: int = 1, **sizes: object) -> None:
-    """Refuse a size or count of ``where`` (a model, a placer, a runtime) that is not a whole number of at least
-    ``low``, naming it (a zero or a fraction failed later, deep inside, with a KeyError, ZeroDivisionError or
-    TypeError).
+def check_sizes(where: str, low: int = 1, *, high: int | None = MAX_SIZE, **sizes: object) -> None:
+    """Refuse a size or count of ``where`` (a model, a placer, a runtime) that is not a whole number from ``low`` to
+    ``high`` (``None``: no limit, for a numpy seed), naming it (a zero or a fraction failed later, deep inside, with
+    a KeyError, ZeroDivisionError or TypeError; ``10**400`` in torch with its C++ stack).
 
     Raises:
         ValueError: the first such size, by name.
@@ -134,8 +134,9 @@ def check_sizes(where: str, low: int = 1, **sizes: object) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{where}: {name} must be a whole number >= {low}, got {short_repr(value)}"
                              f"{_numpy_hint(value)}")
-        if value > MAX_SIZE:  # torch's "Overflow when unpacking long long", with its C++ stack, from deep inside
-            raise ValueError(f"{where}: {name} must be a whole number from {low} to 2**63 - 1, got {short_repr(value)}")
+        if high is not None and value > high:  # torch's "Overflow when unpacking long long", with its C++ stack
+            limit = "2**63 - 1" if high == MAX_SIZE else str(high)
+            raise ValueError(f"{where}: {name} must be a whole number from {low} to {limit}, got {short_repr(value)}")
 
 
 def is_finite(value: object) -> bool:

@@ -191,8 +191,9 @@ class CachedRuntime(RuntimeWrapper):
         fields = {name: _frozen(getattr(m, name), dtype) for name, dtype in _ARRAYS.items()}
         if not self.keep_op_times:
             fields["op_start"] = fields["op_end"] = None
-        reason = m.reason.encode("utf-8", "backslashreplace").decode("utf-8")  # sqlite's text is UTF-8: a file name
-        return Measurement(ok=m.ok, step_time=m.step_time, runtime=m.runtime, reason=reason,  # may hold surrogates
+        reason = m.reason  # sqlite's text is UTF-8: a file name's surrogates are escaped
+        reason = reason.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(reason, str) else reason
+        return Measurement(ok=m.ok, step_time=m.step_time, runtime=m.runtime, reason=reason,
                            bytes_moved=int(m.bytes_moved), spread=float(m.spread), **fields)
 
     def _connection(self) -> sqlite3.Connection | None:

@@ -107,8 +107,7 @@ from torch.utils import _pytree as pytree
 
 from gplace.defaults import MICROBATCHES, SCHEDULE
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
-from gplace.ir.errors import check_sizes, error_summary
-from gplace.ir.graph import short_repr
+from gplace.ir.errors import check_sizes, error_summary, short_repr
 from gplace.pipeline.simulator import check_microbatches
 from gplace.pipeline.steady import pipeline_bytes_moved
 from gplace.runtime.base import ClusterMismatchError, Measurement, ReadOnlySetting, Runtime

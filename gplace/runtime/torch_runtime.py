@@ -377,16 +377,18 @@ class TorchRuntime(Runtime):
 
     def check_graph(self, graph: OpGraph) -> None:
         """Raise :class:`~gplace.ir.UnsupportedGraphError` unless ``graph`` holds a torch.export program or an ONNX
-        model that converts to torch (a node without a torch implementation is named here, not in every
-        measurement; the program is kept for them)."""
+        model whose nodes convert to torch (one without a torch implementation is named here, not in every
+        measurement; no weights are read)."""
         source = graph.source
         if not isinstance(source, TorchSource | OnnxSource):
             raise UnsupportedGraphError(no_program(graph))
         if isinstance(source, OnnxSource):
+            from gplace.runtime.onnx.program import check_convertible
+
             try:
-                self._cached(source.model, lambda: onnx_torch_program(source, graph))
-            except TorchRunError as err:
-                raise UnsupportedGraphError(str(err)) from None
+                check_convertible(source, graph)
+            except UnsupportedGraphError as err:
+                raise UnsupportedGraphError(f"graph {graph.name!r} cannot run on torch: {err}") from None
 
     def check_cluster(self, cluster: Cluster) -> None:
         """Raise :class:`~gplace.runtime.base.ClusterMismatchError` naming every cluster device that maps to no

@@ -26,3 +26,17 @@ def test_a_reason_with_surrogates_is_kept_escaped_in_memory_and_on_disk(tmp_path
         reloaded = cache.measure(graph, cluster, placement)
     want = "cannot read '/data/\\udcffmodel.onnx'"
     assert not first.ok and first.reason == again.reason == reloaded.reason == want
+
+
+class _NoReason(Runtime):
+    id = "no-reason-v1"
+    deterministic = True
+
+    def _measure(self, graph, cluster, placement):
+        return Measurement(ok=True, step_time=1.0, runtime=self.id, reason=None)
+
+
+def test_a_reason_of_none_is_kept_as_it_was():
+    """The escaping called None.encode: a third-party runtime's ok measurement with reason None raised."""
+    graph, cluster = diamond(), uniform_cluster(2, kind="cpu")
+    assert CachedRuntime(_NoReason()).measure(graph, cluster, Placement.single(graph, 0)).step_time == 1.0

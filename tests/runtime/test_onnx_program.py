@@ -794,3 +794,14 @@ def test_check_graph_names_an_onnx_node_without_a_torch_implementation_before_an
             ")", r"\)")):
         TorchRuntime(device_map=CPU_MAP).check_graph(g)
     TorchRuntime(device_map=CPU_MAP).check_graph(from_onnx(_model([_node("Relu", ["x"])], {"x": _rand(2)}, ["y"])))
+
+
+def test_an_unsigned_cumsum_keeps_its_type():
+    """Casting CumSum's sum to T first failed every uint32 measurement: torch has no uint32 cumsum on the CPU."""
+    x = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.uint32)
+    model = _model([_node("CumSum", ["x", "a"], ["y"], exclusive=1)], {"x": x}, ["y"], 14,
+                   {"a": np.array(1, np.int64)})
+    g = from_onnx(model)
+    (y,) = RUNTIME.run(g, CLUSTER, Placement.single(g, 0), inputs={"x": x})
+    assert y.dtype == torch.uint32
+    np.testing.assert_array_equal(y.numpy(), [[0, 1, 3], [0, 4, 9]])

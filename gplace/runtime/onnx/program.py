@@ -45,7 +45,7 @@ import torch
 
 from gplace.importers.onnx import OnnxSource, node_reads
 from gplace.ir import OpGraph, UnsupportedGraphError
-from gplace.ir.graph import short_repr
+from gplace.ir.errors import short_repr
 from gplace.runtime.onnx import nn as onnx_nn
 from gplace.runtime.onnx import ops as onnx_ops
 from gplace.runtime.onnx import rnn as onnx_rnn
@@ -123,6 +123,18 @@ def onnx_program(source: OnnxSource, graph: OpGraph) -> OnnxProgram:
             message names the node), a tensor has a type torch lacks, or the graph does not match the model.
     """
     return _Builder(source, graph).build()
+
+
+def check_convertible(source: OnnxSource, graph: OpGraph) -> None:
+    """Raise what :func:`onnx_program` would for a node without a torch implementation (or an unsupported
+    attribute value), converting the nodes only: no weights are read or kept.
+
+    Raises:
+        UnsupportedGraphError: naming the node.
+    """
+    builder = _Builder(source, graph)
+    for i, node in enumerate(builder.onnx.node):
+        builder._convert(i, node)
 
 
 def _as_tensor(name: str, value: Any) -> torch.Tensor:

@@ -294,9 +294,11 @@ def _non_zero(x: torch.Tensor) -> torch.Tensor:
 def _cum_sum(x: torch.Tensor, axis: Any, *, exclusive: int, reverse: int) -> torch.Tensor:
     dim = norm_axis(int(as_scalar(axis)), x.ndim)
     y = x.flip(dim) if reverse else x
-    out = torch.cumsum(y, dim, dtype=x.dtype)  # ONNX keeps the type: torch sums integers as int64
+    if not (x.is_floating_point() or x.is_complex()):  # integers summed as int64 (torch has no uint32 cumsum,
+        y = y.to(torch.int64)  # nor int64 - uint32), then given ONNX's T back
+    out = torch.cumsum(y, dim)
     out = out - y if exclusive else out
-    return out.flip(dim) if reverse else out
+    return (out.flip(dim) if reverse else out).to(x.dtype)
 
 
 CONVERTERS: dict[str, Converter] = {
