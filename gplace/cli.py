@@ -1435,7 +1435,7 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
     ``cfg.budget`` is given) for a baseline or a pipeline placer other than ``local_search``, which take no budget
     (``ilp`` takes one in seconds, as HiGHS's time limit); none for ``local_search`` without ``cfg.budget`` (it
     keeps its own 10 s: 16 evaluations would barely move it)."""
-    from gplace.methods import LEARNED, PIPELINE_SEARCH, Budget, baselines, pipeline_placers, unused_budget
+    from gplace.methods import LEARNED, Budget, pipeline_placers, unused_budget
 
     given, parsed = cfg.get("budget"), None
     if given is not None:
@@ -1443,10 +1443,9 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
             parsed = Budget.parse(given)
         except ValueError as err:
             _fail(f"budget={given!r}: {err}")
-    timed = method == "ilp" and parsed is not None and parsed.seconds is not None  # HiGHS's limit
-    if method in baselines() or (method in pipeline_placers() and method != PIPELINE_SEARCH and not timed):
+    if unused := unused_budget(method, parsed):  # a baseline, or a pipeline placer without a budget
         if given is not None:
-            log.warning("budget=%s is unused: %s", given, unused_budget(method, parsed))
+            log.warning("budget=%s is unused: %s", given, unused)
         return None
     if given is not None:
         if method in LEARNED and parsed.samples == 0:  # samples=0 was refused, budget='0 samples' taken

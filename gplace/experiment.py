@@ -251,14 +251,14 @@ def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph, cluster: C
     try:
         return search()
     except PlacementInfeasibleError as err:
+        done = getattr(err, "result", None)  # what the search did (its samples), where it kept it
         if not any(m.ok for m in baselines.values()):
             from gplace.training._loop import NothingFitError
 
             message = f"{err}; {_why_nothing_ran(graph, cluster, baselines, learned)}"
-            done = getattr(err, "result", None)  # what the search did (its samples), for a caller's record
             raise (PlacementInfeasibleError(message) if done is None else NothingFitError(message, done)) from None
         log.warning("the search measured no placement that ran; returning the fastest single-device one")
-        return getattr(err, "result", None) or TrainResult(
+        return done or TrainResult(
             Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
             Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
 
@@ -379,9 +379,10 @@ def _check_method_settings(method: str | Path, budget: float | str | Budget | No
                          f"or method='learned' (which pairs your {networks[0]} with the paper's {other})")
     if budget is None:
         return
-    if unused := unused_budget(method, Budget.parse(budget)):  # as the command line warns
+    parsed = Budget.parse(budget)
+    if unused := unused_budget(method, parsed):  # as the command line warns
         log.warning("budget=%r is unused: %s", budget, unused)
-    samples = Budget.parse(budget).samples
+    samples = parsed.samples
     if policy_file(method) is not None and samples is None:
         raise ValueError(f"budget={budget!r}: a policy file's budget is a count of samples ('64 samples'), "
                          "not seconds")

@@ -212,7 +212,7 @@ class Placer(abc.ABC):
             raise TypeError(f"{type(self).__name__}._place returned None (no return?): it returns the (N,) device "
                             "index of every op")
         if isinstance(made, Placement):  # of this graph: one made for another is refused, naming both
-            made.validate(graph, cluster)
+            made.check_graph(graph)
         given = np.asarray(made.devices if isinstance(made, Placement) else made)
         if given.size and (given.dtype == bool or not np.issubdtype(given.dtype, np.integer)):
             raise TypeError(f"{type(self).__name__}._place must return integer device indices, got dtype "

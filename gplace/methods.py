@@ -36,7 +36,7 @@ import numpy as np
 
 from gplace.defaults import SCHEDULE
 from gplace.interfaces import Placer
-from gplace.ir.errors import is_finite, short_repr
+from gplace.ir.errors import MAX_SIZE, is_finite, short_repr
 from gplace.torch_modes import float32_default
 
 PRETRAINED = "list_scheduling_giph.pt"
@@ -98,12 +98,12 @@ def pipeline_placers() -> dict[str, Callable[..., Placer]]:
                                       PipelineLocalSearch)}
 
 
-def unused_budget(method: object, budget: Budget) -> str | None:
-    """Why ``budget`` is unused by ``method`` (a baseline, or a pipeline placer other than ``local_search`` and, in
-    seconds, ``ilp``: they take none), for a WARNING; ``None`` where ``method`` takes it."""
+def unused_budget(method: object, budget: Budget | None) -> str | None:
+    """Why ``budget`` (``None``: none given) is unused by ``method`` (a baseline, or a pipeline placer other than
+    ``local_search`` and, in seconds, ``ilp``: they take none), for a WARNING; ``None`` where ``method`` takes it."""
     if not isinstance(method, str):
         return None
-    timed = method == "ilp" and budget.seconds is not None  # HiGHS's time limit
+    timed = method == "ilp" and budget is not None and budget.seconds is not None  # HiGHS's time limit
     if method in baselines() or (method in pipeline_placers() and method != PIPELINE_SEARCH and not timed):
         return (f"method {method} takes no budget{' in samples' if method == 'ilp' else ''} (learned searches, "
                 "policy files, local_search and, in seconds, ilp do)")
@@ -243,10 +243,6 @@ def _kind_of(method: Any) -> str:
             "Placer (gplace.interfaces.Placer) as method")
 
 
-_MAX_SAMPLES = 2**63 - 1
-"""The most samples a budget may count (a trainer's counts are int64)."""
-
-
 def _seconds(value: float) -> float:
     """``value`` as float seconds; a whole number past a float's range (10**400) is infinite, refused as such."""
     try:
@@ -269,7 +265,7 @@ class Budget:
         if self.seconds is not None and not (is_finite(self.seconds) and self.seconds > 0):
             raise ValueError(f"budget seconds must be a finite number > 0, got {short_repr(self.seconds)}")
         whole = isinstance(self.samples, int | np.integer) and not isinstance(self.samples, bool)
-        if self.samples is not None and not (whole and 0 <= self.samples <= _MAX_SAMPLES):
+        if self.samples is not None and not (whole and 0 <= self.samples <= MAX_SIZE):
             raise ValueError(f"budget samples must be a whole number from 0 to 2**63 - 1, got "
                              f"{short_repr(self.samples)}")
 
