@@ -6,15 +6,18 @@ rules name the layers; everything a scope would not name is filled in as TensorF
 1. **Forward ops**: the first rule whose pattern matches the op name (``re.search``) gives its device;
    :class:`InceptionExpert` then assigns the ops its structural analysis finds.
 2. **Gradient ops** (``backward`` ops where the graph has phases, else names under ``gradient_tape/`` or
-   ``grad/``) follow their forward op, found by name prefix (``gradient_tape/a/b/MatMul/MatMul_1`` follows
-   ``a/b/MatMul``, else ``a/b``, ...), as
-   ``colocate_gradients_with_ops`` does; a gradient op with no placed forward op goes by the rules.
+   ``grad/``) follow their forward op, as ``colocate_gradients_with_ops`` does: the op the graph's
+   :attr:`~gplace.ir.OpGraph.grad_of` names, else the one found by name prefix
+   (``gradient_tape/a/b/MatMul/MatMul_1`` follows ``a/b/MatMul``, else ``a/b``, ...); a gradient op with no
+   placed forward op goes by the rules.
 3. With ``follow_neighbours``, an op still without a device takes the device of the producer that sends it
    the most bytes (in topological order, so chains follow), else of its heaviest consumer: the gradient
-   sums (``AddN``), the optimiser's arithmetic and the constants land next to the tensors they use.
+   sums (``AddN``), the constants and the optimiser ops no variable owns land next to the tensors they use.
    Unnamed forward ops downstream of placed ones are filled from their producers before step 2, so a
    gradient op follows them too.
-4. Every op left goes to ``default``.
+4. Every op left goes to ``default``, except the **optimiser ops** (``update`` phase) the rules left unnamed
+   that belong to one variable (:func:`update_owners`): they and the variable's slots (momentum,
+   accumulators) go where the variable goes, as TensorFlow colocates slots and updates with their variable.
 
 Device specs: ``"gpu:k"`` is the k-th GPU of the cluster modulo the number of GPUs (``"gpu:-1"`` the last);
 any ``"kind:k"`` or ``"kind"`` likewise (``"cpu"`` = the first CPU); anything else is a device name
@@ -34,6 +37,7 @@ import numpy as np
 from gplace.baselines._common import build_units, unit_durations
 from gplace.baselines.base import Placer
 from gplace.baselines.single import SingleDevice
+from gplace.importers.tensorflow.op_types import VARIABLE_OPS
 from gplace.ir import Cluster, GraphError, OpGraph
 from gplace.ir.errors import check_flags, check_sizes
 
@@ -132,9 +136,12 @@ class Expert(Placer):
         if self.follow_neighbours:
             _follow_neighbours(graph, device, movable=~backward, consumers=False)
         self._follow_forward(graph, cluster, device, backward, specs)
+        owner = update_owners(graph)
+        follows = (owner != UNSET) & (device == UNSET)
         if self.follow_neighbours:
-            _follow_neighbours(graph, device, movable=np.ones(graph.num_ops, dtype=bool), consumers=True)
-        device[device == UNSET] = resolve_device(self.default, cluster)
+            _follow_neighbours(graph, device, movable=~follows, consumers=True)
+        device[(device == UNSET) & ~follows] = resolve_device(self.default, cluster)
+        device[follows] = device[owner[follows]]
         return device
 
     def _backward(self, graph: OpGraph) -> np.ndarray:
@@ -158,9 +165,15 @@ class Expert(Placer):
 
     def _follow_forward(self, graph: OpGraph, cluster: Cluster, device: np.ndarray, backward: np.ndarray,
                         specs: dict[str, int]) -> None:
-        """Gradient ops take their forward op's device (longest placed name prefix), else the rules'."""
+        """Gradient ops take their forward op's device (``grad_of``, else the longest placed name prefix), else the
+        rules'."""
         index = graph.op_index
+        grad_of = graph.grad_of or (UNSET,) * graph.num_ops
         for i in np.flatnonzero(backward).tolist():
+            j = grad_of[i]
+            if j != UNSET and not backward[j] and device[j] != UNSET:
+                device[i] = device[j]
+                continue
             name = graph.op_names[i]
             parts = name[next((len(p) for p in self.gradient_prefixes if name.startswith(p)), 0):].split("/")
             for k in range(len(parts), 0, -1):
@@ -326,6 +339,51 @@ def _follow_neighbours(graph: OpGraph, device: np.ndarray, movable: np.ndarray, 
                 if device[u] != UNSET and not pinned[u] and edge_bytes[eid[k]] > heaviest:
                     best, heaviest = int(device[u]), edge_bytes[eid[k]]
             device[v] = best
+
+
+def update_owners(graph: OpGraph) -> np.ndarray:
+    """(N,) int64: the variable each optimiser op or slot variable belongs to (its op index), else -1.
+
+    A variable (``VarHandleOp``, ``VariableV2``) read outside the ``update`` phase is a model variable; one read
+    only by ``update`` ops is a slot (momentum, accumulator) or optimiser state. Ownership spreads over the
+    ``update`` ops and the slots until nothing changes: an op owns what its variable inputs own (a model
+    variable owns itself), and an op or slot not yet owned takes the owner its owned consumers agree on. Ops
+    feeding several variables' updates (the gradients' ``IdentityN``, the learning rate, the step count) stay
+    unowned. Every op is unowned in a graph without phases.
+    """
+    owner = np.full(graph.num_ops, UNSET, dtype=np.int64)
+    if not graph.has_phases:
+        return owner
+    update = np.array([p == "update" for p in graph.phase], dtype=bool)
+    out_ptr, dst, _ = (a.tolist() for a in graph.out_csr)
+    in_ptr, src, _ = (a.tolist() for a in graph.in_csr)
+    variables = [i for i, t in enumerate(graph.op_types) if t in VARIABLE_OPS]
+    slots = [v for v in variables if all(update[w] for w in dst[out_ptr[v]:out_ptr[v + 1]])]
+    model = sorted(set(variables) - set(slots))
+    label = owner.tolist()
+    for v in model:
+        label[v] = v
+    spread = [i for i in graph.topological_order.tolist()[::-1] if update[i]] + slots
+    changed = True
+    while changed:
+        changed = False
+        for v in spread:
+            if label[v] != UNSET:
+                continue
+            agreed = _agreed(label, src[in_ptr[v]:in_ptr[v + 1]], variables=True, graph=graph)
+            if agreed == UNSET:
+                agreed = _agreed(label, dst[out_ptr[v]:out_ptr[v + 1]], variables=False, graph=graph)
+            if agreed != UNSET:
+                label[v], changed = agreed, True
+    owner[spread] = np.asarray(label, dtype=np.int64)[spread]
+    return owner
+
+
+def _agreed(label: list[int], ops: list[int], *, variables: bool, graph: OpGraph) -> int:
+    """The one owner of ``ops`` (only their variables if ``variables``), ignoring unowned ones; -1 if none or
+    several."""
+    owners = {label[u] for u in ops if label[u] != UNSET and (not variables or graph.op_types[u] in VARIABLE_OPS)}
+    return owners.pop() if len(owners) == 1 else UNSET
 
 
 def _constrain(graph: OpGraph, cluster: Cluster, device: np.ndarray) -> np.ndarray:

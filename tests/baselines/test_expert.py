@@ -17,7 +17,7 @@ from gplace.baselines import (
     nmt_expert,
     rnnlm_expert,
 )
-from gplace.baselines.expert import resolve_device
+from gplace.baselines.expert import resolve_device, update_owners
 from gplace.ir import Cluster, Device, Edge, GraphError, Op, OpGraph
 from gplace.testing import cpu_gpu_cluster
 
@@ -123,6 +123,64 @@ def test_gradient_ops_follow_their_forward_op_by_longest_name_prefix():
     assert got["gradient_tape/a/b/MatMul/MatMul_1"] == GPU1  # the longest prefix a/b/MatMul, not a/b
     assert got["gradient_tape/a/b/Shape"] == CPU  # forward op a/b
     assert got["gradient_tape/z/Tile"] == GPU2  # no forward op z: the rules
+
+
+def test_gradient_ops_follow_the_forward_op_their_grad_of_names():
+    """A Keras ReluGrad is named after the activation layer's scope, not the Relu op: grad_of finds it."""
+    g = build([("model/act/Relu", "Relu", [], {"phase": "forward"}),
+               ("gradient_tape/model/act_1/ReluGrad", "ReluGrad", ["model/act/Relu"],
+                {"phase": "backward", "grad_of": "model/act/Relu"})])
+    got = devices_by_name(Expert([("Relu$", "gpu:1")]), g, 2)
+    assert got["gradient_tape/model/act_1/ReluGrad"] == GPU1
+
+
+def two_layer_training_step() -> OpGraph:
+    """Two layers (``l0`` light, ``l1`` heavy), their gradients gathered by one ``IdentityN``, and a momentum
+    optimiser: per variable a slot, its update and the variable's own update; one learning rate for both."""
+    spec = [("x", "Placeholder", [], "forward"), ("opt/lr", "VarHandleOp", [], "forward"),
+            ("opt/lr_read", "ReadVariableOp", ["opt/lr"], "update")]
+    prev = "x"
+    for k in range(2):
+        spec += [(f"l{k}/w", "VarHandleOp", [], "forward"), (f"l{k}/read", "ReadVariableOp", [f"l{k}/w"], "forward"),
+                 (f"l{k}/MatMul", "MatMul", [prev, f"l{k}/read"], "forward")]
+        prev = f"l{k}/MatMul"
+    spec += [("loss", "Sum", [prev], "forward"),
+             ("gradient_tape/l1/MatMul/MatMul", "MatMul", ["loss"], "backward"),
+             ("gradient_tape/l0/MatMul/MatMul", "MatMul", ["gradient_tape/l1/MatMul/MatMul"], "backward"),
+             ("opt/IdentityN", "IdentityN", ["gradient_tape/l0/MatMul/MatMul", "gradient_tape/l1/MatMul/MatMul"],
+              "update")]
+    for k in range(2):
+        spec += [(f"opt/l{k}_w_momentum", "VarHandleOp", [], "forward"),
+                 (f"opt/Mul_{k}", "Mul", ["opt/IdentityN", "opt/lr_read"], "update"),
+                 (f"opt/AssignAdd_{k}", "AssignAddVariableOp", [f"opt/l{k}_w_momentum", f"opt/Mul_{k}"], "update"),
+                 (f"opt/read_momentum_{k}", "ReadVariableOp", [f"opt/l{k}_w_momentum"], "update"),
+                 (f"opt/AssignSub_{k}", "AssignSubVariableOp", [f"l{k}/w", f"opt/read_momentum_{k}"], "update")]
+    ops = [Op(name, op_type, 1e-3, output_bytes=1000, phase=phase) for name, op_type, _, phase in spec]
+    heavy = {("gradient_tape/l1/MatMul/MatMul", "opt/IdentityN")}
+    edges = [Edge(src, name, 10**6 if (src, name) in heavy else None) for name, _, inputs, _ in spec for src in inputs]
+    return OpGraph.from_ops(ops, edges, name="two_layers")
+
+
+@pytest.mark.parametrize("follow_neighbours", [True, False])
+def test_optimiser_ops_and_slots_go_with_the_variable_they_update(follow_neighbours: bool):
+    """TensorFlow colocates a slot and the ops updating a variable with the variable: layer 0's optimiser ops
+    stay on layer 0's GPU although the gradients' IdentityN they read sits with the heavier layer 1."""
+    expert = Expert([("^l0/", "gpu:0"), ("^l1/", "gpu:1")], "gpu:1", follow_neighbours=follow_neighbours)
+    got = devices_by_name(expert, two_layer_training_step(), 2)
+    for k, gpu in enumerate((GPU0, GPU1)):
+        updating = [f"opt/l{k}_w_momentum", f"opt/Mul_{k}", f"opt/AssignAdd_{k}", f"opt/read_momentum_{k}",
+                    f"opt/AssignSub_{k}"]
+        assert {name: got[name] for name in updating} == dict.fromkeys(updating, gpu)
+    assert got["opt/IdentityN"] == GPU1
+
+
+def test_update_owners_leave_ops_shared_by_several_variables_unowned():
+    g = two_layer_training_step()
+    owner = update_owners(g)
+    named = {g.op_names[i]: g.op_names[j] for i, j in enumerate(owner.tolist()) if j >= 0}
+    assert named == {f"opt/{op}": f"l{k}/w" for k in range(2) for op in (
+        f"l{k}_w_momentum", f"Mul_{k}", f"AssignAdd_{k}", f"read_momentum_{k}", f"AssignSub_{k}")}
+    assert (update_owners(build([("w", "VarHandleOp", []), ("a", "AssignVariableOp", ["w"])])) == -1).all()
 
 
 def test_following_neighbours_fills_sums_updates_and_constants():
