@@ -136,6 +136,19 @@ def test_the_bench_logs_a_learned_searchs_start_result_and_failure_by_name(caplo
     assert failed.samples > 0  # the NothingFitError (a PlacementInfeasibleError) carries what the search measured
 
 
+def test_a_learned_search_breaking_its_contract_stops_the_bench_unrecorded():
+    """A policy's ContractError (a ValueError) was recorded as a failed search, which a resumed bench keeps: the
+    search stayed failed after its policy was mended."""
+    from gplace.placer import ContractError
+
+    def broken(run_dir):
+        raise ContractError("policy Broken's sample must give log-probabilities (<= 0)")
+
+    graph, cluster = random_dag(12, seed=1), uniform_cluster(2)
+    with pytest.raises(ContractError, match="policy Broken's sample"):
+        run_learned(graph, cluster, "broken", broken, 0.0)
+
+
 def test_the_held_logger_forwards_the_loggers_own_attributes(tmp_path) -> None:
     """place() hands its trainer the logger wrapped (HeldOpen): a trainer reading the logger's own attributes (a
     WandbLogger's run, a JSONL logger's path) got AttributeError."""

@@ -162,14 +162,17 @@ def run_learned(
     Raises:
         RunDirConflictError: ``run_dir`` is another run's (another process in it, a checkpoint that does not fit):
             that is no result of the search, so it is not recorded as a failed one.
+        ContractError: the search's encoder or policy broke its contract: a defect to mend, not a result (recorded,
+            a resumed bench would skip the search mended).
     """
+    from gplace.placer import ContractError
     from gplace.run_dir import RunDirConflictError
 
     log.info("%s on %s: learned search %r started", graph.name, cluster.name, name)
     started = time.perf_counter()
     try:
         report = search(run_dir)
-    except RunDirConflictError:
+    except (RunDirConflictError, ContractError):
         raise
     except (RuntimeError, ValueError) as err:
         _warn_failed(graph, cluster, f"learned search {name!r}", f"{type(err).__name__}: {err}")
