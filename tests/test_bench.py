@@ -117,6 +117,18 @@ def test_a_resume_that_skips_every_case_brings_the_report_up_to_date_and_keeps_i
         assert report.read_text() == table + "\n## Targets\n"
 
 
+def test_a_resume_replaces_the_table_under_a_heading_and_keeps_the_heading(tmp_path):
+    """A heading written above the table was taken for the notes after it: the new table went above the heading
+    and the stale one stayed below it."""
+    case = BenchCase(two_branches(length=3), uniform_cluster(2), Simulator())
+    records = run_suite([lambda: case], {"single": SingleDevice(0)}, {}, tmp_path, plots=False)
+    report = tmp_path / "RESULTS.md"
+    table = report.read_text()
+    report.write_text("# My bench\n\n| a stale table |\n|---|\n\n## Notes\n| a notes table |\n")
+    run_suite([lambda: case], {"single": SingleDevice(0)}, {}, tmp_path, previous=records)
+    assert report.read_text() == "# My bench\n\n" + table + "\n## Notes\n| a notes table |\n"
+
+
 def test_a_resume_that_runs_a_case_keeps_the_notes_after_the_table(tmp_path):
     """Each finished case rewrote RESULTS.md as its table alone, so a resume that ran any case lost the notes after
     the table (benchmarks/RESULTS.md's targets and hand-written notes) for good."""

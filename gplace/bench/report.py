@@ -25,9 +25,9 @@ def write_results(records: Sequence[BenchRecord], out_dir: str | Path, *, learne
 
 
 def refresh_results(records: Sequence[BenchRecord], out_dir: str | Path, *, learned: Sequence[str] = ()) -> None:
-    """Bring ``results.json`` and the table that starts ``RESULTS.md`` up to date with ``records`` (as
-    :func:`write_results` writes them), rewriting neither where it is; what follows the table (notes such as
-    benchmarks/annotate_results.py's targets) is kept."""
+    """Bring ``results.json`` and the first table of ``RESULTS.md`` up to date with ``records`` (as
+    :func:`write_results` writes them), rewriting neither where it is; what precedes the table (a heading) and what
+    follows it (notes such as benchmarks/annotate_results.py's targets) is kept."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     docs = json.dumps(_docs(records, learned), indent=1)
@@ -35,8 +35,9 @@ def refresh_results(records: Sequence[BenchRecord], out_dir: str | Path, *, lear
         write_text_atomic(out_dir / "results.json", docs)
     held = _read(out_dir / "RESULTS.md")
     lines = held.splitlines(keepends=True)
-    after = "".join(lines[next((i for i, line in enumerate(lines) if not line.startswith("|")), len(lines)):])
-    report = results_table(records, learned=learned) + after
+    start = next((i for i, line in enumerate(lines) if line.startswith("|")), 0)
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    report = "".join(lines[:start]) + results_table(records, learned=learned) + "".join(lines[end:])
     if report != held:
         write_text_atomic(out_dir / "RESULTS.md", report)
 
