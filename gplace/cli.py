@@ -1183,6 +1183,7 @@ def _bench_cases(cfg: DictConfig) -> list:
     check_learned(cfg.get("learned"), ("overrides", "warm_start"), cfg.get("baselines") or {})
     cases = _check_cases(cfg.get("cases"))
     composed = [_compose_case(case, cfg, f"cases[{i}]") for i, case in enumerate(cases)]
+    _check_distinct_cases([c for c, _ in composed])
     _check_graph_files([(f"cases[{i}]", c.graph) for i, (c, _) in enumerate(composed)], cfg)
     for i, (c, _) in enumerate(composed):
         _check_step_objective(c, f"cases[{i}]")
@@ -1218,6 +1219,19 @@ def _check_cases(cases) -> list[list[str]]:
             raise ValueError(f"cases[{i}] must be a list of overrides of the main config ({example}), got {case!r}")
         check_case(f"cases[{i}]", case)
     return [list(case) for case in cases]
+
+
+def _check_distinct_cases(composed: list[DictConfig]) -> None:
+    """Refuse two cases composing the same graph and cluster before any runs (results are keyed by graph and
+    cluster: the second, found only once built, stopped the bench after the first had run)."""
+    first: dict[str, int] = {}
+    for i, c in enumerate(composed):
+        key = repr([sorted(OmegaConf.to_container(c[part], resolve=True).items()) for part in ("graph", "cluster")])
+        if key in first:
+            raise ValueError(f"cases[{first[key]}] and cases[{i}] place the same graph on the same cluster: results "
+                             "and run directories are keyed by graph and cluster; drop one, or run it with another "
+                             "out_dir")
+        first[key] = i
 
 
 def _compose_case(case: list[str], cfg: DictConfig, label: str) -> tuple[DictConfig, list[str]]:

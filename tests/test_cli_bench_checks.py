@@ -51,6 +51,16 @@ def test_a_late_case_whose_graph_file_is_missing_is_refused_before_the_first_cas
     assert "Traceback" not in proc.stderr and not (tmp_path / "out" / "results.json").exists()
 
 
+def test_two_cases_of_one_graph_and_cluster_are_refused_before_either_runs():
+    """The second case of a pair was found only once built, after the first had run its baselines and searches;
+    a case differing only in how it is written (one override's order) is the same case."""
+    same = TINY.replace("'graph.steps=2','graph.hidden=64'", "'graph.hidden=64','graph.steps=2'")
+    _, configs = _bench_config("bench", f"cases=[{TINY},['graph=lstm_lm','cluster=paper_4gpu'],{same}]")
+    with pytest.raises(ValueError, match=r"^cases\[0\] and cases\[2\] place the same graph on the same cluster"):
+        cli._check_distinct_cases(configs)
+    cli._check_distinct_cases(configs[:2])
+
+
 def test_bench_papers_shared_graphs_are_checked_naming_each_case_and_how_to_find_them(tmp_path):
     cfg, configs = _bench_config("bench_paper", f"shared={tmp_path}")
     with pytest.raises(ValueError, match=r"^7 bench graph\(s\) cannot be built") as err:
