@@ -272,7 +272,7 @@ def _logged(logger: Logger | None, config: dict[str, Any]) -> Iterator[HeldOpen 
         return
     held = HeldOpen(logger)
     try:
-        held.log_config(config)  # inside: a log_config that raises (a W&B run started) is finished too
+        held.log_config(config)  # held back until the search logs: a search refused opens no W&B run
         yield held
     except BaseException:
         close_as_failed(held)

@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -95,7 +96,7 @@ class JsonlLogger:
         self._write({"config": dict(config)})
 
     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:  # noqa: D102
-        self._write({"step": step, **{k: _finite(v) for k, v in scalars.items()}})
+        self._write({"step": step, **_finite_scalars(scalars)})
 
     def finish(self) -> None:  # noqa: D102
         pass
@@ -103,7 +104,7 @@ class JsonlLogger:
     def log_results(self, summary: Mapping[str, float], rows: Sequence[Mapping[str, Any]],
                     files: Mapping[str, str | Path]) -> None:
         """One record: ``{"summary": ..., "table": rows, "files": {name: path}}``."""
-        self._write({"summary": {k: _finite(v) for k, v in summary.items()}, "table": list(rows),
+        self._write({"summary": _finite_scalars(summary), "table": list(rows),
                      "files": {k: str(v) for k, v in files.items()}})
 
     def drop_from(self, step: float) -> None:
@@ -139,7 +140,7 @@ class JsonlLogger:
 
     @staticmethod
     def _line(record: Mapping[str, Any]) -> str:
-        return json.dumps(record, default=str) + "\n"
+        return json.dumps(_strict_json(record), default=str) + "\n"
 
     def _write(self, record: Mapping[str, Any]) -> None:
         line = self._line(record)
@@ -216,15 +217,18 @@ class WandbLogger:
         dir: where W&B writes its files (default: the working directory). The run's id is kept there
             (``wandb_run_id``), so a search resumed from its ``checkpoint.pt`` in the same directory continues
             the same W&B run (online: W&B does not resume an offline run, and says so in a warning); without a
-            checkpoint there (a fresh start) a new run begins.
+            checkpoint there when the logger is made (a fresh start) a new run begins.
         group: run group, e.g. the sweep of a multirun (default: none).
         run: an active ``wandb`` run of your own to log into instead of starting one (then give none of ``mode``,
             ``name``, ``dir``, ``group``). gplace never finishes it (:meth:`finish` does nothing): you do.
 
     A run gplace starts is its own (``wandb.init(reinit="create_new")``, wandb 0.19.10 or later): a run you have
-    active stays active and stays ``wandb.run``; gplace finishes only the runs it started. A search finishes its
-    logger's run when it ends (or fails), so one logger given to several searches (a notebook cell run again) logs
-    each into a run of its own: the first use after :meth:`finish` starts a new run with the same settings.
+    active stays active and stays ``wandb.run``; gplace finishes only the runs it started. It starts at the
+    logger's first use (its first config, scalars or results, or reading :attr:`run`), not when the logger is
+    made, so a search refused before it logs anything (another search's run directory) opens no run. A search
+    finishes its logger's run when it ends (or fails), so one logger given to several searches (a notebook cell
+    run again) logs each into a run of its own: the first use after :meth:`finish` starts a new run with the same
+    settings, never the kept one again.
 
     Every scalar is logged against the custom x-axis ``step``, the search's update (negative for a warm start's
     imitation steps, which W&B's own step, only ever increasing, would drop); in a run of your own only gplace's
@@ -244,31 +248,51 @@ class WandbLogger:
         self._settings = (project, mode, name, dir, group)
         self._finished = False
         self._stepped: set[str] = set()
+        self._run: Any = None
         if run is not None:
             if any(arg is not None for arg in (mode, name, dir, group)):
                 raise ValueError("WandbLogger: give a run of your own or mode, name, dir and group, not both")
-            self.run, self.mode = run, run.settings.mode
+            if not callable(getattr(run, "log", None)) or not hasattr(getattr(run, "settings", None), "mode"):
+                raise TypeError(f"WandbLogger: run must be an active wandb run (what wandb.init() returns), got "
+                                f"{run!r:.200}")
+            self._run, self._mode = run, run.settings.mode
+            self._define_step()
         else:
-            self._start(*self._settings)
-        self._define_step()
+            _check_mode(mode)
+            if dir is not None and Path(dir).exists() and not Path(dir).is_dir():
+                raise NotADirectoryError(f"WandbLogger: dir {str(dir)!r} is a file, not a folder")
+            self._resume = _resumed_id(dir)  # as the run directory is now, before a search writes its checkpoint
+
+    @property
+    def run(self) -> Any:
+        """The ``wandb`` run logged into last (finished or not); started with this logger's settings where none
+        was yet."""
+        return self._run if self._run is not None else self._active()
+
+    @property
+    def mode(self) -> str:
+        """The mode :attr:`run` was started in (``"offline"`` after a fallback)."""
+        return self.run.settings.mode if not self._owns_run else (self.run and self._mode)
 
     def _define_step(self) -> None:
         """Log scalars against ``step`` (in a run of your own, only gplace's: see :meth:`log_scalars`)."""
-        self.run.define_metric("step")
+        self._run.define_metric("step")
         if self._owns_run:
-            self.run.define_metric("*", step_metric="step")
+            self._run.define_metric("*", step_metric="step")
 
     def _active(self) -> Any:
-        """The run to log into: a new one, started with this logger's settings, where :meth:`finish` finished
-        gplace's own (the logger given to another search)."""
-        if self._finished:
-            self._start(*self._settings)
+        """The run to log into: started at the first use, and again where :meth:`finish` finished gplace's own (the
+        logger given to another search: a new run, never the kept one again)."""
+        if self._run is None or self._finished:
+            self._start(*self._settings, resume=self._resume if self._run is None else {})
             self._define_step()
             self._finished = False
-        return self.run
+        return self._run
 
-    def _start(self, project: str, mode: str | None, name: str | None, dir: str | None, group: str | None) -> None:
-        """Start gplace's own run (offline when the server cannot be reached), resuming the one kept in ``dir``."""
+    def _start(self, project: str, mode: str | None, name: str | None, dir: str | None, group: str | None,
+               resume: dict[str, str]) -> None:
+        """Start gplace's own run (offline when the server cannot be reached), resuming the one ``resume`` names
+        (``id`` and ``resume``, from :func:`_resumed_id`)."""
         wandb = self._wandb
         _check_mode(mode)
         if mode is None:
@@ -278,26 +302,23 @@ class WandbLogger:
             log.warning("W&B: cannot reach %s within %.0f s; logging offline (sync later with `wandb sync`)",
                         server, PROBE_SECONDS)
             mode = "offline"
-        kwargs = {"project": project, "name": name, "dir": dir, "group": group, "reinit": "create_new",
-                  **_resumed_id(dir)}
-        self.run, mode = _started(wandb, mode, server, kwargs)
-        self.mode = mode
-        """The mode the run was started in (``"offline"`` after a fallback)."""
-        if mode == "offline" and "resume" in kwargs:
+        kwargs = {"project": project, "name": name, "dir": dir, "group": group, "reinit": "create_new", **resume}
+        self._run, self._mode = _started(wandb, mode, server, kwargs)
+        if self._mode == "offline" and "resume" in kwargs:
             log.warning("W&B does not resume an offline run (wandb issue 4624): this resumed search writes a second "
                         "offline run folder under id %s, which `wandb sync` may not join to the first; metrics.jsonl "
-                        "in the run directory is the complete record", self.run.id)
-        if dir is not None and mode != "disabled":
-            write_text_atomic(Path(dir) / RUN_ID_FILE, self.run.id)  # a failure names the file
+                        "in the run directory is the complete record", self._run.id)
+        if dir is not None and self._mode != "disabled":
+            write_text_atomic(Path(dir) / RUN_ID_FILE, self._run.id)  # a failure names the file
 
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
         self._active().config.update(dict(config), allow_val_change=True)
 
     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:  # noqa: D102
-        kept = {k: v for k, v in scalars.items() if _finite(v) is not None}
+        kept = {k: v for k, v in _finite_scalars(scalars).items() if v is not None}
         if not self._owns_run:  # a run of your own: only gplace's scalars go against ``step``
             for key in kept.keys() - self._stepped:
-                self.run.define_metric(key, step_metric="step")
+                self._run.define_metric(key, step_metric="step")
             self._stepped.update(kept)
         self._active().log({"step": step, **kept})
 
@@ -308,7 +329,7 @@ class WandbLogger:
         adds versions to its own), of type ``"model"`` for a ``.pt`` file, else ``name`` (``placement``,
         ``trace``); returns the ``wandb.Artifact`` objects logged."""
         artifacts = []
-        self._active().summary.update({k: _finite(v) for k, v in summary.items()})
+        self._active().summary.update(_finite_scalars(summary))
         if rows:
             columns = list(rows[0])
             table = self._wandb.Table(columns=columns, data=[[row.get(c) for c in columns] for row in rows])
@@ -336,8 +357,8 @@ class WandbLogger:
     def finish(self, exit_code: int | None = None) -> None:
         """Finish the run gplace started (a run of your own is left as it is); ``exit_code`` 1 marks it failed.
         The logger's next use starts a new run."""
-        if self._owns_run and not self._finished:
-            self.run.finish(exit_code=exit_code)
+        if self._owns_run and self._run is not None and not self._finished:  # a run never started: nothing
+            self._run.finish(exit_code=exit_code)
             self._finished = True
 
 
@@ -363,21 +384,33 @@ def _resumed_id(dir: str | None) -> dict[str, str]:
     """``wandb.init``'s ``id`` and ``resume`` for the run an earlier process kept in ``dir``, if any, and only
     while that process's search can resume (its ``checkpoint.pt`` is there): a fresh start makes a new run."""
     path = None if dir is None else Path(dir) / RUN_ID_FILE
-    if path is None or not path.is_file() or not path.read_text().strip():
+    if path is None or not path.is_file():
+        return {}
+    try:
+        run_id = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as err:
+        log.warning("W&B: cannot read the run id kept in %s (%s), so a new run", path, err)
+        return {}
+    if not run_id:
+        return {}
+    if re.search(r"[\s:;,#?/'\\]", run_id):
+        log.warning("W&B: %s holds %r, no W&B run id (it may not hold whitespace or any of :;,#?/'\\), so a new "
+                    "run", path, run_id[:80])
         return {}
     if not (Path(dir) / "checkpoint.pt").is_file():
-        log.info("W&B: no checkpoint.pt in %s, so a new run (not %s)", dir, path.read_text().strip())
+        log.info("W&B: no checkpoint.pt in %s, so a new run (not %s)", dir, run_id)
         return {}
-    return {"id": path.read_text().strip(), "resume": "allow"}
+    return {"id": run_id, "resume": "allow"}
 
 
 class HeldOpen:
     """``logger`` with ``finish()`` held back until :meth:`close`: results logged after a search (which
     finishes its logger) still reach the same run.
 
-    Given ``open_logger`` (a function making the logger) instead, the logger is made when the first scalars or
-    results come, and the config logged before is sent then: a job that fails before it has anything to log (a
-    resume refused, a bad setting) opens no W&B run and changes no earlier run's config.
+    The config is sent when the first scalars or results come (or at a successful :meth:`close`): a job that
+    fails before it has anything to log (a resume refused, a bad setting) sends no config, so it opens no W&B run
+    (:class:`WandbLogger` starts its run at first use) and changes no earlier run's config. Given ``open_logger``
+    (a function making the logger) instead of ``logger``, the logger itself is made then too.
     """
 
     def __init__(self, logger: Logger | None = None, *, open_logger: Callable[[], Logger] | None = None) -> None:
@@ -389,10 +422,12 @@ class HeldOpen:
         self._failed = False
 
     def _opened(self) -> Logger:
+        """The logger, made if need be, with the config held back sent."""
         if self.logger is None:
             self.logger = self._open_logger()
-            if self._config is not None:
-                self.logger.log_config(self._config)
+        if self._config is not None:
+            config, self._config = self._config, None
+            self.logger.log_config(config)
         return self.logger
 
     def __getattr__(self, name: str) -> Any:
@@ -401,11 +436,9 @@ class HeldOpen:
             raise AttributeError(name)
         return getattr(self._opened(), name)
 
-    def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
-        if self.logger is None:
-            self._config = dict(config)
-        else:
-            self.logger.log_config(config)
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        """Hold ``config`` back (merged with any held before) until there is something to log."""
+        self._config = {**(self._config or {}), **config}
 
     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:  # noqa: D102
         self._opened().log_scalars(step, scalars)
@@ -428,8 +461,11 @@ class HeldOpen:
     def close(self, failed: bool = False) -> None:
         """Finish the logger, if it was made; the run of a ``failed`` job (or search) is marked failed (exit code
         1, where the logger's ``finish`` takes one)."""
+        failed = failed or self._failed
+        if self._config is not None and not failed:  # a job that logged nothing else still records its config
+            self._opened()
         if self.logger is not None:
-            finish_logger(self.logger, 1 if failed or self._failed else None)
+            finish_logger(self.logger, 1 if failed else None)
 
 
 def close_as_failed(closable: Any) -> None:
@@ -462,8 +498,34 @@ class MultiLogger:
 
 
 def _finite(value: float) -> float | None:
-    value = float(value)
+    """``value`` as a float, ``None`` where it is not finite (an int past a float's range too)."""
+    try:
+        value = float(value)
+    except OverflowError:
+        return None
     return value if math.isfinite(value) else None
+
+
+def _finite_scalars(scalars: Mapping[str, float]) -> dict[str, float | None]:
+    """Each scalar as :func:`_finite` gives it; one that is no number is a ``TypeError`` naming it."""
+    out = {}
+    for key, value in scalars.items():
+        try:
+            out[key] = _finite(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"logger: scalar {key!r} must be a number, got {value!r:.80}") from None
+    return out
+
+
+def _strict_json(value: Any) -> Any:
+    """``value`` with every float that is not finite (in dicts, lists and tuples) as ``None``: JSON has no NaN."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict_json(v) for v in value]
+    return value
 
 
 def _reachable(url: str, timeout: float) -> bool:

@@ -77,6 +77,7 @@ def test_a_fresh_start_in_a_run_directory_makes_a_new_wandb_run(tmp_path):
     """With the checkpoint gone (deleted to start over), the kept id is not reused: a fresh search continued the
     old W&B run, its curves drawn over the old ones."""
     first = WandbLogger(mode="offline", dir=str(tmp_path))
+    first.log_scalars(0, {"charts/x": 1.0})
     first.finish()
     second = WandbLogger(mode="offline", dir=str(tmp_path))
     assert second.run.id != first.run.id and (tmp_path / "wandb_run_id").read_text() == second.run.id
@@ -86,10 +87,12 @@ def test_a_fresh_start_in_a_run_directory_makes_a_new_wandb_run(tmp_path):
 def test_an_offline_resume_warns_that_wandb_writes_a_second_run_folder(tmp_path, caplog):
     """W&B ignores resume offline (a second folder, its _step from 0); the docs promised the same run."""
     first = WandbLogger(mode="offline", dir=str(tmp_path))
+    first.log_scalars(0, {"charts/x": 1.0})
     first.finish()
     (tmp_path / "checkpoint.pt").write_bytes(b"")
     with caplog.at_level(logging.WARNING, logger="gplace.loggers"):
         second = WandbLogger(mode="offline", dir=str(tmp_path))
+        second.log_scalars(0, {"charts/x": 1.0})
     second.finish()
     assert f"W&B does not resume an offline run (wandb issue 4624): this resumed search writes a second offline " \
            f"run folder under id {first.run.id}" in caplog.text
@@ -150,3 +153,85 @@ def test_non_finite_scalars_are_left_out_of_wandb_as_null_in_jsonl(tmp_path):
     summary = dict(logger.run.summary)
     assert summary["rollout/mean_step_time"] == 3.0 and summary["step"] == 2 and summary["rollout/failures"] == 4
     logger.finish()
+
+
+def _tiny_search(graph, run_dir, logger):
+    import gplace
+    from gplace.training import ReinforceTrainer
+
+    return gplace.place(graph, _two_gpus(), run_dir=run_dir, logger=logger,
+                        trainer=ReinforceTrainer(updates=2, samples_per_update=2, progress=False))
+
+
+def _two_gpus():
+    from gplace.zoo import paper_cluster
+
+    return paper_cluster(2)
+
+
+def _offline_runs(folder):
+    return sorted(p.name for p in folder.rglob("offline-run-*") if p.is_dir())
+
+
+def test_a_search_refused_its_run_directory_opens_no_wandb_run(tmp_path):
+    """The logger took the earlier search's run id when made, and the refused search wrote its config and a failed
+    exit into that run (online: the earlier run marked failed)."""
+    from gplace.run_dir import RunDirConflictError
+    from gplace.zoo import lstm_lm
+
+    run_dir = tmp_path / "rd"
+    _tiny_search(lstm_lm(layers=1, hidden=64, steps=2), run_dir, WandbLogger(mode="offline", dir=str(run_dir)))
+    runs, kept = _offline_runs(run_dir), (run_dir / "wandb_run_id").read_text()
+    with pytest.raises(RunDirConflictError, match="holds the placement of graph"):
+        _tiny_search(lstm_lm(layers=1, hidden=64, steps=3), run_dir, WandbLogger(mode="offline", dir=str(run_dir)))
+    assert _offline_runs(run_dir) == runs and len(runs) == 1
+    assert (run_dir / "wandb_run_id").read_text() == kept
+
+
+def test_one_logger_given_another_search_logs_it_into_a_new_run_not_the_kept_one(tmp_path):
+    """The first use after finish() resumed the id kept in the logger's dir (the first search's checkpoint is
+    there), so an unrelated search was logged into the first one's run."""
+    from gplace.zoo import lstm_lm
+
+    logger = WandbLogger(mode="offline", dir=str(tmp_path / "a"))
+    _tiny_search(lstm_lm(layers=1, hidden=64, steps=2), tmp_path / "a", logger)
+    first = logger.run.id
+    _tiny_search(lstm_lm(layers=1, hidden=64, steps=3), tmp_path / "b", logger)
+    assert logger.run.id != first
+
+
+@pytest.mark.parametrize("kept", [b"bad/id", b"\xff\xfe"])
+def test_a_kept_run_id_wandb_cannot_take_is_a_warning_and_a_new_run(tmp_path, caplog, kept):
+    """A wandb_run_id holding a '/' (W&B's UsageError) or bytes that are no UTF-8 (UnicodeDecodeError) ended the job
+    with an error naming neither the file nor the id."""
+    (tmp_path / "wandb_run_id").write_bytes(kept)
+    (tmp_path / "checkpoint.pt").write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="gplace.loggers"):
+        logger = WandbLogger(mode="offline", dir=str(tmp_path))
+        logger.log_scalars(0, {"charts/x": 1.0})
+    logger.finish()
+    assert f"{tmp_path / 'wandb_run_id'}" in caplog.text and "so a new run" in caplog.text
+    assert (tmp_path / "wandb_run_id").read_text() == logger.run.id
+
+
+def test_wandb_logger_settings_that_cannot_work_are_refused_before_any_run_starts(tmp_path):
+    """A dir that is a file started a W&B run (in /tmp, left unfinished) before gplace refused it; a run that is no
+    wandb run was an AttributeError from deep inside."""
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(NotADirectoryError, match="WandbLogger: dir .*afile' is a file, not a folder"):
+        WandbLogger(mode="offline", dir=str(tmp_path / "afile"))
+    with pytest.raises(TypeError, match="WandbLogger: run must be an active wandb run .*got 'my-run-id'"):
+        WandbLogger(run="my-run-id")
+
+
+def test_jsonl_writes_strict_json_and_names_a_scalar_that_is_no_number(tmp_path):
+    """A config's NaN was written as NaN (no JSON), 10**400 raised OverflowError and None a TypeError naming no
+    key, the record lost."""
+    path = tmp_path / "m.jsonl"
+    logger = JsonlLogger(path)
+    logger.log_config({"lr": math.nan, "caps": [math.inf, 1.0]})
+    logger.log_scalars(0, {"charts/huge": 10**400})
+    with pytest.raises(TypeError, match="logger: scalar 'charts/none' must be a number, got None"):
+        logger.log_scalars(1, {"charts/none": None})
+    assert [json.loads(line, parse_constant=pytest.fail) for line in path.read_text().splitlines()] == [
+        {"config": {"lr": None, "caps": [None, 1.0]}}, {"step": 0, "charts/huge": None}]

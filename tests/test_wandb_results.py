@@ -207,13 +207,14 @@ def test_a_wandb_mode_that_is_not_one_is_named(tmp_path, monkeypatch):
 
 
 class _Flaky(Simulator):
-    """Measures three placements, then raises (a device lost mid-search)."""
+    """Measures twelve placements (the baselines, and an update or two of four samples), then raises (a device lost
+    mid-search)."""
 
     measured = 0
 
     def _measure(self, graph, cluster, placement):
         self.measured += 1
-        if self.measured > 3:
+        if self.measured > 12:
             raise RuntimeError("device lost")
         return super()._measure(graph, cluster, placement)
 
@@ -224,8 +225,8 @@ def test_a_search_that_raises_from_python_marks_its_wandb_run_failed(tmp_path, m
     logger = WandbLogger(dir=str(tmp_path))
     graph, cluster = lstm_lm(layers=1, hidden=64, steps=2), paper_cluster(2)
     with pytest.raises(RuntimeError, match="device lost"):
-        gplace.place(graph, cluster, runtime=_Flaky(), trainer=ReinforceTrainer(updates=5, progress=False),
-                     logger=logger)
+        gplace.place(graph, cluster, runtime=_Flaky(),
+                     trainer=ReinforceTrainer(updates=5, samples_per_update=4, progress=False), logger=logger)
     assert logger.run._is_finished
     [debug] = tmp_path.rglob("offline-run-*/logs/debug.log")
     assert "got exitcode: 1" in debug.read_text()
