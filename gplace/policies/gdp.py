@@ -80,8 +80,11 @@ class GDPPolicy(IndependentPolicy):
         return x
 
     def _segments(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pad to whole segments. Shapes: x (G, H); returns (B, L, H) and a (B, L) bool mask, true on padding."""
-        g, size = x.shape[0], self.segment_size
+        """Pad to whole segments, of ``segment_size`` or of all G groups where they are fewer (padding a few groups
+        to a long segment cost its square). Shapes: x (G, H); returns (B, L, H) and a (B, L) bool mask, true on
+        padding."""
+        g = x.shape[0]
+        size = min(self.segment_size, max(g, 1))
         n = max(-(-g // size), 1)
         pad = torch.arange(n * size, device=x.device) >= g
         return F.pad(x, (0, 0, 0, n * size - g)).view(n, size, -1), pad.view(n, size)

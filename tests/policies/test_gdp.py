@@ -46,6 +46,15 @@ def test_segment_size_beyond_g_and_padding_do_not_change_the_logits():
     torch.testing.assert_close(_logits(a, states), _logits(b, states))
 
 
+def test_a_segment_size_far_beyond_g_costs_what_g_does():
+    """The groups were padded to one whole segment: 10 groups cost 17 s at segment_size=16384, and 10**12 tried to
+    allocate 8 TB."""
+    states = torch.randn(10, S, generator=torch.Generator().manual_seed(2))
+    a, b = _policy(segment_size=16), _policy(segment_size=10**12)
+    b.load_state_dict(a.state_dict())
+    torch.testing.assert_close(_logits(a, states), _logits(b, states))
+
+
 def test_every_group_is_placed_in_one_pass_and_groups_are_independent():
     """Sampling K=500 of 9 groups: shapes, finite values, and the entropy is the same for every sample."""
     policy = _policy()
