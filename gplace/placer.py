@@ -523,7 +523,8 @@ def checked_device_features(cluster: Cluster, given: np.ndarray | torch.Tensor |
     """Given device features as float32, or the cluster's (:func:`~gplace.features.device_features`).
 
     Raises:
-        ValueError: ``given`` is not (D, F), one row per device of ``cluster``.
+        ValueError: ``given`` is not (D, F), one row per device of ``cluster``, or holds a value that is not finite
+            (in float32: the message names the device and column).
 
     Shapes:
         given (D, F); returns (D, F).
@@ -531,4 +532,9 @@ def checked_device_features(cluster: Cluster, given: np.ndarray | torch.Tensor |
     out = torch.as_tensor(describe_devices(cluster) if given is None else given, dtype=torch.float32)
     if out.ndim != 2 or out.shape[0] != cluster.num_devices:
         raise ValueError(f"device_features has shape {tuple(out.shape)}, expected ({cluster.num_devices}, F)")
+    bad = (~torch.isfinite(out)).nonzero()
+    if len(bad):
+        d, f = bad[0].tolist()
+        raise ValueError(f"device_features[{d}, {f}] (device {cluster.device_names[d]!r}) is {out[d, f].item()} in "
+                         f"float32: every feature must be finite ({len(bad)} are not)")
     return out

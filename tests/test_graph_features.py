@@ -89,3 +89,15 @@ def test_placer_holds_device_features_as_a_buffer_outside_the_state_dict():
     with pytest.raises(ValueError, match="device_features"):
         PolicyPlacer(graph, cluster, LSTMEncoder(hidden_size=8), MLPPolicy(2, hidden_size=8),
                      device_features=np.zeros((3, DEVICE_FEATURES)))
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, 1e39])
+def test_device_features_that_are_not_finite_are_refused_naming_the_device(value):
+    """A NaN (or a value past float32's range) was kept: every log-probability NaN, every update skipped, and the
+    search returned everything on device 0."""
+    cluster, graph = uniform_cluster(2), random_dag(12)
+    features = device_features(cluster)
+    features[1, 3] = value
+    with pytest.raises(ValueError, match=r"device_features\[1, 3\] \(device '/GPU:1'\) is (nan|inf) in float32"):
+        PolicyPlacer(graph, cluster, LSTMEncoder(hidden_size=8), MLPPolicy(2, hidden_size=8),
+                     device_features=features)
