@@ -47,7 +47,8 @@ class GroupEmbedding(nn.Module):
         """Layer-normalised concatenation of the type embedding and the feature projections.
 
         Raises:
-            ValueError: the adjacency features have another width than ``max_neighbours``.
+            ValueError: the adjacency features have another width than ``max_neighbours``, or a type id is not below
+                ``num_type_buckets`` (features made with another ``num_type_buckets``).
 
         Shapes:
             features as in the class docstring; returns (G, output_size).
@@ -55,6 +56,12 @@ class GroupEmbedding(nn.Module):
         adjacency = features["adjacency"]
         if adjacency.shape[-1] != self.max_neighbours:
             raise ValueError(f"adjacency has width {adjacency.shape[-1]}, encoder expects {self.max_neighbours}")
+        type_ids = features["type_ids"]
+        outside = type_ids[(type_ids < 0) | (type_ids >= self.num_type_buckets)]
+        if len(outside):  # an embedding index out of range: a CUDA device-side assert that ends the process's CUDA
+            raise ValueError(f"type id {int(outside[0])} is not in [0, num_type_buckets={self.num_type_buckets}) of "
+                             f"the encoder: make the features with featurize(..., num_type_buckets="
+                             f"{self.num_type_buckets}), or the encoder with the features' count")
         parts = [
             self.types(features["type_ids"], features["type_offsets"]),
             self.shapes(torch.cat([features["shapes"], features["shape_flags"]], -1)),

@@ -58,3 +58,17 @@ def test_rejects_bad_configuration(features):
         LSTMEncoder(hidden_size=15)
     with pytest.raises(ValueError, match="adjacency"):
         LSTMEncoder(hidden_size=16, max_neighbours=20)(features)
+
+
+@pytest.mark.parametrize("encoder", ["lstm", "gnn"])
+def test_features_of_more_type_buckets_than_the_encoders_are_refused_naming_both(features, encoder):
+    """Features hashed into 512 buckets fed to a 4-bucket encoder failed inside torch.embedding_bag ("Index 0 of
+    input takes value ... not in the valid range"; on a GPU, a device-side assert)."""
+    from gplace.encoders import GNNEncoder
+
+    make = LSTMEncoder if encoder == "lstm" else GNNEncoder
+    small = make(hidden_size=16, type_embedding=8, max_neighbours=6, num_type_buckets=4)
+    assert int(features["type_ids"].max()) >= 4
+    with pytest.raises(ValueError, match=r"type id \d+ is not in \[0, num_type_buckets=4\) of the encoder: make the "
+                                         r"features with featurize\(\.\.\., num_type_buckets=4\)"):
+        small(features)
