@@ -407,9 +407,11 @@ def graph_speeds(durations: np.ndarray, allowed: np.ndarray, speeds: np.ndarray)
     """
     everywhere = allowed.all(1)
     total = durations[everywhere].sum(0)
-    if not everywhere.any() or not np.all(np.isfinite(total) & (total > 0)):
+    with np.errstate(over="ignore", divide="ignore"):  # subnormal totals: no finite inverse, ranked by speeds
+        inverse = 1.0 / total
+    if not everywhere.any() or not np.all(np.isfinite(total) & (total > 0) & np.isfinite(inverse)):
         return speeds.astype(np.float64)
-    return 1.0 / total
+    return inverse
 
 
 def upward_rank(graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:

@@ -56,3 +56,13 @@ def test_graph_speeds_follow_the_speeds_where_the_kinds_cost_the_same():
     speeds = graph_speeds(durations, allowed, np.array([1.0, 2.0, 4.0]))
     assert speeds / speeds[0] == pytest.approx([1.0, 2.0, 4.0])
     assert graph_speeds(durations, ~allowed, np.array([1.0, 2.0, 4.0])).tolist() == [1.0, 2.0, 4.0]
+
+
+def test_graph_speeds_of_subnormal_durations_fall_back_to_the_speeds_without_a_warning():
+    """1 / 2.5e-323 overflowed: numpy's RuntimeWarning through gplace.place, and every device ranked at inf."""
+    import warnings
+
+    durations = np.full((5, 2), 5e-324)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert graph_speeds(durations, np.ones((5, 2), dtype=bool), np.array([1.0, 2.0])).tolist() == [1.0, 2.0]
