@@ -213,7 +213,11 @@ class Placer(abc.ABC):
                             "index of every op")
         if isinstance(made, Placement):  # of this graph: one made for another is refused, naming both
             made.check_graph(graph)
-        given = np.asarray(made.devices if isinstance(made, Placement) else made)
+        try:
+            given = np.asarray(made.devices if isinstance(made, Placement) else made)
+        except ValueError:  # a ragged list: numpy's "inhomogeneous shape", naming no placer
+            raise TypeError(f"{type(self).__name__}._place must return the (N,) device index of every op, got a "
+                            f"ragged sequence {made!r:.120}") from None
         if given.size and (given.dtype == bool or not np.issubdtype(given.dtype, np.integer)):
             raise TypeError(f"{type(self).__name__}._place must return integer device indices, got dtype "
                             f"{given.dtype}")

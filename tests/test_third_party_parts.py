@@ -133,6 +133,13 @@ def test_a_placer_returning_a_placement_is_taken_and_one_returning_nothing_is_na
         _Answers(lambda graph, cluster: None).place(GRAPH, CLUSTER)
 
 
+def test_a_placer_returning_a_ragged_list_is_named():
+    """numpy's "setting an array element with a sequence ... inhomogeneous shape", naming no placer."""
+    with pytest.raises(TypeError, match=r"_Answers._place must return the \(N,\) device index of every op, got a "
+                                        r"ragged sequence \[\[0\], \[0, 1\]\]"):
+        _Answers(lambda graph, cluster: [[0], [0, 1]]).place(GRAPH, CLUSTER)
+
+
 class _Crashing(Runtime):
     """A runtime of one's own whose backend raises instead of returning a failed measurement."""
 
