@@ -253,7 +253,7 @@ def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph, cluster: C
     except PlacementInfeasibleError as err:
         done = getattr(err, "result", None)  # what the search did (its samples), where it kept it
         if not any(m.ok for m in baselines.values()):
-            from gplace.training._loop import NothingFitError
+            from gplace.training import NothingFitError
 
             message = f"{err}; {_why_nothing_ran(graph, cluster, baselines, learned)}"
             raise (PlacementInfeasibleError(message) if done is None else NothingFitError(message, done)) from None

@@ -1,5 +1,6 @@
 """Training a placement policy: REINFORCE and PPO losses, baseline, checkpoints and the trainer loops."""
 
+from gplace.training._loop import NothingFitError
 from gplace.training.baseline import EMABaseline
 from gplace.training.multigraph import MultiGraphResult, MultiGraphTrainer, finetune
 from gplace.training.ppo import PPOTrainer, ppo_loss
@@ -8,7 +9,7 @@ from gplace.training.settings import LoopSettings, MultiGraphSettings, PPOSettin
 from gplace.training.trainer import ReinforceTrainer, TrainResult
 
 __all__ = [
-    "EMABaseline", "LoopSettings", "MultiGraphResult", "MultiGraphSettings", "MultiGraphTrainer", "PPOSettings",
-    "PPOTrainer", "ReinforceTrainer", "SearchSettings", "TrainResult", "finetune", "ppo_loss", "reinforce_loss",
-    "step_time_reward",
+    "EMABaseline", "LoopSettings", "MultiGraphResult", "MultiGraphSettings", "MultiGraphTrainer", "NothingFitError",
+    "PPOSettings", "PPOTrainer", "ReinforceTrainer", "SearchSettings", "TrainResult", "finetune", "ppo_loss",
+    "reinforce_loss", "step_time_reward",
 ]

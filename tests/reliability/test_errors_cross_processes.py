@@ -12,8 +12,7 @@ from gplace.methods import make_learner
 from gplace.placer import PolicyPlacer
 from gplace.runtime import Simulator
 from gplace.testing import chain, uniform_cluster
-from gplace.training import ReinforceTrainer
-from gplace.training._loop import NothingFitError
+from gplace.training import NothingFitError, ReinforceTrainer
 
 
 def _round_trip(err: Exception) -> Exception:
