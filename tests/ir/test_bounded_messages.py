@@ -88,6 +88,15 @@ def test_missing_link_advice_in_a_cluster_file_works(tmp_path):
     assert load_cluster(path).bandwidth[0, 1] == 1e9
 
 
+@pytest.mark.parametrize("default_link", [{"latency": 2e-5}, {}])
+def test_a_default_link_without_bandwidth_is_named_not_taken_for_none(default_link):
+    """It was read as no default_link: "no link between 'a' and 'b'; add ... "default_link" ...", though there was
+    one."""
+    doc = {"format": "gplace.cluster", "version": 1, "devices": _TWO_DEVICES, "default_link": default_link}
+    with pytest.raises(GraphError, match=r"^cluster 'cluster': default_link lacks field\(s\) \['bandwidth'\]$"):
+        cluster_from_dict(doc)
+
+
 def test_unnamed_cluster_errors_use_its_default_name():
     """An unnamed cluster document's errors name it 'cluster' (its name once loaded), not None."""
     doc = {"format": "gplace.cluster", "version": 1, "devices": _TWO_DEVICES, "default_bandwidth": 1e9}
