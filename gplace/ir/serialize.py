@@ -243,7 +243,8 @@ def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster
     Args:
         by_name: also take a document made for another version of ``graph`` (another fingerprint: other costs,
             sizes or edges, e.g. the program re-imported after an export) whose ops have the same names, op by
-            op name, with a WARNING; by default such a document is refused.
+            op name, with a WARNING; by default such a document is refused. A document without a
+            ``graph_fingerprint`` (written by hand) is read by op name, with a WARNING.
 
     Raises:
         OtherGraphError: the document is for another graph (not ``by_name``; an :class:`InvalidPlacementError`).
@@ -254,7 +255,10 @@ def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster
     if not isinstance(mapping, Mapping):
         raise InvalidPlacementError("placement document has no 'placement' object {op: device}")
     fp = doc.get("graph_fingerprint")
-    if fp is not None and fp != graph.fingerprint:
+    if fp is None:  # written by hand or by another tool: nothing to check the graph against
+        logger.warning("the placement document has no graph_fingerprint: placing %r by op name, unchecked against "
+                       "the graph it was made for", graph.name)
+    elif fp != graph.fingerprint:
         if not by_name:
             raise OtherGraphError(short_repr(doc.get("graph")), fp, graph.name, graph.fingerprint,
                                   "by_name=True places a graph with the same op names by name")

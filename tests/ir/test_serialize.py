@@ -164,6 +164,17 @@ def test_a_placement_of_another_version_of_the_graph_is_taken_by_op_name_only_wh
         placement_from_dict(doc, random_dag(3), c, by_name=True)
 
 
+def test_a_placement_without_a_fingerprint_is_read_by_op_name_with_a_warning(caplog):
+    """It was read against any graph of the same op names, silently (docs/format.md: against another graph, an
+    error)."""
+    g, c = _rich_graph(), cpu_gpu_cluster(2)
+    doc = placement_to_dict(Placement.for_graph(g, [0, 1, 1]), g, c)
+    del doc["graph_fingerprint"]
+    with caplog.at_level(logging.WARNING, logger="gplace"):
+        assert placement_from_dict(doc, g, c).devices.tolist() == [0, 1, 1]
+    assert "no graph_fingerprint: placing 'mlp' by op name, unchecked" in caplog.text
+
+
 @pytest.mark.parametrize("mutate, match", [
     (lambda d: d.update(version=9), "version 9 is not supported"),
     (lambda d: d.update(version=True), "version True is not supported"),  # it read as version 1
