@@ -155,7 +155,8 @@ def save_policy(path: str | Path, encoder: nn.Module, policy: nn.Module, *,
         TypeError: the arguments are not ``(path, encoder, policy)`` (e.g. the path given last), or ``meta`` is not
             a mapping.
         ValueError: see :func:`module_spec`; or ``meta`` holds a value that is not plain data, more than
-            :data:`MAX_PLAIN_VALUES` values, or a ``max_groups`` that is not a whole number >= 1 or ``None``.
+            :data:`MAX_PLAIN_VALUES` values, or a ``max_groups`` that is not a whole number >= 1 or ``None``; or
+            the encoder and policy are swapped, or a weight is NaN or inf (files :func:`load_policy` refuses).
 
     Returns:
         the path written.
@@ -174,9 +175,25 @@ def save_policy(path: str | Path, encoder: nn.Module, policy: nn.Module, *,
         "state": {"encoder": _cpu_state(encoder), "policy": _cpu_state(policy)},
         "meta": meta,
     }
+    _check_savable(encoder, policy)
     path = Path(path)
     save_checkpoint(path, doc)
     return path
+
+
+def _check_savable(encoder: nn.Module, policy: nn.Module) -> None:
+    """Refuse what :func:`load_policy` would refuse of the modules: a swapped pair, or weights that are not finite
+    (a training run that diverged), naming the module and weight."""
+    from gplace.interfaces import Encoder, Policy
+
+    for field, module, kind in (("encoder", encoder, Encoder), ("policy", policy, Policy)):
+        if not isinstance(module, kind):
+            raise ValueError(f"save_policy: the {field} is a {type(module).__name__}, not a gplace {field} (it lacks "
+                             f"the {kind.__name__} interface of gplace.interfaces; save_policy(path, encoder, policy))")
+        for name, tensor in module.state_dict().items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise ValueError(f"save_policy: weight {name!r} of the {field} {type(module).__name__} holds NaN or "
+                                 "inf values (a training run that diverged): load_policy would refuse the file")
 
 
 def load_policy(path: str | Path) -> PretrainedPolicy:

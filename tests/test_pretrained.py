@@ -103,6 +103,18 @@ def test_non_plain_kwargs_and_meta_are_refused(tmp_path):
         save_policy(tmp_path / "p.pt", encoder, policy, meta={1: "x"})
 
 
+def test_save_policy_refuses_the_files_load_policy_would_refuse(tmp_path):
+    """A swapped pair and a diverged run's NaN weights were written, and load_policy refused the files."""
+    encoder, policy = _modules()
+    with pytest.raises(ValueError, match="save_policy: the encoder is a DeviceAwarePolicy, not a gplace encoder"):
+        save_policy(tmp_path / "swapped.pt", policy, encoder)
+    with torch.no_grad():
+        next(iter(policy.parameters())).fill_(float("nan"))
+    with pytest.raises(ValueError, match=r"save_policy: weight '.+' of the policy DeviceAwarePolicy holds NaN or inf"):
+        save_policy(tmp_path / "nan.pt", encoder, policy)
+    assert not list(tmp_path.iterdir())
+
+
 def test_module_spec_names_the_importable_class():
     """The spec is the class's qualified name and its constructor kwargs."""
     encoder, _ = _modules()
