@@ -437,7 +437,20 @@ def run_settings(encoder: Any, policy: Any, trainer_id: str | None,
     settings = model_settings(encoder, policy) or {}
     if trainer is not None:
         settings["trainer"] = {"class": trainer_id, "kwargs": {k: v for k, v in trainer.items() if k not in _RESUMABLE}}
+    if isinstance(encoder, torch.nn.Module) and isinstance(policy, torch.nn.Module):
+        settings["parameters"] = {"class": None, "kwargs": {"frozen": _frozen(encoder, policy)}}
     return settings or None
+
+
+def _frozen(encoder: torch.nn.Module, policy: torch.nn.Module) -> str:
+    """Which parameters are not trained (``requires_grad`` off: ``finetune(conditioning_only=True)``'s), in words:
+    ``"none"``, or how many tensors and a digest of their names."""
+    names = [f"{part}.{name}" for part, module in (("encoder", encoder), ("policy", policy))
+             for name, p in module.named_parameters() if not p.requires_grad]
+    if not names:
+        return "none"
+    total = sum(1 for module in (encoder, policy) for _ in module.parameters())
+    return f"{len(names)} of {total} tensors ({hashlib.sha1(' '.join(names).encode()).hexdigest()[:12]})"
 
 
 def model_settings(encoder: Any, policy: Any) -> dict[str, Any] | None:

@@ -3,6 +3,8 @@ layer; fine-tuning only the conditioning leaves every other weight as pretrained
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -77,3 +79,20 @@ def test_a_full_fine_tune_after_a_conditioning_only_one_trains_every_weight() ->
     finetune(encoder, policy, graph, cluster, Simulator(), trainer=trainer, copy_modules=False)
     changed = [k for k, v in before.items() if not torch.equal(v, encoder.state_dict()[k])]
     assert len(changed) > len(before) // 2, changed  # none changed before
+
+
+def test_resuming_a_fine_tune_with_other_trained_parameters_warns(tmp_path, caplog) -> None:
+    """A conditioning-only fine-tune resumed as a full one (or the other way) trained other weights than the
+    checkpoint's run, with nothing said; other settings warned."""
+    import logging
+
+    graph, cluster = random_dag(20, seed=1), cpu_gpu_cluster(num_gpus=2)
+    torch.manual_seed(0)
+    encoder, policy = GNNEncoder("sage", hidden_size=16), SuperpositionPolicy(3, hidden_size=16, segment_size=8)
+    finetune(encoder, policy, graph, cluster, Simulator(), trainer=ReinforceTrainer(updates=2, samples_per_update=4),
+             conditioning_only=True, run_dir=tmp_path)
+    with caplog.at_level(logging.WARNING, logger="gplace"):
+        finetune(encoder, policy, graph, cluster, Simulator(),
+                 trainer=ReinforceTrainer(updates=3, samples_per_update=4), run_dir=tmp_path)
+    assert re.search(r"with other settings than its run's \(parameters\.frozen: '\d+ of \d+ tensors \(\w+\)' -> "
+                     r"'none'\)", caplog.text), caplog.text
