@@ -1882,7 +1882,19 @@ def _unwritable(path: Path) -> Path | None:
             folder = folder.parent
         else:
             break
-    return None if folder.is_dir() and os.access(folder, os.W_OK) else folder
+    return None if folder.is_dir() and os.access(folder, os.W_OK) and _can_make_folder_in(folder) else folder
+
+
+def _can_make_folder_in(folder: Path) -> bool:
+    """Whether a folder can be made in ``folder``, tried (and removed): ``os.access`` says yes to root on ``/sys``
+    and ``/proc``, where making one fails."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".gplace-", dir=folder))
+    except OSError:
+        return False
+    return True
 
 
 def _stat_errno(path: Path) -> int | None:

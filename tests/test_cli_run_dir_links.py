@@ -60,3 +60,11 @@ def test_a_dangling_outputs_link_in_the_working_directory_names_it(links):
     line = _error_line(proc.stderr)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert f"{links / 'outputs'} is a dangling symbolic link" in line, line
+
+
+def test_a_run_dir_where_no_folder_can_be_made_though_access_says_writable_is_one_line():
+    """As root, os.access(/proc, W_OK) is true but mkdir there fails: a traceback and exit status 1."""
+    proc = _gplace("place", "method=heft", "hydra.run.dir=/proc/gplace_run", cwd="/tmp")
+    line = _error_line(proc.stderr)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "hydra.run.dir=/proc/gplace_run: /proc " in line, line
