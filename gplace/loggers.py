@@ -272,7 +272,9 @@ class WandbLogger:
     @property
     def mode(self) -> str:
         """The mode :attr:`run` was started in (``"offline"`` after a fallback)."""
-        return self.run.settings.mode if not self._owns_run else (self.run and self._mode)
+        if self._run is None:
+            self._active()
+        return self._mode
 
     def _define_step(self) -> None:
         """Log scalars against ``step`` (in a run of your own, only gplace's: see :meth:`log_scalars`)."""
