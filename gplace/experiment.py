@@ -124,9 +124,11 @@ def place(
         logger: metrics logger (default: none beyond ``run_dir/metrics.jsonl``). It gets the run's config (graph,
             cluster, method, seed, budget, runtime, the search's settings), a search's scalars and, where it has a
             ``log_results`` (:class:`~gplace.loggers.JsonlLogger`, :class:`~gplace.loggers.WandbLogger`), the
-            results (:func:`report_results`); once the arguments are checked, it is finished when the call ends
-            (marked failed if it raised). The trainer gets it wrapped (:class:`~gplace.loggers.HeldOpen`, which
-            forwards the logger's other attributes), so that results logged after the search reach the same run.
+            results (:func:`report_results`), the config with the first of them (a call that fails before it logs
+            anything sends none, so it opens no W&B run); once the arguments are checked, it is finished when the
+            call ends (marked failed if it raised). The trainer gets it wrapped (:class:`~gplace.loggers.HeldOpen`,
+            which forwards the logger's other attributes), so that results logged after the search reach the same
+            run.
         warm_start: a placement to start the search from, a baseline's or pipeline placer's name (e.g.
             ``"heft"``, ``"ideal_dp"``; a placer that searches, such as ``"local_search"``, gets the same
             ``budget``, before the learned search's) or a :class:`~gplace.interfaces.Placer`; see

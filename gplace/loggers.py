@@ -224,11 +224,11 @@ class WandbLogger:
 
     A run gplace starts is its own (``wandb.init(reinit="create_new")``, wandb 0.19.10 or later): a run you have
     active stays active and stays ``wandb.run``; gplace finishes only the runs it started. It starts at the
-    logger's first use (its first config, scalars or results, or reading :attr:`run`), not when the logger is
-    made, so a search refused before it logs anything (another search's run directory) opens no run. A search
-    finishes its logger's run when it ends (or fails), so one logger given to several searches (a notebook cell
-    run again) logs each into a run of its own: the first use after :meth:`finish` starts a new run with the same
-    settings, never the kept one again.
+    logger's first use (its first config, scalars or results, or reading :attr:`run` or :attr:`mode`), not when
+    the logger is made, so a search refused before it logs anything (another search's run directory) opens no
+    run. A search finishes its logger's run when it ends (or fails), so one logger given to several searches (a
+    notebook cell run again) logs each into a run of its own: the first use after :meth:`finish` starts a new run
+    with the same settings, never the kept one again.
 
     Every scalar is logged against the custom x-axis ``step``, the search's update (negative for a warm start's
     imitation steps, which W&B's own step, only ever increasing, would drop); in a run of your own only gplace's

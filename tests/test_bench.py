@@ -127,6 +127,9 @@ def test_a_resume_replaces_the_table_under_a_heading_and_keeps_the_heading(tmp_p
     report.write_text("# My bench\n\n| a stale table |\n|---|\n\n## Notes\n| a notes table |\n")
     run_suite([lambda: case], {"single": SingleDevice(0)}, {}, tmp_path, previous=records)
     assert report.read_text() == "# My bench\n\n" + table + "\n## Notes\n| a notes table |\n"
+    report.write_text("# My bench\n\nNotes, and no table.\n")  # the table went above the heading
+    run_suite([lambda: case], {"single": SingleDevice(0)}, {}, tmp_path, previous=records)
+    assert report.read_text() == "# My bench\n\nNotes, and no table.\n\n" + table
 
 
 def test_a_resume_that_runs_a_case_keeps_the_notes_after_the_table(tmp_path):

@@ -37,9 +37,9 @@ import numpy as np
 from gplace.baselines._common import build_units, unit_durations
 from gplace.baselines.base import Placer
 from gplace.baselines.single import SingleDevice
-from gplace.importers.tensorflow.op_types import VARIABLE_OPS
 from gplace.ir import Cluster, GraphError, OpGraph
 from gplace.ir.errors import check_flags, check_sizes
+from gplace.ir.graph import VARIABLE_OPS
 
 GRADIENT_PREFIXES: tuple[str, ...] = ("gradient_tape/", "grad/")
 """Name prefixes of backward ops: TF2's ``GradientTape`` scope and :func:`gplace.zoo.lstm_lm`'s."""
@@ -95,7 +95,8 @@ class Expert(Placer):
 
     Args:
         rules: ``(pattern, spec)`` pairs, tried in order with ``re.search`` on each op name.
-        default: spec for ops no rule (nor gradient or neighbour following) places. (default: ``"gpu:0"``)
+        default: spec for ops no rule (nor gradient, variable or neighbour following) places. (default:
+            ``"gpu:0"``)
         follow_neighbours: fill unplaced ops from their heaviest placed producer, else consumer.
             (default: ``False``: unmatched ops go to ``default``)
         gradient_prefixes: name prefixes of backward ops (in a graph without phases), which follow their forward
@@ -128,15 +129,16 @@ class Expert(Placer):
     def op_devices(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         """(N,) int64 device of every op by the expert's plan, before pins and colocation groups are applied."""
         backward = self._backward(graph)
+        owner = update_owners(graph)
         device = np.full(graph.num_ops, UNSET, dtype=np.int64)
         specs: dict[str, int] = {}
         for i in np.flatnonzero(~backward).tolist():
             device[i] = self._match(graph.op_names[i], cluster, specs)
         self._structural(graph, cluster, device, ~backward)
-        if self.follow_neighbours:
-            _follow_neighbours(graph, device, movable=~backward, consumers=False)
+        if self.follow_neighbours:  # the forward ops only: the optimiser's follow their variable, or come last
+            updating = np.array([p == "update" for p in graph.phase or [None] * graph.num_ops], dtype=bool)
+            _follow_neighbours(graph, device, movable=~backward & ~updating & (owner == UNSET), consumers=False)
         self._follow_forward(graph, cluster, device, backward, specs)
-        owner = update_owners(graph)
         follows = (owner != UNSET) & (device == UNSET)
         if self.follow_neighbours:
             _follow_neighbours(graph, device, movable=~follows, consumers=True)
@@ -196,7 +198,8 @@ class InceptionExpert(Expert):
     convolutions, batch norms, weights and reads); it goes to ``gpu:j`` (round robin, restarting at GPU 0
     in each block). The stem, ops shared by several branches and the block concats go to ``default``; ops
     after the last block (pooling, classifier, loss) follow their producers. Gradient ops follow their
-    forward op by name (TF2 names); gradient sums and optimiser ops follow their neighbours.
+    forward op (``grad_of``, else by name); optimiser ops and slots follow the variable they update, gradient sums
+    and shared optimiser ops their neighbours.
 
     Args:
         rules: ``(pattern, spec)`` rules applied before the structural pass. (default: none)
@@ -346,10 +349,10 @@ def update_owners(graph: OpGraph) -> np.ndarray:
 
     A variable (``VarHandleOp``, ``VariableV2``) read outside the ``update`` phase is a model variable; one read
     only by ``update`` ops is a slot (momentum, accumulator) or optimiser state. Ownership spreads over the
-    ``update`` ops and the slots until nothing changes: an op owns what its variable inputs own (a model
-    variable owns itself), and an op or slot not yet owned takes the owner its owned consumers agree on. Ops
-    feeding several variables' updates (the gradients' ``IdentityN``, the learning rate, the step count) stay
-    unowned. Every op is unowned in a graph without phases.
+    ``update`` ops and the slots until nothing changes: an op owns what its consumers own, else (an assignment,
+    which has none) what its variable inputs own (a model variable owns itself); where they own different
+    variables (or one of them is shared), the op is shared, for good. Shared ops (the gradients' ``IdentityN``,
+    the learning rate, the step count) are unowned. Every op is unowned in a graph without phases.
     """
     owner = np.full(graph.num_ops, UNSET, dtype=np.int64)
     if not graph.has_phases:
@@ -357,33 +360,35 @@ def update_owners(graph: OpGraph) -> np.ndarray:
     update = np.array([p == "update" for p in graph.phase], dtype=bool)
     out_ptr, dst, _ = (a.tolist() for a in graph.out_csr)
     in_ptr, src, _ = (a.tolist() for a in graph.in_csr)
-    variables = [i for i, t in enumerate(graph.op_types) if t in VARIABLE_OPS]
-    slots = [v for v in variables if all(update[w] for w in dst[out_ptr[v]:out_ptr[v + 1]])]
-    model = sorted(set(variables) - set(slots))
-    label = owner.tolist()
-    for v in model:
-        label[v] = v
+    variable = [t in VARIABLE_OPS for t in graph.op_types]
+    slots = [v for v in np.flatnonzero(variable).tolist() if all(update[w] for w in dst[out_ptr[v]:out_ptr[v + 1]])]
+    label = [v if variable[v] else UNSET for v in range(graph.num_ops)]  # model variables own themselves
     spread = [i for i in graph.topological_order.tolist()[::-1] if update[i]] + slots
+    for v in spread:
+        label[v] = UNSET
     changed = True
-    while changed:
+    while changed:  # a label only rises (unowned, owned, shared), so this ends
         changed = False
         for v in spread:
-            if label[v] != UNSET:
-                continue
-            agreed = _agreed(label, src[in_ptr[v]:in_ptr[v + 1]], variables=True, graph=graph)
-            if agreed == UNSET:
-                agreed = _agreed(label, dst[out_ptr[v]:out_ptr[v + 1]], variables=False, graph=graph)
-            if agreed != UNSET:
-                label[v], changed = agreed, True
-    owner[spread] = np.asarray(label, dtype=np.int64)[spread]
+            now = _join([label[w] for w in dst[out_ptr[v]:out_ptr[v + 1]]])
+            if now == UNSET:  # no consumer owned (an assignment has none): the variable it writes
+                now = _join([label[u] for u in src[in_ptr[v]:in_ptr[v + 1]] if variable[u]])
+            if label[v] not in (UNSET, now):  # owned by one variable, then by another: shared
+                now = SHARED
+            if now != label[v]:
+                label[v], changed = now, True
+    owner[spread] = [max(label[v], UNSET) for v in spread]
     return owner
 
 
-def _agreed(label: list[int], ops: list[int], *, variables: bool, graph: OpGraph) -> int:
-    """The one owner of ``ops`` (only their variables if ``variables``), ignoring unowned ones; -1 if none or
-    several."""
-    owners = {label[u] for u in ops if label[u] != UNSET and (not variables or graph.op_types[u] in VARIABLE_OPS)}
-    return owners.pop() if len(owners) == 1 else UNSET
+SHARED = -2
+"""An op of several variables' updates, in :func:`update_owners`."""
+
+
+def _join(labels: list[int]) -> int:
+    """The one owner among ``labels`` (unowned ones ignored); :data:`SHARED` where they name several, or one is."""
+    owners = set(labels) - {UNSET}
+    return owners.pop() if len(owners) == 1 else SHARED if owners else UNSET
 
 
 def _constrain(graph: OpGraph, cluster: Cluster, device: np.ndarray) -> np.ndarray:

@@ -27,7 +27,8 @@ def write_results(records: Sequence[BenchRecord], out_dir: str | Path, *, learne
 def refresh_results(records: Sequence[BenchRecord], out_dir: str | Path, *, learned: Sequence[str] = ()) -> None:
     """Bring ``results.json`` and the first table of ``RESULTS.md`` up to date with ``records`` (as
     :func:`write_results` writes them), rewriting neither where it is; what precedes the table (a heading) and what
-    follows it (notes such as benchmarks/annotate_results.py's targets) is kept."""
+    follows it (notes such as benchmarks/annotate_results.py's targets) is kept, and a file without a table gets
+    it at its end."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     docs = json.dumps(_docs(records, learned), indent=1)
@@ -35,9 +36,13 @@ def refresh_results(records: Sequence[BenchRecord], out_dir: str | Path, *, lear
         write_text_atomic(out_dir / "results.json", docs)
     held = _read(out_dir / "RESULTS.md")
     lines = held.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.startswith("|")), 0)
-    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
-    report = "".join(lines[:start]) + results_table(records, learned=learned) + "".join(lines[end:])
+    start = next((i for i, line in enumerate(lines) if line.startswith("|")), None)
+    table = results_table(records, learned=learned)
+    if start is None:  # no table (a new file, or the table removed): it goes after what is there
+        report = table if not held.strip() else held.rstrip("\n") + "\n\n" + table
+    else:
+        end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+        report = "".join(lines[:start]) + table + "".join(lines[end:])
     if report != held:
         write_text_atomic(out_dir / "RESULTS.md", report)
 

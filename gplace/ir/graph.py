@@ -23,6 +23,8 @@ Shape = tuple[int, ...]
 
 PHASES = ("forward", "backward", "update")
 """The phases an op may carry; ``update`` ops (the optimiser) run once per mini-batch."""
+VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+"""Op types of a variable (TensorFlow's resource handle or reference variable): what the optimiser updates."""
 _PHASE_CODE = {"forward": 0, "backward": 1, "update": 2}
 _DURATIONS_LOCK = ForkSafeLock()
 """Guards every graph's per-cluster durations cache (:meth:`OpGraph.durations`)."""

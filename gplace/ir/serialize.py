@@ -171,8 +171,10 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
         raise GraphError(f"{where}: default_link must be an object with 'bandwidth' and "
                          f"'latency', got {short_repr(default)}")
     _check_fields(default, _DEFAULT_LINK_FIELDS, f"{where}: default_link")
-    if doc.get("default_link") is not None and default.get("bandwidth") is None:  # read as no default_link at all
+    if doc.get("default_link") is not None and "bandwidth" not in default:  # it read as no default_link at all
         raise GraphError(f"{where}: default_link lacks field(s) ['bandwidth']")
+    if doc.get("default_link") is not None and default["bandwidth"] is None:
+        raise GraphError(f"{where}: default_link's bandwidth must be a number (bytes/s) or \"inf\", got null")
     try:
         bandwidth = _opt_bandwidth(default.get("bandwidth"), "default_link's bandwidth")
         latency = _number(default.get("latency", 0.0), "default_link's latency")

@@ -183,6 +183,30 @@ def test_update_owners_leave_ops_shared_by_several_variables_unowned():
     assert (update_owners(build([("w", "VarHandleOp", []), ("a", "AssignVariableOp", ["w"])])) == -1).all()
 
 
+def test_an_op_shared_by_variables_labelled_in_different_passes_stays_unowned():
+    """Layer 0's fused update owned the learning rate in the first pass, before layer 1's written-out update (which
+    reaches its variable through its slot) was labelled: the shared rate went to layer 0 for good."""
+    g = two_layer_training_step()
+    spec = [(op.name, op.type, op.phase) for op in g.ops()]
+    edges = [(e.src, e.dst) for e in g.edges() if not e.dst.endswith("_0") and e.src != "opt/l0_w_momentum"]
+    ops = [Op(n, t, 1e-3, output_bytes=1000, phase=p) for n, t, p in spec if not n.endswith("_0")]
+    ops.append(Op("opt/Apply_0", "ResourceApplyMomentum", 1e-3, output_bytes=0, phase="update"))
+    edges += [(src, "opt/Apply_0") for src in ("l0/w", "opt/l0_w_momentum", "opt/lr_read", "opt/IdentityN")]
+    g = OpGraph.from_ops(ops, [Edge(a, b) for a, b in edges], name="fused_and_not")
+    named = {g.op_names[i]: g.op_names[j] if j >= 0 else None for i, j in enumerate(update_owners(g).tolist())}
+    assert named["opt/lr"] is None and named["opt/lr_read"] is None and named["opt/IdentityN"] is None
+    assert named["opt/Apply_0"] == named["opt/l0_w_momentum"] == "l0/w"
+    assert named["opt/AssignSub_1"] == named["opt/Mul_1"] == named["opt/l1_w_momentum"] == "l1/w"
+
+
+def test_an_optimiser_op_is_not_moved_to_a_named_neighbour_before_it_follows_its_variable():
+    """The forward pass of follow_neighbours moved update ops too: with the learning rate named onto GPU 1, layer
+    0's momentum update followed it there while its slot stayed with layer 0 on GPU 0."""
+    expert = Expert([("^l0/", "gpu:0"), ("^l1/", "gpu:1"), ("^opt/lr$", "gpu:1")], "gpu:1", follow_neighbours=True)
+    got = devices_by_name(expert, two_layer_training_step(), 2)
+    assert {got[f"opt/{op}_0"] for op in ("Mul", "AssignAdd", "read_momentum", "AssignSub")} == {GPU0}
+
+
 def test_following_neighbours_fills_sums_updates_and_constants():
     """With follow_neighbours, an unmatched op goes with its heaviest producer, a source with its consumer."""
     g = build([("w", "Const", []), ("x", "MatMul", ["w"]), ("y", "MatMul", []),

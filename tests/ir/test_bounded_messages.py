@@ -95,6 +95,8 @@ def test_a_default_link_without_bandwidth_is_named_not_taken_for_none(default_li
     doc = {"format": "gplace.cluster", "version": 1, "devices": _TWO_DEVICES, "default_link": default_link}
     with pytest.raises(GraphError, match=r"^cluster 'cluster': default_link lacks field\(s\) \['bandwidth'\]$"):
         cluster_from_dict(doc)
+    with pytest.raises(GraphError, match=r"default_link's bandwidth must be a number \(bytes/s\) or \"inf\", got null"):
+        cluster_from_dict({**doc, "default_link": {**default_link, "bandwidth": None}})
 
 
 def test_unnamed_cluster_errors_use_its_default_name():

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from gplace.ir.graph import VARIABLE_OPS
+
+__all__ = ["CONTROL_FLOW_OPS", "CPU_ONLY_OPS", "FREE_OPS", "FUNCTIONAL_CONTROL_FLOW", "VARIABLE_OPS"]
+
 CONTROL_FLOW_OPS = frozenset({
     "While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase", "For", "Enter", "RefEnter", "Exit",
     "RefExit", "Switch", "RefSwitch", "_SwitchN", "Merge", "RefMerge", "NextIteration", "RefNextIteration",
@@ -28,7 +32,5 @@ FREE_OPS = frozenset({
 })
 """Bookkeeping op types: no kernel worth timing (cost 0 on every kind)."""
 
-VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
-"""Op types of a variable (a resource handle or a reference variable)."""
 FUNCTIONAL_CONTROL_FLOW = frozenset({"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"})
 """Control-flow ops imported as one op each (the package docstring); the rest of :data:`CONTROL_FLOW_OPS` is refused."""
