@@ -22,7 +22,8 @@ rules name the layers; everything a scope would not name is filled in as TensorF
 Device specs: ``"gpu:k"`` is the k-th GPU of the cluster modulo the number of GPUs (``"gpu:-1"`` the last);
 any ``"kind:k"`` or ``"kind"`` likewise (``"cpu"`` = the first CPU); anything else is a device name
 (``"/GPU:1"``). Colocation groups go where their first member (lowest op index) goes; an op or group pinned to
-a kind its device is not goes to the fastest device it may run on. Not memory-aware (a human expert's plan
+a kind its device is not goes to the fastest device it may run on; a gradient op or optimiser op then goes where
+the op or variable it follows went. Not memory-aware (a human expert's plan
 is taken as written; a plan too big for a device is reported failed by the runtime).
 """
 
@@ -124,27 +125,40 @@ class Expert(Placer):
         self._compiled = [(_compile(p), s) for p, s in self.rules]
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        return _constrain(graph, cluster, self.op_devices(graph, cluster))
+        device, followed = self._plan(graph, cluster)
+        placed = _constrain(graph, cluster, device)
+        again = followed != UNSET  # a pin or colocation group moved what they follow: they go where it went
+        if not np.array_equal(placed[followed[again]], device[followed[again]]):
+            device = placed.copy()
+            device[again] = placed[followed[again]]
+            placed = _constrain(graph, cluster, device)
+        return placed
 
     def op_devices(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         """(N,) int64 device of every op by the expert's plan, before pins and colocation groups are applied."""
+        return self._plan(graph, cluster)[0]
+
+    def _plan(self, graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`op_devices`, and (N,) int64 the op each gradient op or owned optimiser op follows (else -1)."""
         backward = self._backward(graph)
+        updating = np.array([p == "update" for p in graph.phase or [None] * graph.num_ops], dtype=bool)
         owner = update_owners(graph)
         device = np.full(graph.num_ops, UNSET, dtype=np.int64)
+        followed = np.full(graph.num_ops, UNSET, dtype=np.int64)
         specs: dict[str, int] = {}
         for i in np.flatnonzero(~backward).tolist():
             device[i] = self._match(graph.op_names[i], cluster, specs)
-        self._structural(graph, cluster, device, ~backward)
+        self._structural(graph, cluster, device, ~backward & ~updating)
         if self.follow_neighbours:  # the forward ops only: the optimiser's follow their variable, or come last
-            updating = np.array([p == "update" for p in graph.phase or [None] * graph.num_ops], dtype=bool)
             _follow_neighbours(graph, device, movable=~backward & ~updating & (owner == UNSET), consumers=False)
-        self._follow_forward(graph, cluster, device, backward, specs)
+        self._follow_forward(graph, cluster, device, backward, specs, followed)
         follows = (owner != UNSET) & (device == UNSET)
         if self.follow_neighbours:
             _follow_neighbours(graph, device, movable=~follows, consumers=True)
         device[(device == UNSET) & ~follows] = resolve_device(self.default, cluster)
         device[follows] = device[owner[follows]]
-        return device
+        followed[follows] = owner[follows]
+        return device, followed
 
     def _backward(self, graph: OpGraph) -> np.ndarray:
         """(N,) bool: the backward ops, by :attr:`OpGraph.phase` where the graph has phases (a variable named
@@ -166,25 +180,22 @@ class Expert(Placer):
         return UNSET
 
     def _follow_forward(self, graph: OpGraph, cluster: Cluster, device: np.ndarray, backward: np.ndarray,
-                        specs: dict[str, int]) -> None:
-        """Gradient ops take their forward op's device (``grad_of``, else the longest placed name prefix), else the
-        rules'."""
+                        specs: dict[str, int], followed: np.ndarray) -> None:
+        """Gradient ops take their forward op's device (``grad_of``, else the longest placed name prefix; noted in
+        ``followed``), else the rules'."""
         index = graph.op_index
         grad_of = graph.grad_of or (UNSET,) * graph.num_ops
         for i in np.flatnonzero(backward).tolist():
             j = grad_of[i]
-            if j != UNSET and not backward[j] and device[j] != UNSET:
-                device[i] = device[j]
-                continue
-            name = graph.op_names[i]
-            parts = name[next((len(p) for p in self.gradient_prefixes if name.startswith(p)), 0):].split("/")
-            for k in range(len(parts), 0, -1):
-                j = index.get("/".join(parts[:k]))
-                if j is not None and not backward[j] and device[j] != UNSET:
-                    device[i] = device[j]
-                    break
+            if j == UNSET or backward[j] or device[j] == UNSET:
+                name = graph.op_names[i]
+                parts = name[next((len(p) for p in self.gradient_prefixes if name.startswith(p)), 0):].split("/")
+                found = (index.get("/".join(parts[:k])) for k in range(len(parts), 0, -1))
+                j = next((j for j in found if j is not None and not backward[j] and device[j] != UNSET), None)
+            if j is None:
+                device[i] = self._match(graph.op_names[i], cluster, specs)
             else:
-                device[i] = self._match(name, cluster, specs)
+                device[i], followed[i] = device[j], j
 
 
 class InceptionExpert(Expert):
@@ -204,7 +215,8 @@ class InceptionExpert(Expert):
     Args:
         rules: ``(pattern, spec)`` rules applied before the structural pass. (default: none)
         default: spec for the stem, block concats and unplaced ops. (default: ``"gpu:0"``)
-        concat_types: op types that join a block's branches. (default: TF's ``ConcatV2``, PyTorch's ``Concat``)
+        concat_types: op types that join a block's branches. (default: TF's ``ConcatV2``, ONNX's ``Concat``,
+            ``torch.export``'s ``aten.cat.default``)
         gradient_prefixes: name prefixes of backward ops (in a graph without phases), which follow their forward
             op by name (the prefix stripped). (default: :data:`GRADIENT_PREFIXES`)
 
@@ -213,7 +225,7 @@ class InceptionExpert(Expert):
     """
 
     def __init__(self, rules: Sequence[tuple[str, str]] = (), default: str = "gpu:0", *,
-                 concat_types: Sequence[str] = ("ConcatV2", "Concat"),
+                 concat_types: Sequence[str] = ("ConcatV2", "Concat", "aten.cat.default"),
                  gradient_prefixes: Sequence[str] = GRADIENT_PREFIXES) -> None:
         super().__init__(rules, default, follow_neighbours=True, gradient_prefixes=gradient_prefixes)
         self.concat_types = _names(type(self).__name__, "concat_types", concat_types)
@@ -350,9 +362,10 @@ def update_owners(graph: OpGraph) -> np.ndarray:
     A variable (``VarHandleOp``, ``VariableV2``) read outside the ``update`` phase is a model variable; one read
     only by ``update`` ops is a slot (momentum, accumulator) or optimiser state. Ownership spreads over the
     ``update`` ops and the slots until nothing changes: an op owns what its consumers own, else (an assignment,
-    which has none) what its variable inputs own (a model variable owns itself); where they own different
-    variables (or one of them is shared), the op is shared, for good. Shared ops (the gradients' ``IdentityN``,
-    the learning rate, the step count) are unowned. Every op is unowned in a graph without phases.
+    which has none) what its variable inputs own (a model variable owns itself), else the one variable its
+    producers own (the arithmetic of a moving average of the variable); where its consumers or variable inputs
+    own different variables (or one of them is shared), the op is shared, for good. Shared ops (the gradients'
+    ``IdentityN``, the learning rate, the step count) are unowned. Every op is unowned in a graph without phases.
     """
     owner = np.full(graph.num_ops, UNSET, dtype=np.int64)
     if not graph.has_phases:
@@ -373,6 +386,9 @@ def update_owners(graph: OpGraph) -> np.ndarray:
             now = _join([label[w] for w in dst[out_ptr[v]:out_ptr[v + 1]]])
             if now == UNSET:  # no consumer owned (an assignment has none): the variable it writes
                 now = _join([label[u] for u in src[in_ptr[v]:in_ptr[v + 1]] if variable[u]])
+            if now == UNSET:  # nor a variable input: the one owner of its producers (an average's arithmetic)
+                owners = {label[u] for u in src[in_ptr[v]:in_ptr[v + 1]]} - {UNSET, SHARED}
+                now = owners.pop() if len(owners) == 1 else UNSET
             if label[v] not in (UNSET, now):  # owned by one variable, then by another: shared
                 now = SHARED
             if now != label[v]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -293,6 +294,14 @@ def inception_like() -> OpGraph:
     return build(spec, name="inception_v3_batch2")
 
 
+def test_inception_expert_finds_the_blocks_of_a_torch_export_graph():
+    """torch.export names a concat aten.cat.default, which the default concat types lacked: every op on GPU 0."""
+    g = inception_like()
+    ops = [dataclasses.replace(op, type="aten.cat.default") if op.type == "ConcatV2" else op for op in g.ops()]
+    got = devices_by_name(inception_expert(), OpGraph.from_ops(ops, g.edges(), name=g.name), 3)
+    assert (got["a0/conv"], got["a1/conv"], got["a2/pool"]) == (GPU0, GPU1, GPU2)
+
+
 @pytest.mark.parametrize("num_gpus", [2, 3])
 def test_inception_expert_puts_each_branch_of_a_block_on_its_own_gpu(num_gpus: int):
     """Branch j of every block on GPU j mod G (weights with their branch); the stem, block concats and
@@ -354,3 +363,64 @@ def test_an_expert_of_no_whole_layer_count_is_refused_naming_it(expert, layers):
     TypeError."""
     with pytest.raises(ValueError, match=f"^{expert.__name__}: layers must be a whole number >= 1, got {layers!r}"):
         expert(layers)
+
+
+def _phased(ops: list[tuple], edges: list[tuple[str, str]], name: str) -> OpGraph:
+    """A graph from ``(name, type, phase, {Op kwargs})`` rows and ``(src, dst)`` edges."""
+    built = [Op(n, t, 1e-3, output_bytes=100, phase=p, **(kw[0] if kw else {})) for n, t, p, *kw in ops]
+    return OpGraph.from_ops(built, [Edge(a, b) for a, b in edges], name=name)
+
+
+def test_a_moving_average_slot_and_its_arithmetic_are_owned_by_their_variable():
+    """Keras's use_ema: variable -> read -> Mul -> AddV2 -> AssignVariableOp(average). Ownership never passed from
+    the owned read to the arithmetic it feeds, so the average and its update were unowned (placed by neighbours)."""
+    g = _phased([("w", "VarHandleOp", "forward"), ("mm", "MatMul", "forward"),
+                 ("opt/w_average", "VarHandleOp", "forward"),
+                 ("opt/read_w", "ReadVariableOp", "update"), ("opt/read_average", "ReadVariableOp", "update"),
+                 ("opt/Mul", "Mul", "update"), ("opt/Mul_1", "Mul", "update"), ("opt/Add", "AddV2", "update"),
+                 ("opt/Assign", "AssignVariableOp", "update")],
+                [("w", "mm"), ("w", "opt/read_w"), ("opt/w_average", "opt/read_average"), ("opt/read_w", "opt/Mul"),
+                 ("opt/read_average", "opt/Mul_1"), ("opt/Mul", "opt/Add"), ("opt/Mul_1", "opt/Add"),
+                 ("opt/Add", "opt/Assign"), ("opt/w_average", "opt/Assign")], "ema")
+    owner = update_owners(g)
+    assert {g.op_names[i] for i in np.flatnonzero(owner == g.op_index["w"])} == {
+        "opt/w_average", "opt/read_w", "opt/read_average", "opt/Mul", "opt/Mul_1", "opt/Add", "opt/Assign"}
+
+
+def test_followers_go_where_a_pin_or_colocation_group_puts_what_they_follow():
+    """Gradient ops and slots followed the expert's plan for their forward op or variable, before pins and groups
+    moved it: the variable pinned to the CPU, its accumulator and its lookup's gradient on GPU 1."""
+    g = _phased([("emb/w", "VarHandleOp", "forward", {"pinned": "cpu", "colocation": "emb/w"}),
+                 ("emb/lookup", "GatherV2", "forward", {"pinned": "cpu"}), ("dense/mm", "MatMul", "forward"),
+                 ("gradient_tape/dense/mm/MatMul", "MatMul", "backward", {"grad_of": "dense/mm"}),
+                 ("gradient_tape/emb/lookup/grad", "UnsortedSegmentSum", "backward", {"grad_of": "emb/lookup"}),
+                 ("opt/emb_w_acc", "VarHandleOp", "forward"), ("opt/acc_update", "AssignAddVariableOp", "update"),
+                 ("opt/apply", "AssignSubVariableOp", "update", {"colocation": "emb/w"})],
+                [("emb/w", "emb/lookup"), ("emb/lookup", "dense/mm"), ("dense/mm", "gradient_tape/dense/mm/MatMul"),
+                 ("gradient_tape/dense/mm/MatMul", "gradient_tape/emb/lookup/grad"),
+                 ("opt/emb_w_acc", "opt/acc_update"), ("gradient_tape/emb/lookup/grad", "opt/acc_update"),
+                 ("opt/acc_update", "opt/apply"),
+                 ("emb/w", "opt/apply")], "pinned_embedding")
+    got = devices_by_name(Expert([("^emb/", "gpu:1"), ("^dense/", "gpu:0")]), g, 2)
+    assert got["emb/w"] == got["opt/emb_w_acc"] == got["opt/acc_update"] == got["opt/apply"] == CPU
+    assert got["gradient_tape/emb/lookup/grad"] == CPU and got["gradient_tape/dense/mm/MatMul"] == GPU0
+
+
+def test_an_optimiser_concat_is_no_inception_block():
+    """The block search read every op but the backward ones: an update-phase concat of two branches' squared
+    gradients made a block, and each square went to the other branch's GPU."""
+    g = _phased([("x", "Placeholder", "forward"), ("b0/conv", "Conv2D", "forward"), ("b1/conv", "Conv2D", "forward"),
+                 ("mix", "ConcatV2", "forward"), ("loss", "Sum", "forward"),
+                 ("gradient_tape/mix", "Slice", "backward", {"grad_of": "mix"}),
+                 ("gradient_tape/b0/conv", "Conv2DBackpropFilter", "backward", {"grad_of": "b0/conv"}),
+                 ("gradient_tape/b1/conv", "Conv2DBackpropFilter", "backward", {"grad_of": "b1/conv"}),
+                 ("opt/sq0", "Square", "update"), ("opt/sq1", "Square", "update"),
+                 ("opt/concat", "ConcatV2", "update"), ("opt/norm", "Sum", "update")],
+                [("x", "b0/conv"), ("x", "b1/conv"), ("b0/conv", "mix"), ("b1/conv", "mix"), ("mix", "loss"),
+                 ("loss", "gradient_tape/mix"), ("gradient_tape/mix", "gradient_tape/b0/conv"),
+                 ("gradient_tape/mix", "gradient_tape/b1/conv"), ("gradient_tape/b0/conv", "opt/sq0"),
+                 ("gradient_tape/b1/conv", "opt/sq1"), ("opt/sq1", "opt/concat"), ("opt/sq0", "opt/concat"),
+                 ("opt/concat", "opt/norm")], "inception_with_an_optimiser_concat")
+    got = devices_by_name(InceptionExpert(), g, 2)
+    assert (got["b0/conv"], got["b1/conv"]) == (GPU0, GPU1)
+    assert (got["opt/sq0"], got["opt/sq1"]) == (GPU0, GPU1)
