@@ -128,10 +128,15 @@ class Expert(Placer):
         device, followed = self._plan(graph, cluster)
         placed = _constrain(graph, cluster, device)
         again = followed != UNSET  # a pin or colocation group moved what they follow: they go where it went
-        if not np.array_equal(placed[followed[again]], device[followed[again]]):
+        for _ in range(_REFOLLOW_ROUNDS):
+            if np.array_equal(placed[again], placed[followed[again]]):
+                break
             device = placed.copy()
             device[again] = placed[followed[again]]
-            placed = _constrain(graph, cluster, device)
+            moved = _constrain(graph, cluster, device)
+            if np.array_equal(moved, placed):  # a follower pinned elsewhere, or leading another group: as it is
+                break
+            placed = moved
         return placed
 
     def op_devices(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
@@ -152,12 +157,12 @@ class Expert(Placer):
         if self.follow_neighbours:  # the forward ops only: the optimiser's follow their variable, or come last
             _follow_neighbours(graph, device, movable=~backward & ~updating & (owner == UNSET), consumers=False)
         self._follow_forward(graph, cluster, device, backward, specs, followed)
-        follows = (owner != UNSET) & (device == UNSET)
+        follows = ((owner != UNSET) | (followed != UNSET)) & (device == UNSET)
+        followed = np.where(follows & (owner != UNSET), owner, followed)
         if self.follow_neighbours:
             _follow_neighbours(graph, device, movable=~follows, consumers=True)
         device[(device == UNSET) & ~follows] = resolve_device(self.default, cluster)
-        device[follows] = device[owner[follows]]
-        followed[follows] = owner[follows]
+        device[follows] = device[followed[follows]]
         return device, followed
 
     def _backward(self, graph: OpGraph) -> np.ndarray:
@@ -181,13 +186,14 @@ class Expert(Placer):
 
     def _follow_forward(self, graph: OpGraph, cluster: Cluster, device: np.ndarray, backward: np.ndarray,
                         specs: dict[str, int], followed: np.ndarray) -> None:
-        """Gradient ops take their forward op's device (``grad_of``, else the longest placed name prefix; noted in
-        ``followed``), else the rules'."""
+        """Gradient ops follow their forward op (noted in ``followed``): the one ``grad_of`` names (its device now,
+        or, not placed yet, where it lands: :meth:`_plan` fills it in), else the longest placed name prefix; else
+        the rules place them."""
         index = graph.op_index
         grad_of = graph.grad_of or (UNSET,) * graph.num_ops
         for i in np.flatnonzero(backward).tolist():
             j = grad_of[i]
-            if j == UNSET or backward[j] or device[j] == UNSET:
+            if j == UNSET or backward[j]:
                 name = graph.op_names[i]
                 parts = name[next((len(p) for p in self.gradient_prefixes if name.startswith(p)), 0):].split("/")
                 found = (index.get("/".join(parts[:k])) for k in range(len(parts), 0, -1))
@@ -356,15 +362,19 @@ def _follow_neighbours(graph: OpGraph, device: np.ndarray, movable: np.ndarray, 
             device[v] = best
 
 
+_REFOLLOW_ROUNDS = 8
+"""At most this many rounds of putting followers where pins and colocation groups put what they follow."""
+
+
 def update_owners(graph: OpGraph) -> np.ndarray:
     """(N,) int64: the variable each optimiser op or slot variable belongs to (its op index), else -1.
 
     A variable (``VarHandleOp``, ``VariableV2``) read outside the ``update`` phase is a model variable; one read
     only by ``update`` ops is a slot (momentum, accumulator) or optimiser state. Ownership spreads over the
-    ``update`` ops and the slots until nothing changes: an op owns what its consumers own, else (an assignment,
-    which has none) what its variable inputs own (a model variable owns itself), else the one variable its
-    producers own (the arithmetic of a moving average of the variable); where its consumers or variable inputs
-    own different variables (or one of them is shared), the op is shared, for good. Shared ops (the gradients'
+    ``update`` ops and the slots until nothing changes: an op owns what its consumers own (shared ones have no
+    say), else (an assignment, which has none) what its variable inputs own (a model variable owns itself), else,
+    where it has consumers, the one variable its producers own (the arithmetic of a moving average); where its
+    consumers or variable inputs own different variables, the op is shared, for good. Shared ops (the gradients'
     ``IdentityN``, the learning rate, the step count) are unowned. Every op is unowned in a graph without phases.
     """
     owner = np.full(graph.num_ops, UNSET, dtype=np.int64)
@@ -383,10 +393,11 @@ def update_owners(graph: OpGraph) -> np.ndarray:
     while changed:  # a label only rises (unowned, owned, shared), so this ends
         changed = False
         for v in spread:
-            now = _join([label[w] for w in dst[out_ptr[v]:out_ptr[v + 1]]])
+            consumers = dst[out_ptr[v]:out_ptr[v + 1]]
+            now = _join([label[w] for w in consumers if label[w] != SHARED])  # a shared group or counter: no say
             if now == UNSET:  # no consumer owned (an assignment has none): the variable it writes
                 now = _join([label[u] for u in src[in_ptr[v]:in_ptr[v + 1]] if variable[u]])
-            if now == UNSET:  # nor a variable input: the one owner of its producers (an average's arithmetic)
+            if now == UNSET and consumers:  # nor a variable input: its producers' one owner (an average's sum)
                 owners = {label[u] for u in src[in_ptr[v]:in_ptr[v + 1]]} - {UNSET, SHARED}
                 now = owners.pop() if len(owners) == 1 else UNSET
             if label[v] not in (UNSET, now):  # owned by one variable, then by another: shared

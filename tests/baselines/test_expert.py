@@ -424,3 +424,64 @@ def test_an_optimiser_concat_is_no_inception_block():
     got = devices_by_name(InceptionExpert(), g, 2)
     assert (got["b0/conv"], got["b1/conv"]) == (GPU0, GPU1)
     assert (got["opt/sq0"], got["opt/sq1"]) == (GPU0, GPU1)
+
+
+def test_per_variable_updates_feeding_a_shared_group_stay_owned():
+    """A TF1-style optimiser: each fused update feeds a NoOp group (a control edge) that increments a step counter
+    the bias correction reads. A shared consumer made its producers shared: every update and slot unowned."""
+    ops = [("x", "Placeholder", "forward"), ("iter", "VarHandleOp", "forward"),
+           ("opt/iter_read", "ReadVariableOp", "update"), ("opt/beta_power", "Pow", "update"),
+           ("opt/group", "NoOp", "update"), ("opt/iter_inc", "AssignAddVariableOp", "update")]
+    edges = [("iter", "opt/iter_read"), ("opt/iter_read", "opt/beta_power"), ("iter", "opt/iter_inc"),
+             ("opt/group", "opt/iter_inc")]
+    for k, prev in enumerate(("x", "l0/mm")):
+        ops += [(f"l{k}/w", "VarHandleOp", "forward"), (f"l{k}/mm", "MatMul", "forward"),
+                (f"grad/l{k}", "MatMul", "backward"), (f"opt/l{k}_m", "VarHandleOp", "forward"),
+                (f"opt/apply_{k}", "ResourceApplyAdam", "update")]
+        edges += [(f"l{k}/w", f"l{k}/mm"), (prev, f"l{k}/mm"), (f"l{k}/mm", f"grad/l{k}"),
+                  (f"l{k}/w", f"opt/apply_{k}"), (f"opt/l{k}_m", f"opt/apply_{k}"),
+                  ("opt/beta_power", f"opt/apply_{k}"), (f"grad/l{k}", f"opt/apply_{k}"),
+                  (f"opt/apply_{k}", "opt/group")]
+    g = _phased(ops, edges, "tf1_adam")
+    named = {g.op_names[i]: g.op_names[j] if j >= 0 else None for i, j in enumerate(update_owners(g).tolist())}
+    assert [named[f"opt/{op}"] for op in ("apply_0", "l0_m", "apply_1", "l1_m")] == ["l0/w", "l0/w", "l1/w", "l1/w"]
+    assert named["opt/group"] is None and named["opt/iter_read"] is None
+
+
+def test_a_sink_of_two_variables_updates_lends_neither_its_owner():
+    """A group fed by v's update and w's moving average took v's owner from its producers and passed it back up:
+    w's average was placed with v."""
+    g = _phased([("w", "VarHandleOp", "forward"), ("v", "VarHandleOp", "forward"), ("mm", "MatMul", "forward"),
+                 ("opt/w_average", "VarHandleOp", "forward"), ("opt/read_w", "ReadVariableOp", "update"),
+                 ("opt/read_average", "ReadVariableOp", "update"), ("opt/Mul", "Mul", "update"),
+                 ("opt/Mul_1", "Mul", "update"), ("opt/Add", "AddV2", "update"),
+                 ("opt/Assign", "AssignVariableOp", "update"), ("opt/v_scaled", "Mul", "update"),
+                 ("opt/AssignSub_v", "AssignSubVariableOp", "update"), ("opt/group", "NoOp", "update")],
+                [("w", "mm"), ("v", "mm"), ("w", "opt/read_w"), ("opt/w_average", "opt/read_average"),
+                 ("opt/read_w", "opt/Mul"), ("opt/read_average", "opt/Mul_1"), ("opt/Mul", "opt/Add"),
+                 ("opt/Mul_1", "opt/Add"), ("opt/Add", "opt/Assign"), ("opt/w_average", "opt/Assign"),
+                 ("mm", "opt/v_scaled"), ("opt/v_scaled", "opt/AssignSub_v"), ("v", "opt/AssignSub_v"),
+                 ("opt/AssignSub_v", "opt/group"), ("opt/Assign", "opt/group")], "two_sinks")
+    named = {g.op_names[i]: g.op_names[j] if j >= 0 else None for i, j in enumerate(update_owners(g).tolist())}
+    assert {named[f"opt/{op}"] for op in ("w_average", "Mul", "Mul_1", "Add", "Assign", "read_w")} == {"w"}
+    assert named["opt/AssignSub_v"] == "v" and named["opt/group"] is None
+
+
+def test_followers_of_followers_and_of_unnamed_ops_end_with_what_they_follow():
+    """One round of following did not reach a gradient whose forward op a slot's colocation group moved; and a
+    gradient whose forward op the default placed followed nothing, so a pin on that op left it behind."""
+    g = _phased([("opt/s", "VarHandleOp", "forward", {"colocation": "grp"}),
+                 ("w", "VarHandleOp", "forward", {"pinned": "cpu"}), ("x", "Placeholder", "forward"),
+                 ("f", "MatMul", "forward", {"colocation": "grp"}),
+                 ("grad/f", "MatMul", "backward", {"grad_of": "f"}),
+                 ("opt/upd", "AssignAddVariableOp", "update")],
+                [("w", "f"), ("x", "f"), ("f", "grad/f"), ("opt/s", "opt/upd"), ("grad/f", "opt/upd"),
+                 ("w", "opt/upd")], "chained")
+    got = devices_by_name(Expert([("^w$", "gpu:1"), ("^f$", "gpu:0")]), g, 2)
+    assert got["w"] == got["opt/s"] == got["f"] == got["grad/f"] == CPU
+    pinned = _phased([("emb/lookup", "GatherV2", "forward", {"pinned": "cpu"}), ("dense/mm", "MatMul", "forward"),
+                      ("gradient_tape/emb/lookup/grad", "UnsortedSegmentSum", "backward", {"grad_of": "emb/lookup"})],
+                     [("emb/lookup", "dense/mm"), ("dense/mm", "gradient_tape/emb/lookup/grad")], "default_placed")
+    for follow in (False, True):
+        got = devices_by_name(Expert([("^dense/", "gpu:1")], follow_neighbours=follow), pinned, 2)
+        assert got["gradient_tape/emb/lookup/grad"] == got["emb/lookup"] == CPU
