@@ -15,7 +15,14 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from gplace.ir.errors import error_summary
-from gplace.ir.serialize import make_folder, refuse_special_file, write_bytes_atomic, write_error, write_text_atomic
+from gplace.ir.serialize import (
+    finite_or_null,
+    make_folder,
+    refuse_special_file,
+    write_bytes_atomic,
+    write_error,
+    write_text_atomic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +147,7 @@ class JsonlLogger:
 
     @staticmethod
     def _line(record: Mapping[str, Any]) -> str:
-        return json.dumps(_strict_json(record), default=str) + "\n"
+        return json.dumps(finite_or_null(record), default=str) + "\n"  # JSON has no NaN
 
     def _write(self, record: Mapping[str, Any]) -> None:
         line = self._line(record)
@@ -517,17 +524,6 @@ def _finite_scalars(scalars: Mapping[str, float]) -> dict[str, float | None]:
         except (TypeError, ValueError):
             raise TypeError(f"logger: scalar {key!r} must be a number, got {value!r:.80}") from None
     return out
-
-
-def _strict_json(value: Any) -> Any:
-    """``value`` with every float that is not finite (in dicts, lists and tuples) as ``None``: JSON has no NaN."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {k: _strict_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_strict_json(v) for v in value]
-    return value
 
 
 def _reachable(url: str, timeout: float) -> bool:

@@ -171,10 +171,10 @@ def cluster_from_dict(doc: Mapping[str, Any]) -> Cluster:
         raise GraphError(f"{where}: default_link must be an object with 'bandwidth' and "
                          f"'latency', got {short_repr(default)}")
     _check_fields(default, _DEFAULT_LINK_FIELDS, f"{where}: default_link")
-    if doc.get("default_link") is not None and "bandwidth" not in default:  # it read as no default_link at all
-        raise GraphError(f"{where}: default_link lacks field(s) ['bandwidth']")
-    if doc.get("default_link") is not None and default["bandwidth"] is None:
-        raise GraphError(f"{where}: default_link's bandwidth must be a number (bytes/s) or \"inf\", got null")
+    if doc.get("default_link") is not None and default.get("bandwidth") is None:  # it read as no default_link
+        raise GraphError(f"{where}: " + ("default_link lacks field(s) ['bandwidth']" if "bandwidth" not in default
+                                         else "default_link's bandwidth must be a number (bytes/s) or \"inf\", "
+                                              "got null"))
     try:
         bandwidth = _opt_bandwidth(default.get("bandwidth"), "default_link's bandwidth")
         latency = _number(default.get("latency", 0.0), "default_link's latency")
@@ -234,7 +234,7 @@ def placement_to_dict(
     if baselines:
         doc["baselines"] = {k: _json_float(v) for k, v in baselines.items()}
     if extra:
-        doc.update({k: _finite_or_null(v) for k, v in extra.items()})
+        doc.update({k: finite_or_null(v) for k, v in extra.items()})
     return doc
 
 
@@ -624,14 +624,14 @@ def _json_float(value: float) -> float | None:
     return None if not math.isfinite(value) else float(value)
 
 
-def _finite_or_null(value: Any) -> Any:
+def finite_or_null(value: Any) -> Any:
     """``value`` with every NaN or infinite float in it, at any depth of dicts, lists and tuples, as ``None``."""
     if isinstance(value, float):
         return _json_float(value)
     if isinstance(value, Mapping):
-        return {k: _finite_or_null(v) for k, v in value.items()}
+        return {k: finite_or_null(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite_or_null(v) for v in value]
+        return [finite_or_null(v) for v in value]
     return value
 
 
