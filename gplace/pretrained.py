@@ -184,16 +184,34 @@ def save_policy(path: str | Path, encoder: nn.Module, policy: nn.Module, *,
 def _check_savable(encoder: nn.Module, policy: nn.Module) -> None:
     """Refuse what :func:`load_policy` would refuse of the modules: a swapped pair, or weights that are not finite
     (a training run that diverged), naming the module and weight."""
+    mismatch = _interface_mismatch(encoder, policy)
+    if mismatch:
+        field, module, kind = mismatch
+        raise ValueError(f"save_policy: the {field} is a {type(module).__name__}, not a gplace {field} (it lacks "
+                         f"the {kind.__name__} interface of gplace.interfaces; save_policy(path, encoder, policy))")
+    for field, module in (("encoder", encoder), ("policy", policy)):
+        name = _first_nonfinite(module.state_dict())
+        if name is not None:
+            raise ValueError(f"save_policy: weight {name!r} of the {field} {type(module).__name__} holds NaN or "
+                             "inf values (a training run that diverged): load_policy would refuse the file")
+
+
+def _interface_mismatch(encoder: nn.Module, policy: nn.Module) -> tuple[str, nn.Module, type] | None:
+    """The first of ``(field, module, interface)`` whose module lacks its gplace interface, or ``None``."""
     from gplace.interfaces import Encoder, Policy
 
     for field, module, kind in (("encoder", encoder, Encoder), ("policy", policy, Policy)):
         if not isinstance(module, kind):
-            raise ValueError(f"save_policy: the {field} is a {type(module).__name__}, not a gplace {field} (it lacks "
-                             f"the {kind.__name__} interface of gplace.interfaces; save_policy(path, encoder, policy))")
-        for name, tensor in module.state_dict().items():
-            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                raise ValueError(f"save_policy: weight {name!r} of the {field} {type(module).__name__} holds NaN or "
-                                 "inf values (a training run that diverged): load_policy would refuse the file")
+            return field, module, kind
+    return None
+
+
+def _first_nonfinite(state: Mapping[str, Any]) -> str | None:
+    """The name of the first floating-point tensor of ``state`` holding NaN or inf, or ``None``."""
+    for name, tensor in state.items():
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            return name
+    return None
 
 
 def load_policy(path: str | Path) -> PretrainedPolicy:
@@ -211,8 +229,6 @@ def load_policy(path: str | Path) -> PretrainedPolicy:
             build it, its weights do not fit the classes it names (checked before anything is
             allocated), or its ``meta`` records a bad ``max_groups``; the message starts with the file's path.
     """
-    from gplace.interfaces import Encoder, Policy
-
     path = Path(path)
     doc = _read(path)
     # built on the CPU in float32 (the dtype the file records, if another), their first weights replaced: the
@@ -220,10 +236,11 @@ def load_policy(path: str | Path) -> PretrainedPolicy:
     with forked_rng(), float32_default():
         encoder = _rebuild(doc["encoder"], doc["state"]["encoder"], path)
         policy = _rebuild(doc["policy"], doc["state"]["policy"], path)
-    for field, module, kind in (("encoder", encoder, Encoder), ("policy", policy, Policy)):
-        if not isinstance(module, kind):
-            raise ValueError(f"{path}: field '{field}' is a {type(module).__name__}, not a gplace {field} (it lacks "
-                             f"the {kind.__name__} interface of gplace.interfaces)")
+    mismatch = _interface_mismatch(encoder, policy)
+    if mismatch:
+        field, module, kind = mismatch
+        raise ValueError(f"{path}: field '{field}' is a {type(module).__name__}, not a gplace {field} (it lacks "
+                         f"the {kind.__name__} interface of gplace.interfaces)")
     meta = doc.get("meta") or {}
     if not isinstance(meta, Mapping):
         raise ValueError(f"{path}: field 'meta' must be a mapping, got {type(meta).__name__}")
@@ -561,10 +578,10 @@ def _rebuild(spec: Mapping[str, Any], state: Mapping[str, torch.Tensor], path: P
 
     The class is built first on the meta device (no memory) and its weights' names and shapes compared with
     ``state``, so kwargs that ask for more than the file holds are refused before anything is allocated."""
-    for name, tensor in state.items():
-        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise ValueError(f"{path}: weight {name!r} of {spec['class']} holds NaN or inf values (a damaged file, or "
-                             "a training run that diverged)")
+    name = _first_nonfinite(state)
+    if name is not None:
+        raise ValueError(f"{path}: weight {name!r} of {spec['class']} holds NaN or inf values (a damaged file, or "
+                         "a training run that diverged)")
     try:
         _check_plain(spec["kwargs"], f"field '{spec['class']}' kwargs")  # before anything walks or builds them
     except ValueError as err:
