@@ -4,7 +4,8 @@
 
 :func:`place_graph_def` returns a copy of the graph's self-contained ``GraphDef`` (one node per op, same names;
 see :class:`~gplace.importers.tensorflow.TensorFlowSource`) with every ``NodeDef.device`` set from the
-placement: cluster device ``"/CPU:i"`` becomes ``"/device:CPU:i"``, ``"/GPU:i"`` ``"/device:GPU:i"``
+placement (a device written inside a function, a ``While``'s or ``If``'s body, is dropped: the op runs its body
+where it is placed): cluster device ``"/CPU:i"`` becomes ``"/device:CPU:i"``, ``"/GPU:i"`` ``"/device:GPU:i"``
 (:func:`~gplace.runtime.tf_runtime.tf_device`; ``device_map`` renames others). :func:`session_config` is a
 ``ConfigProto`` that runs it as placed: soft placement off, as many logical CPU devices as the placement uses,
 no graph rewriting.
@@ -33,7 +34,7 @@ from gplace.importers.tensorflow import TensorFlowSource
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import name_list
 from gplace.ir.serialize import as_path, staged
-from gplace.runtime.tf_runtime import as_placed, tf_device
+from gplace.runtime.tf_runtime import as_placed, tf_device, with_devices
 
 
 def place_graph_def(graph: OpGraph, cluster: Cluster, placement: Placement, *,
@@ -57,18 +58,17 @@ def place_graph_def(graph: OpGraph, cluster: Cluster, placement: Placement, *,
     source = _source(graph)
     placement.validate(graph, cluster)
     names = framework_devices(cluster, tf_device, device_map)
-    placed = type(source.graph_def)()
-    placed.CopyFrom(source.graph_def)
     devices = placement.devices.tolist()
-    for node in placed.node:
+    node_devices = {}
+    for node in source.graph_def.node:
         i = graph.op_index.get(node.name)
         if i is None:
             raise UnsupportedGraphError(f"node {node.name!r} of the GraphDef is not an op of graph {graph.name!r}")
-        node.device = names[devices[i]]
-    if len(placed.node) != graph.num_ops:
+        node_devices[node.name] = names[devices[i]]
+    if len(source.graph_def.node) != graph.num_ops:
         raise UnsupportedGraphError(f"graph {graph.name!r} has {graph.num_ops} ops but its GraphDef "
-                                    f"{len(placed.node)} nodes")
-    return placed
+                                    f"{len(source.graph_def.node)} nodes")
+    return with_devices(source.graph_def, node_devices)
 
 
 def session_config(graph_def: Any) -> Any:

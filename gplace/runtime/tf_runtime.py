@@ -397,15 +397,26 @@ def _homes(graph_def: Any, graph: OpGraph, devices: list[int]) -> dict[str, int]
     return homes
 
 
+def with_devices(graph_def: Any, devices: Mapping[str, str]) -> Any:
+    """A copy of ``graph_def`` with each node's device ``devices[node.name]``, and no device inside its functions:
+    a control-flow op (``While``, ``If``) is placed as a unit, its body running where it runs (a device its body
+    was written with names a device the placed program may lack)."""
+    placed = type(graph_def)()
+    placed.CopyFrom(graph_def)
+    for node in placed.node:
+        node.device = devices[node.name]
+    for function in placed.library.function:
+        for node in function.node_def:
+            node.ClearField("device")
+    return placed
+
+
 def _placed_graph(
     tf: Any, graph_def: Any, devices: Mapping[str, str], held: Mapping[str, str] | None = None,
 ) -> tuple[Any, dict[str, _Held]]:
     """A fresh ``tf.Graph`` of ``graph_def`` with each node's device set, and each input tensor of ``held`` (name ->
     TensorFlow device; :func:`_held_inputs`) read from a resource variable made on that device first."""
-    placed = type(graph_def)()
-    placed.CopyFrom(graph_def)
-    for node in placed.node:
-        node.device = devices[node.name]
+    placed = with_devices(graph_def, devices)
     tf_graph = tf.Graph()
     try:
         with tf_graph.as_default():
