@@ -346,14 +346,19 @@ def _inferred(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
 def _taught(model: onnx.ModelProto, values: Mapping[str, np.ndarray],
             learned: Mapping[str, onnx.ValueInfoProto]) -> onnx.ModelProto:
     """A copy of ``model`` whose nodes with every output in ``values`` are ``Constant`` nodes of those values and
-    whose value_info holds the ``learned`` types."""
+    whose graph outputs and value_info hold the ``learned`` types (a graph output's in the output: a value_info
+    entry beside it left the model's output without a shape, which onnx's checker refuses)."""
     import onnx
 
     folded = onnx.ModelProto()
     folded.CopyFrom(model)
+    outputs = {v.name: v for v in folded.graph.output}
+    for name, info in learned.items():
+        if name in outputs:
+            outputs[name].type.CopyFrom(info.type)
     kept = [v for v in folded.graph.value_info if v.name not in learned]
     del folded.graph.value_info[:]
-    folded.graph.value_info.extend([*kept, *learned.values()])
+    folded.graph.value_info.extend([*kept, *(v for name, v in learned.items() if name not in outputs)])
     del folded.graph.node[:]
     for node in model.graph.node:
         outputs = [t for t in node.output if t]
