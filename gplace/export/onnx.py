@@ -8,6 +8,10 @@
   ``ShardingSpecProto`` per output tensor naming the node's device index, unsharded, and the node's
   ``pipeline_stage``: its part in run order, see :mod:`gplace.export.parts`). Each node's ``metadata_props``
   also gets :data:`DEVICE_KEY` (the device's name) and :data:`STAGE_KEY`, for tools that read only metadata.
+  Nodes inside subgraphs (an ``If``'s branches, a ``Loop``'s body) and local functions get neither, and lose
+  those an earlier tool wrote: they run where the node holding them is placed. The model keeps its
+  ``ir_version``, though the fields are IR 11's (node metadata IR 10's): onnxruntime 1.21 and 1.22 refuse to
+  load an IR 11 model.
 - :func:`split_onnx`: one ONNX model per part (one per device where the devices' data flow has no cycle), with
   the cut tensors as graph inputs and outputs; :func:`run_parts` runs them in order with onnxruntime.
 
@@ -85,6 +89,9 @@ def annotate_onnx(graph: OpGraph, cluster: Cluster, placement: Placement) -> Mod
             if tensor:
                 config.sharding_spec.add(tensor_name=tensor, device=[d])
         _set_metadata(node, {DEVICE_KEY: cluster.device_names[d], STAGE_KEY: str(stage[op])})
+    for node in _inner_nodes(model):  # run where the node holding them is placed
+        del node.device_configurations[:]
+        _set_metadata(node, {})
     return model
 
 
@@ -229,9 +236,27 @@ def _parts(graph: OpGraph, cluster: Cluster, placement: Placement, source: OnnxS
     return device_parts(graph, cluster, placement, skip=[i for i in range(graph.num_ops) if i not in nodes])
 
 
+def _inner_nodes(model: Any) -> Iterator[Any]:
+    """The nodes of ``model``'s subgraphs (``If``, ``Loop``, ``Scan`` bodies, at any depth) and of its local
+    functions: none is an op of its own."""
+    def within(nodes: Any) -> Iterator[Any]:
+        for node in nodes:
+            for attr in node.attribute:
+                for graph in [*([attr.g] if attr.HasField("g") else []), *attr.graphs]:
+                    yield from graph.node
+                    yield from within(graph.node)
+
+    yield from within(model.graph.node)
+    for function in model.functions:
+        yield from function.node
+        yield from within(function.node)
+
+
 def _set_metadata(node: Any, entries: Mapping[str, str]) -> None:
-    """Set ``node.metadata_props`` entries, replacing earlier values of the same keys."""
-    kept = [(p.key, p.value) for p in node.metadata_props if p.key not in entries]
+    """Set ``node.metadata_props`` entries, replacing earlier values of the same keys and of gplace's own
+    (:data:`DEVICE_KEY`, :data:`STAGE_KEY`: an earlier placing's)."""
+    dropped = {*entries, DEVICE_KEY, STAGE_KEY}
+    kept = [(p.key, p.value) for p in node.metadata_props if p.key not in dropped]
     del node.metadata_props[:]
     for key, value in [*kept, *entries.items()]:
         node.metadata_props.add(key=key, value=value)
