@@ -220,7 +220,8 @@ def place(
                     result = _place_once(graph, cluster, placer, path, runtime, budget, seed or 0)
                 else:  # a policy's search, as the learned ones: never behind a placement measured here
                     result = _ran_or_failed(lambda: _place_once(graph, cluster, placer, path, runtime, budget,
-                                                                seed or 0), graph, cluster, baselines, learned=False)
+                                                                seed or 0), graph, cluster, runtime, baselines,
+                                            learned=False)
                     result = _searched(result, baselines, graph, cluster, runtime)
             if refine:
                 result = _refined(result, graph, cluster, runtime, refine)
@@ -240,12 +241,12 @@ def _learned_result(graph: OpGraph, cluster: Cluster, encoder: Module, policy: M
     """The learned search's result as reported (:func:`_searched`): the fastest single-device placement where the
     search measured none that ran (none of them ran either: :class:`PlacementInfeasibleError`)."""
     result = _ran_or_failed(lambda: _learn(graph, cluster, encoder, policy, runtime, trainer, max_groups, run_dir,
-                                           logger, warm_start, split_groups), graph, cluster, baselines)
+                                           logger, warm_start, split_groups), graph, cluster, runtime, baselines)
     result = _no_worse_than(result, warm_start, graph, cluster, runtime)
     return _searched(result, baselines, graph, cluster, runtime)
 
 
-def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph, cluster: Cluster,
+def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph, cluster: Cluster, runtime: Runtime,
                    baselines: dict[str, Measurement], learned: bool = True) -> TrainResult:
     """``search()``'s result; where it measured no placement that ran, a failed result (its samples, seconds and
     history where it kept them) that :func:`_searched` replaces by the fastest single-device placement, unless
@@ -257,7 +258,7 @@ def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph, cluster: C
         if not any(m.ok for m in baselines.values()):
             from gplace.training import NothingFitError
 
-            message = f"{err}; {_why_nothing_ran(graph, cluster, baselines, learned)}"
+            message = f"{err}; {_why_nothing_ran(graph, cluster, runtime, baselines, learned)}"
             raise (PlacementInfeasibleError(message) if done is None else NothingFitError(message, done)) from None
         log.warning("the search measured no placement that ran; returning the fastest single-device one")
         return done or TrainResult(
@@ -532,12 +533,13 @@ def _refined(result: TrainResult, graph: OpGraph, cluster: Cluster, runtime: Run
     return dataclasses.replace(better, found_at=-math.inf, refined_from=result.best_measurement.step_time)
 
 
-def _why_nothing_ran(graph: OpGraph, cluster: Cluster, baselines: dict[str, Measurement], learned: bool = True) -> str:
+def _why_nothing_ran(graph: OpGraph, cluster: Cluster, runtime: Runtime, baselines: dict[str, Measurement],
+                     learned: bool = True) -> str:
     """What to try when neither the search nor any single device measured a placement that ran: more memory where
     an op alone outgrows every device it may run on; for memory, a placement op by op (a learned search's warm
     start); else the single devices' own failure (a time limit, a runtime error)."""
     reasons = [m.reason for m in baselines.values()]
-    too_large = _op_too_large(graph, cluster)
+    too_large = _op_too_large(graph, cluster, runtime)
     if too_large is not None:
         return too_large
     if learned and (not reasons or any("out of memory" in r for r in reasons)):  # beside a device no op may run on
@@ -549,19 +551,29 @@ def _why_nothing_ran(graph: OpGraph, cluster: Cluster, baselines: dict[str, Meas
     return f"every single-device placement failed too (e.g. {reasons[0]}): the runtime ran none of them"
 
 
-def _op_too_large(graph: OpGraph, cluster: Cluster) -> str | None:
+def _op_too_large(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> str | None:
     """Why no placement can fit where an op, or a colocation group, outgrows every device it may run on: an op's own
-    bytes (persistent + output + temporary), a group's lower bound (its members' persistent bytes together + its
-    largest output + temporary), naming the first such; else ``None``."""
+    bytes (persistent + output + temporary; under a pipeline runtime one micro-batch's share of a forward op's
+    output, none of another op's, as :mod:`gplace.pipeline.simulator` holds them), a group's lower bound (its
+    members' persistent bytes together + its largest such output + temporary), naming the first such; else
+    ``None``."""
+    from gplace.runtime.wrapper import innermost
+
     allowed = graph.allowed_devices(cluster)
-    own = graph.output_bytes + graph.temporary_memory
+    microbatches = getattr(innermost(runtime), "microbatches", None)
+    if microbatches is None:
+        output, held = graph.output_bytes, "output"
+    else:
+        output = np.where(graph.phase_codes() == 0, -(-graph.output_bytes // microbatches), 0)
+        held = "one micro-batch's output"
+    own = output + graph.temporary_memory
     need = graph.persistent_memory + own
     room = np.where(allowed, cluster.memory[None, :], 0).max(axis=1)
     over = np.flatnonzero(need > room)
     if over.size:
         op = int(over[0])
         more = f" (and {over.size - 1} more ops)" if over.size > 1 else ""
-        return (f"op {graph.op_names[op]!r} alone needs {format_bytes(int(need[op]))} (persistent + output + "
+        return (f"op {graph.op_names[op]!r} alone needs {format_bytes(int(need[op]))} (persistent + {held} + "
                 f"temporary), more than any device it may run on holds ({format_bytes(int(room[op]))} at most){more}: "
                 "no placement fits; give the cluster more memory")
     members: dict[str, list[int]] = {}
@@ -573,7 +585,7 @@ def _op_too_large(graph: OpGraph, cluster: Cluster) -> str | None:
         most = int(np.where(allowed[ops].all(axis=0), cluster.memory, 0).max())
         if together > most:
             return (f"colocation group {group!r} ({len(ops)} ops) needs at least {format_bytes(together)} on one "
-                    f"device (its persistent bytes together + its largest output and temporary), more than any "
+                    f"device (its persistent bytes together + its largest {held} and temporary), more than any "
                     f"device all its ops may run on holds ({format_bytes(most)} at most): no placement fits; give "
                     "the cluster more memory")
     return None
@@ -677,14 +689,14 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
     try:
         placement = placer.place(graph, cluster)
     except PlacementInfeasibleError as err:  # a greedy pass's "another order may fit", where none can
-        why = _op_too_large(graph, cluster)
+        why = _op_too_large(graph, cluster, runtime)
         if why is None:
             raise
         raise PlacementInfeasibleError(f"{err}; {why}") from None
     samples = getattr(placer, "evaluations", 0)  # a placer that searches by measuring says how many it did
     measurement = runtime.measure(graph, cluster, placement)
     if not measurement.ok:  # as HEFT's and the m_* placers' own checks say
-        why = _op_too_large(graph, cluster) if "out of memory" in measurement.reason else None
+        why = _op_too_large(graph, cluster, runtime) if "out of memory" in measurement.reason else None
         raise PlacementInfeasibleError(f"{type(placer).__name__}'s placement of {graph.name!r} on {cluster.name!r} "
                                        f"failed: {measurement.reason}" + (f"; {why}" if why else ""))
     return TrainResult(placement, measurement, samples, time.monotonic() - started)  # its result's not counted
