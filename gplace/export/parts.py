@@ -18,6 +18,7 @@ from typing import TypeVar
 import numpy as np
 
 from gplace.ir import Cluster, InvalidPlacementError, OpGraph, Placement
+from gplace.ir.errors import short_repr
 from gplace.ir.placement import check_graph_and_cluster, check_placement
 
 T = TypeVar("T")
@@ -121,9 +122,16 @@ def framework_devices(cluster: Cluster, convert: Callable[[str, Mapping[str, str
 
     Raises:
         InvalidPlacementError: a device maps to none, or ``device_map`` is no mapping of names to devices
-            (``convert`` raised ``ValueError``); or, with ``distinct``, cluster devices merge into one framework
-            device (names them and it).
+            (``convert`` raised ``ValueError``) or has a key that names no device of ``cluster`` (a misspelt one
+            was ignored); or, with ``distinct``, cluster devices merge into one framework device (names them and
+            it).
     """
+    names = device_map if isinstance(device_map, Mapping) else {}  # another kind: convert names it
+    unknown = [key for key in names if isinstance(key, str) and key not in cluster.device_names]
+    if unknown:
+        raise InvalidPlacementError(f"device_map names no device of cluster {cluster.name!r}: "
+                                    f"{', '.join(map(short_repr, unknown))}; its devices are "
+                                    f"{', '.join(map(repr, cluster.device_names))}")
     try:
         devices = [convert(name, device_map) for name in cluster.device_names]
     except ValueError as err:

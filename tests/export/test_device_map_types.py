@@ -91,3 +91,18 @@ def test_place_graph_def_refuses_a_device_map_that_is_no_mapping(tf_function, de
         place_graph_def(graph, cluster, placement, device_map=device_map)
     with pytest.raises(ValueError, match=r"^device_map must map cluster device names to TensorFlow devices"):
         check_write_back(graph, cluster, device_map=device_map)
+
+
+@pytest.mark.parametrize("device_map", [{"fast": "cpu", "slow": "cpu", "sloow": "meta"}, {"fats": "cpu"}],
+                         ids=["extra", "misspelt"])
+def test_a_device_map_key_that_names_no_cluster_device_is_refused_naming_it(chain, device_map):
+    """A misspelt key was ignored: its device kept the default mapping (or was named as mapping to nothing)."""
+    _, _, graph, placement = chain
+    cluster = named_cluster()
+    for call in (lambda: module_device_map(graph, cluster, placement, device_map=device_map),
+                 lambda: split_program(graph, cluster, placement, device_map=device_map),
+                 lambda: check_write_back(graph, cluster, device_map=device_map)):
+        with pytest.raises(InvalidPlacementError, match=r"^device_map names no device of cluster") as err:
+            call()
+        text = one_line(err)
+        assert repr(next(k for k in device_map if k not in ("fast", "slow"))) in text and "'fast', 'slow'" in text
