@@ -61,3 +61,12 @@ def test_a_declared_zero_dimension_is_printed_as_zero():
                    [helper.make_tensor_value_info("x", F32, [0, 4])], [helper.make_tensor_value_info("y", F32, None)])
     with pytest.raises(ValueError, match=r"input 'x': dimension 0 is 0, input_shapes gives 5$"):
         from_onnx(model, {"x": [5, 4]})
+
+
+@pytest.mark.parametrize("size", [-4, -1])
+def test_a_negative_size_given_is_named_as_negative(size):
+    """It read as a conflict with the input's symbol: "dimension 0 is 'b', input_shapes gives -4"."""
+    x, y = (helper.make_tensor_value_info(n, F32, ["b", 8]) for n in ("x", "y"))
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y])
+    with pytest.raises(ValueError, match=rf"^input_shapes\['x'\]: dimension 0 is {size}; a size is a whole number"):
+        from_onnx(model, {"x": [size, 8]})

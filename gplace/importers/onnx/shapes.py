@@ -66,6 +66,10 @@ def input_shape_map(input_shapes: Any) -> dict[str, list[int]]:
         big = next((int(d) for d in dims if d > _MAX_DIM), None)
         if big is not None:
             raise UnsupportedGraphError(f"input_shapes[{name!r}]: dimension {big} is larger than ONNX's int64 allows")
+        negative = next((i for i, d in enumerate(dims) if d < 0), None)
+        if negative is not None:
+            raise UnsupportedGraphError(f"input_shapes[{name!r}]: dimension {negative} is {int(dims[negative])}; "
+                                        "a size is a whole number >= 0")
         shapes[name] = [int(d) for d in dims]
     return shapes
 
