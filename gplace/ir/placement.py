@@ -18,6 +18,11 @@ def check_graph_and_cluster(graph: object, cluster: object) -> None:
     """Raise a ``TypeError`` naming the argument when ``graph`` is not an :class:`OpGraph` (e.g. an ONNX model or
     a torch module, which the importers convert) or ``cluster`` not a :class:`Cluster`."""
     check_op_graph(graph)
+    check_cluster(cluster)
+
+
+def check_cluster(cluster: object) -> None:
+    """Raise a ``TypeError`` naming the argument when ``cluster`` is not a :class:`Cluster`."""
     if not isinstance(cluster, Cluster):
         raise TypeError(f"cluster must be a gplace Cluster, got {type(cluster).__name__}; build one with "
                         f"Cluster.build or read a file with gplace.load_cluster")
@@ -99,8 +104,10 @@ class Placement(ReadOnlyArrays):
         Raises:
             InvalidPlacementError: an op is missing or unknown, or a device is unknown (every kind of problem
                 found is named in one message).
-            TypeError: ``mapping`` is no mapping (a list of pairs: ``dict(pairs)`` makes one).
+            TypeError: ``graph`` or ``cluster`` is not gplace's, or ``mapping`` is no mapping (a list of pairs:
+                ``dict(pairs)`` makes one).
         """
+        check_graph_and_cluster(graph, cluster)
         if not isinstance(mapping, Mapping):
             raise TypeError(f"Placement.from_names: mapping must be a mapping of op name to device name (dict(pairs) "
                             f"makes one from pairs), got {type(mapping).__name__}")

@@ -24,7 +24,7 @@ from typing import Any
 from gplace.ir.cluster import Cluster, Device, Link
 from gplace.ir.errors import GraphError, InvalidPlacementError, OtherGraphError
 from gplace.ir.graph import Edge, Op, OpGraph, short_repr
-from gplace.ir.placement import Placement
+from gplace.ir.placement import Placement, check_cluster, check_graph_and_cluster, check_op_graph, check_placement
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ _DEFAULT_LINK_FIELDS = {"bandwidth", "latency"}
 # ---------------------------------------------------------------------- graphs
 def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
     """A graph as a JSON-ready dict."""
+    check_op_graph(graph)
     ops = []
     for op in graph.ops():
         rec: dict[str, Any] = {"name": op.name, "type": op.type, "cost": op.cost}
@@ -122,6 +123,7 @@ def _op_from_dict(i: int, rec: Any, known: set[str]) -> Op:
 def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
     """A cluster as a JSON-ready dict (one link record per unordered pair, with ``reverse_*`` where its directions
     differ); NumPy scalars become Python numbers and an infinite bandwidth the string ``"inf"``."""
+    check_cluster(cluster)
     devices = [{"name": str(d.name), "kind": str(d.kind), "speed": float(d.speed), "memory": int(d.memory)}
                for d in cluster.devices]
     links = []
@@ -224,6 +226,8 @@ def placement_to_dict(
 ) -> dict[str, Any]:
     """A placement as a JSON-ready dict, with optional simulated or measured step times; a NaN or infinite float
     (a failed step time, or one in ``extra``, at any depth) becomes ``None`` (JSON ``null``)."""
+    check_placement(placement)
+    check_graph_and_cluster(graph, cluster)
     doc: dict[str, Any] = {
         "format": PLACEMENT_FORMAT, "version": VERSION, "graph": graph.name,
         "graph_fingerprint": graph.fingerprint, "cluster": cluster.name,
@@ -251,7 +255,9 @@ def placement_from_dict(doc: Mapping[str, Any], graph: OpGraph, cluster: Cluster
     Raises:
         OtherGraphError: the document is for another graph (not ``by_name``; an :class:`InvalidPlacementError`).
         InvalidPlacementError: ``by_name``, the document names other ops; or it names a device the cluster lacks.
+        TypeError: ``graph`` or ``cluster`` is not gplace's (names it).
     """
+    check_graph_and_cluster(graph, cluster)
     _check_header(doc, PLACEMENT_FORMAT)
     mapping = doc.get("placement")
     if not isinstance(mapping, Mapping):

@@ -114,3 +114,24 @@ def test_write_back_names_an_out_dir_that_is_no_path(tmp_path):
     assert write_back(g, c, Placement.single(g, 0), bytes(tmp_path / "out")) == []  # no program: nothing written
     with pytest.raises(TypeError, match="write_back: out_dir must be a path"):
         write_back(g, c, Placement.single(g, 0), 3)
+
+
+def test_serialisation_and_from_names_name_an_argument_of_the_wrong_type():
+    """Swapped or wrong arguments failed with AttributeError ('Placement' object has no attribute 'name'), or a
+    cluster given as the graph was read as a graph of another fingerprint (OtherGraphError)."""
+    from gplace.ir import placement_from_dict, placement_to_dict
+
+    graph = random_dag(5, seed=0)
+    cluster = cpu_gpu_cluster()
+    placement = Placement.single(graph, 0)
+    doc = placement_to_dict(placement, graph, cluster)
+    calls = {
+        "placement must be": lambda: placement_to_dict(graph, cluster, placement),
+        "graph must be": lambda: graph_to_dict(cluster),
+        "cluster must be": lambda: cluster_to_dict(graph),
+        "cluster must be ": lambda: Placement.from_names(graph, None, {}),
+        " graph must be": lambda: placement_from_dict(doc, cluster, graph),
+    }
+    for words, call in calls.items():
+        with pytest.raises(TypeError, match=words.strip()):
+            call()
