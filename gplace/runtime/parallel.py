@@ -186,8 +186,9 @@ class PoolRuntime(RuntimeWrapper):
             each is timed from when a worker takes it. (default: None: no limit)
         gpus_per_worker: GPUs each worker gets to itself (see the module docstring). (default: None: all GPUs
             visible to every worker)
-        gpus: the GPU ids (``CUDA_VISIBLE_DEVICES`` entries) to share out: indices (``0``, ``"cuda:0"``,
-            ``torch.device("cuda", 0)``) or UUIDs (``"GPU-..."``), or one str of them separated by commas.
+        gpus: the GPU ids (``CUDA_VISIBLE_DEVICES`` entries) to share out: indices (``0``), UUIDs
+            (``"GPU-..."``), or torch's devices (``"cuda:0"``, ``torch.device("cuda", 0)``: under a set
+            ``CUDA_VISIBLE_DEVICES``, its entry of that index), or one str of them separated by commas.
             (default: None: this process's ``CUDA_VISIBLE_DEVICES``, else every GPU torch sees)
     """
 
@@ -606,18 +607,36 @@ def _gpu_ids(gpus: Sequence[Any] | str) -> list[str]:
 
 
 def _gpu_id(k: int, entry: Any) -> str:
-    """Entry ``k`` of ``gpus`` as a ``CUDA_VISIBLE_DEVICES`` entry (:func:`_gpu_ids`)."""
+    """Entry ``k`` of ``gpus`` as a ``CUDA_VISIBLE_DEVICES`` entry (:func:`_gpu_ids`). Under a set
+    ``CUDA_VISIBLE_DEVICES`` (a job's GPUs), torch's index (``"cuda:1"``, ``torch.device("cuda", 1)``) is read
+    through it (its second entry: a worker's own value replaces the list, it does not narrow it), and an id must
+    be one of its entries."""
     torch = sys.modules.get("torch")  # a torch.device is made with torch imported
-    text = entry
+    text, torch_index = entry, None
     if torch is not None and isinstance(entry, torch.device) and entry.type == "cuda" and entry.index is not None:
-        text = str(entry.index)
+        torch_index = entry.index
     elif isinstance(entry, numbers.Integral) and not isinstance(entry, bool) and int(entry) >= 0:
         text = str(int(entry))
+    elif isinstance(entry, str) and (index := re.fullmatch(r"\s*cuda:(\d+)\s*", entry)):
+        torch_index = int(index[1])
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    job = None if visible is None else [g.strip() for g in visible.split(",") if g.strip()]
+    if torch_index is not None:
+        if job is None:
+            return str(torch_index)
+        if torch_index >= len(job):
+            raise ValueError(f"PoolRuntime: gpus[{k}] = {entry!r} is not one of this process's {len(job)} GPUs "
+                             f"(CUDA_VISIBLE_DEVICES={visible})")
+        return job[torch_index]
     match = _GPU_ID.fullmatch(text.strip()) if isinstance(text, str) else None
     if not match:
         raise ValueError(f"PoolRuntime: gpus[{k}] = {entry!r} is not a GPU (an index such as 0 or 'cuda:0', or a "
                          "GPU's UUID 'GPU-...')")
-    return match[1] or match[2]
+    found = match[1] or match[2]
+    if job is not None and found not in job:
+        raise ValueError(f"PoolRuntime: gpus[{k}] = {entry!r} is not one of this process's CUDA_VISIBLE_DEVICES "
+                         f"({visible}): give its entries, or 'cuda:i' for torch's i-th GPU")
+    return found
 
 
 def _visible_gpus() -> list[str]:

@@ -43,3 +43,15 @@ def test_pool_refuses_a_gpu_that_is_no_cuda_device_naming_it(entry):
     with pytest.raises(ValueError, match=r"^PoolRuntime: gpus\[1\] = .* is not a GPU") as err:
         _sets([0, entry])
     assert "\n" not in str(err.value)
+
+
+def test_torch_indices_are_read_through_this_process_cuda_visible_devices(monkeypatch):
+    """In a job given GPUs 2 and 3, torch's cuda:1 is physical GPU 3; the worker's CUDA_VISIBLE_DEVICES replaces
+    the job's list, so '1' would have been physical GPU 1, outside the job."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert _sets(["cuda:1", torch.device("cuda", 0)]) == ["3", "2"]
+    assert _sets("2,3") == ["2", "3"]  # the job's own entries, as they are
+    with pytest.raises(ValueError, match=r"gpus\[0\] = 0 is not one of this process's CUDA_VISIBLE_DEVICES \(2,3\)"):
+        _sets([0])
+    with pytest.raises(ValueError, match=r"gpus\[0\] = 'cuda:2' is not one of this process's 2 GPUs"):
+        _sets(["cuda:2"])
