@@ -398,12 +398,15 @@ def _check_method_settings(method: str | Path, budget: float | str | Budget | No
 def _seeded_torch(seed: int) -> Iterator[None]:
     """torch's global generators seeded with ``seed`` for the block and given back as they were after it (the
     caller's random state is kept), one block at a time in the process: threads building networks never draw from
-    each other's seed. The CPU generator, and the CUDA ones where CUDA is initialized (others are not touched, so
-    networks are built on the CPU, as :func:`place` builds them). The default dtype is float32 in the block
-    (:func:`~gplace.torch_modes.float32_default`): the networks are float32 whatever the host's default."""
+    each other's seed. The CPU generator, and the CUDA ones where CUDA is initialized or torch's default device is
+    a GPU (``torch.set_default_device("cuda")``: the networks' weights are drawn there, from a generator that
+    otherwise starts at torch's fixed seed whatever ``seed``); others are not touched. The default dtype is float32
+    in the block (:func:`~gplace.torch_modes.float32_default`): the networks are float32 whatever the host's
+    default."""
     import torch
 
-    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    on_gpu = torch.cuda.is_initialized() or torch.get_default_device().type == "cuda"
+    cuda = list(range(torch.cuda.device_count())) if on_gpu else []
     with forked_rng(seed, cuda), float32_default():
         yield
 
