@@ -326,20 +326,20 @@ class TorchRuntime(Runtime):
 
     def _memory_capped(self, cluster: Cluster, placement: Placement) -> Any:
         """With ``enforce_memory``, a context inside which each CUDA device of the placement is limited to its
-        cluster device's ``memory`` (:func:`memory_fractions`: the caps before are given back on leaving, also on
-        an exception or out of memory); else, or where the devices cannot be used (the plan then fails, saying
-        why), nothing."""
+        cluster device's ``memory``, the sum of theirs for cluster devices a ``device_map`` puts on one GPU
+        (:func:`memory_fractions`: the caps before are given back on leaving, also on an exception or out of
+        memory); else, or where the devices cannot be used (the plan then fails, saying why), nothing."""
         if not self.enforce_memory:
             return nullcontext()
         try:
             devices = self._devices(cluster, placement)
         except TorchRunError:
             return nullcontext()
-        limits = {}
+        limits: dict[torch.device, float] = {}
         for d, dev in devices.items():
-            if dev.type == "cuda":
+            if dev.type == "cuda":  # cluster devices sharing a GPU (device_map) share its cap: their memory summed
                 total = torch.cuda.get_device_properties(dev).total_memory
-                limits[dev] = min(1.0, cluster.devices[d].memory / total)
+                limits[dev] = min(1.0, limits.get(dev, 0.0) + cluster.devices[d].memory / total)
         return memory_fractions(limits)
 
     def _program(self, graph: OpGraph, inputs: Any) -> tuple[torch.fx.GraphModule, dict[str, Any], Known]:

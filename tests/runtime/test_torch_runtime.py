@@ -689,6 +689,26 @@ def test_enforced_memory_is_lifted_after_each_measurement_and_run_even_a_failed_
     assert calls == [(0.25, "cuda:0"), (1.0, "cuda:0")]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU-side (a GPU runs cuda:0)")
+def test_enforced_memory_of_cluster_devices_sharing_a_gpu_is_their_sum(monkeypatch):
+    """Two cluster devices a device_map puts on one GPU: the last one's memory was the GPU's cap (0.1 of it, not
+    0.2), so placements the model fitted ran out of memory. The CUDA calls are recorded, as above."""
+    from gplace.runtime import torch_runtime
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda device: 1.0)
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
+                        lambda fraction, device: calls.append((round(fraction, 9), str(device))))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: type("P", (), {"total_memory": 1000}))
+    monkeypatch.setattr(torch_runtime, "runnable_reason", lambda device: "")
+    g = from_torch(_mlp(), (torch.randn(2, 8),))
+    cluster = Cluster.build([Device(f"/GPU:{i}", "gpu", memory=100) for i in range(2)], default_bandwidth=1e9)
+    rt = TorchRuntime(steps=1, warmup=0, enforce_memory=True,
+                      device_map={"/GPU:0": "cuda:0", "/GPU:1": "cuda:0"})
+    assert not rt.measure(g, cluster, _halves(g)).ok  # no CUDA here: placing the inputs fails
+    assert calls[0] == (0.2, "cuda:0"), calls
+
+
 @needs_cuda
 @pytest.mark.gpu
 def test_gpu_enforced_memory_cap_is_given_back() -> None:
