@@ -45,7 +45,8 @@ def import_tensorflow() -> Any:
         except ValueError:  # not a physical device TensorFlow knows
             continue
         except RuntimeError:  # the runtime started already: growth is what it was then
-            if not tf.config.experimental.get_memory_growth(gpu) and not _warned[0]:
+            forced = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH", "").lower() == "true"  # get_memory_growth: None
+            if not (tf.config.experimental.get_memory_growth(gpu) or forced) and not _warned[0]:
                 _warned[0] = True
                 logger.warning("TensorFlow started before gplace could set memory growth on %s, so it holds most "
                                "of that GPU's memory; import gplace's TensorFlow modules (or set "
