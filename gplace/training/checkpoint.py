@@ -26,6 +26,9 @@ _TORCH_LOAD_DOCS = "Check the documentation of torch.load"
 """Where torch's advice resumes, after that reason."""
 _WEIGHTS_ONLY_FAILED = "Weights only load failed"
 """How torch's ``weights_only`` refusal starts (torch 2.6 and later word its reason without the marker above)."""
+_LEGACY_TAR = "legacy .tar format"
+"""torch's refusal of what it takes for its pre-1.6 tar format (a file of zeros, say), with its advice to load it
+with ``weights_only=False``."""
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
@@ -208,7 +211,8 @@ def damaged_part(path: Path) -> str | None:
 def torch_load_reason(err: BaseException) -> str:
     """Why ``torch.load`` could not read a file, on one line: a ``weights_only`` refusal's own reason
     (``WeightsUnpickler error: Unsupported operand 123``) without torch's advice around it (to load with
-    ``weights_only=False``, wrong for a file that is not torch's), else the message's first line.
+    ``weights_only=False``, wrong for a file that is not torch's; a file torch takes for its legacy tar format, a
+    file of zeros, is not torch's zip archive), else the message's first line.
 
     >>> torch_load_reason(RuntimeError("Weights only load failed. Re-run ... WeightsUnpickler error: \\n\\n"
     ...                                "Unsupported operand 123\\n\\nCheck the documentation of torch.load ..."))
@@ -216,8 +220,13 @@ def torch_load_reason(err: BaseException) -> str:
     >>> torch_load_reason(RuntimeError("Weights only load failed. ... `False` will likely succeed, but ...\\n\\n"
     ...                                "\\nTrying to load unsupported GLOBAL os.system\\n\\nCheck the documentation"))
     'Trying to load unsupported GLOBAL os.system'
+    >>> torch_load_reason(RuntimeError("Cannot use ``weights_only=True`` with files saved in the legacy .tar format. "
+    ...                                "In PyTorch 2.6, ... Re-running `torch.load` with `weights_only=False`"))
+    'not the zip archive torch.save writes (torch took it for its legacy .tar format)'
     """
     text = str(err).strip()
+    if _LEGACY_TAR in text.split(". ")[0]:
+        return "not the zip archive torch.save writes (torch took it for its legacy .tar format)"
     start = text.find(_UNPICKLER_ERROR)
     if start >= 0:
         return error_summary(text[start:].split(_TORCH_LOAD_DOCS)[0])

@@ -61,3 +61,15 @@ def test_a_file_saved_without_crc32s_is_read(tmp_path: Path) -> None:
     finally:
         torch.serialization.set_crc32_options(True)
     assert load_checkpoint(path, "fp")["update"] == 2
+
+
+def test_a_checkpoint_or_policy_file_of_zeros_gets_no_advice_to_load_it_unsafely(tmp_path: Path) -> None:
+    """torch takes a file of zeros (a disk that lost it) for its legacy tar format and advises loading it with
+    weights_only=False, which the refusal repeated: advice that runs arbitrary code, for a file that is no
+    checkpoint."""
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(bytes(12 * 2**10))
+    for read in (lambda: load_checkpoint(path, "fp"), lambda: load_policy(path)):
+        with pytest.raises(ValueError, match=r"cannot be read .*not the zip archive torch.save writes") as err:
+            read()
+        assert "weights_only" not in str(err.value)
