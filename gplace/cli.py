@@ -48,8 +48,35 @@ def _held_first(run_dir: str | Path):
     from gplace.run_dir import hold_dir
 
     with hold_dir(run_dir):
+        _note_log_sizes()
         _record_folder(run_dir)
         yield
+
+
+_LOG_SIZES: dict[str, int] = {}
+"""The size of each of the job's log files (Hydra's ``cli.log``) when the job took its run directory."""
+
+
+def _note_log_sizes() -> None:
+    """Note the size of each of the job's log files, for :func:`_restore_log_files`."""
+    _LOG_SIZES.clear()
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and handler.stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                handler.flush()
+                _LOG_SIZES[handler.baseFilename] = os.path.getsize(handler.baseFilename)
+
+
+def _restore_log_files() -> None:
+    """Cut each of the job's log files back to its size when the job took its run directory: a job refused by
+    another run's checkpoint found in it (read only once the job had logged "placing ...") leaves that run's
+    ``cli.log`` as it was, not ending as if that run had been killed mid-way."""
+    for handler in logging.getLogger().handlers:
+        size = _LOG_SIZES.get(getattr(handler, "baseFilename", ""))
+        if isinstance(handler, logging.FileHandler) and size is not None:
+            with contextlib.suppress(OSError, ValueError):
+                handler.flush()
+                os.truncate(handler.baseFilename, size)
 
 
 _TORCH_THREADS: list[int] = []
@@ -563,6 +590,8 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         _log_to_files(f"{type(err).__name__}: {err}")
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
+        if _another_runs_dir(err):
+            _restore_log_files()
         _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}", log_files=not _another_runs_dir(err),
               status=_exit_status(err))
     except MissingExtraError as err:  # a part of the run needs an extra (the METIS placer, the tf runtime)
