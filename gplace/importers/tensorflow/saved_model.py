@@ -12,6 +12,7 @@ import numpy as np
 
 from gplace.importers.tensorflow.errors import wrap_errors
 from gplace.importers.tensorflow.functions import Traced, function_traced
+from gplace.importers.tensorflow.op_types import VARIABLE_OPS
 from gplace.ir import UnsupportedGraphError
 
 logger = logging.getLogger(__name__)
@@ -26,8 +27,8 @@ def saved_model_traced(tf: Any, path: Path, signature: str | None = None) -> Tra
     key = _signature_key(path, sorted(signatures), signature)
     traced = function_traced(tf, signatures[key])
     traced.name, traced.keepalive = path.name, loaded
-    handles = {n.name: n for n in traced.graph_def.node if n.op == "VarHandleOp" and n.name not in traced.variables}
-    if handles:  # a TF1 SavedModel's variables left in the signature's graph (gplace's save_saved_model writes them)
+    handles = {n.name: n for n in traced.graph_def.node if n.op in VARIABLE_OPS and n.name not in traced.variables}
+    if handles:  # a TF1 SavedModel's variables (resource or reference) left in the signature's graph
         traced.variables.update(_saved_model_values(tf, path, key, handles))
         missing = [name for name in handles if name not in traced.variables]
         if missing:
@@ -52,9 +53,10 @@ def _signature_key(path: Path, names: list[str], signature: str | None) -> str:
 
 
 def _saved_model_values(tf: Any, path: Path, signature: str, handles: Mapping[str, Any]) -> dict[str, Any]:
-    """Values (``tf.Variable``) of the in-graph ``VarHandleOp`` nodes ``handles`` (node name -> node) of a TF1
-    SavedModel's signature: the constants its init op (``main_op``, ``legacy_init_op``) assigns them, as
-    :func:`gplace.export.tensorflow.save_saved_model` writes them, else its checkpoint
+    """Values (``tf.Variable``) of the in-graph variable nodes ``handles`` (node name -> node: ``VarHandleOp``, or
+    a reference ``VariableV2``) of a TF1 SavedModel's signature: the constants its init op (``main_op``,
+    ``legacy_init_op``) assigns them, as :func:`gplace.export.tensorflow.save_saved_model` writes them, else its
+    checkpoint
     ``<path>/variables/variables``; matched by the handle's ``shared_name`` (the variable a session shares), else
     its node name. A value of another dtype or shape than the handle's is left out."""
     from tensorflow.python.saved_model import loader_impl
@@ -106,10 +108,10 @@ def _init_op_values(tf: Any, meta: Any, handles: Mapping[str, Any]) -> dict[str,
             continue
         seen.add(node.name)
         stack.extend(i.lstrip("^").split(":")[0] for i in node.input)
-        if node.op != "AssignVariableOp" or len(node.input) < 2:
+        if node.op not in ("AssignVariableOp", "Assign") or len(node.input) < 2:
             continue
         handle, value = (nodes.get(i.split(":")[0]) for i in node.input[:2])
-        if handle is None or value is None or handle.op != "VarHandleOp" or value.op != "Const":
+        if handle is None or value is None or handle.op not in VARIABLE_OPS or value.op != "Const":
             continue
         name = by_shared.get(handle.attr["shared_name"].s.decode() or handle.name)
         if name is None and handle.name in handles:
