@@ -616,7 +616,7 @@ class _Step:
 
     def _failure(self, err: Any) -> TensorFlowRunError:
         """The reason for a TensorFlow error: the op and device it names, out of memory, an unknown device."""
-        node, message = _failed_node(err), str(err)
+        node, message = self._known(_failed_node(err)), str(err)
         node = self.holding.get(node, node)  # an op holding an input fails as that input's op
         what, where = self._what(node), self._where(node, message)
         brief = error_summary(_first_line(err))
@@ -629,6 +629,14 @@ class _Step:
             return TensorFlowRunError(f"device {self._label(assigned[1]) if assigned else where} is not available "
                                       f"({what} was placed there): {brief}")
         return TensorFlowRunError(f"{what} on {where} failed: {type(err).__name__}: {brief}")
+
+    def _known(self, node: str | None) -> str | None:
+        """The op ``node`` names: the one op of the graph whose name ends with ``/<node>`` where TensorFlow names an
+        op of an inlined call as it was in the call (``gradients/...`` for ``PartitionedCall/gradients/...``)."""
+        if node is None or node in self.homes or node in self.initialises or node in self.holding:
+            return node
+        inlined = [name for name in self.homes if name.endswith(f"/{node}")]
+        return inlined[0] if len(inlined) == 1 else node
 
     def _what(self, node: str | None) -> str:
         if node in self.initialises:

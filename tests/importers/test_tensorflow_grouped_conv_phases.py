@@ -34,3 +34,23 @@ def test_conv_gradients_are_backward_with_their_forward_conv(groups):
     assert all(op.grad_of is not None and ops[op.grad_of].type == "Conv2D" for op in backprops)
     assert len({op.grad_of for op in backprops}) == 2
     assert {op.phase for op in ops.values() if op.type == "AssignSubVariableOp"} == {"update"}
+
+
+def test_a_step_tensorflow_cannot_run_names_the_failing_op_of_an_inlined_call():
+    """TensorFlow's CPU kernels lack a grouped convolution's filter gradient (Keras runs it compiled with XLA); the
+    error names the op as TensorFlow renamed it (``gradients/...``, not ``PartitionedCall/gradients/...``), so the
+    failure said "the step on an unknown device" instead of naming the op and its device."""
+    import numpy as np
+
+    from gplace import Placement
+    from gplace.runtime import TensorFlowRuntime
+    from gplace.testing import uniform_cluster
+
+    inp = keras.Input((8, 8, 4))
+    model = keras.Model(inp, keras.layers.Flatten()(keras.layers.Conv2D(8, 3, groups=2)(inp)))
+    graph = from_tensorflow(model, batch_size=2, training=True)
+    measurement = TensorFlowRuntime(steps=1, warmup=0).measure(graph, uniform_cluster(2, kind="cpu"),
+                                                               Placement.for_graph(graph, np.zeros(graph.num_ops, int)))
+    if measurement.ok:
+        pytest.skip("this TensorFlow runs a grouped convolution's gradient on the CPU")
+    assert "op 'PartitionedCall" in measurement.reason and "on /CPU:0" in measurement.reason, measurement.reason
