@@ -38,3 +38,20 @@ def test_matching_or_unknown_batch_is_imported_at_batch_size():
 
     assert matmul_shapes(from_tensorflow(_dense(5), batch_size=5)) == [(5, 10)]
     assert matmul_shapes(from_tensorflow(_dense(None), batch_size=3)) == [(3, 10)]
+
+
+def test_a_saved_cond_of_an_unknown_batch_says_to_import_the_function_itself(tmp_path):
+    """A tf.cond saved at an unknown batch keeps that shape in its If op; the refusal said its size "depends on
+    values known only at run time", where both branches are [2, 4] at batch_size=2."""
+
+    class Module(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+        def __call__(self, x):
+            return tf.cond(tf.reduce_sum(x) > 0.0, lambda: x * 2.0, lambda: x - 1.0)
+
+    module = Module()
+    tf.saved_model.save(module, str(tmp_path / "cond"), signatures=module.__call__)
+    with pytest.raises(UnsupportedGraphError, match=r"a (Stateless)?If keeps the shapes it was traced with") as err:
+        from_tensorflow(tmp_path / "cond", batch_size=2)
+    assert "known only at run time" not in str(err.value)
+    assert from_tensorflow(module.__call__, batch_size=2).num_ops > 0  # the function itself, as the message says

@@ -224,6 +224,10 @@ class Builder:
         if op.type.startswith("Placeholder") or not op.inputs:  # an input of another kind (PlaceholderWithDefault)
             return (f" ({given}batch_size sets only Placeholder inputs, not a {op.type}: feed the input through a "
                     "Placeholder, or give outputs= that do not need it)")
+        if op.type in FUNCTIONAL_CONTROL_FLOW or op.type.startswith("TensorList"):  # a saved loop's, cond's shapes
+            return (f" ({given}batch_size sets only Placeholder inputs; a {op.type} keeps the shapes it was traced "
+                    "with (a SavedModel or GraphDef saved at an unknown batch), which batch_size does not rewrite: "
+                    "import the Keras model or tf.function itself with batch_size, or save it at a fixed batch)")
         return (f" ({given}batch_size sets only Placeholder inputs; this {op.type}'s size depends on values known "
                 "only at run time: import only what does not need it (outputs= for a GraphDef or tf.Graph; a "
                 "function or Keras model: leave it out of what it returns)")
