@@ -7,8 +7,9 @@ import dataclasses
 import inspect
 import logging
 import math
+import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -748,11 +749,37 @@ def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime 
         _warn_unaligned(extra["split_unaligned"], extra["split_backward_away"])
     doc = placement_to_dict(placement, graph, cluster, step_time=report.measurement.step_time,
                             baselines={k: m.step_time for k, m in report.baselines.items()}, extra=extra)
+    _keep_faster(run_dir / "placement.json", doc)
     save_json(doc, run_dir / "placement.json")
     if timeline is not None:
         write_pipeline_trace(run_dir / "trace.json", graph, cluster, timeline)
     else:
         write_chrome_trace(run_dir / "trace.json", graph, cluster, schedule(graph, cluster, placement))
+
+
+def _keep_faster(path: Path, doc: Mapping[str, Any]) -> None:
+    """Move ``path``, a placement of the same graph on the same cluster measured by the same runtime as ``doc``'s
+    but faster, to ``placement.previous.json`` beside it, with a WARNING: a run directory's earlier result (its
+    checkpoint deleted and run again with less budget, or run again without the ``refine`` that found it) was
+    replaced by a slower one without a word."""
+    from gplace.ir.serialize import load_json
+
+    try:
+        earlier = load_json(path)
+    except (OSError, ValueError):  # none, or not one gplace wrote
+        return
+    same = all(earlier.get(key) == doc.get(key) for key in ("graph_fingerprint", "cluster", "devices", "runtime"))
+    was, now = earlier.get("step_time"), doc.get("step_time")
+    if not (same and isinstance(was, float) and math.isfinite(was) and (now is None or was < now)):
+        return
+    kept = path.with_name("placement.previous.json")
+    try:
+        os.replace(path, kept)
+    except OSError as err:
+        log.warning("could not keep %s (%s), faster than this run's result: it is replaced", path, err)
+        return
+    log.warning("%s held a faster placement (%s) than this run's (%s): kept as %s", path, format_seconds(was),
+                "failed" if now is None else format_seconds(now), kept.name)
 
 
 def _warn_unaligned(unaligned: list[dict[str, str]], backward_away: int) -> None:

@@ -1,0 +1,33 @@
+"""A run directory whose placement.json is faster than a new run's result there (its checkpoint deleted, as a
+refusal advised, and run again with a smaller budget; or run again without the refine that found it): the faster
+one is kept beside the new one as placement.previous.json, with a warning. It was replaced silently."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import gplace
+from gplace.testing import random_dag, uniform_cluster
+
+
+def _step_time(path):
+    return json.loads(path.read_text())["step_time"]
+
+
+def test_a_faster_placement_is_kept_and_a_slower_one_is_not(tmp_path, caplog):
+    graph, cluster = random_dag(24, seed=3), uniform_cluster(3)
+    run_dir = tmp_path / "run"
+    gplace.place(graph, cluster, method="heft", run_dir=run_dir)
+    fast = _step_time(run_dir / "placement.json")
+    with caplog.at_level(logging.WARNING, logger="gplace"):
+        gplace.place(graph, cluster, method="single", run_dir=run_dir)
+    slow = _step_time(run_dir / "placement.json")
+    assert slow > fast
+    assert _step_time(run_dir / "placement.previous.json") == fast
+    assert "placement.previous.json" in caplog.text
+    caplog.clear()
+    (run_dir / "placement.previous.json").unlink()
+    with caplog.at_level(logging.WARNING, logger="gplace"):
+        gplace.place(graph, cluster, method="heft", run_dir=run_dir)  # faster than what it replaces: nothing kept
+    assert not (run_dir / "placement.previous.json").exists() and "placement.previous.json" not in caplog.text
