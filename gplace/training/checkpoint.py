@@ -19,7 +19,7 @@ from gplace.run_dir import RunDirConflictError
 
 log = logging.getLogger(__name__)
 
-_NEW_RUN = "use a new run directory or delete it"
+_NEW_RUN = "use a new run directory or delete this one"
 _UNPICKLER_ERROR = "WeightsUnpickler error:"
 """Where the reason of torch's ``weights_only`` refusal starts, after its advice."""
 _TORCH_LOAD_DOCS = "Check the documentation of torch.load"
@@ -117,11 +117,7 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
         raise RunDirConflictError(f"checkpoint {path} is not a gplace checkpoint (it holds a "
                                   f"{type(state).__name__}); {_NEW_RUN}")
     if state.get("fingerprint") != fingerprint:
-        raise RunDirConflictError(
-            f"checkpoint {path} belongs to another graph/cluster ({state.get('fingerprint')}, not {fingerprint}: "
-            f"another graph or cluster, or the same one with other contents, e.g. a built-in graph whose costs a "
-            f"newer gplace changed); resume with the graph file it ran on, or {_NEW_RUN}"
-        )
+        raise RunDirConflictError(_other_run(path, str(state.get("fingerprint")), fingerprint))
     _check_runtime(state, path, runtime_id)
     if param_shapes is not None:
         _check_model(state, path, [tuple(s) for s in param_shapes])
@@ -142,6 +138,20 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
     _check_counts(state, path)
     log.info("resuming from %s at update %d", path, state["update"])
     return state
+
+
+def _other_run(path: Path, saved: str, now: str) -> str:
+    """Why checkpoint ``path`` of run id ``saved`` is not this run's (``now``), naming what differs: the graph, the
+    cluster (``<graph>/<cluster>`` fingerprints), or a multi-graph run's tasks (``multigraph:<n>:<digest>``)."""
+    if saved.startswith("multigraph:") or now.startswith("multigraph:"):
+        return (f"checkpoint {path} belongs to another list of tasks ({saved}, not {now}: other graphs or clusters, "
+                f"another order, or a task more or less); resume with the tasks it ran on, or {_NEW_RUN}")
+    pairs = zip(("graph", "cluster"), saved.split("/"), now.split("/"), strict=False)
+    differ = [what for what, was, is_now in pairs if was != is_now] or ["graph", "cluster"]
+    what = " and ".join(differ)
+    return (f"checkpoint {path} belongs to another {what} ({saved}, not {now}: another {what}, or the same one with "
+            f"other contents, e.g. a built-in graph whose costs a newer gplace changed, a cluster's other memory or "
+            f"links); resume with the {what} it ran on, or {_NEW_RUN}")
 
 
 def _check_counts(state: dict[str, Any], path: Path) -> None:

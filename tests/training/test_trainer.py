@@ -260,9 +260,22 @@ def test_checkpoint_of_another_graph_is_refused(tmp_path):
     ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
                                                          run_dir=tmp_path)
     other = two_branches(length=2)
-    with pytest.raises(ValueError, match="belongs to another graph"):
+    with pytest.raises(ValueError, match=r"belongs to another graph \(.*resume with the graph it ran on"):
         ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(other, cluster), Simulator(), other, cluster,
                                                              run_dir=tmp_path)
+
+
+def test_checkpoint_of_another_cluster_names_the_cluster(tmp_path):
+    """Only the cluster differed, and the refusal said "another graph/cluster ... resume with the graph file it ran
+    on"."""
+    graph, cluster = two_branches(length=3), uniform_cluster(2)
+    ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
+                                                         run_dir=tmp_path)
+    other = uniform_cluster(2, bandwidth=1e7)
+    with pytest.raises(ValueError, match=r"belongs to another cluster \(.*resume with the cluster it ran on") as err:
+        ReinforceTrainer(updates=1, samples_per_update=2).fit(_placer(graph, other), Simulator(), graph, other,
+                                                             run_dir=tmp_path)
+    assert "another graph" not in str(err.value)
 
 
 def test_checkpoint_measured_by_another_runtime_is_refused(tmp_path):
@@ -339,7 +352,7 @@ def test_a_checkpoint_whose_networks_an_older_gplace_named_otherwise_says_so_and
     (tmp_path / "placement.json").write_text("{}")
     with pytest.raises(ValueError, match=r"a part does not fit this run \(RuntimeError: .*; a checkpoint of an older "
                                          r"gplace, whose networks differ, reads so too\); use a new run directory or "
-                                         r"delete it, or start a new run from its placement with warm_start="):
+                                         r"delete this one, or start a new run from its placement with warm_start="):
         ReinforceTrainer(updates=2, samples_per_update=2).fit(_placer(graph, cluster), Simulator(), graph, cluster,
                                                              run_dir=tmp_path)
 
