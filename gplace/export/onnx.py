@@ -32,6 +32,7 @@ import numpy as np
 
 from gplace.export.parts import Part, check_types, device_parts, part_of
 from gplace.importers.onnx import OnnxSource, node_reads
+from gplace.importers.onnx.tensors import subgraphs
 from gplace.ir import Cluster, OpGraph, Placement, UnsupportedGraphError
 from gplace.ir.errors import name_list
 from gplace.ir.serialize import atomic_path, write_bytes_atomic, write_error
@@ -240,11 +241,9 @@ def _inner_nodes(model: Any) -> Iterator[Any]:
     """The nodes of ``model``'s subgraphs (``If``, ``Loop``, ``Scan`` bodies, at any depth) and of its local
     functions: none is an op of its own."""
     def within(nodes: Any) -> Iterator[Any]:
-        for node in nodes:
-            for attr in node.attribute:
-                for graph in [*([attr.g] if attr.HasField("g") else []), *attr.graphs]:
-                    yield from graph.node
-                    yield from within(graph.node)
+        for graph in (graph for node in nodes for graph in subgraphs(node)):
+            yield from graph.node
+            yield from within(graph.node)
 
     yield from within(model.graph.node)
     for function in model.functions:

@@ -18,14 +18,19 @@ def chain():
     return torch_case()
 
 
+def _torch_write_backs(chain, device_map):
+    """The torch write-backs of ``chain``'s placement on :func:`named_cluster` with ``device_map``, as calls."""
+    _, _, graph, placement = chain
+    cluster = named_cluster()
+    return (lambda: module_device_map(graph, cluster, placement, device_map=device_map),
+            lambda: split_program(graph, cluster, placement, device_map=device_map),
+            lambda: check_write_back(graph, cluster, device_map=device_map))
+
+
 @pytest.mark.parametrize("device_map", [[("fast", "cpu"), ("slow", "cpu")], "cpu", {0: "cpu"}],
                          ids=["pairs", "str", "int-key"])
 def test_a_device_map_that_is_no_mapping_of_names_is_refused_naming_device_map(chain, device_map):
-    _, _, graph, placement = chain
-    cluster = named_cluster()
-    for call in (lambda: module_device_map(graph, cluster, placement, device_map=device_map),
-                 lambda: split_program(graph, cluster, placement, device_map=device_map),
-                 lambda: check_write_back(graph, cluster, device_map=device_map)):
+    for call in _torch_write_backs(chain, device_map):
         with pytest.raises(ValueError, match=r"^device_map must map cluster device names to torch devices") as err:
             call()
         assert repr(device_map) in one_line(err)
@@ -97,11 +102,7 @@ def test_place_graph_def_refuses_a_device_map_that_is_no_mapping(tf_function, de
                          ids=["extra", "misspelt"])
 def test_a_device_map_key_that_names_no_cluster_device_is_refused_naming_it(chain, device_map):
     """A misspelt key was ignored: its device kept the default mapping (or was named as mapping to nothing)."""
-    _, _, graph, placement = chain
-    cluster = named_cluster()
-    for call in (lambda: module_device_map(graph, cluster, placement, device_map=device_map),
-                 lambda: split_program(graph, cluster, placement, device_map=device_map),
-                 lambda: check_write_back(graph, cluster, device_map=device_map)):
+    for call in _torch_write_backs(chain, device_map):
         with pytest.raises(InvalidPlacementError, match=r"^device_map names no device of cluster") as err:
             call()
         text = one_line(err)

@@ -15,21 +15,15 @@ from onnx_control_flow import if_loop_model  # noqa: E402
 
 from gplace import Placement, from_onnx  # noqa: E402
 from gplace.export.onnx import DEVICE_KEY, STAGE_KEY, annotate_onnx, split_onnx  # noqa: E402
+from gplace.importers.onnx.tensors import subgraphs  # noqa: E402
 from gplace.testing import uniform_cluster  # noqa: E402
 
 
 def _inner_nodes(model):
-    """Every node inside a subgraph (at any depth) or a local function of ``model``."""
-    def within(nodes):
-        for node in nodes:
-            for attr in node.attribute:
-                for graph in [*([attr.g] if attr.HasField("g") else []), *attr.graphs]:
-                    yield from graph.node
-                    yield from within(graph.node)
-    yield from within(model.graph.node)
-    for function in model.functions:
-        yield from function.node
-        yield from within(function.node)
+    """Every node of a subgraph of ``model``'s nodes (one level deep: the models here nest no deeper) or of a local
+    function."""
+    return [inner for node in model.graph.node for graph in subgraphs(node) for inner in graph.node] + \
+        [node for function in model.functions for node in function.node]
 
 
 def _labelled_by_another_tool():
