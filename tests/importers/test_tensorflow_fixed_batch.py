@@ -55,3 +55,17 @@ def test_a_saved_cond_of_an_unknown_batch_says_to_import_the_function_itself(tmp
         from_tensorflow(tmp_path / "cond", batch_size=2)
     assert "known only at run time" not in str(err.value)
     assert from_tensorflow(module.__call__, batch_size=2).num_ops > 0  # the function itself, as the message says
+
+
+def test_a_loop_whose_size_depends_on_its_trip_count_keeps_the_run_time_message():
+    """The function itself, traced at batch_size: a loop that grows its tensor has a size known only at run time,
+    and the refusal must not advise importing the function itself, which the caller did."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    def grow(x):
+        return tf.while_loop(lambda i, t: i < 3, lambda i, t: (i + 1, tf.concat([t, x], 0)), (0, x),
+                             shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, 4])))[1]
+
+    with pytest.raises(UnsupportedGraphError, match=r"size depends on values known only at run time") as err:
+        from_tensorflow(grow, batch_size=2)
+    assert "keeps the shapes it was traced with" not in str(err.value)

@@ -235,7 +235,7 @@ def from_tensorflow(
         graph_def = prepare(tf, traced, batch_size, where)
         with wrap_errors(f"{where}: TensorFlow could not import it"):
             graph = import_graph_def(tf, graph_def)
-        ops, edges = Builder(tf, graph, graph_def, where, batch_size).build()
+        ops, edges = Builder(tf, graph, graph_def, where, batch_size, traced.at_batch).build()
     if training:
         ops = training_phases(ops, edges, traced.phases)
     names = {node.name for node in graph_def.node}

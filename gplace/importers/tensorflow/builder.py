@@ -74,10 +74,11 @@ class _Tensor:
 class Builder:
     """Turns an imported ``tf.Graph`` into op and edge records (one pass over the ops)."""
 
-    def __init__(self, tf: Any, graph: Any, graph_def: Any, where: str, batch_size: int | None = None) -> None:
+    def __init__(self, tf: Any, graph: Any, graph_def: Any, where: str, batch_size: int | None = None,
+                 at_batch: bool = False) -> None:
         self.tf = tf
         self.where = where
-        self.batch_size = batch_size
+        self.batch_size, self.at_batch = batch_size, at_batch  # at_batch: Traced.at_batch
         self.ops = graph.get_operations()
         self.nodes = {n.name: n for n in graph_def.node}
         self.tensors: dict[str, _Tensor] = {}
@@ -224,7 +225,7 @@ class Builder:
         if op.type.startswith("Placeholder") or not op.inputs:  # an input of another kind (PlaceholderWithDefault)
             return (f" ({given}batch_size sets only Placeholder inputs, not a {op.type}: feed the input through a "
                     "Placeholder, or give outputs= that do not need it)")
-        if op.type in FUNCTIONAL_CONTROL_FLOW or op.type.startswith("TensorList"):  # a saved loop's, cond's shapes
+        if not self.at_batch and (op.type in FUNCTIONAL_CONTROL_FLOW or op.type.startswith("TensorList")):
             return (f" ({given}batch_size sets only Placeholder inputs; a {op.type} keeps the shapes it was traced "
                     "with (a SavedModel or GraphDef saved at an unknown batch), which batch_size does not rewrite: "
                     "import the Keras model or tf.function itself with batch_size, or save it at a fixed batch)")

@@ -32,6 +32,10 @@ class Traced:
     """:attr:`~gplace.importers.tensorflow.TensorFlowSource.output_names`."""
     input_names: tuple[str, ...] = ()
     """:attr:`~gplace.importers.tensorflow.TensorFlowSource.input_names`."""
+    at_batch: bool = False
+    """Traced by gplace at ``from_tensorflow``'s ``batch_size`` (a Keras model, a ``tf.function`` with an input
+    signature), so the shapes its loops and branches recorded follow it; a saved program's keep the batch it was
+    traced at."""
     phases: dict[str, str] = field(default_factory=dict)
     """A training step's node name -> the phase of the call that made it while tracing (``backward``:
     ``tape.gradient``, ``update``: the optimiser's ``apply_gradients``), for :func:`~.training.training_phases`."""

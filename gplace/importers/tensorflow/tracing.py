@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -53,10 +54,10 @@ def trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, 
                 obj = tf.function(obj.python_function, input_signature=_batched(tf, specs, batch_size))
             concrete = obj.get_concrete_function()
         refuse_composite_inputs(tf, concrete, f"tf.function {getattr(obj, '__name__', '?')!r}")
-        return function_traced(tf, concrete)
+        return dataclasses.replace(function_traced(tf, concrete), at_batch=bool(specs and batch_size))
     if is_keras_model(obj):
         _refuse_outputs(outputs, "a Keras model")
-        return keras_traced(tf, obj, training, batch_size, loss, optimizer)
+        return dataclasses.replace(keras_traced(tf, obj, training, batch_size, loss, optimizer), at_batch=True)
     raise TypeError(
         "from_tensorflow expects a GraphDef, a tf.Graph, a tf.function or concrete function, a Keras model, "
         f"or a path to a GraphDef file or SavedModel directory; got {type(obj).__name__}"
