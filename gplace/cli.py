@@ -13,6 +13,7 @@ import re
 import signal
 import stat
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -1421,7 +1422,7 @@ def _write_back_map(cfg: DictConfig, graph, cluster) -> dict[str, str] | None:
     from gplace.importers.tensorflow import TensorFlowSource
     from gplace.ir import InvalidPlacementError
 
-    device_map = _write_back_device_map(cfg)
+    device_map = _write_back_device_map(cfg, cluster.device_names)
     try:
         check_write_back(graph, cluster, device_map=device_map)
     except InvalidPlacementError as err:
@@ -1432,16 +1433,19 @@ def _write_back_map(cfg: DictConfig, graph, cluster) -> dict[str, str] | None:
     return device_map
 
 
-def _write_back_device_map(cfg: DictConfig) -> dict[str, str] | None:
-    """``cfg.runtime.device_map`` (where the runtime has one) updated by ``cfg.write_back_device_map``, or ``None``
-    where neither is given; a ``write_back_device_map`` that is no mapping of names to devices is refused."""
+def _write_back_device_map(cfg: DictConfig, devices: Sequence[str]) -> dict[str, str] | None:
+    """``cfg.runtime.device_map`` (where the runtime has one; its entries for the cluster's ``devices`` only, as the
+    runtime reads it: one map may serve a sweep over clusters) updated by ``cfg.write_back_device_map``, or
+    ``None`` where neither is given; a ``write_back_device_map`` that is no mapping of names to devices is
+    refused."""
     given = cfg.get("write_back_device_map")
     if given is not None and not (OmegaConf.is_dict(given) and all(
             isinstance(k, str) and isinstance(v, str) for k, v in given.items())):
         _fail(f"write_back_device_map must map cluster device names to devices, e.g. "
               f"'write_back_device_map={{fast: cpu}}', got {given!r}")
-    maps = [OmegaConf.select(cfg, "runtime.device_map", default=None), given]
-    merged = {str(k): str(v) for m in maps if OmegaConf.is_dict(m) for k, v in m.items()}
+    runtime = OmegaConf.select(cfg, "runtime.device_map", default=None)
+    merged = {str(k): str(v) for k, v in runtime.items() if str(k) in devices} if OmegaConf.is_dict(runtime) else {}
+    merged.update({str(k): str(v) for k, v in given.items()} if given is not None else {})
     return merged or None
 
 

@@ -63,6 +63,23 @@ def test_place_writes_back_with_write_back_device_map_and_says_how_to_give_it(tm
     assert {"placement.json", "trace.json", "device_map.json"} <= {p.name for p in out.iterdir()}
 
 
+def test_a_runtime_device_map_for_more_devices_than_the_clusters_serves_the_write_back(tmp_path):
+    """One runtime.device_map may serve a sweep over clusters (the runtime reads the entries of its devices): the
+    write-back check refused its entries for devices the job's cluster lacks; a misspelt write_back_device_map key
+    is still refused, named."""
+    save_json(cluster_to_dict(_named_cluster()), tmp_path / "named.json")
+    args = [*TORCH_LINEAR, "+graph.module.in_features=8", "+graph.module.out_features=8", "cluster=file",
+            f"cluster.path={tmp_path / 'named.json'}", "runtime=torch"]
+    out = tmp_path / "wider"
+    proc = _gplace("place", *args, "runtime.device_map={fast: cpu, slow: cpu, other: cpu}", f"hydra.run.dir={out}",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "device_map.json").is_file()
+    proc = _gplace("place", *args, "runtime.device_map={fast: cpu, slow: cpu}", "write_back_device_map={fats: cpu}",
+                   f"hydra.run.dir={tmp_path / 'misspelt'}", cwd=tmp_path)
+    assert proc.returncode == 2 and "device_map names no device of cluster 'named': 'fats'" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["+encoder.bogus=3"], "gplace: error: encoder: no setting 'bogus' (its settings: hidden_size, type_embedding, "),
     (["place", *TORCH_LINEAR],
