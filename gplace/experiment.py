@@ -758,21 +758,14 @@ def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime 
 
 
 def _keep_faster(path: Path, doc: Mapping[str, Any]) -> None:
-    """Move ``path``, a placement of the same graph on the same cluster measured by the same runtime as ``doc``'s
-    but faster, to ``placement.previous.json`` beside it, with a WARNING: a run directory's earlier result (its
-    checkpoint deleted and run again with less budget, or run again without the ``refine`` that found it) was
-    replaced by a slower one without a word."""
-    from gplace.ir.serialize import load_json
-
-    try:
-        earlier = load_json(path)
-    except (OSError, ValueError):  # none, or not one gplace wrote
-        return
-    same = all(earlier.get(key) == doc.get(key) for key in ("graph_fingerprint", "cluster", "devices", "runtime"))
-    was, now = earlier.get("step_time"), doc.get("step_time")
-    if not (same and isinstance(was, float) and math.isfinite(was) and (now is None or was < now)):
-        return
+    """Move ``path``, another placement of the same graph on the same cluster measured by the same runtime as
+    ``doc``'s but faster (and faster than a ``placement.previous.json`` kept before), to ``placement.previous.json``
+    beside it, with a WARNING: a run directory's earlier result (its checkpoint deleted and run again with less
+    budget, or run again without the ``refine`` that found it) was replaced by a slower one without a word."""
     kept = path.with_name("placement.previous.json")
+    was, now = _step_time_of(path, doc), doc.get("step_time")
+    if was is None or (now is not None and was >= now) or was >= (_step_time_of(kept, doc) or math.inf):
+        return
     try:
         os.replace(path, kept)
     except OSError as err:
@@ -780,6 +773,23 @@ def _keep_faster(path: Path, doc: Mapping[str, Any]) -> None:
         return
     log.warning("%s held a faster placement (%s) than this run's (%s): kept as %s", path, format_seconds(was),
                 "failed" if now is None else format_seconds(now), kept.name)
+
+
+def _step_time_of(path: Path, doc: Mapping[str, Any]) -> float | None:
+    """The step time of the placement document ``path`` where it places ``doc``'s graph on its cluster, measured by
+    its runtime, otherwise than ``doc`` (another placement); else ``None``."""
+    from gplace.ir.serialize import load_json
+
+    try:
+        other = load_json(path)
+    except (OSError, ValueError):  # none, or not one gplace wrote
+        return None
+    keys = ("graph_fingerprint", "cluster", "devices", "runtime")
+    if not isinstance(other, Mapping) or other.get("placement") == doc.get("placement") or \
+            any(other.get(key) != doc.get(key) for key in keys):
+        return None
+    step_time = other.get("step_time")
+    return step_time if isinstance(step_time, float) and math.isfinite(step_time) else None
 
 
 def _warn_unaligned(unaligned: list[dict[str, str]], backward_away: int) -> None:
