@@ -45,7 +45,7 @@ def import_tensorflow() -> Any:
         except ValueError:  # not a physical device TensorFlow knows
             continue
         except RuntimeError:  # the runtime started already: growth is what it was then
-            forced = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH", "").lower() == "true"  # get_memory_growth: None
+            forced = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true"  # as TensorFlow reads it (strcmp)
             if not (tf.config.experimental.get_memory_growth(gpu) or forced) and not _warned[0]:
                 _warned[0] = True
                 logger.warning("TensorFlow started before gplace could set memory growth on %s, so it holds most "

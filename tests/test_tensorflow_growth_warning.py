@@ -13,7 +13,7 @@ tf = pytest.importorskip("tensorflow")
 from gplace import tensorflow_setup  # noqa: E402
 
 
-@pytest.mark.parametrize(("allow_growth", "warned"), [("true", False), ("TRUE", False), (None, True), ("false", True)])
+@pytest.mark.parametrize(("allow_growth", "warned"), [("true", False), ("TRUE", True), (None, True), ("false", True)])
 def test_the_warning_follows_tf_force_gpu_allow_growth(monkeypatch, caplog, allow_growth, warned):
     gpu = tf.config.PhysicalDevice(name="/physical_device:GPU:0", device_type="GPU")
 
