@@ -99,6 +99,8 @@ _TF_DEVICE = re.compile(r"device:((?:CPU|GPU):\d+)")
 _ROOT_ERROR = re.compile(r"^\(\d+\) [A-Z_]+: ")
 _ERROR_COUNT = re.compile(r"^\d+ root error\(s\) found")
 _VARIABLE_OPS = {"VarHandleOp": "AssignVariableOp", "VariableV2": "Assign", "Variable": "Assign"}
+_CALL_SCOPE = re.compile(r"(^|/)(Stateful)?PartitionedCall(_\d+)?$")
+"""The scope of an inlined function call's ops (``PartitionedCall/...``)."""
 
 
 class TensorFlowRunError(RuntimeError):
@@ -631,11 +633,13 @@ class _Step:
         return TensorFlowRunError(f"{what} on {where} failed: {type(err).__name__}: {brief}")
 
     def _known(self, node: str | None) -> str | None:
-        """The op ``node`` names: the one op of the graph whose name ends with ``/<node>`` where TensorFlow names an
-        op of an inlined call as it was in the call (``gradients/...`` for ``PartitionedCall/gradients/...``)."""
+        """The op ``node`` names: where TensorFlow names an op of an inlined call as it was in the call
+        (``gradients/...`` for ``PartitionedCall/gradients/...``), the one op of the graph that is ``node`` under a
+        call's scope (not an op of a loop's body that shares a name's end with another op)."""
         if node is None or node in self.homes or node in self.initialises or node in self.holding:
             return node
-        inlined = [name for name in self.homes if name.endswith(f"/{node}")]
+        inlined = [name for name in self.homes
+                   if name.endswith(f"/{node}") and _CALL_SCOPE.search(name.removesuffix(f"/{node}"))]
         return inlined[0] if len(inlined) == 1 else node
 
     def _what(self, node: str | None) -> str:
