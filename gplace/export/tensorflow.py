@@ -4,11 +4,11 @@
 
 :func:`place_graph_def` returns a copy of the graph's self-contained ``GraphDef`` (one node per op, same names;
 see :class:`~gplace.importers.tensorflow.TensorFlowSource`) with every ``NodeDef.device`` set from the
-placement (a device written inside a function, a ``While``'s or ``If``'s body, is dropped: the op runs its body
-where it is placed): cluster device ``"/CPU:i"`` becomes ``"/device:CPU:i"``, ``"/GPU:i"`` ``"/device:GPU:i"``
-(:func:`~gplace.runtime.tf_runtime.tf_device`; ``device_map`` renames others). :func:`session_config` is a
-``ConfigProto`` that runs it as placed: soft placement off, as many logical CPU devices as the placement uses,
-no graph rewriting.
+placement (a device written inside a function, a ``While``'s or ``If``'s body, is dropped but the first CPU: the op
+runs its body where it is placed): cluster device ``"/CPU:i"`` becomes ``"/device:CPU:i"``, ``"/GPU:i"``
+``"/device:GPU:i"`` (:func:`~gplace.runtime.tf_runtime.tf_device`; ``device_map`` renames others).
+:func:`session_config` is a ``ConfigProto`` that runs it as placed: soft placement off, as many logical CPU
+devices as the placement uses, no graph rewriting.
 Variables stay handles (``VarHandleOp``) as in the imported GraphDef: initialise or restore them as for any
 GraphDef.
 

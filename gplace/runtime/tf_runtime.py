@@ -99,6 +99,8 @@ _TF_DEVICE = re.compile(r"device:((?:CPU|GPU):\d+)")
 _ROOT_ERROR = re.compile(r"^\(\d+\) [A-Z_]+: ")
 _ERROR_COUNT = re.compile(r"^\d+ root error\(s\) found")
 _VARIABLE_OPS = {"VarHandleOp": "AssignVariableOp", "VariableV2": "Assign", "Variable": "Assign"}
+_FIRST_CPU = re.compile(r"(?i)(^|/)(device:)?cpu:0$")
+"""A device string naming the first CPU (``/device:CPU:0``, ``/cpu:0``, ``/job:localhost/.../device:CPU:0``)."""
 _CALL_SCOPE = re.compile(r"(^|/)(Stateful)?PartitionedCall(_\d+)?$")
 """The scope of an inlined function call's ops (``PartitionedCall/...``)."""
 
@@ -400,16 +402,18 @@ def _homes(graph_def: Any, graph: OpGraph, devices: list[int]) -> dict[str, int]
 
 
 def with_devices(graph_def: Any, devices: Mapping[str, str]) -> Any:
-    """A copy of ``graph_def`` with each node's device ``devices[node.name]``, and no device inside its functions:
-    a control-flow op (``While``, ``If``) is placed as a unit, its body running where it runs (a device its body
-    was written with names a device the placed program may lack)."""
+    """A copy of ``graph_def`` with each node's device ``devices[node.name]``, and no device inside its functions
+    but the first CPU: a control-flow op (``While``, ``If``) is placed as a unit, its body running where it runs (a
+    device its body was written with names a device the placed program may lack); a body's op pinned to the CPU
+    (one without a GPU kernel) stays there, as every program has that device."""
     placed = type(graph_def)()
     placed.CopyFrom(graph_def)
     for node in placed.node:
         node.device = devices[node.name]
     for function in placed.library.function:
         for node in function.node_def:
-            node.ClearField("device")
+            if not _FIRST_CPU.search(node.device):
+                node.ClearField("device")
     return placed
 
 

@@ -60,3 +60,24 @@ def test_tf_v1_measures_a_loop_whose_body_named_a_device():
     measurement = TensorFlowRuntime(steps=1, warmup=0).measure(graph, uniform_cluster(2, kind="cpu"),
                                                                  Placement.single(graph, 0))
     assert measurement.ok, measurement.reason
+
+
+@tf.function(input_signature=[tf.TensorSpec([4, 8], tf.float32, name="x")])
+def loop_pinned_to_cpu0(x):
+    def body(i, t):
+        with tf.device("/device:CPU:0"):
+            t = tf.tanh(t) + 1.0
+        return i + 1, t
+    return tf.while_loop(lambda i, t: i < 3, body, (tf.constant(0), tf.identity(x)))[1]
+
+
+def test_a_body_pinned_to_the_first_cpu_keeps_its_pin():
+    graph = from_tensorflow(loop_pinned_to_cpu0)
+    placed = place_graph_def(graph, uniform_cluster(2, kind="cpu"), Placement.single(graph, 1))
+    assert {n.device for f in placed.library.function for n in f.node_def if n.device} == {"/device:CPU:0"}
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        tf.graph_util.import_graph_def(placed, name="")
+    with tf.compat.v1.Session(graph=tf_graph, config=session_config(placed)) as session:
+        [out] = session.run(list(graph.source.outputs), {graph.source.inputs[0]: X})
+    np.testing.assert_allclose(out, np.tanh(np.tanh(np.tanh(X) + 1) + 1) + 1, rtol=1e-5)
