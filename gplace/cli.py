@@ -48,6 +48,7 @@ def _held_first(run_dir: str | Path):
     the job's search."""
     from gplace.run_dir import hold_dir
 
+    _LOG_SIZES.clear()  # a job refused the directory (held by another) cuts nothing: an earlier sweep job's sizes
     with hold_dir(run_dir):
         _note_log_sizes()
         _record_folder(run_dir)
@@ -60,7 +61,6 @@ _LOG_SIZES: dict[str, int] = {}
 
 def _note_log_sizes() -> None:
     """Note the size of each of the job's log files, for :func:`_restore_log_files`."""
-    _LOG_SIZES.clear()
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler) and handler.stream is not None:
             with contextlib.suppress(OSError, ValueError):
@@ -78,6 +78,7 @@ def _restore_log_files() -> None:
             with contextlib.suppress(OSError, ValueError):
                 handler.flush()
                 os.truncate(handler.baseFilename, size)
+    _LOG_SIZES.clear()
 
 
 _TORCH_THREADS: list[int] = []
@@ -591,10 +592,10 @@ def _guard(job, cfg: DictConfig, command: str = "train"):
         _log_to_files(f"{type(err).__name__}: {err}")
         raise
     except (ValueError, OSError) as err:  # gplace's errors are ValueErrors naming the op, field or file
-        if _another_runs_dir(err):
+        others = _another_runs_dir(err)
+        if others:
             _restore_log_files()
-        _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}", log_files=not _another_runs_dir(err),
-              status=_exit_status(err))
+        _fail(f"{type(err).__name__}: {err}{_default_dir_hint(err)}", log_files=not others, status=_exit_status(err))
     except MissingExtraError as err:  # a part of the run needs an extra (the METIS placer, the tf runtime)
         _fail(f"ImportError: {err}")
     except KeyboardInterrupt as err:
