@@ -561,6 +561,7 @@ def _op_too_large(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> str | N
     output, none of another op's, as :mod:`gplace.pipeline.simulator` holds them), a group's lower bound (its
     members' persistent bytes together + its largest such output + temporary), naming the first such; else
     ``None``."""
+    from gplace.pipeline.simulator import microbatch_activations
     from gplace.runtime.wrapper import innermost
 
     allowed = graph.allowed_devices(cluster)
@@ -568,7 +569,7 @@ def _op_too_large(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> str | N
     if microbatches is None:
         output, held = graph.output_bytes, "output"
     else:
-        output = np.where(graph.phase_codes() == 0, -(-graph.output_bytes // microbatches), 0)
+        output = microbatch_activations(graph, microbatches)
         held = "one micro-batch's output"
     own = output + graph.temporary_memory
     need = graph.persistent_memory + own

@@ -366,6 +366,12 @@ def _grad_of(graph: OpGraph) -> np.ndarray:
     return np.asarray(graph.grad_of, dtype=np.int64) if graph.grad_of else np.full(graph.num_ops, -1, np.int64)
 
 
+def microbatch_activations(graph: OpGraph, microbatches: int) -> np.ndarray:
+    """(N,) int64: what one micro-batch in flight holds of each op's output (module docstring, Memory):
+    ``ceil(output_bytes / M)`` of a forward op, nothing of a backward or update op."""
+    return np.where(graph.phase_codes() == FORWARD, -(-graph.output_bytes // microbatches), 0)
+
+
 def ops_that_run(graph: OpGraph, cluster: Cluster, durations: np.ndarray | None = None) -> np.ndarray:
     """(N,) bool: each op but a source (no inputs) that takes no time on any device it may run on (an input, a
     weight), which never decides a stage's place (``durations``: ``graph.durations(cluster)``, if at hand)."""

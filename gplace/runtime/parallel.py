@@ -588,8 +588,8 @@ def _gpu_sets(per_worker: int | None, gpus: list[str] | None, workers: int | Non
     return [",".join(ids[i * per_worker:(i + 1) * per_worker]) for i in range(count)]
 
 
-_GPU_ID = re.compile(r"(?:cuda:)?(\d+)|((?:GPU|MIG)-[^,\s]+)")
-"""A ``CUDA_VISIBLE_DEVICES`` entry: an index (``"cuda:"`` before it too), or a GPU's or MIG instance's UUID."""
+_GPU_ID = re.compile(r"(\d+)|((?:GPU|MIG)-[^,\s]+)")
+"""A ``CUDA_VISIBLE_DEVICES`` entry: an index, or a GPU's or MIG instance's UUID."""
 
 
 def _gpu_ids(gpus: Sequence[Any] | str) -> list[str]:
@@ -619,14 +619,13 @@ def _gpu_id(k: int, entry: Any) -> str:
         text = str(int(entry))
     elif isinstance(entry, str) and (index := re.fullmatch(r"\s*cuda:(\d+)\s*", entry)):
         torch_index = int(index[1])
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    job = None if visible is None else [g.strip() for g in visible.split(",") if g.strip()]
+    job = _job_gpus()
     if torch_index is not None:
         if job is None:
             return str(torch_index)
         if torch_index >= len(job):
             raise ValueError(f"PoolRuntime: gpus[{k}] = {entry!r} is not one of this process's {len(job)} GPUs "
-                             f"(CUDA_VISIBLE_DEVICES={visible})")
+                             f"(CUDA_VISIBLE_DEVICES={','.join(job)})")
         return job[torch_index]
     match = _GPU_ID.fullmatch(text.strip()) if isinstance(text, str) else None
     if not match:
@@ -635,15 +634,21 @@ def _gpu_id(k: int, entry: Any) -> str:
     found = match[1] or match[2]
     if job is not None and found not in job:
         raise ValueError(f"PoolRuntime: gpus[{k}] = {entry!r} is not one of this process's CUDA_VISIBLE_DEVICES "
-                         f"({visible}): give its entries, or 'cuda:i' for torch's i-th GPU")
+                         f"({','.join(job)}): give its entries, or 'cuda:i' for torch's i-th GPU")
     return found
+
+
+def _job_gpus() -> list[str] | None:
+    """This process's ``CUDA_VISIBLE_DEVICES`` entries, or ``None`` where it is not set."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return None if visible is None else [g.strip() for g in visible.split(",") if g.strip()]
 
 
 def _visible_gpus() -> list[str]:
     """This process's GPU ids: ``CUDA_VISIBLE_DEVICES``, else one per GPU torch sees."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return [g.strip() for g in visible.split(",") if g.strip()]
+    job = _job_gpus()
+    if job is not None:
+        return job
     import torch
 
     return [str(i) for i in range(torch.cuda.device_count())]

@@ -46,7 +46,14 @@ from gplace.baselines._common import PlacementInfeasibleError, Units, build_unit
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.graph import csr
 from gplace.ir.placement import check_graph_and_cluster
-from gplace.pipeline.simulator import FORWARD, SCHEDULES, UPDATE, check_microbatches, ops_that_run
+from gplace.pipeline.simulator import (
+    FORWARD,
+    SCHEDULES,
+    UPDATE,
+    check_microbatches,
+    microbatch_activations,
+    ops_that_run,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +133,7 @@ def fits_1f1b(graph: OpGraph, cluster: Cluster, devices: np.ndarray, microbatche
     held[np.unique(devices[grad_of[backward[apart]]])] = m
     need, activations = np.zeros(nd, dtype=np.int64), np.zeros(nd, dtype=np.int64)
     np.add.at(need, devices, graph.persistent_memory)  # whole bytes: float weights lose them past 2**53
-    np.add.at(activations, devices, np.where(forward, -(-graph.output_bytes // m), 0))
+    np.add.at(activations, devices, microbatch_activations(graph, m))
     return bool((need + held * activations <= cluster.memory).all())
 
 
