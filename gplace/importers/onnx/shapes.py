@@ -356,13 +356,13 @@ def _taught(model: onnx.ModelProto, values: Mapping[str, np.ndarray],
 
     folded = onnx.ModelProto()
     folded.CopyFrom(model)
-    outputs = {v.name: v for v in folded.graph.output}
+    graph_outputs = {v.name: v for v in folded.graph.output}
     for name, info in learned.items():
-        if name in outputs:
-            outputs[name].type.CopyFrom(info.type)
+        if name in graph_outputs:
+            graph_outputs[name].type.CopyFrom(info.type)
     kept = [v for v in folded.graph.value_info if v.name not in learned]
     del folded.graph.value_info[:]
-    folded.graph.value_info.extend([*kept, *(v for name, v in learned.items() if name not in outputs)])
+    folded.graph.value_info.extend([*kept, *(v for name, v in learned.items() if name not in graph_outputs)])
     del folded.graph.node[:]
     for node in model.graph.node:
         outputs = [t for t in node.output if t]
