@@ -581,10 +581,22 @@ def _evaluate(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset_import: 
         specs = [tensor_spec(inferred[t]) if t in inferred else None for t in node.output if t]
         if any(s is None or math.prod(s.shape) > _FOLD_LIMIT for s in specs):
             return {}
-        results = ReferenceEvaluator(node, opsets=opsets).run(None, feeds)
+        results = ReferenceEvaluator(_one_node_model(node, types, inferred, opset_import)).run(None, feeds)
     except Exception:  # an op that onnx cannot infer or run here: its outputs stay unknown
         return {}
     return {t: np.asarray(r) for t, r in zip(node.output, results, strict=False) if t}
+
+
+def _one_node_model(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], inferred: Mapping[str, Any],
+                    opset_import: Any) -> onnx.ModelProto:
+    """``node`` alone in a model of the model's opsets: onnx.reference runs a bare node at the newest opset (an
+    ``Unsqueeze`` with opset 11's ``axes`` attribute failed as opset 13's)."""
+    import onnx
+
+    inputs = [onnx.helper.make_value_info(t, types[t]) for t in dict.fromkeys(node.input) if t]
+    outputs = [onnx.helper.make_value_info(t, inferred[t]) for t in node.output if t]
+    graph = onnx.helper.make_graph([node], "fold", inputs, outputs)
+    return onnx.helper.make_model(graph, opset_imports=list(opset_import))
 
 
 def _run_inference(model: onnx.ModelProto, graph_name: str) -> onnx.ModelProto:
