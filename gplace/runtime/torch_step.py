@@ -217,8 +217,8 @@ def _record_stream(value: Any, stream: Any) -> None:
 
 def nbytes(value: Any) -> int:
     """The bytes of the tensors in ``value``: a dense one ``numel * element_size``, a sparse one its values and
-    indices, as the importer sizes it (:func:`~gplace.importers.torch_export.sparse_nbytes`), so bytes moved agree
-    with ``sim-v1``'s."""
+    indices, as the importer sizes it (:func:`~gplace.importers.torch_export.sparse_nbytes`), so a value's bytes
+    moved agree with ``sim-v1``'s (which also charges edges ``torch-v1`` copies nothing for: docs/runtimes.md)."""
     return sum(_tensor_nbytes(t) for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
 
 
