@@ -33,9 +33,10 @@ class Traced:
     input_names: tuple[str, ...] = ()
     """:attr:`~gplace.importers.tensorflow.TensorFlowSource.input_names`."""
     at_batch: bool = False
-    """Traced by gplace at ``from_tensorflow``'s ``batch_size`` (a Keras model, a ``tf.function`` with an input
-    signature), so the shapes its loops and branches recorded follow it; a saved program's keep the batch it was
-    traced at."""
+    """Traced with every input's shape known (a Keras model or ``tf.function`` traced by gplace at
+    ``from_tensorflow``'s ``batch_size``, or a function of a fixed-batch signature), so the shapes its loops and
+    branches recorded follow them; a saved program traced at an unknown batch (a SavedModel's, a GraphDef, a
+    restored function's calls) keeps that."""
     phases: dict[str, str] = field(default_factory=dict)
     """A training step's node name -> the phase of the call that made it while tracing (``backward``:
     ``tape.gradient``, ``update``: the optimiser's ``apply_gradients``), for :func:`~.training.training_phases`."""
@@ -77,9 +78,10 @@ def function_traced(tf: Any, concrete: Any) -> Traced:
         inputs = tuple(t.name for t in concrete.inputs if t.name not in captured)
         outputs = tuple(t.name for t in concrete.outputs)
         names = _structured_names(tf, getattr(concrete, "structured_outputs", None), outputs)
+    fixed = all(t.shape.is_fully_defined() for t in concrete.inputs if t.name not in captured)
     return Traced(graph_def, fname.removeprefix("__inference_"), inputs, outputs,
                   variables={renames.get(k, k): v for k, v in held.items()}, resources=tuple(others),
-                  output_names=names)
+                  output_names=names, at_batch=fixed)
 
 
 def refuse_composite_inputs(tf: Any, concrete: Any, where: str) -> None:

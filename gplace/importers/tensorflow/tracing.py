@@ -44,6 +44,7 @@ def trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, 
         return function_traced(tf, obj)
     if isinstance(obj, tf.types.experimental.PolymorphicFunction):
         _refuse_outputs(outputs, "a tf.function")
+        restored = type(obj).__name__ == "RestoredFunction"  # tf.saved_model.load's: its saved calls keep their shapes
         specs = getattr(obj, "input_signature", None)
         # a function with a signature that fails fails in its own code: no hint to give it one
         where = (f"tf.function {getattr(obj, '__name__', '?')!r} failed while tracing at its input_signature"
@@ -54,7 +55,8 @@ def trace(tf: Any, obj: Any, training: bool, batch_size: int | None, loss: Any, 
                 obj = tf.function(obj.python_function, input_signature=_batched(tf, specs, batch_size))
             concrete = obj.get_concrete_function()
         refuse_composite_inputs(tf, concrete, f"tf.function {getattr(obj, '__name__', '?')!r}")
-        return dataclasses.replace(function_traced(tf, concrete), at_batch=bool(specs and batch_size))
+        traced = function_traced(tf, concrete)
+        return dataclasses.replace(traced, at_batch=False) if restored else traced
     if is_keras_model(obj):
         _refuse_outputs(outputs, "a Keras model")
         return dataclasses.replace(keras_traced(tf, obj, training, batch_size, loss, optimizer), at_batch=True)
