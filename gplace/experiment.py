@@ -764,8 +764,11 @@ def _keep_faster(path: Path, doc: Mapping[str, Any]) -> None:
     beside it, with a WARNING: a run directory's earlier result (its checkpoint deleted and run again with less
     budget, or run again without the ``refine`` that found it) was replaced by a slower one without a word."""
     kept = path.with_name("placement.previous.json")
-    was, now = _step_time_of(path, doc), doc.get("step_time")
-    if was is None or (now is not None and was >= now) or was >= (_step_time_of(kept, doc) or math.inf):
+    was, now = _step_time_of(path, doc, another=True), doc.get("step_time")
+    if was is None or (now is not None and was >= now):
+        return
+    best_kept = _step_time_of(kept, doc, another=False)
+    if best_kept is not None and was >= best_kept:
         return
     try:
         os.replace(path, kept)
@@ -776,9 +779,10 @@ def _keep_faster(path: Path, doc: Mapping[str, Any]) -> None:
                 "failed" if now is None else format_seconds(now), kept.name)
 
 
-def _step_time_of(path: Path, doc: Mapping[str, Any]) -> float | None:
+def _step_time_of(path: Path, doc: Mapping[str, Any], *, another: bool) -> float | None:
     """The step time of the placement document ``path`` where it places ``doc``'s graph on its cluster, measured by
-    its runtime, otherwise than ``doc`` (another placement); else ``None``."""
+    its runtime (with ``another``, a placement other than ``doc``'s: the same one measured again is no other
+    result); else ``None``."""
     from gplace.ir.serialize import load_json
 
     try:
@@ -786,7 +790,7 @@ def _step_time_of(path: Path, doc: Mapping[str, Any]) -> float | None:
     except (OSError, ValueError):  # none, or not one gplace wrote
         return None
     keys = ("graph_fingerprint", "cluster", "devices", "runtime")
-    if not isinstance(other, Mapping) or other.get("placement") == doc.get("placement") or \
+    if not isinstance(other, Mapping) or (another and other.get("placement") == doc.get("placement")) or \
             any(other.get(key) != doc.get(key) for key in keys):
         return None
     step_time = other.get("step_time")

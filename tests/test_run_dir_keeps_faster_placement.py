@@ -46,3 +46,19 @@ def test_the_same_placement_measured_slower_again_is_not_kept(tmp_path):
     (run_dir / "placement.json").write_text(json.dumps(doc))
     gplace.place(graph, cluster, method="heft", run_dir=run_dir)
     assert not (run_dir / "placement.previous.json").exists()
+
+
+def test_a_kept_placement_is_not_replaced_by_a_slower_one_though_it_is_measured_again(tmp_path):
+    """placement.previous.json holds A (0.5 s), placement.json B (0.9 s), and A is measured again at 1 s: B is no
+    faster than what is kept. A kept placement equal to the new one was taken as none, and B replaced it."""
+    graph, cluster = random_dag(24, seed=3), uniform_cluster(3)
+    run_dir = tmp_path / "run"
+    gplace.place(graph, cluster, method="heft", run_dir=run_dir)
+    a = _step_time(run_dir / "placement.json")
+    gplace.place(graph, cluster, method="single", run_dir=run_dir)  # B: A is kept
+    for name, step_time in (("placement.previous.json", 0.5 * a), ("placement.json", 0.9 * a)):
+        doc = json.loads((run_dir / name).read_text())
+        doc["step_time"] = step_time  # as a noisy runtime measured them
+        (run_dir / name).write_text(json.dumps(doc))
+    gplace.place(graph, cluster, method="heft", run_dir=run_dir)  # A again, at a
+    assert _step_time(run_dir / "placement.previous.json") == 0.5 * a
