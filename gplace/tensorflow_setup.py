@@ -45,8 +45,9 @@ def import_tensorflow() -> Any:
         except ValueError:  # not a physical device TensorFlow knows
             continue
         except RuntimeError:  # the runtime started already: growth is what it was then
-            forced = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true"  # as TensorFlow reads it (strcmp)
-            if not (tf.config.experimental.get_memory_growth(gpu) or forced) and not _warned[0]:
+            forced = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")  # as TensorFlow reads it: "true", "false" or unset
+            growth = forced == "true" or (forced != "false" and tf.config.experimental.get_memory_growth(gpu))
+            if not growth and not _warned[0]:
                 _warned[0] = True
                 logger.warning("TensorFlow started before gplace could set memory growth on %s, so it holds most "
                                "of that GPU's memory; import gplace's TensorFlow modules (or set "

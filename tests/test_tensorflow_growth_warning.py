@@ -13,8 +13,11 @@ tf = pytest.importorskip("tensorflow")
 from gplace import tensorflow_setup  # noqa: E402
 
 
-@pytest.mark.parametrize(("allow_growth", "warned"), [("true", False), ("TRUE", True), (None, True), ("false", True)])
-def test_the_warning_follows_tf_force_gpu_allow_growth(monkeypatch, caplog, allow_growth, warned):
+@pytest.mark.parametrize(("allow_growth", "set_on", "warned"), [
+    ("true", None, False), ("TRUE", None, True), (None, None, True), ("false", None, True), (None, True, False),
+    ("false", True, True),  # TensorFlow's "false" turns off growth that was set on
+])
+def test_the_warning_follows_tf_force_gpu_allow_growth(monkeypatch, caplog, allow_growth, set_on, warned):
     gpu = tf.config.PhysicalDevice(name="/physical_device:GPU:0", device_type="GPU")
 
     def started(device, enable):
@@ -22,7 +25,7 @@ def test_the_warning_follows_tf_force_gpu_allow_growth(monkeypatch, caplog, allo
 
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [gpu] if kind == "GPU" else [])
     monkeypatch.setattr(tf.config.experimental, "set_memory_growth", started)
-    monkeypatch.setattr(tf.config.experimental, "get_memory_growth", lambda device: None)
+    monkeypatch.setattr(tf.config.experimental, "get_memory_growth", lambda device: set_on)
     monkeypatch.setattr(tensorflow_setup, "_warned", [False])
     if allow_growth is None:
         monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)

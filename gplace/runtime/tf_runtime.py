@@ -99,7 +99,7 @@ _TF_DEVICE = re.compile(r"device:((?:CPU|GPU):\d+)")
 _ROOT_ERROR = re.compile(r"^\(\d+\) [A-Z_]+: ")
 _ERROR_COUNT = re.compile(r"^\d+ root error\(s\) found")
 _VARIABLE_OPS = {"VarHandleOp": "AssignVariableOp", "VariableV2": "Assign", "Variable": "Assign"}
-_FIRST_CPU = re.compile(r"(?i)(^|/)(device:)?cpu:0$")
+_FIRST_CPU = re.compile(r"(?i)(^|/)(device:)?cpu:0+$")
 """A device string naming the first CPU (``/device:CPU:0``, ``/cpu:0``, ``/job:localhost/.../device:CPU:0``)."""
 _CALL_SCOPE = re.compile(r"(^|/)(Stateful)?PartitionedCall(_\d+)?$")
 """The scope of an inlined function call's ops (``PartitionedCall/...``)."""
@@ -412,7 +412,9 @@ def with_devices(graph_def: Any, devices: Mapping[str, str]) -> Any:
         node.device = devices[node.name]
     for function in placed.library.function:
         for node in function.node_def:
-            if not _FIRST_CPU.search(node.device):
+            if _FIRST_CPU.search(node.device):
+                node.device = "/device:CPU:0"  # this process's (a /job:worker/... pin: a local session has none)
+            else:
                 node.ClearField("device")
     return placed
 

@@ -148,9 +148,10 @@ def _other_run(path: Path, saved: str, now: str) -> str:
                 f"another order, or a task more or less); resume with the tasks it ran on, or {_NEW_RUN}")
     pairs = zip(("graph", "cluster"), saved.split("/"), now.split("/"), strict=False)
     differ = [what for what, was, is_now in pairs if was != is_now] or ["graph", "cluster"]
-    examples = {"graph": "a built-in graph whose costs a newer gplace changed", "cluster": "other memory or links"}
-    what = " and ".join(differ)
-    return (f"checkpoint {path} belongs to another {what} ({saved}, not {now}: another {what}, or the same one with "
+    examples = {"graph": "a built-in graph whose costs a newer gplace changed",
+                "cluster": "a cluster with other memory or links"}
+    what, same = " and ".join(differ), "the same ones" if len(differ) > 1 else "the same one"
+    return (f"checkpoint {path} belongs to another {what} ({saved}, not {now}: another {what}, or {same} with "
             f"other contents, e.g. {' or '.join(examples[d] for d in differ)}); resume with the {what} it ran on, or "
             f"{_NEW_RUN}")
 

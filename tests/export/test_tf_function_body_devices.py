@@ -81,3 +81,20 @@ def test_a_body_pinned_to_the_first_cpu_keeps_its_pin():
     with tf.compat.v1.Session(graph=tf_graph, config=session_config(placed)) as session:
         [out] = session.run(list(graph.source.outputs), {graph.source.inputs[0]: X})
     np.testing.assert_allclose(out, np.tanh(np.tanh(np.tanh(X) + 1) + 1) + 1, rtol=1e-5)
+
+
+def test_a_first_cpu_pin_of_another_job_becomes_this_processs():
+    """A body pinned to /job:worker/task:1/device:CPU:0 (a distributed program's) named a device no local session
+    has; such a pin is the local first CPU now, and other body devices are cleared."""
+    from tensorflow.core.framework import graph_pb2
+
+    from gplace.runtime.tf_runtime import with_devices
+
+    graph_def = graph_pb2.GraphDef()
+    graph_def.node.add(name="call", op="NoOp")
+    function = graph_def.library.function.add()
+    for name, device in (("a", "/job:worker/task:1/device:CPU:0"), ("b", "/device:GPU:1"), ("c", "/cpu:0")):
+        function.node_def.add(name=name, op="NoOp", device=device)
+    placed = with_devices(graph_def, {"call": "/device:CPU:1"})
+    assert [n.device for n in placed.library.function[0].node_def] == ["/device:CPU:0", "", "/device:CPU:0"]
+    assert placed.node[0].device == "/device:CPU:1"
