@@ -23,13 +23,21 @@ pytestmark = pytest.mark.tf
 X = np.ones((4, 8), np.float32)
 
 
-@tf.function(input_signature=[tf.TensorSpec([4, 8], tf.float32, name="x")])
-def loop_on_cpu2(x):
-    def body(i, t):
-        with tf.device("/device:CPU:2"):
-            t = tf.tanh(t) + 1.0
-        return i + 1, t
-    return tf.while_loop(lambda i, t: i < 3, body, (tf.constant(0), tf.identity(x)))[1]
+def _loop_on(device: str):
+    """A tf.function running tanh(t) + 1 three times in a while_loop whose body is written on ``device``."""
+
+    @tf.function(input_signature=[tf.TensorSpec([4, 8], tf.float32, name="x")])
+    def loop(x):
+        def body(i, t):
+            with tf.device(device):
+                t = tf.tanh(t) + 1.0
+            return i + 1, t
+        return tf.while_loop(lambda i, t: i < 3, body, (tf.constant(0), tf.identity(x)))[1]
+
+    return loop
+
+
+loop_on_cpu2 = _loop_on("/device:CPU:2")
 
 
 @tf.function(input_signature=[tf.TensorSpec([4, 8], tf.float32, name="x")])
@@ -62,13 +70,7 @@ def test_tf_v1_measures_a_loop_whose_body_named_a_device():
     assert measurement.ok, measurement.reason
 
 
-@tf.function(input_signature=[tf.TensorSpec([4, 8], tf.float32, name="x")])
-def loop_pinned_to_cpu0(x):
-    def body(i, t):
-        with tf.device("/device:CPU:0"):
-            t = tf.tanh(t) + 1.0
-        return i + 1, t
-    return tf.while_loop(lambda i, t: i < 3, body, (tf.constant(0), tf.identity(x)))[1]
+loop_pinned_to_cpu0 = _loop_on("/device:CPU:0")
 
 
 def test_a_body_pinned_to_the_first_cpu_keeps_its_pin():
