@@ -62,3 +62,18 @@ def test_a_kept_placement_is_not_replaced_by_a_slower_one_though_it_is_measured_
         (run_dir / name).write_text(json.dumps(doc))
     gplace.place(graph, cluster, method="heft", run_dir=run_dir)  # A again, at a
     assert _step_time(run_dir / "placement.previous.json") == 0.5 * a
+
+
+def test_a_finished_runs_metrics_are_kept_when_a_run_starts_afresh_beside_them(tmp_path, caplog):
+    """Its checkpoint deleted (as a refusal advised), a finished run's directory run again: the new search emptied
+    the old metrics.jsonl."""
+    graph, cluster = random_dag(12, seed=1), uniform_cluster(2)
+    run_dir = tmp_path / "run"
+    gplace.place(graph, cluster, budget="4 samples", seed=0, run_dir=run_dir)
+    before = (run_dir / "metrics.jsonl").read_bytes()
+    assert b'"step"' in before
+    (run_dir / "checkpoint.pt").unlink()
+    with caplog.at_level(logging.WARNING, logger="gplace"):
+        gplace.place(graph, cluster, budget="4 samples", seed=0, run_dir=run_dir)
+    assert (run_dir / "metrics.previous.jsonl").read_bytes() == before
+    assert "metrics.previous.jsonl" in caplog.text and b'"step"' in (run_dir / "metrics.jsonl").read_bytes()

@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import logging
 import math
+import os
 import re
 import sys
 import time
@@ -256,6 +257,7 @@ def _resume_metrics(jsonl: JsonlLogger, state: dict[str, Any] | None) -> None:
     """Drop the step records a killed run logged after its checkpoint (every one, without a checkpoint: its
     imitation and updates run again) and write back the checkpointed ones the file lost."""
     if state is None:
+        _keep_a_finished_runs_metrics(jsonl.path)
         jsonl.drop_from(-math.inf)
         return
     jsonl.drop_from(state["update"])
@@ -263,6 +265,18 @@ def _resume_metrics(jsonl: JsonlLogger, state: dict[str, Any] | None) -> None:
     if restored:
         log.warning("%s lacked %d of the %d updates checkpointed (truncated or replaced since): written back from the "
                     "checkpoint's history", jsonl.path, restored, len(state["history"]))
+
+
+def _keep_a_finished_runs_metrics(path: Path) -> None:
+    """Move ``metrics.jsonl`` of a finished run whose checkpoint is gone (a ``placement.json`` beside it) to
+    ``metrics.previous.jsonl``, where none is kept yet, with a WARNING: a run starting afresh there emptied it."""
+    kept = path.with_name("metrics.previous.jsonl")
+    if not (path.with_name("placement.json").is_file() and path.is_file() and path.stat().st_size > 0) or \
+            os.path.lexists(kept):
+        return
+    os.replace(path, kept)
+    log.warning("%s held the metrics of a finished run whose checkpoint is gone: kept as %s, as this run starts "
+                "afresh", path, kept.name)
 
 
 class ProjectionCache:
