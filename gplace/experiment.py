@@ -7,7 +7,6 @@ import dataclasses
 import inspect
 import logging
 import math
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from gplace.ir.placement import check_graph_and_cluster, check_has_ops
 from gplace.ir.serialize import as_path
 from gplace.loggers import HeldOpen, Logger, check_logger, close_as_failed
 from gplace.methods import LEARNED, Budget, check_method, make_learner, make_placer, policy_file, unused_budget
-from gplace.run_dir import claim_run_dir
+from gplace.run_dir import claim_run_dir, keep_previous, previous_name
 from gplace.runtime.base import Measurement, Runtime, check_runtime, time_ratio
 from gplace.search_result import TrainResult
 from gplace.torch_modes import float32_default, forked_rng
@@ -562,10 +561,10 @@ def _op_too_large(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> str | N
     members' persistent bytes together + its largest such output + temporary), naming the first such; else
     ``None``."""
     from gplace.pipeline.simulator import microbatch_activations
-    from gplace.runtime.wrapper import innermost
+    from gplace.runtime.wrapper import microbatches_of
 
     allowed = graph.allowed_devices(cluster)
-    microbatches = getattr(innermost(runtime), "microbatches", None)
+    microbatches = microbatches_of(runtime)
     if microbatches is None:
         output, held = graph.output_bytes, "output"
     else:
@@ -732,7 +731,7 @@ def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime 
     from gplace.pipeline import PipelineSimulator, write_pipeline_trace
     from gplace.pipeline.stages import placement_extras
     from gplace.runtime import schedule, write_chrome_trace
-    from gplace.runtime.wrapper import innermost
+    from gplace.runtime.wrapper import innermost, microbatches_of
     from gplace.show import MODEL_KEY, SIM_V1, SUMMARY_KEY, device_summary
 
     run_dir, graph, cluster, placement = Path(run_dir), report.graph, report.cluster, report.placement
@@ -746,7 +745,7 @@ def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime 
     extra[SUMMARY_KEY] = device_summary(graph, cluster, placement, timeline)
     if timeline is None and report.measurement.runtime != SIM_V1:  # a real runtime or the steady-state score
         extra[MODEL_KEY] = SIM_V1
-    if getattr(inner, "microbatches", None) and (extra.get("split_unaligned") or extra.get("split_backward_away")):
+    if microbatches_of(inner) and (extra.get("split_unaligned") or extra.get("split_backward_away")):
         _warn_unaligned(extra["split_unaligned"], extra["split_backward_away"])
     doc = placement_to_dict(placement, graph, cluster, step_time=report.measurement.step_time,
                             baselines={k: m.step_time for k, m in report.baselines.items()}, extra=extra)
@@ -763,20 +762,13 @@ def _keep_faster(path: Path, doc: Mapping[str, Any]) -> None:
     ``doc``'s but faster (and faster than a ``placement.previous.json`` kept before), to ``placement.previous.json``
     beside it, with a WARNING: a run directory's earlier result (its checkpoint deleted and run again with less
     budget, or run again without the ``refine`` that found it) was replaced by a slower one without a word."""
-    kept = path.with_name("placement.previous.json")
     was, now = _step_time_of(path, doc, another=True), doc.get("step_time")
     if was is None or (now is not None and was >= now):
         return
-    best_kept = _step_time_of(kept, doc, another=False)
-    if best_kept is not None and was >= best_kept:
-        return
-    try:
-        os.replace(path, kept)
-    except OSError as err:
-        log.warning("could not keep %s (%s), faster than this run's result: it is replaced", path, err)
-        return
-    log.warning("%s held a faster placement (%s) than this run's (%s): kept as %s", path, format_seconds(was),
-                "failed" if now is None else format_seconds(now), kept.name)
+    best_kept = _step_time_of(previous_name(path), doc, another=False)
+    if best_kept is None or was < best_kept:
+        keep_previous(path, f"a faster placement ({format_seconds(was)}) than this run's "
+                            f"({'failed' if now is None else format_seconds(now)})")
 
 
 def _step_time_of(path: Path, doc: Mapping[str, Any], *, another: bool) -> float | None:

@@ -135,13 +135,12 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None, 
     Raises:
         ValueError: no such pipeline placer, or ``runtime`` does not measure a pipelined mini-batch.
     """
-    from gplace.runtime.wrapper import innermost
+    from gplace.runtime.wrapper import innermost, microbatches_of
 
     classes = pipeline_placers()
     if name not in classes:
         raise ValueError(f"unknown pipeline placer {name!r}; known: {sorted(classes)}")
-    inner = innermost(runtime)
-    microbatches = getattr(inner, "microbatches", None)
+    inner, microbatches = innermost(runtime), microbatches_of(runtime)
     if microbatches is None:
         raise ValueError(f"{role} {name!r} splits the graph into pipeline stages, but runtime "
                          f"{getattr(runtime, 'id', type(runtime).__name__)!r} measures no micro-batches; pass a "

@@ -488,9 +488,9 @@ def merge_for(runtime: object) -> str | None:
     """The ``merge_consumers`` of a search measured by ``runtime``: ``"if_needed"`` for a pipeline runtime (a chain
     merged into its consumer is one group, which no search can split into stages), else ``None`` (the policy's
     own). Training, fine-tuning and reusing a policy group alike with it."""
-    from gplace.runtime.wrapper import innermost
+    from gplace.runtime.wrapper import microbatches_of
 
-    return "if_needed" if getattr(innermost(runtime), "microbatches", None) is not None else None
+    return "if_needed" if microbatches_of(runtime) is not None else None
 
 
 def _trainable(module: object) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import stat
 import threading
@@ -30,7 +31,9 @@ from typing import IO
 from gplace.ir import Cluster, OpGraph
 from gplace.ir.serialize import as_path, make_folder, write_error
 
-__all__ = ["RunDirConflictError", "RunDirInUseError", "claim_run_dir", "hold_dir"]
+__all__ = ["RunDirConflictError", "RunDirInUseError", "claim_run_dir", "hold_dir", "keep_previous", "previous_name"]
+
+log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 
@@ -203,3 +206,20 @@ def _check_placement(run_dir: Path, graph: OpGraph, cluster: Cluster | None) -> 
         raise RunDirConflictError(f"run directory {run_dir} holds a placement on cluster {there[0]!r} "
                                   f"({there[1]}), not on {cluster.name!r} ({list(cluster.device_names)}); use a new "
                                   "run directory or delete it")
+
+
+def previous_name(path: Path) -> Path:
+    """Where a run directory keeps an earlier run's ``path`` (``placement.json`` -> ``placement.previous.json``)."""
+    return path.with_name(f"{path.stem}.previous{path.suffix}")
+
+
+def keep_previous(path: Path, held: str) -> None:
+    """Move ``path``, which ``held`` (what an earlier run left there) and this run would replace, to
+    :func:`previous_name`, with a WARNING; where it cannot be moved, say so, and it is replaced."""
+    kept = previous_name(path)
+    try:
+        os.replace(path, kept)
+    except OSError as err:
+        log.warning("could not keep %s, which held %s (%s): it is replaced", path, held, err)
+        return
+    log.warning("%s held %s: kept as %s", path, held, kept.name)

@@ -40,7 +40,7 @@ from gplace.baselines.base import Placer
 from gplace.baselines.single import SingleDevice
 from gplace.ir import Cluster, GraphError, OpGraph
 from gplace.ir.errors import check_flags, check_sizes
-from gplace.ir.graph import PHASES, VARIABLE_OPS
+from gplace.ir.graph import UPDATE, VARIABLE_OPS
 
 GRADIENT_PREFIXES: tuple[str, ...] = ("gradient_tape/", "grad/")
 """Name prefixes of backward ops: TF2's ``GradientTape`` scope and :func:`gplace.zoo.lstm_lm`'s."""
@@ -146,7 +146,7 @@ class Expert(Placer):
     def _plan(self, graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`op_devices`, and (N,) int64 the op each gradient op or owned optimiser op follows (else -1)."""
         backward = self._backward(graph)
-        updating = graph.phase_codes() == PHASES.index("update")
+        updating = graph.phase_codes() == UPDATE
         owner = update_owners(graph)
         device = np.full(graph.num_ops, UNSET, dtype=np.int64)
         followed = np.full(graph.num_ops, UNSET, dtype=np.int64)
@@ -380,7 +380,7 @@ def update_owners(graph: OpGraph) -> np.ndarray:
     owner = np.full(graph.num_ops, UNSET, dtype=np.int64)
     if not graph.has_phases:
         return owner
-    update = graph.phase_codes() == PHASES.index("update")
+    update = graph.phase_codes() == UPDATE
     out_ptr, dst, _ = (a.tolist() for a in graph.out_csr)
     in_ptr, src, _ = (a.tolist() for a in graph.in_csr)
     variable = [t in VARIABLE_OPS for t in graph.op_types]

@@ -25,7 +25,8 @@ PHASES = ("forward", "backward", "update")
 """The phases an op may carry; ``update`` ops (the optimiser) run once per mini-batch."""
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 """Op types of a variable (TensorFlow's resource handle or reference variable): what the optimiser updates."""
-_PHASE_CODE = {"forward": 0, "backward": 1, "update": 2}
+FORWARD, BACKWARD, UPDATE = range(len(PHASES))
+"""The codes of :meth:`OpGraph.phase_codes`: the index of each phase in :data:`PHASES`."""
 _DURATIONS_LOCK = ForkSafeLock()
 """Guards every graph's per-cluster durations cache (:meth:`OpGraph.durations`)."""
 
@@ -369,9 +370,9 @@ class OpGraph:
         return bool(self.phase or self.grad_of)
 
     def phase_codes(self) -> np.ndarray:
-        """(N,) int64: 0 forward (also ops without a phase), 1 backward, 2 update."""
-        return np.array([_PHASE_CODE.get(p, 0) for p in self.phase] if self.phase else np.zeros(self.num_ops),
-                        dtype=np.int64)
+        """(N,) int64: :data:`FORWARD` (also ops without a phase), :data:`BACKWARD` or :data:`UPDATE`."""
+        codes = [PHASES.index(p) if p else FORWARD for p in self.phase] if self.phase else np.zeros(self.num_ops)
+        return np.array(codes, dtype=np.int64)
 
     # ------------------------------------------------------------------ derived structure
     @property

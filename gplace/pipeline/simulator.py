@@ -94,7 +94,7 @@ from gplace.defaults import MICROBATCHES, SCHEDULE
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
 from gplace.ir.errors import format_shortfall
 from gplace.ir.frozen import ReadOnlyArrays, freeze_arrays
-from gplace.ir.graph import csr
+from gplace.ir.graph import BACKWARD, FORWARD, UPDATE, csr
 from gplace.ir.placement import check_placement
 from gplace.runtime.base import Measurement, ReadOnlySetting, Runtime
 from gplace.runtime.batch import check_device_batch, check_threads, run_rows
@@ -108,7 +108,6 @@ __all__ = ["SCHEDULES", "PipelineSchedule", "PipelineSimulator", "check_microbat
            "prepare_instances"]
 
 SCHEDULES = ("gpipe", "1f1b")
-FORWARD, BACKWARD, UPDATE = 0, 1, 2
 MAX_INSTANCES = 2**24
 """The most op instances (ops x micro-batches) one simulation expands a graph into: about 500 bytes each with their
 edges (measured: 2 million instances of a 100-op graph took 1.1 GB), and a duration per device (see

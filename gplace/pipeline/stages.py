@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gplace.ir import Cluster, GraphError, OpGraph, Placement
+from gplace.ir.graph import FORWARD
 from gplace.ir.placement import check_placement
 from gplace.pipeline.simulator import ops_that_run
 
@@ -66,7 +67,7 @@ def pipeline_stages(graph: OpGraph, cluster: Cluster, placement: Placement) -> d
     check_placement(placement)
     placement.validate(graph, cluster)  # a negative index was the last device's, another graph's placement used
     names, order = cluster.device_names, graph.topological_order.tolist()
-    runs, forward = ops_that_run(graph, cluster), graph.phase_codes() == 0
+    runs, forward = ops_that_run(graph, cluster), graph.phase_codes() == FORWARD
     stages: dict[str, list[str]] = {}
     for i in sorted(order, key=lambda i: (not runs[i], not forward[i])):  # stable: in topological order
         stages.setdefault(names[placement.devices[i]], [])

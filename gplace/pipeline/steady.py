@@ -29,8 +29,9 @@ import numpy as np
 
 from gplace.defaults import MICROBATCHES
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.graph import UPDATE
 from gplace.ir.placement import check_placement
-from gplace.pipeline.simulator import UPDATE, check_microbatches, check_phases
+from gplace.pipeline.simulator import check_microbatches, check_phases
 from gplace.runtime.base import Measurement, ReadOnlySetting, Runtime
 from gplace.runtime.batch import check_device_batch
 from gplace.runtime.jit import cached_njit

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gplace.ir import Cluster, OpGraph
+from gplace.ir.graph import PHASES
 from gplace.ir.serialize import write_text_atomic
 from gplace.pipeline.simulator import PipelineSchedule
 from gplace.runtime.trace import check_schedule_of
@@ -21,7 +22,6 @@ from gplace.runtime.trace import check_schedule_of
 __all__ = ["write_pipeline_trace"]
 
 _DEVICES, _CHANNELS, _US = 1, 2, 1e6
-_PHASES = ("forward", "backward", "update")
 
 
 def write_pipeline_trace(path: str | Path, graph: OpGraph, cluster: Cluster, schedule: PipelineSchedule) -> Path:
@@ -55,7 +55,7 @@ def _events(graph: OpGraph, cluster: Cluster, schedule: PipelineSchedule) -> Ite
     yield from (_meta("thread_name", _DEVICES, d, name) for d, name in enumerate(names))
     codes = graph.phase_codes()
     for k, (i, m) in enumerate(zip(schedule.inst_op.tolist(), schedule.inst_microbatch.tolist(), strict=True)):
-        phase = _PHASES[codes[i]]
+        phase = PHASES[codes[i]]
         start, end = float(schedule.inst_start[k]), float(schedule.inst_end[k])
         yield {"ph": "X", "name": f"{graph.op_names[i]} [{_label(m)}]", "cat": phase, "pid": _DEVICES,
                "tid": int(schedule.devices[i]), "ts": start * _US, "dur": (end - start) * _US,

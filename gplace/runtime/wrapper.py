@@ -89,3 +89,9 @@ def innermost(runtime: Runtime) -> Runtime:
     while isinstance(runtime, RuntimeWrapper):
         runtime = runtime.runtime
     return runtime
+
+
+def microbatches_of(runtime: Runtime | None) -> int | None:
+    """The number of micro-batches a pipeline runtime (inside any wrappers) splits a mini-batch into; ``None`` for
+    a runtime that measures one step (or no runtime)."""
+    return None if runtime is None else getattr(innermost(runtime), "microbatches", None)

@@ -45,7 +45,7 @@ from gplace.loggers import (
     finish_logger,
 )
 from gplace.placer import ContractError
-from gplace.run_dir import hold_dir
+from gplace.run_dir import hold_dir, keep_previous, previous_name
 from gplace.runtime.base import Measurement, Runtime, measure_each
 from gplace.search_result import TrainResult
 from gplace.training.baseline import EMABaseline
@@ -270,13 +270,9 @@ def _resume_metrics(jsonl: JsonlLogger, state: dict[str, Any] | None) -> None:
 def _keep_a_finished_runs_metrics(path: Path) -> None:
     """Move ``metrics.jsonl`` of a finished run whose checkpoint is gone (a ``placement.json`` beside it) to
     ``metrics.previous.jsonl``, where none is kept yet, with a WARNING: a run starting afresh there emptied it."""
-    kept = path.with_name("metrics.previous.jsonl")
-    if not (path.with_name("placement.json").is_file() and path.is_file() and path.stat().st_size > 0) or \
-            os.path.lexists(kept):
-        return
-    os.replace(path, kept)
-    log.warning("%s held the metrics of a finished run whose checkpoint is gone: kept as %s, as this run starts "
-                "afresh", path, kept.name)
+    if path.with_name("placement.json").is_file() and path.is_file() and path.stat().st_size > 0 and \
+            not os.path.lexists(previous_name(path)):
+        keep_previous(path, "the metrics of a finished run whose checkpoint is gone, and this run starts afresh")
 
 
 class ProjectionCache:

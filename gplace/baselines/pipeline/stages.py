@@ -44,16 +44,9 @@ from scipy.sparse.csgraph import connected_components
 
 from gplace.baselines._common import PlacementInfeasibleError, Units, build_units, unit_durations
 from gplace.ir import Cluster, OpGraph
-from gplace.ir.graph import csr
+from gplace.ir.graph import FORWARD, UPDATE, csr
 from gplace.ir.placement import check_graph_and_cluster
-from gplace.pipeline.simulator import (
-    FORWARD,
-    SCHEDULES,
-    UPDATE,
-    check_microbatches,
-    microbatch_activations,
-    ops_that_run,
-)
+from gplace.pipeline.simulator import SCHEDULES, check_microbatches, microbatch_activations, ops_that_run
 
 log = logging.getLogger(__name__)
 
