@@ -13,6 +13,8 @@ Each raises :class:`AssertionError` naming the rule that was broken (explicit ra
 from __future__ import annotations
 
 import contextlib
+import inspect
+import itertools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -28,9 +30,20 @@ from gplace.torch_modes import forked_rng, gradients_on
 __all__ = ["check_encoder", "check_placer", "check_policy", "check_trainer"]
 
 
+MAX_ENUMERATED = 4096
+"""The most placements :func:`check_policy` scores to check that their probabilities sum to 1."""
+
+
 def _require(condition: bool, rule: str) -> None:
     if not condition:
         raise AssertionError(rule)
+
+
+def _require_instance(part: Any, what: str) -> None:
+    """A class given where its instance belongs gets its own message (its methods and properties misled the
+    checks that follow)."""
+    _require(not isinstance(part, type), f"check_{what} takes a {what} object, got the class "
+                                         f"{getattr(part, '__name__', part)!r}: construct one first")
 
 
 def check_encoder(encoder: Any, graph: OpGraph, max_groups: int = 16) -> torch.Tensor:
@@ -41,6 +54,7 @@ def check_encoder(encoder: Any, graph: OpGraph, max_groups: int = 16) -> torch.T
 
     Shapes: returns the (G, S) states.
     """
+    _require_instance(encoder, "encoder")
     with _left_as_given(encoder), gradients_on():  # the gradient path checked whatever the caller's mode
         return _check_encoder(encoder, graph, max_groups)
 
@@ -105,13 +119,15 @@ def check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, nu
     """Assert ``policy`` is a :class:`~gplace.interfaces.Policy` inside a :class:`~gplace.placer.PolicyPlacer`:
     declared :class:`~gplace.interfaces.PolicyCapabilities`; sampled placements allowed, with finite log-probability
     and entropy carrying gradients; ``evaluate`` agreeing with ``sample``'s log-probability (its dtype too), with a
-    gradient and a finite entropy >= 0; the greedy placement valid and, for a policy of independent choices
-    (:class:`~gplace.policies.IndependentPolicy`), among the most likely (a sequential decoder's greedy path need not
-    be the most likely sequence); a seeded sample repeatable.
+    gradient and a finite entropy >= 0; the probabilities of every allowed placement (of the graph cut into at most
+    3 groups) summing to 1; the allowed-device mask kept; the greedy placement valid and, for a policy of independent
+    choices (:class:`~gplace.policies.IndependentPolicy`), among the most likely (a sequential decoder's greedy path
+    need not be the most likely sequence); a seeded sample repeatable.
 
     Returns:
         The greedy placement.
     """
+    _require_instance(policy, "policy")
     _require(isinstance(policy, Policy), f"{type(policy).__name__} lacks capabilities, sample, greedy or evaluate "
                                          "(gplace.interfaces.Policy)")
     try:
@@ -139,7 +155,10 @@ def _check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, n
     """:func:`check_policy`'s checks of the policy at work in a placer."""
     from gplace.placer import PolicyPlacer
 
-    _check_keeps_the_mask(policy, graph, cluster, encoder, num_samples, max_groups)
+    pinned = _pinned_to_rarest_kind(graph, cluster)
+    if pinned is not None:
+        _check_keeps_the_mask(policy, pinned, cluster, encoder, num_samples, max_groups)
+    _check_sums_to_one(policy, graph if pinned is None else pinned, cluster, encoder)
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=max_groups)
     out = placer.sample(num_samples, generator=torch.Generator().manual_seed(0))
     _require(out.devices.shape == (num_samples, graph.num_ops), f"sample must give ({num_samples}, N) devices")
@@ -179,25 +198,64 @@ def _check_policy(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, n
     return greedy
 
 
-def _check_keeps_the_mask(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any, num_samples: int,
-                          max_groups: int) -> None:
-    """Samples and the greedy placement keep the allowed-device mask: checked on ``graph`` with its first op pinned
-    to the cluster's rarest device kind (a policy ignoring the mask passed on a graph without pins)."""
+def _pinned_to_rarest_kind(graph: OpGraph, cluster: Cluster) -> OpGraph | None:
+    """``graph`` with its first op pinned to the rarest device kind of the cluster it can run on (a policy ignoring
+    the allowed-device mask passed on a graph without pins); ``None`` where the cluster has one kind."""
     import dataclasses
 
+    if len(set(cluster.kinds)) < 2:
+        return None
+    ops = graph.ops()
+    kinds = sorted({cluster.kinds[d] for d in np.flatnonzero(graph.allowed_devices(cluster)[0])})
+    rarest = min(kinds, key=list(cluster.kinds).count)
+    ops[0] = dataclasses.replace(ops[0], pinned=rarest, colocation=None)
+    return OpGraph.from_ops(ops, graph.edges(), name=graph.name)
+
+
+def _check_keeps_the_mask(policy: Any, pinned: OpGraph, cluster: Cluster, encoder: Any, num_samples: int,
+                          max_groups: int) -> None:
+    """Samples and the greedy placement of the ``pinned`` graph keep the allowed-device mask."""
     from gplace.placer import PolicyPlacer
 
-    if len(set(cluster.kinds)) < 2:
-        return
-    ops = graph.ops()
-    rarest = min(sorted(set(cluster.kinds)), key=list(cluster.kinds).count)
-    ops[0] = dataclasses.replace(ops[0], pinned=rarest, colocation=None)
-    pinned = OpGraph.from_ops(ops, graph.edges(), name=graph.name)
     placer = PolicyPlacer(pinned, cluster, encoder, policy, max_groups=max_groups)
     for row in placer.sample(num_samples, generator=torch.Generator().manual_seed(1)).devices:
         _require_valid(Placement.for_graph(pinned, row), pinned, cluster, "a sampled placement (the allowed-device "
                        "mask ignored?)")
     _require_valid(placer.greedy(), pinned, cluster, "the greedy placement (the allowed-device mask ignored?)")
+
+
+def _check_sums_to_one(policy: Any, graph: OpGraph, cluster: Cluster, encoder: Any) -> None:
+    """The probabilities ``evaluate`` gives every allowed placement of ``graph`` cut into at most 3 groups sum to 1
+    (skipped past :data:`MAX_ENUMERATED` placements): a policy that normalises over all devices and masks after, or
+    reports another distribution than it samples, biases every gradient of REINFORCE and PPO."""
+    from gplace.placer import PolicyPlacer
+
+    placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=3)
+    choices = [np.flatnonzero(row) for row in placer.allowed.cpu().numpy()]  # (G,) allowed devices, feature order
+    if math.prod(len(c) for c in choices) > MAX_ENUMERATED:
+        return
+    actions = torch.tensor(list(itertools.product(*choices)), dtype=torch.int64)
+    with torch.no_grad():
+        log_prob, _ = placer.evaluate(placer.op_devices(actions))
+    total = float(torch.logsumexp(log_prob.double(), 0).exp())
+    tolerance = 1e-3 if torch.finfo(log_prob.dtype).bits >= 32 else 3e-2
+    _require(abs(total - 1.0) <= tolerance,
+             f"the probabilities evaluate gives all {len(actions)} allowed placements of {placer.num_groups} groups "
+             f"sum to {total:.4f}, not 1: log_prob must be of a distribution over the allowed devices only (a "
+             "softmax over every device, masked after, gives less)")
+
+
+def _check_fit_signature(trainer: Any) -> None:
+    """``trainer.fit`` takes what :class:`~gplace.interfaces.Trainer` passes (a multi-graph trainer's does not)."""
+    try:
+        signature = inspect.signature(trainer.fit)
+    except (TypeError, ValueError):  # a callable without a signature to read: fit itself will tell
+        return
+    try:
+        signature.bind(None, None, None, None, run_dir=None, logger=None, warm_start=None)
+    except TypeError as err:
+        raise AssertionError(f"{type(trainer).__name__}.fit must take (placer, runtime, graph, cluster, *, run_dir, "
+                             f"logger, warm_start), as gplace.interfaces.Trainer's: {err}") from None
 
 
 def _require_valid(placement: Placement, graph: OpGraph, cluster: Cluster, what: str) -> None:
@@ -218,6 +276,7 @@ def _independent(policy: Any) -> bool:
 def check_placer(placer: Placer, graph: OpGraph, cluster: Cluster) -> Placement:
     """Assert ``placer`` follows the :class:`~gplace.interfaces.Placer` contract: a valid placement of every op,
     honouring pins and colocation (:meth:`~gplace.ir.Placement.validate`), with a ``name``."""
+    _require_instance(placer, "placer")
     _require(isinstance(getattr(placer, "name", None), str) and placer.name, "a placer has a non-empty name")
     try:  # Placer.place validates what _place returns
         placement = placer.place(graph, cluster)
@@ -236,7 +295,8 @@ def check_trainer(trainer: Trainer, graph: OpGraph, cluster: Cluster, encoder: A
                   run_dir: Any = None) -> TrainResult:
     """Assert ``trainer`` is a :class:`~gplace.interfaces.Trainer`: ``fit`` on the simulator returns a result whose
     best placement is valid and measured at its reported step time, never slower than the warm start (every op on
-    the fastest device, pins kept) nor than any sample it reports.
+    the fastest device, pins kept; none where that fails, out of memory) nor than any sample it reports; ``fit``
+    takes the arguments the interface passes.
 
     Use a small budget (few updates) for ``trainer``. Returns the result of ``fit``.
     """
@@ -246,13 +306,18 @@ def check_trainer(trainer: Trainer, graph: OpGraph, cluster: Cluster, encoder: A
     from gplace.policies import MLPPolicy
     from gplace.runtime import Simulator
 
+    _require_instance(trainer, "trainer")
     _require(isinstance(trainer, Trainer), f"{type(trainer).__name__} lacks fit (gplace.interfaces.Trainer)")
+    _check_fit_signature(trainer)
     with forked_rng(0):  # default networks drawn from a seed of their own: the caller's generator is left alone
         encoder = LSTMEncoder(hidden_size=32) if encoder is None else encoder
         policy = MLPPolicy(cluster.num_devices, hidden_size=32, state_size=32) if policy is None else policy
     placer = PolicyPlacer(graph, cluster, encoder, policy, max_groups=16)
     runtime = Simulator()
     start = SingleDevice().place(graph, cluster)
+    start_time = runtime.measure(graph, cluster, start).step_time
+    if not math.isfinite(start_time):  # no device holds the graph: no warm start to keep
+        start = None
     result = trainer.fit(placer, runtime, graph, cluster, run_dir=run_dir, warm_start=start)
     name = type(trainer).__name__
     _require(all(hasattr(result, a) for a in ("best_placement", "best_step_time", "sample_step_times")),
@@ -271,6 +336,5 @@ def check_trainer(trainer: Trainer, graph: OpGraph, cluster: Cluster, encoder: A
     measured = runtime.measure(graph, cluster, result.best_placement).step_time
     _require(abs(measured - result.best_step_time) <= 1e-9 * max(1.0, measured),
              f"best_step_time {result.best_step_time} is not the best placement's step time {measured}")
-    _require(result.best_step_time <= runtime.measure(graph, cluster, start).step_time + 1e-12,
-             "the result is slower than the warm start")
+    _require(result.best_step_time <= start_time + 1e-12, "the result is slower than the warm start")
     return result

@@ -34,7 +34,9 @@ import numpy as np
 import torch
 
 from gplace.baselines._common import PlacementInfeasibleError
+from gplace.interfaces import TrainablePlacer
 from gplace.ir import Cluster, OpGraph, Placement
+from gplace.ir.errors import short_repr
 from gplace.loggers import (
     JsonlLogger,
     Logger,
@@ -46,7 +48,7 @@ from gplace.loggers import (
 )
 from gplace.placer import ContractError
 from gplace.run_dir import hold_dir, keep_previous, previous_name
-from gplace.runtime.base import Measurement, Runtime, measure_each
+from gplace.runtime.base import Measurement, Runtime, check_runtime, measure_each
 from gplace.search_result import TrainResult
 from gplace.training.baseline import EMABaseline
 from gplace.training.checkpoint import load_checkpoint, restoring, save_checkpoint
@@ -510,12 +512,36 @@ def _start_from(run: Run, placer: Any, runtime: Runtime, graph: OpGraph, cluster
     """Measure ``warm_start``, imitate it and checkpoint: the best placement is the faster of it and its
     projection onto the policy's groups."""
     given = runtime.measure(graph, cluster, warm_start)
+    if not given.ok:  # imitated, it held the policy on placements that fail, and the search found none that ran
+        log.warning("warm_start does not run on %r (%s): the search starts from the policy as it is, without it",
+                    cluster.name, given.reason)
+        return
     half = None if settings.max_seconds is None else run.started + settings.max_seconds / 2
     projected = imitate(placer, run.optimizer, runtime, graph, cluster, warm_start, run.logger,
                         steps=settings.imitation_steps, grad_clip=settings.grad_clip, deadline=half)
     seen = [b for b in ((warm_start, given), projected) if b is not None and b[1].ok]
     run.best = min(seen, key=lambda b: b[1].step_time, default=None)  # the given one on a tie
     run.checkpoint(placer, -1, every=1, done=True)  # a run killed later resumes after the imitation
+
+
+def check_trainer_inputs(placer: Any, runtime: Any, who: str) -> None:
+    """Refuse a ``placer`` that is no :class:`~gplace.interfaces.TrainablePlacer` (a bare policy, say) or a
+    ``runtime`` that is no gplace runtime, naming the argument, before anything deeper trips on it.
+
+    Raises:
+        TypeError: either is of the wrong type.
+    """
+    check_runtime(runtime, optional=False)
+    if not isinstance(placer, TrainablePlacer) or isinstance(placer, type):
+        raise TypeError(f"{who}: placer must be a trainable placer, e.g. gplace.placer.PolicyPlacer(graph, cluster, "
+                        f"encoder, policy) (gplace.interfaces.TrainablePlacer), got {_kind_of(placer)}")
+
+
+def _kind_of(value: Any) -> str:
+    """What ``value`` is, for a refusal: a class, an object's type, or a short repr of a plain value."""
+    if isinstance(value, type):
+        return f"the class {value.__name__} (not an instance)"
+    return short_repr(value) if value is None or isinstance(value, str | int | float) else f"a {type(value).__name__}"
 
 
 def check_rescores(placer: Any, settings: SearchSettings, warm_start: Placement | None) -> None:

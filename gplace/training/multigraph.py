@@ -301,7 +301,7 @@ class MultiGraphTrainer(MultiGraphSettings):
         """The REINFORCE terms of one task's rollout against its own EMA baseline."""
         reward, ok = rollout.reward, rollout.ok
         batch_mean = float(reward[ok].mean()) if ok.any() else float(reward.mean())
-        terms = reinforce_loss(rollout.log_prob, reward.to(rollout.log_prob), task.baseline(fallback=batch_mean),
+        terms = reinforce_loss(rollout.log_prob, reward, task.baseline(fallback=batch_mean),
                                rollout.entropy, entropy_coef=self.entropy_coef, normalize_advantage=True)
         if self.self_imitation:  # maximum likelihood on the task's best placement (none yet: a zero term)
             terms["loss_self_imitation"] = rollout.log_prob.new_zeros(()) if task.best is None else (

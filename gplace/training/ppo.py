@@ -25,6 +25,7 @@ from gplace.training._loop import (
     Run,
     TrainResult,
     check_trainable,
+    check_trainer_inputs,
     measure_rollout,
     optimizer_step,
     progress_bar,
@@ -107,6 +108,7 @@ class PPOTrainer(PPOSettings):
     ) -> TrainResult:
         """Search for a fast placement of ``graph`` on ``cluster``: run directory, resume and warm start as in
         :meth:`gplace.training.ReinforceTrainer.fit`."""
+        check_trainer_inputs(placer, runtime, "PPOTrainer.fit")
         with autograd_on(placer, who="PPOTrainer.fit"):
             run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
                                warm_start=warm_start)

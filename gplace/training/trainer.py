@@ -21,6 +21,7 @@ from gplace.training._loop import (
     Run,
     TrainResult,
     check_trainable,
+    check_trainer_inputs,
     measure_rollout,
     optimizer_step,
     progress_bar,
@@ -83,6 +84,7 @@ class ReinforceTrainer(SearchSettings):
         Gradients are on whatever the caller's mode (``torch.no_grad()``, ``torch.inference_mode()``): see
         :func:`autograd_on`, whose ``RuntimeError`` a placer made under ``inference_mode`` raises.
         """
+        check_trainer_inputs(placer, runtime, "ReinforceTrainer.fit")
         with autograd_on(placer, who="ReinforceTrainer.fit"):
             run = start_search(placer, runtime, graph, cluster, self, run_dir=run_dir, logger=logger,
                                warm_start=warm_start)
@@ -100,13 +102,12 @@ class ReinforceTrainer(SearchSettings):
                 run.observe(rollout, self.penalty_step_time)
 
                 # baseline: EMA of successful rewards (failures stay out of it), or the risk-seeking quantile
-                reward = rollout.reward.to(log_prob)  # the policy's dtype and device
                 b = run.baseline(fallback=rollout.batch_mean())
                 if self.risk_seeking is not None:
-                    b = risk_seeking_baseline(reward, self.risk_seeking)
+                    b = risk_seeking_baseline(rollout.reward, self.risk_seeking)
 
-                # update
-                terms = reinforce_loss(log_prob, reward, b, entropy,
+                # update (advantages from the float64 rewards, then in the policy's dtype)
+                terms = reinforce_loss(log_prob, rollout.reward, b, entropy,
                                        entropy_coef=self.entropy_coef, normalize_advantage=self.normalize_advantage,
                                        best_only=self.risk_seeking is not None, ran=rollout.ok)
                 target = run.imitation_target(placer) if self.self_imitation else None
