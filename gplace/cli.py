@@ -220,7 +220,7 @@ def _graph_and_cluster(cfg: DictConfig):
     a graph's JSON dict, ends in one line naming it (it failed later in an AttributeError). A cluster value that
     reads like another unit than gplace's is a WARNING (:func:`~gplace.ir.cluster.unlikely_units`)."""
     from gplace.ir import Cluster, OpGraph
-    from gplace.ir.cluster import idle_devices, unlikely_units
+    from gplace.ir.cluster import misspelt_kinds, unlikely_units
 
     built = []
     for key, kind in (("graph", OpGraph), ("cluster", Cluster)):
@@ -229,7 +229,7 @@ def _graph_and_cluster(cfg: DictConfig):
             _fail(f"{key}._target_={cfg[key].get('_target_')} returned a {type(made).__name__}, not a gplace "
                   f"{kind.__name__}")
         built.append(made)
-    for doubt in unlikely_units(built[1], None if _giph_file(cfg.graph) else built[0]) + idle_devices(*built[::-1]):
+    for doubt in unlikely_units(built[1], None if _giph_file(cfg.graph) else built[0]) + misspelt_kinds(*built[::-1]):
         log.warning("%s", _escaped(doubt))
     return tuple(built)
 
@@ -1546,6 +1546,7 @@ def show(argv: list[str]) -> None:
     parser.add_argument("--draw", metavar="IMAGE", help="draw the graph, ops coloured by device, to this image (PNG; "
                                                         "SVG or PDF where its suffix says so)")
     args = parser.parse_args(argv)
+    logging.basicConfig(format="[%(name)s][%(levelname)s] - %(message)s")  # the readers' WARNINGs, on stderr
     try:
         _show(args)
     except (ValueError, OSError) as err:
@@ -1588,7 +1589,8 @@ def _show(args) -> None:
         raise ValueError(f"{args.placement} places another graph (fingerprint {doc.get('graph_fingerprint')!r}) "
                          f"than {args.graph} ({graph.fingerprint!r})")
     summary, computed, cluster, now = doc.get(SUMMARY_KEY), None, None, None
-    title = stored = (f"{doc.get('graph')} on {doc.get('cluster')} ({doc.get('runtime') or 'step time'}: "
+    title = stored = (f"{doc.get('graph') or 'an unnamed graph'} on {doc.get('cluster') or 'an unnamed cluster'} "
+                      f"({doc.get('runtime') or 'step time'}: "
                       f"{_ms(doc['step_time']) if doc.get('step_time') is not None else 'not measured'})")
     if graph is not None and args.cluster:  # the placement checked against both, and its figures computed now
         cluster = load_cluster(args.cluster)
@@ -1628,7 +1630,8 @@ def _show(args) -> None:
     elif computed is not None and doc.get("runtime") and computed != doc.get("runtime"):
         console.print(f"(the per-device figures are the {computed} model of this placement, computed now, not "
                       f"{_escaped(doc.get('runtime'))}'s measurement)", soft_wrap=True)
-    if now is not None and (cluster.name != doc.get("cluster") or now.step_time != doc.get("step_time")):
+    recorded = doc.get("cluster") is not None or doc.get("step_time") is not None  # not a hand-written file's
+    if now is not None and recorded and (cluster.name != doc.get("cluster") or now.step_time != doc.get("step_time")):
         console.print(_encodable(f"(the file's own run: {stored})"), soft_wrap=True)
     if args.draw:
         if graph is None:

@@ -201,8 +201,8 @@ def policy_file(method: str | Path | Placer) -> Path | None:
     path = Path(method)
     if path.is_file():
         return path
-    if isinstance(method, Path) or path.suffix or "/" in str(method):
-        hint = f": it is a directory; its policy file would be {str(path / 'policy.pt')!r}" if path.is_dir() else ""
+    if isinstance(method, Path) or path.suffix or "/" in str(method) or path.is_dir():
+        hint = _directory_hint(path) if path.is_dir() else ""
         dotted = re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", str(method)) and path.suffix not in _FILE_SUFFIXES
         if dotted and not hint:
             hint = (" (a Python name? a Placer of one's own is given as an object: gplace.place(graph, cluster, "
@@ -226,6 +226,19 @@ def check_method(method: str | Path) -> None:
         raise ValueError(f"unknown method {str(method)!r}; give a baseline {sorted(baselines())}, a pipeline "
                          f"placer {sorted(pipeline_placers())}, a learned method {sorted(LEARNED)}, 'pretrained', or "
                          "the path of a policy file")
+
+
+def _directory_hint(path: Path) -> str:
+    """Where the run directory ``path`` would keep its policy file, and why it has none where it holds a
+    checkpoint (a run stopped before its end, or a multi-graph pretraining, which writes none)."""
+    if (path / "policy.pt").is_file():
+        return f": it is a directory; give its policy file, {str(path / 'policy.pt')!r}"
+    hint = f": it is a directory; its policy file would be {str(path / 'policy.pt')!r}"
+    if (path / "checkpoint.pt").is_file():
+        hint += (" (it holds a training checkpoint, resumed by its run, not loaded as a policy: a training run "
+                 "writes policy.pt at its end; after MultiGraphTrainer.fit, write one with "
+                 "gplace.pretrained.save_policy)")
+    return hint
 
 
 def _kind_of(method: Any) -> str:

@@ -566,6 +566,10 @@ def _what_instead(path: Path, doc: Any) -> str:
     state) names its run's ``policy.pt``; anything else, how a policy file is written."""
     if not (isinstance(doc, Mapping) and {"fingerprint", "optimizer"} <= set(doc)):
         return "; write one with gplace.pretrained.save_policy"
+    if str(doc.get("fingerprint")).startswith("multigraph:"):
+        return (": it is a multi-graph pretraining's checkpoint (MultiGraphTrainer, resumed by its run, not loaded "
+                "as a policy); after MultiGraphTrainer.fit, write a policy file with "
+                "gplace.pretrained.save_policy(path, encoder, policy)")
     policy = path.parent / "policy.pt"
     if policy.is_file():
         return f": it is a training checkpoint; use {policy}"

@@ -38,6 +38,11 @@ class TrainResult:
     refined_from: float | None = field(default=None, repr=False)
     """The step time of the placement :func:`gplace.place`'s ``refine`` descended from, where the result is that
     descent's (it measured faster; no sample found it); ``None`` otherwise."""
+    start_step_time: float | None = field(default=None, repr=False)
+    """The step time of the placement the search started from, measured before its first sample
+    (:func:`~gplace.training.finetune`'s pretrained greedy placement, the result where fine-tuning beat it in no
+    sample); ``None`` otherwise. :meth:`samples_to_reach` counts it as reached after 0 samples, and
+    :meth:`best_so_far` starts at it."""
 
     def __post_init__(self) -> None:
         if self.sample_step_times is not None:  # a trainer of one's own may give a list
@@ -55,9 +60,12 @@ class TrainResult:
         return self._first_sample_within(self.best_step_time if self.found_at is None else self.found_at)
 
     def samples_to_reach(self, target: float) -> int | None:
-        """Placements sampled until one took at most ``target`` seconds (the first is 1); the search's result, when
-        only it reaches ``target`` (the trained policy's greedy placement, or a warm start), counts as one more
-        after the last sample. ``None`` if nothing reached it."""
+        """Placements sampled until one took at most ``target`` seconds (the first is 1); 0 where the placement the
+        search started from reaches it (:attr:`start_step_time`); the search's result, when only it reaches
+        ``target`` (the trained policy's greedy placement, or a warm start), counts as one more after the last
+        sample. ``None`` if nothing reached it."""
+        if self.start_step_time is not None and self.start_step_time <= target:
+            return 0
         first = self._first_sample_within(target)
         if first is None and self.best_step_time <= target:
             return self.samples + 1
@@ -70,17 +78,19 @@ class TrainResult:
 
     def best_so_far(self) -> tuple[np.ndarray, np.ndarray]:
         """The best step time as the search improved it, for a sample-efficiency curve: the samples that improved
-        it (the first is 1) and the time each reached, then the last sample, so the curve runs to the end. The
-        result, where it beats every sample (the trained policy's greedy placement, a warm start), is one more
-        point, a sample after the last. Failed samples and samples of unknown time (``nan``) improve nothing.
+        it (the first is 1) and the time each reached, then the last sample, so the curve runs to the end; it starts
+        at sample 0 where the search's start is known (:attr:`start_step_time`). The result, where it beats every
+        sample (the trained policy's greedy placement, a warm start), is one more point, a sample after the last.
+        Failed samples and samples of unknown time (``nan``) improve nothing.
         Shapes: (P,) int64 and (P,) float64."""
         times = np.nan_to_num(self.sample_step_times, nan=np.inf)
-        running = np.minimum.accumulate(times)
-        at = np.flatnonzero(np.r_[True, running[1:] < running[:-1]]) if times.size else np.zeros(0, np.int64)
-        at = at[np.isfinite(running[at])]  # before the first sample that ran there is no best
-        if at.size and at[-1] < times.size - 1:
-            at = np.r_[at, times.size - 1]
-        samples, best = at + 1, running[at]
+        start = np.inf if self.start_step_time is None else self.start_step_time
+        running = np.minimum.accumulate(np.r_[start, times])  # [p]: the best after p samples
+        at = np.flatnonzero(np.r_[True, running[1:] < running[:-1]])
+        at = at[np.isfinite(running[at])]  # before the first placement that ran there is no best
+        if at.size and at[-1] < times.size:
+            at = np.r_[at, times.size]
+        samples, best = at, running[at]
         if not best.size or self.best_step_time < best[-1]:
             samples, best = np.r_[samples, self.samples + 1], np.r_[best, self.best_step_time]
         return samples.astype(np.int64), best.astype(np.float64)

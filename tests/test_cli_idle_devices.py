@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from gplace.ir import Op, OpGraph
-from gplace.ir.cluster import idle_devices
+from gplace.ir.cluster import misspelt_kinds
 from gplace.ir.serialize import cluster_from_dict, cluster_to_dict, save_json
 from gplace.testing import chain, cpu_gpu_cluster
 from gplace.zoo import lstm_lm, paper_cluster
@@ -24,17 +24,17 @@ def _upper_gpus(cluster):
 
 def test_a_cluster_kind_no_op_is_costed_for_is_named_with_its_devices():
     graph = chain()  # kind-agnostic costs: any kind runs them
-    assert idle_devices(cpu_gpu_cluster(2), graph) == []
+    assert misspelt_kinds(cpu_gpu_cluster(2), graph) == []
     lm = lstm_lm(layers=1, hidden=64, steps=2, vocab=100)
-    lines = idle_devices(cluster_from_dict(_upper_gpus(paper_cluster(2))), lm)
+    lines = misspelt_kinds(cluster_from_dict(_upper_gpus(paper_cluster(2))), lm)
     assert lines == [f"cluster haswell+2xK80: no op of graph {lm.name} may run on /GPU:0, /GPU:1: their kind 'GPU' "
                      "is not the ops' 'gpu' (kinds are compared as written)"]
-    assert idle_devices(paper_cluster(2), lm) == []
+    assert misspelt_kinds(paper_cluster(2), lm) == []
     gpu_only = OpGraph.from_ops([Op("a", "MatMul", None, kind_cost={"gpu": 1e-3})], [], name="gpu_only")
-    assert idle_devices(paper_cluster(2), gpu_only) == []  # the CPU: a kind simply not costed, as PipeDream's
+    assert misspelt_kinds(paper_cluster(2), gpu_only) == []  # the CPU: a kind simply not costed, as PipeDream's
 
 
-def test_the_cli_warns_of_idle_devices(tmp_path):
+def test_the_cli_warns_of_misspelt_kinds(tmp_path):
     path = tmp_path / "upper.json"
     save_json(_upper_gpus(paper_cluster(2)), path)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}

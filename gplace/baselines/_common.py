@@ -14,6 +14,7 @@ books a copy as soon as both its ends' devices are known and never over-fills a 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ import numpy as np
 
 from gplace.ir import Cluster, GraphError, InvalidPlacementError, OpGraph, Placement
 from gplace.runtime.simulator import schedule
+
+log = logging.getLogger(__name__)
 
 
 class PlacementInfeasibleError(InvalidPlacementError):
@@ -352,16 +355,44 @@ def place_fitting(
 ) -> np.ndarray:
     """(N,) devices of a greedy pass ``greedy`` run with a :class:`MemoryLedger`; where they over-fill a device
     in ``sim-v1`` (a colocation group's later members received copies with no room left), those of ``greedy`` run
-    again with a :class:`StrictMemoryLedger`.
+    again with a :class:`StrictMemoryLedger`. Where the ledger finds no room (it holds every output for the whole
+    step, where ``sim-v1`` frees a tensor after its last consumer), the fastest one-device placement that fits in
+    ``sim-v1``, with a WARNING.
 
     Raises:
-        PlacementInfeasibleError: from either pass, when an op fits on no device it may run on.
+        PlacementInfeasibleError: from either pass, when an op fits on no device it may run on, and no one-device
+            placement fits either.
     """
-    ledger = MemoryLedger(units, cluster, graph)
-    devices = greedy(ledger)
-    if min(ledger.free) >= 0 or _fits_sim_v1(graph, cluster, devices):
+    try:
+        ledger = MemoryLedger(units, cluster, graph)
+        devices = greedy(ledger)
+        if min(ledger.free) >= 0 or _fits_sim_v1(graph, cluster, devices):
+            return devices
+        return greedy(StrictMemoryLedger(units, cluster, graph))
+    except PlacementInfeasibleError as err:
+        devices = _fastest_one_device_that_fits(graph, cluster)
+        if devices is None:
+            raise
+        log.warning("%s; but sim-v1, which frees a tensor after its last consumer, fits the graph on one device: "
+                    "placed there", err)
         return devices
-    return greedy(StrictMemoryLedger(units, cluster, graph))
+
+
+def _fastest_one_device_that_fits(graph: OpGraph, cluster: Cluster) -> np.ndarray | None:
+    """(N,) devices of the fastest :class:`~gplace.baselines.single.SingleDevice` placement whose ``sim-v1`` peak
+    memory fits every device; ``None`` where none fits."""
+    from gplace.baselines.single import SingleDevice
+
+    best: tuple[float, np.ndarray] | None = None
+    for device in range(cluster.num_devices):
+        try:
+            devices = SingleDevice(device).place(graph, cluster).devices
+        except PlacementInfeasibleError:  # no op may run there
+            continue
+        timed = schedule(graph, cluster, Placement.for_graph(graph, devices))
+        if (timed.peak_memory <= cluster.memory).all() and (best is None or timed.step_time < best[0]):
+            best = (timed.step_time, devices)
+    return None if best is None else best[1]
 
 
 def _fits_sim_v1(graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> bool:

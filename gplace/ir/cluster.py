@@ -374,21 +374,26 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
 
 
-def idle_devices(cluster: Cluster, graph: OpGraph) -> list[str]:
-    """One line per device kind of ``cluster`` on which no op of ``graph`` may run while the ops are costed for a
+def misspelt_kinds(cluster: Cluster, graph: OpGraph) -> list[str]:
+    """One line per device kind of ``cluster`` that the ops of ``graph`` have no cost for while they have one for a
     kind spelt alike but for case or spaces (``"GPU"`` for ``"gpu"``: kinds are compared as written), naming its
-    devices: every placement leaves them idle, a mistake a CLI run warns of. A kind the ops are simply not costed
-    for (a CPU beside a PipeDream profile's GPU costs) is no mistake, and not named."""
+    devices: they run no op (ops costed per kind only) or the ops' generic ``cost`` in place of their cost for that
+    kind, a mistake a CLI run warns of. A kind the ops are simply not costed for (a CPU beside a PipeDream
+    profile's GPU costs) is no mistake, and not named."""
     if not graph.num_ops:
         return []
-    idle = ~graph.allowed_devices(cluster).any(axis=0)
+    runs = graph.allowed_devices(cluster).any(axis=0)
     found = []
-    for kind in dict.fromkeys(k for k, i in zip(cluster.kinds, idle, strict=True) if i):
+    for kind in dict.fromkeys(cluster.kinds):
         meant = [k for k in graph.kind_cost if k != kind and k.strip().lower() == kind.strip().lower()]
-        if meant:
-            names = [d.name for d, i in zip(cluster.devices, idle, strict=True) if i and d.kind == kind]
-            found.append(f"cluster {cluster.name}: no op of graph {graph.name} may run on {_listed(names)}: their "
-                         f"kind {kind!r} is not the ops' {meant[0]!r} (kinds are compared as written)")
+        if not meant or kind in graph.kind_cost:
+            continue
+        devices = [i for i, d in enumerate(cluster.devices) if d.kind == kind]
+        names = _listed([cluster.devices[i].name for i in devices])
+        what = f"no op of graph {graph.name} may run on {names}" if not runs[devices].any() else \
+            f"{names} run the ops of graph {graph.name} at their generic cost, not their cost for {meant[0]!r}"
+        found.append(f"cluster {cluster.name}: {what}: their kind {kind!r} is not the ops' {meant[0]!r} (kinds are "
+                     "compared as written)")
     return found
 
 

@@ -520,7 +520,7 @@ class OpGraph:
                 lacking = "any of them" if pin is None else f"kind {pin!r}"
                 why = f": it has no cost for {lacking} (its costs are for {self._costed_kinds(i)})"
             raise GraphError(
-                f"op {self.op_names[i]!r} (pinned={pin!r}) can run on no device of cluster "
+                f"graph {self.name!r}: op {self.op_names[i]!r} (pinned={pin!r}) can run on no device of cluster "
                 f"{cluster.name!r} (kinds {sorted(set(cluster.kinds))}){why}"
             )
         return ok

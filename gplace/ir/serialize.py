@@ -588,7 +588,9 @@ def _check_fields(rec: Mapping[str, Any], known: set[str], where: str) -> None:
 
 
 def _list(doc: Mapping[str, Any], key: str) -> list[Any]:
-    value = doc.get(key)
+    if key not in doc:
+        raise GraphError(f"missing field {key!r} (a list)")
+    value = doc[key]
     if not isinstance(value, list):
         raise GraphError(f"field {key!r} must be a list, got {type(value).__name__}")
     return value

@@ -143,7 +143,11 @@ def load_checkpoint(path: str | Path, fingerprint: str, *, runtime_id: str | Non
 def _other_run(path: Path, saved: str, now: str) -> str:
     """Why checkpoint ``path`` of run id ``saved`` is not this run's (``now``), naming what differs: the graph, the
     cluster (``<graph>/<cluster>`` fingerprints), or a multi-graph run's tasks (``multigraph:<n>:<digest>``)."""
-    if saved.startswith("multigraph:") or now.startswith("multigraph:"):
+    if saved.startswith("multigraph:") != now.startswith("multigraph:"):
+        kinds = ("a multi-graph pretraining (MultiGraphTrainer)", "a search of one graph")
+        was, is_now = kinds if saved.startswith("multigraph:") else kinds[::-1]
+        return f"checkpoint {path} belongs to {was}, and this run is {is_now}; {_NEW_RUN}"
+    if saved.startswith("multigraph:"):
         return (f"checkpoint {path} belongs to another list of tasks ({saved}, not {now}: other graphs or clusters, "
                 f"another order, or a task more or less); resume with the tasks it ran on, or {_NEW_RUN}")
     pairs = zip(("graph", "cluster"), saved.split("/"), now.split("/"), strict=False)

@@ -219,7 +219,7 @@ class MultiGraphTrainer(MultiGraphSettings):
                starts: Sequence[Placement | None] | None) -> MultiGraphResult:
         """:meth:`fit`'s training, with gradients on."""
         states = [_TaskState(g, c, self.baseline_decay) for g, c in tasks]
-        placers = [task.placer(encoder, policy, self.max_groups, runtime) for task in states]
+        placers = [_task_placer(i, task, encoder, policy, self.max_groups, runtime) for i, task in enumerate(states)]
         params = [*encoder.parameters(), *policy.parameters()]
         loop, state = start_loop(params, lr=self.lr, seed=self.seed, run_dir=run_dir, logger=logger,
                                  run_id=_run_id(tasks), runtime_id=runtime.id, trainer_id=type(self).__name__,
@@ -359,7 +359,8 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
     those an earlier call or the caller froze); each parameter's ``requires_grad`` is as it was afterwards.
     The result is never behind the start: the pretrained policy's greedy placement is measured first (uncounted)
     and returned where the search found nothing faster, or nothing that ran (the search itself then failed: its
-    ``logger`` and ``run_dir`` record it so).
+    ``logger`` and ``run_dir`` record it so); its step time is the result's ``start_step_time``, reached after 0
+    samples (:meth:`~gplace.search_result.TrainResult.samples_to_reach`).
 
     Raises:
         TypeError: ``trainer`` is not a REINFORCE or PPO trainer instance, ``runtime`` not a runtime, ``graph``
@@ -398,8 +399,8 @@ def finetune(encoder: nn.Module, policy: nn.Module, graph: OpGraph, cluster: Clu
     if started.ok and not (result.best_measurement.ok and result.best_step_time <= started.step_time):
         log.info("fine-tuning on %s found nothing faster than the pretrained policy's greedy placement (%.6g s)",
                  graph.name, started.step_time)
-        return dataclasses.replace(result, best_placement=start, best_measurement=started)
-    return result
+        result = dataclasses.replace(result, best_placement=start, best_measurement=started)
+    return dataclasses.replace(result, start_step_time=started.step_time) if started.ok else result
 
 
 def _trained_parameters(policy: nn.Module, conditioning_only: bool) -> set[str] | None:
@@ -454,6 +455,16 @@ def _checked_tasks(tasks: Any) -> list[Task]:
         except TypeError as err:
             raise TypeError(f"tasks[{i}]: {err}") from None
     return [tuple(task) for task in tasks]
+
+
+def _task_placer(index: int, task: _TaskState, encoder: nn.Module, policy: nn.Module, max_groups: int,
+                 runtime: Runtime) -> nn.Module:
+    """``task.placer(...)``, whose refusal (an op no device of the task's cluster can run, a policy of another
+    number of devices) names the task: ``tasks[3]: ...``."""
+    try:
+        return task.placer(encoder, policy, max_groups, runtime)
+    except ValueError as err:
+        raise type(err)(f"tasks[{index}]: {err}") from None
 
 
 def _tasks_grouping_id(placers: Sequence[Any]) -> str:
