@@ -1228,10 +1228,26 @@ def _bench_cases(cfg: DictConfig) -> list:
     seen: set[tuple[str, str]] = set()  # the (graph, cluster) pairs this bench ran: results are keyed by them
     for c, searches in planned:
         records = run_suite([lambda c=c: build_case(c)], instantiate(cfg.baselines), searches, cfg.out_dir,
-                            plots=cfg.search.plots, previous=records, fresh=not _resumes(cfg), seen=seen)
+                            plots=cfg.search.plots, previous=records, fresh=not _resumes(cfg), seen=seen,
+                            settings=_method_settings(cfg))
     warn_unfingerprinted(records, seen, cfg.out_dir)
     log.info("results in %s/RESULTS.md and results.json", cfg.out_dir)
     return records
+
+
+def _method_settings(cfg: DictConfig) -> dict[str, str]:
+    """Per bench method, a digest of what sets it: a baseline's config; a learned search's overrides and warm start
+    with the searches' budget (``search``). A resumed bench measures again a case whose records hold other ones."""
+    import hashlib
+    import json
+
+    def digest(*nodes: Any) -> str:
+        text = json.dumps([OmegaConf.to_container(n, resolve=False) if OmegaConf.is_config(n) else n for n in nodes],
+                          sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    baselines = {name: digest(node) for name, node in (cfg.get("baselines") or {}).items()}
+    return baselines | {name: digest(node, cfg.search) for name, node in (cfg.get("learned") or {}).items()}
 
 
 def _check_cases(cases) -> list[list[str]]:

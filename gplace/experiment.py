@@ -261,9 +261,9 @@ def _ran_or_failed(search: Callable[[], TrainResult], graph: OpGraph, cluster: C
             message = f"{err}; {_why_nothing_ran(graph, cluster, runtime, baselines, learned)}"
             raise (PlacementInfeasibleError(message) if done is None else NothingFitError(message, done)) from None
         log.warning("the search measured no placement that ran; returning the fastest single-device one")
-        return done or TrainResult(
-            Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
-            Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
+        failed = done or TrainResult(Placement.for_graph(graph, np.zeros(graph.num_ops, np.int64)),
+                                     Measurement.failure("search", "no placement of the search fits"), 0, 0.0)
+        return dataclasses.replace(failed, found_at=-math.inf)  # no sample found what _searched puts in its place
 
 
 @contextlib.contextmanager
@@ -490,7 +490,7 @@ def _no_worse_than(result: TrainResult, placement: Placement | None, graph: OpGr
     m = runtime.measure(graph, cluster, placement)
     if not (m.ok and m.step_time < result.best_measurement.step_time):
         return result
-    return dataclasses.replace(result, best_placement=placement, best_measurement=m)
+    return dataclasses.replace(result, best_placement=placement, best_measurement=m, found_at=None)
 
 
 def _check_refine(refine: object, runtime: Runtime | None) -> float:

@@ -66,9 +66,9 @@ _SUMMARY_NUMBERS = ("ops", "compute_seconds", "peak_memory", "bytes_in", "bytes_
 
 def check_shown(doc: Any, where: str, *, with_summary: bool = True) -> None:
     """Raise ``ValueError`` naming the field when a ``placement.json`` document lacks what ``gplace show`` reads:
-    ``placement`` (op -> device name), ``devices`` (names), ``step_time`` (a number >= 0 or null) and, if present
-    and ``with_summary``, the per-device summary (device -> numbers >= 0, as :func:`device_summary` writes, with
-    as many ops per device as the placement puts there)."""
+    ``placement`` (op -> device name, one of ``devices`` where that is given), ``devices`` (names), ``step_time`` (a
+    number >= 0 or null) and, if present and ``with_summary``, the per-device summary (device -> numbers >= 0, as
+    :func:`device_summary` writes, with as many ops per device as the placement puts there)."""
     if not isinstance(doc, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(doc).__name__}")
     placement = doc.get("placement")
@@ -77,6 +77,10 @@ def check_shown(doc: Any, where: str, *, with_summary: bool = True) -> None:
     devices = doc.get("devices", [])
     if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
         raise ValueError(f"{where}: 'devices' must be a list of device names")
+    unknown = next(((op, d) for op, d in placement.items() if d not in devices), None) if devices else None
+    if unknown is not None:
+        raise ValueError(f"{where}: op {unknown[0]!r} is placed on {unknown[1]!r}, which is not among its 'devices' "
+                         f"{devices}")
     step = doc.get("step_time")
     if step is not None and not (_is_number(step) and step >= 0):
         raise ValueError(f"{where}: 'step_time' must be a number >= 0 or null, got {_shown(step)}")

@@ -47,6 +47,10 @@ class BenchRecord:
     """The optional package a baseline failed for want of (its ``ImportError``'s module, e.g. ``"pymetis"``;
     ``"unknown"`` when the error names none), which a resumed bench runs again; ``None`` otherwise, and in records
     written before they said."""
+    settings: str | None = None
+    """A digest of the method's settings when it was measured (a baseline's config; a search's overrides, warm
+    start and budget): a resumed bench measures a case again whose methods are set otherwise now; ``None`` where the
+    caller gave none, and in records written before they said."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``inf`` as ``null``)."""

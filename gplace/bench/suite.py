@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import shutil
@@ -35,7 +36,7 @@ class BenchCase:
 def run_suite(
     cases: Sequence[Callable[[], BenchCase]], placers: Mapping[str, Any], searches: Mapping[str, Search],
     out_dir: str | Path, *, plots: bool = True, previous: Sequence[BenchRecord] = (), fresh: bool = False,
-    seen: set[tuple[str, str]] | None = None,
+    seen: set[tuple[str, str]] | None = None, settings: Mapping[str, str] | None = None,
 ) -> list[BenchRecord]:
     """Run every placer and search on every case (built lazily, one at a time).
 
@@ -52,13 +53,14 @@ def run_suite(
     Records and run directories are keyed by graph and cluster name, and records also keep their fingerprints: a
     case whose records are of another graph or cluster of that name (its costs changed since), or do not say
     (written before records kept fingerprints), is measured again with a WARNING and its learned searches start
-    anew, as with ``fresh``. ``seen`` (updated here) holds the pairs this bench already ran, so a second case of
-    one pair (another seed, say) is refused rather than skipped. A failed learned search is a result (out of
-    memory, no placement found) and is not run again; a config error is not one, and ``gplace bench`` refuses it
-    before anything runs. A baseline that failed for want of an optional package (its record's ``missing_module``)
-    is run again, alone, by a resume of an otherwise finished case, so that once the package is installed it gets
-    its result. Once every case is done, the files are written again if they do not hold these records yet (every
-    case skipped, the report of an older version).
+    anew, as with ``fresh``; so is a case whose records were measured with other ``settings`` (method -> a digest of
+    its settings, kept in its records) than given now. ``seen`` (updated here) holds the pairs this bench already
+    ran, so a second case of one pair (another seed, say) is refused rather than skipped. A failed learned search is
+    a result (out of memory, no placement found) and is not run again; a config error is not one, and ``gplace
+    bench`` refuses it before anything runs. A baseline that failed for want of an optional package (its record's
+    ``missing_module``) is run again, alone, by a resume of an otherwise finished case, so that once the package is
+    installed it gets its result. Once every case is done, the files are written again if they do not hold these
+    records yet (every case skipped, the report of an older version).
 
     Raises:
         ValueError: a case repeats a (graph, cluster) pair in ``seen``; a search is named like a baseline.
@@ -89,7 +91,7 @@ def run_suite(
         if seen is not None:
             seen.add(key)
         held = [r for r in records if (r.graph, r.cluster) == key]
-        stale = stale_reason(held, graph, cluster)
+        stale = stale_reason(held, graph, cluster) or _changed_settings(held, settings)
         if stale:
             log.warning("%s on %s: measured again, its learned searches started anew: %s", graph.name, cluster.name,
                         stale)
@@ -98,7 +100,7 @@ def run_suite(
             if again:
                 log.info("%s on %s: running again %s, which failed for a missing package", graph.name, cluster.name,
                          ", ".join(again))
-                records = _rerun_baselines(records, case, again, held[0].lower_bound)
+                records = _rerun_baselines(records, case, again, held[0].lower_bound, settings)
                 save()
             else:
                 log.info("%s on %s: already in the results, skipped", graph.name, cluster.name)
@@ -123,7 +125,7 @@ def run_suite(
             found.append(record)
             if plots and report is not None:
                 _plot(report, out_dir / "plots", stem, best)
-        records += found
+        records += _with_settings(found, settings)
         save()
     refresh_results(records, out_dir, learned=list(searches))
     return records
@@ -141,12 +143,27 @@ def warn_unfingerprinted(records: Sequence[BenchRecord], ran: set[tuple[str, str
                     "again to measure them anew", out_dir, len(old), shown_pairs(old))
 
 
+def _changed_settings(held: Sequence[BenchRecord], settings: Mapping[str, str] | None) -> str | None:
+    """Why the ``held`` records are to be measured again: methods whose recorded settings differ from ``settings``
+    (a record or a method without a digest is not compared); ``None`` when none does."""
+    changed = sorted(r.method for r in held if settings and r.settings is not None
+                     and settings.get(r.method, r.settings) != r.settings)
+    return f"{', '.join(changed)} set otherwise than when measured" if changed else None
+
+
+def _with_settings(records: Sequence[BenchRecord], settings: Mapping[str, str] | None) -> list[BenchRecord]:
+    """``records`` with their method's digest of ``settings`` (those of methods it has none of as they were)."""
+    return [dataclasses.replace(r, settings=settings[r.method]) if settings and r.method in settings else r
+            for r in records]
+
+
 def _rerun_baselines(records: Sequence[BenchRecord], case: BenchCase, placers: Mapping[str, Any],
-                     bound: float) -> list[BenchRecord]:
+                     bound: float, settings: Mapping[str, str] | None) -> list[BenchRecord]:
     """``records`` with those of ``placers`` on ``case`` replaced, in place, by a new run of them (``bound``: the
-    case's step-time lower bound, as its records hold it)."""
+    case's step-time lower bound, as its records hold it; ``settings``: the digests the new records keep)."""
     graph, cluster = case.graph, case.cluster
-    found = {r.method: r for r in run_baselines(graph, cluster, placers, case.runtime, bound)[0]}
+    ran = run_baselines(graph, cluster, placers, case.runtime, bound)[0]
+    found = {r.method: r for r in _with_settings(ran, settings)}
     key = (graph.name, cluster.name)
     return [found.get(r.method, r) if (r.graph, r.cluster) == key else r for r in records]
 

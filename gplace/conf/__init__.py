@@ -108,19 +108,24 @@ def component_config(group: str, name: str) -> Any:
         return compose(config_name="config", overrides=overrides)[group]
 
 
-def config_groups_help() -> str:
+def config_groups_help(choices: Any = None) -> str:
     """The config groups and their options as Hydra's ``--help`` lists them (``$APP_CONFIG_GROUPS``), without
     Hydra's own groups and the generated ``_defaults/*`` ones (a folder of one's own given with ``--config-dir`` is
-    listed too, as by Hydra). For ``hydra/help/gplace.yaml``'s resolver ``gplace_config_groups``, while Hydra runs."""
+    listed too, as by Hydra); with ``choices`` (``hydra.runtime.choices``: group -> option), only the groups the
+    command's primary config selects (``gplace place`` takes no ``policy=``, ``gplace bench`` no group at all). For
+    ``hydra/help/gplace.yaml``'s resolver ``gplace_config_groups``, while Hydra runs."""
     from hydra.core.global_hydra import GlobalHydra
 
     def listed(group: str) -> bool:
+        if choices is not None and group.split("/")[0] not in choices:
+            return False
         return not any(group == top or group.startswith(top + "/") for top in ("hydra", "_defaults"))
 
     hydra = GlobalHydra.instance().hydra
     if hydra is None:  # resolved outside Hydra (a config read back and resolved): no groups to list
         return ""
-    return hydra.format_config_groups(listed).rstrip("\n").replace("$", "$$")  # a string.Template: "$" stays one
+    groups = hydra.format_config_groups(listed).rstrip("\n") or "(none: this command selects no group)"
+    return groups.replace("$", "$$")  # a string.Template: "$" stays one
 
 
 def register_help_resolver() -> None:

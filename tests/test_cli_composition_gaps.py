@@ -1,0 +1,70 @@
+"""From a probe of the Hydra command line: a search that found nothing that ran was reported as "the trained
+policy's greedy placement" (it is the single-device fallback); a resumed bench kept results measured with other
+settings of a method; ``--help`` listed groups ``gplace place`` and ``gplace bench`` refuse; ``gplace show`` drew
+a placement on a device its file does not list."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gplace
+from gplace.baselines import RandomPlacer, RoundRobin
+from gplace.bench import BenchCase, run_suite
+from gplace.runtime import Simulator
+from gplace.show import check_shown
+from gplace.testing import random_dag
+from gplace.zoo import paper_cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_search_that_ran_nothing_reports_the_single_device_fallback_as_such():
+    graph, cluster = random_dag(20, seed=0), paper_cluster(2, gpu_memory=30_000_000)
+    report = gplace.place(graph, cluster, method="learned", budget="16 samples", seed=0)
+    assert report.train.best_sample is None
+    assert report.train.found_at == -math.inf  # gplace's summary: "every op on one device"
+
+
+def test_a_resumed_bench_measures_again_a_case_whose_methods_are_set_otherwise(tmp_path, caplog):
+    graph = random_dag(12, seed=1)
+
+    def case() -> BenchCase:
+        return BenchCase(graph, paper_cluster(2), Simulator())
+
+    placers = {"round_robin": RoundRobin(), "random": RandomPlacer(seed=0)}
+    first = run_suite([case], placers, {}, tmp_path, plots=False, settings={"round_robin": "a", "random": "s0"})
+    with caplog.at_level(logging.INFO):
+        again = run_suite([case], placers, {}, tmp_path, plots=False, previous=first,
+                          settings={"round_robin": "a", "random": "s0"})
+    assert "skipped" in caplog.text and again == first
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        changed = run_suite([case], {**placers, "random": RandomPlacer(seed=7)}, {}, tmp_path, plots=False,
+                            previous=first, settings={"round_robin": "a", "random": "s7"})
+    assert "random set otherwise than when measured" in caplog.text
+    assert {r.method: r.settings for r in changed} == {"round_robin": "a", "random": "s7"}
+
+
+@pytest.mark.parametrize(("command", "listed", "absent"), [
+    ("place", "objective: ", "policy: "),
+    ("bench", "(none: this command selects no group)", "graph: "),
+])
+def test_help_lists_only_the_groups_a_command_takes(command, listed, absent):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}
+    out = subprocess.run([sys.executable, "-m", "gplace", command, "--help"], capture_output=True, text=True,
+                         timeout=300, env=env).stdout
+    groups = out.split("== Configuration groups ==")[1].split("== Config ==")[0]
+    assert listed in groups and absent not in groups, groups
+
+
+def test_show_refuses_an_op_on_a_device_its_file_does_not_list():
+    doc = {"placement": {"a": "/GPU:7"}, "devices": ["/CPU:0", "/GPU:0"], "step_time": None}
+    with pytest.raises(ValueError, match="op 'a' is placed on '/GPU:7', which is not among its 'devices'"):
+        check_shown(doc, "p.json")
