@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
@@ -256,6 +257,7 @@ class WandbLogger:
         self._finished = False
         self._stepped: set[str] = set()
         self._run: Any = None
+        self._lost = False  # W&B failed mid-run (its service died): off for the rest of the run
         if run is not None:
             if any(arg is not None for arg in (mode, name, dir, group)):
                 raise ValueError("WandbLogger: give a run of your own or mode, name, dir and group, not both")
@@ -295,7 +297,7 @@ class WandbLogger:
         if self._run is None or self._finished:
             self._start(*self._settings, resume=self._resume if self._run is None else {})
             self._define_step()
-            self._finished = False
+            self._finished = self._lost = False
         return self._run
 
     def _start(self, project: str, mode: str | None, name: str | None, dir: str | None, group: str | None,
@@ -318,18 +320,43 @@ class WandbLogger:
                         "offline run folder under id %s, which `wandb sync` may not join to the first; metrics.jsonl "
                         "in the run directory is the complete record", self._run.id)
         if dir is not None and self._mode != "disabled":
-            write_text_atomic(Path(dir) / RUN_ID_FILE, self._run.id)  # a failure names the file
+            try:
+                write_text_atomic(Path(dir) / RUN_ID_FILE, self._run.id)
+            except OSError as err:  # a read-only dir: W&B logs elsewhere (its own fallback), the search goes on
+                log.warning("W&B: cannot keep the run's id in %s (%s): a resumed search starts a new W&B run", dir,
+                            error_summary(err, limit=200))
+
+    @contextlib.contextmanager
+    def _kept_going(self) -> Any:
+        """Where a W&B call raises once its run has started (its service died, a connection reset), say so once and
+        turn W&B off for the rest of the run: metrics.jsonl keeps every metric, and a search does not end for it."""
+        try:
+            yield
+        except Exception as err:  # noqa: BLE001  # wandb's own errors, ConnectionResetError, BrokenPipeError, ...
+            if not self._lost:
+                log.warning("W&B stopped working (%s: %s): it is off for the rest of this run (metrics.jsonl in the "
+                            "run directory keeps every metric)", type(err).__name__, error_summary(err, limit=200))
+                with contextlib.suppress(Exception):  # its service gone: no traceback of W&B's own at exit
+                    self._wandb.teardown()
+            self._lost = True
 
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
-        self._active().config.update(dict(config), allow_val_change=True)
+        run = self._active()
+        if not self._lost:
+            with self._kept_going():
+                run.config.update(dict(config), allow_val_change=True)
 
     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:  # noqa: D102
         kept = {k: v for k, v in _finite_scalars(scalars).items() if v is not None}
-        if not self._owns_run:  # a run of your own: only gplace's scalars go against ``step``
-            for key in kept.keys() - self._stepped:
-                self._run.define_metric(key, step_metric="step")
-            self._stepped.update(kept)
-        self._active().log({"step": step, **kept})
+        run = self._active()
+        if self._lost:
+            return
+        with self._kept_going():
+            if not self._owns_run:  # a run of your own: only gplace's scalars go against ``step``
+                for key in kept.keys() - self._stepped:
+                    run.define_metric(key, step_metric="step")
+                self._stepped.update(kept)
+            run.log({"step": step, **kept})
 
     def log_results(self, summary: Mapping[str, float], rows: Sequence[Mapping[str, Any]],
                     files: Mapping[str, str | Path]) -> list[Any]:
@@ -338,7 +365,13 @@ class WandbLogger:
         adds versions to its own), of type ``"model"`` for a ``.pt`` file, else ``name`` (``placement``,
         ``trace``); returns the ``wandb.Artifact`` objects logged."""
         artifacts = []
-        self._active().summary.update(_finite_scalars(summary))
+        run = self._active()
+        if self._lost:
+            return artifacts
+        with self._kept_going():
+            run.summary.update(_finite_scalars(summary))
+        if self._lost:
+            return artifacts
         if rows:
             columns = list(rows[0])
             table = self._wandb.Table(columns=columns, data=[[row.get(c) for c in columns] for row in rows])
@@ -367,7 +400,8 @@ class WandbLogger:
         """Finish the run gplace started (a run of your own is left as it is); ``exit_code`` 1 marks it failed.
         The logger's next use starts a new run."""
         if self._owns_run and self._run is not None and not self._finished:  # a run never started: nothing
-            self._run.finish(exit_code=exit_code)
+            with self._kept_going():
+                self._run.finish(exit_code=exit_code)
             self._finished = True
 
 

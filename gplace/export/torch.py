@@ -535,7 +535,9 @@ def pipeline_split(graph: OpGraph, cluster: Cluster, placement: Placement, modul
     if spec.unaligned:
         first = spec.unaligned[0]
         raise InvalidPlacementError(f"the placement changes device at op {first['op']!r}, inside module "
-                                    f"{first['module']!r}: no module-level pipeline split gives it")
+                                    f"{first['module']!r}: no module-level pipeline split gives it; place "
+                                    "gplace.pipeline.stages.align_to_modules(graph) instead (graph.align_to_modules="
+                                    "true on the command line), whose placements split only where a module begins")
     if spec.backward_away and not stage_backward:
         first_away = next(i for i, f in enumerate(graph.grad_of)
                           if f >= 0 and placement.devices[i] != placement.devices[f])
@@ -645,7 +647,29 @@ def check_pipeline_split(graph: OpGraph, module: nn.Module, example_inputs: Any)
             reason).
     """
     _module_paths(graph)
+    _check_same_module(graph, module)
     _traced_pipeline(module, example_inputs, {}, None)
+
+
+def _check_same_module(graph: OpGraph, module: nn.Module) -> None:
+    """Refuse a ``module`` whose parameters the torch graph ``graph`` does not hold (by shape, each as often): the
+    graph was imported from another module, whose placement would be measured on this one.
+
+    Raises:
+        UnsupportedGraphError: names the first parameter of ``module`` that the graph lacks.
+    """
+    source = graph.source
+    held = source.program.state_dict.values() if isinstance(source.program, torch.export.ExportedProgram) \
+        else source.values.values()
+    shapes = Counter(tuple(t.shape) for t in held if isinstance(t, torch.Tensor))
+    for name, parameter in module.named_parameters():
+        shape = tuple(parameter.shape)
+        if not shapes[shape]:
+            raise UnsupportedGraphError(
+                f"graph {graph.name!r} was not imported from this {type(module).__name__}: its parameter {name!r} of "
+                f"shape {list(shape)} is not among the graph's; give the runtime the module the graph was imported "
+                "from (from the command line, runtime.module the same as graph.module)")
+        shapes[shape] -= 1
 
 
 def pipeline_from_file(path: str | Path, module: nn.Module, example_inputs: Any) -> Pipe:

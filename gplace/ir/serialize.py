@@ -372,14 +372,21 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     try:                                                                         # filling a cache at once
         yield tmp
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _remove_quietly(tmp)
         raise
     try:
         if tmp.exists():
             tmp.replace(path)
     except OSError as err:
-        tmp.unlink(missing_ok=True)
+        _remove_quietly(tmp)
         raise write_error(path, err) from None
+
+
+def _remove_quietly(tmp: Path) -> None:
+    """Remove the temporary ``tmp`` where it can be: on a read-only file system removing it raised too, and that
+    error hid the one that names the file being written."""
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -104,7 +104,7 @@ from gplace.runtime.wrapper import RuntimeWrapper, check_timeout
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PoolRuntime", "ProblemKeys", "Worker", "pickle_for_workers", "pickled_runtime"]
+__all__ = ["PoolRuntime", "ProblemKeys", "Worker", "end_with_parent", "pickle_for_workers", "pickled_runtime"]
 
 ProblemKey = tuple[str, str]
 """(graph fingerprint, cluster fingerprint); for a graph with a program, the first names the program too."""
@@ -881,11 +881,11 @@ _RETIRED = 75
 def _start_worker(runtime_blob: bytes, threads_per_worker: int | None, gpu_sets: Any = None, logs: Any = None,
                   level: int = logging.WARNING) -> None:
     """Ignore Ctrl-C (a terminal sends it to the whole process group: the caller, interrupted, stops the pool, where
-    each idle worker printed a traceback; SIGTERM still ends a worker), end with the caller (:func:`_end_with_parent`),
+    each idle worker printed a traceback; SIGTERM still ends a worker), end with the caller (:func:`end_with_parent`),
     send log records to ``logs``, take this worker's GPUs (before anything touches CUDA), then load the runtime."""
     global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _end_with_parent()
+    end_with_parent()
     if logs is not None:
         _send_logs(logs, level)
     if gpu_sets is not None:
@@ -893,11 +893,11 @@ def _start_worker(runtime_blob: bytes, threads_per_worker: int | None, gpu_sets:
     _worker = Worker(runtime_blob, threads_per_worker)
 
 
-def _end_with_parent() -> None:
-    """Exit this worker once the process that started it is gone (``multiprocessing.parent_process()``'s sentinel,
-    the caller's end of a pipe, for ``spawn`` and ``forkserver`` alike): a caller killed with SIGKILL runs no
-    cleanup, and a worker, which holds both ends of its own task pipe, never saw that pipe close; it lived on,
-    holding the caller's stdout and its GPUs."""
+def end_with_parent() -> None:
+    """Exit this worker (a pool worker, a pipeline stage) once the process that started it is gone
+    (``multiprocessing.parent_process()``'s sentinel, the caller's end of a pipe, for ``spawn`` and ``forkserver``
+    alike): a caller killed with SIGKILL runs no cleanup, and a worker, which holds both ends of its own task pipe,
+    never saw that pipe close; it lived on, holding the caller's stdout, its ports and its GPUs."""
     parent = multiprocessing.parent_process()
     if parent is None:
         return

@@ -10,7 +10,8 @@ How it runs
     sent back, the graph's backward values that cross devices). The placement's stages are the runs of consecutive
     modules on one device; the split is :func:`gplace.export.torch.pipeline_split`'s (``{module path:
     SplitPoint.BEGINNING}`` where the device changes), checked in this process, so a placement that changes device
-    inside a module raises :class:`~gplace.ir.InvalidPlacementError` naming the op and the module. Then one process per
+    inside a module raises :class:`~gplace.ir.InvalidPlacementError` naming the op and the module (from :meth:`run`;
+    a failed measurement of :meth:`measure`). Then one process per
     device (rank, numbered by the device's first stage) is spawned; they join a process group (``backend``: by default
     ``gloo`` when every stage is on a CPU, ``nccl`` when every stage is on a CUDA device) over localhost, each traces
     the module with ``torch.distributed.pipelining.pipeline``, builds its stages on its device and runs the schedule:
@@ -274,11 +275,11 @@ class TorchPipelineRuntime(Runtime):
         """As ``pipe-v3``'s, the schedule and micro-batch count in it, so caches and resumed runs keep them apart."""
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Placement) -> Measurement:
-        from gplace.export.torch import PipelineSkipError, PipelineTraceError
+        from gplace.export.torch import PipelineTraceError
 
         try:
             result = self.run(graph, cluster, placement)
-        except (_StageError, TorchRunError, PipelineTraceError, PipelineSkipError) as err:  # a graph not from torch
+        except (_StageError, TorchRunError, PipelineTraceError, InvalidPlacementError) as err:  # no split gives it
             logger.debug("pipelined measurement of %r failed: %s", graph.name, err)
             return Measurement.failure(self.id, str(err))
         median = statistics.median(result.times)
@@ -523,7 +524,10 @@ def _free_port() -> int:
 def _stage_main(rank: int, world: int, port: int, job: _Job, results: Any) -> None:
     import torch.distributed as dist
 
+    from gplace.runtime.parallel import end_with_parent
+
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a pool worker that spawned it ignores Ctrl-C
+    end_with_parent()  # a caller killed with SIGKILL: its stages ran on, holding their ports
     try:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         _init_group(job, _process_device(job, rank), rank=rank, world_size=world)
@@ -543,7 +547,13 @@ def _stage_error(err: Exception) -> str:
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     where = "" if tb is None else tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
-    return f"torch.distributed.pipelining raised {text}" if "torch/distributed/pipelining/" in where else text
+    if "torch/distributed/pipelining/" not in where:
+        return text
+    cause = err.__cause__ or err.__context__  # torch's "[Stage 1] failed to run forward" wraps the op's own error
+    while cause is not None and (cause.__cause__ or cause.__context__) is not None:
+        cause = cause.__cause__ or cause.__context__
+    caused = "" if cause is None else f", from {type(cause).__name__}: {error_summary(cause)}"
+    return f"torch.distributed.pipelining raised {text}{caused}"
 
 
 def _process_device(job: _Job, rank: int) -> torch.device:

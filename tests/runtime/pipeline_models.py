@@ -135,3 +135,29 @@ class Branching(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.a(x)
         return self.c(torch.cond(h.sum() > 0, lambda t: self.b(t), lambda t: t * 2, (h,)))
+
+
+@torch.library.custom_op("gplace_tests::fails_when_run", mutates_args=())
+def fails_when_run(x: torch.Tensor) -> torch.Tensor:
+    """An op torch.export traces (by its fake) that raises when a stage runs it."""
+    raise RuntimeError("stage op exploded")
+
+
+fails_when_run.register_fake(lambda x: torch.empty_like(x))
+fails_when_run.register_autograd(lambda ctx, grad: grad)
+
+
+class _Fails(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fails_when_run(x)
+
+
+class FailsInStage(nn.Module):
+    """(B, 8) -> (B, 4), whose module ``b`` raises "stage op exploded" when run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(8, 16), _Fails(), nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c(self.b(self.a(x)))

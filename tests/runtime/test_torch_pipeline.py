@@ -370,15 +370,19 @@ def test_ctrl_c_between_two_stage_starts_stops_the_stage_started(monkeypatch) ->
 
 
 def test_a_placement_that_splits_a_module_is_refused_up_front() -> None:
+    """run raises before any process starts; measure fails the placement, saying to align the graph (it raised,
+    and ended a search that sampled one)."""
     model, x = _Scaled(), torch.randn(BATCH, 8)
     graph = from_torch(model, (x[: BATCH // M],))
     cluster = Cluster.build([Device("/CPU:0", "cpu"), Device("/CPU:1", "cpu")], default_bandwidth=1e9)
     own = [i for i, op in enumerate(graph.op_names) if graph.source.module_paths.get(op) == ""]
     devices = [0] * graph.num_ops
     devices[own[-1]] = 1  # relu on /CPU:0, mul on /CPU:1
+    runtime = TorchPipelineRuntime(model, x, torch.zeros(BATCH, 4), F.mse_loss, microbatches=M)
     with pytest.raises(InvalidPlacementError, match="inside module"):
-        TorchPipelineRuntime(model, x, torch.zeros(BATCH, 4), F.mse_loss, microbatches=M).measure(
-            graph, cluster, Placement.for_graph(graph, devices))
+        runtime.run(graph, cluster, Placement.for_graph(graph, devices))
+    measured = runtime.measure(graph, cluster, Placement.for_graph(graph, devices))
+    assert not measured.ok and "inside module" in measured.reason and "align_to_modules" in measured.reason
 
 
 def test_settings_are_checked() -> None:
