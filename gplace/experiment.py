@@ -601,10 +601,11 @@ def _searched(result: TrainResult, baselines: dict[str, Measurement], graph: OpG
     one measurement: a noisy runtime reported such a result 1.07-1.18x faster than itself), else its best measured
     again (:func:`_measured_again`), then no worse than the fastest single-device placement
     (:func:`_no_worse_than_one_device`)."""
-    from gplace.baselines import SingleDevice
+    from gplace.baselines.single import each_device
 
-    same = [name for d, name in enumerate(cluster.device_names)
-            if baselines[name].ok and SingleDevice(device=d).place(graph, cluster) == result.best_placement]
+    names = cluster.device_names
+    same = [names[d] for d, placed in each_device(graph, cluster)
+            if baselines[names[d]].ok and placed == result.best_placement]
     result = dataclasses.replace(result, best_measurement=baselines[same[0]]) if same else \
         _measured_again(result, graph, cluster, runtime)
     return _no_worse_than_one_device(result, baselines, graph, cluster)
@@ -709,17 +710,11 @@ def _place_once(graph: OpGraph, cluster: Cluster, placer: Placer | None, path: P
 def single_device_baselines(graph: OpGraph, cluster: Cluster, runtime: Runtime) -> dict[str, Measurement]:
     """Measure every op on one device, for each device (ops pinned elsewhere stay on their kind); a device no op may
     run on is a failed baseline saying so (it was every op on another device, reported as this one's)."""
-    from gplace.baselines import PlacementInfeasibleError, SingleDevice
+    from gplace.baselines.single import each_device
 
-    out = {}
-    for i, name in enumerate(cluster.device_names):
-        try:
-            placement = SingleDevice(device=i).place(graph, cluster)
-        except PlacementInfeasibleError as err:
-            out[name] = Measurement.failure(runtime.id, str(err))
-            continue
-        out[name] = runtime.measure(graph, cluster, placement)
-    return out
+    names = cluster.device_names
+    return {names[d]: runtime.measure(graph, cluster, placed) if isinstance(placed, Placement)
+            else Measurement.failure(runtime.id, str(placed)) for d, placed in each_device(graph, cluster)}
 
 
 def write_report(report: PlacementReport, run_dir: str | Path, runtime: Runtime | None = None) -> None:

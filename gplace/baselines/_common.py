@@ -381,17 +381,15 @@ def place_fitting(
 def _fastest_one_device_that_fits(graph: OpGraph, cluster: Cluster) -> np.ndarray | None:
     """(N,) devices of the fastest :class:`~gplace.baselines.single.SingleDevice` placement whose ``sim-v1`` peak
     memory fits every device; ``None`` where none fits."""
-    from gplace.baselines.single import SingleDevice
+    from gplace.baselines.single import each_device
 
     best: tuple[float, np.ndarray] | None = None
-    for device in range(cluster.num_devices):
-        try:
-            devices = SingleDevice(device).place(graph, cluster).devices
-        except PlacementInfeasibleError:  # no op may run there
+    for _, placed in each_device(graph, cluster):
+        if not isinstance(placed, Placement):  # no op may run there
             continue
-        timed = schedule(graph, cluster, Placement.for_graph(graph, devices))
+        timed = schedule(graph, cluster, placed)
         if (timed.peak_memory <= cluster.memory).all() and (best is None or timed.step_time < best[0]):
-            best = (timed.step_time, devices)
+            best = (timed.step_time, placed.devices)
     return None if best is None else best[1]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,8 +39,9 @@ class MSCT(Placer):
        with ``p_i`` the mean duration over allowed devices and ``c_ij`` the mean transfer time, using
        SciPy's HiGHS. Edges are rounded to favourite when ``x_ij < 0.5`` (ties broken towards smaller
        ``x``, keeping at most one per parent and per child). When the LP has more than
-       ``max_lp_variables`` variables, or fails, the favourite child is instead chosen greedily: the
-       child over the edge with the most bytes (logged).
+       ``max_lp_variables`` variables, or fails, or takes longer than ``lp_seconds`` (a communication-heavy
+       graph of 6,500 ops took 82 s), the favourite child is instead chosen greedily: the child over the edge with
+       the most bytes (logged).
     2. Schedule as m-ETF (:class:`~gplace.baselines.METF`), except that a device whose last op has a
        ready, unscheduled favourite child is kept for that child when it can start there no later than
        on any other device (Baechi's "awake" state), so the parent's output need not move. A child that is
@@ -53,19 +55,25 @@ class MSCT(Placer):
         max_lp_variables: largest LP (edges + ops + 1 variables) solved before falling back to the
             greedy favourite child. (default: ``20_000``)
         threshold: an edge is a favourite-child edge when its LP value is below this. (default: ``0.5``)
+        lp_seconds: HiGHS's time limit for the LP; past it, the greedy favourite child (so on a slower machine a
+            large graph's placement may differ). (default: ``20.0``)
 
     Raises:
-        ValueError: ``max_lp_variables`` not a whole number >= 0 or ``threshold`` not a finite number, naming it.
+        ValueError: ``max_lp_variables`` not a whole number >= 0, ``threshold`` not a finite number or
+            ``lp_seconds`` not a number > 0, naming it.
         PlacementInfeasibleError: from :meth:`place`, when an op fits on no device it may run on.
     """
 
     name = "m_sct"
 
-    def __init__(self, max_lp_variables: int = 20_000, threshold: float = 0.5) -> None:
+    def __init__(self, max_lp_variables: int = 20_000, threshold: float = 0.5, lp_seconds: float = 20.0) -> None:
         check_sizes("MSCT", 0, max_lp_variables=max_lp_variables)  # 0: always the greedy favourite child
         check_finite("MSCT", threshold=threshold)
+        if isinstance(lp_seconds, bool) or not isinstance(lp_seconds, int | float) or not 0 < lp_seconds < math.inf:
+            raise ValueError(f"MSCT: lp_seconds must be a number of seconds > 0, got {lp_seconds!r}")
         self.max_lp_variables = max_lp_variables
         self.threshold = threshold
+        self.lp_seconds = lp_seconds
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         units = build_units(graph, cluster)
@@ -91,17 +99,18 @@ class MSCT(Placer):
                         "(largest edge bytes)", graph.name, num_vars, self.max_lp_variables)
             return _match(graph, np.argsort(-graph.edge_bytes, kind="stable"))
         unit = max(float(weight.max(initial=0.0)), float(edge_cost.max(initial=0.0))) or 1.0
-        x = _solve_lp(graph, weight / unit, edge_cost / unit)  # in units of the largest: HiGHS's tolerances are
-        # absolute, so in seconds or in milliseconds it chose other favourite children (placements 3.4 % apart)
+        x = _solve_lp(graph, weight / unit, edge_cost / unit, self.lp_seconds)  # in units of the largest: HiGHS's
+        # tolerances are absolute, so in seconds or in milliseconds it chose other favourite children (3.4 % apart)
         if x is None:
-            logger.warning("m-SCT: LP for %r failed; using the greedy favourite child", graph.name)
+            logger.warning("m-SCT: LP for %r failed or took longer than lp_seconds=%g; using the greedy favourite "
+                           "child", graph.name, self.lp_seconds)
             return _match(graph, np.argsort(-graph.edge_bytes, kind="stable"))
         order = np.argsort(x, kind="stable")
         return _match(graph, order[x[order] < self.threshold])
 
 
-def _solve_lp(graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray) -> np.ndarray | None:
-    """(E,) relaxed favourite-child edge values, or ``None`` when HiGHS does not find an optimum.
+def _solve_lp(graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray, seconds: float) -> np.ndarray | None:
+    """(E,) relaxed favourite-child edge values, or ``None`` when HiGHS does not find an optimum in ``seconds``.
 
     Variables are ordered ``[x (E), s (N), w]``.
     """
@@ -129,7 +138,8 @@ def _solve_lp(graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray) -> np.n
     cost = np.zeros(e + n + 1)
     cost[-1] = 1.0
     bounds = [(0.0, 1.0)] * e + [(0.0, None)] * (n + 1)
-    result = linprog(cost, A_ub=a_ub, b_ub=np.concatenate(rhs), bounds=bounds, method="highs")
+    result = linprog(cost, A_ub=a_ub, b_ub=np.concatenate(rhs), bounds=bounds, method="highs",
+                     options={"time_limit": seconds})
     return result.x[:e] if result.status == 0 else None
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 import numpy as np
 
-from gplace.baselines._common import PlacementInfeasibleError, build_units, graph_speeds, unit_durations
+from gplace.baselines._common import PlacementInfeasibleError, Units, build_units, graph_speeds, unit_durations
 from gplace.baselines.base import Placer
-from gplace.ir import Cluster, GraphError, OpGraph
+from gplace.ir import Cluster, GraphError, OpGraph, Placement
+from gplace.ir.placement import check_graph_and_cluster
 
 
 class SingleDevice(Placer):
@@ -60,14 +64,52 @@ class SingleDevice(Placer):
         return int(np.argmax(np.where(ok, speeds, -np.inf)))
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        units = build_units(graph, cluster)
-        durations = graph.durations(cluster)
-        speeds = graph_speeds(durations, units.allowed[units.unit_of], cluster.speeds)
-        target = self.target(cluster, units.allowed.any(0), speeds)
-        time = np.where(units.allowed, unit_durations(units, durations), np.inf)
+        return self._on(graph, cluster, _Shared.of(graph, cluster))
+
+    def _on(self, graph: OpGraph, cluster: Cluster, shared: _Shared) -> np.ndarray:
+        """(N,) devices of this placer's placement, from the work every device's shares."""
+        units = shared.units
+        target = self.target(cluster, units.allowed.any(0), shared.speeds)
         if units.num_units and not units.allowed[:, target].any():
             name = cluster.device_names[target]
             raise PlacementInfeasibleError(f"no op of graph {graph.name!r} may run on {name} (kind "
                                            f"{cluster.kinds[target]!r}: none has a cost for it or may go there)")
-        unit_device = np.where(units.allowed[:, target], target, np.argmin(time, axis=1))
+        unit_device = np.where(units.allowed[:, target], target, shared.fastest)
         return unit_device[units.unit_of]
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What every device's :class:`SingleDevice` placement of one graph needs: its units, how fast each device runs
+    the graph, and each unit's fastest allowed device."""
+
+    units: Units
+    speeds: np.ndarray
+    """(D,) :func:`~gplace.baselines._common.graph_speeds`."""
+    fastest: np.ndarray
+    """(U,) int64: each unit's fastest allowed device."""
+
+    @classmethod
+    def of(cls, graph: OpGraph, cluster: Cluster) -> _Shared:
+        units = build_units(graph, cluster)
+        durations = graph.durations(cluster)
+        speeds = graph_speeds(durations, units.allowed[units.unit_of], cluster.speeds)
+        time = np.where(units.allowed, unit_durations(units, durations), np.inf)
+        return cls(units, speeds, np.argmin(time, axis=1))
+
+
+def each_device(graph: OpGraph, cluster: Cluster) -> Iterator[tuple[int, Placement | PlacementInfeasibleError]]:
+    """:class:`SingleDevice` of each device of ``cluster`` in turn: ``(device, its placement)``, or ``(device, the
+    error)`` where no op may run there. The units and durations are computed once (a placer per device computed
+    them D times: 16 s for 20,000 ops on 128 devices)."""
+    check_graph_and_cluster(graph, cluster)
+    shared = _Shared.of(graph, cluster)
+    for device in range(cluster.num_devices):
+        try:
+            devices = SingleDevice(device=device)._on(graph, cluster, shared)
+        except PlacementInfeasibleError as err:
+            yield device, err
+            continue
+        placement = Placement.for_graph(graph, devices)
+        placement.validate(graph, cluster)
+        yield device, placement
