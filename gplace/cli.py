@@ -1519,6 +1519,9 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
             log.warning("samples=%s is unused: budget=%s is the search's budget", cfg.samples, given)
         return given
     if method in pipeline_placers():
+        if _given("samples"):  # the search of local_search (10 s) and ilp's time limit are budgets, not samples
+            log.warning("samples=%s is unused: pipeline placer %s takes budget= (e.g. budget='%s samples' or "
+                        "budget=30)", cfg.samples, method, cfg.samples)
         return None
     if method in LEARNED and cfg.samples == 0:
         _fail(f"samples=0: method {method} is a search, which measures at least one sample (0 samples is for a "

@@ -153,6 +153,11 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None, 
         return classes[name](microbatches=microbatches, schedule=schedule or "gpipe")
     if name != PIPELINE_SEARCH:
         return classes[name](microbatches=microbatches)
+    if schedule is None:  # it measures pipe-v3's mini-batch: a result 0.57x one GPU by the score it was asked for
+        raise ValueError(f"{role} {name!r} descends on pipe-v3's mini-batch time, but runtime "
+                         f"{getattr(runtime, 'id', type(runtime).__name__)!r} measures another (the steady-state "
+                         "score): pass runtime=PipelineSimulator(microbatches=16, schedule='1f1b') (from the command "
+                         "line: objective=pipeline), or a partitioner (gpipe, pipedream, ideal_dp, ilp)")
     limits = {} if budget is None else {"time_limit": budget.seconds, "max_evaluations": budget.samples}
     return classes[name](microbatches, schedule or SCHEDULE, threads=getattr(inner, "threads", None), **limits)
 
@@ -201,7 +206,8 @@ def policy_file(method: str | Path | Placer) -> Path | None:
     path = Path(method)
     if path.is_file():
         return path
-    if isinstance(method, Path) or path.suffix or "/" in str(method) or path.is_dir():
+    named = isinstance(method, str) and (method in LEARNED or method in baselines() or method in pipeline_placers())
+    if isinstance(method, Path) or path.suffix or "/" in str(method) or (path.is_dir() and not named):
         hint = _directory_hint(path) if path.is_dir() else ""
         dotted = re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", str(method)) and path.suffix not in _FILE_SUFFIXES
         if dotted and not hint:

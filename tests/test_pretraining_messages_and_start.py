@@ -78,3 +78,5 @@ def test_a_run_directorys_bare_name_gets_the_directory_hint(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FileNotFoundError, match="it is a directory; give its policy file, 'run/policy.pt'"):
         gplace.place(random_dag(5), cpu_gpu_cluster(2), method="run")
+    (tmp_path / "heft").mkdir()  # a method's name is the method, whatever folder is called so
+    assert gplace.place(random_dag(5), cpu_gpu_cluster(2), method="heft").method == "heft"

@@ -151,13 +151,16 @@ def test_a_1f1b_split_that_pipe_v2_ranks_otherwise_falls_back_to_gpipes_memory()
 
 def test_a_runtime_without_a_schedule_gets_gpipes_memory() -> None:
     """The steady-state score has no schedule: the partitioners were given 1F1B's memory by default, whose splits
-    may not fit a pipe-v2 GPipe run later; the search keeps its own default."""
+    may not fit a pipe-v2 GPipe run later. The search, which descends on pipe-v3, is refused there (it returned a
+    placement 0.57x one GPU by the score it was asked for)."""
     from gplace.methods import make_pipeline_placer
     from gplace.pipeline.steady import SteadyStateScore
 
     score = SteadyStateScore(8)
     assert [make_pipeline_placer(n, score).schedule for n in ("gpipe", "pipedream", "ideal_dp")] == ["gpipe"] * 3
-    assert make_pipeline_placer("local_search", score).schedule == "1f1b"
+    with pytest.raises(ValueError, match="descends on pipe-v3's mini-batch time, but runtime 'pipe-steady"):
+        make_pipeline_placer("local_search", score)
+    assert make_pipeline_placer("local_search", PipelineSimulator(8, "gpipe")).schedule == "gpipe"
     assert make_pipeline_placer("ideal_dp", PipelineSimulator(8, "1f1b")).schedule == "1f1b"
 
 
