@@ -1238,16 +1238,10 @@ def _bench_cases(cfg: DictConfig) -> list:
 def _method_settings(cfg: DictConfig) -> dict[str, str]:
     """Per bench method, a digest of what sets it: a baseline's config; a learned search's overrides and warm start
     with the searches' budget (``search``). A resumed bench measures again a case whose records hold other ones."""
-    import hashlib
-    import json
+    from gplace.bench.runner import settings_digest
 
-    def digest(*nodes: Any) -> str:
-        text = json.dumps([OmegaConf.to_container(n, resolve=False) if OmegaConf.is_config(n) else n for n in nodes],
-                          sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-    baselines = {name: digest(node) for name, node in (cfg.get("baselines") or {}).items()}
-    return baselines | {name: digest(node, cfg.search) for name, node in (cfg.get("learned") or {}).items()}
+    baselines = {name: settings_digest(node) for name, node in (cfg.get("baselines") or {}).items()}
+    return baselines | {name: settings_digest(node, cfg.search) for name, node in (cfg.get("learned") or {}).items()}
 
 
 def _check_cases(cases) -> list[list[str]]:
@@ -1507,6 +1501,9 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
             parsed = Budget.parse(given)
         except ValueError as err:
             _fail(f"budget={given!r}: {err}")
+    if method in pipeline_placers() and given is None and _given("samples"):  # its budget is budget=, not samples
+        log.warning("samples=%s is unused: pipeline placer %s takes budget= (e.g. budget='%s samples' or budget=30)",
+                    cfg.samples, method, cfg.samples)
     if unused := unused_budget(method, parsed):  # a baseline, or a pipeline placer without a budget
         if given is not None:
             log.warning("budget=%s is unused: %s", given, unused)
@@ -1519,9 +1516,6 @@ def _place_budget(cfg: DictConfig, method: str) -> str | None:
             log.warning("samples=%s is unused: budget=%s is the search's budget", cfg.samples, given)
         return given
     if method in pipeline_placers():
-        if _given("samples"):  # the search of local_search (10 s) and ilp's time limit are budgets, not samples
-            log.warning("samples=%s is unused: pipeline placer %s takes budget= (e.g. budget='%s samples' or "
-                        "budget=30)", cfg.samples, method, cfg.samples)
         return None
     if method in LEARNED and cfg.samples == 0:
         _fail(f"samples=0: method {method} is a search, which measures at least one sample (0 samples is for a "

@@ -68,3 +68,13 @@ def test_show_refuses_an_op_on_a_device_its_file_does_not_list():
     doc = {"placement": {"a": "/GPU:7"}, "devices": ["/CPU:0", "/GPU:0"], "step_time": None}
     with pytest.raises(ValueError, match="op 'a' is placed on '/GPU:7', which is not among its 'devices'"):
         check_shown(doc, "p.json")
+
+
+def test_place_says_samples_is_unused_by_a_pipeline_placer(tmp_path):
+    """``samples=50`` was ignored without a word: local_search ran its own 10 s (115,436 samples)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}
+    proc = subprocess.run([sys.executable, "-m", "gplace", "place", "objective=pipeline", "method=gpipe", "samples=50",
+                           "graph.steps=2", "graph.hidden=64", "graph.vocab=100", f"hydra.run.dir={tmp_path / 'run'}"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "samples=50 is unused: pipeline placer gpipe takes budget=" in proc.stderr

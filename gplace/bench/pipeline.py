@@ -6,6 +6,7 @@ tables and the issue's targets, checked) and ``plots/pipeline_throughput.png`` u
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -20,7 +21,7 @@ import numpy as np
 from gplace.baselines.pipeline import PipelineLocalSearch, StageProblem, pipeline_lower_bound
 from gplace.bench.plots import save_png
 from gplace.bench.report import markdown_cell
-from gplace.bench.runner import read_records, shown_pairs, stale_reason
+from gplace.bench.runner import read_records, settings_digest, shown_pairs, stale_reason
 from gplace.defaults import SCHEDULE
 from gplace.ir import Cluster, OpGraph, Placement
 from gplace.ir.errors import check_flags
@@ -62,6 +63,10 @@ class PipelineRecord:
     before they said (a resumed bench measures those again)."""
     cluster_fingerprint: str | None = None
     """:attr:`Cluster.fingerprint <gplace.ir.Cluster.fingerprint>` of the cluster measured on; ``None`` likewise."""
+    settings: str | None = None
+    """A digest of the bench settings its (graph, cluster) pair was measured with (placers, micro-batches,
+    schedules, searches): a resumed bench measures the pair again where they are set otherwise now; ``None`` in
+    records written before they said."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``inf`` as ``null``)."""
@@ -414,10 +419,15 @@ def _three_x(records, model, cluster, microbatches, profiles, gpus: int | None =
         else:
             verdict = (f"missed: the DP's optimum allows {with_bubble:.2f}x in its model, {models(records)} "
                        "measures its "
-                       f"split at {dp:.2f}x (the schedule's stalls and link contention the model does not see)")
-        lines.append(f"| {graph} | {best:.2f}x | {method} | {schedule} | {dp:.2f}x | {with_bubble:.2f}x | "
-                     f"{steady:.2f}x | {limit:.2f}x | {verdict} |")
+                       f"split at {_times(dp)} (the schedule's stalls and link contention the model does not see)")
+        lines.append(f"| {graph} | {best:.2f}x | {method} | {schedule} | {_times(dp)} | {_times(with_bubble)} | "
+                     f"{_times(steady)} | {_times(limit)} | {verdict} |")
     return lines
+
+
+def _times(ratio: float) -> str:
+    """A speed-up as ``2.50x``; ``-`` where it was not measured (``nan``: no ``ideal_dp`` among the placers)."""
+    return "-" if math.isnan(ratio) else f"{ratio:.2f}x"
 
 
 def _dp_unbeaten(records) -> list[str]:
@@ -459,11 +469,11 @@ def _search_targets(records, name: str, searches: Sequence[str]) -> list[str]:
                           default=None)
         dp_t = dp.minibatch_time if dp else math.inf
         warm_t = warm.minibatch_time if warm else math.inf
-        ok = warm_t <= dp_t * (1 + 1e-9)
-        if warm and not ok:
+        ok = warm_t <= dp_t * (1 + 1e-9)  # no DP measured (ideal_dp not among the placers): not compared
+        if warm and dp and not ok:
             worse.append(case)
         start_t = best.minibatch_time if best else math.inf  # the warm start: the row's fastest placer
-        if warm and not warm.failed and warm_t < min(dp_t, start_t) * (1 - 1e-9) and warm.contiguous is False:
+        if dp and warm and not warm.failed and warm_t < min(dp_t, start_t) * (1 - 1e-9) and warm.contiguous is False:
             faster.add(case[0])
         ratio, to_partitioner = (time_ratio(cold.minibatch_time, r.minibatch_time) if cold and r and not cold.failed
                                  else math.inf
@@ -473,9 +483,10 @@ def _search_targets(records, name: str, searches: Sequence[str]) -> list[str]:
         within_partitioner += to_partitioner <= 1.05
         rows.append(f"| {' | '.join(map(str, case))} | {_ms(dp)} | {_ms(best)}{f' ({best.method})' if best else ''} "
                     f"| {_ms(partitioner)}{f' ({partitioner.method})' if partitioner else ''} | {_ms(cold)} | "
-                    f"{_ms(warm)} | {'-' if warm is None else warm.contiguous} | {'yes' if ok else 'NO'} | "
+                    f"{_ms(warm)} | {'-' if warm is None else warm.contiguous} | "
+                    f"{'-' if dp is None else 'yes' if ok else 'NO'} | "
                     f"{ratio:.3f} | {to_partitioner:.3f} |")
-    n_warm = sum(1 for c in cases if by.get((*c, name + "_warm")))
+    n_warm = sum(1 for c in cases if by.get((*c, name + "_warm")) and by.get((*c, "ideal_dp")))
     rows += ["", f"- Warm-started search never worse than the DP: {'met' if not worse else 'missed'} "
              f"({n_warm - len(worse)} of {n_warm} cases{'; worse: ' + str(worse) if worse else ''}).",
              "- Warm finds a non-contiguous placement faster than the DP's optimum (and than its start, the "
@@ -530,7 +541,8 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
     With ``cfg.resume``, the records of ``out_dir/pipeline_results.json`` are kept and the (graph, cluster) pairs
     they cover are not run again (the results are written after every (graph, cluster) pair, with the config's
     notes and a line saying they are partial, so a killed run loses the pair it was running),
-    unless they are of another graph or cluster of that name (their fingerprints differ, or they have none): those
+    unless they are of another graph or cluster of that name (their fingerprints differ, or they have none), or
+    were measured with other placers, micro-batches, schedules or searches (a digest the records keep): those
     are measured again, with a WARNING.
 
     Raises:
@@ -547,6 +559,7 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
     records = _current(records, {(g, c.name) for g in cfg.graphs for c in clusters.values()}, cfg.out_dir)
     model: dict[str, tuple[float, float]] = {}
     target = cfg.targets
+    settings = settings_digest(cfg.placers, cfg.microbatches, cfg.schedules, cfg.search, cfg.get("learned"))
     for graph_name, graph_spec in cfg.graphs.items():
         graph = instantiate(graph_spec)
         for cluster_name, cluster in clusters.items():
@@ -555,15 +568,16 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
                 model[graph_name] = (model_speedup(graph, cluster, m), model_speedup(graph, cluster, m, bubble=False))
             pair = (graph_name, cluster.name)
             held = [r for r in records if (r.graph, r.cluster) == pair]
-            if held and _fits(held, graph_name, graph, cluster):
+            if held and _fits(held, graph_name, graph, cluster, settings):
                 continue
             records = [r for r in records if (r.graph, r.cluster) != pair]
             on = graph_name in cfg.search.graphs and cluster_name in cfg.search.clusters
             cases = [(int(m), str(s)) for m in cfg.search.microbatches for s in cfg.search.schedules] if on else []
             placers = {name: instantiate(spec) for name, spec in cfg.placers.items()}
-            records += run_pipeline_case(graph, cluster, placers, microbatches=list(cfg.microbatches),
+            measured = run_pipeline_case(graph, cluster, placers, microbatches=list(cfg.microbatches),
                                          schedules=list(cfg.schedules), searches=searches, search_cases=cases,
                                          label=graph_name)
+            records += [dataclasses.replace(r, settings=settings) for r in measured]
             write_pipeline_results(records, cfg.out_dir, notes=_PARTIAL + str(cfg.notes), plot=False)
             log.info("pipeline bench: %s on %s done (%d records)", graph.name, cluster.name, len(records))
     aimed = clusters.get(target.cluster)
@@ -599,10 +613,13 @@ def _current(records: list[PipelineRecord], pairs: set[tuple[str, str]], out_dir
     return [r for r in records if r.model == PipelineSimulator.semantics]
 
 
-def _fits(held: list[PipelineRecord], graph_name: str, graph: OpGraph, cluster: Cluster) -> bool:
-    """Whether the records ``held`` of a (graph, cluster) pair are of ``graph`` and ``cluster`` as they are now;
-    if not, says why with a WARNING (they are measured again)."""
+def _fits(held: list[PipelineRecord], graph_name: str, graph: OpGraph, cluster: Cluster, settings: str) -> bool:
+    """Whether the records ``held`` of a (graph, cluster) pair are of ``graph`` and ``cluster`` as they are now,
+    measured with these ``settings`` (a digest; records without one are not compared); if not, says why with a
+    WARNING (they are measured again)."""
     stale = stale_reason(held, graph, cluster)
+    if stale is None and any(r.settings not in (None, settings) for r in held):
+        stale = "the bench's placers, micro-batches, schedules or searches are set otherwise than when measured"
     if stale:
         log.warning("pipeline bench: %s on %s measured again: %s", graph_name, cluster.name, stale)
     return stale is None
@@ -626,6 +643,7 @@ def _check_pipeline_config(cfg: Any) -> dict[str, Cluster]:
     check_flags("bench_pipeline", resume=cfg.get("resume", False))
     check_search(cfg.search, ("updates", "seconds", "graphs", "clusters", "microbatches", "schedules"))
     _check_names(cfg)
+    _check_cases_listed(cfg)
     check_learned(cfg.get("learned"), ("overrides",))
     taken = {key: f"placers.{key}" for key in cfg.placers}
     for name in cfg.learned:
@@ -643,6 +661,22 @@ def _check_pipeline_config(cfg: Any) -> dict[str, Cluster]:
                              "would hide the other's; give one another name or run it with another out_dir")
         named[cluster.name] = key
     return clusters
+
+
+def _check_cases_listed(cfg: Any) -> None:
+    """Refuse a micro-batch count or schedule in ``search`` or ``targets`` that ``microbatches`` or ``schedules``
+    lacks, naming both: the searches run on the bench's own cases, and the targets read them (either was turned
+    off, or printed over an empty table, silently)."""
+    searched = bool(cfg.search.get("graphs") and cfg.search.get("clusters") and cfg.get("learned"))
+    aimed = bool(cfg.get("targets") and cfg.targets.get("profiles"))
+    wanted = [("search.microbatches", list(cfg.search.get("microbatches") or []) if searched else [], "microbatches"),
+              ("search.schedules", list(cfg.search.get("schedules") or []) if searched else [], "schedules"),
+              ("targets.microbatches", [cfg.targets.microbatches] if aimed else [], "microbatches")]
+    for key, values, among in wanted:
+        outside = [v for v in values if v not in list(cfg[among])]
+        if outside:
+            raise ValueError(f"{key} lists {outside}, which {among}={list(cfg[among])} lacks: the bench measures only "
+                             f"its own {among}, so it would measure none of them; add them to {among}")
 
 
 def _check_names(cfg: Any) -> None:

@@ -83,6 +83,18 @@ def stale_reason(records: Iterable[Any], graph: OpGraph, cluster: Cluster) -> st
     return None
 
 
+def settings_digest(*parts: Any) -> str:
+    """A short digest of config nodes (OmegaConf or plain data), unresolved: what a bench record keeps of the
+    settings it was measured with, so a resumed bench measures again what is set otherwise now."""
+    import hashlib
+    import json
+
+    from omegaconf import OmegaConf
+
+    plain = [OmegaConf.to_container(p, resolve=False) if OmegaConf.is_config(p) else p for p in parts]
+    return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
 def shown_pairs(pairs: Sequence[tuple[str, str]], shown: int = 3) -> str:
     """The first ``shown`` (graph, cluster) pairs as ``"g on c, ..."``, and ``" ..."`` where there are more."""
     return ", ".join(f"{g} on {c}" for g, c in pairs[:shown]) + (" ..." if len(pairs) > shown else "")

@@ -47,7 +47,8 @@ def _pipeline(out_dir, *overrides, graphs="{c: {_target_: gplace.testing.chain, 
             "{_target_: gplace.baselines.pipeline.IdealDPPartitioner, microbatches: 4}}",
             "~learned.list_scheduling_stage", "~learned.list_scheduling_stage_refined", "search.graphs=[c]",
             "search.clusters=[two]", "search.updates=1",
-            "targets.cluster=two", "targets.profiles=[c]", "microbatches=[4]", "search.microbatches=[4]",
+            "targets.cluster=two", "targets.profiles=[c]", "targets.microbatches=4", "microbatches=[4]",
+            "search.microbatches=[4]",
             "schedules=[gpipe]", "search.schedules=[gpipe]"]
     with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
         cfg = compose(config_name="bench_pipeline", overrides=[f"out_dir={out_dir}", *base, *overrides])

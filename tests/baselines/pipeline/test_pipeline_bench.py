@@ -143,7 +143,8 @@ def test_the_bench_runs_from_its_config_and_resumes(tmp_path) -> None:
     overrides = [f"out_dir={tmp_path}", "~graphs", "+graphs={c: {_target_: gplace.testing.chain, costs: [1, 2, 3, 1]}}",
                  "~clusters", "+clusters={two: {_target_: gplace.testing.uniform_cluster, num_devices: 2}}",
                  "search.graphs=[c]", "search.clusters=[two]", "search.seconds=1", "search.updates=1",
-                 "targets.cluster=two", "targets.profiles=[c]", "microbatches=[4]", "search.microbatches=[4]"]
+                 "targets.cluster=two", "targets.profiles=[c]", "targets.microbatches=4", "microbatches=[4]",
+                 "search.microbatches=[4]"]
     with initialize_config_module(config_module="gplace.conf", version_base="1.3"):
         first = bench_pipeline(compose(config_name="bench_pipeline", overrides=overrides))
         report = (tmp_path / "PIPELINE.md").read_text()
@@ -152,7 +153,7 @@ def test_the_bench_runs_from_its_config_and_resumes(tmp_path) -> None:
     assert {r.method for r in first} >= {"ideal_dp", "ilp", "list_scheduling", "list_scheduling_warm"}
     assert "Warm-started search never worse than the DP: met (2 of 2 cases)" in report
     assert "| c | 4 | 2xgpu | gpipe | 4 |" in report and "## Notes" in report
-    assert "**3x on 2 GPUs, M = 16** (2xgpu;" in report  # the target cluster's GPUs, not a fixed 4
+    assert "**3x on 2 GPUs, M = 4** (2xgpu;" in report  # the target cluster's GPUs, not a fixed 4
 
 
 def test_a_pipe_or_line_break_in_a_name_keeps_the_pipeline_table_whole():
@@ -211,7 +212,8 @@ def test_a_killed_bench_keeps_each_finished_pair_with_the_notes(tmp_path, monkey
                  "~clusters", "+clusters={two: {_target_: gplace.testing.uniform_cluster, num_devices: 2}, "
                  "three: {_target_: gplace.testing.uniform_cluster, num_devices: 3}}", "search.graphs=[]",
                  "search.clusters=[]",
-                 "targets.cluster=two", "targets.profiles=[c]", "microbatches=[4]", "~learned", "+learned={}",
+                 "targets.cluster=two", "targets.profiles=[c]", "targets.microbatches=4", "microbatches=[4]",
+                 "~learned", "+learned={}",
                  "notes=MY_NOTES"]
     real, calls = bench.run_pipeline_case, []
 
