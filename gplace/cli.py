@@ -1226,22 +1226,25 @@ def _bench_cases(cfg: DictConfig) -> list:
 
     records = load_records(Path(cfg.out_dir) / "results.json") if _resumes(cfg) else []
     seen: set[tuple[str, str]] = set()  # the (graph, cluster) pairs this bench ran: results are keyed by them
-    for c, searches in planned:
+    for (c, searches), case in zip(planned, cases, strict=True):
         records = run_suite([lambda c=c: build_case(c)], instantiate(cfg.baselines), searches, cfg.out_dir,
                             plots=cfg.search.plots, previous=records, fresh=not _resumes(cfg), seen=seen,
-                            settings=_method_settings(cfg))
+                            settings=_method_settings(cfg, list(case)))
     warn_unfingerprinted(records, seen, cfg.out_dir)
     log.info("results in %s/RESULTS.md and results.json", cfg.out_dir)
     return records
 
 
-def _method_settings(cfg: DictConfig) -> dict[str, str]:
-    """Per bench method, a digest of what sets it: a baseline's config; a learned search's overrides and warm start
-    with the searches' budget (``search``). A resumed bench measures again a case whose records hold other ones."""
+def _method_settings(cfg: DictConfig, case: list[str]) -> dict[str, str]:
+    """Per bench method, a digest of what sets it on ``case`` (its overrides, sorted): a baseline's config; a
+    learned search's overrides and warm start with the searches' budget (``search.seconds``, ``search.updates``;
+    not ``search.plots``). A resumed bench measures again what its records hold other ones of."""
     from gplace.bench.runner import settings_digest
 
-    baselines = {name: settings_digest(node) for name, node in (cfg.get("baselines") or {}).items()}
-    return baselines | {name: settings_digest(node, cfg.search) for name, node in (cfg.get("learned") or {}).items()}
+    given = sorted(case)
+    budget = {key: cfg.search.get(key) for key in ("seconds", "updates")}
+    baselines = {name: settings_digest(node, given) for name, node in (cfg.get("baselines") or {}).items()}
+    return baselines | {name: settings_digest(node, budget, given) for name, node in (cfg.get("learned") or {}).items()}
 
 
 def _check_cases(cases) -> list[list[str]]:

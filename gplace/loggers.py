@@ -329,15 +329,20 @@ class WandbLogger:
     @contextlib.contextmanager
     def _kept_going(self) -> Any:
         """Where a W&B call raises once its run has started (its service died, a connection reset), say so once and
-        turn W&B off for the rest of the run: metrics.jsonl keeps every metric, and a search does not end for it."""
+        turn W&B off for the rest of the run: metrics.jsonl keeps every metric, and a search does not end for it.
+        Errors of the data logged (``TypeError``, ``ValueError``, ``KeyError``) are raised as they are; W&B's
+        service is torn down only for a run gplace started (``wandb.teardown`` finishes every run of the process)."""
         try:
             yield
-        except Exception as err:  # noqa: BLE001  # wandb's own errors, ConnectionResetError, BrokenPipeError, ...
+        except (TypeError, ValueError, KeyError):
+            raise
+        except Exception as err:  # noqa: BLE001  # wandb's own errors, ConnectionResetError, MailboxClosedError, ...
             if not self._lost:
                 log.warning("W&B stopped working (%s: %s): it is off for the rest of this run (metrics.jsonl in the "
                             "run directory keeps every metric)", type(err).__name__, error_summary(err, limit=200))
-                with contextlib.suppress(Exception):  # its service gone: no traceback of W&B's own at exit
-                    self._wandb.teardown()
+                if self._owns_run:
+                    with contextlib.suppress(Exception):  # its service gone: no traceback of W&B's own at exit
+                        self._wandb.teardown()
             self._lost = True
 
     def log_config(self, config: Mapping[str, Any]) -> None:  # noqa: D102
@@ -372,6 +377,14 @@ class WandbLogger:
             run.summary.update(_finite_scalars(summary))
         if self._lost:
             return artifacts
+        with self._kept_going():
+            self._log_files(rows, files, artifacts)
+        return artifacts
+
+    def _log_files(self, rows: Sequence[Mapping[str, Any]], files: Mapping[str, str | Path],
+                   artifacts: list[Any]) -> None:
+        """:meth:`log_results`' table and artifacts (appended to ``artifacts``); each that cannot be written (a full
+        disk) is a WARNING."""
         if rows:
             columns = list(rows[0])
             table = self._wandb.Table(columns=columns, data=[[row.get(c) for c in columns] for row in rows])
@@ -380,7 +393,7 @@ class WandbLogger:
             except OSError as err:
                 log.warning("W&B table results/placements not logged (placement.json holds it): %s", err)
         if getattr(self.run, "disabled", False):  # WANDB_MODE=disabled: nothing to upload, nothing staged
-            return artifacts
+            return
         for name, path in files.items():
             path = Path(path)
             if path.is_file():
@@ -394,7 +407,6 @@ class WandbLogger:
                                 self.run.id, err)
                     continue
                 artifacts.append(artifact)
-        return artifacts
 
     def finish(self, exit_code: int | None = None) -> None:
         """Finish the run gplace started (a run of your own is left as it is); ``exit_code`` 1 marks it failed.

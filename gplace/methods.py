@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from gplace.defaults import SCHEDULE
 from gplace.interfaces import Placer
 from gplace.ir.errors import MAX_SIZE, is_finite, short_repr
 from gplace.torch_modes import float32_default
@@ -126,14 +125,15 @@ def make_baseline(name: str, seed: int = 0) -> Placer:
 def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None, *, role: str = "method") -> Placer:
     """The pipeline placer called ``name`` (:func:`pipeline_placers`), set up for the objective ``runtime``
     measures: its ``microbatches`` and ``schedule`` (the contiguous partitioners fit their stages to its memory,
-    gpipe's where it has none, as the steady-state score; the search measures it, ``"1f1b"`` where it has none),
+    gpipe's where it has none, as the steady-state score; the search measures it, and is refused where it has none),
     looked up inside any wrappers (a cache, a pool).
     ``local_search`` spends ``budget`` (default: its own 10 s) on as many threads as ``runtime``; ``ilp`` takes a
     budget in seconds as HiGHS's time limit (default: its own 10 s). ``role`` names what ``name`` is in a refusal
     (``"method"``, ``"placer"``).
 
     Raises:
-        ValueError: no such pipeline placer, or ``runtime`` does not measure a pipelined mini-batch.
+        ValueError: no such pipeline placer, or ``runtime`` does not measure a pipelined mini-batch (for
+            ``local_search``, ``pipe-v3``'s: the steady-state score is refused).
     """
     from gplace.runtime.wrapper import innermost, microbatches_of
 
@@ -159,7 +159,7 @@ def make_pipeline_placer(name: str, runtime: Any, budget: Budget | None = None, 
                          "score): pass runtime=PipelineSimulator(microbatches=16, schedule='1f1b') (from the command "
                          "line: objective=pipeline), or a partitioner (gpipe, pipedream, ideal_dp, ilp)")
     limits = {} if budget is None else {"time_limit": budget.seconds, "max_evaluations": budget.samples}
-    return classes[name](microbatches, schedule or SCHEDULE, threads=getattr(inner, "threads", None), **limits)
+    return classes[name](microbatches, schedule, threads=getattr(inner, "threads", None), **limits)
 
 
 def make_placer(name: str, seed: int = 0, runtime: Any = None, budget: Budget | None = None, *,

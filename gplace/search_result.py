@@ -83,7 +83,7 @@ class TrainResult:
         sample (the trained policy's greedy placement, a warm start), is one more point, a sample after the last.
         Failed samples and samples of unknown time (``nan``) improve nothing.
         Shapes: (P,) int64 and (P,) float64."""
-        times = np.nan_to_num(self.sample_step_times, nan=np.inf)
+        times = np.nan_to_num(self.sample_step_times, nan=np.inf, posinf=np.inf)  # a failure stays inf
         start = np.inf if self.start_step_time is None else self.start_step_time
         running = np.minimum.accumulate(np.r_[start, times])  # [p]: the best after p samples
         at = np.flatnonzero(np.r_[True, running[1:] < running[:-1]])

@@ -78,3 +78,26 @@ def test_place_says_samples_is_unused_by_a_pipeline_placer(tmp_path):
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "samples=50 is unused: pipeline placer gpipe takes budget=" in proc.stderr
+
+
+def test_a_resumed_bench_keeps_what_plots_do_not_change_and_measures_again_a_case_set_otherwise(tmp_path):
+    """The digest of a learned search took in search.plots (turning plots off removed every search's run
+    directory) and not the case's own overrides (a case's other seed kept the old results)."""
+    from gplace.ir.serialize import graph_to_dict, save_json
+
+    save_json(graph_to_dict(random_dag(10, seed=0)), tmp_path / "tiny.json")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}
+
+    def bench(case: str, *more: str) -> str:
+        cases = f"cases=[['graph=file','graph.path=tiny.json'{case}]]"
+        learned = "+learned={x: {overrides: ['encoder=sage','policy=mlp'], warm_start: false}}"
+        proc = subprocess.run([sys.executable, "-m", "gplace", "bench", cases, "~learned", learned,
+                               "~baselines", "+baselines={rr: {_target_: gplace.baselines.RoundRobin}}",
+                               "out_dir=out", "search.seconds=5", "search.updates=1", *more],
+                              capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout + proc.stderr
+
+    bench("")
+    assert "already in the results, skipped" in bench("", "search.plots=false")
+    assert "set otherwise than when measured" in bench(",'seed=3'")

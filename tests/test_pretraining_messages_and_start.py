@@ -5,6 +5,8 @@ directory's bare name got no directory hint."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -42,6 +44,13 @@ def test_the_pretrained_start_is_reached_after_no_sample():
     assert samples.tolist() == [0, 2] and best.tolist() == [3.3, 3.3]
     unstarted = TrainResult(None, Measurement(True, 3.6, "sim-v1"), 2, 0.0, sample_step_times=[4.2, 3.6])
     assert unstarted.best_so_far()[0].tolist() == [1, 2] and unstarted.samples_to_reach(4.0) == 2
+
+
+def test_failed_samples_are_no_point_of_the_curve():
+    """``nan_to_num`` made a failed sample's ``inf`` 1.8e308, which passed as a finite best."""
+    result = TrainResult(None, Measurement(True, 1.0, "sim-v1"), 2, 0.0, sample_step_times=[math.inf, math.nan])
+    samples, best = result.best_so_far()
+    assert samples.tolist() == [3] and best.tolist() == [1.0]
 
 
 def test_finetune_records_its_start():

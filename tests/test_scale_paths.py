@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+import numpy as np
 import pytest
 
 from gplace.baselines import MSCT, PlacementInfeasibleError, SingleDevice
@@ -43,6 +44,7 @@ def test_m_sct_falls_back_to_the_greedy_favourite_child_past_its_lp_time_limit(c
     assert "took longer than lp_seconds=1e-09" in caplog.text
     with pytest.raises(ValueError, match="lp_seconds must be a number of seconds > 0"):
         MSCT(lp_seconds=0)
+    assert MSCT(lp_seconds=np.float32(5)).lp_seconds == 5.0
 
 
 def test_random_dag_draws_the_graphs_it_drew_before():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 
 import numpy as np
 import scipy.sparse as sp
@@ -69,11 +70,11 @@ class MSCT(Placer):
     def __init__(self, max_lp_variables: int = 20_000, threshold: float = 0.5, lp_seconds: float = 20.0) -> None:
         check_sizes("MSCT", 0, max_lp_variables=max_lp_variables)  # 0: always the greedy favourite child
         check_finite("MSCT", threshold=threshold)
-        if isinstance(lp_seconds, bool) or not isinstance(lp_seconds, int | float) or not 0 < lp_seconds < math.inf:
+        if isinstance(lp_seconds, bool) or not isinstance(lp_seconds, numbers.Real) or not 0 < lp_seconds < math.inf:
             raise ValueError(f"MSCT: lp_seconds must be a number of seconds > 0, got {lp_seconds!r}")
         self.max_lp_variables = max_lp_variables
         self.threshold = threshold
-        self.lp_seconds = lp_seconds
+        self.lp_seconds = float(lp_seconds)
 
     def _place(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
         units = build_units(graph, cluster)

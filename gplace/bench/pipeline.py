@@ -559,7 +559,9 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
     records = _current(records, {(g, c.name) for g in cfg.graphs for c in clusters.values()}, cfg.out_dir)
     model: dict[str, tuple[float, float]] = {}
     target = cfg.targets
-    settings = settings_digest(cfg.placers, cfg.microbatches, cfg.schedules, cfg.search, cfg.get("learned"))
+    measured = settings_digest(cfg.placers, cfg.microbatches, cfg.schedules)
+    searched = settings_digest(measured, *(cfg.search.get(k) for k in ("seconds", "updates", "microbatches",
+                                                                        "schedules")), cfg.get("learned"))
     for graph_name, graph_spec in cfg.graphs.items():
         graph = instantiate(graph_spec)
         for cluster_name, cluster in clusters.items():
@@ -568,10 +570,11 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
                 model[graph_name] = (model_speedup(graph, cluster, m), model_speedup(graph, cluster, m, bubble=False))
             pair = (graph_name, cluster.name)
             held = [r for r in records if (r.graph, r.cluster) == pair]
+            on = graph_name in cfg.search.graphs and cluster_name in cfg.search.clusters
+            settings = searched if on else measured  # a pair not searched keeps its records whatever the searches
             if held and _fits(held, graph_name, graph, cluster, settings):
                 continue
             records = [r for r in records if (r.graph, r.cluster) != pair]
-            on = graph_name in cfg.search.graphs and cluster_name in cfg.search.clusters
             cases = [(int(m), str(s)) for m in cfg.search.microbatches for s in cfg.search.schedules] if on else []
             placers = {name: instantiate(spec) for name, spec in cfg.placers.items()}
             measured = run_pipeline_case(graph, cluster, placers, microbatches=list(cfg.microbatches),

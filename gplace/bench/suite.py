@@ -53,14 +53,16 @@ def run_suite(
     Records and run directories are keyed by graph and cluster name, and records also keep their fingerprints: a
     case whose records are of another graph or cluster of that name (its costs changed since), or do not say
     (written before records kept fingerprints), is measured again with a WARNING and its learned searches start
-    anew, as with ``fresh``; so is a case whose records were measured with other ``settings`` (method -> a digest of
-    its settings, kept in its records) than given now. ``seen`` (updated here) holds the pairs this bench already
-    ran, so a second case of one pair (another seed, say) is refused rather than skipped. A failed learned search is
-    a result (out of memory, no placement found) and is not run again; a config error is not one, and ``gplace
-    bench`` refuses it before anything runs. A baseline that failed for want of an optional package (its record's
-    ``missing_module``) is run again, alone, by a resume of an otherwise finished case, so that once the package is
-    installed it gets its result. Once every case is done, the files are written again if they do not hold these
-    records yet (every case skipped, the report of an older version).
+    anew, as with ``fresh``. A method whose records were measured with other ``settings`` (method -> a digest of its
+    settings, kept in its records) than given now is measured again, with a WARNING: a baseline alone, a learned
+    search with the case's baselines (its warm start), its run directory removed (the others resume theirs).
+    ``seen`` (updated here) holds the pairs this bench already ran, so a second case of one pair (another seed, say)
+    is refused rather than skipped. A failed learned search is a result (out of memory, no placement found) and is
+    not run again; a config error is not one, and ``gplace bench`` refuses it before anything runs. A baseline that
+    failed for want of an optional package (its record's ``missing_module``) is run again, alone, by a resume of an
+    otherwise finished case, so that once the package is installed it gets its result. Once every case is done, the
+    files are written again if they do not hold these records yet (every case skipped, the report of an older
+    version).
 
     Raises:
         ValueError: a case repeats a (graph, cluster) pair in ``seen``; a search is named like a baseline.
@@ -91,10 +93,21 @@ def run_suite(
         if seen is not None:
             seen.add(key)
         held = [r for r in records if (r.graph, r.cluster) == key]
-        stale = stale_reason(held, graph, cluster) or _changed_settings(held, settings)
+        stale = stale_reason(held, graph, cluster)
+        changed = [] if stale else _changed_settings(held, settings)
         if stale:
             log.warning("%s on %s: measured again, its learned searches started anew: %s", graph.name, cluster.name,
                         stale)
+        elif changed and not set(changed) & set(searches):  # baselines alone: those measured again
+            log.warning("%s on %s: %s set otherwise than when measured: measured again", graph.name, cluster.name,
+                        ", ".join(changed))
+            records = _rerun_baselines(records, case, {m: placers[m] for m in changed if m in placers},
+                                       held[0].lower_bound, settings)
+            save()
+            continue
+        elif changed:
+            log.warning("%s on %s: measured again, the learned searches %s anew: %s set otherwise than when measured",
+                        graph.name, cluster.name, ", ".join(m for m in changed if m in searches), ", ".join(changed))
         elif {r.method for r in held} >= {*placers, *searches}:
             again = {r.method: placers[r.method] for r in held if r.missing_module and r.method in placers}
             if again:
@@ -115,7 +128,7 @@ def run_suite(
         for name, search in searches.items():
             stem = file_stem(graph.name, cluster.name, name)
             run_dir = out_dir / "runs" / stem  # one name in out_dir/runs: never a folder elsewhere
-            if (fresh or stale) and run_dir.exists():
+            if (fresh or stale or name in changed) and run_dir.exists():  # another search resumes its finished run
                 shutil.rmtree(run_dir)
             def run(d: Path | None, s: Search = search, case: BenchCase = case,
                     warm: Placement | None = best_placement) -> Any:
@@ -143,12 +156,11 @@ def warn_unfingerprinted(records: Sequence[BenchRecord], ran: set[tuple[str, str
                     "again to measure them anew", out_dir, len(old), shown_pairs(old))
 
 
-def _changed_settings(held: Sequence[BenchRecord], settings: Mapping[str, str] | None) -> str | None:
-    """Why the ``held`` records are to be measured again: methods whose recorded settings differ from ``settings``
-    (a record or a method without a digest is not compared); ``None`` when none does."""
-    changed = sorted(r.method for r in held if settings and r.settings is not None
-                     and settings.get(r.method, r.settings) != r.settings)
-    return f"{', '.join(changed)} set otherwise than when measured" if changed else None
+def _changed_settings(held: Sequence[BenchRecord], settings: Mapping[str, str] | None) -> list[str]:
+    """The methods of the ``held`` records whose recorded settings differ from ``settings`` (a record or a method
+    without a digest is not compared), sorted."""
+    return sorted(r.method for r in held if settings and r.settings is not None
+                  and settings.get(r.method, r.settings) != r.settings)
 
 
 def _with_settings(records: Sequence[BenchRecord], settings: Mapping[str, str] | None) -> list[BenchRecord]:

@@ -397,6 +397,10 @@ def misspelt_kinds(cluster: Cluster, graph: OpGraph) -> list[str]:
     return found
 
 
+idle_devices = misspelt_kinds
+"""The name :func:`misspelt_kinds` had until 2026-12-07 (it named only devices that run no op), kept for callers."""
+
+
 def unlikely_units(cluster: Cluster, graph: OpGraph | None = None) -> list[str]:
     """What in ``cluster`` reads like a value in another unit than gplace's (bytes, bytes per second, seconds), one
     line each: a device's memory under 1 MB (``memory=16`` meant as GB), a link under 1 MB/s (6 meant as GB/s), a

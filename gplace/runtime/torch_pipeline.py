@@ -549,8 +549,9 @@ def _stage_error(err: Exception) -> str:
     where = "" if tb is None else tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
     if "torch/distributed/pipelining/" not in where:
         return text
-    cause = err.__cause__ or err.__context__  # torch's "[Stage 1] failed to run forward" wraps the op's own error
-    while cause is not None and (cause.__cause__ or cause.__context__) is not None:
+    cause, seen = err.__cause__ or err.__context__, {id(err)}  # torch's "[Stage 1] failed to run forward" wraps
+    while cause is not None and id(cause) not in seen and (cause.__cause__ or cause.__context__) is not None:
+        seen.add(id(cause))  # the op's own error, at the end of the chain (a chain may loop back on itself)
         cause = cause.__cause__ or cause.__context__
     caused = "" if cause is None else f", from {type(cause).__name__}: {error_summary(cause)}"
     return f"torch.distributed.pipelining raised {text}{caused}"

@@ -512,7 +512,8 @@ def _start_from(run: Run, placer: Any, runtime: Runtime, graph: OpGraph, cluster
     """Measure ``warm_start``, imitate it and checkpoint: the best placement is the faster of it and its
     projection onto the policy's groups."""
     given = runtime.measure(graph, cluster, warm_start)
-    if not given.ok:  # imitated, it held the policy on placements that fail, and the search found none that ran
+    if not (given.ok or given.transient):  # imitated, it held the policy on placements that fail, and the search
+        # found none that ran (a transient failure, a worker that died, says nothing of the placement: imitated)
         log.warning("warm_start does not run on %r (%s): the search starts from the policy as it is, without it",
                     cluster.name, given.reason)
         return

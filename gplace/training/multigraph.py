@@ -464,7 +464,8 @@ def _task_placer(index: int, task: _TaskState, encoder: nn.Module, policy: nn.Mo
     try:
         return task.placer(encoder, policy, max_groups, runtime)
     except ValueError as err:
-        raise type(err)(f"tasks[{index}]: {err}") from None
+        err.args = (f"tasks[{index}]: {err}", *err.args[1:])  # its own type, whatever its constructor takes
+        raise
 
 
 def _tasks_grouping_id(placers: Sequence[Any]) -> str:
