@@ -181,7 +181,8 @@ def test_the_pipeline_bench_composes_its_searches_with_the_command_lines_searchp
             "+placers={single_gpu: {_target_: gplace.baselines.SingleDevice, kind: gpu}}", "~learned",
             "+learned={mine: {overrides: ['encoder=mine','policy=list_scheduling']}}", "search.graphs=[c]",
             "search.clusters=[two]", "search.updates=1", "targets.cluster=two", "targets.profiles=[c]",
-            "microbatches=[4]", "search.microbatches=[4]", "schedules=[gpipe]", "search.schedules=[gpipe]"]
+            "targets.microbatches=4", "microbatches=[4]", "search.microbatches=[4]", "schedules=[gpipe]",
+            "search.schedules=[gpipe]"]
     env = {**os.environ, "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0"}
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -110,8 +110,10 @@ class MSCT(Placer):
         return _match(graph, order[x[order] < self.threshold])
 
 
-def _solve_lp(graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray, seconds: float) -> np.ndarray | None:
-    """(E,) relaxed favourite-child edge values, or ``None`` when HiGHS does not find an optimum in ``seconds``.
+def _solve_lp(graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray,
+              seconds: float | None = None) -> np.ndarray | None:
+    """(E,) relaxed favourite-child edge values, or ``None`` when HiGHS does not find an optimum (in ``seconds``,
+    where given).
 
     Variables are ordered ``[x (E), s (N), w]``.
     """
@@ -140,7 +142,7 @@ def _solve_lp(graph: OpGraph, weight: np.ndarray, edge_cost: np.ndarray, seconds
     cost[-1] = 1.0
     bounds = [(0.0, 1.0)] * e + [(0.0, None)] * (n + 1)
     result = linprog(cost, A_ub=a_ub, b_ub=np.concatenate(rhs), bounds=bounds, method="highs",
-                     options={"time_limit": seconds})
+                     options={} if seconds is None else {"time_limit": seconds})
     return result.x[:e] if result.status == 0 else None
 
 

@@ -450,9 +450,12 @@ def test_the_default_backend_is_chosen_before_any_process_starts(monkeypatch) ->
     TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M).run(graph, cluster, placement)
     assert [job.backend for job in jobs] == ["gloo"]
     mixed = Cluster.build([Device("/CPU:0", "cpu"), Device("/GPU:0", "gpu")], default_bandwidth=1e9)
-    with pytest.raises(InvalidPlacementError, match=r"stage 0 on /CPU:0 \(cpu\), stage 1 on /GPU:0 \(cuda:0\)"):
-        TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M).measure(
-            graph, mixed, Placement.for_graph(graph, placement.devices))
+    runtime, both = TorchPipelineRuntime(model, x, y, F.mse_loss, microbatches=M), r"stage 0 on /CPU:0 \(cpu\), " \
+        r"stage 1 on /GPU:0 \(cuda:0\)"
+    with pytest.raises(InvalidPlacementError, match=both):
+        runtime.run(graph, mixed, Placement.for_graph(graph, placement.devices))
+    measured = runtime.measure(graph, mixed, Placement.for_graph(graph, placement.devices))  # a failed measurement
+    assert not measured.ok and re.search(both, measured.reason), measured.reason
     assert len(jobs) == 1
 
 
