@@ -577,10 +577,10 @@ def bench_pipeline(cfg: Any) -> list[PipelineRecord]:
             records = [r for r in records if (r.graph, r.cluster) != pair]
             cases = [(int(m), str(s)) for m in cfg.search.microbatches for s in cfg.search.schedules] if on else []
             placers = {name: instantiate(spec) for name, spec in cfg.placers.items()}
-            measured = run_pipeline_case(graph, cluster, placers, microbatches=list(cfg.microbatches),
-                                         schedules=list(cfg.schedules), searches=searches, search_cases=cases,
-                                         label=graph_name)
-            records += [dataclasses.replace(r, settings=settings) for r in measured]
+            ran = run_pipeline_case(graph, cluster, placers, microbatches=list(cfg.microbatches),
+                                    schedules=list(cfg.schedules), searches=searches, search_cases=cases,
+                                    label=graph_name)
+            records += [dataclasses.replace(r, settings=settings) for r in ran]
             write_pipeline_results(records, cfg.out_dir, notes=_PARTIAL + str(cfg.notes), plot=False)
             log.info("pipeline bench: %s on %s done (%d records)", graph.name, cluster.name, len(records))
     aimed = clusters.get(target.cluster)

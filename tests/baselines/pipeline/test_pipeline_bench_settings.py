@@ -44,3 +44,15 @@ def test_the_report_says_a_dp_never_run_was_not_measured(tmp_path):
     _bench(tmp_path)
     report = (tmp_path / "PIPELINE.md").read_text()
     assert "nan" not in report
+
+
+def test_every_pair_keeps_its_digest_and_a_resume_skips_them_all(tmp_path, caplog):
+    """The first pair's records were bound to the name of the digest, so every later pair kept a list of records
+    as its digest, and a resume measured it again."""
+    graphs = "+graphs={c: {_target_: gplace.testing.chain, costs: [1, 2, 3, 1]}, d: {_target_: gplace.testing.chain}}"
+    first = _bench(tmp_path, "~graphs", graphs)
+    assert {r.graph for r in first} == {"c", "d"}
+    assert all(isinstance(r.settings, str) for r in first)
+    with caplog.at_level(logging.WARNING, logger="gplace.bench.pipeline"):
+        assert _bench(tmp_path, "~graphs", graphs, "resume=true") == first
+    assert "measured again" not in caplog.text
