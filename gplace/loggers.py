@@ -371,14 +371,10 @@ class WandbLogger:
         ``trace``); returns the ``wandb.Artifact`` objects logged."""
         artifacts = []
         run = self._active()
-        if self._lost:
-            return artifacts
-        with self._kept_going():
-            run.summary.update(_finite_scalars(summary))
-        if self._lost:
-            return artifacts
-        with self._kept_going():
-            self._log_files(rows, files, artifacts)
+        if not self._lost:
+            with self._kept_going():
+                run.summary.update(_finite_scalars(summary))
+                self._log_files(rows, files, artifacts)
         return artifacts
 
     def _log_files(self, rows: Sequence[Mapping[str, Any]], files: Mapping[str, str | Path],

@@ -206,8 +206,7 @@ def policy_file(method: str | Path | Placer) -> Path | None:
     path = Path(method)
     if path.is_file():
         return path
-    named = isinstance(method, str) and (method in LEARNED or method in baselines() or method in pipeline_placers())
-    if isinstance(method, Path) or path.suffix or "/" in str(method) or (path.is_dir() and not named):
+    if isinstance(method, Path) or path.suffix or "/" in str(method) or (path.is_dir() and not _named(method)):
         hint = _directory_hint(path) if path.is_dir() else ""
         dotted = re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", str(method)) and path.suffix not in _FILE_SUFFIXES
         if dotted and not hint:
@@ -226,12 +225,17 @@ def check_method(method: str | Path) -> None:
         return
     if not isinstance(method, str | os.PathLike):
         raise TypeError(f"method must be a name, a policy file's path or a Placer, got {_kind_of(method)}")
-    if isinstance(method, str) and (method in LEARNED or method in baselines() or method in pipeline_placers()):
+    if _named(method):
         return
     if policy_file(method) is None:
         raise ValueError(f"unknown method {str(method)!r}; give a baseline {sorted(baselines())}, a pipeline "
                          f"placer {sorted(pipeline_placers())}, a learned method {sorted(LEARNED)}, 'pretrained', or "
                          "the path of a policy file")
+
+
+def _named(method: object) -> bool:
+    """Whether ``method`` is the name of a learned method, a baseline or a pipeline placer (never a path)."""
+    return isinstance(method, str) and (method in LEARNED or method in baselines() or method in pipeline_placers())
 
 
 def _directory_hint(path: Path) -> str:

@@ -388,14 +388,19 @@ def _fastest_one_device_that_fits(graph: OpGraph, cluster: Cluster) -> np.ndarra
         if not isinstance(placed, Placement):  # no op may run there
             continue
         timed = schedule(graph, cluster, placed)
-        if (timed.peak_memory <= cluster.memory).all() and (best is None or timed.step_time < best[0]):
+        if _fits(timed, cluster) and (best is None or timed.step_time < best[0]):
             best = (timed.step_time, placed.devices)
     return None if best is None else best[1]
 
 
 def _fits_sim_v1(graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> bool:
     """Whether ``sim-v1``'s peak memory of the placement ``devices`` fits every device."""
-    return bool((schedule(graph, cluster, Placement.for_graph(graph, devices)).peak_memory <= cluster.memory).all())
+    return _fits(schedule(graph, cluster, Placement.for_graph(graph, devices)), cluster)
+
+
+def _fits(timed: Any, cluster: Cluster) -> bool:
+    """Whether ``sim-v1``'s schedule ``timed`` peaks within every device's memory."""
+    return bool((timed.peak_memory <= cluster.memory).all())
 
 
 def mean_comm(cluster: Cluster) -> tuple[float, float]:
